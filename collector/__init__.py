@@ -1,0 +1,1 @@
+"""stacklens collector: receives hook frames, validates them and stores them in PostgreSQL."""

@@ -1,0 +1,1 @@
+"""Ingest: the TCP server for hook frames (validation, acknowledgement after commit)."""

@@ -1,0 +1,1 @@
+"""Store: writers that commit validated frames to PostgreSQL with COPY."""

@@ -1,0 +1,272 @@
+"""The frame writer: batches validated frames and commits each batch in one transaction.
+
+Every frame's data is written at most once: the `received_frames` ledger deduplicates by
+(job, rank, seq) inside the same transaction as the data, so a resent frame is recognised
+even after a collector restart. Callers are told a frame is stored only after COMMIT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import psycopg
+
+from collector.store.copy import binary_copy
+from stacklens.mpi_ops import op_name
+from stacklens.wire import Frame, FrameType
+
+log = logging.getLogger(__name__)
+
+_UPSERT_JOBS = """
+INSERT INTO jobs (job_key, world_size, command, status, started_ns, last_seen_ns)
+SELECT * FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::bigint[], %s::bigint[])
+ON CONFLICT (job_key) DO UPDATE SET
+    started_ns = LEAST(jobs.started_ns, EXCLUDED.started_ns),
+    last_seen_ns = GREATEST(jobs.last_seen_ns, EXCLUDED.last_seen_ns),
+    command = COALESCE(jobs.command, EXCLUDED.command)
+RETURNING id, job_key
+"""
+
+_INSERT_LEDGER = """
+INSERT INTO received_frames (job_id, world_rank, seq, received_ns)
+SELECT * FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[])
+ON CONFLICT DO NOTHING
+RETURNING job_id, world_rank, seq
+"""
+
+_UPSERT_RANKS = """
+INSERT INTO ranks (job_id, world_rank, host, pid, first_seen_ns, last_seen_ns, finished)
+SELECT * FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::int[], %s::bigint[],
+                     %s::bigint[], %s::bool[])
+ON CONFLICT (job_id, world_rank) DO UPDATE SET
+    first_seen_ns = LEAST(ranks.first_seen_ns, EXCLUDED.first_seen_ns),
+    last_seen_ns = GREATEST(ranks.last_seen_ns, EXCLUDED.last_seen_ns),
+    finished = ranks.finished OR EXCLUDED.finished
+"""
+
+_FINISH_JOBS = """
+UPDATE jobs SET status = 'finished', finished_ns = jobs.last_seen_ns
+WHERE jobs.id = ANY(%s::bigint[]) AND jobs.status <> 'finished'
+  AND (SELECT count(*) FROM ranks r WHERE r.job_id = jobs.id AND r.finished) >= jobs.world_size
+"""
+
+_P2P_COPY = (
+    "COPY p2p_deltas (job_id, world_rank, peer, t_start_ns, t_end_ns,"
+    " bytes_sent, msgs_sent, bytes_recv, msgs_recv) FROM STDIN (FORMAT BINARY)"
+)
+_OP_COPY = (
+    "COPY op_deltas (job_id, world_rank, op, t_start_ns, t_end_ns, calls, bytes, time_ns)"
+    " FROM STDIN"
+)
+
+
+@dataclass
+class WriterStats:
+    """Counters of what the writer did (exported on /metrics)."""
+
+    frames_committed: int = 0
+    frames_duplicate: int = 0
+    batches: int = 0
+    write_errors: int = 0
+    p2p_rows: int = 0
+
+
+@dataclass
+class _Pending:
+    frame: Frame
+    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+class FrameWriter:
+    """Commits frames to PostgreSQL in batches; `store()` returns once a frame is committed."""
+
+    def __init__(self, url: str, max_batch: int = 512, max_queue: int = 8192):
+        self._url = url
+        self._max_batch = max_batch
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=max_queue)
+        self._task: asyncio.Task | None = None
+        self._conn: psycopg.AsyncConnection | None = None
+        self.stats = WriterStats()
+
+    async def start(self) -> None:
+        """Start the background batch loop."""
+        self._task = asyncio.create_task(self._run(), name="stacklens-frame-writer")
+
+    async def stop(self) -> None:
+        """Stop the loop and close the database connection."""
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._conn is not None:
+            await self._conn.close()
+
+    async def store(self, frame: Frame) -> None:
+        """Queue `frame` and wait until it is committed (raises if the write failed)."""
+        pending = _Pending(frame)
+        await self._queue.put(pending)
+        await pending.done
+
+    async def _run(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < self._max_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                await self._write([p.frame for p in batch])
+            except (psycopg.Error, OSError) as exc:
+                self.stats.write_errors += 1
+                log.error("could not store %d frames, not acknowledging them: %s", len(batch), exc)
+                if self._conn is not None:
+                    await self._conn.close()
+                    self._conn = None
+                for p in batch:
+                    if not p.done.done():
+                        p.done.set_exception(exc)
+                await asyncio.sleep(0.5)
+                continue
+            for p in batch:
+                if not p.done.done():
+                    p.done.set_result(None)
+
+    async def _connection(self) -> psycopg.AsyncConnection:
+        if self._conn is None or self._conn.closed:
+            self._conn = await psycopg.AsyncConnection.connect(self._url)
+        return self._conn
+
+    async def _write(self, frames: list[Frame]) -> None:
+        """Write one batch in one transaction (ledger, jobs, ranks, deltas)."""
+        conn = await self._connection()
+        now = time.time_ns()
+        async with conn.transaction(), conn.cursor() as cur:
+            job_ids = await self._upsert_jobs(cur, frames)
+            unique: dict[tuple[int, int, int], Frame] = {}
+            for f in frames:
+                key = (job_ids[f.header.job_id], f.header.world_rank, f.header.seq)
+                unique.setdefault(key, f)
+            keys = list(unique)
+            await cur.execute(
+                _INSERT_LEDGER,
+                (
+                    [k[0] for k in keys],
+                    [k[1] for k in keys],
+                    [k[2] for k in keys],
+                    [now] * len(keys),
+                ),
+            )
+            new_keys = {tuple(row) for row in await cur.fetchall()}
+            fresh = [(k, unique[k]) for k in keys if k in new_keys]
+            await self._upsert_ranks(cur, fresh)
+            await self._copy_p2p(cur, fresh)
+            await self._copy_ops(cur, fresh)
+            finishing = sorted({k[0] for k, f in fresh if f.header.frame_type == FrameType.FINAL})
+            if finishing:
+                await cur.execute(_FINISH_JOBS, (finishing,))
+        self.stats.batches += 1
+        self.stats.frames_committed += len(fresh)
+        self.stats.frames_duplicate += len(frames) - len(fresh)
+
+    async def _upsert_jobs(self, cur: psycopg.AsyncCursor, frames: list[Frame]) -> dict[str, int]:
+        jobs: dict[str, list] = {}
+        for f in frames:
+            h = f.header
+            row = jobs.setdefault(
+                h.job_id, [h.world_size, None, h.interval_start_ns, h.interval_end_ns]
+            )
+            row[1] = row[1] or f.command
+            row[2] = min(row[2], h.interval_start_ns)
+            row[3] = max(row[3], h.interval_end_ns)
+        keys = list(jobs)
+        await cur.execute(
+            _UPSERT_JOBS,
+            (
+                keys,
+                [jobs[k][0] for k in keys],
+                [jobs[k][1] for k in keys],
+                ["running"] * len(keys),
+                [jobs[k][2] for k in keys],
+                [jobs[k][3] for k in keys],
+            ),
+        )
+        return {key: job_id for job_id, key in await cur.fetchall()}
+
+    async def _upsert_ranks(self, cur: psycopg.AsyncCursor, fresh: list) -> None:
+        if not fresh:
+            return
+        cols: list[list] = [[] for _ in range(7)]
+        for (job_id, rank, _), f in fresh:
+            h = f.header
+            for col, value in zip(
+                cols,
+                (
+                    job_id,
+                    rank,
+                    h.host,
+                    h.pid,
+                    h.interval_start_ns,
+                    h.interval_end_ns,
+                    h.frame_type == FrameType.FINAL,
+                ),
+                strict=True,
+            ):
+                col.append(value)
+        # One row per (job, rank) per statement: ON CONFLICT DO UPDATE may not touch a row twice.
+        merged: dict[tuple[int, int], list] = {}
+        for row in zip(*cols, strict=True):
+            old = merged.get(row[:2])
+            if old is None:
+                merged[row[:2]] = list(row)
+            else:
+                old[4], old[5], old[6] = min(old[4], row[4]), max(old[5], row[5]), old[6] or row[6]
+        await cur.execute(_UPSERT_RANKS, [list(c) for c in zip(*merged.values(), strict=True)])
+
+    async def _copy_p2p(self, cur: psycopg.AsyncCursor, fresh: list) -> None:
+        parts = [(k, f, f.tables["p2p"]) for k, f in fresh if len(f.tables.get("p2p", ())) > 0]
+        if not parts:
+            return
+        counts = [len(t) for _, _, t in parts]
+        tables = np.concatenate([t for _, _, t in parts])
+
+        def per_frame(values: list[int]) -> np.ndarray:
+            return np.repeat(np.asarray(values, dtype=np.int64), counts)
+
+        payload = binary_copy(
+            [
+                ("int8", per_frame([k[0] for k, _, _ in parts])),
+                ("int4", per_frame([k[1] for k, _, _ in parts])),
+                ("int4", tables["peer"]),
+                ("int8", per_frame([f.header.interval_start_ns for _, f, _ in parts])),
+                ("int8", per_frame([f.header.interval_end_ns for _, f, _ in parts])),
+                ("int8", tables["bytes_sent"]),
+                ("int8", tables["msgs_sent"]),
+                ("int8", tables["bytes_recv"]),
+                ("int8", tables["msgs_recv"]),
+            ]
+        )
+        async with cur.copy(_P2P_COPY) as copy:
+            await copy.write(payload)
+        self.stats.p2p_rows += len(tables)
+
+    async def _copy_ops(self, cur: psycopg.AsyncCursor, fresh: list) -> None:
+        rows = [
+            (
+                k[0],
+                k[1],
+                op_name(int(r["op_id"])),
+                f.header.interval_start_ns,
+                f.header.interval_end_ns,
+                int(r["calls"]),
+                int(r["bytes"]),
+                int(r["time_ns"]),
+            )
+            for k, f in fresh
+            for r in f.tables.get("op", ())
+        ]
+        if not rows:
+            return
+        async with cur.copy(_OP_COPY) as copy:
+            for row in rows:
+                await copy.write_row(row)

@@ -1,0 +1,1 @@
+"""stacklens server: the FastAPI query API (and the host of the Dash frontend)."""

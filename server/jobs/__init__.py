@@ -1,0 +1,1 @@
+"""Jobs domain: job list and per-job rank x rank traffic."""

@@ -1,0 +1,227 @@
+"""The `stacklens` command: up, run, env, demo, migrate.
+
+stacklens up                       database + migrations + collector + API + dashboard
+stacklens run -- mpirun -np 4 ./a  run a command with the hook library attached
+eval "$(stacklens env)"            the same variables for batch scripts
+stacklens demo [--for SECONDS]     `up` plus an example MPI workload, repeated
+stacklens migrate                  apply the database migrations and exit
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+
+from pydantic import ValidationError
+
+from stacklens.paths import EXAMPLES_DIR
+from stacklens.settings import ConfigError, Settings, get_settings
+
+log = logging.getLogger("stacklens")
+
+#: Environment that lets Open MPI run as root and oversubscribe the cores (demo and tests).
+OPENMPI_ROOT_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_rmaps_base_oversubscribe": "1",
+}
+
+
+def hook_environment(settings: Settings) -> dict[str, str]:
+    """The variables that attach the hook library to a program and point it at the collector."""
+    if not settings.library.is_file():
+        raise FileNotFoundError(
+            f"hook library {settings.library} is not built: run `make -C mpi_pmpi_hooks`"
+        )
+    preload = os.environ.get("LD_PRELOAD", "")
+    parts = [str(settings.library)] + [
+        p for p in preload.split(":") if p and p != str(settings.library)
+    ]
+    env = {
+        "LD_PRELOAD": ":".join(parts),
+        "STACKLENS_COLLECTOR": settings.collector,
+        "STACKLENS_INTERVAL_MS": str(settings.interval_ms),
+    }
+    if settings.ingest_token:
+        env["STACKLENS_INGEST_TOKEN"] = settings.ingest_token
+    if settings.job_id:
+        env["STACKLENS_JOB_ID"] = settings.job_id
+    return env
+
+
+def cmd_env(settings: Settings, _: argparse.Namespace) -> int:
+    """Print `export` lines for `eval "$(stacklens env)"`."""
+    for key, value in hook_environment(settings).items():
+        print(f"export {key}={shlex.quote(value)}")
+    return 0
+
+
+def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    """Run a command with the hooks attached; return its exit code."""
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print(
+            "stacklens run: no command given (stacklens run -- mpirun -np 4 ./prog)",
+            file=sys.stderr,
+        )
+        return 2
+    env = {**os.environ, **hook_environment(settings)}
+    try:
+        return subprocess.call(command, env=env)
+    except FileNotFoundError:
+        print(f"stacklens run: command not found: {command[0]}", file=sys.stderr)
+        return 127
+
+
+def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
+    """Apply the migrations to the configured database."""
+    from stacklens.db import migrate, open_database
+
+    database = open_database(settings)
+    migrate(database.url)
+    print("database is at the newest schema revision")
+    return 0
+
+
+async def _serve(settings: Settings, workload: list[str] | None, duration: float | None) -> None:
+    """Start everything `up` starts; optionally loop a workload and stop after `duration` s."""
+    import uvicorn
+
+    from collector.service import CollectorService
+    from server.app import create_app
+    from stacklens.db import make_engine, migrate, open_database
+
+    database = open_database(settings)
+    migrate(database.url)
+    engine = make_engine(database.url)
+    collector = CollectorService(database.url, settings)
+    url = f"http://{settings.http_host}:{settings.http_port}"
+    app = create_app(engine, api_base_url=url, refresh_ms=settings.refresh_ms, services=[collector])
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=settings.http_host,
+            port=settings.http_port,
+            log_level="warning",
+            lifespan="on",
+        )
+    )
+    tasks = [asyncio.create_task(server.serve())]
+    while not server.started:
+        if tasks[0].done():
+            await tasks[0]
+            raise SystemExit(f"stacklens: could not serve on {url}")
+        await asyncio.sleep(0.05)
+    print(
+        f"stacklens is up: dashboard {url}/  API docs {url}/docs  "
+        f"collector {settings.collector_host}:{collector.port}",
+        flush=True,
+    )
+    if workload:
+        tasks.append(asyncio.create_task(_loop_workload(settings, workload)))
+    if duration is not None:
+        tasks.append(asyncio.create_task(asyncio.sleep(duration)))
+    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    server.should_exit = True
+    for task in tasks[1:]:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    engine.dispose()
+
+
+async def _loop_workload(settings: Settings, workload: list[str]) -> None:
+    """Run `workload` under the hooks again and again; kill the running one when cancelled."""
+    env = {**os.environ, **hook_environment(settings)}
+    if os.geteuid() == 0:
+        env.update(OPENMPI_ROOT_ENV)
+    while True:
+        print(f"demo: running {shlex.join(workload)}", flush=True)
+        proc = await asyncio.create_subprocess_exec(
+            *workload, env=env, stdout=subprocess.DEVNULL, start_new_session=True
+        )
+        try:
+            code = await proc.wait()
+        except asyncio.CancelledError:
+            os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            raise
+        if code != 0:
+            print(f"demo: workload exited with {code}", file=sys.stderr, flush=True)
+            await asyncio.sleep(1.0)
+
+
+def demo_workload(ranks: int) -> list[str]:
+    """The demo MPI job: ring exchange plus allreduce (examples/ring_allreduce.c)."""
+    program = EXAMPLES_DIR / "build" / "ring_allreduce"
+    if not program.is_file():
+        raise FileNotFoundError(f"{program} is not built: run `make -C examples`")
+    mpirun = shutil.which("mpirun") or "mpirun"
+    return [mpirun, "-np", str(ranks), str(program), "40", "262144", "100"]
+
+
+def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
+    """Serve until interrupted."""
+    asyncio.run(_serve(settings, workload=None, duration=None))
+    return 0
+
+
+def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    """`up` plus the example workload; stop after --for seconds if given."""
+    asyncio.run(_serve(settings, workload=demo_workload(args.ranks), duration=args.duration))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the stacklens command."""
+    parser = argparse.ArgumentParser(
+        prog="stacklens", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("up", help="start database, collector, API and dashboard").set_defaults(
+        func=cmd_up
+    )
+    run = sub.add_parser("run", help="run a command with the hook library attached")
+    run.add_argument("command", nargs=argparse.REMAINDER)
+    run.set_defaults(func=cmd_run)
+    sub.add_parser("env", help="print the hook variables as export lines").set_defaults(
+        func=cmd_env
+    )
+    demo = sub.add_parser("demo", help="up + an example MPI workload")
+    demo.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS")
+    demo.add_argument("--ranks", type=int, default=4)
+    demo.set_defaults(func=cmd_demo)
+    sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `stacklens` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in ("pgserver", "alembic", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        print(f"stacklens: bad configuration:\n{exc}", file=sys.stderr)
+        return 2
+    try:
+        return args.func(settings, args)
+    except (FileNotFoundError, ConfigError) as exc:
+        print(f"stacklens: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Database plumbing: the embedded PostgreSQL (pgserver), URL forms, migrations, engines."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine
+
+from stacklens.paths import ALEMBIC_INI, MIGRATIONS_DIR
+from stacklens.settings import ConfigError, Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Database:
+    """A PostgreSQL server stacklens uses: its libpq URL and, if embedded, its handle."""
+
+    url: str
+    embedded: object | None = None  # pgserver.PostgresServer when stacklens started it
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        """The URL in SQLAlchemy's psycopg 3 dialect form."""
+        return sqlalchemy_url(self.url)
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Turn a libpq URL (postgresql://...) into SQLAlchemy's psycopg 3 form."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("postgresql", "postgres", "postgresql+psycopg"):
+        raise ValueError(f"not a PostgreSQL URL: {url!r}")
+    return "postgresql+psycopg://" + rest
+
+
+def libpq_url(url: str) -> str:
+    """Turn a SQLAlchemy or libpq URL into the plain libpq form psycopg accepts."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("postgresql", "postgres", "postgresql+psycopg"):
+        raise ValueError(f"not a PostgreSQL URL: {url!r}")
+    return "postgresql://" + rest
+
+
+def start_embedded(data_dir: Path) -> Database:
+    """Start (or attach to) the embedded PostgreSQL whose data lives in `data_dir`.
+
+    The server stops when this process exits.
+    """
+    import pgserver  # imported lazily: only the embedded path needs it
+
+    if str(data_dir.resolve()).startswith("/root/"):
+        raise ConfigError(
+            f"the embedded PostgreSQL data dir {data_dir} is under root's home directory; "
+            "pgserver would open its parents to other users: set STACKLENS_STATE_DIR elsewhere"
+        )
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(data_dir, cleanup_mode="stop")
+    return Database(url=server.get_uri(), embedded=server)
+
+
+def open_database(settings: Settings) -> Database:
+    """The database of these settings: the external URL if set, else the embedded server."""
+    if settings.database_url:
+        return Database(url=libpq_url(settings.database_url))
+    data_dir = settings.state_dir / "pg"
+    log.info("starting embedded PostgreSQL in %s", data_dir)
+    return start_embedded(data_dir)
+
+
+def migrate(url: str) -> None:
+    """Apply every Alembic migration up to head."""
+    config = Config(str(ALEMBIC_INI))
+    config.attributes["configure_logger"] = False  # keep the caller's logging setup
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
+    command.upgrade(config, "head")
+
+
+def make_engine(url: str) -> Engine:
+    """A pooled SQLAlchemy engine for the API's queries."""
+    return create_engine(sqlalchemy_url(url), pool_pre_ping=True)

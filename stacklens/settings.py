@@ -1,0 +1,80 @@
+"""The one settings object of stacklens; every field is read from a `STACKLENS_*` variable.
+
+The C hook library reads the same variable names (STACKLENS_COLLECTOR,
+STACKLENS_INTERVAL_MS, STACKLENS_INGEST_TOKEN, ...), so one environment configures
+both sides.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from stacklens.paths import DEFAULT_LIBRARY
+
+
+class ConfigError(Exception):
+    """A configuration that cannot work; the message says what to change."""
+
+
+def _default_state_dir() -> Path:
+    """State directory: /var/lib/stacklens for root, ~/.local/state/stacklens otherwise.
+
+    Never under root's home directory: the embedded PostgreSQL opens every parent
+    directory of its data directory to other users.
+    """
+    if os.geteuid() == 0:
+        return Path("/var/lib/stacklens")
+    return Path.home() / ".local" / "state" / "stacklens"
+
+
+class Settings(BaseSettings):
+    """stacklens configuration (environment prefix `STACKLENS_`)."""
+
+    model_config = SettingsConfigDict(env_prefix="STACKLENS_", extra="ignore")
+
+    state_dir: Path = Field(default_factory=_default_state_dir)
+    database_url: str | None = Field(
+        default=None,
+        description="External PostgreSQL URL; unset = embedded PostgreSQL in state_dir/pg.",
+    )
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(default=7450, ge=0, le=65535)
+    collector: str = Field(
+        default="127.0.0.1:7451",
+        description="host:port where the collector listens for hook frames (and hooks send).",
+    )
+    ingest_token: str = Field(default="", max_length=63)
+    interval_ms: int = Field(default=1000, ge=10)
+    max_frame_bytes: int = Field(default=16 * 1024 * 1024, ge=4096)
+    refresh_ms: int = Field(default=1000, ge=200, description="Dashboard refresh period.")
+    library: Path = Field(default=DEFAULT_LIBRARY, description="Path of libstacklens.so.")
+    job_id: str | None = None
+
+    @field_validator("collector")
+    @classmethod
+    def _check_collector(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"expected host:port, got {value!r}")
+        return value
+
+    @property
+    def collector_host(self) -> str:
+        """Host part of `collector`."""
+        return self.collector.rpartition(":")[0]
+
+    @property
+    def collector_port(self) -> int:
+        """Port part of `collector`."""
+        return int(self.collector.rpartition(":")[2])
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()

@@ -1,0 +1,321 @@
+"""The stacklens wire format, read from the same X-macro file the C library compiles.
+
+`mpi_pmpi_hooks/include/stacklens_wire.def` is the single source of truth: this module
+parses it into numpy dtypes for the frame header, the acknowledgement and every counter
+table, then decodes and validates frames with vectorised numpy views (no Python loop
+per record) and encodes frames for tests and load generators.
+"""
+
+from __future__ import annotations
+
+import enum
+import hmac
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from stacklens.paths import WIRE_DEF
+
+MAGIC = 0x534E4C53  # b"SLNS" little-endian
+ACK_MAGIC = 0x4B414C53  # b"SLAK" little-endian
+VERSION = 1
+SECTION_HEADER = np.dtype([("table", "<u2"), ("record_size", "<u2"), ("count", "<u4")])
+
+#: Frames whose interval ends further than this in the future are rejected.
+MAX_CLOCK_SKEW_NS = 24 * 3600 * 10**9
+
+_TYPE = r"(u16|u32|u64|text\(\d+\))"
+_DOC = r'"((?:[^"\\]|\\.)*)"'
+
+
+def _numpy_type(wire_type: str) -> str:
+    """numpy type string of a .def field type (u16, u32, u64, text(N))."""
+    if wire_type.startswith("text("):
+        return "S" + wire_type[5:-1]
+    return {"u16": "<u2", "u32": "<u4", "u64": "<u8"}[wire_type]
+
+
+def _strip_comments(text: str) -> str:
+    return re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One counter table of the wire format."""
+
+    id: int
+    name: str
+    doc: str
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class WireSpec:
+    """Everything the .def file defines, as numpy dtypes and enums."""
+
+    header: np.dtype
+    ack: np.dtype
+    tables: dict[int, Table]
+    statuses: dict[str, int]
+
+    def table(self, name: str) -> Table:
+        """The table called `name`."""
+        for table in self.tables.values():
+            if table.name == name:
+                return table
+        raise KeyError(name)
+
+
+def load_spec(path: Path = WIRE_DEF) -> WireSpec:
+    """Parse the wire definition file into a WireSpec."""
+    text = _strip_comments(path.read_text())
+    header = [
+        (m[0], _numpy_type(m[1]))
+        for m in re.findall(rf"SL_HEADER_FIELD\(\s*(\w+)\s*,\s*{_TYPE}\s*,\s*{_DOC}\s*\)", text)
+    ]
+    ack = [
+        (m[0], _numpy_type(m[1]))
+        for m in re.findall(rf"SL_ACK_FIELD\(\s*(\w+)\s*,\s*{_TYPE}\s*,\s*{_DOC}\s*\)", text)
+    ]
+    statuses = {
+        m[1]: int(m[0])
+        for m in re.findall(rf"SL_STATUS\(\s*(\d+)\s*,\s*(\w+)\s*,\s*{_DOC}\s*\)", text)
+    }
+    tables: dict[int, Table] = {}
+    for m in re.finditer(rf"SL_TABLE\(\s*(\d+)\s*,\s*(\w+)\s*,\s*{_DOC}\s*\)", text):
+        table_id, name, doc = int(m[1]), m[2], m[3]
+        fields = [
+            (f[0], _numpy_type(f[1]))
+            for f in re.findall(
+                rf"SL_FIELD\(\s*{name}\s*,\s*(\w+)\s*,\s*{_TYPE}\s*,\s*{_DOC}\s*\)", text
+            )
+        ]
+        tables[table_id] = Table(table_id, name, doc, np.dtype(fields))
+    return WireSpec(np.dtype(header), np.dtype(ack), tables, statuses)
+
+
+SPEC = load_spec()
+HEADER_DTYPE = SPEC.header
+HEADER_SIZE = HEADER_DTYPE.itemsize
+ACK_DTYPE = SPEC.ack
+ACK_SIZE = ACK_DTYPE.itemsize
+
+Status = enum.IntEnum("Status", {name.upper(): code for name, code in SPEC.statuses.items()})
+
+
+class FrameType(enum.IntEnum):
+    """Kinds of frames a rank sends."""
+
+    DATA = 1
+    FINAL = 2
+
+
+class FrameError(Exception):
+    """A frame that must be rejected; `status` goes back to the sender in the ack."""
+
+    def __init__(self, status: Status, reason: str):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Header:
+    """Decoded frame header."""
+
+    version: int
+    frame_type: int
+    body_len: int
+    world_rank: int
+    world_size: int
+    pid: int
+    seq: int
+    interval_start_ns: int
+    interval_end_ns: int
+    job_id: str
+    host: str
+    token: bytes
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A validated frame: its header and one structured array per table present."""
+
+    header: Header
+    tables: dict[str, np.ndarray]
+
+    @property
+    def command(self) -> str | None:
+        """The rank's command line, if this frame carries rank information."""
+        info = self.tables.get("rank_info")
+        if info is None or len(info) == 0:
+            return None
+        return info["command"][0].decode("utf-8", "replace")
+
+
+def _text(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def decode_header(raw: bytes, max_body: int) -> Header:
+    """Decode and check the fixed part of a header (magic, version, type, body length).
+
+    Raises FrameError with the status to send back.
+    """
+    if len(raw) < HEADER_SIZE:
+        raise FrameError(Status.BAD_LENGTH, f"header truncated: {len(raw)} of {HEADER_SIZE} bytes")
+    h = np.frombuffer(raw, dtype=HEADER_DTYPE, count=1)[0]
+    if int(h["magic"]) != MAGIC:
+        raise FrameError(Status.BAD_MAGIC, f"bad magic 0x{int(h['magic']):08x}")
+    if int(h["version"]) != VERSION:
+        raise FrameError(Status.BAD_VERSION, f"unsupported wire version {int(h['version'])}")
+    if int(h["frame_type"]) not in (FrameType.DATA, FrameType.FINAL):
+        raise FrameError(Status.BAD_BODY, f"unknown frame type {int(h['frame_type'])}")
+    if int(h["body_len"]) > max_body:
+        raise FrameError(
+            Status.BAD_LENGTH, f"body of {int(h['body_len'])} bytes exceeds the cap of {max_body}"
+        )
+    return Header(
+        version=int(h["version"]),
+        frame_type=int(h["frame_type"]),
+        body_len=int(h["body_len"]),
+        world_rank=int(h["world_rank"]),
+        world_size=int(h["world_size"]),
+        pid=int(h["pid"]),
+        seq=int(h["seq"]),
+        interval_start_ns=int(h["interval_start_ns"]),
+        interval_end_ns=int(h["interval_end_ns"]),
+        job_id=_text(bytes(h["job_id"])),
+        host=_text(bytes(h["host"])),
+        token=bytes(h["token"]).split(b"\0", 1)[0],
+    )
+
+
+def check_header(header: Header, token: str, now_ns: int | None = None) -> None:
+    """Check the authorisation and the ranges of a decoded header; raise FrameError."""
+    if not hmac.compare_digest(header.token, token.encode()):
+        raise FrameError(Status.BAD_TOKEN, "wrong ingest token")
+    if not header.job_id:
+        raise FrameError(Status.OUT_OF_RANGE, "empty job id")
+    if header.world_size == 0 or header.world_rank >= header.world_size:
+        raise FrameError(
+            Status.OUT_OF_RANGE,
+            f"rank {header.world_rank} out of range for world size {header.world_size}",
+        )
+    if header.interval_end_ns < header.interval_start_ns:
+        raise FrameError(Status.OUT_OF_RANGE, "interval ends before it starts")
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    if header.interval_end_ns > now_ns + MAX_CLOCK_SKEW_NS:
+        raise FrameError(Status.OUT_OF_RANGE, "interval ends too far in the future")
+
+
+def decode_body(header: Header, body: bytes) -> Frame:
+    """Split a body into its sections and view each as a structured array; raise FrameError."""
+    if len(body) != header.body_len:
+        raise FrameError(
+            Status.BAD_LENGTH, f"body truncated: {len(body)} of {header.body_len} bytes"
+        )
+    tables: dict[str, np.ndarray] = {}
+    offset = 0
+    while offset < len(body):
+        if len(body) - offset < SECTION_HEADER.itemsize:
+            raise FrameError(Status.BAD_BODY, f"section header truncated at byte {offset}")
+        sec = np.frombuffer(body, dtype=SECTION_HEADER, count=1, offset=offset)[0]
+        offset += SECTION_HEADER.itemsize
+        table = SPEC.tables.get(int(sec["table"]))
+        if table is None:
+            raise FrameError(Status.BAD_BODY, f"unknown table id {int(sec['table'])}")
+        if int(sec["record_size"]) != table.dtype.itemsize:
+            raise FrameError(
+                Status.BAD_BODY,
+                f"table {table.name}: record size {int(sec['record_size'])}, "
+                f"expected {table.dtype.itemsize}",
+            )
+        if table.name in tables:
+            raise FrameError(Status.BAD_BODY, f"table {table.name} appears twice")
+        size = int(sec["count"]) * table.dtype.itemsize
+        if size > len(body) - offset:
+            raise FrameError(Status.BAD_LENGTH, f"table {table.name} runs past the body")
+        tables[table.name] = np.frombuffer(
+            body, dtype=table.dtype, count=int(sec["count"]), offset=offset
+        )
+        offset += size
+    p2p = tables.get("p2p")
+    if p2p is not None and len(p2p) and int(p2p["peer"].max()) >= header.world_size:
+        raise FrameError(Status.OUT_OF_RANGE, "peer rank out of range for the world size")
+    return Frame(header, tables)
+
+
+def encode_frame(
+    *,
+    job_id: str,
+    world_rank: int,
+    world_size: int,
+    seq: int,
+    interval_start_ns: int,
+    interval_end_ns: int,
+    host: str = "localhost",
+    pid: int = 0,
+    token: str = "",
+    frame_type: int = FrameType.DATA,
+    tables: dict[str, np.ndarray] | None = None,
+) -> bytes:
+    """Encode one frame (used by tests, the load generator and replay tools)."""
+    body = bytearray()
+    for name, records in (tables or {}).items():
+        table = SPEC.table(name)
+        records = np.asarray(records, dtype=table.dtype)
+        section = np.zeros(1, dtype=SECTION_HEADER)
+        section["table"], section["record_size"], section["count"] = (
+            table.id,
+            table.dtype.itemsize,
+            len(records),
+        )
+        body += section.tobytes() + records.tobytes()
+    header = np.zeros(1, dtype=HEADER_DTYPE)
+    values = {
+        "magic": MAGIC,
+        "version": VERSION,
+        "frame_type": int(frame_type),
+        "body_len": len(body),
+        "world_rank": world_rank,
+        "world_size": world_size,
+        "pid": pid,
+        "seq": seq,
+        "interval_start_ns": interval_start_ns,
+        "interval_end_ns": interval_end_ns,
+        "job_id": job_id.encode(),
+        "host": host.encode(),
+        "token": token.encode(),
+    }
+    for key, value in values.items():
+        header[key] = value
+    return header.tobytes() + bytes(body)
+
+
+def records(table_name: str, rows: list[dict]) -> np.ndarray:
+    """Build a structured array for `table_name` from dicts (missing fields are zero)."""
+    dtype = SPEC.table(table_name).dtype
+    out = np.zeros(len(rows), dtype=dtype)
+    for i, row in enumerate(rows):
+        for key, value in row.items():
+            out[i][key] = value
+    return out
+
+
+def encode_ack(status: int, seq: int) -> bytes:
+    """Encode an acknowledgement."""
+    ack = np.zeros(1, dtype=ACK_DTYPE)
+    ack["magic"], ack["status"], ack["seq"] = ACK_MAGIC, int(status), seq
+    return ack.tobytes()
+
+
+def decode_ack(raw: bytes) -> tuple[int, int]:
+    """Decode an acknowledgement into (status, seq)."""
+    ack = np.frombuffer(raw, dtype=ACK_DTYPE, count=1)[0]
+    if int(ack["magic"]) != ACK_MAGIC:
+        raise ValueError(f"bad ack magic 0x{int(ack['magic']):08x}")
+    return int(ack["status"]), int(ack["seq"])

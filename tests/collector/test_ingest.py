@@ -1,0 +1,158 @@
+"""The collector against a real PostgreSQL: frames stored exactly once, bad frames rejected."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from stacklens import wire
+from tests.conftest import query
+
+T0 = 1_700_000_000_000_000_000
+
+
+def frame(
+    seq: int,
+    *,
+    rank: int = 0,
+    token: str = "secret",
+    frame_type=wire.FrameType.DATA,
+    p2p_rows=None,
+    job: str = "job-A",
+) -> bytes:
+    """A two-rank frame with point-to-point records and one op record."""
+    p2p_rows = (
+        p2p_rows
+        if p2p_rows is not None
+        else [
+            {
+                "peer": 1 - rank,
+                "bytes_sent": 1000 + seq,
+                "msgs_sent": 1,
+                "bytes_recv": 10,
+                "msgs_recv": 2,
+            }
+        ]
+    )
+    tables = {
+        "p2p": wire.records("p2p", p2p_rows),
+        "op": wire.records("op", [{"op_id": 3, "calls": 5, "bytes": 640, "time_ns": 999}]),
+    }
+    if seq == 0:
+        tables["rank_info"] = wire.records("rank_info", [{"command": b"./prog --size 8"}])
+    return wire.encode_frame(
+        job_id=job,
+        world_rank=rank,
+        world_size=2,
+        seq=seq,
+        host=f"node{rank}",
+        pid=100 + rank,
+        interval_start_ns=T0 + seq * 10**9,
+        interval_end_ns=T0 + (seq + 1) * 10**9,
+        token=token,
+        frame_type=frame_type,
+        tables=tables,
+    )
+
+
+def exchange(address, payload: bytes, acks: int, timeout: float = 10.0) -> list[tuple[int, int]]:
+    """Send `payload` and end the stream; read up to `acks` acks (fewer if the server closes)."""
+    out = []
+    with socket.create_connection(address, timeout=timeout) as sock:
+        sock.sendall(payload)
+        sock.shutdown(socket.SHUT_WR)
+        buf = b""
+        while len(out) < acks:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= wire.ACK_SIZE and len(out) < acks:
+                out.append(wire.decode_ack(buf[: wire.ACK_SIZE]))
+                buf = buf[wire.ACK_SIZE :]
+    return out
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:
+    """Poll `predicate` until it is true (fail after `timeout` seconds)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def test_frames_are_stored_and_acknowledged_after_commit(collector, pg_url):
+    acks = exchange(collector.address, frame(0) + frame(1) + frame(0, rank=1), acks=3)
+    assert acks == [(0, 0), (0, 1), (0, 0)]
+    rows = query(
+        pg_url,
+        "SELECT world_rank, peer, bytes_sent, msgs_sent, bytes_recv, msgs_recv, t_start_ns "
+        "FROM p2p_deltas ORDER BY world_rank, t_start_ns",
+    )
+    assert rows == [
+        (0, 1, 1000, 1, 10, 2, T0),
+        (0, 1, 1001, 1, 10, 2, T0 + 10**9),
+        (1, 0, 1000, 1, 10, 2, T0),
+    ]
+    assert query(pg_url, "SELECT job_key, world_size, command, status FROM jobs") == [
+        ("job-A", 2, "./prog --size 8", "running")
+    ]
+    assert query(pg_url, "SELECT world_rank, host, pid FROM ranks ORDER BY 1") == [
+        (0, "node0", 100),
+        (1, "node1", 101),
+    ]
+    assert query(
+        pg_url, "SELECT op, sum(calls), sum(bytes), sum(time_ns) FROM op_deltas GROUP BY op"
+    ) == [("MPI_Isend", 15, 1920, 2997)]
+
+
+def test_resent_frames_are_stored_once(collector, pg_url):
+    assert exchange(collector.address, frame(0) + frame(0), acks=2) == [(0, 0), (0, 0)]
+    assert exchange(collector.address, frame(0) + frame(1), acks=2) == [(0, 0), (0, 1)]
+    assert query(pg_url, "SELECT count(*), sum(bytes_sent) FROM p2p_deltas") == [(2, 2001)]
+    assert collector.call(lambda: collector.service.writer.stats.frames_duplicate) == 2
+
+
+def test_job_finishes_when_every_rank_sent_its_final_frame(collector, pg_url):
+    final = wire.FrameType.FINAL
+    exchange(collector.address, frame(0) + frame(1, frame_type=final), acks=2)
+    assert query(pg_url, "SELECT status FROM jobs") == [("running",)]
+    exchange(collector.address, frame(0, rank=1, frame_type=final), acks=1)
+    assert query(pg_url, "SELECT status, finished_ns FROM jobs") == [("finished", T0 + 2 * 10**9)]
+
+
+def _stored_nothing(pg_url) -> None:
+    for table in ("jobs", "ranks", "received_frames", "p2p_deltas", "op_deltas"):
+        assert query(pg_url, f"SELECT count(*) FROM {table}") == [(0,)], table
+
+
+def _rejections(collector) -> dict:
+    return collector.call(lambda: dict(collector.service.ingest.stats.rejected))
+
+
+def test_garbage_is_rejected_and_stores_nothing(collector, pg_url):
+    garbage = bytes(range(256)) * 2
+    assert exchange(collector.address, garbage, acks=1) == [(wire.Status.BAD_MAGIC, 0)]
+    wait_for(lambda: _rejections(collector) == {"bad_magic": 1})
+    _stored_nothing(pg_url)
+
+
+def test_truncated_frame_is_rejected_and_stores_nothing(collector, pg_url):
+    raw = frame(0)
+    assert exchange(collector.address, raw[:-7], acks=1) == []
+    assert exchange(collector.address, raw[:100], acks=1) == []
+    wait_for(lambda: _rejections(collector) == {"bad_length": 2})
+    _stored_nothing(pg_url)
+
+
+def test_wrong_token_is_rejected_and_stores_nothing(collector, pg_url):
+    acks = exchange(collector.address, frame(0, token="guess") + frame(1), acks=2)
+    assert acks == [(wire.Status.BAD_TOKEN, 0)]
+    wait_for(lambda: _rejections(collector) == {"bad_token": 1})
+    _stored_nothing(pg_url)
+
+
+def test_a_bad_frame_after_good_ones_keeps_the_good_ones(collector, pg_url):
+    acks = exchange(collector.address, frame(0) + frame(1, token="guess"), acks=2)
+    assert acks == [(0, 0), (wire.Status.BAD_TOKEN, 1)]
+    assert query(pg_url, "SELECT count(*) FROM received_frames") == [(1,)]

@@ -1,0 +1,91 @@
+"""Shared fixtures: a real embedded PostgreSQL, a real collector, free ports, the hook library.
+
+The suite starts one embedded PostgreSQL (pgserver) for the session in a scratch
+directory outside root's home, migrates it with Alembic, and empties the tables before
+each test that uses it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from collector.service import BackgroundCollector
+from stacklens.db import migrate, start_embedded
+from stacklens.paths import DEFAULT_LIBRARY, EXAMPLES_DIR
+
+TABLES = ("op_deltas", "p2p_deltas", "received_frames", "ranks", "jobs")
+
+
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def scratch_root() -> Iterator[Path]:
+    """A scratch directory for the session, outside root's home directory."""
+    path = Path(tempfile.mkdtemp(prefix="stacklens-test-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server(scratch_root: Path) -> Iterator[str]:
+    """URL of a session-wide embedded PostgreSQL, migrated to head."""
+    database = start_embedded(scratch_root / "pg")
+    migrate(database.url)
+    yield database.url
+    database.embedded.cleanup()
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> str:
+    """The session database, emptied for this test."""
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE")
+    return pg_server
+
+
+def query(url: str, sql: str, params: tuple = ()) -> list[tuple]:
+    """Run one query and return all rows."""
+    with psycopg.connect(url) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+@pytest.fixture
+def collector(pg_url: str) -> Iterator[BackgroundCollector]:
+    """A collector on a free port writing to the emptied test database (token 'secret')."""
+    with BackgroundCollector(pg_url, token="secret") as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def hook_library() -> Path:
+    """The built Open MPI hook library (`make` builds it before the tests)."""
+    assert DEFAULT_LIBRARY.is_file(), "run `make -C mpi_pmpi_hooks` first (make test does)"
+    return DEFAULT_LIBRARY
+
+
+@pytest.fixture(scope="session")
+def examples_built() -> Path:
+    """Directory of the built example programs."""
+    build = EXAMPLES_DIR / "build"
+    assert (build / "p2p_pattern").is_file(), "run `make -C examples` first (make test does)"
+    return build
+
+
+def mpi_env(**extra: str) -> dict[str, str]:
+    """Environment for running Open MPI as root with oversubscription."""
+    from stacklens.cli import OPENMPI_ROOT_ENV
+
+    return {**os.environ, **OPENMPI_ROOT_ENV, **extra}
