@@ -1,0 +1,52 @@
+# stacklens — the two commands: `make demo` (run the main job) and `make test` (all tests).
+# Every target installs what it needs, idempotently: Debian packages, the virtualenv,
+# the hook library and the example programs.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.stacklens-installed
+
+.PHONY: all setup debian venv hooks examples demo up test lint format clean
+
+all: setup
+
+setup: debian venv hooks examples
+
+debian:
+	@scripts/install-debian-packages.sh
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+hooks: debian
+	$(MAKE) -C mpi_pmpi_hooks
+
+examples: debian
+	$(MAKE) -C examples
+
+demo: setup
+	$(VENV)/bin/stacklens demo $(DEMO_ARGS)
+
+up: setup
+	$(VENV)/bin/stacklens up
+
+lint: venv hooks
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: venv
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: setup lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	$(MAKE) -C mpi_pmpi_hooks clean
+	$(MAKE) -C examples clean
