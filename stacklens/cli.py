@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import shlex
@@ -18,7 +19,9 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 
+import uvicorn
 from pydantic import ValidationError
 
 from stacklens.paths import EXAMPLES_DIR
@@ -90,10 +93,16 @@ def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
+class _QuietSignalsServer(uvicorn.Server):
+    """uvicorn without its own signal handling: `_serve` orders the shutdown itself."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 async def _serve(settings: Settings, workload: list[str] | None, duration: float | None) -> None:
     """Start everything `up` starts; optionally loop a workload and stop after `duration` s."""
-    import uvicorn
-
     from collector.service import CollectorService
     from server.app import create_app
     from stacklens.db import make_engine, migrate, open_database
@@ -103,37 +112,45 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     engine = make_engine(database.url)
     collector = CollectorService(database.url, settings)
     url = f"http://{settings.http_host}:{settings.http_port}"
-    app = create_app(engine, api_base_url=url, refresh_ms=settings.refresh_ms, services=[collector])
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=settings.http_host,
-            port=settings.http_port,
-            log_level="warning",
-            lifespan="on",
+    wildcard = settings.http_host in ("0.0.0.0", "::", "")
+    own_url = f"http://127.0.0.1:{settings.http_port}" if wildcard else url
+    app = create_app(
+        engine, api_base_url=own_url, refresh_ms=settings.refresh_ms, services=[collector]
+    )
+    server = _QuietSignalsServer(
+        uvicorn.Config(app, host=settings.http_host, port=settings.http_port, log_level="warning")
+    )
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+    http = asyncio.create_task(server.serve(), name="http")
+    others: list[asyncio.Task] = [asyncio.create_task(stop.wait())]
+    try:
+        while not server.started and not stop.is_set():
+            if http.done():
+                await http
+                raise ConfigError(f"could not serve on {url}")
+            await asyncio.sleep(0.05)
+        print(
+            f"stacklens is up: dashboard {url}/  API docs {url}/docs  "
+            f"collector {settings.collector_host}:{collector.port}",
+            flush=True,
         )
-    )
-    tasks = [asyncio.create_task(server.serve())]
-    while not server.started:
-        if tasks[0].done():
-            await tasks[0]
-            raise SystemExit(f"stacklens: could not serve on {url}")
-        await asyncio.sleep(0.05)
-    print(
-        f"stacklens is up: dashboard {url}/  API docs {url}/docs  "
-        f"collector {settings.collector_host}:{collector.port}",
-        flush=True,
-    )
-    if workload:
-        tasks.append(asyncio.create_task(_loop_workload(settings, workload)))
-    if duration is not None:
-        tasks.append(asyncio.create_task(asyncio.sleep(duration)))
-    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    server.should_exit = True
-    for task in tasks[1:]:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    engine.dispose()
+        if workload:
+            others.append(asyncio.create_task(_loop_workload(settings, workload)))
+        if duration is not None:
+            others.append(asyncio.create_task(asyncio.sleep(duration)))
+        await asyncio.wait([http, *others], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        # Also on Ctrl-C / SIGTERM (they set `stop`): first the workload (its ranks flush
+        # to the collector while it still runs), then the web server, whose lifespan
+        # stops the collector.
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+        server.should_exit = True
+        await asyncio.gather(http, return_exceptions=True)
+        engine.dispose()
 
 
 async def _loop_workload(settings: Settings, workload: list[str]) -> None:
@@ -149,12 +166,22 @@ async def _loop_workload(settings: Settings, workload: list[str]) -> None:
         try:
             code = await proc.wait()
         except asyncio.CancelledError:
-            os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+            await _stop_process_group(proc)
             raise
         if code != 0:
             print(f"demo: workload exited with {code}", file=sys.stderr, flush=True)
             await asyncio.sleep(1.0)
+
+
+async def _stop_process_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the group (mpirun forwards it to its ranks), then SIGKILL what is left."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), timeout=5)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    await proc.wait()
 
 
 def demo_workload(ranks: int) -> list[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stacklens.mpi_ops import op_names
 from stacklens.paths import WIRE_DEF
 
 MAGIC = 0x534E4C53  # b"SLNS" little-endian
@@ -246,6 +247,9 @@ def decode_body(header: Header, body: bytes) -> Frame:
     p2p = tables.get("p2p")
     if p2p is not None and len(p2p) and int(p2p["peer"].max()) >= header.world_size:
         raise FrameError(Status.OUT_OF_RANGE, "peer rank out of range for the world size")
+    ops = tables.get("op")
+    if ops is not None and len(ops) and int(ops["op_id"].max()) >= len(op_names()):
+        raise FrameError(Status.OUT_OF_RANGE, "unknown MPI operation id")
     return Frame(header, tables)
 
 

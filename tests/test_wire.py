@@ -96,6 +96,11 @@ def test_body_rejections():
     with pytest.raises(wire.FrameError) as err:
         wire.decode_body(header, raw[wire.HEADER_SIZE : -1])
     assert err.value.status == wire.Status.BAD_LENGTH
+    bad_op = _header(tables={"op": wire.records("op", [{"op_id": 10_000}])})
+    bad_op_header = wire.decode_header(bad_op[: wire.HEADER_SIZE], max_body=1 << 20)
+    with pytest.raises(wire.FrameError) as err:
+        wire.decode_body(bad_op_header, bad_op[wire.HEADER_SIZE :])
+    assert err.value.status == wire.Status.OUT_OF_RANGE
     bad_table = bytearray(raw[wire.HEADER_SIZE :])
     bad_table[0] = 99
     with pytest.raises(wire.FrameError) as err:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ipaddress
 import logging
 from dataclasses import dataclass, field
 
@@ -19,6 +20,14 @@ from collector.store.writer import FrameWriter
 from stacklens import wire
 
 log = logging.getLogger(__name__)
+
+
+def _is_loopback(peername) -> bool:
+    """Whether a socket peer address is on the loopback interface."""
+    try:
+        return bool(peername) and ipaddress.ip_address(peername[0]).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass
@@ -45,6 +54,11 @@ class IngestServer:
 
     async def start(self) -> None:
         """Start listening (port 0 picks a free port; see `self.port` afterwards)."""
+        if not self.token:
+            log.warning(
+                "NO INGEST TOKEN CONFIGURED (STACKLENS_INGEST_TOKEN): only senders on the "
+                "loopback interface are accepted"
+            )
         self._server = await asyncio.start_server(self._handle, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("collector listening for hook frames on %s:%d", self.host, self.port)
@@ -63,6 +77,17 @@ class IngestServer:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         self.stats.connections += 1
+        if not self.token and not _is_loopback(peername):
+            self._reject(
+                peer,
+                wire.FrameError(
+                    wire.Status.BAD_TOKEN,
+                    "no ingest token configured: only loopback senders are accepted",
+                ),
+            )
+            writer.write(wire.encode_ack(wire.Status.BAD_TOKEN, 0))
+            writer.close()
+            return
         acks: asyncio.Queue = asyncio.Queue()
         ack_task = asyncio.create_task(self._send_acks(acks, writer, peer))
         try:

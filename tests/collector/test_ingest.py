@@ -36,7 +36,7 @@ def frame(
     )
     tables = {
         "p2p": wire.records("p2p", p2p_rows),
-        "op": wire.records("op", [{"op_id": 3, "calls": 5, "bytes": 640, "time_ns": 999}]),
+        "op": wire.records("op", [{"op_id": 4, "calls": 5, "bytes": 640, "time_ns": 999}]),
     }
     if seq == 0:
         tables["rank_info"] = wire.records("rank_info", [{"command": b"./prog --size 8"}])

@@ -33,14 +33,26 @@ def test_jobs_and_matrix(collector, client):
     jobs = client.get(client.app.url_path_for("list_jobs")).json()
     assert jobs == [
         {
-            "job": "job-B", "world_size": 2, "command": "./prog --size 8", "status": "running",
-            "started_ns": T0, "last_seen_ns": T0 + 10**9, "ranks_seen": 1,
-            "bytes_sent": 0, "messages_sent": 0,
+            "job": "job-B",
+            "world_size": 2,
+            "command": "./prog --size 8",
+            "status": "running",
+            "started_ns": T0,
+            "last_seen_ns": T0 + 10**9,
+            "ranks_seen": 1,
+            "bytes_sent": 0,
+            "messages_sent": 0,
         },
         {
-            "job": "job-A", "world_size": 2, "command": "./prog --size 8", "status": "running",
-            "started_ns": T0, "last_seen_ns": T0 + 2 * 10**9, "ranks_seen": 2,
-            "bytes_sent": 650, "messages_sent": 7,
+            "job": "job-A",
+            "world_size": 2,
+            "command": "./prog --size 8",
+            "status": "running",
+            "started_ns": T0,
+            "last_seen_ns": T0 + 2 * 10**9,
+            "ranks_seen": 2,
+            "bytes_sent": 650,
+            "messages_sent": 7,
         },
     ]
     matrix = client.get(client.app.url_path_for("job_matrix", job="job-A")).json()
