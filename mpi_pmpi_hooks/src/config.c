@@ -1,0 +1,124 @@
+/*
+ * config.c — reads the STACKLENS_* environment variables (see config.h).
+ *
+ *   STACKLENS_COLLECTOR            host:port or [v6addr]:port, default 127.0.0.1:7451
+ *   STACKLENS_INTERVAL_MS          frame interval, default 1000, minimum 10
+ *   STACKLENS_INGEST_TOKEN         ingest token, at most 64 bytes, default empty
+ *   STACKLENS_FINALIZE_TIMEOUT_MS  wait for acks in MPI_Finalize, default 5000
+ *   STACKLENS_DISABLE              contains "mpi": MPI wrappers only forward
+ */
+#define _GNU_SOURCE /* strcasestr */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define SL_DEFAULT_HOST          "127.0.0.1"
+#define SL_DEFAULT_PORT          "7451"
+#define SL_DEFAULT_INTERVAL_MS   1000u
+#define SL_MIN_INTERVAL_MS       10u
+#define SL_MAX_INTERVAL_MS       3600000u
+#define SL_DEFAULT_FIN_TIMEOUT   5000u
+#define SL_MAX_FIN_TIMEOUT       600000u
+
+/*
+ * Parses a decimal number in [0, max]. Returns 0 on success, -1 if the text
+ * is not a plain non-negative decimal or is above max.
+ */
+static int parse_uint(const char *text, unsigned max, unsigned *out)
+{
+    if (text[0] < '0' || text[0] > '9')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long v = strtoul(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v > max)
+        return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
+/*
+ * Splits "host:port" or "[addr]:port" into cfg. Returns 0 on success, -1 if
+ * the value is malformed (cfg is then left unchanged).
+ */
+static int parse_collector(const char *text, sl_config *cfg)
+{
+    const char *host = text, *host_end, *port;
+    if (text[0] == '[') {
+        host = text + 1;
+        host_end = strchr(host, ']');
+        if (host_end == NULL || host_end[1] != ':')
+            return -1;
+        port = host_end + 2;
+    } else {
+        host_end = strrchr(text, ':');
+        if (host_end == NULL)
+            return -1;
+        port = host_end + 1;
+    }
+    size_t host_len = (size_t)(host_end - host);
+    unsigned port_num;
+    if (host_len == 0 || host_len >= sizeof cfg->collector_host
+        || parse_uint(port, 65535, &port_num) != 0 || port_num == 0
+        || strlen(port) >= sizeof cfg->collector_port)
+        return -1;
+    memcpy(cfg->collector_host, host, host_len);
+    cfg->collector_host[host_len] = '\0';
+    strcpy(cfg->collector_port, port);
+    return 0;
+}
+
+/* Fills cfg from the STACKLENS_* variables; bad values warn and keep the default. */
+void sl_config_load(sl_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    strcpy(cfg->collector_host, SL_DEFAULT_HOST);
+    strcpy(cfg->collector_port, SL_DEFAULT_PORT);
+    cfg->interval_ms = SL_DEFAULT_INTERVAL_MS;
+    cfg->finalize_timeout_ms = SL_DEFAULT_FIN_TIMEOUT;
+
+    const char *v = getenv("STACKLENS_DISABLE");
+    if (v != NULL && strcasestr(v, "mpi") != NULL) {
+        cfg->disable_mpi = 1;
+        return;
+    }
+
+    v = getenv("STACKLENS_COLLECTOR");
+    if (v != NULL && *v != '\0' && parse_collector(v, cfg) != 0)
+        sl_warn("STACKLENS_COLLECTOR='%s' is not host:port; using %s:%s",
+                v, SL_DEFAULT_HOST, SL_DEFAULT_PORT);
+
+    v = getenv("STACKLENS_INTERVAL_MS");
+    if (v != NULL && *v != '\0') {
+        unsigned ms;
+        if (parse_uint(v, SL_MAX_INTERVAL_MS, &ms) != 0) {
+            sl_warn("STACKLENS_INTERVAL_MS='%s' is not a number of ms up to %u; using %u",
+                    v, SL_MAX_INTERVAL_MS, SL_DEFAULT_INTERVAL_MS);
+        } else if (ms < SL_MIN_INTERVAL_MS) {
+            sl_warn("STACKLENS_INTERVAL_MS=%u is below the minimum; using %u",
+                    ms, SL_MIN_INTERVAL_MS);
+            cfg->interval_ms = SL_MIN_INTERVAL_MS;
+        } else {
+            cfg->interval_ms = ms;
+        }
+    }
+
+    v = getenv("STACKLENS_FINALIZE_TIMEOUT_MS");
+    if (v != NULL && *v != '\0'
+        && parse_uint(v, SL_MAX_FIN_TIMEOUT, &cfg->finalize_timeout_ms) != 0)
+        sl_warn("STACKLENS_FINALIZE_TIMEOUT_MS='%s' is not a number of ms up to %u; using %u",
+                v, SL_MAX_FIN_TIMEOUT, SL_DEFAULT_FIN_TIMEOUT);
+
+    v = getenv("STACKLENS_INGEST_TOKEN");
+    if (v != NULL) {
+        if (strlen(v) > sizeof cfg->token)
+            sl_warn("STACKLENS_INGEST_TOKEN is longer than %zu bytes; sending no token",
+                    sizeof cfg->token);
+        else
+            memcpy(cfg->token, v, strlen(v));
+    }
+}

@@ -1,0 +1,21 @@
+/*
+ * config.h — run-time settings of libstacklens, read once from the
+ * environment (the same STACKLENS_* names the Python settings use).
+ * A bad value gives one "stacklens: " warning and the default; never fatal.
+ */
+#ifndef SL_CONFIG_H
+#define SL_CONFIG_H
+
+typedef struct sl_config {
+    char collector_host[256];      /* STACKLENS_COLLECTOR host part (name or address) */
+    char collector_port[8];        /* STACKLENS_COLLECTOR port part, decimal */
+    unsigned interval_ms;          /* STACKLENS_INTERVAL_MS, >= 10 */
+    unsigned finalize_timeout_ms;  /* STACKLENS_FINALIZE_TIMEOUT_MS */
+    char token[64];                /* STACKLENS_INGEST_TOKEN, wire text(64), NUL-padded */
+    int disable_mpi;               /* STACKLENS_DISABLE contains "mpi" */
+} sl_config;
+
+/* Fills cfg from the environment, warning about and replacing bad values. */
+void sl_config_load(sl_config *cfg);
+
+#endif /* SL_CONFIG_H */

@@ -1,0 +1,124 @@
+/*
+ * core.h — per-rank counter state of libstacklens and the counting API the
+ * generated MPI wrappers call.
+ *
+ * Tables (cumulative since MPI_Init, never reset):
+ *   per peer world rank: bytes/messages sent and received (point-to-point),
+ *   per operation (op id from sl_ops.h): calls, bytes, time inside the call.
+ * The MPI call path only does relaxed atomic adds into these tables: no
+ * locks, no allocation, no I/O. The sender thread reads them with relaxed
+ * atomic loads and sends differences; a reader may see one counter of a
+ * message updated and its neighbour not yet, which the next interval's delta
+ * carries, so sums over intervals stay exact.
+ *
+ * A per-thread flag marks "inside a wrapper": an MPI call that the MPI
+ * library itself makes from inside a wrapped call is forwarded uncounted.
+ */
+#ifndef SL_CORE_H
+#define SL_CORE_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "sl_ops.h"
+#include "util.h"
+
+/* Cumulative point-to-point counters towards one peer world rank. */
+typedef struct sl_peer_counters {
+    uint64_t bytes_sent, msgs_sent, bytes_recv, msgs_recv;
+} sl_peer_counters;
+
+/* Cumulative counters of one MPI operation. */
+typedef struct sl_op_counters {
+    uint64_t calls, bytes, time_ns;
+} sl_op_counters;
+
+typedef struct sl_core_state {
+    int ready;                /* 1 while wrappers count (atomic; set last at init) */
+    int world_rank;
+    int world_size;
+    MPI_Group world_group;    /* group of MPI_COMM_WORLD, for rank translation */
+    sl_peer_counters *peers;  /* world_size entries */
+    sl_op_counters ops[SL_OP_COUNT];
+} sl_core_state;
+
+extern sl_core_state sl_core;
+extern __thread int sl_tls_in_call;
+
+/* One wrapped call in progress: its start and end on the monotonic clock. */
+typedef struct sl_call {
+    uint64_t t0, t1;
+} sl_call;
+
+/*
+ * Starts counting a call. Returns 1 if the call is to be counted (stacklens
+ * is running and this thread is not already inside a wrapper); the caller
+ * must then call sl_mark_end() after the PMPI call and sl_leave() at the end.
+ * Returns 0 if the wrapper must simply forward to PMPI.
+ */
+static inline int sl_enter(sl_call *call)
+{
+    if (sl_tls_in_call || !__atomic_load_n(&sl_core.ready, __ATOMIC_ACQUIRE))
+        return 0;
+    sl_tls_in_call = 1;
+    call->t0 = sl_mono_ns();
+    return 1;
+}
+
+/* Marks the end of the PMPI call (the time counted as "inside the call"). */
+static inline void sl_mark_end(sl_call *call)
+{
+    call->t1 = sl_mono_ns();
+}
+
+/* Adds one call of op with its bytes and time, and leaves the wrapper. */
+static inline void sl_leave(sl_call *call, int op, uint64_t bytes)
+{
+    sl_op_counters *c = &sl_core.ops[op];
+    __atomic_fetch_add(&c->calls, 1, __ATOMIC_RELAXED);
+    if (bytes != 0)
+        __atomic_fetch_add(&c->bytes, bytes, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->time_ns, call->t1 - call->t0, __ATOMIC_RELAXED);
+    sl_tls_in_call = 0;
+}
+
+/*
+ * Allocates the tables for MPI_COMM_WORLD; call after PMPI_Init. Returns 0
+ * on success, -1 (with a warning) if memory or an MPI query failed.
+ */
+int sl_core_init(void);
+
+/*
+ * Frees the tables and the world group; the wrappers must already have
+ * stopped counting and MPI must not be finalized yet.
+ */
+void sl_core_fini(void);
+
+/* Bytes of count elements of datatype; 0 for count <= 0 or a null type. */
+uint64_t sl_type_bytes(int64_t count, MPI_Datatype datatype);
+
+/*
+ * World rank of rank in comm (the remote group for an intercommunicator);
+ * -1 for MPI_PROC_NULL, MPI_ANY_SOURCE or a rank outside MPI_COMM_WORLD.
+ */
+int sl_world_rank(MPI_Comm comm, int rank);
+
+/*
+ * Counts one message of count elements of datatype sent to rank of comm.
+ * Returns its bytes; 0 for MPI_PROC_NULL, where nothing is sent.
+ */
+uint64_t sl_count_send(MPI_Comm comm, int rank, int64_t count, MPI_Datatype datatype);
+
+/*
+ * Counts one received message described by status (source and size),
+ * received with datatype on comm. Returns the bytes received.
+ */
+uint64_t sl_count_recv(MPI_Comm comm, const MPI_Status *status, MPI_Datatype datatype);
+
+/* Copies the current cumulative counters of peer world rank i. */
+void sl_core_load_peer(int i, sl_peer_counters *out);
+
+/* Copies the current cumulative counters of op i. */
+void sl_core_load_op(int i, sl_op_counters *out);
+
+#endif /* SL_CORE_H */

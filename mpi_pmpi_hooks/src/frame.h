@@ -1,0 +1,45 @@
+/*
+ * frame.h — encodes wire frames (stacklens_wire.h) from the core counter
+ * tables: each frame carries the deltas since the previous frame.
+ * Used only by the sender thread.
+ */
+#ifndef SL_FRAME_H
+#define SL_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+#include "identity.h"
+
+typedef struct sl_frame_builder {
+    const sl_identity *id;
+    char token[sizeof(((sl_frame_header *)0)->token)];
+    sl_peer_counters *last_peer;     /* counters as of the last frame, world_size entries */
+    sl_op_counters last_op[SL_OP_COUNT];
+    unsigned char *scratch;          /* room for the largest possible frame */
+    size_t scratch_size;
+    uint64_t next_seq;
+    uint64_t interval_start_ns;      /* CLOCK_REALTIME end of the previous frame */
+} sl_frame_builder;
+
+/*
+ * Prepares b for this rank (sl_core must be initialised). id must outlive b;
+ * token is the ingest token field. Returns 0, or -1 if out of memory.
+ */
+int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char *token);
+
+/* Frees what sl_frame_builder_init allocated. */
+void sl_frame_builder_fini(sl_frame_builder *b);
+
+/*
+ * Builds the next frame of type frame_type (SL_FRAME_INTERVAL or
+ * SL_FRAME_FINAL): header, the rank_info section if this is seq 0, then the
+ * p2p and op records whose deltas are not all zero. Returns a malloc'd
+ * buffer of *len bytes and its sequence number in *seq, or NULL if out of
+ * memory (that interval's deltas are then lost; the seq is still used).
+ */
+unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, size_t *len,
+                              uint64_t *seq);
+
+#endif /* SL_FRAME_H */

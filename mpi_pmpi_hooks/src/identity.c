@@ -1,0 +1,94 @@
+/*
+ * identity.c — job id, host name and command line of the rank (see
+ * identity.h).
+ */
+#include "identity.h"
+
+#include <fcntl.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* The first of SLURM_JOB_ID, PBS_JOBID, STACKLENS_JOB_ID that is set and not empty. */
+static const char *job_id_from_env(void)
+{
+    static const char *const names[] = { "SLURM_JOB_ID", "PBS_JOBID", "STACKLENS_JOB_ID" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v != NULL && *v != '\0')
+            return v;
+    }
+    return NULL;
+}
+
+/* This machine's host name, or "unknown". */
+static void local_hostname(char *buf, size_t n)
+{
+    if (gethostname(buf, n) != 0)
+        snprintf(buf, n, "unknown");
+    buf[n - 1] = '\0';
+}
+
+/* Reads /proc/self/cmdline into id->command, arguments joined by spaces. */
+static void read_command(sl_identity *id)
+{
+    char raw[4096];
+    ssize_t len = 0;
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        len = read(fd, raw, sizeof raw - 1);
+        close(fd);
+    }
+    if (len <= 0) {
+        sl_copy_text(id->command, sizeof id->command, "");
+        return;
+    }
+    while (len > 0 && raw[len - 1] == '\0') /* the last argument's terminator */
+        len--;
+    for (ssize_t i = 0; i < len; i++)
+        if (raw[i] == '\0')
+            raw[i] = ' ';
+    raw[len] = '\0';
+    /* Keep the last byte of the field a NUL: at most 255 bytes of text. */
+    sl_copy_text(id->command, sizeof id->command - 1, raw);
+    id->command[sizeof id->command - 1] = '\0';
+}
+
+/* Fills job id, host, pid and command line of this rank. */
+void sl_identity_init(sl_identity *id, int world_rank)
+{
+    char hostname[256];
+    local_hostname(hostname, sizeof hostname);
+    id->pid = (uint32_t)getpid();
+
+    const char *host = getenv("STACKLENS_HOST");
+    sl_copy_text(id->host, sizeof id->host, host != NULL && *host != '\0' ? host : hostname);
+
+    const char *job = job_id_from_env();
+    if (job != NULL) {
+        sl_copy_text(id->job_id, sizeof id->job_id, job);
+    } else {
+        /* No scheduler id: rank 0 makes one and every rank takes it. */
+        memset(id->job_id, 0, sizeof id->job_id);
+        if (world_rank == 0) {
+            /* The host name is shortened, never the "-<pid>-<time>" suffix. */
+            char suffix[48], made[sizeof id->job_id + 1];
+            int slen = snprintf(suffix, sizeof suffix, "-%u-%lld", (unsigned)id->pid,
+                                (long long)time(NULL));
+            int hlen = (int)strlen(hostname);
+            if (hlen > (int)sizeof id->job_id - slen)
+                hlen = (int)sizeof id->job_id - slen;
+            snprintf(made, sizeof made, "%.*s%s", hlen, hostname, suffix);
+            sl_copy_text(id->job_id, sizeof id->job_id, made);
+        }
+        if (PMPI_Bcast(id->job_id, (int)sizeof id->job_id, MPI_CHAR, 0, MPI_COMM_WORLD)
+            != MPI_SUCCESS)
+            sl_warn("rank %d: cannot broadcast the generated job id", world_rank);
+    }
+    read_command(id);
+}

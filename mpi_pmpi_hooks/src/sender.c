@@ -1,0 +1,504 @@
+/*
+ * sender.c — the sender thread (see sender.h).
+ *
+ * One poll() loop on two descriptors: an eventfd that sl_sender_stop() uses
+ * to wake the thread, and a non-blocking TCP socket to the collector.
+ *
+ *   every interval   build a delta frame and append it to the queue
+ *   not connected    connect (non-blocking, 1 s timeout), next address of
+ *                    the collector name on failure, backoff once all failed
+ *   connected        write every queued frame not yet written on this
+ *                    connection; read 16-byte acks; status committed removes
+ *                    the frame, unavailable keeps it and reconnects after the
+ *                    backoff, any other status is logged once per status and
+ *                    drops the frame
+ *   error            close the socket; on reconnect every unacknowledged
+ *                    frame is written again (the collector drops duplicates)
+ *
+ * The queue holds at most SL_QUEUE_MAX_FRAMES frames and SL_QUEUE_MAX_BYTES
+ * bytes; when full the oldest frame is dropped and counted, and its counts
+ * are lost (a disk spool for undeliverable frames is a later addition).
+ *
+ * Warnings go to stderr at most once per kind and rank: collector
+ * unreachable or connection lost, queue overflow, each reject status.
+ */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
+#include "sender.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "frame.h"
+
+#define SL_QUEUE_MAX_FRAMES   64                /* unacknowledged frames kept in memory */
+#define SL_QUEUE_MAX_BYTES    (4u << 20)        /* and their total size */
+#define SL_CONNECT_TIMEOUT_NS 1000000000ull     /* one connect attempt */
+#define SL_MAX_BACKOFF_NS     10000000000ull    /* longest wait between connects (or the interval) */
+#define SL_FINAL_RETRY_NS     100000000ull      /* reconnect delay while flushing the final frame */
+#define SL_FINAL_MAX_LOSSES   3                 /* final flush: lost connections before giving up */
+#define SL_JOIN_SLACK_MS      2000u             /* join wait beyond the finalize timeout */
+#define SL_NS_PER_MS          1000000ull
+
+/* A frame waiting for its acknowledgement. */
+typedef struct sl_qframe {
+    unsigned char *buf;
+    size_t len;
+    uint64_t seq;
+} sl_qframe;
+
+static struct sl_sender {
+    /* Set by sl_sender_start() before the thread runs, read-only afterwards. */
+    const sl_config *cfg;
+    int rank;
+    int running;              /* a thread was started and not yet stopped */
+    pthread_t thread;
+    int wake_fd;              /* eventfd written by sl_sender_stop() */
+    int final_requested;      /* atomic: sl_sender_stop() wants the final frame */
+
+    /* Everything below belongs to the sender thread. */
+    sl_frame_builder fb;
+    sl_qframe q[SL_QUEUE_MAX_FRAMES]; /* oldest first */
+    size_t qn;                /* frames in the queue */
+    size_t qbytes;            /* bytes in the queue */
+    size_t qsent;             /* q[0..qsent) are fully written on this connection */
+    size_t qoff;              /* bytes of q[qsent] already written */
+    int sock;                 /* -1 when not connected */
+    int connecting;           /* non-blocking connect in progress */
+    uint64_t connect_deadline;
+    unsigned char ack[sizeof(sl_ack)];
+    size_t ack_len;           /* bytes of a partial ack in ack */
+    struct addrinfo *addrs;   /* resolved collector addresses, NULL until resolved */
+    struct addrinfo *addr;    /* the address to try next */
+    uint64_t next_retry;      /* monotonic ns before which no connect is tried */
+    uint64_t backoff;         /* current retry delay, 0 after a successful ack */
+    int final_phase;          /* the final frame is queued: flushing until the deadline */
+    int give_up;              /* final phase: the collector cannot be reached */
+    int final_losses;         /* final phase: connections lost since the last ack */
+    uint64_t frames_dropped;  /* frames dropped: queue full or no memory to build them */
+    int warned_delivery, warned_overflow;
+    uint32_t warned_status;   /* bit per reject status already logged */
+} S = { .wake_fd = -1, .sock = -1 };
+
+/* ---- queue ------------------------------------------------------------ */
+
+/* Closes the connection; queued frames stay and are rewritten on the next one. */
+static void conn_close(void)
+{
+    if (S.sock >= 0)
+        close(S.sock);
+    S.sock = -1;
+    S.connecting = 0;
+    S.qsent = 0;
+    S.qoff = 0;
+    S.ack_len = 0;
+}
+
+/* Removes q[i], keeping the write position of the connection consistent. */
+static void queue_remove(size_t i)
+{
+    if (i == S.qsent && S.qoff > 0)
+        conn_close(); /* half-written frame: the stream cannot continue */
+    S.qbytes -= S.q[i].len;
+    free(S.q[i].buf);
+    memmove(&S.q[i], &S.q[i + 1], (S.qn - i - 1) * sizeof S.q[0]);
+    S.qn--;
+    if (i < S.qsent)
+        S.qsent--;
+}
+
+/* Appends a frame, dropping the oldest frames while the queue is over its caps. */
+static void queue_push(unsigned char *buf, size_t len, uint64_t seq)
+{
+    while (S.qn > 0 && (S.qn == SL_QUEUE_MAX_FRAMES || S.qbytes + len > SL_QUEUE_MAX_BYTES)) {
+        queue_remove(0);
+        S.frames_dropped++;
+        if (!S.warned_overflow) {
+            S.warned_overflow = 1;
+            sl_warn("rank %d: frame queue full (%d frames or %u bytes unacknowledged); "
+                    "dropping the oldest frames, their counts are lost",
+                    S.rank, SL_QUEUE_MAX_FRAMES, SL_QUEUE_MAX_BYTES);
+        }
+    }
+    S.q[S.qn++] = (sl_qframe){ .buf = buf, .len = len, .seq = seq };
+    S.qbytes += len;
+}
+
+/* Builds the next frame of frame_type and queues it. */
+static void queue_new_frame(unsigned frame_type)
+{
+    size_t len;
+    uint64_t seq;
+    unsigned char *buf = sl_frame_build(&S.fb, frame_type, &len, &seq);
+    if (buf == NULL) {
+        S.frames_dropped++;
+        return;
+    }
+    queue_push(buf, len, seq);
+}
+
+/* ---- connection ------------------------------------------------------- */
+
+/* Warns once per rank that frames cannot be delivered right now. */
+static void warn_delivery(const char *what, int err)
+{
+    if (S.warned_delivery)
+        return;
+    S.warned_delivery = 1;
+    sl_warn("rank %d: collector %s:%s: %s%s%s; %s", S.rank, S.cfg->collector_host,
+            S.cfg->collector_port, what, err ? ": " : "", err ? strerror(err) : "",
+            S.final_phase ? "the counts not yet acknowledged are lost"
+                          : "counts are kept in memory and resent, but lost if it is "
+                            "still unreachable at MPI_Finalize");
+}
+
+/* Schedules the next connect after a doubling delay: interval, 2x, 4x, ... up to 10 s. */
+static void retry_later(uint64_t now)
+{
+    uint64_t interval = (uint64_t)S.cfg->interval_ms * SL_NS_PER_MS;
+    uint64_t cap = interval > SL_MAX_BACKOFF_NS ? interval : SL_MAX_BACKOFF_NS;
+    S.backoff = S.backoff == 0 ? interval : 2 * S.backoff;
+    if (S.backoff > cap)
+        S.backoff = cap;
+    S.next_retry = now + S.backoff;
+}
+
+/*
+ * Handles a failed connect to S.addr: the next address of the collector is
+ * tried at once; when all have failed, the next try waits for the backoff
+ * (or, in the final phase, the flush gives up).
+ */
+static void connect_failed(uint64_t now, const char *what, int err)
+{
+    conn_close();
+    int tried_all = S.addr == NULL || S.addr->ai_next == NULL;
+    S.addr = tried_all ? S.addrs : S.addr->ai_next;
+    if (!tried_all) {
+        S.next_retry = now;
+        return;
+    }
+    if (S.final_phase)
+        S.give_up = 1;
+    else
+        retry_later(now);
+    warn_delivery(what, err);
+}
+
+/*
+ * Handles the loss of an established connection: reconnect after the
+ * backoff (in the final phase after a short delay, giving up after a few
+ * losses in a row without an acknowledgement).
+ */
+static void connection_lost(uint64_t now, const char *what, int err)
+{
+    conn_close();
+    if (S.final_phase) {
+        S.next_retry = now + SL_FINAL_RETRY_NS;
+        S.give_up = ++S.final_losses >= SL_FINAL_MAX_LOSSES;
+        return;
+    }
+    retry_later(now);
+    warn_delivery(what, err);
+}
+
+/* Resolves the collector address if needed and starts a non-blocking connect. */
+static void connect_start(uint64_t now)
+{
+    if (S.addrs == NULL) {
+        struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+        int rc = getaddrinfo(S.cfg->collector_host, S.cfg->collector_port, &hints, &S.addrs);
+        if (rc != 0) {
+            S.addrs = NULL;
+            S.addr = NULL;
+            connect_failed(now, gai_strerror(rc), 0);
+            return;
+        }
+        S.addr = S.addrs;
+    }
+    S.sock = socket(S.addr->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (S.sock < 0) {
+        connect_failed(now, "cannot create a socket", errno);
+        return;
+    }
+    int one = 1;
+    setsockopt(S.sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(S.sock, S.addr->ai_addr, S.addr->ai_addrlen) == 0)
+        return;
+    if (errno == EINPROGRESS) {
+        S.connecting = 1;
+        S.connect_deadline = now + SL_CONNECT_TIMEOUT_NS;
+        return;
+    }
+    connect_failed(now, "cannot connect", errno);
+}
+
+/* Completes a non-blocking connect once poll() reports the socket. */
+static void connect_finish(uint64_t now)
+{
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(S.sock, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
+    if (err != 0) {
+        connect_failed(now, "cannot connect", err);
+        return;
+    }
+    S.connecting = 0;
+}
+
+/* Writes queued frames not yet written on this connection, as far as the socket takes them. */
+static void frames_write(uint64_t now)
+{
+    while (S.sock >= 0 && S.qsent < S.qn) {
+        const sl_qframe *f = &S.q[S.qsent];
+        ssize_t n = send(S.sock, f->buf + S.qoff, f->len - S.qoff, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            S.qoff += (size_t)n;
+            if (S.qoff == f->len) {
+                S.qsent++;
+                S.qoff = 0;
+            }
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return;
+        } else {
+            connection_lost(now, "connection lost", n < 0 ? errno : 0);
+            return;
+        }
+    }
+}
+
+/* Applies one complete acknowledgement from S.ack. */
+static void ack_apply(uint64_t now)
+{
+    sl_ack a;
+    memcpy(&a, S.ack, sizeof a);
+    if (a.magic != SL_ACK_MAGIC) {
+        connection_lost(now, "bad acknowledgement from the collector", 0);
+        return;
+    }
+    size_t i = 0;
+    while (i < S.qsent && S.q[i].seq != a.seq)
+        i++;
+    if (i == S.qsent)
+        return; /* not a frame in flight: an ack we no longer wait for */
+    if (a.status == SL_STATUS_committed) {
+        queue_remove(i);
+        S.backoff = 0;
+        S.final_losses = 0;
+    } else if (a.status == SL_STATUS_unavailable) {
+        /* The frame stays queued and is resent on a new connection after the backoff. */
+        connection_lost(now, "answered status unavailable", 0);
+    } else {
+        uint32_t bit = a.status < 32 ? 1u << a.status : 1u << 31;
+        if (!(S.warned_status & bit)) {
+            S.warned_status |= bit;
+            sl_warn("rank %d: collector rejected frame %llu: status %u (%s); frame dropped",
+                    S.rank, (unsigned long long)a.seq, (unsigned)a.status,
+                    sl_status_name(a.status));
+        }
+        queue_remove(i);
+    }
+}
+
+/* Reads and applies every acknowledgement the socket has. */
+static void acks_read(uint64_t now)
+{
+    while (S.sock >= 0) {
+        ssize_t n = recv(S.sock, S.ack + S.ack_len, sizeof S.ack - S.ack_len, MSG_DONTWAIT);
+        if (n > 0) {
+            S.ack_len += (size_t)n;
+            if (S.ack_len == sizeof S.ack) {
+                S.ack_len = 0;
+                ack_apply(now);
+            }
+        } else if (n == 0) {
+            if (S.qsent == 0 && S.qoff == 0)
+                conn_close(); /* nothing in flight: an idle close, reconnect when needed */
+            else
+                connection_lost(now, "connection closed by the collector", 0);
+            return;
+        } else if (errno == EINTR) {
+            continue;
+        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            return;
+        } else {
+            connection_lost(now, "connection lost", errno);
+            return;
+        }
+    }
+}
+
+/* ---- thread ----------------------------------------------------------- */
+
+/* Milliseconds from now until deadline for poll(), rounded up, at least 0. */
+static int poll_timeout_ms(uint64_t now, uint64_t deadline)
+{
+    if (deadline <= now)
+        return 0;
+    uint64_t ms = (deadline - now + SL_NS_PER_MS - 1) / SL_NS_PER_MS;
+    return ms > 60000 ? 60000 : (int)ms;
+}
+
+/* Body of the sender thread: the loop described at the top of this file. */
+static void *sender_main(void *arg)
+{
+    (void)arg;
+    uint64_t interval = (uint64_t)S.cfg->interval_ms * SL_NS_PER_MS;
+    uint64_t next_tick = sl_mono_ns() + interval;
+    uint64_t final_deadline = 0;
+
+    for (;;) {
+        uint64_t now = sl_mono_ns();
+        if (!S.final_phase && __atomic_load_n(&S.final_requested, __ATOMIC_ACQUIRE)) {
+            queue_new_frame(SL_FRAME_FINAL);
+            S.final_phase = 1;
+            final_deadline = now + (uint64_t)S.cfg->finalize_timeout_ms * SL_NS_PER_MS;
+            S.next_retry = now; /* try the collector once more right away */
+        } else if (!S.final_phase && now >= next_tick) {
+            queue_new_frame(SL_FRAME_INTERVAL);
+            next_tick += interval;
+            if (next_tick <= now) /* the thread was held up: skip missed ticks */
+                next_tick = now + interval;
+        }
+        if (S.final_phase && (S.qn == 0 || S.give_up || now >= final_deadline))
+            break;
+
+        if (S.sock < 0 && S.qn > 0 && now >= S.next_retry)
+            connect_start(now);
+        if (S.sock >= 0 && !S.connecting)
+            frames_write(now);
+
+        uint64_t deadline = S.final_phase ? final_deadline : next_tick;
+        if (S.sock < 0 && S.qn > 0 && S.next_retry < deadline)
+            deadline = S.next_retry;
+        if (S.connecting && S.connect_deadline < deadline)
+            deadline = S.connect_deadline;
+        struct pollfd pfd[2] = { { .fd = S.wake_fd, .events = POLLIN } };
+        nfds_t nfds = 1;
+        if (S.sock >= 0) {
+            pfd[1].fd = S.sock;
+            if (S.connecting)
+                pfd[1].events = POLLOUT;
+            else
+                pfd[1].events = (short)(POLLIN | (S.qsent < S.qn ? POLLOUT : 0));
+            nfds = 2;
+        }
+        if (poll(pfd, nfds, poll_timeout_ms(now, deadline)) < 0)
+            continue; /* EINTR */
+        now = sl_mono_ns();
+
+        if (pfd[0].revents & POLLIN) {
+            uint64_t drained;
+            ssize_t rc = read(S.wake_fd, &drained, sizeof drained);
+            (void)rc; /* only the wake-up matters */
+        }
+        if (nfds == 2 && S.connecting) {
+            if (pfd[1].revents != 0)
+                connect_finish(now);
+            else if (now >= S.connect_deadline)
+                connect_failed(now, "cannot connect", ETIMEDOUT);
+        } else if (nfds == 2) {
+            if (pfd[1].revents & (POLLIN | POLLERR | POLLHUP))
+                acks_read(now);
+            if (S.sock >= 0 && (pfd[1].revents & POLLOUT))
+                frames_write(now);
+        }
+    }
+
+    if (S.qn > 0 && !S.warned_delivery) {
+        if (S.give_up)
+            sl_warn("rank %d: the collector closed the connection %d times without "
+                    "acknowledging; the counts of %zu frame(s) are lost",
+                    S.rank, SL_FINAL_MAX_LOSSES, S.qn);
+        else
+            sl_warn("rank %d: %zu frame(s) not acknowledged by the collector within "
+                    "STACKLENS_FINALIZE_TIMEOUT_MS=%u; their counts are lost",
+                    S.rank, S.qn, S.cfg->finalize_timeout_ms);
+    }
+    if (S.frames_dropped > 0)
+        sl_warn("rank %d: %llu frame(s) were dropped in all (queue full or out of memory)",
+                S.rank, (unsigned long long)S.frames_dropped);
+    conn_close();
+    while (S.qn > 0)
+        queue_remove(S.qn - 1);
+    if (S.addrs != NULL)
+        freeaddrinfo(S.addrs);
+    S.addrs = NULL;
+    sl_frame_builder_fini(&S.fb);
+    return NULL;
+}
+
+/* Prepares the frame builder and the wake-up eventfd, then starts the thread. */
+int sl_sender_start(const sl_config *cfg, const sl_identity *id)
+{
+    S.cfg = cfg;
+    S.rank = sl_core.world_rank;
+    if (sl_frame_builder_init(&S.fb, id, cfg->token) != 0) {
+        sl_warn("rank %d: no memory for frames; stacklens is off", S.rank);
+        return -1;
+    }
+    S.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (S.wake_fd < 0) {
+        sl_warn("rank %d: eventfd: %s; stacklens is off", S.rank, strerror(errno));
+        sl_frame_builder_fini(&S.fb);
+        return -1;
+    }
+    /* The thread runs with every signal blocked so that the application's
+     * signal handlers always run on its own threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&S.thread, NULL, sender_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        sl_warn("rank %d: cannot start the sender thread: %s; stacklens is off",
+                S.rank, strerror(rc));
+        close(S.wake_fd);
+        S.wake_fd = -1;
+        sl_frame_builder_fini(&S.fb);
+        return -1;
+    }
+    S.running = 1;
+    return 0;
+}
+
+/* Requests the final frame and joins the thread within the finalize timeout. */
+int sl_sender_stop(void)
+{
+    if (!S.running)
+        return 1;
+    S.running = 0;
+    __atomic_store_n(&S.final_requested, 1, __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    ssize_t wrc = write(S.wake_fd, &one, sizeof one);
+    (void)wrc; /* an eventfd write of 1 cannot fail short of overflow */
+
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t wait_ms = (uint64_t)S.cfg->finalize_timeout_ms + SL_JOIN_SLACK_MS;
+    until.tv_sec += (time_t)(wait_ms / 1000);
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    if (pthread_timedjoin_np(S.thread, NULL, &until) != 0) {
+        sl_warn("rank %d: the sender thread did not stop in time; leaving it", S.rank);
+        pthread_detach(S.thread);
+        return 0;
+    }
+    close(S.wake_fd);
+    S.wake_fd = -1;
+    return 1;
+}

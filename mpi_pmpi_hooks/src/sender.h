@@ -1,0 +1,28 @@
+/*
+ * sender.h — the sender thread of a rank: every interval it turns the
+ * counter deltas into a frame, keeps frames in a bounded queue until the
+ * collector acknowledges them, and talks TCP to the collector. The MPI call
+ * path never waits for it and never touches its socket.
+ */
+#ifndef SL_SENDER_H
+#define SL_SENDER_H
+
+#include "config.h"
+#include "identity.h"
+
+/*
+ * Starts the sender thread (sl_core must be initialised; cfg and id must
+ * outlive the thread). Returns 0, or -1 with a warning if it cannot start.
+ */
+int sl_sender_start(const sl_config *cfg, const sl_identity *id);
+
+/*
+ * Asks the thread for the final frame (frame_type 2, the last deltas), lets
+ * it deliver all queued frames for at most cfg->finalize_timeout_ms, and
+ * waits for it to end. Returns 1 if the thread has ended (or never ran), 0
+ * if it did not end in time and was left running detached, in which case
+ * the counter tables it reads must not be freed.
+ */
+int sl_sender_stop(void);
+
+#endif /* SL_SENDER_H */
