@@ -1,0 +1,139 @@
+# frontend/api.py — HTTP client (httpx) of the stacklens server API, the frontend's only source.
+"""Typed, synchronous client for the server's `/api` endpoints used by the Dash pages.
+
+Every failure (server unreachable, HTTP error, malformed body) is raised as `ApiError` with
+a message meant to be shown to the user as-is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import flask
+import httpx
+
+_FLASK_EXTENSION = "stacklens_api"
+
+
+class ApiError(Exception):
+    """The server could not be reached or did not answer as agreed; str() is user-facing."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of `GET /api/jobs`."""
+
+    job: str
+    world_size: int
+    command: str
+    status: str  # "running" | "finished"
+    started_ns: int
+    last_seen_ns: int
+    ranks_seen: int
+    bytes_sent: int
+    messages_sent: int
+
+
+@dataclass(frozen=True)
+class MatrixCell:
+    """Point-to-point traffic sent from world rank `src` to world rank `dst`."""
+
+    src: int
+    dst: int
+    bytes: int
+    messages: int
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """`GET /api/jobs/{job}/matrix`: the non-zero cells of a job's rank x rank traffic."""
+
+    job: str
+    world_size: int
+    cells: tuple[MatrixCell, ...]
+
+
+class StacklensApi:
+    """Client of one stacklens server, e.g. `StacklensApi("http://127.0.0.1:7450")`."""
+
+    def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
+        """Connect lazily to `base_url` (the server root; endpoints live under /api)."""
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+
+    def jobs(self) -> list[Job]:
+        """All known jobs, newest first."""
+        body = self._get("/api/jobs")
+        try:
+            return [_job(row) for row in body]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(f"stacklens server sent an unexpected job list: {exc!r}") from exc
+
+    def matrix(self, job: str) -> Matrix:
+        """The rank x rank point-to-point matrix of `job` (the key is URL-quoted here)."""
+        body = self._get(f"/api/jobs/{quote(job, safe='')}/matrix")
+        try:
+            cells = tuple(
+                MatrixCell(
+                    src=int(c["src"]),
+                    dst=int(c["dst"]),
+                    bytes=int(c["bytes"]),
+                    messages=int(c["messages"]),
+                )
+                for c in body["cells"]
+            )
+            return Matrix(job=str(body["job"]), world_size=int(body["world_size"]), cells=cells)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(f"stacklens server sent an unexpected matrix: {exc!r}") from exc
+
+    def _get(self, path: str) -> Any:
+        try:
+            response = self._http.get(path)
+        except httpx.HTTPError as exc:
+            reason = str(exc) or type(exc).__name__
+            url = f"{self.base_url}{path}"
+            raise ApiError(f"stacklens server unreachable: {url}: {reason}") from exc
+        if response.is_error:
+            raise ApiError(
+                f"stacklens server error: GET {path} returned HTTP {response.status_code}: "
+                f"{_detail(response)}"
+            )
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ApiError(f"stacklens server sent invalid JSON for GET {path}") from exc
+
+
+def attach_client(server: flask.Flask, client: StacklensApi) -> None:
+    """Make `client` the API client of the Dash app whose Flask server is `server`."""
+    server.extensions[_FLASK_EXTENSION] = client
+
+
+def current_client() -> StacklensApi:
+    """The API client of the Dash app handling the current request (for callbacks)."""
+    return flask.current_app.extensions[_FLASK_EXTENSION]
+
+
+def _job(row: dict[str, Any]) -> Job:
+    return Job(
+        job=str(row["job"]),
+        world_size=int(row["world_size"]),
+        command=str(row["command"]),
+        status=str(row["status"]),
+        started_ns=int(row["started_ns"]),
+        last_seen_ns=int(row["last_seen_ns"]),
+        ranks_seen=int(row["ranks_seen"]),
+        bytes_sent=int(row["bytes_sent"]),
+        messages_sent=int(row["messages_sent"]),
+    )
+
+
+def _detail(response: httpx.Response) -> str:
+    """FastAPI's {"detail": ...} if present, else the start of the body."""
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return str(detail) if detail is not None else response.text[:200] or response.reason_phrase

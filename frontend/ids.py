@@ -1,0 +1,17 @@
+# frontend/ids.py — every component id of the Dash app, shared by callbacks and browser tests.
+"""Stable component ids (they are also the DOM ids browser tests select on)."""
+
+# App shell (frontend/app.py).
+REFRESH_INTERVAL = "refresh-interval"  # dcc.Interval ticking every refresh_ms
+
+# Jobs page (frontend/pages/jobs.py).
+STATUS_MESSAGE = "status-message"  # error / "no jobs yet" notice; empty when all is well
+LAST_UPDATED = "last-updated"  # time of the last successful refresh
+JOBS_TABLE = "jobs-table"  # html.Table, one <tr data-job="..."> per job
+JOB_ROW = "job-row"  # pattern-matching id type of a jobs-table row: {"type": JOB_ROW, "job": key}
+SELECTED_JOB = "selected-job"  # dcc.Store: the job key the user clicked (None: follow newest)
+RENDERED_DIGEST = "rendered-digest"  # dcc.Store: digest of the data the page shows (skip redraws)
+MATRIX_SECTION = "matrix-section"  # wraps everything about the shown job; hidden without one
+MATRIX_TITLE = "matrix-title"  # heading naming the shown job
+MATRIX_HEATMAP = "matrix-heatmap"  # dcc.Graph, rank x rank heatmap of point-to-point bytes
+MATRIX_TABLE = "matrix-table"  # dcc.Markdown: caption + <table> of non-zero (src, dst) cells

@@ -1,0 +1,152 @@
+# frontend/pages/jobs.py — the "/" page: live jobs table and the selected job's rank x rank matrix.
+"""Jobs page: every job the server knows, and the point-to-point traffic of one of them.
+
+The shown job is the one the user clicked (kept in a session store across refreshes), or the
+newest job while the user has not chosen one or the chosen one is gone.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import dash
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from frontend import api, components, figures, ids
+from frontend.api import ApiError, Job
+
+dash.register_page(__name__, path="/", name="Jobs", title="Jobs — stacklens")
+
+# Outputs of `refresh` left as they are.
+_UNCHANGED = dict.fromkeys(
+    ("jobs", "status", "updated", "hidden", "title", "heatmap", "matrix", "rendered"), no_update
+)
+
+
+def layout(**_query: str) -> html.Div:
+    """Static skeleton; the refresh callback fills it on load and on every interval tick."""
+    return html.Div(
+        className="page",
+        children=[
+            dcc.Store(id=ids.SELECTED_JOB, storage_type="session"),
+            dcc.Store(id=ids.RENDERED_DIGEST),
+            html.Div(id=ids.STATUS_MESSAGE, role="status"),
+            html.Section(
+                className="card",
+                children=[
+                    html.Div(
+                        className="card-head",
+                        children=[
+                            html.H2("Jobs"),
+                            html.Span(id=ids.LAST_UPDATED, className="subtle"),
+                        ],
+                    ),
+                    html.P(
+                        "Click a job to show its rank × rank traffic.",
+                        className="hint",
+                    ),
+                    html.Div(html.Table(id=ids.JOBS_TABLE, className="data"), className="scroll"),
+                ],
+            ),
+            html.Section(
+                id=ids.MATRIX_SECTION,
+                className="card",
+                hidden=True,
+                children=[
+                    html.H2(id=ids.MATRIX_TITLE),
+                    html.Div(
+                        className="matrix-grid",
+                        children=[
+                            dcc.Graph(
+                                id=ids.MATRIX_HEATMAP,
+                                style={"height": "520px"},
+                                config={"displaylogo": False},
+                            ),
+                            dcc.Markdown(
+                                id=ids.MATRIX_TABLE,
+                                className="scroll matrix-table-wrap md-table",
+                            ),
+                        ],
+                    ),
+                ],
+            ),
+        ],
+    )
+
+
+def register_callbacks(dash_app: dash.Dash) -> None:
+    """Attach this page's callbacks to `dash_app` (per app, so several apps can coexist)."""
+    dash_app.callback(
+        output={
+            "jobs": Output(ids.JOBS_TABLE, "children"),
+            "status": Output(ids.STATUS_MESSAGE, "children"),
+            "updated": Output(ids.LAST_UPDATED, "children"),
+            "hidden": Output(ids.MATRIX_SECTION, "hidden"),
+            "title": Output(ids.MATRIX_TITLE, "children"),
+            "heatmap": Output(ids.MATRIX_HEATMAP, "figure"),
+            "matrix": Output(ids.MATRIX_TABLE, "children"),
+            "rendered": Output(ids.RENDERED_DIGEST, "data"),
+        },
+        inputs={
+            "_tick": Input(ids.REFRESH_INTERVAL, "n_intervals"),
+            "selected": Input(ids.SELECTED_JOB, "data"),
+        },
+        state={"rendered": State(ids.RENDERED_DIGEST, "data")},
+    )(refresh)
+    dash_app.callback(
+        Output(ids.SELECTED_JOB, "data"),
+        Input({"type": ids.JOB_ROW, "job": ALL}, "n_clicks"),
+        prevent_initial_call=True,
+    )(select_job)
+
+
+def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> dict:
+    """Fetch jobs and the shown job's matrix and render them, unless they are what the page
+    already shows (`rendered` digest); on API failure keep the last data and say why."""
+    client = api.current_client()
+    try:
+        jobs = client.jobs()
+        job = _shown_job(jobs, selected)
+        matrix = client.matrix(job.job) if job is not None else None
+    except ApiError as exc:
+        return {**_UNCHANGED, "status": components.notice(str(exc), "error")}
+    always = {
+        "status": None if job is not None else components.no_jobs_notice(),
+        "updated": f"updated {datetime.now(UTC):%H:%M:%S} UTC",
+    }
+    digest = f"{hash((tuple(jobs), job, matrix)) & 0xFFFF_FFFF_FFFF_FFFF:016x}"  # str: JS-safe
+    if digest == rendered:
+        return {**_UNCHANGED, **always}
+    if job is None or matrix is None:
+        return {
+            **_UNCHANGED,
+            **always,
+            "jobs": components.jobs_table(jobs, None),
+            "hidden": True,
+            "rendered": digest,
+        }
+    return {
+        **always,
+        "jobs": components.jobs_table(jobs, job.job),
+        "hidden": False,
+        "title": components.matrix_title(job, matrix),
+        "heatmap": figures.matrix_heatmap(matrix),
+        "matrix": components.matrix_table_markdown(matrix),
+        "rendered": digest,
+    }
+
+
+def select_job(_clicks: list[int | None]) -> str:
+    """Remember the job whose row was clicked."""
+    if not isinstance(ctx.triggered_id, dict) or not ctx.triggered[0]["value"]:
+        raise PreventUpdate  # rows were re-rendered, not clicked
+    return ctx.triggered_id["job"]
+
+
+def _shown_job(jobs: list[Job], selected: str | None) -> Job | None:
+    """The selected job if it still exists, else the newest one (jobs come newest first)."""
+    for job in jobs:
+        if job.job == selected:
+            return job
+    return jobs[0] if jobs else None
