@@ -244,13 +244,53 @@ def decode_body(header: Header, body: bytes) -> Frame:
             body, dtype=table.dtype, count=int(sec["count"]), offset=offset
         )
         offset += size
-    p2p = tables.get("p2p")
-    if p2p is not None and len(p2p) and int(p2p["peer"].max()) >= header.world_size:
-        raise FrameError(Status.OUT_OF_RANGE, "peer rank out of range for the world size")
-    ops = tables.get("op")
-    if ops is not None and len(ops) and int(ops["op_id"].max()) >= len(op_names()):
-        raise FrameError(Status.OUT_OF_RANGE, "unknown MPI operation id")
+    _check_ranges(header, tables)
     return Frame(header, tables)
+
+
+_NO_RANK = 0xFFFFFFFF
+_MAX_BUCKET = 64
+_IO_LAYERS = (1, 2, 3)
+
+
+def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
+    """Reject values no correct sender produces; raise FrameError(OUT_OF_RANGE)."""
+
+    def reject(reason: str) -> None:
+        raise FrameError(Status.OUT_OF_RANGE, reason)
+
+    for name, records in tables.items():
+        if name in ("rank_info", "health") and len(records) > 1:
+            reject(f"table {name} must have at most one record")
+        if not len(records):
+            continue
+        for field, (dtype, _) in records.dtype.fields.items():
+            if dtype == np.dtype("<u8") and int(records[field].max()) >= 2**63:
+                reject(f"table {name}: {field} is negative or too large")
+        if "op_id" in records.dtype.names and int(records["op_id"].max()) >= len(op_names()):
+            reject(f"table {name}: unknown MPI operation id")
+    ranks = header.world_size
+    if _max(tables, "p2p", "peer") >= ranks:
+        reject("peer rank out of range for the world size")
+    if _max(tables, "rma", "target") >= ranks:
+        reject("RMA target rank out of range for the world size")
+    if _max(tables, "hist", "bucket") > _MAX_BUCKET:
+        reject("histogram bucket out of range")
+    if (coll := tables.get("coll")) is not None and len(coll):
+        roots = coll["root"][coll["root"] != _NO_RANK]
+        if len(roots) and int(roots.max()) >= ranks:
+            reject("collective root out of range for the world size")
+        # Communicators may outgrow the world (spawn, connect/accept), never 0 or 2^31.
+        if int(coll["comm_size"].min()) == 0 or int(coll["comm_size"].max()) >= 2**31:
+            reject("communicator size out of range")
+    if (io := tables.get("io")) is not None and not np.isin(io["layer"], _IO_LAYERS).all():
+        reject("unknown I/O layer")
+
+
+def _max(tables: dict[str, np.ndarray], table: str, field: str) -> int:
+    """Largest value of a field over a table's records, -1 when absent or empty."""
+    records = tables.get(table)
+    return int(records[field].max()) if records is not None and len(records) else -1
 
 
 def encode_frame(

@@ -20,8 +20,10 @@ import pytest
 from collector.service import BackgroundCollector
 from stacklens.db import migrate, start_embedded
 from stacklens.paths import DEFAULT_LIBRARY, EXAMPLES_DIR
+from stacklens.schema import Base
 
-TABLES = ("op_deltas", "p2p_deltas", "received_frames", "ranks", "jobs")
+#: Tables emptied before each test (all but the MPI op names, which the collector syncs).
+TABLES = tuple(t.name for t in Base.metadata.sorted_tables if t.name != "mpi_ops")
 
 
 def free_port() -> int:

@@ -14,6 +14,18 @@ from tests.conftest import query
 STACKLENS = [sys.executable, "-m", "stacklens.cli"]
 
 
+def _head_revision() -> str:
+    """The newest migration's revision id."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from stacklens.paths import MIGRATIONS_DIR
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return ScriptDirectory.from_config(config).get_current_head()
+
+
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
     env.update(extra)
@@ -43,7 +55,9 @@ def test_embedded_postgres_in_the_state_dir(tmp_path: Path):
             )
         }
         assert {"jobs", "ranks", "p2p_deltas", "op_deltas", "received_frames"} <= tables
-        assert query(database.url, "SELECT version_num FROM alembic_version") == [("0001",)]
+        assert query(database.url, "SELECT version_num FROM alembic_version") == [
+            (_head_revision(),)
+        ]
     finally:
         database.embedded.cleanup()
 
@@ -63,7 +77,7 @@ def test_external_database_by_url(tmp_path: Path, pg_server: str):
     )
     assert result.returncode == 0, result.stderr
     assert not (state / "pg").exists(), "an external URL must not start the embedded server"
-    assert query(url, "SELECT version_num FROM alembic_version") == [("0001",)]
+    assert query(url, "SELECT version_num FROM alembic_version") == [(_head_revision(),)]
 
 
 def test_embedded_data_dir_under_root_home_is_refused(tmp_path: Path):

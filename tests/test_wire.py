@@ -14,7 +14,16 @@ def test_layout_matches_the_c_structs():
     assert wire.HEADER_SIZE == 240
     assert wire.ACK_SIZE == 16
     sizes = {t.name: t.dtype.itemsize for t in wire.SPEC.tables.values()}
-    assert sizes == {"rank_info": 256, "p2p": 40, "op": 32}
+    assert sizes == {
+        "rank_info": 256,
+        "p2p": 40,
+        "op": 32,
+        "hist": 16,
+        "coll": 40,
+        "rma": 24,
+        "io": 488,
+        "health": 24,
+    }
     assert wire.Status.COMMITTED == 0 and wire.Status.BAD_TOKEN == 4
 
 

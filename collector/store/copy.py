@@ -1,28 +1,59 @@
-"""Vectorised PostgreSQL binary COPY encoding of integer columns (numpy, no per-row Python)."""
+"""PostgreSQL binary COPY encoding of numpy columns.
+
+Integer-only tables are encoded fully vectorised (one structured array, no per-row
+Python); tables with text columns (file paths) fall back to a per-row loop, which is
+fine for their low row counts.
+"""
 
 from __future__ import annotations
+
+import struct
 
 import numpy as np
 
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
 _TRAILER = (-1).to_bytes(2, "big", signed=True)
-_PG_WIDTH = {"int2": 2, "int4": 4, "int8": 8}
+_INT_WIDTH = {"int2": 2, "int4": 4, "int8": 8}
 
 
 def binary_copy(columns: list[tuple[str, np.ndarray]]) -> bytes:
-    """Encode equal-length integer columns as one PostgreSQL binary COPY stream.
+    """Encode equal-length columns as one PostgreSQL binary COPY stream.
 
-    `columns` is a list of (PostgreSQL type: int2/int4/int8, values) in table column order.
+    `columns` is a list of (type, values) in table column order; type is int2, int4 or
+    int8 (integers wrap to the column width: an unsigned 0xFFFFFFFF becomes int4 -1) or
+    text (a numpy bytes array; invalid UTF-8 is replaced, never rejected by the server).
     """
     rows = len(columns[0][1]) if columns else 0
+    if any(len(values) != rows for _, values in columns):
+        raise ValueError("binary_copy: columns differ in length")
+    if all(pg_type in _INT_WIDTH for pg_type, _ in columns):
+        return _SIGNATURE + _integer_rows(columns, rows) + _TRAILER
+    return _SIGNATURE + _mixed_rows(columns, rows) + _TRAILER
+
+
+def _integer_rows(columns: list[tuple[str, np.ndarray]], rows: int) -> bytes:
     fields: list[tuple[str, str]] = [("nfields", ">i2")]
     for i, (pg_type, _) in enumerate(columns):
-        fields += [(f"len{i}", ">i4"), (f"val{i}", f">i{_PG_WIDTH[pg_type]}")]
+        fields += [(f"len{i}", ">i4"), (f"val{i}", f">i{_INT_WIDTH[pg_type]}")]
     out = np.empty(rows, dtype=np.dtype(fields))
     out["nfields"] = len(columns)
     for i, (pg_type, values) in enumerate(columns):
-        if len(values) != rows:
-            raise ValueError("binary_copy: columns differ in length")
-        out[f"len{i}"] = _PG_WIDTH[pg_type]
-        out[f"val{i}"] = values
-    return _SIGNATURE + out.tobytes() + _TRAILER
+        width = _INT_WIDTH[pg_type]
+        out[f"len{i}"] = width
+        out[f"val{i}"] = np.asarray(values).astype(f"<i{width}", casting="unsafe")
+    return out.tobytes()
+
+
+def _mixed_rows(columns: list[tuple[str, np.ndarray]], rows: int) -> bytes:
+    header = struct.pack(">h", len(columns))
+    packers = []
+    for pg_type, values in columns:
+        if pg_type == "text":
+            texts = [v.decode("utf-8", "replace").encode() for v in values.tolist()]
+            packers.append([struct.pack(">i", len(t)) + t for t in texts])
+        else:
+            width = _INT_WIDTH[pg_type]
+            ints = np.asarray(values).astype(f">i{width}", casting="unsafe").tobytes()
+            prefix = struct.pack(">i", width)
+            packers.append([prefix + ints[i * width : (i + 1) * width] for i in range(rows)])
+    return b"".join(header + b"".join(col[i] for col in packers) for i in range(rows))

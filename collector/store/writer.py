@@ -8,6 +8,7 @@ even after a collector restart. Callers are told a frame is stored only after CO
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ import numpy as np
 import psycopg
 
 from collector.store.copy import binary_copy
-from stacklens.mpi_ops import op_name
+from collector.store.tables import DELTA_TABLES, INTERVAL_COLUMNS, DeltaTable
+from stacklens.mpi_ops import op_names
 from stacklens.wire import Frame, FrameType
 
 log = logging.getLogger(__name__)
@@ -39,13 +41,17 @@ RETURNING job_id, world_rank, seq
 """
 
 _UPSERT_RANKS = """
-INSERT INTO ranks (job_id, world_rank, host, pid, first_seen_ns, last_seen_ns, finished)
+INSERT INTO ranks (job_id, world_rank, host, pid, first_seen_ns, last_seen_ns, finished,
+                   keys_dropped, frames_dropped, frames_spooled)
 SELECT * FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::int[], %s::bigint[],
-                     %s::bigint[], %s::bool[])
+                     %s::bigint[], %s::bool[], %s::bigint[], %s::bigint[], %s::bigint[])
 ON CONFLICT (job_id, world_rank) DO UPDATE SET
     first_seen_ns = LEAST(ranks.first_seen_ns, EXCLUDED.first_seen_ns),
     last_seen_ns = GREATEST(ranks.last_seen_ns, EXCLUDED.last_seen_ns),
-    finished = ranks.finished OR EXCLUDED.finished
+    finished = ranks.finished OR EXCLUDED.finished,
+    keys_dropped = ranks.keys_dropped + EXCLUDED.keys_dropped,
+    frames_dropped = ranks.frames_dropped + EXCLUDED.frames_dropped,
+    frames_spooled = ranks.frames_spooled + EXCLUDED.frames_spooled
 """
 
 _FINISH_JOBS = """
@@ -54,14 +60,12 @@ WHERE jobs.id = ANY(%s::bigint[]) AND jobs.status <> 'finished'
   AND (SELECT count(*) FROM ranks r WHERE r.job_id = jobs.id AND r.finished) >= jobs.world_size
 """
 
-_P2P_COPY = (
-    "COPY p2p_deltas (job_id, world_rank, peer, t_start_ns, t_end_ns,"
-    " bytes_sent, msgs_sent, bytes_recv, msgs_recv) FROM STDIN (FORMAT BINARY)"
-)
-_OP_COPY = (
-    "COPY op_deltas (job_id, world_rank, op, t_start_ns, t_end_ns, calls, bytes, time_ns)"
-    " FROM STDIN"
-)
+_HEALTH = ("keys_dropped", "frames_dropped", "frames_spooled")
+
+_SYNC_OPS = """
+INSERT INTO mpi_ops (id, name) SELECT * FROM unnest(%s::smallint[], %s::text[])
+ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name
+"""
 
 
 @dataclass
@@ -72,7 +76,7 @@ class WriterStats:
     frames_duplicate: int = 0
     batches: int = 0
     write_errors: int = 0
-    p2p_rows: int = 0
+    rows: collections.Counter = field(default_factory=collections.Counter)
 
 
 @dataclass
@@ -133,8 +137,13 @@ class FrameWriter:
                     p.done.set_result(None)
 
     async def _connection(self) -> psycopg.AsyncConnection:
+        """The writer's connection; a new one also (re)syncs the MPI op names."""
         if self._conn is None or self._conn.closed:
-            self._conn = await psycopg.AsyncConnection.connect(self._url)
+            conn = await psycopg.AsyncConnection.connect(self._url)
+            names = op_names()
+            async with conn.transaction():
+                await conn.execute(_SYNC_OPS, (list(range(len(names))), list(names)))
+            self._conn = conn
         return self._conn
 
     async def _write(self, frames: list[Frame]) -> None:
@@ -160,8 +169,8 @@ class FrameWriter:
             new_keys = {tuple(row) for row in await cur.fetchall()}
             fresh = [(k, unique[k]) for k in keys if k in new_keys]
             await self._upsert_ranks(cur, fresh)
-            await self._copy_p2p(cur, fresh)
-            await self._copy_ops(cur, fresh)
+            for table in DELTA_TABLES:
+                await self._copy_deltas(cur, fresh, table)
             finishing = sorted({k[0] for k, f in fresh if f.header.frame_type == FrameType.FINAL})
             if finishing:
                 await cur.execute(_FINISH_JOBS, (finishing,))
@@ -194,79 +203,51 @@ class FrameWriter:
         return {key: job_id for job_id, key in await cur.fetchall()}
 
     async def _upsert_ranks(self, cur: psycopg.AsyncCursor, fresh: list) -> None:
-        if not fresh:
-            return
-        cols: list[list] = [[] for _ in range(7)]
+        """One upsert row per (job, rank): seen times, finished flag, health deltas summed."""
+        merged: dict[tuple[int, int], list] = {}
         for (job_id, rank, _), f in fresh:
             h = f.header
-            for col, value in zip(
-                cols,
-                (
-                    job_id,
-                    rank,
-                    h.host,
-                    h.pid,
-                    h.interval_start_ns,
-                    h.interval_end_ns,
-                    h.frame_type == FrameType.FINAL,
-                ),
-                strict=True,
-            ):
-                col.append(value)
-        # One row per (job, rank) per statement: ON CONFLICT DO UPDATE may not touch a row twice.
-        merged: dict[tuple[int, int], list] = {}
-        for row in zip(*cols, strict=True):
-            old = merged.get(row[:2])
-            if old is None:
-                merged[row[:2]] = list(row)
-            else:
-                old[4], old[5], old[6] = min(old[4], row[4]), max(old[5], row[5]), old[6] or row[6]
-        await cur.execute(_UPSERT_RANKS, [list(c) for c in zip(*merged.values(), strict=True)])
+            health = f.tables.get("health")
+            dropped = [int(health[name].sum()) if health is not None else 0 for name in _HEALTH]
+            row = merged.get((job_id, rank))
+            if row is None:
+                merged[(job_id, rank)] = [
+                    job_id, rank, h.host, h.pid, h.interval_start_ns, h.interval_end_ns,
+                    h.frame_type == FrameType.FINAL, *dropped,
+                ]  # fmt: skip
+                continue
+            row[4] = min(row[4], h.interval_start_ns)
+            row[5] = max(row[5], h.interval_end_ns)
+            row[6] = row[6] or h.frame_type == FrameType.FINAL
+            for i, value in enumerate(dropped, start=7):
+                row[i] += value
+        if merged:
+            # ON CONFLICT DO UPDATE may not touch a row twice: hence one row per key.
+            await cur.execute(_UPSERT_RANKS, [list(c) for c in zip(*merged.values(), strict=True)])
 
-    async def _copy_p2p(self, cur: psycopg.AsyncCursor, fresh: list) -> None:
-        parts = [(k, f, f.tables["p2p"]) for k, f in fresh if len(f.tables.get("p2p", ())) > 0]
+    async def _copy_deltas(self, cur: psycopg.AsyncCursor, fresh: list, table: DeltaTable) -> None:
+        """COPY one wire table of all fresh frames into its delta table."""
+        parts = [
+            (k, f, f.tables[table.wire]) for k, f in fresh if len(f.tables.get(table.wire, ()))
+        ]
         if not parts:
             return
-        counts = [len(t) for _, _, t in parts]
-        tables = np.concatenate([t for _, _, t in parts])
+        counts = [len(records) for _, _, records in parts]
+        records = np.concatenate([r for _, _, r in parts])
 
         def per_frame(values: list[int]) -> np.ndarray:
             return np.repeat(np.asarray(values, dtype=np.int64), counts)
 
+        interval = {
+            "job_id": per_frame([k[0] for k, _, _ in parts]),
+            "world_rank": per_frame([k[1] for k, _, _ in parts]),
+            "t_start_ns": per_frame([f.header.interval_start_ns for _, f, _ in parts]),
+            "t_end_ns": per_frame([f.header.interval_end_ns for _, f, _ in parts]),
+        }
         payload = binary_copy(
-            [
-                ("int8", per_frame([k[0] for k, _, _ in parts])),
-                ("int4", per_frame([k[1] for k, _, _ in parts])),
-                ("int4", tables["peer"]),
-                ("int8", per_frame([f.header.interval_start_ns for _, f, _ in parts])),
-                ("int8", per_frame([f.header.interval_end_ns for _, f, _ in parts])),
-                ("int8", tables["bytes_sent"]),
-                ("int8", tables["msgs_sent"]),
-                ("int8", tables["bytes_recv"]),
-                ("int8", tables["msgs_recv"]),
-            ]
+            [(pg_type, interval[name]) for name, pg_type in INTERVAL_COLUMNS]
+            + [(pg_type, records[name]) for name, pg_type in table.fields]
         )
-        async with cur.copy(_P2P_COPY) as copy:
+        async with cur.copy(table.copy_statement) as copy:
             await copy.write(payload)
-        self.stats.p2p_rows += len(tables)
-
-    async def _copy_ops(self, cur: psycopg.AsyncCursor, fresh: list) -> None:
-        rows = [
-            (
-                k[0],
-                k[1],
-                op_name(int(r["op_id"])),
-                f.header.interval_start_ns,
-                f.header.interval_end_ns,
-                int(r["calls"]),
-                int(r["bytes"]),
-                int(r["time_ns"]),
-            )
-            for k, f in fresh
-            for r in f.tables.get("op", ())
-        ]
-        if not rows:
-            return
-        async with cur.copy(_OP_COPY) as copy:
-            for row in rows:
-                await copy.write_row(row)
+        self.stats.rows[table.sql] += len(records)

@@ -1,4 +1,4 @@
-"""First tables: jobs, ranks, the frame ledger, point-to-point and per-op deltas.
+"""First tables: jobs, ranks, the frame ledger, MPI op names, point-to-point and per-op deltas.
 
 Revision ID: 0001
 Revises:
@@ -16,10 +16,9 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def _delta_key_columns() -> list[sa.Column]:
-    """The columns every per-rank delta table starts with."""
+def rank_interval_columns() -> list[sa.Column]:
+    """The columns every per-rank delta table starts with (no surrogate key)."""
     return [
-        sa.Column("id", sa.BigInteger(), sa.Identity(), primary_key=True),
         sa.Column(
             "job_id",
             sa.BigInteger(),
@@ -27,6 +26,8 @@ def _delta_key_columns() -> list[sa.Column]:
             nullable=False,
         ),
         sa.Column("world_rank", sa.Integer(), nullable=False),
+        sa.Column("t_start_ns", sa.BigInteger(), nullable=False),
+        sa.Column("t_end_ns", sa.BigInteger(), nullable=False),
     ]
 
 
@@ -71,10 +72,8 @@ def upgrade() -> None:
     )
     op.create_table(
         "p2p_deltas",
-        *_delta_key_columns(),
+        *rank_interval_columns(),
         sa.Column("peer", sa.Integer(), nullable=False),
-        sa.Column("t_start_ns", sa.BigInteger(), nullable=False),
-        sa.Column("t_end_ns", sa.BigInteger(), nullable=False),
         sa.Column("bytes_sent", sa.BigInteger(), nullable=False),
         sa.Column("msgs_sent", sa.BigInteger(), nullable=False),
         sa.Column("bytes_recv", sa.BigInteger(), nullable=False),
@@ -82,11 +81,14 @@ def upgrade() -> None:
     )
     op.create_index("ix_p2p_deltas_job_time", "p2p_deltas", ["job_id", "t_end_ns"])
     op.create_table(
+        "mpi_ops",
+        sa.Column("id", sa.SmallInteger(), primary_key=True, autoincrement=False),
+        sa.Column("name", sa.Text(), nullable=False),
+    )
+    op.create_table(
         "op_deltas",
-        *_delta_key_columns(),
-        sa.Column("op", sa.Text(), nullable=False),
-        sa.Column("t_start_ns", sa.BigInteger(), nullable=False),
-        sa.Column("t_end_ns", sa.BigInteger(), nullable=False),
+        *rank_interval_columns(),
+        sa.Column("op_id", sa.SmallInteger(), nullable=False),
         sa.Column("calls", sa.BigInteger(), nullable=False),
         sa.Column("bytes", sa.BigInteger(), nullable=False),
         sa.Column("time_ns", sa.BigInteger(), nullable=False),
@@ -96,6 +98,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("op_deltas")
+    op.drop_table("mpi_ops")
     op.drop_table("p2p_deltas")
     op.drop_table("received_frames")
     op.drop_table("ranks")

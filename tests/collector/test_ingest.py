@@ -102,7 +102,9 @@ def test_frames_are_stored_and_acknowledged_after_commit(collector, pg_url):
         (1, "node1", 101),
     ]
     assert query(
-        pg_url, "SELECT op, sum(calls), sum(bytes), sum(time_ns) FROM op_deltas GROUP BY op"
+        pg_url,
+        "SELECT name, sum(calls), sum(bytes), sum(time_ns) FROM op_deltas "
+        "JOIN mpi_ops ON mpi_ops.id = op_id GROUP BY name",
     ) == [("MPI_Isend", 15, 1920, 2997)]
 
 
@@ -156,3 +158,100 @@ def test_a_bad_frame_after_good_ones_keeps_the_good_ones(collector, pg_url):
     acks = exchange(collector.address, frame(0) + frame(1, token="guess"), acks=2)
     assert acks == [(0, 0), (wire.Status.BAD_TOKEN, 1)]
     assert query(pg_url, "SELECT count(*) FROM received_frames") == [(1,)]
+
+
+def test_every_counter_table_is_stored(collector, pg_url):
+    tables = {
+        "hist": wire.records("hist", [{"op_id": 3, "bucket": 13, "count": 9}]),
+        "coll": wire.records(
+            "coll",
+            [
+                {
+                    "op_id": 7,
+                    "comm_id": 0xFFFFFFFF,
+                    "comm_size": 2,
+                    "root": 0xFFFFFFFF,
+                    "calls": 2,
+                    "bytes": 64,
+                    "time_ns": 10,
+                },
+                {
+                    "op_id": 7,
+                    "comm_id": 5,
+                    "comm_size": 2,
+                    "root": 1,
+                    "calls": 1,
+                    "bytes": 8,
+                    "time_ns": 3,
+                },
+            ],
+        ),
+        "rma": wire.records("rma", [{"target": 1, "op_id": 4, "calls": 3, "bytes": 300}]),
+        "io": wire.records(
+            "io",
+            [
+                {
+                    "layer": 1,
+                    "opens": 1,
+                    "writes": 4,
+                    "bytes_written": 16384,
+                    "write_time_ns": 77,
+                    "path": b"/scratch/out-\xff.dat",
+                    "mount": b"/scratch",
+                    "fstype": b"lustre",
+                }
+            ],
+        ),
+        "health": wire.records("health", [{"keys_dropped": 5, "frames_spooled": 2}]),
+    }
+    raw = wire.encode_frame(
+        job_id="job-T",
+        world_rank=0,
+        world_size=2,
+        seq=0,
+        interval_start_ns=T0,
+        interval_end_ns=T0 + 10**9,
+        token="secret",
+        tables=tables,
+    )
+    assert exchange(collector.address, raw, acks=1) == [(0, 0)]
+    assert query(
+        pg_url, "SELECT name, bucket, count FROM op_hist_deltas JOIN mpi_ops ON mpi_ops.id = op_id"
+    ) == [("MPI_Send", 13, 9)]
+    assert query(
+        pg_url,
+        "SELECT comm_id, comm_size, root, calls, bytes, time_ns FROM coll_deltas ORDER BY comm_id",
+    ) == [(5, 2, 1, 1, 8, 3), (0xFFFFFFFF, 2, -1, 2, 64, 10)]
+    assert query(pg_url, "SELECT target, op_id, calls, bytes FROM rma_deltas") == [(1, 4, 3, 300)]
+    assert query(
+        pg_url,
+        "SELECT layer, path, mount, fstype, opens, writes, bytes_written, "
+        "write_time_ns, t_start_ns, t_end_ns FROM io_deltas",
+    ) == [(1, "/scratch/out-\ufffd.dat", "/scratch", "lustre", 1, 4, 16384, 77, T0, T0 + 10**9)]
+    assert query(pg_url, "SELECT keys_dropped, frames_dropped, frames_spooled FROM ranks") == [
+        (5, 0, 2)
+    ]
+
+
+def test_out_of_range_values_are_rejected(collector, pg_url):
+    bad = [
+        {"p2p": wire.records("p2p", [{"peer": 0, "bytes_sent": 2**63}])},
+        {"rma": wire.records("rma", [{"target": 2}])},
+        {"coll": wire.records("coll", [{"op_id": 7, "comm_size": 2, "root": 9}])},
+        {"io": wire.records("io", [{"layer": 4, "path": b"/x"}])},
+        {"hist": wire.records("hist", [{"op_id": 3, "bucket": 65}])},
+    ]
+    for tables in bad:
+        raw = wire.encode_frame(
+            job_id="job-R",
+            world_rank=0,
+            world_size=2,
+            seq=0,
+            interval_start_ns=T0,
+            interval_end_ns=T0 + 1,
+            token="secret",
+            tables=tables,
+        )
+        assert exchange(collector.address, raw, acks=1) == [(wire.Status.OUT_OF_RANGE, 0)]
+    wait_for(lambda: _rejections(collector) == {"out_of_range": len(bad)})
+    _stored_nothing(pg_url)
