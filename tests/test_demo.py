@@ -20,9 +20,7 @@ def _leftover_processes() -> list[str]:
     """Live (not zombie) processes of the demo workload."""
     ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, check=True)
     program = str(EXAMPLES_DIR / "build" / "ring_allreduce")
-    return [
-        line for line in ps.stdout.splitlines() if program in line and not line.startswith("Z")
-    ]
+    return [line for line in ps.stdout.splitlines() if program in line and not line.startswith("Z")]
 
 
 def test_demo_runs_the_example_job_and_stops(tmp_path, hook_library, examples_built):
@@ -37,7 +35,10 @@ def test_demo_runs_the_example_job_and_stops(tmp_path, hook_library, examples_bu
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "stacklens.cli", "demo", "--for", "20"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     base = f"http://127.0.0.1:{port}"
     finished = None

@@ -17,7 +17,7 @@ def list_jobs(session: SessionDep) -> list[JobSummary]:
     return [JobSummary(**row) for row in repository.list_jobs(session)]
 
 
-@router.get("/{job}/matrix", response_model=Matrix)
+@router.get("/{job:path}/matrix", response_model=Matrix)
 def job_matrix(job: str, session: SessionDep) -> Matrix:
     """Point-to-point bytes and messages per (source rank, destination rank) of a job."""
     found = repository.get_job(session, job)

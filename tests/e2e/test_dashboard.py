@@ -69,7 +69,61 @@ def stacklens_up(pg_url, tmp_path) -> Iterator[dict[str, str]]:
         proc.wait(20)
 
 
-def test_page_shows_the_job_and_its_matrix(stacklens_up, hook_library, examples_built, tmp_path):
+@pytest.fixture
+def browser_page() -> Iterator[tuple[Page, list[str]]]:
+    """A Chromium page and the list its console errors are collected into."""
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        yield page, errors
+        browser.close()
+
+
+def test_empty_database_says_how_to_start(stacklens_up, browser_page):
+    page, errors = browser_page
+    page.goto(stacklens_up["base"] + "/")
+    expect(page.locator("#status-message")).to_contain_text("No jobs yet", timeout=20_000)
+    expect(page.locator("#status-message")).to_contain_text("stacklens run -- mpirun")
+    expect(page.locator("#matrix-section")).to_be_hidden()
+    assert errors == []
+
+
+def test_unreachable_api_is_reported_on_the_page(browser_page):
+    import threading
+
+    import uvicorn
+    from a2wsgi import WSGIMiddleware
+    from fastapi import FastAPI
+
+    from frontend.app import create_dash_app
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    app = FastAPI()
+    app.mount("/", WSGIMiddleware(create_dash_app(dead, refresh_ms=500).server))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        page, errors = browser_page
+        page.goto(f"http://127.0.0.1:{port}/")
+        message = page.locator("#status-message")
+        expect(message).to_contain_text("stacklens server unreachable", timeout=20_000)
+        expect(message).to_contain_text(f"{dead}/api/jobs")
+        assert errors == []
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_page_shows_the_job_and_its_matrix(
+    stacklens_up, hook_library, examples_built, tmp_path, browser_page
+):
     job = f"e2e-{uuid.uuid4().hex[:8]}"
     run_env = mpi_env(**{k: v for k, v in stacklens_up.items() if k.startswith("STACKLENS_")})
     run_env.update(STACKLENS_JOB_ID=job, STACKLENS_INTERVAL_MS="200")
@@ -92,34 +146,26 @@ def test_page_shows_the_job_and_its_matrix(stacklens_up, hook_library, examples_
     )
     assert result.returncode == 0, result.stderr
 
-    errors: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-        page: Page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(stacklens_up["base"] + "/")
+    page, errors = browser_page
+    page.goto(stacklens_up["base"] + "/")
 
-        row = page.locator("#jobs-table tr", has_text=job)
-        expect(row).to_have_count(1, timeout=20_000)
-        expect(row).to_contain_text("finished")
-        expect(row.locator("td.ranks")).to_have_text(f"{RANKS} / {RANKS}")
-        total = sum(b for b, _ in p2p_pattern(RANKS).values())
-        expect(row.locator("td.bytes")).to_have_text(str(total))
+    row = page.locator("#jobs-table tr", has_text=job)
+    expect(row).to_have_count(1, timeout=20_000)
+    expect(row).to_contain_text("finished")
+    expect(row.locator("td.ranks")).to_have_text(f"{RANKS} / {RANKS}")
+    total = sum(b for b, _ in p2p_pattern(RANKS).values())
+    expect(row.locator("td.bytes")).to_have_text(str(total))
 
-        expect(page.locator("#matrix-title")).to_contain_text(job, timeout=20_000)
-        cells = page.locator("#matrix-table tbody tr")
-        expect(cells).to_have_count(RANKS * (RANKS - 1), timeout=20_000)
-        shown = {}
-        for i in range(cells.count()):
-            cell = cells.nth(i)
-            src, dst, nbytes, msgs = (
-                int(cell.locator(f"td.{column}").inner_text())
-                for column in ("src", "dst", "bytes", "messages")
-            )
-            shown[(src, dst)] = (nbytes, msgs)
-        assert shown == p2p_pattern(RANKS)
-        expect(page.locator("#matrix-heatmap .main-svg").first).to_be_visible()
-        page.screenshot(path=str(tmp_path / "dashboard.png"))
-        browser.close()
+    expect(page.locator("#matrix-title")).to_contain_text(job, timeout=20_000)
+    cells = page.locator("#matrix-table tbody tr")
+    expect(cells).to_have_count(RANKS * (RANKS - 1), timeout=20_000)
+    shown = {}
+    for i in range(cells.count()):
+        # Columns: source rank, destination rank, bytes, sent (human), messages.
+        texts = cells.nth(i).locator("td").all_inner_texts()
+        src, dst, nbytes, msgs = (int(texts[c].strip()) for c in (0, 1, 2, 4))
+        shown[(src, dst)] = (nbytes, msgs)
+    assert shown == p2p_pattern(RANKS)
+    expect(page.locator("#matrix-heatmap .main-svg").first).to_be_visible()
+    page.screenshot(path=str(tmp_path / "dashboard.png"))
     assert errors == []

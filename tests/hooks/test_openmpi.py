@@ -71,8 +71,8 @@ def test_per_peer_bytes_and_messages_are_exact(collector, pg_url, hook_library, 
         (rank, op): n
         for rank, op, n in query(
             pg_url,
-            "SELECT world_rank, op, sum(calls) FROM op_deltas JOIN jobs ON jobs.id = job_id "
-            "WHERE job_key = %s GROUP BY 1, 2",
+            "SELECT world_rank, name, sum(calls) FROM op_deltas JOIN jobs ON jobs.id = job_id "
+            "JOIN mpi_ops ON mpi_ops.id = op_id WHERE job_key = %s GROUP BY 1, 2",
             (job,),
         )
     }

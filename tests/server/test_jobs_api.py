@@ -67,9 +67,9 @@ def test_jobs_and_matrix(collector, client):
 
 
 def test_unknown_job_is_404(client):
-    response = client.get(client.app.url_path_for("job_matrix", job="no such job"))
+    response = client.get(client.app.url_path_for("job_matrix", job="no/such job"))
     assert response.status_code == 404
-    assert response.json() == {"detail": "unknown job 'no such job'"}
+    assert response.json() == {"detail": "unknown job 'no/such job'"}
 
 
 def test_openapi_docs_are_served(client):
