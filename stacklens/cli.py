@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import uvicorn
 from pydantic import ValidationError
@@ -51,6 +52,7 @@ def hook_environment(settings: Settings) -> dict[str, str]:
         "LD_PRELOAD": ":".join(parts),
         "STACKLENS_COLLECTOR": settings.collector,
         "STACKLENS_INTERVAL_MS": str(settings.interval_ms),
+        "STACKLENS_SPOOL_DIR": str(settings.spool_dir),
     }
     if settings.ingest_token:
         env["STACKLENS_INGEST_TOKEN"] = settings.ingest_token
@@ -81,6 +83,24 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     except FileNotFoundError:
         print(f"stacklens run: command not found: {command[0]}", file=sys.stderr)
         return 127
+
+
+def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    """Deliver the spooled frames to the collector; non-zero if any are left or rejected."""
+    from stacklens.replay import replay
+
+    spool = args.spool_dir or settings.spool_dir
+    if not spool.is_dir():
+        print(f"stacklens replay: no spool directory {spool}", file=sys.stderr)
+        return 2
+    result = replay(spool, settings.collector_host, settings.collector_port)
+    print(
+        f"replayed {result.delivered} frames from {spool} to {settings.collector}; "
+        f"{len(result.rejected)} rejected, {result.remaining} left"
+    )
+    for path, reason in result.rejected:
+        print(f"  rejected: {path} ({reason})", file=sys.stderr)
+    return 0 if result.remaining == 0 and not result.rejected else 1
 
 
 def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
@@ -225,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--ranks", type=int, default=4)
     demo.set_defaults(func=cmd_demo)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
+    replay = sub.add_parser("replay", help="deliver spooled frames to the collector")
+    replay.add_argument("spool_dir", nargs="?", type=Path, help="default: STACKLENS_SPOOL_DIR")
+    replay.set_defaults(func=cmd_replay)
     return parser
 
 

@@ -11,7 +11,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from stacklens.paths import DEFAULT_LIBRARY
@@ -54,6 +54,17 @@ class Settings(BaseSettings):
     refresh_ms: int = Field(default=1000, ge=200, description="Dashboard refresh period.")
     library: Path = Field(default=DEFAULT_LIBRARY, description="Path of libstacklens.so.")
     job_id: str | None = None
+    spool_dir: Path = Field(
+        default=None,
+        description="Where hooks spool undelivered frames; default state_dir/spool.",
+        validate_default=False,
+    )
+
+    @model_validator(mode="after")
+    def _default_spool_dir(self) -> Settings:
+        if self.spool_dir is None:
+            self.spool_dir = self.state_dir / "spool"
+        return self
 
     @field_validator("collector")
     @classmethod

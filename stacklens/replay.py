@@ -1,0 +1,96 @@
+"""`stacklens replay`: deliver spooled frames to a collector.
+
+When the collector cannot be reached, the hook library writes each frame it could not
+deliver to the spool directory as one file, `*.frame`, holding the frame exactly as it
+would have been sent. Replay sends them in (job, rank, seq) order over one connection,
+deletes each file once its frame is acknowledged, and renames a frame the collector
+rejects to `*.rejected` (kept for inspection, never resent). Frames already stored are
+acknowledged again as duplicates, so replaying twice is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stacklens import wire
+
+log = logging.getLogger(__name__)
+
+SPOOL_SUFFIX = ".frame"
+REJECTED_SUFFIX = ".rejected"
+
+
+@dataclass
+class ReplayResult:
+    """What a replay did."""
+
+    delivered: int = 0
+    rejected: list[tuple[Path, str]] = field(default_factory=list)
+    remaining: int = 0
+
+
+def spooled_frames(spool_dir: Path) -> list[tuple[tuple[str, int, int], Path, bytes]]:
+    """Every spooled frame under `spool_dir` as ((job, rank, seq), path, bytes), in order.
+
+    A file that is not a frame is reported as rejected by `replay` (key sorts last).
+    """
+    found = []
+    for path in spool_dir.rglob(f"*{SPOOL_SUFFIX}"):
+        raw = path.read_bytes()
+        try:
+            header = wire.decode_header(raw[: wire.HEADER_SIZE], max_body=1 << 40)
+            key = (header.job_id, header.world_rank, header.seq)
+        except wire.FrameError:
+            key = ("\uffff", 0, 0)
+        found.append((key, path, raw))
+    found.sort(key=lambda item: (item[0], str(item[1])))
+    return found
+
+
+def replay(spool_dir: Path, host: str, port: int, timeout: float = 30.0) -> ReplayResult:
+    """Send every spooled frame to the collector at host:port; see the module doc."""
+    result = ReplayResult()
+    pending = spooled_frames(spool_dir)
+    while pending:
+        try:
+            sent = _deliver(pending, host, port, timeout, result)
+        except OSError as exc:
+            log.warning("collector %s:%d: %s", host, port, exc)
+            break
+        pending = pending[sent:]
+    result.remaining = len(pending)
+    return result
+
+
+def _deliver(pending: list, host: str, port: int, timeout: float, result: ReplayResult) -> int:
+    """Send frames on one connection until all are acked or one is rejected.
+
+    Returns how many of `pending` were settled (acknowledged or rejected).
+    """
+    settled = 0
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(b"".join(raw for _, _, raw in pending))
+        sock.shutdown(socket.SHUT_WR)
+        buffered = b""
+        for _, path, _ in pending:
+            while len(buffered) < wire.ACK_SIZE:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return settled  # closed early: the rest is resent on a new connection
+                buffered += chunk
+            status, _seq = wire.decode_ack(buffered[: wire.ACK_SIZE])
+            buffered = buffered[wire.ACK_SIZE :]
+            settled += 1
+            if status == wire.Status.COMMITTED:
+                path.unlink()
+                result.delivered += 1
+                continue
+            reason = wire.Status(status).name.lower()
+            path.rename(path.with_suffix(REJECTED_SUFFIX))
+            result.rejected.append((path, reason))
+            log.warning("collector rejected spooled frame %s: %s", path, reason)
+            return settled  # the collector closes the connection after a rejection
+    return settled

@@ -1,0 +1,91 @@
+"""`stacklens replay`: spooled frames reach the collector exactly once; bad ones are kept."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.collector.test_ingest import frame
+from tests.conftest import free_port, query
+
+
+def spool(directory: Path, name: str, raw: bytes) -> Path:
+    """Write one spool file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.frame"
+    path.write_bytes(raw)
+    return path
+
+
+def run_replay(collector_endpoint: str, spool_dir: Path, token: str = "secret"):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    env.update(STACKLENS_COLLECTOR=collector_endpoint, STACKLENS_INGEST_TOKEN=token)
+    return subprocess.run(
+        [sys.executable, "-m", "stacklens.cli", "replay", str(spool_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_replay_delivers_every_frame_once(collector, pg_url, tmp_path):
+    for seq in (2, 0, 1):  # file order does not matter: replay sorts by (job, rank, seq)
+        spool(tmp_path / "job-A" / "0", f"s{seq}", frame(seq))
+    spool(tmp_path / "job-A" / "1", "s0", frame(0, rank=1))
+    result = run_replay(collector.endpoint, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "replayed 4 frames" in result.stdout and "0 rejected, 0 left" in result.stdout
+    assert list(tmp_path.rglob("*.frame")) == []
+    assert query(
+        pg_url, "SELECT world_rank, sum(bytes_sent) FROM p2p_deltas GROUP BY 1 ORDER BY 1"
+    ) == [(0, 1000 + 1001 + 1002), (1, 1000)]
+
+    spool(tmp_path / "again", "s1", frame(1))  # already stored: acknowledged, not re-added
+    assert run_replay(collector.endpoint, tmp_path).returncode == 0
+    assert query(pg_url, "SELECT sum(bytes_sent) FROM p2p_deltas") == [(4003,)]
+
+
+def test_rejected_frames_are_kept_and_the_rest_delivered(collector, pg_url, tmp_path):
+    spool(tmp_path, "a-good", frame(0))
+    spool(tmp_path, "b-garbage", b"not a frame at all" * 20)
+    spool(tmp_path, "c-wrong-token", frame(1, token="guess", job="job-Z"))
+    result = run_replay(collector.endpoint, tmp_path)
+    assert result.returncode == 1
+    assert "replayed 1 frames" in result.stdout and "2 rejected, 0 left" in result.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "b-garbage.rejected",
+        "c-wrong-token.rejected",
+    ]
+    assert "bad_magic" in result.stderr and "bad_token" in result.stderr
+    assert query(pg_url, "SELECT count(*) FROM received_frames") == [(1,)]
+
+
+def test_collector_down_keeps_the_spool(tmp_path):
+    path = spool(tmp_path, "s0", frame(0))
+    result = run_replay(f"127.0.0.1:{free_port()}", tmp_path)
+    assert result.returncode == 1
+    assert "replayed 0 frames" in result.stdout and "1 left" in result.stdout
+    assert path.read_bytes() == frame(0)
+
+
+def test_env_prints_the_hook_variables(hook_library, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    env.update(STACKLENS_STATE_DIR=str(tmp_path), STACKLENS_INGEST_TOKEN="tok en")
+    out = subprocess.run(
+        [sys.executable, "-m", "stacklens.cli", "env"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
+    assert out == [
+        f"export LD_PRELOAD={hook_library}",
+        "export STACKLENS_COLLECTOR=127.0.0.1:7451",
+        "export STACKLENS_INTERVAL_MS=1000",
+        f"export STACKLENS_SPOOL_DIR={tmp_path / 'spool'}",
+        "export STACKLENS_INGEST_TOKEN='tok en'",
+    ]
