@@ -69,6 +69,18 @@ def stacklens_up(pg_url, tmp_path) -> Iterator[dict[str, str]]:
         proc.wait(20)
 
 
+def _matrix_rows(page: Page) -> dict[tuple[int, int], tuple[int, int]]:
+    """The matrix table as a person reads it: (source, destination) -> (bytes, messages)."""
+    shown = {}
+    rows = page.locator("#matrix-table tbody tr")
+    for i in range(rows.count()):
+        # Columns: source rank, destination rank, bytes, sent (human), messages.
+        texts = rows.nth(i).locator("td").all_inner_texts()
+        src, dst, nbytes, msgs = (int(texts[c].strip()) for c in (0, 1, 2, 4))
+        shown[(src, dst)] = (nbytes, msgs)
+    return shown
+
+
 @pytest.fixture
 def browser_page() -> Iterator[tuple[Page, list[str]]]:
     """A Chromium page and the list its console errors are collected into."""
@@ -82,12 +94,39 @@ def browser_page() -> Iterator[tuple[Page, list[str]]]:
         browser.close()
 
 
-def test_empty_database_says_how_to_start(stacklens_up, browser_page):
+def test_page_follows_a_running_job_live(stacklens_up, browser_page, examples_built):
+    """Open the page on an empty database, then start a job: it appears without a reload."""
     page, errors = browser_page
     page.goto(stacklens_up["base"] + "/")
     expect(page.locator("#status-message")).to_contain_text("No jobs yet", timeout=20_000)
     expect(page.locator("#status-message")).to_contain_text("stacklens run -- mpirun")
     expect(page.locator("#matrix-section")).to_be_hidden()
+
+    job = f"live-{uuid.uuid4().hex[:8]}"
+    iterations, size = 25, 4096
+    run_env = mpi_env(**{k: v for k, v in stacklens_up.items() if k.startswith("STACKLENS_")})
+    run_env.update(STACKLENS_JOB_ID=job, STACKLENS_INTERVAL_MS="200")
+    program = [str(examples_built / "ring_allreduce"), str(iterations), str(size), "200"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stacklens.cli", "run", "--", "mpirun", "-np", str(RANKS), *program],
+        env=run_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        row = page.locator("#jobs-table tr", has_text=job)
+        expect(row).to_contain_text("running", timeout=20_000)
+        assert proc.poll() is None, "the job ended before the page showed it running"
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    expect(row).to_contain_text("finished", timeout=20_000)
+    expected = {(r, (r + 1) % RANKS): (iterations * (size + r), iterations) for r in range(RANKS)}
+    expect(page.locator("#matrix-table tbody tr")).to_have_count(RANKS, timeout=20_000)
+    expect(row.locator("td.bytes")).to_have_text(str(sum(b for b, _ in expected.values())))
+    assert _matrix_rows(page) == expected
     assert errors == []
 
 
@@ -157,15 +196,10 @@ def test_page_shows_the_job_and_its_matrix(
     expect(row.locator("td.bytes")).to_have_text(str(total))
 
     expect(page.locator("#matrix-title")).to_contain_text(job, timeout=20_000)
-    cells = page.locator("#matrix-table tbody tr")
-    expect(cells).to_have_count(RANKS * (RANKS - 1), timeout=20_000)
-    shown = {}
-    for i in range(cells.count()):
-        # Columns: source rank, destination rank, bytes, sent (human), messages.
-        texts = cells.nth(i).locator("td").all_inner_texts()
-        src, dst, nbytes, msgs = (int(texts[c].strip()) for c in (0, 1, 2, 4))
-        shown[(src, dst)] = (nbytes, msgs)
-    assert shown == p2p_pattern(RANKS)
+    expect(page.locator("#matrix-table tbody tr")).to_have_count(
+        RANKS * (RANKS - 1), timeout=20_000
+    )
+    assert _matrix_rows(page) == p2p_pattern(RANKS)
     expect(page.locator("#matrix-heatmap .main-svg").first).to_be_visible()
     page.screenshot(path=str(tmp_path / "dashboard.png"))
     assert errors == []
