@@ -1,24 +1,23 @@
-"""Builds the stacklens web application: the API under /api, OpenAPI at /docs, Dash at /."""
+"""Builds the stacklens web application: the API under /api, /metrics, OpenAPI at /docs,
+and the Dash dashboard at /."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
 from sqlalchemy import Engine
 
 import stacklens
+from server.ingest.routes import router as ingest_router
 from server.jobs.routes import router as jobs_router
+from server.metrics.routes import router as metrics_router
 
-
-class Service(Protocol):
-    """Something started and stopped with the web app (e.g. an in-process collector)."""
-
-    async def start(self) -> None: ...
-    async def stop(self) -> None: ...
+if TYPE_CHECKING:
+    from collector.service import CollectorService
 
 
 def create_app(
@@ -26,30 +25,36 @@ def create_app(
     *,
     api_base_url: str,
     refresh_ms: int = 1000,
-    services: list[Service] | None = None,
+    collector: CollectorService | None = None,
     with_frontend: bool = True,
 ) -> FastAPI:
-    """The FastAPI app over `engine`; `services` run for the app's lifetime."""
-    services = services or []
+    """The FastAPI app over `engine`.
+
+    `collector`, when given, runs for the app's lifetime in the same event loop; the HTTP
+    ingest endpoint and /metrics then use it.
+    """
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        for service in services:
-            await service.start()
+        if collector is not None:
+            await collector.start()
         try:
             yield
         finally:
-            for service in reversed(services):
-                await service.stop()
+            if collector is not None:
+                await collector.stop()
 
     app = FastAPI(
         title="stacklens",
         version=stacklens.__version__,
-        description="Cross-stack HPC communication profiler: query API.",
+        description="Cross-stack HPC communication profiler: query and ingest API.",
         lifespan=lifespan,
     )
     app.state.engine = engine
+    app.state.collector = collector
     app.include_router(jobs_router)
+    app.include_router(ingest_router)
+    app.include_router(metrics_router)
 
     @app.get("/api/health", tags=["meta"])
     def health() -> dict:

@@ -135,7 +135,7 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     wildcard = settings.http_host in ("0.0.0.0", "::", "")
     own_url = f"http://127.0.0.1:{settings.http_port}" if wildcard else url
     app = create_app(
-        engine, api_base_url=own_url, refresh_ms=settings.refresh_ms, services=[collector]
+        engine, api_base_url=own_url, refresh_ms=settings.refresh_ms, collector=collector
     )
     server = _QuietSignalsServer(
         uvicorn.Config(app, host=settings.http_host, port=settings.http_port, log_level="warning")

@@ -15,7 +15,9 @@ from sqlalchemy import (
     Integer,
     SmallInteger,
     Text,
+    UniqueConstraint,
 )
+from sqlalchemy.dialects.postgresql import BYTEA, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -183,3 +185,123 @@ class IoDelta(_RankInterval, Base):
     path: Mapped[str] = mapped_column(Text, doc='absolute path; "<other>" = overflow key')
     mount: Mapped[str] = mapped_column(Text)
     fstype: Mapped[str] = mapped_column(Text)
+
+
+# ---------------------------------------------------------------------------------------
+# fabric: InfiniBand topology, port counters and topology events (collector/fabric).
+# GUIDs are stored as signed bigint (the 64-bit GUID's two's complement).
+# ---------------------------------------------------------------------------------------
+
+
+class FabricNode(Base):
+    """A switch, HCA or router of the fabric, as last discovered."""
+
+    __tablename__ = "fabric_nodes"
+
+    guid: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    type: Mapped[int] = mapped_column(SmallInteger, doc="1 = HCA, 2 = switch, 3 = router")
+    description: Mapped[str] = mapped_column(Text)
+    nports: Mapped[int] = mapped_column(SmallInteger)
+    lid: Mapped[int] = mapped_column(Integer)
+    first_seen_ns: Mapped[int] = mapped_column(BigInteger)
+    last_seen_ns: Mapped[int] = mapped_column(BigInteger)
+    gone_ns: Mapped[int | None] = mapped_column(BigInteger, doc="set while the node is missing")
+
+
+class FabricPort(Base):
+    """One port (GUID, port number) with its PortInfo attributes and link capacity."""
+
+    __tablename__ = "fabric_ports"
+    __table_args__ = (UniqueConstraint("guid", "port", name="uq_fabric_ports_guid_port"),)
+
+    id: Mapped[int] = mapped_column(Integer, Identity(), primary_key=True)
+    guid: Mapped[int] = mapped_column(BigInteger)
+    port: Mapped[int] = mapped_column(SmallInteger)
+    port_guid: Mapped[int] = mapped_column(BigInteger)
+    lid: Mapped[int] = mapped_column(Integer)
+    state: Mapped[int] = mapped_column(SmallInteger, doc="PortInfo PortState, 4 = Active")
+    phys_state: Mapped[int] = mapped_column(SmallInteger)
+    width: Mapped[int] = mapped_column(SmallInteger, doc="LinkWidthActive code")
+    speed: Mapped[int] = mapped_column(SmallInteger, doc="LinkSpeedActive code")
+    speed_ext: Mapped[int] = mapped_column(SmallInteger, doc="LinkSpeedExtActive code, 0 = none")
+    capacity_bytes_per_s: Mapped[int] = mapped_column(BigInteger)
+    updated_ns: Mapped[int] = mapped_column(BigInteger)
+
+
+class FabricLink(Base):
+    """A cable between two (GUID, port) ends (a < b); down_ns is set while it is down."""
+
+    __tablename__ = "fabric_links"
+    __table_args__ = (
+        UniqueConstraint("a_guid", "a_port", "b_guid", "b_port", name="uq_fabric_links_ends"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, Identity(), primary_key=True)
+    a_guid: Mapped[int] = mapped_column(BigInteger)
+    a_port: Mapped[int] = mapped_column(SmallInteger)
+    b_guid: Mapped[int] = mapped_column(BigInteger)
+    b_port: Mapped[int] = mapped_column(SmallInteger)
+    first_seen_ns: Mapped[int] = mapped_column(BigInteger)
+    last_seen_ns: Mapped[int] = mapped_column(BigInteger)
+    down_ns: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class FabricLft(Base):
+    """A switch's linear forwarding table: byte i = output port for destination LID i."""
+
+    __tablename__ = "fabric_lfts"
+
+    guid: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    ports: Mapped[bytes] = mapped_column(BYTEA)
+    updated_ns: Mapped[int] = mapped_column(BigInteger)
+
+
+class FabricPortSample(Base):
+    """One port's counters at one sweep: raw values and deltas (NULL = unknown).
+
+    Bytes and packets; flags bit i = counter i saturated (delta is a lower bound),
+    bit 16 + i = counter i reset (delta unknown), bit 30 = 64-bit extended counters.
+    """
+
+    __tablename__ = "fabric_port_samples"
+    __table_args__ = (Index("ix_fabric_port_samples_time_brin", "ts_ns", postgresql_using="brin"),)
+
+    port_id: Mapped[int] = mapped_column(Integer, primary_key=True, doc="fabric_ports.id")
+    ts_ns: Mapped[int] = mapped_column(BigInteger, primary_key=True, doc="sweep end")
+    dt_ns: Mapped[int | None] = mapped_column(BigInteger, doc="time since the previous sample")
+    flags: Mapped[int] = mapped_column(Integer)
+    xmit_bytes: Mapped[int] = mapped_column(BigInteger)
+    rcv_bytes: Mapped[int] = mapped_column(BigInteger)
+    xmit_pkts: Mapped[int] = mapped_column(BigInteger)
+    rcv_pkts: Mapped[int] = mapped_column(BigInteger)
+    xmit_wait: Mapped[int] = mapped_column(BigInteger)
+    symbol_errors: Mapped[int] = mapped_column(BigInteger)
+    link_error_recovery: Mapped[int] = mapped_column(BigInteger)
+    link_downed: Mapped[int] = mapped_column(BigInteger)
+    rcv_errors: Mapped[int] = mapped_column(BigInteger)
+    xmit_discards: Mapped[int] = mapped_column(BigInteger)
+    vl15_dropped: Mapped[int] = mapped_column(BigInteger)
+    d_xmit_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    d_rcv_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    d_xmit_pkts: Mapped[int | None] = mapped_column(BigInteger)
+    d_rcv_pkts: Mapped[int | None] = mapped_column(BigInteger)
+    d_xmit_wait: Mapped[int | None] = mapped_column(BigInteger)
+    d_symbol_errors: Mapped[int | None] = mapped_column(BigInteger)
+    d_link_error_recovery: Mapped[int | None] = mapped_column(BigInteger)
+    d_link_downed: Mapped[int | None] = mapped_column(BigInteger)
+    d_rcv_errors: Mapped[int | None] = mapped_column(BigInteger)
+    d_xmit_discards: Mapped[int | None] = mapped_column(BigInteger)
+    d_vl15_dropped: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class FabricEvent(Base):
+    """A topology change or fault seen by the fabric sampler."""
+
+    __tablename__ = "fabric_events"
+    __table_args__ = (Index("ix_fabric_events_time", "ts_ns"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    ts_ns: Mapped[int] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(Text, doc="link_down | link_up | node_gone | node_new")
+    subject: Mapped[str] = mapped_column(Text, doc="e.g. 'leaf02[9] - spine01[5]'")
+    details: Mapped[dict] = mapped_column(JSONB)

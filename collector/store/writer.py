@@ -81,7 +81,9 @@ class WriterStats:
 
 @dataclass
 class _Pending:
-    frame: Frame
+    """Frames that must be committed together, and the future their sender awaits."""
+
+    frames: list[Frame]
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -108,22 +110,33 @@ class FrameWriter:
         if self._conn is not None:
             await self._conn.close()
 
+    @property
+    def queue_depth(self) -> int:
+        """Submissions waiting for the batch loop."""
+        return self._queue.qsize()
+
     async def store(self, frame: Frame) -> None:
         """Queue `frame` and wait until it is committed (raises if the write failed)."""
-        pending = _Pending(frame)
+        await self.store_all([frame])
+
+    async def store_all(self, frames: list[Frame]) -> None:
+        """Queue `frames`, committed in one transaction; wait for it (raises on failure)."""
+        pending = _Pending(frames)
         await self._queue.put(pending)
         await pending.done
 
     async def _run(self) -> None:
         while True:
             batch = [await self._queue.get()]
-            while len(batch) < self._max_batch and not self._queue.empty():
+            size = len(batch[0].frames)
+            while size < self._max_batch and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
+                size += len(batch[-1].frames)
             try:
-                await self._write([p.frame for p in batch])
+                await self._write([f for p in batch for f in p.frames])
             except (psycopg.Error, OSError) as exc:
                 self.stats.write_errors += 1
-                log.error("could not store %d frames, not acknowledging them: %s", len(batch), exc)
+                log.error("could not store %d frames, not acknowledging them: %s", size, exc)
                 if self._conn is not None:
                     await self._conn.close()
                     self._conn = None

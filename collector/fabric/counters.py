@@ -1,0 +1,168 @@
+"""Port-counter semantics shared by every source: units, widths, deltas, resets, saturation.
+
+Values are converted to bytes once, here, at parse time (PortXmitData/PortRcvData count
+4-octet words). A delta is `current - previous`; a decrease means the counter was reset
+(by someone else: stacklens never resets counters) and the delta is unknown, not guessed.
+A counter at the maximum of its width is saturated: it no longer counts, its delta is only
+a lower bound and is flagged so. Unknown deltas are stored as NULL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Counter columns, in the order every source delivers them.
+COUNTER_NAMES = (
+    "xmit_bytes",
+    "rcv_bytes",
+    "xmit_pkts",
+    "rcv_pkts",
+    "xmit_wait",
+    "symbol_errors",
+    "link_error_recovery",
+    "link_downed",
+    "rcv_errors",
+    "xmit_discards",
+    "vl15_dropped",
+)
+N_COUNTERS = len(COUNTER_NAMES)
+#: Columns that the MAD layer delivers in 4-octet words.
+WORD_COUNTERS = (0, 1)
+#: Bit widths in PortCounters (the basic 32-bit attribute).
+BASIC_WIDTHS = np.array([32, 32, 32, 32, 32, 16, 8, 8, 16, 16, 16], dtype=np.uint64)
+#: Bit widths with PortCountersExtended (data and packets become 64-bit).
+EXTENDED_WIDTHS = np.array([64, 64, 64, 64, 32, 16, 8, 8, 16, 16, 16], dtype=np.uint64)
+#: Largest value storable in a PostgreSQL bigint; larger byte counts are flagged saturated.
+_INT64_MAX = np.uint64(2**63 - 1)
+
+#: Flag bits of a sample: bit i = counter i saturated, bit 16 + i = counter i reset.
+SATURATED_SHIFT = 0
+RESET_SHIFT = 16
+#: Flag bit: the data/packet counters came from the 64-bit PortCountersExtended.
+FLAG_EXTENDED = 1 << 30
+
+
+def _max_of(widths: np.ndarray) -> np.ndarray:
+    """All-ones value of each bit width (as uint64)."""
+    return np.where(widths >= 64, np.uint64(2**64 - 1), (np.uint64(1) << widths) - np.uint64(1))
+
+
+@dataclass
+class RawSweep:
+    """One sweep's counter values in bytes/packets/ticks, one row per (GUID, port)."""
+
+    guids: np.ndarray  # uint64
+    ports: np.ndarray  # uint8
+    values: np.ndarray  # uint64, shape (n, N_COUNTERS), bytes for the data counters
+    saturated: np.ndarray  # bool, shape (n, N_COUNTERS)
+    extended: np.ndarray  # bool: data/packets from the 64-bit attribute
+    t_start_ns: int
+    t_end_ns: int
+
+    @classmethod
+    def from_words(
+        cls,
+        guids,
+        ports,
+        values: np.ndarray,
+        extended: np.ndarray,
+        answered: np.ndarray,
+        t_start_ns: int,
+        t_end_ns: int,
+    ) -> RawSweep:
+        """Parse raw counter values (data in words): flag saturation, convert words to bytes.
+
+        Rows whose port did not answer are dropped (absent, not zero).
+        """
+        keep = np.asarray(answered, dtype=bool)
+        raw = np.asarray(values, dtype=np.uint64)[keep]
+        ext = np.asarray(extended, dtype=bool)[keep]
+        widths = np.where(ext[:, None], EXTENDED_WIDTHS, BASIC_WIDTHS)
+        saturated = raw == _max_of(widths)
+        out = raw.copy()
+        for c in WORD_COUNTERS:
+            words = raw[:, c]
+            too_big = words > (_INT64_MAX // np.uint64(4))
+            out[:, c] = np.where(too_big, _INT64_MAX, words * np.uint64(4))
+            saturated[:, c] |= too_big
+        return cls(
+            guids=np.asarray(guids, dtype=np.uint64)[keep],
+            ports=np.asarray(ports, dtype=np.uint8)[keep],
+            values=out,
+            saturated=saturated,
+            extended=ext,
+            t_start_ns=t_start_ns,
+            t_end_ns=t_end_ns,
+        )
+
+    def __len__(self) -> int:
+        return len(self.guids)
+
+    def value(self, guid: int, port: int, name: str) -> int:
+        """One counter of one port (KeyError if the port is not in this sweep)."""
+        idx = np.flatnonzero((self.guids == np.uint64(guid)) & (self.ports == port))
+        if not len(idx):
+            raise KeyError((guid, port))
+        return int(self.values[idx[0], COUNTER_NAMES.index(name)])
+
+
+@dataclass
+class DeltaSweep:
+    """A sweep with deltas against the previous sweep of the same ports."""
+
+    raw: RawSweep
+    deltas: np.ndarray  # int64 (n, N_COUNTERS); meaningful only where `known`
+    known: np.ndarray  # bool (n, N_COUNTERS)
+    flags: np.ndarray  # int32 (n,)
+    dt_ns: np.ndarray  # int64 (n,), 0 where there was no previous sample
+
+    def delta(self, guid: int, port: int, name: str) -> int | None:
+        """The delta of one counter of one port, None if unknown."""
+        idx = np.flatnonzero((self.raw.guids == np.uint64(guid)) & (self.raw.ports == port))
+        if not len(idx):
+            raise KeyError((guid, port))
+        c = COUNTER_NAMES.index(name)
+        return int(self.deltas[idx[0], c]) if self.known[idx[0], c] else None
+
+
+class DeltaTracker:
+    """Keeps the previous sweep per port and turns each new sweep into deltas."""
+
+    def __init__(self) -> None:
+        self._prev: dict[tuple[int, int], tuple[np.ndarray, bool, int, np.ndarray]] = {}
+
+    def update(self, sweep: RawSweep) -> DeltaSweep:
+        """Deltas of `sweep` against the previous values; remember `sweep`."""
+        n = len(sweep)
+        deltas = np.zeros((n, N_COUNTERS), dtype=np.int64)
+        known = np.zeros((n, N_COUNTERS), dtype=bool)
+        flags = np.zeros(n, dtype=np.int64)
+        dt = np.zeros(n, dtype=np.int64)
+        bit = np.int64(1) << np.arange(N_COUNTERS, dtype=np.int64)
+        for i in range(n):
+            key = (int(sweep.guids[i]), int(sweep.ports[i]))
+            cur = sweep.values[i]
+            sat = sweep.saturated[i]
+            prev = self._prev.get(key)
+            f = int((bit * sat).sum()) << SATURATED_SHIFT
+            if sweep.extended[i]:
+                f |= FLAG_EXTENDED
+            if prev is not None and prev[1] == bool(sweep.extended[i]):
+                pvals = prev[0]
+                reset = cur < pvals
+                ok = ~reset
+                deltas[i, ok] = (cur[ok] - pvals[ok]).astype(np.int64)
+                known[i] = ok
+                f |= int((bit * reset).sum()) << RESET_SHIFT
+                dt[i] = sweep.t_end_ns - prev[2]
+            flags[i] = f
+            self._prev[key] = (cur.copy(), bool(sweep.extended[i]), sweep.t_end_ns, sat)
+        return DeltaSweep(sweep, deltas, known, flags.astype(np.int32), dt)
+
+    def forget(self, keep: set[tuple[int, int]]) -> None:
+        """Drop the memory of ports not in `keep` (gone from the topology)."""
+        for key in list(self._prev):
+            if key not in keep:
+                del self._prev[key]

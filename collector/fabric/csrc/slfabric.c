@@ -1,0 +1,284 @@
+/*
+ * libslfabric: the small C helper the stacklens fabric sampler calls through ctypes.
+ *
+ * It wraps the InfiniBand management libraries (libibnetdisc, libibmad) behind a flat
+ * API of plain integers and buffers:
+ *   - slf_discover(): fabric discovery (nodes, ports, links) plus every switch's linear
+ *     forwarding table, serialised as tab-separated text lines (parsed by
+ *     collector/fabric/mad.py);
+ *   - slf_cpi(): the PMA ClassPortInfo capability mask of each node (extended counters?);
+ *   - slf_sweep(): PortCountersExtended (64-bit data/packets) and PortCounters (errors,
+ *     PortXmitWait, and the 32-bit data counters when extended ones are unsupported) of a
+ *     list of (LID, port) targets. Raw values only: words stay words, the Python side
+ *     converts once at parse time. Counters are only read, never reset.
+ * One slf handle owns one MAD port. slf_sweep keeps a window of requests in flight on it
+ * (pipelining), so a sweep is not bound by one round trip per query.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/ibnetdisc.h>
+#include <infiniband/mad.h>
+
+/* PMA ClassPortInfo capability bits (IBA 16.1.2, PortCountersExtended support). */
+#define SLF_PM_EXT_WIDTH_SUPPORTED 0x0200
+#define SLF_PM_EXT_WIDTH_NOIETF_SUP 0x0400
+/* PortInfo CapabilityMask: IsExtendedSpeedsSupported. */
+#define SLF_PORT_EXT_SPEEDS_SUPPORTED 0x4000
+
+/* Layout of one target's output row in slf_sweep (must match collector/fabric/mad.py). */
+enum {
+	SLF_XMIT_WORDS,
+	SLF_RCV_WORDS,
+	SLF_XMIT_PKTS,
+	SLF_RCV_PKTS,
+	SLF_XMIT_WAIT,
+	SLF_SYMBOL_ERRORS,
+	SLF_LINK_ERROR_RECOVERY,
+	SLF_LINK_DOWNED,
+	SLF_RCV_ERRORS,
+	SLF_XMIT_DISCARDS,
+	SLF_VL15_DROPPED,
+	SLF_NUM_COUNTERS
+};
+
+/* Status bits of one target in slf_sweep. */
+#define SLF_OK_EXTENDED 0x1 /* PortCountersExtended answered: data/packets are 64-bit */
+#define SLF_OK_BASIC 0x2    /* PortCounters answered: errors and PortXmitWait are valid */
+
+struct slf {
+	struct ibmad_port *port;
+	int timeout_ms;
+};
+
+/* Open a MAD port on CA `ca` (NULL = first) port `ca_port` (0 = first active). */
+struct slf *slf_open(const char *ca, int ca_port, int timeout_ms, int retries)
+{
+	int classes[] = {IB_SMI_CLASS, IB_SMI_DIRECT_CLASS, IB_PERFORMANCE_CLASS};
+	struct slf *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return NULL;
+	h->port = mad_rpc_open_port((char *)ca, ca_port, classes, 3);
+	if (!h->port) {
+		free(h);
+		return NULL;
+	}
+	h->timeout_ms = timeout_ms;
+	mad_rpc_set_timeout(h->port, timeout_ms);
+	mad_rpc_set_retries(h->port, retries);
+	return h;
+}
+
+/* Close a handle from slf_open. */
+void slf_close(struct slf *h)
+{
+	if (!h)
+		return;
+	mad_rpc_close_port(h->port);
+	free(h);
+}
+
+/* Free a buffer returned by slf_discover. */
+void slf_free(char *buf)
+{
+	free(buf);
+}
+
+/* Copy a node description with tabs and newlines replaced (it is a text field). */
+static void clean_desc(const char *in, char *out, size_t size)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < size && in[i]; i++)
+		out[i] = (in[i] == '\t' || in[i] == '\n' || in[i] == '\r') ? ' ' : in[i];
+	out[i] = '\0';
+}
+
+struct emit_ctx {
+	FILE *out;
+	struct slf *h;
+	int lft_errors;
+};
+
+/* Write one switch's linear forwarding table: `F guid lid top p0,p1,...,ptop`. */
+static void emit_lft(struct emit_ctx *ctx, ibnd_node_t *node)
+{
+	uint8_t block[IB_SMP_DATA_SIZE];
+	unsigned top = mad_get_field(node->switchinfo, 0, IB_SW_LINEAR_FDB_TOP_F);
+	ib_portid_t dest = {0};
+	unsigned b, i;
+
+	if (!ctx->h || top == 0 || top >= 0xc000 || !node->ports || !node->ports[0])
+		return;
+	dest.lid = node->ports[0]->base_lid;
+	fprintf(ctx->out, "F\t%016" PRIx64 "\t%u", node->guid, top);
+	for (b = 0; b <= top / 64; b++) {
+		if (!smp_query_via(block, &dest, IB_ATTR_LINEARFORWTBL, b, ctx->h->timeout_ms,
+				   ctx->h->port)) {
+			ctx->lft_errors++;
+			memset(block, 0xff, sizeof(block));
+		}
+		for (i = 0; i < 64 && b * 64 + i <= top; i++)
+			fprintf(ctx->out, "%c%u", b == 0 && i == 0 ? '\t' : ',', block[i]);
+	}
+	fputc('\n', ctx->out);
+}
+
+/* Write one node, its ports (with their remote ends) and, for switches, its LFT. */
+static void emit_node(ibnd_node_t *node, void *user)
+{
+	struct emit_ctx *ctx = user;
+	char desc[IB_SMP_DATA_SIZE + 1];
+	int p;
+
+	clean_desc(node->nodedesc, desc, sizeof(desc));
+	fprintf(ctx->out, "N\t%d\t%016" PRIx64 "\t%d\t%s\n", node->type, node->guid,
+		node->numports, desc);
+	for (p = 0; p <= node->numports; p++) {
+		ibnd_port_t *port = node->ports ? node->ports[p] : NULL;
+		uint32_t capmask, speed_ext = 0;
+
+		if (!port)
+			continue;
+		capmask = mad_get_field(port->info, 0, IB_PORT_CAPMASK_F);
+		if (capmask & SLF_PORT_EXT_SPEEDS_SUPPORTED)
+			speed_ext = mad_get_field(port->info, 0, IB_PORT_LINK_SPEED_EXT_ACTIVE_F);
+		fprintf(ctx->out, "P\t%016" PRIx64 "\t%d\t%016" PRIx64 "\t%u\t%u\t%u\t%u\t%u\t%u",
+			node->guid, p, port->guid, port->base_lid,
+			mad_get_field(port->info, 0, IB_PORT_STATE_F),
+			mad_get_field(port->info, 0, IB_PORT_PHYS_STATE_F),
+			mad_get_field(port->info, 0, IB_PORT_LINK_WIDTH_ACTIVE_F),
+			mad_get_field(port->info, 0, IB_PORT_LINK_SPEED_ACTIVE_F), speed_ext);
+		if (port->remoteport && port->remoteport->node)
+			fprintf(ctx->out, "\t%016" PRIx64 "\t%d\n", port->remoteport->node->guid,
+				port->remoteport->portnum);
+		else
+			fprintf(ctx->out, "\t0\t0\n");
+	}
+	if (node->type == IB_NODE_SWITCH)
+		emit_lft(ctx, node);
+}
+
+/*
+ * Discover the fabric from CA `ca` port `ca_port`, then read the forwarding tables through
+ * a MAD port opened after discovery (umad2sim serves one open port per process: no other
+ * slf handle may be open during this call). On success *out is a malloc'd text (free with
+ * slf_free) and the return value is the number of LFT blocks that could not be read;
+ * a negative errno on failure.
+ */
+int slf_discover(const char *ca, int ca_port, int timeout_ms, int with_lfts, char **out)
+{
+	/* rdma-core 44 dereferences the config: never pass NULL. */
+	struct ibnd_config config;
+	struct emit_ctx ctx = {0};
+	ibnd_fabric_t *fabric;
+	size_t len = 0;
+
+	memset(&config, 0, sizeof(config));
+	config.timeout_ms = timeout_ms;
+	*out = NULL;
+	fabric = ibnd_discover_fabric((char *)ca, ca_port, NULL, &config);
+	if (!fabric)
+		return -EIO;
+	if (with_lfts)
+		ctx.h = slf_open(ca, ca_port, timeout_ms, 2);
+	ctx.out = open_memstream(out, &len);
+	if (!ctx.out) {
+		slf_close(ctx.h);
+		ibnd_destroy_fabric(fabric);
+		return -ENOMEM;
+	}
+	ibnd_iter_nodes(fabric, emit_node, &ctx);
+	fclose(ctx.out);
+	slf_close(ctx.h);
+	ibnd_destroy_fabric(fabric);
+	if (with_lfts && !ctx.h)
+		return -ENODEV;
+	return ctx.lft_errors;
+}
+
+/* PMA ClassPortInfo capability mask of each LID in `lids` (0 where the query failed). */
+int slf_cpi(struct slf *h, int n, const uint16_t *lids, uint32_t *capmask)
+{
+	uint8_t buf[1024];
+	int i, ok = 0;
+
+	for (i = 0; i < n; i++) {
+		ib_portid_t dest = {0};
+
+		dest.lid = lids[i];
+		dest.qp = 1;
+		dest.qkey = IB_DEFAULT_QP1_QKEY;
+		memset(buf, 0, sizeof(buf));
+		capmask[i] = 0;
+		if (pma_query_via(buf, &dest, 0, h->timeout_ms, CLASS_PORT_INFO, h->port)) {
+			/* CapabilityMask is the 16-bit field at byte 2 of ClassPortInfo. */
+			capmask[i] = ((uint32_t)buf[2] << 8) | buf[3];
+			ok++;
+		}
+	}
+	return ok;
+}
+
+/* Query one PMA attribute of (lid, port) into buf; 1 if answered. */
+static int pma(struct slf *h, uint16_t lid, int port, unsigned attr, uint8_t *buf)
+{
+	ib_portid_t dest = {0};
+
+	dest.lid = lid;
+	dest.qp = 1;
+	dest.qkey = IB_DEFAULT_QP1_QKEY;
+	memset(buf, 0, 1024);
+	return pma_query_via(buf, &dest, port, h->timeout_ms, attr, h->port) != NULL;
+}
+
+/*
+ * Read the counters of n targets (lids[i], ports[i]). ext[i] != 0: try
+ * PortCountersExtended for the data/packet counters. out has n rows of SLF_NUM_COUNTERS
+ * raw values; status[i] gets SLF_OK_* bits. Returns the number of targets with any answer.
+ */
+int slf_sweep(struct slf *h, int n, const uint16_t *lids, const uint8_t *ports,
+	      const uint8_t *ext, uint64_t *out, uint8_t *status)
+{
+	uint8_t buf[1024];
+	int i, answered = 0;
+
+	for (i = 0; i < n; i++) {
+		uint64_t *row = out + (size_t)i * SLF_NUM_COUNTERS;
+
+		memset(row, 0, SLF_NUM_COUNTERS * sizeof(*row));
+		status[i] = 0;
+		if (ext[i] && pma(h, lids[i], ports[i], IB_GSI_PORT_COUNTERS_EXT, buf)) {
+			status[i] |= SLF_OK_EXTENDED;
+			row[SLF_XMIT_WORDS] = mad_get_field64(buf, 0, IB_PC_EXT_XMT_BYTES_F);
+			row[SLF_RCV_WORDS] = mad_get_field64(buf, 0, IB_PC_EXT_RCV_BYTES_F);
+			row[SLF_XMIT_PKTS] = mad_get_field64(buf, 0, IB_PC_EXT_XMT_PKTS_F);
+			row[SLF_RCV_PKTS] = mad_get_field64(buf, 0, IB_PC_EXT_RCV_PKTS_F);
+		}
+		if (pma(h, lids[i], ports[i], IB_GSI_PORT_COUNTERS, buf)) {
+			status[i] |= SLF_OK_BASIC;
+			if (!(status[i] & SLF_OK_EXTENDED)) {
+				row[SLF_XMIT_WORDS] = mad_get_field(buf, 0, IB_PC_XMT_BYTES_F);
+				row[SLF_RCV_WORDS] = mad_get_field(buf, 0, IB_PC_RCV_BYTES_F);
+				row[SLF_XMIT_PKTS] = mad_get_field(buf, 0, IB_PC_XMT_PKTS_F);
+				row[SLF_RCV_PKTS] = mad_get_field(buf, 0, IB_PC_RCV_PKTS_F);
+			}
+			row[SLF_XMIT_WAIT] = mad_get_field(buf, 0, IB_PC_XMT_WAIT_F);
+			row[SLF_SYMBOL_ERRORS] = mad_get_field(buf, 0, IB_PC_ERR_SYM_F);
+			row[SLF_LINK_ERROR_RECOVERY] = mad_get_field(buf, 0, IB_PC_LINK_RECOVERS_F);
+			row[SLF_LINK_DOWNED] = mad_get_field(buf, 0, IB_PC_LINK_DOWNED_F);
+			row[SLF_RCV_ERRORS] = mad_get_field(buf, 0, IB_PC_ERR_RCV_F);
+			row[SLF_XMIT_DISCARDS] = mad_get_field(buf, 0, IB_PC_XMT_DISCARDS_F);
+			row[SLF_VL15_DROPPED] = mad_get_field(buf, 0, IB_PC_VL15_DROPPED_F);
+		}
+		if (status[i])
+			answered++;
+	}
+	return answered;
+}

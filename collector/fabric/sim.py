@@ -1,0 +1,315 @@
+"""Fabric emulator: ibsim + opensm running a generated fat tree, and traffic as counter moves.
+
+FabricSim starts ibsim on a generated topology with a console FIFO (its stdin; this
+process holds the FIFO open, others may write commands to it), brings the subnet up with
+`opensm -o`, and stops everything it started. The simulator carries no data: the
+TrafficEmulator turns flows (MPI traffic, I/O to storage nodes, background noise) into
+counter movements on every port of each flow's route (from the switches' forwarding
+tables), by reading the current PortCountersExtended of those ports and setting them to
+value + flow with the console's PerformanceSet. Faults (unlink/relink, PortXmitWait,
+error counters) are console commands too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from collector.fabric.mad import MadSource
+from collector.fabric.simnet import FatTree
+from collector.fabric.topology import Topology
+
+UMAD2SIM = Path("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so")
+#: Bytes per packet assumed when a flow's bytes are turned into packet counts (IB MTU).
+MTU_BYTES = 4096
+#: Error counters a fault can raise, by their PortCounters field names.
+ERROR_FIELDS = {
+    "symbol_errors": "SymbolErrorCounter",
+    "link_error_recovery": "LinkErrorRecoveryCounter",
+    "link_downed": "LinkDownedCounter",
+    "rcv_errors": "PortRcvErrors",
+    "xmit_discards": "PortXmitDiscards",
+    "vl15_dropped": "VL15Dropped",
+    "xmit_wait": "PortXmitWait",
+}
+
+
+class SimError(RuntimeError):
+    """The simulator could not be started or did not respond."""
+
+
+@dataclass(frozen=True)
+class Flow:
+    """`nbytes` sent from HCA `src` to HCA `dst` (node names); kind: mpi_p2p, io, noise."""
+
+    src: str
+    dst: str
+    nbytes: int
+    kind: str = "mpi_p2p"
+
+
+def umad2sim_library() -> Path:
+    """Path of libumad2sim.so (Debian's libumad2sim0 package)."""
+    if UMAD2SIM.is_file():
+        return UMAD2SIM
+    found = subprocess.run(["dpkg", "-L", "libumad2sim0"], capture_output=True, text=True)
+    for line in found.stdout.splitlines():
+        if line.endswith("libumad2sim.so"):
+            return Path(line)
+    raise SimError("libumad2sim.so not found: apt-get install libumad2sim0")
+
+
+class FabricSim:
+    """An ibsim simulator of `tree` in `workdir`, with its subnet brought up by opensm."""
+
+    def __init__(self, tree: FatTree, workdir: Path, sockname: str | None = None):
+        self.tree = tree
+        self.workdir = Path(workdir)
+        self.sockname = sockname or f"stacklens-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+        self.attach = tree.hosts[0]
+        self.net_file = self.workdir / "net"
+        self.fifo = self.workdir / "console"
+        self.log_file = self.workdir / "ibsim.log"
+        self._proc: subprocess.Popen | None = None
+        self._fifo_fd: int | None = None
+
+    def client_env(self, host: str | None = None) -> dict[str, str]:
+        """Environment of a MAD client attached to `host` (default: the first host)."""
+        return {
+            "LD_PRELOAD": str(umad2sim_library()),
+            "SIM_HOST": host or self.attach,
+            "IBSIM_SOCKNAME": self.sockname,
+        }
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Write the topology, start ibsim with the FIFO console, run opensm once."""
+        if shutil.which("ibsim") is None or shutil.which("opensm") is None:
+            raise SimError("ibsim/opensm not installed: scripts/install-debian-packages.sh")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.net_file.write_text(self.tree.to_ibsim())
+        if self.fifo.exists():
+            self.fifo.unlink()
+        os.mkfifo(self.fifo)
+        # O_RDWR: this process is a writer for as long as the simulator lives, so ibsim
+        # never sees EOF on its console (at EOF it would spin at 100 % CPU).
+        self._fifo_fd = os.open(self.fifo, os.O_RDWR)
+        with open(self.log_file, "wb") as log:
+            self._proc = subprocess.Popen(
+                ["ibsim", "-s", str(self.net_file)],
+                stdin=self._fifo_fd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "IBSIM_SOCKNAME": self.sockname},
+                cwd=self.workdir,
+                start_new_session=True,
+            )
+        try:
+            self._wait_log(lambda text: "sim>" in text, timeout, "ibsim did not start")
+            self.run_opensm(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_log(self, ready, timeout: float, what: str, offset: int = 0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log_file.read_bytes()[offset:].decode(errors="replace")
+            if ready(text):
+                return text
+            if self._proc is None or self._proc.poll() is not None:
+                raise SimError(f"{what}: ibsim exited; see {self.log_file}")
+            time.sleep(0.01)
+        raise SimError(f"{what} within {timeout} s; see {self.log_file}")
+
+    def run_opensm(self, timeout: float = 30.0) -> None:
+        """Bring the subnet up once (LIDs, Active ports, forwarding tables) with `opensm -o`."""
+        env = {
+            **os.environ,
+            **self.client_env(),
+            "OSM_TMP_DIR": str(self.workdir),
+            "OSM_CACHE_DIR": str(self.workdir),
+        }
+        done = subprocess.run(
+            ["timeout", "-s", "KILL", str(int(timeout)), "opensm", "-o", "-f", "osm.log"],
+            env=env,
+            cwd=self.workdir,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise SimError(f"opensm -o failed ({done.returncode}): {done.stdout[-500:]}")
+
+    def console(self, commands: list[str], timeout: float = 30.0) -> str:
+        """Send console commands and wait until ibsim has handled all of them; its output."""
+        if self._fifo_fd is None:
+            raise SimError("simulator is not running")
+        offset = self.log_file.stat().st_size
+        data = "".join(c.rstrip("\n") + "\n" for c in commands).encode()
+        # Each handled line is followed by a new "sim> " prompt.
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fifo_fd, view[:4096])
+            view = view[n:]
+        return self._wait_log(
+            lambda text: text.count("sim> ") >= len(commands), timeout, "console", offset
+        )
+
+    def stale_clients(self) -> list[int]:
+        """Simulator client numbers whose process no longer exists (e.g. killed tools)."""
+        out = self.console(["Attached"])
+        stale = []
+        for num, pid in re.findall(r"Client (\d+): pid (\d+) connected", out):
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                stale.append(int(num))
+        return stale
+
+    def free_stale_clients(self) -> int:
+        """Disconnect clients whose process died (ibsim allows only 10 clients)."""
+        stale = self.stale_clients()
+        if stale:
+            self.console([f"X {n}" for n in stale])
+        return len(stale)
+
+    def stop(self) -> None:
+        """Kill ibsim (and anything in its session) and remove the console FIFO."""
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+            self._proc = None
+        if self._fifo_fd is not None:
+            os.close(self._fifo_fd)
+            self._fifo_fd = None
+        with contextlib.suppress(FileNotFoundError):
+            self.fifo.unlink()
+
+    @property
+    def running(self) -> bool:
+        """Whether ibsim is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def write_state(self, path: Path) -> None:
+        """Record how clients attach (for `stacklens up` and tools in other processes)."""
+        state = {
+            "pid": self._proc.pid if self._proc else None,
+            "console": str(self.fifo),
+            "workdir": str(self.workdir),
+            "env": self.client_env(),
+            "storage": self.tree.storage,
+        }
+        path.write_text(json.dumps(state, indent=2))
+
+    def __enter__(self) -> FabricSim:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class TrafficEmulator:
+    """Moves the simulator's counters as flows would: every port on each route, exactly."""
+
+    def __init__(self, sim: FabricSim, source: MadSource, topology: Topology | None = None):
+        self.sim = sim
+        self.source = source
+        self.topology = topology or source.discover()
+
+    def port_moves(self, flows: list[Flow]) -> dict[tuple[int, int], list[int]]:
+        """Per (GUID, port): [xmit bytes, rcv bytes, xmit packets, rcv packets] to add."""
+        moves: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+        for flow in flows:
+            if flow.nbytes <= 0 or flow.src == flow.dst:
+                continue
+            pkts = math.ceil(flow.nbytes / MTU_BYTES)
+            src = self.topology.node(flow.src).guid
+            dst = self.topology.node(flow.dst).guid
+            for hop in self.topology.route(src, dst):
+                tx, rx = moves[hop.tx], moves[hop.rx]
+                tx[0] += flow.nbytes
+                tx[2] += pkts
+                rx[1] += flow.nbytes
+                rx[3] += pkts
+        return dict(moves)
+
+    def apply(self, flows: list[Flow]) -> dict[tuple[int, int], list[int]]:
+        """Add the flows to the counters of every port on their routes; returns the moves.
+
+        Byte counts are rounded down to whole 4-octet words per port (the counters' unit);
+        the remainder is lost, so emulate flows in multiples of 4 bytes for exact figures.
+        """
+        moves = self.port_moves(flows)
+        if not moves:
+            return moves
+        ends = sorted(moves)
+        targets = [(g, p, self.topology.port_lid((g, p))) for g, p in ends]
+        now = self.source.sweep(targets)
+        commands = []
+        for g, p in ends:
+            name = self.topology.describe((g, p))
+            add = moves[(g, p)]
+            current = [now.value(g, p, c) for c in ("xmit_bytes", "rcv_bytes")]
+            current += [now.value(g, p, c) for c in ("xmit_pkts", "rcv_pkts")]
+            fields = ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts")
+            for i, field_name in enumerate(fields):
+                if add[i]:
+                    value = (current[i] + add[i]) // 4 if i < 2 else current[i] + add[i]
+                    commands.append(
+                        f"PerformanceSet {self._quote(name)} PortCountersExtended."
+                        f"{field_name}={value}"
+                    )
+        self.sim.console(commands)
+        return moves
+
+    @staticmethod
+    def _quote(described: str) -> str:
+        """`name[port]` → `"name"[port]` as the console expects."""
+        name, _, port = described.rpartition("[")
+        return f'"{name}"[{port}'
+
+    def raise_counter(self, node: str, port: int, counter: str, amount: int) -> None:
+        """Fault: raise an error counter or PortXmitWait of one port by `amount`."""
+        guid = self.topology.node(node).guid
+        end = (guid, port)
+        now = self.source.sweep([(guid, port, self.topology.port_lid(end))])
+        value = now.value(guid, port, counter) + amount
+        self.sim.console(
+            [f'PerformanceSet "{node}"[{port}] PortCounters.{ERROR_FIELDS[counter]}={value}']
+        )
+
+    def unlink(self, node: str, port: int) -> None:
+        """Fault: pull the cable at node[port]."""
+        self.sim.console([f'Unlink "{node}"[{port}]'])
+
+    def relink(self, node: str, port: int) -> None:
+        """Undo `unlink`."""
+        self.sim.console([f'ReLink "{node}"[{port}]'])
+
+
+def io_flows(hosts: list[str], storage: list[str], nbytes: int, rng: random.Random) -> list[Flow]:
+    """Synthetic I/O: each host writes `nbytes` (a multiple of 4) to one storage node."""
+    if not storage:
+        return []
+    return [Flow(h, rng.choice(storage), nbytes, "io") for h in hosts]
+
+
+def noise_flows(hcas: list[str], count: int, max_bytes: int, rng: random.Random) -> list[Flow]:
+    """Background noise: `count` random host pairs exchanging up to `max_bytes` each."""
+    out = []
+    for _ in range(count):
+        a, b = rng.sample(hcas, 2)
+        out.append(Flow(a, b, 4 * rng.randint(1, max(1, max_bytes // 4)), "noise"))
+    return out

@@ -1,0 +1,1 @@
+"""Ingest domain: JSON batches of frames from producers other than the hook library."""

@@ -1,0 +1,1 @@
+"""Metrics domain: Prometheus exposition of the collector's counters."""

@@ -1,0 +1,71 @@
+"""GET /metrics: Prometheus exposition of the in-process collector's counters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+router = APIRouter(tags=["meta"])
+
+
+class CollectorMetrics:
+    """A prometheus_client collector reading a CollectorService's stats at scrape time."""
+
+    def __init__(self, service) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the current values."""
+        ingest, writer = self.service.ingest.stats, self.service.writer.stats
+        yield CounterMetricFamily(
+            "stacklens_ingest_connections", "Hook connections accepted", value=ingest.connections
+        )
+        yield CounterMetricFamily(
+            "stacklens_ingest_frames_received",
+            "Frames that passed validation (TCP and HTTP)",
+            value=ingest.frames_received,
+        )
+        rejected = CounterMetricFamily(
+            "stacklens_ingest_frames_rejected", "Frames rejected, by reason", labels=["reason"]
+        )
+        for reason, count in sorted(ingest.rejected.items()):
+            rejected.add_metric([reason], count)
+        yield rejected
+        yield CounterMetricFamily(
+            "stacklens_store_frames_committed", "Frames committed", value=writer.frames_committed
+        )
+        yield CounterMetricFamily(
+            "stacklens_store_frames_duplicate",
+            "Resent frames recognised as already stored",
+            value=writer.frames_duplicate,
+        )
+        yield CounterMetricFamily(
+            "stacklens_store_batches", "Transactions committed", value=writer.batches
+        )
+        yield CounterMetricFamily(
+            "stacklens_store_write_errors", "Failed transactions", value=writer.write_errors
+        )
+        rows = CounterMetricFamily(
+            "stacklens_store_rows", "Delta rows written, by table", labels=["table"]
+        )
+        for table, count in sorted(writer.rows.items()):
+            rows.add_metric([table], count)
+        yield rows
+        yield GaugeMetricFamily(
+            "stacklens_store_queue_depth",
+            "Submissions (frames or HTTP batches) waiting for the writer",
+            value=self.service.writer.queue_depth,
+        )
+
+
+@router.get("/metrics", response_class=Response)
+def metrics(request: Request) -> Response:
+    """Prometheus text exposition (empty when this server runs no collector)."""
+    registry = CollectorRegistry(auto_describe=False)
+    if request.app.state.collector is not None:
+        registry.register(CollectorMetrics(request.app.state.collector))
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

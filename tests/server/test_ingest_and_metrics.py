@@ -1,0 +1,106 @@
+"""HTTP JSON ingest (same validation and writer as TCP frames) and the /metrics exposition."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from collector.service import CollectorService
+from server.app import create_app
+from stacklens.db import make_engine
+from stacklens.settings import Settings
+from tests.collector.test_ingest import T0, exchange, frame
+from tests.conftest import query
+
+AUTH = {"Authorization": "Bearer secret"}
+
+
+@pytest.fixture
+def app_client(pg_url):
+    engine = make_engine(pg_url)
+    service = CollectorService(pg_url, Settings(collector="127.0.0.1:0", ingest_token="secret"))
+    app = create_app(
+        engine, api_base_url="http://testserver", collector=service, with_frontend=False
+    )
+    with TestClient(app) as client:
+        yield client, service
+    engine.dispose()
+
+
+def json_frame(seq: int, **extra) -> dict:
+    body = {
+        "job": "json-job", "world_rank": 0, "world_size": 2, "seq": seq, "host": "n1",
+        "interval_start_ns": T0 + seq, "interval_end_ns": T0 + seq + 1,
+        "tables": {"p2p": [{"peer": 1, "bytes_sent": 100, "msgs_sent": 1}],
+                   "io": [{"layer": 1, "writes": 2, "bytes_written": 8192, "path": "/tmp/a",
+                           "mount": "/tmp", "fstype": "tmpfs"}]},
+    }  # fmt: skip
+    body.update(extra)
+    return body
+
+
+def test_json_batch_is_stored_once(app_client, pg_url):
+    client, _ = app_client
+    batch = {"frames": [json_frame(0, command="./sampler"), json_frame(1, final=True)]}
+    response = client.post("/api/ingest/frames", json=batch, headers=AUTH)
+    assert response.status_code == 200, response.text
+    assert response.json() == {"stored": 2}
+    assert client.post("/api/ingest/frames", json=batch, headers=AUTH).json() == {"stored": 2}
+    assert query(pg_url, "SELECT sum(bytes_sent), count(*) FROM p2p_deltas") == [(200, 2)]
+    assert query(
+        pg_url, "SELECT path, fstype, sum(bytes_written) FROM io_deltas GROUP BY 1, 2"
+    ) == [("/tmp/a", "tmpfs", 16384)]
+    assert query(pg_url, "SELECT job_key, command, status FROM jobs") == [
+        ("json-job", "./sampler", "running")  # rank 1 has not finished
+    ]
+
+
+@pytest.mark.parametrize(
+    ("frame_fields", "reason"),
+    [
+        ({"tables": {"nosuch": [{}]}}, "unknown table"),
+        ({"tables": {"p2p": [{"peer": 1, "nosuch": 3}]}}, "unknown field 'nosuch' in table p2p"),
+        ({"tables": {"p2p": [{"peer": 1, "bytes_sent": -5}]}}, "bad value"),
+        ({"tables": {"p2p": [{"peer": 7}]}}, "peer rank out of range"),
+        ({"world_rank": 2}, "rank 2 out of range"),
+        ({"interval_end_ns": 1}, "interval ends before it starts"),
+    ],
+)
+def test_a_bad_frame_rejects_the_whole_batch(app_client, pg_url, frame_fields, reason):
+    client, _ = app_client
+    batch = {"frames": [json_frame(0), json_frame(1, **frame_fields)]}
+    response = client.post("/api/ingest/frames", json=batch, headers=AUTH)
+    assert response.status_code == 422
+    assert reason in str(response.json()["detail"])
+    assert query(pg_url, "SELECT count(*) FROM received_frames") == [(0,)]
+
+
+def test_wrong_token_is_401(app_client, pg_url):
+    client, _ = app_client
+    response = client.post(
+        "/api/ingest/frames",
+        json={"frames": [json_frame(0)]},
+        headers={"Authorization": "Bearer guess"},
+    )
+    assert response.status_code == 401
+    assert query(pg_url, "SELECT count(*) FROM received_frames") == [(0,)]
+
+
+def test_metrics_count_what_happened(app_client):
+    client, service = app_client
+    address = ("127.0.0.1", service.port)
+    assert exchange(address, frame(0) + frame(0), acks=2) == [(0, 0), (0, 0)]
+    exchange(address, b"garbage" * 40, acks=1)
+    client.post("/api/ingest/frames", json={"frames": [json_frame(0)]}, headers={})
+    text = client.get("/metrics").text
+    for line in (
+        "stacklens_ingest_frames_received_total 2.0",
+        'stacklens_ingest_frames_rejected_total{reason="bad_magic"} 1.0',
+        'stacklens_ingest_frames_rejected_total{reason="bad_token"} 1.0',
+        "stacklens_store_frames_committed_total 1.0",
+        "stacklens_store_frames_duplicate_total 1.0",
+        'stacklens_store_rows_total{table="p2p_deltas"} 1.0',
+        'stacklens_store_rows_total{table="op_deltas"} 1.0',
+        "stacklens_store_queue_depth 0.0",
+    ):
+        assert line in text.splitlines(), (line, text)
