@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -59,6 +60,14 @@ class Settings(BaseSettings):
         description="Where hooks spool undelivered frames; default state_dir/spool.",
         validate_default=False,
     )
+    # fabric sampler (collector/fabric)
+    fabric_source: Literal["auto", "none", "mad", "sysfs", "replay"] = Field(
+        default="auto",
+        description="auto = MAD via a running `stacklens fabric-sim` or local HCAs, else none.",
+    )
+    fabric_interval_ms: int = Field(default=1000, ge=50, description="Port counter sweep period.")
+    fabric_rediscover_s: float = Field(default=60.0, gt=0, description="Topology re-scan period.")
+    fabric_replay_file: Path | None = Field(default=None, description="Recorded sweeps to replay.")
 
     @model_validator(mode="after")
     def _default_spool_dir(self) -> Settings:

@@ -154,7 +154,7 @@ class Frame:
         info = self.tables.get("rank_info")
         if info is None or len(info) == 0:
             return None
-        return info["command"][0].decode("utf-8", "replace")
+        return _text(bytes(info["command"][0]))
 
 
 def _text(raw: bytes) -> str:
@@ -201,11 +201,15 @@ def check_header(header: Header, token: str, now_ns: int | None = None) -> None:
         raise FrameError(Status.BAD_TOKEN, "wrong ingest token")
     if not header.job_id:
         raise FrameError(Status.OUT_OF_RANGE, "empty job id")
-    if header.world_size == 0 or header.world_rank >= header.world_size:
+    if not 0 < header.world_size < 2**31 or header.world_rank >= header.world_size:
         raise FrameError(
             Status.OUT_OF_RANGE,
             f"rank {header.world_rank} out of range for world size {header.world_size}",
         )
+    if header.pid >= 2**31:
+        raise FrameError(Status.OUT_OF_RANGE, f"pid {header.pid} out of range")
+    if header.seq >= 2**63:
+        raise FrameError(Status.OUT_OF_RANGE, "sequence number out of range")
     if header.interval_end_ns < header.interval_start_ns:
         raise FrameError(Status.OUT_OF_RANGE, "interval ends before it starts")
     now_ns = time.time_ns() if now_ns is None else now_ns

@@ -59,6 +59,11 @@ class Flow:
     kind: str = "mpi_p2p"
 
 
+def port_ref(node: str, port: int) -> str:
+    """A port as ibsim's console names it: `"node"[port]`."""
+    return f'"{node}"[{port}]'
+
+
 def umad2sim_library() -> Path:
     """Path of libumad2sim.so (Debian's libumad2sim0 package)."""
     if UMAD2SIM.is_file():
@@ -259,7 +264,7 @@ class TrafficEmulator:
         now = self.source.sweep(targets)
         commands = []
         for g, p in ends:
-            name = self.topology.describe((g, p))
+            name = self.topology.nodes[g].description
             add = moves[(g, p)]
             current = [now.value(g, p, c) for c in ("xmit_bytes", "rcv_bytes")]
             current += [now.value(g, p, c) for c in ("xmit_pkts", "rcv_pkts")]
@@ -268,17 +273,11 @@ class TrafficEmulator:
                 if add[i]:
                     value = (current[i] + add[i]) // 4 if i < 2 else current[i] + add[i]
                     commands.append(
-                        f"PerformanceSet {self._quote(name)} PortCountersExtended."
+                        f"PerformanceSet {port_ref(name, p)} PortCountersExtended."
                         f"{field_name}={value}"
                     )
         self.sim.console(commands)
         return moves
-
-    @staticmethod
-    def _quote(described: str) -> str:
-        """`name[port]` → `"name"[port]` as the console expects."""
-        name, _, port = described.rpartition("[")
-        return f'"{name}"[{port}'
 
     def raise_counter(self, node: str, port: int, counter: str, amount: int) -> None:
         """Fault: raise an error counter or PortXmitWait of one port by `amount`."""
@@ -287,16 +286,16 @@ class TrafficEmulator:
         now = self.source.sweep([(guid, port, self.topology.port_lid(end))])
         value = now.value(guid, port, counter) + amount
         self.sim.console(
-            [f'PerformanceSet "{node}"[{port}] PortCounters.{ERROR_FIELDS[counter]}={value}']
+            [f"PerformanceSet {port_ref(node, port)} PortCounters.{ERROR_FIELDS[counter]}={value}"]
         )
 
     def unlink(self, node: str, port: int) -> None:
         """Fault: pull the cable at node[port]."""
-        self.sim.console([f'Unlink "{node}"[{port}]'])
+        self.sim.console([f"Unlink {port_ref(node, port)}"])
 
     def relink(self, node: str, port: int) -> None:
         """Undo `unlink`."""
-        self.sim.console([f'ReLink "{node}"[{port}]'])
+        self.sim.console([f"ReLink {port_ref(node, port)}"])
 
 
 def io_flows(hosts: list[str], storage: list[str], nbytes: int, rng: random.Random) -> list[Flow]:

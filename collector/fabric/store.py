@@ -12,19 +12,15 @@ import json
 import numpy as np
 import psycopg
 
-from collector.fabric.counters import COUNTER_NAMES, DeltaSweep
+from collector.fabric.counters import COUNTER_NAMES, DeltaSweep, RawSweep
 from collector.fabric.topology import Change, Topology
 
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 _TRAILER = (-1).to_bytes(2, "big", signed=True)
 _SAMPLE_COLUMNS = (
-    ["port_id", "ts_ns", "dt_ns", "flags"]
-    + list(COUNTER_NAMES)
-    + [f"d_{c}" for c in COUNTER_NAMES]
+    ["port_id", "ts_ns", "dt_ns", "flags"] + list(COUNTER_NAMES) + [f"d_{c}" for c in COUNTER_NAMES]
 )
-_SAMPLE_COPY = (
-    f"COPY fabric_port_samples ({', '.join(_SAMPLE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
-)
+_SAMPLE_COPY = f"COPY fabric_port_samples ({', '.join(_SAMPLE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 
 
 def signed64(value: int) -> int:
@@ -177,6 +173,30 @@ class FabricStore:
                     " VALUES (%s, %s, %s, %s)",
                     [(ts_ns, c.kind, c.subject, json.dumps(c.details)) for c in changes],
                 )
+
+    def ensure_ports(self, sweep: RawSweep, ts_ns: int) -> None:
+        """Register the ports of a sweep from a source without topology (sysfs, replay).
+
+        Their attributes are unknown to such a source and are stored as 0 (= unknown code).
+        """
+        keys = {(int(g), int(p)) for g, p in zip(sweep.guids, sweep.ports, strict=True)}
+        missing = sorted(keys - self.port_ids.keys())
+        if not missing:
+            return
+        conn = self._connection()
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(
+                """
+                INSERT INTO fabric_ports (guid, port, port_guid, lid, state, phys_state, width,
+                                          speed, speed_ext, capacity_bytes_per_s, updated_ns)
+                SELECT g, p, g, 0, 0, 0, 0, 0, 0, 0, %s
+                FROM unnest(%s::bigint[], %s::smallint[]) AS u(g, p)
+                ON CONFLICT (guid, port) DO UPDATE SET updated_ns = EXCLUDED.updated_ns
+                RETURNING guid, port, id
+                """,
+                (ts_ns, [signed64(g) for g, _ in missing], [p for _, p in missing]),
+            )
+            self.port_ids.update({(unsigned64(g), p): i for g, p, i in cur.fetchall()})
 
     def write_samples(self, sweep: DeltaSweep) -> int:
         """COPY one sweep's samples (ports without a known port id are skipped); row count."""

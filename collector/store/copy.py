@@ -49,7 +49,8 @@ def _mixed_rows(columns: list[tuple[str, np.ndarray]], rows: int) -> bytes:
     packers = []
     for pg_type, values in columns:
         if pg_type == "text":
-            texts = [v.decode("utf-8", "replace").encode() for v in values.tolist()]
+            # C strings: text ends at the first NUL; invalid UTF-8 is replaced.
+            texts = [v.split(b"\0", 1)[0].decode("utf-8", "replace").encode() for v in values]
             packers.append([struct.pack(">i", len(t)) + t for t in texts])
         else:
             width = _INT_WIDTH[pg_type]

@@ -1,0 +1,139 @@
+"""Fuzzing the frame parser and the live collector with random and mutated frames.
+
+Every input must either be accepted as a well-formed frame or rejected with a FrameError
+(never another exception); the live collector must keep serving, answer each bad frame
+with a reject status, and store exactly the frames it acknowledged.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+
+from stacklens import wire
+from tests.conftest import query
+
+T0 = 1_700_000_000_000_000_000
+MAX_BODY = 1 << 16
+
+
+def valid_frame(rng: np.random.Generator, job: str = "fuzz") -> bytes:
+    """A random well-formed frame with a few random tables."""
+    size = int(rng.integers(1, 9))
+    tables = {}
+    if rng.random() < 0.8:
+        p2p = np.zeros(int(rng.integers(0, size)), dtype=wire.SPEC.table("p2p").dtype)
+        p2p["peer"] = rng.integers(0, size, len(p2p))
+        p2p["bytes_sent"] = rng.integers(0, 1 << 40, len(p2p))
+        p2p["msgs_sent"] = rng.integers(0, 1000, len(p2p))
+        tables["p2p"] = p2p
+    if rng.random() < 0.5:
+        op = np.zeros(int(rng.integers(0, 4)), dtype=wire.SPEC.table("op").dtype)
+        op["op_id"] = rng.integers(0, 8, len(op))
+        op["calls"] = rng.integers(0, 100, len(op))
+        tables["op"] = op
+    if rng.random() < 0.2:
+        tables["io"] = wire.records("io", [{"layer": 1, "path": b"/f", "bytes_read": 7}])
+    seq = int(rng.integers(0, 1 << 20))
+    return wire.encode_frame(
+        job_id=job, world_rank=int(rng.integers(0, size)), world_size=size, seq=seq,
+        interval_start_ns=T0 + seq, interval_end_ns=T0 + seq + 10, token="secret",
+        tables=tables,
+    )  # fmt: skip
+
+
+def mutate(rng: np.random.Generator, raw: bytes) -> bytes:
+    """One random mutation: bit flips, truncation, insertion, a header field, or noise."""
+    data = bytearray(raw)
+    kind = int(rng.integers(0, 6))
+    if kind == 0:
+        for _ in range(int(rng.integers(1, 8))):
+            i = int(rng.integers(0, len(data)))
+            data[i] ^= 1 << int(rng.integers(0, 8))
+    elif kind == 1:
+        del data[int(rng.integers(0, len(data))) :]
+    elif kind == 2:
+        i = int(rng.integers(0, len(data)))
+        data[i:i] = rng.bytes(int(rng.integers(1, 64)))
+    elif kind == 3:  # a plausible but wrong header field
+        offset = int(rng.choice([4, 6, 8, 12, 16, 24, 32, 40]))
+        data[offset : offset + 4] = rng.bytes(4)
+    elif kind == 4:  # a section header inside the body
+        if len(data) > wire.HEADER_SIZE + 8:
+            data[wire.HEADER_SIZE : wire.HEADER_SIZE + 8] = rng.bytes(8)
+    else:
+        data = bytearray(rng.bytes(int(rng.integers(0, 600))))
+    return bytes(data)
+
+
+def parse(raw: bytes, whole: bool = True, now_ns: int = T0) -> wire.Frame:
+    """Everything the collector does with a frame's bytes before storing it.
+
+    With `whole`, bytes after the frame are an error (the parser test feeds one frame).
+    """
+    header = wire.decode_header(raw[: wire.HEADER_SIZE], MAX_BODY)
+    wire.check_header(header, "secret", now_ns=now_ns)
+    body = raw[wire.HEADER_SIZE : wire.HEADER_SIZE + header.body_len]
+    frame = wire.decode_body(header, body)
+    if whole and len(raw) != wire.HEADER_SIZE + header.body_len:
+        raise wire.FrameError(wire.Status.BAD_LENGTH, "trailing bytes")
+    return frame
+
+
+def test_parser_survives_100k_random_and_mutated_frames():
+    rng = np.random.default_rng(20261129)
+    accepted = rejected = 0
+    for _ in range(100_000):
+        raw = mutate(rng, valid_frame(rng)) if rng.random() < 0.9 else valid_frame(rng)
+        try:
+            frame = parse(raw)
+        except wire.FrameError as error:
+            assert error.status != wire.Status.COMMITTED and error.reason
+            rejected += 1
+            continue
+        accepted += 1
+        # An accepted frame re-encodes to exactly the bytes that were parsed.
+        again = wire.encode_frame(
+            job_id=frame.header.job_id, world_rank=frame.header.world_rank,
+            world_size=frame.header.world_size, seq=frame.header.seq, host=frame.header.host,
+            pid=frame.header.pid, interval_start_ns=frame.header.interval_start_ns,
+            interval_end_ns=frame.header.interval_end_ns, token="secret",
+            frame_type=frame.header.frame_type, tables=frame.tables,
+        )  # fmt: skip
+        assert len(again) == len(raw)
+    assert accepted > 10_000 and rejected > 60_000
+
+
+def test_live_collector_stores_exactly_what_it_acknowledged(collector, pg_url):
+    rng = np.random.default_rng(7)
+    acknowledged: dict[tuple[int, int], int] = {}
+    for i in range(1500):
+        raw = valid_frame(rng, job=f"fuzz-{i % 7}")
+        if rng.random() < 0.7:
+            raw = mutate(rng, raw)
+        with socket.create_connection(collector.address, timeout=10) as sock:
+            sock.sendall(raw)
+            sock.shutdown(socket.SHUT_WR)
+            reply = b""
+            while chunk := sock.recv(64):
+                reply += chunk
+        if len(reply) < wire.ACK_SIZE:
+            continue  # truncated frames get no answer
+        status, _ = wire.decode_ack(reply[: wire.ACK_SIZE])
+        if status == wire.Status.COMMITTED:
+            # What follows the frame is another frame; the collector checks against real time.
+            frame = parse(raw, whole=False, now_ns=time.time_ns())
+            key = (frame.header.job_id, frame.header.world_rank, frame.header.seq)
+            p2p = frame.tables.get("p2p")
+            acknowledged.setdefault(key, int(p2p["bytes_sent"].sum()) if p2p is not None else 0)
+    stored = query(
+        pg_url,
+        "SELECT job_key, world_rank, seq FROM received_frames JOIN jobs ON jobs.id = job_id",
+    )
+    assert {tuple(row) for row in stored} == set(acknowledged)
+    assert query(pg_url, "SELECT coalesce(sum(bytes_sent), 0) FROM p2p_deltas") == [
+        (sum(acknowledged.values()),)
+    ]
+    assert collector.call(lambda: collector.service.writer.stats.write_errors) == 0
