@@ -337,7 +337,12 @@ class MadSource:
         self.close()
 
     def discover(self) -> Topology:
-        """Discover nodes, ports, links and forwarding tables."""
+        """Discover nodes, ports, links and forwarding tables.
+
+        Each discovery runs in a fresh worker: umad2sim does not release what a closed MAD
+        port registered, so a long-lived process could discover only a few times.
+        """
+        self.close()
         text, lft_errors = self._call("discover")
         topo = parse_discovery(text)
         topo.lft_errors = lft_errors

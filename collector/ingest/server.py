@@ -158,6 +158,9 @@ class IngestServer:
             if stored is not None:
                 try:
                     await stored
+                except wire.FrameError as error:  # refused by the database: a reject
+                    self._reject(peer, error)
+                    status = error.status
                 except Exception:  # the writer logged why; the sender will resend
                     if not failed:
                         writer.transport.abort()
@@ -169,4 +172,7 @@ class IngestServer:
                 await writer.drain()
             except (ConnectionError, OSError):
                 log.info("connection from %s closed before its acks were sent", peer)
+                failed = True
+            if status != wire.Status.COMMITTED and not failed:
+                writer.transport.close()  # like any reject: the sender reconnects
                 failed = True

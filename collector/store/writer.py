@@ -19,7 +19,7 @@ import psycopg
 from collector.store.copy import binary_copy
 from collector.store.tables import DELTA_TABLES, INTERVAL_COLUMNS, DeltaTable
 from stacklens.mpi_ops import op_names
-from stacklens.wire import Frame, FrameType
+from stacklens.wire import Frame, FrameError, FrameType, Status
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,7 @@ class WriterStats:
     frames_duplicate: int = 0
     batches: int = 0
     write_errors: int = 0
+    data_errors: int = 0
     rows: collections.Counter = field(default_factory=collections.Counter)
 
 
@@ -85,6 +86,17 @@ class _Pending:
 
     frames: list[Frame]
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+def _settle(batch: list[_Pending], error: Exception | None = None) -> None:
+    """Resolve the submissions' futures: committed, or failed with `error`."""
+    for pending in batch:
+        if pending.done.done():
+            continue
+        if error is None:
+            pending.done.set_result(None)
+        else:
+            pending.done.set_exception(error)
 
 
 class FrameWriter:
@@ -134,20 +146,39 @@ class FrameWriter:
                 size += len(batch[-1].frames)
             try:
                 await self._write([f for p in batch for f in p.frames])
-            except (psycopg.Error, OSError) as exc:
-                self.stats.write_errors += 1
-                log.error("could not store %d frames, not acknowledging them: %s", size, exc)
-                if self._conn is not None:
-                    await self._conn.close()
-                    self._conn = None
-                for p in batch:
-                    if not p.done.done():
-                        p.done.set_exception(exc)
-                await asyncio.sleep(0.5)
+            except psycopg.errors.DataError:
+                # A value the database refuses: isolate it so it cannot block the others.
+                await self._write_separately(batch)
                 continue
-            for p in batch:
-                if not p.done.done():
-                    p.done.set_result(None)
+            except (psycopg.Error, OSError) as exc:
+                await self._outage(batch, exc)
+                continue
+            _settle(batch)
+
+    async def _write_separately(self, batch: list[_Pending]) -> None:
+        """Write each submission on its own; reject the ones the database refuses."""
+        for pending in batch:
+            try:
+                await self._write(pending.frames)
+            except psycopg.errors.DataError as exc:
+                self.stats.data_errors += 1
+                log.error("database refused a frame, rejecting it: %s", exc)
+                _settle([pending], FrameError(Status.BAD_BODY, f"database refused a value: {exc}"))
+            except (psycopg.Error, OSError) as exc:
+                await self._outage([pending], exc)
+            else:
+                _settle([pending])
+
+    async def _outage(self, batch: list[_Pending], exc: Exception) -> None:
+        """The database is unreachable or failing: fail the batch (senders keep the frames)."""
+        self.stats.write_errors += 1
+        frames = sum(len(p.frames) for p in batch)
+        log.error("could not store %d frames, not acknowledging them: %s", frames, exc)
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+        _settle(batch, exc)
+        await asyncio.sleep(0.5)
 
     async def _connection(self) -> psycopg.AsyncConnection:
         """The writer's connection; a new one also (re)syncs the MPI op names."""

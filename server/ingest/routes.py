@@ -80,6 +80,9 @@ async def ingest_frames(
     ingest.stats.frames_received += len(frames)
     try:
         await collector.writer.store_all(frames)
+    except wire.FrameError as error:
+        ingest.stats.rejected[error.status.name.lower()] += 1
+        raise HTTPException(422, [error.reason]) from error
     except Exception as exc:  # the writer logged it
         raise HTTPException(503, f"could not store the batch, resend it: {exc}") from exc
     return IngestResult(stored=len(frames))

@@ -255,3 +255,26 @@ def test_out_of_range_values_are_rejected(collector, pg_url):
         assert exchange(collector.address, raw, acks=1) == [(wire.Status.OUT_OF_RANGE, 0)]
     wait_for(lambda: _rejections(collector) == {"out_of_range": len(bad)})
     _stored_nothing(pg_url)
+
+
+def test_a_value_the_database_refuses_rejects_only_that_frame(collector, pg_url):
+    """A frame that passed validation but that PostgreSQL refuses cannot block the others."""
+    import asyncio
+    import dataclasses
+
+    good = wire.decode_body(
+        wire.decode_header(frame(0)[: wire.HEADER_SIZE], 1 << 20), frame(0)[wire.HEADER_SIZE :]
+    )
+    bad = dataclasses.replace(good, header=dataclasses.replace(good.header, pid=2**31, seq=1))
+    writer = collector.service.writer
+
+    async def store_both():
+        return await asyncio.gather(writer.store(bad), writer.store(good), return_exceptions=True)
+
+    results = asyncio.run_coroutine_threadsafe(store_both(), collector.loop).result(30)
+    assert isinstance(results[0], wire.FrameError)
+    assert results[0].status == wire.Status.BAD_BODY
+    assert "database refused a value" in results[0].reason
+    assert results[1] is None
+    assert query(pg_url, "SELECT seq FROM received_frames") == [(0,)]
+    assert collector.call(lambda: writer.stats.data_errors) == 1
