@@ -7,11 +7,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stacklens-installed
 
-.PHONY: all setup debian venv hooks examples demo up test lint format clean
+.PHONY: all setup debian venv hooks examples fabric demo up test lint format clean
 
 all: setup
 
-setup: debian venv hooks examples
+setup: debian venv hooks examples fabric
 
 debian:
 	@scripts/install-debian-packages.sh
@@ -30,13 +30,17 @@ hooks: debian
 examples: debian
 	$(MAKE) -C examples
 
+# libslfabric.so: the C helper of the fabric sampler (libibnetdisc/libibmad).
+fabric: debian
+	$(MAKE) -C collector/fabric/csrc
+
 demo: setup
 	$(VENV)/bin/stacklens demo $(DEMO_ARGS)
 
 up: setup
 	$(VENV)/bin/stacklens up
 
-lint: venv hooks
+lint: venv hooks fabric
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
@@ -49,4 +53,5 @@ test: setup lint
 
 clean:
 	$(MAKE) -C mpi_pmpi_hooks clean
+	$(MAKE) -C collector/fabric/csrc clean
 	$(MAKE) -C examples clean

@@ -1,13 +1,21 @@
-"""The collector as one startable service: frame writer + TCP ingest server."""
+"""The collector as one startable service: frame writer, TCP ingest server, partition
+maintenance (partitions created ahead, retention)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+import time
+
+import psycopg
 
 from collector.ingest.server import IngestServer
+from collector.store.partitions import DAY_NS, apply_retention, day_of
 from collector.store.writer import FrameWriter
 from stacklens.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 class CollectorService:
@@ -21,7 +29,13 @@ class CollectorService:
             settings.collector_port,
             token=settings.ingest_token,
             max_body=settings.max_frame_bytes,
+            retention_days=settings.retention_days,
         )
+        self.database_url = database_url
+        self.retention_days = settings.retention_days
+        self.maintenance_interval_s = settings.maintenance_interval_s
+        self._maintenance: asyncio.Task | None = None
+        self.maintained = asyncio.Event()  # set after each maintenance pass
 
     @property
     def port(self) -> int:
@@ -29,14 +43,37 @@ class CollectorService:
         return self.ingest.port
 
     async def start(self) -> None:
-        """Start writing and listening."""
+        """Start writing, listening and the periodic partition maintenance."""
         await self.writer.start()
         await self.ingest.start()
+        self._maintenance = asyncio.create_task(self._maintain(), name="stacklens-maintenance")
 
     async def stop(self) -> None:
-        """Stop listening, then stop the writer."""
+        """Stop listening and maintaining, then stop the writer."""
         await self.ingest.stop()
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            await asyncio.gather(self._maintenance, return_exceptions=True)
         await self.writer.stop()
+
+    async def maintain_once(self, now_ns: int | None = None) -> None:
+        """Create partitions for today and the next two days; apply the retention window."""
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        today = day_of(now_ns)
+        async with await psycopg.AsyncConnection.connect(self.database_url) as conn:
+            await self.writer.partitions.ensure(conn, range(today, today + 3))
+            if self.retention_days is not None:
+                cutoff = now_ns - self.retention_days * DAY_NS
+                await apply_retention(conn, self.writer.partitions, cutoff)
+
+    async def _maintain(self) -> None:
+        while True:
+            try:
+                await self.maintain_once()
+                self.maintained.set()
+            except (psycopg.Error, OSError) as exc:
+                log.warning("partition maintenance failed, retrying later: %s", exc)
+            await asyncio.sleep(self.maintenance_interval_s)
 
 
 class BackgroundCollector:

@@ -25,6 +25,7 @@ from pathlib import Path
 import uvicorn
 from pydantic import ValidationError
 
+from stacklens import fabric_sim
 from stacklens.paths import EXAMPLES_DIR
 from stacklens.settings import ConfigError, Settings, get_settings
 
@@ -123,6 +124,7 @@ class _QuietSignalsServer(uvicorn.Server):
 
 async def _serve(settings: Settings, workload: list[str] | None, duration: float | None) -> None:
     """Start everything `up` starts; optionally loop a workload and stop after `duration` s."""
+    from collector.fabric.service import fabric_services
     from collector.service import CollectorService
     from server.app import create_app
     from stacklens.db import make_engine, migrate, open_database
@@ -131,6 +133,7 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     migrate(database.url)
     engine = make_engine(database.url)
     collector = CollectorService(database.url, settings)
+    fabric = fabric_services(database.url, settings)  # [] unless a fabric is reachable
     url = f"http://{settings.http_host}:{settings.http_port}"
     wildcard = settings.http_host in ("0.0.0.0", "::", "")
     own_url = f"http://127.0.0.1:{settings.http_port}" if wildcard else url
@@ -146,6 +149,8 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     http = asyncio.create_task(server.serve(), name="http")
     others: list[asyncio.Task] = [asyncio.create_task(stop.wait())]
     try:
+        for service in fabric:
+            await service.start()
         while not server.started and not stop.is_set():
             if http.done():
                 await http
@@ -168,6 +173,8 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         for task in others:
             task.cancel()
         await asyncio.gather(*others, return_exceptions=True)
+        for service in fabric:
+            await service.stop()
         server.should_exit = True
         await asyncio.gather(http, return_exceptions=True)
         engine.dispose()
@@ -248,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="deliver spooled frames to the collector")
     replay.add_argument("spool_dir", nargs="?", type=Path, help="default: STACKLENS_SPOOL_DIR")
     replay.set_defaults(func=cmd_replay)
+    fabric_sim.add_parser(sub)
     return parser
 
 

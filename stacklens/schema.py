@@ -84,14 +84,20 @@ class MpiOp(Base):
 class _RankInterval:
     """Columns every per-rank delta table starts with: whose interval the row covers.
 
-    Delta tables have no surrogate key (it would cost 8 bytes a row); the ORM identity is
-    declared per table with `__mapper_args__`.
+    Delta tables are partitioned by day of `t_end_ns` (collector/store/partitions.py) and
+    carry no surrogate key (8 bytes a row) and no foreign key (a per-row check that
+    triples the cost of COPY): retention drops their partitions before deleting jobs. The
+    ORM identity is declared per table with `__mapper_args__`.
     """
 
-    job_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("jobs.id", ondelete="CASCADE"))
+    job_id: Mapped[int] = mapped_column(BigInteger, doc="jobs.id")
     world_rank: Mapped[int] = mapped_column(Integer)
     t_start_ns: Mapped[int] = mapped_column(BigInteger)
     t_end_ns: Mapped[int] = mapped_column(BigInteger)
+
+
+#: Table option of every delta table: range partitions on the interval end.
+PARTITIONED_BY_DAY = {"postgresql_partition_by": "RANGE (t_end_ns)"}
 
 
 def _identity(*columns: str) -> dict:
@@ -102,7 +108,7 @@ class P2PDelta(_RankInterval, Base):
     """Point-to-point traffic of one rank to/from one peer during one interval."""
 
     __tablename__ = "p2p_deltas"
-    __table_args__ = (Index("ix_p2p_deltas_job_time", "job_id", "t_end_ns"),)
+    __table_args__ = (Index("ix_p2p_deltas_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
     __mapper_args__ = _identity("peer")
 
     peer: Mapped[int] = mapped_column(Integer, doc="peer world rank")
@@ -116,7 +122,7 @@ class OpDelta(_RankInterval, Base):
     """Calls, bytes and time of one MPI operation on one rank during one interval."""
 
     __tablename__ = "op_deltas"
-    __table_args__ = (Index("ix_op_deltas_job_time", "job_id", "t_end_ns"),)
+    __table_args__ = (Index("ix_op_deltas_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
     __mapper_args__ = _identity("op_id")
 
     op_id: Mapped[int] = mapped_column(SmallInteger, doc="mpi_ops.id")
@@ -129,7 +135,7 @@ class OpHistDelta(_RankInterval, Base):
     """Messages of one op in one log2 size bucket (0 = empty, b = [2^(b-1), 2^b) bytes)."""
 
     __tablename__ = "op_hist_deltas"
-    __table_args__ = (Index("ix_op_hist_deltas_job_time", "job_id", "t_end_ns"),)
+    __table_args__ = (Index("ix_op_hist_deltas_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
     __mapper_args__ = _identity("op_id", "bucket")
 
     op_id: Mapped[int] = mapped_column(SmallInteger)
@@ -141,7 +147,7 @@ class CollDelta(_RankInterval, Base):
     """Collective calls of one rank per op and communicator during one interval."""
 
     __tablename__ = "coll_deltas"
-    __table_args__ = (Index("ix_coll_deltas_job_time", "job_id", "t_end_ns"),)
+    __table_args__ = (Index("ix_coll_deltas_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
     __mapper_args__ = _identity("op_id", "comm_id", "root")
 
     op_id: Mapped[int] = mapped_column(SmallInteger)
@@ -157,7 +163,7 @@ class RmaDelta(_RankInterval, Base):
     """One-sided calls and bytes of one rank per target and op during one interval."""
 
     __tablename__ = "rma_deltas"
-    __table_args__ = (Index("ix_rma_deltas_job_time", "job_id", "t_end_ns"),)
+    __table_args__ = (Index("ix_rma_deltas_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
     __mapper_args__ = _identity("target", "op_id")
 
     target: Mapped[int] = mapped_column(Integer, doc="target world rank")
@@ -170,7 +176,7 @@ class IoDelta(_RankInterval, Base):
     """File-system I/O of one rank on one file through one layer during one interval."""
 
     __tablename__ = "io_deltas"
-    __table_args__ = (Index("ix_io_deltas_job_time", "job_id", "t_end_ns"),)
+    __table_args__ = (Index("ix_io_deltas_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
     __mapper_args__ = _identity("layer", "path")
 
     layer: Mapped[int] = mapped_column(SmallInteger, doc="1 = POSIX, 2 = stdio, 3 = MPI-IO")

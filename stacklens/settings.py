@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     refresh_ms: int = Field(default=1000, ge=200, description="Dashboard refresh period.")
     library: Path = Field(default=DEFAULT_LIBRARY, description="Path of libstacklens.so.")
     job_id: str | None = None
+    retention_days: int | None = Field(
+        default=None, ge=1, description="Drop data older than this; unset = keep everything."
+    )
+    maintenance_interval_s: float = Field(
+        default=3600.0, gt=0, description="How often partitions are created ahead / dropped."
+    )
     spool_dir: Path = Field(
         default=None,
         description="Where hooks spool undelivered frames; default state_dir/spool.",

@@ -195,8 +195,13 @@ def decode_header(raw: bytes, max_body: int) -> Header:
     )
 
 
-def check_header(header: Header, token: str, now_ns: int | None = None) -> None:
-    """Check the authorisation and the ranges of a decoded header; raise FrameError."""
+def check_header(
+    header: Header, token: str, now_ns: int | None = None, oldest_ns: int | None = None
+) -> None:
+    """Check the authorisation and the ranges of a decoded header; raise FrameError.
+
+    `oldest_ns`: intervals ending before it (outside the retention window) are rejected.
+    """
     if not hmac.compare_digest(header.token, token.encode()):
         raise FrameError(Status.BAD_TOKEN, "wrong ingest token")
     if not header.job_id:
@@ -215,6 +220,8 @@ def check_header(header: Header, token: str, now_ns: int | None = None) -> None:
     now_ns = time.time_ns() if now_ns is None else now_ns
     if header.interval_end_ns > now_ns + MAX_CLOCK_SKEW_NS:
         raise FrameError(Status.OUT_OF_RANGE, "interval ends too far in the future")
+    if oldest_ns is not None and header.interval_end_ns < oldest_ns:
+        raise FrameError(Status.OUT_OF_RANGE, "interval ends before the retention window")
 
 
 def decode_body(header: Header, body: bytes) -> Frame:

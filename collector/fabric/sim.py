@@ -251,7 +251,7 @@ class TrafficEmulator:
         return dict(moves)
 
     def apply(self, flows: list[Flow]) -> dict[tuple[int, int], list[int]]:
-        """Add the flows to the counters of every port on their routes; returns the moves.
+        """Add the flows to the counters of every port on their routes; return the moves.
 
         Byte counts are rounded down to whole 4-octet words per port (the counters' unit);
         the remainder is lost, so emulate flows in multiples of 4 bytes for exact figures.
@@ -266,8 +266,11 @@ class TrafficEmulator:
         for g, p in ends:
             name = self.topology.nodes[g].description
             add = moves[(g, p)]
-            current = [now.value(g, p, c) for c in ("xmit_bytes", "rcv_bytes")]
-            current += [now.value(g, p, c) for c in ("xmit_pkts", "rcv_pkts")]
+            try:
+                current = [now.value(g, p, c) for c in ("xmit_bytes", "rcv_bytes")]
+                current += [now.value(g, p, c) for c in ("xmit_pkts", "rcv_pkts")]
+            except KeyError:  # unreachable (unlinked): a dead port moves no data
+                continue
             fields = ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts")
             for i, field_name in enumerate(fields):
                 if add[i]:

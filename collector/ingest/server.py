@@ -14,8 +14,10 @@ import collections
 import contextlib
 import ipaddress
 import logging
+import time
 from dataclasses import dataclass, field
 
+from collector.store.partitions import DAY_NS
 from collector.store.writer import FrameWriter
 from stacklens import wire
 
@@ -43,12 +45,19 @@ class IngestServer:
     """Accepts hook connections on host:port and feeds a FrameWriter."""
 
     def __init__(
-        self, writer: FrameWriter, host: str, port: int, token: str = "", max_body: int = 1 << 24
+        self,
+        writer: FrameWriter,
+        host: str,
+        port: int,
+        token: str = "",
+        max_body: int = 1 << 24,
+        retention_days: int | None = None,
     ):
         self.writer = writer
         self.host, self.port = host, port
         self.token = token
         self.max_body = max_body
+        self.retention_days = retention_days
         self.stats = IngestStats()
         self._server: asyncio.Server | None = None
 
@@ -68,6 +77,12 @@ class IngestServer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+
+    def oldest_ns(self) -> int | None:
+        """Oldest interval end accepted now (the retention window), None if unlimited."""
+        if self.retention_days is None:
+            return None
+        return time.time_ns() - self.retention_days * DAY_NS
 
     def _reject(self, peer: str, error: wire.FrameError) -> None:
         self.stats.rejected[error.status.name.lower()] += 1
@@ -122,7 +137,7 @@ class IngestServer:
             try:
                 header = wire.decode_header(raw, self.max_body)
                 seq = header.seq
-                wire.check_header(header, self.token)
+                wire.check_header(header, self.token, oldest_ns=self.oldest_ns())
                 body = await reader.readexactly(header.body_len)
                 frame = wire.decode_body(header, body)
             except wire.FrameError as error:

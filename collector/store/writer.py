@@ -17,6 +17,7 @@ import numpy as np
 import psycopg
 
 from collector.store.copy import binary_copy
+from collector.store.partitions import Partitions, day_of
 from collector.store.tables import DELTA_TABLES, INTERVAL_COLUMNS, DeltaTable
 from stacklens.mpi_ops import op_names
 from stacklens.wire import Frame, FrameError, FrameType, Status
@@ -109,6 +110,7 @@ class FrameWriter:
         self._task: asyncio.Task | None = None
         self._conn: psycopg.AsyncConnection | None = None
         self.stats = WriterStats()
+        self.partitions = Partitions()
 
     async def start(self) -> None:
         """Start the background batch loop."""
@@ -193,6 +195,7 @@ class FrameWriter:
     async def _write(self, frames: list[Frame]) -> None:
         """Write one batch in one transaction (ledger, jobs, ranks, deltas)."""
         conn = await self._connection()
+        await self.partitions.ensure(conn, {day_of(f.header.interval_end_ns) for f in frames})
         now = time.time_ns()
         async with conn.transaction(), conn.cursor() as cur:
             job_ids = await self._upsert_jobs(cur, frames)

@@ -13,7 +13,9 @@ from stacklens import wire
 router = APIRouter(prefix="/api/ingest", tags=["ingest"])
 
 
-def to_frame(item: JsonFrame, token: str, max_body: int) -> wire.Frame:
+def to_frame(
+    item: JsonFrame, token: str, max_body: int, oldest_ns: int | None = None
+) -> wire.Frame:
     """Encode a JSON frame as a binary one and validate it exactly like a hook frame."""
     tables = dict(item.tables)
     if item.command is not None:
@@ -41,7 +43,7 @@ def to_frame(item: JsonFrame, token: str, max_body: int) -> wire.Frame:
         frame_type=wire.FrameType.FINAL if item.final else wire.FrameType.DATA, tables=records,
     )  # fmt: skip
     header = wire.decode_header(raw[: wire.HEADER_SIZE], max_body)
-    wire.check_header(header, token)
+    wire.check_header(header, token, oldest_ns=oldest_ns)
     return wire.decode_body(header, raw[wire.HEADER_SIZE :])
 
 
@@ -71,7 +73,7 @@ async def ingest_frames(
     frames, errors = [], []
     for i, item in enumerate(batch.frames):
         try:
-            frames.append(to_frame(item, ingest.token, ingest.max_body))
+            frames.append(to_frame(item, ingest.token, ingest.max_body, ingest.oldest_ns()))
         except wire.FrameError as error:
             ingest.stats.rejected[error.status.name.lower()] += 1
             errors.append(f"frame {i}: {error.reason} [{error.status.name}]")

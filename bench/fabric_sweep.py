@@ -1,0 +1,98 @@
+"""Fabric sweep benchmark: stacklens' MAD sweep vs a serial `perfquery -x` loop, one run.
+
+Starts ibsim on the largest fat tree the simulator allows (ibsim: 2048 nodes, 256
+switches; default 1792 hosts on 112 leaves and 16 spines, 7168 connected ports), brings it
+up with opensm, then times full sweeps of every connected port through stacklens'
+MadSource and one serial loop of `perfquery -x <lid> <port>` processes over the same ports.
+
+    .venv/bin/python -m bench.fabric_sweep [--hosts 1792 --sweeps 5 --perfquery-ports N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from collector.fabric.mad import MadSource
+from collector.fabric.sim import FabricSim
+from collector.fabric.simnet import fat_tree
+
+
+def perfquery_loop(sim: FabricSim, targets: list[tuple[int, int, int]]) -> float:
+    """Seconds for one serial `perfquery -x` process per target."""
+    env = {**os.environ, **sim.client_env()}
+    t0 = time.perf_counter()
+    for _, port, lid in targets:
+        subprocess.run(
+            ["timeout", "-s", "KILL", "10", "perfquery", "-x", str(lid), str(port)],
+            env=env,
+            cwd=sim.workdir,
+            stdout=subprocess.DEVNULL,
+            check=True,
+        )
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    """Run the benchmark and print the figures as JSON."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--hosts", type=int, default=1792)
+    ap.add_argument("--sweeps", type=int, default=5)
+    ap.add_argument(
+        "--perfquery-ports", type=int, default=0, help="0 = every port (the full serial loop)"
+    )
+    args = ap.parse_args()
+    tree = fat_tree(args.hosts)
+    with tempfile.TemporaryDirectory(prefix="stacklens-bench-", dir="/tmp") as tmp:
+        t0 = time.perf_counter()
+        with FabricSim(tree, Path(tmp)) as sim:
+            up_s = time.perf_counter() - t0
+            with MadSource(env=sim.client_env(), workdir=sim.workdir) as src:
+                t0 = time.perf_counter()
+                topo = src.discover()
+                discover_s = time.perf_counter() - t0
+                targets = topo.sweep_targets()
+                src.sweep(targets)  # warm-up (worker start, MAD port open)
+                times = []
+                for _ in range(args.sweeps):
+                    t0 = time.perf_counter()
+                    sweep = src.sweep(targets)
+                    times.append(time.perf_counter() - t0)
+                    assert len(sweep) == len(targets), "some ports did not answer"
+            loop_targets = targets[: args.perfquery_ports] if args.perfquery_ports else targets
+            loop_s = perfquery_loop(sim, loop_targets)
+            loop_full_s = loop_s * len(targets) / len(loop_targets)
+    sweep_s = statistics.median(times)
+    print(
+        json.dumps(
+            {
+                "date": time.strftime("%Y-%m-%d"),
+                "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores",
+                "hosts": len(tree.hcas),
+                "switches": len(tree.switches),
+                "nodes_discovered": len(topo.nodes),
+                "links": len(topo.links),
+                "ports": len(targets),
+                "sim_up_s": round(up_s, 3),
+                "discover_s": round(discover_s, 3),
+                "stacklens_sweep_s_median": round(sweep_s, 4),
+                "stacklens_sweep_s_all": [round(t, 4) for t in times],
+                "perfquery_ports_timed": len(loop_targets),
+                "perfquery_loop_s": round(loop_s, 2),
+                "perfquery_full_loop_s": round(loop_full_s, 2),
+                "speedup": round(loop_full_s / sweep_s, 1),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

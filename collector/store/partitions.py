@@ -1,0 +1,103 @@
+"""Daily range partitions of the delta tables: created ahead and on demand, dropped for
+retention.
+
+Every delta table is `PARTITION BY RANGE (t_end_ns)`; the partition for UTC day D is
+`<table>_pYYYYMMDD` and holds [D 00:00, D+1 00:00) in ns. Creating partitions is
+idempotent and safe when several collectors race; retention drops whole partitions (no
+row-by-row DELETE) and then the jobs that ended before the cutoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+import psycopg
+
+from collector.store.tables import DELTA_TABLES
+
+log = logging.getLogger(__name__)
+
+DAY_NS = 86_400 * 10**9
+_SUFFIX = re.compile(r"_p(\d{8})$")
+
+_LIST_PARTITIONS = """
+SELECT child.relname FROM pg_inherits
+JOIN pg_class parent ON parent.oid = pg_inherits.inhparent
+JOIN pg_class child ON child.oid = pg_inherits.inhrelid
+WHERE parent.relname = %s
+"""
+
+
+def day_of(ns: int) -> int:
+    """Day number (days since the Unix epoch, UTC) of a ns timestamp."""
+    return ns // DAY_NS
+
+
+def partition_name(table: str, day: int) -> str:
+    """Name of `table`'s partition for day number `day`."""
+    return f"{table}_p{datetime.fromtimestamp(day * 86_400, UTC):%Y%m%d}"
+
+
+def _day_of_name(name: str) -> int | None:
+    match = _SUFFIX.search(name)
+    if match is None:
+        return None
+    date = datetime.strptime(match[1], "%Y%m%d").replace(tzinfo=UTC)
+    return int(date.timestamp()) // 86_400
+
+
+class Partitions:
+    """Creates and drops the daily partitions of a set of tables (caches what exists)."""
+
+    def __init__(self, tables: Iterable[str] = tuple(t.sql for t in DELTA_TABLES)):
+        self.tables = tuple(tables)
+        self._known: set[int] = set()
+
+    async def ensure(self, conn: psycopg.AsyncConnection, days: Iterable[int]) -> None:
+        """Make sure every table has a partition for each day (own transactions)."""
+        for day in sorted(set(days) - self._known):
+            for table in self.tables:
+                name = partition_name(table, day)
+                try:
+                    async with conn.transaction():
+                        await conn.execute(
+                            f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF {table} "
+                            f"FOR VALUES FROM ({day * DAY_NS}) TO ({(day + 1) * DAY_NS})"
+                        )
+                except (psycopg.errors.DuplicateTable, psycopg.errors.UniqueViolation):
+                    pass  # another collector created it at the same moment
+            self._known.add(day)
+
+    async def drop_before(self, conn: psycopg.AsyncConnection, cutoff_ns: int) -> list[str]:
+        """Drop every partition that ends at or before `cutoff_ns`; return their names."""
+        dropped = []
+        async with conn.transaction():
+            for table in self.tables:
+                rows = await (await conn.execute(_LIST_PARTITIONS, (table,))).fetchall()
+                for (name,) in rows:
+                    day = _day_of_name(name)
+                    if day is not None and (day + 1) * DAY_NS <= cutoff_ns:
+                        await conn.execute(f"DROP TABLE IF EXISTS {name}")
+                        dropped.append(name)
+                        self._known.discard(day)
+        return dropped
+
+
+async def apply_retention(
+    conn: psycopg.AsyncConnection, partitions: Partitions, cutoff_ns: int
+) -> tuple[list[str], int]:
+    """Drop partitions ending before `cutoff_ns`, then jobs last seen before it.
+
+    Returns (dropped partition names, number of jobs deleted). Ranks and the frame
+    ledger of deleted jobs go with them (foreign keys cascade).
+    """
+    dropped = await partitions.drop_before(conn, cutoff_ns)
+    async with conn.transaction():
+        cur = await conn.execute("DELETE FROM jobs WHERE last_seen_ns < %s", (cutoff_ns,))
+        jobs = cur.rowcount
+    if dropped or jobs:
+        log.info("retention: dropped %d partitions and %d jobs", len(dropped), jobs)
+    return dropped, jobs

@@ -1,0 +1,106 @@
+"""Counter semantics: words → bytes once, saturation flags, reset detection, unknown deltas."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from collector.fabric.counters import (
+    COUNTER_NAMES,
+    FLAG_EXTENDED,
+    RESET_SHIFT,
+    DeltaTracker,
+    RawSweep,
+)
+
+XB = COUNTER_NAMES.index("xmit_bytes")
+RB = COUNTER_NAMES.index("rcv_bytes")
+XW = COUNTER_NAMES.index("xmit_wait")
+SYM = COUNTER_NAMES.index("symbol_errors")
+
+
+def sweep(rows: list[list[int]], extended: list[bool], t: int) -> RawSweep:
+    """A two-port sweep from raw counter rows (data counters in words)."""
+    n = len(rows)
+    return RawSweep.from_words(
+        guids=[0x10 + i for i in range(n)],
+        ports=[1] * n,
+        values=np.array(rows, dtype=np.uint64),
+        extended=np.array(extended),
+        answered=np.ones(n, dtype=bool),
+        t_start_ns=t - 5,
+        t_end_ns=t,
+    )
+
+
+def row(xmit_words=0, rcv_words=0, wait=0, sym=0) -> list[int]:
+    r = [0] * len(COUNTER_NAMES)
+    r[XB], r[RB], r[XW], r[SYM] = xmit_words, rcv_words, wait, sym
+    return r
+
+
+def test_words_become_bytes_once():
+    s = sweep([row(xmit_words=1000, rcv_words=3)], [True], 100)
+    assert s.value(0x10, 1, "xmit_bytes") == 4000
+    assert s.value(0x10, 1, "rcv_bytes") == 12
+    assert not s.saturated.any()
+
+
+def test_unanswered_port_is_absent_not_zero():
+    s = RawSweep.from_words(
+        guids=[1, 2],
+        ports=[1, 1],
+        values=np.zeros((2, len(COUNTER_NAMES)), dtype=np.uint64),
+        extended=np.array([True, True]),
+        answered=np.array([True, False]),
+        t_start_ns=0,
+        t_end_ns=1,
+    )
+    assert len(s) == 1 and s.guids.tolist() == [1]
+
+
+def test_32bit_saturation_is_flagged_only_for_basic_counters():
+    full32 = 0xFFFFFFFF
+    s = sweep(
+        [row(xmit_words=full32, wait=full32, sym=0xFFFF), row(xmit_words=full32)], [False, True], 1
+    )
+    assert s.saturated[0, XB] and s.saturated[0, XW] and s.saturated[0, SYM]
+    assert not s.saturated[1, XB]  # a 64-bit counter at 2^32-1 is just a value
+    assert s.value(0x10, 1, "xmit_bytes") == full32 * 4
+
+
+def test_deltas_first_unknown_then_exact():
+    tr = DeltaTracker()
+    d0 = tr.update(sweep([row(xmit_words=10)], [True], 1_000))
+    assert d0.delta(0x10, 1, "xmit_bytes") is None
+    assert d0.dt_ns.tolist() == [0]
+    d1 = tr.update(sweep([row(xmit_words=35, sym=2)], [True], 3_000))
+    assert d1.delta(0x10, 1, "xmit_bytes") == 100
+    assert d1.delta(0x10, 1, "symbol_errors") == 2
+    assert d1.dt_ns.tolist() == [2_000]
+    assert d1.flags.tolist() == [FLAG_EXTENDED]
+
+
+def test_decrease_is_a_reset_with_unknown_delta():
+    tr = DeltaTracker()
+    tr.update(sweep([row(xmit_words=500, rcv_words=7)], [True], 1))
+    d = tr.update(sweep([row(xmit_words=20, rcv_words=9)], [True], 2))
+    assert d.delta(0x10, 1, "xmit_bytes") is None
+    assert d.delta(0x10, 1, "rcv_bytes") == 8
+    assert d.flags[0] == FLAG_EXTENDED | (1 << (RESET_SHIFT + XB))
+
+
+def test_saturated_delta_is_a_flagged_lower_bound():
+    tr = DeltaTracker()
+    tr.update(sweep([row(wait=0xFFFFFFF0)], [False], 1))
+    d = tr.update(sweep([row(wait=0xFFFFFFFF)], [False], 2))
+    assert d.delta(0x10, 1, "xmit_wait") == 15
+    assert d.flags[0] == 1 << XW
+    d = tr.update(sweep([row(wait=0xFFFFFFFF)], [False], 3))
+    assert d.delta(0x10, 1, "xmit_wait") == 0 and d.flags[0] == 1 << XW
+
+
+def test_switch_between_basic_and_extended_gives_unknown_deltas():
+    tr = DeltaTracker()
+    tr.update(sweep([row(xmit_words=5)], [True], 1))
+    d = tr.update(sweep([row(xmit_words=6)], [False], 2))
+    assert not d.known.any()
