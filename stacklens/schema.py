@@ -270,7 +270,10 @@ class FabricPortSample(Base):
     """
 
     __tablename__ = "fabric_port_samples"
-    __table_args__ = (Index("ix_fabric_port_samples_time_brin", "ts_ns", postgresql_using="brin"),)
+    __table_args__ = (
+        Index("ix_fabric_port_samples_time_brin", "ts_ns", postgresql_using="brin"),
+        {"postgresql_partition_by": "RANGE (ts_ns)"},  # daily, collector/store/partitions.py
+    )
 
     port_id: Mapped[int] = mapped_column(Integer, primary_key=True, doc="fabric_ports.id")
     ts_ns: Mapped[int] = mapped_column(BigInteger, primary_key=True, doc="sweep end")

@@ -14,9 +14,9 @@ import psycopg
 
 from collector.fabric.counters import COUNTER_NAMES, DeltaSweep, RawSweep
 from collector.fabric.topology import Change, Topology
+from collector.store.copy import binary_copy
+from collector.store.partitions import Partitions, day_of
 
-_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
-_TRAILER = (-1).to_bytes(2, "big", signed=True)
 _SAMPLE_COLUMNS = (
     ["port_id", "ts_ns", "dt_ns", "flags"] + list(COUNTER_NAMES) + [f"d_{c}" for c in COUNTER_NAMES]
 )
@@ -33,28 +33,6 @@ def unsigned64(value: int) -> int:
     return value + (1 << 64) if value < 0 else value
 
 
-def binary_copy_nullable(columns: list[tuple[str, np.ndarray, np.ndarray | None]]) -> bytes:
-    """PostgreSQL binary COPY of integer columns [(int4|int8, values, null mask or None)]."""
-    width = {"int4": 4, "int8": 8}
-    rows = len(columns[0][1])
-    fields: list[tuple[str, str]] = [("nfields", ">i2")]
-    for i, (pg_type, _, _) in enumerate(columns):
-        fields += [(f"len{i}", ">i4"), (f"val{i}", f">i{width[pg_type]}")]
-    dtype = np.dtype(fields)
-    out = np.zeros(rows, dtype=dtype)
-    out["nfields"] = len(columns)
-    keep = np.ones((rows, dtype.itemsize), dtype=bool)
-    for i, (pg_type, values, null) in enumerate(columns):
-        out[f"len{i}"] = width[pg_type]
-        out[f"val{i}"] = values
-        if null is not None and null.any():
-            out[f"len{i}"][null] = -1
-            offset = dtype.fields[f"val{i}"][1]
-            keep[np.ix_(null, np.arange(offset, offset + width[pg_type]))] = False
-    body = out.view(np.uint8).reshape(rows, dtype.itemsize)[keep].tobytes()
-    return _SIGNATURE + body + _TRAILER
-
-
 class FabricStore:
     """Writes fabric topology, events and samples to the stacklens database."""
 
@@ -62,6 +40,7 @@ class FabricStore:
         self._url = url
         self._conn: psycopg.Connection | None = None
         self.port_ids: dict[tuple[int, int], int] = {}
+        self.partitions = Partitions(["fabric_port_samples"])
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
@@ -225,6 +204,7 @@ class FabricStore:
             ("int8", sweep.deltas[sel][:, c], ~known[:, c]) for c in range(len(COUNTER_NAMES))
         ]
         conn = self._connection()
+        self.partitions.ensure_sync(conn, [day_of(raw.t_end_ns)])
         with conn.transaction(), conn.cursor() as cur, cur.copy(_SAMPLE_COPY) as copy:
-            copy.write(binary_copy_nullable(columns))
+            copy.write(binary_copy(columns))
         return n

@@ -16,38 +16,54 @@ _TRAILER = (-1).to_bytes(2, "big", signed=True)
 _INT_WIDTH = {"int2": 2, "int4": 4, "int8": 8}
 
 
-def binary_copy(columns: list[tuple[str, np.ndarray]]) -> bytes:
+Column = tuple[str, np.ndarray] | tuple[str, np.ndarray, np.ndarray | None]
+
+
+def binary_copy(columns: list[Column]) -> bytes:
     """Encode equal-length columns as one PostgreSQL binary COPY stream.
 
-    `columns` is a list of (type, values) in table column order; type is int2, int4 or
-    int8 (integers wrap to the column width: an unsigned 0xFFFFFFFF becomes int4 -1) or
-    text (a numpy bytes array; invalid UTF-8 is replaced, never rejected by the server).
+    `columns` is a list of (type, values) or (type, values, null mask) in table column
+    order; type is int2, int4 or int8 (integers wrap to the column width: an unsigned
+    0xFFFFFFFF becomes int4 -1; True in the mask means NULL) or text (a numpy bytes array;
+    invalid UTF-8 is replaced, never rejected by the server).
     """
     rows = len(columns[0][1]) if columns else 0
-    if any(len(values) != rows for _, values in columns):
+    if any(len(column[1]) != rows for column in columns):
         raise ValueError("binary_copy: columns differ in length")
-    if all(pg_type in _INT_WIDTH for pg_type, _ in columns):
+    if all(column[0] in _INT_WIDTH for column in columns):
         return _SIGNATURE + _integer_rows(columns, rows) + _TRAILER
     return _SIGNATURE + _mixed_rows(columns, rows) + _TRAILER
 
 
-def _integer_rows(columns: list[tuple[str, np.ndarray]], rows: int) -> bytes:
+def _integer_rows(columns: list[Column], rows: int) -> bytes:
+    """Fixed-width rows in one structured array; NULL fields are cut out with a byte mask."""
     fields: list[tuple[str, str]] = [("nfields", ">i2")]
-    for i, (pg_type, _) in enumerate(columns):
-        fields += [(f"len{i}", ">i4"), (f"val{i}", f">i{_INT_WIDTH[pg_type]}")]
-    out = np.empty(rows, dtype=np.dtype(fields))
+    for i, column in enumerate(columns):
+        fields += [(f"len{i}", ">i4"), (f"val{i}", f">i{_INT_WIDTH[column[0]]}")]
+    dtype = np.dtype(fields)
+    out = np.zeros(rows, dtype=dtype)
     out["nfields"] = len(columns)
-    for i, (pg_type, values) in enumerate(columns):
+    keep = None
+    for i, (pg_type, values, *mask) in enumerate(columns):
         width = _INT_WIDTH[pg_type]
         out[f"len{i}"] = width
         out[f"val{i}"] = np.asarray(values).astype(f"<i{width}", casting="unsafe")
-    return out.tobytes()
+        null = mask[0] if mask else None
+        if null is not None and null.any():
+            out[f"len{i}"][null] = -1
+            if keep is None:
+                keep = np.ones((rows, dtype.itemsize), dtype=bool)
+            offset = dtype.fields[f"val{i}"][1]
+            keep[np.ix_(null, np.arange(offset, offset + width))] = False
+    if keep is None:
+        return out.tobytes()
+    return out.view(np.uint8).reshape(rows, dtype.itemsize)[keep].tobytes()
 
 
-def _mixed_rows(columns: list[tuple[str, np.ndarray]], rows: int) -> bytes:
+def _mixed_rows(columns: list[Column], rows: int) -> bytes:
     header = struct.pack(">h", len(columns))
     packers = []
-    for pg_type, values in columns:
+    for pg_type, values, *_ in columns:  # text tables have no NULLs
         if pg_type == "text":
             # C strings: text ends at the first NUL; invalid UTF-8 is replaced.
             texts = [v.split(b"\0", 1)[0].decode("utf-8", "replace").encode() for v in values]

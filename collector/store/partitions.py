@@ -1,10 +1,10 @@
-"""Daily range partitions of the delta tables: created ahead and on demand, dropped for
-retention.
+"""Daily range partitions of the time series tables: created ahead and on demand, dropped
+for retention.
 
-Every delta table is `PARTITION BY RANGE (t_end_ns)`; the partition for UTC day D is
-`<table>_pYYYYMMDD` and holds [D 00:00, D+1 00:00) in ns. Creating partitions is
-idempotent and safe when several collectors race; retention drops whole partitions (no
-row-by-row DELETE) and then the jobs that ended before the cutoff.
+Every delta table is `PARTITION BY RANGE (t_end_ns)`, fabric_port_samples by `ts_ns`;
+the partition for UTC day D is `<table>_pYYYYMMDD` and holds [D 00:00, D+1 00:00) in ns.
+Creating partitions is idempotent and safe when several collectors race; retention drops
+whole partitions (no row-by-row DELETE) and then the jobs that ended before the cutoff.
 """
 
 from __future__ import annotations
@@ -22,6 +22,12 @@ log = logging.getLogger(__name__)
 
 DAY_NS = 86_400 * 10**9
 _SUFFIX = re.compile(r"_p(\d{8})$")
+
+#: Errors of a CREATE that raced with the same CREATE elsewhere.
+_RACE = (psycopg.errors.DuplicateTable, psycopg.errors.UniqueViolation)
+
+#: Partitioned tables that are not per-rank delta tables (partitioned by their ns column).
+OTHER_PARTITIONED = ("fabric_port_samples",)
 
 _LIST_PARTITIONS = """
 SELECT child.relname FROM pg_inherits
@@ -52,23 +58,46 @@ def _day_of_name(name: str) -> int | None:
 class Partitions:
     """Creates and drops the daily partitions of a set of tables (caches what exists)."""
 
-    def __init__(self, tables: Iterable[str] = tuple(t.sql for t in DELTA_TABLES)):
+    def __init__(
+        self, tables: Iterable[str] = (*(t.sql for t in DELTA_TABLES), *OTHER_PARTITIONED)
+    ):
         self.tables = tuple(tables)
         self._known: set[int] = set()
 
+    def _missing(self, days: Iterable[int]) -> list[tuple[int, list[str]]]:
+        """CREATE statements per day not known to exist yet."""
+        return [
+            (
+                day,
+                [
+                    f"CREATE TABLE IF NOT EXISTS {partition_name(table, day)} PARTITION OF "
+                    f"{table} FOR VALUES FROM ({day * DAY_NS}) TO ({(day + 1) * DAY_NS})"
+                    for table in self.tables
+                ],
+            )
+            for day in sorted(set(days) - self._known)
+        ]
+
     async def ensure(self, conn: psycopg.AsyncConnection, days: Iterable[int]) -> None:
         """Make sure every table has a partition for each day (own transactions)."""
-        for day in sorted(set(days) - self._known):
-            for table in self.tables:
-                name = partition_name(table, day)
+        for day, statements in self._missing(days):
+            for statement in statements:
                 try:
                     async with conn.transaction():
-                        await conn.execute(
-                            f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF {table} "
-                            f"FOR VALUES FROM ({day * DAY_NS}) TO ({(day + 1) * DAY_NS})"
-                        )
-                except (psycopg.errors.DuplicateTable, psycopg.errors.UniqueViolation):
+                        await conn.execute(statement)
+                except _RACE:
                     pass  # another collector created it at the same moment
+            self._known.add(day)
+
+    def ensure_sync(self, conn: psycopg.Connection, days: Iterable[int]) -> None:
+        """`ensure` for a synchronous connection (the fabric sampler's)."""
+        for day, statements in self._missing(days):
+            for statement in statements:
+                try:
+                    with conn.transaction():
+                        conn.execute(statement)
+                except _RACE:
+                    pass
             self._known.add(day)
 
     async def drop_before(self, conn: psycopg.AsyncConnection, cutoff_ns: int) -> list[str]:

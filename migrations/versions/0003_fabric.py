@@ -86,6 +86,7 @@ def upgrade() -> None:
         sa.Column("flags", sa.Integer(), nullable=False),
         *[sa.Column(c, sa.BigInteger(), nullable=False) for c in COUNTERS],
         *[sa.Column(f"d_{c}", sa.BigInteger(), nullable=True) for c in COUNTERS],
+        postgresql_partition_by="RANGE (ts_ns)",
     )
     op.create_index(
         "ix_fabric_port_samples_time_brin",

@@ -22,3 +22,19 @@ def test_binary_copy_loads_exact_values(pg_server):
             copy.write(payload)
         rows = conn.execute("SELECT a, b, c FROM t ORDER BY b").fetchall()
     assert rows == [(1, 7, -1), (-2, 8, 0), (2**62, 2**31 - 1, 300)]
+
+
+def test_null_masks_become_sql_nulls(pg_server):
+    payload = binary_copy(
+        [
+            ("int4", np.array([1, 2, 3])),
+            ("int8", np.array([10, 20, 30]), np.array([False, True, False])),
+            ("int8", np.array([7, 8, 9]), np.array([True, True, False])),
+        ]
+    )
+    with psycopg.connect(pg_server) as conn:
+        conn.execute("CREATE TEMP TABLE n (a int, b bigint, c bigint)")
+        with conn.cursor().copy("COPY n FROM STDIN (FORMAT BINARY)") as copy:
+            copy.write(payload)
+        rows = conn.execute("SELECT a, b, c FROM n ORDER BY a").fetchall()
+    assert rows == [(1, 10, None), (2, None, None), (3, 30, 9)]
