@@ -4,13 +4,21 @@
 Reads spec/mpi_functions.spec (format documented at the top of that file) and
 writes into the output directory:
 
-  sl_ops.h            enum of op ids in spec order, SL_OP_COUNT, names array
+  sl_ops.h            enum of op ids in spec order, SL_OP_COUNT, names array,
+                      the RMA slot enum (one slot per class=rma entry)
   sl_mpi_wrappers.c   one MPI_* wrapper per entry, from the body template
-                      gen/templates/wrapper_<class>.c.in of its class
+                      gen/templates/wrapper_<class>.c.in of its class, plus the
+                      Fortran entry points (mpi_send_, mpi_send__, MPI_SEND,
+                      mpi_send) of every entry whose class has a
+                      gen/templates/fortran_<class>.c.in
 
 Templates are string.Template files. A wrapper template may use ${name},
-${ret}, ${params}, ${args} and ${role_<role>} (the name of the argument with
+${ret}, ${params}, ${args}, ${bytes} (the C expression of the entry's bytes=
+mode, from bytes_modes.in) and ${role_<role>} (the name of the argument with
 that role); the roles a template uses are the roles its class requires.
+A Fortran template sees the Fortran parameters (every argument by reference,
+argc/argv dropped, MPI_Fint *ierr appended): ${fparams}, ${fargs}, ${arg_<role>}
+(the parameter) and ${role_<role>} (its C value: handles through PMPI_*_f2c).
 
 Python 3.11 standard library only. Usage:
     generate.py --spec SPEC --out DIR [--templates DIR]
@@ -42,10 +50,65 @@ ROLES = frozenset(
         "request",
         "status",
         "redop",
+        "counts",
+        "datatypes",
+        "recvcount",
+        "recvtype",
+        "source",
+        "newcomm",
+        "requests",
+        "statuses",
+        "index",
+        "flag",
+        "outcount",
+        "indices",
+        "message",
+        "win",
+        "file",
+        "filename",
+        "offset",
+        "argc",
+        "argv",
     }
 )
 # Keys of an entry after its prototype.
-KEYS = frozenset({"class", "mpi"})
+KEYS = frozenset({"class", "mpi", "bytes", "fortran"})
+# Roles that the Fortran bindings do not have.
+FORTRAN_DROPPED = frozenset({"argc", "argv"})
+# C type of an argument (declaration without its name) -> C value of the Fortran
+# parameter p that carries it; types not listed (strings, datatype arrays, ...)
+# give the entry no Fortran entry points.
+FORTRAN_VALUE = {
+    "int": Template("(int)*${p}"),
+    "MPI_Comm": Template("PMPI_Comm_f2c(*${p})"),
+    "MPI_Datatype": Template("PMPI_Type_f2c(*${p})"),
+    "MPI_Op": Template("PMPI_Op_f2c(*${p})"),
+    "MPI_Win": Template("PMPI_Win_f2c(*${p})"),
+    "MPI_Aint": Template("*${p}"),
+    "MPI_Offset": Template("*${p}"),
+    "const void *": Template("${p}"),
+    "void *": Template("${p}"),
+    "int *": Template("${p}"),
+    "const int[]": Template("(const int *)${p}"),
+    "int[]": Template("(int *)${p}"),
+    "MPI_Status *": Template("${p}"),
+    "MPI_Request *": Template("${p}"),
+    "MPI_Comm *": Template("${p}"),
+    "MPI_Group *": Template("${p}"),
+    "MPI_Win *": Template("${p}"),
+    "MPI_Info": Template("${p}"),
+    "MPI_Group": Template("${p}"),
+    "const int *": Template("${p}"),
+    "MPI_Aint *": Template("${p}"),
+}
+# Fortran parameter type of each C argument type (by reference).
+FORTRAN_PARAM = {
+    "const void *": "void *",
+    "void *": "void *",
+    "MPI_Aint": "MPI_Aint *",
+    "MPI_Offset": "MPI_Offset *",
+    "MPI_Aint *": "MPI_Aint *",
+}
 
 ENTRY_RE = re.compile(
     r"^(?P<ret>[A-Za-z_][\w \t*]*?)\s*\b(?P<name>MPIX?_\w+)\s*"
@@ -57,6 +120,8 @@ VERSION_RE = re.compile(r"^(\d+)\.(\d+)$")
 
 ENUM_LINE = Template("    SL_OP_${name} = ${index},")
 NAME_LINE = Template('    "${name}",')
+RMA_LINE = Template("    SL_RMA_${name} = ${index},")
+RMA_OP_LINE = Template("    SL_OP_${name},")
 GUARDED = Template(
     "\n#if MPI_VERSION > ${major} || (MPI_VERSION == ${major} && "
     "MPI_SUBVERSION >= ${minor})${body}#endif\n"
@@ -75,6 +140,14 @@ class Arg:
     name: str
     role: str | None
 
+    def ctype(self) -> str:
+        """The declaration without the argument name, arrays as "T[]" ("const int[]")."""
+        m = ARG_NAME_RE.search(self.decl)
+        base = self.decl[: m.start()].strip()
+        if "[" in self.decl[m.start() :]:
+            return base + "[]"
+        return base.replace(" *", " *").strip()
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -87,6 +160,8 @@ class Entry:
     cls: str
     mpi: tuple[int, int] | None
     line: int
+    bytes_mode: str | None = None
+    fortran: bool = True
 
     def roles(self) -> dict[str, str]:
         """Maps each role to the name of the argument that has it."""
@@ -132,6 +207,8 @@ def parse_entry(text: str, index: int, line: int, where: str) -> Entry:
         if v is None:
             raise SpecError(f"{where}: mpi= wants <major>.<minor>, got '{attrs['mpi']}'")
         mpi = (int(v.group(1)), int(v.group(2)))
+    if attrs.get("fortran", "yes") not in ("yes", "no"):
+        raise SpecError(f"{where}: fortran= wants yes or no")
     return Entry(
         index=index,
         ret=m.group("ret").strip(),
@@ -140,6 +217,8 @@ def parse_entry(text: str, index: int, line: int, where: str) -> Entry:
         cls=attrs["class"],
         mpi=mpi,
         line=line,
+        bytes_mode=attrs.get("bytes"),
+        fortran=attrs.get("fortran", "yes") == "yes" and mpi is None,
     )
 
 
@@ -167,18 +246,45 @@ def load_template(templates: Path, name: str) -> Template:
     return Template((templates / name).read_text(encoding="utf-8"))
 
 
-def render_wrapper(entry: Entry, templates: Path, spec: Path) -> str:
-    """Renders the wrapper of one entry from the template of its class."""
+def load_bytes_modes(templates: Path) -> dict[str, Template]:
+    """Reads bytes_modes.in: "<mode> = <C expression template>" per line."""
+    modes: dict[str, Template] = {}
+    for raw in (templates / "bytes_modes.in").read_text(encoding="utf-8").splitlines():
+        text = raw.split("#", 1)[0].strip()
+        if text:
+            mode, _, expr = text.partition("=")
+            modes[mode.strip()] = Template(expr.strip())
+    return modes
+
+
+def check_roles(template: Template, roles: dict[str, str], entry: Entry, where: str) -> None:
+    """Raises SpecError if template uses a role that entry does not have."""
+    needed = {i[len("role_") :] for i in template.get_identifiers() if i.startswith("role_")}
+    missing = sorted(needed - roles.keys())
+    if missing:
+        raise SpecError(f"{where}: class={entry.cls} needs the roles {', '.join(missing)}")
+
+
+def bytes_expr(entry: Entry, modes: dict[str, Template], values: dict[str, str], where: str):
+    """The C expression of the entry's bytes= mode over values ("0" without a mode)."""
+    if entry.bytes_mode is None:
+        return "0"
+    if entry.bytes_mode not in modes:
+        raise SpecError(f"{where}: unknown bytes={entry.bytes_mode} (known: {', '.join(modes)})")
+    template = modes[entry.bytes_mode]
+    check_roles(template, entry.roles(), entry, where)
+    return template.substitute(values)
+
+
+def render_wrapper(entry: Entry, templates: Path, spec: Path, modes: dict[str, Template]) -> str:
+    """Renders the wrapper of one entry (and its Fortran entry points) from its class."""
     path = templates / f"wrapper_{entry.cls}.c.in"
     where = f"{spec}:{entry.line}"
     if not path.is_file():
         raise SpecError(f"{where}: no template {path.name} for class={entry.cls}")
     template = load_template(templates, path.name)
     roles = entry.roles()
-    needed = {i[len("role_") :] for i in template.get_identifiers() if i.startswith("role_")}
-    missing = sorted(needed - roles.keys())
-    if missing:
-        raise SpecError(f"{where}: class={entry.cls} needs the roles {', '.join(missing)}")
+    check_roles(template, roles, entry, where)
     values = {
         "name": entry.name,
         "ret": entry.ret,
@@ -186,10 +292,41 @@ def render_wrapper(entry: Entry, templates: Path, spec: Path) -> str:
         "args": ", ".join(a.name for a in entry.args),
         **{f"role_{role}": arg for role, arg in roles.items()},
     }
-    body = template.substitute(values)
+    values["root"] = values.get("role_root", "-1")
+    values["large"] = "1" if entry.name.endswith("_c") else "0"
+    values["bytes"] = bytes_expr(entry, modes, values, where)
+    body = template.substitute(values) + render_fortran(entry, templates, modes, where)
     if entry.mpi is None:
         return body
     return GUARDED.substitute(major=entry.mpi[0], minor=entry.mpi[1], body=body)
+
+
+def render_fortran(entry: Entry, templates: Path, modes: dict[str, Template], where: str) -> str:
+    """The Fortran entry points of entry, or "" if it has none (see FORTRAN_VALUE)."""
+    path = templates / f"fortran_{entry.cls}.c.in"
+    if not entry.fortran or not path.is_file():
+        return ""
+    args = [a for a in entry.args if a.role not in FORTRAN_DROPPED]
+    if any(a.ctype() not in FORTRAN_VALUE for a in args):
+        return ""
+    fparams = [f"{FORTRAN_PARAM.get(a.ctype(), 'MPI_Fint *')}{a.name}" for a in args]
+    fparams.append("MPI_Fint *ierr")
+    values = {
+        "name": entry.name,
+        "lower": entry.name.lower(),
+        "upper": entry.name.upper(),
+        "fparams": ", ".join(fparams),
+        "fargs": ", ".join([a.name for a in args] + ["ierr"]),
+        **{f"arg_{a.role}": a.name for a in args if a.role},
+        **{f"role_{a.role}": FORTRAN_VALUE[a.ctype()].substitute(p=a.name) for a in args if a.role},
+    }
+    values["root"] = values.get("role_root", "-1")
+    values["large"] = "0"
+    values["bytes"] = bytes_expr(entry, modes, values, where)
+    body = load_template(templates, path.name)
+    check_roles(body, {a.role: a.name for a in args if a.role}, entry, where)
+    values["body"] = body.substitute(values)
+    return load_template(templates, "fortran_entry.c.in").substitute(values)
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -203,15 +340,20 @@ def generate(spec: Path, templates: Path, out: Path) -> None:
     """Writes sl_ops.h and sl_mpi_wrappers.c for spec into out."""
     entries = parse_spec(spec)
     shown_spec = f"spec/{spec.name}"
+    modes = load_bytes_modes(templates)
+    rma = [e for e in entries if e.cls == "rma"]
     ops_h = load_template(templates, "sl_ops.h.in").substitute(
         spec=shown_spec,
         enum_lines="\n".join(ENUM_LINE.substitute(name=e.name, index=e.index) for e in entries),
         count=len(entries),
+        rma_lines="\n".join(RMA_LINE.substitute(name=e.name, index=i) for i, e in enumerate(rma)),
+        rma_count=len(rma),
     )
     wrappers_c = load_template(templates, "sl_mpi_wrappers.c.in").substitute(
         spec=shown_spec,
         name_lines="\n".join(NAME_LINE.substitute(name=e.name) for e in entries),
-        wrappers="".join(render_wrapper(e, templates, spec) for e in entries),
+        rma_op_lines="\n".join(RMA_OP_LINE.substitute(name=e.name) for e in rma),
+        wrappers="".join(render_wrapper(e, templates, spec, modes) for e in entries),
     )
     out.mkdir(parents=True, exist_ok=True)
     write_atomically(out / "sl_ops.h", ops_h)

@@ -5,12 +5,20 @@
  *   STACKLENS_INTERVAL_MS          frame interval, default 1000, minimum 10
  *   STACKLENS_INGEST_TOKEN         ingest token, at most 64 bytes, default empty
  *   STACKLENS_FINALIZE_TIMEOUT_MS  wait for acks in MPI_Finalize, default 5000
- *   STACKLENS_DISABLE              contains "mpi": MPI wrappers only forward
+ *   STACKLENS_DISABLE              comma list of mpi, posix, stdio, mpiio: those
+ *                                  wrappers only forward
+ *   STACKLENS_MAX_KEYS             files / communicators / collective keys per
+ *                                  table, default 1024 (16 .. 1048576)
+ *   STACKLENS_SPOOL_DIR            spool for undeliverable frames, default
+ *                                  $TMPDIR/stacklens-spool ("" or "off": none)
+ *   STACKLENS_SPOOL_MAX_MB         spool size cap, default 256
  */
-#define _GNU_SOURCE /* strcasestr */
+#define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +31,11 @@
 #define SL_MAX_INTERVAL_MS       3600000u
 #define SL_DEFAULT_FIN_TIMEOUT   5000u
 #define SL_MAX_FIN_TIMEOUT       600000u
+#define SL_DEFAULT_MAX_KEYS      1024u
+#define SL_MIN_MAX_KEYS          16u
+#define SL_MAX_MAX_KEYS          1048576u
+#define SL_DEFAULT_SPOOL_MB      256u
+#define SL_MAX_SPOOL_MB          1048576u
 
 /*
  * Parses a decimal number in [0, max]. Returns 0 on success, -1 if the text
@@ -72,6 +85,40 @@ static int parse_collector(const char *text, sl_config *cfg)
     return 0;
 }
 
+/* Sets the disable flags from a comma list; an unknown word warns once. */
+static void parse_disable(const char *text, sl_config *cfg)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    char *save;
+    for (char *w = strtok_r(buf, ", ", &save); w != NULL; w = strtok_r(NULL, ", ", &save)) {
+        if (strcasecmp(w, "mpi") == 0)
+            cfg->disable_mpi = 1;
+        else if (strcasecmp(w, "posix") == 0)
+            cfg->disable_posix = 1;
+        else if (strcasecmp(w, "stdio") == 0)
+            cfg->disable_stdio = 1;
+        else if (strcasecmp(w, "mpiio") == 0)
+            cfg->disable_mpiio = 1;
+        else
+            sl_warn("STACKLENS_DISABLE: unknown module '%s' ignored (known: mpi, posix, "
+                    "stdio, mpiio)", w);
+    }
+}
+
+/* Reads a bounded unsigned variable; a bad value warns and leaves *out. */
+static void load_uint(const char *name, unsigned lo, unsigned hi, unsigned *out)
+{
+    const char *v = getenv(name);
+    unsigned n;
+    if (v == NULL || *v == '\0')
+        return;
+    if (parse_uint(v, hi, &n) != 0 || n < lo)
+        sl_warn("%s='%s' is not a number in [%u, %u]; using %u", name, v, lo, hi, *out);
+    else
+        *out = n;
+}
+
 /* Fills cfg from the STACKLENS_* variables; bad values warn and keep the default. */
 void sl_config_load(sl_config *cfg)
 {
@@ -81,11 +128,15 @@ void sl_config_load(sl_config *cfg)
     cfg->interval_ms = SL_DEFAULT_INTERVAL_MS;
     cfg->finalize_timeout_ms = SL_DEFAULT_FIN_TIMEOUT;
 
+    cfg->max_keys = SL_DEFAULT_MAX_KEYS;
+    cfg->spool_max_mb = SL_DEFAULT_SPOOL_MB;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(cfg->spool_dir, sizeof cfg->spool_dir, "%s/stacklens-spool",
+             tmp != NULL && *tmp == '/' ? tmp : "/tmp");
+
     const char *v = getenv("STACKLENS_DISABLE");
-    if (v != NULL && strcasestr(v, "mpi") != NULL) {
-        cfg->disable_mpi = 1;
-        return;
-    }
+    if (v != NULL && *v != '\0')
+        parse_disable(v, cfg);
 
     v = getenv("STACKLENS_COLLECTOR");
     if (v != NULL && *v != '\0' && parse_collector(v, cfg) != 0)
@@ -112,6 +163,19 @@ void sl_config_load(sl_config *cfg)
         && parse_uint(v, SL_MAX_FIN_TIMEOUT, &cfg->finalize_timeout_ms) != 0)
         sl_warn("STACKLENS_FINALIZE_TIMEOUT_MS='%s' is not a number of ms up to %u; using %u",
                 v, SL_MAX_FIN_TIMEOUT, SL_DEFAULT_FIN_TIMEOUT);
+
+    load_uint("STACKLENS_MAX_KEYS", SL_MIN_MAX_KEYS, SL_MAX_MAX_KEYS, &cfg->max_keys);
+    load_uint("STACKLENS_SPOOL_MAX_MB", 1, SL_MAX_SPOOL_MB, &cfg->spool_max_mb);
+    v = getenv("STACKLENS_SPOOL_DIR");
+    if (v != NULL) {
+        if (*v == '\0' || strcmp(v, "off") == 0)
+            cfg->spool_dir[0] = '\0';
+        else if (v[0] != '/' || strlen(v) >= sizeof cfg->spool_dir - 64)
+            sl_warn("STACKLENS_SPOOL_DIR='%s' is not an absolute path of at most %zu bytes; "
+                    "using %s", v, sizeof cfg->spool_dir - 64, cfg->spool_dir);
+        else
+            snprintf(cfg->spool_dir, sizeof cfg->spool_dir, "%s", v);
+    }
 
     v = getenv("STACKLENS_INGEST_TOKEN");
     if (v != NULL) {

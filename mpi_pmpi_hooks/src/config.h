@@ -12,7 +12,13 @@ typedef struct sl_config {
     unsigned interval_ms;          /* STACKLENS_INTERVAL_MS, >= 10 */
     unsigned finalize_timeout_ms;  /* STACKLENS_FINALIZE_TIMEOUT_MS */
     char token[64];                /* STACKLENS_INGEST_TOKEN, wire text(64), NUL-padded */
-    int disable_mpi;               /* STACKLENS_DISABLE contains "mpi" */
+    int disable_mpi;               /* STACKLENS_DISABLE lists "mpi" */
+    int disable_posix;             /* ... "posix" */
+    int disable_stdio;             /* ... "stdio" */
+    int disable_mpiio;             /* ... "mpiio" */
+    unsigned max_keys;             /* STACKLENS_MAX_KEYS: files, communicators, coll keys */
+    char spool_dir[512];           /* STACKLENS_SPOOL_DIR, "" = no spool */
+    unsigned spool_max_mb;         /* STACKLENS_SPOOL_MAX_MB: spool size cap */
 } sl_config;
 
 /* Fills cfg from the environment, warning about and replacing bad values. */

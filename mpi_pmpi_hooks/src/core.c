@@ -8,11 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll.h"
+#include "handles.h"
+
 sl_core_state sl_core;
 __thread int sl_tls_in_call;
+sl_keytab sl_coll;
 
-/* Queries MPI_COMM_WORLD and allocates the per-peer table. */
-int sl_core_init(void)
+/* Queries MPI_COMM_WORLD and allocates the per-peer, RMA, handle and coll tables. */
+int sl_core_init(unsigned max_keys)
 {
     if (PMPI_Comm_rank(MPI_COMM_WORLD, &sl_core.world_rank) != MPI_SUCCESS
         || PMPI_Comm_size(MPI_COMM_WORLD, &sl_core.world_size) != MPI_SUCCESS
@@ -34,14 +38,32 @@ int sl_core_init(void)
         return -1;
     }
     memset(sl_core.ops, 0, sizeof sl_core.ops);
+    memset(sl_core.hist, 0, sizeof sl_core.hist);
+    static const sl_coll_key overflow = { .comm_id = 0xFFFFFFFFu, .op = 0xFFFFFFFFu,
+                                          .root = 0xFFFFFFFFu };
+    sl_core.rma = calloc((size_t)sl_core.world_size * (SL_RMA_COUNT > 0 ? SL_RMA_COUNT : 1),
+                         sizeof *sl_core.rma);
+    if (sl_core.rma == NULL || sl_handles_init(max_keys) != 0
+        || sl_keytab_init(&sl_coll, max_keys, sizeof(sl_coll_key), SL_COLL_NVALS, &overflow)
+               != 0) {
+        sl_warn("rank %d: no memory for the counter tables; stacklens is off",
+                sl_core.world_rank);
+        sl_core_fini();
+        return -1;
+    }
+    sl_comm_rec(MPI_COMM_WORLD); /* ordinal 0 for the world (see handles.h) */
     return 0;
 }
 
-/* Frees the per-peer table and the world group. */
+/* Frees the tables and the world group. */
 void sl_core_fini(void)
 {
     free(sl_core.peers);
+    free(sl_core.rma);
     sl_core.peers = NULL;
+    sl_core.rma = NULL;
+    sl_handles_fini();
+    sl_keytab_fini(&sl_coll);
     PMPI_Group_free(&sl_core.world_group);
 }
 
@@ -62,20 +84,11 @@ int sl_world_rank(MPI_Comm comm, int rank)
         return -1;
     if (comm == MPI_COMM_WORLD)
         return rank < sl_core.world_size ? rank : -1;
-
-    /* Correct but not cached: one group lookup per call on other comms. */
-    int inter = 0, world = MPI_UNDEFINED;
-    MPI_Group group;
-    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
+    /* Cached per communicator (handles.h): one lock-free lookup. */
+    const sl_handle_rec *rec = sl_comm_rec(comm);
+    if (rec == NULL || rank >= rec->size)
         return -1;
-    int rc = inter ? PMPI_Comm_remote_group(comm, &group) : PMPI_Comm_group(comm, &group);
-    if (rc != MPI_SUCCESS)
-        return -1;
-    rc = PMPI_Group_translate_ranks(group, 1, &rank, sl_core.world_group, &world);
-    PMPI_Group_free(&group);
-    if (rc != MPI_SUCCESS || world < 0 || world >= sl_core.world_size)
-        return -1; /* MPI_UNDEFINED: a process outside this world */
-    return world;
+    return rec->world[rank];
 }
 
 /* Adds one sent message to the peer table; returns its bytes. */
@@ -133,4 +146,141 @@ void sl_core_load_op(int i, sl_op_counters *out)
     out->calls = __atomic_load_n(&c->calls, __ATOMIC_RELAXED);
     out->bytes = __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
     out->time_ns = __atomic_load_n(&c->time_ns, __ATOMIC_RELAXED);
+}
+
+/* Adds one RMA call to the target's row; bytes are returned for the op table. */
+uint64_t sl_count_rma(MPI_Win win, int rank, int rma_slot, uint64_t bytes)
+{
+    if (rank < 0)
+        return 0; /* MPI_PROC_NULL */
+    const sl_handle_rec *rec = sl_win_rec(win);
+    if (rec == NULL || rank >= rec->size || rec->world[rank] < 0)
+        return bytes;
+    sl_rma_counters *c = &sl_core.rma[(size_t)rec->world[rank] * SL_RMA_COUNT + (size_t)rma_slot];
+    __atomic_fetch_add(&c->calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->bytes, bytes, __ATOMIC_RELAXED);
+    return bytes;
+}
+
+/* Adds one collective call under (comm id, op, root world rank). */
+void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t time_ns)
+{
+    const sl_handle_rec *rec = sl_comm_rec(comm);
+    sl_coll_key key = { .comm_id = 0xFFFFFFFFu, .op = (uint32_t)op, .root = 0xFFFFFFFFu };
+    if (rec != NULL) {
+        key.comm_id = rec->comm_id;
+        key.size = (uint32_t)rec->size;
+        if (root >= 0 && root < rec->size && rec->world[root] >= 0)
+            key.root = (uint32_t)rec->world[root];
+    } else {
+        sl_key_dropped();
+    }
+    unsigned i = sl_keytab_get(&sl_coll, &key, sl_hash_bytes(&key, sizeof key), NULL, NULL);
+    sl_keytab_add(&sl_coll, i, SL_COLL_CALLS, 1);
+    sl_keytab_add(&sl_coll, i, SL_COLL_BYTES, bytes);
+    sl_keytab_add(&sl_coll, i, SL_COLL_TIME, time_ns);
+}
+
+/* Number of ranks of comm (the remote group of an intercommunicator). */
+static int64_t comm_size(MPI_Comm comm)
+{
+    const sl_handle_rec *rec = sl_comm_rec(comm);
+    return rec != NULL ? rec->size : 0;
+}
+
+/* Element i of a count array of int or (large) MPI_Count. */
+static int64_t count_at(const void *counts, int large, int i)
+{
+    return large ? (int64_t)((const MPI_Count *)counts)[i] : (int64_t)((const int *)counts)[i];
+}
+
+/* Out-degree of comm's topology: its neighbours in neighbour collectives. */
+static int64_t out_degree(MPI_Comm comm)
+{
+    int kind = MPI_UNDEFINED, n = 0, in = 0, out = 0, weighted = 0, rank = 0;
+    if (PMPI_Topo_test(comm, &kind) != MPI_SUCCESS)
+        return 0;
+    if (kind == MPI_CART && PMPI_Cartdim_get(comm, &n) == MPI_SUCCESS)
+        return 2 * (int64_t)n;
+    if (kind == MPI_GRAPH && PMPI_Comm_rank(comm, &rank) == MPI_SUCCESS
+        && PMPI_Graph_neighbors_count(comm, rank, &n) == MPI_SUCCESS)
+        return n;
+    if (kind == MPI_DIST_GRAPH
+        && PMPI_Dist_graph_neighbors_count(comm, &in, &out, &weighted) == MPI_SUCCESS)
+        return out;
+    return 0;
+}
+
+/* count x type size x comm size (Alltoall, Reduce_scatter_block). */
+uint64_t sl_bytes_all(MPI_Comm comm, int64_t count, MPI_Datatype datatype)
+{
+    return sl_type_bytes(count, datatype) * (uint64_t)comm_size(comm);
+}
+
+/* True if this process is root of comm (intercommunicators: root is MPI_ROOT). */
+static int is_root(MPI_Comm comm, int root)
+{
+    int rank = -1;
+    return root == MPI_ROOT || (PMPI_Comm_rank(comm, &rank) == MPI_SUCCESS && rank == root);
+}
+
+/* Scatter: the root hands count x type to every rank; the others nothing. */
+uint64_t sl_bytes_root_all(MPI_Comm comm, int root, int64_t count, MPI_Datatype datatype)
+{
+    return is_root(comm, root) ? sl_bytes_all(comm, count, datatype) : 0;
+}
+
+/* Sum of counts[0..n) x type size over n ranks. */
+static uint64_t sum_counts(int64_t n, const void *counts, int large, MPI_Datatype datatype)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; counts != NULL && i < n; i++)
+        total += count_at(counts, large, (int)i);
+    return sl_type_bytes(total, datatype);
+}
+
+/* Sum of counts[i] x size(types[i]) over n ranks. */
+static uint64_t sum_w(int64_t n, const void *counts, int large, const MPI_Datatype *types)
+{
+    uint64_t total = 0;
+    for (int64_t i = 0; counts != NULL && types != NULL && i < n; i++)
+        total += sl_type_bytes(count_at(counts, large, (int)i), types[i]);
+    return total;
+}
+
+/* Alltoallv, Reduce_scatter: the sum of the per-rank counts. */
+uint64_t sl_bytes_sum(MPI_Comm comm, const void *counts, int large, MPI_Datatype datatype)
+{
+    return sum_counts(comm_size(comm), counts, large, datatype);
+}
+
+/* Scatterv: the sum of sendcounts, at the root only. */
+uint64_t sl_bytes_root_sum(MPI_Comm comm, int root, const void *counts, int large,
+                           MPI_Datatype datatype)
+{
+    return is_root(comm, root) ? sl_bytes_sum(comm, counts, large, datatype) : 0;
+}
+
+/* Alltoallw: per-rank counts and types. */
+uint64_t sl_bytes_w(MPI_Comm comm, const void *counts, int large, const MPI_Datatype *types)
+{
+    return sum_w(comm_size(comm), counts, large, types);
+}
+
+/* Neighbour collectives: count x type to every out-neighbour. */
+uint64_t sl_bytes_nbr(MPI_Comm comm, int64_t count, MPI_Datatype datatype)
+{
+    return sl_type_bytes(count, datatype) * (uint64_t)out_degree(comm);
+}
+
+/* Neighbor_alltoallv: the sum of the counts of the out-neighbours. */
+uint64_t sl_bytes_nbr_sum(MPI_Comm comm, const void *counts, int large, MPI_Datatype datatype)
+{
+    return sum_counts(out_degree(comm), counts, large, datatype);
+}
+
+/* Neighbor_alltoallw: per-neighbour counts and types. */
+uint64_t sl_bytes_nbr_w(MPI_Comm comm, const void *counts, int large, const MPI_Datatype *types)
+{
+    return sum_w(out_degree(comm), counts, large, types);
 }

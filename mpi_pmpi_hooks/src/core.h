@@ -4,9 +4,14 @@
  *
  * Tables (cumulative since MPI_Init, never reset):
  *   per peer world rank: bytes/messages sent and received (point-to-point),
- *   per operation (op id from sl_ops.h): calls, bytes, time inside the call.
+ *   per operation (op id from sl_ops.h): calls, bytes, time inside the call,
+ *   per operation and log2 size bucket: messages (the size histogram),
+ *   per target world rank and RMA op: calls, bytes,
+ *   per (communicator, collective op, root): calls, bytes, time (a keytab,
+ *   see coll.h), and the health counters (keys dropped into overflow keys).
  * The MPI call path only does relaxed atomic adds into these tables: no
- * locks, no allocation, no I/O. The sender thread reads them with relaxed
+ * locks, no allocation, no I/O (a new communicator or collective key takes
+ * a mutex once, see handles.h and keytab.h). The sender thread reads them with relaxed
  * atomic loads and sends differences; a reader may see one counter of a
  * message updated and its neighbour not yet, which the next interval's delta
  * carries, so sums over intervals stay exact.
@@ -33,13 +38,24 @@ typedef struct sl_op_counters {
     uint64_t calls, bytes, time_ns;
 } sl_op_counters;
 
+/* Cumulative RMA counters towards one target world rank for one RMA op. */
+typedef struct sl_rma_counters {
+    uint64_t calls, bytes;
+} sl_rma_counters;
+
+/* Size buckets of the histogram: 0 for 0 bytes, b for [2^(b-1), 2^b). */
+#define SL_HIST_BUCKETS 65
+
 typedef struct sl_core_state {
     int ready;                /* 1 while wrappers count (atomic; set last at init) */
     int world_rank;
     int world_size;
     MPI_Group world_group;    /* group of MPI_COMM_WORLD, for rank translation */
     sl_peer_counters *peers;  /* world_size entries */
+    sl_rma_counters *rma;     /* world_size x SL_RMA_COUNT entries */
     sl_op_counters ops[SL_OP_COUNT];
+    uint64_t hist[SL_OP_COUNT][SL_HIST_BUCKETS];
+    uint64_t keys_dropped;    /* new keys folded into an overflow key (all tables) */
 } sl_core_state;
 
 extern sl_core_state sl_core;
@@ -82,11 +98,47 @@ static inline void sl_leave(sl_call *call, int op, uint64_t bytes)
     sl_tls_in_call = 0;
 }
 
+/* Histogram bucket of a message of bytes: 0, or 1 + floor(log2(bytes)). */
+static inline unsigned sl_hist_bucket(uint64_t bytes)
+{
+    return bytes == 0 ? 0u : 64u - (unsigned)__builtin_clzll(bytes);
+}
+
+/* Counts one message of bytes of op in the size histogram. */
+static inline void sl_count_hist(int op, uint64_t bytes)
+{
+    __atomic_fetch_add(&sl_core.hist[op][sl_hist_bucket(bytes)], 1, __ATOMIC_RELAXED);
+}
+
+/* sl_leave() for a call that moves one message (or buffer) of bytes: also
+ * counts it in the size histogram of op. */
+static inline void sl_leave_sized(sl_call *call, int op, uint64_t bytes)
+{
+    sl_count_hist(op, bytes);
+    sl_leave(call, op, bytes);
+}
+
+/* Adds bytes received at completion of a request posted by op (Irecv, ...):
+ * the op's bytes and histogram, not its calls or time. */
+static inline void sl_count_completed(int op, uint64_t bytes)
+{
+    if (bytes != 0)
+        __atomic_fetch_add(&sl_core.ops[op].bytes, bytes, __ATOMIC_RELAXED);
+    sl_count_hist(op, bytes);
+}
+
+/* Counts one key that could not get its own table entry. */
+static inline void sl_key_dropped(void)
+{
+    __atomic_fetch_add(&sl_core.keys_dropped, 1, __ATOMIC_RELAXED);
+}
+
 /*
- * Allocates the tables for MPI_COMM_WORLD; call after PMPI_Init. Returns 0
+ * Allocates the tables for MPI_COMM_WORLD, with at most max_keys
+ * communicators/windows and collective keys; call after PMPI_Init. Returns 0
  * on success, -1 (with a warning) if memory or an MPI query failed.
  */
-int sl_core_init(void);
+int sl_core_init(unsigned max_keys);
 
 /*
  * Frees the tables and the world group; the wrappers must already have
@@ -114,6 +166,30 @@ uint64_t sl_count_send(MPI_Comm comm, int rank, int64_t count, MPI_Datatype data
  * received with datatype on comm. Returns the bytes received.
  */
 uint64_t sl_count_recv(MPI_Comm comm, const MPI_Status *status, MPI_Datatype datatype);
+
+/*
+ * Counts one RMA call of rma_slot (SL_RMA_*) moving bytes to rank of the
+ * window win's group. Returns bytes.
+ */
+uint64_t sl_count_rma(MPI_Win win, int rank, int rma_slot, uint64_t bytes);
+
+/*
+ * Counts one collective call of op on comm: root is the root's rank in comm
+ * (or -1 when the op has none), bytes what this rank handed to it, time_ns
+ * the time inside. Per (communicator id, op, root) in the coll table.
+ */
+void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t time_ns);
+
+/* Bytes helpers for the bytes= modes of the spec (gen/templates/bytes_modes.in). */
+uint64_t sl_bytes_all(MPI_Comm comm, int64_t count, MPI_Datatype datatype);
+uint64_t sl_bytes_root_all(MPI_Comm comm, int root, int64_t count, MPI_Datatype datatype);
+uint64_t sl_bytes_sum(MPI_Comm comm, const void *counts, int large, MPI_Datatype datatype);
+uint64_t sl_bytes_root_sum(MPI_Comm comm, int root, const void *counts, int large,
+                           MPI_Datatype datatype);
+uint64_t sl_bytes_w(MPI_Comm comm, const void *counts, int large, const MPI_Datatype *types);
+uint64_t sl_bytes_nbr(MPI_Comm comm, int64_t count, MPI_Datatype datatype);
+uint64_t sl_bytes_nbr_sum(MPI_Comm comm, const void *counts, int large, MPI_Datatype datatype);
+uint64_t sl_bytes_nbr_w(MPI_Comm comm, const void *counts, int large, const MPI_Datatype *types);
 
 /* Copies the current cumulative counters of peer world rank i. */
 void sl_core_load_peer(int i, sl_peer_counters *out);

@@ -9,13 +9,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Largest frame for this world: header, rank_info, a p2p record per peer, an op record per op. */
+#include "coll.h"
+#include "io.h"
+
+/* Entries of a keytab including its overflow entry (0 if the table is not set up). */
+static size_t tab_entries(const sl_keytab *t)
+{
+    return t->entries != NULL ? (size_t)t->max_keys + 1 : 0;
+}
+
+/* Largest frame for this world: every record of every table. */
 static size_t max_frame_size(int world_size)
 {
     return sizeof(sl_frame_header)
            + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_rank_info)
            + SL_SECTION_HEADER_SIZE + (size_t)world_size * sizeof(sl_rec_p2p)
-           + SL_SECTION_HEADER_SIZE + (size_t)SL_OP_COUNT * sizeof(sl_rec_op);
+           + SL_SECTION_HEADER_SIZE + (size_t)SL_OP_COUNT * sizeof(sl_rec_op)
+           + SL_SECTION_HEADER_SIZE + (size_t)SL_OP_COUNT * SL_HIST_BUCKETS * sizeof(sl_rec_hist)
+           + SL_SECTION_HEADER_SIZE + tab_entries(&sl_coll) * sizeof(sl_rec_coll)
+           + SL_SECTION_HEADER_SIZE + (size_t)world_size * SL_RMA_COUNT * sizeof(sl_rec_rma)
+           + SL_SECTION_HEADER_SIZE + tab_entries(&sl_io) * sizeof(sl_rec_io)
+           + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_health);
 }
 
 /* Allocates the last-sent snapshot and the scratch frame for this world size. */
@@ -26,8 +40,13 @@ int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char
     memcpy(b->token, token, sizeof b->token);
     b->scratch_size = max_frame_size(sl_core.world_size);
     b->last_peer = calloc((size_t)sl_core.world_size, sizeof *b->last_peer);
+    b->last_hist = calloc(SL_OP_COUNT, sizeof *b->last_hist);
+    b->last_rma = calloc((size_t)sl_core.world_size * SL_RMA_COUNT + 1, sizeof *b->last_rma);
+    b->last_coll = calloc(tab_entries(&sl_coll) * SL_COLL_NVALS + 1, sizeof *b->last_coll);
+    b->last_io = calloc(tab_entries(&sl_io) * SL_IO_NVALS + 1, sizeof *b->last_io);
     b->scratch = malloc(b->scratch_size);
-    if (b->last_peer == NULL || b->scratch == NULL) {
+    if (b->last_peer == NULL || b->last_hist == NULL || b->last_rma == NULL
+        || b->last_coll == NULL || b->last_io == NULL || b->scratch == NULL) {
         sl_frame_builder_fini(b);
         return -1;
     }
@@ -39,8 +58,16 @@ int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char
 void sl_frame_builder_fini(sl_frame_builder *b)
 {
     free(b->last_peer);
+    free(b->last_hist);
+    free(b->last_rma);
+    free(b->last_coll);
+    free(b->last_io);
     free(b->scratch);
     b->last_peer = NULL;
+    b->last_hist = NULL;
+    b->last_rma = NULL;
+    b->last_coll = NULL;
+    b->last_io = NULL;
     b->scratch = NULL;
 }
 
@@ -109,6 +136,150 @@ static size_t put_ops(sl_frame_builder *b, size_t pos)
     return pos;
 }
 
+/* Delta of a cumulative counter against *last, which is advanced. */
+static uint64_t delta(const uint64_t *now, uint64_t *last)
+{
+    uint64_t v = __atomic_load_n(now, __ATOMIC_RELAXED);
+    uint64_t d = v - *last;
+    *last = v;
+    return d;
+}
+
+/* Appends the histogram records with non-zero counts. */
+static size_t put_hist(sl_frame_builder *b, size_t pos)
+{
+    size_t start = pos;
+    uint32_t count = 0;
+    pos += SL_SECTION_HEADER_SIZE;
+    for (int op = 0; op < SL_OP_COUNT; op++) {
+        for (int k = 0; k < SL_HIST_BUCKETS; k++) {
+            uint64_t d = delta(&sl_core.hist[op][k], &b->last_hist[op][k]);
+            if (d == 0)
+                continue;
+            sl_rec_hist r = { .op_id = (uint32_t)op, .bucket = (uint32_t)k, .count = d };
+            memcpy(b->scratch + pos, &r, sizeof r);
+            pos += sizeof r;
+            count++;
+        }
+    }
+    if (count == 0)
+        return start;
+    put_section(b->scratch + start, SL_TABLE_hist, sizeof(sl_rec_hist), count);
+    return pos;
+}
+
+/* Appends the coll records (communicator, op, root) with non-zero deltas. */
+static size_t put_coll(sl_frame_builder *b, size_t pos)
+{
+    if (sl_coll.entries == NULL)
+        return pos;
+    size_t start = pos;
+    uint32_t count = 0;
+    pos += SL_SECTION_HEADER_SIZE;
+    unsigned n = sl_keytab_count(&sl_coll);
+    for (unsigned i = 0; i <= sl_coll.max_keys; i++) {
+        if (i == n && i < sl_coll.max_keys)
+            i = sl_coll.max_keys; /* jump to the overflow entry */
+        const sl_coll_key *k = sl_keytab_key(&sl_coll, i);
+        uint64_t *v = sl_keytab_vals(&sl_coll, i), *last = &b->last_coll[i * SL_COLL_NVALS];
+        sl_rec_coll r = {
+            .op_id = k->op, .comm_id = k->comm_id, .comm_size = k->size, .root = k->root,
+            .calls = delta(&v[SL_COLL_CALLS], &last[SL_COLL_CALLS]),
+            .bytes = delta(&v[SL_COLL_BYTES], &last[SL_COLL_BYTES]),
+            .time_ns = delta(&v[SL_COLL_TIME], &last[SL_COLL_TIME]),
+        };
+        if ((r.calls | r.bytes | r.time_ns) == 0)
+            continue;
+        memcpy(b->scratch + pos, &r, sizeof r);
+        pos += sizeof r;
+        count++;
+    }
+    if (count == 0)
+        return start;
+    put_section(b->scratch + start, SL_TABLE_coll, sizeof(sl_rec_coll), count);
+    return pos;
+}
+
+/* Appends the RMA records (target, op) with non-zero deltas. */
+static size_t put_rma(sl_frame_builder *b, size_t pos)
+{
+    size_t start = pos;
+    uint32_t count = 0;
+    pos += SL_SECTION_HEADER_SIZE;
+    for (int t = 0; sl_core.rma != NULL && t < sl_core.world_size; t++) {
+        for (int s = 0; s < SL_RMA_COUNT; s++) {
+            size_t i = (size_t)t * SL_RMA_COUNT + (size_t)s;
+            sl_rec_rma r = {
+                .target = (uint32_t)t, .op_id = (uint32_t)sl_rma_ops[s],
+                .calls = delta(&sl_core.rma[i].calls, &b->last_rma[i].calls),
+                .bytes = delta(&sl_core.rma[i].bytes, &b->last_rma[i].bytes),
+            };
+            if ((r.calls | r.bytes) == 0)
+                continue;
+            memcpy(b->scratch + pos, &r, sizeof r);
+            pos += sizeof r;
+            count++;
+        }
+    }
+    if (count == 0)
+        return start;
+    put_section(b->scratch + start, SL_TABLE_rma, sizeof(sl_rec_rma), count);
+    return pos;
+}
+
+/* Appends the I/O records (layer, file) with non-zero deltas. */
+static size_t put_io(sl_frame_builder *b, size_t pos)
+{
+    if (sl_io.entries == NULL)
+        return pos;
+    size_t start = pos;
+    uint32_t count = 0;
+    pos += SL_SECTION_HEADER_SIZE;
+    unsigned n = sl_keytab_count(&sl_io);
+    for (unsigned i = 0; i <= sl_io.max_keys; i++) {
+        if (i == n && i < sl_io.max_keys)
+            i = sl_io.max_keys;
+        const sl_io_key *k = sl_keytab_key(&sl_io, i);
+        uint64_t *v = sl_keytab_vals(&sl_io, i), *last = &b->last_io[i * SL_IO_NVALS];
+        uint64_t d[SL_IO_NVALS], any = 0;
+        for (int f = 0; f < SL_IO_NVALS; f++)
+            any |= d[f] = delta(&v[f], &last[f]);
+        if (any == 0)
+            continue;
+        sl_rec_io r = {
+            .layer = k->layer, .opens = d[SL_IO_OPENS], .reads = d[SL_IO_READS],
+            .writes = d[SL_IO_WRITES], .bytes_read = d[SL_IO_BYTES_READ],
+            .bytes_written = d[SL_IO_BYTES_WRITTEN], .read_time_ns = d[SL_IO_READ_TIME],
+            .write_time_ns = d[SL_IO_WRITE_TIME], .meta_time_ns = d[SL_IO_META_TIME],
+        };
+        memcpy(r.path, k->path, sizeof r.path);
+        memcpy(r.mount, k->mount, sizeof r.mount);
+        memcpy(r.fstype, k->fstype, sizeof r.fstype);
+        memcpy(b->scratch + pos, &r, sizeof r);
+        pos += sizeof r;
+        count++;
+    }
+    if (count == 0)
+        return start;
+    put_section(b->scratch + start, SL_TABLE_io, sizeof(sl_rec_io), count);
+    return pos;
+}
+
+/* Appends the health record if anything was dropped or spooled. */
+static size_t put_health(sl_frame_builder *b, size_t pos)
+{
+    sl_rec_health r = {
+        .keys_dropped = delta(&sl_core.keys_dropped, &b->last_health[0]),
+        .frames_dropped = b->frames_dropped ? delta(b->frames_dropped, &b->last_health[1]) : 0,
+        .frames_spooled = b->frames_spooled ? delta(b->frames_spooled, &b->last_health[2]) : 0,
+    };
+    if ((r.keys_dropped | r.frames_dropped | r.frames_spooled) == 0)
+        return pos;
+    put_section(b->scratch + pos, SL_TABLE_health, sizeof r, 1);
+    memcpy(b->scratch + pos + SL_SECTION_HEADER_SIZE, &r, sizeof r);
+    return pos + SL_SECTION_HEADER_SIZE + sizeof r;
+}
+
 /* Encodes the deltas since the previous frame into a new malloc'd frame. */
 unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, size_t *len,
                               uint64_t *seq)
@@ -124,6 +295,11 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, size_t *
     }
     pos = put_p2p(b, pos);
     pos = put_ops(b, pos);
+    pos = put_hist(b, pos);
+    pos = put_coll(b, pos);
+    pos = put_rma(b, pos);
+    pos = put_io(b, pos);
+    pos = put_health(b, pos);
 
     /* Never let an interval end before it starts, even if the wall clock steps back. */
     uint64_t end_ns = sl_real_ns();

@@ -17,6 +17,13 @@ typedef struct sl_frame_builder {
     char token[sizeof(((sl_frame_header *)0)->token)];
     sl_peer_counters *last_peer;     /* counters as of the last frame, world_size entries */
     sl_op_counters last_op[SL_OP_COUNT];
+    uint64_t (*last_hist)[SL_HIST_BUCKETS]; /* SL_OP_COUNT rows */
+    sl_rma_counters *last_rma;       /* world_size x SL_RMA_COUNT */
+    uint64_t *last_coll;             /* (coll max_keys + 1) x SL_COLL_NVALS */
+    uint64_t *last_io;               /* (io max_keys + 1) x SL_IO_NVALS */
+    uint64_t last_health[3];         /* keys_dropped, frames_dropped, frames_spooled */
+    const uint64_t *frames_dropped;  /* the sender's counters, read at each frame */
+    const uint64_t *frames_spooled;
     unsigned char *scratch;          /* room for the largest possible frame */
     size_t scratch_size;
     uint64_t next_seq;
@@ -35,7 +42,8 @@ void sl_frame_builder_fini(sl_frame_builder *b);
 /*
  * Builds the next frame of type frame_type (SL_FRAME_INTERVAL or
  * SL_FRAME_FINAL): header, the rank_info section if this is seq 0, then the
- * p2p and op records whose deltas are not all zero. Returns a malloc'd
+ * p2p, op, hist, coll, rma, io and health records whose deltas are not all
+ * zero. Returns a malloc'd
  * buffer of *len bytes and its sequence number in *seq, or NULL if out of
  * memory (that interval's deltas are then lost; the seq is still used).
  */

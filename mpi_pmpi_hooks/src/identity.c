@@ -59,15 +59,52 @@ static void read_command(sl_identity *id)
     id->command[sizeof id->command - 1] = '\0';
 }
 
+/* Host and pid of id; the local host name into hostname (n bytes). */
+static void host_and_pid(sl_identity *id, char *hostname, size_t n)
+{
+    local_hostname(hostname, n);
+    id->pid = (uint32_t)getpid();
+    const char *host = getenv("STACKLENS_HOST");
+    sl_copy_text(id->host, sizeof id->host, host != NULL && *host != '\0' ? host : hostname);
+}
+
+/* "<hostname>-<pid>-<time>" into id->job_id, shortening only the host name. */
+static void generate_job_id(sl_identity *id, const char *hostname)
+{
+    char suffix[48], made[sizeof id->job_id + 1];
+    int slen = snprintf(suffix, sizeof suffix, "-%u-%lld", (unsigned)id->pid,
+                        (long long)time(NULL));
+    int hlen = (int)strlen(hostname);
+    if (hlen > (int)sizeof id->job_id - slen)
+        hlen = (int)sizeof id->job_id - slen;
+    snprintf(made, sizeof made, "%.*s%s", hlen, hostname, suffix);
+    sl_copy_text(id->job_id, sizeof id->job_id, made);
+}
+
+/* Identity of a process without MPI. */
+void sl_identity_init_standalone(sl_identity *id)
+{
+    char hostname[256];
+    host_and_pid(id, hostname, sizeof hostname);
+    const char *job = job_id_from_env();
+    memset(id->job_id, 0, sizeof id->job_id);
+    if (job != NULL) {
+        char made[sizeof id->job_id + 1];
+        char suffix[16];
+        int slen = snprintf(suffix, sizeof suffix, ".%u", (unsigned)id->pid);
+        snprintf(made, sizeof made, "%.*s%s", (int)sizeof id->job_id - slen, job, suffix);
+        sl_copy_text(id->job_id, sizeof id->job_id, made);
+    } else {
+        generate_job_id(id, hostname);
+    }
+    read_command(id);
+}
+
 /* Fills job id, host, pid and command line of this rank. */
 void sl_identity_init(sl_identity *id, int world_rank)
 {
     char hostname[256];
-    local_hostname(hostname, sizeof hostname);
-    id->pid = (uint32_t)getpid();
-
-    const char *host = getenv("STACKLENS_HOST");
-    sl_copy_text(id->host, sizeof id->host, host != NULL && *host != '\0' ? host : hostname);
+    host_and_pid(id, hostname, sizeof hostname);
 
     const char *job = job_id_from_env();
     if (job != NULL) {
@@ -75,17 +112,8 @@ void sl_identity_init(sl_identity *id, int world_rank)
     } else {
         /* No scheduler id: rank 0 makes one and every rank takes it. */
         memset(id->job_id, 0, sizeof id->job_id);
-        if (world_rank == 0) {
-            /* The host name is shortened, never the "-<pid>-<time>" suffix. */
-            char suffix[48], made[sizeof id->job_id + 1];
-            int slen = snprintf(suffix, sizeof suffix, "-%u-%lld", (unsigned)id->pid,
-                                (long long)time(NULL));
-            int hlen = (int)strlen(hostname);
-            if (hlen > (int)sizeof id->job_id - slen)
-                hlen = (int)sizeof id->job_id - slen;
-            snprintf(made, sizeof made, "%.*s%s", hlen, hostname, suffix);
-            sl_copy_text(id->job_id, sizeof id->job_id, made);
-        }
+        if (world_rank == 0)
+            generate_job_id(id, hostname);
         if (PMPI_Bcast(id->job_id, (int)sizeof id->job_id, MPI_CHAR, 0, MPI_COMM_WORLD)
             != MPI_SUCCESS)
             sl_warn("rank %d: cannot broadcast the generated job id", world_rank);

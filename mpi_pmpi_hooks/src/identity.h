@@ -26,4 +26,11 @@ typedef struct sl_identity {
  */
 void sl_identity_init(sl_identity *id, int world_rank);
 
+/*
+ * Fills id for a standalone process (no MPI): job id "<env job id>.<pid>"
+ * when SLURM_JOB_ID, PBS_JOBID or STACKLENS_JOB_ID is set, else
+ * "<hostname>-<pid>-<unix time>"; host and command as above.
+ */
+void sl_identity_init_standalone(sl_identity *id);
+
 #endif /* SL_IDENTITY_H */

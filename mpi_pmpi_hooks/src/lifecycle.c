@@ -1,52 +1,130 @@
 /*
- * lifecycle.c — brings libstacklens up after PMPI_Init and down before
- * PMPI_Finalize (see lifecycle.h). A process that exits without
- * MPI_Finalize still sends its final frame from a library destructor.
+ * lifecycle.c — brings libstacklens up and down (see lifecycle.h).
  */
+#define _GNU_SOURCE /* program_invocation_short_name */
 #include "lifecycle.h"
 
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "identity.h"
+#include "io.h"
+#include "requests.h"
 #include "sender.h"
 
 static sl_config config;
 static sl_identity identity;
-static pid_t started_pid; /* the process that started the sender, 0 if none */
+static pid_t started_pid;  /* the process that started the sender, 0 if none */
+static int launcher;       /* this process is an MPI launcher: nothing is done */
+static int standalone;     /* atomic: 0 not tried, 1 claimed (standalone or MPI) */
 
-/* Loads the configuration and starts timing PMPI_Init*. */
-void sl_init_begin(sl_call *call)
+/* True if the program is an MPI launcher or daemon. */
+static int is_launcher(void)
 {
-    sl_config_load(&config);
-    /* Calls the MPI library makes during its own init are not counted. */
-    sl_tls_in_call = 1;
+    static const char *const names[] = { "mpirun", "mpiexec", "orterun", "orted", "prterun",
+                                         "prted", "prte", "hydra_pmi_proxy", "hydra_nameserver" };
+    const char *me = program_invocation_short_name;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strncmp(me, names[i], strlen(names[i])) == 0)
+            return 1;
+    return 0;
+}
+
+/* True if an MPI launcher started this process (it is expected to call MPI_Init). */
+static int launched_by_mpi(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
+                                        "PMI_SIZE" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i]) != NULL)
+            return 1;
+    return 0;
+}
+
+/* In a forked child: the parent's sender is not here, so nothing is counted. */
+static void forked_child(void)
+{
+    __atomic_store_n(&sl_core.ready, 0, __ATOMIC_RELAXED);
+    memset(sl_io_enabled, 0, sizeof sl_io_enabled);
+}
+
+/* Library constructor: configuration and the I/O table. */
+__attribute__((constructor)) static void sl_at_load(void)
+{
+    int saved = errno;
+    launcher = is_launcher();
+    if (!launcher) {
+        sl_config_load(&config);
+        if (sl_io_init(config.max_keys, !config.disable_posix, !config.disable_stdio,
+                       !config.disable_mpiio) != 0)
+            sl_warn("no memory for the I/O table; file-system I/O is not counted");
+        pthread_atfork(NULL, NULL, forked_child);
+    }
+    errno = saved;
+}
+
+/* Starts timing PMPI_Init* with the thread marked inside MPI. */
+int sl_init_begin(sl_call *call)
+{
+    if (sl_tls_in_call)
+        return 0;
+    sl_tls_in_call = 1; /* calls and I/O of the MPI library's own init are not counted */
     call->t0 = sl_mono_ns();
+    return 1;
 }
 
 /* Brings up identity, tables and sender after a successful PMPI_Init*. */
 void sl_init_end(sl_call *call, int op, int rc)
 {
     sl_mark_end(call);
-    sl_tls_in_call = 0;
     int rank;
-    if (rc != MPI_SUCCESS || config.disable_mpi
-        || PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS)
+    int claimed = __atomic_exchange_n(&standalone, 1, __ATOMIC_ACQ_REL);
+    if (rc != MPI_SUCCESS || launcher || config.disable_mpi || claimed
+        || PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS) {
+        sl_tls_in_call = 0;
         return;
+    }
     /* Collective when the job id is generated: done before anything that
      * could fail on one rank only, so that every rank takes part. */
     sl_identity_init(&identity, rank);
-    if (sl_core_init() != 0)
+    if (sl_core_init(config.max_keys) != 0 || sl_requests_init() != 0) {
+        sl_tls_in_call = 0;
         return;
-
+    }
     sl_core.ops[op].calls = 1;
     sl_core.ops[op].time_ns = call->t1 - call->t0;
     if (sl_sender_start(&config, &identity) != 0) {
+        sl_requests_fini();
         sl_core_fini();
+        sl_tls_in_call = 0;
         return;
     }
     started_pid = getpid();
     __atomic_store_n(&sl_core.ready, 1, __ATOMIC_RELEASE);
+    sl_tls_in_call = 0;
+}
+
+/* Standalone job: rank 0 of 1, started at the first file-system I/O. */
+void sl_standalone_start(void)
+{
+    if (__atomic_load_n(&standalone, __ATOMIC_RELAXED) || launcher || launched_by_mpi()
+        || __atomic_exchange_n(&standalone, 1, __ATOMIC_ACQ_REL))
+        return;
+    int saved = sl_tls_in_call;
+    sl_tls_in_call = 1;
+    sl_core.world_rank = 0;
+    sl_core.world_size = 1;
+    sl_core.peers = calloc(1, sizeof *sl_core.peers);
+    sl_core.rma = calloc(SL_RMA_COUNT > 0 ? SL_RMA_COUNT : 1, sizeof *sl_core.rma);
+    sl_identity_init_standalone(&identity);
+    if (sl_core.peers != NULL && sl_core.rma != NULL
+        && sl_sender_start(&config, &identity) == 0)
+        started_pid = getpid();
+    sl_tls_in_call = saved;
 }
 
 /*
@@ -55,25 +133,46 @@ void sl_init_end(sl_call *call, int op, int rc)
  */
 static int stop_counting(void)
 {
-    if (started_pid != getpid() || !__atomic_load_n(&sl_core.ready, __ATOMIC_ACQUIRE))
+    if (started_pid == 0 || started_pid != getpid())
         return 0; /* never started, already stopped, or a forked child */
+    started_pid = 0;
     __atomic_store_n(&sl_core.ready, 0, __ATOMIC_RELEASE);
     return sl_sender_stop();
 }
 
-/* MPI_Finalize path: final frame, sender stop, tables freed. */
-void sl_shutdown(void)
+/* MPI_Finalize: counts the call, final frame, sender stop, tables freed. */
+int sl_finalize_begin(int op)
 {
-    if (stop_counting())
-        sl_core_fini();
+    sl_call call;
+    if (sl_tls_in_call)
+        return 0;
+    if (sl_enter(&call)) {
+        sl_mark_end(&call);
+        sl_leave(&call, op, 0);
+        sl_tls_in_call = 1;
+        if (stop_counting()) {
+            sl_requests_fini();
+            sl_core_fini();
+        }
+    }
+    sl_tls_in_call = 1;
+    return 1;
+}
+
+/* The thread leaves MPI_Finalize. */
+void sl_finalize_end(int outer)
+{
+    if (outer)
+        sl_tls_in_call = 0;
 }
 
 /*
- * Process exit without MPI_Finalize: deliver the final frame all the same.
- * The tables are left to the exiting process: other threads may still be
- * inside a wrapper, and MPI may no longer be usable.
+ * Process exit without MPI_Finalize (or a standalone job): deliver the final
+ * frame all the same. The tables are left to the exiting process: other
+ * threads may still be inside a wrapper, and MPI may no longer be usable.
  */
 __attribute__((destructor)) static void sl_at_exit(void)
 {
+    sl_tls_in_call = 1;
     stop_counting();
 }

@@ -1,15 +1,28 @@
 /*
- * lifecycle.h — start and stop of libstacklens inside a rank, called by the
- * generated MPI_Init*, MPI_Finalize wrappers: configuration, identity,
- * counter tables and sender thread are brought up and torn down here.
+ * lifecycle.h — start and stop of libstacklens inside a process.
+ *
+ * At load (a library constructor) the configuration is read and the I/O
+ * table set up, unless the process is an MPI launcher (mpirun, mpiexec,
+ * orterun, orted, prterun, prted, mpiexec.hydra, hydra_pmi_proxy), which is
+ * never profiled. An MPI rank starts its counter tables and sender thread
+ * after PMPI_Init* (the generated MPI_Init* wrappers) and stops them before
+ * PMPI_Finalize. A process that was not started by an MPI launcher (no
+ * OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK, PMI_SIZE in its environment)
+ * becomes a standalone job of size 1 at its first file-system I/O: its job
+ * id is "<job id>.<pid>" when a job id is set in the environment (many such
+ * processes may share it), else "<host>-<pid>-<time>"; it streams its I/O.
+ * A forked child stops counting (its parent's sender thread is not in it).
+ * SIGTERM (when the application has no handler) flushes the last interval
+ * before the default action.
  */
 #ifndef SL_LIFECYCLE_H
 #define SL_LIFECYCLE_H
 
 #include "core.h"
 
-/* Before PMPI_Init*: reads the configuration and starts timing the call. */
-void sl_init_begin(sl_call *call);
+/* Before PMPI_Init*: marks the thread inside MPI and starts timing. Returns
+ * 0 if this is a nested call (Fortran MPI_Init calling the C one). */
+int sl_init_begin(sl_call *call);
 
 /*
  * After PMPI_Init* returned rc: unless disabled or failed, sets up identity
@@ -19,12 +32,16 @@ void sl_init_begin(sl_call *call);
  */
 void sl_init_end(sl_call *call, int op, int rc);
 
-/*
- * Before PMPI_Finalize: turns counting off, sends the final frame, waits for
- * the sender thread (bounded by STACKLENS_FINALIZE_TIMEOUT_MS) and frees the
- * tables. A process that exits without MPI_Finalize gets the same final
- * frame from a library destructor.
- */
-void sl_shutdown(void);
+/* Before PMPI_Finalize: counts the call as op, sends the final frame, waits
+ * for the sender (bounded by STACKLENS_FINALIZE_TIMEOUT_MS) and marks the
+ * thread inside MPI. Returns 0 for a nested call. */
+int sl_finalize_begin(int op);
+
+/* After PMPI_Finalize: the thread is outside MPI again (if outer). */
+void sl_finalize_end(int outer);
+
+/* Starts the standalone job of a process without MPI (see above), once;
+ * cheap when already started or not applicable. */
+void sl_standalone_start(void);
 
 #endif /* SL_LIFECYCLE_H */

@@ -16,8 +16,12 @@
  *                    frame is written again (the collector drops duplicates)
  *
  * The queue holds at most SL_QUEUE_MAX_FRAMES frames and SL_QUEUE_MAX_BYTES
- * bytes; when full the oldest frame is dropped and counted, and its counts
- * are lost (a disk spool for undeliverable frames is a later addition).
+ * bytes; when full the oldest frame leaves memory: if it is in the spool it
+ * waits there for `stacklens replay`, otherwise it is dropped and counted.
+ *
+ * Spool (spool.h): once the collector cannot be reached (a failed connect, a
+ * lost connection), every queued frame and every new frame is also written
+ * to the spool directory; an acknowledgement deletes the frame's file.
  *
  * Warnings go to stderr at most once per kind and rank: collector
  * unreachable or connection lost, queue overflow, each reject status.
@@ -39,6 +43,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "spool.h"
 
 #define SL_QUEUE_MAX_FRAMES   64                /* unacknowledged frames kept in memory */
 #define SL_QUEUE_MAX_BYTES    (4u << 20)        /* and their total size */
@@ -54,6 +59,7 @@ typedef struct sl_qframe {
     unsigned char *buf;
     size_t len;
     uint64_t seq;
+    int spooled;              /* a copy is in the spool directory */
 } sl_qframe;
 
 static struct sl_sender {
@@ -84,7 +90,9 @@ static struct sl_sender {
     int final_phase;          /* the final frame is queued: flushing until the deadline */
     int give_up;              /* final phase: the collector cannot be reached */
     int final_losses;         /* final phase: connections lost since the last ack */
+    int unreachable;          /* the collector could not be reached since the last ack */
     uint64_t frames_dropped;  /* frames dropped: queue full or no memory to build them */
+    uint64_t frames_spooled;  /* frames written to the spool directory */
     int warned_delivery, warned_overflow;
     uint32_t warned_status;   /* bit per reject status already logged */
 } S = { .wake_fd = -1, .sock = -1 };
@@ -120,7 +128,10 @@ static void queue_remove(size_t i)
 static void queue_push(unsigned char *buf, size_t len, uint64_t seq)
 {
     while (S.qn > 0 && (S.qn == SL_QUEUE_MAX_FRAMES || S.qbytes + len > SL_QUEUE_MAX_BYTES)) {
+        int spooled = S.q[0].spooled;
         queue_remove(0);
+        if (spooled)
+            continue; /* kept on disk for `stacklens replay` */
         S.frames_dropped++;
         if (!S.warned_overflow) {
             S.warned_overflow = 1;
@@ -131,6 +142,19 @@ static void queue_push(unsigned char *buf, size_t len, uint64_t seq)
     }
     S.q[S.qn++] = (sl_qframe){ .buf = buf, .len = len, .seq = seq };
     S.qbytes += len;
+}
+
+/* Writes every queued frame not yet in the spool into it. */
+static void spool_queue(void)
+{
+    for (size_t i = 0; i < S.qn; i++) {
+        if (S.q[i].spooled)
+            continue;
+        if (sl_spool_write(S.q[i].buf, S.q[i].len, S.q[i].seq) != 0)
+            return;
+        S.q[i].spooled = 1;
+        S.frames_spooled++;
+    }
 }
 
 /* Builds the next frame of frame_type and queues it. */
@@ -144,6 +168,8 @@ static void queue_new_frame(unsigned frame_type)
         return;
     }
     queue_push(buf, len, seq);
+    if (S.unreachable)
+        spool_queue();
 }
 
 /* ---- connection ------------------------------------------------------- */
@@ -154,11 +180,13 @@ static void warn_delivery(const char *what, int err)
     if (S.warned_delivery)
         return;
     S.warned_delivery = 1;
-    sl_warn("rank %d: collector %s:%s: %s%s%s; %s", S.rank, S.cfg->collector_host,
+    const char *spool = sl_spool_dir();
+    sl_warn("rank %d: collector %s:%s: %s%s%s; %s%s%s", S.rank, S.cfg->collector_host,
             S.cfg->collector_port, what, err ? ": " : "", err ? strerror(err) : "",
-            S.final_phase ? "the counts not yet acknowledged are lost"
-                          : "counts are kept in memory and resent, but lost if it is "
-                            "still unreachable at MPI_Finalize");
+            spool[0] ? "frames are resent on reconnect and spooled to " : "",
+            spool[0] ? spool : "counts are resent on reconnect, and lost if it is still "
+                               "unreachable at the end (no spool directory)",
+            spool[0] ? " (deliver later with `stacklens replay`)" : "");
 }
 
 /* Schedules the next connect after a doubling delay: interval, 2x, 4x, ... up to 10 s. */
@@ -190,6 +218,8 @@ static void connect_failed(uint64_t now, const char *what, int err)
         S.give_up = 1;
     else
         retry_later(now);
+    S.unreachable = 1;
+    spool_queue();
     warn_delivery(what, err);
 }
 
@@ -201,6 +231,8 @@ static void connect_failed(uint64_t now, const char *what, int err)
 static void connection_lost(uint64_t now, const char *what, int err)
 {
     conn_close();
+    S.unreachable = 1;
+    spool_queue();
     if (S.final_phase) {
         S.next_retry = now + SL_FINAL_RETRY_NS;
         S.give_up = ++S.final_losses >= SL_FINAL_MAX_LOSSES;
@@ -293,9 +325,12 @@ static void ack_apply(uint64_t now)
     if (i == S.qsent)
         return; /* not a frame in flight: an ack we no longer wait for */
     if (a.status == SL_STATUS_committed) {
+        if (S.q[i].spooled)
+            sl_spool_remove(S.q[i].seq);
         queue_remove(i);
         S.backoff = 0;
         S.final_losses = 0;
+        S.unreachable = 0;
     } else if (a.status == SL_STATUS_unavailable) {
         /* The frame stays queued and is resent on a new connection after the backoff. */
         connection_lost(now, "answered status unavailable", 0);
@@ -354,6 +389,7 @@ static int poll_timeout_ms(uint64_t now, uint64_t deadline)
 static void *sender_main(void *arg)
 {
     (void)arg;
+    sl_tls_in_call = 1; /* this thread's own I/O (spool files) is not the application's */
     uint64_t interval = (uint64_t)S.cfg->interval_ms * SL_NS_PER_MS;
     uint64_t next_tick = sl_mono_ns() + interval;
     uint64_t final_deadline = 0;
@@ -416,15 +452,22 @@ static void *sender_main(void *arg)
         }
     }
 
-    if (S.qn > 0 && !S.warned_delivery) {
+    if (S.qn > 0) {
+        S.unreachable = 1;
+        spool_queue(); /* what is still unacknowledged survives in the spool */
+    }
+    size_t unspooled = 0;
+    for (size_t i = 0; i < S.qn; i++)
+        unspooled += !S.q[i].spooled;
+    if (unspooled > 0 && !S.warned_delivery) {
         if (S.give_up)
             sl_warn("rank %d: the collector closed the connection %d times without "
                     "acknowledging; the counts of %zu frame(s) are lost",
-                    S.rank, SL_FINAL_MAX_LOSSES, S.qn);
+                    S.rank, SL_FINAL_MAX_LOSSES, unspooled);
         else
             sl_warn("rank %d: %zu frame(s) not acknowledged by the collector within "
                     "STACKLENS_FINALIZE_TIMEOUT_MS=%u; their counts are lost",
-                    S.rank, S.qn, S.cfg->finalize_timeout_ms);
+                    S.rank, unspooled, S.cfg->finalize_timeout_ms);
     }
     if (S.frames_dropped > 0)
         sl_warn("rank %d: %llu frame(s) were dropped in all (queue full or out of memory)",
@@ -448,6 +491,9 @@ int sl_sender_start(const sl_config *cfg, const sl_identity *id)
         sl_warn("rank %d: no memory for frames; stacklens is off", S.rank);
         return -1;
     }
+    sl_spool_init(cfg->spool_dir, cfg->spool_max_mb);
+    S.fb.frames_dropped = &S.frames_dropped;
+    S.fb.frames_spooled = &S.frames_spooled;
     S.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (S.wake_fd < 0) {
         sl_warn("rank %d: eventfd: %s; stacklens is off", S.rank, strerror(errno));

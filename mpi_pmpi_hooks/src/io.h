@@ -1,0 +1,79 @@
+/*
+ * io.h — file-system I/O per file and layer (wire table 7): the I/O table,
+ * the descriptor maps of the POSIX and stdio layers, and the counting API of
+ * the POSIX (posix.c), stdio (stdio.c) and MPI-IO (generated) wrappers.
+ *
+ * A file gets its entry when it is opened outside any MPI call: its path is
+ * what /proc/self/fd/<fd> names (absolute, symlinks resolved), its mount
+ * point and file-system type come from /proc/self/mountinfo. Only regular
+ * files count: sockets, pipes, terminals and anything under /proc, /sys and
+ * /dev are not file-system I/O and are not tracked. I/O done while the
+ * thread is inside an MPI call (MPI_Init, MPI_Finalize, the POSIX calls under
+ * MPI-IO, ...) is the MPI runtime's and is not counted; MPI-IO itself is
+ * counted at layer 3. Threads that the MPI runtime creates inside MPI calls
+ * are marked the same way (see posix.c, pthread_create).
+ *
+ * The hot path (read, write, ...) is an array lookup fd -> entry and relaxed
+ * atomic adds; opens take the table's mutex for a new file.
+ */
+#ifndef SL_IO_H
+#define SL_IO_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keytab.h"
+#include "stacklens_wire.h"
+
+enum sl_io_layer { SL_IO_POSIX = 1, SL_IO_STDIO = 2, SL_IO_MPIIO = 3 };
+
+/* Key of an I/O entry: layer and path (compared), mount and fstype (filled in). */
+typedef struct sl_io_key {
+    uint32_t layer;
+    char path[sizeof(((sl_rec_io *)0)->path)];
+    char mount[sizeof(((sl_rec_io *)0)->mount)];
+    char fstype[sizeof(((sl_rec_io *)0)->fstype)];
+} sl_io_key;
+
+enum {
+    SL_IO_OPENS, SL_IO_READS, SL_IO_WRITES, SL_IO_BYTES_READ, SL_IO_BYTES_WRITTEN,
+    SL_IO_READ_TIME, SL_IO_WRITE_TIME, SL_IO_META_TIME, SL_IO_NVALS
+};
+
+extern sl_keytab sl_io;
+extern int sl_io_enabled[4];   /* per layer: counting on (set once at start-up) */
+
+/* Sets up the I/O table (max_keys files) and descriptor maps; 0 or -1. */
+int sl_io_init(unsigned max_keys, int posix, int stdio, int mpiio);
+
+/* True if layer I/O on this thread is the application's and is counted. */
+int sl_io_counting(int layer);
+
+/* A descriptor fd was opened at layer (POSIX or stdio) outside MPI: finds or
+ * creates its file entry and counts the open with its time. */
+void sl_io_opened(int layer, int fd, uint64_t time_ns);
+
+/* fd was closed at layer: counts the meta time and forgets the mapping. */
+void sl_io_closed(int layer, int fd, uint64_t time_ns);
+
+/* newfd now refers to what oldfd refers to (dup, dup2, dup3). */
+void sl_io_dup(int oldfd, int newfd);
+
+/* Entry of fd at layer, or -1 if the descriptor is not a tracked file. */
+int sl_io_entry(int layer, int fd);
+
+/* Counts a read (write = 0) or write (write = 1) of bytes on entry e. */
+void sl_io_rw(int e, int write, uint64_t bytes, uint64_t time_ns);
+
+/* Counts meta time (seek, sync, flush, set_view, ...) on entry e. */
+void sl_io_meta(int e, uint64_t time_ns);
+
+/* MPI-IO (layer 3), called by the generated wrappers. */
+void sl_mpiio_open(MPI_File fh, const char *filename, uint64_t time_ns);
+void sl_mpiio_close(MPI_File fh, uint64_t time_ns);
+void sl_mpiio_read(MPI_File fh, uint64_t bytes, uint64_t time_ns);
+void sl_mpiio_write(MPI_File fh, uint64_t bytes, uint64_t time_ns);
+void sl_mpiio_meta(MPI_File fh, uint64_t time_ns);
+
+#endif /* SL_IO_H */

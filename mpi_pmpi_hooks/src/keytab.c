@@ -1,0 +1,99 @@
+/*
+ * keytab.c — bounded keyed counter tables (see keytab.h).
+ */
+#include "keytab.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+/* Sets up the slots (twice max_keys, a power of two) and the entries. */
+int sl_keytab_init(sl_keytab *t, unsigned max_keys, size_t key_size, unsigned nvals,
+                   const void *overflow_key)
+{
+    unsigned n = 16;
+    while (n < 2 * max_keys)
+        n *= 2;
+    memset(t, 0, sizeof *t);
+    t->key_size = key_size;
+    t->nvals = nvals;
+    t->rec_size = ((key_size + 7) & ~(size_t)7) + 8u * nvals;
+    t->max_keys = max_keys;
+    t->mask = n - 1;
+    t->slots = calloc(n, sizeof *t->slots);
+    t->entries = calloc((size_t)max_keys + 1, t->rec_size);
+    if (t->slots == NULL || t->entries == NULL) {
+        sl_keytab_fini(t);
+        return -1;
+    }
+    memcpy(sl_keytab_key(t, max_keys), overflow_key, key_size);
+    pthread_mutex_init(&t->lock, NULL);
+    return 0;
+}
+
+/* Frees the slots and entries. */
+void sl_keytab_fini(sl_keytab *t)
+{
+    free(t->slots);
+    free(t->entries);
+    t->slots = NULL;
+    t->entries = NULL;
+}
+
+/* Probes for key; returns its entry index, or -1 with *free_slot the first empty slot. */
+static int probe(sl_keytab *t, const void *key, uint64_t hash, unsigned *free_slot)
+{
+    for (unsigned i = (unsigned)(hash >> 17) & t->mask, n = 0; n <= t->mask;
+         i = (i + 1) & t->mask, n++) {
+        int32_t s = __atomic_load_n(&t->slots[i], __ATOMIC_ACQUIRE);
+        if (s == 0) {
+            *free_slot = i;
+            return -1;
+        }
+        if (memcmp(sl_keytab_key(t, (unsigned)s - 1), key, t->key_size) == 0)
+            return s - 1;
+    }
+    *free_slot = ~0u;
+    return -1;
+}
+
+/* Lock-free hit, else insertion under the mutex (or the overflow entry). */
+unsigned sl_keytab_get(sl_keytab *t, const void *key, uint64_t hash,
+                       void (*fill)(void *key_area, void *arg), void *arg)
+{
+    unsigned free_slot;
+    int i = probe(t, key, hash, &free_slot);
+    if (i >= 0)
+        return (unsigned)i;
+    pthread_mutex_lock(&t->lock);
+    i = probe(t, key, hash, &free_slot);
+    if (i < 0) {
+        unsigned n = t->count;
+        if (n >= t->max_keys || free_slot == ~0u) {
+            i = (int)t->max_keys;
+            sl_key_dropped();
+        } else {
+            memcpy(sl_keytab_key(t, n), key, t->key_size);
+            if (fill != NULL)
+                fill(sl_keytab_key(t, n), arg);
+            __atomic_store_n(&t->count, n + 1, __ATOMIC_RELEASE);
+            __atomic_store_n(&t->slots[free_slot], (int32_t)n + 1, __ATOMIC_RELEASE);
+            i = (int)n;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return (unsigned)i;
+}
+
+/* FNV-1a, 64 bits. */
+uint64_t sl_hash_bytes(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}

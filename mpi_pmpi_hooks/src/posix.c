@@ -1,0 +1,329 @@
+/*
+ * posix.c — the POSIX I/O wrappers: open open64 openat openat64 creat
+ * creat64 close read write pread pwrite pread64 pwrite64 readv writev lseek
+ * lseek64 fsync fdatasync, counted per file at layer 1 (see io.h); dup
+ * dup2 dup3, which carry a descriptor's file to its copy; and
+ * pthread_create, which marks threads created from inside an MPI call (the
+ * MPI runtime's progress threads) so that their I/O is not the application's.
+ *
+ * Each wrapper finds the next definition with dlsym(RTLD_NEXT) on first use
+ * and forwards to it; counting adds two clock reads and relaxed atomic adds.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "io.h"
+
+#define SL_EXPORT __attribute__((visibility("default")))
+
+/* The next definition of name (libc's), looked up once into *cache. */
+static void *next_fn(void **cache, const char *name)
+{
+    void *fn = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+    if (fn == NULL) {
+        fn = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(cache, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+/* Declares the cached pointer of libc's name with the type of name. */
+#define SL_NEXT(name) \
+    static void *name##_cache; \
+    __typeof__(&name) real_##name = (__typeof__(&name))next_fn(&name##_cache, #name)
+
+/* The mode argument of an open call, if its flags say there is one. */
+#define SL_OPEN_MODE(flags, last, mode) \
+    do { \
+        if ((flags) & (O_CREAT | O_TMPFILE)) { \
+            va_list ap; \
+            va_start(ap, last); \
+            mode = (mode_t)va_arg(ap, int); \
+            va_end(ap); \
+        } \
+    } while (0)
+
+/* Counts an open that returned fd after t0. */
+static int opened(int fd, uint64_t t0)
+{
+    if (fd >= 0 && sl_io_counting(SL_IO_POSIX)) {
+        int saved = errno;
+        sl_io_opened(SL_IO_POSIX, fd, sl_mono_ns() - t0);
+        errno = saved;
+    }
+    return fd;
+}
+
+/* open(2). */
+SL_EXPORT int open(const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    SL_OPEN_MODE(flags, flags, mode);
+    SL_NEXT(open);
+    uint64_t t0 = sl_mono_ns();
+    return opened(real_open(path, flags, mode), t0);
+}
+
+/* open64(2). */
+SL_EXPORT int open64(const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    SL_OPEN_MODE(flags, flags, mode);
+    SL_NEXT(open64);
+    uint64_t t0 = sl_mono_ns();
+    return opened(real_open64(path, flags, mode), t0);
+}
+
+/* openat(2). */
+SL_EXPORT int openat(int dirfd, const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    SL_OPEN_MODE(flags, flags, mode);
+    SL_NEXT(openat);
+    uint64_t t0 = sl_mono_ns();
+    return opened(real_openat(dirfd, path, flags, mode), t0);
+}
+
+/* openat64(2). */
+SL_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
+{
+    mode_t mode = 0;
+    SL_OPEN_MODE(flags, flags, mode);
+    SL_NEXT(openat64);
+    uint64_t t0 = sl_mono_ns();
+    return opened(real_openat64(dirfd, path, flags, mode), t0);
+}
+
+/* creat(2). */
+SL_EXPORT int creat(const char *path, mode_t mode)
+{
+    SL_NEXT(creat);
+    uint64_t t0 = sl_mono_ns();
+    return opened(real_creat(path, mode), t0);
+}
+
+/* creat64(2). */
+SL_EXPORT int creat64(const char *path, mode_t mode)
+{
+    SL_NEXT(creat64);
+    uint64_t t0 = sl_mono_ns();
+    return opened(real_creat64(path, mode), t0);
+}
+
+/* close(2): the mapping is forgotten even inside MPI (the fd number is free again). */
+SL_EXPORT int close(int fd)
+{
+    SL_NEXT(close);
+    uint64_t t0 = sl_mono_ns();
+    int rc = real_close(fd);
+    int saved = errno;
+    sl_io_closed(SL_IO_POSIX, fd, sl_mono_ns() - t0);
+    errno = saved;
+    return rc;
+}
+
+/* Counts a read or write of rc bytes on fd that started at t0. */
+static void rw_done(int fd, int write, ssize_t rc, uint64_t t0)
+{
+    int e = sl_io_entry(SL_IO_POSIX, fd);
+    if (e >= 0 && sl_io_counting(SL_IO_POSIX))
+        sl_io_rw(e, write, rc > 0 ? (uint64_t)rc : 0, sl_mono_ns() - t0);
+}
+
+/* read(2). */
+SL_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+    SL_NEXT(read);
+    uint64_t t0 = sl_mono_ns();
+    ssize_t rc = real_read(fd, buf, n);
+    rw_done(fd, 0, rc, t0);
+    return rc;
+}
+
+/* write(2). */
+SL_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+    SL_NEXT(write);
+    uint64_t t0 = sl_mono_ns();
+    ssize_t rc = real_write(fd, buf, n);
+    rw_done(fd, 1, rc, t0);
+    return rc;
+}
+
+/* pread(2). */
+SL_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+    SL_NEXT(pread);
+    uint64_t t0 = sl_mono_ns();
+    ssize_t rc = real_pread(fd, buf, n, off);
+    rw_done(fd, 0, rc, t0);
+    return rc;
+}
+
+/* pwrite(2). */
+SL_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+    SL_NEXT(pwrite);
+    uint64_t t0 = sl_mono_ns();
+    ssize_t rc = real_pwrite(fd, buf, n, off);
+    rw_done(fd, 1, rc, t0);
+    return rc;
+}
+
+/* pread64(2). */
+SL_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
+{
+    SL_NEXT(pread64);
+    uint64_t t0 = sl_mono_ns();
+    ssize_t rc = real_pread64(fd, buf, n, off);
+    rw_done(fd, 0, rc, t0);
+    return rc;
+}
+
+/* pwrite64(2). */
+SL_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
+{
+    SL_NEXT(pwrite64);
+    uint64_t t0 = sl_mono_ns();
+    ssize_t rc = real_pwrite64(fd, buf, n, off);
+    rw_done(fd, 1, rc, t0);
+    return rc;
+}
+
+/* readv(2). */
+SL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+    SL_NEXT(readv);
+    uint64_t t0 = sl_mono_ns();
+    ssize_t rc = real_readv(fd, iov, iovcnt);
+    rw_done(fd, 0, rc, t0);
+    return rc;
+}
+
+/* writev(2). */
+SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+    SL_NEXT(writev);
+    uint64_t t0 = sl_mono_ns();
+    ssize_t rc = real_writev(fd, iov, iovcnt);
+    rw_done(fd, 1, rc, t0);
+    return rc;
+}
+
+/* Counts meta time of a call on fd that started at t0. */
+static void meta_done(int fd, uint64_t t0)
+{
+    int e = sl_io_entry(SL_IO_POSIX, fd);
+    if (e >= 0 && sl_io_counting(SL_IO_POSIX))
+        sl_io_meta(e, sl_mono_ns() - t0);
+}
+
+/* lseek(2). */
+SL_EXPORT off_t lseek(int fd, off_t off, int whence)
+{
+    SL_NEXT(lseek);
+    uint64_t t0 = sl_mono_ns();
+    off_t rc = real_lseek(fd, off, whence);
+    meta_done(fd, t0);
+    return rc;
+}
+
+/* lseek64(2). */
+SL_EXPORT off64_t lseek64(int fd, off64_t off, int whence)
+{
+    SL_NEXT(lseek64);
+    uint64_t t0 = sl_mono_ns();
+    off64_t rc = real_lseek64(fd, off, whence);
+    meta_done(fd, t0);
+    return rc;
+}
+
+/* fsync(2). */
+SL_EXPORT int fsync(int fd)
+{
+    SL_NEXT(fsync);
+    uint64_t t0 = sl_mono_ns();
+    int rc = real_fsync(fd);
+    meta_done(fd, t0);
+    return rc;
+}
+
+/* fdatasync(2). */
+SL_EXPORT int fdatasync(int fd)
+{
+    SL_NEXT(fdatasync);
+    uint64_t t0 = sl_mono_ns();
+    int rc = real_fdatasync(fd);
+    meta_done(fd, t0);
+    return rc;
+}
+
+/* dup(2). */
+SL_EXPORT int dup(int fd)
+{
+    SL_NEXT(dup);
+    int rc = real_dup(fd);
+    if (rc >= 0)
+        sl_io_dup(fd, rc);
+    return rc;
+}
+
+/* dup2(2). */
+SL_EXPORT int dup2(int fd, int fd2)
+{
+    SL_NEXT(dup2);
+    int rc = real_dup2(fd, fd2);
+    if (rc >= 0 && fd != fd2)
+        sl_io_dup(fd, rc);
+    return rc;
+}
+
+/* dup3(2). */
+SL_EXPORT int dup3(int fd, int fd2, int flags)
+{
+    SL_NEXT(dup3);
+    int rc = real_dup3(fd, fd2, flags);
+    if (rc >= 0)
+        sl_io_dup(fd, rc);
+    return rc;
+}
+
+/* A thread start routine and its argument, for runtime-thread marking. */
+typedef struct sl_thread_start {
+    void *(*fn)(void *);
+    void *arg;
+} sl_thread_start;
+
+/* Runs a thread created inside an MPI call with the "inside MPI" mark. */
+static void *runtime_thread(void *p)
+{
+    sl_thread_start s = *(sl_thread_start *)p;
+    free(p);
+    sl_tls_in_call = 1;
+    return s.fn(s.arg);
+}
+
+/* pthread_create(3): threads started from inside MPI belong to the runtime. */
+SL_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                             void *(*fn)(void *), void *arg)
+{
+    SL_NEXT(pthread_create);
+    sl_thread_start *s = sl_tls_in_call ? malloc(sizeof *s) : NULL;
+    if (s == NULL)
+        return real_pthread_create(thread, attr, fn, arg);
+    s->fn = fn;
+    s->arg = arg;
+    int rc = real_pthread_create(thread, attr, runtime_thread, s);
+    if (rc != 0)
+        free(s);
+    return rc;
+}

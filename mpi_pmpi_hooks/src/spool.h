@@ -1,0 +1,41 @@
+/*
+ * spool.h — the spool directory (STACKLENS_SPOOL_DIR): frames the collector
+ * has not acknowledged while it cannot be reached are written there, so
+ * that they survive the process and are delivered later (by the sender on
+ * reconnect while they are still queued, or by `stacklens replay DIR`).
+ * Used only by the sender thread.
+ *
+ * FORMAT: one file per frame holding the raw frame bytes exactly as sent
+ * (header + body), named
+ *     <job>.<world rank, 10 digits>.<seq, 20 digits>.<pid>.slf
+ * where <job> is the job id with every byte outside [A-Za-z0-9._-] replaced
+ * by '_' (the real job id is in the frame header). Sorting the names gives
+ * the replay order (job, rank, seq). A file is written as "<name>.tmp" and
+ * renamed, so a complete name is always a complete frame. The sender deletes
+ * a file once the collector acknowledges its frame; `stacklens replay`
+ * deletes each file after its acknowledgement. The collector drops
+ * duplicates by (job, rank, seq), so a frame delivered twice counts once.
+ * The directory is bounded: at most STACKLENS_SPOOL_MAX_MB of frames are
+ * written per process; beyond that frames are dropped and counted.
+ */
+#ifndef SL_SPOOL_H
+#define SL_SPOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Prepares spooling into dir (created if missing) with a cap of max_mb
+ * per process; "" disables the spool. */
+void sl_spool_init(const char *dir, unsigned max_mb);
+
+/* Writes one frame (buf, len) with sequence number seq. Returns 0, or -1
+ * (no spool, over the cap, or a write error: warned once). */
+int sl_spool_write(const unsigned char *buf, size_t len, uint64_t seq);
+
+/* Removes the spool file of frame seq (acknowledged). */
+void sl_spool_remove(uint64_t seq);
+
+/* The spool directory, "" if none. */
+const char *sl_spool_dir(void);
+
+#endif /* SL_SPOOL_H */

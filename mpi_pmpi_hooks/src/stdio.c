@@ -1,0 +1,136 @@
+/*
+ * stdio.c — the stdio wrappers: fopen fopen64 fdopen fclose fread fwrite
+ * fflush fseek, counted per file at layer 2 (see io.h). glibc's stdio calls
+ * its internal read/write/open, never these wrappers' POSIX twins, so stdio
+ * I/O is counted once, here.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+
+#include "core.h"
+#include "io.h"
+
+#define SL_EXPORT __attribute__((visibility("default")))
+
+/* The next definition of name, looked up once into *cache. */
+static void *next_fn(void **cache, const char *name)
+{
+    void *fn = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+    if (fn == NULL) {
+        fn = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(cache, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
+#define SL_NEXT(name) \
+    static void *name##_cache; \
+    __typeof__(&name) real_##name = (__typeof__(&name))next_fn(&name##_cache, #name)
+
+/* Counts the open of stream f that started at t0. */
+static FILE *opened(FILE *f, uint64_t t0)
+{
+    if (f != NULL && sl_io_counting(SL_IO_STDIO)) {
+        int saved = errno;
+        sl_io_opened(SL_IO_STDIO, fileno(f), sl_mono_ns() - t0);
+        errno = saved;
+    }
+    return f;
+}
+
+/* fopen(3). */
+SL_EXPORT FILE *fopen(const char *path, const char *mode)
+{
+    SL_NEXT(fopen);
+    uint64_t t0 = sl_mono_ns();
+    return opened(real_fopen(path, mode), t0);
+}
+
+/* fopen64(3). */
+SL_EXPORT FILE *fopen64(const char *path, const char *mode)
+{
+    SL_NEXT(fopen64);
+    uint64_t t0 = sl_mono_ns();
+    return opened(real_fopen64(path, mode), t0);
+}
+
+/* fdopen(3). */
+SL_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+    SL_NEXT(fdopen);
+    uint64_t t0 = sl_mono_ns();
+    return opened(real_fdopen(fd, mode), t0);
+}
+
+/* fclose(3): closes the descriptor too, so both layers forget it. */
+SL_EXPORT int fclose(FILE *f)
+{
+    SL_NEXT(fclose);
+    int fd = f != NULL ? fileno(f) : -1;
+    uint64_t t0 = sl_mono_ns();
+    int rc = real_fclose(f);
+    int saved = errno;
+    uint64_t dt = sl_mono_ns() - t0;
+    sl_io_closed(SL_IO_STDIO, fd, dt);
+    sl_io_closed(SL_IO_POSIX, fd, 0);
+    errno = saved;
+    return rc;
+}
+
+/* Entry of stream f if its I/O is counted, else -1. */
+static int entry_of(FILE *f)
+{
+    if (f == NULL || !sl_io_counting(SL_IO_STDIO))
+        return -1;
+    return sl_io_entry(SL_IO_STDIO, fileno(f));
+}
+
+/* fread(3): bytes = items read x size. */
+SL_EXPORT size_t fread(void *buf, size_t size, size_t n, FILE *f)
+{
+    SL_NEXT(fread);
+    uint64_t t0 = sl_mono_ns();
+    size_t rc = real_fread(buf, size, n, f);
+    int e = entry_of(f);
+    if (e >= 0)
+        sl_io_rw(e, 0, (uint64_t)rc * size, sl_mono_ns() - t0);
+    return rc;
+}
+
+/* fwrite(3): bytes = items written x size. */
+SL_EXPORT size_t fwrite(const void *buf, size_t size, size_t n, FILE *f)
+{
+    SL_NEXT(fwrite);
+    uint64_t t0 = sl_mono_ns();
+    size_t rc = real_fwrite(buf, size, n, f);
+    int e = entry_of(f);
+    if (e >= 0)
+        sl_io_rw(e, 1, (uint64_t)rc * size, sl_mono_ns() - t0);
+    return rc;
+}
+
+/* fflush(3): meta time. */
+SL_EXPORT int fflush(FILE *f)
+{
+    SL_NEXT(fflush);
+    uint64_t t0 = sl_mono_ns();
+    int rc = real_fflush(f);
+    int e = entry_of(f);
+    if (e >= 0)
+        sl_io_meta(e, sl_mono_ns() - t0);
+    return rc;
+}
+
+/* fseek(3): meta time. */
+SL_EXPORT int fseek(FILE *f, long off, int whence)
+{
+    SL_NEXT(fseek);
+    uint64_t t0 = sl_mono_ns();
+    int rc = real_fseek(f, off, whence);
+    int e = entry_of(f);
+    if (e >= 0)
+        sl_io_meta(e, sl_mono_ns() - t0);
+    return rc;
+}
