@@ -1,9 +1,10 @@
 """`stacklens replay`: deliver spooled frames to a collector.
 
 When the collector cannot be reached, the hook library writes each frame it could not
-deliver to the spool directory as one file, `*.frame`, holding the frame exactly as it
-would have been sent. Replay sends them in (job, rank, seq) order over one connection,
-deletes each file once its frame is acknowledged, and renames a frame the collector
+deliver to the spool directory as one file, `<job>.<rank>.<seq>.<pid>.slf`, holding the
+frame exactly as it would have been sent (written as `*.tmp` and renamed, so a file with
+the final suffix is always complete). Replay sends them in (job, rank, seq) order over
+one connection, deletes each file once its frame is acknowledged, and renames a frame the collector
 rejects to `*.rejected` (kept for inspection, never resent). Frames already stored are
 acknowledged again as duplicates, so replaying twice is harmless.
 """
@@ -19,7 +20,7 @@ from stacklens import wire
 
 log = logging.getLogger(__name__)
 
-SPOOL_SUFFIX = ".frame"
+SPOOL_SUFFIX = ".slf"
 REJECTED_SUFFIX = ".rejected"
 
 

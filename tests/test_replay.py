@@ -14,7 +14,7 @@ from tests.conftest import free_port, query
 def spool(directory: Path, name: str, raw: bytes) -> Path:
     """Write one spool file."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.frame"
+    path = directory / f"{name}.slf"
     path.write_bytes(raw)
     return path
 
@@ -38,7 +38,7 @@ def test_replay_delivers_every_frame_once(collector, pg_url, tmp_path):
     result = run_replay(collector.endpoint, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "replayed 4 frames" in result.stdout and "0 rejected, 0 left" in result.stdout
-    assert list(tmp_path.rglob("*.frame")) == []
+    assert list(tmp_path.rglob("*.slf")) == []
     assert query(
         pg_url, "SELECT world_rank, sum(bytes_sent) FROM p2p_deltas GROUP BY 1 ORDER BY 1"
     ) == [(0, 1000 + 1001 + 1002), (1, 1000)]
