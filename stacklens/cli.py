@@ -220,6 +220,31 @@ def demo_workload(ranks: int) -> list[str]:
     return [mpirun, "-np", str(ranks), str(program), "40", "262144", "100"]
 
 
+async def _run_collector(settings: Settings) -> None:
+    """Run only the collector (ingest + partition maintenance) until SIGINT/SIGTERM."""
+    from collector.service import CollectorService
+    from stacklens.db import migrate, open_database
+
+    database = open_database(settings)
+    migrate(database.url)
+    collector = CollectorService(database.url, settings)
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+    await collector.start()
+    try:
+        print(f"stacklens collector on {settings.collector_host}:{collector.port}", flush=True)
+        await stop.wait()
+    finally:
+        await collector.stop()
+
+
+def cmd_collector(settings: Settings, _: argparse.Namespace) -> int:
+    """A stateless collector; run several against one database to scale out."""
+    asyncio.run(_run_collector(settings))
+    return 0
+
+
 def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     """Serve until interrupted."""
     asyncio.run(_serve(settings, workload=None, duration=None))
@@ -240,6 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("up", help="start database, collector, API and dashboard").set_defaults(
         func=cmd_up
+    )
+    sub.add_parser("collector", help="run only a collector (ingest)").set_defaults(
+        func=cmd_collector
     )
     run = sub.add_parser("run", help="run a command with the hook library attached")
     run.add_argument("command", nargs=argparse.REMAINDER)
