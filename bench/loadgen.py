@@ -1,8 +1,9 @@
 """Load generator: imitates N ranks streaming real hook frames to a collector.
 
 Each simulated rank opens its own TCP connection and sends `frames` interval frames of
-`peers` point-to-point records each, pipelined, then waits for every acknowledgement.
-Frames are encoded with the real wire module before the clock starts.
+`peers` point-to-point records each — all at once (throughput) or paced at `--rate`
+frames/s over all ranks (latency) — and reads every acknowledgement. Frames are encoded
+with the real wire module before the clock starts.
 
     python -m bench.loadgen --collector 127.0.0.1:7451 --ranks 64 --frames 50 --peers 64
 """
@@ -18,11 +19,13 @@ import numpy as np
 
 from stacklens import wire
 
-T0 = time.time_ns() - 3600 * 10**9
+T0 = time.time_ns() - 600 * 10**9  # recent: today's partition
 
 
-def rank_frames(job: str, rank: int, ranks: int, frames: int, peers: int, token: str) -> bytes:
-    """All frames of one simulated rank, concatenated."""
+def rank_frames(
+    job: str, rank: int, ranks: int, frames: int, peers: int, token: str
+) -> list[bytes]:
+    """All frames of one simulated rank."""
     p2p = np.zeros(peers, dtype=wire.SPEC.table("p2p").dtype)
     p2p["peer"] = (rank + 1 + np.arange(peers)) % ranks
     p2p["bytes_sent"] = 4096
@@ -41,22 +44,39 @@ def rank_frames(job: str, rank: int, ranks: int, frames: int, peers: int, token:
                 tables={"p2p": p2p},
             )
         )
-    return b"".join(out)
+    return out
 
 
-async def stream_rank(host: str, port: int, payload: bytes, frames: int) -> list[float]:
-    """Send one rank's frames and wait for its acks; returns per-frame ack times."""
+async def stream_rank(
+    host: str, port: int, frames: list[bytes], period: float
+) -> tuple[list[float], list[float]]:
+    """Send one rank's frames (all at once, or one per `period` s) and read every ack.
+
+    Returns (send times, ack times) per frame; an ack means the frame is committed, i.e.
+    queryable.
+    """
     reader, writer = await asyncio.open_connection(host, port)
-    writer.write(payload)
-    await writer.drain()
+    sent: list[float] = []
+
+    async def send() -> None:
+        for i, frame in enumerate(frames):
+            if period:
+                await asyncio.sleep(max(0.0, start + i * period - time.perf_counter()))
+            sent.append(time.perf_counter())
+            writer.write(frame)
+            await writer.drain()
+
+    start = time.perf_counter()
+    sender = asyncio.create_task(send())
     acked = []
-    for _ in range(frames):
+    for _ in frames:
         status, _seq = wire.decode_ack(await reader.readexactly(wire.ACK_SIZE))
         if status != wire.Status.COMMITTED:
             raise RuntimeError(f"frame rejected with status {status}")
         acked.append(time.perf_counter())
+    await sender
     writer.close()
-    return acked
+    return sent, acked
 
 
 async def run(args: argparse.Namespace) -> dict:
@@ -67,10 +87,12 @@ async def run(args: argparse.Namespace) -> dict:
         rank_frames(job, r, args.ranks, args.frames, args.peers, args.token)
         for r in range(args.ranks)
     ]
+    period = args.ranks / args.rate if args.rate else 0.0
     start = time.perf_counter()
-    acks = await asyncio.gather(*(stream_rank(host, int(port), p, args.frames) for p in payloads))
+    results = await asyncio.gather(*(stream_rank(host, int(port), p, period) for p in payloads))
     elapsed = time.perf_counter() - start
     total_frames = args.ranks * args.frames
+    latency = np.concatenate([np.subtract(acked, sent) for sent, acked in results])
     return {
         "job": job,
         "frames": total_frames,
@@ -78,7 +100,8 @@ async def run(args: argparse.Namespace) -> dict:
         "seconds": elapsed,
         "frames_per_s": total_frames / elapsed,
         "rows_per_s": total_frames * args.peers / elapsed,
-        "last_ack_s": max(a[-1] for a in acks) - start,
+        "latency_p50_s": float(np.percentile(latency, 50)),
+        "latency_p99_s": float(np.percentile(latency, 99)),
     }
 
 
@@ -90,6 +113,9 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=50)
     parser.add_argument("--peers", type=int, default=64)
     parser.add_argument("--token", default="")
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="frames/s over all ranks; 0 = as fast as possible"
+    )
     print(json.dumps(asyncio.run(run(parser.parse_args()))))
 
 

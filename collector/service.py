@@ -12,6 +12,7 @@ import psycopg
 
 from collector.ingest.server import IngestServer
 from collector.store.partitions import DAY_NS, apply_retention, day_of
+from collector.store.rollups import rollup_pass
 from collector.store.writer import FrameWriter
 from stacklens.settings import Settings
 
@@ -34,7 +35,9 @@ class CollectorService:
         self.database_url = database_url
         self.retention_days = settings.retention_days
         self.maintenance_interval_s = settings.maintenance_interval_s
+        self.rollup_interval_s = settings.rollup_interval_s
         self._maintenance: asyncio.Task | None = None
+        self._rollups: asyncio.Task | None = None
         self.maintained = asyncio.Event()  # set after each maintenance pass
 
     @property
@@ -47,13 +50,15 @@ class CollectorService:
         await self.writer.start()
         await self.ingest.start()
         self._maintenance = asyncio.create_task(self._maintain(), name="stacklens-maintenance")
+        self._rollups = asyncio.create_task(self._roll_up(), name="stacklens-rollups")
 
     async def stop(self) -> None:
         """Stop listening and maintaining, then stop the writer."""
         await self.ingest.stop()
-        if self._maintenance is not None:
-            self._maintenance.cancel()
-            await asyncio.gather(self._maintenance, return_exceptions=True)
+        for task in (self._maintenance, self._rollups):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.writer.stop()
 
     async def maintain_once(self, now_ns: int | None = None) -> None:
@@ -65,6 +70,19 @@ class CollectorService:
             if self.retention_days is not None:
                 cutoff = now_ns - self.retention_days * DAY_NS
                 await apply_retention(conn, self.writer.partitions, cutoff)
+
+    async def roll_up_once(self) -> int:
+        """One rollup pass over the dirty buckets; returns the rollup rows written."""
+        async with await psycopg.AsyncConnection.connect(self.database_url) as conn:
+            return await rollup_pass(conn)
+
+    async def _roll_up(self) -> None:
+        while True:
+            await asyncio.sleep(self.rollup_interval_s)
+            try:
+                await self.roll_up_once()
+            except (psycopg.Error, OSError) as exc:
+                log.warning("rollup pass failed, retrying later: %s", exc)
 
     async def _maintain(self) -> None:
         while True:
@@ -80,8 +98,12 @@ class BackgroundCollector:
     """A CollectorService on its own event-loop thread (tests, benchmarks, embedding)."""
 
     def __init__(self, url: str, token: str = "", max_body: int = 1 << 20):
+        # Rollups run on demand here (roll_up_once), not on a timer that races with callers.
         self.settings = Settings(
-            collector="127.0.0.1:0", ingest_token=token, max_frame_bytes=max_body
+            collector="127.0.0.1:0",
+            ingest_token=token,
+            max_frame_bytes=max_body,
+            rollup_interval_s=24 * 3600.0,
         )
         self.service = CollectorService(url, self.settings)
         self.loop = asyncio.new_event_loop()

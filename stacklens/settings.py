@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     maintenance_interval_s: float = Field(
         default=3600.0, gt=0, description="How often partitions are created ahead / dropped."
     )
+    rollup_interval_s: float = Field(
+        default=10.0, gt=0, description="How often 1-minute rollups are brought up to date."
+    )
     spool_dir: Path = Field(
         default=None,
         description="Where hooks spool undelivered frames; default state_dir/spool.",

@@ -22,8 +22,11 @@ from stacklens.db import migrate, start_embedded
 from stacklens.paths import DEFAULT_LIBRARY, EXAMPLES_DIR
 from stacklens.schema import Base
 
-#: Tables emptied before each test (all but the MPI op names, which the collector syncs).
-TABLES = tuple(t.name for t in Base.metadata.sorted_tables if t.name != "mpi_ops")
+#: Tables emptied before each test (all but the views and the MPI op names, which the
+#: collector syncs).
+TABLES = tuple(
+    t.name for t in Base.metadata.sorted_tables if t.name != "mpi_ops" and not t.info.get("view")
+)
 
 
 def free_port() -> int:

@@ -54,7 +54,14 @@ def test_embedded_postgres_in_the_state_dir(tmp_path: Path):
                 database.url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
             )
         }
-        assert {"jobs", "ranks", "p2p_deltas", "op_deltas", "received_frames"} <= tables
+        assert {
+            "jobs",
+            "ranks",
+            "p2p_frames",
+            "op_frames",
+            "io_deltas",
+            "received_frames",
+        } <= tables
         assert query(database.url, "SELECT version_num FROM alembic_version") == [
             (_head_revision(),)
         ]

@@ -156,7 +156,7 @@ class IngestServer:
             except ConnectionError:
                 return
             self.stats.frames_received += 1
-            stored = asyncio.ensure_future(self.writer.store(frame))
+            stored = await self.writer.submit([frame])
             await acks.put((wire.Status.COMMITTED, header.seq, stored))
 
     async def _send_acks(

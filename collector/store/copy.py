@@ -1,8 +1,8 @@
 """PostgreSQL binary COPY encoding of numpy columns.
 
 Integer-only tables are encoded fully vectorised (one structured array, no per-row
-Python); tables with text columns (file paths) fall back to a per-row loop, which is
-fine for their low row counts.
+Python). Tables with text or array columns are encoded row by row, each array in one
+numpy operation: that is one row per frame in the array layout, or a file path per row.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
 _TRAILER = (-1).to_bytes(2, "big", signed=True)
 _INT_WIDTH = {"int2": 2, "int4": 4, "int8": 8}
+_ELEMENT_OID = {"int2": 21, "int4": 23, "int8": 20}
 
 
 Column = tuple[str, np.ndarray] | tuple[str, np.ndarray, np.ndarray | None]
@@ -24,8 +25,9 @@ def binary_copy(columns: list[Column]) -> bytes:
 
     `columns` is a list of (type, values) or (type, values, null mask) in table column
     order; type is int2, int4 or int8 (integers wrap to the column width: an unsigned
-    0xFFFFFFFF becomes int4 -1; True in the mask means NULL) or text (a numpy bytes array;
-    invalid UTF-8 is replaced, never rejected by the server).
+    0xFFFFFFFF becomes int4 -1; True in the mask means NULL), text (a numpy bytes array;
+    invalid UTF-8 is replaced, never rejected by the server) or int2[]/int4[]/int8[] (a
+    sequence of 1-d numpy arrays, one per row).
     """
     rows = len(columns[0][1]) if columns else 0
     if any(len(column[1]) != rows for column in columns):
@@ -62,15 +64,29 @@ def _integer_rows(columns: list[Column], rows: int) -> bytes:
 
 def _mixed_rows(columns: list[Column], rows: int) -> bytes:
     header = struct.pack(">h", len(columns))
-    packers = []
-    for pg_type, values, *_ in columns:  # text tables have no NULLs
-        if pg_type == "text":
-            # C strings: text ends at the first NUL; invalid UTF-8 is replaced.
-            texts = [v.split(b"\0", 1)[0].decode("utf-8", "replace").encode() for v in values]
-            packers.append([struct.pack(">i", len(t)) + t for t in texts])
-        else:
-            width = _INT_WIDTH[pg_type]
-            ints = np.asarray(values).astype(f">i{width}", casting="unsafe").tobytes()
-            prefix = struct.pack(">i", width)
-            packers.append([prefix + ints[i * width : (i + 1) * width] for i in range(rows)])
-    return b"".join(header + b"".join(col[i] for col in packers) for i in range(rows))
+    encoded = [_encode_column(pg_type, values, rows) for pg_type, values, *_ in columns]
+    return b"".join(header + b"".join(col[i] for col in encoded) for i in range(rows))
+
+
+def _encode_column(pg_type: str, values, rows: int) -> list[bytes]:
+    """Every field of one column, each with its length prefix (no NULLs here)."""
+    if pg_type == "text":
+        # C strings: text ends at the first NUL; invalid UTF-8 is replaced.
+        texts = [v.split(b"\0", 1)[0].decode("utf-8", "replace").encode() for v in values]
+        return [struct.pack(">i", len(t)) + t for t in texts]
+    if pg_type.endswith("[]"):
+        return [_array(pg_type[:-2], v) for v in values]
+    width = _INT_WIDTH[pg_type]
+    ints = np.asarray(values).astype(f">i{width}", casting="unsafe").tobytes()
+    prefix = struct.pack(">i", width)
+    return [prefix + ints[i * width : (i + 1) * width] for i in range(rows)]
+
+
+def _array(element: str, values: np.ndarray) -> bytes:
+    """One 1-d integer array field: length prefix, array header, length-prefixed elements."""
+    width = _INT_WIDTH[element]
+    items = np.empty(len(values), dtype=[("len", ">i4"), ("val", f">i{width}")])
+    items["len"] = width
+    items["val"] = np.asarray(values).astype(f"<i{width}", casting="unsafe")
+    body = struct.pack(">iiiii", 1, 0, _ELEMENT_OID[element], len(values), 1) + items.tobytes()
+    return struct.pack(">i", len(body)) + body

@@ -1,13 +1,22 @@
-"""How each wire counter table is stored: its PostgreSQL table and column types.
+"""How each wire counter table is stored: its PostgreSQL table, layout and column types.
 
-Every delta table starts with (job_id, world_rank, t_start_ns, t_end_ns), taken from the
+Every stored table starts with (job_id, world_rank, t_start_ns, t_end_ns), taken from the
 frame header; the remaining columns come from the wire record's fields of the same name
 (pad fields are not stored). Column types are PostgreSQL binary COPY types.
+
+Numeric tables use the *array* layout: one row per frame, one array per field (`peer[i]`,
+`bytes_sent[i]`, ... are record i). A frame of 64 peer records is one tuple instead of
+64, which is what makes ingest fast and samples small on disk (PostgreSQL pays its
+per-tuple header, index entry and WAL record once per frame, and compresses the arrays).
+A view named `<...>_deltas` unnests them back into one row per record for queries.
+Tables with text per record (file paths) use one row per record.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from stacklens.schema import HCA_COUNTERS
 
 #: Columns filled from the frame header, in table order, with their COPY types.
 INTERVAL_COLUMNS = (
@@ -20,17 +29,24 @@ INTERVAL_COLUMNS = (
 
 @dataclass(frozen=True)
 class DeltaTable:
-    """A wire table stored as per-interval delta rows."""
+    """A wire table stored as per-interval deltas (see the module doc for the layouts)."""
 
     wire: str
-    sql: str
-    fields: tuple[tuple[str, str], ...]  # (record field, COPY type), in table order
+    sql: str  # the table written to
+    fields: tuple[tuple[str, str], ...]  # (record field, COPY element type), in table order
+    arrays: bool = True  # array layout (one row per frame) or one row per record
+    view: str | None = None  # the one-row-per-record view over an array table
 
     @property
     def copy_statement(self) -> str:
         """The COPY ... FROM STDIN (FORMAT BINARY) statement for this table."""
         names = [c for c, _ in INTERVAL_COLUMNS] + [f for f, _ in self.fields]
         return f"COPY {self.sql} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)"
+
+    @property
+    def copy_types(self) -> list[str]:
+        """COPY types of the record columns (arrays in the array layout)."""
+        return [f"{kind}[]" if self.arrays else kind for _, kind in self.fields]
 
 
 def _counters(*names: str) -> tuple[tuple[str, str], ...]:
@@ -40,16 +56,25 @@ def _counters(*names: str) -> tuple[tuple[str, str], ...]:
 DELTA_TABLES: tuple[DeltaTable, ...] = (
     DeltaTable(
         "p2p",
-        "p2p_deltas",
+        "p2p_frames",
         (("peer", "int4"), *_counters("bytes_sent", "msgs_sent", "bytes_recv", "msgs_recv")),
+        view="p2p_deltas",
     ),
-    DeltaTable("op", "op_deltas", (("op_id", "int2"), *_counters("calls", "bytes", "time_ns"))),
     DeltaTable(
-        "hist", "op_hist_deltas", (("op_id", "int2"), ("bucket", "int2"), *_counters("count"))
+        "op",
+        "op_frames",
+        (("op_id", "int2"), *_counters("calls", "bytes", "time_ns")),
+        view="op_deltas",
+    ),
+    DeltaTable(
+        "hist",
+        "op_hist_frames",
+        (("op_id", "int2"), ("bucket", "int2"), *_counters("count")),
+        view="op_hist_deltas",
     ),
     DeltaTable(
         "coll",
-        "coll_deltas",
+        "coll_frames",
         (
             ("op_id", "int2"),
             ("comm_id", "int8"),
@@ -57,9 +82,13 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
             ("root", "int4"),  # the wire's 0xFFFFFFFF "no root" becomes -1
             *_counters("calls", "bytes", "time_ns"),
         ),
+        view="coll_deltas",
     ),
     DeltaTable(
-        "rma", "rma_deltas", (("target", "int4"), ("op_id", "int2"), *_counters("calls", "bytes"))
+        "rma",
+        "rma_frames",
+        (("target", "int4"), ("op_id", "int2"), *_counters("calls", "bytes")),
+        view="rma_deltas",
     ),
     DeltaTable(
         "io",
@@ -80,5 +109,18 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
             ("mount", "text"),
             ("fstype", "text"),
         ),
+        arrays=False,
+    ),
+    DeltaTable(
+        "hca",
+        "hca_records",  # read through the view hca_deltas (unknown counters are NULL)
+        (
+            ("device", "text"),
+            ("port", "int2"),
+            ("valid", "int4"),
+            ("node_guid", "int8"),  # the u64 GUID wraps to its two's complement
+            *_counters(*HCA_COUNTERS),
+        ),
+        arrays=False,
     ),
 )

@@ -18,6 +18,7 @@ import psycopg
 
 from collector.store.copy import binary_copy
 from collector.store.partitions import Partitions, day_of
+from collector.store.rollups import MARK_DIRTY, minute_of
 from collector.store.tables import DELTA_TABLES, INTERVAL_COLUMNS, DeltaTable
 from stacklens.mpi_ops import op_names
 from stacklens.wire import Frame, FrameError, FrameType, Status
@@ -135,9 +136,14 @@ class FrameWriter:
 
     async def store_all(self, frames: list[Frame]) -> None:
         """Queue `frames`, committed in one transaction; wait for it (raises on failure)."""
+        await (await self.submit(frames))
+
+    async def submit(self, frames: list[Frame]) -> asyncio.Future:
+        """Queue `frames` (waiting only while the queue is full); the future resolves when
+        they are committed in one transaction, or fails."""
         pending = _Pending(frames)
         await self._queue.put(pending)
-        await pending.done
+        return pending.done
 
     async def _run(self) -> None:
         while True:
@@ -218,6 +224,11 @@ class FrameWriter:
             await self._upsert_ranks(cur, fresh)
             for table in DELTA_TABLES:
                 await self._copy_deltas(cur, fresh, table)
+            dirty = {
+                (k[0], minute_of(f.header.interval_end_ns)) for k, f in fresh if "p2p" in f.tables
+            }
+            if dirty:
+                await cur.execute(MARK_DIRTY, ([j for j, _ in dirty], [m for _, m in dirty]))
             finishing = sorted({k[0] for k, f in fresh if f.header.frame_type == FrameType.FINAL})
             if finishing:
                 await cur.execute(_FINISH_JOBS, (finishing,))
@@ -273,28 +284,33 @@ class FrameWriter:
             await cur.execute(_UPSERT_RANKS, [list(c) for c in zip(*merged.values(), strict=True)])
 
     async def _copy_deltas(self, cur: psycopg.AsyncCursor, fresh: list, table: DeltaTable) -> None:
-        """COPY one wire table of all fresh frames into its delta table."""
+        """COPY one wire table of all fresh frames (a row per frame, or per record)."""
         parts = [
             (k, f, f.tables[table.wire]) for k, f in fresh if len(f.tables.get(table.wire, ()))
         ]
         if not parts:
             return
-        counts = [len(records) for _, _, records in parts]
-        records = np.concatenate([r for _, _, r in parts])
-
-        def per_frame(values: list[int]) -> np.ndarray:
-            return np.repeat(np.asarray(values, dtype=np.int64), counts)
-
         interval = {
-            "job_id": per_frame([k[0] for k, _, _ in parts]),
-            "world_rank": per_frame([k[1] for k, _, _ in parts]),
-            "t_start_ns": per_frame([f.header.interval_start_ns for _, f, _ in parts]),
-            "t_end_ns": per_frame([f.header.interval_end_ns for _, f, _ in parts]),
+            "job_id": [k[0] for k, _, _ in parts],
+            "world_rank": [k[1] for k, _, _ in parts],
+            "t_start_ns": [f.header.interval_start_ns for _, f, _ in parts],
+            "t_end_ns": [f.header.interval_end_ns for _, f, _ in parts],
         }
+        if table.arrays:
+            heads = {name: np.asarray(values, dtype=np.int64) for name, values in interval.items()}
+            fields = [[records[name] for _, _, records in parts] for name, _ in table.fields]
+        else:
+            counts = [len(records) for _, _, records in parts]
+            heads = {
+                name: np.repeat(np.asarray(values, dtype=np.int64), counts)
+                for name, values in interval.items()
+            }
+            records = np.concatenate([r for _, _, r in parts])
+            fields = [records[name] for name, _ in table.fields]
         payload = binary_copy(
-            [(pg_type, interval[name]) for name, pg_type in INTERVAL_COLUMNS]
-            + [(pg_type, records[name]) for name, pg_type in table.fields]
+            [(kind, heads[name]) for name, kind in INTERVAL_COLUMNS]
+            + list(zip(table.copy_types, fields, strict=True))
         )
         async with cur.copy(table.copy_statement) as copy:
             await copy.write(payload)
-        self.stats.rows[table.sql] += len(records)
+        self.stats.rows[table.view or table.sql] += sum(len(r) for _, _, r in parts)

@@ -10,9 +10,11 @@ directory and goes in with `stacklens replay`, as an operator would do.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -66,12 +68,18 @@ class Collector:
 
 
 @pytest.fixture
-def own_postgres(tmp_path) -> Iterator[pgserver.PostgresServer]:
-    """A PostgreSQL of this test alone, so that it can be stopped and started."""
-    database = start_embedded(tmp_path / "pg")
+def own_postgres() -> Iterator[pgserver.PostgresServer]:
+    """A PostgreSQL of this test alone, so that it can be stopped and started.
+
+    Its data lives outside pytest's 0700 temporary root, which the server's own user
+    must be able to traverse.
+    """
+    scratch = Path(tempfile.mkdtemp(prefix="stacklens-pgfault-", dir="/tmp"))
+    database = start_embedded(scratch / "pg")
     migrate(database.url)
     yield database
     database.embedded.cleanup()
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def start_job(collectors: list[int], spool: Path, job: str) -> subprocess.Popen:

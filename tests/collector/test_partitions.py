@@ -17,7 +17,7 @@ from tests.conftest import query
 DAY0 = day_of(1_700_000_000_000_000_000)  # 2023-11-14
 
 
-def partitions(url: str, table: str = "p2p_deltas") -> list[str]:
+def partitions(url: str, table: str = "p2p_frames") -> list[str]:
     return [
         name
         for (name,) in query(
@@ -58,7 +58,7 @@ def clean_partitions(pg_url):
 
 
 def test_partition_names():
-    assert partition_name("p2p_deltas", DAY0) == "p2p_deltas_p20231114"
+    assert partition_name("p2p_frames", DAY0) == "p2p_frames_p20231114"
 
 
 def test_partitions_are_created_for_the_days_frames_need(clean_partitions, collector):
@@ -68,12 +68,12 @@ def test_partitions_are_created_for_the_days_frames_need(clean_partitions, colle
     maintained = collector.service.maintained.wait()
     asyncio.run_coroutine_threadsafe(maintained, collector.loop).result(30)
     today = day_of(time.time_ns())
-    ahead = [partition_name("p2p_deltas", d) for d in range(today, today + 3)]  # at start
-    assert partitions(url) == ["p2p_deltas_p20231114", "p2p_deltas_p20231116", *ahead]
+    ahead = [partition_name("p2p_frames", d) for d in range(today, today + 3)]  # at start
+    assert partitions(url) == ["p2p_frames_p20231114", "p2p_frames_p20231116", *ahead]
     assert partitions(url, "io_deltas")[:2] == ["io_deltas_p20231114", "io_deltas_p20231116"]
-    assert query(url, "SELECT tableoid::regclass::text, bytes_sent FROM p2p_deltas ORDER BY 2") == [
-        ("p2p_deltas_p20231114", 10),
-        ("p2p_deltas_p20231116", 11),
+    assert query(url, "SELECT tableoid::regclass::text, bytes_sent FROM p2p_frames ORDER BY 2") == [
+        ("p2p_frames_p20231114", [10]),
+        ("p2p_frames_p20231116", [11]),
     ]
 
 
@@ -90,8 +90,8 @@ def test_maintenance_creates_ahead_and_applies_retention(clean_partitions):
         asyncio.run_coroutine_threadsafe(service.maintain_once(now), running.loop).result(30)
     today = day_of(time.time_ns())  # created ahead when the collector started
     assert partitions(url) == [
-        "p2p_deltas_p20231119", "p2p_deltas_p20231120", "p2p_deltas_p20231121",
-        "p2p_deltas_p20231122", *(partition_name("p2p_deltas", d) for d in range(today, today + 3)),
+        "p2p_frames_p20231119", "p2p_frames_p20231120", "p2p_frames_p20231121",
+        "p2p_frames_p20231122", *(partition_name("p2p_frames", d) for d in range(today, today + 3)),
     ]  # fmt: skip
     assert query(url, "SELECT job_key FROM jobs") == [("new",)]
     assert query(url, "SELECT count(*), sum(bytes_sent) FROM p2p_deltas") == [(1, 11)]

@@ -1,0 +1,55 @@
+"""1-minute rollups, kept consistent with the raw deltas.
+
+Every commit of the writer marks the (job, minute) buckets its frames fall in as dirty
+(`rollup_dirty`, same transaction as the data). A rollup pass claims the dirty buckets
+and recomputes each one from the raw deltas in one transaction: delete the bucket's rollup
+rows, insert the sums. A frame that arrives late (resent, replayed from a spool) marks its
+old minute dirty again, so rollups never drift from the raw data; data committed during a
+pass marks its bucket again and is picked up by the next pass. Several collectors may run
+passes at once: each claims different buckets.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+MINUTE_NS = 60 * 10**9
+
+MARK_DIRTY = """
+INSERT INTO rollup_dirty (job_id, minute_ns)
+SELECT DISTINCT * FROM unnest(%s::bigint[], %s::bigint[])
+ON CONFLICT DO NOTHING
+"""
+
+_CLAIM = "DELETE FROM rollup_dirty RETURNING job_id, minute_ns"
+
+_CLEAR = """
+DELETE FROM p2p_minutes m USING unnest(%s::bigint[], %s::bigint[]) AS c(job_id, minute_ns)
+WHERE m.job_id = c.job_id AND m.minute_ns = c.minute_ns
+"""
+
+_RECOMPUTE = f"""
+INSERT INTO p2p_minutes
+SELECT d.job_id, d.t_end_ns / {MINUTE_NS} * {MINUTE_NS}, d.world_rank, d.peer,
+       sum(d.bytes_sent), sum(d.msgs_sent), sum(d.bytes_recv), sum(d.msgs_recv)
+FROM p2p_deltas d
+JOIN unnest(%s::bigint[], %s::bigint[]) AS c(job_id, minute_ns)
+    ON d.job_id = c.job_id AND d.t_end_ns >= c.minute_ns AND d.t_end_ns < c.minute_ns + {MINUTE_NS}
+GROUP BY 1, 2, 3, 4
+"""
+
+
+def minute_of(ns: int) -> int:
+    """Start (ns) of the UTC minute containing `ns`."""
+    return ns // MINUTE_NS * MINUTE_NS
+
+
+async def rollup_pass(conn: psycopg.AsyncConnection) -> int:
+    """Recompute every dirty bucket in one transaction; returns the rollup rows written."""
+    async with conn.transaction():
+        claimed = await (await conn.execute(_CLAIM)).fetchall()
+        if not claimed:
+            return 0
+        buckets = ([job for job, _ in claimed], [minute for _, minute in claimed])
+        await conn.execute(_CLEAR, buckets)
+        return (await conn.execute(_RECOMPUTE, buckets)).rowcount

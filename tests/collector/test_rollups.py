@@ -1,0 +1,58 @@
+"""1-minute rollups equal the raw deltas, also after late frames and a second pass."""
+
+from __future__ import annotations
+
+import asyncio
+
+from collector.store.rollups import MINUTE_NS
+from stacklens import wire
+from tests.collector.test_ingest import exchange
+from tests.conftest import query
+
+M0 = 1_700_000_040 * 10**9  # a minute boundary (2023-11-14 22:14 UTC)
+
+
+def frame(seq: int, end_ns: int, rank: int = 0, bytes_sent: int = 100) -> bytes:
+    return wire.encode_frame(
+        job_id="roll", world_rank=rank, world_size=2, seq=seq, token="secret",
+        interval_start_ns=end_ns - 10**9, interval_end_ns=end_ns,
+        tables={"p2p": wire.records("p2p", [{"peer": 1 - rank, "bytes_sent": bytes_sent,
+                                              "msgs_sent": 2, "bytes_recv": 7,
+                                              "msgs_recv": 1}])},
+    )  # fmt: skip
+
+
+RAW_BY_MINUTE = f"""
+SELECT t_end_ns / {MINUTE_NS} * {MINUTE_NS}, world_rank, peer, sum(bytes_sent)::bigint,
+       sum(msgs_sent)::bigint, sum(bytes_recv)::bigint, sum(msgs_recv)::bigint
+FROM p2p_deltas GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+"""
+ROLLUP = """
+SELECT minute_ns, world_rank, peer, bytes_sent, msgs_sent, bytes_recv, msgs_recv
+FROM p2p_minutes ORDER BY 1, 2, 3
+"""
+
+
+def roll_up(collector) -> int:
+    job = collector.service.roll_up_once()
+    return asyncio.run_coroutine_threadsafe(job, collector.loop).result(30)
+
+
+def test_rollups_match_raw_data_including_late_frames(collector, pg_url):
+    frames = b"".join(
+        frame(seq, M0 + seq * 20 * 10**9 + 1, bytes_sent=100 + seq) for seq in range(6)
+    )  # 6 frames, 20 s apart: minutes M0, M0+1, M0+1 ... spread over two minutes
+    exchange(collector.address, frames + frame(0, M0 + 5 * 10**9, rank=1), acks=7)
+    assert roll_up(collector) > 0
+    assert query(pg_url, ROLLUP) == query(pg_url, RAW_BY_MINUTE)
+    assert query(pg_url, "SELECT count(*) FROM rollup_dirty") == [(0,)]
+
+    # A frame that arrives late for an already rolled-up minute: the bucket is recomputed.
+    exchange(collector.address, frame(9, M0 + 30 * 10**9, bytes_sent=5000), acks=1)
+    assert query(pg_url, "SELECT job_id, minute_ns FROM rollup_dirty") == [(1, M0)]
+    roll_up(collector)
+    assert query(pg_url, ROLLUP) == query(pg_url, RAW_BY_MINUTE)
+    assert query(
+        pg_url, f"SELECT bytes_sent FROM p2p_minutes WHERE minute_ns = {M0} AND world_rank = 0"
+    ) == [(100 + 101 + 102 + 5000,)]
+    assert roll_up(collector) == 0  # nothing dirty: nothing to do
