@@ -17,7 +17,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import BYTEA, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -85,9 +85,10 @@ class _RankInterval:
     """Columns every per-rank delta table starts with: whose interval the row covers.
 
     Delta tables are partitioned by day of `t_end_ns` (collector/store/partitions.py) and
-    carry no surrogate key (8 bytes a row) and no foreign key (a per-row check that
-    triples the cost of COPY): retention drops their partitions before deleting jobs. The
-    ORM identity is declared per table with `__mapper_args__`.
+    carry no surrogate key and no foreign key (a per-row check that triples the cost of
+    COPY): retention drops their partitions before deleting jobs. Numeric tables are
+    stored in the array layout (`*Frames`, one row per frame) and read through views
+    (`*Delta`, one row per record); see collector/store/tables.py.
     """
 
     job_id: Mapped[int] = mapped_column(BigInteger, doc="jobs.id")
@@ -99,16 +100,95 @@ class _RankInterval:
 #: Table option of every delta table: range partitions on the interval end.
 PARTITIONED_BY_DAY = {"postgresql_partition_by": "RANGE (t_end_ns)"}
 
+#: Table option of the read views over array tables (not tables: never truncated/created).
+VIEW = {"info": {"view": True}}
+
 
 def _identity(*columns: str) -> dict:
     return {"primary_key": ["job_id", "world_rank", "t_end_ns", *columns]}
 
 
+def _frames_args(table: str) -> tuple:
+    return (Index(f"ix_{table}_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
+
+
+def _ints(kind: type) -> Mapped[list[int]]:
+    return mapped_column(ARRAY(kind))
+
+
+class P2PFrames(_RankInterval, Base):
+    """Storage of point-to-point deltas: one row per frame, record i = element i."""
+
+    __tablename__ = "p2p_frames"
+    __table_args__ = _frames_args(__tablename__)
+    __mapper_args__ = _identity()
+
+    peer: Mapped[list[int]] = _ints(Integer)
+    bytes_sent: Mapped[list[int]] = _ints(BigInteger)
+    msgs_sent: Mapped[list[int]] = _ints(BigInteger)
+    bytes_recv: Mapped[list[int]] = _ints(BigInteger)
+    msgs_recv: Mapped[list[int]] = _ints(BigInteger)
+
+
+class OpFrames(_RankInterval, Base):
+    """Storage of per-op deltas (array layout)."""
+
+    __tablename__ = "op_frames"
+    __table_args__ = _frames_args(__tablename__)
+    __mapper_args__ = _identity()
+
+    op_id: Mapped[list[int]] = _ints(SmallInteger)
+    calls: Mapped[list[int]] = _ints(BigInteger)
+    bytes: Mapped[list[int]] = _ints(BigInteger)
+    time_ns: Mapped[list[int]] = _ints(BigInteger)
+
+
+class OpHistFrames(_RankInterval, Base):
+    """Storage of size-histogram deltas (array layout)."""
+
+    __tablename__ = "op_hist_frames"
+    __table_args__ = _frames_args(__tablename__)
+    __mapper_args__ = _identity()
+
+    op_id: Mapped[list[int]] = _ints(SmallInteger)
+    bucket: Mapped[list[int]] = _ints(SmallInteger)
+    count: Mapped[list[int]] = _ints(BigInteger)
+
+
+class CollFrames(_RankInterval, Base):
+    """Storage of collective deltas per communicator (array layout)."""
+
+    __tablename__ = "coll_frames"
+    __table_args__ = _frames_args(__tablename__)
+    __mapper_args__ = _identity()
+
+    op_id: Mapped[list[int]] = _ints(SmallInteger)
+    comm_id: Mapped[list[int]] = _ints(BigInteger)
+    comm_size: Mapped[list[int]] = _ints(Integer)
+    root: Mapped[list[int]] = _ints(Integer)
+    calls: Mapped[list[int]] = _ints(BigInteger)
+    bytes: Mapped[list[int]] = _ints(BigInteger)
+    time_ns: Mapped[list[int]] = _ints(BigInteger)
+
+
+class RmaFrames(_RankInterval, Base):
+    """Storage of RMA deltas per target (array layout)."""
+
+    __tablename__ = "rma_frames"
+    __table_args__ = _frames_args(__tablename__)
+    __mapper_args__ = _identity()
+
+    target: Mapped[list[int]] = _ints(Integer)
+    op_id: Mapped[list[int]] = _ints(SmallInteger)
+    calls: Mapped[list[int]] = _ints(BigInteger)
+    bytes: Mapped[list[int]] = _ints(BigInteger)
+
+
 class P2PDelta(_RankInterval, Base):
-    """Point-to-point traffic of one rank to/from one peer during one interval."""
+    """Point-to-point traffic of one rank to/from one peer during one interval (view)."""
 
     __tablename__ = "p2p_deltas"
-    __table_args__ = (Index("ix_p2p_deltas_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
+    __table_args__ = VIEW
     __mapper_args__ = _identity("peer")
 
     peer: Mapped[int] = mapped_column(Integer, doc="peer world rank")
@@ -122,7 +202,7 @@ class OpDelta(_RankInterval, Base):
     """Calls, bytes and time of one MPI operation on one rank during one interval."""
 
     __tablename__ = "op_deltas"
-    __table_args__ = (Index("ix_op_deltas_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
+    __table_args__ = VIEW
     __mapper_args__ = _identity("op_id")
 
     op_id: Mapped[int] = mapped_column(SmallInteger, doc="mpi_ops.id")
@@ -135,7 +215,7 @@ class OpHistDelta(_RankInterval, Base):
     """Messages of one op in one log2 size bucket (0 = empty, b = [2^(b-1), 2^b) bytes)."""
 
     __tablename__ = "op_hist_deltas"
-    __table_args__ = (Index("ix_op_hist_deltas_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
+    __table_args__ = VIEW
     __mapper_args__ = _identity("op_id", "bucket")
 
     op_id: Mapped[int] = mapped_column(SmallInteger)
@@ -147,7 +227,7 @@ class CollDelta(_RankInterval, Base):
     """Collective calls of one rank per op and communicator during one interval."""
 
     __tablename__ = "coll_deltas"
-    __table_args__ = (Index("ix_coll_deltas_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
+    __table_args__ = VIEW
     __mapper_args__ = _identity("op_id", "comm_id", "root")
 
     op_id: Mapped[int] = mapped_column(SmallInteger)
@@ -163,13 +243,38 @@ class RmaDelta(_RankInterval, Base):
     """One-sided calls and bytes of one rank per target and op during one interval."""
 
     __tablename__ = "rma_deltas"
-    __table_args__ = (Index("ix_rma_deltas_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
+    __table_args__ = VIEW
     __mapper_args__ = _identity("target", "op_id")
 
     target: Mapped[int] = mapped_column(Integer, doc="target world rank")
     op_id: Mapped[int] = mapped_column(SmallInteger)
     calls: Mapped[int] = mapped_column(BigInteger)
     bytes: Mapped[int] = mapped_column(BigInteger)
+
+
+class RollupDirty(Base):
+    """(job, minute) buckets whose rollups must be recomputed: marked by every commit."""
+
+    __tablename__ = "rollup_dirty"
+
+    job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    minute_ns: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+
+
+class P2PMinute(Base):
+    """Point-to-point traffic per rank and peer summed over one UTC minute (by interval end);
+    recomputed from p2p_deltas for every dirty bucket (collector/store/rollups.py)."""
+
+    __tablename__ = "p2p_minutes"
+
+    job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    minute_ns: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    world_rank: Mapped[int] = mapped_column(Integer, primary_key=True)
+    peer: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bytes_sent: Mapped[int] = mapped_column(BigInteger)
+    msgs_sent: Mapped[int] = mapped_column(BigInteger)
+    bytes_recv: Mapped[int] = mapped_column(BigInteger)
+    msgs_recv: Mapped[int] = mapped_column(BigInteger)
 
 
 class IoDelta(_RankInterval, Base):
@@ -191,6 +296,79 @@ class IoDelta(_RankInterval, Base):
     path: Mapped[str] = mapped_column(Text, doc='absolute path; "<other>" = overflow key')
     mount: Mapped[str] = mapped_column(Text)
     fstype: Mapped[str] = mapped_column(Text)
+
+
+#: Counters of the host's HCA ports (wire table hca), in the bit order of `valid`.
+HCA_COUNTERS = (
+    "xmit_bytes",
+    "rcv_bytes",
+    "xmit_pkts",
+    "rcv_pkts",
+    "xmit_wait",
+    "symbol_errors",
+    "link_error_recovery",
+    "link_downed",
+    "rcv_errors",
+    "xmit_discards",
+    "vl15_dropped",
+)
+
+
+class _HcaPort:
+    """Which local port of the reporting rank's host a row is about."""
+
+    device: Mapped[str] = mapped_column(Text, doc="RDMA device, e.g. mlx5_0")
+    port: Mapped[int] = mapped_column(SmallInteger)
+    node_guid: Mapped[int] = mapped_column(BigInteger, doc="device node GUID (signed), 0 unknown")
+
+
+class HcaRecords(_HcaPort, _RankInterval, Base):
+    """Storage of the host's HCA port deltas as the wire sends them (one row per port).
+
+    Sent by one rank per host (the lowest world rank with that host name on its node).
+    Bit i of `valid` says counter i of HCA_COUNTERS is known; unknown ones are 0 here.
+    Read them through the view `hca_deltas`.
+    """
+
+    __tablename__ = "hca_records"
+    __table_args__ = (Index("ix_hca_records_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
+    __mapper_args__ = _identity("device", "port")
+
+    valid: Mapped[int] = mapped_column(Integer, doc="bit i: counter i is known")
+    xmit_bytes: Mapped[int] = mapped_column(BigInteger)
+    rcv_bytes: Mapped[int] = mapped_column(BigInteger)
+    xmit_pkts: Mapped[int] = mapped_column(BigInteger)
+    rcv_pkts: Mapped[int] = mapped_column(BigInteger)
+    xmit_wait: Mapped[int] = mapped_column(BigInteger)
+    symbol_errors: Mapped[int] = mapped_column(BigInteger)
+    link_error_recovery: Mapped[int] = mapped_column(BigInteger)
+    link_downed: Mapped[int] = mapped_column(BigInteger)
+    rcv_errors: Mapped[int] = mapped_column(BigInteger)
+    xmit_discards: Mapped[int] = mapped_column(BigInteger)
+    vl15_dropped: Mapped[int] = mapped_column(BigInteger)
+
+
+class HcaDelta(_HcaPort, _RankInterval, Base):
+    """Bytes, packets, ticks and errors of one local HCA port during one interval.
+
+    NULL = unknown (counter file absent, counter reset or saturated), never 0.
+    """
+
+    __tablename__ = "hca_deltas"
+    __table_args__ = VIEW
+    __mapper_args__ = _identity("device", "port")
+
+    xmit_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    rcv_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    xmit_pkts: Mapped[int | None] = mapped_column(BigInteger)
+    rcv_pkts: Mapped[int | None] = mapped_column(BigInteger)
+    xmit_wait: Mapped[int | None] = mapped_column(BigInteger)
+    symbol_errors: Mapped[int | None] = mapped_column(BigInteger)
+    link_error_recovery: Mapped[int | None] = mapped_column(BigInteger)
+    link_downed: Mapped[int | None] = mapped_column(BigInteger)
+    rcv_errors: Mapped[int | None] = mapped_column(BigInteger)
+    xmit_discards: Mapped[int | None] = mapped_column(BigInteger)
+    vl15_dropped: Mapped[int | None] = mapped_column(BigInteger)
 
 
 # ---------------------------------------------------------------------------------------

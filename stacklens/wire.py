@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import hmac
 import re
+import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,8 +99,18 @@ def load_spec(path: Path = WIRE_DEF) -> WireSpec:
     return WireSpec(np.dtype(header), np.dtype(ack), tables, statuses)
 
 
+def _struct_of(dtype: np.dtype) -> struct.Struct:
+    """A struct.Struct with the same layout as a little-endian structured dtype."""
+    codes = {"<u2": "H", "<u4": "I", "<u8": "Q"}
+    return struct.Struct(
+        "<" + "".join(codes.get(f.str, f"{f.itemsize}s") for f, *_ in dtype.fields.values())
+    )
+
+
 SPEC = load_spec()
 HEADER_DTYPE = SPEC.header
+_HEADER_STRUCT = _struct_of(HEADER_DTYPE)
+_SECTION_STRUCT = _struct_of(SECTION_HEADER)
 HEADER_SIZE = HEADER_DTYPE.itemsize
 ACK_DTYPE = SPEC.ack
 ACK_SIZE = ACK_DTYPE.itemsize
@@ -168,31 +179,21 @@ def decode_header(raw: bytes, max_body: int) -> Header:
     """
     if len(raw) < HEADER_SIZE:
         raise FrameError(Status.BAD_LENGTH, f"header truncated: {len(raw)} of {HEADER_SIZE} bytes")
-    h = np.frombuffer(raw, dtype=HEADER_DTYPE, count=1)[0]
-    if int(h["magic"]) != MAGIC:
-        raise FrameError(Status.BAD_MAGIC, f"bad magic 0x{int(h['magic']):08x}")
-    if int(h["version"]) != VERSION:
-        raise FrameError(Status.BAD_VERSION, f"unsupported wire version {int(h['version'])}")
-    if int(h["frame_type"]) not in (FrameType.DATA, FrameType.FINAL):
-        raise FrameError(Status.BAD_BODY, f"unknown frame type {int(h['frame_type'])}")
-    if int(h["body_len"]) > max_body:
+    h = dict(zip(HEADER_DTYPE.names, _HEADER_STRUCT.unpack_from(raw), strict=True))
+    if h["magic"] != MAGIC:
+        raise FrameError(Status.BAD_MAGIC, f"bad magic 0x{h['magic']:08x}")
+    if h["version"] != VERSION:
+        raise FrameError(Status.BAD_VERSION, f"unsupported wire version {h['version']}")
+    if h["frame_type"] not in (FrameType.DATA, FrameType.FINAL):
+        raise FrameError(Status.BAD_BODY, f"unknown frame type {h['frame_type']}")
+    if h["body_len"] > max_body:
         raise FrameError(
-            Status.BAD_LENGTH, f"body of {int(h['body_len'])} bytes exceeds the cap of {max_body}"
+            Status.BAD_LENGTH, f"body of {h['body_len']} bytes exceeds the cap of {max_body}"
         )
-    return Header(
-        version=int(h["version"]),
-        frame_type=int(h["frame_type"]),
-        body_len=int(h["body_len"]),
-        world_rank=int(h["world_rank"]),
-        world_size=int(h["world_size"]),
-        pid=int(h["pid"]),
-        seq=int(h["seq"]),
-        interval_start_ns=int(h["interval_start_ns"]),
-        interval_end_ns=int(h["interval_end_ns"]),
-        job_id=_text(bytes(h["job_id"])),
-        host=_text(bytes(h["host"])),
-        token=bytes(h["token"]).split(b"\0", 1)[0],
-    )
+    del h["magic"]
+    h["job_id"], h["host"] = _text(h["job_id"]), _text(h["host"])
+    h["token"] = h["token"].split(b"\0", 1)[0]
+    return Header(**h)
 
 
 def check_header(
@@ -235,25 +236,22 @@ def decode_body(header: Header, body: bytes) -> Frame:
     while offset < len(body):
         if len(body) - offset < SECTION_HEADER.itemsize:
             raise FrameError(Status.BAD_BODY, f"section header truncated at byte {offset}")
-        sec = np.frombuffer(body, dtype=SECTION_HEADER, count=1, offset=offset)[0]
+        table_id, record_size, count = _SECTION_STRUCT.unpack_from(body, offset)
         offset += SECTION_HEADER.itemsize
-        table = SPEC.tables.get(int(sec["table"]))
+        table = SPEC.tables.get(table_id)
         if table is None:
-            raise FrameError(Status.BAD_BODY, f"unknown table id {int(sec['table'])}")
-        if int(sec["record_size"]) != table.dtype.itemsize:
+            raise FrameError(Status.BAD_BODY, f"unknown table id {table_id}")
+        if record_size != table.dtype.itemsize:
             raise FrameError(
                 Status.BAD_BODY,
-                f"table {table.name}: record size {int(sec['record_size'])}, "
-                f"expected {table.dtype.itemsize}",
+                f"table {table.name}: record size {record_size}, expected {table.dtype.itemsize}",
             )
         if table.name in tables:
             raise FrameError(Status.BAD_BODY, f"table {table.name} appears twice")
-        size = int(sec["count"]) * table.dtype.itemsize
+        size = count * table.dtype.itemsize
         if size > len(body) - offset:
             raise FrameError(Status.BAD_LENGTH, f"table {table.name} runs past the body")
-        tables[table.name] = np.frombuffer(
-            body, dtype=table.dtype, count=int(sec["count"]), offset=offset
-        )
+        tables[table.name] = np.frombuffer(body, dtype=table.dtype, count=count, offset=offset)
         offset += size
     _check_ranges(header, tables)
     return Frame(header, tables)
@@ -262,6 +260,26 @@ def decode_body(header: Header, body: bytes) -> Frame:
 _NO_RANK = 0xFFFFFFFF
 _MAX_BUCKET = 64
 _IO_LAYERS = (1, 2, 3)
+#: u64 fields that use all 64 bits (stored as two's complement), exempt from the 2^63 limit.
+_FULL_WIDTH = {("hca", "node_guid")}
+
+
+def _signed_words(table: Table) -> np.ndarray:
+    """Indices, in a record seen as 8-byte words, of the u64 fields that must be < 2^63."""
+    return np.array(
+        [
+            offset // 8
+            for field, (dtype, offset, *_) in table.dtype.fields.items()
+            if dtype == np.dtype("<u8") and (table.name, field) not in _FULL_WIDTH
+        ],
+        dtype=np.intp,
+    )
+
+
+# Records are multiples of 8 bytes with 8-aligned u64 fields (the .def's rule).
+if any(t.dtype.itemsize % 8 for t in SPEC.tables.values()):
+    raise RuntimeError(f"{WIRE_DEF}: every record must be a multiple of 8 bytes")
+_SIGNED_WORDS = {t.name: _signed_words(t) for t in SPEC.tables.values()}
 
 
 def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
@@ -275,9 +293,9 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
             reject(f"table {name} must have at most one record")
         if not len(records):
             continue
-        for field, (dtype, _) in records.dtype.fields.items():
-            if dtype == np.dtype("<u8") and int(records[field].max()) >= 2**63:
-                reject(f"table {name}: {field} is negative or too large")
+        words = _SIGNED_WORDS[name]
+        if len(words) and int(records.view("<u8").reshape(len(records), -1)[:, words].max()) >> 63:
+            reject(f"table {name}: a counter is negative or too large")
         if "op_id" in records.dtype.names and int(records["op_id"].max()) >= len(op_names()):
             reject(f"table {name}: unknown MPI operation id")
     ranks = header.world_size
@@ -296,6 +314,10 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
             reject("communicator size out of range")
     if (io := tables.get("io")) is not None and not np.isin(io["layer"], _IO_LAYERS).all():
         reject("unknown I/O layer")
+    if (hca := tables.get("hca")) is not None and len(hca):
+        counters = len(hca.dtype.names) - hca.dtype.names.index("node_guid") - 1
+        if int(hca["valid"].max()) >= 1 << counters:
+            reject("hca valid mask has bits beyond the counters")
 
 
 def _max(tables: dict[str, np.ndarray], table: str, field: str) -> int:

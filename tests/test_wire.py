@@ -23,6 +23,7 @@ def test_layout_matches_the_c_structs():
         "rma": 24,
         "io": 488,
         "health": 24,
+        "hca": 136,
     }
     assert wire.Status.COMMITTED == 0 and wire.Status.BAD_TOKEN == 4
 
