@@ -24,11 +24,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $@
 
+# The library for Open MPI, MPICH and with sanitizers, plus its test programs.
 hooks: debian
-	$(MAKE) -C mpi_pmpi_hooks
+	$(MAKE) -C mpi_pmpi_hooks variants
 
 examples: debian
 	$(MAKE) -C examples
+	$(MAKE) -C examples MPICC=mpicc.mpich BUILD=build-mpich
 
 # libslfabric.so: the C helper of the fabric sampler (libibnetdisc/libibmad).
 fabric: debian

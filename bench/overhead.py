@@ -1,10 +1,15 @@
-"""Overhead of libstacklens, measured in one run against the same programs without it.
+"""Overhead of libstacklens, measured against the same programs without it.
 
-Prints: ns added per MPI call (0-byte ping-pong, 2 ranks, shared memory), percent slowdown
-of a 4 KiB write() loop to tmpfs (/dev/shm), and the RSS added per rank with 1,024 peers
-(the tables of a 1,024-rank world, from a 1,024-rank-sized allocation estimate is not
-possible on 2 cores, so the library's per-rank allocation is reported for world size 1,024
-by the sizes in the C structs; see bench/RESULTS.md). Not a timed test.
+Prints, each a median of --repeat runs:
+  * ns added per MPI call, one rank, 0-byte messages to itself (Isend + Recv + Wait): the
+    wrapper cost without a partner rank competing for a core;
+  * ns added per MPI call, 0-byte ping-pong between 2 ranks (shared memory);
+  * percent slowdown of a 4 KiB write() loop to a file the library tracks (a regular file
+    in the current directory's file system) and to one it does not (/dev/shm);
+  * resident memory the library adds to a rank of a 1,024-rank world with every peer
+    touched (bench/rss_peers.c: one process that interposes PMPI_Comm_size/Send/Recv,
+    because 1,024 real ranks do not fit this machine), and for a 2-rank world.
+Not a timed test: run it by hand and copy the figures into bench/RESULTS.md.
 
     .venv/bin/python -m bench.overhead [--trips N] [--writes N] [--repeat R]
 """
@@ -27,54 +32,73 @@ MPI_ENV = {
     "STACKLENS_COLLECTOR": "127.0.0.1:9",
     "STACKLENS_SPOOL_DIR": "off",
     "STACKLENS_FINALIZE_TIMEOUT_MS": "100",
+    "STACKLENS_JOB_ID": "bench-overhead",
 }
 
 
 def build(out: Path) -> None:
-    """Compiles the two benchmark programs into out."""
-    subprocess.run(
-        ["mpicc", "-O2", "-o", out / "pingpong", HERE / "overhead_pingpong.c"], check=True
-    )
+    """Compiles the benchmark programs into out."""
+    for name in ("pingpong", "calls"):
+        src = HERE / f"overhead_{name}.c"
+        subprocess.run(["mpicc", "-O2", "-o", out / name, src], check=True)
     subprocess.run(["cc", "-O2", "-o", out / "write", HERE / "overhead_write.c"], check=True)
+    rss = ["mpicc", "-O2", "-rdynamic", "-o", out / "rss_peers", HERE / "rss_peers.c", "-ldl"]
+    subprocess.run(rss, check=True)
 
 
-def run(cmd: list[str], preload: bool) -> float:
-    """Runs cmd (with or without the library) and returns the number it prints."""
-    env = {**os.environ, **MPI_ENV}
+def run(cmd: list[str], preload: bool, **extra: str) -> list[float]:
+    """Runs cmd (with or without the library) and returns the numbers of its last line."""
+    env = {**os.environ, **MPI_ENV, **extra}
+    env.pop("LD_PRELOAD", None)
     if preload:
         env["LD_PRELOAD"] = str(LIB)
         cmd = [*cmd[:1], "-x", "LD_PRELOAD", *cmd[1:]] if cmd[0] == "mpirun" else cmd
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-    return float(out.strip().splitlines()[-1])
+    return [float(x) for x in out.strip().splitlines()[-1].split()]
+
+
+def compare(cmd: list[str], repeat: int, **extra: str) -> tuple[float, float]:
+    """Medians of the first number cmd prints, without and with the library (interleaved)."""
+    base, hooked = [], []
+    for _ in range(repeat):
+        base.append(run(cmd, False, **extra)[0])
+        hooked.append(run(cmd, True, **extra)[0])
+    return statistics.median(base), statistics.median(hooked)
 
 
 def main() -> None:
-    """Measures and prints the three ratios."""
+    """Measures and prints the figures."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trips", type=int, default=200000)
     p.add_argument("--writes", type=int, default=200000)
     p.add_argument("--repeat", type=int, default=5)
     a = p.parse_args()
-    with tempfile.TemporaryDirectory() as d:
-        out = Path(d)
+    with tempfile.TemporaryDirectory(dir=".") as d:
+        out = Path(d).resolve()
         build(out)
+        idle = {"STACKLENS_INTERVAL_MS": "1000"}
+        b, h = compare(["mpirun", "-np", "1", str(out / "calls"), str(a.trips)], a.repeat, **idle)
+        print(f"MPI call, 1 rank, self messages: {b:.1f} ns without, {h:.1f} ns with: "
+              f"+{h - b:.1f} ns per call")  # fmt: skip
         ping = ["mpirun", "-np", "2", str(out / "pingpong"), str(a.trips)]
-        base = [run(ping, False) for _ in range(a.repeat)]
-        hooked = [run(ping, True) for _ in range(a.repeat)]
-        print(
-            f"MPI call (0-byte ping-pong): {statistics.median(base):.1f} ns without, "
-            f"{statistics.median(hooked):.1f} ns with: "
-            f"+{statistics.median(hooked) - statistics.median(base):.1f} ns per call"
-        )
-        wr = [str(out / "write"), f"/dev/shm/stacklens-bench-{os.getpid()}", str(a.writes)]
-        base = [run(wr, False) for _ in range(a.repeat)]
-        hooked = [run(wr, True) for _ in range(a.repeat)]
-        os.unlink(wr[1])
-        b, h = statistics.median(base), statistics.median(hooked)
-        print(
-            f"4 KiB write() to tmpfs: {b:.0f} ns without, {h:.0f} ns with: "
-            f"{100 * (h - b) / b:+.1f} %"
-        )
+        b, h = compare(ping, a.repeat, **idle)
+        print(f"MPI call, 2-rank ping-pong: {b:.1f} ns without, {h:.1f} ns with: "
+              f"{h - b:+.1f} ns per call")  # fmt: skip
+        for label, path in (
+            ("tracked file", out / "bench.dat"),
+            ("/dev/shm (not tracked)", Path(f"/dev/shm/stacklens-bench-{os.getpid()}")),
+        ):
+            b, h = compare([str(out / "write"), str(path), str(a.writes)], a.repeat)
+            path.unlink()
+            print(f"4 KiB write(), {label}: {b:.0f} ns without, {h:.0f} ns with: "
+                  f"{100 * (h - b) / b:+.1f} %")  # fmt: skip
+        fast = {"STACKLENS_INTERVAL_MS": "10"}
+        for n in (2, 1024):
+            cmd = ["mpirun", "-np", "1", str(out / "rss_peers"), str(n)]
+            base = run(cmd, False, **fast)[0]
+            hooked = run(cmd, True, **fast)[0]
+            print(f"RSS, world of {n} ranks, every peer touched: {base:.0f} KiB without, "
+                  f"{hooked:.0f} KiB with: +{(hooked - base) / 1024:.2f} MiB")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential python3 python3-venv python3-dev
+  build-essential gfortran g++ python3 python3-venv python3-dev
   openmpi-bin libopenmpi-dev mpich libmpich-dev
   ibsim-utils opensm infiniband-diags rdma-core libumad2sim0
   libibumad-dev libibmad-dev libibnetdisc-dev

@@ -12,8 +12,34 @@
 #include "handles.h"
 
 sl_core_state sl_core;
-__thread int sl_tls_in_call;
+__thread int sl_tls_in_call __attribute__((tls_model("initial-exec")));
 sl_keytab sl_coll;
+
+/* Sizes of the most common predefined datatypes, filled once by sl_core_init. */
+#define SL_TYPE_CACHE 8
+static struct {
+    MPI_Datatype type;
+    int size;
+} type_cache[SL_TYPE_CACHE];
+static int type_cache_n;
+
+/* Fills type_cache with the predefined types most programs send. */
+static void type_cache_init(void)
+{
+    const MPI_Datatype common[SL_TYPE_CACHE] = { MPI_BYTE, MPI_CHAR, MPI_INT, MPI_DOUBLE,
+                                                 MPI_FLOAT, MPI_LONG, MPI_LONG_LONG,
+                                                 MPI_UNSIGNED_LONG };
+    int n = 0;
+    for (int i = 0; i < SL_TYPE_CACHE; i++) {
+        int size;
+        if (PMPI_Type_size(common[i], &size) == MPI_SUCCESS && size > 0) {
+            type_cache[n].type = common[i];
+            type_cache[n].size = size;
+            n++;
+        }
+    }
+    __atomic_store_n(&type_cache_n, n, __ATOMIC_RELEASE);
+}
 
 /* Queries MPI_COMM_WORLD and allocates the per-peer, RMA, handle and coll tables. */
 int sl_core_init(unsigned max_keys)
@@ -39,6 +65,7 @@ int sl_core_init(unsigned max_keys)
     }
     memset(sl_core.ops, 0, sizeof sl_core.ops);
     memset(sl_core.hist, 0, sizeof sl_core.hist);
+    type_cache_init();
     static const sl_coll_key overflow = { .comm_id = 0xFFFFFFFFu, .op = 0xFFFFFFFFu,
                                           .root = 0xFFFFFFFFu };
     sl_core.rma = calloc((size_t)sl_core.world_size * (SL_RMA_COUNT > 0 ? SL_RMA_COUNT : 1),
@@ -67,12 +94,17 @@ void sl_core_fini(void)
     PMPI_Group_free(&sl_core.world_group);
 }
 
-/* count x PMPI_Type_size(datatype), 0 when nothing is transferred. */
+/* count x type size, 0 when nothing is transferred. */
 uint64_t sl_type_bytes(int64_t count, MPI_Datatype datatype)
 {
+    if (count <= 0 || datatype == MPI_DATATYPE_NULL)
+        return 0;
+    int n = __atomic_load_n(&type_cache_n, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (type_cache[i].type == datatype)
+            return (uint64_t)count * (uint64_t)type_cache[i].size;
     int size;
-    if (count <= 0 || datatype == MPI_DATATYPE_NULL
-        || PMPI_Type_size(datatype, &size) != MPI_SUCCESS || size <= 0)
+    if (PMPI_Type_size(datatype, &size) != MPI_SUCCESS || size <= 0)
         return 0;
     return (uint64_t)count * (uint64_t)size;
 }
@@ -111,14 +143,19 @@ uint64_t sl_count_recv(MPI_Comm comm, const MPI_Status *status, MPI_Datatype dat
 {
     if (status->MPI_SOURCE == MPI_PROC_NULL)
         return 0;
-    /* Received elements x type size; if the message is not a whole number of
-     * elements (MPI_UNDEFINED), fall back to counting it in MPI_BYTE. */
+    /* The received bytes in one query (MPI_BYTE counts the bytes of the type
+     * signature, as elements x type size would); messages of 2 GiB or more
+     * do not fit an int: elements x type size then. */
     int n = 0;
     uint64_t bytes = 0;
-    if (PMPI_Get_count(status, datatype, &n) == MPI_SUCCESS && n != MPI_UNDEFINED)
-        bytes = sl_type_bytes(n, datatype);
-    else if (PMPI_Get_count(status, MPI_BYTE, &n) == MPI_SUCCESS && n != MPI_UNDEFINED && n > 0)
-        bytes = (uint64_t)n;
+    if (PMPI_Get_count(status, MPI_BYTE, &n) == MPI_SUCCESS && n != MPI_UNDEFINED) {
+        bytes = n > 0 ? (uint64_t)n : 0;
+    } else {
+        MPI_Count elems = 0;
+        if (PMPI_Get_elements_x(status, datatype, &elems) == MPI_SUCCESS
+            && elems != MPI_UNDEFINED)
+            bytes = sl_type_bytes(elems, datatype);
+    }
 
     int peer = sl_world_rank(comm, status->MPI_SOURCE);
     if (peer >= 0) {

@@ -59,7 +59,9 @@ typedef struct sl_core_state {
 } sl_core_state;
 
 extern sl_core_state sl_core;
-extern __thread int sl_tls_in_call;
+/* Initial-exec TLS: one %fs-relative access, no __tls_get_addr call (the
+ * library is preloaded, so its TLS is in the static block). */
+extern __thread int sl_tls_in_call __attribute__((tls_model("initial-exec")));
 
 /* One wrapped call in progress: its start and end on the monotonic clock. */
 typedef struct sl_call {
@@ -146,7 +148,9 @@ int sl_core_init(unsigned max_keys);
  */
 void sl_core_fini(void);
 
-/* Bytes of count elements of datatype; 0 for count <= 0 or a null type. */
+/* Bytes of count elements of datatype; 0 for count <= 0 or a null type.
+ * Common predefined types are looked up in a small table filled at init
+ * (they are never freed), others with PMPI_Type_size. */
 uint64_t sl_type_bytes(int64_t count, MPI_Datatype datatype);
 
 /*

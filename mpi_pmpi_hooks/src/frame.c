@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "ibport.h"
 #include "io.h"
 
 /* Entries of a keytab including its overflow entry (0 if the table is not set up). */
@@ -29,6 +30,7 @@ static size_t max_frame_size(int world_size)
            + SL_SECTION_HEADER_SIZE + tab_entries(&sl_coll) * sizeof(sl_rec_coll)
            + SL_SECTION_HEADER_SIZE + (size_t)world_size * SL_RMA_COUNT * sizeof(sl_rec_rma)
            + SL_SECTION_HEADER_SIZE + tab_entries(&sl_io) * sizeof(sl_rec_io)
+           + SL_IBPORT_MAX_SECTION
            + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_health);
 }
 
@@ -145,13 +147,19 @@ static uint64_t delta(const uint64_t *now, uint64_t *last)
     return d;
 }
 
-/* Appends the histogram records with non-zero counts. */
+/* Appends the histogram records with non-zero counts. Rows of ops never
+ * called are skipped: a message is counted in its op's row only after (or,
+ * for a receive completed on another thread, just before) the op's call is,
+ * and a skipped delta stays in the cumulative counter for the next frame. */
 static size_t put_hist(sl_frame_builder *b, size_t pos)
 {
     size_t start = pos;
     uint32_t count = 0;
     pos += SL_SECTION_HEADER_SIZE;
     for (int op = 0; op < SL_OP_COUNT; op++) {
+        if (b->last_op[op].calls == 0 && __atomic_load_n(&sl_core.ops[op].calls,
+                                                          __ATOMIC_RELAXED) == 0)
+            continue;
         for (int k = 0; k < SL_HIST_BUCKETS; k++) {
             uint64_t d = delta(&sl_core.hist[op][k], &b->last_hist[op][k]);
             if (d == 0)
@@ -299,6 +307,7 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, size_t *
     pos = put_coll(b, pos);
     pos = put_rma(b, pos);
     pos = put_io(b, pos);
+    pos += sl_ibport_put(b->scratch + pos); /* reads sysfs: sender thread only */
     pos = put_health(b, pos);
 
     /* Never let an interval end before it starts, even if the wall clock steps back. */

@@ -6,11 +6,13 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "ibport.h"
 #include "identity.h"
 #include "io.h"
 #include "requests.h"
@@ -21,6 +23,7 @@ static sl_identity identity;
 static pid_t started_pid;  /* the process that started the sender, 0 if none */
 static int launcher;       /* this process is an MPI launcher: nothing is done */
 static int standalone;     /* atomic: 0 not tried, 1 claimed (standalone or MPI) */
+static int term_armed;     /* our SIGTERM handler is installed */
 
 /* True if the program is an MPI launcher or daemon. */
 static int is_launcher(void)
@@ -67,6 +70,47 @@ __attribute__((constructor)) static void sl_at_load(void)
     errno = saved;
 }
 
+/*
+ * SIGTERM handler (installed only where the application has none): the
+ * sender thread delivers the last interval (async-signal-safe request and
+ * bounded wait, see sl_sender_flush_from_signal), then the default action
+ * is restored and the signal raised again, so the process still dies of
+ * SIGTERM. In a forked child (no sender) it only re-raises.
+ */
+static void on_sigterm(int sig)
+{
+    int saved = errno;
+    if (started_pid == getpid())
+        sl_sender_flush_from_signal();
+    struct sigaction dfl = { .sa_handler = SIG_DFL };
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    raise(sig); /* blocked while the handler runs: delivered when it returns */
+    errno = saved;
+}
+
+/* Installs on_sigterm if SIGTERM has its default action. */
+static void arm_sigterm(void)
+{
+    struct sigaction cur, sa = { .sa_handler = on_sigterm, .sa_flags = SA_RESTART };
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTERM, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO)
+        || cur.sa_handler != SIG_DFL)
+        return; /* the application (or its runtime) handles SIGTERM itself */
+    term_armed = sigaction(SIGTERM, &sa, NULL) == 0;
+}
+
+/* Restores SIGTERM's default action if our handler is still the installed one. */
+static void disarm_sigterm(void)
+{
+    struct sigaction cur, dfl = { .sa_handler = SIG_DFL };
+    sigemptyset(&dfl.sa_mask);
+    if (term_armed && sigaction(SIGTERM, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO)
+        && cur.sa_handler == on_sigterm)
+        sigaction(SIGTERM, &dfl, NULL);
+    term_armed = 0;
+}
+
 /* Starts timing PMPI_Init* with the thread marked inside MPI. */
 int sl_init_begin(sl_call *call)
 {
@@ -91,6 +135,7 @@ void sl_init_end(sl_call *call, int op, int rc)
     /* Collective when the job id is generated: done before anything that
      * could fail on one rank only, so that every rank takes part. */
     sl_identity_init(&identity, rank);
+    sl_ibport_init(identity.host); /* collective too: who reports the host's HCA ports */
     if (sl_core_init(config.max_keys) != 0 || sl_requests_init() != 0) {
         sl_tls_in_call = 0;
         return;
@@ -104,6 +149,7 @@ void sl_init_end(sl_call *call, int op, int rc)
         return;
     }
     started_pid = getpid();
+    arm_sigterm();
     __atomic_store_n(&sl_core.ready, 1, __ATOMIC_RELEASE);
     sl_tls_in_call = 0;
 }
@@ -122,8 +168,10 @@ void sl_standalone_start(void)
     sl_core.rma = calloc(SL_RMA_COUNT > 0 ? SL_RMA_COUNT : 1, sizeof *sl_core.rma);
     sl_identity_init_standalone(&identity);
     if (sl_core.peers != NULL && sl_core.rma != NULL
-        && sl_sender_start(&config, &identity) == 0)
+        && sl_sender_start(&config, &identity) == 0) {
         started_pid = getpid();
+        arm_sigterm();
+    }
     sl_tls_in_call = saved;
 }
 
@@ -135,6 +183,7 @@ static int stop_counting(void)
 {
     if (started_pid == 0 || started_pid != getpid())
         return 0; /* never started, already stopped, or a forked child */
+    disarm_sigterm();
     started_pid = 0;
     __atomic_store_n(&sl_core.ready, 0, __ATOMIC_RELEASE);
     return sl_sender_stop();

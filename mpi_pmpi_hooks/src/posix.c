@@ -7,7 +7,8 @@
  * MPI runtime's progress threads) so that their I/O is not the application's.
  *
  * Each wrapper finds the next definition with dlsym(RTLD_NEXT) on first use
- * and forwards to it; counting adds two clock reads and relaxed atomic adds.
+ * and forwards to it. A call on a tracked file adds two clock reads and
+ * relaxed atomic adds; on any other descriptor only an array lookup.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -131,11 +132,22 @@ SL_EXPORT int close(int fd)
     return rc;
 }
 
-/* Counts a read or write of rc bytes on fd that started at t0. */
-static void rw_done(int fd, int write, ssize_t rc, uint64_t t0)
+/* Entry of fd if this call on it is counted, else -1 (then no clock is read). */
+static int counted_entry(int fd)
 {
-    int e = sl_io_entry(SL_IO_POSIX, fd);
-    if (e >= 0 && sl_io_counting(SL_IO_POSIX))
+    return sl_io_counting(SL_IO_POSIX) ? sl_io_entry(SL_IO_POSIX, fd) : -1;
+}
+
+/* Start time of a call on entry e: read only if the call is counted. */
+static uint64_t start_time(int e)
+{
+    return e >= 0 ? sl_mono_ns() : 0;
+}
+
+/* Counts a read or write of rc bytes on entry e (if >= 0) that started at t0. */
+static void rw_done(int e, int write, ssize_t rc, uint64_t t0)
+{
+    if (e >= 0)
         sl_io_rw(e, write, rc > 0 ? (uint64_t)rc : 0, sl_mono_ns() - t0);
 }
 
@@ -143,9 +155,10 @@ static void rw_done(int fd, int write, ssize_t rc, uint64_t t0)
 SL_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
     SL_NEXT(read);
-    uint64_t t0 = sl_mono_ns();
+    int e = counted_entry(fd);
+    uint64_t t0 = start_time(e);
     ssize_t rc = real_read(fd, buf, n);
-    rw_done(fd, 0, rc, t0);
+    rw_done(e, 0, rc, t0);
     return rc;
 }
 
@@ -153,9 +166,10 @@ SL_EXPORT ssize_t read(int fd, void *buf, size_t n)
 SL_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
     SL_NEXT(write);
-    uint64_t t0 = sl_mono_ns();
+    int e = counted_entry(fd);
+    uint64_t t0 = start_time(e);
     ssize_t rc = real_write(fd, buf, n);
-    rw_done(fd, 1, rc, t0);
+    rw_done(e, 1, rc, t0);
     return rc;
 }
 
@@ -163,9 +177,10 @@ SL_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 SL_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
     SL_NEXT(pread);
-    uint64_t t0 = sl_mono_ns();
+    int e = counted_entry(fd);
+    uint64_t t0 = start_time(e);
     ssize_t rc = real_pread(fd, buf, n, off);
-    rw_done(fd, 0, rc, t0);
+    rw_done(e, 0, rc, t0);
     return rc;
 }
 
@@ -173,9 +188,10 @@ SL_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 SL_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
     SL_NEXT(pwrite);
-    uint64_t t0 = sl_mono_ns();
+    int e = counted_entry(fd);
+    uint64_t t0 = start_time(e);
     ssize_t rc = real_pwrite(fd, buf, n, off);
-    rw_done(fd, 1, rc, t0);
+    rw_done(e, 1, rc, t0);
     return rc;
 }
 
@@ -183,9 +199,10 @@ SL_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 SL_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
 {
     SL_NEXT(pread64);
-    uint64_t t0 = sl_mono_ns();
+    int e = counted_entry(fd);
+    uint64_t t0 = start_time(e);
     ssize_t rc = real_pread64(fd, buf, n, off);
-    rw_done(fd, 0, rc, t0);
+    rw_done(e, 0, rc, t0);
     return rc;
 }
 
@@ -193,9 +210,10 @@ SL_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off64_t off)
 SL_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
 {
     SL_NEXT(pwrite64);
-    uint64_t t0 = sl_mono_ns();
+    int e = counted_entry(fd);
+    uint64_t t0 = start_time(e);
     ssize_t rc = real_pwrite64(fd, buf, n, off);
-    rw_done(fd, 1, rc, t0);
+    rw_done(e, 1, rc, t0);
     return rc;
 }
 
@@ -203,9 +221,10 @@ SL_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off64_t off)
 SL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
     SL_NEXT(readv);
-    uint64_t t0 = sl_mono_ns();
+    int e = counted_entry(fd);
+    uint64_t t0 = start_time(e);
     ssize_t rc = real_readv(fd, iov, iovcnt);
-    rw_done(fd, 0, rc, t0);
+    rw_done(e, 0, rc, t0);
     return rc;
 }
 
@@ -213,17 +232,17 @@ SL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
     SL_NEXT(writev);
-    uint64_t t0 = sl_mono_ns();
+    int e = counted_entry(fd);
+    uint64_t t0 = start_time(e);
     ssize_t rc = real_writev(fd, iov, iovcnt);
-    rw_done(fd, 1, rc, t0);
+    rw_done(e, 1, rc, t0);
     return rc;
 }
 
-/* Counts meta time of a call on fd that started at t0. */
-static void meta_done(int fd, uint64_t t0)
+/* Counts meta time of a call on entry e (if >= 0) that started at t0. */
+static void meta_done(int e, uint64_t t0)
 {
-    int e = sl_io_entry(SL_IO_POSIX, fd);
-    if (e >= 0 && sl_io_counting(SL_IO_POSIX))
+    if (e >= 0)
         sl_io_meta(e, sl_mono_ns() - t0);
 }
 
@@ -231,9 +250,10 @@ static void meta_done(int fd, uint64_t t0)
 SL_EXPORT off_t lseek(int fd, off_t off, int whence)
 {
     SL_NEXT(lseek);
-    uint64_t t0 = sl_mono_ns();
+    int e = counted_entry(fd);
+    uint64_t t0 = start_time(e);
     off_t rc = real_lseek(fd, off, whence);
-    meta_done(fd, t0);
+    meta_done(e, t0);
     return rc;
 }
 
@@ -241,9 +261,10 @@ SL_EXPORT off_t lseek(int fd, off_t off, int whence)
 SL_EXPORT off64_t lseek64(int fd, off64_t off, int whence)
 {
     SL_NEXT(lseek64);
-    uint64_t t0 = sl_mono_ns();
+    int e = counted_entry(fd);
+    uint64_t t0 = start_time(e);
     off64_t rc = real_lseek64(fd, off, whence);
-    meta_done(fd, t0);
+    meta_done(e, t0);
     return rc;
 }
 
@@ -251,9 +272,10 @@ SL_EXPORT off64_t lseek64(int fd, off64_t off, int whence)
 SL_EXPORT int fsync(int fd)
 {
     SL_NEXT(fsync);
-    uint64_t t0 = sl_mono_ns();
+    int e = counted_entry(fd);
+    uint64_t t0 = start_time(e);
     int rc = real_fsync(fd);
-    meta_done(fd, t0);
+    meta_done(e, t0);
     return rc;
 }
 
@@ -261,9 +283,10 @@ SL_EXPORT int fsync(int fd)
 SL_EXPORT int fdatasync(int fd)
 {
     SL_NEXT(fdatasync);
-    uint64_t t0 = sl_mono_ns();
+    int e = counted_entry(fd);
+    uint64_t t0 = start_time(e);
     int rc = real_fdatasync(fd);
-    meta_done(fd, t0);
+    meta_done(e, t0);
     return rc;
 }
 

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "ibport.h"
 #include "spool.h"
 
 #define SL_QUEUE_MAX_FRAMES   64                /* unacknowledged frames kept in memory */
@@ -66,9 +67,10 @@ static struct sl_sender {
     /* Set by sl_sender_start() before the thread runs, read-only afterwards. */
     const sl_config *cfg;
     int rank;
-    int running;              /* a thread was started and not yet stopped */
+    int running;              /* atomic: a thread was started and not yet stopped */
     pthread_t thread;
     int wake_fd;              /* eventfd written by sl_sender_stop() */
+    int done_fd;              /* eventfd the thread writes when it ends */
     int final_requested;      /* atomic: sl_sender_stop() wants the final frame */
 
     /* Everything below belongs to the sender thread. */
@@ -95,7 +97,7 @@ static struct sl_sender {
     uint64_t frames_spooled;  /* frames written to the spool directory */
     int warned_delivery, warned_overflow;
     uint32_t warned_status;   /* bit per reject status already logged */
-} S = { .wake_fd = -1, .sock = -1 };
+} S = { .wake_fd = -1, .done_fd = -1, .sock = -1 };
 
 /* ---- queue ------------------------------------------------------------ */
 
@@ -390,6 +392,7 @@ static void *sender_main(void *arg)
 {
     (void)arg;
     sl_tls_in_call = 1; /* this thread's own I/O (spool files) is not the application's */
+    sl_ibport_start();  /* baseline of the host's port counters, read here, not on MPI paths */
     uint64_t interval = (uint64_t)S.cfg->interval_ms * SL_NS_PER_MS;
     uint64_t next_tick = sl_mono_ns() + interval;
     uint64_t final_deadline = 0;
@@ -479,10 +482,23 @@ static void *sender_main(void *arg)
         freeaddrinfo(S.addrs);
     S.addrs = NULL;
     sl_frame_builder_fini(&S.fb);
+    uint64_t one = 1;
+    ssize_t wrc = write(S.done_fd, &one, sizeof one);
+    (void)wrc; /* wakes sl_sender_flush_from_signal(), if it waits */
     return NULL;
 }
 
-/* Prepares the frame builder and the wake-up eventfd, then starts the thread. */
+/* Closes the two eventfds of the thread (after it ended, or if it never started). */
+static void close_fds(void)
+{
+    if (S.wake_fd >= 0)
+        close(S.wake_fd);
+    if (S.done_fd >= 0)
+        close(S.done_fd);
+    S.wake_fd = S.done_fd = -1;
+}
+
+/* Prepares the frame builder and the two eventfds, then starts the thread. */
 int sl_sender_start(const sl_config *cfg, const sl_identity *id)
 {
     S.cfg = cfg;
@@ -495,8 +511,10 @@ int sl_sender_start(const sl_config *cfg, const sl_identity *id)
     S.fb.frames_dropped = &S.frames_dropped;
     S.fb.frames_spooled = &S.frames_spooled;
     S.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (S.wake_fd < 0) {
+    S.done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (S.wake_fd < 0 || S.done_fd < 0) {
         sl_warn("rank %d: eventfd: %s; stacklens is off", S.rank, strerror(errno));
+        close_fds();
         sl_frame_builder_fini(&S.fb);
         return -1;
     }
@@ -510,21 +528,19 @@ int sl_sender_start(const sl_config *cfg, const sl_identity *id)
     if (rc != 0) {
         sl_warn("rank %d: cannot start the sender thread: %s; stacklens is off",
                 S.rank, strerror(rc));
-        close(S.wake_fd);
-        S.wake_fd = -1;
+        close_fds();
         sl_frame_builder_fini(&S.fb);
         return -1;
     }
-    S.running = 1;
+    __atomic_store_n(&S.running, 1, __ATOMIC_RELEASE);
     return 0;
 }
 
 /* Requests the final frame and joins the thread within the finalize timeout. */
 int sl_sender_stop(void)
 {
-    if (!S.running)
+    if (!__atomic_exchange_n(&S.running, 0, __ATOMIC_ACQ_REL))
         return 1;
-    S.running = 0;
     __atomic_store_n(&S.final_requested, 1, __ATOMIC_RELEASE);
     uint64_t one = 1;
     ssize_t wrc = write(S.wake_fd, &one, sizeof one);
@@ -544,7 +560,26 @@ int sl_sender_stop(void)
         pthread_detach(S.thread);
         return 0;
     }
-    close(S.wake_fd);
-    S.wake_fd = -1;
+    close_fds();
     return 1;
+}
+
+/* Async-signal-safe: final frame requested by an atomic store and an eventfd
+ * write, then a bounded poll() on the thread's "done" eventfd. */
+void sl_sender_flush_from_signal(void)
+{
+    if (!__atomic_load_n(&S.running, __ATOMIC_ACQUIRE))
+        return;
+    __atomic_store_n(&S.final_requested, 1, __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    ssize_t wrc = write(S.wake_fd, &one, sizeof one);
+    (void)wrc;
+    uint64_t deadline = sl_mono_ns()
+                        + ((uint64_t)S.cfg->finalize_timeout_ms + SL_JOIN_SLACK_MS) * SL_NS_PER_MS;
+    struct pollfd pfd = { .fd = S.done_fd, .events = POLLIN };
+    for (uint64_t now = sl_mono_ns(); now < deadline; now = sl_mono_ns()) {
+        int rc = poll(&pfd, 1, poll_timeout_ms(now, deadline));
+        if (rc > 0 || (rc < 0 && errno != EINTR))
+            return; /* done, or an error: never wait for more than the deadline */
+    }
 }

@@ -25,4 +25,12 @@ int sl_sender_start(const sl_config *cfg, const sl_identity *id);
  */
 int sl_sender_stop(void);
 
+/*
+ * From a signal handler (async-signal-safe: no locks, no allocation): asks
+ * the thread for the final frame like sl_sender_stop() and waits until the
+ * thread has delivered it and ended, at most cfg->finalize_timeout_ms plus
+ * a slack. Returns at once if no thread runs. Nothing is freed.
+ */
+void sl_sender_flush_from_signal(void);
+
 #endif /* SL_SENDER_H */

@@ -1,0 +1,159 @@
+"""Running a small MPI job under the hook library, under Open MPI or MPICH, and reading back
+what the collector stored for it.
+
+Every job runs in its own session (process group) and the whole group is killed if it
+outlives its timeout, so a hung rank never outlives the test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+
+from stacklens.paths import EXAMPLES_DIR, HOOKS_DIR
+from tests.conftest import mpi_env, query
+
+#: The hook library built for each MPI implementation (`make hooks` builds both).
+LIBRARIES = {
+    "openmpi": HOOKS_DIR / "build" / "libstacklens.so",
+    "mpich": HOOKS_DIR / "build-mpich" / "libstacklens.so",
+}
+#: The test programs of mpi_pmpi_hooks/tests per MPI implementation.
+PROGRAMS = {"openmpi": HOOKS_DIR / "tests" / "build", "mpich": HOOKS_DIR / "tests" / "build-mpich"}
+#: The example workloads per MPI implementation.
+EXAMPLES = {"openmpi": EXAMPLES_DIR / "build", "mpich": EXAMPLES_DIR / "build-mpich"}
+
+
+def mpirun(mpi: str, ranks: int, argv: list[str]) -> list[str]:
+    """The launch command: Open MPI's mpirun passes its environment on by itself,
+    MPICH's Hydra is told to with -genvall."""
+    if mpi == "openmpi":
+        return ["mpirun", "-np", str(ranks), *argv]
+    return ["mpirun.mpich", "-np", str(ranks), "-genvall", *argv]
+
+
+def job_env(collector, mpi: str, job: str, interval_ms: int = 100, **extra: str) -> dict:
+    """Environment of a job attached to `collector` with the library built for `mpi`
+    (no spool directory: a test leaves no files behind)."""
+    return mpi_env(
+        LD_PRELOAD=str(LIBRARIES[mpi]),
+        STACKLENS_SPOOL_DIR="off",
+        STACKLENS_COLLECTOR=collector.endpoint,
+        STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INTERVAL_MS=str(interval_ms),
+        STACKLENS_JOB_ID=job,
+        **extra,
+    )
+
+
+def start(cmd: list[str], env: dict) -> subprocess.Popen:
+    """Starts cmd in a new session (its own process group), output captured as text."""
+    return subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> subprocess.CompletedProcess:
+    """Waits for proc; on timeout kills its whole process group and fails."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, err = proc.communicate()
+        raise AssertionError(f"{proc.args} timed out\n{out}\n{err}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILLs every process of proc's session (it is its group leader)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def run_job(
+    collector,
+    mpi: str,
+    argv: list[str],
+    job: str,
+    ranks: int = 2,
+    interval_ms: int = 100,
+    timeout: float = 90,
+    **extra: str,
+) -> subprocess.CompletedProcess:
+    """Runs argv on `ranks` ranks of `mpi` under the hooks and waits for it."""
+    env = job_env(collector, mpi, job, interval_ms, **extra)
+    return finish(start(mpirun(mpi, ranks, argv), env), timeout)
+
+
+def program(mpi: str, name: str) -> str:
+    """Path of a built test program of mpi_pmpi_hooks/tests."""
+    path = PROGRAMS[mpi] / name
+    assert path.is_file(), f"{path} is not built: run `make hooks` (make test does)"
+    return str(path)
+
+
+def example(mpi: str, name: str) -> str:
+    """Path of a built example workload."""
+    path = EXAMPLES[mpi] / name
+    assert path.is_file(), f"{path} is not built: run `make examples` (make test does)"
+    return str(path)
+
+
+def p2p(pg_url: str, job: str) -> tuple[dict, dict]:
+    """(sent, received): (rank, peer) -> (bytes, msgs) summed over the job, zero rows left out."""
+    rows = query(
+        pg_url,
+        "SELECT world_rank, peer, sum(bytes_sent), sum(msgs_sent), sum(bytes_recv), "
+        "sum(msgs_recv) FROM p2p_deltas JOIN jobs ON jobs.id = job_id WHERE job_key = %s "
+        "GROUP BY 1, 2",
+        (job,),
+    )
+    sent = {(r, p): (b, m) for r, p, b, m, _, _ in rows if m}
+    recv = {(r, p): (b, m) for r, p, _, _, b, m in rows if m}
+    return sent, recv
+
+
+def ops(pg_url: str, job: str) -> dict[tuple[int, str], tuple[int, int]]:
+    """(rank, op name) -> (calls, bytes) summed over the job."""
+    rows = query(
+        pg_url,
+        "SELECT world_rank, name, sum(calls), sum(bytes) FROM op_deltas "
+        "JOIN jobs ON jobs.id = job_id JOIN mpi_ops ON mpi_ops.id = op_id "
+        "WHERE job_key = %s GROUP BY 1, 2",
+        (job,),
+    )
+    return {(r, n): (c, b) for r, n, c, b in rows}
+
+
+def coll(pg_url: str, job: str) -> dict[tuple[int, str, int], tuple[int, int]]:
+    """(rank, op name, root world rank or -1) -> (calls, bytes) summed over the job."""
+    rows = query(
+        pg_url,
+        "SELECT world_rank, name, root, sum(calls), sum(bytes) FROM coll_deltas "
+        "JOIN jobs ON jobs.id = job_id JOIN mpi_ops ON mpi_ops.id = op_id "
+        "WHERE job_key = %s GROUP BY 1, 2, 3",
+        (job,),
+    )
+    return {(r, n, root): (c, b) for r, n, root, c, b in rows}
+
+
+def ranks_finished(pg_url: str, job: str) -> list[tuple]:
+    """[(rank count, all finished)] of the job."""
+    return query(
+        pg_url,
+        "SELECT count(*), bool_and(finished) FROM ranks JOIN jobs ON jobs.id = job_id "
+        "WHERE job_key = %s",
+        (job,),
+    )
+
+
+def library_warnings(stderr: str) -> list[str]:
+    """The library's own warning lines in a job's stderr."""
+    return [line for line in stderr.splitlines() if line.startswith("stacklens:")]

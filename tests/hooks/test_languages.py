@@ -1,0 +1,124 @@
+"""Fortran (`use mpi`), C++ and mpi4py programs under the hooks, under Open MPI and MPICH,
+with exact per-peer bytes and collectives.
+
+Open MPI's Fortran layer calls PMPI_* directly, so only the library's Fortran entry points
+(mpi_send_, ...) see those calls. mpi4py under MPICH needs MPI4PY_MPIABI=mpich and a
+libmpi.so.12 name for libmpich.so.12; it then calls the MPI-4 `_c` functions, which the
+test proves are counted.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.hooks import jobs
+
+MPIS = ["openmpi", "mpich"]
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_fortran_use_mpi_exact(collector, pg_url, mpi):
+    ranks = 3
+    job = f"f90-{mpi}-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, mpi, [jobs.program(mpi, "f_pattern")], job, ranks)
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    expected = {
+        (r, p): (4 * (10 * (p + 1) + r), 1) for r in range(ranks) for p in range(ranks) if p != r
+    }
+    sent, recv = jobs.p2p(pg_url, job)
+    assert sent == expected
+    assert {(s, d): v for (d, s), v in recv.items()} == expected
+    calls = jobs.ops(pg_url, job)
+    colls = jobs.coll(pg_url, job)
+    for r in range(ranks):
+        out = sum(b for (s, _), (b, _) in expected.items() if s == r)
+        inc = sum(b for (_, d), (b, _) in expected.items() if d == r)
+        assert calls[(r, "MPI_Send")] == (ranks - 1, out)
+        assert calls[(r, "MPI_Recv")] == (ranks - 1, inc)
+        assert calls[(r, "MPI_Bcast")] == (1, 400)
+        assert calls[(r, "MPI_Allreduce")] == (1, 40)
+        assert calls[(r, "MPI_Init")][0] == 1
+        assert calls[(r, "MPI_Finalize")][0] == 1
+        assert colls[(r, "MPI_Bcast", 0)] == (1, 400)
+        assert colls[(r, "MPI_Allreduce", -1)] == (1, 40)
+    assert jobs.ranks_finished(pg_url, job) == [(ranks, True)]
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_cxx_program_exact(collector, pg_url, mpi):
+    ranks = 3
+    job = f"cxx-{mpi}-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, mpi, [jobs.program(mpi, "cxx_pattern")], job, ranks)
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    expected = {(r, (r + 1) % ranks): (800 * (r + 1), 1) for r in range(ranks)}
+    sent, recv = jobs.p2p(pg_url, job)
+    assert sent == expected
+    assert {(s, d): v for (d, s), v in recv.items()} == expected
+    calls = jobs.ops(pg_url, job)
+    colls = jobs.coll(pg_url, job)
+    for r in range(ranks):
+        assert calls[(r, "MPI_Sendrecv")][0] == 1
+        assert colls[(r, "MPI_Reduce", 0)] == (1, 12)
+        assert colls[(r, "MPI_Gather", ranks - 1)] == (1, 16)
+
+
+@pytest.fixture
+def mpich_abi_dir(tmp_path: Path) -> Path:
+    """A directory with libmpi.so.12 -> MPICH's libmpich.so.12, for mpi4py's MPICH ABI."""
+    import ctypes.util
+
+    found = ctypes.util.find_library("mpich")
+    assert found, "libmpich is not installed"
+    candidates = [Path(d) / found for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib")]
+    target = next(p for p in candidates if p.exists())
+    link = tmp_path / "abi" / "libmpi.so.12"
+    link.parent.mkdir()
+    link.symlink_to(target.resolve())
+    return link.parent
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_mpi4py_exact(collector, pg_url, mpi, request):
+    pytest.importorskip("mpi4py")
+    ranks = 3
+    job = f"mpi4py-{mpi}-{uuid.uuid4().hex[:8]}"
+    extra = {}
+    if mpi == "mpich":
+        abi = request.getfixturevalue("mpich_abi_dir")
+        extra = {"MPI4PY_MPIABI": "mpich", "LD_LIBRARY_PATH": str(abi)}
+    argv = [sys.executable, str(HERE / "py_pattern.py")]
+    result = jobs.run_job(collector, mpi, argv, job, ranks, **extra)
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+
+    from tests.hooks.py_pattern import PICKLED
+
+    pickled = len(pickle.dumps(PICKLED, pickle.HIGHEST_PROTOCOL))
+    numeric = {
+        (r, p): (8 * (10 * (p + 1) + r), 1) for r in range(ranks) for p in range(ranks) if p != r
+    }
+    expected = dict(numeric)
+    for p in range(1, ranks):
+        b, m = expected[(0, p)]
+        expected[(0, p)] = (b + pickled, m + 1)
+    sent, recv = jobs.p2p(pg_url, job)
+    assert sent == expected
+    assert {(s, d): v for (d, s), v in recv.items()} == expected
+
+    # Which entry points mpi4py used: the MPI-4 large-count ones under MPICH.
+    suffix = "_c" if mpi == "mpich" else ""
+    calls = jobs.ops(pg_url, job)
+    for r in range(ranks):
+        out = sum(b for (s, _), (b, _) in expected.items() if s == r)
+        send_calls = (ranks - 1) * (2 if r == 0 else 1)
+        assert calls[(r, f"MPI_Send{suffix}")] == (send_calls, out)
+        assert calls[(r, f"MPI_Allreduce{suffix}")] == (1, 32)
+    assert jobs.ranks_finished(pg_url, job) == [(ranks, True)]
