@@ -211,13 +211,21 @@ async def _stop_process_group(proc: asyncio.subprocess.Process) -> None:
     await proc.wait()
 
 
-def demo_workload(ranks: int) -> list[str]:
-    """The demo MPI job: ring exchange plus allreduce (examples/ring_allreduce.c)."""
+def demo_workload(ranks: int, hosts: list[str] | None = None) -> list[str]:
+    """The demo MPI job: ring exchange plus allreduce (examples/ring_allreduce.c).
+
+    With `hosts` (one per rank), rank i runs with STACKLENS_HOST=hosts[i] (an MPMD
+    command line: mpirun passes one environment to all ranks of an app context).
+    """
     program = EXAMPLES_DIR / "build" / "ring_allreduce"
     if not program.is_file():
         raise FileNotFoundError(f"{program} is not built: run `make -C examples`")
     mpirun = shutil.which("mpirun") or "mpirun"
-    return [mpirun, "-np", str(ranks), str(program), "40", "262144", "100"]
+    job = [str(program), "40", "262144", "100"]
+    if hosts is None:
+        return [mpirun, "-np", str(ranks), *job]
+    contexts = [["-np", "1", "-x", f"STACKLENS_HOST={host}", *job] for host in hosts]
+    return [mpirun, *contexts[0], *(a for c in contexts[1:] for a in (":", *c))]
 
 
 async def _run_collector(settings: Settings) -> None:
@@ -251,9 +259,22 @@ def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
+#: Hosts of the demo's simulated fabric (`stacklens fabric-sim`).
+DEMO_FABRIC_HOSTS = 32
+
+
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    """`up` plus the example workload; stop after --for seconds if given."""
-    asyncio.run(_serve(settings, workload=demo_workload(args.ranks), duration=args.duration))
+    """`up` plus the example workload; stop after --for seconds if given.
+
+    Unless --no-fabric, a simulated fabric runs alongside (started first, so `up`'s
+    fabric sampler finds it; stopped last), with the ranks placed on its hosts.
+    """
+    with contextlib.ExitStack() as stack:
+        hosts = None
+        if args.fabric and stack.enter_context(fabric_sim.background(settings, DEMO_FABRIC_HOSTS)):
+            hosts = fabric_sim.placed_hosts(DEMO_FABRIC_HOSTS, args.ranks)
+        workload = demo_workload(args.ranks, hosts)
+        asyncio.run(_serve(settings, workload=workload, duration=args.duration))
     return 0
 
 
@@ -278,6 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="up + an example MPI workload")
     demo.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS")
     demo.add_argument("--ranks", type=int, default=4)
+    demo.add_argument(
+        "--no-fabric", dest="fabric", action="store_false", help="no simulated fabric"
+    )
     demo.set_defaults(func=cmd_demo)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
     replay = sub.add_parser("replay", help="deliver spooled frames to the collector")

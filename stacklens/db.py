@@ -62,6 +62,23 @@ def start_embedded(data_dir: Path) -> Database:
     return Database(url=server.get_uri(), embedded=server)
 
 
+def running_embedded_url(data_dir: Path) -> str | None:
+    """URL of the embedded PostgreSQL in `data_dir` if it is running and ready, else None.
+
+    Only reads its postmaster.pid: unlike `start_embedded`, this neither starts the server
+    nor registers the caller as one of its owners (whose exit would stop it).
+    """
+    from pgserver.utils import PostmasterInfo
+
+    try:
+        info = PostmasterInfo.read_from_pgdata(data_dir)
+    except (OSError, AssertionError, ValueError):
+        return None  # absent, or being written
+    if info is None or not info.is_running() or info.status != "ready":
+        return None
+    return info.get_uri()
+
+
 def open_database(settings: Settings) -> Database:
     """The database of these settings: the external URL if set, else the embedded server."""
     if settings.database_url:

@@ -1,5 +1,6 @@
-"""`stacklens demo --for N`: everything starts, the example job's traffic arrives exactly,
-and everything it started is gone afterwards."""
+"""`stacklens demo --for N`: everything starts (the simulated fabric too), the example job's
+traffic arrives exactly, its ranks sit on simulated hosts whose ports are sampled, and
+everything it started is gone afterwards."""
 
 from __future__ import annotations
 
@@ -7,20 +8,49 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
+import psycopg
 
-from stacklens.paths import EXAMPLES_DIR
+from stacklens.db import running_embedded_url
 from tests.conftest import free_port
 
 RANKS, ITERATIONS, BYTES = 4, 40, 262144  # stacklens.cli.demo_workload
+DEMO_HOSTS = ["host01", "host09", "host17", "host25"]  # 4 ranks on the 32-host fat tree
 
 
-def _leftover_processes() -> list[str]:
-    """Live (not zombie) processes of the demo workload."""
-    ps = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, check=True)
-    program = str(EXAMPLES_DIR / "build" / "ring_allreduce")
-    return [line for line in ps.stdout.splitlines() if program in line and not line.startswith("Z")]
+def _leftover_processes(state_dir: str) -> list[str]:
+    """Live (not zombie) processes the demo started (workload, fabric-sim, ibsim, database):
+    their environment names its state directory (other test runs may use the same programs)."""
+    mark = f"STACKLENS_STATE_DIR={state_dir}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0")
+            state = (proc / "stat").read_text().rpartition(")")[2].split()[0]
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if mark in env and state != "Z":
+            found.append(command)
+    return found
+
+
+def _fabric_view(state_dir, job_key: str) -> tuple[list[str], int]:
+    """Hosts of the job's ranks and the number of stored fabric port samples."""
+    url = running_embedded_url(state_dir / "pg")
+    assert url is not None
+    with psycopg.connect(url) as conn:
+        hosts = conn.execute(
+            "SELECT host FROM ranks JOIN jobs ON jobs.id = job_id WHERE job_key = %s "
+            "ORDER BY world_rank",
+            (job_key,),
+        ).fetchall()
+        samples = conn.execute("SELECT count(*) FROM fabric_port_samples").fetchone()[0]
+    return [h for (h,) in hosts], samples
 
 
 def test_demo_runs_the_example_job_and_stops(tmp_path, hook_library, examples_built):
@@ -51,6 +81,11 @@ def test_demo_runs_the_example_job_and_stops(tmp_path, hook_library, examples_bu
                 continue
             finished = next((j for j in jobs if j["status"] == "finished"), None)
         assert finished is not None, "no demo job finished"
+        hosts, samples = _fabric_view(tmp_path / "state", finished["job"])
+        assert hosts == DEMO_HOSTS
+        assert samples > 0
+        running = _leftover_processes(str(tmp_path / "state"))
+        assert any(c.startswith("ibsim ") for c in running), running  # the check sees them
         matrix = httpx.get(f"{base}/api/jobs/{finished['job']}/matrix", timeout=5).json()
         assert matrix["world_size"] == RANKS
         assert {(c["src"], c["dst"]): (c["bytes"], c["messages"]) for c in matrix["cells"]} == {
@@ -65,4 +100,4 @@ def test_demo_runs_the_example_job_and_stops(tmp_path, hook_library, examples_bu
     assert f"stacklens is up: dashboard {base}/" in out
     assert "demo: running" in out
     assert (tmp_path / "state" / "pg" / "PG_VERSION").is_file()
-    assert _leftover_processes() == []
+    assert _leftover_processes(str(tmp_path / "state")) == []
