@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
+from bench.loadgen import p2p_records
 from collector.service import BackgroundCollector
 from collector.store.copy import binary_copy
 from collector.store.tables import DELTA_TABLES, INTERVAL_COLUMNS
@@ -49,24 +50,30 @@ def loadgen(endpoint: str, args: argparse.Namespace, rate: float = 0.0) -> dict:
     return json.loads(out.stdout)
 
 
-def raw_copy_rate(url: str, frames: int, peers: int) -> float:
-    """Samples/s of one binary COPY of `frames` frames of `peers` records (same layout)."""
+def raw_copy_rate(url: str, ranks: int, frames: int, peers: int) -> float:
+    """Samples/s of one binary COPY of the same kind of frames (same layout and data)."""
     now = time.time_ns()  # today's partition exists: the collector created it
-    records = np.arange(peers)
+    rng = np.random.default_rng(0)
+    records = [p2p_records(rng, i % ranks, ranks, peers) for i in range(ranks * frames)]
     heads = {
-        "job_id": np.zeros(frames, dtype=np.int64), "world_rank": np.arange(frames) % 64,
-        "t_start_ns": np.full(frames, now - 10**9), "t_end_ns": np.full(frames, now),
-    }  # fmt: skip
+        "job_id": np.zeros(len(records), dtype=np.int64),
+        "world_rank": np.arange(len(records)) % ranks,
+        "t_start_ns": np.full(len(records), now - 10**9),
+        "t_end_ns": np.full(len(records), now),
+    }
     payload = binary_copy(
         [(kind, heads[name]) for name, kind in INTERVAL_COLUMNS]
-        + [(kind, [records] * frames) for kind in P2P.copy_types]
+        + [
+            (kind, [r[name] for r in records])
+            for (name, _), kind in zip(P2P.fields, P2P.copy_types, strict=True)
+        ]
     )
     with psycopg.connect(url) as conn:
         start = time.perf_counter()
         with conn.cursor().copy(P2P.copy_statement) as copy:
             copy.write(payload)
         conn.commit()
-        return frames * peers / (time.perf_counter() - start)
+        return len(records) * peers / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -84,7 +91,7 @@ def main() -> None:
             with psycopg.connect(database.url) as conn:
                 on_disk = conn.execute(_SIZE, (P2P.sql,)).fetchone()[0]
             paced = loadgen(collector.endpoint, args, rate=burst["frames_per_s"] / 2)
-        ceiling = raw_copy_rate(database.url, burst["frames"], args.peers)
+        ceiling = raw_copy_rate(database.url, args.ranks, args.frames, args.peers)
         database.embedded.cleanup()
     print(
         f"load                   : {args.ranks} ranks x {args.frames} frames x "

@@ -22,29 +22,42 @@ from stacklens import wire
 T0 = time.time_ns() - 600 * 10**9  # recent: today's partition
 
 
+def p2p_records(rng: np.random.Generator, rank: int, ranks: int, peers: int) -> np.ndarray:
+    """One interval of point-to-point records with realistic, varying counters.
+
+    Messages per peer vary (0-200), sizes are log-uniform between 8 B and 1 MiB, and
+    what is received mirrors what is sent up to noise: data that compresses the way real
+    counters do, not constants.
+    """
+    p2p = np.zeros(peers, dtype=wire.SPEC.table("p2p").dtype)
+    p2p["peer"] = (rank + 1 + np.arange(peers)) % ranks
+    msgs = rng.integers(0, 200, peers)
+    size = np.exp2(rng.uniform(3, 20, peers)).astype(np.int64)
+    p2p["msgs_sent"] = msgs
+    p2p["bytes_sent"] = msgs * size
+    p2p["msgs_recv"] = msgs + rng.integers(0, 3, peers)
+    p2p["bytes_recv"] = p2p["msgs_recv"] * size
+    return p2p
+
+
 def rank_frames(
     job: str, rank: int, ranks: int, frames: int, peers: int, token: str
 ) -> list[bytes]:
     """All frames of one simulated rank."""
-    p2p = np.zeros(peers, dtype=wire.SPEC.table("p2p").dtype)
-    p2p["peer"] = (rank + 1 + np.arange(peers)) % ranks
-    p2p["bytes_sent"] = 4096
-    p2p["msgs_sent"] = 1
-    out = []
-    for seq in range(frames):
-        out.append(
-            wire.encode_frame(
-                job_id=job,
-                world_rank=rank,
-                world_size=ranks,
-                seq=seq,
-                token=token,
-                interval_start_ns=T0 + seq * 10**9,
-                interval_end_ns=T0 + (seq + 1) * 10**9,
-                tables={"p2p": p2p},
-            )
-        )
-    return out
+    rng = np.random.default_rng(rank)
+    return [
+        wire.encode_frame(
+            job_id=job,
+            world_rank=rank,
+            world_size=ranks,
+            seq=seq,
+            token=token,
+            interval_start_ns=T0 + seq * 10**9,
+            interval_end_ns=T0 + (seq + 1) * 10**9,
+            tables={"p2p": p2p_records(rng, rank, ranks, peers)},
+        )  # fmt: skip
+        for seq in range(frames)
+    ]
 
 
 async def stream_rank(
