@@ -298,8 +298,9 @@ class IoDelta(_RankInterval, Base):
     fstype: Mapped[str] = mapped_column(Text)
 
 
-#: Counters of the host's HCA ports (wire table hca), in the bit order of `valid`.
-HCA_COUNTERS = (
+#: InfiniBand port counters, in the order every fabric source delivers them
+#: (collector/fabric/counters.py) and the bit order of `valid` in the wire table hca.
+PORT_COUNTERS = (
     "xmit_bytes",
     "rcv_bytes",
     "xmit_pkts",
@@ -326,7 +327,7 @@ class HcaRecords(_HcaPort, _RankInterval, Base):
     """Storage of the host's HCA port deltas as the wire sends them (one row per port).
 
     Sent by one rank per host (the lowest world rank with that host name on its node).
-    Bit i of `valid` says counter i of HCA_COUNTERS is known; unknown ones are 0 here.
+    Bit i of `valid` says counter i of PORT_COUNTERS is known; unknown ones are 0 here.
     Read them through the view `hca_deltas`.
     """
 

@@ -13,20 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Counter columns, in the order every source delivers them.
-COUNTER_NAMES = (
-    "xmit_bytes",
-    "rcv_bytes",
-    "xmit_pkts",
-    "rcv_pkts",
-    "xmit_wait",
-    "symbol_errors",
-    "link_error_recovery",
-    "link_downed",
-    "rcv_errors",
-    "xmit_discards",
-    "vl15_dropped",
-)
+from stacklens.schema import PORT_COUNTERS
+
+#: Counter columns, in the order every source delivers them (one list for all layers).
+COUNTER_NAMES = PORT_COUNTERS
 N_COUNTERS = len(COUNTER_NAMES)
 #: Columns that the MAD layer delivers in 4-octet words.
 WORD_COUNTERS = (0, 1)

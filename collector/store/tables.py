@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stacklens.schema import HCA_COUNTERS
+from stacklens.schema import PORT_COUNTERS
 
 #: Columns filled from the frame header, in table order, with their COPY types.
 INTERVAL_COLUMNS = (
@@ -119,7 +119,7 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
             ("port", "int2"),
             ("valid", "int4"),
             ("node_guid", "int8"),  # the u64 GUID wraps to its two's complement
-            *_counters(*HCA_COUNTERS),
+            *_counters(*PORT_COUNTERS),
         ),
         arrays=False,
     ),

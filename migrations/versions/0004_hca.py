@@ -19,7 +19,7 @@ down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-#: Counter columns in the bit order of `valid` (stacklens.schema.HCA_COUNTERS).
+#: Counter columns in the bit order of `valid` (stacklens.schema.PORT_COUNTERS).
 COUNTERS = (
     "xmit_bytes",
     "rcv_bytes",
