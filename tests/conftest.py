@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,3 +96,14 @@ def mpi_env(**extra: str) -> dict[str, str]:
     from stacklens.cli import OPENMPI_ROOT_ENV
 
     return {**os.environ, **OPENMPI_ROOT_ENV, **extra}
+
+
+def stacklens_run(command: list[str], env: dict, timeout: float = 120):
+    """`stacklens run -- COMMAND` as a user types it; returns the CompletedProcess."""
+    return subprocess.run(
+        [sys.executable, "-m", "stacklens.cli", "run", "--", *command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -18,7 +18,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from tests.conftest import free_port, mpi_env
+from tests.conftest import free_port, mpi_env, stacklens_run
 from tests.hooks.patterns import p2p_pattern
 
 RANKS = 4
@@ -166,22 +166,8 @@ def test_page_shows_the_job_and_its_matrix(
     job = f"e2e-{uuid.uuid4().hex[:8]}"
     run_env = mpi_env(**{k: v for k, v in stacklens_up.items() if k.startswith("STACKLENS_")})
     run_env.update(STACKLENS_JOB_ID=job, STACKLENS_INTERVAL_MS="200")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stacklens.cli",
-            "run",
-            "--",
-            "mpirun",
-            "-np",
-            str(RANKS),
-            str(examples_built / "p2p_pattern"),
-        ],
-        env=run_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = stacklens_run(
+        ["mpirun", "-np", str(RANKS), str(examples_built / "p2p_pattern")], run_env, timeout=120
     )
     assert result.returncode == 0, result.stderr
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import uuid
 
-from tests.conftest import mpi_env, query
+from tests.conftest import mpi_env, query, stacklens_run
 from tests.hooks.patterns import p2p_pattern
 
 RANKS = 4
@@ -22,13 +22,7 @@ def run_under_hooks(
         STACKLENS_INTERVAL_MS=str(interval_ms),
         STACKLENS_JOB_ID=job,
     )
-    return subprocess.run(
-        [sys.executable, "-m", "stacklens.cli", "run", "--", "mpirun", "-np", str(ranks), *program],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return stacklens_run(["mpirun", "-np", str(ranks), *program], env)
 
 
 def test_per_peer_bytes_and_messages_are_exact(collector, pg_url, hook_library, examples_built):
@@ -107,22 +101,8 @@ def test_the_job_runs_normally_without_a_collector(hook_library, examples_built)
         STACKLENS_FINALIZE_TIMEOUT_MS="500",
         STACKLENS_JOB_ID=job,
     )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stacklens.cli",
-            "run",
-            "--",
-            "mpirun",
-            "-np",
-            str(RANKS),
-            str(examples_built / "p2p_pattern"),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = stacklens_run(
+        ["mpirun", "-np", str(RANKS), str(examples_built / "p2p_pattern")], env, timeout=60
     )
     assert result.returncode == 0, result.stderr
     total = sum(b for b, _ in p2p_pattern(RANKS).values())

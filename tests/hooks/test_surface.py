@@ -12,7 +12,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from tests.conftest import free_port, mpi_env, query
+from tests.conftest import free_port, mpi_env, query, stacklens_run
 from tests.hooks.test_openmpi import run_under_hooks
 
 RANKS = 4
@@ -161,22 +161,9 @@ def test_collector_down_spools_and_replays_exactly(
         STACKLENS_JOB_ID=job,
         STACKLENS_SPOOL_DIR=str(spool),
     )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stacklens.cli",
-            "run",
-            "--",
-            "mpirun",
-            "-np",
-            str(RANKS),
-            str(examples_built / "mpi_surface"),
-            str(tmp_path),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
+    result = stacklens_run(
+        ["mpirun", "-np", str(RANKS), str(examples_built / "mpi_surface"), str(tmp_path)],
+        env,
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
@@ -202,23 +189,8 @@ def test_program_without_mpi_is_a_standalone_job(collector, pg_url, hook_library
         STACKLENS_INGEST_TOKEN="secret",
         STACKLENS_JOB_ID=job,
     )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "stacklens.cli",
-            "run",
-            "--",
-            "dd",
-            "if=/dev/zero",
-            f"of={out}",
-            "bs=4096",
-            "count=25",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = stacklens_run(
+        ["dd", "if=/dev/zero", f"of={out}", "bs=4096", "count=25"], env, timeout=60
     )
     assert result.returncode == 0, result.stderr
     rows = query(
