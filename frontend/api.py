@@ -28,6 +28,7 @@ class Job:
     job: str
     world_size: int
     command: str
+    user: str
     status: str  # "running" | "finished"
     started_ns: int
     last_seen_ns: int
@@ -121,6 +122,7 @@ def _job(row: dict[str, Any]) -> Job:
         job=str(row["job"]),
         world_size=int(row["world_size"]),
         command=str(row["command"]),
+        user=str(row["user"]),
         status=str(row["status"]),
         started_ns=int(row["started_ns"]),
         last_seen_ns=int(row["last_seen_ns"]),

@@ -73,6 +73,7 @@ def jobs_table(jobs: Sequence[Job], selected: str | None) -> list:
         html.Tr(
             [
                 html.Th("Job"),
+                html.Th("User"),
                 html.Th("Command"),
                 html.Th("Ranks seen / world", className="num"),
                 html.Th("Status"),
@@ -91,6 +92,7 @@ def jobs_table(jobs: Sequence[Job], selected: str | None) -> list:
             **{"data-job": job.job},
             children=[
                 html.Td(job.job, className="job mono"),
+                html.Td(job.user, className="user"),
                 html.Td(job.command, className="command mono", title=job.command),
                 html.Td(f"{job.ranks_seen} / {job.world_size}", className="ranks num"),
                 html.Td(html.Span(job.status, className=f"badge badge-{job.status}")),

@@ -34,6 +34,7 @@ class Job(Base):
     job_key: Mapped[str] = mapped_column(Text, unique=True, doc="scheduler or generated job id")
     world_size: Mapped[int] = mapped_column(Integer)
     command: Mapped[str | None] = mapped_column(Text)
+    user: Mapped[str | None] = mapped_column(Text, doc="$USER of the ranks (or uid:<n>)")
     status: Mapped[str] = mapped_column(Text, doc="running | finished")
     started_ns: Mapped[int] = mapped_column(BigInteger, doc="earliest interval start seen")
     last_seen_ns: Mapped[int] = mapped_column(BigInteger, doc="latest interval end seen")

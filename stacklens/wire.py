@@ -167,6 +167,14 @@ class Frame:
             return None
         return _text(bytes(info["command"][0]))
 
+    @property
+    def user(self) -> str | None:
+        """Who runs the rank, if this frame carries rank information."""
+        info = self.tables.get("rank_info")
+        if info is None or len(info) == 0:
+            return None
+        return _text(bytes(info["user"][0])) or None
+
 
 def _text(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")

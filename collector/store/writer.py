@@ -26,12 +26,14 @@ from stacklens.wire import Frame, FrameError, FrameType, Status
 log = logging.getLogger(__name__)
 
 _UPSERT_JOBS = """
-INSERT INTO jobs (job_key, world_size, command, status, started_ns, last_seen_ns)
-SELECT * FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::bigint[], %s::bigint[])
+INSERT INTO jobs (job_key, world_size, command, "user", status, started_ns, last_seen_ns)
+SELECT * FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::text[], %s::bigint[],
+                     %s::bigint[])
 ON CONFLICT (job_key) DO UPDATE SET
     started_ns = LEAST(jobs.started_ns, EXCLUDED.started_ns),
     last_seen_ns = GREATEST(jobs.last_seen_ns, EXCLUDED.last_seen_ns),
-    command = COALESCE(jobs.command, EXCLUDED.command)
+    command = COALESCE(jobs.command, EXCLUDED.command),
+    "user" = COALESCE(jobs."user", EXCLUDED."user")
 RETURNING id, job_key
 """
 
@@ -237,27 +239,23 @@ class FrameWriter:
         self.stats.frames_duplicate += len(frames) - len(fresh)
 
     async def _upsert_jobs(self, cur: psycopg.AsyncCursor, frames: list[Frame]) -> dict[str, int]:
-        jobs: dict[str, list] = {}
+        """One upsert row per job: size, command, user, first start and last end seen."""
+        jobs: dict[str, dict] = {}
         for f in frames:
             h = f.header
-            row = jobs.setdefault(
-                h.job_id, [h.world_size, None, h.interval_start_ns, h.interval_end_ns]
-            )
-            row[1] = row[1] or f.command
-            row[2] = min(row[2], h.interval_start_ns)
-            row[3] = max(row[3], h.interval_end_ns)
+            job = jobs.setdefault(
+                h.job_id,
+                {"size": h.world_size, "command": None, "user": None,
+                 "start": h.interval_start_ns, "end": h.interval_end_ns},
+            )  # fmt: skip
+            job["command"] = job["command"] or f.command
+            job["user"] = job["user"] or f.user
+            job["start"] = min(job["start"], h.interval_start_ns)
+            job["end"] = max(job["end"], h.interval_end_ns)
         keys = list(jobs)
-        await cur.execute(
-            _UPSERT_JOBS,
-            (
-                keys,
-                [jobs[k][0] for k in keys],
-                [jobs[k][1] for k in keys],
-                ["running"] * len(keys),
-                [jobs[k][2] for k in keys],
-                [jobs[k][3] for k in keys],
-            ),
-        )
+        columns = [[jobs[k][c] for k in keys] for c in ("size", "command", "user")]
+        ends = [[jobs[k][c] for k in keys] for c in ("start", "end")]
+        await cur.execute(_UPSERT_JOBS, (keys, *columns, ["running"] * len(keys), *ends))
         return {key: job_id for job_id, key in await cur.fetchall()}
 
     async def _upsert_ranks(self, cur: psycopg.AsyncCursor, fresh: list) -> None:

@@ -32,6 +32,7 @@ def upgrade() -> None:
         sa.Column("job_key", sa.Text(), nullable=False, unique=True),
         sa.Column("world_size", sa.Integer(), nullable=False),
         sa.Column("command", sa.Text(), nullable=True),
+        sa.Column("user", sa.Text(), nullable=True),
         sa.Column("status", sa.Text(), nullable=False),
         sa.Column("started_ns", sa.BigInteger(), nullable=False),
         sa.Column("last_seen_ns", sa.BigInteger(), nullable=False),

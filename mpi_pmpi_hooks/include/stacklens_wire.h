@@ -133,7 +133,7 @@ struct SL_PACKED sl_rec_open_ {
 
 _Static_assert(sizeof(sl_frame_header) == 240, "frame header must be 240 bytes");
 _Static_assert(sizeof(sl_ack) == 16, "ack must be 16 bytes");
-_Static_assert(sizeof(sl_rec_rank_info) == 256, "rank_info record must be 256 bytes");
+_Static_assert(sizeof(sl_rec_rank_info) == 320, "rank_info record must be 320 bytes");
 _Static_assert(sizeof(sl_rec_p2p) == 40, "p2p record must be 40 bytes");
 _Static_assert(sizeof(sl_rec_op) == 32, "op record must be 32 bytes");
 

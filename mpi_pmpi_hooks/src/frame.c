@@ -297,6 +297,7 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, size_t *
     if (*seq == 0) {
         sl_rec_rank_info info;
         memcpy(info.command, b->id->command, sizeof info.command);
+        memcpy(info.user, b->id->user, sizeof info.user);
         put_section(b->scratch + pos, SL_TABLE_rank_info, sizeof info, 1);
         memcpy(b->scratch + pos + SL_SECTION_HEADER_SIZE, &info, sizeof info);
         pos += SL_SECTION_HEADER_SIZE + sizeof info;

@@ -34,6 +34,20 @@ static void local_hostname(char *buf, size_t n)
     buf[n - 1] = '\0';
 }
 
+/* Fills id->user from USER or LOGNAME, else "uid:<real uid>" (no NSS lookup). */
+static void read_user(sl_identity *id)
+{
+    const char *name = getenv("USER");
+    if (name == NULL || name[0] == '\0')
+        name = getenv("LOGNAME");
+    char uid[32];
+    if (name == NULL || name[0] == '\0') {
+        snprintf(uid, sizeof uid, "uid:%u", (unsigned)getuid());
+        name = uid;
+    }
+    sl_copy_text(id->user, sizeof id->user, name);
+}
+
 /* Reads /proc/self/cmdline into id->command, arguments joined by spaces. */
 static void read_command(sl_identity *id)
 {
@@ -98,6 +112,7 @@ void sl_identity_init_standalone(sl_identity *id)
         generate_job_id(id, hostname);
     }
     read_command(id);
+    read_user(id);
 }
 
 /* Fills job id, host, pid and command line of this rank. */
@@ -119,4 +134,5 @@ void sl_identity_init(sl_identity *id, int world_rank)
             sl_warn("rank %d: cannot broadcast the generated job id", world_rank);
     }
     read_command(id);
+    read_user(id);
 }

@@ -18,8 +18,8 @@ def to_frame(
 ) -> wire.Frame:
     """Encode a JSON frame as a binary one and validate it exactly like a hook frame."""
     tables = dict(item.tables)
-    if item.command is not None:
-        tables["rank_info"] = [{"command": item.command}]
+    if item.command is not None or item.user is not None:
+        tables["rank_info"] = [{"command": item.command or "", "user": item.user or ""}]
     known = {table.name: table.dtype.names for table in wire.SPEC.tables.values()}
     for name, rows in tables.items():
         if name not in known:

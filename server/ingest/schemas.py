@@ -23,6 +23,7 @@ class JsonFrame(BaseModel):
     pid: int = Field(default=0, ge=0, lt=2**32)
     final: bool = False
     command: str | None = Field(default=None, max_length=255)
+    user: str | None = Field(default=None, max_length=63)
     tables: dict[str, list[dict[str, int | str]]] = Field(default_factory=dict)
 
 

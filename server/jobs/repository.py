@@ -25,6 +25,7 @@ def list_jobs(session: Session) -> list[dict]:
             Job.job_key.label("job"),
             Job.world_size,
             func.coalesce(Job.command, "").label("command"),
+            func.coalesce(Job.user, "").label("user"),
             Job.status,
             Job.started_ns,
             Job.last_seen_ns,

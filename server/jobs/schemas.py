@@ -11,6 +11,7 @@ class JobSummary(BaseModel):
     job: str
     world_size: int
     command: str
+    user: str
     status: str
     started_ns: int
     last_seen_ns: int

@@ -39,7 +39,9 @@ def frame(
         "op": wire.records("op", [{"op_id": 4, "calls": 5, "bytes": 640, "time_ns": 999}]),
     }
     if seq == 0:
-        tables["rank_info"] = wire.records("rank_info", [{"command": b"./prog --size 8"}])
+        tables["rank_info"] = wire.records(
+            "rank_info", [{"command": b"./prog --size 8", "user": b"alice"}]
+        )
     return wire.encode_frame(
         job_id=job,
         world_rank=rank,
@@ -94,8 +96,8 @@ def test_frames_are_stored_and_acknowledged_after_commit(collector, pg_url):
         (0, 1, 1001, 1, 10, 2, T0 + 10**9),
         (1, 0, 1000, 1, 10, 2, T0),
     ]
-    assert query(pg_url, "SELECT job_key, world_size, command, status FROM jobs") == [
-        ("job-A", 2, "./prog --size 8", "running")
+    assert query(pg_url, 'SELECT job_key, world_size, command, "user", status FROM jobs') == [
+        ("job-A", 2, "./prog --size 8", "alice", "running")
     ]
     assert query(pg_url, "SELECT world_rank, host, pid FROM ranks ORDER BY 1") == [
         (0, "node0", 100),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -49,11 +50,13 @@ def test_per_peer_bytes_and_messages_are_exact(collector, pg_url, hook_library, 
     )
     assert {(s, d): (b, m) for d, s, b, m in received} == expected
 
+    user = os.environ.get("USER") or os.environ.get("LOGNAME") or f"uid:{os.getuid()}"
     assert query(
         pg_url,
-        "SELECT world_size, status, command LIKE '%%p2p_pattern%%' FROM jobs WHERE job_key = %s",
+        "SELECT world_size, status, command LIKE '%%p2p_pattern%%', \"user\" FROM jobs "
+        "WHERE job_key = %s",
         (job,),
-    ) == [(RANKS, "finished", True)]
+    ) == [(RANKS, "finished", True, user)]
     assert query(
         pg_url,
         "SELECT count(*), bool_and(finished) FROM ranks JOIN jobs ON jobs.id = job_id "

@@ -41,7 +41,7 @@ def json_frame(seq: int, **extra) -> dict:
 
 def test_json_batch_is_stored_once(app_client, pg_url):
     client, _ = app_client
-    batch = {"frames": [json_frame(0, command="./sampler"), json_frame(1, final=True)]}
+    batch = {"frames": [json_frame(0, command="./sampler", user="bob"), json_frame(1, final=True)]}
     response = client.post("/api/ingest/frames", json=batch, headers=AUTH)
     assert response.status_code == 200, response.text
     assert response.json() == {"stored": 2}
@@ -50,8 +50,8 @@ def test_json_batch_is_stored_once(app_client, pg_url):
     assert query(
         pg_url, "SELECT path, fstype, sum(bytes_written) FROM io_deltas GROUP BY 1, 2"
     ) == [("/tmp/a", "tmpfs", 16384)]
-    assert query(pg_url, "SELECT job_key, command, status FROM jobs") == [
-        ("json-job", "./sampler", "running")  # rank 1 has not finished
+    assert query(pg_url, 'SELECT job_key, command, "user", status FROM jobs') == [
+        ("json-job", "./sampler", "bob", "running")  # rank 1 has not finished
     ]
 
 
