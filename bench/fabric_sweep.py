@@ -3,9 +3,12 @@
 Starts ibsim on the largest fat tree the simulator allows (ibsim: 2048 nodes, 256
 switches; default 1792 hosts on 112 leaves and 16 spines, 7168 connected ports), brings it
 up with opensm, then times full sweeps of every connected port through stacklens'
-MadSource and one serial loop of `perfquery -x <lid> <port>` processes over the same ports.
+MadSource, once per worker count in --workers (default: 1 and the default count,
+min(4, CPU count)), and one serial loop of `perfquery -x <lid> <port>` processes over the
+same ports.
 
-    .venv/bin/python -m bench.fabric_sweep [--hosts 1792 --sweeps 5 --perfquery-ports N]
+    .venv/bin/python -m bench.fabric_sweep [--hosts 1792 --sweeps 5 --workers 1 2
+                                            --perfquery-ports N]
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from collector.fabric.mad import MadSource
+from collector.fabric.mad import MadSource, default_sweep_workers
 from collector.fabric.sim import FabricSim
 from collector.fabric.simnet import fat_tree
 
@@ -48,28 +51,44 @@ def main() -> None:
     ap.add_argument(
         "--perfquery-ports", type=int, default=0, help="0 = every port (the full serial loop)"
     )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=sorted({1, default_sweep_workers()}),
+        help="sweep worker counts to time, each with its own MadSource",
+    )
     args = ap.parse_args()
     tree = fat_tree(args.hosts)
+    by_workers = {}
     with tempfile.TemporaryDirectory(prefix="stacklens-bench-", dir="/tmp") as tmp:
         t0 = time.perf_counter()
         with FabricSim(tree, Path(tmp)) as sim:
             up_s = time.perf_counter() - t0
-            with MadSource(env=sim.client_env(), workdir=sim.workdir) as src:
-                t0 = time.perf_counter()
-                topo = src.discover()
-                discover_s = time.perf_counter() - t0
-                targets = topo.sweep_targets()
-                src.sweep(targets)  # warm-up (worker start, MAD port open)
-                times = []
-                for _ in range(args.sweeps):
+            for k in args.workers:
+                with MadSource(env=sim.client_env(), workdir=sim.workdir, sweep_workers=k) as src:
                     t0 = time.perf_counter()
-                    sweep = src.sweep(targets)
-                    times.append(time.perf_counter() - t0)
-                    assert len(sweep) == len(targets), "some ports did not answer"
+                    topo = src.discover()
+                    discover_s = time.perf_counter() - t0
+                    targets = topo.sweep_targets()
+                    src.sweep(targets)  # warm-up (workers start, MAD ports open)
+                    times = []
+                    for _ in range(args.sweeps):
+                        t0 = time.perf_counter()
+                        sweep = src.sweep(targets)
+                        times.append(time.perf_counter() - t0)
+                        assert len(sweep) == len(targets), "some ports did not answer"
+                    by_workers[k] = {
+                        "workers_used": len(set(src.last_sweep_pids)),
+                        "discover_s": round(discover_s, 3),
+                        "sweep_s_median": round(statistics.median(times), 4),
+                        "sweep_s_all": [round(t, 4) for t in times],
+                    }
             loop_targets = targets[: args.perfquery_ports] if args.perfquery_ports else targets
             loop_s = perfquery_loop(sim, loop_targets)
             loop_full_s = loop_s * len(targets) / len(loop_targets)
-    sweep_s = statistics.median(times)
+    for figures in by_workers.values():
+        figures["speedup_vs_perfquery"] = round(loop_full_s / figures["sweep_s_median"], 1)
     print(
         json.dumps(
             {
@@ -81,13 +100,10 @@ def main() -> None:
                 "links": len(topo.links),
                 "ports": len(targets),
                 "sim_up_s": round(up_s, 3),
-                "discover_s": round(discover_s, 3),
-                "stacklens_sweep_s_median": round(sweep_s, 4),
-                "stacklens_sweep_s_all": [round(t, 4) for t in times],
+                "stacklens_sweep_by_workers": by_workers,
                 "perfquery_ports_timed": len(loop_targets),
                 "perfquery_loop_s": round(loop_s, 2),
                 "perfquery_full_loop_s": round(loop_full_s, 2),
-                "speedup": round(loop_full_s / sweep_s, 1),
             },
             indent=2,
         )

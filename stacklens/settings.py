@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     fabric_interval_ms: int = Field(default=1000, ge=50, description="Port counter sweep period.")
     fabric_rediscover_s: float = Field(default=60.0, gt=0, description="Topology re-scan period.")
     fabric_replay_file: Path | None = Field(default=None, description="Recorded sweeps to replay.")
+    fabric_sweep_workers: int | None = Field(
+        default=None,
+        ge=1,
+        le=32,
+        description="MAD worker processes a sweep is split over; default min(4, CPU count).",
+    )
 
     @model_validator(mode="after")
     def _default_spool_dir(self) -> Settings:

@@ -1,14 +1,17 @@
 """MAD source: topology discovery (libibnetdisc) and PMA counter sweeps (libibmad).
 
 Both go through libslfabric.so, the project's small C helper (collector/fabric/csrc),
-loaded with ctypes inside a worker subprocess (`python -m collector.fabric.mad`). The
+loaded with ctypes inside worker subprocesses (`python -m collector.fabric.mad`). A
 worker keeps one MAD port open and answers length-prefixed pickled requests on its
-stdin/stdout. A subprocess, because on the simulator the MAD layer is the LD_PRELOADed
+stdin/stdout. Subprocesses, because on the simulator the MAD layer is the LD_PRELOADed
 libumad2sim.so (it must be loaded at process start, creates ./sys-<pid> in its working
 directory, serves one open port per process and blocks forever without a simulator); a
 wedged or crashed worker is killed and restarted instead of taking the collector down.
-A sweep costs one in-process MAD round trip per attribute (~30 us on ibsim), not one
-process per port. Counters are only read; stacklens never resets them.
+A sweep is split into contiguous slices over up to `sweep_workers` workers (each its own
+MAD port: its own umad2sim client on ibsim, its own umad agent on real hardware) that
+query their slices concurrently; the slices are merged back in target order. Each worker
+issues one in-process MAD round trip per attribute (~30 us on ibsim), not one process per
+port. Counters are only read; stacklens never resets them.
 """
 
 from __future__ import annotations
@@ -46,6 +49,13 @@ OK_EXTENDED = 0x1
 OK_BASIC = 0x2
 #: PMA ClassPortInfo bits that announce PortCountersExtended.
 _PM_EXT_WIDTH = 0x0200 | 0x0400
+#: Fewest targets worth a worker of their own: smaller sweeps use fewer workers.
+MIN_TARGETS_PER_WORKER = 16
+
+
+def default_sweep_workers() -> int:
+    """Worker processes a sweep is split over by default: min(4, CPU count)."""
+    return min(4, os.cpu_count() or 1)
 
 
 class MadError(RuntimeError):
@@ -150,7 +160,6 @@ class _Lib:
         self.timeout_ms = timeout_ms
         self.retries = retries
         self.handle: int | None = None
-        self.ext_by_lid: dict[int, bool] = {}
 
     def open(self) -> int:
         """The open MAD port (opened on first use)."""
@@ -167,8 +176,8 @@ class _Lib:
             self.lib.slf_close(self.handle)
             self.handle = None
 
-    def discover(self) -> tuple[str, int]:
-        """(discovery text, LFT blocks not read); learns which PMAs have extended counters."""
+    def discover(self) -> tuple[str, int, dict[int, bool]]:
+        """(discovery text, LFT blocks not read, {LID: PMA has extended counters})."""
         self.close()  # umad2sim serves one open MAD port per process
         out = ctypes.c_void_p()
         rc = self.lib.slf_discover(self.ca, self.ca_port, self.timeout_ms * 5, 1, ctypes.byref(out))
@@ -188,36 +197,35 @@ class _Lib:
         arr = np.array(lids, dtype=np.uint16)
         caps = np.zeros(len(arr), dtype=np.uint32)
         self.lib.slf_cpi(self.open(), len(arr), arr, caps)
-        self.ext_by_lid = {
-            int(lid): bool(c & _PM_EXT_WIDTH) for lid, c in zip(arr, caps, strict=True)
-        }
-        return text, rc
+        ext_by_lid = {int(lid): bool(c & _PM_EXT_WIDTH) for lid, c in zip(arr, caps, strict=True)}
+        return text, rc, ext_by_lid
 
-    def sweep(self, lids: np.ndarray, ports: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(raw values (n, 11), status bits (n,)) of the targets."""
+    def sweep(
+        self, lids: np.ndarray, ports: np.ndarray, ext: np.ndarray
+    ) -> tuple[int, np.ndarray, np.ndarray]:
+        """(this process's pid, raw values (n, 11), status bits (n,)) of the targets;
+        `ext[i]` != 0: try PortCountersExtended for target i."""
         n = len(lids)
         lids = np.ascontiguousarray(lids, dtype=np.uint16)
         ports = np.ascontiguousarray(ports, dtype=np.uint8)
-        ext = np.array([self.ext_by_lid.get(int(x), True) for x in lids], dtype=np.uint8)
+        ext = np.ascontiguousarray(ext, dtype=np.uint8)
         values = np.zeros((n, len(COUNTER_NAMES)), dtype=np.uint64)
         status = np.zeros(n, dtype=np.uint8)
         self.lib.slf_sweep(self.open(), n, lids, ports, ext, values, status)
-        return values, status
+        return os.getpid(), values, status
 
 
 def _send(stream, obj) -> None:
+    """Write one length-prefixed pickled message."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(struct.pack("<I", len(data)) + data)
     stream.flush()
 
 
-def _recv_exact(fd: int, n: int, deadline: float | None) -> bytes:
+def _recv_exact(fd: int, n: int) -> bytes:
+    """Read exactly n bytes from fd (blocking); EOFError if the writer exits first."""
     buf = bytearray()
     while len(buf) < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError("MAD worker did not answer in time")
         chunk = os.read(fd, n - len(buf))
         if not chunk:
             raise EOFError("MAD worker exited")
@@ -225,19 +233,20 @@ def _recv_exact(fd: int, n: int, deadline: float | None) -> bytes:
     return bytes(buf)
 
 
-def _recv(fd: int, deadline: float | None):
-    (size,) = struct.unpack("<I", _recv_exact(fd, 4, deadline))
-    return pickle.loads(_recv_exact(fd, size, deadline))
+def _recv(fd: int):
+    """Read one length-prefixed pickled message from fd (blocking)."""
+    (size,) = struct.unpack("<I", _recv_exact(fd, 4))
+    return pickle.loads(_recv_exact(fd, size))
 
 
 def worker_main() -> int:
     """Serve requests from the parent MadSource until stdin closes."""
-    args = _recv(sys.stdin.fileno(), None)
+    args = _recv(sys.stdin.fileno())
     lib = _Lib(**args)
     out = sys.stdout.buffer
     while True:
         try:
-            op, payload = _recv(sys.stdin.fileno(), None)
+            op, payload = _recv(sys.stdin.fileno())
         except EOFError:
             lib.close()
             return 0
@@ -253,11 +262,90 @@ def worker_main() -> int:
         _send(out, result)
 
 
-class MadSource:
-    """Discovery and counter sweeps over real MADs, through a worker subprocess.
+class _Worker:
+    """One MAD worker subprocess (its own MAD port), spoken to over its stdin/stdout.
 
-    `env` is added to the worker's environment (on the simulator: LD_PRELOAD of
-    libumad2sim.so, SIM_HOST, IBSIM_SOCKNAME); `workdir` is its working directory.
+    `env` is added to its environment, `workdir` is its working directory; `args` are
+    _Lib's keyword arguments, sent as the first message.
+    """
+
+    def __init__(self, args: dict, env: dict[str, str], workdir: Path | None):
+        src_root = str(Path(__file__).resolve().parents[2])
+        full_env = {**os.environ, **env}
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (src_root, os.environ.get("PYTHONPATH", "")) if p
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "collector.fabric.mad"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=full_env,
+            cwd=workdir,
+            start_new_session=True,
+        )
+        with contextlib.suppress(BrokenPipeError):  # died at once: its first request sees EOF
+            _send(self.proc.stdin, args)
+
+    @property
+    def pid(self) -> int:
+        """The worker's process id."""
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        """Whether the process is still running."""
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the worker's session (it may be blocked inside umad2sim), reap it and
+        close the pipes."""
+        if self.alive():
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+def _recv_all(fds: list[int], deadline: float) -> list:
+    """One message from each of `fds`, read concurrently until `deadline` (time.monotonic()).
+
+    An fd whose writer exited gets an EOFError, one whose message is incomplete at the
+    deadline a TimeoutError, in place of the message: a stuck worker never delays reading
+    the others' replies.
+    """
+    bufs = {fd: bytearray() for fd in fds}
+    need = dict.fromkeys(fds, 4)  # the length prefix first, then prefix + message
+    done: dict[int, object] = {}
+    while len(done) < len(fds):
+        pending = [fd for fd in fds if fd not in done]
+        ready = select.select(pending, [], [], max(0.0, deadline - time.monotonic()))[0]
+        if not ready:
+            done.update((fd, TimeoutError("MAD worker did not answer in time")) for fd in pending)
+            break
+        for fd in ready:
+            chunk = os.read(fd, need[fd] - len(bufs[fd]))
+            if not chunk:
+                done[fd] = EOFError("MAD worker exited")
+                continue
+            bufs[fd] += chunk
+            if len(bufs[fd]) == need[fd] == 4:
+                need[fd] += struct.unpack("<I", bufs[fd])[0]
+            elif len(bufs[fd]) == need[fd]:
+                done[fd] = pickle.loads(bytes(bufs[fd][4:]))
+    return [done[fd] for fd in fds]
+
+
+class MadSource:
+    """Discovery and counter sweeps over real MADs, through worker subprocesses.
+
+    `env` is added to the workers' environment (on the simulator: LD_PRELOAD of
+    libumad2sim.so, SIM_HOST, IBSIM_SOCKNAME): every worker attaches at the same host, so
+    the MADs of a sweep cross the same links whatever the number of workers.
+    `workdir` is their working directory. A sweep of n targets is split over
+    min(`sweep_workers`, n // MIN_TARGETS_PER_WORKER) workers (at least one; default
+    sweep_workers: default_sweep_workers()). On ibsim each worker is one of its 10 clients.
+    Every request has a deadline of `request_timeout_s`; a worker that misses it or dies
+    is killed (and started again by the next request) and the request fails with MadError.
     """
 
     name = "mad"
@@ -271,64 +359,70 @@ class MadSource:
         timeout_ms: int = 200,
         retries: int = 2,
         request_timeout_s: float = 30.0,
+        sweep_workers: int | None = None,
     ):
         load_library()  # build it here, not under the preload
         self._args = {"ca": ca, "ca_port": ca_port, "timeout_ms": timeout_ms, "retries": retries}
         self._env = env or {}
         self._workdir = workdir
         self._request_timeout_s = request_timeout_s
-        self._proc: subprocess.Popen | None = None
+        self.sweep_workers = sweep_workers or default_sweep_workers()
+        if self.sweep_workers < 1:
+            raise ValueError("sweep_workers must be at least 1")
+        #: Process ids of the workers that answered the last sweep, in slice order.
+        self.last_sweep_pids: list[int] = []
+        self._workers: list[_Worker | None] = []
         self._lock = threading.Lock()
         self._targets: list[tuple[int, int, int]] = []
+        self._ext_by_lid: dict[int, bool] = {}
 
-    def _worker(self) -> subprocess.Popen:
-        if self._proc is None or self._proc.poll() is not None:
-            src_root = str(Path(__file__).resolve().parents[2])
-            env = {**os.environ, **self._env}
-            env["PYTHONPATH"] = os.pathsep.join(
-                p for p in (src_root, os.environ.get("PYTHONPATH", "")) if p
-            )
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "collector.fabric.mad"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=env,
-                cwd=self._workdir,
-                start_new_session=True,
-            )
-            _send(self._proc.stdin, self._args)
-        return self._proc
+    def _worker(self, i: int) -> _Worker:
+        """Worker i, started (again) if it is not running."""
+        self._workers += [None] * (i + 1 - len(self._workers))
+        worker = self._workers[i]
+        if worker is None or not worker.alive():
+            if worker is not None:
+                worker.kill()
+            worker = self._workers[i] = _Worker(self._args, self._env, self._workdir)
+        return worker
 
-    def _call(self, op: str, payload=None):
+    def _request(self, op: str, payloads: list) -> list:
+        """Send payloads[i] to worker i (all before reading any reply), collect every reply
+        by one deadline; results in payload order. Failed workers are killed, then MadError."""
         with self._lock:
-            proc = self._worker()
-            try:
-                _send(proc.stdin, (op, payload))
-                status, result = _recv(
-                    proc.stdout.fileno(), time.monotonic() + self._request_timeout_s
-                )
-            except (TimeoutError, EOFError, BrokenPipeError) as exc:
-                self._kill()
-                raise MadError(f"MAD worker failed during {op}: {exc}") from exc
-        if status != "ok":
-            raise MadError(result)
-        return result
-
-    def _kill(self) -> None:
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            self._proc.wait()
-            self._proc = None
+            workers = [self._worker(i) for i in range(len(payloads))]
+            for worker, payload in zip(workers, payloads, strict=True):
+                with contextlib.suppress(BrokenPipeError):  # a dead worker: EOF below
+                    _send(worker.proc.stdin, (op, payload))
+            deadline = time.monotonic() + self._request_timeout_s
+            replies = _recv_all([w.proc.stdout.fileno() for w in workers], deadline)
+            failures = []
+            for i, (worker, reply) in enumerate(zip(workers, replies, strict=True)):
+                if isinstance(reply, EOFError | TimeoutError):
+                    failures.append(f"worker {worker.pid}: {reply}")
+                    worker.kill()
+                    self._workers[i] = None
+        if failures:
+            raise MadError(f"MAD worker failed during {op}: {'; '.join(failures)}")
+        errors = [result for status, result in replies if status != "ok"]
+        if errors:
+            raise MadError(errors[0])
+        return [result for _, result in replies]
 
     def close(self) -> None:
-        """Stop the worker (closing its stdin lets it close its MAD port and exit)."""
+        """Stop every worker: closing their stdin lets them close their MAD ports and exit;
+        whatever still runs after 5 s is killed."""
         with self._lock:
-            if self._proc is not None and self._proc.poll() is None:
-                self._proc.stdin.close()
+            workers = [w for w in self._workers if w is not None]
+            self._workers = []
+            for worker in workers:
+                with contextlib.suppress(OSError):
+                    worker.proc.stdin.close()
+            deadline = time.monotonic() + 5.0
+            for worker in workers:
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    self._proc.wait(timeout=5)
-            self._kill()
+                    worker.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                worker.kill()
 
     def __enter__(self) -> MadSource:
         return self
@@ -339,11 +433,12 @@ class MadSource:
     def discover(self) -> Topology:
         """Discover nodes, ports, links and forwarding tables.
 
-        Each discovery runs in a fresh worker: umad2sim does not release what a closed MAD
-        port registered, so a long-lived process could discover only a few times.
+        Each discovery runs in a fresh worker (then worker 0 of the sweeps): umad2sim does
+        not release what a closed MAD port registered, so a long-lived process could
+        discover only a few times.
         """
         self.close()
-        text, lft_errors = self._call("discover")
+        ((text, lft_errors, self._ext_by_lid),) = self._request("discover", [None])
         topo = parse_discovery(text)
         topo.lft_errors = lft_errors
         self._targets = topo.sweep_targets()
@@ -351,14 +446,27 @@ class MadSource:
 
     def sweep(self, targets: list[tuple[int, int, int]] | None = None) -> RawSweep:
         """Read the counters of `targets` [(guid, port, lid)] (default: every connected port
-        of the last discovery)."""
+        of the last discovery), contiguous slices in parallel workers, merged in order."""
         if targets is None:
             targets = self._targets
         lids = np.array([t[2] for t in targets], dtype=np.uint16)
         ports = np.array([t[1] for t in targets], dtype=np.uint8)
+        ext = np.array([self._ext_by_lid.get(int(x), True) for x in lids], dtype=np.uint8)
+        k = max(1, min(self.sweep_workers, len(targets) // MIN_TARGETS_PER_WORKER))
+        payloads = list(
+            zip(
+                np.array_split(lids, k),
+                np.array_split(ports, k),
+                np.array_split(ext, k),
+                strict=True,
+            )
+        )
         t0 = time.time_ns()
-        values, status = self._call("sweep", (lids, ports))
+        replies = self._request("sweep", payloads)
         t1 = time.time_ns()
+        self.last_sweep_pids = [pid for pid, _, _ in replies]
+        values = np.concatenate([v for _, v, _ in replies])
+        status = np.concatenate([s for _, _, s in replies])
         return RawSweep.from_words(
             guids=[t[0] for t in targets],
             ports=ports,

@@ -46,7 +46,8 @@ def open_source(settings: Settings):
     """The counter source the settings ask for (None = fabric sampling off).
 
     `auto`: MAD through a running `stacklens fabric-sim`, else MAD on local HCAs if
-    /sys/class/infiniband lists any, else off.
+    /sys/class/infiniband lists any, else off. MAD sweeps are split over
+    `fabric_sweep_workers` worker processes (default min(4, CPU count)).
     """
     kind = settings.fabric_source
     if kind == "auto":
@@ -62,10 +63,11 @@ def open_source(settings: Settings):
         if settings.fabric_replay_file is None:
             raise ValueError("STACKLENS_FABRIC_SOURCE=replay needs STACKLENS_FABRIC_REPLAY_FILE")
         return ReplaySource(settings.fabric_replay_file)
+    workers = settings.fabric_sweep_workers
     sim = _running_sim(settings)
     if sim is not None:
-        return MadSource(env=sim["env"], workdir=Path(sim["workdir"]))
-    return MadSource()
+        return MadSource(env=sim["env"], workdir=Path(sim["workdir"]), sweep_workers=workers)
+    return MadSource(sweep_workers=workers)
 
 
 class FabricSampler:

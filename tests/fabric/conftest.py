@@ -44,8 +44,13 @@ def sim(tree: FatTree, scratch_root: Path) -> Iterator[FabricSim]:
 
 @pytest.fixture(scope="session")
 def mad(sim: FabricSim) -> Iterator[MadSource]:
-    """A MAD source attached to the simulator's first host."""
-    source = MadSource(env=sim.client_env(), workdir=sim.workdir)
+    """A MAD source attached to the simulator's first host, sweeping in one worker.
+
+    One worker keeps the management traffic of a sweep cycle identical on every port from
+    cycle to cycle (the exact-delta tests rely on it); with several, the workers' MADs
+    interleave differently each time around each port's read.
+    """
+    source = MadSource(env=sim.client_env(), workdir=sim.workdir, sweep_workers=1)
     try:
         yield source
     finally:

@@ -7,8 +7,8 @@ import re
 import numpy as np
 
 from collector.fabric.counters import COUNTER_NAMES, DeltaTracker
-from collector.fabric.mad import MadSource
-from collector.fabric.sim import FabricSim, Flow, TrafficEmulator, port_ref
+from collector.fabric.mad import MIN_TARGETS_PER_WORKER, MadSource
+from collector.fabric.sim import ERROR_FIELDS, FabricSim, Flow, TrafficEmulator, port_ref
 from collector.fabric.simnet import FatTree
 from collector.fabric.topology import NodeType
 from tests.fabric.conftest import client_tool
@@ -118,3 +118,53 @@ def test_fault_counters_are_read_back(mad: MadSource, sim: FabricSim):
         after.value(leaf.guid, 3, "symbol_errors")
         == before.value(leaf.guid, 3, "symbol_errors") + 9
     )
+
+
+def test_parallel_sweep_equals_serial_sweep(mad: MadSource, sim: FabricSim):
+    """A sweep of every switch port split over 3 worker processes reads exactly what one
+    worker reads. Queries to switch PMAs never cross a leaf's link to an HCA other than the
+    attach host, so those ports keep all their counters between the two sweeps; error
+    counters and PortXmitWait (not moved by MADs) must agree on every port."""
+    topo = mad.discover()
+    switch = NodeType.SWITCH
+    targets = [t for t in topo.sweep_targets() if topo.nodes[t[0]].type == switch]
+    attach = topo.node(sim.attach).guid
+    quiet = [
+        (g, p)
+        for g, p, _ in targets
+        if topo.nodes[topo.remote((g, p))[0]].type != switch and topo.remote((g, p))[0] != attach
+    ]
+    commands = []
+    for i, (g, p, _) in enumerate(targets):
+        ref = port_ref(topo.nodes[g].description, p)
+        commands += [
+            f"PerformanceSet {ref} PortCounters.SymbolErrorCounter={1000 + i}",
+            f"PerformanceSet {ref} PortCounters.PortXmitWait={70000 + 13 * i}",
+            f"PerformanceSet {ref} PortCountersExtended.PortXmitData={(1 << 36) + 7 * i}",
+        ]
+    sim.console(commands)
+    sweeps, pids = {}, {}
+    for k in (1, 3):
+        with MadSource(env=sim.client_env(), workdir=sim.workdir, sweep_workers=k) as src:
+            sweeps[k] = src.sweep(targets)  # no discovery: its SMPs cross every link
+            pids[k] = src.last_sweep_pids
+    serial, parallel = sweeps[1], sweeps[3]
+    # Three distinct worker processes answered the parallel sweep, one the serial sweep.
+    assert len(pids[1]) == 1 and len(set(pids[3])) == 3 and not set(pids[1]) & set(pids[3])
+    assert len(serial) == len(parallel) == len(targets) > 3 * MIN_TARGETS_PER_WORKER
+    assert np.array_equal(serial.guids, parallel.guids)
+    assert np.array_equal(serial.ports, parallel.ports)
+    assert np.array_equal(serial.extended, parallel.extended)
+    not_moved = [COUNTER_NAMES.index(c) for c in ERROR_FIELDS]
+    assert np.array_equal(serial.values[:, not_moved], parallel.values[:, not_moved])
+    assert len(quiet) == 33  # 32 hosts + 2 storage nodes, less the attach host
+    for g, p in quiet:
+        for name in COUNTER_NAMES:
+            assert serial.value(g, p, name) == parallel.value(g, p, name), (
+                topo.describe((g, p)),
+                name,
+            )
+    i = targets.index(next(t for t in targets if (t[0], t[1]) == quiet[-1]))
+    assert parallel.value(*quiet[-1], "symbol_errors") == 1000 + i
+    assert parallel.value(*quiet[-1], "xmit_wait") == 70000 + 13 * i
+    assert parallel.value(*quiet[-1], "xmit_bytes") == 4 * ((1 << 36) + 7 * i)

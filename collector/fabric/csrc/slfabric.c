@@ -11,8 +11,9 @@
  *     PortXmitWait, and the 32-bit data counters when extended ones are unsupported) of a
  *     list of (LID, port) targets. Raw values only: words stay words, the Python side
  *     converts once at parse time. Counters are only read, never reset.
- * One slf handle owns one MAD port. slf_sweep keeps a window of requests in flight on it
- * (pipelining), so a sweep is not bound by one round trip per query.
+ * One slf handle owns one MAD port and slf_sweep issues one query at a time on it; sweeps
+ * run in parallel by giving slices of the target list to several worker processes, each
+ * with its own handle (umad2sim serves one working MAD port per process).
  */
 #define _GNU_SOURCE
 #include <errno.h>
