@@ -9,6 +9,7 @@ import threading
 import time
 
 import psycopg
+import uvloop
 
 from collector.ingest.server import IngestServer
 from collector.store.partitions import DAY_NS, apply_retention, day_of
@@ -106,7 +107,7 @@ class BackgroundCollector:
             rollup_interval_s=24 * 3600.0,
         )
         self.service = CollectorService(url, self.settings)
-        self.loop = asyncio.new_event_loop()
+        self.loop = uvloop.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     def __enter__(self) -> BackgroundCollector:

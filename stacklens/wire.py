@@ -111,6 +111,7 @@ SPEC = load_spec()
 HEADER_DTYPE = SPEC.header
 _HEADER_STRUCT = _struct_of(HEADER_DTYPE)
 _SECTION_STRUCT = _struct_of(SECTION_HEADER)
+_ACK_STRUCT = _struct_of(SPEC.ack)
 HEADER_SIZE = HEADER_DTYPE.itemsize
 ACK_DTYPE = SPEC.ack
 ACK_SIZE = ACK_DTYPE.itemsize
@@ -393,9 +394,7 @@ def records(table_name: str, rows: list[dict]) -> np.ndarray:
 
 def encode_ack(status: int, seq: int) -> bytes:
     """Encode an acknowledgement."""
-    ack = np.zeros(1, dtype=ACK_DTYPE)
-    ack["magic"], ack["status"], ack["seq"] = ACK_MAGIC, int(status), seq
-    return ack.tobytes()
+    return _ACK_STRUCT.pack(ACK_MAGIC, int(status), 0, seq)
 
 
 def decode_ack(raw: bytes) -> tuple[int, int]:

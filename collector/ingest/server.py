@@ -24,6 +24,10 @@ from stacklens import wire
 log = logging.getLogger(__name__)
 
 
+#: "No item carried over" in `_send_acks` (None is the queue's end marker).
+_NOTHING = object()
+
+
 def _is_loopback(peername) -> bool:
     """Whether a socket peer address is on the loopback interface."""
     try:
@@ -162,13 +166,16 @@ class IngestServer:
     async def _send_acks(
         self, acks: asyncio.Queue, writer: asyncio.StreamWriter, peer: str
     ) -> None:
-        """Write acks in frame order.
+        """Write acks in frame order, as many per write as are ready.
 
         At the first failed commit, stop acknowledging and drop the connection: the
         sender keeps every unacknowledged frame and resends it after reconnecting.
         """
         failed = False
-        while (item := await acks.get()) is not None:
+        ready = bytearray()  # acks of committed frames not written yet
+        carry = _NOTHING  # an item (or the closing None) taken from the queue to look ahead
+        while (item := await acks.get() if carry is _NOTHING else carry) is not None:
+            carry = _NOTHING
             status, seq, stored = item
             if stored is not None:
                 try:
@@ -182,8 +189,14 @@ class IngestServer:
                     failed = True
             if failed:
                 continue
+            ready += wire.encode_ack(status, seq)
+            if status == wire.Status.COMMITTED and not acks.empty():
+                carry = acks.get_nowait()
+                if carry is not None and (carry[2] is None or carry[2].done()):
+                    continue  # the next ack is ready too: send both in one write
             try:
-                writer.write(wire.encode_ack(status, seq))
+                writer.write(bytes(ready))
+                ready.clear()
                 await writer.drain()
             except (ConnectionError, OSError):
                 log.info("connection from %s closed before its acks were sent", peer)

@@ -15,6 +15,7 @@ _SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, 
 _TRAILER = (-1).to_bytes(2, "big", signed=True)
 _INT_WIDTH = {"int2": 2, "int4": 4, "int8": 8}
 _ELEMENT_OID = {"int2": 21, "int4": 23, "int8": 20}
+_ARRAY_HEADER = ("field_len", "ndim", "has_null", "oid", "size", "lower_bound")
 
 
 Column = tuple[str, np.ndarray] | tuple[str, np.ndarray, np.ndarray | None]
@@ -63,6 +64,7 @@ def _integer_rows(columns: list[Column], rows: int) -> bytes:
 
 
 def _mixed_rows(columns: list[Column], rows: int) -> bytes:
+    """Rows of variable width: each column is encoded in one piece, then cut per row."""
     header = struct.pack(">h", len(columns))
     encoded = [_encode_column(pg_type, values, rows) for pg_type, values, *_ in columns]
     return b"".join(header + b"".join(col[i] for col in encoded) for i in range(rows))
@@ -75,18 +77,33 @@ def _encode_column(pg_type: str, values, rows: int) -> list[bytes]:
         texts = [v.split(b"\0", 1)[0].decode("utf-8", "replace").encode() for v in values]
         return [struct.pack(">i", len(t)) + t for t in texts]
     if pg_type.endswith("[]"):
-        return [_array(pg_type[:-2], v) for v in values]
+        return _arrays(pg_type[:-2], values)
     width = _INT_WIDTH[pg_type]
     ints = np.asarray(values).astype(f">i{width}", casting="unsafe").tobytes()
     prefix = struct.pack(">i", width)
     return [prefix + ints[i * width : (i + 1) * width] for i in range(rows)]
 
 
-def _array(element: str, values: np.ndarray) -> bytes:
-    """One 1-d integer array field: length prefix, array header, length-prefixed elements."""
+def _arrays(element: str, values: list[np.ndarray]) -> list[bytes]:
+    """1-d integer array fields, one per row: every element and every header is encoded
+    in one numpy operation for the whole column, then each row takes its slice.
+
+    A field is: length prefix, array header (ndim 1, no NULLs, element type, size, lower
+    bound 1), then each element with its own length prefix.
+    """
     width = _INT_WIDTH[element]
-    items = np.empty(len(values), dtype=[("len", ">i4"), ("val", f">i{width}")])
+    sizes = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
+    items = np.empty(int(sizes.sum()), dtype=[("len", ">i4"), ("val", f">i{width}")])
     items["len"] = width
-    items["val"] = np.asarray(values).astype(f"<i{width}", casting="unsafe")
-    body = struct.pack(">iiiii", 1, 0, _ELEMENT_OID[element], len(values), 1) + items.tobytes()
-    return struct.pack(">i", len(body)) + body
+    items["val"] = np.concatenate(values).astype(f"<i{width}", casting="unsafe")
+    heads = np.empty(len(values), dtype=[(name, ">i4") for name in _ARRAY_HEADER])
+    heads["field_len"] = 20 + sizes * (4 + width)  # after the length prefix itself
+    heads["ndim"], heads["has_null"], heads["oid"] = 1, 0, _ELEMENT_OID[element]
+    heads["size"], heads["lower_bound"] = sizes, 1
+    head_bytes, item_bytes = heads.tobytes(), items.tobytes()
+    ends = np.cumsum(sizes) * (4 + width)
+    starts = ends - sizes * (4 + width)
+    return [
+        head_bytes[24 * i : 24 * i + 24] + item_bytes[a:b]
+        for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))
+    ]
