@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import uvicorn
+import uvloop
 from pydantic import ValidationError
 
 from stacklens import fabric_sim
@@ -249,13 +250,13 @@ async def _run_collector(settings: Settings) -> None:
 
 def cmd_collector(settings: Settings, _: argparse.Namespace) -> int:
     """A stateless collector; run several against one database to scale out."""
-    asyncio.run(_run_collector(settings))
+    uvloop.run(_run_collector(settings))
     return 0
 
 
 def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     """Serve until interrupted."""
-    asyncio.run(_serve(settings, workload=None, duration=None))
+    uvloop.run(_serve(settings, workload=None, duration=None))
     return 0
 
 
@@ -274,7 +275,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         if args.fabric and stack.enter_context(fabric_sim.background(settings, DEMO_FABRIC_HOSTS)):
             hosts = fabric_sim.placed_hosts(DEMO_FABRIC_HOSTS, args.ranks)
         workload = demo_workload(args.ranks, hosts)
-        asyncio.run(_serve(settings, workload=workload, duration=args.duration))
+        uvloop.run(_serve(settings, workload=workload, duration=args.duration))
     return 0
 
 
