@@ -5,7 +5,11 @@ Prints, each a median of --repeat runs:
     wrapper cost without a partner rank competing for a core;
   * ns added per MPI call, 0-byte ping-pong between 2 ranks (shared memory);
   * percent slowdown of a 4 KiB write() loop to a file the library tracks (a regular file
-    in the current directory's file system) and to one it does not (/dev/shm);
+    in the current directory's file system) and to one it does not (/dev/shm); the
+    tracked file twice: in a process of one thread (the library's sender thread, started
+    at the first tracked open, then makes the kernel take a file reference and the
+    file-position lock on every write) and in one that already has a second thread, as
+    an MPI rank has (the library's own cost per write);
   * resident memory the library adds to a rank of a 1,024-rank world with every peer
     touched (bench/rss_peers.c: one process that interposes PMPI_Comm_size/Send/Recv,
     because 1,024 real ranks do not fit this machine), and for a 2-rank world.
@@ -41,7 +45,8 @@ def build(out: Path) -> None:
     for name in ("pingpong", "calls"):
         src = HERE / f"overhead_{name}.c"
         subprocess.run(["mpicc", "-O2", "-o", out / name, src], check=True)
-    subprocess.run(["cc", "-O2", "-o", out / "write", HERE / "overhead_write.c"], check=True)
+    write = ["cc", "-O2", "-pthread", "-o", out / "write", HERE / "overhead_write.c"]
+    subprocess.run(write, check=True)
     rss = ["mpicc", "-O2", "-rdynamic", "-o", out / "rss_peers", HERE / "rss_peers.c", "-ldl"]
     subprocess.run(rss, check=True)
 
@@ -84,11 +89,13 @@ def main() -> None:
         b, h = compare(ping, a.repeat, **idle)
         print(f"MPI call, 2-rank ping-pong: {b:.1f} ns without, {h:.1f} ns with: "
               f"{h - b:+.1f} ns per call")  # fmt: skip
-        for label, path in (
-            ("tracked file", out / "bench.dat"),
-            ("/dev/shm (not tracked)", Path(f"/dev/shm/stacklens-bench-{os.getpid()}")),
+        shm = Path(f"/dev/shm/stacklens-bench-{os.getpid()}")
+        for label, path, mode in (
+            ("tracked file, 1-thread process", out / "bench.dat", "single"),
+            ("tracked file, 2-thread process", out / "bench.dat", "thread"),
+            ("/dev/shm (not tracked)", shm, "single"),
         ):
-            b, h = compare([str(out / "write"), str(path), str(a.writes)], a.repeat)
+            b, h = compare([str(out / "write"), str(path), str(a.writes), mode], a.repeat)
             path.unlink()
             print(f"4 KiB write(), {label}: {b:.0f} ns without, {h:.0f} ns with: "
                   f"{100 * (h - b) / b:+.1f} %")  # fmt: skip

@@ -1,18 +1,36 @@
 /*
  * overhead_write.c — argv[2] write() calls of 4 KiB to the file argv[1]
- * (rewound every 256 writes); prints the ns per write.
+ * (rewound every 256 writes); prints the ns per write. With argv[3] "thread"
+ * an idle second thread exists during the loop, as the MPI runtime's threads
+ * do in a rank: the kernel then takes a file reference and the file-position
+ * lock on every write (a process of one thread skips both), whether or not
+ * the library's sender thread runs too.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <string.h>
 #include <unistd.h>
+
+/* The idle thread: blocks until the process exits. */
+static void *idle(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
 
 int main(int argc, char **argv)
 {
     if (argc < 3)
         return 2;
     int n = atoi(argv[2]);
+    pthread_t thread;
+    if (argc > 3 && strcmp(argv[3], "thread") == 0 && pthread_create(&thread, NULL, idle, NULL))
+        return 1;
     char buf[4096] = { 0 };
     int fd = open(argv[1], O_CREAT | O_TRUNC | O_WRONLY, 0644);
     if (fd < 0)

@@ -17,7 +17,7 @@ typedef struct sl_coll_key {
     uint32_t size;      /* ranks in the communicator */
 } sl_coll_key;
 
-enum { SL_COLL_CALLS, SL_COLL_BYTES, SL_COLL_TIME, SL_COLL_NVALS };
+enum { SL_COLL_CALLS, SL_COLL_BYTES, SL_COLL_TIME /* ticks */, SL_COLL_NVALS };
 
 extern sl_keytab sl_coll;
 

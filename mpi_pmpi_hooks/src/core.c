@@ -1,10 +1,12 @@
 /*
  * core.c — per-rank counter tables and the counting done on the MPI call
- * path (see core.h). Only relaxed atomic adds happen here while the
- * application runs; allocation is done once at init.
+ * path (see core.h). Only relaxed atomic adds (and plain stores into a
+ * thread's own counter block) happen here while the application runs;
+ * allocation is done once at init.
  */
 #include "core.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +15,54 @@
 
 sl_core_state sl_core;
 __thread int sl_tls_in_call __attribute__((tls_model("initial-exec")));
+__thread sl_call_counters *sl_tls_calls __attribute__((tls_model("initial-exec")));
 sl_keytab sl_coll;
+
+/* The per-thread counter blocks. Static: a thread may hold one after
+ * sl_core_fini, and pages never touched cost no memory (a thread touches the
+ * rows of the ops it calls). */
+typedef struct sl_thread_block {
+    int owned;                       /* 1 while a thread holds it (atomic) */
+    sl_call_counters c;
+} sl_thread_block;
+static sl_thread_block blocks[SL_THREAD_BLOCKS];
+static unsigned blocks_used;         /* blocks [0, used) were ever claimed (atomic) */
+static pthread_key_t blocks_key;     /* its destructor hands a block back at thread exit */
+static int blocks_key_ok;
+
+/* Thread exit: the block goes back to the pool with its counts (a later
+ * owner adds on); calls this thread still makes count in the shared ones. */
+static void block_release(void *p)
+{
+    sl_tls_calls = &sl_core.calls;
+    __atomic_store_n(&((sl_thread_block *)p)->owned, 0, __ATOMIC_RELEASE);
+}
+
+/* First counted call of a thread: the first free block, or the shared counters. */
+sl_call_counters *sl_thread_claim(void)
+{
+    sl_call_counters *t = &sl_core.calls;
+    for (unsigned i = 0; blocks_key_ok && i < SL_THREAD_BLOCKS; i++) {
+        int expected = 0;
+        if (__atomic_load_n(&blocks[i].owned, __ATOMIC_RELAXED) != 0
+            || !__atomic_compare_exchange_n(&blocks[i].owned, &expected, 1, 0,
+                                            __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            continue;
+        if (pthread_setspecific(blocks_key, &blocks[i]) != 0) {
+            __atomic_store_n(&blocks[i].owned, 0, __ATOMIC_RELEASE);
+            break;
+        }
+        unsigned used = __atomic_load_n(&blocks_used, __ATOMIC_RELAXED);
+        while (used < i + 1
+               && !__atomic_compare_exchange_n(&blocks_used, &used, i + 1, 1,
+                                               __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        }
+        t = &blocks[i].c;
+        break;
+    }
+    sl_tls_calls = t;
+    return t;
+}
 
 /* Sizes of the most common predefined datatypes, filled once by sl_core_init. */
 #define SL_TYPE_CACHE 8
@@ -63,8 +112,8 @@ int sl_core_init(unsigned max_keys)
         sl_core.peers = NULL;
         return -1;
     }
-    memset(sl_core.ops, 0, sizeof sl_core.ops);
-    memset(sl_core.hist, 0, sizeof sl_core.hist);
+    memset(&sl_core.calls, 0, sizeof sl_core.calls);
+    blocks_key_ok = pthread_key_create(&blocks_key, block_release) == 0;
     type_cache_init();
     static const sl_coll_key overflow = { .comm_id = 0xFFFFFFFFu, .op = 0xFFFFFFFFu,
                                           .root = 0xFFFFFFFFu };
@@ -176,13 +225,27 @@ void sl_core_load_peer(int i, sl_peer_counters *out)
     out->msgs_recv = __atomic_load_n(&p->msgs_recv, __ATOMIC_RELAXED);
 }
 
-/* Relaxed atomic snapshot of one op entry. */
+/* Relaxed atomic snapshot of one op entry: shared counters plus thread blocks. */
 void sl_core_load_op(int i, sl_op_counters *out)
 {
-    const sl_op_counters *c = &sl_core.ops[i];
-    out->calls = __atomic_load_n(&c->calls, __ATOMIC_RELAXED);
-    out->bytes = __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
-    out->time_ns = __atomic_load_n(&c->time_ns, __ATOMIC_RELAXED);
+    unsigned used = __atomic_load_n(&blocks_used, __ATOMIC_RELAXED);
+    memset(out, 0, sizeof *out);
+    for (unsigned b = 0; b <= used; b++) {
+        const sl_op_counters *c = b == 0 ? &sl_core.calls.ops[i] : &blocks[b - 1].c.ops[i];
+        out->calls += __atomic_load_n(&c->calls, __ATOMIC_RELAXED);
+        out->bytes += __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
+        out->ticks += __atomic_load_n(&c->ticks, __ATOMIC_RELAXED);
+    }
+}
+
+/* Relaxed atomic sum of one histogram bucket over the shared counters and blocks. */
+uint64_t sl_core_load_hist(int op, int k)
+{
+    unsigned used = __atomic_load_n(&blocks_used, __ATOMIC_RELAXED);
+    uint64_t n = __atomic_load_n(&sl_core.calls.hist[op][k], __ATOMIC_RELAXED);
+    for (unsigned b = 0; b < used; b++)
+        n += __atomic_load_n(&blocks[b].c.hist[op][k], __ATOMIC_RELAXED);
+    return n;
 }
 
 /* Adds one RMA call to the target's row; bytes are returned for the op table. */
@@ -200,7 +263,7 @@ uint64_t sl_count_rma(MPI_Win win, int rank, int rma_slot, uint64_t bytes)
 }
 
 /* Adds one collective call under (comm id, op, root world rank). */
-void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t time_ns)
+void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t ticks)
 {
     const sl_handle_rec *rec = sl_comm_rec(comm);
     sl_coll_key key = { .comm_id = 0xFFFFFFFFu, .op = (uint32_t)op, .root = 0xFFFFFFFFu };
@@ -215,7 +278,7 @@ void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t tim
     unsigned i = sl_keytab_get(&sl_coll, &key, sl_hash_bytes(&key, sizeof key), NULL, NULL);
     sl_keytab_add(&sl_coll, i, SL_COLL_CALLS, 1);
     sl_keytab_add(&sl_coll, i, SL_COLL_BYTES, bytes);
-    sl_keytab_add(&sl_coll, i, SL_COLL_TIME, time_ns);
+    sl_keytab_add(&sl_coll, i, SL_COLL_TIME, ticks);
 }
 
 /* Number of ranks of comm (the remote group of an intercommunicator). */

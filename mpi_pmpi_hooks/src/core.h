@@ -4,14 +4,21 @@
  *
  * Tables (cumulative since MPI_Init, never reset):
  *   per peer world rank: bytes/messages sent and received (point-to-point),
- *   per operation (op id from sl_ops.h): calls, bytes, time inside the call,
+ *   per operation (op id from sl_ops.h): calls, bytes, ticks inside the call,
  *   per operation and log2 size bucket: messages (the size histogram),
  *   per target world rank and RMA op: calls, bytes,
- *   per (communicator, collective op, root): calls, bytes, time (a keytab,
+ *   per (communicator, collective op, root): calls, bytes, ticks (a keytab,
  *   see coll.h), and the health counters (keys dropped into overflow keys).
- * The MPI call path only does relaxed atomic adds into these tables: no
- * locks, no allocation, no I/O (a new communicator or collective key takes
- * a mutex once, see handles.h and keytab.h). The sender thread reads them with relaxed
+ * Times are in ticks (util.h); the sender converts deltas to ns.
+ * The per-op and histogram counters (sl_call_counters) of a call go to a
+ * counter block of the calling thread (one of SL_THREAD_BLOCKS, claimed at
+ * the thread's first counted call, handed back at thread exit): only that
+ * thread writes it, so it adds with plain relaxed stores, no lock prefix.
+ * Threads beyond the pool add to the shared sl_core.calls with relaxed
+ * atomic adds; a reader sums the shared counters and the blocks. Everything
+ * else on the MPI call path is relaxed atomic adds into the shared tables:
+ * no locks, no allocation, no I/O (a new communicator or collective key
+ * takes a mutex once, see handles.h and keytab.h). The sender thread reads them with relaxed
  * atomic loads and sends differences; a reader may see one counter of a
  * message updated and its neighbour not yet, which the next interval's delta
  * carries, so sums over intervals stay exact.
@@ -33,9 +40,9 @@ typedef struct sl_peer_counters {
     uint64_t bytes_sent, msgs_sent, bytes_recv, msgs_recv;
 } sl_peer_counters;
 
-/* Cumulative counters of one MPI operation. */
+/* Cumulative counters of one MPI operation (time in ticks, see util.h). */
 typedef struct sl_op_counters {
-    uint64_t calls, bytes, time_ns;
+    uint64_t calls, bytes, ticks;
 } sl_op_counters;
 
 /* Cumulative RMA counters towards one target world rank for one RMA op. */
@@ -46,6 +53,12 @@ typedef struct sl_rma_counters {
 /* Size buckets of the histogram: 0 for 0 bytes, b for [2^(b-1), 2^b). */
 #define SL_HIST_BUCKETS 65
 
+/* The counters every call updates: per op, and per op and size bucket. */
+typedef struct sl_call_counters {
+    sl_op_counters ops[SL_OP_COUNT];
+    uint64_t hist[SL_OP_COUNT][SL_HIST_BUCKETS];
+} sl_call_counters;
+
 typedef struct sl_core_state {
     int ready;                /* 1 while wrappers count (atomic; set last at init) */
     int world_rank;
@@ -53,17 +66,26 @@ typedef struct sl_core_state {
     MPI_Group world_group;    /* group of MPI_COMM_WORLD, for rank translation */
     sl_peer_counters *peers;  /* world_size entries */
     sl_rma_counters *rma;     /* world_size x SL_RMA_COUNT entries */
-    sl_op_counters ops[SL_OP_COUNT];
-    uint64_t hist[SL_OP_COUNT][SL_HIST_BUCKETS];
+    sl_call_counters calls;   /* of threads without a block of their own */
     uint64_t keys_dropped;    /* new keys folded into an overflow key (all tables) */
 } sl_core_state;
+
+/* Threads with a counter block of their own; more threads share sl_core.calls. */
+#define SL_THREAD_BLOCKS 16
 
 extern sl_core_state sl_core;
 /* Initial-exec TLS: one %fs-relative access, no __tls_get_addr call (the
  * library is preloaded, so its TLS is in the static block). */
 extern __thread int sl_tls_in_call __attribute__((tls_model("initial-exec")));
+/* This thread's call counters: its block, &sl_core.calls (no block was
+ * free), or NULL before its first counted call. */
+extern __thread sl_call_counters *sl_tls_calls __attribute__((tls_model("initial-exec")));
 
-/* One wrapped call in progress: its start and end on the monotonic clock. */
+/* Claims a free counter block for this thread (&sl_core.calls if none is
+ * free), sets sl_tls_calls and returns it. Lock-free; once per thread. */
+sl_call_counters *sl_thread_claim(void);
+
+/* One wrapped call in progress: its start and end in ticks (util.h). */
 typedef struct sl_call {
     uint64_t t0, t1;
 } sl_call;
@@ -79,24 +101,47 @@ static inline int sl_enter(sl_call *call)
     if (sl_tls_in_call || !__atomic_load_n(&sl_core.ready, __ATOMIC_ACQUIRE))
         return 0;
     sl_tls_in_call = 1;
-    call->t0 = sl_mono_ns();
+    call->t0 = sl_ticks();
     return 1;
 }
 
 /* Marks the end of the PMPI call (the time counted as "inside the call"). */
 static inline void sl_mark_end(sl_call *call)
 {
-    call->t1 = sl_mono_ns();
+    call->t1 = sl_ticks();
+}
+
+/* Ticks inside the call (between sl_enter and sl_mark_end). */
+static inline uint64_t sl_call_ticks(const sl_call *call)
+{
+    return sl_ticks_between(call->t0, call->t1);
+}
+
+/* This thread's call counters, claimed at its first counted call. */
+static inline sl_call_counters *sl_my_calls(void)
+{
+    sl_call_counters *t = sl_tls_calls;
+    return __builtin_expect(t != NULL, 1) ? t : sl_thread_claim();
+}
+
+/* Adds n to counter c of t (from sl_my_calls): a plain load and store in
+ * the thread's own block (the sender only reads it), else an atomic add. */
+static inline void sl_calls_add(sl_call_counters *t, uint64_t *c, uint64_t n)
+{
+    if (__builtin_expect(t != &sl_core.calls, 1))
+        __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+    else if (n != 0)
+        __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
 }
 
 /* Adds one call of op with its bytes and time, and leaves the wrapper. */
 static inline void sl_leave(sl_call *call, int op, uint64_t bytes)
 {
-    sl_op_counters *c = &sl_core.ops[op];
-    __atomic_fetch_add(&c->calls, 1, __ATOMIC_RELAXED);
-    if (bytes != 0)
-        __atomic_fetch_add(&c->bytes, bytes, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&c->time_ns, call->t1 - call->t0, __ATOMIC_RELAXED);
+    sl_call_counters *t = sl_my_calls();
+    sl_op_counters *c = &t->ops[op];
+    sl_calls_add(t, &c->calls, 1);
+    sl_calls_add(t, &c->bytes, bytes);
+    sl_calls_add(t, &c->ticks, sl_call_ticks(call));
     sl_tls_in_call = 0;
 }
 
@@ -109,7 +154,8 @@ static inline unsigned sl_hist_bucket(uint64_t bytes)
 /* Counts one message of bytes of op in the size histogram. */
 static inline void sl_count_hist(int op, uint64_t bytes)
 {
-    __atomic_fetch_add(&sl_core.hist[op][sl_hist_bucket(bytes)], 1, __ATOMIC_RELAXED);
+    sl_call_counters *t = sl_my_calls();
+    sl_calls_add(t, &t->hist[op][sl_hist_bucket(bytes)], 1);
 }
 
 /* sl_leave() for a call that moves one message (or buffer) of bytes: also
@@ -124,9 +170,9 @@ static inline void sl_leave_sized(sl_call *call, int op, uint64_t bytes)
  * the op's bytes and histogram, not its calls or time. */
 static inline void sl_count_completed(int op, uint64_t bytes)
 {
-    if (bytes != 0)
-        __atomic_fetch_add(&sl_core.ops[op].bytes, bytes, __ATOMIC_RELAXED);
-    sl_count_hist(op, bytes);
+    sl_call_counters *t = sl_my_calls();
+    sl_calls_add(t, &t->ops[op].bytes, bytes);
+    sl_calls_add(t, &t->hist[op][sl_hist_bucket(bytes)], 1);
 }
 
 /* Counts one key that could not get its own table entry. */
@@ -179,10 +225,10 @@ uint64_t sl_count_rma(MPI_Win win, int rank, int rma_slot, uint64_t bytes);
 
 /*
  * Counts one collective call of op on comm: root is the root's rank in comm
- * (or -1 when the op has none), bytes what this rank handed to it, time_ns
+ * (or -1 when the op has none), bytes what this rank handed to it, ticks
  * the time inside. Per (communicator id, op, root) in the coll table.
  */
-void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t time_ns);
+void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t ticks);
 
 /* Bytes helpers for the bytes= modes of the spec (gen/templates/bytes_modes.in). */
 uint64_t sl_bytes_all(MPI_Comm comm, int64_t count, MPI_Datatype datatype);
@@ -198,7 +244,11 @@ uint64_t sl_bytes_nbr_w(MPI_Comm comm, const void *counts, int large, const MPI_
 /* Copies the current cumulative counters of peer world rank i. */
 void sl_core_load_peer(int i, sl_peer_counters *out);
 
-/* Copies the current cumulative counters of op i. */
+/* Copies the current cumulative counters of op i: the shared counters plus
+ * every thread block. */
 void sl_core_load_op(int i, sl_op_counters *out);
+
+/* The current cumulative count of histogram bucket k of op (summed likewise). */
+uint64_t sl_core_load_hist(int op, int k);
 
 #endif /* SL_CORE_H */

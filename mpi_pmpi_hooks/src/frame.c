@@ -2,7 +2,8 @@
  * frame.c — builds delta frames from the cumulative core tables (see
  * frame.h). Layout: sl_frame_header, then sections of
  * {u16 table id, u16 record size, u32 count, records}; empty sections are
- * left out.
+ * left out. Times are counted in ticks (util.h): each time delta is converted
+ * to ns here, once, at the ratio calibrated when the frame is built.
  */
 #include "frame.h"
 
@@ -111,7 +112,7 @@ static size_t put_p2p(sl_frame_builder *b, size_t pos)
 }
 
 /* Appends the op records with non-zero deltas at pos; returns the new end. */
-static size_t put_ops(sl_frame_builder *b, size_t pos)
+static size_t put_ops(sl_frame_builder *b, size_t pos, double ratio)
 {
     size_t start = pos;
     uint32_t count = 0;
@@ -123,10 +124,11 @@ static size_t put_ops(sl_frame_builder *b, size_t pos)
             .op_id = (uint32_t)i,
             .calls = now.calls - last->calls,
             .bytes = now.bytes - last->bytes,
-            .time_ns = now.time_ns - last->time_ns,
         };
-        if ((r.calls | r.bytes | r.time_ns) == 0)
+        uint64_t ticks = now.ticks - last->ticks;
+        if ((r.calls | r.bytes | ticks) == 0)
             continue;
+        r.time_ns = sl_ticks_to_ns(ticks, ratio);
         *last = now;
         memcpy(b->scratch + pos, &r, sizeof r);
         pos += sizeof r;
@@ -147,6 +149,16 @@ static uint64_t delta(const uint64_t *now, uint64_t *last)
     return d;
 }
 
+/* True if op has been called (as of the last frame, or now). */
+static int op_called(const sl_frame_builder *b, int op)
+{
+    if (b->last_op[op].calls != 0)
+        return 1;
+    sl_op_counters now;
+    sl_core_load_op(op, &now);
+    return now.calls != 0;
+}
+
 /* Appends the histogram records with non-zero counts. Rows of ops never
  * called are skipped: a message is counted in its op's row only after (or,
  * for a receive completed on another thread, just before) the op's call is,
@@ -157,11 +169,12 @@ static size_t put_hist(sl_frame_builder *b, size_t pos)
     uint32_t count = 0;
     pos += SL_SECTION_HEADER_SIZE;
     for (int op = 0; op < SL_OP_COUNT; op++) {
-        if (b->last_op[op].calls == 0 && __atomic_load_n(&sl_core.ops[op].calls,
-                                                          __ATOMIC_RELAXED) == 0)
+        if (!op_called(b, op))
             continue;
         for (int k = 0; k < SL_HIST_BUCKETS; k++) {
-            uint64_t d = delta(&sl_core.hist[op][k], &b->last_hist[op][k]);
+            uint64_t now = sl_core_load_hist(op, k);
+            uint64_t d = now - b->last_hist[op][k];
+            b->last_hist[op][k] = now;
             if (d == 0)
                 continue;
             sl_rec_hist r = { .op_id = (uint32_t)op, .bucket = (uint32_t)k, .count = d };
@@ -177,7 +190,7 @@ static size_t put_hist(sl_frame_builder *b, size_t pos)
 }
 
 /* Appends the coll records (communicator, op, root) with non-zero deltas. */
-static size_t put_coll(sl_frame_builder *b, size_t pos)
+static size_t put_coll(sl_frame_builder *b, size_t pos, double ratio)
 {
     if (sl_coll.entries == NULL)
         return pos;
@@ -194,10 +207,11 @@ static size_t put_coll(sl_frame_builder *b, size_t pos)
             .op_id = k->op, .comm_id = k->comm_id, .comm_size = k->size, .root = k->root,
             .calls = delta(&v[SL_COLL_CALLS], &last[SL_COLL_CALLS]),
             .bytes = delta(&v[SL_COLL_BYTES], &last[SL_COLL_BYTES]),
-            .time_ns = delta(&v[SL_COLL_TIME], &last[SL_COLL_TIME]),
         };
-        if ((r.calls | r.bytes | r.time_ns) == 0)
+        uint64_t ticks = delta(&v[SL_COLL_TIME], &last[SL_COLL_TIME]);
+        if ((r.calls | r.bytes | ticks) == 0)
             continue;
+        r.time_ns = sl_ticks_to_ns(ticks, ratio);
         memcpy(b->scratch + pos, &r, sizeof r);
         pos += sizeof r;
         count++;
@@ -236,7 +250,7 @@ static size_t put_rma(sl_frame_builder *b, size_t pos)
 }
 
 /* Appends the I/O records (layer, file) with non-zero deltas. */
-static size_t put_io(sl_frame_builder *b, size_t pos)
+static size_t put_io(sl_frame_builder *b, size_t pos, double ratio)
 {
     if (sl_io.entries == NULL)
         return pos;
@@ -257,8 +271,10 @@ static size_t put_io(sl_frame_builder *b, size_t pos)
         sl_rec_io r = {
             .layer = k->layer, .opens = d[SL_IO_OPENS], .reads = d[SL_IO_READS],
             .writes = d[SL_IO_WRITES], .bytes_read = d[SL_IO_BYTES_READ],
-            .bytes_written = d[SL_IO_BYTES_WRITTEN], .read_time_ns = d[SL_IO_READ_TIME],
-            .write_time_ns = d[SL_IO_WRITE_TIME], .meta_time_ns = d[SL_IO_META_TIME],
+            .bytes_written = d[SL_IO_BYTES_WRITTEN],
+            .read_time_ns = sl_ticks_to_ns(d[SL_IO_READ_TIME], ratio),
+            .write_time_ns = sl_ticks_to_ns(d[SL_IO_WRITE_TIME], ratio),
+            .meta_time_ns = sl_ticks_to_ns(d[SL_IO_META_TIME], ratio),
         };
         memcpy(r.path, k->path, sizeof r.path);
         memcpy(r.mount, k->mount, sizeof r.mount);
@@ -293,6 +309,7 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, size_t *
                               uint64_t *seq)
 {
     size_t pos = sizeof(sl_frame_header);
+    double ratio = sl_ticks_ratio(); /* ns per tick, for this frame's time deltas */
     *seq = b->next_seq++;
     if (*seq == 0) {
         sl_rec_rank_info info;
@@ -303,11 +320,11 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, size_t *
         pos += SL_SECTION_HEADER_SIZE + sizeof info;
     }
     pos = put_p2p(b, pos);
-    pos = put_ops(b, pos);
+    pos = put_ops(b, pos, ratio);
     pos = put_hist(b, pos);
-    pos = put_coll(b, pos);
+    pos = put_coll(b, pos, ratio);
     pos = put_rma(b, pos);
-    pos = put_io(b, pos);
+    pos = put_io(b, pos, ratio);
     pos += sl_ibport_put(b->scratch + pos); /* reads sysfs: sender thread only */
     pos = put_health(b, pos);
 

@@ -15,35 +15,27 @@
 #include "handles.h"
 #include "lifecycle.h"
 
-#define SL_MAX_FD 65536 /* descriptors above are not tracked */
-
 sl_keytab sl_io;
 int sl_io_enabled[4];
-static int32_t *fd_map[3]; /* [layer]: fd -> entry + 1 (POSIX and stdio) */
+int32_t *sl_io_fd_map[3];
 
 /* Sets up the table, its overflow key "<other>", and the two fd maps. */
 int sl_io_init(unsigned max_keys, int posix, int stdio, int mpiio)
 {
     static sl_io_key overflow = { .layer = 0, .path = "<other>" };
-    fd_map[SL_IO_POSIX] = calloc(SL_MAX_FD, sizeof(int32_t));
-    fd_map[SL_IO_STDIO] = calloc(SL_MAX_FD, sizeof(int32_t));
-    if (fd_map[SL_IO_POSIX] == NULL || fd_map[SL_IO_STDIO] == NULL
+    sl_io_fd_map[SL_IO_POSIX] = calloc(SL_MAX_FD, sizeof(int32_t));
+    sl_io_fd_map[SL_IO_STDIO] = calloc(SL_MAX_FD, sizeof(int32_t));
+    if (sl_io_fd_map[SL_IO_POSIX] == NULL || sl_io_fd_map[SL_IO_STDIO] == NULL
         || sl_keytab_init(&sl_io, max_keys, sizeof(sl_io_key), SL_IO_NVALS, &overflow) != 0) {
-        free(fd_map[SL_IO_POSIX]);
-        free(fd_map[SL_IO_STDIO]);
-        fd_map[SL_IO_POSIX] = fd_map[SL_IO_STDIO] = NULL;
+        free(sl_io_fd_map[SL_IO_POSIX]);
+        free(sl_io_fd_map[SL_IO_STDIO]);
+        sl_io_fd_map[SL_IO_POSIX] = sl_io_fd_map[SL_IO_STDIO] = NULL;
         return -1;
     }
     sl_io_enabled[SL_IO_POSIX] = posix;
     sl_io_enabled[SL_IO_STDIO] = stdio;
     sl_io_enabled[SL_IO_MPIIO] = mpiio;
     return 0;
-}
-
-/* Counting needs the table, the layer switched on, and a thread outside MPI. */
-int sl_io_counting(int layer)
-{
-    return !sl_tls_in_call && sl_io_enabled[layer];
 }
 
 /* True if path is not file-system I/O (virtual file systems, devices). */
@@ -133,9 +125,9 @@ static int fd_path(int fd, char *path, size_t n)
 }
 
 /* Maps a newly opened fd to its file entry and counts the open. */
-void sl_io_opened(int layer, int fd, uint64_t time_ns)
+void sl_io_opened(int layer, int fd, uint64_t ticks)
 {
-    if (fd < 0 || fd >= SL_MAX_FD || fd_map[layer] == NULL)
+    if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL)
         return;
     char path[PATH_MAX];
     int saved = sl_tls_in_call;
@@ -143,55 +135,39 @@ void sl_io_opened(int layer, int fd, uint64_t time_ns)
     int ok = fd_path(fd, path, sizeof path) == 0;
     sl_tls_in_call = saved;
     if (!ok) {
-        __atomic_store_n(&fd_map[layer][fd], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&sl_io_fd_map[layer][fd], 0, __ATOMIC_RELAXED);
         return;
     }
     int e = entry_for(layer, path);
-    __atomic_store_n(&fd_map[layer][fd], e + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&sl_io_fd_map[layer][fd], e + 1, __ATOMIC_RELAXED);
     sl_keytab_add(&sl_io, (unsigned)e, SL_IO_OPENS, 1);
-    sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, time_ns);
+    sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, ticks);
 }
 
 /* Forgets fd at layer, counting the close's time on its entry. */
-void sl_io_closed(int layer, int fd, uint64_t time_ns)
+void sl_io_closed(int layer, int fd, uint64_t ticks)
 {
-    if (fd < 0 || fd >= SL_MAX_FD || fd_map[layer] == NULL)
+    if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL)
         return;
-    int32_t e = __atomic_exchange_n(&fd_map[layer][fd], 0, __ATOMIC_RELAXED);
+    int32_t e = __atomic_exchange_n(&sl_io_fd_map[layer][fd], 0, __ATOMIC_RELAXED);
     if (e > 0)
-        sl_keytab_add(&sl_io, (unsigned)e - 1, SL_IO_META_TIME, time_ns);
+        sl_keytab_add(&sl_io, (unsigned)e - 1, SL_IO_META_TIME, ticks);
 }
 
 /* Copies the POSIX mapping of oldfd to newfd (or clears newfd's). */
 void sl_io_dup(int oldfd, int newfd)
 {
-    if (newfd < 0 || newfd >= SL_MAX_FD || fd_map[SL_IO_POSIX] == NULL)
+    if (newfd < 0 || newfd >= SL_MAX_FD || sl_io_fd_map[SL_IO_POSIX] == NULL)
         return;
     int32_t e = oldfd >= 0 && oldfd < SL_MAX_FD
-                    ? __atomic_load_n(&fd_map[SL_IO_POSIX][oldfd], __ATOMIC_RELAXED) : 0;
-    __atomic_store_n(&fd_map[SL_IO_POSIX][newfd], e, __ATOMIC_RELAXED);
-}
-
-/* fd -> entry, -1 if untracked. */
-int sl_io_entry(int layer, int fd)
-{
-    if (fd < 0 || fd >= SL_MAX_FD || fd_map[layer] == NULL)
-        return -1;
-    return __atomic_load_n(&fd_map[layer][fd], __ATOMIC_RELAXED) - 1;
-}
-
-/* Adds one read or write. */
-void sl_io_rw(int e, int write, uint64_t bytes, uint64_t time_ns)
-{
-    sl_keytab_add(&sl_io, (unsigned)e, write ? SL_IO_WRITES : SL_IO_READS, 1);
-    sl_keytab_add(&sl_io, (unsigned)e, write ? SL_IO_BYTES_WRITTEN : SL_IO_BYTES_READ, bytes);
-    sl_keytab_add(&sl_io, (unsigned)e, write ? SL_IO_WRITE_TIME : SL_IO_READ_TIME, time_ns);
+                    ? __atomic_load_n(&sl_io_fd_map[SL_IO_POSIX][oldfd], __ATOMIC_RELAXED) : 0;
+    __atomic_store_n(&sl_io_fd_map[SL_IO_POSIX][newfd], e, __ATOMIC_RELAXED);
 }
 
 /* Adds meta time. */
-void sl_io_meta(int e, uint64_t time_ns)
+void sl_io_meta(int e, uint64_t ticks)
 {
-    sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, time_ns);
+    sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, ticks);
 }
 
 /* Absolute path of an MPI-IO file name ("ufs:" style prefixes dropped). */
@@ -214,7 +190,7 @@ static void mpiio_path(const char *filename, char *out, size_t n)
 }
 
 /* MPI_File_open: an open of the file at layer 3. */
-void sl_mpiio_open(MPI_File fh, const char *filename, uint64_t time_ns)
+void sl_mpiio_open(MPI_File fh, const char *filename, uint64_t ticks)
 {
     if (!sl_io_enabled[SL_IO_MPIIO] || sl_io.entries == NULL || filename == NULL)
         return;
@@ -222,40 +198,40 @@ void sl_mpiio_open(MPI_File fh, const char *filename, uint64_t time_ns)
     mpiio_path(filename, path, sizeof path);
     int e = entry_for(SL_IO_MPIIO, path);
     sl_keytab_add(&sl_io, (unsigned)e, SL_IO_OPENS, 1);
-    sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, time_ns);
+    sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, ticks);
     sl_file_remember(fh, e);
 }
 
 /* MPI_File_close: meta time, handle forgotten. */
-void sl_mpiio_close(MPI_File fh, uint64_t time_ns)
+void sl_mpiio_close(MPI_File fh, uint64_t ticks)
 {
     int e = sl_file_lookup(fh);
     if (e < 0)
         return;
-    sl_io_meta(e, time_ns);
+    sl_io_meta(e, ticks);
     sl_handle_forget(SL_H_FILE, SL_HKEY(fh));
 }
 
 /* An MPI-IO read. */
-void sl_mpiio_read(MPI_File fh, uint64_t bytes, uint64_t time_ns)
+void sl_mpiio_read(MPI_File fh, uint64_t bytes, uint64_t ticks)
 {
     int e = sl_file_lookup(fh);
     if (e >= 0)
-        sl_io_rw(e, 0, bytes, time_ns);
+        sl_io_rw(e, 0, bytes, ticks);
 }
 
 /* An MPI-IO write. */
-void sl_mpiio_write(MPI_File fh, uint64_t bytes, uint64_t time_ns)
+void sl_mpiio_write(MPI_File fh, uint64_t bytes, uint64_t ticks)
 {
     int e = sl_file_lookup(fh);
     if (e >= 0)
-        sl_io_rw(e, 1, bytes, time_ns);
+        sl_io_rw(e, 1, bytes, ticks);
 }
 
 /* An MPI-IO metadata call. */
-void sl_mpiio_meta(MPI_File fh, uint64_t time_ns)
+void sl_mpiio_meta(MPI_File fh, uint64_t ticks)
 {
     int e = sl_file_lookup(fh);
     if (e >= 0)
-        sl_io_meta(e, time_ns);
+        sl_io_meta(e, ticks);
 }

@@ -13,8 +13,9 @@
  * counted at layer 3. Threads that the MPI runtime creates inside MPI calls
  * are marked the same way (see posix.c, pthread_create).
  *
- * The hot path (read, write, ...) is an array lookup fd -> entry and relaxed
- * atomic adds; opens take the table's mutex for a new file.
+ * The hot path (read, write, ...) is an array lookup fd -> entry, two tick
+ * reads (util.h; the *_TIME counters are in ticks) and relaxed atomic adds;
+ * opens take the table's mutex for a new file.
  */
 #ifndef SL_IO_H
 #define SL_IO_H
@@ -23,8 +24,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core.h"
 #include "keytab.h"
 #include "stacklens_wire.h"
+
+#define SL_MAX_FD 65536 /* descriptors above are not tracked */
 
 enum sl_io_layer { SL_IO_POSIX = 1, SL_IO_STDIO = 2, SL_IO_MPIIO = 3 };
 
@@ -43,37 +47,57 @@ enum {
 
 extern sl_keytab sl_io;
 extern int sl_io_enabled[4];   /* per layer: counting on (set once at start-up) */
+extern int32_t *sl_io_fd_map[3]; /* [layer]: fd -> entry + 1 (POSIX and stdio) */
 
 /* Sets up the I/O table (max_keys files) and descriptor maps; 0 or -1. */
 int sl_io_init(unsigned max_keys, int posix, int stdio, int mpiio);
 
 /* True if layer I/O on this thread is the application's and is counted. */
-int sl_io_counting(int layer);
+static inline int sl_io_counting(int layer)
+{
+    return !sl_tls_in_call && sl_io_enabled[layer];
+}
 
 /* A descriptor fd was opened at layer (POSIX or stdio) outside MPI: finds or
  * creates its file entry and counts the open with its time. */
-void sl_io_opened(int layer, int fd, uint64_t time_ns);
+void sl_io_opened(int layer, int fd, uint64_t ticks);
 
 /* fd was closed at layer: counts the meta time and forgets the mapping. */
-void sl_io_closed(int layer, int fd, uint64_t time_ns);
+void sl_io_closed(int layer, int fd, uint64_t ticks);
 
 /* newfd now refers to what oldfd refers to (dup, dup2, dup3). */
 void sl_io_dup(int oldfd, int newfd);
 
 /* Entry of fd at layer, or -1 if the descriptor is not a tracked file. */
-int sl_io_entry(int layer, int fd);
+static inline int sl_io_entry(int layer, int fd)
+{
+    const int32_t *map = sl_io_fd_map[layer];
+    if ((unsigned)fd >= SL_MAX_FD || map == NULL)
+        return -1;
+    return __atomic_load_n(&map[fd], __ATOMIC_RELAXED) - 1;
+}
 
 /* Counts a read (write = 0) or write (write = 1) of bytes on entry e. */
-void sl_io_rw(int e, int write, uint64_t bytes, uint64_t time_ns);
+static inline void sl_io_rw(int e, int write, uint64_t bytes, uint64_t ticks)
+{
+    uint64_t *v = sl_keytab_vals(&sl_io, (unsigned)e);
+    __atomic_fetch_add(&v[write ? SL_IO_WRITES : SL_IO_READS], 1, __ATOMIC_RELAXED);
+    if (bytes != 0)
+        __atomic_fetch_add(&v[write ? SL_IO_BYTES_WRITTEN : SL_IO_BYTES_READ], bytes,
+                           __ATOMIC_RELAXED);
+    if (ticks != 0)
+        __atomic_fetch_add(&v[write ? SL_IO_WRITE_TIME : SL_IO_READ_TIME], ticks,
+                           __ATOMIC_RELAXED);
+}
 
 /* Counts meta time (seek, sync, flush, set_view, ...) on entry e. */
-void sl_io_meta(int e, uint64_t time_ns);
+void sl_io_meta(int e, uint64_t ticks);
 
 /* MPI-IO (layer 3), called by the generated wrappers. */
-void sl_mpiio_open(MPI_File fh, const char *filename, uint64_t time_ns);
-void sl_mpiio_close(MPI_File fh, uint64_t time_ns);
-void sl_mpiio_read(MPI_File fh, uint64_t bytes, uint64_t time_ns);
-void sl_mpiio_write(MPI_File fh, uint64_t bytes, uint64_t time_ns);
-void sl_mpiio_meta(MPI_File fh, uint64_t time_ns);
+void sl_mpiio_open(MPI_File fh, const char *filename, uint64_t ticks);
+void sl_mpiio_close(MPI_File fh, uint64_t ticks);
+void sl_mpiio_read(MPI_File fh, uint64_t bytes, uint64_t ticks);
+void sl_mpiio_write(MPI_File fh, uint64_t bytes, uint64_t ticks);
+void sl_mpiio_meta(MPI_File fh, uint64_t ticks);
 
 #endif /* SL_IO_H */

@@ -55,10 +55,11 @@ static void forked_child(void)
     memset(sl_io_enabled, 0, sizeof sl_io_enabled);
 }
 
-/* Library constructor: configuration and the I/O table. */
+/* Library constructor: the tick clock, configuration and the I/O table. */
 __attribute__((constructor)) static void sl_at_load(void)
 {
     int saved = errno;
+    sl_ticks_init();
     launcher = is_launcher();
     if (!launcher) {
         sl_config_load(&config);
@@ -117,7 +118,7 @@ int sl_init_begin(sl_call *call)
     if (sl_tls_in_call)
         return 0;
     sl_tls_in_call = 1; /* calls and I/O of the MPI library's own init are not counted */
-    call->t0 = sl_mono_ns();
+    call->t0 = sl_ticks();
     return 1;
 }
 
@@ -140,8 +141,8 @@ void sl_init_end(sl_call *call, int op, int rc)
         sl_tls_in_call = 0;
         return;
     }
-    sl_core.ops[op].calls = 1;
-    sl_core.ops[op].time_ns = call->t1 - call->t0;
+    sl_core.calls.ops[op].calls = 1;
+    sl_core.calls.ops[op].ticks = sl_call_ticks(call);
     if (sl_sender_start(&config, &identity) != 0) {
         sl_requests_fini();
         sl_core_fini();

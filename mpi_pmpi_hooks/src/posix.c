@@ -7,7 +7,7 @@
  * MPI runtime's progress threads) so that their I/O is not the application's.
  *
  * Each wrapper finds the next definition with dlsym(RTLD_NEXT) on first use
- * and forwards to it. A call on a tracked file adds two clock reads and
+ * and forwards to it. A call on a tracked file adds two tick reads (util.h) and
  * relaxed atomic adds; on any other descriptor only an array lookup.
  */
 #define _GNU_SOURCE
@@ -58,7 +58,7 @@ static int opened(int fd, uint64_t t0)
 {
     if (fd >= 0 && sl_io_counting(SL_IO_POSIX)) {
         int saved = errno;
-        sl_io_opened(SL_IO_POSIX, fd, sl_mono_ns() - t0);
+        sl_io_opened(SL_IO_POSIX, fd, sl_ticks_between(t0, sl_ticks()));
         errno = saved;
     }
     return fd;
@@ -70,7 +70,7 @@ SL_EXPORT int open(const char *path, int flags, ...)
     mode_t mode = 0;
     SL_OPEN_MODE(flags, flags, mode);
     SL_NEXT(open);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     return opened(real_open(path, flags, mode), t0);
 }
 
@@ -80,7 +80,7 @@ SL_EXPORT int open64(const char *path, int flags, ...)
     mode_t mode = 0;
     SL_OPEN_MODE(flags, flags, mode);
     SL_NEXT(open64);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     return opened(real_open64(path, flags, mode), t0);
 }
 
@@ -90,7 +90,7 @@ SL_EXPORT int openat(int dirfd, const char *path, int flags, ...)
     mode_t mode = 0;
     SL_OPEN_MODE(flags, flags, mode);
     SL_NEXT(openat);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     return opened(real_openat(dirfd, path, flags, mode), t0);
 }
 
@@ -100,7 +100,7 @@ SL_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
     mode_t mode = 0;
     SL_OPEN_MODE(flags, flags, mode);
     SL_NEXT(openat64);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     return opened(real_openat64(dirfd, path, flags, mode), t0);
 }
 
@@ -108,7 +108,7 @@ SL_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
 SL_EXPORT int creat(const char *path, mode_t mode)
 {
     SL_NEXT(creat);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     return opened(real_creat(path, mode), t0);
 }
 
@@ -116,7 +116,7 @@ SL_EXPORT int creat(const char *path, mode_t mode)
 SL_EXPORT int creat64(const char *path, mode_t mode)
 {
     SL_NEXT(creat64);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     return opened(real_creat64(path, mode), t0);
 }
 
@@ -124,10 +124,10 @@ SL_EXPORT int creat64(const char *path, mode_t mode)
 SL_EXPORT int close(int fd)
 {
     SL_NEXT(close);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     int rc = real_close(fd);
     int saved = errno;
-    sl_io_closed(SL_IO_POSIX, fd, sl_mono_ns() - t0);
+    sl_io_closed(SL_IO_POSIX, fd, sl_ticks_between(t0, sl_ticks()));
     errno = saved;
     return rc;
 }
@@ -141,14 +141,14 @@ static int counted_entry(int fd)
 /* Start time of a call on entry e: read only if the call is counted. */
 static uint64_t start_time(int e)
 {
-    return e >= 0 ? sl_mono_ns() : 0;
+    return e >= 0 ? sl_ticks() : 0;
 }
 
 /* Counts a read or write of rc bytes on entry e (if >= 0) that started at t0. */
 static void rw_done(int e, int write, ssize_t rc, uint64_t t0)
 {
     if (e >= 0)
-        sl_io_rw(e, write, rc > 0 ? (uint64_t)rc : 0, sl_mono_ns() - t0);
+        sl_io_rw(e, write, rc > 0 ? (uint64_t)rc : 0, sl_ticks_between(t0, sl_ticks()));
 }
 
 /* read(2). */
@@ -243,7 +243,7 @@ SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 static void meta_done(int e, uint64_t t0)
 {
     if (e >= 0)
-        sl_io_meta(e, sl_mono_ns() - t0);
+        sl_io_meta(e, sl_ticks_between(t0, sl_ticks()));
 }
 
 /* lseek(2). */

@@ -34,7 +34,7 @@ static FILE *opened(FILE *f, uint64_t t0)
 {
     if (f != NULL && sl_io_counting(SL_IO_STDIO)) {
         int saved = errno;
-        sl_io_opened(SL_IO_STDIO, fileno(f), sl_mono_ns() - t0);
+        sl_io_opened(SL_IO_STDIO, fileno(f), sl_ticks_between(t0, sl_ticks()));
         errno = saved;
     }
     return f;
@@ -44,7 +44,7 @@ static FILE *opened(FILE *f, uint64_t t0)
 SL_EXPORT FILE *fopen(const char *path, const char *mode)
 {
     SL_NEXT(fopen);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     return opened(real_fopen(path, mode), t0);
 }
 
@@ -52,7 +52,7 @@ SL_EXPORT FILE *fopen(const char *path, const char *mode)
 SL_EXPORT FILE *fopen64(const char *path, const char *mode)
 {
     SL_NEXT(fopen64);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     return opened(real_fopen64(path, mode), t0);
 }
 
@@ -60,7 +60,7 @@ SL_EXPORT FILE *fopen64(const char *path, const char *mode)
 SL_EXPORT FILE *fdopen(int fd, const char *mode)
 {
     SL_NEXT(fdopen);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     return opened(real_fdopen(fd, mode), t0);
 }
 
@@ -69,10 +69,10 @@ SL_EXPORT int fclose(FILE *f)
 {
     SL_NEXT(fclose);
     int fd = f != NULL ? fileno(f) : -1;
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     int rc = real_fclose(f);
     int saved = errno;
-    uint64_t dt = sl_mono_ns() - t0;
+    uint64_t dt = sl_ticks_between(t0, sl_ticks());
     sl_io_closed(SL_IO_STDIO, fd, dt);
     sl_io_closed(SL_IO_POSIX, fd, 0);
     errno = saved;
@@ -91,11 +91,11 @@ static int entry_of(FILE *f)
 SL_EXPORT size_t fread(void *buf, size_t size, size_t n, FILE *f)
 {
     SL_NEXT(fread);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     size_t rc = real_fread(buf, size, n, f);
     int e = entry_of(f);
     if (e >= 0)
-        sl_io_rw(e, 0, (uint64_t)rc * size, sl_mono_ns() - t0);
+        sl_io_rw(e, 0, (uint64_t)rc * size, sl_ticks_between(t0, sl_ticks()));
     return rc;
 }
 
@@ -103,11 +103,11 @@ SL_EXPORT size_t fread(void *buf, size_t size, size_t n, FILE *f)
 SL_EXPORT size_t fwrite(const void *buf, size_t size, size_t n, FILE *f)
 {
     SL_NEXT(fwrite);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     size_t rc = real_fwrite(buf, size, n, f);
     int e = entry_of(f);
     if (e >= 0)
-        sl_io_rw(e, 1, (uint64_t)rc * size, sl_mono_ns() - t0);
+        sl_io_rw(e, 1, (uint64_t)rc * size, sl_ticks_between(t0, sl_ticks()));
     return rc;
 }
 
@@ -115,11 +115,11 @@ SL_EXPORT size_t fwrite(const void *buf, size_t size, size_t n, FILE *f)
 SL_EXPORT int fflush(FILE *f)
 {
     SL_NEXT(fflush);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     int rc = real_fflush(f);
     int e = entry_of(f);
     if (e >= 0)
-        sl_io_meta(e, sl_mono_ns() - t0);
+        sl_io_meta(e, sl_ticks_between(t0, sl_ticks()));
     return rc;
 }
 
@@ -127,10 +127,10 @@ SL_EXPORT int fflush(FILE *f)
 SL_EXPORT int fseek(FILE *f, long off, int whence)
 {
     SL_NEXT(fseek);
-    uint64_t t0 = sl_mono_ns();
+    uint64_t t0 = sl_ticks();
     int rc = real_fseek(f, off, whence);
     int e = entry_of(f);
     if (e >= 0)
-        sl_io_meta(e, sl_mono_ns() - t0);
+        sl_io_meta(e, sl_ticks_between(t0, sl_ticks()));
     return rc;
 }

@@ -1,12 +1,53 @@
 /*
- * util.c — warnings on stderr and text-field copies (see util.h).
+ * util.c — the tick clock's calibration, warnings on stderr and text-field
+ * copies (see util.h).
  */
 #include "util.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+int sl_ticks_tsc;
+static uint64_t base_ticks, base_ns; /* the pair taken at load */
+
+/* Invariant TSC (runs at a constant rate in every C- and P-state), read with CPUID. */
+static int invariant_tsc(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (__get_cpuid(0x80000000u, &a, &b, &c, &d) && a >= 0x80000007u
+        && __get_cpuid(0x80000007u, &a, &b, &c, &d))
+        return (d >> 8) & 1u;
+#endif
+    return 0;
+}
+
+/* Chooses TSC ticks where the TSC is invariant and records the base pair. */
+void sl_ticks_init(void)
+{
+    sl_ticks_tsc = invariant_tsc();
+    base_ns = sl_mono_ns();
+    base_ticks = sl_ticks();
+}
+
+/* ns per tick over the time since load; the last good ratio if none has passed. */
+double sl_ticks_ratio(void)
+{
+    static double ratio = 1.0;
+    if (!sl_ticks_tsc)
+        return 1.0;
+    uint64_t ns = sl_mono_ns();
+    uint64_t ticks = sl_ticks();
+    if (ticks > base_ticks && ns > base_ns)
+        ratio = (double)(ns - base_ns) / (double)(ticks - base_ticks);
+    return ratio;
+}
 
 /* Formats "stacklens: <message>\n" and writes it in one write() call. */
 void sl_warn(const char *fmt, ...)

@@ -1,6 +1,7 @@
 """Threads, fork and SIGTERM under the hooks, with exact totals.
 
-* MPI_THREAD_MULTIPLE: 4 threads per rank call MPI at once (distinct tags).
+* MPI_THREAD_MULTIPLE: 4 threads per rank call MPI at once (distinct tags), and 24
+  threads in 3 waves (more threads than per-thread counter blocks).
 * fork: children that _exit, exec or exit() neither add counts nor corrupt or duplicate
   the parent's frames, and nothing hangs.
 * SIGTERM: with an interval far longer than the job, the counts still arrive, because the
@@ -23,14 +24,28 @@ from tests.hooks import jobs
 MPIS = ["openmpi", "mpich"]
 
 
-@pytest.mark.parametrize("mpi", MPIS)
-def test_thread_multiple_four_threads_exact(collector, pg_url, mpi):
+@pytest.mark.parametrize(
+    ("mpi", "threads", "waves", "factor"),
+    [
+        ("openmpi", 4, 1, 50),
+        ("mpich", 4, 1, 50),
+        # More threads than per-thread counter blocks (16), in waves that exit and
+        # hand their blocks to the next wave: counts stay exact.
+        ("openmpi", 24, 3, 2),
+    ],
+)
+def test_thread_multiple_exact(collector, pg_url, mpi, threads, waves, factor):
     job = f"threads-{mpi}-{uuid.uuid4().hex[:8]}"
-    result = jobs.run_job(collector, mpi, [jobs.program(mpi, "threads")], job, 2)
+    argv = [jobs.program(mpi, "threads"), str(threads), str(waves), str(factor)]
+    result = jobs.run_job(collector, mpi, argv, job, 2, timeout=120)
     assert result.returncode == 0, result.stderr
     assert jobs.library_warnings(result.stderr) == []
-    msgs = sum(50 * (t + 1) for t in range(4))
-    expected = {(r, 1 - r): (150000 + 500 * r, msgs) for r in range(2)}
+    msgs = waves * sum(factor * (t + 1) for t in range(threads))
+    expected = {
+        (r, 1 - r): (waves * sum(factor * (t + 1) * (100 * (t + 1) + r) for t in range(threads)),
+                     msgs)
+        for r in range(2)
+    }  # fmt: skip
     sent, recv = jobs.p2p(pg_url, job)
     assert sent == expected
     assert {(s, d): v for (d, s), v in recv.items()} == expected
@@ -40,7 +55,7 @@ def test_thread_multiple_four_threads_exact(collector, pg_url, mpi):
         assert calls[(r, "MPI_Recv")] == (msgs, expected[(1 - r, r)][0])
         assert calls[(r, "MPI_Wait")][0] == msgs
         assert calls[(r, "MPI_Init_thread")][0] == 1
-        assert calls[(r, "MPI_Barrier")][0] == 1
+        assert calls[(r, "MPI_Barrier")][0] == waves
     assert jobs.ranks_finished(pg_url, job) == [(2, True)]
 
 
