@@ -82,12 +82,41 @@ static void put_section(unsigned char *out, uint16_t table, uint16_t rec_size, u
     memcpy(out + 4, &count, 4);
 }
 
+/* A section being appended to the scratch frame: where it starts, where the next record
+ * goes, how many records it has. */
+typedef struct sl_section {
+    size_t start, pos;
+    uint32_t count;
+} sl_section;
+
+/* Opens a section at pos (its header is written when it is closed). */
+static sl_section section_open(size_t pos)
+{
+    return (sl_section){ .start = pos, .pos = pos + SL_SECTION_HEADER_SIZE, .count = 0 };
+}
+
+/* Appends one record to the section. */
+static void section_add(sl_frame_builder *b, sl_section *sec, const void *rec, size_t size)
+{
+    memcpy(b->scratch + sec->pos, rec, size);
+    sec->pos += size;
+    sec->count++;
+}
+
+/* Writes the section header and returns the new end; an empty section is left out. */
+static size_t section_close(sl_frame_builder *b, const sl_section *sec, uint16_t table,
+                            uint16_t rec_size)
+{
+    if (sec->count == 0)
+        return sec->start;
+    put_section(b->scratch + sec->start, table, rec_size, sec->count);
+    return sec->pos;
+}
+
 /* Appends the p2p records with non-zero deltas at pos; returns the new end. */
 static size_t put_p2p(sl_frame_builder *b, size_t pos)
 {
-    size_t start = pos;
-    uint32_t count = 0;
-    pos += SL_SECTION_HEADER_SIZE;
+    sl_section sec = section_open(pos);
     for (int i = 0; i < sl_core.world_size; i++) {
         sl_peer_counters now, *last = &b->last_peer[i];
         sl_core_load_peer(i, &now);
@@ -101,22 +130,15 @@ static size_t put_p2p(sl_frame_builder *b, size_t pos)
         if ((r.bytes_sent | r.msgs_sent | r.bytes_recv | r.msgs_recv) == 0)
             continue;
         *last = now;
-        memcpy(b->scratch + pos, &r, sizeof r);
-        pos += sizeof r;
-        count++;
+        section_add(b, &sec, &r, sizeof r);
     }
-    if (count == 0)
-        return start;
-    put_section(b->scratch + start, SL_TABLE_p2p, sizeof(sl_rec_p2p), count);
-    return pos;
+    return section_close(b, &sec, SL_TABLE_p2p, sizeof(sl_rec_p2p));
 }
 
 /* Appends the op records with non-zero deltas at pos; returns the new end. */
 static size_t put_ops(sl_frame_builder *b, size_t pos, double ratio)
 {
-    size_t start = pos;
-    uint32_t count = 0;
-    pos += SL_SECTION_HEADER_SIZE;
+    sl_section sec = section_open(pos);
     for (int i = 0; i < SL_OP_COUNT; i++) {
         sl_op_counters now, *last = &b->last_op[i];
         sl_core_load_op(i, &now);
@@ -130,14 +152,9 @@ static size_t put_ops(sl_frame_builder *b, size_t pos, double ratio)
             continue;
         r.time_ns = sl_ticks_to_ns(ticks, ratio);
         *last = now;
-        memcpy(b->scratch + pos, &r, sizeof r);
-        pos += sizeof r;
-        count++;
+        section_add(b, &sec, &r, sizeof r);
     }
-    if (count == 0)
-        return start;
-    put_section(b->scratch + start, SL_TABLE_op, sizeof(sl_rec_op), count);
-    return pos;
+    return section_close(b, &sec, SL_TABLE_op, sizeof(sl_rec_op));
 }
 
 /* Delta of a cumulative counter against *last, which is advanced. */
@@ -165,9 +182,7 @@ static int op_called(const sl_frame_builder *b, int op)
  * and a skipped delta stays in the cumulative counter for the next frame. */
 static size_t put_hist(sl_frame_builder *b, size_t pos)
 {
-    size_t start = pos;
-    uint32_t count = 0;
-    pos += SL_SECTION_HEADER_SIZE;
+    sl_section sec = section_open(pos);
     for (int op = 0; op < SL_OP_COUNT; op++) {
         if (!op_called(b, op))
             continue;
@@ -178,15 +193,10 @@ static size_t put_hist(sl_frame_builder *b, size_t pos)
             if (d == 0)
                 continue;
             sl_rec_hist r = { .op_id = (uint32_t)op, .bucket = (uint32_t)k, .count = d };
-            memcpy(b->scratch + pos, &r, sizeof r);
-            pos += sizeof r;
-            count++;
+            section_add(b, &sec, &r, sizeof r);
         }
     }
-    if (count == 0)
-        return start;
-    put_section(b->scratch + start, SL_TABLE_hist, sizeof(sl_rec_hist), count);
-    return pos;
+    return section_close(b, &sec, SL_TABLE_hist, sizeof(sl_rec_hist));
 }
 
 /* Appends the coll records (communicator, op, root) with non-zero deltas. */
@@ -194,9 +204,7 @@ static size_t put_coll(sl_frame_builder *b, size_t pos, double ratio)
 {
     if (sl_coll.entries == NULL)
         return pos;
-    size_t start = pos;
-    uint32_t count = 0;
-    pos += SL_SECTION_HEADER_SIZE;
+    sl_section sec = section_open(pos);
     unsigned n = sl_keytab_count(&sl_coll);
     for (unsigned i = 0; i <= sl_coll.max_keys; i++) {
         if (i == n && i < sl_coll.max_keys)
@@ -212,22 +220,15 @@ static size_t put_coll(sl_frame_builder *b, size_t pos, double ratio)
         if ((r.calls | r.bytes | ticks) == 0)
             continue;
         r.time_ns = sl_ticks_to_ns(ticks, ratio);
-        memcpy(b->scratch + pos, &r, sizeof r);
-        pos += sizeof r;
-        count++;
+        section_add(b, &sec, &r, sizeof r);
     }
-    if (count == 0)
-        return start;
-    put_section(b->scratch + start, SL_TABLE_coll, sizeof(sl_rec_coll), count);
-    return pos;
+    return section_close(b, &sec, SL_TABLE_coll, sizeof(sl_rec_coll));
 }
 
 /* Appends the RMA records (target, op) with non-zero deltas. */
 static size_t put_rma(sl_frame_builder *b, size_t pos)
 {
-    size_t start = pos;
-    uint32_t count = 0;
-    pos += SL_SECTION_HEADER_SIZE;
+    sl_section sec = section_open(pos);
     for (int t = 0; sl_core.rma != NULL && t < sl_core.world_size; t++) {
         for (int s = 0; s < SL_RMA_COUNT; s++) {
             size_t i = (size_t)t * SL_RMA_COUNT + (size_t)s;
@@ -238,15 +239,10 @@ static size_t put_rma(sl_frame_builder *b, size_t pos)
             };
             if ((r.calls | r.bytes) == 0)
                 continue;
-            memcpy(b->scratch + pos, &r, sizeof r);
-            pos += sizeof r;
-            count++;
+            section_add(b, &sec, &r, sizeof r);
         }
     }
-    if (count == 0)
-        return start;
-    put_section(b->scratch + start, SL_TABLE_rma, sizeof(sl_rec_rma), count);
-    return pos;
+    return section_close(b, &sec, SL_TABLE_rma, sizeof(sl_rec_rma));
 }
 
 /* Appends the I/O records (layer, file) with non-zero deltas. */
@@ -254,9 +250,7 @@ static size_t put_io(sl_frame_builder *b, size_t pos, double ratio)
 {
     if (sl_io.entries == NULL)
         return pos;
-    size_t start = pos;
-    uint32_t count = 0;
-    pos += SL_SECTION_HEADER_SIZE;
+    sl_section sec = section_open(pos);
     unsigned n = sl_keytab_count(&sl_io);
     for (unsigned i = 0; i <= sl_io.max_keys; i++) {
         if (i == n && i < sl_io.max_keys)
@@ -279,14 +273,9 @@ static size_t put_io(sl_frame_builder *b, size_t pos, double ratio)
         memcpy(r.path, k->path, sizeof r.path);
         memcpy(r.mount, k->mount, sizeof r.mount);
         memcpy(r.fstype, k->fstype, sizeof r.fstype);
-        memcpy(b->scratch + pos, &r, sizeof r);
-        pos += sizeof r;
-        count++;
+        section_add(b, &sec, &r, sizeof r);
     }
-    if (count == 0)
-        return start;
-    put_section(b->scratch + start, SL_TABLE_io, sizeof(sl_rec_io), count);
-    return pos;
+    return section_close(b, &sec, SL_TABLE_io, sizeof(sl_rec_io));
 }
 
 /* Appends the health record if anything was dropped or spooled. */
