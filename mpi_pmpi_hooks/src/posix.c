@@ -11,7 +11,6 @@
  * relaxed atomic adds; on any other descriptor only an array lookup.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -22,25 +21,8 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "interpose.h"
 #include "io.h"
-
-#define SL_EXPORT __attribute__((visibility("default")))
-
-/* The next definition of name (libc's), looked up once into *cache. */
-static void *next_fn(void **cache, const char *name)
-{
-    void *fn = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
-    if (fn == NULL) {
-        fn = dlsym(RTLD_NEXT, name);
-        __atomic_store_n(cache, fn, __ATOMIC_RELEASE);
-    }
-    return fn;
-}
-
-/* Declares the cached pointer of libc's name with the type of name. */
-#define SL_NEXT(name) \
-    static void *name##_cache; \
-    __typeof__(&name) real_##name = (__typeof__(&name))next_fn(&name##_cache, #name)
 
 /* The mode argument of an open call, if its flags say there is one. */
 #define SL_OPEN_MODE(flags, last, mode) \

@@ -5,29 +5,12 @@
  * I/O is counted once, here.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 
 #include "core.h"
+#include "interpose.h"
 #include "io.h"
-
-#define SL_EXPORT __attribute__((visibility("default")))
-
-/* The next definition of name, looked up once into *cache. */
-static void *next_fn(void **cache, const char *name)
-{
-    void *fn = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
-    if (fn == NULL) {
-        fn = dlsym(RTLD_NEXT, name);
-        __atomic_store_n(cache, fn, __ATOMIC_RELEASE);
-    }
-    return fn;
-}
-
-#define SL_NEXT(name) \
-    static void *name##_cache; \
-    __typeof__(&name) real_##name = (__typeof__(&name))next_fn(&name##_cache, #name)
 
 /* Counts the open of stream f that started at t0. */
 static FILE *opened(FILE *f, uint64_t t0)
