@@ -7,11 +7,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.stacklens-installed
 
-.PHONY: all setup debian venv hooks examples fabric demo up test lint format clean
+.PHONY: all setup debian venv hooks examples fabric codec demo up test lint format clean
 
 all: setup
 
-setup: debian venv hooks examples fabric
+setup: debian venv hooks examples fabric codec
 
 debian:
 	@scripts/install-debian-packages.sh
@@ -36,13 +36,17 @@ examples: debian
 fabric: debian
 	$(MAKE) -C collector/fabric/csrc
 
+# libslcodec.so: the collector's compiled frame scanner and COPY encoder.
+codec: debian
+	$(MAKE) -C collector/csrc
+
 demo: setup
 	$(VENV)/bin/stacklens demo $(DEMO_ARGS)
 
 up: setup
 	$(VENV)/bin/stacklens up
 
-lint: venv hooks fabric
+lint: venv hooks fabric codec
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
@@ -56,4 +60,5 @@ test: setup lint
 clean:
 	$(MAKE) -C mpi_pmpi_hooks clean
 	$(MAKE) -C collector/fabric/csrc clean
+	$(MAKE) -C collector/csrc clean
 	$(MAKE) -C examples clean

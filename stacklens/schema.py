@@ -126,9 +126,10 @@ class P2PFrames(_RankInterval, Base):
 
     peer: Mapped[list[int]] = _ints(Integer)
     bytes_sent: Mapped[list[int]] = _ints(BigInteger)
-    msgs_sent: Mapped[list[int]] = _ints(BigInteger)
+    # int4 (migration 0005): counts over 2^31 are split over repeated elements of the peer.
+    msgs_sent: Mapped[list[int]] = _ints(Integer)
     bytes_recv: Mapped[list[int]] = _ints(BigInteger)
-    msgs_recv: Mapped[list[int]] = _ints(BigInteger)
+    msgs_recv: Mapped[list[int]] = _ints(Integer)
 
 
 class OpFrames(_RankInterval, Base):
@@ -194,9 +195,9 @@ class P2PDelta(_RankInterval, Base):
 
     peer: Mapped[int] = mapped_column(Integer, doc="peer world rank")
     bytes_sent: Mapped[int] = mapped_column(BigInteger)
-    msgs_sent: Mapped[int] = mapped_column(BigInteger)
+    msgs_sent: Mapped[int] = mapped_column(Integer, doc="a peer may repeat in one interval")
     bytes_recv: Mapped[int] = mapped_column(BigInteger)
-    msgs_recv: Mapped[int] = mapped_column(BigInteger)
+    msgs_recv: Mapped[int] = mapped_column(Integer)
 
 
 class OpDelta(_RankInterval, Base):

@@ -1,31 +1,36 @@
 """TCP ingest server for hook frames.
 
-Per connection: read a header, check it (magic, version, length cap, token, ranges), read
-the body, split it into tables, hand the frame to the writer and acknowledge it once it
-is committed. Acks go back in frame order while later frames are already being read, so
-a sender may pipeline. A bad frame is answered with its reject status, logged with the
-reason, counted, and the connection is closed; nothing of it is stored.
+One asyncio protocol per connection. Received bytes are scanned by the compiled codec
+(collector/codec.py), which validates every complete frame in one call (magic, version,
+length cap, token, ranges, sections); the valid frames go to the writer as one batch and
+are acknowledged, in frame order, once committed, while later frames are already being
+read, so a sender may pipeline. A bad frame is answered with its reject status (after the
+acks of the frames before it), logged with the reason, counted, and the connection is
+closed; nothing of it is stored. When the writer's backlog is full, reading pauses (TCP
+pushes back on the senders) until it drains.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import ipaddress
 import logging
+import struct
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from collector import codec
 from collector.store.partitions import DAY_NS
 from collector.store.writer import FrameWriter
 from stacklens import wire
 
 log = logging.getLogger(__name__)
 
-
-#: "No item carried over" in `_send_acks` (None is the queue's end marker).
-_NOTHING = object()
+_BODY_LEN = struct.Struct("<I")  # the header's body_len field, at byte 8
+_BODY_LEN_OFFSET = wire.HEADER_DTYPE.fields["body_len"][1]
 
 
 def _is_loopback(peername) -> bool:
@@ -34,6 +39,13 @@ def _is_loopback(peername) -> bool:
         return bool(peername) and ipaddress.ip_address(peername[0]).is_loopback
     except ValueError:
         return False
+
+
+def encode_acks(statuses: np.ndarray | int, seqs: np.ndarray) -> bytes:
+    """Acknowledgements for many frames in one buffer."""
+    acks = np.zeros(len(seqs), dtype=wire.ACK_DTYPE)
+    acks["magic"], acks["status"], acks["seq"] = wire.ACK_MAGIC, statuses, seqs
+    return acks.tobytes()
 
 
 @dataclass
@@ -72,7 +84,8 @@ class IngestServer:
                 "NO INGEST TOKEN CONFIGURED (STACKLENS_INGEST_TOKEN): only senders on the "
                 "loopback interface are accepted"
             )
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("collector listening for hook frames on %s:%d", self.host, self.port)
 
@@ -88,119 +101,142 @@ class IngestServer:
             return None
         return time.time_ns() - self.retention_days * DAY_NS
 
-    def _reject(self, peer: str, error: wire.FrameError) -> None:
-        self.stats.rejected[error.status.name.lower()] += 1
-        log.warning("rejected frame from %s: %s [%s]", peer, error.reason, error.status.name)
+    def limits(self) -> codec.Limits:
+        """What frames are checked against, now."""
+        return codec.limits(self.token, self.max_body, self.oldest_ns())
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peername = writer.get_extra_info("peername")
-        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        self.stats.connections += 1
-        if not self.token and not _is_loopback(peername):
-            self._reject(
-                peer,
-                wire.FrameError(
-                    wire.Status.BAD_TOKEN,
-                    "no ingest token configured: only loopback senders are accepted",
-                ),
-            )
-            writer.write(wire.encode_ack(wire.Status.BAD_TOKEN, 0))
-            writer.close()
+    def reject(self, peer: str, status: wire.Status, reason: str) -> None:
+        """Count and log a rejected frame."""
+        self.stats.rejected[status.name.lower()] += 1
+        log.warning("rejected frame from %s: %s [%s]", peer, reason, status.name)
+
+
+class _Connection(asyncio.Protocol):
+    """One sender: scan what arrives, submit valid frames, acknowledge them in order."""
+
+    def __init__(self, server: IngestServer):
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self._chunks: list[bytes] = []  # received bytes not yet scanned
+        self._buffered = 0
+        self._need = wire.HEADER_SIZE  # bytes to wait for before scanning again
+        self._last_seq = 0
+        self._inflight: collections.deque = collections.deque()  # (future, seqs, reject)
+        self._closing = False
+        self._eof = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        peername = transport.get_extra_info("peername")
+        self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        self.server.stats.connections += 1
+        if not self.server.token and not _is_loopback(peername):
+            reason = "no ingest token configured: only loopback senders are accepted"
+            self.server.reject(self.peer, wire.Status.BAD_TOKEN, reason)
+            transport.write(wire.encode_ack(wire.Status.BAD_TOKEN, 0))
+            self._closing = True
+            transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
             return
-        acks: asyncio.Queue = asyncio.Queue()
-        ack_task = asyncio.create_task(self._send_acks(acks, writer, peer))
-        try:
-            await self._read_frames(reader, acks, peer)
-        finally:
-            await acks.put(None)
-            await ack_task
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
+        self._chunks.append(data)
+        self._buffered += len(data)
+        if self._buffered < self._need:
+            return
+        buffer = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
+        batch, error = codec.scan(buffer, self.server.limits())
+        rest = buffer[len(batch.data) :]
+        self._chunks, self._buffered = ([rest], len(rest)) if rest else ([], 0)
+        self._need = wire.HEADER_SIZE
+        if len(rest) >= wire.HEADER_SIZE and error is None:
+            self._need = wire.HEADER_SIZE + _BODY_LEN.unpack_from(rest, _BODY_LEN_OFFSET)[0]
+        if len(batch):
+            self._submit(batch)
+        if error is not None:
+            self._closing = True
+            self._chunks, self._buffered = [], 0
+            seq = error.seq if error.seq is not None else self._last_seq
+            self.server.reject(self.peer, error.status, error.reason)
+            self._queue_ack(None, np.array([seq], dtype=np.uint64), error.status)
+        elif self.server.writer.full:
+            self.transport.pause_reading()
+            self.server.writer.when_room(self._resume)
 
-    async def _read_frames(
-        self, reader: asyncio.StreamReader, acks: asyncio.Queue, peer: str
-    ) -> None:
-        seq = 0
-        while True:
-            try:
-                raw = await reader.readexactly(wire.HEADER_SIZE)
-            except asyncio.IncompleteReadError as exc:
-                if exc.partial:
-                    self._reject(
-                        peer,
-                        wire.FrameError(
-                            wire.Status.BAD_LENGTH,
-                            f"truncated frame: header of {len(exc.partial)} of "
-                            f"{wire.HEADER_SIZE} bytes",
-                        ),
-                    )
-                return
-            except ConnectionError:
-                return
-            try:
-                header = wire.decode_header(raw, self.max_body)
-                seq = header.seq
-                wire.check_header(header, self.token, oldest_ns=self.oldest_ns())
-                body = await reader.readexactly(header.body_len)
-                frame = wire.decode_body(header, body)
-            except wire.FrameError as error:
-                self._reject(peer, error)
-                await acks.put((error.status, seq, None))
-                return
-            except asyncio.IncompleteReadError as exc:
-                self._reject(
-                    peer,
-                    wire.FrameError(
-                        wire.Status.BAD_LENGTH,
-                        f"truncated frame: body of {len(exc.partial)} of {header.body_len} bytes",
-                    ),
-                )
-                return
-            except ConnectionError:
-                return
-            self.stats.frames_received += 1
-            stored = await self.writer.submit([frame])
-            await acks.put((wire.Status.COMMITTED, header.seq, stored))
+    def _resume(self) -> None:
+        if not self._closing and self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
 
-    async def _send_acks(
-        self, acks: asyncio.Queue, writer: asyncio.StreamWriter, peer: str
-    ) -> None:
-        """Write acks in frame order, as many per write as are ready.
+    def _submit(self, batch: codec.FrameBatch) -> None:
+        self.server.stats.frames_received += len(batch)
+        seqs = batch.info["seq"]
+        self._last_seq = int(seqs[-1])
+        self._queue_ack(self.server.writer.submit(batch), seqs, wire.Status.COMMITTED)
+
+    def _queue_ack(self, stored: asyncio.Future | None, seqs: np.ndarray, status) -> None:
+        self._inflight.append((stored, seqs, status))
+        if stored is None:
+            self._send_acks()
+        else:
+            stored.add_done_callback(lambda _: self._send_acks())
+
+    def _send_acks(self) -> None:
+        """Write the acks of every leading submission that is settled, in frame order.
 
         At the first failed commit, stop acknowledging and drop the connection: the
         sender keeps every unacknowledged frame and resends it after reconnecting.
         """
-        failed = False
-        ready = bytearray()  # acks of committed frames not written yet
-        carry = _NOTHING  # an item (or the closing None) taken from the queue to look ahead
-        while (item := await acks.get() if carry is _NOTHING else carry) is not None:
-            carry = _NOTHING
-            status, seq, stored = item
-            if stored is not None:
-                try:
-                    await stored
-                except wire.FrameError as error:  # refused by the database: a reject
-                    self._reject(peer, error)
-                    status = error.status
-                except Exception:  # the writer logged why; the sender will resend
-                    if not failed:
-                        writer.transport.abort()
-                    failed = True
-            if failed:
+        out = []
+        close = False
+        while self._inflight and not close:
+            stored, seqs, status = self._inflight[0]
+            if stored is not None and not stored.done():
+                break
+            self._inflight.popleft()
+            if stored is None:  # a reject found by the scan
+                out.append(encode_acks(status, seqs))
+                close = True
                 continue
-            ready += wire.encode_ack(status, seq)
-            if status == wire.Status.COMMITTED and not acks.empty():
-                carry = acks.get_nowait()
-                if carry is not None and (carry[2] is None or carry[2].done()):
-                    continue  # the next ack is ready too: send both in one write
-            try:
-                writer.write(bytes(ready))
-                ready.clear()
-                await writer.drain()
-            except (ConnectionError, OSError):
-                log.info("connection from %s closed before its acks were sent", peer)
-                failed = True
-            if status != wire.Status.COMMITTED and not failed:
-                writer.transport.close()  # like any reject: the sender reconnects
-                failed = True
+            if stored.cancelled() or stored.exception() is not None:
+                self._inflight.clear()
+                if self.transport is not None:
+                    self.transport.abort()
+                return
+            refused = stored.result()
+            if not refused:
+                out.append(encode_acks(status, seqs))
+                continue
+            # The database refused a frame: ack the ones before it, reject it, close.
+            first = min(refused)
+            statuses = np.zeros(first + 1, dtype=np.uint16)
+            statuses[first] = refused[first].status
+            self.server.reject(self.peer, refused[first].status, refused[first].reason)
+            out.append(encode_acks(statuses, seqs[: first + 1]))
+            close = True
+        if self.transport is None or self.transport.is_closing():
+            return
+        if out:
+            self.transport.write(b"".join(out))
+        if close:
+            self._inflight.clear()
+            self._closing = True
+            self.transport.close()  # like any reject: the sender reconnects
+        elif self._eof and not self._inflight:
+            self.transport.close()  # the sender is done and has every ack
+
+    def eof_received(self) -> bool:
+        if self._buffered and not self._closing:
+            part = "header" if self._buffered < wire.HEADER_SIZE else "body"
+            self.server.reject(
+                self.peer,
+                wire.Status.BAD_LENGTH,
+                f"truncated frame: {part} incomplete, {self._buffered} bytes",
+            )
+            self._chunks, self._buffered = [], 0
+        self._eof = True
+        return bool(self._inflight)  # keep the transport open to send the pending acks
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self._inflight.clear()

@@ -1,8 +1,8 @@
-"""PostgreSQL binary COPY encoding of numpy columns.
+"""PostgreSQL binary COPY encoding of numpy columns, for the one-row-per-record tables.
 
 Integer-only tables are encoded fully vectorised (one structured array, no per-row
-Python). Tables with text or array columns are encoded row by row, each array in one
-numpy operation: that is one row per frame in the array layout, or a file path per row.
+Python); tables with text columns (a file path per row) row by row. The array-layout
+tables are encoded by the compiled codec (collector/codec.py).
 """
 
 from __future__ import annotations
@@ -11,11 +11,9 @@ import struct
 
 import numpy as np
 
-_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
-_TRAILER = (-1).to_bytes(2, "big", signed=True)
-_INT_WIDTH = {"int2": 2, "int4": 4, "int8": 8}
-_ELEMENT_OID = {"int2": 21, "int4": 23, "int8": 20}
-_ARRAY_HEADER = ("field_len", "ndim", "has_null", "oid", "size", "lower_bound")
+COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
+COPY_TRAILER = (-1).to_bytes(2, "big", signed=True)
+INT_WIDTH = {"int2": 2, "int4": 4, "int8": 8}
 
 
 Column = tuple[str, np.ndarray] | tuple[str, np.ndarray, np.ndarray | None]
@@ -26,29 +24,28 @@ def binary_copy(columns: list[Column]) -> bytes:
 
     `columns` is a list of (type, values) or (type, values, null mask) in table column
     order; type is int2, int4 or int8 (integers wrap to the column width: an unsigned
-    0xFFFFFFFF becomes int4 -1; True in the mask means NULL), text (a numpy bytes array;
-    invalid UTF-8 is replaced, never rejected by the server) or int2[]/int4[]/int8[] (a
-    sequence of 1-d numpy arrays, one per row).
+    0xFFFFFFFF becomes int4 -1; True in the mask means NULL) or text (a numpy bytes
+    array; invalid UTF-8 is replaced, never rejected by the server).
     """
     rows = len(columns[0][1]) if columns else 0
     if any(len(column[1]) != rows for column in columns):
         raise ValueError("binary_copy: columns differ in length")
-    if all(column[0] in _INT_WIDTH for column in columns):
-        return _SIGNATURE + _integer_rows(columns, rows) + _TRAILER
-    return _SIGNATURE + _mixed_rows(columns, rows) + _TRAILER
+    if all(column[0] in INT_WIDTH for column in columns):
+        return COPY_SIGNATURE + _integer_rows(columns, rows) + COPY_TRAILER
+    return COPY_SIGNATURE + _mixed_rows(columns, rows) + COPY_TRAILER
 
 
 def _integer_rows(columns: list[Column], rows: int) -> bytes:
     """Fixed-width rows in one structured array; NULL fields are cut out with a byte mask."""
     fields: list[tuple[str, str]] = [("nfields", ">i2")]
     for i, column in enumerate(columns):
-        fields += [(f"len{i}", ">i4"), (f"val{i}", f">i{_INT_WIDTH[column[0]]}")]
+        fields += [(f"len{i}", ">i4"), (f"val{i}", f">i{INT_WIDTH[column[0]]}")]
     dtype = np.dtype(fields)
     out = np.zeros(rows, dtype=dtype)
     out["nfields"] = len(columns)
     keep = None
     for i, (pg_type, values, *mask) in enumerate(columns):
-        width = _INT_WIDTH[pg_type]
+        width = INT_WIDTH[pg_type]
         out[f"len{i}"] = width
         out[f"val{i}"] = np.asarray(values).astype(f"<i{width}", casting="unsafe")
         null = mask[0] if mask else None
@@ -76,34 +73,7 @@ def _encode_column(pg_type: str, values, rows: int) -> list[bytes]:
         # C strings: text ends at the first NUL; invalid UTF-8 is replaced.
         texts = [v.split(b"\0", 1)[0].decode("utf-8", "replace").encode() for v in values]
         return [struct.pack(">i", len(t)) + t for t in texts]
-    if pg_type.endswith("[]"):
-        return _arrays(pg_type[:-2], values)
-    width = _INT_WIDTH[pg_type]
+    width = INT_WIDTH[pg_type]
     ints = np.asarray(values).astype(f">i{width}", casting="unsafe").tobytes()
     prefix = struct.pack(">i", width)
     return [prefix + ints[i * width : (i + 1) * width] for i in range(rows)]
-
-
-def _arrays(element: str, values: list[np.ndarray]) -> list[bytes]:
-    """1-d integer array fields, one per row: every element and every header is encoded
-    in one numpy operation for the whole column, then each row takes its slice.
-
-    A field is: length prefix, array header (ndim 1, no NULLs, element type, size, lower
-    bound 1), then each element with its own length prefix.
-    """
-    width = _INT_WIDTH[element]
-    sizes = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
-    items = np.empty(int(sizes.sum()), dtype=[("len", ">i4"), ("val", f">i{width}")])
-    items["len"] = width
-    items["val"] = np.concatenate(values).astype(f"<i{width}", casting="unsafe")
-    heads = np.empty(len(values), dtype=[(name, ">i4") for name in _ARRAY_HEADER])
-    heads["field_len"] = 20 + sizes * (4 + width)  # after the length prefix itself
-    heads["ndim"], heads["has_null"], heads["oid"] = 1, 0, _ELEMENT_OID[element]
-    heads["size"], heads["lower_bound"] = sizes, 1
-    head_bytes, item_bytes = heads.tobytes(), items.tobytes()
-    ends = np.cumsum(sizes) * (4 + width)
-    starts = ends - sizes * (4 + width)
-    return [
-        head_bytes[24 * i : 24 * i + 24] + item_bytes[a:b]
-        for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))
-    ]

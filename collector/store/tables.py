@@ -10,12 +10,23 @@ Numeric tables use the *array* layout: one row per frame, one array per field (`
 per-tuple header, index entry and WAL record once per frame, and compresses the arrays).
 A view named `<...>_deltas` unnests them back into one row per record for queries.
 Tables with text per record (file paths) use one row per record.
+
+Message counts are stored as int4 (a 64-peer p2p row then stays under PostgreSQL's 2 KiB
+TOAST threshold, uncompressed: fast to write, 32 B per sample). A count that does not fit
+(over 2^31 messages to one peer in one interval) is split by the encoder over repeated
+elements of the same key, so every sum stays exact.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
+import numpy as np
+
+from collector.codec import COLUMN
+from collector.store.copy import INT_WIDTH
+from stacklens import wire
 from stacklens.schema import PORT_COUNTERS
 
 #: Columns filled from the frame header, in table order, with their COPY types.
@@ -36,6 +47,7 @@ class DeltaTable:
     fields: tuple[tuple[str, str], ...]  # (record field, COPY element type), in table order
     arrays: bool = True  # array layout (one row per frame) or one row per record
     view: str | None = None  # the one-row-per-record view over an array table
+    keys: tuple[str, ...] = ()  # fields that identify a record (the rest are counters)
 
     @property
     def copy_statement(self) -> str:
@@ -43,10 +55,21 @@ class DeltaTable:
         names = [c for c, _ in INTERVAL_COLUMNS] + [f for f, _ in self.fields]
         return f"COPY {self.sql} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)"
 
-    @property
-    def copy_types(self) -> list[str]:
-        """COPY types of the record columns (arrays in the array layout)."""
-        return [f"{kind}[]" if self.arrays else kind for _, kind in self.fields]
+    @cached_property
+    def columns(self) -> np.ndarray:
+        """The array columns as the compiled encoder reads them (collector/codec.py)."""
+        record = wire.SPEC.table(self.wire).dtype
+        out = np.zeros(len(self.fields), dtype=COLUMN)
+        for i, (name, kind) in enumerate(self.fields):
+            field, offset = record.fields[name][:2]
+            out[i] = (offset, field.itemsize, INT_WIDTH[kind], name in self.keys, 0,
+                      ELEMENT_OID[kind])  # fmt: skip
+        return out
+
+
+
+#: PostgreSQL type oids of the array elements.
+ELEMENT_OID = {"int2": 21, "int4": 23, "int8": 20}
 
 
 def _counters(*names: str) -> tuple[tuple[str, str], ...]:
@@ -57,20 +80,24 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
     DeltaTable(
         "p2p",
         "p2p_frames",
-        (("peer", "int4"), *_counters("bytes_sent", "msgs_sent", "bytes_recv", "msgs_recv")),
+        (("peer", "int4"), ("bytes_sent", "int8"), ("msgs_sent", "int4"),
+         ("bytes_recv", "int8"), ("msgs_recv", "int4")),
         view="p2p_deltas",
+        keys=("peer",),
     ),
     DeltaTable(
         "op",
         "op_frames",
         (("op_id", "int2"), *_counters("calls", "bytes", "time_ns")),
         view="op_deltas",
+        keys=("op_id",),
     ),
     DeltaTable(
         "hist",
         "op_hist_frames",
         (("op_id", "int2"), ("bucket", "int2"), *_counters("count")),
         view="op_hist_deltas",
+        keys=("op_id", "bucket"),
     ),
     DeltaTable(
         "coll",
@@ -83,12 +110,14 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
             *_counters("calls", "bytes", "time_ns"),
         ),
         view="coll_deltas",
+        keys=("op_id", "comm_id", "comm_size", "root"),
     ),
     DeltaTable(
         "rma",
         "rma_frames",
         (("target", "int4"), ("op_id", "int2"), *_counters("calls", "bytes")),
         view="rma_deltas",
+        keys=("target", "op_id"),
     ),
     DeltaTable(
         "io",

@@ -3,6 +3,11 @@
 Every frame's data is written at most once: the `received_frames` ledger deduplicates by
 (job, rank, seq) inside the same transaction as the data, so a resent frame is recognised
 even after a collector restart. Callers are told a frame is stored only after COMMIT.
+
+Frames arrive as `FrameBatch`es (collector/codec.py: the received bytes plus one record
+per validated frame); a batch's bookkeeping is done with numpy over all its frames at
+once and its array-layout tables are encoded to binary COPY by the compiled codec, so no
+Python runs per record and little per frame.
 """
 
 from __future__ import annotations
@@ -11,17 +16,20 @@ import asyncio
 import collections
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import psycopg
 
-from collector.store.copy import binary_copy
-from collector.store.partitions import Partitions, day_of
-from collector.store.rollups import MARK_DIRTY, minute_of
+from collector.codec import FrameBatch, encode_arrays, frame_addresses
+from collector.store.copy import COPY_SIGNATURE, COPY_TRAILER, binary_copy
+from collector.store.partitions import DAY_NS, Partitions
+from collector.store.rollups import MARK_DIRTY, MINUTE_NS
 from collector.store.tables import DELTA_TABLES, INTERVAL_COLUMNS, DeltaTable
+from stacklens import wire
 from stacklens.mpi_ops import op_names
-from stacklens.wire import Frame, FrameError, FrameType, Status
+from stacklens.wire import FrameError, FrameType, Status
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +79,12 @@ INSERT INTO mpi_ops (id, name) SELECT * FROM unnest(%s::smallint[], %s::text[])
 ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name
 """
 
+#: Frames that may wait for the batch loop before senders are asked to pause.
+MAX_BACKLOG_FRAMES = 16384
+
+#: A submission's outcome: the frames the database refused (index -> why); empty = all stored.
+Refused = dict[int, FrameError]
+
 
 @dataclass
 class WriterStats:
@@ -88,28 +102,67 @@ class WriterStats:
 class _Pending:
     """Frames that must be committed together, and the future their sender awaits."""
 
-    frames: list[Frame]
-    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    batch: FrameBatch
+    done: asyncio.Future
+    atomic: bool = False  # all frames or none: one refused value fails the whole batch
 
 
-def _settle(batch: list[_Pending], error: Exception | None = None) -> None:
+def _settle(pending: list[_Pending], error: Exception | None = None) -> None:
     """Resolve the submissions' futures: committed, or failed with `error`."""
-    for pending in batch:
-        if pending.done.done():
+    for p in pending:
+        if p.done.done():
             continue
         if error is None:
-            pending.done.set_result(None)
+            p.done.set_result({})
         else:
-            pending.done.set_exception(error)
+            p.done.set_exception(error)
+
+
+class _Frames:
+    """The frames of several batches seen as one: their FRAME_INFO records, concatenated."""
+
+    def __init__(self, batches: list[FrameBatch]):
+        self.batches = batches
+        self.info = np.concatenate([b.info for b in batches]) if len(batches) > 1 else (
+            batches[0].info)  # fmt: skip
+        sizes = [len(b) for b in batches]
+        self._owner = np.repeat(np.arange(len(batches)), sizes)
+        self._local = np.concatenate([np.arange(n) for n in sizes])
+
+    def __len__(self) -> int:
+        return len(self.info)
+
+    def records(self, i: int, table: str) -> np.ndarray:
+        """Frame i's records of a wire table."""
+        return self.batches[self._owner[i]].records(int(self._local[i]), table)
+
+    def rank_info(self, i: int) -> tuple[str | None, str | None]:
+        """(command, user) of frame i, or Nones if it carries no rank information."""
+        info = self.records(i, "rank_info")
+        if not len(info):
+            return None, None
+        command, user = (bytes(info[name][0]).split(b"\0", 1)[0] for name in ("command", "user"))
+        return command.decode("utf-8", "replace"), user.decode("utf-8", "replace") or None
+
+
+def _groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Group rows by equal key columns: (first row of each group, group of each row, groups)."""
+    key = np.rec.fromarrays(keys) if len(keys) > 1 else keys[0]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1), len(first)
 
 
 class FrameWriter:
-    """Commits frames to PostgreSQL in batches; `store()` returns once a frame is committed."""
+    """Commits frames to PostgreSQL in batches; `submit()` resolves once they are committed."""
 
-    def __init__(self, url: str, max_batch: int = 512, max_queue: int = 8192):
+    def __init__(self, url: str, max_batch: int = 1024, max_backlog: int = MAX_BACKLOG_FRAMES):
         self._url = url
         self._max_batch = max_batch
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=max_queue)
+        self.max_backlog = max_backlog
+        self._queue: collections.deque[_Pending] = collections.deque()
+        self._wake = asyncio.Event()
+        self._room: list[Callable[[], None]] = []
+        self.backlog = 0  # frames queued, not yet taken by the batch loop
         self._task: asyncio.Task | None = None
         self._conn: psycopg.AsyncConnection | None = None
         self.stats = WriterStats()
@@ -129,65 +182,108 @@ class FrameWriter:
 
     @property
     def queue_depth(self) -> int:
-        """Submissions waiting for the batch loop."""
-        return self._queue.qsize()
+        """Frames waiting for the batch loop."""
+        return self.backlog
 
-    async def store(self, frame: Frame) -> None:
-        """Queue `frame` and wait until it is committed (raises if the write failed)."""
-        await self.store_all([frame])
+    @property
+    def full(self) -> bool:
+        """Whether senders should pause until `when_room` calls them back."""
+        return self.backlog >= self.max_backlog
 
-    async def store_all(self, frames: list[Frame]) -> None:
-        """Queue `frames`, committed in one transaction; wait for it (raises on failure)."""
-        await (await self.submit(frames))
+    def when_room(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once the backlog has drained below half the bound."""
+        self._room.append(callback)
 
-    async def submit(self, frames: list[Frame]) -> asyncio.Future:
-        """Queue `frames` (waiting only while the queue is full); the future resolves when
-        they are committed in one transaction, or fails."""
-        pending = _Pending(frames)
-        await self._queue.put(pending)
+    def submit(self, batch: FrameBatch, atomic: bool = False) -> asyncio.Future:
+        """Queue a batch; the future resolves (to the frames the database refused, usually
+        none) when its frames are committed in one transaction, or fails. An `atomic`
+        batch is stored whole or not at all (a refused value fails it with FrameError)."""
+        pending = _Pending(batch, asyncio.get_running_loop().create_future(), atomic)
+        if not len(batch):
+            pending.done.set_result({})
+            return pending.done
+        self._queue.append(pending)
+        self.backlog += len(batch)
+        self._wake.set()
         return pending.done
+
+    async def store(self, batch: FrameBatch, atomic: bool = False) -> Refused:
+        """Queue a batch and wait until it is committed (raises if the write failed)."""
+        return await self.submit(batch, atomic)
+
+    def _take(self) -> list[_Pending]:
+        """Submissions for one transaction, up to max_batch frames (at least one)."""
+        taken = [self._queue.popleft()]
+        size = len(taken[0].batch)
+        while self._queue and size + len(self._queue[0].batch) <= self._max_batch:
+            taken.append(self._queue.popleft())
+            size += len(taken[-1].batch)
+        self.backlog -= size
+        if self._room and self.backlog < self.max_backlog // 2:
+            callbacks, self._room = self._room, []
+            for callback in callbacks:
+                callback()
+        return taken
 
     async def _run(self) -> None:
         while True:
-            batch = [await self._queue.get()]
-            size = len(batch[0].frames)
-            while size < self._max_batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-                size += len(batch[-1].frames)
+            if not self._queue:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            taken = self._take()
             try:
-                await self._write([f for p in batch for f in p.frames])
+                await self._write([p.batch for p in taken])
             except psycopg.errors.DataError:
                 # A value the database refuses: isolate it so it cannot block the others.
-                await self._write_separately(batch)
+                await self._write_separately(taken)
                 continue
             except (psycopg.Error, OSError) as exc:
-                await self._outage(batch, exc)
+                await self._outage(taken, exc)
                 continue
-            _settle(batch)
+            except Exception as exc:  # a bug must not stop the loop: fail these, go on
+                log.exception("unexpected error writing %d submissions", len(taken))
+                await self._outage(taken, exc)
+                continue
+            _settle(taken)
 
-    async def _write_separately(self, batch: list[_Pending]) -> None:
-        """Write each submission on its own; reject the ones the database refuses."""
-        for pending in batch:
+    async def _write_separately(self, taken: list[_Pending]) -> None:
+        """Write each frame on its own; report the ones the database refuses."""
+        for pending in taken:
+            refused: Refused = {}
+            batch = pending.batch
             try:
-                await self._write(pending.frames)
-            except psycopg.errors.DataError as exc:
-                self.stats.data_errors += 1
-                log.error("database refused a frame, rejecting it: %s", exc)
-                _settle([pending], FrameError(Status.BAD_BODY, f"database refused a value: {exc}"))
+                if pending.atomic:
+                    try:
+                        await self._write([batch])
+                    except psycopg.errors.DataError as exc:
+                        self.stats.data_errors += 1
+                        log.error("database refused a value, rejecting the batch: %s", exc)
+                        reason = f"database refused a value: {exc}"
+                        pending.done.set_exception(FrameError(Status.BAD_BODY, reason))
+                    continue
+                for i in range(len(batch)):
+                    try:
+                        await self._write([FrameBatch(batch.data, batch.info[i : i + 1])])
+                    except psycopg.errors.DataError as exc:
+                        self.stats.data_errors += 1
+                        log.error("database refused a frame, rejecting it: %s", exc)
+                        refused[i] = FrameError(Status.BAD_BODY, f"database refused a value: {exc}")
             except (psycopg.Error, OSError) as exc:
                 await self._outage([pending], exc)
             else:
-                _settle([pending])
+                if not pending.done.done():
+                    pending.done.set_result(refused)
 
-    async def _outage(self, batch: list[_Pending], exc: Exception) -> None:
+    async def _outage(self, taken: list[_Pending], exc: Exception) -> None:
         """The database is unreachable or failing: fail the batch (senders keep the frames)."""
         self.stats.write_errors += 1
-        frames = sum(len(p.frames) for p in batch)
+        frames = sum(len(p.batch) for p in taken)
         log.error("could not store %d frames, not acknowledging them: %s", frames, exc)
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
-        _settle(batch, exc)
+        _settle(taken, exc)
         await asyncio.sleep(0.5)
 
     async def _connection(self) -> psycopg.AsyncConnection:
@@ -200,115 +296,134 @@ class FrameWriter:
             self._conn = conn
         return self._conn
 
-    async def _write(self, frames: list[Frame]) -> None:
-        """Write one batch in one transaction (ledger, jobs, ranks, deltas)."""
+    async def _write(self, batches: list[FrameBatch]) -> None:
+        """Write frames in one transaction (ledger, jobs, ranks, deltas)."""
+        frames = _Frames(batches)
+        info = frames.info
         conn = await self._connection()
-        await self.partitions.ensure(conn, {day_of(f.header.interval_end_ns) for f in frames})
-        now = time.time_ns()
+        await self.partitions.ensure(conn, np.unique(info["t_end"] // DAY_NS).tolist())
         async with conn.transaction(), conn.cursor() as cur:
             job_ids = await self._upsert_jobs(cur, frames)
-            unique: dict[tuple[int, int, int], Frame] = {}
-            for f in frames:
-                key = (job_ids[f.header.job_id], f.header.world_rank, f.header.seq)
-                unique.setdefault(key, f)
-            keys = list(unique)
-            await cur.execute(
-                _INSERT_LEDGER,
-                (
-                    [k[0] for k in keys],
-                    [k[1] for k in keys],
-                    [k[2] for k in keys],
-                    [now] * len(keys),
-                ),
-            )
-            new_keys = {tuple(row) for row in await cur.fetchall()}
-            fresh = [(k, unique[k]) for k in keys if k in new_keys]
-            await self._upsert_ranks(cur, fresh)
+            fresh = await self._insert_ledger(cur, info, job_ids)
+            await self._upsert_ranks(cur, info[fresh], job_ids[fresh])
+            addresses = frame_addresses(batches)[fresh]
             for table in DELTA_TABLES:
-                await self._copy_deltas(cur, fresh, table)
-            dirty = {
-                (k[0], minute_of(f.header.interval_end_ns)) for k, f in fresh if "p2p" in f.tables
-            }
-            if dirty:
-                await cur.execute(MARK_DIRTY, ([j for j, _ in dirty], [m for _, m in dirty]))
-            finishing = sorted({k[0] for k, f in fresh if f.header.frame_type == FrameType.FINAL})
-            if finishing:
-                await cur.execute(_FINISH_JOBS, (finishing,))
+                await self._copy_deltas(cur, frames, fresh, addresses, job_ids[fresh], table)
+            p2p = fresh[info["count"][fresh, wire.SPEC.table("p2p").id] > 0]
+            if len(p2p):
+                minutes = info["t_end"][p2p].astype(np.int64) // MINUTE_NS * MINUTE_NS
+                await cur.execute(MARK_DIRTY, (job_ids[p2p].tolist(), minutes.tolist()))
+            final = fresh[info["frame_type"][fresh] == FrameType.FINAL]
+            if len(final):
+                await cur.execute(_FINISH_JOBS, (np.unique(job_ids[final]).tolist(),))
         self.stats.batches += 1
         self.stats.frames_committed += len(fresh)
-        self.stats.frames_duplicate += len(frames) - len(fresh)
+        self.stats.frames_duplicate += len(info) - len(fresh)
 
-    async def _upsert_jobs(self, cur: psycopg.AsyncCursor, frames: list[Frame]) -> dict[str, int]:
-        """One upsert row per job: size, command, user, first start and last end seen."""
-        jobs: dict[str, dict] = {}
-        for f in frames:
-            h = f.header
-            job = jobs.setdefault(
-                h.job_id,
-                {"size": h.world_size, "command": None, "user": None,
-                 "start": h.interval_start_ns, "end": h.interval_end_ns},
-            )  # fmt: skip
-            job["command"] = job["command"] or f.command
-            job["user"] = job["user"] or f.user
-            job["start"] = min(job["start"], h.interval_start_ns)
-            job["end"] = max(job["end"], h.interval_end_ns)
-        keys = list(jobs)
-        columns = [[jobs[k][c] for k in keys] for c in ("size", "command", "user")]
-        ends = [[jobs[k][c] for k in keys] for c in ("start", "end")]
-        await cur.execute(_UPSERT_JOBS, (keys, *columns, ["running"] * len(keys), *ends))
-        return {key: job_id for job_id, key in await cur.fetchall()}
+    async def _upsert_jobs(self, cur: psycopg.AsyncCursor, frames: _Frames) -> np.ndarray:
+        """One upsert row per job: size, command, user, first start and last end seen.
+        Returns the job id of every frame."""
+        info = frames.info
+        first, group, n = _groups(info["job"])
+        start = np.full(n, np.iinfo(np.int64).max)
+        end = np.zeros(n, dtype=np.int64)
+        np.minimum.at(start, group, info["t_start"].astype(np.int64))
+        np.maximum.at(end, group, info["t_end"].astype(np.int64))
+        commands: list[str | None] = [None] * n
+        users: list[str | None] = [None] * n
+        rank_info = wire.SPEC.table("rank_info").id
+        for i in np.flatnonzero(info["count"][:, rank_info]).tolist():
+            command, user = frames.rank_info(i)
+            commands[group[i]] = commands[group[i]] or command
+            users[group[i]] = users[group[i]] or user
+        keys = [raw.decode("utf-8", "replace") for raw in info["job"][first].tolist()]
+        await cur.execute(
+            _UPSERT_JOBS,
+            (keys, info["world_size"][first].tolist(), commands, users, ["running"] * n,
+             start.tolist(), end.tolist()),
+        )  # fmt: skip
+        ids = {key: job_id for job_id, key in await cur.fetchall()}
+        return np.array([ids[key] for key in keys], dtype=np.int64)[group]
 
-    async def _upsert_ranks(self, cur: psycopg.AsyncCursor, fresh: list) -> None:
+    async def _insert_ledger(
+        self, cur: psycopg.AsyncCursor, info: np.ndarray, job_ids: np.ndarray
+    ) -> np.ndarray:
+        """Record every (job, rank, seq) once; returns the indices of the frames not stored
+        before (the first of any repeats within the batch), in arrival order."""
+        first, _, _ = _groups(job_ids, info["world_rank"], info["seq"])
+        first.sort()
+        jobs, ranks = job_ids[first].tolist(), info["world_rank"][first].tolist()
+        seqs = info["seq"][first].tolist()
+        await cur.execute(_INSERT_LEDGER, (jobs, ranks, seqs, [time.time_ns()] * len(first)))
+        new = {tuple(row) for row in await cur.fetchall()}
+        if len(new) == len(first):
+            return first
+        keep = [key in new for key in zip(jobs, ranks, seqs, strict=True)]
+        return first[np.array(keep, dtype=bool)]
+
+    async def _upsert_ranks(
+        self, cur: psycopg.AsyncCursor, info: np.ndarray, job_ids: np.ndarray
+    ) -> None:
         """One upsert row per (job, rank): seen times, finished flag, health deltas summed."""
-        merged: dict[tuple[int, int], list] = {}
-        for (job_id, rank, _), f in fresh:
-            h = f.header
-            health = f.tables.get("health")
-            dropped = [int(health[name].sum()) if health is not None else 0 for name in _HEALTH]
-            row = merged.get((job_id, rank))
-            if row is None:
-                merged[(job_id, rank)] = [
-                    job_id, rank, h.host, h.pid, h.interval_start_ns, h.interval_end_ns,
-                    h.frame_type == FrameType.FINAL, *dropped,
-                ]  # fmt: skip
-                continue
-            row[4] = min(row[4], h.interval_start_ns)
-            row[5] = max(row[5], h.interval_end_ns)
-            row[6] = row[6] or h.frame_type == FrameType.FINAL
-            for i, value in enumerate(dropped, start=7):
-                row[i] += value
-        if merged:
-            # ON CONFLICT DO UPDATE may not touch a row twice: hence one row per key.
-            await cur.execute(_UPSERT_RANKS, [list(c) for c in zip(*merged.values(), strict=True)])
-
-    async def _copy_deltas(self, cur: psycopg.AsyncCursor, fresh: list, table: DeltaTable) -> None:
-        """COPY one wire table of all fresh frames (a row per frame, or per record)."""
-        parts = [
-            (k, f, f.tables[table.wire]) for k, f in fresh if len(f.tables.get(table.wire, ()))
-        ]
-        if not parts:
+        if not len(info):
             return
-        interval = {
-            "job_id": [k[0] for k, _, _ in parts],
-            "world_rank": [k[1] for k, _, _ in parts],
-            "t_start_ns": [f.header.interval_start_ns for _, f, _ in parts],
-            "t_end_ns": [f.header.interval_end_ns for _, f, _ in parts],
-        }
+        first, group, n = _groups(job_ids, info["world_rank"])
+        start = np.full(n, np.iinfo(np.int64).max)
+        end = np.zeros(n, dtype=np.int64)
+        finished = np.zeros(n, dtype=bool)
+        np.minimum.at(start, group, info["t_start"].astype(np.int64))
+        np.maximum.at(end, group, info["t_end"].astype(np.int64))
+        np.logical_or.at(finished, group, info["frame_type"] == FrameType.FINAL)
+        health = []
+        for name in _HEALTH:
+            total = np.zeros(n, dtype=np.int64)
+            np.add.at(total, group, info[name].astype(np.int64))
+            health.append(total.tolist())
+        hosts = [raw.decode("utf-8", "replace") for raw in info["host"][first].tolist()]
+        # ON CONFLICT DO UPDATE may not touch a row twice: hence one row per key.
+        await cur.execute(
+            _UPSERT_RANKS,
+            (job_ids[first].tolist(), info["world_rank"][first].tolist(), hosts,
+             info["pid"][first].tolist(), start.tolist(), end.tolist(), finished.tolist(),
+             *health),
+        )  # fmt: skip
+
+    async def _copy_deltas(
+        self,
+        cur: psycopg.AsyncCursor,
+        frames: _Frames,
+        fresh: np.ndarray,
+        addresses: np.ndarray,
+        job_ids: np.ndarray,
+        table: DeltaTable,
+    ) -> None:
+        """COPY one wire table of the fresh frames (a row per frame, or per record)."""
+        table_id = wire.SPEC.table(table.wire).id
+        counts = frames.info["count"][fresh, table_id]
+        present = np.flatnonzero(counts)
+        if not len(present):
+            return
+        info = frames.info[fresh[present]]
         if table.arrays:
-            heads = {name: np.asarray(values, dtype=np.int64) for name, values in interval.items()}
-            fields = [[records[name] for _, _, records in parts] for name, _ in table.fields]
+            rows = encode_arrays(
+                table_id, table.columns, addresses[present], info, job_ids[present]
+            )
+            payload = COPY_SIGNATURE + rows + COPY_TRAILER
         else:
-            counts = [len(records) for _, _, records in parts]
+            repeat = counts[present]
             heads = {
-                name: np.repeat(np.asarray(values, dtype=np.int64), counts)
-                for name, values in interval.items()
+                "job_id": np.repeat(job_ids[present], repeat),
+                "world_rank": np.repeat(info["world_rank"], repeat),
+                "t_start_ns": np.repeat(info["t_start"], repeat),
+                "t_end_ns": np.repeat(info["t_end"], repeat),
             }
-            records = np.concatenate([r for _, _, r in parts])
-            fields = [records[name] for name, _ in table.fields]
-        payload = binary_copy(
-            [(kind, heads[name]) for name, kind in INTERVAL_COLUMNS]
-            + list(zip(table.copy_types, fields, strict=True))
-        )
+            records = np.concatenate(
+                [frames.records(int(i), table.wire) for i in fresh[present].tolist()]
+            )
+            payload = binary_copy(
+                [(kind, heads[name]) for name, kind in INTERVAL_COLUMNS]
+                + [(kind, records[name]) for name, kind in table.fields]
+            )
         async with cur.copy(table.copy_statement) as copy:
             await copy.write(payload)
-        self.stats.rows[table.view or table.sql] += sum(len(r) for _, _, r in parts)
+        self.stats.rows[table.view or table.sql] += int(counts.sum())

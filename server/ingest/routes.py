@@ -7,15 +7,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, HTTPException, Request
 
+from collector import codec
 from server.ingest.schemas import IngestResult, JsonBatch, JsonFrame
 from stacklens import wire
 
 router = APIRouter(prefix="/api/ingest", tags=["ingest"])
 
 
-def to_frame(
-    item: JsonFrame, token: str, max_body: int, oldest_ns: int | None = None
-) -> wire.Frame:
+def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
     """Encode a JSON frame as a binary one and validate it exactly like a hook frame."""
     tables = dict(item.tables)
     if item.command is not None or item.user is not None:
@@ -39,12 +38,13 @@ def to_frame(
     raw = wire.encode_frame(
         job_id=item.job, world_rank=item.world_rank, world_size=item.world_size, seq=item.seq,
         interval_start_ns=item.interval_start_ns, interval_end_ns=item.interval_end_ns,
-        host=item.host, pid=item.pid, token=token,
+        host=item.host, pid=item.pid, token=limits.token.decode(),
         frame_type=wire.FrameType.FINAL if item.final else wire.FrameType.DATA, tables=records,
     )  # fmt: skip
-    header = wire.decode_header(raw[: wire.HEADER_SIZE], max_body)
-    wire.check_header(header, token, oldest_ns=oldest_ns)
-    return wire.decode_body(header, raw[wire.HEADER_SIZE :])
+    _, error = codec.scan(raw, limits)
+    if error is not None:
+        raise wire.FrameError(error.status, error.reason)
+    return raw
 
 
 def _encode_text(row: dict[str, int | str]) -> dict[str, int | bytes]:
@@ -71,9 +71,10 @@ async def ingest_frames(
         ingest.stats.rejected["bad_token"] += 1
         raise HTTPException(401, "wrong ingest token")
     frames, errors = [], []
+    limits = ingest.limits()
     for i, item in enumerate(batch.frames):
         try:
-            frames.append(to_frame(item, ingest.token, ingest.max_body, ingest.oldest_ns()))
+            frames.append(to_frame(item, limits))
         except wire.FrameError as error:
             ingest.stats.rejected[error.status.name.lower()] += 1
             errors.append(f"frame {i}: {error.reason} [{error.status.name}]")
@@ -81,7 +82,7 @@ async def ingest_frames(
         raise HTTPException(422, errors)
     ingest.stats.frames_received += len(frames)
     try:
-        await collector.writer.store_all(frames)
+        await collector.writer.store(codec.scan(b"".join(frames), limits)[0], atomic=True)
     except wire.FrameError as error:
         ingest.stats.rejected[error.status.name.lower()] += 1
         raise HTTPException(422, [error.reason]) from error

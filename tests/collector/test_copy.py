@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import psycopg
 
-from collector.store.copy import binary_copy
+from collector.store.copy import COPY_SIGNATURE, COPY_TRAILER, binary_copy
 
 
 def test_binary_copy_loads_exact_values(pg_server):
@@ -40,22 +40,41 @@ def test_null_masks_become_sql_nulls(pg_server):
     assert rows == [(1, 10, None), (2, None, None), (3, 30, 9)]
 
 
-def test_array_columns_of_different_lengths(pg_server):
-    payload = binary_copy(
-        [
-            ("int8", np.array([1, 2, 3])),
-            ("int4[]", [np.array([5]), np.array([6, 7, -1]), np.array([2**31 - 1, 0])]),
-            ("int8[]", [np.array([2**62]), np.array([0, 1, 2]), np.array([-5, 9])]),
-            ("int2[]", [np.array([3]), np.array([1, 2, 3]), np.array([300, 4])]),
-        ]
-    )
+def test_array_rows_from_frames_split_counts_beyond_int4(pg_server):
+    """The compiled encoder writes one row per frame; a message count beyond int4 becomes
+    several elements of the same peer whose sum is exact."""
+    from collector import codec
+    from collector.store.tables import DELTA_TABLES
+    from stacklens import wire
+
+    huge = 5 * (2**31 - 1) + 3
+    records = wire.records("p2p", [
+        {"peer": 1, "bytes_sent": 2**40, "msgs_sent": huge, "bytes_recv": 8, "msgs_recv": 2},
+        {"peer": 2, "bytes_sent": 16, "msgs_sent": 1, "bytes_recv": 0, "msgs_recv": 0},
+    ])  # fmt: skip
+    raw = wire.encode_frame(
+        job_id="j", world_rank=0, world_size=3, seq=0, interval_start_ns=10**18,
+        interval_end_ns=10**18 + 1, tables={"p2p": records},
+    )  # fmt: skip
+    batch, error = codec.scan(raw, codec.limits("", 1 << 20))
+    assert error is None and len(batch) == 1
+    p2p = next(t for t in DELTA_TABLES if t.wire == "p2p")
+    rows = codec.encode_arrays(
+        wire.SPEC.table("p2p").id, p2p.columns, codec.frame_addresses([batch]), batch.info,
+        np.array([42]),
+    )  # fmt: skip
     with psycopg.connect(pg_server) as conn:
-        conn.execute("CREATE TEMP TABLE a (k bigint, x int[], y bigint[], z smallint[])")
-        with conn.cursor().copy("COPY a FROM STDIN (FORMAT BINARY)") as copy:
-            copy.write(payload)
-        rows = conn.execute("SELECT k, x, y, z FROM a ORDER BY k").fetchall()
-    assert rows == [
-        (1, [5], [2**62], [3]),
-        (2, [6, 7, -1], [0, 1, 2], [1, 2, 3]),
-        (3, [2**31 - 1, 0], [-5, 9], [300, 4]),
-    ]
+        conn.execute(
+            "CREATE TEMP TABLE f (job_id bigint, world_rank int, t_start_ns bigint, "
+            "t_end_ns bigint, peer int[], bytes_sent bigint[], msgs_sent int[], "
+            "bytes_recv bigint[], msgs_recv int[])"
+        )
+        with conn.cursor().copy("COPY f FROM STDIN (FORMAT BINARY)") as copy:
+            copy.write(COPY_SIGNATURE + rows + COPY_TRAILER)
+        row = conn.execute("SELECT * FROM f").fetchone()
+    assert row[:4] == (42, 0, 10**18, 10**18 + 1)
+    assert row[4] == [1] * 6 + [2]
+    assert row[5] == [2**40, 0, 0, 0, 0, 0, 16]
+    assert row[6] == [2**31 - 1] * 5 + [3, 1]
+    assert row[7] == [8, 0, 0, 0, 0, 0, 0]
+    assert row[8] == [2, 0, 0, 0, 0, 0, 0]

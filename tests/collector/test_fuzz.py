@@ -1,8 +1,10 @@
-"""Fuzzing the frame parser and the live collector with random and mutated frames.
+"""Fuzzing the frame parsers and the live collector with random and mutated frames.
 
 Every input must either be accepted as a well-formed frame or rejected with a FrameError
-(never another exception); the live collector must keep serving, answer each bad frame
-with a reject status, and store exactly the frames it acknowledged.
+(never another exception), and the collector's compiled scanner (collector/codec.py) must
+reach the same verdict, status for status, as the reference decoder (stacklens/wire.py);
+the live collector must keep serving, answer each bad frame with a reject status, and
+store exactly the frames it acknowledged.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 
 import numpy as np
 
+from collector import codec
 from stacklens import wire
 from tests.conftest import query
 
@@ -82,25 +85,42 @@ def parse(raw: bytes, whole: bool = True, now_ns: int = T0) -> wire.Frame:
     return frame
 
 
-def test_parser_survives_100k_random_and_mutated_frames():
+def scan_verdict(raw: bytes, limits: codec.Limits) -> tuple[wire.Status, np.ndarray | None]:
+    """What the compiled scanner makes of `raw` as one whole frame: a status, and the
+    frame's record when accepted (a frame followed by more bytes is BAD_LENGTH, as above)."""
+    batch, error = codec.scan(raw, limits)
+    if len(batch):
+        whole = int(batch.info["length"][0]) == len(raw)
+        return (wire.Status.COMMITTED, batch.info[0]) if whole else (wire.Status.BAD_LENGTH, None)
+    return (error.status if error is not None else wire.Status.BAD_LENGTH), None
+
+
+def test_parsers_agree_on_100k_random_and_mutated_frames():
     rng = np.random.default_rng(20261129)
+    limits = codec.limits("secret", MAX_BODY, now_ns=T0)
     accepted = rejected = 0
     for _ in range(100_000):
         raw = mutate(rng, valid_frame(rng)) if rng.random() < 0.9 else valid_frame(rng)
+        status, info = scan_verdict(raw, limits)
         try:
             frame = parse(raw)
         except wire.FrameError as error:
             assert error.status != wire.Status.COMMITTED and error.reason
+            assert status == error.status, (error.reason, raw.hex())
             rejected += 1
             continue
+        assert status == wire.Status.COMMITTED, raw.hex()
+        h = frame.header
+        assert (info["job"].decode("utf-8", "replace"), int(info["world_rank"]), int(info["seq"])) == (
+            h.job_id, h.world_rank, h.seq)  # fmt: skip
+        assert info["count"][wire.SPEC.table("p2p").id] == len(frame.tables.get("p2p", ()))
         accepted += 1
         # An accepted frame re-encodes to exactly the bytes that were parsed.
         again = wire.encode_frame(
-            job_id=frame.header.job_id, world_rank=frame.header.world_rank,
-            world_size=frame.header.world_size, seq=frame.header.seq, host=frame.header.host,
-            pid=frame.header.pid, interval_start_ns=frame.header.interval_start_ns,
-            interval_end_ns=frame.header.interval_end_ns, token="secret",
-            frame_type=frame.header.frame_type, tables=frame.tables,
+            job_id=h.job_id, world_rank=h.world_rank, world_size=h.world_size, seq=h.seq,
+            host=h.host, pid=h.pid, interval_start_ns=h.interval_start_ns,
+            interval_end_ns=h.interval_end_ns, token="secret", frame_type=h.frame_type,
+            tables=frame.tables,
         )  # fmt: skip
         assert len(again) == len(raw)
     assert accepted > 10_000 and rejected > 60_000

@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 import time
 
+import pytest
+
 from stacklens import wire
 from tests.conftest import query
 
@@ -260,23 +262,33 @@ def test_out_of_range_values_are_rejected(collector, pg_url):
 
 
 def test_a_value_the_database_refuses_rejects_only_that_frame(collector, pg_url):
-    """A frame that passed validation but that PostgreSQL refuses cannot block the others."""
+    """A frame that passed validation but that PostgreSQL refuses cannot block the others;
+    an atomic batch (HTTP ingest) holding it is refused whole."""
     import asyncio
-    import dataclasses
 
-    good = wire.decode_body(
-        wire.decode_header(frame(0)[: wire.HEADER_SIZE], 1 << 20), frame(0)[wire.HEADER_SIZE :]
-    )
-    bad = dataclasses.replace(good, header=dataclasses.replace(good.header, pid=2**31, seq=1))
+    from collector import codec
+
     writer = collector.service.writer
+    limits = collector.call(collector.service.ingest.limits)
 
-    async def store_both():
-        return await asyncio.gather(writer.store(bad), writer.store(good), return_exceptions=True)
+    def batch_of(*seqs: int) -> codec.FrameBatch:
+        batch, error = codec.scan(b"".join(frame(s) for s in seqs), limits)
+        assert error is None and len(batch) == len(seqs)
+        batch.info["pid"][0] = 2**31  # valid on the wire, out of range for int4
+        return batch
 
-    results = asyncio.run_coroutine_threadsafe(store_both(), collector.loop).result(30)
-    assert isinstance(results[0], wire.FrameError)
+    def store(batch, atomic=False):
+        coro = writer.store(batch, atomic=atomic)
+        return asyncio.run_coroutine_threadsafe(coro, collector.loop).result(30)
+
+    with pytest.raises(wire.FrameError, match="database refused a value") as refused:
+        store(batch_of(3, 4), atomic=True)
+    assert refused.value.status == wire.Status.BAD_BODY
+    assert query(pg_url, "SELECT seq FROM received_frames") == []
+
+    results = store(batch_of(1, 0))
+    assert list(results) == [0]
     assert results[0].status == wire.Status.BAD_BODY
     assert "database refused a value" in results[0].reason
-    assert results[1] is None
     assert query(pg_url, "SELECT seq FROM received_frames") == [(0,)]
-    assert collector.call(lambda: writer.stats.data_errors) == 1
+    assert collector.call(lambda: writer.stats.data_errors) == 2

@@ -1,0 +1,213 @@
+"""The collector's compiled frame path: libslcodec.so (collector/csrc) over ctypes.
+
+`scan()` finds and validates the complete frames in a receive buffer in one call, and
+returns them as a `FrameBatch` (the bytes plus a numpy record per frame); the writer
+encodes a batch's array-layout tables with `encode_arrays()` straight into binary COPY
+rows. The rules and statuses are those of the reference decoder in stacklens/wire.py
+(tests/collector/test_fuzz.py checks that both agree on 100,000 random frames).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from stacklens import wire
+from stacklens.mpi_ops import op_names
+
+LIBRARY = Path(__file__).resolve().parent / "build" / "libslcodec.so"
+MAX_TABLE_ID = 15
+
+#: numpy view of `sl_frame_info` (slcodec.h): one valid frame of a scanned buffer.
+FRAME_INFO = np.dtype(
+    [
+        ("offset", "<u8"),
+        ("seq", "<u8"),
+        ("t_start", "<u8"),
+        ("t_end", "<u8"),
+        ("keys_dropped", "<u8"),
+        ("frames_dropped", "<u8"),
+        ("frames_spooled", "<u8"),
+        ("length", "<u4"),
+        ("world_rank", "<u4"),
+        ("world_size", "<u4"),
+        ("pid", "<u4"),
+        ("frame_type", "<u4"),
+        ("pad", "<u4"),
+        ("section", "<u4", (MAX_TABLE_ID + 1,)),
+        ("count", "<u4", (MAX_TABLE_ID + 1,)),
+        ("job", "S64"),
+        ("host", "S64"),
+    ]
+)
+
+#: numpy view of `sl_column`: how one stored array column is read from a record.
+COLUMN = np.dtype(
+    [
+        ("wire_offset", "<u2"),
+        ("wire_width", "u1"),
+        ("out_width", "u1"),
+        ("is_key", "u1"),
+        ("pad", "u1", (3,)),
+        ("element_oid", "<u4"),
+    ]
+)
+
+
+class Limits(ctypes.Structure):
+    """`sl_limits`: what frames are checked against."""
+
+    _fields_ = [
+        ("max_body", ctypes.c_uint64),
+        ("newest_end", ctypes.c_uint64),
+        ("oldest_end", ctypes.c_uint64),
+        ("n_ops", ctypes.c_uint32),
+        ("token_len", ctypes.c_uint32),
+        ("token", ctypes.c_char * 64),
+    ]
+
+
+class _ScanError(ctypes.Structure):
+    _fields_ = [
+        ("status", ctypes.c_uint32),
+        ("has_seq", ctypes.c_uint32),
+        ("seq", ctypes.c_uint64),
+        ("reason", ctypes.c_char * 200),
+    ]
+
+
+_lib: ctypes.CDLL | None = None
+
+
+def library() -> ctypes.CDLL:
+    """Load libslcodec.so (building it with make if it is missing) and check its ABI."""
+    global _lib
+    if _lib is None:
+        if not LIBRARY.exists():
+            subprocess.run(["make", "-s", "-C", str(LIBRARY.parent.parent / "csrc")], check=True)
+        lib = ctypes.CDLL(str(LIBRARY))
+        lib.sl_scan.restype = ctypes.c_int64
+        lib.sl_scan.argtypes = [
+            ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(Limits), ctypes.c_void_p,
+            ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(_ScanError),
+        ]  # fmt: skip
+        lib.sl_encode_arrays.restype = ctypes.c_int64
+        lib.sl_encode_arrays.argtypes = [
+            ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+        ]  # fmt: skip
+        sizes = (ctypes.c_uint32 * 4)()
+        lib.sl_abi_sizes(sizes)
+        expected = [ctypes.sizeof(Limits), FRAME_INFO.itemsize, ctypes.sizeof(_ScanError),
+                    COLUMN.itemsize]  # fmt: skip
+        if list(sizes) != expected:
+            raise RuntimeError(f"{LIBRARY}: ABI sizes {list(sizes)}, expected {expected}")
+        _lib = lib
+    return _lib
+
+
+def limits(
+    token: str, max_body: int, oldest_ns: int | None = None, now_ns: int | None = None
+) -> Limits:
+    """Scan limits for the ingest token, the body cap and the retention window, at
+    `now_ns` (default: now)."""
+    raw = token.encode()
+    if len(raw) > 64:
+        raise ValueError("the ingest token is longer than 64 bytes")
+    return Limits(
+        max_body=max_body,
+        newest_end=(time.time_ns() if now_ns is None else now_ns) + wire.MAX_CLOCK_SKEW_NS,
+        oldest_end=max(oldest_ns or 0, 0),
+        n_ops=len(op_names()),
+        token_len=len(raw),
+        token=raw,
+    )
+
+
+@dataclass(frozen=True)
+class ScanError:
+    """The first invalid frame of a buffer: its status, its seq if readable, and why."""
+
+    status: wire.Status
+    seq: int | None
+    reason: str
+
+
+@dataclass
+class FrameBatch:
+    """Validated frames: the bytes they lie in and one FRAME_INFO record per frame."""
+
+    data: bytes
+    info: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.info)
+
+    def records(self, i: int, table: str) -> np.ndarray:
+        """Frame i's records of a wire table, as a structured array (empty if absent)."""
+        spec = wire.SPEC.table(table)
+        count = int(self.info["count"][i, spec.id])
+        if not count:
+            return np.zeros(0, dtype=spec.dtype)
+        offset = int(self.info["offset"][i] + self.info["section"][i, spec.id])
+        return np.frombuffer(self.data, dtype=spec.dtype, count=count, offset=offset)
+
+    def text(self, field: str) -> list[str]:
+        """A text field of every frame (job or host), decoded."""
+        return [raw.decode("utf-8", "replace") for raw in self.info[field].tolist()]
+
+
+def scan(data: bytes, lim: Limits) -> tuple[FrameBatch, ScanError | None]:
+    """The complete valid frames at the start of `data`, and the error that stopped the
+    scan, if any. `len(batch.data)` is the bytes consumed: the rest is an incomplete
+    frame (no error) or starts with the invalid one.
+    """
+    lib = library()
+    out = np.empty(len(data) // wire.HEADER_SIZE + 1, dtype=FRAME_INFO)
+    consumed = ctypes.c_uint64()
+    error = _ScanError()
+    n = lib.sl_scan(
+        data, len(data), ctypes.byref(lim), out.ctypes.data, len(out), ctypes.byref(consumed),
+        ctypes.byref(error),
+    )  # fmt: skip
+    batch = FrameBatch(data[: consumed.value], out[:n])
+    if not error.status:
+        return batch, None
+    reason = error.reason.decode("utf-8", "replace")
+    return batch, ScanError(wire.Status(error.status), error.seq if error.has_seq else None, reason)
+
+
+def frame_addresses(batches: list[FrameBatch]) -> np.ndarray:
+    """Address of every frame of `batches` in memory, in order (for encode_arrays)."""
+    return np.concatenate(
+        [np.frombuffer(b.data, np.uint8).ctypes.data + b.info["offset"] for b in batches]
+    ).astype(np.uint64)
+
+
+def encode_arrays(
+    table_id: int, columns: np.ndarray, frames: np.ndarray, info: np.ndarray, job_ids: np.ndarray
+) -> bytearray:
+    """Binary COPY rows (no signature or trailer) of one array-layout table, one per frame.
+
+    `frames` are frame addresses (frame_addresses; the batches must stay alive), `info`
+    their FRAME_INFO records and `job_ids` their jobs' ids; every frame must hold records
+    of the table. `columns` is a COLUMN array in table column order.
+    """
+    lib = library()
+    info = np.ascontiguousarray(info)
+    frames = np.ascontiguousarray(frames, dtype=np.uint64)
+    job_ids = np.ascontiguousarray(job_ids, dtype=np.int64)
+    args = (table_id, columns.ctypes.data, len(columns), len(info), frames.ctypes.data,
+            info.ctypes.data, job_ids.ctypes.data)  # fmt: skip
+    need = lib.sl_encode_arrays(*args, None, 0)
+    if need < 0:
+        raise ValueError(f"table id {table_id} is not an array table")
+    out = bytearray(need)
+    if lib.sl_encode_arrays(*args, (ctypes.c_char * need).from_buffer(out), need) != need:
+        raise RuntimeError("slcodec: encoded size changed between passes")
+    return out
