@@ -9,7 +9,7 @@ separate process (real frames over TCP), then prints, measured in one run:
 - bytes on disk per stored sample (table + indexes + TOAST, all partitions);
 - frame-to-queryable latency p50/p99 in a paced run at half the measured throughput.
 
-    .venv/bin/python -m bench.ingest [--ranks 64 --frames 100 --peers 64]
+    .venv/bin/python -m bench.ingest [--ranks 64 --frames 300 --peers 64]
 """
 
 from __future__ import annotations
@@ -59,8 +59,12 @@ def raw_copy_rate(url: str, ranks: int, frames: int, peers: int) -> float:
     rng = np.random.default_rng(0)
     raw = b"".join(
         wire.encode_frame(
-            job_id="raw", world_rank=i % ranks, world_size=ranks, seq=i,
-            interval_start_ns=now - 10**9, interval_end_ns=now,
+            job_id="raw",
+            world_rank=i % ranks,
+            world_size=ranks,
+            seq=i,
+            interval_start_ns=now - 10**9,
+            interval_end_ns=now,
             tables={"p2p": p2p_records(rng, i % ranks, ranks, peers)},
         )  # fmt: skip
         for i in range(ranks * frames)
@@ -84,7 +88,7 @@ def main() -> None:
     """Run the benchmark and print its figures."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ranks", type=int, default=64)
-    parser.add_argument("--frames", type=int, default=100)
+    parser.add_argument("--frames", type=int, default=300)
     parser.add_argument("--peers", type=int, default=64)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="stacklens-bench-", dir="/tmp") as scratch:

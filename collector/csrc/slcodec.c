@@ -197,17 +197,20 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
         if ((t == SL_TABLE_rank_info || t == SL_TABLE_health) && f->count[t] > 1)
             return fail(err, SL_STATUS_out_of_range, "table %s must have at most one record",
                         table_name[t]);
+        uint16_t counters[sizeof fields / sizeof fields[0]];
+        size_t n_counters = 0;
+        for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++)
+            if (fields[k].table == t && fields[k].is_u64 &&
+                !(t == SL_TABLE_hca && fields[k].offset == HCA_GUID_OFFSET))
+                counters[n_counters++] = fields[k].offset;
         const uint8_t *rec = frame + f->section[t];
         for (uint32_t i = 0; i < f->count[t]; i++, rec += record_size[t]) {
-            for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
-                if (fields[k].table != t || !fields[k].is_u64)
-                    continue;
-                if (t == SL_TABLE_hca && fields[k].offset == HCA_GUID_OFFSET)
-                    continue;
-                if (load64(rec + fields[k].offset) >> 63)
-                    return fail(err, SL_STATUS_out_of_range,
-                                "table %s: a counter is negative or too large", table_name[t]);
-            }
+            uint64_t any = 0;
+            for (size_t k = 0; k < n_counters; k++)
+                any |= load64(rec + counters[k]);
+            if (any >> 63)
+                return fail(err, SL_STATUS_out_of_range,
+                            "table %s: a counter is negative or too large", table_name[t]);
         }
     }
 #define EACH(name) \
@@ -376,6 +379,7 @@ int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n
         uint64_t elements = 0;
         for (uint32_t r = 0; r < f->count[table_id]; r++)
             elements += pieces(first + r * size, columns, n_columns);
+        const int split = elements != f->count[table_id];
         uint64_t row = 2 + (4 + 8) + (4 + 4) + 2 * (4 + 8);
         for (uint32_t c = 0; c < n_columns; c++)
             row += 4 + 20 + elements * (4 + columns[c].out_width);
@@ -396,9 +400,9 @@ int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n
             p = put32(put32(p, (uint32_t)elements), 1);          /* size, lower bound */
             for (uint32_t r = 0; r < f->count[table_id]; r++) {
                 const uint8_t *rec = first + r * size;
-                uint64_t k = pieces(rec, columns, n_columns);
+                uint64_t k = split ? pieces(rec, columns, n_columns) : 1;
                 for (uint64_t j = 0; j < k; j++) {
-                    uint64_t v = piece_value(rec, col, j);
+                    uint64_t v = split ? piece_value(rec, col, j) : column_value(rec, col);
                     p = put32(p, col->out_width);
                     if (col->out_width == 8)
                         p = put64(p, v);

@@ -17,7 +17,7 @@ MINUTE_NS = 60 * 10**9
 
 MARK_DIRTY = """
 INSERT INTO rollup_dirty (job_id, minute_ns)
-SELECT DISTINCT * FROM unnest(%s::bigint[], %s::bigint[])
+SELECT DISTINCT * FROM unnest(%b::bigint[], %b::bigint[]) ORDER BY 1, 2
 ON CONFLICT DO NOTHING
 """
 

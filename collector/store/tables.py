@@ -67,7 +67,6 @@ class DeltaTable:
         return out
 
 
-
 #: PostgreSQL type oids of the array elements.
 ELEMENT_OID = {"int2": 21, "int4": 23, "int8": 20}
 
@@ -80,8 +79,13 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
     DeltaTable(
         "p2p",
         "p2p_frames",
-        (("peer", "int4"), ("bytes_sent", "int8"), ("msgs_sent", "int4"),
-         ("bytes_recv", "int8"), ("msgs_recv", "int4")),
+        (
+            ("peer", "int4"),
+            ("bytes_sent", "int8"),
+            ("msgs_sent", "int4"),
+            ("bytes_recv", "int8"),
+            ("msgs_recv", "int4"),
+        ),
         view="p2p_deltas",
         keys=("peer",),
     ),

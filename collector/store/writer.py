@@ -35,19 +35,37 @@ log = logging.getLogger(__name__)
 
 _UPSERT_JOBS = """
 INSERT INTO jobs (job_key, world_size, command, "user", status, started_ns, last_seen_ns)
-SELECT * FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::text[], %s::bigint[],
-                     %s::bigint[])
+SELECT * FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[], %b::bigint[],
+                     %b::bigint[])
 ON CONFLICT (job_key) DO UPDATE SET
     started_ns = LEAST(jobs.started_ns, EXCLUDED.started_ns),
     last_seen_ns = GREATEST(jobs.last_seen_ns, EXCLUDED.last_seen_ns),
     command = COALESCE(jobs.command, EXCLUDED.command),
     "user" = COALESCE(jobs."user", EXCLUDED."user")
-RETURNING id, job_key
 """
+
+_CREATE_JOBS = """
+WITH created AS (
+    INSERT INTO jobs (job_key, world_size, command, "user", status, started_ns, last_seen_ns)
+    SELECT * FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[],
+                         %b::bigint[], %b::bigint[])
+    ON CONFLICT (job_key) DO NOTHING
+    RETURNING id, job_key
+)
+SELECT id, job_key FROM created
+UNION ALL SELECT id, job_key FROM jobs WHERE job_key = ANY(%b::text[])
+"""
+
+#: Ids of jobs another transaction created while _CREATE_JOBS waited for it.
+_JOB_IDS = "SELECT id, job_key FROM jobs WHERE job_key = ANY(%b::text[])"
+
+_COPY_LEDGER = (
+    "COPY received_frames (job_id, world_rank, seq, received_ns) FROM STDIN (FORMAT BINARY)"
+)
 
 _INSERT_LEDGER = """
 INSERT INTO received_frames (job_id, world_rank, seq, received_ns)
-SELECT * FROM unnest(%s::bigint[], %s::int[], %s::bigint[], %s::bigint[])
+SELECT * FROM unnest(%b::bigint[], %b::int[], %b::bigint[], %b::bigint[])
 ON CONFLICT DO NOTHING
 RETURNING job_id, world_rank, seq
 """
@@ -55,8 +73,8 @@ RETURNING job_id, world_rank, seq
 _UPSERT_RANKS = """
 INSERT INTO ranks (job_id, world_rank, host, pid, first_seen_ns, last_seen_ns, finished,
                    keys_dropped, frames_dropped, frames_spooled)
-SELECT * FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::int[], %s::bigint[],
-                     %s::bigint[], %s::bool[], %s::bigint[], %s::bigint[], %s::bigint[])
+SELECT * FROM unnest(%b::bigint[], %b::int[], %b::text[], %b::int[], %b::bigint[],
+                     %b::bigint[], %b::bool[], %b::bigint[], %b::bigint[], %b::bigint[])
 ON CONFLICT (job_id, world_rank) DO UPDATE SET
     first_seen_ns = LEAST(ranks.first_seen_ns, EXCLUDED.first_seen_ns),
     last_seen_ns = GREATEST(ranks.last_seen_ns, EXCLUDED.last_seen_ns),
@@ -68,7 +86,7 @@ ON CONFLICT (job_id, world_rank) DO UPDATE SET
 
 _FINISH_JOBS = """
 UPDATE jobs SET status = 'finished', finished_ns = jobs.last_seen_ns
-WHERE jobs.id = ANY(%s::bigint[]) AND jobs.status <> 'finished'
+WHERE jobs.id = ANY(%b::bigint[]) AND jobs.status <> 'finished'
   AND (SELECT count(*) FROM ranks r WHERE r.job_id = jobs.id AND r.finished) >= jobs.world_size
 """
 
@@ -128,6 +146,7 @@ class _Frames:
         sizes = [len(b) for b in batches]
         self._owner = np.repeat(np.arange(len(batches)), sizes)
         self._local = np.concatenate([np.arange(n) for n in sizes])
+        self.addresses = frame_addresses(batches)  # valid while the batches live
 
     def __len__(self) -> int:
         return len(self.info)
@@ -153,32 +172,49 @@ def _groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 class FrameWriter:
-    """Commits frames to PostgreSQL in batches; `submit()` resolves once they are committed."""
+    """Commits frames to PostgreSQL in batches; `submit()` resolves once they are committed.
 
-    def __init__(self, url: str, max_batch: int = 1024, max_backlog: int = MAX_BACKLOG_FRAMES):
+    Several workers (each with its own connection) take batches from one queue, so one
+    prepares a batch while another's transaction runs. Concurrent transactions are safe:
+    every statement locks rows in key order (jobs, then ledger, ranks, rollup marks), and
+    the ledger's unique key makes a frame sent twice at once wait and then be skipped.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        max_batch: int = 1024,
+        max_backlog: int = MAX_BACKLOG_FRAMES,
+        workers: int = 2,
+    ):
         self._url = url
+        self._workers = workers
         self._max_batch = max_batch
         self.max_backlog = max_backlog
         self._queue: collections.deque[_Pending] = collections.deque()
         self._wake = asyncio.Event()
         self._room: list[Callable[[], None]] = []
         self.backlog = 0  # frames queued, not yet taken by the batch loop
-        self._task: asyncio.Task | None = None
-        self._conn: psycopg.AsyncConnection | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._conns: dict[int, psycopg.AsyncConnection] = {}
+        self._job_ids: dict[str, int] = {}  # job key -> jobs.id, as the database said
         self.stats = WriterStats()
         self.partitions = Partitions()
 
     async def start(self) -> None:
-        """Start the background batch loop."""
-        self._task = asyncio.create_task(self._run(), name="stacklens-frame-writer")
+        """Start the batch loops: `workers` transactions may be in flight at once."""
+        self._tasks = [
+            asyncio.create_task(self._run(i), name=f"stacklens-frame-writer-{i}")
+            for i in range(self._workers)
+        ]
 
     async def stop(self) -> None:
-        """Stop the loop and close the database connection."""
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._conn is not None:
-            await self._conn.close()
+        """Stop the loops and close their database connections."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for conn in self._conns.values():
+            await conn.close()
 
     @property
     def queue_depth(self) -> int:
@@ -225,7 +261,7 @@ class FrameWriter:
                 callback()
         return taken
 
-    async def _run(self) -> None:
+    async def _run(self, worker: int) -> None:
         while True:
             if not self._queue:
                 self._wake.clear()
@@ -233,21 +269,21 @@ class FrameWriter:
                 continue
             taken = self._take()
             try:
-                await self._write([p.batch for p in taken])
+                await self._write(worker, [p.batch for p in taken])
             except psycopg.errors.DataError:
                 # A value the database refuses: isolate it so it cannot block the others.
-                await self._write_separately(taken)
+                await self._write_separately(worker, taken)
                 continue
             except (psycopg.Error, OSError) as exc:
-                await self._outage(taken, exc)
+                await self._outage(worker, taken, exc)
                 continue
             except Exception as exc:  # a bug must not stop the loop: fail these, go on
                 log.exception("unexpected error writing %d submissions", len(taken))
-                await self._outage(taken, exc)
+                await self._outage(worker, taken, exc)
                 continue
             _settle(taken)
 
-    async def _write_separately(self, taken: list[_Pending]) -> None:
+    async def _write_separately(self, worker: int, taken: list[_Pending]) -> None:
         """Write each frame on its own; report the ones the database refuses."""
         for pending in taken:
             refused: Refused = {}
@@ -255,7 +291,7 @@ class FrameWriter:
             try:
                 if pending.atomic:
                     try:
-                        await self._write([batch])
+                        await self._write(worker, [batch])
                     except psycopg.errors.DataError as exc:
                         self.stats.data_errors += 1
                         log.error("database refused a value, rejecting the batch: %s", exc)
@@ -264,109 +300,183 @@ class FrameWriter:
                     continue
                 for i in range(len(batch)):
                     try:
-                        await self._write([FrameBatch(batch.data, batch.info[i : i + 1])])
+                        await self._write(worker, [FrameBatch(batch.data, batch.info[i : i + 1])])
                     except psycopg.errors.DataError as exc:
                         self.stats.data_errors += 1
                         log.error("database refused a frame, rejecting it: %s", exc)
                         refused[i] = FrameError(Status.BAD_BODY, f"database refused a value: {exc}")
             except (psycopg.Error, OSError) as exc:
-                await self._outage([pending], exc)
+                await self._outage(worker, [pending], exc)
             else:
                 if not pending.done.done():
                     pending.done.set_result(refused)
 
-    async def _outage(self, taken: list[_Pending], exc: Exception) -> None:
+    async def _outage(self, worker: int, taken: list[_Pending], exc: Exception) -> None:
         """The database is unreachable or failing: fail the batch (senders keep the frames)."""
         self.stats.write_errors += 1
         frames = sum(len(p.batch) for p in taken)
         log.error("could not store %d frames, not acknowledging them: %s", frames, exc)
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
+        conn = self._conns.pop(worker, None)
+        if conn is not None:
+            await conn.close()
+        self._job_ids.clear()
         _settle(taken, exc)
         await asyncio.sleep(0.5)
 
-    async def _connection(self) -> psycopg.AsyncConnection:
-        """The writer's connection; a new one also (re)syncs the MPI op names."""
-        if self._conn is None or self._conn.closed:
+    async def _connection(self, worker: int) -> psycopg.AsyncConnection:
+        """A worker's connection; a new one also (re)syncs the MPI op names."""
+        conn = self._conns.get(worker)
+        if conn is None or conn.closed:
             conn = await psycopg.AsyncConnection.connect(self._url)
             names = op_names()
             async with conn.transaction():
                 await conn.execute(_SYNC_OPS, (list(range(len(names))), list(names)))
-            self._conn = conn
-        return self._conn
+            self._conns[worker] = conn
+        return conn
 
-    async def _write(self, batches: list[FrameBatch]) -> None:
-        """Write frames in one transaction (ledger, jobs, ranks, deltas)."""
+    async def _write(self, worker: int, batches: list[FrameBatch]) -> None:
+        """Write frames in one transaction (ledger, deltas, rollup marks, ranks, jobs).
+
+        Everything is prepared before the transaction, with the ids of the jobs known
+        from earlier commits, and the rows other transactions also update (rollup marks,
+        ranks, jobs) come last: two workers' transactions overlap up to there, one
+        preparing or copying while the other finishes. Frames stored before (a resend)
+        only make the plan be prepared again.
+        """
         frames = _Frames(batches)
-        info = frames.info
-        conn = await self._connection()
-        await self.partitions.ensure(conn, np.unique(info["t_end"] // DAY_NS).tolist())
+        jobs = _Jobs(frames)
+        job_ids = [self._job_ids.get(key) for key in jobs.keys]
+        plan = _Plan(frames, jobs.ids(job_ids), None) if None not in job_ids else None
+        conn = await self._connection(worker)
+        await self.partitions.ensure(conn, np.unique(frames.info["t_end"] // DAY_NS).tolist())
         async with conn.transaction(), conn.cursor() as cur:
-            job_ids = await self._upsert_jobs(cur, frames)
-            fresh = await self._insert_ledger(cur, info, job_ids)
-            await self._upsert_ranks(cur, info[fresh], job_ids[fresh])
-            addresses = frame_addresses(batches)[fresh]
-            for table in DELTA_TABLES:
-                await self._copy_deltas(cur, frames, fresh, addresses, job_ids[fresh], table)
-            p2p = fresh[info["count"][fresh, wire.SPEC.table("p2p").id] > 0]
-            if len(p2p):
-                minutes = info["t_end"][p2p].astype(np.int64) // MINUTE_NS * MINUTE_NS
-                await cur.execute(MARK_DIRTY, (job_ids[p2p].tolist(), minutes.tolist()))
-            final = fresh[info["frame_type"][fresh] == FrameType.FINAL]
-            if len(final):
-                await cur.execute(_FINISH_JOBS, (np.unique(job_ids[final]).tolist(),))
+            if plan is None:  # a job not committed before: create it first
+                job_ids = await self._create_jobs(cur, jobs)
+                plan = _Plan(frames, jobs.ids(job_ids), None)
+            if not await self._ledger_fast(conn, cur, plan):
+                await cur.execute(_INSERT_LEDGER, plan.ledger(time.time_ns()))
+                stored = {tuple(row) for row in await cur.fetchall()}
+                if len(stored) != len(plan.fresh):
+                    plan = _Plan(frames, plan.job_ids, plan.keep(stored))
+            for table, rows, payload in plan.copies():
+                async with cur.copy(table.copy_statement) as copy:
+                    for part in payload:
+                        await copy.write(part)
+                self.stats.rows[table.view or table.sql] += rows
+            for statement, params in plan.statements():
+                await cur.execute(statement, params)
+            await cur.execute(_UPSERT_JOBS, jobs.params())
+            if plan.finishing:
+                await cur.execute(_FINISH_JOBS, (plan.finishing,))
+        self._job_ids.update(zip(jobs.keys, job_ids, strict=True))
         self.stats.batches += 1
-        self.stats.frames_committed += len(fresh)
-        self.stats.frames_duplicate += len(info) - len(fresh)
+        self.stats.frames_committed += len(plan.fresh)
+        self.stats.frames_duplicate += len(frames) - len(plan.fresh)
 
-    async def _upsert_jobs(self, cur: psycopg.AsyncCursor, frames: _Frames) -> np.ndarray:
-        """One upsert row per job: size, command, user, first start and last end seen.
-        Returns the job id of every frame."""
+    async def _create_jobs(self, cur: psycopg.AsyncCursor, jobs: _Jobs) -> list[int]:
+        """Create the jobs that do not exist yet; the id of every job of `jobs`."""
+        await cur.execute(_CREATE_JOBS, (*jobs.params(), jobs.keys))
+        ids = {key: job_id for job_id, key in await cur.fetchall()}
+        if missing := [key for key in jobs.keys if key not in ids]:
+            # Created meanwhile by a transaction this statement waited for.
+            await cur.execute(_JOB_IDS, (missing,))
+            ids.update({key: job_id for job_id, key in await cur.fetchall()})
+        return [ids[key] for key in jobs.keys]
+
+    async def _ledger_fast(
+        self, conn: psycopg.AsyncConnection, cur: psycopg.AsyncCursor, plan: _Plan
+    ) -> bool:
+        """COPY the plan's ledger rows (the usual case: none stored before). False if one
+        was (a resend): the savepoint is rolled back and nothing of it remains."""
+        try:
+            async with conn.transaction(), cur.copy(_COPY_LEDGER) as copy:
+                await copy.write(plan.ledger_copy(time.time_ns()))
+        except psycopg.errors.UniqueViolation:
+            return False
+        return True
+
+
+class _Jobs:
+    """The jobs of a set of frames: one upsert row each (size, command, user, first start
+    and last end seen), sorted by job key (the order rows are locked in)."""
+
+    def __init__(self, frames: _Frames):
         info = frames.info
-        first, group, n = _groups(info["job"])
-        start = np.full(n, np.iinfo(np.int64).max)
-        end = np.zeros(n, dtype=np.int64)
-        np.minimum.at(start, group, info["t_start"].astype(np.int64))
-        np.maximum.at(end, group, info["t_end"].astype(np.int64))
-        commands: list[str | None] = [None] * n
-        users: list[str | None] = [None] * n
+        first, self.group, n = _groups(info["job"])
+        self.keys = [raw.decode("utf-8", "replace") for raw in info["job"][first].tolist()]
+        self.start = np.full(n, np.iinfo(np.int64).max)
+        self.end = np.zeros(n, dtype=np.int64)
+        np.minimum.at(self.start, self.group, info["t_start"].astype(np.int64))
+        np.maximum.at(self.end, self.group, info["t_end"].astype(np.int64))
+        self.sizes = info["world_size"][first].tolist()
+        self.commands: list[str | None] = [None] * n
+        self.users: list[str | None] = [None] * n
         rank_info = wire.SPEC.table("rank_info").id
         for i in np.flatnonzero(info["count"][:, rank_info]).tolist():
             command, user = frames.rank_info(i)
-            commands[group[i]] = commands[group[i]] or command
-            users[group[i]] = users[group[i]] or user
-        keys = [raw.decode("utf-8", "replace") for raw in info["job"][first].tolist()]
-        await cur.execute(
-            _UPSERT_JOBS,
-            (keys, info["world_size"][first].tolist(), commands, users, ["running"] * n,
-             start.tolist(), end.tolist()),
-        )  # fmt: skip
-        ids = {key: job_id for job_id, key in await cur.fetchall()}
-        return np.array([ids[key] for key in keys], dtype=np.int64)[group]
+            g = self.group[i]
+            self.commands[g] = self.commands[g] or command
+            self.users[g] = self.users[g] or user
 
-    async def _insert_ledger(
-        self, cur: psycopg.AsyncCursor, info: np.ndarray, job_ids: np.ndarray
-    ) -> np.ndarray:
-        """Record every (job, rank, seq) once; returns the indices of the frames not stored
-        before (the first of any repeats within the batch), in arrival order."""
-        first, _, _ = _groups(job_ids, info["world_rank"], info["seq"])
-        first.sort()
-        jobs, ranks = job_ids[first].tolist(), info["world_rank"][first].tolist()
-        seqs = info["seq"][first].tolist()
-        await cur.execute(_INSERT_LEDGER, (jobs, ranks, seqs, [time.time_ns()] * len(first)))
-        new = {tuple(row) for row in await cur.fetchall()}
-        if len(new) == len(first):
-            return first
-        keep = [key in new for key in zip(jobs, ranks, seqs, strict=True)]
-        return first[np.array(keep, dtype=bool)]
+    def params(self) -> tuple:
+        """Parameters of _UPSERT_JOBS."""
+        n = len(self.keys)
+        return (self.keys, self.sizes, self.commands, self.users, ["running"] * n,
+                self.start.tolist(), self.end.tolist())  # fmt: skip
 
-    async def _upsert_ranks(
-        self, cur: psycopg.AsyncCursor, info: np.ndarray, job_ids: np.ndarray
-    ) -> None:
+    def ids(self, job_ids: list[int]) -> np.ndarray:
+        """The job id of every frame, given the id of every job."""
+        return np.array(job_ids, dtype=np.int64)[self.group]
+
+
+class _Plan:
+    """Everything a batch writes after its jobs: ledger rows, rank upserts, rollup marks,
+    finished jobs and the COPY payloads, for the frames in `fresh` (default: the first of
+    every (job, rank, seq) in the batch)."""
+
+    def __init__(self, frames: _Frames, job_ids: np.ndarray, fresh: np.ndarray | None):
+        self.frames, self.job_ids = frames, job_ids
+        info = frames.info
+        if fresh is None:
+            fresh, _, _ = _groups(job_ids, info["world_rank"], info["seq"])  # sorted by key
+        self.fresh = fresh
+        self._keys = (job_ids[fresh].tolist(), info["world_rank"][fresh].tolist(),
+                      info["seq"][fresh].tolist())  # fmt: skip
+        self._statements = self._marks() + self._ranks()  # the order rows are locked in
+        self._copies = [c for table in DELTA_TABLES if (c := self._copy(table)) is not None]
+        final = fresh[info["frame_type"][fresh] == FrameType.FINAL]
+        self.finishing = np.unique(job_ids[final]).tolist()  # jobs a rank finished in
+
+    def ledger(self, now_ns: int) -> tuple:
+        """Parameters of _INSERT_LEDGER."""
+        return (*self._keys, [now_ns] * len(self.fresh))
+
+    def ledger_copy(self, now_ns: int) -> bytes:
+        """The ledger rows as a binary COPY payload (_COPY_LEDGER)."""
+        info = self.frames.info[self.fresh]
+        return binary_copy([
+            ("int8", self.job_ids[self.fresh]), ("int4", info["world_rank"]),
+            ("int8", info["seq"]), ("int8", np.full(len(self.fresh), now_ns)),
+        ])  # fmt: skip
+
+    def keep(self, stored: set[tuple[int, int, int]]) -> np.ndarray:
+        """The fresh frames whose (job, rank, seq) the ledger has just taken."""
+        keep = [key in stored for key in zip(*self._keys, strict=True)]
+        return self.fresh[np.array(keep, dtype=bool)]
+
+    def statements(self) -> list[tuple[str, tuple]]:
+        """(SQL, parameters) to run after the ledger and the deltas: rollup marks, ranks."""
+        return self._statements
+
+    def copies(self) -> list[tuple[DeltaTable, int, tuple[bytes, ...]]]:
+        """(table, records, binary COPY payload in parts) of every table the frames carry."""
+        return self._copies
+
+    def _ranks(self) -> list[tuple[str, tuple]]:
         """One upsert row per (job, rank): seen times, finished flag, health deltas summed."""
+        info, job_ids = self.frames.info[self.fresh], self.job_ids[self.fresh]
         if not len(info):
-            return
+            return []
         first, group, n = _groups(job_ids, info["world_rank"])
         start = np.full(n, np.iinfo(np.int64).max)
         end = np.zeros(n, dtype=np.int64)
@@ -381,49 +491,43 @@ class FrameWriter:
             health.append(total.tolist())
         hosts = [raw.decode("utf-8", "replace") for raw in info["host"][first].tolist()]
         # ON CONFLICT DO UPDATE may not touch a row twice: hence one row per key.
-        await cur.execute(
-            _UPSERT_RANKS,
-            (job_ids[first].tolist(), info["world_rank"][first].tolist(), hosts,
-             info["pid"][first].tolist(), start.tolist(), end.tolist(), finished.tolist(),
-             *health),
-        )  # fmt: skip
+        return [(_UPSERT_RANKS,
+                 (job_ids[first].tolist(), info["world_rank"][first].tolist(), hosts,
+                  info["pid"][first].tolist(), start.tolist(), end.tolist(), finished.tolist(),
+                  *health))]  # fmt: skip
 
-    async def _copy_deltas(
-        self,
-        cur: psycopg.AsyncCursor,
-        frames: _Frames,
-        fresh: np.ndarray,
-        addresses: np.ndarray,
-        job_ids: np.ndarray,
-        table: DeltaTable,
-    ) -> None:
-        """COPY one wire table of the fresh frames (a row per frame, or per record)."""
+    def _marks(self) -> list[tuple[str, tuple]]:
+        """The rollup buckets to recompute."""
+        info, fresh = self.frames.info, self.fresh
+        p2p = fresh[info["count"][fresh, wire.SPEC.table("p2p").id] > 0]
+        if not len(p2p):
+            return []
+        minutes = info["t_end"][p2p].astype(np.int64) // MINUTE_NS * MINUTE_NS
+        return [(MARK_DIRTY, (self.job_ids[p2p].tolist(), minutes.tolist()))]
+
+    def _copy(self, table: DeltaTable) -> tuple[DeltaTable, int, tuple[bytes, ...]] | None:
+        """The COPY of one wire table of the fresh frames (a row per frame, or per record)."""
+        frames, fresh = self.frames, self.fresh
         table_id = wire.SPEC.table(table.wire).id
         counts = frames.info["count"][fresh, table_id]
-        present = np.flatnonzero(counts)
+        present = fresh[np.flatnonzero(counts)]
         if not len(present):
-            return
-        info = frames.info[fresh[present]]
+            return None
+        info, job_ids = frames.info[present], self.job_ids[present]
         if table.arrays:
-            rows = encode_arrays(
-                table_id, table.columns, addresses[present], info, job_ids[present]
-            )
-            payload = COPY_SIGNATURE + rows + COPY_TRAILER
-        else:
-            repeat = counts[present]
-            heads = {
-                "job_id": np.repeat(job_ids[present], repeat),
-                "world_rank": np.repeat(info["world_rank"], repeat),
-                "t_start_ns": np.repeat(info["t_start"], repeat),
-                "t_end_ns": np.repeat(info["t_end"], repeat),
-            }
-            records = np.concatenate(
-                [frames.records(int(i), table.wire) for i in fresh[present].tolist()]
-            )
-            payload = binary_copy(
-                [(kind, heads[name]) for name, kind in INTERVAL_COLUMNS]
-                + [(kind, records[name]) for name, kind in table.fields]
-            )
-        async with cur.copy(table.copy_statement) as copy:
-            await copy.write(payload)
-        self.stats.rows[table.view or table.sql] += int(counts.sum())
+            addresses = frames.addresses[present]
+            rows = encode_arrays(table_id, table.columns, addresses, info, job_ids)
+            return table, int(counts.sum()), (COPY_SIGNATURE, rows, COPY_TRAILER)
+        repeat = info["count"][:, table_id]
+        heads = {
+            "job_id": np.repeat(job_ids, repeat),
+            "world_rank": np.repeat(info["world_rank"], repeat),
+            "t_start_ns": np.repeat(info["t_start"], repeat),
+            "t_end_ns": np.repeat(info["t_end"], repeat),
+        }
+        records = np.concatenate([frames.records(i, table.wire) for i in present.tolist()])
+        payload = binary_copy(
+            [(kind, heads[name]) for name, kind in INTERVAL_COLUMNS]
+            + [(kind, records[name]) for name, kind in table.fields]
+        )
+        return table, int(counts.sum()), (payload,)

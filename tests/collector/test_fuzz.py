@@ -111,8 +111,8 @@ def test_parsers_agree_on_100k_random_and_mutated_frames():
             continue
         assert status == wire.Status.COMMITTED, raw.hex()
         h = frame.header
-        assert (info["job"].decode("utf-8", "replace"), int(info["world_rank"]), int(info["seq"])) == (
-            h.job_id, h.world_rank, h.seq)  # fmt: skip
+        job = info["job"].decode("utf-8", "replace")
+        assert (job, int(info["world_rank"]), int(info["seq"])) == (h.job_id, h.world_rank, h.seq)
         assert info["count"][wire.SPEC.table("p2p").id] == len(frame.tables.get("p2p", ()))
         accepted += 1
         # An accepted frame re-encodes to exactly the bytes that were parsed.

@@ -286,9 +286,50 @@ def test_a_value_the_database_refuses_rejects_only_that_frame(collector, pg_url)
     assert refused.value.status == wire.Status.BAD_BODY
     assert query(pg_url, "SELECT seq FROM received_frames") == []
 
-    results = store(batch_of(1, 0))
+    results = store(batch_of(0, 1))
     assert list(results) == [0]
     assert results[0].status == wire.Status.BAD_BODY
     assert "database refused a value" in results[0].reason
-    assert query(pg_url, "SELECT seq FROM received_frames") == [(0,)]
+    assert query(pg_url, "SELECT seq FROM received_frames") == [(1,)]
     assert collector.call(lambda: writer.stats.data_errors) == 2
+
+
+def test_the_same_frames_written_by_two_workers_at_once_are_stored_once(collector, pg_url):
+    """Two writer transactions in flight with the same new job and the same frames (a
+    resend racing the original): one stores them, the other waits and skips them."""
+    import asyncio
+
+    from collector import codec
+
+    writer = collector.service.writer
+    limits = collector.call(collector.service.ingest.limits)
+    raw = b"".join(frame(s, job="job-race") for s in range(50))
+
+    async def twice():
+        first, _ = codec.scan(raw, limits)
+        second, _ = codec.scan(raw, limits)
+        stored = writer.submit(first)
+        await asyncio.sleep(0)  # the first worker takes it; the second takes the next
+        return await asyncio.gather(stored, writer.submit(second))
+
+    results = asyncio.run_coroutine_threadsafe(twice(), collector.loop).result(30)
+    assert results == [{}, {}]
+    assert query(pg_url, "SELECT count(*) FROM received_frames") == [(50,)]
+    assert query(pg_url, "SELECT count(*), sum(bytes_sent) FROM p2p_deltas") == [
+        (50, sum(1000 + s for s in range(50)))
+    ]
+    assert query(pg_url, "SELECT job_key FROM jobs") == [("job-race",)]
+    assert collector.call(lambda: (writer.stats.batches, writer.stats.frames_duplicate)) == (2, 50)
+
+
+def test_message_counts_beyond_int4_are_stored_exactly(collector, pg_url):
+    """Counts are int4 on disk; a larger one is split over elements of the same peer."""
+    huge = 3 * 2**31 + 5
+    rows = [{"peer": 1, "bytes_sent": 7, "msgs_sent": huge, "bytes_recv": 9,
+             "msgs_recv": 2**31}]  # fmt: skip
+    assert exchange(collector.address, frame(0, p2p_rows=rows), acks=1) == [(0, 0)]
+    assert query(
+        pg_url,
+        "SELECT peer, sum(bytes_sent), sum(msgs_sent), sum(bytes_recv), sum(msgs_recv), "
+        "count(*) FROM p2p_deltas GROUP BY peer",
+    ) == [(1, 7, huge, 9, 2**31, 4)]
