@@ -65,9 +65,9 @@ class ReceivedFrame(Base):
 
     __tablename__ = "received_frames"
 
-    job_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
-    )
+    # jobs.id, without a foreign key (a per-frame check and lock of the job's row, see
+    # migration 0005): retention deletes a job's ledger rows with the job.
+    job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     world_rank: Mapped[int] = mapped_column(Integer, primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     received_ns: Mapped[int] = mapped_column(BigInteger)

@@ -125,13 +125,18 @@ async def apply_retention(
 ) -> tuple[list[str], int]:
     """Drop partitions ending before `cutoff_ns`, then rollups and jobs older than it.
 
-    Returns (dropped partition names, number of jobs deleted). Ranks and the frame
-    ledger of deleted jobs go with them (foreign keys cascade).
+    Returns (dropped partition names, number of jobs deleted). The ranks of deleted
+    jobs go with them (foreign key cascade), and so does their frame ledger.
     """
     dropped = await partitions.drop_before(conn, cutoff_ns)
     async with conn.transaction():
         for table in ("p2p_minutes", "rollup_dirty"):
             await conn.execute(f"DELETE FROM {table} WHERE minute_ns < %s", (cutoff_ns,))
+        await conn.execute(
+            "DELETE FROM received_frames WHERE job_id IN "
+            "(SELECT id FROM jobs WHERE last_seen_ns < %s)",
+            (cutoff_ns,),
+        )
         cur = await conn.execute("DELETE FROM jobs WHERE last_seen_ns < %s", (cutoff_ns,))
         jobs = cur.rowcount
     if dropped or jobs:
