@@ -7,8 +7,9 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/stacklens
 COPY . .
-RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install -q . \
-    && make -C mpi_pmpi_hooks
+# Editable install: the collector loads its compiled codec from collector/build.
+RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install -q -e . \
+    && make -C mpi_pmpi_hooks && make -C collector/csrc
 ENV PATH=/opt/venv/bin:$PATH \
     STACKLENS_HTTP_HOST=0.0.0.0 \
     STACKLENS_COLLECTOR=0.0.0.0:7451 \
