@@ -42,6 +42,7 @@ ON CONFLICT (job_key) DO UPDATE SET
     last_seen_ns = GREATEST(jobs.last_seen_ns, EXCLUDED.last_seen_ns),
     command = COALESCE(jobs.command, EXCLUDED.command),
     "user" = COALESCE(jobs."user", EXCLUDED."user")
+RETURNING id
 """
 
 _CREATE_JOBS = """
@@ -176,8 +177,9 @@ class FrameWriter:
 
     Several workers (each with its own connection) take batches from one queue, so one
     prepares a batch while another's transaction runs. Concurrent transactions are safe:
-    every statement locks rows in key order (jobs, then ledger, ranks, rollup marks), and
-    the ledger's unique key makes a frame sent twice at once wait and then be skipped.
+    they lock rows in one order (new jobs, ledger, rollup marks, ranks, jobs; key order
+    within each), and the ledger's unique key makes a frame sent twice at once wait and
+    then be skipped.
     """
 
     def __init__(
@@ -341,14 +343,25 @@ class FrameWriter:
         from earlier commits, and the rows other transactions also update (rollup marks,
         ranks, jobs) come last: two workers' transactions overlap up to there, one
         preparing or copying while the other finishes. Frames stored before (a resend)
-        only make the plan be prepared again.
+        only make the plan be prepared again; a remembered job id that is gone (retention
+        deleted the job) rolls the transaction back and it is written again.
         """
         frames = _Frames(batches)
         jobs = _Jobs(frames)
-        job_ids = [self._job_ids.get(key) for key in jobs.keys]
-        plan = _Plan(frames, jobs.ids(job_ids), None) if None not in job_ids else None
         conn = await self._connection(worker)
         await self.partitions.ensure(conn, np.unique(frames.info["t_end"] // DAY_NS).tolist())
+        try:
+            await self._write_once(conn, frames, jobs)
+        except (_StaleJobIds, psycopg.errors.ForeignKeyViolation):  # ranks -> jobs
+            self._job_ids.clear()
+            await self._write_once(conn, frames, jobs)
+
+    async def _write_once(
+        self, conn: psycopg.AsyncConnection, frames: _Frames, jobs: _Jobs
+    ) -> None:
+        job_ids = [self._job_ids.get(key) for key in jobs.keys]
+        plan = _Plan(frames, jobs.ids(job_ids), None) if None not in job_ids else None
+        rows: collections.Counter = collections.Counter()
         async with conn.transaction(), conn.cursor() as cur:
             if plan is None:  # a job not committed before: create it first
                 job_ids = await self._create_jobs(cur, jobs)
@@ -358,17 +371,20 @@ class FrameWriter:
                 stored = {tuple(row) for row in await cur.fetchall()}
                 if len(stored) != len(plan.fresh):
                     plan = _Plan(frames, plan.job_ids, plan.keep(stored))
-            for table, rows, payload in plan.copies():
+            for table, records, payload in plan.copies():
                 async with cur.copy(table.copy_statement) as copy:
                     for part in payload:
                         await copy.write(part)
-                self.stats.rows[table.view or table.sql] += rows
+                rows[table.view or table.sql] += records
             for statement, params in plan.statements():
                 await cur.execute(statement, params)
             await cur.execute(_UPSERT_JOBS, jobs.params())
+            if sorted(job_ids) != sorted(row[0] for row in await cur.fetchall()):
+                raise _StaleJobIds
             if plan.finishing:
                 await cur.execute(_FINISH_JOBS, (plan.finishing,))
         self._job_ids.update(zip(jobs.keys, job_ids, strict=True))
+        self.stats.rows.update(rows)
         self.stats.batches += 1
         self.stats.frames_committed += len(plan.fresh)
         self.stats.frames_duplicate += len(frames) - len(plan.fresh)
@@ -394,6 +410,10 @@ class FrameWriter:
         except psycopg.errors.UniqueViolation:
             return False
         return True
+
+
+class _StaleJobIds(Exception):
+    """A job id remembered from an earlier commit no longer exists."""
 
 
 class _Jobs:

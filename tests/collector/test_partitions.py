@@ -88,14 +88,27 @@ def test_maintenance_creates_ahead_and_applies_retention(clean_partitions):
         service.retention_days = 3
         now = (DAY0 + 6) * DAY_NS + 7200 * 10**9  # day 6, 02:00: the cutoff is day 3, 02:00
         asyncio.run_coroutine_threadsafe(service.maintain_once(now), running.loop).result(30)
+        # The writer still remembers the deleted job's id: a later frame of that job key
+        # must go to a new job row, not to the deleted id.
+        assert exchange(running.address, frame_on_day(DAY0 + 4, 2, job="old"), acks=1) == [
+            (wire.Status.COMMITTED, 2)
+        ]
     today = day_of(time.time_ns())  # created ahead when the collector started
     assert partitions(url) == [
+        "p2p_frames_p20231118",  # the late frame of "old"
         "p2p_frames_p20231119", "p2p_frames_p20231120", "p2p_frames_p20231121",
         "p2p_frames_p20231122", *(partition_name("p2p_frames", d) for d in range(today, today + 3)),
     ]  # fmt: skip
-    assert query(url, "SELECT job_key FROM jobs") == [("new",)]
-    assert query(url, "SELECT count(*), sum(bytes_sent) FROM p2p_deltas") == [(1, 11)]
-    assert query(url, "SELECT count(*) FROM received_frames") == [(1,)]
+    assert query(
+        url, "SELECT job_key, sum(bytes_sent) FROM p2p_deltas JOIN jobs ON jobs.id = job_id "
+        "GROUP BY job_key ORDER BY job_key",
+    ) == [("new", 11), ("old", 12)]  # fmt: skip
+    assert query(url, "SELECT count(*) FROM p2p_deltas") == [(2,)]
+    assert query(
+        url, "SELECT job_key, seq FROM received_frames JOIN jobs ON jobs.id = job_id "
+        "ORDER BY job_key",
+    ) == [("new", 1), ("old", 2)]  # fmt: skip
+    assert query(url, "SELECT count(*) FROM received_frames") == [(2,)]
 
 
 def test_frames_older_than_the_retention_window_are_rejected(clean_partitions):
