@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "fdtable.h"
 #include "handles.h"
 #include "lifecycle.h"
 
@@ -127,7 +128,7 @@ static int fd_path(int fd, char *path, size_t n)
 /* Maps a newly opened fd to its file entry and counts the open. */
 void sl_io_opened(int layer, int fd, uint64_t ticks)
 {
-    if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL)
+    if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL || sl_tls_fdtable_private)
         return;
     char path[PATH_MAX];
     int saved = sl_tls_in_call;
@@ -144,10 +145,12 @@ void sl_io_opened(int layer, int fd, uint64_t ticks)
     sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, ticks);
 }
 
-/* Forgets fd at layer, counting the close's time on its entry. */
+/* Forgets fd at layer, counting the close's time on its entry. The
+ * descriptors of a thread with a private table (the sender, see fdtable.h)
+ * are not the application's: their numbers say nothing about its files. */
 void sl_io_closed(int layer, int fd, uint64_t ticks)
 {
-    if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL)
+    if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL || sl_tls_fdtable_private)
         return;
     int32_t e = __atomic_exchange_n(&sl_io_fd_map[layer][fd], 0, __ATOMIC_RELAXED);
     if (e > 0)
@@ -157,7 +160,8 @@ void sl_io_closed(int layer, int fd, uint64_t ticks)
 /* Copies the POSIX mapping of oldfd to newfd (or clears newfd's). */
 void sl_io_dup(int oldfd, int newfd)
 {
-    if (newfd < 0 || newfd >= SL_MAX_FD || sl_io_fd_map[SL_IO_POSIX] == NULL)
+    if (newfd < 0 || newfd >= SL_MAX_FD || sl_io_fd_map[SL_IO_POSIX] == NULL
+        || sl_tls_fdtable_private)
         return;
     int32_t e = oldfd >= 0 && oldfd < SL_MAX_FD
                     ? __atomic_load_n(&sl_io_fd_map[SL_IO_POSIX][oldfd], __ATOMIC_RELAXED) : 0;
