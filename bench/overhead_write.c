@@ -3,8 +3,9 @@
  * (rewound every 256 writes); prints the ns per write. With argv[3] "thread"
  * an idle second thread exists during the loop, as the MPI runtime's threads
  * do in a rank: the kernel then takes a file reference and the file-position
- * lock on every write (a process of one thread skips both), whether or not
- * the library's sender thread runs too.
+ * lock on every write (a process of one thread skips both). The library's
+ * sender thread does not count here: it has a descriptor table of its own
+ * (mpi_pmpi_hooks/src/fdtable.h).
  */
 #include <fcntl.h>
 #include <pthread.h>
