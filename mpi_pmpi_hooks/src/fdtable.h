@@ -28,7 +28,9 @@
  * record locks, which belong to the application's table, are kept.
  *
  * Needs close_range (Linux 5.9) and pidfd_getfd (5.6); without them, or if
- * the unshare fails, the table stays shared, as before (and slower).
+ * the unshare fails, the table stays shared, as before (and slower). The
+ * pidfd names the thread-group leader: once the program's main thread has
+ * ended (pthread_exit) the sender's warnings have no stderr to go to.
  */
 #ifndef SL_FDTABLE_H
 #define SL_FDTABLE_H
