@@ -1,30 +1,46 @@
 """Overhead of libstacklens, measured against the same programs without it.
 
-Prints, each a median of --repeat runs:
+Prints, each a median of --repeat runs (without and with the library interleaved):
   * ns added per MPI call, one rank, 0-byte messages to itself (Isend + Recv + Wait): the
     wrapper cost without a partner rank competing for a core;
   * ns added per MPI call, 0-byte ping-pong between 2 ranks (shared memory);
-  * percent slowdown of a 4 KiB write() loop to a file the library tracks (a regular file
-    in the current directory's file system) and to one it does not (/dev/shm); the
-    tracked file twice: in a process of one thread (the library's sender thread, started
-    at the first tracked open, then makes the kernel take a file reference and the
-    file-position lock on every write) and in one that already has a second thread, as
-    an MPI rank has (the library's own cost per write);
+  * percent slowdown of a 4 KiB write() loop (bench/overhead_write.c) to a file the library
+    tracks on a private **tmpfs** (mounted on a temporary directory for the run and
+    unmounted after; /dev/shm is tmpfs too, but the library does not count /dev as
+    file-system I/O), in a process of one thread and in one that already has a second
+    thread, as an MPI rank has; the same to a file in the current directory's file system,
+    and to /dev/shm (not tracked). Each from the mean ns per write of a run and from the
+    10th percentile of its chunks of 256 writes (the steady cost, less of the time other
+    processes took the core); the median of the per-round differences too (each round runs
+    the program without and with the library back to back);
+  * for reference, what an idle second thread alone costs that write loop without the
+    library: the kernel then takes a file reference and the file-position lock on every
+    write(). The library's sender thread would add this to every single-threaded program
+    if it shared the program's descriptor table (it has one of its own, see
+    mpi_pmpi_hooks/src/fdtable.h);
+  * a check that the library counted the tracked tmpfs writes: one run with a spool
+    directory and no collector, the spooled frames decoded, writes and bytes compared;
   * resident memory the library adds to a rank of a 1,024-rank world with every peer
     touched (bench/rss_peers.c: one process that interposes PMPI_Comm_size/Send/Recv,
     because 1,024 real ranks do not fit this machine), and for a 2-rank world.
-Not a timed test: run it by hand and copy the figures into bench/RESULTS.md.
+With --lib given several times, each library is measured in the same rounds (before/after
+comparisons, interleaved). Not a timed test: run it by hand and copy the figures into
+bench/RESULTS.md.
 
-    .venv/bin/python -m bench.overhead [--trips N] [--writes N] [--repeat R]
+    .venv/bin/python -m bench.overhead [--trips N] [--writes N] [--repeat R] [--lib SO]...
+                                       [--only write]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -51,24 +67,168 @@ def build(out: Path) -> None:
     subprocess.run(rss, check=True)
 
 
-def run(cmd: list[str], preload: bool, **extra: str) -> list[float]:
-    """Runs cmd (with or without the library) and returns the numbers of its last line."""
+@contextlib.contextmanager
+def tmpfs() -> Iterator[tuple[Path | None, str]]:
+    """A private tmpfs mounted on a new temporary directory, unmounted and removed after.
+
+    Yields (directory, how); directory is None if no tmpfs could be mounted (how says why).
+    """
+    d = Path(tempfile.mkdtemp(prefix="stacklens-bench-tmpfs-", dir="/tmp"))
+    mount = ["mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "stacklens-bench", str(d)]
+    try:
+        done = subprocess.run(mount, capture_output=True, text=True)
+    except OSError as e:  # no mount(8)
+        done = subprocess.CompletedProcess(mount, 1, "", str(e))
+    try:
+        if done.returncode == 0:
+            yield d, f"private tmpfs mounted on {d}"
+        else:
+            yield None, f"cannot mount a tmpfs ({done.stderr.strip() or done.returncode})"
+    finally:
+        if done.returncode == 0:
+            subprocess.run(["umount", str(d)], check=False)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def run(cmd: list[str], lib: Path | None, **extra: str) -> list[float]:
+    """Runs cmd (with the library lib, or without) and returns the numbers of its last line."""
     env = {**os.environ, **MPI_ENV, **extra}
     env.pop("LD_PRELOAD", None)
-    if preload:
-        env["LD_PRELOAD"] = str(LIB)
+    if lib is not None:
+        env["LD_PRELOAD"] = str(lib)
         cmd = [*cmd[:1], "-x", "LD_PRELOAD", *cmd[1:]] if cmd[0] == "mpirun" else cmd
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     return [float(x) for x in out.strip().splitlines()[-1].split()]
 
 
-def compare(cmd: list[str], repeat: int, **extra: str) -> tuple[float, float]:
-    """Medians of the first number cmd prints, without and with the library (interleaved)."""
-    base, hooked = [], []
+def compare(
+    cmd: list[str], libs: list[Path | None], repeat: int, col: int = 0, **extra: str
+) -> tuple[list[float], list[float]]:
+    """Number col of what cmd prints under each of libs (None: without the library), run in
+    interleaved rounds: the medians per lib, and per lib the median over the rounds of its
+    difference to libs[0] (0 for libs[0] itself)."""
+    return stats(rounds(cmd, libs, repeat, **extra), col)
+
+
+def rounds(cmd: list[str], libs: list[Path | None], repeat: int, **extra: str) -> list:
+    """runs[lib][round] = the numbers cmd printed, the libs interleaved in each round."""
+    runs: list[list[list[float]]] = [[] for _ in libs]
     for _ in range(repeat):
-        base.append(run(cmd, False, **extra)[0])
-        hooked.append(run(cmd, True, **extra)[0])
-    return statistics.median(base), statistics.median(hooked)
+        for i, lib in enumerate(libs):
+            runs[i].append(run(cmd, lib, **extra))
+    return runs
+
+
+def stats(runs: list, col: int) -> tuple[list[float], list[float]]:
+    """Medians of number col per lib, and the median per-round difference to runs[0]."""
+    x = [[r[col] for r in lib] for lib in runs]
+    medians = [statistics.median(v) for v in x]
+    diffs = [statistics.median(a - b for a, b in zip(v, x[0], strict=True)) for v in x]
+    return medians, diffs
+
+
+def label(lib: Path, libs: list[Path]) -> str:
+    """How a library is named in the output: 'with' if there is one, else its path."""
+    return "with" if len(libs) == 1 else f"with {lib}"
+
+
+def mpi_calls(out: Path, libs: list[Path], a: argparse.Namespace) -> None:
+    """MPI call overhead, one rank and a 2-rank ping-pong."""
+    idle = {"STACKLENS_INTERVAL_MS": "1000"}
+    for name, cmd in (
+        ("MPI call, 1 rank, self messages", ["mpirun", "-np", "1", str(out / "calls")]),
+        ("MPI call, 2-rank ping-pong", ["mpirun", "-np", "2", str(out / "pingpong")]),
+    ):
+        m, _ = compare([*cmd, str(a.trips)], [None, *libs], a.repeat, **idle)
+        for lib, h in zip(libs, m[1:], strict=True):
+            print(f"{name}: {m[0]:.1f} ns without, {h:.1f} ns {label(lib, libs)}: "
+                  f"{h - m[0]:+.1f} ns per call")  # fmt: skip
+
+
+def writes(out: Path, libs: list[Path], a: argparse.Namespace) -> None:
+    """The 4 KiB write() loop on a private tmpfs, the cwd's file system and /dev/shm."""
+    write = str(out / "write")
+    with tmpfs() as (fs, how):
+        print(f"tmpfs: {how}" + ("" if fs else "; the tmpfs rows are left out"))
+        cases = []
+        if fs is not None:
+            cases += [
+                ("tmpfs (tracked), 1-thread process", fs / "bench.dat", "single"),
+                ("tmpfs (tracked), process with a second thread", fs / "bench.dat", "thread"),
+            ]
+        cases += [
+            ("cwd file system (tracked), 1-thread process", out / "bench.dat", "single"),
+            ("/dev/shm (not tracked), 1-thread process",
+             Path(f"/dev/shm/stacklens-bench-{os.getpid()}"), "single"),
+        ]  # fmt: skip
+        if fs is not None:
+            t, dt = idle_thread_cost(write, fs / "bench.dat", a)
+            print(f"4 KiB write(), tmpfs, no library, p10 chunk: 1 thread {t[0]:.0f} ns, with "
+                  f"an idle second thread {t[1]:.0f} ns: per-round {dt:+.0f} ns, "
+                  f"{100 * dt / t[0]:+.1f} % (the kernel's cost of a shared descriptor "
+                  "table)")  # fmt: skip
+        for name, path, mode in cases:
+            runs = rounds([write, str(path), str(a.writes), mode], [None, *libs], a.repeat)
+            path.unlink()
+            for col, what in ((0, "mean"), (1, "p10 chunk")):
+                m, d = stats(runs, col)
+                for lib, h, dh in zip(libs, m[1:], d[1:], strict=True):
+                    print(f"4 KiB write(), {name}, {what}: {m[0]:.0f} ns without, {h:.0f} ns "
+                          f"{label(lib, libs)}: {100 * (h - m[0]) / m[0]:+.1f} % (per-round "
+                          f"difference: {dh:+.0f} ns, {100 * dh / m[0]:+.1f} %)")  # fmt: skip
+        if fs is not None:
+            for lib in libs:
+                check_counted(write, fs / "bench.dat", lib, a.writes)
+
+
+def idle_thread_cost(write: str, path: Path, a: argparse.Namespace) -> tuple[list[float], float]:
+    """Without the library: medians of the loop's p10 chunk in 1 thread and with an idle
+    second thread, and the median per-round difference."""
+    single, thread = [], []
+    for _ in range(a.repeat):
+        single.append(run([write, str(path), str(a.writes), "single"], None)[1])
+        thread.append(run([write, str(path), str(a.writes), "thread"], None)[1])
+    diff = statistics.median(t - s for t, s in zip(thread, single, strict=True))
+    return [statistics.median(single), statistics.median(thread)], diff
+
+
+def check_counted(write: str, path: Path, lib: Path, n: int) -> None:
+    """One run of the write loop with a spool directory and no collector: the spooled frames
+    must count n writes of 4 KiB to path, on tmpfs. Raises SystemExit if not."""
+    from stacklens import wire
+
+    with tempfile.TemporaryDirectory(prefix="stacklens-bench-spool-") as spool:
+        run([write, str(path), str(n), "single"], lib, STACKLENS_SPOOL_DIR=spool)
+        path.unlink()
+        writes = nbytes = 0
+        fstypes = set()
+        for f in sorted(Path(spool).glob("*.slf")):
+            raw = f.read_bytes()
+            frame = wire.decode_body(wire.decode_header(raw, len(raw)), raw[wire.HEADER_SIZE :])
+            for r in frame.tables.get("io", []):
+                if bytes(r["path"]).split(b"\0", 1)[0].decode() == str(path):
+                    writes += int(r["writes"])
+                    nbytes += int(r["bytes_written"])
+                    fstypes.add(bytes(r["fstype"]).split(b"\0", 1)[0].decode())
+    ok = writes == n and nbytes == 4096 * n and fstypes == {"tmpfs"}
+    verdict = "exact" if ok else f"WRONG, expected {n} writes, {4096 * n} bytes on tmpfs"
+    print(f"library {lib}: counted {writes} writes, {nbytes} bytes to {path} "
+          f"(file system {', '.join(sorted(fstypes)) or '-'}): {verdict}")  # fmt: skip
+    if not ok:
+        raise SystemExit(1)
+
+
+def rss(out: Path, libs: list[Path]) -> None:
+    """Resident memory added, worlds of 2 and 1,024 ranks."""
+    fast = {"STACKLENS_INTERVAL_MS": "10"}
+    for n in (2, 1024):
+        cmd = ["mpirun", "-np", "1", str(out / "rss_peers"), str(n)]
+        base = run(cmd, None, **fast)[0]
+        for lib in libs:
+            hooked = run(cmd, lib, **fast)[0]
+            print(f"RSS, world of {n} ranks, every peer touched: {base:.0f} KiB without, "
+                  f"{hooked:.0f} KiB {label(lib, libs)}: "
+                  f"+{(hooked - base) / 1024:.2f} MiB")  # fmt: skip
 
 
 def main() -> None:
@@ -77,35 +237,18 @@ def main() -> None:
     p.add_argument("--trips", type=int, default=200000)
     p.add_argument("--writes", type=int, default=200000)
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--lib", type=Path, action="append", help=f"library (default {LIB})")
+    p.add_argument("--only", choices=["write"], help="only the write() figures")
     a = p.parse_args()
+    libs = [lib.resolve() for lib in a.lib] if a.lib else [LIB]
     with tempfile.TemporaryDirectory(dir=".") as d:
         out = Path(d).resolve()
         build(out)
-        idle = {"STACKLENS_INTERVAL_MS": "1000"}
-        b, h = compare(["mpirun", "-np", "1", str(out / "calls"), str(a.trips)], a.repeat, **idle)
-        print(f"MPI call, 1 rank, self messages: {b:.1f} ns without, {h:.1f} ns with: "
-              f"+{h - b:.1f} ns per call")  # fmt: skip
-        ping = ["mpirun", "-np", "2", str(out / "pingpong"), str(a.trips)]
-        b, h = compare(ping, a.repeat, **idle)
-        print(f"MPI call, 2-rank ping-pong: {b:.1f} ns without, {h:.1f} ns with: "
-              f"{h - b:+.1f} ns per call")  # fmt: skip
-        shm = Path(f"/dev/shm/stacklens-bench-{os.getpid()}")
-        for label, path, mode in (
-            ("tracked file, 1-thread process", out / "bench.dat", "single"),
-            ("tracked file, 2-thread process", out / "bench.dat", "thread"),
-            ("/dev/shm (not tracked)", shm, "single"),
-        ):
-            b, h = compare([str(out / "write"), str(path), str(a.writes), mode], a.repeat)
-            path.unlink()
-            print(f"4 KiB write(), {label}: {b:.0f} ns without, {h:.0f} ns with: "
-                  f"{100 * (h - b) / b:+.1f} %")  # fmt: skip
-        fast = {"STACKLENS_INTERVAL_MS": "10"}
-        for n in (2, 1024):
-            cmd = ["mpirun", "-np", "1", str(out / "rss_peers"), str(n)]
-            base = run(cmd, False, **fast)[0]
-            hooked = run(cmd, True, **fast)[0]
-            print(f"RSS, world of {n} ranks, every peer touched: {base:.0f} KiB without, "
-                  f"{hooked:.0f} KiB with: +{(hooked - base) / 1024:.2f} MiB")  # fmt: skip
+        if a.only is None:
+            mpi_calls(out, libs, a)
+        writes(out, libs, a)
+        if a.only is None:
+            rss(out, libs)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,12 @@
 
 #include "coll.h"
 #include "handles.h"
+#include "io.h"
 
 sl_core_state sl_core;
 __thread int sl_tls_in_call __attribute__((tls_model("initial-exec")));
 __thread sl_call_counters *sl_tls_calls __attribute__((tls_model("initial-exec")));
+__thread uint64_t *sl_tls_io __attribute__((tls_model("initial-exec")));
 sl_keytab sl_coll;
 
 /* The per-thread counter blocks. Static: a thread may hold one after
@@ -29,19 +31,40 @@ static sl_thread_block blocks[SL_THREAD_BLOCKS];
 static unsigned blocks_used;         /* blocks [0, used) were ever claimed (atomic) */
 static pthread_key_t blocks_key;     /* its destructor hands a block back at thread exit */
 static int blocks_key_ok;
+static pthread_once_t blocks_once = PTHREAD_ONCE_INIT;
 
 /* Thread exit: the block goes back to the pool with its counts (a later
  * owner adds on); calls this thread still makes count in the shared ones. */
 static void block_release(void *p)
 {
     sl_tls_calls = &sl_core.calls;
+    sl_tls_io = NULL;
     __atomic_store_n(&((sl_thread_block *)p)->owned, 0, __ATOMIC_RELEASE);
+}
+
+/* Creates blocks_key (pthread_once). */
+static void blocks_key_create(void)
+{
+    blocks_key_ok = pthread_key_create(&blocks_key, block_release) == 0;
+}
+
+/* Once per process, from library load (io.c) and MPI init. */
+void sl_threads_init(void)
+{
+    pthread_once(&blocks_once, blocks_key_create);
+}
+
+/* Blocks ever claimed. */
+unsigned sl_thread_blocks_used(void)
+{
+    return __atomic_load_n(&blocks_used, __ATOMIC_ACQUIRE);
 }
 
 /* First counted call of a thread: the first free block, or the shared counters. */
 sl_call_counters *sl_thread_claim(void)
 {
     sl_call_counters *t = &sl_core.calls;
+    uint64_t *io = NULL;
     for (unsigned i = 0; blocks_key_ok && i < SL_THREAD_BLOCKS; i++) {
         int expected = 0;
         if (__atomic_load_n(&blocks[i].owned, __ATOMIC_RELAXED) != 0
@@ -52,14 +75,16 @@ sl_call_counters *sl_thread_claim(void)
             __atomic_store_n(&blocks[i].owned, 0, __ATOMIC_RELEASE);
             break;
         }
+        io = sl_io_block_rows(i); /* before the block counts as used: readers see its rows */
         unsigned used = __atomic_load_n(&blocks_used, __ATOMIC_RELAXED);
         while (used < i + 1
                && !__atomic_compare_exchange_n(&blocks_used, &used, i + 1, 1,
-                                               __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                                               __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
         }
         t = &blocks[i].c;
         break;
     }
+    sl_tls_io = io;
     sl_tls_calls = t;
     return t;
 }
@@ -113,7 +138,7 @@ int sl_core_init(unsigned max_keys)
         return -1;
     }
     memset(&sl_core.calls, 0, sizeof sl_core.calls);
-    blocks_key_ok = pthread_key_create(&blocks_key, block_release) == 0;
+    sl_threads_init();
     type_cache_init();
     static const sl_coll_key overflow = { .comm_id = 0xFFFFFFFFu, .op = 0xFFFFFFFFu,
                                           .root = 0xFFFFFFFFu };

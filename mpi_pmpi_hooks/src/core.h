@@ -15,7 +15,8 @@
  * the thread's first counted call, handed back at thread exit): only that
  * thread writes it, so it adds with plain relaxed stores, no lock prefix.
  * Threads beyond the pool add to the shared sl_core.calls with relaxed
- * atomic adds; a reader sums the shared counters and the blocks. Everything
+ * atomic adds; a reader sums the shared counters and the blocks. A block
+ * also has per-file I/O counter rows (io.h, sl_tls_io), used the same way. Everything
  * else on the MPI call path is relaxed atomic adds into the shared tables:
  * no locks, no allocation, no I/O (a new communicator or collective key
  * takes a mutex once, see handles.h and keytab.h). The sender thread reads them with relaxed
@@ -80,10 +81,29 @@ extern __thread int sl_tls_in_call __attribute__((tls_model("initial-exec")));
 /* This thread's call counters: its block, &sl_core.calls (no block was
  * free), or NULL before its first counted call. */
 extern __thread sl_call_counters *sl_tls_calls __attribute__((tls_model("initial-exec")));
+/* This thread's I/O counter rows (its block's, see io.h), or NULL (shared
+ * counters); set with sl_tls_calls. */
+extern __thread uint64_t *sl_tls_io __attribute__((tls_model("initial-exec")));
+
+/* Creates the key that hands a thread's block back at its exit; once (at
+ * library load for file I/O, at MPI init), before any block is claimed. */
+void sl_threads_init(void);
 
 /* Claims a free counter block for this thread (&sl_core.calls if none is
- * free), sets sl_tls_calls and returns it. Lock-free; once per thread. */
+ * free), sets sl_tls_calls and sl_tls_io and returns the call counters.
+ * Lock-free; once per thread. */
 sl_call_counters *sl_thread_claim(void);
+
+/* Blocks [0, n) were ever claimed: the ones a reader sums. */
+unsigned sl_thread_blocks_used(void);
+
+/* Adds n to a counter only this thread writes (its block): a plain load and
+ * store, no lock prefix (relaxed atomics: a reader on another thread sees
+ * the old or the new value, never a torn one). */
+static inline void sl_own_add(uint64_t *c, uint64_t n)
+{
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
 
 /* One wrapped call in progress: its start and end in ticks (util.h). */
 typedef struct sl_call {
@@ -129,7 +149,7 @@ static inline sl_call_counters *sl_my_calls(void)
 static inline void sl_calls_add(sl_call_counters *t, uint64_t *c, uint64_t n)
 {
     if (__builtin_expect(t != &sl_core.calls, 1))
-        __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+        sl_own_add(c, n);
     else if (n != 0)
         __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
 }

@@ -256,8 +256,9 @@ static size_t put_io(sl_frame_builder *b, size_t pos, double ratio)
         if (i == n && i < sl_io.max_keys)
             i = sl_io.max_keys;
         const sl_io_key *k = sl_keytab_key(&sl_io, i);
-        uint64_t *v = sl_keytab_vals(&sl_io, i), *last = &b->last_io[i * SL_IO_NVALS];
+        uint64_t v[SL_IO_NVALS], *last = &b->last_io[i * SL_IO_NVALS];
         uint64_t d[SL_IO_NVALS], any = 0;
+        sl_io_load(i, v);
         for (int f = 0; f < SL_IO_NVALS; f++)
             any |= d[f] = delta(&v[f], &last[f]);
         if (any == 0)

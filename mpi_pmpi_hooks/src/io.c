@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core.h"
+#include "fdtable.h"
 #include "handles.h"
 #include "lifecycle.h"
 
@@ -23,6 +25,7 @@ int32_t *sl_io_fd_map[3];
 int sl_io_init(unsigned max_keys, int posix, int stdio, int mpiio)
 {
     static sl_io_key overflow = { .layer = 0, .path = "<other>" };
+    sl_threads_init(); /* threads doing file I/O get counter blocks, MPI or not */
     sl_io_fd_map[SL_IO_POSIX] = calloc(SL_MAX_FD, sizeof(int32_t));
     sl_io_fd_map[SL_IO_STDIO] = calloc(SL_MAX_FD, sizeof(int32_t));
     if (sl_io_fd_map[SL_IO_POSIX] == NULL || sl_io_fd_map[SL_IO_STDIO] == NULL
@@ -127,7 +130,7 @@ static int fd_path(int fd, char *path, size_t n)
 /* Maps a newly opened fd to its file entry and counts the open. */
 void sl_io_opened(int layer, int fd, uint64_t ticks)
 {
-    if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL)
+    if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL || sl_tls_fdtable_private)
         return;
     char path[PATH_MAX];
     int saved = sl_tls_in_call;
@@ -144,10 +147,12 @@ void sl_io_opened(int layer, int fd, uint64_t ticks)
     sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, ticks);
 }
 
-/* Forgets fd at layer, counting the close's time on its entry. */
+/* Forgets fd at layer, counting the close's time on its entry. The
+ * descriptors of a thread with a private table (the sender, see fdtable.h)
+ * are not the application's: their numbers say nothing about its files. */
 void sl_io_closed(int layer, int fd, uint64_t ticks)
 {
-    if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL)
+    if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL || sl_tls_fdtable_private)
         return;
     int32_t e = __atomic_exchange_n(&sl_io_fd_map[layer][fd], 0, __ATOMIC_RELAXED);
     if (e > 0)
@@ -157,17 +162,50 @@ void sl_io_closed(int layer, int fd, uint64_t ticks)
 /* Copies the POSIX mapping of oldfd to newfd (or clears newfd's). */
 void sl_io_dup(int oldfd, int newfd)
 {
-    if (newfd < 0 || newfd >= SL_MAX_FD || sl_io_fd_map[SL_IO_POSIX] == NULL)
+    if (newfd < 0 || newfd >= SL_MAX_FD || sl_io_fd_map[SL_IO_POSIX] == NULL
+        || sl_tls_fdtable_private)
         return;
     int32_t e = oldfd >= 0 && oldfd < SL_MAX_FD
                     ? __atomic_load_n(&sl_io_fd_map[SL_IO_POSIX][oldfd], __ATOMIC_RELAXED) : 0;
     __atomic_store_n(&sl_io_fd_map[SL_IO_POSIX][newfd], e, __ATOMIC_RELAXED);
 }
 
-/* Adds meta time. */
-void sl_io_meta(int e, uint64_t ticks)
+/* The I/O rows of each counter block, mapped at its first claim (atomic pointers). */
+static uint64_t *block_rows[SL_THREAD_BLOCKS];
+
+/* Maps block i's rows the first time the block is claimed; only its owner
+ * gets here, so there is no race on block_rows[i]. */
+uint64_t *sl_io_block_rows(unsigned i)
 {
-    sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, ticks);
+    if (sl_io.entries == NULL || i >= SL_THREAD_BLOCKS)
+        return NULL;
+    uint64_t *rows = __atomic_load_n(&block_rows[i], __ATOMIC_ACQUIRE);
+    if (rows != NULL)
+        return rows;
+    size_t size = ((size_t)sl_io.max_keys + 1) * SL_IO_NVALS * sizeof(uint64_t);
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    __atomic_store_n(&block_rows[i], (uint64_t *)p, __ATOMIC_RELEASE);
+    return p;
+}
+
+/* Shared counters of entry e plus its row in every block ever claimed. */
+void sl_io_load(unsigned e, uint64_t out[SL_IO_NVALS])
+{
+    const uint64_t *v = sl_keytab_vals(&sl_io, e);
+    for (int f = 0; f < SL_IO_NVALS; f++)
+        out[f] = __atomic_load_n(&v[f], __ATOMIC_RELAXED);
+    unsigned used = sl_thread_blocks_used();
+    for (unsigned b = 0; b < used; b++) {
+        const uint64_t *rows = __atomic_load_n(&block_rows[b], __ATOMIC_ACQUIRE);
+        if (rows == NULL)
+            continue;
+        const uint64_t *r = rows + (size_t)e * SL_IO_NVALS;
+        for (int f = 0; f < SL_IO_NVALS; f++)
+            out[f] += __atomic_load_n(&r[f], __ATOMIC_RELAXED);
+    }
 }
 
 /* Absolute path of an MPI-IO file name ("ufs:" style prefixes dropped). */

@@ -14,8 +14,14 @@
  * are marked the same way (see posix.c, pthread_create).
  *
  * The hot path (read, write, ...) is an array lookup fd -> entry, two tick
- * reads (util.h; the *_TIME counters are in ticks) and relaxed atomic adds;
- * opens take the table's mutex for a new file.
+ * reads (util.h; the *_TIME counters are in ticks) and three adds to the
+ * calling thread's own row for the file: every counter block of core.h has
+ * one row of SL_IO_NVALS counters (one cache line) per entry of the table,
+ * mapped when the block is first claimed (sl_io_block_rows), written with
+ * plain loads and stores by its owner only. Threads without a block, opens
+ * and closes add to the table's shared counters with relaxed atomic adds
+ * (a new file takes the table's mutex once). A reader sums the shared
+ * counters and the rows of every block ever claimed (sl_io_load).
  */
 #ifndef SL_IO_H
 #define SL_IO_H
@@ -77,9 +83,31 @@ static inline int sl_io_entry(int layer, int fd)
     return __atomic_load_n(&map[fd], __ATOMIC_RELAXED) - 1;
 }
 
+/* The I/O rows of counter block i (core.h), mapped at its first claim
+ * (MAP_NORESERVE: only the pages of rows written take memory); NULL if the
+ * table is not set up or the mapping failed (the thread then adds to the
+ * shared counters). Called by sl_thread_claim only. */
+uint64_t *sl_io_block_rows(unsigned i);
+
+/* This thread's row of entry e, or NULL: add to the shared counters. */
+static inline uint64_t *sl_io_my_row(int e)
+{
+    if (__builtin_expect(sl_tls_calls == NULL, 0))
+        sl_thread_claim();
+    uint64_t *rows = sl_tls_io;
+    return __builtin_expect(rows != NULL, 1) ? rows + (size_t)e * SL_IO_NVALS : NULL;
+}
+
 /* Counts a read (write = 0) or write (write = 1) of bytes on entry e. */
 static inline void sl_io_rw(int e, int write, uint64_t bytes, uint64_t ticks)
 {
+    uint64_t *r = sl_io_my_row(e);
+    if (__builtin_expect(r != NULL, 1)) {
+        sl_own_add(&r[write ? SL_IO_WRITES : SL_IO_READS], 1);
+        sl_own_add(&r[write ? SL_IO_BYTES_WRITTEN : SL_IO_BYTES_READ], bytes);
+        sl_own_add(&r[write ? SL_IO_WRITE_TIME : SL_IO_READ_TIME], ticks);
+        return;
+    }
     uint64_t *v = sl_keytab_vals(&sl_io, (unsigned)e);
     __atomic_fetch_add(&v[write ? SL_IO_WRITES : SL_IO_READS], 1, __ATOMIC_RELAXED);
     if (bytes != 0)
@@ -91,7 +119,18 @@ static inline void sl_io_rw(int e, int write, uint64_t bytes, uint64_t ticks)
 }
 
 /* Counts meta time (seek, sync, flush, set_view, ...) on entry e. */
-void sl_io_meta(int e, uint64_t ticks);
+static inline void sl_io_meta(int e, uint64_t ticks)
+{
+    uint64_t *r = sl_io_my_row(e);
+    if (__builtin_expect(r != NULL, 1))
+        sl_own_add(&r[SL_IO_META_TIME], ticks);
+    else
+        sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, ticks);
+}
+
+/* The cumulative counters of entry e: the shared ones plus every block's row
+ * (relaxed loads; the sender thread). */
+void sl_io_load(unsigned e, uint64_t out[SL_IO_NVALS]);
 
 /* MPI-IO (layer 3), called by the generated wrappers. */
 void sl_mpiio_open(MPI_File fh, const char *filename, uint64_t ticks);

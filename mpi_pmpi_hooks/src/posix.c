@@ -24,6 +24,9 @@
 #include "interpose.h"
 #include "io.h"
 
+/* The helpers of the read/write path: inlined into every wrapper (no calls). */
+#define SL_HOT inline __attribute__((always_inline))
+
 /* The mode argument of an open call, if its flags say there is one. */
 #define SL_OPEN_MODE(flags, last, mode) \
     do { \
@@ -115,19 +118,19 @@ SL_EXPORT int close(int fd)
 }
 
 /* Entry of fd if this call on it is counted, else -1 (then no clock is read). */
-static int counted_entry(int fd)
+static SL_HOT int counted_entry(int fd)
 {
     return sl_io_counting(SL_IO_POSIX) ? sl_io_entry(SL_IO_POSIX, fd) : -1;
 }
 
 /* Start time of a call on entry e: read only if the call is counted. */
-static uint64_t start_time(int e)
+static SL_HOT uint64_t start_time(int e)
 {
     return e >= 0 ? sl_ticks() : 0;
 }
 
 /* Counts a read or write of rc bytes on entry e (if >= 0) that started at t0. */
-static void rw_done(int e, int write, ssize_t rc, uint64_t t0)
+static SL_HOT void rw_done(int e, int write, ssize_t rc, uint64_t t0)
 {
     if (e >= 0)
         sl_io_rw(e, write, rc > 0 ? (uint64_t)rc : 0, sl_ticks_between(t0, sl_ticks()));
@@ -222,7 +225,7 @@ SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 }
 
 /* Counts meta time of a call on entry e (if >= 0) that started at t0. */
-static void meta_done(int e, uint64_t t0)
+static SL_HOT void meta_done(int e, uint64_t t0)
 {
     if (e >= 0)
         sl_io_meta(e, sl_ticks_between(t0, sl_ticks()));

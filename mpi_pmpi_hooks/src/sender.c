@@ -42,6 +42,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fdtable.h"
 #include "frame.h"
 #include "ibport.h"
 #include "spool.h"
@@ -392,6 +393,8 @@ static void *sender_main(void *arg)
 {
     (void)arg;
     sl_tls_in_call = 1; /* this thread's own I/O (spool files) is not the application's */
+    int shared[2] = { S.wake_fd, S.done_fd }; /* written and polled by the application's threads */
+    sl_fdtable_private(shared, 2); /* a descriptor table of its own (fdtable.h) */
     sl_ibport_start();  /* baseline of the host's port counters, read here, not on MPI paths */
     uint64_t interval = (uint64_t)S.cfg->interval_ms * SL_NS_PER_MS;
     uint64_t next_tick = sl_mono_ns() + interval;

@@ -62,7 +62,7 @@ SL_EXPORT int fclose(FILE *f)
     return rc;
 }
 
-/* Entry of stream f if its I/O is counted, else -1. */
+/* Entry of stream f if its I/O is counted, else -1 (then no clock is read). */
 static int entry_of(FILE *f)
 {
     if (f == NULL || !sl_io_counting(SL_IO_STDIO))
@@ -70,13 +70,19 @@ static int entry_of(FILE *f)
     return sl_io_entry(SL_IO_STDIO, fileno(f));
 }
 
+/* Start time of a call on entry e: read only if the call is counted. */
+static inline uint64_t start_time(int e)
+{
+    return e >= 0 ? sl_ticks() : 0;
+}
+
 /* fread(3): bytes = items read x size. */
 SL_EXPORT size_t fread(void *buf, size_t size, size_t n, FILE *f)
 {
     SL_NEXT(fread);
-    uint64_t t0 = sl_ticks();
-    size_t rc = real_fread(buf, size, n, f);
     int e = entry_of(f);
+    uint64_t t0 = start_time(e);
+    size_t rc = real_fread(buf, size, n, f);
     if (e >= 0)
         sl_io_rw(e, 0, (uint64_t)rc * size, sl_ticks_between(t0, sl_ticks()));
     return rc;
@@ -86,9 +92,9 @@ SL_EXPORT size_t fread(void *buf, size_t size, size_t n, FILE *f)
 SL_EXPORT size_t fwrite(const void *buf, size_t size, size_t n, FILE *f)
 {
     SL_NEXT(fwrite);
-    uint64_t t0 = sl_ticks();
-    size_t rc = real_fwrite(buf, size, n, f);
     int e = entry_of(f);
+    uint64_t t0 = start_time(e);
+    size_t rc = real_fwrite(buf, size, n, f);
     if (e >= 0)
         sl_io_rw(e, 1, (uint64_t)rc * size, sl_ticks_between(t0, sl_ticks()));
     return rc;
@@ -98,9 +104,9 @@ SL_EXPORT size_t fwrite(const void *buf, size_t size, size_t n, FILE *f)
 SL_EXPORT int fflush(FILE *f)
 {
     SL_NEXT(fflush);
-    uint64_t t0 = sl_ticks();
-    int rc = real_fflush(f);
     int e = entry_of(f);
+    uint64_t t0 = start_time(e);
+    int rc = real_fflush(f);
     if (e >= 0)
         sl_io_meta(e, sl_ticks_between(t0, sl_ticks()));
     return rc;
@@ -110,9 +116,9 @@ SL_EXPORT int fflush(FILE *f)
 SL_EXPORT int fseek(FILE *f, long off, int whence)
 {
     SL_NEXT(fseek);
-    uint64_t t0 = sl_ticks();
-    int rc = real_fseek(f, off, whence);
     int e = entry_of(f);
+    uint64_t t0 = start_time(e);
+    int rc = real_fseek(f, off, whence);
     if (e >= 0)
         sl_io_meta(e, sl_ticks_between(t0, sl_ticks()));
     return rc;

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fdtable.h"
+
 int sl_ticks_tsc;
 static uint64_t base_ticks, base_ns; /* the pair taken at load */
 
@@ -49,7 +51,9 @@ double sl_ticks_ratio(void)
     return ratio;
 }
 
-/* Formats "stacklens: <message>\n" and writes it in one write() call. */
+/* Formats "stacklens: <message>\n" and writes it in one write() call to the
+ * application's stderr (from the sender thread's private descriptor table:
+ * through a duplicate held only for that write, see fdtable.h). */
 void sl_warn(const char *fmt, ...)
 {
     char line[512];
@@ -62,8 +66,12 @@ void sl_warn(const char *fmt, ...)
     if (len > sizeof line - 2)
         len = sizeof line - 2;
     line[len++] = '\n';
-    ssize_t rc = write(STDERR_FILENO, line, len);
+    int borrowed = sl_tls_fdtable_private;
+    int fd = borrowed ? sl_fdtable_app_fd(STDERR_FILENO) : STDERR_FILENO;
+    ssize_t rc = fd >= 0 ? write(fd, line, len) : -1;
     (void)rc; /* nothing sensible to do if stderr is gone */
+    if (borrowed && fd >= 0)
+        close(fd);
 }
 
 /* Bounded, UTF-8-safe copy into a NUL-padded text field. */

@@ -1,0 +1,108 @@
+"""File I/O of standalone (non-MPI) programs under the hooks (tests/hooks/standalone_io.py).
+
+* The sender thread works in a descriptor table of its own (mpi_pmpi_hooks/src/fdtable.h):
+  its collector socket is not in the program's table, it holds none of the program's
+  descriptors (a pipe the program closes reaches end-of-file at once), and the counts
+  still arrive exactly.
+* Per-thread I/O counter rows: more threads than counter blocks, in waves that hand their
+  blocks on, writing and reading one file: the totals are exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from tests.conftest import mpi_env, query
+from tests.hooks import jobs
+
+PROGRAM = str(Path(__file__).with_name("standalone_io.py"))
+
+
+def env(collector, hook_library, job: str) -> dict:
+    """A standalone job attached to `collector` (no spool directory)."""
+    return mpi_env(
+        LD_PRELOAD=str(hook_library),
+        STACKLENS_COLLECTOR=collector.endpoint,
+        STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INTERVAL_MS="50",
+        STACKLENS_SPOOL_DIR="off",
+        STACKLENS_JOB_ID=job,
+    )
+
+
+def io_totals(pg_url: str, job: str, path: Path) -> tuple:
+    """(opens, reads, writes, bytes read, bytes written) of path in the job, rank 0, POSIX."""
+    return query(
+        pg_url,
+        "SELECT sum(opens), sum(reads), sum(writes), sum(bytes_read), sum(bytes_written) "
+        "FROM io_deltas JOIN jobs ON jobs.id = job_id "
+        "WHERE job_key LIKE %s AND world_rank = 0 AND layer = 1 AND path = %s",
+        (f"{job}.%", str(path.resolve())),
+    )[0]
+
+
+def test_sender_thread_has_a_descriptor_table_of_its_own(collector, pg_url, hook_library, tmp_path):
+    job = f"fdtab-{uuid.uuid4().hex[:8]}"
+    r, w = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, PROGRAM, "fds", str(tmp_path), str(w)],
+        env=env(collector, hook_library, job),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, pass_fds=(w,), start_new_session=True,
+    )  # fmt: skip
+    try:
+        os.close(w)
+        line = proc.stdout.readline()
+        assert line, proc.communicate(timeout=30)
+        # The program closed its end of the pipe: end-of-file, while it still runs.
+        ready, _, _ = select.select([r], [], [], 10)
+        assert ready and os.read(r, 1) == b"", "a copy of the pipe's write end is still open"
+        assert proc.poll() is None
+        proc.stdin.write("done\n")
+        proc.stdin.flush()
+        result = jobs.finish(proc, timeout=60)
+    finally:
+        os.close(r)
+        jobs.kill_group(proc)
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+
+    seen = json.loads(line)
+    app, threads = seen["app"], seen["threads"]
+    data = str((tmp_path / "data.bin").resolve())
+    assert data in app.values()
+    assert not [t for t in app.values() if t.startswith("socket:")], app
+    # Exactly one thread has a table with the collector socket: the sender's, and it holds
+    # nothing of the program's (not the data file, not the inherited pipe, not stdio).
+    senders = [t for t in threads.values() if any(v.startswith("socket:") for v in t.values())]
+    assert len(senders) == 1, threads
+    (sender,) = senders
+    assert data not in sender.values()
+    assert app[str(w)] not in sender.values()
+    assert [sender[fd] for fd in ("0", "1", "2")] == ["/dev/null"] * 3
+    assert io_totals(pg_url, job, tmp_path / "data.bin") == (1, 0, 8, 0, 8 * 4096)
+
+
+def test_io_counts_exact_with_more_threads_than_counter_blocks(
+    collector, pg_url, hook_library, tmp_path
+):
+    job = f"iothreads-{uuid.uuid4().hex[:8]}"
+    nthreads, waves, n = 20, 2, 30  # 20 threads + the main thread > 16 counter blocks
+    result = subprocess.run(
+        [sys.executable, PROGRAM, "threads", str(tmp_path), str(nthreads), str(waves), str(n)],
+        env=env(collector, hook_library, job),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    records = waves * sum(n * (t + 1) for t in range(nthreads))
+    nbytes = waves * sum(n * (t + 1) * 100 * (t + 1) for t in range(nthreads))
+    assert io_totals(pg_url, job, tmp_path / "threads.bin") == (
+        1, records, records, nbytes, nbytes,
+    )  # fmt: skip
