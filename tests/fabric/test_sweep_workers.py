@@ -23,7 +23,8 @@ def _attached_pids(sim: FabricSim) -> set[int]:
 
 def test_dead_or_stuck_worker_does_not_hang_the_sweep(sim: FabricSim):
     src = MadSource(
-        env=sim.client_env(), workdir=sim.workdir, sweep_workers=3, request_timeout_s=1.0
+        # A deadline healthy workers meet even on a loaded 2-core machine.
+        env=sim.client_env(), workdir=sim.workdir, sweep_workers=3, request_timeout_s=3.0
     )
     try:
         topo = src.discover()
@@ -43,7 +44,7 @@ def test_dead_or_stuck_worker_does_not_hang_the_sweep(sim: FabricSim):
         t0 = time.monotonic()
         with pytest.raises(MadError, match="in time"):
             src.sweep(targets)
-        assert 1.0 <= time.monotonic() - t0 < 3.0
+        assert 3.0 <= time.monotonic() - t0 < 6.0
         with pytest.raises(ProcessLookupError):
             os.kill(second[2], 0)
         sweep = src.sweep(targets)  # the healthy workers' replies were read: no stale reply
