@@ -24,7 +24,10 @@ def _attached_pids(sim: FabricSim) -> set[int]:
 def test_dead_or_stuck_worker_does_not_hang_the_sweep(sim: FabricSim):
     src = MadSource(
         # A deadline healthy workers meet even on a loaded 2-core machine.
-        env=sim.client_env(), workdir=sim.workdir, sweep_workers=3, request_timeout_s=3.0
+        env=sim.client_env(),
+        workdir=sim.workdir,
+        sweep_workers=3,
+        request_timeout_s=3.0,
     )
     try:
         topo = src.discover()
