@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -264,6 +265,8 @@ class FrameWriter:
         return taken
 
     async def _run(self, worker: int) -> None:
+        with contextlib.suppress(psycopg.Error, OSError):  # else: at the first batch
+            await self._connection(worker)  # connected before the first frames arrive
         while True:
             if not self._queue:
                 self._wake.clear()

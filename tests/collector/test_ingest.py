@@ -300,26 +300,30 @@ def test_the_same_frames_written_by_two_workers_at_once_are_stored_once(collecto
     import asyncio
 
     from collector import codec
+    from collector.store.writer import FrameWriter
 
-    writer = collector.service.writer
     limits = collector.call(collector.service.ingest.limits)
     raw = b"".join(frame(s, job="job-race") for s in range(50))
 
     async def twice():
-        first, _ = codec.scan(raw, limits)
-        second, _ = codec.scan(raw, limits)
-        stored = writer.submit(first)
-        await asyncio.sleep(0)  # the first worker takes it; the second takes the next
-        return await asyncio.gather(stored, writer.submit(second))
+        writer = FrameWriter(pg_url, max_batch=50)  # one submission per transaction
+        await writer.start()
+        try:
+            first, _ = codec.scan(raw, limits)
+            second, _ = codec.scan(raw, limits)
+            results = await asyncio.gather(writer.submit(first), writer.submit(second))
+            return results, writer.stats
+        finally:
+            await writer.stop()
 
-    results = asyncio.run_coroutine_threadsafe(twice(), collector.loop).result(30)
+    results, stats = asyncio.run_coroutine_threadsafe(twice(), collector.loop).result(30)
     assert results == [{}, {}]
+    assert (stats.batches, stats.frames_committed, stats.frames_duplicate) == (2, 50, 50)
     assert query(pg_url, "SELECT count(*) FROM received_frames") == [(50,)]
     assert query(pg_url, "SELECT count(*), sum(bytes_sent) FROM p2p_deltas") == [
         (50, sum(1000 + s for s in range(50)))
     ]
     assert query(pg_url, "SELECT job_key FROM jobs") == [("job-race",)]
-    assert collector.call(lambda: (writer.stats.batches, writer.stats.frames_duplicate)) == (2, 50)
 
 
 def test_message_counts_beyond_int4_are_stored_exactly(collector, pg_url):
