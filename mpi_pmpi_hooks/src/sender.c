@@ -480,6 +480,10 @@ static void *sender_main(void *arg)
             sl_warn("rank %d: %zu frame(s) not acknowledged by the collector within "
                     "STACKLENS_FINALIZE_TIMEOUT_MS=%u; their counts are lost",
                     S.rank, unspooled, S.cfg->finalize_timeout_ms);
+    } else if (S.qn > 0 && !S.warned_delivery) { /* all spooled (SIGTERM spools first) */
+        sl_warn("rank %d: %zu frame(s) not acknowledged by the collector within "
+                "STACKLENS_FINALIZE_TIMEOUT_MS=%u; they wait in %s for `stacklens replay`",
+                S.rank, S.qn, S.cfg->finalize_timeout_ms, sl_spool_dir());
     }
     if (S.frames_dropped > 0)
         sl_warn("rank %d: %llu frame(s) were dropped in all (queue full or out of memory)",
