@@ -7,10 +7,15 @@ the final suffix is always complete). Replay sends them in (job, rank, seq) orde
 one connection, deletes each file once its frame is acknowledged, and renames a frame the collector
 rejects to `*.rejected` (kept for inspection, never resent). Frames already stored are
 acknowledged again as duplicates, so replaying twice is harmless.
+
+Replay may run while ranks on the node still spool and deliver (a node epilog, another
+job): a file that disappears before it is read, acknowledged or renamed was delivered by
+its sender, which deletes the file on its own acknowledgement; it is skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 from dataclasses import dataclass, field
@@ -40,7 +45,10 @@ def spooled_frames(spool_dir: Path) -> list[tuple[tuple[str, int, int], Path, by
     """
     found = []
     for path in spool_dir.rglob(f"*{SPOOL_SUFFIX}"):
-        raw = path.read_bytes()
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            continue  # delivered and deleted by its sender meanwhile
         try:
             header = wire.decode_header(raw[: wire.HEADER_SIZE], max_body=1 << 40)
             key = (header.job_id, header.world_rank, header.seq)
@@ -86,11 +94,12 @@ def _deliver(pending: list, host: str, port: int, timeout: float, result: Replay
             buffered = buffered[wire.ACK_SIZE :]
             settled += 1
             if status == wire.Status.COMMITTED:
-                path.unlink()
+                path.unlink(missing_ok=True)
                 result.delivered += 1
                 continue
             reason = wire.Status(status).name.lower()
-            path.rename(path.with_suffix(REJECTED_SUFFIX))
+            with contextlib.suppress(FileNotFoundError):
+                path.rename(path.with_suffix(REJECTED_SUFFIX))
             result.rejected.append((path, reason))
             log.warning("collector rejected spooled frame %s: %s", path, reason)
             return settled  # the collector closes the connection after a rejection

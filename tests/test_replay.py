@@ -71,6 +71,25 @@ def test_collector_down_keeps_the_spool(tmp_path):
     assert path.read_bytes() == frame(0)
 
 
+def test_files_deleted_by_their_sender_meanwhile_are_skipped(
+    collector, pg_url, tmp_path, monkeypatch
+):
+    """A rank that delivers live deletes its spool file on the ack, possibly while a
+    replay (a node epilog) runs: the replay neither fails nor counts the frame twice."""
+    from stacklens import replay as replay_module
+
+    spool(tmp_path, "gone-before-read", frame(0)).unlink()
+    (tmp_path / "dangling.slf").symlink_to(tmp_path / "deleted-target")
+    late = spool(tmp_path, "gone-before-ack", frame(1))
+    listed = replay_module.spooled_frames(tmp_path)
+    assert [path for _, path, _ in listed] == [late]
+    late.unlink()  # the sender's own ack deleted it after the replay listed it
+    monkeypatch.setattr(replay_module, "spooled_frames", lambda _dir: listed)
+    result = replay_module.replay(tmp_path, *collector.address)
+    assert (result.delivered, result.rejected, result.remaining) == (1, [], 0)
+    assert query(pg_url, "SELECT sum(bytes_sent) FROM p2p_deltas") == [(1001,)]
+
+
 def test_env_prints_the_hook_variables(hook_library, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
     env.update(STACKLENS_STATE_DIR=str(tmp_path), STACKLENS_INGEST_TOKEN="tok en")

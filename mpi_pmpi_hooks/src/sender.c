@@ -22,6 +22,11 @@
  * Spool (spool.h): once the collector cannot be reached (a failed connect, a
  * lost connection), every queued frame and every new frame is also written
  * to the spool directory; an acknowledgement deletes the frame's file.
+ * On SIGTERM (sl_sender_flush_from_signal) the final frame and every frame
+ * still unacknowledged are spooled first, before any network attempt: the
+ * process may be SIGKILLed during the live flush (MPICH's Hydra proxy kills
+ * the remaining ranks as soon as one dies of a signal), and what is in the
+ * spool survives it; a live acknowledgement then deletes the files as usual.
  *
  * Warnings go to stderr at most once per kind and rank: collector
  * unreachable or connection lost, queue overflow, each reject status.
@@ -55,6 +60,8 @@
 #define SL_FINAL_MAX_LOSSES   3                 /* final flush: lost connections before giving up */
 #define SL_JOIN_SLACK_MS      2000u             /* join wait beyond the finalize timeout */
 #define SL_NS_PER_MS          1000000ull
+#define SL_FINAL_BY_STOP      1                 /* final_requested: by sl_sender_stop() */
+#define SL_FINAL_BY_SIGNAL    2                 /* by the SIGTERM handler: spool first */
 
 /* A frame waiting for its acknowledgement. */
 typedef struct sl_qframe {
@@ -72,7 +79,7 @@ static struct sl_sender {
     pthread_t thread;
     int wake_fd;              /* eventfd written by sl_sender_stop() */
     int done_fd;              /* eventfd the thread writes when it ends */
-    int final_requested;      /* atomic: sl_sender_stop() wants the final frame */
+    int final_requested;      /* atomic: 0, or who wants the final frame (SL_FINAL_BY_*) */
 
     /* Everything below belongs to the sender thread. */
     sl_frame_builder fb;
@@ -171,8 +178,10 @@ static void queue_new_frame(unsigned frame_type)
         return;
     }
     queue_push(buf, len, seq);
-    if (S.unreachable)
-        spool_queue();
+    if (S.unreachable
+        || (frame_type == SL_FRAME_FINAL
+            && __atomic_load_n(&S.final_requested, __ATOMIC_ACQUIRE) == SL_FINAL_BY_SIGNAL))
+        spool_queue(); /* on SIGTERM: on disk before the process can be killed outright */
 }
 
 /* ---- connection ------------------------------------------------------- */
@@ -474,6 +483,10 @@ static void *sender_main(void *arg)
             sl_warn("rank %d: %zu frame(s) not acknowledged by the collector within "
                     "STACKLENS_FINALIZE_TIMEOUT_MS=%u; their counts are lost",
                     S.rank, unspooled, S.cfg->finalize_timeout_ms);
+    } else if (S.qn > 0 && !S.warned_delivery) { /* all spooled (SIGTERM spools first) */
+        sl_warn("rank %d: %zu frame(s) not acknowledged by the collector within "
+                "STACKLENS_FINALIZE_TIMEOUT_MS=%u; they wait in %s for `stacklens replay`",
+                S.rank, S.qn, S.cfg->finalize_timeout_ms, sl_spool_dir());
     }
     if (S.frames_dropped > 0)
         sl_warn("rank %d: %llu frame(s) were dropped in all (queue full or out of memory)",
@@ -544,7 +557,7 @@ int sl_sender_stop(void)
 {
     if (!__atomic_exchange_n(&S.running, 0, __ATOMIC_ACQ_REL))
         return 1;
-    __atomic_store_n(&S.final_requested, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&S.final_requested, SL_FINAL_BY_STOP, __ATOMIC_RELEASE);
     uint64_t one = 1;
     ssize_t wrc = write(S.wake_fd, &one, sizeof one);
     (void)wrc; /* an eventfd write of 1 cannot fail short of overflow */
@@ -567,13 +580,13 @@ int sl_sender_stop(void)
     return 1;
 }
 
-/* Async-signal-safe: final frame requested by an atomic store and an eventfd
- * write, then a bounded poll() on the thread's "done" eventfd. */
+/* Async-signal-safe: final frame requested (spool first) by an atomic store
+ * and an eventfd write, then a bounded poll() on the thread's "done" eventfd. */
 void sl_sender_flush_from_signal(void)
 {
     if (!__atomic_load_n(&S.running, __ATOMIC_ACQUIRE))
         return;
-    __atomic_store_n(&S.final_requested, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&S.final_requested, SL_FINAL_BY_SIGNAL, __ATOMIC_RELEASE);
     uint64_t one = 1;
     ssize_t wrc = write(S.wake_fd, &one, sizeof one);
     (void)wrc;

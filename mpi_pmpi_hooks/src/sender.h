@@ -29,7 +29,11 @@ int sl_sender_stop(void);
  * From a signal handler (async-signal-safe: no locks, no allocation): asks
  * the thread for the final frame like sl_sender_stop() and waits until the
  * thread has delivered it and ended, at most cfg->finalize_timeout_ms plus
- * a slack. Returns at once if no thread runs. Nothing is freed.
+ * a slack. The thread first writes the final frame and every unacknowledged
+ * one to the spool directory (if there is one), then delivers them and
+ * deletes each file on its acknowledgement, so a process killed outright
+ * during the flush leaves its last interval in the spool for `stacklens
+ * replay`. Returns at once if no thread runs. Nothing is freed.
  */
 void sl_sender_flush_from_signal(void);
 

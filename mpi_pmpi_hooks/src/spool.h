@@ -1,8 +1,9 @@
 /*
  * spool.h — the spool directory (STACKLENS_SPOOL_DIR): frames the collector
- * has not acknowledged while it cannot be reached are written there, so
- * that they survive the process and are delivered later (by the sender on
- * reconnect while they are still queued, or by `stacklens replay DIR`).
+ * has not acknowledged while it cannot be reached, and on SIGTERM the final
+ * frame before its live delivery, are written there, so that they survive
+ * the process and are delivered later (by the sender on reconnect while
+ * they are still queued, or by `stacklens replay DIR`).
  * Used only by the sender thread.
  *
  * FORMAT: one file per frame holding the raw frame bytes exactly as sent

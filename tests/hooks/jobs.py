@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 
 from stacklens.paths import EXAMPLES_DIR, HOOKS_DIR
 from tests.conftest import mpi_env, query
@@ -36,15 +37,18 @@ def mpirun(mpi: str, ranks: int, argv: list[str]) -> list[str]:
 
 def job_env(collector, mpi: str, job: str, interval_ms: int = 100, **extra: str) -> dict:
     """Environment of a job attached to `collector` with the library built for `mpi`
-    (no spool directory: a test leaves no files behind)."""
+    (no spool directory unless `extra` sets STACKLENS_SPOOL_DIR: a test leaves no files
+    behind)."""
     return mpi_env(
-        LD_PRELOAD=str(LIBRARIES[mpi]),
-        STACKLENS_SPOOL_DIR="off",
-        STACKLENS_COLLECTOR=collector.endpoint,
-        STACKLENS_INGEST_TOKEN="secret",
-        STACKLENS_INTERVAL_MS=str(interval_ms),
-        STACKLENS_JOB_ID=job,
-        **extra,
+        **{
+            "LD_PRELOAD": str(LIBRARIES[mpi]),
+            "STACKLENS_SPOOL_DIR": "off",
+            "STACKLENS_COLLECTOR": collector.endpoint,
+            "STACKLENS_INGEST_TOKEN": "secret",
+            "STACKLENS_INTERVAL_MS": str(interval_ms),
+            "STACKLENS_JOB_ID": job,
+            **extra,
+        }
     )
 
 
@@ -157,3 +161,31 @@ def ranks_finished(pg_url: str, job: str) -> list[tuple]:
 def library_warnings(stderr: str) -> list[str]:
     """The library's own warning lines in a job's stderr."""
     return [line for line in stderr.splitlines() if line.startswith("stacklens:")]
+
+
+def process_tree(pid: int) -> list[int]:
+    """pid and all its descendants, parents first (from the parent pids in /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+    tree, i = [pid], 0
+    while i < len(tree):
+        tree.extend(children.get(tree[i], []))
+        i += 1
+    return tree
+
+
+def replay(collector, spool_dir) -> subprocess.CompletedProcess:
+    """`stacklens replay SPOOL_DIR` against `collector`, as an administrator runs it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    env.update(STACKLENS_COLLECTOR=collector.endpoint, STACKLENS_INGEST_TOKEN="secret")
+    return subprocess.run(
+        [sys.executable, "-m", "stacklens.cli", "replay", str(spool_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
