@@ -3,7 +3,8 @@
 Each simulated rank opens its own TCP connection and sends `frames` interval frames of
 `peers` point-to-point records each — all at once (throughput) or paced at `--rate`
 frames/s over all ranks (latency) — and reads every acknowledgement. Frames are encoded
-with the real wire module before the clock starts.
+with the real wire module before the clock starts, and each rank's first `--warmup`
+frames are sent and acknowledged before it starts (a sustained rate, without start-up).
 
     python -m bench.loadgen --collector 127.0.0.1:7451 --ranks 64 --frames 50 --peers 64
 """
@@ -110,9 +111,16 @@ async def run(args: argparse.Namespace) -> dict:
     host, _, port = args.collector.rpartition(":")
     job = f"loadgen-{time.time_ns()}"
     payloads = [
-        rank_frames(job, r, args.ranks, args.frames, args.peers, args.token)
+        rank_frames(job, r, args.ranks, args.warmup + args.frames, args.peers, args.token)
         for r in range(args.ranks)
     ]
+    # Warm-up, not timed: every rank's first frames (the job and its ranks get created,
+    # the writer's connections are up, the collector's start-up maintenance is over).
+    if args.warmup:
+        await asyncio.gather(
+            *(stream_rank(host, int(port), p[: args.warmup], 0.0) for p in payloads)
+        )
+    payloads = [p[args.warmup :] for p in payloads]
     period = args.ranks / args.rate if args.rate else 0.0
     start = time.perf_counter()
     results = await asyncio.gather(*(stream_rank(host, int(port), p, period) for p in payloads))
@@ -138,6 +146,9 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--frames", type=int, default=50)
     parser.add_argument("--peers", type=int, default=64)
+    parser.add_argument(
+        "--warmup", type=int, default=2, help="frames per rank sent and acknowledged untimed"
+    )
     parser.add_argument("--token", default="")
     parser.add_argument(
         "--rate", type=float, default=0.0, help="frames/s over all ranks; 0 = as fast as possible"

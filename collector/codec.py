@@ -162,20 +162,33 @@ class FrameBatch:
         return [raw.decode("utf-8", "replace") for raw in self.info[field].tolist()]
 
 
+#: Frame records per sl_scan call (a bigger buffer is scanned in several calls).
+_SCAN_SLOTS = 256
+
+
 def scan(data: bytes, lim: Limits) -> tuple[FrameBatch, ScanError | None]:
     """The complete valid frames at the start of `data`, and the error that stopped the
     scan, if any. `len(batch.data)` is the bytes consumed: the rest is an incomplete
     frame (no error) or starts with the invalid one.
     """
     lib = library()
-    out = np.empty(len(data) // wire.HEADER_SIZE + 1, dtype=FRAME_INFO)
-    consumed = ctypes.c_uint64()
-    error = _ScanError()
-    n = lib.sl_scan(
-        data, len(data), ctypes.byref(lim), out.ctypes.data, len(out), ctypes.byref(consumed),
-        ctypes.byref(error),
-    )  # fmt: skip
-    batch = FrameBatch(data[: consumed.value], out[:n])
+    base = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
+    parts, offset = [], 0
+    consumed, error = ctypes.c_uint64(), _ScanError()
+    while True:
+        out = np.empty(min(_SCAN_SLOTS, (len(data) - offset) // wire.HEADER_SIZE + 1), FRAME_INFO)
+        n = lib.sl_scan(
+            base + offset, len(data) - offset, ctypes.byref(lim), out.ctypes.data, len(out),
+            ctypes.byref(consumed), ctypes.byref(error),
+        )  # fmt: skip
+        out = out[:n]
+        out["offset"] += offset
+        parts.append(out)
+        offset += consumed.value
+        if n < len(out.base) or error.status:  # stopped before the slots ran out
+            break
+    info = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    batch = FrameBatch(data[:offset], info)
     if not error.status:
         return batch, None
     reason = error.reason.decode("utf-8", "replace")

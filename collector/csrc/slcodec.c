@@ -364,6 +364,30 @@ static uint64_t piece_value(const uint8_t *rec, const sl_column *col, uint64_t j
     return j == 0 ? v : 0;
 }
 
+/* One column of n records, one element each (no record split): a loop per width. */
+static uint8_t *put_column(uint8_t *p, const uint8_t *rec, size_t size, uint32_t n,
+                           const sl_column *col)
+{
+    rec += col->wire_offset;
+#define SL_PUT_LOOP(out, load) \
+    for (uint32_t r = 0; r < n; r++, rec += size) \
+        p = out(put32(p, col->out_width), load(rec));
+    if (col->out_width == 8 && col->wire_width == 8)
+        SL_PUT_LOOP(put64, load64)
+    else if (col->out_width == 8)
+        SL_PUT_LOOP(put64, (uint64_t)load32)
+    else if (col->out_width == 4 && col->wire_width == 8)
+        SL_PUT_LOOP(put32, (uint32_t)load64)
+    else if (col->out_width == 4)
+        SL_PUT_LOOP(put32, load32)
+    else if (col->wire_width == 8)
+        SL_PUT_LOOP(put16, (uint16_t)load64)
+    else
+        SL_PUT_LOOP(put16, (uint16_t)load32)
+#undef SL_PUT_LOOP
+    return p;
+}
+
 int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n_columns,
                          uint32_t n, const uint8_t *const *frames, const sl_frame_info *infos,
                          const int64_t *job_ids, uint8_t *out, uint64_t cap)
@@ -398,6 +422,10 @@ int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n
             p = put32(p, (uint32_t)(20 + elements * (4 + col->out_width)));
             p = put32(put32(put32(p, 1), 0), col->element_oid); /* ndim, has_null, oid */
             p = put32(put32(p, (uint32_t)elements), 1);          /* size, lower bound */
+            if (!split) {
+                p = put_column(p, first, size, f->count[table_id], col);
+                continue;
+            }
             for (uint32_t r = 0; r < f->count[table_id]; r++) {
                 const uint8_t *rec = first + r * size;
                 uint64_t k = split ? pieces(rec, columns, n_columns) : 1;
