@@ -337,3 +337,49 @@ def test_message_counts_beyond_int4_are_stored_exactly(collector, pg_url):
         "SELECT peer, sum(bytes_sent), sum(msgs_sent), sum(bytes_recv), sum(msgs_recv), "
         "count(*) FROM p2p_deltas GROUP BY peer",
     ) == [(1, 7, huge, 9, 2**31, 4)]
+
+
+def test_a_slow_database_pushes_back_on_senders_and_loses_nothing(collector, pg_url):
+    """While PostgreSQL cannot write (a table lock held elsewhere), the collector queues up
+    to its bound and then stops reading: the sender's writes block (TCP pushes back). Once
+    the database moves again, every frame is stored exactly once and acknowledged."""
+    import threading
+
+    import numpy as np
+    import psycopg
+
+    collector.call(lambda: setattr(collector.service.writer, "max_backlog", 256))
+    rows = [{"peer": 1, "bytes_sent": 1, "msgs_sent": 1}] * 64
+    frames = [frame(s, p2p_rows=rows, job="job-slow") for s in range(6000)]
+    payload = b"".join(frames)
+    sent = threading.Event()
+
+    with psycopg.connect(pg_url) as blocker:
+        blocker.execute("LOCK TABLE received_frames IN ACCESS EXCLUSIVE MODE")
+        sock = socket.create_connection(collector.address, timeout=60)
+
+        def send() -> None:
+            sock.sendall(payload)
+            sent.set()
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        time.sleep(2.0)
+        backlog = collector.call(lambda: collector.service.writer.backlog)
+        assert not sent.is_set(), "the collector kept reading while the database was stuck"
+        assert backlog <= 256 + 64  # the bound, plus at most one received chunk
+        blocker.rollback()  # release the lock
+
+    sender.join(60)
+    assert sent.is_set()
+    buf = b""
+    while len(buf) < len(frames) * wire.ACK_SIZE:
+        buf += sock.recv(1 << 16)
+    sock.close()
+    statuses = np.frombuffer(buf, dtype=wire.ACK_DTYPE)
+    assert (statuses["status"] == 0).all()
+    assert statuses["seq"].tolist() == list(range(6000))
+    assert query(pg_url, "SELECT count(*) FROM received_frames") == [(6000,)]
+    assert query(pg_url, "SELECT count(*), sum(bytes_sent) FROM p2p_deltas") == [
+        (6000 * 64, 6000 * 64)
+    ]
