@@ -81,10 +81,29 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     env = {**os.environ, **hook_environment(settings)}
     try:
-        return subprocess.call(command, env=env)
+        code = subprocess.call(command, env=env)
     except FileNotFoundError:
         print(f"stacklens run: command not found: {command[0]}", file=sys.stderr)
         return 127
+    _deliver_spooled(settings)
+    return code
+
+
+def _deliver_spooled(settings: Settings) -> None:
+    """After `stacklens run`'s command: deliver what its processes left in this node's
+    spool (frames the collector could not take, the last interval of ranks a launcher
+    killed while they flushed). Other nodes' spools need `stacklens replay` there."""
+    from stacklens.replay import replay, spooled_frames
+
+    spool = settings.spool_dir
+    if str(spool) == "off" or not spool.is_dir() or not spooled_frames(spool):
+        return
+    result = replay(spool, settings.collector_host, settings.collector_port, timeout=10.0)
+    print(
+        f"stacklens run: delivered {result.delivered} spooled frames to {settings.collector}"
+        f"; {len(result.rejected)} rejected, {result.remaining} left in {spool}",
+        file=sys.stderr,
+    )
 
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:

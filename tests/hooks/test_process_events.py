@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import time
 import uuid
 
@@ -174,3 +175,43 @@ def test_sigterm_flushes_the_last_interval(collector, pg_url, mpi, target, tmp_p
         (job,),
     )
     assert frames == [(0, 1, 1), (1, 1, 1)]  # one frame per rank (seq 0, the final), once
+
+
+def test_stacklens_run_delivers_what_killed_ranks_spooled(collector, pg_url, tmp_path):
+    """Under MPICH the ranks of a SIGTERMed job are SIGKILLed by Hydra while they flush, so
+    their last interval waits in the spool; `stacklens run` delivers it once its command
+    has exited, with no `stacklens replay` by hand."""
+    job = f"term-run-{uuid.uuid4().hex[:8]}"
+    spool = tmp_path / "spool"
+    env = jobs.job_env(
+        collector, "mpich", job, interval_ms=3_600_000, STACKLENS_SPOOL_DIR=str(spool),
+        STACKLENS_LIBRARY=str(jobs.LIBRARIES["mpich"]),
+    )  # fmt: skip
+    argv = jobs.mpirun("mpich", 2, [jobs.program("mpich", "sigterm"), str(tmp_path)])
+    proc = jobs.start([sys.executable, "-m", "stacklens.cli", "run", "--", *argv], env)
+    try:
+        deadline = time.monotonic() + 60
+        for r in range(2):
+            path = tmp_path / f"pid.{r}"
+            while not path.exists():
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "ranks did not get ready"
+                time.sleep(0.05)
+            os.kill(int(path.read_text()), signal.SIGTERM)
+        result = jobs.finish(proc, timeout=60)
+    finally:
+        jobs.kill_group(proc)
+    assert result.returncode != 0  # the ranks died of SIGTERM
+    assert list(spool.glob("*.slf")) == []
+    expected = {(r, 1 - r): (3885 * (r + 1), 5) for r in range(2)}
+    sent, _ = jobs.p2p(pg_url, job)
+    assert sent == expected
+    assert jobs.ranks_finished(pg_url, job) == [(2, True)]
+    # Hydra SIGKILLs a rank within a millisecond of the other's death: at least one
+    # rank's final frame was still in the spool when the command ended.
+    delivered = [line for line in result.stderr.splitlines() if "spooled frames" in line]
+    assert delivered in (
+        [f"stacklens run: delivered {n} spooled frames to {collector.endpoint}; "
+         f"0 rejected, 0 left in {spool}"]
+        for n in (1, 2)
+    ), result.stderr  # fmt: skip
