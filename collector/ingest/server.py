@@ -122,7 +122,8 @@ class _Connection(asyncio.Protocol):
         self._buffered = 0
         self._need = wire.HEADER_SIZE  # bytes to wait for before scanning again
         self._last_seq = 0
-        self._inflight: collections.deque = collections.deque()  # (future, seqs, reject)
+        # (writer future, or None for a reject found by the scan; seqs; status), in order
+        self._inflight: collections.deque = collections.deque()
         self._closing = False
         self._eof = False
 
@@ -200,8 +201,10 @@ class _Connection(asyncio.Protocol):
                 continue
             if stored.cancelled() or stored.exception() is not None:
                 self._inflight.clear()
-                if self.transport is not None:
-                    self.transport.abort()
+                self._closing = True
+                if self.transport is not None and not self.transport.is_closing():
+                    self.transport.write(b"".join(out))  # the acks of what was committed
+                    self.transport.close()
                 return
             refused = stored.result()
             if not refused:
