@@ -157,10 +157,6 @@ class FrameBatch:
         offset = int(self.info["offset"][i] + self.info["section"][i, spec.id])
         return np.frombuffer(self.data, dtype=spec.dtype, count=count, offset=offset)
 
-    def text(self, field: str) -> list[str]:
-        """A text field of every frame (job or host), decoded."""
-        return [raw.decode("utf-8", "replace") for raw in self.info[field].tolist()]
-
 
 #: Frame records per sl_scan call (a bigger buffer is scanned in several calls).
 _SCAN_SLOTS = 256

@@ -29,7 +29,7 @@ def test_a_buffer_of_more_frames_than_one_call_holds():
     assert batch.info["offset"].tolist() == starts
     assert batch.info["count"][:, wire.SPEC.table("p2p").id].tolist() == [s % 3 for s in range(600)]
     assert batch.records(599, "p2p")["bytes_sent"].tolist() == [599, 599]
-    assert batch.text("job") == ["job-C"] * 600
+    assert set(batch.info["job"].tolist()) == {b"job-C"}
 
 
 def test_an_incomplete_tail_waits_and_a_bad_frame_stops_the_scan():
