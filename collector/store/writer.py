@@ -188,7 +188,7 @@ class FrameWriter:
         url: str,
         max_batch: int = 1024,
         max_backlog: int = MAX_BACKLOG_FRAMES,
-        workers: int = 2,
+        workers: int = 3,
     ):
         self._url = url
         self._workers = workers
@@ -344,7 +344,7 @@ class FrameWriter:
 
         Everything is prepared before the transaction, with the ids of the jobs known
         from earlier commits, and the rows other transactions also update (rollup marks,
-        ranks, jobs) come last: two workers' transactions overlap up to there, one
+        ranks, jobs) come last: the workers' transactions overlap up to there, one
         preparing or copying while the other finishes. Frames stored before (a resend)
         only make the plan be prepared again; a remembered job id that is gone (retention
         deleted the job) rolls the transaction back and it is written again.
