@@ -42,12 +42,13 @@ static const char *const table_name[SL_MAX_TABLE_ID + 1] = {
 #define SL_TABLE SL_NOTHING3
 };
 
-/* Every u64 field: counters, which must stay below 2^63 (they are stored signed). */
+/* Every record field, flagged when it is a u64: those are counters, which must stay
+ * below 2^63 (they are stored signed). */
 #define SL_IS_U64_u16 0
 #define SL_IS_U64_u32 0
 #define SL_IS_U64_u64 1
 #define SL_IS_U64_text(n) 0
-static const struct u64_field {
+static const struct wire_field {
     uint16_t table, offset, is_u64;
 } fields[] = {
 #undef  SL_FIELD
