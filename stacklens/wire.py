@@ -111,7 +111,6 @@ SPEC = load_spec()
 HEADER_DTYPE = SPEC.header
 _HEADER_STRUCT = _struct_of(HEADER_DTYPE)
 _SECTION_STRUCT = _struct_of(SECTION_HEADER)
-_ACK_STRUCT = _struct_of(SPEC.ack)
 HEADER_SIZE = HEADER_DTYPE.itemsize
 ACK_DTYPE = SPEC.ack
 ACK_SIZE = ACK_DTYPE.itemsize
@@ -395,9 +394,16 @@ def records(table_name: str, rows: list[dict]) -> np.ndarray:
     return out
 
 
+def encode_acks(statuses, seqs) -> bytes:
+    """Encode the acknowledgements of many frames (a status each, or one for all)."""
+    acks = np.zeros(len(seqs), dtype=ACK_DTYPE)
+    acks["magic"], acks["status"], acks["seq"] = ACK_MAGIC, statuses, seqs
+    return acks.tobytes()
+
+
 def encode_ack(status: int, seq: int) -> bytes:
     """Encode an acknowledgement."""
-    return _ACK_STRUCT.pack(ACK_MAGIC, int(status), 0, seq)
+    return encode_acks(int(status), [seq])
 
 
 def decode_ack(raw: bytes) -> tuple[int, int]:

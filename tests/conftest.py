@@ -98,6 +98,20 @@ def mpi_env(**extra: str) -> dict[str, str]:
     return {**os.environ, **OPENMPI_ROOT_ENV, **extra}
 
 
+def stacklens_replay(endpoint: str, spool_dir: Path, token: str = "secret"):
+    """`stacklens replay SPOOL_DIR` against the collector at endpoint, as an administrator
+    runs it (no other STACKLENS_* settings); returns the CompletedProcess."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    env.update(STACKLENS_COLLECTOR=endpoint, STACKLENS_INGEST_TOKEN=token)
+    return subprocess.run(
+        [sys.executable, "-m", "stacklens.cli", "replay", str(spool_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def stacklens_run(command: list[str], env: dict, timeout: float = 120):
     """`stacklens run -- COMMAND` as a user types it; returns the CompletedProcess."""
     return subprocess.run(

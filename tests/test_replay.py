@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.collector.test_ingest import frame
-from tests.conftest import free_port, query
+from tests.conftest import free_port, query, stacklens_replay
 
 
 def spool(directory: Path, name: str, raw: bytes) -> Path:
@@ -19,23 +19,11 @@ def spool(directory: Path, name: str, raw: bytes) -> Path:
     return path
 
 
-def run_replay(collector_endpoint: str, spool_dir: Path, token: str = "secret"):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
-    env.update(STACKLENS_COLLECTOR=collector_endpoint, STACKLENS_INGEST_TOKEN=token)
-    return subprocess.run(
-        [sys.executable, "-m", "stacklens.cli", "replay", str(spool_dir)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_replay_delivers_every_frame_once(collector, pg_url, tmp_path):
     for seq in (2, 0, 1):  # file order does not matter: replay sorts by (job, rank, seq)
         spool(tmp_path / "job-A" / "0", f"s{seq}", frame(seq))
     spool(tmp_path / "job-A" / "1", "s0", frame(0, rank=1))
-    result = run_replay(collector.endpoint, tmp_path)
+    result = stacklens_replay(collector.endpoint, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "replayed 4 frames" in result.stdout and "0 rejected, 0 left" in result.stdout
     assert list(tmp_path.rglob("*.slf")) == []
@@ -44,7 +32,7 @@ def test_replay_delivers_every_frame_once(collector, pg_url, tmp_path):
     ) == [(0, 1000 + 1001 + 1002), (1, 1000)]
 
     spool(tmp_path / "again", "s1", frame(1))  # already stored: acknowledged, not re-added
-    assert run_replay(collector.endpoint, tmp_path).returncode == 0
+    assert stacklens_replay(collector.endpoint, tmp_path).returncode == 0
     assert query(pg_url, "SELECT sum(bytes_sent) FROM p2p_deltas") == [(4003,)]
 
 
@@ -52,7 +40,7 @@ def test_rejected_frames_are_kept_and_the_rest_delivered(collector, pg_url, tmp_
     spool(tmp_path, "a-good", frame(0))
     spool(tmp_path, "b-garbage", b"not a frame at all" * 20)
     spool(tmp_path, "c-wrong-token", frame(1, token="guess", job="job-Z"))
-    result = run_replay(collector.endpoint, tmp_path)
+    result = stacklens_replay(collector.endpoint, tmp_path)
     assert result.returncode == 1
     assert "replayed 1 frames" in result.stdout and "2 rejected, 0 left" in result.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -65,7 +53,7 @@ def test_rejected_frames_are_kept_and_the_rest_delivered(collector, pg_url, tmp_
 
 def test_collector_down_keeps_the_spool(tmp_path):
     path = spool(tmp_path, "s0", frame(0))
-    result = run_replay(f"127.0.0.1:{free_port()}", tmp_path)
+    result = stacklens_replay(f"127.0.0.1:{free_port()}", tmp_path)
     assert result.returncode == 1
     assert "replayed 0 frames" in result.stdout and "1 left" in result.stdout
     assert path.read_bytes() == frame(0)

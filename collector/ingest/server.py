@@ -41,13 +41,6 @@ def _is_loopback(peername) -> bool:
         return False
 
 
-def encode_acks(statuses: np.ndarray | int, seqs: np.ndarray) -> bytes:
-    """Acknowledgements for many frames in one buffer."""
-    acks = np.zeros(len(seqs), dtype=wire.ACK_DTYPE)
-    acks["magic"], acks["status"], acks["seq"] = wire.ACK_MAGIC, statuses, seqs
-    return acks.tobytes()
-
-
 @dataclass
 class IngestStats:
     """Counters of the ingest server (exported on /metrics)."""
@@ -196,7 +189,7 @@ class _Connection(asyncio.Protocol):
                 break
             self._inflight.popleft()
             if stored is None:  # a reject found by the scan
-                out.append(encode_acks(status, seqs))
+                out.append(wire.encode_acks(status, seqs))
                 close = True
                 continue
             if stored.cancelled() or stored.exception() is not None:
@@ -208,14 +201,14 @@ class _Connection(asyncio.Protocol):
                 return
             refused = stored.result()
             if not refused:
-                out.append(encode_acks(status, seqs))
+                out.append(wire.encode_acks(status, seqs))
                 continue
             # The database refused a frame: ack the ones before it, reject it, close.
             first = min(refused)
             statuses = np.zeros(first + 1, dtype=np.uint16)
             statuses[first] = refused[first].status
             self.server.reject(self.peer, refused[first].status, refused[first].reason)
-            out.append(encode_acks(statuses, seqs[: first + 1]))
+            out.append(wire.encode_acks(statuses, seqs[: first + 1]))
             close = True
         if self.transport is None or self.transport.is_closing():
             return

@@ -220,11 +220,6 @@ class FrameWriter:
             await conn.close()
 
     @property
-    def queue_depth(self) -> int:
-        """Frames waiting for the batch loop."""
-        return self.backlog
-
-    @property
     def full(self) -> bool:
         """Whether senders should pause until `when_room` calls them back."""
         return self.backlog >= self.max_backlog

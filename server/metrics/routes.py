@@ -57,8 +57,8 @@ class CollectorMetrics:
         yield rows
         yield GaugeMetricFamily(
             "stacklens_store_queue_depth",
-            "Submissions (frames or HTTP batches) waiting for the writer",
-            value=self.service.writer.queue_depth,
+            "Frames waiting for the writer (reading pauses at its bound)",
+            value=self.service.writer.backlog,
         )
 
 

@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
+import time
 
 from stacklens.paths import EXAMPLES_DIR, HOOKS_DIR
 from tests.conftest import mpi_env, query
@@ -178,14 +178,16 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
-def replay(collector, spool_dir) -> subprocess.CompletedProcess:
-    """`stacklens replay SPOOL_DIR` against `collector`, as an administrator runs it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
-    env.update(STACKLENS_COLLECTOR=collector.endpoint, STACKLENS_INGEST_TOKEN="secret")
-    return subprocess.run(
-        [sys.executable, "-m", "stacklens.cli", "replay", str(spool_dir)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def rank_pids(proc: subprocess.Popen, directory, ranks: int, timeout: float = 60) -> list[int]:
+    """The pids the ranks of a test program wrote to directory/pid.<rank> once ready
+    (waits for them; fails if the job ends first)."""
+    pids = []
+    deadline = time.monotonic() + timeout
+    for r in range(ranks):
+        path = directory / f"pid.{r}"
+        while not path.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "ranks did not get ready"
+            time.sleep(0.05)
+        pids.append(int(path.read_text()))
+    return pids

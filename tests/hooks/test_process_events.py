@@ -15,12 +15,11 @@ import contextlib
 import os
 import signal
 import sys
-import time
 import uuid
 
 import pytest
 
-from tests.conftest import query
+from tests.conftest import query, stacklens_replay
 from tests.hooks import jobs
 
 MPIS = ["openmpi", "mpich"]
@@ -125,15 +124,7 @@ def test_sigterm_flushes_the_last_interval(collector, pg_url, mpi, target, tmp_p
     env = jobs.job_env(collector, mpi, job, interval_ms=3_600_000, STACKLENS_SPOOL_DIR=str(spool))
     proc = jobs.start(jobs.mpirun(mpi, 2, [jobs.program(mpi, "sigterm"), str(tmp_path)]), env)
     try:
-        pids = []
-        deadline = time.monotonic() + 60
-        for r in range(2):
-            path = tmp_path / f"pid.{r}"
-            while not path.exists():
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "ranks did not get ready"
-                time.sleep(0.05)
-            pids.append(int(path.read_text()))
+        pids = jobs.rank_pids(proc, tmp_path, 2)
         signalled = {
             "ranks": pids,
             "job": jobs.process_tree(proc.pid),
@@ -153,7 +144,7 @@ def test_sigterm_flushes_the_last_interval(collector, pg_url, mpi, target, tmp_p
     spooled = sorted(p.name for p in spool.glob("*.slf"))
     if (mpi, target) == ("openmpi", "ranks"):
         assert spooled == []  # delivered live, every spool file deleted on its ack
-    replayed = jobs.replay(collector, spool)
+    replayed = stacklens_replay(collector.endpoint, spool)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert f"replayed {len(spooled)} frames" in replayed.stdout
     assert list(spool.glob("*.slf")) == []
@@ -190,14 +181,8 @@ def test_stacklens_run_delivers_what_killed_ranks_spooled(collector, pg_url, tmp
     argv = jobs.mpirun("mpich", 2, [jobs.program("mpich", "sigterm"), str(tmp_path)])
     proc = jobs.start([sys.executable, "-m", "stacklens.cli", "run", "--", *argv], env)
     try:
-        deadline = time.monotonic() + 60
-        for r in range(2):
-            path = tmp_path / f"pid.{r}"
-            while not path.exists():
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "ranks did not get ready"
-                time.sleep(0.05)
-            os.kill(int(path.read_text()), signal.SIGTERM)
+        for pid in jobs.rank_pids(proc, tmp_path, 2):
+            os.kill(pid, signal.SIGTERM)
         result = jobs.finish(proc, timeout=60)
     finally:
         jobs.kill_group(proc)
