@@ -28,6 +28,11 @@
  * the remaining ranks as soon as one dies of a signal), and what is in the
  * spool survives it; a live acknowledgement then deletes the files as usual.
  *
+ * If the program's threads all end without exit() (main returned through
+ * pthread_exit), the sender finds itself the last thread (checked every
+ * SL_ALONE_CHECK_NS), delivers the final frame and ends, and with it the
+ * process, as it would have ended without stacklens (see last_thread).
+ *
  * Warnings go to stderr at most once per kind and rank: collector
  * unreachable or connection lost, queue overflow, each reject status.
  */
@@ -35,6 +40,7 @@
 #include "sender.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -50,6 +56,7 @@
 #include "fdtable.h"
 #include "frame.h"
 #include "ibport.h"
+#include "posix.h"
 #include "spool.h"
 
 #define SL_QUEUE_MAX_FRAMES   64                /* unacknowledged frames kept in memory */
@@ -60,6 +67,7 @@
 #define SL_FINAL_MAX_LOSSES   3                 /* final flush: lost connections before giving up */
 #define SL_JOIN_SLACK_MS      2000u             /* join wait beyond the finalize timeout */
 #define SL_NS_PER_MS          1000000ull
+#define SL_ALONE_CHECK_NS     250000000ull      /* how often the sender asks if it is the last thread */
 #define SL_FINAL_BY_STOP      1                 /* final_requested: by sl_sender_stop() */
 #define SL_FINAL_BY_SIGNAL    2                 /* by the SIGTERM handler: spool first */
 
@@ -397,6 +405,46 @@ static int poll_timeout_ms(uint64_t now, uint64_t deadline)
     return ms > 60000 ? 60000 : (int)ms;
 }
 
+/* Live threads of this process, or -1 if unknown: field 20 of /proc/self/stat
+ * less the main thread if it has ended (field 3, the state of the thread
+ * group leader, is Z while the other threads live on). */
+static long live_threads(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    if (p == NULL || p[1] != ' ')
+        return -1;
+    int main_ended = p[2] == 'Z';
+    for (int field = 2; p != NULL && field < 20; field++)
+        p = strchr(p + 1, ' ');
+    return p != NULL ? strtol(p + 1, NULL, 10) - main_ended : -1;
+}
+
+/*
+ * True once the sender is the last thread of the process: the program's
+ * threads have all ended without exit() (the main thread returned through
+ * pthread_exit). Without stacklens the process would have ended with status
+ * 0 when its last thread did, so the sender takes its part: it marks itself
+ * stopped (the destructors then run on it and must not join it), delivers
+ * the final frame and returns, and glibc ends the process as for any last
+ * thread (exit(0): atexit handlers and destructors).
+ */
+static int last_thread(void)
+{
+    int running = 1;
+    return live_threads() == 1
+           && __atomic_compare_exchange_n(&S.running, &running, 0, 0, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_ACQUIRE);
+}
+
 /* Body of the sender thread: the loop described at the top of this file. */
 static void *sender_main(void *arg)
 {
@@ -408,9 +456,15 @@ static void *sender_main(void *arg)
     uint64_t interval = (uint64_t)S.cfg->interval_ms * SL_NS_PER_MS;
     uint64_t next_tick = sl_mono_ns() + interval;
     uint64_t final_deadline = 0;
+    uint64_t next_alone_check = sl_mono_ns() + SL_ALONE_CHECK_NS;
 
     for (;;) {
         uint64_t now = sl_mono_ns();
+        if (!S.final_phase && now >= next_alone_check) {
+            next_alone_check = now + SL_ALONE_CHECK_NS;
+            if (last_thread())
+                __atomic_store_n(&S.final_requested, SL_FINAL_BY_STOP, __ATOMIC_RELEASE);
+        }
         if (!S.final_phase && __atomic_load_n(&S.final_requested, __ATOMIC_ACQUIRE)) {
             queue_new_frame(SL_FRAME_FINAL);
             S.final_phase = 1;
@@ -431,6 +485,8 @@ static void *sender_main(void *arg)
             frames_write(now);
 
         uint64_t deadline = S.final_phase ? final_deadline : next_tick;
+        if (!S.final_phase && next_alone_check < deadline)
+            deadline = next_alone_check;
         if (S.sock < 0 && S.qn > 0 && S.next_retry < deadline)
             deadline = S.next_retry;
         if (S.connecting && S.connect_deadline < deadline)
@@ -539,7 +595,7 @@ int sl_sender_start(const sl_config *cfg, const sl_identity *id)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&S.thread, NULL, sender_main, NULL);
+    int rc = sl_own_thread_create(&S.thread, sender_main);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         sl_warn("rank %d: cannot start the sender thread: %s; stacklens is off",

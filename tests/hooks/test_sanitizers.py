@@ -1,6 +1,7 @@
 """The library built with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/, `make -C
-mpi_pmpi_hooks asan`) under the surface and point-to-point programs: the results stay exact
-and no sanitizer report has a stacklens frame in it.
+mpi_pmpi_hooks asan`) under the surface and point-to-point programs, and under the
+standalone I/O semantics program (direct calls, a main thread ending with pthread_exit):
+the results stay exact and no sanitizer report has a stacklens frame in it.
 
 libasan must come first in LD_PRELOAD; reports from the MPI runtime itself (whose own code
 is not instrumented, but whose allocations are) are told apart by their stack frames.
@@ -91,3 +92,19 @@ def test_surface_and_p2p_clean_under_sanitizers(collector, pg_url, tmp_path):
     check_surface(pg_url, surface_job, tmp_path)
     sent, _ = jobs.p2p(pg_url, p2p_job)
     assert sent == p2p_pattern(RANKS)
+
+
+def test_standalone_io_semantics_clean_under_sanitizers(collector, pg_url, tmp_path):
+    from tests.hooks.test_standalone_io import CALLS, io_totals, semantics
+
+    job = f"asan-io-{uuid.uuid4().hex[:8]}"
+    env = sanitizer_env(collector, job)
+    calls = semantics(["calls", str(tmp_path)], env)
+    pexit = semantics(["pexit", str(tmp_path)], env)
+    for result in (calls, pexit):
+        assert result.returncode == 0, result.stderr
+        ours = [r for r in reports(result.stderr) if OURS.search(r)]
+        assert ours == [], "\n\n".join(ours)
+    assert calls.stdout == CALLS
+    assert io_totals(pg_url, job, tmp_path / "sem.bin") == (2, 6, 6, 4453, 4230)
+    assert io_totals(pg_url, job, tmp_path / "pexit.bin") == (1, 0, 7, 0, 7 * 4096)

@@ -6,6 +6,11 @@
   still arrive exactly.
 * Per-thread I/O counter rows: more threads than counter blocks, in waves that hand their
   blocks on, writing and reading one file: the totals are exact.
+* Direct calls (mpi_pmpi_hooks/src/posix.c): the tracked read/write family of a
+  single-threaded program gives libc's results and errno; an interposer preloaded after
+  stacklens still sees every call; a cancellation request is honoured at those calls.
+* A program whose main thread ends with pthread_exit ends when its last thread does, and
+  its counts arrive (the sender thread does not keep it alive).
 """
 
 from __future__ import annotations
@@ -106,3 +111,73 @@ def test_io_counts_exact_with_more_threads_than_counter_blocks(
     assert io_totals(pg_url, job, tmp_path / "threads.bin") == (
         1, records, records, nbytes, nbytes,
     )  # fmt: skip
+
+
+def semantics(argv: list[str], env: dict | None) -> subprocess.CompletedProcess:
+    """Runs the io_semantics test program (mpi_pmpi_hooks/tests/io_semantics.c)."""
+    return subprocess.run(
+        [jobs.program("openmpi", "io_semantics"), *argv],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+#: What the `calls` mode prints: call, result, errno (see io_semantics.c).
+CALLS = """write 4093 0
+pwrite 100 0
+writev 30 0
+write -1 EFAULT
+pread 50 0
+pread -1 EINVAL
+lseek 0 0
+read 4096 0
+readv 300 0
+pwrite64 7 0
+pread64 7 0
+lseek 9007 0
+read 0 0
+write -1 EBADF
+"""
+
+
+def test_tracked_calls_give_libc_results_and_errno(collector, pg_url, hook_library, tmp_path):
+    job = f"calls-{uuid.uuid4().hex[:8]}"
+    plain = semantics(["calls", str(tmp_path)], None)
+    assert (plain.returncode, plain.stdout) == (0, CALLS), plain.stderr
+    traced = semantics(["calls", str(tmp_path)], env(collector, hook_library, job))
+    assert (traced.returncode, traced.stdout) == (0, CALLS), traced.stderr
+    assert jobs.library_warnings(traced.stderr) == []
+    # Failed calls count as calls with 0 bytes.
+    assert io_totals(pg_url, job, tmp_path / "sem.bin") == (2, 6, 6, 4453, 4230)
+
+
+def test_an_interposer_preloaded_after_stacklens_sees_every_write(
+    collector, pg_url, hook_library, tmp_path
+):
+    job = f"nextwrite-{uuid.uuid4().hex[:8]}"
+    next_write = Path(jobs.program("openmpi", "libnext_write.so"))
+    run_env = env(collector, hook_library, job)
+    run_env["LD_PRELOAD"] = f"{hook_library}:{next_write}"
+    result = semantics(["writes", str(tmp_path), "25"], run_env)
+    assert result.returncode == 0, result.stderr
+    assert "next_write: 25" in result.stderr.splitlines()
+    assert io_totals(pg_url, job, tmp_path / "next.bin") == (1, 0, 25, 0, 25 * 4093)
+
+
+def test_cancellation_requests_act_at_tracked_writes(collector, hook_library, tmp_path):
+    run_env = env(collector, hook_library, f"cancel-{uuid.uuid4().hex[:8]}")
+    # The only thread cancels itself: its next write is where the cleanup handler runs.
+    own = semantics(["selfcancel", str(tmp_path)], run_env)
+    assert own.returncode == 42, own.stderr
+    # Another thread writing in a loop with no other cancellation point is cancelled.
+    other = semantics(["cancelwriter", str(tmp_path)], run_env)
+    assert (other.returncode, other.stdout) == (0, "canceled\n"), other.stderr
+
+
+def test_program_ending_main_with_pthread_exit_ends_and_reports(
+    collector, pg_url, hook_library, tmp_path
+):
+    job = f"pexit-{uuid.uuid4().hex[:8]}"
+    result = semantics(["pexit", str(tmp_path)], env(collector, hook_library, job))
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    assert io_totals(pg_url, job, tmp_path / "pexit.bin") == (1, 0, 7, 0, 7 * 4096)
