@@ -170,6 +170,16 @@ void sl_io_dup(int oldfd, int newfd)
     __atomic_store_n(&sl_io_fd_map[SL_IO_POSIX][newfd], e, __ATOMIC_RELAXED);
 }
 
+void sl_io_forget(unsigned first, unsigned last)
+{
+    if (sl_tls_fdtable_private)
+        return;
+    unsigned end = last < SL_MAX_FD - 1 ? last : SL_MAX_FD - 1;
+    for (int layer = SL_IO_POSIX; layer <= SL_IO_STDIO; layer++)
+        for (unsigned fd = first; sl_io_fd_map[layer] != NULL && fd <= end; fd++)
+            __atomic_store_n(&sl_io_fd_map[layer][fd], 0, __ATOMIC_RELAXED);
+}
+
 /* The I/O rows of each counter block, mapped at its first claim (atomic pointers). */
 static uint64_t *block_rows[SL_THREAD_BLOCKS];
 

@@ -71,8 +71,12 @@ void sl_io_opened(int layer, int fd, uint64_t ticks);
 /* fd was closed at layer: counts the meta time and forgets the mapping. */
 void sl_io_closed(int layer, int fd, uint64_t ticks);
 
-/* newfd now refers to what oldfd refers to (dup, dup2, dup3). */
+/* newfd now refers to what oldfd refers to (dup, dup2, dup3, fcntl F_DUPFD). */
 void sl_io_dup(int oldfd, int newfd);
+
+/* Descriptors first..last were closed behind the wrappers' backs (close_range,
+ * closefrom): both layers forget them. */
+void sl_io_forget(unsigned first, unsigned last);
 
 /* Entry of fd at layer, or -1 if the descriptor is not a tracked file. */
 static inline int sl_io_entry(int layer, int fd)

@@ -2,7 +2,9 @@
  * posix.c — the POSIX I/O wrappers: open open64 openat openat64 creat
  * creat64 close read write pread pwrite pread64 pwrite64 readv writev lseek
  * lseek64 fsync fdatasync, counted per file at layer 1 (see io.h); dup
- * dup2 dup3, which carry a descriptor's file to its copy; pthread_create,
+ * dup2 dup3 and fcntl's F_DUPFD, which carry a descriptor's file to its
+ * copy; close_range and closefrom, after which the closed numbers are no
+ * file's (a pipe or socket may get them next); pthread_create,
  * which marks threads created from inside an MPI call (the MPI runtime's
  * progress threads) so that their I/O is not the application's; and
  * pthread_cancel (see "Direct calls" below).
@@ -39,6 +41,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <linux/close_range.h>
 #include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -398,6 +401,59 @@ SL_EXPORT int dup3(int fd, int fd2, int flags)
     if (rc >= 0)
         sl_io_dup(fd, rc);
     return rc;
+}
+
+/* The descriptor fcntl(fd, cmd, arg) returned (rc) is a copy of fd (F_DUPFD*). */
+static void fcntl_done(int fd, int cmd, int rc)
+{
+    if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+        sl_io_dup(fd, rc);
+}
+
+/* fcntl(2): the argument, if cmd takes one, is an int or a pointer; either is
+ * passed on in one register-sized slot, as glibc's own fcntl reads it. */
+SL_EXPORT int fcntl(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    SL_NEXT(fcntl);
+    int rc = real_fcntl(fd, cmd, arg);
+    fcntl_done(fd, cmd, rc);
+    return rc;
+}
+
+/* fcntl64(2): fcntl for programs built with 64-bit file offsets. */
+SL_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    SL_NEXT(fcntl64);
+    int rc = real_fcntl64(fd, cmd, arg);
+    fcntl_done(fd, cmd, rc);
+    return rc;
+}
+
+/* close_range(2): the closed numbers are forgotten (no time is counted). */
+SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+    SL_NEXT(close_range);
+    int rc = real_close_range(first, last, flags);
+    if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC))
+        sl_io_forget(first, last);
+    return rc;
+}
+
+/* closefrom(3). */
+SL_EXPORT void closefrom(int first)
+{
+    SL_NEXT(closefrom);
+    real_closefrom(first);
+    if (first >= 0)
+        sl_io_forget((unsigned)first, ~0u);
 }
 
 /* A thread start routine and its argument, for runtime-thread marking. */

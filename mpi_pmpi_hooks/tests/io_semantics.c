@@ -16,6 +16,15 @@
  *                EXPECTED per file: 2 opens, 6 writes of 4230 bytes (failed
  *                calls count, with 0 bytes), 6 reads of 4453 bytes.
  *   writes DIR N N writes of 4093 bytes to DIR/next.bin.
+ *   reuse DIR    descriptors copied and closed behind close(): DIR/stale.bin
+ *                gets write 10 B, fcntl F_DUPFD copy write 20 B, F_DUPFD_CLOEXEC
+ *                copy write 30 B; close_range closes it and a pipe takes its
+ *                number (40 B through the pipe); DIR/stale2.bin gets write
+ *                50 B, closefrom closes it and a pipe takes its number (60 B).
+ *                EXPECTED: stale.bin 1 open, 3 writes of 60 bytes, no reads;
+ *                stale2.bin 1 open, 1 write of 50 bytes, no reads (the pipes'
+ *                bytes are not file-system I/O). Status 3 if a pipe did not
+ *                get the closed number.
  *   selfcancel DIR  the (only) thread requests its own cancellation, then
  *                writes to DIR/cancel.bin: the write is a cancellation point,
  *                so the cleanup handler runs there and exits with status 42
@@ -102,6 +111,37 @@ static int writes(const char *dir, int n)
     return fd >= 0 ? close(fd) : 1;
 }
 
+/* A pipe whose read end takes the number fd, freed just before; n bytes through it. */
+static int pipe_over(int fd, int n)
+{
+    int p[2];
+    if (pipe(p) != 0 || p[0] != fd)
+        return 3;
+    int ok = write(p[1], buf, (size_t)n) == n && read(p[0], buf, (size_t)n) == n;
+    close(p[0]);
+    close(p[1]);
+    return ok ? 0 : 1;
+}
+
+static int reuse(const char *dir)
+{
+    int fd = open_in(dir, "stale.bin", O_RDWR | O_CREAT | O_TRUNC);
+    int d1 = fcntl(fd, F_DUPFD, 100), d2 = fcntl(fd, F_DUPFD_CLOEXEC, 200);
+    if (fd < 0 || d1 < 100 || d2 < 200 || write(fd, buf, 10) != 10 || write(d1, buf, 20) != 20
+        || write(d2, buf, 30) != 30)
+        return 1;
+    close(d1);
+    close(d2);
+    if (close_range((unsigned)fd, (unsigned)fd, 0) != 0)
+        return 1;
+    int rc = pipe_over(fd, 40);
+    fd = open_in(dir, "stale2.bin", O_RDWR | O_CREAT | O_TRUNC);
+    if (rc != 0 || fd < 0 || write(fd, buf, 50) != 50)
+        return rc != 0 ? rc : 1;
+    closefrom(fd);
+    return pipe_over(fd, 60);
+}
+
 /* Cleanup handler of selfcancel: the cancellation acted. */
 static void cancelled(void *arg)
 {
@@ -184,6 +224,8 @@ int main(int argc, char **argv)
         return calls(dir);
     if (strcmp(mode, "writes") == 0 && argc == 4)
         return writes(dir, atoi(argv[3]));
+    if (strcmp(mode, "reuse") == 0)
+        return reuse(dir);
     if (strcmp(mode, "selfcancel") == 0)
         return selfcancel(dir);
     if (strcmp(mode, "cancelwriter") == 0)

@@ -9,6 +9,8 @@
 * Direct calls (mpi_pmpi_hooks/src/posix.c): the tracked read/write family of a
   single-threaded program gives libc's results and errno; an interposer preloaded after
   stacklens still sees every call; a cancellation request is honoured at those calls.
+* Copies made with fcntl(F_DUPFD) count as their file; numbers closed by close_range or
+  closefrom are no file's afterwards.
 * A program whose main thread ends with pthread_exit ends when its last thread does, and
   its counts arrive (the sender thread does not keep it alive).
 """
@@ -161,6 +163,18 @@ def test_an_interposer_preloaded_after_stacklens_sees_every_write(
     assert result.returncode == 0, result.stderr
     assert "next_write: 25" in result.stderr.splitlines()
     assert io_totals(pg_url, job, tmp_path / "next.bin") == (1, 0, 25, 0, 25 * 4093)
+
+
+def test_descriptors_copied_or_closed_behind_close_are_followed(
+    collector, pg_url, hook_library, tmp_path
+):
+    job = f"reuse-{uuid.uuid4().hex[:8]}"
+    result = semantics(["reuse", str(tmp_path)], env(collector, hook_library, job))
+    assert result.returncode == 0, result.stderr
+    # fcntl(F_DUPFD*) copies count as the file; after close_range/closefrom the pipe that
+    # takes the number is not the file.
+    assert io_totals(pg_url, job, tmp_path / "stale.bin") == (1, 0, 3, 0, 60)
+    assert io_totals(pg_url, job, tmp_path / "stale2.bin") == (1, 0, 1, 0, 50)
 
 
 def test_cancellation_requests_act_at_tracked_writes(collector, hook_library, tmp_path):
