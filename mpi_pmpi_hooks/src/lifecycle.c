@@ -23,7 +23,6 @@ static sl_identity identity;
 static pid_t started_pid;  /* the process that started the sender, 0 if none */
 static int launcher;       /* this process is an MPI launcher: nothing is done */
 static int standalone;     /* atomic: 0 not tried, 1 claimed (standalone or MPI) */
-static int term_armed;     /* our SIGTERM handler is installed */
 
 /* True if the program is an MPI launcher or daemon. */
 static int is_launcher(void)
@@ -72,13 +71,14 @@ __attribute__((constructor)) static void sl_at_load(void)
 }
 
 /*
- * SIGTERM handler (installed only where the application has none): the
- * sender thread delivers the last interval (async-signal-safe request and
- * bounded wait, see sl_sender_flush_from_signal), then the default action
- * is restored and the signal raised again, so the process still dies of
- * SIGTERM. In a forked child (no sender) it only re-raises.
+ * Handler of SIGTERM and, in MPI ranks, SIGINT (installed only where the
+ * application has none): the sender thread delivers the last interval
+ * (async-signal-safe request and bounded wait, see
+ * sl_sender_flush_from_signal), then the default action is restored and the
+ * signal raised again, so the process still dies of it. In a forked child
+ * (no sender) it only re-raises.
  */
-static void on_sigterm(int sig)
+static void on_term_signal(int sig)
 {
     int saved = errno;
     if (started_pid == getpid())
@@ -90,26 +90,41 @@ static void on_sigterm(int sig)
     errno = saved;
 }
 
-/* Installs on_sigterm if SIGTERM has its default action. */
-static void arm_sigterm(void)
+/*
+ * The signals whose last interval is flushed, and whether our handler is
+ * installed for each. SIGINT only in MPI ranks, whose runtime is up by then:
+ * a standalone program starts counting at its first file I/O, which may come
+ * before its runtime looks at SIGINT (CPython installs its KeyboardInterrupt
+ * handler only if SIGINT still has its default action, after it has read its
+ * encodings package from disk).
+ */
+static const int term_signals[] = { SIGTERM, SIGINT };
+static int term_armed[sizeof term_signals / sizeof term_signals[0]];
+
+/* Installs on_term_signal for the first n term_signals that have their default action. */
+static void arm_term_signals(size_t n)
 {
-    struct sigaction cur, sa = { .sa_handler = on_sigterm, .sa_flags = SA_RESTART };
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGTERM, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO)
-        || cur.sa_handler != SIG_DFL)
-        return; /* the application (or its runtime) handles SIGTERM itself */
-    term_armed = sigaction(SIGTERM, &sa, NULL) == 0;
+    for (size_t i = 0; i < n; i++) {
+        struct sigaction cur, sa = { .sa_handler = on_term_signal, .sa_flags = SA_RESTART };
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(term_signals[i], NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO)
+            || cur.sa_handler != SIG_DFL)
+            continue; /* the application (or its runtime) handles it itself */
+        term_armed[i] = sigaction(term_signals[i], &sa, NULL) == 0;
+    }
 }
 
-/* Restores SIGTERM's default action if our handler is still the installed one. */
-static void disarm_sigterm(void)
+/* Restores the default action where our handler is still the installed one. */
+static void disarm_term_signals(void)
 {
     struct sigaction cur, dfl = { .sa_handler = SIG_DFL };
     sigemptyset(&dfl.sa_mask);
-    if (term_armed && sigaction(SIGTERM, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO)
-        && cur.sa_handler == on_sigterm)
-        sigaction(SIGTERM, &dfl, NULL);
-    term_armed = 0;
+    for (size_t i = 0; i < sizeof term_signals / sizeof term_signals[0]; i++) {
+        if (term_armed[i] && sigaction(term_signals[i], NULL, &cur) == 0
+            && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == on_term_signal)
+            sigaction(term_signals[i], &dfl, NULL);
+        term_armed[i] = 0;
+    }
 }
 
 /* Starts timing PMPI_Init* with the thread marked inside MPI. */
@@ -150,7 +165,7 @@ void sl_init_end(sl_call *call, int op, int rc)
         return;
     }
     started_pid = getpid();
-    arm_sigterm();
+    arm_term_signals(2); /* SIGTERM and SIGINT */
     __atomic_store_n(&sl_core.ready, 1, __ATOMIC_RELEASE);
     sl_tls_in_call = 0;
 }
@@ -171,7 +186,7 @@ void sl_standalone_start(void)
     if (sl_core.peers != NULL && sl_core.rma != NULL
         && sl_sender_start(&config, &identity) == 0) {
         started_pid = getpid();
-        arm_sigterm();
+        arm_term_signals(1); /* SIGTERM only (see term_signals) */
     }
     sl_tls_in_call = saved;
 }
@@ -184,7 +199,7 @@ static int stop_counting(void)
 {
     if (started_pid == 0 || started_pid != getpid())
         return 0; /* never started, already stopped, or a forked child */
-    disarm_sigterm();
+    disarm_term_signals();
     started_pid = 0;
     __atomic_store_n(&sl_core.ready, 0, __ATOMIC_RELEASE);
     return sl_sender_stop();

@@ -12,10 +12,11 @@
  * id is "<job id>.<pid>" when a job id is set in the environment (many such
  * processes may share it), else "<host>-<pid>-<time>"; it streams its I/O.
  * A forked child stops counting (its parent's sender thread is not in it).
- * SIGTERM, when SIGTERM has its default action once counting starts, first
- * lets the sender thread spool and then deliver the last interval (the
- * handler only makes async-signal-safe calls and waits at most
- * STACKLENS_FINALIZE_TIMEOUT_MS plus a slack), then takes the default action.
+ * SIGTERM (and SIGINT in an MPI rank), when it has its default action once
+ * counting starts, first lets the sender thread spool and then deliver the
+ * last interval (the handler only makes async-signal-safe calls and waits at
+ * most STACKLENS_FINALIZE_TIMEOUT_MS plus a slack), then takes the default
+ * action.
  */
 #ifndef SL_LIFECYCLE_H
 #define SL_LIFECYCLE_H

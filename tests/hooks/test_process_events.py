@@ -4,9 +4,9 @@
   threads in 3 waves (more threads than per-thread counter blocks).
 * fork: children that _exit, exec or exit() neither add counts nor corrupt or duplicate
   the parent's frames, and nothing hangs.
-* SIGTERM: with an interval far longer than the job, the counts still arrive, because the
-  library's SIGTERM handler has the sender deliver the last interval before the default
-  action kills the rank.
+* SIGTERM (and SIGINT, to the ranks): with an interval far longer than the job, the counts
+  still arrive, because the library's handler has the sender deliver the last interval
+  before the default action kills the rank.
 """
 
 from __future__ import annotations
@@ -98,16 +98,22 @@ def test_fork_children_do_not_disturb_the_parent(collector, pg_url, mpi, tmp_pat
     assert [(r, n == top) for r, n, top in frames] == [(0, True), (1, True)]
 
 
-#: Who gets SIGTERM: every rank at once; the whole job at once, launcher and its daemons
+#: Who gets the signal: every rank at once; the whole job at once, launcher and its daemons
 #: too (what a batch scheduler does: Slurm's scancel signals every process of the job);
 #: only the launcher, which forwards it to the ranks (a user stopping mpirun/mpiexec).
-TERM_TARGETS = ["ranks", "job", "launcher"]
+#: SIGINT (Ctrl-C) reaches ranks that way under MPICH, whose Hydra forwards it.
+TERM_CASES = [
+    ("ranks", signal.SIGTERM),
+    ("job", signal.SIGTERM),
+    ("launcher", signal.SIGTERM),
+    ("ranks", signal.SIGINT),
+]
 
 
-@pytest.mark.parametrize("target", TERM_TARGETS)
+@pytest.mark.parametrize(("target", "signum"), TERM_CASES)
 @pytest.mark.parametrize("mpi", MPIS)
-def test_sigterm_flushes_the_last_interval(collector, pg_url, mpi, target, tmp_path):
-    """The last interval of a SIGTERMed job arrives exactly once.
+def test_sigterm_flushes_the_last_interval(collector, pg_url, mpi, target, signum, tmp_path):
+    """The last interval of a job killed by SIGTERM (or SIGINT) arrives exactly once.
 
     A launcher may SIGKILL the ranks that are still flushing as soon as one rank dies of
     the signal: MPICH's Hydra proxy always does (auto-cleanup or not), Open MPI's mpirun
@@ -119,7 +125,7 @@ def test_sigterm_flushes_the_last_interval(collector, pg_url, mpi, target, tmp_p
     are signalled directly does every rank get time to finish: mpirun gives the survivors
     of an abnormal death SIGCONT, then SIGTERM and SIGKILL a second apart each.
     """
-    job = f"term-{mpi}-{target}-{uuid.uuid4().hex[:8]}"
+    job = f"term-{mpi}-{target}-{signum.name}-{uuid.uuid4().hex[:8]}"
     spool = tmp_path / "spool"
     env = jobs.job_env(collector, mpi, job, interval_ms=3_600_000, STACKLENS_SPOOL_DIR=str(spool))
     proc = jobs.start(jobs.mpirun(mpi, 2, [jobs.program(mpi, "sigterm"), str(tmp_path)]), env)
@@ -132,7 +138,7 @@ def test_sigterm_flushes_the_last_interval(collector, pg_url, mpi, target, tmp_p
         }[target]
         for pid in signalled:
             with contextlib.suppress(ProcessLookupError):  # a short-lived helper is gone
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signum)
         result = jobs.finish(proc, timeout=30)
     finally:
         jobs.kill_group(proc)
