@@ -98,10 +98,12 @@ class CollectorService:
 class BackgroundCollector:
     """A CollectorService on its own event-loop thread (tests, benchmarks, embedding)."""
 
-    def __init__(self, url: str, token: str = "", max_body: int = 1 << 20):
+    def __init__(
+        self, url: str, token: str = "", max_body: int = 1 << 20, listen: str = "127.0.0.1:0"
+    ):
         # Rollups run on demand here (roll_up_once), not on a timer that races with callers.
         self.settings = Settings(
-            collector="127.0.0.1:0",
+            collector=listen,
             ingest_token=token,
             max_frame_bytes=max_body,
             rollup_interval_s=24 * 3600.0,
@@ -123,7 +125,7 @@ class BackgroundCollector:
 
     @property
     def address(self) -> tuple[str, int]:
-        """(host, port) the collector listens on."""
+        """(host, port) to reach the collector from this machine (its loopback address)."""
         return "127.0.0.1", self.service.port
 
     @property

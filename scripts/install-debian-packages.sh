@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages stacklens needs, only those missing (idempotent).
 # MPI (Open MPI + MPICH), the InfiniBand management stack and simulator, Chromium for the
-# browser tests, and the toolchain. Runs apt-get update only when something is missing.
+# browser tests, iproute2 for the tests' network namespaces, and the toolchain. Runs
+# apt-get update only when something is missing.
 set -euo pipefail
 
 packages=(
@@ -10,6 +11,7 @@ packages=(
   ibsim-utils opensm infiniband-diags rdma-core libumad2sim0
   libibumad-dev libibmad-dev libibnetdisc-dev
   chromium chromium-driver
+  iproute2
 )
 
 missing=()

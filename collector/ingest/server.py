@@ -33,10 +33,11 @@ _BODY_LEN = struct.Struct("<I")  # the header's body_len field, at byte 8
 _BODY_LEN_OFFSET = wire.HEADER_DTYPE.fields["body_len"][1]
 
 
-def _is_loopback(peername) -> bool:
-    """Whether a socket peer address is on the loopback interface."""
+def accepted_without_token(host: str | None) -> bool:
+    """Whether a sender at `host` (a peer IP address) is accepted when no ingest token is
+    configured: only on the loopback interface. Used by the TCP and the HTTP ingest."""
     try:
-        return bool(peername) and ipaddress.ip_address(peername[0]).is_loopback
+        return host is not None and ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 
@@ -125,7 +126,7 @@ class _Connection(asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         self.server.stats.connections += 1
-        if not self.server.token and not _is_loopback(peername):
+        if not self.server.token and not accepted_without_token(peername and peername[0]):
             reason = "no ingest token configured: only loopback senders are accepted"
             self.server.reject(self.peer, wire.Status.BAD_TOKEN, reason)
             transport.write(wire.encode_ack(wire.Status.BAD_TOKEN, 0))

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, HTTPException, Request
 
 from collector import codec
+from collector.ingest.server import accepted_without_token
 from server.ingest.schemas import IngestResult, JsonBatch, JsonFrame
 from stacklens import wire
 
@@ -59,13 +60,18 @@ async def ingest_frames(
 ) -> IngestResult:
     """Validate every frame of the batch, then store them all; answer after COMMIT.
 
-    Authorization: `Bearer <STACKLENS_INGEST_TOKEN>`. A batch with any invalid frame is
-    rejected whole (422, with each reason) and stores nothing; resent frames are stored once.
+    Authorization: `Bearer <STACKLENS_INGEST_TOKEN>`; with no token configured, only
+    clients on the loopback interface are accepted (403 otherwise). A batch with any invalid
+    frame is rejected whole (422, with each reason) and stores nothing; resent frames are
+    stored once.
     """
     collector = request.app.state.collector
     if collector is None:
         raise HTTPException(503, "this server runs no collector")
     ingest = collector.ingest
+    if not ingest.token and not accepted_without_token(request.client and request.client.host):
+        ingest.stats.rejected["bad_token"] += 1
+        raise HTTPException(403, "no ingest token configured: only loopback senders are accepted")
     token = (authorization or "").removeprefix("Bearer ").strip()
     if not hmac.compare_digest(token.encode(), ingest.token.encode()):
         ingest.stats.rejected["bad_token"] += 1
