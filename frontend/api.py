@@ -29,7 +29,7 @@ class Job:
     world_size: int
     command: str
     user: str
-    status: str  # "running" | "finished"
+    status: str  # "running" | "finished" | "killed" (a rank ended by a signal)
     started_ns: int
     last_seen_ns: int
     ranks_seen: int

@@ -35,7 +35,11 @@ class Job(Base):
     world_size: Mapped[int] = mapped_column(Integer)
     command: Mapped[str | None] = mapped_column(Text)
     user: Mapped[str | None] = mapped_column(Text, doc="$USER of the ranks (or uid:<n>)")
-    status: Mapped[str] = mapped_column(Text, doc="running | finished")
+    status: Mapped[str] = mapped_column(
+        Text,
+        doc="running | finished (every rank sent its final frame) | killed (a rank's final "
+        "frame says it ended by a signal: SIGTERM, SIGINT)",
+    )
     started_ns: Mapped[int] = mapped_column(BigInteger, doc="earliest interval start seen")
     last_seen_ns: Mapped[int] = mapped_column(BigInteger, doc="latest interval end seen")
     finished_ns: Mapped[int | None] = mapped_column(BigInteger)
@@ -55,6 +59,9 @@ class Rank(Base):
     first_seen_ns: Mapped[int] = mapped_column(BigInteger)
     last_seen_ns: Mapped[int] = mapped_column(BigInteger)
     finished: Mapped[bool] = mapped_column(Boolean, default=False)
+    killed: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default="false", doc="its final frame: ended by a signal"
+    )
     keys_dropped: Mapped[int] = mapped_column(BigInteger, default=0, doc="folded into overflow")
     frames_dropped: Mapped[int] = mapped_column(BigInteger, default=0, doc="lost by the sender")
     frames_spooled: Mapped[int] = mapped_column(BigInteger, default=0, doc="went via the spool")

@@ -122,7 +122,12 @@ class FrameType(enum.IntEnum):
     """Kinds of frames a rank sends."""
 
     DATA = 1
-    FINAL = 2
+    FINAL = 2  # the last frame of a rank that ended normally (MPI_Finalize, exit)
+    KILLED = 3  # the last frame of a rank ended by a signal (SIGTERM, SIGINT)
+
+
+#: Frame types that end a rank.
+FINAL_TYPES = (FrameType.FINAL, FrameType.KILLED)
 
 
 class FrameError(Exception):
@@ -192,7 +197,7 @@ def decode_header(raw: bytes, max_body: int) -> Header:
         raise FrameError(Status.BAD_MAGIC, f"bad magic 0x{h['magic']:08x}")
     if h["version"] != VERSION:
         raise FrameError(Status.BAD_VERSION, f"unsupported wire version {h['version']}")
-    if h["frame_type"] not in (FrameType.DATA, FrameType.FINAL):
+    if h["frame_type"] not in (FrameType.DATA, *FINAL_TYPES):
         raise FrameError(Status.BAD_BODY, f"unknown frame type {h['frame_type']}")
     if h["body_len"] > max_body:
         raise FrameError(

@@ -125,7 +125,8 @@ static int check_header(const sl_frame_header *h, const sl_limits *lim, sl_scan_
         return fail(err, SL_STATUS_bad_magic, "bad magic 0x%08x", h->magic);
     if (h->version != SL_WIRE_VERSION)
         return fail(err, SL_STATUS_bad_version, "unsupported wire version %u", h->version);
-    if (h->frame_type != SL_FRAME_INTERVAL && h->frame_type != SL_FRAME_FINAL)
+    if (h->frame_type != SL_FRAME_INTERVAL && h->frame_type != SL_FRAME_FINAL
+        && h->frame_type != SL_FRAME_KILLED)
         return fail(err, SL_STATUS_bad_body, "unknown frame type %u", h->frame_type);
     if (h->body_len > lim->max_body)
         return fail(err, SL_STATUS_bad_length, "body of %u bytes exceeds the cap of %llu",

@@ -30,7 +30,7 @@ from collector.store.rollups import MARK_DIRTY, MINUTE_NS
 from collector.store.tables import DELTA_TABLES, INTERVAL_COLUMNS, DeltaTable
 from stacklens import wire
 from stacklens.mpi_ops import op_names
-from stacklens.wire import FrameError, FrameType, Status
+from stacklens.wire import FINAL_TYPES, FrameError, FrameType, Status
 
 log = logging.getLogger(__name__)
 
@@ -74,22 +74,30 @@ RETURNING job_id, world_rank, seq
 
 _UPSERT_RANKS = """
 INSERT INTO ranks (job_id, world_rank, host, pid, first_seen_ns, last_seen_ns, finished,
-                   keys_dropped, frames_dropped, frames_spooled)
+                   killed, keys_dropped, frames_dropped, frames_spooled)
 SELECT * FROM unnest(%b::bigint[], %b::int[], %b::text[], %b::int[], %b::bigint[],
-                     %b::bigint[], %b::bool[], %b::bigint[], %b::bigint[], %b::bigint[])
+                     %b::bigint[], %b::bool[], %b::bool[], %b::bigint[], %b::bigint[],
+                     %b::bigint[])
 ON CONFLICT (job_id, world_rank) DO UPDATE SET
     first_seen_ns = LEAST(ranks.first_seen_ns, EXCLUDED.first_seen_ns),
     last_seen_ns = GREATEST(ranks.last_seen_ns, EXCLUDED.last_seen_ns),
     finished = ranks.finished OR EXCLUDED.finished,
+    killed = ranks.killed OR EXCLUDED.killed,
     keys_dropped = ranks.keys_dropped + EXCLUDED.keys_dropped,
     frames_dropped = ranks.frames_dropped + EXCLUDED.frames_dropped,
     frames_spooled = ranks.frames_spooled + EXCLUDED.frames_spooled
 """
 
+# A job ends 'killed' as soon as one rank's final frame says it ended by a signal (the
+# others may never report: a launcher SIGKILLs them), else 'finished' once every rank has
+# sent its final frame.
 _FINISH_JOBS = """
-UPDATE jobs SET status = 'finished', finished_ns = jobs.last_seen_ns
-WHERE jobs.id = ANY(%b::bigint[]) AND jobs.status <> 'finished'
-  AND (SELECT count(*) FROM ranks r WHERE r.job_id = jobs.id AND r.finished) >= jobs.world_size
+UPDATE jobs SET status = ended.status, finished_ns = jobs.last_seen_ns
+FROM (SELECT r.job_id, CASE WHEN bool_or(r.killed) THEN 'killed' ELSE 'finished' END AS status,
+             bool_or(r.killed) AS killed, count(*) FILTER (WHERE r.finished) AS done
+      FROM ranks r WHERE r.job_id = ANY(%b::bigint[]) GROUP BY r.job_id) ended
+WHERE jobs.id = ended.job_id AND (ended.killed OR ended.done >= jobs.world_size)
+  AND jobs.status <> ended.status
 """
 
 _HEALTH = ("keys_dropped", "frames_dropped", "frames_spooled")
@@ -462,7 +470,7 @@ class _Plan:
                       info["seq"][fresh].tolist())  # fmt: skip
         self._statements = self._marks() + self._ranks()  # the order rows are locked in
         self._copies = [c for table in DELTA_TABLES if (c := self._copy(table)) is not None]
-        final = fresh[info["frame_type"][fresh] == FrameType.FINAL]
+        final = fresh[np.isin(info["frame_type"][fresh], FINAL_TYPES)]
         self.finishing = np.unique(job_ids[final]).tolist()  # jobs a rank finished in
 
     def ledger(self, now_ns: int) -> tuple:
@@ -499,9 +507,11 @@ class _Plan:
         start = np.full(n, np.iinfo(np.int64).max)
         end = np.zeros(n, dtype=np.int64)
         finished = np.zeros(n, dtype=bool)
+        killed = np.zeros(n, dtype=bool)
         np.minimum.at(start, group, info["t_start"].astype(np.int64))
         np.maximum.at(end, group, info["t_end"].astype(np.int64))
-        np.logical_or.at(finished, group, info["frame_type"] == FrameType.FINAL)
+        np.logical_or.at(finished, group, np.isin(info["frame_type"], FINAL_TYPES))
+        np.logical_or.at(killed, group, info["frame_type"] == FrameType.KILLED)
         health = []
         for name in _HEALTH:
             total = np.zeros(n, dtype=np.int64)
@@ -512,7 +522,7 @@ class _Plan:
         return [(_UPSERT_RANKS,
                  (job_ids[first].tolist(), info["world_rank"][first].tolist(), hosts,
                   info["pid"][first].tolist(), start.tolist(), end.tolist(), finished.tolist(),
-                  *health))]  # fmt: skip
+                  killed.tolist(), *health))]  # fmt: skip
 
     def _marks(self) -> list[tuple[str, tuple]]:
         """The rollup buckets to recompute."""

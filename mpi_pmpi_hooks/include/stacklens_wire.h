@@ -27,6 +27,7 @@
 #define SL_WIRE_VERSION   1u
 #define SL_FRAME_INTERVAL 1u          /* frame_type: interval data */
 #define SL_FRAME_FINAL    2u          /* frame_type: final frame of the rank */
+#define SL_FRAME_KILLED   3u          /* frame_type: final frame, the rank ended by a signal */
 
 /* A body section starts with u16 table id, u16 record size, u32 record count. */
 #define SL_SECTION_HEADER_SIZE 8u

@@ -40,8 +40,8 @@ int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char
 void sl_frame_builder_fini(sl_frame_builder *b);
 
 /*
- * Builds the next frame of type frame_type (SL_FRAME_INTERVAL or
- * SL_FRAME_FINAL): header, the rank_info section if this is seq 0, then the
+ * Builds the next frame of type frame_type (SL_FRAME_INTERVAL, SL_FRAME_FINAL
+ * or SL_FRAME_KILLED): header, the rank_info section if this is seq 0, then the
  * p2p, op, hist, coll, rma, io, hca (ibport.h) and health records whose
  * deltas are not all zero. Returns a malloc'd
  * buffer of *len bytes and its sequence number in *seq, or NULL if out of

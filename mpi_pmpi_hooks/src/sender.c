@@ -186,9 +186,7 @@ static void queue_new_frame(unsigned frame_type)
         return;
     }
     queue_push(buf, len, seq);
-    if (S.unreachable
-        || (frame_type == SL_FRAME_FINAL
-            && __atomic_load_n(&S.final_requested, __ATOMIC_ACQUIRE) == SL_FINAL_BY_SIGNAL))
+    if (S.unreachable || frame_type == SL_FRAME_KILLED)
         spool_queue(); /* on SIGTERM: on disk before the process can be killed outright */
 }
 
@@ -466,7 +464,9 @@ static void *sender_main(void *arg)
                 __atomic_store_n(&S.final_requested, SL_FINAL_BY_STOP, __ATOMIC_RELEASE);
         }
         if (!S.final_phase && __atomic_load_n(&S.final_requested, __ATOMIC_ACQUIRE)) {
-            queue_new_frame(SL_FRAME_FINAL);
+            int by_signal = __atomic_load_n(&S.final_requested, __ATOMIC_ACQUIRE)
+                            == SL_FINAL_BY_SIGNAL;
+            queue_new_frame(by_signal ? SL_FRAME_KILLED : SL_FRAME_FINAL);
             S.final_phase = 1;
             final_deadline = now + (uint64_t)S.cfg->finalize_timeout_ms * SL_NS_PER_MS;
             S.next_retry = now; /* try the collector once more right away */

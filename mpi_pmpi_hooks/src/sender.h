@@ -27,7 +27,8 @@ int sl_sender_stop(void);
 
 /*
  * From a signal handler (async-signal-safe: no locks, no allocation): asks
- * the thread for the final frame like sl_sender_stop() and waits until the
+ * the thread for the final frame like sl_sender_stop(), of type
+ * SL_FRAME_KILLED (the rank ends by the signal), and waits until the
  * thread has delivered it and ended, at most cfg->finalize_timeout_ms plus
  * a slack. The thread first writes the final frame and every unacknowledged
  * one to the spool directory (if there is one), then delivers them and

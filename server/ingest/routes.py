@@ -40,12 +40,18 @@ def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
         job_id=item.job, world_rank=item.world_rank, world_size=item.world_size, seq=item.seq,
         interval_start_ns=item.interval_start_ns, interval_end_ns=item.interval_end_ns,
         host=item.host, pid=item.pid, token=limits.token.decode(),
-        frame_type=wire.FrameType.FINAL if item.final else wire.FrameType.DATA, tables=records,
+        frame_type=_frame_type(item), tables=records,
     )  # fmt: skip
     _, error = codec.scan(raw, limits)
     if error is not None:
         raise wire.FrameError(error.status, error.reason)
     return raw
+
+
+def _frame_type(item: JsonFrame) -> wire.FrameType:
+    if item.killed:
+        return wire.FrameType.KILLED
+    return wire.FrameType.FINAL if item.final else wire.FrameType.DATA
 
 
 def _encode_text(row: dict[str, int | str]) -> dict[str, int | bytes]:

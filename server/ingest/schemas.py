@@ -22,6 +22,9 @@ class JsonFrame(BaseModel):
     host: str = Field(default="", max_length=63)
     pid: int = Field(default=0, ge=0, lt=2**32)
     final: bool = False
+    killed: bool = Field(
+        default=False, description="a final frame of a rank that ended by a signal (implies final)"
+    )
     command: str | None = Field(default=None, max_length=255)
     user: str | None = Field(default=None, max_length=63)
     tables: dict[str, list[dict[str, int | str]]] = Field(default_factory=dict)

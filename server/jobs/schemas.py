@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class JobSummary(BaseModel):
@@ -12,7 +12,10 @@ class JobSummary(BaseModel):
     world_size: int
     command: str
     user: str
-    status: str
+    status: str = Field(
+        description="running; finished (every rank sent its final frame); killed (a rank "
+        "ended by a signal: SIGTERM, SIGINT)"
+    )
     started_ns: int
     last_seen_ns: int
     ranks_seen: int

@@ -127,6 +127,22 @@ def test_job_finishes_when_every_rank_sent_its_final_frame(collector, pg_url):
     assert query(pg_url, "SELECT status, finished_ns FROM jobs") == [("finished", T0 + 2 * 10**9)]
 
 
+def test_job_is_killed_when_a_rank_ended_by_a_signal(collector, pg_url):
+    """A final frame of type killed ends the job at once as 'killed' (the other ranks may
+    never report: a launcher SIGKILLs them); a later normal final frame does not undo it,
+    and an unknown frame type is still rejected."""
+    exchange(collector.address, frame(0) + frame(0, rank=1), acks=2)
+    exchange(collector.address, frame(1, frame_type=wire.FrameType.KILLED), acks=1)
+    assert query(pg_url, "SELECT status, finished_ns FROM jobs") == [("killed", T0 + 2 * 10**9)]
+    assert query(pg_url, "SELECT world_rank, finished, killed FROM ranks ORDER BY 1") == [
+        (0, True, True), (1, False, False)
+    ]  # fmt: skip
+    exchange(collector.address, frame(1, rank=1, frame_type=wire.FrameType.FINAL), acks=1)
+    assert query(pg_url, "SELECT status FROM jobs") == [("killed",)]
+    [(status, _)] = exchange(collector.address, frame(2, frame_type=4), acks=1)
+    assert status == wire.Status.BAD_BODY
+
+
 def _stored_nothing(pg_url) -> None:
     for table in ("jobs", "ranks", "received_frames", "p2p_deltas", "op_deltas"):
         assert query(pg_url, f"SELECT count(*) FROM {table}") == [(0,)], table

@@ -148,12 +148,12 @@ def coll(pg_url: str, job: str) -> dict[tuple[int, str, int], tuple[int, int]]:
     return {(r, n, root): (c, b) for r, n, root, c, b in rows}
 
 
-def ranks_finished(pg_url: str, job: str) -> list[tuple]:
-    """[(rank count, all finished)] of the job."""
+def job_end(pg_url: str, job: str) -> list[tuple]:
+    """[(job status, rank count, all ranks finished, ranks killed by a signal)] of the job."""
     return query(
         pg_url,
-        "SELECT count(*), bool_and(finished) FROM ranks JOIN jobs ON jobs.id = job_id "
-        "WHERE job_key = %s",
+        "SELECT min(status), count(*), bool_and(finished), count(*) FILTER (WHERE killed) "
+        "FROM ranks JOIN jobs ON jobs.id = job_id WHERE job_key = %s",
         (job,),
     )
 

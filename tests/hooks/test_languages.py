@@ -48,7 +48,7 @@ def test_fortran_use_mpi_exact(collector, pg_url, mpi):
         assert calls[(r, "MPI_Finalize")][0] == 1
         assert colls[(r, "MPI_Bcast", 0)] == (1, 400)
         assert colls[(r, "MPI_Allreduce", -1)] == (1, 40)
-    assert jobs.ranks_finished(pg_url, job) == [(ranks, True)]
+    assert jobs.job_end(pg_url, job) == [("finished", ranks, True, 0)]
 
 
 @pytest.mark.parametrize("mpi", MPIS)
@@ -121,4 +121,4 @@ def test_mpi4py_exact(collector, pg_url, mpi, request):
         send_calls = (ranks - 1) * (2 if r == 0 else 1)
         assert calls[(r, f"MPI_Send{suffix}")] == (send_calls, out)
         assert calls[(r, f"MPI_Allreduce{suffix}")] == (1, 32)
-    assert jobs.ranks_finished(pg_url, job) == [(ranks, True)]
+    assert jobs.job_end(pg_url, job) == [("finished", ranks, True, 0)]

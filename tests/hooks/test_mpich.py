@@ -32,7 +32,7 @@ def test_mpich_per_peer_bytes_and_op_counts_exact(collector, pg_url):
         assert calls[(r, "MPI_Allreduce")] == (1, 24)
         assert calls[(r, "MPI_Init")][0] == 1
         assert calls[(r, "MPI_Finalize")][0] == 1
-    assert jobs.ranks_finished(pg_url, job) == [(RANKS, True)]
+    assert jobs.job_end(pg_url, job) == [("finished", RANKS, True, 0)]
 
 
 def test_mpich_whole_surface_exact(collector, pg_url, tmp_path):

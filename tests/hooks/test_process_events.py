@@ -57,7 +57,7 @@ def test_thread_multiple_exact(collector, pg_url, mpi, threads, waves, factor):
         assert calls[(r, "MPI_Wait")][0] == msgs
         assert calls[(r, "MPI_Init_thread")][0] == 1
         assert calls[(r, "MPI_Barrier")][0] == waves
-    assert jobs.ranks_finished(pg_url, job) == [(2, True)]
+    assert jobs.job_end(pg_url, job) == [("finished", 2, True, 0)]
 
 
 @pytest.mark.parametrize("mpi", MPIS)
@@ -87,7 +87,7 @@ def test_fork_children_do_not_disturb_the_parent(collector, pg_url, mpi, tmp_pat
         (job, f"{tmp_path.resolve()}%"),
     )
     assert io == [(0,)]
-    assert jobs.ranks_finished(pg_url, job) == [(2, True)]
+    assert jobs.job_end(pg_url, job) == [("finished", 2, True, 0)]
     frames = query(
         pg_url,
         "SELECT world_rank, count(*), max(seq) + 1 FROM received_frames "
@@ -164,7 +164,8 @@ def test_sigterm_flushes_the_last_interval(collector, pg_url, mpi, target, signu
         assert calls[(r, "MPI_Send")] == (5, 3885 * (r + 1))
         assert calls[(r, "MPI_Recv")] == (5, 3885 * (2 - r))
         assert calls[(r, "MPI_Barrier")][0] == 1
-    assert jobs.ranks_finished(pg_url, job) == [(2, True)]  # both final frames stored
+    # Both final frames stored, each saying its rank ended by the signal.
+    assert jobs.job_end(pg_url, job) == [("killed", 2, True, 2)]
     frames = query(
         pg_url,
         "SELECT world_rank, count(*), max(seq) + 1 FROM received_frames "
@@ -197,7 +198,7 @@ def test_stacklens_run_delivers_what_killed_ranks_spooled(collector, pg_url, tmp
     expected = {(r, 1 - r): (3885 * (r + 1), 5) for r in range(2)}
     sent, _ = jobs.p2p(pg_url, job)
     assert sent == expected
-    assert jobs.ranks_finished(pg_url, job) == [(2, True)]
+    assert jobs.job_end(pg_url, job) == [("killed", 2, True, 2)]
     # Hydra SIGKILLs a rank within a millisecond of the other's death: at least one
     # rank's final frame was still in the spool when the command ended.
     delivered = [line for line in result.stderr.splitlines() if "spooled frames" in line]

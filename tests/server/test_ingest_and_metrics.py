@@ -53,6 +53,9 @@ def test_json_batch_is_stored_once(app_client, pg_url):
     assert query(pg_url, 'SELECT job_key, command, "user", status FROM jobs') == [
         ("json-job", "./sampler", "bob", "running")  # rank 1 has not finished
     ]
+    killed = {"frames": [json_frame(0, world_rank=1, killed=True)]}
+    assert client.post("/api/ingest/frames", json=killed, headers=AUTH).json() == {"stored": 1}
+    assert query(pg_url, "SELECT status FROM jobs") == [("killed",)]
 
 
 @pytest.mark.parametrize(
