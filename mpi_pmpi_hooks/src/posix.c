@@ -27,10 +27,11 @@
  * through pthread_create, pthread_cancel was never called, and
  * __libc_single_threaded was still set when the library was loaded — the
  * tracked calls of that family make the system call themselves, as glibc
- * would then. Only tracked descriptors (regular files, which never block
- * indefinitely) take this path; it is taken only if the next definitions of
- * all six (and their 64-bit forms) are glibc's own, so an interposer loaded
- * after stacklens still sees every call; and it ends for good at the first
+ * would then. Only tracked descriptors (regular files, never a pipe or
+ * socket that waits for a peer) take this path; it is taken only if the
+ * next definitions of all six (and their 64-bit forms) are glibc's own, so
+ * an interposer loaded after stacklens still sees every call; and it ends
+ * for good at the first
  * pthread_create or pthread_cancel of the program (threads the MPI library
  * starts included), before the new thread runs or the request is made.
  */
