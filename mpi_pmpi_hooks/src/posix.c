@@ -31,9 +31,9 @@
  * socket that waits for a peer) take this path; it is taken only if the
  * next definitions of all six (and their 64-bit forms) are glibc's own, so
  * an interposer loaded after stacklens still sees every call; and it ends
- * for good at the first
- * pthread_create or pthread_cancel of the program (threads the MPI library
- * starts included), before the new thread runs or the request is made.
+ * for good at the first pthread_create or pthread_cancel of the program
+ * (threads the MPI library starts included), before the new thread runs or
+ * the request is made.
  */
 #define _GNU_SOURCE
 #include <errno.h>
