@@ -15,6 +15,17 @@ import flask
 import httpx
 
 _FLASK_EXTENSION = "stacklens_api"
+_FILE_IO_COUNTERS = (
+    "ranks",
+    "opens",
+    "reads",
+    "writes",
+    "bytes_read",
+    "bytes_written",
+    "read_time_ns",
+    "write_time_ns",
+    "meta_time_ns",
+)
 
 
 class ApiError(Exception):
@@ -56,6 +67,66 @@ class Matrix:
     cells: tuple[MatrixCell, ...]
 
 
+@dataclass(frozen=True)
+class OpTotal:
+    """One MPI operation of a job, summed over its ranks and intervals."""
+
+    op: str  # MPI function name, e.g. "MPI_Send"
+    category: str  # mpi_p2p | mpi_completion | mpi_coll | mpi_rma | io | other
+    calls: int
+    bytes: int
+    time_ns: int  # time inside the call, summed over ranks
+    ranks: int  # ranks that called it
+
+
+@dataclass(frozen=True)
+class CategoryTotal:
+    """Calls, bytes and time of all the MPI operations of one traffic category."""
+
+    category: str
+    calls: int
+    bytes: int
+    time_ns: int
+
+
+@dataclass(frozen=True)
+class JobOps:
+    """`GET /api/jobs/{job}/ops`: the ops called (heaviest time first) and every category's
+    totals (fixed order, zeros included)."""
+
+    job: str
+    categories: tuple[CategoryTotal, ...]
+    ops: tuple[OpTotal, ...]
+
+
+@dataclass(frozen=True)
+class FileIo:
+    """File-system I/O of a job on one file through one layer, summed over ranks and
+    intervals."""
+
+    layer: str  # "POSIX" | "stdio" | "MPI-IO"
+    path: str
+    mount: str
+    fstype: str
+    ranks: int
+    opens: int
+    reads: int
+    writes: int
+    bytes_read: int
+    bytes_written: int
+    read_time_ns: int
+    write_time_ns: int
+    meta_time_ns: int  # open/close/seek/sync
+
+
+@dataclass(frozen=True)
+class JobIo:
+    """`GET /api/jobs/{job}/io`: the job's files per (layer, path), most bytes first."""
+
+    job: str
+    files: tuple[FileIo, ...]
+
+
 class StacklensApi:
     """Client of one stacklens server, e.g. `StacklensApi("http://127.0.0.1:7450")`."""
 
@@ -88,6 +159,51 @@ class StacklensApi:
             return Matrix(job=str(body["job"]), world_size=int(body["world_size"]), cells=cells)
         except (KeyError, TypeError, ValueError) as exc:
             raise ApiError(f"stacklens server sent an unexpected matrix: {exc!r}") from exc
+
+    def ops(self, job: str) -> JobOps:
+        """Calls, bytes and time per MPI operation and per traffic category of `job`."""
+        body = self._get(f"/api/jobs/{quote(job, safe='')}/ops")
+        try:
+            return JobOps(
+                job=str(body["job"]),
+                categories=tuple(
+                    CategoryTotal(
+                        category=str(c["category"]),
+                        calls=int(c["calls"]),
+                        bytes=int(c["bytes"]),
+                        time_ns=int(c["time_ns"]),
+                    )
+                    for c in body["categories"]
+                ),
+                ops=tuple(
+                    OpTotal(
+                        op=str(o["op"]),
+                        category=str(o["category"]),
+                        calls=int(o["calls"]),
+                        bytes=int(o["bytes"]),
+                        time_ns=int(o["time_ns"]),
+                        ranks=int(o["ranks"]),
+                    )
+                    for o in body["ops"]
+                ),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(f"stacklens server sent unexpected MPI operations: {exc!r}") from exc
+
+    def io(self, job: str) -> JobIo:
+        """File-system I/O per (layer, path) of `job`."""
+        body = self._get(f"/api/jobs/{quote(job, safe='')}/io")
+        try:
+            files = tuple(
+                FileIo(
+                    **{k: str(f[k]) for k in ("layer", "path", "mount", "fstype")},
+                    **{k: int(f[k]) for k in _FILE_IO_COUNTERS},
+                )
+                for f in body["files"]
+            )
+            return JobIo(job=str(body["job"]), files=files)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(f"stacklens server sent unexpected file I/O: {exc!r}") from exc
 
     def _get(self, path: str) -> Any:
         try:

@@ -2,23 +2,45 @@
 """Reusable pieces of the stacklens pages: header, notices and the data tables.
 
 Every exact value is plain text in the DOM. Jobs-table cells carry a class naming their
-column (e.g. `td.bytes`) for readers and browser tests alike.
+column (e.g. `td.bytes`) for readers and browser tests alike. Text from the job (paths,
+mounts) is escaped before it goes into a Markdown table.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from dash import dcc, html
 
 from frontend import ids
-from frontend.api import Job, Matrix
-from frontend.formatting import format_bytes, format_utc_ns
+from frontend.api import Job, JobIo, JobOps, Matrix
+from frontend.formatting import format_bytes, format_duration_ns, format_utc_ns
 
 # Rows shown in the matrix table; with more rank pairs only the heaviest are listed.
 MAX_MATRIX_ROWS = 200
 # Rows shown in the jobs table (newest first, plus the selected job if it is older).
 MAX_JOB_ROWS = 20
+# Rows shown in the MPI operations table (heaviest time first).
+MAX_OP_ROWS = 50
+# Rows shown in the file I/O table (most bytes first).
+MAX_IO_ROWS = 100
+
+#: How the API's traffic categories of MPI operations read on the page.
+CATEGORY_LABELS = {
+    "mpi_p2p": "point-to-point",
+    "mpi_completion": "wait/test",
+    "mpi_coll": "collective",
+    "mpi_rma": "RMA",
+    "io": "MPI-IO",
+    "other": "other",
+}
+
+# Characters of table-cell text that Markdown could read as syntax: cell borders, escapes,
+# code, emphasis, links and images, HTML, entities, autolinks. They are written as numeric
+# character references, which every Markdown dialect shows as the literal character
+# (dcc.Markdown's remark honours backslash escapes for only some of them).
+_MARKDOWN_SYNTAX = re.compile(r"[\\`*_~\[\]()!<>&|:@]")
 
 
 def page_header(pages: Sequence[dict]) -> html.Header:
@@ -88,7 +110,7 @@ def jobs_table(jobs: Sequence[Job], selected: str | None) -> list:
         html.Tr(
             id={"type": ids.JOB_ROW, "job": job.job},
             className="job-row selected" if job.job == selected else "job-row",
-            title="Show this job's rank x rank traffic",
+            title="Show this job's traffic, MPI operations and file I/O",
             **{"data-job": job.job},
             children=[
                 html.Td(job.job, className="job mono"),
@@ -145,3 +167,96 @@ def matrix_title(job: Job, matrix: Matrix) -> list:
         " ",
         html.Span(details, className="subtle"),
     ]
+
+
+def ops_summary(ops: JobOps) -> list | str:
+    """One line: time inside MPI calls and bytes per traffic category (those with calls),
+    summed over ranks."""
+    used = [c for c in ops.categories if c.calls]
+    if not used:
+        return "No MPI operations recorded for this job."
+    parts: list = [f"{format_duration_ns(sum(c.time_ns for c in used))} inside MPI calls: "]
+    for i, c in enumerate(used):
+        parts += [" · "] if i else []
+        parts.append(
+            html.Span(
+                [
+                    html.B(_category_label(c.category)),
+                    f" {format_duration_ns(c.time_ns)}, {format_bytes(c.bytes)}",
+                ],
+                className=f"category category-{c.category}",
+            )
+        )
+    return parts
+
+
+def ops_table_markdown(ops: JobOps) -> str:
+    """The MPI operations table as Markdown (see `matrix_table_markdown` on why): a caption
+    line, then one row per op called, heaviest time first, at most `MAX_OP_ROWS` rows.
+
+    Columns: op, category, ranks, calls, bytes (exact), payload (human-readable), time inside.
+    """
+    n = len(ops.ops)
+    if not n:
+        return "No MPI operations recorded for this job."
+    if n > MAX_OP_ROWS:
+        caption = f"Heaviest {MAX_OP_ROWS} of {n} MPI operations by time inside the calls."
+    else:
+        caption = f"{n} MPI operation{'s' if n != 1 else ''} called, heaviest time first."
+    lines = [
+        f"{caption} Calls, bytes and time are summed over all ranks.",
+        "",
+        "| Operation | Category | Ranks | Calls | Bytes | Payload | Time inside |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {_md(o.op)} | {_md(_category_label(o.category))} | {o.ranks} | {o.calls} "
+        f"| {o.bytes} | {format_bytes(o.bytes)} | {format_duration_ns(o.time_ns)} |"
+        for o in ops.ops[:MAX_OP_ROWS]
+    ]
+    return "\n".join(lines)
+
+
+def io_table_markdown(io: JobIo) -> str:
+    """The file-system I/O table as Markdown: a caption line, then one row per (layer, path),
+    most bytes first, at most `MAX_IO_ROWS` rows; a sentence instead when there is no I/O.
+
+    Columns: layer, path, file-system type, mount, ranks, opens, reads, writes, bytes read,
+    bytes written (exact), read, write and metadata (open/close/seek/sync) time.
+    """
+    n = len(io.files)
+    if not n:
+        return (
+            "No file I/O: the job has not opened, read or written any file "
+            "through POSIX, stdio or MPI-IO."
+        )
+    if n > MAX_IO_ROWS:
+        caption = f"The {MAX_IO_ROWS} of {n} files (per I/O layer) with the most bytes."
+    else:
+        caption = f"{n} file{'s' if n != 1 else ''} (per I/O layer), most bytes first."
+    lines = [
+        f"{caption} Counts, bytes and times are summed over all ranks.",
+        "",
+        "| Layer | Path | File system | Mount | Ranks | Opens | Reads | Writes "
+        "| Bytes read | Bytes written | Read time | Write time | Meta time |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {_md(f.layer)} | {_md(f.path)} | {_md(f.fstype)} | {_md(f.mount)} | {f.ranks} "
+        f"| {f.opens} | {f.reads} | {f.writes} | {f.bytes_read} | {f.bytes_written} "
+        f"| {format_duration_ns(f.read_time_ns)} | {format_duration_ns(f.write_time_ns)} "
+        f"| {format_duration_ns(f.meta_time_ns)} |"
+        for f in io.files[:MAX_IO_ROWS]
+    ]
+    return "\n".join(lines)
+
+
+def _category_label(category: str) -> str:
+    return CATEGORY_LABELS.get(category, category)
+
+
+def _md(text: str) -> str:
+    """`text` as literal Markdown table-cell text: syntax characters as numeric character
+    references, control characters (a newline would end the row) shown as U+FFFD."""
+    text = "".join(ch if ch >= " " and ch != "\x7f" else "\ufffd" for ch in text)
+    return _MARKDOWN_SYNTAX.sub(lambda m: f"&#{ord(m.group())};", text)

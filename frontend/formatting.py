@@ -1,5 +1,5 @@
-# frontend/formatting.py — human-readable text for bytes and ns timestamps (pure, shared by views).
-"""Formatting helpers: binary byte units and UTC timestamps."""
+# frontend/formatting.py — human-readable bytes, durations and ns timestamps (pure, shared).
+"""Formatting helpers: binary byte units, durations and UTC timestamps."""
 
 from __future__ import annotations
 
@@ -33,6 +33,20 @@ def format_bytes_short(n: int) -> str:
         unit += 1
     digits = 1 if value < 9.95 else 0
     return f"{value:.{digits}f}{_SHORT_UNITS[unit]}"
+
+
+def format_duration_ns(ns: int) -> str:
+    """A duration in ns, three significant digits: 850 -> "850 ns", 12_345 -> "12.3 µs",
+    3_200_000 -> "3.20 ms", 75_000_000_000 -> "75.0 s"; from 1,000 s on, whole seconds."""
+    if ns < 1000:
+        return f"{ns:.0f} ns"
+    for unit, scale in (("µs", 1e3), ("ms", 1e6)):
+        text = f"{ns / scale:#.3g}".rstrip(".")
+        if float(text) < 1000:
+            return f"{text} {unit}"
+    if ns < 999_500_000_000:
+        return f"{f'{ns / 1e9:#.3g}'.rstrip('.')} s"
+    return f"{ns / 1e9:,.0f} s"
 
 
 def format_utc_ns(ns: int) -> str:

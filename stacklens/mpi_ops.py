@@ -1,7 +1,9 @@
-"""MPI operation ids and names: the Python mirror of the generated `sl_ops.h`.
+"""MPI operation ids, names and traffic categories: the Python mirror of the generated
+`sl_ops.h`.
 
 Op id n is the n-th entry of `mpi_pmpi_hooks/spec/mpi_functions.spec`. The spec is read
-with the wrapper generator's own parser, so C and Python can never disagree.
+with the wrapper generator's own parser, so C and Python can never disagree. An op's
+category follows from its spec `class=` (the wrapper body it gets), never from its name.
 """
 
 from __future__ import annotations
@@ -11,6 +13,55 @@ import sys
 from functools import cache
 
 from stacklens.paths import HOOKS_DIR, MPI_SPEC
+
+#: Traffic categories of MPI operations, in display order (ARCHITECTURE.md's traffic
+#: classes, with the completion calls apart: the time inside them is time spent waiting).
+CATEGORIES = ("mpi_p2p", "mpi_completion", "mpi_coll", "mpi_rma", "io", "other")
+
+#: Category of each spec class (the `class=` key of an entry; see the spec's header).
+#: Every class the generator has a wrapper template for must be listed here
+#: (tests/test_mpi_ops.py checks it), so a new class cannot go uncategorised.
+CLASS_CATEGORY = {
+    # point-to-point: posting, completing in the call, matching, persistent requests
+    "send": "mpi_p2p",
+    "recv": "mpi_p2p",
+    "irecv": "mpi_p2p",
+    "imrecv": "mpi_p2p",
+    "mrecv": "mpi_p2p",
+    "mprobe": "mpi_p2p",
+    "improbe": "mpi_p2p",
+    "sendrecv": "mpi_p2p",
+    "sendrecv_replace": "mpi_p2p",
+    "send_init": "mpi_p2p",
+    "recv_init": "mpi_p2p",
+    "start": "mpi_p2p",
+    "startall": "mpi_p2p",
+    "request_free": "mpi_p2p",
+    # completion of requests (point-to-point or not): the time inside is waiting
+    "wait": "mpi_completion",
+    "waitall": "mpi_completion",
+    "waitany": "mpi_completion",
+    "waitsome": "mpi_completion",
+    "test": "mpi_completion",
+    "testall": "mpi_completion",
+    "testany": "mpi_completion",
+    # collectives, blocking or not
+    "coll": "mpi_coll",
+    # one-sided
+    "rma": "mpi_rma",
+    "win_free": "mpi_rma",
+    # MPI-IO
+    "file_open": "io",
+    "file_close": "io",
+    "file_read": "io",
+    "file_write": "io",
+    "file_meta": "io",
+    # the rest: start-up, shutdown, calls counted for their time only
+    "init": "other",
+    "finalize": "other",
+    "plain": "other",
+    "comm_free": "other",
+}
 
 
 def _generator():
@@ -23,11 +74,38 @@ def _generator():
 
 
 @cache
+def _entries() -> tuple:
+    return tuple(_generator().parse_spec(MPI_SPEC))
+
+
+@cache
 def op_names() -> tuple[str, ...]:
     """MPI function names indexed by op id."""
-    return tuple(entry.name for entry in _generator().parse_spec(MPI_SPEC))
+    return tuple(entry.name for entry in _entries())
 
 
 def op_name(op_id: int) -> str:
     """The MPI function name of an op id (raises IndexError for an unknown id)."""
     return op_names()[op_id]
+
+
+@cache
+def op_categories() -> tuple[str, ...]:
+    """Traffic category (one of `CATEGORIES`) indexed by op id, from each entry's class.
+
+    Raises ValueError naming the entry if the spec uses a class `CLASS_CATEGORY` lacks.
+    """
+    categories = []
+    for entry in _entries():
+        if entry.cls not in CLASS_CATEGORY:
+            raise ValueError(
+                f"{MPI_SPEC}:{entry.line}: class={entry.cls} of {entry.name} has no traffic "
+                "category: add it to stacklens.mpi_ops.CLASS_CATEGORY"
+            )
+        categories.append(CLASS_CATEGORY[entry.cls])
+    return tuple(categories)
+
+
+def op_category(op_id: int) -> str:
+    """The traffic category of an op id (raises IndexError for an unknown id)."""
+    return op_categories()[op_id]

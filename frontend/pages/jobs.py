@@ -1,5 +1,7 @@
-# frontend/pages/jobs.py — the "/" page: live jobs table and the selected job's rank x rank matrix.
-"""Jobs page: every job the server knows, and the point-to-point traffic of one of them.
+# frontend/pages/jobs.py — the "/" page: live jobs table; the selected job's rank x rank matrix,
+# MPI operations and file-system I/O.
+"""Jobs page: every job the server knows, and for one of them its point-to-point traffic,
+its MPI operations (calls, bytes, time per op and per traffic category) and its file I/O.
 
 The shown job is the one the user clicked (kept in a session store across refreshes), or the
 newest job while the user has not chosen one or the chosen one is gone.
@@ -20,7 +22,22 @@ dash.register_page(__name__, path="/", name="Jobs", title="Jobs — stacklens")
 
 # Outputs of `refresh` left as they are.
 _UNCHANGED = dict.fromkeys(
-    ("jobs", "status", "updated", "hidden", "title", "heatmap", "matrix", "rendered"), no_update
+    (
+        "jobs",
+        "status",
+        "updated",
+        "hidden",
+        "title",
+        "heatmap",
+        "matrix",
+        "ops_hidden",
+        "ops_summary",
+        "ops",
+        "io_hidden",
+        "io",
+        "rendered",
+    ),
+    no_update,
 )
 
 
@@ -43,7 +60,7 @@ def layout(**_query: str) -> html.Div:
                         ],
                     ),
                     html.P(
-                        "Click a job to show its rank × rank traffic.",
+                        "Click a job to show its rank × rank traffic, MPI operations and file I/O.",
                         className="hint",
                     ),
                     html.Div(html.Table(id=ids.JOBS_TABLE, className="data"), className="scroll"),
@@ -71,6 +88,27 @@ def layout(**_query: str) -> html.Div:
                     ),
                 ],
             ),
+            html.Section(
+                id=ids.OPS_SECTION,
+                className="card",
+                hidden=True,
+                children=[
+                    html.H2("MPI operations"),
+                    html.P(id=ids.OPS_SUMMARY, className="summary"),
+                    dcc.Markdown(id=ids.OPS_TABLE, className="scroll table-wrap md-table"),
+                ],
+            ),
+            html.Section(
+                id=ids.IO_SECTION,
+                className="card",
+                hidden=True,
+                children=[
+                    html.H2("File-system I/O"),
+                    dcc.Markdown(
+                        id=ids.IO_TABLE, className="scroll table-wrap md-table files-table"
+                    ),
+                ],
+            ),
         ],
     )
 
@@ -86,6 +124,11 @@ def register_callbacks(dash_app: dash.Dash) -> None:
             "title": Output(ids.MATRIX_TITLE, "children"),
             "heatmap": Output(ids.MATRIX_HEATMAP, "figure"),
             "matrix": Output(ids.MATRIX_TABLE, "children"),
+            "ops_hidden": Output(ids.OPS_SECTION, "hidden"),
+            "ops_summary": Output(ids.OPS_SUMMARY, "children"),
+            "ops": Output(ids.OPS_TABLE, "children"),
+            "io_hidden": Output(ids.IO_SECTION, "hidden"),
+            "io": Output(ids.IO_TABLE, "children"),
             "rendered": Output(ids.RENDERED_DIGEST, "data"),
         },
         inputs={
@@ -102,28 +145,33 @@ def register_callbacks(dash_app: dash.Dash) -> None:
 
 
 def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> dict:
-    """Fetch jobs and the shown job's matrix and render them, unless they are what the page
-    already shows (`rendered` digest); on API failure keep the last data and say why."""
+    """Fetch jobs and the shown job's matrix, MPI operations and file I/O and render them,
+    unless they are what the page already shows (`rendered` digest); on API failure keep the
+    last data and say why."""
     client = api.current_client()
     try:
         jobs = client.jobs()
         job = _shown_job(jobs, selected)
-        matrix = client.matrix(job.job) if job is not None else None
+        matrix = ops = io = None
+        if job is not None:
+            matrix, ops, io = client.matrix(job.job), client.ops(job.job), client.io(job.job)
     except ApiError as exc:
         return {**_UNCHANGED, "status": components.notice(str(exc), "error")}
     always = {
         "status": None if job is not None else components.no_jobs_notice(),
         "updated": f"updated {datetime.now(UTC):%H:%M:%S} UTC",
     }
-    digest = f"{hash((tuple(jobs), job, matrix)) & 0xFFFF_FFFF_FFFF_FFFF:016x}"  # str: JS-safe
+    digest = f"{hash((tuple(jobs), job, matrix, ops, io)) & 0xFFFF_FFFF_FFFF_FFFF:016x}"  # JS-safe
     if digest == rendered:
         return {**_UNCHANGED, **always}
-    if job is None or matrix is None:
+    if job is None or matrix is None or ops is None or io is None:
         return {
             **_UNCHANGED,
             **always,
             "jobs": components.jobs_table(jobs, None),
             "hidden": True,
+            "ops_hidden": True,
+            "io_hidden": True,
             "rendered": digest,
         }
     return {
@@ -133,6 +181,11 @@ def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> di
         "title": components.matrix_title(job, matrix),
         "heatmap": figures.matrix_heatmap(matrix),
         "matrix": components.matrix_table_markdown(matrix),
+        "ops_hidden": False,
+        "ops_summary": components.ops_summary(ops),
+        "ops": components.ops_table_markdown(ops),
+        "io_hidden": False,
+        "io": components.io_table_markdown(io),
         "rendered": digest,
     }
 

@@ -1,1 +1,1 @@
-"""Jobs domain: job list and per-job rank x rank traffic."""
+"""Jobs domain: job list, and per job its rank x rank traffic, MPI operations and file I/O."""

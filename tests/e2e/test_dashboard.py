@@ -1,7 +1,8 @@
 """End to end: `stacklens up`, a real 4-rank Open MPI job under the hooks, the page in Chromium.
 
 A person opening the dashboard sees the job in the jobs table and reads its exact
-rank x rank byte counts in the matrix table; the page logs no console errors.
+rank x rank byte counts in the matrix table, the calls and bytes of its MPI operations and
+the bytes of every file it wrote or read; the page logs no console errors.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from tests.conftest import free_port, mpi_env, stacklens_run
-from tests.hooks.patterns import p2p_pattern
+from tests.hooks.test_surface import expected_p2p
 
 RANKS = 4
 CHROMIUM_ARGS = [
@@ -69,16 +70,29 @@ def stacklens_up(pg_url, tmp_path) -> Iterator[dict[str, str]]:
         proc.wait(20)
 
 
+def _table_rows(page: Page, table_id: str) -> list[list[str]]:
+    """The body rows of a table as a person reads them: the text of every cell."""
+    rows = page.locator(f"#{table_id} tbody tr")
+    return [
+        [text.strip() for text in rows.nth(i).locator("td").all_inner_texts()]
+        for i in range(rows.count())
+    ]
+
+
 def _matrix_rows(page: Page) -> dict[tuple[int, int], tuple[int, int]]:
     """The matrix table as a person reads it: (source, destination) -> (bytes, messages)."""
-    shown = {}
-    rows = page.locator("#matrix-table tbody tr")
-    for i in range(rows.count()):
-        # Columns: source rank, destination rank, bytes, sent (human), messages.
-        texts = rows.nth(i).locator("td").all_inner_texts()
-        src, dst, nbytes, msgs = (int(texts[c].strip()) for c in (0, 1, 2, 4))
-        shown[(src, dst)] = (nbytes, msgs)
-    return shown
+    # Columns: source rank, destination rank, bytes, sent (human), messages.
+    return {
+        (int(t[0]), int(t[1])): (int(t[2]), int(t[4])) for t in _table_rows(page, "matrix-table")
+    }
+
+
+def _op_rows(page: Page) -> dict[str, tuple[str, int, int, int, str]]:
+    """The MPI operations table: op -> (category, ranks, calls, bytes, payload)."""
+    # Columns: operation, category, ranks, calls, bytes, payload (human), time inside.
+    return {
+        t[0]: (t[1], int(t[2]), int(t[3]), int(t[4]), t[5]) for t in _table_rows(page, "ops-table")
+    }
 
 
 @pytest.fixture
@@ -127,6 +141,10 @@ def test_page_follows_a_running_job_live(stacklens_up, browser_page, examples_bu
     expect(page.locator("#matrix-table tbody tr")).to_have_count(RANKS, timeout=20_000)
     expect(row.locator("td.bytes")).to_have_text(str(sum(b for b, _ in expected.values())))
     assert _matrix_rows(page) == expected
+    expect(page.locator("#io-table")).to_contain_text("No file I/O")  # stdout is no file
+    # Each rank: one Isend of size + r bytes per iteration.
+    isend = ("point-to-point", RANKS, RANKS * iterations, sum(b for b, _ in expected.values()))
+    assert _op_rows(page)["MPI_Isend"][:4] == isend
     assert errors == []
 
 
@@ -160,15 +178,18 @@ def test_unreachable_api_is_reported_on_the_page(browser_page):
         thread.join(10)
 
 
-def test_page_shows_the_job_and_its_matrix(
+def test_page_shows_the_job_its_matrix_operations_and_files(
     stacklens_up, hook_library, examples_built, tmp_path, browser_page
 ):
+    """examples/mpi_surface.c: a known pattern over point-to-point, collectives, RMA,
+    MPI-IO, POSIX and stdio (its exact per-rank values: tests/hooks/test_surface.py)."""
     job = f"e2e-{uuid.uuid4().hex[:8]}"
+    files = tmp_path / "files"
+    files.mkdir()
     run_env = mpi_env(**{k: v for k, v in stacklens_up.items() if k.startswith("STACKLENS_")})
     run_env.update(STACKLENS_JOB_ID=job, STACKLENS_INTERVAL_MS="200")
-    result = stacklens_run(
-        ["mpirun", "-np", str(RANKS), str(examples_built / "p2p_pattern")], run_env, timeout=120
-    )
+    program = [str(examples_built / "mpi_surface"), str(files)]
+    result = stacklens_run(["mpirun", "-np", str(RANKS), *program], run_env, timeout=120)
     assert result.returncode == 0, result.stderr
 
     page, errors = browser_page
@@ -178,14 +199,42 @@ def test_page_shows_the_job_and_its_matrix(
     expect(row).to_have_count(1, timeout=20_000)
     expect(row).to_contain_text("finished")
     expect(row.locator("td.ranks")).to_have_text(f"{RANKS} / {RANKS}")
-    total = sum(b for b, _ in p2p_pattern(RANKS).values())
-    expect(row.locator("td.bytes")).to_have_text(str(total))
+    p2p = expected_p2p(RANKS)
+    expect(row.locator("td.bytes")).to_have_text(str(sum(b for b, _ in p2p.values())))
 
     expect(page.locator("#matrix-title")).to_contain_text(job, timeout=20_000)
-    expect(page.locator("#matrix-table tbody tr")).to_have_count(
-        RANKS * (RANKS - 1), timeout=20_000
-    )
-    assert _matrix_rows(page) == p2p_pattern(RANKS)
+    expect(page.locator("#matrix-table tbody tr")).to_have_count(len(p2p), timeout=20_000)
+    assert _matrix_rows(page) == p2p
     expect(page.locator("#matrix-heatmap .main-svg").first).to_be_visible()
-    page.screenshot(path=str(tmp_path / "dashboard.png"))
+
+    # MPI operations: (category, ranks, calls, bytes, payload), summed over the ranks.
+    expect(page.locator("#ops-section h2")).to_have_text("MPI operations")
+    expect(page.locator("#ops-table")).to_contain_text("MPI_File_write_at_all")
+    ops = _op_rows(page)
+    isend_bytes = sum(100 * (p + 1) + r for r in range(RANKS) for p in range(RANKS) if p != r)
+    assert ops["MPI_File_write_at_all"] == ("MPI-IO", RANKS, RANKS, 1000 * RANKS, "3.91 KiB")
+    assert ops["MPI_Isend"] == ("point-to-point", RANKS, 3 * RANKS, isend_bytes, "2.95 KiB")
+    assert ops["MPI_Send_init"] == ("point-to-point", 2, 2, 2 * 192, "384 B")
+    assert ops["MPI_Wait"] == ("wait/test", 2, 12, 0, "0 B")
+    assert ops["MPI_Bcast"] == ("collective", RANKS, RANKS, 1000 * RANKS, "3.91 KiB")
+    assert ops["MPI_Put"] == ("RMA", RANKS, RANKS, 16 * RANKS, "64 B")
+    summary = page.locator("#ops-summary")
+    for label in ("point-to-point", "wait/test", "collective", "RMA", "MPI-IO"):
+        expect(summary).to_contain_text(label)
+
+    # File-system I/O, most bytes first: (layer, path, ranks, opens, reads, writes,
+    # bytes read, bytes written).
+    root = str(files.resolve())
+    expected_io = (
+        [("POSIX", f"{root}/posix.{r}", 1, 1, 1, 3, 12288, 12288) for r in range(RANKS)]
+        + [("MPI-IO", f"{root}/mpiio.dat", RANKS, RANKS, 0, RANKS, 0, 1000 * RANKS)]
+        + [("stdio", f"{root}/stdio.{r}", 1, 1, 0, 1, 0, 500) for r in range(RANKS)]
+    )
+    expect(page.locator("#io-table tbody tr")).to_have_count(len(expected_io))
+    shown_io = _table_rows(page, "io-table")
+    # Columns: layer, path, file system, mount, ranks, opens, reads, writes, bytes read,
+    # bytes written, read / write / meta time.
+    assert [(t[0], t[1], *map(int, t[4:10])) for t in shown_io] == expected_io
+    assert all(t[2] and root.startswith(t[3]) for t in shown_io)  # type and mount known
+    page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
     assert errors == []

@@ -6,7 +6,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from server.app import create_app
+from stacklens import wire
 from stacklens.db import make_engine
+from stacklens.mpi_ops import op_names
 from tests.collector.test_ingest import T0, exchange, frame
 
 
@@ -68,8 +70,183 @@ def test_jobs_and_matrix(collector, client):
     }
 
 
-def test_unknown_job_is_404(client):
-    response = client.get(client.app.url_path_for("job_matrix", job="no/such job"))
+def counters_frame(seq: int, rank: int, *, ops=(), io=(), job: str = "job-C") -> bytes:
+    """A frame of a two-rank job with only `op` records ((name, calls, bytes, time_ns)) and
+    `io` records (dicts of the io table, path/mount/fstype as str)."""
+    op_rows = [
+        {"op_id": op_names().index(name), "calls": calls, "bytes": nbytes, "time_ns": t}
+        for name, calls, nbytes, t in ops
+    ]
+    io_rows = [{**row, **{k: row[k].encode() for k in ("path", "mount", "fstype")}} for row in io]
+    return wire.encode_frame(
+        job_id=job,
+        world_rank=rank,
+        world_size=2,
+        seq=seq,
+        host=f"node{rank}",
+        interval_start_ns=T0 + seq * 10**9,
+        interval_end_ns=T0 + (seq + 1) * 10**9,
+        token="secret",
+        tables={"op": wire.records("op", op_rows), "io": wire.records("io", io_rows)},
+    )
+
+
+def send_committed(collector, frames: list[bytes]) -> None:
+    """Send frames to the collector and check that each was committed."""
+    acks = exchange(collector.address, b"".join(frames), acks=len(frames))
+    assert [status for status, _ in acks] == [0] * len(frames)
+
+
+def op_total(op: str, category: str, calls: int, nbytes: int, time_ns: int, ranks: int):
+    """One row of the expected `ops` list."""
+    return {"op": op, "category": category, "calls": calls, "bytes": nbytes,
+            "time_ns": time_ns, "ranks": ranks}  # fmt: skip
+
+
+def test_job_ops_are_summed_over_ranks_and_intervals(collector, client):
+    frames = [
+        counters_frame(
+            0,
+            0,
+            ops=[
+                ("MPI_Init", 1, 0, 50),
+                ("MPI_Send", 3, 300, 1000),
+                ("MPI_Waitall", 1, 0, 5000),
+                ("MPI_Allreduce", 2, 80, 2000),
+            ],
+        ),
+        counters_frame(
+            1,
+            0,
+            ops=[
+                ("MPI_Send", 2, 200, 500),
+                ("MPI_Allreduce", 1, 40, 1500),
+                ("MPI_Barrier", 0, 0, 0),  # no calls: not listed
+            ],
+        ),
+        counters_frame(
+            0,
+            1,
+            ops=[
+                ("MPI_Init", 1, 0, 50),
+                ("MPI_Recv", 5, 500, 9000),
+                ("MPI_Allreduce", 3, 120, 700),
+            ],
+        ),
+        counters_frame(
+            1, 1, ops=[("MPI_File_write_at_all", 1, 1000, 3000), ("MPI_Put", 4, 64, 100)]
+        ),
+        counters_frame(0, 0, ops=[("MPI_Send", 7, 7, 7)], job="job-other"),
+    ]
+    send_committed(collector, frames)
+
+    body = client.get(client.app.url_path_for("job_ops", job="job-C")).json()
+    assert body["job"] == "job-C"
+    # Heaviest time first; MPI_Init and MPI_Put tie at 100 ns and come by name.
+    assert body["ops"] == [
+        op_total("MPI_Recv", "mpi_p2p", 5, 500, 9000, 1),
+        op_total("MPI_Waitall", "mpi_completion", 1, 0, 5000, 1),
+        op_total("MPI_Allreduce", "mpi_coll", 6, 240, 4200, 2),
+        op_total("MPI_File_write_at_all", "io", 1, 1000, 3000, 1),
+        op_total("MPI_Send", "mpi_p2p", 5, 500, 1500, 1),
+        op_total("MPI_Init", "other", 2, 0, 100, 2),
+        op_total("MPI_Put", "mpi_rma", 4, 64, 100, 1),
+    ]
+    # Every category, in a fixed order, zeros included.
+    assert body["categories"] == [
+        {"category": "mpi_p2p", "calls": 10, "bytes": 1000, "time_ns": 10500},
+        {"category": "mpi_completion", "calls": 1, "bytes": 0, "time_ns": 5000},
+        {"category": "mpi_coll", "calls": 6, "bytes": 240, "time_ns": 4200},
+        {"category": "mpi_rma", "calls": 4, "bytes": 64, "time_ns": 100},
+        {"category": "io", "calls": 1, "bytes": 1000, "time_ns": 3000},
+        {"category": "other", "calls": 2, "bytes": 0, "time_ns": 100},
+    ]
+
+
+def io_row(layer: int, path: str, mount: str = "/scratch", fstype: str = "lustre", **counters):
+    """One io record (counters not given are zero; w = writes + bytes_written + write_time_ns,
+    r = reads + bytes_read + read_time_ns, meta = meta_time_ns)."""
+    for short, names in (("w", ("writes", "bytes_written", "write_time_ns")),
+                         ("r", ("reads", "bytes_read", "read_time_ns"))):  # fmt: skip
+        if short in counters:
+            counters.update(zip(names, counters.pop(short), strict=True))
+    if "meta" in counters:
+        counters["meta_time_ns"] = counters.pop("meta")
+    return {"layer": layer, "path": path, "mount": mount, "fstype": fstype, **counters}
+
+
+def test_job_io_is_summed_per_layer_and_path(collector, client):
+    a, shared = "/scratch/a.dat", "/scratch/shared.out"
+    frames = [
+        counters_frame(
+            0,
+            0,
+            io=[
+                io_row(1, a, opens=1, w=(3, 12288, 300), meta=50),
+                io_row(1, shared, opens=1, w=(1, 2000, 20)),
+                io_row(2, "/tmp/log.txt", "/tmp", "tmpfs", opens=1, w=(5, 500, 0)),
+                io_row(1, "/local/x", "/local", "xfs", w=(1, 10, 0)),
+            ],
+        ),
+        counters_frame(
+            1,
+            0,
+            io=[
+                io_row(1, a, r=(1, 12288, 100), meta=20),
+                io_row(3, shared, opens=1, w=(1, 1000, 70), meta=10),
+            ],
+        ),
+        counters_frame(0, 1, io=[io_row(1, a, opens=1, r=(2, 4096, 40))]),
+        counters_frame(
+            1,
+            1,
+            io=[
+                io_row(3, shared, opens=1, w=(1, 1000, 80), meta=5),
+                io_row(1, "/local/x", "/", "ext4", w=(1, 10, 0)),
+            ],
+        ),
+        counters_frame(0, 0, io=[io_row(1, a, w=(1, 1, 1))], job="job-other"),
+    ]  # fmt: skip
+    send_committed(collector, frames)
+
+    body = client.get(client.app.url_path_for("job_io", job="job-C")).json()
+    assert body["job"] == "job-C"
+
+    def row(layer, path, mount, fstype, ranks, *counters):
+        names = ("opens", "reads", "writes", "bytes_read", "bytes_written",
+                 "read_time_ns", "write_time_ns", "meta_time_ns")  # fmt: skip
+        fields = {"layer": layer, "path": path, "mount": mount, "fstype": fstype, "ranks": ranks}
+        return {**fields, **dict(zip(names, counters, strict=True))}
+
+    # Most bytes (read + written) first; the two 2000-byte rows by layer (POSIX first).
+    assert body["files"] == [
+        row("POSIX", a, "/scratch", "lustre", 2, 2, 3, 3, 16384, 12288, 140, 300, 70),
+        row("POSIX", shared, "/scratch", "lustre", 1, 1, 0, 1, 0, 2000, 0, 20, 0),
+        row("MPI-IO", shared, "/scratch", "lustre", 2, 2, 0, 2, 0, 2000, 0, 150, 15),
+        row("stdio", "/tmp/log.txt", "/tmp", "tmpfs", 1, 1, 0, 5, 0, 500, 0, 0, 0),
+        # A node-local path on two hosts: both mounts and types are named.
+        row("POSIX", "/local/x", "/, /local", "ext4, xfs", 2, 0, 0, 2, 0, 20, 0, 0, 0),
+    ]
+
+
+def test_jobs_without_io_or_ops_have_empty_lists(collector, client):
+    exchange(collector.address, frame(0, job="job-quiet", p2p_rows=[]), acks=1)
+    # frame() always carries one op record (MPI_Isend, 5 calls); here it is the only op.
+    ops = client.get(client.app.url_path_for("job_ops", job="job-quiet")).json()
+    assert ops["ops"] == [op_total("MPI_Isend", "mpi_p2p", 5, 640, 999, 1)]
+    assert [c["calls"] for c in ops["categories"]] == [5, 0, 0, 0, 0, 0]
+    assert client.get(client.app.url_path_for("job_io", job="job-quiet")).json() == {
+        "job": "job-quiet",
+        "files": [],
+    }
+    exchange(collector.address, counters_frame(0, 0, job="job-silent"), acks=1)
+    ops = client.get(client.app.url_path_for("job_ops", job="job-silent")).json()
+    assert ops["ops"] == [] and {c["time_ns"] for c in ops["categories"]} == {0}
+
+
+@pytest.mark.parametrize("route", ["job_matrix", "job_ops", "job_io"])
+def test_unknown_job_is_404(client, route):
+    response = client.get(client.app.url_path_for(route, job="no/such job"))
     assert response.status_code == 404
     assert response.json() == {"detail": "unknown job 'no/such job'"}
 
@@ -77,4 +254,9 @@ def test_unknown_job_is_404(client):
 def test_openapi_docs_are_served(client):
     assert client.get("/docs").status_code == 200
     paths = client.get("/openapi.json").json()["paths"]
-    assert {"/api/jobs", "/api/jobs/{job}/matrix"} <= set(paths)
+    assert {
+        "/api/jobs",
+        "/api/jobs/{job}/matrix",
+        "/api/jobs/{job}/ops",
+        "/api/jobs/{job}/io",
+    } <= set(paths)

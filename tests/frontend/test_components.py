@@ -1,0 +1,109 @@
+"""Pure pieces of the dashboard: durations, and the Markdown tables of MPI ops and file I/O
+(the browser shows them in tests/e2e/test_dashboard.py)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from frontend import components
+from frontend.api import CategoryTotal, FileIo, JobIo, JobOps, OpTotal
+from frontend.formatting import format_duration_ns
+
+
+@pytest.mark.parametrize(
+    ("ns", "text"),
+    [
+        (0, "0 ns"),
+        (999, "999 ns"),
+        (1000, "1.00 µs"),
+        (12_345, "12.3 µs"),
+        (999_499, "999 µs"),
+        (999_500, "1.00 ms"),
+        (3_200_000, "3.20 ms"),
+        (100_000_000, "100 ms"),
+        (75_000_000_000, "75.0 s"),
+        (999_499_999_999, "999 s"),
+        (1_234_567_890_123, "1,235 s"),
+    ],
+)
+def test_durations_read_with_three_digits(ns, text):
+    assert format_duration_ns(ns) == text
+
+
+def _op(name: str, time_ns: int) -> OpTotal:
+    return OpTotal(op=name, category="mpi_p2p", calls=1, bytes=2048, time_ns=time_ns, ranks=1)
+
+
+def test_ops_table_is_capped_and_says_so():
+    n = components.MAX_OP_ROWS + 5
+    ops = JobOps(job="j", categories=(), ops=tuple(_op(f"MPI_Op{i}", n - i) for i in range(n)))
+    lines = components.ops_table_markdown(ops).splitlines()
+    assert lines[0].startswith(f"Heaviest {components.MAX_OP_ROWS} of {n} MPI operations")
+    rows = lines[4:]
+    assert len(rows) == components.MAX_OP_ROWS
+    assert rows[0] == "| MPI&#95;Op0 | point-to-point | 1 | 1 | 2048 | 2.00 KiB | 55 ns |"
+
+
+def test_ops_summary_lists_the_categories_with_calls():
+    categories = (
+        CategoryTotal(category="mpi_p2p", calls=3, bytes=1536, time_ns=2_000),
+        CategoryTotal(category="mpi_rma", calls=0, bytes=0, time_ns=0),
+        CategoryTotal(category="io", calls=1, bytes=0, time_ns=500),
+    )
+    summary = components.ops_summary(JobOps(job="j", categories=categories, ops=()))
+    text = "".join(
+        part if isinstance(part, str) else part.children[0].children + part.children[1]
+        for part in summary
+    )
+    assert text == "2.50 µs inside MPI calls: point-to-point 2.00 µs, 1.50 KiB · MPI-IO 500 ns, 0 B"
+    none = JobOps(job="j", categories=categories[1:2], ops=())
+    assert components.ops_summary(none) == "No MPI operations recorded for this job."
+
+
+def test_a_job_without_files_gets_a_sentence():
+    assert components.io_table_markdown(JobIo(job="j", files=())) == (
+        "No file I/O: the job has not opened, read or written any file "
+        "through POSIX, stdio or MPI-IO."
+    )
+
+
+def test_paths_cannot_break_the_table():
+    """A path is the job's text: Markdown syntax in it is written as character references
+    (the browser shows them as the characters) and a newline cannot end the row."""
+    path = "/data/a|b*c_[x](y)<other>&amp;\\`z`\nnext:@~!"
+    row = FileIo(
+        layer="POSIX",
+        path=path,
+        mount="/data",
+        fstype="lustre",
+        ranks=1,
+        opens=1,
+        reads=0,
+        writes=1,
+        bytes_read=0,
+        bytes_written=7,
+        read_time_ns=0,
+        write_time_ns=1500,
+        meta_time_ns=20,
+    )
+    lines = components.io_table_markdown(JobIo(job="j", files=(row,))).splitlines()
+    assert len(lines) == 5
+    cells = lines[4].split("|")[1:-1]
+    assert len(cells) == 13
+    shown = cells[1].strip()
+    assert not re.search(r"[|*_\[\]()<>`\\~!:@]", shown)
+    unescaped = re.sub(r"&#(\d+);", lambda m: chr(int(m.group(1))), shown)
+    assert unescaped == path.replace("\n", "\ufffd")
+    assert [c.strip() for c in cells[4:]] == [
+        "1",
+        "1",
+        "0",
+        "1",
+        "0",
+        "7",
+        "0 ns",
+        "1.50 µs",
+        "20 ns",
+    ]

@@ -1,0 +1,50 @@
+"""MPI op ids as Python reads them from the spec: names and traffic categories."""
+
+from __future__ import annotations
+
+from stacklens import mpi_ops
+from stacklens.paths import HOOKS_DIR
+
+
+def _category(name: str) -> str:
+    return mpi_ops.op_category(mpi_ops.op_names().index(name))
+
+
+def test_known_functions_have_their_category():
+    expected = {
+        "MPI_Send": "mpi_p2p",
+        "MPI_Irecv": "mpi_p2p",
+        "MPI_Sendrecv": "mpi_p2p",
+        "MPI_Start": "mpi_p2p",
+        "MPI_Request_free": "mpi_p2p",
+        "MPI_Wait": "mpi_completion",
+        "MPI_Waitall": "mpi_completion",
+        "MPI_Testany": "mpi_completion",
+        "MPI_Allreduce": "mpi_coll",
+        "MPI_Ibcast": "mpi_coll",
+        "MPI_Put": "mpi_rma",
+        "MPI_Win_free": "mpi_rma",
+        "MPI_File_open": "io",
+        "MPI_File_write_at_all": "io",
+        "MPI_File_read_c": "io",
+        "MPI_Init": "other",
+        "MPI_Finalize": "other",
+        "MPI_Comm_split": "other",  # class=plain
+        "MPI_Comm_free": "other",
+    }
+    assert {name: _category(name) for name in expected} == expected
+    assert mpi_ops.op_name(0) == "MPI_Init" and mpi_ops.op_category(0) == "other"
+
+
+def test_every_op_id_has_a_category():
+    categories = mpi_ops.op_categories()
+    assert len(categories) == len(mpi_ops.op_names())
+    assert set(categories) == set(mpi_ops.CATEGORIES)  # each category is used
+
+
+def test_every_wrapper_class_has_a_category():
+    """A class with a wrapper template is one the spec may use: it needs a category."""
+    templates = (HOOKS_DIR / "gen" / "templates").glob("wrapper_*.c.in")
+    classes = {p.name.removeprefix("wrapper_").removesuffix(".c.in") for p in templates}
+    assert classes == set(mpi_ops.CLASS_CATEGORY)
+    assert set(mpi_ops.CLASS_CATEGORY.values()) == set(mpi_ops.CATEGORIES)
