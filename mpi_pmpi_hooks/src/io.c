@@ -170,6 +170,7 @@ void sl_io_dup(int oldfd, int newfd)
     __atomic_store_n(&sl_io_fd_map[SL_IO_POSIX][newfd], e, __ATOMIC_RELAXED);
 }
 
+/* Forgets descriptors first..last (up to SL_MAX_FD) at both layers, no time counted. */
 void sl_io_forget(unsigned first, unsigned last)
 {
     if (sl_tls_fdtable_private)

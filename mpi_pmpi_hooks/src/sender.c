@@ -69,7 +69,7 @@
 #define SL_NS_PER_MS          1000000ull
 #define SL_ALONE_CHECK_NS     250000000ull      /* how often the sender asks if it is the last thread */
 #define SL_FINAL_BY_STOP      1                 /* final_requested: by sl_sender_stop() */
-#define SL_FINAL_BY_SIGNAL    2                 /* by the SIGTERM handler: spool first */
+#define SL_FINAL_BY_SIGNAL    2                 /* by the SIGTERM/SIGINT handler: spool first */
 
 /* A frame waiting for its acknowledgement. */
 typedef struct sl_qframe {
@@ -187,7 +187,7 @@ static void queue_new_frame(unsigned frame_type)
     }
     queue_push(buf, len, seq);
     if (S.unreachable || frame_type == SL_FRAME_KILLED)
-        spool_queue(); /* on SIGTERM: on disk before the process can be killed outright */
+        spool_queue(); /* on SIGTERM/SIGINT: on disk before the process can be killed outright */
 }
 
 /* ---- connection ------------------------------------------------------- */
