@@ -22,8 +22,9 @@
  * Spool (spool.h): once the collector cannot be reached (a failed connect, a
  * lost connection), every queued frame and every new frame is also written
  * to the spool directory; an acknowledgement deletes the frame's file.
- * On SIGTERM (sl_sender_flush_from_signal) the final frame and every frame
- * still unacknowledged are spooled first, before any network attempt: the
+ * On SIGTERM or SIGINT (sl_sender_flush_from_signal) the final frame (type
+ * SL_FRAME_KILLED) and every frame still unacknowledged are spooled first,
+ * before any network attempt: the
  * process may be SIGKILLed during the live flush (MPICH's Hydra proxy kills
  * the remaining ranks as soon as one dies of a signal), and what is in the
  * spool survives it; a live acknowledgement then deletes the files as usual.
