@@ -29,6 +29,9 @@ from stacklens import wire
 
 log = logging.getLogger(__name__)
 
+#: Seconds a rejected sender's connection stays open to drain its input (see
+#: _Connection._end_after_reject).
+REJECT_LINGER_S = 5.0
 _BODY_LEN = struct.Struct("<I")  # the header's body_len field, at byte 8
 _BODY_LEN_OFFSET = wire.HEADER_DTYPE.fields["body_len"][1]
 
@@ -130,8 +133,7 @@ class _Connection(asyncio.Protocol):
             reason = "no ingest token configured: only loopback senders are accepted"
             self.server.reject(self.peer, wire.Status.BAD_TOKEN, reason)
             transport.write(wire.encode_ack(wire.Status.BAD_TOKEN, 0))
-            self._closing = True
-            transport.close()
+            self._end_after_reject()
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
@@ -217,10 +219,20 @@ class _Connection(asyncio.Protocol):
             self.transport.write(b"".join(out))
         if close:
             self._inflight.clear()
-            self._closing = True
-            self.transport.close()  # like any reject: the sender reconnects
+            self._end_after_reject()  # like any reject: the sender reconnects
         elif self._eof and not self._inflight:
             self.transport.close()  # the sender is done and has every ack
+
+    def _end_after_reject(self) -> None:
+        """End the connection after a reject's ack: send end-of-file, discard whatever the
+        sender still sends, close at its end-of-file or after REJECT_LINGER_S. Closing with
+        unread input at once makes the kernel answer with a reset, which can destroy the
+        ack before the sender has read it."""
+        self._closing = True
+        transport = self.transport
+        if transport.can_write_eof():
+            transport.write_eof()
+        asyncio.get_running_loop().call_later(REJECT_LINGER_S, transport.close)
 
     def eof_received(self) -> bool:
         if self._buffered and not self._closing:
