@@ -28,6 +28,21 @@ _FILE_IO_COUNTERS = (
 )
 
 
+#: comm_id of the collectives' overflow key.
+OVERFLOW_COMM_ID = 0xFFFFFFFF
+_COLLECTIVE_COUNTERS = ("comm_id", "comm_size", "root", "ranks", "calls", "bytes", "time_ns")
+_COMMUNICATOR_COUNTERS = ("comm_id", "comm_size", "ranks", "ops", "calls", "bytes", "time_ns")
+_RANK_COUNTERS = (
+    "rank",
+    "pid",
+    "first_seen_ns",
+    "last_seen_ns",
+    "keys_dropped",
+    "frames_dropped",
+    "frames_spooled",
+)
+
+
 class ApiError(Exception):
     """The server could not be reached or did not answer as agreed; str() is user-facing."""
 
@@ -127,6 +142,128 @@ class JobIo:
     files: tuple[FileIo, ...]
 
 
+@dataclass(frozen=True)
+class CollectiveTotal:
+    """One collective op on one communicator with one root, summed over ranks and intervals."""
+
+    op: str
+    comm_id: int  # same on every member; OVERFLOW_COMM_ID = communicators beyond the key limit
+    comm_size: int
+    root: int  # world rank, -1 when the op has none
+    ranks: int  # ranks that called it
+    calls: int
+    bytes: int
+    time_ns: int
+
+
+@dataclass(frozen=True)
+class CommunicatorTotal:
+    """All the collective calls on one communicator of a job."""
+
+    comm_id: int
+    comm_size: int
+    overflow: bool  # the overflow key, not one communicator
+    ranks: int
+    ops: int  # distinct (op, root) rows on it
+    calls: int
+    bytes: int
+    time_ns: int
+
+
+@dataclass(frozen=True)
+class JobCollectives:
+    """`GET /api/jobs/{job}/collectives`: per communicator and per (communicator, op, root),
+    heaviest time first."""
+
+    job: str
+    communicators: tuple[CommunicatorTotal, ...]
+    collectives: tuple[CollectiveTotal, ...]
+
+
+@dataclass(frozen=True)
+class SizeBucket:
+    """Messages of `lower_bytes` <= size < `upper_bytes` (log2 bucket; 0 = empty messages)."""
+
+    bucket: int
+    lower_bytes: int
+    upper_bytes: int
+    count: int
+
+
+@dataclass(frozen=True)
+class OpSizes:
+    """The message-size histogram of one op (only buckets with messages, smallest first)."""
+
+    op: str
+    category: str
+    messages: int
+    buckets: tuple[SizeBucket, ...]
+
+
+@dataclass(frozen=True)
+class JobSizes:
+    """`GET /api/jobs/{job}/sizes`: histograms per op, most messages first."""
+
+    job: str
+    ops: tuple[OpSizes, ...]
+
+
+@dataclass(frozen=True)
+class RmaOp:
+    """One-sided calls and bytes of one op."""
+
+    op: str
+    calls: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class RmaCell:
+    """One-sided traffic from world rank `origin` to world rank `target`, with its ops."""
+
+    origin: int
+    target: int
+    calls: int
+    bytes: int
+    ops: tuple[RmaOp, ...]
+
+
+@dataclass(frozen=True)
+class JobRma:
+    """`GET /api/jobs/{job}/rma`: per op (most bytes first) and per (origin, target) pair."""
+
+    job: str
+    world_size: int
+    ops: tuple[RmaOp, ...]
+    cells: tuple[RmaCell, ...]
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """Where one rank ran, its status and what the hook library could not account for."""
+
+    rank: int
+    host: str
+    pid: int
+    first_seen_ns: int
+    last_seen_ns: int
+    finished: bool
+    killed: bool
+    status: str  # "running" | "finished" | "killed"
+    keys_dropped: int  # new keys folded into an overflow key (STACKLENS_MAX_KEYS)
+    frames_dropped: int  # frames lost by the sender: their counts are gone
+    frames_spooled: int  # frames that went through the spool directory
+
+
+@dataclass(frozen=True)
+class JobRanks:
+    """`GET /api/jobs/{job}/ranks`: the ranks that reported, by world rank."""
+
+    job: str
+    world_size: int
+    ranks: tuple[RankInfo, ...]
+
+
 class StacklensApi:
     """Client of one stacklens server, e.g. `StacklensApi("http://127.0.0.1:7450")`."""
 
@@ -205,6 +342,91 @@ class StacklensApi:
         except (KeyError, TypeError, ValueError) as exc:
             raise ApiError(f"stacklens server sent unexpected file I/O: {exc!r}") from exc
 
+    def collectives(self, job: str) -> JobCollectives:
+        """Collective calls, bytes and time of `job` per communicator and per (communicator,
+        op, root)."""
+        body = self._get(f"/api/jobs/{quote(job, safe='')}/collectives")
+        try:
+            return JobCollectives(
+                job=str(body["job"]),
+                communicators=tuple(
+                    CommunicatorTotal(
+                        overflow=bool(c["overflow"]), **_ints(c, _COMMUNICATOR_COUNTERS)
+                    )
+                    for c in body["communicators"]
+                ),
+                collectives=tuple(
+                    CollectiveTotal(op=str(c["op"]), **_ints(c, _COLLECTIVE_COUNTERS))
+                    for c in body["collectives"]
+                ),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(f"stacklens server sent unexpected collectives: {exc!r}") from exc
+
+    def sizes(self, job: str) -> JobSizes:
+        """The message-size histogram per MPI operation of `job`."""
+        body = self._get(f"/api/jobs/{quote(job, safe='')}/sizes")
+        try:
+            return JobSizes(
+                job=str(body["job"]),
+                ops=tuple(
+                    OpSizes(
+                        op=str(o["op"]),
+                        category=str(o["category"]),
+                        messages=int(o["messages"]),
+                        buckets=tuple(
+                            SizeBucket(
+                                **_ints(b, ("bucket", "lower_bytes", "upper_bytes", "count"))
+                            )
+                            for b in o["buckets"]
+                        ),
+                    )
+                    for o in body["ops"]
+                ),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(f"stacklens server sent unexpected message sizes: {exc!r}") from exc
+
+    def rma(self, job: str) -> JobRma:
+        """One-sided (RMA) calls and bytes of `job` per op and per (origin, target) pair."""
+        body = self._get(f"/api/jobs/{quote(job, safe='')}/rma")
+        try:
+            return JobRma(
+                job=str(body["job"]),
+                world_size=int(body["world_size"]),
+                ops=tuple(_rma_op(o) for o in body["ops"]),
+                cells=tuple(
+                    RmaCell(
+                        **_ints(c, ("origin", "target", "calls", "bytes")),
+                        ops=tuple(_rma_op(o) for o in c["ops"]),
+                    )
+                    for c in body["cells"]
+                ),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(f"stacklens server sent unexpected RMA traffic: {exc!r}") from exc
+
+    def ranks(self, job: str) -> JobRanks:
+        """Host, pid, status and health counters of every rank of `job` that reported."""
+        body = self._get(f"/api/jobs/{quote(job, safe='')}/ranks")
+        try:
+            return JobRanks(
+                job=str(body["job"]),
+                world_size=int(body["world_size"]),
+                ranks=tuple(
+                    RankInfo(
+                        host=str(r["host"]),
+                        status=str(r["status"]),
+                        finished=bool(r["finished"]),
+                        killed=bool(r["killed"]),
+                        **_ints(r, _RANK_COUNTERS),
+                    )
+                    for r in body["ranks"]
+                ),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(f"stacklens server sent unexpected ranks: {exc!r}") from exc
+
     def _get(self, path: str) -> Any:
         try:
             response = self._http.get(path)
@@ -246,6 +468,14 @@ def _job(row: dict[str, Any]) -> Job:
         bytes_sent=int(row["bytes_sent"]),
         messages_sent=int(row["messages_sent"]),
     )
+
+
+def _ints(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, int]:
+    return {k: int(row[k]) for k in keys}
+
+
+def _rma_op(row: dict[str, Any]) -> RmaOp:
+    return RmaOp(op=str(row["op"]), calls=int(row["calls"]), bytes=int(row["bytes"]))
 
 
 def _detail(response: httpx.Response) -> str:

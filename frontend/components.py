@@ -14,8 +14,22 @@ from collections.abc import Sequence
 from dash import dcc, html
 
 from frontend import ids
-from frontend.api import Job, JobIo, JobOps, Matrix
-from frontend.formatting import format_bytes, format_duration_ns, format_utc_ns
+from frontend.api import (
+    Job,
+    JobCollectives,
+    JobIo,
+    JobOps,
+    JobRanks,
+    JobRma,
+    JobSizes,
+    Matrix,
+)
+from frontend.formatting import (
+    format_bytes,
+    format_duration_ns,
+    format_size_bucket,
+    format_utc_ns,
+)
 
 # Rows shown in the matrix table; with more rank pairs only the heaviest are listed.
 MAX_MATRIX_ROWS = 200
@@ -25,6 +39,17 @@ MAX_JOB_ROWS = 20
 MAX_OP_ROWS = 50
 # Rows shown in the file I/O table (most bytes first).
 MAX_IO_ROWS = 100
+# Rows shown in the collectives table (heaviest time first) and the communicators table.
+MAX_COLL_ROWS = 100
+MAX_COMM_ROWS = 20
+# Rows shown in the message-size table (one per op and bucket).
+MAX_SIZE_ROWS = 200
+# Rows shown in the RMA table (by origin, then target).
+MAX_RMA_ROWS = 200
+# Rows shown in the ranks table (by rank); ranks with lost or folded counts come first.
+MAX_RANK_ROWS = 256
+# Hosts named in the ranks summary line.
+MAX_SUMMARY_HOSTS = 8
 
 #: How the API's traffic categories of MPI operations read on the page.
 CATEGORY_LABELS = {
@@ -249,6 +274,212 @@ def io_table_markdown(io: JobIo) -> str:
         for f in io.files[:MAX_IO_ROWS]
     ]
     return "\n".join(lines)
+
+
+def communicator_label(comm_id: int, overflow: bool) -> str:
+    """How a communicator id reads on the page: 8 hex digits, or "overflow" for the key that
+    holds the communicators beyond STACKLENS_MAX_KEYS."""
+    return "overflow" if overflow else f"{comm_id:08x}"
+
+
+def communicators_table_markdown(coll: JobCollectives) -> str:
+    """The communicators of the job's collectives as Markdown (see `matrix_table_markdown` on
+    why): a caption line, then one row per communicator, heaviest time first, at most
+    `MAX_COMM_ROWS`; a sentence instead when the job called no collective.
+
+    Columns: communicator, size, ranks, (op, root) rows, calls, bytes (exact), payload, time.
+    """
+    n = len(coll.communicators)
+    if not n:
+        return "No collective calls recorded for this job."
+    if n > MAX_COMM_ROWS:
+        caption = f"Heaviest {MAX_COMM_ROWS} of {n} communicators by time inside collectives."
+    else:
+        caption = f"{n} communicator{'s' if n != 1 else ''} with collective calls."
+    lines = [
+        f"{caption} Communicator ids are the same on every member.",
+        "",
+        "| Communicator | Size | Ranks | Ops | Calls | Bytes | Payload | Time inside |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {communicator_label(c.comm_id, c.overflow)} | {c.comm_size} | {c.ranks} | {c.ops} "
+        f"| {c.calls} | {c.bytes} | {format_bytes(c.bytes)} | {format_duration_ns(c.time_ns)} |"
+        for c in coll.communicators[:MAX_COMM_ROWS]
+    ]
+    return "\n".join(lines)
+
+
+def collectives_table_markdown(coll: JobCollectives) -> str:
+    """The collectives table as Markdown: a caption line, then one row per (communicator, op,
+    root), heaviest time first, at most `MAX_COLL_ROWS` rows; empty without collectives (the
+    communicators table says so).
+
+    Columns: communicator, size, op, root (world rank, "none"), ranks, calls, bytes (exact),
+    payload (human-readable), time inside.
+    """
+    n = len(coll.collectives)
+    if not n:
+        return ""
+    overflow = {c.comm_id for c in coll.communicators if c.overflow}
+    if n > MAX_COLL_ROWS:
+        caption = f"Heaviest {MAX_COLL_ROWS} of {n} collectives by time inside the calls."
+    else:
+        caption = f"{n} collective{'s' if n != 1 else ''} (per communicator, op and root)."
+    lines = [
+        f"{caption} Calls, bytes and time are summed over the ranks taking part.",
+        "",
+        "| Communicator | Size | Operation | Root | Ranks | Calls | Bytes | Payload "
+        "| Time inside |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {communicator_label(c.comm_id, c.comm_id in overflow)} | {c.comm_size} "
+        f"| {_md(c.op)} | {c.root if c.root >= 0 else 'none'} | {c.ranks} | {c.calls} "
+        f"| {c.bytes} | {format_bytes(c.bytes)} | {format_duration_ns(c.time_ns)} |"
+        for c in coll.collectives[:MAX_COLL_ROWS]
+    ]
+    return "\n".join(lines)
+
+
+def sizes_table_markdown(sizes: JobSizes) -> str:
+    """The message-size histogram as Markdown: a caption line, then one row per (op, size
+    bucket) with messages, the ops with the most messages first, buckets smallest first, at
+    most `MAX_SIZE_ROWS` rows; a sentence instead when nothing was recorded.
+
+    Columns: op, size range, from (bytes, included), below (bytes, excluded), messages.
+    """
+    rows = [(o, b) for o in sizes.ops for b in o.buckets]
+    if not rows:
+        return "No message sizes recorded for this job."
+    n = len(rows)
+    if n > MAX_SIZE_ROWS:
+        caption = f"First {MAX_SIZE_ROWS} of {n} (operation, size) rows, busiest ops first."
+    else:
+        caption = f"{n} (operation, size) row{'s' if n != 1 else ''}, busiest ops first."
+    lines = [
+        f"{caption} Each range holds sizes from its lower bound up to, not including, its upper "
+        "bound; messages are summed over all ranks.",
+        "",
+        "| Operation | Size | From (bytes) | Below (bytes) | Messages |",
+        "|---|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {_md(o.op)} | {format_size_bucket(b.lower_bytes, b.upper_bytes)} "
+        f"| {b.lower_bytes} | {b.upper_bytes} | {b.count} |"
+        for o, b in rows[:MAX_SIZE_ROWS]
+    ]
+    return "\n".join(lines)
+
+
+def rma_table_markdown(rma: JobRma) -> str:
+    """The one-sided traffic as Markdown: a caption line with the totals per op, then one row
+    per (origin, target) pair, by origin then target, at most `MAX_RMA_ROWS` rows; a sentence
+    instead when the job made no RMA call.
+
+    Columns: origin rank, target rank, calls, bytes (exact), moved (human-readable), per op.
+    """
+    n = len(rma.cells)
+    if not n:
+        return "No one-sided (RMA) calls in this job."
+    totals = "; ".join(f"{_md(o.op)} {_calls(o.calls)}, {format_bytes(o.bytes)}" for o in rma.ops)
+    if n > MAX_RMA_ROWS:
+        caption = f"First {MAX_RMA_ROWS} of {n} (origin, target) pairs."
+    else:
+        caption = f"{n} (origin, target) pair{'s' if n != 1 else ''}."
+    lines = [
+        f"{caption} In all: {totals}.",
+        "",
+        "| Origin rank | Target rank | Calls | Bytes | Moved | Per operation |",
+        "|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [
+        f"| {c.origin} | {c.target} | {c.calls} | {c.bytes} | {format_bytes(c.bytes)} | "
+        + "; ".join(f"{_md(o.op)} {_calls(o.calls)}, {o.bytes} B" for o in c.ops)
+        + " |"
+        for c in rma.cells[:MAX_RMA_ROWS]
+    ]
+    return "\n".join(lines)
+
+
+def ranks_summary(ranks: JobRanks) -> list:
+    """One line: ranks reported of the world, the hosts they ran on (ranks per host), and a
+    warning per health counter that is not zero (counts folded, frames lost)."""
+    n = len(ranks.ranks)
+    hosts: dict[str, int] = {}
+    for r in ranks.ranks:
+        hosts[r.host] = hosts.get(r.host, 0) + 1
+    named = ", ".join(
+        f"{host} ({count})" for host, count in list(hosts.items())[:MAX_SUMMARY_HOSTS]
+    )
+    more = f" and {len(hosts) - MAX_SUMMARY_HOSTS} more" if len(hosts) > MAX_SUMMARY_HOSTS else ""
+    parts: list = [
+        f"{n} of {ranks.world_size} ranks reported"
+        + (f", on {len(hosts)} host{'s' if len(hosts) != 1 else ''}: {named}{more}." if n else ".")
+    ]
+    folded = [r for r in ranks.ranks if r.keys_dropped]
+    lost = [r for r in ranks.ranks if r.frames_dropped]
+    if folded:
+        parts.append(
+            html.Span(
+                f" {len(folded)} rank{'s' if len(folded) != 1 else ''} folded "
+                f"{sum(r.keys_dropped for r in folded)} new keys into overflow rows "
+                "(STACKLENS_MAX_KEYS): totals are exact, per-peer/file/communicator detail is not.",
+                className="health-warning",
+            )
+        )
+    if lost:
+        parts.append(
+            html.Span(
+                f" {len(lost)} rank{'s' if len(lost) != 1 else ''} lost "
+                f"{sum(r.frames_dropped for r in lost)} frames: this job's counts are incomplete.",
+                className="health-error",
+            )
+        )
+    return parts
+
+
+def ranks_table_markdown(ranks: JobRanks) -> str:
+    """The ranks table as Markdown: a caption line, then one row per rank that reported, ranks
+    with folded keys or lost frames first, then by rank, at most `MAX_RANK_ROWS` rows.
+    Non-zero folded/lost counts are bold with a warning sign.
+
+    Columns: rank, host, pid, status, first and last interval seen (UTC), keys folded,
+    frames lost, frames spooled.
+    """
+    n = len(ranks.ranks)
+    if not n:
+        return "No rank has reported yet."
+    shown = sorted(ranks.ranks, key=lambda r: (not (r.keys_dropped or r.frames_dropped), r.rank))
+    if n > MAX_RANK_ROWS:
+        caption = f"{MAX_RANK_ROWS} of {n} ranks, those with folded or lost counts first."
+    else:
+        caption = f"{n} rank{'s' if n != 1 else ''}, those with folded or lost counts first."
+    lines = [
+        f"{caption} Keys folded: new peers/files/communicators counted in an overflow row; "
+        "frames lost: counts that never arrived; frames spooled: delivered late, via disk.",
+        "",
+        "| Rank | Host | PID | Status | First seen | Last seen | Keys folded | Frames lost "
+        "| Frames spooled |",
+        "|---:|---|---:|---|---|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r.rank} | {_md(r.host)} | {r.pid} | {_md(r.status)} "
+        f"| {_md(format_utc_ns(r.first_seen_ns))} | {_md(format_utc_ns(r.last_seen_ns))} "
+        f"| {_alarm(r.keys_dropped)} "
+        f"| {_alarm(r.frames_dropped)} | {r.frames_spooled} |"
+        for r in shown[:MAX_RANK_ROWS]
+    ]
+    return "\n".join(lines)
+
+
+def _alarm(count: int) -> str:
+    """A count that should be zero: bold with a warning sign when it is not."""
+    return f"**⚠ {count}**" if count else "0"
+
+
+def _calls(n: int) -> str:
+    return f"{n} call{'s' if n != 1 else ''}"
 
 
 def _category_label(category: str) -> str:

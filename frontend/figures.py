@@ -8,13 +8,16 @@ from collections.abc import Iterable
 import plotly.graph_objects as go
 from plotly.colors import sequential
 
-from frontend.api import Matrix, MatrixCell
-from frontend.formatting import format_bytes, format_bytes_short
+from frontend.api import JobSizes, Matrix, MatrixCell
+from frontend.formatting import format_bytes, format_bytes_short, format_size_bucket
 
 # Cell labels: full ("1.50 MiB") up to this many ranks, short ("1.5M") up to the next, none
 # beyond (hover still shows exact values).
 MAX_FULL_LABEL_RANKS = 6
 MAX_LABELLED_RANKS = 16
+
+# Message-size histogram: one bar trace per op, for the ops with the most messages.
+MAX_SIZE_TRACES = 6
 
 _FONT = "Inter, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 _COLORBAR_TICKS = 5
@@ -98,6 +101,48 @@ def matrix_heatmap(matrix: Matrix) -> go.Figure:
         uirevision=matrix.job,  # keep the user's zoom across live refreshes of the same job
     )
     return fig
+
+
+def size_histogram(sizes: JobSizes) -> go.Figure:
+    """Messages per log2 size bucket, one bar trace per op for the `MAX_SIZE_TRACES` ops with
+    the most messages (the API sends them in that order). The x axis lists every bucket from
+    the smallest to the largest one used, so gaps read as gaps; hover shows exact counts."""
+    ops = [o for o in sizes.ops if o.buckets][:MAX_SIZE_TRACES]
+    if not ops:
+        return _empty_figure("No message sizes recorded.")
+    used = [b for o in ops for b in o.buckets]
+    first, last = min(b.bucket for b in used), max(b.bucket for b in used)
+    labels = {b: format_size_bucket(*_bucket_bounds(b)) for b in range(first, last + 1)}
+    fig = go.Figure(
+        [
+            go.Bar(
+                name=o.op,
+                x=[labels[b.bucket] for b in o.buckets],
+                y=[b.count for b in o.buckets],
+                hovertemplate=f"{o.op}<br>%{{x}}<br>%{{y:,}} messages<extra></extra>",
+            )
+            for o in ops
+        ]
+    )
+    fig.update_layout(
+        barmode="group",
+        xaxis={
+            "title": {"text": "message size"},
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": list(labels.values()),
+        },
+        yaxis={"title": {"text": "messages"}, "rangemode": "tozero", "gridcolor": "#e5e9f0"},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+        **{**_base_layout(), "margin": {"l": 60, "r": 20, "t": 40, "b": 80}},
+        uirevision=sizes.job,
+    )
+    return fig
+
+
+def _bucket_bounds(bucket: int) -> tuple[int, int]:
+    """[lower, upper) bytes of a log2 bucket (0 = empty messages), as the API defines them."""
+    return (0, 1) if bucket == 0 else (1 << (bucket - 1), 1 << bucket)
 
 
 def _empty_figure(message: str) -> go.Figure:

@@ -52,3 +52,22 @@ def format_duration_ns(ns: int) -> str:
 def format_utc_ns(ns: int) -> str:
     """A ns-since-epoch timestamp as "YYYY-MM-DD HH:MM:SS UTC"."""
     return datetime.fromtimestamp(ns // 1_000_000_000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def format_power_of_two_bytes(n: int) -> str:
+    """A power of two of bytes in the largest binary unit that keeps it whole: 512 -> "512 B",
+    1024 -> "1 KiB", 2**63 -> "8 EiB", 2**64 -> "16 EiB"."""
+    units = ("B", *_BINARY_UNITS)
+    unit = 0
+    while n >= 1024 and n % 1024 == 0 and unit < len(units) - 1:
+        n //= 1024
+        unit += 1
+    return f"{n} {units[unit]}"
+
+
+def format_size_bucket(lower: int, upper: int) -> str:
+    """The byte range [lower, upper) of a log2 message-size bucket as read on the page:
+    (0, 1) -> "0 B (empty)", (1, 2) -> "1 B", (512, 1024) -> "512 B – 1 KiB"."""
+    if upper - lower <= 1:
+        return "0 B (empty)" if lower == 0 else format_power_of_two_bytes(lower)
+    return f"{format_power_of_two_bytes(lower)} – {format_power_of_two_bytes(upper)}"

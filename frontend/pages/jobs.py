@@ -1,7 +1,9 @@
 # frontend/pages/jobs.py — the "/" page: live jobs table; the selected job's rank x rank matrix,
-# MPI operations and file-system I/O.
+# MPI operations, collectives, message sizes, one-sided traffic, file-system I/O and ranks.
 """Jobs page: every job the server knows, and for one of them its point-to-point traffic,
-its MPI operations (calls, bytes, time per op and per traffic category) and its file I/O.
+its MPI operations (calls, bytes, time per op and per traffic category), its collectives per
+communicator, its message-size histogram, its one-sided (RMA) traffic, its file I/O and its
+ranks (hosts, status, counts folded or lost).
 
 The shown job is the one the user clicked (kept in a session store across refreshes), or the
 newest job while the user has not chosen one or the chosen one is gone.
@@ -35,9 +37,31 @@ _UNCHANGED = dict.fromkeys(
         "ops",
         "io_hidden",
         "io",
+        "coll_hidden",
+        "comms",
+        "coll",
+        "sizes_hidden",
+        "sizes_graph",
+        "sizes",
+        "rma_hidden",
+        "rma",
+        "ranks_hidden",
+        "ranks_summary",
+        "ranks",
         "rendered",
     ),
     no_update,
+)
+
+# The `hidden` outputs of the sections about the shown job.
+_SECTIONS_HIDDEN = (
+    "hidden",
+    "ops_hidden",
+    "io_hidden",
+    "coll_hidden",
+    "sizes_hidden",
+    "rma_hidden",
+    "ranks_hidden",
 )
 
 
@@ -60,7 +84,8 @@ def layout(**_query: str) -> html.Div:
                         ],
                     ),
                     html.P(
-                        "Click a job to show its rank × rank traffic, MPI operations and file I/O.",
+                        "Click a job to show its rank × rank traffic, MPI operations, "
+                        "collectives, message sizes, one-sided traffic, file I/O and ranks.",
                         className="hint",
                     ),
                     html.Div(html.Table(id=ids.JOBS_TABLE, className="data"), className="scroll"),
@@ -99,6 +124,39 @@ def layout(**_query: str) -> html.Div:
                 ],
             ),
             html.Section(
+                id=ids.COLL_SECTION,
+                className="card",
+                hidden=True,
+                children=[
+                    html.H2("Collectives"),
+                    dcc.Markdown(id=ids.COMM_TABLE, className="scroll md-table"),
+                    dcc.Markdown(id=ids.COLL_TABLE, className="scroll table-wrap md-table"),
+                ],
+            ),
+            html.Section(
+                id=ids.SIZES_SECTION,
+                className="card",
+                hidden=True,
+                children=[
+                    html.H2("Message sizes"),
+                    dcc.Graph(
+                        id=ids.SIZES_GRAPH,
+                        style={"height": "360px"},
+                        config={"displaylogo": False},
+                    ),
+                    dcc.Markdown(id=ids.SIZES_TABLE, className="scroll table-wrap md-table"),
+                ],
+            ),
+            html.Section(
+                id=ids.RMA_SECTION,
+                className="card",
+                hidden=True,
+                children=[
+                    html.H2("One-sided (RMA)"),
+                    dcc.Markdown(id=ids.RMA_TABLE, className="scroll table-wrap md-table"),
+                ],
+            ),
+            html.Section(
                 id=ids.IO_SECTION,
                 className="card",
                 hidden=True,
@@ -106,6 +164,18 @@ def layout(**_query: str) -> html.Div:
                     html.H2("File-system I/O"),
                     dcc.Markdown(
                         id=ids.IO_TABLE, className="scroll table-wrap md-table files-table"
+                    ),
+                ],
+            ),
+            html.Section(
+                id=ids.RANKS_SECTION,
+                className="card",
+                hidden=True,
+                children=[
+                    html.H2("Ranks"),
+                    html.P(id=ids.RANKS_SUMMARY, className="summary"),
+                    dcc.Markdown(
+                        id=ids.RANKS_TABLE, className="scroll table-wrap md-table ranks-table"
                     ),
                 ],
             ),
@@ -129,6 +199,17 @@ def register_callbacks(dash_app: dash.Dash) -> None:
             "ops": Output(ids.OPS_TABLE, "children"),
             "io_hidden": Output(ids.IO_SECTION, "hidden"),
             "io": Output(ids.IO_TABLE, "children"),
+            "coll_hidden": Output(ids.COLL_SECTION, "hidden"),
+            "comms": Output(ids.COMM_TABLE, "children"),
+            "coll": Output(ids.COLL_TABLE, "children"),
+            "sizes_hidden": Output(ids.SIZES_SECTION, "hidden"),
+            "sizes_graph": Output(ids.SIZES_GRAPH, "figure"),
+            "sizes": Output(ids.SIZES_TABLE, "children"),
+            "rma_hidden": Output(ids.RMA_SECTION, "hidden"),
+            "rma": Output(ids.RMA_TABLE, "children"),
+            "ranks_hidden": Output(ids.RANKS_SECTION, "hidden"),
+            "ranks_summary": Output(ids.RANKS_SUMMARY, "children"),
+            "ranks": Output(ids.RANKS_TABLE, "children"),
             "rendered": Output(ids.RENDERED_DIGEST, "data"),
         },
         inputs={
@@ -145,35 +226,45 @@ def register_callbacks(dash_app: dash.Dash) -> None:
 
 
 def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> dict:
-    """Fetch jobs and the shown job's matrix, MPI operations and file I/O and render them,
-    unless they are what the page already shows (`rendered` digest); on API failure keep the
-    last data and say why."""
+    """Fetch jobs and the shown job's matrix, MPI operations, collectives, message sizes, RMA
+    traffic, file I/O and ranks and render them, unless they are what the page already shows
+    (`rendered` digest); on API failure keep the last data and say why."""
     client = api.current_client()
     try:
         jobs = client.jobs()
         job = _shown_job(jobs, selected)
-        matrix = ops = io = None
+        shown = None
         if job is not None:
-            matrix, ops, io = client.matrix(job.job), client.ops(job.job), client.io(job.job)
+            shown = tuple(
+                fetch(job.job)
+                for fetch in (
+                    client.matrix,
+                    client.ops,
+                    client.io,
+                    client.collectives,
+                    client.sizes,
+                    client.rma,
+                    client.ranks,
+                )
+            )
     except ApiError as exc:
         return {**_UNCHANGED, "status": components.notice(str(exc), "error")}
     always = {
         "status": None if job is not None else components.no_jobs_notice(),
         "updated": f"updated {datetime.now(UTC):%H:%M:%S} UTC",
     }
-    digest = f"{hash((tuple(jobs), job, matrix, ops, io)) & 0xFFFF_FFFF_FFFF_FFFF:016x}"  # JS-safe
+    digest = f"{hash((tuple(jobs), job, shown)) & 0xFFFF_FFFF_FFFF_FFFF:016x}"  # JS-safe
     if digest == rendered:
         return {**_UNCHANGED, **always}
-    if job is None or matrix is None or ops is None or io is None:
+    if job is None or shown is None:
         return {
             **_UNCHANGED,
             **always,
             "jobs": components.jobs_table(jobs, None),
-            "hidden": True,
-            "ops_hidden": True,
-            "io_hidden": True,
+            **dict.fromkeys(_SECTIONS_HIDDEN, True),
             "rendered": digest,
         }
+    matrix, ops, io, coll, sizes, rma, ranks = shown
     return {
         **always,
         "jobs": components.jobs_table(jobs, job.job),
@@ -186,6 +277,17 @@ def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> di
         "ops": components.ops_table_markdown(ops),
         "io_hidden": False,
         "io": components.io_table_markdown(io),
+        "coll_hidden": False,
+        "comms": components.communicators_table_markdown(coll),
+        "coll": components.collectives_table_markdown(coll),
+        "sizes_hidden": False,
+        "sizes_graph": figures.size_histogram(sizes),
+        "sizes": components.sizes_table_markdown(sizes),
+        "rma_hidden": False,
+        "rma": components.rma_table_markdown(rma),
+        "ranks_hidden": False,
+        "ranks_summary": components.ranks_summary(ranks),
+        "ranks": components.ranks_table_markdown(ranks),
         "rendered": digest,
     }
 

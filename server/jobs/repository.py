@@ -7,7 +7,16 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import Session
 
 from stacklens.mpi_ops import CATEGORIES, op_categories, op_names
-from stacklens.schema import IoDelta, Job, OpDelta, P2PDelta, Rank
+from stacklens.schema import (
+    CollDelta,
+    IoDelta,
+    Job,
+    OpDelta,
+    OpHistDelta,
+    P2PDelta,
+    Rank,
+    RmaDelta,
+)
 
 #: Names of the I/O layers stored in `io_deltas.layer`.
 IO_LAYERS = {1: "POSIX", 2: "stdio", 3: "MPI-IO"}
@@ -157,4 +166,182 @@ def job_io(session: Session, job_id: int) -> list[dict]:
             **{name: int(row._mapping[name]) for name in sums},
         }
         for row in session.execute(query)
+    ]
+
+
+#: comm_id of the collectives' overflow key (communicators beyond STACKLENS_MAX_KEYS).
+OVERFLOW_COMM_ID = 0xFFFFFFFF
+
+
+def _op_name(op_id: int) -> str:
+    # The collector accepts only op ids of its spec; an older server may not know a newer
+    # spec's appended ids: they are still listed.
+    names = op_names()
+    return names[op_id] if op_id < len(names) else f"op {op_id}"
+
+
+def _op_category(op_id: int) -> str:
+    categories = op_categories()
+    return categories[op_id] if op_id < len(categories) else "other"
+
+
+def job_collectives(session: Session, job_id: int) -> list[dict]:
+    """Collective calls, bytes and time per (communicator, op, root) over all ranks and
+    intervals of the job, with the number of ranks that called it; only rows with calls,
+    heaviest time first (then op name, communicator id, root)."""
+    calls = func.sum(CollDelta.calls)
+    query = (
+        select(
+            CollDelta.op_id,
+            CollDelta.comm_id,
+            CollDelta.comm_size,
+            CollDelta.root,
+            func.count(distinct(CollDelta.world_rank)).filter(CollDelta.calls > 0).label("ranks"),
+            calls.label("calls"),
+            func.sum(CollDelta.bytes).label("bytes"),
+            func.sum(CollDelta.time_ns).label("time_ns"),
+        )
+        .where(CollDelta.job_id == job_id)
+        .group_by(CollDelta.op_id, CollDelta.comm_id, CollDelta.comm_size, CollDelta.root)
+        .having(calls > 0)
+    )
+    rows = [
+        {
+            "op": _op_name(row.op_id),
+            "comm_id": int(row.comm_id),
+            "comm_size": int(row.comm_size),
+            "root": int(row.root),
+            **{k: int(row._mapping[k]) for k in ("ranks", "calls", "bytes", "time_ns")},
+        }
+        for row in session.execute(query)
+    ]
+    return sorted(rows, key=lambda r: (-r["time_ns"], r["op"], r["comm_id"], r["root"]))
+
+
+def communicator_totals(session: Session, job_id: int) -> list[dict]:
+    """Collective calls, bytes and time per communicator (id and size) of the job, with the
+    ranks that called any collective on it and its distinct (op, root) pairs; heaviest time
+    first (then by id)."""
+    calls = func.sum(CollDelta.calls)
+    with_calls = CollDelta.calls > 0
+    query = (
+        select(
+            CollDelta.comm_id,
+            CollDelta.comm_size,
+            func.count(distinct(CollDelta.world_rank)).filter(with_calls).label("ranks"),
+            func.count(distinct(func.row(CollDelta.op_id, CollDelta.root)))
+            .filter(with_calls)
+            .label("ops"),
+            calls.label("calls"),
+            func.sum(CollDelta.bytes).label("bytes"),
+            func.sum(CollDelta.time_ns).label("time_ns"),
+        )
+        .where(CollDelta.job_id == job_id)
+        .group_by(CollDelta.comm_id, CollDelta.comm_size)
+        .having(calls > 0)
+        .order_by(func.sum(CollDelta.time_ns).desc(), CollDelta.comm_id, CollDelta.comm_size)
+    )
+    return [
+        {
+            "comm_id": int(row.comm_id),
+            "comm_size": int(row.comm_size),
+            "overflow": row.comm_id == OVERFLOW_COMM_ID,
+            **{k: int(row._mapping[k]) for k in ("ranks", "ops", "calls", "bytes", "time_ns")},
+        }
+        for row in session.execute(query)
+    ]
+
+
+def bucket_bounds(bucket: int) -> tuple[int, int]:
+    """Byte range [lower, upper) of a log2 size bucket: 0 holds empty messages, b holds
+    [2^(b-1), 2^b)."""
+    return (0, 1) if bucket == 0 else (1 << (bucket - 1), 1 << bucket)
+
+
+def job_sizes(session: Session, job_id: int) -> list[dict]:
+    """Message-size histogram per op over all ranks and intervals of the job: only buckets
+    with messages, smallest first; ops with the most messages first (then by name)."""
+    count = func.sum(OpHistDelta.count)
+    query = (
+        select(OpHistDelta.op_id, OpHistDelta.bucket, count.label("count"))
+        .where(OpHistDelta.job_id == job_id)
+        .group_by(OpHistDelta.op_id, OpHistDelta.bucket)
+        .having(count > 0)
+        .order_by(OpHistDelta.op_id, OpHistDelta.bucket)
+    )
+    ops: dict[int, dict] = {}
+    for row in session.execute(query):
+        op = ops.setdefault(
+            row.op_id,
+            {
+                "op": _op_name(row.op_id),
+                "category": _op_category(row.op_id),
+                "messages": 0,
+                "buckets": [],
+            },
+        )
+        lower, upper = bucket_bounds(row.bucket)
+        op["messages"] += int(row.count)
+        bucket = {"bucket": row.bucket, "lower_bytes": lower, "upper_bytes": upper}
+        op["buckets"].append({**bucket, "count": int(row.count)})
+    return sorted(ops.values(), key=lambda o: (-o["messages"], o["op"]))
+
+
+def job_rma(session: Session, job_id: int) -> tuple[list[dict], list[dict]]:
+    """One-sided traffic of the job: (per op, most bytes first then by name; per (origin,
+    target) pair with calls, by origin then target, each with its ops by name)."""
+    calls = func.sum(RmaDelta.calls)
+    query = (
+        select(
+            RmaDelta.world_rank,
+            RmaDelta.target,
+            RmaDelta.op_id,
+            calls.label("calls"),
+            func.sum(RmaDelta.bytes).label("bytes"),
+        )
+        .where(RmaDelta.job_id == job_id)
+        .group_by(RmaDelta.world_rank, RmaDelta.target, RmaDelta.op_id)
+        .having(calls > 0)
+    )
+    cells: dict[tuple[int, int], dict] = {}
+    ops: dict[str, dict] = {}
+    for row in session.execute(query):
+        name, n, nbytes = _op_name(row.op_id), int(row.calls), int(row.bytes)
+        cell = cells.setdefault(
+            (row.world_rank, row.target),
+            {"origin": row.world_rank, "target": row.target, "calls": 0, "bytes": 0, "ops": []},
+        )
+        cell["calls"] += n
+        cell["bytes"] += nbytes
+        cell["ops"].append({"op": name, "calls": n, "bytes": nbytes})
+        total = ops.setdefault(name, {"op": name, "calls": 0, "bytes": 0})
+        total["calls"] += n
+        total["bytes"] += nbytes
+    for cell in cells.values():
+        cell["ops"].sort(key=lambda o: o["op"])
+    return (
+        sorted(ops.values(), key=lambda o: (-o["bytes"], o["op"])),
+        [cells[key] for key in sorted(cells)],
+    )
+
+
+def job_ranks(session: Session, job_id: int) -> list[dict]:
+    """Every rank of the job that reported, by world rank: host, pid, first and last
+    interval, status and the health counters (summed over its frames)."""
+    query = select(Rank).where(Rank.job_id == job_id).order_by(Rank.world_rank)
+    return [
+        {
+            "rank": r.world_rank,
+            "host": r.host,
+            "pid": r.pid,
+            "first_seen_ns": r.first_seen_ns,
+            "last_seen_ns": r.last_seen_ns,
+            "finished": r.finished,
+            "killed": r.killed,
+            "status": "killed" if r.killed else "finished" if r.finished else "running",
+            "keys_dropped": r.keys_dropped,
+            "frames_dropped": r.frames_dropped,
+            "frames_spooled": r.frames_spooled,
+        }
+        for r in session.scalars(query)
     ]

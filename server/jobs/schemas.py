@@ -95,3 +95,123 @@ class JobIo(BaseModel):
 
     job: str
     files: list[FileIo]
+
+
+class CollectiveTotal(BaseModel):
+    """One collective operation on one communicator with one root, summed over the ranks
+    and intervals of a job."""
+
+    op: str = Field(description="MPI function name, e.g. MPI_Allreduce")
+    comm_id: int = Field(
+        description="communicator id, the same on every member; 4294967295 = the overflow key "
+        "(communicators beyond STACKLENS_MAX_KEYS folded together)"
+    )
+    comm_size: int = Field(description="ranks in the communicator")
+    root: int = Field(description="world rank of the root, -1 when the op has none")
+    ranks: int = Field(description="ranks that called it")
+    calls: int = Field(description="calls summed over ranks (one collective = comm_size calls)")
+    bytes: int = Field(description="payload bytes the ranks handed to the calls")
+    time_ns: int = Field(description="wall time inside the calls, summed over ranks")
+
+
+class CommunicatorTotal(BaseModel):
+    """All the collective calls on one communicator of a job."""
+
+    comm_id: int
+    comm_size: int
+    overflow: bool = Field(description="the overflow key, not one communicator")
+    ranks: int = Field(description="ranks that called a collective on it")
+    ops: int = Field(description="distinct (op, root) rows on it")
+    calls: int
+    bytes: int
+    time_ns: int
+
+
+class JobCollectives(BaseModel):
+    """A job's collectives per (communicator, op, root), heaviest time first, and a summary
+    per communicator, heaviest time first."""
+
+    job: str
+    communicators: list[CommunicatorTotal]
+    collectives: list[CollectiveTotal]
+
+
+class SizeBucket(BaseModel):
+    """Messages in one log2 size bucket: `lower_bytes` <= size < `upper_bytes`."""
+
+    bucket: int = Field(description="0 = empty messages, b = [2^(b-1), 2^b) bytes")
+    lower_bytes: int
+    upper_bytes: int = Field(description="exclusive")
+    count: int
+
+
+class OpSizes(BaseModel):
+    """The message-size histogram of one MPI operation (only buckets with messages)."""
+
+    op: str
+    category: str
+    messages: int
+    buckets: list[SizeBucket]
+
+
+class JobSizes(BaseModel):
+    """A job's message-size histograms, summed over ranks and intervals; the op with the
+    most messages first."""
+
+    job: str
+    ops: list[OpSizes]
+
+
+class RmaOp(BaseModel):
+    """One-sided calls and bytes of one op (for a pair of ranks, or for the whole job)."""
+
+    op: str
+    calls: int
+    bytes: int
+
+
+class RmaCell(BaseModel):
+    """One-sided traffic from one origin rank to one target rank, over the whole job."""
+
+    origin: int
+    target: int
+    calls: int
+    bytes: int
+    ops: list[RmaOp] = Field(description="per op, by name")
+
+
+class JobRma(BaseModel):
+    """A job's one-sided (RMA) traffic per (origin, target) pair with calls (by origin, then
+    target) and per op (most bytes first)."""
+
+    job: str
+    world_size: int
+    ops: list[RmaOp]
+    cells: list[RmaCell]
+
+
+class RankInfo(BaseModel):
+    """Where one rank of a job ran and what the hook library could not account for."""
+
+    rank: int
+    host: str
+    pid: int
+    first_seen_ns: int
+    last_seen_ns: int
+    finished: bool = Field(description="its final frame was stored")
+    killed: bool = Field(description="its final frame says it ended by a signal")
+    status: str = Field(description="running | finished | killed, from the two flags")
+    keys_dropped: int = Field(
+        description="new keys folded into an overflow key (STACKLENS_MAX_KEYS): counts kept, "
+        "but no longer per peer / file / communicator"
+    )
+    frames_dropped: int = Field(description="frames lost by the sender: their counts are gone")
+    frames_spooled: int = Field(description="frames that went through the spool directory")
+
+
+class JobRanks(BaseModel):
+    """The ranks of a job that reported, by world rank."""
+
+    job: str
+    world_size: int
+    ranks: list[RankInfo]

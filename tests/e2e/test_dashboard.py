@@ -1,8 +1,9 @@
 """End to end: `stacklens up`, a real 4-rank Open MPI job under the hooks, the page in Chromium.
 
 A person opening the dashboard sees the job in the jobs table and reads its exact
-rank x rank byte counts in the matrix table, the calls and bytes of its MPI operations and
-the bytes of every file it wrote or read; the page logs no console errors.
+rank x rank byte counts in the matrix table, the calls and bytes of its MPI operations, its
+collectives per communicator, its message sizes, its one-sided traffic, the bytes of every
+file it wrote or read and where its ranks ran; the page logs no console errors.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from tests.conftest import free_port, mpi_env, stacklens_run
+from tests.conftest import free_port, mpi_env, query, stacklens_run
 from tests.hooks.test_surface import expected_p2p
 
 RANKS = 4
@@ -142,6 +143,7 @@ def test_page_follows_a_running_job_live(stacklens_up, browser_page, examples_bu
     expect(row.locator("td.bytes")).to_have_text(str(sum(b for b, _ in expected.values())))
     assert _matrix_rows(page) == expected
     expect(page.locator("#io-table")).to_contain_text("No file I/O")  # stdout is no file
+    expect(page.locator("#rma-table")).to_have_text("No one-sided (RMA) calls in this job.")
     # Each rank: one Isend of size + r bytes per iteration.
     isend = ("point-to-point", RANKS, RANKS * iterations, sum(b for b, _ in expected.values()))
     assert _op_rows(page)["MPI_Isend"][:4] == isend
@@ -179,7 +181,7 @@ def test_unreachable_api_is_reported_on_the_page(browser_page):
 
 
 def test_page_shows_the_job_its_matrix_operations_and_files(
-    stacklens_up, hook_library, examples_built, tmp_path, browser_page
+    stacklens_up, pg_url, hook_library, examples_built, tmp_path, browser_page
 ):
     """examples/mpi_surface.c: a known pattern over point-to-point, collectives, RMA,
     MPI-IO, POSIX and stdio (its exact per-rank values: tests/hooks/test_surface.py)."""
@@ -236,5 +238,60 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     # bytes written, read / write / meta time.
     assert [(t[0], t[1], *map(int, t[4:10])) for t in shown_io] == expected_io
     assert all(t[2] and root.startswith(t[3]) for t in shown_io)  # type and mount known
+
+    # Collectives per (communicator, op, root): (size, op, root, ranks, calls, bytes).
+    expect(page.locator("#coll-section h2")).to_have_text("Collectives")
+    coll = _table_rows(page, "coll-table")
+    # Columns: communicator, size, operation, root, ranks, calls, bytes, payload, time.
+    by_op = {}
+    for t in coll:
+        by_op.setdefault((t[2], t[3]), []).append((t[0], int(t[1]), *map(int, t[4:7]), t[7]))
+    world = by_op[("MPI_Bcast", "1")][0][0]
+    assert by_op[("MPI_Bcast", "1")] == [(world, RANKS, RANKS, RANKS, 1000 * RANKS, "3.91 KiB")]
+    assert by_op[("MPI_Barrier", "none")] == [(world, RANKS, RANKS, RANKS, 0, "0 B")]
+    halves = sorted(row for row in by_op[("MPI_Allreduce", "none")] if row[1] == 2)
+    assert [row[1:] for row in halves] == [(2, 2, 2, 16, "16 B")] * 2  # one double per rank
+    assert len({row[0] for row in halves} | {world}) == 3  # three distinct communicators
+    comms = {t[0]: t[1:] for t in _table_rows(page, "comm-table")}
+    assert comms[world][:2] == [str(RANKS), str(RANKS)]  # size, ranks
+
+    # Message sizes: the exact table beside the bar chart; MPI_Isend's sizes 100 (p + 1) + r.
+    expect(page.locator("#sizes-graph .main-svg").first).to_be_visible()
+    sizes = {}
+    # Columns: operation, size, from (bytes), below (bytes), messages.
+    for t in _table_rows(page, "sizes-table"):
+        sizes.setdefault(t[0], []).append((t[1], int(t[2]), int(t[3]), int(t[4])))
+    assert sizes["MPI_Isend"] == [
+        ("64 B – 128 B", 64, 128, 3),  # 101, 102, 103
+        ("128 B – 256 B", 128, 256, 3),  # 200, 202, 203
+        ("256 B – 512 B", 256, 512, 6),
+    ]
+    assert sizes["MPI_Bcast"] == [("512 B – 1 KiB", 512, 1024, RANKS)]
+
+    # One-sided: rank r puts 16 bytes into r + 1 and gets 8 bytes from r + 2.
+    rma = {}
+    for r in range(RANKS):
+        rma[(r, (r + 1) % RANKS)] = ("1", "16", "16 B", "MPI_Put 1 call, 16 B")
+        rma[(r, (r + 2) % RANKS)] = ("1", "8", "8 B", "MPI_Get 1 call, 8 B")
+    # Columns: origin, target, calls, bytes, moved, per operation.
+    shown_rma = _table_rows(page, "rma-table")
+    assert [(int(t[0]), int(t[1])) for t in shown_rma] == sorted(rma)
+    assert {(int(t[0]), int(t[1])): tuple(t[2:]) for t in shown_rma} == rma
+
+    # Ranks: where each ran, finished, nothing folded, lost or spooled.
+    host = query(pg_url, "SELECT DISTINCT host FROM ranks JOIN jobs ON jobs.id = job_id "
+                         "WHERE job_key = %s", (job,))  # fmt: skip
+    assert len(host) == 1
+    host = host[0][0]
+    expect(page.locator("#ranks-summary")).to_have_text(
+        f"{RANKS} of {RANKS} ranks reported, on 1 host: {host} ({RANKS})."
+    )
+    # Columns: rank, host, pid, status, first seen, last seen, keys folded, frames lost,
+    # frames spooled.
+    shown_ranks = _table_rows(page, "ranks-table")
+    assert [(t[0], t[1], t[3], *t[6:]) for t in shown_ranks] == [
+        (str(r), host, "finished", "0", "0", "0") for r in range(RANKS)
+    ]
+    assert all(int(t[2]) > 0 for t in shown_ranks)  # pids
     page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
     assert errors == []

@@ -244,7 +244,212 @@ def test_jobs_without_io_or_ops_have_empty_lists(collector, client):
     assert ops["ops"] == [] and {c["time_ns"] for c in ops["categories"]} == {0}
 
 
-@pytest.mark.parametrize("route", ["job_matrix", "job_ops", "job_io"])
+NO_ROOT = 0xFFFFFFFF  # the wire's "no root" (stored and served as -1)
+WORLD, HALF, OVERFLOW = 0x1234, 0xBEEF, 0xFFFFFFFF  # communicator ids
+
+
+def job_d_frame(
+    seq: int,
+    rank: int,
+    *,
+    job: str = "job-D",
+    host: str = "",
+    pid: int = 0,
+    frame_type=wire.FrameType.DATA,
+    coll=(),
+    hist=(),
+    rma=(),
+    health=None,
+) -> bytes:
+    """A frame of a four-rank job with `coll` records ((op, comm_id, comm_size, root, calls,
+    bytes, time_ns)), `hist` records ((op, bucket, count)), `rma` records ((target, op,
+    calls, bytes)) and, if given, one `health` record ((keys, frames dropped, spooled))."""
+
+    def op(name):
+        return op_names().index(name)
+
+    names = ("comm_id", "comm_size", "root", "calls", "bytes", "time_ns")
+    tables = {
+        "coll": wire.records(
+            "coll", [{"op_id": op(r[0]), **dict(zip(names, r[1:], strict=True))} for r in coll]
+        ),
+        "hist": wire.records(
+            "hist", [{"op_id": op(o), "bucket": b, "count": c} for o, b, c in hist]
+        ),
+        "rma": wire.records(
+            "rma", [{"target": t, "op_id": op(o), "calls": c, "bytes": b} for t, o, c, b in rma]
+        ),
+    }
+    if health is not None:
+        keys = ("keys_dropped", "frames_dropped", "frames_spooled")
+        tables["health"] = wire.records("health", [dict(zip(keys, health, strict=True))])
+    return wire.encode_frame(
+        job_id=job, world_rank=rank, world_size=4, seq=seq, host=host or f"node{rank}",
+        pid=pid, interval_start_ns=T0 + seq * 10**9, interval_end_ns=T0 + (seq + 1) * 10**9,
+        token="secret", frame_type=frame_type, tables=tables,
+    )  # fmt: skip
+
+
+def test_job_collectives_per_communicator_op_and_root(collector, client):
+    frames = [
+        job_d_frame(0, 0, coll=[("MPI_Allreduce", WORLD, 4, NO_ROOT, 2, 80, 1000),
+                                ("MPI_Bcast", WORLD, 4, 1, 1, 1000, 300)]),
+        job_d_frame(1, 0, coll=[("MPI_Allreduce", WORLD, 4, NO_ROOT, 1, 40, 500),
+                                ("MPI_Allreduce", HALF, 2, NO_ROOT, 1, 8, 50)]),
+        job_d_frame(0, 1, coll=[("MPI_Allreduce", WORLD, 4, NO_ROOT, 3, 120, 3000),
+                                ("MPI_Bcast", WORLD, 4, 1, 1, 1000, 100),
+                                ("MPI_Bcast", WORLD, 4, 0, 1, 1000, 4000)]),
+        job_d_frame(0, 2, coll=[("MPI_Allreduce", HALF, 2, NO_ROOT, 1, 8, 70),
+                                ("MPI_Bcast", WORLD, 4, 1, 1, 1000, 200),
+                                ("MPI_Reduce", OVERFLOW, 3, 2, 5, 50, 10)]),
+        # A record without calls: no row, and rank 3 does not count as taking part.
+        job_d_frame(0, 3, coll=[("MPI_Barrier", WORLD, 4, NO_ROOT, 0, 0, 0)]),
+        job_d_frame(0, 0, job="job-other", coll=[("MPI_Allreduce", WORLD, 4, NO_ROOT, 9, 9, 9)]),
+    ]  # fmt: skip
+    send_committed(collector, frames)
+
+    body = client.get(client.app.url_path_for("job_collectives", job="job-D")).json()
+    fields = ("op", "comm_id", "comm_size", "root", "ranks", "calls", "bytes", "time_ns")
+    assert body["job"] == "job-D"
+    # Heaviest time first.
+    assert body["collectives"] == [
+        dict(zip(fields, row, strict=True))
+        for row in [
+            ("MPI_Allreduce", WORLD, 4, -1, 2, 6, 240, 4500),
+            ("MPI_Bcast", WORLD, 4, 0, 1, 1, 1000, 4000),
+            ("MPI_Bcast", WORLD, 4, 1, 3, 3, 3000, 600),
+            ("MPI_Allreduce", HALF, 2, -1, 2, 2, 16, 120),
+            ("MPI_Reduce", OVERFLOW, 3, 2, 1, 5, 50, 10),
+        ]
+    ]
+    fields = ("comm_id", "comm_size", "overflow", "ranks", "ops", "calls", "bytes", "time_ns")
+    assert body["communicators"] == [
+        dict(zip(fields, row, strict=True))
+        for row in [
+            (WORLD, 4, False, 3, 3, 10, 4240, 9100),
+            (HALF, 2, False, 2, 1, 2, 16, 120),
+            (OVERFLOW, 3, True, 1, 1, 5, 50, 10),
+        ]
+    ]
+
+
+def test_job_sizes_are_histograms_per_op(collector, client):
+    frames = [
+        job_d_frame(0, 0, hist=[("MPI_Isend", 9, 2), ("MPI_Isend", 8, 1), ("MPI_Barrier", 0, 1)]),
+        job_d_frame(1, 0, hist=[("MPI_Isend", 9, 1), ("MPI_Bcast", 10, 1)]),
+        job_d_frame(0, 1, hist=[("MPI_Isend", 9, 3), ("MPI_Barrier", 0, 1), ("MPI_Bcast", 10, 1),
+                                ("MPI_Put", 5, 0), ("MPI_Send", 64, 1)]),
+        job_d_frame(0, 0, job="job-other", hist=[("MPI_Isend", 9, 100)]),
+    ]  # fmt: skip
+    send_committed(collector, frames)
+
+    body = client.get(client.app.url_path_for("job_sizes", job="job-D")).json()
+
+    def bucket(b, lower, upper, count):
+        return {"bucket": b, "lower_bytes": lower, "upper_bytes": upper, "count": count}
+
+    # Most messages first, ties by name; buckets smallest first; no empty bucket or op.
+    assert body == {
+        "job": "job-D",
+        "ops": [
+            {"op": "MPI_Isend", "category": "mpi_p2p", "messages": 7,
+             "buckets": [bucket(8, 128, 256, 1), bucket(9, 256, 512, 6)]},
+            {"op": "MPI_Barrier", "category": "mpi_coll", "messages": 2,
+             "buckets": [bucket(0, 0, 1, 2)]},  # empty messages: [0, 1)
+            {"op": "MPI_Bcast", "category": "mpi_coll", "messages": 2,
+             "buckets": [bucket(10, 512, 1024, 2)]},
+            {"op": "MPI_Send", "category": "mpi_p2p", "messages": 1,
+             "buckets": [bucket(64, 2**63, 2**64, 1)]},  # the last bucket
+        ],
+    }  # fmt: skip
+
+
+def test_job_rma_per_origin_and_target(collector, client):
+    frames = [
+        job_d_frame(0, 0, rma=[(1, "MPI_Put", 1, 16), (2, "MPI_Get", 1, 8)]),
+        job_d_frame(1, 0, rma=[(1, "MPI_Put", 2, 32), (1, "MPI_Accumulate", 1, 40)]),
+        job_d_frame(0, 3, rma=[(0, "MPI_Put", 1, 16), (2, "MPI_Get", 0, 0)]),
+        job_d_frame(0, 1, job="job-other", rma=[(0, "MPI_Put", 5, 5)]),
+    ]
+    send_committed(collector, frames)
+
+    body = client.get(client.app.url_path_for("job_rma", job="job-D")).json()
+
+    def op(name, calls, nbytes):
+        return {"op": name, "calls": calls, "bytes": nbytes}
+
+    assert body == {
+        "job": "job-D",
+        "world_size": 4,
+        # Most bytes first.
+        "ops": [op("MPI_Put", 4, 64), op("MPI_Accumulate", 1, 40), op("MPI_Get", 1, 8)],
+        # By origin, then target; each pair's ops by name; no pair without calls.
+        "cells": [
+            {"origin": 0, "target": 1, "calls": 4, "bytes": 88,
+             "ops": [op("MPI_Accumulate", 1, 40), op("MPI_Put", 3, 48)]},
+            {"origin": 0, "target": 2, "calls": 1, "bytes": 8, "ops": [op("MPI_Get", 1, 8)]},
+            {"origin": 3, "target": 0, "calls": 1, "bytes": 16, "ops": [op("MPI_Put", 1, 16)]},
+        ],
+    }  # fmt: skip
+
+
+def test_job_ranks_hosts_status_and_health(collector, client):
+    final, killed = wire.FrameType.FINAL, wire.FrameType.KILLED
+    frames = [
+        job_d_frame(0, 0, host="cn01", pid=100, health=(2, 0, 1)),
+        job_d_frame(1, 0, host="cn01", pid=100, frame_type=final, health=(3, 0, 0)),
+        job_d_frame(0, 1, host="cn02", pid=200),
+        job_d_frame(1, 1, host="cn02", pid=200, frame_type=killed, health=(0, 4, 0)),
+        job_d_frame(0, 3, host="cn02", pid=300),
+        job_d_frame(0, 2, host="cn09", pid=900, job="job-other", health=(7, 7, 7)),
+    ]  # fmt: skip
+    send_committed(collector, frames)
+
+    body = client.get(client.app.url_path_for("job_ranks", job="job-D")).json()
+    fields = ("rank", "host", "pid", "first_seen_ns", "last_seen_ns", "finished", "killed",
+              "status", "keys_dropped", "frames_dropped", "frames_spooled")  # fmt: skip
+    end = T0 + 2 * 10**9
+    # By world rank; rank 2 never reported; health counters summed over the frames.
+    assert body == {
+        "job": "job-D",
+        "world_size": 4,
+        "ranks": [
+            dict(zip(fields, row, strict=True))
+            for row in [
+                (0, "cn01", 100, T0, end, True, False, "finished", 5, 0, 1),
+                (1, "cn02", 200, T0, end, True, True, "killed", 0, 4, 0),
+                (3, "cn02", 300, T0, T0 + 10**9, False, False, "running", 0, 0, 0),
+            ]
+        ],
+    }
+
+
+def test_job_without_collectives_sizes_or_rma_has_empty_lists(collector, client):
+    send_committed(collector, [job_d_frame(0, 0, job="job-quiet")])
+    get = client.get
+    assert get(client.app.url_path_for("job_collectives", job="job-quiet")).json() == {
+        "job": "job-quiet",
+        "communicators": [],
+        "collectives": [],
+    }
+    assert get(client.app.url_path_for("job_sizes", job="job-quiet")).json() == {
+        "job": "job-quiet",
+        "ops": [],
+    }
+    assert get(client.app.url_path_for("job_rma", job="job-quiet")).json() == {
+        "job": "job-quiet",
+        "world_size": 4,
+        "ops": [],
+        "cells": [],
+    }
+    ranks = get(client.app.url_path_for("job_ranks", job="job-quiet")).json()["ranks"]
+    assert [(r["rank"], r["status"], r["keys_dropped"]) for r in ranks] == [(0, "running", 0)]
+
+
+@pytest.mark.parametrize(
+    "route",
+    ["job_matrix", "job_ops", "job_io", "job_collectives", "job_sizes", "job_rma", "job_ranks"],
+)
 def test_unknown_job_is_404(client, route):
     response = client.get(client.app.url_path_for(route, job="no/such job"))
     assert response.status_code == 404
@@ -259,4 +464,8 @@ def test_openapi_docs_are_served(client):
         "/api/jobs/{job}/matrix",
         "/api/jobs/{job}/ops",
         "/api/jobs/{job}/io",
+        "/api/jobs/{job}/collectives",
+        "/api/jobs/{job}/sizes",
+        "/api/jobs/{job}/rma",
+        "/api/jobs/{job}/ranks",
     } <= set(paths)

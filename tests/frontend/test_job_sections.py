@@ -1,0 +1,177 @@
+"""Pure pieces of the jobs page's collectives, message-size, RMA and ranks sections (the
+browser shows them in tests/e2e/test_dashboard.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from frontend import components, figures
+from frontend.api import (
+    OVERFLOW_COMM_ID,
+    CollectiveTotal,
+    CommunicatorTotal,
+    JobCollectives,
+    JobRanks,
+    JobRma,
+    JobSizes,
+    OpSizes,
+    RankInfo,
+    RmaCell,
+    RmaOp,
+    SizeBucket,
+)
+from frontend.formatting import format_size_bucket
+
+
+@pytest.mark.parametrize(
+    ("lower", "upper", "text"),
+    [
+        (0, 1, "0 B (empty)"),
+        (1, 2, "1 B"),
+        (2, 4, "2 B – 4 B"),
+        (512, 1024, "512 B – 1 KiB"),
+        (2**20, 2**21, "1 MiB – 2 MiB"),
+        (2**63, 2**64, "8 EiB – 16 EiB"),
+    ],
+)
+def test_size_buckets_read_as_byte_ranges(lower, upper, text):
+    assert format_size_bucket(lower, upper) == text
+
+
+def _coll() -> JobCollectives:
+    return JobCollectives(
+        job="j",
+        communicators=(
+            CommunicatorTotal(0x1234, 4, False, 4, 2, 8, 4160, 9000),
+            CommunicatorTotal(OVERFLOW_COMM_ID, 3, True, 1, 1, 5, 50, 10),
+        ),
+        collectives=(
+            CollectiveTotal("MPI_Bcast", 0x1234, 4, 1, 4, 4, 4000, 6000),
+            CollectiveTotal("MPI_Allreduce", 0x1234, 4, -1, 4, 4, 160, 3000),
+            CollectiveTotal("MPI_Reduce", OVERFLOW_COMM_ID, 3, 2, 1, 5, 50, 10),
+        ),
+    )
+
+
+def test_collectives_tables_name_communicator_root_and_overflow():
+    comms = components.communicators_table_markdown(_coll()).splitlines()
+    assert comms[0].startswith("2 communicators with collective calls.")
+    assert comms[4:] == [
+        "| 00001234 | 4 | 4 | 2 | 8 | 4160 | 4.06 KiB | 9.00 µs |",
+        "| overflow | 3 | 1 | 1 | 5 | 50 | 50 B | 10 ns |",
+    ]
+    rows = components.collectives_table_markdown(_coll()).splitlines()
+    assert rows[0].startswith("3 collectives (per communicator, op and root).")
+    assert rows[4:] == [
+        "| 00001234 | 4 | MPI&#95;Bcast | 1 | 4 | 4 | 4000 | 3.91 KiB | 6.00 µs |",
+        "| 00001234 | 4 | MPI&#95;Allreduce | none | 4 | 4 | 160 | 160 B | 3.00 µs |",
+        "| overflow | 3 | MPI&#95;Reduce | 2 | 1 | 5 | 50 | 50 B | 10 ns |",
+    ]
+    empty = JobCollectives(job="j", communicators=(), collectives=())
+    assert components.communicators_table_markdown(empty) == (
+        "No collective calls recorded for this job."
+    )
+    assert components.collectives_table_markdown(empty) == ""
+
+
+def test_collectives_table_is_capped_and_says_so():
+    n = components.MAX_COLL_ROWS + 3
+    rows = tuple(CollectiveTotal("MPI_Bcast", 1, 2, i, 2, 2, 0, n - i) for i in range(n))
+    lines = components.collectives_table_markdown(JobCollectives("j", (), rows)).splitlines()
+    assert lines[0].startswith(f"Heaviest {components.MAX_COLL_ROWS} of {n} collectives")
+    assert len(lines[4:]) == components.MAX_COLL_ROWS
+
+
+def _sizes() -> JobSizes:
+    return JobSizes(
+        job="j",
+        ops=(
+            OpSizes("MPI_Isend", "mpi_p2p", 7, (SizeBucket(8, 128, 256, 1),
+                                               SizeBucket(10, 512, 1024, 6))),
+            OpSizes("MPI_Barrier", "mpi_coll", 2, (SizeBucket(0, 0, 1, 2),)),
+        ),
+    )  # fmt: skip
+
+
+def test_sizes_table_has_exact_bounds_and_counts():
+    lines = components.sizes_table_markdown(_sizes()).splitlines()
+    assert lines[4:] == [
+        "| MPI&#95;Isend | 128 B – 256 B | 128 | 256 | 1 |",
+        "| MPI&#95;Isend | 512 B – 1 KiB | 512 | 1024 | 6 |",
+        "| MPI&#95;Barrier | 0 B (empty) | 0 | 1 | 2 |",
+    ]
+    assert components.sizes_table_markdown(JobSizes("j", ())) == (
+        "No message sizes recorded for this job."
+    )
+
+
+def test_size_histogram_has_a_trace_per_op_over_every_bucket_between():
+    fig = figures.size_histogram(_sizes())
+    assert [t.name for t in fig.data] == ["MPI_Isend", "MPI_Barrier"]
+    assert list(fig.data[0].x) == ["128 B – 256 B", "512 B – 1 KiB"]
+    assert list(fig.data[0].y) == [1, 6]
+    assert list(fig.data[1].x) == ["0 B (empty)"] and list(fig.data[1].y) == [2]
+    # Buckets 0 to 10, gaps included, in size order.
+    assert len(fig.layout.xaxis.categoryarray) == 11
+    assert fig.layout.xaxis.categoryarray[9] == "256 B – 512 B"
+    many = JobSizes(
+        "j", tuple(OpSizes(f"op{i}", "other", 1, (SizeBucket(1, 1, 2, 1),)) for i in range(9))
+    )
+    assert len(figures.size_histogram(many).data) == figures.MAX_SIZE_TRACES
+    empty = figures.size_histogram(JobSizes("j", ()))
+    assert empty.data == () and empty.layout.annotations[0].text == "No message sizes recorded."
+
+
+def test_rma_table_lists_pairs_and_ops():
+    rma = JobRma(
+        job="j",
+        world_size=4,
+        ops=(RmaOp("MPI_Put", 4, 64), RmaOp("MPI_Get", 1, 8)),
+        cells=(
+            RmaCell(0, 1, 4, 88, (RmaOp("MPI_Accumulate", 1, 40), RmaOp("MPI_Put", 3, 48))),
+            RmaCell(0, 2, 1, 8, (RmaOp("MPI_Get", 1, 8),)),
+        ),
+    )
+    lines = components.rma_table_markdown(rma).splitlines()
+    assert lines[0] == (
+        "2 (origin, target) pairs. In all: MPI&#95;Put 4 calls, 64 B; MPI&#95;Get 1 call, 8 B."
+    )
+    assert lines[4:] == [
+        "| 0 | 1 | 4 | 88 | 88 B | MPI&#95;Accumulate 1 call, 40 B; MPI&#95;Put 3 calls, 48 B |",
+        "| 0 | 2 | 1 | 8 | 8 B | MPI&#95;Get 1 call, 8 B |",
+    ]
+    assert components.rma_table_markdown(JobRma("j", 4, (), ())) == (
+        "No one-sided (RMA) calls in this job."
+    )
+
+
+def _rank(rank: int, host: str, status: str = "finished", health=(0, 0, 0)) -> RankInfo:
+    return RankInfo(rank, host, 100 + rank, 0, 60 * 10**9, status != "running",
+                    status == "killed", status, *health)  # fmt: skip
+
+
+def test_ranks_put_lost_and_folded_counts_first_and_in_bold():
+    ranks = JobRanks(
+        job="j",
+        world_size=4,
+        ranks=(
+            _rank(0, "cn01"),
+            _rank(1, "cn|01", "killed", health=(0, 2, 1)),
+            _rank(3, "cn02", "running", health=(5, 0, 0)),
+        ),
+    )
+    lines = components.ranks_table_markdown(ranks).splitlines()
+    start, end = "1970-01-01 00&#58;00&#58;00 UTC", "1970-01-01 00&#58;01&#58;00 UTC"
+    assert lines[4:] == [
+        f"| 1 | cn&#124;01 | 101 | killed | {start} | {end} | 0 | **⚠ 2** | 1 |",
+        f"| 3 | cn02 | 103 | running | {start} | {end} | **⚠ 5** | 0 | 0 |",
+        f"| 0 | cn01 | 100 | finished | {start} | {end} | 0 | 0 | 0 |",
+    ]
+    summary = components.ranks_summary(ranks)
+    assert summary[0] == "3 of 4 ranks reported, on 3 hosts: cn01 (1), cn|01 (1), cn02 (1)."
+    assert summary[1].className == "health-warning"
+    assert summary[1].children.startswith(" 1 rank folded 5 new keys into overflow rows")
+    assert summary[2].className == "health-error"
+    assert summary[2].children == " 1 rank lost 2 frames: this job's counts are incomplete."
+    healthy = components.ranks_summary(JobRanks("j", 2, (_rank(0, "a"), _rank(1, "a"))))
+    assert healthy == ["2 of 2 ranks reported, on 1 host: a (2)."]
