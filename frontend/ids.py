@@ -20,3 +20,13 @@ OPS_SUMMARY = "ops-summary"  # one line: time and bytes per traffic category
 OPS_TABLE = "ops-table"  # dcc.Markdown: caption + <table> of the ops called, heaviest time first
 IO_SECTION = "io-section"  # "File-system I/O" card of the shown job; hidden without one
 IO_TABLE = "io-table"  # dcc.Markdown: caption + <table> per (layer, path), or "no file I/O"
+
+# Fabric page (frontend/pages/fabric.py).
+FABRIC_STATUS = "fabric-status"  # error / "no fabric yet" notice; empty when all is well
+FABRIC_UPDATED = "fabric-updated"  # time of the last successful refresh
+FABRIC_SUMMARY = "fabric-summary"  # one line: nodes, links, down, with errors, busiest
+FABRIC_GRAPH = "fabric-graph"  # dash-cytoscape topology (node ids = GUIDs, links "link-<id>")
+FABRIC_LINKS_TABLE = "fabric-links-table"  # dcc.Markdown: erroring, down, then busiest links
+FABRIC_EVENTS_TABLE = "fabric-events-table"  # dcc.Markdown: newest fabric events
+FABRIC_TOPOLOGY_DIGEST = "fabric-topology-digest"  # dcc.Store: digest of the drawn topology
+FABRIC_RENDERED_DIGEST = "fabric-rendered-digest"  # dcc.Store: digest of what the page shows

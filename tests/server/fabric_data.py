@@ -103,3 +103,13 @@ def write_small_fabric(url: str) -> None:
         store.write_topology(later, T0 + 3 * SECOND, first.diff(later))
     finally:
         store.close()
+
+
+def relink_host2(url: str) -> None:
+    """host2 is back at T0 + 4 s: node new, link up (same nodes and links as at T0)."""
+    store = FabricStore(url)
+    try:
+        full = topology()
+        store.write_topology(full, T0 + 4 * SECOND, topology(with_host2=False).diff(full))
+    finally:
+        store.close()
