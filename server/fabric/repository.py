@@ -2,7 +2,7 @@
 
 GUIDs are stored as signed bigints (two's complement) and leave here as `0x%016x` strings.
 Link load: per link, the latest sample of each of its two ports (one index probe per port
-on the samples' (port_id, ts_ns) key, not a scan of the history).
+on the samples' (port_id, ts_ns) key per day partition, not a scan of the history).
 """
 
 from __future__ import annotations
