@@ -109,3 +109,28 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
     assert (graph["nodes"], graph["edges"], graph["gone"]) == (4, 3, [])
     assert graph["link3"][0] == "link up"
     assert errors == []
+
+
+def test_api_failure_keeps_the_last_data_and_says_why(pg_url, served, browser_page):  # noqa: F811
+    """The events query fails (its table renamed away for a moment): the page shows the
+    server's error and keeps the graph and tables it had; once it answers again, the error
+    goes."""
+    import psycopg
+
+    write_small_fabric(pg_url)
+    page, errors = browser_page
+    page.goto(served + "/fabric")
+    status = page.locator("#fabric-status")
+    expect(page.locator("#fabric-links-table tbody tr")).to_have_count(3, timeout=20_000)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE fabric_events RENAME TO fabric_events_away")
+        try:
+            expect(status).to_contain_text("GET /api/fabric/events", timeout=20_000)
+            expect(status).to_contain_text("HTTP 500")
+            expect(page.locator("#fabric-links-table tbody tr")).to_have_count(3)
+            expect(page.locator("#fabric-events-table tbody tr")).to_have_count(2)
+            assert _graph(page)["edges"] == 3
+        finally:
+            conn.execute("ALTER TABLE fabric_events_away RENAME TO fabric_events")
+    expect(status).to_be_empty(timeout=20_000)
+    assert errors == []  # the API call fails on the server side; the callback still answers
