@@ -26,6 +26,7 @@ FABRIC_STATUS = "fabric-status"  # error / "no fabric yet" notice; empty when al
 FABRIC_UPDATED = "fabric-updated"  # time of the last successful refresh
 FABRIC_SUMMARY = "fabric-summary"  # one line: nodes, links, down, with errors, busiest
 FABRIC_GRAPH = "fabric-graph"  # dash-cytoscape topology (node ids = GUIDs, links "link-<id>")
+FABRIC_HOVER = "fabric-hover"  # one line about the link or node under the mouse
 FABRIC_LINKS_TABLE = "fabric-links-table"  # dcc.Markdown: erroring, down, then busiest links
 FABRIC_EVENTS_TABLE = "fabric-events-table"  # dcc.Markdown: newest fabric events
 FABRIC_TOPOLOGY_DIGEST = "fabric-topology-digest"  # dcc.Store: digest of the drawn topology

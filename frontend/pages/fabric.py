@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 
 import dash
 import dash_cytoscape as cyto
-from dash import Input, Output, Patch, State, dcc, html, no_update
+from dash import Input, Output, Patch, State, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 from frontend import api, components, cyto_style, ids
 from frontend.api import ApiError, FabricTopology
@@ -59,7 +60,10 @@ def layout(**_query: str) -> html.Div:
                         maxZoom=4,
                         autoungrabify=True,
                     ),
-                    _legend(),
+                    html.Div(
+                        className="fabric-foot",
+                        children=[_legend(), html.Span(id=ids.FABRIC_HOVER, className="mono")],
+                    ),
                 ],
             ),
             html.Section(
@@ -129,6 +133,12 @@ def register_callbacks(dash_app: dash.Dash) -> None:
             "rendered": State(ids.FABRIC_RENDERED_DIGEST, "data"),
         },
     )(refresh)
+    dash_app.callback(
+        Output(ids.FABRIC_HOVER, "children"),
+        Input(ids.FABRIC_GRAPH, "mouseoverEdgeData"),
+        Input(ids.FABRIC_GRAPH, "mouseoverNodeData"),
+        prevent_initial_call=True,
+    )(hover_text)
 
 
 def refresh(_tick: int | None, drawn: str | None, rendered: str | None) -> dict:
@@ -166,6 +176,19 @@ def refresh(_tick: int | None, drawn: str | None, rendered: str | None) -> dict:
         "topology": shape,
         "rendered": digest,
     }
+
+
+def hover_text(edge: dict | None, node: dict | None) -> str:
+    """What the mouse last pointed at: a link's ends, utilisation, busier direction's rate
+    and errors (`title` of its data), or a node's name and kind."""
+    if ctx.triggered_id is None:
+        raise PreventUpdate
+    pointed = ctx.triggered[0]["prop_id"].endswith("mouseoverEdgeData")
+    if pointed and edge:
+        return str(edge.get("title", ""))
+    if not pointed and node:
+        return f"{node.get('label', '')} ({node.get('kind', '')}, GUID {node.get('id', '')})"
+    return ""
 
 
 def _shape(topology: FabricTopology) -> tuple:

@@ -59,6 +59,17 @@ _GRAPH = """() => {
 }"""
 
 
+def _midpoint(page: Page, element_id: str) -> tuple[float, float]:
+    """Where an element of the graph is on the page (its rendered midpoint)."""
+    box = page.locator("#fabric-graph").bounding_box()
+    point = page.evaluate(
+        "(id) => document.querySelector('#fabric-graph')._cyreg.cy"
+        ".getElementById(id).renderedMidpoint()",
+        element_id,
+    )
+    return box["x"] + point["x"], box["y"] + point["y"]
+
+
 def _graph(page: Page) -> dict:
     """What the topology graph draws, read from its cytoscape instance."""
     return page.evaluate(_GRAPH)
@@ -101,6 +112,12 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
     assert graph["link1"] == ["link up", "rgb(70,144,198)", "solid"]
     assert graph["link2"] == ["link up error", "rgb(217,45,32)", "solid"]
     assert graph["link3"] == ["link down", "rgb(152,162,179)", "dashed"]
+
+    # Pointing at a link with the mouse says what it carries.
+    page.mouse.move(*_midpoint(page, "link-2"))
+    expect(page.locator("#fabric-hover")).to_have_text(
+        "host1[1] - leaf1[1]: 10.0% (381.47 MiB/s), 4 errors"
+    )
 
     relink_host2(pg_url)  # same drawing: the page patches the elements' data and classes
     expect(summary).to_contain_text("(2 switches, 2 HCAs, 0 gone) · 3 links (0 down)")
