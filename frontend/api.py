@@ -264,6 +264,82 @@ class JobRanks:
     ranks: tuple[RankInfo, ...]
 
 
+class FabricNode:
+    """A switch, HCA or router of `GET /api/fabric/topology`."""
+
+    guid: str  # "0x" + 16 hex digits
+    name: str
+    type: str  # "switch" | "hca" | "router"
+    nports: int
+    lid: int
+    gone: bool  # missing from the latest discovery
+    gone_ns: int | None
+    last_seen_ns: int
+
+
+@dataclass(frozen=True)
+class LinkEnd:
+    """One end of a fabric link: port `port` of node `guid` (named `name`)."""
+
+    guid: str
+    port: int
+    name: str
+
+    def label(self) -> str:
+        """`name[port]`, as fabric events write an end."""
+        return f"{self.name or self.guid}[{self.port}]"
+
+
+@dataclass(frozen=True)
+class FabricLink:
+    """A cable of `GET /api/fabric/topology` (up or down)."""
+
+    id: int
+    a: LinkEnd
+    b: LinkEnd
+    state: str  # "up" | "down"
+    down_ns: int | None
+    capacity_bytes_per_s: int | None  # None = unknown
+
+
+@dataclass(frozen=True)
+class FabricTopology:
+    """`GET /api/fabric/topology`: every node (switches first) and link (by id)."""
+
+    nodes: tuple[FabricNode, ...]
+    links: tuple[FabricLink, ...]
+
+
+@dataclass(frozen=True)
+class LinkLoad:
+    """One row of `GET /api/fabric/links`: a link's load and errors in the latest sample of
+    each of its ends. None = unknown (never shown as 0)."""
+
+    id: int
+    a: LinkEnd
+    b: LinkEnd
+    state: str  # "up" | "down"
+    capacity_bytes_per_s: int | None
+    ts_ns: int | None  # newest sample of the two ends
+    a_to_b_bytes_per_s: float | None
+    b_to_a_bytes_per_s: float | None
+    utilisation: float | None  # busier direction / capacity, 0..1
+    errors: tuple[tuple[str, int | None], ...]  # (counter, delta in the last sweep)
+    errors_total: int  # sum of the known error deltas
+    unknown: tuple[str, ...]  # names of the unknown values
+    xmit_wait: int | None  # PortXmitWait ticks of both ends
+
+
+@dataclass(frozen=True)
+class FabricEvent:
+    """One row of `GET /api/fabric/events` (newest first)."""
+
+    id: int
+    ts_ns: int
+    kind: str  # link_down | link_up | node_gone | node_new
+    subject: str  # e.g. "host17[1] - leaf03[1]"
+
+
 class StacklensApi:
     """Client of one stacklens server, e.g. `StacklensApi("http://127.0.0.1:7450")`."""
 
@@ -427,6 +503,80 @@ class StacklensApi:
         except (KeyError, TypeError, ValueError) as exc:
             raise ApiError(f"stacklens server sent unexpected ranks: {exc!r}") from exc
 
+    def fabric_topology(self) -> FabricTopology:
+        """Every fabric node and link the sampler discovered (gone and down ones included)."""
+        body = self._get("/api/fabric/topology")
+        try:
+            nodes = tuple(
+                FabricNode(
+                    guid=str(n["guid"]),
+                    name=str(n["name"]),
+                    type=str(n["type"]),
+                    nports=int(n["nports"]),
+                    lid=int(n["lid"]),
+                    gone=bool(n["gone"]),
+                    gone_ns=_int_or_none(n["gone_ns"]),
+                    last_seen_ns=int(n["last_seen_ns"]),
+                )
+                for n in body["nodes"]
+            )
+            links = tuple(
+                FabricLink(
+                    id=int(lk["id"]),
+                    a=_link_end(lk["a"]),
+                    b=_link_end(lk["b"]),
+                    state=str(lk["state"]),
+                    down_ns=_int_or_none(lk["down_ns"]),
+                    capacity_bytes_per_s=_int_or_none(lk["capacity_bytes_per_s"]),
+                )
+                for lk in body["links"]
+            )
+            return FabricTopology(nodes=nodes, links=links)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(f"stacklens server sent an unexpected fabric topology: {exc!r}") from exc
+
+    def fabric_links(self, sort: str = "utilisation", limit: int | None = None) -> list[LinkLoad]:
+        """Load and errors of the fabric's links; `sort` "utilisation" or "errors"."""
+        query = f"?sort={quote(sort)}" + (f"&limit={int(limit)}" if limit is not None else "")
+        body = self._get(f"/api/fabric/links{query}")
+        try:
+            return [
+                LinkLoad(
+                    id=int(x["id"]),
+                    a=_link_end(x["a"]),
+                    b=_link_end(x["b"]),
+                    state=str(x["state"]),
+                    capacity_bytes_per_s=_int_or_none(x["capacity_bytes_per_s"]),
+                    ts_ns=_int_or_none(x["ts_ns"]),
+                    a_to_b_bytes_per_s=_float_or_none(x["a_to_b_bytes_per_s"]),
+                    b_to_a_bytes_per_s=_float_or_none(x["b_to_a_bytes_per_s"]),
+                    utilisation=_float_or_none(x["utilisation"]),
+                    errors=tuple((str(k), _int_or_none(v)) for k, v in x["errors"].items()),
+                    errors_total=int(x["errors_total"]),
+                    unknown=tuple(str(u) for u in x["unknown"]),
+                    xmit_wait=_int_or_none(x["xmit_wait"]),
+                )
+                for x in body
+            ]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ApiError(f"stacklens server sent unexpected fabric links: {exc!r}") from exc
+
+    def fabric_events(self, limit: int = 20) -> list[FabricEvent]:
+        """The newest `limit` fabric events, newest first."""
+        body = self._get(f"/api/fabric/events?limit={int(limit)}")
+        try:
+            return [
+                FabricEvent(
+                    id=int(e["id"]),
+                    ts_ns=int(e["ts_ns"]),
+                    kind=str(e["kind"]),
+                    subject=str(e["subject"]),
+                )
+                for e in body
+            ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(f"stacklens server sent unexpected fabric events: {exc!r}") from exc
+
     def _get(self, path: str) -> Any:
         try:
             response = self._http.get(path)
@@ -476,6 +626,18 @@ def _ints(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, int]:
 
 def _rma_op(row: dict[str, Any]) -> RmaOp:
     return RmaOp(op=str(row["op"]), calls=int(row["calls"]), bytes=int(row["bytes"]))
+
+
+def _link_end(end: dict[str, Any]) -> LinkEnd:
+    return LinkEnd(guid=str(end["guid"]), port=int(end["port"]), name=str(end["name"]))
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _detail(response: httpx.Response) -> str:

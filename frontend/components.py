@@ -15,6 +15,8 @@ from dash import dcc, html
 
 from frontend import ids
 from frontend.api import (
+    FabricEvent,
+    FabricTopology,
     Job,
     JobCollectives,
     JobIo,
@@ -22,6 +24,7 @@ from frontend.api import (
     JobRanks,
     JobRma,
     JobSizes,
+    LinkLoad,
     Matrix,
 )
 from frontend.formatting import (
@@ -50,6 +53,20 @@ MAX_RMA_ROWS = 200
 MAX_RANK_ROWS = 256
 # Hosts named in the ranks summary line.
 MAX_SUMMARY_HOSTS = 8
+# Rows shown in the fabric links table (erroring, then down, then busiest links).
+MAX_LINK_ROWS = 40
+# Fabric events shown (newest first).
+MAX_EVENT_ROWS = 20
+
+#: Error counters of a fabric link as the links table heads them (API name -> heading).
+ERROR_HEADINGS = {
+    "symbol_errors": "Symbol errors",
+    "link_error_recovery": "Link error recovery",
+    "link_downed": "Link downed",
+    "rcv_errors": "Rcv errors",
+    "xmit_discards": "Xmit discards",
+    "vl15_dropped": "VL15 dropped",
+}
 
 #: How the API's traffic categories of MPI operations read on the page.
 CATEGORY_LABELS = {
@@ -276,6 +293,103 @@ def io_table_markdown(io: JobIo) -> str:
     return "\n".join(lines)
 
 
+def no_fabric_notice() -> html.Div:
+    """What to show while no fabric has been discovered."""
+    return notice(
+        [
+            "No InfiniBand fabric discovered yet — the fabric sampler of ",
+            html.Code("stacklens up"),
+            " sweeps a reachable fabric (a simulated one: ",
+            html.Code("stacklens fabric-sim"),
+            ").",
+        ],
+        "info",
+    )
+
+
+def fabric_summary(topology: FabricTopology, loads: Sequence[LinkLoad]) -> str:
+    """One line: nodes (switches, HCAs, gone), links (down), links with errors in the last
+    sweep, and the busiest link's utilisation."""
+    nodes = topology.nodes
+    switches = sum(n.type == "switch" for n in nodes)
+    hcas = sum(n.type == "hca" for n in nodes)
+    gone = sum(n.gone for n in nodes)
+    down = sum(lk.state == "down" for lk in topology.links)
+    erroring = sum(x.errors_total > 0 for x in loads)
+    known = [x.utilisation for x in loads if x.utilisation is not None]
+    busiest = f"busiest link {_percent(max(known))}" if known else "no link load known yet"
+    return (
+        f"{len(nodes)} nodes ({switches} switches, {hcas} HCAs, {gone} gone) · "
+        f"{len(topology.links)} links ({down} down) · "
+        f"{erroring} with errors in the last sweep · {busiest}"
+    )
+
+
+def fabric_links_table_markdown(loads: Sequence[LinkLoad]) -> str:
+    """The fabric links table as Markdown (see `matrix_table_markdown` on why): a caption,
+    then links with errors in the last sweep (most first), down links, then the busiest, at
+    most `MAX_LINK_ROWS` rows. Unknown values read "?" (never 0).
+
+    Columns: link (a - b), state, utilisation, a -> b and b -> a bytes/s (exact, whole
+    bytes), capacity bytes/s, the error deltas of the last sweep, xmit-wait ticks, sample time.
+    """
+    if not loads:
+        return "No fabric links discovered yet."
+    rows = sorted(
+        loads,
+        key=lambda x: (
+            -x.errors_total,
+            x.state != "down",
+            x.utilisation is None,
+            -(x.utilisation or 0.0),
+            x.id,
+        ),
+    )
+    n = len(rows)
+    shown = f"{MAX_LINK_ROWS} of {n} links" if n > MAX_LINK_ROWS else f"{n} link{'s' * (n != 1)}"
+    lines = [
+        f"{shown}: with errors in the last sweep first, then down, then busiest; "
+        "bytes/s and errors from the latest sample of each end (? = unknown).",
+        "",
+        "| Link | State | Utilisation | A → B bytes/s | B → A bytes/s | Capacity bytes/s | "
+        + " | ".join(ERROR_HEADINGS.values())
+        + " | Xmit wait | Sampled (UTC) |",
+        "|---|---|---:|---:|---:|---:|" + "---:|" * len(ERROR_HEADINGS) + "---:|---|",
+    ]
+    for x in rows[:MAX_LINK_ROWS]:
+        errors = dict(x.errors)
+        cells = [
+            _md(f"{x.a.label()} - {x.b.label()}"),
+            x.state,
+            _percent(x.utilisation),
+            _rate(x.a_to_b_bytes_per_s),
+            _rate(x.b_to_a_bytes_per_s),
+            _known(x.capacity_bytes_per_s),
+            *(_known(errors.get(c)) for c in ERROR_HEADINGS),
+            _known(x.xmit_wait),
+            format_utc_ns(x.ts_ns) if x.ts_ns is not None else "?",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def fabric_events_markdown(events: Sequence[FabricEvent]) -> str:
+    """The newest fabric events (newest first) as a Markdown table: time, kind, subject."""
+    if not events:
+        return "No fabric events yet (links going down or up, nodes gone or new)."
+    lines = [
+        f"Newest {len(events)} fabric event{'s' * (len(events) != 1)}, newest first.",
+        "",
+        "| Time (UTC) | Event | Subject |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {format_utc_ns(e.ts_ns)} | {_md(e.kind)} | {_md(e.subject)} |"
+        for e in events[:MAX_EVENT_ROWS]
+    ]
+    return "\n".join(lines)
+
+
 def communicator_label(comm_id: int, overflow: bool) -> str:
     """How a communicator id reads on the page: 8 hex digits, or "overflow" for the key that
     holds the communicators beyond STACKLENS_MAX_KEYS."""
@@ -471,6 +585,18 @@ def ranks_table_markdown(ranks: JobRanks) -> str:
         for r in shown[:MAX_RANK_ROWS]
     ]
     return "\n".join(lines)
+
+
+def _percent(fraction: float | None) -> str:
+    return "?" if fraction is None else f"{fraction * 100:.1f} %"
+
+
+def _rate(bytes_per_s: float | None) -> str:
+    return "?" if bytes_per_s is None else f"{bytes_per_s:.0f}"
+
+
+def _known(value: int | None) -> str:
+    return "?" if value is None else str(value)
 
 
 def _alarm(count: int) -> str:

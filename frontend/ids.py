@@ -31,3 +31,14 @@ RMA_TABLE = "rma-table"  # dcc.Markdown: caption + <table> per (origin, target),
 RANKS_SECTION = "ranks-section"  # "Ranks" card of the shown job; hidden without one
 RANKS_SUMMARY = "ranks-summary"  # one line: ranks reported, hosts, health warnings
 RANKS_TABLE = "ranks-table"  # dcc.Markdown: caption + <table> per rank (host, pid, health)
+
+# Fabric page (frontend/pages/fabric.py).
+FABRIC_STATUS = "fabric-status"  # error / "no fabric yet" notice; empty when all is well
+FABRIC_UPDATED = "fabric-updated"  # time of the last successful refresh
+FABRIC_SUMMARY = "fabric-summary"  # one line: nodes, links, down, with errors, busiest
+FABRIC_GRAPH = "fabric-graph"  # dash-cytoscape topology (node ids = GUIDs, links "link-<id>")
+FABRIC_HOVER = "fabric-hover"  # one line about the link or node under the mouse
+FABRIC_LINKS_TABLE = "fabric-links-table"  # dcc.Markdown: erroring, down, then busiest links
+FABRIC_EVENTS_TABLE = "fabric-events-table"  # dcc.Markdown: newest fabric events
+FABRIC_TOPOLOGY_DIGEST = "fabric-topology-digest"  # dcc.Store: digest of the drawn topology
+FABRIC_RENDERED_DIGEST = "fabric-rendered-digest"  # dcc.Store: digest of what the page shows

@@ -1,0 +1,1 @@
+"""The fabric domain: InfiniBand topology, link load and errors, topology events."""

@@ -1,0 +1,208 @@
+"""Queries of the fabric domain (routes call these; they never build SQL themselves).
+
+GUIDs are stored as signed bigints (two's complement) and leave here as `0x%016x` strings.
+Link load: per link, the latest sample of each of its two ports (one index probe per port
+on the samples' (port_id, ts_ns) key per day partition, not a scan of the history).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Integer, and_, func, literal, select, true
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import Session, aliased
+
+from server.fabric.schemas import ERROR_COUNTERS
+from stacklens.schema import (
+    PORT_COUNTERS,
+    FabricEvent,
+    FabricLink,
+    FabricNode,
+    FabricPort,
+    FabricPortSample,
+)
+
+#: NodeInfo NodeType codes as the API names them.
+NODE_TYPES = {1: "hca", 2: "switch", 3: "router"}
+#: Flag bits of a sample (collector/fabric/counters.py): bit i saturated, bit 16 + i reset.
+_SATURATED_SHIFT = 0
+_RESET_SHIFT = 16
+#: Orders of `link_loads`.
+SORTS = ("utilisation", "errors")
+
+
+def guid_text(stored: int) -> str:
+    """The stored signed bigint GUID as the API writes it: `0x` + 16 hex digits."""
+    return f"{stored & 0xFFFF_FFFF_FFFF_FFFF:#018x}"
+
+
+def nodes(session: Session) -> list[dict]:
+    """Every node ever discovered, switches first, then by name."""
+    query = select(FabricNode).order_by(FabricNode.type.desc(), FabricNode.description)
+    return [
+        {
+            "guid": guid_text(n.guid),
+            "name": n.description,
+            "type": NODE_TYPES.get(n.type, "router"),
+            "nports": n.nports,
+            "lid": n.lid,
+            "gone": n.gone_ns is not None,
+            "gone_ns": n.gone_ns,
+            "last_seen_ns": n.last_seen_ns,
+        }
+        for n in session.scalars(query)
+    ]
+
+
+def links(session: Session) -> list[dict]:
+    """Every link ever discovered (up and down), by id, with its ends' names, the port ids
+    of its ends (None if a port is unknown) and its capacity."""
+    pa, pb = aliased(FabricPort), aliased(FabricPort)
+    na, nb = aliased(FabricNode), aliased(FabricNode)
+    query = (
+        select(
+            FabricLink,
+            pa.id.label("a_port_id"),
+            pb.id.label("b_port_id"),
+            pa.capacity_bytes_per_s.label("a_cap"),
+            pb.capacity_bytes_per_s.label("b_cap"),
+            func.coalesce(na.description, literal("")).label("a_name"),
+            func.coalesce(nb.description, literal("")).label("b_name"),
+        )
+        .outerjoin(pa, and_(pa.guid == FabricLink.a_guid, pa.port == FabricLink.a_port))
+        .outerjoin(pb, and_(pb.guid == FabricLink.b_guid, pb.port == FabricLink.b_port))
+        .outerjoin(na, na.guid == FabricLink.a_guid)
+        .outerjoin(nb, nb.guid == FabricLink.b_guid)
+        .order_by(FabricLink.id)
+    )
+    out = []
+    for row in session.execute(query):
+        link = row.FabricLink
+        caps = [c for c in (row.a_cap, row.b_cap) if c]  # 0 / no port row = unknown end
+        out.append(
+            {
+                "id": link.id,
+                "a": {"guid": guid_text(link.a_guid), "port": link.a_port, "name": row.a_name},
+                "b": {"guid": guid_text(link.b_guid), "port": link.b_port, "name": row.b_name},
+                "state": "up" if link.down_ns is None else "down",
+                "down_ns": link.down_ns,
+                "capacity_bytes_per_s": min(caps) if caps else None,
+                "a_port_id": row.a_port_id,
+                "b_port_id": row.b_port_id,
+            }
+        )
+    return out
+
+
+def latest_samples(session: Session, port_ids: list[int]) -> dict[int, dict]:
+    """The newest stored sample of each of these ports, by port id (ports without a sample
+    are absent)."""
+    if not port_ids:
+        return {}
+    s = FabricPortSample
+    ids = literal(sorted(set(port_ids)), type_=ARRAY(Integer))
+    wanted = func.unnest(ids).table_valued("id").render_derived(name="wanted")
+    latest = select(s).where(s.port_id == wanted.c.id).order_by(s.ts_ns.desc()).limit(1).lateral()
+    query = select(latest).select_from(wanted).join(latest, true())
+    return {row.port_id: dict(row._mapping) for row in session.execute(query)}
+
+
+def port_sample(row: dict) -> dict:
+    """A stored sample row as the API's PortSample."""
+    flags = row["flags"]
+    return {
+        "ts_ns": row["ts_ns"],
+        "dt_ns": row["dt_ns"],
+        "xmit_bytes": row["d_xmit_bytes"],
+        "rcv_bytes": row["d_rcv_bytes"],
+        "xmit_wait": row["d_xmit_wait"],
+        "errors": {c: row[f"d_{c}"] for c in ERROR_COUNTERS},
+        "saturated": [
+            c for i, c in enumerate(PORT_COUNTERS) if flags >> (_SATURATED_SHIFT + i) & 1
+        ],
+        "reset": [c for i, c in enumerate(PORT_COUNTERS) if flags >> (_RESET_SHIFT + i) & 1],
+    }
+
+
+def link_load(link: dict, a: dict | None, b: dict | None) -> dict:
+    """Load and errors of `link` (a `links` row) from its ends' PortSamples (None: none).
+
+    Each direction's bytes/s comes from the sending end's xmit delta / its dt; utilisation is
+    the busier direction over the capacity; an error counter is the sum of both ends'
+    deltas, unknown (None) as soon as one end's is.
+    """
+
+    def rate(sample: dict | None) -> float | None:
+        if sample is None or sample["xmit_bytes"] is None or not sample["dt_ns"]:
+            return None
+        return sample["xmit_bytes"] * 1e9 / sample["dt_ns"]
+
+    def both(get) -> int | None:
+        values = [get(x) if x is not None else None for x in (a, b)]
+        return None if None in values else sum(values)
+
+    a_to_b, b_to_a = rate(a), rate(b)
+    cap = link["capacity_bytes_per_s"]
+    known = [r for r in (a_to_b, b_to_a) if r is not None]
+    errors = {c: both(lambda x, c=c: x["errors"][c]) for c in ERROR_COUNTERS}
+    xmit_wait = both(lambda x: x["xmit_wait"])
+    unknown = [
+        name
+        for name, v in (("a_to_b_bytes_per_s", a_to_b), ("b_to_a_bytes_per_s", b_to_a))
+        if v is None
+    ]
+    unknown += [c for c, v in errors.items() if v is None]
+    unknown += ["xmit_wait"] if xmit_wait is None else []
+    times = [x["ts_ns"] for x in (a, b) if x is not None]
+    return {
+        "id": link["id"],
+        "a": link["a"],
+        "b": link["b"],
+        "state": link["state"],
+        "capacity_bytes_per_s": cap,
+        "ts_ns": max(times) if times else None,
+        "a_to_b_bytes_per_s": a_to_b,
+        "b_to_a_bytes_per_s": b_to_a,
+        "utilisation": max(known) / cap if known and cap else None,
+        "errors": errors,
+        "errors_total": sum(v for x in (a, b) if x is not None for v in x["errors"].values() if v),
+        "unknown": unknown,
+        "xmit_wait": xmit_wait,
+        "a_sample": a,
+        "b_sample": b,
+    }
+
+
+def link_loads(session: Session, sort: str = "utilisation", limit: int | None = None) -> list[dict]:
+    """Load and errors of every link; `sort` "utilisation" (busiest first, then most errors)
+    or "errors" (most errors first, then busiest); unknown utilisation last; then by id."""
+    all_links = links(session)
+    ids = [i for lk in all_links for i in (lk["a_port_id"], lk["b_port_id"]) if i is not None]
+    samples = {i: port_sample(row) for i, row in latest_samples(session, ids).items()}
+    loads = [
+        link_load(lk, samples.get(lk["a_port_id"]), samples.get(lk["b_port_id"]))
+        for lk in all_links
+    ]
+
+    def by_utilisation(x: dict) -> tuple:
+        u = x["utilisation"]
+        return (u is None, -(u or 0.0))
+
+    def by_errors(x: dict) -> tuple:
+        return (-x["errors_total"],)
+
+    first, second = (
+        (by_utilisation, by_errors) if sort == "utilisation" else (by_errors, by_utilisation)
+    )
+    loads.sort(key=lambda x: (*first(x), *second(x), x["id"]))
+    return loads[:limit] if limit is not None else loads
+
+
+def events(session: Session, limit: int) -> list[dict]:
+    """The newest `limit` fabric events, newest first."""
+    query = (
+        select(FabricEvent).order_by(FabricEvent.ts_ns.desc(), FabricEvent.id.desc()).limit(limit)
+    )
+    return [
+        {"id": e.id, "ts_ns": e.ts_ns, "kind": e.kind, "subject": e.subject, "details": e.details}
+        for e in session.scalars(query)
+    ]

@@ -1,0 +1,153 @@
+"""End to end: a fabric written by the real FabricStore, the real API and dashboard served by
+uvicorn, the Fabric page in Chromium.
+
+A person opens the dashboard, clicks "Fabric" in the top bar and sees the topology drawn
+(4 nodes, 3 links: the down one grey and dashed, the one with errors red, the loaded one
+blue), the summary line, the exact row of the erroring link in the links table and the
+events; when the unplugged host comes back, the page follows without a reload. No console
+errors.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+from playwright.sync_api import Page, expect
+
+from server.app import create_app
+from stacklens.db import make_engine
+from tests.conftest import free_port
+from tests.e2e.test_dashboard import _table_rows, browser_page  # noqa: F401 (fixture)
+from tests.server.fabric_data import relink_host2, write_small_fabric
+
+
+@pytest.fixture
+def served(pg_url) -> Iterator[str]:
+    """The stacklens API + dashboard over the test database on a free port; its base URL."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    engine = make_engine(pg_url)
+    app = create_app(engine, api_base_url=base, refresh_ms=300)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.05)
+        yield base
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        engine.dispose()
+
+
+_GRAPH = """() => {
+    const cy = document.querySelector('#fabric-graph')._cyreg.cy;
+    const edge = (id) => {
+        const e = cy.getElementById(id);
+        return [e.classes().join(' '), e.style('line-color'), e.style('line-style')];
+    };
+    return {nodes: cy.nodes().length, edges: cy.edges().length,
+            gone: cy.nodes('.gone').map((n) => n.data('label')),
+            link1: edge('link-1'), link2: edge('link-2'), link3: edge('link-3')};
+}"""
+
+
+def _midpoint(page: Page, element_id: str) -> tuple[float, float]:
+    """Where an element of the graph is on the page (its rendered midpoint)."""
+    box = page.locator("#fabric-graph").bounding_box()
+    point = page.evaluate(
+        "(id) => document.querySelector('#fabric-graph')._cyreg.cy"
+        ".getElementById(id).renderedMidpoint()",
+        element_id,
+    )
+    return box["x"] + point["x"], box["y"] + point["y"]
+
+
+def _graph(page: Page) -> dict:
+    """What the topology graph draws, read from its cytoscape instance."""
+    return page.evaluate(_GRAPH)
+
+
+def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_page):  # noqa: F811
+    write_small_fabric(pg_url)
+    page, errors = browser_page
+    page.goto(served + "/")
+    page.get_by_role("link", name="Fabric").click()
+    expect(page).to_have_url(served + "/fabric")
+
+    summary = page.locator("#fabric-summary")
+    expect(summary).to_have_text(
+        "4 nodes (2 switches, 2 HCAs, 1 gone) · 3 links (1 down) · "
+        "1 with errors in the last sweep · busiest link 50.0 %",
+        timeout=20_000,
+    )
+    expect(page.locator("#fabric-links-table tbody tr")).to_have_count(3)
+    # Columns: link, state, utilisation, a->b, b->a, capacity, symbol errors, link error
+    # recovery, link downed, rcv errors, xmit discards, VL15 dropped, xmit wait, sampled.
+    t2 = "2023-11-14 22:13:22 UTC"
+    assert _table_rows(page, "fabric-links-table") == [
+        ["host1[1] - leaf1[1]", "up", "10.0 %", "0", "400000000", "4000000000"]
+        + ["3", "1", "0", "?", "0", "0", "77", t2],
+        ["host2[1] - leaf1[2]", "down", "0.0 %", "?", "0", "2000000000"]
+        + ["?", "?", "?", "?", "?", "?", "?", t2],
+        ["spine1[1] - leaf1[3]", "up", "50.0 %", "2000000000", "1000000000", "4000000000"]
+        + ["0", "0", "0", "0", "0", "0", "0", t2],
+    ]
+    t3 = "2023-11-14 22:13:23 UTC"
+    assert _table_rows(page, "fabric-events-table") == [
+        [t3, "link_down", "host2[1] - leaf1[2]"],
+        [t3, "node_gone", "host2"],
+    ]
+
+    graph = _graph(page)
+    assert (graph["nodes"], graph["edges"], graph["gone"]) == (4, 3, ["host2"])
+    # Colours as cytoscape computes them: blue for 50 % (#4690c6), red errors, dashed down.
+    assert graph["link1"] == ["link up", "rgb(70,144,198)", "solid"]
+    assert graph["link2"] == ["link up error", "rgb(217,45,32)", "solid"]
+    assert graph["link3"] == ["link down", "rgb(152,162,179)", "dashed"]
+
+    # Pointing at a link with the mouse says what it carries.
+    page.mouse.move(*_midpoint(page, "link-2"))
+    expect(page.locator("#fabric-hover")).to_have_text(
+        "host1[1] - leaf1[1]: 10.0% (381.47 MiB/s), 4 errors"
+    )
+
+    relink_host2(pg_url)  # same drawing: the page patches the elements' data and classes
+    expect(summary).to_contain_text("(2 switches, 2 HCAs, 0 gone) · 3 links (0 down)")
+    expect(page.locator("#fabric-events-table tbody tr").first).to_contain_text("link_up")
+    graph = _graph(page)
+    assert (graph["nodes"], graph["edges"], graph["gone"]) == (4, 3, [])
+    assert graph["link3"][0] == "link up"
+    assert errors == []
+
+
+def test_api_failure_keeps_the_last_data_and_says_why(pg_url, served, browser_page):  # noqa: F811
+    """The events query fails (its table renamed away for a moment): the page shows the
+    server's error and keeps the graph and tables it had; once it answers again, the error
+    goes."""
+    import psycopg
+
+    write_small_fabric(pg_url)
+    page, errors = browser_page
+    page.goto(served + "/fabric")
+    status = page.locator("#fabric-status")
+    expect(page.locator("#fabric-links-table tbody tr")).to_have_count(3, timeout=20_000)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE fabric_events RENAME TO fabric_events_away")
+        try:
+            expect(status).to_contain_text("GET /api/fabric/events", timeout=20_000)
+            expect(status).to_contain_text("HTTP 500")
+            expect(page.locator("#fabric-links-table tbody tr")).to_have_count(3)
+            expect(page.locator("#fabric-events-table tbody tr")).to_have_count(2)
+            assert _graph(page)["edges"] == 3
+        finally:
+            conn.execute("ALTER TABLE fabric_events_away RENAME TO fabric_events")
+    expect(status).to_be_empty(timeout=20_000)
+    assert errors == []  # the API call fails on the server side; the callback still answers

@@ -1,0 +1,200 @@
+"""The fabric API over a real database written by the real FabricStore (no simulator needed):
+topology with a gone node and a down link, link rates, utilisation, error deltas with unknown
+≠ 0, both sort orders and limits, events newest first."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from server.app import create_app
+from stacklens.db import make_engine
+from tests.server.fabric_data import SECOND, T0, write_small_fabric
+
+SPINE1, LEAF1 = "0xf452140300000001", "0xf452140300000002"
+HOST1, HOST2 = "0x0002c90300000011", "0x0002c90300000012"
+ERRORS = (
+    "symbol_errors",
+    "link_error_recovery",
+    "link_downed",
+    "rcv_errors",
+    "xmit_discards",
+    "vl15_dropped",
+)
+
+
+@pytest.fixture
+def client(pg_url):
+    engine = make_engine(pg_url)
+    app = create_app(engine, api_base_url="http://testserver", with_frontend=False)
+    with TestClient(app) as test_client:
+        yield test_client
+    engine.dispose()
+
+
+def _get(client: TestClient, name: str, **params) -> list | dict:
+    response = client.get(client.app.url_path_for(name), params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_empty_fabric(pg_url, client):
+    assert _get(client, "fabric_topology") == {"nodes": [], "links": []}
+    assert _get(client, "fabric_links") == []
+    assert _get(client, "fabric_events") == []
+
+
+def test_topology_nodes_and_links(pg_url, client):
+    write_small_fabric(pg_url)
+    topo = _get(client, "fabric_topology")
+    node = {"nports": 36, "gone": False, "gone_ns": None, "last_seen_ns": T0 + 3 * SECOND}
+    host = {**node, "nports": 1}
+    assert topo["nodes"] == [
+        {"guid": LEAF1, "name": "leaf1", "type": "switch", "lid": 2, **node},
+        {"guid": SPINE1, "name": "spine1", "type": "switch", "lid": 1, **node},
+        {"guid": HOST1, "name": "host1", "type": "hca", "lid": 3, **host},
+        {
+            "guid": HOST2,
+            "name": "host2",
+            "type": "hca",
+            "lid": 4,
+            **host,
+            "gone": True,
+            "gone_ns": T0 + 3 * SECOND,
+            "last_seen_ns": T0,
+        },
+    ]
+    up = {"state": "up", "down_ns": None, "capacity_bytes_per_s": 4_000_000_000}
+    assert topo["links"] == [
+        {
+            "id": 1,
+            "a": {"guid": SPINE1, "port": 1, "name": "spine1"},
+            "b": {"guid": LEAF1, "port": 3, "name": "leaf1"},
+            **up,
+        },
+        {
+            "id": 2,
+            "a": {"guid": HOST1, "port": 1, "name": "host1"},
+            "b": {"guid": LEAF1, "port": 1, "name": "leaf1"},
+            **up,
+        },
+        {
+            "id": 3,
+            "a": {"guid": HOST2, "port": 1, "name": "host2"},
+            "b": {"guid": LEAF1, "port": 2, "name": "leaf1"},
+            "state": "down",
+            "down_ns": T0 + 3 * SECOND,
+            "capacity_bytes_per_s": 2_000_000_000,  # host2's end is unknown (0)
+        },
+    ]
+
+
+def _sample(ts_ns: int, dt_ns: int | None, **values) -> dict:
+    """A PortSample: every delta 0 unless given (None = unknown), no flags."""
+    errors = {c: values.pop(c, 0 if dt_ns else None) for c in ERRORS}
+    base = dict.fromkeys(("xmit_bytes", "rcv_bytes", "xmit_wait"), 0 if dt_ns else None)
+    return {
+        "ts_ns": ts_ns,
+        "dt_ns": dt_ns,
+        **base,
+        **values,
+        "errors": errors,
+        "saturated": [],
+        "reset": values.pop("reset", []),
+    }
+
+
+def test_link_loads_rates_utilisation_and_errors(pg_url, client):
+    write_small_fabric(pg_url)
+    t2 = T0 + 2 * SECOND
+    no_errors = dict.fromkeys(ERRORS, 0)
+    spine_leaf = {
+        "id": 1,
+        "a": {"guid": SPINE1, "port": 1, "name": "spine1"},
+        "b": {"guid": LEAF1, "port": 3, "name": "leaf1"},
+        "state": "up",
+        "capacity_bytes_per_s": 4_000_000_000,
+        "ts_ns": t2,
+        "a_to_b_bytes_per_s": 2e9,
+        "b_to_a_bytes_per_s": 1e9,
+        "utilisation": 0.5,
+        "errors": no_errors,
+        "errors_total": 0,
+        "unknown": [],
+        "xmit_wait": 0,
+        "a_sample": _sample(t2, SECOND, xmit_bytes=2_000_000_000, rcv_bytes=1_000_000_000),
+        "b_sample": _sample(t2, SECOND, xmit_bytes=1_000_000_000, rcv_bytes=2_000_000_000),
+    }
+    host1 = {
+        "id": 2,
+        "a": {"guid": HOST1, "port": 1, "name": "host1"},
+        "b": {"guid": LEAF1, "port": 1, "name": "leaf1"},
+        "state": "up",
+        "capacity_bytes_per_s": 4_000_000_000,
+        "ts_ns": t2,
+        "a_to_b_bytes_per_s": 0.0,
+        "b_to_a_bytes_per_s": 4e8,
+        "utilisation": 0.1,
+        # host1's PortRcvErrors went from 10 to 4: reset, unknown (not 0, not -6)
+        "errors": {**no_errors, "symbol_errors": 3, "link_error_recovery": 1, "rcv_errors": None},
+        "errors_total": 4,
+        "unknown": ["rcv_errors"],
+        "xmit_wait": 77,
+        "a_sample": {
+            **_sample(t2, SECOND, rcv_bytes=400_000_000, rcv_errors=None),
+            "reset": ["rcv_errors"],
+        },
+        "b_sample": _sample(
+            t2,
+            SECOND,
+            xmit_bytes=400_000_000,
+            xmit_wait=77,
+            symbol_errors=3,
+            link_error_recovery=1,
+        ),
+    }
+    host2 = {
+        "id": 3,
+        "a": {"guid": HOST2, "port": 1, "name": "host2"},
+        "b": {"guid": LEAF1, "port": 2, "name": "leaf1"},
+        "state": "down",
+        "capacity_bytes_per_s": 2_000_000_000,
+        "ts_ns": t2,
+        # host2 answered only the first sweep: no delta at its end, so nothing summed over
+        # both ends is known either
+        "a_to_b_bytes_per_s": None,
+        "b_to_a_bytes_per_s": 0.0,
+        "utilisation": 0.0,
+        "errors": dict.fromkeys(ERRORS),
+        "errors_total": 0,
+        "unknown": ["a_to_b_bytes_per_s", *ERRORS, "xmit_wait"],
+        "xmit_wait": None,
+        "a_sample": _sample(T0 + SECOND, None),
+        "b_sample": _sample(t2, SECOND),
+    }
+    assert _get(client, "fabric_links") == [spine_leaf, host1, host2]
+    assert _get(client, "fabric_links", sort="errors") == [host1, spine_leaf, host2]
+    assert _get(client, "fabric_links", sort="errors", limit=1) == [host1]
+    bad = client.get(client.app.url_path_for("fabric_links"), params={"sort": "bytes"})
+    assert bad.status_code == 422
+
+
+def test_events_newest_first(pg_url, client):
+    write_small_fabric(pg_url)
+    t3 = T0 + 3 * SECOND
+    gone = {
+        "id": 1,
+        "ts_ns": t3,
+        "kind": "node_gone",
+        "subject": "host2",
+        "details": {"guid": HOST2},
+    }
+    down = {
+        "id": 2,
+        "ts_ns": t3,
+        "kind": "link_down",
+        "subject": "host2[1] - leaf1[2]",
+        "details": {"a": [HOST2, 1], "b": [LEAF1, 2]},
+    }
+    assert _get(client, "fabric_events") == [down, gone]
+    assert _get(client, "fabric_events", limit=1) == [down]
