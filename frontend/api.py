@@ -264,6 +264,7 @@ class JobRanks:
     ranks: tuple[RankInfo, ...]
 
 
+@dataclass(frozen=True)
 class FabricNode:
     """A switch, HCA or router of `GET /api/fabric/topology`."""
 
