@@ -70,6 +70,22 @@ def _midpoint(page: Page, element_id: str) -> tuple[float, float]:
     return box["x"] + point["x"], box["y"] + point["y"]
 
 
+def _point_at(page: Page, element_id: str, expected: str, timeout_s: float = 20) -> None:
+    """Moves the mouse onto a graph element until the hover line reads `expected`, as a
+    person would point again: the graph may still settle (fit, redraw) after it is shown,
+    and a link is a thin target."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        page.mouse.move(0, 0)
+        page.mouse.move(*_midpoint(page, element_id))
+        try:
+            expect(page.locator("#fabric-hover")).to_have_text(expected, timeout=1_000)
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+
+
 def _graph(page: Page) -> dict:
     """What the topology graph draws, read from its cytoscape instance."""
     return page.evaluate(_GRAPH)
@@ -114,10 +130,7 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
     assert graph["link3"] == ["link down", "rgb(152,162,179)", "dashed"]
 
     # Pointing at a link with the mouse says what it carries.
-    page.mouse.move(*_midpoint(page, "link-2"))
-    expect(page.locator("#fabric-hover")).to_have_text(
-        "host1[1] - leaf1[1]: 10.0% (381.47 MiB/s), 4 errors"
-    )
+    _point_at(page, "link-2", "host1[1] - leaf1[1]: 10.0% (381.47 MiB/s), 4 errors")
 
     relink_host2(pg_url)  # same drawing: the page patches the elements' data and classes
     expect(summary).to_contain_text("(2 switches, 2 HCAs, 0 gone) · 3 links (0 down)")
