@@ -36,9 +36,13 @@ def test_dead_or_stuck_worker_does_not_hang_the_sweep(sim: FabricSim):
         first = src.last_sweep_pids
         assert len(set(first)) == 3
 
-        os.kill(first[1], signal.SIGKILL)  # a crashed worker: EOF at once
-        with pytest.raises(MadError, match="exited"):
+        os.kill(first[1], signal.SIGKILL)  # a crashed worker
+        # Seen during the next sweep (EOF at once: that sweep fails) or, if its process has
+        # already been reaped, before it (restarted for it): never a hang, and then it works.
+        try:
             src.sweep(targets)
+        except MadError as error:
+            assert "exited" in str(error)
         assert len(src.sweep(targets)) == len(targets)  # restarted
         second = src.last_sweep_pids
         assert second[0] == first[0] and second[2] == first[2] and second[1] != first[1]
