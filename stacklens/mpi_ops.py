@@ -91,18 +91,25 @@ def op_name(op_id: int) -> str:
 
 @cache
 def op_categories() -> tuple[str, ...]:
-    """Traffic category (one of `CATEGORIES`) indexed by op id, from each entry's class.
+    """Traffic category (one of `CATEGORIES`) indexed by op id: the entry's `traffic=` key
+    where it has one (RMA synchronisation, probes: class=plain), else its class's.
 
-    Raises ValueError naming the entry if the spec uses a class `CLASS_CATEGORY` lacks.
+    Raises ValueError naming the entry if the spec uses a class `CLASS_CATEGORY` lacks or a
+    traffic= value that is not a category.
     """
     categories = []
     for entry in _entries():
-        if entry.cls not in CLASS_CATEGORY:
+        if entry.traffic is not None and entry.traffic not in CATEGORIES:
+            raise ValueError(
+                f"{MPI_SPEC}:{entry.line}: traffic={entry.traffic} of {entry.name} is not one "
+                f"of {', '.join(CATEGORIES)}"
+            )
+        if entry.traffic is None and entry.cls not in CLASS_CATEGORY:
             raise ValueError(
                 f"{MPI_SPEC}:{entry.line}: class={entry.cls} of {entry.name} has no traffic "
                 "category: add it to stacklens.mpi_ops.CLASS_CATEGORY"
             )
-        categories.append(CLASS_CATEGORY[entry.cls])
+        categories.append(entry.traffic or CLASS_CATEGORY[entry.cls])
     return tuple(categories)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from stacklens import mpi_ops
 from stacklens.paths import HOOKS_DIR
 
@@ -31,6 +33,12 @@ def test_known_functions_have_their_category():
         "MPI_Finalize": "other",
         "MPI_Comm_split": "other",  # class=plain
         "MPI_Comm_free": "other",
+        # class=plain with a traffic= key
+        "MPI_Win_fence": "mpi_rma",
+        "MPI_Win_flush_local_all": "mpi_rma",
+        "MPI_Win_allocate_c": "mpi_rma",
+        "MPI_Probe": "mpi_p2p",
+        "MPI_Iprobe": "mpi_p2p",
     }
     assert {name: _category(name) for name in expected} == expected
     assert mpi_ops.op_name(0) == "MPI_Init" and mpi_ops.op_category(0) == "other"
@@ -40,6 +48,20 @@ def test_every_op_id_has_a_category():
     categories = mpi_ops.op_categories()
     assert len(categories) == len(mpi_ops.op_names())
     assert set(categories) == set(mpi_ops.CATEGORIES)  # each category is used
+
+
+def test_a_traffic_key_that_is_no_category_is_refused(tmp_path, monkeypatch):
+    spec = tmp_path / "bad.spec"
+    spec.write_text("int MPI_Barrier(MPI_Comm comm @comm) class=plain traffic=mpi_barrier\n")
+    monkeypatch.setattr(mpi_ops, "MPI_SPEC", spec)
+    for cached in (mpi_ops._entries, mpi_ops.op_categories):
+        cached.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="bad.spec:1: traffic=mpi_barrier of MPI_Barrier"):
+            mpi_ops.op_categories()
+    finally:
+        for cached in (mpi_ops._entries, mpi_ops.op_categories):
+            cached.cache_clear()
 
 
 def test_every_wrapper_class_has_a_category():

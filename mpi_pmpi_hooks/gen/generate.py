@@ -72,7 +72,7 @@ ROLES = frozenset(
     }
 )
 # Keys of an entry after its prototype.
-KEYS = frozenset({"class", "mpi", "bytes", "fortran"})
+KEYS = frozenset({"class", "mpi", "bytes", "fortran", "traffic"})
 # Roles that the Fortran bindings do not have.
 FORTRAN_DROPPED = frozenset({"argc", "argv"})
 # C type of an argument (declaration without its name) -> C value of the Fortran
@@ -162,6 +162,7 @@ class Entry:
     line: int
     bytes_mode: str | None = None
     fortran: bool = True
+    traffic: str | None = None  # traffic= key: the op's traffic category, if not its class's
 
     def roles(self) -> dict[str, str]:
         """Maps each role to the name of the argument that has it."""
@@ -219,6 +220,7 @@ def parse_entry(text: str, index: int, line: int, where: str) -> Entry:
         line=line,
         bytes_mode=attrs.get("bytes"),
         fortran=attrs.get("fortran", "yes") == "yes" and mpi is None,
+        traffic=attrs.get("traffic"),
     )
 
 
