@@ -12,6 +12,7 @@ import psycopg
 import uvloop
 
 from collector.ingest.server import IngestServer
+from collector.store.jobs import mark_lost_jobs
 from collector.store.partitions import DAY_NS, apply_retention, day_of
 from collector.store.rollups import rollup_pass
 from collector.store.writer import FrameWriter
@@ -37,8 +38,10 @@ class CollectorService:
         self.retention_days = settings.retention_days
         self.maintenance_interval_s = settings.maintenance_interval_s
         self.rollup_interval_s = settings.rollup_interval_s
+        self.job_lost_after_s = settings.job_lost_after_s
         self._maintenance: asyncio.Task | None = None
         self._rollups: asyncio.Task | None = None
+        self._job_watch: asyncio.Task | None = None
         self.maintained = asyncio.Event()  # set after each maintenance pass
 
     @property
@@ -52,11 +55,12 @@ class CollectorService:
         await self.ingest.start()
         self._maintenance = asyncio.create_task(self._maintain(), name="stacklens-maintenance")
         self._rollups = asyncio.create_task(self._roll_up(), name="stacklens-rollups")
+        self._job_watch = asyncio.create_task(self._watch_jobs(), name="stacklens-job-watch")
 
     async def stop(self) -> None:
         """Stop listening and maintaining, then stop the writer."""
         await self.ingest.stop()
-        for task in (self._maintenance, self._rollups):
+        for task in (self._maintenance, self._rollups, self._job_watch):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -76,6 +80,23 @@ class CollectorService:
         """One rollup pass over the dirty buckets; returns the rollup rows written."""
         async with await psycopg.AsyncConnection.connect(self.database_url) as conn:
             return await rollup_pass(conn)
+
+    async def mark_lost_once(self, now_ns: int | None = None) -> int:
+        """Mark lost the running jobs silent for `job_lost_after_s`; returns how many."""
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        cutoff = now_ns - int(self.job_lost_after_s * 1e9)
+        async with await psycopg.AsyncConnection.connect(self.database_url) as conn:
+            return await mark_lost_jobs(conn, cutoff)
+
+    async def _watch_jobs(self) -> None:
+        while True:  # a quarter of the silence allowed, at most a minute
+            await asyncio.sleep(min(60.0, self.job_lost_after_s / 4))
+            try:
+                if lost := await self.mark_lost_once():
+                    log.info("%d running job(s) sent nothing for %.0f s: marked lost",
+                             lost, self.job_lost_after_s)  # fmt: skip
+            except (psycopg.Error, OSError) as exc:
+                log.warning("lost-job pass failed, retrying later: %s", exc)
 
     async def _roll_up(self) -> None:
         while True:
@@ -101,12 +122,14 @@ class BackgroundCollector:
     def __init__(
         self, url: str, token: str = "", max_body: int = 1 << 20, listen: str = "127.0.0.1:0"
     ):
-        # Rollups run on demand here (roll_up_once), not on a timer that races with callers.
+        # Rollups and the lost-job pass run on demand here (roll_up_once, mark_lost_once),
+        # not on timers that race with callers (the tests' frames are from 2023).
         self.settings = Settings(
             collector=listen,
             ingest_token=token,
             max_frame_bytes=max_body,
             rollup_interval_s=24 * 3600.0,
+            job_lost_after_s=100 * 365 * 86_400.0,
         )
         self.service = CollectorService(url, self.settings)
         self.loop = uvloop.new_event_loop()

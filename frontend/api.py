@@ -55,7 +55,7 @@ class Job:
     world_size: int
     command: str
     user: str
-    status: str  # "running" | "finished" | "killed" (a rank ended by a signal)
+    status: str  # "running" | "finished" | "killed" (a rank ended by a signal) | "lost" (silent)
     started_ns: int
     last_seen_ns: int
     ranks_seen: int

@@ -38,7 +38,8 @@ class Job(Base):
     status: Mapped[str] = mapped_column(
         Text,
         doc="running | finished (every rank sent its final frame) | killed (a rank's final "
-        "frame says it ended by a signal: SIGTERM, SIGINT)",
+        "frame says it ended by a signal: SIGTERM, SIGINT) | lost (a running job silent for "
+        "STACKLENS_JOB_LOST_AFTER_S; running again if a frame arrives)",
     )
     started_ns: Mapped[int] = mapped_column(BigInteger, doc="earliest interval start seen")
     last_seen_ns: Mapped[int] = mapped_column(BigInteger, doc="latest interval end seen")

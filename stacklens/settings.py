@@ -64,6 +64,12 @@ class Settings(BaseSettings):
     rollup_interval_s: float = Field(
         default=10.0, gt=0, description="How often 1-minute rollups are brought up to date."
     )
+    job_lost_after_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="A running job from which nothing arrived for this long is shown as lost "
+        "(until a frame arrives).",
+    )
     spool_dir: Path = Field(
         default=None,
         description="Where hooks spool undelivered frames; default state_dir/spool.",

@@ -41,6 +41,7 @@ SELECT * FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[], 
 ON CONFLICT (job_key) DO UPDATE SET
     started_ns = LEAST(jobs.started_ns, EXCLUDED.started_ns),
     last_seen_ns = GREATEST(jobs.last_seen_ns, EXCLUDED.last_seen_ns),
+    status = CASE WHEN jobs.status = 'lost' THEN 'running' ELSE jobs.status END,
     command = COALESCE(jobs.command, EXCLUDED.command),
     "user" = COALESCE(jobs."user", EXCLUDED."user")
 RETURNING id

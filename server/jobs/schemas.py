@@ -14,7 +14,8 @@ class JobSummary(BaseModel):
     user: str
     status: str = Field(
         description="running; finished (every rank sent its final frame); killed (a rank "
-        "ended by a signal: SIGTERM, SIGINT)"
+        "ended by a signal: SIGTERM, SIGINT); lost (nothing arrived for "
+        "STACKLENS_JOB_LOST_AFTER_S, running again if a frame arrives)"
     )
     started_ns: int
     last_seen_ns: int

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 
@@ -141,6 +142,35 @@ def test_job_is_killed_when_a_rank_ended_by_a_signal(collector, pg_url):
     assert query(pg_url, "SELECT status FROM jobs") == [("killed",)]
     [(status, _)] = exchange(collector.address, frame(2, frame_type=4), acks=1)
     assert status == wire.Status.BAD_BODY
+
+
+def test_silent_running_job_is_lost_until_a_frame_arrives(collector, pg_url):
+    """No frame for job_lost_after_s: a running job is lost (never a finished or killed
+    one); its next frame makes it running again."""
+    final = wire.FrameType.FINAL
+    exchange(collector.address, frame(0) + frame(0, rank=1), acks=2)  # job-A ends T0 + 1 s
+    ended = frame(0, job="job-B", frame_type=final) + frame(
+        0, rank=1, job="job-B", frame_type=final
+    )
+    exchange(collector.address, ended, acks=2)
+    service = collector.service
+    service.job_lost_after_s = 600.0
+
+    def mark_lost(now_ns: int) -> int:
+        return asyncio.run_coroutine_threadsafe(
+            service.mark_lost_once(now_ns), collector.loop
+        ).result(30)
+
+    def statuses() -> list[tuple]:
+        return query(pg_url, "SELECT job_key, status FROM jobs ORDER BY 1")
+
+    silent_since = T0 + 10**9
+    assert mark_lost(silent_since + 600 * 10**9) == 0  # silent for exactly the limit
+    assert statuses() == [("job-A", "running"), ("job-B", "finished")]
+    assert mark_lost(silent_since + 600 * 10**9 + 1) == 1
+    assert statuses() == [("job-A", "lost"), ("job-B", "finished")]
+    exchange(collector.address, frame(1), acks=1)
+    assert statuses() == [("job-A", "running"), ("job-B", "finished")]
 
 
 def _stored_nothing(pg_url) -> None:
