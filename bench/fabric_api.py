@@ -5,7 +5,8 @@ Writes the largest fat tree of bench/fabric_sweep.py (default 1792 hosts: 128 sw
 PostgreSQL: the topology, then --sweeps sweeps one second apart with random traffic and
 a few error counts (so every port has a latest sample and deltas), then times what one
 refresh of the Fabric page asks of the server: `GET /api/fabric/topology`,
-`GET /api/fabric/links` and `GET /api/fabric/events?limit=20` (the app in-process, over
+`GET /api/fabric/links?samples=false` and `GET /api/fabric/events?limit=20` (and, for
+comparison, the links with their per-end samples; the app in-process, over
 HTTP through its ASGI test client, i.e. query + JSON encoding, no network), and the page's
 own work on the answers (`frontend.cyto_style.elements`: the graph's elements with their
 positions). Prints per request the median of --repeat runs and the body size.
@@ -120,6 +121,7 @@ def main() -> None:
             app = create_app(engine, api_base_url="http://testserver", with_frontend=False)
             with TestClient(app) as client:
                 for path in ("/api/fabric/topology", "/api/fabric/links",
+                             "/api/fabric/links?samples=false",  # what the page asks
                              "/api/fabric/events?limit=20"):  # fmt: skip
                     seconds, response = timed(lambda p=path: client.get(p), args.repeat)
                     assert response.status_code == 200, response.text

@@ -537,8 +537,10 @@ class StacklensApi:
             raise ApiError(f"stacklens server sent an unexpected fabric topology: {exc!r}") from exc
 
     def fabric_links(self, sort: str = "utilisation", limit: int | None = None) -> list[LinkLoad]:
-        """Load and errors of the fabric's links; `sort` "utilisation" or "errors"."""
-        query = f"?sort={quote(sort)}" + (f"&limit={int(limit)}" if limit is not None else "")
+        """Load and errors of the fabric's links; `sort` "utilisation" or "errors" (without
+        the per-end raw samples, which the pages do not show)."""
+        query = f"?sort={quote(sort)}&samples=false"
+        query += f"&limit={int(limit)}" if limit is not None else ""
         body = self._get(f"/api/fabric/links{query}")
         try:
             return [

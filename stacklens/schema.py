@@ -451,21 +451,13 @@ class FabricLft(Base):
     updated_ns: Mapped[int] = mapped_column(BigInteger)
 
 
-class FabricPortSample(Base):
-    """One port's counters at one sweep: raw values and deltas (NULL = unknown).
+class _PortCounters:
+    """A port's counters at one sweep: raw values and deltas (NULL = unknown).
 
     Bytes and packets; flags bit i = counter i saturated (delta is a lower bound),
     bit 16 + i = counter i reset (delta unknown), bit 30 = 64-bit extended counters.
     """
 
-    __tablename__ = "fabric_port_samples"
-    __table_args__ = (
-        Index("ix_fabric_port_samples_time_brin", "ts_ns", postgresql_using="brin"),
-        {"postgresql_partition_by": "RANGE (ts_ns)"},  # daily, collector/store/partitions.py
-    )
-
-    port_id: Mapped[int] = mapped_column(Integer, primary_key=True, doc="fabric_ports.id")
-    ts_ns: Mapped[int] = mapped_column(BigInteger, primary_key=True, doc="sweep end")
     dt_ns: Mapped[int | None] = mapped_column(BigInteger, doc="time since the previous sample")
     flags: Mapped[int] = mapped_column(Integer)
     xmit_bytes: Mapped[int] = mapped_column(BigInteger)
@@ -490,6 +482,29 @@ class FabricPortSample(Base):
     d_rcv_errors: Mapped[int | None] = mapped_column(BigInteger)
     d_xmit_discards: Mapped[int | None] = mapped_column(BigInteger)
     d_vl15_dropped: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class FabricPortSample(_PortCounters, Base):
+    """One port's counters at one sweep (the history; see _PortCounters)."""
+
+    __tablename__ = "fabric_port_samples"
+    __table_args__ = (
+        Index("ix_fabric_port_samples_time_brin", "ts_ns", postgresql_using="brin"),
+        {"postgresql_partition_by": "RANGE (ts_ns)"},  # daily, collector/store/partitions.py
+    )
+
+    port_id: Mapped[int] = mapped_column(Integer, primary_key=True, doc="fabric_ports.id")
+    ts_ns: Mapped[int] = mapped_column(BigInteger, primary_key=True, doc="sweep end")
+
+
+class FabricPortLatest(_PortCounters, Base):
+    """The newest sample of each port (a copy kept by the fabric store with every sweep): the
+    current state without probing every day partition of the history for each port."""
+
+    __tablename__ = "fabric_port_latest"
+
+    port_id: Mapped[int] = mapped_column(Integer, primary_key=True, doc="fabric_ports.id")
+    ts_ns: Mapped[int] = mapped_column(BigInteger, doc="sweep end")
 
 
 class FabricEvent(Base):

@@ -21,6 +21,15 @@ _SAMPLE_COLUMNS = (
     ["port_id", "ts_ns", "dt_ns", "flags"] + list(COUNTER_NAMES) + [f"d_{c}" for c in COUNTER_NAMES]
 )
 _SAMPLE_COPY = f"COPY fabric_port_samples ({', '.join(_SAMPLE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+#: The sweep just copied (its rows share ts_ns) becomes each port's newest sample, unless
+#: a newer one is there already.
+_LATEST_UPSERT = f"""
+INSERT INTO fabric_port_latest ({", ".join(_SAMPLE_COLUMNS)})
+SELECT {", ".join(_SAMPLE_COLUMNS)} FROM fabric_port_samples WHERE ts_ns = %s
+ON CONFLICT (port_id) DO UPDATE SET
+    {", ".join(f"{c} = EXCLUDED.{c}" for c in _SAMPLE_COLUMNS[1:])}
+WHERE EXCLUDED.ts_ns >= fabric_port_latest.ts_ns
+"""
 
 
 def signed64(value: int) -> int:
@@ -178,7 +187,8 @@ class FabricStore:
             self.port_ids.update({(unsigned64(g), p): i for g, p, i in cur.fetchall()})
 
     def write_samples(self, sweep: DeltaSweep) -> int:
-        """COPY one sweep's samples (ports without a known port id are skipped); row count."""
+        """COPY one sweep's samples (ports without a known port id are skipped) and make
+        them the ports' newest (fabric_port_latest), in one transaction; row count."""
         raw = sweep.raw
         ids = np.array(
             [
@@ -205,6 +215,8 @@ class FabricStore:
         ]
         conn = self._connection()
         self.partitions.ensure_sync(conn, [day_of(raw.t_end_ns)])
-        with conn.transaction(), conn.cursor() as cur, cur.copy(_SAMPLE_COPY) as copy:
-            copy.write(binary_copy(columns))
+        with conn.transaction(), conn.cursor() as cur:
+            with cur.copy(_SAMPLE_COPY) as copy:
+                copy.write(binary_copy(columns))
+            cur.execute(_LATEST_UPSERT, (raw.t_end_ns,))
         return n

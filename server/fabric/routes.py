@@ -23,7 +23,7 @@ def fabric_topology(session: SessionDep) -> Topology:
     )
 
 
-@router.get("/links", response_model=list[LinkLoad])
+@router.get("/links", response_model=list[LinkLoad], response_model_exclude_unset=True)
 def fabric_links(
     session: SessionDep,
     sort: Annotated[
@@ -31,11 +31,18 @@ def fabric_links(
         Query(description="utilisation: busiest first; errors: most error deltas first"),
     ] = "utilisation",
     limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    samples: Annotated[
+        bool, Query(description="include each end's raw sample (a_sample, b_sample)")
+    ] = True,
 ) -> list[LinkLoad]:
     """Per link, from the latest sample of each of its two ports: bytes/s in each direction,
     utilisation of the capacity, error-counter deltas of the last sweep (null = unknown),
-    PortXmitWait; unknown utilisation last, ties by link id."""
-    return [LinkLoad(**x) for x in repository.link_loads(session, sort=sort, limit=limit)]
+    PortXmitWait; unknown utilisation last, ties by link id. `samples=false` leaves out the
+    per-end samples (a third of the body: what a live view polling every second wants)."""
+    loads = repository.link_loads(session, sort=sort, limit=limit)
+    if not samples:
+        loads = [{k: v for k, v in x.items() if k not in ("a_sample", "b_sample")} for x in loads]
+    return [LinkLoad(**x) for x in loads]
 
 
 @router.get("/events", response_model=list[FabricEvent])

@@ -106,8 +106,11 @@ class LinkLoad(BaseModel):
         "is unknown"
     )
     xmit_wait: int | None = Field(description="PortXmitWait ticks of both ends; null if unknown")
-    a_sample: PortSample | None = Field(description="latest sample of end a; null: none")
-    b_sample: PortSample | None
+    a_sample: PortSample | None = Field(
+        default=None,
+        description="latest sample of end a; null: none; left out with samples=false",
+    )
+    b_sample: PortSample | None = Field(default=None, description="the same of end b")
 
 
 class FabricEvent(BaseModel):

@@ -31,6 +31,14 @@ def test_sampler_stores_topology_and_samples(pg_url: str, mad: MadSource):
         " FROM fabric_port_samples",
     )
     assert rows[0] == (2 * n, n, n, 2)
+    # Each port's newest sample is also in fabric_port_latest, identical.
+    newest = (
+        "SELECT * FROM (SELECT DISTINCT ON (port_id) * FROM fabric_port_samples "
+        "ORDER BY port_id, ts_ns DESC) s ORDER BY port_id"
+    )
+    latest = query(pg_url, newest)
+    assert len(latest) == n
+    assert query(pg_url, "SELECT * FROM fabric_port_latest ORDER BY port_id") == latest
     leaf = sampler.topology.node("leaf05")
     cap = query(
         pg_url,
@@ -69,6 +77,13 @@ def test_samples_copy_nulls_flags_and_values(pg_url: str):
         (3_000, 2_000, 1, 4 * 0xFFFFFFFF, 60, 0),  # saturated: flagged lower bound
         (6_000, 3_000, 1 << 16, 28, None, 0),  # reset: unknown
     ]
+    latest = "SELECT ts_ns, dt_ns, flags, xmit_bytes, d_xmit_bytes FROM fabric_port_latest"
+    assert query(pg_url, latest) == [(6_000, 3_000, 1 << 16, 28, None)]
+    # A sweep older than the newest one (written late) does not replace it.
+    vals[0, 0] = 9
+    old = RawSweep.from_words([guid], [1], vals, np.array([False]), np.array([True]), 4_999, 5_000)
+    assert store.write_samples(tr.update(old)) == 1
+    assert query(pg_url, latest) == [(6_000, 3_000, 1 << 16, 28, None)]
     store.close()
 
 

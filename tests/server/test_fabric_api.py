@@ -175,6 +175,12 @@ def test_link_loads_rates_utilisation_and_errors(pg_url, client):
     assert _get(client, "fabric_links") == [spine_leaf, host1, host2]
     assert _get(client, "fabric_links", sort="errors") == [host1, spine_leaf, host2]
     assert _get(client, "fabric_links", sort="errors", limit=1) == [host1]
+    # Without the per-end samples: the same rows less a_sample and b_sample.
+    brief = [
+        {k: v for k, v in x.items() if k not in ("a_sample", "b_sample")}
+        for x in (spine_leaf, host1, host2)
+    ]
+    assert _get(client, "fabric_links", samples="false") == brief
     bad = client.get(client.app.url_path_for("fabric_links"), params={"sort": "bytes"})
     assert bad.status_code == 422
 
