@@ -121,6 +121,25 @@ def no_jobs_notice() -> html.Div:
     )
 
 
+def card(title: str, *children, section_id: str | None = None) -> html.Section:
+    """A titled card of a page (`section_id`: its DOM id, if it needs one)."""
+    ident = {"id": section_id} if section_id else {}
+    return html.Section(className="card", children=[html.H2(title), *children], **ident)
+
+
+def card_head(title: str, updated_id: str) -> html.Div:
+    """A page's first card heading: the title and the time of the last refresh."""
+    return html.Div(
+        className="card-head",
+        children=[html.H2(title), html.Span(id=updated_id, className="subtle")],
+    )
+
+
+def markdown_table(table_id: str, extra_class: str = "") -> dcc.Markdown:
+    """A scrolling Markdown table (see `matrix_table_markdown` on why Markdown)."""
+    return dcc.Markdown(id=table_id, className=f"scroll table-wrap md-table {extra_class}".strip())
+
+
 def jobs_table(jobs: Sequence[Job], selected: str | None) -> list:
     """Header and body of the jobs table; each row is clickable and `selected` is highlighted.
 

@@ -41,13 +41,7 @@ def layout(**_query: str) -> html.Div:
             html.Section(
                 className="card",
                 children=[
-                    html.Div(
-                        className="card-head",
-                        children=[
-                            html.H2("InfiniBand fabric"),
-                            html.Span(id=ids.FABRIC_UPDATED, className="subtle"),
-                        ],
-                    ),
+                    components.card_head("InfiniBand fabric", ids.FABRIC_UPDATED),
                     html.P(id=ids.FABRIC_SUMMARY, className="summary"),
                     cyto.Cytoscape(
                         id=ids.FABRIC_GRAPH,
@@ -66,26 +60,8 @@ def layout(**_query: str) -> html.Div:
                     ),
                 ],
             ),
-            html.Section(
-                className="card",
-                children=[
-                    html.H2("Links"),
-                    dcc.Markdown(
-                        id=ids.FABRIC_LINKS_TABLE,
-                        className="scroll table-wrap md-table",
-                    ),
-                ],
-            ),
-            html.Section(
-                className="card",
-                children=[
-                    html.H2("Fabric events"),
-                    dcc.Markdown(
-                        id=ids.FABRIC_EVENTS_TABLE,
-                        className="scroll table-wrap md-table",
-                    ),
-                ],
-            ),
+            components.card("Links", components.markdown_table(ids.FABRIC_LINKS_TABLE)),
+            components.card("Fabric events", components.markdown_table(ids.FABRIC_EVENTS_TABLE)),
         ],
     )
 

@@ -32,36 +32,19 @@ _UNCHANGED = dict.fromkeys(
         "title",
         "heatmap",
         "matrix",
-        "ops_hidden",
         "ops_summary",
         "ops",
-        "io_hidden",
         "io",
-        "coll_hidden",
         "comms",
         "coll",
-        "sizes_hidden",
         "sizes_graph",
         "sizes",
-        "rma_hidden",
         "rma",
-        "ranks_hidden",
         "ranks_summary",
         "ranks",
         "rendered",
     ),
     no_update,
-)
-
-# The `hidden` outputs of the sections about the shown job.
-_SECTIONS_HIDDEN = (
-    "hidden",
-    "ops_hidden",
-    "io_hidden",
-    "coll_hidden",
-    "sizes_hidden",
-    "rma_hidden",
-    "ranks_hidden",
 )
 
 
@@ -76,13 +59,7 @@ def layout(**_query: str) -> html.Div:
             html.Section(
                 className="card",
                 children=[
-                    html.Div(
-                        className="card-head",
-                        children=[
-                            html.H2("Jobs"),
-                            html.Span(id=ids.LAST_UPDATED, className="subtle"),
-                        ],
-                    ),
+                    components.card_head("Jobs", ids.LAST_UPDATED),
                     html.P(
                         "Click a job to show its rank × rank traffic, MPI operations, "
                         "collectives, message sizes, one-sided traffic, file I/O and ranks.",
@@ -91,91 +68,68 @@ def layout(**_query: str) -> html.Div:
                     html.Div(html.Table(id=ids.JOBS_TABLE, className="data"), className="scroll"),
                 ],
             ),
-            html.Section(
-                id=ids.MATRIX_SECTION,
-                className="card",
+            html.Div(
+                id=ids.JOB_DETAILS,
                 hidden=True,
                 children=[
-                    html.H2(id=ids.MATRIX_TITLE),
-                    html.Div(
-                        className="matrix-grid",
+                    html.Section(
+                        id=ids.MATRIX_SECTION,
+                        className="card",
                         children=[
-                            dcc.Graph(
-                                id=ids.MATRIX_HEATMAP,
-                                style={"height": "520px"},
-                                config={"displaylogo": False},
-                            ),
-                            dcc.Markdown(
-                                id=ids.MATRIX_TABLE,
-                                className="scroll matrix-table-wrap md-table",
+                            html.H2(id=ids.MATRIX_TITLE),
+                            html.Div(
+                                className="matrix-grid",
+                                children=[
+                                    dcc.Graph(
+                                        id=ids.MATRIX_HEATMAP,
+                                        style={"height": "520px"},
+                                        config={"displaylogo": False},
+                                    ),
+                                    dcc.Markdown(
+                                        id=ids.MATRIX_TABLE,
+                                        className="scroll matrix-table-wrap md-table",
+                                    ),
+                                ],
                             ),
                         ],
                     ),
-                ],
-            ),
-            html.Section(
-                id=ids.OPS_SECTION,
-                className="card",
-                hidden=True,
-                children=[
-                    html.H2("MPI operations"),
-                    html.P(id=ids.OPS_SUMMARY, className="summary"),
-                    dcc.Markdown(id=ids.OPS_TABLE, className="scroll table-wrap md-table"),
-                ],
-            ),
-            html.Section(
-                id=ids.COLL_SECTION,
-                className="card",
-                hidden=True,
-                children=[
-                    html.H2("Collectives"),
-                    dcc.Markdown(id=ids.COMM_TABLE, className="scroll md-table"),
-                    dcc.Markdown(id=ids.COLL_TABLE, className="scroll table-wrap md-table"),
-                ],
-            ),
-            html.Section(
-                id=ids.SIZES_SECTION,
-                className="card",
-                hidden=True,
-                children=[
-                    html.H2("Message sizes"),
-                    dcc.Graph(
-                        id=ids.SIZES_GRAPH,
-                        style={"height": "360px"},
-                        config={"displaylogo": False},
+                    components.card(
+                        "MPI operations",
+                        html.P(id=ids.OPS_SUMMARY, className="summary"),
+                        components.markdown_table(ids.OPS_TABLE),
+                        section_id=ids.OPS_SECTION,
                     ),
-                    dcc.Markdown(id=ids.SIZES_TABLE, className="scroll table-wrap md-table"),
-                ],
-            ),
-            html.Section(
-                id=ids.RMA_SECTION,
-                className="card",
-                hidden=True,
-                children=[
-                    html.H2("One-sided (RMA)"),
-                    dcc.Markdown(id=ids.RMA_TABLE, className="scroll table-wrap md-table"),
-                ],
-            ),
-            html.Section(
-                id=ids.IO_SECTION,
-                className="card",
-                hidden=True,
-                children=[
-                    html.H2("File-system I/O"),
-                    dcc.Markdown(
-                        id=ids.IO_TABLE, className="scroll table-wrap md-table files-table"
+                    components.card(
+                        "Collectives",
+                        dcc.Markdown(id=ids.COMM_TABLE, className="scroll md-table"),
+                        components.markdown_table(ids.COLL_TABLE),
+                        section_id=ids.COLL_SECTION,
                     ),
-                ],
-            ),
-            html.Section(
-                id=ids.RANKS_SECTION,
-                className="card",
-                hidden=True,
-                children=[
-                    html.H2("Ranks"),
-                    html.P(id=ids.RANKS_SUMMARY, className="summary"),
-                    dcc.Markdown(
-                        id=ids.RANKS_TABLE, className="scroll table-wrap md-table ranks-table"
+                    components.card(
+                        "Message sizes",
+                        dcc.Graph(
+                            id=ids.SIZES_GRAPH,
+                            style={"height": "360px"},
+                            config={"displaylogo": False},
+                        ),
+                        components.markdown_table(ids.SIZES_TABLE),
+                        section_id=ids.SIZES_SECTION,
+                    ),
+                    components.card(
+                        "One-sided (RMA)",
+                        components.markdown_table(ids.RMA_TABLE),
+                        section_id=ids.RMA_SECTION,
+                    ),
+                    components.card(
+                        "File-system I/O",
+                        components.markdown_table(ids.IO_TABLE, "files-table"),
+                        section_id=ids.IO_SECTION,
+                    ),
+                    components.card(
+                        "Ranks",
+                        html.P(id=ids.RANKS_SUMMARY, className="summary"),
+                        components.markdown_table(ids.RANKS_TABLE, "ranks-table"),
+                        section_id=ids.RANKS_SECTION,
                     ),
                 ],
             ),
@@ -190,24 +144,18 @@ def register_callbacks(dash_app: dash.Dash) -> None:
             "jobs": Output(ids.JOBS_TABLE, "children"),
             "status": Output(ids.STATUS_MESSAGE, "children"),
             "updated": Output(ids.LAST_UPDATED, "children"),
-            "hidden": Output(ids.MATRIX_SECTION, "hidden"),
+            "hidden": Output(ids.JOB_DETAILS, "hidden"),
             "title": Output(ids.MATRIX_TITLE, "children"),
             "heatmap": Output(ids.MATRIX_HEATMAP, "figure"),
             "matrix": Output(ids.MATRIX_TABLE, "children"),
-            "ops_hidden": Output(ids.OPS_SECTION, "hidden"),
             "ops_summary": Output(ids.OPS_SUMMARY, "children"),
             "ops": Output(ids.OPS_TABLE, "children"),
-            "io_hidden": Output(ids.IO_SECTION, "hidden"),
             "io": Output(ids.IO_TABLE, "children"),
-            "coll_hidden": Output(ids.COLL_SECTION, "hidden"),
             "comms": Output(ids.COMM_TABLE, "children"),
             "coll": Output(ids.COLL_TABLE, "children"),
-            "sizes_hidden": Output(ids.SIZES_SECTION, "hidden"),
             "sizes_graph": Output(ids.SIZES_GRAPH, "figure"),
             "sizes": Output(ids.SIZES_TABLE, "children"),
-            "rma_hidden": Output(ids.RMA_SECTION, "hidden"),
             "rma": Output(ids.RMA_TABLE, "children"),
-            "ranks_hidden": Output(ids.RANKS_SECTION, "hidden"),
             "ranks_summary": Output(ids.RANKS_SUMMARY, "children"),
             "ranks": Output(ids.RANKS_TABLE, "children"),
             "rendered": Output(ids.RENDERED_DIGEST, "data"),
@@ -261,7 +209,7 @@ def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> di
             **_UNCHANGED,
             **always,
             "jobs": components.jobs_table(jobs, None),
-            **dict.fromkeys(_SECTIONS_HIDDEN, True),
+            "hidden": True,
             "rendered": digest,
         }
     matrix, ops, io, coll, sizes, rma, ranks = shown
@@ -272,20 +220,14 @@ def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> di
         "title": components.matrix_title(job, matrix),
         "heatmap": figures.matrix_heatmap(matrix),
         "matrix": components.matrix_table_markdown(matrix),
-        "ops_hidden": False,
         "ops_summary": components.ops_summary(ops),
         "ops": components.ops_table_markdown(ops),
-        "io_hidden": False,
         "io": components.io_table_markdown(io),
-        "coll_hidden": False,
         "comms": components.communicators_table_markdown(coll),
         "coll": components.collectives_table_markdown(coll),
-        "sizes_hidden": False,
         "sizes_graph": figures.size_histogram(sizes),
         "sizes": components.sizes_table_markdown(sizes),
-        "rma_hidden": False,
         "rma": components.rma_table_markdown(rma),
-        "ranks_hidden": False,
         "ranks_summary": components.ranks_summary(ranks),
         "ranks": components.ranks_table_markdown(ranks),
         "rendered": digest,

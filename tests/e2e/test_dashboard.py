@@ -115,7 +115,7 @@ def test_page_follows_a_running_job_live(stacklens_up, browser_page, examples_bu
     page.goto(stacklens_up["base"] + "/")
     expect(page.locator("#status-message")).to_contain_text("No jobs yet", timeout=20_000)
     expect(page.locator("#status-message")).to_contain_text("stacklens run -- mpirun")
-    expect(page.locator("#matrix-section")).to_be_hidden()
+    expect(page.locator("#job-details")).to_be_hidden()
 
     job = f"live-{uuid.uuid4().hex[:8]}"
     iterations, size = 25, 4096
@@ -205,6 +205,7 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     expect(row.locator("td.bytes")).to_have_text(str(sum(b for b, _ in p2p.values())))
 
     expect(page.locator("#matrix-title")).to_contain_text(job, timeout=20_000)
+    expect(page.locator("#job-details")).to_be_visible()
     expect(page.locator("#matrix-table tbody tr")).to_have_count(len(p2p), timeout=20_000)
     assert _matrix_rows(page) == p2p
     expect(page.locator("#matrix-heatmap .main-svg").first).to_be_visible()
