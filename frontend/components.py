@@ -9,7 +9,7 @@ mounts) is escaped before it goes into a Markdown table.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from dash import dcc, html
 
@@ -205,17 +205,12 @@ def matrix_table_markdown(matrix: Matrix) -> str:
         caption = f"Heaviest {MAX_MATRIX_ROWS} of {len(cells)} rank pairs with traffic."
     else:
         caption = f"{len(cells)} rank pair{'s' if len(cells) != 1 else ''} with traffic."
-    lines = [
-        caption,
-        "",
-        "| Source rank | Destination rank | Bytes | Sent | Messages |",
-        "|---:|---:|---:|---:|---:|",
+    headings = ("Source rank", "Destination rank", "Bytes", "Sent", "Messages")
+    align = "rrrrr"
+    rows = [
+        (c.src, c.dst, c.bytes, format_bytes(c.bytes), c.messages) for c in cells[:MAX_MATRIX_ROWS]
     ]
-    lines += [
-        f"| {c.src} | {c.dst} | {c.bytes} | {format_bytes(c.bytes)} | {c.messages} |"
-        for c in cells[:MAX_MATRIX_ROWS]
-    ]
-    return "\n".join(lines)
+    return _table(caption, headings, align, rows)
 
 
 def matrix_title(job: Job, matrix: Matrix) -> list:
@@ -264,18 +259,23 @@ def ops_table_markdown(ops: JobOps) -> str:
         caption = f"Heaviest {MAX_OP_ROWS} of {n} MPI operations by time inside the calls."
     else:
         caption = f"{n} MPI operation{'s' if n != 1 else ''} called, heaviest time first."
-    lines = [
-        f"{caption} Calls, bytes and time are summed over all ranks.",
-        "",
-        "| Operation | Category | Ranks | Calls | Bytes | Payload | Time inside |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
-    lines += [
-        f"| {_md(o.op)} | {_md(_category_label(o.category))} | {o.ranks} | {o.calls} "
-        f"| {o.bytes} | {format_bytes(o.bytes)} | {format_duration_ns(o.time_ns)} |"
+    headings = ("Operation", "Category", "Ranks", "Calls", "Bytes", "Payload", "Time inside")
+    align = "llrrrrr"
+    rows = [
+        (
+            _md(o.op),
+            _md(_category_label(o.category)),
+            o.ranks,
+            o.calls,
+            o.bytes,
+            format_bytes(o.bytes),
+            format_duration_ns(o.time_ns),
+        )
         for o in ops.ops[:MAX_OP_ROWS]
     ]
-    return "\n".join(lines)
+    return _table(
+        f"{caption} Calls, bytes and time are summed over all ranks.", headings, align, rows
+    )
 
 
 def io_table_markdown(io: JobIo) -> str:
@@ -295,21 +295,43 @@ def io_table_markdown(io: JobIo) -> str:
         caption = f"The {MAX_IO_ROWS} of {n} files (per I/O layer) with the most bytes."
     else:
         caption = f"{n} file{'s' if n != 1 else ''} (per I/O layer), most bytes first."
-    lines = [
-        f"{caption} Counts, bytes and times are summed over all ranks.",
-        "",
-        "| Layer | Path | File system | Mount | Ranks | Opens | Reads | Writes "
-        "| Bytes read | Bytes written | Read time | Write time | Meta time |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    lines += [
-        f"| {_md(f.layer)} | {_md(f.path)} | {_md(f.fstype)} | {_md(f.mount)} | {f.ranks} "
-        f"| {f.opens} | {f.reads} | {f.writes} | {f.bytes_read} | {f.bytes_written} "
-        f"| {format_duration_ns(f.read_time_ns)} | {format_duration_ns(f.write_time_ns)} "
-        f"| {format_duration_ns(f.meta_time_ns)} |"
+    headings = (
+        "Layer",
+        "Path",
+        "File system",
+        "Mount",
+        "Ranks",
+        "Opens",
+        "Reads",
+        "Writes",
+        "Bytes read",
+        "Bytes written",
+        "Read time",
+        "Write time",
+        "Meta time",
+    )
+    align = "llllrrrrrrrrr"
+    rows = [
+        (
+            _md(f.layer),
+            _md(f.path),
+            _md(f.fstype),
+            _md(f.mount),
+            f.ranks,
+            f.opens,
+            f.reads,
+            f.writes,
+            f.bytes_read,
+            f.bytes_written,
+            format_duration_ns(f.read_time_ns),
+            format_duration_ns(f.write_time_ns),
+            format_duration_ns(f.meta_time_ns),
+        )
         for f in io.files[:MAX_IO_ROWS]
     ]
-    return "\n".join(lines)
+    return _table(
+        f"{caption} Counts, bytes and times are summed over all ranks.", headings, align, rows
+    )
 
 
 def no_fabric_notice() -> html.Div:
@@ -366,47 +388,50 @@ def fabric_links_table_markdown(loads: Sequence[LinkLoad]) -> str:
     )
     n = len(rows)
     shown = f"{MAX_LINK_ROWS} of {n} links" if n > MAX_LINK_ROWS else f"{n} link{'s' * (n != 1)}"
-    lines = [
+    caption = (
         f"{shown}: with errors in the last sweep first, then down, then busiest; "
-        "bytes/s and errors from the latest sample of each end (? = unknown).",
-        "",
-        "| Link | State | Utilisation | A → B bytes/s | B → A bytes/s | Capacity bytes/s | "
-        + " | ".join(ERROR_HEADINGS.values())
-        + " | Xmit wait | Sampled (UTC) |",
-        "|---|---|---:|---:|---:|---:|" + "---:|" * len(ERROR_HEADINGS) + "---:|---|",
-    ]
+        "bytes/s and errors from the latest sample of each end (? = unknown)."
+    )
+    headings = (
+        "Link",
+        "State",
+        "Utilisation",
+        "A → B bytes/s",
+        "B → A bytes/s",
+        "Capacity bytes/s",
+        *ERROR_HEADINGS.values(),
+        "Xmit wait",
+        "Sampled (UTC)",
+    )
+    align = "llrrrr" + "r" * len(ERROR_HEADINGS) + "rl"
+    cells = []
     for x in rows[:MAX_LINK_ROWS]:
         errors = dict(x.errors)
-        cells = [
-            _md(f"{x.a.label()} - {x.b.label()}"),
-            x.state,
-            _percent(x.utilisation),
-            _rate(x.a_to_b_bytes_per_s),
-            _rate(x.b_to_a_bytes_per_s),
-            _known(x.capacity_bytes_per_s),
-            *(_known(errors.get(c)) for c in ERROR_HEADINGS),
-            _known(x.xmit_wait),
-            format_utc_ns(x.ts_ns) if x.ts_ns is not None else "?",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        cells.append(
+            [
+                _md(f"{x.a.label()} - {x.b.label()}"),
+                x.state,
+                _percent(x.utilisation),
+                _rate(x.a_to_b_bytes_per_s),
+                _rate(x.b_to_a_bytes_per_s),
+                _known(x.capacity_bytes_per_s),
+                *(_known(errors.get(c)) for c in ERROR_HEADINGS),
+                _known(x.xmit_wait),
+                format_utc_ns(x.ts_ns) if x.ts_ns is not None else "?",
+            ]
+        )
+    return _table(caption, headings, align, cells)
 
 
 def fabric_events_markdown(events: Sequence[FabricEvent]) -> str:
     """The newest fabric events (newest first) as a Markdown table: time, kind, subject."""
     if not events:
         return "No fabric events yet (links going down or up, nodes gone or new)."
-    lines = [
-        f"Newest {len(events)} fabric event{'s' * (len(events) != 1)}, newest first.",
-        "",
-        "| Time (UTC) | Event | Subject |",
-        "|---|---|---|",
-    ]
-    lines += [
-        f"| {format_utc_ns(e.ts_ns)} | {_md(e.kind)} | {_md(e.subject)} |"
-        for e in events[:MAX_EVENT_ROWS]
-    ]
-    return "\n".join(lines)
+    caption = f"Newest {len(events)} fabric event{'s' * (len(events) != 1)}, newest first."
+    headings = ("Time (UTC)", "Event", "Subject")
+    align = "lll"
+    rows = [(format_utc_ns(e.ts_ns), _md(e.kind), _md(e.subject)) for e in events[:MAX_EVENT_ROWS]]
+    return _table(caption, headings, align, rows)
 
 
 def communicator_label(comm_id: int, overflow: bool) -> str:
@@ -429,18 +454,24 @@ def communicators_table_markdown(coll: JobCollectives) -> str:
         caption = f"Heaviest {MAX_COMM_ROWS} of {n} communicators by time inside collectives."
     else:
         caption = f"{n} communicator{'s' if n != 1 else ''} with collective calls."
-    lines = [
-        f"{caption} Communicator ids are the same on every member.",
-        "",
-        "| Communicator | Size | Ranks | Ops | Calls | Bytes | Payload | Time inside |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    lines += [
-        f"| {communicator_label(c.comm_id, c.overflow)} | {c.comm_size} | {c.ranks} | {c.ops} "
-        f"| {c.calls} | {c.bytes} | {format_bytes(c.bytes)} | {format_duration_ns(c.time_ns)} |"
+    headings = ("Communicator", "Size", "Ranks", "Ops", "Calls", "Bytes", "Payload", "Time inside")
+    align = "lrrrrrrr"
+    rows = [
+        (
+            communicator_label(c.comm_id, c.overflow),
+            c.comm_size,
+            c.ranks,
+            c.ops,
+            c.calls,
+            c.bytes,
+            format_bytes(c.bytes),
+            format_duration_ns(c.time_ns),
+        )
         for c in coll.communicators[:MAX_COMM_ROWS]
     ]
-    return "\n".join(lines)
+    return _table(
+        f"{caption} Communicator ids are the same on every member.", headings, align, rows
+    )
 
 
 def collectives_table_markdown(coll: JobCollectives) -> str:
@@ -459,20 +490,34 @@ def collectives_table_markdown(coll: JobCollectives) -> str:
         caption = f"Heaviest {MAX_COLL_ROWS} of {n} collectives by time inside the calls."
     else:
         caption = f"{n} collective{'s' if n != 1 else ''} (per communicator, op and root)."
-    lines = [
-        f"{caption} Calls, bytes and time are summed over the ranks taking part.",
-        "",
-        "| Communicator | Size | Operation | Root | Ranks | Calls | Bytes | Payload "
-        "| Time inside |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    lines += [
-        f"| {communicator_label(c.comm_id, c.comm_id in overflow)} | {c.comm_size} "
-        f"| {_md(c.op)} | {c.root if c.root >= 0 else 'none'} | {c.ranks} | {c.calls} "
-        f"| {c.bytes} | {format_bytes(c.bytes)} | {format_duration_ns(c.time_ns)} |"
+    headings = (
+        "Communicator",
+        "Size",
+        "Operation",
+        "Root",
+        "Ranks",
+        "Calls",
+        "Bytes",
+        "Payload",
+        "Time inside",
+    )
+    align = "lrlrrrrrr"
+    rows = [
+        (
+            communicator_label(c.comm_id, c.comm_id in overflow),
+            c.comm_size,
+            _md(c.op),
+            c.root if c.root >= 0 else "none",
+            c.ranks,
+            c.calls,
+            c.bytes,
+            format_bytes(c.bytes),
+            format_duration_ns(c.time_ns),
+        )
         for c in coll.collectives[:MAX_COLL_ROWS]
     ]
-    return "\n".join(lines)
+    caption += " Calls, bytes and time are summed over the ranks taking part."
+    return _table(caption, headings, align, rows)
 
 
 def sizes_table_markdown(sizes: JobSizes) -> str:
@@ -490,19 +535,23 @@ def sizes_table_markdown(sizes: JobSizes) -> str:
         caption = f"First {MAX_SIZE_ROWS} of {n} (operation, size) rows, busiest ops first."
     else:
         caption = f"{n} (operation, size) row{'s' if n != 1 else ''}, busiest ops first."
-    lines = [
-        f"{caption} Each range holds sizes from its lower bound up to, not including, its upper "
-        "bound; messages are summed over all ranks.",
-        "",
-        "| Operation | Size | From (bytes) | Below (bytes) | Messages |",
-        "|---|---|---:|---:|---:|",
-    ]
-    lines += [
-        f"| {_md(o.op)} | {format_size_bucket(b.lower_bytes, b.upper_bytes)} "
-        f"| {b.lower_bytes} | {b.upper_bytes} | {b.count} |"
+    caption += (
+        " Each range holds sizes from its lower bound up to, not including, its upper "
+        "bound; messages are summed over all ranks."
+    )
+    headings = ("Operation", "Size", "From (bytes)", "Below (bytes)", "Messages")
+    align = "llrrr"
+    cells = [
+        (
+            _md(o.op),
+            format_size_bucket(b.lower_bytes, b.upper_bytes),
+            b.lower_bytes,
+            b.upper_bytes,
+            b.count,
+        )
         for o, b in rows[:MAX_SIZE_ROWS]
     ]
-    return "\n".join(lines)
+    return _table(caption, headings, align, cells)
 
 
 def rma_table_markdown(rma: JobRma) -> str:
@@ -520,19 +569,20 @@ def rma_table_markdown(rma: JobRma) -> str:
         caption = f"First {MAX_RMA_ROWS} of {n} (origin, target) pairs."
     else:
         caption = f"{n} (origin, target) pair{'s' if n != 1 else ''}."
-    lines = [
-        f"{caption} In all: {totals}.",
-        "",
-        "| Origin rank | Target rank | Calls | Bytes | Moved | Per operation |",
-        "|---:|---:|---:|---:|---:|---|",
-    ]
-    lines += [
-        f"| {c.origin} | {c.target} | {c.calls} | {c.bytes} | {format_bytes(c.bytes)} | "
-        + "; ".join(f"{_md(o.op)} {_calls(o.calls)}, {o.bytes} B" for o in c.ops)
-        + " |"
+    headings = ("Origin rank", "Target rank", "Calls", "Bytes", "Moved", "Per operation")
+    align = "rrrrrl"
+    rows = [
+        (
+            c.origin,
+            c.target,
+            c.calls,
+            c.bytes,
+            format_bytes(c.bytes),
+            "; ".join(f"{_md(o.op)} {_calls(o.calls)}, {o.bytes} B" for o in c.ops),
+        )
         for c in rma.cells[:MAX_RMA_ROWS]
     ]
-    return "\n".join(lines)
+    return _table(f"{caption} In all: {totals}.", headings, align, rows)
 
 
 def ranks_summary(ranks: JobRanks) -> list:
@@ -588,21 +638,50 @@ def ranks_table_markdown(ranks: JobRanks) -> str:
         caption = f"{MAX_RANK_ROWS} of {n} ranks, those with folded or lost counts first."
     else:
         caption = f"{n} rank{'s' if n != 1 else ''}, those with folded or lost counts first."
-    lines = [
-        f"{caption} Keys folded: new peers/files/communicators counted in an overflow row; "
-        "frames lost: counts that never arrived; frames spooled: delivered late, via disk.",
-        "",
-        "| Rank | Host | PID | Status | First seen | Last seen | Keys folded | Frames lost "
-        "| Frames spooled |",
-        "|---:|---|---:|---|---|---|---:|---:|---:|",
-    ]
-    lines += [
-        f"| {r.rank} | {_md(r.host)} | {r.pid} | {_md(r.status)} "
-        f"| {_md(format_utc_ns(r.first_seen_ns))} | {_md(format_utc_ns(r.last_seen_ns))} "
-        f"| {_alarm(r.keys_dropped)} "
-        f"| {_alarm(r.frames_dropped)} | {r.frames_spooled} |"
+    caption += (
+        " Keys folded: new peers/files/communicators counted in an overflow row; "
+        "frames lost: counts that never arrived; frames spooled: delivered late, via disk."
+    )
+    headings = (
+        "Rank",
+        "Host",
+        "PID",
+        "Status",
+        "First seen",
+        "Last seen",
+        "Keys folded",
+        "Frames lost",
+        "Frames spooled",
+    )
+    align = "rlrlllrrr"
+    rows = [
+        (
+            r.rank,
+            _md(r.host),
+            r.pid,
+            _md(r.status),
+            _md(format_utc_ns(r.first_seen_ns)),
+            _md(format_utc_ns(r.last_seen_ns)),
+            _alarm(r.keys_dropped),
+            _alarm(r.frames_dropped),
+            r.frames_spooled,
+        )
         for r in shown[:MAX_RANK_ROWS]
     ]
+    return _table(caption, headings, align, rows)
+
+
+def _table(caption: str, headings: Sequence[str], align: str, rows: Iterable[Sequence]) -> str:
+    """A Markdown table under a caption line: a column per heading, aligned as its letter in
+    `align` says ("l" left, "r" right), and each row the values of its cells in that order."""
+    assert len(align) == len(headings)
+    lines = [
+        caption,
+        "",
+        "| " + " | ".join(headings) + " |",
+        "|" + "".join("---:|" if a == "r" else "---|" for a in align),
+    ]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
