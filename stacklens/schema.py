@@ -287,6 +287,19 @@ class P2PMinute(Base):
     msgs_recv: Mapped[int] = mapped_column(BigInteger)
 
 
+#: Counter columns of io_deltas, in wire order (table io of stacklens_wire.def).
+IO_COUNTERS = (
+    "opens",
+    "reads",
+    "writes",
+    "bytes_read",
+    "bytes_written",
+    "read_time_ns",
+    "write_time_ns",
+    "meta_time_ns",
+)
+
+
 class IoDelta(_RankInterval, Base):
     """File-system I/O of one rank on one file through one layer during one interval."""
 

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from fastapi.testclient import TestClient
 
 from collector.service import BackgroundCollector
-from stacklens.db import migrate, start_embedded
+from server.app import create_app
+from stacklens.db import make_engine, migrate, start_embedded
 from stacklens.paths import DEFAULT_LIBRARY, EXAMPLES_DIR
 from stacklens.schema import Base
 
@@ -74,6 +76,16 @@ def collector(pg_url: str) -> Iterator[BackgroundCollector]:
     """A collector on a free port writing to the emptied test database (token 'secret')."""
     with BackgroundCollector(pg_url, token="secret") as running:
         yield running
+
+
+@pytest.fixture
+def api_client(pg_url: str) -> Iterator[TestClient]:
+    """The web API (no dashboard) over the emptied test database, as a test client."""
+    engine = make_engine(pg_url)
+    app = create_app(engine, api_base_url="http://testserver", with_frontend=False)
+    with TestClient(app) as client:
+        yield client
+    engine.dispose()
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ import numpy as np
 from collector.codec import COLUMN
 from collector.store.copy import INT_WIDTH
 from stacklens import wire
-from stacklens.schema import PORT_COUNTERS
+from stacklens.schema import IO_COUNTERS, PORT_COUNTERS
 
 #: Columns filled from the frame header, in table order, with their COPY types.
 INTERVAL_COLUMNS = (
@@ -128,16 +128,7 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
         "io_deltas",
         (
             ("layer", "int2"),
-            *_counters(
-                "opens",
-                "reads",
-                "writes",
-                "bytes_read",
-                "bytes_written",
-                "read_time_ns",
-                "write_time_ns",
-                "meta_time_ns",
-            ),
+            *_counters(*IO_COUNTERS),
             ("path", "text"),
             ("mount", "text"),
             ("fstype", "text"),

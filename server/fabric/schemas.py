@@ -11,15 +11,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-#: Error counters of a port, in the order of `stacklens.schema.PORT_COUNTERS`.
-ERROR_COUNTERS = (
-    "symbol_errors",
-    "link_error_recovery",
-    "link_downed",
-    "rcv_errors",
-    "xmit_discards",
-    "vl15_dropped",
-)
+from stacklens.schema import PORT_COUNTERS
+
+#: Error counters of a port: those of `stacklens.schema.PORT_COUNTERS` after the data and
+#: congestion counters (bytes, packets, xmit_wait), in that order.
+ERROR_COUNTERS = PORT_COUNTERS[PORT_COUNTERS.index("xmit_wait") + 1 :]
 
 
 class FabricNode(BaseModel):

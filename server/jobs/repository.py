@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from stacklens.mpi_ops import CATEGORIES, op_categories, op_names
 from stacklens.schema import (
+    IO_COUNTERS,
     CollDelta,
     IoDelta,
     Job,
@@ -126,19 +127,7 @@ def job_io(session: Session, job_id: int) -> list[dict]:
     (read + written) first. Mount and file-system type are those the ranks reported; should
     ranks disagree (a node-local path on different hosts), the distinct values are joined
     with ", "."""
-    sums = {
-        name: func.sum(getattr(IoDelta, name))
-        for name in (
-            "opens",
-            "reads",
-            "writes",
-            "bytes_read",
-            "bytes_written",
-            "read_time_ns",
-            "write_time_ns",
-            "meta_time_ns",
-        )
-    }
+    sums = {name: func.sum(getattr(IoDelta, name)) for name in IO_COUNTERS}
 
     def distinct_values(column):
         return func.array_to_string(

@@ -7,14 +7,9 @@ Runs after test_storage.py (file order), which leaves the subnet up and every ca
 
 from __future__ import annotations
 
-import pytest
-from fastapi.testclient import TestClient
-
 from collector.fabric.mad import MadSource
 from collector.fabric.service import FabricSampler
 from collector.fabric.sim import FabricSim, Flow, TrafficEmulator
-from server.app import create_app
-from stacklens.db import make_engine
 
 #: A flow big enough that the sweeps' own MADs (a few KiB per link) cannot rival it.
 FLOW_BYTES = 64 * 1024 * 1024
@@ -22,16 +17,7 @@ FLOW_BYTES = 64 * 1024 * 1024
 MAD_SLACK = 64 * 1024
 
 
-@pytest.fixture
-def client(pg_url):
-    engine = make_engine(pg_url)
-    app = create_app(engine, api_base_url="http://testserver", with_frontend=False)
-    with TestClient(app) as test_client:
-        yield test_client
-    engine.dispose()
-
-
-def test_api_shows_the_sampled_fabric(pg_url: str, mad: MadSource, sim: FabricSim, client):
+def test_api_shows_the_sampled_fabric(pg_url: str, mad: MadSource, sim: FabricSim, api_client):
     sampler = FabricSampler(pg_url, mad, interval_s=0.1, rediscover_s=3600)
     try:
         sampler.step()
@@ -43,14 +29,14 @@ def test_api_shows_the_sampled_fabric(pg_url: str, mad: MadSource, sim: FabricSi
     finally:
         sampler.store.close()
 
-    shape = client.get(client.app.url_path_for("fabric_topology")).json()
+    shape = api_client.get(api_client.app.url_path_for("fabric_topology")).json()
     types = [n["type"] for n in shape["nodes"]]
     assert (types.count("switch"), types.count("hca"), len(shape["links"])) == (7, 34, 74)
     assert {lk["state"] for lk in shape["links"]} == {"up"}
     assert {lk["capacity_bytes_per_s"] for lk in shape["links"]} == {4_000_000_000}
 
-    url = client.app.url_path_for("fabric_links")
-    loads = client.get(url).json()
+    url = api_client.app.url_path_for("fabric_links")
+    loads = api_client.get(url).json()
     assert len(loads) == 74 and all(x["utilisation"] is not None for x in loads)
     # The four links of the flow's route are the busiest; the flow's direction carries it.
     route = topo.route(topo.node("host09").guid, topo.node("host20").guid)
@@ -69,7 +55,7 @@ def test_api_shows_the_sampled_fabric(pg_url: str, mad: MadSource, sim: FabricSi
     }
     assert drawn == cables
 
-    first = client.get(url, params={"sort": "errors", "limit": 1}).json()
+    first = api_client.get(url, params={"sort": "errors", "limit": 1}).json()
     assert len(first) == 1
     ends = {
         (first[0]["a"]["name"], first[0]["a"]["port"]),

@@ -4,11 +4,8 @@ topology with a gone node and a down link, link rates, utilisation, error deltas
 
 from __future__ import annotations
 
-import pytest
 from fastapi.testclient import TestClient
 
-from server.app import create_app
-from stacklens.db import make_engine
 from tests.server.fabric_data import SECOND, T0, write_small_fabric
 
 SPINE1, LEAF1 = "0xf452140300000001", "0xf452140300000002"
@@ -23,30 +20,21 @@ ERRORS = (
 )
 
 
-@pytest.fixture
-def client(pg_url):
-    engine = make_engine(pg_url)
-    app = create_app(engine, api_base_url="http://testserver", with_frontend=False)
-    with TestClient(app) as test_client:
-        yield test_client
-    engine.dispose()
-
-
-def _get(client: TestClient, name: str, **params) -> list | dict:
-    response = client.get(client.app.url_path_for(name), params=params)
+def _get(api_client: TestClient, name: str, **params) -> list | dict:
+    response = api_client.get(api_client.app.url_path_for(name), params=params)
     assert response.status_code == 200, response.text
     return response.json()
 
 
-def test_empty_fabric(pg_url, client):
-    assert _get(client, "fabric_topology") == {"nodes": [], "links": []}
-    assert _get(client, "fabric_links") == []
-    assert _get(client, "fabric_events") == []
+def test_empty_fabric(pg_url, api_client):
+    assert _get(api_client, "fabric_topology") == {"nodes": [], "links": []}
+    assert _get(api_client, "fabric_links") == []
+    assert _get(api_client, "fabric_events") == []
 
 
-def test_topology_nodes_and_links(pg_url, client):
+def test_topology_nodes_and_links(pg_url, api_client):
     write_small_fabric(pg_url)
-    topo = _get(client, "fabric_topology")
+    topo = _get(api_client, "fabric_topology")
     node = {"nports": 36, "gone": False, "gone_ns": None, "last_seen_ns": T0 + 3 * SECOND}
     host = {**node, "nports": 1}
     assert topo["nodes"] == [
@@ -104,7 +92,7 @@ def _sample(ts_ns: int, dt_ns: int | None, **values) -> dict:
     }
 
 
-def test_link_loads_rates_utilisation_and_errors(pg_url, client):
+def test_link_loads_rates_utilisation_and_errors(pg_url, api_client):
     write_small_fabric(pg_url)
     t2 = T0 + 2 * SECOND
     no_errors = dict.fromkeys(ERRORS, 0)
@@ -172,20 +160,20 @@ def test_link_loads_rates_utilisation_and_errors(pg_url, client):
         "a_sample": _sample(T0 + SECOND, None),
         "b_sample": _sample(t2, SECOND),
     }
-    assert _get(client, "fabric_links") == [spine_leaf, host1, host2]
-    assert _get(client, "fabric_links", sort="errors") == [host1, spine_leaf, host2]
-    assert _get(client, "fabric_links", sort="errors", limit=1) == [host1]
+    assert _get(api_client, "fabric_links") == [spine_leaf, host1, host2]
+    assert _get(api_client, "fabric_links", sort="errors") == [host1, spine_leaf, host2]
+    assert _get(api_client, "fabric_links", sort="errors", limit=1) == [host1]
     # Without the per-end samples: the same rows less a_sample and b_sample.
     brief = [
         {k: v for k, v in x.items() if k not in ("a_sample", "b_sample")}
         for x in (spine_leaf, host1, host2)
     ]
-    assert _get(client, "fabric_links", samples="false") == brief
-    bad = client.get(client.app.url_path_for("fabric_links"), params={"sort": "bytes"})
+    assert _get(api_client, "fabric_links", samples="false") == brief
+    bad = api_client.get(api_client.app.url_path_for("fabric_links"), params={"sort": "bytes"})
     assert bad.status_code == 422
 
 
-def test_events_newest_first(pg_url, client):
+def test_events_newest_first(pg_url, api_client):
     write_small_fabric(pg_url)
     t3 = T0 + 3 * SECOND
     gone = {
@@ -202,5 +190,5 @@ def test_events_newest_first(pg_url, client):
         "subject": "host2[1] - leaf1[2]",
         "details": {"a": [HOST2, 1], "b": [LEAF1, 2]},
     }
-    assert _get(client, "fabric_events") == [down, gone]
-    assert _get(client, "fabric_events", limit=1) == [down]
+    assert _get(api_client, "fabric_events") == [down, gone]
+    assert _get(api_client, "fabric_events", limit=1) == [down]

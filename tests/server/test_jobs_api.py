@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
-from server.app import create_app
 from stacklens import wire
-from stacklens.db import make_engine
 from stacklens.mpi_ops import op_names
 from tests.collector.test_ingest import T0, exchange, frame
 
 
-@pytest.fixture
-def client(pg_url):
-    engine = make_engine(pg_url)
-    app = create_app(engine, api_base_url="http://testserver", with_frontend=False)
-    with TestClient(app) as test_client:
-        yield test_client
-    engine.dispose()
-
-
-def test_jobs_and_matrix(collector, client):
+def test_jobs_and_matrix(collector, api_client):
     rows_0 = [{"peer": 1, "bytes_sent": 300, "msgs_sent": 3}]
     rows_1 = [{"peer": 0, "bytes_sent": 50, "msgs_sent": 1}]
     exchange(
@@ -32,7 +20,7 @@ def test_jobs_and_matrix(collector, client):
     exchange(collector.address, frame(0, job="job-B", p2p_rows=[]), acks=1)
 
     # Newest first: same start, so the later-registered job-B comes first.
-    jobs = client.get(client.app.url_path_for("list_jobs")).json()
+    jobs = api_client.get(api_client.app.url_path_for("list_jobs")).json()
     assert jobs == [
         {
             "job": "job-B",
@@ -59,7 +47,7 @@ def test_jobs_and_matrix(collector, client):
             "messages_sent": 7,
         },
     ]
-    matrix = client.get(client.app.url_path_for("job_matrix", job="job-A")).json()
+    matrix = api_client.get(api_client.app.url_path_for("job_matrix", job="job-A")).json()
     assert matrix == {
         "job": "job-A",
         "world_size": 2,
@@ -103,7 +91,7 @@ def op_total(op: str, category: str, calls: int, nbytes: int, time_ns: int, rank
             "time_ns": time_ns, "ranks": ranks}  # fmt: skip
 
 
-def test_job_ops_are_summed_over_ranks_and_intervals(collector, client):
+def test_job_ops_are_summed_over_ranks_and_intervals(collector, api_client):
     frames = [
         counters_frame(
             0,
@@ -140,7 +128,7 @@ def test_job_ops_are_summed_over_ranks_and_intervals(collector, client):
     ]
     send_committed(collector, frames)
 
-    body = client.get(client.app.url_path_for("job_ops", job="job-C")).json()
+    body = api_client.get(api_client.app.url_path_for("job_ops", job="job-C")).json()
     assert body["job"] == "job-C"
     # Heaviest time first; MPI_Init and MPI_Put tie at 100 ns and come by name.
     assert body["ops"] == [
@@ -175,7 +163,7 @@ def io_row(layer: int, path: str, mount: str = "/scratch", fstype: str = "lustre
     return {"layer": layer, "path": path, "mount": mount, "fstype": fstype, **counters}
 
 
-def test_job_io_is_summed_per_layer_and_path(collector, client):
+def test_job_io_is_summed_per_layer_and_path(collector, api_client):
     a, shared = "/scratch/a.dat", "/scratch/shared.out"
     frames = [
         counters_frame(
@@ -209,7 +197,7 @@ def test_job_io_is_summed_per_layer_and_path(collector, client):
     ]  # fmt: skip
     send_committed(collector, frames)
 
-    body = client.get(client.app.url_path_for("job_io", job="job-C")).json()
+    body = api_client.get(api_client.app.url_path_for("job_io", job="job-C")).json()
     assert body["job"] == "job-C"
 
     def row(layer, path, mount, fstype, ranks, *counters):
@@ -229,18 +217,18 @@ def test_job_io_is_summed_per_layer_and_path(collector, client):
     ]
 
 
-def test_jobs_without_io_or_ops_have_empty_lists(collector, client):
+def test_jobs_without_io_or_ops_have_empty_lists(collector, api_client):
     exchange(collector.address, frame(0, job="job-quiet", p2p_rows=[]), acks=1)
     # frame() always carries one op record (MPI_Isend, 5 calls); here it is the only op.
-    ops = client.get(client.app.url_path_for("job_ops", job="job-quiet")).json()
+    ops = api_client.get(api_client.app.url_path_for("job_ops", job="job-quiet")).json()
     assert ops["ops"] == [op_total("MPI_Isend", "mpi_p2p", 5, 640, 999, 1)]
     assert [c["calls"] for c in ops["categories"]] == [5, 0, 0, 0, 0, 0]
-    assert client.get(client.app.url_path_for("job_io", job="job-quiet")).json() == {
+    assert api_client.get(api_client.app.url_path_for("job_io", job="job-quiet")).json() == {
         "job": "job-quiet",
         "files": [],
     }
     exchange(collector.address, counters_frame(0, 0, job="job-silent"), acks=1)
-    ops = client.get(client.app.url_path_for("job_ops", job="job-silent")).json()
+    ops = api_client.get(api_client.app.url_path_for("job_ops", job="job-silent")).json()
     assert ops["ops"] == [] and {c["time_ns"] for c in ops["categories"]} == {0}
 
 
@@ -290,7 +278,7 @@ def job_d_frame(
     )  # fmt: skip
 
 
-def test_job_collectives_per_communicator_op_and_root(collector, client):
+def test_job_collectives_per_communicator_op_and_root(collector, api_client):
     frames = [
         job_d_frame(0, 0, coll=[("MPI_Allreduce", WORLD, 4, NO_ROOT, 2, 80, 1000),
                                 ("MPI_Bcast", WORLD, 4, 1, 1, 1000, 300)]),
@@ -308,7 +296,7 @@ def test_job_collectives_per_communicator_op_and_root(collector, client):
     ]  # fmt: skip
     send_committed(collector, frames)
 
-    body = client.get(client.app.url_path_for("job_collectives", job="job-D")).json()
+    body = api_client.get(api_client.app.url_path_for("job_collectives", job="job-D")).json()
     fields = ("op", "comm_id", "comm_size", "root", "ranks", "calls", "bytes", "time_ns")
     assert body["job"] == "job-D"
     # Heaviest time first.
@@ -333,7 +321,7 @@ def test_job_collectives_per_communicator_op_and_root(collector, client):
     ]
 
 
-def test_job_sizes_are_histograms_per_op(collector, client):
+def test_job_sizes_are_histograms_per_op(collector, api_client):
     frames = [
         job_d_frame(0, 0, hist=[("MPI_Isend", 9, 2), ("MPI_Isend", 8, 1), ("MPI_Barrier", 0, 1)]),
         job_d_frame(1, 0, hist=[("MPI_Isend", 9, 1), ("MPI_Bcast", 10, 1)]),
@@ -343,7 +331,7 @@ def test_job_sizes_are_histograms_per_op(collector, client):
     ]  # fmt: skip
     send_committed(collector, frames)
 
-    body = client.get(client.app.url_path_for("job_sizes", job="job-D")).json()
+    body = api_client.get(api_client.app.url_path_for("job_sizes", job="job-D")).json()
 
     def bucket(b, lower, upper, count):
         return {"bucket": b, "lower_bytes": lower, "upper_bytes": upper, "count": count}
@@ -364,7 +352,7 @@ def test_job_sizes_are_histograms_per_op(collector, client):
     }  # fmt: skip
 
 
-def test_job_rma_per_origin_and_target(collector, client):
+def test_job_rma_per_origin_and_target(collector, api_client):
     frames = [
         job_d_frame(0, 0, rma=[(1, "MPI_Put", 1, 16), (2, "MPI_Get", 1, 8)]),
         job_d_frame(1, 0, rma=[(1, "MPI_Put", 2, 32), (1, "MPI_Accumulate", 1, 40)]),
@@ -373,7 +361,7 @@ def test_job_rma_per_origin_and_target(collector, client):
     ]
     send_committed(collector, frames)
 
-    body = client.get(client.app.url_path_for("job_rma", job="job-D")).json()
+    body = api_client.get(api_client.app.url_path_for("job_rma", job="job-D")).json()
 
     def op(name, calls, nbytes):
         return {"op": name, "calls": calls, "bytes": nbytes}
@@ -393,7 +381,7 @@ def test_job_rma_per_origin_and_target(collector, client):
     }  # fmt: skip
 
 
-def test_job_ranks_hosts_status_and_health(collector, client):
+def test_job_ranks_hosts_status_and_health(collector, api_client):
     final, killed = wire.FrameType.FINAL, wire.FrameType.KILLED
     frames = [
         job_d_frame(0, 0, host="cn01", pid=100, health=(2, 0, 1)),
@@ -405,7 +393,7 @@ def test_job_ranks_hosts_status_and_health(collector, client):
     ]  # fmt: skip
     send_committed(collector, frames)
 
-    body = client.get(client.app.url_path_for("job_ranks", job="job-D")).json()
+    body = api_client.get(api_client.app.url_path_for("job_ranks", job="job-D")).json()
     fields = ("rank", "host", "pid", "first_seen_ns", "last_seen_ns", "finished", "killed",
               "status", "keys_dropped", "frames_dropped", "frames_spooled")  # fmt: skip
     end = T0 + 2 * 10**9
@@ -424,25 +412,25 @@ def test_job_ranks_hosts_status_and_health(collector, client):
     }
 
 
-def test_job_without_collectives_sizes_or_rma_has_empty_lists(collector, client):
+def test_job_without_collectives_sizes_or_rma_has_empty_lists(collector, api_client):
     send_committed(collector, [job_d_frame(0, 0, job="job-quiet")])
-    get = client.get
-    assert get(client.app.url_path_for("job_collectives", job="job-quiet")).json() == {
+    get = api_client.get
+    assert get(api_client.app.url_path_for("job_collectives", job="job-quiet")).json() == {
         "job": "job-quiet",
         "communicators": [],
         "collectives": [],
     }
-    assert get(client.app.url_path_for("job_sizes", job="job-quiet")).json() == {
+    assert get(api_client.app.url_path_for("job_sizes", job="job-quiet")).json() == {
         "job": "job-quiet",
         "ops": [],
     }
-    assert get(client.app.url_path_for("job_rma", job="job-quiet")).json() == {
+    assert get(api_client.app.url_path_for("job_rma", job="job-quiet")).json() == {
         "job": "job-quiet",
         "world_size": 4,
         "ops": [],
         "cells": [],
     }
-    ranks = get(client.app.url_path_for("job_ranks", job="job-quiet")).json()["ranks"]
+    ranks = get(api_client.app.url_path_for("job_ranks", job="job-quiet")).json()["ranks"]
     assert [(r["rank"], r["status"], r["keys_dropped"]) for r in ranks] == [(0, "running", 0)]
 
 
@@ -450,15 +438,15 @@ def test_job_without_collectives_sizes_or_rma_has_empty_lists(collector, client)
     "route",
     ["job_matrix", "job_ops", "job_io", "job_collectives", "job_sizes", "job_rma", "job_ranks"],
 )
-def test_unknown_job_is_404(client, route):
-    response = client.get(client.app.url_path_for(route, job="no/such job"))
+def test_unknown_job_is_404(api_client, route):
+    response = api_client.get(api_client.app.url_path_for(route, job="no/such job"))
     assert response.status_code == 404
     assert response.json() == {"detail": "unknown job 'no/such job'"}
 
 
-def test_openapi_docs_are_served(client):
-    assert client.get("/docs").status_code == 200
-    paths = client.get("/openapi.json").json()["paths"]
+def test_openapi_docs_are_served(api_client):
+    assert api_client.get("/docs").status_code == 200
+    paths = api_client.get("/openapi.json").json()["paths"]
     assert {
         "/api/jobs",
         "/api/jobs/{job}/matrix",
