@@ -94,13 +94,10 @@ def job_ops(session: Session, job_id: int) -> list[dict]:
         .group_by(OpDelta.op_id)
         .having(calls > 0)
     )
-    names, categories = op_names(), op_categories()
     rows = [
         {
-            # The collector accepts only op ids of its spec; an older server may not know
-            # a newer spec's appended ids: they are still listed, as "other".
-            "op": names[row.op_id] if row.op_id < len(names) else f"op {row.op_id}",
-            "category": categories[row.op_id] if row.op_id < len(names) else "other",
+            "op": _op_name(row.op_id),
+            "category": _op_category(row.op_id),
             "calls": int(row.calls),
             "bytes": int(row.bytes),
             "time_ns": int(row.time_ns),
@@ -164,7 +161,7 @@ OVERFLOW_COMM_ID = 0xFFFFFFFF
 
 def _op_name(op_id: int) -> str:
     # The collector accepts only op ids of its spec; an older server may not know a newer
-    # spec's appended ids: they are still listed.
+    # spec's appended ids: they are still listed (by id, category "other").
     names = op_names()
     return names[op_id] if op_id < len(names) else f"op {op_id}"
 
