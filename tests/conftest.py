@@ -7,17 +7,21 @@ each test that uses it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
 from collector.service import BackgroundCollector
@@ -76,6 +80,25 @@ def collector(pg_url: str) -> Iterator[BackgroundCollector]:
     """A collector on a free port writing to the emptied test database (token 'secret')."""
     with BackgroundCollector(pg_url, token="secret") as running:
         yield running
+
+
+@contextlib.contextmanager
+def serving(app, host: str = "127.0.0.1", port: int | None = None) -> Iterator[int]:
+    """Serves an ASGI app with uvicorn on a thread of this process (its lifespan runs) on
+    `port` (default: a free one) until the block ends; yields the port."""
+    port = free_port() if port is None else port
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.05)
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(20)
 
 
 @pytest.fixture

@@ -14,15 +14,12 @@ import contextlib
 import json
 import subprocess
 import sys
-import threading
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-import uvicorn
 
 from collector.service import BackgroundCollector, CollectorService
 from server.app import create_app
@@ -31,7 +28,7 @@ from stacklens.paths import SOURCE_ROOT
 from stacklens.settings import Settings
 from stacklens.wire import Status
 from tests.collector.test_ingest import exchange, frame
-from tests.conftest import free_port, query
+from tests.conftest import query, serving
 from tests.server.test_ingest_and_metrics import json_frame
 
 
@@ -123,19 +120,10 @@ def http_server(pg_url: str, token: str) -> Iterator[int]:
     app = create_app(
         engine, api_base_url="http://127.0.0.1", collector=service, with_frontend=False
     )
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="0.0.0.0", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     try:
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
-            time.sleep(0.05)
-        yield port
+        with serving(app, host="0.0.0.0") as port:
+            yield port
     finally:
-        server.should_exit = True
-        thread.join(20)
         engine.dispose()
 
 

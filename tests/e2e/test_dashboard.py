@@ -20,7 +20,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from tests.conftest import free_port, mpi_env, query, stacklens_run
+from tests.conftest import free_port, mpi_env, query, serving, stacklens_run
 from tests.hooks.test_surface import expected_p2p
 
 RANKS = 4
@@ -151,9 +151,6 @@ def test_page_follows_a_running_job_live(stacklens_up, browser_page, examples_bu
 
 
 def test_unreachable_api_is_reported_on_the_page(browser_page):
-    import threading
-
-    import uvicorn
     from a2wsgi import WSGIMiddleware
     from fastapi import FastAPI
 
@@ -162,22 +159,13 @@ def test_unreachable_api_is_reported_on_the_page(browser_page):
     dead = f"http://127.0.0.1:{free_port()}"
     app = FastAPI()
     app.mount("/", WSGIMiddleware(create_dash_app(dead, refresh_ms=500).server))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            time.sleep(0.05)
+    with serving(app) as port:
         page, errors = browser_page
         page.goto(f"http://127.0.0.1:{port}/")
         message = page.locator("#status-message")
         expect(message).to_contain_text("stacklens server unreachable", timeout=20_000)
         expect(message).to_contain_text(f"{dead}/api/jobs")
         assert errors == []
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def test_page_shows_the_job_its_matrix_operations_and_files(

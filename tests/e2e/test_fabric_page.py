@@ -10,17 +10,15 @@ errors.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 from playwright.sync_api import Page, expect
 
 from server.app import create_app
 from stacklens.db import make_engine
-from tests.conftest import free_port
+from tests.conftest import free_port, serving
 from tests.e2e.test_dashboard import _table_rows, browser_page  # noqa: F401 (fixture)
 from tests.server.fabric_data import relink_host2, write_small_fabric
 
@@ -31,19 +29,10 @@ def served(pg_url) -> Iterator[str]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     engine = make_engine(pg_url)
-    app = create_app(engine, api_base_url=base, refresh_ms=300)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.05)
-        yield base
+        with serving(create_app(engine, api_base_url=base, refresh_ms=300), port=port):
+            yield base
     finally:
-        server.should_exit = True
-        thread.join(10)
         engine.dispose()
 
 
