@@ -26,9 +26,9 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from collector.fabric.counters import COUNTER_NAMES, DeltaTracker, RawSweep
-from collector.fabric.simnet import FatTree, fat_tree
 from collector.fabric.store import FabricStore
 from collector.fabric.topology import Link, Node, NodeType, Port, Topology
+from emulator.fattree import FatTree, fat_tree
 from frontend import cyto_style
 from frontend.api import StacklensApi
 from server.app import create_app

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from collector.fabric.mad import MadSource, default_sweep_workers
-from collector.fabric.sim import FabricSim
-from collector.fabric.simnet import fat_tree
+from emulator.fattree import fat_tree
+from emulator.ibsim import FabricSim
 
 
 def perfquery_loop(sim: FabricSim, targets: list[tuple[int, int, int]]) -> float:

@@ -1,18 +1,16 @@
 """MPI operation ids, names and traffic categories: the Python mirror of the generated
 `sl_ops.h`.
 
-Op id n is the n-th entry of `mpi_pmpi_hooks/spec/mpi_functions.spec`. The spec is read
+Op id n is the n-th entry of `contract/mpi_functions.spec`. The spec is read
 with the wrapper generator's own parser, so C and Python can never disagree. An op's
 category follows from its spec `class=` (the wrapper body it gets), never from its name.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from functools import cache
 
-from stacklens.paths import HOOKS_DIR, MPI_SPEC
+from contract import MPI_SPEC, generate
 
 #: Traffic categories of MPI operations, in display order (ARCHITECTURE.md's traffic
 #: classes, with the completion calls apart: the time inside them is time spent waiting).
@@ -64,18 +62,9 @@ CLASS_CATEGORY = {
 }
 
 
-def _generator():
-    path = HOOKS_DIR / "gen" / "generate.py"
-    spec = importlib.util.spec_from_file_location("stacklens_wrapper_generator", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
 @cache
 def _entries() -> tuple:
-    return tuple(_generator().parse_spec(MPI_SPEC))
+    return tuple(generate.parse_spec(MPI_SPEC))
 
 
 @cache

@@ -1,4 +1,7 @@
-"""Where stacklens finds its own files: the source tree, the hook library, the wire definition."""
+"""Where stacklens finds its own files: the source tree, the hook library, migrations, examples.
+
+The wire definition and the MPI spec are in the `contract` package (contract/__init__.py).
+"""
 
 from __future__ import annotations
 
@@ -9,12 +12,6 @@ SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
 #: Directory of the C hook library sources.
 HOOKS_DIR = SOURCE_ROOT / "mpi_pmpi_hooks"
-
-#: The X-macro file that defines the wire format and counter tables for C and Python.
-WIRE_DEF = HOOKS_DIR / "include" / "stacklens_wire.def"
-
-#: The MPI function spec the wrappers are generated from (op ids are its line order).
-MPI_SPEC = HOOKS_DIR / "spec" / "mpi_functions.spec"
 
 #: The hook library built by `make -C mpi_pmpi_hooks` (Open MPI build).
 DEFAULT_LIBRARY = HOOKS_DIR / "build" / "libstacklens.so"

@@ -1,6 +1,6 @@
 """The stacklens wire format, read from the same X-macro file the C library compiles.
 
-`mpi_pmpi_hooks/include/stacklens_wire.def` is the single source of truth: this module
+`contract/stacklens_wire.def` is the single source of truth: this module
 parses it into numpy dtypes for the frame header, the acknowledgement and every counter
 table, then decodes and validates frames with vectorised numpy views (no Python loop
 per record) and encodes frames for tests and load generators.
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from contract import WIRE_DEF
 from stacklens.mpi_ops import op_names
-from stacklens.paths import WIRE_DEF
 
 MAGIC = 0x534E4C53  # b"SLNS" little-endian
 ACK_MAGIC = 0x4B414C53  # b"SLAK" little-endian

@@ -128,7 +128,7 @@ def examples_built() -> Path:
 
 def mpi_env(**extra: str) -> dict[str, str]:
     """Environment for running Open MPI as root with oversubscription."""
-    from stacklens.cli import OPENMPI_ROOT_ENV
+    from stacklens.cli.attach import OPENMPI_ROOT_ENV
 
     return {**os.environ, **OPENMPI_ROOT_ENV, **extra}
 

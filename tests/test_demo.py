@@ -16,7 +16,7 @@ import psycopg
 from stacklens.db import running_embedded_url
 from tests.conftest import free_port
 
-RANKS, ITERATIONS, BYTES = 4, 40, 262144  # stacklens.cli.demo_workload
+RANKS, ITERATIONS, BYTES = 4, 40, 262144  # stacklens.cli.services.demo_workload
 DEMO_HOSTS = ["host01", "host09", "host17", "host25"]  # 4 ranks on the 32-host fat tree
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from contract import CONTRACT_DIR
 from stacklens import mpi_ops
-from stacklens.paths import HOOKS_DIR
 
 
 def _category(name: str) -> str:
@@ -66,7 +66,7 @@ def test_a_traffic_key_that_is_no_category_is_refused(tmp_path, monkeypatch):
 
 def test_every_wrapper_class_has_a_category():
     """A class with a wrapper template is one the spec may use: it needs a category."""
-    templates = (HOOKS_DIR / "gen" / "templates").glob("wrapper_*.c.in")
+    templates = (CONTRACT_DIR / "templates").glob("wrapper_*.c.in")
     classes = {p.name.removeprefix("wrapper_").removesuffix(".c.in") for p in templates}
     assert classes == set(mpi_ops.CLASS_CATEGORY)
     assert set(mpi_ops.CLASS_CATEGORY.values()) == set(mpi_ops.CATEGORIES)

@@ -250,7 +250,7 @@ uint64_t sl_count_rma(MPI_Win win, int rank, int rma_slot, uint64_t bytes);
  */
 void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t ticks);
 
-/* Bytes helpers for the bytes= modes of the spec (gen/templates/bytes_modes.in). */
+/* Bytes helpers for the bytes= modes of the spec (contract/templates/bytes_modes.in). */
 uint64_t sl_bytes_all(MPI_Comm comm, int64_t count, MPI_Datatype datatype);
 uint64_t sl_bytes_root_all(MPI_Comm comm, int root, int64_t count, MPI_Datatype datatype);
 uint64_t sl_bytes_sum(MPI_Comm comm, const void *counts, int large, MPI_Datatype datatype);

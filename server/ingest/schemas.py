@@ -9,7 +9,7 @@ class JsonFrame(BaseModel):
     """One interval of one rank, as a third-party producer sends it.
 
     `tables` maps a wire table name (p2p, op, hist, coll, rma, io, health) to records
-    whose keys are that table's field names (see mpi_pmpi_hooks/include/stacklens_wire.def);
+    whose keys are that table's field names (see contract/stacklens_wire.def);
     missing fields are zero, text fields are strings.
     """
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from collector.fabric.mad import MadSource
-from collector.fabric.sim import FabricSim
-from collector.fabric.simnet import FatTree, fat_tree
+from emulator.fattree import FatTree, fat_tree
+from emulator.ibsim import FabricSim
 
 
 def _have_simulator() -> bool:

@@ -11,9 +11,9 @@ import uuid
 import numpy as np
 
 from collector.fabric.counters import COUNTER_NAMES, DeltaTracker
-from collector.fabric.jobtraffic import JobTraffic, storage_node
 from collector.fabric.mad import MadSource
-from collector.fabric.sim import MTU_BYTES, FabricSim, Flow, TrafficEmulator
+from emulator.ibsim import MTU_BYTES, FabricSim, Flow, TrafficEmulator
+from emulator.jobtraffic import JobTraffic, storage_node
 from tests.conftest import mpi_env
 from tests.hooks.patterns import p2p_pattern
 

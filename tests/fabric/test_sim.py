@@ -8,9 +8,9 @@ import numpy as np
 
 from collector.fabric.counters import COUNTER_NAMES, DeltaTracker
 from collector.fabric.mad import MIN_TARGETS_PER_WORKER, MadSource
-from collector.fabric.sim import ERROR_FIELDS, FabricSim, Flow, TrafficEmulator, port_ref
-from collector.fabric.simnet import FatTree
 from collector.fabric.topology import NodeType
+from emulator.fattree import FatTree
+from emulator.ibsim import ERROR_FIELDS, FabricSim, Flow, TrafficEmulator, port_ref
 from tests.fabric.conftest import client_tool
 
 

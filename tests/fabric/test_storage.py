@@ -12,8 +12,8 @@ import psycopg
 from collector.fabric.counters import COUNTER_NAMES, DeltaTracker, RawSweep
 from collector.fabric.mad import MadSource
 from collector.fabric.service import FabricSampler
-from collector.fabric.sim import FabricSim, TrafficEmulator
 from collector.fabric.store import FabricStore, signed64
+from emulator.ibsim import FabricSim, TrafficEmulator
 from tests.conftest import query
 
 

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from collector.fabric.mad import MadError, MadSource
-from collector.fabric.sim import FabricSim
 from collector.fabric.topology import NodeType
+from emulator.ibsim import FabricSim
 
 
 def _attached_pids(sim: FabricSim) -> set[int]:

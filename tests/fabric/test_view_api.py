@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collector.fabric.mad import MadSource
 from collector.fabric.service import FabricSampler
-from collector.fabric.sim import FabricSim, Flow, TrafficEmulator
+from emulator.ibsim import FabricSim, Flow, TrafficEmulator
 
 #: A flow big enough that the sweeps' own MADs (a few KiB per link) cannot rival it.
 FLOW_BYTES = 64 * 1024 * 1024

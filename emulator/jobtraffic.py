@@ -30,7 +30,7 @@ from collections import defaultdict
 
 import psycopg
 
-from collector.fabric.sim import Flow
+from emulator.ibsim import Flow
 
 #: One frame of one rank: (job id, world rank, interval end ns).
 FrameKey = tuple[int, int, int]

@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """generate.py — emits the MPI wrapper layer of libstacklens from the spec.
 
-Reads spec/mpi_functions.spec (format documented at the top of that file) and
+Reads contract/mpi_functions.spec (format documented at the top of that file) and
 writes into the output directory:
 
   sl_ops.h            enum of op ids in spec order, SL_OP_COUNT, names array,
                       the RMA slot enum (one slot per class=rma entry)
   sl_mpi_wrappers.c   one MPI_* wrapper per entry, from the body template
-                      gen/templates/wrapper_<class>.c.in of its class, plus the
+                      contract/templates/wrapper_<class>.c.in of its class, plus the
                       Fortran entry points (mpi_send_, mpi_send__, MPI_SEND,
                       mpi_send) of every entry whose class has a
-                      gen/templates/fortran_<class>.c.in
+                      contract/templates/fortran_<class>.c.in
 
 Templates are string.Template files. A wrapper template may use ${name},
 ${ret}, ${params}, ${args}, ${bytes} (the C expression of the entry's bytes=

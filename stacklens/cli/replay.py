@@ -15,13 +15,16 @@ its sender, which deletes the file on its own acknowledgement; it is skipped.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
 import socket
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from stacklens import wire
+from stacklens.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -104,3 +107,19 @@ def _deliver(pending: list, host: str, port: int, timeout: float, result: Replay
             log.warning("collector rejected spooled frame %s: %s", path, reason)
             return settled  # the collector closes the connection after a rejection
     return settled
+
+
+def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    """Deliver the spooled frames to the collector; non-zero if any are left or rejected."""
+    spool = args.spool_dir or settings.spool_dir
+    if not spool.is_dir():
+        print(f"stacklens replay: no spool directory {spool}", file=sys.stderr)
+        return 2
+    result = replay(spool, settings.collector_host, settings.collector_port)
+    print(
+        f"replayed {result.delivered} frames from {spool} to {settings.collector}; "
+        f"{len(result.rejected)} rejected, {result.remaining} left"
+    )
+    for path, reason in result.rejected:
+        print(f"  rejected: {path} ({reason})", file=sys.stderr)
+    return 0 if result.remaining == 0 and not result.rejected else 1

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collector.fabric.mad import MadSource
-from collector.fabric.simnet import FatTree
 from collector.fabric.topology import Topology
+from emulator.fattree import FatTree
 
 UMAD2SIM = Path("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so")
 #: Bytes per packet assumed when a flow's bytes are turned into packet counts (IB MTU).

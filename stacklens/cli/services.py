@@ -1,9 +1,8 @@
-"""The `stacklens` command: up, run, env, demo, migrate.
+"""The long-running commands: `up`, `demo`, `collector` and `migrate`.
 
 stacklens up                       database + migrations + collector + API + dashboard
-stacklens run -- mpirun -np 4 ./a  run a command with the hook library attached
-eval "$(stacklens env)"            the same variables for batch scripts
 stacklens demo [--for SECONDS]     `up` plus an example MPI workload, repeated
+stacklens collector                only the ingest service (several may share a database)
 stacklens migrate                  apply the database migrations and exit
 """
 
@@ -12,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import os
 import shlex
 import shutil
@@ -20,108 +18,14 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import uvicorn
 import uvloop
-from pydantic import ValidationError
 
-from stacklens import fabric_sim
+from stacklens.cli import fabric_sim
+from stacklens.cli.attach import OPENMPI_ROOT_ENV, hook_environment
 from stacklens.paths import EXAMPLES_DIR
-from stacklens.settings import ConfigError, Settings, get_settings
-
-log = logging.getLogger("stacklens")
-
-#: Environment that lets Open MPI run as root and oversubscribe the cores (demo and tests).
-OPENMPI_ROOT_ENV = {
-    "OMPI_ALLOW_RUN_AS_ROOT": "1",
-    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-    "OMPI_MCA_rmaps_base_oversubscribe": "1",
-}
-
-
-def hook_environment(settings: Settings) -> dict[str, str]:
-    """The variables that attach the hook library to a program and point it at the collector."""
-    if not settings.library.is_file():
-        raise FileNotFoundError(
-            f"hook library {settings.library} is not built: run `make -C mpi_pmpi_hooks`"
-        )
-    preload = os.environ.get("LD_PRELOAD", "")
-    parts = [str(settings.library)] + [
-        p for p in preload.split(":") if p and p != str(settings.library)
-    ]
-    env = {
-        "LD_PRELOAD": ":".join(parts),
-        "STACKLENS_COLLECTOR": settings.collector,
-        "STACKLENS_INTERVAL_MS": str(settings.interval_ms),
-        "STACKLENS_SPOOL_DIR": str(settings.spool_dir),
-    }
-    if settings.ingest_token:
-        env["STACKLENS_INGEST_TOKEN"] = settings.ingest_token
-    if settings.job_id:
-        env["STACKLENS_JOB_ID"] = settings.job_id
-    return env
-
-
-def cmd_env(settings: Settings, _: argparse.Namespace) -> int:
-    """Print `export` lines for `eval "$(stacklens env)"`."""
-    for key, value in hook_environment(settings).items():
-        print(f"export {key}={shlex.quote(value)}")
-    return 0
-
-
-def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
-    """Run a command with the hooks attached; return its exit code."""
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        print(
-            "stacklens run: no command given (stacklens run -- mpirun -np 4 ./prog)",
-            file=sys.stderr,
-        )
-        return 2
-    env = {**os.environ, **hook_environment(settings)}
-    try:
-        code = subprocess.call(command, env=env)
-    except FileNotFoundError:
-        print(f"stacklens run: command not found: {command[0]}", file=sys.stderr)
-        return 127
-    _deliver_spooled(settings)
-    return code
-
-
-def _deliver_spooled(settings: Settings) -> None:
-    """After `stacklens run`'s command: deliver what its processes left in this node's
-    spool (frames the collector could not take, the last interval of ranks a launcher
-    killed while they flushed). Other nodes' spools need `stacklens replay` there."""
-    from stacklens.replay import replay, spooled_frames
-
-    spool = settings.spool_dir
-    if str(spool) == "off" or not spool.is_dir() or not spooled_frames(spool):
-        return
-    result = replay(spool, settings.collector_host, settings.collector_port, timeout=10.0)
-    print(
-        f"stacklens run: delivered {result.delivered} spooled frames to {settings.collector}"
-        f"; {len(result.rejected)} rejected, {result.remaining} left in {spool}",
-        file=sys.stderr,
-    )
-
-
-def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
-    """Deliver the spooled frames to the collector; non-zero if any are left or rejected."""
-    from stacklens.replay import replay
-
-    spool = args.spool_dir or settings.spool_dir
-    if not spool.is_dir():
-        print(f"stacklens replay: no spool directory {spool}", file=sys.stderr)
-        return 2
-    result = replay(spool, settings.collector_host, settings.collector_port)
-    print(
-        f"replayed {result.delivered} frames from {spool} to {settings.collector}; "
-        f"{len(result.rejected)} rejected, {result.remaining} left"
-    )
-    for path, reason in result.rejected:
-        print(f"  rejected: {path} ({reason})", file=sys.stderr)
-    return 0 if result.remaining == 0 and not result.rejected else 1
+from stacklens.settings import ConfigError, Settings
 
 
 def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
@@ -296,62 +200,3 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
         workload = demo_workload(args.ranks, hosts)
         uvloop.run(_serve(settings, workload=workload, duration=args.duration))
     return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the stacklens command."""
-    parser = argparse.ArgumentParser(
-        prog="stacklens", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("up", help="start database, collector, API and dashboard").set_defaults(
-        func=cmd_up
-    )
-    sub.add_parser("collector", help="run only a collector (ingest)").set_defaults(
-        func=cmd_collector
-    )
-    run = sub.add_parser("run", help="run a command with the hook library attached")
-    run.add_argument("command", nargs=argparse.REMAINDER)
-    run.set_defaults(func=cmd_run)
-    sub.add_parser("env", help="print the hook variables as export lines").set_defaults(
-        func=cmd_env
-    )
-    demo = sub.add_parser("demo", help="up + an example MPI workload")
-    demo.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS")
-    demo.add_argument("--ranks", type=int, default=4)
-    demo.add_argument(
-        "--no-fabric", dest="fabric", action="store_false", help="no simulated fabric"
-    )
-    demo.set_defaults(func=cmd_demo)
-    sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
-    replay = sub.add_parser("replay", help="deliver spooled frames to the collector")
-    replay.add_argument("spool_dir", nargs="?", type=Path, help="default: STACKLENS_SPOOL_DIR")
-    replay.set_defaults(func=cmd_replay)
-    fabric_sim.add_parser(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `stacklens` console script."""
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    for noisy in ("pgserver", "alembic", "httpx"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    try:
-        settings = get_settings()
-    except ValidationError as exc:
-        print(f"stacklens: bad configuration:\n{exc}", file=sys.stderr)
-        return 2
-    try:
-        return args.func(settings, args)
-    except (FileNotFoundError, ConfigError) as exc:
-        print(f"stacklens: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,7 +5,7 @@ stacklens fabric-sim --console 'Unlink "leaf02"[9]'   a console command to the r
 
 Every interval the emulator moves the simulated counters by the traffic of running jobs
 (their per-interval point-to-point and file I/O deltas, read from the stacklens database;
-ranks are placed on simulated hosts with STACKLENS_HOST; see collector/fabric/jobtraffic.py),
+ranks are placed on simulated hosts with STACKLENS_HOST; see emulator/jobtraffic.py),
 plus synthetic I/O from every host to the storage nodes and random background noise. The
 database is STACKLENS_DATABASE_URL, or the embedded one of the state directory once
 `stacklens up` runs it (read only from its postmaster.pid: the emulator never owns it).
@@ -59,8 +59,8 @@ def cmd_fabric_sim(settings: Settings, args: argparse.Namespace) -> int:
     """Run the emulator (or send one console command to the running one)."""
     from collector.fabric.mad import MadSource
     from collector.fabric.service import sim_state_file
-    from collector.fabric.sim import FabricSim, TrafficEmulator, io_flows, noise_flows
-    from collector.fabric.simnet import fat_tree
+    from emulator.fattree import fat_tree
+    from emulator.ibsim import FabricSim, TrafficEmulator, io_flows, noise_flows
 
     state_file = sim_state_file(settings)
     if args.console:
@@ -128,7 +128,7 @@ class _JobFeed:
         """The flows of the job traffic stored since the last poll."""
         import psycopg
 
-        from collector.fabric.jobtraffic import JobTraffic
+        from emulator.jobtraffic import JobTraffic
 
         if self.traffic is None:
             url = self._url()
@@ -154,7 +154,7 @@ class _JobFeed:
 
 def placed_hosts(hosts: int, ranks: int) -> list[str]:
     """Simulated hosts for `ranks` ranks, spread evenly over a `hosts`-host fat tree."""
-    from collector.fabric.simnet import fat_tree
+    from emulator.fattree import fat_tree
 
     names = fat_tree(hosts).hosts
     if not 0 < ranks <= len(names):

@@ -1,0 +1,27 @@
+"""The contract read by C and Python alike: the wire format, the MPI function spec and the
+wrapper generator.
+
+Everything here is data or standard-library Python, shipped as package data, so an
+installed (not editable) stacklens finds it too:
+
+* `stacklens_wire.def` — frame header, acknowledgement, statuses and counter tables
+  (X-macros); expanded for C by `stacklens_wire.h` (the hook library and the collector's
+  codec include it) and parsed by `stacklens.wire`.
+* `mpi_functions.spec` — every wrapped MPI function with its argument roles; op id n is
+  its n-th entry.
+* `generate.py` + `templates/` — spec → the hook library's `sl_ops.h` and wrappers; its
+  parser is also what `stacklens.mpi_ops` reads the spec with.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: This folder: `-I` path of the C builds.
+CONTRACT_DIR = Path(__file__).resolve().parent
+
+#: The X-macro file that defines the wire format and counter tables for C and Python.
+WIRE_DEF = CONTRACT_DIR / "stacklens_wire.def"
+
+#: The MPI function spec the wrappers are generated from (op ids are its entry order).
+MPI_SPEC = CONTRACT_DIR / "mpi_functions.spec"

@@ -1,0 +1,84 @@
+"""The `stacklens` command: every subcommand lives in a module of this package.
+
+stacklens up                       database + migrations + collector + API + dashboard
+stacklens run -- mpirun -np 4 ./a  run a command with the hook library attached
+eval "$(stacklens env)"            the same variables for batch scripts
+stacklens demo [--for SECONDS]     `up` plus an example MPI workload, repeated
+stacklens collector                only the ingest service
+stacklens migrate                  apply the database migrations and exit
+stacklens replay [SPOOL_DIR]       deliver spooled frames to the collector
+stacklens fabric-sim --hosts 32    simulated InfiniBand fabric with traffic emulation
+
+This package is the top layer: it may import the collector, the server and the emulator;
+nothing below it (settings, db, schema, wire) imports a command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from stacklens.cli import fabric_sim
+from stacklens.cli.attach import cmd_env, cmd_run
+from stacklens.cli.replay import cmd_replay
+from stacklens.cli.services import cmd_collector, cmd_demo, cmd_migrate, cmd_up
+from stacklens.settings import ConfigError, get_settings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the stacklens command."""
+    parser = argparse.ArgumentParser(
+        prog="stacklens", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("up", help="start database, collector, API and dashboard").set_defaults(
+        func=cmd_up
+    )
+    sub.add_parser("collector", help="run only a collector (ingest)").set_defaults(
+        func=cmd_collector
+    )
+    run = sub.add_parser("run", help="run a command with the hook library attached")
+    run.add_argument("command", nargs=argparse.REMAINDER)
+    run.set_defaults(func=cmd_run)
+    sub.add_parser("env", help="print the hook variables as export lines").set_defaults(
+        func=cmd_env
+    )
+    demo = sub.add_parser("demo", help="up + an example MPI workload")
+    demo.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS")
+    demo.add_argument("--ranks", type=int, default=4)
+    demo.add_argument(
+        "--no-fabric", dest="fabric", action="store_false", help="no simulated fabric"
+    )
+    demo.set_defaults(func=cmd_demo)
+    sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
+    replay = sub.add_parser("replay", help="deliver spooled frames to the collector")
+    replay.add_argument("spool_dir", nargs="?", type=Path, help="default: STACKLENS_SPOOL_DIR")
+    replay.set_defaults(func=cmd_replay)
+    fabric_sim.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `stacklens` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in ("pgserver", "alembic", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        print(f"stacklens: bad configuration:\n{exc}", file=sys.stderr)
+        return 2
+    try:
+        return args.func(settings, args)
+    except (FileNotFoundError, ConfigError) as exc:
+        print(f"stacklens: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
