@@ -14,25 +14,26 @@ from collections.abc import Iterable, Sequence
 from dash import dcc, html
 
 from frontend import ids
-from frontend.api import (
-    FabricEvent,
-    FabricTopology,
-    Job,
-    JobCollectives,
-    JobIo,
-    JobOps,
-    JobRanks,
-    JobRma,
-    JobSizes,
-    LinkLoad,
-    Matrix,
-)
 from frontend.formatting import (
     format_bytes,
     format_duration_ns,
     format_size_bucket,
     format_utc_ns,
 )
+from stacklens.api_models import (
+    FabricEvent,
+    JobCollectives,
+    JobIo,
+    JobOps,
+    JobRanks,
+    JobRma,
+    JobSizes,
+    JobSummary,
+    LinkLoad,
+    Matrix,
+    Topology,
+)
+from stacklens.constants import ERROR_COUNTERS
 
 # Rows shown in the matrix table; with more rank pairs only the heaviest are listed.
 MAX_MATRIX_ROWS = 200
@@ -58,15 +59,16 @@ MAX_LINK_ROWS = 40
 # Fabric events shown (newest first).
 MAX_EVENT_ROWS = 20
 
+
+def _heading(counter: str) -> str:
+    """A counter name as a column heading: "symbol_errors" -> "Symbol errors",
+    "vl15_dropped" -> "VL15 dropped"."""
+    first, *rest = counter.replace("vl15", "VL15").split("_")
+    return " ".join([first[:1].upper() + first[1:], *rest])
+
+
 #: Error counters of a fabric link as the links table heads them (API name -> heading).
-ERROR_HEADINGS = {
-    "symbol_errors": "Symbol errors",
-    "link_error_recovery": "Link error recovery",
-    "link_downed": "Link downed",
-    "rcv_errors": "Rcv errors",
-    "xmit_discards": "Xmit discards",
-    "vl15_dropped": "VL15 dropped",
-}
+ERROR_HEADINGS = {c: _heading(c) for c in ERROR_COUNTERS}
 
 #: How the API's traffic categories of MPI operations read on the page.
 CATEGORY_LABELS = {
@@ -140,7 +142,7 @@ def markdown_table(table_id: str, extra_class: str = "") -> dcc.Markdown:
     return dcc.Markdown(id=table_id, className=f"scroll table-wrap md-table {extra_class}".strip())
 
 
-def jobs_table(jobs: Sequence[Job], selected: str | None) -> list:
+def jobs_table(jobs: Sequence[JobSummary], selected: str | None) -> list:
     """Header and body of the jobs table; each row is clickable and `selected` is highlighted.
 
     Only the newest `MAX_JOB_ROWS` jobs are listed (and `selected`, if older); a caption says so.
@@ -213,7 +215,7 @@ def matrix_table_markdown(matrix: Matrix) -> str:
     return _table(caption, headings, align, rows)
 
 
-def matrix_title(job: Job, matrix: Matrix) -> list:
+def matrix_title(job: JobSummary, matrix: Matrix) -> list:
     """Heading of the matrix section: which job, its size, status and total p2p bytes."""
     total = sum(c.bytes for c in matrix.cells)
     details = f"{matrix.world_size} ranks · {job.status} · {format_bytes(total)} point-to-point"
@@ -348,7 +350,7 @@ def no_fabric_notice() -> html.Div:
     )
 
 
-def fabric_summary(topology: FabricTopology, loads: Sequence[LinkLoad]) -> str:
+def fabric_summary(topology: Topology, loads: Sequence[LinkLoad]) -> str:
     """One line: nodes (switches, HCAs, gone), links (down), links with errors in the last
     sweep, and the busiest link's utilisation."""
     nodes = topology.nodes

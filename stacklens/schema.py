@@ -287,19 +287,6 @@ class P2PMinute(Base):
     msgs_recv: Mapped[int] = mapped_column(BigInteger)
 
 
-#: Counter columns of io_deltas, in wire order (table io of stacklens_wire.def).
-IO_COUNTERS = (
-    "opens",
-    "reads",
-    "writes",
-    "bytes_read",
-    "bytes_written",
-    "read_time_ns",
-    "write_time_ns",
-    "meta_time_ns",
-)
-
-
 class IoDelta(_RankInterval, Base):
     """File-system I/O of one rank on one file through one layer during one interval."""
 
@@ -321,23 +308,6 @@ class IoDelta(_RankInterval, Base):
     fstype: Mapped[str] = mapped_column(Text)
 
 
-#: InfiniBand port counters, in the order every fabric source delivers them
-#: (collector/fabric/counters.py) and the bit order of `valid` in the wire table hca.
-PORT_COUNTERS = (
-    "xmit_bytes",
-    "rcv_bytes",
-    "xmit_pkts",
-    "rcv_pkts",
-    "xmit_wait",
-    "symbol_errors",
-    "link_error_recovery",
-    "link_downed",
-    "rcv_errors",
-    "xmit_discards",
-    "vl15_dropped",
-)
-
-
 class _HcaPort:
     """Which local port of the reporting rank's host a row is about."""
 
@@ -350,7 +320,8 @@ class HcaRecords(_HcaPort, _RankInterval, Base):
     """Storage of the host's HCA port deltas as the wire sends them (one row per port).
 
     Sent by one rank per host (the lowest world rank with that host name on its node).
-    Bit i of `valid` says counter i of PORT_COUNTERS is known; unknown ones are 0 here.
+    Bit i of `valid` says counter i of stacklens.constants.PORT_COUNTERS is known; unknown
+    ones are 0 here.
     Read them through the view `hca_deltas`.
     """
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from contract import WIRE_DEF
+from stacklens.constants import IO_LAYERS
 from stacklens.mpi_ops import op_names
 
 MAGIC = 0x534E4C53  # b"SLNS" little-endian
@@ -272,7 +273,7 @@ def decode_body(header: Header, body: bytes) -> Frame:
 
 _NO_RANK = 0xFFFFFFFF
 _MAX_BUCKET = 64
-_IO_LAYERS = (1, 2, 3)
+_IO_LAYERS = tuple(IO_LAYERS)
 #: u64 fields that use all 64 bits (stored as two's complement), exempt from the 2^63 limit.
 _FULL_WIDTH = {("hca", "node_guid")}
 

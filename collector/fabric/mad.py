@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from collector.fabric.counters import COUNTER_NAMES, RawSweep
+from collector.fabric.counters import RawSweep
 from collector.fabric.topology import (
     Link,
     Node,
@@ -40,6 +40,7 @@ from collector.fabric.topology import (
     Topology,
     capacity_bytes_per_s,
 )
+from stacklens.constants import PORT_COUNTERS
 
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
 LIBRARY = Path(__file__).resolve().parent / "build" / "libslfabric.so"
@@ -209,7 +210,7 @@ class _Lib:
         lids = np.ascontiguousarray(lids, dtype=np.uint16)
         ports = np.ascontiguousarray(ports, dtype=np.uint8)
         ext = np.ascontiguousarray(ext, dtype=np.uint8)
-        values = np.zeros((n, len(COUNTER_NAMES)), dtype=np.uint64)
+        values = np.zeros((n, len(PORT_COUNTERS)), dtype=np.uint64)
         status = np.zeros(n, dtype=np.uint8)
         self.lib.slf_sweep(self.open(), n, lids, ports, ext, values, status)
         return os.getpid(), values, status

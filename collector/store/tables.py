@@ -27,7 +27,7 @@ import numpy as np
 from collector.codec import COLUMN
 from collector.store.copy import INT_WIDTH
 from stacklens import wire
-from stacklens.schema import IO_COUNTERS, PORT_COUNTERS
+from stacklens.constants import IO_COUNTERS, PORT_COUNTERS
 
 #: Columns filled from the frame header, in table order, with their COPY types.
 INTERVAL_COLUMNS = (

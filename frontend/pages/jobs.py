@@ -18,7 +18,8 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from frontend import api, components, figures, ids
-from frontend.api import ApiError, Job
+from frontend.api import ApiError, digest
+from stacklens.api_models import JobSummary
 
 dash.register_page(__name__, path="/", name="Jobs", title="Jobs — stacklens")
 
@@ -201,8 +202,8 @@ def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> di
         "status": None if job is not None else components.no_jobs_notice(),
         "updated": f"updated {datetime.now(UTC):%H:%M:%S} UTC",
     }
-    digest = f"{hash((tuple(jobs), job, shown)) & 0xFFFF_FFFF_FFFF_FFFF:016x}"  # JS-safe
-    if digest == rendered:
+    drawn = digest((jobs, job, shown))
+    if drawn == rendered:
         return {**_UNCHANGED, **always}
     if job is None or shown is None:
         return {
@@ -210,7 +211,7 @@ def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> di
             **always,
             "jobs": components.jobs_table(jobs, None),
             "hidden": True,
-            "rendered": digest,
+            "rendered": drawn,
         }
     matrix, ops, io, coll, sizes, rma, ranks = shown
     return {
@@ -230,7 +231,7 @@ def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> di
         "rma": components.rma_table_markdown(rma),
         "ranks_summary": components.ranks_summary(ranks),
         "ranks": components.ranks_table_markdown(ranks),
-        "rendered": digest,
+        "rendered": drawn,
     }
 
 
@@ -241,7 +242,7 @@ def select_job(_clicks: list[int | None]) -> str:
     return ctx.triggered_id["job"]
 
 
-def _shown_job(jobs: list[Job], selected: str | None) -> Job | None:
+def _shown_job(jobs: list[JobSummary], selected: str | None) -> JobSummary | None:
     """The selected job if it still exists, else the newest one (jobs come newest first)."""
     for job in jobs:
         if job.job == selected:

@@ -11,9 +11,13 @@ from sqlalchemy import Integer, and_, func, literal, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
 
-from server.fabric.schemas import ERROR_COUNTERS
+from stacklens.constants import (
+    ERROR_COUNTERS,
+    RESET_SHIFT,
+    SATURATED_SHIFT,
+    flagged_counters,
+)
 from stacklens.schema import (
-    PORT_COUNTERS,
     FabricEvent,
     FabricLink,
     FabricNode,
@@ -23,9 +27,6 @@ from stacklens.schema import (
 
 #: NodeInfo NodeType codes as the API names them.
 NODE_TYPES = {1: "hca", 2: "switch", 3: "router"}
-#: Flag bits of a sample (collector/fabric/counters.py): bit i saturated, bit 16 + i reset.
-_SATURATED_SHIFT = 0
-_RESET_SHIFT = 16
 #: Orders of `link_loads`.
 SORTS = ("utilisation", "errors")
 
@@ -114,15 +115,9 @@ def port_sample(row: dict) -> dict:
         "rcv_bytes": row["d_rcv_bytes"],
         "xmit_wait": row["d_xmit_wait"],
         "errors": {c: row[f"d_{c}"] for c in ERROR_COUNTERS},
-        "saturated": _flagged(flags, _SATURATED_SHIFT),
-        "reset": _flagged(flags, _RESET_SHIFT),
+        "saturated": flagged_counters(flags, SATURATED_SHIFT),
+        "reset": flagged_counters(flags, RESET_SHIFT),
     }
-
-
-def _flagged(flags: int, shift: int) -> list[str]:
-    """The counters whose flag bit (shift + counter index) is set."""
-    bits = flags >> shift & (1 << len(PORT_COUNTERS)) - 1
-    return [c for i, c in enumerate(PORT_COUNTERS) if bits >> i & 1] if bits else []
 
 
 def link_load(link: dict, a: dict | None, b: dict | None) -> dict:

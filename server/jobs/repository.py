@@ -6,9 +6,9 @@ from sqlalchemy import distinct, func, select
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import Session
 
+from stacklens.constants import IO_COUNTERS, IO_LAYERS, OVERFLOW_COMM_ID, bucket_bounds
 from stacklens.mpi_ops import CATEGORIES, op_categories, op_names
 from stacklens.schema import (
-    IO_COUNTERS,
     CollDelta,
     IoDelta,
     Job,
@@ -18,9 +18,6 @@ from stacklens.schema import (
     Rank,
     RmaDelta,
 )
-
-#: Names of the I/O layers stored in `io_deltas.layer`.
-IO_LAYERS = {1: "POSIX", 2: "stdio", 3: "MPI-IO"}
 
 
 def list_jobs(session: Session) -> list[dict]:
@@ -155,10 +152,6 @@ def job_io(session: Session, job_id: int) -> list[dict]:
     ]
 
 
-#: comm_id of the collectives' overflow key (communicators beyond STACKLENS_MAX_KEYS).
-OVERFLOW_COMM_ID = 0xFFFFFFFF
-
-
 def _op_name(op_id: int) -> str:
     # The collector accepts only op ids of its spec; an older server may not know a newer
     # spec's appended ids: they are still listed (by id, category "other").
@@ -236,12 +229,6 @@ def communicator_totals(session: Session, job_id: int) -> list[dict]:
         }
         for row in session.execute(query)
     ]
-
-
-def bucket_bounds(bucket: int) -> tuple[int, int]:
-    """Byte range [lower, upper) of a log2 size bucket: 0 holds empty messages, b holds
-    [2^(b-1), 2^b)."""
-    return (0, 1) if bucket == 0 else (1 << (bucket - 1), 1 << bucket)
 
 
 def job_sizes(session: Session, job_id: int) -> list[dict]:

@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 
 from server.deps import SessionDep
 from server.jobs import repository
-from server.jobs.schemas import (
+from stacklens.api_models import (
     CategoryTotal,
     CollectiveTotal,
     CommunicatorTotal,
