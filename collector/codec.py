@@ -177,11 +177,12 @@ def scan(data: bytes, lim: Limits) -> tuple[FrameBatch, ScanError | None]:
             base + offset, len(data) - offset, ctypes.byref(lim), out.ctypes.data, len(out),
             ctypes.byref(consumed), ctypes.byref(error),
         )  # fmt: skip
+        slots = len(out)
         out = out[:n]
         out["offset"] += offset
         parts.append(out)
         offset += consumed.value
-        if n < len(out.base) or error.status:  # stopped before the slots ran out
+        if n < slots or error.status:  # stopped before the slots ran out
             break
     info = parts[0] if len(parts) == 1 else np.concatenate(parts)
     batch = FrameBatch(data[:offset], info)

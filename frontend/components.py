@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from dash import dcc, html
 
@@ -125,7 +126,7 @@ def no_jobs_notice() -> html.Div:
 
 def card(title: str, *children, section_id: str | None = None) -> html.Section:
     """A titled card of a page (`section_id`: its DOM id, if it needs one)."""
-    ident = {"id": section_id} if section_id else {}
+    ident: dict[str, Any] = {"id": section_id} if section_id else {}
     return html.Section(className="card", children=[html.H2(title), *children], **ident)
 
 
@@ -174,7 +175,7 @@ def jobs_table(jobs: Sequence[JobSummary], selected: str | None) -> list:
             id={"type": ids.JOB_ROW, "job": job.job},
             className="job-row selected" if job.job == selected else "job-row",
             title="Show this job's traffic, MPI operations and file I/O",
-            **{"data-job": job.job},
+            **{"data-job": job.job},  # type: ignore[arg-type]  # a data-* attribute
             children=[
                 html.Td(job.job, className="job mono"),
                 html.Td(job.user, className="user"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
@@ -59,7 +59,7 @@ def create_app(
     app.include_router(metrics_router)
 
     @app.get("/api/health", tags=["meta"])
-    def health() -> dict:
+    def health() -> dict[str, Any]:
         """Liveness probe."""
         return {"status": "ok", "version": stacklens.__version__}
 
@@ -67,5 +67,6 @@ def create_app(
         from frontend.app import create_dash_app  # Dash is heavy; import only when served
 
         dash_app = create_dash_app(api_base_url, refresh_ms=refresh_ms)
-        app.mount("/", WSGIMiddleware(dash_app.server))
+        # a2wsgi types its ASGI callable more narrowly than Starlette declares a mount
+        app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app

@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -251,6 +252,7 @@ def worker_main() -> int:
         except EOFError:
             lib.close()
             return 0
+        result: tuple[str, Any]
         try:
             if op == "discover":
                 result = ("ok", lib.discover())
@@ -284,8 +286,11 @@ class _Worker:
             cwd=workdir,
             start_new_session=True,
         )
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # PIPE both
+        #: the worker's request and reply pipes
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         with contextlib.suppress(BrokenPipeError):  # died at once: its first request sees EOF
-            _send(self.proc.stdin, args)
+            _send(self.stdin, args)
 
     @property
     def pid(self) -> int:
@@ -302,7 +307,7 @@ class _Worker:
         if self.alive():
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
-        for pipe in (self.proc.stdin, self.proc.stdout):
+        for pipe in (self.stdin, self.stdout):
             with contextlib.suppress(OSError):
                 pipe.close()
 
@@ -394,9 +399,9 @@ class MadSource:
             workers = [self._worker(i) for i in range(len(payloads))]
             for worker, payload in zip(workers, payloads, strict=True):
                 with contextlib.suppress(BrokenPipeError):  # a dead worker: EOF below
-                    _send(worker.proc.stdin, (op, payload))
+                    _send(worker.stdin, (op, payload))
             deadline = time.monotonic() + self._request_timeout_s
-            replies = _recv_all([w.proc.stdout.fileno() for w in workers], deadline)
+            replies = _recv_all([w.stdout.fileno() for w in workers], deadline)
             failures = []
             for i, (worker, reply) in enumerate(zip(workers, replies, strict=True)):
                 if isinstance(reply, EOFError | TimeoutError):
@@ -418,7 +423,7 @@ class MadSource:
             self._workers = []
             for worker in workers:
                 with contextlib.suppress(OSError):
-                    worker.proc.stdin.close()
+                    worker.stdin.close()
             deadline = time.monotonic() + 5.0
             for worker in workers:
                 with contextlib.suppress(subprocess.TimeoutExpired):

@@ -28,6 +28,7 @@ from collector.codec import COLUMN
 from collector.store.copy import INT_WIDTH
 from stacklens import wire
 from stacklens.constants import IO_COUNTERS, PORT_COUNTERS
+from stacklens.wire import fields_of
 
 #: Columns filled from the frame header, in table order, with their COPY types.
 INTERVAL_COLUMNS = (
@@ -61,7 +62,7 @@ class DeltaTable:
         record = wire.SPEC.table(self.wire).dtype
         out = np.zeros(len(self.fields), dtype=COLUMN)
         for i, (name, kind) in enumerate(self.fields):
-            field, offset = record.fields[name][:2]
+            field, offset = fields_of(record)[name][:2]
             out[i] = (offset, field.itemsize, INT_WIDTH[kind], name in self.keys, 0,
                       ELEMENT_OID[kind])  # fmt: skip
         return out

@@ -11,6 +11,7 @@ data and shows the error.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import dash
 import dash_cytoscape as cyto
@@ -137,6 +138,7 @@ def refresh(_tick: int | None, drawn: str | None, rendered: str | None) -> dict:
     if shown == rendered:
         return {**_UNCHANGED, **always}
     shape = digest(_shape(topology))
+    elements: list[dict[str, Any]] | Patch
     if shape != drawn:
         elements = cyto_style.elements(topology, loads)
     else:

@@ -184,17 +184,15 @@ def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> di
         job = _shown_job(jobs, selected)
         shown = None
         if job is not None:
-            shown = tuple(
-                fetch(job.job)
-                for fetch in (
-                    client.matrix,
-                    client.ops,
-                    client.io,
-                    client.collectives,
-                    client.sizes,
-                    client.rma,
-                    client.ranks,
-                )
+            key = job.job
+            shown = (
+                client.matrix(key),
+                client.ops(key),
+                client.io(key),
+                client.collectives(key),
+                client.sizes(key),
+                client.rma(key),
+                client.ranks(key),
             )
     except ApiError as exc:
         return {**_UNCHANGED, "status": components.notice(str(exc), "error")}

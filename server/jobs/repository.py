@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import distinct, func, select
+from typing import Any
+
+from sqlalchemy import ColumnElement, distinct, func, select
 from sqlalchemy.dialects.postgresql import aggregate_order_by
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from stacklens.constants import IO_COUNTERS, IO_LAYERS, OVERFLOW_COMM_ID, bucket_bounds
 from stacklens.mpi_ops import CATEGORIES, op_categories, op_names
@@ -20,7 +22,7 @@ from stacklens.schema import (
 )
 
 
-def list_jobs(session: Session) -> list[dict]:
+def list_jobs(session: Session) -> list[dict[str, Any]]:
     """Every job, newest first, with ranks seen and total point-to-point traffic sent."""
     ranks = select(Rank.job_id, func.count().label("ranks_seen")).group_by(Rank.job_id).subquery()
     traffic = (
@@ -57,7 +59,7 @@ def get_job(session: Session, job_key: str) -> Job | None:
     return session.scalars(select(Job).where(Job.job_key == job_key)).one_or_none()
 
 
-def p2p_matrix(session: Session, job_id: int) -> list[dict]:
+def p2p_matrix(session: Session, job_id: int) -> list[dict[str, Any]]:
     """Bytes and messages sent per (source rank, destination rank) over the whole job."""
     query = (
         select(
@@ -74,7 +76,7 @@ def p2p_matrix(session: Session, job_id: int) -> list[dict]:
     return [dict(row._mapping) for row in session.execute(query)]
 
 
-def job_ops(session: Session, job_id: int) -> list[dict]:
+def job_ops(session: Session, job_id: int) -> list[dict[str, Any]]:
     """Calls, bytes and time inside per MPI op over all ranks and intervals of the job, with
     the op's name, traffic category and the number of ranks that called it; only ops with
     calls, heaviest time first (then by name)."""
@@ -105,7 +107,7 @@ def job_ops(session: Session, job_id: int) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["time_ns"], r["op"]))
 
 
-def category_totals(ops: list[dict]) -> list[dict]:
+def category_totals(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Calls, bytes and time summed per traffic category over `job_ops` rows: every category
     of `stacklens.mpi_ops.CATEGORIES`, in that order, zeros included."""
     totals = {c: {"category": c, "calls": 0, "bytes": 0, "time_ns": 0} for c in CATEGORIES}
@@ -116,14 +118,14 @@ def category_totals(ops: list[dict]) -> list[dict]:
     return list(totals.values())
 
 
-def job_io(session: Session, job_id: int) -> list[dict]:
+def job_io(session: Session, job_id: int) -> list[dict[str, Any]]:
     """File-system I/O per (layer, path) over all ranks and intervals of the job, most bytes
     (read + written) first. Mount and file-system type are those the ranks reported; should
     ranks disagree (a node-local path on different hosts), the distinct values are joined
     with ", "."""
     sums = {name: func.sum(getattr(IoDelta, name)) for name in IO_COUNTERS}
 
-    def distinct_values(column):
+    def distinct_values(column: InstrumentedAttribute[str]) -> ColumnElement[str]:
         return func.array_to_string(
             func.array_agg(aggregate_order_by(distinct(column), column)), ", "
         )
@@ -164,7 +166,7 @@ def _op_category(op_id: int) -> str:
     return categories[op_id] if op_id < len(categories) else "other"
 
 
-def job_collectives(session: Session, job_id: int) -> list[dict]:
+def job_collectives(session: Session, job_id: int) -> list[dict[str, Any]]:
     """Collective calls, bytes and time per (communicator, op, root) over all ranks and
     intervals of the job, with the number of ranks that called it; only rows with calls,
     heaviest time first (then op name, communicator id, root)."""
@@ -197,7 +199,7 @@ def job_collectives(session: Session, job_id: int) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["time_ns"], r["op"], r["comm_id"], r["root"]))
 
 
-def communicator_totals(session: Session, job_id: int) -> list[dict]:
+def communicator_totals(session: Session, job_id: int) -> list[dict[str, Any]]:
     """Collective calls, bytes and time per communicator (id and size) of the job, with the
     ranks that called any collective on it and its distinct (op, root) pairs; heaviest time
     first (then by id)."""
@@ -231,7 +233,7 @@ def communicator_totals(session: Session, job_id: int) -> list[dict]:
     ]
 
 
-def job_sizes(session: Session, job_id: int) -> list[dict]:
+def job_sizes(session: Session, job_id: int) -> list[dict[str, Any]]:
     """Message-size histogram per op over all ranks and intervals of the job: only buckets
     with messages, smallest first; ops with the most messages first (then by name)."""
     count = func.sum(OpHistDelta.count)
@@ -242,7 +244,7 @@ def job_sizes(session: Session, job_id: int) -> list[dict]:
         .having(count > 0)
         .order_by(OpHistDelta.op_id, OpHistDelta.bucket)
     )
-    ops: dict[int, dict] = {}
+    ops: dict[int, dict[str, Any]] = {}
     for row in session.execute(query):
         op = ops.setdefault(
             row.op_id,
@@ -254,13 +256,14 @@ def job_sizes(session: Session, job_id: int) -> list[dict]:
             },
         )
         lower, upper = bucket_bounds(row.bucket)
-        op["messages"] += int(row.count)
+        n = int(row._mapping["count"])  # row.count is the tuple method
+        op["messages"] += n
         bucket = {"bucket": row.bucket, "lower_bytes": lower, "upper_bytes": upper}
-        op["buckets"].append({**bucket, "count": int(row.count)})
+        op["buckets"].append({**bucket, "count": n})
     return sorted(ops.values(), key=lambda o: (-o["messages"], o["op"]))
 
 
-def job_rma(session: Session, job_id: int) -> tuple[list[dict], list[dict]]:
+def job_rma(session: Session, job_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One-sided traffic of the job: (per op, most bytes first then by name; per (origin,
     target) pair with calls, by origin then target, each with its ops by name)."""
     calls = func.sum(RmaDelta.calls)
@@ -276,8 +279,8 @@ def job_rma(session: Session, job_id: int) -> tuple[list[dict], list[dict]]:
         .group_by(RmaDelta.world_rank, RmaDelta.target, RmaDelta.op_id)
         .having(calls > 0)
     )
-    cells: dict[tuple[int, int], dict] = {}
-    ops: dict[str, dict] = {}
+    cells: dict[tuple[int, int], dict[str, Any]] = {}
+    ops: dict[str, dict[str, Any]] = {}
     for row in session.execute(query):
         name, n, nbytes = _op_name(row.op_id), int(row.calls), int(row.bytes)
         cell = cells.setdefault(
@@ -298,7 +301,7 @@ def job_rma(session: Session, job_id: int) -> tuple[list[dict], list[dict]]:
     )
 
 
-def job_ranks(session: Session, job_id: int) -> list[dict]:
+def job_ranks(session: Session, job_id: int) -> list[dict[str, Any]]:
     """Every rank of the job that reported, by world rank: host, pid, first and last
     interval, status and the health counters (summed over its frames)."""
     query = select(Rank).where(Rank.job_id == job_id).order_by(Rank.world_rank)
