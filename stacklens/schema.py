@@ -117,12 +117,12 @@ PARTITIONED_BY_DAY = {"postgresql_partition_by": "RANGE (t_end_ns)"}
 #: Table option of the read views over array tables (not tables: never truncated/created).
 VIEW = {"info": {"view": True}}
 
-#: Columns of _RankInterval (every delta table's first columns, from the frame header).
-_INTERVAL = ("job_id", "world_rank", "t_start_ns", "t_end_ns")
+#: Columns of _RankInterval (every delta table's columns from the frame header), in order.
+RANK_INTERVAL = ("job_id", "world_rank", "t_start_ns", "t_end_ns")
 
 
 def _identity(*columns: str) -> dict[str, Any]:
-    return {"primary_key": [*_INTERVAL[:2], "t_end_ns", *columns]}
+    return {"primary_key": [*RANK_INTERVAL[:2], "t_end_ns", *columns]}
 
 
 def _frames_args(table: str) -> tuple[Any, ...]:
@@ -218,7 +218,7 @@ class RmaDelta(_RankInterval, Base):
 def _array_storage(view: type[Base], name: str, table: str) -> Any:
     """The array-layout table behind a read view: the view's record columns as arrays of
     their types, after the same interval columns; one row per frame."""
-    record = [c for c in view.__table__.columns if c.name not in _INTERVAL]
+    record = [c for c in view.__table__.columns if c.name not in RANK_INTERVAL]
     return _model(
         name,
         (_RankInterval, Base),
