@@ -20,15 +20,9 @@ import pydantic_core
 
 from stacklens.api_models import (
     FabricEvent,
-    JobCollectives,
-    JobIo,
-    JobOps,
-    JobRanks,
-    JobRma,
-    JobSizes,
     JobSummary,
     LinkLoad,
-    Matrix,
+    Overview,
     Topology,
 )
 
@@ -52,34 +46,15 @@ class StacklensApi:
         """All known jobs, newest first."""
         return self._get("/api/jobs", list[JobSummary], "job list")
 
-    def matrix(self, job: str) -> Matrix:
-        """The rank x rank point-to-point matrix of `job` (the key is URL-quoted here)."""
-        return self._get(_job_path(job, "matrix"), Matrix, "matrix")
-
-    def ops(self, job: str) -> JobOps:
-        """Calls, bytes and time per MPI operation and per traffic category of `job`."""
-        return self._get(_job_path(job, "ops"), JobOps, "MPI operations")
-
-    def io(self, job: str) -> JobIo:
-        """File-system I/O per (layer, path) of `job`."""
-        return self._get(_job_path(job, "io"), JobIo, "file I/O")
-
-    def collectives(self, job: str) -> JobCollectives:
-        """Collective calls, bytes and time of `job` per communicator and per (communicator,
-        op, root)."""
-        return self._get(_job_path(job, "collectives"), JobCollectives, "collectives")
-
-    def sizes(self, job: str) -> JobSizes:
-        """The message-size histogram per MPI operation of `job`."""
-        return self._get(_job_path(job, "sizes"), JobSizes, "message sizes")
-
-    def rma(self, job: str) -> JobRma:
-        """One-sided (RMA) calls and bytes of `job` per op and per (origin, target) pair."""
-        return self._get(_job_path(job, "rma"), JobRma, "RMA traffic")
-
-    def ranks(self, job: str) -> JobRanks:
-        """Host, pid, status and health counters of every rank of `job` that reported."""
-        return self._get(_job_path(job, "ranks"), JobRanks, "ranks")
+    def overview(self, job: str | None = None, limit: int | None = None) -> Overview:
+        """What the Jobs page shows in one request: the newest `limit` jobs (server default
+        20; and `job`, if older), the number of jobs, and the details of `job` (default, or
+        if gone: the newest job)."""
+        query = {"job": job, "limit": limit}
+        params = "&".join(
+            f"{k}={quote(str(v), safe='')}" for k, v in query.items() if v is not None
+        )
+        return self._get(f"/api/overview{'?' + params if params else ''}", Overview, "overview")
 
     def fabric_topology(self) -> Topology:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""
@@ -132,10 +107,6 @@ def digest(value: object) -> str:
     """A JS-safe hex digest of API data (models, lists, tuples of them): equal data, equal
     digest; the pages compare it to skip redrawing what is already on screen."""
     return hashlib.blake2b(pydantic_core.to_json(value), digest_size=8).hexdigest()
-
-
-def _job_path(job: str, what: str) -> str:
-    return f"/api/jobs/{quote(job, safe='')}/{what}"
 
 
 _ADAPTERS: dict[object, pydantic.TypeAdapter] = {}

@@ -143,17 +143,16 @@ def markdown_table(table_id: str, extra_class: str = "") -> dcc.Markdown:
     return dcc.Markdown(id=table_id, className=f"scroll table-wrap md-table {extra_class}".strip())
 
 
-def jobs_table(jobs: Sequence[JobSummary], selected: str | None) -> list:
+def jobs_table(jobs: Sequence[JobSummary], selected: str | None, total: int) -> list:
     """Header and body of the jobs table; each row is clickable and `selected` is highlighted.
 
-    Only the newest `MAX_JOB_ROWS` jobs are listed (and `selected`, if older); a caption says so.
+    `jobs` come newest first; only the newest `MAX_JOB_ROWS` are listed (and `selected`, if
+    older); a caption says so when there are more of the `total` jobs.
     """
     shown = list(jobs[:MAX_JOB_ROWS])
     shown += [job for job in jobs[MAX_JOB_ROWS:] if job.job == selected]
     caption = (
-        [html.Caption(f"Newest {MAX_JOB_ROWS} of {len(jobs)} jobs.")]
-        if len(jobs) > MAX_JOB_ROWS
-        else []
+        [html.Caption(f"Newest {MAX_JOB_ROWS} of {total} jobs.")] if total > MAX_JOB_ROWS else []
     )
     head = html.Thead(
         html.Tr(

@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 import stacklens
 from server.fabric.routes import router as fabric_router
 from server.ingest.routes import router as ingest_router
+from server.jobs.routes import overview_router
 from server.jobs.routes import router as jobs_router
 from server.metrics.routes import router as metrics_router
 
@@ -54,6 +55,7 @@ def create_app(
     app.state.engine = engine
     app.state.collector = collector
     app.include_router(jobs_router)
+    app.include_router(overview_router)
     app.include_router(fabric_router)
     app.include_router(ingest_router)
     app.include_router(metrics_router)

@@ -242,6 +242,29 @@ class JobRanks(ApiModel):
     ranks: list[RankInfo]
 
 
+class JobDetails(ApiModel):
+    """Everything the Jobs page shows of one job: the answers of its seven endpoints."""
+
+    job: str
+    matrix: Matrix
+    ops: JobOps
+    io: JobIo
+    collectives: JobCollectives
+    sizes: JobSizes
+    rma: JobRma
+    ranks: JobRanks
+
+
+class Overview(ApiModel):
+    """The Jobs page in one answer (`GET /api/overview`)."""
+
+    jobs: list[JobSummary] = Field(
+        description="the newest jobs, newest first, then the detailed job if it is older"
+    )
+    jobs_total: int = Field(description="how many jobs there are")
+    shown: JobDetails | None = Field(description="the detailed job; null: there is no job")
+
+
 # ---------------------------------------------------------------------------------------
 # fabric: /api/fabric...
 # ---------------------------------------------------------------------------------------

@@ -26,19 +26,30 @@ JOB = "job/K"  # a slash: the client quotes job keys
 #: that must be non-empty here (so that nested models are compared too).
 CALLS = (
     ("jobs", (), "/api/jobs", ()),
-    ("matrix", (JOB,), "/api/jobs/job%2FK/matrix", ("cells",)),
-    ("ops", (JOB,), "/api/jobs/job%2FK/ops", ("categories", "ops")),
-    ("io", (JOB,), "/api/jobs/job%2FK/io", ("files",)),
-    ("collectives", (JOB,), "/api/jobs/job%2FK/collectives", ("communicators", "collectives")),
-    ("sizes", (JOB,), "/api/jobs/job%2FK/sizes", ("ops",)),
-    ("rma", (JOB,), "/api/jobs/job%2FK/rma", ("ops", "cells")),
-    ("ranks", (JOB,), "/api/jobs/job%2FK/ranks", ("ranks",)),
+    ("overview", (JOB, 5), "/api/overview?job=job%2FK&limit=5", ("jobs",)),
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),
     ("fabric_events", (), "/api/fabric/events?limit=20", ()),
 )
-#: GET routes of the API that the frontend does not read (machines do).
-NOT_READ_BY_THE_FRONTEND = {"/api/health", "/metrics"}
+#: The overview's details of a job, each the answer of a route of its own.
+DETAILS = ("matrix", "ops", "io", "collectives", "sizes", "rma", "ranks")
+#: Their list fields that must be non-empty here.
+FILLED = {
+    "matrix": ("cells",),
+    "ops": ("categories", "ops"),
+    "io": ("files",),
+    "collectives": ("communicators", "collectives"),
+    "sizes": ("ops",),
+    "rma": ("ops", "cells"),
+    "ranks": ("ranks",),
+}
+#: GET routes of the API that the frontend does not read (machines and scripts do; the
+#: job details come to the Jobs page in the overview).
+NOT_READ_BY_THE_FRONTEND = {
+    "/api/health",
+    "/metrics",
+    *(f"/api/jobs/{{job}}/{part}" for part in DETAILS),
+}
 
 
 def _frame(rank: int) -> bytes:
@@ -84,6 +95,9 @@ def test_the_client_reads_exactly_what_each_route_sends(served):
         sent = httpx.get(served + path).json()
         assert sent, path
         assert all(sent[field] for field in filled), path
+        if method == "overview":
+            for part in DETAILS:
+                assert all(sent["shown"][part][field] for field in FILLED[part]), part
         answer = getattr(client, method)(*args)
         kind = typing.get_type_hints(getattr(StacklensApi, method))["return"]
         # exclude_unset: a field the route left out (fabric links' samples) stays out.
@@ -116,3 +130,9 @@ def _matches(template: str, path: str) -> bool:
         return template == path
     tail = rest.partition("}")[2]
     return path.startswith(head) and path.endswith(tail) and len(path) > len(head) + len(tail)
+
+
+def test_the_overview_details_a_job_as_its_own_routes_do(served):
+    sent = httpx.get(f"{served}/api/overview", params={"job": JOB}).json()["shown"]
+    for part in DETAILS:
+        assert sent[part] == httpx.get(f"{served}/api/jobs/job%2FK/{part}").json(), part

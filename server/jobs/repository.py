@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, distinct, func, select
+from sqlalchemy import ColumnElement, Subquery, distinct, exists, func, select, union_all
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from collector.store.rollups import MINUTE_NS
 from stacklens.constants import IO_COUNTERS, IO_LAYERS, OVERFLOW_COMM_ID, bucket_bounds
 from stacklens.mpi_ops import CATEGORIES, op_categories, op_names
 from stacklens.schema import (
@@ -17,23 +19,85 @@ from stacklens.schema import (
     OpDelta,
     OpHistDelta,
     P2PDelta,
+    P2PMinute,
     Rank,
     RmaDelta,
+    RollupDirty,
 )
 
 
-def list_jobs(session: Session) -> list[dict[str, Any]]:
-    """Every job, newest first, with ranks seen and total point-to-point traffic sent."""
-    ranks = select(Rank.job_id, func.count().label("ranks_seen")).group_by(Rank.job_id).subquery()
-    traffic = (
+def _p2p_sums(job_ids: Sequence[int], *keys: str) -> Subquery:
+    """Point-to-point bytes and messages sent per job (and per `keys`: "world_rank",
+    "peer") over the whole of each job, exact at the statement's snapshot.
+
+    Minutes already rolled up are read from `p2p_minutes` (one row per rank, peer and
+    minute); only the minutes still marked dirty come from the raw deltas. A commit marks
+    its minutes dirty in its own transaction, and the rollup pass clears a mark in the
+    transaction that rewrites that minute, so in one snapshot every minute is either clean
+    and rolled up, or dirty and read raw: the sum is the raw sum, at a cost that grows with
+    minutes, not with intervals, ranks x peers once rolled up (collector/store/rollups.py).
+    """
+    dirty = (
+        select(RollupDirty.job_id, RollupDirty.minute_ns)
+        .where(RollupDirty.job_id.in_(job_ids))
+        .cte("dirty")
+    )
+    m, d = P2PMinute, P2PDelta
+    still_dirty = (dirty.c.job_id == m.job_id) & (dirty.c.minute_ns == m.minute_ns)
+    rolled = (
         select(
-            P2PDelta.job_id,
-            func.sum(P2PDelta.bytes_sent).label("bytes_sent"),
-            func.sum(P2PDelta.msgs_sent).label("messages_sent"),
+            m.job_id,
+            *(getattr(m, k) for k in keys),
+            func.sum(m.bytes_sent).label("bytes"),
+            func.sum(m.msgs_sent).label("messages"),
         )
-        .group_by(P2PDelta.job_id)
+        .where(m.job_id.in_(job_ids), ~exists().where(still_dirty))
+        .group_by(m.job_id, *(getattr(m, k) for k in keys))
+    )
+    in_dirty_minute = (
+        (dirty.c.job_id == d.job_id)
+        & (d.t_end_ns >= dirty.c.minute_ns)
+        & (d.t_end_ns < dirty.c.minute_ns + MINUTE_NS)
+    )
+    raw = (
+        select(
+            d.job_id,
+            *(getattr(d, k) for k in keys),
+            func.sum(d.bytes_sent).label("bytes"),
+            func.sum(d.msgs_sent).label("messages"),
+        )
+        .join(dirty, in_dirty_minute)
+        .group_by(d.job_id, *(getattr(d, k) for k in keys))
+    )
+    both = union_all(rolled, raw).subquery()
+    group = (both.c.job_id, *(both.c[k] for k in keys))
+    return (
+        select(
+            *group,
+            func.sum(both.c.bytes).label("bytes"),
+            func.sum(both.c.messages).label("messages"),
+        )
+        .group_by(*group)
         .subquery()
     )
+
+
+def list_jobs(
+    session: Session, limit: int | None = None, include: str | None = None
+) -> list[dict[str, Any]]:
+    """Jobs, newest first, with ranks seen and total point-to-point traffic sent: every job,
+    or the newest `limit` (plus the job keyed `include`, if older)."""
+    newest = select(Job.id).order_by(Job.started_ns.desc(), Job.id.desc()).limit(limit)
+    ids = list(session.scalars(newest))
+    if include is not None and (extra := get_job(session, include)) is not None:
+        ids += [] if extra.id in ids else [extra.id]
+    ranks = (
+        select(Rank.job_id, func.count().label("ranks_seen"))
+        .where(Rank.job_id.in_(ids))
+        .group_by(Rank.job_id)
+        .subquery()
+    )
+    traffic = _p2p_sums(ids)
     query = (
         select(
             Job.job_key.label("job"),
@@ -44,14 +108,20 @@ def list_jobs(session: Session) -> list[dict[str, Any]]:
             Job.started_ns,
             Job.last_seen_ns,
             func.coalesce(ranks.c.ranks_seen, 0).label("ranks_seen"),
-            func.coalesce(traffic.c.bytes_sent, 0).label("bytes_sent"),
-            func.coalesce(traffic.c.messages_sent, 0).label("messages_sent"),
+            func.coalesce(traffic.c.bytes, 0).label("bytes_sent"),
+            func.coalesce(traffic.c.messages, 0).label("messages_sent"),
         )
+        .where(Job.id.in_(ids))
         .outerjoin(ranks, ranks.c.job_id == Job.id)
         .outerjoin(traffic, traffic.c.job_id == Job.id)
         .order_by(Job.started_ns.desc(), Job.id.desc())
     )
     return [dict(row._mapping) for row in session.execute(query)]
+
+
+def count_jobs(session: Session) -> int:
+    """How many jobs there are."""
+    return session.scalar(select(func.count()).select_from(Job)) or 0
 
 
 def get_job(session: Session, job_key: str) -> Job | None:
@@ -60,20 +130,23 @@ def get_job(session: Session, job_key: str) -> Job | None:
 
 
 def p2p_matrix(session: Session, job_id: int) -> list[dict[str, Any]]:
-    """Bytes and messages sent per (source rank, destination rank) over the whole job."""
+    """Bytes and messages sent per (source rank, destination rank) over the whole job, only
+    pairs with messages, by source then destination (from the rollups, see _p2p_sums)."""
+    sums = _p2p_sums([job_id], "world_rank", "peer")
     query = (
         select(
-            P2PDelta.world_rank.label("src"),
-            P2PDelta.peer.label("dst"),
-            func.sum(P2PDelta.bytes_sent).label("bytes"),
-            func.sum(P2PDelta.msgs_sent).label("messages"),
+            sums.c.world_rank.label("src"),
+            sums.c.peer.label("dst"),
+            sums.c.bytes,
+            sums.c.messages,
         )
-        .where(P2PDelta.job_id == job_id)
-        .group_by(P2PDelta.world_rank, P2PDelta.peer)
-        .having(func.sum(P2PDelta.msgs_sent) > 0)
-        .order_by(P2PDelta.world_rank, P2PDelta.peer)
+        .where(sums.c.messages > 0)
+        .order_by(sums.c.world_rank, sums.c.peer)
     )
-    return [dict(row._mapping) for row in session.execute(query)]
+    return [
+        {"src": r.src, "dst": r.dst, "bytes": int(r.bytes), "messages": int(r.messages)}
+        for r in session.execute(query)
+    ]
 
 
 def job_ops(session: Session, job_id: int) -> list[dict[str, Any]]:
