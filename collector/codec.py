@@ -101,14 +101,20 @@ def library() -> ctypes.CDLL:
             ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
         ]  # fmt: skip
-        sizes = (ctypes.c_uint32 * 4)()
-        lib.sl_abi_sizes(sizes)
-        expected = [ctypes.sizeof(Limits), FRAME_INFO.itemsize, ctypes.sizeof(_ScanError),
-                    COLUMN.itemsize]  # fmt: skip
-        if list(sizes) != expected:
-            raise RuntimeError(f"{LIBRARY}: ABI sizes {list(sizes)}, expected {expected}")
+        check_abi(lib)
         _lib = lib
     return _lib
+
+
+def check_abi(lib: ctypes.CDLL) -> None:
+    """Raise RuntimeError unless the library's structs have the sizes of their mirrors here
+    (`Limits`, FRAME_INFO, `_ScanError`, COLUMN)."""
+    sizes = (ctypes.c_uint32 * 4)()
+    lib.sl_abi_sizes(sizes)
+    expected = [ctypes.sizeof(Limits), FRAME_INFO.itemsize, ctypes.sizeof(_ScanError),
+                COLUMN.itemsize]  # fmt: skip
+    if list(sizes) != expected:
+        raise RuntimeError(f"{LIBRARY}: ABI sizes {list(sizes)}, expected {expected}")
 
 
 def limits(

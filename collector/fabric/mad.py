@@ -109,8 +109,27 @@ def load_library(build: bool = True) -> ctypes.CDLL:
             ptr(np.uint64, flags="C"),
             ptr(np.uint8, flags="C"),
         ]
+        check_abi(lib)
         _lib = lib
         return lib
+
+
+def check_abi(lib: ctypes.CDLL) -> None:
+    """Raise MadError unless the library's sweep rows are what `_Lib.sweep` reads: one
+    uint64 per counter of PORT_COUNTERS, in that order, and the status bits OK_*."""
+    lib.slf_abi.argtypes = [ctypes.POINTER(ctypes.c_uint32)]
+    lib.slf_counter_name.restype = ctypes.c_char_p
+    lib.slf_counter_name.argtypes = [ctypes.c_int]
+    abi = (ctypes.c_uint32 * 4)()
+    lib.slf_abi(abi)
+    expected = [len(PORT_COUNTERS), np.dtype(np.uint64).itemsize, OK_EXTENDED, OK_BASIC]
+    names = [lib.slf_counter_name(i) for i in range(len(PORT_COUNTERS) + 1)]
+    columns = [n.decode() for n in names if n is not None]
+    if list(abi) != expected or tuple(columns) != PORT_COUNTERS:
+        raise MadError(
+            f"{LIBRARY}: ABI {list(abi)} with columns {columns}, expected {expected} with "
+            f"{list(PORT_COUNTERS)}: rebuild it (make -C {CSRC_DIR})"
+        )
 
 
 def parse_discovery(text: str) -> Topology:
