@@ -21,14 +21,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import socket
-import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
+from bench.fabric_api import timed
 from collector.service import BackgroundCollector
 from frontend.app import create_dash_app
 from server.app import create_app
@@ -106,17 +105,6 @@ def send(address: tuple[str, int], frames: list[bytes]) -> None:
             buf = buf[n * wire.ACK_SIZE :]
 
 
-def median_ms(fn: Callable[[], object], repeat: int) -> float:
-    """Median wall time of `repeat` calls of fn, in ms (after one untimed call)."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2000)
@@ -152,8 +140,8 @@ def main() -> None:
             base = f"http://127.0.0.1:{port}"
             http = httpx.Client(base_url=base, timeout=120)
             body = http.get("/api/jobs").content
-            jobs_ms = median_ms(lambda: http.get("/api/jobs").raise_for_status(), args.repeat)
-            print(f"GET /api/jobs: {jobs_ms:.1f} ms, {len(body):,} B")
+            jobs_s, _ = timed(lambda: http.get("/api/jobs").raise_for_status(), args.repeat)
+            print(f"GET /api/jobs: {jobs_s * 1e3:.1f} ms, {len(body):,} B")
 
             dash_app = create_dash_app(base)
             from frontend.pages import jobs as jobs_page  # registers a page: after the app
@@ -165,9 +153,9 @@ def main() -> None:
                 tick = jobs_page.refresh(0, None, None)
                 assert tick["hidden"] is False, tick["status"]
                 requests.clear()
-                tick_ms = median_ms(lambda: jobs_page.refresh(0, None, None), args.repeat)
-            per_tick = len(requests) // (args.repeat + 1)
-            print(f"Jobs page tick: {tick_ms:.1f} ms, {per_tick} HTTP requests")
+                tick_s, _ = timed(lambda: jobs_page.refresh(0, None, None), args.repeat)
+            per_tick = len(requests) // args.repeat
+            print(f"Jobs page tick: {tick_s * 1e3:.1f} ms, {per_tick} HTTP requests")
         engine.dispose()
         database.embedded.cleanup()
 
