@@ -143,6 +143,7 @@ class Arg:
     def ctype(self) -> str:
         """The declaration without the argument name, arrays as "T[]" ("const int[]")."""
         m = ARG_NAME_RE.search(self.decl)
+        assert m is not None, "parse_arg accepts only declarations with a name"
         base = self.decl[: m.start()].strip()
         if "[" in self.decl[m.start() :]:
             return base + "[]"
@@ -172,6 +173,7 @@ class Entry:
 def parse_arg(text: str, where: str) -> Arg:
     """Parses "<declaration> [@role]"."""
     m = ARG_RE.match(text.strip())
+    assert m is not None, "ARG_RE matches any text"
     decl, role = m.group("decl"), m.group("role")
     name = ARG_NAME_RE.search(decl)
     if not decl or name is None or name.start() == 0:
@@ -187,7 +189,7 @@ def parse_entry(text: str, index: int, line: int, where: str) -> Entry:
     if m is None:
         raise SpecError(f"{where}: expected '<type> MPI_<name>(<args>) class=<class> ...'")
     raw_args = m.group("args").strip()
-    args = ()
+    args: tuple[Arg, ...] = ()
     if raw_args and raw_args != "void":
         args = tuple(parse_arg(a, where) for a in raw_args.split(","))
     roles = [a.role for a in args if a.role]
@@ -267,7 +269,7 @@ def check_roles(template: Template, roles: dict[str, str], entry: Entry, where: 
         raise SpecError(f"{where}: class={entry.cls} needs the roles {', '.join(missing)}")
 
 
-def bytes_expr(entry: Entry, modes: dict[str, Template], values: dict[str, str], where: str):
+def bytes_expr(entry: Entry, modes: dict[str, Template], values: dict[str, str], where: str) -> str:
     """The C expression of the entry's bytes= mode over values ("0" without a mode)."""
     if entry.bytes_mode is None:
         return "0"

@@ -71,7 +71,7 @@ class Settings(BaseSettings):
         "(until a frame arrives).",
     )
     spool_dir: Path = Field(
-        default=None,
+        default=None,  # type: ignore[assignment]  # filled in from state_dir
         description="Where hooks spool undelivered frames; default state_dir/spool.",
         validate_default=False,
     )

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -124,7 +125,7 @@ class WriterStats:
     batches: int = 0
     write_errors: int = 0
     data_errors: int = 0
-    rows: collections.Counter = field(default_factory=collections.Counter)
+    rows: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
 @dataclass
@@ -132,7 +133,7 @@ class _Pending:
     """Frames that must be committed together, and the future their sender awaits."""
 
     batch: FrameBatch
-    done: asyncio.Future
+    done: asyncio.Future[Refused]
     atomic: bool = False  # all frames or none: one refused value fails the whole batch
 
 
@@ -164,7 +165,8 @@ class _Frames:
 
     def records(self, i: int, table: str) -> np.ndarray:
         """Frame i's records of a wire table."""
-        return self.batches[self._owner[i]].records(int(self._local[i]), table)
+        records: np.ndarray = self.batches[self._owner[i]].records(int(self._local[i]), table)
+        return records
 
     def rank_info(self, i: int) -> tuple[str | None, str | None]:
         """(command, user) of frame i, or Nones if it carries no rank information."""
@@ -207,7 +209,7 @@ class FrameWriter:
         self._wake = asyncio.Event()
         self._room: list[Callable[[], None]] = []
         self.backlog = 0  # frames queued, not yet taken by the batch loop
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._conns: dict[int, psycopg.AsyncConnection] = {}
         self._job_ids: dict[str, int] = {}  # job key -> jobs.id, as the database said
         self.stats = WriterStats()
@@ -237,7 +239,7 @@ class FrameWriter:
         """Call `callback` once the backlog has drained below half the bound."""
         self._room.append(callback)
 
-    def submit(self, batch: FrameBatch, atomic: bool = False) -> asyncio.Future:
+    def submit(self, batch: FrameBatch, atomic: bool = False) -> asyncio.Future[Refused]:
         """Queue a batch; the future resolves (to the frames the database refused, usually
         none) when its frames are committed in one transaction, or fails. An `atomic`
         batch is stored whole or not at all (a refused value fails it with FrameError)."""
@@ -366,9 +368,10 @@ class FrameWriter:
     async def _write_once(
         self, conn: psycopg.AsyncConnection, frames: _Frames, jobs: _Jobs
     ) -> None:
-        job_ids = [self._job_ids.get(key) for key in jobs.keys]
-        plan = _Plan(frames, jobs.ids(job_ids), None) if None not in job_ids else None
-        rows: collections.Counter = collections.Counter()
+        known = [self._job_ids.get(key) for key in jobs.keys]
+        job_ids = [i for i in known if i is not None]
+        plan = _Plan(frames, jobs.ids(job_ids), None) if len(job_ids) == len(known) else None
+        rows: collections.Counter[str] = collections.Counter()
         async with conn.transaction(), conn.cursor() as cur:
             if plan is None:  # a job not committed before: create it first
                 job_ids = await self._create_jobs(cur, jobs)
@@ -445,7 +448,7 @@ class _Jobs:
             self.commands[g] = self.commands[g] or command
             self.users[g] = self.users[g] or user
 
-    def params(self) -> tuple:
+    def params(self) -> tuple[Any, ...]:
         """Parameters of _UPSERT_JOBS."""
         n = len(self.keys)
         return (self.keys, self.sizes, self.commands, self.users, ["running"] * n,
@@ -453,7 +456,12 @@ class _Jobs:
 
     def ids(self, job_ids: list[int]) -> np.ndarray:
         """The job id of every frame, given the id of every job."""
-        return np.array(job_ids, dtype=np.int64)[self.group]
+        ids: np.ndarray = np.array(job_ids, dtype=np.int64)[self.group]
+        return ids
+
+
+#: One table's COPY: (table, records, binary COPY payload in parts).
+_Copy = tuple[DeltaTable, int, tuple[bytes | bytearray, ...]]
 
 
 class _Plan:
@@ -474,7 +482,7 @@ class _Plan:
         final = fresh[np.isin(info["frame_type"][fresh], FINAL_TYPES)]
         self.finishing = np.unique(job_ids[final]).tolist()  # jobs a rank finished in
 
-    def ledger(self, now_ns: int) -> tuple:
+    def ledger(self, now_ns: int) -> tuple[Any, ...]:
         """Parameters of _INSERT_LEDGER."""
         return (*self._keys, [now_ns] * len(self.fresh))
 
@@ -489,17 +497,18 @@ class _Plan:
     def keep(self, stored: set[tuple[int, int, int]]) -> np.ndarray:
         """The fresh frames whose (job, rank, seq) the ledger has just taken."""
         keep = [key in stored for key in zip(*self._keys, strict=True)]
-        return self.fresh[np.array(keep, dtype=bool)]
+        kept: np.ndarray = self.fresh[np.array(keep, dtype=bool)]
+        return kept
 
-    def statements(self) -> list[tuple[str, tuple]]:
+    def statements(self) -> list[tuple[str, tuple[Any, ...]]]:
         """(SQL, parameters) to run after the ledger and the deltas: rollup marks, ranks."""
         return self._statements
 
-    def copies(self) -> list[tuple[DeltaTable, int, tuple[bytes, ...]]]:
+    def copies(self) -> list[_Copy]:
         """(table, records, binary COPY payload in parts) of every table the frames carry."""
         return self._copies
 
-    def _ranks(self) -> list[tuple[str, tuple]]:
+    def _ranks(self) -> list[tuple[str, tuple[Any, ...]]]:
         """One upsert row per (job, rank): seen times, finished flag, health deltas summed."""
         info, job_ids = self.frames.info[self.fresh], self.job_ids[self.fresh]
         if not len(info):
@@ -525,7 +534,7 @@ class _Plan:
                   info["pid"][first].tolist(), start.tolist(), end.tolist(), finished.tolist(),
                   killed.tolist(), *health))]  # fmt: skip
 
-    def _marks(self) -> list[tuple[str, tuple]]:
+    def _marks(self) -> list[tuple[str, tuple[Any, ...]]]:
         """The rollup buckets to recompute."""
         info, fresh = self.frames.info, self.fresh
         p2p = fresh[info["count"][fresh, wire.SPEC.table("p2p").id] > 0]
@@ -534,7 +543,7 @@ class _Plan:
         minutes = info["t_end"][p2p].astype(np.int64) // MINUTE_NS * MINUTE_NS
         return [(MARK_DIRTY, (self.job_ids[p2p].tolist(), minutes.tolist()))]
 
-    def _copy(self, table: DeltaTable) -> tuple[DeltaTable, int, tuple[bytes, ...]] | None:
+    def _copy(self, table: DeltaTable) -> _Copy | None:
         """The COPY of one wire table of the fresh frames (a row per frame, or per record)."""
         frames, fresh = self.frames, self.fresh
         table_id = wire.SPEC.table(table.wire).id

@@ -20,7 +20,7 @@ def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
     tables = dict(item.tables)
     if item.command is not None or item.user is not None:
         tables["rank_info"] = [{"command": item.command or "", "user": item.user or ""}]
-    known = {table.name: table.dtype.names for table in wire.SPEC.tables.values()}
+    known = {table.name: tuple(wire.fields_of(table.dtype)) for table in wire.SPEC.tables.values()}
     for name, rows in tables.items():
         if name not in known:
             raise wire.FrameError(wire.Status.BAD_BODY, f"unknown table {name!r}")
