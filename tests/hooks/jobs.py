@@ -148,6 +148,18 @@ def coll(pg_url: str, job: str) -> dict[tuple[int, str, int], tuple[int, int]]:
     return {(r, n, root): (c, b) for r, n, root, c, b in rows}
 
 
+def io(pg_url: str, job: str) -> dict[tuple[int, int, str], tuple[int, int, int, int, int]]:
+    """(rank, layer, path) -> (opens, reads, writes, bytes read, bytes written) over the job."""
+    rows = query(
+        pg_url,
+        "SELECT world_rank, layer, path, sum(opens), sum(reads), sum(writes), sum(bytes_read), "
+        "sum(bytes_written) FROM io_deltas JOIN jobs ON jobs.id = job_id WHERE job_key = %s "
+        "GROUP BY 1, 2, 3",
+        (job,),
+    )
+    return {(r, layer, path): tuple(v) for r, layer, path, *v in rows}
+
+
 def job_end(pg_url: str, job: str) -> list[tuple]:
     """[(job status, rank count, all ranks finished, ranks killed by a signal)] of the job."""
     return query(
