@@ -13,14 +13,9 @@ import signal
 import subprocess
 import time
 
-from stacklens.paths import EXAMPLES_DIR, HOOKS_DIR
+from stacklens.paths import EXAMPLES_DIR, HOOKS_DIR, LIBRARIES
 from tests.conftest import mpi_env, query
 
-#: The hook library built for each MPI implementation (`make hooks` builds both).
-LIBRARIES = {
-    "openmpi": HOOKS_DIR / "build" / "libstacklens.so",
-    "mpich": HOOKS_DIR / "build-mpich" / "libstacklens.so",
-}
 #: The test programs of mpi_pmpi_hooks/tests per MPI implementation.
 PROGRAMS = {"openmpi": HOOKS_DIR / "tests" / "build", "mpich": HOOKS_DIR / "tests" / "build-mpich"}
 #: The example workloads per MPI implementation.
