@@ -47,6 +47,22 @@ def job_env(collector, mpi: str, job: str, interval_ms: int = 100, **extra: str)
     )
 
 
+def user_env(collector, job: str, **extra: str) -> dict[str, str]:
+    """The environment of a user who set only the collector, token and job id (and the
+    Open MPI root variables): no hook library chosen, as `stacklens run`/`env` start from."""
+    env = mpi_env(
+        STACKLENS_COLLECTOR=collector.endpoint,
+        STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INTERVAL_MS="100",
+        STACKLENS_SPOOL_DIR="off",
+        STACKLENS_JOB_ID=job,
+        **extra,
+    )
+    for name in ("LD_PRELOAD", "STACKLENS_LIBRARY", "MPI4PY_MPIABI"):
+        env.pop(name, None)
+    return env
+
+
 def start(cmd: list[str], env: dict) -> subprocess.Popen:
     """Starts cmd in a new session (its own process group), output captured as text."""
     return subprocess.Popen(

@@ -14,7 +14,7 @@ import pytest
 
 from stacklens.cli import mpikind
 from stacklens.paths import LIBRARIES
-from tests.conftest import mpi_env, query, stacklens_run
+from tests.conftest import query, stacklens_run
 from tests.hooks import jobs
 from tests.hooks.patterns import p2p_pattern
 
@@ -60,28 +60,13 @@ def test_command_mpi_from_launcher_program_or_mpi4py(tmp_path):
     assert mpikind.command_mpi(launched, {**env, "MPI4PY_MPIABI": "openmpi"}) == "mpich"
 
 
-def run_env(collector, job: str, **extra: str) -> dict[str, str]:
-    """The environment of a user who set only the collector, token and job id."""
-    env = mpi_env(
-        STACKLENS_COLLECTOR=collector.endpoint,
-        STACKLENS_INGEST_TOKEN="secret",
-        STACKLENS_INTERVAL_MS="100",
-        STACKLENS_SPOOL_DIR="off",
-        STACKLENS_JOB_ID=job,
-        **extra,
-    )
-    for name in ("LD_PRELOAD", "STACKLENS_LIBRARY", "MPI4PY_MPIABI"):
-        env.pop(name, None)
-    return env
-
-
 @pytest.mark.parametrize("launcher", ["mpirun.mpich", "mpiexec.hydra", "srun"])
 def test_stacklens_run_with_mpich_needs_no_settings(collector, pg_url, tmp_path, launcher):
     job = f"run-mpich-{uuid.uuid4().hex[:8]}"
     bin_dir = tmp_path / "bin"
     # srun as a scheduler runs it: options, then the program (here on MPICH's launcher).
     script(bin_dir, "srun", f'shift 2; exec mpirun.mpich -np {RANKS} "$@"')
-    env = run_env(collector, job, PATH=f"{bin_dir}:{os.environ['PATH']}")
+    env = jobs.user_env(collector, job, PATH=f"{bin_dir}:{os.environ['PATH']}")
     command = [launcher, "-n", str(RANKS), jobs.example("mpich", "p2p_pattern")]
     result = stacklens_run(command, env)
     assert result.returncode == 0, result.stderr

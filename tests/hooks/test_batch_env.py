@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import mpi_env
 from tests.hooks import jobs
 from tests.hooks.patterns import p2p_pattern
 
@@ -30,16 +29,12 @@ eval "$out"
 options="$(printf '%s\\n' "$out" | sed -n 's/^# .* launcher options //p')"
 {LAUNCHERS[mpi]} $options -np {RANKS} {jobs.example(mpi, "p2p_pattern")}
 """
-    env = mpi_env(
-        STACKLENS_COLLECTOR=collector.endpoint,
-        STACKLENS_INGEST_TOKEN="secret",
-        STACKLENS_INTERVAL_MS="100",
-        STACKLENS_SPOOL_DIR="off",
-        STACKLENS_JOB_ID=job,
-    )
-    env.pop("LD_PRELOAD", None)
     result = subprocess.run(
-        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120
+        ["bash", "-c", script],
+        env=jobs.user_env(collector, job),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     sent, _ = jobs.p2p(pg_url, job)
