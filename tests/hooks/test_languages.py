@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import stacklens_run
 from tests.hooks import jobs
 
 MPIS = ["openmpi", "mpich"]
@@ -141,7 +142,10 @@ def mpich_abi_dir(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("mpi", MPIS)
-def test_mpi4py_exact(collector, pg_url, mpi, request):
+@pytest.mark.parametrize("attach", ["preload", "stacklens run"])
+def test_mpi4py_exact(collector, pg_url, mpi, attach, request):
+    """mpi4py under the library preloaded by hand, and under `stacklens run` with no
+    settings (which must attach the MPICH build for an MPICH launcher)."""
     pytest.importorskip("mpi4py")
     ranks = 3
     job = f"mpi4py-{mpi}-{uuid.uuid4().hex[:8]}"
@@ -150,7 +154,11 @@ def test_mpi4py_exact(collector, pg_url, mpi, request):
         abi = request.getfixturevalue("mpich_abi_dir")
         extra = {"MPI4PY_MPIABI": "mpich", "LD_LIBRARY_PATH": str(abi)}
     argv = [sys.executable, str(HERE / "py_pattern.py")]
-    result = jobs.run_job(collector, mpi, argv, job, ranks, **extra)
+    if attach == "preload":
+        result = jobs.run_job(collector, mpi, argv, job, ranks, **extra)
+    else:
+        env = jobs.user_env(collector, job, **extra)
+        result = stacklens_run(jobs.mpirun(mpi, ranks, argv), env)
     assert result.returncode == 0, result.stderr
     assert jobs.library_warnings(result.stderr) == []
 
