@@ -51,18 +51,22 @@ static int first_rank(void)
     return 1;
 }
 
-/* LD_PRELOAD without the entries that are this library (path me, resolved). */
-static void preload_without(const char *me)
+/* Takes the entries that are this library (path me, resolved) out of LD_PRELOAD;
+ * returns how many there were (none: loaded some other way, /etc/ld.so.preload say,
+ * where executing the program again would only load it again). */
+static int preload_without(const char *me)
 {
     const char *preload = getenv("LD_PRELOAD");
     char rest[8192] = "", entry[PATH_MAX], real[PATH_MAX];
     size_t used = 0;
+    int removed = 0;
     while (preload != NULL && *preload != '\0') {
         size_t len = strcspn(preload, ": ");
         if (len > 0 && len < sizeof entry) {
             memcpy(entry, preload, len);
             entry[len] = '\0';
             int mine = realpath(entry, real) != NULL && strcmp(real, me) == 0;
+            removed += mine;
             if (!mine && used + len + 2 < sizeof rest) {
                 used += (size_t)snprintf(rest + used, sizeof rest - used, "%s%s",
                                          used ? ":" : "", entry);
@@ -70,10 +74,13 @@ static void preload_without(const char *me)
         }
         preload += len + (preload[len] != '\0');
     }
+    if (removed == 0)
+        return 0;
     if (used)
         setenv("LD_PRELOAD", rest, 1);
     else
         unsetenv("LD_PRELOAD");
+    return removed;
 }
 
 /* Library constructor, before the others (priority 101): on a mismatch, warn
@@ -100,9 +107,7 @@ __attribute__((constructor(101))) static void sl_mpi_check(int argc, char **argv
         sl_warn("%s is built for %s but this program uses %s: the job runs unprofiled "
                 "(preload the library built for %s; `stacklens run` chooses it)",
                 found ? me : "libstacklens.so", ours, theirs, theirs);
-    if (found && argv != NULL) {
-        preload_without(me);
+    if (found && argv != NULL && preload_without(me) > 0)
         execv("/proc/self/exe", argv);
-    }
-    errno = saved; /* exec failed: the wrappers stay off (sl_mpi_mismatch) */
+    errno = saved; /* not executed again: the wrappers stay off (sl_mpi_mismatch) */
 }

@@ -13,8 +13,9 @@
  * mismatch the job's first rank prints one warning line, and every process
  * takes this library out of LD_PRELOAD and executes its program again (same
  * pid, arguments and environment otherwise): the job runs as without
- * stacklens, unprofiled. Should that exec fail, sl_mpi_mismatch keeps the
- * wrappers from counting from MPI_Init on.
+ * stacklens, unprofiled. Where that cannot be done (the library was not loaded
+ * through LD_PRELOAD, or the exec failed), sl_mpi_mismatch keeps the wrappers
+ * from counting from MPI_Init on.
  */
 #ifndef SL_MPIMATCH_H
 #define SL_MPIMATCH_H

@@ -102,6 +102,21 @@ def test_library_of_the_other_mpi_leaves_the_job_unprofiled(
     assert query(pg_url, "SELECT count(*) FROM jobs WHERE job_key = %s", (job,)) == [(0,)]
 
 
+def test_library_of_the_other_mpi_not_preloaded_by_variable_stays_off(collector, pg_url):
+    """Loaded by ld.so's --preload, not LD_PRELOAD, the library cannot take itself out by
+    executing the program again: its wrappers stay off from MPI_Init on (an Open MPI build
+    in an MPICH program; before, MPICH aborted every rank with "Invalid communicator")."""
+    job = f"mismatch-ldso-{uuid.uuid4().hex[:8]}"
+    env = jobs.user_env(collector, job)
+    argv = ["/lib64/ld-linux-x86-64.so.2", "--preload", str(LIBRARIES["openmpi"])]
+    argv.append(jobs.example("mpich", "p2p_pattern"))
+    result = jobs.finish(jobs.start(jobs.mpirun("mpich", RANKS, argv), env), timeout=90)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith("22016 expected: ok\n")
+    assert len(jobs.library_warnings(result.stderr)) == 1
+    assert query(pg_url, "SELECT count(*) FROM jobs WHERE job_key = %s", (job,)) == [(0,)]
+
+
 def env_lines(env: dict[str, str], *args: str) -> list[str]:
     """The lines `stacklens env ARGS` prints."""
     return subprocess.run(
