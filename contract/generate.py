@@ -21,7 +21,8 @@ A Fortran template sees the Fortran parameters (every argument by reference,
 argc/argv dropped, MPI_Fint *ierr appended, then the hidden length <name>_len of
 each string argument): ${fparams}, ${fargs}, ${arg_<role>} (the parameter),
 ${len_<role>} (a string's length) and ${role_<role>} (its C value: handles through
-PMPI_*_f2c, see FORTRAN_VALUE). ${fortran} is 1 there and 0 in C wrappers (the
+PMPI_*_f2c, see FORTRAN_VALUE); its C code may read `form`, the kind of entry
+point it runs for (enum sl_f_form). ${fortran} is 1 there and 0 in C wrappers (the
 bytes= modes read datatype arrays by it). contract/templates/fortran_entry.c.in
 wraps the body into the entry points of `mpif.h`/`use mpi` (four manglings) and
 `use mpi_f08` (see mpi_pmpi_hooks/src/fortran.h).

@@ -50,6 +50,22 @@
 enum sl_f_form { SL_F_PMPI, SL_F_F08, SL_F_F08TS, SL_F_FORMS };
 
 /*
+ * The first index that Waitany, Testany, Waitsome and Testsome of form return:
+ * 1, as Fortran counts, except through MPICH 4.0's mpi_f08 (0; a bug of MPICH
+ * 4.0, pmodels/mpich#6270, fixed in 4.1). Decided by the MPICH version the
+ * library is built with.
+ */
+static inline int sl_f_index_base(int form)
+{
+#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40000000 && MPICH_NUMVERSION < 40100000
+    if (form != SL_F_PMPI)
+        return 0;
+#endif
+    (void)form;
+    return 1;
+}
+
+/*
  * The Fortran function name ("pmpi_send", "mpi_send_f08") under the first
  * mangling the next library defines (name_, name__, NAME, name), cached in
  * *cache; NULL (with one warning) if none exists.

@@ -58,14 +58,20 @@ def f_complete_ops(rank: int, ranks: int) -> dict[str, tuple[int, int]]:
     left = (rank - 1) % ranks
     return {
         "MPI_Init": (1, 0),
-        "MPI_Isend": (1, 4 * (100 + rank)),
-        "MPI_Irecv": (1, 4 * (100 + left)),
+        "MPI_Isend": (3, 4 * (140 + 3 * rank)),
+        "MPI_Irecv": (3, 4 * (140 + 3 * left)),
         "MPI_Waitall": (4, 0),
+        "MPI_Waitany": (2, 0),
+        "MPI_Waitsome": (1, 0),
+        "MPI_Wait": (1, 0),
         "MPI_Sendrecv": (1, 4 * (50 + rank)),
         "MPI_Send_init": (1, 3 * 4 * (20 + rank)),
         "MPI_Recv_init": (1, 3 * 4 * (20 + left)),
         "MPI_Startall": (3, 0),
         "MPI_Request_free": (2, 0),
+        "MPI_Send": (1, 4 * (40 + rank)),
+        "MPI_Mprobe": (1, 0),
+        "MPI_Mrecv": (1, 4 * (40 + left)),
         "MPI_File_open": (1, 0),
         "MPI_File_write_at_all": (1, 400),
         "MPI_File_close": (1, 0),
@@ -78,8 +84,9 @@ def f_complete_ops(rank: int, ranks: int) -> dict[str, tuple[int, int]]:
 def test_fortran_requests_sendrecv_persistent_mpiio_exact(
     collector, pg_url, mpi, program, tmp_path
 ):
-    """Waitall (statuses and MPI_STATUSES_IGNORE), Sendrecv, persistent requests and MPI-IO
-    from Fortran, `use mpi` and `use mpi_f08`: operations, matrix both ways and the file."""
+    """Waitall (statuses and MPI_STATUSES_IGNORE), Waitany, Waitsome, Sendrecv, persistent
+    requests, Mprobe/Mrecv and MPI-IO from Fortran, `use mpi` and `use mpi_f08`: operations,
+    matrix both ways and the file."""
     ranks = 3
     job = f"{program}-{mpi}-{uuid.uuid4().hex[:8]}"
     out = tmp_path / "f_complete.dat"
@@ -90,7 +97,8 @@ def test_fortran_requests_sendrecv_persistent_mpiio_exact(
 
     expected = {}
     for r in range(ranks):
-        expected[(r, (r + 1) % ranks)] = (4 * (100 + r) + 3 * 4 * (20 + r), 4)
+        to_right = 4 * (100 + r) + 3 * 4 * (20 + r) + 4 * (10 + r) + 4 * (30 + r) + 4 * (40 + r)
+        expected[(r, (r + 1) % ranks)] = (to_right, 7)
         expected[(r, (r - 1) % ranks)] = (4 * (50 + r), 1)
     sent, recv = jobs.p2p(pg_url, job)
     assert sent == expected
