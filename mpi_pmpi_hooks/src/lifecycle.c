@@ -15,6 +15,7 @@
 #include "ibport.h"
 #include "identity.h"
 #include "io.h"
+#include "mpimatch.h"
 #include "requests.h"
 #include "sender.h"
 
@@ -144,6 +145,7 @@ void sl_init_end(sl_call *call, int op, int rc)
     int rank;
     int claimed = __atomic_exchange_n(&standalone, 1, __ATOMIC_ACQ_REL);
     if (rc != MPI_SUCCESS || launcher || config.disable_mpi || claimed
+        || sl_mpi_mismatch /* a library built for the other MPI: stay off */
         || PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS) {
         sl_tls_in_call = 0;
         return;
