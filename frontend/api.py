@@ -55,7 +55,8 @@ class Job:
     world_size: int
     command: str
     user: str
-    status: str  # "running" | "finished" | "killed" (a rank ended by a signal) | "lost" (silent)
+    status: str  # "running" | "finished" | "killed" | "aborted" | "lost"
+    abort_code: int | None  # MPI_Abort's error code (a rank ended by a signal) | "lost" (silent)
     started_ns: int
     last_seen_ns: int
     ranks_seen: int
@@ -87,7 +88,7 @@ class OpTotal:
     """One MPI operation of a job, summed over its ranks and intervals."""
 
     op: str  # MPI function name, e.g. "MPI_Send"
-    category: str  # mpi_p2p | mpi_completion | mpi_coll | mpi_rma | io | other
+    category: str  # mpi_p2p | mpi_completion | mpi_coll | mpi_rma | io | mpi_startup | other
     calls: int
     bytes: int
     time_ns: int  # time inside the call, summed over ranks
@@ -100,8 +101,10 @@ class CategoryTotal:
 
     category: str
     calls: int
-    bytes: int
+    bytes_sent: int  # each message once, at its sender (and collective contributions)
+    bytes_received: int  # receives, RMA gets, MPI-IO reads: not added to bytes_sent
     time_ns: int
+    communication: bool  # its time is communication (not start-up)
 
 
 @dataclass(frozen=True)
@@ -249,9 +252,10 @@ class RankInfo:
     last_seen_ns: int
     finished: bool
     killed: bool
-    status: str  # "running" | "finished" | "killed"
+    status: str  # "running" | "finished" | "killed" | "aborted" | "lost"
+    abort_code: int | None  # MPI_Abort's error code
     keys_dropped: int  # new keys folded into an overflow key (STACKLENS_MAX_KEYS)
-    frames_dropped: int  # frames lost by the sender: their counts are gone
+    frames_dropped: int  # frames lost (sender dropped, or collector rejected): counts missing
     frames_spooled: int  # frames that went through the spool directory
 
 
@@ -384,8 +388,10 @@ class StacklensApi:
                     CategoryTotal(
                         category=str(c["category"]),
                         calls=int(c["calls"]),
-                        bytes=int(c["bytes"]),
+                        bytes_sent=int(c["bytes_sent"]),
+                        bytes_received=int(c["bytes_received"]),
                         time_ns=int(c["time_ns"]),
+                        communication=bool(c["communication"]),
                     )
                     for c in body["categories"]
                 ),
@@ -496,6 +502,7 @@ class StacklensApi:
                         status=str(r["status"]),
                         finished=bool(r["finished"]),
                         killed=bool(r["killed"]),
+                        abort_code=None if r["abort_code"] is None else int(r["abort_code"]),
                         **_ints(r, _RANK_COUNTERS),
                     )
                     for r in body["ranks"]

@@ -75,6 +75,7 @@ CATEGORY_LABELS = {
     "mpi_coll": "collective",
     "mpi_rma": "RMA",
     "io": "MPI-IO",
+    "mpi_startup": "start-up (MPI_Init, MPI_Finalize, MPI_Abort)",
     "other": "other",
 }
 
@@ -226,20 +227,23 @@ def matrix_title(job: Job, matrix: Matrix) -> list:
 
 
 def ops_summary(ops: JobOps) -> list | str:
-    """One line: time inside MPI calls and bytes per traffic category (those with calls),
-    summed over ranks."""
+    """One line: time inside MPI communication calls and, per traffic category with calls,
+    its time and bytes sent (received too where there are such), summed over ranks;
+    start-up (MPI_Init, MPI_Finalize, MPI_Abort) after it, apart."""
     used = [c for c in ops.categories if c.calls]
     if not used:
         return "No MPI operations recorded for this job."
-    parts: list = [f"{format_duration_ns(sum(c.time_ns for c in used))} inside MPI calls: "]
+    talk = [c for c in used if c.communication]
+    parts: list = [f"{format_duration_ns(sum(c.time_ns for c in talk))} inside MPI "
+                   "communication calls: "]  # fmt: skip
     for i, c in enumerate(used):
-        parts += [" · "] if i else []
+        parts += [" · " if c.communication else "; apart from it: "] if i else []
+        moved = f"{format_bytes(c.bytes_sent)} sent"
+        if c.bytes_received:
+            moved += f", {format_bytes(c.bytes_received)} received"
         parts.append(
             html.Span(
-                [
-                    html.B(_category_label(c.category)),
-                    f" {format_duration_ns(c.time_ns)}, {format_bytes(c.bytes)}",
-                ],
+                [html.B(_category_label(c.category)), f" {format_duration_ns(c.time_ns)}, {moved}"],
                 className=f"category category-{c.category}",
             )
         )
@@ -627,8 +631,8 @@ def ranks_table_markdown(ranks: JobRanks) -> str:
     with folded keys or lost frames first, then by rank, at most `MAX_RANK_ROWS` rows.
     Non-zero folded/lost counts are bold with a warning sign.
 
-    Columns: rank, host, pid, status, first and last interval seen (UTC), keys folded,
-    frames lost, frames spooled.
+    Columns: rank, host, pid, status (with MPI_Abort's error code), first and last interval
+    seen (UTC), keys folded, frames lost, frames spooled.
     """
     n = len(ranks.ranks)
     if not n:
@@ -659,7 +663,7 @@ def ranks_table_markdown(ranks: JobRanks) -> str:
             r.rank,
             _md(r.host),
             r.pid,
-            _md(r.status),
+            _md(r.status if r.abort_code is None else f"{r.status} (code {r.abort_code})"),
             _md(format_utc_ns(r.first_seen_ns)),
             _md(format_utc_ns(r.last_seen_ns)),
             _alarm(r.keys_dropped),

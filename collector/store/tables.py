@@ -128,6 +128,7 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
         "io_deltas",
         (
             ("layer", "int2"),
+            ("phase", "int2"),
             *_counters(*IO_COUNTERS),
             ("path", "text"),
             ("mount", "text"),

@@ -250,6 +250,18 @@ uint64_t sl_count_rma(MPI_Win win, int rank, int rma_slot, uint64_t bytes);
  */
 void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t ticks);
 
+/* Ranks of comm (the remote group of an intercommunicator), its topology's
+ * out-degree, and whether this process is root of comm (root may be MPI_ROOT). */
+int64_t sl_comm_ranks(MPI_Comm comm);
+int64_t sl_out_degree(MPI_Comm comm);
+int sl_is_root(MPI_Comm comm, int root);
+
+/* Message helpers of the collectives (contract/templates/messages_modes.in): n
+ * messages of bytes each; one per block of counts[i] x type (or types[i]). */
+void sl_hist_blocks(int op, int64_t n, uint64_t bytes);
+void sl_hist_counts(int op, int64_t n, const void *counts, int large, MPI_Datatype datatype);
+void sl_hist_w(int op, int64_t n, const void *counts, int large, const MPI_Datatype *types);
+
 /* Bytes helpers for the bytes= modes of the spec (contract/templates/bytes_modes.in). */
 uint64_t sl_bytes_all(MPI_Comm comm, int64_t count, MPI_Datatype datatype);
 uint64_t sl_bytes_root_all(MPI_Comm comm, int root, int64_t count, MPI_Datatype datatype);

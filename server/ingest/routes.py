@@ -51,7 +51,7 @@ def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
 def _frame_type(item: JsonFrame) -> wire.FrameType:
     if item.killed:
         return wire.FrameType.KILLED
-    return wire.FrameType.FINAL if item.final else wire.FrameType.DATA
+    return wire.FrameType.FINAL if item.final else wire.FrameType.INTERVAL
 
 
 def _encode_text(row: dict[str, int | str]) -> dict[str, int | bytes]:

@@ -6,7 +6,13 @@ from sqlalchemy import distinct, func, select
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import Session
 
-from stacklens.mpi_ops import CATEGORIES, op_categories, op_names
+from stacklens.mpi_ops import (
+    CATEGORIES,
+    COMMUNICATION,
+    op_categories,
+    op_names,
+    op_receives,
+)
 from stacklens.schema import (
     IO_COUNTERS,
     CollDelta,
@@ -79,8 +85,9 @@ def p2p_matrix(session: Session, job_id: int) -> list[dict]:
 
 def job_ops(session: Session, job_id: int) -> list[dict]:
     """Calls, bytes and time inside per MPI op over all ranks and intervals of the job, with
-    the op's name, traffic category and the number of ranks that called it; only ops with
-    calls, heaviest time first (then by name)."""
+    the op's name, traffic category, whether its bytes are received (`op_receives`) and the
+    number of ranks that called it; only ops with calls, heaviest time first (then by
+    name)."""
     calls = func.sum(OpDelta.calls)
     query = (
         select(
@@ -94,10 +101,12 @@ def job_ops(session: Session, job_id: int) -> list[dict]:
         .group_by(OpDelta.op_id)
         .having(calls > 0)
     )
+    receives = op_receives()
     rows = [
         {
             "op": _op_name(row.op_id),
             "category": _op_category(row.op_id),
+            "received": row.op_id < len(receives) and receives[row.op_id],
             "calls": int(row.calls),
             "bytes": int(row.bytes),
             "time_ns": int(row.time_ns),
@@ -109,13 +118,20 @@ def job_ops(session: Session, job_id: int) -> list[dict]:
 
 
 def category_totals(ops: list[dict]) -> list[dict]:
-    """Calls, bytes and time summed per traffic category over `job_ops` rows: every category
-    of `stacklens.mpi_ops.CATEGORIES`, in that order, zeros included."""
-    totals = {c: {"category": c, "calls": 0, "bytes": 0, "time_ns": 0} for c in CATEGORIES}
+    """Calls, bytes sent, bytes received and time summed per traffic category over `job_ops`
+    rows: every category of `stacklens.mpi_ops.CATEGORIES`, in that order, zeros included.
+    A message's bytes are in `bytes_sent` once (at its sender) and again in
+    `bytes_received` at its receiver, never added together."""
+    totals = {
+        c: {"category": c, "calls": 0, "bytes_sent": 0, "bytes_received": 0, "time_ns": 0,
+            "communication": c in COMMUNICATION}
+        for c in CATEGORIES
+    }  # fmt: skip
     for op in ops:
         total = totals[op["category"]]
-        for key in ("calls", "bytes", "time_ns"):
-            total[key] += op[key]
+        total["calls"] += op["calls"]
+        total["time_ns"] += op["time_ns"]
+        total["bytes_received" if op["received"] else "bytes_sent"] += op["bytes"]
     return list(totals.values())
 
 
@@ -311,10 +327,24 @@ def job_rma(session: Session, job_id: int) -> tuple[list[dict], list[dict]]:
     )
 
 
-def job_ranks(session: Session, job_id: int) -> list[dict]:
+def rank_status(rank: Rank, job_status: str) -> str:
+    """A rank's status: how its final frame says it ended (aborted, killed, finished), else
+    running while its job runs and lost once the job has ended without that frame (a rank
+    SIGKILLed by its launcher, a node lost)."""
+    if rank.aborted:
+        return "aborted"
+    if rank.killed:
+        return "killed"
+    if rank.finished:
+        return "finished"
+    return "running" if job_status == "running" else "lost"
+
+
+def job_ranks(session: Session, job: Job) -> list[dict]:
     """Every rank of the job that reported, by world rank: host, pid, first and last
-    interval, status and the health counters (summed over its frames)."""
-    query = select(Rank).where(Rank.job_id == job_id).order_by(Rank.world_rank)
+    interval, status (`rank_status`), MPI_Abort's error code and the health counters
+    (summed over its frames)."""
+    query = select(Rank).where(Rank.job_id == job.id).order_by(Rank.world_rank)
     return [
         {
             "rank": r.world_rank,
@@ -324,7 +354,9 @@ def job_ranks(session: Session, job_id: int) -> list[dict]:
             "last_seen_ns": r.last_seen_ns,
             "finished": r.finished,
             "killed": r.killed,
-            "status": "killed" if r.killed else "finished" if r.finished else "running",
+            "aborted": r.aborted,
+            "abort_code": r.abort_code,
+            "status": rank_status(r, job.status),
             "keys_dropped": r.keys_dropped,
             "frames_dropped": r.frames_dropped,
             "frames_spooled": r.frames_spooled,

@@ -113,7 +113,7 @@ def job_ranks(job: str, session: SessionDep) -> JobRanks:
     """Every rank of a job that reported: host, pid, first and last seen, status, and the
     health counters (keys folded into overflow keys, frames lost or spooled)."""
     found = _job_or_404(session, job)
-    ranks = [RankInfo(**row) for row in repository.job_ranks(session, found.id)]
+    ranks = [RankInfo(**row) for row in repository.job_ranks(session, found)]
     return JobRanks(job=found.job_key, world_size=found.world_size, ranks=ranks)
 
 

@@ -47,17 +47,28 @@ def test_ops_table_is_capped_and_says_so():
 
 
 def test_ops_summary_lists_the_categories_with_calls():
+    """Time inside MPI is communication only: start-up comes after it, apart; bytes say
+    whether they were sent or received."""
     categories = (
-        CategoryTotal(category="mpi_p2p", calls=3, bytes=1536, time_ns=2_000),
-        CategoryTotal(category="mpi_rma", calls=0, bytes=0, time_ns=0),
-        CategoryTotal(category="io", calls=1, bytes=0, time_ns=500),
-    )
+        CategoryTotal("mpi_p2p", calls=3, bytes_sent=1536, bytes_received=1536, time_ns=2_000,
+                      communication=True),
+        CategoryTotal("mpi_rma", calls=0, bytes_sent=0, bytes_received=0, time_ns=0,
+                      communication=True),
+        CategoryTotal("io", calls=1, bytes_sent=0, bytes_received=0, time_ns=500,
+                      communication=True),
+        CategoryTotal("mpi_startup", calls=2, bytes_sent=0, bytes_received=0,
+                      time_ns=9_000_000, communication=False),
+    )  # fmt: skip
     summary = components.ops_summary(JobOps(job="j", categories=categories, ops=()))
     text = "".join(
         part if isinstance(part, str) else part.children[0].children + part.children[1]
         for part in summary
     )
-    assert text == "2.50 µs inside MPI calls: point-to-point 2.00 µs, 1.50 KiB · MPI-IO 500 ns, 0 B"
+    assert text == (
+        "2.50 µs inside MPI communication calls: point-to-point 2.00 µs, 1.50 KiB sent, "
+        "1.50 KiB received · MPI-IO 500 ns, 0 B sent; apart from it: start-up (MPI_Init, "
+        "MPI_Finalize, MPI_Abort) 9.00 ms, 0 B sent"
+    )
     none = JobOps(job="j", categories=categories[1:2], ops=())
     assert components.ops_summary(none) == "No MPI operations recorded for this job."
 
