@@ -364,7 +364,9 @@ def generate(spec: Path, templates: Path, out: Path) -> None:
     """Writes sl_ops.h and sl_mpi_wrappers.c for spec into out."""
     entries = parse_spec(spec)
     shown_spec = f"spec/{spec.name}"
-    modes = Modes(load_modes(templates, "bytes_modes.in"), load_modes(templates, "messages_modes.in"))
+    modes = Modes(
+        load_modes(templates, "bytes_modes.in"), load_modes(templates, "messages_modes.in")
+    )
     rma = [e for e in entries if e.cls == "rma"]
     ops_h = load_template(templates, "sl_ops.h.in").substitute(
         spec=shown_spec,

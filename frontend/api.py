@@ -143,6 +143,7 @@ class JobIo:
 
     job: str
     files: tuple[FileIo, ...]
+    startup_files: tuple[FileIo, ...] = ()  # I/O before MPI_Init (imports), kept apart
 
 
 @dataclass(frozen=True)
@@ -414,14 +415,17 @@ class StacklensApi:
         """File-system I/O per (layer, path) of `job`."""
         body = self._get(f"/api/jobs/{quote(job, safe='')}/io")
         try:
-            files = tuple(
-                FileIo(
-                    **{k: str(f[k]) for k in ("layer", "path", "mount", "fstype")},
-                    **{k: int(f[k]) for k in _FILE_IO_COUNTERS},
+            files, startup = (
+                tuple(
+                    FileIo(
+                        **{k: str(f[k]) for k in ("layer", "path", "mount", "fstype")},
+                        **{k: int(f[k]) for k in _FILE_IO_COUNTERS},
+                    )
+                    for f in body[key]
                 )
-                for f in body["files"]
+                for key in ("files", "startup_files")
             )
-            return JobIo(job=str(body["job"]), files=files)
+            return JobIo(job=str(body["job"]), files=files, startup_files=startup)
         except (KeyError, TypeError, ValueError) as exc:
             raise ApiError(f"stacklens server sent unexpected file I/O: {exc!r}") from exc
 

@@ -293,12 +293,13 @@ def io_table_markdown(io: JobIo) -> str:
     if not n:
         return (
             "No file I/O: the job has not opened, read or written any file "
-            "through POSIX, stdio or MPI-IO."
+            "through POSIX, stdio or MPI-IO." + _startup_io(io)
         )
     if n > MAX_IO_ROWS:
         caption = f"The {MAX_IO_ROWS} of {n} files (per I/O layer) with the most bytes."
     else:
         caption = f"{n} file{'s' if n != 1 else ''} (per I/O layer), most bytes first."
+    caption += _startup_io(io)
     headings = (
         "Layer",
         "Path",
@@ -587,6 +588,20 @@ def rma_table_markdown(rma: JobRma) -> str:
         for c in rma.cells[:MAX_RMA_ROWS]
     ]
     return _table(f"{caption} In all: {totals}.", headings, align, rows)
+
+
+def _startup_io(io: JobIo) -> str:
+    """A sentence on the I/O before MPI_Init (start-up: the loader, an interpreter's
+    imports), which the table leaves out; "" when there was none."""
+    if not io.startup_files:
+        return ""
+    n = len(io.startup_files)
+    read = sum(f.bytes_read for f in io.startup_files)
+    written = sum(f.bytes_written for f in io.startup_files)
+    return (
+        f" Start-up I/O before MPI_Init, not in the table: {n} file{'s' if n != 1 else ''}, "
+        f"{format_bytes(read)} read, {format_bytes(written)} written."
+    )
 
 
 def ranks_summary(ranks: JobRanks) -> list:

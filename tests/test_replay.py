@@ -80,7 +80,8 @@ def test_files_deleted_by_their_sender_meanwhile_are_skipped(
 
 def test_env_prints_the_hook_variables(hook_library, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
-    env.update(STACKLENS_STATE_DIR=str(tmp_path), STACKLENS_INGEST_TOKEN="tok en")
+    env.update(STACKLENS_STATE_DIR=str(tmp_path), STACKLENS_INGEST_TOKEN="tok en",
+               TMPDIR=str(tmp_path))  # fmt: skip
     out = subprocess.run(
         [sys.executable, "-m", "stacklens.cli", "env"],
         env=env,
@@ -93,6 +94,6 @@ def test_env_prints_the_hook_variables(hook_library, tmp_path):
         f"export LD_PRELOAD={hook_library}",
         "export STACKLENS_COLLECTOR=127.0.0.1:7451",
         "export STACKLENS_INTERVAL_MS=1000",
-        f"export STACKLENS_SPOOL_DIR={tmp_path / 'spool'}",
+        f"export STACKLENS_SPOOL_DIR={tmp_path / f'stacklens-spool-{os.geteuid()}'}",
         "export STACKLENS_INGEST_TOKEN='tok en'",
     ]

@@ -135,11 +135,11 @@ def category_totals(ops: list[dict]) -> list[dict]:
     return list(totals.values())
 
 
-def job_io(session: Session, job_id: int) -> list[dict]:
-    """File-system I/O per (layer, path) over all ranks and intervals of the job, most bytes
-    (read + written) first. Mount and file-system type are those the ranks reported; should
-    ranks disagree (a node-local path on different hosts), the distinct values are joined
-    with ", "."""
+def job_io(session: Session, job_id: int, phase: int = 0) -> list[dict]:
+    """File-system I/O per (layer, path) over all ranks and intervals of the job in one
+    phase (0: the program's; 1: start-up, before MPI_Init), most bytes (read + written)
+    first. Mount and file-system type are those the ranks reported; should ranks disagree
+    (a node-local path on different hosts), the distinct values are joined with ", "."""
     sums = {name: func.sum(getattr(IoDelta, name)) for name in IO_COUNTERS}
 
     def distinct_values(column):
@@ -157,7 +157,7 @@ def job_io(session: Session, job_id: int) -> list[dict]:
             func.count(distinct(IoDelta.world_rank)).label("ranks"),
             *(total.label(name) for name, total in sums.items()),
         )
-        .where(IoDelta.job_id == job_id)
+        .where(IoDelta.job_id == job_id, IoDelta.phase == phase)
         .group_by(IoDelta.layer, IoDelta.path)
         .order_by(moved.desc(), IoDelta.layer, IoDelta.path)
     )

@@ -62,10 +62,11 @@ def job_ops(job: str, session: SessionDep) -> JobOps:
 @router.get("/{job:path}/io", response_model=JobIo)
 def job_io(job: str, session: SessionDep) -> JobIo:
     """File-system I/O of a job per (layer, path), summed over ranks and intervals, most
-    bytes first."""
+    bytes first: the program's, and apart from it the start-up I/O (before MPI_Init)."""
     found = _job_or_404(session, job)
-    files = [FileIo(**row) for row in repository.job_io(session, found.id)]
-    return JobIo(job=found.job_key, files=files)
+    files, startup = ([FileIo(**row) for row in repository.job_io(session, found.id, phase)]
+                      for phase in (0, 1))  # fmt: skip
+    return JobIo(job=found.job_key, files=files, startup_files=startup)
 
 
 @router.get("/{job:path}/collectives", response_model=JobCollectives)

@@ -105,10 +105,13 @@ class FileIo(BaseModel):
 
 
 class JobIo(BaseModel):
-    """A job's file-system I/O per (layer, path), most bytes (read + written) first."""
+    """A job's file-system I/O per (layer, path), most bytes (read + written) first: the
+    program's, and apart from it the I/O its ranks did before MPI_Init (start-up: the
+    loader's and an interpreter's imports)."""
 
     job: str
     files: list[FileIo]
+    startup_files: list[FileIo] = Field(description="I/O before MPI_Init, per (layer, path)")
 
 
 class CollectiveTotal(BaseModel):

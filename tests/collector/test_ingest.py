@@ -156,8 +156,8 @@ def test_job_is_aborted_when_a_rank_called_mpi_abort(collector, pg_url):
     exchange(collector.address, frame(0) + frame(0, rank=1), acks=2)
     exchange(collector.address, frame(1, rank=1, frame_type=aborted, abort_code=-7), acks=1)
     assert query(pg_url, "SELECT status FROM jobs") == [("aborted",)]
-    assert query(pg_url, "SELECT world_rank, finished, aborted, abort_code FROM ranks "
-                         "ORDER BY 1") == [(0, False, False, None), (1, True, True, -7)]  # fmt: skip
+    ranks = query(pg_url, "SELECT world_rank, finished, aborted, abort_code FROM ranks ORDER BY 1")
+    assert ranks == [(0, False, False, None), (1, True, True, -7)]
     exchange(collector.address, frame(1, frame_type=wire.FrameType.KILLED), acks=1)
     assert query(pg_url, "SELECT status FROM jobs") == [("aborted",)]
     for bad in (frame(2, frame_type=aborted), frame(2, abort_code=3)):

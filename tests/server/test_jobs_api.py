@@ -195,7 +195,9 @@ def test_job_io_is_summed_per_layer_and_path(collector, api_client):
                 io_row(3, shared, opens=1, w=(1, 1000, 70), meta=10),
             ],
         ),
-        counters_frame(0, 1, io=[io_row(1, a, opens=1, r=(2, 4096, 40))]),
+        counters_frame(0, 1, io=[io_row(1, a, opens=1, r=(2, 4096, 40)),
+                                 # before MPI_Init: start-up, apart from the program's
+                                 io_row(1, a, phase=1, opens=1, r=(1, 100, 5))]),
         counters_frame(
             1,
             1,
@@ -226,6 +228,9 @@ def test_job_io_is_summed_per_layer_and_path(collector, api_client):
         # A node-local path on two hosts: both mounts and types are named.
         row("POSIX", "/local/x", "/, /local", "ext4, xfs", 2, 0, 0, 2, 0, 20, 0, 0, 0),
     ]
+    assert body["startup_files"] == [
+        row("POSIX", a, "/scratch", "lustre", 1, 1, 1, 0, 100, 0, 5, 0, 0)
+    ]
 
 
 def test_jobs_without_io_or_ops_have_empty_lists(collector, api_client):
@@ -237,6 +242,7 @@ def test_jobs_without_io_or_ops_have_empty_lists(collector, api_client):
     assert api_client.get(api_client.app.url_path_for("job_io", job="job-quiet")).json() == {
         "job": "job-quiet",
         "files": [],
+        "startup_files": [],
     }
     exchange(collector.address, counters_frame(0, 0, job="job-silent"), acks=1)
     ops = api_client.get(api_client.app.url_path_for("job_ops", job="job-silent")).json()
