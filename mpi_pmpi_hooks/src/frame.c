@@ -372,3 +372,27 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t 
     *len = pos;
     return frame;
 }
+
+/* Finds the health record of a built frame by walking its sections, and takes its deltas
+ * back out of the last-sent values: the next frame carries them again. */
+void sl_frame_recredit(sl_frame_builder *b, const unsigned char *frame, size_t len)
+{
+    size_t pos = sizeof(sl_frame_header);
+    while (pos + SL_SECTION_HEADER_SIZE <= len) {
+        uint16_t table, rec_size;
+        uint32_t count;
+        memcpy(&table, frame + pos, 2);
+        memcpy(&rec_size, frame + pos + 2, 2);
+        memcpy(&count, frame + pos + 4, 4);
+        pos += SL_SECTION_HEADER_SIZE;
+        if (table == SL_TABLE_health && count == 1 && pos + sizeof(sl_rec_health) <= len) {
+            sl_rec_health h;
+            memcpy(&h, frame + pos, sizeof h);
+            b->last_health[0] -= h.keys_dropped;
+            b->last_health[1] -= h.frames_dropped;
+            b->last_health[2] -= h.frames_spooled;
+            return;
+        }
+        pos += (size_t)rec_size * count;
+    }
+}

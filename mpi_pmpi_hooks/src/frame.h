@@ -56,4 +56,9 @@ void sl_frame_builder_fini(sl_frame_builder *b);
 unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t errorcode,
                               size_t *len, uint64_t *seq, int *more);
 
+/* A frame the collector rejected (kept in the spool's rejected/, its counters
+ * lost): the health counts it carried (keys folded, frames lost or spooled)
+ * are carried again by the next frame, so the stored totals stay exact. */
+void sl_frame_recredit(sl_frame_builder *b, const unsigned char *frame, size_t len);
+
 #endif /* SL_FRAME_H */

@@ -411,6 +411,7 @@ static void ack_apply(uint64_t now)
                     kept ? sl_spool_dir() : "");
         }
         S.frames_dropped++;
+        sl_frame_recredit(&S.fb, S.q[i].buf, S.q[i].len);
         queue_remove(i);
     }
 }
