@@ -73,7 +73,6 @@
 #define SL_JOIN_SLACK_MS      2000u             /* join wait beyond the finalize timeout */
 #define SL_NS_PER_MS          1000000ull
 #define SL_ALONE_CHECK_NS     250000000ull      /* how often the sender asks if it is the last thread */
-#define SL_MAX_FINAL_FRAMES   64                /* frames the final flush may take (body bound) */
 
 /* A frame waiting for its acknowledgement. */
 typedef struct sl_qframe {
@@ -110,7 +109,8 @@ static struct sl_sender {
     struct addrinfo *addr;    /* the address to try next */
     uint64_t next_retry;      /* monotonic ns before which no connect is tried */
     uint64_t backoff;         /* current retry delay, 0 after a successful ack */
-    int final_phase;          /* the final frame is queued: flushing until the deadline */
+    int final_phase;          /* the final frame is asked for: flushing until the deadline */
+    int final_more;           /* final phase: deltas are left for more frames (body bound) */
     int give_up;              /* final phase: the collector cannot be reached */
     int final_losses;         /* final phase: connections lost since the last ack */
     int unreachable;          /* the collector could not be reached since the last ack */
@@ -196,45 +196,55 @@ static void queue_new_frame(void)
         spool_queue();
 }
 
-/*
- * Builds the final frame of frame_type and queues it, spooled before any
- * network attempt together with every frame still unacknowledged. Deltas
- * that do not fit one frame go first in interval frames (sl_frame_build).
- * A spool directory given, each frame counts its own spooling in its health
- * record: frames_spooled is raised before it is built, and lowered again
- * (in the queued copy too) if the write fails.
- */
-static void queue_final_frames(unsigned frame_type, int32_t errorcode)
+/* True if a frame of the largest size can be queued without pushing out a frame
+ * that is only in memory. */
+static int queue_room(void)
 {
-    int more = 1;
-    for (int n = 0; more && n < SL_MAX_FINAL_FRAMES; n++) {
-        spool_queue();
-        int spool = sl_spool_dir()[0] != '\0';
-        S.frames_spooled += (uint64_t)spool;
-        size_t len;
-        uint64_t seq;
-        unsigned char *buf = sl_frame_build(&S.fb, frame_type, errorcode, &len, &seq, &more);
-        if (buf == NULL) {
-            S.frames_spooled -= (uint64_t)spool;
-            S.fb.last_health[2] -= (uint64_t)spool;
-            S.frames_dropped++;
-            continue;
-        }
-        queue_push(buf, len, seq);
-        if (!spool)
-            continue;
-        if (sl_spool_write(buf, len, seq) == 0) {
-            S.q[S.qn - 1].spooled = 1;
-            continue;
-        }
-        uint64_t counted;
-        unsigned char *field = buf + S.fb.health_offset + offsetof(sl_rec_health, frames_spooled);
-        memcpy(&counted, field, sizeof counted);
-        counted--;
-        memcpy(field, &counted, sizeof counted);
-        S.frames_spooled--;
-        S.fb.last_health[2]--;
+    int spooled = 1;
+    for (size_t i = 0; i < S.qn; i++)
+        spooled &= S.q[i].spooled;
+    return spooled || (S.qn < SL_QUEUE_MAX_FRAMES
+                       && S.qbytes + S.fb.scratch_size <= SL_QUEUE_MAX_BYTES);
+}
+
+/*
+ * Builds the next frame of the final flush and queues it, spooled before any
+ * network attempt together with every frame still unacknowledged. Deltas
+ * that do not fit one frame body go first, in interval frames: it returns 1
+ * while some are left (sl_frame_build), and is called again once the queue
+ * has room (queue_room). A spool directory given, each frame counts its own
+ * spooling in its health record: frames_spooled is raised before it is
+ * built, and lowered again (in the queued copy too) if the write fails.
+ */
+static int queue_final_frame(unsigned frame_type, int32_t errorcode)
+{
+    spool_queue();
+    int spool = sl_spool_dir()[0] != '\0', more;
+    S.frames_spooled += (uint64_t)spool;
+    size_t len;
+    uint64_t seq;
+    unsigned char *buf = sl_frame_build(&S.fb, frame_type, errorcode, &len, &seq, &more);
+    if (buf == NULL) {
+        S.frames_spooled -= (uint64_t)spool;
+        S.fb.last_health[2] -= (uint64_t)spool;
+        S.frames_dropped++;
+        return more;
     }
+    queue_push(buf, len, seq);
+    if (!spool)
+        return more;
+    if (sl_spool_write(buf, len, seq) == 0) {
+        S.q[S.qn - 1].spooled = 1;
+        return more;
+    }
+    uint64_t counted;
+    unsigned char *field = buf + S.fb.health_offset + offsetof(sl_rec_health, frames_spooled);
+    memcpy(&counted, field, sizeof counted);
+    counted--;
+    memcpy(field, &counted, sizeof counted);
+    S.frames_spooled--;
+    S.fb.last_health[2]--;
+    return more;
 }
 
 /* ---- connection ------------------------------------------------------- */
@@ -517,8 +527,7 @@ static void *sender_main(void *arg)
         }
         unsigned final_type = __atomic_load_n(&S.final_requested, __ATOMIC_ACQUIRE);
         if (!S.final_phase && final_type != 0) {
-            queue_final_frames(final_type, S.abort_code);
-            S.final_phase = 1;
+            S.final_phase = S.final_more = 1;
             final_deadline = now + (uint64_t)S.cfg->finalize_timeout_ms * SL_NS_PER_MS;
             S.next_retry = now; /* try the collector once more right away */
         } else if (!S.final_phase && now >= next_tick) {
@@ -527,7 +536,9 @@ static void *sender_main(void *arg)
             if (next_tick <= now) /* the thread was held up: skip missed ticks */
                 next_tick = now + interval;
         }
-        if (S.final_phase && (S.qn == 0 || S.give_up || now >= final_deadline))
+        while (S.final_phase && S.final_more && queue_room())
+            S.final_more = queue_final_frame(final_type, S.abort_code);
+        if (S.final_phase && ((S.qn == 0 && !S.final_more) || S.give_up || now >= final_deadline))
             break;
 
         if (S.sock < 0 && S.qn > 0 && now >= S.next_retry)
@@ -624,7 +635,7 @@ static void close_fds(void)
  * handlers always run on its own threads; 0 or an errno value. */
 static int thread_start(void)
 {
-    S.final_phase = S.give_up = S.final_losses = 0;
+    S.final_phase = S.final_more = S.give_up = S.final_losses = 0;
     __atomic_store_n(&S.final_requested, 0, __ATOMIC_RELEASE);
     sigset_t all, old;
     sigfillset(&all);

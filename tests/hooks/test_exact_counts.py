@@ -11,13 +11,15 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import query
+from tests.conftest import mpi_env, query
 from tests.hooks import jobs
 from tests.hooks.test_languages import mpich_abi_dir  # noqa: F401 (a fixture)
 
@@ -128,3 +130,61 @@ def test_imports_before_mpi_init_are_startup_io(collector, api_client, mpi, tmp_
     startup = {f["path"] for f in body["startup_files"]}
     assert any("/mpi4py/" in path for path in startup)
     assert any("/numpy/" in path for path in startup)
+
+
+#: Creates argv[2] files of one byte each under argv[1].
+MANY_FILES = """
+import os, sys
+for i in range(int(sys.argv[2])):
+    with open(os.path.join(sys.argv[1], f"f{i}"), "wb", buffering=0) as out:
+        out.write(b"x")
+"""
+
+
+@pytest.fixture
+def tmpfs_dir(tmp_path: Path) -> Iterator[Path]:
+    """A private tmpfs mounted on a directory for the test (creating 40,000 files on the
+    development VM's disk takes a minute), unmounted after."""
+    path = tmp_path / "tmpfs"
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "sltest", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=False)
+
+
+def test_records_past_the_body_bound_go_in_the_next_frame(collector, pg_url, hook_library,
+                                                          tmpfs_dir):  # fmt: skip
+    """40,000 files in one interval: their I/O records (488 B each, 19.5 MB) do not fit one
+    frame body (max_body_bytes, 16 MiB): the final flush sends them in two frames, and
+    every open and byte arrives, with the mount the files are on."""
+    job, tmp_path = f"bound-{uuid.uuid4().hex[:8]}", tmpfs_dir
+    env = mpi_env(
+        LD_PRELOAD=str(hook_library),
+        STACKLENS_COLLECTOR=collector.endpoint,
+        STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INTERVAL_MS="3600000",  # everything in the final flush
+        STACKLENS_SPOOL_DIR="off",
+        STACKLENS_MAX_KEYS="65536",
+        STACKLENS_JOB_ID=job,
+    )
+    proc = jobs.start([sys.executable, "-c", MANY_FILES, str(tmp_path), "40000"], env)
+    result = jobs.finish(proc, timeout=300)
+    assert result.returncode == 0, result.stderr
+    like = (f"{job}.%", f"{tmp_path.resolve()}/f%")
+    rows = query(
+        pg_url,
+        "SELECT count(DISTINCT path), sum(opens), sum(bytes_written), min(mount), max(fstype) "
+        "FROM io_deltas JOIN jobs ON jobs.id = job_id WHERE job_key LIKE %s AND path LIKE %s",
+        like,
+    )
+    assert rows == [(40000, 40000, 40000, str(tmp_path.resolve()), "tmpfs")]
+    frames = query(
+        pg_url,
+        "SELECT count(*), bool_and(finished), max(keys_dropped + frames_dropped) FROM "
+        "received_frames r JOIN jobs ON jobs.id = r.job_id JOIN ranks ON ranks.job_id = jobs.id "
+        "WHERE job_key LIKE %s",
+        like[:1],
+    )
+    assert frames == [(2, True, 0)]
