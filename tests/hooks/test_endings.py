@@ -1,6 +1,6 @@
 """How a rank ends, and what of it arrives: MPI_Abort (Open MPI and MPICH) and exec.
 
-* MPI_Abort (mpi_pmpi_hooks/tests/aborter.c): the aborting rank delivers its final frame,
+* MPI_Abort (mpi_pmpi_hooks/tests/aborter.c, f_abort.f90): the aborting rank delivers its final frame,
   of type aborted with the error code, before the runtime tears the job down: it is stored
   `aborted` with its code and every call it made, the job is `aborted`, and no rank of the
   ended job is shown `running`.
@@ -18,10 +18,19 @@ from tests.conftest import mpi_env, query
 from tests.hooks import jobs
 
 
-@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
-def test_mpi_abort_is_stored_with_its_code(collector, pg_url, api_client, mpi):
+@pytest.mark.parametrize(
+    ("mpi", "program", "code"),
+    [
+        ("openmpi", "aborter", 3),
+        ("mpich", "aborter", 3),
+        ("openmpi", "f_abort", 5),
+        ("mpich", "f_abort", 5),
+    ],  # fmt: skip
+)
+def test_mpi_abort_is_stored_with_its_code(collector, pg_url, api_client, mpi, program, code):
+    """C (aborter.c) and Fortran (f_abort.f90: MPI_ABORT's Fortran entry point)."""
     job = f"abort-{mpi}-{uuid.uuid4().hex[:8]}"
-    result = jobs.run_job(collector, mpi, [jobs.program(mpi, "aborter")], job, ranks=3)
+    result = jobs.run_job(collector, mpi, [jobs.program(mpi, program)], job, ranks=3)
     assert result.returncode != 0
     ops = jobs.ops(pg_url, job)
     assert (ops[(1, "MPI_Barrier")][0], ops[(1, "MPI_Abort")][0]) == (40, 1)
@@ -31,7 +40,7 @@ def test_mpi_abort_is_stored_with_its_code(collector, pg_url, api_client, mpi):
     assert (ranks[1]["status"], ranks[1]["aborted"], ranks[1]["abort_code"]) == (
         "aborted",
         True,
-        3,
+        code,
     )
     # The others were ended by the launcher: by a signal (their last frame says so) or
     # outright (no final frame: lost). None is left running.
