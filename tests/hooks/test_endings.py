@@ -1,7 +1,7 @@
 """How a rank ends, and what of it arrives: MPI_Abort (Open MPI and MPICH) and exec.
 
-* MPI_Abort (mpi_pmpi_hooks/tests/aborter.c, f_abort.f90): the aborting rank delivers its final frame,
-  of type aborted with the error code, before the runtime tears the job down: it is stored
+* MPI_Abort (mpi_pmpi_hooks/tests/aborter.c, f_abort.f90): the aborting rank delivers its final
+  frame, of type aborted with the error code, before the runtime tears the job down: it is stored
   `aborted` with its code and every call it made, the job is `aborted`, and no rank of the
   ended job is shown `running`.
 * exec (mpi_pmpi_hooks/tests/execer.c): the interval before an exec arrives as the final
