@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "sl_ops.h"
+#include "stacklens_wire.h"
 #include "util.h"
 
 /* Cumulative point-to-point counters towards one peer world rank. */
@@ -51,8 +52,9 @@ typedef struct sl_rma_counters {
     uint64_t calls, bytes;
 } sl_rma_counters;
 
-/* Size buckets of the histogram: 0 for 0 bytes, b for [2^(b-1), 2^b). */
-#define SL_HIST_BUCKETS 65
+/* Size buckets of the histogram: 0 for 0 bytes, b for [2^(b-1), 2^b), up to the
+ * wire's bound. */
+#define SL_HIST_BUCKETS (SL_BOUND_max_bucket + 1)
 
 /* The counters every call updates: per op, and per op and size bucket. */
 typedef struct sl_call_counters {

@@ -37,25 +37,19 @@ static size_t count_args(va_list *ap)
     return n;
 }
 
-/* Fills argv (n + 1 entries) with arg and the n arguments after it, the last
- * being the NULL. */
-static void collect_args(char **argv, size_t n, const char *arg, va_list *ap)
-{
-    argv[0] = (char *)arg;
-    for (size_t i = 1; i <= n; i++)
-        argv[i] = va_arg(*ap, char *);
-}
-
-/* Declares argv, on the stack like glibc's own execl, holding the call's arguments;
- * ap is left after the NULL (execle's envp follows). */
+/* Declares argv, on the stack like glibc's own execl, holding arg and the call's
+ * arguments after it up to and including the NULL; ap is left after the NULL
+ * (execle's envp follows). */
 #define SL_EXECL_ARGV(arg, ap) \
     va_list count_; \
     va_start(ap, arg); \
     va_copy(count_, ap); \
     size_t n_ = count_args(&count_); \
     va_end(count_); \
-    char *argv[n_ + 1]; \
-    collect_args(argv, n_, arg, &ap)
+    char **argv = __builtin_alloca((n_ + 1) * sizeof(char *)); \
+    argv[0] = (char *)(arg); \
+    for (size_t i_ = 1; i_ <= n_; i_++) \
+        argv[i_] = va_arg(ap, char *)
 
 SL_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
