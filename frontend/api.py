@@ -55,8 +55,8 @@ class Job:
     world_size: int
     command: str
     user: str
-    status: str  # "running" | "finished" | "killed" | "aborted" | "lost"
-    abort_code: int | None  # MPI_Abort's error code (a rank ended by a signal) | "lost" (silent)
+    status: str  # "running" | "finished" | "killed" (a rank ended by a signal) | "aborted" (a
+    # rank called MPI_Abort) | "lost" (silent)
     started_ns: int
     last_seen_ns: int
     ranks_seen: int
