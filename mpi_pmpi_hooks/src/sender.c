@@ -17,8 +17,11 @@
  *                    frame is written again (the collector drops duplicates)
  *
  * The queue holds at most SL_QUEUE_MAX_FRAMES frames and SL_QUEUE_MAX_BYTES
- * bytes; when full the oldest frame leaves memory: if it is in the spool it
- * waits there for `stacklens replay`, otherwise it is dropped and counted.
+ * bytes (or one frame larger than that: a body may reach the wire's
+ * max_body_bytes); when full the oldest frame leaves memory: if it is in the
+ * spool it waits there for `stacklens replay`, otherwise it is dropped and
+ * counted. The final flush builds its next frame only once the queue has
+ * room for the largest one, so it never pushes out a frame of its own.
  *
  * Spool (spool.h): once the collector cannot be reached (a failed connect, a
  * lost connection), every queued frame and every new frame is also written
