@@ -16,6 +16,7 @@ from collector.store.jobs import mark_lost_jobs
 from collector.store.partitions import DAY_NS, apply_retention, day_of
 from collector.store.rollups import rollup_pass
 from collector.store.writer import FrameWriter
+from stacklens import wire
 from stacklens.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,11 @@ class BackgroundCollector:
     """A CollectorService on its own event-loop thread (tests, benchmarks, embedding)."""
 
     def __init__(
-        self, url: str, token: str = "", max_body: int = 1 << 20, listen: str = "127.0.0.1:0"
+        self,
+        url: str,
+        token: str = "",
+        max_body: int = wire.BOUNDS["max_body_bytes"],
+        listen: str = "127.0.0.1:0",
     ):
         # Rollups and the lost-job pass run on demand here (roll_up_once, mark_lost_once),
         # not on timers that race with callers (the tests' frames are from 2023).

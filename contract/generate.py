@@ -15,8 +15,10 @@ writes into the output directory:
 
 Templates are string.Template files. A wrapper template may use ${name},
 ${ret}, ${params}, ${args}, ${bytes} (the C expression of the entry's bytes=
-mode, from bytes_modes.in) and ${role_<role>} (the name of the argument with
-that role); the roles a template uses are the roles its class requires.
+mode, from bytes_modes.in), ${messages} (the C expression that counts the
+call's messages in the size histogram for that mode, from messages_modes.in)
+and ${role_<role>} (the name of the argument with that role); the roles a
+template uses are the roles its class requires.
 A Fortran template sees the Fortran parameters (every argument by reference,
 argc/argv dropped, MPI_Fint *ierr appended, then the hidden length <name>_len of
 each string argument): ${fparams}, ${fargs}, ${arg_<role>} (the parameter),
@@ -76,6 +78,7 @@ ROLES = frozenset(
         "offset",
         "argc",
         "argv",
+        "errorcode",
     }
 )
 # Keys of an entry after its prototype.
@@ -271,10 +274,11 @@ def load_template(templates: Path, name: str) -> Template:
     return Template((templates / name).read_text(encoding="utf-8"))
 
 
-def load_bytes_modes(templates: Path) -> dict[str, Template]:
-    """Reads bytes_modes.in: "<mode> = <C expression template>" per line."""
+def load_modes(templates: Path, name: str) -> dict[str, Template]:
+    """Reads a modes file (bytes_modes.in, messages_modes.in): "<mode> = <C expression
+    template>" per line."""
     modes: dict[str, Template] = {}
-    for raw in (templates / "bytes_modes.in").read_text(encoding="utf-8").splitlines():
+    for raw in (templates / name).read_text(encoding="utf-8").splitlines():
         text = raw.split("#", 1)[0].strip()
         if text:
             mode, _, expr = text.partition("=")
@@ -291,7 +295,8 @@ def check_roles(template: Template, roles: dict[str, str], entry: Entry, where: 
 
 
 def bytes_expr(entry: Entry, modes: dict[str, Template], values: dict[str, str], where: str) -> str:
-    """The C expression of the entry's bytes= mode over values ("0" without a mode)."""
+    """The C expression of the entry's bytes= mode in `modes` (bytes, or messages) over
+    values ("0" without a mode)."""
     if entry.bytes_mode is None:
         return "0"
     if entry.bytes_mode not in modes:
@@ -301,7 +306,24 @@ def bytes_expr(entry: Entry, modes: dict[str, Template], values: dict[str, str],
     return template.substitute(values)
 
 
-def render_wrapper(entry: Entry, templates: Path, spec: Path, modes: dict[str, Template]) -> str:
+def mode_values(entry: Entry, modes: Modes, values: dict[str, str], where: str) -> dict[str, str]:
+    """${bytes} and ${messages} of an entry over values."""
+    return {
+        "bytes": bytes_expr(entry, modes.bytes, values, where),
+        "messages": bytes_expr(entry, modes.messages, values, where),
+    }
+
+
+@dataclass(frozen=True)
+class Modes:
+    """The C expressions of each bytes= mode: the payload bytes, and the messages it
+    counts in the size histogram."""
+
+    bytes: dict[str, Template]
+    messages: dict[str, Template]
+
+
+def render_wrapper(entry: Entry, templates: Path, spec: Path, modes: Modes) -> str:
     """Renders the wrapper of one entry (and its Fortran entry points) from its class."""
     path = templates / f"wrapper_{entry.cls}.c.in"
     where = f"{spec}:{entry.line}"
@@ -320,14 +342,14 @@ def render_wrapper(entry: Entry, templates: Path, spec: Path, modes: dict[str, T
     values["root"] = values.get("role_root", "-1")
     values["large"] = "1" if entry.name.endswith("_c") else "0"
     values["fortran"] = "0"
-    values["bytes"] = bytes_expr(entry, modes, values, where)
+    values.update(mode_values(entry, modes, values, where))
     body = template.substitute(values) + render_fortran(entry, templates, modes, where)
     if entry.mpi is None:
         return body
     return GUARDED.substitute(major=entry.mpi[0], minor=entry.mpi[1], body=body)
 
 
-def render_fortran(entry: Entry, templates: Path, modes: dict[str, Template], where: str) -> str:
+def render_fortran(entry: Entry, templates: Path, modes: Modes, where: str) -> str:
     """The Fortran entry points of entry, or "" if it has none (see FORTRAN_VALUE)."""
     path = templates / f"fortran_{entry.cls}.c.in"
     if not entry.fortran or not path.is_file():
@@ -355,7 +377,7 @@ def render_fortran(entry: Entry, templates: Path, modes: dict[str, Template], wh
     values["root"] = values.get("role_root", "-1")
     values["large"] = "0"
     values["fortran"] = "1"
-    values["bytes"] = bytes_expr(entry, modes, values, where)
+    values.update(mode_values(entry, modes, values, where))
     body = load_template(templates, path.name)
     check_roles(body, {a.role: a.name for a in args if a.role}, entry, where)
     values["body"] = body.substitute(values)
@@ -373,7 +395,9 @@ def generate(spec: Path, templates: Path, out: Path) -> None:
     """Writes sl_ops.h and sl_mpi_wrappers.c for spec into out."""
     entries = parse_spec(spec)
     shown_spec = f"spec/{spec.name}"
-    modes = load_bytes_modes(templates)
+    modes = Modes(
+        load_modes(templates, "bytes_modes.in"), load_modes(templates, "messages_modes.in")
+    )
     rma = [e for e in entries if e.cls == "rma"]
     ops_h = load_template(templates, "sl_ops.h.in").substitute(
         spec=shown_spec,

@@ -5,9 +5,10 @@
  * the Python side) into packed structs: the frame header sl_frame_header, one
  * record struct sl_rec_<table> per counter table, the acknowledgement sl_ack,
  * the table id enum (SL_TABLE_<table>), the ack status enum
- * (SL_STATUS_<name>) and the status names. Nothing here is written by hand
- * except the constants the .def only states in its doc strings (magics,
- * version, frame types) and the section header size.
+ * (SL_STATUS_<name>), the status names, the frame types (SL_FRAME_<name>)
+ * and the bounds (SL_BOUND_<name>). Nothing here is written by hand except
+ * the constants the .def only states in its doc strings (magics, version)
+ * and the section header size.
  *
  * Integers are little-endian on the wire; the structs are written as they lie
  * in memory, so only little-endian hosts are supported (checked below).
@@ -25,9 +26,6 @@
 #define SL_FRAME_MAGIC    0x534E4C53u /* bytes 'SLNS' */
 #define SL_ACK_MAGIC      0x4B414C53u /* bytes 'SLAK' */
 #define SL_WIRE_VERSION   1u
-#define SL_FRAME_INTERVAL 1u          /* frame_type: interval data */
-#define SL_FRAME_FINAL    2u          /* frame_type: final frame of the rank */
-#define SL_FRAME_KILLED   3u          /* frame_type: final frame, the rank ended by a signal */
 
 /* A body section starts with u16 table id, u16 record size, u32 record count. */
 #define SL_SECTION_HEADER_SIZE 8u
@@ -35,7 +33,7 @@
 #define SL_PACKED __attribute__((packed))
 
 /*
- * The .def invokes five macros. All of them expand to nothing by default;
+ * The .def invokes seven macros. All of them expand to nothing by default;
  * each pass below redefines the one it needs, includes the .def, and puts the
  * default back.
  */
@@ -46,6 +44,8 @@
 #define SL_STATUS       SL_NOTHING3
 #define SL_TABLE        SL_NOTHING3
 #define SL_FIELD        SL_NOTHING4
+#define SL_FRAME_TYPE   SL_NOTHING3
+#define SL_BOUND        SL_NOTHING3
 
 /*
  * Field types of the .def mapped to "C type, array suffix": SL_TY_u32 gives
@@ -93,6 +93,24 @@ enum sl_status {
 #include "stacklens_wire.def"
 #undef  SL_STATUS
 #define SL_STATUS SL_NOTHING3
+};
+
+/* ---- frame types ------------------------------------------------------- */
+enum sl_frame_type {
+#undef  SL_FRAME_TYPE
+#define SL_FRAME_TYPE(code, name, doc) SL_FRAME_##name = code,
+#include "stacklens_wire.def"
+#undef  SL_FRAME_TYPE
+#define SL_FRAME_TYPE SL_NOTHING3
+};
+
+/* ---- bounds (values up to 2^32 - 1: an enum of GCC's extended range) ---- */
+enum sl_bound {
+#undef  SL_BOUND
+#define SL_BOUND(name, value, doc) SL_BOUND_##name = value##ull,
+#include "stacklens_wire.def"
+#undef  SL_BOUND
+#define SL_BOUND SL_NOTHING3
 };
 
 /* Name of an acknowledgement status as the .def spells it, "unknown" if none. */

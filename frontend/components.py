@@ -78,6 +78,7 @@ CATEGORY_LABELS = {
     "mpi_coll": "collective",
     "mpi_rma": "RMA",
     "io": "MPI-IO",
+    "mpi_startup": "start-up (MPI_Init, MPI_Finalize, MPI_Abort)",
     "other": "other",
 }
 
@@ -228,20 +229,23 @@ def matrix_title(job: JobSummary, matrix: Matrix) -> list:
 
 
 def ops_summary(ops: JobOps) -> list | str:
-    """One line: time inside MPI calls and bytes per traffic category (those with calls),
-    summed over ranks."""
+    """One line: time inside MPI communication calls and, per traffic category with calls,
+    its time and bytes sent (received too where there are such), summed over ranks;
+    start-up (MPI_Init, MPI_Finalize, MPI_Abort) after it, apart."""
     used = [c for c in ops.categories if c.calls]
     if not used:
         return "No MPI operations recorded for this job."
-    parts: list = [f"{format_duration_ns(sum(c.time_ns for c in used))} inside MPI calls: "]
+    talk = [c for c in used if c.communication]
+    parts: list = [f"{format_duration_ns(sum(c.time_ns for c in talk))} inside MPI "
+                   "communication calls: "]  # fmt: skip
     for i, c in enumerate(used):
-        parts += [" · "] if i else []
+        parts += [" · " if c.communication else "; apart from it: "] if i else []
+        moved = f"{format_bytes(c.bytes_sent)} sent"
+        if c.bytes_received:
+            moved += f", {format_bytes(c.bytes_received)} received"
         parts.append(
             html.Span(
-                [
-                    html.B(_category_label(c.category)),
-                    f" {format_duration_ns(c.time_ns)}, {format_bytes(c.bytes)}",
-                ],
+                [html.B(_category_label(c.category)), f" {format_duration_ns(c.time_ns)}, {moved}"],
                 className=f"category category-{c.category}",
             )
         )
@@ -291,12 +295,13 @@ def io_table_markdown(io: JobIo) -> str:
     if not n:
         return (
             "No file I/O: the job has not opened, read or written any file "
-            "through POSIX, stdio or MPI-IO."
+            "through POSIX, stdio or MPI-IO." + _startup_io(io)
         )
     if n > MAX_IO_ROWS:
         caption = f"The {MAX_IO_ROWS} of {n} files (per I/O layer) with the most bytes."
     else:
         caption = f"{n} file{'s' if n != 1 else ''} (per I/O layer), most bytes first."
+    caption += _startup_io(io)
     headings = (
         "Layer",
         "Path",
@@ -587,6 +592,20 @@ def rma_table_markdown(rma: JobRma) -> str:
     return _table(f"{caption} In all: {totals}.", headings, align, rows)
 
 
+def _startup_io(io: JobIo) -> str:
+    """A sentence on the I/O before MPI_Init (start-up: the loader, an interpreter's
+    imports), which the table leaves out; "" when there was none."""
+    if not io.startup_files:
+        return ""
+    n = len(io.startup_files)
+    read = sum(f.bytes_read for f in io.startup_files)
+    written = sum(f.bytes_written for f in io.startup_files)
+    return (
+        f" Start-up I/O before MPI_Init, not in the table: {n} file{'s' if n != 1 else ''}, "
+        f"{format_bytes(read)} read, {format_bytes(written)} written."
+    )
+
+
 def ranks_summary(ranks: JobRanks) -> list:
     """One line: ranks reported of the world, the hosts they ran on (ranks per host), and a
     warning per health counter that is not zero (counts folded, frames lost)."""
@@ -629,8 +648,8 @@ def ranks_table_markdown(ranks: JobRanks) -> str:
     with folded keys or lost frames first, then by rank, at most `MAX_RANK_ROWS` rows.
     Non-zero folded/lost counts are bold with a warning sign.
 
-    Columns: rank, host, pid, status, first and last interval seen (UTC), keys folded,
-    frames lost, frames spooled.
+    Columns: rank, host, pid, status (with MPI_Abort's error code), first and last interval
+    seen (UTC), keys folded, frames lost, frames spooled.
     """
     n = len(ranks.ranks)
     if not n:
@@ -661,7 +680,7 @@ def ranks_table_markdown(ranks: JobRanks) -> str:
             r.rank,
             _md(r.host),
             r.pid,
-            _md(r.status),
+            _md(r.status if r.abort_code is None else f"{r.status} (code {r.abort_code})"),
             _md(format_utc_ns(r.first_seen_ns)),
             _md(format_utc_ns(r.last_seen_ns)),
             _alarm(r.keys_dropped),

@@ -38,8 +38,8 @@ class JobSummary(ApiModel):
     user: str
     status: str = Field(
         description="running; finished (every rank sent its final frame); killed (a rank "
-        "ended by a signal: SIGTERM, SIGINT); lost (nothing arrived for "
-        "STACKLENS_JOB_LOST_AFTER_S, running again if a frame arrives)"
+        "ended by a signal: SIGTERM, SIGINT); aborted (a rank called MPI_Abort); lost (nothing "
+        "arrived for STACKLENS_JOB_LOST_AFTER_S, running again if a frame arrives)"
     )
     started_ns: int
     last_seen_ns: int
@@ -70,10 +70,12 @@ class OpTotal(ApiModel):
 
     op: str = Field(description="MPI function name, e.g. MPI_Send")
     category: str = Field(
-        description="traffic category: mpi_p2p, mpi_completion, mpi_coll, mpi_rma, io, other"
+        description="traffic category: mpi_p2p, mpi_completion, mpi_coll, mpi_rma, io, "
+        "mpi_startup (MPI_Init*, MPI_Finalize, MPI_Abort), other"
     )
+    received: bool = Field(description="its bytes are received (receives, reads, RMA gets)")
     calls: int
-    bytes: int = Field(description="payload bytes handed to the call (send side, or received)")
+    bytes: int = Field(description="payload bytes handed to the call (sent), or received")
     time_ns: int = Field(description="wall time inside the call, summed over ranks")
     ranks: int = Field(description="ranks that called it")
 
@@ -83,8 +85,19 @@ class CategoryTotal(ApiModel):
 
     category: str
     calls: int
-    bytes: int
-    time_ns: int
+    bytes_sent: int = Field(
+        description="bytes sent or handed to MPI: point-to-point sends, collective "
+        "contributions, RMA puts and accumulates, MPI-IO writes (each message once)"
+    )
+    bytes_received: int = Field(
+        description="bytes received: point-to-point receives (the same messages as the "
+        "senders' bytes_sent, not added to them), RMA gets, MPI-IO reads"
+    )
+    time_ns: int = Field(description="wall time inside the calls, summed over ranks")
+    communication: bool = Field(
+        description="its time is communication: every category but mpi_startup (time inside "
+        "MPI_Init*, MPI_Finalize and MPI_Abort is start-up, shown apart)"
+    )
 
 
 class JobOps(ApiModel):
@@ -116,10 +129,13 @@ class FileIo(ApiModel):
 
 
 class JobIo(ApiModel):
-    """A job's file-system I/O per (layer, path), most bytes (read + written) first."""
+    """A job's file-system I/O per (layer, path), most bytes (read + written) first: the
+    program's, and apart from it the I/O its ranks did before MPI_Init (start-up: the
+    loader's and an interpreter's imports)."""
 
     job: str
     files: list[FileIo]
+    startup_files: list[FileIo] = Field(description="I/O before MPI_Init, per (layer, path)")
 
 
 class CollectiveTotal(ApiModel):
@@ -225,12 +241,20 @@ class RankInfo(ApiModel):
     last_seen_ns: int
     finished: bool = Field(description="its final frame was stored")
     killed: bool = Field(description="its final frame says it ended by a signal")
-    status: str = Field(description="running | finished | killed, from the two flags")
+    aborted: bool = Field(description="its final frame says it called MPI_Abort")
+    abort_code: int | None = Field(description="the error code it passed to MPI_Abort")
+    status: str = Field(
+        description="aborted | killed | finished (from its final frame), else running while "
+        "the job runs, lost once the job ended without this rank's final frame"
+    )
     keys_dropped: int = Field(
         description="new keys folded into an overflow key (STACKLENS_MAX_KEYS): counts kept, "
         "but no longer per peer / file / communicator"
     )
-    frames_dropped: int = Field(description="frames lost by the sender: their counts are gone")
+    frames_dropped: int = Field(
+        description="frames lost: dropped by the sender (queue and spool full) or rejected by "
+        "the collector (kept in the spool's rejected/ folder); their counts are missing"
+    )
     frames_spooled: int = Field(description="frames that went through the spool directory")
 
 

@@ -13,8 +13,12 @@ from functools import cache
 from contract import MPI_SPEC, generate
 
 #: Traffic categories of MPI operations, in display order; the completion calls are a
-#: category of their own: the time inside them is waiting (docs/design.md, Operation ids).
-CATEGORIES = ("mpi_p2p", "mpi_completion", "mpi_coll", "mpi_rma", "io", "other")
+#: category of their own (the time inside them is waiting), and so is start-up (MPI_Init*,
+#: MPI_Finalize and MPI_Abort are no communication; docs/design.md, Operation ids).
+CATEGORIES = ("mpi_p2p", "mpi_completion", "mpi_coll", "mpi_rma", "io", "mpi_startup", "other")
+
+#: The categories whose time is communication ("time inside MPI" on the page).
+COMMUNICATION = ("mpi_p2p", "mpi_completion", "mpi_coll", "mpi_rma", "io", "other")
 
 #: Category of each spec class (the `class=` key of an entry; see the spec's header).
 #: Every class the generator has a wrapper template for must be listed here
@@ -54,9 +58,11 @@ CLASS_CATEGORY = {
     "file_read": "io",
     "file_write": "io",
     "file_meta": "io",
-    # the rest: start-up, shutdown, calls counted for their time only
-    "init": "other",
-    "finalize": "other",
+    # start-up and the end of the job
+    "init": "mpi_startup",
+    "finalize": "mpi_startup",
+    "abort": "mpi_startup",
+    # the rest: calls counted for their time only
     "plain": "other",
     "comm_free": "other",
 }
@@ -100,6 +106,19 @@ def op_categories() -> tuple[str, ...]:
             )
         categories.append(entry.traffic or CLASS_CATEGORY[entry.cls])
     return tuple(categories)
+
+
+@cache
+def op_receives() -> tuple[bool, ...]:
+    """Indexed by op id: whether the op's bytes are bytes it received (a receive, an MPI-IO
+    read, an RMA get), from the spec's prototypes: its @buf argument is written by the call
+    (a pointer not to const) and it has no @source (Sendrecv_replace counts what it sends).
+    Every other op's bytes are bytes it sent or handed to MPI."""
+    return tuple(
+        any(a.role == "buf" and not a.decl.startswith("const") for a in entry.args)
+        and "source" not in entry.roles()
+        for entry in _entries()
+    )
 
 
 def op_category(op_id: int) -> str:

@@ -43,8 +43,9 @@ class Job(Base):
     status: Mapped[str] = mapped_column(
         Text,
         doc="running | finished (every rank sent its final frame) | killed (a rank's final "
-        "frame says it ended by a signal: SIGTERM, SIGINT) | lost (a running job silent for "
-        "STACKLENS_JOB_LOST_AFTER_S; running again if a frame arrives)",
+        "frame says it ended by a signal: SIGTERM, SIGINT) | aborted (a rank called MPI_Abort) "
+        "| lost (a running job silent for STACKLENS_JOB_LOST_AFTER_S; running again if a "
+        "frame arrives)",
     )
     started_ns: Mapped[int] = mapped_column(BigInteger, doc="earliest interval start seen")
     last_seen_ns: Mapped[int] = mapped_column(BigInteger, doc="latest interval end seen")
@@ -68,6 +69,10 @@ class Rank(Base):
     killed: Mapped[bool] = mapped_column(
         Boolean, default=False, server_default="false", doc="its final frame: ended by a signal"
     )
+    aborted: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default="false", doc="its final frame: it called MPI_Abort"
+    )
+    abort_code: Mapped[int | None] = mapped_column(Integer, doc="MPI_Abort's error code")
     keys_dropped: Mapped[int] = mapped_column(BigInteger, default=0, doc="folded into overflow")
     frames_dropped: Mapped[int] = mapped_column(BigInteger, default=0, doc="lost by the sender")
     frames_spooled: Mapped[int] = mapped_column(BigInteger, default=0, doc="went via the spool")
@@ -276,10 +281,20 @@ IoDelta = _model(
             Index("ix_io_deltas_job_time", "job_id", "t_end_ns"),
             PARTITIONED_BY_DAY,
         ),
-        "__mapper_args__": _identity("layer", "path"),
+        "__mapper_args__": _identity("layer", "phase", "path"),
         "layer": mapped_column(SmallInteger, nullable=False, doc="stacklens.constants.IO_LAYERS"),
+        "phase": mapped_column(
+            SmallInteger,
+            nullable=False,
+            server_default="0",
+            doc="0 = the program's, 1 = start-up (before MPI_Init)",
+        ),
         **_counters(IO_COUNTERS, nullable=False),
-        "path": mapped_column(Text, nullable=False, doc='absolute path; "<other>" = overflow key'),
+        "path": mapped_column(
+            Text,
+            nullable=False,
+            doc='absolute path; "<other>" = the layer\'s files beyond STACKLENS_MAX_KEYS',
+        ),
         "mount": mapped_column(Text, nullable=False),
         "fstype": mapped_column(Text, nullable=False),
     },

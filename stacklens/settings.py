@@ -12,8 +12,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from stacklens.wire import BOUNDS
 
 
 class ConfigError(Exception):
@@ -29,6 +31,15 @@ def _default_state_dir() -> Path:
     if os.geteuid() == 0:
         return Path("/var/lib/stacklens")
     return Path.home() / ".local" / "state" / "stacklens"
+
+
+def default_spool_dir(uid: int | None = None) -> Path:
+    """The per-user spool directory the hook library uses when STACKLENS_SPOOL_DIR is unset
+    (mpi_pmpi_hooks/src/config.c): ${TMPDIR:-/tmp}/stacklens-spool-<uid> (TMPDIR only if
+    absolute), for the effective uid unless `uid` is given."""
+    tmp = os.environ.get("TMPDIR", "")
+    root = Path(tmp) if tmp.startswith("/") else Path("/tmp")
+    return root / f"stacklens-spool-{os.geteuid() if uid is None else uid}"
 
 
 class Settings(BaseSettings):
@@ -49,7 +60,11 @@ class Settings(BaseSettings):
     )
     ingest_token: str = Field(default="", max_length=63)
     interval_ms: int = Field(default=1000, ge=10)
-    max_frame_bytes: int = Field(default=16 * 1024 * 1024, ge=4096)
+    max_frame_bytes: int = Field(
+        default=BOUNDS["max_body_bytes"],
+        ge=BOUNDS["max_body_bytes"],
+        description="Largest frame body accepted; at least the largest the hooks send.",
+    )
     refresh_ms: int = Field(default=1000, ge=200, description="Dashboard refresh period.")
     library: Path | None = Field(
         default=None,
@@ -73,9 +88,9 @@ class Settings(BaseSettings):
         "(until a frame arrives).",
     )
     spool_dir: Path = Field(
-        default=None,  # type: ignore[assignment]  # filled in from state_dir
-        description="Where hooks spool undelivered frames; default state_dir/spool.",
-        validate_default=False,
+        default_factory=default_spool_dir,
+        description="Where hooks spool undelivered frames; default (per user) "
+        "${TMPDIR:-/tmp}/stacklens-spool-<uid>, as the hook library's.",
     )
     # fabric sampler (collector/fabric)
     fabric_source: Literal["auto", "none", "mad", "sysfs", "replay"] = Field(
@@ -91,12 +106,6 @@ class Settings(BaseSettings):
         le=32,
         description="MAD worker processes a sweep is split over; default min(4, CPU count).",
     )
-
-    @model_validator(mode="after")
-    def _default_spool_dir(self) -> Settings:
-        if self.spool_dir is None:
-            self.spool_dir = self.state_dir / "spool"
-        return self
 
     @field_validator("collector")
     @classmethod

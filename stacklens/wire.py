@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from contract import WIRE_DEF
-from stacklens.constants import IO_LAYERS
 from stacklens.mpi_ops import op_names
 
 MAGIC = 0x534E4C53  # b"SLNS" little-endian
@@ -59,12 +58,14 @@ class Table:
 
 @dataclass(frozen=True)
 class WireSpec:
-    """Everything the .def file defines, as numpy dtypes and enums."""
+    """Everything the .def file defines, as numpy dtypes, enums and bounds."""
 
     header: np.dtype
     ack: np.dtype
     tables: dict[int, Table]
     statuses: dict[str, int]
+    frame_types: dict[str, int]
+    bounds: dict[str, int]
 
     def table(self, name: str) -> Table:
         """The table called `name`."""
@@ -85,9 +86,16 @@ def load_spec(path: Path = WIRE_DEF) -> WireSpec:
         (m[0], _numpy_type(m[1]))
         for m in re.findall(rf"SL_ACK_FIELD\(\s*(\w+)\s*,\s*{_TYPE}\s*,\s*{_DOC}\s*\)", text)
     ]
-    statuses = {
-        m[1]: int(m[0])
-        for m in re.findall(rf"SL_STATUS\(\s*(\d+)\s*,\s*(\w+)\s*,\s*{_DOC}\s*\)", text)
+    statuses, frame_types = (
+        {
+            m[1]: int(m[0])
+            for m in re.findall(rf"{macro}\(\s*(\d+)\s*,\s*(\w+)\s*,\s*{_DOC}\s*\)", text)
+        }
+        for macro in ("SL_STATUS", "SL_FRAME_TYPE")
+    )
+    bounds = {
+        m[0]: int(m[1])
+        for m in re.findall(rf"SL_BOUND\(\s*(\w+)\s*,\s*(\d+)\s*,\s*{_DOC}\s*\)", text)
     }
     tables: dict[int, Table] = {}
     for m in re.finditer(rf"SL_TABLE\(\s*(\d+)\s*,\s*(\w+)\s*,\s*{_DOC}\s*\)", text):
@@ -99,7 +107,7 @@ def load_spec(path: Path = WIRE_DEF) -> WireSpec:
             )
         ]
         tables[table_id] = Table(table_id, name, doc, np.dtype(fields))
-    return WireSpec(np.dtype(header), np.dtype(ack), tables, statuses)
+    return WireSpec(np.dtype(header), np.dtype(ack), tables, statuses, frame_types, bounds)
 
 
 def fields_of(dtype: np.dtype) -> Mapping[str, tuple[Any, ...]]:
@@ -126,25 +134,25 @@ ACK_DTYPE = SPEC.ack
 ACK_SIZE = ACK_DTYPE.itemsize
 
 
-def _status_enum(statuses: dict[str, int]) -> Any:
-    """The acknowledgement statuses as an IntEnum (members from the .def file, so typed Any:
-    a type checker cannot list them)."""
-    return enum.IntEnum("Status", {name.upper(): code for name, code in statuses.items()})
+def _def_enum(name: str, codes: dict[str, int]) -> Any:
+    """An IntEnum of codes listed in the .def file (members from the file, so typed Any: a
+    type checker cannot list them)."""
+    return enum.IntEnum(name, {key.upper(): code for key, code in codes.items()})
 
 
-Status = _status_enum(SPEC.statuses)
+#: The acknowledgement statuses (the .def's SL_STATUS list).
+Status = _def_enum("Status", SPEC.statuses)
 
-
-class FrameType(enum.IntEnum):
-    """Kinds of frames a rank sends."""
-
-    DATA = 1
-    FINAL = 2  # the last frame of a rank that ended normally (MPI_Finalize, exit)
-    KILLED = 3  # the last frame of a rank ended by a signal (SIGTERM, SIGINT)
-
+#: Kinds of frames a rank sends (the .def's SL_FRAME_TYPE list): INTERVAL (data), FINAL
+#: (ended normally: MPI_Finalize, exit, exec), KILLED (ended by a signal), ABORTED
+#: (called MPI_Abort; carries one abort record).
+FrameType = _def_enum("FrameType", SPEC.frame_types)
 
 #: Frame types that end a rank.
-FINAL_TYPES = (FrameType.FINAL, FrameType.KILLED)
+FINAL_TYPES = (FrameType.FINAL, FrameType.KILLED, FrameType.ABORTED)
+
+#: The limits both the hooks and the collector keep (the .def's SL_BOUND list).
+BOUNDS = SPEC.bounds
 
 
 class FrameError(Exception):
@@ -214,7 +222,7 @@ def decode_header(raw: bytes, max_body: int) -> Header:
         raise FrameError(Status.BAD_MAGIC, f"bad magic 0x{h['magic']:08x}")
     if h["version"] != VERSION:
         raise FrameError(Status.BAD_VERSION, f"unsupported wire version {h['version']}")
-    if h["frame_type"] not in (FrameType.DATA, *FINAL_TYPES):
+    if h["frame_type"] not in SPEC.frame_types.values():
         raise FrameError(Status.BAD_BODY, f"unknown frame type {h['frame_type']}")
     if h["body_len"] > max_body:
         raise FrameError(
@@ -237,14 +245,17 @@ def check_header(
         raise FrameError(Status.BAD_TOKEN, "wrong ingest token")
     if not header.job_id:
         raise FrameError(Status.OUT_OF_RANGE, "empty job id")
-    if not 0 < header.world_size < 2**31 or header.world_rank >= header.world_size:
+    if (
+        not 0 < header.world_size <= BOUNDS["max_world_size"]
+        or header.world_rank >= header.world_size
+    ):
         raise FrameError(
             Status.OUT_OF_RANGE,
             f"rank {header.world_rank} out of range for world size {header.world_size}",
         )
-    if header.pid >= 2**31:
+    if header.pid > BOUNDS["max_world_size"]:
         raise FrameError(Status.OUT_OF_RANGE, f"pid {header.pid} out of range")
-    if header.seq >= 2**63:
+    if header.seq >> BOUNDS["max_counter_bits"]:
         raise FrameError(Status.OUT_OF_RANGE, "sequence number out of range")
     if header.interval_end_ns < header.interval_start_ns:
         raise FrameError(Status.OUT_OF_RANGE, "interval ends before it starts")
@@ -287,9 +298,6 @@ def decode_body(header: Header, body: bytes) -> Frame:
     return Frame(header, tables)
 
 
-_NO_RANK = 0xFFFFFFFF
-_MAX_BUCKET = 64
-_IO_LAYERS = tuple(IO_LAYERS)
 #: u64 fields that use all 64 bits (stored as two's complement), exempt from the 2^63 limit.
 _FULL_WIDTH = {("hca", "node_guid")}
 
@@ -319,12 +327,13 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
         raise FrameError(Status.OUT_OF_RANGE, reason)
 
     for name, records in tables.items():
-        if name in ("rank_info", "health") and len(records) > 1:
+        if name in ("rank_info", "health", "abort") and len(records) > 1:
             reject(f"table {name} must have at most one record")
         if not len(records):
             continue
         words = _SIGNED_WORDS[name]
-        if len(words) and int(records.view("<u8").reshape(len(records), -1)[:, words].max()) >> 63:
+        counters = records.view("<u8").reshape(len(records), -1)[:, words]
+        if len(words) and int(counters.max()) >> BOUNDS["max_counter_bits"]:
             reject(f"table {name}: a counter is negative or too large")
         if "op_id" in fields_of(records.dtype) and int(records["op_id"].max()) >= len(op_names()):
             reject(f"table {name}: unknown MPI operation id")
@@ -332,26 +341,35 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
     if _max(tables, "p2p", "peer") >= ranks:
         reject("peer rank out of range for the world size")
     p2p = tables.get("p2p")
-    if p2p is not None and len(p2p) and int((p2p["msgs_sent"] | p2p["msgs_recv"]).max()) >> 40:
-        reject("message count out of range")  # < 2^40: collector/csrc/slcodec.c says why
+    msgs = p2p["msgs_sent"] | p2p["msgs_recv"] if p2p is not None and len(p2p) else [0]
+    if int(np.max(msgs)) >> BOUNDS["max_msgs_bits"]:
+        reject("message count out of range")  # collector/csrc/slcodec.c says why
     if _max(tables, "rma", "target") >= ranks:
         reject("RMA target rank out of range for the world size")
-    if _max(tables, "hist", "bucket") > _MAX_BUCKET:
+    if _max(tables, "hist", "bucket") > BOUNDS["max_bucket"]:
         reject("histogram bucket out of range")
     if (coll := tables.get("coll")) is not None and len(coll):
-        roots = coll["root"][coll["root"] != _NO_RANK]
+        roots = coll["root"][coll["root"] != BOUNDS["no_rank"]]
         if len(roots) and int(roots.max()) >= ranks:
             reject("collective root out of range for the world size")
-        # Communicators may outgrow the world (spawn, connect/accept), never 0 or 2^31.
-        if int(coll["comm_size"].min()) == 0 or int(coll["comm_size"].max()) >= 2**31:
+        # Communicators may outgrow the world (spawn, connect/accept), never past the bound;
+        # size 0 only in an overflow record (its communicators differ).
+        empty = (coll["comm_size"] == 0) & (coll["comm_id"] != BOUNDS["overflow_comm"])
+        if empty.any() or int(coll["comm_size"].max()) > BOUNDS["max_world_size"]:
             reject("communicator size out of range")
-    if (io := tables.get("io")) is not None and not np.isin(io["layer"], _IO_LAYERS).all():
-        reject("unknown I/O layer")
+    if (io := tables.get("io")) is not None and len(io):
+        if int(io["layer"].min()) < 1 or int(io["layer"].max()) > BOUNDS["max_io_layer"]:
+            reject("unknown I/O layer")
+        if int(io["phase"].max()) > BOUNDS["max_io_phase"]:
+            reject("unknown I/O phase")
     if (hca := tables.get("hca")) is not None and len(hca):
         names = list(fields_of(hca.dtype))
-        counters = len(names) - names.index("node_guid") - 1
-        if int(hca["valid"].max()) >= 1 << counters:
+        valid_bits = len(names) - names.index("node_guid") - 1
+        if int(hca["valid"].max()) >= 1 << valid_bits:
             reject("hca valid mask has bits beyond the counters")
+    aborts = tables.get("abort")
+    if (header.frame_type == FrameType.ABORTED) != (aborts is not None and len(aborts) == 1):
+        reject("an abort record belongs in exactly the frames of type aborted")
 
 
 def _max(tables: dict[str, np.ndarray], table: str, field: str) -> int:
@@ -371,7 +389,7 @@ def encode_frame(
     host: str = "localhost",
     pid: int = 0,
     token: str = "",
-    frame_type: int = FrameType.DATA,
+    frame_type: int = FrameType.INTERVAL,
     tables: dict[str, np.ndarray] | None = None,
 ) -> bytes:
     """Encode one frame (used by tests, the load generator and replay tools)."""

@@ -13,7 +13,8 @@ def _fields(table: str) -> list[str]:
 def test_counter_lists_are_the_wire_tables_fields_in_order():
     assert ["peer", *constants.P2P_COUNTERS] == _fields("p2p")
     io = _fields("io")
-    assert tuple(io[1 : io.index("path")]) == constants.IO_COUNTERS
+    assert io[:2] == ["layer", "phase"]
+    assert tuple(io[2 : io.index("path")]) == constants.IO_COUNTERS
     hca = _fields("hca")
     assert tuple(hca[hca.index("node_guid") + 1 :]) == constants.PORT_COUNTERS
 

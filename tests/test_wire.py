@@ -24,6 +24,7 @@ def test_layout_matches_the_c_structs():
         "io": 488,
         "health": 24,
         "hca": 136,
+        "abort": 8,
     }
     assert wire.Status.COMMITTED == 0 and wire.Status.BAD_TOKEN == 4
 

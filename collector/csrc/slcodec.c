@@ -16,12 +16,10 @@
 
 #include "stacklens_wire.h"
 
-#define SL_NO_ROOT 0xFFFFFFFFu
-#define SL_MAX_BUCKET 64u
 #define SL_INT4_MAX 0x7FFFFFFFull
-/* Messages to one peer in one interval stay below 2^40 (over 300 M/s for the longest,
- * 1-hour interval): it bounds how far the encoder splits a count (512 int4 pieces). */
-#define SL_MAX_MSGS_BITS 40
+/* The bounds come from the .def (SL_BOUND_*). Messages to one peer in one interval stay
+ * below 2^max_msgs_bits (over 300 M/s for the longest, 1-hour interval): it bounds how
+ * far the encoder splits a count (512 int4 pieces). */
 
 _Static_assert(sizeof(sl_frame_info) % 8 == 0, "sl_frame_info must have no tail padding");
 
@@ -125,9 +123,16 @@ static int check_header(const sl_frame_header *h, const sl_limits *lim, sl_scan_
         return fail(err, SL_STATUS_bad_magic, "bad magic 0x%08x", h->magic);
     if (h->version != SL_WIRE_VERSION)
         return fail(err, SL_STATUS_bad_version, "unsupported wire version %u", h->version);
-    if (h->frame_type != SL_FRAME_INTERVAL && h->frame_type != SL_FRAME_FINAL
-        && h->frame_type != SL_FRAME_KILLED)
+    switch (h->frame_type) {
+#undef  SL_FRAME_TYPE
+#define SL_FRAME_TYPE(code, name, doc) case code:
+#include "stacklens_wire.def"
+#undef  SL_FRAME_TYPE
+#define SL_FRAME_TYPE SL_NOTHING3
+        break;
+    default:
         return fail(err, SL_STATUS_bad_body, "unknown frame type %u", h->frame_type);
+    }
     if (h->body_len > lim->max_body)
         return fail(err, SL_STATUS_bad_length, "body of %u bytes exceeds the cap of %llu",
                     h->body_len, (unsigned long long)lim->max_body);
@@ -137,12 +142,13 @@ static int check_header(const sl_frame_header *h, const sl_limits *lim, sl_scan_
         return fail(err, SL_STATUS_bad_token, "wrong ingest token");
     if (h->job_id[0] == '\0')
         return fail(err, SL_STATUS_out_of_range, "empty job id");
-    if (h->world_size == 0 || h->world_size >= (1u << 31) || h->world_rank >= h->world_size)
+    if (h->world_size == 0 || h->world_size > SL_BOUND_max_world_size
+        || h->world_rank >= h->world_size)
         return fail(err, SL_STATUS_out_of_range, "rank %u out of range for world size %u",
                     h->world_rank, h->world_size);
-    if (h->pid >= (1u << 31))
+    if (h->pid > SL_BOUND_max_world_size)
         return fail(err, SL_STATUS_out_of_range, "pid %u out of range", h->pid);
-    if (h->seq >> 63)
+    if (h->seq >> SL_BOUND_max_counter_bits)
         return fail(err, SL_STATUS_out_of_range, "sequence number out of range");
     if (h->interval_end_ns < h->interval_start_ns)
         return fail(err, SL_STATUS_out_of_range, "interval ends before it starts");
@@ -196,7 +202,8 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
     for (unsigned t = 1; t <= SL_MAX_TABLE_ID; t++) {
         if (!f->section[t])
             continue;
-        if ((t == SL_TABLE_rank_info || t == SL_TABLE_health) && f->count[t] > 1)
+        if ((t == SL_TABLE_rank_info || t == SL_TABLE_health || t == SL_TABLE_abort)
+            && f->count[t] > 1)
             return fail(err, SL_STATUS_out_of_range, "table %s must have at most one record",
                         table_name[t]);
         uint16_t counters[sizeof fields / sizeof fields[0]];
@@ -210,7 +217,7 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
             uint64_t any = 0;
             for (size_t k = 0; k < n_counters; k++)
                 any |= load64(rec + counters[k]);
-            if (any >> 63)
+            if (any >> SL_BOUND_max_counter_bits)
                 return fail(err, SL_STATUS_out_of_range,
                             "table %s: a counter is negative or too large", table_name[t]);
         }
@@ -230,32 +237,39 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
         if (FIELD32(r, p2p, peer) >= ranks)
             return fail(err, SL_STATUS_out_of_range, "peer rank out of range for the world size");
         const sl_rec_p2p *p = (const sl_rec_p2p *)r;
-        if ((p->msgs_sent | p->msgs_recv) >> SL_MAX_MSGS_BITS)
+        if ((p->msgs_sent | p->msgs_recv) >> SL_BOUND_max_msgs_bits)
             return fail(err, SL_STATUS_out_of_range, "message count out of range");
     }
     EACH(rma) if (FIELD32(r, rma, target) >= ranks)
         return fail(err, SL_STATUS_out_of_range,
                     "RMA target rank out of range for the world size");
-    EACH(hist) if (FIELD32(r, hist, bucket) > SL_MAX_BUCKET)
+    EACH(hist) if (FIELD32(r, hist, bucket) > SL_BOUND_max_bucket)
         return fail(err, SL_STATUS_out_of_range, "histogram bucket out of range");
     EACH(coll) {
         uint32_t root = FIELD32(r, coll, root), size = FIELD32(r, coll, comm_size);
-        if (root != SL_NO_ROOT && root >= ranks)
+        if (root != SL_BOUND_no_rank && root >= ranks)
             return fail(err, SL_STATUS_out_of_range,
                         "collective root out of range for the world size");
-        /* Communicators may outgrow the world (spawn, connect/accept), never 0 or 2^31. */
-        if (size == 0 || size >= (1u << 31))
+        /* Communicators may outgrow the world (spawn, connect/accept), never past the
+         * bound; size 0 only in an overflow record (its communicators differ). */
+        if ((size == 0 && FIELD32(r, coll, comm_id) != SL_BOUND_overflow_comm)
+            || size > SL_BOUND_max_world_size)
             return fail(err, SL_STATUS_out_of_range, "communicator size out of range");
     }
     EACH(io) {
         uint32_t layer = FIELD32(r, io, layer);
-        if (layer < 1 || layer > 3)
+        if (layer < 1 || layer > SL_BOUND_max_io_layer)
             return fail(err, SL_STATUS_out_of_range, "unknown I/O layer");
+        if (FIELD32(r, io, phase) > SL_BOUND_max_io_phase)
+            return fail(err, SL_STATUS_out_of_range, "unknown I/O phase");
     }
     EACH(hca) if (FIELD32(r, hca, valid) >= (1ull << HCA_COUNTERS))
         return fail(err, SL_STATUS_out_of_range, "hca valid mask has bits beyond the counters");
 #undef OP_ID_OK
 #undef EACH
+    if ((f->frame_type == SL_FRAME_aborted) != (f->count[SL_TABLE_abort] == 1))
+        return fail(err, SL_STATUS_out_of_range,
+                    "an abort record belongs in exactly the frames of type aborted");
     if (f->section[SL_TABLE_health] && f->count[SL_TABLE_health] == 1) {
         const sl_rec_health *h = (const sl_rec_health *)RECORDS(frame, f, health);
         f->keys_dropped = h->keys_dropped;
@@ -283,6 +297,7 @@ int64_t sl_scan(const uint8_t *buf, uint64_t len, const sl_limits *lim, sl_frame
         sl_frame_info *f = &out[n];
         memset(f, 0, sizeof *f);
         f->world_size = h.world_size;
+        f->frame_type = h.frame_type;
         if (split_sections(frame + sizeof h, h.body_len, f, err) < 0 ||
             check_ranges(frame, f, lim, err) < 0) {
             err->has_seq = 1;

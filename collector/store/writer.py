@@ -76,29 +76,33 @@ RETURNING job_id, world_rank, seq
 
 _UPSERT_RANKS = """
 INSERT INTO ranks (job_id, world_rank, host, pid, first_seen_ns, last_seen_ns, finished,
-                   killed, keys_dropped, frames_dropped, frames_spooled)
+                   killed, aborted, abort_code, keys_dropped, frames_dropped, frames_spooled)
 SELECT * FROM unnest(%b::bigint[], %b::int[], %b::text[], %b::int[], %b::bigint[],
-                     %b::bigint[], %b::bool[], %b::bool[], %b::bigint[], %b::bigint[],
-                     %b::bigint[])
+                     %b::bigint[], %b::bool[], %b::bool[], %b::bool[], %b::int[], %b::bigint[],
+                     %b::bigint[], %b::bigint[])
 ON CONFLICT (job_id, world_rank) DO UPDATE SET
     first_seen_ns = LEAST(ranks.first_seen_ns, EXCLUDED.first_seen_ns),
     last_seen_ns = GREATEST(ranks.last_seen_ns, EXCLUDED.last_seen_ns),
     finished = ranks.finished OR EXCLUDED.finished,
     killed = ranks.killed OR EXCLUDED.killed,
+    aborted = ranks.aborted OR EXCLUDED.aborted,
+    abort_code = COALESCE(EXCLUDED.abort_code, ranks.abort_code),
     keys_dropped = ranks.keys_dropped + EXCLUDED.keys_dropped,
     frames_dropped = ranks.frames_dropped + EXCLUDED.frames_dropped,
     frames_spooled = ranks.frames_spooled + EXCLUDED.frames_spooled
 """
 
-# A job ends 'killed' as soon as one rank's final frame says it ended by a signal (the
-# others may never report: a launcher SIGKILLs them), else 'finished' once every rank has
-# sent its final frame.
+# A job ends 'aborted' as soon as one rank's final frame says it called MPI_Abort, else
+# 'killed' as soon as one says it ended by a signal (the others may never report: a
+# launcher SIGKILLs them; an abort makes it signal the others), else 'finished' once every
+# rank has sent its final frame.
 _FINISH_JOBS = """
 UPDATE jobs SET status = ended.status, finished_ns = jobs.last_seen_ns
-FROM (SELECT r.job_id, CASE WHEN bool_or(r.killed) THEN 'killed' ELSE 'finished' END AS status,
-             bool_or(r.killed) AS killed, count(*) FILTER (WHERE r.finished) AS done
+FROM (SELECT r.job_id, CASE WHEN bool_or(r.aborted) THEN 'aborted'
+                            WHEN bool_or(r.killed) THEN 'killed' ELSE 'finished' END AS status,
+             bool_or(r.killed OR r.aborted) AS ended, count(*) FILTER (WHERE r.finished) AS done
       FROM ranks r WHERE r.job_id = ANY(%b::bigint[]) GROUP BY r.job_id) ended
-WHERE jobs.id = ended.job_id AND (ended.killed OR ended.done >= jobs.world_size)
+WHERE jobs.id = ended.job_id AND (ended.ended OR ended.done >= jobs.world_size)
   AND jobs.status <> ended.status
 """
 
@@ -518,10 +522,16 @@ class _Plan:
         end = np.zeros(n, dtype=np.int64)
         finished = np.zeros(n, dtype=bool)
         killed = np.zeros(n, dtype=bool)
+        aborted = np.zeros(n, dtype=bool)
         np.minimum.at(start, group, info["t_start"].astype(np.int64))
         np.maximum.at(end, group, info["t_end"].astype(np.int64))
         np.logical_or.at(finished, group, np.isin(info["frame_type"], FINAL_TYPES))
         np.logical_or.at(killed, group, info["frame_type"] == FrameType.KILLED)
+        np.logical_or.at(aborted, group, info["frame_type"] == FrameType.ABORTED)
+        abort_codes: list[int | None] = [None] * n
+        for i in np.flatnonzero(info["frame_type"] == FrameType.ABORTED).tolist():
+            code = int(self.frames.records(int(self.fresh[i]), "abort")["errorcode"][0])
+            abort_codes[group[i]] = code - (1 << 32) if code >> 31 else code  # a C int
         health = []
         for name in _HEALTH:
             total = np.zeros(n, dtype=np.int64)
@@ -532,7 +542,7 @@ class _Plan:
         return [(_UPSERT_RANKS,
                  (job_ids[first].tolist(), info["world_rank"][first].tolist(), hosts,
                   info["pid"][first].tolist(), start.tolist(), end.tolist(), finished.tolist(),
-                  killed.tolist(), *health))]  # fmt: skip
+                  killed.tolist(), aborted.tolist(), abort_codes, *health))]  # fmt: skip
 
     def _marks(self) -> list[tuple[str, tuple[Any, ...]]]:
         """The rollup buckets to recompute."""

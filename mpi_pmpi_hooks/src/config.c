@@ -9,8 +9,9 @@
  *                                  wrappers only forward
  *   STACKLENS_MAX_KEYS             files / communicators / collective keys per
  *                                  table, default 1024 (16 .. 1048576)
- *   STACKLENS_SPOOL_DIR            spool for undeliverable frames, default
- *                                  $TMPDIR/stacklens-spool ("" or "off": none)
+ *   STACKLENS_SPOOL_DIR            spool for undeliverable frames, default (per
+ *                                  user) ${TMPDIR:-/tmp}/stacklens-spool-<uid>,
+ *                                  as stacklens/settings.py ("" or "off": none)
  *   STACKLENS_SPOOL_MAX_MB         spool size cap, default 256
  */
 #define _GNU_SOURCE
@@ -21,6 +22,7 @@
 #include <strings.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -131,8 +133,9 @@ void sl_config_load(sl_config *cfg)
     cfg->max_keys = SL_DEFAULT_MAX_KEYS;
     cfg->spool_max_mb = SL_DEFAULT_SPOOL_MB;
     const char *tmp = getenv("TMPDIR");
-    snprintf(cfg->spool_dir, sizeof cfg->spool_dir, "%s/stacklens-spool",
-             tmp != NULL && *tmp == '/' ? tmp : "/tmp");
+    snprintf(cfg->spool_dir, sizeof cfg->spool_dir, "%s/stacklens-spool-%u",
+             tmp != NULL && *tmp == '/' && strlen(tmp) < sizeof cfg->spool_dir - 64 ? tmp : "/tmp",
+             (unsigned)geteuid());
 
     const char *v = getenv("STACKLENS_DISABLE");
     if (v != NULL && *v != '\0')

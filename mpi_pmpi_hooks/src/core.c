@@ -115,6 +115,14 @@ static void type_cache_init(void)
     __atomic_store_n(&type_cache_n, n, __ATOMIC_RELEASE);
 }
 
+/* The overflow key of op i in the coll table: a valid coll record of that op whose
+ * communicator is the overflow id (size 0: the folded communicators differ). */
+static void coll_overflow_key(void *key, unsigned op)
+{
+    *(sl_coll_key *)key = (sl_coll_key){ .comm_id = SL_BOUND_overflow_comm, .op = op,
+                                         .root = SL_BOUND_no_rank, .size = 0 };
+}
+
 /* Queries MPI_COMM_WORLD and allocates the per-peer, RMA, handle and coll tables. */
 int sl_core_init(unsigned max_keys)
 {
@@ -140,13 +148,11 @@ int sl_core_init(unsigned max_keys)
     memset(&sl_core.calls, 0, sizeof sl_core.calls);
     sl_threads_init();
     type_cache_init();
-    static const sl_coll_key overflow = { .comm_id = 0xFFFFFFFFu, .op = 0xFFFFFFFFu,
-                                          .root = 0xFFFFFFFFu };
     sl_core.rma = calloc((size_t)sl_core.world_size * (SL_RMA_COUNT > 0 ? SL_RMA_COUNT : 1),
                          sizeof *sl_core.rma);
     if (sl_core.rma == NULL || sl_handles_init(max_keys) != 0
-        || sl_keytab_init(&sl_coll, max_keys, sizeof(sl_coll_key), SL_COLL_NVALS, &overflow)
-               != 0) {
+        || sl_keytab_init(&sl_coll, max_keys, sizeof(sl_coll_key), SL_COLL_NVALS, SL_OP_COUNT,
+                          coll_overflow_key) != 0) {
         sl_warn("rank %d: no memory for the counter tables; stacklens is off",
                 sl_core.world_rank);
         sl_core_fini();
@@ -287,27 +293,30 @@ uint64_t sl_count_rma(MPI_Win win, int rank, int rma_slot, uint64_t bytes)
     return bytes;
 }
 
-/* Adds one collective call under (comm id, op, root world rank). */
+/* Adds one collective call under (comm id, op, root world rank, size); a
+ * communicator without a cached record (beyond STACKLENS_MAX_KEYS) folds into
+ * the op's overflow entry. */
 void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t ticks)
 {
     const sl_handle_rec *rec = sl_comm_rec(comm);
-    sl_coll_key key = { .comm_id = 0xFFFFFFFFu, .op = (uint32_t)op, .root = 0xFFFFFFFFu };
+    unsigned i;
     if (rec != NULL) {
-        key.comm_id = rec->comm_id;
-        key.size = (uint32_t)rec->size;
+        sl_coll_key key = { .comm_id = rec->comm_id, .op = (uint32_t)op,
+                            .root = SL_BOUND_no_rank, .size = (uint32_t)rec->size };
         if (root >= 0 && root < rec->size && rec->world[root] >= 0)
             key.root = (uint32_t)rec->world[root];
+        i = sl_keytab_get(&sl_coll, &key, sl_hash_bytes(&key, sizeof key), (unsigned)op);
     } else {
         sl_key_dropped();
+        i = sl_keytab_overflow(&sl_coll, (unsigned)op);
     }
-    unsigned i = sl_keytab_get(&sl_coll, &key, sl_hash_bytes(&key, sizeof key), NULL, NULL);
     sl_keytab_add(&sl_coll, i, SL_COLL_CALLS, 1);
     sl_keytab_add(&sl_coll, i, SL_COLL_BYTES, bytes);
     sl_keytab_add(&sl_coll, i, SL_COLL_TIME, ticks);
 }
 
 /* Number of ranks of comm (the remote group of an intercommunicator). */
-static int64_t comm_size(MPI_Comm comm)
+int64_t sl_comm_ranks(MPI_Comm comm)
 {
     const sl_handle_rec *rec = sl_comm_rec(comm);
     return rec != NULL ? rec->size : 0;
@@ -320,7 +329,7 @@ static int64_t count_at(const void *counts, int large, int i)
 }
 
 /* Out-degree of comm's topology: its neighbours in neighbour collectives. */
-static int64_t out_degree(MPI_Comm comm)
+int64_t sl_out_degree(MPI_Comm comm)
 {
     int kind = MPI_UNDEFINED, n = 0, in = 0, out = 0, weighted = 0, rank = 0;
     if (PMPI_Topo_test(comm, &kind) != MPI_SUCCESS)
@@ -339,11 +348,11 @@ static int64_t out_degree(MPI_Comm comm)
 /* count x type size x comm size (Alltoall, Reduce_scatter_block). */
 uint64_t sl_bytes_all(MPI_Comm comm, int64_t count, MPI_Datatype datatype)
 {
-    return sl_type_bytes(count, datatype) * (uint64_t)comm_size(comm);
+    return sl_type_bytes(count, datatype) * (uint64_t)sl_comm_ranks(comm);
 }
 
 /* True if this process is root of comm (intercommunicators: root is MPI_ROOT). */
-static int is_root(MPI_Comm comm, int root)
+int sl_is_root(MPI_Comm comm, int root)
 {
     int rank = -1;
     return root == MPI_ROOT || (PMPI_Comm_rank(comm, &rank) == MPI_SUCCESS && rank == root);
@@ -352,7 +361,7 @@ static int is_root(MPI_Comm comm, int root)
 /* Scatter: the root hands count x type to every rank; the others nothing. */
 uint64_t sl_bytes_root_all(MPI_Comm comm, int root, int64_t count, MPI_Datatype datatype)
 {
-    return is_root(comm, root) ? sl_bytes_all(comm, count, datatype) : 0;
+    return sl_is_root(comm, root) ? sl_bytes_all(comm, count, datatype) : 0;
 }
 
 /* Sum of counts[0..n) x type size over n ranks. */
@@ -364,52 +373,81 @@ static uint64_t sum_counts(int64_t n, const void *counts, int large, MPI_Datatyp
     return sl_type_bytes(total, datatype);
 }
 
+/* types[i]: a Fortran handle (MPI_Fint) if fortran, else an MPI_Datatype. */
+static MPI_Datatype type_at(const void *types, int fortran, int i)
+{
+    return fortran ? PMPI_Type_f2c(((const MPI_Fint *)types)[i])
+                   : ((const MPI_Datatype *)types)[i];
+}
+
 /* Sum of counts[i] x size(types[i]) over n ranks (types: Fortran handles if fortran). */
 static uint64_t sum_w(int64_t n, const void *counts, int large, const void *types, int fortran)
 {
     uint64_t total = 0;
-    for (int64_t i = 0; counts != NULL && types != NULL && i < n; i++) {
-        MPI_Datatype t = fortran ? PMPI_Type_f2c(((const MPI_Fint *)types)[i])
-                                 : ((const MPI_Datatype *)types)[i];
-        total += sl_type_bytes(count_at(counts, large, (int)i), t);
-    }
+    for (int64_t i = 0; counts != NULL && types != NULL && i < n; i++)
+        total += sl_type_bytes(count_at(counts, large, (int)i), type_at(types, fortran, (int)i));
     return total;
 }
 
 /* Alltoallv, Reduce_scatter: the sum of the per-rank counts. */
 uint64_t sl_bytes_sum(MPI_Comm comm, const void *counts, int large, MPI_Datatype datatype)
 {
-    return sum_counts(comm_size(comm), counts, large, datatype);
+    return sum_counts(sl_comm_ranks(comm), counts, large, datatype);
 }
 
 /* Scatterv: the sum of sendcounts, at the root only. */
 uint64_t sl_bytes_root_sum(MPI_Comm comm, int root, const void *counts, int large,
                            MPI_Datatype datatype)
 {
-    return is_root(comm, root) ? sl_bytes_sum(comm, counts, large, datatype) : 0;
+    return sl_is_root(comm, root) ? sl_bytes_sum(comm, counts, large, datatype) : 0;
 }
 
 /* Alltoallw: per-rank counts and types. */
 uint64_t sl_bytes_w(MPI_Comm comm, const void *counts, int large, const void *types, int fortran)
 {
-    return sum_w(comm_size(comm), counts, large, types, fortran);
+    return sum_w(sl_comm_ranks(comm), counts, large, types, fortran);
 }
 
 /* Neighbour collectives: count x type to every out-neighbour. */
 uint64_t sl_bytes_nbr(MPI_Comm comm, int64_t count, MPI_Datatype datatype)
 {
-    return sl_type_bytes(count, datatype) * (uint64_t)out_degree(comm);
+    return sl_type_bytes(count, datatype) * (uint64_t)sl_out_degree(comm);
 }
 
 /* Neighbor_alltoallv: the sum of the counts of the out-neighbours. */
 uint64_t sl_bytes_nbr_sum(MPI_Comm comm, const void *counts, int large, MPI_Datatype datatype)
 {
-    return sum_counts(out_degree(comm), counts, large, datatype);
+    return sum_counts(sl_out_degree(comm), counts, large, datatype);
 }
 
 /* Neighbor_alltoallw: per-neighbour counts and types. */
 uint64_t sl_bytes_nbr_w(MPI_Comm comm, const void *counts, int large, const void *types,
                         int fortran)
 {
-    return sum_w(out_degree(comm), counts, large, types, fortran);
+    return sum_w(sl_out_degree(comm), counts, large, types, fortran);
+}
+
+/* n messages of bytes each in op's histogram (one add). */
+void sl_hist_blocks(int op, int64_t n, uint64_t bytes)
+{
+    if (n <= 0)
+        return;
+    sl_call_counters *t = sl_my_calls();
+    sl_calls_add(t, &t->hist[op][sl_hist_bucket(bytes)], (uint64_t)n);
+}
+
+/* One message per block i < n of counts[i] x type size. */
+void sl_hist_counts(int op, int64_t n, const void *counts, int large, MPI_Datatype datatype)
+{
+    for (int64_t i = 0; counts != NULL && i < n; i++)
+        sl_count_hist(op, sl_type_bytes(count_at(counts, large, (int)i), datatype));
+}
+
+/* One message per block i < n of counts[i] x size(types[i]) (types: Fortran handles if
+ * fortran). */
+void sl_hist_w(int op, int64_t n, const void *counts, int large, const void *types, int fortran)
+{
+    for (int64_t i = 0; counts != NULL && types != NULL && i < n; i++)
+        sl_count_hist(op, sl_type_bytes(count_at(counts, large, (int)i),
+                                        type_at(types, fortran, (int)i)));
 }

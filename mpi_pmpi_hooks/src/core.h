@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "sl_ops.h"
+#include "stacklens_wire.h"
 #include "util.h"
 
 /* Cumulative point-to-point counters towards one peer world rank. */
@@ -51,8 +52,9 @@ typedef struct sl_rma_counters {
     uint64_t calls, bytes;
 } sl_rma_counters;
 
-/* Size buckets of the histogram: 0 for 0 bytes, b for [2^(b-1), 2^b). */
-#define SL_HIST_BUCKETS 65
+/* Size buckets of the histogram: 0 for 0 bytes, b for [2^(b-1), 2^b), up to the
+ * wire's bound. */
+#define SL_HIST_BUCKETS (SL_BOUND_max_bucket + 1)
 
 /* The counters every call updates: per op, and per op and size bucket. */
 typedef struct sl_call_counters {
@@ -250,9 +252,22 @@ uint64_t sl_count_rma(MPI_Win win, int rank, int rma_slot, uint64_t bytes);
  */
 void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t ticks);
 
-/* Bytes helpers for the bytes= modes of the spec (contract/templates/bytes_modes.in).
- * counts are MPI_Count (large) or int; the types of the w modes are Fortran handles
+/* Ranks of comm (the remote group of an intercommunicator), its topology's
+ * out-degree, and whether this process is root of comm (root may be MPI_ROOT). */
+int64_t sl_comm_ranks(MPI_Comm comm);
+int64_t sl_out_degree(MPI_Comm comm);
+int sl_is_root(MPI_Comm comm, int root);
+
+/* counts are MPI_Count (large) or int; the types of the w modes are Fortran handles
  * (MPI_Fint) when fortran is 1, else MPI_Datatype. */
+
+/* Message helpers of the collectives (contract/templates/messages_modes.in): n
+ * messages of bytes each; one per block of counts[i] x type (or types[i]). */
+void sl_hist_blocks(int op, int64_t n, uint64_t bytes);
+void sl_hist_counts(int op, int64_t n, const void *counts, int large, MPI_Datatype datatype);
+void sl_hist_w(int op, int64_t n, const void *counts, int large, const void *types, int fortran);
+
+/* Bytes helpers for the bytes= modes of the spec (contract/templates/bytes_modes.in). */
 uint64_t sl_bytes_all(MPI_Comm comm, int64_t count, MPI_Datatype datatype);
 uint64_t sl_bytes_root_all(MPI_Comm comm, int root, int64_t count, MPI_Datatype datatype);
 uint64_t sl_bytes_sum(MPI_Comm comm, const void *counts, int large, MPI_Datatype datatype);

@@ -14,25 +14,26 @@
 #include "ibport.h"
 #include "io.h"
 
-/* Entries of a keytab including its overflow entry (0 if the table is not set up). */
-static size_t tab_entries(const sl_keytab *t)
-{
-    return t->entries != NULL ? (size_t)t->max_keys + 1 : 0;
-}
+/* Bytes of the sections every frame can always carry after the counter tables: the
+ * host's ports, health and abort (a frame's tables stop short of them). */
+#define SL_TAIL_SIZE (SL_IBPORT_MAX_SECTION + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_health) \
+                      + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_abort))
 
-/* Largest frame for this world: every record of every table. */
+/* Largest frame for this world: every record of every table, at most the body bound. */
 static size_t max_frame_size(int world_size)
 {
-    return sizeof(sl_frame_header)
-           + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_rank_info)
-           + SL_SECTION_HEADER_SIZE + (size_t)world_size * sizeof(sl_rec_p2p)
-           + SL_SECTION_HEADER_SIZE + (size_t)SL_OP_COUNT * sizeof(sl_rec_op)
-           + SL_SECTION_HEADER_SIZE + (size_t)SL_OP_COUNT * SL_HIST_BUCKETS * sizeof(sl_rec_hist)
-           + SL_SECTION_HEADER_SIZE + tab_entries(&sl_coll) * sizeof(sl_rec_coll)
-           + SL_SECTION_HEADER_SIZE + (size_t)world_size * SL_RMA_COUNT * sizeof(sl_rec_rma)
-           + SL_SECTION_HEADER_SIZE + tab_entries(&sl_io) * sizeof(sl_rec_io)
-           + SL_IBPORT_MAX_SECTION
-           + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_health);
+    size_t all = SL_SECTION_HEADER_SIZE + sizeof(sl_rec_rank_info)
+                 + SL_SECTION_HEADER_SIZE + (size_t)world_size * sizeof(sl_rec_p2p)
+                 + SL_SECTION_HEADER_SIZE + (size_t)SL_OP_COUNT * sizeof(sl_rec_op)
+                 + SL_SECTION_HEADER_SIZE
+                 + (size_t)SL_OP_COUNT * SL_HIST_BUCKETS * sizeof(sl_rec_hist)
+                 + SL_SECTION_HEADER_SIZE + sl_keytab_entries(&sl_coll) * sizeof(sl_rec_coll)
+                 + SL_SECTION_HEADER_SIZE
+                 + (size_t)world_size * SL_RMA_COUNT * sizeof(sl_rec_rma)
+                 + SL_SECTION_HEADER_SIZE + sl_keytab_entries(&sl_io) * sizeof(sl_rec_io)
+                 + SL_TAIL_SIZE;
+    return sizeof(sl_frame_header) + (all < SL_BOUND_max_body_bytes ? all
+                                                                      : SL_BOUND_max_body_bytes);
 }
 
 /* Allocates the last-sent snapshot and the scratch frame for this world size. */
@@ -45,8 +46,8 @@ int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char
     b->last_peer = calloc((size_t)sl_core.world_size, sizeof *b->last_peer);
     b->last_hist = calloc(SL_OP_COUNT, sizeof *b->last_hist);
     b->last_rma = calloc((size_t)sl_core.world_size * SL_RMA_COUNT + 1, sizeof *b->last_rma);
-    b->last_coll = calloc(tab_entries(&sl_coll) * SL_COLL_NVALS + 1, sizeof *b->last_coll);
-    b->last_io = calloc(tab_entries(&sl_io) * SL_IO_NVALS + 1, sizeof *b->last_io);
+    b->last_coll = calloc(sl_keytab_entries(&sl_coll) * SL_COLL_NVALS + 1, sizeof *b->last_coll);
+    b->last_io = calloc(sl_keytab_entries(&sl_io) * SL_IO_NVALS + 1, sizeof *b->last_io);
     b->scratch = malloc(b->scratch_size);
     if (b->last_peer == NULL || b->last_hist == NULL || b->last_rma == NULL
         || b->last_coll == NULL || b->last_io == NULL || b->scratch == NULL) {
@@ -95,12 +96,19 @@ static sl_section section_open(size_t pos)
     return (sl_section){ .start = pos, .pos = pos + SL_SECTION_HEADER_SIZE, .count = 0 };
 }
 
-/* Appends one record to the section. */
-static void section_add(sl_frame_builder *b, sl_section *sec, const void *rec, size_t size)
+/* Appends one record to the section if the frame has room for it before its tail
+ * (SL_TAIL_SIZE); else returns 0 and marks the frame full: the caller then keeps the
+ * record's deltas for a later frame (its last-sent values stay as they are). */
+static int section_add(sl_frame_builder *b, sl_section *sec, const void *rec, size_t size)
 {
+    if (sec->pos + size > b->scratch_size - SL_TAIL_SIZE) {
+        b->full = 1;
+        return 0;
+    }
     memcpy(b->scratch + sec->pos, rec, size);
     sec->pos += size;
     sec->count++;
+    return 1;
 }
 
 /* Writes the section header and returns the new end; an empty section is left out. */
@@ -120,17 +128,24 @@ static size_t put_p2p(sl_frame_builder *b, size_t pos)
     for (int i = 0; i < sl_core.world_size; i++) {
         sl_peer_counters now, *last = &b->last_peer[i];
         sl_core_load_peer(i, &now);
+        /* Message counts stay below the wire's bound; more (never seen: 300 M messages
+         * a second to one peer for the longest interval) waits for the next frame. */
+        const uint64_t most = (1ull << SL_BOUND_max_msgs_bits) - 1;
+        uint64_t sent = now.msgs_sent - last->msgs_sent, recv = now.msgs_recv - last->msgs_recv;
         sl_rec_p2p r = {
             .peer = (uint32_t)i,
             .bytes_sent = now.bytes_sent - last->bytes_sent,
-            .msgs_sent = now.msgs_sent - last->msgs_sent,
+            .msgs_sent = sent < most ? sent : most,
             .bytes_recv = now.bytes_recv - last->bytes_recv,
-            .msgs_recv = now.msgs_recv - last->msgs_recv,
+            .msgs_recv = recv < most ? recv : most,
         };
-        if ((r.bytes_sent | r.msgs_sent | r.bytes_recv | r.msgs_recv) == 0)
-            continue;
-        *last = now;
-        section_add(b, &sec, &r, sizeof r);
+        if ((r.bytes_sent | r.msgs_sent | r.bytes_recv | r.msgs_recv) != 0
+            && section_add(b, &sec, &r, sizeof r)) {
+            last->bytes_sent = now.bytes_sent;
+            last->bytes_recv = now.bytes_recv;
+            last->msgs_sent += r.msgs_sent;
+            last->msgs_recv += r.msgs_recv;
+        }
     }
     return section_close(b, &sec, SL_TABLE_p2p, sizeof(sl_rec_p2p));
 }
@@ -151,19 +166,23 @@ static size_t put_ops(sl_frame_builder *b, size_t pos, double ratio)
         if ((r.calls | r.bytes | ticks) == 0)
             continue;
         r.time_ns = sl_ticks_to_ns(ticks, ratio);
-        *last = now;
-        section_add(b, &sec, &r, sizeof r);
+        if (section_add(b, &sec, &r, sizeof r))
+            *last = now;
     }
     return section_close(b, &sec, SL_TABLE_op, sizeof(sl_rec_op));
 }
 
-/* Delta of a cumulative counter against *last, which is advanced. */
-static uint64_t delta(const uint64_t *now, uint64_t *last)
+/* Deltas of n cumulative counters against last[] into d[]; the current values into now[].
+ * Returns non-zero if any delta is. */
+static uint64_t deltas(const uint64_t *counters, const uint64_t *last, uint64_t *now,
+                       uint64_t *d, unsigned n)
 {
-    uint64_t v = __atomic_load_n(now, __ATOMIC_RELAXED);
-    uint64_t d = v - *last;
-    *last = v;
-    return d;
+    uint64_t any = 0;
+    for (unsigned i = 0; i < n; i++) {
+        now[i] = __atomic_load_n(&counters[i], __ATOMIC_RELAXED);
+        any |= d[i] = now[i] - last[i];
+    }
+    return any;
 }
 
 /* True if op has been called (as of the last frame, or now). */
@@ -189,11 +208,9 @@ static size_t put_hist(sl_frame_builder *b, size_t pos)
         for (int k = 0; k < SL_HIST_BUCKETS; k++) {
             uint64_t now = sl_core_load_hist(op, k);
             uint64_t d = now - b->last_hist[op][k];
-            b->last_hist[op][k] = now;
-            if (d == 0)
-                continue;
             sl_rec_hist r = { .op_id = (uint32_t)op, .bucket = (uint32_t)k, .count = d };
-            section_add(b, &sec, &r, sizeof r);
+            if (d != 0 && section_add(b, &sec, &r, sizeof r))
+                b->last_hist[op][k] = now;
         }
     }
     return section_close(b, &sec, SL_TABLE_hist, sizeof(sl_rec_hist));
@@ -206,21 +223,20 @@ static size_t put_coll(sl_frame_builder *b, size_t pos, double ratio)
         return pos;
     sl_section sec = section_open(pos);
     unsigned n = sl_keytab_count(&sl_coll);
-    for (unsigned i = 0; i <= sl_coll.max_keys; i++) {
-        if (i == n && i < sl_coll.max_keys)
-            i = sl_coll.max_keys; /* jump to the overflow entry */
+    size_t total = sl_keytab_entries(&sl_coll);
+    for (unsigned i = sl_keytab_next(&sl_coll, ~0u, n); i < total;
+         i = sl_keytab_next(&sl_coll, i, n)) {
         const sl_coll_key *k = sl_keytab_key(&sl_coll, i);
-        uint64_t *v = sl_keytab_vals(&sl_coll, i), *last = &b->last_coll[i * SL_COLL_NVALS];
+        uint64_t now[SL_COLL_NVALS], d[SL_COLL_NVALS], *last = &b->last_coll[i * SL_COLL_NVALS];
+        if (!deltas(sl_keytab_vals(&sl_coll, i), last, now, d, SL_COLL_NVALS))
+            continue;
         sl_rec_coll r = {
             .op_id = k->op, .comm_id = k->comm_id, .comm_size = k->size, .root = k->root,
-            .calls = delta(&v[SL_COLL_CALLS], &last[SL_COLL_CALLS]),
-            .bytes = delta(&v[SL_COLL_BYTES], &last[SL_COLL_BYTES]),
+            .calls = d[SL_COLL_CALLS], .bytes = d[SL_COLL_BYTES],
+            .time_ns = sl_ticks_to_ns(d[SL_COLL_TIME], ratio),
         };
-        uint64_t ticks = delta(&v[SL_COLL_TIME], &last[SL_COLL_TIME]);
-        if ((r.calls | r.bytes | ticks) == 0)
-            continue;
-        r.time_ns = sl_ticks_to_ns(ticks, ratio);
-        section_add(b, &sec, &r, sizeof r);
+        if (section_add(b, &sec, &r, sizeof r))
+            memcpy(last, now, sizeof now);
     }
     return section_close(b, &sec, SL_TABLE_coll, sizeof(sl_rec_coll));
 }
@@ -232,14 +248,13 @@ static size_t put_rma(sl_frame_builder *b, size_t pos)
     for (int t = 0; sl_core.rma != NULL && t < sl_core.world_size; t++) {
         for (int s = 0; s < SL_RMA_COUNT; s++) {
             size_t i = (size_t)t * SL_RMA_COUNT + (size_t)s;
-            sl_rec_rma r = {
-                .target = (uint32_t)t, .op_id = (uint32_t)sl_rma_ops[s],
-                .calls = delta(&sl_core.rma[i].calls, &b->last_rma[i].calls),
-                .bytes = delta(&sl_core.rma[i].bytes, &b->last_rma[i].bytes),
-            };
-            if ((r.calls | r.bytes) == 0)
+            uint64_t now[2], d[2];
+            if (!deltas(&sl_core.rma[i].calls, &b->last_rma[i].calls, now, d, 2))
                 continue;
-            section_add(b, &sec, &r, sizeof r);
+            sl_rec_rma r = { .target = (uint32_t)t, .op_id = (uint32_t)sl_rma_ops[s],
+                             .calls = d[0], .bytes = d[1] };
+            if (section_add(b, &sec, &r, sizeof r))
+                b->last_rma[i] = (sl_rma_counters){ .calls = now[0], .bytes = now[1] };
         }
     }
     return section_close(b, &sec, SL_TABLE_rma, sizeof(sl_rec_rma));
@@ -252,19 +267,17 @@ static size_t put_io(sl_frame_builder *b, size_t pos, double ratio)
         return pos;
     sl_section sec = section_open(pos);
     unsigned n = sl_keytab_count(&sl_io);
-    for (unsigned i = 0; i <= sl_io.max_keys; i++) {
-        if (i == n && i < sl_io.max_keys)
-            i = sl_io.max_keys;
+    size_t total = sl_keytab_entries(&sl_io);
+    for (unsigned i = sl_keytab_next(&sl_io, ~0u, n); i < total; i = sl_keytab_next(&sl_io, i, n)) {
         const sl_io_key *k = sl_keytab_key(&sl_io, i);
-        uint64_t v[SL_IO_NVALS], *last = &b->last_io[i * SL_IO_NVALS];
-        uint64_t d[SL_IO_NVALS], any = 0;
+        uint64_t v[SL_IO_NVALS], now[SL_IO_NVALS], d[SL_IO_NVALS];
+        uint64_t *last = &b->last_io[i * SL_IO_NVALS];
         sl_io_load(i, v);
-        for (int f = 0; f < SL_IO_NVALS; f++)
-            any |= d[f] = delta(&v[f], &last[f]);
-        if (any == 0)
+        if (!deltas(v, last, now, d, SL_IO_NVALS))
             continue;
         sl_rec_io r = {
-            .layer = k->layer, .opens = d[SL_IO_OPENS], .reads = d[SL_IO_READS],
+            .layer = k->layer, .phase = k->phase,
+            .opens = d[SL_IO_OPENS], .reads = d[SL_IO_READS],
             .writes = d[SL_IO_WRITES], .bytes_read = d[SL_IO_BYTES_READ],
             .bytes_written = d[SL_IO_BYTES_WRITTEN],
             .read_time_ns = sl_ticks_to_ns(d[SL_IO_READ_TIME], ratio),
@@ -274,29 +287,44 @@ static size_t put_io(sl_frame_builder *b, size_t pos, double ratio)
         memcpy(r.path, k->path, sizeof r.path);
         memcpy(r.mount, k->mount, sizeof r.mount);
         memcpy(r.fstype, k->fstype, sizeof r.fstype);
-        section_add(b, &sec, &r, sizeof r);
+        if (section_add(b, &sec, &r, sizeof r))
+            memcpy(last, now, sizeof now);
     }
     return section_close(b, &sec, SL_TABLE_io, sizeof(sl_rec_io));
 }
 
-/* Appends the health record if anything was dropped or spooled. */
+/* Appends the health record if anything was dropped or spooled (b->health_offset
+ * says where it is, 0 if absent). */
 static size_t put_health(sl_frame_builder *b, size_t pos)
 {
-    sl_rec_health r = {
-        .keys_dropped = delta(&sl_core.keys_dropped, &b->last_health[0]),
-        .frames_dropped = b->frames_dropped ? delta(b->frames_dropped, &b->last_health[1]) : 0,
-        .frames_spooled = b->frames_spooled ? delta(b->frames_spooled, &b->last_health[2]) : 0,
-    };
-    if ((r.keys_dropped | r.frames_dropped | r.frames_spooled) == 0)
+    const uint64_t *counters[3] = { &sl_core.keys_dropped, b->frames_dropped, b->frames_spooled };
+    uint64_t now[3] = { 0 }, d[3] = { 0 };
+    for (int i = 0; i < 3; i++)
+        if (counters[i] != NULL)
+            deltas(counters[i], &b->last_health[i], &now[i], &d[i], 1);
+    b->health_offset = 0;
+    if ((d[0] | d[1] | d[2]) == 0)
         return pos;
+    memcpy(b->last_health, now, sizeof now);
+    sl_rec_health r = { .keys_dropped = d[0], .frames_dropped = d[1], .frames_spooled = d[2] };
     put_section(b->scratch + pos, SL_TABLE_health, sizeof r, 1);
+    memcpy(b->scratch + pos + SL_SECTION_HEADER_SIZE, &r, sizeof r);
+    b->health_offset = pos + SL_SECTION_HEADER_SIZE;
+    return pos + SL_SECTION_HEADER_SIZE + sizeof r;
+}
+
+/* Appends the abort record (MPI_Abort's error code). */
+static size_t put_abort(sl_frame_builder *b, size_t pos, int32_t errorcode)
+{
+    sl_rec_abort r = { .errorcode = (uint32_t)errorcode };
+    put_section(b->scratch + pos, SL_TABLE_abort, sizeof r, 1);
     memcpy(b->scratch + pos + SL_SECTION_HEADER_SIZE, &r, sizeof r);
     return pos + SL_SECTION_HEADER_SIZE + sizeof r;
 }
 
 /* Encodes the deltas since the previous frame into a new malloc'd frame. */
-unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, size_t *len,
-                              uint64_t *seq)
+unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t errorcode,
+                              size_t *len, uint64_t *seq, int *more)
 {
     size_t pos = sizeof(sl_frame_header);
     double ratio = sl_ticks_ratio(); /* ns per tick, for this frame's time deltas */
@@ -309,6 +337,7 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, size_t *
         memcpy(b->scratch + pos + SL_SECTION_HEADER_SIZE, &info, sizeof info);
         pos += SL_SECTION_HEADER_SIZE + sizeof info;
     }
+    b->full = 0;
     pos = put_p2p(b, pos);
     pos = put_ops(b, pos, ratio);
     pos = put_hist(b, pos);
@@ -317,6 +346,11 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, size_t *
     pos = put_io(b, pos, ratio);
     pos += sl_ibport_put(b->scratch + pos); /* reads sysfs: sender thread only */
     pos = put_health(b, pos);
+    *more = b->full;
+    if (b->full) /* deltas are left: this cannot be the last frame */
+        frame_type = SL_FRAME_interval;
+    if (frame_type == SL_FRAME_aborted)
+        pos = put_abort(b, pos, errorcode);
 
     /* Never let an interval end before it starts, even if the wall clock steps back. */
     uint64_t end_ns = sl_real_ns();
@@ -345,4 +379,28 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, size_t *
         memcpy(frame, b->scratch, pos);
     *len = pos;
     return frame;
+}
+
+/* Finds the health record of a built frame by walking its sections, and takes its deltas
+ * back out of the last-sent values: the next frame carries them again. */
+void sl_frame_recredit(sl_frame_builder *b, const unsigned char *frame, size_t len)
+{
+    size_t pos = sizeof(sl_frame_header);
+    while (pos + SL_SECTION_HEADER_SIZE <= len) {
+        uint16_t table, rec_size;
+        uint32_t count;
+        memcpy(&table, frame + pos, 2);
+        memcpy(&rec_size, frame + pos + 2, 2);
+        memcpy(&count, frame + pos + 4, 4);
+        pos += SL_SECTION_HEADER_SIZE;
+        if (table == SL_TABLE_health && count == 1 && pos + sizeof(sl_rec_health) <= len) {
+            sl_rec_health h;
+            memcpy(&h, frame + pos, sizeof h);
+            b->last_health[0] -= h.keys_dropped;
+            b->last_health[1] -= h.frames_dropped;
+            b->last_health[2] -= h.frames_spooled;
+            return;
+        }
+        pos += (size_t)rec_size * count;
+    }
 }

@@ -19,13 +19,15 @@ typedef struct sl_frame_builder {
     sl_op_counters last_op[SL_OP_COUNT];
     uint64_t (*last_hist)[SL_HIST_BUCKETS]; /* SL_OP_COUNT rows */
     sl_rma_counters *last_rma;       /* world_size x SL_RMA_COUNT */
-    uint64_t *last_coll;             /* (coll max_keys + 1) x SL_COLL_NVALS */
-    uint64_t *last_io;               /* (io max_keys + 1) x SL_IO_NVALS */
+    uint64_t *last_coll;             /* coll entries x SL_COLL_NVALS */
+    uint64_t *last_io;               /* io entries x SL_IO_NVALS */
     uint64_t last_health[3];         /* keys_dropped, frames_dropped, frames_spooled */
     const uint64_t *frames_dropped;  /* the sender's counters, read at each frame */
     const uint64_t *frames_spooled;
     unsigned char *scratch;          /* room for the largest possible frame */
     size_t scratch_size;
+    int full;                        /* the frame being built had no room for a record */
+    size_t health_offset;            /* of the last frame's health record, 0 if none */
     uint64_t next_seq;
     uint64_t interval_start_ns;      /* CLOCK_REALTIME end of the previous frame */
 } sl_frame_builder;
@@ -40,14 +42,23 @@ int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char
 void sl_frame_builder_fini(sl_frame_builder *b);
 
 /*
- * Builds the next frame of type frame_type (SL_FRAME_INTERVAL, SL_FRAME_FINAL
- * or SL_FRAME_KILLED): header, the rank_info section if this is seq 0, then the
- * p2p, op, hist, coll, rma, io, hca (ibport.h) and health records whose
- * deltas are not all zero. Returns a malloc'd
- * buffer of *len bytes and its sequence number in *seq, or NULL if out of
- * memory (that interval's deltas are then lost; the seq is still used).
+ * Builds the next frame of type frame_type (an SL_FRAME_* of stacklens_wire.h):
+ * header, the rank_info section if this is seq 0, then the p2p, op, hist,
+ * coll, rma, io, hca (ibport.h) and health records whose deltas are not all
+ * zero, and for SL_FRAME_aborted the abort record of errorcode. A body stays
+ * within SL_BOUND_max_body_bytes: records that do not fit keep their deltas
+ * for the next frame, *more is set, and the frame is then of type interval
+ * whatever was asked (the caller builds again until *more is 0). Returns a
+ * malloc'd buffer of *len bytes and its sequence number in *seq, or NULL if
+ * out of memory (that frame's deltas are then lost; the seq is still used).
+ * b->health_offset says where its health record is (0: none).
  */
-unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, size_t *len,
-                              uint64_t *seq);
+unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t errorcode,
+                              size_t *len, uint64_t *seq, int *more);
+
+/* A frame the collector rejected (kept in the spool's rejected/, its counters
+ * lost): the health counts it carried (keys folded, frames lost or spooled)
+ * are carried again by the next frame, so the stored totals stay exact. */
+void sl_frame_recredit(sl_frame_builder *b, const unsigned char *frame, size_t len);
 
 #endif /* SL_FRAME_H */

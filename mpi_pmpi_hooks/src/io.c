@@ -5,11 +5,13 @@
 #include "io.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -20,16 +22,34 @@
 sl_keytab sl_io;
 int sl_io_enabled[4];
 int32_t *sl_io_fd_map[3];
+static int io_phase; /* phase of new entries (atomic): 1 until MPI_Init in an MPI rank */
 
-/* Sets up the table, its overflow key "<other>", and the two fd maps. */
-int sl_io_init(unsigned max_keys, int posix, int stdio, int mpiio)
+/* Overflow entries: one per layer and phase, (layer - 1) x 2 + phase. */
+#define SL_IO_OVERFLOWS (SL_BOUND_max_io_layer * (SL_BOUND_max_io_phase + 1))
+
+static unsigned overflow_of(unsigned layer, unsigned phase)
 {
-    static sl_io_key overflow = { .layer = 0, .path = "<other>" };
+    return (layer - 1) * (SL_BOUND_max_io_phase + 1) + phase;
+}
+
+/* The key of overflow entry i: its layer and phase, path "<other>". */
+static void io_overflow_key(void *key, unsigned i)
+{
+    sl_io_key *k = key;
+    k->layer = 1 + i / (SL_BOUND_max_io_phase + 1);
+    k->phase = i % (SL_BOUND_max_io_phase + 1);
+    sl_copy_text(k->path, sizeof k->path, "<other>");
+}
+
+/* Sets up the table, its overflow keys and the two fd maps. */
+int sl_io_init(unsigned max_keys, int posix, int stdio, int mpiio, int startup)
+{
     sl_threads_init(); /* threads doing file I/O get counter blocks, MPI or not */
     sl_io_fd_map[SL_IO_POSIX] = calloc(SL_MAX_FD, sizeof(int32_t));
     sl_io_fd_map[SL_IO_STDIO] = calloc(SL_MAX_FD, sizeof(int32_t));
     if (sl_io_fd_map[SL_IO_POSIX] == NULL || sl_io_fd_map[SL_IO_STDIO] == NULL
-        || sl_keytab_init(&sl_io, max_keys, sizeof(sl_io_key), SL_IO_NVALS, &overflow) != 0) {
+        || sl_keytab_init(&sl_io, max_keys, sizeof(sl_io_key), SL_IO_NVALS, SL_IO_OVERFLOWS,
+                          io_overflow_key) != 0) {
         free(sl_io_fd_map[SL_IO_POSIX]);
         free(sl_io_fd_map[SL_IO_STDIO]);
         sl_io_fd_map[SL_IO_POSIX] = sl_io_fd_map[SL_IO_STDIO] = NULL;
@@ -38,6 +58,7 @@ int sl_io_init(unsigned max_keys, int posix, int stdio, int mpiio)
     sl_io_enabled[SL_IO_POSIX] = posix;
     sl_io_enabled[SL_IO_STDIO] = stdio;
     sl_io_enabled[SL_IO_MPIIO] = mpiio;
+    io_phase = startup ? 1 : 0;
     return 0;
 }
 
@@ -63,17 +84,33 @@ static void unescape(char *s)
     *o = '\0';
 }
 
-/* Fills the mount and fstype of a new entry: the longest matching mount point. */
-static void fill_mount(void *key_area, void *arg)
+/*
+ * The mount table, read from /proc/self/mountinfo at the first open and read
+ * again when a file's device is not that of the longest mount point over its
+ * path (a mount came or went), at most once a second (some file systems,
+ * e.g. overlayfs, report devices mountinfo does not list). Bounded: at most
+ * SL_MAX_MOUNTS mount points of fewer than 256 bytes; opens are not a hot path.
+ */
+#define SL_MAX_MOUNTS 512
+#define SL_MOUNT_REREAD_NS 1000000000ull
+static struct sl_mount {
+    char point[256];
+    char fstype[sizeof(((sl_io_key *)0)->fstype)];
+    dev_t dev;
+} mounts[SL_MAX_MOUNTS];
+static unsigned n_mounts;
+static uint64_t mounts_read_ns; /* 0: never read */
+static pthread_mutex_t mounts_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Reads the mount table (under mounts_lock). */
+static void mounts_read(void)
 {
-    (void)arg;
-    sl_io_key *k = key_area;
     int saved = sl_tls_in_call;
     sl_tls_in_call = 1; /* our own reads of mountinfo are not the application's */
     FILE *f = fopen("/proc/self/mountinfo", "re");
-    size_t best = 0;
     char line[4096];
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+    n_mounts = 0;
+    while (f != NULL && n_mounts < SL_MAX_MOUNTS && fgets(line, sizeof line, f) != NULL) {
         /* id parent maj:min root mountpoint opts [optional...] - fstype source opts */
         char *save, *fields[5] = { 0 };
         char *tok = strtok_r(line, " ", &save);
@@ -82,43 +119,112 @@ static void fill_mount(void *key_area, void *arg)
         while (tok != NULL && strcmp(tok, "-") != 0)
             tok = strtok_r(NULL, " ", &save);
         char *fstype = tok != NULL ? strtok_r(NULL, " ", &save) : NULL;
-        if (fields[4] == NULL || fstype == NULL)
+        unsigned major, minor;
+        if (fields[4] == NULL || fstype == NULL || sscanf(fields[2], "%u:%u", &major, &minor) != 2)
             continue;
         unescape(fields[4]);
-        size_t n = strlen(fields[4]);
-        int under = strncmp(k->path, fields[4], n) == 0
-                    && (n == 1 || k->path[n] == '/' || k->path[n] == '\0');
-        if (under && n >= best) {
-            best = n;
-            sl_copy_text(k->mount, sizeof k->mount, fields[4]);
-            sl_copy_text(k->fstype, sizeof k->fstype, fstype);
-        }
+        struct sl_mount *m = &mounts[n_mounts];
+        if (strlen(fields[4]) >= sizeof m->point)
+            continue;
+        strcpy(m->point, fields[4]);
+        sl_copy_text(m->fstype, sizeof m->fstype, fstype);
+        m->dev = makedev(major, minor);
+        n_mounts++;
     }
     if (f != NULL)
         fclose(f);
+    mounts_read_ns = sl_mono_ns();
     sl_tls_in_call = saved;
 }
 
-/* Entry of (layer, absolute path), created if new. */
-static int entry_for(int layer, const char *path)
+/* The mount with the longest mount point over path (the last listed of equals:
+ * it is mounted over the others), or NULL. */
+static const struct sl_mount *mount_over(const char *path)
+{
+    const struct sl_mount *best = NULL;
+    size_t best_len = 0;
+    for (unsigned i = 0; i < n_mounts; i++) {
+        size_t n = strlen(mounts[i].point);
+        int under = strncmp(path, mounts[i].point, n) == 0
+                    && (n == 1 || path[n] == '/' || path[n] == '\0');
+        if (under && (best == NULL || n >= best_len)) {
+            best = &mounts[i];
+            best_len = n;
+        }
+    }
+    return best;
+}
+
+/* Fills k->mount and k->fstype for k->path, a file on device dev. */
+static void fill_mount(sl_io_key *k, dev_t dev)
+{
+    pthread_mutex_lock(&mounts_lock);
+    if (mounts_read_ns == 0)
+        mounts_read();
+    const struct sl_mount *m = mount_over(k->path);
+    if ((m == NULL || m->dev != dev) && sl_mono_ns() - mounts_read_ns >= SL_MOUNT_REREAD_NS) {
+        mounts_read();
+        m = mount_over(k->path);
+    }
+    if (m != NULL) {
+        sl_copy_text(k->mount, sizeof k->mount, m->point);
+        memcpy(k->fstype, m->fstype, sizeof k->fstype);
+    }
+    pthread_mutex_unlock(&mounts_lock);
+}
+
+/* Entry of a complete key (the overflow entry of its layer and phase when full). */
+static int entry_of(const sl_io_key *key)
+{
+    return (int)sl_keytab_get(&sl_io, key, sl_hash_bytes(key, sizeof *key),
+                              overflow_of(key->layer, key->phase));
+}
+
+/* Entry of (layer, absolute path on device dev) in the current phase, created if new. */
+static int entry_for(int layer, const char *path, dev_t dev)
 {
     sl_io_key key;
     memset(&key, 0, sizeof key);
     key.layer = (uint32_t)layer;
+    key.phase = (uint32_t)__atomic_load_n(&io_phase, __ATOMIC_RELAXED);
     sl_copy_text(key.path, sizeof key.path, path);
-    size_t cmp = offsetof(sl_io_key, mount);
-    unsigned e = sl_keytab_get(&sl_io, &key, sl_hash_bytes(&key, cmp), fill_mount, NULL);
+    fill_mount(&key, dev);
+    int e = entry_of(&key);
     sl_standalone_start();
-    return (int)e;
+    return e;
 }
 
-/* The file behind fd if it is a regular file outside /proc, /sys, /dev. */
-static int fd_path(int fd, char *path, size_t n)
+/* Start-up I/O ends: the phase turns to 0 and each descriptor mapped to a
+ * start-up entry is mapped to the program entry of the same file. */
+void sl_io_startup_end(void)
+{
+    if (__atomic_exchange_n(&io_phase, 0, __ATOMIC_RELAXED) == 0 || sl_io.entries == NULL)
+        return;
+    for (int layer = SL_IO_POSIX; layer <= SL_IO_STDIO; layer++) {
+        for (unsigned fd = 0; sl_io_fd_map[layer] != NULL && fd < SL_MAX_FD; fd++) {
+            int32_t e = __atomic_load_n(&sl_io_fd_map[layer][fd], __ATOMIC_RELAXED) - 1;
+            if (e < 0)
+                continue;
+            sl_io_key key = *(const sl_io_key *)sl_keytab_key(&sl_io, (unsigned)e);
+            if (key.phase == 0)
+                continue;
+            key.phase = 0;
+            int program = (unsigned)e >= sl_io.max_keys
+                              ? (int)sl_keytab_overflow(&sl_io, overflow_of(key.layer, 0))
+                              : entry_of(&key);
+            __atomic_store_n(&sl_io_fd_map[layer][fd], program + 1, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+/* The file behind fd (and its device) if it is a regular file outside /proc, /sys, /dev. */
+static int fd_path(int fd, char *path, size_t n, dev_t *dev)
 {
     struct stat st;
     char link[64];
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return -1;
+    *dev = st.st_dev;
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     ssize_t len = readlink(link, path, n - 1);
     if (len <= 0)
@@ -133,15 +239,16 @@ void sl_io_opened(int layer, int fd, uint64_t ticks)
     if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL || sl_tls_fdtable_private)
         return;
     char path[PATH_MAX];
+    dev_t dev = 0;
     int saved = sl_tls_in_call;
     sl_tls_in_call = 1;
-    int ok = fd_path(fd, path, sizeof path) == 0;
+    int ok = fd_path(fd, path, sizeof path, &dev) == 0;
     sl_tls_in_call = saved;
     if (!ok) {
         __atomic_store_n(&sl_io_fd_map[layer][fd], 0, __ATOMIC_RELAXED);
         return;
     }
-    int e = entry_for(layer, path);
+    int e = entry_for(layer, path, dev);
     __atomic_store_n(&sl_io_fd_map[layer][fd], e + 1, __ATOMIC_RELAXED);
     sl_keytab_add(&sl_io, (unsigned)e, SL_IO_OPENS, 1);
     sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, ticks);
@@ -193,7 +300,7 @@ uint64_t *sl_io_block_rows(unsigned i)
     uint64_t *rows = __atomic_load_n(&block_rows[i], __ATOMIC_ACQUIRE);
     if (rows != NULL)
         return rows;
-    size_t size = ((size_t)sl_io.max_keys + 1) * SL_IO_NVALS * sizeof(uint64_t);
+    size_t size = sl_keytab_entries(&sl_io) * SL_IO_NVALS * sizeof(uint64_t);
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
@@ -244,8 +351,9 @@ void sl_mpiio_open(MPI_File fh, const char *filename, uint64_t ticks)
     if (!sl_io_enabled[SL_IO_MPIIO] || sl_io.entries == NULL || filename == NULL)
         return;
     char path[PATH_MAX];
+    struct stat st;
     mpiio_path(filename, path, sizeof path);
-    int e = entry_for(SL_IO_MPIIO, path);
+    int e = entry_for(SL_IO_MPIIO, path, stat(path, &st) == 0 ? st.st_dev : 0);
     sl_keytab_add(&sl_io, (unsigned)e, SL_IO_OPENS, 1);
     sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, ticks);
     sl_file_remember(fh, e);

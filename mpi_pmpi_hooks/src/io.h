@@ -3,15 +3,22 @@
  * the descriptor maps of the POSIX and stdio layers, and the counting API of
  * the POSIX (posix.c), stdio (stdio.c) and MPI-IO (generated) wrappers.
  *
- * A file gets its entry when it is opened outside any MPI call: its path is
- * what /proc/self/fd/<fd> names (absolute, symlinks resolved), its mount
- * point and file-system type come from /proc/self/mountinfo. Only regular
+ * A file gets its entry when it is opened outside any MPI call: its key is
+ * its layer, its phase (start-up or the program, below), its path (what
+ * /proc/self/fd/<fd> names: absolute, symlinks resolved) and its mount point
+ * and file-system type (from /proc/self/mountinfo, cached: see io.c); a
+ * reopened file finds its entry again. Only regular
  * files count: sockets, pipes, terminals and anything under /proc, /sys and
  * /dev are not file-system I/O and are not tracked. I/O done while the
  * thread is inside an MPI call (MPI_Init, MPI_Finalize, the POSIX calls under
  * MPI-IO, ...) is the MPI runtime's and is not counted; MPI-IO itself is
  * counted at layer 3. Threads that the MPI runtime creates inside MPI calls
- * are marked the same way (see posix.c, pthread_create).
+ * are marked the same way (see posix.c, pthread_create). In a process an MPI
+ * launcher started, I/O before MPI_Init (an interpreter's imports, the
+ * loader) is start-up I/O (phase 1), kept apart from the program's (phase
+ * 0); at MPI_Init the files still open move to their phase 0 entries.
+ * Files beyond STACKLENS_MAX_KEYS fold into one "<other>" entry per layer
+ * and phase.
  *
  * The hot path (read, write, ...) is an array lookup fd -> entry, two tick
  * reads (util.h; the *_TIME counters are in ticks) and three adds to the
@@ -38,9 +45,10 @@
 
 enum sl_io_layer { SL_IO_POSIX = 1, SL_IO_STDIO = 2, SL_IO_MPIIO = 3 };
 
-/* Key of an I/O entry: layer and path (compared), mount and fstype (filled in). */
+/* Key of an I/O entry, complete before its lookup (zero-filled text fields). */
 typedef struct sl_io_key {
     uint32_t layer;
+    uint32_t phase;     /* 1 = start-up (before MPI_Init), 0 = the program */
     char path[sizeof(((sl_rec_io *)0)->path)];
     char mount[sizeof(((sl_rec_io *)0)->mount)];
     char fstype[sizeof(((sl_rec_io *)0)->fstype)];
@@ -55,8 +63,13 @@ extern sl_keytab sl_io;
 extern int sl_io_enabled[4];   /* per layer: counting on (set once at start-up) */
 extern int32_t *sl_io_fd_map[3]; /* [layer]: fd -> entry + 1 (POSIX and stdio) */
 
-/* Sets up the I/O table (max_keys files) and descriptor maps; 0 or -1. */
-int sl_io_init(unsigned max_keys, int posix, int stdio, int mpiio);
+/* Sets up the I/O table (max_keys files) and descriptor maps; startup: the
+ * process waits for MPI_Init, its I/O until then is start-up I/O. 0 or -1. */
+int sl_io_init(unsigned max_keys, int posix, int stdio, int mpiio, int startup);
+
+/* MPI_Init was called: I/O from now on is the program's, and the files
+ * still open move to their program entries. */
+void sl_io_startup_end(void);
 
 /* True if layer I/O on this thread is the application's and is counted. */
 static inline int sl_io_counting(int layer)

@@ -8,9 +8,9 @@
 
 #include "core.h"
 
-/* Sets up the slots (twice max_keys, a power of two) and the entries. */
+/* Sets up the slots (twice max_keys, a power of two), the entries and the overflow keys. */
 int sl_keytab_init(sl_keytab *t, unsigned max_keys, size_t key_size, unsigned nvals,
-                   const void *overflow_key)
+                   unsigned n_overflow, void (*overflow_key)(void *key, unsigned i))
 {
     unsigned n = 16;
     while (n < 2 * max_keys)
@@ -20,14 +20,16 @@ int sl_keytab_init(sl_keytab *t, unsigned max_keys, size_t key_size, unsigned nv
     t->nvals = nvals;
     t->rec_size = ((key_size + 7) & ~(size_t)7) + 8u * nvals;
     t->max_keys = max_keys;
+    t->n_overflow = n_overflow;
     t->mask = n - 1;
     t->slots = calloc(n, sizeof *t->slots);
-    t->entries = calloc((size_t)max_keys + 1, t->rec_size);
+    t->entries = calloc((size_t)max_keys + n_overflow, t->rec_size);
     if (t->slots == NULL || t->entries == NULL) {
         sl_keytab_fini(t);
         return -1;
     }
-    memcpy(sl_keytab_key(t, max_keys), overflow_key, key_size);
+    for (unsigned i = 0; i < n_overflow; i++)
+        overflow_key(sl_keytab_key(t, sl_keytab_overflow(t, i)), i);
     pthread_mutex_init(&t->lock, NULL);
     return 0;
 }
@@ -58,9 +60,8 @@ static int probe(sl_keytab *t, const void *key, uint64_t hash, unsigned *free_sl
     return -1;
 }
 
-/* Lock-free hit, else insertion under the mutex (or the overflow entry). */
-unsigned sl_keytab_get(sl_keytab *t, const void *key, uint64_t hash,
-                       void (*fill)(void *key_area, void *arg), void *arg)
+/* Lock-free hit, else insertion under the mutex (or the overflow entry asked for). */
+unsigned sl_keytab_get(sl_keytab *t, const void *key, uint64_t hash, unsigned overflow)
 {
     unsigned free_slot;
     int i = probe(t, key, hash, &free_slot);
@@ -71,12 +72,10 @@ unsigned sl_keytab_get(sl_keytab *t, const void *key, uint64_t hash,
     if (i < 0) {
         unsigned n = t->count;
         if (n >= t->max_keys || free_slot == ~0u) {
-            i = (int)t->max_keys;
+            i = (int)sl_keytab_overflow(t, overflow);
             sl_key_dropped();
         } else {
             memcpy(sl_keytab_key(t, n), key, t->key_size);
-            if (fill != NULL)
-                fill(sl_keytab_key(t, n), arg);
             __atomic_store_n(&t->count, n + 1, __ATOMIC_RELEASE);
             __atomic_store_n(&t->slots[free_slot], (int32_t)n + 1, __ATOMIC_RELEASE);
             i = (int)n;

@@ -1,13 +1,19 @@
 /*
  * keytab.h — a bounded table of counter records addressed by a fixed-size
- * key (the coll table: communicator, op, root; the I/O table: layer, path).
+ * key (the coll table: communicator, op, root, size; the I/O table: layer,
+ * phase, path, mount, file-system type).
  *
- * Entries are appended, never removed, so a key keeps its entry and the
- * sender can read entries [0, sl_keytab_count()) at any time. Lookups are
- * lock-free (open addressing over entry indices, published with release
- * stores); a new key takes the table's mutex once. When max_keys entries
- * exist, new keys fold into the overflow entry (index max_keys, key set by
- * sl_keytab_init) and sl_key_dropped() counts each fold.
+ * A key is complete before it is looked up and never changes once inserted:
+ * lookups compare whole keys (memcmp over key_size bytes, so keys must be
+ * zero-filled where unused). Entries are appended, never removed, so a key
+ * keeps its entry and the sender can read entries [0, sl_keytab_count()) at
+ * any time. Lookups are lock-free (open addressing over entry indices,
+ * published with release stores); a new key takes the table's mutex once.
+ * When max_keys entries exist, a new key folds into one of the table's
+ * n_overflow overflow entries (indices max_keys .. max_keys + n_overflow - 1,
+ * the caller says which: e.g. one per op, one per I/O layer), whose keys
+ * are set at init and are valid records of the wire table; sl_key_dropped()
+ * counts each fold.
  */
 #ifndef SL_KEYTAB_H
 #define SL_KEYTAB_H
@@ -21,35 +27,57 @@ typedef struct sl_keytab {
     size_t rec_size;      /* bytes of an entry: key_size rounded up + nvals counters */
     unsigned nvals;       /* 64-bit counters per entry */
     unsigned max_keys;
-    unsigned count;       /* entries in use (atomic), the overflow entry excluded */
+    unsigned n_overflow;  /* overflow entries after the max_keys ordinary ones */
+    unsigned count;       /* entries in use (atomic), the overflow entries excluded */
     unsigned mask;        /* slots - 1 */
     int32_t *slots;       /* entry index + 1, 0 = empty */
-    unsigned char *entries; /* (max_keys + 1) entries */
+    unsigned char *entries; /* max_keys + n_overflow entries */
     pthread_mutex_t lock;
 } sl_keytab;
 
 /*
- * Allocates t for max_keys keys of key_size bytes with nvals counters each;
- * overflow_key is the key of the overflow entry. Returns 0 or -1 (no memory).
+ * Allocates t for max_keys keys of key_size bytes with nvals counters each,
+ * plus n_overflow overflow entries whose keys overflow_key(key, i) writes
+ * (into a zeroed key area). Returns 0 or -1 (no memory).
  */
 int sl_keytab_init(sl_keytab *t, unsigned max_keys, size_t key_size, unsigned nvals,
-                   const void *overflow_key);
+                   unsigned n_overflow, void (*overflow_key)(void *key, unsigned i));
 
 /* Frees t. */
 void sl_keytab_fini(sl_keytab *t);
 
 /*
- * Entry index of key (hash: any mix of the key), inserting it if new;
- * fill, if not NULL, is called under the lock to complete a new entry's key
- * area (e.g. the mount of a file) before it is published.
+ * Entry index of key (hash: any mix of the whole key), inserting it if new;
+ * when the table is full, the overflow entry number overflow (counted as a
+ * dropped key).
  */
-unsigned sl_keytab_get(sl_keytab *t, const void *key, uint64_t hash,
-                       void (*fill)(void *key_area, void *arg), void *arg);
+unsigned sl_keytab_get(sl_keytab *t, const void *key, uint64_t hash, unsigned overflow);
 
-/* Entries in use, the overflow entry (index max_keys) not included. */
+/* Index of overflow entry number i. */
+static inline unsigned sl_keytab_overflow(const sl_keytab *t, unsigned i)
+{
+    return t->max_keys + i;
+}
+
+/* All entries, ordinary and overflow (0 if the table is not set up). */
+static inline size_t sl_keytab_entries(const sl_keytab *t)
+{
+    return t->entries != NULL ? (size_t)t->max_keys + t->n_overflow : 0;
+}
+
+/* Entries in use, the overflow entries not included. */
 static inline unsigned sl_keytab_count(const sl_keytab *t)
 {
     return __atomic_load_n(&t->count, __ATOMIC_ACQUIRE);
+}
+
+/* The entry a reader visits after i, given count = sl_keytab_count(t): the
+ * ordinary entries in use, then every overflow entry. A walk starts at
+ * sl_keytab_next(t, ~0u, count) and ends at sl_keytab_entries(t). */
+static inline unsigned sl_keytab_next(const sl_keytab *t, unsigned i, unsigned count)
+{
+    i++;
+    return i == count && i < t->max_keys ? t->max_keys : i;
 }
 
 /* The key area of entry i. */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "fdtable.h"
 #include "ibport.h"
 #include "identity.h"
 #include "io.h"
@@ -64,7 +65,7 @@ __attribute__((constructor)) static void sl_at_load(void)
     if (!launcher) {
         sl_config_load(&config);
         if (sl_io_init(config.max_keys, !config.disable_posix, !config.disable_stdio,
-                       !config.disable_mpiio) != 0)
+                       !config.disable_mpiio, launched_by_mpi()) != 0)
             sl_warn("no memory for the I/O table; file-system I/O is not counted");
         pthread_atfork(NULL, NULL, forked_child);
     }
@@ -142,6 +143,7 @@ int sl_init_begin(sl_call *call)
 void sl_init_end(sl_call *call, int op, int rc)
 {
     sl_mark_end(call);
+    sl_io_startup_end(); /* the program's own I/O from here on */
     int rank;
     int claimed = __atomic_exchange_n(&standalone, 1, __ATOMIC_ACQ_REL);
     if (rc != MPI_SUCCESS || launcher || config.disable_mpi || claimed
@@ -194,17 +196,21 @@ void sl_standalone_start(void)
 }
 
 /*
- * Turns counting off and stops the sender after its final frame. Returns 1
- * if the tables may now be freed (the sender thread has ended), else 0.
+ * Turns counting off and stops the sender after its final frame of
+ * frame_type (errorcode: MPI_Abort's). Returns 1 if the tables may now be
+ * freed (the sender thread has ended; its builder is then released), else 0.
  */
-static int stop_counting(void)
+static int stop_counting(unsigned frame_type, int32_t errorcode)
 {
     if (started_pid == 0 || started_pid != getpid())
         return 0; /* never started, already stopped, or a forked child */
     disarm_term_signals();
     started_pid = 0;
     __atomic_store_n(&sl_core.ready, 0, __ATOMIC_RELEASE);
-    return sl_sender_stop();
+    if (!sl_sender_end(frame_type, errorcode))
+        return 0;
+    sl_sender_release();
+    return 1;
 }
 
 /* MPI_Finalize: counts the call, final frame, sender stop, tables freed. */
@@ -217,7 +223,7 @@ int sl_finalize_begin(int op)
         sl_mark_end(&call);
         sl_leave(&call, op, 0);
         sl_tls_in_call = 1;
-        if (stop_counting()) {
+        if (stop_counting(SL_FRAME_final, 0)) {
             sl_requests_fini();
             sl_core_fini();
         }
@@ -233,6 +239,40 @@ void sl_finalize_end(int outer)
         sl_tls_in_call = 0;
 }
 
+/* MPI_Abort: counts the call, then the final frame of type aborted with the
+ * error code, delivered (bounded) before PMPI_Abort ends the job. Nothing is
+ * freed: the process is about to end, other threads may be in wrappers. */
+void sl_abort_begin(int op, int errorcode)
+{
+    sl_call call;
+    if (!sl_enter(&call))
+        return;
+    sl_mark_end(&call);
+    sl_leave(&call, op, 0);
+    sl_tls_in_call = 1;
+    stop_counting(SL_FRAME_aborted, errorcode);
+}
+
+/* Before an exec: the sender delivers the interval so far as a final frame
+ * (the image is about to be replaced). Returns 1 if it did and is stopped. */
+int sl_exec_begin(void)
+{
+    if (started_pid == 0 || started_pid != getpid() || sl_tls_fdtable_private)
+        return 0;
+    int saved = sl_tls_in_call;
+    sl_tls_in_call = 1;
+    int ended = sl_sender_end(SL_FRAME_final, 0);
+    sl_tls_in_call = saved;
+    return ended;
+}
+
+/* After an exec that failed (began = sl_exec_begin's result): counting goes on. */
+void sl_exec_failed(int began)
+{
+    if (began && sl_sender_restart() != 0)
+        __atomic_store_n(&sl_core.ready, 0, __ATOMIC_RELEASE);
+}
+
 /*
  * Process exit without MPI_Finalize (or a standalone job): deliver the final
  * frame all the same. The tables are left to the exiting process: other
@@ -241,5 +281,5 @@ void sl_finalize_end(int outer)
 __attribute__((destructor)) static void sl_at_exit(void)
 {
     sl_tls_in_call = 1;
-    stop_counting();
+    stop_counting(SL_FRAME_final, 0);
 }

@@ -12,6 +12,9 @@
  * id is "<job id>.<pid>" when a job id is set in the environment (many such
  * processes may share it), else "<host>-<pid>-<time>"; it streams its I/O.
  * A forked child stops counting (its parent's sender thread is not in it).
+ * MPI_Abort delivers a final frame of type aborted (with the error code)
+ * before the job is torn down; an exec* delivers the interval so far as a
+ * final frame before the image is replaced, and counting resumes if it fails.
  * SIGTERM (and SIGINT in an MPI rank), when it has its default action once
  * counting starts, first lets the sender thread spool and then deliver the
  * last interval (the handler only makes async-signal-safe calls and waits at
@@ -42,6 +45,19 @@ int sl_finalize_begin(int op);
 
 /* After PMPI_Finalize: the thread is outside MPI again (if outer). */
 void sl_finalize_end(int outer);
+
+/* Before PMPI_Abort (errorcode: its argument): counts the call as op and
+ * delivers the final frame, of type aborted with the error code, within
+ * STACKLENS_FINALIZE_TIMEOUT_MS. */
+void sl_abort_begin(int op, int errorcode);
+
+/* Before an exec* call: delivers the interval so far as a final frame and
+ * stops the sender; returns 1 if it did. */
+int sl_exec_begin(void);
+
+/* After an exec* call that returned (it failed): restarts the sender if
+ * sl_exec_begin stopped it, so counting goes on. */
+void sl_exec_failed(int began);
 
 /* Starts the standalone job of a process without MPI (see above), once;
  * cheap when already started or not applicable. */

@@ -10,24 +10,30 @@
  *   connected        write every queued frame not yet written on this
  *                    connection; read 16-byte acks; status committed removes
  *                    the frame, unavailable keeps it and reconnects after the
- *                    backoff, any other status is logged once per status and
- *                    drops the frame
+ *                    backoff, any other status (a rejection) is logged once
+ *                    per status, moves the frame to the spool's rejected/
+ *                    folder and counts it lost (frames_dropped)
  *   error            close the socket; on reconnect every unacknowledged
  *                    frame is written again (the collector drops duplicates)
  *
  * The queue holds at most SL_QUEUE_MAX_FRAMES frames and SL_QUEUE_MAX_BYTES
- * bytes; when full the oldest frame leaves memory: if it is in the spool it
- * waits there for `stacklens replay`, otherwise it is dropped and counted.
+ * bytes (or one frame larger than that: a body may reach the wire's
+ * max_body_bytes); when full the oldest frame leaves memory: if it is in the
+ * spool it waits there for `stacklens replay`, otherwise it is dropped and
+ * counted. The final flush builds its next frame only once the queue has
+ * room for the largest one, so it never pushes out a frame of its own.
  *
  * Spool (spool.h): once the collector cannot be reached (a failed connect, a
  * lost connection), every queued frame and every new frame is also written
  * to the spool directory; an acknowledgement deletes the frame's file.
- * On SIGTERM or SIGINT (sl_sender_flush_from_signal) the final frame (type
- * SL_FRAME_KILLED) and every frame still unacknowledged are spooled first,
- * before any network attempt: the
- * process may be SIGKILLed during the live flush (MPICH's Hydra proxy kills
- * the remaining ranks as soon as one dies of a signal), and what is in the
- * spool survives it; a live acknowledgement then deletes the files as usual.
+ * The final frame (of whatever type: MPI_Finalize, exit, exec, a signal,
+ * MPI_Abort) and every frame still unacknowledged are spooled first, before
+ * any network attempt: the process may be SIGKILLed during the live flush
+ * (MPICH's Hydra proxy kills the remaining ranks as soon as one dies of a
+ * signal, launchers kill the job after MPI_Abort), and what is in the spool
+ * survives it; a live acknowledgement then deletes the files as usual. The
+ * final frame counts its own spooling in its health record, so
+ * frames_spooled counts every spooled frame.
  *
  * If the program's threads all end without exit() (main returned through
  * pthread_exit), the sender finds itself the last thread (checked every
@@ -48,6 +54,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -69,8 +76,6 @@
 #define SL_JOIN_SLACK_MS      2000u             /* join wait beyond the finalize timeout */
 #define SL_NS_PER_MS          1000000ull
 #define SL_ALONE_CHECK_NS     250000000ull      /* how often the sender asks if it is the last thread */
-#define SL_FINAL_BY_STOP      1                 /* final_requested: by sl_sender_stop() */
-#define SL_FINAL_BY_SIGNAL    2                 /* by the SIGTERM/SIGINT handler: spool first */
 
 /* A frame waiting for its acknowledgement. */
 typedef struct sl_qframe {
@@ -88,7 +93,8 @@ static struct sl_sender {
     pthread_t thread;
     int wake_fd;              /* eventfd written by sl_sender_stop() */
     int done_fd;              /* eventfd the thread writes when it ends */
-    int final_requested;      /* atomic: 0, or who wants the final frame (SL_FINAL_BY_*) */
+    unsigned final_requested; /* atomic: 0, or the type of the final frame asked for */
+    int32_t abort_code;       /* MPI_Abort's error code, set before final_requested */
 
     /* Everything below belongs to the sender thread. */
     sl_frame_builder fb;
@@ -106,7 +112,8 @@ static struct sl_sender {
     struct addrinfo *addr;    /* the address to try next */
     uint64_t next_retry;      /* monotonic ns before which no connect is tried */
     uint64_t backoff;         /* current retry delay, 0 after a successful ack */
-    int final_phase;          /* the final frame is queued: flushing until the deadline */
+    int final_phase;          /* the final frame is asked for: flushing until the deadline */
+    int final_more;           /* final phase: deltas are left for more frames (body bound) */
     int give_up;              /* final phase: the collector cannot be reached */
     int final_losses;         /* final phase: connections lost since the last ack */
     int unreachable;          /* the collector could not be reached since the last ack */
@@ -176,19 +183,71 @@ static void spool_queue(void)
     }
 }
 
-/* Builds the next frame of frame_type and queues it. */
-static void queue_new_frame(unsigned frame_type)
+/* Builds the next interval frame and queues it (spooled while unreachable). */
+static void queue_new_frame(void)
 {
     size_t len;
     uint64_t seq;
-    unsigned char *buf = sl_frame_build(&S.fb, frame_type, &len, &seq);
+    int more;
+    unsigned char *buf = sl_frame_build(&S.fb, SL_FRAME_interval, 0, &len, &seq, &more);
     if (buf == NULL) {
         S.frames_dropped++;
         return;
     }
     queue_push(buf, len, seq);
-    if (S.unreachable || frame_type == SL_FRAME_KILLED)
-        spool_queue(); /* on SIGTERM/SIGINT: on disk before the process can be killed outright */
+    if (S.unreachable)
+        spool_queue();
+}
+
+/* True if a frame of the largest size can be queued without pushing out a frame
+ * that is only in memory. */
+static int queue_room(void)
+{
+    int spooled = 1;
+    for (size_t i = 0; i < S.qn; i++)
+        spooled &= S.q[i].spooled;
+    return spooled || (S.qn < SL_QUEUE_MAX_FRAMES
+                       && S.qbytes + S.fb.scratch_size <= SL_QUEUE_MAX_BYTES);
+}
+
+/*
+ * Builds the next frame of the final flush and queues it, spooled before any
+ * network attempt together with every frame still unacknowledged. Deltas
+ * that do not fit one frame body go first, in interval frames: it returns 1
+ * while some are left (sl_frame_build), and is called again once the queue
+ * has room (queue_room). A spool directory given, each frame counts its own
+ * spooling in its health record: frames_spooled is raised before it is
+ * built, and lowered again (in the queued copy too) if the write fails.
+ */
+static int queue_final_frame(unsigned frame_type, int32_t errorcode)
+{
+    spool_queue();
+    int spool = sl_spool_dir()[0] != '\0', more;
+    S.frames_spooled += (uint64_t)spool;
+    size_t len;
+    uint64_t seq;
+    unsigned char *buf = sl_frame_build(&S.fb, frame_type, errorcode, &len, &seq, &more);
+    if (buf == NULL) {
+        S.frames_spooled -= (uint64_t)spool;
+        S.fb.last_health[2] -= (uint64_t)spool;
+        S.frames_dropped++;
+        return more;
+    }
+    queue_push(buf, len, seq);
+    if (!spool)
+        return more;
+    if (sl_spool_write(buf, len, seq) == 0) {
+        S.q[S.qn - 1].spooled = 1;
+        return more;
+    }
+    uint64_t counted;
+    unsigned char *field = buf + S.fb.health_offset + offsetof(sl_rec_health, frames_spooled);
+    memcpy(&counted, field, sizeof counted);
+    counted--;
+    memcpy(field, &counted, sizeof counted);
+    S.frames_spooled--;
+    S.fb.last_health[2]--;
+    return more;
 }
 
 /* ---- connection ------------------------------------------------------- */
@@ -354,13 +413,18 @@ static void ack_apply(uint64_t now)
         /* The frame stays queued and is resent on a new connection after the backoff. */
         connection_lost(now, "answered status unavailable", 0);
     } else {
+        /* Rejected: kept in the spool's rejected/ folder, counted lost, never resent. */
+        int kept = sl_spool_reject(S.q[i].buf, S.q[i].len, S.q[i].seq, S.q[i].spooled) == 0;
         uint32_t bit = a.status < 32 ? 1u << a.status : 1u << 31;
         if (!(S.warned_status & bit)) {
             S.warned_status |= bit;
-            sl_warn("rank %d: collector rejected frame %llu: status %u (%s); frame dropped",
+            sl_warn("rank %d: collector rejected frame %llu: status %u (%s); frame %s%s",
                     S.rank, (unsigned long long)a.seq, (unsigned)a.status,
-                    sl_status_name(a.status));
+                    sl_status_name(a.status), kept ? "kept in " : "lost (no spool directory)",
+                    kept ? sl_spool_dir() : "");
         }
+        S.frames_dropped++;
+        sl_frame_recredit(&S.fb, S.q[i].buf, S.q[i].len);
         queue_remove(i);
     }
 }
@@ -462,22 +526,22 @@ static void *sender_main(void *arg)
         if (!S.final_phase && now >= next_alone_check) {
             next_alone_check = now + SL_ALONE_CHECK_NS;
             if (last_thread())
-                __atomic_store_n(&S.final_requested, SL_FINAL_BY_STOP, __ATOMIC_RELEASE);
+                __atomic_store_n(&S.final_requested, SL_FRAME_final, __ATOMIC_RELEASE);
         }
-        if (!S.final_phase && __atomic_load_n(&S.final_requested, __ATOMIC_ACQUIRE)) {
-            int by_signal = __atomic_load_n(&S.final_requested, __ATOMIC_ACQUIRE)
-                            == SL_FINAL_BY_SIGNAL;
-            queue_new_frame(by_signal ? SL_FRAME_KILLED : SL_FRAME_FINAL);
-            S.final_phase = 1;
+        unsigned final_type = __atomic_load_n(&S.final_requested, __ATOMIC_ACQUIRE);
+        if (!S.final_phase && final_type != 0) {
+            S.final_phase = S.final_more = 1;
             final_deadline = now + (uint64_t)S.cfg->finalize_timeout_ms * SL_NS_PER_MS;
             S.next_retry = now; /* try the collector once more right away */
         } else if (!S.final_phase && now >= next_tick) {
-            queue_new_frame(SL_FRAME_INTERVAL);
+            queue_new_frame();
             next_tick += interval;
             if (next_tick <= now) /* the thread was held up: skip missed ticks */
                 next_tick = now + interval;
         }
-        if (S.final_phase && (S.qn == 0 || S.give_up || now >= final_deadline))
+        while (S.final_phase && S.final_more && queue_room())
+            S.final_more = queue_final_frame(final_type, S.abort_code);
+        if (S.final_phase && ((S.qn == 0 && !S.final_more) || S.give_up || now >= final_deadline))
             break;
 
         if (S.sock < 0 && S.qn > 0 && now >= S.next_retry)
@@ -554,7 +618,6 @@ static void *sender_main(void *arg)
     if (S.addrs != NULL)
         freeaddrinfo(S.addrs);
     S.addrs = NULL;
-    sl_frame_builder_fini(&S.fb);
     uint64_t one = 1;
     ssize_t wrc = write(S.done_fd, &one, sizeof one);
     (void)wrc; /* wakes sl_sender_flush_from_signal(), if it waits */
@@ -571,6 +634,22 @@ static void close_fds(void)
     S.wake_fd = S.done_fd = -1;
 }
 
+/* Starts the thread with every signal blocked, so that the application's signal
+ * handlers always run on its own threads; 0 or an errno value. */
+static int thread_start(void)
+{
+    S.final_phase = S.final_more = S.give_up = S.final_losses = 0;
+    __atomic_store_n(&S.final_requested, 0, __ATOMIC_RELEASE);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = sl_own_thread_create(&S.thread, sender_main);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        __atomic_store_n(&S.running, 1, __ATOMIC_RELEASE);
+    return rc;
+}
+
 /* Prepares the frame builder and the two eventfds, then starts the thread. */
 int sl_sender_start(const sl_config *cfg, const sl_identity *id)
 {
@@ -585,19 +664,7 @@ int sl_sender_start(const sl_config *cfg, const sl_identity *id)
     S.fb.frames_spooled = &S.frames_spooled;
     S.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     S.done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (S.wake_fd < 0 || S.done_fd < 0) {
-        sl_warn("rank %d: eventfd: %s; stacklens is off", S.rank, strerror(errno));
-        close_fds();
-        sl_frame_builder_fini(&S.fb);
-        return -1;
-    }
-    /* The thread runs with every signal blocked so that the application's
-     * signal handlers always run on its own threads. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = sl_own_thread_create(&S.thread, sender_main);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = S.wake_fd < 0 || S.done_fd < 0 ? errno : thread_start();
     if (rc != 0) {
         sl_warn("rank %d: cannot start the sender thread: %s; stacklens is off",
                 S.rank, strerror(rc));
@@ -605,16 +672,16 @@ int sl_sender_start(const sl_config *cfg, const sl_identity *id)
         sl_frame_builder_fini(&S.fb);
         return -1;
     }
-    __atomic_store_n(&S.running, 1, __ATOMIC_RELEASE);
     return 0;
 }
 
 /* Requests the final frame and joins the thread within the finalize timeout. */
-int sl_sender_stop(void)
+int sl_sender_end(unsigned frame_type, int32_t errorcode)
 {
     if (!__atomic_exchange_n(&S.running, 0, __ATOMIC_ACQ_REL))
         return 1;
-    __atomic_store_n(&S.final_requested, SL_FINAL_BY_STOP, __ATOMIC_RELEASE);
+    S.abort_code = errorcode;
+    __atomic_store_n(&S.final_requested, frame_type, __ATOMIC_RELEASE);
     uint64_t one = 1;
     ssize_t wrc = write(S.wake_fd, &one, sizeof one);
     (void)wrc; /* an eventfd write of 1 cannot fail short of overflow */
@@ -633,8 +700,29 @@ int sl_sender_stop(void)
         pthread_detach(S.thread);
         return 0;
     }
-    close_fds();
+    uint64_t drained;
+    ssize_t rrc = read(S.done_fd, &drained, sizeof drained);
+    (void)rrc; /* the thread's "done": a restarted thread must not look done */
     return 1;
+}
+
+/* Starts the thread again after sl_sender_end: same builder, sequence and spool. */
+int sl_sender_restart(void)
+{
+    if (S.wake_fd < 0 || __atomic_load_n(&S.running, __ATOMIC_ACQUIRE))
+        return -1;
+    int rc = thread_start();
+    if (rc != 0)
+        sl_warn("rank %d: cannot restart the sender thread: %s; counting stops",
+                S.rank, strerror(rc));
+    return rc == 0 ? 0 : -1;
+}
+
+/* Frees the builder and closes the eventfds of an ended thread. */
+void sl_sender_release(void)
+{
+    close_fds();
+    sl_frame_builder_fini(&S.fb);
 }
 
 /* Async-signal-safe: final frame requested (spool first) by an atomic store
@@ -643,7 +731,7 @@ void sl_sender_flush_from_signal(void)
 {
     if (!__atomic_load_n(&S.running, __ATOMIC_ACQUIRE))
         return;
-    __atomic_store_n(&S.final_requested, SL_FINAL_BY_SIGNAL, __ATOMIC_RELEASE);
+    __atomic_store_n(&S.final_requested, SL_FRAME_killed, __ATOMIC_RELEASE);
     uint64_t one = 1;
     ssize_t wrc = write(S.wake_fd, &one, sizeof one);
     (void)wrc;

@@ -1,6 +1,7 @@
 /*
  * spool.c — frames to and from the spool directory (see spool.h).
  */
+#define _GNU_SOURCE
 #include "spool.h"
 
 #include <errno.h>
@@ -14,8 +15,11 @@
 #include "stacklens_wire.h"
 #include "util.h"
 
+#define SL_REJECTED "rejected"
+
 static char dir[512];
 static char prefix[sizeof(((sl_frame_header *)0)->job_id) + 1]; /* sanitised job id */
+static int dir_fd = -1, rejected_fd = -1; /* opened at the first write */
 static uint64_t cap_bytes, written;
 static int warned;
 
@@ -29,22 +33,47 @@ static void spool_warn(const char *what, int err)
             sl_core.world_rank, dir, what, err ? ": " : "", err ? strerror(err) : "");
 }
 
-/* mkdir -p of path (mode 0700 for the directories it creates); 0 or -1 with errno. */
-static int make_dirs(const char *path)
+/* mkdir -p of the parents of path (mode 0700 for those it creates); 0 or -1 with errno. */
+static int make_parents(const char *path)
 {
     char buf[sizeof dir];
     snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; ; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-                return -1;
-            if (c == '\0')
-                return 0;
-            *p = c;
-        }
+    for (char *p = buf + 1; *p != '\0'; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
     }
+    return 0;
+}
+
+/*
+ * Opens directory name (relative to at, or absolute), creating it 0700 if
+ * missing: a descriptor, or -1 with *why set if it is not a directory of
+ * this user (a symlink, a file, another user's directory) or cannot be made.
+ */
+static int open_own_dir(int at, const char *name, const char **why)
+{
+    if (mkdirat(at, name, 0700) != 0 && errno != EEXIST) {
+        *why = "cannot create the directory";
+        return -1;
+    }
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        *why = errno == ENOTDIR || errno == ELOOP ? "not a directory (or a symlink): refused"
+                                                  : "cannot open the directory";
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || st.st_uid != geteuid()) {
+        close(fd);
+        errno = 0;
+        *why = "owned by another user: refused";
+        return -1;
+    }
+    return fd;
 }
 
 /* Records the directory and cap; the job id comes with the first frame. */
@@ -62,42 +91,56 @@ const char *sl_spool_dir(void)
     return dir;
 }
 
+/* Opens the directory at the first write; the prefix from the frame's job id. 0 or -1. */
+static int spool_open(const unsigned char *buf)
+{
+    if (dir_fd >= 0)
+        return 0;
+    const sl_frame_header *h = (const sl_frame_header *)buf;
+    size_t i = 0;
+    for (; i < sizeof h->job_id && h->job_id[i] != '\0'; i++) {
+        char c = h->job_id[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+                 || c == '.' || c == '_' || c == '-';
+        prefix[i] = ok ? c : '_';
+    }
+    prefix[i] = '\0';
+    const char *why = NULL;
+    if (make_parents(dir) != 0)
+        why = "cannot create its parent directories";
+    else
+        dir_fd = open_own_dir(AT_FDCWD, dir, &why);
+    if (dir_fd < 0) {
+        spool_warn(why, errno);
+        dir[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
 /* The file name of frame seq into out. */
 static void name_of(uint64_t seq, char *out, size_t n, const char *suffix)
 {
-    snprintf(out, n, "%s/%s.%010d.%020llu.%u.slf%s", dir, prefix, sl_core.world_rank,
+    snprintf(out, n, "%s.%010d.%020llu.%u.slf%s", prefix, sl_core.world_rank,
              (unsigned long long)seq, (unsigned)getpid(), suffix);
 }
 
-/* Writes the frame to <name>.tmp and renames it into place. */
-int sl_spool_write(const unsigned char *buf, size_t len, uint64_t seq)
+/* Writes the frame to <name>.tmp in the directory at, then renames it into place.
+ * The .tmp name is created exclusively, never following a link: a stale or planted
+ * entry of that name is removed first (it is the process's own directory). */
+static int write_frame(int at, const unsigned char *buf, size_t len, uint64_t seq)
 {
-    if (dir[0] == '\0')
-        return -1;
     if (written + len > cap_bytes) {
         spool_warn("size cap STACKLENS_SPOOL_MAX_MB reached", 0);
         return -1;
     }
-    if (prefix[0] == '\0') {
-        const sl_frame_header *h = (const sl_frame_header *)buf;
-        size_t i = 0;
-        for (; i < sizeof h->job_id && h->job_id[i] != '\0'; i++) {
-            char c = h->job_id[i];
-            int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-                     || c == '.' || c == '_' || c == '-';
-            prefix[i] = ok ? c : '_';
-        }
-        prefix[i] = '\0';
-        if (make_dirs(dir) != 0) {
-            spool_warn("cannot create the directory", errno);
-            dir[0] = '\0';
-            return -1;
-        }
-    }
-    char tmp[700], final[700];
+    char tmp[200], final[200];
     name_of(seq, tmp, sizeof tmp, ".tmp");
     name_of(seq, final, sizeof final, "");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = openat(at, tmp, flags, 0600);
+    if (fd < 0 && errno == EEXIST && unlinkat(at, tmp, 0) == 0)
+        fd = openat(at, tmp, flags, 0600);
     if (fd < 0) {
         spool_warn("cannot write", errno);
         return -1;
@@ -112,8 +155,8 @@ int sl_spool_write(const unsigned char *buf, size_t len, uint64_t seq)
         off += (size_t)n;
     }
     int err = errno;
-    if (close(fd) != 0 || off != len || rename(tmp, final) != 0) {
-        unlink(tmp);
+    if (close(fd) != 0 || off != len || renameat(at, tmp, at, final) != 0) {
+        unlinkat(at, tmp, 0);
         spool_warn("cannot write", off != len ? err : errno);
         return -1;
     }
@@ -121,12 +164,40 @@ int sl_spool_write(const unsigned char *buf, size_t len, uint64_t seq)
     return 0;
 }
 
+/* Writes one frame into the spool directory. */
+int sl_spool_write(const unsigned char *buf, size_t len, uint64_t seq)
+{
+    if (dir[0] == '\0' || spool_open(buf) != 0)
+        return -1;
+    return write_frame(dir_fd, buf, len, seq);
+}
+
 /* Deletes the file of an acknowledged frame. */
 void sl_spool_remove(uint64_t seq)
 {
-    char final[700];
-    if (dir[0] == '\0')
+    char final[200];
+    if (dir_fd < 0)
         return;
     name_of(seq, final, sizeof final, "");
-    unlink(final);
+    unlinkat(dir_fd, final, 0);
+}
+
+/* Moves (or writes) a rejected frame into rejected/. */
+int sl_spool_reject(const unsigned char *buf, size_t len, uint64_t seq, int spooled)
+{
+    if (dir[0] == '\0' || spool_open(buf) != 0)
+        return -1;
+    if (rejected_fd < 0) {
+        const char *why = NULL;
+        rejected_fd = open_own_dir(dir_fd, SL_REJECTED, &why);
+        if (rejected_fd < 0) {
+            spool_warn(why, errno);
+            return -1;
+        }
+    }
+    char final[200];
+    name_of(seq, final, sizeof final, "");
+    if (spooled && renameat(dir_fd, final, rejected_fd, final) == 0)
+        return 0;
+    return write_frame(rejected_fd, buf, len, seq);
 }

@@ -1,10 +1,18 @@
 /*
  * spool.h — the spool directory (STACKLENS_SPOOL_DIR): frames the collector
- * has not acknowledged while it cannot be reached, and on SIGTERM the final
- * frame before its live delivery, are written there, so that they survive
- * the process and are delivered later (by the sender on reconnect while
- * they are still queued, or by `stacklens replay DIR`).
+ * has not acknowledged while it cannot be reached, and every final frame
+ * before its live delivery, are written there, so that they survive the
+ * process and are delivered later (by the sender on reconnect while they
+ * are still queued, or by `stacklens replay DIR`). A frame the collector
+ * rejects is kept in its rejected/ folder (never resent, for inspection).
  * Used only by the sender thread.
+ *
+ * The default directory is per user, ${TMPDIR:-/tmp}/stacklens-spool-<uid>
+ * (config.c). The directory is created 0700 if missing; it (and rejected/)
+ * is used only if it is a real directory (not a symlink) owned by the
+ * process's user, else spooling is off with one warning. Files are created
+ * with O_CREAT|O_EXCL|O_NOFOLLOW relative to the opened directory, so no
+ * name planted there (a symlink to another file) is ever followed.
  *
  * FORMAT: one file per frame holding the raw frame bytes exactly as sent
  * (header + body), named
@@ -16,8 +24,9 @@
  * a file once the collector acknowledges its frame; `stacklens replay`
  * deletes each file after its acknowledgement. The collector drops
  * duplicates by (job, rank, seq), so a frame delivered twice counts once.
- * The directory is bounded: at most STACKLENS_SPOOL_MAX_MB of frames are
- * written per process; beyond that frames are dropped and counted.
+ * The directory is bounded: at most STACKLENS_SPOOL_MAX_MB of frames (the
+ * rejected ones included) are written per process; beyond that frames are
+ * not spooled.
  */
 #ifndef SL_SPOOL_H
 #define SL_SPOOL_H
@@ -25,8 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Prepares spooling into dir (created if missing) with a cap of max_mb
- * per process; "" disables the spool. */
+/* Prepares spooling into dir (created at the first write) with a cap of
+ * max_mb per process; "" disables the spool. */
 void sl_spool_init(const char *dir, unsigned max_mb);
 
 /* Writes one frame (buf, len) with sequence number seq. Returns 0, or -1
@@ -36,7 +45,11 @@ int sl_spool_write(const unsigned char *buf, size_t len, uint64_t seq);
 /* Removes the spool file of frame seq (acknowledged). */
 void sl_spool_remove(uint64_t seq);
 
-/* The spool directory, "" if none. */
+/* Keeps a frame the collector rejected in rejected/ (moving its spool file
+ * there if spooled). Returns 0, or -1 if it could not be kept. */
+int sl_spool_reject(const unsigned char *buf, size_t len, uint64_t seq, int spooled);
+
+/* The spool directory, "" if none (or refused). */
 const char *sl_spool_dir(void);
 
 #endif /* SL_SPOOL_H */

@@ -48,10 +48,10 @@ def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
     return raw
 
 
-def _frame_type(item: JsonFrame) -> wire.FrameType:
+def _frame_type(item: JsonFrame) -> int:
     if item.killed:
-        return wire.FrameType.KILLED
-    return wire.FrameType.FINAL if item.final else wire.FrameType.DATA
+        return int(wire.FrameType.KILLED)
+    return int(wire.FrameType.FINAL if item.final else wire.FrameType.INTERVAL)
 
 
 def _encode_text(row: dict[str, int | str]) -> dict[str, int | bytes]:

@@ -11,7 +11,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from collector.store.rollups import MINUTE_NS
 from stacklens.constants import IO_COUNTERS, IO_LAYERS, OVERFLOW_COMM_ID, bucket_bounds
-from stacklens.mpi_ops import CATEGORIES, op_categories, op_names
+from stacklens.mpi_ops import CATEGORIES, COMMUNICATION, op_categories, op_names, op_receives
 from stacklens.schema import (
     CollDelta,
     IoDelta,
@@ -151,8 +151,9 @@ def p2p_matrix(session: Session, job_id: int) -> list[dict[str, Any]]:
 
 def job_ops(session: Session, job_id: int) -> list[dict[str, Any]]:
     """Calls, bytes and time inside per MPI op over all ranks and intervals of the job, with
-    the op's name, traffic category and the number of ranks that called it; only ops with
-    calls, heaviest time first (then by name)."""
+    the op's name, traffic category, whether its bytes are received (`op_receives`) and the
+    number of ranks that called it; only ops with calls, heaviest time first (then by
+    name)."""
     calls = func.sum(OpDelta.calls)
     query = (
         select(
@@ -166,10 +167,12 @@ def job_ops(session: Session, job_id: int) -> list[dict[str, Any]]:
         .group_by(OpDelta.op_id)
         .having(calls > 0)
     )
+    receives = op_receives()
     rows = [
         {
             "op": _op_name(row.op_id),
             "category": _op_category(row.op_id),
+            "received": row.op_id < len(receives) and receives[row.op_id],
             "calls": int(row.calls),
             "bytes": int(row.bytes),
             "time_ns": int(row.time_ns),
@@ -181,21 +184,28 @@ def job_ops(session: Session, job_id: int) -> list[dict[str, Any]]:
 
 
 def category_totals(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Calls, bytes and time summed per traffic category over `job_ops` rows: every category
-    of `stacklens.mpi_ops.CATEGORIES`, in that order, zeros included."""
-    totals = {c: {"category": c, "calls": 0, "bytes": 0, "time_ns": 0} for c in CATEGORIES}
+    """Calls, bytes sent, bytes received and time summed per traffic category over `job_ops`
+    rows: every category of `stacklens.mpi_ops.CATEGORIES`, in that order, zeros included.
+    A message's bytes are in `bytes_sent` once (at its sender) and again in
+    `bytes_received` at its receiver, never added together."""
+    totals = {
+        c: {"category": c, "calls": 0, "bytes_sent": 0, "bytes_received": 0, "time_ns": 0,
+            "communication": c in COMMUNICATION}
+        for c in CATEGORIES
+    }  # fmt: skip
     for op in ops:
         total = totals[op["category"]]
-        for key in ("calls", "bytes", "time_ns"):
-            total[key] += op[key]
+        total["calls"] += op["calls"]
+        total["time_ns"] += op["time_ns"]
+        total["bytes_received" if op["received"] else "bytes_sent"] += op["bytes"]
     return list(totals.values())
 
 
-def job_io(session: Session, job_id: int) -> list[dict[str, Any]]:
-    """File-system I/O per (layer, path) over all ranks and intervals of the job, most bytes
-    (read + written) first. Mount and file-system type are those the ranks reported; should
-    ranks disagree (a node-local path on different hosts), the distinct values are joined
-    with ", "."""
+def job_io(session: Session, job_id: int, phase: int = 0) -> list[dict[str, Any]]:
+    """File-system I/O per (layer, path) over all ranks and intervals of the job in one
+    phase (0: the program's; 1: start-up, before MPI_Init), most bytes (read + written)
+    first. Mount and file-system type are those the ranks reported; should ranks disagree
+    (a node-local path on different hosts), the distinct values are joined with ", "."""
     sums = {name: func.sum(getattr(IoDelta, name)) for name in IO_COUNTERS}
 
     def distinct_values(column: InstrumentedAttribute[str]) -> ColumnElement[str]:
@@ -213,7 +223,7 @@ def job_io(session: Session, job_id: int) -> list[dict[str, Any]]:
             func.count(distinct(IoDelta.world_rank)).label("ranks"),
             *(total.label(name) for name, total in sums.items()),
         )
-        .where(IoDelta.job_id == job_id)
+        .where(IoDelta.job_id == job_id, IoDelta.phase == phase)
         .group_by(IoDelta.layer, IoDelta.path)
         .order_by(moved.desc(), IoDelta.layer, IoDelta.path)
     )
@@ -374,10 +384,24 @@ def job_rma(session: Session, job_id: int) -> tuple[list[dict[str, Any]], list[d
     )
 
 
-def job_ranks(session: Session, job_id: int) -> list[dict[str, Any]]:
+def rank_status(rank: Rank, job_status: str) -> str:
+    """A rank's status: how its final frame says it ended (aborted, killed, finished), else
+    running while its job runs and lost once the job has ended without that frame (a rank
+    SIGKILLed by its launcher, a node lost)."""
+    if rank.aborted:
+        return "aborted"
+    if rank.killed:
+        return "killed"
+    if rank.finished:
+        return "finished"
+    return "running" if job_status == "running" else "lost"
+
+
+def job_ranks(session: Session, job: Job) -> list[dict[str, Any]]:
     """Every rank of the job that reported, by world rank: host, pid, first and last
-    interval, status and the health counters (summed over its frames)."""
-    query = select(Rank).where(Rank.job_id == job_id).order_by(Rank.world_rank)
+    interval, status (`rank_status`), MPI_Abort's error code and the health counters
+    (summed over its frames)."""
+    query = select(Rank).where(Rank.job_id == job.id).order_by(Rank.world_rank)
     return [
         {
             "rank": r.world_rank,
@@ -387,7 +411,9 @@ def job_ranks(session: Session, job_id: int) -> list[dict[str, Any]]:
             "last_seen_ns": r.last_seen_ns,
             "finished": r.finished,
             "killed": r.killed,
-            "status": "killed" if r.killed else "finished" if r.finished else "running",
+            "aborted": r.aborted,
+            "abort_code": r.abort_code,
+            "status": rank_status(r, job.status),
             "keys_dropped": r.keys_dropped,
             "frames_dropped": r.frames_dropped,
             "frames_spooled": r.frames_spooled,

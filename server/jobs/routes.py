@@ -82,7 +82,7 @@ def job_ops(job: str, session: SessionDep) -> JobOps:
 @router.get("/{job:path}/io", response_model=JobIo)
 def job_io(job: str, session: SessionDep) -> JobIo:
     """File-system I/O of a job per (layer, path), summed over ranks and intervals, most
-    bytes first."""
+    bytes first: the program's, and apart from it the start-up I/O (before MPI_Init)."""
     return _io(session, _job_or_404(session, job))
 
 
@@ -149,8 +149,9 @@ def _ops(session: Session, job: Job) -> JobOps:
 
 
 def _io(session: Session, job: Job) -> JobIo:
-    files = [FileIo(**row) for row in repository.job_io(session, job.id)]
-    return JobIo(job=job.job_key, files=files)
+    files, startup = ([FileIo(**row) for row in repository.job_io(session, job.id, phase)]
+                      for phase in (0, 1))  # fmt: skip
+    return JobIo(job=job.job_key, files=files, startup_files=startup)
 
 
 def _collectives(session: Session, job: Job) -> JobCollectives:
@@ -180,5 +181,5 @@ def _rma(session: Session, job: Job) -> JobRma:
 
 
 def _ranks(session: Session, job: Job) -> JobRanks:
-    ranks = [RankInfo(**row) for row in repository.job_ranks(session, job.id)]
+    ranks = [RankInfo(**row) for row in repository.job_ranks(session, job)]
     return JobRanks(job=job.job_key, world_size=job.world_size, ranks=ranks)

@@ -6,7 +6,7 @@ eval "$(stacklens env)"            the same variables for batch scripts
 stacklens demo [--for SECONDS]     `up` plus an example MPI workload, repeated
 stacklens collector                only the ingest service
 stacklens migrate                  apply the database migrations and exit
-stacklens replay [SPOOL_DIR]       deliver spooled frames to the collector
+stacklens replay [SPOOL_DIR|--all-users]  deliver spooled frames to the collector
 stacklens fabric-sim --hosts 32    simulated InfiniBand fabric with traffic emulation
 
 This package is the top layer: it may import the collector, the server and the emulator;
@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
     replay = sub.add_parser("replay", help="deliver spooled frames to the collector")
     replay.add_argument("spool_dir", nargs="?", type=Path, help="default: STACKLENS_SPOOL_DIR")
+    replay.add_argument(
+        "--all-users",
+        action="store_true",
+        help="every user's default spool, ${TMPDIR:-/tmp}/stacklens-spool-<uid> (root, epilog)",
+    )
     replay.set_defaults(func=cmd_replay)
     fabric_sim.add_parser(sub)
     return parser

@@ -8,6 +8,12 @@ one connection, deletes each file once its frame is acknowledged, and renames a 
 rejects to `*.rejected` (kept for inspection, never resent). Frames already stored are
 acknowledged again as duplicates, so replaying twice is harmless.
 
+Frames the collector rejected when the hooks sent them live wait in the spool's `rejected/`
+folder; replay leaves that folder alone. `--all-users` (root, in a node epilog) replays
+every user's default spool, `${TMPDIR:-/tmp}/stacklens-spool-<uid>`, that is a real
+directory owned by that uid (any other entry of that name is skipped: it is not the
+hooks').
+
 Replay may run while ranks on the node still spool and deliver (a node epilog, another
 job): a file that disappears before it is read, acknowledged or renamed was delivered by
 its sender, which deletes the file on its own acknowledgement; it is skipped.
@@ -18,18 +24,24 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
+import re
 import socket
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from stacklens import wire
-from stacklens.settings import Settings
+from stacklens.settings import Settings, default_spool_dir
 
 log = logging.getLogger(__name__)
 
 SPOOL_SUFFIX = ".slf"
 REJECTED_SUFFIX = ".rejected"
+#: The folder of a spool where the hooks keep the frames the collector rejected.
+REJECTED_DIR = "rejected"
+_USER_SPOOL = re.compile(r"stacklens-spool-(\d+)")
 
 
 @dataclass
@@ -48,6 +60,8 @@ def spooled_frames(spool_dir: Path) -> list[tuple[tuple[str, int, int], Path, by
     """
     found = []
     for path in spool_dir.rglob(f"*{SPOOL_SUFFIX}"):
+        if REJECTED_DIR in path.relative_to(spool_dir).parts[:-1]:
+            continue  # rejected by the collector when sent live: never resent
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
@@ -109,12 +123,36 @@ def _deliver(pending: list, host: str, port: int, timeout: float, result: Replay
     return settled
 
 
+def user_spools(root: Path) -> list[Path]:
+    """The per-user default spools under `root` (`stacklens-spool-<uid>`): real directories
+    (not symlinks) owned by the uid their name gives, by uid."""
+    found = []
+    for entry in root.iterdir() if root.is_dir() else ():
+        m = _USER_SPOOL.fullmatch(entry.name)
+        if m is None:
+            continue
+        info = entry.lstat()
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == int(m[1]):
+            found.append((int(m[1]), entry))
+    return [path for _, path in sorted(found)]
+
+
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     """Deliver the spooled frames to the collector; non-zero if any are left or rejected."""
+    if args.all_users:
+        root = default_spool_dir(os.geteuid()).parent
+        codes = [_replay_one(settings, spool) for spool in user_spools(root)]
+        print(f"replayed the spools of {len(codes)} users under {root}")
+        return max(codes, default=0)
     spool = args.spool_dir or settings.spool_dir
     if not spool.is_dir():
         print(f"stacklens replay: no spool directory {spool}", file=sys.stderr)
         return 2
+    return _replay_one(settings, spool)
+
+
+def _replay_one(settings: Settings, spool: Path) -> int:
+    """Replay one spool directory and report it; the exit status."""
     result = replay(spool, settings.collector_host, settings.collector_port)
     print(
         f"replayed {result.delivered} frames from {spool} to {settings.collector}; "

@@ -47,3 +47,49 @@ def test_an_incomplete_tail_waits_and_a_bad_frame_stops_the_scan():
     batch, error = codec.scan(good + frame(4, job=""), LIMITS)
     assert len(batch) == 2
     assert (error.status, error.seq, error.reason) == (wire.Status.OUT_OF_RANGE, 4, "empty job id")
+
+
+def verdicts(tables: dict, frame_type=wire.FrameType.INTERVAL) -> tuple:
+    """(compiled status, reference status) of one frame carrying `tables` (0 = valid)."""
+    raw = wire.encode_frame(
+        job_id="job-B", world_rank=0, world_size=4, seq=0, interval_start_ns=T0,
+        interval_end_ns=T0 + 1, frame_type=frame_type, tables=tables,
+    )  # fmt: skip
+    _, error = codec.scan(raw, LIMITS)
+    try:
+        header = wire.decode_header(raw[: wire.HEADER_SIZE], 1 << 20)
+        wire.check_header(header, "", now_ns=T0)
+        wire.decode_body(header, raw[wire.HEADER_SIZE :])
+        reference = 0
+    except wire.FrameError as exc:
+        reference = int(exc.status)
+    return (0 if error is None else int(error.status)), reference
+
+
+def test_overflow_records_are_valid_and_the_bounds_are_the_def_s():
+    """The hooks' overflow records (one per op in coll: comm_id overflow_comm, size 0; one
+    per I/O layer and phase: "<other>") pass both validators, which reject one step past
+    each bound of stacklens_wire.def alike."""
+    bounds, out = wire.BOUNDS, int(wire.Status.OUT_OF_RANGE)
+    overflow = {"op_id": 5, "comm_id": bounds["overflow_comm"], "comm_size": 0,
+                "root": bounds["no_rank"], "calls": 3}  # fmt: skip
+    assert verdicts({"coll": wire.records("coll", [overflow])}) == (0, 0)
+    assert verdicts({"coll": wire.records("coll", [{**overflow, "comm_id": 7}])}) == (out, out)
+    for layer, phase in [(1, 0), (3, 1)]:
+        other = {"layer": layer, "phase": phase, "path": b"<other>", "opens": 5000}
+        assert verdicts({"io": wire.records("io", [other])}) == (0, 0)
+    past = [
+        ("io", {"layer": bounds["max_io_layer"] + 1}),
+        ("io", {"layer": 1, "phase": bounds["max_io_phase"] + 1}),
+        ("hist", {"bucket": bounds["max_bucket"] + 1}),
+        ("p2p", {"peer": 1, "msgs_sent": 1 << bounds["max_msgs_bits"]}),
+        ("op", {"op_id": 1, "calls": 1 << bounds["max_counter_bits"]}),
+        ("coll", {**overflow, "comm_id": 1, "comm_size": bounds["max_world_size"] + 1}),
+    ]
+    for table, record in past:
+        assert verdicts({table: wire.records(table, [record])}) == (out, out), table
+    # An aborted frame carries exactly one abort record, and only it does.
+    abort = {"abort": wire.records("abort", [{"errorcode": 3}])}
+    assert verdicts(abort, wire.FrameType.ABORTED) == (0, 0)
+    assert verdicts({}, wire.FrameType.ABORTED) == (out, out)
+    assert verdicts(abort, wire.FrameType.FINAL) == (out, out)

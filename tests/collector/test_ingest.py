@@ -19,11 +19,13 @@ def frame(
     *,
     rank: int = 0,
     token: str = "secret",
-    frame_type=wire.FrameType.DATA,
+    frame_type=wire.FrameType.INTERVAL,
     p2p_rows=None,
     job: str = "job-A",
+    abort_code: int | None = None,
 ) -> bytes:
-    """A two-rank frame with point-to-point records and one op record."""
+    """A two-rank frame with point-to-point records and one op record (and an abort record
+    of abort_code, two's complement, if given)."""
     p2p_rows = (
         p2p_rows
         if p2p_rows is not None
@@ -41,6 +43,8 @@ def frame(
         "p2p": wire.records("p2p", p2p_rows),
         "op": wire.records("op", [{"op_id": 4, "calls": 5, "bytes": 640, "time_ns": 999}]),
     }
+    if abort_code is not None:
+        tables["abort"] = wire.records("abort", [{"errorcode": abort_code & 0xFFFFFFFF}])
     if seq == 0:
         tables["rank_info"] = wire.records(
             "rank_info", [{"command": b"./prog --size 8", "user": b"alice"}]
@@ -140,8 +144,25 @@ def test_job_is_killed_when_a_rank_ended_by_a_signal(collector, pg_url):
     ]  # fmt: skip
     exchange(collector.address, frame(1, rank=1, frame_type=wire.FrameType.FINAL), acks=1)
     assert query(pg_url, "SELECT status FROM jobs") == [("killed",)]
-    [(status, _)] = exchange(collector.address, frame(2, frame_type=4), acks=1)
+    [(status, _)] = exchange(collector.address, frame(2, frame_type=5), acks=1)
     assert status == wire.Status.BAD_BODY
+
+
+def test_job_is_aborted_when_a_rank_called_mpi_abort(collector, pg_url):
+    """A final frame of type aborted (with its abort record) ends the job as 'aborted' with
+    the rank's error code; a killed frame of another rank after it does not undo that; an
+    aborted frame without the record, or a record in another frame, is out of range."""
+    aborted = wire.FrameType.ABORTED
+    exchange(collector.address, frame(0) + frame(0, rank=1), acks=2)
+    exchange(collector.address, frame(1, rank=1, frame_type=aborted, abort_code=-7), acks=1)
+    assert query(pg_url, "SELECT status FROM jobs") == [("aborted",)]
+    ranks = query(pg_url, "SELECT world_rank, finished, aborted, abort_code FROM ranks ORDER BY 1")
+    assert ranks == [(0, False, False, None), (1, True, True, -7)]
+    exchange(collector.address, frame(1, frame_type=wire.FrameType.KILLED), acks=1)
+    assert query(pg_url, "SELECT status FROM jobs") == [("aborted",)]
+    for bad in (frame(2, frame_type=aborted), frame(2, abort_code=3)):
+        [(status, _)] = exchange(collector.address, bad, acks=1)
+        assert status == wire.Status.OUT_OF_RANGE
 
 
 def test_silent_running_job_is_lost_until_a_frame_arrives(collector, pg_url):

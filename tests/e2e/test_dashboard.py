@@ -267,7 +267,8 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     assert [(int(t[0]), int(t[1])) for t in shown_rma] == sorted(rma)
     assert {(int(t[0]), int(t[1])): tuple(t[2:]) for t in shown_rma} == rma
 
-    # Ranks: where each ran, finished, nothing folded, lost or spooled.
+    # Ranks: where each ran, finished, nothing folded or lost; one frame spooled each: the
+    # final frame goes to the spool before its live delivery (and counts itself).
     host = query(pg_url, "SELECT DISTINCT host FROM ranks JOIN jobs ON jobs.id = job_id "
                          "WHERE job_key = %s", (job,))  # fmt: skip
     assert len(host) == 1
@@ -279,7 +280,7 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     # frames spooled.
     shown_ranks = _table_rows(page, "ranks-table")
     assert [(t[0], t[1], t[3], *t[6:]) for t in shown_ranks] == [
-        (str(r), host, "finished", "0", "0", "0") for r in range(RANKS)
+        (str(r), host, "finished", "0", "0", "1") for r in range(RANKS)
     ]
     assert all(int(t[2]) > 0 for t in shown_ranks)  # pids
     page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)

@@ -33,7 +33,9 @@ def test_durations_read_with_three_digits(ns, text):
 
 
 def _op(name: str, time_ns: int) -> OpTotal:
-    return OpTotal(op=name, category="mpi_p2p", calls=1, bytes=2048, time_ns=time_ns, ranks=1)
+    return OpTotal(
+        op=name, category="mpi_p2p", received=False, calls=1, bytes=2048, time_ns=time_ns, ranks=1
+    )
 
 
 def test_ops_table_is_capped_and_says_so():
@@ -47,23 +49,34 @@ def test_ops_table_is_capped_and_says_so():
 
 
 def test_ops_summary_lists_the_categories_with_calls():
+    """Time inside MPI is communication only: start-up comes after it, apart; bytes say
+    whether they were sent or received."""
     categories = (
-        CategoryTotal(category="mpi_p2p", calls=3, bytes=1536, time_ns=2_000),
-        CategoryTotal(category="mpi_rma", calls=0, bytes=0, time_ns=0),
-        CategoryTotal(category="io", calls=1, bytes=0, time_ns=500),
-    )
+        CategoryTotal(category="mpi_p2p", calls=3, bytes_sent=1536, bytes_received=1536, time_ns=2_000,
+                      communication=True),
+        CategoryTotal(category="mpi_rma", calls=0, bytes_sent=0, bytes_received=0, time_ns=0,
+                      communication=True),
+        CategoryTotal(category="io", calls=1, bytes_sent=0, bytes_received=0, time_ns=500,
+                      communication=True),
+        CategoryTotal(category="mpi_startup", calls=2, bytes_sent=0, bytes_received=0,
+                      time_ns=9_000_000, communication=False),
+    )  # fmt: skip
     summary = components.ops_summary(JobOps(job="j", categories=categories, ops=()))
     text = "".join(
         part if isinstance(part, str) else part.children[0].children + part.children[1]
         for part in summary
     )
-    assert text == "2.50 µs inside MPI calls: point-to-point 2.00 µs, 1.50 KiB · MPI-IO 500 ns, 0 B"
+    assert text == (
+        "2.50 µs inside MPI communication calls: point-to-point 2.00 µs, 1.50 KiB sent, "
+        "1.50 KiB received · MPI-IO 500 ns, 0 B sent; apart from it: start-up (MPI_Init, "
+        "MPI_Finalize, MPI_Abort) 9.00 ms, 0 B sent"
+    )
     none = JobOps(job="j", categories=categories[1:2], ops=())
     assert components.ops_summary(none) == "No MPI operations recorded for this job."
 
 
 def test_a_job_without_files_gets_a_sentence():
-    assert components.io_table_markdown(JobIo(job="j", files=())) == (
+    assert components.io_table_markdown(JobIo(job="j", files=[], startup_files=[])) == (
         "No file I/O: the job has not opened, read or written any file "
         "through POSIX, stdio or MPI-IO."
     )
@@ -88,7 +101,7 @@ def test_paths_cannot_break_the_table():
         write_time_ns=1500,
         meta_time_ns=20,
     )
-    lines = components.io_table_markdown(JobIo(job="j", files=(row,))).splitlines()
+    lines = components.io_table_markdown(JobIo(job="j", files=[row], startup_files=[])).splitlines()
     assert len(lines) == 5
     cells = lines[4].split("|")[1:-1]
     assert len(cells) == 13

@@ -146,9 +146,11 @@ def test_rma_table_lists_pairs_and_ops():
     )
 
 
-def _rank(rank: int, host: str, status: str = "finished", health=(0, 0, 0)) -> RankInfo:
+def _rank(rank: int, host: str, status: str = "finished", health=(0, 0, 0),
+          abort_code: int | None = None) -> RankInfo:  # fmt: skip
     return RankInfo(rank, host, 100 + rank, 0, 60 * 10**9, status != "running",
-                    status == "killed", status, *health)  # fmt: skip
+                    status == "killed", status == "aborted", abort_code, status,
+                    *health)  # fmt: skip
 
 
 def test_ranks_put_lost_and_folded_counts_first_and_in_bold():
@@ -159,6 +161,7 @@ def test_ranks_put_lost_and_folded_counts_first_and_in_bold():
             _rank(0, "cn01"),
             _rank(1, "cn|01", "killed", health=(0, 2, 1)),
             _rank(3, "cn02", "running", health=(5, 0, 0)),
+            _rank(2, "cn02", "aborted", abort_code=-3),
         ),
     )
     lines = components.ranks_table_markdown(ranks).splitlines()
@@ -167,9 +170,10 @@ def test_ranks_put_lost_and_folded_counts_first_and_in_bold():
         f"| 1 | cn&#124;01 | 101 | killed | {start} | {end} | 0 | **⚠ 2** | 1 |",
         f"| 3 | cn02 | 103 | running | {start} | {end} | **⚠ 5** | 0 | 0 |",
         f"| 0 | cn01 | 100 | finished | {start} | {end} | 0 | 0 | 0 |",
+        f"| 2 | cn02 | 102 | aborted &#40;code -3&#41; | {start} | {end} | 0 | 0 | 0 |",
     ]
     summary = components.ranks_summary(ranks)
-    assert summary[0] == "3 of 4 ranks reported, on 3 hosts: cn01 (1), cn|01 (1), cn02 (1)."
+    assert summary[0] == "4 of 4 ranks reported, on 3 hosts: cn01 (1), cn|01 (1), cn02 (2)."
     assert summary[1].className == "health-warning"
     assert summary[1].children.startswith(" 1 rank folded 5 new keys into overflow rows")
     assert summary[2].className == "health-error"

@@ -86,10 +86,11 @@ def send_committed(collector, frames: list[bytes]) -> None:
     assert [status for status, _ in acks] == [0] * len(frames)
 
 
-def op_total(op: str, category: str, calls: int, nbytes: int, time_ns: int, ranks: int):
+def op_total(op: str, category: str, calls: int, nbytes: int, time_ns: int, ranks: int,
+             received: bool = False):  # fmt: skip
     """One row of the expected `ops` list."""
-    return {"op": op, "category": category, "calls": calls, "bytes": nbytes,
-            "time_ns": time_ns, "ranks": ranks}  # fmt: skip
+    return {"op": op, "category": category, "received": received, "calls": calls,
+            "bytes": nbytes, "time_ns": time_ns, "ranks": ranks}  # fmt: skip
 
 
 def test_job_ops_are_summed_over_ranks_and_intervals(collector, api_client):
@@ -133,23 +134,33 @@ def test_job_ops_are_summed_over_ranks_and_intervals(collector, api_client):
     assert body["job"] == "job-C"
     # Heaviest time first; MPI_Init and MPI_Put tie at 100 ns and come by name.
     assert body["ops"] == [
-        op_total("MPI_Recv", "mpi_p2p", 5, 500, 9000, 1),
+        op_total("MPI_Recv", "mpi_p2p", 5, 500, 9000, 1, received=True),
         op_total("MPI_Waitall", "mpi_completion", 1, 0, 5000, 1),
         op_total("MPI_Allreduce", "mpi_coll", 6, 240, 4200, 2),
         op_total("MPI_File_write_at_all", "io", 1, 1000, 3000, 1),
         op_total("MPI_Send", "mpi_p2p", 5, 500, 1500, 1),
-        op_total("MPI_Init", "other", 2, 0, 100, 2),
+        op_total("MPI_Init", "mpi_startup", 2, 0, 100, 2),
         op_total("MPI_Put", "mpi_rma", 4, 64, 100, 1),
     ]
-    # Every category, in a fixed order, zeros included.
+    # Every category, in a fixed order, zeros included; a message's bytes are sent once
+    # (500 by MPI_Send) and received apart (500 by MPI_Recv), never added up to 1000;
+    # start-up (MPI_Init) is not communication.
     assert body["categories"] == [
-        {"category": "mpi_p2p", "calls": 10, "bytes": 1000, "time_ns": 10500},
-        {"category": "mpi_completion", "calls": 1, "bytes": 0, "time_ns": 5000},
-        {"category": "mpi_coll", "calls": 6, "bytes": 240, "time_ns": 4200},
-        {"category": "mpi_rma", "calls": 4, "bytes": 64, "time_ns": 100},
-        {"category": "io", "calls": 1, "bytes": 1000, "time_ns": 3000},
-        {"category": "other", "calls": 2, "bytes": 0, "time_ns": 100},
+        category("mpi_p2p", 10, 500, 500, 10500),
+        category("mpi_completion", 1, 0, 0, 5000),
+        category("mpi_coll", 6, 240, 0, 4200),
+        category("mpi_rma", 4, 64, 0, 100),
+        category("io", 1, 1000, 0, 3000),
+        category("mpi_startup", 2, 0, 0, 100, communication=False),
+        category("other", 0, 0, 0, 0),
     ]
+
+
+def category(name: str, calls: int, sent: int, received: int, time_ns: int,
+             communication: bool = True) -> dict:  # fmt: skip
+    """One row of the expected `categories` list."""
+    return {"category": name, "calls": calls, "bytes_sent": sent, "bytes_received": received,
+            "time_ns": time_ns, "communication": communication}  # fmt: skip
 
 
 def io_row(layer: int, path: str, mount: str = "/scratch", fstype: str = "lustre", **counters):
@@ -185,7 +196,9 @@ def test_job_io_is_summed_per_layer_and_path(collector, api_client):
                 io_row(3, shared, opens=1, w=(1, 1000, 70), meta=10),
             ],
         ),
-        counters_frame(0, 1, io=[io_row(1, a, opens=1, r=(2, 4096, 40))]),
+        counters_frame(0, 1, io=[io_row(1, a, opens=1, r=(2, 4096, 40)),
+                                 # before MPI_Init: start-up, apart from the program's
+                                 io_row(1, a, phase=1, opens=1, r=(1, 100, 5))]),
         counters_frame(
             1,
             1,
@@ -216,6 +229,9 @@ def test_job_io_is_summed_per_layer_and_path(collector, api_client):
         # A node-local path on two hosts: both mounts and types are named.
         row("POSIX", "/local/x", "/, /local", "ext4, xfs", 2, 0, 0, 2, 0, 20, 0, 0, 0),
     ]
+    assert body["startup_files"] == [
+        row("POSIX", a, "/scratch", "lustre", 1, 1, 1, 0, 100, 0, 5, 0, 0)
+    ]
 
 
 def test_jobs_without_io_or_ops_have_empty_lists(collector, api_client):
@@ -223,10 +239,11 @@ def test_jobs_without_io_or_ops_have_empty_lists(collector, api_client):
     # frame() always carries one op record (MPI_Isend, 5 calls); here it is the only op.
     ops = api_client.get(api_client.app.url_path_for("job_ops", job="job-quiet")).json()
     assert ops["ops"] == [op_total("MPI_Isend", "mpi_p2p", 5, 640, 999, 1)]
-    assert [c["calls"] for c in ops["categories"]] == [5, 0, 0, 0, 0, 0]
+    assert [c["calls"] for c in ops["categories"]] == [5, 0, 0, 0, 0, 0, 0]
     assert api_client.get(api_client.app.url_path_for("job_io", job="job-quiet")).json() == {
         "job": "job-quiet",
         "files": [],
+        "startup_files": [],
     }
     exchange(collector.address, counters_frame(0, 0, job="job-silent"), acks=1)
     ops = api_client.get(api_client.app.url_path_for("job_ops", job="job-silent")).json()
@@ -244,7 +261,7 @@ def job_d_frame(
     job: str = "job-D",
     host: str = "",
     pid: int = 0,
-    frame_type=wire.FrameType.DATA,
+    frame_type=wire.FrameType.INTERVAL,
     coll=(),
     hist=(),
     rma=(),
@@ -396,18 +413,20 @@ def test_job_ranks_hosts_status_and_health(collector, api_client):
 
     body = api_client.get(api_client.app.url_path_for("job_ranks", job="job-D")).json()
     fields = ("rank", "host", "pid", "first_seen_ns", "last_seen_ns", "finished", "killed",
-              "status", "keys_dropped", "frames_dropped", "frames_spooled")  # fmt: skip
+              "aborted", "abort_code", "status", "keys_dropped", "frames_dropped",
+              "frames_spooled")  # fmt: skip
     end = T0 + 2 * 10**9
-    # By world rank; rank 2 never reported; health counters summed over the frames.
+    # By world rank; rank 2 never reported; health counters summed over the frames; the job
+    # was killed, so rank 3, which sent no final frame, is lost (not running).
     assert body == {
         "job": "job-D",
         "world_size": 4,
         "ranks": [
             dict(zip(fields, row, strict=True))
             for row in [
-                (0, "cn01", 100, T0, end, True, False, "finished", 5, 0, 1),
-                (1, "cn02", 200, T0, end, True, True, "killed", 0, 4, 0),
-                (3, "cn02", 300, T0, T0 + 10**9, False, False, "running", 0, 0, 0),
+                (0, "cn01", 100, T0, end, True, False, False, None, "finished", 5, 0, 1),
+                (1, "cn02", 200, T0, end, True, True, False, None, "killed", 0, 4, 0),
+                (3, "cn02", 300, T0, T0 + 10**9, False, False, False, None, "lost", 0, 0, 0),
             ]
         ],
     }

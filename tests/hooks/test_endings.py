@@ -1,0 +1,81 @@
+"""How a rank ends, and what of it arrives: MPI_Abort (Open MPI and MPICH) and exec.
+
+* MPI_Abort (mpi_pmpi_hooks/tests/aborter.c, f_abort.f90): the aborting rank delivers its final
+  frame, of type aborted with the error code, before the runtime tears the job down: it is stored
+  `aborted` with its code and every call it made, the job is `aborted`, and no rank of the
+  ended job is shown `running`.
+* exec (mpi_pmpi_hooks/tests/execer.c): the interval before an exec arrives as the final
+  frame; an exec that fails keeps counting.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.conftest import mpi_env, query
+from tests.hooks import jobs
+
+
+@pytest.mark.parametrize(
+    ("mpi", "program", "code"),
+    [
+        ("openmpi", "aborter", 3),
+        ("mpich", "aborter", 3),
+        ("openmpi", "f_abort", 5),
+        ("mpich", "f_abort", 5),
+    ],  # fmt: skip
+)
+def test_mpi_abort_is_stored_with_its_code(collector, pg_url, api_client, mpi, program, code):
+    """C (aborter.c) and Fortran (f_abort.f90: MPI_ABORT's Fortran entry point)."""
+    job = f"abort-{mpi}-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, mpi, [jobs.program(mpi, program)], job, ranks=3)
+    assert result.returncode != 0
+    ops = jobs.ops(pg_url, job)
+    assert (ops[(1, "MPI_Barrier")][0], ops[(1, "MPI_Abort")][0]) == (40, 1)
+    assert query(pg_url, "SELECT status FROM jobs WHERE job_key = %s", (job,)) == [("aborted",)]
+    body = api_client.get(api_client.app.url_path_for("job_ranks", job=job)).json()
+    ranks = {r["rank"]: r for r in body["ranks"]}
+    assert (ranks[1]["status"], ranks[1]["aborted"], ranks[1]["abort_code"]) == (
+        "aborted",
+        True,
+        code,
+    )
+    # The others were ended by the launcher: by a signal (their last frame says so) or
+    # outright (no final frame: lost). None is left running.
+    assert {r["status"] for n, r in ranks.items() if n != 1} <= {"killed", "lost"}
+    jobs_list = api_client.get(api_client.app.url_path_for("list_jobs")).json()
+    assert [j["status"] for j in jobs_list if j["job"] == job] == ["aborted"]
+
+
+def test_exec_delivers_the_interval_and_a_failed_exec_counts_on(
+    collector, pg_url, hook_library, tmp_path
+):
+    job = f"exec-{uuid.uuid4().hex[:8]}"
+    target = tmp_path / "out.bin"
+    env = mpi_env(
+        LD_PRELOAD=str(hook_library),
+        STACKLENS_COLLECTOR=collector.endpoint,
+        STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INTERVAL_MS="3600000",  # nothing arrives but what the ending sends
+        STACKLENS_SPOOL_DIR="off",
+        STACKLENS_JOB_ID=job,
+    )
+    proc = jobs.start([jobs.program("openmpi", "execer"), str(target)], env)
+    result = jobs.finish(proc, timeout=60)
+    assert result.returncode == 0, result.stderr
+    rows = query(
+        pg_url,
+        "SELECT sum(opens), sum(writes), sum(bytes_written) FROM io_deltas JOIN jobs "
+        "ON jobs.id = job_id WHERE job_key LIKE %s AND path = %s",
+        (f"{job}.%", str(target.resolve())),
+    )
+    assert rows == [(1, 2, 1500)]
+    ended = query(
+        pg_url,
+        "SELECT status, bool_and(finished) FROM jobs JOIN ranks ON jobs.id = job_id "
+        "WHERE job_key LIKE %s GROUP BY 1",
+        (f"{job}.%",),
+    )
+    assert ended == [("finished", True)]
