@@ -24,7 +24,7 @@
 /* Constants that the .def states in the doc strings of its fields. */
 #define SL_FRAME_MAGIC    0x534E4C53u /* bytes 'SLNS' */
 #define SL_ACK_MAGIC      0x4B414C53u /* bytes 'SLAK' */
-#define SL_WIRE_VERSION   1u
+#define SL_WIRE_VERSION   2u
 #define SL_FRAME_INTERVAL 1u          /* frame_type: interval data */
 #define SL_FRAME_FINAL    2u          /* frame_type: final frame of the rank */
 #define SL_FRAME_KILLED   3u          /* frame_type: final frame, the rank ended by a signal */
@@ -132,9 +132,9 @@ struct SL_PACKED sl_rec_open_ {
 #undef  SL_TABLE
 #define SL_TABLE SL_NOTHING3
 
-_Static_assert(sizeof(sl_frame_header) == 240, "frame header must be 240 bytes");
+_Static_assert(sizeof(sl_frame_header) == 256, "frame header must be 256 bytes");
 _Static_assert(sizeof(sl_ack) == 16, "ack must be 16 bytes");
-_Static_assert(sizeof(sl_rec_rank_info) == 320, "rank_info record must be 320 bytes");
+_Static_assert(sizeof(sl_rec_rank_info) == 384, "rank_info record must be 384 bytes");
 _Static_assert(sizeof(sl_rec_p2p) == 40, "p2p record must be 40 bytes");
 _Static_assert(sizeof(sl_rec_op) == 32, "op record must be 32 bytes");
 

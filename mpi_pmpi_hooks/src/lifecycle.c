@@ -59,6 +59,7 @@ __attribute__((constructor)) static void sl_at_load(void)
 {
     int saved = errno;
     sl_ticks_init();
+    identity.proc_start_ns = sl_real_ns(); /* this process image's key, with host and pid */
     launcher = is_launcher();
     if (!launcher) {
         sl_config_load(&config);
@@ -173,8 +174,8 @@ void sl_init_end(sl_call *call, int op, int rc)
 /* Standalone job: rank 0 of 1, started at the first file-system I/O. */
 void sl_standalone_start(void)
 {
-    if (__atomic_load_n(&standalone, __ATOMIC_RELAXED) || launcher || launched_by_mpi()
-        || __atomic_exchange_n(&standalone, 1, __ATOMIC_ACQ_REL))
+    if (__atomic_load_n(&standalone, __ATOMIC_RELAXED) || launcher || config.disable_processes
+        || launched_by_mpi() || __atomic_exchange_n(&standalone, 1, __ATOMIC_ACQ_REL))
         return;
     int saved = sl_tls_in_call;
     sl_tls_in_call = 1;

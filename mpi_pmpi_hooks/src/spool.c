@@ -16,6 +16,7 @@
 
 static char dir[512];
 static char prefix[sizeof(((sl_frame_header *)0)->job_id) + 1]; /* sanitised job id */
+static uint64_t run_id; /* of the frames spooled, from the first one's header */
 static uint64_t cap_bytes, written;
 static int warned;
 
@@ -65,8 +66,9 @@ const char *sl_spool_dir(void)
 /* The file name of frame seq into out. */
 static void name_of(uint64_t seq, char *out, size_t n, const char *suffix)
 {
-    snprintf(out, n, "%s/%s.%010d.%020llu.%u.slf%s", dir, prefix, sl_core.world_rank,
-             (unsigned long long)seq, (unsigned)getpid(), suffix);
+    snprintf(out, n, "%s/%s.%016llx.%010d.%020llu.%u.slf%s", dir, prefix,
+             (unsigned long long)run_id, sl_core.world_rank, (unsigned long long)seq,
+             (unsigned)getpid(), suffix);
 }
 
 /* Writes the frame to <name>.tmp and renames it into place. */
@@ -88,6 +90,7 @@ int sl_spool_write(const unsigned char *buf, size_t len, uint64_t seq)
             prefix[i] = ok ? c : '_';
         }
         prefix[i] = '\0';
+        run_id = h->run_id;
         if (make_dirs(dir) != 0) {
             spool_warn("cannot create the directory", errno);
             dir[0] = '\0';
