@@ -407,7 +407,7 @@ def encode_frame(
         "token": token.encode(),
     }
     for key, value in values.items():
-        header[key] = value
+        header[key] = np.array(value, dtype=HEADER_DTYPE[key])  # u64 values up to 2^64 - 1
     return header.tobytes() + bytes(body)
 
 

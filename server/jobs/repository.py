@@ -1,8 +1,14 @@
-"""Queries of the jobs domain (routes call these; they never build SQL themselves)."""
+"""Queries of the jobs domain (routes call these; they never build SQL themselves).
+
+Every query of a job's data takes a `Scope`: the job, and one of its runs or None for the
+whole job (all its runs summed).
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import distinct, func, select
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, distinct, func, select
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import Session
 
@@ -17,14 +23,31 @@ from stacklens.schema import (
     P2PDelta,
     Rank,
     RmaDelta,
+    Run,
 )
 
 #: Names of the I/O layers stored in `io_deltas.layer`.
 IO_LAYERS = {1: "POSIX", 2: "stdio", 3: "MPI-IO"}
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What a query reads: one job (jobs.id), and one of its runs (runs.id) or all."""
+
+    job_id: int
+    run_id: int | None = None
+
+    def rows(self, table) -> list[ColumnElement[bool]]:
+        """The conditions that select this scope's rows of `table` (a per-rank table or
+        view, or `ranks`)."""
+        if self.run_id is None:
+            return [table.job_id == self.job_id]
+        return [table.job_id == self.job_id, table.run_id == self.run_id]
+
+
 def list_jobs(session: Session) -> list[dict]:
-    """Every job, newest first, with ranks seen and total point-to-point traffic sent."""
+    """Every job, newest first, with ranks seen, total point-to-point traffic sent and its
+    runs (job_runs)."""
     ranks = select(Rank.job_id, func.count().label("ranks_seen")).group_by(Rank.job_id).subquery()
     traffic = (
         select(
@@ -52,7 +75,11 @@ def list_jobs(session: Session) -> list[dict]:
         .outerjoin(traffic, traffic.c.job_id == Job.id)
         .order_by(Job.started_ns.desc(), Job.id.desc())
     )
-    return [dict(row._mapping) for row in session.execute(query)]
+    jobs = [dict(row._mapping) for row in session.execute(query)]
+    runs: dict[str, list[dict]] = {}
+    for run in _runs(session, None):
+        runs.setdefault(run.pop("job"), []).append(run)
+    return [{**job, "runs": runs.get(job["job"], [])} for job in jobs]
 
 
 def get_job(session: Session, job_key: str) -> Job | None:
@@ -60,8 +87,47 @@ def get_job(session: Session, job_key: str) -> Job | None:
     return session.scalars(select(Job).where(Job.job_key == job_key)).one_or_none()
 
 
-def p2p_matrix(session: Session, job_id: int) -> list[dict]:
-    """Bytes and messages sent per (source rank, destination rank) over the whole job."""
+def get_run(session: Session, job_id: int, ordinal: int) -> Run | None:
+    """Run number `ordinal` (1, 2, ...) of a job, or None."""
+    query = select(Run).where(Run.job_id == job_id, Run.ordinal == ordinal)
+    return session.scalars(query).one_or_none()
+
+
+def job_runs(session: Session, job_id: int) -> list[dict]:
+    """The runs of a job by ordinal: kind, label, size, status, times, ranks (or processes)
+    seen, command and user."""
+    return [{k: v for k, v in run.items() if k != "job"} for run in _runs(session, job_id)]
+
+
+def _runs(session: Session, job_id: int | None) -> list[dict]:
+    """Runs of one job (or of every job, None) by job and ordinal, with their job key."""
+    ranks = select(Rank.run_id, func.count().label("ranks_seen")).group_by(Rank.run_id).subquery()
+    query = (
+        select(
+            Job.job_key.label("job"),
+            Run.ordinal.label("run"),
+            Run.kind,
+            Run.label,
+            Run.world_size,
+            func.coalesce(Run.command, "").label("command"),
+            func.coalesce(Run.user, "").label("user"),
+            Run.status,
+            Run.started_ns,
+            Run.last_seen_ns,
+            Run.finished_ns,
+            func.coalesce(ranks.c.ranks_seen, 0).label("ranks_seen"),
+        )
+        .join(Job, Job.id == Run.job_id)
+        .outerjoin(ranks, ranks.c.run_id == Run.id)
+        .order_by(Run.job_id, Run.ordinal)
+    )
+    if job_id is not None:
+        query = query.where(Run.job_id == job_id)
+    return [dict(row._mapping) for row in session.execute(query)]
+
+
+def p2p_matrix(session: Session, scope: Scope) -> list[dict]:
+    """Bytes and messages sent per (source rank, destination rank) over the scope."""
     query = (
         select(
             P2PDelta.world_rank.label("src"),
@@ -69,7 +135,7 @@ def p2p_matrix(session: Session, job_id: int) -> list[dict]:
             func.sum(P2PDelta.bytes_sent).label("bytes"),
             func.sum(P2PDelta.msgs_sent).label("messages"),
         )
-        .where(P2PDelta.job_id == job_id)
+        .where(*scope.rows(P2PDelta))
         .group_by(P2PDelta.world_rank, P2PDelta.peer)
         .having(func.sum(P2PDelta.msgs_sent) > 0)
         .order_by(P2PDelta.world_rank, P2PDelta.peer)
@@ -77,7 +143,7 @@ def p2p_matrix(session: Session, job_id: int) -> list[dict]:
     return [dict(row._mapping) for row in session.execute(query)]
 
 
-def job_ops(session: Session, job_id: int) -> list[dict]:
+def job_ops(session: Session, scope: Scope) -> list[dict]:
     """Calls, bytes and time inside per MPI op over all ranks and intervals of the job, with
     the op's name, traffic category and the number of ranks that called it; only ops with
     calls, heaviest time first (then by name)."""
@@ -90,7 +156,7 @@ def job_ops(session: Session, job_id: int) -> list[dict]:
             func.sum(OpDelta.time_ns).label("time_ns"),
             func.count(distinct(OpDelta.world_rank)).filter(OpDelta.calls > 0).label("ranks"),
         )
-        .where(OpDelta.job_id == job_id)
+        .where(*scope.rows(OpDelta))
         .group_by(OpDelta.op_id)
         .having(calls > 0)
     )
@@ -119,7 +185,7 @@ def category_totals(ops: list[dict]) -> list[dict]:
     return list(totals.values())
 
 
-def job_io(session: Session, job_id: int) -> list[dict]:
+def job_io(session: Session, scope: Scope) -> list[dict]:
     """File-system I/O per (layer, path) over all ranks and intervals of the job, most bytes
     (read + written) first. Mount and file-system type are those the ranks reported; should
     ranks disagree (a node-local path on different hosts), the distinct values are joined
@@ -141,7 +207,7 @@ def job_io(session: Session, job_id: int) -> list[dict]:
             func.count(distinct(IoDelta.world_rank)).label("ranks"),
             *(total.label(name) for name, total in sums.items()),
         )
-        .where(IoDelta.job_id == job_id)
+        .where(*scope.rows(IoDelta))
         .group_by(IoDelta.layer, IoDelta.path)
         .order_by(moved.desc(), IoDelta.layer, IoDelta.path)
     )
@@ -171,7 +237,7 @@ def _op_category(op_id: int) -> str:
     return categories[op_id] if op_id < len(categories) else "other"
 
 
-def job_collectives(session: Session, job_id: int) -> list[dict]:
+def job_collectives(session: Session, scope: Scope) -> list[dict]:
     """Collective calls, bytes and time per (communicator, op, root) over all ranks and
     intervals of the job, with the number of ranks that called it; only rows with calls,
     heaviest time first (then op name, communicator id, root)."""
@@ -187,7 +253,7 @@ def job_collectives(session: Session, job_id: int) -> list[dict]:
             func.sum(CollDelta.bytes).label("bytes"),
             func.sum(CollDelta.time_ns).label("time_ns"),
         )
-        .where(CollDelta.job_id == job_id)
+        .where(*scope.rows(CollDelta))
         .group_by(CollDelta.op_id, CollDelta.comm_id, CollDelta.comm_size, CollDelta.root)
         .having(calls > 0)
     )
@@ -204,7 +270,7 @@ def job_collectives(session: Session, job_id: int) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["time_ns"], r["op"], r["comm_id"], r["root"]))
 
 
-def communicator_totals(session: Session, job_id: int) -> list[dict]:
+def communicator_totals(session: Session, scope: Scope) -> list[dict]:
     """Collective calls, bytes and time per communicator (id and size) of the job, with the
     ranks that called any collective on it and its distinct (op, root) pairs; heaviest time
     first (then by id)."""
@@ -222,7 +288,7 @@ def communicator_totals(session: Session, job_id: int) -> list[dict]:
             func.sum(CollDelta.bytes).label("bytes"),
             func.sum(CollDelta.time_ns).label("time_ns"),
         )
-        .where(CollDelta.job_id == job_id)
+        .where(*scope.rows(CollDelta))
         .group_by(CollDelta.comm_id, CollDelta.comm_size)
         .having(calls > 0)
         .order_by(func.sum(CollDelta.time_ns).desc(), CollDelta.comm_id, CollDelta.comm_size)
@@ -244,13 +310,13 @@ def bucket_bounds(bucket: int) -> tuple[int, int]:
     return (0, 1) if bucket == 0 else (1 << (bucket - 1), 1 << bucket)
 
 
-def job_sizes(session: Session, job_id: int) -> list[dict]:
+def job_sizes(session: Session, scope: Scope) -> list[dict]:
     """Message-size histogram per op over all ranks and intervals of the job: only buckets
     with messages, smallest first; ops with the most messages first (then by name)."""
     count = func.sum(OpHistDelta.count)
     query = (
         select(OpHistDelta.op_id, OpHistDelta.bucket, count.label("count"))
-        .where(OpHistDelta.job_id == job_id)
+        .where(*scope.rows(OpHistDelta))
         .group_by(OpHistDelta.op_id, OpHistDelta.bucket)
         .having(count > 0)
         .order_by(OpHistDelta.op_id, OpHistDelta.bucket)
@@ -273,7 +339,7 @@ def job_sizes(session: Session, job_id: int) -> list[dict]:
     return sorted(ops.values(), key=lambda o: (-o["messages"], o["op"]))
 
 
-def job_rma(session: Session, job_id: int) -> tuple[list[dict], list[dict]]:
+def job_rma(session: Session, scope: Scope) -> tuple[list[dict], list[dict]]:
     """One-sided traffic of the job: (per op, most bytes first then by name; per (origin,
     target) pair with calls, by origin then target, each with its ops by name)."""
     calls = func.sum(RmaDelta.calls)
@@ -285,7 +351,7 @@ def job_rma(session: Session, job_id: int) -> tuple[list[dict], list[dict]]:
             calls.label("calls"),
             func.sum(RmaDelta.bytes).label("bytes"),
         )
-        .where(RmaDelta.job_id == job_id)
+        .where(*scope.rows(RmaDelta))
         .group_by(RmaDelta.world_rank, RmaDelta.target, RmaDelta.op_id)
         .having(calls > 0)
     )
@@ -311,12 +377,19 @@ def job_rma(session: Session, job_id: int) -> tuple[list[dict], list[dict]]:
     )
 
 
-def job_ranks(session: Session, job_id: int) -> list[dict]:
-    """Every rank of the job that reported, by world rank: host, pid, first and last
-    interval, status and the health counters (summed over its frames)."""
-    query = select(Rank).where(Rank.job_id == job_id).order_by(Rank.world_rank)
+def job_ranks(session: Session, scope: Scope) -> list[dict]:
+    """Every rank (or non-MPI process) of the scope that reported, by run and world rank (a
+    process's number): its run's ordinal, host, pid, first and last interval, status and
+    the health counters (summed over its frames)."""
+    query = (
+        select(Rank, Run.ordinal)
+        .join(Run, Run.id == Rank.run_id)
+        .where(*scope.rows(Rank))
+        .order_by(Run.ordinal, Rank.world_rank)
+    )
     return [
         {
+            "run": ordinal,
             "rank": r.world_rank,
             "host": r.host,
             "pid": r.pid,
@@ -329,5 +402,5 @@ def job_ranks(session: Session, job_id: int) -> list[dict]:
             "frames_dropped": r.frames_dropped,
             "frames_spooled": r.frames_spooled,
         }
-        for r in session.scalars(query)
+        for r, ordinal in session.execute(query)
     ]

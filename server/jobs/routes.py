@@ -1,8 +1,13 @@
-"""HTTP routes of the jobs domain."""
+"""HTTP routes of the jobs domain. Every `/api/jobs/{job}/...` endpoint answers for the whole
+job (all its runs summed) or, with `?run=<ordinal>`, for one run; an unknown job or run is
+a 404."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy.orm import Session
 
 from server.deps import SessionDep
@@ -17,6 +22,7 @@ from server.jobs.schemas import (
     JobOps,
     JobRanks,
     JobRma,
+    JobRuns,
     JobSizes,
     JobSummary,
     Matrix,
@@ -26,99 +32,132 @@ from server.jobs.schemas import (
     RankInfo,
     RmaCell,
     RmaOp,
+    RunSummary,
 )
-from stacklens.schema import Job
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
+
+#: The `run` query parameter of every job endpoint.
+RunParam = Annotated[
+    int | None, Query(ge=1, description="ordinal of one run of the job; absent = the whole job")
+]
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a request reads: the job's key, the run's ordinal (None = whole job), the world
+    size of that scope, and the repository scope."""
+
+    job: str
+    run: int | None
+    world_size: int
+    scope: repository.Scope
+
+
+def _target(session: Session, job: str, run: int | None) -> _Target:
+    """The job (and run) asked for; 404 if either is unknown."""
+    found = repository.get_job(session, job)
+    if found is None:
+        raise HTTPException(status_code=404, detail=f"unknown job {job!r}")
+    if run is None:
+        return _Target(found.job_key, None, found.world_size, repository.Scope(found.id))
+    chosen = repository.get_run(session, found.id, run)
+    if chosen is None:
+        raise HTTPException(status_code=404, detail=f"job {job!r} has no run {run}")
+    return _Target(found.job_key, run, chosen.world_size, repository.Scope(found.id, chosen.id))
 
 
 @router.get("", response_model=list[JobSummary])
 def list_jobs(session: SessionDep) -> list[JobSummary]:
-    """All jobs seen by the collectors, newest first."""
+    """All jobs seen by the collectors, newest first, each with its runs."""
     return [JobSummary(**row) for row in repository.list_jobs(session)]
 
 
+@router.get("/{job:path}/runs", response_model=JobRuns)
+def job_runs(job: str, session: SessionDep) -> JobRuns:
+    """The runs (launches) of a job by ordinal: kind, label, size, status, times."""
+    target = _target(session, job, None)
+    runs = repository.job_runs(session, target.scope.job_id)
+    return JobRuns(job=target.job, runs=[RunSummary(**row) for row in runs])
+
+
 @router.get("/{job:path}/matrix", response_model=Matrix)
-def job_matrix(job: str, session: SessionDep) -> Matrix:
+def job_matrix(job: str, session: SessionDep, run: RunParam = None) -> Matrix:
     """Point-to-point bytes and messages per (source rank, destination rank) of a job."""
-    found = _job_or_404(session, job)
-    cells = [MatrixCell(**row) for row in repository.p2p_matrix(session, found.id)]
-    return Matrix(job=found.job_key, world_size=found.world_size, cells=cells)
+    t = _target(session, job, run)
+    cells = [MatrixCell(**row) for row in repository.p2p_matrix(session, t.scope)]
+    return Matrix(job=t.job, run=t.run, world_size=t.world_size, cells=cells)
 
 
 @router.get("/{job:path}/ops", response_model=JobOps)
-def job_ops(job: str, session: SessionDep) -> JobOps:
+def job_ops(job: str, session: SessionDep, run: RunParam = None) -> JobOps:
     """Calls, bytes and time inside per MPI operation of a job (summed over ranks and
     intervals, heaviest time first), and the totals per traffic category."""
-    found = _job_or_404(session, job)
-    ops = repository.job_ops(session, found.id)
+    t = _target(session, job, run)
+    ops = repository.job_ops(session, t.scope)
     return JobOps(
-        job=found.job_key,
+        job=t.job,
+        run=t.run,
         categories=[CategoryTotal(**row) for row in repository.category_totals(ops)],
         ops=[OpTotal(**row) for row in ops],
     )
 
 
 @router.get("/{job:path}/io", response_model=JobIo)
-def job_io(job: str, session: SessionDep) -> JobIo:
+def job_io(job: str, session: SessionDep, run: RunParam = None) -> JobIo:
     """File-system I/O of a job per (layer, path), summed over ranks and intervals, most
     bytes first."""
-    found = _job_or_404(session, job)
-    files = [FileIo(**row) for row in repository.job_io(session, found.id)]
-    return JobIo(job=found.job_key, files=files)
+    t = _target(session, job, run)
+    files = [FileIo(**row) for row in repository.job_io(session, t.scope)]
+    return JobIo(job=t.job, run=t.run, files=files)
 
 
 @router.get("/{job:path}/collectives", response_model=JobCollectives)
-def job_collectives(job: str, session: SessionDep) -> JobCollectives:
+def job_collectives(job: str, session: SessionDep, run: RunParam = None) -> JobCollectives:
     """Collective calls, bytes and time per (communicator, op, root) of a job, summed over
     ranks and intervals, heaviest time first; and the same per communicator."""
-    found = _job_or_404(session, job)
+    t = _target(session, job, run)
     return JobCollectives(
-        job=found.job_key,
+        job=t.job,
+        run=t.run,
         communicators=[
-            CommunicatorTotal(**row) for row in repository.communicator_totals(session, found.id)
+            CommunicatorTotal(**row) for row in repository.communicator_totals(session, t.scope)
         ],
         collectives=[
-            CollectiveTotal(**row) for row in repository.job_collectives(session, found.id)
+            CollectiveTotal(**row) for row in repository.job_collectives(session, t.scope)
         ],
     )
 
 
 @router.get("/{job:path}/sizes", response_model=JobSizes)
-def job_sizes(job: str, session: SessionDep) -> JobSizes:
+def job_sizes(job: str, session: SessionDep, run: RunParam = None) -> JobSizes:
     """Message-size histogram (log2 buckets with their byte ranges) per MPI operation of a
     job, summed over ranks and intervals; only buckets with messages."""
-    found = _job_or_404(session, job)
-    return JobSizes(
-        job=found.job_key, ops=[OpSizes(**row) for row in repository.job_sizes(session, found.id)]
-    )
+    t = _target(session, job, run)
+    ops = [OpSizes(**row) for row in repository.job_sizes(session, t.scope)]
+    return JobSizes(job=t.job, run=t.run, ops=ops)
 
 
 @router.get("/{job:path}/rma", response_model=JobRma)
-def job_rma(job: str, session: SessionDep) -> JobRma:
+def job_rma(job: str, session: SessionDep, run: RunParam = None) -> JobRma:
     """One-sided (RMA) calls and bytes of a job per (origin rank, target rank) and per op,
     summed over intervals."""
-    found = _job_or_404(session, job)
-    ops, cells = repository.job_rma(session, found.id)
+    t = _target(session, job, run)
+    ops, cells = repository.job_rma(session, t.scope)
     return JobRma(
-        job=found.job_key,
-        world_size=found.world_size,
+        job=t.job,
+        run=t.run,
+        world_size=t.world_size,
         ops=[RmaOp(**row) for row in ops],
         cells=[RmaCell(**row) for row in cells],
     )
 
 
 @router.get("/{job:path}/ranks", response_model=JobRanks)
-def job_ranks(job: str, session: SessionDep) -> JobRanks:
-    """Every rank of a job that reported: host, pid, first and last seen, status, and the
-    health counters (keys folded into overflow keys, frames lost or spooled)."""
-    found = _job_or_404(session, job)
-    ranks = [RankInfo(**row) for row in repository.job_ranks(session, found.id)]
-    return JobRanks(job=found.job_key, world_size=found.world_size, ranks=ranks)
-
-
-def _job_or_404(session: Session, job: str) -> Job:
-    found = repository.get_job(session, job)
-    if found is None:
-        raise HTTPException(status_code=404, detail=f"unknown job {job!r}")
-    return found
+def job_ranks(job: str, session: SessionDep, run: RunParam = None) -> JobRanks:
+    """Every rank (or non-MPI process) of a job that reported, with its run: host, pid,
+    first and last seen, status, and the health counters (keys folded into overflow keys,
+    frames lost or spooled)."""
+    t = _target(session, job, run)
+    ranks = [RankInfo(**row) for row in repository.job_ranks(session, t.scope)]
+    return JobRanks(job=t.job, run=t.run, world_size=t.world_size, ranks=ranks)

@@ -5,23 +5,54 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 
+class RunSummary(BaseModel):
+    """One run (launch) of a job."""
+
+    run: int = Field(description="ordinal in the job, 1, 2, ... in first-seen order; ?run=")
+    kind: str = Field(
+        description="mpi (one mpirun / srun step) or processes (the job's programs without "
+        "MPI, one run per job; its 'ranks' are the processes, numbered as first seen)"
+    )
+    label: str | None = Field(description="SLURM_STEP_ID of an MPI run, when set")
+    world_size: int = Field(description="ranks of an MPI run; processes seen of a processes run")
+    command: str
+    user: str
+    status: str = Field(
+        description="running; finished (every rank, or every process seen, sent its final "
+        "frame); killed (an MPI rank ended by a signal: SIGTERM, SIGINT; for processes: one "
+        "did and all have ended); lost (nothing arrived for STACKLENS_JOB_LOST_AFTER_S, "
+        "running again if a frame arrives)"
+    )
+    started_ns: int
+    last_seen_ns: int
+    finished_ns: int | None
+    ranks_seen: int = Field(description="ranks (or processes) that reported")
+
+
 class JobSummary(BaseModel):
     """One job in the job list."""
 
     job: str
-    world_size: int
-    command: str
+    world_size: int = Field(description="the largest world size of its runs")
+    command: str = Field(description="of its first run")
     user: str
     status: str = Field(
-        description="running; finished (every rank sent its final frame); killed (a rank "
-        "ended by a signal: SIGTERM, SIGINT); lost (nothing arrived for "
-        "STACKLENS_JOB_LOST_AFTER_S, running again if a frame arrives)"
+        description="its runs' statuses aggregated: running if one is, else lost if one is, "
+        "else killed if one is, else finished"
     )
     started_ns: int
     last_seen_ns: int
-    ranks_seen: int
+    ranks_seen: int = Field(description="ranks and processes of all its runs")
     bytes_sent: int
     messages_sent: int
+    runs: list[RunSummary] = Field(description="by ordinal")
+
+
+class JobRuns(BaseModel):
+    """The runs of a job by ordinal."""
+
+    job: str
+    runs: list[RunSummary]
 
 
 class MatrixCell(BaseModel):
@@ -37,6 +68,7 @@ class Matrix(BaseModel):
     """A job's rank x rank point-to-point matrix (only non-zero pairs are listed)."""
 
     job: str
+    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     world_size: int
     cells: list[MatrixCell]
 
@@ -68,6 +100,7 @@ class JobOps(BaseModel):
     category (every category, in a fixed order, zeros included)."""
 
     job: str
+    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     categories: list[CategoryTotal]
     ops: list[OpTotal]
 
@@ -95,6 +128,7 @@ class JobIo(BaseModel):
     """A job's file-system I/O per (layer, path), most bytes (read + written) first."""
 
     job: str
+    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     files: list[FileIo]
 
 
@@ -133,6 +167,7 @@ class JobCollectives(BaseModel):
     per communicator, heaviest time first."""
 
     job: str
+    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     communicators: list[CommunicatorTotal]
     collectives: list[CollectiveTotal]
 
@@ -160,6 +195,7 @@ class JobSizes(BaseModel):
     most messages first."""
 
     job: str
+    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     ops: list[OpSizes]
 
 
@@ -186,6 +222,7 @@ class JobRma(BaseModel):
     target) and per op (most bytes first)."""
 
     job: str
+    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     world_size: int
     ops: list[RmaOp]
     cells: list[RmaCell]
@@ -194,7 +231,8 @@ class JobRma(BaseModel):
 class RankInfo(BaseModel):
     """Where one rank of a job ran and what the hook library could not account for."""
 
-    rank: int
+    run: int = Field(description="ordinal of its run")
+    rank: int = Field(description="world rank; a process's number in a processes run")
     host: str
     pid: int
     first_seen_ns: int
@@ -214,5 +252,6 @@ class JobRanks(BaseModel):
     """The ranks of a job that reported, by world rank."""
 
     job: str
+    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     world_size: int
     ranks: list[RankInfo]
