@@ -105,7 +105,10 @@ class Rank(Base):
 
     __tablename__ = "ranks"
 
-    job_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("jobs.id", ondelete="CASCADE"))
+    # job_id is in the key only for a Citus cluster (docs/scale-out.md): a run has one job.
+    job_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
     run_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
     )
@@ -124,13 +127,13 @@ class Rank(Base):
 
 
 class ReceivedFrame(Base):
-    """Ledger of committed frames: deduplicates resent frames by (run, rank, seq)."""
+    """Ledger of committed frames: deduplicates resent frames by (job, run, rank, seq)."""
 
     __tablename__ = "received_frames"
 
     # jobs.id and runs.id, without foreign keys (a per-frame check and lock of the job's
     # row, see migration 0005): retention deletes a job's ledger rows with the job.
-    job_id: Mapped[int] = mapped_column(BigInteger)
+    job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     run_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     world_rank: Mapped[int] = mapped_column(Integer, primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)

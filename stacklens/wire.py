@@ -182,14 +182,6 @@ class Frame:
             return None
         return _text(bytes(info["user"][0])) or None
 
-    @property
-    def run_label(self) -> str | None:
-        """The run's label (SLURM_STEP_ID), if this frame carries rank information."""
-        info = self.tables.get("rank_info")
-        if info is None or len(info) == 0:
-            return None
-        return _text(bytes(info["run_label"][0])) or None
-
 
 def _text(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")

@@ -116,7 +116,7 @@ INSERT INTO ranks (job_id, run_id, world_rank, host, pid, first_seen_ns, last_se
 SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::int[], %b::text[], %b::int[],
                      %b::bigint[], %b::bigint[], %b::bool[], %b::bool[], %b::bigint[],
                      %b::bigint[], %b::bigint[])
-ON CONFLICT (run_id, world_rank) DO UPDATE SET
+ON CONFLICT (job_id, run_id, world_rank) DO UPDATE SET
     first_seen_ns = LEAST(ranks.first_seen_ns, EXCLUDED.first_seen_ns),
     last_seen_ns = GREATEST(ranks.last_seen_ns, EXCLUDED.last_seen_ns),
     finished = ranks.finished OR EXCLUDED.finished,

@@ -6,8 +6,8 @@ srun step, every rank sharing the run id its rank 0 drew; processes: the job's o
 processes without MPI, wire run id 0), label (SLURM_STEP_ID), size, command, user and
 status. `run_processes` numbers the processes of a `processes` run by their key (host,
 pid, start time): that number is their rank. Every delta table, `ranks`, the frame ledger
-and the rollups gain `run_id` (runs.id); the ledger's key becomes (run, rank, seq), so a
-second launch with the same job id is no longer taken for resends of the first.
+and the rollups gain `run_id` (runs.id); the ledger's key becomes (job, run, rank, seq), so
+a second launch with the same job id is no longer taken for resends of the first.
 
 Existing jobs each get one run (ordinal 1, kind mpi, wire run id -1: version 1 frames had
 none, and are refused from now on), holding all their rows.
@@ -42,10 +42,13 @@ HCA_COUNTERS = (
     "xmit_bytes", "rcv_bytes", "xmit_pkts", "rcv_pkts", "xmit_wait", "symbol_errors",
     "link_error_recovery", "link_downed", "rcv_errors", "xmit_discards", "vl15_dropped",
 )  # fmt: skip
-#: Tables keyed by run from now on: (table, old primary key, new primary key).
+#: Tables keyed by run from now on: (table, old primary key, new primary key). A run
+#: belongs to one job: job_id stays in the per-rank keys only so that they hold the column
+#: a Citus cluster distributes them by (docs/scale-out.md).
 KEYED = (
-    ("ranks", ("job_id", "world_rank"), ("run_id", "world_rank")),
-    ("received_frames", ("job_id", "world_rank", "seq"), ("run_id", "world_rank", "seq")),
+    ("ranks", ("job_id", "world_rank"), ("job_id", "run_id", "world_rank")),
+    ("received_frames", ("job_id", "world_rank", "seq"),
+     ("job_id", "run_id", "world_rank", "seq")),
     ("rollup_dirty", ("job_id", "minute_ns"), ("run_id", "minute_ns")),
     ("p2p_minutes", ("job_id", "minute_ns", "world_rank", "peer"),
      ("run_id", "minute_ns", "world_rank", "peer")),

@@ -4,16 +4,19 @@
 #define _GNU_SOURCE /* program_invocation_short_name */
 #include "lifecycle.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "ibport.h"
 #include "identity.h"
+#include "interpose.h"
 #include "io.h"
 #include "requests.h"
 #include "sender.h"
@@ -23,6 +26,7 @@ static sl_identity identity;
 static pid_t started_pid;  /* the process that started the sender, 0 if none */
 static int launcher;       /* this process is an MPI launcher: nothing is done */
 static int standalone;     /* atomic: 0 not tried, 1 claimed (standalone or MPI) */
+static void (*next_exit)(int); /* libc's _exit, found at load (dlsym is not signal-safe) */
 
 /* True if the program is an MPI launcher or daemon. */
 static int is_launcher(void)
@@ -60,6 +64,7 @@ __attribute__((constructor)) static void sl_at_load(void)
     int saved = errno;
     sl_ticks_init();
     identity.proc_start_ns = sl_real_ns(); /* this process image's key, with host and pid */
+    next_exit = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
     launcher = is_launcher();
     if (!launcher) {
         sl_config_load(&config);
@@ -241,4 +246,34 @@ __attribute__((destructor)) static void sl_at_exit(void)
 {
     sl_tls_in_call = 1;
     stop_counting();
+}
+
+/*
+ * _exit and _Exit end a process without its destructors (dash ends every
+ * script that way): the final frame is delivered here, by the
+ * async-signal-safe flush (they may be called from a signal handler), and
+ * only in the process that started the sender (a forked or vforked child has
+ * none; exit() reaches libc's _exit internally, after the destructor).
+ */
+static _Noreturn void exit_now(int status)
+{
+    if (started_pid != 0 && started_pid == getpid()) {
+        started_pid = 0;
+        __atomic_store_n(&sl_core.ready, 0, __ATOMIC_RELEASE);
+        sl_sender_flush_at_exit();
+    }
+    if (next_exit != NULL)
+        next_exit(status);
+    for (;;)
+        syscall(SYS_exit_group, status);
+}
+
+SL_EXPORT void _exit(int status)
+{
+    exit_now(status);
+}
+
+SL_EXPORT void _Exit(int status)
+{
+    exit_now(status);
 }

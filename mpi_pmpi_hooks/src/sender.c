@@ -637,13 +637,14 @@ int sl_sender_stop(void)
     return 1;
 }
 
-/* Async-signal-safe: final frame requested (spool first) by an atomic store
- * and an eventfd write, then a bounded poll() on the thread's "done" eventfd. */
-void sl_sender_flush_from_signal(void)
+/* Async-signal-safe: final frame requested (by: SL_FINAL_BY_*) by an atomic
+ * store and an eventfd write, then a bounded poll() on the thread's "done"
+ * eventfd. */
+static void flush_and_wait(int by)
 {
     if (!__atomic_load_n(&S.running, __ATOMIC_ACQUIRE))
         return;
-    __atomic_store_n(&S.final_requested, SL_FINAL_BY_SIGNAL, __ATOMIC_RELEASE);
+    __atomic_store_n(&S.final_requested, by, __ATOMIC_RELEASE);
     uint64_t one = 1;
     ssize_t wrc = write(S.wake_fd, &one, sizeof one);
     (void)wrc;
@@ -655,4 +656,16 @@ void sl_sender_flush_from_signal(void)
         if (rc > 0 || (rc < 0 && errno != EINTR))
             return; /* done, or an error: never wait for more than the deadline */
     }
+}
+
+/* The final frame of a rank ended by a signal: spooled first. */
+void sl_sender_flush_from_signal(void)
+{
+    flush_and_wait(SL_FINAL_BY_SIGNAL);
+}
+
+/* The final frame of a process ending by _exit(). */
+void sl_sender_flush_at_exit(void)
+{
+    flush_and_wait(SL_FINAL_BY_STOP);
 }

@@ -49,8 +49,8 @@ def io_totals(pg_url: str, job: str, path: Path) -> tuple:
         pg_url,
         "SELECT sum(opens), sum(reads), sum(writes), sum(bytes_read), sum(bytes_written) "
         "FROM io_deltas JOIN jobs ON jobs.id = job_id "
-        "WHERE job_key LIKE %s AND world_rank = 0 AND layer = 1 AND path = %s",
-        (f"{job}.%", str(path.resolve())),
+        "WHERE job_key = %s AND world_rank = 0 AND layer = 1 AND path = %s",
+        (job, str(path.resolve())),
     )[0]
 
 
