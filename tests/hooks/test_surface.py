@@ -169,7 +169,10 @@ def test_collector_down_spools_and_replays_exactly(
     assert result.returncode == 0, result.stderr
     files = sorted(p.name for p in spool.glob("*.slf"))
     assert files and not list(spool.glob("*.tmp"))
-    assert {f.split(".")[1] for f in files} == {f"{r:010d}" for r in range(RANKS)}
+    # <job>.<run id, 16 hex digits>.<rank>.<seq>.<pid>.slf: one run, every rank.
+    runs = {f.split(".")[1] for f in files}
+    assert len(runs) == 1 and len(runs.pop()) == 16
+    assert {f.split(".")[2] for f in files} == {f"{r:010d}" for r in range(RANKS)}
     replay = subprocess.run(
         [sys.executable, "-m", "stacklens.cli", "replay", str(spool)],
         env={**env, "STACKLENS_COLLECTOR": collector.endpoint},
