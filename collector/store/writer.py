@@ -479,15 +479,18 @@ class FrameWriter:
         known_runs = [seen.get(key) for key in runs.run_keys()]
         processes = [seen.get(key) for key in runs.process_keys(known_runs)]
         if None in jobs or None in known_runs or None in processes:
-            await self._register(conn, runs)
-            jobs = [seen[key] for key in runs.job_keys]
-            known_runs = [seen[key] for key in runs.run_keys()]
-            processes = [seen[key] for key in runs.process_keys(known_runs)]
+            # Read from what the registration returns: another worker may clear `seen`.
+            learned = await self._register(conn, runs)
+            seen.update(learned)
+            jobs = [learned[key] for key in runs.job_keys]
+            known_runs = [learned[key] for key in runs.run_keys()]
+            processes = [learned[key] for key in runs.process_keys(known_runs)]
         return _Ids.of(runs, jobs, known_runs, processes)
 
-    async def _register(self, conn: psycopg.AsyncConnection, runs: _Runs) -> None:
+    async def _register(self, conn: psycopg.AsyncConnection, runs: _Runs) -> dict:
         """Create the batch's unknown jobs, runs (ordinal: the next of the job) and processes
-        (number: the next of the run) in one short transaction, and remember every id.
+        (number: the next of the run) in one short transaction; returns the id of every
+        job, run and process of `runs`, keyed as in the writer's memory of them.
 
         It commits before the frames' transaction, so ordinals and process numbers stay
         fixed whatever happens to the frames (a resend finds them); the jobs concerned are
@@ -495,12 +498,12 @@ class FrameWriter:
         key, as in the frames' transaction, which never waits for a registration holding
         anything it has locked (its rows' references take KEY SHARE locks only).
         """
-        seen = self._ids_seen
+        learned: dict = {}
         async with conn.transaction(), conn.cursor() as cur:
             await cur.execute(_CREATE_JOBS, runs.job_params())
             await cur.execute(_LOCK_JOBS, (runs.job_keys,))
-            seen.update({key: job_id for job_id, key in await cur.fetchall()})
-            job_ids = [seen[key] for key in runs.job_keys]
+            learned.update({key: job_id for job_id, key in await cur.fetchall()})
+            job_ids = [learned[key] for key in runs.job_keys]
             wanted = runs.run_rows(job_ids)
             await cur.execute(_KNOWN_RUNS, (wanted["job_id"], wanted["run_key"]))
             found = {(j, k): run_id for j, k, run_id in await cur.fetchall()}
@@ -522,14 +525,15 @@ class FrameWriter:
                 found.update({(j, k): run_id for j, k, run_id in await cur.fetchall()})
                 await cur.execute(JOB_STATUS, (new_jobs,))
             run_ids = [found[key] for key in zip(wanted["job_id"], wanted["run_key"], strict=True)]
-            seen.update(zip(runs.run_keys(), run_ids, strict=True))
-            await self._register_processes(cur, runs.process_rows(run_ids))
+            learned.update(zip(runs.run_keys(), run_ids, strict=True))
+            learned.update(await self._register_processes(cur, runs.process_rows(run_ids)))
+        return learned
 
-    async def _register_processes(self, cur: psycopg.AsyncCursor, wanted: list[tuple]) -> None:
+    async def _register_processes(self, cur: psycopg.AsyncCursor, wanted: list[tuple]) -> dict:
         """Number the processes of `processes` runs, (run id, host, pid, start) each, that
-        have no number yet; remember every number."""
+        have no number yet; returns every process's number (keyed ("process", *key))."""
         if not wanted:
-            return
+            return {}
         columns = [list(c) for c in zip(*wanted, strict=True)]
         await cur.execute(_KNOWN_PROCESSES, columns)
         found = {tuple(row[:4]): row[4] for row in await cur.fetchall()}
@@ -541,7 +545,7 @@ class FrameWriter:
                 found[key] = last[key[0]] = last.get(key[0], -1) + 1
             created = [list(c) for c in zip(*missing, strict=True)]
             await cur.execute(_CREATE_PROCESSES, (*created, [found[key] for key in missing]))
-        self._ids_seen.update({("process", *key): number for key, number in found.items()})
+        return {("process", *key): number for key, number in found.items()}
 
     async def _ledger_fast(
         self, conn: psycopg.AsyncConnection, cur: psycopg.AsyncCursor, plan: _Plan
@@ -610,6 +614,7 @@ class _Runs:
         )
         self._process_first = pf[first]
         self._info = info
+        self.world_rank = info["world_rank"]  # of every frame
 
     def run_keys(self) -> list[tuple[str, int]]:
         """(job key, run key) of every run."""
@@ -682,7 +687,7 @@ class _Ids:
         """From the ids of every job and run and the number of every process of `runs`."""
         job_ids = np.array(jobs, dtype=np.int64)
         run_id = np.array(run_ids, dtype=np.int64)
-        rank = runs._info["world_rank"].astype(np.int32)
+        rank = runs.world_rank.astype(np.int32)
         if len(runs.process_frames):
             rank[runs.process_frames] = np.array(processes, dtype=np.int32)[runs.process_group]
         return cls(job_ids, run_id, job_ids[runs.job_group], run_id[runs.run_group], rank)
