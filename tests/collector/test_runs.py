@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 
 from stacklens import wire
@@ -129,6 +131,26 @@ def test_run_and_job_statuses(collector, pg_url):
     assert [r[4] for r in runs(pg_url)] == ["finished", "killed"]
     assert job_status(pg_url) == "killed"
     assert query(pg_url, "SELECT finished_ns FROM jobs") == [(T0 + 2 * 10**10 + 2 * 10**9,)]
+
+
+def test_a_silent_run_is_lost_and_so_is_its_job_unless_another_runs(collector, pg_url):
+    service = collector.service
+    service.job_lost_after_s = 600.0
+
+    def mark_lost(now_ns: int) -> int:
+        job = service.mark_lost_once(now_ns)
+        return asyncio.run_coroutine_threadsafe(job, collector.loop).result(30)
+
+    send(collector, [mpi_frame(1, 0, 0, 1), mpi_frame(1, 0, 1, 1)])  # ends T0 + 11 s
+    send(collector, [mpi_frame(2, 0, 0, 1)])  # ends T0 + 21 s
+    assert mark_lost(T0 + 11 * 10**9 + 600 * 10**9 + 1) == 1
+    assert [r[4] for r in runs(pg_url)] == ["lost", "running"]
+    assert job_status(pg_url) == "running"
+    assert mark_lost(T0 + 21 * 10**9 + 600 * 10**9 + 1) == 1
+    assert [r[4] for r in runs(pg_url)] == ["lost", "lost"] and job_status(pg_url) == "lost"
+    send(collector, [mpi_frame(1, 1, 0, 1)])  # a late frame of run 1
+    assert [r[4] for r in runs(pg_url)] == ["running", "lost"]
+    assert job_status(pg_url) == "running"
 
 
 def test_processes_share_the_jobs_one_non_mpi_run(collector, pg_url):
