@@ -25,12 +25,17 @@ class Base(DeclarativeBase):
     """Declarative base of all stacklens tables."""
 
 
-#: Statuses of a run, and of a job (aggregated over its runs, in this order of precedence:
-#: a job is running while one run is, else lost if one is, else killed if one is).
-RUN_STATUSES = ("running", "lost", "killed", "finished")
+class _Seen:
+    """What jobs and runs record of what their ranks sent: command, user, times."""
+
+    command: Mapped[str | None] = mapped_column(Text, doc="the first rank information seen")
+    user: Mapped[str | None] = mapped_column(Text, doc="$USER of the ranks (or uid:<n>)")
+    started_ns: Mapped[int] = mapped_column(BigInteger, doc="earliest interval start seen")
+    last_seen_ns: Mapped[int] = mapped_column(BigInteger, doc="latest interval end seen")
+    finished_ns: Mapped[int | None] = mapped_column(BigInteger)
 
 
-class Job(Base):
+class Job(_Seen, Base):
     """One job (scheduler id, STACKLENS_JOB_ID, or generated) seen by a collector; its
     launches are its runs."""
 
@@ -39,17 +44,12 @@ class Job(Base):
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     job_key: Mapped[str] = mapped_column(Text, unique=True, doc="scheduler or generated job id")
     world_size: Mapped[int] = mapped_column(Integer, doc="the largest world size of its runs")
-    command: Mapped[str | None] = mapped_column(Text, doc="of its first run")
-    user: Mapped[str | None] = mapped_column(Text, doc="$USER of the ranks (or uid:<n>)")
     status: Mapped[str] = mapped_column(
         Text, doc="its runs' statuses aggregated: running, else lost, else killed, else finished"
     )
-    started_ns: Mapped[int] = mapped_column(BigInteger, doc="earliest interval start seen")
-    last_seen_ns: Mapped[int] = mapped_column(BigInteger, doc="latest interval end seen")
-    finished_ns: Mapped[int | None] = mapped_column(BigInteger)
 
 
-class Run(Base):
+class Run(_Seen, Base):
     """One launch inside a job: an MPI run (one mpirun / srun step; every rank sends the run
     id its rank 0 drew) or the job's one run of processes without MPI (wire run id 0)."""
 
@@ -68,8 +68,6 @@ class Run(Base):
     kind: Mapped[str] = mapped_column(Text, doc="mpi | processes")
     label: Mapped[str | None] = mapped_column(Text, doc="SLURM_STEP_ID of an MPI run, if set")
     world_size: Mapped[int] = mapped_column(Integer, doc="ranks, or processes seen")
-    command: Mapped[str | None] = mapped_column(Text)
-    user: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(
         Text,
         doc="running | finished (mpi: every rank sent its final frame; processes: every "
@@ -77,9 +75,6 @@ class Run(Base):
         "processes: one did, and all have ended) | lost (running, silent for "
         "STACKLENS_JOB_LOST_AFTER_S; running again if a frame arrives)",
     )
-    started_ns: Mapped[int] = mapped_column(BigInteger, doc="earliest interval start seen")
-    last_seen_ns: Mapped[int] = mapped_column(BigInteger, doc="latest interval end seen")
-    finished_ns: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class RunProcess(Base):

@@ -55,6 +55,13 @@ class JobRuns(BaseModel):
     runs: list[RunSummary]
 
 
+class JobScoped(BaseModel):
+    """What every per-job answer starts with: the job, and the run asked for."""
+
+    job: str
+    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
+
+
 class MatrixCell(BaseModel):
     """Point-to-point traffic from one source rank to one destination rank."""
 
@@ -64,11 +71,9 @@ class MatrixCell(BaseModel):
     messages: int
 
 
-class Matrix(BaseModel):
+class Matrix(JobScoped):
     """A job's rank x rank point-to-point matrix (only non-zero pairs are listed)."""
 
-    job: str
-    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     world_size: int
     cells: list[MatrixCell]
 
@@ -95,12 +100,10 @@ class CategoryTotal(BaseModel):
     time_ns: int
 
 
-class JobOps(BaseModel):
+class JobOps(JobScoped):
     """A job's MPI operations (only those called, heaviest time first) and the totals per
     category (every category, in a fixed order, zeros included)."""
 
-    job: str
-    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     categories: list[CategoryTotal]
     ops: list[OpTotal]
 
@@ -124,11 +127,9 @@ class FileIo(BaseModel):
     meta_time_ns: int = Field(description="time in open/close/seek/sync calls")
 
 
-class JobIo(BaseModel):
+class JobIo(JobScoped):
     """A job's file-system I/O per (layer, path), most bytes (read + written) first."""
 
-    job: str
-    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     files: list[FileIo]
 
 
@@ -162,12 +163,10 @@ class CommunicatorTotal(BaseModel):
     time_ns: int
 
 
-class JobCollectives(BaseModel):
+class JobCollectives(JobScoped):
     """A job's collectives per (communicator, op, root), heaviest time first, and a summary
     per communicator, heaviest time first."""
 
-    job: str
-    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     communicators: list[CommunicatorTotal]
     collectives: list[CollectiveTotal]
 
@@ -190,12 +189,10 @@ class OpSizes(BaseModel):
     buckets: list[SizeBucket]
 
 
-class JobSizes(BaseModel):
+class JobSizes(JobScoped):
     """A job's message-size histograms, summed over ranks and intervals; the op with the
     most messages first."""
 
-    job: str
-    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     ops: list[OpSizes]
 
 
@@ -217,12 +214,10 @@ class RmaCell(BaseModel):
     ops: list[RmaOp] = Field(description="per op, by name")
 
 
-class JobRma(BaseModel):
+class JobRma(JobScoped):
     """A job's one-sided (RMA) traffic per (origin, target) pair with calls (by origin, then
     target) and per op (most bytes first)."""
 
-    job: str
-    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     world_size: int
     ops: list[RmaOp]
     cells: list[RmaCell]
@@ -248,10 +243,8 @@ class RankInfo(BaseModel):
     frames_spooled: int = Field(description="frames that went through the spool directory")
 
 
-class JobRanks(BaseModel):
+class JobRanks(JobScoped):
     """The ranks of a job that reported, by world rank."""
 
-    job: str
-    run: int | None = Field(description="the run asked for (?run=), null = the whole job")
     world_size: int
     ranks: list[RankInfo]
