@@ -46,9 +46,12 @@ demo: setup
 up: setup
 	$(VENV)/bin/stacklens up
 
+# Style (ruff) and types (mypy: strict on the API contract, server, store and contract;
+# see pyproject.toml), after the C builds (-Werror).
 lint: venv hooks fabric codec
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 format: venv
 	$(VENV)/bin/ruff check --fix .

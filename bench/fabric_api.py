@@ -25,13 +25,14 @@ from pathlib import Path
 import numpy as np
 from fastapi.testclient import TestClient
 
-from collector.fabric.counters import COUNTER_NAMES, DeltaTracker, RawSweep
+from collector.fabric.counters import DeltaTracker, RawSweep
 from collector.fabric.store import FabricStore
 from collector.fabric.topology import Link, Node, NodeType, Port, Topology
 from emulator.fattree import FatTree, fat_tree
 from frontend import cyto_style
 from frontend.api import StacklensApi
 from server.app import create_app
+from stacklens.constants import PORT_COUNTERS
 from stacklens.db import make_engine, migrate, start_embedded
 
 CAPACITY = 25_000_000_000  # bytes/s of an HDR port (4x 50 Gb/s)
@@ -75,9 +76,9 @@ def fill(url: str, tree: FatTree, sweeps: int) -> tuple[int, int, int]:
     topo = topology(tree)
     ends = sorted(topo.ports)
     rng = np.random.default_rng(7)
-    words = np.zeros((len(ends), len(COUNTER_NAMES)), dtype=np.uint64)
-    data = [COUNTER_NAMES.index(c) for c in ("xmit_bytes", "rcv_bytes")]
-    errors = COUNTER_NAMES.index("symbol_errors")
+    words = np.zeros((len(ends), len(PORT_COUNTERS)), dtype=np.uint64)
+    data = [PORT_COUNTERS.index(c) for c in ("xmit_bytes", "rcv_bytes")]
+    errors = PORT_COUNTERS.index("symbol_errors")
     store = FabricStore(url)
     try:
         store.write_topology(topo, T0, [])

@@ -28,7 +28,7 @@ comparisons, interleaved). Not a timed test: run it by hand and copy the figures
 bench/RESULTS.md.
 
     .venv/bin/python -m bench.overhead [--trips N] [--writes N] [--repeat R] [--lib SO]...
-                                       [--only write]
+                                       [--only write|mpi]
 """
 
 from __future__ import annotations
@@ -238,15 +238,18 @@ def main() -> None:
     p.add_argument("--writes", type=int, default=200000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--lib", type=Path, action="append", help=f"library (default {LIB})")
-    p.add_argument("--only", choices=["write"], help="only the write() figures")
+    p.add_argument(
+        "--only", choices=["write", "mpi"], help="only the write() or the MPI call figures"
+    )
     a = p.parse_args()
     libs = [lib.resolve() for lib in a.lib] if a.lib else [LIB]
     with tempfile.TemporaryDirectory(dir=".") as d:
         out = Path(d).resolve()
         build(out)
-        if a.only is None:
+        if a.only in (None, "mpi"):
             mpi_calls(out, libs, a)
-        writes(out, libs, a)
+        if a.only in (None, "write"):
+            writes(out, libs, a)
         if a.only is None:
             rss(out, libs)
 

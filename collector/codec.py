@@ -104,14 +104,20 @@ def library() -> ctypes.CDLL:
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
             ctypes.c_void_p, ctypes.c_uint64,
         ]  # fmt: skip
-        sizes = (ctypes.c_uint32 * 4)()
-        lib.sl_abi_sizes(sizes)
-        expected = [ctypes.sizeof(Limits), FRAME_INFO.itemsize, ctypes.sizeof(_ScanError),
-                    COLUMN.itemsize]  # fmt: skip
-        if list(sizes) != expected:
-            raise RuntimeError(f"{LIBRARY}: ABI sizes {list(sizes)}, expected {expected}")
+        check_abi(lib)
         _lib = lib
     return _lib
+
+
+def check_abi(lib: ctypes.CDLL) -> None:
+    """Raise RuntimeError unless the library's structs have the sizes of their mirrors here
+    (`Limits`, FRAME_INFO, `_ScanError`, COLUMN)."""
+    sizes = (ctypes.c_uint32 * 4)()
+    lib.sl_abi_sizes(sizes)
+    expected = [ctypes.sizeof(Limits), FRAME_INFO.itemsize, ctypes.sizeof(_ScanError),
+                COLUMN.itemsize]  # fmt: skip
+    if list(sizes) != expected:
+        raise RuntimeError(f"{LIBRARY}: ABI sizes {list(sizes)}, expected {expected}")
 
 
 def limits(
@@ -180,11 +186,12 @@ def scan(data: bytes, lim: Limits) -> tuple[FrameBatch, ScanError | None]:
             base + offset, len(data) - offset, ctypes.byref(lim), out.ctypes.data, len(out),
             ctypes.byref(consumed), ctypes.byref(error),
         )  # fmt: skip
+        slots = len(out)
         out = out[:n]
         out["offset"] += offset
         parts.append(out)
         offset += consumed.value
-        if n < len(out.base) or error.status:  # stopped before the slots ran out
+        if n < slots or error.status:  # stopped before the slots ran out
             break
     info = parts[0] if len(parts) == 1 else np.concatenate(parts)
     batch = FrameBatch(data[:offset], info)

@@ -9,7 +9,8 @@ writes into the output directory:
   sl_mpi_wrappers.c   one MPI_* wrapper per entry, from the body template
                       contract/templates/wrapper_<class>.c.in of its class, plus the
                       Fortran entry points (mpi_send_, mpi_send__, MPI_SEND,
-                      mpi_send) of every entry whose class has a
+                      mpi_send, and mpi_send_f08_ / mpi_send_f08ts_ of
+                      `use mpi_f08`) of every entry whose class has a
                       contract/templates/fortran_<class>.c.in
 
 Templates are string.Template files. A wrapper template may use ${name},
@@ -17,8 +18,14 @@ ${ret}, ${params}, ${args}, ${bytes} (the C expression of the entry's bytes=
 mode, from bytes_modes.in) and ${role_<role>} (the name of the argument with
 that role); the roles a template uses are the roles its class requires.
 A Fortran template sees the Fortran parameters (every argument by reference,
-argc/argv dropped, MPI_Fint *ierr appended): ${fparams}, ${fargs}, ${arg_<role>}
-(the parameter) and ${role_<role>} (its C value: handles through PMPI_*_f2c).
+argc/argv dropped, MPI_Fint *ierr appended, then the hidden length <name>_len of
+each string argument): ${fparams}, ${fargs}, ${arg_<role>} (the parameter),
+${len_<role>} (a string's length) and ${role_<role>} (its C value: handles through
+PMPI_*_f2c, see FORTRAN_VALUE); its C code may read `form`, the kind of entry
+point it runs for (enum sl_f_form). ${fortran} is 1 there and 0 in C wrappers (the
+bytes= modes read datatype arrays by it). contract/templates/fortran_entry.c.in
+wraps the body into the entry points of `mpif.h`/`use mpi` (four manglings) and
+`use mpi_f08` (see mpi_pmpi_hooks/src/fortran.h).
 
 Python 3.11 standard library only. Usage:
     generate.py --spec SPEC --out DIR [--templates DIR]
@@ -76,39 +83,53 @@ KEYS = frozenset({"class", "mpi", "bytes", "fortran", "traffic"})
 # Roles that the Fortran bindings do not have.
 FORTRAN_DROPPED = frozenset({"argc", "argv"})
 # C type of an argument (declaration without its name) -> C value of the Fortran
-# parameter p that carries it; types not listed (strings, datatype arrays, ...)
-# give the entry no Fortran entry points.
+# parameter p that carries it (handles through PMPI_*_f2c; a pointer to a handle gives
+# the handle it holds where the template reads it); arrays of handles and statuses
+# stay Fortran arrays (MPI_Fint *), which the templates convert element by element.
+# Types not listed give the entry no Fortran entry points.
 FORTRAN_VALUE = {
     "int": Template("(int)*${p}"),
     "MPI_Comm": Template("PMPI_Comm_f2c(*${p})"),
     "MPI_Datatype": Template("PMPI_Type_f2c(*${p})"),
     "MPI_Op": Template("PMPI_Op_f2c(*${p})"),
     "MPI_Win": Template("PMPI_Win_f2c(*${p})"),
+    "MPI_File": Template("PMPI_File_f2c(*${p})"),
     "MPI_Aint": Template("*${p}"),
     "MPI_Offset": Template("*${p}"),
     "const void *": Template("${p}"),
     "void *": Template("${p}"),
     "int *": Template("${p}"),
+    "const int *": Template("${p}"),
     "const int[]": Template("(const int *)${p}"),
     "int[]": Template("(int *)${p}"),
+    "const char *": Template("${p}"),
     "MPI_Status *": Template("${p}"),
-    "MPI_Request *": Template("${p}"),
-    "MPI_Comm *": Template("${p}"),
+    "MPI_Request *": Template("PMPI_Request_f2c(*${p})"),
+    "MPI_Message *": Template("PMPI_Message_f2c(*${p})"),
+    "MPI_Comm *": Template("PMPI_Comm_f2c(*${p})"),
+    "MPI_Win *": Template("PMPI_Win_f2c(*${p})"),
+    "MPI_File *": Template("PMPI_File_f2c(*${p})"),
     "MPI_Group *": Template("${p}"),
-    "MPI_Win *": Template("${p}"),
     "MPI_Info": Template("${p}"),
     "MPI_Group": Template("${p}"),
-    "const int *": Template("${p}"),
     "MPI_Aint *": Template("${p}"),
+    "const MPI_Aint[]": Template("${p}"),
+    "MPI_Request[]": Template("${p}"),
+    "MPI_Status[]": Template("${p}"),
+    "const MPI_Datatype[]": Template("${p}"),
 }
-# Fortran parameter type of each C argument type (by reference).
+# Fortran parameter type of each C argument type (by reference); MPI_Fint * if not listed.
 FORTRAN_PARAM = {
     "const void *": "void *",
     "void *": "void *",
+    "const char *": "char *",
     "MPI_Aint": "MPI_Aint *",
     "MPI_Offset": "MPI_Offset *",
     "MPI_Aint *": "MPI_Aint *",
+    "const MPI_Aint[]": "MPI_Aint *",
 }
+# Fortran strings carry their length in a hidden argument after all the others.
+FORTRAN_STRING = "const char *"
 
 ENTRY_RE = re.compile(
     r"^(?P<ret>[A-Za-z_][\w \t*]*?)\s*\b(?P<name>MPIX?_\w+)\s*"
@@ -143,6 +164,7 @@ class Arg:
     def ctype(self) -> str:
         """The declaration without the argument name, arrays as "T[]" ("const int[]")."""
         m = ARG_NAME_RE.search(self.decl)
+        assert m is not None, "parse_arg accepts only declarations with a name"
         base = self.decl[: m.start()].strip()
         if "[" in self.decl[m.start() :]:
             return base + "[]"
@@ -172,6 +194,7 @@ class Entry:
 def parse_arg(text: str, where: str) -> Arg:
     """Parses "<declaration> [@role]"."""
     m = ARG_RE.match(text.strip())
+    assert m is not None, "ARG_RE matches any text"
     decl, role = m.group("decl"), m.group("role")
     name = ARG_NAME_RE.search(decl)
     if not decl or name is None or name.start() == 0:
@@ -187,7 +210,7 @@ def parse_entry(text: str, index: int, line: int, where: str) -> Entry:
     if m is None:
         raise SpecError(f"{where}: expected '<type> MPI_<name>(<args>) class=<class> ...'")
     raw_args = m.group("args").strip()
-    args = ()
+    args: tuple[Arg, ...] = ()
     if raw_args and raw_args != "void":
         args = tuple(parse_arg(a, where) for a in raw_args.split(","))
     roles = [a.role for a in args if a.role]
@@ -267,7 +290,7 @@ def check_roles(template: Template, roles: dict[str, str], entry: Entry, where: 
         raise SpecError(f"{where}: class={entry.cls} needs the roles {', '.join(missing)}")
 
 
-def bytes_expr(entry: Entry, modes: dict[str, Template], values: dict[str, str], where: str):
+def bytes_expr(entry: Entry, modes: dict[str, Template], values: dict[str, str], where: str) -> str:
     """The C expression of the entry's bytes= mode over values ("0" without a mode)."""
     if entry.bytes_mode is None:
         return "0"
@@ -296,6 +319,7 @@ def render_wrapper(entry: Entry, templates: Path, spec: Path, modes: dict[str, T
     }
     values["root"] = values.get("role_root", "-1")
     values["large"] = "1" if entry.name.endswith("_c") else "0"
+    values["fortran"] = "0"
     values["bytes"] = bytes_expr(entry, modes, values, where)
     body = template.substitute(values) + render_fortran(entry, templates, modes, where)
     if entry.mpi is None:
@@ -311,19 +335,26 @@ def render_fortran(entry: Entry, templates: Path, modes: dict[str, Template], wh
     args = [a for a in entry.args if a.role not in FORTRAN_DROPPED]
     if any(a.ctype() not in FORTRAN_VALUE for a in args):
         return ""
+    strings = [a for a in args if a.ctype() == FORTRAN_STRING]
     fparams = [f"{FORTRAN_PARAM.get(a.ctype(), 'MPI_Fint *')}{a.name}" for a in args]
     fparams.append("MPI_Fint *ierr")
+    fparams += [f"size_t {a.name}_len" for a in strings]
+    names = [a.name for a in args]
+    lengths = [f"{a.name}_len" for a in strings]
     values = {
         "name": entry.name,
         "lower": entry.name.lower(),
         "upper": entry.name.upper(),
         "fparams": ", ".join(fparams),
-        "fargs": ", ".join([a.name for a in args] + ["ierr"]),
+        "fargs": ", ".join(names + ["ierr"] + lengths),
+        "fargs_own_ierr": ", ".join(names + ["&sl_ierr"] + lengths),
         **{f"arg_{a.role}": a.name for a in args if a.role},
+        **{f"len_{a.role}": f"{a.name}_len" for a in strings if a.role},
         **{f"role_{a.role}": FORTRAN_VALUE[a.ctype()].substitute(p=a.name) for a in args if a.role},
     }
     values["root"] = values.get("role_root", "-1")
     values["large"] = "0"
+    values["fortran"] = "1"
     values["bytes"] = bytes_expr(entry, modes, values, where)
     body = load_template(templates, path.name)
     check_roles(body, {a.role: a.name for a in args if a.role}, entry, where)

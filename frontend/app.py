@@ -30,7 +30,7 @@ def create_dash_app(api_base_url: str, refresh_ms: int = 1000) -> dash.Dash:
         requests_pathname_prefix="/",
         routes_pathname_prefix="/",
         title="stacklens",
-        update_title=None,  # no "Updating..." tab title flicker on every refresh tick
+        update_title=None,  # type: ignore[arg-type]  # no "Updating..." tab title flicker on every refresh tick
     )
     api.attach_client(dash_app.server, api.StacklensApi(api_base_url))
     pages = list(dash.page_registry.values())

@@ -10,29 +10,31 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from dash import dcc, html
 
 from frontend import ids
-from frontend.api import (
-    FabricEvent,
-    FabricTopology,
-    Job,
-    JobCollectives,
-    JobIo,
-    JobOps,
-    JobRanks,
-    JobRma,
-    JobSizes,
-    LinkLoad,
-    Matrix,
-)
 from frontend.formatting import (
     format_bytes,
     format_duration_ns,
     format_size_bucket,
     format_utc_ns,
 )
+from stacklens.api_models import (
+    FabricEvent,
+    JobCollectives,
+    JobIo,
+    JobOps,
+    JobRanks,
+    JobRma,
+    JobSizes,
+    JobSummary,
+    LinkLoad,
+    Matrix,
+    Topology,
+)
+from stacklens.constants import ERROR_COUNTERS
 
 # Rows shown in the matrix table; with more rank pairs only the heaviest are listed.
 MAX_MATRIX_ROWS = 200
@@ -58,15 +60,16 @@ MAX_LINK_ROWS = 40
 # Fabric events shown (newest first).
 MAX_EVENT_ROWS = 20
 
+
+def _heading(counter: str) -> str:
+    """A counter name as a column heading: "symbol_errors" -> "Symbol errors",
+    "vl15_dropped" -> "VL15 dropped"."""
+    first, *rest = counter.replace("vl15", "VL15").split("_")
+    return " ".join([first[:1].upper() + first[1:], *rest])
+
+
 #: Error counters of a fabric link as the links table heads them (API name -> heading).
-ERROR_HEADINGS = {
-    "symbol_errors": "Symbol errors",
-    "link_error_recovery": "Link error recovery",
-    "link_downed": "Link downed",
-    "rcv_errors": "Rcv errors",
-    "xmit_discards": "Xmit discards",
-    "vl15_dropped": "VL15 dropped",
-}
+ERROR_HEADINGS = {c: _heading(c) for c in ERROR_COUNTERS}
 
 #: How the API's traffic categories of MPI operations read on the page.
 CATEGORY_LABELS = {
@@ -123,7 +126,7 @@ def no_jobs_notice() -> html.Div:
 
 def card(title: str, *children, section_id: str | None = None) -> html.Section:
     """A titled card of a page (`section_id`: its DOM id, if it needs one)."""
-    ident = {"id": section_id} if section_id else {}
+    ident: dict[str, Any] = {"id": section_id} if section_id else {}
     return html.Section(className="card", children=[html.H2(title), *children], **ident)
 
 
@@ -140,17 +143,16 @@ def markdown_table(table_id: str, extra_class: str = "") -> dcc.Markdown:
     return dcc.Markdown(id=table_id, className=f"scroll table-wrap md-table {extra_class}".strip())
 
 
-def jobs_table(jobs: Sequence[Job], selected: str | None) -> list:
+def jobs_table(jobs: Sequence[JobSummary], selected: str | None, total: int) -> list:
     """Header and body of the jobs table; each row is clickable and `selected` is highlighted.
 
-    Only the newest `MAX_JOB_ROWS` jobs are listed (and `selected`, if older); a caption says so.
+    `jobs` come newest first; only the newest `MAX_JOB_ROWS` are listed (and `selected`, if
+    older); a caption says so when there are more of the `total` jobs.
     """
     shown = list(jobs[:MAX_JOB_ROWS])
     shown += [job for job in jobs[MAX_JOB_ROWS:] if job.job == selected]
     caption = (
-        [html.Caption(f"Newest {MAX_JOB_ROWS} of {len(jobs)} jobs.")]
-        if len(jobs) > MAX_JOB_ROWS
-        else []
+        [html.Caption(f"Newest {MAX_JOB_ROWS} of {total} jobs.")] if total > MAX_JOB_ROWS else []
     )
     head = html.Thead(
         html.Tr(
@@ -172,7 +174,7 @@ def jobs_table(jobs: Sequence[Job], selected: str | None) -> list:
             id={"type": ids.JOB_ROW, "job": job.job},
             className="job-row selected" if job.job == selected else "job-row",
             title="Show this job's traffic, MPI operations and file I/O",
-            **{"data-job": job.job},
+            **{"data-job": job.job},  # type: ignore[arg-type]  # a data-* attribute
             children=[
                 html.Td(job.job, className="job mono"),
                 html.Td(job.user, className="user"),
@@ -213,7 +215,7 @@ def matrix_table_markdown(matrix: Matrix) -> str:
     return _table(caption, headings, align, rows)
 
 
-def matrix_title(job: Job, matrix: Matrix) -> list:
+def matrix_title(job: JobSummary, matrix: Matrix) -> list:
     """Heading of the matrix section: which job, its size, status and total p2p bytes."""
     total = sum(c.bytes for c in matrix.cells)
     details = f"{matrix.world_size} ranks · {job.status} · {format_bytes(total)} point-to-point"
@@ -348,7 +350,7 @@ def no_fabric_notice() -> html.Div:
     )
 
 
-def fabric_summary(topology: FabricTopology, loads: Sequence[LinkLoad]) -> str:
+def fabric_summary(topology: Topology, loads: Sequence[LinkLoad]) -> str:
     """One line: nodes (switches, HCAs, gone), links (down), links with errors in the last
     sweep, and the busiest link's utilisation."""
     nodes = topology.nodes

@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict, deque
 
-from frontend.api import FabricTopology, LinkLoad
 from frontend.formatting import format_bytes
+from stacklens.api_models import LinkLoad, Topology
 
 #: Horizontal distance between neighbouring HCAs, and at least between any two nodes of a
 #: tier; vertical distance between tiers (cytoscape model units; the view is fitted).
@@ -41,7 +41,7 @@ def _natural(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
-def positions(topology: FabricTopology) -> dict[str, dict[str, float]]:
+def positions(topology: Topology) -> dict[str, dict[str, float]]:
     """{guid: {"x", "y"}} of every node by the layout rule (module docstring)."""
     neighbours: dict[str, set[str]] = defaultdict(set)
     for link in topology.links:
@@ -106,7 +106,7 @@ def _rgb(colour: str) -> tuple[int, int, int]:
     return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
 
 
-def elements(topology: FabricTopology, loads: list[LinkLoad]) -> list[dict]:
+def elements(topology: Topology, loads: list[LinkLoad]) -> list[dict]:
     """All cytoscape elements (nodes, then links by id) with their positions."""
     where = positions(topology)
     out = element_updates(topology, loads)
@@ -117,7 +117,7 @@ def elements(topology: FabricTopology, loads: list[LinkLoad]) -> list[dict]:
     return out
 
 
-def element_updates(topology: FabricTopology, loads: list[LinkLoad]) -> list[dict]:
+def element_updates(topology: Topology, loads: list[LinkLoad]) -> list[dict]:
     """The `data` and `classes` of every element, in the same order as `elements` (nodes as
     the topology lists them, then links): what a refresh changes."""
     by_id = {x.id: x for x in loads}

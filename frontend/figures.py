@@ -8,8 +8,9 @@ from collections.abc import Iterable
 import plotly.graph_objects as go
 from plotly.colors import sequential
 
-from frontend.api import JobSizes, Matrix, MatrixCell
 from frontend.formatting import format_bytes, format_bytes_short, format_size_bucket
+from stacklens.api_models import JobSizes, Matrix, MatrixCell
+from stacklens.constants import bucket_bounds
 
 # Cell labels: full ("1.50 MiB") up to this many ranks, short ("1.5M") up to the next, none
 # beyond (hover still shows exact values).
@@ -112,7 +113,7 @@ def size_histogram(sizes: JobSizes) -> go.Figure:
         return _empty_figure("No message sizes recorded.")
     used = [b for o in ops for b in o.buckets]
     first, last = min(b.bucket for b in used), max(b.bucket for b in used)
-    labels = {b: format_size_bucket(*_bucket_bounds(b)) for b in range(first, last + 1)}
+    labels = {b: format_size_bucket(*bucket_bounds(b)) for b in range(first, last + 1)}
     fig = go.Figure(
         [
             go.Bar(
@@ -138,11 +139,6 @@ def size_histogram(sizes: JobSizes) -> go.Figure:
         uirevision=sizes.job,
     )
     return fig
-
-
-def _bucket_bounds(bucket: int) -> tuple[int, int]:
-    """[lower, upper) bytes of a log2 bucket (0 = empty messages), as the API defines them."""
-    return (0, 1) if bucket == 0 else (1 << (bucket - 1), 1 << bucket)
 
 
 def _empty_figure(message: str) -> go.Figure:

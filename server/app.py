@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 import stacklens
 from server.fabric.routes import router as fabric_router
 from server.ingest.routes import router as ingest_router
+from server.jobs.routes import overview_router
 from server.jobs.routes import router as jobs_router
 from server.metrics.routes import router as metrics_router
 
@@ -54,12 +55,13 @@ def create_app(
     app.state.engine = engine
     app.state.collector = collector
     app.include_router(jobs_router)
+    app.include_router(overview_router)
     app.include_router(fabric_router)
     app.include_router(ingest_router)
     app.include_router(metrics_router)
 
     @app.get("/api/health", tags=["meta"])
-    def health() -> dict:
+    def health() -> dict[str, Any]:
         """Liveness probe."""
         return {"status": "ok", "version": stacklens.__version__}
 
@@ -67,5 +69,6 @@ def create_app(
         from frontend.app import create_dash_app  # Dash is heavy; import only when served
 
         dash_app = create_dash_app(api_base_url, refresh_ms=refresh_ms)
-        app.mount("/", WSGIMiddleware(dash_app.server))
+        # a2wsgi types its ASGI callable more narrowly than Starlette declares a mount
+        app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app

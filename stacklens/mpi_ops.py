@@ -12,8 +12,8 @@ from functools import cache
 
 from contract import MPI_SPEC, generate
 
-#: Traffic categories of MPI operations, in display order (ARCHITECTURE.md's traffic
-#: classes, with the completion calls apart: the time inside them is time spent waiting).
+#: Traffic categories of MPI operations, in display order; the completion calls are a
+#: category of their own: the time inside them is waiting (docs/design.md, Operation ids).
 CATEGORIES = ("mpi_p2p", "mpi_completion", "mpi_coll", "mpi_rma", "io", "other")
 
 #: Category of each spec class (the `class=` key of an entry; see the spec's header).

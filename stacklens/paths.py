@@ -13,8 +13,11 @@ SOURCE_ROOT = Path(__file__).resolve().parent.parent
 #: Directory of the C hook library sources.
 HOOKS_DIR = SOURCE_ROOT / "mpi_pmpi_hooks"
 
-#: The hook library built by `make -C mpi_pmpi_hooks` (Open MPI build).
-DEFAULT_LIBRARY = HOOKS_DIR / "build" / "libstacklens.so"
+#: The hook library built for each MPI (`make -C mpi_pmpi_hooks variants` builds both).
+LIBRARIES = {
+    "openmpi": HOOKS_DIR / "build" / "libstacklens.so",
+    "mpich": HOOKS_DIR / "build-mpich" / "libstacklens.so",
+}
 
 #: Alembic configuration.
 ALEMBIC_INI = SOURCE_ROOT / "alembic.ini"

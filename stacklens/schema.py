@@ -6,6 +6,9 @@ deltas exactly as the hooks sent them, so sums over any window are exact.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -19,6 +22,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from stacklens.constants import IO_COUNTERS, P2P_COUNTERS, PORT_COUNTERS
 
 
 class Base(DeclarativeBase):
@@ -167,86 +172,33 @@ PARTITIONED_BY_DAY = {"postgresql_partition_by": "RANGE (t_end_ns)"}
 #: Table option of the read views over array tables (not tables: never truncated/created).
 VIEW = {"info": {"view": True}}
 
+#: Columns of _RankInterval (every delta table's columns from the frame header), in order.
+RANK_INTERVAL = ("job_id", "run_id", "world_rank", "t_start_ns", "t_end_ns")
 
-def _identity(*columns: str) -> dict:
-    return {"primary_key": ["run_id", "world_rank", "t_end_ns", *columns]}
+
+def _identity(*columns: str) -> dict[str, Any]:
+    return {"primary_key": [*RANK_INTERVAL[:3], "t_end_ns", *columns]}
 
 
-def _frames_args(table: str) -> tuple:
+def _frames_args(table: str) -> tuple[Any, ...]:
     return (Index(f"ix_{table}_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
 
 
-def _ints(kind: type) -> Mapped[list[int]]:
-    return mapped_column(ARRAY(kind))
+def _model(name: str, bases: tuple[type, ...], doc: str, namespace: dict[str, Any]) -> Any:
+    """A mapped class whose columns are generated (typed Any: a type checker cannot list
+    generated columns)."""
+    return type(name, bases, {"__doc__": doc, "__module__": __name__, **namespace})
 
 
-class P2PFrames(_RankInterval, Base):
-    """Storage of point-to-point deltas: one row per frame, record i = element i."""
-
-    __tablename__ = "p2p_frames"
-    __table_args__ = _frames_args(__tablename__)
-    __mapper_args__ = _identity()
-
-    peer: Mapped[list[int]] = _ints(Integer)
-    bytes_sent: Mapped[list[int]] = _ints(BigInteger)
-    # int4 (migration 0005): counts over 2^31 are split over repeated elements of the peer.
-    msgs_sent: Mapped[list[int]] = _ints(Integer)
-    bytes_recv: Mapped[list[int]] = _ints(BigInteger)
-    msgs_recv: Mapped[list[int]] = _ints(Integer)
+def _counters(names: Sequence[str], *, nullable: bool, prefix: str = "") -> dict[str, Any]:
+    """A bigint column per counter name (prefixed), NULL allowed or not."""
+    return {f"{prefix}{n}": mapped_column(BigInteger, nullable=nullable) for n in names}
 
 
-class OpFrames(_RankInterval, Base):
-    """Storage of per-op deltas (array layout)."""
-
-    __tablename__ = "op_frames"
-    __table_args__ = _frames_args(__tablename__)
-    __mapper_args__ = _identity()
-
-    op_id: Mapped[list[int]] = _ints(SmallInteger)
-    calls: Mapped[list[int]] = _ints(BigInteger)
-    bytes: Mapped[list[int]] = _ints(BigInteger)
-    time_ns: Mapped[list[int]] = _ints(BigInteger)
-
-
-class OpHistFrames(_RankInterval, Base):
-    """Storage of size-histogram deltas (array layout)."""
-
-    __tablename__ = "op_hist_frames"
-    __table_args__ = _frames_args(__tablename__)
-    __mapper_args__ = _identity()
-
-    op_id: Mapped[list[int]] = _ints(SmallInteger)
-    bucket: Mapped[list[int]] = _ints(SmallInteger)
-    count: Mapped[list[int]] = _ints(BigInteger)
-
-
-class CollFrames(_RankInterval, Base):
-    """Storage of collective deltas per communicator (array layout)."""
-
-    __tablename__ = "coll_frames"
-    __table_args__ = _frames_args(__tablename__)
-    __mapper_args__ = _identity()
-
-    op_id: Mapped[list[int]] = _ints(SmallInteger)
-    comm_id: Mapped[list[int]] = _ints(BigInteger)
-    comm_size: Mapped[list[int]] = _ints(Integer)
-    root: Mapped[list[int]] = _ints(Integer)
-    calls: Mapped[list[int]] = _ints(BigInteger)
-    bytes: Mapped[list[int]] = _ints(BigInteger)
-    time_ns: Mapped[list[int]] = _ints(BigInteger)
-
-
-class RmaFrames(_RankInterval, Base):
-    """Storage of RMA deltas per target (array layout)."""
-
-    __tablename__ = "rma_frames"
-    __table_args__ = _frames_args(__tablename__)
-    __mapper_args__ = _identity()
-
-    target: Mapped[list[int]] = _ints(Integer)
-    op_id: Mapped[list[int]] = _ints(SmallInteger)
-    calls: Mapped[list[int]] = _ints(BigInteger)
-    bytes: Mapped[list[int]] = _ints(BigInteger)
+# ---- per-record read views, each declared once: its array storage is generated -------
+# Each `*Delta` class declares the fields of one record of a wire table; `_array_storage`
+# derives the table the collector writes (one row per frame, one array per field, record
+# i = element i) and migration 0005's view unnests it back into these rows.
 
 
 class P2PDelta(_RankInterval, Base):
@@ -258,6 +210,7 @@ class P2PDelta(_RankInterval, Base):
 
     peer: Mapped[int] = mapped_column(Integer, doc="peer world rank")
     bytes_sent: Mapped[int] = mapped_column(BigInteger)
+    # int4 (migration 0005): counts over 2^31 are split over repeated elements of the peer.
     msgs_sent: Mapped[int] = mapped_column(Integer, doc="a peer may repeat in one interval")
     bytes_recv: Mapped[int] = mapped_column(BigInteger)
     msgs_recv: Mapped[int] = mapped_column(Integer)
@@ -317,6 +270,32 @@ class RmaDelta(_RankInterval, Base):
     bytes: Mapped[int] = mapped_column(BigInteger)
 
 
+def _array_storage(view: type[Base], name: str, table: str) -> Any:
+    """The array-layout table behind a read view: the view's record columns as arrays of
+    their types, after the same interval columns; one row per frame."""
+    record = [c for c in view.__table__.columns if c.name not in RANK_INTERVAL]
+    return _model(
+        name,
+        (_RankInterval, Base),
+        f"Storage of {view.__tablename__} (array layout, one row per frame).",
+        {
+            "__tablename__": table,
+            "__table_args__": _frames_args(table),
+            "__mapper_args__": _identity(),
+            **{
+                c.name: mapped_column(ARRAY(c.type), nullable=c.nullable, doc=c.doc) for c in record
+            },
+        },
+    )
+
+
+P2PFrames = _array_storage(P2PDelta, "P2PFrames", "p2p_frames")
+OpFrames = _array_storage(OpDelta, "OpFrames", "op_frames")
+OpHistFrames = _array_storage(OpHistDelta, "OpHistFrames", "op_hist_frames")
+CollFrames = _array_storage(CollDelta, "CollFrames", "coll_frames")
+RmaFrames = _array_storage(RmaDelta, "RmaFrames", "rma_frames")
+
+
 class RollupDirty(Base):
     """(run, minute) buckets whose rollups must be recomputed: marked by every commit."""
 
@@ -327,71 +306,40 @@ class RollupDirty(Base):
     minute_ns: Mapped[int] = mapped_column(BigInteger, primary_key=True)
 
 
-class P2PMinute(Base):
-    """Point-to-point traffic per rank and peer summed over one UTC minute (by interval end);
-    recomputed from p2p_deltas for every dirty bucket (collector/store/rollups.py)."""
-
-    __tablename__ = "p2p_minutes"
-
-    job_id: Mapped[int] = mapped_column(BigInteger)
-    run_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    minute_ns: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    world_rank: Mapped[int] = mapped_column(Integer, primary_key=True)
-    peer: Mapped[int] = mapped_column(Integer, primary_key=True)
-    bytes_sent: Mapped[int] = mapped_column(BigInteger)
-    msgs_sent: Mapped[int] = mapped_column(BigInteger)
-    bytes_recv: Mapped[int] = mapped_column(BigInteger)
-    msgs_recv: Mapped[int] = mapped_column(BigInteger)
-
-
-#: Counter columns of io_deltas, in wire order (table io of stacklens_wire.def).
-IO_COUNTERS = (
-    "opens",
-    "reads",
-    "writes",
-    "bytes_read",
-    "bytes_written",
-    "read_time_ns",
-    "write_time_ns",
-    "meta_time_ns",
+P2PMinute = _model(
+    "P2PMinute",
+    (Base,),
+    "Point-to-point traffic per rank and peer summed over one UTC minute (by interval end); "
+    "recomputed from p2p_deltas for every dirty bucket (collector/store/rollups.py).",
+    {
+        "__tablename__": "p2p_minutes",
+        "job_id": mapped_column(BigInteger, nullable=False),
+        "run_id": mapped_column(BigInteger, primary_key=True),
+        "minute_ns": mapped_column(BigInteger, primary_key=True),
+        "world_rank": mapped_column(Integer, primary_key=True),
+        "peer": mapped_column(Integer, primary_key=True),
+        **_counters(P2P_COUNTERS, nullable=False),
+    },
 )
 
 
-class IoDelta(_RankInterval, Base):
-    """File-system I/O of one rank on one file through one layer during one interval."""
-
-    __tablename__ = "io_deltas"
-    __table_args__ = (Index("ix_io_deltas_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
-    __mapper_args__ = _identity("layer", "path")
-
-    layer: Mapped[int] = mapped_column(SmallInteger, doc="1 = POSIX, 2 = stdio, 3 = MPI-IO")
-    opens: Mapped[int] = mapped_column(BigInteger)
-    reads: Mapped[int] = mapped_column(BigInteger)
-    writes: Mapped[int] = mapped_column(BigInteger)
-    bytes_read: Mapped[int] = mapped_column(BigInteger)
-    bytes_written: Mapped[int] = mapped_column(BigInteger)
-    read_time_ns: Mapped[int] = mapped_column(BigInteger)
-    write_time_ns: Mapped[int] = mapped_column(BigInteger)
-    meta_time_ns: Mapped[int] = mapped_column(BigInteger)
-    path: Mapped[str] = mapped_column(Text, doc='absolute path; "<other>" = overflow key')
-    mount: Mapped[str] = mapped_column(Text)
-    fstype: Mapped[str] = mapped_column(Text)
-
-
-#: InfiniBand port counters, in the order every fabric source delivers them
-#: (collector/fabric/counters.py) and the bit order of `valid` in the wire table hca.
-PORT_COUNTERS = (
-    "xmit_bytes",
-    "rcv_bytes",
-    "xmit_pkts",
-    "rcv_pkts",
-    "xmit_wait",
-    "symbol_errors",
-    "link_error_recovery",
-    "link_downed",
-    "rcv_errors",
-    "xmit_discards",
-    "vl15_dropped",
+IoDelta = _model(
+    "IoDelta",
+    (_RankInterval, Base),
+    "File-system I/O of one rank on one file through one layer during one interval.",
+    {
+        "__tablename__": "io_deltas",
+        "__table_args__": (
+            Index("ix_io_deltas_job_time", "job_id", "t_end_ns"),
+            PARTITIONED_BY_DAY,
+        ),
+        "__mapper_args__": _identity("layer", "path"),
+        "layer": mapped_column(SmallInteger, nullable=False, doc="stacklens.constants.IO_LAYERS"),
+        **_counters(IO_COUNTERS, nullable=False),
+        "path": mapped_column(Text, nullable=False, doc='absolute path; "<other>" = overflow key'),
+        "mount": mapped_column(Text, nullable=False),
+        "fstype": mapped_column(Text, nullable=False),
+    },
 )
 
 
@@ -403,53 +351,42 @@ class _HcaPort:
     node_guid: Mapped[int] = mapped_column(BigInteger, doc="device node GUID (signed), 0 unknown")
 
 
-class HcaRecords(_HcaPort, _RankInterval, Base):
+HcaRecords = _model(
+    "HcaRecords",
+    (_HcaPort, _RankInterval, Base),
     """Storage of the host's HCA port deltas as the wire sends them (one row per port).
 
     Sent by one rank per host (the lowest world rank with that host name on its node).
-    Bit i of `valid` says counter i of PORT_COUNTERS is known; unknown ones are 0 here.
-    Read them through the view `hca_deltas`.
-    """
-
-    __tablename__ = "hca_records"
-    __table_args__ = (Index("ix_hca_records_job_time", "job_id", "t_end_ns"), PARTITIONED_BY_DAY)
-    __mapper_args__ = _identity("device", "port")
-
-    valid: Mapped[int] = mapped_column(Integer, doc="bit i: counter i is known")
-    xmit_bytes: Mapped[int] = mapped_column(BigInteger)
-    rcv_bytes: Mapped[int] = mapped_column(BigInteger)
-    xmit_pkts: Mapped[int] = mapped_column(BigInteger)
-    rcv_pkts: Mapped[int] = mapped_column(BigInteger)
-    xmit_wait: Mapped[int] = mapped_column(BigInteger)
-    symbol_errors: Mapped[int] = mapped_column(BigInteger)
-    link_error_recovery: Mapped[int] = mapped_column(BigInteger)
-    link_downed: Mapped[int] = mapped_column(BigInteger)
-    rcv_errors: Mapped[int] = mapped_column(BigInteger)
-    xmit_discards: Mapped[int] = mapped_column(BigInteger)
-    vl15_dropped: Mapped[int] = mapped_column(BigInteger)
+    Bit i of `valid` says counter i of stacklens.constants.PORT_COUNTERS is known; unknown
+    ones are 0 here. Read them through the view `hca_deltas`.
+    """,
+    {
+        "__tablename__": "hca_records",
+        "__table_args__": (
+            Index("ix_hca_records_job_time", "job_id", "t_end_ns"),
+            PARTITIONED_BY_DAY,
+        ),
+        "__mapper_args__": _identity("device", "port"),
+        "valid": mapped_column(Integer, nullable=False, doc="bit i: counter i is known"),
+        **_counters(PORT_COUNTERS, nullable=False),
+    },
+)
 
 
-class HcaDelta(_HcaPort, _RankInterval, Base):
+HcaDelta = _model(
+    "HcaDelta",
+    (_HcaPort, _RankInterval, Base),
     """Bytes, packets, ticks and errors of one local HCA port during one interval.
 
     NULL = unknown (counter file absent, counter reset or saturated), never 0.
-    """
-
-    __tablename__ = "hca_deltas"
-    __table_args__ = VIEW
-    __mapper_args__ = _identity("device", "port")
-
-    xmit_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    rcv_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    xmit_pkts: Mapped[int | None] = mapped_column(BigInteger)
-    rcv_pkts: Mapped[int | None] = mapped_column(BigInteger)
-    xmit_wait: Mapped[int | None] = mapped_column(BigInteger)
-    symbol_errors: Mapped[int | None] = mapped_column(BigInteger)
-    link_error_recovery: Mapped[int | None] = mapped_column(BigInteger)
-    link_downed: Mapped[int | None] = mapped_column(BigInteger)
-    rcv_errors: Mapped[int | None] = mapped_column(BigInteger)
-    xmit_discards: Mapped[int | None] = mapped_column(BigInteger)
-    vl15_dropped: Mapped[int | None] = mapped_column(BigInteger)
+    """,
+    {
+        "__tablename__": "hca_deltas",
+        "__table_args__": VIEW,
+        "__mapper_args__": _identity("device", "port"),
+        **_counters(PORT_COUNTERS, nullable=True),
+    },
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -521,60 +458,47 @@ class FabricLft(Base):
     updated_ns: Mapped[int] = mapped_column(BigInteger)
 
 
-class _PortCounters:
-    """A port's counters at one sweep: raw values and deltas (NULL = unknown).
-
-    Bytes and packets; flags bit i = counter i saturated (delta is a lower bound),
-    bit 16 + i = counter i reset (delta unknown), bit 30 = 64-bit extended counters.
-    """
-
-    dt_ns: Mapped[int | None] = mapped_column(BigInteger, doc="time since the previous sample")
-    flags: Mapped[int] = mapped_column(Integer)
-    xmit_bytes: Mapped[int] = mapped_column(BigInteger)
-    rcv_bytes: Mapped[int] = mapped_column(BigInteger)
-    xmit_pkts: Mapped[int] = mapped_column(BigInteger)
-    rcv_pkts: Mapped[int] = mapped_column(BigInteger)
-    xmit_wait: Mapped[int] = mapped_column(BigInteger)
-    symbol_errors: Mapped[int] = mapped_column(BigInteger)
-    link_error_recovery: Mapped[int] = mapped_column(BigInteger)
-    link_downed: Mapped[int] = mapped_column(BigInteger)
-    rcv_errors: Mapped[int] = mapped_column(BigInteger)
-    xmit_discards: Mapped[int] = mapped_column(BigInteger)
-    vl15_dropped: Mapped[int] = mapped_column(BigInteger)
-    d_xmit_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    d_rcv_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    d_xmit_pkts: Mapped[int | None] = mapped_column(BigInteger)
-    d_rcv_pkts: Mapped[int | None] = mapped_column(BigInteger)
-    d_xmit_wait: Mapped[int | None] = mapped_column(BigInteger)
-    d_symbol_errors: Mapped[int | None] = mapped_column(BigInteger)
-    d_link_error_recovery: Mapped[int | None] = mapped_column(BigInteger)
-    d_link_downed: Mapped[int | None] = mapped_column(BigInteger)
-    d_rcv_errors: Mapped[int | None] = mapped_column(BigInteger)
-    d_xmit_discards: Mapped[int | None] = mapped_column(BigInteger)
-    d_vl15_dropped: Mapped[int | None] = mapped_column(BigInteger)
+def _port_counters() -> dict[str, Any]:
+    """A port's counters at one sweep: raw values and deltas (NULL = unknown). Bytes and
+    packets; `flags` as stacklens.constants describes them (counter i saturated: its delta
+    is a lower bound; reset: delta unknown; 64-bit extended counters)."""
+    return {
+        "dt_ns": mapped_column(BigInteger, nullable=True, doc="time since the previous sample"),
+        "flags": mapped_column(Integer, nullable=False),
+        **_counters(PORT_COUNTERS, nullable=False),
+        **_counters(PORT_COUNTERS, nullable=True, prefix="d_"),
+    }
 
 
-class FabricPortSample(_PortCounters, Base):
-    """One port's counters at one sweep (the history; see _PortCounters)."""
+FabricPortSample = _model(
+    "FabricPortSample",
+    (Base,),
+    "One port's counters at one sweep (the history; see _port_counters).",
+    {
+        "__tablename__": "fabric_port_samples",
+        "__table_args__": (
+            Index("ix_fabric_port_samples_time_brin", "ts_ns", postgresql_using="brin"),
+            {"postgresql_partition_by": "RANGE (ts_ns)"},  # daily, collector/store/partitions.py
+        ),
+        "port_id": mapped_column(Integer, primary_key=True, doc="fabric_ports.id"),
+        "ts_ns": mapped_column(BigInteger, primary_key=True, doc="sweep end"),
+        **_port_counters(),
+    },
+)
 
-    __tablename__ = "fabric_port_samples"
-    __table_args__ = (
-        Index("ix_fabric_port_samples_time_brin", "ts_ns", postgresql_using="brin"),
-        {"postgresql_partition_by": "RANGE (ts_ns)"},  # daily, collector/store/partitions.py
-    )
 
-    port_id: Mapped[int] = mapped_column(Integer, primary_key=True, doc="fabric_ports.id")
-    ts_ns: Mapped[int] = mapped_column(BigInteger, primary_key=True, doc="sweep end")
-
-
-class FabricPortLatest(_PortCounters, Base):
-    """The newest sample of each port (a copy kept by the fabric store with every sweep): the
-    current state without probing every day partition of the history for each port."""
-
-    __tablename__ = "fabric_port_latest"
-
-    port_id: Mapped[int] = mapped_column(Integer, primary_key=True, doc="fabric_ports.id")
-    ts_ns: Mapped[int] = mapped_column(BigInteger, doc="sweep end")
+FabricPortLatest = _model(
+    "FabricPortLatest",
+    (Base,),
+    "The newest sample of each port (a copy kept by the fabric store with every sweep): the "
+    "current state without probing every day partition of the history for each port.",
+    {
+        "__tablename__": "fabric_port_latest",
+        "port_id": mapped_column(Integer, primary_key=True, doc="fabric_ports.id"),
+        "ts_ns": mapped_column(BigInteger, nullable=False, doc="sweep end"),
+        **_port_counters(),
+    },
+)
 
 
 class FabricEvent(Base):
@@ -587,4 +511,4 @@ class FabricEvent(Base):
     ts_ns: Mapped[int] = mapped_column(BigInteger)
     kind: Mapped[str] = mapped_column(Text, doc="link_down | link_up | node_gone | node_new")
     subject: Mapped[str] = mapped_column(Text, doc="e.g. 'leaf02[9] - spine01[5]'")
-    details: Mapped[dict] = mapped_column(JSONB)
+    details: Mapped[dict[str, Any]] = mapped_column(JSONB)

@@ -15,8 +15,6 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from stacklens.paths import DEFAULT_LIBRARY
-
 
 class ConfigError(Exception):
     """A configuration that cannot work; the message says what to change."""
@@ -53,7 +51,11 @@ class Settings(BaseSettings):
     interval_ms: int = Field(default=1000, ge=10)
     max_frame_bytes: int = Field(default=16 * 1024 * 1024, ge=4096)
     refresh_ms: int = Field(default=1000, ge=200, description="Dashboard refresh period.")
-    library: Path = Field(default=DEFAULT_LIBRARY, description="Path of libstacklens.so.")
+    library: Path | None = Field(
+        default=None,
+        description="Path of libstacklens.so; unset = the build for the command's MPI "
+        "(detected by `stacklens run` and `stacklens env`).",
+    )
     job_id: str | None = None
     retention_days: int | None = Field(
         default=None, ge=1, description="Drop data older than this; unset = keep everything."
@@ -71,7 +73,7 @@ class Settings(BaseSettings):
         "(until a frame arrives).",
     )
     spool_dir: Path = Field(
-        default=None,
+        default=None,  # type: ignore[assignment]  # filled in from state_dir
         description="Where hooks spool undelivered frames; default state_dir/spool.",
         validate_default=False,
     )

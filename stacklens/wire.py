@@ -13,12 +13,15 @@ import hmac
 import re
 import struct
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from contract import WIRE_DEF
+from stacklens.constants import IO_LAYERS
 from stacklens.mpi_ops import op_names
 
 MAGIC = 0x534E4C53  # b"SLNS" little-endian
@@ -99,11 +102,18 @@ def load_spec(path: Path = WIRE_DEF) -> WireSpec:
     return WireSpec(np.dtype(header), np.dtype(ack), tables, statuses)
 
 
+def fields_of(dtype: np.dtype) -> Mapping[str, tuple[Any, ...]]:
+    """The fields of a structured dtype: name -> (field dtype, offset), in order."""
+    if dtype.fields is None:
+        raise TypeError(f"{dtype} is not a structured dtype")
+    return dtype.fields
+
+
 def _struct_of(dtype: np.dtype) -> struct.Struct:
     """A struct.Struct with the same layout as a little-endian structured dtype."""
     codes = {"<u2": "H", "<u4": "I", "<u8": "Q"}
     return struct.Struct(
-        "<" + "".join(codes.get(f.str, f"{f.itemsize}s") for f, *_ in dtype.fields.values())
+        "<" + "".join(codes.get(f.str, f"{f.itemsize}s") for f, *_ in fields_of(dtype).values())
     )
 
 
@@ -115,7 +125,14 @@ HEADER_SIZE = HEADER_DTYPE.itemsize
 ACK_DTYPE = SPEC.ack
 ACK_SIZE = ACK_DTYPE.itemsize
 
-Status = enum.IntEnum("Status", {name.upper(): code for name, code in SPEC.statuses.items()})
+
+def _status_enum(statuses: dict[str, int]) -> Any:
+    """The acknowledgement statuses as an IntEnum (members from the .def file, so typed Any:
+    a type checker cannot list them)."""
+    return enum.IntEnum("Status", {name.upper(): code for name, code in statuses.items()})
+
+
+Status = _status_enum(SPEC.statuses)
 
 
 class FrameType(enum.IntEnum):
@@ -133,9 +150,9 @@ FINAL_TYPES = (FrameType.FINAL, FrameType.KILLED)
 class FrameError(Exception):
     """A frame that must be rejected; `status` goes back to the sender in the ack."""
 
-    def __init__(self, status: Status, reason: str):
+    def __init__(self, status: int, reason: str):
         super().__init__(reason)
-        self.status = status
+        self.status = Status(status)  # a member of Status (its .name is the ack status)
         self.reason = reason
 
 
@@ -194,7 +211,7 @@ def decode_header(raw: bytes, max_body: int) -> Header:
     """
     if len(raw) < HEADER_SIZE:
         raise FrameError(Status.BAD_LENGTH, f"header truncated: {len(raw)} of {HEADER_SIZE} bytes")
-    h = dict(zip(HEADER_DTYPE.names, _HEADER_STRUCT.unpack_from(raw), strict=True))
+    h = dict(zip(fields_of(HEADER_DTYPE), _HEADER_STRUCT.unpack_from(raw), strict=True))
     if h["magic"] != MAGIC:
         raise FrameError(Status.BAD_MAGIC, f"bad magic 0x{h['magic']:08x}")
     if h["version"] != VERSION:
@@ -278,7 +295,7 @@ def decode_body(header: Header, body: bytes) -> Frame:
 
 _NO_RANK = 0xFFFFFFFF
 _MAX_BUCKET = 64
-_IO_LAYERS = (1, 2, 3)
+_IO_LAYERS = tuple(IO_LAYERS)
 #: u64 fields that use all 64 bits (stored as two's complement), exempt from the 2^63 limit.
 _FULL_WIDTH = {("hca", "node_guid")}
 
@@ -288,7 +305,7 @@ def _signed_words(table: Table) -> np.ndarray:
     return np.array(
         [
             offset // 8
-            for field, (dtype, offset, *_) in table.dtype.fields.items()
+            for field, (dtype, offset, *_) in fields_of(table.dtype).items()
             if dtype == np.dtype("<u8") and (table.name, field) not in _FULL_WIDTH
         ],
         dtype=np.intp,
@@ -315,7 +332,7 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
         words = _SIGNED_WORDS[name]
         if len(words) and int(records.view("<u8").reshape(len(records), -1)[:, words].max()) >> 63:
             reject(f"table {name}: a counter is negative or too large")
-        if "op_id" in records.dtype.names and int(records["op_id"].max()) >= len(op_names()):
+        if "op_id" in fields_of(records.dtype) and int(records["op_id"].max()) >= len(op_names()):
             reject(f"table {name}: unknown MPI operation id")
     ranks = header.world_size
     if _max(tables, "p2p", "peer") >= ranks:
@@ -337,7 +354,8 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
     if (io := tables.get("io")) is not None and not np.isin(io["layer"], _IO_LAYERS).all():
         reject("unknown I/O layer")
     if (hca := tables.get("hca")) is not None and len(hca):
-        counters = len(hca.dtype.names) - hca.dtype.names.index("node_guid") - 1
+        names = list(fields_of(hca.dtype))
+        counters = len(names) - names.index("node_guid") - 1
         if int(hca["valid"].max()) >= 1 << counters:
             reject("hca valid mask has bits beyond the counters")
 
@@ -403,7 +421,7 @@ def encode_frame(
     return header.tobytes() + bytes(body)
 
 
-def records(table_name: str, rows: list[dict]) -> np.ndarray:
+def records(table_name: str, rows: list[dict[str, Any]]) -> np.ndarray:
     """Build a structured array for `table_name` from dicts (missing fields are zero)."""
     dtype = SPEC.table(table_name).dtype
     out = np.zeros(len(rows), dtype=dtype)

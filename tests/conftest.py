@@ -27,7 +27,7 @@ from fastapi.testclient import TestClient
 from collector.service import BackgroundCollector
 from server.app import create_app
 from stacklens.db import make_engine, migrate, start_embedded
-from stacklens.paths import DEFAULT_LIBRARY, EXAMPLES_DIR
+from stacklens.paths import EXAMPLES_DIR, LIBRARIES
 from stacklens.schema import Base
 
 #: Tables emptied before each test (all but the views and the MPI op names, which the
@@ -114,8 +114,9 @@ def api_client(pg_url: str) -> Iterator[TestClient]:
 @pytest.fixture(scope="session")
 def hook_library() -> Path:
     """The built Open MPI hook library (`make` builds it before the tests)."""
-    assert DEFAULT_LIBRARY.is_file(), "run `make -C mpi_pmpi_hooks` first (make test does)"
-    return DEFAULT_LIBRARY
+    library = LIBRARIES["openmpi"]
+    assert library.is_file(), "run `make -C mpi_pmpi_hooks` first (make test does)"
+    return library
 
 
 @pytest.fixture(scope="session")

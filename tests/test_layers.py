@@ -3,9 +3,11 @@
 Bottom to top: `contract` (data + the generator, standard library only); the base of
 `stacklens` (settings, paths, db, schema, wire, mpi_ops); `collector` and `server`
 beside each other (the server hosts a collector and the frontend in one process);
-`frontend` (talks to the server over HTTP only); `emulator` (a test and demo tool over the
-sampler's MAD access); and `stacklens.cli` at the top. A module may import its own layer
-and the layers below it, never one above.
+`frontend` (talks to the server over HTTP only: of stacklens it may import only the API
+contract, `stacklens.api_models`, and the shared names and codes, `stacklens.constants`,
+both pure data); `emulator` (a test and demo tool over the sampler's MAD access); and
+`stacklens.cli` at the top. A module may import its own layer and the layers below it,
+never one above.
 """
 
 from __future__ import annotations
@@ -17,16 +19,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_PARTY = ("stacklens", "contract", "collector", "server", "frontend", "emulator")
+#: Modules of stacklens' base that are pure data, checked apart: the frontend may use them.
+PURE = ("stacklens.api_models", "stacklens.constants")
 
 #: For each layer (a package, or stacklens' base), the first-party packages it may import.
 ALLOWED = {
     "contract": {"contract"},
-    "stacklens": {"contract", "stacklens"},
-    "collector": {"contract", "stacklens", "collector"},
-    "frontend": {"frontend"},
-    "server": {"contract", "stacklens", "collector", "server", "frontend"},
-    "emulator": {"contract", "stacklens", "collector", "emulator"},
-    "stacklens.cli": set(FIRST_PARTY) | {"stacklens.cli"},
+    "stacklens": {"contract", "stacklens", *PURE},
+    "collector": {"contract", "stacklens", "collector", *PURE},
+    "frontend": {"frontend", *PURE},
+    "server": {"contract", "stacklens", "collector", "server", "frontend", *PURE},
+    "emulator": {"contract", "stacklens", "collector", "emulator", *PURE},
+    "stacklens.cli": set(FIRST_PARTY) | {"stacklens.cli", *PURE},
 }
 
 
@@ -35,20 +39,29 @@ def _layer(path: Path) -> str:
     return "stacklens.cli" if parts[:2] == ("stacklens", "cli") else parts[0]
 
 
-def _imports(path: Path) -> set[str]:
-    """First-party modules a file imports (`stacklens.cli` kept apart from `stacklens`)."""
+def _unit(name: str) -> str:
+    """The layer unit of an imported name: `stacklens.cli`, a PURE module, or the package."""
+    for unit in ("stacklens.cli", *PURE):
+        if name == unit or name.startswith(unit + "."):
+            return unit
+    return name.split(".")[0]
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Every module (or `module.name`) a file imports."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        names = []
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        for name in names:
-            top = name.split(".")[0]
-            if top in FIRST_PARTY:
-                found.add("stacklens.cli" if name.startswith("stacklens.cli") else top)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
     return found
+
+
+def _imports(path: Path) -> set[str]:
+    """First-party units a file imports (`stacklens.cli` and the PURE modules kept apart
+    from `stacklens`)."""
+    return {_unit(n) for n in _imported_names(path) if n.split(".")[0] in FIRST_PARTY}
 
 
 MODULES = sorted(p for layer in ALLOWED for p in (ROOT / layer.replace(".", "/")).rglob("*.py"))
@@ -63,3 +76,11 @@ def test_module_imports_only_its_layer_and_below(path):
 def test_every_package_is_in_a_layer():
     packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
     assert packages - {"tests", "bench", "migrations"} == set(FIRST_PARTY)
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_pure_modules_import_only_the_standard_library_pydantic_and_each_other(module):
+    path = ROOT / (module.replace(".", "/") + ".py")
+    tops = {n.split(".")[0] for n in _imported_names(path)}
+    assert tops <= {"__future__", "typing", "pydantic"} | {"stacklens"}
+    assert _imports(path) <= set(PURE)

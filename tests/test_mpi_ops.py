@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from contract import CONTRACT_DIR
 from stacklens import mpi_ops
+from stacklens.paths import HOOKS_DIR
+from tests.collector.test_ingest import exchange, frame
+from tests.conftest import query
 
 
 def _category(name: str) -> str:
@@ -70,3 +75,23 @@ def test_every_wrapper_class_has_a_category():
     classes = {p.name.removeprefix("wrapper_").removesuffix(".c.in") for p in templates}
     assert classes == set(mpi_ops.CLASS_CATEGORY)
     assert set(mpi_ops.CLASS_CATEGORY.values()) == set(mpi_ops.CATEGORIES)
+
+
+@pytest.mark.parametrize("build", ["build", "build-mpich"])
+def test_the_built_hook_library_numbers_ops_in_spec_order(build):
+    """The op ids the C library sends (its generated sl_ops.h) are the spec's order, which
+    Python reads: a stale build or a reordered spec shows here."""
+    header = (HOOKS_DIR / build / "sl_ops.h").read_text()
+    enum = re.search(r"enum sl_op \{(.*?)\};", header, re.S)
+    assert enum is not None
+    ids = re.findall(r"SL_OP_(\w+) = (\d+),", enum[1])
+    assert [name for name, _ in ids] == list(mpi_ops.op_names())
+    assert [int(i) for _, i in ids] == list(range(len(ids)))
+
+
+def test_the_collector_stores_the_spec_op_names_by_id(collector, pg_url):
+    """mpi_ops, which readers join op ids to, is the spec's list in order."""
+    exchange(collector.address, frame(0), acks=1)  # the writer syncs mpi_ops on connecting
+    assert [name for (name,) in query(pg_url, "SELECT name FROM mpi_ops ORDER BY id")] == list(
+        mpi_ops.op_names()
+    )

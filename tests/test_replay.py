@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.collector.test_ingest import frame
@@ -76,23 +73,3 @@ def test_files_deleted_by_their_sender_meanwhile_are_skipped(
     result = replay_module.replay(tmp_path, *collector.address)
     assert (result.delivered, result.rejected, result.remaining) == (1, [], 0)
     assert query(pg_url, "SELECT sum(bytes_sent) FROM p2p_deltas") == [(1001,)]
-
-
-def test_env_prints_the_hook_variables(hook_library, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
-    env.update(STACKLENS_STATE_DIR=str(tmp_path), STACKLENS_INGEST_TOKEN="tok en")
-    out = subprocess.run(
-        [sys.executable, "-m", "stacklens.cli", "env"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout.splitlines()
-    assert out == [
-        f"export LD_PRELOAD={hook_library}",
-        "export STACKLENS_COLLECTOR=127.0.0.1:7451",
-        "export STACKLENS_INTERVAL_MS=1000",
-        f"export STACKLENS_SPOOL_DIR={tmp_path / 'spool'}",
-        "export STACKLENS_INGEST_TOKEN='tok en'",
-    ]

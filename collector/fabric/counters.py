@@ -13,25 +13,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stacklens.schema import PORT_COUNTERS
+from stacklens.constants import FLAG_EXTENDED, PORT_COUNTERS, RESET_SHIFT, SATURATED_SHIFT
 
-#: Counter columns, in the order every source delivers them (one list for all layers).
-COUNTER_NAMES = PORT_COUNTERS
-N_COUNTERS = len(COUNTER_NAMES)
+N_COUNTERS = len(PORT_COUNTERS)
 #: Columns that the MAD layer delivers in 4-octet words.
-WORD_COUNTERS = (0, 1)
-#: Bit widths in PortCounters (the basic 32-bit attribute).
-BASIC_WIDTHS = np.array([32, 32, 32, 32, 32, 16, 8, 8, 16, 16, 16], dtype=np.uint64)
-#: Bit widths with PortCountersExtended (data and packets become 64-bit).
-EXTENDED_WIDTHS = np.array([64, 64, 64, 64, 32, 16, 8, 8, 16, 16, 16], dtype=np.uint64)
+WORD_COUNTERS = tuple(PORT_COUNTERS.index(c) for c in ("xmit_bytes", "rcv_bytes"))
+#: Bit width of each counter in PortCounters (the basic attribute) and with
+#: PortCountersExtended (data and packets become 64-bit).
+_WIDTHS = {
+    "xmit_bytes": (32, 64),
+    "rcv_bytes": (32, 64),
+    "xmit_pkts": (32, 64),
+    "rcv_pkts": (32, 64),
+    "xmit_wait": (32, 32),
+    "symbol_errors": (16, 16),
+    "link_error_recovery": (8, 8),
+    "link_downed": (8, 8),
+    "rcv_errors": (16, 16),
+    "xmit_discards": (16, 16),
+    "vl15_dropped": (16, 16),
+}
+#: The widths in PORT_COUNTERS order.
+BASIC_WIDTHS = np.array([_WIDTHS[c][0] for c in PORT_COUNTERS], dtype=np.uint64)
+EXTENDED_WIDTHS = np.array([_WIDTHS[c][1] for c in PORT_COUNTERS], dtype=np.uint64)
 #: Largest value storable in a PostgreSQL bigint; larger byte counts are flagged saturated.
 _INT64_MAX = np.uint64(2**63 - 1)
-
-#: Flag bits of a sample: bit i = counter i saturated, bit 16 + i = counter i reset.
-SATURATED_SHIFT = 0
-RESET_SHIFT = 16
-#: Flag bit: the data/packet counters came from the 64-bit PortCountersExtended.
-FLAG_EXTENDED = 1 << 30
 
 
 def _max_of(widths: np.ndarray) -> np.ndarray:
@@ -95,7 +101,7 @@ class RawSweep:
         idx = np.flatnonzero((self.guids == np.uint64(guid)) & (self.ports == port))
         if not len(idx):
             raise KeyError((guid, port))
-        return int(self.values[idx[0], COUNTER_NAMES.index(name)])
+        return int(self.values[idx[0], PORT_COUNTERS.index(name)])
 
 
 @dataclass
@@ -113,7 +119,7 @@ class DeltaSweep:
         idx = np.flatnonzero((self.raw.guids == np.uint64(guid)) & (self.raw.ports == port))
         if not len(idx):
             raise KeyError((guid, port))
-        c = COUNTER_NAMES.index(name)
+        c = PORT_COUNTERS.index(name)
         return int(self.deltas[idx[0], c]) if self.known[idx[0], c] else None
 
 

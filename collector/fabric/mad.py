@@ -28,10 +28,11 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from collector.fabric.counters import COUNTER_NAMES, RawSweep
+from collector.fabric.counters import RawSweep
 from collector.fabric.topology import (
     Link,
     Node,
@@ -40,6 +41,7 @@ from collector.fabric.topology import (
     Topology,
     capacity_bytes_per_s,
 )
+from stacklens.constants import PORT_COUNTERS
 
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
 LIBRARY = Path(__file__).resolve().parent / "build" / "libslfabric.so"
@@ -107,8 +109,27 @@ def load_library(build: bool = True) -> ctypes.CDLL:
             ptr(np.uint64, flags="C"),
             ptr(np.uint8, flags="C"),
         ]
+        check_abi(lib)
         _lib = lib
         return lib
+
+
+def check_abi(lib: ctypes.CDLL) -> None:
+    """Raise MadError unless the library's sweep rows are what `_Lib.sweep` reads: one
+    uint64 per counter of PORT_COUNTERS, in that order, and the status bits OK_*."""
+    lib.slf_abi.argtypes = [ctypes.POINTER(ctypes.c_uint32)]
+    lib.slf_counter_name.restype = ctypes.c_char_p
+    lib.slf_counter_name.argtypes = [ctypes.c_int]
+    abi = (ctypes.c_uint32 * 4)()
+    lib.slf_abi(abi)
+    expected = [len(PORT_COUNTERS), np.dtype(np.uint64).itemsize, OK_EXTENDED, OK_BASIC]
+    names = [lib.slf_counter_name(i) for i in range(len(PORT_COUNTERS) + 1)]
+    columns = [n.decode() for n in names if n is not None]
+    if list(abi) != expected or tuple(columns) != PORT_COUNTERS:
+        raise MadError(
+            f"{LIBRARY}: ABI {list(abi)} with columns {columns}, expected {expected} with "
+            f"{list(PORT_COUNTERS)}: rebuild it (make -C {CSRC_DIR})"
+        )
 
 
 def parse_discovery(text: str) -> Topology:
@@ -209,7 +230,7 @@ class _Lib:
         lids = np.ascontiguousarray(lids, dtype=np.uint16)
         ports = np.ascontiguousarray(ports, dtype=np.uint8)
         ext = np.ascontiguousarray(ext, dtype=np.uint8)
-        values = np.zeros((n, len(COUNTER_NAMES)), dtype=np.uint64)
+        values = np.zeros((n, len(PORT_COUNTERS)), dtype=np.uint64)
         status = np.zeros(n, dtype=np.uint8)
         self.lib.slf_sweep(self.open(), n, lids, ports, ext, values, status)
         return os.getpid(), values, status
@@ -250,6 +271,7 @@ def worker_main() -> int:
         except EOFError:
             lib.close()
             return 0
+        result: tuple[str, Any]
         try:
             if op == "discover":
                 result = ("ok", lib.discover())
@@ -283,8 +305,11 @@ class _Worker:
             cwd=workdir,
             start_new_session=True,
         )
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # PIPE both
+        #: the worker's request and reply pipes
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         with contextlib.suppress(BrokenPipeError):  # died at once: its first request sees EOF
-            _send(self.proc.stdin, args)
+            _send(self.stdin, args)
 
     @property
     def pid(self) -> int:
@@ -301,7 +326,7 @@ class _Worker:
         if self.alive():
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
-        for pipe in (self.proc.stdin, self.proc.stdout):
+        for pipe in (self.stdin, self.stdout):
             with contextlib.suppress(OSError):
                 pipe.close()
 
@@ -393,9 +418,9 @@ class MadSource:
             workers = [self._worker(i) for i in range(len(payloads))]
             for worker, payload in zip(workers, payloads, strict=True):
                 with contextlib.suppress(BrokenPipeError):  # a dead worker: EOF below
-                    _send(worker.proc.stdin, (op, payload))
+                    _send(worker.stdin, (op, payload))
             deadline = time.monotonic() + self._request_timeout_s
-            replies = _recv_all([w.proc.stdout.fileno() for w in workers], deadline)
+            replies = _recv_all([w.stdout.fileno() for w in workers], deadline)
             failures = []
             for i, (worker, reply) in enumerate(zip(workers, replies, strict=True)):
                 if isinstance(reply, EOFError | TimeoutError):
@@ -417,7 +442,7 @@ class MadSource:
             self._workers = []
             for worker in workers:
                 with contextlib.suppress(OSError):
-                    worker.proc.stdin.close()
+                    worker.stdin.close()
             deadline = time.monotonic() + 5.0
             for worker in workers:
                 with contextlib.suppress(subprocess.TimeoutExpired):

@@ -2,7 +2,7 @@
 
 One line per sweep: {"t_start_ns", "t_end_ns", "ports": [[guid, port, extended,
 saturated_bits, v0 .. v10], ...]} with values already in bytes/packets (the units of
-RawSweep, counters in COUNTER_NAMES order). `record()` writes such lines from any source.
+RawSweep, counters in PORT_COUNTERS order). `record()` writes such lines from any source.
 """
 
 from __future__ import annotations

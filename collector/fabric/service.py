@@ -15,16 +15,17 @@ import os
 import time
 from pathlib import Path
 
-from collector.fabric.counters import COUNTER_NAMES, DeltaTracker
+from collector.fabric.counters import DeltaTracker
 from collector.fabric.mad import MadSource
 from collector.fabric.replay import ReplaySource
 from collector.fabric.store import FabricStore
 from collector.fabric.sysfs import SYSFS_ROOT, SysfsSource
 from collector.fabric.topology import Topology
+from stacklens.constants import PORT_COUNTERS
 from stacklens.settings import Settings
 
 log = logging.getLogger(__name__)
-_LINK_DOWNED = COUNTER_NAMES.index("link_downed")
+_LINK_DOWNED = PORT_COUNTERS.index("link_downed")
 
 
 def sim_state_file(settings: Settings) -> Path:

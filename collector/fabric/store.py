@@ -12,13 +12,14 @@ import json
 import numpy as np
 import psycopg
 
-from collector.fabric.counters import COUNTER_NAMES, DeltaSweep, RawSweep
+from collector.fabric.counters import DeltaSweep, RawSweep
 from collector.fabric.topology import Change, Topology
 from collector.store.copy import binary_copy
 from collector.store.partitions import Partitions, day_of
+from stacklens.constants import PORT_COUNTERS
 
 _SAMPLE_COLUMNS = (
-    ["port_id", "ts_ns", "dt_ns", "flags"] + list(COUNTER_NAMES) + [f"d_{c}" for c in COUNTER_NAMES]
+    ["port_id", "ts_ns", "dt_ns", "flags"] + list(PORT_COUNTERS) + [f"d_{c}" for c in PORT_COUNTERS]
 )
 _SAMPLE_COPY = f"COPY fabric_port_samples ({', '.join(_SAMPLE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 #: The sweep just copied (its rows share ts_ns) becomes each port's newest sample, unless
@@ -208,10 +209,10 @@ class FabricStore:
             ("int4", sweep.flags[sel], None),
         ]
         values = np.minimum(raw.values[sel], np.uint64(2**63 - 1)).astype(np.int64)
-        columns += [("int8", values[:, c], None) for c in range(len(COUNTER_NAMES))]
+        columns += [("int8", values[:, c], None) for c in range(len(PORT_COUNTERS))]
         known = sweep.known[sel]
         columns += [
-            ("int8", sweep.deltas[sel][:, c], ~known[:, c]) for c in range(len(COUNTER_NAMES))
+            ("int8", sweep.deltas[sel][:, c], ~known[:, c]) for c in range(len(PORT_COUNTERS))
         ]
         conn = self._connection()
         self.partitions.ensure_sync(conn, [day_of(raw.t_end_ns)])

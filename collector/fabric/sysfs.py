@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from collector.fabric.counters import COUNTER_NAMES, RawSweep
+from collector.fabric.counters import RawSweep
+from stacklens.constants import PORT_COUNTERS
 
 SYSFS_ROOT = Path("/sys/class/infiniband")
 
@@ -86,7 +87,7 @@ def read_port(root: Path, device: str, port: int) -> SysfsPort:
     """Parse one port directory of one device."""
     pdir = root / device / "ports" / str(port)
     guid = _read(root / device / "node_guid")
-    raw: dict[str, int | None] = {name: None for name in COUNTER_NAMES}
+    raw: dict[str, int | None] = {name: None for name in PORT_COUNTERS}
     counters: dict[str, int | None] = dict(raw)
     for fname, (name, mult) in COUNTER_FILES.items():
         value = _int(_read(pdir / "counters" / fname))
@@ -154,10 +155,10 @@ class SysfsSource:
         t0 = time.time_ns()
         ports = self.ports()
         t1 = time.time_ns()
-        complete = [p for p in ports if all(p.counters[c] is not None for c in COUNTER_NAMES)]
+        complete = [p for p in ports if all(p.counters[c] is not None for c in PORT_COUNTERS)]
         words = np.array(
-            [[p.raw_counters[c] for c in COUNTER_NAMES] for p in complete], dtype=np.uint64
-        ).reshape(len(complete), len(COUNTER_NAMES))
+            [[p.raw_counters[c] for c in PORT_COUNTERS] for p in complete], dtype=np.uint64
+        ).reshape(len(complete), len(PORT_COUNTERS))
         return RawSweep.from_words(
             guids=[p.node_guid or 0 for p in complete],
             ports=[p.port for p in complete],

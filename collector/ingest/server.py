@@ -19,6 +19,7 @@ import logging
 import struct
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 #: _Connection._end_after_reject).
 REJECT_LINGER_S = 5.0
 _BODY_LEN = struct.Struct("<I")  # the header's body_len field, at byte 8
-_BODY_LEN_OFFSET = wire.HEADER_DTYPE.fields["body_len"][1]
+_BODY_LEN_OFFSET = wire.fields_of(wire.HEADER_DTYPE)["body_len"][1]
 
 
 def accepted_without_token(host: str | None) -> bool:
@@ -124,15 +125,21 @@ class _Connection(asyncio.Protocol):
         self._closing = False
         self._eof = False
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        self.transport = transport
+    def _transport(self) -> asyncio.Transport:
+        """The connection's transport (set once the connection is made)."""
+        assert self.transport is not None, "no connection yet"
+        return self.transport
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection (uvloop's
+        # transports implement asyncio.Transport without subclassing it)
         peername = transport.get_extra_info("peername")
         self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         self.server.stats.connections += 1
         if not self.server.token and not accepted_without_token(peername and peername[0]):
             reason = "no ingest token configured: only loopback senders are accepted"
             self.server.reject(self.peer, wire.Status.BAD_TOKEN, reason)
-            transport.write(wire.encode_ack(wire.Status.BAD_TOKEN, 0))
+            self.transport.write(wire.encode_ack(wire.Status.BAD_TOKEN, 0))
             self._end_after_reject()
 
     def data_received(self, data: bytes) -> None:
@@ -158,7 +165,7 @@ class _Connection(asyncio.Protocol):
             self.server.reject(self.peer, error.status, error.reason)
             self._queue_ack(None, np.array([seq], dtype=np.uint64), error.status)
         elif self.server.writer.full:
-            self.transport.pause_reading()
+            self._transport().pause_reading()
             self.server.writer.when_room(self._resume)
 
     def _resume(self) -> None:
@@ -229,7 +236,7 @@ class _Connection(asyncio.Protocol):
         unread input at once makes the kernel answer with a reset, which can destroy the
         ack before the sender has read it."""
         self._closing = True
-        transport = self.transport
+        transport = self._transport()
         if transport.can_write_eof():
             transport.write_eof()
         asyncio.get_running_loop().call_later(REJECT_LINGER_S, transport.close)

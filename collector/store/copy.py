@@ -8,8 +8,11 @@ tables are encoded by the compiled codec (collector/codec.py).
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import numpy as np
+
+from stacklens.wire import fields_of
 
 COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
 COPY_TRAILER = (-1).to_bytes(2, "big", signed=True)
@@ -19,7 +22,7 @@ INT_WIDTH = {"int2": 2, "int4": 4, "int8": 8}
 Column = tuple[str, np.ndarray] | tuple[str, np.ndarray, np.ndarray | None]
 
 
-def binary_copy(columns: list[Column]) -> bytes:
+def binary_copy(columns: Sequence[Column]) -> bytes:
     """Encode equal-length columns as one PostgreSQL binary COPY stream.
 
     `columns` is a list of (type, values) or (type, values, null mask) in table column
@@ -35,7 +38,7 @@ def binary_copy(columns: list[Column]) -> bytes:
     return COPY_SIGNATURE + _mixed_rows(columns, rows) + COPY_TRAILER
 
 
-def _integer_rows(columns: list[Column], rows: int) -> bytes:
+def _integer_rows(columns: Sequence[Column], rows: int) -> bytes:
     """Fixed-width rows in one structured array; NULL fields are cut out with a byte mask."""
     fields: list[tuple[str, str]] = [("nfields", ">i2")]
     for i, column in enumerate(columns):
@@ -53,21 +56,21 @@ def _integer_rows(columns: list[Column], rows: int) -> bytes:
             out[f"len{i}"][null] = -1
             if keep is None:
                 keep = np.ones((rows, dtype.itemsize), dtype=bool)
-            offset = dtype.fields[f"val{i}"][1]
+            offset = fields_of(dtype)[f"val{i}"][1]
             keep[np.ix_(null, np.arange(offset, offset + width))] = False
     if keep is None:
         return out.tobytes()
     return out.view(np.uint8).reshape(rows, dtype.itemsize)[keep].tobytes()
 
 
-def _mixed_rows(columns: list[Column], rows: int) -> bytes:
+def _mixed_rows(columns: Sequence[Column], rows: int) -> bytes:
     """Rows of variable width: each column is encoded in one piece, then cut per row."""
     header = struct.pack(">h", len(columns))
     encoded = [_encode_column(pg_type, values, rows) for pg_type, values, *_ in columns]
     return b"".join(header + b"".join(col[i] for col in encoded) for i in range(rows))
 
 
-def _encode_column(pg_type: str, values, rows: int) -> list[bytes]:
+def _encode_column(pg_type: str, values: np.ndarray, rows: int) -> list[bytes]:
     """Every field of one column, each with its length prefix (no NULLs here)."""
     if pg_type == "text":
         # C strings: text ends at the first NUL; invalid UTF-8 is replaced.

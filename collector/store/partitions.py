@@ -59,12 +59,15 @@ def _day_of_name(name: str) -> int | None:
     return int(date.timestamp()) // 86_400
 
 
+#: The tables a Partitions object manages unless told otherwise: every delta table and the
+#: other day-partitioned tables.
+DEFAULT_TABLES = (*(t.sql for t in DELTA_TABLES), *OTHER_PARTITIONED)
+
+
 class Partitions:
     """Creates and drops the daily partitions of a set of tables (caches what exists)."""
 
-    def __init__(
-        self, tables: Iterable[str] = (*(t.sql for t in DELTA_TABLES), *OTHER_PARTITIONED)
-    ):
+    def __init__(self, tables: Iterable[str] = DEFAULT_TABLES) -> None:
         self.tables = tuple(tables)
         self._known: set[int] = set()
 

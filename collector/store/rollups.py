@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import psycopg
 
+from stacklens.constants import P2P_COUNTERS
+
 MINUTE_NS = 60 * 10**9
 
 MARK_DIRTY = """
@@ -31,10 +33,9 @@ WHERE m.run_id = c.run_id AND m.minute_ns = c.minute_ns
 
 # The job id lets the scan use the delta tables' (job_id, t_end_ns) index.
 _RECOMPUTE = f"""
-INSERT INTO p2p_minutes (job_id, run_id, minute_ns, world_rank, peer, bytes_sent, msgs_sent,
-                         bytes_recv, msgs_recv)
+INSERT INTO p2p_minutes (job_id, run_id, minute_ns, world_rank, peer, {", ".join(P2P_COUNTERS)})
 SELECT d.job_id, d.run_id, d.t_end_ns / {MINUTE_NS} * {MINUTE_NS}, d.world_rank, d.peer,
-       sum(d.bytes_sent), sum(d.msgs_sent), sum(d.bytes_recv), sum(d.msgs_recv)
+       {", ".join(f"sum(d.{c})" for c in P2P_COUNTERS)}
 FROM p2p_deltas d
 JOIN unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS c(job_id, run_id, minute_ns)
     ON d.job_id = c.job_id AND d.run_id = c.run_id

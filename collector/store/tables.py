@@ -3,8 +3,9 @@
 Every stored table starts with (job_id, run_id, world_rank, t_start_ns, t_end_ns): the
 frame's job and run (their database ids) and its rank (a non-MPI process's number in its
 run), and its interval from the frame header; the remaining columns come from the wire
-record's fields of the same name (pad fields are not stored). Column types are PostgreSQL
-binary COPY types.
+record's fields of the same name (pad fields are not stored). Tables, columns and types
+are read from the storage models (stacklens/schema.py), turned into PostgreSQL binary COPY
+types here.
 
 Numeric tables use the *array* layout: one row per frame, one array per field (`peer[i]`,
 `bytes_sent[i]`, ... are record i). A frame of 64 peer records is one tuple instead of
@@ -23,22 +24,54 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
+from sqlalchemy import BigInteger, ColumnElement, Integer, SmallInteger, Text
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from collector.codec import COLUMN
 from collector.store.copy import INT_WIDTH
 from stacklens import wire
-from stacklens.schema import IO_COUNTERS, PORT_COUNTERS
+from stacklens.schema import (
+    RANK_INTERVAL,
+    Base,
+    CollDelta,
+    CollFrames,
+    HcaRecords,
+    IoDelta,
+    OpDelta,
+    OpFrames,
+    OpHistDelta,
+    OpHistFrames,
+    P2PDelta,
+    P2PFrames,
+    RmaDelta,
+    RmaFrames,
+)
+from stacklens.wire import fields_of
+
+#: PostgreSQL binary COPY type of each column type the delta tables use.
+_COPY_TYPES = {SmallInteger: "int2", Integer: "int4", BigInteger: "int8", Text: "text"}
+
+
+def _copy_type(column: ColumnElement[Any]) -> str:
+    """COPY type of a column (of its elements, for an array column)."""
+    kind = column.type.item_type if isinstance(column.type, ARRAY) else column.type
+    return _COPY_TYPES[type(kind)]
+
+
+def _columns(model: type[Base], interval: bool) -> tuple[tuple[str, str], ...]:
+    """(name, COPY type) of a storage model's interval columns, or of its record columns."""
+    return tuple(
+        (c.name, _copy_type(c))
+        for c in model.__table__.columns
+        if (c.name in RANK_INTERVAL) == interval
+    )
+
 
 #: Columns filled from the frame header, in table order, with their COPY types.
-INTERVAL_COLUMNS = (
-    ("job_id", "int8"),
-    ("run_id", "int8"),
-    ("world_rank", "int4"),
-    ("t_start_ns", "int8"),
-    ("t_end_ns", "int8"),
-)
+INTERVAL_COLUMNS = tuple(sorted(_columns(P2PFrames, True), key=lambda c: RANK_INTERVAL.index(c[0])))
 
 
 @dataclass(frozen=True)
@@ -64,7 +97,7 @@ class DeltaTable:
         record = wire.SPEC.table(self.wire).dtype
         out = np.zeros(len(self.fields), dtype=COLUMN)
         for i, (name, kind) in enumerate(self.fields):
-            field, offset = record.fields[name][:2]
+            field, offset = fields_of(record)[name][:2]
             out[i] = (offset, field.itemsize, INT_WIDTH[kind], name in self.keys, 0,
                       ELEMENT_OID[kind])  # fmt: skip
         return out
@@ -74,80 +107,30 @@ class DeltaTable:
 ELEMENT_OID = {"int2": 21, "int4": 23, "int8": 20}
 
 
-def _counters(*names: str) -> tuple[tuple[str, str], ...]:
-    return tuple((name, "int8") for name in names)
+def _stored(
+    wire_table: str, model: type[Base], view: str | None = None, keys: tuple[str, ...] = ()
+) -> DeltaTable:
+    """How wire table `wire_table` is stored: in `model`'s table (its record columns are
+    the record fields of the same name), read through `view` if an array table."""
+    return DeltaTable(
+        wire_table,
+        model.__tablename__,
+        _columns(model, False),
+        arrays=view is not None,
+        view=view,
+        keys=keys,
+    )
 
 
 DELTA_TABLES: tuple[DeltaTable, ...] = (
-    DeltaTable(
-        "p2p",
-        "p2p_frames",
-        (
-            ("peer", "int4"),
-            ("bytes_sent", "int8"),
-            ("msgs_sent", "int4"),
-            ("bytes_recv", "int8"),
-            ("msgs_recv", "int4"),
-        ),
-        view="p2p_deltas",
-        keys=("peer",),
+    _stored("p2p", P2PFrames, P2PDelta.__tablename__, keys=("peer",)),
+    _stored("op", OpFrames, OpDelta.__tablename__, keys=("op_id",)),
+    _stored("hist", OpHistFrames, OpHistDelta.__tablename__, keys=("op_id", "bucket")),
+    # the wire's 0xFFFFFFFF "no root" becomes -1 in coll.root (int4)
+    _stored(
+        "coll", CollFrames, CollDelta.__tablename__, keys=("op_id", "comm_id", "comm_size", "root")
     ),
-    DeltaTable(
-        "op",
-        "op_frames",
-        (("op_id", "int2"), *_counters("calls", "bytes", "time_ns")),
-        view="op_deltas",
-        keys=("op_id",),
-    ),
-    DeltaTable(
-        "hist",
-        "op_hist_frames",
-        (("op_id", "int2"), ("bucket", "int2"), *_counters("count")),
-        view="op_hist_deltas",
-        keys=("op_id", "bucket"),
-    ),
-    DeltaTable(
-        "coll",
-        "coll_frames",
-        (
-            ("op_id", "int2"),
-            ("comm_id", "int8"),
-            ("comm_size", "int4"),
-            ("root", "int4"),  # the wire's 0xFFFFFFFF "no root" becomes -1
-            *_counters("calls", "bytes", "time_ns"),
-        ),
-        view="coll_deltas",
-        keys=("op_id", "comm_id", "comm_size", "root"),
-    ),
-    DeltaTable(
-        "rma",
-        "rma_frames",
-        (("target", "int4"), ("op_id", "int2"), *_counters("calls", "bytes")),
-        view="rma_deltas",
-        keys=("target", "op_id"),
-    ),
-    DeltaTable(
-        "io",
-        "io_deltas",
-        (
-            ("layer", "int2"),
-            *_counters(*IO_COUNTERS),
-            ("path", "text"),
-            ("mount", "text"),
-            ("fstype", "text"),
-        ),
-        arrays=False,
-    ),
-    DeltaTable(
-        "hca",
-        "hca_records",  # read through the view hca_deltas (unknown counters are NULL)
-        (
-            ("device", "text"),
-            ("port", "int2"),
-            ("valid", "int4"),
-            ("node_guid", "int8"),  # the u64 GUID wraps to its two's complement
-            *_counters(*PORT_COUNTERS),
-        ),
-        arrays=False,
-    ),
+    _stored("rma", RmaFrames, RmaDelta.__tablename__, keys=("target", "op_id")),
+    _stored("io", IoDelta),  # one row per record (a path each)
+    _stored("hca", HcaRecords),  # read through the view hca_deltas (unknown counters NULL)
 )

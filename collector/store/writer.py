@@ -19,8 +19,9 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -190,7 +191,7 @@ class WriterStats:
     batches: int = 0
     write_errors: int = 0
     data_errors: int = 0
-    rows: collections.Counter = field(default_factory=collections.Counter)
+    rows: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
 @dataclass
@@ -198,7 +199,7 @@ class _Pending:
     """Frames that must be committed together, and the future their sender awaits."""
 
     batch: FrameBatch
-    done: asyncio.Future
+    done: asyncio.Future[Refused]
     atomic: bool = False  # all frames or none: one refused value fails the whole batch
 
 
@@ -230,7 +231,8 @@ class _Frames:
 
     def records(self, i: int, table: str) -> np.ndarray:
         """Frame i's records of a wire table."""
-        return self.batches[self._owner[i]].records(int(self._local[i]), table)
+        records: np.ndarray = self.batches[self._owner[i]].records(int(self._local[i]), table)
+        return records
 
     def rank_info(self, i: int) -> tuple[str | None, str | None, str | None]:
         """(command, user, run label) of frame i, Nones if it carries no rank information
@@ -278,11 +280,11 @@ class FrameWriter:
         self._wake = asyncio.Event()
         self._room: list[Callable[[], None]] = []
         self.backlog = 0  # frames queued, not yet taken by the batch loop
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._conns: dict[int, psycopg.AsyncConnection] = {}
         # job key -> jobs.id, (job key, run key) -> runs.id, ("process", runs.id, host, pid,
         # start) -> process number: as the database said
-        self._ids_seen: dict = {}
+        self._ids_seen: _IdMap = {}
         self.stats = WriterStats()
         self.partitions = Partitions()
 
@@ -310,7 +312,7 @@ class FrameWriter:
         """Call `callback` once the backlog has drained below half the bound."""
         self._room.append(callback)
 
-    def submit(self, batch: FrameBatch, atomic: bool = False) -> asyncio.Future:
+    def submit(self, batch: FrameBatch, atomic: bool = False) -> asyncio.Future[Refused]:
         """Queue a batch; the future resolves (to the frames the database refused, usually
         none) when its frames are committed in one transaction, or fails. An `atomic`
         batch is stored whole or not at all (a refused value fails it with FrameError)."""
@@ -441,7 +443,7 @@ class FrameWriter:
         self, conn: psycopg.AsyncConnection, frames: _Frames, runs: _Runs, ids: _Ids
     ) -> None:
         plan = _Plan(frames, ids, None)
-        rows: collections.Counter = collections.Counter()
+        rows: collections.Counter[str] = collections.Counter()
         async with conn.transaction(), conn.cursor() as cur:
             if not await self._ledger_fast(conn, cur, plan):
                 await cur.execute(_INSERT_LEDGER, plan.ledger(time.time_ns()))
@@ -475,19 +477,24 @@ class FrameWriter:
         seen = self._ids_seen
         if len(seen) > _MAX_IDS_SEEN:
             seen.clear()  # a bound on memory; forgetting costs one registration each
-        jobs = [seen.get(key) for key in runs.job_keys]
-        known_runs = [seen.get(key) for key in runs.run_keys()]
-        processes = [seen.get(key) for key in runs.process_keys(known_runs)]
-        if None in jobs or None in known_runs or None in processes:
-            # Read from what the registration returns: another worker may clear `seen`.
+        # A copy of what this batch needs: another worker may clear `seen` meanwhile.
+        run_keys = runs.run_keys()
+        known = {key: seen[key] for key in [*runs.job_keys, *run_keys] if key in seen}
+        process_keys = runs.process_keys([known.get(key) for key in run_keys])
+        known.update({key: seen[key] for key in process_keys if key in seen})
+        if any(key not in known for key in [*runs.job_keys, *run_keys, *process_keys]):
             learned = await self._register(conn, runs)
             seen.update(learned)
-            jobs = [learned[key] for key in runs.job_keys]
-            known_runs = [learned[key] for key in runs.run_keys()]
-            processes = [learned[key] for key in runs.process_keys(known_runs)]
-        return _Ids.of(runs, jobs, known_runs, processes)
+            known.update(learned)
+        run_ids = [known[key] for key in run_keys]
+        return _Ids.of(
+            runs,
+            [known[key] for key in runs.job_keys],
+            run_ids,
+            [known[key] for key in runs.process_keys(run_ids)],
+        )
 
-    async def _register(self, conn: psycopg.AsyncConnection, runs: _Runs) -> dict:
+    async def _register(self, conn: psycopg.AsyncConnection, runs: _Runs) -> _IdMap:
         """Create the batch's unknown jobs, runs (ordinal: the next of the job) and processes
         (number: the next of the run) in one short transaction; returns the id of every
         job, run and process of `runs`, keyed as in the writer's memory of them.
@@ -498,7 +505,7 @@ class FrameWriter:
         key, as in the frames' transaction, which never waits for a registration holding
         anything it has locked (its rows' references take KEY SHARE locks only).
         """
-        learned: dict = {}
+        learned: _IdMap = {}
         async with conn.transaction(), conn.cursor() as cur:
             await cur.execute(_CREATE_JOBS, runs.job_params())
             await cur.execute(_LOCK_JOBS, (runs.job_keys,))
@@ -512,7 +519,7 @@ class FrameWriter:
             if missing:
                 new_jobs = sorted({wanted["job_id"][i] for i in missing})
                 await cur.execute(_LAST_ORDINALS, (new_jobs,))
-                last = dict(await cur.fetchall())
+                last: dict[int, int] = dict(await cur.fetchall())
                 ordinals = []
                 for i in sorted(missing, key=lambda i: wanted["started_ns"][i]):
                     job = wanted["job_id"][i]
@@ -529,7 +536,9 @@ class FrameWriter:
             learned.update(await self._register_processes(cur, runs.process_rows(run_ids)))
         return learned
 
-    async def _register_processes(self, cur: psycopg.AsyncCursor, wanted: list[tuple]) -> dict:
+    async def _register_processes(
+        self, cur: psycopg.AsyncCursor, wanted: list[tuple[Any, ...]]
+    ) -> _IdMap:
         """Number the processes of `processes` runs, (run id, host, pid, start) each, that
         have no number yet; returns every process's number (keyed ("process", *key))."""
         if not wanted:
@@ -540,7 +549,7 @@ class FrameWriter:
         missing = [key for key in wanted if key not in found]
         if missing:
             await cur.execute(_LAST_PROCESSES, (sorted({key[0] for key in missing}),))
-            last = dict(await cur.fetchall())
+            last: dict[int, int] = dict(await cur.fetchall())
             for key in missing:
                 found[key] = last[key[0]] = last.get(key[0], -1) + 1
             created = [list(c) for c in zip(*missing, strict=True)]
@@ -559,6 +568,10 @@ class FrameWriter:
             return False
         return True
 
+
+#: Ids a writer knows: job key -> jobs.id, (job key, run key) -> runs.id, ("process", runs.id,
+#: host, pid, start) -> process number.
+_IdMap = dict[Any, int]
 
 #: Ids remembered by a writer (job keys, runs, processes) before it starts afresh.
 _MAX_IDS_SEEN = 1 << 16
@@ -621,11 +634,11 @@ class _Runs:
         pairs = zip(self.run_job.tolist(), self.run_key.tolist(), strict=True)
         return [(self.job_keys[j], k) for j, k in pairs]
 
-    def process_keys(self, run_ids: list[int | None]) -> list[tuple]:
+    def process_keys(self, run_ids: Sequence[int | None]) -> list[tuple[Any, ...]]:
         """("process", run id, host, pid, start) of every process (given the run ids)."""
         return [("process", *key) for key in self.process_rows(run_ids)]
 
-    def process_rows(self, run_ids: list[int | None]) -> list[tuple[int | None, str, int, int]]:
+    def process_rows(self, run_ids: Sequence[int | None]) -> list[tuple[int | None, str, int, int]]:
         """(run id, host, pid, start) of every process, given every run's id."""
         info, first = self._info, self._process_first
         return list(zip([run_ids[g] for g in self.run_group[first].tolist()],
@@ -633,7 +646,7 @@ class _Runs:
                         info["proc_start"][first].astype(np.int64).tolist(),
                         strict=True))  # fmt: skip
 
-    def run_rows(self, job_ids: list[int]) -> dict[str, list]:
+    def run_rows(self, job_ids: list[int]) -> dict[str, list[Any]]:
         """Every run's columns for _CREATE_RUNS (_RUN_COLUMNS), given every job's id."""
         return {
             "job_id": [job_ids[j] for j in self.run_job.tolist()],
@@ -647,12 +660,12 @@ class _Runs:
             "last_seen_ns": self.end.tolist(),
         }
 
-    def params(self, job_ids: np.ndarray) -> tuple:
+    def params(self, job_ids: np.ndarray) -> tuple[Any, ...]:
         """Parameters of _UPSERT_RUNS, given every job's id."""
         rows = self.run_rows(job_ids.tolist())
         return tuple(rows[c] for c in _RUN_COLUMNS)
 
-    def job_params(self) -> tuple:
+    def job_params(self) -> tuple[Any, ...]:
         """Parameters of _UPSERT_JOBS and _CREATE_JOBS: one row per job (largest MPI world,
         first command and user, earliest start, latest end)."""
         n = len(self.job_keys)
@@ -683,7 +696,7 @@ class _Ids:
     frame_rank: np.ndarray
 
     @classmethod
-    def of(cls, runs: _Runs, jobs: list, run_ids: list, processes: list) -> _Ids:
+    def of(cls, runs: _Runs, jobs: list[int], run_ids: list[int], processes: list[int]) -> _Ids:
         """From the ids of every job and run and the number of every process of `runs`."""
         job_ids = np.array(jobs, dtype=np.int64)
         run_id = np.array(run_ids, dtype=np.int64)
@@ -691,6 +704,10 @@ class _Ids:
         if len(runs.process_frames):
             rank[runs.process_frames] = np.array(processes, dtype=np.int32)[runs.process_group]
         return cls(job_ids, run_id, job_ids[runs.job_group], run_id[runs.run_group], rank)
+
+
+#: One table's COPY: (table, records, binary COPY payload in parts).
+_Copy = tuple[DeltaTable, int, tuple[bytes | bytearray, ...]]
 
 
 class _Plan:
@@ -714,9 +731,12 @@ class _Plan:
         `processes` run (a new process makes it run again)."""
         info, fresh = self.frames.info, self.fresh
         final = fresh[np.isin(info["frame_type"][fresh], FINAL_TYPES)]
-        return np.union1d(self.ids.frame_run[final], self.ids.runs[runs.processes]).tolist()
+        ending: list[int] = np.union1d(
+            self.ids.frame_run[final], self.ids.runs[runs.processes]
+        ).tolist()
+        return ending
 
-    def ledger(self, now_ns: int) -> tuple:
+    def ledger(self, now_ns: int) -> tuple[Any, ...]:
         """Parameters of _INSERT_LEDGER."""
         return (self.ids.frame_job[self.fresh].tolist(), *self._keys,
                 [now_ns] * len(self.fresh))  # fmt: skip
@@ -733,17 +753,18 @@ class _Plan:
     def keep(self, stored: set[tuple[int, int, int]]) -> np.ndarray:
         """The fresh frames whose (run, rank, seq) the ledger has just taken."""
         keep = [key in stored for key in zip(*self._keys, strict=True)]
-        return self.fresh[np.array(keep, dtype=bool)]
+        kept: np.ndarray = self.fresh[np.array(keep, dtype=bool)]
+        return kept
 
-    def statements(self) -> list[tuple[str, tuple]]:
+    def statements(self) -> list[tuple[str, tuple[Any, ...]]]:
         """(SQL, parameters) to run after the ledger and the deltas: rollup marks, ranks."""
         return self._statements
 
-    def copies(self) -> list[tuple[DeltaTable, int, tuple[bytes, ...]]]:
+    def copies(self) -> list[_Copy]:
         """(table, records, binary COPY payload in parts) of every table the frames carry."""
         return self._copies
 
-    def _ranks(self) -> list[tuple[str, tuple]]:
+    def _ranks(self) -> list[tuple[str, tuple[Any, ...]]]:
         """One upsert row per (run, rank): seen times, finished flag, health deltas summed."""
         fresh, ids = self.fresh, self.ids
         info, run_ids = self.frames.info[fresh], ids.frame_run[fresh]
@@ -770,7 +791,7 @@ class _Plan:
                   info["pid"][first].tolist(), start.tolist(), end.tolist(), finished.tolist(),
                   killed.tolist(), *health))]  # fmt: skip
 
-    def _marks(self) -> list[tuple[str, tuple]]:
+    def _marks(self) -> list[tuple[str, tuple[Any, ...]]]:
         """The rollup buckets to recompute."""
         info, fresh, ids = self.frames.info, self.fresh, self.ids
         p2p = fresh[info["count"][fresh, wire.SPEC.table("p2p").id] > 0]
@@ -780,7 +801,7 @@ class _Plan:
         return [(MARK_DIRTY, (ids.frame_run[p2p].tolist(), minutes.tolist(),
                               ids.frame_job[p2p].tolist()))]  # fmt: skip
 
-    def _copy(self, table: DeltaTable) -> tuple[DeltaTable, int, tuple[bytes, ...]] | None:
+    def _copy(self, table: DeltaTable) -> _Copy | None:
         """The COPY of one wire table of the fresh frames (a row per frame, or per record)."""
         frames, fresh, ids = self.frames, self.fresh, self.ids
         table_id = wire.SPEC.table(table.wire).id

@@ -11,6 +11,7 @@ data and shows the error.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import dash
 import dash_cytoscape as cyto
@@ -18,7 +19,8 @@ from dash import Input, Output, Patch, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from frontend import api, components, cyto_style, ids
-from frontend.api import ApiError, FabricTopology
+from frontend.api import ApiError, digest
+from stacklens.api_models import Topology
 
 # No `order`: with none given anywhere, Dash puts "/" (Jobs) first and this page after it.
 dash.register_page(__name__, path="/fabric", name="Fabric", title="Fabric — stacklens")
@@ -132,10 +134,11 @@ def refresh(_tick: int | None, drawn: str | None, rendered: str | None) -> dict:
         "status": None if topology.nodes else components.no_fabric_notice(),
         "updated": f"updated {datetime.now(UTC):%H:%M:%S} UTC",
     }
-    digest = _digest((topology, tuple(loads), tuple(events)))
-    if digest == rendered:
+    shown = digest((topology, loads, events))
+    if shown == rendered:
         return {**_UNCHANGED, **always}
-    shape = _digest(_shape(topology))
+    shape = digest(_shape(topology))
+    elements: list[dict[str, Any]] | Patch
     if shape != drawn:
         elements = cyto_style.elements(topology, loads)
     else:
@@ -150,7 +153,7 @@ def refresh(_tick: int | None, drawn: str | None, rendered: str | None) -> dict:
         "links": components.fabric_links_table_markdown(loads),
         "events": components.fabric_events_markdown(events),
         "topology": shape,
-        "rendered": digest,
+        "rendered": shown,
     }
 
 
@@ -167,14 +170,9 @@ def hover_text(edge: dict | None, node: dict | None) -> str:
     return ""
 
 
-def _shape(topology: FabricTopology) -> tuple:
+def _shape(topology: Topology) -> tuple:
     """What fixes the drawing: the nodes (in order) and each link's ends, not their state."""
     return (
         tuple((n.guid, n.type) for n in topology.nodes),
         tuple((lk.id, lk.a.guid, lk.b.guid) for lk in topology.links),
     )
-
-
-def _digest(value: object) -> str:
-    """A JS-safe hex digest of a hashable value (per server process; only compared)."""
-    return f"{hash(value) & 0xFFFF_FFFF_FFFF_FFFF:016x}"

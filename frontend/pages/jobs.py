@@ -18,7 +18,7 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from frontend import api, components, figures, ids
-from frontend.api import ApiError, Job
+from frontend.api import ApiError, digest
 
 dash.register_page(__name__, path="/", name="Jobs", title="Jobs — stacklens")
 
@@ -174,63 +174,49 @@ def register_callbacks(dash_app: dash.Dash) -> None:
 
 
 def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> dict:
-    """Fetch jobs and the shown job's matrix, MPI operations, collectives, message sizes, RMA
-    traffic, file I/O and ranks and render them, unless they are what the page already shows
-    (`rendered` digest); on API failure keep the last data and say why."""
-    client = api.current_client()
+    """Fetch, in one request, the newest jobs and the shown job's matrix, MPI operations,
+    collectives, message sizes, RMA traffic, file I/O and ranks, and render them, unless they
+    are what the page already shows (`rendered` digest); on API failure keep the last data
+    and say why."""
     try:
-        jobs = client.jobs()
-        job = _shown_job(jobs, selected)
-        shown = None
-        if job is not None:
-            shown = tuple(
-                fetch(job.job)
-                for fetch in (
-                    client.matrix,
-                    client.ops,
-                    client.io,
-                    client.collectives,
-                    client.sizes,
-                    client.rma,
-                    client.ranks,
-                )
-            )
+        page = api.current_client().overview(selected, components.MAX_JOB_ROWS)
     except ApiError as exc:
         return {**_UNCHANGED, "status": components.notice(str(exc), "error")}
+    shown = page.shown
+    job = next((j for j in page.jobs if shown is not None and j.job == shown.job), None)
     always = {
-        "status": None if job is not None else components.no_jobs_notice(),
+        "status": None if page.jobs else components.no_jobs_notice(),
         "updated": f"updated {datetime.now(UTC):%H:%M:%S} UTC",
     }
-    digest = f"{hash((tuple(jobs), job, shown)) & 0xFFFF_FFFF_FFFF_FFFF:016x}"  # JS-safe
-    if digest == rendered:
+    drawn = digest(page)
+    if drawn == rendered:
         return {**_UNCHANGED, **always}
     if job is None or shown is None:
         return {
             **_UNCHANGED,
             **always,
-            "jobs": components.jobs_table(jobs, None),
+            "jobs": components.jobs_table(page.jobs, None, page.jobs_total),
             "hidden": True,
-            "rendered": digest,
+            "rendered": drawn,
         }
-    matrix, ops, io, coll, sizes, rma, ranks = shown
     return {
         **always,
-        "jobs": components.jobs_table(jobs, job.job),
+        "jobs": components.jobs_table(page.jobs, job.job, page.jobs_total),
         "hidden": False,
-        "title": components.matrix_title(job, matrix),
-        "heatmap": figures.matrix_heatmap(matrix),
-        "matrix": components.matrix_table_markdown(matrix),
-        "ops_summary": components.ops_summary(ops),
-        "ops": components.ops_table_markdown(ops),
-        "io": components.io_table_markdown(io),
-        "comms": components.communicators_table_markdown(coll),
-        "coll": components.collectives_table_markdown(coll),
-        "sizes_graph": figures.size_histogram(sizes),
-        "sizes": components.sizes_table_markdown(sizes),
-        "rma": components.rma_table_markdown(rma),
-        "ranks_summary": components.ranks_summary(ranks),
-        "ranks": components.ranks_table_markdown(ranks),
-        "rendered": digest,
+        "title": components.matrix_title(job, shown.matrix),
+        "heatmap": figures.matrix_heatmap(shown.matrix),
+        "matrix": components.matrix_table_markdown(shown.matrix),
+        "ops_summary": components.ops_summary(shown.ops),
+        "ops": components.ops_table_markdown(shown.ops),
+        "io": components.io_table_markdown(shown.io),
+        "comms": components.communicators_table_markdown(shown.collectives),
+        "coll": components.collectives_table_markdown(shown.collectives),
+        "sizes_graph": figures.size_histogram(shown.sizes),
+        "sizes": components.sizes_table_markdown(shown.sizes),
+        "rma": components.rma_table_markdown(shown.rma),
+        "ranks_summary": components.ranks_summary(shown.ranks),
+        "ranks": components.ranks_table_markdown(shown.ranks),
+        "rendered": drawn,
     }
 
 
@@ -239,11 +225,3 @@ def select_job(_clicks: list[int | None]) -> str:
     if not isinstance(ctx.triggered_id, dict) or not ctx.triggered[0]["value"]:
         raise PreventUpdate  # rows were re-rendered, not clicked
     return ctx.triggered_id["job"]
-
-
-def _shown_job(jobs: list[Job], selected: str | None) -> Job | None:
-    """The selected job if it still exists, else the newest one (jobs come newest first)."""
-    for job in jobs:
-        if job.job == selected:
-            return job
-    return jobs[0] if jobs else None

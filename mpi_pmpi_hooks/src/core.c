@@ -364,12 +364,15 @@ static uint64_t sum_counts(int64_t n, const void *counts, int large, MPI_Datatyp
     return sl_type_bytes(total, datatype);
 }
 
-/* Sum of counts[i] x size(types[i]) over n ranks. */
-static uint64_t sum_w(int64_t n, const void *counts, int large, const MPI_Datatype *types)
+/* Sum of counts[i] x size(types[i]) over n ranks (types: Fortran handles if fortran). */
+static uint64_t sum_w(int64_t n, const void *counts, int large, const void *types, int fortran)
 {
     uint64_t total = 0;
-    for (int64_t i = 0; counts != NULL && types != NULL && i < n; i++)
-        total += sl_type_bytes(count_at(counts, large, (int)i), types[i]);
+    for (int64_t i = 0; counts != NULL && types != NULL && i < n; i++) {
+        MPI_Datatype t = fortran ? PMPI_Type_f2c(((const MPI_Fint *)types)[i])
+                                 : ((const MPI_Datatype *)types)[i];
+        total += sl_type_bytes(count_at(counts, large, (int)i), t);
+    }
     return total;
 }
 
@@ -387,9 +390,9 @@ uint64_t sl_bytes_root_sum(MPI_Comm comm, int root, const void *counts, int larg
 }
 
 /* Alltoallw: per-rank counts and types. */
-uint64_t sl_bytes_w(MPI_Comm comm, const void *counts, int large, const MPI_Datatype *types)
+uint64_t sl_bytes_w(MPI_Comm comm, const void *counts, int large, const void *types, int fortran)
 {
-    return sum_w(comm_size(comm), counts, large, types);
+    return sum_w(comm_size(comm), counts, large, types, fortran);
 }
 
 /* Neighbour collectives: count x type to every out-neighbour. */
@@ -405,7 +408,8 @@ uint64_t sl_bytes_nbr_sum(MPI_Comm comm, const void *counts, int large, MPI_Data
 }
 
 /* Neighbor_alltoallw: per-neighbour counts and types. */
-uint64_t sl_bytes_nbr_w(MPI_Comm comm, const void *counts, int large, const MPI_Datatype *types)
+uint64_t sl_bytes_nbr_w(MPI_Comm comm, const void *counts, int large, const void *types,
+                        int fortran)
 {
-    return sum_w(out_degree(comm), counts, large, types);
+    return sum_w(out_degree(comm), counts, large, types, fortran);
 }

@@ -250,16 +250,19 @@ uint64_t sl_count_rma(MPI_Win win, int rank, int rma_slot, uint64_t bytes);
  */
 void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t ticks);
 
-/* Bytes helpers for the bytes= modes of the spec (contract/templates/bytes_modes.in). */
+/* Bytes helpers for the bytes= modes of the spec (contract/templates/bytes_modes.in).
+ * counts are MPI_Count (large) or int; the types of the w modes are Fortran handles
+ * (MPI_Fint) when fortran is 1, else MPI_Datatype. */
 uint64_t sl_bytes_all(MPI_Comm comm, int64_t count, MPI_Datatype datatype);
 uint64_t sl_bytes_root_all(MPI_Comm comm, int root, int64_t count, MPI_Datatype datatype);
 uint64_t sl_bytes_sum(MPI_Comm comm, const void *counts, int large, MPI_Datatype datatype);
 uint64_t sl_bytes_root_sum(MPI_Comm comm, int root, const void *counts, int large,
                            MPI_Datatype datatype);
-uint64_t sl_bytes_w(MPI_Comm comm, const void *counts, int large, const MPI_Datatype *types);
+uint64_t sl_bytes_w(MPI_Comm comm, const void *counts, int large, const void *types, int fortran);
 uint64_t sl_bytes_nbr(MPI_Comm comm, int64_t count, MPI_Datatype datatype);
 uint64_t sl_bytes_nbr_sum(MPI_Comm comm, const void *counts, int large, MPI_Datatype datatype);
-uint64_t sl_bytes_nbr_w(MPI_Comm comm, const void *counts, int large, const MPI_Datatype *types);
+uint64_t sl_bytes_nbr_w(MPI_Comm comm, const void *counts, int large, const void *types,
+                        int fortran);
 
 /* Copies the current cumulative counters of peer world rank i. */
 void sl_core_load_peer(int i, sl_peer_counters *out);

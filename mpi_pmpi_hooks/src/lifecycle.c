@@ -18,6 +18,7 @@
 #include "identity.h"
 #include "interpose.h"
 #include "io.h"
+#include "mpimatch.h"
 #include "requests.h"
 #include "sender.h"
 
@@ -150,6 +151,7 @@ void sl_init_end(sl_call *call, int op, int rc)
     int rank;
     int claimed = __atomic_exchange_n(&standalone, 1, __ATOMIC_ACQ_REL);
     if (rc != MPI_SUCCESS || launcher || config.disable_mpi || claimed
+        || sl_mpi_mismatch /* a library built for the other MPI: stay off */
         || PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS) {
         sl_tls_in_call = 0;
         return;

@@ -191,40 +191,60 @@ MPI_Comm sl_msg_take(MPI_Message msg)
     return comm;
 }
 
-/* Finds the tracked requests among reqs[0..n). */
-int sl_reqs_scan(sl_reqscan *s, int n, const MPI_Request *rq)
+/* Empties a scan. */
+static void scan_start(sl_reqscan *s)
 {
     s->n = 0;
     s->index = s->index_inline;
     s->slot = s->slot_inline;
     s->statuses = NULL;
-    if (reqs == NULL || rq == NULL)
-        return 0;
-    int cap = SL_SCAN_INLINE;
-    for (int i = 0; i < n; i++) {
-        if (rq[i] == MPI_REQUEST_NULL)
-            continue;
-        long slot = REQ_LOOKUP(SL_HKEY(rq[i]));
-        if (slot < 0 || reqs[slot].kind != SL_REQ_RECV)
-            continue;
-        if (s->n == cap) {
-            int *ni = malloc((size_t)n * sizeof *ni);
-            unsigned *ns = malloc((size_t)n * sizeof *ns);
-            if (ni == NULL || ns == NULL) {
-                free(ni);
-                free(ns);
-                break; /* the rest are not counted */
-            }
-            memcpy(ni, s->index, (size_t)s->n * sizeof *ni);
-            memcpy(ns, s->slot, (size_t)s->n * sizeof *ns);
-            s->index = ni;
-            s->slot = ns;
-            cap = n;
+}
+
+/* Adds request i of an array of n to the scan if it is a tracked receive;
+ * returns 0 when no memory is left for it (the rest are not counted). */
+static int scan_add(sl_reqscan *s, int n, int i, MPI_Request req)
+{
+    if (req == MPI_REQUEST_NULL)
+        return 1;
+    long slot = REQ_LOOKUP(SL_HKEY(req));
+    if (slot < 0 || reqs[slot].kind != SL_REQ_RECV)
+        return 1;
+    if (s->n == SL_SCAN_INLINE && s->index == s->index_inline) {
+        int *ni = malloc((size_t)n * sizeof *ni);
+        unsigned *ns = malloc((size_t)n * sizeof *ns);
+        if (ni == NULL || ns == NULL) {
+            free(ni);
+            free(ns);
+            return 0;
         }
-        s->index[s->n] = i;
-        s->slot[s->n] = (unsigned)slot;
-        s->n++;
+        memcpy(ni, s->index, (size_t)s->n * sizeof *ni);
+        memcpy(ns, s->slot, (size_t)s->n * sizeof *ns);
+        s->index = ni;
+        s->slot = ns;
     }
+    s->index[s->n] = i;
+    s->slot[s->n] = (unsigned)slot;
+    s->n++;
+    return 1;
+}
+
+/* Finds the tracked requests among rq[0..n). */
+int sl_reqs_scan(sl_reqscan *s, int n, const MPI_Request *rq)
+{
+    scan_start(s);
+    for (int i = 0; reqs != NULL && rq != NULL && i < n; i++)
+        if (!scan_add(s, n, i, rq[i]))
+            break;
+    return s->n;
+}
+
+/* Finds the tracked requests among the Fortran handles rq[0..n). */
+int sl_reqs_scan_f(sl_reqscan *s, int n, const MPI_Fint *rq)
+{
+    scan_start(s);
+    for (int i = 0; reqs != NULL && rq != NULL && i < n; i++)
+        if (!scan_add(s, n, i, PMPI_Request_f2c(rq[i])))
+            break;
     return s->n;
 }
 
@@ -233,8 +253,11 @@ MPI_Status *sl_reqs_statuses(sl_reqscan *s, int n, MPI_Status *statuses)
 {
     if (s->n == 0 || statuses != MPI_STATUSES_IGNORE || n <= 0)
         return statuses;
-    s->statuses = malloc((size_t)n * sizeof *s->statuses);
-    return s->statuses != NULL ? s->statuses : statuses;
+    MPI_Status *own = malloc((size_t)n * sizeof *own);
+    if (own == NULL)
+        return statuses;
+    s->statuses = own;
+    return own;
 }
 
 /* Counts completed request i from st, releasing a non-persistent entry. */

@@ -52,11 +52,15 @@ typedef struct sl_reqscan {
     unsigned *slot;                 /* their table slots */
     int index_inline[SL_SCAN_INLINE];
     unsigned slot_inline[SL_SCAN_INLINE];
-    MPI_Status *statuses;           /* status array substituted for MPI_STATUSES_IGNORE */
+    void *statuses;                 /* status array substituted for MPI_STATUSES_IGNORE
+                                       (C, or Fortran: see fortran.h) */
 } sl_reqscan;
 
 /* Looks up the n requests of reqs; returns the number that are tracked. */
 int sl_reqs_scan(sl_reqscan *s, int n, const MPI_Request *reqs);
+
+/* The same for an array of n Fortran request handles. */
+int sl_reqs_scan_f(sl_reqscan *s, int n, const MPI_Fint *reqs);
 
 /* statuses, or (if MPI_STATUSES_IGNORE and tracked requests exist) an array of n. */
 MPI_Status *sl_reqs_statuses(sl_reqscan *s, int n, MPI_Status *statuses);

@@ -7,13 +7,20 @@ Link load: per link, the latest sample of each of its two ports, from fabric_por
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from sqlalchemy import Integer, and_, func, literal, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
 
-from server.fabric.schemas import ERROR_COUNTERS
+from stacklens.constants import (
+    ERROR_COUNTERS,
+    RESET_SHIFT,
+    SATURATED_SHIFT,
+    flagged_counters,
+)
 from stacklens.schema import (
-    PORT_COUNTERS,
     FabricEvent,
     FabricLink,
     FabricNode,
@@ -23,9 +30,6 @@ from stacklens.schema import (
 
 #: NodeInfo NodeType codes as the API names them.
 NODE_TYPES = {1: "hca", 2: "switch", 3: "router"}
-#: Flag bits of a sample (collector/fabric/counters.py): bit i saturated, bit 16 + i reset.
-_SATURATED_SHIFT = 0
-_RESET_SHIFT = 16
 #: Orders of `link_loads`.
 SORTS = ("utilisation", "errors")
 
@@ -35,7 +39,7 @@ def guid_text(stored: int) -> str:
     return f"{stored & 0xFFFF_FFFF_FFFF_FFFF:#018x}"
 
 
-def nodes(session: Session) -> list[dict]:
+def nodes(session: Session) -> list[dict[str, Any]]:
     """Every node ever discovered, switches first, then by name."""
     query = select(FabricNode).order_by(FabricNode.type.desc(), FabricNode.description)
     return [
@@ -53,7 +57,7 @@ def nodes(session: Session) -> list[dict]:
     ]
 
 
-def links(session: Session) -> list[dict]:
+def links(session: Session) -> list[dict[str, Any]]:
     """Every link ever discovered (up and down), by id, with its ends' names, the port ids
     of its ends (None if a port is unknown) and its capacity."""
     pa, pb = aliased(FabricPort), aliased(FabricPort)
@@ -93,7 +97,7 @@ def links(session: Session) -> list[dict]:
     return out
 
 
-def latest_samples(session: Session, port_ids: list[int]) -> dict[int, dict]:
+def latest_samples(session: Session, port_ids: list[int]) -> dict[int, dict[str, Any]]:
     """The newest stored sample of each of these ports, by port id (ports without a sample
     are absent): fabric_port_latest, which the fabric store keeps with every sweep."""
     if not port_ids:
@@ -104,7 +108,7 @@ def latest_samples(session: Session, port_ids: list[int]) -> dict[int, dict]:
     return {row.port_id: dict(row._mapping) for row in session.execute(query)}
 
 
-def port_sample(row: dict) -> dict:
+def port_sample(row: dict[str, Any]) -> dict[str, Any]:
     """A stored sample row as the API's PortSample."""
     flags = row["flags"]
     return {
@@ -114,18 +118,14 @@ def port_sample(row: dict) -> dict:
         "rcv_bytes": row["d_rcv_bytes"],
         "xmit_wait": row["d_xmit_wait"],
         "errors": {c: row[f"d_{c}"] for c in ERROR_COUNTERS},
-        "saturated": _flagged(flags, _SATURATED_SHIFT),
-        "reset": _flagged(flags, _RESET_SHIFT),
+        "saturated": flagged_counters(flags, SATURATED_SHIFT),
+        "reset": flagged_counters(flags, RESET_SHIFT),
     }
 
 
-def _flagged(flags: int, shift: int) -> list[str]:
-    """The counters whose flag bit (shift + counter index) is set."""
-    bits = flags >> shift & (1 << len(PORT_COUNTERS)) - 1
-    return [c for i, c in enumerate(PORT_COUNTERS) if bits >> i & 1] if bits else []
-
-
-def link_load(link: dict, a: dict | None, b: dict | None) -> dict:
+def link_load(
+    link: dict[str, Any], a: dict[str, Any] | None, b: dict[str, Any] | None
+) -> dict[str, Any]:
     """Load and errors of `link` (a `links` row) from its ends' PortSamples (None: none).
 
     Each direction's bytes/s comes from the sending end's xmit delta / its dt; utilisation is
@@ -133,19 +133,23 @@ def link_load(link: dict, a: dict | None, b: dict | None) -> dict:
     deltas, unknown (None) as soon as one end's is.
     """
 
-    def rate(sample: dict | None) -> float | None:
+    def rate(sample: dict[str, Any] | None) -> float | None:
         if sample is None or sample["xmit_bytes"] is None or not sample["dt_ns"]:
             return None
-        return sample["xmit_bytes"] * 1e9 / sample["dt_ns"]
+        return float(sample["xmit_bytes"] * 1e9 / sample["dt_ns"])
 
-    def both(get) -> int | None:
+    def both(get: Callable[[dict[str, Any]], int | None]) -> int | None:
         values = [get(x) if x is not None else None for x in (a, b)]
-        return None if None in values else sum(values)
+        return None if None in values else sum(v for v in values if v is not None)
 
     a_to_b, b_to_a = rate(a), rate(b)
     cap = link["capacity_bytes_per_s"]
     known = [r for r in (a_to_b, b_to_a) if r is not None]
-    errors = {c: both(lambda x, c=c: x["errors"][c]) for c in ERROR_COUNTERS}
+
+    def error(counter: str) -> Callable[[dict[str, Any]], int | None]:
+        return lambda x: x["errors"][counter]
+
+    errors = {c: both(error(c)) for c in ERROR_COUNTERS}
     xmit_wait = both(lambda x: x["xmit_wait"])
     unknown = [
         name
@@ -174,7 +178,9 @@ def link_load(link: dict, a: dict | None, b: dict | None) -> dict:
     }
 
 
-def link_loads(session: Session, sort: str = "utilisation", limit: int | None = None) -> list[dict]:
+def link_loads(
+    session: Session, sort: str = "utilisation", limit: int | None = None
+) -> list[dict[str, Any]]:
     """Load and errors of every link; `sort` "utilisation" (busiest first, then most errors)
     or "errors" (most errors first, then busiest); unknown utilisation last; then by id."""
     all_links = links(session)
@@ -185,11 +191,11 @@ def link_loads(session: Session, sort: str = "utilisation", limit: int | None = 
         for lk in all_links
     ]
 
-    def by_utilisation(x: dict) -> tuple:
+    def by_utilisation(x: dict[str, Any]) -> tuple[bool, float]:
         u = x["utilisation"]
         return (u is None, -(u or 0.0))
 
-    def by_errors(x: dict) -> tuple:
+    def by_errors(x: dict[str, Any]) -> tuple[int]:
         return (-x["errors_total"],)
 
     first, second = (
@@ -199,7 +205,7 @@ def link_loads(session: Session, sort: str = "utilisation", limit: int | None = 
     return loads[:limit] if limit is not None else loads
 
 
-def events(session: Session, limit: int) -> list[dict]:
+def events(session: Session, limit: int) -> list[dict[str, Any]]:
     """The newest `limit` fabric events, newest first."""
     query = (
         select(FabricEvent).order_by(FabricEvent.ts_ns.desc(), FabricEvent.id.desc()).limit(limit)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from server.deps import SessionDep
 from server.fabric import repository
-from server.fabric.schemas import FabricEvent, FabricLink, FabricNode, LinkLoad, Topology
+from stacklens.api_models import FabricEvent, FabricLink, FabricNode, LinkLoad, Topology
 
 router = APIRouter(prefix="/api/fabric", tags=["fabric"])
 

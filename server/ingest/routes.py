@@ -26,7 +26,7 @@ def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
                 "run_label": item.run_label or "",
             }
         ]
-    known = {table.name: table.dtype.names for table in wire.SPEC.tables.values()}
+    known = {table.name: tuple(wire.fields_of(table.dtype)) for table in wire.SPEC.tables.values()}
     for name, rows in tables.items():
         if name not in known:
             raise wire.FrameError(wire.Status.BAD_BODY, f"unknown table {name!r}")

@@ -6,28 +6,30 @@ whole job (all its runs summed).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import ColumnElement, distinct, func, select
+from sqlalchemy import ColumnElement, Subquery, distinct, exists, func, select, union_all
 from sqlalchemy.dialects.postgresql import aggregate_order_by
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from collector.store.rollups import MINUTE_NS
+from stacklens.constants import IO_COUNTERS, IO_LAYERS, OVERFLOW_COMM_ID, bucket_bounds
 from stacklens.mpi_ops import CATEGORIES, op_categories, op_names
 from stacklens.schema import (
-    IO_COUNTERS,
     CollDelta,
     IoDelta,
     Job,
     OpDelta,
     OpHistDelta,
     P2PDelta,
+    P2PMinute,
     Rank,
     RmaDelta,
+    RollupDirty,
     Run,
 )
-
-#: Names of the I/O layers stored in `io_deltas.layer`.
-IO_LAYERS = {1: "POSIX", 2: "stdio", 3: "MPI-IO"}
 
 
 @dataclass(frozen=True)
@@ -37,27 +39,92 @@ class Scope:
     job_id: int
     run_id: int | None = None
 
-    def rows(self, table) -> list[ColumnElement[bool]]:
+    def rows(self, table: Any) -> list[ColumnElement[bool]]:
         """The conditions that select this scope's rows of `table` (a per-rank table or
-        view, or `ranks`)."""
+        view, a rollup, or `ranks`)."""
         if self.run_id is None:
             return [table.job_id == self.job_id]
         return [table.job_id == self.job_id, table.run_id == self.run_id]
 
 
-def list_jobs(session: Session) -> list[dict]:
-    """Every job, newest first, with ranks seen, total point-to-point traffic sent and its
-    runs (job_runs)."""
-    ranks = select(Rank.job_id, func.count().label("ranks_seen")).group_by(Rank.job_id).subquery()
-    traffic = (
+def _p2p_sums(job_ids: Sequence[int], *keys: str, run_id: int | None = None) -> Subquery:
+    """Point-to-point bytes and messages sent per job (and per `keys`: "world_rank",
+    "peer") over the whole of each job, or of its run `run_id`, exact at the statement's
+    snapshot.
+
+    Minutes already rolled up are read from `p2p_minutes` (one row per rank, peer and
+    minute); only the minutes still marked dirty come from the raw deltas. A commit marks
+    its minutes dirty in its own transaction, and the rollup pass clears a mark in the
+    transaction that rewrites that minute, so in one snapshot every minute is either clean
+    and rolled up, or dirty and read raw: the sum is the raw sum, at a cost that grows with
+    minutes, not with intervals, ranks x peers once rolled up (collector/store/rollups.py).
+    Rollups are kept per run; a minute of a job is read raw, for all its runs, as soon as
+    one of its runs has it dirty.
+    """
+    dirty = (
+        select(RollupDirty.job_id, RollupDirty.minute_ns)
+        .where(RollupDirty.job_id.in_(job_ids))
+        .distinct()
+        .cte("dirty")
+    )
+    m, d = P2PMinute, P2PDelta
+    still_dirty = (dirty.c.job_id == m.job_id) & (dirty.c.minute_ns == m.minute_ns)
+    rolled = (
         select(
-            P2PDelta.job_id,
-            func.sum(P2PDelta.bytes_sent).label("bytes_sent"),
-            func.sum(P2PDelta.msgs_sent).label("messages_sent"),
+            m.job_id,
+            *(getattr(m, k) for k in keys),
+            func.sum(m.bytes_sent).label("bytes"),
+            func.sum(m.msgs_sent).label("messages"),
         )
-        .group_by(P2PDelta.job_id)
+        .where(m.job_id.in_(job_ids), ~exists().where(still_dirty))
+        .where(*([] if run_id is None else [m.run_id == run_id]))
+        .group_by(m.job_id, *(getattr(m, k) for k in keys))
+    )
+    in_dirty_minute = (
+        (dirty.c.job_id == d.job_id)
+        & (d.t_end_ns >= dirty.c.minute_ns)
+        & (d.t_end_ns < dirty.c.minute_ns + MINUTE_NS)
+    )
+    raw = (
+        select(
+            d.job_id,
+            *(getattr(d, k) for k in keys),
+            func.sum(d.bytes_sent).label("bytes"),
+            func.sum(d.msgs_sent).label("messages"),
+        )
+        .join(dirty, in_dirty_minute)
+        .where(*([] if run_id is None else [d.run_id == run_id]))
+        .group_by(d.job_id, *(getattr(d, k) for k in keys))
+    )
+    both = union_all(rolled, raw).subquery()
+    group = (both.c.job_id, *(both.c[k] for k in keys))
+    return (
+        select(
+            *group,
+            func.sum(both.c.bytes).label("bytes"),
+            func.sum(both.c.messages).label("messages"),
+        )
+        .group_by(*group)
         .subquery()
     )
+
+
+def list_jobs(
+    session: Session, limit: int | None = None, include: str | None = None
+) -> list[dict[str, Any]]:
+    """Jobs, newest first, with ranks seen, total point-to-point traffic sent and their runs
+    (job_runs): every job, or the newest `limit` (plus the job keyed `include`, if older)."""
+    newest = select(Job.id).order_by(Job.started_ns.desc(), Job.id.desc()).limit(limit)
+    ids = list(session.scalars(newest))
+    if include is not None and (extra := get_job(session, include)) is not None:
+        ids += [] if extra.id in ids else [extra.id]
+    ranks = (
+        select(Rank.job_id, func.count().label("ranks_seen"))
+        .where(Rank.job_id.in_(ids))
+        .group_by(Rank.job_id)
+        .subquery()
+    )
+    traffic = _p2p_sums(ids)
     query = (
         select(
             Job.job_key.label("job"),
@@ -68,18 +135,24 @@ def list_jobs(session: Session) -> list[dict]:
             Job.started_ns,
             Job.last_seen_ns,
             func.coalesce(ranks.c.ranks_seen, 0).label("ranks_seen"),
-            func.coalesce(traffic.c.bytes_sent, 0).label("bytes_sent"),
-            func.coalesce(traffic.c.messages_sent, 0).label("messages_sent"),
+            func.coalesce(traffic.c.bytes, 0).label("bytes_sent"),
+            func.coalesce(traffic.c.messages, 0).label("messages_sent"),
         )
+        .where(Job.id.in_(ids))
         .outerjoin(ranks, ranks.c.job_id == Job.id)
         .outerjoin(traffic, traffic.c.job_id == Job.id)
         .order_by(Job.started_ns.desc(), Job.id.desc())
     )
     jobs = [dict(row._mapping) for row in session.execute(query)]
-    runs: dict[str, list[dict]] = {}
-    for run in _runs(session, None):
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for run in _runs(session, ids):
         runs.setdefault(run.pop("job"), []).append(run)
     return [{**job, "runs": runs.get(job["job"], [])} for job in jobs]
+
+
+def count_jobs(session: Session) -> int:
+    """How many jobs there are."""
+    return session.scalar(select(func.count()).select_from(Job)) or 0
 
 
 def get_job(session: Session, job_key: str) -> Job | None:
@@ -93,15 +166,20 @@ def get_run(session: Session, job_id: int, ordinal: int) -> Run | None:
     return session.scalars(query).one_or_none()
 
 
-def job_runs(session: Session, job_id: int) -> list[dict]:
+def job_runs(session: Session, job_id: int) -> list[dict[str, Any]]:
     """The runs of a job by ordinal: kind, label, size, status, times, ranks (or processes)
     seen, command and user."""
-    return [{k: v for k, v in run.items() if k != "job"} for run in _runs(session, job_id)]
+    return [{k: v for k, v in run.items() if k != "job"} for run in _runs(session, [job_id])]
 
 
-def _runs(session: Session, job_id: int | None) -> list[dict]:
-    """Runs of one job (or of every job, None) by job and ordinal, with their job key."""
-    ranks = select(Rank.run_id, func.count().label("ranks_seen")).group_by(Rank.run_id).subquery()
+def _runs(session: Session, job_ids: Sequence[int]) -> list[dict[str, Any]]:
+    """The runs of the jobs `job_ids` by job and ordinal, each with its job's key."""
+    ranks = (
+        select(Rank.run_id, func.count().label("ranks_seen"))
+        .where(Rank.job_id.in_(job_ids))
+        .group_by(Rank.run_id)
+        .subquery()
+    )
     query = (
         select(
             Job.job_key.label("job"),
@@ -119,31 +197,33 @@ def _runs(session: Session, job_id: int | None) -> list[dict]:
         )
         .join(Job, Job.id == Run.job_id)
         .outerjoin(ranks, ranks.c.run_id == Run.id)
+        .where(Run.job_id.in_(job_ids))
         .order_by(Run.job_id, Run.ordinal)
     )
-    if job_id is not None:
-        query = query.where(Run.job_id == job_id)
     return [dict(row._mapping) for row in session.execute(query)]
 
 
-def p2p_matrix(session: Session, scope: Scope) -> list[dict]:
-    """Bytes and messages sent per (source rank, destination rank) over the scope."""
+def p2p_matrix(session: Session, scope: Scope) -> list[dict[str, Any]]:
+    """Bytes and messages sent per (source rank, destination rank) over the scope, only
+    pairs with messages, by source then destination (from the rollups, see _p2p_sums)."""
+    sums = _p2p_sums([scope.job_id], "world_rank", "peer", run_id=scope.run_id)
     query = (
         select(
-            P2PDelta.world_rank.label("src"),
-            P2PDelta.peer.label("dst"),
-            func.sum(P2PDelta.bytes_sent).label("bytes"),
-            func.sum(P2PDelta.msgs_sent).label("messages"),
+            sums.c.world_rank.label("src"),
+            sums.c.peer.label("dst"),
+            sums.c.bytes,
+            sums.c.messages,
         )
-        .where(*scope.rows(P2PDelta))
-        .group_by(P2PDelta.world_rank, P2PDelta.peer)
-        .having(func.sum(P2PDelta.msgs_sent) > 0)
-        .order_by(P2PDelta.world_rank, P2PDelta.peer)
+        .where(sums.c.messages > 0)
+        .order_by(sums.c.world_rank, sums.c.peer)
     )
-    return [dict(row._mapping) for row in session.execute(query)]
+    return [
+        {"src": r.src, "dst": r.dst, "bytes": int(r.bytes), "messages": int(r.messages)}
+        for r in session.execute(query)
+    ]
 
 
-def job_ops(session: Session, scope: Scope) -> list[dict]:
+def job_ops(session: Session, scope: Scope) -> list[dict[str, Any]]:
     """Calls, bytes and time inside per MPI op over all ranks and intervals of the job, with
     the op's name, traffic category and the number of ranks that called it; only ops with
     calls, heaviest time first (then by name)."""
@@ -174,7 +254,7 @@ def job_ops(session: Session, scope: Scope) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["time_ns"], r["op"]))
 
 
-def category_totals(ops: list[dict]) -> list[dict]:
+def category_totals(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Calls, bytes and time summed per traffic category over `job_ops` rows: every category
     of `stacklens.mpi_ops.CATEGORIES`, in that order, zeros included."""
     totals = {c: {"category": c, "calls": 0, "bytes": 0, "time_ns": 0} for c in CATEGORIES}
@@ -185,14 +265,14 @@ def category_totals(ops: list[dict]) -> list[dict]:
     return list(totals.values())
 
 
-def job_io(session: Session, scope: Scope) -> list[dict]:
+def job_io(session: Session, scope: Scope) -> list[dict[str, Any]]:
     """File-system I/O per (layer, path) over all ranks and intervals of the job, most bytes
     (read + written) first. Mount and file-system type are those the ranks reported; should
     ranks disagree (a node-local path on different hosts), the distinct values are joined
     with ", "."""
     sums = {name: func.sum(getattr(IoDelta, name)) for name in IO_COUNTERS}
 
-    def distinct_values(column):
+    def distinct_values(column: InstrumentedAttribute[str]) -> ColumnElement[str]:
         return func.array_to_string(
             func.array_agg(aggregate_order_by(distinct(column), column)), ", "
         )
@@ -221,10 +301,6 @@ def job_io(session: Session, scope: Scope) -> list[dict]:
     ]
 
 
-#: comm_id of the collectives' overflow key (communicators beyond STACKLENS_MAX_KEYS).
-OVERFLOW_COMM_ID = 0xFFFFFFFF
-
-
 def _op_name(op_id: int) -> str:
     # The collector accepts only op ids of its spec; an older server may not know a newer
     # spec's appended ids: they are still listed (by id, category "other").
@@ -237,7 +313,7 @@ def _op_category(op_id: int) -> str:
     return categories[op_id] if op_id < len(categories) else "other"
 
 
-def job_collectives(session: Session, scope: Scope) -> list[dict]:
+def job_collectives(session: Session, scope: Scope) -> list[dict[str, Any]]:
     """Collective calls, bytes and time per (communicator, op, root) over all ranks and
     intervals of the job, with the number of ranks that called it; only rows with calls,
     heaviest time first (then op name, communicator id, root)."""
@@ -270,7 +346,7 @@ def job_collectives(session: Session, scope: Scope) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["time_ns"], r["op"], r["comm_id"], r["root"]))
 
 
-def communicator_totals(session: Session, scope: Scope) -> list[dict]:
+def communicator_totals(session: Session, scope: Scope) -> list[dict[str, Any]]:
     """Collective calls, bytes and time per communicator (id and size) of the job, with the
     ranks that called any collective on it and its distinct (op, root) pairs; heaviest time
     first (then by id)."""
@@ -304,13 +380,7 @@ def communicator_totals(session: Session, scope: Scope) -> list[dict]:
     ]
 
 
-def bucket_bounds(bucket: int) -> tuple[int, int]:
-    """Byte range [lower, upper) of a log2 size bucket: 0 holds empty messages, b holds
-    [2^(b-1), 2^b)."""
-    return (0, 1) if bucket == 0 else (1 << (bucket - 1), 1 << bucket)
-
-
-def job_sizes(session: Session, scope: Scope) -> list[dict]:
+def job_sizes(session: Session, scope: Scope) -> list[dict[str, Any]]:
     """Message-size histogram per op over all ranks and intervals of the job: only buckets
     with messages, smallest first; ops with the most messages first (then by name)."""
     count = func.sum(OpHistDelta.count)
@@ -321,7 +391,7 @@ def job_sizes(session: Session, scope: Scope) -> list[dict]:
         .having(count > 0)
         .order_by(OpHistDelta.op_id, OpHistDelta.bucket)
     )
-    ops: dict[int, dict] = {}
+    ops: dict[int, dict[str, Any]] = {}
     for row in session.execute(query):
         op = ops.setdefault(
             row.op_id,
@@ -333,13 +403,14 @@ def job_sizes(session: Session, scope: Scope) -> list[dict]:
             },
         )
         lower, upper = bucket_bounds(row.bucket)
-        op["messages"] += int(row.count)
+        n = int(row._mapping["count"])  # row.count is the tuple method
+        op["messages"] += n
         bucket = {"bucket": row.bucket, "lower_bytes": lower, "upper_bytes": upper}
-        op["buckets"].append({**bucket, "count": int(row.count)})
+        op["buckets"].append({**bucket, "count": n})
     return sorted(ops.values(), key=lambda o: (-o["messages"], o["op"]))
 
 
-def job_rma(session: Session, scope: Scope) -> tuple[list[dict], list[dict]]:
+def job_rma(session: Session, scope: Scope) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One-sided traffic of the job: (per op, most bytes first then by name; per (origin,
     target) pair with calls, by origin then target, each with its ops by name)."""
     calls = func.sum(RmaDelta.calls)
@@ -355,8 +426,8 @@ def job_rma(session: Session, scope: Scope) -> tuple[list[dict], list[dict]]:
         .group_by(RmaDelta.world_rank, RmaDelta.target, RmaDelta.op_id)
         .having(calls > 0)
     )
-    cells: dict[tuple[int, int], dict] = {}
-    ops: dict[str, dict] = {}
+    cells: dict[tuple[int, int], dict[str, Any]] = {}
+    ops: dict[str, dict[str, Any]] = {}
     for row in session.execute(query):
         name, n, nbytes = _op_name(row.op_id), int(row.calls), int(row.bytes)
         cell = cells.setdefault(
@@ -377,7 +448,7 @@ def job_rma(session: Session, scope: Scope) -> tuple[list[dict], list[dict]]:
     )
 
 
-def job_ranks(session: Session, scope: Scope) -> list[dict]:
+def job_ranks(session: Session, scope: Scope) -> list[dict[str, Any]]:
     """Every rank (or non-MPI process) of the scope that reported, by run and world rank (a
     process's number): its run's ordinal, host, pid, first and last interval, status and
     the health counters (summed over its frames)."""

@@ -12,12 +12,13 @@ from sqlalchemy.orm import Session
 
 from server.deps import SessionDep
 from server.jobs import repository
-from server.jobs.schemas import (
+from stacklens.api_models import (
     CategoryTotal,
     CollectiveTotal,
     CommunicatorTotal,
     FileIo,
     JobCollectives,
+    JobDetails,
     JobIo,
     JobOps,
     JobRanks,
@@ -29,13 +30,19 @@ from server.jobs.schemas import (
     MatrixCell,
     OpSizes,
     OpTotal,
+    Overview,
     RankInfo,
     RmaCell,
     RmaOp,
     RunSummary,
 )
+from stacklens.schema import Job
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
+overview_router = APIRouter(prefix="/api", tags=["jobs"])
+
+#: Jobs listed by the overview unless `limit` says otherwise (the Jobs page's table).
+OVERVIEW_JOBS = 20
 
 #: The `run` query parameter of every job endpoint.
 RunParam = Annotated[
@@ -54,13 +61,17 @@ class _Target:
     scope: repository.Scope
 
 
+def _whole(job: Job) -> _Target:
+    return _Target(job.job_key, None, job.world_size, repository.Scope(job.id))
+
+
 def _target(session: Session, job: str, run: int | None) -> _Target:
     """The job (and run) asked for; 404 if either is unknown."""
     found = repository.get_job(session, job)
     if found is None:
         raise HTTPException(status_code=404, detail=f"unknown job {job!r}")
     if run is None:
-        return _Target(found.job_key, None, found.world_size, repository.Scope(found.id))
+        return _whole(found)
     chosen = repository.get_run(session, found.id, run)
     if chosen is None:
         raise HTTPException(status_code=404, detail=f"job {job!r} has no run {run}")
@@ -73,27 +84,102 @@ def list_jobs(session: SessionDep) -> list[JobSummary]:
     return [JobSummary(**row) for row in repository.list_jobs(session)]
 
 
+@overview_router.get("/overview", response_model=Overview)
+def overview(
+    session: SessionDep,
+    job: Annotated[str | None, Query(description="the job to detail; default: the newest")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="newest jobs to list")] = OVERVIEW_JOBS,
+) -> Overview:
+    """What the Jobs page shows, in one answer: the newest `limit` jobs (and `job`, if
+    older), how many jobs there are, and all the details of `job` (or of the newest job
+    when `job` is absent or unknown), over the whole job."""
+    jobs = [JobSummary(**row) for row in repository.list_jobs(session, limit, include=job)]
+    known = {j.job for j in jobs}
+    shown = job if job in known else jobs[0].job if jobs else None
+    found = repository.get_job(session, shown) if shown is not None else None
+    return Overview(
+        jobs=jobs,
+        jobs_total=repository.count_jobs(session),
+        shown=None if found is None else _details(session, _whole(found)),
+    )
+
+
 @router.get("/{job:path}/runs", response_model=JobRuns)
 def job_runs(job: str, session: SessionDep) -> JobRuns:
     """The runs (launches) of a job by ordinal: kind, label, size, status, times."""
-    target = _target(session, job, None)
-    runs = repository.job_runs(session, target.scope.job_id)
-    return JobRuns(job=target.job, runs=[RunSummary(**row) for row in runs])
+    t = _target(session, job, None)
+    runs = repository.job_runs(session, t.scope.job_id)
+    return JobRuns(job=t.job, runs=[RunSummary(**row) for row in runs])
 
 
 @router.get("/{job:path}/matrix", response_model=Matrix)
 def job_matrix(job: str, session: SessionDep, run: RunParam = None) -> Matrix:
     """Point-to-point bytes and messages per (source rank, destination rank) of a job."""
-    t = _target(session, job, run)
-    cells = [MatrixCell(**row) for row in repository.p2p_matrix(session, t.scope)]
-    return Matrix(job=t.job, run=t.run, world_size=t.world_size, cells=cells)
+    return _matrix(session, _target(session, job, run))
 
 
 @router.get("/{job:path}/ops", response_model=JobOps)
 def job_ops(job: str, session: SessionDep, run: RunParam = None) -> JobOps:
     """Calls, bytes and time inside per MPI operation of a job (summed over ranks and
     intervals, heaviest time first), and the totals per traffic category."""
-    t = _target(session, job, run)
+    return _ops(session, _target(session, job, run))
+
+
+@router.get("/{job:path}/io", response_model=JobIo)
+def job_io(job: str, session: SessionDep, run: RunParam = None) -> JobIo:
+    """File-system I/O of a job per (layer, path), summed over ranks and intervals, most
+    bytes first."""
+    return _io(session, _target(session, job, run))
+
+
+@router.get("/{job:path}/collectives", response_model=JobCollectives)
+def job_collectives(job: str, session: SessionDep, run: RunParam = None) -> JobCollectives:
+    """Collective calls, bytes and time per (communicator, op, root) of a job, summed over
+    ranks and intervals, heaviest time first; and the same per communicator."""
+    return _collectives(session, _target(session, job, run))
+
+
+@router.get("/{job:path}/sizes", response_model=JobSizes)
+def job_sizes(job: str, session: SessionDep, run: RunParam = None) -> JobSizes:
+    """Message-size histogram (log2 buckets with their byte ranges) per MPI operation of a
+    job, summed over ranks and intervals; only buckets with messages."""
+    return _sizes(session, _target(session, job, run))
+
+
+@router.get("/{job:path}/rma", response_model=JobRma)
+def job_rma(job: str, session: SessionDep, run: RunParam = None) -> JobRma:
+    """One-sided (RMA) calls and bytes of a job per (origin rank, target rank) and per op,
+    summed over intervals."""
+    return _rma(session, _target(session, job, run))
+
+
+@router.get("/{job:path}/ranks", response_model=JobRanks)
+def job_ranks(job: str, session: SessionDep, run: RunParam = None) -> JobRanks:
+    """Every rank (or non-MPI process) of a job that reported, with its run: host, pid,
+    first and last seen, status, and the health counters (keys folded into overflow keys,
+    frames lost or spooled)."""
+    return _ranks(session, _target(session, job, run))
+
+
+def _details(session: Session, t: _Target) -> JobDetails:
+    return JobDetails(
+        job=t.job,
+        matrix=_matrix(session, t),
+        ops=_ops(session, t),
+        io=_io(session, t),
+        collectives=_collectives(session, t),
+        sizes=_sizes(session, t),
+        rma=_rma(session, t),
+        ranks=_ranks(session, t),
+    )
+
+
+def _matrix(session: Session, t: _Target) -> Matrix:
+    cells = [MatrixCell(**row) for row in repository.p2p_matrix(session, t.scope)]
+    return Matrix(job=t.job, run=t.run, world_size=t.world_size, cells=cells)
+
+
+def _ops(session: Session, t: _Target) -> JobOps:
     ops = repository.job_ops(session, t.scope)
     return JobOps(
         job=t.job,
@@ -103,20 +189,12 @@ def job_ops(job: str, session: SessionDep, run: RunParam = None) -> JobOps:
     )
 
 
-@router.get("/{job:path}/io", response_model=JobIo)
-def job_io(job: str, session: SessionDep, run: RunParam = None) -> JobIo:
-    """File-system I/O of a job per (layer, path), summed over ranks and intervals, most
-    bytes first."""
-    t = _target(session, job, run)
+def _io(session: Session, t: _Target) -> JobIo:
     files = [FileIo(**row) for row in repository.job_io(session, t.scope)]
     return JobIo(job=t.job, run=t.run, files=files)
 
 
-@router.get("/{job:path}/collectives", response_model=JobCollectives)
-def job_collectives(job: str, session: SessionDep, run: RunParam = None) -> JobCollectives:
-    """Collective calls, bytes and time per (communicator, op, root) of a job, summed over
-    ranks and intervals, heaviest time first; and the same per communicator."""
-    t = _target(session, job, run)
+def _collectives(session: Session, t: _Target) -> JobCollectives:
     return JobCollectives(
         job=t.job,
         run=t.run,
@@ -129,20 +207,12 @@ def job_collectives(job: str, session: SessionDep, run: RunParam = None) -> JobC
     )
 
 
-@router.get("/{job:path}/sizes", response_model=JobSizes)
-def job_sizes(job: str, session: SessionDep, run: RunParam = None) -> JobSizes:
-    """Message-size histogram (log2 buckets with their byte ranges) per MPI operation of a
-    job, summed over ranks and intervals; only buckets with messages."""
-    t = _target(session, job, run)
+def _sizes(session: Session, t: _Target) -> JobSizes:
     ops = [OpSizes(**row) for row in repository.job_sizes(session, t.scope)]
     return JobSizes(job=t.job, run=t.run, ops=ops)
 
 
-@router.get("/{job:path}/rma", response_model=JobRma)
-def job_rma(job: str, session: SessionDep, run: RunParam = None) -> JobRma:
-    """One-sided (RMA) calls and bytes of a job per (origin rank, target rank) and per op,
-    summed over intervals."""
-    t = _target(session, job, run)
+def _rma(session: Session, t: _Target) -> JobRma:
     ops, cells = repository.job_rma(session, t.scope)
     return JobRma(
         job=t.job,
@@ -153,11 +223,6 @@ def job_rma(job: str, session: SessionDep, run: RunParam = None) -> JobRma:
     )
 
 
-@router.get("/{job:path}/ranks", response_model=JobRanks)
-def job_ranks(job: str, session: SessionDep, run: RunParam = None) -> JobRanks:
-    """Every rank (or non-MPI process) of a job that reported, with its run: host, pid,
-    first and last seen, status, and the health counters (keys folded into overflow keys,
-    frames lost or spooled)."""
-    t = _target(session, job, run)
+def _ranks(session: Session, t: _Target) -> JobRanks:
     ranks = [RankInfo(**row) for row in repository.job_ranks(session, t.scope)]
     return JobRanks(job=t.job, run=t.run, world_size=t.world_size, ranks=ranks)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+if TYPE_CHECKING:
+    from collector.service import CollectorService
 
 router = APIRouter(tags=["meta"])
 
@@ -15,7 +19,7 @@ router = APIRouter(tags=["meta"])
 class CollectorMetrics:
     """A prometheus_client collector reading a CollectorService's stats at scrape time."""
 
-    def __init__(self, service) -> None:
+    def __init__(self, service: CollectorService) -> None:
         self.service = service
 
     def collect(self) -> Iterator[Metric]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from stacklens.cli import fabric_sim
+from stacklens.cli import fabric_sim, mpikind
 from stacklens.cli.attach import cmd_env, cmd_run
 from stacklens.cli.replay import cmd_replay
 from stacklens.cli.services import cmd_collector, cmd_demo, cmd_migrate, cmd_up
@@ -42,11 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
         func=cmd_collector
     )
     run = sub.add_parser("run", help="run a command with the hook library attached")
-    run.add_argument("command", nargs=argparse.REMAINDER)
+    env = sub.add_parser("env", help="print the hook variables as export lines")
+    for attach, what in ((run, "the command to run"), (env, "the command to choose for")):
+        attach.add_argument(
+            "--mpi",
+            choices=mpikind.MPIS,
+            help="the MPI whose library to attach (default: detected from the command, "
+            "else from the mpirun/mpiexec on PATH)",
+        )
+        attach.add_argument("command", nargs=argparse.REMAINDER, help=what)
     run.set_defaults(func=cmd_run)
-    sub.add_parser("env", help="print the hook variables as export lines").set_defaults(
-        func=cmd_env
-    )
+    env.set_defaults(func=cmd_env)
     demo = sub.add_parser("demo", help="up + an example MPI workload")
     demo.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS")
     demo.add_argument("--ranks", type=int, default=4)

@@ -28,8 +28,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from stacklens.settings import Settings
+
+if TYPE_CHECKING:
+    from emulator.jobtraffic import JobTraffic
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +118,7 @@ class _JobFeed:
         self.hosts = hosts
         self.storage = storage
         self.since_ns = time.time_ns()  # jobs' traffic from before the emulator is past
-        self.traffic = None
+        self.traffic: JobTraffic | None = None
         self._warned = False
 
     def _url(self) -> str | None:

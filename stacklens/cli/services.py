@@ -23,7 +23,7 @@ import uvicorn
 import uvloop
 
 from stacklens.cli import fabric_sim
-from stacklens.cli.attach import OPENMPI_ROOT_ENV, hook_environment
+from stacklens.cli.attach import OPENMPI_ROOT_ENV, choose_mpi, hook_environment, hook_library
 from stacklens.paths import EXAMPLES_DIR
 from stacklens.settings import ConfigError, Settings
 
@@ -106,7 +106,8 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
 
 async def _loop_workload(settings: Settings, workload: list[str]) -> None:
     """Run `workload` under the hooks again and again; kill the running one when cancelled."""
-    env = {**os.environ, **hook_environment(settings)}
+    library = hook_library(settings, choose_mpi(None, workload))
+    env = {**os.environ, **hook_environment(settings, library)}
     if os.geteuid() == 0:
         env.update(OPENMPI_ROOT_ENV)
     while True:

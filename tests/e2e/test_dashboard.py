@@ -164,7 +164,7 @@ def test_unreachable_api_is_reported_on_the_page(browser_page):
         page.goto(f"http://127.0.0.1:{port}/")
         message = page.locator("#status-message")
         expect(message).to_contain_text("stacklens server unreachable", timeout=20_000)
-        expect(message).to_contain_text(f"{dead}/api/jobs")
+        expect(message).to_contain_text(f"{dead}/api/overview")
         assert errors == []
 
 

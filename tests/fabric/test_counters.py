@@ -5,17 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from collector.fabric.counters import (
-    COUNTER_NAMES,
     FLAG_EXTENDED,
+    PORT_COUNTERS,
     RESET_SHIFT,
     DeltaTracker,
     RawSweep,
 )
 
-XB = COUNTER_NAMES.index("xmit_bytes")
-RB = COUNTER_NAMES.index("rcv_bytes")
-XW = COUNTER_NAMES.index("xmit_wait")
-SYM = COUNTER_NAMES.index("symbol_errors")
+XB = PORT_COUNTERS.index("xmit_bytes")
+RB = PORT_COUNTERS.index("rcv_bytes")
+XW = PORT_COUNTERS.index("xmit_wait")
+SYM = PORT_COUNTERS.index("symbol_errors")
 
 
 def sweep(rows: list[list[int]], extended: list[bool], t: int) -> RawSweep:
@@ -33,7 +33,7 @@ def sweep(rows: list[list[int]], extended: list[bool], t: int) -> RawSweep:
 
 
 def row(xmit_words=0, rcv_words=0, wait=0, sym=0) -> list[int]:
-    r = [0] * len(COUNTER_NAMES)
+    r = [0] * len(PORT_COUNTERS)
     r[XB], r[RB], r[XW], r[SYM] = xmit_words, rcv_words, wait, sym
     return r
 
@@ -49,7 +49,7 @@ def test_unanswered_port_is_absent_not_zero():
     s = RawSweep.from_words(
         guids=[1, 2],
         ports=[1, 1],
-        values=np.zeros((2, len(COUNTER_NAMES)), dtype=np.uint64),
+        values=np.zeros((2, len(PORT_COUNTERS)), dtype=np.uint64),
         extended=np.array([True, True]),
         answered=np.array([True, False]),
         t_start_ns=0,

@@ -10,10 +10,11 @@ import uuid
 
 import numpy as np
 
-from collector.fabric.counters import COUNTER_NAMES, DeltaTracker
+from collector.fabric.counters import DeltaTracker
 from collector.fabric.mad import MadSource
 from emulator.ibsim import MTU_BYTES, FabricSim, Flow, TrafficEmulator
 from emulator.jobtraffic import JobTraffic, storage_node
+from stacklens.constants import PORT_COUNTERS
 from tests.conftest import mpi_env
 from tests.hooks.patterns import p2p_pattern
 
@@ -94,8 +95,8 @@ def test_job_traffic_moves_each_route_exactly(
 
     index = {(g, p): i for i, (g, p, _) in enumerate(targets)}
     expected = np.zeros_like(measured.deltas)
-    xmit, rcv = COUNTER_NAMES.index("xmit_bytes"), COUNTER_NAMES.index("rcv_bytes")
-    xmit_pkts, rcv_pkts = COUNTER_NAMES.index("xmit_pkts"), COUNTER_NAMES.index("rcv_pkts")
+    xmit, rcv = PORT_COUNTERS.index("xmit_bytes"), PORT_COUNTERS.index("rcv_bytes")
+    xmit_pkts, rcv_pkts = PORT_COUNTERS.index("xmit_pkts"), PORT_COUNTERS.index("rcv_pkts")
     for f in flows:
         for hop in topo.route(topo.node(f.src).guid, topo.node(f.dst).guid):
             extra_pkts = math.ceil(f.nbytes / MTU_BYTES) - 1

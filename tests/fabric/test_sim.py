@@ -6,11 +6,12 @@ import re
 
 import numpy as np
 
-from collector.fabric.counters import COUNTER_NAMES, DeltaTracker
+from collector.fabric.counters import DeltaTracker
 from collector.fabric.mad import MIN_TARGETS_PER_WORKER, MadSource
 from collector.fabric.topology import NodeType
 from emulator.fattree import FatTree
 from emulator.ibsim import ERROR_FIELDS, FabricSim, Flow, TrafficEmulator, port_ref
+from stacklens.constants import PORT_COUNTERS
 from tests.fabric.conftest import client_tool
 
 
@@ -98,10 +99,10 @@ def test_emulated_flow_moves_exactly_its_route(mad: MadSource, sim: FabricSim):
     expected = np.zeros_like(diff)
     index = {(g, p): i for i, (g, p, _) in enumerate(targets)}
     for hop in route:
-        expected[index[hop.tx], COUNTER_NAMES.index("xmit_bytes")] = 1_048_576
-        expected[index[hop.rx], COUNTER_NAMES.index("rcv_bytes")] = 1_048_576
-        expected[index[hop.tx], COUNTER_NAMES.index("xmit_pkts")] = 256
-        expected[index[hop.rx], COUNTER_NAMES.index("rcv_pkts")] = 256
+        expected[index[hop.tx], PORT_COUNTERS.index("xmit_bytes")] = 1_048_576
+        expected[index[hop.rx], PORT_COUNTERS.index("rcv_bytes")] = 1_048_576
+        expected[index[hop.tx], PORT_COUNTERS.index("xmit_pkts")] = 256
+        expected[index[hop.rx], PORT_COUNTERS.index("rcv_pkts")] = 256
     assert np.array_equal(diff, expected)
 
 
@@ -155,11 +156,11 @@ def test_parallel_sweep_equals_serial_sweep(mad: MadSource, sim: FabricSim):
     assert np.array_equal(serial.guids, parallel.guids)
     assert np.array_equal(serial.ports, parallel.ports)
     assert np.array_equal(serial.extended, parallel.extended)
-    not_moved = [COUNTER_NAMES.index(c) for c in ERROR_FIELDS]
+    not_moved = [PORT_COUNTERS.index(c) for c in ERROR_FIELDS]
     assert np.array_equal(serial.values[:, not_moved], parallel.values[:, not_moved])
     assert len(quiet) == 33  # 32 hosts + 2 storage nodes, less the attach host
     for g, p in quiet:
-        for name in COUNTER_NAMES:
+        for name in PORT_COUNTERS:
             assert serial.value(g, p, name) == parallel.value(g, p, name), (
                 topo.describe((g, p)),
                 name,

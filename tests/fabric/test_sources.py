@@ -7,14 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collector.fabric.counters import COUNTER_NAMES, RawSweep
+from collector.fabric.counters import RawSweep
 from collector.fabric.replay import ReplaySource, record
 from collector.fabric.topology import Link, Node, NodeType, Port, Topology, capacity_bytes_per_s
 from collector.fabric.verbs import VerbsSource, VerbsUnavailable
+from stacklens.constants import PORT_COUNTERS
 
 
 def test_replay_round_trip(tmp_path: Path):
-    values = np.arange(2 * len(COUNTER_NAMES), dtype=np.uint64).reshape(2, -1)
+    values = np.arange(2 * len(PORT_COUNTERS), dtype=np.uint64).reshape(2, -1)
     values[1, 0] = 0xFFFFFFFF
     original = RawSweep.from_words(
         [0x1, 0xFFFF_FFFF_FFFF_FFFE],

@@ -9,11 +9,12 @@ from __future__ import annotations
 import numpy as np
 import psycopg
 
-from collector.fabric.counters import COUNTER_NAMES, DeltaTracker, RawSweep
+from collector.fabric.counters import DeltaTracker, RawSweep
 from collector.fabric.mad import MadSource
 from collector.fabric.service import FabricSampler
 from collector.fabric.store import FabricStore, signed64
 from emulator.ibsim import FabricSim, TrafficEmulator
+from stacklens.constants import PORT_COUNTERS
 from tests.conftest import query
 
 
@@ -59,7 +60,7 @@ def test_samples_copy_nulls_flags_and_values(pg_url: str):
         )
     tr = DeltaTracker()
     guid = (1 << 64) - 2
-    vals = np.zeros((1, len(COUNTER_NAMES)), dtype=np.uint64)
+    vals = np.zeros((1, len(PORT_COUNTERS)), dtype=np.uint64)
     for t, words in ((1_000, 0xFFFFFFF0), (3_000, 0xFFFFFFFF), (6_000, 7)):
         vals[0, 0] = words
         sweep = RawSweep.from_words(

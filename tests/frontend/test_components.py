@@ -8,8 +8,8 @@ import re
 import pytest
 
 from frontend import components
-from frontend.api import CategoryTotal, FileIo, JobIo, JobOps, OpTotal
 from frontend.formatting import format_duration_ns
+from stacklens.api_models import CategoryTotal, FileIo, JobIo, JobOps, OpTotal
 
 
 @pytest.mark.parametrize(

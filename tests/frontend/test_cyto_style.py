@@ -5,8 +5,16 @@ browser shows them in tests/e2e/test_fabric_page.py)."""
 from __future__ import annotations
 
 from frontend import components, cyto_style
-from frontend.api import FabricEvent, FabricLink, FabricNode, FabricTopology, LinkEnd, LinkLoad
 from frontend.cyto_style import HCA_GAP, TIER_GAP
+from stacklens import api_models
+from stacklens.api_models import LinkLoad
+from tests.frontend import positional
+
+FabricEvent = positional(api_models.FabricEvent)
+FabricLink = positional(api_models.FabricLink)
+FabricNode = positional(api_models.FabricNode)
+FabricTopology = positional(api_models.Topology)
+LinkEnd = positional(api_models.LinkEnd)
 
 
 def _node(guid: str, name: str, kind: str, gone: bool = False) -> FabricNode:
@@ -72,7 +80,7 @@ def _load(i: int, utilisation: float | None, errors: int = 0) -> LinkLoad:
         a_to_b_bytes_per_s=rate,
         b_to_a_bytes_per_s=0.0 if rate is not None else None,
         utilisation=utilisation,
-        errors=(("symbol_errors", errors), ("rcv_errors", None)),
+        errors={"symbol_errors": errors, "rcv_errors": None},
         errors_total=errors,
         unknown=("rcv_errors",),
         xmit_wait=None,
@@ -136,7 +144,7 @@ def test_links_table_lists_errors_then_down_then_busiest_and_marks_unknown():
 
 
 def test_events_table_and_summary():
-    events = [FabricEvent(2, 3_000_000_000, "link_down", "h2[1] - leaf1[2]")]
+    events = [FabricEvent(2, 3_000_000_000, "link_down", "h2[1] - leaf1[2]", {})]
     assert components.fabric_events_markdown(events).splitlines()[4] == (
         "| 1970-01-01 00:00:03 UTC | link&#95;down | h2&#91;1&#93; - leaf1&#91;2&#93; |"
     )

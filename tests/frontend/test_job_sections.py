@@ -6,21 +6,22 @@ from __future__ import annotations
 import pytest
 
 from frontend import components, figures
-from frontend.api import (
-    OVERFLOW_COMM_ID,
-    CollectiveTotal,
-    CommunicatorTotal,
-    JobCollectives,
-    JobRanks,
-    JobRma,
-    JobSizes,
-    OpSizes,
-    RankInfo,
-    RmaCell,
-    RmaOp,
-    SizeBucket,
-)
 from frontend.formatting import format_size_bucket
+from stacklens import api_models
+from stacklens.constants import OVERFLOW_COMM_ID
+from tests.frontend import positional
+
+CollectiveTotal = positional(api_models.CollectiveTotal)
+CommunicatorTotal = positional(api_models.CommunicatorTotal)
+JobCollectives = positional(api_models.JobCollectives)
+JobRanks = positional(api_models.JobRanks)
+JobRma = positional(api_models.JobRma)
+JobSizes = positional(api_models.JobSizes)
+OpSizes = positional(api_models.OpSizes)
+RankInfo = positional(api_models.RankInfo)
+RmaCell = positional(api_models.RmaCell)
+RmaOp = positional(api_models.RmaOp)
+SizeBucket = positional(api_models.SizeBucket)
 
 
 @pytest.mark.parametrize(

@@ -13,14 +13,9 @@ import signal
 import subprocess
 import time
 
-from stacklens.paths import EXAMPLES_DIR, HOOKS_DIR
+from stacklens.paths import EXAMPLES_DIR, HOOKS_DIR, LIBRARIES
 from tests.conftest import mpi_env, query
 
-#: The hook library built for each MPI implementation (`make hooks` builds both).
-LIBRARIES = {
-    "openmpi": HOOKS_DIR / "build" / "libstacklens.so",
-    "mpich": HOOKS_DIR / "build-mpich" / "libstacklens.so",
-}
 #: The test programs of mpi_pmpi_hooks/tests per MPI implementation.
 PROGRAMS = {"openmpi": HOOKS_DIR / "tests" / "build", "mpich": HOOKS_DIR / "tests" / "build-mpich"}
 #: The example workloads per MPI implementation.
@@ -50,6 +45,22 @@ def job_env(collector, mpi: str, job: str, interval_ms: int = 100, **extra: str)
             **extra,
         }
     )
+
+
+def user_env(collector, job: str, **extra: str) -> dict[str, str]:
+    """The environment of a user who set only the collector, token and job id (and the
+    Open MPI root variables): no hook library chosen, as `stacklens run`/`env` start from."""
+    env = mpi_env(
+        STACKLENS_COLLECTOR=collector.endpoint,
+        STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INTERVAL_MS="100",
+        STACKLENS_SPOOL_DIR="off",
+        STACKLENS_JOB_ID=job,
+        **extra,
+    )
+    for name in ("LD_PRELOAD", "STACKLENS_LIBRARY", "MPI4PY_MPIABI"):
+        env.pop(name, None)
+    return env
 
 
 def start(cmd: list[str], env: dict) -> subprocess.Popen:
@@ -146,6 +157,18 @@ def coll(pg_url: str, job: str) -> dict[tuple[int, str, int], tuple[int, int]]:
         (job,),
     )
     return {(r, n, root): (c, b) for r, n, root, c, b in rows}
+
+
+def io(pg_url: str, job: str) -> dict[tuple[int, int, str], tuple[int, int, int, int, int]]:
+    """(rank, layer, path) -> (opens, reads, writes, bytes read, bytes written) over the job."""
+    rows = query(
+        pg_url,
+        "SELECT world_rank, layer, path, sum(opens), sum(reads), sum(writes), sum(bytes_read), "
+        "sum(bytes_written) FROM io_deltas JOIN jobs ON jobs.id = job_id WHERE job_key = %s "
+        "GROUP BY 1, 2, 3",
+        (job,),
+    )
+    return {(r, layer, path): tuple(v) for r, layer, path, *v in rows}
 
 
 def job_end(pg_url: str, job: str) -> list[tuple]:

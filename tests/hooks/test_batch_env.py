@@ -1,4 +1,5 @@
-"""Attaching the hooks by hand, as a batch script would: eval "$(stacklens env)" + mpirun -x."""
+"""Attaching the hooks by hand, as a batch script would: eval "$(stacklens env)" and the
+launcher options it prints (Open MPI's -x, MPICH's -genvlist)."""
 
 from __future__ import annotations
 
@@ -7,37 +8,34 @@ import sys
 import uuid
 from pathlib import Path
 
-from tests.conftest import mpi_env, query
+import pytest
+
+from tests.hooks import jobs
 from tests.hooks.patterns import p2p_pattern
 
 RANKS = 4
+LAUNCHERS = {"openmpi": "mpirun", "mpich": "mpirun.mpich"}
 
 
-def test_batch_script_with_exported_variables(collector, pg_url, hook_library, examples_built):
-    job = f"batch-{uuid.uuid4().hex[:8]}"
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_batch_script_with_exported_variables(collector, pg_url, mpi):
+    job = f"batch-{mpi}-{uuid.uuid4().hex[:8]}"
     stacklens = Path(sys.executable).parent / "stacklens"
+    # The launcher gets only the variables the printed options name.
     script = f"""
 set -e
-eval "$({stacklens} env)"
-mpirun -x LD_PRELOAD -x STACKLENS_COLLECTOR -x STACKLENS_INTERVAL_MS \\
-       -x STACKLENS_INGEST_TOKEN -x STACKLENS_JOB_ID -np {RANKS} {examples_built / "p2p_pattern"}
+out="$({stacklens} env --mpi {mpi})"
+eval "$out"
+options="$(printf '%s\\n' "$out" | sed -n 's/^# .* launcher options //p')"
+{LAUNCHERS[mpi]} $options -np {RANKS} {jobs.example(mpi, "p2p_pattern")}
 """
-    env = mpi_env(
-        STACKLENS_COLLECTOR=collector.endpoint,
-        STACKLENS_INGEST_TOKEN="secret",
-        STACKLENS_INTERVAL_MS="100",
-        STACKLENS_JOB_ID=job,
-    )
-    env.pop("LD_PRELOAD", None)
     result = subprocess.run(
-        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120
+        ["bash", "-c", script],
+        env=jobs.user_env(collector, job),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    sent = query(
-        pg_url,
-        "SELECT world_rank, peer, sum(bytes_sent), sum(msgs_sent) FROM p2p_deltas "
-        "JOIN jobs ON jobs.id = job_id WHERE job_key = %s GROUP BY 1, 2 "
-        "HAVING sum(msgs_sent) > 0",
-        (job,),
-    )
-    assert {(s, d): (b, m) for s, d, b, m in sent} == p2p_pattern(RANKS)
+    sent, _ = jobs.p2p(pg_url, job)
+    assert sent == p2p_pattern(RANKS)

@@ -182,9 +182,9 @@ def test_stacklens_run_delivers_what_killed_ranks_spooled(collector, pg_url, tmp
     job = f"term-run-{uuid.uuid4().hex[:8]}"
     spool = tmp_path / "spool"
     env = jobs.job_env(
-        collector, "mpich", job, interval_ms=3_600_000, STACKLENS_SPOOL_DIR=str(spool),
-        STACKLENS_LIBRARY=str(jobs.LIBRARIES["mpich"]),
-    )  # fmt: skip
+        collector, "mpich", job, interval_ms=3_600_000, STACKLENS_SPOOL_DIR=str(spool)
+    )
+    del env["LD_PRELOAD"]  # stacklens run chooses the MPICH build
     argv = jobs.mpirun("mpich", 2, [jobs.program("mpich", "sigterm"), str(tmp_path)])
     proc = jobs.start([sys.executable, "-m", "stacklens.cli", "run", "--", *argv], env)
     try:

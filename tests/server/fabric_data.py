@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from collector.fabric.counters import COUNTER_NAMES, DeltaTracker, RawSweep
+from collector.fabric.counters import DeltaTracker, RawSweep
 from collector.fabric.store import FabricStore
 from collector.fabric.topology import Link, Node, NodeType, Port, Topology
+from stacklens.constants import PORT_COUNTERS
 
 T0 = 1_700_000_000_000_000_000
 SECOND = 1_000_000_000
@@ -73,10 +74,10 @@ def topology(with_host2: bool = True) -> Topology:
 def _sweep(values: dict, t_end_ns: int, silent: tuple = ()) -> RawSweep:
     """A sweep of every port with these values; the `silent` ends did not answer."""
     ends = sorted(CAPACITY)
-    rows = np.zeros((len(ends), len(COUNTER_NAMES)), dtype=np.uint64)
+    rows = np.zeros((len(ends), len(PORT_COUNTERS)), dtype=np.uint64)
     for i, end in enumerate(ends):
         for name, v in values.get(end, {}).items():
-            rows[i, COUNTER_NAMES.index(name)] = v
+            rows[i, PORT_COUNTERS.index(name)] = v
     answered = np.array([end not in silent for end in ends])
     return RawSweep.from_words(
         [g for g, _ in ends],

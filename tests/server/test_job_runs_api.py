@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.collector.test_ingest import T0
+from tests.collector.test_rollups import roll_up
 from tests.collector.test_runs import mpi_frame, process_frame, send
 
 ROUTES = ["job_matrix", "job_ops", "job_io", "job_collectives", "job_sizes", "job_rma",
@@ -45,7 +46,7 @@ def test_runs_endpoint_lists_the_launches_by_ordinal(two_launches_and_a_helper, 
 
 
 def test_every_endpoint_answers_per_run_and_for_the_whole_job(
-    two_launches_and_a_helper, api_client
+    two_launches_and_a_helper, api_client, collector
 ):
     def cells(run):
         body = get(api_client, "job_matrix", run).json()
@@ -56,6 +57,12 @@ def test_every_endpoint_answers_per_run_and_for_the_whole_job(
     assert cells(2) == {(0, 1): 21000, (1, 0): 21000}
     assert cells(3) == {}
     assert cells(None) == {(0, 1): 23000, (1, 0): 23000}
+    roll_up(collector)  # the same from the 1-minute rollups (per run) as from the raw deltas
+    assert cells(1) == {(0, 1): 2000, (1, 0): 2000}
+    assert cells(None) == {(0, 1): 23000, (1, 0): 23000}
+    send(collector, [mpi_frame(2, 3, 0, 5)])  # a dirty minute again: read raw, all runs
+    assert cells(2) == {(0, 1): 21005, (1, 0): 21000}
+    assert cells(None) == {(0, 1): 23005, (1, 0): 23000}
 
     def files(run):
         return [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
 from stacklens import wire
@@ -475,3 +476,62 @@ def test_openapi_docs_are_served(api_client):
         "/api/jobs/{job}/rma",
         "/api/jobs/{job}/ranks",
     } <= set(paths)
+
+
+def test_job_totals_and_matrix_are_exact_while_minutes_are_rolled_up(collector, api_client, pg_url):
+    """The job list and the matrix read rolled-up minutes from p2p_minutes and the minutes
+    still dirty from the raw deltas: exact before, between and after rollup passes."""
+    from tests.collector.test_rollups import M0, frame, roll_up
+
+    def totals():
+        (job,) = api_client.get(api_client.app.url_path_for("list_jobs")).json()
+        matrix = api_client.get(api_client.app.url_path_for("job_matrix", job="roll")).json()
+        return job["bytes_sent"], job["messages_sent"], matrix["cells"]
+
+    minute_1 = b"".join(frame(seq, M0 + seq * 20 * 10**9 + 1, bytes_sent=100) for seq in range(3))
+    exchange(collector.address, minute_1 + frame(0, M0 + 5 * 10**9, rank=1), acks=4)
+    expected = (400, 8, [
+        {"src": 0, "dst": 1, "bytes": 300, "messages": 6},
+        {"src": 1, "dst": 0, "bytes": 100, "messages": 2},
+    ])  # fmt: skip
+    assert totals() == expected  # nothing rolled up yet: all raw
+    roll_up(collector)
+    assert totals() == expected  # all from the rollups
+    # A late frame re-dirties the first minute, a new one opens the next: both raw again.
+    late, later = frame(9, M0 + 30 * 10**9, bytes_sent=5000), frame(3, M0 + 61 * 10**9)
+    exchange(collector.address, late + later, acks=2)
+    expected = (5500, 12, [
+        {"src": 0, "dst": 1, "bytes": 5400, "messages": 10},
+        {"src": 1, "dst": 0, "bytes": 100, "messages": 2},
+    ])  # fmt: skip
+    assert totals() == expected
+    roll_up(collector)
+    assert totals() == expected
+    # Clean minutes really come from the rollups (a tampered rollup row shows).
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE p2p_minutes SET bytes_sent = bytes_sent + 1 WHERE world_rank = 1")
+    assert totals()[0] == 5501
+
+
+def test_overview_lists_the_newest_jobs_and_details_one(collector, api_client):
+    for job in ("old", "mid", "new"):  # same start times: registered later = newer
+        exchange(collector.address, frame(0, job=job) + frame(1, job=job), acks=2)
+    url = api_client.app.url_path_for("overview")
+    page = api_client.get(url, params={"limit": 2}).json()
+    assert [j["job"] for j in page["jobs"]] == ["new", "mid"] and page["jobs_total"] == 3
+    assert page["shown"]["job"] == "new"
+    assert (
+        page["shown"]["matrix"]
+        == api_client.get(api_client.app.url_path_for("job_matrix", job="new")).json()
+    )
+    older = api_client.get(url, params={"limit": 2, "job": "old"}).json()
+    assert [j["job"] for j in older["jobs"]] == ["new", "mid", "old"]
+    assert older["shown"]["job"] == "old"
+    gone = api_client.get(url, params={"job": "no-such-job"}).json()
+    assert gone["shown"]["job"] == "new" and len(gone["jobs"]) == 3
+    assert api_client.get(url, params={"limit": 0}).status_code == 422
+
+
+def test_overview_without_jobs(pg_url, api_client):
+    page = api_client.get(api_client.app.url_path_for("overview")).json()
+    assert page == {"jobs": [], "jobs_total": 0, "shown": None}

@@ -32,25 +32,49 @@
 /* PortInfo CapabilityMask: IsExtendedSpeedsSupported. */
 #define SLF_PORT_EXT_SPEEDS_SUPPORTED 0x4000
 
-/* Layout of one target's output row in slf_sweep (must match collector/fabric/mad.py). */
-enum {
-	SLF_XMIT_WORDS,
-	SLF_RCV_WORDS,
-	SLF_XMIT_PKTS,
-	SLF_RCV_PKTS,
-	SLF_XMIT_WAIT,
-	SLF_SYMBOL_ERRORS,
-	SLF_LINK_ERROR_RECOVERY,
-	SLF_LINK_DOWNED,
-	SLF_RCV_ERRORS,
-	SLF_XMIT_DISCARDS,
-	SLF_VL15_DROPPED,
-	SLF_NUM_COUNTERS
-};
+/*
+ * Layout of one target's output row in slf_sweep: column SLF_<NAME> holds the counter
+ * the Python side calls <name> (stacklens.constants.PORT_COUNTERS, data in words).
+ * collector/fabric/mad.py checks its mirror against slf_abi() and slf_counter_name().
+ */
+#define SLF_COUNTERS(X)                                      \
+	X(XMIT_WORDS, "xmit_bytes")                          \
+	X(RCV_WORDS, "rcv_bytes")                            \
+	X(XMIT_PKTS, "xmit_pkts")                            \
+	X(RCV_PKTS, "rcv_pkts")                              \
+	X(XMIT_WAIT, "xmit_wait")                            \
+	X(SYMBOL_ERRORS, "symbol_errors")                    \
+	X(LINK_ERROR_RECOVERY, "link_error_recovery")        \
+	X(LINK_DOWNED, "link_downed")                        \
+	X(RCV_ERRORS, "rcv_errors")                          \
+	X(XMIT_DISCARDS, "xmit_discards")                    \
+	X(VL15_DROPPED, "vl15_dropped")
+
+#define SLF_COLUMN(name, py) SLF_##name,
+enum { SLF_COUNTERS(SLF_COLUMN) SLF_NUM_COUNTERS };
+#undef SLF_COLUMN
 
 /* Status bits of one target in slf_sweep. */
 #define SLF_OK_EXTENDED 0x1 /* PortCountersExtended answered: data/packets are 64-bit */
 #define SLF_OK_BASIC 0x2    /* PortCounters answered: errors and PortXmitWait are valid */
+
+/* What the ctypes mirror must agree on: counters per row, bytes per value, status bits. */
+void slf_abi(uint32_t out[4])
+{
+	out[0] = SLF_NUM_COUNTERS;
+	out[1] = sizeof(uint64_t);
+	out[2] = SLF_OK_EXTENDED;
+	out[3] = SLF_OK_BASIC;
+}
+
+/* The Python name of row column i, NULL past the last. */
+const char *slf_counter_name(int i)
+{
+#define SLF_NAME(name, py) py,
+	static const char *const names[] = { SLF_COUNTERS(SLF_NAME) };
+#undef SLF_NAME
+	return i >= 0 && i < SLF_NUM_COUNTERS ? names[i] : NULL;
+}
 
 struct slf {
 	struct ibmad_port *port;

@@ -1,0 +1,419 @@
+"""The HTTP API's response models: the one contract of the server's routes and the
+frontend's client.
+
+The server's routes declare these as their `response_model`; the frontend's client
+(`frontend/api.py`) parses every answer into the same classes, so both sides cannot drift
+apart (tests/test_api_contract.py). Pure data: no database, collector or server imports.
+
+Units: bytes, bytes/s, ns since the Unix epoch (UTC). Fabric GUIDs are strings `0x` + 16
+lowercase hex digits (the 64-bit GUID, unsigned), the form fabric events use too: JSON
+numbers cannot carry 64 bits exactly in a browser. A counter that is unknown (no sample,
+first sample, counter reset) is `null`, never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from stacklens.constants import IO_LAYERS, OVERFLOW_COMM_ID
+
+
+class ApiModel(BaseModel):
+    """Base of the response models: immutable once parsed."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+# ---------------------------------------------------------------------------------------
+# jobs: /api/jobs...
+# ---------------------------------------------------------------------------------------
+class RunSummary(ApiModel):
+    """One run (launch) of a job."""
+
+    run: int = Field(description="ordinal in the job, 1, 2, ... in first-seen order; ?run=")
+    kind: str = Field(
+        description="mpi (one mpirun / srun step) or processes (the job's programs without "
+        "MPI, one run per job; its 'ranks' are the processes, numbered as first seen)"
+    )
+    label: str | None = Field(description="SLURM_STEP_ID of an MPI run, when set")
+    world_size: int = Field(description="ranks of an MPI run; processes seen of a processes run")
+    command: str
+    user: str
+    status: str = Field(
+        description="running; finished (every rank, or every process seen, sent its final "
+        "frame); killed (an MPI rank ended by a signal: SIGTERM, SIGINT; for processes: one "
+        "did and all have ended); lost (nothing arrived for STACKLENS_JOB_LOST_AFTER_S, "
+        "running again if a frame arrives)"
+    )
+    started_ns: int
+    last_seen_ns: int
+    finished_ns: int | None
+    ranks_seen: int = Field(description="ranks (or processes) that reported")
+
+
+class JobSummary(ApiModel):
+    """One job in the job list."""
+
+    job: str
+    world_size: int = Field(description="the largest world size of its runs")
+    command: str = Field(description="of its first run")
+    user: str
+    status: str = Field(
+        description="its runs' statuses aggregated: running if one is, else lost if one is, "
+        "else killed if one is, else finished"
+    )
+    started_ns: int
+    last_seen_ns: int
+    ranks_seen: int = Field(description="ranks and processes of all its runs")
+    bytes_sent: int
+    messages_sent: int
+    runs: list[RunSummary] = Field(description="by ordinal")
+
+
+class JobRuns(ApiModel):
+    """The runs of a job by ordinal."""
+
+    job: str
+    runs: list[RunSummary]
+
+
+def _run_asked() -> Any:
+    """The `run` field of every per-job answer (the last field: positional use unchanged)."""
+    return Field(default=None, description="the run asked for (?run=), null = the whole job")
+
+
+class MatrixCell(ApiModel):
+    """Point-to-point traffic from one source rank to one destination rank."""
+
+    src: int
+    dst: int
+    bytes: int
+    messages: int
+
+
+class Matrix(ApiModel):
+    """A job's rank x rank point-to-point matrix (only non-zero pairs are listed)."""
+
+    job: str
+    world_size: int
+    cells: list[MatrixCell]
+    run: int | None = _run_asked()
+
+
+class OpTotal(ApiModel):
+    """One MPI operation of a job, summed over all its ranks and intervals."""
+
+    op: str = Field(description="MPI function name, e.g. MPI_Send")
+    category: str = Field(
+        description="traffic category: mpi_p2p, mpi_completion, mpi_coll, mpi_rma, io, other"
+    )
+    calls: int
+    bytes: int = Field(description="payload bytes handed to the call (send side, or received)")
+    time_ns: int = Field(description="wall time inside the call, summed over ranks")
+    ranks: int = Field(description="ranks that called it")
+
+
+class CategoryTotal(ApiModel):
+    """Calls, bytes and time of all the MPI operations of one traffic category."""
+
+    category: str
+    calls: int
+    bytes: int
+    time_ns: int
+
+
+class JobOps(ApiModel):
+    """A job's MPI operations (only those called, heaviest time first) and the totals per
+    category (every category, in a fixed order, zeros included)."""
+
+    job: str
+    categories: list[CategoryTotal]
+    ops: list[OpTotal]
+    run: int | None = _run_asked()
+
+
+class FileIo(ApiModel):
+    """File-system I/O of a job on one file through one layer, summed over ranks and
+    intervals."""
+
+    layer: str = Field(description=" or ".join(f'"{name}"' for name in IO_LAYERS.values()))
+    path: str = Field(description='absolute path; "<other>" = files beyond the key limit')
+    mount: str = Field(description="mount point of the file")
+    fstype: str = Field(description="file-system type of that mount (ext4, lustre, ...)")
+    ranks: int = Field(description="ranks that touched the file through this layer")
+    opens: int
+    reads: int
+    writes: int
+    bytes_read: int
+    bytes_written: int
+    read_time_ns: int
+    write_time_ns: int
+    meta_time_ns: int = Field(description="time in open/close/seek/sync calls")
+
+
+class JobIo(ApiModel):
+    """A job's file-system I/O per (layer, path), most bytes (read + written) first."""
+
+    job: str
+    files: list[FileIo]
+    run: int | None = _run_asked()
+
+
+class CollectiveTotal(ApiModel):
+    """One collective operation on one communicator with one root, summed over the ranks
+    and intervals of a job."""
+
+    op: str = Field(description="MPI function name, e.g. MPI_Allreduce")
+    comm_id: int = Field(
+        description=f"communicator id, the same on every member; {OVERFLOW_COMM_ID} = the "
+        "overflow key (communicators beyond STACKLENS_MAX_KEYS folded together)"
+    )
+    comm_size: int = Field(description="ranks in the communicator")
+    root: int = Field(description="world rank of the root, -1 when the op has none")
+    ranks: int = Field(description="ranks that called it")
+    calls: int = Field(description="calls summed over ranks (one collective = comm_size calls)")
+    bytes: int = Field(description="payload bytes the ranks handed to the calls")
+    time_ns: int = Field(description="wall time inside the calls, summed over ranks")
+
+
+class CommunicatorTotal(ApiModel):
+    """All the collective calls on one communicator of a job."""
+
+    comm_id: int
+    comm_size: int
+    overflow: bool = Field(description="the overflow key, not one communicator")
+    ranks: int = Field(description="ranks that called a collective on it")
+    ops: int = Field(description="distinct (op, root) rows on it")
+    calls: int
+    bytes: int
+    time_ns: int
+
+
+class JobCollectives(ApiModel):
+    """A job's collectives per (communicator, op, root), heaviest time first, and a summary
+    per communicator, heaviest time first."""
+
+    job: str
+    communicators: list[CommunicatorTotal]
+    collectives: list[CollectiveTotal]
+    run: int | None = _run_asked()
+
+
+class SizeBucket(ApiModel):
+    """Messages in one log2 size bucket: `lower_bytes` <= size < `upper_bytes`."""
+
+    bucket: int = Field(description="0 = empty messages, b = [2^(b-1), 2^b) bytes")
+    lower_bytes: int
+    upper_bytes: int = Field(description="exclusive")
+    count: int
+
+
+class OpSizes(ApiModel):
+    """The message-size histogram of one MPI operation (only buckets with messages)."""
+
+    op: str
+    category: str
+    messages: int
+    buckets: list[SizeBucket]
+
+
+class JobSizes(ApiModel):
+    """A job's message-size histograms, summed over ranks and intervals; the op with the
+    most messages first."""
+
+    job: str
+    ops: list[OpSizes]
+    run: int | None = _run_asked()
+
+
+class RmaOp(ApiModel):
+    """One-sided calls and bytes of one op (for a pair of ranks, or for the whole job)."""
+
+    op: str
+    calls: int
+    bytes: int
+
+
+class RmaCell(ApiModel):
+    """One-sided traffic from one origin rank to one target rank, over the whole job."""
+
+    origin: int
+    target: int
+    calls: int
+    bytes: int
+    ops: list[RmaOp] = Field(description="per op, by name")
+
+
+class JobRma(ApiModel):
+    """A job's one-sided (RMA) traffic per (origin, target) pair with calls (by origin, then
+    target) and per op (most bytes first)."""
+
+    job: str
+    world_size: int
+    ops: list[RmaOp]
+    cells: list[RmaCell]
+    run: int | None = _run_asked()
+
+
+class RankInfo(ApiModel):
+    """Where one rank of a job ran and what the hook library could not account for."""
+
+    rank: int = Field(description="world rank; a process's number in a processes run")
+    host: str
+    pid: int
+    first_seen_ns: int
+    last_seen_ns: int
+    finished: bool = Field(description="its final frame was stored")
+    killed: bool = Field(description="its final frame says it ended by a signal")
+    status: str = Field(description="running | finished | killed, from the two flags")
+    keys_dropped: int = Field(
+        description="new keys folded into an overflow key (STACKLENS_MAX_KEYS): counts kept, "
+        "but no longer per peer / file / communicator"
+    )
+    frames_dropped: int = Field(description="frames lost by the sender: their counts are gone")
+    frames_spooled: int = Field(description="frames that went through the spool directory")
+    run: int | None = Field(default=None, description="ordinal of its run")
+
+
+class JobRanks(ApiModel):
+    """The ranks of a job that reported, by world rank."""
+
+    job: str
+    world_size: int
+    ranks: list[RankInfo]
+    run: int | None = _run_asked()
+
+
+class JobDetails(ApiModel):
+    """Everything the Jobs page shows of one job: the answers of its seven endpoints."""
+
+    job: str
+    matrix: Matrix
+    ops: JobOps
+    io: JobIo
+    collectives: JobCollectives
+    sizes: JobSizes
+    rma: JobRma
+    ranks: JobRanks
+
+
+class Overview(ApiModel):
+    """The Jobs page in one answer (`GET /api/overview`)."""
+
+    jobs: list[JobSummary] = Field(
+        description="the newest jobs, newest first, then the detailed job if it is older"
+    )
+    jobs_total: int = Field(description="how many jobs there are")
+    shown: JobDetails | None = Field(description="the detailed job; null: there is no job")
+
+
+# ---------------------------------------------------------------------------------------
+# fabric: /api/fabric...
+# ---------------------------------------------------------------------------------------
+
+
+class FabricNode(ApiModel):
+    """A switch, HCA or router, as last discovered."""
+
+    guid: str = Field(description="node GUID, e.g. 0x0002c90300000001")
+    name: str = Field(description="NodeDescription, e.g. leaf01 or host07")
+    type: Literal["switch", "hca", "router"]
+    nports: int
+    lid: int
+    gone: bool = Field(description="missing from the latest discovery")
+    gone_ns: int | None = Field(description="when it went missing; null while present")
+    last_seen_ns: int
+
+
+class LinkEnd(ApiModel):
+    """One end of a link: a port of a node."""
+
+    guid: str
+    port: int
+    name: str = Field(description="the node's name ('' if the node is unknown)")
+
+    def label(self) -> str:
+        """`name[port]`, as fabric events write an end (the GUID if the name is unknown)."""
+        return f"{self.name or self.guid}[{self.port}]"
+
+
+class FabricLink(ApiModel):
+    """A cable between two ports (a < b by GUID, then port)."""
+
+    id: int
+    a: LinkEnd
+    b: LinkEnd
+    state: Literal["up", "down"] = Field(description="down: missing from the latest discovery")
+    down_ns: int | None = Field(description="when it went down; null while up")
+    capacity_bytes_per_s: int | None = Field(
+        description="data capacity (active width x speed; the smaller of the two ends known); "
+        "null if unknown"
+    )
+
+
+class Topology(ApiModel):
+    """Everything needed to draw the fabric: nodes (by GUID) and links (up and down)."""
+
+    nodes: list[FabricNode]
+    links: list[FabricLink]
+
+
+class PortSample(ApiModel):
+    """The latest counter sample of one end of a link, as stored (deltas since the
+    previous sample of that port)."""
+
+    ts_ns: int = Field(description="end of the sweep that read it")
+    dt_ns: int | None = Field(description="time since the port's previous sample; null: first")
+    xmit_bytes: int | None
+    rcv_bytes: int | None
+    xmit_wait: int | None = Field(description="ticks the port had data but could not send")
+    errors: dict[str, int | None] = Field(description="delta of each error counter")
+    saturated: list[str] = Field(
+        description="counters stuck at their maximum: their delta is only a lower bound"
+    )
+    reset: list[str] = Field(description="counters that went down (reset): delta unknown")
+
+
+class LinkLoad(ApiModel):
+    """Load and errors of one link in the latest sample of each of its two ends."""
+
+    id: int
+    a: LinkEnd
+    b: LinkEnd
+    state: Literal["up", "down"]
+    capacity_bytes_per_s: int | None
+    ts_ns: int | None = Field(description="newest sample time of the two ends; null: none")
+    a_to_b_bytes_per_s: float | None = Field(
+        description="bytes a sent / dt (a's PortXmitData); null if unknown"
+    )
+    b_to_a_bytes_per_s: float | None
+    utilisation: float | None = Field(
+        description="the busier direction's bytes/s / capacity (0..1); null if unknown"
+    )
+    errors: dict[str, int | None] = Field(
+        description="each error counter's delta summed over both ends in their latest "
+        "sample; null if either end's delta is unknown"
+    )
+    errors_total: int = Field(description="sum of the known error deltas")
+    unknown: list[str] = Field(
+        description="counters (error counters, xmit_wait, a_to_b/b_to_a bytes) whose value "
+        "is unknown"
+    )
+    xmit_wait: int | None = Field(description="PortXmitWait ticks of both ends; null if unknown")
+    a_sample: PortSample | None = Field(
+        default=None,
+        description="latest sample of end a; null: none; left out with samples=false",
+    )
+    b_sample: PortSample | None = Field(default=None, description="the same of end b")
+
+
+class FabricEvent(ApiModel):
+    """A topology change or fault seen by the fabric sampler."""
+
+    id: int
+    ts_ns: int
+    kind: str = Field(description="link_down | link_up | node_gone | node_new")
+    subject: str = Field(description="e.g. 'host17[1] - leaf03[1]' or 'host17'")
+    details: dict[str, Any]

@@ -1,0 +1,68 @@
+"""Names and codes every layer shares: counter lists, flag bits, ids, bucket rules.
+
+Pure data (standard library only), so the collector, the server, the frontend and the
+storage schema read the same definitions. Where the wire format defines a list too
+(`contract/stacklens_wire.def`), tests/test_constants.py checks that both agree.
+"""
+
+from __future__ import annotations
+
+#: Point-to-point counters of a peer record, in wire order (table p2p).
+P2P_COUNTERS = ("bytes_sent", "msgs_sent", "bytes_recv", "msgs_recv")
+
+#: File-system I/O counters of a file record, in wire order (table io).
+IO_COUNTERS = (
+    "opens",
+    "reads",
+    "writes",
+    "bytes_read",
+    "bytes_written",
+    "read_time_ns",
+    "write_time_ns",
+    "meta_time_ns",
+)
+
+#: I/O layer ids of the wire's io records and their names.
+IO_LAYERS = {1: "POSIX", 2: "stdio", 3: "MPI-IO"}
+
+#: comm_id of the collectives' overflow key (communicators beyond STACKLENS_MAX_KEYS).
+OVERFLOW_COMM_ID = 0xFFFFFFFF
+
+#: InfiniBand port counters, in the order every fabric source delivers them, the bit order
+#: of `valid` in the wire table hca and of the fabric sample flags.
+PORT_COUNTERS = (
+    "xmit_bytes",
+    "rcv_bytes",
+    "xmit_pkts",
+    "rcv_pkts",
+    "xmit_wait",
+    "symbol_errors",
+    "link_error_recovery",
+    "link_downed",
+    "rcv_errors",
+    "xmit_discards",
+    "vl15_dropped",
+)
+
+#: Error counters of a port: those after the data and congestion counters, in that order.
+ERROR_COUNTERS = PORT_COUNTERS[PORT_COUNTERS.index("xmit_wait") + 1 :]
+
+#: Flag bits of a fabric port sample: bit SATURATED_SHIFT + i = counter i saturated (its
+#: delta is a lower bound), bit RESET_SHIFT + i = counter i reset (delta unknown).
+SATURATED_SHIFT = 0
+RESET_SHIFT = 16
+#: Flag bit of a fabric port sample: data/packet counters from the 64-bit PortCountersExtended.
+FLAG_EXTENDED = 1 << 30
+
+
+def flagged_counters(flags: int, shift: int) -> list[str]:
+    """Names of the port counters whose bit is set in `flags` at `shift` (SATURATED_SHIFT or
+    RESET_SHIFT)."""
+    bits = flags >> shift & (1 << len(PORT_COUNTERS)) - 1
+    return [c for i, c in enumerate(PORT_COUNTERS) if bits >> i & 1]
+
+
+def bucket_bounds(bucket: int) -> tuple[int, int]:
+    """Byte range [lower, upper) of a log2 message-size bucket: 0 holds empty messages,
+    b >= 1 holds [2^(b-1), 2^b)."""
+    return (0, 1) if bucket == 0 else (1 << (bucket - 1), 1 << bucket)

@@ -1,0 +1,139 @@
+"""The API contract: the frontend's client reads every answer of the server's routes into
+the models the routes declare (`stacklens.api_models`), and back into exactly the JSON the
+route sent. A field a route sends and the client's model lacks, or the other way round,
+fails here."""
+
+from __future__ import annotations
+
+import typing
+
+import httpx
+import pydantic
+import pytest
+
+from frontend.api import StacklensApi
+from server.app import create_app
+from stacklens import wire
+from stacklens.db import make_engine
+from stacklens.mpi_ops import op_names
+from tests.collector.test_ingest import T0, exchange
+from tests.conftest import serving
+from tests.server.fabric_data import write_small_fabric
+
+JOB = "job/K"  # a slash: the client quotes job keys
+
+#: Each client call, its arguments, the request it makes and the list fields of the answer
+#: that must be non-empty here (so that nested models are compared too).
+CALLS = (
+    ("jobs", (), "/api/jobs", ()),
+    ("overview", (JOB, 5), "/api/overview?job=job%2FK&limit=5", ("jobs",)),
+    ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
+    ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),
+    ("fabric_events", (), "/api/fabric/events?limit=20", ()),
+)
+#: The overview's details of a job, each the answer of a route of its own.
+DETAILS = ("matrix", "ops", "io", "collectives", "sizes", "rma", "ranks")
+#: Their list fields that must be non-empty here.
+FILLED = {
+    "matrix": ("cells",),
+    "ops": ("categories", "ops"),
+    "io": ("files",),
+    "collectives": ("communicators", "collectives"),
+    "sizes": ("ops",),
+    "rma": ("ops", "cells"),
+    "ranks": ("ranks",),
+}
+#: GET routes of the API that the frontend does not read (machines and scripts do; the
+#: job details come to the Jobs page in the overview).
+NOT_READ_BY_THE_FRONTEND = {
+    "/api/health",
+    "/metrics",
+    "/api/jobs/{job}/runs",  # the page has a job's runs from the job list
+    *(f"/api/jobs/{{job}}/{part}" for part in DETAILS),
+}
+
+
+def _frame(rank: int) -> bytes:
+    """One interval of a two-rank job with a record in every table."""
+    op = op_names().index
+    tables = {
+        "rank_info": [{"command": b"./prog", "user": b"alice"}],
+        "p2p": [{"peer": 1 - rank, "bytes_sent": 800, "msgs_sent": 2, "msgs_recv": 1}],
+        "op": [{"op_id": op("MPI_Send"), "calls": 2, "bytes": 800, "time_ns": 90}],
+        "hist": [{"op_id": op("MPI_Send"), "bucket": 9, "count": 2}],
+        "coll": [{"op_id": op("MPI_Bcast"), "comm_id": 7, "comm_size": 2, "calls": 1}],
+        "rma": [{"target": 1 - rank, "op_id": op("MPI_Put"), "calls": 1, "bytes": 64}],
+        "io": [{"layer": 1, "opens": 1, "path": b"/tmp/x", "mount": b"/", "fstype": b"ext4"}],
+        "health": [{"frames_spooled": 1}],
+    }
+    return wire.encode_frame(
+        job_id=JOB,
+        world_rank=rank,
+        world_size=2,
+        seq=0,
+        interval_start_ns=T0,
+        interval_end_ns=T0 + 10**9,
+        token="secret",
+        tables={name: wire.records(name, rows) for name, rows in tables.items()},
+    )
+
+
+@pytest.fixture
+def served(collector, pg_url):
+    """The API (no dashboard) over a job with every table and the small fabric, on HTTP."""
+    assert [s for s, _ in exchange(collector.address, _frame(0) + _frame(1), acks=2)] == [0, 0]
+    write_small_fabric(pg_url)
+    engine = make_engine(pg_url)
+    app = create_app(engine, api_base_url="http://unused", with_frontend=False)
+    with serving(app) as port:
+        yield f"http://127.0.0.1:{port}"
+    engine.dispose()
+
+
+def test_the_client_reads_exactly_what_each_route_sends(served):
+    client = StacklensApi(served)
+    for method, args, path, filled in CALLS:
+        sent = httpx.get(served + path).json()
+        assert sent, path
+        assert all(sent[field] for field in filled), path
+        if method == "overview":
+            for part in DETAILS:
+                assert all(sent["shown"][part][field] for field in FILLED[part]), part
+        answer = getattr(client, method)(*args)
+        kind = typing.get_type_hints(getattr(StacklensApi, method))["return"]
+        # exclude_unset: a field the route left out (fabric links' samples) stays out.
+        read = pydantic.TypeAdapter(kind).dump_python(answer, mode="json", exclude_unset=True)
+        assert read == sent, path
+
+
+def test_each_client_call_parses_into_the_model_its_route_declares():
+    """By the OpenAPI document: the route serving each client request answers the model (or
+    list of models) that the client method returns, and every GET route is read by it."""
+    paths = create_app(None, api_base_url="http://unused", with_frontend=False).openapi()["paths"]
+    routes = {path: op["get"] for path, op in paths.items() if "get" in op}
+    read = set()
+    for method, _args, request, _filled in CALLS:
+        route = next(t for t in routes if _matches(t, request.split("?")[0]))
+        read.add(route)
+        schema = routes[route]["responses"]["200"]["content"]["application/json"]["schema"]
+        kind = typing.get_type_hints(getattr(StacklensApi, method))["return"]
+        if typing.get_origin(kind) is list:
+            assert schema["type"] == "array", route
+            schema, kind = schema["items"], typing.get_args(kind)[0]
+        assert schema == {"$ref": f"#/components/schemas/{kind.__name__}"}, route
+    assert set(routes) - read == NOT_READ_BY_THE_FRONTEND
+
+
+def _matches(template: str, path: str) -> bool:
+    """Whether a route path template (`/api/jobs/{job}/ops`) serves `path`."""
+    head, _, rest = template.partition("{")
+    if not rest:
+        return template == path
+    tail = rest.partition("}")[2]
+    return path.startswith(head) and path.endswith(tail) and len(path) > len(head) + len(tail)
+
+
+def test_the_overview_details_a_job_as_its_own_routes_do(served):
+    sent = httpx.get(f"{served}/api/overview", params={"job": JOB}).json()["shown"]
+    for part in DETAILS:
+        assert sent[part] == httpx.get(f"{served}/api/jobs/job%2FK/{part}").json(), part

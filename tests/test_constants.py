@@ -1,0 +1,43 @@
+"""The shared names and codes (stacklens/constants.py) agree with the wire format's tables
+(contract/stacklens_wire.def), which the C library compiles."""
+
+from __future__ import annotations
+
+from stacklens import constants, wire
+
+
+def _fields(table: str) -> list[str]:
+    return [f for f in wire.SPEC.table(table).dtype.names if not f.startswith("pad")]
+
+
+def test_counter_lists_are_the_wire_tables_fields_in_order():
+    assert ["peer", *constants.P2P_COUNTERS] == _fields("p2p")
+    io = _fields("io")
+    assert tuple(io[1 : io.index("path")]) == constants.IO_COUNTERS
+    hca = _fields("hca")
+    assert tuple(hca[hca.index("node_guid") + 1 :]) == constants.PORT_COUNTERS
+
+
+def test_error_counters_are_the_port_counters_after_the_data_and_congestion_ones():
+    assert constants.PORT_COUNTERS[4] == "xmit_wait"
+    assert constants.PORT_COUNTERS[5:] == constants.ERROR_COUNTERS
+
+
+def test_flag_bits_name_counters():
+    flags = 0b101 << constants.SATURATED_SHIFT | 1 << 10 + constants.RESET_SHIFT
+    assert constants.flagged_counters(flags | constants.FLAG_EXTENDED, 0) == [
+        "xmit_bytes",
+        "xmit_pkts",
+    ]
+    assert constants.flagged_counters(flags, constants.RESET_SHIFT) == ["vl15_dropped"]
+    assert constants.flagged_counters(0, constants.RESET_SHIFT) == []
+
+
+def test_size_buckets():
+    assert [constants.bucket_bounds(b) for b in (0, 1, 2, 10, 64)] == [
+        (0, 1),
+        (1, 2),
+        (2, 4),
+        (512, 1024),
+        (2**63, 2**64),
+    ]
