@@ -75,7 +75,8 @@ def raw_copy_rate(url: str, ranks: int, frames: int, peers: int) -> float:
     assert error is None and len(batch) == ranks * frames
     rows = codec.encode_arrays(
         wire.SPEC.table("p2p").id, P2P.columns, codec.frame_addresses([batch]), batch.info,
-        np.zeros(len(batch), dtype=np.int64),
+        np.zeros(len(batch), dtype=np.int64), np.zeros(len(batch), dtype=np.int64),
+        batch.info["world_rank"],
     )  # fmt: skip
     payload = COPY_SIGNATURE + rows + COPY_TRAILER
     with psycopg.connect(url) as conn:

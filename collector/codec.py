@@ -33,6 +33,8 @@ FRAME_INFO = np.dtype(
         ("keys_dropped", "<u8"),
         ("frames_dropped", "<u8"),
         ("frames_spooled", "<u8"),
+        ("run_id", "<u8"),
+        ("proc_start", "<u8"),
         ("length", "<u4"),
         ("world_rank", "<u4"),
         ("world_size", "<u4"),
@@ -99,7 +101,8 @@ def library() -> ctypes.CDLL:
         lib.sl_encode_arrays.restype = ctypes.c_int64
         lib.sl_encode_arrays.argtypes = [
             ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
-            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+            ctypes.c_void_p, ctypes.c_uint64,
         ]  # fmt: skip
         check_abi(lib)
         _lib = lib
@@ -206,20 +209,30 @@ def frame_addresses(batches: list[FrameBatch]) -> np.ndarray:
 
 
 def encode_arrays(
-    table_id: int, columns: np.ndarray, frames: np.ndarray, info: np.ndarray, job_ids: np.ndarray
+    table_id: int,
+    columns: np.ndarray,
+    frames: np.ndarray,
+    info: np.ndarray,
+    job_ids: np.ndarray,
+    run_ids: np.ndarray,
+    ranks: np.ndarray,
 ) -> bytearray:
     """Binary COPY rows (no signature or trailer) of one array-layout table, one per frame.
 
     `frames` are frame addresses (frame_addresses; the batches must stay alive), `info`
-    their FRAME_INFO records and `job_ids` their jobs' ids; every frame must hold records
-    of the table. `columns` is a COLUMN array in table column order.
+    their FRAME_INFO records, `job_ids` and `run_ids` their jobs' and runs' ids and `ranks`
+    the rank stored for each (its world rank, or a non-MPI process's number); every frame
+    must hold records of the table. `columns` is a COLUMN array in table column order.
     """
     lib = library()
     info = np.ascontiguousarray(info)
     frames = np.ascontiguousarray(frames, dtype=np.uint64)
     job_ids = np.ascontiguousarray(job_ids, dtype=np.int64)
+    run_ids = np.ascontiguousarray(run_ids, dtype=np.int64)
+    ranks = np.ascontiguousarray(ranks, dtype=np.int32)
     args = (table_id, columns.ctypes.data, len(columns), len(info), frames.ctypes.data,
-            info.ctypes.data, job_ids.ctypes.data)  # fmt: skip
+            info.ctypes.data, job_ids.ctypes.data, run_ids.ctypes.data,
+            ranks.ctypes.data)  # fmt: skip
     need = lib.sl_encode_arrays(*args, None, 0)
     if need < 0:
         raise ValueError(f"table id {table_id} is not an array table")

@@ -83,7 +83,8 @@ class CollectorService:
             return await rollup_pass(conn)
 
     async def mark_lost_once(self, now_ns: int | None = None) -> int:
-        """Mark lost the running jobs silent for `job_lost_after_s`; returns how many."""
+        """Mark lost the running runs (and their jobs, unless another run is running)
+        silent for `job_lost_after_s`; returns how many runs."""
         now_ns = time.time_ns() if now_ns is None else now_ns
         cutoff = now_ns - int(self.job_lost_after_s * 1e9)
         async with await psycopg.AsyncConnection.connect(self.database_url) as conn:

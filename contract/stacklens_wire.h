@@ -25,7 +25,7 @@
 /* Constants that the .def states in the doc strings of its fields. */
 #define SL_FRAME_MAGIC    0x534E4C53u /* bytes 'SLNS' */
 #define SL_ACK_MAGIC      0x4B414C53u /* bytes 'SLAK' */
-#define SL_WIRE_VERSION   1u
+#define SL_WIRE_VERSION   2u
 
 /* A body section starts with u16 table id, u16 record size, u32 record count. */
 #define SL_SECTION_HEADER_SIZE 8u
@@ -150,9 +150,9 @@ struct SL_PACKED sl_rec_open_ {
 #undef  SL_TABLE
 #define SL_TABLE SL_NOTHING3
 
-_Static_assert(sizeof(sl_frame_header) == 240, "frame header must be 240 bytes");
+_Static_assert(sizeof(sl_frame_header) == 256, "frame header must be 256 bytes");
 _Static_assert(sizeof(sl_ack) == 16, "ack must be 16 bytes");
-_Static_assert(sizeof(sl_rec_rank_info) == 320, "rank_info record must be 320 bytes");
+_Static_assert(sizeof(sl_rec_rank_info) == 384, "rank_info record must be 384 bytes");
 _Static_assert(sizeof(sl_rec_p2p) == 40, "p2p record must be 40 bytes");
 _Static_assert(sizeof(sl_rec_op) == 32, "op record must be 32 bytes");
 

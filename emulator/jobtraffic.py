@@ -12,11 +12,12 @@ interval into emulator flows:
   path (a file lives on one storage target, as on a striped-by-file parallel file system).
 
 Exactly once: the rows of one frame are committed together, so a frame is identified by
-(job, rank, interval end). Each poll reads, in one snapshot, the rows whose interval ended
-after a floor, and applies the frames it has not applied yet. The floor trails the newest
-interval end seen by `grace_s`: frames stored later than that (e.g. replayed from a spool
-long after) are past traffic and are not emulated. A frame whose peer rank has no `ranks`
-row yet is left for the next poll.
+(run, rank, interval end): a job's runs (launches) each have their own ranks. Each poll
+reads, in one snapshot, the rows whose interval ended after a floor, and applies the
+frames it has not applied yet. The floor trails the newest interval end seen by
+`grace_s`: frames stored later than that (e.g. replayed from a spool long after) are past
+traffic and are not emulated. A frame whose peer rank has no `ranks` row yet is left for
+the next poll.
 
 Counters count 4-octet words, so each flow carries a multiple of 4 bytes; the remainder of
 each (source, destination) pair is carried into that pair's next flow, so over time the
@@ -32,23 +33,23 @@ import psycopg
 
 from emulator.ibsim import Flow
 
-#: One frame of one rank: (job id, world rank, interval end ns).
+#: One frame of one rank: (run id, world rank, interval end ns).
 FrameKey = tuple[int, int, int]
 
 _P2P = """
-SELECT d.job_id, d.world_rank, d.t_end_ns, src.host, dst.host, sum(d.bytes_sent)
+SELECT d.run_id, d.world_rank, d.t_end_ns, src.host, dst.host, sum(d.bytes_sent)
 FROM p2p_deltas d
-JOIN ranks src ON src.job_id = d.job_id AND src.world_rank = d.world_rank
-LEFT JOIN ranks dst ON dst.job_id = d.job_id AND dst.world_rank = d.peer
+JOIN ranks src ON src.run_id = d.run_id AND src.world_rank = d.world_rank
+LEFT JOIN ranks dst ON dst.run_id = d.run_id AND dst.world_rank = d.peer
 WHERE d.t_end_ns > %s AND d.bytes_sent > 0
 GROUP BY 1, 2, 3, 4, 5
 """
 
 _IO = """
-SELECT d.job_id, d.world_rank, d.t_end_ns, r.host, d.path,
+SELECT d.run_id, d.world_rank, d.t_end_ns, r.host, d.path,
        sum(d.bytes_read), sum(d.bytes_written)
 FROM io_deltas d
-JOIN ranks r ON r.job_id = d.job_id AND r.world_rank = d.world_rank
+JOIN ranks r ON r.run_id = d.run_id AND r.world_rank = d.world_rank
 WHERE d.t_end_ns > %s AND (d.bytes_read > 0 OR d.bytes_written > 0)
 GROUP BY 1, 2, 3, 4, 5
 """
@@ -107,18 +108,18 @@ class JobTraffic:
         """Flows of the frames stored since the last poll (raises psycopg.Error if the
         database is unreachable or not migrated yet; nothing is marked applied then)."""
         p2p, io = self._read()
-        pending = {(job, rank, t_end) for job, rank, t_end, _, dst, _ in p2p if dst is None}
+        pending = {(run, rank, t_end) for run, rank, t_end, _, dst, _ in p2p if dst is None}
         nbytes: dict[tuple[str, str], int] = defaultdict(int)
         seen: set[FrameKey] = set()
-        for job, rank, t_end, src, dst, sent in p2p:
-            key = (job, rank, t_end)
+        for run, rank, t_end, src, dst, sent in p2p:
+            key = (run, rank, t_end)
             if key in self.applied or key in pending:
                 continue
             seen.add(key)
             if src != dst and src in self.hosts and dst in self.hosts:
                 nbytes[(src, dst)] += int(sent)
-        for job, rank, t_end, host, path, read, written in io:
-            key = (job, rank, t_end)
+        for run, rank, t_end, host, path, read, written in io:
+            key = (run, rank, t_end)
             if key in self.applied or key in pending:
                 continue
             seen.add(key)
@@ -126,8 +127,8 @@ class JobTraffic:
                 node = storage_node(path, self.storage)
                 nbytes[(host, node)] += int(written)
                 nbytes[(node, host)] += int(read)
-        for job, rank, t_end in seen:
-            self.applied[(job, rank, t_end)] = t_end
+        for run, rank, t_end in seen:
+            self.applied[(run, rank, t_end)] = t_end
         self._advance()
         return self._flows(nbytes)
 

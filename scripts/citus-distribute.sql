@@ -1,9 +1,12 @@
 -- Distributes the stacklens schema over a Citus cluster (run once on the coordinator,
--- after `stacklens migrate`). Jobs are a small reference table copied to every node;
+-- after `stacklens migrate`). Jobs and their runs are small reference tables copied to
+-- every node;
 -- everything per rank is distributed by job_id and co-located, so a job's queries run
 -- on one shard group; fabric samples are distributed by port.
 -- NOT RUN on the development machines (no Citus packages or Docker engine there).
 SELECT create_reference_table('jobs');
+SELECT create_reference_table('runs');
+SELECT create_reference_table('run_processes');
 SELECT create_reference_table('mpi_ops');
 SELECT create_distributed_table('ranks', 'job_id');
 SELECT create_distributed_table('received_frames', 'job_id', colocate_with => 'ranks');

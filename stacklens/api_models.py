@@ -29,23 +29,60 @@ class ApiModel(BaseModel):
 # ---------------------------------------------------------------------------------------
 # jobs: /api/jobs...
 # ---------------------------------------------------------------------------------------
-class JobSummary(ApiModel):
-    """One job in the job list."""
+class RunSummary(ApiModel):
+    """One run (launch) of a job."""
 
-    job: str
-    world_size: int
+    run: int = Field(description="ordinal in the job, 1, 2, ... in first-seen order; ?run=")
+    kind: str = Field(
+        description="mpi (one mpirun / srun step) or processes (the job's programs without "
+        "MPI, one run per job; its 'ranks' are the processes, numbered as first seen)"
+    )
+    label: str | None = Field(description="SLURM_STEP_ID of an MPI run, when set")
+    world_size: int = Field(description="ranks of an MPI run; processes seen of a processes run")
     command: str
     user: str
     status: str = Field(
-        description="running; finished (every rank sent its final frame); killed (a rank "
-        "ended by a signal: SIGTERM, SIGINT); aborted (a rank called MPI_Abort); lost (nothing "
+        description="running; finished (every rank, or every process seen, sent its final "
+        "frame); killed (an MPI rank ended by a signal: SIGTERM, SIGINT; for processes: one "
+        "did and all have ended); aborted (an MPI rank called MPI_Abort); lost (nothing "
         "arrived for STACKLENS_JOB_LOST_AFTER_S, running again if a frame arrives)"
     )
     started_ns: int
     last_seen_ns: int
-    ranks_seen: int
+    finished_ns: int | None
+    ranks_seen: int = Field(description="ranks (or processes) that reported")
+
+
+class JobSummary(ApiModel):
+    """One job in the job list."""
+
+    job: str
+    world_size: int = Field(description="the largest world size of its runs")
+    command: str = Field(description="of its first run")
+    user: str
+    status: str = Field(
+        description="its runs' statuses aggregated: running if one is, else lost if one is, "
+        "else aborted if one is (a rank called MPI_Abort), else killed if one is (a rank ended "
+        "by a signal: SIGTERM, SIGINT), else finished"
+    )
+    started_ns: int
+    last_seen_ns: int
+    ranks_seen: int = Field(description="ranks and processes of all its runs")
     bytes_sent: int
     messages_sent: int
+    runs: list[RunSummary] = Field(description="by ordinal")
+
+
+class JobRuns(ApiModel):
+    """The runs of a job by ordinal."""
+
+    job: str
+    runs: list[RunSummary]
+
+
+def _run_asked() -> Any:
+    """The `run` field of every per-job answer (the last field: positional use unchanged)."""
+    return Field(default=None, description="the run asked for (?run=), null = the whole job")
 
 
 class MatrixCell(ApiModel):
@@ -63,6 +100,7 @@ class Matrix(ApiModel):
     job: str
     world_size: int
     cells: list[MatrixCell]
+    run: int | None = _run_asked()
 
 
 class OpTotal(ApiModel):
@@ -107,6 +145,7 @@ class JobOps(ApiModel):
     job: str
     categories: list[CategoryTotal]
     ops: list[OpTotal]
+    run: int | None = _run_asked()
 
 
 class FileIo(ApiModel):
@@ -136,6 +175,7 @@ class JobIo(ApiModel):
     job: str
     files: list[FileIo]
     startup_files: list[FileIo] = Field(description="I/O before MPI_Init, per (layer, path)")
+    run: int | None = _run_asked()
 
 
 class CollectiveTotal(ApiModel):
@@ -175,6 +215,7 @@ class JobCollectives(ApiModel):
     job: str
     communicators: list[CommunicatorTotal]
     collectives: list[CollectiveTotal]
+    run: int | None = _run_asked()
 
 
 class SizeBucket(ApiModel):
@@ -201,6 +242,7 @@ class JobSizes(ApiModel):
 
     job: str
     ops: list[OpSizes]
+    run: int | None = _run_asked()
 
 
 class RmaOp(ApiModel):
@@ -229,12 +271,13 @@ class JobRma(ApiModel):
     world_size: int
     ops: list[RmaOp]
     cells: list[RmaCell]
+    run: int | None = _run_asked()
 
 
 class RankInfo(ApiModel):
     """Where one rank of a job ran and what the hook library could not account for."""
 
-    rank: int
+    rank: int = Field(description="world rank; a process's number in a processes run")
     host: str
     pid: int
     first_seen_ns: int
@@ -245,7 +288,7 @@ class RankInfo(ApiModel):
     abort_code: int | None = Field(description="the error code it passed to MPI_Abort")
     status: str = Field(
         description="aborted | killed | finished (from its final frame), else running while "
-        "the job runs, lost once the job ended without this rank's final frame"
+        "its run runs, lost once the run ended without this rank's final frame"
     )
     keys_dropped: int = Field(
         description="new keys folded into an overflow key (STACKLENS_MAX_KEYS): counts kept, "
@@ -256,6 +299,7 @@ class RankInfo(ApiModel):
         "the collector (kept in the spool's rejected/ folder); their counts are missing"
     )
     frames_spooled: int = Field(description="frames that went through the spool directory")
+    run: int | None = Field(default=None, description="ordinal of its run")
 
 
 class JobRanks(ApiModel):
@@ -264,6 +308,7 @@ class JobRanks(ApiModel):
     job: str
     world_size: int
     ranks: list[RankInfo]
+    run: int | None = _run_asked()
 
 
 class JobDetails(ApiModel):

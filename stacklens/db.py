@@ -88,13 +88,18 @@ def open_database(settings: Settings) -> Database:
     return start_embedded(data_dir)
 
 
-def migrate(url: str) -> None:
-    """Apply every Alembic migration up to head."""
+def alembic_config(url: str) -> Config:
+    """The Alembic configuration of the database at `url` (stacklens' migrations)."""
     config = Config(str(ALEMBIC_INI))
     config.attributes["configure_logger"] = False  # keep the caller's logging setup
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
-    command.upgrade(config, "head")
+    return config
+
+
+def migrate(url: str) -> None:
+    """Apply every Alembic migration up to head."""
+    command.upgrade(alembic_config(url), "head")
 
 
 def make_engine(url: str) -> Engine:

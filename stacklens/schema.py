@@ -30,35 +30,90 @@ class Base(DeclarativeBase):
     """Declarative base of all stacklens tables."""
 
 
-class Job(Base):
-    """One MPI job (or one profiled program) seen by a collector."""
+class _Seen:
+    """What jobs and runs record of what their ranks sent: command, user, times."""
 
-    __tablename__ = "jobs"
-
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    job_key: Mapped[str] = mapped_column(Text, unique=True, doc="scheduler or generated job id")
-    world_size: Mapped[int] = mapped_column(Integer)
-    command: Mapped[str | None] = mapped_column(Text)
+    command: Mapped[str | None] = mapped_column(Text, doc="the first rank information seen")
     user: Mapped[str | None] = mapped_column(Text, doc="$USER of the ranks (or uid:<n>)")
-    status: Mapped[str] = mapped_column(
-        Text,
-        doc="running | finished (every rank sent its final frame) | killed (a rank's final "
-        "frame says it ended by a signal: SIGTERM, SIGINT) | aborted (a rank called MPI_Abort) "
-        "| lost (a running job silent for STACKLENS_JOB_LOST_AFTER_S; running again if a "
-        "frame arrives)",
-    )
     started_ns: Mapped[int] = mapped_column(BigInteger, doc="earliest interval start seen")
     last_seen_ns: Mapped[int] = mapped_column(BigInteger, doc="latest interval end seen")
     finished_ns: Mapped[int | None] = mapped_column(BigInteger)
 
 
+class Job(_Seen, Base):
+    """One job (scheduler id, STACKLENS_JOB_ID, or generated) seen by a collector; its
+    launches are its runs."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    job_key: Mapped[str] = mapped_column(Text, unique=True, doc="scheduler or generated job id")
+    world_size: Mapped[int] = mapped_column(Integer, doc="the largest world size of its runs")
+    status: Mapped[str] = mapped_column(
+        Text,
+        doc="its runs' statuses aggregated: running, else lost, else aborted, else killed, "
+        "else finished",
+    )
+
+
+class Run(_Seen, Base):
+    """One launch inside a job: an MPI run (one mpirun / srun step; every rank sends the run
+    id its rank 0 drew) or the job's one run of processes without MPI (wire run id 0)."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        UniqueConstraint("job_id", "run_key", name="uq_runs_job_run_key"),
+        UniqueConstraint("job_id", "ordinal", name="uq_runs_job_ordinal"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    job_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("jobs.id", ondelete="CASCADE"))
+    run_key: Mapped[int] = mapped_column(
+        BigInteger, doc="the wire run id (two's complement); 0 = the non-MPI run"
+    )
+    ordinal: Mapped[int] = mapped_column(Integer, doc="1, 2, ... per job in first-seen order")
+    kind: Mapped[str] = mapped_column(Text, doc="mpi | processes")
+    label: Mapped[str | None] = mapped_column(Text, doc="SLURM_STEP_ID of an MPI run, if set")
+    world_size: Mapped[int] = mapped_column(Integer, doc="ranks, or processes seen")
+    status: Mapped[str] = mapped_column(
+        Text,
+        doc="running | finished (mpi: every rank sent its final frame; processes: every "
+        "process seen did) | killed (mpi: a rank's final frame says it ended by a signal; "
+        "processes: one did, and all have ended) | aborted (mpi: a rank called MPI_Abort) | "
+        "lost (running, silent for "
+        "STACKLENS_JOB_LOST_AFTER_S; running again if a frame arrives)",
+    )
+
+
+class RunProcess(Base):
+    """A process of a `processes` run, numbered in its run by its key (host, pid, start
+    time); the number is its rank in every per-rank table."""
+
+    __tablename__ = "run_processes"
+    __table_args__ = (
+        UniqueConstraint("run_id", "host", "pid", "proc_start_ns", name="uq_run_processes_key"),
+    )
+
+    run_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    process: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    host: Mapped[str] = mapped_column(Text)
+    pid: Mapped[int] = mapped_column(Integer)
+    proc_start_ns: Mapped[int] = mapped_column(BigInteger)
+
+
 class Rank(Base):
-    """One rank (process) of a job."""
+    """One rank of an MPI run, or one process of a `processes` run (its number)."""
 
     __tablename__ = "ranks"
 
+    # job_id is in the key only for a Citus cluster (docs/scale-out.md): a run has one job.
     job_id: Mapped[int] = mapped_column(
         BigInteger, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    run_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
     )
     world_rank: Mapped[int] = mapped_column(Integer, primary_key=True)
     host: Mapped[str] = mapped_column(Text)
@@ -79,13 +134,14 @@ class Rank(Base):
 
 
 class ReceivedFrame(Base):
-    """Ledger of committed frames: deduplicates resent frames by (job, rank, seq)."""
+    """Ledger of committed frames: deduplicates resent frames by (job, run, rank, seq)."""
 
     __tablename__ = "received_frames"
 
-    # jobs.id, without a foreign key (a per-frame check and lock of the job's row, see
-    # migration 0005): retention deletes a job's ledger rows with the job.
+    # jobs.id and runs.id, without foreign keys (a per-frame check and lock of the job's
+    # row, see migration 0005): retention deletes a job's ledger rows with the job.
     job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    run_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     world_rank: Mapped[int] = mapped_column(Integer, primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     received_ns: Mapped[int] = mapped_column(BigInteger)
@@ -111,7 +167,8 @@ class _RankInterval:
     """
 
     job_id: Mapped[int] = mapped_column(BigInteger, doc="jobs.id")
-    world_rank: Mapped[int] = mapped_column(Integer)
+    run_id: Mapped[int] = mapped_column(BigInteger, doc="runs.id")
+    world_rank: Mapped[int] = mapped_column(Integer, doc="or the process number (processes)")
     t_start_ns: Mapped[int] = mapped_column(BigInteger)
     t_end_ns: Mapped[int] = mapped_column(BigInteger)
 
@@ -123,11 +180,11 @@ PARTITIONED_BY_DAY = {"postgresql_partition_by": "RANGE (t_end_ns)"}
 VIEW = {"info": {"view": True}}
 
 #: Columns of _RankInterval (every delta table's columns from the frame header), in order.
-RANK_INTERVAL = ("job_id", "world_rank", "t_start_ns", "t_end_ns")
+RANK_INTERVAL = ("job_id", "run_id", "world_rank", "t_start_ns", "t_end_ns")
 
 
 def _identity(*columns: str) -> dict[str, Any]:
-    return {"primary_key": [*RANK_INTERVAL[:2], "t_end_ns", *columns]}
+    return {"primary_key": [*RANK_INTERVAL[:3], "t_end_ns", *columns]}
 
 
 def _frames_args(table: str) -> tuple[Any, ...]:
@@ -247,11 +304,12 @@ RmaFrames = _array_storage(RmaDelta, "RmaFrames", "rma_frames")
 
 
 class RollupDirty(Base):
-    """(job, minute) buckets whose rollups must be recomputed: marked by every commit."""
+    """(run, minute) buckets whose rollups must be recomputed: marked by every commit."""
 
     __tablename__ = "rollup_dirty"
 
-    job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    job_id: Mapped[int] = mapped_column(BigInteger)
+    run_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     minute_ns: Mapped[int] = mapped_column(BigInteger, primary_key=True)
 
 
@@ -262,7 +320,8 @@ P2PMinute = _model(
     "recomputed from p2p_deltas for every dirty bucket (collector/store/rollups.py).",
     {
         "__tablename__": "p2p_minutes",
-        "job_id": mapped_column(BigInteger, primary_key=True),
+        "job_id": mapped_column(BigInteger, nullable=False),
+        "run_id": mapped_column(BigInteger, primary_key=True),
         "minute_ns": mapped_column(BigInteger, primary_key=True),
         "world_rank": mapped_column(Integer, primary_key=True),
         "peer": mapped_column(Integer, primary_key=True),

@@ -25,7 +25,7 @@ from stacklens.mpi_ops import op_names
 
 MAGIC = 0x534E4C53  # b"SLNS" little-endian
 ACK_MAGIC = 0x4B414C53  # b"SLAK" little-endian
-VERSION = 1
+VERSION = 2  # version 1 (no runs) is refused with bad_version
 SECTION_HEADER = np.dtype([("table", "<u2"), ("record_size", "<u2"), ("count", "<u4")])
 
 #: Frames whose interval ends further than this in the future are rejected.
@@ -177,6 +177,8 @@ class Header:
     seq: int
     interval_start_ns: int
     interval_end_ns: int
+    run_id: int
+    proc_start_ns: int
     job_id: str
     host: str
     token: bytes
@@ -255,6 +257,10 @@ def check_header(
         )
     if header.pid > BOUNDS["max_world_size"]:
         raise FrameError(Status.OUT_OF_RANGE, f"pid {header.pid} out of range")
+    if header.run_id == 0 and (header.world_size != 1 or header.proc_start_ns == 0):
+        raise FrameError(
+            Status.OUT_OF_RANGE, "a non-MPI frame (run 0) needs world size 1 and a start time"
+        )
     if header.seq >> BOUNDS["max_counter_bits"]:
         raise FrameError(Status.OUT_OF_RANGE, "sequence number out of range")
     if header.interval_end_ns < header.interval_start_ns:
@@ -386,13 +392,19 @@ def encode_frame(
     seq: int,
     interval_start_ns: int,
     interval_end_ns: int,
+    run_id: int = 1,
+    proc_start_ns: int = 0,
     host: str = "localhost",
     pid: int = 0,
     token: str = "",
     frame_type: int = FrameType.INTERVAL,
     tables: dict[str, np.ndarray] | None = None,
 ) -> bytes:
-    """Encode one frame (used by tests, the load generator and replay tools)."""
+    """Encode one frame (used by tests, the load generator and replay tools).
+
+    `run_id` 1 by default: one MPI run; 0 = the job's non-MPI run (world size 1, needs a
+    non-zero `proc_start_ns`).
+    """
     body = bytearray()
     for name, records in (tables or {}).items():
         table = SPEC.table(name)
@@ -416,12 +428,14 @@ def encode_frame(
         "seq": seq,
         "interval_start_ns": interval_start_ns,
         "interval_end_ns": interval_end_ns,
+        "run_id": run_id,
+        "proc_start_ns": proc_start_ns,
         "job_id": job_id.encode(),
         "host": host.encode(),
         "token": token.encode(),
     }
     for key, value in values.items():
-        header[key] = value
+        header[key] = np.array(value, dtype=HEADER_DTYPE[key])  # u64 values up to 2^64 - 1
     return header.tobytes() + bytes(body)
 
 

@@ -48,6 +48,7 @@ FILLED = {
 NOT_READ_BY_THE_FRONTEND = {
     "/api/health",
     "/metrics",
+    "/api/jobs/{job}/runs",  # the page has a job's runs from the job list
     *(f"/api/jobs/{{job}}/{part}" for part in DETAILS),
 }
 

@@ -11,11 +11,11 @@ T0 = 1_700_000_000_000_000_000
 
 
 def test_layout_matches_the_c_structs():
-    assert wire.HEADER_SIZE == 240
+    assert wire.HEADER_SIZE == 256
     assert wire.ACK_SIZE == 16
     sizes = {t.name: t.dtype.itemsize for t in wire.SPEC.tables.values()}
     assert sizes == {
-        "rank_info": 320,
+        "rank_info": 384,
         "p2p": 40,
         "op": 32,
         "hist": 16,

@@ -148,6 +148,9 @@ static int check_header(const sl_frame_header *h, const sl_limits *lim, sl_scan_
                     h->world_rank, h->world_size);
     if (h->pid > SL_BOUND_max_world_size)
         return fail(err, SL_STATUS_out_of_range, "pid %u out of range", h->pid);
+    if (h->run_id == 0 && (h->world_size != 1 || h->proc_start_ns == 0))
+        return fail(err, SL_STATUS_out_of_range,
+                    "a non-MPI frame (run 0) needs world size 1 and a start time");
     if (h->seq >> SL_BOUND_max_counter_bits)
         return fail(err, SL_STATUS_out_of_range, "sequence number out of range");
     if (h->interval_end_ns < h->interval_start_ns)
@@ -308,6 +311,8 @@ int64_t sl_scan(const uint8_t *buf, uint64_t len, const sl_limits *lim, sl_frame
         f->seq = h.seq;
         f->t_start = h.interval_start_ns;
         f->t_end = h.interval_end_ns;
+        f->run_id = h.run_id;
+        f->proc_start = h.proc_start_ns;
         f->length = (uint32_t)(sizeof h + h.body_len);
         f->world_rank = h.world_rank;
         f->pid = h.pid;
@@ -407,7 +412,8 @@ static uint8_t *put_column(uint8_t *p, const uint8_t *rec, size_t size, uint32_t
 
 int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n_columns,
                          uint32_t n, const uint8_t *const *frames, const sl_frame_info *infos,
-                         const int64_t *job_ids, uint8_t *out, uint64_t cap)
+                         const int64_t *job_ids, const int64_t *run_ids, const int32_t *ranks,
+                         uint8_t *out, uint64_t cap)
 {
     if (table_id == 0 || table_id > SL_MAX_TABLE_ID || record_size[table_id] == 0)
         return -1;
@@ -421,7 +427,7 @@ int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n
         for (uint32_t r = 0; r < f->count[table_id]; r++)
             elements += pieces(first + r * size, columns, n_columns);
         const int split = elements != f->count[table_id];
-        uint64_t row = 2 + (4 + 8) + (4 + 4) + 2 * (4 + 8);
+        uint64_t row = 2 + 2 * (4 + 8) + (4 + 4) + 2 * (4 + 8);
         for (uint32_t c = 0; c < n_columns; c++)
             row += 4 + 20 + elements * (4 + columns[c].out_width);
         need += row;
@@ -429,9 +435,10 @@ int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n
             continue;
         if (need > cap)
             return -1;
-        p = put16(p, (uint16_t)(4 + n_columns));
+        p = put16(p, (uint16_t)(5 + n_columns));
         p = put64(put32(p, 8), (uint64_t)job_ids[i]);
-        p = put32(put32(p, 4), f->world_rank);
+        p = put64(put32(p, 8), (uint64_t)run_ids[i]);
+        p = put32(put32(p, 4), (uint32_t)ranks[i]);
         p = put64(put32(p, 8), f->t_start);
         p = put64(put32(p, 8), f->t_end);
         for (uint32_t c = 0; c < n_columns; c++) {

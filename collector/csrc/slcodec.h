@@ -37,6 +37,8 @@ typedef struct sl_frame_info {
     uint64_t keys_dropped;      /* the health record, 0 if absent */
     uint64_t frames_dropped;
     uint64_t frames_spooled;
+    uint64_t run_id;            /* 0 = the job's non-MPI run */
+    uint64_t proc_start;        /* the process's start (key of a non-MPI process) */
     uint32_t length;            /* header + body bytes */
     uint32_t world_rank;
     uint32_t world_size;
@@ -80,8 +82,10 @@ int64_t sl_scan(const uint8_t *buf, uint64_t len, const sl_limits *lim, sl_frame
 
 /*
  * Encode the binary COPY rows (no signature, no trailer) of one array-layout
- * table for n frames: per frame one row of job_id (job_ids[i]), world_rank,
- * t_start_ns, t_end_ns and one 1-d array per column. frames[i] points at the
+ * table for n frames: per frame one row of job_id (job_ids[i]), run_id
+ * (run_ids[i]), world_rank (ranks[i]: the frame's world rank, or the process
+ * number of a non-MPI process), t_start_ns, t_end_ns and one 1-d array per
+ * column. frames[i] points at the
  * frame start of infos[i]; every frame must hold at least one record of the
  * table. A u64 counter stored narrower (int4) that does not fit is split over
  * several elements of the same key, so sums stay exact. With out == NULL,
@@ -90,7 +94,8 @@ int64_t sl_scan(const uint8_t *buf, uint64_t len, const sl_limits *lim, sl_frame
  */
 int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n_columns,
                          uint32_t n, const uint8_t *const *frames, const sl_frame_info *infos,
-                         const int64_t *job_ids, uint8_t *out, uint64_t cap);
+                         const int64_t *job_ids, const int64_t *run_ids, const int32_t *ranks,
+                         uint8_t *out, uint64_t cap);
 
 /* sizeof of sl_limits, sl_frame_info, sl_scan_error and sl_column, in that order. */
 void sl_abi_sizes(uint32_t sizes[4]);

@@ -1,6 +1,6 @@
 """1-minute rollups, kept consistent with the raw deltas.
 
-Every commit of the writer marks the (job, minute) buckets its frames fall in as dirty
+Every commit of the writer marks the (run, minute) buckets its frames fall in as dirty
 (`rollup_dirty`, same transaction as the data). A rollup pass claims the dirty buckets
 and recomputes each one from the raw deltas in one transaction: delete the bucket's rollup
 rows, insert the sums. A frame that arrives late (resent, replayed from a spool) marks its
@@ -18,26 +18,29 @@ from stacklens.constants import P2P_COUNTERS
 MINUTE_NS = 60 * 10**9
 
 MARK_DIRTY = """
-INSERT INTO rollup_dirty (job_id, minute_ns)
-SELECT DISTINCT * FROM unnest(%b::bigint[], %b::bigint[]) ORDER BY 1, 2
+INSERT INTO rollup_dirty (run_id, minute_ns, job_id)
+SELECT DISTINCT * FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[]) ORDER BY 1, 2
 ON CONFLICT DO NOTHING
 """
 
-_CLAIM = "DELETE FROM rollup_dirty RETURNING job_id, minute_ns"
+_CLAIM = "DELETE FROM rollup_dirty RETURNING job_id, run_id, minute_ns"
 
 _CLEAR = """
-DELETE FROM p2p_minutes m USING unnest(%s::bigint[], %s::bigint[]) AS c(job_id, minute_ns)
-WHERE m.job_id = c.job_id AND m.minute_ns = c.minute_ns
+DELETE FROM p2p_minutes m
+USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS c(job_id, run_id, minute_ns)
+WHERE m.run_id = c.run_id AND m.minute_ns = c.minute_ns
 """
 
+# The job id lets the scan use the delta tables' (job_id, t_end_ns) index.
 _RECOMPUTE = f"""
-INSERT INTO p2p_minutes (job_id, minute_ns, world_rank, peer, {", ".join(P2P_COUNTERS)})
-SELECT d.job_id, d.t_end_ns / {MINUTE_NS} * {MINUTE_NS}, d.world_rank, d.peer,
+INSERT INTO p2p_minutes (job_id, run_id, minute_ns, world_rank, peer, {", ".join(P2P_COUNTERS)})
+SELECT d.job_id, d.run_id, d.t_end_ns / {MINUTE_NS} * {MINUTE_NS}, d.world_rank, d.peer,
        {", ".join(f"sum(d.{c})" for c in P2P_COUNTERS)}
 FROM p2p_deltas d
-JOIN unnest(%s::bigint[], %s::bigint[]) AS c(job_id, minute_ns)
-    ON d.job_id = c.job_id AND d.t_end_ns >= c.minute_ns AND d.t_end_ns < c.minute_ns + {MINUTE_NS}
-GROUP BY 1, 2, 3, 4
+JOIN unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS c(job_id, run_id, minute_ns)
+    ON d.job_id = c.job_id AND d.run_id = c.run_id
+   AND d.t_end_ns >= c.minute_ns AND d.t_end_ns < c.minute_ns + {MINUTE_NS}
+GROUP BY 1, 2, 3, 4, 5
 """
 
 
@@ -52,6 +55,6 @@ async def rollup_pass(conn: psycopg.AsyncConnection) -> int:
         claimed = await (await conn.execute(_CLAIM)).fetchall()
         if not claimed:
             return 0
-        buckets = ([job for job, _ in claimed], [minute for _, minute in claimed])
+        buckets = tuple(list(column) for column in zip(*claimed, strict=True))
         await conn.execute(_CLEAR, buckets)
         return (await conn.execute(_RECOMPUTE, buckets)).rowcount

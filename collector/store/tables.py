@@ -1,16 +1,18 @@
 """How each wire counter table is stored: its PostgreSQL table, layout and column types.
 
-Every stored table starts with (job_id, world_rank, t_start_ns, t_end_ns), taken from the
-frame header; the remaining columns come from the wire record's fields of the same name
-(pad fields are not stored). Tables, columns and types are read from the storage models
-(stacklens/schema.py), turned into PostgreSQL binary COPY types here.
+Every stored table starts with (job_id, run_id, world_rank, t_start_ns, t_end_ns): the
+frame's job and run (their database ids) and its rank (a non-MPI process's number in its
+run), and its interval from the frame header; the remaining columns come from the wire
+record's fields of the same name (pad fields are not stored). Tables, columns and types
+are read from the storage models (stacklens/schema.py), turned into PostgreSQL binary COPY
+types here.
 
 Numeric tables use the *array* layout: one row per frame, one array per field (`peer[i]`,
 `bytes_sent[i]`, ... are record i). A frame of 64 peer records is one tuple instead of
-64, which is what makes ingest fast and samples small on disk (PostgreSQL pays its
-per-tuple header, index entry and WAL record once per frame, and compresses the arrays).
-A view named `<...>_deltas` unnests them back into one row per record for queries.
-Tables with text per record (file paths) use one row per record.
+64, which is what makes ingest fast and samples small on disk (PostgreSQL pays its per-
+tuple header, index entry and WAL record once per frame, and compresses the arrays). A
+view named `<...>_deltas` unnests them back into one row per record for queries. Tables
+with text per record (file paths) use one row per record.
 
 Message counts are stored as int4 (a 64-peer p2p row then stays under PostgreSQL's 2 KiB
 TOAST threshold, uncompressed: fast to write, 32 B per sample). A count that does not fit

@@ -1,8 +1,10 @@
 """The frame writer: batches validated frames and commits each batch in one transaction.
 
 Every frame's data is written at most once: the `received_frames` ledger deduplicates by
-(job, rank, seq) inside the same transaction as the data, so a resent frame is recognised
-even after a collector restart. Callers are told a frame is stored only after COMMIT.
+(run, rank, seq) inside the same transaction as the data, so a resent frame is recognised
+even after a collector restart. A run is one launch of a job; the writer registers jobs,
+runs and the numbers of non-MPI processes (their rank) before it stores their frames.
+Callers are told a frame is stored only after COMMIT.
 
 Frames arrive as `FrameBatch`es (collector/codec.py: the received bytes plus one record
 per validated frame); a batch's bookkeeping is done with numpy over all its frames at
@@ -17,7 +19,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +28,7 @@ import psycopg
 
 from collector.codec import FrameBatch, encode_arrays, frame_addresses
 from collector.store.copy import COPY_SIGNATURE, COPY_TRAILER, binary_copy
+from collector.store.jobs import JOB_STATUS
 from collector.store.partitions import DAY_NS, Partitions
 from collector.store.rollups import MARK_DIRTY, MINUTE_NS
 from collector.store.tables import DELTA_TABLES, INTERVAL_COLUMNS, DeltaTable
@@ -40,47 +43,82 @@ INSERT INTO jobs (job_key, world_size, command, "user", status, started_ns, last
 SELECT * FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[], %b::bigint[],
                      %b::bigint[])
 ON CONFLICT (job_key) DO UPDATE SET
+    world_size = GREATEST(jobs.world_size, EXCLUDED.world_size),
     started_ns = LEAST(jobs.started_ns, EXCLUDED.started_ns),
     last_seen_ns = GREATEST(jobs.last_seen_ns, EXCLUDED.last_seen_ns),
-    status = CASE WHEN jobs.status = 'lost' THEN 'running' ELSE jobs.status END,
     command = COALESCE(jobs.command, EXCLUDED.command),
     "user" = COALESCE(jobs."user", EXCLUDED."user")
 RETURNING id
 """
 
+#: Registration (its own short transaction, see FrameWriter._register): new jobs ...
 _CREATE_JOBS = """
-WITH created AS (
-    INSERT INTO jobs (job_key, world_size, command, "user", status, started_ns, last_seen_ns)
-    SELECT * FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[],
-                         %b::bigint[], %b::bigint[])
-    ON CONFLICT (job_key) DO NOTHING
-    RETURNING id, job_key
-)
-SELECT id, job_key FROM created
-UNION ALL SELECT id, job_key FROM jobs WHERE job_key = ANY(%b::text[])
+INSERT INTO jobs (job_key, world_size, command, "user", status, started_ns, last_seen_ns)
+SELECT * FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[], %b::bigint[],
+                     %b::bigint[])
+ON CONFLICT (job_key) DO NOTHING
 """
 
-#: Ids of jobs another transaction created while _CREATE_JOBS waited for it.
-_JOB_IDS = "SELECT id, job_key FROM jobs WHERE job_key = ANY(%b::text[])"
+#: ... the jobs whose runs or processes are being numbered, locked in key order (the order
+#: of _UPSERT_JOBS) against other registrations; FOR NO KEY UPDATE does not conflict with
+#: the KEY SHARE locks that rows referring to the job take.
+_LOCK_JOBS = """
+SELECT id, job_key FROM jobs WHERE job_key = ANY(%b::text[])
+ORDER BY job_key COLLATE "C" FOR NO KEY UPDATE
+"""
+
+_KNOWN_RUNS = """
+SELECT r.job_id, r.run_key, r.id FROM runs r
+JOIN unnest(%b::bigint[], %b::bigint[]) AS k(job_id, run_key)
+    ON r.job_id = k.job_id AND r.run_key = k.run_key
+"""
+
+_LAST_ORDINALS = "SELECT job_id, max(ordinal) FROM runs WHERE job_id = ANY(%b::bigint[]) GROUP BY 1"
+
+_CREATE_RUNS = """
+INSERT INTO runs (job_id, run_key, ordinal, kind, label, world_size, command, "user", status,
+                  started_ns, last_seen_ns)
+SELECT j, k, o, kind, label, size, command, u, 'running', s, e
+FROM unnest(%b::bigint[], %b::bigint[], %b::int[], %b::text[], %b::text[], %b::int[],
+            %b::text[], %b::text[], %b::bigint[], %b::bigint[])
+     AS v(j, k, o, kind, label, size, command, u, s, e)
+RETURNING job_id, run_key, id
+"""
+
+_KNOWN_PROCESSES = """
+SELECT p.run_id, p.host, p.pid, p.proc_start_ns, p.process FROM run_processes p
+JOIN unnest(%b::bigint[], %b::text[], %b::int[], %b::bigint[]) AS k(run_id, host, pid, start)
+    ON p.run_id = k.run_id AND p.host = k.host AND p.pid = k.pid AND p.proc_start_ns = k.start
+"""
+
+_LAST_PROCESSES = (
+    "SELECT run_id, max(process) FROM run_processes WHERE run_id = ANY(%b::bigint[]) GROUP BY 1"
+)
+
+_CREATE_PROCESSES = """
+INSERT INTO run_processes (run_id, host, pid, proc_start_ns, process)
+SELECT * FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::bigint[], %b::int[])
+"""
 
 _COPY_LEDGER = (
-    "COPY received_frames (job_id, world_rank, seq, received_ns) FROM STDIN (FORMAT BINARY)"
+    "COPY received_frames (job_id, run_id, world_rank, seq, received_ns) FROM STDIN (FORMAT BINARY)"
 )
 
 _INSERT_LEDGER = """
-INSERT INTO received_frames (job_id, world_rank, seq, received_ns)
-SELECT * FROM unnest(%b::bigint[], %b::int[], %b::bigint[], %b::bigint[])
+INSERT INTO received_frames (job_id, run_id, world_rank, seq, received_ns)
+SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::int[], %b::bigint[], %b::bigint[])
 ON CONFLICT DO NOTHING
-RETURNING job_id, world_rank, seq
+RETURNING run_id, world_rank, seq
 """
 
 _UPSERT_RANKS = """
-INSERT INTO ranks (job_id, world_rank, host, pid, first_seen_ns, last_seen_ns, finished,
-                   killed, aborted, abort_code, keys_dropped, frames_dropped, frames_spooled)
-SELECT * FROM unnest(%b::bigint[], %b::int[], %b::text[], %b::int[], %b::bigint[],
-                     %b::bigint[], %b::bool[], %b::bool[], %b::bool[], %b::int[], %b::bigint[],
-                     %b::bigint[], %b::bigint[])
-ON CONFLICT (job_id, world_rank) DO UPDATE SET
+INSERT INTO ranks (job_id, run_id, world_rank, host, pid, first_seen_ns, last_seen_ns,
+                   finished, killed, aborted, abort_code, keys_dropped, frames_dropped,
+                   frames_spooled)
+SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::int[], %b::text[], %b::int[],
+                     %b::bigint[], %b::bigint[], %b::bool[], %b::bool[], %b::bool[], %b::int[],
+                     %b::bigint[], %b::bigint[], %b::bigint[])
+ON CONFLICT (job_id, run_id, world_rank) DO UPDATE SET
     first_seen_ns = LEAST(ranks.first_seen_ns, EXCLUDED.first_seen_ns),
     last_seen_ns = GREATEST(ranks.last_seen_ns, EXCLUDED.last_seen_ns),
     finished = ranks.finished OR EXCLUDED.finished,
@@ -92,18 +130,47 @@ ON CONFLICT (job_id, world_rank) DO UPDATE SET
     frames_spooled = ranks.frames_spooled + EXCLUDED.frames_spooled
 """
 
-# A job ends 'aborted' as soon as one rank's final frame says it called MPI_Abort, else
-# 'killed' as soon as one says it ended by a signal (the others may never report: a
+# Rows are locked in (job key, run key) order; a run retention deleted meanwhile is inserted
+# with ordinal 0, and the RETURNING ids tell (the transaction is then rolled back).
+_UPSERT_RUNS = """
+INSERT INTO runs (job_id, run_key, ordinal, kind, label, world_size, command, "user", status,
+                  started_ns, last_seen_ns)
+SELECT j, k, 0, kind, label, size, command, u, 'running', s, e
+FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::int[], %b::text[],
+            %b::text[], %b::bigint[], %b::bigint[])
+     AS v(j, k, kind, label, size, command, u, s, e)
+ON CONFLICT (job_id, run_key) DO UPDATE SET
+    world_size = CASE WHEN runs.kind = 'mpi' THEN GREATEST(runs.world_size, EXCLUDED.world_size)
+                 ELSE (SELECT count(*) FROM run_processes p WHERE p.run_id = runs.id) END,
+    started_ns = LEAST(runs.started_ns, EXCLUDED.started_ns),
+    last_seen_ns = GREATEST(runs.last_seen_ns, EXCLUDED.last_seen_ns),
+    status = CASE WHEN runs.status = 'lost' THEN 'running' ELSE runs.status END,
+    label = COALESCE(runs.label, EXCLUDED.label),
+    command = COALESCE(runs.command, EXCLUDED.command),
+    "user" = COALESCE(runs."user", EXCLUDED."user")
+RETURNING id
+"""
+
+# How a run ends. MPI: 'aborted' as soon as one rank's final frame says it called MPI_Abort,
+# else 'killed' as soon as one says it ended by a signal (the others may never report: a
 # launcher SIGKILLs them; an abort makes it signal the others), else 'finished' once every
-# rank has sent its final frame.
-_FINISH_JOBS = """
-UPDATE jobs SET status = ended.status, finished_ns = jobs.last_seen_ns
-FROM (SELECT r.job_id, CASE WHEN bool_or(r.aborted) THEN 'aborted'
-                            WHEN bool_or(r.killed) THEN 'killed' ELSE 'finished' END AS status,
-             bool_or(r.killed OR r.aborted) AS ended, count(*) FILTER (WHERE r.finished) AS done
-      FROM ranks r WHERE r.job_id = ANY(%b::bigint[]) GROUP BY r.job_id) ended
-WHERE jobs.id = ended.job_id AND (ended.ended OR ended.done >= jobs.world_size)
-  AND jobs.status <> ended.status
+# rank has sent its final frame. Processes: 'running' while a process seen has not ended,
+# then 'killed' if one ended by a signal, else 'finished' (a new process makes it run again).
+_END_RUNS = """
+UPDATE runs SET status = ended.status,
+    finished_ns = CASE WHEN ended.status = 'running' THEN NULL ELSE runs.last_seen_ns END
+FROM (SELECT r.run_id,
+             CASE WHEN u.kind = 'mpi' AND bool_or(r.aborted) THEN 'aborted'
+                  WHEN u.kind = 'mpi' AND bool_or(r.killed) THEN 'killed'
+                  WHEN u.kind = 'mpi' AND count(*) FILTER (WHERE r.finished) >= u.world_size
+                      THEN 'finished'
+                  WHEN u.kind = 'mpi' THEN NULL
+                  WHEN count(*) FILTER (WHERE r.finished) < u.world_size THEN 'running'
+                  WHEN bool_or(r.killed) THEN 'killed'
+                  ELSE 'finished' END AS status
+      FROM ranks r JOIN runs u ON u.id = r.run_id
+      WHERE r.run_id = ANY(%b::bigint[]) GROUP BY r.run_id, u.kind, u.world_size) ended
+WHERE runs.id = ended.run_id AND ended.status IS NOT NULL AND runs.status <> ended.status
 """
 
 _HEALTH = ("keys_dropped", "frames_dropped", "frames_spooled")
@@ -172,13 +239,17 @@ class _Frames:
         records: np.ndarray = self.batches[self._owner[i]].records(int(self._local[i]), table)
         return records
 
-    def rank_info(self, i: int) -> tuple[str | None, str | None]:
-        """(command, user) of frame i, or Nones if it carries no rank information."""
+    def rank_info(self, i: int) -> tuple[str | None, str | None, str | None]:
+        """(command, user, run label) of frame i, Nones if it carries no rank information
+        (and for an empty user or label)."""
         info = self.records(i, "rank_info")
         if not len(info):
-            return None, None
-        command, user = (bytes(info[name][0]).split(b"\0", 1)[0] for name in ("command", "user"))
-        return command.decode("utf-8", "replace"), user.decode("utf-8", "replace") or None
+            return None, None, None
+        command, user, label = (
+            bytes(info[name][0]).split(b"\0", 1)[0].decode("utf-8", "replace")
+            for name in ("command", "user", "run_label")
+        )
+        return command, user or None, label or None
 
 
 def _groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
@@ -193,9 +264,10 @@ class FrameWriter:
 
     Several workers (each with its own connection) take batches from one queue, so one
     prepares a batch while another's transaction runs. Concurrent transactions are safe:
-    they lock rows in one order (new jobs, ledger, rollup marks, ranks, jobs; key order
-    within each), and the ledger's unique key makes a frame sent twice at once wait and
-    then be skipped.
+    they lock rows in one order (ledger, rollup marks, ranks, runs, jobs; key order within
+    each), registrations of new jobs, runs and processes lock only jobs (by key) and commit
+    on their own first, and the ledger's unique key makes a frame sent twice at once wait
+    and then be skipped.
     """
 
     def __init__(
@@ -215,7 +287,9 @@ class FrameWriter:
         self.backlog = 0  # frames queued, not yet taken by the batch loop
         self._tasks: list[asyncio.Task[None]] = []
         self._conns: dict[int, psycopg.AsyncConnection] = {}
-        self._job_ids: dict[str, int] = {}  # job key -> jobs.id, as the database said
+        # job key -> jobs.id, (job key, run key) -> runs.id, ("process", runs.id, host, pid,
+        # start) -> process number: as the database said
+        self._ids_seen: _IdMap = {}
         self.stats = WriterStats()
         self.partitions = Partitions()
 
@@ -334,7 +408,7 @@ class FrameWriter:
         conn = self._conns.pop(worker, None)
         if conn is not None:
             await conn.close()
-        self._job_ids.clear()
+        self._ids_seen.clear()
         _settle(taken, exc)
         await asyncio.sleep(0.5)
 
@@ -350,41 +424,37 @@ class FrameWriter:
         return conn
 
     async def _write(self, worker: int, batches: list[FrameBatch]) -> None:
-        """Write frames in one transaction (ledger, deltas, rollup marks, ranks, jobs).
+        """Write frames in one transaction (ledger, deltas, rollup marks, ranks, runs, jobs).
 
-        Everything is prepared before the transaction, with the ids of the jobs known
-        from earlier commits, and the rows other transactions also update (rollup marks,
-        ranks, jobs) come last: the workers' transactions overlap up to there, one
-        preparing or copying while the other finishes. Frames stored before (a resend)
-        only make the plan be prepared again; a remembered job id that is gone (retention
+        Everything is prepared before the transaction, with the ids of the jobs, runs and
+        processes known from earlier commits (unknown ones are registered first, in a short
+        transaction of their own), and the rows other transactions also update (rollup
+        marks, ranks, runs, jobs) come last: the workers' transactions overlap up to there,
+        one preparing or copying while the other finishes. Frames stored before (a resend)
+        only make the plan be prepared again; a remembered id that is gone (retention
         deleted the job) rolls the transaction back and it is written again.
         """
         frames = _Frames(batches)
-        jobs = _Jobs(frames)
+        runs = _Runs(frames)
         conn = await self._connection(worker)
         await self.partitions.ensure(conn, np.unique(frames.info["t_end"] // DAY_NS).tolist())
         try:
-            await self._write_once(conn, frames, jobs)
-        except (_StaleJobIds, psycopg.errors.ForeignKeyViolation):  # ranks -> jobs
-            self._job_ids.clear()
-            await self._write_once(conn, frames, jobs)
+            await self._write_once(conn, frames, runs, await self._ids(conn, runs))
+        except (_StaleIds, psycopg.errors.ForeignKeyViolation):  # ranks -> runs, jobs
+            self._ids_seen.clear()
+            await self._write_once(conn, frames, runs, await self._ids(conn, runs))
 
     async def _write_once(
-        self, conn: psycopg.AsyncConnection, frames: _Frames, jobs: _Jobs
+        self, conn: psycopg.AsyncConnection, frames: _Frames, runs: _Runs, ids: _Ids
     ) -> None:
-        known = [self._job_ids.get(key) for key in jobs.keys]
-        job_ids = [i for i in known if i is not None]
-        plan = _Plan(frames, jobs.ids(job_ids), None) if len(job_ids) == len(known) else None
+        plan = _Plan(frames, ids, None)
         rows: collections.Counter[str] = collections.Counter()
         async with conn.transaction(), conn.cursor() as cur:
-            if plan is None:  # a job not committed before: create it first
-                job_ids = await self._create_jobs(cur, jobs)
-                plan = _Plan(frames, jobs.ids(job_ids), None)
             if not await self._ledger_fast(conn, cur, plan):
                 await cur.execute(_INSERT_LEDGER, plan.ledger(time.time_ns()))
                 stored = {tuple(row) for row in await cur.fetchall()}
                 if len(stored) != len(plan.fresh):
-                    plan = _Plan(frames, plan.job_ids, plan.keep(stored))
+                    plan = _Plan(frames, ids, plan.keep(stored))
             for table, records, payload in plan.copies():
                 async with cur.copy(table.copy_statement) as copy:
                     for part in payload:
@@ -392,26 +462,104 @@ class FrameWriter:
                 rows[table.view or table.sql] += records
             for statement, params in plan.statements():
                 await cur.execute(statement, params)
-            await cur.execute(_UPSERT_JOBS, jobs.params())
-            if sorted(job_ids) != sorted(row[0] for row in await cur.fetchall()):
-                raise _StaleJobIds
-            if plan.finishing:
-                await cur.execute(_FINISH_JOBS, (plan.finishing,))
-        self._job_ids.update(zip(jobs.keys, job_ids, strict=True))
+            await cur.execute(_UPSERT_RUNS, runs.params(ids.jobs))
+            if sorted(ids.runs.tolist()) != sorted(row[0] for row in await cur.fetchall()):
+                raise _StaleIds
+            if ending := plan.ending(runs):
+                await cur.execute(_END_RUNS, (ending,))
+            await cur.execute(_UPSERT_JOBS, runs.job_params())
+            if sorted(ids.jobs.tolist()) != sorted(row[0] for row in await cur.fetchall()):
+                raise _StaleIds
+            await cur.execute(JOB_STATUS, (ids.jobs.tolist(),))
         self.stats.rows.update(rows)
         self.stats.batches += 1
         self.stats.frames_committed += len(plan.fresh)
         self.stats.frames_duplicate += len(frames) - len(plan.fresh)
 
-    async def _create_jobs(self, cur: psycopg.AsyncCursor, jobs: _Jobs) -> list[int]:
-        """Create the jobs that do not exist yet; the id of every job of `jobs`."""
-        await cur.execute(_CREATE_JOBS, (*jobs.params(), jobs.keys))
-        ids = {key: job_id for job_id, key in await cur.fetchall()}
-        if missing := [key for key in jobs.keys if key not in ids]:
-            # Created meanwhile by a transaction this statement waited for.
-            await cur.execute(_JOB_IDS, (missing,))
-            ids.update({key: job_id for job_id, key in await cur.fetchall()})
-        return [ids[key] for key in jobs.keys]
+    async def _ids(self, conn: psycopg.AsyncConnection, runs: _Runs) -> _Ids:
+        """The ids of the frames' jobs and runs and the numbers of their processes: from
+        earlier commits, else registered now (_register)."""
+        seen = self._ids_seen
+        if len(seen) > _MAX_IDS_SEEN:
+            seen.clear()  # a bound on memory; forgetting costs one registration each
+        # A copy of what this batch needs: another worker may clear `seen` meanwhile.
+        run_keys = runs.run_keys()
+        known = {key: seen[key] for key in [*runs.job_keys, *run_keys] if key in seen}
+        process_keys = runs.process_keys([known.get(key) for key in run_keys])
+        known.update({key: seen[key] for key in process_keys if key in seen})
+        if any(key not in known for key in [*runs.job_keys, *run_keys, *process_keys]):
+            learned = await self._register(conn, runs)
+            seen.update(learned)
+            known.update(learned)
+        run_ids = [known[key] for key in run_keys]
+        return _Ids.of(
+            runs,
+            [known[key] for key in runs.job_keys],
+            run_ids,
+            [known[key] for key in runs.process_keys(run_ids)],
+        )
+
+    async def _register(self, conn: psycopg.AsyncConnection, runs: _Runs) -> _IdMap:
+        """Create the batch's unknown jobs, runs (ordinal: the next of the job) and processes
+        (number: the next of the run) in one short transaction; returns the id of every
+        job, run and process of `runs`, keyed as in the writer's memory of them.
+
+        It commits before the frames' transaction, so ordinals and process numbers stay
+        fixed whatever happens to the frames (a resend finds them); the jobs concerned are
+        locked against other registrations while numbers are drawn. Lock order: jobs by
+        key, as in the frames' transaction, which never waits for a registration holding
+        anything it has locked (its rows' references take KEY SHARE locks only).
+        """
+        learned: _IdMap = {}
+        async with conn.transaction(), conn.cursor() as cur:
+            await cur.execute(_CREATE_JOBS, runs.job_params())
+            await cur.execute(_LOCK_JOBS, (runs.job_keys,))
+            learned.update({key: job_id for job_id, key in await cur.fetchall()})
+            job_ids = [learned[key] for key in runs.job_keys]
+            wanted = runs.run_rows(job_ids)
+            await cur.execute(_KNOWN_RUNS, (wanted["job_id"], wanted["run_key"]))
+            found = {(j, k): run_id for j, k, run_id in await cur.fetchall()}
+            missing = [i for i, key in enumerate(zip(wanted["job_id"], wanted["run_key"],
+                                                     strict=True)) if key not in found]  # fmt: skip
+            if missing:
+                new_jobs = sorted({wanted["job_id"][i] for i in missing})
+                await cur.execute(_LAST_ORDINALS, (new_jobs,))
+                last: dict[int, int] = dict(await cur.fetchall())
+                ordinals = []
+                for i in sorted(missing, key=lambda i: wanted["started_ns"][i]):
+                    job = wanted["job_id"][i]
+                    last[job] = last.get(job, 0) + 1
+                    ordinals.append((i, last[job]))
+                rows = [i for i, _ in ordinals]
+                params = [[wanted[c][i] for i in rows] for c in _RUN_COLUMNS]
+                params.insert(2, [o for _, o in ordinals])
+                await cur.execute(_CREATE_RUNS, params)
+                found.update({(j, k): run_id for j, k, run_id in await cur.fetchall()})
+                await cur.execute(JOB_STATUS, (new_jobs,))
+            run_ids = [found[key] for key in zip(wanted["job_id"], wanted["run_key"], strict=True)]
+            learned.update(zip(runs.run_keys(), run_ids, strict=True))
+            learned.update(await self._register_processes(cur, runs.process_rows(run_ids)))
+        return learned
+
+    async def _register_processes(
+        self, cur: psycopg.AsyncCursor, wanted: list[tuple[Any, ...]]
+    ) -> _IdMap:
+        """Number the processes of `processes` runs, (run id, host, pid, start) each, that
+        have no number yet; returns every process's number (keyed ("process", *key))."""
+        if not wanted:
+            return {}
+        columns = [list(c) for c in zip(*wanted, strict=True)]
+        await cur.execute(_KNOWN_PROCESSES, columns)
+        found = {tuple(row[:4]): row[4] for row in await cur.fetchall()}
+        missing = [key for key in wanted if key not in found]
+        if missing:
+            await cur.execute(_LAST_PROCESSES, (sorted({key[0] for key in missing}),))
+            last: dict[int, int] = dict(await cur.fetchall())
+            for key in missing:
+                found[key] = last[key[0]] = last.get(key[0], -1) + 1
+            created = [list(c) for c in zip(*missing, strict=True)]
+            await cur.execute(_CREATE_PROCESSES, (*created, [found[key] for key in missing]))
+        return {("process", *key): number for key, number in found.items()}
 
     async def _ledger_fast(
         self, conn: psycopg.AsyncConnection, cur: psycopg.AsyncCursor, plan: _Plan
@@ -426,42 +574,141 @@ class FrameWriter:
         return True
 
 
-class _StaleJobIds(Exception):
-    """A job id remembered from an earlier commit no longer exists."""
+#: Ids a writer knows: job key -> jobs.id, (job key, run key) -> runs.id, ("process", runs.id,
+#: host, pid, start) -> process number.
+_IdMap = dict[Any, int]
+
+#: Ids remembered by a writer (job keys, runs, processes) before it starts afresh.
+_MAX_IDS_SEEN = 1 << 16
+
+#: Columns of FrameWriter._register's new runs, in _CREATE_RUNS order (ordinal inserted
+#: third).
+_RUN_COLUMNS = ("job_id", "run_key", "kind", "label", "world_size", "command", "user",
+                "started_ns", "last_seen_ns")  # fmt: skip
 
 
-class _Jobs:
-    """The jobs of a set of frames: one upsert row each (size, command, user, first start
-    and last end seen), sorted by job key (the order rows are locked in)."""
+class _StaleIds(Exception):
+    """A job or run id remembered from an earlier commit no longer exists."""
+
+
+def _texts(raw: np.ndarray) -> list[str]:
+    return [b.decode("utf-8", "replace") for b in raw.tolist()]
+
+
+class _Runs:
+    """The jobs and runs of a set of frames (runs: by job and wire run id; the frames of a
+    `processes` run, wire run id 0, by process key): what their upserts write, sorted by
+    (job key, run key), the order rows are locked in."""
 
     def __init__(self, frames: _Frames):
         info = frames.info
-        first, self.group, n = _groups(info["job"])
-        self.keys = [raw.decode("utf-8", "replace") for raw in info["job"][first].tolist()]
-        self.start = np.full(n, np.iinfo(np.int64).max)
-        self.end = np.zeros(n, dtype=np.int64)
-        np.minimum.at(self.start, self.group, info["t_start"].astype(np.int64))
-        np.maximum.at(self.end, self.group, info["t_end"].astype(np.int64))
-        self.sizes = info["world_size"][first].tolist()
-        self.commands: list[str | None] = [None] * n
-        self.users: list[str | None] = [None] * n
+        first, self.job_group, n_jobs = _groups(info["job"])
+        self.job_keys = _texts(info["job"][first])
+        run_key = info["run_id"].view(np.int64)
+        first, self.run_group, n_runs = _groups(self.job_group, run_key)
+        self.run_job = self.job_group[first]
+        self.run_key = run_key[first]
+        self.processes = self.run_key == 0
+        self.world_size = np.where(self.processes, 0, info["world_size"][first]).astype(np.int64)
+        self.start = np.full(n_runs, np.iinfo(np.int64).max)
+        self.end = np.zeros(n_runs, dtype=np.int64)
+        np.minimum.at(self.start, self.run_group, info["t_start"].astype(np.int64))
+        np.maximum.at(self.end, self.run_group, info["t_end"].astype(np.int64))
+        self.commands: list[str | None] = [None] * n_runs
+        self.users: list[str | None] = [None] * n_runs
+        self.labels: list[str | None] = [None] * n_runs
         rank_info = wire.SPEC.table("rank_info").id
         for i in np.flatnonzero(info["count"][:, rank_info]).tolist():
-            command, user = frames.rank_info(i)
-            g = self.group[i]
+            g = self.run_group[i]
+            command, user, label = frames.rank_info(i)
             self.commands[g] = self.commands[g] or command
             self.users[g] = self.users[g] or user
+            self.labels[g] = self.labels[g] or label
+        # Frames of processes runs, grouped by process: (run, host, pid, start).
+        self.process_frames = np.flatnonzero(self.processes[self.run_group])
+        pf = self.process_frames
+        first, self.process_group, _ = _groups(
+            self.run_group[pf], info["host"][pf], info["pid"][pf], info["proc_start"][pf]
+        )
+        self._process_first = pf[first]
+        self._info = info
+        self.world_rank = info["world_rank"]  # of every frame
 
-    def params(self) -> tuple[Any, ...]:
-        """Parameters of _UPSERT_JOBS."""
-        n = len(self.keys)
-        return (self.keys, self.sizes, self.commands, self.users, ["running"] * n,
-                self.start.tolist(), self.end.tolist())  # fmt: skip
+    def run_keys(self) -> list[tuple[str, int]]:
+        """(job key, run key) of every run."""
+        pairs = zip(self.run_job.tolist(), self.run_key.tolist(), strict=True)
+        return [(self.job_keys[j], k) for j, k in pairs]
 
-    def ids(self, job_ids: list[int]) -> np.ndarray:
-        """The job id of every frame, given the id of every job."""
-        ids: np.ndarray = np.array(job_ids, dtype=np.int64)[self.group]
-        return ids
+    def process_keys(self, run_ids: Sequence[int | None]) -> list[tuple[Any, ...]]:
+        """("process", run id, host, pid, start) of every process (given the run ids)."""
+        return [("process", *key) for key in self.process_rows(run_ids)]
+
+    def process_rows(self, run_ids: Sequence[int | None]) -> list[tuple[int | None, str, int, int]]:
+        """(run id, host, pid, start) of every process, given every run's id."""
+        info, first = self._info, self._process_first
+        return list(zip([run_ids[g] for g in self.run_group[first].tolist()],
+                        _texts(info["host"][first]), info["pid"][first].tolist(),
+                        info["proc_start"][first].astype(np.int64).tolist(),
+                        strict=True))  # fmt: skip
+
+    def run_rows(self, job_ids: list[int]) -> dict[str, list[Any]]:
+        """Every run's columns for _CREATE_RUNS (_RUN_COLUMNS), given every job's id."""
+        return {
+            "job_id": [job_ids[j] for j in self.run_job.tolist()],
+            "run_key": self.run_key.tolist(),
+            "kind": ["processes" if p else "mpi" for p in self.processes.tolist()],
+            "label": self.labels,
+            "world_size": self.world_size.tolist(),
+            "command": self.commands,
+            "user": self.users,
+            "started_ns": self.start.tolist(),
+            "last_seen_ns": self.end.tolist(),
+        }
+
+    def params(self, job_ids: np.ndarray) -> tuple[Any, ...]:
+        """Parameters of _UPSERT_RUNS, given every job's id."""
+        rows = self.run_rows(job_ids.tolist())
+        return tuple(rows[c] for c in _RUN_COLUMNS)
+
+    def job_params(self) -> tuple[Any, ...]:
+        """Parameters of _UPSERT_JOBS and _CREATE_JOBS: one row per job (largest MPI world,
+        first command and user, earliest start, latest end)."""
+        n = len(self.job_keys)
+        size = np.ones(n, dtype=np.int64)
+        start = np.full(n, np.iinfo(np.int64).max)
+        end = np.zeros(n, dtype=np.int64)
+        np.maximum.at(size, self.run_job, self.world_size)
+        np.minimum.at(start, self.run_job, self.start)
+        np.maximum.at(end, self.run_job, self.end)
+        commands: list[str | None] = [None] * n
+        users: list[str | None] = [None] * n
+        for g, job in enumerate(self.run_job.tolist()):
+            commands[job] = commands[job] or self.commands[g]
+            users[job] = users[job] or self.users[g]
+        return (self.job_keys, size.tolist(), commands, users, ["running"] * n,
+                start.tolist(), end.tolist())  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Ids:
+    """Database ids of a _Runs: per job, per run, and per frame (job, run, stored rank: the
+    world rank, or a non-MPI process's number)."""
+
+    jobs: np.ndarray
+    runs: np.ndarray
+    frame_job: np.ndarray
+    frame_run: np.ndarray
+    frame_rank: np.ndarray
+
+    @classmethod
+    def of(cls, runs: _Runs, jobs: list[int], run_ids: list[int], processes: list[int]) -> _Ids:
+        """From the ids of every job and run and the number of every process of `runs`."""
+        job_ids = np.array(jobs, dtype=np.int64)
+        run_id = np.array(run_ids, dtype=np.int64)
+        rank = runs.world_rank.astype(np.int32)
+        if len(runs.process_frames):
+            rank[runs.process_frames] = np.array(processes, dtype=np.int32)[runs.process_group]
+        return cls(job_ids, run_id, job_ids[runs.job_group], run_id[runs.run_group], rank)
 
 
 #: One table's COPY: (table, records, binary COPY payload in parts).
@@ -469,37 +716,47 @@ _Copy = tuple[DeltaTable, int, tuple[bytes | bytearray, ...]]
 
 
 class _Plan:
-    """Everything a batch writes after its jobs: ledger rows, rank upserts, rollup marks,
-    finished jobs and the COPY payloads, for the frames in `fresh` (default: the first of
-    every (job, rank, seq) in the batch)."""
+    """Everything a batch writes before its runs and jobs: ledger rows, rank upserts, rollup
+    marks and the COPY payloads, for the frames in `fresh` (default: the first of every
+    (run, rank, seq) in the batch)."""
 
-    def __init__(self, frames: _Frames, job_ids: np.ndarray, fresh: np.ndarray | None):
-        self.frames, self.job_ids = frames, job_ids
+    def __init__(self, frames: _Frames, ids: _Ids, fresh: np.ndarray | None):
+        self.frames, self.ids = frames, ids
         info = frames.info
         if fresh is None:
-            fresh, _, _ = _groups(job_ids, info["world_rank"], info["seq"])  # sorted by key
+            fresh, _, _ = _groups(ids.frame_run, ids.frame_rank, info["seq"])  # sorted by key
         self.fresh = fresh
-        self._keys = (job_ids[fresh].tolist(), info["world_rank"][fresh].tolist(),
+        self._keys = (ids.frame_run[fresh].tolist(), ids.frame_rank[fresh].tolist(),
                       info["seq"][fresh].tolist())  # fmt: skip
         self._statements = self._marks() + self._ranks()  # the order rows are locked in
         self._copies = [c for table in DELTA_TABLES if (c := self._copy(table)) is not None]
+
+    def ending(self, runs: _Runs) -> list[int]:
+        """Ids of the runs whose status may change: MPI runs a rank ended in, and every
+        `processes` run (a new process makes it run again)."""
+        info, fresh = self.frames.info, self.fresh
         final = fresh[np.isin(info["frame_type"][fresh], FINAL_TYPES)]
-        self.finishing = np.unique(job_ids[final]).tolist()  # jobs a rank finished in
+        ending: list[int] = np.union1d(
+            self.ids.frame_run[final], self.ids.runs[runs.processes]
+        ).tolist()
+        return ending
 
     def ledger(self, now_ns: int) -> tuple[Any, ...]:
         """Parameters of _INSERT_LEDGER."""
-        return (*self._keys, [now_ns] * len(self.fresh))
+        return (self.ids.frame_job[self.fresh].tolist(), *self._keys,
+                [now_ns] * len(self.fresh))  # fmt: skip
 
     def ledger_copy(self, now_ns: int) -> bytes:
         """The ledger rows as a binary COPY payload (_COPY_LEDGER)."""
-        info = self.frames.info[self.fresh]
+        fresh, ids = self.fresh, self.ids
         return binary_copy([
-            ("int8", self.job_ids[self.fresh]), ("int4", info["world_rank"]),
-            ("int8", info["seq"]), ("int8", np.full(len(self.fresh), now_ns)),
+            ("int8", ids.frame_job[fresh]), ("int8", ids.frame_run[fresh]),
+            ("int4", ids.frame_rank[fresh]), ("int8", self.frames.info["seq"][fresh]),
+            ("int8", np.full(len(fresh), now_ns)),
         ])  # fmt: skip
 
     def keep(self, stored: set[tuple[int, int, int]]) -> np.ndarray:
-        """The fresh frames whose (job, rank, seq) the ledger has just taken."""
+        """The fresh frames whose (run, rank, seq) the ledger has just taken."""
         keep = [key in stored for key in zip(*self._keys, strict=True)]
         kept: np.ndarray = self.fresh[np.array(keep, dtype=bool)]
         return kept
@@ -513,11 +770,12 @@ class _Plan:
         return self._copies
 
     def _ranks(self) -> list[tuple[str, tuple[Any, ...]]]:
-        """One upsert row per (job, rank): seen times, finished flag, health deltas summed."""
-        info, job_ids = self.frames.info[self.fresh], self.job_ids[self.fresh]
+        """One upsert row per (run, rank): seen times, finished flag, health deltas summed."""
+        fresh, ids = self.fresh, self.ids
+        info, run_ids = self.frames.info[fresh], ids.frame_run[fresh]
         if not len(info):
             return []
-        first, group, n = _groups(job_ids, info["world_rank"])
+        first, group, n = _groups(run_ids, ids.frame_rank[fresh])
         start = np.full(n, np.iinfo(np.int64).max)
         end = np.zeros(n, dtype=np.int64)
         finished = np.zeros(n, dtype=bool)
@@ -537,39 +795,43 @@ class _Plan:
             total = np.zeros(n, dtype=np.int64)
             np.add.at(total, group, info[name].astype(np.int64))
             health.append(total.tolist())
-        hosts = [raw.decode("utf-8", "replace") for raw in info["host"][first].tolist()]
         # ON CONFLICT DO UPDATE may not touch a row twice: hence one row per key.
         return [(_UPSERT_RANKS,
-                 (job_ids[first].tolist(), info["world_rank"][first].tolist(), hosts,
+                 (ids.frame_job[fresh][first].tolist(), run_ids[first].tolist(),
+                  ids.frame_rank[fresh][first].tolist(), _texts(info["host"][first]),
                   info["pid"][first].tolist(), start.tolist(), end.tolist(), finished.tolist(),
                   killed.tolist(), aborted.tolist(), abort_codes, *health))]  # fmt: skip
 
     def _marks(self) -> list[tuple[str, tuple[Any, ...]]]:
         """The rollup buckets to recompute."""
-        info, fresh = self.frames.info, self.fresh
+        info, fresh, ids = self.frames.info, self.fresh, self.ids
         p2p = fresh[info["count"][fresh, wire.SPEC.table("p2p").id] > 0]
         if not len(p2p):
             return []
         minutes = info["t_end"][p2p].astype(np.int64) // MINUTE_NS * MINUTE_NS
-        return [(MARK_DIRTY, (self.job_ids[p2p].tolist(), minutes.tolist()))]
+        return [(MARK_DIRTY, (ids.frame_run[p2p].tolist(), minutes.tolist(),
+                              ids.frame_job[p2p].tolist()))]  # fmt: skip
 
     def _copy(self, table: DeltaTable) -> _Copy | None:
         """The COPY of one wire table of the fresh frames (a row per frame, or per record)."""
-        frames, fresh = self.frames, self.fresh
+        frames, fresh, ids = self.frames, self.fresh, self.ids
         table_id = wire.SPEC.table(table.wire).id
         counts = frames.info["count"][fresh, table_id]
         present = fresh[np.flatnonzero(counts)]
         if not len(present):
             return None
-        info, job_ids = frames.info[present], self.job_ids[present]
+        info = frames.info[present]
+        job_ids, run_ids, ranks = (ids.frame_job[present], ids.frame_run[present],
+                                   ids.frame_rank[present])  # fmt: skip
         if table.arrays:
             addresses = frames.addresses[present]
-            rows = encode_arrays(table_id, table.columns, addresses, info, job_ids)
+            rows = encode_arrays(table_id, table.columns, addresses, info, job_ids, run_ids, ranks)
             return table, int(counts.sum()), (COPY_SIGNATURE, rows, COPY_TRAILER)
         repeat = info["count"][:, table_id]
         heads = {
             "job_id": np.repeat(job_ids, repeat),
-            "world_rank": np.repeat(info["world_rank"], repeat),
+            "run_id": np.repeat(run_ids, repeat),
+            "world_rank": np.repeat(ranks, repeat),
             "t_start_ns": np.repeat(info["t_start"], repeat),
             "t_end_ns": np.repeat(info["t_end"], repeat),
         }

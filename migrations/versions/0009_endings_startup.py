@@ -4,7 +4,7 @@ job's status becomes `aborted`), and `io_deltas.phase`: 1 for the I/O a rank did
 MPI_Init (start-up: an interpreter's imports), 0 for the program's.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-02
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0009"
-down_revision: str | None = "0007"
+down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

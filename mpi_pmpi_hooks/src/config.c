@@ -6,7 +6,8 @@
  *   STACKLENS_INGEST_TOKEN         ingest token, at most 64 bytes, default empty
  *   STACKLENS_FINALIZE_TIMEOUT_MS  wait for acks in MPI_Finalize, default 5000
  *   STACKLENS_DISABLE              comma list of mpi, posix, stdio, mpiio: those
- *                                  wrappers only forward
+ *                                  wrappers only forward; processes: programs
+ *                                  without MPI send nothing
  *   STACKLENS_MAX_KEYS             files / communicators / collective keys per
  *                                  table, default 1024 (16 .. 1048576)
  *   STACKLENS_SPOOL_DIR            spool for undeliverable frames, default (per
@@ -102,9 +103,11 @@ static void parse_disable(const char *text, sl_config *cfg)
             cfg->disable_stdio = 1;
         else if (strcasecmp(w, "mpiio") == 0)
             cfg->disable_mpiio = 1;
+        else if (strcasecmp(w, "processes") == 0)
+            cfg->disable_processes = 1;
         else
             sl_warn("STACKLENS_DISABLE: unknown module '%s' ignored (known: mpi, posix, "
-                    "stdio, mpiio)", w);
+                    "stdio, mpiio, processes)", w);
     }
 }
 

@@ -16,6 +16,7 @@ typedef struct sl_config {
     int disable_posix;             /* ... "posix" */
     int disable_stdio;             /* ... "stdio" */
     int disable_mpiio;             /* ... "mpiio" */
+    int disable_processes;         /* ... "processes": no profiling without MPI */
     unsigned max_keys;             /* STACKLENS_MAX_KEYS: files, communicators, coll keys */
     char spool_dir[512];           /* STACKLENS_SPOOL_DIR, "" = no spool */
     unsigned spool_max_mb;         /* STACKLENS_SPOOL_MAX_MB: spool size cap */

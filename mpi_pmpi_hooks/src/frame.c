@@ -333,6 +333,7 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t 
         sl_rec_rank_info info;
         memcpy(info.command, b->id->command, sizeof info.command);
         memcpy(info.user, b->id->user, sizeof info.user);
+        memcpy(info.run_label, b->id->run_label, sizeof info.run_label);
         put_section(b->scratch + pos, SL_TABLE_rank_info, sizeof info, 1);
         memcpy(b->scratch + pos + SL_SECTION_HEADER_SIZE, &info, sizeof info);
         pos += SL_SECTION_HEADER_SIZE + sizeof info;
@@ -367,6 +368,8 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t 
         .seq = *seq,
         .interval_start_ns = b->interval_start_ns,
         .interval_end_ns = end_ns,
+        .run_id = b->id->run_id,
+        .proc_start_ns = b->id->proc_start_ns,
     };
     memcpy(h.job_id, b->id->job_id, sizeof h.job_id);
     memcpy(h.host, b->id->host, sizeof h.host);

@@ -1,5 +1,5 @@
 /*
- * identity.c — job id, host name and command line of the rank (see
+ * identity.c — job id, run, host name and command line of the rank (see
  * identity.h).
  */
 #include "identity.h"
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,22 +96,32 @@ static void generate_job_id(sl_identity *id, const char *hostname)
     sl_copy_text(id->job_id, sizeof id->job_id, made);
 }
 
-/* Identity of a process without MPI. */
+/* 64 random bits, never 0 (getrandom; the clock and pid mixed in if it fails). */
+static uint64_t random_run_id(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+        v = sl_real_ns() ^ ((uint64_t)getpid() << 32);
+        v ^= v >> 33; /* splitmix64 finaliser: spread the bits */
+        v *= 0xff51afd7ed558ccdull;
+        v ^= v >> 33;
+    }
+    return v != 0 ? v : 1;
+}
+
+/* Identity of a process without MPI: the job's non-MPI run (run id 0). */
 void sl_identity_init_standalone(sl_identity *id)
 {
     char hostname[256];
     host_and_pid(id, hostname, sizeof hostname);
     const char *job = job_id_from_env();
     memset(id->job_id, 0, sizeof id->job_id);
-    if (job != NULL) {
-        char made[sizeof id->job_id + 1];
-        char suffix[16];
-        int slen = snprintf(suffix, sizeof suffix, ".%u", (unsigned)id->pid);
-        snprintf(made, sizeof made, "%.*s%s", (int)sizeof id->job_id - slen, job, suffix);
-        sl_copy_text(id->job_id, sizeof id->job_id, made);
-    } else {
+    if (job != NULL)
+        sl_copy_text(id->job_id, sizeof id->job_id, job);
+    else
         generate_job_id(id, hostname);
-    }
+    id->run_id = 0;
+    memset(id->run_label, 0, sizeof id->run_label);
     read_command(id);
     read_user(id);
 }
@@ -121,18 +132,31 @@ void sl_identity_init(sl_identity *id, int world_rank)
     char hostname[256];
     host_and_pid(id, hostname, sizeof hostname);
 
+    /* Rank 0 draws the run id (and makes a job id if the environment has none);
+     * every rank takes both from one broadcast. */
+    struct {
+        char job_id[sizeof id->job_id];
+        uint64_t run_id;
+    } agreed;
+    memset(&agreed, 0, sizeof agreed);
     const char *job = job_id_from_env();
-    if (job != NULL) {
-        sl_copy_text(id->job_id, sizeof id->job_id, job);
-    } else {
-        /* No scheduler id: rank 0 makes one and every rank takes it. */
-        memset(id->job_id, 0, sizeof id->job_id);
-        if (world_rank == 0)
+    if (job != NULL)
+        sl_copy_text(agreed.job_id, sizeof agreed.job_id, job);
+    if (world_rank == 0) {
+        if (job == NULL) {
             generate_job_id(id, hostname);
-        if (PMPI_Bcast(id->job_id, (int)sizeof id->job_id, MPI_CHAR, 0, MPI_COMM_WORLD)
-            != MPI_SUCCESS)
-            sl_warn("rank %d: cannot broadcast the generated job id", world_rank);
+            memcpy(agreed.job_id, id->job_id, sizeof agreed.job_id);
+        }
+        agreed.run_id = random_run_id();
     }
+    if (PMPI_Bcast(&agreed, (int)sizeof agreed, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+        sl_warn("rank %d: cannot broadcast the job and run id", world_rank);
+    memcpy(id->job_id, agreed.job_id, sizeof id->job_id);
+    id->run_id = agreed.run_id;
+    memset(id->run_label, 0, sizeof id->run_label);
+    const char *step = getenv("SLURM_STEP_ID");
+    if (step != NULL)
+        sl_copy_text(id->run_label, sizeof id->run_label, step);
     read_command(id);
     read_user(id);
 }

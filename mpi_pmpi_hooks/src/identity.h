@@ -1,6 +1,7 @@
 /*
- * identity.h — who this rank is: job id, host, pid, command line, user. These go
- * into every frame header (job id, host, pid) and the rank_info record.
+ * identity.h — who this rank is: job id, run, host, pid, start time, command
+ * line, user. These go into every frame header (job id, run id, host, pid,
+ * start time) and the rank_info record (command, user, run label).
  */
 #ifndef SL_IDENTITY_H
 #define SL_IDENTITY_H
@@ -14,14 +15,19 @@ typedef struct sl_identity {
     char host[sizeof(((sl_frame_header *)0)->host)];         /* wire text, NUL-padded */
     char command[sizeof(((sl_rec_rank_info *)0)->command)];  /* wire text, NUL-terminated */
     char user[sizeof(((sl_rec_rank_info *)0)->user)];        /* wire text, NUL-padded */
+    char run_label[sizeof(((sl_rec_rank_info *)0)->run_label)]; /* wire text, NUL-padded */
+    uint64_t run_id;        /* agreed by every rank of one MPI launch; 0 = non-MPI run */
+    uint64_t proc_start_ns; /* set by the library constructor, left alone here */
     uint32_t pid;
 } sl_identity;
 
 /*
  * Fills id. Job id: SLURM_JOB_ID, else PBS_JOBID, else STACKLENS_JOB_ID,
- * else "<hostname>-<pid>-<unix time>" made by world rank 0 and broadcast
- * (PMPI_Bcast on MPI_COMM_WORLD; so it must be called by every rank, after
- * PMPI_Init, with the same environment). Host: STACKLENS_HOST, else
+ * else "<hostname>-<pid>-<unix time>" made by world rank 0. Run id: 64 random
+ * non-zero bits drawn by world rank 0, so every launch is a run of its own;
+ * both are broadcast in one PMPI_Bcast on MPI_COMM_WORLD (so it must be called
+ * by every rank, after PMPI_Init, with the same environment). Run label:
+ * SLURM_STEP_ID, else empty. Host: STACKLENS_HOST, else
  * gethostname(). Command: /proc/self/cmdline joined by spaces, at most 255
  * bytes. User: USER, else LOGNAME, else "uid:<real uid>" (no NSS lookup: it
  * may go to the network). Never fails: missing pieces stay empty.
@@ -29,8 +35,9 @@ typedef struct sl_identity {
 void sl_identity_init(sl_identity *id, int world_rank);
 
 /*
- * Fills id for a standalone process (no MPI): job id "<env job id>.<pid>"
- * when SLURM_JOB_ID, PBS_JOBID or STACKLENS_JOB_ID is set, else
+ * Fills id for a standalone process (no MPI): job id SLURM_JOB_ID, PBS_JOBID
+ * or STACKLENS_JOB_ID as above (the process joins that job's one non-MPI run,
+ * run id 0, told apart by host, pid and start time), else
  * "<hostname>-<pid>-<unix time>"; host and command as above.
  */
 void sl_identity_init_standalone(sl_identity *id);

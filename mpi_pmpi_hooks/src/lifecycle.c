@@ -4,17 +4,20 @@
 #define _GNU_SOURCE /* program_invocation_short_name */
 #include "lifecycle.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "fdtable.h"
 #include "ibport.h"
 #include "identity.h"
+#include "interpose.h"
 #include "io.h"
 #include "mpimatch.h"
 #include "requests.h"
@@ -25,6 +28,7 @@ static sl_identity identity;
 static pid_t started_pid;  /* the process that started the sender, 0 if none */
 static int launcher;       /* this process is an MPI launcher: nothing is done */
 static int standalone;     /* atomic: 0 not tried, 1 claimed (standalone or MPI) */
+static void (*next_exit)(int); /* libc's _exit, found at load (dlsym is not signal-safe) */
 
 /* True if the program is an MPI launcher or daemon. */
 static int is_launcher(void)
@@ -61,6 +65,8 @@ __attribute__((constructor)) static void sl_at_load(void)
 {
     int saved = errno;
     sl_ticks_init();
+    identity.proc_start_ns = sl_real_ns(); /* this process image's key, with host and pid */
+    next_exit = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
     launcher = is_launcher();
     if (!launcher) {
         sl_config_load(&config);
@@ -177,8 +183,8 @@ void sl_init_end(sl_call *call, int op, int rc)
 /* Standalone job: rank 0 of 1, started at the first file-system I/O. */
 void sl_standalone_start(void)
 {
-    if (__atomic_load_n(&standalone, __ATOMIC_RELAXED) || launcher || launched_by_mpi()
-        || __atomic_exchange_n(&standalone, 1, __ATOMIC_ACQ_REL))
+    if (__atomic_load_n(&standalone, __ATOMIC_RELAXED) || launcher || config.disable_processes
+        || launched_by_mpi() || __atomic_exchange_n(&standalone, 1, __ATOMIC_ACQ_REL))
         return;
     int saved = sl_tls_in_call;
     sl_tls_in_call = 1;
@@ -282,4 +288,34 @@ __attribute__((destructor)) static void sl_at_exit(void)
 {
     sl_tls_in_call = 1;
     stop_counting(SL_FRAME_final, 0);
+}
+
+/*
+ * _exit and _Exit end a process without its destructors (dash ends every
+ * script that way): the final frame is delivered here, by the
+ * async-signal-safe flush (they may be called from a signal handler), and
+ * only in the process that started the sender (a forked or vforked child has
+ * none; exit() reaches libc's _exit internally, after the destructor).
+ */
+static _Noreturn void exit_now(int status)
+{
+    if (started_pid != 0 && started_pid == getpid()) {
+        started_pid = 0;
+        __atomic_store_n(&sl_core.ready, 0, __ATOMIC_RELEASE);
+        sl_sender_flush_at_exit();
+    }
+    if (next_exit != NULL)
+        next_exit(status);
+    for (;;)
+        syscall(SYS_exit_group, status);
+}
+
+SL_EXPORT void _exit(int status)
+{
+    exit_now(status);
+}
+
+SL_EXPORT void _Exit(int status)
+{
+    exit_now(status);
 }

@@ -8,9 +8,13 @@
  * after PMPI_Init* (the generated MPI_Init* wrappers) and stops them before
  * PMPI_Finalize. A process that was not started by an MPI launcher (no
  * OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK, PMI_SIZE in its environment)
- * becomes a standalone job of size 1 at its first file-system I/O: its job
- * id is "<job id>.<pid>" when a job id is set in the environment (many such
- * processes may share it), else "<host>-<pid>-<time>"; it streams its I/O.
+ * starts at its first tracked file-system I/O (an open of a regular file
+ * outside /proc, /sys and /dev through a wrapped call), and sends nothing
+ * before it (a process that never does any sends nothing at all): with a job
+ * id in the environment it joins that job's one non-MPI run (run id 0; many
+ * processes share it, each keyed by host, pid and start time), else it is a
+ * job "<host>-<pid>-<time>" of its own; it streams its I/O.
+ * STACKLENS_DISABLE=processes switches such processes off entirely.
  * A forked child stops counting (its parent's sender thread is not in it).
  * MPI_Abort delivers a final frame of type aborted (with the error code)
  * before the job is torn down; an exec* delivers the interval so far as a

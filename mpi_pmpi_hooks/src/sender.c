@@ -725,13 +725,14 @@ void sl_sender_release(void)
     sl_frame_builder_fini(&S.fb);
 }
 
-/* Async-signal-safe: final frame requested (spool first) by an atomic store
- * and an eventfd write, then a bounded poll() on the thread's "done" eventfd. */
-void sl_sender_flush_from_signal(void)
+/* Async-signal-safe: the final frame of type frame_type requested (spooled
+ * first) by an atomic store and an eventfd write, then a bounded poll() on
+ * the thread's "done" eventfd. */
+static void flush_and_wait(unsigned frame_type)
 {
     if (!__atomic_load_n(&S.running, __ATOMIC_ACQUIRE))
         return;
-    __atomic_store_n(&S.final_requested, SL_FRAME_killed, __ATOMIC_RELEASE);
+    __atomic_store_n(&S.final_requested, frame_type, __ATOMIC_RELEASE);
     uint64_t one = 1;
     ssize_t wrc = write(S.wake_fd, &one, sizeof one);
     (void)wrc;
@@ -743,4 +744,16 @@ void sl_sender_flush_from_signal(void)
         if (rc > 0 || (rc < 0 && errno != EINTR))
             return; /* done, or an error: never wait for more than the deadline */
     }
+}
+
+/* The final frame of a rank ended by a signal. */
+void sl_sender_flush_from_signal(void)
+{
+    flush_and_wait(SL_FRAME_killed);
+}
+
+/* The final frame of a process ending by _exit(). */
+void sl_sender_flush_at_exit(void)
+{
+    flush_and_wait(SL_FRAME_final);
 }

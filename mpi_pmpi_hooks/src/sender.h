@@ -50,4 +50,11 @@ void sl_sender_release(void);
  */
 void sl_sender_flush_from_signal(void);
 
+/*
+ * Async-signal-safe too, for _exit() (which may be called from a signal
+ * handler): the final frame of type SL_FRAME_FINAL, delivered within the
+ * same bound as above. Nothing is freed.
+ */
+void sl_sender_flush_at_exit(void);
+
 #endif /* SL_SENDER_H */

@@ -20,6 +20,7 @@
 static char dir[512];
 static char prefix[sizeof(((sl_frame_header *)0)->job_id) + 1]; /* sanitised job id */
 static int dir_fd = -1, rejected_fd = -1; /* opened at the first write */
+static uint64_t run_id; /* of the frames spooled, from the first one's header */
 static uint64_t cap_bytes, written;
 static int warned;
 
@@ -105,6 +106,7 @@ static int spool_open(const unsigned char *buf)
         prefix[i] = ok ? c : '_';
     }
     prefix[i] = '\0';
+    run_id = h->run_id;
     const char *why = NULL;
     if (make_parents(dir) != 0)
         why = "cannot create its parent directories";
@@ -121,8 +123,8 @@ static int spool_open(const unsigned char *buf)
 /* The file name of frame seq into out. */
 static void name_of(uint64_t seq, char *out, size_t n, const char *suffix)
 {
-    snprintf(out, n, "%s.%010d.%020llu.%u.slf%s", prefix, sl_core.world_rank,
-             (unsigned long long)seq, (unsigned)getpid(), suffix);
+    snprintf(out, n, "%s.%016llx.%010d.%020llu.%u.slf%s", prefix, (unsigned long long)run_id,
+             sl_core.world_rank, (unsigned long long)seq, (unsigned)getpid(), suffix);
 }
 
 /* Writes the frame to <name>.tmp in the directory at, then renames it into place.

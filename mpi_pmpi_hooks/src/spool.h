@@ -16,14 +16,16 @@
  *
  * FORMAT: one file per frame holding the raw frame bytes exactly as sent
  * (header + body), named
- *     <job>.<world rank, 10 digits>.<seq, 20 digits>.<pid>.slf
+ *     <job>.<run id, 16 hex digits>.<world rank, 10 digits>.<seq, 20 digits>.<pid>.slf
  * where <job> is the job id with every byte outside [A-Za-z0-9._-] replaced
- * by '_' (the real job id is in the frame header). Sorting the names gives
- * the replay order (job, rank, seq). A file is written as "<name>.tmp" and
+ * by '_' (the real job and run ids are in the frame header), so two runs of
+ * one job never share a name. Sorting the names gives the replay order (job,
+ * run, rank, seq). A file is written as "<name>.tmp" and
  * renamed, so a complete name is always a complete frame. The sender deletes
  * a file once the collector acknowledges its frame; `stacklens replay`
  * deletes each file after its acknowledgement. The collector drops
- * duplicates by (job, rank, seq), so a frame delivered twice counts once.
+ * duplicates by (job, run, rank or process, seq), so a frame delivered twice
+ * counts once.
  * The directory is bounded: at most STACKLENS_SPOOL_MAX_MB of frames (the
  * rejected ones included) are written per process; beyond that frames are
  * not spooled.

@@ -18,8 +18,14 @@ router = APIRouter(prefix="/api/ingest", tags=["ingest"])
 def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
     """Encode a JSON frame as a binary one and validate it exactly like a hook frame."""
     tables = dict(item.tables)
-    if item.command is not None or item.user is not None:
-        tables["rank_info"] = [{"command": item.command or "", "user": item.user or ""}]
+    if item.command is not None or item.user is not None or item.run_label is not None:
+        tables["rank_info"] = [
+            {
+                "command": item.command or "",
+                "user": item.user or "",
+                "run_label": item.run_label or "",
+            }
+        ]
     known = {table.name: tuple(wire.fields_of(table.dtype)) for table in wire.SPEC.tables.values()}
     for name, rows in tables.items():
         if name not in known:
@@ -37,7 +43,8 @@ def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
     except (ValueError, OverflowError, TypeError) as exc:
         raise wire.FrameError(wire.Status.OUT_OF_RANGE, f"bad value: {exc}") from exc
     raw = wire.encode_frame(
-        job_id=item.job, world_rank=item.world_rank, world_size=item.world_size, seq=item.seq,
+        job_id=item.job, run_id=item.run_id, proc_start_ns=item.proc_start_ns,
+        world_rank=item.world_rank, world_size=item.world_size, seq=item.seq,
         interval_start_ns=item.interval_start_ns, interval_end_ns=item.interval_end_ns,
         host=item.host, pid=item.pid, token=limits.token.decode(),
         frame_type=_frame_type(item), tables=records,

@@ -14,6 +14,19 @@ class JsonFrame(BaseModel):
     """
 
     job: str = Field(min_length=1, max_length=63)
+    run_id: int = Field(
+        ge=0,
+        lt=2**64,
+        description="the launch this frame belongs to, the same for every rank of it (e.g. "
+        "random, drawn once per launch); 0 = the job's run of processes without MPI (then "
+        "world_rank 0, world_size 1 and a non-zero proc_start_ns)",
+    )
+    proc_start_ns: int = Field(
+        default=0,
+        ge=0,
+        lt=2**64,
+        description="start of the process; with host and pid the key of a process without MPI",
+    )
     world_rank: int = Field(ge=0, lt=2**32)
     world_size: int = Field(ge=1, lt=2**32)
     seq: int = Field(ge=0, lt=2**63)
@@ -27,6 +40,7 @@ class JsonFrame(BaseModel):
     )
     command: str | None = Field(default=None, max_length=255)
     user: str | None = Field(default=None, max_length=63)
+    run_label: str | None = Field(default=None, max_length=63, description="e.g. a step id")
     tables: dict[str, list[dict[str, int | str]]] = Field(default_factory=dict)
 
 

@@ -1,8 +1,13 @@
-"""Queries of the jobs domain (routes call these; they never build SQL themselves)."""
+"""Queries of the jobs domain (routes call these; they never build SQL themselves).
+
+Every query of a job's data takes a `Scope`: the job, and one of its runs or None for the
+whole job (all its runs summed).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, Subquery, distinct, exists, func, select, union_all
@@ -23,12 +28,29 @@ from stacklens.schema import (
     Rank,
     RmaDelta,
     RollupDirty,
+    Run,
 )
 
 
-def _p2p_sums(job_ids: Sequence[int], *keys: str) -> Subquery:
+@dataclass(frozen=True)
+class Scope:
+    """What a query reads: one job (jobs.id), and one of its runs (runs.id) or all."""
+
+    job_id: int
+    run_id: int | None = None
+
+    def rows(self, table: Any) -> list[ColumnElement[bool]]:
+        """The conditions that select this scope's rows of `table` (a per-rank table or
+        view, a rollup, or `ranks`)."""
+        if self.run_id is None:
+            return [table.job_id == self.job_id]
+        return [table.job_id == self.job_id, table.run_id == self.run_id]
+
+
+def _p2p_sums(job_ids: Sequence[int], *keys: str, run_id: int | None = None) -> Subquery:
     """Point-to-point bytes and messages sent per job (and per `keys`: "world_rank",
-    "peer") over the whole of each job, exact at the statement's snapshot.
+    "peer") over the whole of each job, or of its run `run_id`, exact at the statement's
+    snapshot.
 
     Minutes already rolled up are read from `p2p_minutes` (one row per rank, peer and
     minute); only the minutes still marked dirty come from the raw deltas. A commit marks
@@ -36,10 +58,13 @@ def _p2p_sums(job_ids: Sequence[int], *keys: str) -> Subquery:
     transaction that rewrites that minute, so in one snapshot every minute is either clean
     and rolled up, or dirty and read raw: the sum is the raw sum, at a cost that grows with
     minutes, not with intervals, ranks x peers once rolled up (collector/store/rollups.py).
+    Rollups are kept per run; a minute of a job is read raw, for all its runs, as soon as
+    one of its runs has it dirty.
     """
     dirty = (
         select(RollupDirty.job_id, RollupDirty.minute_ns)
         .where(RollupDirty.job_id.in_(job_ids))
+        .distinct()
         .cte("dirty")
     )
     m, d = P2PMinute, P2PDelta
@@ -52,6 +77,7 @@ def _p2p_sums(job_ids: Sequence[int], *keys: str) -> Subquery:
             func.sum(m.msgs_sent).label("messages"),
         )
         .where(m.job_id.in_(job_ids), ~exists().where(still_dirty))
+        .where(*([] if run_id is None else [m.run_id == run_id]))
         .group_by(m.job_id, *(getattr(m, k) for k in keys))
     )
     in_dirty_minute = (
@@ -67,6 +93,7 @@ def _p2p_sums(job_ids: Sequence[int], *keys: str) -> Subquery:
             func.sum(d.msgs_sent).label("messages"),
         )
         .join(dirty, in_dirty_minute)
+        .where(*([] if run_id is None else [d.run_id == run_id]))
         .group_by(d.job_id, *(getattr(d, k) for k in keys))
     )
     both = union_all(rolled, raw).subquery()
@@ -85,8 +112,8 @@ def _p2p_sums(job_ids: Sequence[int], *keys: str) -> Subquery:
 def list_jobs(
     session: Session, limit: int | None = None, include: str | None = None
 ) -> list[dict[str, Any]]:
-    """Jobs, newest first, with ranks seen and total point-to-point traffic sent: every job,
-    or the newest `limit` (plus the job keyed `include`, if older)."""
+    """Jobs, newest first, with ranks seen, total point-to-point traffic sent and their runs
+    (job_runs): every job, or the newest `limit` (plus the job keyed `include`, if older)."""
     newest = select(Job.id).order_by(Job.started_ns.desc(), Job.id.desc()).limit(limit)
     ids = list(session.scalars(newest))
     if include is not None and (extra := get_job(session, include)) is not None:
@@ -116,7 +143,11 @@ def list_jobs(
         .outerjoin(traffic, traffic.c.job_id == Job.id)
         .order_by(Job.started_ns.desc(), Job.id.desc())
     )
-    return [dict(row._mapping) for row in session.execute(query)]
+    jobs = [dict(row._mapping) for row in session.execute(query)]
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for run in _runs(session, ids):
+        runs.setdefault(run.pop("job"), []).append(run)
+    return [{**job, "runs": runs.get(job["job"], [])} for job in jobs]
 
 
 def count_jobs(session: Session) -> int:
@@ -129,10 +160,53 @@ def get_job(session: Session, job_key: str) -> Job | None:
     return session.scalars(select(Job).where(Job.job_key == job_key)).one_or_none()
 
 
-def p2p_matrix(session: Session, job_id: int) -> list[dict[str, Any]]:
-    """Bytes and messages sent per (source rank, destination rank) over the whole job, only
+def get_run(session: Session, job_id: int, ordinal: int) -> Run | None:
+    """Run number `ordinal` (1, 2, ...) of a job, or None."""
+    query = select(Run).where(Run.job_id == job_id, Run.ordinal == ordinal)
+    return session.scalars(query).one_or_none()
+
+
+def job_runs(session: Session, job_id: int) -> list[dict[str, Any]]:
+    """The runs of a job by ordinal: kind, label, size, status, times, ranks (or processes)
+    seen, command and user."""
+    return [{k: v for k, v in run.items() if k != "job"} for run in _runs(session, [job_id])]
+
+
+def _runs(session: Session, job_ids: Sequence[int]) -> list[dict[str, Any]]:
+    """The runs of the jobs `job_ids` by job and ordinal, each with its job's key."""
+    ranks = (
+        select(Rank.run_id, func.count().label("ranks_seen"))
+        .where(Rank.job_id.in_(job_ids))
+        .group_by(Rank.run_id)
+        .subquery()
+    )
+    query = (
+        select(
+            Job.job_key.label("job"),
+            Run.ordinal.label("run"),
+            Run.kind,
+            Run.label,
+            Run.world_size,
+            func.coalesce(Run.command, "").label("command"),
+            func.coalesce(Run.user, "").label("user"),
+            Run.status,
+            Run.started_ns,
+            Run.last_seen_ns,
+            Run.finished_ns,
+            func.coalesce(ranks.c.ranks_seen, 0).label("ranks_seen"),
+        )
+        .join(Job, Job.id == Run.job_id)
+        .outerjoin(ranks, ranks.c.run_id == Run.id)
+        .where(Run.job_id.in_(job_ids))
+        .order_by(Run.job_id, Run.ordinal)
+    )
+    return [dict(row._mapping) for row in session.execute(query)]
+
+
+def p2p_matrix(session: Session, scope: Scope) -> list[dict[str, Any]]:
+    """Bytes and messages sent per (source rank, destination rank) over the scope, only
     pairs with messages, by source then destination (from the rollups, see _p2p_sums)."""
-    sums = _p2p_sums([job_id], "world_rank", "peer")
+    sums = _p2p_sums([scope.job_id], "world_rank", "peer", run_id=scope.run_id)
     query = (
         select(
             sums.c.world_rank.label("src"),
@@ -149,7 +223,7 @@ def p2p_matrix(session: Session, job_id: int) -> list[dict[str, Any]]:
     ]
 
 
-def job_ops(session: Session, job_id: int) -> list[dict[str, Any]]:
+def job_ops(session: Session, scope: Scope) -> list[dict[str, Any]]:
     """Calls, bytes and time inside per MPI op over all ranks and intervals of the job, with
     the op's name, traffic category, whether its bytes are received (`op_receives`) and the
     number of ranks that called it; only ops with calls, heaviest time first (then by
@@ -163,7 +237,7 @@ def job_ops(session: Session, job_id: int) -> list[dict[str, Any]]:
             func.sum(OpDelta.time_ns).label("time_ns"),
             func.count(distinct(OpDelta.world_rank)).filter(OpDelta.calls > 0).label("ranks"),
         )
-        .where(OpDelta.job_id == job_id)
+        .where(*scope.rows(OpDelta))
         .group_by(OpDelta.op_id)
         .having(calls > 0)
     )
@@ -201,8 +275,8 @@ def category_totals(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(totals.values())
 
 
-def job_io(session: Session, job_id: int, phase: int = 0) -> list[dict[str, Any]]:
-    """File-system I/O per (layer, path) over all ranks and intervals of the job in one
+def job_io(session: Session, scope: Scope, phase: int = 0) -> list[dict[str, Any]]:
+    """File-system I/O per (layer, path) over all ranks and intervals of the scope in one
     phase (0: the program's; 1: start-up, before MPI_Init), most bytes (read + written)
     first. Mount and file-system type are those the ranks reported; should ranks disagree
     (a node-local path on different hosts), the distinct values are joined with ", "."""
@@ -223,7 +297,7 @@ def job_io(session: Session, job_id: int, phase: int = 0) -> list[dict[str, Any]
             func.count(distinct(IoDelta.world_rank)).label("ranks"),
             *(total.label(name) for name, total in sums.items()),
         )
-        .where(IoDelta.job_id == job_id, IoDelta.phase == phase)
+        .where(*scope.rows(IoDelta), IoDelta.phase == phase)
         .group_by(IoDelta.layer, IoDelta.path)
         .order_by(moved.desc(), IoDelta.layer, IoDelta.path)
     )
@@ -249,7 +323,7 @@ def _op_category(op_id: int) -> str:
     return categories[op_id] if op_id < len(categories) else "other"
 
 
-def job_collectives(session: Session, job_id: int) -> list[dict[str, Any]]:
+def job_collectives(session: Session, scope: Scope) -> list[dict[str, Any]]:
     """Collective calls, bytes and time per (communicator, op, root) over all ranks and
     intervals of the job, with the number of ranks that called it; only rows with calls,
     heaviest time first (then op name, communicator id, root)."""
@@ -265,7 +339,7 @@ def job_collectives(session: Session, job_id: int) -> list[dict[str, Any]]:
             func.sum(CollDelta.bytes).label("bytes"),
             func.sum(CollDelta.time_ns).label("time_ns"),
         )
-        .where(CollDelta.job_id == job_id)
+        .where(*scope.rows(CollDelta))
         .group_by(CollDelta.op_id, CollDelta.comm_id, CollDelta.comm_size, CollDelta.root)
         .having(calls > 0)
     )
@@ -282,7 +356,7 @@ def job_collectives(session: Session, job_id: int) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (-r["time_ns"], r["op"], r["comm_id"], r["root"]))
 
 
-def communicator_totals(session: Session, job_id: int) -> list[dict[str, Any]]:
+def communicator_totals(session: Session, scope: Scope) -> list[dict[str, Any]]:
     """Collective calls, bytes and time per communicator (id and size) of the job, with the
     ranks that called any collective on it and its distinct (op, root) pairs; heaviest time
     first (then by id)."""
@@ -300,7 +374,7 @@ def communicator_totals(session: Session, job_id: int) -> list[dict[str, Any]]:
             func.sum(CollDelta.bytes).label("bytes"),
             func.sum(CollDelta.time_ns).label("time_ns"),
         )
-        .where(CollDelta.job_id == job_id)
+        .where(*scope.rows(CollDelta))
         .group_by(CollDelta.comm_id, CollDelta.comm_size)
         .having(calls > 0)
         .order_by(func.sum(CollDelta.time_ns).desc(), CollDelta.comm_id, CollDelta.comm_size)
@@ -316,13 +390,13 @@ def communicator_totals(session: Session, job_id: int) -> list[dict[str, Any]]:
     ]
 
 
-def job_sizes(session: Session, job_id: int) -> list[dict[str, Any]]:
+def job_sizes(session: Session, scope: Scope) -> list[dict[str, Any]]:
     """Message-size histogram per op over all ranks and intervals of the job: only buckets
     with messages, smallest first; ops with the most messages first (then by name)."""
     count = func.sum(OpHistDelta.count)
     query = (
         select(OpHistDelta.op_id, OpHistDelta.bucket, count.label("count"))
-        .where(OpHistDelta.job_id == job_id)
+        .where(*scope.rows(OpHistDelta))
         .group_by(OpHistDelta.op_id, OpHistDelta.bucket)
         .having(count > 0)
         .order_by(OpHistDelta.op_id, OpHistDelta.bucket)
@@ -346,7 +420,7 @@ def job_sizes(session: Session, job_id: int) -> list[dict[str, Any]]:
     return sorted(ops.values(), key=lambda o: (-o["messages"], o["op"]))
 
 
-def job_rma(session: Session, job_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def job_rma(session: Session, scope: Scope) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """One-sided traffic of the job: (per op, most bytes first then by name; per (origin,
     target) pair with calls, by origin then target, each with its ops by name)."""
     calls = func.sum(RmaDelta.calls)
@@ -358,7 +432,7 @@ def job_rma(session: Session, job_id: int) -> tuple[list[dict[str, Any]], list[d
             calls.label("calls"),
             func.sum(RmaDelta.bytes).label("bytes"),
         )
-        .where(RmaDelta.job_id == job_id)
+        .where(*scope.rows(RmaDelta))
         .group_by(RmaDelta.world_rank, RmaDelta.target, RmaDelta.op_id)
         .having(calls > 0)
     )
@@ -384,9 +458,9 @@ def job_rma(session: Session, job_id: int) -> tuple[list[dict[str, Any]], list[d
     )
 
 
-def rank_status(rank: Rank, job_status: str) -> str:
+def rank_status(rank: Rank, run_status: str) -> str:
     """A rank's status: how its final frame says it ended (aborted, killed, finished), else
-    running while its job runs and lost once the job has ended without that frame (a rank
+    running while its run runs and lost once the run has ended without that frame (a rank
     SIGKILLed by its launcher, a node lost)."""
     if rank.aborted:
         return "aborted"
@@ -394,16 +468,23 @@ def rank_status(rank: Rank, job_status: str) -> str:
         return "killed"
     if rank.finished:
         return "finished"
-    return "running" if job_status == "running" else "lost"
+    return "running" if run_status == "running" else "lost"
 
 
-def job_ranks(session: Session, job: Job) -> list[dict[str, Any]]:
-    """Every rank of the job that reported, by world rank: host, pid, first and last
-    interval, status (`rank_status`), MPI_Abort's error code and the health counters
-    (summed over its frames)."""
-    query = select(Rank).where(Rank.job_id == job.id).order_by(Rank.world_rank)
+def job_ranks(session: Session, scope: Scope) -> list[dict[str, Any]]:
+    """Every rank (or non-MPI process) of the scope that reported, by run and world rank (a
+    process's number): its run's ordinal, host, pid, first and last interval, status
+    (`rank_status`), MPI_Abort's error code and the health counters (summed over its
+    frames)."""
+    query = (
+        select(Rank, Run.ordinal, Run.status)
+        .join(Run, Run.id == Rank.run_id)
+        .where(*scope.rows(Rank))
+        .order_by(Run.ordinal, Rank.world_rank)
+    )
     return [
         {
+            "run": ordinal,
             "rank": r.world_rank,
             "host": r.host,
             "pid": r.pid,
@@ -413,10 +494,10 @@ def job_ranks(session: Session, job: Job) -> list[dict[str, Any]]:
             "killed": r.killed,
             "aborted": r.aborted,
             "abort_code": r.abort_code,
-            "status": rank_status(r, job.status),
+            "status": rank_status(r, run_status),
             "keys_dropped": r.keys_dropped,
             "frames_dropped": r.frames_dropped,
             "frames_spooled": r.frames_spooled,
         }
-        for r in session.scalars(query)
+        for r, ordinal, run_status in session.execute(query)
     ]

@@ -1,7 +1,10 @@
-"""HTTP routes of the jobs domain."""
+"""HTTP routes of the jobs domain. Every `/api/jobs/{job}/...` endpoint answers for the whole
+job (all its runs summed) or, with `?run=<ordinal>`, for one run; an unknown job or run is
+a 404."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
@@ -20,6 +23,7 @@ from stacklens.api_models import (
     JobOps,
     JobRanks,
     JobRma,
+    JobRuns,
     JobSizes,
     JobSummary,
     Matrix,
@@ -30,6 +34,7 @@ from stacklens.api_models import (
     RankInfo,
     RmaCell,
     RmaOp,
+    RunSummary,
 )
 from stacklens.schema import Job
 
@@ -39,10 +44,43 @@ overview_router = APIRouter(prefix="/api", tags=["jobs"])
 #: Jobs listed by the overview unless `limit` says otherwise (the Jobs page's table).
 OVERVIEW_JOBS = 20
 
+#: The `run` query parameter of every job endpoint.
+RunParam = Annotated[
+    int | None, Query(ge=1, description="ordinal of one run of the job; absent = the whole job")
+]
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a request reads: the job's key, the run's ordinal (None = whole job), the world
+    size of that scope, and the repository scope."""
+
+    job: str
+    run: int | None
+    world_size: int
+    scope: repository.Scope
+
+
+def _whole(job: Job) -> _Target:
+    return _Target(job.job_key, None, job.world_size, repository.Scope(job.id))
+
+
+def _target(session: Session, job: str, run: int | None) -> _Target:
+    """The job (and run) asked for; 404 if either is unknown."""
+    found = repository.get_job(session, job)
+    if found is None:
+        raise HTTPException(status_code=404, detail=f"unknown job {job!r}")
+    if run is None:
+        return _whole(found)
+    chosen = repository.get_run(session, found.id, run)
+    if chosen is None:
+        raise HTTPException(status_code=404, detail=f"job {job!r} has no run {run}")
+    return _Target(found.job_key, run, chosen.world_size, repository.Scope(found.id, chosen.id))
+
 
 @router.get("", response_model=list[JobSummary])
 def list_jobs(session: SessionDep) -> list[JobSummary]:
-    """All jobs seen by the collectors, newest first."""
+    """All jobs seen by the collectors, newest first, each with its runs."""
     return [JobSummary(**row) for row in repository.list_jobs(session)]
 
 
@@ -54,7 +92,7 @@ def overview(
 ) -> Overview:
     """What the Jobs page shows, in one answer: the newest `limit` jobs (and `job`, if
     older), how many jobs there are, and all the details of `job` (or of the newest job
-    when `job` is absent or unknown)."""
+    when `job` is absent or unknown), over the whole job."""
     jobs = [JobSummary(**row) for row in repository.list_jobs(session, limit, include=job)]
     known = {j.job for j in jobs}
     shown = job if job in known else jobs[0].job if jobs else None
@@ -62,124 +100,130 @@ def overview(
     return Overview(
         jobs=jobs,
         jobs_total=repository.count_jobs(session),
-        shown=None if found is None else _details(session, found),
+        shown=None if found is None else _details(session, _whole(found)),
     )
+
+
+@router.get("/{job:path}/runs", response_model=JobRuns)
+def job_runs(job: str, session: SessionDep) -> JobRuns:
+    """The runs (launches) of a job by ordinal: kind, label, size, status, times."""
+    t = _target(session, job, None)
+    runs = repository.job_runs(session, t.scope.job_id)
+    return JobRuns(job=t.job, runs=[RunSummary(**row) for row in runs])
 
 
 @router.get("/{job:path}/matrix", response_model=Matrix)
-def job_matrix(job: str, session: SessionDep) -> Matrix:
+def job_matrix(job: str, session: SessionDep, run: RunParam = None) -> Matrix:
     """Point-to-point bytes and messages per (source rank, destination rank) of a job."""
-    return _matrix(session, _job_or_404(session, job))
+    return _matrix(session, _target(session, job, run))
 
 
 @router.get("/{job:path}/ops", response_model=JobOps)
-def job_ops(job: str, session: SessionDep) -> JobOps:
+def job_ops(job: str, session: SessionDep, run: RunParam = None) -> JobOps:
     """Calls, bytes and time inside per MPI operation of a job (summed over ranks and
     intervals, heaviest time first), and the totals per traffic category."""
-    return _ops(session, _job_or_404(session, job))
+    return _ops(session, _target(session, job, run))
 
 
 @router.get("/{job:path}/io", response_model=JobIo)
-def job_io(job: str, session: SessionDep) -> JobIo:
+def job_io(job: str, session: SessionDep, run: RunParam = None) -> JobIo:
     """File-system I/O of a job per (layer, path), summed over ranks and intervals, most
     bytes first: the program's, and apart from it the start-up I/O (before MPI_Init)."""
-    return _io(session, _job_or_404(session, job))
+    return _io(session, _target(session, job, run))
 
 
 @router.get("/{job:path}/collectives", response_model=JobCollectives)
-def job_collectives(job: str, session: SessionDep) -> JobCollectives:
+def job_collectives(job: str, session: SessionDep, run: RunParam = None) -> JobCollectives:
     """Collective calls, bytes and time per (communicator, op, root) of a job, summed over
     ranks and intervals, heaviest time first; and the same per communicator."""
-    return _collectives(session, _job_or_404(session, job))
+    return _collectives(session, _target(session, job, run))
 
 
 @router.get("/{job:path}/sizes", response_model=JobSizes)
-def job_sizes(job: str, session: SessionDep) -> JobSizes:
+def job_sizes(job: str, session: SessionDep, run: RunParam = None) -> JobSizes:
     """Message-size histogram (log2 buckets with their byte ranges) per MPI operation of a
     job, summed over ranks and intervals; only buckets with messages."""
-    return _sizes(session, _job_or_404(session, job))
+    return _sizes(session, _target(session, job, run))
 
 
 @router.get("/{job:path}/rma", response_model=JobRma)
-def job_rma(job: str, session: SessionDep) -> JobRma:
+def job_rma(job: str, session: SessionDep, run: RunParam = None) -> JobRma:
     """One-sided (RMA) calls and bytes of a job per (origin rank, target rank) and per op,
     summed over intervals."""
-    return _rma(session, _job_or_404(session, job))
+    return _rma(session, _target(session, job, run))
 
 
 @router.get("/{job:path}/ranks", response_model=JobRanks)
-def job_ranks(job: str, session: SessionDep) -> JobRanks:
-    """Every rank of a job that reported: host, pid, first and last seen, status, and the
-    health counters (keys folded into overflow keys, frames lost or spooled)."""
-    return _ranks(session, _job_or_404(session, job))
+def job_ranks(job: str, session: SessionDep, run: RunParam = None) -> JobRanks:
+    """Every rank (or non-MPI process) of a job that reported, with its run: host, pid,
+    first and last seen, status, and the health counters (keys folded into overflow keys,
+    frames lost or spooled)."""
+    return _ranks(session, _target(session, job, run))
 
 
-def _job_or_404(session: Session, job: str) -> Job:
-    found = repository.get_job(session, job)
-    if found is None:
-        raise HTTPException(status_code=404, detail=f"unknown job {job!r}")
-    return found
-
-
-def _details(session: Session, job: Job) -> JobDetails:
+def _details(session: Session, t: _Target) -> JobDetails:
     return JobDetails(
-        job=job.job_key,
-        matrix=_matrix(session, job),
-        ops=_ops(session, job),
-        io=_io(session, job),
-        collectives=_collectives(session, job),
-        sizes=_sizes(session, job),
-        rma=_rma(session, job),
-        ranks=_ranks(session, job),
+        job=t.job,
+        matrix=_matrix(session, t),
+        ops=_ops(session, t),
+        io=_io(session, t),
+        collectives=_collectives(session, t),
+        sizes=_sizes(session, t),
+        rma=_rma(session, t),
+        ranks=_ranks(session, t),
     )
 
 
-def _matrix(session: Session, job: Job) -> Matrix:
-    cells = [MatrixCell(**row) for row in repository.p2p_matrix(session, job.id)]
-    return Matrix(job=job.job_key, world_size=job.world_size, cells=cells)
+def _matrix(session: Session, t: _Target) -> Matrix:
+    cells = [MatrixCell(**row) for row in repository.p2p_matrix(session, t.scope)]
+    return Matrix(job=t.job, run=t.run, world_size=t.world_size, cells=cells)
 
 
-def _ops(session: Session, job: Job) -> JobOps:
-    ops = repository.job_ops(session, job.id)
+def _ops(session: Session, t: _Target) -> JobOps:
+    ops = repository.job_ops(session, t.scope)
     return JobOps(
-        job=job.job_key,
+        job=t.job,
+        run=t.run,
         categories=[CategoryTotal(**row) for row in repository.category_totals(ops)],
         ops=[OpTotal(**row) for row in ops],
     )
 
 
-def _io(session: Session, job: Job) -> JobIo:
-    files, startup = ([FileIo(**row) for row in repository.job_io(session, job.id, phase)]
+def _io(session: Session, t: _Target) -> JobIo:
+    files, startup = ([FileIo(**row) for row in repository.job_io(session, t.scope, phase)]
                       for phase in (0, 1))  # fmt: skip
-    return JobIo(job=job.job_key, files=files, startup_files=startup)
+    return JobIo(job=t.job, run=t.run, files=files, startup_files=startup)
 
 
-def _collectives(session: Session, job: Job) -> JobCollectives:
+def _collectives(session: Session, t: _Target) -> JobCollectives:
     return JobCollectives(
-        job=job.job_key,
+        job=t.job,
+        run=t.run,
         communicators=[
-            CommunicatorTotal(**row) for row in repository.communicator_totals(session, job.id)
+            CommunicatorTotal(**row) for row in repository.communicator_totals(session, t.scope)
         ],
-        collectives=[CollectiveTotal(**row) for row in repository.job_collectives(session, job.id)],
+        collectives=[
+            CollectiveTotal(**row) for row in repository.job_collectives(session, t.scope)
+        ],
     )
 
 
-def _sizes(session: Session, job: Job) -> JobSizes:
-    return JobSizes(
-        job=job.job_key, ops=[OpSizes(**row) for row in repository.job_sizes(session, job.id)]
-    )
+def _sizes(session: Session, t: _Target) -> JobSizes:
+    ops = [OpSizes(**row) for row in repository.job_sizes(session, t.scope)]
+    return JobSizes(job=t.job, run=t.run, ops=ops)
 
 
-def _rma(session: Session, job: Job) -> JobRma:
-    ops, cells = repository.job_rma(session, job.id)
+def _rma(session: Session, t: _Target) -> JobRma:
+    ops, cells = repository.job_rma(session, t.scope)
     return JobRma(
-        job=job.job_key,
-        world_size=job.world_size,
+        job=t.job,
+        run=t.run,
+        world_size=t.world_size,
         ops=[RmaOp(**row) for row in ops],
         cells=[RmaCell(**row) for row in cells],
     )
 
 
-def _ranks(session: Session, job: Job) -> JobRanks:
-    ranks = [RankInfo(**row) for row in repository.job_ranks(session, job)]
-    return JobRanks(job=job.job_key, world_size=job.world_size, ranks=ranks)
+def _ranks(session: Session, t: _Target) -> JobRanks:
+    ranks = [RankInfo(**row) for row in repository.job_ranks(session, t.scope)]
+    return JobRanks(job=t.job, run=t.run, world_size=t.world_size, ranks=ranks)

@@ -1,9 +1,10 @@
 """`stacklens replay`: deliver spooled frames to a collector.
 
 When the collector cannot be reached, the hook library writes each frame it could not
-deliver to the spool directory as one file, `<job>.<rank>.<seq>.<pid>.slf`, holding the
-frame exactly as it would have been sent (written as `*.tmp` and renamed, so a file with
-the final suffix is always complete). Replay sends them in (job, rank, seq) order over
+deliver to the spool directory as one file, `<job>.<run>.<rank>.<seq>.<pid>.slf`, holding
+the frame exactly as it would have been sent (written as `*.tmp` and renamed, so a file
+with the final suffix is always complete). Replay sends them in (job, run, rank, process
+start, seq) order over
 one connection, deletes each file once its frame is acknowledged, and renames a frame the collector
 rejects to `*.rejected` (kept for inspection, never resent). Frames already stored are
 acknowledged again as duplicates, so replaying twice is harmless.
@@ -53,8 +54,9 @@ class ReplayResult:
     remaining: int = 0
 
 
-def spooled_frames(spool_dir: Path) -> list[tuple[tuple[str, int, int], Path, bytes]]:
-    """Every spooled frame under `spool_dir` as ((job, rank, seq), path, bytes), in order.
+def spooled_frames(spool_dir: Path) -> list[tuple[tuple[str, int, int, int, int], Path, bytes]]:
+    """Every spooled frame under `spool_dir` as ((job, run, rank, process start, seq), path,
+    bytes), in order.
 
     A file that is not a frame is reported as rejected by `replay` (key sorts last).
     """
@@ -68,9 +70,10 @@ def spooled_frames(spool_dir: Path) -> list[tuple[tuple[str, int, int], Path, by
             continue  # delivered and deleted by its sender meanwhile
         try:
             header = wire.decode_header(raw[: wire.HEADER_SIZE], max_body=1 << 40)
-            key = (header.job_id, header.world_rank, header.seq)
+            key = (header.job_id, header.run_id, header.world_rank, header.proc_start_ns,
+                   header.seq)  # fmt: skip
         except wire.FrameError:
-            key = ("\uffff", 0, 0)
+            key = ("\uffff", 0, 0, 0, 0)
         found.append((key, path, raw))
     found.sort(key=lambda item: (item[0], str(item[1])))
     return found

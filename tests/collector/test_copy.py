@@ -61,20 +61,20 @@ def test_array_rows_from_frames_split_counts_beyond_int4(pg_server):
     p2p = next(t for t in DELTA_TABLES if t.wire == "p2p")
     rows = codec.encode_arrays(
         wire.SPEC.table("p2p").id, p2p.columns, codec.frame_addresses([batch]), batch.info,
-        np.array([42]),
+        np.array([42]), np.array([7]), np.array([2]),
     )  # fmt: skip
     with psycopg.connect(pg_server) as conn:
         conn.execute(
-            "CREATE TEMP TABLE f (job_id bigint, world_rank int, t_start_ns bigint, "
+            "CREATE TEMP TABLE f (job_id bigint, run_id bigint, world_rank int, t_start_ns bigint, "
             "t_end_ns bigint, peer int[], bytes_sent bigint[], msgs_sent int[], "
             "bytes_recv bigint[], msgs_recv int[])"
         )
         with conn.cursor().copy("COPY f FROM STDIN (FORMAT BINARY)") as copy:
             copy.write(COPY_SIGNATURE + rows + COPY_TRAILER)
         row = conn.execute("SELECT * FROM f").fetchone()
-    assert row[:4] == (42, 0, 10**18, 10**18 + 1)
-    assert row[4] == [1] * 6 + [2]
-    assert row[5] == [2**40, 0, 0, 0, 0, 0, 16]
-    assert row[6] == [2**31 - 1] * 5 + [3, 1]
-    assert row[7] == [8, 0, 0, 0, 0, 0, 0]
-    assert row[8] == [2, 0, 0, 0, 0, 0, 0]
+    assert row[:5] == (42, 7, 2, 10**18, 10**18 + 1)
+    assert row[5] == [1] * 6 + [2]
+    assert row[6] == [2**40, 0, 0, 0, 0, 0, 16]
+    assert row[7] == [2**31 - 1] * 5 + [3, 1]
+    assert row[8] == [8, 0, 0, 0, 0, 0, 0]
+    assert row[9] == [2, 0, 0, 0, 0, 0, 0]

@@ -47,7 +47,10 @@ def _run_job(collector, program: str, job: str) -> None:
 def test_job_flows_are_read_exactly_once_with_word_carry(
     collector, pg_url, hook_library, examples_built, tree
 ):
-    _run_job(collector, str(examples_built / "p2p_pattern"), f"jt-{uuid.uuid4().hex[:8]}")
+    # Two launches with one job id: two runs, each with its own ranks 0-4 on the same hosts.
+    job = f"jt-{uuid.uuid4().hex[:8]}"
+    for _ in range(2):
+        _run_job(collector, str(examples_built / "p2p_pattern"), job)
     traffic = JobTraffic(pg_url, tree.hosts, tree.storage)
     try:
         flows = traffic.poll()
@@ -58,7 +61,7 @@ def test_job_flows_are_read_exactly_once_with_word_carry(
     for (r, p), (nbytes, _) in p2p_pattern(len(HOSTS)).items():
         src, dst = HOSTS[r], HOSTS[p]
         if src != dst and src in tree.hosts and dst in tree.hosts:
-            sent[(src, dst)] = sent.get((src, dst), 0) + nbytes
+            sent[(src, dst)] = sent.get((src, dst), 0) + 2 * nbytes
     assert {(f.src, f.dst): f.nbytes for f in flows} == {k: b - b % 4 for k, b in sent.items()}
     assert {f.kind for f in flows} == {"mpi_p2p"}
     assert {k: c for k, c in traffic.carry.items() if c} == {

@@ -52,8 +52,8 @@ def test_ops_summary_lists_the_categories_with_calls():
     """Time inside MPI is communication only: start-up comes after it, apart; bytes say
     whether they were sent or received."""
     categories = (
-        CategoryTotal(category="mpi_p2p", calls=3, bytes_sent=1536, bytes_received=1536, time_ns=2_000,
-                      communication=True),
+        CategoryTotal(category="mpi_p2p", calls=3, bytes_sent=1536, bytes_received=1536,
+                      time_ns=2_000, communication=True),
         CategoryTotal(category="mpi_rma", calls=0, bytes_sent=0, bytes_received=0, time_ns=0,
                       communication=True),
         CategoryTotal(category="io", calls=1, bytes_sent=0, bytes_received=0, time_ns=500,

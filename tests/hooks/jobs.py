@@ -172,11 +172,14 @@ def io(pg_url: str, job: str) -> dict[tuple[int, int, str], tuple[int, int, int,
 
 
 def job_end(pg_url: str, job: str) -> list[tuple]:
-    """[(job status, rank count, all ranks finished, ranks killed by a signal)] of the job."""
+    """[(job status, rank count, all ranks finished, ranks killed by a signal)] of the job's
+    MPI runs (with the hooks in its environment, `stacklens run` itself is a process of the
+    job's run of processes without MPI)."""
     return query(
         pg_url,
-        "SELECT min(status), count(*), bool_and(finished), count(*) FILTER (WHERE killed) "
-        "FROM ranks JOIN jobs ON jobs.id = job_id WHERE job_key = %s",
+        "SELECT min(jobs.status), count(*), bool_and(finished), count(*) FILTER (WHERE killed) "
+        "FROM ranks JOIN jobs ON jobs.id = ranks.job_id JOIN runs ON runs.id = ranks.run_id "
+        "WHERE job_key = %s AND runs.kind = 'mpi'",
         (job,),
     )
 

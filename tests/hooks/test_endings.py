@@ -68,14 +68,14 @@ def test_exec_delivers_the_interval_and_a_failed_exec_counts_on(
     rows = query(
         pg_url,
         "SELECT sum(opens), sum(writes), sum(bytes_written) FROM io_deltas JOIN jobs "
-        "ON jobs.id = job_id WHERE job_key LIKE %s AND path = %s",
-        (f"{job}.%", str(target.resolve())),
+        "ON jobs.id = job_id WHERE job_key = %s AND path = %s",
+        (job, str(target.resolve())),
     )
     assert rows == [(1, 2, 1500)]
     ended = query(
         pg_url,
         "SELECT status, bool_and(finished) FROM jobs JOIN ranks ON jobs.id = job_id "
-        "WHERE job_key LIKE %s GROUP BY 1",
-        (f"{job}.%",),
+        "WHERE job_key = %s GROUP BY 1",
+        (job,),
     )
     assert ended == [("finished", True)]

@@ -80,24 +80,24 @@ def test_rejected_frames_are_kept_and_counted_lost(pg_url, hook_library, tmp_pat
     assert {f.header.token for f in frames} == {b"secret"}  # valid frames, refused
     stored = query(
         pg_url,
-        "SELECT seq FROM received_frames JOIN jobs ON jobs.id = job_id WHERE job_key LIKE %s",
-        (f"{job}.%",),
+        "SELECT seq FROM received_frames JOIN jobs ON jobs.id = job_id WHERE job_key = %s",
+        (job,),
     )
     seqs = sorted([s for (s,) in stored] + [f.header.seq for f in frames])
     assert seqs == list(range(len(seqs)))  # every frame stored or kept: none dropped
     [(lost, status)] = query(
         pg_url,
         "SELECT frames_dropped, status FROM ranks JOIN jobs ON jobs.id = job_id "
-        "WHERE job_key LIKE %s",
-        (f"{job}.%",),
+        "WHERE job_key = %s",
+        (job,),
     )
     assert (lost, status) == (len(frames), "finished")
     path = str(out.resolve())
     [(stored_bytes,)] = query(
         pg_url,
         "SELECT sum(bytes_written) FROM io_deltas JOIN jobs ON jobs.id = job_id "
-        "WHERE job_key LIKE %s AND path = %s",
-        (f"{job}.%", path),
+        "WHERE job_key = %s AND path = %s",
+        (job, path),
     )
     io = [f.tables["io"] for f in frames if "io" in f.tables]
     kept_bytes = sum(int(r["bytes_written"][r["path"] == path.encode()].sum()) for r in io)
@@ -159,22 +159,22 @@ def test_default_spool_is_per_user_and_replayed_for_all_users(collector, pg_url,
         )  # fmt: skip
         assert replay.returncode == 0, replay.stderr
         assert list(spool.glob("*.slf")) == []
-    like = (f"{job}.%",)
+    like = (job,)
     [(written,)] = query(
         pg_url,
         "SELECT sum(bytes_written) FROM io_deltas JOIN jobs ON jobs.id = job_id "
-        "WHERE job_key LIKE %s AND path LIKE '%%/out.bin'",
+        "WHERE job_key = %s AND path LIKE '%%/out.bin'",
         like,
     )
     [(finished, spooled)] = query(
         pg_url,
         "SELECT finished, frames_spooled FROM ranks JOIN jobs ON jobs.id = job_id "
-        "WHERE job_key LIKE %s",
+        "WHERE job_key = %s",
         like,
     )
     [(frames,)] = query(
         pg_url,
-        "SELECT count(*) FROM received_frames JOIN jobs ON jobs.id = job_id WHERE job_key LIKE %s",
+        "SELECT count(*) FROM received_frames JOIN jobs ON jobs.id = job_id WHERE job_key = %s",
         like,
     )
     # Every frame went through the spool, and the count says so, the final frame included.
@@ -220,7 +220,7 @@ def test_a_planted_name_in_the_spool_is_not_followed(hook_library, tmp_path):
 
     def plant(pid: int) -> None:
         for seq in range(4):  # the .tmp names the frames will be written under
-            name = f"plant.{pid}.{0:010d}.{seq:020d}.{pid}.slf.tmp"
+            name = f"plant.{0:016x}.{0:010d}.{seq:020d}.{pid}.slf.tmp"  # run 0: no MPI
             (spool / name).symlink_to(victim)
 
     result = run_spooler(env, tmp_path, before=plant)
@@ -230,8 +230,8 @@ def test_a_planted_name_in_the_spool_is_not_followed(hook_library, tmp_path):
     assert spooled and all(p.is_file() and not p.is_symlink() for p in spooled)
     # Each frame's planted .tmp link was removed, not written through; the others remain.
     headers = [wire.decode_header(p.read_bytes(), 1 << 30) for p in spooled]
-    assert all(h.job_id.startswith("plant.") for h in headers)
+    assert all(h.job_id == "plant" and h.run_id == 0 for h in headers)
     left = sorted(p.name for p in spool.glob("*.tmp"))
     pid = headers[0].pid
     unused = sorted(set(range(4)) - {h.seq for h in headers})
-    assert left == [f"plant.{pid}.{0:010d}.{seq:020d}.{pid}.slf.tmp" for seq in unused]
+    assert left == [f"plant.{0:016x}.{0:010d}.{seq:020d}.{pid}.slf.tmp" for seq in unused]

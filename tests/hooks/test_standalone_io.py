@@ -44,13 +44,14 @@ def env(collector, hook_library, job: str) -> dict:
 
 
 def io_totals(pg_url: str, job: str, path: Path) -> tuple:
-    """(opens, reads, writes, bytes read, bytes written) of path in the job, rank 0, POSIX."""
+    """(opens, reads, writes, bytes read, bytes written) of path in the job (every process of
+    its run of processes without MPI), POSIX."""
     return query(
         pg_url,
         "SELECT sum(opens), sum(reads), sum(writes), sum(bytes_read), sum(bytes_written) "
         "FROM io_deltas JOIN jobs ON jobs.id = job_id "
-        "WHERE job_key LIKE %s AND world_rank = 0 AND layer = 1 AND path = %s",
-        (f"{job}.%", str(path.resolve())),
+        "WHERE job_key = %s AND layer = 1 AND path = %s",
+        (job, str(path.resolve())),
     )[0]
 
 

@@ -169,7 +169,10 @@ def test_collector_down_spools_and_replays_exactly(
     assert result.returncode == 0, result.stderr
     files = sorted(p.name for p in spool.glob("*.slf"))
     assert files and not list(spool.glob("*.tmp"))
-    assert {f.split(".")[1] for f in files} == {f"{r:010d}" for r in range(RANKS)}
+    # <job>.<run id, 16 hex digits>.<rank>.<seq>.<pid>.slf: one run, every rank.
+    runs = {f.split(".")[1] for f in files}
+    assert len(runs) == 1 and len(runs.pop()) == 16
+    assert {f.split(".")[2] for f in files} == {f"{r:010d}" for r in range(RANKS)}
     replay = subprocess.run(
         [sys.executable, "-m", "stacklens.cli", "replay", str(spool)],
         env={**env, "STACKLENS_COLLECTOR": collector.endpoint},
@@ -181,7 +184,7 @@ def test_collector_down_spools_and_replays_exactly(
     check_surface(pg_url, job, tmp_path)
 
 
-def test_program_without_mpi_is_a_standalone_job(collector, pg_url, hook_library, tmp_path):
+def test_program_without_mpi_is_a_process_of_its_job(collector, pg_url, hook_library, tmp_path):
     out = tmp_path / "dd.out"
     job = f"dd-{uuid.uuid4().hex[:8]}"
     env = mpi_env(
@@ -196,9 +199,9 @@ def test_program_without_mpi_is_a_standalone_job(collector, pg_url, hook_library
     rows = query(
         pg_url,
         "SELECT job_key, world_rank, layer, path, sum(opens), sum(writes), sum(bytes_written) "
-        "FROM io_deltas JOIN jobs ON jobs.id = job_id WHERE job_key LIKE %s "
+        "FROM io_deltas JOIN jobs ON jobs.id = job_id WHERE job_key = %s "
         "GROUP BY 1, 2, 3, 4",
-        (f"{job}.%",),
+        (job,),
     )
     # /dev/zero is not file-system I/O; the output file is, at the POSIX layer.
     assert [r[1:] for r in rows] == [(0, 1, str(out.resolve()), 1, 25, 25 * 4096)]

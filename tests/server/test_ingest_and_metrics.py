@@ -29,7 +29,7 @@ def app_client(pg_url):
 
 def json_frame(seq: int, **extra) -> dict:
     body = {
-        "job": "json-job", "world_rank": 0, "world_size": 2, "seq": seq, "host": "n1",
+        "job": "json-job", "run_id": 5, "world_rank": 0, "world_size": 2, "seq": seq, "host": "n1",
         "interval_start_ns": T0 + seq, "interval_end_ns": T0 + seq + 1,
         "tables": {"p2p": [{"peer": 1, "bytes_sent": 100, "msgs_sent": 1}],
                    "io": [{"layer": 1, "writes": 2, "bytes_written": 8192, "path": "/tmp/a",
@@ -56,6 +56,26 @@ def test_json_batch_is_stored_once(app_client, pg_url):
     killed = {"frames": [json_frame(0, world_rank=1, killed=True)]}
     assert client.post("/api/ingest/frames", json=killed, headers=AUTH).json() == {"stored": 1}
     assert query(pg_url, "SELECT status FROM jobs") == [("killed",)]
+
+
+def test_json_frames_say_their_run(app_client, pg_url):
+    client, _ = app_client
+    # The same rank and seq in another run, then a process without MPI; runs are numbered
+    # in the order of their first interval.
+    second = json_frame(0, run_id=2**64 - 1, run_label="7", interval_start_ns=T0 + 1)
+    helper = json_frame(0, run_id=0, world_size=1, proc_start_ns=99, pid=4, tables={},
+                        interval_start_ns=T0 + 2, interval_end_ns=T0 + 3)  # fmt: skip
+    batch = {"frames": [json_frame(0), second, helper]}
+    assert client.post("/api/ingest/frames", json=batch, headers=AUTH).json() == {"stored": 3}
+    assert query(pg_url, "SELECT ordinal, run_key, kind, label FROM runs ORDER BY 1") == [
+        (1, 5, "mpi", None), (2, -1, "mpi", "7"), (3, 0, "processes", None)
+    ]  # fmt: skip
+    missing = {k: v for k, v in json_frame(1).items() if k != "run_id"}
+    response = client.post("/api/ingest/frames", json={"frames": [missing]}, headers=AUTH)
+    assert response.status_code == 422 and "run_id" in response.text
+    no_start = json_frame(1, run_id=0, world_size=1)
+    response = client.post("/api/ingest/frames", json={"frames": [no_start]}, headers=AUTH)
+    assert response.status_code == 422 and "non-MPI frame" in response.text
 
 
 @pytest.mark.parametrize(

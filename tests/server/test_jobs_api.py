@@ -10,6 +10,14 @@ from stacklens.mpi_ops import op_names
 from tests.collector.test_ingest import T0, exchange, frame
 
 
+def run_summary(run: int, start: int, end: int, ranks_seen: int, **fields) -> dict:
+    """One item of a job's `runs` as the frames of tests.collector.test_ingest make it."""
+    return {"run": run, "kind": "mpi", "label": None, "world_size": 2,
+            "command": "./prog --size 8", "user": "alice", "status": "running",
+            "started_ns": start, "last_seen_ns": end, "finished_ns": None,
+            "ranks_seen": ranks_seen, **fields}  # fmt: skip
+
+
 def test_jobs_and_matrix(collector, api_client):
     rows_0 = [{"peer": 1, "bytes_sent": 300, "msgs_sent": 3}]
     rows_1 = [{"peer": 0, "bytes_sent": 50, "msgs_sent": 1}]
@@ -34,6 +42,7 @@ def test_jobs_and_matrix(collector, api_client):
             "ranks_seen": 1,
             "bytes_sent": 0,
             "messages_sent": 0,
+            "runs": [run_summary(1, T0, T0 + 10**9, ranks_seen=1)],
         },
         {
             "job": "job-A",
@@ -46,11 +55,13 @@ def test_jobs_and_matrix(collector, api_client):
             "ranks_seen": 2,
             "bytes_sent": 650,
             "messages_sent": 7,
+            "runs": [run_summary(1, T0, T0 + 2 * 10**9, ranks_seen=2)],
         },
     ]
     matrix = api_client.get(api_client.app.url_path_for("job_matrix", job="job-A")).json()
     assert matrix == {
         "job": "job-A",
+        "run": None,
         "world_size": 2,
         "cells": [
             {"src": 0, "dst": 1, "bytes": 600, "messages": 6},
@@ -242,6 +253,7 @@ def test_jobs_without_io_or_ops_have_empty_lists(collector, api_client):
     assert [c["calls"] for c in ops["categories"]] == [5, 0, 0, 0, 0, 0, 0]
     assert api_client.get(api_client.app.url_path_for("job_io", job="job-quiet")).json() == {
         "job": "job-quiet",
+        "run": None,
         "files": [],
         "startup_files": [],
     }
@@ -357,6 +369,7 @@ def test_job_sizes_are_histograms_per_op(collector, api_client):
     # Most messages first, ties by name; buckets smallest first; no empty bucket or op.
     assert body == {
         "job": "job-D",
+        "run": None,
         "ops": [
             {"op": "MPI_Isend", "category": "mpi_p2p", "messages": 7,
              "buckets": [bucket(8, 128, 256, 1), bucket(9, 256, 512, 6)]},
@@ -386,6 +399,7 @@ def test_job_rma_per_origin_and_target(collector, api_client):
 
     assert body == {
         "job": "job-D",
+        "run": None,
         "world_size": 4,
         # Most bytes first.
         "ops": [op("MPI_Put", 4, 64), op("MPI_Accumulate", 1, 40), op("MPI_Get", 1, 8)],
@@ -412,21 +426,22 @@ def test_job_ranks_hosts_status_and_health(collector, api_client):
     send_committed(collector, frames)
 
     body = api_client.get(api_client.app.url_path_for("job_ranks", job="job-D")).json()
-    fields = ("rank", "host", "pid", "first_seen_ns", "last_seen_ns", "finished", "killed",
-              "aborted", "abort_code", "status", "keys_dropped", "frames_dropped",
+    fields = ("run", "rank", "host", "pid", "first_seen_ns", "last_seen_ns", "finished",
+              "killed", "aborted", "abort_code", "status", "keys_dropped", "frames_dropped",
               "frames_spooled")  # fmt: skip
     end = T0 + 2 * 10**9
     # By world rank; rank 2 never reported; health counters summed over the frames; the job
     # was killed, so rank 3, which sent no final frame, is lost (not running).
     assert body == {
         "job": "job-D",
+        "run": None,
         "world_size": 4,
         "ranks": [
             dict(zip(fields, row, strict=True))
             for row in [
-                (0, "cn01", 100, T0, end, True, False, False, None, "finished", 5, 0, 1),
-                (1, "cn02", 200, T0, end, True, True, False, None, "killed", 0, 4, 0),
-                (3, "cn02", 300, T0, T0 + 10**9, False, False, False, None, "lost", 0, 0, 0),
+                (1, 0, "cn01", 100, T0, end, True, False, False, None, "finished", 5, 0, 1),
+                (1, 1, "cn02", 200, T0, end, True, True, False, None, "killed", 0, 4, 0),
+                (1, 3, "cn02", 300, T0, T0 + 10**9, False, False, False, None, "lost", 0, 0, 0),
             ]
         ],
     }
@@ -437,15 +452,18 @@ def test_job_without_collectives_sizes_or_rma_has_empty_lists(collector, api_cli
     get = api_client.get
     assert get(api_client.app.url_path_for("job_collectives", job="job-quiet")).json() == {
         "job": "job-quiet",
+        "run": None,
         "communicators": [],
         "collectives": [],
     }
     assert get(api_client.app.url_path_for("job_sizes", job="job-quiet")).json() == {
         "job": "job-quiet",
+        "run": None,
         "ops": [],
     }
     assert get(api_client.app.url_path_for("job_rma", job="job-quiet")).json() == {
         "job": "job-quiet",
+        "run": None,
         "world_size": 4,
         "ops": [],
         "cells": [],
