@@ -87,8 +87,7 @@ def test_rejected_frames_are_kept_and_counted_lost(pg_url, hook_library, tmp_pat
     assert seqs == list(range(len(seqs)))  # every frame stored or kept: none dropped
     [(lost, status)] = query(
         pg_url,
-        "SELECT frames_dropped, status FROM ranks JOIN jobs ON jobs.id = job_id "
-        "WHERE job_key = %s",
+        "SELECT frames_dropped, status FROM ranks JOIN jobs ON jobs.id = job_id WHERE job_key = %s",
         (job,),
     )
     assert (lost, status) == (len(frames), "finished")
