@@ -16,6 +16,7 @@ from collector.store.jobs import mark_lost_jobs
 from collector.store.partitions import DAY_NS, apply_retention, day_of
 from collector.store.rollups import rollup_pass
 from collector.store.writer import FrameWriter
+from stacklens.connguard import ConnectionLimits
 from stacklens.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,14 @@ log = logging.getLogger(__name__)
 class CollectorService:
     """Runs a FrameWriter and an IngestServer on the current event loop."""
 
-    def __init__(self, database_url: str, settings: Settings):
+    def __init__(
+        self,
+        database_url: str,
+        settings: Settings,
+        connection_limits: ConnectionLimits | None = None,
+    ):
+        """`connection_limits`: those of the settings unless given (fitted to the
+        process's open-file limit by the command that starts the service)."""
         self.writer = FrameWriter(database_url)
         self.ingest = IngestServer(
             self.writer,
@@ -33,6 +41,10 @@ class CollectorService:
             token=settings.ingest_token,
             max_body=settings.max_frame_bytes,
             retention_days=settings.retention_days,
+            max_skew_ns=int(settings.max_clock_skew_s * 1e9),
+            max_new_days=settings.max_new_days_per_batch,
+            limits=connection_limits or settings.connection_limits(),
+            buffer_bytes=settings.ingest_buffer_mb << 20,
         )
         self.database_url = database_url
         self.retention_days = settings.retention_days
@@ -120,8 +132,14 @@ class BackgroundCollector:
     """A CollectorService on its own event-loop thread (tests, benchmarks, embedding)."""
 
     def __init__(
-        self, url: str, token: str = "", max_body: int = 1 << 20, listen: str = "127.0.0.1:0"
+        self,
+        url: str,
+        token: str = "",
+        max_body: int = 1 << 20,
+        listen: str = "127.0.0.1:0",
+        **settings,
     ):
+        """`settings`: further Settings fields (limits, timeouts) for this collector."""
         # Rollups and the lost-job pass run on demand here (roll_up_once, mark_lost_once),
         # not on timers that race with callers (the tests' frames are from 2023).
         self.settings = Settings(
@@ -130,6 +148,7 @@ class BackgroundCollector:
             max_frame_bytes=max_body,
             rollup_interval_s=24 * 3600.0,
             job_lost_after_s=100 * 365 * 86_400.0,
+            **settings,
         )
         self.service = CollectorService(url, self.settings)
         self.loop = uvloop.new_event_loop()

@@ -18,6 +18,8 @@
 
 #define SL_NO_ROOT 0xFFFFFFFFu
 #define SL_MAX_BUCKET 64u
+/* Largest MPI_COMM_WORLD accepted (wire.MAX_WORLD_SIZE). */
+#define SL_MAX_WORLD_SIZE (1u << 24)
 #define SL_INT4_MAX 0x7FFFFFFFull
 /* Messages to one peer in one interval stay below 2^40 (over 300 M/s for the longest,
  * 1-hour interval): it bounds how far the encoder splits a count (512 int4 pieces). */
@@ -105,6 +107,50 @@ static void copy_text(char *dst, const char *src, size_t cap)
     memset(dst + n, 0, cap - n);
 }
 
+/*
+ * Whether a header text field (job id, host) is clean: UTF-8 (no overlong
+ * forms, surrogates or code points above U+10FFFF) without control characters
+ * (U+0000-U+001F, U+007F-U+009F), NUL-padded with nothing after the padding
+ * starts. The rule of wire.clean_text; ids that break it are refused, never
+ * stored altered (two different ids must never become one).
+ */
+static int clean_text(const char *field, size_t cap)
+{
+    const uint8_t *s = (const uint8_t *)field;
+    size_t len = text_len(field, cap);
+    for (size_t i = len; i < cap; i++)
+        if (s[i] != 0)
+            return 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t c = s[i], need, min;
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7F)
+                return 0;
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF)
+            need = 1, min = 0x80, c &= 0x1F;
+        else if (c >= 0xE0 && c <= 0xEF)
+            need = 2, min = 0x800, c &= 0x0F;
+        else if (c >= 0xF0 && c <= 0xF4)
+            need = 3, min = 0x10000, c &= 0x07;
+        else
+            return 0;
+        if (len - i <= need)
+            return 0;
+        for (uint32_t k = 1; k <= need; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+            c = c << 6 | (s[i + k] & 0x3F);
+        }
+        if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF) || c <= 0x9F)
+            return 0;
+        i += need + 1;
+    }
+    return 1;
+}
+
 /* Constant-time token comparison (only the bytes before the first NUL count). */
 static int token_ok(const sl_frame_header *h, const sl_limits *lim)
 {
@@ -137,9 +183,15 @@ static int check_header(const sl_frame_header *h, const sl_limits *lim, sl_scan_
         return fail(err, SL_STATUS_bad_token, "wrong ingest token");
     if (h->job_id[0] == '\0')
         return fail(err, SL_STATUS_out_of_range, "empty job id");
-    if (h->world_size == 0 || h->world_size >= (1u << 31) || h->world_rank >= h->world_size)
-        return fail(err, SL_STATUS_out_of_range, "rank %u out of range for world size %u",
-                    h->world_rank, h->world_size);
+    if (!clean_text(h->job_id, sizeof h->job_id))
+        return fail(err, SL_STATUS_out_of_range,
+                    "job id is not UTF-8 text without control characters");
+    if (!clean_text(h->host, sizeof h->host))
+        return fail(err, SL_STATUS_out_of_range,
+                    "host is not UTF-8 text without control characters");
+    if (h->world_size == 0 || h->world_size > SL_MAX_WORLD_SIZE || h->world_rank >= h->world_size)
+        return fail(err, SL_STATUS_out_of_range, "rank %u out of range for world size %u "
+                    "(at most %u)", h->world_rank, h->world_size, SL_MAX_WORLD_SIZE);
     if (h->pid >= (1u << 31))
         return fail(err, SL_STATUS_out_of_range, "pid %u out of range", h->pid);
     if (h->seq >> 63)
@@ -147,7 +199,8 @@ static int check_header(const sl_frame_header *h, const sl_limits *lim, sl_scan_
     if (h->interval_end_ns < h->interval_start_ns)
         return fail(err, SL_STATUS_out_of_range, "interval ends before it starts");
     if (h->interval_end_ns > lim->newest_end)
-        return fail(err, SL_STATUS_out_of_range, "interval ends too far in the future");
+        return fail(err, SL_STATUS_out_of_range, "clock skew: interval ends after the "
+                    "collector's clock plus the skew window (check the sender's clock)");
     if (h->interval_end_ns < lim->oldest_end)
         return fail(err, SL_STATUS_out_of_range, "interval ends before the retention window");
     return 0;

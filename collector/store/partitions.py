@@ -5,6 +5,8 @@ Every delta table is `PARTITION BY RANGE (t_end_ns)`, fabric_port_samples by `ts
 the partition for UTC day D is `<table>_pYYYYMMDD` and holds [D 00:00, D+1 00:00) in ns.
 Creating partitions is idempotent and safe when several collectors race; retention drops
 whole partitions (no row-by-row DELETE) and then the jobs that ended before the cutoff.
+Ingest bounds how many days without partitions one batch may bring (`new_days_fit`), so
+timestamps from many distinct days cannot make thousands of partitions at once.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+import numpy as np
 import psycopg
 
 from collector.store.tables import DELTA_TABLES
@@ -67,6 +70,28 @@ class Partitions:
     ):
         self.tables = tuple(tables)
         self._known: set[int] = set()
+
+    async def load(self, conn: psycopg.AsyncConnection) -> None:
+        """Learn the days every table already has a partition for (at start)."""
+        days: set[int] | None = None
+        for table in self.tables:
+            rows = await (await conn.execute(_LIST_PARTITIONS, (table,))).fetchall()
+            have = {day for (name,) in rows if (day := _day_of_name(name)) is not None}
+            days = have if days is None else days & have
+        self._known |= days or set()
+
+    def new_days_fit(self, t_end_ns: np.ndarray, limit: int) -> int:
+        """How many leading frames (by interval end) need at most `limit` days that have
+        no partition yet: the frames a batch may bring before the next would make more."""
+        days = np.asarray(t_end_ns, dtype=np.uint64) // DAY_NS
+        fresh = ~np.isin(days, np.fromiter(self._known, np.uint64, len(self._known)))
+        if not fresh.any():
+            return len(days)
+        new, first = np.unique(days[fresh], return_index=True)
+        if len(new) <= limit:
+            return len(days)
+        # The frame that brings the (limit+1)-th new day, in frame order, ends the fit.
+        return int(np.flatnonzero(fresh)[np.sort(first)[limit]])
 
     def _missing(self, days: Iterable[int]) -> list[tuple[int, list[str]]]:
         """CREATE statements per day not known to exist yet."""

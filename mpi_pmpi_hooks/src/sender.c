@@ -576,6 +576,8 @@ int sl_sender_start(const sl_config *cfg, const sl_identity *id)
 {
     S.cfg = cfg;
     S.rank = sl_core.world_rank;
+    if (cfg->send_disabled)
+        return -1; /* sl_config_load said why */
     if (sl_frame_builder_init(&S.fb, id, cfg->token) != 0) {
         sl_warn("rank %d: no memory for frames; stacklens is off", S.rank);
         return -1;
