@@ -26,6 +26,7 @@ from fastapi.testclient import TestClient
 
 from collector.service import BackgroundCollector
 from server.app import create_app
+from server.http_guard import uvicorn_config
 from stacklens.db import make_engine, migrate, start_embedded
 from stacklens.paths import DEFAULT_LIBRARY, EXAMPLES_DIR
 from stacklens.schema import Base
@@ -87,7 +88,7 @@ def serving(app, host: str = "127.0.0.1", port: int | None = None) -> Iterator[i
     """Serves an ASGI app with uvicorn on a thread of this process (its lifespan runs) on
     `port` (default: a free one) until the block ends; yields the port."""
     port = free_port() if port is None else port
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="error"))
+    server = uvicorn.Server(uvicorn_config(app, host, port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

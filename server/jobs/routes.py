@@ -6,6 +6,7 @@ from fastapi import APIRouter, HTTPException
 from sqlalchemy.orm import Session
 
 from server.deps import SessionDep
+from server.errors import error_responses
 from server.jobs import repository
 from server.jobs.schemas import (
     CategoryTotal,
@@ -27,9 +28,16 @@ from server.jobs.schemas import (
     RmaCell,
     RmaOp,
 )
+from stacklens import wire
 from stacklens.schema import Job
 
+#: Bytes of the wire's job id field: no stored job has a longer id.
+JOB_ID_BYTES = wire.HEADER_DTYPE.fields["job_id"][0].itemsize
+
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
+
+#: Every per-job route answers 404 for an unknown job (or an id no job can have).
+_NOT_FOUND = error_responses(404)
 
 
 @router.get("", response_model=list[JobSummary])
@@ -38,7 +46,7 @@ def list_jobs(session: SessionDep) -> list[JobSummary]:
     return [JobSummary(**row) for row in repository.list_jobs(session)]
 
 
-@router.get("/{job:path}/matrix", response_model=Matrix)
+@router.get("/{job:path}/matrix", response_model=Matrix, responses=_NOT_FOUND)
 def job_matrix(job: str, session: SessionDep) -> Matrix:
     """Point-to-point bytes and messages per (source rank, destination rank) of a job."""
     found = _job_or_404(session, job)
@@ -46,7 +54,7 @@ def job_matrix(job: str, session: SessionDep) -> Matrix:
     return Matrix(job=found.job_key, world_size=found.world_size, cells=cells)
 
 
-@router.get("/{job:path}/ops", response_model=JobOps)
+@router.get("/{job:path}/ops", response_model=JobOps, responses=_NOT_FOUND)
 def job_ops(job: str, session: SessionDep) -> JobOps:
     """Calls, bytes and time inside per MPI operation of a job (summed over ranks and
     intervals, heaviest time first), and the totals per traffic category."""
@@ -59,7 +67,7 @@ def job_ops(job: str, session: SessionDep) -> JobOps:
     )
 
 
-@router.get("/{job:path}/io", response_model=JobIo)
+@router.get("/{job:path}/io", response_model=JobIo, responses=_NOT_FOUND)
 def job_io(job: str, session: SessionDep) -> JobIo:
     """File-system I/O of a job per (layer, path), summed over ranks and intervals, most
     bytes first."""
@@ -68,7 +76,7 @@ def job_io(job: str, session: SessionDep) -> JobIo:
     return JobIo(job=found.job_key, files=files)
 
 
-@router.get("/{job:path}/collectives", response_model=JobCollectives)
+@router.get("/{job:path}/collectives", response_model=JobCollectives, responses=_NOT_FOUND)
 def job_collectives(job: str, session: SessionDep) -> JobCollectives:
     """Collective calls, bytes and time per (communicator, op, root) of a job, summed over
     ranks and intervals, heaviest time first; and the same per communicator."""
@@ -84,7 +92,7 @@ def job_collectives(job: str, session: SessionDep) -> JobCollectives:
     )
 
 
-@router.get("/{job:path}/sizes", response_model=JobSizes)
+@router.get("/{job:path}/sizes", response_model=JobSizes, responses=_NOT_FOUND)
 def job_sizes(job: str, session: SessionDep) -> JobSizes:
     """Message-size histogram (log2 buckets with their byte ranges) per MPI operation of a
     job, summed over ranks and intervals; only buckets with messages."""
@@ -94,7 +102,7 @@ def job_sizes(job: str, session: SessionDep) -> JobSizes:
     )
 
 
-@router.get("/{job:path}/rma", response_model=JobRma)
+@router.get("/{job:path}/rma", response_model=JobRma, responses=_NOT_FOUND)
 def job_rma(job: str, session: SessionDep) -> JobRma:
     """One-sided (RMA) calls and bytes of a job per (origin rank, target rank) and per op,
     summed over intervals."""
@@ -108,7 +116,7 @@ def job_rma(job: str, session: SessionDep) -> JobRma:
     )
 
 
-@router.get("/{job:path}/ranks", response_model=JobRanks)
+@router.get("/{job:path}/ranks", response_model=JobRanks, responses=_NOT_FOUND)
 def job_ranks(job: str, session: SessionDep) -> JobRanks:
     """Every rank of a job that reported: host, pid, first and last seen, status, and the
     health counters (keys folded into overflow keys, frames lost or spooled)."""
@@ -118,6 +126,15 @@ def job_ranks(job: str, session: SessionDep) -> JobRanks:
 
 
 def _job_or_404(session: Session, job: str) -> Job:
+    """The job with id `job`; 404 if there is none, also for an id that no job can have
+    (ingest refuses them: longer than the wire field, not UTF-8 text, control characters),
+    which is never sent to the database."""
+    if len(job.encode("utf-8", "surrogatepass")) > JOB_ID_BYTES or not wire.clean_text(job):
+        raise HTTPException(
+            status_code=404,
+            detail=f"unknown job {job!r}: a job id is 1 to {JOB_ID_BYTES} bytes of UTF-8 "
+            "text without control characters",
+        )
     found = repository.get_job(session, job)
     if found is None:
         raise HTTPException(status_code=404, detail=f"unknown job {job!r}")
