@@ -22,8 +22,10 @@ def frame(
     frame_type=wire.FrameType.DATA,
     p2p_rows=None,
     job: str = "job-A",
+    user: str = "alice",
 ) -> bytes:
-    """A two-rank frame with point-to-point records and one op record."""
+    """A two-rank frame with point-to-point records and one op record (and, at seq 0, the
+    rank information: its command and `user`)."""
     p2p_rows = (
         p2p_rows
         if p2p_rows is not None
@@ -43,7 +45,7 @@ def frame(
     }
     if seq == 0:
         tables["rank_info"] = wire.records(
-            "rank_info", [{"command": b"./prog --size 8", "user": b"alice"}]
+            "rank_info", [{"command": b"./prog --size 8", "user": user.encode()}]
         )
     return wire.encode_frame(
         job_id=job,
