@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "stacklens_text.h"
 #include "stacklens_wire.h"
 
 #define SL_NO_ROOT 0xFFFFFFFFu
@@ -107,47 +108,19 @@ static void copy_text(char *dst, const char *src, size_t cap)
     memset(dst + n, 0, cap - n);
 }
 
-/*
- * Whether a header text field (job id, host) is clean: UTF-8 (no overlong
- * forms, surrogates or code points above U+10FFFF) without control characters
- * (U+0000-U+001F, U+007F-U+009F), NUL-padded with nothing after the padding
- * starts. The rule of wire.clean_text; ids that break it are refused, never
- * stored altered (two different ids must never become one).
- */
+/* Whether a header text field (job id, host) is an id (stacklens_text.h), NUL-padded
+ * with nothing after the padding starts: ids that break the rule are refused, never
+ * stored altered (two different ids must never become one). */
 static int clean_text(const char *field, size_t cap)
 {
     const uint8_t *s = (const uint8_t *)field;
-    size_t len = text_len(field, cap);
+    size_t len = text_len(field, cap), n;
     for (size_t i = len; i < cap; i++)
         if (s[i] != 0)
             return 0;
-    for (size_t i = 0; i < len;) {
-        uint32_t c = s[i], need, min;
-        if (c < 0x80) {
-            if (c < 0x20 || c == 0x7F)
-                return 0;
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF)
-            need = 1, min = 0x80, c &= 0x1F;
-        else if (c >= 0xE0 && c <= 0xEF)
-            need = 2, min = 0x800, c &= 0x0F;
-        else if (c >= 0xF0 && c <= 0xF4)
-            need = 3, min = 0x10000, c &= 0x07;
-        else
+    for (size_t i = 0; i < len; i += n)
+        if ((n = sl_id_char(s + i, len - i)) == 0)
             return 0;
-        if (len - i <= need)
-            return 0;
-        for (uint32_t k = 1; k <= need; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return 0;
-            c = c << 6 | (s[i + k] & 0x3F);
-        }
-        if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF) || c <= 0x9F)
-            return 0;
-        i += need + 1;
-    }
     return 1;
 }
 

@@ -79,20 +79,15 @@ static void host_and_pid(sl_identity *id, char *hostname, size_t n)
     local_hostname(hostname, n);
     id->pid = (uint32_t)getpid();
     const char *host = getenv("STACKLENS_HOST");
-    sl_copy_text(id->host, sizeof id->host, host != NULL && *host != '\0' ? host : hostname);
+    sl_copy_id(id->host, sizeof id->host, host != NULL && *host != '\0' ? host : hostname);
 }
 
-/* "<hostname>-<pid>-<time>" into id->job_id, shortening only the host name. */
+/* "<hostname>-<pid>-<time>" into id->job_id (sl_copy_id if it is too long). */
 static void generate_job_id(sl_identity *id, const char *hostname)
 {
-    char suffix[48], made[sizeof id->job_id + 1];
-    int slen = snprintf(suffix, sizeof suffix, "-%u-%lld", (unsigned)id->pid,
-                        (long long)time(NULL));
-    int hlen = (int)strlen(hostname);
-    if (hlen > (int)sizeof id->job_id - slen)
-        hlen = (int)sizeof id->job_id - slen;
-    snprintf(made, sizeof made, "%.*s%s", hlen, hostname, suffix);
-    sl_copy_text(id->job_id, sizeof id->job_id, made);
+    char made[512];
+    snprintf(made, sizeof made, "%s-%u-%lld", hostname, (unsigned)id->pid, (long long)time(NULL));
+    sl_copy_id(id->job_id, sizeof id->job_id, made);
 }
 
 /* Identity of a process without MPI. */
@@ -103,11 +98,9 @@ void sl_identity_init_standalone(sl_identity *id)
     const char *job = job_id_from_env();
     memset(id->job_id, 0, sizeof id->job_id);
     if (job != NULL) {
-        char made[sizeof id->job_id + 1];
-        char suffix[16];
-        int slen = snprintf(suffix, sizeof suffix, ".%u", (unsigned)id->pid);
-        snprintf(made, sizeof made, "%.*s%s", (int)sizeof id->job_id - slen, job, suffix);
-        sl_copy_text(id->job_id, sizeof id->job_id, made);
+        char made[1024];
+        snprintf(made, sizeof made, "%s.%u", job, (unsigned)id->pid);
+        sl_copy_id(id->job_id, sizeof id->job_id, made);
     } else {
         generate_job_id(id, hostname);
     }
@@ -123,7 +116,7 @@ void sl_identity_init(sl_identity *id, int world_rank)
 
     const char *job = job_id_from_env();
     if (job != NULL) {
-        sl_copy_text(id->job_id, sizeof id->job_id, job);
+        sl_copy_id(id->job_id, sizeof id->job_id, job);
     } else {
         /* No scheduler id: rank 0 makes one and every rank takes it. */
         memset(id->job_id, 0, sizeof id->job_id);

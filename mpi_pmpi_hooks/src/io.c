@@ -105,7 +105,7 @@ static int entry_for(int layer, const char *path)
     sl_io_key key;
     memset(&key, 0, sizeof key);
     key.layer = (uint32_t)layer;
-    sl_copy_text(key.path, sizeof key.path, path);
+    sl_copy_path(key.path, sizeof key.path, path);
     size_t cmp = offsetof(sl_io_key, mount);
     unsigned e = sl_keytab_get(&sl_io, &key, sl_hash_bytes(&key, cmp), fill_mount, NULL);
     sl_standalone_start();
