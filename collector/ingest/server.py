@@ -15,10 +15,10 @@ header (the token is judged as soon as the header's last byte, the token's, arri
 within the handshake timeout, a frame once begun must arrive whole within the read
 timeout, and a connection silent for the idle timeout is closed. Incomplete frames of all
 connections together hold at most `buffer_bytes`: past it, a connection with an
-incomplete frame stops being read until room is made. A batch may bring at most
-`max_new_days` days without partitions; the frame that would bring one more is answered
-`unavailable` (resend later: by then the partitions exist) and counted as
-`partition_limit`.
+incomplete frame stops being read until room is made. A connection may bring at most
+`max_new_days` days without partitions; the frame that would bring one
+more is answered `unavailable` (resend on a new connection: by then the partitions exist)
+and counted as `partition_limit`.
 """
 
 from __future__ import annotations
@@ -126,9 +126,11 @@ class IngestServer:
         return codec.limits(self.token, self.max_body, self.oldest_ns(),
                             max_skew_ns=self.max_skew_ns)  # fmt: skip
 
-    def frames_within_new_days(self, batch: codec.FrameBatch) -> int:
-        """How many leading frames of `batch` stay within max_new_days new partition days."""
-        return self.writer.partitions.new_days_fit(batch.info["t_end"], self.max_new_days)
+    def frames_within_new_days(self, batch: codec.FrameBatch, brought: set[int]) -> int:
+        """How many leading frames of `batch` stay within max_new_days partition days
+        that do not exist yet, counting the days in `brought` (updated)."""
+        return self.writer.partitions.new_days_fit(batch.info["t_end"], self.max_new_days,
+                                                   brought)  # fmt: skip
 
     def hold(self, delta: int) -> None:
         """Account `delta` bytes of incomplete frames; resume waiting connections when
@@ -173,6 +175,7 @@ class _Connection(asyncio.Protocol):
         self._proven = False  # a valid header has arrived (token included)
         self._paused: set[str] = set()  # why reading is paused: "writer", "memory"
         self._deadline = Deadline(self._expired)
+        self._new_days: set[int] = set()  # days without partitions this sender brought
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         self.transport = transport
@@ -222,7 +225,7 @@ class _Connection(asyncio.Protocol):
         buffer = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
         batch, error = codec.scan(buffer, self.server.limits())
         if len(batch) and error is None:
-            fit = self.server.frames_within_new_days(batch)
+            fit = self.server.frames_within_new_days(batch, self._new_days)
             if fit < len(batch):
                 error = self._partition_limit(batch, fit)
                 batch = codec.FrameBatch(batch.data[: int(batch.info["offset"][fit])],

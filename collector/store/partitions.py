@@ -5,8 +5,9 @@ Every delta table is `PARTITION BY RANGE (t_end_ns)`, fabric_port_samples by `ts
 the partition for UTC day D is `<table>_pYYYYMMDD` and holds [D 00:00, D+1 00:00) in ns.
 Creating partitions is idempotent and safe when several collectors race; retention drops
 whole partitions (no row-by-row DELETE) and then the jobs that ended before the cutoff.
-Ingest bounds how many days without partitions one batch may bring (`new_days_fit`), so
-timestamps from many distinct days cannot make thousands of partitions at once.
+Ingest bounds how many days without partitions a sender may bring (`new_days_fit`: per
+HTTP batch, per TCP connection), so timestamps from many distinct days cannot make
+thousands of partitions at once.
 """
 
 from __future__ import annotations
@@ -80,18 +81,22 @@ class Partitions:
             days = have if days is None else days & have
         self._known |= days or set()
 
-    def new_days_fit(self, t_end_ns: np.ndarray, limit: int) -> int:
-        """How many leading frames (by interval end) need at most `limit` days that have
-        no partition yet: the frames a batch may bring before the next would make more."""
+    def new_days_fit(self, t_end_ns: np.ndarray, limit: int, brought: set[int]) -> int:
+        """How many leading frames (by interval end) a sender may store when it may bring
+        at most `limit` days without a partition, `brought` being those it brought before
+        (updated with the new days of the frames that fit)."""
         days = np.asarray(t_end_ns, dtype=np.uint64) // DAY_NS
-        fresh = ~np.isin(days, np.fromiter(self._known, np.uint64, len(self._known)))
-        if not fresh.any():
-            return len(days)
+        known = np.fromiter(self._known | brought, np.uint64, len(self._known | brought))
+        fresh = ~np.isin(days, known)
         new, first = np.unique(days[fresh], return_index=True)
-        if len(new) <= limit:
+        room = max(limit - len(brought), 0)
+        if len(new) <= room:
+            brought.update(new.tolist())
             return len(days)
-        # The frame that brings the (limit+1)-th new day, in frame order, ends the fit.
-        return int(np.flatnonzero(fresh)[np.sort(first)[limit]])
+        # The frame that brings one new day too many, in frame order, ends the fit.
+        order = np.sort(first)
+        brought.update(days[fresh][order[:room]].tolist())
+        return int(np.flatnonzero(fresh)[order[room]])
 
     def _missing(self, days: Iterable[int]) -> list[tuple[int, list[str]]]:
         """CREATE statements per day not known to exist yet."""

@@ -93,7 +93,7 @@ async def ingest_frames(batch: JsonBatch, request: Request) -> IngestResult:
     if errors:
         raise HTTPException(422, errors)
     scanned = codec.scan(b"".join(frames), limits)[0]
-    if (fit := ingest.frames_within_new_days(scanned)) < len(frames):
+    if (fit := ingest.frames_within_new_days(scanned, set())) < len(frames):
         ingest.stats.rejected["partition_limit"] += len(frames) - fit
         raise HTTPException(422, [
             f"frame {fit}: the batch needs more than {ingest.max_new_days} days without a "
