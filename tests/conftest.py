@@ -186,10 +186,14 @@ def chromium_page():
 
 
 @contextlib.contextmanager
-def running_up(pg_url: str, state_dir: Path, **settings: str) -> Iterator[dict[str, str]]:
+def running_up(
+    pg_url: str, state_dir: Path, nofile: int | None = None, **settings: str
+) -> Iterator[dict[str, str]]:
     """`stacklens up` (a child process) against the test database on free ports, with
-    further STACKLENS_* `settings`; yields its environment plus "base" (the HTTP URL),
-    "pid" and "log" (the file its output goes to)."""
+    further STACKLENS_* `settings`, started with an open-file soft limit of `nofile` if
+    given; yields its environment plus "base" (the HTTP URL), "pid" and "log" (the file
+    its output goes to)."""
+    import resource
     import httpx
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
@@ -204,9 +208,12 @@ def running_up(pg_url: str, state_dir: Path, **settings: str) -> Iterator[dict[s
     state_dir.mkdir(parents=True, exist_ok=True)
     log = state_dir / "up.log"  # a file: a pipe nobody reads could fill and block it
     with log.open("w") as out:
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "stacklens.cli", "up"], env=env, stdout=out, stderr=out
-        )
+            [sys.executable, "-m", "stacklens.cli", "up"], env=env, stdout=out, stderr=out,
+            preexec_fn=None if nofile is None else (
+                lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))),
+        )  # fmt: skip
     base = f"http://127.0.0.1:{env['STACKLENS_HTTP_PORT']}"
     try:
         deadline = time.monotonic() + 60

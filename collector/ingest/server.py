@@ -105,7 +105,10 @@ class IngestServer:
                 "loopback interface are accepted"
             )
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
+        self._server = await loop.create_server(
+            lambda: _Connection(self), self.host, self.port,
+            backlog=self.guard.limits.max_total,  # a burst of connects is accepted, not lost
+        )  # fmt: skip
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("collector listening for hook frames on %s:%d", self.host, self.port)
 
