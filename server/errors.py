@@ -8,6 +8,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from starlette.routing import Match
 
 #: What each documented error status means, for the OpenAPI document.
 _MEANINGS = {
@@ -35,6 +36,9 @@ def error_responses(*statuses: int, **described: str) -> dict:
     return responses
 
 
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
 def _encodable(value):
     """A string that encodes as UTF-8 (lone surrogates escaped); other values as they are."""
     if isinstance(value, str):
@@ -45,7 +49,7 @@ def _encodable(value):
 def install_error_handlers(app: FastAPI) -> None:
     """Validation errors without the values sent (they may hold what cannot be encoded,
     like a lone surrogate, or a secret), and a JSON 404 for any unknown /api/ path
-    (instead of the dashboard's HTML page)."""
+    (instead of the dashboard's HTML page), 405 for a known one with another method."""
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -56,10 +60,18 @@ def install_error_handlers(app: FastAPI) -> None:
         ]  # fmt: skip
         return JSONResponse(status_code=422, content={"detail": jsonable_encoder(errors)})
 
-    @app.api_route(
-        "/api/{rest:path}",
-        methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
-        include_in_schema=False,
-    )
-    async def unknown_api_path(rest: str) -> JSONResponse:
+    @app.api_route("/api/{rest:path}", methods=_METHODS, include_in_schema=False)
+    async def unknown_api_path(rest: str, request: Request) -> JSONResponse:
+        allowed = [
+            method
+            for method in _METHODS
+            if any(
+                route.matches({**request.scope, "method": method})[0] == Match.FULL
+                for route in request.app.router.routes[: request.app.router.routes.index(
+                    request.scope["route"])]
+            )
+        ]  # fmt: skip
+        if allowed:  # a real path, another method
+            detail = {"detail": f"{request.method} not allowed here"}
+            return JSONResponse(detail, 405, headers={"Allow": ", ".join(allowed)})
         return JSONResponse(status_code=404, content={"detail": f"unknown API path /api/{rest}"})
