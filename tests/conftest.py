@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -193,7 +194,6 @@ def running_up(
     further STACKLENS_* `settings`, started with an open-file soft limit of `nofile` if
     given; yields its environment plus "base" (the HTTP URL), "pid" and "log" (the file
     its output goes to)."""
-    import resource
     import httpx
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
