@@ -172,7 +172,12 @@ def test_2000_idle_and_slow_connections_do_not_slow_a_real_job(pg_url, tmp_path,
         for server in ("ingest", "http"):  # the load was admitted, then timed out
             dropped = f'stacklens_{server}_connections_dropped_total{{reason="handshake_timeout"}}'
             assert counter(metrics, dropped) >= 2000
-        assert "open-file limit raised from 1024" in Path(up["log"]).read_text()
+        log = Path(up["log"]).read_text()
+        assert "open-file limit raised from 1024" in log
+        # Thousands of drops, a few log lines: at most one per reason and server per 10 s.
+        drops = [line for line in log.splitlines() if "connections from" in line
+                 or "connection from" in line]  # fmt: skip
+        assert 1 <= len(drops) <= 2 * 3 * (1 + int(loaded + answered_in + 40) // 10), drops
 
 
 def test_half_sent_big_frames_are_bounded_in_memory(pg_url, tmp_path):

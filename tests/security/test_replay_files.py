@@ -25,7 +25,7 @@ def test_links_fifos_and_devices_are_refused_unread(collector, pg_url, tmp_path)
     (spool / "a-link.slf").symlink_to(secret)
     (spool / "b-zero.slf").symlink_to("/dev/zero")
     os.mkfifo(spool / "c-fifo.slf")
-    os.mknod(spool / "d-null.slf", stat.S_IFCHR | 0o600, os.makedev(1, 3))  # /dev/null's
+    os.mknod(spool / "d-zero.slf", stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero
     (spool / "e-linked-dir").symlink_to(tmp_path)  # not followed: root-only is not found
     big = spool / "f-big.slf"
     with big.open("wb") as out:
@@ -40,12 +40,12 @@ def test_links_fifos_and_devices_are_refused_unread(collector, pg_url, tmp_path)
         str(spool / "a-link.slf"): "a symbolic link, not a regular file",
         str(spool / "b-zero.slf"): "a symbolic link, not a regular file",
         str(spool / "c-fifo.slf"): "not a regular file (a FIFO, device or socket)",
-        str(spool / "d-null.slf"): "not a regular file (a FIFO, device or socket)",
+        str(spool / "d-zero.slf"): "not a regular file (a FIFO, device or socket)",
         str(big): f"{17 << 20} bytes, over the frame cap of {(16 << 20) + 240}",
     }
     assert query(pg_url, "SELECT count(*) FROM received_frames") == [(0,)]
     assert sorted(p.name for p in spool.iterdir()) == [
-        "a-link.rejected", "b-zero.rejected", "c-fifo.rejected", "d-null.rejected",
+        "a-link.rejected", "b-zero.rejected", "c-fifo.rejected", "d-zero.rejected",
         "e-linked-dir", "f-big.rejected",
     ]  # fmt: skip
     assert secret.read_bytes() == frame(0, user="root")  # untouched
