@@ -89,7 +89,9 @@ def serving(app, host: str = "127.0.0.1", port: int | None = None) -> Iterator[i
     """Serves an ASGI app with uvicorn on a thread of this process (its lifespan runs) on
     `port` (default: a free one) until the block ends; yields the port."""
     port = free_port() if port is None else port
-    server = uvicorn.Server(uvicorn_config(app, host, port, log_level="error"))
+    guarded = hasattr(app.state, "http_guard")  # an app of create_app: with its guard
+    config = (uvicorn_config if guarded else uvicorn.Config)(app, host, port, log_level="error")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

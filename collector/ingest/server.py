@@ -16,9 +16,9 @@ within the handshake timeout, a frame once begun must arrive whole within the re
 timeout, and a connection silent for the idle timeout is closed. Incomplete frames of all
 connections together hold at most `buffer_bytes`: past it, a connection with an
 incomplete frame stops being read until room is made. A connection may bring at most
-`max_new_days` days without partitions; the frame that would bring one
-more is answered `unavailable` (resend on a new connection: by then the partitions exist)
-and counted as `partition_limit`.
+`max_new_days` days without partitions; the frame that would bring one more is answered
+`unavailable` (resend on a new connection: by then the partitions exist) and counted as
+`partition_limit`.
 """
 
 from __future__ import annotations
@@ -190,6 +190,7 @@ class _Connection(asyncio.Protocol):
             return
         self._deadline.set(self.server.guard.limits.handshake_timeout_s, "handshake_timeout")
         if not self.server.token and not accepted_without_token(peername and peername[0]):
+            self._deadline.clear()  # ends after the reject's linger, not as a timeout
             reason = "no ingest token configured: only loopback senders are accepted"
             self.server.reject(self.peer, wire.Status.BAD_TOKEN, reason)
             transport.write(wire.encode_ack(wire.Status.BAD_TOKEN, 0))
@@ -264,7 +265,8 @@ class _Connection(asyncio.Protocol):
     def _partition_limit(self, batch: codec.FrameBatch, fit: int) -> codec.ScanError:
         """The error for frame `fit`, the first that needs one more new partition day."""
         reason = (f"frame needs a day without a partition beyond the "
-                  f"{self.server.max_new_days} one batch may bring; resend later")  # fmt: skip
+                  f"{self.server.max_new_days} one connection may bring; resend it on a new "
+                  "connection")  # fmt: skip
         seq = int(batch.info["seq"][fit])
         return codec.ScanError(wire.Status.UNAVAILABLE, seq, reason, "partition_limit")
 
