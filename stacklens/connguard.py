@@ -149,18 +149,26 @@ class ConnectionGuard:
 
 
 class Deadline:
-    """One pending timeout of a connection: `set` replaces the previous one."""
+    """One pending timeout of a connection: `set` replaces the previous one.
+
+    Setting is cheap enough to do on every read: a later due time only moves a number (the
+    timer, when it fires early, sleeps again until the due time); only an earlier one
+    arms a new timer."""
 
     def __init__(self, on_expiry: Callable[[str], None]):
         self._on_expiry = on_expiry
         self._handle: asyncio.TimerHandle | None = None
+        self._due = 0.0
         self.reason: str | None = None
 
     def set(self, seconds: float, reason: str) -> None:
         """Call on_expiry(reason) in `seconds` unless set or cleared before."""
-        self.clear()
-        self.reason = reason
-        self._handle = asyncio.get_running_loop().call_later(seconds, self._fire)
+        loop = asyncio.get_running_loop()
+        self._due, self.reason = loop.time() + seconds, reason
+        if self._handle is None or self._handle.when() > self._due:
+            if self._handle is not None:
+                self._handle.cancel()
+            self._handle = loop.call_at(self._due, self._fire)
 
     def clear(self) -> None:
         """Cancel the pending timeout, if any."""
@@ -170,5 +178,12 @@ class Deadline:
         self.reason = None
 
     def _fire(self) -> None:
-        reason, self._handle, self.reason = self.reason, None, None
+        self._handle = None
+        if self.reason is None:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._due:  # set again meanwhile, for later
+            self._handle = loop.call_at(self._due, self._fire)
+            return
+        reason, self.reason = self.reason, None
         self._on_expiry(reason)

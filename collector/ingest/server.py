@@ -220,10 +220,11 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        held = self._buffered  # incomplete-frame bytes accounted before this read
         self._chunks.append(data)
         self._buffered += len(data)
-        self._hold(len(data))
         if self._buffered < self._need:
+            self._hold(len(data))
             self._wait_if_over_budget()
             return
         buffer = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
@@ -235,7 +236,7 @@ class _Connection(asyncio.Protocol):
                 batch = codec.FrameBatch(batch.data[: int(batch.info["offset"][fit])],
                                          batch.info[:fit])  # fmt: skip
         rest = buffer[len(batch.data) :]
-        self._hold(len(rest) - self._buffered)
+        self._hold(len(rest) - held)
         self._chunks, self._buffered = ([rest], len(rest)) if rest else ([], 0)
         self._need = wire.HEADER_SIZE
         if len(rest) >= wire.HEADER_SIZE and error is None:
