@@ -121,16 +121,20 @@ def check_abi(lib: ctypes.CDLL) -> None:
 
 
 def limits(
-    token: str, max_body: int, oldest_ns: int | None = None, now_ns: int | None = None
+    token: str,
+    max_body: int,
+    oldest_ns: int | None = None,
+    now_ns: int | None = None,
+    max_skew_ns: int = wire.MAX_CLOCK_SKEW_NS,
 ) -> Limits:
-    """Scan limits for the ingest token, the body cap and the retention window, at
-    `now_ns` (default: now)."""
+    """Scan limits for the ingest token, the body cap, the retention window and the
+    clock-skew window, at `now_ns` (default: now)."""
     raw = token.encode()
     if len(raw) > 64:
         raise ValueError("the ingest token is longer than 64 bytes")
     return Limits(
         max_body=max_body,
-        newest_end=(time.time_ns() if now_ns is None else now_ns) + wire.MAX_CLOCK_SKEW_NS,
+        newest_end=(time.time_ns() if now_ns is None else now_ns) + max_skew_ns,
         oldest_end=max(oldest_ns or 0, 0),
         n_ops=len(op_names()),
         token_len=len(raw),
@@ -140,11 +144,18 @@ def limits(
 
 @dataclass(frozen=True)
 class ScanError:
-    """The first invalid frame of a buffer: its status, its seq if readable, and why."""
+    """The first invalid frame of a buffer: its status, its seq if readable, and why;
+    `check` names a rule counted apart on /metrics (clock_skew, partition_limit)."""
 
     status: wire.Status
     seq: int | None
     reason: str
+    check: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The /metrics reason: `check`, else the status name."""
+        return self.check or self.status.name.lower()
 
 
 @dataclass
@@ -198,7 +209,9 @@ def scan(data: bytes, lim: Limits) -> tuple[FrameBatch, ScanError | None]:
     if not error.status:
         return batch, None
     reason = error.reason.decode("utf-8", "replace")
-    return batch, ScanError(wire.Status(error.status), error.seq if error.has_seq else None, reason)
+    check = "clock_skew" if reason == wire.CLOCK_SKEW_REASON else None
+    seq = error.seq if error.has_seq else None
+    return batch, ScanError(wire.Status(error.status), seq, reason, check)
 
 
 def frame_addresses(batches: list[FrameBatch]) -> np.ndarray:

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import threading
 import time
+from typing import Any
 
 import psycopg
 import uvloop
@@ -17,6 +18,7 @@ from collector.store.partitions import DAY_NS, apply_retention, day_of
 from collector.store.rollups import rollup_pass
 from collector.store.writer import FrameWriter
 from stacklens import wire
+from stacklens.connguard import ConnectionLimits
 from stacklens.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -25,7 +27,14 @@ log = logging.getLogger(__name__)
 class CollectorService:
     """Runs a FrameWriter and an IngestServer on the current event loop."""
 
-    def __init__(self, database_url: str, settings: Settings):
+    def __init__(
+        self,
+        database_url: str,
+        settings: Settings,
+        connection_limits: ConnectionLimits | None = None,
+    ):
+        """`connection_limits`: those of the settings unless given (fitted to the
+        process's open-file limit by the command that starts the service)."""
         self.writer = FrameWriter(database_url)
         self.ingest = IngestServer(
             self.writer,
@@ -34,6 +43,10 @@ class CollectorService:
             token=settings.ingest_token,
             max_body=settings.max_frame_bytes,
             retention_days=settings.retention_days,
+            max_skew_ns=int(settings.max_clock_skew_s * 1e9),
+            max_new_days=settings.max_new_days_per_batch,
+            limits=connection_limits or settings.connection_limits(),
+            buffer_bytes=settings.ingest_buffer_mb << 20,
         )
         self.database_url = database_url
         self.retention_days = settings.retention_days
@@ -127,7 +140,9 @@ class BackgroundCollector:
         token: str = "",
         max_body: int = wire.BOUNDS["max_body_bytes"],
         listen: str = "127.0.0.1:0",
+        **settings: Any,
     ):
+        """`settings`: further Settings fields (limits, timeouts) for this collector."""
         # Rollups and the lost-job pass run on demand here (roll_up_once, mark_lost_once),
         # not on timers that race with callers (the tests' frames are from 2023).
         self.settings = Settings(
@@ -136,6 +151,7 @@ class BackgroundCollector:
             max_frame_bytes=max_body,
             rollup_interval_s=24 * 3600.0,
             job_lost_after_s=100 * 365 * 86_400.0,
+            **settings,
         )
         self.service = CollectorService(url, self.settings)
         self.loop = uvloop.new_event_loop()

@@ -1,5 +1,7 @@
-"""Builds the stacklens web application: the API under /api, /metrics, OpenAPI at /docs,
-and the Dash dashboard at /."""
+"""Builds the stacklens web application: the API under /api, /metrics, OpenAPI at /docs
+(Swagger UI served from the installed swagger-ui-bundle package: it works offline), and
+the Dash dashboard at /. Serve it with server.http_guard.uvicorn_config (connection limits
+and timeouts)."""
 
 from __future__ import annotations
 
@@ -7,16 +9,26 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import swagger_ui_bundle  # type: ignore[import-untyped]
 from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 
 import stacklens
+from server.errors import install_error_handlers
 from server.fabric.routes import router as fabric_router
+from server.ingest.gate import IngestGate
 from server.ingest.routes import router as ingest_router
 from server.jobs.routes import overview_router
 from server.jobs.routes import router as jobs_router
 from server.metrics.routes import router as metrics_router
+from stacklens.connguard import ConnectionGuard, ConnectionLimits
+
+#: Where the Swagger UI files of the installed package are served.
+DOCS_ASSETS = "/docs-assets"
 
 if TYPE_CHECKING:
     from collector.service import CollectorService
@@ -29,11 +41,15 @@ def create_app(
     refresh_ms: int = 1000,
     collector: CollectorService | None = None,
     with_frontend: bool = True,
+    connection_limits: ConnectionLimits | None = None,
+    max_body_bytes: int = 32 << 20,
 ) -> FastAPI:
     """The FastAPI app over `engine`.
 
     `collector`, when given, runs for the app's lifetime in the same event loop; the HTTP
-    ingest endpoint and /metrics then use it.
+    ingest endpoint and /metrics then use it. `connection_limits` bound the connections of
+    the server that serves the app (`app.state.http_guard`, used by http_guard); request
+    bodies are capped at `max_body_bytes`.
     """
 
     @asynccontextmanager
@@ -51,20 +67,37 @@ def create_app(
         version=stacklens.__version__,
         description="Cross-stack HPC communication profiler: query and ingest API.",
         lifespan=lifespan,
+        docs_url=None,  # served below from the installed package, not from a CDN
+        redoc_url=None,
     )
     app.state.engine = engine
     app.state.collector = collector
+    app.state.http_guard = ConnectionGuard("http", connection_limits or ConnectionLimits())
+    app.add_middleware(IngestGate, max_body_bytes=max_body_bytes)
     app.include_router(jobs_router)
     app.include_router(overview_router)
     app.include_router(fabric_router)
     app.include_router(ingest_router)
     app.include_router(metrics_router)
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), "docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        """Swagger UI over /openapi.json, every file from this server."""
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png",
+        )
 
     @app.get("/api/health", tags=["meta"])
     def health() -> dict[str, Any]:
         """Liveness probe."""
         return {"status": "ok", "version": stacklens.__version__}
 
+    install_error_handlers(app)  # its /api/ catch-all after every API route
     if with_frontend:
         from frontend.app import create_dash_app  # Dash is heavy; import only when served
 

@@ -8,6 +8,7 @@ both sides.
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -15,11 +16,37 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from stacklens.connguard import ConnectionLimits
 from stacklens.wire import BOUNDS
 
 
 class ConfigError(Exception):
     """A configuration that cannot work; the message says what to change."""
+
+
+#: The ingest token: 1 to 64 bytes of visible ASCII (0x21-0x7E), the wire header's text(64)
+#: field; the hook library applies the same rule (mpi_pmpi_hooks/src/config.c).
+TOKEN_MAX_BYTES = 64
+TOKEN_RULE = f"at most {TOKEN_MAX_BYTES} visible ASCII characters (no spaces)"
+
+#: A host name or IPv4 address, or an IPv6 address in brackets (the same rule as config.c).
+_HOST = re.compile(r"(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,253}[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])")
+
+
+def valid_token(token: str) -> bool:
+    """Whether `token` follows TOKEN_RULE (empty = no token)."""
+    return len(token) <= TOKEN_MAX_BYTES and all(0x21 <= ord(c) <= 0x7E for c in token)
+
+
+def split_endpoint(value: str) -> tuple[str, int]:
+    """(host, port) of "host:port" or "[v6]:port"; ValueError with the reason otherwise."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not _HOST.fullmatch(host) or not port.isdigit() or int(port) > 65535:
+        raise ValueError(
+            f"STACKLENS_COLLECTOR={value!r}: expected host:port (a host name, IPv4 address "
+            "or [IPv6 address], a colon, a port 0-65535)"
+        )
+    return host.removeprefix("[").removesuffix("]"), int(port)
 
 
 def _default_state_dir() -> Path:
@@ -58,7 +85,7 @@ class Settings(BaseSettings):
         default="127.0.0.1:7451",
         description="host:port where the collector listens for hook frames (and hooks send).",
     )
-    ingest_token: str = Field(default="", max_length=63)
+    ingest_token: str = Field(default="", repr=False, description=f"Ingest token, {TOKEN_RULE}.")
     interval_ms: int = Field(default=1000, ge=10)
     max_frame_bytes: int = Field(
         default=BOUNDS["max_body_bytes"],
@@ -87,6 +114,50 @@ class Settings(BaseSettings):
         description="A running job from which nothing arrived for this long is shown as lost "
         "(until a frame arrives).",
     )
+    # bounds at the edge (collector/ingest, server/http_guard.py; stacklens/connguard.py)
+    max_clock_skew_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Frames whose interval ends more than this after the collector's clock "
+        "are rejected (reason clock_skew).",
+    )
+    max_new_days_per_batch: int = Field(
+        default=8,
+        ge=1,
+        le=366,
+        description="Days without a partition yet that one batch of frames may bring; frames "
+        "needing more are rejected (reason partition_limit).",
+    )
+    max_connections: int = Field(
+        default=4096, ge=16, description="Connections at once, per server (ingest, HTTP)."
+    )
+    max_connections_per_peer: int = Field(
+        default=1024, ge=1, description="Connections at once from one address, per server."
+    )
+    handshake_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Time for a new connection's first valid frame header (ingest) or a "
+        "request head (HTTP).",
+    )
+    read_timeout_s: float = Field(
+        default=60.0, gt=0, description="Time for the rest of a frame or request body once begun."
+    )
+    idle_timeout_s: float = Field(
+        default=3900.0,
+        gt=0,
+        description="An ingest connection silent this long is closed (above the hooks' "
+        "longest interval, 1 h; the sender reconnects).",
+    )
+    ingest_buffer_mb: int = Field(
+        default=64,
+        ge=1,
+        description="Bytes of incomplete frames held for all ingest connections together; "
+        "past it, connections with an incomplete frame wait.",
+    )
+    http_max_body_mb: int = Field(
+        default=32, ge=1, description="Largest HTTP request body (the JSON ingest)."
+    )
     spool_dir: Path = Field(
         default_factory=default_spool_dir,
         description="Where hooks spool undelivered frames; default (per user) "
@@ -110,20 +181,31 @@ class Settings(BaseSettings):
     @field_validator("collector")
     @classmethod
     def _check_collector(cls, value: str) -> str:
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError(f"expected host:port, got {value!r}")
+        split_endpoint(value)
         return value
+
+    @field_validator("ingest_token")
+    @classmethod
+    def _check_token(cls, value: str) -> str:
+        if not valid_token(value):  # the value is never shown, not even in part
+            raise ValueError(f"STACKLENS_INGEST_TOKEN must be {TOKEN_RULE}")
+        return value
+
+    def connection_limits(self) -> ConnectionLimits:
+        """The connection limits and timeouts of each server."""
+        return ConnectionLimits(self.max_connections, self.max_connections_per_peer,
+                                self.handshake_timeout_s, self.read_timeout_s,
+                                self.idle_timeout_s)  # fmt: skip
 
     @property
     def collector_host(self) -> str:
-        """Host part of `collector`."""
-        return self.collector.rpartition(":")[0]
+        """Host part of `collector` (an IPv6 address without its brackets)."""
+        return split_endpoint(self.collector)[0]
 
     @property
     def collector_port(self) -> int:
         """Port part of `collector`."""
-        return int(self.collector.rpartition(":")[2])
+        return split_endpoint(self.collector)[1]
 
 
 @lru_cache

@@ -28,8 +28,9 @@ ACK_MAGIC = 0x4B414C53  # b"SLAK" little-endian
 VERSION = 2  # version 1 (no runs) is refused with bad_version
 SECTION_HEADER = np.dtype([("table", "<u2"), ("record_size", "<u2"), ("count", "<u4")])
 
-#: Frames whose interval ends further than this in the future are rejected.
-MAX_CLOCK_SKEW_NS = 24 * 3600 * 10**9
+#: Frames whose interval ends further than this after the collector's clock are rejected
+#: (default of STACKLENS_MAX_CLOCK_SKEW_S).
+MAX_CLOCK_SKEW_NS = 300 * 10**9
 
 _TYPE = r"(u16|u32|u64|text\(\d+\))"
 _DOC = r'"((?:[^"\\]|\\.)*)"'
@@ -154,6 +155,16 @@ FINAL_TYPES = (FrameType.FINAL, FrameType.KILLED, FrameType.ABORTED)
 #: The limits both the hooks and the collector keep (the .def's SL_BOUND list).
 BOUNDS = SPEC.bounds
 
+#: Largest MPI_COMM_WORLD accepted (ranks, peers, RMA targets and roots are below it).
+MAX_WORLD_SIZE = BOUNDS["max_world_size"]
+
+
+#: The reason of a frame outside the clock-skew window (the compiled scanner's words too).
+CLOCK_SKEW_REASON = (
+    "clock skew: interval ends after the collector's clock plus the skew window "
+    "(check the sender's clock)"
+)
+
 
 class FrameError(Exception):
     """A frame that must be rejected; `status` goes back to the sender in the ack."""
@@ -212,6 +223,26 @@ def _text(raw: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
+def _header_text(raw: bytes) -> str:
+    """A header text field as sent: its padding removed, invalid UTF-8 bytes kept as lone
+    surrogates and a NUL before the padding's end kept, so clean_text can judge it."""
+    return raw.rstrip(b"\0").decode("utf-8", "surrogateescape")
+
+
+#: Control characters (C0, DEL, C1): refused in ids.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str) -> bool:
+    """Whether an id (job id, host) is UTF-8 text without control characters: the rule of
+    the compiled scanner (collector/csrc/slcodec.c), also applied to JSON frames."""
+    try:
+        text.encode("utf-8")  # lone surrogates (invalid bytes, JSON's \ud800) fail here
+    except UnicodeEncodeError:
+        return False
+    return _CONTROL.search(text) is None
+
+
 def decode_header(raw: bytes, max_body: int) -> Header:
     """Decode and check the fixed part of a header (magic, version, type, body length).
 
@@ -231,31 +262,38 @@ def decode_header(raw: bytes, max_body: int) -> Header:
             Status.BAD_LENGTH, f"body of {h['body_len']} bytes exceeds the cap of {max_body}"
         )
     del h["magic"]
-    h["job_id"], h["host"] = _text(h["job_id"]), _text(h["host"])
+    h["job_id"], h["host"] = _header_text(h["job_id"]), _header_text(h["host"])
     h["token"] = h["token"].split(b"\0", 1)[0]
     return Header(**h)
 
 
 def check_header(
-    header: Header, token: str, now_ns: int | None = None, oldest_ns: int | None = None
+    header: Header,
+    token: str,
+    now_ns: int | None = None,
+    oldest_ns: int | None = None,
+    max_skew_ns: int = MAX_CLOCK_SKEW_NS,
 ) -> None:
     """Check the authorisation and the ranges of a decoded header; raise FrameError.
 
-    `oldest_ns`: intervals ending before it (outside the retention window) are rejected.
+    `oldest_ns`: intervals ending before it (outside the retention window) are rejected;
+    so are intervals ending more than `max_skew_ns` after `now_ns` (the clock-skew window).
     """
     if not hmac.compare_digest(header.token, token.encode()):
         raise FrameError(Status.BAD_TOKEN, "wrong ingest token")
-    if not header.job_id:
+    if not header.job_id or header.job_id.startswith("\0"):
         raise FrameError(Status.OUT_OF_RANGE, "empty job id")
-    if (
-        not 0 < header.world_size <= BOUNDS["max_world_size"]
-        or header.world_rank >= header.world_size
-    ):
+    if not clean_text(header.job_id):
+        raise FrameError(Status.OUT_OF_RANGE, "job id is not UTF-8 text without control characters")
+    if not clean_text(header.host):
+        raise FrameError(Status.OUT_OF_RANGE, "host is not UTF-8 text without control characters")
+    if not 0 < header.world_size <= MAX_WORLD_SIZE or header.world_rank >= header.world_size:
         raise FrameError(
             Status.OUT_OF_RANGE,
-            f"rank {header.world_rank} out of range for world size {header.world_size}",
+            f"rank {header.world_rank} out of range for world size {header.world_size} "
+            f"(at most {MAX_WORLD_SIZE})",
         )
-    if header.pid > BOUNDS["max_world_size"]:
+    if header.pid > BOUNDS["max_pid"]:
         raise FrameError(Status.OUT_OF_RANGE, f"pid {header.pid} out of range")
     if header.run_id == 0 and (header.world_size != 1 or header.proc_start_ns == 0):
         raise FrameError(
@@ -266,8 +304,8 @@ def check_header(
     if header.interval_end_ns < header.interval_start_ns:
         raise FrameError(Status.OUT_OF_RANGE, "interval ends before it starts")
     now_ns = time.time_ns() if now_ns is None else now_ns
-    if header.interval_end_ns > now_ns + MAX_CLOCK_SKEW_NS:
-        raise FrameError(Status.OUT_OF_RANGE, "interval ends too far in the future")
+    if header.interval_end_ns > now_ns + max_skew_ns:
+        raise FrameError(Status.OUT_OF_RANGE, CLOCK_SKEW_REASON)
     if oldest_ns is not None and header.interval_end_ns < oldest_ns:
         raise FrameError(Status.OUT_OF_RANGE, "interval ends before the retention window")
 
@@ -435,16 +473,26 @@ def encode_frame(
         "token": token.encode(),
     }
     for key, value in values.items():
+        _check_fits(HEADER_DTYPE, key, value)
         header[key] = np.array(value, dtype=HEADER_DTYPE[key])  # u64 values up to 2^64 - 1
     return header.tobytes() + bytes(body)
 
 
+def _check_fits(dtype: np.dtype, field: str, value: Any) -> None:
+    """Raise ValueError if a text value is longer than its field (numpy would cut it)."""
+    kind = fields_of(dtype)[field][0]
+    if kind.kind == "S" and len(value) > kind.itemsize:
+        raise ValueError(f"{field} is {len(value)} bytes long; the field holds {kind.itemsize}")
+
+
 def records(table_name: str, rows: list[dict[str, Any]]) -> np.ndarray:
-    """Build a structured array for `table_name` from dicts (missing fields are zero)."""
+    """Build a structured array for `table_name` from dicts (missing fields are zero).
+    A text value longer than its field raises ValueError (never cut)."""
     dtype = SPEC.table(table_name).dtype
     out = np.zeros(len(rows), dtype=dtype)
     for i, row in enumerate(rows):
         for key, value in row.items():
+            _check_fits(dtype, key, value)
             out[i][key] = value
     return out
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -26,6 +27,7 @@ from fastapi.testclient import TestClient
 
 from collector.service import BackgroundCollector
 from server.app import create_app
+from server.http_guard import uvicorn_config
 from stacklens.db import make_engine, migrate, start_embedded
 from stacklens.paths import EXAMPLES_DIR, LIBRARIES
 from stacklens.schema import Base
@@ -87,7 +89,9 @@ def serving(app, host: str = "127.0.0.1", port: int | None = None) -> Iterator[i
     """Serves an ASGI app with uvicorn on a thread of this process (its lifespan runs) on
     `port` (default: a free one) until the block ends; yields the port."""
     port = free_port() if port is None else port
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="error"))
+    guarded = hasattr(app.state, "http_guard")  # an app of create_app: with its guard
+    config = (uvicorn_config if guarded else uvicorn.Config)(app, host, port, log_level="error")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -157,3 +161,75 @@ def stacklens_run(command: list[str], env: dict, timeout: float = 120):
         text=True,
         timeout=timeout,
     )
+
+
+#: Headless Chromium as the browser tests run it (Debian's chromium, no network services).
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@contextlib.contextmanager
+def chromium_page():
+    """A Chromium page (Playwright) and the list its console errors are collected into."""
+    from playwright.sync_api import sync_playwright
+
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        yield page, errors
+        browser.close()
+
+
+@contextlib.contextmanager
+def running_up(
+    pg_url: str, state_dir: Path, nofile: int | None = None, **settings: str
+) -> Iterator[dict[str, str]]:
+    """`stacklens up` (a child process) against the test database on free ports, with
+    further STACKLENS_* `settings`, started with an open-file soft limit of `nofile` if
+    given; yields its environment plus "base" (the HTTP URL), "pid" and "log" (the file
+    its output goes to)."""
+    import httpx
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    env.update(
+        STACKLENS_DATABASE_URL=pg_url,
+        STACKLENS_STATE_DIR=str(state_dir),
+        STACKLENS_HTTP_PORT=str(free_port()),
+        STACKLENS_COLLECTOR=f"127.0.0.1:{free_port()}",
+        STACKLENS_INGEST_TOKEN="e2e-token",
+        **settings,
+    )
+    state_dir.mkdir(parents=True, exist_ok=True)
+    log = state_dir / "up.log"  # a file: a pipe nobody reads could fill and block it
+    with log.open("w") as out:
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "stacklens.cli", "up"], env=env, stdout=out, stderr=out,
+            preexec_fn=None if nofile is None else (
+                lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))),
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{env['STACKLENS_HTTP_PORT']}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{base}/api/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "stacklens up did not come up"
+            time.sleep(0.1)
+        yield {**env, "base": base, "pid": str(proc.pid), "log": str(log)}
+    finally:
+        proc.terminate()
+        proc.wait(20)

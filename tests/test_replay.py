@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import getpass
 from pathlib import Path
 
-from tests.collector.test_ingest import frame
+from tests.collector import test_ingest
 from tests.conftest import free_port, query, stacklens_replay
+
+
+def frame(seq: int, **options) -> bytes:
+    """A frame of tests.collector.test_ingest whose rank information names the user running
+    the tests: the owner of the files they spool (replay checks it when run as root)."""
+    return test_ingest.frame(seq, user=getpass.getuser(), **options)
 
 
 def spool(directory: Path, name: str, raw: bytes) -> Path:
@@ -69,7 +76,7 @@ def test_files_deleted_by_their_sender_meanwhile_are_skipped(
     listed = replay_module.spooled_frames(tmp_path)
     assert [path for _, path, _ in listed] == [late]
     late.unlink()  # the sender's own ack deleted it after the replay listed it
-    monkeypatch.setattr(replay_module, "spooled_frames", lambda _dir: listed)
+    monkeypatch.setattr(replay_module, "spooled_frames", lambda *_: listed)
     result = replay_module.replay(tmp_path, *collector.address)
     assert (result.delivered, result.rejected, result.remaining) == (1, [], 0)
     assert query(pg_url, "SELECT sum(bytes_sent) FROM p2p_deltas") == [(1001,)]

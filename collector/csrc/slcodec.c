@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "stacklens_text.h"
 #include "stacklens_wire.h"
 
 #define SL_INT4_MAX 0x7FFFFFFFull
@@ -103,6 +104,22 @@ static void copy_text(char *dst, const char *src, size_t cap)
     memset(dst + n, 0, cap - n);
 }
 
+/* Whether a header text field (job id, host) is an id (stacklens_text.h), NUL-padded
+ * with nothing after the padding starts: ids that break the rule are refused, never
+ * stored altered (two different ids must never become one). */
+static int clean_text(const char *field, size_t cap)
+{
+    const uint8_t *s = (const uint8_t *)field;
+    size_t len = text_len(field, cap), n;
+    for (size_t i = len; i < cap; i++)
+        if (s[i] != 0)
+            return 0;
+    for (size_t i = 0; i < len; i += n)
+        if ((n = sl_id_char(s + i, len - i)) == 0)
+            return 0;
+    return 1;
+}
+
 /* Constant-time token comparison (only the bytes before the first NUL count). */
 static int token_ok(const sl_frame_header *h, const sl_limits *lim)
 {
@@ -142,11 +159,18 @@ static int check_header(const sl_frame_header *h, const sl_limits *lim, sl_scan_
         return fail(err, SL_STATUS_bad_token, "wrong ingest token");
     if (h->job_id[0] == '\0')
         return fail(err, SL_STATUS_out_of_range, "empty job id");
+    if (!clean_text(h->job_id, sizeof h->job_id))
+        return fail(err, SL_STATUS_out_of_range,
+                    "job id is not UTF-8 text without control characters");
+    if (!clean_text(h->host, sizeof h->host))
+        return fail(err, SL_STATUS_out_of_range,
+                    "host is not UTF-8 text without control characters");
     if (h->world_size == 0 || h->world_size > SL_BOUND_max_world_size
         || h->world_rank >= h->world_size)
-        return fail(err, SL_STATUS_out_of_range, "rank %u out of range for world size %u",
-                    h->world_rank, h->world_size);
-    if (h->pid > SL_BOUND_max_world_size)
+        return fail(err, SL_STATUS_out_of_range,
+                    "rank %u out of range for world size %u (at most %u)", h->world_rank,
+                    h->world_size, (unsigned)SL_BOUND_max_world_size);
+    if (h->pid > SL_BOUND_max_pid)
         return fail(err, SL_STATUS_out_of_range, "pid %u out of range", h->pid);
     if (h->run_id == 0 && (h->world_size != 1 || h->proc_start_ns == 0))
         return fail(err, SL_STATUS_out_of_range,
@@ -156,7 +180,8 @@ static int check_header(const sl_frame_header *h, const sl_limits *lim, sl_scan_
     if (h->interval_end_ns < h->interval_start_ns)
         return fail(err, SL_STATUS_out_of_range, "interval ends before it starts");
     if (h->interval_end_ns > lim->newest_end)
-        return fail(err, SL_STATUS_out_of_range, "interval ends too far in the future");
+        return fail(err, SL_STATUS_out_of_range, "clock skew: interval ends after the "
+                    "collector's clock plus the skew window (check the sender's clock)");
     if (h->interval_end_ns < lim->oldest_end)
         return fail(err, SL_STATUS_out_of_range, "interval ends before the retention window");
     return 0;

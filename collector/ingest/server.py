@@ -8,6 +8,17 @@ read, so a sender may pipeline. A bad frame is answered with its reject status (
 acks of the frames before it), logged with the reason, counted, and the connection is
 closed; nothing of it is stored. When the writer's backlog is full, reading pauses (TCP
 pushes back on the senders) until it drains.
+
+Bounds (stacklens/connguard.py): connections at once in total and per peer address, the
+oldest one without a valid header evicted first; a new connection must deliver a valid
+header (the token is judged as soon as the header's last byte, the token's, arrives)
+within the handshake timeout, a frame once begun must arrive whole within the read
+timeout, and a connection silent for the idle timeout is closed. Incomplete frames of all
+connections together hold at most `buffer_bytes`: past it, a connection with an
+incomplete frame stops being read until room is made. A connection may bring at most
+`max_new_days` days without partitions; the frame that would bring one more is answered
+`unavailable` (resend on a new connection: by then the partitions exist) and counted as
+`partition_limit`.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from collector import codec
 from collector.store.partitions import DAY_NS
 from collector.store.writer import FrameWriter
 from stacklens import wire
+from stacklens.connguard import ConnectionGuard, ConnectionLimits, Deadline
 
 log = logging.getLogger(__name__)
 
@@ -66,13 +78,24 @@ class IngestServer:
         token: str = "",
         max_body: int = 1 << 24,
         retention_days: int | None = None,
+        *,
+        max_skew_ns: int = wire.MAX_CLOCK_SKEW_NS,
+        max_new_days: int = 8,
+        limits: ConnectionLimits | None = None,
+        buffer_bytes: int = 64 << 20,
     ):
         self.writer = writer
         self.host, self.port = host, port
         self.token = token
         self.max_body = max_body
         self.retention_days = retention_days
+        self.max_skew_ns = max_skew_ns
+        self.max_new_days = max_new_days
         self.stats = IngestStats()
+        self.guard = ConnectionGuard("ingest", limits or ConnectionLimits())
+        self.buffer_bytes = buffer_bytes
+        self.buffered = 0  # bytes of incomplete frames held, all connections
+        self._waiting: collections.OrderedDict[_Connection, None] = collections.OrderedDict()
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
@@ -83,7 +106,10 @@ class IngestServer:
                 "loopback interface are accepted"
             )
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
+        self._server = await loop.create_server(
+            lambda: _Connection(self), self.host, self.port,
+            backlog=self.guard.limits.max_total,  # a burst of connects is accepted, not lost
+        )  # fmt: skip
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("collector listening for hook frames on %s:%d", self.host, self.port)
 
@@ -101,11 +127,37 @@ class IngestServer:
 
     def limits(self) -> codec.Limits:
         """What frames are checked against, now."""
-        return codec.limits(self.token, self.max_body, self.oldest_ns())
+        return codec.limits(self.token, self.max_body, self.oldest_ns(),
+                            max_skew_ns=self.max_skew_ns)  # fmt: skip
 
-    def reject(self, peer: str, status: wire.Status, reason: str) -> None:
-        """Count and log a rejected frame."""
-        self.stats.rejected[status.name.lower()] += 1
+    def frames_within_new_days(self, batch: codec.FrameBatch, brought: set[int]) -> int:
+        """How many leading frames of `batch` stay within max_new_days partition days
+        that do not exist yet, counting the days in `brought` (updated)."""
+        return self.writer.partitions.new_days_fit(batch.info["t_end"], self.max_new_days,
+                                                   brought)  # fmt: skip
+
+    def hold(self, delta: int) -> None:
+        """Account `delta` bytes of incomplete frames; resume waiting connections when
+        there is room again."""
+        self.buffered += delta
+        while delta < 0 and self._waiting and self.buffered < self.buffer_bytes:
+            conn, _ = self._waiting.popitem(last=False)
+            conn.resume("memory")
+
+    def over_budget(self, conn: _Connection) -> bool:
+        """Whether incomplete frames exceed the budget; if so `conn` waits for room."""
+        if self.buffered <= self.buffer_bytes:
+            return False
+        self._waiting[conn] = None
+        return True
+
+    def forget(self, conn: _Connection) -> None:
+        """A closed connection no longer waits."""
+        self._waiting.pop(conn, None)
+
+    def reject(self, peer: str, status: wire.Status, reason: str, label: str | None = None) -> None:
+        """Count (under `label`, default the status name) and log a rejected frame."""
+        self.stats.rejected[label or status.name.lower()] += 1
         log.warning("rejected frame from %s: %s [%s]", peer, reason, status.name)
 
 
@@ -124,6 +176,10 @@ class _Connection(asyncio.Protocol):
         self._inflight: collections.deque = collections.deque()
         self._closing = False
         self._eof = False
+        self._proven = False  # a valid header has arrived (token included)
+        self._paused: set[str] = set()  # why reading is paused: "writer", "memory"
+        self._deadline = Deadline(self._expired)
+        self._new_days: set[int] = set()  # days without partitions this sender brought
 
     def _transport(self) -> asyncio.Transport:
         """The connection's transport (set once the connection is made)."""
@@ -136,40 +192,107 @@ class _Connection(asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         self.server.stats.connections += 1
+        if not self.server.guard.admit(self, peername[0] if peername else "?"):
+            self.transport.abort()
+            return
+        self._deadline.set(self.server.guard.limits.handshake_timeout_s, "handshake_timeout")
         if not self.server.token and not accepted_without_token(peername and peername[0]):
+            self._deadline.clear()  # ends after the reject's linger, not as a timeout
             reason = "no ingest token configured: only loopback senders are accepted"
             self.server.reject(self.peer, wire.Status.BAD_TOKEN, reason)
             self.transport.write(wire.encode_ack(wire.Status.BAD_TOKEN, 0))
             self._end_after_reject()
 
+    def evictable(self) -> bool:
+        """A connection that has not sent a valid header yet may be closed for room."""
+        return not self._proven
+
+    def drop(self, reason: str) -> None:
+        """Close now (evicted or timed out); unacknowledged frames are resent by the sender."""
+        self._closing = True
+        self._hold(-self._buffered)
+        self._chunks, self._buffered = [], 0
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _expired(self, reason: str) -> None:
+        self.server.guard.count(reason, self.peer)
+        self.server.guard.release(self)
+        self.drop(reason)
+
+    def _hold(self, delta: int) -> None:
+        if delta:
+            self.server.hold(delta)
+
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        held = self._buffered  # incomplete-frame bytes accounted before this read
         self._chunks.append(data)
         self._buffered += len(data)
         if self._buffered < self._need:
+            self._hold(len(data))
+            self._wait_if_over_budget()
             return
         buffer = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
         batch, error = codec.scan(buffer, self.server.limits())
+        if len(batch) and error is None:
+            fit = self.server.frames_within_new_days(batch, self._new_days)
+            if fit < len(batch):
+                error = self._partition_limit(batch, fit)
+                batch = codec.FrameBatch(batch.data[: int(batch.info["offset"][fit])],
+                                         batch.info[:fit])  # fmt: skip
         rest = buffer[len(batch.data) :]
+        self._hold(len(rest) - held)
         self._chunks, self._buffered = ([rest], len(rest)) if rest else ([], 0)
         self._need = wire.HEADER_SIZE
         if len(rest) >= wire.HEADER_SIZE and error is None:
             self._need = wire.HEADER_SIZE + _BODY_LEN.unpack_from(rest, _BODY_LEN_OFFSET)[0]
+        if error is None and (len(batch) or len(rest) >= wire.HEADER_SIZE):
+            self._proven = True  # a header passed every check, the token's included
         if len(batch):
             self._submit(batch)
         if error is not None:
             self._closing = True
+            self._deadline.clear()
+            self._hold(-self._buffered)
             self._chunks, self._buffered = [], 0
             seq = error.seq if error.seq is not None else self._last_seq
-            self.server.reject(self.peer, error.status, error.reason)
+            self.server.reject(self.peer, error.status, error.reason, error.label)
             self._queue_ack(None, np.array([seq], dtype=np.uint64), error.status)
-        elif self.server.writer.full:
-            self._transport().pause_reading()
-            self.server.writer.when_room(self._resume)
+            return
+        if self._proven and not rest:
+            self._deadline.set(self.server.guard.limits.idle_timeout_s, "idle_timeout")
+        elif self._proven and (len(batch) or self._deadline.reason != "read_timeout"):
+            self._deadline.set(self.server.guard.limits.read_timeout_s, "read_timeout")
+        if self.server.writer.full:
+            self._pause("writer")
+            self.server.writer.when_room(lambda: self.resume("writer"))
+        self._wait_if_over_budget()
 
-    def _resume(self) -> None:
-        if not self._closing and self.transport is not None and not self.transport.is_closing():
+    def _partition_limit(self, batch: codec.FrameBatch, fit: int) -> codec.ScanError:
+        """The error for frame `fit`, the first that needs one more new partition day."""
+        reason = (f"frame needs a day without a partition beyond the "
+                  f"{self.server.max_new_days} one connection may bring; resend it on a new "
+                  "connection")  # fmt: skip
+        seq = int(batch.info["seq"][fit])
+        return codec.ScanError(wire.Status.UNAVAILABLE, seq, reason, "partition_limit")
+
+    def _wait_if_over_budget(self) -> None:
+        if self._buffered and self.server.over_budget(self):
+            self._pause("memory")
+
+    def _pause(self, why: str) -> None:
+        if not self._paused and self.transport is not None:
+            self.transport.pause_reading()
+        self._paused.add(why)
+
+    def resume(self, why: str) -> None:
+        """Read again once neither the writer nor the memory budget holds it back."""
+        self._paused.discard(why)
+        if self._paused or self._closing or self.transport is None:
+            return
+        if not self.transport.is_closing():
             self.transport.resume_reading()
 
     def _submit(self, batch: codec.FrameBatch) -> None:
@@ -249,6 +372,7 @@ class _Connection(asyncio.Protocol):
                 wire.Status.BAD_LENGTH,
                 f"truncated frame: {part} incomplete, {self._buffered} bytes",
             )
+            self._hold(-self._buffered)
             self._chunks, self._buffered = [], 0
         self._eof = True
         return bool(self._inflight)  # keep the transport open to send the pending acks
@@ -256,3 +380,8 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self._inflight.clear()
+        self._deadline.clear()
+        self._hold(-self._buffered)
+        self._chunks, self._buffered = [], 0
+        self.server.guard.release(self)
+        self.server.forget(self)

@@ -5,6 +5,9 @@ Every delta table is `PARTITION BY RANGE (t_end_ns)`, fabric_port_samples by `ts
 the partition for UTC day D is `<table>_pYYYYMMDD` and holds [D 00:00, D+1 00:00) in ns.
 Creating partitions is idempotent and safe when several collectors race; retention drops
 whole partitions (no row-by-row DELETE) and then the jobs that ended before the cutoff.
+Ingest bounds how many days without partitions a sender may bring (`new_days_fit`: per
+HTTP batch, per TCP connection), so timestamps from many distinct days cannot make
+thousands of partitions at once.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+import numpy as np
 import psycopg
 
 from collector.store.tables import DELTA_TABLES
@@ -70,6 +74,35 @@ class Partitions:
     def __init__(self, tables: Iterable[str] = DEFAULT_TABLES) -> None:
         self.tables = tuple(tables)
         self._known: set[int] = set()
+
+    async def load(self, conn: psycopg.AsyncConnection) -> None:
+        """Learn the days every table already has a partition for (at start)."""
+        days: set[int] | None = None
+        for table in self.tables:
+            rows = await (await conn.execute(_LIST_PARTITIONS, (table,))).fetchall()
+            have = {day for (name,) in rows if (day := _day_of_name(name)) is not None}
+            days = have if days is None else days & have
+        self._known |= days or set()
+
+    def new_days_fit(self, t_end_ns: np.ndarray, limit: int, brought: set[int]) -> int:
+        """How many leading frames (by interval end) a sender may store when it may bring
+        at most `limit` days without a partition, `brought` being those it brought before
+        (updated with the new days of the frames that fit)."""
+        first, last = int(t_end_ns.min()) // DAY_NS, int(t_end_ns.max()) // DAY_NS
+        if first == last and (first in self._known or first in brought):
+            return len(t_end_ns)  # the usual case: one day, its partitions made ahead
+        days = np.asarray(t_end_ns, dtype=np.uint64) // DAY_NS
+        known = np.fromiter(self._known | brought, np.uint64, len(self._known | brought))
+        fresh = ~np.isin(days, known)
+        new, first_of_new = np.unique(days[fresh], return_index=True)
+        room = max(limit - len(brought), 0)
+        if len(new) <= room:
+            brought.update(new.tolist())
+            return len(days)
+        # The frame that brings one new day too many, in frame order, ends the fit.
+        order = np.sort(first_of_new)
+        brought.update(days[fresh][order[:room]].tolist())
+        return int(np.flatnonzero(fresh)[order[room]])
 
     def _missing(self, days: Iterable[int]) -> list[tuple[int, list[str]]]:
         """CREATE statements per day not known to exist yet."""

@@ -420,6 +420,7 @@ class FrameWriter:
             names = op_names()
             async with conn.transaction():
                 await conn.execute(_SYNC_OPS, (list(range(len(names))), list(names)))
+                await self.partitions.load(conn)  # the days ingest need not count as new
             self._conns[worker] = conn
         return conn
 

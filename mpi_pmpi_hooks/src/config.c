@@ -1,9 +1,13 @@
 /*
  * config.c — reads the STACKLENS_* environment variables (see config.h).
  *
- *   STACKLENS_COLLECTOR            host:port or [v6addr]:port, default 127.0.0.1:7451
+ *   STACKLENS_COLLECTOR            host:port or [v6addr]:port, default 127.0.0.1:7451;
+ *                                  malformed = a warning and nothing is sent (never
+ *                                  the default address in its place)
  *   STACKLENS_INTERVAL_MS          frame interval, default 1000, minimum 10
- *   STACKLENS_INGEST_TOKEN         ingest token, at most 64 bytes, default empty
+ *   STACKLENS_INGEST_TOKEN         ingest token, at most 64 visible ASCII characters
+ *                                  (0x21-0x7E), default empty; otherwise a warning
+ *                                  (never showing the value) and nothing is sent
  *   STACKLENS_FINALIZE_TIMEOUT_MS  wait for acks in MPI_Finalize, default 5000
  *   STACKLENS_DISABLE              comma list of mpi, posix, stdio, mpiio: those
  *                                  wrappers only forward; processes: programs
@@ -57,6 +61,20 @@ static int parse_uint(const char *text, unsigned max, unsigned *out)
     return 0;
 }
 
+/* A host name or IPv4 address: letters, digits, '-', '.', '_', neither first
+ * nor last a '-' or '.'; or an IPv6 address (hex digits, ':' and '.'). The
+ * same rule as stacklens/settings.py. */
+static int valid_host(const char *host, size_t len, int bracketed)
+{
+    const char *allowed = bracketed ? "0123456789abcdefABCDEF:."
+                                    : "0123456789abcdefghijklmnopqrstuvwxyz"
+                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ-._";
+    for (size_t i = 0; i < len; i++)
+        if (host[i] == '\0' || strchr(allowed, host[i]) == NULL)
+            return 0;
+    return bracketed || (strchr("-.", host[0]) == NULL && strchr("-.", host[len - 1]) == NULL);
+}
+
 /*
  * Splits "host:port" or "[addr]:port" into cfg. Returns 0 on success, -1 if
  * the value is malformed (cfg is then left unchanged).
@@ -79,6 +97,7 @@ static int parse_collector(const char *text, sl_config *cfg)
     size_t host_len = (size_t)(host_end - host);
     unsigned port_num;
     if (host_len == 0 || host_len >= sizeof cfg->collector_host
+        || !valid_host(host, host_len, text[0] == '[')
         || parse_uint(port, 65535, &port_num) != 0 || port_num == 0
         || strlen(port) >= sizeof cfg->collector_port)
         return -1;
@@ -86,6 +105,16 @@ static int parse_collector(const char *text, sl_config *cfg)
     cfg->collector_host[host_len] = '\0';
     strcpy(cfg->collector_port, port);
     return 0;
+}
+
+/* At most max visible ASCII characters (0x21-0x7E): the rule of settings.py. */
+static int valid_token(const char *token, size_t max)
+{
+    size_t len = strnlen(token, max + 1);
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)token[i] < 0x21 || (unsigned char)token[i] > 0x7E)
+            return 0;
+    return len <= max;
 }
 
 /* Sets the disable flags from a comma list; an unknown word warns once. */
@@ -145,9 +174,11 @@ void sl_config_load(sl_config *cfg)
         parse_disable(v, cfg);
 
     v = getenv("STACKLENS_COLLECTOR");
-    if (v != NULL && *v != '\0' && parse_collector(v, cfg) != 0)
-        sl_warn("STACKLENS_COLLECTOR='%s' is not host:port; using %s:%s",
-                v, SL_DEFAULT_HOST, SL_DEFAULT_PORT);
+    if (v != NULL && *v != '\0' && parse_collector(v, cfg) != 0) {
+        sl_warn("STACKLENS_COLLECTOR='%.300s' is not host:port; nothing is sent "
+                "(fix it to profile this program)", v);
+        cfg->send_disabled = 1;
+    }
 
     v = getenv("STACKLENS_INTERVAL_MS");
     if (v != NULL && *v != '\0') {
@@ -185,10 +216,12 @@ void sl_config_load(sl_config *cfg)
 
     v = getenv("STACKLENS_INGEST_TOKEN");
     if (v != NULL) {
-        if (strlen(v) > sizeof cfg->token)
-            sl_warn("STACKLENS_INGEST_TOKEN is longer than %zu bytes; sending no token",
-                    sizeof cfg->token);
-        else
+        if (!valid_token(v, sizeof cfg->token)) {
+            sl_warn("STACKLENS_INGEST_TOKEN must be at most %zu visible ASCII characters "
+                    "(no spaces); nothing is sent", sizeof cfg->token);
+            cfg->send_disabled = 1;
+        } else {
             memcpy(cfg->token, v, strlen(v));
+        }
     }
 }

@@ -2,6 +2,8 @@
  * config.h — run-time settings of libstacklens, read once from the
  * environment (the same STACKLENS_* names the Python settings use).
  * A bad value gives one "stacklens: " warning and the default; never fatal.
+ * A bad collector address or token instead turns sending off (send_disabled):
+ * frames for the wrong place, or refused for sure, are never sent.
  */
 #ifndef SL_CONFIG_H
 #define SL_CONFIG_H
@@ -20,6 +22,7 @@ typedef struct sl_config {
     unsigned max_keys;             /* STACKLENS_MAX_KEYS: files, communicators, coll keys */
     char spool_dir[512];           /* STACKLENS_SPOOL_DIR, "" = no spool */
     unsigned spool_max_mb;         /* STACKLENS_SPOOL_MAX_MB: spool size cap */
+    int send_disabled;             /* STACKLENS_COLLECTOR or _INGEST_TOKEN invalid: send nothing */
 } sl_config;
 
 /* Fills cfg from the environment, warning about and replacing bad values. */

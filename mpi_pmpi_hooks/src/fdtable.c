@@ -81,6 +81,15 @@ static int supported(void)
     return q >= 0;
 }
 
+/* Whether the kernel has what a private table needs (sl_fdtable_probe). */
+static int probed_support;
+
+/* Checks once, on the calling thread, what sl_fdtable_private needs (see fdtable.h). */
+void sl_fdtable_probe(void)
+{
+    probed_support = supported();
+}
+
 /* Closes every descriptor but keep[0..n) (ascending) with close_range; 0 or -1. */
 static int close_ranges(const int *keep, int n)
 {
@@ -130,7 +139,7 @@ int sl_fdtable_private(const int *keep, int n)
             kept[j] = kept[j - 1];
             kept[j - 1] = t;
         }
-    if (!supported() || unshare(CLONE_FILES) != 0)
+    if (!probed_support || unshare(CLONE_FILES) != 0)
         return 0;
     /* From here on, this thread's descriptor numbers are not the application's:
      * the I/O wrappers must not touch its fd maps for them (io.c). */

@@ -39,7 +39,17 @@
 extern __thread int sl_tls_fdtable_private __attribute__((tls_model("initial-exec")));
 
 /*
- * Gives the calling thread its private table, keeping only the n
+ * Checks whether the kernel has close_range and pidfd_getfd. Call it on an
+ * application thread before the sender thread starts: the check opens (and
+ * closes) a pidfd, which must come and go in the application's table
+ * synchronously, never while the application's own close/dup sequences run
+ * on another thread of the shared table.
+ */
+void sl_fdtable_probe(void);
+
+/*
+ * Gives the calling thread its private table (if sl_fdtable_probe found the
+ * kernel able to), keeping only the n
  * descriptors of keep (e.g. eventfds shared with other threads). Returns 1
  * if the table is now private, 0 if it is still shared with the process.
  */

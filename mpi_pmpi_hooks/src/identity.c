@@ -80,20 +80,15 @@ static void host_and_pid(sl_identity *id, char *hostname, size_t n)
     local_hostname(hostname, n);
     id->pid = (uint32_t)getpid();
     const char *host = getenv("STACKLENS_HOST");
-    sl_copy_text(id->host, sizeof id->host, host != NULL && *host != '\0' ? host : hostname);
+    sl_copy_id(id->host, sizeof id->host, host != NULL && *host != '\0' ? host : hostname);
 }
 
-/* "<hostname>-<pid>-<time>" into id->job_id, shortening only the host name. */
+/* "<hostname>-<pid>-<time>" into id->job_id (sl_copy_id if it is too long). */
 static void generate_job_id(sl_identity *id, const char *hostname)
 {
-    char suffix[48], made[sizeof id->job_id + 1];
-    int slen = snprintf(suffix, sizeof suffix, "-%u-%lld", (unsigned)id->pid,
-                        (long long)time(NULL));
-    int hlen = (int)strlen(hostname);
-    if (hlen > (int)sizeof id->job_id - slen)
-        hlen = (int)sizeof id->job_id - slen;
-    snprintf(made, sizeof made, "%.*s%s", hlen, hostname, suffix);
-    sl_copy_text(id->job_id, sizeof id->job_id, made);
+    char made[512];
+    snprintf(made, sizeof made, "%s-%u-%lld", hostname, (unsigned)id->pid, (long long)time(NULL));
+    sl_copy_id(id->job_id, sizeof id->job_id, made);
 }
 
 /* 64 random bits, never 0 (getrandom; the clock and pid mixed in if it fails). */
@@ -117,7 +112,7 @@ void sl_identity_init_standalone(sl_identity *id)
     const char *job = job_id_from_env();
     memset(id->job_id, 0, sizeof id->job_id);
     if (job != NULL)
-        sl_copy_text(id->job_id, sizeof id->job_id, job);
+        sl_copy_id(id->job_id, sizeof id->job_id, job);
     else
         generate_job_id(id, hostname);
     id->run_id = 0;
@@ -141,7 +136,7 @@ void sl_identity_init(sl_identity *id, int world_rank)
     memset(&agreed, 0, sizeof agreed);
     const char *job = job_id_from_env();
     if (job != NULL)
-        sl_copy_text(agreed.job_id, sizeof agreed.job_id, job);
+        sl_copy_id(agreed.job_id, sizeof agreed.job_id, job);
     if (world_rank == 0) {
         if (job == NULL) {
             generate_job_id(id, hostname);

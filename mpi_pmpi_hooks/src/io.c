@@ -187,7 +187,7 @@ static int entry_for(int layer, const char *path, dev_t dev)
     memset(&key, 0, sizeof key);
     key.layer = (uint32_t)layer;
     key.phase = (uint32_t)__atomic_load_n(&io_phase, __ATOMIC_RELAXED);
-    sl_copy_text(key.path, sizeof key.path, path);
+    sl_copy_path(key.path, sizeof key.path, path);
     fill_mount(&key, dev);
     int e = entry_of(&key);
     sl_standalone_start();

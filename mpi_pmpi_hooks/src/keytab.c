@@ -89,7 +89,7 @@ unsigned sl_keytab_get(sl_keytab *t, const void *key, uint64_t hash, unsigned ov
 uint64_t sl_hash_bytes(const void *p, size_t n)
 {
     const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = 14695981039346656037ull; /* the FNV-1a 64-bit offset basis */
     for (size_t i = 0; i < n; i++) {
         h ^= b[i];
         h *= 1099511628211ull;

@@ -655,6 +655,8 @@ int sl_sender_start(const sl_config *cfg, const sl_identity *id)
 {
     S.cfg = cfg;
     S.rank = sl_core.world_rank;
+    if (cfg->send_disabled)
+        return -1; /* sl_config_load said why */
     if (sl_frame_builder_init(&S.fb, id, cfg->token) != 0) {
         sl_warn("rank %d: no memory for frames; stacklens is off", S.rank);
         return -1;
@@ -664,6 +666,7 @@ int sl_sender_start(const sl_config *cfg, const sl_identity *id)
     S.fb.frames_spooled = &S.frames_spooled;
     S.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     S.done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    sl_fdtable_probe(); /* on this thread, not the sender's (fdtable.h) */
     int rc = S.wake_fd < 0 || S.done_fd < 0 ? errno : thread_start();
     if (rc != 0) {
         sl_warn("rank %d: cannot start the sender thread: %s; stacklens is off",

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "fdtable.h"
+#include "keytab.h"
+#include "stacklens_text.h"
 
 int sl_ticks_tsc;
 static uint64_t base_ticks, base_ns; /* the pair taken at load */
@@ -87,4 +89,54 @@ void sl_copy_text(char *dst, size_t n, const char *src)
     }
     memcpy(dst, src, len);
     memset(dst + len, 0, n - len);
+}
+
+/*
+ * Writes src into the n-byte field dst unchanged if it fits and every character
+ * passes keep (NULL: any); else as a readable prefix — each character keep
+ * refuses (or byte that is not UTF-8) written as '_' — cut at a character
+ * boundary, then "~" and the 16 hex digits of the 64-bit FNV-1a hash of the
+ * whole of src, so that two different values never share a field.
+ */
+static void copy_or_digest(char *dst, size_t n, const char *src,
+                           size_t (*keep)(const uint8_t *, size_t))
+{
+    const uint8_t *s = (const uint8_t *)src;
+    size_t len = strlen(src), i = 0, c = 1;
+    while (i < len && (c = keep ? keep(s + i, len - i) : 1) != 0)
+        i += c;
+    if (len <= n && i == len) {
+        sl_copy_text(dst, n, src);
+        return;
+    }
+    char tail[18];
+    snprintf(tail, sizeof tail, "~%016llx", (unsigned long long)sl_hash_bytes(src, len));
+    size_t room = n - (sizeof tail - 1), out = 0;
+    for (i = 0; i < len;) {
+        c = keep ? keep(s + i, len - i) : 1;
+        size_t take = c ? c : 1;
+        if (out + (c ? c : 1) > room)
+            break;
+        if (c)
+            memcpy(dst + out, src + i, c);
+        else
+            dst[out] = '_';
+        out += c ? c : 1;
+        i += take;
+    }
+    if (!keep) /* a path: never end inside a UTF-8 character */
+        while (out > 0 && out < len && (s[out] & 0xC0) == 0x80)
+            out--;
+    memcpy(dst + out, tail, sizeof tail - 1);
+    memset(dst + out + sizeof tail - 1, 0, n - out - (sizeof tail - 1));
+}
+
+void sl_copy_id(char *dst, size_t n, const char *src)
+{
+    copy_or_digest(dst, n, src, sl_id_char);
+}
+
+void sl_copy_path(char *dst, size_t n, const char *src)
+{
+    copy_or_digest(dst, n, src, NULL);
 }

@@ -78,4 +78,18 @@ void sl_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 void sl_copy_text(char *dst, size_t n, const char *src);
 
+/*
+ * Copies an id (job id, host name) into its n-byte field: as it is if it fits
+ * and is UTF-8 text without control characters (the collector refuses any
+ * other id: contract/stacklens_text.h), else as a readable prefix (characters
+ * that break the rule written as '_') plus "~" and 16 hex digits of a 64-bit
+ * hash of the whole value. Never cut silently: different ids stay different.
+ */
+void sl_copy_id(char *dst, size_t n, const char *src);
+
+/* Copies a path into its n-byte field like sl_copy_id, but only its length
+ * decides (any byte but NUL is kept): a longer path becomes its first bytes
+ * (cut at a UTF-8 boundary) plus "~" and the hash of the whole path. */
+void sl_copy_path(char *dst, size_t n, const char *src);
+
 #endif /* SL_UTIL_H */

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import hmac
-from typing import Annotated
-
-from fastapi import APIRouter, Header, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Request, Security
+from fastapi.security import HTTPBearer
 
 from collector import codec
-from collector.ingest.server import accepted_without_token
+from server.errors import error_responses
 from server.ingest.schemas import IngestResult, JsonBatch, JsonFrame
 from stacklens import wire
 
@@ -40,6 +38,8 @@ def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
             name: wire.records(name, [_encode_text(row) for row in rows])
             for name, rows in tables.items()
         }
+    except UnicodeEncodeError:
+        raise wire.FrameError(wire.Status.BAD_BODY, "a text value is not valid Unicode") from None
     except (ValueError, OverflowError, TypeError) as exc:
         raise wire.FrameError(wire.Status.OUT_OF_RANGE, f"bad value: {exc}") from exc
     raw = wire.encode_frame(
@@ -62,33 +62,33 @@ def _frame_type(item: JsonFrame) -> int:
 
 
 def _encode_text(row: dict[str, int | str]) -> dict[str, int | bytes]:
+    """Text values as UTF-8 (UnicodeEncodeError for lone surrogates); a NUL, which would end
+    the text early in storage, is refused."""
+    if any(isinstance(v, str) and "\0" in v for v in row.values()):
+        raise ValueError("a text value contains a NUL character")
     return {k: v.encode() if isinstance(v, str) else v for k, v in row.items()}
 
 
-@router.post("/frames", response_model=IngestResult)
-async def ingest_frames(
-    batch: JsonBatch,
-    request: Request,
-    authorization: Annotated[str | None, Header()] = None,
-) -> IngestResult:
+@router.post(
+    "/frames",
+    response_model=IngestResult,
+    dependencies=[Security(HTTPBearer(auto_error=False, description="the ingest token"))],
+    responses=error_responses(
+        400, 401, 403, 413, 503, **{"422": "a frame is invalid: every reason, nothing stored"}
+    ),
+)
+async def ingest_frames(batch: JsonBatch, request: Request) -> IngestResult:
     """Validate every frame of the batch, then store them all; answer after COMMIT.
 
-    Authorization: `Bearer <STACKLENS_INGEST_TOKEN>`; with no token configured, only
-    clients on the loopback interface are accepted (403 otherwise). A batch with any invalid
-    frame is rejected whole (422, with each reason) and stores nothing; resent frames are
-    stored once.
+    Authorization: `Bearer <STACKLENS_INGEST_TOKEN>` (checked, with the body size cap
+    STACKLENS_HTTP_MAX_BODY_MB, before the body is read: server/ingest/gate.py); with no
+    token configured, only clients on the loopback interface are accepted (403 otherwise).
+    A batch with any invalid frame is rejected whole (422, with each reason) and stores
+    nothing; so is a batch that needs more new day partitions than
+    STACKLENS_MAX_NEW_DAYS_PER_BATCH. Resent frames are stored once.
     """
     collector = request.app.state.collector
-    if collector is None:
-        raise HTTPException(503, "this server runs no collector")
     ingest = collector.ingest
-    if not ingest.token and not accepted_without_token(request.client and request.client.host):
-        ingest.stats.rejected["bad_token"] += 1
-        raise HTTPException(403, "no ingest token configured: only loopback senders are accepted")
-    token = (authorization or "").removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(token.encode(), ingest.token.encode()):
-        ingest.stats.rejected["bad_token"] += 1
-        raise HTTPException(401, "wrong ingest token")
     frames, errors = [], []
     limits = ingest.limits()
     for i, item in enumerate(batch.frames):
@@ -99,9 +99,16 @@ async def ingest_frames(
             errors.append(f"frame {i}: {error.reason} [{error.status.name}]")
     if errors:
         raise HTTPException(422, errors)
+    scanned = codec.scan(b"".join(frames), limits)[0]
+    if (fit := ingest.frames_within_new_days(scanned, set())) < len(frames):
+        ingest.stats.rejected["partition_limit"] += len(frames) - fit
+        raise HTTPException(422, [
+            f"frame {fit}: the batch needs more than {ingest.max_new_days} days without a "
+            "partition (STACKLENS_MAX_NEW_DAYS_PER_BATCH); send those frames in later batches"
+        ])  # fmt: skip
     ingest.stats.frames_received += len(frames)
     try:
-        await collector.writer.store(codec.scan(b"".join(frames), limits)[0], atomic=True)
+        await collector.writer.store(scanned, atomic=True)
     except wire.FrameError as error:
         ingest.stats.rejected[error.status.name.lower()] += 1
         raise HTTPException(422, [error.reason]) from error

@@ -11,7 +11,9 @@ from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy.orm import Session
 
 from server.deps import SessionDep
+from server.errors import error_responses
 from server.jobs import repository
+from stacklens import wire
 from stacklens.api_models import (
     CategoryTotal,
     CollectiveTotal,
@@ -37,6 +39,9 @@ from stacklens.api_models import (
     RunSummary,
 )
 from stacklens.schema import Job
+
+#: Bytes of the wire's job id field: no stored job has a longer id.
+JOB_ID_BYTES = int(wire.fields_of(wire.HEADER_DTYPE)["job_id"][0].itemsize)
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 overview_router = APIRouter(prefix="/api", tags=["jobs"])
@@ -65,8 +70,22 @@ def _whole(job: Job) -> _Target:
     return _Target(job.job_key, None, job.world_size, repository.Scope(job.id))
 
 
+def _possible_id(job: str) -> bool:
+    """Whether a job could have this id (the ingest's rule: at most the wire field's bytes
+    of UTF-8 text without control characters)."""
+    return len(job.encode("utf-8", "surrogatepass")) <= JOB_ID_BYTES and wire.clean_text(job)
+
+
 def _target(session: Session, job: str, run: int | None) -> _Target:
-    """The job (and run) asked for; 404 if either is unknown."""
+    """The job (and run) asked for; 404 if either is unknown, also for an id that no job
+    can have (ingest refuses them: longer than the wire field, not UTF-8 text, control
+    characters), which is never sent to the database."""
+    if not _possible_id(job):
+        raise HTTPException(
+            status_code=404,
+            detail=f"unknown job {job!r}: a job id is 1 to {JOB_ID_BYTES} bytes of UTF-8 "
+            "text without control characters",
+        )
     found = repository.get_job(session, job)
     if found is None:
         raise HTTPException(status_code=404, detail=f"unknown job {job!r}")
@@ -76,6 +95,10 @@ def _target(session: Session, job: str, run: int | None) -> _Target:
     if chosen is None:
         raise HTTPException(status_code=404, detail=f"job {job!r} has no run {run}")
     return _Target(found.job_key, run, chosen.world_size, repository.Scope(found.id, chosen.id))
+
+
+#: Every per-job route answers 404 for an unknown job (or an id no job can have).
+_NOT_FOUND = error_responses(404)
 
 
 @router.get("", response_model=list[JobSummary])
@@ -93,6 +116,8 @@ def overview(
     """What the Jobs page shows, in one answer: the newest `limit` jobs (and `job`, if
     older), how many jobs there are, and all the details of `job` (or of the newest job
     when `job` is absent or unknown), over the whole job."""
+    if job is not None and not _possible_id(job):
+        job = None  # unknown: the newest job is shown
     jobs = [JobSummary(**row) for row in repository.list_jobs(session, limit, include=job)]
     known = {j.job for j in jobs}
     shown = job if job in known else jobs[0].job if jobs else None
@@ -104,7 +129,7 @@ def overview(
     )
 
 
-@router.get("/{job:path}/runs", response_model=JobRuns)
+@router.get("/{job:path}/runs", response_model=JobRuns, responses=_NOT_FOUND)
 def job_runs(job: str, session: SessionDep) -> JobRuns:
     """The runs (launches) of a job by ordinal: kind, label, size, status, times."""
     t = _target(session, job, None)
@@ -112,48 +137,48 @@ def job_runs(job: str, session: SessionDep) -> JobRuns:
     return JobRuns(job=t.job, runs=[RunSummary(**row) for row in runs])
 
 
-@router.get("/{job:path}/matrix", response_model=Matrix)
+@router.get("/{job:path}/matrix", response_model=Matrix, responses=_NOT_FOUND)
 def job_matrix(job: str, session: SessionDep, run: RunParam = None) -> Matrix:
     """Point-to-point bytes and messages per (source rank, destination rank) of a job."""
     return _matrix(session, _target(session, job, run))
 
 
-@router.get("/{job:path}/ops", response_model=JobOps)
+@router.get("/{job:path}/ops", response_model=JobOps, responses=_NOT_FOUND)
 def job_ops(job: str, session: SessionDep, run: RunParam = None) -> JobOps:
     """Calls, bytes and time inside per MPI operation of a job (summed over ranks and
     intervals, heaviest time first), and the totals per traffic category."""
     return _ops(session, _target(session, job, run))
 
 
-@router.get("/{job:path}/io", response_model=JobIo)
+@router.get("/{job:path}/io", response_model=JobIo, responses=_NOT_FOUND)
 def job_io(job: str, session: SessionDep, run: RunParam = None) -> JobIo:
     """File-system I/O of a job per (layer, path), summed over ranks and intervals, most
     bytes first: the program's, and apart from it the start-up I/O (before MPI_Init)."""
     return _io(session, _target(session, job, run))
 
 
-@router.get("/{job:path}/collectives", response_model=JobCollectives)
+@router.get("/{job:path}/collectives", response_model=JobCollectives, responses=_NOT_FOUND)
 def job_collectives(job: str, session: SessionDep, run: RunParam = None) -> JobCollectives:
     """Collective calls, bytes and time per (communicator, op, root) of a job, summed over
     ranks and intervals, heaviest time first; and the same per communicator."""
     return _collectives(session, _target(session, job, run))
 
 
-@router.get("/{job:path}/sizes", response_model=JobSizes)
+@router.get("/{job:path}/sizes", response_model=JobSizes, responses=_NOT_FOUND)
 def job_sizes(job: str, session: SessionDep, run: RunParam = None) -> JobSizes:
     """Message-size histogram (log2 buckets with their byte ranges) per MPI operation of a
     job, summed over ranks and intervals; only buckets with messages."""
     return _sizes(session, _target(session, job, run))
 
 
-@router.get("/{job:path}/rma", response_model=JobRma)
+@router.get("/{job:path}/rma", response_model=JobRma, responses=_NOT_FOUND)
 def job_rma(job: str, session: SessionDep, run: RunParam = None) -> JobRma:
     """One-sided (RMA) calls and bytes of a job per (origin rank, target rank) and per op,
     summed over intervals."""
     return _rma(session, _target(session, job, run))
 
 
-@router.get("/{job:path}/ranks", response_model=JobRanks)
+@router.get("/{job:path}/ranks", response_model=JobRanks, responses=_NOT_FOUND)
 def job_ranks(job: str, session: SessionDep, run: RunParam = None) -> JobRanks:
     """Every rank (or non-MPI process) of a job that reported, with its run: host, pid,
     first and last seen, status, and the health counters (keys folded into overflow keys,

@@ -12,6 +12,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 if TYPE_CHECKING:
     from collector.service import CollectorService
+from stacklens.connguard import ConnectionGuard
 
 router = APIRouter(tags=["meta"])
 
@@ -64,12 +65,39 @@ class CollectorMetrics:
             "Frames waiting for the writer (reading pauses at its bound)",
             value=self.service.writer.backlog,
         )
+        yield GaugeMetricFamily(
+            "stacklens_ingest_buffered_bytes",
+            "Bytes of incomplete frames held (STACKLENS_INGEST_BUFFER_MB bounds them)",
+            value=self.service.ingest.buffered,
+        )
+        yield from GuardMetrics("ingest", self.service.ingest.guard).collect()
+
+
+class GuardMetrics:
+    """A prometheus_client collector of one server's connection guard."""
+
+    def __init__(self, server: str, guard: ConnectionGuard) -> None:
+        self.server, self.guard = server, guard
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the current values."""
+        name = f"stacklens_{self.server}_connections"
+        yield GaugeMetricFamily(f"{name}_open", "Connections open now", value=self.guard.open)
+        dropped = CounterMetricFamily(
+            f"{name}_dropped",
+            "Connections closed or refused by the limits and timeouts, by reason",
+            labels=["reason"],
+        )
+        for reason, count in sorted(self.guard.stats.dropped.items()):
+            dropped.add_metric([reason], count)
+        yield dropped
 
 
 @router.get("/metrics", response_class=Response)
 def metrics(request: Request) -> Response:
     """Prometheus text exposition (empty when this server runs no collector)."""
     registry = CollectorRegistry(auto_describe=False)
+    registry.register(GuardMetrics("http", request.app.state.http_guard))
     if request.app.state.collector is not None:
         registry.register(CollectorMetrics(request.app.state.collector))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -73,6 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def configuration_errors(exc: ValidationError) -> list[str]:
+    """One line per invalid setting, naming its variable; the values are never shown (a
+    token, even in part, must not reach a terminal or a log)."""
+    lines = []
+    for error in exc.errors(include_input=False, include_url=False):
+        name = "STACKLENS_" + "_".join(str(part) for part in error["loc"]).upper()
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(message if message.startswith(name) else f"{name}: {message}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `stacklens` console script."""
     args = build_parser().parse_args(argv)
@@ -84,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = get_settings()
     except ValidationError as exc:
-        print(f"stacklens: bad configuration:\n{exc}", file=sys.stderr)
+        for line in configuration_errors(exc):
+            print(f"stacklens: bad configuration: {line}", file=sys.stderr)
         return 2
     try:
         return args.func(settings, args)

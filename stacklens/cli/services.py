@@ -24,6 +24,7 @@ import uvloop
 
 from stacklens.cli import fabric_sim
 from stacklens.cli.attach import OPENMPI_ROOT_ENV, choose_mpi, hook_environment, hook_library
+from stacklens.connguard import ConnectionLimits, raise_open_file_limit
 from stacklens.paths import EXAMPLES_DIR
 from stacklens.settings import ConfigError, Settings
 
@@ -51,21 +52,24 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     from collector.fabric.service import fabric_services
     from collector.service import CollectorService
     from server.app import create_app
+    from server.http_guard import uvicorn_config
     from stacklens.db import make_engine, migrate, open_database
 
+    limits = _connection_limits(settings, servers=2)
     database = open_database(settings)
     migrate(database.url)
     engine = make_engine(database.url)
-    collector = CollectorService(database.url, settings)
+    collector = CollectorService(database.url, settings, limits)
     fabric = fabric_services(database.url, settings)  # [] unless a fabric is reachable
     url = f"http://{settings.http_host}:{settings.http_port}"
     wildcard = settings.http_host in ("0.0.0.0", "::", "")
     own_url = f"http://127.0.0.1:{settings.http_port}" if wildcard else url
     app = create_app(
-        engine, api_base_url=own_url, refresh_ms=settings.refresh_ms, collector=collector
-    )
+        engine, api_base_url=own_url, refresh_ms=settings.refresh_ms, collector=collector,
+        connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20,
+    )  # fmt: skip
     server = _QuietSignalsServer(
-        uvicorn.Config(app, host=settings.http_host, port=settings.http_port, log_level="warning")
+        uvicorn_config(app, settings.http_host, settings.http_port, log_level="warning")
     )
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -102,6 +106,19 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         server.should_exit = True
         await asyncio.gather(http, return_exceptions=True)
         engine.dispose()
+
+
+def _connection_limits(settings: Settings, servers: int) -> ConnectionLimits:
+    """The settings' connection limits, after raising the open-file soft limit to the hard
+    limit (every connection is a descriptor); lowered, with a warning, where `servers`
+    servers at their limit would not fit in it."""
+    fd_limit = raise_open_file_limit()
+    wanted = settings.connection_limits()
+    limits = wanted.fitting(fd_limit, servers)
+    if limits != wanted:
+        print(f"stacklens: the open-file limit is {fd_limit}: at most {limits.max_total} "
+              "connections per server (STACKLENS_MAX_CONNECTIONS)", file=sys.stderr)  # fmt: skip
+    return limits
 
 
 async def _loop_workload(settings: Settings, workload: list[str]) -> None:
@@ -158,9 +175,10 @@ async def _run_collector(settings: Settings) -> None:
     from collector.service import CollectorService
     from stacklens.db import migrate, open_database
 
+    limits = _connection_limits(settings, servers=1)
     database = open_database(settings)
     migrate(database.url)
-    collector = CollectorService(database.url, settings)
+    collector = CollectorService(database.url, settings, limits)
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(signum, stop.set)

@@ -48,9 +48,10 @@ def valid_frame(rng: np.random.Generator, job: str = "fuzz") -> bytes:
 
 
 def mutate(rng: np.random.Generator, raw: bytes) -> bytes:
-    """One random mutation: bit flips, truncation, insertion, a header field, or noise."""
+    """One random mutation: bit flips, truncation, insertion, a header field, noise, or
+    bytes in an id."""
     data = bytearray(raw)
-    kind = int(rng.integers(0, 6))
+    kind = int(rng.integers(0, 7))
     if kind == 0:
         for _ in range(int(rng.integers(1, 8))):
             i = int(rng.integers(0, len(data)))
@@ -66,9 +67,19 @@ def mutate(rng: np.random.Generator, raw: bytes) -> bytes:
     elif kind == 4:  # a section header inside the body
         if len(data) > wire.HEADER_SIZE + 8:
             data[wire.HEADER_SIZE : wire.HEADER_SIZE + 8] = rng.bytes(8)
-    else:
+    elif kind == 5:
         data = bytearray(rng.bytes(int(rng.integers(0, 600))))
+    else:  # an id (job id or host) with bytes that may break the id rule
+        field = str(rng.choice(["job_id", "host"]))
+        offset = wire.HEADER_DTYPE.fields[field][1] + int(rng.integers(0, 8))
+        data[offset : offset + 3] = bytes(rng.choice(_ID_BYTES, 3))
     return bytes(data)
+
+
+#: Bytes that make or break UTF-8 and the id rule: ASCII, controls, DEL, lead and
+#: continuation bytes, overlong and surrogate leads, NUL.
+_ID_BYTES = np.array([0x41, 0x7A, 0x00, 0x0A, 0x1F, 0x7F, 0x80, 0x85, 0xA0, 0xBF, 0xC0, 0xC2,
+                      0xE0, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF], dtype=np.uint8)  # fmt: skip
 
 
 def parse(raw: bytes, whole: bool = True, now_ns: int = T0) -> wire.Frame:

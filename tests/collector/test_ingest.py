@@ -23,9 +23,11 @@ def frame(
     p2p_rows=None,
     job: str = "job-A",
     abort_code: int | None = None,
+    user: str = "alice",
 ) -> bytes:
-    """A two-rank frame with point-to-point records and one op record (and an abort record
-    of abort_code, two's complement, if given)."""
+    """A two-rank frame with point-to-point records and one op record (an abort record of
+    abort_code, two's complement, if given; and, at seq 0, the rank information: its
+    command and `user`)."""
     p2p_rows = (
         p2p_rows
         if p2p_rows is not None
@@ -47,7 +49,7 @@ def frame(
         tables["abort"] = wire.records("abort", [{"errorcode": abort_code & 0xFFFFFFFF}])
     if seq == 0:
         tables["rank_info"] = wire.records(
-            "rank_info", [{"command": b"./prog --size 8", "user": b"alice"}]
+            "rank_info", [{"command": b"./prog --size 8", "user": user.encode()}]
         )
     return wire.encode_frame(
         job_id=job,

@@ -8,67 +8,33 @@ file it wrote or read and where its ranks ran; the page logs no console errors.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 
-import httpx
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
-from tests.conftest import free_port, mpi_env, query, serving, stacklens_run
+from tests.conftest import (
+    chromium_page,
+    free_port,
+    mpi_env,
+    query,
+    running_up,
+    serving,
+    stacklens_run,
+)
 from tests.hooks.test_surface import expected_p2p
 
 RANKS = 4
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture
 def stacklens_up(pg_url, tmp_path) -> Iterator[dict[str, str]]:
     """`stacklens up` against the test database on free ports; yields its settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
-    env.update(
-        STACKLENS_DATABASE_URL=pg_url,
-        STACKLENS_STATE_DIR=str(tmp_path / "state"),
-        STACKLENS_HTTP_PORT=str(free_port()),
-        STACKLENS_COLLECTOR=f"127.0.0.1:{free_port()}",
-        STACKLENS_INGEST_TOKEN="e2e-token",
-        STACKLENS_REFRESH_MS="500",
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "stacklens.cli", "up"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{env['STACKLENS_HTTP_PORT']}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.stdout.read()
-            try:
-                if httpx.get(f"{base}/api/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "stacklens up did not come up"
-            time.sleep(0.1)
-        yield {**env, "base": base}
-    finally:
-        proc.terminate()
-        proc.wait(20)
+    with running_up(pg_url, tmp_path / "state", STACKLENS_REFRESH_MS="500") as up:
+        yield up
 
 
 def _table_rows(page: Page, table_id: str) -> list[list[str]]:
@@ -99,14 +65,8 @@ def _op_rows(page: Page) -> dict[str, tuple[str, int, int, int, str]]:
 @pytest.fixture
 def browser_page() -> Iterator[tuple[Page, list[str]]]:
     """A Chromium page and the list its console errors are collected into."""
-    errors: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        yield page, errors
-        browser.close()
+    with chromium_page() as page_and_errors:
+        yield page_and_errors
 
 
 def test_page_follows_a_running_job_live(stacklens_up, browser_page, examples_built):

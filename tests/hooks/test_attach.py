@@ -133,13 +133,13 @@ def test_env_chooses_by_the_mpirun_on_path_or_the_option(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
     env.pop("LD_PRELOAD", None)
     env.update(STACKLENS_STATE_DIR=str(tmp_path), STACKLENS_JOB_ID="j1", TMPDIR=str(tmp_path))
-    env["STACKLENS_INGEST_TOKEN"] = "tok en"
+    env["STACKLENS_INGEST_TOKEN"] = "tok$en;"  # quoted for the shell
     spool = tmp_path / f"stacklens-spool-{os.geteuid()}"  # the per-user default
     tail = [
         "export STACKLENS_COLLECTOR=127.0.0.1:7451",
         "export STACKLENS_INTERVAL_MS=1000",
         f"export STACKLENS_SPOOL_DIR={spool}",
-        "export STACKLENS_INGEST_TOKEN='tok en'",
+        "export STACKLENS_INGEST_TOKEN='tok$en;'",
         "export STACKLENS_JOB_ID=j1",
     ]
     names = "LD_PRELOAD STACKLENS_COLLECTOR STACKLENS_INTERVAL_MS STACKLENS_SPOOL_DIR "

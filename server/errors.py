@@ -1,0 +1,81 @@
+"""The error answers of the API: one JSON shape, documented on every route that returns it,
+for bad requests, unknown paths and validation errors alike (never a 500 for bad input)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.routing import Match
+
+#: What each documented error status means, for the OpenAPI document.
+_MEANINGS = {
+    400: "the request is malformed or the client left before sending it whole",
+    401: "missing or wrong token (Authorization: Bearer ...)",
+    403: "not allowed from this address",
+    404: "no such resource",
+    413: "request body over the size cap",
+    503: "the service cannot answer now; retry later",
+}
+
+
+class ErrorBody(BaseModel):
+    """Every refusal: `detail` is the reason (a list of reasons when several)."""
+
+    detail: str | list[str]
+
+
+def error_responses(*statuses: int, **described: str) -> dict[int | str, dict[str, Any]]:
+    """`responses=` for a route: each status with the ErrorBody model; `described` adds
+    statuses (as strings) with their own description, also with ErrorBody."""
+    responses: dict[int | str, dict[str, Any]] = {
+        s: {"model": ErrorBody, "description": _MEANINGS[s]} for s in statuses
+    }
+    for status, description in described.items():
+        responses[int(status)] = {"model": ErrorBody, "description": description}
+    return responses
+
+
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def _encodable(value: Any) -> Any:
+    """A string that encodes as UTF-8 (lone surrogates escaped); other values as they are."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Validation errors without the values sent (they may hold what cannot be encoded,
+    like a lone surrogate, or a secret), and a JSON 404 for any unknown /api/ path
+    (instead of the dashboard's HTML page), 405 for a known one with another method."""
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": [_encodable(part) for part in e["loc"]], "msg": _encodable(e["msg"]),
+             "type": e["type"]}
+            for e in exc.errors()
+        ]  # fmt: skip
+        return JSONResponse(status_code=422, content={"detail": jsonable_encoder(errors)})
+
+    @app.api_route("/api/{rest:path}", methods=_METHODS, include_in_schema=False)
+    async def unknown_api_path(rest: str, request: Request) -> JSONResponse:
+        allowed = [
+            method
+            for method in _METHODS
+            if any(
+                route.matches({**request.scope, "method": method})[0] == Match.FULL
+                for route in request.app.router.routes[: request.app.router.routes.index(
+                    request.scope["route"])]
+            )
+        ]  # fmt: skip
+        if allowed:  # a real path, another method
+            detail = {"detail": f"{request.method} not allowed here"}
+            return JSONResponse(detail, 405, headers={"Allow": ", ".join(allowed)})
+        return JSONResponse(status_code=404, content={"detail": f"unknown API path /api/{rest}"})

@@ -1,0 +1,1 @@
+"""Security tests: each finding of issue #12 reproduced, then fixed."""
