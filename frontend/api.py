@@ -10,6 +10,7 @@ the contract) is raised as `ApiError` with a message meant to be shown to the us
 from __future__ import annotations
 
 import hashlib
+from dataclasses import asdict, dataclass
 from typing import TypeVar
 from urllib.parse import quote
 
@@ -20,7 +21,7 @@ import pydantic_core
 
 from stacklens.api_models import (
     FabricEvent,
-    JobSummary,
+    JobList,
     LinkLoad,
     Overview,
     Topology,
@@ -34,6 +35,27 @@ class ApiError(Exception):
     """The server could not be reached or did not answer as agreed; str() is user-facing."""
 
 
+@dataclass(frozen=True)
+class JobListQuery:
+    """Which page of which jobs to list (GET /api/jobs): `q` searches the job id, user and
+    command; `status`, `user` and the start time [started_from, started_to) (ns) narrow;
+    `limit` jobs from `cursor` (a page's next_cursor). None = the server's default."""
+
+    q: str | None = None
+    status: str | None = None
+    user: str | None = None
+    started_from: int | None = None
+    started_to: int | None = None
+    limit: int | None = None
+    cursor: str | None = None
+
+
+def _query(**params: object) -> str:
+    """`?k=v&...` of the parameters that are not None (values quoted), "" without any."""
+    given = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items() if v is not None)
+    return f"?{given}" if given else ""
+
+
 class StacklensApi:
     """Client of one stacklens server, e.g. `StacklensApi("http://127.0.0.1:7450")`."""
 
@@ -42,19 +64,15 @@ class StacklensApi:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
 
-    def jobs(self) -> list[JobSummary]:
-        """All known jobs, newest first."""
-        return self._get("/api/jobs", list[JobSummary], "job list")
+    def jobs(self, query: JobListQuery = JobListQuery()) -> JobList:
+        """A page of the jobs `query` selects, newest first, with the number of them."""
+        return self._get(f"/api/jobs{_query(**asdict(query))}", JobList, "job list")
 
-    def overview(self, job: str | None = None, limit: int | None = None) -> Overview:
-        """What the Jobs page shows in one request: the newest `limit` jobs (server default
-        20; and `job`, if older), the number of jobs, and the details of `job` (default, or
-        if gone: the newest job)."""
-        query = {"job": job, "limit": limit}
-        params = "&".join(
-            f"{k}={quote(str(v), safe='')}" for k, v in query.items() if v is not None
-        )
-        return self._get(f"/api/overview{'?' + params if params else ''}", Overview, "overview")
+    def overview(self, job: str | None = None, query: JobListQuery = JobListQuery()) -> Overview:
+        """What the Jobs page shows in one request: a page of the jobs `query` selects, and
+        the details of `job` (absent: of the first job of that page; null when unknown)."""
+        path = f"/api/overview{_query(**asdict(query), job=job)}"
+        return self._get(path, Overview, "overview")
 
     def fabric_topology(self) -> Topology:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""

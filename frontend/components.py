@@ -25,6 +25,7 @@ from stacklens.api_models import (
     FabricEvent,
     JobCollectives,
     JobIo,
+    JobList,
     JobOps,
     JobRanks,
     JobRma,
@@ -144,17 +145,14 @@ def markdown_table(table_id: str, extra_class: str = "") -> dcc.Markdown:
     return dcc.Markdown(id=table_id, className=f"scroll table-wrap md-table {extra_class}".strip())
 
 
-def jobs_table(jobs: Sequence[JobSummary], selected: str | None, total: int) -> list:
+def jobs_table(jobs: JobList, selected: str | None) -> list:
     """Header and body of the jobs table; each row is clickable and `selected` is highlighted.
 
-    `jobs` come newest first; only the newest `MAX_JOB_ROWS` are listed (and `selected`, if
-    older); a caption says so when there are more of the `total` jobs.
+    `jobs` is a page of the job list, newest first; a caption says so when there are more.
     """
-    shown = list(jobs[:MAX_JOB_ROWS])
-    shown += [job for job in jobs[MAX_JOB_ROWS:] if job.job == selected]
-    caption = (
-        [html.Caption(f"Newest {MAX_JOB_ROWS} of {total} jobs.")] if total > MAX_JOB_ROWS else []
-    )
+    shown = jobs.jobs
+    total = jobs.page.total
+    caption = [html.Caption(f"Newest {len(shown)} of {total} jobs.")] if total > len(shown) else []
     head = html.Thead(
         html.Tr(
             [
@@ -202,10 +200,16 @@ def matrix_table_markdown(matrix: Matrix) -> str:
     html.Table costs one per cell, far too slow to re-render every second at a few hundred rows.
     """
     cells = sorted(matrix.cells, key=lambda c: (-c.bytes, c.src, c.dst))
+    total = matrix.page.total
     if not cells:
         caption = "No point-to-point traffic recorded yet."
-    elif len(cells) > MAX_MATRIX_ROWS:
-        caption = f"Heaviest {MAX_MATRIX_ROWS} of {len(cells)} rank pairs with traffic."
+    elif total > min(len(cells), MAX_MATRIX_ROWS):
+        caption = (
+            f"Heaviest {min(len(cells), MAX_MATRIX_ROWS)} of the first {len(cells)} of "
+            f"{total} rank pairs with traffic."
+            if total > len(cells)
+            else f"Heaviest {MAX_MATRIX_ROWS} of {total} rank pairs with traffic."
+        )
     else:
         caption = f"{len(cells)} rank pair{'s' if len(cells) != 1 else ''} with traffic."
     headings = ("Source rank", "Destination rank", "Bytes", "Sent", "Messages")
@@ -218,7 +222,7 @@ def matrix_table_markdown(matrix: Matrix) -> str:
 
 def matrix_title(job: JobSummary, matrix: Matrix) -> list:
     """Heading of the matrix section: which job, its size, status and total p2p bytes."""
-    total = sum(c.bytes for c in matrix.cells)
+    total = sum(b.bytes for b in matrix.blocks)
     details = f"{matrix.world_size} ranks · {job.status} · {format_bytes(total)} point-to-point"
     return [
         "Point-to-point traffic of ",
@@ -291,14 +295,15 @@ def io_table_markdown(io: JobIo) -> str:
     Columns: layer, path, file-system type, mount, ranks, opens, reads, writes, bytes read,
     bytes written (exact), read, write and metadata (open/close/seek/sync) time.
     """
-    n = len(io.files)
+    n = io.page.total
     if not n:
         return (
             "No file I/O: the job has not opened, read or written any file "
             "through POSIX, stdio or MPI-IO." + _startup_io(io)
         )
-    if n > MAX_IO_ROWS:
-        caption = f"The {MAX_IO_ROWS} of {n} files (per I/O layer) with the most bytes."
+    if n > min(len(io.files), MAX_IO_ROWS):
+        shown = min(len(io.files), MAX_IO_ROWS)
+        caption = f"The {shown} of {n} files (per I/O layer) with the most bytes."
     else:
         caption = f"{n} file{'s' if n != 1 else ''} (per I/O layer), most bytes first."
     caption += _startup_io(io)
@@ -568,12 +573,12 @@ def rma_table_markdown(rma: JobRma) -> str:
 
     Columns: origin rank, target rank, calls, bytes (exact), moved (human-readable), per op.
     """
-    n = len(rma.cells)
+    n = rma.page.total
     if not n:
         return "No one-sided (RMA) calls in this job."
     totals = "; ".join(f"{_md(o.op)} {_calls(o.calls)}, {format_bytes(o.bytes)}" for o in rma.ops)
-    if n > MAX_RMA_ROWS:
-        caption = f"First {MAX_RMA_ROWS} of {n} (origin, target) pairs."
+    if n > min(len(rma.cells), MAX_RMA_ROWS):
+        caption = f"First {min(len(rma.cells), MAX_RMA_ROWS)} of {n} (origin, target) pairs."
     else:
         caption = f"{n} (origin, target) pair{'s' if n != 1 else ''}."
     headings = ("Origin rank", "Target rank", "Calls", "Bytes", "Moved", "Per operation")
@@ -595,11 +600,10 @@ def rma_table_markdown(rma: JobRma) -> str:
 def _startup_io(io: JobIo) -> str:
     """A sentence on the I/O before MPI_Init (start-up: the loader, an interpreter's
     imports), which the table leaves out; "" when there was none."""
-    if not io.startup_files:
+    n = io.startup.files
+    if not n:
         return ""
-    n = len(io.startup_files)
-    read = sum(f.bytes_read for f in io.startup_files)
-    written = sum(f.bytes_written for f in io.startup_files)
+    read, written = io.startup.bytes_read, io.startup.bytes_written
     return (
         f" Start-up I/O before MPI_Init, not in the table: {n} file{'s' if n != 1 else ''}, "
         f"{format_bytes(read)} read, {format_bytes(written)} written."
@@ -609,25 +613,21 @@ def _startup_io(io: JobIo) -> str:
 def ranks_summary(ranks: JobRanks) -> list:
     """One line: ranks reported of the world, the hosts they ran on (ranks per host), and a
     warning per health counter that is not zero (counts folded, frames lost)."""
-    n = len(ranks.ranks)
-    hosts: dict[str, int] = {}
-    for r in ranks.ranks:
-        hosts[r.host] = hosts.get(r.host, 0) + 1
-    named = ", ".join(
-        f"{host} ({count})" for host, count in list(hosts.items())[:MAX_SUMMARY_HOSTS]
-    )
+    n = ranks.page.total
+    hosts = ranks.hosts
+    named = ", ".join(f"{h.host} ({h.ranks})" for h in hosts[:MAX_SUMMARY_HOSTS])
     more = f" and {len(hosts) - MAX_SUMMARY_HOSTS} more" if len(hosts) > MAX_SUMMARY_HOSTS else ""
     parts: list = [
         f"{n} of {ranks.world_size} ranks reported"
         + (f", on {len(hosts)} host{'s' if len(hosts) != 1 else ''}: {named}{more}." if n else ".")
     ]
-    folded = [r for r in ranks.ranks if r.keys_dropped]
-    lost = [r for r in ranks.ranks if r.frames_dropped]
+    health = ranks.health
+    folded, lost = health.ranks_folded, health.ranks_lost
     if folded:
         parts.append(
             html.Span(
-                f" {len(folded)} rank{'s' if len(folded) != 1 else ''} folded "
-                f"{sum(r.keys_dropped for r in folded)} new keys into overflow rows "
+                f" {folded} rank{'s' if folded != 1 else ''} folded "
+                f"{health.keys_dropped} new keys into overflow rows "
                 "(STACKLENS_MAX_KEYS): totals are exact, per-peer/file/communicator detail is not.",
                 className="health-warning",
             )
@@ -635,8 +635,8 @@ def ranks_summary(ranks: JobRanks) -> list:
     if lost:
         parts.append(
             html.Span(
-                f" {len(lost)} rank{'s' if len(lost) != 1 else ''} lost "
-                f"{sum(r.frames_dropped for r in lost)} frames: this job's counts are incomplete.",
+                f" {lost} rank{'s' if lost != 1 else ''} lost "
+                f"{health.frames_dropped} frames: this job's counts are incomplete.",
                 className="health-error",
             )
         )
@@ -651,12 +651,15 @@ def ranks_table_markdown(ranks: JobRanks) -> str:
     Columns: rank, host, pid, status (with MPI_Abort's error code), first and last interval
     seen (UTC), keys folded, frames lost, frames spooled.
     """
-    n = len(ranks.ranks)
+    n = ranks.page.total
     if not n:
         return "No rank has reported yet."
     shown = sorted(ranks.ranks, key=lambda r: (not (r.keys_dropped or r.frames_dropped), r.rank))
-    if n > MAX_RANK_ROWS:
-        caption = f"{MAX_RANK_ROWS} of {n} ranks, those with folded or lost counts first."
+    if n > min(len(shown), MAX_RANK_ROWS):
+        caption = (
+            f"{min(len(shown), MAX_RANK_ROWS)} of {n} ranks, those with folded or lost "
+            "counts first."
+        )
     else:
         caption = f"{n} rank{'s' if n != 1 else ''}, those with folded or lost counts first."
     caption += (

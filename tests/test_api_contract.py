@@ -11,7 +11,7 @@ import httpx
 import pydantic
 import pytest
 
-from frontend.api import StacklensApi
+from frontend.api import JobListQuery, StacklensApi
 from server.app import create_app
 from stacklens import wire
 from stacklens.db import make_engine
@@ -25,8 +25,9 @@ JOB = "job/K"  # a slash: the client quotes job keys
 #: Each client call, its arguments, the request it makes and the list fields of the answer
 #: that must be non-empty here (so that nested models are compared too).
 CALLS = (
-    ("jobs", (), "/api/jobs", ()),
-    ("overview", (JOB, 5), "/api/overview?job=job%2FK&limit=5", ("jobs",)),
+    ("jobs", (), "/api/jobs", ("jobs",)),
+    ("jobs", (JobListQuery(q="K", limit=5),), "/api/jobs?q=K&limit=5", ("jobs",)),
+    ("overview", (JOB, JobListQuery(limit=5)), "/api/overview?limit=5&job=job%2FK", ("jobs",)),
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),
     ("fabric_events", (), "/api/fabric/events?limit=20", ()),
@@ -35,13 +36,13 @@ CALLS = (
 DETAILS = ("matrix", "ops", "io", "collectives", "sizes", "rma", "ranks")
 #: Their list fields that must be non-empty here.
 FILLED = {
-    "matrix": ("cells",),
+    "matrix": ("cells", "blocks"),
     "ops": ("categories", "ops"),
     "io": ("files",),
     "collectives": ("communicators", "collectives"),
     "sizes": ("ops",),
     "rma": ("ops", "cells"),
-    "ranks": ("ranks",),
+    "ranks": ("ranks", "hosts"),
 }
 #: GET routes of the API that the frontend does not read (machines and scripts do; the
 #: job details come to the Jobs page in the overview).

@@ -179,13 +179,14 @@ def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> di
     are what the page already shows (`rendered` digest); on API failure keep the last data
     and say why."""
     try:
-        page = api.current_client().overview(selected, components.MAX_JOB_ROWS)
+        query = api.JobListQuery(limit=components.MAX_JOB_ROWS)
+        page = api.current_client().overview(selected, query)
     except ApiError as exc:
         return {**_UNCHANGED, "status": components.notice(str(exc), "error")}
     shown = page.shown
-    job = next((j for j in page.jobs if shown is not None and j.job == shown.job), None)
+    job = next((j for j in page.jobs.jobs if shown is not None and j.job == shown.job), None)
     always = {
-        "status": None if page.jobs else components.no_jobs_notice(),
+        "status": None if page.jobs.jobs else components.no_jobs_notice(),
         "updated": f"updated {datetime.now(UTC):%H:%M:%S} UTC",
     }
     drawn = digest(page)
@@ -195,13 +196,13 @@ def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> di
         return {
             **_UNCHANGED,
             **always,
-            "jobs": components.jobs_table(page.jobs, None, page.jobs_total),
+            "jobs": components.jobs_table(page.jobs, None),
             "hidden": True,
             "rendered": drawn,
         }
     return {
         **always,
-        "jobs": components.jobs_table(page.jobs, job.job, page.jobs_total),
+        "jobs": components.jobs_table(page.jobs, job.job),
         "hidden": False,
         "title": components.matrix_title(job, shown.matrix),
         "heatmap": figures.matrix_heatmap(shown.matrix),

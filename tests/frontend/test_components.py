@@ -9,7 +9,17 @@ import pytest
 
 from frontend import components
 from frontend.formatting import format_duration_ns
-from stacklens.api_models import CategoryTotal, FileIo, JobIo, JobOps, OpTotal
+from stacklens.api_models import (
+    CategoryTotal,
+    FileIo,
+    IoTotals,
+    JobIo,
+    JobOps,
+    OpTotal,
+    PageInfo,
+)
+
+NO_IO = IoTotals(files=0, bytes_read=0, bytes_written=0)
 
 
 @pytest.mark.parametrize(
@@ -76,7 +86,9 @@ def test_ops_summary_lists_the_categories_with_calls():
 
 
 def test_a_job_without_files_gets_a_sentence():
-    assert components.io_table_markdown(JobIo(job="j", files=[], startup_files=[])) == (
+    assert components.io_table_markdown(
+        JobIo(job="j", files=[], startup=NO_IO, page=PageInfo(total=0, limit=9, next_cursor=None))
+    ) == (
         "No file I/O: the job has not opened, read or written any file "
         "through POSIX, stdio or MPI-IO."
     )
@@ -101,7 +113,11 @@ def test_paths_cannot_break_the_table():
         write_time_ns=1500,
         meta_time_ns=20,
     )
-    lines = components.io_table_markdown(JobIo(job="j", files=[row], startup_files=[])).splitlines()
+    lines = components.io_table_markdown(
+        JobIo(
+            job="j", files=[row], startup=NO_IO, page=PageInfo(total=1, limit=9, next_cursor=None)
+        )
+    ).splitlines()
     assert len(lines) == 5
     cells = lines[4].split("|")[1:-1]
     assert len(cells) == 13
