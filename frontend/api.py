@@ -21,9 +21,15 @@ import pydantic_core
 
 from stacklens.api_models import (
     FabricEvent,
+    JobCollectives,
+    JobIo,
     JobList,
+    JobOps,
+    JobRanks,
+    JobRma,
+    JobSizes,
     LinkLoad,
-    Overview,
+    Matrix,
     Topology,
 )
 
@@ -32,7 +38,12 @@ _T = TypeVar("_T")
 
 
 class ApiError(Exception):
-    """The server could not be reached or did not answer as agreed; str() is user-facing."""
+    """The server could not be reached or did not answer as agreed; str() is user-facing;
+    `status` is the HTTP status of an error answer (None: no answer)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,11 @@ def _query(**params: object) -> str:
     return f"?{given}" if given else ""
 
 
+def _job_path(job: str) -> str:
+    """The API path of a job (its id quoted: ids may hold slashes)."""
+    return f"/api/jobs/{quote(job, safe='')}"
+
+
 class StacklensApi:
     """Client of one stacklens server, e.g. `StacklensApi("http://127.0.0.1:7450")`."""
 
@@ -68,11 +84,33 @@ class StacklensApi:
         """A page of the jobs `query` selects, newest first, with the number of them."""
         return self._get(f"/api/jobs{_query(**asdict(query))}", JobList, "job list")
 
-    def overview(self, job: str | None = None, query: JobListQuery = JobListQuery()) -> Overview:
-        """What the Jobs page shows in one request: a page of the jobs `query` selects, and
-        the details of `job` (absent: of the first job of that page; null when unknown)."""
-        path = f"/api/overview{_query(**asdict(query), job=job)}"
-        return self._get(path, Overview, "overview")
+    def matrix(self, job: str) -> Matrix:
+        """The first page of a job's rank pairs and its whole matrix in blocks."""
+        return self._get(f"{_job_path(job)}/matrix", Matrix, "matrix")
+
+    def ops(self, job: str) -> JobOps:
+        """A job's MPI operations and their totals per traffic category."""
+        return self._get(f"{_job_path(job)}/ops", JobOps, "MPI operations")
+
+    def io(self, job: str) -> JobIo:
+        """The first page of a job's files (most bytes first) and its start-up I/O's totals."""
+        return self._get(f"{_job_path(job)}/io", JobIo, "file I/O")
+
+    def collectives(self, job: str) -> JobCollectives:
+        """A job's collectives per (communicator, op, root) and per communicator."""
+        return self._get(f"{_job_path(job)}/collectives", JobCollectives, "collectives")
+
+    def sizes(self, job: str) -> JobSizes:
+        """A job's message-size histograms per op."""
+        return self._get(f"{_job_path(job)}/sizes", JobSizes, "message sizes")
+
+    def rma(self, job: str) -> JobRma:
+        """A job's one-sided traffic per op and the first page of its (origin, target) pairs."""
+        return self._get(f"{_job_path(job)}/rma", JobRma, "one-sided traffic")
+
+    def ranks(self, job: str) -> JobRanks:
+        """The first page of a job's ranks, its hosts and its ranks' health over all."""
+        return self._get(f"{_job_path(job)}/ranks", JobRanks, "ranks")
 
     def fabric_topology(self) -> Topology:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""
@@ -101,7 +139,8 @@ class StacklensApi:
         if response.is_error:
             raise ApiError(
                 f"stacklens server error: GET {path} returned HTTP {response.status_code}: "
-                f"{_detail(response)}"
+                f"{_detail(response)}",
+                response.status_code,
             )
         try:
             return _adapter(model).validate_json(response.content)

@@ -21,7 +21,8 @@ _HERE = Path(__file__).resolve().parent
 
 
 def create_dash_app(api_base_url: str, refresh_ms: int = 1000) -> dash.Dash:
-    """A Dash pages app reading `api_base_url`/api, refreshing every `refresh_ms` milliseconds."""
+    """A Dash pages app reading `api_base_url`/api, refreshing every `refresh_ms` milliseconds
+    (or more seldom while refreshes are slow or fail: the pages back off)."""
     dash_app = dash.Dash(
         __name__,
         use_pages=True,
@@ -35,12 +36,16 @@ def create_dash_app(api_base_url: str, refresh_ms: int = 1000) -> dash.Dash:
     api.attach_client(dash_app.server, api.StacklensApi(api_base_url))
     pages = list(dash.page_registry.values())
     for page in pages:
-        sys.modules[page["module"]].register_callbacks(dash_app)
+        module = sys.modules.get(page["module"])  # None: a page's second URL
+        if module is not None:
+            module.register_callbacks(dash_app)
     dash_app.layout = html.Div(
         className="shell",
         children=[
-            components.page_header(pages),
+            components.page_header([p for p in pages if not p["path_template"]]),
             html.Main(dash.page_container, className="content"),
+            dcc.Location(id=ids.URL, refresh="callback-nav"),
+            dcc.Store(id=ids.REFRESH_BASE_MS, data=refresh_ms),
             dcc.Interval(id=ids.REFRESH_INTERVAL, interval=refresh_ms),
         ],
     )

@@ -135,17 +135,18 @@ def test_rma_table_lists_pairs_and_ops():
         ),
         page=api_models.PageInfo(total=2, limit=9, next_cursor=None),
     )
-    lines = components.rma_table_markdown(rma).splitlines()
-    assert lines[0] == (
-        "2 (origin, target) pairs. In all: MPI&#95;Put 4 calls, 64 B; MPI&#95;Get 1 call, 8 B."
+    assert components.rma_caption(rma) == (
+        "2 (origin, target) pairs. In all: MPI_Put 4 calls, 64 B; MPI_Get 1 call, 8 B."
     )
-    assert lines[4:] == [
-        "| 0 | 1 | 4 | 88 | 88 B | MPI&#95;Accumulate 1 call, 40 B; MPI&#95;Put 3 calls, 48 B |",
-        "| 0 | 2 | 1 | 8 | 8 B | MPI&#95;Get 1 call, 8 B |",
-    ]
-    assert components.rma_table_markdown(
-        JobRma("j", 4, (), (), page=api_models.PageInfo(total=0, limit=9, next_cursor=None))
-    ) == ("No one-sided (RMA) calls in this job.")
+    assert [(r["origin"], r["target"], r["calls"], r["bytes"], r["moved"], r["per_op"])
+            for r in components.rma_rows(rma)] == [
+        (0, 1, 4, 88, "88 B", "MPI_Accumulate 1 call, 40 B; MPI_Put 3 calls, 48 B"),
+        (0, 2, 1, 8, "8 B", "MPI_Get 1 call, 8 B"),
+    ]  # fmt: skip
+    more = rma.model_copy(update={"page": api_models.PageInfo(total=9, limit=2, next_cursor="x")})
+    assert components.rma_caption(more).startswith("The first 2 of 9 (origin, target) pairs.")
+    none = JobRma("j", 4, (), (), page=api_models.PageInfo(total=0, limit=9, next_cursor=None))
+    assert components.rma_caption(none) == "No one-sided (RMA) calls in this job."
 
 
 def _rank(rank: int, host: str, status: str = "finished", health=(0, 0, 0),
