@@ -146,8 +146,17 @@ def main() -> None:
             dash_app = create_dash_app(base)
             from frontend.pages import jobs as jobs_page  # registers a page: after the app
 
-            requests = []
-            hook = {"request": [lambda request: requests.append(request.url.path)]}
+            requests, took = [], {}
+
+            def answered(response: httpx.Response) -> None:
+                response.read()
+                part = response.request.url.path.rsplit("/", 1)[-1]
+                took.setdefault(part, []).append(response.elapsed.total_seconds())
+
+            hook = {
+                "request": [lambda request: requests.append(request.url.path)],
+                "response": [answered],
+            }
             dash_app.server.extensions["stacklens_api"]._http.event_hooks = hook
             # The newest job shown (the URL "/"), no search or filter, the first page.
             state = ({"job": None}, None, None, None, None, None, [None], None, 1000, 1000)
@@ -157,7 +166,9 @@ def main() -> None:
                 requests.clear()
                 tick_s, _ = timed(lambda: jobs_page.refresh(0, *state), args.repeat)
             per_tick = len(requests) // args.repeat
-            print(f"Jobs page tick: {tick_s * 1e3:.1f} ms, {per_tick} HTTP requests")
+            print(f"Jobs page tick: {tick_s * 1e3:.1f} ms, {per_tick} HTTP requests at once")
+            for part, times in sorted(took.items()):
+                print(f"  {part}: median {sorted(times)[len(times) // 2] * 1e3:.1f} ms")
         engine.dispose()
         database.embedded.cleanup()
 

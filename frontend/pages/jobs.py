@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from datetime import UTC, datetime
 from typing import Any
 
 import dash
@@ -32,16 +31,14 @@ from dash.exceptions import PreventUpdate
 
 from frontend import api, components, figures, ids
 from frontend.api import ApiError, JobListQuery, StacklensApi, digest
+from frontend.formatting import parse_utc_ns
+from frontend.refresh import next_period
 from frontend.urls import JobView, job_url, job_view
 
 dash.register_page(__name__, path="/", name="Jobs", title="Jobs — stacklens")
 
 #: Jobs per page of the job list.
 JOBS_PER_PAGE = 100
-#: The refresh period backs off to at most this (ms), and to at least this many times the
-#: time the last refresh took.
-MAX_REFRESH_MS = 30_000
-BACKOFF_FACTOR = 2
 #: The statuses a job can have (the status filter's choices).
 JOB_STATUSES = ("running", "finished", "killed", "aborted", "lost")
 
@@ -326,16 +323,16 @@ def refresh(
 ) -> dict[str, Any]:
     """Fetch the page of the job list and the shown job's cards, concurrently, and render
     what changed (per card digests in `rendered`); a failed request leaves its card's last
-    view and shows why in the card. Sets the next refresh period: `BACKOFF_FACTOR` x this
-    refresh's time at least, doubled after errors, within [base_ms, MAX_REFRESH_MS]."""
+    view and shows why in the card. Sets the next refresh period (`refresh.next_period`:
+    longer while refreshes are slow or fail)."""
     began = time.monotonic()
     client = api.current_client()
     query = JobListQuery(
         q=search or None,
         status=status or None,
         user=user or None,
-        started_from=_ns(started_from),
-        started_to=_ns(started_to),
+        started_from=parse_utc_ns(started_from),
+        started_to=parse_utc_ns(started_to),
         limit=JOBS_PER_PAGE,
         cursor=pages[-1] if pages else None,
     )
@@ -359,7 +356,7 @@ def refresh(
         errors += _fill_cards(out, drawn, cards, shown)
     out["rendered"] = drawn
     took_ms = (time.monotonic() - began) * 1000
-    out["period"] = _next_period(base_ms, period_ms, took_ms, bool(errors))
+    out["period"] = next_period(base_ms, period_ms, took_ms, bool(errors))
     if not errors:
         out["last_good"] = {"at": time.time() * 1000}
     return out
@@ -413,26 +410,6 @@ def _fill_cards(
                 out["title"] = components.matrix_title(data)
     out["hidden"] = False
     return failed
-
-
-def _next_period(base_ms: int, period_ms: int, took_ms: float, failed: bool) -> int:
-    """The refresh period after a refresh that took `took_ms`: at least `BACKOFF_FACTOR`
-    times that, doubled after a failure, never below `base_ms` nor above MAX_REFRESH_MS."""
-    wanted = max(base_ms, BACKOFF_FACTOR * took_ms, 2 * period_ms if failed else 0)
-    return int(min(MAX_REFRESH_MS, wanted))
-
-
-def _ns(local: str | None) -> int | None:
-    """A start-time input's value ("2026-12-01 19:30", "2026-12-01", read as UTC) in ns;
-    None if empty or unreadable."""
-    if not local:
-        return None
-    try:
-        moment = datetime.fromisoformat(local.strip().removesuffix("UTC").strip())
-        moment = moment.replace(tzinfo=UTC)
-    except ValueError:
-        return None
-    return int(moment.timestamp()) * 10**9
 
 
 def turn_page(
