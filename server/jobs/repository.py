@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Select,
     Subquery,
     distinct,
     exists,
@@ -169,13 +170,23 @@ def list_jobs(
     ranks seen, total point-to-point traffic sent and its runs (job_runs); and how many jobs
     `where` selects in all."""
     conditions = where.conditions()
-    newest = select(Job.id).where(*conditions)
+    newest = select(Job.id, func.count().over().label("total")).where(*conditions)
     if after is not None:
         newest = newest.where(tuple_(Job.started_ns, Job.id) < tuple_(*after))
     newest = newest.order_by(Job.started_ns.desc(), Job.id.desc()).limit(limit + 1)
-    ids = list(session.scalars(newest))
-    total = session.scalar(select(func.count()).select_from(Job).where(*conditions)) or 0
+    found = session.execute(newest).all()
+    ids = [row.id for row in found]
+    total = _total(session, found, after, select(Job.id).where(*conditions))
     return _job_rows(session, ids), total
+
+
+def _total(session: Session, page: Sequence[Any], after: Key | None, rows: Select[Any]) -> int:
+    """How many rows `rows` selects: on a first page, the `total` its rows carry (a count
+    over the whole selection, taken before the limit, in the same scan); after a cursor,
+    counted apart."""
+    if after is None:
+        return int(page[0].total) if page else 0
+    return session.scalar(select(func.count()).select_from(rows.subquery())) or 0
 
 
 def _job_rows(session: Session, ids: list[int]) -> list[dict[str, Any]]:
@@ -273,17 +284,20 @@ def p2p_matrix(
     sums = _p2p_sums([scope.job_id], "world_rank", "peer", run_id=scope.run_id)
     sent = sums.c.messages > 0
     query = select(
-        sums.c.world_rank.label("src"), sums.c.peer.label("dst"), sums.c.bytes, sums.c.messages
+        sums.c.world_rank.label("src"),
+        sums.c.peer.label("dst"),
+        sums.c.bytes,
+        sums.c.messages,
+        func.count().over().label("total"),
     ).where(sent)
     if after is not None:
         query = query.where(tuple_(sums.c.world_rank, sums.c.peer) > tuple_(*after))
-    query = query.order_by(sums.c.world_rank, sums.c.peer).limit(limit + 1)
+    found = session.execute(query.order_by(sums.c.world_rank, sums.c.peer).limit(limit + 1)).all()
     rows = [
         {"src": r.src, "dst": r.dst, "bytes": int(r.bytes), "messages": int(r.messages)}
-        for r in session.execute(query)
+        for r in found
     ]
-    total = session.scalar(select(func.count()).select_from(sums).where(sent)) or 0
-    return rows, total
+    return rows, _total(session, found, after, select(sums.c.peer).where(sent))
 
 
 def p2p_blocks(session: Session, scope: Scope) -> tuple[int, list[dict[str, Any]]]:
@@ -401,7 +415,7 @@ def job_io(
     layer and path: the first `limit + 1` rows after the key `after` (a row's `key`:
     bytes moved, layer, path); and how many (layer, path) rows there are."""
     io = _io_sums(scope, phase)
-    query = select(io)
+    query = select(io, func.count().over().label("total"))
     if after is not None:
         moved, layer, path = after
         query = query.where(
@@ -411,17 +425,17 @@ def job_io(
             )
         )
     query = query.order_by(io.c.moved.desc(), io.c.layer, io.c.path).limit(limit + 1)
+    found = session.execute(query).all()
     rows = [
         {
-            **{k: v for k, v in row._mapping.items() if k != "moved"},
+            **{k: v for k, v in row._mapping.items() if k not in ("moved", "total")},
             "layer": IO_LAYERS.get(row.layer, f"layer {row.layer}"),
             **{name: int(row._mapping[name]) for name in IO_COUNTERS},
             "key": (int(row.moved), row.layer, row.path),
         }
-        for row in session.execute(query)
+        for row in found
     ]
-    total = session.scalar(select(func.count()).select_from(io)) or 0
-    return rows, total
+    return rows, _total(session, found, after, select(io.c.path))
 
 
 def io_totals(session: Session, scope: Scope, phase: int) -> dict[str, int]:
