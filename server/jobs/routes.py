@@ -1,6 +1,7 @@
 """HTTP routes of the jobs domain. Every `/api/jobs/{job}/...` endpoint answers for the whole
-job (all its runs summed) or, with `?run=<ordinal>`, for one run; an unknown job or run is
-a 404."""
+job (all its runs summed) or, with `?run=<ordinal>`, for one run; and for the intervals
+that ended in the window `from`/`to` (server.query_params; default: the whole job). An
+unknown job or run is a 404, a window that cannot be read or is inverted a 422."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from sqlalchemy.orm import Session
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.jobs import repository
+from server.jobs.repository import Scope
+from server.query_params import ALL_TIME, Window, WindowDep
 from stacklens import wire
 from stacklens.api_models import (
     CategoryTotal,
@@ -38,7 +41,7 @@ from stacklens.api_models import (
     RmaOp,
     RunSummary,
 )
-from stacklens.schema import Job
+from stacklens.schema import Job, Run
 
 #: Bytes of the wire's job id field: no stored job has a longer id.
 JOB_ID_BYTES = int(wire.fields_of(wire.HEADER_DTYPE)["job_id"][0].itemsize)
@@ -63,11 +66,11 @@ class _Target:
     job: str
     run: int | None
     world_size: int
-    scope: repository.Scope
+    scope: Scope
 
 
-def _whole(job: Job) -> _Target:
-    return _Target(job.job_key, None, job.world_size, repository.Scope(job.id))
+def _whole(job: Job, window: Window) -> _Target:
+    return _Target(job.job_key, None, job.world_size, Scope(job.id, None, window))
 
 
 def _possible_id(job: str) -> bool:
@@ -76,7 +79,7 @@ def _possible_id(job: str) -> bool:
     return len(job.encode("utf-8", "surrogatepass")) <= JOB_ID_BYTES and wire.clean_text(job)
 
 
-def _target(session: Session, job: str, run: int | None) -> _Target:
+def _target(session: Session, job: str, run: int | None, window: Window = ALL_TIME) -> _Target:
     """The job (and run) asked for; 404 if either is unknown, also for an id that no job
     can have (ingest refuses them: longer than the wire field, not UTF-8 text, control
     characters), which is never sent to the database."""
@@ -90,15 +93,21 @@ def _target(session: Session, job: str, run: int | None) -> _Target:
     if found is None:
         raise HTTPException(status_code=404, detail=f"unknown job {job!r}")
     if run is None:
-        return _whole(found)
+        return _whole(found, window)
     chosen = repository.get_run(session, found.id, run)
     if chosen is None:
         raise HTTPException(status_code=404, detail=f"job {job!r} has no run {run}")
-    return _Target(found.job_key, run, chosen.world_size, repository.Scope(found.id, chosen.id))
+    return _run(found, chosen, window)
+
+
+def _run(job: Job, run: Run, window: Window) -> _Target:
+    return _Target(job.job_key, run.ordinal, run.world_size, Scope(job.id, run.id, window))
 
 
 #: Every per-job route answers 404 for an unknown job (or an id no job can have).
 _NOT_FOUND = error_responses(404)
+#: ... and the routes with a window 422 for a window that cannot be read or is inverted.
+_WINDOWED = error_responses(404, **{"422": "unknown query parameter, or a bad window"})
 
 
 @router.get("", response_model=list[JobSummary])
@@ -107,83 +116,96 @@ def list_jobs(session: SessionDep) -> list[JobSummary]:
     return [JobSummary(**row) for row in repository.list_jobs(session)]
 
 
-@overview_router.get("/overview", response_model=Overview)
+@overview_router.get(
+    "/overview", response_model=Overview, responses=error_responses(**{"422": "bad window"})
+)
 def overview(
     session: SessionDep,
+    window: WindowDep,
     job: Annotated[str | None, Query(description="the job to detail; default: the newest")] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="newest jobs to list")] = OVERVIEW_JOBS,
+    run: RunParam = None,
 ) -> Overview:
     """What the Jobs page shows, in one answer: the newest `limit` jobs (and `job`, if
     older), how many jobs there are, and all the details of `job` (or of the newest job
-    when `job` is absent or unknown), over the whole job."""
+    when `job` is absent or unknown) over the window (default: the whole job), for its run
+    `run` if it has one of that ordinal (else the whole job)."""
     if job is not None and not _possible_id(job):
         job = None  # unknown: the newest job is shown
     jobs = [JobSummary(**row) for row in repository.list_jobs(session, limit, include=job)]
     known = {j.job for j in jobs}
     shown = job if job in known else jobs[0].job if jobs else None
     found = repository.get_job(session, shown) if shown is not None else None
+    target = None
+    if found is not None:
+        chosen = None if run is None else repository.get_run(session, found.id, run)
+        target = _whole(found, window) if chosen is None else _run(found, chosen, window)
     return Overview(
         jobs=jobs,
         jobs_total=repository.count_jobs(session),
-        shown=None if found is None else _details(session, _whole(found)),
+        shown=None if target is None else _details(session, target),
     )
 
 
-@router.get("/{job:path}/runs", response_model=JobRuns, responses=_NOT_FOUND)
-def job_runs(job: str, session: SessionDep) -> JobRuns:
-    """The runs (launches) of a job by ordinal: kind, label, size, status, times."""
-    t = _target(session, job, None)
-    runs = repository.job_runs(session, t.scope.job_id)
+@router.get("/{job:path}/runs", response_model=JobRuns, responses=_WINDOWED)
+def job_runs(job: str, session: SessionDep, window: WindowDep) -> JobRuns:
+    """The runs (launches) of a job by ordinal: kind, label, size, status, times; with a
+    window, the runs seen during it (started before its end, last seen at or after its
+    start)."""
+    t = _target(session, job, None, window)
+    runs = repository.job_runs(session, t.scope)
     return JobRuns(job=t.job, runs=[RunSummary(**row) for row in runs])
 
 
-@router.get("/{job:path}/matrix", response_model=Matrix, responses=_NOT_FOUND)
-def job_matrix(job: str, session: SessionDep, run: RunParam = None) -> Matrix:
+@router.get("/{job:path}/matrix", response_model=Matrix, responses=_WINDOWED)
+def job_matrix(job: str, session: SessionDep, window: WindowDep, run: RunParam = None) -> Matrix:
     """Point-to-point bytes and messages per (source rank, destination rank) of a job."""
-    return _matrix(session, _target(session, job, run))
+    return _matrix(session, _target(session, job, run, window))
 
 
-@router.get("/{job:path}/ops", response_model=JobOps, responses=_NOT_FOUND)
-def job_ops(job: str, session: SessionDep, run: RunParam = None) -> JobOps:
+@router.get("/{job:path}/ops", response_model=JobOps, responses=_WINDOWED)
+def job_ops(job: str, session: SessionDep, window: WindowDep, run: RunParam = None) -> JobOps:
     """Calls, bytes and time inside per MPI operation of a job (summed over ranks and
     intervals, heaviest time first), and the totals per traffic category."""
-    return _ops(session, _target(session, job, run))
+    return _ops(session, _target(session, job, run, window))
 
 
-@router.get("/{job:path}/io", response_model=JobIo, responses=_NOT_FOUND)
-def job_io(job: str, session: SessionDep, run: RunParam = None) -> JobIo:
+@router.get("/{job:path}/io", response_model=JobIo, responses=_WINDOWED)
+def job_io(job: str, session: SessionDep, window: WindowDep, run: RunParam = None) -> JobIo:
     """File-system I/O of a job per (layer, path), summed over ranks and intervals, most
     bytes first: the program's, and apart from it the start-up I/O (before MPI_Init)."""
-    return _io(session, _target(session, job, run))
+    return _io(session, _target(session, job, run, window))
 
 
-@router.get("/{job:path}/collectives", response_model=JobCollectives, responses=_NOT_FOUND)
-def job_collectives(job: str, session: SessionDep, run: RunParam = None) -> JobCollectives:
+@router.get("/{job:path}/collectives", response_model=JobCollectives, responses=_WINDOWED)
+def job_collectives(
+    job: str, session: SessionDep, window: WindowDep, run: RunParam = None
+) -> JobCollectives:
     """Collective calls, bytes and time per (communicator, op, root) of a job, summed over
     ranks and intervals, heaviest time first; and the same per communicator."""
-    return _collectives(session, _target(session, job, run))
+    return _collectives(session, _target(session, job, run, window))
 
 
-@router.get("/{job:path}/sizes", response_model=JobSizes, responses=_NOT_FOUND)
-def job_sizes(job: str, session: SessionDep, run: RunParam = None) -> JobSizes:
+@router.get("/{job:path}/sizes", response_model=JobSizes, responses=_WINDOWED)
+def job_sizes(job: str, session: SessionDep, window: WindowDep, run: RunParam = None) -> JobSizes:
     """Message-size histogram (log2 buckets with their byte ranges) per MPI operation of a
     job, summed over ranks and intervals; only buckets with messages."""
-    return _sizes(session, _target(session, job, run))
+    return _sizes(session, _target(session, job, run, window))
 
 
-@router.get("/{job:path}/rma", response_model=JobRma, responses=_NOT_FOUND)
-def job_rma(job: str, session: SessionDep, run: RunParam = None) -> JobRma:
+@router.get("/{job:path}/rma", response_model=JobRma, responses=_WINDOWED)
+def job_rma(job: str, session: SessionDep, window: WindowDep, run: RunParam = None) -> JobRma:
     """One-sided (RMA) calls and bytes of a job per (origin rank, target rank) and per op,
     summed over intervals."""
-    return _rma(session, _target(session, job, run))
+    return _rma(session, _target(session, job, run, window))
 
 
-@router.get("/{job:path}/ranks", response_model=JobRanks, responses=_NOT_FOUND)
-def job_ranks(job: str, session: SessionDep, run: RunParam = None) -> JobRanks:
+@router.get("/{job:path}/ranks", response_model=JobRanks, responses=_WINDOWED)
+def job_ranks(job: str, session: SessionDep, window: WindowDep, run: RunParam = None) -> JobRanks:
     """Every rank (or non-MPI process) of a job that reported, with its run: host, pid,
     first and last seen, status, and the health counters (keys folded into overflow keys,
     frames lost or spooled)."""
-    return _ranks(session, _target(session, job, run))
+    return _ranks(session, _target(session, job, run, window))
 
 
 def _details(session: Session, t: _Target) -> JobDetails:
