@@ -49,6 +49,7 @@ NOT_READ_BY_THE_FRONTEND = {
     "/api/health",
     "/metrics",
     "/api/jobs/{job}/runs",  # the page has a job's runs from the job list
+    "/api/jobs/{job}/series",  # scripts and exports (the page reads the profile)
     *(f"/api/jobs/{{job}}/{part}" for part in DETAILS),
 }
 

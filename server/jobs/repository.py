@@ -288,8 +288,8 @@ def job_ops(session: Session, scope: Scope) -> list[dict[str, Any]]:
     receives = op_receives()
     rows = [
         {
-            "op": _op_name(row.op_id),
-            "category": _op_category(row.op_id),
+            "op": op_display_name(row.op_id),
+            "category": op_display_category(row.op_id),
             "received": row.op_id < len(receives) and receives[row.op_id],
             "calls": int(row.calls),
             "bytes": int(row.bytes),
@@ -355,14 +355,14 @@ def job_io(session: Session, scope: Scope, phase: int = 0) -> list[dict[str, Any
     ]
 
 
-def _op_name(op_id: int) -> str:
+def op_display_name(op_id: int) -> str:
     # The collector accepts only op ids of its spec; an older server may not know a newer
     # spec's appended ids: they are still listed (by id, category "other").
     names = op_names()
     return names[op_id] if op_id < len(names) else f"op {op_id}"
 
 
-def _op_category(op_id: int) -> str:
+def op_display_category(op_id: int) -> str:
     categories = op_categories()
     return categories[op_id] if op_id < len(categories) else "other"
 
@@ -389,7 +389,7 @@ def job_collectives(session: Session, scope: Scope) -> list[dict[str, Any]]:
     )
     rows = [
         {
-            "op": _op_name(row.op_id),
+            "op": op_display_name(row.op_id),
             "comm_id": int(row.comm_id),
             "comm_size": int(row.comm_size),
             "root": int(row.root),
@@ -450,8 +450,8 @@ def job_sizes(session: Session, scope: Scope) -> list[dict[str, Any]]:
         op = ops.setdefault(
             row.op_id,
             {
-                "op": _op_name(row.op_id),
-                "category": _op_category(row.op_id),
+                "op": op_display_name(row.op_id),
+                "category": op_display_category(row.op_id),
                 "messages": 0,
                 "buckets": [],
             },
@@ -483,7 +483,7 @@ def job_rma(session: Session, scope: Scope) -> tuple[list[dict[str, Any]], list[
     cells: dict[tuple[int, int], dict[str, Any]] = {}
     ops: dict[str, dict[str, Any]] = {}
     for row in session.execute(query):
-        name, n, nbytes = _op_name(row.op_id), int(row.calls), int(row.bytes)
+        name, n, nbytes = op_display_name(row.op_id), int(row.calls), int(row.bytes)
         cell = cells.setdefault(
             (row.world_rank, row.target),
             {"origin": row.world_rank, "target": row.target, "calls": 0, "bytes": 0, "ops": []},
