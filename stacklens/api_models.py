@@ -364,7 +364,7 @@ class RankShare(ApiModel):
 
     t_ns: int
     rank: int
-    elapsed_ns: int = Field(description="lengths of the rank's intervals in the step")
+    elapsed_ns: int = Field(description="the time the rank's intervals ending in the step cover")
     mpi_ns: dict[str, int] = Field(description="per traffic category, start-up excluded")
     io_ns: int = Field(description="POSIX and stdio read, write and metadata time")
     startup_ns: int = Field(description="inside MPI_Init / MPI_Init_thread")
@@ -375,14 +375,17 @@ class RankShare(ApiModel):
 
 
 class Outlier(ApiModel):
-    """A rank that spent far more time than the median rank in one place."""
+    """A rank that spent far more time than the median rank in one place over the window."""
 
     rank: int
-    what: str = Field(description="an MPI operation, a traffic category, 'file I/O', ...")
+    what: str = Field(
+        description="an MPI operation, a traffic category, 'file I/O' or 'computation'"
+    )
     time_ns: int
-    median_ns: int
-    ratio: float = Field(description="time_ns / median_ns (median 0: time over 1 ms)")
-    text: str = Field(description='in plain words, e.g. "rank 3: 2.1x the median time in MPI_Wait"')
+    median_ns: int = Field(description="the median over the ranks (those at 0 included)")
+    ratio: float = Field(description="time_ns / median_ns (a median under 1 ms counts as 1 ms)")
+    peak_t_ns: int = Field(description="the step in which it was furthest above that median")
+    text: str = Field(description='in plain words, e.g. "rank 3: 2.1× the median time in MPI_Wait"')
 
 
 class CommImbalance(ApiModel):
@@ -395,8 +398,11 @@ class CommImbalance(ApiModel):
     min_ns: int = Field(description="least time in the op of one of its ranks")
     median_ns: int
     max_ns: int
-    max_rank: int = Field(description="the rank with max_ns: it waited longest (arrived first)")
-    min_rank: int = Field(description="the rank with min_ns: the last to arrive")
+    max_rank: int = Field(description="the rank with max_ns: it waited longest")
+    min_rank: int = Field(
+        description="the rank with min_ns: the least time inside, so the last to arrive"
+    )
+    text: str = Field(description="in plain words")
 
 
 class SlowRanks(ApiModel):

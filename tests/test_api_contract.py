@@ -50,6 +50,7 @@ NOT_READ_BY_THE_FRONTEND = {
     "/metrics",
     "/api/jobs/{job}/runs",  # the page has a job's runs from the job list
     "/api/jobs/{job}/series",  # scripts and exports (the page reads the profile)
+    "/api/jobs/{job}/profile",
     *(f"/api/jobs/{{job}}/{part}" for part in DETAILS),
 }
 

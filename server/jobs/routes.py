@@ -17,13 +17,14 @@ from server import export
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, model_table
-from server.jobs import repository, series
+from server.jobs import profile, repository, series
 from server.jobs.repository import Scope
 from server.query_params import ALL_TIME, Window, WindowDep
 from stacklens import wire
 from stacklens.api_models import (
     CategoryTotal,
     CollectiveTotal,
+    CommImbalance,
     CommunicatorTotal,
     FileIo,
     JobCollectives,
@@ -39,13 +40,16 @@ from stacklens.api_models import (
     MatrixCell,
     OpSizes,
     OpTotal,
+    Outlier,
     Overview,
     RankInfo,
+    RankShare,
     RmaCell,
     RmaOp,
     RunSummary,
     Series,
     SeriesPoint,
+    SlowRanks,
 )
 from stacklens.schema import Job, Run
 
@@ -161,6 +165,18 @@ def overview(
     )
 
 
+#: The `step` query parameter of the series and the profile.
+StepParam = Annotated[
+    float | None,
+    Query(
+        ge=0.001,
+        description="seconds per step; default: chosen from the window (1, 2, 5, 10, 15, "
+        "30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 6, 24 h: the smallest that keeps it within "
+        f"{series.MAX_AUTO_STEPS} steps)",
+    ),
+]
+
+
 @router.get("/{job:path}/runs", response_model=JobRuns, responses=_WINDOWED)
 def job_runs(job: str, session: SessionDep, window: WindowDep) -> JobRuns:
     """The runs (launches) of a job by ordinal: kind, label, size, status, times; with a
@@ -266,12 +282,7 @@ def job_series(
               "for file I/O), an MPI operation, a rank, a file (layer:path) or a "
               "destination peer rank"),
     ] = "category",
-    step: Annotated[
-        float | None,
-        Query(ge=0.001, description="seconds per step; default: chosen from the window "
-              "(1, 2, 5, 10, 15, 30 s, 1, 2, 5, 10, 15, 30 min, 1 h, ... keeping it within "
-              f"{series.MAX_AUTO_STEPS} steps)"),
-    ] = None,
+    step: StepParam = None,
     run: RunParam = None,
     fmt: FormatParam = "json",
 ) -> Series | Response:  # fmt: skip
@@ -293,6 +304,36 @@ def job_series(
         job=t.job, run=t.run, by=by, from_ns=steps.from_ns, to_ns=steps.to_ns,
         step_ns=steps.step_ns, metrics=metrics,
         points=[SeriesPoint(**p) for p in points],
+    )  # fmt: skip
+
+
+@router.get("/{job:path}/profile", response_model=SlowRanks, responses=_TABLE)
+def job_profile(
+    job: str,
+    session: SessionDep,
+    window: WindowDep,
+    step: StepParam = None,
+    run: RunParam = None,
+    fmt: FormatParam = "json",
+) -> SlowRanks | Response:
+    """The slow rank: per rank and step, time inside MPI by traffic category, in file I/O
+    (POSIX, stdio and MPI-IO calls), start-up (MPI_Init*) and shutdown (MPI_Finalize,
+    MPI_Abort) apart, and computation (the rest of the time its intervals cover);
+    the ranks far above the median rank in one place, named in plain words; per
+    communicator and collective op, how unevenly its ranks' time inside was spread (the
+    rank with the least is the last to arrive). Steps as in the series (files: the
+    shares)."""
+    t = _target(session, job, run, window)
+    steps = _steps(t, window, step)
+    rows = series.profile_rows(session, t.scope, steps)
+    shares = profile.shares(rows.elapsed, rows.ops, rows.io)
+    if fmt != "json":
+        return export.model_table([RankShare(**s) for s in shares], RankShare, fmt, "profile")
+    return SlowRanks(
+        job=t.job, run=t.run, from_ns=steps.from_ns, to_ns=steps.to_ns,
+        step_ns=steps.step_ns, shares=[RankShare(**s) for s in shares],
+        outliers=[Outlier(**o) for o in profile.outliers(shares, rows.ops, rows.ranks)],
+        imbalance=[CommImbalance(**g) for g in profile.imbalance(rows.coll)],
     )  # fmt: skip
 
 

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, func, literal, select
+from sqlalchemy import BigInteger, ColumnElement, distinct, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
 from server.jobs.repository import Scope, op_display_category, op_display_name
-from stacklens.constants import IO_LAYERS
+from stacklens.constants import IO_LAYERS, OVERFLOW_COMM_ID
 from stacklens.mpi_ops import CATEGORIES
-from stacklens.schema import IoDelta, OpDelta, P2PDelta
+from stacklens.schema import CollDelta, IoDelta, OpDelta, OpFrames, P2PDelta, Rank
 
 #: What a series can be keyed by.
 BY = ("category", "op", "rank", "file", "peer")
@@ -204,6 +204,88 @@ def _by_peer(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any
         {"t_ns": int(r[0]), "key": str(r[1]), "values": [int(r[2]), int(r[3])], "order": r[1]}
         for r in session.execute(query)
     ]
+
+
+@dataclass(frozen=True)
+class ProfileRows:
+    """What server.jobs.profile needs of a scope's window, as plain tuples."""
+
+    ranks: list[int]  # the ranks seen during the window
+    elapsed: list[tuple[int, int, int]]  # (step, rank, ns covered by its intervals)
+    ops: list[tuple[int, int, str, str, int]]  # (step, rank, op, category, time_ns)
+    io: list[tuple[int, int, int]]  # (step, rank, POSIX + stdio time_ns)
+    coll: list[tuple[int, int, str, int, int]]  # (comm_id, comm_size, op, rank, time_ns)
+
+
+#: The I/O layers whose time is the program's file I/O in a profile (MPI-IO's time is that
+#: of the MPI_File calls, counted from the op table; its own POSIX calls are not counted
+#: by the hooks, being inside MPI).
+PROFILE_IO_LAYERS = tuple(k for k, name in IO_LAYERS.items() if name in ("POSIX", "stdio"))
+
+
+def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
+    """The ranks seen during the window; per step and rank: the time its intervals cover,
+    time inside each MPI op and in POSIX/stdio I/O; time per rank inside each collective per
+    communicator over the window."""
+    ranks = select(distinct(Rank.world_rank)).where(*scope.rows(Rank)).order_by(Rank.world_rank)
+    seen = [int(r) for r in session.scalars(ranks)]
+    elapsed = [(int(r[0]), int(r[1]), int(r[2])) for r in session.execute(_elapsed(scope, steps))]
+    t = steps.start(OpDelta.t_end_ns).label("at")
+    op_query = (
+        select(t, OpDelta.world_rank, OpDelta.op_id, func.sum(OpDelta.time_ns))
+        .where(*scope.rows(OpDelta))
+        .group_by(t, OpDelta.world_rank, OpDelta.op_id)
+    )
+    ops = [
+        (int(r[0]), int(r[1]), op_display_name(r[2]), op_display_category(r[2]), int(r[3]))
+        for r in session.execute(op_query)
+    ]
+    t = steps.start(IoDelta.t_end_ns).label("at")
+    io_time = IoDelta.read_time_ns + IoDelta.write_time_ns + IoDelta.meta_time_ns
+    io_query = (
+        select(t, IoDelta.world_rank, func.sum(io_time))
+        .where(*scope.rows(IoDelta), IoDelta.phase == 0, IoDelta.layer.in_(PROFILE_IO_LAYERS))
+        .group_by(t, IoDelta.world_rank)
+    )
+    io = [(int(r[0]), int(r[1]), int(r[2])) for r in session.execute(io_query)]
+    c = CollDelta
+    coll_query = (
+        select(c.comm_id, c.comm_size, c.op_id, c.world_rank, func.sum(c.time_ns))
+        .where(*scope.rows(c), c.comm_id != OVERFLOW_COMM_ID)
+        .group_by(c.comm_id, c.comm_size, c.op_id, c.world_rank)
+        .having(func.sum(c.calls) > 0)
+    )
+    coll = [
+        (int(r[0]), int(r[1]), op_display_name(r[2]), int(r[3]), int(r[4]))
+        for r in session.execute(coll_query)
+    ]
+    return ProfileRows(seen, elapsed, ops, io, coll)
+
+
+def _elapsed(scope: Scope, steps: Steps) -> Any:
+    """Per step and rank, the time its intervals ending in the step cover: for each run,
+    the last interval end minus the first interval start among the intervals that stored
+    anything (an MPI call or file I/O; a rank's intervals follow one another without gaps,
+    so this is exact unless an interval at the very start or end of a step had neither)."""
+    frames = union_all(
+        *(
+            select(f.run_id, f.world_rank, f.t_start_ns, f.t_end_ns).where(*scope.rows(f))
+            for f in (OpFrames, IoDelta)
+        )
+    ).subquery()
+    t = steps.start(frames.c.t_end_ns).label("at")
+    per_run = (
+        select(
+            t,
+            frames.c.world_rank,
+            (func.max(frames.c.t_end_ns) - func.min(frames.c.t_start_ns)).label("ns"),
+        )
+        .group_by(t, frames.c.run_id, frames.c.world_rank)
+        .subquery()
+    )
+    return select(per_run.c.at, per_run.c.world_rank, func.sum(per_run.c.ns)).group_by(
+        per_run.c.at, per_run.c.world_rank
+    )
 
 
 def _point(t_ns: int, key: str, order: Any, *values: int) -> dict[str, Any]:
