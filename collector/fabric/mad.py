@@ -145,7 +145,7 @@ def parse_discovery(text: str) -> Topology:
             nodes[guid] = Node(guid, NodeType(int(f[1])), f[4], int(f[3]))
         elif f[0] == "P":
             key = (int(f[1], 16), int(f[2]))
-            width, speed, speed_ext = int(f[7]), int(f[8]), int(f[9])
+            width, speed, speed_ext, mlnx_speed = int(f[7]), int(f[8]), int(f[9]), int(f[10])
             ports[key] = Port(
                 guid=key[0],
                 port=key[1],
@@ -156,10 +156,11 @@ def parse_discovery(text: str) -> Topology:
                 width=width,
                 speed=speed,
                 speed_ext=speed_ext,
-                capacity_bytes_per_s=capacity_bytes_per_s(width, speed, speed_ext),
+                mlnx_speed=mlnx_speed,
+                capacity_bytes_per_s=capacity_bytes_per_s(width, speed, speed_ext, mlnx_speed),
             )
-            if int(f[10], 16):
-                remote[key] = (int(f[10], 16), int(f[11]))
+            if int(f[11], 16):
+                remote[key] = (int(f[11], 16), int(f[12]))
         elif f[0] == "F":
             lfts[int(f[1], 16)] = np.array([int(x) for x in f[3].split(",")], dtype=np.uint8)
     for node in nodes.values():

@@ -187,6 +187,18 @@ class FabricStore:
             )
             self.port_ids.update({(unsigned64(g), p): i for g, p, i in cur.fetchall()})
 
+    def forget_latest(self, ends: list[tuple[int, int]]) -> int:
+        """Drop the newest sample of these ports (GUID, port) from fabric_port_latest: they
+        stopped answering, so their last load is no longer current (the history stays).
+        Rows removed."""
+        ids = [self.port_ids[e] for e in ends if e in self.port_ids]
+        if not ids:
+            return 0
+        conn = self._connection()
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute("DELETE FROM fabric_port_latest WHERE port_id = ANY(%s)", (ids,))
+            return cur.rowcount
+
     def write_samples(self, sweep: DeltaSweep) -> int:
         """COPY one sweep's samples (ports without a known port id are skipped) and make
         them the ports' newest (fabric_port_latest), in one transaction; row count."""
