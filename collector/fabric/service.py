@@ -153,6 +153,7 @@ class FabricSampler:
         self.tracker = DeltaTracker(self.min_sample_ns)
         self.topology: Topology | None = None
         self.sweeps = 0
+        self.discoveries = 0
         self.errors = 0
         self.attached = 0  # sources opened by the finder
         self.warnings = RateLimitedLog()
@@ -218,6 +219,7 @@ class FabricSampler:
         """Discover (if the source can), store the topology and its changes as events."""
         topo = self.source.discover()
         self._last_discovery = time.monotonic()
+        self.discoveries += 1
         if topo is None:
             return
         changes = self.topology.diff(topo) if self.topology is not None else []

@@ -116,6 +116,8 @@ def port_sample(row: dict[str, Any]) -> dict[str, Any]:
         "dt_ns": row["dt_ns"],
         "xmit_bytes": row["d_xmit_bytes"],
         "rcv_bytes": row["d_rcv_bytes"],
+        "xmit_pkts": row["d_xmit_pkts"],
+        "rcv_pkts": row["d_rcv_pkts"],
         "xmit_wait": row["d_xmit_wait"],
         "errors": {c: row[f"d_{c}"] for c in ERROR_COUNTERS},
         "saturated": flagged_counters(flags, SATURATED_SHIFT),
@@ -128,15 +130,19 @@ def link_load(
 ) -> dict[str, Any]:
     """Load and errors of `link` (a `links` row) from its ends' PortSamples (None: none).
 
-    Each direction's bytes/s comes from the sending end's xmit delta / its dt; utilisation is
-    the busier direction over the capacity; an error counter is the sum of both ends'
-    deltas, unknown (None) as soon as one end's is.
+    Each direction's bytes/s (packets/s) comes from the sending end's xmit delta / its dt;
+    utilisation is the busier direction over the capacity; an error counter is the sum of
+    both ends' deltas, unknown (None) as soon as one end's is, or while it is saturated at
+    either end (stuck at its maximum, it no longer counts: never read as 0). A down link
+    has no current load: its ends' last samples are not used.
     """
+    if link["state"] == "down":
+        a = b = None
 
-    def rate(sample: dict[str, Any] | None) -> float | None:
-        if sample is None or sample["xmit_bytes"] is None or not sample["dt_ns"]:
+    def rate(sample: dict[str, Any] | None, counter: str = "xmit_bytes") -> float | None:
+        if sample is None or sample[counter] is None or not sample["dt_ns"]:
             return None
-        return float(sample["xmit_bytes"] * 1e9 / sample["dt_ns"])
+        return float(sample[counter] * 1e9 / sample["dt_ns"])
 
     def both(get: Callable[[dict[str, Any]], int | None]) -> int | None:
         values = [get(x) if x is not None else None for x in (a, b)]
@@ -149,7 +155,8 @@ def link_load(
     def error(counter: str) -> Callable[[dict[str, Any]], int | None]:
         return lambda x: x["errors"][counter]
 
-    errors = {c: both(error(c)) for c in ERROR_COUNTERS}
+    saturated = sorted({c for x in (a, b) if x is not None for c in x["saturated"]})
+    errors = {c: None if c in saturated else both(error(c)) for c in ERROR_COUNTERS}
     xmit_wait = both(lambda x: x["xmit_wait"])
     unknown = [
         name
@@ -168,9 +175,12 @@ def link_load(
         "ts_ns": max(times) if times else None,
         "a_to_b_bytes_per_s": a_to_b,
         "b_to_a_bytes_per_s": b_to_a,
+        "a_to_b_pkts_per_s": rate(a, "xmit_pkts"),
+        "b_to_a_pkts_per_s": rate(b, "xmit_pkts"),
         "utilisation": max(known) / cap if known and cap else None,
         "errors": errors,
-        "errors_total": sum(v for x in (a, b) if x is not None for v in x["errors"].values() if v),
+        "errors_total": sum(v for v in errors.values() if v),
+        "saturated": saturated,
         "unknown": unknown,
         "xmit_wait": xmit_wait,
         "a_sample": a,
