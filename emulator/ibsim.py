@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import time
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ UMAD2SIM = Path("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so")
 #: Bytes per packet assumed when a flow's bytes are turned into packet counts: the IB MTU
 #: the simulated subnet runs (ibsim's ports: NeighborMTU 2048).
 MTU_BYTES = 2048
+#: The IB link-local GID prefix (fe80::/64), opensm's default subnet prefix.
+LINK_LOCAL_PREFIX = 0xFE80_0000_0000_0000
 #: The simulator's log (its console output) is emptied once past this size: it is read
 #: incrementally and never held whole, so neither memory nor disk grows with uptime.
 LOG_MAX_BYTES = 1 << 20
@@ -83,12 +86,26 @@ def umad2sim_library() -> Path:
 
 
 class FabricSim:
-    """An ibsim simulator of `tree` in `workdir`, with its subnet brought up by opensm."""
+    """An ibsim simulator of `tree` in `workdir`, with its subnet brought up by opensm.
 
-    def __init__(self, tree: FatTree, workdir: Path, sockname: str | None = None):
+    Each simulator is a subnet of its own, as two real fabrics are: its subnet prefix
+    (`subnet_prefix`, set by opensm) is the link-local prefix with 32 bits drawn from its
+    socket name, unless given.
+    """
+
+    def __init__(
+        self,
+        tree: FatTree,
+        workdir: Path,
+        sockname: str | None = None,
+        subnet_prefix: int | None = None,
+    ):
         self.tree = tree
         self.workdir = Path(workdir)
         self.sockname = sockname or f"stacklens-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+        if subnet_prefix is None:
+            subnet_prefix = LINK_LOCAL_PREFIX | zlib.crc32(self.sockname.encode())
+        self.subnet_prefix = subnet_prefix
         self.attach = tree.hosts[0]
         self.net_file = self.workdir / "net"
         self.fifo = self.workdir / "console"
@@ -183,7 +200,8 @@ class FabricSim:
             "OSM_CACHE_DIR": str(self.workdir),
         }
         done = subprocess.run(
-            ["timeout", "-s", "KILL", str(int(timeout)), "opensm", "-o", "-f", "osm.log"],
+            ["timeout", "-s", "KILL", str(int(timeout)), "opensm", "-o", "-f", "osm.log"]
+            + ["--subnet_prefix", f"{self.subnet_prefix:#018x}"],
             env=env,
             cwd=self.workdir,
             capture_output=True,

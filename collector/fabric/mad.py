@@ -133,7 +133,8 @@ def check_abi(lib: ctypes.CDLL) -> None:
 
 
 def parse_discovery(text: str) -> Topology:
-    """Build a Topology from slf_discover's text (N, P and F lines, tab-separated)."""
+    """Build a Topology from slf_discover's text (N, P, F and S lines, tab-separated)."""
+    subnet_prefix = sm_lid = 0
     nodes: dict[int, Node] = {}
     ports: dict[tuple[int, int], Port] = {}
     remote: dict[tuple[int, int], tuple[int, int]] = {}
@@ -163,13 +164,22 @@ def parse_discovery(text: str) -> Topology:
                 remote[key] = (int(f[11], 16), int(f[12]))
         elif f[0] == "F":
             lfts[int(f[1], 16)] = np.array([int(x) for x in f[3].split(",")], dtype=np.uint8)
+        elif f[0] == "S":
+            subnet_prefix, sm_lid = int(f[1], 16), int(f[2])
     for node in nodes.values():
         if node.type == NodeType.SWITCH and (node.guid, 0) in ports:
             node.lid = ports[(node.guid, 0)].lid
         else:
             node.lid = min((p.lid for k, p in ports.items() if k[0] == node.guid), default=0)
     links = {Link.of(a, b) for a, b in remote.items()}
-    return Topology(nodes=nodes, ports=ports, links=sorted(links), lfts=lfts)
+    return Topology(
+        nodes=nodes,
+        ports=ports,
+        links=sorted(links),
+        lfts=lfts,
+        subnet_prefix=subnet_prefix,
+        sm_lid=sm_lid,
+    )
 
 
 class _Lib:

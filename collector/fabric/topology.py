@@ -128,6 +128,8 @@ class Topology:
     links: list[Link]
     lfts: dict[int, np.ndarray] = field(default_factory=dict)
     lft_errors: int = 0
+    subnet_prefix: int = 0  # the local port's GID prefix (0 = unknown)
+    sm_lid: int = 0  # LID of the subnet manager (0 = none known)
 
     def __post_init__(self) -> None:
         self._remote: dict[End, End] = {}
@@ -135,6 +137,15 @@ class Topology:
             self._remote[link.a] = link.b
             self._remote[link.b] = link.a
         self._by_name = {n.description: n for n in self.nodes.values()}
+
+    def identity(self) -> tuple[int, int]:
+        """Which fabric this is: (subnet prefix, port GUID of its subnet manager; 0 if the
+        SM's LID is none of the discovered ports')."""
+        sm_guid = next(
+            (p.port_guid for p in self.ports.values() if self.sm_lid and p.lid == self.sm_lid),
+            0,
+        )
+        return self.subnet_prefix, sm_guid
 
     def node(self, name: str) -> Node:
         """The node with this description (node names are unique in stacklens fabrics)."""

@@ -3,6 +3,9 @@
 GUIDs are stored as signed bigints (two's complement) and leave here as `0x%016x` strings.
 Link load: per link, the latest sample of each of its two ports, from fabric_port_latest
 (kept by the fabric store with every sweep; never a search of the day-partitioned history).
+Only the current fabric is shown: the nodes and links of the fabric discovered last
+(`fabrics`, by subnet prefix and subnet manager); an earlier fabric's, in a reused state
+directory, are neither drawn nor ranked.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from stacklens.constants import (
     flagged_counters,
 )
 from stacklens.schema import (
+    Fabric,
     FabricEvent,
     FabricLink,
     FabricNode,
@@ -39,9 +43,18 @@ def guid_text(stored: int) -> str:
     return f"{stored & 0xFFFF_FFFF_FFFF_FFFF:#018x}"
 
 
+def current_fabric(session: Session) -> int | None:
+    """Id of the fabric discovered last (None: no fabric identity recorded yet)."""
+    query = select(Fabric.id).order_by(Fabric.last_seen_ns.desc(), Fabric.id.desc()).limit(1)
+    return session.scalar(query)
+
+
 def nodes(session: Session) -> list[dict[str, Any]]:
-    """Every node ever discovered, switches first, then by name."""
+    """Every node of the current fabric ever discovered, switches first, then by name."""
     query = select(FabricNode).order_by(FabricNode.type.desc(), FabricNode.description)
+    fabric = current_fabric(session)
+    if fabric is not None:
+        query = query.where(FabricNode.fabric_id == fabric)
     return [
         {
             "guid": guid_text(n.guid),
@@ -58,8 +71,8 @@ def nodes(session: Session) -> list[dict[str, Any]]:
 
 
 def links(session: Session) -> list[dict[str, Any]]:
-    """Every link ever discovered (up and down), by id, with its ends' names, the port ids
-    of its ends (None if a port is unknown) and its capacity."""
+    """Every link of the current fabric ever discovered (up and down), by id, with its ends'
+    names, the port ids of its ends (None if a port is unknown) and its capacity."""
     pa, pb = aliased(FabricPort), aliased(FabricPort)
     na, nb = aliased(FabricNode), aliased(FabricNode)
     query = (
@@ -78,6 +91,9 @@ def links(session: Session) -> list[dict[str, Any]]:
         .outerjoin(nb, nb.guid == FabricLink.b_guid)
         .order_by(FabricLink.id)
     )
+    fabric = current_fabric(session)
+    if fabric is not None:
+        query = query.where(FabricLink.fabric_id == fabric)
     out = []
     for row in session.execute(query):
         link = row.FabricLink

@@ -4,8 +4,8 @@
  * It wraps the InfiniBand management libraries (libibnetdisc, libibmad) behind a flat
  * API of plain integers and buffers:
  *   - slf_discover(): fabric discovery (nodes, ports, links) plus every switch's linear
- *     forwarding table, serialised as tab-separated text lines (parsed by
- *     collector/fabric/mad.py);
+ *     forwarding table and the subnet's identity (the local port's GID prefix and SM LID),
+ *     serialised as tab-separated text lines (parsed by collector/fabric/mad.py);
  *   - slf_cpi(): the PMA ClassPortInfo capability mask of each node (extended counters?);
  *   - slf_sweep(): PortCountersExtended (64-bit data/packets) and PortCounters (errors,
  *     PortXmitWait, and the 32-bit data counters when extended ones are unsupported) of a
@@ -194,6 +194,24 @@ static void emit_node(ibnd_node_t *node, void *user)
 		emit_lft(ctx, node);
 }
 
+/* Write the subnet's identity as the local port sees it: `S gid_prefix sm_lid`. */
+static void emit_subnet(FILE *out, ibnd_fabric_t *fabric)
+{
+	ibnd_node_t *node = fabric->from_node;
+	ibnd_port_t *port = NULL;
+	int p;
+
+	if (!node || !node->ports)
+		return;
+	port = node->ports[fabric->from_portnum];
+	for (p = 0; !port && p <= node->numports; p++)
+		port = node->ports[p];
+	if (!port)
+		return;
+	fprintf(out, "S\t%016" PRIx64 "\t%u\n", mad_get_field64(port->info, 0, IB_PORT_GID_PREFIX_F),
+		mad_get_field(port->info, 0, IB_PORT_SMLID_F));
+}
+
 /*
  * Discover the fabric from CA `ca` port `ca_port`, then read the forwarding tables through
  * a MAD port opened after discovery (umad2sim serves one open port per process: no other
@@ -225,6 +243,7 @@ int slf_discover(const char *ca, int ca_port, int timeout_ms, int with_lfts, cha
 		return -ENOMEM;
 	}
 	ibnd_iter_nodes(fabric, emit_node, &ctx);
+	emit_subnet(ctx.out, fabric);
 	fclose(ctx.out);
 	slf_close(ctx.h);
 	ibnd_destroy_fabric(fabric);
