@@ -87,6 +87,7 @@ def test_fabric_sim_memory_is_flat_short(scratch_root: Path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_fabric_sim_memory_is_flat_for_10_minutes(scratch_root: Path):
     figures = soak(scratch_root / "soak-long", 600)
     print("fabric-sim soak 600 s:", figures)
