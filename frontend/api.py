@@ -30,6 +30,9 @@ from stacklens.api_models import (
     JobSizes,
     LinkLoad,
     Matrix,
+    Overview,
+    Series,
+    SlowRanks,
     Topology,
 )
 
@@ -61,8 +64,22 @@ class JobListQuery:
     cursor: str | None = None
 
 
-def _query(**params: object) -> str:
-    """`?k=v&...` of the parameters that are not None (values quoted), "" without any."""
+@dataclass(frozen=True)
+class Window:
+    """What a job view reads: one run (None: the whole job) and a window, each bound as
+    the API reads it (RFC 3339 or epoch seconds; None: open)."""
+
+    run: int | None = None
+    start: str | None = None
+    end: str | None = None
+
+    def query(self) -> dict[str, object]:
+        """The query parameters of this window (absent ones left out by `_query`)."""
+        return {"run": self.run, "from": self.start, "to": self.end}
+
+
+def _query(params: dict[str, object]) -> str:
+    """`?k=v&...` of the parameters that are not None (values quoted), or ""."""
     given = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items() if v is not None)
     return f"?{given}" if given else ""
 
@@ -82,7 +99,7 @@ class StacklensApi:
 
     def jobs(self, query: JobListQuery = JobListQuery()) -> JobList:
         """A page of the jobs `query` selects, newest first, with the number of them."""
-        return self._get(f"/api/jobs{_query(**asdict(query))}", JobList, "job list")
+        return self._get(f"/api/jobs{_query(asdict(query))}", JobList, "job list")
 
     def matrix(self, job: str) -> Matrix:
         """The first page of a job's rank pairs and its whole matrix in blocks."""
@@ -111,6 +128,25 @@ class StacklensApi:
     def ranks(self, job: str) -> JobRanks:
         """The first page of a job's ranks, its hosts and its ranks' health over all."""
         return self._get(f"{_job_path(job)}/ranks", JobRanks, "ranks")
+
+    def overview(self, job: str, window: Window | None = None) -> Overview:
+        """The first page of every section of `job` over `window` (default: the whole job)
+        in one request (`shown` null: the job is unknown); the job list it also holds is
+        left at one job."""
+        query = {"job": job, "limit": 1, **(window or Window()).query()}
+        return self._get(f"/api/overview{_query(query)}", Overview, "overview")
+
+    def profile(self, job: str, window: Window, step_s: float | None = None) -> SlowRanks:
+        """Where each rank's time went per step of `window`, the outliers and the
+        collective imbalance of `job`."""
+        query = {**window.query(), "step": step_s}
+        return self._get(f"{_job_path(job)}/profile{_query(query)}", SlowRanks, "profile")
+
+    def series(self, job: str, by: str, window: Window, step_s: float | None = None) -> Series:
+        """Values per step of `job` over `window`, keyed `by` (category, op, rank, file,
+        peer)."""
+        query = {"by": by, **window.query(), "step": step_s}
+        return self._get(f"{_job_path(job)}/series{_query(query)}", Series, by)
 
     def fabric_topology(self) -> Topology:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""

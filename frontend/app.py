@@ -36,13 +36,11 @@ def create_dash_app(api_base_url: str, refresh_ms: int = 1000) -> dash.Dash:
     api.attach_client(dash_app.server, api.StacklensApi(api_base_url))
     pages = list(dash.page_registry.values())
     for page in pages:
-        module = sys.modules.get(page["module"])  # None: a page's second URL
-        if module is not None:
-            module.register_callbacks(dash_app)
+        sys.modules[page["module"]].register_callbacks(dash_app)
     dash_app.layout = html.Div(
         className="shell",
         children=[
-            components.page_header([p for p in pages if not p["path_template"]]),
+            components.page_header(pages),
             html.Main(dash.page_container, className="content"),
             dcc.Location(id=ids.URL, refresh="callback-nav"),
             dcc.Store(id=ids.REFRESH_BASE_MS, data=refresh_ms),

@@ -4,7 +4,7 @@
 # App shell (frontend/app.py).
 REFRESH_INTERVAL = "refresh-interval"  # dcc.Interval ticking every refresh_ms (Fabric page)
 REFRESH_BASE_MS = "refresh-base-ms"  # dcc.Store: the configured refresh period (ms)
-URL = "url"  # dcc.Location the pages navigate with (a job's own URL)
+URL = "url"  # dcc.Location the pages navigate with (to a job's own page)
 
 # Jobs page (frontend/pages/jobs.py).
 JOB_REFRESH = "job-refresh"  # dcc.Interval: the refresh tick (its period backs off under load)
@@ -12,7 +12,6 @@ CLOCK = "clock"  # dcc.Interval, every second: the "N s behind" label, in the br
 STATUS_MESSAGE = "status-message"  # "no jobs yet" / "unknown job" notice; empty when all is well
 LAST_UPDATED = "last-updated"  # "updated HH:MM:SS UTC", or "refreshing… N s behind"
 LAST_GOOD = "last-good"  # dcc.Store: {"at": ms since the epoch of the last whole refresh, ...}
-JOB_VIEW = "job-view"  # dcc.Store: what the page's URL asks for (frontend.pages.jobs.JobView)
 JOB_SEARCH = "job-search"  # dcc.Input: searches job id, user and command (server side)
 JOB_STATUS_FILTER = "job-status-filter"  # dcc.Dropdown: one status or all
 JOB_USER_FILTER = "job-user-filter"  # dcc.Input: one user or all
@@ -26,7 +25,6 @@ JOB_PAGE_INFO = "job-page-info"  # "jobs 1–100 of 20,000"
 JOBS_GRID = "jobs-grid"  # dash-ag-grid, a row per job of the page (row id = job id)
 JOBS_ERROR = "jobs-error"  # the jobs card's error message; empty when all is well
 RENDERED_DIGEST = "rendered-digest"  # dcc.Store: digest per card of what it shows (skip redraws)
-SCROLLED = "scrolled"  # dcc.Store: the job whose view was last scrolled into sight
 JOB_DETAILS = "job-details"  # wraps every card about the shown job; hidden without one
 MATRIX_SECTION = "matrix-section"  # "Point-to-point traffic" card of the shown job
 MATRIX_TITLE = "matrix-title"  # heading naming the shown job
@@ -72,3 +70,37 @@ FABRIC_LINKS_TABLE = "fabric-links-table"  # dcc.Markdown: erroring, down, then 
 FABRIC_EVENTS_TABLE = "fabric-events-table"  # dcc.Markdown: newest fabric events
 FABRIC_TOPOLOGY_DIGEST = "fabric-topology-digest"  # dcc.Store: digest of the drawn topology
 FABRIC_RENDERED_DIGEST = "fabric-rendered-digest"  # dcc.Store: digest of what the page shows
+
+# Job page (frontend/pages/job.py): one job at /jobs/<job>?run=&from=&to=&live=&at=.
+JV_LOCATION = "jv-location"  # dcc.Location whose query string holds the view's state
+JV_JOB = "jv-job"  # dcc.Store: the job key of the page
+JV_STATUS = "jv-status"  # error notice; empty when all is well
+JV_TITLE = "jv-title"  # heading: job, run, window
+JV_PICKER = "jv-window-picker"  # dcc.RadioItems: live 5 min / 1 h / 24 h, whole job, custom
+JV_FROM = "jv-from"  # dcc.Input: custom window start (RFC 3339 or epoch seconds)
+JV_TO = "jv-to"  # dcc.Input: custom window end
+JV_RUN = "jv-run"  # dcc.Input: run ordinal (empty: the whole job)
+JV_APPLY = "jv-apply"  # button: show the custom window / run
+JV_SLIDER = "jv-playback"  # dcc.Slider over the window's steps (epoch seconds of a step)
+JV_PLAY = "jv-play"  # button: play / pause the playback
+JV_PLAYING = "jv-playing"  # dcc.Store: whether the playback runs
+JV_RENDERED = "jv-rendered"  # dcc.Store: digest of the data the page shows (skip redraws)
+JV_STEP_SHOWN = "jv-step-shown"  # the step the cards show (or "the whole window")
+JV_TIMELINE = "jv-timeline"  # dcc.Graph: time and bytes per step by category and I/O layer
+JV_HEATMAP = "jv-heatmap"  # dcc.Graph: rank x time share of time inside MPI
+JV_OUTLIERS = "jv-outliers"  # html.Ul: the outliers and collective imbalances in words
+JV_MATRIX = "jv-matrix"  # dcc.Graph: rank x rank bytes for the shown window or step
+JV_MATRIX_CAPTION = "jv-matrix-caption"  # how many rank pairs the grid holds of how many
+JV_MATRIX_TABLE = "jv-matrix-table"  # dash-ag-grid: the matrix's non-zero (src, dst) pairs
+JV_OPS_SUMMARY = "jv-ops-summary"  # one line per category
+JV_OPS_TABLE = "jv-ops-table"  # dcc.Markdown: MPI operations
+JV_COMM_TABLE = "jv-comm-table"  # dcc.Markdown: per communicator
+JV_COLL_TABLE = "jv-coll-table"  # dcc.Markdown: per (communicator, op, root)
+JV_SIZES_GRAPH = "jv-sizes-graph"  # dcc.Graph: message sizes
+JV_SIZES_TABLE = "jv-sizes-table"  # dcc.Markdown: message sizes
+JV_RMA_CAPTION = "jv-rma-caption"  # the RMA totals per op, or "no RMA"
+JV_RMA_TABLE = "jv-rma-table"  # dash-ag-grid: one-sided traffic per (origin, target)
+JV_IO_CAPTION = "jv-io-caption"  # how many files the grid holds of how many
+JV_IO_TABLE = "jv-io-table"  # dash-ag-grid: file I/O per (layer, path)
+JV_RANKS_SUMMARY = "jv-ranks-summary"  # one line about the ranks
+JV_RANKS_TABLE = "jv-ranks-table"  # dcc.Markdown: the ranks

@@ -11,7 +11,7 @@ import httpx
 import pydantic
 import pytest
 
-from frontend.api import JobListQuery, StacklensApi
+from frontend.api import JobListQuery, StacklensApi, Window
 from server.app import create_app
 from stacklens import wire
 from stacklens.db import make_engine
@@ -34,6 +34,20 @@ CALLS = (
     ("sizes", (JOB,), "/api/jobs/job%2FK/sizes", ("ops",)),
     ("rma", (JOB,), "/api/jobs/job%2FK/rma", ("ops", "cells")),
     ("ranks", (JOB,), "/api/jobs/job%2FK/ranks", ("ranks", "hosts")),
+    ("overview", (JOB,), "/api/overview?job=job%2FK&limit=1", ("jobs",)),
+    (
+        "overview",
+        (JOB, Window(1, "0", "2e9")),
+        "/api/overview?job=job%2FK&limit=1&run=1&from=0&to=2e9",
+        ("jobs",),
+    ),
+    ("profile", (JOB, Window(None, "0")), "/api/jobs/job%2FK/profile?from=0", ("shares",)),
+    (
+        "series",
+        (JOB, "rank", Window(), 1.5),
+        "/api/jobs/job%2FK/series?by=rank&step=1.5",
+        ("points", "metrics"),
+    ),
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),
     ("fabric_events", (), "/api/fabric/events?limit=20", ()),
@@ -45,7 +59,6 @@ NOT_READ_BY_THE_FRONTEND = {
     "/api/health",
     "/metrics",
     "/api/jobs/{job}/runs",  # the page has a job's runs from the job list
-    "/api/overview",  # the page asks the list and each card apart: each card fails alone
 }
 
 

@@ -14,17 +14,5 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
       }
       return "updated " + new Date(lastGood.at).toISOString().slice(11, 19) + " UTC";
     },
-    /* Bring a job's view into sight once, when a job's URL shows it. */
-    scrollToJob: function (hidden, view, scrolled) {
-      const nothing = window.dash_clientside.no_update;
-      if (hidden || !view || !view.job || scrolled === view.job) {
-        return nothing;
-      }
-      const section = document.getElementById("matrix-section");
-      if (section) {
-        section.scrollIntoView({ block: "start" });
-      }
-      return view.job;
-    },
   },
 });

@@ -4,6 +4,5 @@
 Each page module calls `dash.register_page` and defines `register_callbacks(dash_app)`, which
 `frontend.app.create_dash_app` calls: callbacks are attached per app with `dash_app.callback`
 rather than the global `dash.callback`, whose registry would be shared by every app created in
-one process. A second URL of a page (the Jobs page's `/jobs/<job>`) is registered by that
-page's module under a name of its own with the same layout; it is not in the top bar.
+one process.
 """

@@ -1,13 +1,11 @@
-# frontend/pages/jobs.py — the "/" and "/jobs/<job>" page: the job list (search, filters,
-# pages) and one job's rank x rank matrix, MPI operations, collectives, message sizes,
-# one-sided traffic, file-system I/O and ranks.
+# frontend/pages/jobs.py — the "/" page: the job list (search, filters, pages) and the first
+# job's rank x rank matrix, MPI operations, collectives, message sizes, one-sided traffic,
+# file-system I/O and ranks.
 """Jobs page: the jobs the server knows, a page at a time, searched (job id, user,
 command) and filtered (status, user, start time) by the server and sorted and filtered
-again in the browser's grid; and one job's point-to-point traffic, MPI operations,
-collectives, message sizes, one-sided traffic, file I/O and ranks.
-
-The shown job is the one its URL names (`/jobs/<job>`, see `job_view`), else the first
-job of the list. A click on a job opens its URL and scrolls its view into sight.
+again in the browser's grid; and the first job of the list: its point-to-point traffic,
+MPI operations, collectives, message sizes, one-sided traffic, file I/O and ranks. A click
+on a job opens its own page, `/jobs/<job>` (frontend/pages/job.py).
 
 The page degrades, never blanks: one refresh asks the job list and each card's data
 concurrently; a card whose request fails keeps its last view and shows the error; the
@@ -22,7 +20,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
 from typing import Any
 
 import dash
@@ -33,7 +30,6 @@ from frontend import api, components, figures, ids
 from frontend.api import ApiError, JobListQuery, StacklensApi, digest
 from frontend.formatting import parse_utc_ns
 from frontend.refresh import next_period
-from frontend.urls import JobView, job_url, job_view
 
 dash.register_page(__name__, path="/", name="Jobs", title="Jobs — stacklens")
 
@@ -45,20 +41,17 @@ JOB_STATUSES = ("running", "finished", "killed", "aborted", "lost")
 _CARDS = tuple(ids.CARD_ERRORS)
 
 
-def layout(**url: str) -> html.Div:
-    """Static skeleton for the URL's view; the refresh callback fills it on load and on
-    every interval tick."""
+def layout(**_query: str) -> html.Div:
+    """Static skeleton; the refresh callback fills it on load and on every interval tick."""
     return html.Div(
         className="page",
         children=[
-            dcc.Store(id=ids.JOB_VIEW, data=asdict(job_view(**url))),
             # The page's own ticks (a shell interval could fire before the page is there):
             # the refresh, whose period the refresh callback sets, and the label's clock.
             dcc.Interval(id=ids.JOB_REFRESH, interval=1000),
             dcc.Interval(id=ids.CLOCK, interval=1000),
             dcc.Store(id=ids.RENDERED_DIGEST, data={}),
             dcc.Store(id=ids.LAST_GOOD),
-            dcc.Store(id=ids.SCROLLED),
             dcc.Store(id=ids.JOB_PAGES, data=[None]),
             dcc.Store(id=ids.JOB_NEXT_CURSOR),
             html.Div(id=ids.STATUS_MESSAGE, role="status"),
@@ -82,17 +75,6 @@ def layout(**url: str) -> html.Div:
             html.Div(id=ids.JOB_DETAILS, hidden=True, children=_job_cards()),
         ],
     )
-
-
-# A job's own URL: this page with that job shown (a registration without callbacks of its
-# own, left out of the top bar).
-dash.register_page(
-    f"{__name__}.by_url",
-    path_template="/jobs/<job>",
-    name="Job",
-    title="Job — stacklens",
-    layout=layout,
-)
 
 
 def _filters() -> html.Div:
@@ -256,7 +238,6 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         output=_OUTPUTS,
         inputs={
             "_tick": Input(ids.JOB_REFRESH, "n_intervals"),
-            "view": Input(ids.JOB_VIEW, "data"),
             "search": Input(ids.JOB_SEARCH, "value"),
             "status": Input(ids.JOB_STATUS_FILTER, "value"),
             "user": Input(ids.JOB_USER_FILTER, "value"),
@@ -299,18 +280,10 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         State(ids.LAST_GOOD, "data"),
         State(ids.JOB_REFRESH, "interval"),
     )
-    dash_app.clientside_callback(
-        ClientsideFunction("stacklens", "scrollToJob"),
-        Output(ids.SCROLLED, "data"),
-        Input(ids.JOB_DETAILS, "hidden"),
-        State(ids.JOB_VIEW, "data"),
-        State(ids.SCROLLED, "data"),
-    )
 
 
 def refresh(
     _tick: int | None,
-    view: dict[str, Any],
     search: str | None,
     status: str | None,
     user: str | None,
@@ -336,17 +309,16 @@ def refresh(
         limit=JOBS_PER_PAGE,
         cursor=pages[-1] if pages else None,
     )
-    shown = JobView(**view).job
+    shown: str | None = None
     out: dict[str, Any] = dict.fromkeys(_OUTPUTS, no_update)
     drawn = dict(rendered or {})
     with ThreadPoolExecutor(max_workers=1 + len(_FETCH)) as pool:
         listing = pool.submit(client.jobs, query)
-        if shown is None:  # the first job of the list: known once the list is
-            try:
-                first = listing.result().jobs[:1]
-                shown = first[0].job if first else None
-            except ApiError:
-                shown = None
+        try:  # the first job of the list
+            first = listing.result().jobs[:1]
+            shown = first[0].job if first else None
+        except ApiError:
+            shown = None
         cards = {
             card: pool.submit(fetch, client, shown)
             for card, fetch in _FETCH.items()
@@ -433,4 +405,4 @@ def open_job(clicked: dict[str, Any] | None) -> str:
     """The URL of the job whose row was clicked."""
     if not clicked or clicked.get("rowId") is None:
         raise PreventUpdate
-    return job_url(str(clicked["rowId"]))
+    return components.job_path(str(clicked["rowId"]))
