@@ -158,8 +158,8 @@ def main() -> None:
                 "response": [answered],
             }
             dash_app.server.extensions["stacklens_api"]._http.event_hooks = hook
-            # The newest job shown (the URL "/"), no search or filter, the first page.
-            state = ({"job": None}, None, None, None, None, None, [None], None, 1000, 1000)
+            # The newest job shown, no search or filter, the first page.
+            state = (None, None, None, None, None, [None], None, 1000, 1000)
             with dash_app.server.app_context():
                 tick = jobs_page.refresh(0, *state)
                 assert tick["hidden"] is False, tick["status"]
