@@ -22,8 +22,13 @@ from collections.abc import Iterator
 import uvicorn
 import uvloop
 
-from stacklens.cli import fabric_sim
-from stacklens.cli.attach import OPENMPI_ROOT_ENV, choose_mpi, hook_environment, hook_library
+from stacklens.cli import fabric_sim, mpikind
+from stacklens.cli.attach import (
+    choose_mpi,
+    hook_environment,
+    hook_library,
+    open_mpi_allowances,
+)
 from stacklens.connguard import ConnectionLimits, raise_open_file_limit
 from stacklens.paths import EXAMPLES_DIR
 from stacklens.settings import ConfigError, Settings
@@ -123,10 +128,10 @@ def _connection_limits(settings: Settings, servers: int) -> ConnectionLimits:
 
 async def _loop_workload(settings: Settings, workload: list[str]) -> None:
     """Run `workload` under the hooks again and again; kill the running one when cancelled."""
-    library = hook_library(settings, choose_mpi(None, workload))
-    env = {**os.environ, **hook_environment(settings, library)}
-    if os.geteuid() == 0:
-        env.update(OPENMPI_ROOT_ENV)
+    mpi = choose_mpi(None, workload)
+    env = {**os.environ, **hook_environment(settings, hook_library(settings, mpi))}
+    if mpi == mpikind.OPENMPI:
+        env.update(open_mpi_allowances(workload, env))
     while True:
         print(f"demo: running {shlex.join(workload)}", flush=True)
         proc = await asyncio.create_subprocess_exec(
