@@ -38,6 +38,7 @@ BLOCKS = {
     "cp examples/build/ring_allreduce my_app": "test_readme_up_run_and_batch_scripts",
     'eval "$(.venv/bin/stacklens env)"': "test_readme_up_run_and_batch_scripts",
     "cp examples/build-mpich/ring_allreduce my_mpich_app": "test_readme_up_run_and_batch_scripts",
+    ".venv/bin/stacklens config": "test_readme_config",
 }
 
 
@@ -172,6 +173,17 @@ def test_readme_up_run_and_batch_scripts(readme_up, tmp_path):
     assert result.returncode == 0, result.stderr
     assert finished_matrix(base, "readme-mpich") == ring_cells(4)
     assert up.poll() is None
+
+
+def test_readme_config(tmp_path):
+    env = user_env(tmp_path, STACKLENS_HTTP_PORT="8123")
+    result = run_block(block(".venv/bin/stacklens config"), user_dir(tmp_path), env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert re.split(r"  +", lines[1]) == ["variable", "value", "source", "read by"]
+    assert ["STACKLENS_HTTP_PORT", "8123", "env", "stacklens"] in [
+        re.split(r"  +", line) for line in lines
+    ]
 
 
 def test_readme_make_demo(tmp_path):

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from stacklens.cli import fabric_sim, mpikind
 from stacklens.cli.attach import cmd_env, cmd_run
+from stacklens.cli.config import cmd_config
 from stacklens.cli.replay import cmd_replay
 from stacklens.cli.services import cmd_collector, cmd_demo, cmd_migrate, cmd_up
 from stacklens.settings import ConfigError, get_settings
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.set_defaults(func=cmd_replay)
     fabric_sim.add_parser(sub)
+    config = sub.add_parser("config", help="every setting: its effective value and source")
+    config.add_argument("--markdown", action="store_true", help="the README's settings table")
+    config.set_defaults(func=cmd_config)
     return parser
 
 

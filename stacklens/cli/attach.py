@@ -21,7 +21,8 @@ from pathlib import Path
 
 from stacklens.cli import mpikind
 from stacklens.paths import LIBRARIES
-from stacklens.settings import Settings
+from stacklens.settings import Settings, config_file_values
+from stacklens.settings_table import DECLARED
 
 #: Open MPI's launcher refuses to run as root without these two variables.
 OPENMPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -37,13 +38,6 @@ _RANK_OPTIONS = ("-np", "--np", "-n", "--n", "-c")
 #: Launcher options naming other nodes to run on (their cores, not this node's, count).
 _HOST_OPTIONS = ("-H", "-host", "--host", "-hostfile", "--hostfile", "-machinefile",
                  "--machinefile", "--default-hostfile")  # fmt: skip
-
-#: Settings the hook library reads that `stacklens env`/`run` pass on when they are set
-#: (besides LD_PRELOAD and those of hook_environment, always passed).
-HOOK_PASSED_SETTINGS = (
-    "STACKLENS_DISABLE", "STACKLENS_MAX_KEYS", "STACKLENS_FINALIZE_TIMEOUT_MS",
-    "STACKLENS_SPOOL_MAX_MB", "STACKLENS_HOST", "STACKLENS_SYSFS_ROOT",
-)  # fmt: skip
 
 
 #: The options with which each MPI's launcher passes variables of its environment to the ranks.
@@ -65,7 +59,9 @@ def hook_library(settings: Settings, mpi: str) -> Path:
 
 
 def hook_environment(settings: Settings, library: Path) -> dict[str, str]:
-    """The variables that attach the hook library to a program and point it at the collector."""
+    """The variables that attach the hook library to a program and point it at the
+    collector, plus every other declared hook setting that is set (in the environment or
+    the configuration file)."""
     if not library.is_file():
         raise FileNotFoundError(
             f"hook library {library} is not built: run `make -C mpi_pmpi_hooks variants`"
@@ -82,7 +78,10 @@ def hook_environment(settings: Settings, library: Path) -> dict[str, str]:
         env["STACKLENS_INGEST_TOKEN"] = settings.ingest_token
     if settings.job_id:
         env["STACKLENS_JOB_ID"] = settings.job_id
-    env.update({name: os.environ[name] for name in HOOK_PASSED_SETTINGS if name in os.environ})
+    given = {**config_file_values(), **os.environ}
+    for name, declared in DECLARED.items():
+        if declared.hooks_read and name not in env and name in given:
+            env[name] = given[name]
     return env
 
 
