@@ -21,6 +21,7 @@ from collector.fabric.replay import ReplaySource
 from collector.fabric.store import FabricStore
 from collector.fabric.sysfs import SYSFS_ROOT, SysfsSource
 from collector.fabric.topology import Topology
+from collector.fabric.verbs import optional_verbs
 from stacklens.constants import PORT_COUNTERS
 from stacklens.settings import Settings
 
@@ -59,7 +60,7 @@ def open_source(settings: Settings):
     if kind == "none":
         return None
     if kind == "sysfs":
-        return SysfsSource()
+        return SysfsSource(verbs=optional_verbs())
     if kind == "replay":
         if settings.fabric_replay_file is None:
             raise ValueError("STACKLENS_FABRIC_SOURCE=replay needs STACKLENS_FABRIC_REPLAY_FILE")

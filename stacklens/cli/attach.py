@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,13 @@ OPENMPI_ROOT_ENV = {**OPENMPI_AS_ROOT, **OPENMPI_OVERSUBSCRIBE}
 #: Options of Open MPI's launcher that give the same allowances on its command line.
 _OPENMPI_ALLOW_OPTIONS = {"--allow-run-as-root": OPENMPI_AS_ROOT,
                           "--oversubscribe": OPENMPI_OVERSUBSCRIBE}  # fmt: skip
+#: The line for an MPI launcher that is not there (`stacklens run`, `demo`).
+MISSING_MPI = (
+    "{launcher} is not installed: install Open MPI or MPICH (`make setup` does; or "
+    "apt-get install openmpi-bin mpich), or put their bin directory on PATH"
+)
+#: Launchers whose absence means MPI is missing (not a typo in the user's program name).
+_LAUNCHER_NAMES = ("mpirun", "mpiexec", "orterun", "prterun", "srun")
 #: Launcher options that give the number of ranks of an app context.
 _RANK_OPTIONS = ("-np", "--np", "-n", "--n", "-c")
 #: Launcher options naming other nodes to run on (their cores, not this node's, count).
@@ -175,17 +183,19 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if shutil.which(command[0]) is None:
+        launcher = Path(command[0]).name.startswith(_LAUNCHER_NAMES)
+        missing = MISSING_MPI.format(launcher=command[0]) if launcher else (
+            f"command not found: {command[0]}")  # fmt: skip
+        print(f"stacklens run: {missing}", file=sys.stderr)
+        return 127
     mpi = choose_mpi(args.mpi, command)
     env = {**os.environ, **hook_environment(settings, hook_library(settings, mpi))}
     allowances = open_mpi_allowances(command, env) if mpi == mpikind.OPENMPI else {}
     if allowances:
         print(f"stacklens run: {_allowance_note(allowances)}", file=sys.stderr, flush=True)
         env.update(allowances)
-    try:
-        code = subprocess.call(command, env=env)
-    except FileNotFoundError:
-        print(f"stacklens run: command not found: {command[0]}", file=sys.stderr)
-        return 127
+    code = subprocess.call(command, env=env)
     _deliver_spooled(settings)
     return code
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import uvicorn
@@ -24,6 +27,7 @@ import uvloop
 
 from stacklens.cli import fabric_sim, mpikind
 from stacklens.cli.attach import (
+    MISSING_MPI,
     choose_mpi,
     hook_environment,
     hook_library,
@@ -58,11 +62,11 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     from collector.service import CollectorService
     from server.app import create_app
     from server.http_guard import uvicorn_config
-    from stacklens.db import make_engine, migrate, open_database
+    from stacklens.db import make_engine
 
+    check_ports_free(settings, http=True)
     limits = _connection_limits(settings, servers=2)
-    database = open_database(settings)
-    migrate(database.url)
+    database = _start_database(settings)
     engine = make_engine(database.url)
     collector = CollectorService(database.url, settings, limits)
     fabric = fabric_services(database.url, settings)  # [] unless a fabric is reachable
@@ -81,14 +85,22 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         asyncio.get_running_loop().add_signal_handler(signum, stop.set)
     http = asyncio.create_task(server.serve(), name="http")
     others: list[asyncio.Task] = [asyncio.create_task(stop.wait())]
+    reports: list[asyncio.Task] = []  # what fabric discovery found, said when it has
     try:
         for service in fabric:
             await service.start()
+            progress(f"fabric discovery: {service.source.name}: started")
+            reports.append(asyncio.create_task(_report_fabric(service)))
+        if not fabric:
+            progress("fabric discovery: no fabric found (no `stacklens fabric-sim` running, no "
+                     "local HCA; STACKLENS_FABRIC_SOURCE to choose)")  # fmt: skip
         while not server.started and not stop.is_set():
             if http.done():
                 await http
                 raise ConfigError(f"could not serve on {url}")
             await asyncio.sleep(0.05)
+        progress(f"collector: listening on {settings.collector_host}:{collector.port}")
+        progress(f"API and dashboard: serving on {url}")
         print(
             f"stacklens is up: dashboard {url}/  API docs {url}/docs  "
             f"collector {settings.collector_host}:{collector.port}",
@@ -103,14 +115,75 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         # Also on Ctrl-C / SIGTERM (they set `stop`): first the workload (its ranks flush
         # to the collector while it still runs), then the web server, whose lifespan
         # stops the collector.
-        for task in others:
+        for task in [*others, *reports]:
             task.cancel()
-        await asyncio.gather(*others, return_exceptions=True)
+        await asyncio.gather(*others, *reports, return_exceptions=True)
         for service in fabric:
             await service.stop()
         server.should_exit = True
         await asyncio.gather(http, return_exceptions=True)
         engine.dispose()
+
+
+def progress(step: str) -> None:
+    """One line of what `up` (or `collector`, `demo`) is doing, as it starts."""
+    print(f"stacklens up: {step}", flush=True)
+
+
+def check_ports_free(settings: Settings, http: bool) -> None:
+    """ConfigError (one line: which port, which setting to change) if the collector's port,
+    or with `http` the API's, is taken; checked before anything starts."""
+    ports = [(settings.collector_host, settings.collector_port, "STACKLENS_COLLECTOR")]
+    if http:
+        ports.append((settings.http_host, settings.http_port, "STACKLENS_HTTP_PORT"))
+    for host, port, setting in ports:
+        if port == 0:
+            continue  # a free port is chosen
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise ConfigError(f"cannot listen on {host}:{port} ({setting}): "
+                                      f"{exc.strerror}") from exc  # fmt: skip
+                raise ConfigError(
+                    f"port {port} on {host} ({setting}) is already in use (another "
+                    f"`stacklens up`?): stop what uses it, or set {setting} to a free port"
+                ) from exc
+
+
+def _start_database(settings: Settings):
+    """Open the database and migrate it, saying what it does."""
+    from stacklens.db import head_revision, migrate, open_database
+
+    started = time.monotonic()
+    where = "external PostgreSQL" if settings.database_url else (
+        f"embedded PostgreSQL in {settings.state_dir / 'pg'}")  # fmt: skip
+    progress(f"database: starting {where}" if not settings.database_url else f"database: {where}")
+    database = open_database(settings)
+    progress(f"database: ready ({time.monotonic() - started:.1f} s)")
+    started = time.monotonic()
+    migrate(database.url)
+    progress(f"migrations: schema at {head_revision()} ({time.monotonic() - started:.1f} s)")
+    return database
+
+
+async def _report_fabric(sampler) -> None:
+    """Say what the fabric sampler's discovery found, once its first sweep is stored (or
+    failed)."""
+    while sampler.sweeps == 0 and sampler.errors == 0:
+        await asyncio.sleep(0.2)
+    if sampler.topology is not None:
+        found = f"{len(sampler.topology.nodes)} nodes found, swept every {sampler.interval_s:g} s"
+    elif sampler.sweeps:
+        found = "this node's ports, swept (this source has no topology)"
+    else:
+        found = "the first sweep failed (see the log above); it keeps trying"
+    progress(f"fabric discovery: {sampler.source.name}: {found}")
 
 
 def _connection_limits(settings: Settings, servers: int) -> ConnectionLimits:
@@ -167,7 +240,9 @@ def demo_workload(ranks: int, hosts: list[str] | None = None) -> list[str]:
     program = EXAMPLES_DIR / "build" / "ring_allreduce"
     if not program.is_file():
         raise FileNotFoundError(f"{program} is not built: run `make -C examples`")
-    mpirun = shutil.which("mpirun") or "mpirun"
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        raise ConfigError(MISSING_MPI.format(launcher="mpirun"))
     job = [str(program), "40", "262144", "100"]
     if hosts is None:
         return [mpirun, "-np", str(ranks), *job]
@@ -178,11 +253,10 @@ def demo_workload(ranks: int, hosts: list[str] | None = None) -> list[str]:
 async def _run_collector(settings: Settings) -> None:
     """Run only the collector (ingest + partition maintenance) until SIGINT/SIGTERM."""
     from collector.service import CollectorService
-    from stacklens.db import migrate, open_database
 
+    check_ports_free(settings, http=False)
     limits = _connection_limits(settings, servers=1)
-    database = open_database(settings)
-    migrate(database.url)
+    database = _start_database(settings)
     collector = CollectorService(database.url, settings, limits)
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
