@@ -109,6 +109,8 @@ class Settings(BaseSettings):
     fabric_source: Literal["auto", "none", "mad", "sysfs", "replay"] = "auto"
     fabric_interval_ms: int = Field(default=1000, ge=50)
     fabric_rediscover_s: float = Field(default=60.0, gt=0)
+    fabric_min_sample_ms: int = Field(default=500, ge=0)
+    fabric_missed_sweeps: int = Field(default=3, ge=1, le=1000)
     fabric_replay_file: Path | None = None
     fabric_sweep_workers: int | None = Field(default=None, ge=1, le=32)
 

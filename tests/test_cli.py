@@ -120,8 +120,8 @@ def test_up_prints_its_progress_and_status_sees_it_all(pg_url, tmp_path, example
     assert re.fullmatch(rf"stacklens up: migrations: schema at {head_revision()} \(\d+\.\d s\)",
                         steps[2])  # fmt: skip
     assert steps[3:] == [
-        "stacklens up: fabric discovery: no fabric found (no `stacklens fabric-sim` running, "
-        "no local HCA; STACKLENS_FABRIC_SOURCE to choose)",
+        "stacklens up: fabric discovery: started (it samples a `stacklens fabric-sim` or local "
+        "HCA it finds, now or later)",
         f"stacklens up: collector: listening on 127.0.0.1:{port}",
         f"stacklens up: API and dashboard: serving on {up['base']}",
     ]

@@ -216,7 +216,7 @@ def test_readme_make_demo(tmp_path):
     text = log.read_text()
     assert f"stacklens is up: dashboard {base}/  API docs {base}/docs" in text
     assert "fabric-sim: 32 hosts" in text
-    assert "stacklens up: fabric discovery: mad: started" in text
+    assert "stacklens up: fabric discovery: started" in text
     assert re.search(r"^stacklens up: fabric discovery: mad: \d+ nodes found, swept every 1 s$",
                      text, flags=re.M), text  # fmt: skip
     assert _leftover_processes(str(state)) == []

@@ -89,11 +89,11 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     try:
         for service in fabric:
             await service.start()
-            progress(f"fabric discovery: {service.source.name}: started")
+            progress("fabric discovery: started (it samples a `stacklens fabric-sim` or local "
+                     "HCA it finds, now or later)")  # fmt: skip
             reports.append(asyncio.create_task(_report_fabric(service)))
         if not fabric:
-            progress("fabric discovery: no fabric found (no `stacklens fabric-sim` running, no "
-                     "local HCA; STACKLENS_FABRIC_SOURCE to choose)")  # fmt: skip
+            progress("fabric discovery: off (STACKLENS_FABRIC_SOURCE=none)")
         while not server.started and not stop.is_set():
             if http.done():
                 await http
@@ -173,17 +173,13 @@ def _start_database(settings: Settings):
 
 
 async def _report_fabric(sampler) -> None:
-    """Say what the fabric sampler's discovery found, once its first sweep is stored (or
-    failed)."""
-    while sampler.sweeps == 0 and sampler.errors == 0:
+    """Say what the fabric sampler found, once its first sweep of a fabric is stored."""
+    while sampler.sweeps == 0:
         await asyncio.sleep(0.2)
-    if sampler.topology is not None:
-        found = f"{len(sampler.topology.nodes)} nodes found, swept every {sampler.interval_s:g} s"
-    elif sampler.sweeps:
-        found = "this node's ports, swept (this source has no topology)"
-    else:
-        found = "the first sweep failed (see the log above); it keeps trying"
-    progress(f"fabric discovery: {sampler.source.name}: {found}")
+    found = (f"{len(sampler.topology.nodes)} nodes" if sampler.topology is not None
+             else "this node's ports")  # fmt: skip
+    progress(f"fabric discovery: {sampler.source.name}: {found} found, swept every "
+             f"{sampler.interval_s:g} s")  # fmt: skip
 
 
 def _connection_limits(settings: Settings, servers: int) -> ConnectionLimits:
