@@ -15,10 +15,14 @@ from pathlib import Path
 import pytest
 
 import stacklens
+from collector.fabric.service import FabricSampler
+from collector.fabric.sysfs import SysfsSource
 from stacklens.cli import build_parser
 from stacklens.db import head_revision
 from tests.conftest import free_port, running_up, stacklens_run
 from tests.hooks import jobs
+
+SYSFS_FIXTURE = Path(__file__).parent / "fabric" / "fixtures" / "sysfs"
 
 
 def stacklens_cli(*args: str, env: dict[str, str], timeout: float = 120):
@@ -98,6 +102,9 @@ def test_up_prints_its_progress_and_status_sees_it_all(pg_url, tmp_path, example
         result = stacklens_run(["mpirun", "-np", "2", jobs.example("openmpi", "p2p_pattern")],
                                {**env, "STACKLENS_INTERVAL_MS": "100"})  # fmt: skip
         assert result.returncode == 0, result.stderr
+        sampler = FabricSampler(pg_url, SysfsSource(SYSFS_FIXTURE), 1.0, 60.0)
+        sampler.step()  # one sweep of a node's HCA ports (the fixture tree: one complete)
+        sampler.store.close()
         status = stacklens_cli("status", env={**env, "STACKLENS_SPOOL_DIR": str(spool)})
         log = Path(up["log"]).read_text()
     assert status.returncode == 0, status.stdout + status.stderr
@@ -107,7 +114,7 @@ def test_up_prints_its_progress_and_status_sees_it_all(pg_url, tmp_path, example
         f"collector   {up['STACKLENS_COLLECTOR']}: listening",
         f"API         {up['base']}/ answers (stacklens {stacklens.__version__})",
     ]
-    assert lines[5] == "fabric      no sweep stored (`stacklens up` samples a fabric it finds)"
+    assert re.fullmatch(r"fabric      0 nodes, 1 ports; last sweep \d+ s ago", lines[5]), lines
     assert re.fullmatch(rf"frames      last received \d+ s ago \(job {job}\); 1 jobs", lines[6])
     assert lines[7] == (
         f"spool       {spool}: 2 frames waiting (500 bytes), 1 rejected (`stacklens replay` "
