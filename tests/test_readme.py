@@ -24,8 +24,7 @@ import pytest
 
 from stacklens.db import running_embedded_url
 from stacklens.paths import SOURCE_ROOT
-from tests.conftest import free_port
-from tests.test_demo import _leftover_processes
+from tests.conftest import free_port, leftover_processes
 
 README = SOURCE_ROOT / "README.md"
 TOKEN = "readme-token"
@@ -219,7 +218,7 @@ def test_readme_make_demo(tmp_path):
     assert "stacklens up: fabric discovery: started" in text
     assert re.search(r"^stacklens up: fabric discovery: mad: \d+ nodes found, swept every 1 s$",
                      text, flags=re.M), text  # fmt: skip
-    assert _leftover_processes(str(state)) == []
+    assert leftover_processes(str(state)) == []
 
 
 def finished_demo_runs(state: Path) -> int:
