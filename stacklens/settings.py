@@ -8,6 +8,7 @@ reads the same variable names, so one environment configures both sides.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from functools import lru_cache
@@ -157,15 +158,17 @@ def config_file_values() -> dict[str, str]:
     if not path.exists():
         return {}
     try:
-        values = dotenv_values(path)
+        text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the configuration file {path}: {exc}") from exc
+    values = dotenv_values(stream=io.StringIO(text))
     return {k: v or "" for k, v in values.items() if k.startswith("STACKLENS_")}
 
 
 @lru_cache
 def get_settings() -> Settings:
     """The process-wide settings, read once from the environment and the configuration file
-    (the environment wins)."""
+    (the environment wins); ConfigError if the file cannot be read."""
     path = config_file_path()
+    config_file_values()  # a file that cannot be read says so in one line
     return Settings(_env_file=path if path.exists() else None)  # type: ignore[call-arg]

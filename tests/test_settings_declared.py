@@ -144,3 +144,15 @@ def test_config_prints_effective_values_and_sources(tmp_path):
     assert "export STACKLENS_MAX_KEYS=64" in exported
     assert "export STACKLENS_INTERVAL_MS=250" in exported
     assert stacklens("config", "--markdown", env=env) == markdown_table().splitlines()
+
+
+def test_a_configuration_file_that_cannot_be_read_is_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    env["STACKLENS_CONFIG_FILE"] = str(tmp_path)  # a directory
+    result = subprocess.run([sys.executable, "-m", "stacklens.cli", "config"], env=env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"stacklens: cannot read the configuration file {tmp_path}: [Errno 21] Is a "
+        f"directory: '{tmp_path}'\n"
+    )

@@ -173,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         for line in configuration_errors(exc):
             print(f"stacklens: bad configuration: {line}", file=sys.stderr)
         return 2
+    except ConfigError as exc:
+        print(f"stacklens: {exc}", file=sys.stderr)
+        return 2
     try:
         return args.func(settings, args)
     except (FileNotFoundError, ConfigError) as exc:
