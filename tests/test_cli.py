@@ -84,8 +84,8 @@ def test_status_when_nothing_runs(tmp_path):
         "fabric      unknown (the database is not reachable)",
         "frames      unknown (the database is not reachable)",
         f"spool       {tmp_path}/stacklens-spool-{os.geteuid()}: none (nothing waits)",
-        "RDMA        no RDMA device (pyverbs: Failed to get devices list): the local-HCA "
-        "sampler has nothing to read on this node",
+        "RDMA        no RDMA device (pyverbs: Failed to get devices list), none in "
+        "/sys/class/infiniband: the local-HCA sampler has nothing to read here",
     ]
     assert result.stderr == ""
 

@@ -205,3 +205,30 @@ class SysfsSource:
             t_start_ns=t0,
             t_end_ns=t1,
         )
+
+
+def describe_local_hcas(root: Path = SYSFS_ROOT) -> list[str]:
+    """What `stacklens status` says of this node's RDMA devices: one line per port (its
+    attributes from libibverbs where pyverbs finds the device, else from sysfs, saying
+    why), or one line saying there is none."""
+    try:
+        verbs = VerbsSource().ports()
+    except VerbsUnavailable as exc:
+        verbs, reason = [], str(exc)
+    if verbs:
+        return [f"{_port_line(v.device, v.port, port_attributes(v))}, firmware {v.fw_version}"
+                for v in verbs]  # fmt: skip
+    ports = read_all(root)
+    if not ports:
+        return [f"{reason}, none in {root}: the local-HCA sampler has nothing to read here"]
+    return [
+        f"{_port_line(p.device, p.port, dataclasses.asdict(p))} (from sysfs: {reason})"
+        for p in ports
+    ]
+
+
+def _port_line(device: str, port: int, a: dict) -> str:
+    """`mlx5_0 port 1: ACTIVE, LinkUp, LID 0x2a, 100 Gb/sec (4X EDR), InfiniBand`."""
+    lid = f"{a['lid']:#x}" if a["lid"] is not None else "?"
+    return (f"{device} port {port}: {a['state']}, {a['phys_state']}, LID {lid}, {a['rate']}, "
+            f"{a['link_layer']}")  # fmt: skip

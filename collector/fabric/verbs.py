@@ -109,20 +109,3 @@ def optional_verbs() -> VerbsSource | None:
         return VerbsSource()
     except VerbsUnavailable:
         return None
-
-
-def describe_devices() -> list[str]:
-    """What `stacklens status` says of this node's RDMA devices: one line per port, or one
-    line saying why there is none to read."""
-    try:
-        ports = VerbsSource().ports()
-    except VerbsUnavailable as exc:
-        return [f"{exc}: the local-HCA sampler has nothing to read on this node"]
-    lines = []
-    for port in ports:
-        a = port_attributes(port)
-        lines.append(
-            f"{port.device} port {port.port}: {a['state']}, {a['phys_state']}, LID "
-            f"{port.lid:#x}, {a['rate']}, {a['link_layer']}, firmware {port.fw_version}"
-        )
-    return lines

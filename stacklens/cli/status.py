@@ -110,7 +110,7 @@ def _spool(spool: Path) -> str:
 def status_lines(settings: Settings, now_ns: int | None = None) -> tuple[bool, list[str]]:
     """(database, collector and API all answer; the lines of `stacklens status`)."""
     from collector.fabric.service import sim_state_file
-    from collector.fabric.verbs import describe_devices
+    from collector.fabric.sysfs import describe_local_hcas
     from collector.store.status import stored_status
     from stacklens.db import head_revision
 
@@ -153,7 +153,7 @@ def status_lines(settings: Settings, now_ns: int | None = None) -> tuple[bool, l
         ("fabric", fabric),
         ("frames", frames),
         ("spool", _spool(settings.spool_dir)),
-        *(("RDMA", line) for line in describe_devices()),
+        *(("RDMA", line) for line in describe_local_hcas()),
     ]
     lines = [f"stacklens {__version__} on {socket.gethostname()}"]
     lines += [f"{name:<10}  {text}" for name, text in rows]

@@ -15,12 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from collector.fabric.sysfs import SysfsSource, read_all, with_verbs_attributes
+from collector.fabric.sysfs import (
+    SysfsSource,
+    describe_local_hcas,
+    read_all,
+    with_verbs_attributes,
+)
 from collector.fabric.verbs import (
     VerbsPort,
     VerbsSource,
     VerbsUnavailable,
-    describe_devices,
     optional_verbs,
     port_attributes,
     rate_text,
@@ -37,8 +41,16 @@ def test_pyverbs_is_installed_and_finds_no_device_here():
     with pytest.raises(VerbsUnavailable) as caught:
         source.ports()
     assert str(caught.value) == NO_DEVICE
-    assert describe_devices() == [
-        f"{NO_DEVICE}: the local-HCA sampler has nothing to read on this node"
+    assert describe_local_hcas() == [
+        f"{NO_DEVICE}, none in /sys/class/infiniband: the local-HCA sampler has nothing to "
+        "read here"
+    ]
+    # A node whose sysfs lists devices pyverbs cannot open (or without pyverbs): sysfs' say.
+    assert describe_local_hcas(FIXTURE) == [
+        f"mlx5_0 port 1: ACTIVE, LinkUp, LID 0x2a, 100 Gb/sec (4X EDR), InfiniBand (from "
+        f"sysfs: {NO_DEVICE})",
+        f"mlx5_0 port 2: DOWN, Disabled, LID 0x0, 10 Gb/sec (4X SDR), InfiniBand (from "
+        f"sysfs: {NO_DEVICE})",
     ]
 
 
