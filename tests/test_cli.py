@@ -135,14 +135,18 @@ def test_up_prints_its_progress_and_status_sees_it_all(pg_url, tmp_path, example
     assert f"stacklens is up: dashboard {up['base']}/" in log
 
 
-@pytest.mark.parametrize("which", ["STACKLENS_HTTP_PORT", "STACKLENS_COLLECTOR"])
-def test_a_port_in_use_is_one_line(tmp_path, which):
+@pytest.mark.parametrize(
+    ("command", "which"),
+    [("up", "STACKLENS_HTTP_PORT"), ("up", "STACKLENS_COLLECTOR"),
+     ("collector", "STACKLENS_COLLECTOR")],
+)  # fmt: skip
+def test_a_port_in_use_is_one_line(tmp_path, command, which):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         value = str(port) if which == "STACKLENS_HTTP_PORT" else f"127.0.0.1:{port}"
-        result = stacklens_cli("up", env=clean_env(tmp_path, **{which: value}))
+        result = stacklens_cli(command, env=clean_env(tmp_path, **{which: value}))
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr == (

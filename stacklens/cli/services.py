@@ -125,9 +125,10 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         engine.dispose()
 
 
-def progress(step: str) -> None:
-    """One line of what `up` (or `collector`, `demo`) is doing, as it starts."""
-    print(f"stacklens up: {step}", flush=True)
+def progress(step: str, command: str = "up") -> None:
+    """One line of what `stacklens COMMAND` (up, demo: `up`; collector) is doing as it
+    starts."""
+    print(f"stacklens {command}: {step}", flush=True)
 
 
 def check_ports_free(settings: Settings, http: bool) -> None:
@@ -156,19 +157,21 @@ def check_ports_free(settings: Settings, http: bool) -> None:
                 ) from exc
 
 
-def _start_database(settings: Settings):
+def _start_database(settings: Settings, command: str = "up"):
     """Open the database and migrate it, saying what it does."""
     from stacklens.db import head_revision, migrate, open_database
 
     started = time.monotonic()
-    where = "external PostgreSQL" if settings.database_url else (
-        f"embedded PostgreSQL in {settings.state_dir / 'pg'}")  # fmt: skip
-    progress(f"database: starting {where}" if not settings.database_url else f"database: {where}")
+    if settings.database_url:
+        progress("database: external PostgreSQL", command)
+    else:
+        progress(f"database: starting embedded PostgreSQL in {settings.state_dir / 'pg'}", command)
     database = open_database(settings)
-    progress(f"database: ready ({time.monotonic() - started:.1f} s)")
+    progress(f"database: ready ({time.monotonic() - started:.1f} s)", command)
     started = time.monotonic()
     migrate(database.url)
-    progress(f"migrations: schema at {head_revision()} ({time.monotonic() - started:.1f} s)")
+    progress(f"migrations: schema at {head_revision()} ({time.monotonic() - started:.1f} s)",
+             command)  # fmt: skip
     return database
 
 
@@ -176,10 +179,9 @@ async def _report_fabric(sampler) -> None:
     """Say what the fabric sampler found, once its first sweep of a fabric is stored."""
     while sampler.sweeps == 0:
         await asyncio.sleep(0.2)
-    found = (f"{len(sampler.topology.nodes)} nodes" if sampler.topology is not None
-             else "this node's ports")  # fmt: skip
-    progress(f"fabric discovery: {sampler.source.name}: {found} found, swept every "
-             f"{sampler.interval_s:g} s")  # fmt: skip
+    topology, source = sampler.topology, getattr(sampler.source, "name", "fabric")
+    found = f"{len(topology.nodes)} nodes" if topology is not None else "this node's ports"
+    progress(f"fabric discovery: {source}: {found} found, swept every {sampler.interval_s:g} s")
 
 
 def _connection_limits(settings: Settings, servers: int) -> ConnectionLimits:
@@ -252,7 +254,7 @@ async def _run_collector(settings: Settings) -> None:
 
     check_ports_free(settings, http=False)
     limits = _connection_limits(settings, servers=1)
-    database = _start_database(settings)
+    database = _start_database(settings, "collector")
     collector = CollectorService(database.url, settings, limits)
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
