@@ -115,19 +115,24 @@ def test_config_prints_effective_values_and_sources(tmp_path):
     config_file = tmp_path / "stacklens.env"
     config_file.write_text(
         "# site settings\nSTACKLENS_HTTP_PORT=8123\nSTACKLENS_INTERVAL_MS=500\n"
-        "STACKLENS_MAX_KEYS=64\n"
+        "STACKLENS_MAX_KEYS=64\nSTACKLENS_HTTP_PROT=1\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
     env.update(
         STACKLENS_CONFIG_FILE=str(config_file),
         STACKLENS_INTERVAL_MS="250",  # the environment wins over the file
+        STACKLENS_INTERVALL_MS="5",  # a typo: said, not read
         STACKLENS_INGEST_TOKEN="s3cret-token",
         STACKLENS_STATE_DIR=str(tmp_path / "state"),
         TMPDIR=str(tmp_path),
     )
     lines = stacklens("config", env=env)
     assert lines[0] == f"configuration file: {config_file}"
-    rows = {row[0]: row[1:] for row in (re.split(r"  +", line) for line in lines[1:])}
+    assert lines[-2:] == [
+        "not a setting, ignored: STACKLENS_HTTP_PROT (file)",
+        "not a setting, ignored: STACKLENS_INTERVALL_MS (env)",
+    ]
+    rows = {row[0]: row[1:] for row in (re.split(r"  +", line) for line in lines[1:-2])}
     assert list(rows) == ["variable", *DECLARED]
     assert rows["STACKLENS_HTTP_PORT"] == ["8123", "file", "stacklens"]
     assert rows["STACKLENS_INTERVAL_MS"] == ["250", "env", "both"]

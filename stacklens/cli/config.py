@@ -9,26 +9,32 @@ stacklens config --markdown   the README's table of settings
 from __future__ import annotations
 
 import argparse
+import os
 
 from stacklens.settings import Settings, config_file_path, config_file_values
-from stacklens.settings_table import effective_values, markdown_table
+from stacklens.settings_table import DECLARED, PREFIX, effective_values, markdown_table
 
 #: Settings whose value is never printed, only whether it is set.
 SECRET = {"STACKLENS_INGEST_TOKEN"}
 
 
 def config_lines(settings: Settings) -> list[str]:
-    """The lines `stacklens config` prints: the configuration file, then one aligned row per
-    declared setting (name, value, source, readers)."""
+    """The lines `stacklens config` prints: the configuration file, one aligned row per
+    declared setting (name, value, source, readers), then a line for each STACKLENS_*
+    variable that is no setting (a typo, an old name: nothing reads it)."""
     path = config_file_path()
     rows = [("variable", "value", "source", "read by")]
-    for e in effective_values(config_file_values(), settings.model_dump()):
+    file_values = config_file_values()
+    for e in effective_values(file_values, settings.model_dump()):
         value = e.value if e.declared.name not in SECRET or not e.value else "(set)"
         rows.append((e.declared.name, value or "(unset)", e.source, e.declared.readers))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    given = {**{n: "file" for n in file_values}, **{n: "env" for n in os.environ}}
+    unknown = sorted(n for n in given if n.startswith(PREFIX) and n not in DECLARED)
     return [
         f"configuration file: {path}{'' if path.exists() else ' (none)'}",
         *(f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:<{widths[2]}}  {d}" for a, b, c, d in rows),
+        *(f"not a setting, ignored: {name} ({given[name]})" for name in unknown),
     ]
 
 
