@@ -95,6 +95,11 @@ def test_up_prints_its_progress_and_status_sees_it_all(pg_url, tmp_path, example
     (spool / "rejected").mkdir(parents=True)
     for name, size in (("j.1.0.0.1.slf", 300), ("j.1.1.0.2.slf", 200), ("rejected/x.slf", 7)):
         (spool / name).write_bytes(b"\0" * size)
+    # Another user's default spool on this node (status runs as root: it says so too).
+    other = tmp_path / "stacklens-spool-65534"
+    other.mkdir()
+    (other / "k.1.0.0.9.slf").write_bytes(b"\0" * 64)
+    os.chown(other, 65534, 65534)
     with running_up(pg_url, tmp_path / "state", STACKLENS_SPOOL_DIR=str(spool)) as up:
         job = f"status-{uuid.uuid4().hex[:8]}"
         env = {**up, "STACKLENS_JOB_ID": job, "STACKLENS_SPOOL_DIR": "off"}
@@ -105,7 +110,9 @@ def test_up_prints_its_progress_and_status_sees_it_all(pg_url, tmp_path, example
         sampler = FabricSampler(pg_url, SysfsSource(SYSFS_FIXTURE), 1.0, 60.0)
         sampler.step()  # one sweep of a node's HCA ports (the fixture tree: one complete)
         sampler.store.close()
-        status = stacklens_cli("status", env={**env, "STACKLENS_SPOOL_DIR": str(spool)})
+        status = stacklens_cli(
+            "status", env={**env, "STACKLENS_SPOOL_DIR": str(spool), "TMPDIR": str(tmp_path)}
+        )
         log = Path(up["log"]).read_text()
     assert status.returncode == 0, status.stdout + status.stderr
     lines = status.stdout.splitlines()
@@ -116,10 +123,12 @@ def test_up_prints_its_progress_and_status_sees_it_all(pg_url, tmp_path, example
     ]
     assert re.fullmatch(r"fabric      0 nodes, 1 ports; last sweep \d+ s ago", lines[5]), lines
     assert re.fullmatch(rf"frames      last received \d+ s ago \(job {job}\); 1 jobs", lines[6])
-    assert lines[7] == (
+    assert lines[7:9] == [
         f"spool       {spool}: 2 frames waiting (500 bytes), 1 rejected (`stacklens replay` "
-        "delivers them)"
-    )
+        "delivers them)",
+        f"spool       {other}: 1 frames waiting (64 bytes), 0 rejected (`stacklens replay` "
+        "delivers them)",
+    ]
     port = up["STACKLENS_COLLECTOR"].rpartition(":")[2]
     steps = [line for line in log.splitlines() if line.startswith("stacklens up: ")]
     assert steps[0] == "stacklens up: database: external PostgreSQL"

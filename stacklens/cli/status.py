@@ -3,7 +3,8 @@
 One line per part: the database (embedded or external, its schema revision), the
 collector and the API (does something answer at their addresses), the simulated fabric,
 the newest fabric sweep and the newest frames stored (with their age), this node's spool
-backlog and its RDMA devices. It only looks: it starts nothing, and works when nothing
+backlog (as root also every other user's default spool that holds frames) and its RDMA
+devices. It only looks: it starts nothing, and works when nothing
 runs. Exit status 0 when the database, collector and API all answer, else 3.
 """
 
@@ -107,6 +108,18 @@ def _spool(spool: Path) -> str:
     return line + (" (`stacklens replay` delivers them)" if waiting else "")
 
 
+def _other_users_spools(own: Path) -> list[Path]:
+    """As root: the other users' default spools on this node (what `stacklens replay
+    --all-users` delivers) that hold something; [] for other users."""
+    from stacklens.cli.replay import user_spools
+    from stacklens.settings import default_spool_dir
+
+    if os.geteuid() != 0:
+        return []
+    spools = user_spools(default_spool_dir().parent)
+    return [p for p in spools if p != own and any(p.rglob("*.slf"))]
+
+
 def status_lines(settings: Settings, now_ns: int | None = None) -> tuple[bool, list[str]]:
     """(database, collector and API all answer; the lines of `stacklens status`)."""
     from collector.fabric.service import sim_state_file
@@ -153,6 +166,7 @@ def status_lines(settings: Settings, now_ns: int | None = None) -> tuple[bool, l
         ("fabric", fabric),
         ("frames", frames),
         ("spool", _spool(settings.spool_dir)),
+        *(("spool", _spool(other)) for other in _other_users_spools(settings.spool_dir)),
         *(("RDMA", line) for line in describe_local_hcas()),
     ]
     lines = [f"stacklens {__version__} on {socket.gethostname()}"]
