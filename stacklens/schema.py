@@ -330,6 +330,24 @@ P2PMinute = _model(
 )
 
 
+OpSecond = _model(
+    "OpSecond",
+    (Base,),
+    "MPI calls, bytes and time per op summed over the ranks of a run in one UTC second (by "
+    "interval end); recomputed from op_deltas for every dirty minute with p2p_minutes "
+    "(collector/store/rollups.py). A job's series at whole-second steps read these.",
+    {
+        "__tablename__": "op_seconds",
+        "__table_args__": (Index("ix_op_seconds_job_time", "job_id", "second_ns"),),
+        "job_id": mapped_column(BigInteger, nullable=False),
+        "run_id": mapped_column(BigInteger, primary_key=True),
+        "second_ns": mapped_column(BigInteger, primary_key=True),
+        "op_id": mapped_column(SmallInteger, primary_key=True, autoincrement=False),
+        **_counters(("calls", "bytes", "time_ns"), nullable=False),
+    },
+)
+
+
 IoDelta = _model(
     "IoDelta",
     (_RankInterval, Base),

@@ -13,13 +13,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, distinct, func, literal, select, union_all
+from sqlalchemy import BigInteger, ColumnElement, exists, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
+from collector.store.rollups import MINUTE_NS, SECOND_NS
 from server.jobs.repository import Scope, op_display_category, op_display_name
 from stacklens.constants import IO_LAYERS, OVERFLOW_COMM_ID
 from stacklens.mpi_ops import CATEGORIES
-from stacklens.schema import CollDelta, IoDelta, OpDelta, OpFrames, P2PDelta, Rank
+from stacklens.schema import (
+    CollDelta,
+    IoDelta,
+    OpDelta,
+    OpFrames,
+    OpSecond,
+    P2PDelta,
+    Rank,
+    RollupDirty,
+)
 
 #: What a series can be keyed by.
 BY = ("category", "op", "rank", "file", "peer")
@@ -78,21 +88,59 @@ def series(session: Session, scope: Scope, steps: Steps, by: str) -> list[dict[s
 
 
 def _op_sums(session: Session, scope: Scope, steps: Steps) -> list[Any]:
-    """(t, op_id, calls, bytes, time_ns) per step and op with calls."""
+    """(at, op_id, calls, bytes, time_ns) per step and op with calls: from the per-second
+    rollups (`op_seconds`) where the steps are whole seconds from a whole second, from the
+    raw deltas otherwise and for the minutes not rolled up yet."""
     t = steps.start(OpDelta.t_end_ns).label("at")
+    sums = (func.sum(OpDelta.calls).label("calls"), func.sum(OpDelta.bytes).label("bytes"),
+            func.sum(OpDelta.time_ns).label("time_ns"))  # fmt: skip
+    raw = select(t, OpDelta.op_id, *sums).where(*scope.rows(OpDelta))
+    if steps.from_ns % SECOND_NS or steps.step_ns % SECOND_NS:
+        query = raw.group_by(t, OpDelta.op_id).having(func.sum(OpDelta.calls) > 0)
+        return list(session.execute(query))
+    both = union_all(*_op_parts(scope, steps, raw, t)).subquery()
     query = (
-        select(
-            t,
-            OpDelta.op_id,
-            func.sum(OpDelta.calls).label("calls"),
-            func.sum(OpDelta.bytes).label("bytes"),
-            func.sum(OpDelta.time_ns).label("time_ns"),
-        )
-        .where(*scope.rows(OpDelta))
-        .group_by(t, OpDelta.op_id)
-        .having(func.sum(OpDelta.calls) > 0)
-    )
+        select(both.c.at, both.c.op_id, func.sum(both.c.calls).label("calls"),
+               func.sum(both.c.bytes).label("bytes"), func.sum(both.c.time_ns).label("time_ns"))
+        .group_by(both.c.at, both.c.op_id)
+        .having(func.sum(both.c.calls) > 0)
+    )  # fmt: skip
     return list(session.execute(query))
+
+
+def _op_parts(scope: Scope, steps: Steps, raw: Any, t: Any) -> list[Any]:
+    """The rolled-up and the raw parts of whole-second steps: the window's whole seconds
+    from `op_seconds` unless their minute is marked dirty (in one snapshot a minute is
+    either rolled up and clean or dirty: see server.jobs.repository._p2p_sums), and the
+    intervals of dirty minutes and of the window's last, partial second from the raw
+    deltas (`raw`, a select of the scope's op deltas by their step `t`)."""
+    lo, hi = steps.from_ns, steps.to_ns
+    last = hi // SECOND_NS * SECOND_NS
+    dirty = (
+        select(RollupDirty.minute_ns)
+        .where(RollupDirty.job_id == scope.job_id)
+        .where(RollupDirty.minute_ns >= lo // MINUTE_NS * MINUTE_NS, RollupDirty.minute_ns < hi)
+        .distinct()
+        .cte("dirty")
+    )
+    o = OpSecond
+    runs = [] if scope.run_id is None else [o.run_id == scope.run_id]
+    minute = o.second_ns // MINUTE_NS * MINUTE_NS
+    at = steps.start(o.second_ns).label("at")
+    rolled = (
+        select(at, o.op_id, func.sum(o.calls).label("calls"), func.sum(o.bytes).label("bytes"),
+               func.sum(o.time_ns).label("time_ns"))
+        .where(o.job_id == scope.job_id, o.second_ns >= lo, o.second_ns < last, *runs)
+        .where(~exists().where(dirty.c.minute_ns == minute))
+        .group_by(at, o.op_id)
+    )  # fmt: skip
+    in_dirty = (OpDelta.t_end_ns >= dirty.c.minute_ns) & (
+        OpDelta.t_end_ns < dirty.c.minute_ns + MINUTE_NS
+    )
+    window = [OpDelta.t_end_ns >= lo, OpDelta.t_end_ns < hi]
+    from_dirty = raw.join(dirty, in_dirty).where(*window, OpDelta.t_end_ns < last)
+    tail = raw.where(OpDelta.t_end_ns >= last, OpDelta.t_end_ns < hi)
+    return [rolled, from_dirty.group_by(t, OpDelta.op_id), tail.group_by(t, OpDelta.op_id)]
 
 
 def _by_op(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any]]:
@@ -227,7 +275,7 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     """The ranks seen during the window; per step and rank: the time its intervals cover,
     time inside each MPI op and in POSIX/stdio I/O; time per rank inside each collective per
     communicator over the window."""
-    ranks = select(distinct(Rank.world_rank)).where(*scope.rows(Rank)).order_by(Rank.world_rank)
+    ranks = select(Rank.world_rank).where(*scope.rows(Rank)).distinct().order_by(Rank.world_rank)
     seen = [int(r) for r in session.scalars(ranks)]
     elapsed = [(int(r[0]), int(r[1]), int(r[2])) for r in session.execute(_elapsed(scope, steps))]
     t = steps.start(OpDelta.t_end_ns).label("at")
