@@ -716,7 +716,7 @@ class _Ids:
 _Copy = tuple[DeltaTable, int, tuple[bytes | bytearray, ...]]
 
 #: Wire table ids of the tables with rollups (collector/store/rollups.py).
-_P2P_ID, _OP_ID = wire.SPEC.table("p2p").id, wire.SPEC.table("op").id
+_ROLLED_IDS = [wire.SPEC.table(name).id for name in ("p2p", "op", "coll", "io")]
 
 
 class _Plan:
@@ -808,10 +808,9 @@ class _Plan:
 
     def _marks(self) -> list[tuple[str, tuple[Any, ...]]]:
         """The rollup buckets to recompute: the minutes of the frames with records of a
-        rolled-up table (p2p: p2p_minutes, op: op_seconds)."""
+        rolled-up table (p2p, op, coll, io: collector/store/rollups.py)."""
         info, fresh, ids = self.frames.info, self.fresh, self.ids
-        counts = info["count"][fresh]
-        rolled = fresh[(counts[:, _P2P_ID] > 0) | (counts[:, _OP_ID] > 0)]
+        rolled = fresh[(info["count"][fresh][:, _ROLLED_IDS] > 0).any(axis=1)]
         if not len(rolled):
             return []
         minutes = info["t_end"][rolled].astype(np.int64) // MINUTE_NS * MINUTE_NS

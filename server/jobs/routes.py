@@ -322,9 +322,10 @@ def job_profile(
     the ranks far above the median rank in one place, named in plain words; per
     communicator and collective op, how unevenly its ranks' time inside was spread (the
     rank with the least is the last to arrive). Steps as in the series (files: the
-    shares)."""
+    shares). Its chosen step keeps ranks x steps within 65,536 (a 1,024-rank job's hour:
+    1-minute steps)."""
     t = _target(session, job, run, window)
-    steps = _steps(t, window, step)
+    steps = _steps(t, window, step, series.profile_max_steps(t.world_size))
     rows = series.profile_rows(session, t.scope, steps)
     shares = profile.shares(rows.elapsed, rows.ops, rows.io)
     if fmt != "json":
@@ -337,13 +338,15 @@ def job_profile(
     )  # fmt: skip
 
 
-def _steps(t: _Target, window: Window, step_s: float | None) -> series.Steps:
+def _steps(
+    t: _Target, window: Window, step_s: float | None, max_auto: int = series.MAX_AUTO_STEPS
+) -> series.Steps:
     """The window of a series (its bounds, or the scope's first interval start and last
-    interval end) cut into steps; 422 for over MAX_STEPS steps."""
+    interval end) cut into steps (chosen: at most `max_auto`); 422 for over MAX_STEPS."""
     lo = t.started_ns if window.from_ns is None else window.from_ns
     hi = t.last_seen_ns + 1 if window.to_ns is None else window.to_ns
     hi = max(hi, lo + 1)
-    step_ns = series.auto_step_ns(hi - lo) if step_s is None else round(step_s * 10**9)
+    step_ns = series.auto_step_ns(hi - lo, max_auto) if step_s is None else round(step_s * 10**9)
     if -(-(hi - lo) // step_ns) > series.MAX_STEPS:
         raise HTTPException(
             status_code=422,

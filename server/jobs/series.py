@@ -22,12 +22,16 @@ from stacklens.constants import IO_LAYERS, OVERFLOW_COMM_ID
 from stacklens.mpi_ops import CATEGORIES
 from stacklens.schema import (
     CollDelta,
+    CollMinute,
     IoDelta,
     OpDelta,
     OpFrames,
     OpSecond,
     P2PDelta,
+    P2PMinute,
     Rank,
+    RankMinute,
+    RankOpMinute,
     RollupDirty,
 )
 
@@ -52,6 +56,9 @@ FS_PREFIX = "fs:"
 NICE_STEPS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 MAX_AUTO_STEPS = 600
 
+#: The most rank x step cells of a profile whose step is chosen (a heat map's worth).
+MAX_PROFILE_CELLS = 65_536
+
 #: The most steps a series may have (a given step over a long window).
 MAX_STEPS = 100_000
 
@@ -71,12 +78,19 @@ class Steps:
         return start
 
 
-def auto_step_ns(span_ns: int) -> int:
-    """The step for a window of `span_ns` when none is given."""
+def auto_step_ns(span_ns: int, max_steps: int = MAX_AUTO_STEPS) -> int:
+    """The step for a window of `span_ns` when none is given: the smallest of NICE_STEPS_S
+    that keeps it within `max_steps` steps."""
     for step_s in NICE_STEPS_S:
-        if span_ns <= step_s * 10**9 * MAX_AUTO_STEPS:
+        if span_ns <= step_s * 10**9 * max_steps:
             return step_s * 10**9
-    return -(-span_ns // MAX_AUTO_STEPS)
+    return -(-span_ns // max_steps)
+
+
+def profile_max_steps(ranks: int) -> int:
+    """The most steps a profile's chosen step gives a job of `ranks` ranks: its rank x step
+    cells within MAX_PROFILE_CELLS (and at most MAX_AUTO_STEPS steps)."""
+    return max(1, min(MAX_AUTO_STEPS, MAX_PROFILE_CELLS // max(ranks, 1)))
 
 
 def series(session: Session, scope: Scope, steps: Steps, by: str) -> list[dict[str, Any]]:
@@ -194,19 +208,18 @@ def _by_rank(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any
         for i, part in enumerate(parts):
             row[first + i] += int(part)
 
-    t = steps.start(OpDelta.t_end_ns).label("at")
-    ops = (
-        select(t, OpDelta.world_rank, func.sum(OpDelta.calls), func.sum(OpDelta.time_ns))
-        .where(*scope.rows(OpDelta))
-        .group_by(t, OpDelta.world_rank)
-    )
+    r, o = RankOpMinute, OpDelta
+    op_rows = _rows_of(scope, steps, (r, [r.world_rank, r.calls, r.time_ns]),
+                       (o, [o.world_rank, o.calls, o.time_ns]))  # fmt: skip
+    keys = (op_rows.c.at, op_rows.c.world_rank)
+    ops = select(*keys, func.sum(op_rows.c.calls), func.sum(op_rows.c.time_ns)).group_by(*keys)
     for op_row in session.execute(ops):
         add(int(op_row[0]), op_row[1], 0, op_row[2], op_row[3])
-    t = steps.start(P2PDelta.t_end_ns).label("at")
-    p2p = (
-        select(t, P2PDelta.world_rank, func.sum(P2PDelta.bytes_sent))
-        .where(*scope.rows(P2PDelta))
-        .group_by(t, P2PDelta.world_rank)
+    m, d = P2PMinute, P2PDelta
+    p2p_rows = _rows_of(scope, steps, (m, [m.world_rank, m.bytes_sent]),
+                        (d, [d.world_rank, d.bytes_sent]))  # fmt: skip
+    p2p = select(p2p_rows.c.at, p2p_rows.c.world_rank, func.sum(p2p_rows.c.bytes_sent)).group_by(
+        p2p_rows.c.at, p2p_rows.c.world_rank
     )
     for p2p_row in session.execute(p2p):
         add(int(p2p_row[0]), p2p_row[1], 2, p2p_row[2])
@@ -278,12 +291,11 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     ranks = select(Rank.world_rank).where(*scope.rows(Rank)).distinct().order_by(Rank.world_rank)
     seen = [int(r) for r in session.scalars(ranks)]
     elapsed = [(int(r[0]), int(r[1]), int(r[2])) for r in session.execute(_elapsed(scope, steps))]
-    t = steps.start(OpDelta.t_end_ns).label("at")
-    op_query = (
-        select(t, OpDelta.world_rank, OpDelta.op_id, func.sum(OpDelta.time_ns))
-        .where(*scope.rows(OpDelta))
-        .group_by(t, OpDelta.world_rank, OpDelta.op_id)
-    )
+    r, o = RankOpMinute, OpDelta
+    op_rows = _rows_of(scope, steps, (r, [r.world_rank, r.op_id, r.time_ns]),
+                       (o, [o.world_rank, o.op_id, o.time_ns]))  # fmt: skip
+    keys = (op_rows.c.at, op_rows.c.world_rank, op_rows.c.op_id)
+    op_query = select(*keys, func.sum(op_rows.c.time_ns)).group_by(*keys)
     ops = [
         (int(r[0]), int(r[1]), op_display_name(r[2]), op_display_category(r[2]), int(r[3]))
         for r in session.execute(op_query)
@@ -296,10 +308,16 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
         .group_by(t, IoDelta.world_rank)
     )
     io = [(int(r[0]), int(r[1]), int(r[2])) for r in session.execute(io_query)]
-    c = CollDelta
+    cm, cd = CollMinute, CollDelta
+    coll_rows = _rows_of(
+        scope, steps,
+        (cm, [cm.comm_id, cm.comm_size, cm.op_id, cm.world_rank, cm.calls, cm.time_ns]),
+        (cd, [cd.comm_id, cd.comm_size, cd.op_id, cd.world_rank, cd.calls, cd.time_ns]),
+    )  # fmt: skip
+    c = coll_rows.c
     coll_query = (
         select(c.comm_id, c.comm_size, c.op_id, c.world_rank, func.sum(c.time_ns))
-        .where(*scope.rows(c), c.comm_id != OVERFLOW_COMM_ID)
+        .where(c.comm_id != OVERFLOW_COMM_ID)
         .group_by(c.comm_id, c.comm_size, c.op_id, c.world_rank)
         .having(func.sum(c.calls) > 0)
     )
@@ -315,25 +333,59 @@ def _elapsed(scope: Scope, steps: Steps) -> Any:
     the last interval end minus the first interval start among the intervals that stored
     anything (an MPI call or file I/O; a rank's intervals follow one another without gaps,
     so this is exact unless an interval at the very start or end of a step had neither)."""
-    frames = union_all(
-        *(
-            select(f.run_id, f.world_rank, f.t_start_ns, f.t_end_ns).where(*scope.rows(f))
-            for f in (OpFrames, IoDelta)
-        )
-    ).subquery()
-    t = steps.start(frames.c.t_end_ns).label("at")
+    m = RankMinute
+    rows = _rows_of(
+        scope, steps,
+        (m, [m.run_id, m.world_rank, m.first_start_ns.label("t_start_ns"),
+             m.last_end_ns.label("t_end_ns")]),
+        *((f, [f.run_id, f.world_rank, f.t_start_ns, f.t_end_ns]) for f in (OpFrames, IoDelta)),
+    )  # fmt: skip
     per_run = (
-        select(
-            t,
-            frames.c.world_rank,
-            (func.max(frames.c.t_end_ns) - func.min(frames.c.t_start_ns)).label("ns"),
-        )
-        .group_by(t, frames.c.run_id, frames.c.world_rank)
+        select(rows.c.at, rows.c.world_rank,
+               (func.max(rows.c.t_end_ns) - func.min(rows.c.t_start_ns)).label("ns"))
+        .group_by(rows.c.at, rows.c.run_id, rows.c.world_rank)
         .subquery()
-    )
+    )  # fmt: skip
     return select(per_run.c.at, per_run.c.world_rank, func.sum(per_run.c.ns)).group_by(
         per_run.c.at, per_run.c.world_rank
     )
+
+
+def _rows_of(scope: Scope, steps: Steps, rolled: tuple[Any, list[Any]],
+             *raw: tuple[Any, list[Any]]) -> Any:  # fmt: skip
+    """A subquery of the rows (at: the step, then the given columns) of the scope's
+    window, to be grouped by the caller: from a per-minute rollup (`rolled`: its table and
+    columns) where the steps are whole minutes from a whole minute and the minute is clean,
+    from the raw deltas (`raw`: tables and the same columns) otherwise, for the minutes not
+    rolled up yet (marked dirty: in one snapshot a minute is either rolled up and clean or
+    dirty, see server.jobs.repository._p2p_sums) and the window's last, partial minute."""
+
+    def raw_rows(table: Any, columns: list[Any]) -> Any:
+        return select(steps.start(table.t_end_ns).label("at"), *columns).where(*scope.rows(table))
+
+    if steps.from_ns % MINUTE_NS or steps.step_ns % MINUTE_NS:
+        return union_all(*(raw_rows(t, c) for t, c in raw)).subquery()
+    lo, hi = steps.from_ns, steps.to_ns
+    last = hi // MINUTE_NS * MINUTE_NS
+    dirty = (
+        select(RollupDirty.minute_ns)
+        .where(RollupDirty.job_id == scope.job_id)
+        .where(RollupDirty.minute_ns >= lo, RollupDirty.minute_ns < hi)
+        .distinct()
+        .cte("dirty")
+    )
+    table, columns = rolled
+    runs = [] if scope.run_id is None else [table.run_id == scope.run_id]
+    parts = [
+        select(steps.start(table.minute_ns).label("at"), *columns)
+        .where(table.job_id == scope.job_id, table.minute_ns >= lo, table.minute_ns < last, *runs)
+        .where(~exists().where(dirty.c.minute_ns == table.minute_ns))
+    ]  # fmt: skip
+    for t, c in raw:
+        in_dirty = (t.t_end_ns >= dirty.c.minute_ns) & (t.t_end_ns < dirty.c.minute_ns + MINUTE_NS)
+        parts.append(raw_rows(t, c).join(dirty, in_dirty).where(t.t_end_ns < last))
+        parts.append(raw_rows(t, c).where(t.t_end_ns >= last, t.t_end_ns < hi))
+    return union_all(*parts).subquery()
 
 
 def _point(t_ns: int, key: str, order: Any, *values: int) -> dict[str, Any]:
