@@ -10,9 +10,11 @@ minute 30), and every minute is marked dirty as a commit would mark it. Then one
 pass runs (the collector's own), the API is served on a uvicorn thread of this process,
 and each request below is timed --repeat times over HTTP (query, JSON or files included):
 
-- series by category, by op at 1 s steps over the hour, and at the step chosen from the
-  window (10 s);
-- series by rank, and the profile (per rank and step, outliers), at the chosen step.
+- series by category, by op at 1 s steps over the hour (per-second rollups), and at the
+  step chosen from the window (10 s), and as CSV;
+- series by rank at 1-minute steps, and the profile (per rank and step, outliers) at the
+  step chosen (1 minute for 1,024 ranks) (per-rank minute rollups); the profile of the
+  last 5 minutes (5-second steps: raw deltas).
 
     .venv/bin/python -m bench.jobs_series [--ranks 1024 --seconds 3600 --repeat 20]
 """
@@ -147,9 +149,10 @@ def main() -> None:
                 ("series by=category, step chosen", "series", {"by": "category"}),
                 ("series by=category step=1 s, CSV", "series",
                  {"by": "category", "step": 1, "format": "csv"}),
-                ("series by=rank, step chosen", "series", {"by": "rank"}),
+                ("series by=rank step=60 s", "series", {"by": "rank", "step": 60}),
                 ("profile (slow rank), step chosen", "profile", {}),
-                ("profile step=60 s", "profile", {"step": 60}),
+                ("profile, last 5 minutes, step chosen", "profile",
+                 {"from": hour["to"] - 300}),
             ]  # fmt: skip
             print(f"{'request (1-hour window)':<38} {'p50 ms':>8} {'p95 ms':>8} {'bytes':>12}")
             for name, route, params in cases:
@@ -158,7 +161,7 @@ def main() -> None:
                     answer = http.get(f"/api/jobs/{JOB}/{route}", params={**hour, **params})
                     return len(answer.raise_for_status().content)
 
-                repeat = args.repeat if route == "series" and params.get("by") != "rank" else 5
+                repeat = args.repeat
                 p50, p95, size = p50_p95(get, repeat)
                 print(f"{name:<38} {p50 * 1e3:8.0f} {p95 * 1e3:8.0f} {size:12,}", flush=True)
         engine.dispose()

@@ -342,11 +342,16 @@ def _steps(
     t: _Target, window: Window, step_s: float | None, max_auto: int = series.MAX_AUTO_STEPS
 ) -> series.Steps:
     """The window of a series (its bounds, or the scope's first interval start and last
-    interval end) cut into steps (chosen: at most `max_auto`); 422 for over MAX_STEPS."""
+    interval end) cut into steps (chosen: at most `max_auto`); without `from`, the first
+    step starts at a multiple of the step since the epoch at or before the first interval
+    start (whole seconds, whole minutes: the steps the rollups serve). 422 for over
+    MAX_STEPS steps."""
     lo = t.started_ns if window.from_ns is None else window.from_ns
     hi = t.last_seen_ns + 1 if window.to_ns is None else window.to_ns
     hi = max(hi, lo + 1)
     step_ns = series.auto_step_ns(hi - lo, max_auto) if step_s is None else round(step_s * 10**9)
+    if window.from_ns is None:
+        lo = lo // step_ns * step_ns
     if -(-(hi - lo) // step_ns) > series.MAX_STEPS:
         raise HTTPException(
             status_code=422,
