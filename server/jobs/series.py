@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, exists, func, literal, select, union_all
+from sqlalchemy import BigInteger, ColumnElement, func, literal, or_, select, union_all
 from sqlalchemy.orm import Session
 
 from collector.store.rollups import MINUTE_NS, SECOND_NS
@@ -112,7 +112,8 @@ def _op_sums(session: Session, scope: Scope, steps: Steps) -> list[Any]:
     if steps.from_ns % SECOND_NS or steps.step_ns % SECOND_NS:
         query = raw.group_by(t, OpDelta.op_id).having(func.sum(OpDelta.calls) > 0)
         return list(session.execute(query))
-    both = union_all(*_op_parts(scope, steps, raw, t)).subquery()
+    dirty = _dirty_minutes(session, scope, steps)
+    both = union_all(*_op_parts(scope, steps, raw, t, dirty)).subquery()
     query = (
         select(both.c.at, both.c.op_id, func.sum(both.c.calls).label("calls"),
                func.sum(both.c.bytes).label("bytes"), func.sum(both.c.time_ns).label("time_ns"))
@@ -122,39 +123,64 @@ def _op_sums(session: Session, scope: Scope, steps: Steps) -> list[Any]:
     return list(session.execute(query))
 
 
-def _op_parts(scope: Scope, steps: Steps, raw: Any, t: Any) -> list[Any]:
+def _op_parts(scope: Scope, steps: Steps, raw: Any, t: Any, dirty: list[int]) -> list[Any]:
     """The rolled-up and the raw parts of whole-second steps: the window's whole seconds
-    from `op_seconds` unless their minute is marked dirty (in one snapshot a minute is
-    either rolled up and clean or dirty: see server.jobs.repository._p2p_sums), and the
-    intervals of dirty minutes and of the window's last, partial second from the raw
-    deltas (`raw`, a select of the scope's op deltas by their step `t`)."""
+    from `op_seconds` unless their minute is among the `dirty` ones, and the intervals of
+    dirty minutes and of the window's last, partial second from the raw deltas (`raw`, a
+    select of the scope's op deltas by their step `t`)."""
     lo, hi = steps.from_ns, steps.to_ns
     last = hi // SECOND_NS * SECOND_NS
-    dirty = (
-        select(RollupDirty.minute_ns)
-        .where(RollupDirty.job_id == scope.job_id)
-        .where(RollupDirty.minute_ns >= lo // MINUTE_NS * MINUTE_NS, RollupDirty.minute_ns < hi)
-        .distinct()
-        .cte("dirty")
-    )
     o = OpSecond
     runs = [] if scope.run_id is None else [o.run_id == scope.run_id]
-    minute = o.second_ns // MINUTE_NS * MINUTE_NS
     at = steps.start(o.second_ns).label("at")
     rolled = (
         select(at, o.op_id, func.sum(o.calls).label("calls"), func.sum(o.bytes).label("bytes"),
                func.sum(o.time_ns).label("time_ns"))
         .where(o.job_id == scope.job_id, o.second_ns >= lo, o.second_ns < last, *runs)
-        .where(~exists().where(dirty.c.minute_ns == minute))
+        .where(*_outside(o.second_ns, dirty))
         .group_by(at, o.op_id)
     )  # fmt: skip
-    in_dirty = (OpDelta.t_end_ns >= dirty.c.minute_ns) & (
-        OpDelta.t_end_ns < dirty.c.minute_ns + MINUTE_NS
+    parts = [rolled, raw.where(OpDelta.t_end_ns >= last).group_by(t, OpDelta.op_id)]
+    if dirty:
+        in_dirty = raw.where(_inside(OpDelta.t_end_ns, dirty), OpDelta.t_end_ns < last)
+        parts.append(in_dirty.group_by(t, OpDelta.op_id))
+    return parts
+
+
+def _dirty_minutes(session: Session, scope: Scope, steps: Steps) -> list[int]:
+    """The minutes of the scope's job in the window of `steps` not rolled up yet (any run):
+    read raw. (A minute rolled up after this read is read from its rollup, one made dirty
+    after it from its previous rollup: as of this read, never counted twice.)"""
+    query = (
+        select(RollupDirty.minute_ns)
+        .where(RollupDirty.job_id == scope.job_id)
+        .where(RollupDirty.minute_ns >= steps.from_ns // MINUTE_NS * MINUTE_NS)
+        .where(RollupDirty.minute_ns < steps.to_ns)
+        .distinct()
+        .order_by(RollupDirty.minute_ns)
     )
-    window = [OpDelta.t_end_ns >= lo, OpDelta.t_end_ns < hi]
-    from_dirty = raw.join(dirty, in_dirty).where(*window, OpDelta.t_end_ns < last)
-    tail = raw.where(OpDelta.t_end_ns >= last, OpDelta.t_end_ns < hi)
-    return [rolled, from_dirty.group_by(t, OpDelta.op_id), tail.group_by(t, OpDelta.op_id)]
+    return [int(m) for m in session.scalars(query)]
+
+
+def _ranges(minutes: list[int]) -> list[tuple[int, int]]:
+    """Sorted minute starts as [start, end) ranges of consecutive minutes."""
+    ranges: list[tuple[int, int]] = []
+    for m in minutes:
+        if ranges and ranges[-1][1] == m:
+            ranges[-1] = (ranges[-1][0], m + MINUTE_NS)
+        else:
+            ranges.append((m, m + MINUTE_NS))
+    return ranges
+
+
+def _inside(t_ns: Any, minutes: list[int]) -> ColumnElement[bool]:
+    """SQL: `t_ns` lies in one of the minutes."""
+    return or_(*((t_ns >= a) & (t_ns < b) for a, b in _ranges(minutes)))
+
+
+def _outside(t_ns: Any, minutes: list[int]) -> list[ColumnElement[bool]]:
+    """SQL conditions: `t_ns` lies in none of the minutes."""
+    return [~((t_ns >= a) & (t_ns < b)) for a, b in _ranges(minutes)]
 
 
 def _by_op(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any]]:
@@ -209,14 +235,14 @@ def _by_rank(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any
             row[first + i] += int(part)
 
     r, o = RankOpMinute, OpDelta
-    op_rows = _rows_of(scope, steps, (r, [r.world_rank, r.calls, r.time_ns]),
+    op_rows = _rows_of(session, scope, steps, (r, [r.world_rank, r.calls, r.time_ns]),
                        (o, [o.world_rank, o.calls, o.time_ns]))  # fmt: skip
     keys = (op_rows.c.at, op_rows.c.world_rank)
     ops = select(*keys, func.sum(op_rows.c.calls), func.sum(op_rows.c.time_ns)).group_by(*keys)
     for op_row in session.execute(ops):
         add(int(op_row[0]), op_row[1], 0, op_row[2], op_row[3])
     m, d = P2PMinute, P2PDelta
-    p2p_rows = _rows_of(scope, steps, (m, [m.world_rank, m.bytes_sent]),
+    p2p_rows = _rows_of(session, scope, steps, (m, [m.world_rank, m.bytes_sent]),
                         (d, [d.world_rank, d.bytes_sent]))  # fmt: skip
     p2p = select(p2p_rows.c.at, p2p_rows.c.world_rank, func.sum(p2p_rows.c.bytes_sent)).group_by(
         p2p_rows.c.at, p2p_rows.c.world_rank
@@ -290,9 +316,11 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     communicator over the window."""
     ranks = select(Rank.world_rank).where(*scope.rows(Rank)).distinct().order_by(Rank.world_rank)
     seen = [int(r) for r in session.scalars(ranks)]
-    elapsed = [(int(r[0]), int(r[1]), int(r[2])) for r in session.execute(_elapsed(scope, steps))]
+    elapsed = [
+        (int(r[0]), int(r[1]), int(r[2])) for r in session.execute(_elapsed(session, scope, steps))
+    ]
     r, o = RankOpMinute, OpDelta
-    op_rows = _rows_of(scope, steps, (r, [r.world_rank, r.op_id, r.time_ns]),
+    op_rows = _rows_of(session, scope, steps, (r, [r.world_rank, r.op_id, r.time_ns]),
                        (o, [o.world_rank, o.op_id, o.time_ns]))  # fmt: skip
     keys = (op_rows.c.at, op_rows.c.world_rank, op_rows.c.op_id)
     op_query = select(*keys, func.sum(op_rows.c.time_ns)).group_by(*keys)
@@ -310,7 +338,7 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     io = [(int(r[0]), int(r[1]), int(r[2])) for r in session.execute(io_query)]
     cm, cd = CollMinute, CollDelta
     coll_rows = _rows_of(
-        scope, steps,
+        session, scope, steps,
         (cm, [cm.comm_id, cm.comm_size, cm.op_id, cm.world_rank, cm.calls, cm.time_ns]),
         (cd, [cd.comm_id, cd.comm_size, cd.op_id, cd.world_rank, cd.calls, cd.time_ns]),
     )  # fmt: skip
@@ -328,14 +356,14 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     return ProfileRows(seen, elapsed, ops, io, coll)
 
 
-def _elapsed(scope: Scope, steps: Steps) -> Any:
+def _elapsed(session: Session, scope: Scope, steps: Steps) -> Any:
     """Per step and rank, the time its intervals ending in the step cover: for each run,
     the last interval end minus the first interval start among the intervals that stored
     anything (an MPI call or file I/O; a rank's intervals follow one another without gaps,
     so this is exact unless an interval at the very start or end of a step had neither)."""
     m = RankMinute
     rows = _rows_of(
-        scope, steps,
+        session, scope, steps,
         (m, [m.run_id, m.world_rank, m.first_start_ns.label("t_start_ns"),
              m.last_end_ns.label("t_end_ns")]),
         *((f, [f.run_id, f.world_rank, f.t_start_ns, f.t_end_ns]) for f in (OpFrames, IoDelta)),
@@ -351,14 +379,13 @@ def _elapsed(scope: Scope, steps: Steps) -> Any:
     )
 
 
-def _rows_of(scope: Scope, steps: Steps, rolled: tuple[Any, list[Any]],
+def _rows_of(session: Session, scope: Scope, steps: Steps, rolled: tuple[Any, list[Any]],
              *raw: tuple[Any, list[Any]]) -> Any:  # fmt: skip
     """A subquery of the rows (at: the step, then the given columns) of the scope's
     window, to be grouped by the caller: from a per-minute rollup (`rolled`: its table and
-    columns) where the steps are whole minutes from a whole minute and the minute is clean,
-    from the raw deltas (`raw`: tables and the same columns) otherwise, for the minutes not
-    rolled up yet (marked dirty: in one snapshot a minute is either rolled up and clean or
-    dirty, see server.jobs.repository._p2p_sums) and the window's last, partial minute."""
+    columns) where the steps are whole minutes from a whole minute and the minute is
+    rolled up, from the raw deltas (`raw`: tables and the same columns) otherwise, for the
+    minutes not rolled up yet (_dirty_minutes) and the window's last, partial minute."""
 
     def raw_rows(table: Any, columns: list[Any]) -> Any:
         return select(steps.start(table.t_end_ns).label("at"), *columns).where(*scope.rows(table))
@@ -367,24 +394,18 @@ def _rows_of(scope: Scope, steps: Steps, rolled: tuple[Any, list[Any]],
         return union_all(*(raw_rows(t, c) for t, c in raw)).subquery()
     lo, hi = steps.from_ns, steps.to_ns
     last = hi // MINUTE_NS * MINUTE_NS
-    dirty = (
-        select(RollupDirty.minute_ns)
-        .where(RollupDirty.job_id == scope.job_id)
-        .where(RollupDirty.minute_ns >= lo, RollupDirty.minute_ns < hi)
-        .distinct()
-        .cte("dirty")
-    )
+    dirty = _dirty_minutes(session, scope, steps)
     table, columns = rolled
     runs = [] if scope.run_id is None else [table.run_id == scope.run_id]
     parts = [
         select(steps.start(table.minute_ns).label("at"), *columns)
         .where(table.job_id == scope.job_id, table.minute_ns >= lo, table.minute_ns < last, *runs)
-        .where(~exists().where(dirty.c.minute_ns == table.minute_ns))
+        .where(*_outside(table.minute_ns, dirty))
     ]  # fmt: skip
     for t, c in raw:
-        in_dirty = (t.t_end_ns >= dirty.c.minute_ns) & (t.t_end_ns < dirty.c.minute_ns + MINUTE_NS)
-        parts.append(raw_rows(t, c).join(dirty, in_dirty).where(t.t_end_ns < last))
         parts.append(raw_rows(t, c).where(t.t_end_ns >= last, t.t_end_ns < hi))
+        if dirty:
+            parts.append(raw_rows(t, c).where(_inside(t.t_end_ns, dirty), t.t_end_ns < last))
     return union_all(*parts).subquery()
 
 

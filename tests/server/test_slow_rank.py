@@ -69,7 +69,7 @@ def expected_share(k: int, rank: int) -> dict:
     if 0 < k < INTERVALS - 1:
         mpi["mpi_coll"] = allreduce_ns(k, rank)
     io = 400 * MS if (k, rank) == (BURST, 0) else 0
-    compute = S - startup - shutdown - io - mpi["mpi_coll"]
+    compute = S - shutdown - io - mpi["mpi_coll"]  # MPI_Init: before the first interval
     return {"t_ns": M0 + (k + 1) * S, "rank": rank, "elapsed_ns": S, "mpi_ns": mpi,
             "io_ns": io, "startup_ns": startup, "shutdown_ns": shutdown,
             "compute_ns": compute}  # fmt: skip
