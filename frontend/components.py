@@ -410,7 +410,8 @@ def fabric_links_table_markdown(loads: Sequence[LinkLoad]) -> str:
     shown = f"{MAX_LINK_ROWS} of {n} links" if n > MAX_LINK_ROWS else f"{n} link{'s' * (n != 1)}"
     caption = (
         f"{shown}: with errors in the last sweep first, then down, then busiest; "
-        "bytes/s and errors from the latest sample of each end (? = unknown)."
+        "bytes/s and errors from the latest sample of each end (? = unknown; saturated = the "
+        "counter is stuck at its maximum, its errors unknown)."
     )
     headings = (
         "Link",
@@ -435,7 +436,10 @@ def fabric_links_table_markdown(loads: Sequence[LinkLoad]) -> str:
                 _rate(x.a_to_b_bytes_per_s),
                 _rate(x.b_to_a_bytes_per_s),
                 _known(x.capacity_bytes_per_s),
-                *(_known(errors.get(c)) for c in ERROR_HEADINGS),
+                *(
+                    "saturated" if c in x.saturated else _known(errors.get(c))
+                    for c in ERROR_HEADINGS
+                ),
                 _known(x.xmit_wait),
                 format_utc_ns(x.ts_ns) if x.ts_ns is not None else "?",
             ]

@@ -482,6 +482,8 @@ class PortSample(ApiModel):
     dt_ns: int | None = Field(description="time since the port's previous sample; null: first")
     xmit_bytes: int | None
     rcv_bytes: int | None
+    xmit_pkts: int | None = Field(description="packets sent (PortXmitPkts delta)")
+    rcv_pkts: int | None = Field(description="packets received (PortRcvPkts delta)")
     xmit_wait: int | None = Field(description="ticks the port had data but could not send")
     errors: dict[str, int | None] = Field(description="delta of each error counter")
     saturated: list[str] = Field(
@@ -503,14 +505,22 @@ class LinkLoad(ApiModel):
         description="bytes a sent / dt (a's PortXmitData); null if unknown"
     )
     b_to_a_bytes_per_s: float | None
+    a_to_b_pkts_per_s: float | None = Field(
+        description="packets a sent / dt (a's PortXmitPkts); null if unknown"
+    )
+    b_to_a_pkts_per_s: float | None
     utilisation: float | None = Field(
         description="the busier direction's bytes/s / capacity (0..1); null if unknown"
     )
     errors: dict[str, int | None] = Field(
         description="each error counter's delta summed over both ends in their latest "
-        "sample; null if either end's delta is unknown"
+        "sample; null if either end's delta is unknown or the counter is saturated"
     )
     errors_total: int = Field(description="sum of the known error deltas")
+    saturated: list[str] = Field(
+        description="counters stuck at their maximum at either end (no longer counting: "
+        "their errors are unknown, shown as saturated)"
+    )
     unknown: list[str] = Field(
         description="counters (error counters, xmit_wait, a_to_b/b_to_a bytes) whose value "
         "is unknown"
