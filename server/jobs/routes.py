@@ -24,7 +24,6 @@ from stacklens import wire
 from stacklens.api_models import (
     CategoryTotal,
     CollectiveTotal,
-    CommImbalance,
     CommunicatorTotal,
     FileIo,
     JobCollectives,
@@ -40,7 +39,6 @@ from stacklens.api_models import (
     MatrixCell,
     OpSizes,
     OpTotal,
-    Outlier,
     Overview,
     RankInfo,
     RankShare,
@@ -48,7 +46,6 @@ from stacklens.api_models import (
     RmaOp,
     RunSummary,
     Series,
-    SeriesPoint,
     SlowRanks,
 )
 from stacklens.schema import Job, Run
@@ -300,11 +297,10 @@ def job_series(
         rows = [{"t_ns": p["t_ns"], "key": p["key"], **dict(zip(metrics, p["values"],
                 strict=True))} for p in points]  # fmt: skip
         return export.table(rows, ["t_ns", "key", *metrics], fmt, f"series-by-{by}")
-    return Series(
-        job=t.job, run=t.run, by=by, from_ns=steps.from_ns, to_ns=steps.to_ns,
-        step_ns=steps.step_ns, metrics=metrics,
-        points=[SeriesPoint(**p) for p in points],
-    )  # fmt: skip
+    return export.plain_json({
+        "job": t.job, "by": by, "from_ns": steps.from_ns, "to_ns": steps.to_ns,
+        "step_ns": steps.step_ns, "metrics": metrics, "points": points, "run": t.run,
+    })  # fmt: skip
 
 
 @router.get("/{job:path}/profile", response_model=SlowRanks, responses=_TABLE)
@@ -330,12 +326,12 @@ def job_profile(
     shares = profile.shares(rows.elapsed, rows.ops, rows.io)
     if fmt != "json":
         return export.model_table([RankShare(**s) for s in shares], RankShare, fmt, "profile")
-    return SlowRanks(
-        job=t.job, run=t.run, from_ns=steps.from_ns, to_ns=steps.to_ns,
-        step_ns=steps.step_ns, shares=[RankShare(**s) for s in shares],
-        outliers=[Outlier(**o) for o in profile.outliers(shares, rows.ops, rows.ranks)],
-        imbalance=[CommImbalance(**g) for g in profile.imbalance(rows.coll)],
-    )  # fmt: skip
+    return export.plain_json({
+        "job": t.job, "from_ns": steps.from_ns, "to_ns": steps.to_ns,
+        "step_ns": steps.step_ns, "shares": shares,
+        "outliers": profile.outliers(shares, rows.ops, rows.ranks),
+        "imbalance": profile.imbalance(rows.coll), "run": t.run,
+    })  # fmt: skip
 
 
 def _steps(
