@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 import stacklens
 from server.errors import install_error_handlers
 from server.fabric.routes import router as fabric_router
+from server.fabric.snapshot import FabricSnapshots
 from server.ingest.gate import IngestGate
 from server.ingest.routes import router as ingest_router
 from server.jobs.routes import overview_router
@@ -72,6 +73,7 @@ def create_app(
     )
     app.state.engine = engine
     app.state.collector = collector
+    app.state.fabric_snapshots = FabricSnapshots()  # the fabric view, shared by every viewer
     app.state.http_guard = ConnectionGuard("http", connection_limits or ConnectionLimits())
     app.add_middleware(IngestGate, max_body_bytes=max_body_bytes)
     app.include_router(jobs_router)

@@ -28,6 +28,7 @@ CALLS = (
     ("jobs", (), "/api/jobs", ()),
     ("overview", (JOB, 5), "/api/overview?job=job%2FK&limit=5", ("jobs",)),
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
+    ("fabric_state", (), "/api/fabric/state", ()),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),
     ("fabric_events", (), "/api/fabric/events?limit=20", ()),
 )
