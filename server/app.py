@@ -40,6 +40,7 @@ def create_app(
     *,
     api_base_url: str,
     refresh_ms: int = 1000,
+    fabric_fold_above: int = 256,
     collector: CollectorService | None = None,
     with_frontend: bool = True,
     connection_limits: ConnectionLimits | None = None,
@@ -103,7 +104,9 @@ def create_app(
     if with_frontend:
         from frontend.app import create_dash_app  # Dash is heavy; import only when served
 
-        dash_app = create_dash_app(api_base_url, refresh_ms=refresh_ms)
+        dash_app = create_dash_app(
+            api_base_url, refresh_ms=refresh_ms, fabric_fold_above=fabric_fold_above
+        )
         # a2wsgi types its ASGI callable more narrowly than Starlette declares a mount
         app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app

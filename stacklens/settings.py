@@ -93,6 +93,12 @@ class Settings(BaseSettings):
         description="Largest frame body accepted; at least the largest the hooks send.",
     )
     refresh_ms: int = Field(default=1000, ge=200, description="Dashboard refresh period.")
+    fabric_fold_above: int = Field(
+        default=256,
+        ge=0,
+        description="The Fabric page shows fabrics of more HCAs aggregated (hosts folded "
+        "into their leaf, expanded on click).",
+    )
     library: Path | None = Field(
         default=None,
         description="Path of libstacklens.so; unset = the build for the command's MPI "
