@@ -41,6 +41,7 @@ def create_app(
     api_base_url: str,
     refresh_ms: int = 1000,
     fabric_fold_above: int = 256,
+    fabric_recheck_s: float = 0.25,
     collector: CollectorService | None = None,
     with_frontend: bool = True,
     connection_limits: ConnectionLimits | None = None,
@@ -51,7 +52,9 @@ def create_app(
     `collector`, when given, runs for the app's lifetime in the same event loop; the HTTP
     ingest endpoint and /metrics then use it. `connection_limits` bound the connections of
     the server that serves the app (`app.state.http_guard`, used by http_guard); request
-    bodies are capped at `max_body_bytes`.
+    bodies are capped at `max_body_bytes`. The fabric view's shared answers look for a new
+    sweep at most every `fabric_recheck_s`; the Fabric page aggregates fabrics of more than
+    `fabric_fold_above` HCAs.
     """
 
     @asynccontextmanager
@@ -74,7 +77,8 @@ def create_app(
     )
     app.state.engine = engine
     app.state.collector = collector
-    app.state.fabric_snapshots = FabricSnapshots()  # the fabric view, shared by every viewer
+    # the fabric view, shared by every viewer
+    app.state.fabric_snapshots = FabricSnapshots(recheck_s=fabric_recheck_s)
     app.state.http_guard = ConnectionGuard("http", connection_limits or ConnectionLimits())
     app.add_middleware(IngestGate, max_body_bytes=max_body_bytes)
     app.include_router(jobs_router)

@@ -7,13 +7,17 @@
  * colours, widths and classes directly on the cytoscape instance (one batch, no element
  * list sent back and forth), so a tick costs the server one cached answer per viewer.
  *
+ * The last ticks' timings (fetch start to painted, in ms) are kept in
+ * `window.stacklensFabricTicks` (at most 50) for the benchmark and the browser tests.
+ *
  * An edge stands for the link ids in its `data.links` (one link, or a folded leaf's host
  * links): it takes the hottest one's utilisation, the sum of their errors and the union of
  * their flags (FabricState.links.flags: 1 down, 2 saturated, 4 errors unknown).
  */
 (function () {
     const FLAG_DOWN = 1, FLAG_SATURATED = 2;
-    let stateEtag = null;
+    let stateEtag = null, fetchedAt = null;
+    window.stacklensFabricTicks = [];
 
     function cyOf(id) {
         const el = document.getElementById(id);
@@ -74,6 +78,7 @@
             // if that changed (the graph is then redrawn), and the status line.
             tick: async function (_n, drawnEtag) {
                 const nu = window.dash_clientside.no_update;
+                const started = performance.now();
                 let response;
                 try {
                     response = await fetch('/api/fabric/state', {
@@ -90,6 +95,7 @@
                 }
                 const state = await response.json();
                 stateEtag = response.headers.get('ETag');
+                fetchedAt = started;
                 const etag = state.topology_etag === drawnEtag ? nu : state.topology_etag;
                 return [state, etag, time];
             },
@@ -143,6 +149,13 @@
                         node.toggleClass('error', g.errors > 0 || (g.flags & FLAG_SATURATED) > 0);
                     });
                 });
+                if (fetchedAt !== null) {
+                    const ticks = window.stacklensFabricTicks;
+                    ticks.push({fetch_to_painted_ms: performance.now() - fetchedAt,
+                                edges: cy.edges().length});
+                    if (ticks.length > 50) ticks.shift();
+                    fetchedAt = null;
+                }
                 return summaryLine(state.summary);
             },
 

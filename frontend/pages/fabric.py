@@ -16,6 +16,7 @@ page keeps the last data and shows the error.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import dash
@@ -226,9 +227,18 @@ def draw(_etag: str | None, expanded: list[str] | None) -> tuple:
     return elements, fold, None if topology.nodes else components.no_fabric_notice()
 
 
+#: The tables last built, per API client (app): (time.monotonic() when built, outputs).
+_TABLES: dict[int, tuple[float, tuple]] = {}
+
+
 def tables(_tick: int | None) -> tuple:
-    """The links table (erroring first, then down, then busiest) and the newest events."""
+    """The links table (erroring first, then down, then busiest) and the newest events:
+    built at most once per table interval and shared by every viewer of the app."""
     client = api.current_client()
+    period_s = TABLE_TICKS * flask.current_app.config.get("STACKLENS_REFRESH_MS", 1000) / 1000
+    cached = _TABLES.get(id(client))
+    if cached is not None and time.monotonic() - cached[0] < period_s:
+        return cached[1]
     try:
         state = client.fabric_state()
         by_errors = client.fabric_links(sort="errors", limit=components.MAX_LINK_ROWS)
@@ -237,11 +247,13 @@ def tables(_tick: int | None) -> tuple:
     except ApiError as exc:
         return no_update, no_update, components.notice(str(exc), "error")
     loads = list({x.id: x for x in [*by_errors, *busiest]}.values())
-    return (
+    outputs = (
         components.fabric_links_table_markdown(loads, state.summary.links),
         components.fabric_events_markdown(events),
         None if state.summary.nodes else components.no_fabric_notice(),
     )
+    _TABLES[id(client)] = (time.monotonic(), outputs)
+    return outputs
 
 
 def hover_text(edge: dict | None, node: dict | None) -> str:

@@ -11,7 +11,9 @@ every viewer.
   newest sample at once;
 - the link ranking of that sweep (by utilisation and by errors), so `/api/fabric/links`
   with a `limit` builds full answers for those links only.
-A request costs two small version queries and, between sweeps, no computation at all.
+A request costs two small version queries (at most every `recheck_s` for all requests
+together: the answers may lag a stored sweep by that much) and, between sweeps, no
+computation at all.
 The numbers are the ones `repository.link_load` gives for one link (tested equal).
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,12 +72,19 @@ class FabricSnapshots:
     """The shared, per-discovery and per-sweep answers of the fabric API (thread-safe: the
     first request after a sweep computes, concurrent ones wait for its result)."""
 
-    def __init__(self) -> None:
+    def __init__(self, recheck_s: float = 0.25) -> None:
+        self.recheck_s = recheck_s
         self._lock = threading.Lock()
         self._shared = _Shared()
+        self._checked = -float("inf")  # time.monotonic() of the last version check
 
     def _refresh(self, session: Session) -> _Shared:
-        """The shared answers, recomputed if a discovery or sweep was stored since."""
+        """The shared answers, recomputed if a discovery or sweep was stored since (looked
+        at most every `recheck_s`)."""
+        now = time.monotonic()
+        shared = self._shared
+        if now - self._checked < self.recheck_s and shared.state is not None:
+            return shared
         topo_key = repository.topology_version(session)
         state_key = (topo_key, repository.samples_version(session))
         with self._lock:
@@ -96,6 +106,7 @@ class FabricSnapshots:
                 )  # fmt: skip
                 shared.state_key, shared.state, shared.ranking = state_key, state, ranking
             self._shared = shared
+            self._checked = now
             return shared
 
     def topology(self, session: Session) -> Encoded:
