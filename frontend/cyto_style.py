@@ -185,7 +185,7 @@ def elements(
                     "colour": UNKNOWN_COLOUR,
                     "width": 2,
                 },
-                "classes": f"link {link.state}",
+                "classes": f"link {link.state}" + (" fast" if fold else ""),
             }
         )
     for leaf, ids in bundles.items():
@@ -200,7 +200,7 @@ def elements(
                     "colour": UNKNOWN_COLOUR,
                     "width": 4,
                 },
-                "classes": "link bundle up",
+                "classes": "link bundle up fast",
             }
         )
     return out
@@ -288,6 +288,9 @@ def stylesheet() -> list[dict]:
             "style": {"border-color": ERROR_COLOUR, "border-width": 3},
         },
         {"selector": "edge.bundle", "style": {"line-style": "solid"}},
+        # Aggregated views: straight "haystack" edges, far cheaper to draw than bezier ones
+        # (one link per switch pair there, so none hides another).
+        {"selector": "edge.fast", "style": {"curve-style": "haystack"}},
         {"selector": "edge.error", "style": {"line-color": ERROR_COLOUR, "width": 5}},
         {
             "selector": "edge.down",

@@ -127,6 +127,7 @@
                         const allDown = n > 0 && down === n;
                         const cls = ['link', allDown ? 'down' : 'up'];
                         if (e.hasClass('bundle')) cls.push('bundle');
+                        if (e.hasClass('fast')) cls.push('fast');
                         if (errors > 0 || flags & FLAG_SATURATED) cls.push('error');
                         if (u === null) cls.push('unknown');
                         const shown = filter === 'hot' ? u !== null && u >= hotFrom

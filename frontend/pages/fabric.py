@@ -215,16 +215,33 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )(hover_text)
 
 
-def draw(_etag: str | None, expanded: list[str] | None) -> tuple:
-    """The graph's elements with positions, for the topology now (aggregated above the
-    configured size, with the `expanded` leaves' hosts shown), and whether it is folded."""
+#: Graphs drawn, per API client (app): {(topology ETag, expanded leaves): outputs}, the
+#: newest DRAWN_KEPT: a viewer opening the page gets the graph the previous one got.
+_DRAWN: dict[int, dict[tuple, tuple]] = {}
+DRAWN_KEPT = 8
+
+
+def draw(etag: str | None, expanded: list[str] | None) -> tuple:
+    """The graph's elements with positions, for the topology of `etag` (aggregated above
+    the configured size, with the `expanded` leaves' hosts shown), and whether it is
+    folded: built once per topology and expansion, shared by every viewer of the app."""
+    client = api.current_client()
+    drawn = _DRAWN.setdefault(id(client), {})
+    key = (etag, tuple(sorted(expanded or [])))
+    if etag is not None and key in drawn:
+        return drawn[key]
     try:
-        topology = api.current_client().fabric_topology()
+        topology = client.fabric_topology()
     except ApiError as exc:
         return no_update, no_update, components.notice(str(exc), "error")
     fold = cyto_style.folds(topology, flask.current_app.config.get(FOLD_ABOVE_KEY, 256))
     elements = cyto_style.elements(topology, set(expanded or []), fold)
-    return elements, fold, None if topology.nodes else components.no_fabric_notice()
+    outputs = (elements, fold, None if topology.nodes else components.no_fabric_notice())
+    if etag is not None:
+        while len(drawn) >= DRAWN_KEPT:
+            drawn.pop(next(iter(drawn)))
+        drawn[key] = outputs
+    return outputs
 
 
 #: The tables last built, per API client (app): (time.monotonic() when built, outputs).
@@ -237,7 +254,7 @@ def tables(_tick: int | None) -> tuple:
     client = api.current_client()
     period_s = TABLE_TICKS * flask.current_app.config.get("STACKLENS_REFRESH_MS", 1000) / 1000
     cached = _TABLES.get(id(client))
-    if cached is not None and time.monotonic() - cached[0] < period_s:
+    if cached is not None and time.monotonic() - cached[0] < 0.8 * period_s:
         return cached[1]
     try:
         state = client.fabric_state()
