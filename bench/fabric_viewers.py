@@ -255,9 +255,11 @@ def main() -> None:
                 topo = sweeper.topo
                 print(f"fabric: {len(topo.nodes)} nodes, {len(topo.links)} links, "
                       f"{len(sweeper.ends)} ports; a sweep written every second")  # fmt: skip
-                for name, page in zip(("first viewer", "next viewer"), chromium(base), strict=True):
-                    print(f"chromium, {name}:", json.dumps({k: round(v, 3) if isinstance(v, float)
-                                                            else v for k, v in page.items()}))  # fmt: skip
+                viewers = ("first viewer", "next viewer")
+                for name, page in zip(viewers, chromium(base), strict=True):
+                    rounded = {k: round(v, 3) if isinstance(v, float) else v
+                               for k, v in page.items()}  # fmt: skip
+                    print(f"chromium, {name}:", json.dumps(rounded))
                 pg = postgres_pids(Path(scratch) / "pg")  # with the server's connections
                 results = [server_cpu(base, [proc.pid], pg, n, args.window) for n in (1, 10)]
                 for r in results:
