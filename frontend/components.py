@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from dash import dcc, html
 
@@ -32,6 +33,7 @@ from stacklens.api_models import (
     JobSummary,
     LinkLoad,
     Matrix,
+    SlowRanks,
 )
 from stacklens.constants import ERROR_COUNTERS
 
@@ -89,7 +91,8 @@ _MARKDOWN_SYNTAX = re.compile(r"[\\`*_~\[\]()!<>&|:@]")
 
 
 def page_header(pages: Sequence[dict]) -> html.Header:
-    """The top bar: product name and a link per registered page."""
+    """The top bar: product name and a link per registered page (not to the pages of one
+    thing, like a job's: they are reached by their links)."""
     return html.Header(
         className="topbar",
         children=[
@@ -101,7 +104,11 @@ def page_header(pages: Sequence[dict]) -> html.Header:
                 ],
             ),
             html.Nav(
-                [dcc.Link(page["name"], href=page["relative_path"]) for page in pages],
+                [
+                    dcc.Link(page["name"], href=page["relative_path"])
+                    for page in pages
+                    if not page.get("path_template")
+                ],
                 className="nav",
             ),
         ],
@@ -216,15 +223,21 @@ def matrix_table_markdown(matrix: Matrix) -> str:
 
 
 def matrix_title(job: JobSummary, matrix: Matrix) -> list:
-    """Heading of the matrix section: which job, its size, status and total p2p bytes."""
+    """Heading of the matrix section: which job (a link to its own page, where any window
+    of it can be chosen), its size, status and total p2p bytes."""
     total = sum(c.bytes for c in matrix.cells)
     details = f"{matrix.world_size} ranks · {job.status} · {format_bytes(total)} point-to-point"
     return [
         "Point-to-point traffic of ",
-        html.Span(matrix.job, className="mono"),
+        dcc.Link(matrix.job, href=job_path(matrix.job), className="mono job-link"),
         " ",
         html.Span(details, className="subtle"),
     ]
+
+
+def job_path(job: str) -> str:
+    """The path of a job's own page (the key quoted: it may hold a slash)."""
+    return f"/jobs/{quote(job, safe='')}"
 
 
 def ops_summary(ops: JobOps) -> list | str:
@@ -723,3 +736,11 @@ def _md(text: str) -> str:
     references, control characters (a newline would end the row) shown as U+FFFD."""
     text = "".join(ch if ch >= " " and ch != "\x7f" else "\ufffd" for ch in text)
     return _MARKDOWN_SYNTAX.sub(lambda m: f"&#{ord(m.group())};", text)
+
+
+def outlier_items(profile: SlowRanks) -> list:
+    """The slow ranks and the collective imbalances of a profile, one list item each in
+    words; one item saying so when there is none."""
+    items = [html.Li(o.text, className="outlier") for o in profile.outliers]
+    items += [html.Li(g.text, className="imbalance") for g in profile.imbalance]
+    return items or [html.Li("No rank stands out in this window.", className="subtle")]
