@@ -181,16 +181,22 @@
                 return [nu, nu, `nothing called "${query}" in the fabric`];
             },
 
-            // Centre on the focused node once it is drawn, and mark it.
+            // Centre on the focused node once it is drawn, and mark it; again once the
+            // graph's layout (which fits the view after a redraw) has run.
             focus: function (focusId, _elements, config) {
                 const cy = cyOf(config.graph);
                 if (!cy || !focusId) return window.dash_clientside.no_update;
                 const node = cy.getElementById(focusId);
                 if (node.empty()) return window.dash_clientside.no_update;
-                cy.nodes('.focus').removeClass('focus');
-                node.addClass('focus');
-                cy.zoom({level: 1.5, renderedPosition: node.renderedPosition()});
-                cy.center(node);
+                const centre = () => {
+                    cy.nodes('.focus').removeClass('focus');
+                    node.addClass('focus');
+                    cy.zoom(1.5);
+                    cy.center(node);
+                };
+                centre();
+                cy.one('layoutstop', centre);
+                setTimeout(centre, 300);
                 return focusId;
             },
 

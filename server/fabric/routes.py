@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 
 from server.deps import SessionDep
 from server.fabric import repository
@@ -34,20 +35,30 @@ def _answer(request: Request, encoded: Encoded) -> Response:
     return Response(encoded.body, media_type="application/json", headers=headers)
 
 
+async def _shared(request: Request, what: str) -> Response:
+    """The shared answer from memory while recently checked (no thread, no database), else
+    checked and refreshed in a worker thread."""
+    shared = snapshots(request)
+    encoded = shared.recent(what)
+    if encoded is None:
+        encoded = await run_in_threadpool(shared.checked, request.app.state.engine, what)
+    return _answer(request, encoded)
+
+
 @router.get("/topology", response_model=Topology, responses={304: {"description": "unchanged"}})
-def fabric_topology(session: SessionDep, request: Request) -> Response:
+async def fabric_topology(request: Request) -> Response:
     """Every node and link of the current fabric the sampler has discovered, gone and down
     ones included (switches first, then by name; links by id). ETag: changes only when a
     discovery is stored."""
-    return _answer(request, snapshots(request).topology(session))
+    return await _shared(request, "topology")
 
 
 @router.get("/state", response_model=FabricState, responses={304: {"description": "unchanged"}})
-def fabric_state(session: SessionDep, request: Request) -> Response:
+async def fabric_state(request: Request) -> Response:
     """Every link's utilisation, busier-direction rate, errors and flags in the newest
     sweep, and the fabric's counts: computed once per sweep for every viewer. ETag: changes
     with every sweep."""
-    return _answer(request, snapshots(request).state(session))
+    return await _shared(request, "state")
 
 
 @router.get("/links", response_model=list[LinkLoad], response_model_exclude_unset=True)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from server.fabric import repository
@@ -108,6 +109,20 @@ class FabricSnapshots:
             self._shared = shared
             self._checked = now
             return shared
+
+    def recent(self, what: str) -> Encoded | None:
+        """The shared `what` ("topology" or "state") if checked less than `recheck_s` ago
+        (no database needed), else None."""
+        shared = self._shared
+        if time.monotonic() - self._checked < self.recheck_s and shared.state is not None:
+            recent: Encoded | None = getattr(shared, what)
+            return recent
+        return None
+
+    def checked(self, engine: Engine, what: str) -> Encoded:
+        """The shared `what` ("topology" or "state") after a version check on `engine`."""
+        with Session(engine) as session:
+            return self.topology(session) if what == "topology" else self.state(session)
 
     def topology(self, session: Session) -> Encoded:
         """The topology answer of the newest discovery."""
