@@ -11,10 +11,10 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from stacklens.connguard import ConnectionLimits
 from stacklens.wire import BOUNDS
@@ -31,6 +31,13 @@ TOKEN_RULE = f"at most {TOKEN_MAX_BYTES} visible ASCII characters (no spaces)"
 
 #: A host name or IPv4 address, or an IPv6 address in brackets (the same rule as config.c).
 _HOST = re.compile(r"(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,253}[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])")
+
+
+#: A list setting written as a comma-separated value (STACKLENS_ADMINS=alice,bob).
+CommaList = Annotated[list[str], NoDecode]
+
+#: Host names that mean "this machine only" (a bind to one of them needs no login).
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 def valid_token(token: str) -> bool:
@@ -163,6 +170,62 @@ class Settings(BaseSettings):
         description="Where hooks spool undelivered frames; default (per user) "
         "${TMPDIR:-/tmp}/stacklens-spool-<uid>, as the hook library's.",
     )
+    # who may read (server/access/): modes, proxy, OIDC, admins, Host names
+    auth_mode: Literal["none", "proxy", "oidc"] = Field(
+        default="none",
+        description="none: no login, everyone who reaches the server sees everything (only "
+        "bound to loopback); proxy: the user name from `proxy_user_header`, set by a proxy at "
+        "one of `proxy_addresses`; oidc: login at `oidc_issuer`, then a signed session "
+        "cookie. API tokens (`stacklens token create`) are accepted in every mode.",
+    )
+    allow_open_bind: bool = Field(
+        default=False,
+        description="Serve with auth_mode=none on an address other than loopback (anyone "
+        "who reaches it sees every job): a warning instead of a refusal to start.",
+    )
+    allowed_hosts: CommaList = Field(
+        default_factory=list,
+        description="Host header names (and addresses) the server answers to, besides "
+        "localhost, 127.0.0.1, ::1 and STACKLENS_HTTP_HOST; others get a 400 (DNS "
+        "rebinding).",
+    )
+    proxy_user_header: str = Field(
+        default="X-Forwarded-User",
+        description="auth_mode=proxy: the request header holding the signed-in user's name.",
+    )
+    proxy_addresses: CommaList = Field(
+        default_factory=list,
+        description="auth_mode=proxy: addresses or networks (CIDR) of the proxies whose user "
+        "header is believed; from any other address it is ignored.",
+    )
+    oidc_issuer: str = Field(default="", description="auth_mode=oidc: the provider's issuer URL.")
+    oidc_client_id: str = Field(default="", description="auth_mode=oidc: this client's id.")
+    oidc_client_secret: str = Field(
+        default="", repr=False, description="auth_mode=oidc: this client's secret."
+    )
+    oidc_user_claim: str = Field(
+        default="preferred_username", description="auth_mode=oidc: the claim naming the user."
+    )
+    oidc_groups_claim: str = Field(
+        default="groups", description="auth_mode=oidc: the claim listing the user's groups."
+    )
+    session_secret: str = Field(
+        default="",
+        repr=False,
+        description="Key that signs session cookies; empty = a random key per start (every "
+        "login ends when the server restarts).",
+    )
+    session_hours: float = Field(default=12.0, gt=0, description="How long a login lasts.")
+    admins: CommaList = Field(
+        default_factory=list, description="Users who see (and export) every job."
+    )
+    admin_group: str = Field(
+        default="",
+        description="Members of this group (Unix group, or the OIDC groups claim) are admins.",
+    )
+    token_days: float = Field(
+        default=90.0, gt=0, description="Default lifetime of an API token (stacklens token)."
+    )
     # fabric sampler (collector/fabric)
     fabric_source: Literal["auto", "none", "mad", "sysfs", "replay"] = Field(
         default="auto",
@@ -190,6 +253,30 @@ class Settings(BaseSettings):
         if not valid_token(value):  # the value is never shown, not even in part
             raise ValueError(f"STACKLENS_INGEST_TOKEN must be {TOKEN_RULE}")
         return value
+
+    @field_validator("allowed_hosts", "proxy_addresses", "admins", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    def check_exposure(self) -> str | None:
+        """Whether the HTTP server may start as configured: ConfigError (one line) for
+        auth_mode=none on an address other than loopback; with allow_open_bind, the warning
+        to print instead (None: nothing to say)."""
+        if self.auth_mode != "none" or self.http_host in LOOPBACK_HOSTS:
+            return None
+        exposed = (
+            f"STACKLENS_HTTP_HOST={self.http_host} without authentication: anyone who reaches "
+            "it reads every job, user, command and path"
+        )
+        if not self.allow_open_bind:
+            raise ConfigError(
+                f"refusing to serve on {exposed}; set STACKLENS_AUTH_MODE=proxy or oidc, or "
+                "STACKLENS_HTTP_HOST=127.0.0.1 (STACKLENS_ALLOW_OPEN_BIND=1 serves anyway)"
+            )
+        return f"warning: serving on {exposed} (STACKLENS_ALLOW_OPEN_BIND=1)"
 
     def connection_limits(self) -> ConnectionLimits:
         """The connection limits and timeouts of each server."""

@@ -8,6 +8,7 @@ stacklens collector                only the ingest service
 stacklens migrate                  apply the database migrations and exit
 stacklens replay [SPOOL_DIR|--all-users]  deliver spooled frames to the collector
 stacklens fabric-sim --hosts 32    simulated InfiniBand fabric with traffic emulation
+stacklens token create|list|revoke API tokens for scripts (stored hashed, expiring)
 
 This package is the top layer: it may import the collector, the server and the emulator;
 nothing below it (settings, db, schema, wire) imports a command.
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from stacklens.cli import fabric_sim, mpikind
+from stacklens.cli import fabric_sim, mpikind, token
 from stacklens.cli.attach import cmd_env, cmd_run
 from stacklens.cli.replay import cmd_replay
 from stacklens.cli.services import cmd_collector, cmd_demo, cmd_migrate, cmd_up
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.set_defaults(func=cmd_replay)
     fabric_sim.add_parser(sub)
+    token.add_parser(sub)
     return parser
 
 
