@@ -33,7 +33,7 @@ TOKEN_RULE = f"at most {TOKEN_MAX_BYTES} visible ASCII characters (no spaces)"
 _HOST = re.compile(r"(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,253}[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])")
 
 
-#: A list setting written as a comma-separated value (STACKLENS_ADMINS=alice,bob).
+#: A list setting written as a comma-separated value (STACKLENS_ADMIN_USERS=alice,bob).
 CommaList = Annotated[list[str], NoDecode]
 
 #: Host names that mean "this machine only" (a bind to one of them needs no login).
@@ -183,7 +183,7 @@ class Settings(BaseSettings):
         description="Serve with auth_mode=none on an address other than loopback (anyone "
         "who reaches it sees every job): a warning instead of a refusal to start.",
     )
-    allowed_hosts: CommaList = Field(
+    http_allowed_hosts: CommaList = Field(
         default_factory=list,
         description="Host header names (and addresses) the server answers to, besides "
         "localhost, 127.0.0.1, ::1 and STACKLENS_HTTP_HOST; others get a 400 (DNS "
@@ -216,7 +216,7 @@ class Settings(BaseSettings):
         "login ends when the server restarts).",
     )
     session_hours: float = Field(default=12.0, gt=0, description="How long a login lasts.")
-    admins: CommaList = Field(
+    admin_users: CommaList = Field(
         default_factory=list, description="Users who see (and export) every job."
     )
     admin_group: str = Field(
@@ -254,7 +254,7 @@ class Settings(BaseSettings):
             raise ValueError(f"STACKLENS_INGEST_TOKEN must be {TOKEN_RULE}")
         return value
 
-    @field_validator("allowed_hosts", "proxy_addresses", "admins", mode="before")
+    @field_validator("http_allowed_hosts", "proxy_addresses", "admin_users", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):

@@ -75,7 +75,7 @@ class AccessGate:
         host = host_name(headers.get("host", ""))
         if host not in self.access.hosts:
             await _answer(send, 400, f"this server does not answer to the host name {host!r} "
-                          "(STACKLENS_ALLOWED_HOSTS)")  # fmt: skip
+                          "(STACKLENS_HTTP_ALLOWED_HOSTS)")  # fmt: skip
             return
         try:
             viewer = await self._viewer(scope, headers)

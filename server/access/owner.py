@@ -26,13 +26,18 @@ from stacklens.schema import Base, Job
 
 
 def owner_column() -> InstrumentedAttribute[Any]:
-    """The column that names a job's owner: what every visibility test compares with the
-    viewer's user name (the user the job's frames carry)."""
+    """The column that names a job's owner (today the user the job's frames carry)."""
     return Job.user
 
 
+def owner_key(viewer: Viewer) -> Any:
+    """The value `owner_column()` has in the viewer's jobs (None: no job is theirs)."""
+    return viewer.user
+
+
 def _owned(viewer: Viewer | None) -> ColumnElement[bool]:
-    return false() if viewer is None else owner_column() == viewer.user
+    key = None if viewer is None else owner_key(viewer)
+    return false() if key is None else owner_column() == key
 
 
 def _job_scoped() -> list[type[Any]]:

@@ -8,10 +8,13 @@ the gate (gate.py) makes a Viewer per request, the owner filter (owner.py) reads
 
 from __future__ import annotations
 
+import functools
 import grp
 import ipaddress
 import pwd
 import secrets
+import socket
+import time
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -55,9 +58,11 @@ class Access:
     def from_settings(cls, settings: Settings) -> Access:
         """The access configuration the settings describe (ValueError for a proxy address
         that is not an address or network)."""
-        hosts = {*LOOPBACK_HOSTS, *settings.allowed_hosts}
+        hosts = {*LOOPBACK_HOSTS, *settings.http_allowed_hosts}
         if settings.http_host not in ("0.0.0.0", "::", ""):
             hosts.add(settings.http_host)
+        else:  # every address: this machine's own names too
+            hosts.update({socket.gethostname(), socket.getfqdn()})
         return cls(
             mode=settings.auth_mode,
             hosts=frozenset(h.lower().removeprefix("[").removesuffix("]") for h in hosts),
@@ -70,7 +75,7 @@ class Access:
             oidc_groups_claim=settings.oidc_groups_claim,
             secret=settings.session_secret or secrets.token_urlsafe(32),
             session_s=int(settings.session_hours * 3600),
-            admins=frozenset(settings.admins),
+            admins=frozenset(settings.admin_users),
             admin_group=settings.admin_group,
         )
 
@@ -94,13 +99,19 @@ class Access:
         return Viewer(user, admin, how)
 
 
-def unix_groups(user: str) -> set[str]:
-    """The Unix groups of `user` (primary and supplementary); empty for an unknown user."""
+def unix_groups(user: str) -> frozenset[str]:
+    """The Unix groups of `user` (primary and supplementary; empty for an unknown user), as
+    the system said at most a minute ago (a site's directory is not asked per request)."""
+    return _unix_groups(user, int(time.monotonic() // 60))
+
+
+@functools.lru_cache(maxsize=4096)
+def _unix_groups(user: str, _minute: int) -> frozenset[str]:
     try:
         primary = {grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name}
     except KeyError:
-        return set()
-    return primary | {g.gr_name for g in grp.getgrall() if user in g.gr_mem}
+        return frozenset()
+    return frozenset(primary | {g.gr_name for g in grp.getgrall() if user in g.gr_mem})
 
 
 def request_viewer(request: Request) -> Viewer | None:

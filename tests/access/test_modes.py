@@ -90,7 +90,7 @@ def test_the_override_serves_with_a_warning_and_a_login_mode_serves_quietly(pg_u
     with running_up(pg_url, tmp_path / "proxy", STACKLENS_HTTP_HOST="0.0.0.0",
                     STACKLENS_AUTH_MODE="proxy", STACKLENS_PROXY_ADDRESSES="127.0.0.0/8",
                     STACKLENS_PROXY_USER_HEADER="X-Remote-User",
-                    STACKLENS_ALLOWED_HOSTS="stacklens.example.org") as up:  # fmt: skip
+                    STACKLENS_HTTP_ALLOWED_HOSTS="stacklens.example.org") as up:  # fmt: skip
         base = up["base"]
         assert httpx.get(f"{base}/api/jobs").status_code == 401
         assert httpx.get(f"{base}/api/jobs", headers={"X-Remote-User": "alice"}).json() == []
@@ -116,7 +116,7 @@ def test_a_host_header_naming_another_site_is_refused(pg_url, engine):
                 assert answer.status_code == 400, (host, path)
                 assert answer.json() == {
                     "detail": f"this server does not answer to the host name {host!r} "
-                    "(STACKLENS_ALLOWED_HOSTS)"
+                    "(STACKLENS_HTTP_ALLOWED_HOSTS)"
                 }
 
 
