@@ -1,8 +1,8 @@
 """Access benchmark: what the access gate and the owner filter cost a request.
 
-Seeds --jobs jobs through the real collector (bench.jobs_page's frames), gives every other
-job to bob (the owner column), serves the API on a uvicorn thread of this process three
-times and prints the median of --repeat requests of `GET /api/overview` (the Jobs page's
+Seeds --jobs jobs through the real collector (bench.jobs_page's frames), gives the
+odd-numbered jobs to bob (the owner column), serves the API on a uvicorn thread of this
+process three times and prints the median of --repeat requests of `GET /api/overview` (the Jobs page's
 one request per refresh) and `GET /api/jobs/<job>/matrix` as:
 - the local viewer of auth_mode=none (no filter: the cost before access control);
 - alice through the proxy header (the owner filter only);
@@ -56,12 +56,13 @@ def main() -> None:
             ).result(600)
         engine = make_engine(database.url)
         with engine.begin() as conn:
-            conn.execute(text("UPDATE jobs SET \"user\" = 'bob' WHERE id % 2 = 0"))
+            odd = "right(job_key, 1)::int % 2 = 1"  # bench-00001, bench-00003, ...
+            conn.execute(text(f"UPDATE jobs SET \"user\" = 'bob' WHERE {odd}"))
         with Session(engine) as session:
             token = tokens.create(session, "alice", "bench", 1)[0]
         print(f"seeded {args.jobs} jobs (half alice's, half bob's) in "
               f"{time.perf_counter() - t:.1f} s")  # fmt: skip
-        newest_alice = f"bench-{args.jobs - 1 if (args.jobs - 1) % 2 == 0 else args.jobs - 2:05d}"
+        newest_alice = f"bench-{(args.jobs - 1) // 2 * 2:05d}"  # the newest even-numbered
 
         cases = [
             ("none (no filter)", Access(), {}),

@@ -2,7 +2,7 @@
 (never the token), the user it acts as, when it expires and when it was revoked.
 
 Revision ID: 0014
-Revises: 0009
+Revises: 0012
 Create Date: 2026-12-01
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0014"
-down_revision: str | None = "0009"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -21,10 +21,12 @@ from tests.access.data import ALICE_JOB, BOB_JOB, BOB_NAMES, send_two_users_jobs
 from tests.conftest import chromium_page, free_port, serving
 from tests.server.fabric_data import write_small_fabric
 
-#: What each page shows once its data has arrived: (selector, text it contains).
+#: Per page (its path template): the URL alice opens, and what it shows once its data has
+#: arrived (selector, text it contains).
 READY = {
-    "/": ("#jobs-table", ALICE_JOB),
-    "/fabric": ("#fabric-summary", "3 links (1 down)"),
+    "/": ("/", "#jobs-table", ALICE_JOB),
+    "/fabric": ("/fabric", "#fabric-summary", "3 links (1 down)"),
+    "/jobs/<job>": (f"/jobs/{ALICE_JOB}", "#jv-title", f"Job {ALICE_JOB}"),
 }
 
 
@@ -38,7 +40,7 @@ def served(collector, pg_url) -> Iterator[dict]:
     engine = make_engine(pg_url)
     access = Access(mode="oidc", admins=frozenset({"carol"}))
     try:
-        with serving(create_app(engine, api_base_url=base, refresh_ms=300, access=access),
+        with serving(create_app(engine, api_base_url=base, refresh_ms=1000, access=access),
                      port=port):  # fmt: skip
             yield {"base": base, "alice": token_for(engine, "alice"),
                    "carol": token_for(engine, "carol")}  # fmt: skip
@@ -69,17 +71,26 @@ def test_every_page_shows_alice_nothing_of_bobs_job(served, browser):
     page, errors = browser
     page.set_extra_http_headers({"Authorization": f"Bearer {served['alice']}"})
     bodies = _received(page)
-    paths = sorted(p["path"] for p in dash.page_registry.values())
-    assert paths == sorted(READY), "say in READY what each new page shows when ready"
-    for path in paths:
-        page.goto(served["base"] + path)
-        selector, text = READY[path]
+    pages = sorted(p.get("path_template") or p["path"] for p in dash.page_registry.values())
+    assert pages == sorted(READY), "say in READY what each new page shows when ready"
+    for template in pages:
+        url, selector, text = READY[template]
+        page.goto(served["base"] + url)
         expect(page.locator(selector)).to_contain_text(text, timeout=20_000)
-        page.wait_for_timeout(700)  # two more refreshes
+        page.wait_for_timeout(2100)  # two more refreshes
         shown = page.inner_text("body")
-        assert [n for n in BOB_NAMES if n in shown] == [], path
+        assert [n for n in BOB_NAMES if n in shown] == [], url
     assert bodies, "the pages received no data"
     leaked = [n for body in bodies for n in BOB_NAMES if n in body]
+    assert leaked == []
+    # bob's job by its URL: the same "unknown job" as a job that does not exist
+    bodies.clear()
+    page.goto(f"{served['base']}/jobs/{BOB_JOB}")
+    expect(page.locator("#jv-status")).to_contain_text(f"unknown job '{BOB_JOB}'", timeout=20_000)
+    page.wait_for_timeout(2100)
+    shown = page.inner_text("body").replace(BOB_JOB, "")
+    assert [n for n in BOB_NAMES if n in shown] == []
+    leaked = [n for body in bodies for n in BOB_NAMES if n in body.replace(BOB_JOB, "")]
     assert leaked == []
     assert errors == []
 
@@ -96,8 +107,8 @@ def test_an_admins_dashboard_lists_every_job(served, browser):
 
 def test_without_a_login_no_page_is_served(served, browser):
     page, _ = browser
-    for path in READY:
-        response = page.request.get(served["base"] + path, max_redirects=0)
+    for url, _, _ in READY.values():
+        response = page.request.get(served["base"] + url, max_redirects=0)
         assert (response.status, response.headers["location"]) == (302, "/auth/login")
     update = page.request.post(served["base"] + "/_dash-update-component", data="{}")
     assert update.status == 401
