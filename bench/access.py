@@ -2,8 +2,8 @@
 
 Seeds --jobs jobs through the real collector (bench.jobs_page's frames), gives the
 odd-numbered jobs to bob (the owner column), serves the API on a uvicorn thread of this
-process three times and prints the median of --repeat requests of `GET /api/overview` (the Jobs page's
-one request per refresh) and `GET /api/jobs/<job>/matrix` as:
+process three times and prints the median of --repeat requests of `GET /api/overview`
+(the Jobs page's one request per refresh) and `GET /api/jobs/<job>/matrix` as:
 - the local viewer of auth_mode=none (no filter: the cost before access control);
 - alice through the proxy header (the owner filter only);
 - alice with an API token (a token look-up per request, then the filter).
