@@ -243,3 +243,13 @@ def test_oidc_login_gives_a_session_for_the_provider_user(engine, jobs, provider
             assert refused.status_code == 401
             assert refused.json()["detail"].startswith("login failed")
             assert _jobs_seen(client) == 401
+
+
+def test_members_of_the_admin_group_see_every_job(engine, jobs):
+    # root is in the Unix group root on every machine; alice is no user here at all
+    access = Access(mode="proxy", proxies=(ipaddress.ip_network("127.0.0.1"),),
+                    admin_group="root")  # fmt: skip
+    app = create_app(engine, api_base_url="http://127.0.0.1", access=access)
+    with serving(app) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+        assert _jobs_seen(client, **{"X-Forwarded-User": "root"}) == [BOB_JOB, ALICE_JOB]
+        assert _jobs_seen(client, **{"X-Forwarded-User": "alice"}) == [ALICE_JOB]
