@@ -58,7 +58,7 @@ class Access:
     def from_settings(cls, settings: Settings) -> Access:
         """The access configuration the settings describe (ValueError for a proxy address
         that is not an address or network)."""
-        hosts = {*LOOPBACK_HOSTS, *settings.http_allowed_hosts}
+        hosts = {*LOOPBACK_HOSTS, *settings.items(settings.http_allowed_hosts)}
         if settings.http_host not in ("0.0.0.0", "::", ""):
             hosts.add(settings.http_host)
         else:  # every address: this machine's own names too
@@ -67,7 +67,10 @@ class Access:
             mode=settings.auth_mode,
             hosts=frozenset(h.lower().removeprefix("[").removesuffix("]") for h in hosts),
             proxy_header=settings.proxy_user_header.lower(),
-            proxies=tuple(ipaddress.ip_network(a, strict=False) for a in settings.proxy_addresses),
+            proxies=tuple(
+                ipaddress.ip_network(a, strict=False)
+                for a in settings.items(settings.proxy_addresses)
+            ),
             oidc_issuer=settings.oidc_issuer.rstrip("/"),
             oidc_client_id=settings.oidc_client_id,
             oidc_client_secret=settings.oidc_client_secret,
@@ -75,7 +78,7 @@ class Access:
             oidc_groups_claim=settings.oidc_groups_claim,
             secret=settings.session_secret or secrets.token_urlsafe(32),
             session_s=int(settings.session_hours * 3600),
-            admins=frozenset(settings.admin_users),
+            admins=frozenset(settings.items(settings.admin_users)),
             admin_group=settings.admin_group,
         )
 

@@ -26,7 +26,7 @@ from tests.server.fabric_data import write_small_fabric
 #: Routes that take no job and read no job data, by path: answered to anyone signed in.
 JOBLESS = {
     "/api/health", "/api/overview", "/api/jobs", "/api/fabric/topology", "/api/fabric/links",
-    "/api/fabric/events", "/metrics", "/openapi.json", "/docs",
+    "/api/fabric/events", "/api/fabric/state", "/metrics", "/openapi.json", "/docs",
 }  # fmt: skip
 #: Routes that write: the ingest has its own gate (server/ingest/gate.py).
 WRITES = {"/api/ingest/frames"}
