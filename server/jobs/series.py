@@ -1,10 +1,13 @@
 """Queries of a job's values over time (routes call these; they never build SQL themselves).
 
-A series cuts a closed window [from, to) into steps of `step_ns`; an interval belongs to the
-step its *end* lies in (server.query_params), so the steps of a series add up exactly to
-the window's totals. Every series reads the raw per-interval deltas of its window through
-the delta tables' (job_id, t_end_ns) index, and sums in the database: one row per (step,
-key) comes back.
+A series cuts a half-open window [from, to) into steps of `step_ns`; an interval belongs
+to the step its *end* lies in (server.query_params), so the steps of a series add up
+exactly to the window's totals. Steps of whole seconds from a whole second read the
+per-second op rollups, steps of whole minutes from a whole minute the per-rank minute
+rollups (collector/store/rollups.py), for the minutes rolled up; the rest (other steps,
+minutes not rolled up yet, a window's partial last second or minute) comes from the raw
+per-interval deltas through the delta tables' (job_id, t_end_ns) index. Sums are made in
+the database: one row per (step, key) comes back.
 """
 
 from __future__ import annotations
