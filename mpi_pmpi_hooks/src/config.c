@@ -1,5 +1,6 @@
 /*
- * config.c — reads the STACKLENS_* environment variables (see config.h).
+ * config.c — reads the STACKLENS_* environment variables (see config.h), each one
+ * declared in contract/stacklens_settings.def (defaults and meanings there too):
  *
  *   STACKLENS_COLLECTOR            host:port or [v6addr]:port, default 127.0.0.1:7451;
  *                                  malformed = a warning and nothing is sent (never
@@ -43,6 +44,23 @@
 #define SL_MAX_MAX_KEYS          1048576u
 #define SL_DEFAULT_SPOOL_MB      256u
 #define SL_MAX_SPOOL_MB          1048576u
+
+/* The variable names of the declared settings, by sl_setting. */
+static const char *const setting_names[SL_SET_COUNT] = {
+#define SL_SETTING(name, readers, dflt, meaning) [SL_SET_##name] = "STACKLENS_" #name,
+#include "stacklens_settings.def"
+#undef SL_SETTING
+};
+
+const char *sl_env_name(sl_setting setting)
+{
+    return setting_names[setting];
+}
+
+const char *sl_env(sl_setting setting)
+{
+    return getenv(setting_names[setting]);
+}
 
 /*
  * Parses a decimal number in [0, max]. Returns 0 on success, -1 if the text
@@ -141,14 +159,15 @@ static void parse_disable(const char *text, sl_config *cfg)
 }
 
 /* Reads a bounded unsigned variable; a bad value warns and leaves *out. */
-static void load_uint(const char *name, unsigned lo, unsigned hi, unsigned *out)
+static void load_uint(sl_setting setting, unsigned lo, unsigned hi, unsigned *out)
 {
-    const char *v = getenv(name);
+    const char *v = sl_env(setting);
     unsigned n;
     if (v == NULL || *v == '\0')
         return;
     if (parse_uint(v, hi, &n) != 0 || n < lo)
-        sl_warn("%s='%s' is not a number in [%u, %u]; using %u", name, v, lo, hi, *out);
+        sl_warn("%s='%s' is not a number in [%u, %u]; using %u", sl_env_name(setting), v, lo,
+                hi, *out);
     else
         *out = n;
 }
@@ -169,18 +188,18 @@ void sl_config_load(sl_config *cfg)
              tmp != NULL && *tmp == '/' && strlen(tmp) < sizeof cfg->spool_dir - 64 ? tmp : "/tmp",
              (unsigned)geteuid());
 
-    const char *v = getenv("STACKLENS_DISABLE");
+    const char *v = sl_env(SL_SET_DISABLE);
     if (v != NULL && *v != '\0')
         parse_disable(v, cfg);
 
-    v = getenv("STACKLENS_COLLECTOR");
+    v = sl_env(SL_SET_COLLECTOR);
     if (v != NULL && *v != '\0' && parse_collector(v, cfg) != 0) {
         sl_warn("STACKLENS_COLLECTOR='%.300s' is not host:port; nothing is sent "
                 "(fix it to profile this program)", v);
         cfg->send_disabled = 1;
     }
 
-    v = getenv("STACKLENS_INTERVAL_MS");
+    v = sl_env(SL_SET_INTERVAL_MS);
     if (v != NULL && *v != '\0') {
         unsigned ms;
         if (parse_uint(v, SL_MAX_INTERVAL_MS, &ms) != 0) {
@@ -195,15 +214,15 @@ void sl_config_load(sl_config *cfg)
         }
     }
 
-    v = getenv("STACKLENS_FINALIZE_TIMEOUT_MS");
+    v = sl_env(SL_SET_FINALIZE_TIMEOUT_MS);
     if (v != NULL && *v != '\0'
         && parse_uint(v, SL_MAX_FIN_TIMEOUT, &cfg->finalize_timeout_ms) != 0)
         sl_warn("STACKLENS_FINALIZE_TIMEOUT_MS='%s' is not a number of ms up to %u; using %u",
                 v, SL_MAX_FIN_TIMEOUT, SL_DEFAULT_FIN_TIMEOUT);
 
-    load_uint("STACKLENS_MAX_KEYS", SL_MIN_MAX_KEYS, SL_MAX_MAX_KEYS, &cfg->max_keys);
-    load_uint("STACKLENS_SPOOL_MAX_MB", 1, SL_MAX_SPOOL_MB, &cfg->spool_max_mb);
-    v = getenv("STACKLENS_SPOOL_DIR");
+    load_uint(SL_SET_MAX_KEYS, SL_MIN_MAX_KEYS, SL_MAX_MAX_KEYS, &cfg->max_keys);
+    load_uint(SL_SET_SPOOL_MAX_MB, 1, SL_MAX_SPOOL_MB, &cfg->spool_max_mb);
+    v = sl_env(SL_SET_SPOOL_DIR);
     if (v != NULL) {
         if (*v == '\0' || strcmp(v, "off") == 0)
             cfg->spool_dir[0] = '\0';
@@ -214,7 +233,7 @@ void sl_config_load(sl_config *cfg)
             snprintf(cfg->spool_dir, sizeof cfg->spool_dir, "%s", v);
     }
 
-    v = getenv("STACKLENS_INGEST_TOKEN");
+    v = sl_env(SL_SET_INGEST_TOKEN);
     if (v != NULL) {
         if (!valid_token(v, sizeof cfg->token)) {
             sl_warn("STACKLENS_INGEST_TOKEN must be at most %zu visible ASCII characters "
