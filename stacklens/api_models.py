@@ -367,10 +367,14 @@ class RankShare(ApiModel):
     elapsed_ns: int = Field(description="the time the rank's intervals ending in the step cover")
     mpi_ns: dict[str, int] = Field(description="per traffic category, start-up excluded")
     io_ns: int = Field(description="POSIX and stdio read, write and metadata time")
-    startup_ns: int = Field(description="inside MPI_Init / MPI_Init_thread")
+    startup_ns: int = Field(
+        description="inside MPI_Init / MPI_Init_thread: before the rank's first interval "
+        "(its clock starts once MPI_Init has returned), so not part of elapsed_ns"
+    )
     shutdown_ns: int = Field(description="inside MPI_Finalize")
     compute_ns: int = Field(
-        description="elapsed - MPI - I/O - start-up - shutdown (0 when the parts overlap)"
+        description="elapsed - MPI - I/O - shutdown (0 when they exceed it: time inside a "
+        "call is counted in the interval it returns in)"
     )
 
 
