@@ -17,6 +17,7 @@ older than that.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -313,14 +314,16 @@ def refresh(
     out: dict[str, Any] = dict.fromkeys(_OUTPUTS, no_update)
     drawn = dict(rendered or {})
     with ThreadPoolExecutor(max_workers=1 + len(_FETCH)) as pool:
-        listing = pool.submit(client.jobs, query)
+        # Each request on a thread of its own, in a copy of this request's context (the
+        # client passes on the viewer's pass from it).
+        listing = pool.submit(contextvars.copy_context().run, client.jobs, query)
         try:  # the first job of the list
             first = listing.result().jobs[:1]
             shown = first[0].job if first else None
         except ApiError:
             shown = None
         cards = {
-            card: pool.submit(fetch, client, shown)
+            card: pool.submit(contextvars.copy_context().run, fetch, client, shown)
             for card, fetch in _FETCH.items()
             if shown is not None
         }
