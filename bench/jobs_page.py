@@ -7,11 +7,11 @@ other rank, a few MPI operations, a collective, a size histogram and a file; job
 one minute apart, the newest last. Then it runs a rollup pass (as the collector does every
 few seconds), serves the API and the dashboard on a uvicorn thread of this process, and
 prints the median of --repeat runs of:
-- `GET /api/jobs`, the job list (over HTTP; query + JSON);
+- `GET /api/jobs`, the first page of the job list (over HTTP; query + JSON);
 - one tick of the Jobs page: its refresh callback (`frontend.pages.jobs.refresh`, in the
   dashboard's Flask app context, the newest job shown, nothing on screen yet): every
-  request it makes over HTTP into the same process, parsing and rendering, and how many
-  requests that was.
+  request it makes over HTTP into the same process (the list and each card's, at once),
+  parsing and rendering, and how many requests that was.
 
     .venv/bin/python -m bench.jobs_page [--jobs 2000 --ranks 4 --intervals 30 --repeat 5]
 """
@@ -146,16 +146,29 @@ def main() -> None:
             dash_app = create_dash_app(base)
             from frontend.pages import jobs as jobs_page  # registers a page: after the app
 
-            requests = []
-            hook = {"request": [lambda request: requests.append(request.url.path)]}
+            requests, took = [], {}
+
+            def answered(response: httpx.Response) -> None:
+                response.read()
+                part = response.request.url.path.rsplit("/", 1)[-1]
+                took.setdefault(part, []).append(response.elapsed.total_seconds())
+
+            hook = {
+                "request": [lambda request: requests.append(request.url.path)],
+                "response": [answered],
+            }
             dash_app.server.extensions["stacklens_api"]._http.event_hooks = hook
+            # The newest job shown, no search or filter, the first page.
+            state = (None, None, None, None, None, [None], None, 1000, 1000)
             with dash_app.server.app_context():
-                tick = jobs_page.refresh(0, None, None)
+                tick = jobs_page.refresh(0, *state)
                 assert tick["hidden"] is False, tick["status"]
                 requests.clear()
-                tick_s, _ = timed(lambda: jobs_page.refresh(0, None, None), args.repeat)
+                tick_s, _ = timed(lambda: jobs_page.refresh(0, *state), args.repeat)
             per_tick = len(requests) // args.repeat
-            print(f"Jobs page tick: {tick_s * 1e3:.1f} ms, {per_tick} HTTP requests")
+            print(f"Jobs page tick: {tick_s * 1e3:.1f} ms, {per_tick} HTTP requests at once")
+            for part, times in sorted(took.items()):
+                print(f"  {part}: median {sorted(times)[len(times) // 2] * 1e3:.1f} ms")
         engine.dispose()
         database.embedded.cleanup()
 

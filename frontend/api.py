@@ -11,8 +11,8 @@ answers with what this viewer may read (server/access/gate.py), never more.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
+from dataclasses import asdict, dataclass
 from typing import TypeVar
 from urllib.parse import quote
 
@@ -24,8 +24,15 @@ import pydantic_core
 from stacklens.api_models import (
     FabricEvent,
     FabricState,
-    JobSummary,
+    JobCollectives,
+    JobIo,
+    JobList,
+    JobOps,
+    JobRanks,
+    JobRma,
+    JobSizes,
     LinkLoad,
+    Matrix,
     Overview,
     Series,
     SlowRanks,
@@ -38,7 +45,52 @@ _T = TypeVar("_T")
 
 
 class ApiError(Exception):
-    """The server could not be reached or did not answer as agreed; str() is user-facing."""
+    """The server could not be reached or did not answer as agreed; str() is user-facing;
+    `status` is the HTTP status of an error answer (None: no answer)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class JobListQuery:
+    """Which page of which jobs to list (GET /api/jobs): `q` searches the job id, user and
+    command; `status`, `user` and the start time [started_from, started_to) (ns) narrow;
+    `limit` jobs from `cursor` (a page's next_cursor). None = the server's default."""
+
+    q: str | None = None
+    status: str | None = None
+    user: str | None = None
+    started_from: int | None = None
+    started_to: int | None = None
+    limit: int | None = None
+    cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a job view reads: one run (None: the whole job) and a window, each bound as
+    the API reads it (RFC 3339 or epoch seconds; None: open)."""
+
+    run: int | None = None
+    start: str | None = None
+    end: str | None = None
+
+    def query(self) -> dict[str, object]:
+        """The query parameters of this window (absent ones left out by `_query`)."""
+        return {"run": self.run, "from": self.start, "to": self.end}
+
+
+def _query(params: dict[str, object]) -> str:
+    """`?k=v&...` of the parameters that are not None (values quoted), or ""."""
+    given = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items() if v is not None)
+    return f"?{given}" if given else ""
+
+
+def _job_path(job: str) -> str:
+    """The API path of a job (its id quoted: ids may hold slashes)."""
+    return f"/api/jobs/{quote(job, safe='')}"
 
 
 class StacklensApi:
@@ -49,31 +101,56 @@ class StacklensApi:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
 
-    def jobs(self) -> list[JobSummary]:
-        """All known jobs, newest first."""
-        return self._get("/api/jobs", list[JobSummary], "job list")
+    def jobs(self, query: JobListQuery = JobListQuery()) -> JobList:
+        """A page of the jobs `query` selects, newest first, with the number of them."""
+        return self._get(f"/api/jobs{_query(asdict(query))}", JobList, "job list")
 
-    def overview(
-        self, job: str | None = None, limit: int | None = None, window: Window | None = None
-    ) -> Overview:
-        """What the Jobs page shows in one request: the newest `limit` jobs (server default
-        20; and `job`, if older), the number of jobs, and the details of `job` (default, or
-        if gone: the newest job), over `window` (default: the whole job)."""
-        query = {"job": job, "limit": limit, **(window or Window()).query()}
+    def matrix(self, job: str) -> Matrix:
+        """The first page of a job's rank pairs and its whole matrix in blocks."""
+        return self._get(f"{_job_path(job)}/matrix", Matrix, "matrix")
+
+    def ops(self, job: str) -> JobOps:
+        """A job's MPI operations and their totals per traffic category."""
+        return self._get(f"{_job_path(job)}/ops", JobOps, "MPI operations")
+
+    def io(self, job: str) -> JobIo:
+        """The first page of a job's files (most bytes first) and its start-up I/O's totals."""
+        return self._get(f"{_job_path(job)}/io", JobIo, "file I/O")
+
+    def collectives(self, job: str) -> JobCollectives:
+        """A job's collectives per (communicator, op, root) and per communicator."""
+        return self._get(f"{_job_path(job)}/collectives", JobCollectives, "collectives")
+
+    def sizes(self, job: str) -> JobSizes:
+        """A job's message-size histograms per op."""
+        return self._get(f"{_job_path(job)}/sizes", JobSizes, "message sizes")
+
+    def rma(self, job: str) -> JobRma:
+        """A job's one-sided traffic per op and the first page of its (origin, target) pairs."""
+        return self._get(f"{_job_path(job)}/rma", JobRma, "one-sided traffic")
+
+    def ranks(self, job: str) -> JobRanks:
+        """The first page of a job's ranks, its hosts and its ranks' health over all."""
+        return self._get(f"{_job_path(job)}/ranks", JobRanks, "ranks")
+
+    def overview(self, job: str, window: Window | None = None) -> Overview:
+        """The first page of every section of `job` over `window` (default: the whole job)
+        in one request (`shown` null: the job is unknown); the job list it also holds is
+        left at one job."""
+        query = {"job": job, "limit": 1, **(window or Window()).query()}
         return self._get(f"/api/overview{_query(query)}", Overview, "overview")
 
     def profile(self, job: str, window: Window, step_s: float | None = None) -> SlowRanks:
         """Where each rank's time went per step of `window`, the outliers and the
         collective imbalance of `job`."""
         query = {**window.query(), "step": step_s}
-        path = f"/api/jobs/{quote(job, safe='')}/profile{_query(query)}"
-        return self._get(path, SlowRanks, "profile")
+        return self._get(f"{_job_path(job)}/profile{_query(query)}", SlowRanks, "profile")
 
     def series(self, job: str, by: str, window: Window, step_s: float | None = None) -> Series:
         """Values per step of `job` over `window`, keyed `by` (category, op, rank, file,
         peer)."""
         query = {"by": by, **window.query(), "step": step_s}
-        return self._get(f"/api/jobs/{quote(job, safe='')}/series{_query(query)}", Series, by)
+        return self._get(f"{_job_path(job)}/series{_query(query)}", Series, by)
 
     def fabric_topology(self) -> Topology:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""
@@ -107,7 +184,8 @@ class StacklensApi:
         if response.is_error:
             raise ApiError(
                 f"stacklens server error: GET {path} returned HTTP {response.status_code}: "
-                f"{_detail(response)}"
+                f"{_detail(response)}",
+                response.status_code,
             )
         try:
             return _adapter(model).validate_json(response.content)
@@ -123,26 +201,6 @@ def _viewer_headers() -> dict[str, str]:
         return {}
     viewer_pass = flask.request.headers.get(VIEWER_PASS_HEADER)
     return {} if viewer_pass is None else {VIEWER_PASS_HEADER: viewer_pass}
-
-
-@dataclasses.dataclass(frozen=True)
-class Window:
-    """What a job view reads: one run (None: the whole job) and a window, each bound as
-    the API reads it (RFC 3339 or epoch seconds; None: open)."""
-
-    run: int | None = None
-    start: str | None = None
-    end: str | None = None
-
-    def query(self) -> dict[str, object]:
-        """The query parameters of this window (absent ones left out by `_query`)."""
-        return {"run": self.run, "from": self.start, "to": self.end}
-
-
-def _query(params: dict[str, object]) -> str:
-    """`?k=v&...` of the parameters that are not None (values quoted), or ""."""
-    given = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items() if v is not None)
-    return f"?{given}" if given else ""
 
 
 def attach_client(server: flask.Flask, client: StacklensApi) -> None:

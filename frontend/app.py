@@ -23,8 +23,9 @@ _HERE = Path(__file__).resolve().parent
 def create_dash_app(
     api_base_url: str, refresh_ms: int = 1000, fabric_fold_above: int = 256
 ) -> dash.Dash:
-    """A Dash pages app reading `api_base_url`/api, refreshing every `refresh_ms` milliseconds;
-    the Fabric page aggregates fabrics of more than `fabric_fold_above` HCAs."""
+    """A Dash pages app reading `api_base_url`/api, refreshing every `refresh_ms` milliseconds
+    (the Jobs page more seldom while its refreshes are slow or fail); the Fabric page
+    aggregates fabrics of more than `fabric_fold_above` HCAs."""
     dash_app = dash.Dash(
         __name__,
         use_pages=True,
@@ -47,6 +48,8 @@ def create_dash_app(
         children=[
             components.page_header(pages),
             html.Main(dash.page_container, className="content"),
+            dcc.Location(id=ids.URL, refresh="callback-nav"),
+            dcc.Store(id=ids.REFRESH_BASE_MS, data=refresh_ms),
             dcc.Interval(id=ids.REFRESH_INTERVAL, interval=refresh_ms),
         ],
     )

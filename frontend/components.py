@@ -1,9 +1,10 @@
 # frontend/components.py — component factories: API data in, Dash html components out (no I/O).
-"""Reusable pieces of the stacklens pages: header, notices and the data tables.
+"""Reusable pieces of the stacklens pages: header, notices, the grids (long lists: jobs,
+rank pairs, files) and the Markdown tables (short ones).
 
-Every exact value is plain text in the DOM. Jobs-table cells carry a class naming their
-column (e.g. `td.bytes`) for readers and browser tests alike. Text from the job (paths,
-mounts) is escaped before it goes into a Markdown table.
+Every exact value is plain text in the DOM. Grid cells carry their column's field as
+`col-id` (e.g. `[col-id=bytes]`) for readers and browser tests alike; the grid shows text
+as text. Text from the job (paths, mounts) is escaped before it goes into a Markdown table.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
 
+import dash_ag_grid as dag
 from dash import dcc, html
 
-from frontend import ids
 from frontend.formatting import (
     format_bytes,
     format_duration_ns,
@@ -26,32 +27,24 @@ from stacklens.api_models import (
     FabricEvent,
     JobCollectives,
     JobIo,
+    JobList,
     JobOps,
     JobRanks,
     JobRma,
     JobSizes,
-    JobSummary,
     LinkLoad,
     Matrix,
     SlowRanks,
 )
 from stacklens.constants import ERROR_COUNTERS
 
-# Rows shown in the matrix table; with more rank pairs only the heaviest are listed.
-MAX_MATRIX_ROWS = 200
-# Rows shown in the jobs table (newest first, plus the selected job if it is older).
-MAX_JOB_ROWS = 20
 # Rows shown in the MPI operations table (heaviest time first).
 MAX_OP_ROWS = 50
-# Rows shown in the file I/O table (most bytes first).
-MAX_IO_ROWS = 100
 # Rows shown in the collectives table (heaviest time first) and the communicators table.
 MAX_COLL_ROWS = 100
 MAX_COMM_ROWS = 20
 # Rows shown in the message-size table (one per op and bucket).
 MAX_SIZE_ROWS = 200
-# Rows shown in the RMA table (by origin, then target).
-MAX_RMA_ROWS = 200
 # Rows shown in the ranks table (by rank); ranks with lost or folded counts come first.
 MAX_RANK_ROWS = 256
 # Hosts named in the ranks summary line.
@@ -146,87 +139,205 @@ def card_head(title: str, updated_id: str) -> html.Div:
 
 
 def markdown_table(table_id: str, extra_class: str = "") -> dcc.Markdown:
-    """A scrolling Markdown table (see `matrix_table_markdown` on why Markdown)."""
+    """A scrolling Markdown table, for the short tables (the long ones are grids): a
+    dcc.Markdown table costs the browser one Dash component, where an html.Table costs one
+    per cell, far too slow to re-render every second at a few hundred rows."""
     return dcc.Markdown(id=table_id, className=f"scroll table-wrap md-table {extra_class}".strip())
 
 
-def jobs_table(jobs: Sequence[JobSummary], selected: str | None, total: int) -> list:
-    """Header and body of the jobs table; each row is clickable and `selected` is highlighted.
+#: Grid columns (dash-ag-grid column definitions): the field of the row dicts below, the
+#: heading, and for numbers a numeric filter and right alignment. Human-readable values
+#: ("1.5 MiB") are columns of their own beside the exact ones.
+def _text(field: str, heading: str, **extra: Any) -> dict[str, Any]:
+    return {"field": field, "headerName": heading, "filter": "agTextColumnFilter", **extra}
 
-    `jobs` come newest first; only the newest `MAX_JOB_ROWS` are listed (and `selected`, if
-    older); a caption says so when there are more of the `total` jobs.
-    """
-    shown = list(jobs[:MAX_JOB_ROWS])
-    shown += [job for job in jobs[MAX_JOB_ROWS:] if job.job == selected]
-    caption = (
-        [html.Caption(f"Newest {MAX_JOB_ROWS} of {total} jobs.")] if total > MAX_JOB_ROWS else []
-    )
-    head = html.Thead(
-        html.Tr(
-            [
-                html.Th("Job"),
-                html.Th("User"),
-                html.Th("Command"),
-                html.Th("Ranks seen / world", className="num"),
-                html.Th("Status"),
-                html.Th("Started (UTC)"),
-                html.Th("Sent", className="num"),
-                html.Th("Bytes sent", className="num"),
-                html.Th("Messages sent", className="num"),
-            ]
-        )
-    )
-    rows = [
-        html.Tr(
-            id={"type": ids.JOB_ROW, "job": job.job},
-            className="job-row selected" if job.job == selected else "job-row",
-            title="Show this job's traffic, MPI operations and file I/O",
-            **{"data-job": job.job},  # type: ignore[arg-type]  # a data-* attribute
-            children=[
-                html.Td(job.job, className="job mono"),
-                html.Td(job.user, className="user"),
-                html.Td(job.command, className="command mono", title=job.command),
-                html.Td(f"{job.ranks_seen} / {job.world_size}", className="ranks num"),
-                html.Td(html.Span(job.status, className=f"badge badge-{job.status}")),
-                html.Td(format_utc_ns(job.started_ns), className="started"),
-                html.Td(format_bytes(job.bytes_sent), className="sent num"),
-                html.Td(str(job.bytes_sent), className="bytes num"),
-                html.Td(str(job.messages_sent), className="messages num"),
-            ],
-        )
-        for job in shown
+
+def _number(field: str, heading: str, **extra: Any) -> dict[str, Any]:
+    return {"field": field, "headerName": heading, "type": "numericColumn",
+            "filter": "agNumberColumnFilter", **extra}  # fmt: skip
+
+
+JOB_COLUMNS = [
+    _text("job", "Job", cellClass="mono"),
+    _text("user", "User"),
+    _text("command", "Command", cellClass="mono", tooltipField="command"),
+    _text("ranks", "Ranks seen / world", type="rightAligned"),
+    _text("status", "Status"),
+    _text("started", "Started (UTC)"),
+    _text("sent", "Sent", type="rightAligned", sortable=False),
+    _number("bytes", "Bytes sent"),
+    _number("messages", "Messages sent"),
+]
+PAIR_COLUMNS = [
+    _number("src", "Source rank"),
+    _number("dst", "Destination rank"),
+    _number("bytes", "Bytes", sort="desc"),
+    _text("sent", "Sent", type="rightAligned", sortable=False),
+    _number("messages", "Messages"),
+]
+FILE_COLUMNS = [
+    _text("layer", "Layer"),
+    _text("path", "Path", cellClass="mono", tooltipField="path", minWidth=260),
+    _text("fstype", "File system"),
+    _text("mount", "Mount", cellClass="mono"),
+    _number("ranks", "Ranks"),
+    _number("opens", "Opens"),
+    _number("reads", "Reads"),
+    _number("writes", "Writes"),
+    _number("bytes_read", "Bytes read"),
+    _number("bytes_written", "Bytes written"),
+    _text("read_time", "Read time", type="rightAligned", sortable=False),
+    _text("write_time", "Write time", type="rightAligned", sortable=False),
+    _text("meta_time", "Meta time", type="rightAligned", sortable=False),
+]
+RMA_COLUMNS = [
+    _number("origin", "Origin rank"),
+    _number("target", "Target rank"),
+    _number("calls", "Calls"),
+    _number("bytes", "Bytes"),
+    _text("moved", "Moved", type="rightAligned", sortable=False),
+    _text("per_op", "Per operation", minWidth=260),
+]
+
+
+def grid(grid_id: str, columns: list[dict[str, Any]], height_px: int = 420) -> Any:
+    """A grid of rows (dash-ag-grid): virtual scrolling, every column sortable, filterable
+    and resizable in the browser; rows carry an `id` field that keeps them apart across
+    refreshes (a refresh then updates rows in place instead of redrawing the grid)."""
+    return dag.AgGrid(
+        id=grid_id,
+        className="grid",
+        columnDefs=columns,
+        rowData=[],
+        getRowId="params.data.id",
+        defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90},
+        dashGridOptions={"animateRows": False, "suppressCellFocus": True,
+                         "tooltipShowDelay": 300, "enableCellTextSelection": True},
+        columnSize="responsiveSizeToFit",
+        style={"height": f"{height_px}px", "width": "100%"},
+    )  # fmt: skip
+
+
+def job_rows(jobs: JobList) -> list[dict[str, Any]]:
+    """The jobs grid's rows: a page of the job list, newest first (row id = job id)."""
+    return [
+        {
+            "id": job.job,
+            "job": job.job,
+            "user": job.user,
+            "command": job.command,
+            "ranks": f"{job.ranks_seen} / {job.world_size}",
+            "status": job.status,
+            "started": format_utc_ns(job.started_ns),
+            "sent": format_bytes(job.bytes_sent),
+            "bytes": job.bytes_sent,
+            "messages": job.messages_sent,
+        }
+        for job in jobs.jobs
     ]
-    return [*caption, head, html.Tbody(rows)]
 
 
-def matrix_table_markdown(matrix: Matrix) -> str:
-    """The matrix table as GitHub-flavoured Markdown: a caption line, then one row per
-    non-zero (src, dst) pair, heaviest first, at most `MAX_MATRIX_ROWS` rows.
+def job_page_info(jobs: JobList, first: int) -> str:
+    """Where the page of the job list stands: "jobs 101–200 of 20,000" (`first`: the
+    number of the page's first job), or "no job matches"."""
+    if not jobs.jobs:
+        return "no job matches" if jobs.page.total else "no jobs"
+    last = first + len(jobs.jobs) - 1
+    return f"jobs {first:,}–{last:,} of {jobs.page.total:,}, newest first"
 
-    Columns: source rank, destination rank, bytes (exact), sent (human-readable), messages.
-    Markdown because a dcc.Markdown table costs the browser one Dash component, where an
-    html.Table costs one per cell, far too slow to re-render every second at a few hundred rows.
-    """
-    cells = sorted(matrix.cells, key=lambda c: (-c.bytes, c.src, c.dst))
-    if not cells:
-        caption = "No point-to-point traffic recorded yet."
-    elif len(cells) > MAX_MATRIX_ROWS:
-        caption = f"Heaviest {MAX_MATRIX_ROWS} of {len(cells)} rank pairs with traffic."
+
+def pair_rows(matrix: Matrix) -> list[dict[str, Any]]:
+    """The rank pairs grid's rows: the matrix's page of (source, destination) pairs."""
+    return [
+        {"id": f"{c.src}-{c.dst}", "src": c.src, "dst": c.dst, "bytes": c.bytes,
+         "sent": format_bytes(c.bytes), "messages": c.messages}
+        for c in matrix.cells
+    ]  # fmt: skip
+
+
+def pair_caption(matrix: Matrix) -> str:
+    """What the rank pairs grid holds: all pairs with traffic, or the first page of them."""
+    n, total = len(matrix.cells), matrix.page.total
+    if not total:
+        return "No point-to-point traffic recorded yet."
+    held = f"{total:,} rank pair{'s' * (total != 1)}" if n == total else (
+        f"The first {n:,} of {total:,} rank pairs (by source rank)"
+    )  # fmt: skip
+    return f"{held} with traffic; sort and filter in the grid."
+
+
+def file_rows(io: JobIo) -> list[dict[str, Any]]:
+    """The files grid's rows: the page of (layer, path) rows, most bytes first."""
+    return [
+        {
+            "id": f"{f.layer}:{f.path}",
+            "layer": f.layer,
+            "path": f.path,
+            "fstype": f.fstype,
+            "mount": f.mount,
+            "ranks": f.ranks,
+            "opens": f.opens,
+            "reads": f.reads,
+            "writes": f.writes,
+            "bytes_read": f.bytes_read,
+            "bytes_written": f.bytes_written,
+            "read_time": format_duration_ns(f.read_time_ns),
+            "write_time": format_duration_ns(f.write_time_ns),
+            "meta_time": format_duration_ns(f.meta_time_ns),
+        }
+        for f in io.files
+    ]
+
+
+def file_caption(io: JobIo) -> str:
+    """What the files grid holds, or a sentence when the job did no file I/O; the start-up
+    I/O (before MPI_Init), which the grid leaves out, in a sentence of its own."""
+    n, total = len(io.files), io.page.total
+    if not total:
+        return (
+            "No file I/O: the job has not opened, read or written any file "
+            "through POSIX, stdio or MPI-IO." + _startup_io(io)
+        )
+    if n == total:
+        held = f"{total:,} file{'s' * (total != 1)} (per I/O layer), most bytes first."
     else:
-        caption = f"{len(cells)} rank pair{'s' if len(cells) != 1 else ''} with traffic."
-    headings = ("Source rank", "Destination rank", "Bytes", "Sent", "Messages")
-    align = "rrrrr"
-    rows = [
-        (c.src, c.dst, c.bytes, format_bytes(c.bytes), c.messages) for c in cells[:MAX_MATRIX_ROWS]
+        held = f"The {n:,} of {total:,} files (per I/O layer) with the most bytes."
+    return f"{held} Counts, bytes and times are summed over all ranks.{_startup_io(io)}"
+
+
+def rma_rows(rma: JobRma) -> list[dict[str, Any]]:
+    """The RMA grid's rows: the page of (origin, target) pairs, each with its ops."""
+    return [
+        {
+            "id": f"{c.origin}-{c.target}",
+            "origin": c.origin,
+            "target": c.target,
+            "calls": c.calls,
+            "bytes": c.bytes,
+            "moved": format_bytes(c.bytes),
+            "per_op": "; ".join(f"{o.op} {_calls(o.calls)}, {o.bytes} B" for o in c.ops),
+        }
+        for c in rma.cells
     ]
-    return _table(caption, headings, align, rows)
 
 
-def matrix_title(job: JobSummary, matrix: Matrix) -> list:
+def rma_caption(rma: JobRma) -> str:
+    """The one-sided totals per op, and what the RMA grid holds; a sentence without RMA."""
+    n, total = len(rma.cells), rma.page.total
+    if not total:
+        return "No one-sided (RMA) calls in this job."
+    totals = "; ".join(f"{o.op} {_calls(o.calls)}, {format_bytes(o.bytes)}" for o in rma.ops)
+    held = f"{total:,} (origin, target) pair{'s' * (total != 1)}" if n == total else (
+        f"The first {n:,} of {total:,} (origin, target) pairs"
+    )  # fmt: skip
+    return f"{held}. In all: {totals}."
+
+
+def matrix_title(matrix: Matrix) -> list:
     """Heading of the matrix section: which job (a link to its own page, where any window
-    of it can be chosen), its size, status and total p2p bytes."""
-    total = sum(c.bytes for c in matrix.cells)
-    details = f"{matrix.world_size} ranks · {job.status} · {format_bytes(total)} point-to-point"
+    of it can be chosen), its size and total point-to-point bytes."""
+    total = sum(b.bytes for b in matrix.blocks)
+    details = f"{matrix.world_size} ranks · {format_bytes(total)} point-to-point"
     return [
         "Point-to-point traffic of ",
         dcc.Link(matrix.job, href=job_path(matrix.job), className="mono job-link"),
@@ -265,7 +376,7 @@ def ops_summary(ops: JobOps) -> list | str:
 
 
 def ops_table_markdown(ops: JobOps) -> str:
-    """The MPI operations table as Markdown (see `matrix_table_markdown` on why): a caption
+    """The MPI operations table as Markdown (see `markdown_table` on why): a caption
     line, then one row per op called, heaviest time first, at most `MAX_OP_ROWS` rows.
 
     Columns: op, category, ranks, calls, bytes (exact), payload (human-readable), time inside.
@@ -296,63 +407,6 @@ def ops_table_markdown(ops: JobOps) -> str:
     )
 
 
-def io_table_markdown(io: JobIo) -> str:
-    """The file-system I/O table as Markdown: a caption line, then one row per (layer, path),
-    most bytes first, at most `MAX_IO_ROWS` rows; a sentence instead when there is no I/O.
-
-    Columns: layer, path, file-system type, mount, ranks, opens, reads, writes, bytes read,
-    bytes written (exact), read, write and metadata (open/close/seek/sync) time.
-    """
-    n = len(io.files)
-    if not n:
-        return (
-            "No file I/O: the job has not opened, read or written any file "
-            "through POSIX, stdio or MPI-IO." + _startup_io(io)
-        )
-    if n > MAX_IO_ROWS:
-        caption = f"The {MAX_IO_ROWS} of {n} files (per I/O layer) with the most bytes."
-    else:
-        caption = f"{n} file{'s' if n != 1 else ''} (per I/O layer), most bytes first."
-    caption += _startup_io(io)
-    headings = (
-        "Layer",
-        "Path",
-        "File system",
-        "Mount",
-        "Ranks",
-        "Opens",
-        "Reads",
-        "Writes",
-        "Bytes read",
-        "Bytes written",
-        "Read time",
-        "Write time",
-        "Meta time",
-    )
-    align = "llllrrrrrrrrr"
-    rows = [
-        (
-            _md(f.layer),
-            _md(f.path),
-            _md(f.fstype),
-            _md(f.mount),
-            f.ranks,
-            f.opens,
-            f.reads,
-            f.writes,
-            f.bytes_read,
-            f.bytes_written,
-            format_duration_ns(f.read_time_ns),
-            format_duration_ns(f.write_time_ns),
-            format_duration_ns(f.meta_time_ns),
-        )
-        for f in io.files[:MAX_IO_ROWS]
-    ]
-    return _table(
-        f"{caption} Counts, bytes and times are summed over all ranks.", headings, align, rows
-    )
-
-
 def no_fabric_notice() -> html.Div:
     """What to show while no fabric has been discovered."""
     return notice(
@@ -368,7 +422,7 @@ def no_fabric_notice() -> html.Div:
 
 
 def fabric_links_table_markdown(loads: Sequence[LinkLoad], total: int | None = None) -> str:
-    """The fabric links table as Markdown (see `matrix_table_markdown` on why): a caption,
+    """The fabric links table as Markdown (see `markdown_table` on why): a caption,
     then links with errors in the last sweep (most first), down links, then the busiest, at
     most `MAX_LINK_ROWS` rows, of `total` links (default: as many as given). Unknown values
     read "?" (never 0).
@@ -448,8 +502,8 @@ def communicator_label(comm_id: int, overflow: bool) -> str:
 
 
 def communicators_table_markdown(coll: JobCollectives) -> str:
-    """The communicators of the job's collectives as Markdown (see `matrix_table_markdown` on
-    why): a caption line, then one row per communicator, heaviest time first, at most
+    """The communicators of the job's collectives as Markdown (see `markdown_table` on why):
+    a caption line, then one row per communicator, heaviest time first, at most
     `MAX_COMM_ROWS`; a sentence instead when the job called no collective.
 
     Columns: communicator, size, ranks, (op, root) rows, calls, bytes (exact), payload, time.
@@ -561,47 +615,15 @@ def sizes_table_markdown(sizes: JobSizes) -> str:
     return _table(caption, headings, align, cells)
 
 
-def rma_table_markdown(rma: JobRma) -> str:
-    """The one-sided traffic as Markdown: a caption line with the totals per op, then one row
-    per (origin, target) pair, by origin then target, at most `MAX_RMA_ROWS` rows; a sentence
-    instead when the job made no RMA call.
-
-    Columns: origin rank, target rank, calls, bytes (exact), moved (human-readable), per op.
-    """
-    n = len(rma.cells)
-    if not n:
-        return "No one-sided (RMA) calls in this job."
-    totals = "; ".join(f"{_md(o.op)} {_calls(o.calls)}, {format_bytes(o.bytes)}" for o in rma.ops)
-    if n > MAX_RMA_ROWS:
-        caption = f"First {MAX_RMA_ROWS} of {n} (origin, target) pairs."
-    else:
-        caption = f"{n} (origin, target) pair{'s' if n != 1 else ''}."
-    headings = ("Origin rank", "Target rank", "Calls", "Bytes", "Moved", "Per operation")
-    align = "rrrrrl"
-    rows = [
-        (
-            c.origin,
-            c.target,
-            c.calls,
-            c.bytes,
-            format_bytes(c.bytes),
-            "; ".join(f"{_md(o.op)} {_calls(o.calls)}, {o.bytes} B" for o in c.ops),
-        )
-        for c in rma.cells[:MAX_RMA_ROWS]
-    ]
-    return _table(f"{caption} In all: {totals}.", headings, align, rows)
-
-
 def _startup_io(io: JobIo) -> str:
     """A sentence on the I/O before MPI_Init (start-up: the loader, an interpreter's
-    imports), which the table leaves out; "" when there was none."""
-    if not io.startup_files:
+    imports), which the grid leaves out; "" when there was none."""
+    n = io.startup.files
+    if not n:
         return ""
-    n = len(io.startup_files)
-    read = sum(f.bytes_read for f in io.startup_files)
-    written = sum(f.bytes_written for f in io.startup_files)
+    read, written = io.startup.bytes_read, io.startup.bytes_written
     return (
-        f" Start-up I/O before MPI_Init, not in the table: {n} file{'s' if n != 1 else ''}, "
+        f" Start-up I/O before MPI_Init, not in the grid: {n} file{'s' if n != 1 else ''}, "
         f"{format_bytes(read)} read, {format_bytes(written)} written."
     )
 
@@ -609,25 +631,21 @@ def _startup_io(io: JobIo) -> str:
 def ranks_summary(ranks: JobRanks) -> list:
     """One line: ranks reported of the world, the hosts they ran on (ranks per host), and a
     warning per health counter that is not zero (counts folded, frames lost)."""
-    n = len(ranks.ranks)
-    hosts: dict[str, int] = {}
-    for r in ranks.ranks:
-        hosts[r.host] = hosts.get(r.host, 0) + 1
-    named = ", ".join(
-        f"{host} ({count})" for host, count in list(hosts.items())[:MAX_SUMMARY_HOSTS]
-    )
+    n = ranks.page.total
+    hosts = ranks.hosts
+    named = ", ".join(f"{h.host} ({h.ranks})" for h in hosts[:MAX_SUMMARY_HOSTS])
     more = f" and {len(hosts) - MAX_SUMMARY_HOSTS} more" if len(hosts) > MAX_SUMMARY_HOSTS else ""
     parts: list = [
         f"{n} of {ranks.world_size} ranks reported"
         + (f", on {len(hosts)} host{'s' if len(hosts) != 1 else ''}: {named}{more}." if n else ".")
     ]
-    folded = [r for r in ranks.ranks if r.keys_dropped]
-    lost = [r for r in ranks.ranks if r.frames_dropped]
+    health = ranks.health
+    folded, lost = health.ranks_folded, health.ranks_lost
     if folded:
         parts.append(
             html.Span(
-                f" {len(folded)} rank{'s' if len(folded) != 1 else ''} folded "
-                f"{sum(r.keys_dropped for r in folded)} new keys into overflow rows "
+                f" {folded} rank{'s' if folded != 1 else ''} folded "
+                f"{health.keys_dropped} new keys into overflow rows "
                 "(STACKLENS_MAX_KEYS): totals are exact, per-peer/file/communicator detail is not.",
                 className="health-warning",
             )
@@ -635,8 +653,8 @@ def ranks_summary(ranks: JobRanks) -> list:
     if lost:
         parts.append(
             html.Span(
-                f" {len(lost)} rank{'s' if len(lost) != 1 else ''} lost "
-                f"{sum(r.frames_dropped for r in lost)} frames: this job's counts are incomplete.",
+                f" {lost} rank{'s' if lost != 1 else ''} lost "
+                f"{health.frames_dropped} frames: this job's counts are incomplete.",
                 className="health-error",
             )
         )
@@ -651,12 +669,15 @@ def ranks_table_markdown(ranks: JobRanks) -> str:
     Columns: rank, host, pid, status (with MPI_Abort's error code), first and last interval
     seen (UTC), keys folded, frames lost, frames spooled.
     """
-    n = len(ranks.ranks)
+    n = ranks.page.total
     if not n:
         return "No rank has reported yet."
     shown = sorted(ranks.ranks, key=lambda r: (not (r.keys_dropped or r.frames_dropped), r.rank))
-    if n > MAX_RANK_ROWS:
-        caption = f"{MAX_RANK_ROWS} of {n} ranks, those with folded or lost counts first."
+    if n > min(len(shown), MAX_RANK_ROWS):
+        caption = (
+            f"{min(len(shown), MAX_RANK_ROWS)} of {n} ranks, those with folded or lost "
+            "counts first."
+        )
     else:
         caption = f"{n} rank{'s' if n != 1 else ''}, those with folded or lost counts first."
     caption += (

@@ -14,10 +14,14 @@ from frontend.formatting import format_bytes, format_bytes_short, format_size_bu
 from stacklens.api_models import JobSizes, Matrix, MatrixCell, Series, SlowRanks
 from stacklens.constants import bucket_bounds
 
-# Cell labels: full ("1.50 MiB") up to this many ranks, short ("1.5M") up to the next, none
-# beyond (hover still shows exact values).
+# Cell labels: full ("1.50 MiB") up to this many rows of cells, short ("1.5M") up to the
+# next, none beyond (hover still shows exact values).
 MAX_FULL_LABEL_RANKS = 6
 MAX_LABELLED_RANKS = 16
+
+# The heat map's cells per side at most, whatever the data says: blocks beyond it are summed
+# into coarser ones (the server already sends at most 128 per side).
+MAX_HEATMAP_SIDE = 128
 
 # Message-size histogram: one bar trace per op, for the ops with the most messages.
 MAX_SIZE_TRACES = 6
@@ -26,29 +30,40 @@ _FONT = "Inter, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans
 _COLORBAR_TICKS = 5
 
 
-def dense_matrix(
-    world_size: int, cells: Iterable[MatrixCell]
-) -> tuple[list[list[int]], list[list[int]]]:
-    """(bytes, messages) as dense [src][dst] lists covering every rank, zeros where no traffic.
-
-    The size is `world_size`, grown if a cell names a higher rank so that no traffic is hidden.
-    """
+def dense_blocks(
+    cells: Iterable[MatrixCell], max_side: int = MAX_HEATMAP_SIDE
+) -> tuple[int, list[list[int]], list[list[int]]]:
+    """(cells merged per side, bytes, messages): the sparse `cells` ([src][dst] indexes) as
+    dense lists just large enough for the highest index present, zeros where no traffic,
+    merging `k` x `k` neighbours when that side would exceed `max_side` (k = 1 otherwise).
+    The size follows the data, never a claimed world size."""
     cells = list(cells)
-    n = max([world_size] + [max(c.src, c.dst) + 1 for c in cells])
-    nbytes = [[0] * n for _ in range(n)]
-    messages = [[0] * n for _ in range(n)]
+    n = max((max(c.src, c.dst) + 1 for c in cells), default=0)
+    merge = max(1, -(-n // max_side))
+    side = -(-n // merge)
+    nbytes = [[0] * side for _ in range(side)]
+    messages = [[0] * side for _ in range(side)]
     for c in cells:
-        nbytes[c.src][c.dst] += c.bytes
-        messages[c.src][c.dst] += c.messages
-    return nbytes, messages
+        nbytes[c.src // merge][c.dst // merge] += c.bytes
+        messages[c.src // merge][c.dst // merge] += c.messages
+    return merge, nbytes, messages
 
 
 def matrix_heatmap(matrix: Matrix) -> go.Figure:
-    """Rank x rank heatmap of point-to-point bytes: x = destination, y = source (0 at top)."""
-    nbytes, messages = dense_matrix(matrix.world_size, matrix.cells)
+    """Rank x rank heatmap of point-to-point bytes: x = destination, y = source (0 at top),
+    drawn from the matrix's blocks (one cell per pair up to 128 ranks, else per block of
+    ranks), as far as the highest rank that sent or received."""
+    merge, nbytes, messages = dense_blocks(matrix.blocks)
     n = len(nbytes)
     if n == 0:
-        return _empty_figure("No ranks have reported yet.")
+        return _empty_figure("No point-to-point traffic recorded yet.")
+    side = matrix.block_ranks * merge  # ranks per cell side
+    if side == 1:
+        names = [str(i) for i in range(n)]
+        what = "rank"
+    else:
+        names = [f"{i * side}–{(i + 1) * side - 1}" for i in range(n)]
+        what = "ranks"
     ranks = list(range(n))
     zmax = max(max(row) for row in nbytes) or 1
     labelled = n <= MAX_LABELLED_RANKS
@@ -58,13 +73,13 @@ def matrix_heatmap(matrix: Matrix) -> go.Figure:
         z=nbytes,
         x=ranks,
         y=ranks,
-        customdata=messages,
+        customdata=[[[messages[i][j], names[i], names[j]] for j in ranks] for i in ranks],
         text=[[label(v) for v in row] for row in nbytes] if labelled else None,
         texttemplate="%{text}" if labelled else None,
         textfont={"size": 11 if n <= 10 else 9},
         hovertemplate=(
-            "source rank %{y} → destination rank %{x}<br>"
-            "%{z:,} bytes<br>%{customdata:,} messages<extra></extra>"
+            f"source {what} %{{customdata[1]}} → destination {what} %{{customdata[2]}}<br>"
+            "%{z:,} bytes<br>%{customdata[0]:,} messages<extra></extra>"
         ),
         colorscale=sequential.Blues,
         zmin=0,
@@ -79,23 +94,19 @@ def matrix_heatmap(matrix: Matrix) -> go.Figure:
             "outlinewidth": 0,
         },
     )
-    axis = {
-        "showgrid": False,
-        "zeroline": False,
-        "ticks": "",
-        **({"tickmode": "linear", "tick0": 0, "dtick": 1} if labelled else {}),
-    }
+    ticks = {"tickmode": "array", "tickvals": ranks, "ticktext": names} if labelled else {}
+    axis = {"showgrid": False, "zeroline": False, "ticks": "", **ticks}
     fig = go.Figure(heatmap)
     fig.update_layout(
         xaxis={
             **axis,
-            "title": {"text": "destination rank"},
+            "title": {"text": f"destination {what}"},
             "range": [-0.5, n - 0.5],
             "constrain": "domain",
         },
         yaxis={
             **axis,
-            "title": {"text": "source rank"},
+            "title": {"text": f"source {what}"},
             "range": [n - 0.5, -0.5],  # rank 0 at the top, like a printed matrix
             "scaleanchor": "x",
             "constrain": "domain",

@@ -1,5 +1,6 @@
 # frontend/formatting.py — human-readable bytes, durations and ns timestamps (pure, shared).
-"""Formatting helpers: binary byte units, durations and UTC timestamps."""
+"""Formatting helpers: binary byte units, durations and UTC timestamps (and reading a
+typed UTC time back)."""
 
 from __future__ import annotations
 
@@ -71,3 +72,15 @@ def format_size_bucket(lower: int, upper: int) -> str:
     if upper - lower <= 1:
         return "0 B (empty)" if lower == 0 else format_power_of_two_bytes(lower)
     return f"{format_power_of_two_bytes(lower)} – {format_power_of_two_bytes(upper)}"
+
+
+def parse_utc_ns(text: str | None) -> int | None:
+    """A time typed as UTC ("2026-12-01 19:30", "2026-12-01", a trailing "UTC" allowed) in
+    ns since the epoch; None if empty or unreadable."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.strip().removesuffix("UTC").strip())
+    except ValueError:
+        return None
+    return int(moment.replace(tzinfo=UTC).timestamp()) * 10**9

@@ -2,25 +2,41 @@
 """Stable component ids (they are also the DOM ids browser tests select on)."""
 
 # App shell (frontend/app.py).
-REFRESH_INTERVAL = "refresh-interval"  # dcc.Interval ticking every refresh_ms
+REFRESH_INTERVAL = "refresh-interval"  # dcc.Interval ticking every refresh_ms (Fabric page)
+REFRESH_BASE_MS = "refresh-base-ms"  # dcc.Store: the configured refresh period (ms)
+URL = "url"  # dcc.Location the pages navigate with (to a job's own page)
 
 # Jobs page (frontend/pages/jobs.py).
-STATUS_MESSAGE = "status-message"  # error / "no jobs yet" notice; empty when all is well
-LAST_UPDATED = "last-updated"  # time of the last successful refresh
-JOBS_TABLE = "jobs-table"  # html.Table, one <tr data-job="..."> per job
-JOB_ROW = "job-row"  # pattern-matching id type of a jobs-table row: {"type": JOB_ROW, "job": key}
-SELECTED_JOB = "selected-job"  # dcc.Store: the job key the user clicked (None: follow newest)
-RENDERED_DIGEST = "rendered-digest"  # dcc.Store: digest of the data the page shows (skip redraws)
+JOB_REFRESH = "job-refresh"  # dcc.Interval: the refresh tick (its period backs off under load)
+CLOCK = "clock"  # dcc.Interval, every second: the "N s behind" label, in the browser only
+STATUS_MESSAGE = "status-message"  # "no jobs yet" / "unknown job" notice; empty when all is well
+LAST_UPDATED = "last-updated"  # "updated HH:MM:SS UTC", or "refreshing… N s behind"
+LAST_GOOD = "last-good"  # dcc.Store: {"at": ms since the epoch of the last whole refresh, ...}
+JOB_SEARCH = "job-search"  # dcc.Input: searches job id, user and command (server side)
+JOB_STATUS_FILTER = "job-status-filter"  # dcc.Dropdown: one status or all
+JOB_USER_FILTER = "job-user-filter"  # dcc.Input: one user or all
+JOB_STARTED_FROM = "job-started-from"  # dcc.Input (UTC, "2026-12-01 19:30"): started at/after
+JOB_STARTED_TO = "job-started-to"  # dcc.Input (UTC, "2026-12-01 19:30"): started before
+JOB_PAGES = "job-pages"  # dcc.Store: cursors of the job list pages up to the one shown
+JOB_NEXT_CURSOR = "job-next-cursor"  # dcc.Store: next_cursor of the page shown (None: last)
+JOB_NEWER = "job-newer"  # button: the previous (newer) page of the job list
+JOB_OLDER = "job-older"  # button: the next (older) page of the job list
+JOB_PAGE_INFO = "job-page-info"  # "jobs 1–100 of 20,000"
+JOBS_GRID = "jobs-grid"  # dash-ag-grid, a row per job of the page (row id = job id)
+JOBS_ERROR = "jobs-error"  # the jobs card's error message; empty when all is well
+RENDERED_DIGEST = "rendered-digest"  # dcc.Store: digest per card of what it shows (skip redraws)
 JOB_DETAILS = "job-details"  # wraps every card about the shown job; hidden without one
 MATRIX_SECTION = "matrix-section"  # "Point-to-point traffic" card of the shown job
 MATRIX_TITLE = "matrix-title"  # heading naming the shown job
 MATRIX_HEATMAP = "matrix-heatmap"  # dcc.Graph, rank x rank heatmap of point-to-point bytes
-MATRIX_TABLE = "matrix-table"  # dcc.Markdown: caption + <table> of non-zero (src, dst) cells
+MATRIX_CAPTION = "matrix-caption"  # how many rank pairs the grid holds of how many
+MATRIX_GRID = "matrix-grid"  # dash-ag-grid, a row per (src, dst) pair with traffic
 OPS_SECTION = "ops-section"  # "MPI operations" card of the shown job
 OPS_SUMMARY = "ops-summary"  # one line: time and bytes per traffic category
 OPS_TABLE = "ops-table"  # dcc.Markdown: caption + <table> of the ops called, heaviest time first
 IO_SECTION = "io-section"  # "File-system I/O" card of the shown job
-IO_TABLE = "io-table"  # dcc.Markdown: caption + <table> per (layer, path), or "no file I/O"
+IO_CAPTION = "io-caption"  # how many files the grid holds of how many, or "no file I/O"
+IO_GRID = "io-grid"  # dash-ag-grid, a row per (layer, path)
 COLL_SECTION = "coll-section"  # "Collectives" card of the shown job
 COMM_TABLE = "comm-table"  # dcc.Markdown: caption + <table> per communicator, or "no collective"
 COLL_TABLE = "coll-table"  # dcc.Markdown: caption + <table> per (communicator, op, root)
@@ -28,10 +44,21 @@ SIZES_SECTION = "sizes-section"  # "Message sizes" card of the shown job
 SIZES_GRAPH = "sizes-graph"  # dcc.Graph, messages per log2 size bucket, a bar trace per op
 SIZES_TABLE = "sizes-table"  # dcc.Markdown: caption + <table> per (op, bucket)
 RMA_SECTION = "rma-section"  # "One-sided (RMA)" card of the shown job
-RMA_TABLE = "rma-table"  # dcc.Markdown: caption + <table> per (origin, target), or "no RMA"
+RMA_CAPTION = "rma-caption"  # the RMA totals per op, or "no RMA"
+RMA_GRID = "rma-grid"  # dash-ag-grid, a row per (origin, target) pair
 RANKS_SECTION = "ranks-section"  # "Ranks" card of the shown job
 RANKS_SUMMARY = "ranks-summary"  # one line: ranks reported, hosts, health warnings
 RANKS_TABLE = "ranks-table"  # dcc.Markdown: caption + <table> per rank (host, pid, health)
+# Each card of the shown job: its error message, empty when its last refresh went well.
+CARD_ERRORS = {
+    "matrix": "matrix-error",
+    "ops": "ops-error",
+    "collectives": "coll-error",
+    "sizes": "sizes-error",
+    "rma": "rma-error",
+    "io": "io-error",
+    "ranks": "ranks-error",
+}
 
 # Fabric page (frontend/pages/fabric.py).
 FABRIC_STATUS = "fabric-status"  # error / "no fabric yet" notice; empty when all is well
@@ -73,14 +100,17 @@ JV_TIMELINE = "jv-timeline"  # dcc.Graph: time and bytes per step by category an
 JV_HEATMAP = "jv-heatmap"  # dcc.Graph: rank x time share of time inside MPI
 JV_OUTLIERS = "jv-outliers"  # html.Ul: the outliers and collective imbalances in words
 JV_MATRIX = "jv-matrix"  # dcc.Graph: rank x rank bytes for the shown window or step
-JV_MATRIX_TABLE = "jv-matrix-table"  # dcc.Markdown: the matrix's non-zero cells
+JV_MATRIX_CAPTION = "jv-matrix-caption"  # how many rank pairs the grid holds of how many
+JV_MATRIX_TABLE = "jv-matrix-table"  # dash-ag-grid: the matrix's non-zero (src, dst) pairs
 JV_OPS_SUMMARY = "jv-ops-summary"  # one line per category
 JV_OPS_TABLE = "jv-ops-table"  # dcc.Markdown: MPI operations
 JV_COMM_TABLE = "jv-comm-table"  # dcc.Markdown: per communicator
 JV_COLL_TABLE = "jv-coll-table"  # dcc.Markdown: per (communicator, op, root)
 JV_SIZES_GRAPH = "jv-sizes-graph"  # dcc.Graph: message sizes
 JV_SIZES_TABLE = "jv-sizes-table"  # dcc.Markdown: message sizes
-JV_RMA_TABLE = "jv-rma-table"  # dcc.Markdown: one-sided traffic
-JV_IO_TABLE = "jv-io-table"  # dcc.Markdown: file I/O
+JV_RMA_CAPTION = "jv-rma-caption"  # the RMA totals per op, or "no RMA"
+JV_RMA_TABLE = "jv-rma-table"  # dash-ag-grid: one-sided traffic per (origin, target)
+JV_IO_CAPTION = "jv-io-caption"  # how many files the grid holds of how many
+JV_IO_TABLE = "jv-io-table"  # dash-ag-grid: file I/O per (layer, path)
 JV_RANKS_SUMMARY = "jv-ranks-summary"  # one line about the ranks
 JV_RANKS_TABLE = "jv-ranks-table"  # dcc.Markdown: the ranks

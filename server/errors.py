@@ -23,10 +23,19 @@ _MEANINGS = {
 }
 
 
-class ErrorBody(BaseModel):
-    """Every refusal: `detail` is the reason (a list of reasons when several)."""
+class ValidationIssue(BaseModel):
+    """One reason a request's parameters or body are invalid (without the value sent)."""
 
-    detail: str | list[str]
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    """Every refusal: `detail` is the reason (a list of reasons when several; a list of
+    issues for parameters or a body that do not validate)."""
+
+    detail: str | list[str] | list[ValidationIssue]
 
 
 def error_responses(*statuses: int, **described: str) -> dict[int | str, dict[str, Any]]:

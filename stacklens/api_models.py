@@ -29,6 +29,15 @@ class ApiModel(BaseModel):
 # ---------------------------------------------------------------------------------------
 # jobs: /api/jobs...
 # ---------------------------------------------------------------------------------------
+class PageInfo(ApiModel):
+    """Where a paged list stands: every list answer holds at most `limit` rows; the next
+    page is asked with `?cursor=<next_cursor>` (opaque; the same filters)."""
+
+    total: int = Field(description="rows of the list in all its pages (with its filters)")
+    limit: int = Field(description="the most rows this page could hold")
+    next_cursor: str | None = Field(description="cursor of the next page; null: the last page")
+
+
 class RunSummary(ApiModel):
     """One run (launch) of a job."""
 
@@ -73,6 +82,13 @@ class JobSummary(ApiModel):
     runs: list[RunSummary] = Field(description="by ordinal")
 
 
+class JobList(ApiModel):
+    """A page of the job list (`GET /api/jobs`), newest first."""
+
+    jobs: list[JobSummary]
+    page: PageInfo
+
+
 class JobRuns(ApiModel):
     """The runs of a job by ordinal."""
 
@@ -95,12 +111,21 @@ class MatrixCell(ApiModel):
 
 
 class Matrix(ApiModel):
-    """A job's rank x rank point-to-point matrix (only non-zero pairs are listed)."""
+    """A job's rank x rank point-to-point matrix: a page of its non-zero (source,
+    destination) pairs by source then destination, and the whole matrix summed over blocks
+    of `block_ranks` x `block_ranks` ranks (the heat map's data: at most 128 x 128 blocks,
+    sized by the highest rank that sent or received, whatever the world size)."""
 
     job: str
     world_size: int
     cells: list[MatrixCell]
     run: int | None = _run_asked()
+    page: PageInfo
+    block_ranks: int = Field(description="ranks per block side (1: every block is one pair)")
+    blocks: list[MatrixCell] = Field(
+        description="non-zero blocks: src/dst = block index, i.e. ranks "
+        "[index * block_ranks, (index + 1) * block_ranks)"
+    )
 
 
 class OpTotal(ApiModel):
@@ -167,15 +192,25 @@ class FileIo(ApiModel):
     meta_time_ns: int = Field(description="time in open/close/seek/sync calls")
 
 
+class IoTotals(ApiModel):
+    """Files and bytes of one phase of a job's I/O, summed over its (layer, path) rows."""
+
+    files: int = Field(description="(layer, path) rows")
+    bytes_read: int
+    bytes_written: int
+
+
 class JobIo(ApiModel):
-    """A job's file-system I/O per (layer, path), most bytes (read + written) first: the
-    program's, and apart from it the I/O its ranks did before MPI_Init (start-up: the
-    loader's and an interpreter's imports)."""
+    """A page of a job's file-system I/O per (layer, path), most bytes (read + written)
+    first, of one phase: the program's (default), or the I/O its ranks did before MPI_Init
+    (`?phase=startup`: the loader's and an interpreter's imports); and the start-up I/O's
+    totals."""
 
     job: str
     files: list[FileIo]
-    startup_files: list[FileIo] = Field(description="I/O before MPI_Init, per (layer, path)")
+    startup: IoTotals = Field(description="all the I/O before MPI_Init, summed")
     run: int | None = _run_asked()
+    page: PageInfo
 
 
 class CollectiveTotal(ApiModel):
@@ -272,6 +307,7 @@ class JobRma(ApiModel):
     ops: list[RmaOp]
     cells: list[RmaCell]
     run: int | None = _run_asked()
+    page: PageInfo = Field(description="the page of `cells` (ops: all of them)")
 
 
 class RankInfo(ApiModel):
@@ -302,13 +338,32 @@ class RankInfo(ApiModel):
     run: int | None = Field(default=None, description="ordinal of its run")
 
 
+class HostRanks(ApiModel):
+    """How many ranks (or processes) of a job ran on one host."""
+
+    host: str
+    ranks: int
+
+
+class RankHealth(ApiModel):
+    """The ranks of a job whose counts were folded or lost, over all of its ranks."""
+
+    ranks_folded: int = Field(description="ranks with keys_dropped > 0")
+    keys_dropped: int
+    ranks_lost: int = Field(description="ranks with frames_dropped > 0")
+    frames_dropped: int
+
+
 class JobRanks(ApiModel):
-    """The ranks of a job that reported, by world rank."""
+    """A page of the ranks of a job that reported, by run and world rank, and its hosts."""
 
     job: str
     world_size: int
     ranks: list[RankInfo]
     run: int | None = _run_asked()
+    page: PageInfo
+    hosts: list[HostRanks] = Field(description="every host, most ranks first (then by name)")
+    health: RankHealth = Field(description="the health counters over all the ranks")
 
 
 class JobDetails(ApiModel):
@@ -325,13 +380,14 @@ class JobDetails(ApiModel):
 
 
 class Overview(ApiModel):
-    """The Jobs page in one answer (`GET /api/overview`)."""
+    """The Jobs page in one answer (`GET /api/overview`): a page of the job list and the
+    first page of every section of the detailed job."""
 
-    jobs: list[JobSummary] = Field(
-        description="the newest jobs, newest first, then the detailed job if it is older"
+    jobs: JobList = Field(description="a page of the job list, as GET /api/jobs answers")
+    shown: JobDetails | None = Field(
+        description="the detailed job; null: it is unknown, or no job was asked for and the "
+        "list is empty"
     )
-    jobs_total: int = Field(description="how many jobs there are")
-    shown: JobDetails | None = Field(description="the detailed job; null: there is no job")
 
 
 class SeriesPoint(ApiModel):

@@ -56,7 +56,7 @@ def test_demo_runs_the_example_job_and_stops(tmp_path, hook_library, examples_bu
         while finished is None and time.monotonic() - started < 60:
             time.sleep(0.5)
             try:
-                jobs = httpx.get(f"{base}/api/jobs", timeout=2).json()
+                jobs = httpx.get(f"{base}/api/jobs", timeout=2).json()["jobs"]
             except httpx.HTTPError:
                 continue
             finished = next((j for j in jobs if j["status"] == "finished"), None)

@@ -121,7 +121,8 @@ def layout(job: str = "", **query: str) -> html.Div:
                 dcc.Graph(
                     id=ids.JV_MATRIX, style={"height": "420px"}, config={"displaylogo": False}
                 ),  # fmt: skip
-                components.markdown_table(ids.JV_MATRIX_TABLE),
+                html.P(id=ids.JV_MATRIX_CAPTION, className="hint"),
+                components.grid(ids.JV_MATRIX_TABLE, components.PAIR_COLUMNS),
             ),
             components.card(
                 "MPI operations",
@@ -140,8 +141,16 @@ def layout(job: str = "", **query: str) -> html.Div:
                 ),  # fmt: skip
                 components.markdown_table(ids.JV_SIZES_TABLE),
             ),
-            components.card("One-sided (RMA)", components.markdown_table(ids.JV_RMA_TABLE)),
-            components.card("File-system I/O", components.markdown_table(ids.JV_IO_TABLE)),
+            components.card(
+                "One-sided (RMA)",
+                html.P(id=ids.JV_RMA_CAPTION, className="hint"),
+                components.grid(ids.JV_RMA_TABLE, components.RMA_COLUMNS, height_px=300),
+            ),
+            components.card(
+                "File-system I/O",
+                html.P(id=ids.JV_IO_CAPTION, className="hint"),
+                components.grid(ids.JV_IO_TABLE, components.FILE_COLUMNS),
+            ),
             components.card(
                 "Ranks",
                 html.P(id=ids.JV_RANKS_SUMMARY, className="summary"),
@@ -171,15 +180,18 @@ _OUTPUTS = {
     "heatmap": (ids.JV_HEATMAP, "figure"),
     "outliers": (ids.JV_OUTLIERS, "children"),
     "matrix": (ids.JV_MATRIX, "figure"),
-    "matrix_table": (ids.JV_MATRIX_TABLE, "children"),
+    "matrix_caption": (ids.JV_MATRIX_CAPTION, "children"),
+    "matrix_table": (ids.JV_MATRIX_TABLE, "rowData"),
     "ops_summary": (ids.JV_OPS_SUMMARY, "children"),
     "ops": (ids.JV_OPS_TABLE, "children"),
     "comms": (ids.JV_COMM_TABLE, "children"),
     "coll": (ids.JV_COLL_TABLE, "children"),
     "sizes_graph": (ids.JV_SIZES_GRAPH, "figure"),
     "sizes": (ids.JV_SIZES_TABLE, "children"),
-    "rma": (ids.JV_RMA_TABLE, "children"),
-    "io": (ids.JV_IO_TABLE, "children"),
+    "rma_caption": (ids.JV_RMA_CAPTION, "children"),
+    "rma": (ids.JV_RMA_TABLE, "rowData"),
+    "io_caption": (ids.JV_IO_CAPTION, "children"),
+    "io": (ids.JV_IO_TABLE, "rowData"),
     "ranks_summary": (ids.JV_RANKS_SUMMARY, "children"),
     "ranks": (ids.JV_RANKS_TABLE, "children"),
     "rendered": (ids.JV_RENDERED, "data"),
@@ -299,7 +311,7 @@ def render(search: str | None, _tick: int | None, job: str, rendered: str | None
             k = max(0, round((at * 10**9 - profile.from_ns) / profile.step_ns))
             at_ns = profile.from_ns + k * profile.step_ns
             cards_window = Window(window.run, _exact(at_ns), _exact(at_ns + profile.step_ns))
-        overview = client.overview(job, 1, cards_window)
+        overview = client.overview(job, cards_window)
     except ApiError as exc:
         return {**unchanged, "status": components.notice(str(exc), "error")}
     drawn = digest((profile, series, overview, search))
@@ -325,15 +337,18 @@ def render(search: str | None, _tick: int | None, job: str, rendered: str | None
         "heatmap": figures.rank_heatmap(profile),
         "outliers": components.outlier_items(profile),
         "matrix": figures.matrix_heatmap(shown.matrix),
-        "matrix_table": components.matrix_table_markdown(shown.matrix),
+        "matrix_caption": components.pair_caption(shown.matrix),
+        "matrix_table": components.pair_rows(shown.matrix),
         "ops_summary": components.ops_summary(shown.ops),
         "ops": components.ops_table_markdown(shown.ops),
         "comms": components.communicators_table_markdown(shown.collectives),
         "coll": components.collectives_table_markdown(shown.collectives),
         "sizes_graph": figures.size_histogram(shown.sizes),
         "sizes": components.sizes_table_markdown(shown.sizes),
-        "rma": components.rma_table_markdown(shown.rma),
-        "io": components.io_table_markdown(shown.io),
+        "rma_caption": components.rma_caption(shown.rma),
+        "rma": components.rma_rows(shown.rma),
+        "io_caption": components.file_caption(shown.io),
+        "io": components.file_rows(shown.io),
         "ranks_summary": components.ranks_summary(shown.ranks),
         "ranks": components.ranks_table_markdown(shown.ranks),
         "rendered": drawn,

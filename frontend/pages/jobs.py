@@ -1,51 +1,45 @@
-# frontend/pages/jobs.py — the "/" page: live jobs table; the selected job's rank x rank matrix,
-# MPI operations, collectives, message sizes, one-sided traffic, file-system I/O and ranks.
-"""Jobs page: every job the server knows, and for one of them its point-to-point traffic,
-its MPI operations (calls, bytes, time per op and per traffic category), its collectives per
-communicator, its message-size histogram, its one-sided (RMA) traffic, its file I/O and its
-ranks (hosts, status, counts folded or lost).
+# frontend/pages/jobs.py — the "/" page: the job list (search, filters, pages) and the first
+# job's rank x rank matrix, MPI operations, collectives, message sizes, one-sided traffic,
+# file-system I/O and ranks.
+"""Jobs page: the jobs the server knows, a page at a time, searched (job id, user,
+command) and filtered (status, user, start time) by the server and sorted and filtered
+again in the browser's grid; and the first job of the list: its point-to-point traffic,
+MPI operations, collectives, message sizes, one-sided traffic, file I/O and ranks. A click
+on a job opens its own page, `/jobs/<job>` (frontend/pages/job.py).
 
-The shown job is the one the user clicked (kept in a session store across refreshes), or the
-newest job while the user has not chosen one or the chosen one is gone.
+The page degrades, never blanks: one refresh asks the job list and each card's data
+concurrently; a card whose request fails keeps its last view and shows the error; the
+refresh tick pauses while a refresh runs (no answer is superseded by the next tick) and its
+period backs off with the time a refresh takes and after errors; the heading says
+"refreshing… N s behind" (in the browser, every second) when the last whole refresh is
+older than that.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import contextvars
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import dash
-from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+from dash import ClientsideFunction, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from frontend import api, components, figures, ids
-from frontend.api import ApiError, digest
+from frontend.api import ApiError, JobListQuery, StacklensApi, digest
+from frontend.formatting import parse_utc_ns
+from frontend.refresh import next_period
 
 dash.register_page(__name__, path="/", name="Jobs", title="Jobs — stacklens")
 
-# Outputs of `refresh` left as they are.
-_UNCHANGED = dict.fromkeys(
-    (
-        "jobs",
-        "status",
-        "updated",
-        "hidden",
-        "title",
-        "heatmap",
-        "matrix",
-        "ops_summary",
-        "ops",
-        "io",
-        "comms",
-        "coll",
-        "sizes_graph",
-        "sizes",
-        "rma",
-        "ranks_summary",
-        "ranks",
-        "rendered",
-    ),
-    no_update,
-)
+#: Jobs per page of the job list.
+JOBS_PER_PAGE = 100
+#: The statuses a job can have (the status filter's choices).
+JOB_STATUSES = ("running", "finished", "killed", "aborted", "lost")
+
+_CARDS = tuple(ids.CARD_ERRORS)
 
 
 def layout(**_query: str) -> html.Div:
@@ -53,175 +47,365 @@ def layout(**_query: str) -> html.Div:
     return html.Div(
         className="page",
         children=[
-            dcc.Store(id=ids.SELECTED_JOB, storage_type="session"),
-            dcc.Store(id=ids.RENDERED_DIGEST),
+            # The page's own ticks (a shell interval could fire before the page is there):
+            # the refresh, whose period the refresh callback sets, and the label's clock.
+            dcc.Interval(id=ids.JOB_REFRESH, interval=1000),
+            dcc.Interval(id=ids.CLOCK, interval=1000),
+            dcc.Store(id=ids.RENDERED_DIGEST, data={}),
+            dcc.Store(id=ids.LAST_GOOD),
+            dcc.Store(id=ids.JOB_PAGES, data=[None]),
+            dcc.Store(id=ids.JOB_NEXT_CURSOR),
             html.Div(id=ids.STATUS_MESSAGE, role="status"),
             html.Section(
                 className="card",
                 children=[
                     components.card_head("Jobs", ids.LAST_UPDATED),
-                    html.P(
-                        "Click a job to show its rank × rank traffic, MPI operations, "
-                        "collectives, message sizes, one-sided traffic, file I/O and ranks.",
-                        className="hint",
-                    ),
-                    html.Div(html.Table(id=ids.JOBS_TABLE, className="data"), className="scroll"),
-                ],
-            ),
-            html.Div(
-                id=ids.JOB_DETAILS,
-                hidden=True,
-                children=[
-                    html.Section(
-                        id=ids.MATRIX_SECTION,
-                        className="card",
+                    _filters(),
+                    html.Div(id=ids.JOBS_ERROR, className="card-error", role="alert"),
+                    components.grid(ids.JOBS_GRID, components.JOB_COLUMNS, height_px=360),
+                    html.Div(
+                        className="pager",
                         children=[
-                            html.H2(id=ids.MATRIX_TITLE),
-                            html.Div(
-                                className="matrix-grid",
-                                children=[
-                                    dcc.Graph(
-                                        id=ids.MATRIX_HEATMAP,
-                                        style={"height": "520px"},
-                                        config={"displaylogo": False},
-                                    ),
-                                    dcc.Markdown(
-                                        id=ids.MATRIX_TABLE,
-                                        className="scroll matrix-table-wrap md-table",
-                                    ),
-                                ],
-                            ),
+                            html.Button("← Newer", id=ids.JOB_NEWER, disabled=True),
+                            html.Span(id=ids.JOB_PAGE_INFO, className="subtle"),
+                            html.Button("Older →", id=ids.JOB_OLDER, disabled=True),
                         ],
                     ),
-                    components.card(
-                        "MPI operations",
-                        html.P(id=ids.OPS_SUMMARY, className="summary"),
-                        components.markdown_table(ids.OPS_TABLE),
-                        section_id=ids.OPS_SECTION,
-                    ),
-                    components.card(
-                        "Collectives",
-                        dcc.Markdown(id=ids.COMM_TABLE, className="scroll md-table"),
-                        components.markdown_table(ids.COLL_TABLE),
-                        section_id=ids.COLL_SECTION,
-                    ),
-                    components.card(
-                        "Message sizes",
-                        dcc.Graph(
-                            id=ids.SIZES_GRAPH,
-                            style={"height": "360px"},
-                            config={"displaylogo": False},
-                        ),
-                        components.markdown_table(ids.SIZES_TABLE),
-                        section_id=ids.SIZES_SECTION,
-                    ),
-                    components.card(
-                        "One-sided (RMA)",
-                        components.markdown_table(ids.RMA_TABLE),
-                        section_id=ids.RMA_SECTION,
-                    ),
-                    components.card(
-                        "File-system I/O",
-                        components.markdown_table(ids.IO_TABLE, "files-table"),
-                        section_id=ids.IO_SECTION,
-                    ),
-                    components.card(
-                        "Ranks",
-                        html.P(id=ids.RANKS_SUMMARY, className="summary"),
-                        components.markdown_table(ids.RANKS_TABLE, "ranks-table"),
-                        section_id=ids.RANKS_SECTION,
-                    ),
                 ],
             ),
+            html.Div(id=ids.JOB_DETAILS, hidden=True, children=_job_cards()),
         ],
     )
+
+
+def _filters() -> html.Div:
+    """Search and filters of the job list (the server applies them to all jobs)."""
+    return html.Div(
+        className="filters",
+        children=[
+            dcc.Input(
+                id=ids.JOB_SEARCH,
+                type="search",
+                placeholder="Search job id, user or command",
+                debounce=0.4,
+                className="search",
+            ),
+            dcc.Dropdown(
+                id=ids.JOB_STATUS_FILTER,
+                options=[{"label": s, "value": s} for s in JOB_STATUSES],
+                placeholder="any status",
+                className="status-filter",
+            ),
+            dcc.Input(id=ids.JOB_USER_FILTER, placeholder="any user", debounce=0.4),
+            html.Label(["started from ", _time_input(ids.JOB_STARTED_FROM)]),
+            html.Label(["to ", _time_input(ids.JOB_STARTED_TO)]),
+        ],
+    )  # fmt: skip
+
+
+def _time_input(input_id: str) -> dcc.Input:
+    """A start-time bound of the job list: UTC, "2026-12-01 19:30" or "2026-12-01"."""
+    return dcc.Input(id=input_id, placeholder="YYYY-MM-DD HH:MM UTC", debounce=True, size="20")
+
+
+def _card_error(card: str) -> html.Div:
+    return html.Div(id=ids.CARD_ERRORS[card], className="card-error", role="alert")
+
+
+def _job_cards() -> list:
+    """The cards about the shown job, each with its own error line."""
+    return [
+        html.Section(
+            id=ids.MATRIX_SECTION,
+            className="card",
+            children=[
+                html.H2(id=ids.MATRIX_TITLE),
+                _card_error("matrix"),
+                dcc.Graph(
+                    id=ids.MATRIX_HEATMAP, style={"height": "520px"}, config={"displaylogo": False}
+                ),
+                html.P(id=ids.MATRIX_CAPTION, className="hint"),
+                components.grid(ids.MATRIX_GRID, components.PAIR_COLUMNS),
+            ],
+        ),
+        components.card(
+            "MPI operations",
+            _card_error("ops"),
+            html.P(id=ids.OPS_SUMMARY, className="summary"),
+            components.markdown_table(ids.OPS_TABLE),
+            section_id=ids.OPS_SECTION,
+        ),
+        components.card(
+            "Collectives",
+            _card_error("collectives"),
+            dcc.Markdown(id=ids.COMM_TABLE, className="scroll md-table"),
+            components.markdown_table(ids.COLL_TABLE),
+            section_id=ids.COLL_SECTION,
+        ),
+        components.card(
+            "Message sizes",
+            _card_error("sizes"),
+            dcc.Graph(id=ids.SIZES_GRAPH, style={"height": "360px"}, config={"displaylogo": False}),
+            components.markdown_table(ids.SIZES_TABLE),
+            section_id=ids.SIZES_SECTION,
+        ),
+        components.card(
+            "One-sided (RMA)",
+            _card_error("rma"),
+            html.P(id=ids.RMA_CAPTION, className="hint"),
+            components.grid(ids.RMA_GRID, components.RMA_COLUMNS, height_px=300),
+            section_id=ids.RMA_SECTION,
+        ),
+        components.card(
+            "File-system I/O",
+            _card_error("io"),
+            html.P(id=ids.IO_CAPTION, className="hint"),
+            components.grid(ids.IO_GRID, components.FILE_COLUMNS),
+            section_id=ids.IO_SECTION,
+        ),
+        components.card(
+            "Ranks",
+            _card_error("ranks"),
+            html.P(id=ids.RANKS_SUMMARY, className="summary"),
+            components.markdown_table(ids.RANKS_TABLE, "ranks-table"),
+            section_id=ids.RANKS_SECTION,
+        ),
+    ]
+
+
+#: Each card: the client call that fetches its data, and how that data fills its outputs.
+_FETCH: dict[str, Callable[[StacklensApi, str], Any]] = {
+    "matrix": StacklensApi.matrix,
+    "ops": StacklensApi.ops,
+    "collectives": StacklensApi.collectives,
+    "sizes": StacklensApi.sizes,
+    "rma": StacklensApi.rma,
+    "io": StacklensApi.io,
+    "ranks": StacklensApi.ranks,
+}
+_RENDER: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "matrix": lambda m: {"heatmap": figures.matrix_heatmap(m),
+                         "matrix_caption": components.pair_caption(m),
+                         "matrix_rows": components.pair_rows(m)},
+    "ops": lambda o: {"ops_summary": components.ops_summary(o),
+                      "ops": components.ops_table_markdown(o)},
+    "collectives": lambda c: {"comms": components.communicators_table_markdown(c),
+                              "coll": components.collectives_table_markdown(c)},
+    "sizes": lambda s: {"sizes_graph": figures.size_histogram(s),
+                        "sizes": components.sizes_table_markdown(s)},
+    "rma": lambda r: {"rma_caption": components.rma_caption(r),
+                      "rma_rows": components.rma_rows(r)},
+    "io": lambda i: {"io_caption": components.file_caption(i),
+                     "io_rows": components.file_rows(i)},
+    "ranks": lambda r: {"ranks_summary": components.ranks_summary(r),
+                        "ranks": components.ranks_table_markdown(r)},
+}  # fmt: skip
+
+_OUTPUTS = {
+    "jobs": Output(ids.JOBS_GRID, "rowData"),
+    "page_info": Output(ids.JOB_PAGE_INFO, "children"),
+    "newer": Output(ids.JOB_NEWER, "disabled"),
+    "older": Output(ids.JOB_OLDER, "disabled"),
+    "next_cursor": Output(ids.JOB_NEXT_CURSOR, "data"),
+    "jobs_error": Output(ids.JOBS_ERROR, "children"),
+    "status": Output(ids.STATUS_MESSAGE, "children"),
+    "hidden": Output(ids.JOB_DETAILS, "hidden"),
+    "title": Output(ids.MATRIX_TITLE, "children"),
+    "heatmap": Output(ids.MATRIX_HEATMAP, "figure"),
+    "matrix_caption": Output(ids.MATRIX_CAPTION, "children"),
+    "matrix_rows": Output(ids.MATRIX_GRID, "rowData"),
+    "ops_summary": Output(ids.OPS_SUMMARY, "children"),
+    "ops": Output(ids.OPS_TABLE, "children"),
+    "comms": Output(ids.COMM_TABLE, "children"),
+    "coll": Output(ids.COLL_TABLE, "children"),
+    "sizes_graph": Output(ids.SIZES_GRAPH, "figure"),
+    "sizes": Output(ids.SIZES_TABLE, "children"),
+    "rma_caption": Output(ids.RMA_CAPTION, "children"),
+    "rma_rows": Output(ids.RMA_GRID, "rowData"),
+    "io_caption": Output(ids.IO_CAPTION, "children"),
+    "io_rows": Output(ids.IO_GRID, "rowData"),
+    "ranks_summary": Output(ids.RANKS_SUMMARY, "children"),
+    "ranks": Output(ids.RANKS_TABLE, "children"),
+    **{f"{card}_error": Output(ids.CARD_ERRORS[card], "children") for card in _CARDS},
+    "rendered": Output(ids.RENDERED_DIGEST, "data"),
+    "last_good": Output(ids.LAST_GOOD, "data"),
+    "period": Output(ids.JOB_REFRESH, "interval"),
+}
 
 
 def register_callbacks(dash_app: dash.Dash) -> None:
     """Attach this page's callbacks to `dash_app` (per app, so several apps can coexist)."""
     dash_app.callback(
-        output={
-            "jobs": Output(ids.JOBS_TABLE, "children"),
-            "status": Output(ids.STATUS_MESSAGE, "children"),
-            "updated": Output(ids.LAST_UPDATED, "children"),
-            "hidden": Output(ids.JOB_DETAILS, "hidden"),
-            "title": Output(ids.MATRIX_TITLE, "children"),
-            "heatmap": Output(ids.MATRIX_HEATMAP, "figure"),
-            "matrix": Output(ids.MATRIX_TABLE, "children"),
-            "ops_summary": Output(ids.OPS_SUMMARY, "children"),
-            "ops": Output(ids.OPS_TABLE, "children"),
-            "io": Output(ids.IO_TABLE, "children"),
-            "comms": Output(ids.COMM_TABLE, "children"),
-            "coll": Output(ids.COLL_TABLE, "children"),
-            "sizes_graph": Output(ids.SIZES_GRAPH, "figure"),
-            "sizes": Output(ids.SIZES_TABLE, "children"),
-            "rma": Output(ids.RMA_TABLE, "children"),
-            "ranks_summary": Output(ids.RANKS_SUMMARY, "children"),
-            "ranks": Output(ids.RANKS_TABLE, "children"),
-            "rendered": Output(ids.RENDERED_DIGEST, "data"),
-        },
+        output=_OUTPUTS,
         inputs={
-            "_tick": Input(ids.REFRESH_INTERVAL, "n_intervals"),
-            "selected": Input(ids.SELECTED_JOB, "data"),
+            "_tick": Input(ids.JOB_REFRESH, "n_intervals"),
+            "search": Input(ids.JOB_SEARCH, "value"),
+            "status": Input(ids.JOB_STATUS_FILTER, "value"),
+            "user": Input(ids.JOB_USER_FILTER, "value"),
+            "started_from": Input(ids.JOB_STARTED_FROM, "value"),
+            "started_to": Input(ids.JOB_STARTED_TO, "value"),
+            "pages": Input(ids.JOB_PAGES, "data"),
         },
-        state={"rendered": State(ids.RENDERED_DIGEST, "data")},
+        state={
+            "rendered": State(ids.RENDERED_DIGEST, "data"),
+            "base_ms": State(ids.REFRESH_BASE_MS, "data"),
+            "period_ms": State(ids.JOB_REFRESH, "interval"),
+        },
+        # The tick pauses while a refresh runs: a slow answer is shown, never superseded.
+        running=[(Output(ids.JOB_REFRESH, "disabled"), True, False)],
     )(refresh)
     dash_app.callback(
-        Output(ids.SELECTED_JOB, "data"),
-        Input({"type": ids.JOB_ROW, "job": ALL}, "n_clicks"),
+        Output(ids.JOB_PAGES, "data"),
+        Input(ids.JOB_NEWER, "n_clicks"),
+        Input(ids.JOB_OLDER, "n_clicks"),
+        Input(ids.JOB_SEARCH, "value"),
+        Input(ids.JOB_STATUS_FILTER, "value"),
+        Input(ids.JOB_USER_FILTER, "value"),
+        Input(ids.JOB_STARTED_FROM, "value"),
+        Input(ids.JOB_STARTED_TO, "value"),
+        State(ids.JOB_NEXT_CURSOR, "data"),
+        State(ids.JOB_PAGES, "data"),
         prevent_initial_call=True,
-    )(select_job)
+    )(turn_page)
+    dash_app.callback(
+        Output(ids.URL, "pathname"),
+        Input(ids.JOBS_GRID, "cellClicked"),
+        prevent_initial_call=True,
+    )(open_job)
+    dash_app.clientside_callback(
+        ClientsideFunction("stacklens", "behind"),
+        Output(ids.LAST_UPDATED, "children"),
+        Input(ids.CLOCK, "n_intervals"),
+        # States, not inputs: an input that a running refresh will set would hold this
+        # callback back until the refresh ends, and the label must count while it runs.
+        State(ids.LAST_GOOD, "data"),
+        State(ids.JOB_REFRESH, "interval"),
+    )
 
 
-def refresh(_tick: int | None, selected: str | None, rendered: str | None) -> dict:
-    """Fetch, in one request, the newest jobs and the shown job's matrix, MPI operations,
-    collectives, message sizes, RMA traffic, file I/O and ranks, and render them, unless they
-    are what the page already shows (`rendered` digest); on API failure keep the last data
-    and say why."""
-    try:
-        page = api.current_client().overview(selected, components.MAX_JOB_ROWS)
-    except ApiError as exc:
-        return {**_UNCHANGED, "status": components.notice(str(exc), "error")}
-    shown = page.shown
-    job = next((j for j in page.jobs if shown is not None and j.job == shown.job), None)
-    always = {
-        "status": None if page.jobs else components.no_jobs_notice(),
-        "updated": f"updated {datetime.now(UTC):%H:%M:%S} UTC",
-    }
-    drawn = digest(page)
-    if drawn == rendered:
-        return {**_UNCHANGED, **always}
-    if job is None or shown is None:
-        return {
-            **_UNCHANGED,
-            **always,
-            "jobs": components.jobs_table(page.jobs, None, page.jobs_total),
-            "hidden": True,
-            "rendered": drawn,
+def refresh(
+    _tick: int | None,
+    search: str | None,
+    status: str | None,
+    user: str | None,
+    started_from: str | None,
+    started_to: str | None,
+    pages: list[str | None],
+    rendered: dict[str, str] | None,
+    base_ms: int,
+    period_ms: int,
+) -> dict[str, Any]:
+    """Fetch the page of the job list and the shown job's cards, concurrently, and render
+    what changed (per card digests in `rendered`); a failed request leaves its card's last
+    view and shows why in the card. Sets the next refresh period (`refresh.next_period`:
+    longer while refreshes are slow or fail)."""
+    began = time.monotonic()
+    client = api.current_client()
+    query = JobListQuery(
+        q=search or None,
+        status=status or None,
+        user=user or None,
+        started_from=parse_utc_ns(started_from),
+        started_to=parse_utc_ns(started_to),
+        limit=JOBS_PER_PAGE,
+        cursor=pages[-1] if pages else None,
+    )
+    shown: str | None = None
+    out: dict[str, Any] = dict.fromkeys(_OUTPUTS, no_update)
+    drawn = dict(rendered or {})
+    with ThreadPoolExecutor(max_workers=1 + len(_FETCH)) as pool:
+        # Each request on a thread of its own, in a copy of this request's context (the
+        # client passes on the viewer's pass from it).
+        listing = pool.submit(contextvars.copy_context().run, client.jobs, query)
+        try:  # the first job of the list
+            first = listing.result().jobs[:1]
+            shown = first[0].job if first else None
+        except ApiError:
+            shown = None
+        cards = {
+            card: pool.submit(contextvars.copy_context().run, fetch, client, shown)
+            for card, fetch in _FETCH.items()
+            if shown is not None
         }
-    return {
-        **always,
-        "jobs": components.jobs_table(page.jobs, job.job, page.jobs_total),
-        "hidden": False,
-        "title": components.matrix_title(job, shown.matrix),
-        "heatmap": figures.matrix_heatmap(shown.matrix),
-        "matrix": components.matrix_table_markdown(shown.matrix),
-        "ops_summary": components.ops_summary(shown.ops),
-        "ops": components.ops_table_markdown(shown.ops),
-        "io": components.io_table_markdown(shown.io),
-        "comms": components.communicators_table_markdown(shown.collectives),
-        "coll": components.collectives_table_markdown(shown.collectives),
-        "sizes_graph": figures.size_histogram(shown.sizes),
-        "sizes": components.sizes_table_markdown(shown.sizes),
-        "rma": components.rma_table_markdown(shown.rma),
-        "ranks_summary": components.ranks_summary(shown.ranks),
-        "ranks": components.ranks_table_markdown(shown.ranks),
-        "rendered": drawn,
-    }
+        errors = _fill_jobs(out, drawn, listing, len(pages))
+        errors += _fill_cards(out, drawn, cards, shown)
+    out["rendered"] = drawn
+    took_ms = (time.monotonic() - began) * 1000
+    out["period"] = next_period(base_ms, period_ms, took_ms, bool(errors))
+    if not errors:
+        out["last_good"] = {"at": time.time() * 1000}
+    return out
 
 
-def select_job(_clicks: list[int | None]) -> str:
-    """Remember the job whose row was clicked."""
-    if not isinstance(ctx.triggered_id, dict) or not ctx.triggered[0]["value"]:
-        raise PreventUpdate  # rows were re-rendered, not clicked
-    return ctx.triggered_id["job"]
+def _fill_jobs(out: dict[str, Any], drawn: dict[str, str], listing: Any, page: int) -> int:
+    """The jobs card's outputs from the list request (`page`: its number, 1 = newest);
+    returns the number of failed requests."""
+    try:
+        jobs = listing.result()
+    except ApiError as exc:
+        out["jobs_error"] = str(exc)
+        return 1
+    out["jobs_error"] = None
+    out["status"] = None if jobs.page.total else components.no_jobs_notice()
+    out["newer"] = page <= 1
+    out["older"] = jobs.page.next_cursor is None
+    out["next_cursor"] = jobs.page.next_cursor
+    out["page_info"] = components.job_page_info(jobs, (page - 1) * JOBS_PER_PAGE + 1)
+    if drawn.get("jobs") != (d := digest(jobs)):
+        drawn["jobs"] = d
+        out["jobs"] = components.job_rows(jobs)
+    return 0
+
+
+def _fill_cards(
+    out: dict[str, Any], drawn: dict[str, str], cards: dict[str, Any], shown: str | None
+) -> int:
+    """Each card's outputs from its request, or its error (its last view stays); returns
+    the number of failed requests."""
+    if shown is None:
+        out["hidden"] = True
+        return 0
+    failed = 0
+    for card, future in cards.items():
+        try:
+            data = future.result()
+        except ApiError as exc:
+            if exc.status == 404:  # the job is not (or no longer) known
+                out["status"] = components.notice(f"Unknown job {shown!r}.", "error")
+                out["hidden"] = True
+                return failed
+            out[f"{card}_error"] = str(exc)
+            failed += 1
+            continue
+        out[f"{card}_error"] = None
+        if drawn.get(card) != (d := digest(data)):
+            drawn[card] = d
+            out.update(_RENDER[card](data))
+            if card == "matrix":
+                out["title"] = components.matrix_title(data)
+    out["hidden"] = False
+    return failed
+
+
+def turn_page(
+    _newer: int | None,
+    _older: int | None,
+    *_filters_and_older: Any,
+) -> list[str | None]:
+    """The job list's page cursors: one more (the next, older page), one less (back to the
+    newer page), or the first page again when the search or a filter changed."""
+    *_filters, next_cursor, pages = _filters_and_older
+    if ctx.triggered_id == ids.JOB_OLDER:
+        if next_cursor is None:
+            raise PreventUpdate
+        return [*pages, next_cursor]
+    if ctx.triggered_id == ids.JOB_NEWER:
+        return pages[:-1] or [None]
+    return [None]
+
+
+def open_job(clicked: dict[str, Any] | None) -> str:
+    """The URL of the job whose row was clicked."""
+    if not clicked or clicked.get("rowId") is None:
+        raise PreventUpdate
+    return components.job_path(str(clicked["rowId"]))

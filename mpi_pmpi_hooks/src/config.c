@@ -18,7 +18,9 @@
  *   STACKLENS_SPOOL_DIR            spool for undeliverable frames, default (per
  *                                  user) ${TMPDIR:-/tmp}/stacklens-spool-<uid>,
  *                                  as stacklens/settings.py ("" or "off": none)
- *   STACKLENS_SPOOL_MAX_MB         spool size cap, default 256
+ *   STACKLENS_SPOOL_MAX_MB         spool size cap per process, default 256
+ *   STACKLENS_SPOOL_NODE_MAX_MB    spool size cap of the directory (every process
+ *                                  of the user on the node), default 1024
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -43,6 +45,7 @@
 #define SL_MIN_MAX_KEYS          16u
 #define SL_MAX_MAX_KEYS          1048576u
 #define SL_DEFAULT_SPOOL_MB      256u
+#define SL_DEFAULT_NODE_SPOOL_MB 1024u
 #define SL_MAX_SPOOL_MB          1048576u
 
 /* The variable names of the declared settings, by sl_setting. */
@@ -183,6 +186,7 @@ void sl_config_load(sl_config *cfg)
 
     cfg->max_keys = SL_DEFAULT_MAX_KEYS;
     cfg->spool_max_mb = SL_DEFAULT_SPOOL_MB;
+    cfg->spool_node_max_mb = SL_DEFAULT_NODE_SPOOL_MB;
     const char *tmp = getenv("TMPDIR");
     snprintf(cfg->spool_dir, sizeof cfg->spool_dir, "%s/stacklens-spool-%u",
              tmp != NULL && *tmp == '/' && strlen(tmp) < sizeof cfg->spool_dir - 64 ? tmp : "/tmp",
@@ -222,6 +226,7 @@ void sl_config_load(sl_config *cfg)
 
     load_uint(SL_SET_MAX_KEYS, SL_MIN_MAX_KEYS, SL_MAX_MAX_KEYS, &cfg->max_keys);
     load_uint(SL_SET_SPOOL_MAX_MB, 1, SL_MAX_SPOOL_MB, &cfg->spool_max_mb);
+    load_uint(SL_SET_SPOOL_NODE_MAX_MB, 1, SL_MAX_SPOOL_MB, &cfg->spool_node_max_mb);
     v = sl_env(SL_SET_SPOOL_DIR);
     if (v != NULL) {
         if (*v == '\0' || strcmp(v, "off") == 0)

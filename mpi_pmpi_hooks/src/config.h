@@ -36,7 +36,8 @@ typedef struct sl_config {
     int disable_processes;         /* ... "processes": no profiling without MPI */
     unsigned max_keys;             /* STACKLENS_MAX_KEYS: files, communicators, coll keys */
     char spool_dir[512];           /* STACKLENS_SPOOL_DIR, "" = no spool */
-    unsigned spool_max_mb;         /* STACKLENS_SPOOL_MAX_MB: spool size cap */
+    unsigned spool_max_mb;         /* STACKLENS_SPOOL_MAX_MB: spool size cap per process */
+    unsigned spool_node_max_mb;    /* STACKLENS_SPOOL_NODE_MAX_MB: cap of the directory */
     int send_disabled;             /* STACKLENS_COLLECTOR or _INGEST_TOKEN invalid: send nothing */
 } sl_config;
 

@@ -661,7 +661,7 @@ int sl_sender_start(const sl_config *cfg, const sl_identity *id)
         sl_warn("rank %d: no memory for frames; stacklens is off", S.rank);
         return -1;
     }
-    sl_spool_init(cfg->spool_dir, cfg->spool_max_mb);
+    sl_spool_init(cfg->spool_dir, cfg->spool_max_mb, cfg->spool_node_max_mb);
     S.fb.frames_dropped = &S.frames_dropped;
     S.fb.frames_spooled = &S.frames_spooled;
     S.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -4,10 +4,12 @@
 #define _GNU_SOURCE
 #include "spool.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,7 +23,7 @@ static char dir[512];
 static char prefix[sizeof(((sl_frame_header *)0)->job_id) + 1]; /* sanitised job id */
 static int dir_fd = -1, rejected_fd = -1; /* opened at the first write */
 static uint64_t run_id; /* of the frames spooled, from the first one's header */
-static uint64_t cap_bytes, written;
+static uint64_t cap_bytes, written, node_cap_bytes;
 static int warned;
 
 /* Warns once about the spool. */
@@ -77,11 +79,12 @@ static int open_own_dir(int at, const char *name, const char **why)
     return fd;
 }
 
-/* Records the directory and cap; the job id comes with the first frame. */
-void sl_spool_init(const char *path, unsigned max_mb)
+/* Records the directory and caps; the job id comes with the first frame. */
+void sl_spool_init(const char *path, unsigned max_mb, unsigned node_max_mb)
 {
     snprintf(dir, sizeof dir, "%s", path);
     cap_bytes = (uint64_t)max_mb << 20;
+    node_cap_bytes = (uint64_t)node_max_mb << 20;
     written = 0;
     prefix[0] = '\0';
 }
@@ -127,6 +130,56 @@ static void name_of(uint64_t seq, char *out, size_t n, const char *suffix)
              sl_core.world_rank, (unsigned long long)seq, (unsigned)getpid(), suffix);
 }
 
+/* Bytes of the regular files directly in the directory at (read through a
+ * descriptor of its own; links and subdirectories are not followed). */
+static uint64_t files_bytes(int at)
+{
+    int fd = openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return 0;
+    }
+    uint64_t total = 0;
+    struct dirent *e;
+    struct stat st;
+    while ((e = readdir(d)) != NULL)
+        if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size;
+    closedir(d);
+    return total;
+}
+
+/* Bytes in the spool directory and its rejected/ folder: what every process of
+ * this user on this node has spooled and not yet delivered. */
+static uint64_t node_bytes(void)
+{
+    uint64_t total = files_bytes(dir_fd);
+    int rejected = openat(dir_fd, SL_REJECTED, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rejected >= 0) {
+        total += files_bytes(rejected);
+        close(rejected);
+    }
+    return total;
+}
+
+/* Locks the spool directory against the other processes of the user (an flock
+ * of a descriptor of its own, so a forked child never shares it): the node cap
+ * is checked and the frame written under it. The descriptor, or -1. */
+static int lock_spool(void)
+{
+    int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int write_locked(int at, const unsigned char *buf, size_t len, uint64_t seq);
+
 /* Writes the frame to <name>.tmp in the directory at, then renames it into place.
  * The .tmp name is created exclusively, never following a link: a stale or planted
  * entry of that name is removed first (it is the process's own directory). */
@@ -136,6 +189,24 @@ static int write_frame(int at, const unsigned char *buf, size_t len, uint64_t se
         spool_warn("size cap STACKLENS_SPOOL_MAX_MB reached", 0);
         return -1;
     }
+    int lock = lock_spool();
+    if (lock < 0) {
+        spool_warn("cannot lock the directory", errno);
+        return -1;
+    }
+    int ok = node_bytes() + len <= node_cap_bytes;
+    if (!ok)
+        spool_warn("node cap STACKLENS_SPOOL_NODE_MAX_MB reached (all processes of this "
+                   "user on this node together)", 0);
+    else
+        ok = write_locked(at, buf, len, seq) == 0;
+    close(lock); /* releases the lock */
+    return ok ? 0 : -1;
+}
+
+/* write_frame's writing, with the directory locked. */
+static int write_locked(int at, const unsigned char *buf, size_t len, uint64_t seq)
+{
     char tmp[200], final[200];
     name_of(seq, tmp, sizeof tmp, ".tmp");
     name_of(seq, final, sizeof final, "");

@@ -27,8 +27,12 @@
  * duplicates by (job, run, rank or process, seq), so a frame delivered twice
  * counts once.
  * The directory is bounded: at most STACKLENS_SPOOL_MAX_MB of frames (the
- * rejected ones included) are written per process; beyond that frames are
- * not spooled.
+ * rejected ones included) are written per process, and the directory with its
+ * rejected/ folder holds at most STACKLENS_SPOOL_NODE_MAX_MB in all (every
+ * process of the user on the node together: each checks the total under an
+ * flock of the directory before it writes); beyond either a frame is not
+ * spooled (one warning) and stays in the sender's bounded queue, whose
+ * overflow is counted as frames dropped.
  */
 #ifndef SL_SPOOL_H
 #define SL_SPOOL_H
@@ -37,8 +41,9 @@
 #include <stdint.h>
 
 /* Prepares spooling into dir (created at the first write) with a cap of
- * max_mb per process; "" disables the spool. */
-void sl_spool_init(const char *dir, unsigned max_mb);
+ * max_mb per process and node_max_mb for the directory in all; "" disables
+ * the spool. */
+void sl_spool_init(const char *dir, unsigned max_mb, unsigned node_max_mb);
 
 /* Writes one frame (buf, len) with sequence number seq. Returns 0, or -1
  * (no spool, over the cap, or a write error: warned once). */

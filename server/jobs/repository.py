@@ -6,15 +6,29 @@ whole job (all its runs summed).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Subquery, distinct, exists, func, select, union_all
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Subquery,
+    distinct,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    tuple_,
+    union_all,
+)
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from collector.store.rollups import MINUTE_NS
+from server.paging import Key
 from server.query_params import ALL_TIME, Window
 from stacklens.constants import IO_COUNTERS, IO_LAYERS, OVERFLOW_COMM_ID, bucket_bounds
 from stacklens.mpi_ops import CATEGORIES, COMMUNICATION, op_categories, op_names, op_receives
@@ -31,6 +45,10 @@ from stacklens.schema import (
     RollupDirty,
     Run,
 )
+
+#: The heat map's blocks per side at most: a matrix of more ranks is summed over blocks of
+#: ranks (p2p_blocks), so its size never depends on the number of ranks.
+MATRIX_BLOCKS = 128
 
 
 @dataclass(frozen=True)
@@ -146,15 +164,70 @@ def _between(column: Any, lo: int | None, hi: int | None) -> list[ColumnElement[
     return [*([] if lo is None else [column >= lo]), *([] if hi is None else [column < hi])]
 
 
+@dataclass(frozen=True)
+class JobFilter:
+    """Which jobs a job list holds: `q` a case-insensitive substring of the job id, the
+    user or the command; `status` and `user` exact; started in [started_from, started_to)
+    (ns). None = any."""
+
+    q: str | None = None
+    status: str | None = None
+    user: str | None = None
+    started_from: int | None = None
+    started_to: int | None = None
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        """The WHERE conditions on `jobs` of this filter."""
+        where: list[ColumnElement[bool]] = []
+        if self.q:
+            pattern = "%" + re.sub(r"([\\%_])", r"\\\1", self.q) + "%"
+            where.append(
+                or_(
+                    Job.job_key.ilike(pattern, escape="\\"),
+                    func.coalesce(Job.user, "").ilike(pattern, escape="\\"),
+                    func.coalesce(Job.command, "").ilike(pattern, escape="\\"),
+                )
+            )
+        if self.status is not None:
+            where.append(Job.status == self.status)
+        if self.user is not None:
+            where.append(func.coalesce(Job.user, "") == self.user)
+        if self.started_from is not None:
+            where.append(Job.started_ns >= self.started_from)
+        if self.started_to is not None:
+            where.append(Job.started_ns < self.started_to)
+        return where
+
+
 def list_jobs(
-    session: Session, limit: int | None = None, include: str | None = None
-) -> list[dict[str, Any]]:
-    """Jobs, newest first, with ranks seen, total point-to-point traffic sent and their runs
-    (job_runs): every job, or the newest `limit` (plus the job keyed `include`, if older)."""
-    newest = select(Job.id).order_by(Job.started_ns.desc(), Job.id.desc()).limit(limit)
-    ids = list(session.scalars(newest))
-    if include is not None and (extra := get_job(session, include)) is not None:
-        ids += [] if extra.id in ids else [extra.id]
+    session: Session, where: JobFilter, limit: int, after: Key | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of the jobs that `where` selects, newest first (by start, then by when first
+    registered): the first `limit + 1` after the key `after` (a row's `key`), each with its
+    ranks seen, total point-to-point traffic sent and its runs (job_runs); and how many jobs
+    `where` selects in all."""
+    conditions = where.conditions()
+    newest = select(Job.id, func.count().over().label("total")).where(*conditions)
+    if after is not None:
+        newest = newest.where(tuple_(Job.started_ns, Job.id) < tuple_(*after))
+    newest = newest.order_by(Job.started_ns.desc(), Job.id.desc()).limit(limit + 1)
+    found = session.execute(newest).all()
+    ids = [row.id for row in found]
+    total = _total(session, found, after, select(Job.id).where(*conditions))
+    return _job_rows(session, ids), total
+
+
+def _total(session: Session, page: Sequence[Any], after: Key | None, rows: Select[Any]) -> int:
+    """How many rows `rows` selects: on a first page, the `total` its rows carry (a count
+    over the whole selection, taken before the limit, in the same scan); after a cursor,
+    counted apart."""
+    if after is None:
+        return int(page[0].total) if page else 0
+    return session.scalar(select(func.count()).select_from(rows.subquery())) or 0
+
+
+def _job_rows(session: Session, ids: list[int]) -> list[dict[str, Any]]:
+    """The job list's rows of the jobs `ids`, newest first; `key` is each one's sort key."""
     ranks = (
         select(Rank.job_id, func.count().label("ranks_seen"))
         .where(Rank.job_id.in_(ids))
@@ -164,6 +237,7 @@ def list_jobs(
     traffic = _p2p_sums(ids)
     query = (
         select(
+            Job.id,
             Job.job_key.label("job"),
             Job.world_size,
             func.coalesce(Job.command, "").label("command"),
@@ -184,12 +258,10 @@ def list_jobs(
     runs: dict[str, list[dict[str, Any]]] = {}
     for run in _runs(session, ids):
         runs.setdefault(run.pop("job"), []).append(run)
-    return [{**job, "runs": runs.get(job["job"], [])} for job in jobs]
-
-
-def count_jobs(session: Session) -> int:
-    """How many jobs there are."""
-    return session.scalar(select(func.count()).select_from(Job)) or 0
+    return [
+        {**job, "key": (job["started_ns"], job.pop("id")), "runs": runs.get(job["job"], [])}
+        for job in jobs
+    ]
 
 
 def get_job(session: Session, job_key: str) -> Job | None:
@@ -247,24 +319,56 @@ def _runs(
     return [dict(row._mapping) for row in session.execute(query)]
 
 
-def p2p_matrix(session: Session, scope: Scope) -> list[dict[str, Any]]:
-    """Bytes and messages sent per (source rank, destination rank) over the scope, only
-    pairs with messages, by source then destination (from the rollups, see _p2p_sums)."""
+def p2p_matrix(
+    session: Session, scope: Scope, limit: int, after: Key | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of the bytes and messages sent per (source rank, destination rank) over the
+    scope, only pairs with messages, by source then destination: the first `limit + 1`
+    after the pair `after`; and how many pairs there are (from the rollups, _p2p_sums)."""
     sums = _p2p_sums([scope.job_id], "world_rank", "peer", run_id=scope.run_id, window=scope.window)
-    query = (
-        select(
-            sums.c.world_rank.label("src"),
-            sums.c.peer.label("dst"),
-            sums.c.bytes,
-            sums.c.messages,
-        )
-        .where(sums.c.messages > 0)
-        .order_by(sums.c.world_rank, sums.c.peer)
-    )
-    return [
+    sent = sums.c.messages > 0
+    query = select(
+        sums.c.world_rank.label("src"),
+        sums.c.peer.label("dst"),
+        sums.c.bytes,
+        sums.c.messages,
+        func.count().over().label("total"),
+    ).where(sent)
+    if after is not None:
+        query = query.where(tuple_(sums.c.world_rank, sums.c.peer) > tuple_(*after))
+    found = session.execute(query.order_by(sums.c.world_rank, sums.c.peer).limit(limit + 1)).all()
+    rows = [
         {"src": r.src, "dst": r.dst, "bytes": int(r.bytes), "messages": int(r.messages)}
+        for r in found
+    ]
+    return rows, _total(session, found, after, select(sums.c.peer).where(sent))
+
+
+def p2p_blocks(session: Session, scope: Scope) -> tuple[int, list[dict[str, Any]]]:
+    """The whole matrix of the scope summed over square blocks of ranks: (ranks per block
+    side, the non-zero blocks by source block then destination block). The side is the
+    smallest that makes the highest rank seen (source or destination) fit in
+    `MATRIX_BLOCKS` blocks: 1 up to that many ranks."""
+    sums = _p2p_sums([scope.job_id], "world_rank", "peer", run_id=scope.run_id, window=scope.window)
+    sent = sums.c.messages > 0
+    top = session.scalar(
+        select(func.max(func.greatest(sums.c.world_rank, sums.c.peer))).where(sent)
+    )
+    side = 1 if top is None else max(1, -(-(int(top) + 1) // MATRIX_BLOCKS))
+    src = (sums.c.world_rank // literal(side)).label("src")
+    dst = (sums.c.peer // literal(side)).label("dst")
+    query = (
+        select(src, dst, func.sum(sums.c.bytes).label("bytes"),
+               func.sum(sums.c.messages).label("messages"))
+        .where(sent)
+        .group_by(src, dst)
+        .order_by(src, dst)
+    )  # fmt: skip
+    blocks = [
+        {"src": int(r.src), "dst": int(r.dst), "bytes": int(r.bytes), "messages": int(r.messages)}
         for r in session.execute(query)
     ]
+    return side, blocks
 
 
 def job_ops(session: Session, scope: Scope) -> list[dict[str, Any]]:
@@ -319,20 +423,19 @@ def category_totals(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(totals.values())
 
 
-def job_io(session: Session, scope: Scope, phase: int = 0) -> list[dict[str, Any]]:
+def _io_sums(scope: Scope, phase: int) -> Subquery:
     """File-system I/O per (layer, path) over all ranks and intervals of the scope in one
-    phase (0: the program's; 1: start-up, before MPI_Init), most bytes (read + written)
-    first. Mount and file-system type are those the ranks reported; should ranks disagree
-    (a node-local path on different hosts), the distinct values are joined with ", "."""
-    sums = {name: func.sum(getattr(IoDelta, name)) for name in IO_COUNTERS}
+    phase, with `moved` = bytes read + written. Mount and file-system type are those the
+    ranks reported; should ranks disagree (a node-local path on different hosts), the
+    distinct values are joined with ", "."""
 
     def distinct_values(column: InstrumentedAttribute[str]) -> ColumnElement[str]:
         return func.array_to_string(
             func.array_agg(aggregate_order_by(distinct(column), column)), ", "
         )
 
-    moved = sums["bytes_read"] + sums["bytes_written"]
-    query = (
+    sums = {name: func.sum(getattr(IoDelta, name)) for name in IO_COUNTERS}
+    return (
         select(
             IoDelta.layer,
             IoDelta.path,
@@ -340,19 +443,56 @@ def job_io(session: Session, scope: Scope, phase: int = 0) -> list[dict[str, Any
             distinct_values(IoDelta.fstype).label("fstype"),
             func.count(distinct(IoDelta.world_rank)).label("ranks"),
             *(total.label(name) for name, total in sums.items()),
+            (sums["bytes_read"] + sums["bytes_written"]).label("moved"),
         )
         .where(*scope.rows(IoDelta), IoDelta.phase == phase)
         .group_by(IoDelta.layer, IoDelta.path)
-        .order_by(moved.desc(), IoDelta.layer, IoDelta.path)
+        .subquery()
     )
-    return [
+
+
+def job_io(
+    session: Session, scope: Scope, phase: int, limit: int, after: Key | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of the file-system I/O per (layer, path) of the scope in one phase (0: the
+    program's; 1: start-up, before MPI_Init), most bytes (read + written) first, then by
+    layer and path: the first `limit + 1` rows after the key `after` (a row's `key`:
+    bytes moved, layer, path); and how many (layer, path) rows there are."""
+    io = _io_sums(scope, phase)
+    query = select(io, func.count().over().label("total"))
+    if after is not None:
+        moved, layer, path = after
+        query = query.where(
+            or_(
+                io.c.moved < moved,
+                (io.c.moved == moved) & (tuple_(io.c.layer, io.c.path) > tuple_(layer, path)),
+            )
+        )
+    query = query.order_by(io.c.moved.desc(), io.c.layer, io.c.path).limit(limit + 1)
+    found = session.execute(query).all()
+    rows = [
         {
-            **row._mapping,
+            **{k: v for k, v in row._mapping.items() if k not in ("moved", "total")},
             "layer": IO_LAYERS.get(row.layer, f"layer {row.layer}"),
-            **{name: int(row._mapping[name]) for name in sums},
+            **{name: int(row._mapping[name]) for name in IO_COUNTERS},
+            "key": (int(row.moved), row.layer, row.path),
         }
-        for row in session.execute(query)
+        for row in found
     ]
+    return rows, _total(session, found, after, select(io.c.path))
+
+
+def io_totals(session: Session, scope: Scope, phase: int) -> dict[str, int]:
+    """(layer, path) rows, bytes read and bytes written of the scope's I/O in one phase."""
+    io = _io_sums(scope, phase)
+    row = session.execute(
+        select(
+            func.count(),
+            func.coalesce(func.sum(io.c.bytes_read), 0),
+            func.coalesce(func.sum(io.c.bytes_written), 0),
+        )
+    ).one()
+    return {"files": int(row[0]), "bytes_read": int(row[1]), "bytes_written": int(row[2])}
 
 
 def op_display_name(op_id: int) -> str:
@@ -464,11 +604,30 @@ def job_sizes(session: Session, scope: Scope) -> list[dict[str, Any]]:
     return sorted(ops.values(), key=lambda o: (-o["messages"], o["op"]))
 
 
-def job_rma(session: Session, scope: Scope) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """One-sided traffic of the job: (per op, most bytes first then by name; per (origin,
-    target) pair with calls, by origin then target, each with its ops by name)."""
+def job_rma(session: Session, scope: Scope) -> list[dict[str, Any]]:
+    """One-sided calls and bytes of the scope per op, most bytes first (then by name)."""
     calls = func.sum(RmaDelta.calls)
     query = (
+        select(RmaDelta.op_id, calls.label("calls"), func.sum(RmaDelta.bytes).label("bytes"))
+        .where(*scope.rows(RmaDelta))
+        .group_by(RmaDelta.op_id)
+        .having(calls > 0)
+    )
+    ops = [
+        {"op": op_display_name(r.op_id), "calls": int(r.calls), "bytes": int(r.bytes)}
+        for r in session.execute(query)
+    ]
+    return sorted(ops, key=lambda o: (-o["bytes"], o["op"]))
+
+
+def rma_pairs(
+    session: Session, scope: Scope, limit: int, after: Key | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of the one-sided traffic of the scope per (origin, target) pair with calls, by
+    origin then target, each with its ops by name: the first `limit + 1` pairs after the
+    pair `after`; and how many pairs there are."""
+    calls = func.sum(RmaDelta.calls)
+    per_op = (
         select(
             RmaDelta.world_rank,
             RmaDelta.target,
@@ -479,9 +638,18 @@ def job_rma(session: Session, scope: Scope) -> tuple[list[dict[str, Any]], list[
         .where(*scope.rows(RmaDelta))
         .group_by(RmaDelta.world_rank, RmaDelta.target, RmaDelta.op_id)
         .having(calls > 0)
+        .subquery()
+    )
+    pairs = select(per_op.c.world_rank, per_op.c.target).distinct()
+    total = session.scalar(select(func.count()).select_from(pairs.subquery())) or 0
+    if after is not None:
+        pairs = pairs.where(tuple_(per_op.c.world_rank, per_op.c.target) > tuple_(*after))
+    chosen = pairs.order_by(per_op.c.world_rank, per_op.c.target).limit(limit + 1).subquery()
+    query = select(per_op).join(
+        chosen,
+        (chosen.c.world_rank == per_op.c.world_rank) & (chosen.c.target == per_op.c.target),
     )
     cells: dict[tuple[int, int], dict[str, Any]] = {}
-    ops: dict[str, dict[str, Any]] = {}
     for row in session.execute(query):
         name, n, nbytes = op_display_name(row.op_id), int(row.calls), int(row.bytes)
         cell = cells.setdefault(
@@ -491,15 +659,9 @@ def job_rma(session: Session, scope: Scope) -> tuple[list[dict[str, Any]], list[
         cell["calls"] += n
         cell["bytes"] += nbytes
         cell["ops"].append({"op": name, "calls": n, "bytes": nbytes})
-        total = ops.setdefault(name, {"op": name, "calls": 0, "bytes": 0})
-        total["calls"] += n
-        total["bytes"] += nbytes
     for cell in cells.values():
         cell["ops"].sort(key=lambda o: o["op"])
-    return (
-        sorted(ops.values(), key=lambda o: (-o["bytes"], o["op"])),
-        [cells[key] for key in sorted(cells)],
-    )
+    return [cells[key] for key in sorted(cells)], total
 
 
 def rank_status(rank: Rank, run_status: str) -> str:
@@ -515,18 +677,20 @@ def rank_status(rank: Rank, run_status: str) -> str:
     return "running" if run_status == "running" else "lost"
 
 
-def job_ranks(session: Session, scope: Scope) -> list[dict[str, Any]]:
-    """Every rank (or non-MPI process) of the scope that reported, by run and world rank (a
-    process's number): its run's ordinal, host, pid, first and last interval, status
+def job_ranks(
+    session: Session, scope: Scope, limit: int, after: Key | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of the ranks (or non-MPI processes) of the scope that reported, by run and
+    world rank (a process's number): the first `limit + 1` after the key `after` (run
+    ordinal, rank); each with its run's ordinal, host, pid, first and last interval, status
     (`rank_status`), MPI_Abort's error code and the health counters (summed over its
-    frames)."""
-    query = (
-        select(Rank, Run.ordinal, Run.status)
-        .join(Run, Run.id == Rank.run_id)
-        .where(*scope.rows(Rank))
-        .order_by(Run.ordinal, Rank.world_rank)
-    )
-    return [
+    frames). And how many ranks there are."""
+    query = select(Rank, Run.ordinal, Run.status).join(Run, Run.id == Rank.run_id)
+    query = query.where(*scope.rows(Rank))
+    if after is not None:
+        query = query.where(tuple_(Run.ordinal, Rank.world_rank) > tuple_(*after))
+    query = query.order_by(Run.ordinal, Rank.world_rank).limit(limit + 1)
+    rows = [
         {
             "run": ordinal,
             "rank": r.world_rank,
@@ -545,3 +709,32 @@ def job_ranks(session: Session, scope: Scope) -> list[dict[str, Any]]:
         }
         for r, ordinal, run_status in session.execute(query)
     ]
+    total = session.scalar(select(func.count()).select_from(Rank).where(*scope.rows(Rank))) or 0
+    return rows, total
+
+
+def rank_hosts(session: Session, scope: Scope) -> list[dict[str, Any]]:
+    """Every host of the scope's ranks with its number of ranks, most first (then by name)."""
+    n = func.count()
+    query = (
+        select(Rank.host, n.label("ranks"))
+        .where(*scope.rows(Rank))
+        .group_by(Rank.host)
+        .order_by(n.desc(), Rank.host)
+    )
+    return [{"host": r.host, "ranks": int(r.ranks)} for r in session.execute(query)]
+
+
+def rank_health(session: Session, scope: Scope) -> dict[str, int]:
+    """Over all the scope's ranks: how many folded keys into overflow rows and how many keys
+    that was, how many lost frames and how many frames that was."""
+    row = session.execute(
+        select(
+            func.count().filter(Rank.keys_dropped > 0),
+            func.coalesce(func.sum(Rank.keys_dropped), 0),
+            func.count().filter(Rank.frames_dropped > 0),
+            func.coalesce(func.sum(Rank.frames_dropped), 0),
+        ).where(*scope.rows(Rank))
+    ).one()
+    names = ("ranks_folded", "keys_dropped", "ranks_lost", "frames_dropped")
+    return {name: int(value) for name, value in zip(names, row, strict=True)}

@@ -7,18 +7,19 @@ endpoints and the series answer CSV or Parquet files too (`?format=`, server.exp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
-from server import export
+from server import export, paging
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, model_table
 from server.jobs import profile, repository, series
 from server.jobs.repository import Scope
+from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, Limits
 from server.query_params import ALL_TIME, Window, WindowDep
 from stacklens import wire
 from stacklens.api_models import (
@@ -26,9 +27,12 @@ from stacklens.api_models import (
     CollectiveTotal,
     CommunicatorTotal,
     FileIo,
+    HostRanks,
+    IoTotals,
     JobCollectives,
     JobDetails,
     JobIo,
+    JobList,
     JobOps,
     JobRanks,
     JobRma,
@@ -40,6 +44,7 @@ from stacklens.api_models import (
     OpSizes,
     OpTotal,
     Overview,
+    RankHealth,
     RankInfo,
     RankShare,
     RmaCell,
@@ -56,13 +61,82 @@ JOB_ID_BYTES = int(wire.fields_of(wire.HEADER_DTYPE)["job_id"][0].itemsize)
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 overview_router = APIRouter(prefix="/api", tags=["jobs"])
 
-#: Jobs listed by the overview unless `limit` says otherwise (the Jobs page's table).
-OVERVIEW_JOBS = 20
+#: Page sizes of the lists: jobs; a job's rank pairs (matrix, RMA), files and ranks.
+JOB_LIMITS = Limits(default=100, maximum=1000)
+PAIR_LIMITS = Limits(default=5000, maximum=50_000)
+FILE_LIMITS = Limits(default=1000, maximum=10_000)
+RANK_LIMITS = Limits(default=1000, maximum=10_000)
 
 #: The `run` query parameter of every job endpoint.
 RunParam = Annotated[
     int | None, Query(ge=1, description="ordinal of one run of the job; absent = the whole job")
 ]
+CursorParam = Annotated[
+    str | None,
+    Query(
+        min_length=1, max_length=MAX_CURSOR_CHARS, pattern=CURSOR_PATTERN, description=CURSOR_HELP
+    ),
+]
+#: Text a job's id, user or command can hold: no control characters.
+_TEXT = r"^[^\x00-\x1f\x7f]*$"
+
+#: The `limit` query parameter of each list.
+JobLimit = Annotated[int, Query(ge=1, le=JOB_LIMITS.maximum, description=JOB_LIMITS.help("jobs"))]
+PairLimit = Annotated[
+    int, Query(ge=1, le=PAIR_LIMITS.maximum, description=PAIR_LIMITS.help("rank pairs"))
+]
+FileLimit = Annotated[
+    int, Query(ge=1, le=FILE_LIMITS.maximum, description=FILE_LIMITS.help("(layer, path) rows"))
+]
+RankLimit = Annotated[
+    int, Query(ge=1, le=RANK_LIMITS.maximum, description=RANK_LIMITS.help("ranks"))
+]
+
+#: The latest time a query can name (ns; the stored times' type).
+MAX_NS = 2**63 - 1
+
+#: What a job's status can be (JobSummary.status).
+JobStatus = Literal["running", "finished", "killed", "aborted", "lost"]
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """The job list's query parameters: which jobs (the filter) and which page."""
+
+    where: repository.JobFilter
+    limit: int
+    cursor: str | None
+
+
+def job_query(
+    q: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            pattern=_TEXT,
+            description="case-insensitive part of the job id, user or command",
+        ),
+    ] = None,
+    status: Annotated[JobStatus | None, Query(description="jobs with this status")] = None,
+    user: Annotated[
+        str | None, Query(max_length=200, pattern=_TEXT, description="jobs of this user")
+    ] = None,
+    started_from: Annotated[
+        int | None,
+        Query(ge=0, le=MAX_NS, description="jobs started at or after (ns since the epoch)"),
+    ] = None,
+    started_to: Annotated[
+        int | None, Query(ge=0, le=MAX_NS, description="jobs started before (ns since the epoch)")
+    ] = None,
+    limit: JobLimit = JOB_LIMITS.default,
+    cursor: CursorParam = None,
+) -> JobQuery:
+    """The job list's query parameters (GET /api/jobs and /api/overview)."""
+    where = repository.JobFilter(q or None, status, user, started_from, started_to)
+    return JobQuery(where, limit, cursor)
+
+
+JobQueryDep = Annotated[JobQuery, Depends(job_query)]
 
 
 @dataclass(frozen=True)
@@ -117,7 +191,8 @@ def _run(job: Job, run: Run, window: Window) -> _Target:
     )
 
 
-#: Every per-job route answers 404 for an unknown job (or an id no job can have).
+#: Every per-job route answers 404 for an unknown job (or an id no job can have), the
+#: paged ones also for a cursor they did not make (it names no page).
 _NOT_FOUND = error_responses(404)
 #: ... and the routes with a window 422 for a window that cannot be read or is inverted.
 _WINDOWED = error_responses(404, **{"422": "unknown query parameter, or a bad window"})
@@ -125,41 +200,50 @@ _WINDOWED = error_responses(404, **{"422": "unknown query parameter, or a bad wi
 _TABLE = {**_WINDOWED, **FILE_RESPONSES}
 
 
-@router.get("", response_model=list[JobSummary])
-def list_jobs(session: SessionDep) -> list[JobSummary]:
-    """All jobs seen by the collectors, newest first, each with its runs."""
-    return [JobSummary(**row) for row in repository.list_jobs(session)]
+@router.get("", response_model=JobList, responses=_NOT_FOUND)
+def list_jobs(session: SessionDep, query: JobQueryDep) -> JobList:
+    """A page of the jobs seen by the collectors, newest first, each with its runs: all of
+    them or those the filters select (`q` searches the job id, the user and the command;
+    `status`, `user` and the start time narrow)."""
+    return _job_list(session, query)
 
 
-@overview_router.get(
-    "/overview", response_model=Overview, responses=error_responses(**{"422": "bad window"})
-)
+def _job_list(session: Session, query: JobQuery) -> JobList:
+    after = paging.decode("job", query.cursor, (int, int))
+    rows, total = repository.list_jobs(session, query.where, query.limit, after)
+    kept, page = paging.page("job", rows, query.limit, total, lambda r: r["key"])
+    return JobList(jobs=[JobSummary(**_without_key(r)) for r in kept], page=page)
+
+
+def _without_key(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "key"}
+
+
+@overview_router.get("/overview", response_model=Overview, responses=_WINDOWED)
 def overview(
     session: SessionDep,
+    query: JobQueryDep,
     window: WindowDep,
-    job: Annotated[str | None, Query(description="the job to detail; default: the newest")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000, description="newest jobs to list")] = OVERVIEW_JOBS,
+    job: Annotated[
+        str | None, Query(description="the job to detail; absent: the first of the list")
+    ] = None,
     run: RunParam = None,
 ) -> Overview:
-    """What the Jobs page shows, in one answer: the newest `limit` jobs (and `job`, if
-    older), how many jobs there are, and all the details of `job` (or of the newest job
-    when `job` is absent or unknown) over the window (default: the whole job), for its run
-    `run` if it has one of that ordinal (else the whole job)."""
-    if job is not None and not _possible_id(job):
-        job = None  # unknown: the newest job is shown
-    jobs = [JobSummary(**row) for row in repository.list_jobs(session, limit, include=job)]
-    known = {j.job for j in jobs}
-    shown = job if job in known else jobs[0].job if jobs else None
-    found = repository.get_job(session, shown) if shown is not None else None
-    target = None
-    if found is not None:
-        chosen = None if run is None else repository.get_run(session, found.id, run)
-        target = _whole(found, window) if chosen is None else _run(found, chosen, window)
-    return Overview(
-        jobs=jobs,
-        jobs_total=repository.count_jobs(session),
-        shown=None if target is None else _details(session, target),
-    )
+    """What a jobs view shows, in one answer: a page of the job list (as GET /api/jobs
+    answers with the same parameters) and the first page of every section of `job` (or, when
+    `job` is absent, of the first job of that page) over the window (default: the whole
+    job), for its run `run` if it has one of that ordinal (else the whole job); `shown` is
+    null for a job that is unknown."""
+    jobs = _job_list(session, query)
+    shown = job if job is not None else jobs.jobs[0].job if jobs.jobs else None
+    found = None
+    if shown is not None and _possible_id(shown):
+        found = repository.get_job(session, shown)
+    if found is None:
+        return Overview(jobs=jobs, shown=None)
+    chosen = None if run is None else repository.get_run(session, found.id, run)
+    target = _whole(found, window) if chosen is None else _run(found, chosen, window)
+    return Overview(jobs=jobs, shown=_details(session, target))
 
 
 #: The `step` query parameter of the series and the profile.
@@ -187,11 +271,13 @@ def job_runs(job: str, session: SessionDep, window: WindowDep) -> JobRuns:
 @router.get("/{job:path}/matrix", response_model=Matrix, responses=_TABLE)
 def job_matrix(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    limit: PairLimit = PAIR_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
 ) -> Matrix | Response:  # fmt: skip
-    """Point-to-point bytes and messages per (source rank, destination rank) of a job
-    (files: the cells)."""
-    answer = _matrix(session, _target(session, job, run, window))
+    """Point-to-point bytes and messages per (source rank, destination rank) of a job: a page
+    of the pairs, and the whole matrix summed over blocks of ranks (at most 128 x 128)
+    (files: the page of pairs)."""
+    answer = _matrix(session, _target(session, job, run, window), limit, cursor)
     return answer if fmt == "json" else model_table(answer.cells, MatrixCell, fmt, "matrix")
 
 
@@ -210,12 +296,17 @@ def job_ops(
 @router.get("/{job:path}/io", response_model=JobIo, responses=_TABLE)
 def job_io(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    phase: Annotated[
+        Literal["program", "startup"],
+        Query(description="program: the I/O from MPI_Init on; startup: the I/O before it"),
+    ] = "program",
+    limit: FileLimit = FILE_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
 ) -> JobIo | Response:  # fmt: skip
-    """File-system I/O of a job per (layer, path), summed over ranks and intervals, most
-    bytes first: the program's, and apart from it the start-up I/O (before MPI_Init)
-    (files: the program's)."""
-    answer = _io(session, _target(session, job, run, window))
+    """A page of the file-system I/O of a job per (layer, path), summed over ranks and
+    intervals, most bytes first, of one phase; and the totals of the start-up I/O (before
+    MPI_Init) (files: the page)."""
+    answer = _io(session, _target(session, job, run, window), phase, limit, cursor)
     return answer if fmt == "json" else model_table(answer.files, FileIo, fmt, "io")
 
 
@@ -248,23 +339,26 @@ def job_sizes(
 @router.get("/{job:path}/rma", response_model=JobRma, responses=_TABLE)
 def job_rma(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    limit: PairLimit = PAIR_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
 ) -> JobRma | Response:  # fmt: skip
-    """One-sided (RMA) calls and bytes of a job per (origin rank, target rank) and per op,
-    summed over intervals (files: the pairs)."""
-    answer = _rma(session, _target(session, job, run, window))
+    """One-sided (RMA) calls and bytes of a job per op, and a page of them per (origin rank,
+    target rank), summed over intervals (files: the page of pairs)."""
+    answer = _rma(session, _target(session, job, run, window), limit, cursor)
     return answer if fmt == "json" else model_table(answer.cells, RmaCell, fmt, "rma")
 
 
 @router.get("/{job:path}/ranks", response_model=JobRanks, responses=_TABLE)
 def job_ranks(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    limit: RankLimit = RANK_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
 ) -> JobRanks | Response:  # fmt: skip
-    """Every rank (or non-MPI process) of a job that reported, with its run: host, pid,
-    first and last seen, status, and the health counters (keys folded into overflow keys,
-    frames lost or spooled) (files: the ranks)."""
-    answer = _ranks(session, _target(session, job, run, window))
+    """A page of the ranks (or non-MPI processes) of a job that reported, with their run:
+    host, pid, first and last seen, status, and the health counters (keys folded into
+    overflow keys, frames lost or spooled); every host with its number of ranks, and the
+    health counters over all the ranks (files: the page of ranks)."""
+    answer = _ranks(session, _target(session, job, run, window), limit, cursor)
     return answer if fmt == "json" else model_table(answer.ranks, RankInfo, fmt, "ranks")
 
 
@@ -359,19 +453,30 @@ def _steps(
 def _details(session: Session, t: _Target) -> JobDetails:
     return JobDetails(
         job=t.job,
-        matrix=_matrix(session, t),
+        matrix=_matrix(session, t, PAIR_LIMITS.default),
         ops=_ops(session, t),
-        io=_io(session, t),
+        io=_io(session, t, "program", FILE_LIMITS.default),
         collectives=_collectives(session, t),
         sizes=_sizes(session, t),
-        rma=_rma(session, t),
-        ranks=_ranks(session, t),
+        rma=_rma(session, t, PAIR_LIMITS.default),
+        ranks=_ranks(session, t, RANK_LIMITS.default),
     )
 
 
-def _matrix(session: Session, t: _Target) -> Matrix:
-    cells = [MatrixCell(**row) for row in repository.p2p_matrix(session, t.scope)]
-    return Matrix(job=t.job, run=t.run, world_size=t.world_size, cells=cells)
+def _matrix(session: Session, t: _Target, limit: int, cursor: str | None = None) -> Matrix:
+    after = paging.decode("matrix", cursor, (int, int))
+    rows, total = repository.p2p_matrix(session, t.scope, limit, after)
+    kept, page = paging.page("matrix", rows, limit, total, lambda r: (r["src"], r["dst"]))
+    side, blocks = repository.p2p_blocks(session, t.scope)
+    return Matrix(
+        job=t.job,
+        run=t.run,
+        world_size=t.world_size,
+        cells=[MatrixCell(**row) for row in kept],
+        page=page,
+        block_ranks=side,
+        blocks=[MatrixCell(**row) for row in blocks],
+    )
 
 
 def _ops(session: Session, t: _Target) -> JobOps:
@@ -384,10 +489,22 @@ def _ops(session: Session, t: _Target) -> JobOps:
     )
 
 
-def _io(session: Session, t: _Target) -> JobIo:
-    files, startup = ([FileIo(**row) for row in repository.job_io(session, t.scope, phase)]
-                      for phase in (0, 1))  # fmt: skip
-    return JobIo(job=t.job, run=t.run, files=files, startup_files=startup)
+#: The `phase` of the I/O endpoint and the stored phase it reads.
+_PHASES = {"program": 0, "startup": 1}
+
+
+def _io(session: Session, t: _Target, phase: str, limit: int, cursor: str | None = None) -> JobIo:
+    kind = f"{phase} file"
+    after = paging.decode(kind, cursor, (int, int, str))
+    rows, total = repository.job_io(session, t.scope, _PHASES[phase], limit, after)
+    kept, page = paging.page(kind, rows, limit, total, lambda r: r["key"])
+    return JobIo(
+        job=t.job,
+        run=t.run,
+        files=[FileIo(**_without_key(row)) for row in kept],
+        startup=IoTotals(**repository.io_totals(session, t.scope, _PHASES["startup"])),
+        page=page,
+    )
 
 
 def _collectives(session: Session, t: _Target) -> JobCollectives:
@@ -408,17 +525,30 @@ def _sizes(session: Session, t: _Target) -> JobSizes:
     return JobSizes(job=t.job, run=t.run, ops=ops)
 
 
-def _rma(session: Session, t: _Target) -> JobRma:
-    ops, cells = repository.job_rma(session, t.scope)
+def _rma(session: Session, t: _Target, limit: int, cursor: str | None = None) -> JobRma:
+    after = paging.decode("rma", cursor, (int, int))
+    rows, total = repository.rma_pairs(session, t.scope, limit, after)
+    kept, page = paging.page("rma", rows, limit, total, lambda r: (r["origin"], r["target"]))
     return JobRma(
         job=t.job,
         run=t.run,
         world_size=t.world_size,
-        ops=[RmaOp(**row) for row in ops],
-        cells=[RmaCell(**row) for row in cells],
+        ops=[RmaOp(**row) for row in repository.job_rma(session, t.scope)],
+        cells=[RmaCell(**row) for row in kept],
+        page=page,
     )
 
 
-def _ranks(session: Session, t: _Target) -> JobRanks:
-    ranks = [RankInfo(**row) for row in repository.job_ranks(session, t.scope)]
-    return JobRanks(job=t.job, run=t.run, world_size=t.world_size, ranks=ranks)
+def _ranks(session: Session, t: _Target, limit: int, cursor: str | None = None) -> JobRanks:
+    after = paging.decode("rank", cursor, (int, int))
+    rows, total = repository.job_ranks(session, t.scope, limit, after)
+    kept, page = paging.page("rank", rows, limit, total, lambda r: (r["run"], r["rank"]))
+    return JobRanks(
+        job=t.job,
+        run=t.run,
+        world_size=t.world_size,
+        ranks=[RankInfo(**row) for row in kept],
+        page=page,
+        hosts=[HostRanks(**row) for row in repository.rank_hosts(session, t.scope)],
+        health=RankHealth(**repository.rank_health(session, t.scope)),
+    )

@@ -1,7 +1,7 @@
 """End to end: `stacklens up`, a real 4-rank Open MPI job under the hooks, the page in Chromium.
 
-A person opening the dashboard sees the job in the jobs table and reads its exact
-rank x rank byte counts in the matrix table, the calls and bytes of its MPI operations, its
+A person opening the dashboard sees the job in the jobs grid and reads its exact
+rank x rank byte counts in the rank pairs grid, the calls and bytes of its MPI operations, its
 collectives per communicator, its message sizes, its one-sided traffic, the bytes of every
 file it wrote or read and where its ranks ran; the page logs no console errors.
 """
@@ -25,6 +25,7 @@ from tests.conftest import (
     serving,
     stacklens_run,
 )
+from tests.e2e.test_jobs_page import grid_rows
 from tests.hooks.test_surface import expected_p2p
 
 RANKS = 4
@@ -47,11 +48,16 @@ def _table_rows(page: Page, table_id: str) -> list[list[str]]:
 
 
 def _matrix_rows(page: Page) -> dict[tuple[int, int], tuple[int, int]]:
-    """The matrix table as a person reads it: (source, destination) -> (bytes, messages)."""
-    # Columns: source rank, destination rank, bytes, sent (human), messages.
+    """The rank pairs grid as a person reads it: (source, destination) -> (bytes, messages)."""
     return {
-        (int(t[0]), int(t[1])): (int(t[2]), int(t[4])) for t in _table_rows(page, "matrix-table")
+        (int(r["src"]), int(r["dst"])): (int(r["bytes"]), int(r["messages"]))
+        for r in grid_rows(page, "matrix-grid")
     }
+
+
+def _grid_row_count(page: Page, grid_id: str):
+    """The rows a grid has drawn (a locator, for expect)."""
+    return page.locator(f"#{grid_id} .ag-center-cols-container .ag-row")
 
 
 def _op_rows(page: Page) -> dict[str, tuple[str, int, int, int, str]]:
@@ -90,7 +96,7 @@ def test_page_follows_a_running_job_live(stacklens_up, browser_page, examples_bu
         text=True,
     )
     try:
-        row = page.locator("#jobs-table tr", has_text=job)
+        row = page.locator("#jobs-grid .ag-row", has_text=job)
         expect(row).to_contain_text("running", timeout=20_000)
         assert proc.poll() is None, "the job ended before the page showed it running"
         assert proc.wait(timeout=60) == 0, proc.stderr.read()
@@ -99,11 +105,11 @@ def test_page_follows_a_running_job_live(stacklens_up, browser_page, examples_bu
             proc.kill()
     expect(row).to_contain_text("finished", timeout=20_000)
     expected = {(r, (r + 1) % RANKS): (iterations * (size + r), iterations) for r in range(RANKS)}
-    expect(page.locator("#matrix-table tbody tr")).to_have_count(RANKS, timeout=20_000)
-    expect(row.locator("td.bytes")).to_have_text(str(sum(b for b, _ in expected.values())))
+    expect(_grid_row_count(page, "matrix-grid")).to_have_count(RANKS, timeout=20_000)
+    expect(row.locator("[col-id=bytes]")).to_have_text(str(sum(b for b, _ in expected.values())))
     assert _matrix_rows(page) == expected
-    expect(page.locator("#io-table")).to_contain_text("No file I/O")  # stdout is no file
-    expect(page.locator("#rma-table")).to_have_text("No one-sided (RMA) calls in this job.")
+    expect(page.locator("#io-caption")).to_contain_text("No file I/O")  # stdout is no file
+    expect(page.locator("#rma-caption")).to_have_text("No one-sided (RMA) calls in this job.")
     # Each rank: one Isend of size + r bytes per iteration.
     isend = ("point-to-point", RANKS, RANKS * iterations, sum(b for b, _ in expected.values()))
     assert _op_rows(page)["MPI_Isend"][:4] == isend
@@ -122,9 +128,9 @@ def test_unreachable_api_is_reported_on_the_page(browser_page):
     with serving(app) as port:
         page, errors = browser_page
         page.goto(f"http://127.0.0.1:{port}/")
-        message = page.locator("#status-message")
+        message = page.locator("#jobs-error")
         expect(message).to_contain_text("stacklens server unreachable", timeout=20_000)
-        expect(message).to_contain_text(f"{dead}/api/overview")
+        expect(message).to_contain_text(f"{dead}/api/jobs")
         assert errors == []
 
 
@@ -145,16 +151,16 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     page, errors = browser_page
     page.goto(stacklens_up["base"] + "/")
 
-    row = page.locator("#jobs-table tr", has_text=job)
+    row = page.locator("#jobs-grid .ag-row", has_text=job)
     expect(row).to_have_count(1, timeout=20_000)
     expect(row).to_contain_text("finished")
-    expect(row.locator("td.ranks")).to_have_text(f"{RANKS} / {RANKS}")
+    expect(row.locator("[col-id=ranks]")).to_have_text(f"{RANKS} / {RANKS}")
     p2p = expected_p2p(RANKS)
-    expect(row.locator("td.bytes")).to_have_text(str(sum(b for b, _ in p2p.values())))
+    expect(row.locator("[col-id=bytes]")).to_have_text(str(sum(b for b, _ in p2p.values())))
 
     expect(page.locator("#matrix-title")).to_contain_text(job, timeout=20_000)
     expect(page.locator("#job-details")).to_be_visible()
-    expect(page.locator("#matrix-table tbody tr")).to_have_count(len(p2p), timeout=20_000)
+    expect(_grid_row_count(page, "matrix-grid")).to_have_count(len(p2p), timeout=20_000)
     assert _matrix_rows(page) == p2p
     expect(page.locator("#matrix-heatmap .main-svg").first).to_be_visible()
 
@@ -181,12 +187,13 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
         + [("MPI-IO", f"{root}/mpiio.dat", RANKS, RANKS, 0, RANKS, 0, 1000 * RANKS)]
         + [("stdio", f"{root}/stdio.{r}", 1, 1, 0, 1, 0, 500) for r in range(RANKS)]
     )
-    expect(page.locator("#io-table tbody tr")).to_have_count(len(expected_io))
-    shown_io = _table_rows(page, "io-table")
-    # Columns: layer, path, file system, mount, ranks, opens, reads, writes, bytes read,
-    # bytes written, read / write / meta time.
-    assert [(t[0], t[1], *map(int, t[4:10])) for t in shown_io] == expected_io
-    assert all(t[2] and root.startswith(t[3]) for t in shown_io)  # type and mount known
+    expect(_grid_row_count(page, "io-grid")).to_have_count(len(expected_io))
+    shown_io = grid_rows(page, "io-grid")
+    counts = ("ranks", "opens", "reads", "writes", "bytes_read", "bytes_written")
+    assert [(r["layer"], r["path"], *(int(r[c]) for c in counts)) for r in shown_io] == (
+        expected_io
+    )
+    assert all(r["fstype"] and root.startswith(r["mount"]) for r in shown_io)  # both known
 
     # Collectives per (communicator, op, root): (size, op, root, ranks, calls, bytes).
     expect(page.locator("#coll-section h2")).to_have_text("Collectives")
@@ -222,10 +229,12 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     for r in range(RANKS):
         rma[(r, (r + 1) % RANKS)] = ("1", "16", "16 B", "MPI_Put 1 call, 16 B")
         rma[(r, (r + 2) % RANKS)] = ("1", "8", "8 B", "MPI_Get 1 call, 8 B")
-    # Columns: origin, target, calls, bytes, moved, per operation.
-    shown_rma = _table_rows(page, "rma-table")
-    assert [(int(t[0]), int(t[1])) for t in shown_rma] == sorted(rma)
-    assert {(int(t[0]), int(t[1])): tuple(t[2:]) for t in shown_rma} == rma
+    shown_rma = grid_rows(page, "rma-grid")
+    assert [(int(r["origin"]), int(r["target"])) for r in shown_rma] == sorted(rma)
+    assert {
+        (int(r["origin"]), int(r["target"])): (r["calls"], r["bytes"], r["moved"], r["per_op"])
+        for r in shown_rma
+    } == rma
 
     # Ranks: where each ran, finished, nothing folded or lost; one frame spooled each: the
     # final frame goes to the spool before its live delivery (and counts itself).

@@ -20,6 +20,7 @@ from tests.collector.test_ingest import exchange
 from tests.collector.test_rollups import M0
 from tests.conftest import chromium_page, free_port, serving
 from tests.e2e.test_dashboard import _table_rows
+from tests.e2e.test_jobs_page import grid_rows
 from tests.server.test_slow_rank import INTERVALS, RANKS, interval_frame
 
 S = 10**9
@@ -79,8 +80,10 @@ def test_a_playback_position_shows_that_step_alone(served):
         expect(page.locator("#jv-step-shown")).to_have_text(
             "cards: the step from 2023-11-14 22:14:21 UTC", timeout=20_000
         )
-        expect(page.locator("#jv-io-table")).to_contain_text("/scratch/burst")
-        io = _table_rows(page, "jv-io-table")
-        assert [(row[1], row[9]) for row in io] == [("/scratch/burst", str(2**30))]
+        expect(page.locator("#jv-io-table .ag-row [col-id=path]")).to_have_text("/scratch/burst")
+        io = grid_rows(page, "jv-io-table")
+        assert [(row["path"], row["bytes_written"]) for row in io] == [
+            ("/scratch/burst", str(2**30))
+        ]
         assert _calls(page, "MPI_Allreduce") == RANKS
         assert errors == []

@@ -3,13 +3,21 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from frontend import components
 from frontend.formatting import format_duration_ns
-from stacklens.api_models import CategoryTotal, FileIo, JobIo, JobOps, OpTotal
+from stacklens.api_models import (
+    CategoryTotal,
+    FileIo,
+    IoTotals,
+    JobIo,
+    JobOps,
+    OpTotal,
+    PageInfo,
+)
+
+NO_IO = IoTotals(files=0, bytes_read=0, bytes_written=0)
 
 
 @pytest.mark.parametrize(
@@ -75,16 +83,24 @@ def test_ops_summary_lists_the_categories_with_calls():
     assert components.ops_summary(none) == "No MPI operations recorded for this job."
 
 
+def _io(files: list[FileIo], total: int, startup: IoTotals = NO_IO) -> JobIo:
+    page = PageInfo(total=total, limit=len(files) or 1, next_cursor=None)
+    return JobIo(job="j", files=files, startup=startup, page=page)
+
+
 def test_a_job_without_files_gets_a_sentence():
-    assert components.io_table_markdown(JobIo(job="j", files=[], startup_files=[])) == (
+    assert components.file_caption(_io([], 0)) == (
         "No file I/O: the job has not opened, read or written any file "
         "through POSIX, stdio or MPI-IO."
     )
+    startup = IoTotals(files=3, bytes_read=2048, bytes_written=0)
+    assert components.file_caption(_io([], 0, startup)).endswith(
+        " Start-up I/O before MPI_Init, not in the grid: 3 files, 2.00 KiB read, 0 B written."
+    )
 
 
-def test_paths_cannot_break_the_table():
-    """A path is the job's text: Markdown syntax in it is written as character references
-    (the browser shows them as the characters) and a newline cannot end the row."""
+def test_file_rows_keep_paths_exact_and_the_caption_counts_all_pages():
+    """A path is the job's text: the grid shows it as text, exactly as the job wrote it."""
     path = "/data/a|b*c_[x](y)<other>&amp;\\`z`\nnext:@~!"
     row = FileIo(
         layer="POSIX",
@@ -101,22 +117,14 @@ def test_paths_cannot_break_the_table():
         write_time_ns=1500,
         meta_time_ns=20,
     )
-    lines = components.io_table_markdown(JobIo(job="j", files=[row], startup_files=[])).splitlines()
-    assert len(lines) == 5
-    cells = lines[4].split("|")[1:-1]
-    assert len(cells) == 13
-    shown = cells[1].strip()
-    assert not re.search(r"[|*_\[\]()<>`\\~!:@]", shown)
-    unescaped = re.sub(r"&#(\d+);", lambda m: chr(int(m.group(1))), shown)
-    assert unescaped == path.replace("\n", "\ufffd")
-    assert [c.strip() for c in cells[4:]] == [
-        "1",
-        "1",
-        "0",
-        "1",
-        "0",
-        "7",
-        "0 ns",
-        "1.50 µs",
-        "20 ns",
-    ]
+    (shown,) = components.file_rows(_io([row], 5000))
+    assert shown == {
+        "id": f"POSIX:{path}", "layer": "POSIX", "path": path, "fstype": "lustre",
+        "mount": "/data", "ranks": 1, "opens": 1, "reads": 0, "writes": 1, "bytes_read": 0,
+        "bytes_written": 7, "read_time": format_duration_ns(0),
+        "write_time": format_duration_ns(1500), "meta_time": format_duration_ns(20),
+    }  # fmt: skip
+    assert components.file_caption(_io([row], 5000)).startswith(
+        "The 1 of 5,000 files (per I/O layer) with the most bytes."
+    )
+    assert {c["field"] for c in components.FILE_COLUMNS} == set(shown) - {"id"}

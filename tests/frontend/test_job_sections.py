@@ -19,6 +19,7 @@ JobRma = positional(api_models.JobRma)
 JobSizes = positional(api_models.JobSizes)
 OpSizes = positional(api_models.OpSizes)
 RankInfo = positional(api_models.RankInfo)
+HostRanks = positional(api_models.HostRanks)
 RmaCell = positional(api_models.RmaCell)
 RmaOp = positional(api_models.RmaOp)
 SizeBucket = positional(api_models.SizeBucket)
@@ -132,18 +133,20 @@ def test_rma_table_lists_pairs_and_ops():
             RmaCell(0, 1, 4, 88, (RmaOp("MPI_Accumulate", 1, 40), RmaOp("MPI_Put", 3, 48))),
             RmaCell(0, 2, 1, 8, (RmaOp("MPI_Get", 1, 8),)),
         ),
+        page=api_models.PageInfo(total=2, limit=9, next_cursor=None),
     )
-    lines = components.rma_table_markdown(rma).splitlines()
-    assert lines[0] == (
-        "2 (origin, target) pairs. In all: MPI&#95;Put 4 calls, 64 B; MPI&#95;Get 1 call, 8 B."
+    assert components.rma_caption(rma) == (
+        "2 (origin, target) pairs. In all: MPI_Put 4 calls, 64 B; MPI_Get 1 call, 8 B."
     )
-    assert lines[4:] == [
-        "| 0 | 1 | 4 | 88 | 88 B | MPI&#95;Accumulate 1 call, 40 B; MPI&#95;Put 3 calls, 48 B |",
-        "| 0 | 2 | 1 | 8 | 8 B | MPI&#95;Get 1 call, 8 B |",
-    ]
-    assert components.rma_table_markdown(JobRma("j", 4, (), ())) == (
-        "No one-sided (RMA) calls in this job."
-    )
+    assert [(r["origin"], r["target"], r["calls"], r["bytes"], r["moved"], r["per_op"])
+            for r in components.rma_rows(rma)] == [
+        (0, 1, 4, 88, "88 B", "MPI_Accumulate 1 call, 40 B; MPI_Put 3 calls, 48 B"),
+        (0, 2, 1, 8, "8 B", "MPI_Get 1 call, 8 B"),
+    ]  # fmt: skip
+    more = rma.model_copy(update={"page": api_models.PageInfo(total=9, limit=2, next_cursor="x")})
+    assert components.rma_caption(more).startswith("The first 2 of 9 (origin, target) pairs.")
+    none = JobRma("j", 4, (), (), page=api_models.PageInfo(total=0, limit=9, next_cursor=None))
+    assert components.rma_caption(none) == "No one-sided (RMA) calls in this job."
 
 
 def _rank(rank: int, host: str, status: str = "finished", health=(0, 0, 0),
@@ -163,6 +166,11 @@ def test_ranks_put_lost_and_folded_counts_first_and_in_bold():
             _rank(3, "cn02", "running", health=(5, 0, 0)),
             _rank(2, "cn02", "aborted", abort_code=-3),
         ),
+        page=api_models.PageInfo(total=4, limit=9, next_cursor=None),
+        hosts=(HostRanks("cn02", 2), HostRanks("cn01", 1), HostRanks("cn|01", 1)),
+        health=api_models.RankHealth(
+            ranks_folded=1, keys_dropped=5, ranks_lost=1, frames_dropped=2
+        ),
     )
     lines = components.ranks_table_markdown(ranks).splitlines()
     start, end = "1970-01-01 00&#58;00&#58;00 UTC", "1970-01-01 00&#58;01&#58;00 UTC"
@@ -173,10 +181,40 @@ def test_ranks_put_lost_and_folded_counts_first_and_in_bold():
         f"| 2 | cn02 | 102 | aborted &#40;code -3&#41; | {start} | {end} | 0 | 0 | 0 |",
     ]
     summary = components.ranks_summary(ranks)
-    assert summary[0] == "4 of 4 ranks reported, on 3 hosts: cn01 (1), cn|01 (1), cn02 (2)."
+    assert summary[0] == "4 of 4 ranks reported, on 3 hosts: cn02 (2), cn01 (1), cn|01 (1)."
     assert summary[1].className == "health-warning"
     assert summary[1].children.startswith(" 1 rank folded 5 new keys into overflow rows")
     assert summary[2].className == "health-error"
     assert summary[2].children == " 1 rank lost 2 frames: this job's counts are incomplete."
-    healthy = components.ranks_summary(JobRanks("j", 2, (_rank(0, "a"), _rank(1, "a"))))
+    healthy = components.ranks_summary(
+        JobRanks(
+            "j",
+            2,
+            (_rank(0, "a"), _rank(1, "a")),
+            page=api_models.PageInfo(total=2, limit=9, next_cursor=None),
+            hosts=(HostRanks("a", 2),),
+            health=api_models.RankHealth(
+                ranks_folded=0, keys_dropped=0, ranks_lost=0, frames_dropped=0
+            ),
+        )
+    )
     assert healthy == ["2 of 2 ranks reported, on 1 host: a (2)."]
+
+
+def test_heatmap_is_sized_by_the_data_never_by_the_claimed_world():
+    cell = positional(api_models.MatrixCell)
+    page = api_models.PageInfo(total=2, limit=9, next_cursor=None)
+    claimed = api_models.Matrix(
+        job="j", world_size=2**31 - 1, cells=(), page=page, block_ranks=1,
+        blocks=(cell(0, 1, 300, 3), cell(1, 0, 50, 1)),
+    )  # fmt: skip
+    z = figures.matrix_heatmap(claimed).data[0].z
+    assert [list(row) for row in z] == [[0, 300], [50, 0]]
+    # Block indexes beyond the figure's side are merged further: 1,000 -> 126 per side
+    # (8 blocks of 4 ranks per cell), never a 1,000 x 1,000 grid.
+    far = claimed.model_copy(update={"block_ranks": 4, "blocks": (cell(0, 999, 7, 1),)})
+    heatmap = figures.matrix_heatmap(far).data[0]
+    assert len(heatmap.z) == 125 and heatmap.z[0][124] == 7
+    assert heatmap.customdata[0][124][1:] == ["0–31", "3968–3999"]
+    empty = figures.matrix_heatmap(claimed.model_copy(update={"blocks": ()}))
+    assert empty.layout.annotations[0].text == "No point-to-point traffic recorded yet."

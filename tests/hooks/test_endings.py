@@ -45,7 +45,7 @@ def test_mpi_abort_is_stored_with_its_code(collector, pg_url, api_client, mpi, p
     # The others were ended by the launcher: by a signal (their last frame says so) or
     # outright (no final frame: lost). None is left running.
     assert {r["status"] for n, r in ranks.items() if n != 1} <= {"killed", "lost"}
-    jobs_list = api_client.get(api_client.app.url_path_for("list_jobs")).json()
+    jobs_list = api_client.get(api_client.app.url_path_for("list_jobs")).json()["jobs"]
     assert [j["status"] for j in jobs_list if j["job"] == job] == ["aborted"]
 
 

@@ -130,7 +130,10 @@ def test_imports_before_mpi_init_are_startup_io(collector, api_client, mpi, tmp_
     assert (mine["ranks"], mine["opens"], mine["writes"], mine["bytes_written"]) == (2, 2, 2, 2048)
     assert not any(path.endswith(".py") for _, path in program)
     # Its imports (numpy, mpi4py) came before MPI_Init: start-up I/O, listed apart.
-    startup = {f["path"] for f in body["startup_files"]}
+    url = api_client.app.url_path_for("job_io", job=job)
+    listed = api_client.get(url, params={"phase": "startup", "limit": 10_000}).json()
+    assert listed["page"]["next_cursor"] is None
+    startup = {f["path"] for f in listed["files"]}
     assert any("/mpi4py/" in path for path in startup)
     assert any("/numpy/" in path for path in startup)
 

@@ -234,3 +234,40 @@ def test_a_planted_name_in_the_spool_is_not_followed(hook_library, tmp_path):
     pid = headers[0].pid
     unused = sorted(set(range(4)) - {h.seq for h in headers})
     assert left == [f"plant.{0:016x}.{0:010d}.{seq:020d}.{pid}.slf.tmp" for seq in unused]
+
+
+def test_the_node_total_is_bounded_for_all_processes_together(hook_library, tmp_path):
+    """STACKLENS_SPOOL_NODE_MAX_MB bounds the spool directory, whatever wrote it: with the
+    directory 2,000 bytes short of the cap, four processes that each spool one frame of
+    1,176 bytes (far below their own cap) at once leave exactly one frame there; the three
+    others say why, once each. Without the node bound all four would be spooled."""
+    spool = tmp_path / "spool"
+    (spool / "rejected").mkdir(parents=True, mode=0o700)
+    spool.chmod(0o700)
+    cap = 1 << 20
+    (spool / "earlier.slf").write_bytes(b"x" * (cap - 2000 - 100))
+    (spool / "rejected" / "refused.slf").write_bytes(b"y" * 100)  # rejected/ counts too
+    env = hooks_env(hook_library, f"127.0.0.1:{free_port()}", "node-cap",
+                    STACKLENS_SPOOL_DIR=str(spool), STACKLENS_SPOOL_NODE_MAX_MB="1")  # fmt: skip
+    cmd = [jobs.program("openmpi", "spooler"), str(tmp_path / "out.bin")]
+    procs = [
+        subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+        for _ in range(4)
+    ]  # fmt: skip
+    try:
+        for proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        results = [proc.communicate(timeout=60) for proc in procs]
+    finally:
+        for proc in procs:
+            jobs.kill_group(proc)
+    assert [proc.returncode for proc in procs] == [0] * 4, results
+    frames = sorted(spool.glob("node-cap.*.slf"))
+    assert [p.stat().st_size for p in frames] == [1176]
+    total = sum(p.stat().st_size for p in spool.rglob("*") if p.is_file())
+    assert total == cap - 2000 + 1176 <= cap
+    warnings = [spool_warnings(err) for _, err in results]
+    assert sorted(len(w) for w in warnings) == [0, 1, 1, 1], warnings
+    assert all("node cap STACKLENS_SPOOL_NODE_MAX_MB reached" in w[0] for w in warnings if w)

@@ -40,7 +40,7 @@ def test_runs_endpoint_lists_the_launches_by_ordinal(two_launches_and_a_helper, 
         (3, "processes", None, 1, "running", 1),
     ]
     assert body["runs"][1]["finished_ns"] == T0 + 2 * 10**10 + 3 * 10**9
-    jobs = api_client.get(api_client.app.url_path_for("list_jobs")).json()
+    jobs = api_client.get(api_client.app.url_path_for("list_jobs")).json()["jobs"]
     assert [(j["job"], j["status"], j["ranks_seen"]) for j in jobs] == [("job-R", "running", 5)]
     assert jobs[0]["runs"] == body["runs"]
 

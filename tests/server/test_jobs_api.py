@@ -5,6 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from server import paging
 from stacklens import wire
 from stacklens.mpi_ops import op_names
 from tests.collector.test_ingest import T0, exchange, frame
@@ -30,7 +31,8 @@ def test_jobs_and_matrix(collector, api_client):
 
     # Newest first: same start, so the later-registered job-B comes first.
     jobs = api_client.get(api_client.app.url_path_for("list_jobs")).json()
-    assert jobs == [
+    assert jobs["page"] == {"total": 2, "limit": 100, "next_cursor": None}
+    assert jobs["jobs"] == [
         {
             "job": "job-B",
             "world_size": 2,
@@ -64,6 +66,12 @@ def test_jobs_and_matrix(collector, api_client):
         "run": None,
         "world_size": 2,
         "cells": [
+            {"src": 0, "dst": 1, "bytes": 600, "messages": 6},
+            {"src": 1, "dst": 0, "bytes": 50, "messages": 1},
+        ],
+        "page": {"total": 2, "limit": 5000, "next_cursor": None},
+        "block_ranks": 1,
+        "blocks": [
             {"src": 0, "dst": 1, "bytes": 600, "messages": 6},
             {"src": 1, "dst": 0, "bytes": 50, "messages": 1},
         ],
@@ -240,9 +248,21 @@ def test_job_io_is_summed_per_layer_and_path(collector, api_client):
         # A node-local path on two hosts: both mounts and types are named.
         row("POSIX", "/local/x", "/, /local", "ext4, xfs", 2, 0, 0, 2, 0, 20, 0, 0, 0),
     ]
-    assert body["startup_files"] == [
-        row("POSIX", a, "/scratch", "lustre", 1, 1, 1, 0, 100, 0, 5, 0, 0)
-    ]
+    assert body["page"] == {"total": 5, "limit": 1000, "next_cursor": None}
+    assert body["startup"] == {"files": 1, "bytes_read": 100, "bytes_written": 0}
+    url = api_client.app.url_path_for("job_io", job="job-C")
+    startup = api_client.get(url, params={"phase": "startup"}).json()
+    assert startup["files"] == [row("POSIX", a, "/scratch", "lustre", 1, 1, 1, 0, 100, 0, 5, 0, 0)]
+    # Pages of two: the same rows, in the same order, each once; the last page says so.
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        part = api_client.get(url, params=params).json()
+        assert part["page"]["total"] == 5 and len(part["files"]) <= 2
+        seen += part["files"]
+        if (cursor := part["page"]["next_cursor"]) is None:
+            break
+    assert seen == body["files"]
 
 
 def test_jobs_without_io_or_ops_have_empty_lists(collector, api_client):
@@ -255,7 +275,8 @@ def test_jobs_without_io_or_ops_have_empty_lists(collector, api_client):
         "job": "job-quiet",
         "run": None,
         "files": [],
-        "startup_files": [],
+        "startup": {"files": 0, "bytes_read": 0, "bytes_written": 0},
+        "page": {"total": 0, "limit": 1000, "next_cursor": None},
     }
     exchange(collector.address, counters_frame(0, 0, job="job-silent"), acks=1)
     ops = api_client.get(api_client.app.url_path_for("job_ops", job="job-silent")).json()
@@ -410,7 +431,14 @@ def test_job_rma_per_origin_and_target(collector, api_client):
             {"origin": 0, "target": 2, "calls": 1, "bytes": 8, "ops": [op("MPI_Get", 1, 8)]},
             {"origin": 3, "target": 0, "calls": 1, "bytes": 16, "ops": [op("MPI_Put", 1, 16)]},
         ],
+        "page": {"total": 3, "limit": 5000, "next_cursor": None},
     }  # fmt: skip
+    url = api_client.app.url_path_for("job_rma", job="job-D")
+    first = api_client.get(url, params={"limit": 2}).json()
+    assert first["cells"] == body["cells"][:2] and first["ops"] == body["ops"]
+    cursor = first["page"]["next_cursor"]
+    rest = api_client.get(url, params={"limit": 2, "cursor": cursor}).json()
+    assert rest["cells"] == body["cells"][2:] and rest["page"]["next_cursor"] is None
 
 
 def test_job_ranks_hosts_status_and_health(collector, api_client):
@@ -444,7 +472,15 @@ def test_job_ranks_hosts_status_and_health(collector, api_client):
                 (1, 3, "cn02", 300, T0, T0 + 10**9, False, False, False, None, "lost", 0, 0, 0),
             ]
         ],
+        "page": {"total": 3, "limit": 1000, "next_cursor": None},
+        "hosts": [{"host": "cn02", "ranks": 2}, {"host": "cn01", "ranks": 1}],
+        "health": {"ranks_folded": 1, "keys_dropped": 5, "ranks_lost": 1, "frames_dropped": 4},
     }
+    url = api_client.app.url_path_for("job_ranks", job="job-D")
+    first = api_client.get(url, params={"limit": 1}).json()
+    assert first["ranks"] == body["ranks"][:1] and first["hosts"] == body["hosts"]
+    second = api_client.get(url, params={"limit": 1, "cursor": first["page"]["next_cursor"]})
+    assert second.json()["ranks"] == body["ranks"][1:2]
 
 
 def test_job_without_collectives_sizes_or_rma_has_empty_lists(collector, api_client):
@@ -467,6 +503,7 @@ def test_job_without_collectives_sizes_or_rma_has_empty_lists(collector, api_cli
         "world_size": 4,
         "ops": [],
         "cells": [],
+        "page": {"total": 0, "limit": 5000, "next_cursor": None},
     }
     ranks = get(api_client.app.url_path_for("job_ranks", job="job-quiet")).json()["ranks"]
     assert [(r["rank"], r["status"], r["keys_dropped"]) for r in ranks] == [(0, "running", 0)]
@@ -503,7 +540,7 @@ def test_job_totals_and_matrix_are_exact_while_minutes_are_rolled_up(collector, 
     from tests.collector.test_rollups import M0, frame, roll_up
 
     def totals():
-        (job,) = api_client.get(api_client.app.url_path_for("list_jobs")).json()
+        (job,) = api_client.get(api_client.app.url_path_for("list_jobs")).json()["jobs"]
         matrix = api_client.get(api_client.app.url_path_for("job_matrix", job="roll")).json()
         return job["bytes_sent"], job["messages_sent"], matrix["cells"]
 
@@ -532,25 +569,139 @@ def test_job_totals_and_matrix_are_exact_while_minutes_are_rolled_up(collector, 
     assert totals()[0] == 5501
 
 
-def test_overview_lists_the_newest_jobs_and_details_one(collector, api_client):
+def test_overview_lists_a_page_of_jobs_and_details_one(collector, api_client):
     for job in ("old", "mid", "new"):  # same start times: registered later = newer
         exchange(collector.address, frame(0, job=job) + frame(1, job=job), acks=2)
     url = api_client.app.url_path_for("overview")
     page = api_client.get(url, params={"limit": 2}).json()
-    assert [j["job"] for j in page["jobs"]] == ["new", "mid"] and page["jobs_total"] == 3
+    assert [j["job"] for j in page["jobs"]["jobs"]] == ["new", "mid"]
+    assert page["jobs"]["page"]["total"] == 3
     assert page["shown"]["job"] == "new"
     assert (
         page["shown"]["matrix"]
         == api_client.get(api_client.app.url_path_for("job_matrix", job="new")).json()
     )
     older = api_client.get(url, params={"limit": 2, "job": "old"}).json()
-    assert [j["job"] for j in older["jobs"]] == ["new", "mid", "old"]
+    assert [j["job"] for j in older["jobs"]["jobs"]] == ["new", "mid"]
     assert older["shown"]["job"] == "old"
-    gone = api_client.get(url, params={"job": "no-such-job"}).json()
-    assert gone["shown"]["job"] == "new" and len(gone["jobs"]) == 3
+    searched = api_client.get(url, params={"q": "OL"}).json()
+    assert [j["job"] for j in searched["jobs"]["jobs"]] == ["old"]
+    assert searched["shown"]["job"] == "old"
+    # An unknown job is not replaced by another: the page says it is unknown.
+    assert api_client.get(url, params={"job": "no-such-job"}).json()["shown"] is None
     assert api_client.get(url, params={"limit": 0}).status_code == 422
 
 
 def test_overview_without_jobs(pg_url, api_client):
     page = api_client.get(api_client.app.url_path_for("overview")).json()
-    assert page == {"jobs": [], "jobs_total": 0, "shown": None}
+    assert page == {
+        "jobs": {"jobs": [], "page": {"total": 0, "limit": 100, "next_cursor": None}},
+        "shown": None,
+    }
+
+
+def listed_frame(job: str, start_s: int, user: str, command: str, final: bool = False) -> bytes:
+    """The only frame of a one-rank job started `start_s` seconds after T0."""
+    info = [{"command": command.encode(), "user": user.encode()}]
+    return wire.encode_frame(
+        job_id=job,
+        world_rank=0,
+        world_size=1,
+        seq=0,
+        interval_start_ns=T0 + start_s * 10**9,
+        interval_end_ns=T0 + (start_s + 1) * 10**9,
+        token="secret",
+        frame_type=wire.FrameType.FINAL if final else wire.FrameType.INTERVAL,
+        tables={"rank_info": wire.records("rank_info", info)},
+    )
+
+
+def test_job_list_searches_filters_and_pages(collector, api_client):
+    users = ("alice", "bob", "carol")
+    frames = [
+        listed_frame(f"job-{i:02d}", i, users[i % 3], f"./solver_{i} --x=50%", final=i % 2 == 0)
+        for i in range(12)
+    ]
+    send_committed(collector, frames)
+    url = api_client.app.url_path_for("list_jobs")
+
+    def jobs(**params) -> tuple[list[str], dict]:
+        body = api_client.get(url, params=params).json()
+        return [j["job"] for j in body["jobs"]], body["page"]
+
+    newest_first = [f"job-{i:02d}" for i in reversed(range(12))]
+    assert jobs() == (newest_first, {"total": 12, "limit": 100, "next_cursor": None})
+    # Search: the job id, the user or the command, any case; % and _ are plain characters.
+    assert jobs(q="JOB-07")[0] == ["job-07"]
+    assert jobs(q="solver_1")[0] == ["job-11", "job-10", "job-01"]
+    assert jobs(q="CAROL")[0] == ["job-11", "job-08", "job-05", "job-02"]
+    assert jobs(q="50%")[1]["total"] == 12 and jobs(q="5_%")[1]["total"] == 0
+    # Filters, also together with a search.
+    assert jobs(status="finished")[0] == [f"job-{i:02d}" for i in (10, 8, 6, 4, 2, 0)]
+    assert jobs(user="bob", status="running")[0] == ["job-07", "job-01"]
+    assert jobs(started_from=T0 + 3 * 10**9, started_to=T0 + 6 * 10**9)[0] == [
+        "job-05", "job-04", "job-03"
+    ]  # fmt: skip
+    assert jobs(q="solver", user="alice", started_to=T0 + 4 * 10**9)[0] == ["job-03", "job-00"]
+    # Pages of five: every job once, in order; jobs that arrive meanwhile (newer, so before
+    # the cursor) neither repeat nor hide one; the total counts them.
+    first, page = jobs(limit=5)
+    assert first == newest_first[:5] and page["total"] == 12
+    send_committed(collector, [listed_frame("job-late", 99, "dave", "./late")])
+    second, page = jobs(limit=5, cursor=page["next_cursor"])
+    third, last = jobs(limit=5, cursor=page["next_cursor"])
+    assert first + second + third == newest_first
+    assert page["total"] == last["total"] == 13 and last["next_cursor"] is None
+    # A cursor is this list's, or a clear refusal.
+    matrix_cursor = paging.encode("matrix", (0, 1))
+    for bad in ("nonsense", matrix_cursor, paging.encode("job", ("a", 1))):
+        response = api_client.get(url, params={"cursor": bad})
+        assert response.status_code == 404, bad
+        assert response.json() == {
+            "detail": "no such page: the cursor is not a next_cursor of this job list"
+        }
+    for malformed in ("", "x" * 3000, "a+b/c="):  # not a cursor's form at all
+        assert api_client.get(url, params={"cursor": malformed}).status_code == 422
+    assert api_client.get(url, params={"limit": 1001}).status_code == 422
+    assert api_client.get(url, params={"status": "sleeping"}).status_code == 422
+
+
+def test_matrix_blocks_are_sized_by_the_ranks_seen_not_the_world(collector, api_client):
+    """A 100,000-rank world where ranks 0 and 999 talk: 8 ranks per block side (1,000
+    ranks seen fit in 125 of the at most 128 blocks), two blocks."""
+    frames = [
+        wire.encode_frame(
+            job_id="wide", world_rank=rank, world_size=100_000, seq=0,
+            interval_start_ns=T0, interval_end_ns=T0 + 10**9, token="secret",
+            tables={"p2p": wire.records("p2p", [{"peer": peer, "bytes_sent": n, "msgs_sent": 1}])},
+        )
+        for rank, peer, n in ((0, 999, 70), (999, 0, 30), (5, 6, 1))
+    ]  # fmt: skip
+    send_committed(collector, frames)
+    url = api_client.app.url_path_for("job_matrix", job="wide")
+    body = api_client.get(url).json()
+    assert body["world_size"] == 100_000 and body["block_ranks"] == 8
+    assert body["blocks"] == [
+        {"src": 0, "dst": 0, "bytes": 1, "messages": 1},
+        {"src": 0, "dst": 124, "bytes": 70, "messages": 1},
+        {"src": 124, "dst": 0, "bytes": 30, "messages": 1},
+    ]
+    first = api_client.get(url, params={"limit": 2}).json()
+    assert [(c["src"], c["dst"]) for c in first["cells"]] == [(0, 999), (5, 6)]
+    assert first["page"]["total"] == 3 and first["blocks"] == body["blocks"]
+    rest = api_client.get(url, params={"limit": 2, "cursor": first["page"]["next_cursor"]})
+    assert [(c["src"], c["dst"]) for c in rest.json()["cells"]] == [(999, 0)]
+
+
+def test_list_parameters_that_no_job_can_match_are_refused(collector, api_client):
+    send_committed(collector, [listed_frame("job-x", 0, "alice", "./x")])
+    url = api_client.app.url_path_for("list_jobs")
+    for query in ("q=a%00b", "user=a%01"):  # control characters
+        assert api_client.get(f"{url}?{query}").status_code == 422, query
+    assert api_client.get(url, params={"started_to": 2**63}).status_code == 422
+    io = api_client.app.url_path_for("job_io", job="job-x")
+    for key in ((2**64, 1, "/a"), (1, 1, "/a\x00")):
+        cursor = paging.encode("program file", key)
+        assert api_client.get(io, params={"cursor": cursor}).status_code == 404, key
+    ok = paging.encode("program file", (1, 1, "/a"))
+    assert api_client.get(io, params={"cursor": ok}).json()["files"] == []
