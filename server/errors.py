@@ -51,6 +51,41 @@ def error_responses(*statuses: int, **described: str) -> dict[int | str, dict[st
 
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
+#: The 422 every route can answer (server/query_params.py refuses unknown parameters).
+_UNPROCESSABLE = "an unknown query parameter, or parameters or a body that do not validate"
+
+
+def document_refusals(app: FastAPI) -> None:
+    """The OpenAPI document says, for every operation, that a 422 carries ErrorBody: every
+    route refuses unknown query parameters (a reason string), and FastAPI would otherwise
+    document its own validation-error shape there, which the answers do not have."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = build()
+        shapes = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(shapes.pop("$defs", {}))
+        components["ErrorBody"] = shapes
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                described = responses.get("422", {}).get("description", _UNPROCESSABLE)
+                responses["422"] = {
+                    "description": described,
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
+                    },
+                }
+        for unused in ("HTTPValidationError", "ValidationError"):
+            components.pop(unused, None)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
 
 def _encodable(value: Any) -> Any:
     """A string that encodes as UTF-8 (lone surrogates escaped); other values as they are."""
@@ -62,7 +97,9 @@ def _encodable(value: Any) -> Any:
 def install_error_handlers(app: FastAPI) -> None:
     """Validation errors without the values sent (they may hold what cannot be encoded,
     like a lone surrogate, or a secret), and a JSON 404 for any unknown /api/ path
-    (instead of the dashboard's HTML page), 405 for a known one with another method."""
+    (instead of the dashboard's HTML page), 405 for a known one with another method; the
+    document lists the 422 of every route (document_refusals)."""
+    document_refusals(app)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -2,6 +2,12 @@
 invalid, sent to the served application, must never get a 5xx, and every answer must be
 one the document lists, with the body it describes (issue #12). The short form runs in
 `make test`; the long one is marked slow.
+
+Every check runs but `positive_data_acceptance`: a time window's `from`/`to` is a string
+the document describes in words (RFC 3339 with an offset, or epoch seconds, within
+1970..2262), which JSON Schema cannot state exactly (calendar dates), so a schema-valid
+`from=` or `from=2023-02-30T00:00:00Z` is rightly refused with 422 and its reason
+(tests/server/test_query_params.py checks those refusals one by one).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ def run_schemathesis(pg_url: str, examples: int, tmp_path: Path) -> None:
         with serving(app) as port:
             result = subprocess.run(
                 [SCHEMATHESIS, "run", f"http://127.0.0.1:{port}/openapi.json", "--checks=all",
+                 "--exclude-checks=positive_data_acceptance",
                  f"--max-examples={examples}", "--seed=12", "--no-color",
                  "--generation-database=none", f"--report-dir={tmp_path}"],
                 capture_output=True, text=True, timeout=1800, cwd=tmp_path,
