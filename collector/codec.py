@@ -10,9 +10,10 @@ rows. The rules and statuses are those of the reference decoder in stacklens/wir
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -160,10 +161,12 @@ class ScanError:
 
 @dataclass
 class FrameBatch:
-    """Validated frames: the bytes they lie in and one FRAME_INFO record per frame."""
+    """Validated frames: the bytes they lie in, one FRAME_INFO record per frame, and the
+    Unix user they belong to (the collector's own unless the ingest proved another)."""
 
     data: bytes
     info: np.ndarray
+    owner: int = field(default_factory=os.getuid)
 
     def __len__(self) -> int:
         return len(self.info)

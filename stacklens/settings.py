@@ -8,6 +8,7 @@ both sides.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -49,6 +50,16 @@ def split_endpoint(value: str) -> tuple[str, int]:
     return host.removeprefix("[").removesuffix("]"), int(port)
 
 
+def user_id(name: str) -> int:
+    """The uid of a user name or decimal uid; ValueError if there is no such user."""
+    if name.isdigit():
+        return int(name)
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        raise ValueError(f"no user {name!r} (a user name or a uid)") from None
+
+
 def _default_state_dir() -> Path:
     """State directory: /var/lib/stacklens for root, ~/.local/state/stacklens otherwise.
 
@@ -86,6 +97,32 @@ class Settings(BaseSettings):
         description="host:port where the collector listens for hook frames (and hooks send).",
     )
     ingest_token: str = Field(default="", repr=False, description=f"Ingest token, {TOKEN_RULE}.")
+    # who sends (contract/stacklens_wire.def: hello and welcome; docs/identity.md)
+    ingest_auth: Literal["proven", "trusted"] = Field(
+        default="proven",
+        description="proven: every hook connection proves its Unix user (the collector's "
+        "Unix socket: SO_PEERCRED; TCP: a MUNGE credential) and the collector proves itself "
+        "back; trusted: no proof either way, only the shared ingest token (one user, or "
+        "senders that are all trusted), frames belong to the collector's user.",
+    )
+    collector_socket: str = Field(
+        default="/run/stacklens/ingest.sock",
+        description="The collector's Unix socket on its own node (proven mode; the hooks "
+        "use it when it exists, TCP otherwise); 'off' = none.",
+    )
+    collector_user: str = Field(
+        default="",
+        description="User (name or uid) the collector runs as: the hooks send only to a "
+        "collector proven to run as it; empty = root or the hooks' own user.",
+    )
+    admin_uids: str = Field(
+        default="0",
+        description="Comma list of users (names or uids) who may send frames for any owner "
+        "(e.g. `stacklens replay --all-users` as root in the epilog).",
+    )
+    munge_socket: str = Field(
+        default="", description="Socket of the local munged; empty = libmunge's default."
+    )
     interval_ms: int = Field(default=1000, ge=10)
     max_frame_bytes: int = Field(
         default=BOUNDS["max_body_bytes"],
@@ -190,6 +227,17 @@ class Settings(BaseSettings):
         if not valid_token(value):  # the value is never shown, not even in part
             raise ValueError(f"STACKLENS_INGEST_TOKEN must be {TOKEN_RULE}")
         return value
+
+    @field_validator("admin_uids", "collector_user")
+    @classmethod
+    def _check_users(cls, value: str) -> str:
+        for name in filter(None, (part.strip() for part in value.split(","))):
+            user_id(name)
+        return value
+
+    def admins(self) -> frozenset[int]:
+        """The uids of `admin_uids`."""
+        return frozenset(user_id(p.strip()) for p in self.admin_uids.split(",") if p.strip())
 
     def connection_limits(self) -> ConnectionLimits:
         """The connection limits and timeouts of each server."""

@@ -63,6 +63,10 @@ def hook_environment(settings: Settings, library: Path) -> dict[str, str]:
     }
     if settings.ingest_token:
         env["STACKLENS_INGEST_TOKEN"] = settings.ingest_token
+    defaults = Settings.model_fields
+    for name in ("ingest_auth", "collector_socket", "collector_user", "munge_socket"):
+        if getattr(settings, name) != defaults[name].default:  # how the hooks prove things
+            env[f"STACKLENS_{name.upper()}"] = getattr(settings, name)
     if settings.job_id:
         env["STACKLENS_JOB_ID"] = settings.job_id
     return env
@@ -116,7 +120,7 @@ def _deliver_spooled(settings: Settings) -> None:
     spool = settings.spool_dir
     if str(spool) == "off" or not spool.is_dir() or not spooled_frames(spool):
         return
-    result = replay(spool, settings.collector_host, settings.collector_port, timeout=10.0)
+    result = replay(spool, settings, timeout=10.0)
     print(
         f"stacklens run: delivered {result.delivered} spooled frames to {settings.collector}"
         f"; {len(result.rejected)} rejected, {result.remaining} left in {spool}",

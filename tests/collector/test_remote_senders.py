@@ -116,7 +116,9 @@ def test_tcp_ingest_with_token_accepts_remote_senders_that_have_it(pg_url, remot
 def http_server(pg_url: str, token: str) -> Iterator[int]:
     """The web app with a collector (ingest token `token`) on 0.0.0.0; yields its port."""
     engine = make_engine(pg_url)
-    service = CollectorService(pg_url, Settings(collector="127.0.0.1:0", ingest_token=token))
+    service = CollectorService(
+        pg_url, Settings(collector="127.0.0.1:0", ingest_token=token, ingest_auth="trusted")
+    )
     app = create_app(
         engine, api_base_url="http://127.0.0.1", collector=service, with_frontend=False
     )
