@@ -5,9 +5,10 @@ and timeouts)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import swagger_ui_bundle  # type: ignore[import-untyped]
 from a2wsgi import WSGIMiddleware
@@ -20,6 +21,7 @@ from sqlalchemy import Engine
 import stacklens
 from server.errors import install_error_handlers
 from server.fabric.routes import router as fabric_router
+from server.host_check import HostCheck, host_name
 from server.ingest.gate import IngestGate
 from server.ingest.routes import router as ingest_router
 from server.jobs.routes import overview_router
@@ -43,13 +45,15 @@ def create_app(
     with_frontend: bool = True,
     connection_limits: ConnectionLimits | None = None,
     max_body_bytes: int = 32 << 20,
+    allowed_hosts: Collection[str] | None = None,
 ) -> FastAPI:
     """The FastAPI app over `engine`.
 
     `collector`, when given, runs for the app's lifetime in the same event loop; the HTTP
     ingest endpoint and /metrics then use it. `connection_limits` bound the connections of
     the server that serves the app (`app.state.http_guard`, used by http_guard); request
-    bodies are capped at `max_body_bytes`.
+    bodies are capped at `max_body_bytes`. `allowed_hosts`, when given, are the names a
+    request's Host header may carry (server/host_check.py); None = any (tests, embedding).
     """
 
     @asynccontextmanager
@@ -74,6 +78,9 @@ def create_app(
     app.state.collector = collector
     app.state.http_guard = ConnectionGuard("http", connection_limits or ConnectionLimits())
     app.add_middleware(IngestGate, max_body_bytes=max_body_bytes)
+    if allowed_hosts is not None:  # added last: the outermost, before anything else runs
+        own = host_name(urlsplit(api_base_url).netloc)  # the dashboard's own API calls
+        app.add_middleware(HostCheck, allowed={*allowed_hosts, own}, guard=app.state.http_guard)
     app.include_router(jobs_router)
     app.include_router(overview_router)
     app.include_router(fabric_router)

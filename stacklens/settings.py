@@ -7,9 +7,11 @@ both sides.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import pwd
 import re
+import socket
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -92,6 +94,13 @@ class Settings(BaseSettings):
     )
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=7450, ge=0, le=65535)
+    http_allowed_hosts: str = Field(
+        default="",
+        description="Comma list of the names requests may carry in their Host header "
+        "(DNS rebinding); empty = the bound address, plus localhost, 127.0.0.1 and ::1 when "
+        "bound to loopback or to every address, plus the host's names when bound to every "
+        "address.",
+    )
     collector: str = Field(
         default="127.0.0.1:7451",
         description="host:port where the collector listens for hook frames (and hooks send).",
@@ -238,6 +247,26 @@ class Settings(BaseSettings):
     def admins(self) -> frozenset[int]:
         """The uids of `admin_uids`."""
         return frozenset(user_id(p.strip()) for p in self.admin_uids.split(",") if p.strip())
+
+    def allowed_hosts(self) -> frozenset[str]:
+        """The names a request's Host header may carry (server/host_check.py): those of
+        `http_allowed_hosts`, else derived from `http_host`."""
+        names = {p.strip().lower().rstrip(".") for p in self.http_allowed_hosts.split(",")}
+        names.discard("")
+        if names:
+            return frozenset(n.removeprefix("[").removesuffix("]") for n in names)
+        host = self.http_host.lower().removeprefix("[").removesuffix("]")
+        wildcard = host in ("0.0.0.0", "::", "")
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = host == "localhost"
+        names = set() if wildcard else {host}  # a browser may take 0.0.0.0 for this machine
+        if loopback or wildcard:
+            names |= {"localhost", "127.0.0.1", "::1"}
+        if wildcard:
+            names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+        return frozenset(names)
 
     def connection_limits(self) -> ConnectionLimits:
         """The connection limits and timeouts of each server."""

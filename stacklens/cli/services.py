@@ -67,6 +67,7 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     app = create_app(
         engine, api_base_url=own_url, refresh_ms=settings.refresh_ms, collector=collector,
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20,
+        allowed_hosts=settings.allowed_hosts(),
     )  # fmt: skip
     server = _QuietSignalsServer(
         uvicorn_config(app, settings.http_host, settings.http_port, log_level="warning")
