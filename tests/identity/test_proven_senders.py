@@ -21,9 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
-from collector.service import BackgroundCollector
+from collector.service import BackgroundCollector, CollectorService
+from server.app import create_app
 from stacklens import wire
+from stacklens.db import make_engine
 from stacklens.sender import ProofError, open_connection
 from stacklens.settings import Settings
 from tests.conftest import free_port, query
@@ -63,11 +66,11 @@ def proven_collector(pg_url: str, shared_dir: Path, munge_socket: str, port: int
     )  # fmt: skip
 
 
-def user_job_env(collector_endpoint: str, user, job: str, **extra: str) -> dict[str, str]:
+def user_job_env(
+    collector_endpoint: str, user, job: str, mpi: str = "openmpi", **extra: str
+) -> dict[str, str]:
     """The environment of an MPI job of `user` under the hooks, proven mode."""
-    env = jobs.job_env(
-        type("C", (), {"endpoint": collector_endpoint}), "openmpi", job, interval_ms=100
-    )
+    env = jobs.job_env(type("C", (), {"endpoint": collector_endpoint}), mpi, job, interval_ms=100)
     for key in ("STACKLENS_INGEST_TOKEN", "STACKLENS_INGEST_AUTH"):
         env.pop(key)
     env.update(HOME="/tmp", USER=user.pw_name, LOGNAME=user.pw_name, TMPDIR="/tmp", **extra)
@@ -76,12 +79,10 @@ def user_job_env(collector_endpoint: str, user, job: str, **extra: str) -> dict[
     return env
 
 
-def ring_as(user, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """examples' ring_allreduce on RANKS ranks, run as `user` under the hooks."""
-    argv = [jobs.example("openmpi", "ring_allreduce"), str(ITERATIONS), str(SIZE), "20"]
-    command = ["mpirun", "--oversubscribe", "-np", str(RANKS),
-               *[a for k in env if k.startswith(("STACKLENS_", "LD_PRELOAD")) for a in ("-x", k)],
-               *argv]  # fmt: skip
+def ring_as(user, env: dict[str, str], mpi: str = "openmpi") -> subprocess.CompletedProcess:
+    """examples' ring_allreduce on RANKS ranks of `mpi`, run as `user` under the hooks."""
+    argv = [jobs.example(mpi, "ring_allreduce"), str(ITERATIONS), str(SIZE), "20"]
+    command = jobs.mpirun(mpi, RANKS, argv)
     return jobs.finish(jobs.start(as_user(user.pw_name) + command, env), timeout=120)
 
 
@@ -104,12 +105,13 @@ def owners_of(pg_url: str, job: str) -> list[int]:
                                         "ORDER BY owner_uid", (job,))]  # fmt: skip
 
 
-def test_unix_socket_attributes_by_peer_credentials(pg_url, shared_dir, munge_socket, users):
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_unix_socket_attributes_by_peer_credentials(pg_url, shared_dir, munge_socket, users, mpi):
     a, _ = users
     with proven_collector(pg_url, shared_dir, munge_socket) as collector:
-        env = user_job_env(collector.endpoint, a, "ident-unix",
+        env = user_job_env(collector.endpoint, a, "ident-unix", mpi,
                            STACKLENS_COLLECTOR_SOCKET=str(shared_dir / "ingest.sock"))  # fmt: skip
-        result = ring_as(a, env)
+        result = ring_as(a, env, mpi)
         assert result.returncode == 0, result.stderr
         assert "stacklens:" not in result.stderr, result.stderr
     assert owners_of(pg_url, "ident-unix") == [a.pw_uid]
@@ -291,3 +293,34 @@ def test_without_libmunge_the_program_runs_warns_once_and_spools(pg_url, shared_
     assert "libmunge is not available" in warnings[0] and str(spool) in warnings[0]
     assert len(list(spool.glob("*.slf"))) == 1  # its one (final) frame
     assert owners_of(pg_url, "ident-nomunge") == []
+
+
+def test_refusals_show_on_metrics_and_the_http_ingest_is_closed(
+    pg_url, shared_dir, munge_socket, users
+):
+    """The refusals are on /metrics by reason; the HTTP ingest, whose bearer token proves
+    no user, answers 403 in proven mode."""
+    a, b = users
+    settings = Settings(collector="127.0.0.1:0", ingest_auth="proven", collector_socket="off",
+                        munge_socket=munge_socket, ingest_token="secret")  # fmt: skip
+    service = CollectorService(pg_url, settings)
+    engine = make_engine(pg_url)
+    app = create_app(engine, api_base_url="http://testserver", collector=service,
+                     with_frontend=False)  # fmt: skip
+    with TestClient(app) as client:
+        with socket.create_connection(("127.0.0.1", service.port), timeout=30) as sock:
+            cred = credential_of(b, munge_socket, challenge(sock, a.pw_uid).nonce)
+            sock.sendall(wire.encode_cred(cred))
+            final = wire.Welcome.decode(sock.recv(wire.WELCOME_SIZE, socket.MSG_WAITALL))
+            assert final.status == wire.Status.NOT_OWNER
+        metrics = client.get("/metrics").text
+        assert 'stacklens_ingest_frames_rejected_total{reason="not_owner"} 1.0' in metrics
+        refused = client.post("/api/ingest/frames", json={"frames": []},
+                              headers={"Authorization": "Bearer secret"})  # fmt: skip
+        assert refused.status_code == 403
+        reason = ("the HTTP ingest proves no Unix user: it takes frames only in trusted mode "
+                  "(STACKLENS_INGEST_AUTH=trusted)")  # fmt: skip
+        assert refused.json() == {"detail": reason}
+        metrics = client.get("/metrics").text
+        assert 'stacklens_ingest_frames_rejected_total{reason="unproven"} 1.0' in metrics
+    engine.dispose()
