@@ -30,7 +30,7 @@ from stacklens.db import make_engine
 from stacklens.sender import ProofError, open_connection
 from stacklens.settings import Settings
 from tests.conftest import free_port, query
-from tests.hooks import jobs
+from tests.hooks import jobs, test_sanitizers
 from tests.identity.daemons import as_user, munged, unix_user
 
 RANKS, SIZE, ITERATIONS = 4, 4096, 5
@@ -280,7 +280,8 @@ def test_without_libmunge_the_program_runs_warns_once_and_spools(pg_url, shared_
     data.write_text("ident-nomunge\n")
     with proven_collector(pg_url, shared_dir, munge_socket) as collector:
         env = jobs.job_env(collector, "openmpi", "ident-nomunge", interval_ms=100)
-        env.pop("STACKLENS_INGEST_AUTH")
+        for key in ("STACKLENS_INGEST_TOKEN", "STACKLENS_INGEST_AUTH"):
+            env.pop(key)
         env.update(STACKLENS_COLLECTOR_SOCKET="off", STACKLENS_MUNGE_SOCKET=munge_socket,
                    STACKLENS_SPOOL_DIR=str(spool))  # fmt: skip
         hide = "mount --bind /dev/null $(readlink -f /usr/lib/x86_64-linux-gnu/libmunge.so.2)"
@@ -324,3 +325,24 @@ def test_refusals_show_on_metrics_and_the_http_ingest_is_closed(
         metrics = client.get("/metrics").text
         assert 'stacklens_ingest_frames_rejected_total{reason="unproven"} 1.0' in metrics
     engine.dispose()
+
+
+@pytest.mark.parametrize("route", ["unix", "munge"])
+def test_the_proof_is_clean_under_the_sanitizers(pg_url, shared_dir, munge_socket, route):
+    """The hooks' proof (proof.c: SO_PEERCRED, libmunge by dlopen) under the ASan + UBSan
+    build: exact results, no sanitizer report in stacklens code."""
+    job = f"ident-asan-{route}"
+    with proven_collector(pg_url, shared_dir, munge_socket) as collector:
+        env = test_sanitizers.sanitizer_env(collector, job)
+        for key in ("STACKLENS_INGEST_TOKEN", "STACKLENS_INGEST_AUTH"):
+            env.pop(key)
+        socket_path = str(shared_dir / "ingest.sock") if route == "unix" else "off"
+        env.update(STACKLENS_COLLECTOR_SOCKET=socket_path, STACKLENS_MUNGE_SOCKET=munge_socket)
+        argv = [jobs.example("openmpi", "ring_allreduce"), str(ITERATIONS), str(SIZE), "20"]
+        result = jobs.finish(jobs.start(jobs.mpirun("openmpi", RANKS, argv), env), 180)
+    assert result.returncode == 0, result.stderr
+    ours = [r for r in test_sanitizers.reports(result.stderr) if test_sanitizers.OURS.search(r)]
+    assert ours == []
+    assert "stacklens:" not in result.stderr, result.stderr
+    assert owners_of(pg_url, job) == [0]
+    assert job_p2p(pg_url, 0, job) == EXPECTED
