@@ -16,9 +16,11 @@ writes into the output directory:
 Templates are string.Template files. A wrapper template may use ${name},
 ${ret}, ${params}, ${args}, ${bytes} (the C expression of the entry's bytes=
 mode, from bytes_modes.in), ${messages} (the C expression that counts the
-call's messages in the size histogram for that mode, from messages_modes.in)
-and ${role_<role>} (the name of the argument with that role); the roles a
-template uses are the roles its class requires.
+call's messages in the size histogram for that mode, from messages_modes.in),
+${role_<role>} (the name of the argument with that role) and ${new_request} (the
+statement that forgets a returned request handle stacklens does not count at
+completion, "" for calls without one); the roles a template uses are the roles its
+class requires.
 A Fortran template sees the Fortran parameters (every argument by reference,
 argc/argv dropped, MPI_Fint *ierr appended, then the hidden length <name>_len of
 each string argument): ${fparams}, ${fargs}, ${arg_<role>} (the parameter),
@@ -323,6 +325,17 @@ class Modes:
     messages: dict[str, Template]
 
 
+def new_request(arg: str | None, success: str, handle: str) -> str:
+    """${new_request}: the statement a call that returns a request stacklens does not
+    count at completion (Isend, Ibcast, Rput, File_iwrite, ...) runs after it: the handle
+    is forgotten, so a stale entry of an earlier receive whose completion stacklens did
+    not see (PMPI_Wait called directly) is never counted for it. "" without a request."""
+    if arg is None:
+        return ""
+    value = Template(handle).substitute(p=arg)
+    return f"if ({success})\n        sl_req_forget({value});"
+
+
 def render_wrapper(entry: Entry, templates: Path, spec: Path, modes: Modes) -> str:
     """Renders the wrapper of one entry (and its Fortran entry points) from its class."""
     path = templates / f"wrapper_{entry.cls}.c.in"
@@ -342,6 +355,7 @@ def render_wrapper(entry: Entry, templates: Path, spec: Path, modes: Modes) -> s
     values["root"] = values.get("role_root", "-1")
     values["large"] = "1" if entry.name.endswith("_c") else "0"
     values["fortran"] = "0"
+    values["new_request"] = new_request(roles.get("request"), "rc == MPI_SUCCESS", "*${p}")
     values.update(mode_values(entry, modes, values, where))
     body = template.substitute(values) + render_fortran(entry, templates, modes, where)
     if entry.mpi is None:
@@ -377,6 +391,9 @@ def render_fortran(entry: Entry, templates: Path, modes: Modes, where: str) -> s
     values["root"] = values.get("role_root", "-1")
     values["large"] = "0"
     values["fortran"] = "1"
+    values["new_request"] = new_request(
+        values.get("arg_request"), "*ierr == MPI_SUCCESS", "PMPI_Request_f2c(*${p})"
+    )
     values.update(mode_values(entry, modes, values, where))
     body = load_template(templates, path.name)
     check_roles(body, {a.role: a.name for a in args if a.role}, entry, where)

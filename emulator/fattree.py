@@ -14,8 +14,20 @@ from dataclasses import dataclass, field
 #: Simulator limits (ibsim's compile-time maxima).
 MAX_NODES = 2048
 MAX_SWITCHES = 256
-#: Port attributes of every generated link: 4x width, SDR|DDR|QDR speed, no extended speed.
-LINK_ATTRS = "w=2 s=7 e=0"
+#: Port attributes of every link per speed the tree's links run: 4x width, SDR|DDR|QDR
+#: enabled, and the extended speeds enabled (the highest both ends enable is active).
+#: FDR10 is the vendor ExtendedPortInfo's speed: ibsim takes it from the ibnetdiscover-style
+#: comment `lid N 4xFDR10`, and serves ExtendedPortInfo for Mellanox device ids (DEVICE_ID).
+LINK_ATTRS = {
+    "QDR": "w=2 s=7 e=0",
+    "FDR10": "w=2 s=7 e=0 # lid 0 4xFDR10",
+    "FDR": "w=2 s=7 e=1",
+    "EDR": "w=2 s=7 e=3",
+    "HDR": "w=2 s=7 e=7",
+}
+#: Device id of every node: a Mellanox switch id for which libibnetdisc reads the vendor
+#: ExtendedPortInfo, as it does on real hardware.
+DEVICE_ID = "0xc738"
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,7 @@ class FatTree:
     storage: list[str]
     switch_ports: dict[str, int]
     links: list[SimLink] = field(default_factory=list)
+    speed: str = "QDR"  # what every link runs: a key of LINK_ATTRS
 
     @property
     def switches(self) -> list[str]:
@@ -58,28 +71,35 @@ class FatTree:
             (na, pa), (nb, pb) = link.a, link.b
             peers[na].append((pa, nb, pb))
             peers[nb].append((pb, na, pa))
-        records = []
+        attrs = LINK_ATTRS[self.speed]
+        records = [f"devid={DEVICE_ID}"]
         for name in self.switches:
             lines = [f'Switch {self.switch_ports[name]} "{name}"   # "{name}" enhanced port 0']
-            lines += [f'[{p}] "{n}"[{q}] {LINK_ATTRS}' for p, n, q in sorted(peers[name])]
+            lines += [f'[{p}] "{n}"[{q}] {attrs}' for p, n, q in sorted(peers[name])]
             records.append("\n".join(lines))
         for name in self.hcas:
             lines = [f'Hca 1 "{name}"']
-            lines += [f'[{p}] "{n}"[{q}] {LINK_ATTRS}' for p, n, q in sorted(peers[name])]
+            lines += [f'[{p}] "{n}"[{q}] {attrs}' for p, n, q in sorted(peers[name])]
             records.append("\n".join(lines))
         return "\n\n".join(records) + "\n"
 
 
 def fat_tree(
-    hosts: int, storage: int = 0, hosts_per_leaf: int | None = None, spines: int | None = None
+    hosts: int,
+    storage: int = 0,
+    hosts_per_leaf: int | None = None,
+    spines: int | None = None,
+    speed: str = "QDR",
 ) -> FatTree:
     """A non-blocking two-level fat tree with `hosts` compute HCAs and `storage` storage HCAs.
 
     Each leaf has `hosts_per_leaf` down ports (default 8 up to 64 end nodes, else 16) and as
     many up links, spread evenly over the spines (default 2 spines for 8-port leaves, 16
     otherwise). Names: spine01.., leaf01.., host01.. (zero-padded to the digits of `hosts`),
-    stor01...
+    stor01... Every link runs `speed` (4x; QDR, FDR10, FDR, EDR or HDR: LINK_ATTRS).
     """
+    if speed not in LINK_ATTRS:
+        raise ValueError(f"speed {speed!r} is not one of {', '.join(LINK_ATTRS)}")
     ends = hosts + storage
     if hosts < 1 or storage < 0:
         raise ValueError("need at least one host and a non-negative storage count")
@@ -110,6 +130,7 @@ def fat_tree(
             **{n: n_leaves * per_pair for n in spine_names},
             **{n: 2 * d for n in leaf_names},
         },
+        speed=speed,
     )
     for i, hca in enumerate(host_names + stor_names):
         tree.links.append(SimLink((leaf_names[i // d], i % d + 1), (hca, 1)))

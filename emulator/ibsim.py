@@ -7,7 +7,10 @@ TrafficEmulator turns flows (MPI traffic, I/O to storage nodes, background noise
 counter movements on every port of each flow's route (from the switches' forwarding
 tables), by reading the current PortCountersExtended of those ports and setting them to
 value + flow with the console's PerformanceSet. Faults (unlink/relink, PortXmitWait,
-error counters) are console commands too.
+error counters) are console commands too; a relinked port is brought back to Active by an
+opensm sweep, as the subnet manager of a real fabric would. The console's output is read
+incrementally from where the previous command's ended (bounded memory, however long the
+emulator runs).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import time
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +35,14 @@ from collector.fabric.topology import Topology
 from emulator.fattree import FatTree
 
 UMAD2SIM = Path("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so")
-#: Bytes per packet assumed when a flow's bytes are turned into packet counts (IB MTU).
-MTU_BYTES = 4096
+#: Bytes per packet assumed when a flow's bytes are turned into packet counts: the IB MTU
+#: the simulated subnet runs (ibsim's ports: NeighborMTU 2048).
+MTU_BYTES = 2048
+#: The IB link-local GID prefix (fe80::/64), opensm's default subnet prefix.
+LINK_LOCAL_PREFIX = 0xFE80_0000_0000_0000
+#: The simulator's log (its console output) is emptied once past this size: it is read
+#: incrementally and never held whole, so neither memory nor disk grows with uptime.
+LOG_MAX_BYTES = 1 << 20
 #: Error counters a fault can raise, by their PortCounters field names.
 ERROR_FIELDS = {
     "symbol_errors": "SymbolErrorCounter",
@@ -76,18 +86,33 @@ def umad2sim_library() -> Path:
 
 
 class FabricSim:
-    """An ibsim simulator of `tree` in `workdir`, with its subnet brought up by opensm."""
+    """An ibsim simulator of `tree` in `workdir`, with its subnet brought up by opensm.
 
-    def __init__(self, tree: FatTree, workdir: Path, sockname: str | None = None):
+    Each simulator is a subnet of its own, as two real fabrics are: its subnet prefix
+    (`subnet_prefix`, set by opensm) is the link-local prefix with 32 bits drawn from its
+    socket name, unless given.
+    """
+
+    def __init__(
+        self,
+        tree: FatTree,
+        workdir: Path,
+        sockname: str | None = None,
+        subnet_prefix: int | None = None,
+    ):
         self.tree = tree
         self.workdir = Path(workdir)
         self.sockname = sockname or f"stacklens-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+        if subnet_prefix is None:
+            subnet_prefix = LINK_LOCAL_PREFIX | zlib.crc32(self.sockname.encode())
+        self.subnet_prefix = subnet_prefix
         self.attach = tree.hosts[0]
         self.net_file = self.workdir / "net"
         self.fifo = self.workdir / "console"
         self.log_file = self.workdir / "ibsim.log"
         self._proc: subprocess.Popen | None = None
         self._fifo_fd: int | None = None
+        self._log_pos = 0  # where the next read of the log starts
 
     def client_env(self, host: str | None = None) -> dict[str, str]:
         """Environment of a MAD client attached to `host` (default: the first host)."""
@@ -109,7 +134,10 @@ class FabricSim:
         # O_RDWR: this process is a writer for as long as the simulator lives, so ibsim
         # never sees EOF on its console (at EOF it would spin at 100 % CPU).
         self._fifo_fd = os.open(self.fifo, os.O_RDWR)
-        with open(self.log_file, "wb") as log:
+        self._log_pos = 0
+        # Append mode: once the log is emptied (LOG_MAX_BYTES), ibsim writes at its start.
+        with open(self.log_file, "wb") as fresh, open(self.log_file, "ab") as log:
+            fresh.truncate()
             self._proc = subprocess.Popen(
                 ["ibsim", "-s", str(self.net_file)],
                 stdin=self._fifo_fd,
@@ -120,22 +148,48 @@ class FabricSim:
                 start_new_session=True,
             )
         try:
-            self._wait_log(lambda text: "sim>" in text, timeout, "ibsim did not start")
+            self._wait_log(1, timeout, "ibsim did not start")
             self.run_opensm(timeout)
         except BaseException:
             self.stop()
             raise
 
-    def _wait_log(self, ready, timeout: float, what: str, offset: int = 0) -> str:
+    def _read_log(self) -> str:
+        """The log written since the last read (nothing if it was emptied meanwhile)."""
+        with open(self.log_file, "rb") as log:
+            size = os.fstat(log.fileno()).st_size
+            if size < self._log_pos:
+                self._log_pos = 0
+            log.seek(self._log_pos)
+            data = log.read(size - self._log_pos)
+        self._log_pos += len(data)
+        return data.decode(errors="replace")
+
+    def _wait_log(self, prompts: int, timeout: float, what: str, keep: bool = False) -> str:
+        """Read the log on until `prompts` more "sim> " prompts arrived; the text read if
+        `keep` (else only the count is kept)."""
         deadline = time.monotonic() + timeout
+        marker = "sim> "
+        seen, tail, kept = 0, "", []
         while time.monotonic() < deadline:
-            text = self.log_file.read_bytes()[offset:].decode(errors="replace")
-            if ready(text):
-                return text
+            chunk = self._read_log()
+            if chunk:
+                seen += (tail + chunk).count(marker)  # tail is shorter than the marker
+                tail = (tail + chunk)[-(len(marker) - 1) :]
+                if keep:
+                    kept.append(chunk)
+            if seen >= prompts:
+                return "".join(kept)
             if self._proc is None or self._proc.poll() is not None:
                 raise SimError(f"{what}: ibsim exited; see {self.log_file}")
-            time.sleep(0.01)
+            time.sleep(0.005)
         raise SimError(f"{what} within {timeout} s; see {self.log_file}")
+
+    def _trim_log(self) -> None:
+        """Empty the log once it is past LOG_MAX_BYTES and read to its end."""
+        if self._log_pos >= LOG_MAX_BYTES and self.log_file.stat().st_size == self._log_pos:
+            os.truncate(self.log_file, 0)
+            self._log_pos = 0
 
     def run_opensm(self, timeout: float = 30.0) -> None:
         """Bring the subnet up once (LIDs, Active ports, forwarding tables) with `opensm -o`."""
@@ -146,7 +200,8 @@ class FabricSim:
             "OSM_CACHE_DIR": str(self.workdir),
         }
         done = subprocess.run(
-            ["timeout", "-s", "KILL", str(int(timeout)), "opensm", "-o", "-f", "osm.log"],
+            ["timeout", "-s", "KILL", str(int(timeout)), "opensm", "-o", "-f", "osm.log"]
+            + ["--subnet_prefix", f"{self.subnet_prefix:#018x}"],
             env=env,
             cwd=self.workdir,
             capture_output=True,
@@ -155,24 +210,25 @@ class FabricSim:
         if done.returncode != 0:
             raise SimError(f"opensm -o failed ({done.returncode}): {done.stdout[-500:]}")
 
-    def console(self, commands: list[str], timeout: float = 30.0) -> str:
-        """Send console commands and wait until ibsim has handled all of them; its output."""
+    def console(self, commands: list[str], timeout: float = 30.0, output: bool = False) -> str:
+        """Send console commands and wait until ibsim has handled all of them; its output if
+        `output` (else "")."""
         if self._fifo_fd is None:
             raise SimError("simulator is not running")
-        offset = self.log_file.stat().st_size
+        self._read_log()  # anything printed before these commands is not their output
         data = "".join(c.rstrip("\n") + "\n" for c in commands).encode()
         # Each handled line is followed by a new "sim> " prompt.
         view = memoryview(data)
         while view:
             n = os.write(self._fifo_fd, view[:4096])
             view = view[n:]
-        return self._wait_log(
-            lambda text: text.count("sim> ") >= len(commands), timeout, "console", offset
-        )
+        text = self._wait_log(len(commands), timeout, "console", keep=output)
+        self._trim_log()
+        return text
 
     def stale_clients(self) -> list[int]:
         """Simulator client numbers whose process no longer exists (e.g. killed tools)."""
-        out = self.console(["Attached"])
+        out = self.console(["Attached"], output=True)
         stale = []
         for num, pid in re.findall(r"Client (\d+): pid (\d+) connected", out):
             try:
@@ -297,8 +353,10 @@ class TrafficEmulator:
         self.sim.console([f"Unlink {port_ref(node, port)}"])
 
     def relink(self, node: str, port: int) -> None:
-        """Undo `unlink`."""
+        """Undo `unlink`: the cable is back, and an opensm sweep brings the port from
+        Initialize to Active (LIDs, forwarding tables), as a fabric's subnet manager does."""
         self.sim.console([f"ReLink {port_ref(node, port)}"])
+        self.sim.run_opensm()
 
 
 def io_flows(hosts: list[str], storage: list[str], nbytes: int, rng: random.Random) -> list[Flow]:

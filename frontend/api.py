@@ -9,6 +9,7 @@ the contract) is raised as `ApiError` with a message meant to be shown to the us
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import TypeVar
 from urllib.parse import quote
@@ -23,6 +24,8 @@ from stacklens.api_models import (
     JobSummary,
     LinkLoad,
     Overview,
+    Series,
+    SlowRanks,
     Topology,
 )
 
@@ -46,15 +49,27 @@ class StacklensApi:
         """All known jobs, newest first."""
         return self._get("/api/jobs", list[JobSummary], "job list")
 
-    def overview(self, job: str | None = None, limit: int | None = None) -> Overview:
+    def overview(
+        self, job: str | None = None, limit: int | None = None, window: Window | None = None
+    ) -> Overview:
         """What the Jobs page shows in one request: the newest `limit` jobs (server default
         20; and `job`, if older), the number of jobs, and the details of `job` (default, or
-        if gone: the newest job)."""
-        query = {"job": job, "limit": limit}
-        params = "&".join(
-            f"{k}={quote(str(v), safe='')}" for k, v in query.items() if v is not None
-        )
-        return self._get(f"/api/overview{'?' + params if params else ''}", Overview, "overview")
+        if gone: the newest job), over `window` (default: the whole job)."""
+        query = {"job": job, "limit": limit, **(window or Window()).query()}
+        return self._get(f"/api/overview{_query(query)}", Overview, "overview")
+
+    def profile(self, job: str, window: Window, step_s: float | None = None) -> SlowRanks:
+        """Where each rank's time went per step of `window`, the outliers and the
+        collective imbalance of `job`."""
+        query = {**window.query(), "step": step_s}
+        path = f"/api/jobs/{quote(job, safe='')}/profile{_query(query)}"
+        return self._get(path, SlowRanks, "profile")
+
+    def series(self, job: str, by: str, window: Window, step_s: float | None = None) -> Series:
+        """Values per step of `job` over `window`, keyed `by` (category, op, rank, file,
+        peer)."""
+        query = {"by": by, **window.query(), "step": step_s}
+        return self._get(f"/api/jobs/{quote(job, safe='')}/series{_query(query)}", Series, by)
 
     def fabric_topology(self) -> Topology:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""
@@ -91,6 +106,26 @@ class StacklensApi:
             if any(e["type"] == "json_invalid" for e in exc.errors()):
                 raise ApiError(f"stacklens server sent invalid JSON for GET {path}") from exc
             raise ApiError(f"stacklens server sent an unexpected {what}: {exc}") from exc
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """What a job view reads: one run (None: the whole job) and a window, each bound as
+    the API reads it (RFC 3339 or epoch seconds; None: open)."""
+
+    run: int | None = None
+    start: str | None = None
+    end: str | None = None
+
+    def query(self) -> dict[str, object]:
+        """The query parameters of this window (absent ones left out by `_query`)."""
+        return {"run": self.run, "from": self.start, "to": self.end}
+
+
+def _query(params: dict[str, object]) -> str:
+    """`?k=v&...` of the parameters that are not None (values quoted), or ""."""
+    given = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items() if v is not None)
+    return f"?{given}" if given else ""
 
 
 def attach_client(server: flask.Flask, client: StacklensApi) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from dash import dcc, html
 
@@ -32,6 +33,7 @@ from stacklens.api_models import (
     JobSummary,
     LinkLoad,
     Matrix,
+    SlowRanks,
     Topology,
 )
 from stacklens.constants import ERROR_COUNTERS
@@ -90,7 +92,8 @@ _MARKDOWN_SYNTAX = re.compile(r"[\\`*_~\[\]()!<>&|:@]")
 
 
 def page_header(pages: Sequence[dict]) -> html.Header:
-    """The top bar: product name and a link per registered page."""
+    """The top bar: product name and a link per registered page (not to the pages of one
+    thing, like a job's: they are reached by their links)."""
     return html.Header(
         className="topbar",
         children=[
@@ -102,7 +105,11 @@ def page_header(pages: Sequence[dict]) -> html.Header:
                 ],
             ),
             html.Nav(
-                [dcc.Link(page["name"], href=page["relative_path"]) for page in pages],
+                [
+                    dcc.Link(page["name"], href=page["relative_path"])
+                    for page in pages
+                    if not page.get("path_template")
+                ],
                 className="nav",
             ),
         ],
@@ -217,15 +224,21 @@ def matrix_table_markdown(matrix: Matrix) -> str:
 
 
 def matrix_title(job: JobSummary, matrix: Matrix) -> list:
-    """Heading of the matrix section: which job, its size, status and total p2p bytes."""
+    """Heading of the matrix section: which job (a link to its own page, where any window
+    of it can be chosen), its size, status and total p2p bytes."""
     total = sum(c.bytes for c in matrix.cells)
     details = f"{matrix.world_size} ranks · {job.status} · {format_bytes(total)} point-to-point"
     return [
         "Point-to-point traffic of ",
-        html.Span(matrix.job, className="mono"),
+        dcc.Link(matrix.job, href=job_path(matrix.job), className="mono job-link"),
         " ",
         html.Span(details, className="subtle"),
     ]
+
+
+def job_path(job: str) -> str:
+    """The path of a job's own page (the key quoted: it may hold a slash)."""
+    return f"/jobs/{quote(job, safe='')}"
 
 
 def ops_summary(ops: JobOps) -> list | str:
@@ -397,7 +410,8 @@ def fabric_links_table_markdown(loads: Sequence[LinkLoad]) -> str:
     shown = f"{MAX_LINK_ROWS} of {n} links" if n > MAX_LINK_ROWS else f"{n} link{'s' * (n != 1)}"
     caption = (
         f"{shown}: with errors in the last sweep first, then down, then busiest; "
-        "bytes/s and errors from the latest sample of each end (? = unknown)."
+        "bytes/s and errors from the latest sample of each end (? = unknown; saturated = the "
+        "counter is stuck at its maximum, its errors unknown)."
     )
     headings = (
         "Link",
@@ -422,7 +436,10 @@ def fabric_links_table_markdown(loads: Sequence[LinkLoad]) -> str:
                 _rate(x.a_to_b_bytes_per_s),
                 _rate(x.b_to_a_bytes_per_s),
                 _known(x.capacity_bytes_per_s),
-                *(_known(errors.get(c)) for c in ERROR_HEADINGS),
+                *(
+                    "saturated" if c in x.saturated else _known(errors.get(c))
+                    for c in ERROR_HEADINGS
+                ),
                 _known(x.xmit_wait),
                 format_utc_ns(x.ts_ns) if x.ts_ns is not None else "?",
             ]
@@ -736,3 +753,11 @@ def _md(text: str) -> str:
     references, control characters (a newline would end the row) shown as U+FFFD."""
     text = "".join(ch if ch >= " " and ch != "\x7f" else "\ufffd" for ch in text)
     return _MARKDOWN_SYNTAX.sub(lambda m: f"&#{ord(m.group())};", text)
+
+
+def outlier_items(profile: SlowRanks) -> list:
+    """The slow ranks and the collective imbalances of a profile, one list item each in
+    words; one item saying so when there is none."""
+    items = [html.Li(o.text, className="outlier") for o in profile.outliers]
+    items += [html.Li(g.text, className="imbalance") for g in profile.imbalance]
+    return items or [html.Li("No rank stands out in this window.", className="subtle")]

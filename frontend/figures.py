@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 import plotly.graph_objects as go
 from plotly.colors import sequential
+from plotly.subplots import make_subplots
 
 from frontend.formatting import format_bytes, format_bytes_short, format_size_bucket
-from stacklens.api_models import JobSizes, Matrix, MatrixCell
+from stacklens.api_models import JobSizes, Matrix, MatrixCell, Series, SlowRanks
 from stacklens.constants import bucket_bounds
 
 # Cell labels: full ("1.50 MiB") up to this many ranks, short ("1.5M") up to the next, none
@@ -168,3 +170,60 @@ def _base_layout() -> dict:
         "font": {"family": _FONT, "size": 12, "color": "#1f2a37"},
         "hoverlabel": {"font": {"family": _FONT}},
     }
+
+
+def timeline(series: Series) -> go.Figure:
+    """Time (top) and bytes (bottom) per step, a stacked bar trace per MPI traffic category
+    and file-system layer (`by=category` series); x = the step's start (UTC)."""
+    if not series.points:
+        return _empty_figure("Nothing in this window.")
+    metric = {name: i for i, name in enumerate(series.metrics)}
+    keys = sorted({p.key for p in series.points}, key=lambda k: (k.startswith("fs:"), k))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=("time inside (s)", "bytes"))  # fmt: skip
+    for key in keys:
+        points = [p for p in series.points if p.key == key]
+        x = [_utc(p.t_ns) for p in points]
+        for row, name, scale in ((1, "time_ns", 1e-9), (2, "bytes", 1)):
+            fig.add_trace(
+                go.Bar(x=x, y=[p.values[metric[name]] * scale for p in points], name=key,
+                       legendgroup=key, showlegend=row == 1, offsetgroup=0),
+                row=row, col=1,
+            )  # fmt: skip
+    fig.update_layout(barmode="stack", bargap=0, **_base_layout())
+    return fig
+
+
+def rank_heatmap(profile: SlowRanks) -> go.Figure:
+    """Rank x time heat map of the share of each step a rank spent inside MPI (start-up and
+    shutdown apart); the hover says where the rest went (computation, file I/O)."""
+    if not profile.shares:
+        return _empty_figure("Nothing in this window.")
+    steps = sorted({s.t_ns for s in profile.shares})
+    ranks = sorted({s.rank for s in profile.shares})
+    column = {t: i for i, t in enumerate(steps)}
+    row = {r: i for i, r in enumerate(ranks)}
+    z: list[list[float | None]] = [[None] * len(steps) for _ in ranks]
+    hover = [[""] * len(steps) for _ in ranks]
+    for s in profile.shares:
+        mpi = sum(s.mpi_ns.values())
+        z[row[s.rank]][column[s.t_ns]] = mpi / s.elapsed_ns if s.elapsed_ns else None
+        hover[row[s.rank]][column[s.t_ns]] = (
+            f"MPI {mpi / 1e9:.3f} s, computation {s.compute_ns / 1e9:.3f} s, "
+            f"file I/O {s.io_ns / 1e9:.3f} s, start-up {s.startup_ns / 1e9:.3f} s, "
+            f"shutdown {s.shutdown_ns / 1e9:.3f} s of {s.elapsed_ns / 1e9:.3f} s"
+        )
+    heatmap = go.Heatmap(
+        z=z, x=[_utc(t) for t in steps], y=ranks, zmin=0, zmax=1, colorscale="YlOrRd",
+        customdata=hover, hovertemplate="rank %{y} at %{x}<br>%{customdata}<extra></extra>",
+        colorbar={"title": {"text": "in MPI"}, "tickformat": ".0%"},
+    )  # fmt: skip
+    fig = go.Figure(heatmap)
+    fig.update_layout(**_base_layout())
+    fig.update_yaxes(title_text="rank", autorange="reversed", dtick=1 if len(ranks) <= 32 else None)
+    return fig
+
+
+def _utc(t_ns: int) -> datetime:
+    """A ns timestamp as a UTC datetime (Plotly draws it as a date axis)."""
+    return datetime.fromtimestamp(t_ns / 1e9, UTC)

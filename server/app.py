@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import swagger_ui_bundle  # type: ignore[import-untyped]
 from a2wsgi import WSGIMiddleware
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
@@ -27,6 +27,7 @@ from server.ingest.routes import router as ingest_router
 from server.jobs.routes import overview_router
 from server.jobs.routes import router as jobs_router
 from server.metrics.routes import router as metrics_router
+from server.query_params import refuse_unknown_parameters
 from stacklens.connguard import ConnectionGuard, ConnectionLimits
 
 #: Where the Swagger UI files of the installed package are served.
@@ -71,6 +72,7 @@ def create_app(
         version=stacklens.__version__,
         description="Cross-stack HPC communication profiler: query and ingest API.",
         lifespan=lifespan,
+        dependencies=[Depends(refuse_unknown_parameters)],  # on every route
         docs_url=None,  # served below from the installed package, not from a CDN
         redoc_url=None,
     )

@@ -334,6 +334,91 @@ class Overview(ApiModel):
     shown: JobDetails | None = Field(description="the detailed job; null: there is no job")
 
 
+class SeriesPoint(ApiModel):
+    """The values of one key (a rank, op, category, file or peer) in one step."""
+
+    t_ns: int = Field(description="start of the step: from_ns + i * step_ns")
+    key: str = Field(description="rank number, op name, category, 'layer:path' or peer rank")
+    values: list[int] = Field(description="one per name of the series' `metrics`")
+
+
+class Series(ApiModel):
+    """Values per step of a job over a window (`GET /api/jobs/{job}/series`): every
+    interval whose end lies in [t, t + step) is in the step starting at t; sums are exact
+    (integers); keys with nothing in a step are left out of it."""
+
+    job: str
+    by: str = Field(description="what the keys are: rank, op, category, file or peer")
+    from_ns: int = Field(description="start of the first step (the window's start)")
+    to_ns: int = Field(description="end of the window (exclusive)")
+    step_ns: int
+    metrics: list[str] = Field(description="names of each point's values, in order")
+    points: list[SeriesPoint] = Field(description="by step, then key")
+    run: int | None = _run_asked()
+
+
+class RankShare(ApiModel):
+    """Where one rank's time went during one step (ns): inside MPI by category, in file
+    I/O, and the rest (computation); start-up (MPI_Init*) and shutdown (MPI_Finalize)
+    apart."""
+
+    t_ns: int
+    rank: int
+    elapsed_ns: int = Field(description="the time the rank's intervals ending in the step cover")
+    mpi_ns: dict[str, int] = Field(description="per traffic category, start-up excluded")
+    io_ns: int = Field(description="POSIX and stdio read, write and metadata time")
+    startup_ns: int = Field(description="inside MPI_Init / MPI_Init_thread")
+    shutdown_ns: int = Field(description="inside MPI_Finalize")
+    compute_ns: int = Field(
+        description="elapsed - MPI - I/O - start-up - shutdown (0 when the parts overlap)"
+    )
+
+
+class Outlier(ApiModel):
+    """A rank that spent far more time than the median rank in one place over the window."""
+
+    rank: int
+    what: str = Field(
+        description="an MPI operation, a traffic category, 'file I/O' or 'computation'"
+    )
+    time_ns: int
+    median_ns: int = Field(description="the median over the ranks (those at 0 included)")
+    ratio: float = Field(description="time_ns / median_ns (a median under 1 ms counts as 1 ms)")
+    peak_t_ns: int = Field(description="the step in which it was furthest above that median")
+    text: str = Field(description='in plain words, e.g. "rank 3: 2.1× the median time in MPI_Wait"')
+
+
+class CommImbalance(ApiModel):
+    """How unevenly the ranks of one communicator waited in its collectives."""
+
+    comm_id: int
+    comm_size: int
+    op: str
+    ranks: int
+    min_ns: int = Field(description="least time in the op of one of its ranks")
+    median_ns: int
+    max_ns: int
+    max_rank: int = Field(description="the rank with max_ns: it waited longest")
+    min_rank: int = Field(
+        description="the rank with min_ns: the least time inside, so the last to arrive"
+    )
+    text: str = Field(description="in plain words")
+
+
+class SlowRanks(ApiModel):
+    """Where each rank's time went, step by step, and the ranks that stand out
+    (`GET /api/jobs/{job}/profile`)."""
+
+    job: str
+    from_ns: int
+    to_ns: int
+    step_ns: int
+    shares: list[RankShare] = Field(description="by step, then rank")
+    outliers: list[Outlier] = Field(description="worst first")
+    imbalance: list[CommImbalance] = Field(description="per communicator and op, widest first")
+    run: int | None = _run_asked()
+
+
 # ---------------------------------------------------------------------------------------
 # fabric: /api/fabric...
 # ---------------------------------------------------------------------------------------
@@ -393,6 +478,8 @@ class PortSample(ApiModel):
     dt_ns: int | None = Field(description="time since the port's previous sample; null: first")
     xmit_bytes: int | None
     rcv_bytes: int | None
+    xmit_pkts: int | None = Field(description="packets sent (PortXmitPkts delta)")
+    rcv_pkts: int | None = Field(description="packets received (PortRcvPkts delta)")
     xmit_wait: int | None = Field(description="ticks the port had data but could not send")
     errors: dict[str, int | None] = Field(description="delta of each error counter")
     saturated: list[str] = Field(
@@ -414,14 +501,22 @@ class LinkLoad(ApiModel):
         description="bytes a sent / dt (a's PortXmitData); null if unknown"
     )
     b_to_a_bytes_per_s: float | None
+    a_to_b_pkts_per_s: float | None = Field(
+        description="packets a sent / dt (a's PortXmitPkts); null if unknown"
+    )
+    b_to_a_pkts_per_s: float | None
     utilisation: float | None = Field(
         description="the busier direction's bytes/s / capacity (0..1); null if unknown"
     )
     errors: dict[str, int | None] = Field(
         description="each error counter's delta summed over both ends in their latest "
-        "sample; null if either end's delta is unknown"
+        "sample; null if either end's delta is unknown or the counter is saturated"
     )
     errors_total: int = Field(description="sum of the known error deltas")
+    saturated: list[str] = Field(
+        description="counters stuck at their maximum at either end (no longer counting: "
+        "their errors are unknown, shown as saturated)"
+    )
     unknown: list[str] = Field(
         description="counters (error counters, xmit_wait, a_to_b/b_to_a bytes) whose value "
         "is unknown"

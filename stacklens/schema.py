@@ -419,6 +419,20 @@ HcaDelta = _model(
 # ---------------------------------------------------------------------------------------
 
 
+class Fabric(Base):
+    """A fabric (subnet) by its identity: subnet prefix and its subnet manager's port GUID.
+    The one discovered last is the current fabric: only its nodes and links are shown."""
+
+    __tablename__ = "fabrics"
+    __table_args__ = (UniqueConstraint("subnet_prefix", "sm_guid", name="uq_fabrics_identity"),)
+
+    id: Mapped[int] = mapped_column(Integer, Identity(), primary_key=True)
+    subnet_prefix: Mapped[int] = mapped_column(BigInteger, doc="GID prefix, 0 = unknown")
+    sm_guid: Mapped[int] = mapped_column(BigInteger, doc="SM's port GUID, 0 = unknown")
+    first_seen_ns: Mapped[int] = mapped_column(BigInteger)
+    last_seen_ns: Mapped[int] = mapped_column(BigInteger)
+
+
 class FabricNode(Base):
     """A switch, HCA or router of the fabric, as last discovered."""
 
@@ -432,6 +446,9 @@ class FabricNode(Base):
     first_seen_ns: Mapped[int] = mapped_column(BigInteger)
     last_seen_ns: Mapped[int] = mapped_column(BigInteger)
     gone_ns: Mapped[int | None] = mapped_column(BigInteger, doc="set while the node is missing")
+    fabric_id: Mapped[int | None] = mapped_column(
+        Integer, doc="fabrics.id of the fabric it was last discovered in; null: none known"
+    )
 
 
 class FabricPort(Base):
@@ -470,6 +487,9 @@ class FabricLink(Base):
     first_seen_ns: Mapped[int] = mapped_column(BigInteger)
     last_seen_ns: Mapped[int] = mapped_column(BigInteger)
     down_ns: Mapped[int | None] = mapped_column(BigInteger)
+    fabric_id: Mapped[int | None] = mapped_column(
+        Integer, doc="fabrics.id of the fabric it was last discovered in; null: none known"
+    )
 
 
 class FabricLft(Base):

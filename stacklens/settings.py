@@ -216,6 +216,18 @@ class Settings(BaseSettings):
     )
     fabric_interval_ms: int = Field(default=1000, ge=50, description="Port counter sweep period.")
     fabric_rediscover_s: float = Field(default=60.0, gt=0, description="Topology re-scan period.")
+    fabric_min_sample_ms: int = Field(
+        default=500,
+        ge=0,
+        description="Shortest interval a port's rate is taken over: a port read sooner after "
+        "its previous sample (e.g. right after a re-discovery) waits for the next sweep.",
+    )
+    fabric_missed_sweeps: int = Field(
+        default=3,
+        ge=1,
+        le=1000,
+        description="Sweeps a port may miss before its load and errors become unknown.",
+    )
     fabric_replay_file: Path | None = Field(default=None, description="Recorded sweeps to replay.")
     fabric_sweep_workers: int | None = Field(
         default=None,

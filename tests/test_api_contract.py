@@ -11,7 +11,7 @@ import httpx
 import pydantic
 import pytest
 
-from frontend.api import StacklensApi
+from frontend.api import StacklensApi, Window
 from server.app import create_app
 from stacklens import wire
 from stacklens.db import make_engine
@@ -27,6 +27,19 @@ JOB = "job/K"  # a slash: the client quotes job keys
 CALLS = (
     ("jobs", (), "/api/jobs", ()),
     ("overview", (JOB, 5), "/api/overview?job=job%2FK&limit=5", ("jobs",)),
+    (
+        "overview",
+        (JOB, 1, Window(1, "0", "2e9")),
+        "/api/overview?job=job%2FK&limit=1&run=1&from=0&to=2e9",
+        ("jobs",),
+    ),
+    ("profile", (JOB, Window(None, "0")), "/api/jobs/job%2FK/profile?from=0", ("shares",)),
+    (
+        "series",
+        (JOB, "rank", Window(), 1.5),
+        "/api/jobs/job%2FK/series?by=rank&step=1.5",
+        ("points", "metrics"),
+    ),
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),
     ("fabric_events", (), "/api/fabric/events?limit=20", ()),

@@ -96,6 +96,18 @@ class RawSweep:
     def __len__(self) -> int:
         return len(self.guids)
 
+    def select(self, rows: np.ndarray) -> RawSweep:
+        """The same sweep with only `rows` (a boolean mask)."""
+        return RawSweep(
+            guids=self.guids[rows],
+            ports=self.ports[rows],
+            values=self.values[rows],
+            saturated=self.saturated[rows],
+            extended=self.extended[rows],
+            t_start_ns=self.t_start_ns,
+            t_end_ns=self.t_end_ns,
+        )
+
     def value(self, guid: int, port: int, name: str) -> int:
         """One counter of one port (KeyError if the port is not in this sweep)."""
         idx = np.flatnonzero((self.guids == np.uint64(guid)) & (self.ports == port))
@@ -124,13 +136,32 @@ class DeltaSweep:
 
 
 class DeltaTracker:
-    """Keeps the previous sweep per port and turns each new sweep into deltas."""
+    """Keeps the previous sweep per port and turns each new sweep into deltas.
 
-    def __init__(self) -> None:
+    `min_dt_ns` is the shortest interval a delta may span: a port read again sooner (e.g.
+    right after a slow re-discovery) is left out of the result and its previous sample
+    stays the base, so its next delta spans the whole time and no rate is ever taken over
+    a few milliseconds (where one MAD burst would read as a spike).
+    """
+
+    def __init__(self, min_dt_ns: int = 0) -> None:
+        self.min_dt_ns = min_dt_ns
         self._prev: dict[tuple[int, int], tuple[np.ndarray, bool, int, np.ndarray]] = {}
 
     def update(self, sweep: RawSweep) -> DeltaSweep:
-        """Deltas of `sweep` against the previous values; remember `sweep`."""
+        """Deltas of `sweep` against the previous values; remember `sweep` (less the ports
+        read sooner than `min_dt_ns` after their previous sample: left out)."""
+        if self.min_dt_ns:
+            early = np.array(
+                [
+                    (prev := self._prev.get((int(g), int(p)))) is not None
+                    and sweep.t_end_ns - prev[2] < self.min_dt_ns
+                    for g, p in zip(sweep.guids, sweep.ports, strict=True)
+                ],
+                dtype=bool,
+            )
+            if early.any():
+                sweep = sweep.select(~early)
         n = len(sweep)
         deltas = np.zeros((n, N_COUNTERS), dtype=np.int64)
         known = np.zeros((n, N_COUNTERS), dtype=bool)

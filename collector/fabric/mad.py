@@ -133,7 +133,8 @@ def check_abi(lib: ctypes.CDLL) -> None:
 
 
 def parse_discovery(text: str) -> Topology:
-    """Build a Topology from slf_discover's text (N, P and F lines, tab-separated)."""
+    """Build a Topology from slf_discover's text (N, P, F and S lines, tab-separated)."""
+    subnet_prefix = sm_lid = 0
     nodes: dict[int, Node] = {}
     ports: dict[tuple[int, int], Port] = {}
     remote: dict[tuple[int, int], tuple[int, int]] = {}
@@ -145,7 +146,7 @@ def parse_discovery(text: str) -> Topology:
             nodes[guid] = Node(guid, NodeType(int(f[1])), f[4], int(f[3]))
         elif f[0] == "P":
             key = (int(f[1], 16), int(f[2]))
-            width, speed, speed_ext = int(f[7]), int(f[8]), int(f[9])
+            width, speed, speed_ext, mlnx_speed = int(f[7]), int(f[8]), int(f[9]), int(f[10])
             ports[key] = Port(
                 guid=key[0],
                 port=key[1],
@@ -156,19 +157,29 @@ def parse_discovery(text: str) -> Topology:
                 width=width,
                 speed=speed,
                 speed_ext=speed_ext,
-                capacity_bytes_per_s=capacity_bytes_per_s(width, speed, speed_ext),
+                mlnx_speed=mlnx_speed,
+                capacity_bytes_per_s=capacity_bytes_per_s(width, speed, speed_ext, mlnx_speed),
             )
-            if int(f[10], 16):
-                remote[key] = (int(f[10], 16), int(f[11]))
+            if int(f[11], 16):
+                remote[key] = (int(f[11], 16), int(f[12]))
         elif f[0] == "F":
             lfts[int(f[1], 16)] = np.array([int(x) for x in f[3].split(",")], dtype=np.uint8)
+        elif f[0] == "S":
+            subnet_prefix, sm_lid = int(f[1], 16), int(f[2])
     for node in nodes.values():
         if node.type == NodeType.SWITCH and (node.guid, 0) in ports:
             node.lid = ports[(node.guid, 0)].lid
         else:
             node.lid = min((p.lid for k, p in ports.items() if k[0] == node.guid), default=0)
     links = {Link.of(a, b) for a, b in remote.items()}
-    return Topology(nodes=nodes, ports=ports, links=sorted(links), lfts=lfts)
+    return Topology(
+        nodes=nodes,
+        ports=ports,
+        links=sorted(links),
+        lfts=lfts,
+        subnet_prefix=subnet_prefix,
+        sm_lid=sm_lid,
+    )
 
 
 class _Lib:

@@ -1,9 +1,14 @@
-"""The fabric sampler as a startable service: discover, sweep, store, re-discover on change.
+"""The fabric sampler as a startable service: attach, discover, sweep, store, re-discover.
 
 Like collector/service.py's CollectorService it has start()/stop() coroutines, so
 `stacklens up` runs it next to the collector. The blocking source and database calls run
-in a worker thread. Re-discovery happens every `rediscover_s` and as soon as a sweep
-suggests a change (a port stopped answering, or a LinkDowned counter moved).
+in a worker thread. What to sample is looked for again before every step (`SourceFinder`):
+a fabric that appears after `up` started (a simulator started later) is picked up, and a
+restarted simulator is attached to afresh. Re-discovery happens every `rediscover_s`, as
+soon as a sweep suggests a change (a port newly stopped answering, or a LinkDowned counter
+moved), and after a failed sweep (a restarted fabric or MAD layer). A port that misses
+`missed_sweeps` sweeps in a row loses its newest sample: its load and errors read unknown,
+never the last ones seen. Warnings are rate-limited per kind.
 """
 
 from __future__ import annotations
@@ -20,12 +25,16 @@ from collector.fabric.mad import MadSource
 from collector.fabric.replay import ReplaySource
 from collector.fabric.store import FabricStore
 from collector.fabric.sysfs import SYSFS_ROOT, SysfsSource
-from collector.fabric.topology import Topology
+from collector.fabric.topology import End, Topology
 from stacklens.constants import PORT_COUNTERS
 from stacklens.settings import Settings
 
 log = logging.getLogger(__name__)
 _LINK_DOWNED = PORT_COUNTERS.index("link_downed")
+#: What a SourceFinder names: its first item is the kind ("sim", "mad", "sysfs", "replay").
+SourceKey = tuple[object, ...]
+#: Seconds between two warnings of the same kind (the ones between are counted).
+WARN_EVERY_S = 10.0
 
 
 def sim_state_file(settings: Settings) -> Path:
@@ -43,46 +52,113 @@ def _running_sim(settings: Settings) -> dict | None:
     return state
 
 
-def open_source(settings: Settings):
-    """The counter source the settings ask for (None = fabric sampling off).
+class RateLimitedLog:
+    """Warnings at most once per `every_s` per kind; the next one says how many were held."""
 
-    `auto`: MAD through a running `stacklens fabric-sim`, else MAD on local HCAs if
-    /sys/class/infiniband lists any, else off. MAD sweeps are split over
-    `fabric_sweep_workers` worker processes (default min(4, CPU count)).
+    def __init__(self, every_s: float = WARN_EVERY_S):
+        self.every_s = every_s
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def warning(self, kind: str, message: str, *args: object) -> bool:
+        """Log `message % args` unless a `kind` warning was logged less than every_s ago
+        (then count it); whether it was logged."""
+        now = time.monotonic()
+        if now - self._last.get(kind, -self.every_s) < self.every_s:
+            self._held[kind] = self._held.get(kind, 0) + 1
+            return False
+        held = self._held.pop(kind, 0)
+        suffix = f" ({held} more like it in the last {self.every_s:g} s)" if held else ""
+        log.warning(message + suffix, *args)
+        self._last[kind] = now
+        return True
+
+
+class SourceFinder:
+    """Which counter source the settings ask for now, and opening it.
+
+    `auto`: MAD through a running `stacklens fabric-sim` (its state file), else MAD on
+    local HCAs if /sys/class/infiniband lists any, else nothing (yet). `key()` names what
+    is there now: it changes when a simulator starts, stops or is restarted. MAD sweeps are
+    split over `fabric_sweep_workers` worker processes (default min(4, CPU count)).
     """
-    kind = settings.fabric_source
-    if kind == "auto":
-        local_hca = SYSFS_ROOT.is_dir() and any(SYSFS_ROOT.iterdir())
-        if _running_sim(settings) is None and not local_hca:
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    def key(self) -> SourceKey | None:
+        """What would be sampled now (None: nothing to sample)."""
+        kind = self.settings.fabric_source
+        if kind == "none":
             return None
-        kind = "mad"
-    if kind == "none":
-        return None
-    if kind == "sysfs":
-        return SysfsSource()
-    if kind == "replay":
-        if settings.fabric_replay_file is None:
-            raise ValueError("STACKLENS_FABRIC_SOURCE=replay needs STACKLENS_FABRIC_REPLAY_FILE")
-        return ReplaySource(settings.fabric_replay_file)
-    workers = settings.fabric_sweep_workers
-    sim = _running_sim(settings)
-    if sim is not None:
-        return MadSource(env=sim["env"], workdir=Path(sim["workdir"]), sweep_workers=workers)
-    return MadSource(sweep_workers=workers)
+        if kind in ("sysfs", "replay"):
+            return (kind,)
+        sim = _running_sim(self.settings)
+        if sim is not None:
+            return ("sim", sim["pid"], sim["env"].get("IBSIM_SOCKNAME"), sim["workdir"])
+        local_hca = SYSFS_ROOT.is_dir() and any(SYSFS_ROOT.iterdir())
+        return ("mad",) if kind == "mad" or local_hca else None
+
+    def open(self):
+        """The source for what `key()` names now (None: nothing to sample)."""
+        key = self.key()
+        if key is None:
+            return None
+        if key[0] == "sysfs":
+            return SysfsSource()
+        if key[0] == "replay":
+            if self.settings.fabric_replay_file is None:
+                raise ValueError(
+                    "STACKLENS_FABRIC_SOURCE=replay needs STACKLENS_FABRIC_REPLAY_FILE"
+                )
+            return ReplaySource(self.settings.fabric_replay_file)
+        workers = self.settings.fabric_sweep_workers
+        sim = _running_sim(self.settings)
+        if key[0] == "sim" and sim is not None:
+            return MadSource(env=sim["env"], workdir=Path(sim["workdir"]), sweep_workers=workers)
+        return MadSource(sweep_workers=workers)
+
+
+def open_source(settings: Settings):
+    """The counter source the settings ask for now (None = nothing to sample)."""
+    return SourceFinder(settings).open()
 
 
 class FabricSampler:
-    """Periodic topology discovery and counter sweeps from one source into the database."""
+    """Periodic topology discovery and counter sweeps from one source into the database.
 
-    def __init__(self, database_url: str, source, interval_s: float, rediscover_s: float):
+    `source` is sampled as given; with `finder`, the source is (re)opened whenever the
+    finder's key changes (checked before every step), and the sampler starts afresh
+    (topology, counter memory) on the new one.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        source,
+        interval_s: float,
+        rediscover_s: float,
+        min_sample_s: float = 0.0,
+        missed_sweeps: int = 3,
+        finder: SourceFinder | None = None,
+    ):
         self.source = source
+        self.finder = finder
+        self._key: SourceKey | None = finder.key() if finder and source is not None else None
         self.store = FabricStore(database_url)
         self.interval_s = interval_s
         self.rediscover_s = rediscover_s
-        self.tracker = DeltaTracker()
+        self.min_sample_ns = int(min_sample_s * 1e9)
+        self.missed_sweeps = missed_sweeps
+        self.tracker = DeltaTracker(self.min_sample_ns)
         self.topology: Topology | None = None
         self.sweeps = 0
+        self.discoveries = 0
         self.errors = 0
+        self.attached = 0  # sources opened by the finder
+        self.warnings = RateLimitedLog()
+        #: sweeps in a row each port of the topology did not answer
+        self.missed: dict[End, int] = {}
         self._task: asyncio.Task | None = None
         self._last_discovery = 0.0
 
@@ -97,10 +173,14 @@ class FabricSampler:
             await asyncio.gather(self._task, return_exceptions=True)
         await asyncio.to_thread(self._close)
 
-    def _close(self) -> None:
+    def _close_source(self) -> None:
         close = getattr(self.source, "close", None)
         if close is not None:
             close()
+        self.source = None
+
+    def _close(self) -> None:
+        self._close_source()
         self.store.close()
 
     async def _run(self) -> None:
@@ -113,24 +193,48 @@ class FabricSampler:
                 return
             except Exception as exc:  # keep sampling: a failed sweep must not stop the service
                 self.errors += 1
-                log.error("fabric sweep failed: %s", exc)
+                self.topology = None  # a restarted fabric or MAD layer: discover afresh
+                self.warnings.warning("sweep", "fabric sweep failed: %s", exc)
             await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def attach(self) -> bool:
+        """With a finder: (re)open the source if what is there changed; whether there is a
+        source to sample."""
+        if self.finder is None:
+            return self.source is not None
+        key = self.finder.key()
+        if key != self._key or (key is not None and self.source is None):
+            self._close_source()
+            self.topology = None
+            self.tracker = DeltaTracker(self.min_sample_ns)
+            self.missed = {}
+            self._key = key
+            if key is not None:
+                self.source = self.finder.open()
+                self.attached += 1
+                log.info("fabric sampler attached to %s", key[0])
+        return self.source is not None
 
     def discover(self) -> None:
         """Discover (if the source can), store the topology and its changes as events."""
         topo = self.source.discover()
         self._last_discovery = time.monotonic()
+        self.discoveries += 1
         if topo is None:
             return
         changes = self.topology.diff(topo) if self.topology is not None else []
         for change in changes:
-            log.warning("fabric %s: %s", change.kind, change.subject)
+            self.warnings.warning(change.kind, "fabric %s: %s", change.kind, change.subject)
         self.store.write_topology(topo, time.time_ns(), changes)
         self.tracker.forget(set(topo.ports))
+        self.missed = {e: n for e, n in self.missed.items() if e in topo.ports}
         self.topology = topo
 
     def step(self) -> None:
-        """One sampling step: re-discover when due, sweep, store the samples."""
+        """One sampling step: attach, re-discover when due, sweep, store the samples,
+        retire the newest samples of ports that stopped answering."""
+        if not self.attach():
+            return
         if self.topology is None or time.monotonic() - self._last_discovery >= self.rediscover_s:
             self.discover()
         sweep = self.source.sweep()
@@ -139,22 +243,52 @@ class FabricSampler:
         deltas = self.tracker.update(sweep)
         self.store.write_samples(deltas)
         self.sweeps += 1
-        expected = len(self.topology.sweep_targets()) if self.topology else len(sweep)
+        if self.topology is None:
+            return
+        answered = set(zip(sweep.guids.tolist(), sweep.ports.tolist(), strict=True))
+        newly_missing = self._count_misses(answered)
         link_downed = deltas.known[:, _LINK_DOWNED] & (deltas.deltas[:, _LINK_DOWNED] > 0)
-        if self.topology is not None and (len(sweep) < expected or link_downed.any()):
+        if newly_missing or link_downed.any():
             self.discover()
+
+    def _count_misses(self, answered: set[End]) -> int:
+        """Count the sweep's silent ports; those at `missed_sweeps` misses lose their newest
+        sample (unknown from now on). How many ports stopped answering in this sweep."""
+        assert self.topology is not None
+        missing = [(g, p) for g, p, _ in self.topology.sweep_targets() if (g, p) not in answered]
+        newly = 0
+        for end in missing:
+            self.missed[end] = self.missed.get(end, 0) + 1
+            newly += self.missed[end] == 1
+        for end in [e for e in self.missed if e in answered]:
+            del self.missed[end]
+        retire = [e for e in missing if self.missed[e] == self.missed_sweeps]
+        if retire:
+            self.store.forget_latest(retire)
+            self.warnings.warning(
+                "silent",
+                "fabric: %d port(s) silent for %d sweeps, their load is unknown now (e.g. %s)",
+                len(retire),
+                self.missed_sweeps,
+                self.topology.describe(retire[0]),
+            )
+        return newly
 
 
 def fabric_services(database_url: str, settings: Settings) -> list[FabricSampler]:
-    """The fabric sampler for `stacklens up`, or nothing when fabric sampling is off."""
-    source = open_source(settings)
-    if source is None:
+    """The fabric sampler for `stacklens up` (none when fabric sampling is off): it samples
+    whatever fabric the settings find, now or once one appears."""
+    if settings.fabric_source == "none":
         return []
+    finder = SourceFinder(settings)
     return [
         FabricSampler(
             database_url,
-            source,
+            None,
             settings.fabric_interval_ms / 1000,
             settings.fabric_rediscover_s,
+            min_sample_s=settings.fabric_min_sample_ms / 1000,
+            missed_sweeps=settings.fabric_missed_sweeps,
+            finder=finder,
         )
     ]

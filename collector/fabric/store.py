@@ -64,24 +64,42 @@ class FabricStore:
             self._conn = None
 
     def write_topology(self, topo: Topology, ts_ns: int, changes: list[Change]) -> None:
-        """Upsert nodes, ports, links and LFTs seen at `ts_ns`; mark the missing; add events."""
+        """Upsert the fabric's identity, and its nodes, ports, links and LFTs seen at
+        `ts_ns` (tagged with the fabric); mark the fabric's missing ones; add events."""
         conn = self._connection()
         with conn.transaction(), conn.cursor() as cur:
+            prefix, sm_guid = topo.identity()
+            cur.execute(
+                """
+                INSERT INTO fabrics (subnet_prefix, sm_guid, first_seen_ns, last_seen_ns)
+                VALUES (%s, %s, %s, %s)
+                ON CONFLICT (subnet_prefix, sm_guid)
+                    DO UPDATE SET last_seen_ns = EXCLUDED.last_seen_ns
+                RETURNING id
+                """,
+                (signed64(prefix), signed64(sm_guid), ts_ns, ts_ns),
+            )
+            row = cur.fetchone()
+            assert row is not None  # RETURNING of an upsert
+            fabric_id = row[0]
             nodes = list(topo.nodes.values())
             cur.execute(
                 """
                 INSERT INTO fabric_nodes
-                    (guid, type, description, nports, lid, first_seen_ns, last_seen_ns)
-                SELECT g, t, d, n, l, %s, %s
+                    (guid, type, description, nports, lid, first_seen_ns, last_seen_ns,
+                     fabric_id)
+                SELECT g, t, d, n, l, %s, %s, %s
                 FROM unnest(%s::bigint[], %s::smallint[], %s::text[], %s::smallint[],
                             %s::int[]) AS u(g, t, d, n, l)
                 ON CONFLICT (guid) DO UPDATE SET type = EXCLUDED.type,
                     description = EXCLUDED.description, nports = EXCLUDED.nports,
-                    lid = EXCLUDED.lid, last_seen_ns = EXCLUDED.last_seen_ns, gone_ns = NULL
+                    lid = EXCLUDED.lid, last_seen_ns = EXCLUDED.last_seen_ns, gone_ns = NULL,
+                    fabric_id = EXCLUDED.fabric_id
                 """,
                 (
                     ts_ns,
                     ts_ns,
+                    fabric_id,
                     [signed64(n.guid) for n in nodes],
                     [int(n.type) for n in nodes],
                     [n.description for n in nodes],
@@ -90,8 +108,9 @@ class FabricStore:
                 ),
             )
             cur.execute(
-                "UPDATE fabric_nodes SET gone_ns = %s WHERE gone_ns IS NULL AND last_seen_ns < %s",
-                (ts_ns, ts_ns),
+                "UPDATE fabric_nodes SET gone_ns = %s"
+                " WHERE gone_ns IS NULL AND last_seen_ns < %s AND fabric_id = %s",
+                (ts_ns, ts_ns, fabric_id),
             )
             ports = list(topo.ports.values())
             cur.execute(
@@ -128,15 +147,17 @@ class FabricStore:
             cur.execute(
                 """
                 INSERT INTO fabric_links (a_guid, a_port, b_guid, b_port, first_seen_ns,
-                                          last_seen_ns)
-                SELECT *, %s, %s FROM unnest(%s::bigint[], %s::smallint[], %s::bigint[],
-                                            %s::smallint[])
+                                          last_seen_ns, fabric_id)
+                SELECT *, %s, %s, %s FROM unnest(%s::bigint[], %s::smallint[], %s::bigint[],
+                                                %s::smallint[])
                 ON CONFLICT (a_guid, a_port, b_guid, b_port) DO UPDATE
-                    SET last_seen_ns = EXCLUDED.last_seen_ns, down_ns = NULL
+                    SET last_seen_ns = EXCLUDED.last_seen_ns, down_ns = NULL,
+                        fabric_id = EXCLUDED.fabric_id
                 """,
                 (
                     ts_ns,
                     ts_ns,
+                    fabric_id,
                     [signed64(lk.a[0]) for lk in links],
                     [lk.a[1] for lk in links],
                     [signed64(lk.b[0]) for lk in links],
@@ -144,8 +165,9 @@ class FabricStore:
                 ),
             )
             cur.execute(
-                "UPDATE fabric_links SET down_ns = %s WHERE down_ns IS NULL AND last_seen_ns < %s",
-                (ts_ns, ts_ns),
+                "UPDATE fabric_links SET down_ns = %s"
+                " WHERE down_ns IS NULL AND last_seen_ns < %s AND fabric_id = %s",
+                (ts_ns, ts_ns, fabric_id),
             )
             for guid, lft in topo.lfts.items():
                 cur.execute(
@@ -186,6 +208,18 @@ class FabricStore:
                 (ts_ns, [signed64(g) for g, _ in missing], [p for _, p in missing]),
             )
             self.port_ids.update({(unsigned64(g), p): i for g, p, i in cur.fetchall()})
+
+    def forget_latest(self, ends: list[tuple[int, int]]) -> int:
+        """Drop the newest sample of these ports (GUID, port) from fabric_port_latest: they
+        stopped answering, so their last load is no longer current (the history stays).
+        Rows removed."""
+        ids = [self.port_ids[e] for e in ends if e in self.port_ids]
+        if not ids:
+            return 0
+        conn = self._connection()
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute("DELETE FROM fabric_port_latest WHERE port_id = ANY(%s)", (ids,))
+            return cur.rowcount
 
     def write_samples(self, sweep: DeltaSweep) -> int:
         """COPY one sweep's samples (ports without a known port id are skipped) and make

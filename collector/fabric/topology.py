@@ -16,13 +16,19 @@ import numpy as np
 _LANES = {1: 1, 2: 4, 4: 8, 8: 12, 16: 2}
 #: Data bits per second per lane of each LinkSpeedActive code (8b/10b encoding removed).
 _LANE_BPS = {1: 2_000_000_000, 2: 4_000_000_000, 4: 8_000_000_000}
-#: Data bits per second per lane of each LinkSpeedExtActive code (FDR, EDR, HDR, NDR).
+#: Data bits per second per lane of each LinkSpeedExtActive code (FDR, EDR, HDR, NDR;
+#: 64b/66b encoding removed from FDR's and EDR's signalling rates).
 _LANE_BPS_EXT = {
     1: 14_062_500_000 * 64 // 66,
-    2: 25_000_000_000,
+    2: 25_781_250_000 * 64 // 66,
     4: 50_000_000_000,
     8: 100_000_000_000,
 }
+#: Data bits per second per lane of FDR10 (the vendor ExtendedPortInfo's LinkSpeedActive
+#: bit 0: 10.3125 Gb/s signalling, 64b/66b).
+_LANE_BPS_FDR10 = 10_312_500_000 * 64 // 66
+#: ExtendedPortInfo LinkSpeedActive bit of FDR10.
+MLNX_SPEED_FDR10 = 1
 #: PortInfo PortState code of an active port.
 PORT_ACTIVE = 4
 
@@ -35,10 +41,20 @@ class NodeType(enum.IntEnum):
     ROUTER = 3
 
 
-def capacity_bytes_per_s(width: int, speed: int, speed_ext: int = 0) -> int:
-    """Data capacity of a link in bytes/s from its active width and speed codes (0 = unknown)."""
+def capacity_bytes_per_s(width: int, speed: int, speed_ext: int = 0, mlnx_speed: int = 0) -> int:
+    """Data capacity of a port in bytes/s from the width and speed it runs (0 = unknown).
+
+    The lane rate is LinkSpeedExtActive's when set (FDR, EDR, HDR, NDR), else FDR10's when
+    the vendor ExtendedPortInfo says so (`mlnx_speed`), else LinkSpeedActive's (SDR, DDR,
+    QDR). None of them is gated on the port's CapabilityMask: switch ports report 0 there.
+    """
     lanes = _LANES.get(width, 0)
-    lane = _LANE_BPS_EXT.get(speed_ext) if speed_ext else _LANE_BPS.get(speed)
+    if speed_ext:
+        lane = _LANE_BPS_EXT.get(speed_ext)
+    elif mlnx_speed & MLNX_SPEED_FDR10:
+        lane = _LANE_BPS_FDR10
+    else:
+        lane = _LANE_BPS.get(speed)
     return lanes * (lane or 0) // 8
 
 
@@ -67,6 +83,7 @@ class Port:
     speed: int
     speed_ext: int
     capacity_bytes_per_s: int
+    mlnx_speed: int = 0  # vendor ExtendedPortInfo LinkSpeedActive (1 = FDR10), 0 = none
 
 
 End = tuple[int, int]
@@ -111,6 +128,8 @@ class Topology:
     links: list[Link]
     lfts: dict[int, np.ndarray] = field(default_factory=dict)
     lft_errors: int = 0
+    subnet_prefix: int = 0  # the local port's GID prefix (0 = unknown)
+    sm_lid: int = 0  # LID of the subnet manager (0 = none known)
 
     def __post_init__(self) -> None:
         self._remote: dict[End, End] = {}
@@ -118,6 +137,15 @@ class Topology:
             self._remote[link.a] = link.b
             self._remote[link.b] = link.a
         self._by_name = {n.description: n for n in self.nodes.values()}
+
+    def identity(self) -> tuple[int, int]:
+        """Which fabric this is: (subnet prefix, port GUID of its subnet manager; 0 if the
+        SM's LID is none of the discovered ports')."""
+        sm_guid = next(
+            (p.port_guid for p in self.ports.values() if self.sm_lid and p.lid == self.sm_lid),
+            0,
+        )
+        return self.subnet_prefix, sm_guid
 
     def node(self, name: str) -> Node:
         """The node with this description (node names are unique in stacklens fabrics)."""

@@ -35,7 +35,9 @@ void sl_req_track_send(MPI_Request req, int op, MPI_Comm comm, int peer, int64_t
 /* MPI_Start of req: counts a persistent send; returns its bytes (0 otherwise). */
 uint64_t sl_req_start(MPI_Request req);
 
-/* Forgets req (MPI_Request_free). */
+/* Forgets req: at MPI_Request_free, and for every new request stacklens does not count
+ * at completion (Isend, Ibcast, ...), whose handle may be that of a receive completed
+ * where the hooks could not see it (PMPI_Wait). */
 void sl_req_forget(MPI_Request req);
 
 /* Remembers the communicator of a matched message (Mprobe/Improbe). */

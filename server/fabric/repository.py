@@ -3,6 +3,9 @@
 GUIDs are stored as signed bigints (two's complement) and leave here as `0x%016x` strings.
 Link load: per link, the latest sample of each of its two ports, from fabric_port_latest
 (kept by the fabric store with every sweep; never a search of the day-partitioned history).
+Only the current fabric is shown: the nodes and links of the fabric discovered last
+(`fabrics`, by subnet prefix and subnet manager); an earlier fabric's, in a reused state
+directory, are neither drawn nor ranked.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from stacklens.constants import (
     flagged_counters,
 )
 from stacklens.schema import (
+    Fabric,
     FabricEvent,
     FabricLink,
     FabricNode,
@@ -39,9 +43,18 @@ def guid_text(stored: int) -> str:
     return f"{stored & 0xFFFF_FFFF_FFFF_FFFF:#018x}"
 
 
+def current_fabric(session: Session) -> int | None:
+    """Id of the fabric discovered last (None: no fabric identity recorded yet)."""
+    query = select(Fabric.id).order_by(Fabric.last_seen_ns.desc(), Fabric.id.desc()).limit(1)
+    return session.scalar(query)
+
+
 def nodes(session: Session) -> list[dict[str, Any]]:
-    """Every node ever discovered, switches first, then by name."""
+    """Every node of the current fabric ever discovered, switches first, then by name."""
     query = select(FabricNode).order_by(FabricNode.type.desc(), FabricNode.description)
+    fabric = current_fabric(session)
+    if fabric is not None:
+        query = query.where(FabricNode.fabric_id == fabric)
     return [
         {
             "guid": guid_text(n.guid),
@@ -58,8 +71,8 @@ def nodes(session: Session) -> list[dict[str, Any]]:
 
 
 def links(session: Session) -> list[dict[str, Any]]:
-    """Every link ever discovered (up and down), by id, with its ends' names, the port ids
-    of its ends (None if a port is unknown) and its capacity."""
+    """Every link of the current fabric ever discovered (up and down), by id, with its ends'
+    names, the port ids of its ends (None if a port is unknown) and its capacity."""
     pa, pb = aliased(FabricPort), aliased(FabricPort)
     na, nb = aliased(FabricNode), aliased(FabricNode)
     query = (
@@ -78,6 +91,9 @@ def links(session: Session) -> list[dict[str, Any]]:
         .outerjoin(nb, nb.guid == FabricLink.b_guid)
         .order_by(FabricLink.id)
     )
+    fabric = current_fabric(session)
+    if fabric is not None:
+        query = query.where(FabricLink.fabric_id == fabric)
     out = []
     for row in session.execute(query):
         link = row.FabricLink
@@ -116,6 +132,8 @@ def port_sample(row: dict[str, Any]) -> dict[str, Any]:
         "dt_ns": row["dt_ns"],
         "xmit_bytes": row["d_xmit_bytes"],
         "rcv_bytes": row["d_rcv_bytes"],
+        "xmit_pkts": row["d_xmit_pkts"],
+        "rcv_pkts": row["d_rcv_pkts"],
         "xmit_wait": row["d_xmit_wait"],
         "errors": {c: row[f"d_{c}"] for c in ERROR_COUNTERS},
         "saturated": flagged_counters(flags, SATURATED_SHIFT),
@@ -128,15 +146,19 @@ def link_load(
 ) -> dict[str, Any]:
     """Load and errors of `link` (a `links` row) from its ends' PortSamples (None: none).
 
-    Each direction's bytes/s comes from the sending end's xmit delta / its dt; utilisation is
-    the busier direction over the capacity; an error counter is the sum of both ends'
-    deltas, unknown (None) as soon as one end's is.
+    Each direction's bytes/s (packets/s) comes from the sending end's xmit delta / its dt;
+    utilisation is the busier direction over the capacity; an error counter is the sum of
+    both ends' deltas, unknown (None) as soon as one end's is, or while it is saturated at
+    either end (stuck at its maximum, it no longer counts: never read as 0). A down link
+    has no current load: its ends' last samples are not used.
     """
+    if link["state"] == "down":
+        a = b = None
 
-    def rate(sample: dict[str, Any] | None) -> float | None:
-        if sample is None or sample["xmit_bytes"] is None or not sample["dt_ns"]:
+    def rate(sample: dict[str, Any] | None, counter: str = "xmit_bytes") -> float | None:
+        if sample is None or sample[counter] is None or not sample["dt_ns"]:
             return None
-        return float(sample["xmit_bytes"] * 1e9 / sample["dt_ns"])
+        return float(sample[counter] * 1e9 / sample["dt_ns"])
 
     def both(get: Callable[[dict[str, Any]], int | None]) -> int | None:
         values = [get(x) if x is not None else None for x in (a, b)]
@@ -149,7 +171,8 @@ def link_load(
     def error(counter: str) -> Callable[[dict[str, Any]], int | None]:
         return lambda x: x["errors"][counter]
 
-    errors = {c: both(error(c)) for c in ERROR_COUNTERS}
+    saturated = sorted({c for x in (a, b) if x is not None for c in x["saturated"]})
+    errors = {c: None if c in saturated else both(error(c)) for c in ERROR_COUNTERS}
     xmit_wait = both(lambda x: x["xmit_wait"])
     unknown = [
         name
@@ -168,9 +191,12 @@ def link_load(
         "ts_ns": max(times) if times else None,
         "a_to_b_bytes_per_s": a_to_b,
         "b_to_a_bytes_per_s": b_to_a,
+        "a_to_b_pkts_per_s": rate(a, "xmit_pkts"),
+        "b_to_a_pkts_per_s": rate(b, "xmit_pkts"),
         "utilisation": max(known) / cap if known and cap else None,
         "errors": errors,
-        "errors_total": sum(v for x in (a, b) if x is not None for v in x["errors"].values() if v),
+        "errors_total": sum(v for v in errors.values() if v),
+        "saturated": saturated,
         "unknown": unknown,
         "xmit_wait": xmit_wait,
         "a_sample": a,

@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from collector.store.rollups import MINUTE_NS
+from server.query_params import ALL_TIME, Window
 from stacklens.constants import IO_COUNTERS, IO_LAYERS, OVERFLOW_COMM_ID, bucket_bounds
 from stacklens.mpi_ops import CATEGORIES, COMMUNICATION, op_categories, op_names, op_receives
 from stacklens.schema import (
@@ -34,40 +35,66 @@ from stacklens.schema import (
 
 @dataclass(frozen=True)
 class Scope:
-    """What a query reads: one job (jobs.id), and one of its runs (runs.id) or all."""
+    """What a query reads: one job (jobs.id), one of its runs (runs.id) or all, and the
+    intervals that ended in a time window (server.query_params: [from, to), open = all)."""
 
     job_id: int
     run_id: int | None = None
+    window: Window = ALL_TIME
 
     def rows(self, table: Any) -> list[ColumnElement[bool]]:
-        """The conditions that select this scope's rows of `table` (a per-rank table or
-        view, a rollup, or `ranks`)."""
-        if self.run_id is None:
-            return [table.job_id == self.job_id]
-        return [table.job_id == self.job_id, table.run_id == self.run_id]
+        """The conditions that select this scope's rows of `table`: a per-rank delta table
+        or view (its intervals that ended in the window), or `ranks` (the ranks seen
+        during the window: first interval start before its end, last interval end at or
+        after its start)."""
+        conditions = [table.job_id == self.job_id]
+        if self.run_id is not None:
+            conditions.append(table.run_id == self.run_id)
+        start, end = self.window.from_ns, self.window.to_ns
+        if table is Rank:
+            conditions += [] if start is None else [Rank.last_seen_ns >= start]
+            conditions += [] if end is None else [Rank.first_seen_ns < end]
+        else:
+            conditions += [] if start is None else [table.t_end_ns >= start]
+            conditions += [] if end is None else [table.t_end_ns < end]
+        return conditions
 
 
-def _p2p_sums(job_ids: Sequence[int], *keys: str, run_id: int | None = None) -> Subquery:
+def _minute_edges(window: Window) -> tuple[int | None, int | None]:
+    """The whole UTC minutes inside `window`: [first, last) in ns (None = open); first >
+    last when the window holds no whole minute."""
+    first = None if window.from_ns is None else -(-window.from_ns // MINUTE_NS) * MINUTE_NS
+    last = None if window.to_ns is None else window.to_ns // MINUTE_NS * MINUTE_NS
+    return first, last
+
+
+def _p2p_sums(
+    job_ids: Sequence[int], *keys: str, run_id: int | None = None, window: Window = ALL_TIME
+) -> Subquery:
     """Point-to-point bytes and messages sent per job (and per `keys`: "world_rank",
-    "peer") over the whole of each job, or of its run `run_id`, exact at the statement's
-    snapshot.
+    "peer") over the intervals of each job, or of its run `run_id`, that ended in `window`,
+    exact at the statement's snapshot.
 
-    Minutes already rolled up are read from `p2p_minutes` (one row per rank, peer and
-    minute); only the minutes still marked dirty come from the raw deltas. A commit marks
-    its minutes dirty in its own transaction, and the rollup pass clears a mark in the
-    transaction that rewrites that minute, so in one snapshot every minute is either clean
-    and rolled up, or dirty and read raw: the sum is the raw sum, at a cost that grows with
-    minutes, not with intervals, ranks x peers once rolled up (collector/store/rollups.py).
-    Rollups are kept per run; a minute of a job is read raw, for all its runs, as soon as
-    one of its runs has it dirty.
+    The window's whole minutes already rolled up are read from `p2p_minutes` (one row per
+    rank, peer and minute); the minutes still marked dirty, and the parts of a minute at
+    either edge of the window, come from the raw deltas. A commit marks its minutes dirty
+    in its own transaction, and the rollup pass clears a mark in the transaction that
+    rewrites that minute, so in one snapshot every minute is either clean and rolled up, or
+    dirty and read raw: the sum is the raw sum, at a cost that grows with minutes, not with
+    intervals, ranks x peers once rolled up (collector/store/rollups.py). Rollups are kept
+    per run; a minute of a job is read raw, for all its runs, as soon as one of its runs
+    has it dirty.
     """
+    first, last = _minute_edges(window)
     dirty = (
         select(RollupDirty.job_id, RollupDirty.minute_ns)
         .where(RollupDirty.job_id.in_(job_ids))
+        .where(*_between(RollupDirty.minute_ns, first, last))
         .distinct()
         .cte("dirty")
     )
     m, d = P2PMinute, P2PDelta
+    runs = [] if run_id is None else [m.run_id == run_id]
     still_dirty = (dirty.c.job_id == m.job_id) & (dirty.c.minute_ns == m.minute_ns)
     rolled = (
         select(
@@ -76,8 +103,8 @@ def _p2p_sums(job_ids: Sequence[int], *keys: str, run_id: int | None = None) -> 
             func.sum(m.bytes_sent).label("bytes"),
             func.sum(m.msgs_sent).label("messages"),
         )
-        .where(m.job_id.in_(job_ids), ~exists().where(still_dirty))
-        .where(*([] if run_id is None else [m.run_id == run_id]))
+        .where(m.job_id.in_(job_ids), ~exists().where(still_dirty), *runs)
+        .where(*_between(m.minute_ns, first, last))
         .group_by(m.job_id, *(getattr(m, k) for k in keys))
     )
     in_dirty_minute = (
@@ -85,18 +112,23 @@ def _p2p_sums(job_ids: Sequence[int], *keys: str, run_id: int | None = None) -> 
         & (d.t_end_ns >= dirty.c.minute_ns)
         & (d.t_end_ns < dirty.c.minute_ns + MINUTE_NS)
     )
-    raw = (
-        select(
-            d.job_id,
-            *(getattr(d, k) for k in keys),
-            func.sum(d.bytes_sent).label("bytes"),
-            func.sum(d.msgs_sent).label("messages"),
-        )
-        .join(dirty, in_dirty_minute)
-        .where(*([] if run_id is None else [d.run_id == run_id]))
-        .group_by(d.job_id, *(getattr(d, k) for k in keys))
+    sums = (
+        *(getattr(d, k) for k in keys),
+        func.sum(d.bytes_sent).label("bytes"),
+        func.sum(d.msgs_sent).label("messages"),
     )
-    both = union_all(rolled, raw).subquery()
+    raw_runs = [] if run_id is None else [d.run_id == run_id]
+    raw_dirty = select(d.job_id, *sums).join(dirty, in_dirty_minute).where(*raw_runs)
+    # the window's parts outside its whole minutes (none for an open edge)
+    whole = first is None or last is None or first < last  # some whole minute inside
+    edges = [(window.from_ns, first), (last, window.to_ns)] if whole else [window.astuple()]
+    parts = [raw_dirty.group_by(d.job_id, *(getattr(d, k) for k in keys))]
+    for lo, hi in edges:
+        if lo is not None and hi is not None and lo < hi:
+            edge = select(d.job_id, *sums).where(d.job_id.in_(job_ids), *raw_runs)
+            edge = edge.where(d.t_end_ns >= lo, d.t_end_ns < hi)
+            parts.append(edge.group_by(d.job_id, *(getattr(d, k) for k in keys)))
+    both = union_all(rolled, *parts).subquery()
     group = (both.c.job_id, *(both.c[k] for k in keys))
     return (
         select(
@@ -107,6 +139,11 @@ def _p2p_sums(job_ids: Sequence[int], *keys: str, run_id: int | None = None) -> 
         .group_by(*group)
         .subquery()
     )
+
+
+def _between(column: Any, lo: int | None, hi: int | None) -> list[ColumnElement[bool]]:
+    """lo <= column < hi, each side only when given."""
+    return [*([] if lo is None else [column >= lo]), *([] if hi is None else [column < hi])]
 
 
 def list_jobs(
@@ -166,14 +203,19 @@ def get_run(session: Session, job_id: int, ordinal: int) -> Run | None:
     return session.scalars(query).one_or_none()
 
 
-def job_runs(session: Session, job_id: int) -> list[dict[str, Any]]:
-    """The runs of a job by ordinal: kind, label, size, status, times, ranks (or processes)
-    seen, command and user."""
-    return [{k: v for k, v in run.items() if k != "job"} for run in _runs(session, [job_id])]
+def job_runs(session: Session, scope: Scope) -> list[dict[str, Any]]:
+    """The runs of a job by ordinal that were seen during the scope's window (started
+    before its end, last seen at or after its start): kind, label, size, status, times,
+    ranks (or processes) seen, command and user."""
+    runs = _runs(session, [scope.job_id], scope.window)
+    return [{k: v for k, v in run.items() if k != "job"} for run in runs]
 
 
-def _runs(session: Session, job_ids: Sequence[int]) -> list[dict[str, Any]]:
-    """The runs of the jobs `job_ids` by job and ordinal, each with its job's key."""
+def _runs(
+    session: Session, job_ids: Sequence[int], window: Window = ALL_TIME
+) -> list[dict[str, Any]]:
+    """The runs of the jobs `job_ids` by job and ordinal, each with its job's key (only
+    those seen during `window`)."""
     ranks = (
         select(Rank.run_id, func.count().label("ranks_seen"))
         .where(Rank.job_id.in_(job_ids))
@@ -198,6 +240,8 @@ def _runs(session: Session, job_ids: Sequence[int]) -> list[dict[str, Any]]:
         .join(Job, Job.id == Run.job_id)
         .outerjoin(ranks, ranks.c.run_id == Run.id)
         .where(Run.job_id.in_(job_ids))
+        .where(*([] if window.from_ns is None else [Run.last_seen_ns >= window.from_ns]))
+        .where(*([] if window.to_ns is None else [Run.started_ns < window.to_ns]))
         .order_by(Run.job_id, Run.ordinal)
     )
     return [dict(row._mapping) for row in session.execute(query)]
@@ -206,7 +250,7 @@ def _runs(session: Session, job_ids: Sequence[int]) -> list[dict[str, Any]]:
 def p2p_matrix(session: Session, scope: Scope) -> list[dict[str, Any]]:
     """Bytes and messages sent per (source rank, destination rank) over the scope, only
     pairs with messages, by source then destination (from the rollups, see _p2p_sums)."""
-    sums = _p2p_sums([scope.job_id], "world_rank", "peer", run_id=scope.run_id)
+    sums = _p2p_sums([scope.job_id], "world_rank", "peer", run_id=scope.run_id, window=scope.window)
     query = (
         select(
             sums.c.world_rank.label("src"),
@@ -244,8 +288,8 @@ def job_ops(session: Session, scope: Scope) -> list[dict[str, Any]]:
     receives = op_receives()
     rows = [
         {
-            "op": _op_name(row.op_id),
-            "category": _op_category(row.op_id),
+            "op": op_display_name(row.op_id),
+            "category": op_display_category(row.op_id),
             "received": row.op_id < len(receives) and receives[row.op_id],
             "calls": int(row.calls),
             "bytes": int(row.bytes),
@@ -311,14 +355,14 @@ def job_io(session: Session, scope: Scope, phase: int = 0) -> list[dict[str, Any
     ]
 
 
-def _op_name(op_id: int) -> str:
+def op_display_name(op_id: int) -> str:
     # The collector accepts only op ids of its spec; an older server may not know a newer
     # spec's appended ids: they are still listed (by id, category "other").
     names = op_names()
     return names[op_id] if op_id < len(names) else f"op {op_id}"
 
 
-def _op_category(op_id: int) -> str:
+def op_display_category(op_id: int) -> str:
     categories = op_categories()
     return categories[op_id] if op_id < len(categories) else "other"
 
@@ -345,7 +389,7 @@ def job_collectives(session: Session, scope: Scope) -> list[dict[str, Any]]:
     )
     rows = [
         {
-            "op": _op_name(row.op_id),
+            "op": op_display_name(row.op_id),
             "comm_id": int(row.comm_id),
             "comm_size": int(row.comm_size),
             "root": int(row.root),
@@ -406,8 +450,8 @@ def job_sizes(session: Session, scope: Scope) -> list[dict[str, Any]]:
         op = ops.setdefault(
             row.op_id,
             {
-                "op": _op_name(row.op_id),
-                "category": _op_category(row.op_id),
+                "op": op_display_name(row.op_id),
+                "category": op_display_category(row.op_id),
                 "messages": 0,
                 "buckets": [],
             },
@@ -439,7 +483,7 @@ def job_rma(session: Session, scope: Scope) -> tuple[list[dict[str, Any]], list[
     cells: dict[tuple[int, int], dict[str, Any]] = {}
     ops: dict[str, dict[str, Any]] = {}
     for row in session.execute(query):
-        name, n, nbytes = _op_name(row.op_id), int(row.calls), int(row.bytes)
+        name, n, nbytes = op_display_name(row.op_id), int(row.calls), int(row.bytes)
         cell = cells.setdefault(
             (row.world_rank, row.target),
             {"origin": row.world_rank, "target": row.target, "calls": 0, "bytes": 0, "ops": []},

@@ -1,22 +1,30 @@
 """HTTP routes of the jobs domain. Every `/api/jobs/{job}/...` endpoint answers for the whole
-job (all its runs summed) or, with `?run=<ordinal>`, for one run; an unknown job or run is
-a 404."""
+job (all its runs summed) or, with `?run=<ordinal>`, for one run; and for the intervals
+that ended in the window `from`/`to` (server.query_params; default: the whole job). An
+unknown job or run is a 404, a window that cannot be read or is inverted a 422. The table
+endpoints and the series answer CSV or Parquet files too (`?format=`, server.export)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
+from server import export
 from server.deps import SessionDep
 from server.errors import error_responses
-from server.jobs import repository
+from server.export import FILE_RESPONSES, FormatParam, model_table
+from server.jobs import profile, repository, series
+from server.jobs.repository import Scope
+from server.query_params import ALL_TIME, Window, WindowDep
 from stacklens import wire
 from stacklens.api_models import (
     CategoryTotal,
     CollectiveTotal,
+    CommImbalance,
     CommunicatorTotal,
     FileIo,
     JobCollectives,
@@ -32,13 +40,18 @@ from stacklens.api_models import (
     MatrixCell,
     OpSizes,
     OpTotal,
+    Outlier,
     Overview,
     RankInfo,
+    RankShare,
     RmaCell,
     RmaOp,
     RunSummary,
+    Series,
+    SeriesPoint,
+    SlowRanks,
 )
-from stacklens.schema import Job
+from stacklens.schema import Job, Run
 
 #: Bytes of the wire's job id field: no stored job has a longer id.
 JOB_ID_BYTES = int(wire.fields_of(wire.HEADER_DTYPE)["job_id"][0].itemsize)
@@ -63,11 +76,14 @@ class _Target:
     job: str
     run: int | None
     world_size: int
-    scope: repository.Scope
+    scope: Scope
+    started_ns: int
+    last_seen_ns: int
 
 
-def _whole(job: Job) -> _Target:
-    return _Target(job.job_key, None, job.world_size, repository.Scope(job.id))
+def _whole(job: Job, window: Window) -> _Target:
+    scope = Scope(job.id, None, window)
+    return _Target(job.job_key, None, job.world_size, scope, job.started_ns, job.last_seen_ns)
 
 
 def _possible_id(job: str) -> bool:
@@ -76,7 +92,7 @@ def _possible_id(job: str) -> bool:
     return len(job.encode("utf-8", "surrogatepass")) <= JOB_ID_BYTES and wire.clean_text(job)
 
 
-def _target(session: Session, job: str, run: int | None) -> _Target:
+def _target(session: Session, job: str, run: int | None, window: Window = ALL_TIME) -> _Target:
     """The job (and run) asked for; 404 if either is unknown, also for an id that no job
     can have (ingest refuses them: longer than the wire field, not UTF-8 text, control
     characters), which is never sent to the database."""
@@ -90,15 +106,26 @@ def _target(session: Session, job: str, run: int | None) -> _Target:
     if found is None:
         raise HTTPException(status_code=404, detail=f"unknown job {job!r}")
     if run is None:
-        return _whole(found)
+        return _whole(found, window)
     chosen = repository.get_run(session, found.id, run)
     if chosen is None:
         raise HTTPException(status_code=404, detail=f"job {job!r} has no run {run}")
-    return _Target(found.job_key, run, chosen.world_size, repository.Scope(found.id, chosen.id))
+    return _run(found, chosen, window)
+
+
+def _run(job: Job, run: Run, window: Window) -> _Target:
+    scope = Scope(job.id, run.id, window)
+    return _Target(
+        job.job_key, run.ordinal, run.world_size, scope, run.started_ns, run.last_seen_ns
+    )
 
 
 #: Every per-job route answers 404 for an unknown job (or an id no job can have).
 _NOT_FOUND = error_responses(404)
+#: ... and the routes with a window 422 for a window that cannot be read or is inverted.
+_WINDOWED = error_responses(404, **{"422": "unknown query parameter, or a bad window"})
+#: ... and the table routes their files (?format=csv|parquet).
+_TABLE = {**_WINDOWED, **FILE_RESPONSES}
 
 
 @router.get("", response_model=list[JobSummary])
@@ -107,83 +134,222 @@ def list_jobs(session: SessionDep) -> list[JobSummary]:
     return [JobSummary(**row) for row in repository.list_jobs(session)]
 
 
-@overview_router.get("/overview", response_model=Overview)
+@overview_router.get(
+    "/overview", response_model=Overview, responses=error_responses(**{"422": "bad window"})
+)
 def overview(
     session: SessionDep,
+    window: WindowDep,
     job: Annotated[str | None, Query(description="the job to detail; default: the newest")] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="newest jobs to list")] = OVERVIEW_JOBS,
+    run: RunParam = None,
 ) -> Overview:
     """What the Jobs page shows, in one answer: the newest `limit` jobs (and `job`, if
     older), how many jobs there are, and all the details of `job` (or of the newest job
-    when `job` is absent or unknown), over the whole job."""
+    when `job` is absent or unknown) over the window (default: the whole job), for its run
+    `run` if it has one of that ordinal (else the whole job)."""
     if job is not None and not _possible_id(job):
         job = None  # unknown: the newest job is shown
     jobs = [JobSummary(**row) for row in repository.list_jobs(session, limit, include=job)]
     known = {j.job for j in jobs}
     shown = job if job in known else jobs[0].job if jobs else None
     found = repository.get_job(session, shown) if shown is not None else None
+    target = None
+    if found is not None:
+        chosen = None if run is None else repository.get_run(session, found.id, run)
+        target = _whole(found, window) if chosen is None else _run(found, chosen, window)
     return Overview(
         jobs=jobs,
         jobs_total=repository.count_jobs(session),
-        shown=None if found is None else _details(session, _whole(found)),
+        shown=None if target is None else _details(session, target),
     )
 
 
-@router.get("/{job:path}/runs", response_model=JobRuns, responses=_NOT_FOUND)
-def job_runs(job: str, session: SessionDep) -> JobRuns:
-    """The runs (launches) of a job by ordinal: kind, label, size, status, times."""
-    t = _target(session, job, None)
-    runs = repository.job_runs(session, t.scope.job_id)
+#: The `step` query parameter of the series and the profile.
+StepParam = Annotated[
+    float | None,
+    Query(
+        ge=0.001,
+        description="seconds per step; default: chosen from the window (1, 2, 5, 10, 15, "
+        "30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 6, 24 h: the smallest that keeps it within "
+        f"{series.MAX_AUTO_STEPS} steps)",
+    ),
+]
+
+
+@router.get("/{job:path}/runs", response_model=JobRuns, responses=_WINDOWED)
+def job_runs(job: str, session: SessionDep, window: WindowDep) -> JobRuns:
+    """The runs (launches) of a job by ordinal: kind, label, size, status, times; with a
+    window, the runs seen during it (started before its end, last seen at or after its
+    start)."""
+    t = _target(session, job, None, window)
+    runs = repository.job_runs(session, t.scope)
     return JobRuns(job=t.job, runs=[RunSummary(**row) for row in runs])
 
 
-@router.get("/{job:path}/matrix", response_model=Matrix, responses=_NOT_FOUND)
-def job_matrix(job: str, session: SessionDep, run: RunParam = None) -> Matrix:
-    """Point-to-point bytes and messages per (source rank, destination rank) of a job."""
-    return _matrix(session, _target(session, job, run))
+@router.get("/{job:path}/matrix", response_model=Matrix, responses=_TABLE)
+def job_matrix(
+    job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    fmt: FormatParam = "json",
+) -> Matrix | Response:  # fmt: skip
+    """Point-to-point bytes and messages per (source rank, destination rank) of a job
+    (files: the cells)."""
+    answer = _matrix(session, _target(session, job, run, window))
+    return answer if fmt == "json" else model_table(answer.cells, MatrixCell, fmt, "matrix")
 
 
-@router.get("/{job:path}/ops", response_model=JobOps, responses=_NOT_FOUND)
-def job_ops(job: str, session: SessionDep, run: RunParam = None) -> JobOps:
+@router.get("/{job:path}/ops", response_model=JobOps, responses=_TABLE)
+def job_ops(
+    job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    fmt: FormatParam = "json",
+) -> JobOps | Response:  # fmt: skip
     """Calls, bytes and time inside per MPI operation of a job (summed over ranks and
-    intervals, heaviest time first), and the totals per traffic category."""
-    return _ops(session, _target(session, job, run))
+    intervals, heaviest time first), and the totals per traffic category (files: the
+    ops)."""
+    answer = _ops(session, _target(session, job, run, window))
+    return answer if fmt == "json" else model_table(answer.ops, OpTotal, fmt, "ops")
 
 
-@router.get("/{job:path}/io", response_model=JobIo, responses=_NOT_FOUND)
-def job_io(job: str, session: SessionDep, run: RunParam = None) -> JobIo:
+@router.get("/{job:path}/io", response_model=JobIo, responses=_TABLE)
+def job_io(
+    job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    fmt: FormatParam = "json",
+) -> JobIo | Response:  # fmt: skip
     """File-system I/O of a job per (layer, path), summed over ranks and intervals, most
-    bytes first: the program's, and apart from it the start-up I/O (before MPI_Init)."""
-    return _io(session, _target(session, job, run))
+    bytes first: the program's, and apart from it the start-up I/O (before MPI_Init)
+    (files: the program's)."""
+    answer = _io(session, _target(session, job, run, window))
+    return answer if fmt == "json" else model_table(answer.files, FileIo, fmt, "io")
 
 
-@router.get("/{job:path}/collectives", response_model=JobCollectives, responses=_NOT_FOUND)
-def job_collectives(job: str, session: SessionDep, run: RunParam = None) -> JobCollectives:
+@router.get("/{job:path}/collectives", response_model=JobCollectives, responses=_TABLE)
+def job_collectives(
+    job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    fmt: FormatParam = "json",
+) -> JobCollectives | Response:  # fmt: skip
     """Collective calls, bytes and time per (communicator, op, root) of a job, summed over
-    ranks and intervals, heaviest time first; and the same per communicator."""
-    return _collectives(session, _target(session, job, run))
+    ranks and intervals, heaviest time first; and the same per communicator (files: per
+    communicator, op and root)."""
+    answer = _collectives(session, _target(session, job, run, window))
+    if fmt == "json":
+        return answer
+    return model_table(answer.collectives, CollectiveTotal, fmt, "collectives")
 
 
-@router.get("/{job:path}/sizes", response_model=JobSizes, responses=_NOT_FOUND)
-def job_sizes(job: str, session: SessionDep, run: RunParam = None) -> JobSizes:
+@router.get("/{job:path}/sizes", response_model=JobSizes, responses=_TABLE)
+def job_sizes(
+    job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    fmt: FormatParam = "json",
+) -> JobSizes | Response:  # fmt: skip
     """Message-size histogram (log2 buckets with their byte ranges) per MPI operation of a
-    job, summed over ranks and intervals; only buckets with messages."""
-    return _sizes(session, _target(session, job, run))
+    job, summed over ranks and intervals; only buckets with messages (files: one row per
+    op, its buckets as JSON)."""
+    answer = _sizes(session, _target(session, job, run, window))
+    return answer if fmt == "json" else model_table(answer.ops, OpSizes, fmt, "sizes")
 
 
-@router.get("/{job:path}/rma", response_model=JobRma, responses=_NOT_FOUND)
-def job_rma(job: str, session: SessionDep, run: RunParam = None) -> JobRma:
+@router.get("/{job:path}/rma", response_model=JobRma, responses=_TABLE)
+def job_rma(
+    job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    fmt: FormatParam = "json",
+) -> JobRma | Response:  # fmt: skip
     """One-sided (RMA) calls and bytes of a job per (origin rank, target rank) and per op,
-    summed over intervals."""
-    return _rma(session, _target(session, job, run))
+    summed over intervals (files: the pairs)."""
+    answer = _rma(session, _target(session, job, run, window))
+    return answer if fmt == "json" else model_table(answer.cells, RmaCell, fmt, "rma")
 
 
-@router.get("/{job:path}/ranks", response_model=JobRanks, responses=_NOT_FOUND)
-def job_ranks(job: str, session: SessionDep, run: RunParam = None) -> JobRanks:
+@router.get("/{job:path}/ranks", response_model=JobRanks, responses=_TABLE)
+def job_ranks(
+    job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    fmt: FormatParam = "json",
+) -> JobRanks | Response:  # fmt: skip
     """Every rank (or non-MPI process) of a job that reported, with its run: host, pid,
     first and last seen, status, and the health counters (keys folded into overflow keys,
-    frames lost or spooled)."""
-    return _ranks(session, _target(session, job, run))
+    frames lost or spooled) (files: the ranks)."""
+    answer = _ranks(session, _target(session, job, run, window))
+    return answer if fmt == "json" else model_table(answer.ranks, RankInfo, fmt, "ranks")
+
+
+@router.get("/{job:path}/series", response_model=Series, responses=_TABLE)
+def job_series(
+    job: str,
+    session: SessionDep,
+    window: WindowDep,
+    by: Annotated[
+        Literal["category", "op", "rank", "file", "peer"],
+        Query(description="what each value is of: an MPI traffic category (and fs:<layer> "
+              "for file I/O), an MPI operation, a rank, a file (layer:path) or a "
+              "destination peer rank"),
+    ] = "category",
+    step: StepParam = None,
+    run: RunParam = None,
+    fmt: FormatParam = "json",
+) -> Series | Response:  # fmt: skip
+    """Values per step of a job over the window (default: the whole job, from its first
+    interval start to its last interval end): the intervals whose end lies in a step are
+    summed into it (exact integers). Metrics per `by`: category and op: calls, bytes,
+    time_ns; rank: mpi_calls, mpi_time_ns, bytes_sent (point-to-point), io_bytes,
+    io_time_ns; file: reads, writes, bytes_read, bytes_written, time_ns; peer: bytes_sent,
+    msgs_sent (to it). Files: one row per step and key (t_ns, key, then the metrics)."""
+    t = _target(session, job, run, window)
+    steps = _steps(t, window, step)
+    metrics = list(series.METRICS[by])
+    points = series.series(session, t.scope, steps, by)
+    if fmt != "json":
+        rows = [{"t_ns": p["t_ns"], "key": p["key"], **dict(zip(metrics, p["values"],
+                strict=True))} for p in points]  # fmt: skip
+        return export.table(rows, ["t_ns", "key", *metrics], fmt, f"series-by-{by}")
+    return Series(
+        job=t.job, run=t.run, by=by, from_ns=steps.from_ns, to_ns=steps.to_ns,
+        step_ns=steps.step_ns, metrics=metrics,
+        points=[SeriesPoint(**p) for p in points],
+    )  # fmt: skip
+
+
+@router.get("/{job:path}/profile", response_model=SlowRanks, responses=_TABLE)
+def job_profile(
+    job: str,
+    session: SessionDep,
+    window: WindowDep,
+    step: StepParam = None,
+    run: RunParam = None,
+    fmt: FormatParam = "json",
+) -> SlowRanks | Response:
+    """The slow rank: per rank and step, time inside MPI by traffic category, in file I/O
+    (POSIX, stdio and MPI-IO calls), start-up (MPI_Init*) and shutdown (MPI_Finalize,
+    MPI_Abort) apart, and computation (the rest of the time its intervals cover);
+    the ranks far above the median rank in one place, named in plain words; per
+    communicator and collective op, how unevenly its ranks' time inside was spread (the
+    rank with the least is the last to arrive). Steps as in the series (files: the
+    shares)."""
+    t = _target(session, job, run, window)
+    steps = _steps(t, window, step)
+    rows = series.profile_rows(session, t.scope, steps)
+    shares = profile.shares(rows.elapsed, rows.ops, rows.io)
+    if fmt != "json":
+        return export.model_table([RankShare(**s) for s in shares], RankShare, fmt, "profile")
+    return SlowRanks(
+        job=t.job, run=t.run, from_ns=steps.from_ns, to_ns=steps.to_ns,
+        step_ns=steps.step_ns, shares=[RankShare(**s) for s in shares],
+        outliers=[Outlier(**o) for o in profile.outliers(shares, rows.ops, rows.ranks)],
+        imbalance=[CommImbalance(**g) for g in profile.imbalance(rows.coll)],
+    )  # fmt: skip
+
+
+def _steps(t: _Target, window: Window, step_s: float | None) -> series.Steps:
+    """The window of a series (its bounds, or the scope's first interval start and last
+    interval end) cut into steps; 422 for over MAX_STEPS steps."""
+    lo = t.started_ns if window.from_ns is None else window.from_ns
+    hi = t.last_seen_ns + 1 if window.to_ns is None else window.to_ns
+    hi = max(hi, lo + 1)
+    step_ns = series.auto_step_ns(hi - lo) if step_s is None else round(step_s * 10**9)
+    if -(-(hi - lo) // step_ns) > series.MAX_STEPS:
+        raise HTTPException(
+            status_code=422,
+            detail=f"step={step_s} s cuts the window into more than {series.MAX_STEPS} steps",
+        )
+    return series.Steps(lo, hi, step_ns)
 
 
 def _details(session: Session, t: _Target) -> JobDetails:

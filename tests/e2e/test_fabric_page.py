@@ -100,8 +100,8 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
     assert _table_rows(page, "fabric-links-table") == [
         ["host1[1] - leaf1[1]", "up", "10.0 %", "0", "400000000", "4000000000"]
         + ["3", "1", "0", "?", "0", "0", "77", t2],
-        ["host2[1] - leaf1[2]", "down", "0.0 %", "?", "0", "2000000000"]
-        + ["?", "?", "?", "?", "?", "?", "?", t2],
+        ["host2[1] - leaf1[2]", "down", "?", "?", "?", "2000000000"]  # no stale rates
+        + ["?", "?", "?", "?", "?", "?", "?", "?"],
         ["spine1[1] - leaf1[3]", "up", "50.0 %", "2000000000", "1000000000", "4000000000"]
         + ["0", "0", "0", "0", "0", "0", "0", t2],
     ]
@@ -116,7 +116,7 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
     # Colours as cytoscape computes them: blue for 50 % (#4690c6), red errors, dashed down.
     assert graph["link1"] == ["link up", "rgb(70,144,198)", "solid"]
     assert graph["link2"] == ["link up error", "rgb(217,45,32)", "solid"]
-    assert graph["link3"] == ["link down", "rgb(152,162,179)", "dashed"]
+    assert graph["link3"] == ["link down unknown", "rgb(152,162,179)", "dashed"]
 
     # Pointing at a link with the mouse says what it carries.
     _point_at(page, "link-2", "host1[1] - leaf1[1]: 10.0% (381.47 MiB/s), 4 errors")

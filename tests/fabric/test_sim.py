@@ -101,8 +101,8 @@ def test_emulated_flow_moves_exactly_its_route(mad: MadSource, sim: FabricSim):
     for hop in route:
         expected[index[hop.tx], PORT_COUNTERS.index("xmit_bytes")] = 1_048_576
         expected[index[hop.rx], PORT_COUNTERS.index("rcv_bytes")] = 1_048_576
-        expected[index[hop.tx], PORT_COUNTERS.index("xmit_pkts")] = 256
-        expected[index[hop.rx], PORT_COUNTERS.index("rcv_pkts")] = 256
+        expected[index[hop.tx], PORT_COUNTERS.index("xmit_pkts")] = 512  # MTU 2048
+        expected[index[hop.rx], PORT_COUNTERS.index("rcv_pkts")] = 512
     assert np.array_equal(diff, expected)
 
 

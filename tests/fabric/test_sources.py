@@ -52,7 +52,11 @@ def test_verbs_reports_no_device_cleanly():
 def test_capacity_from_width_and_speed():
     assert capacity_bytes_per_s(2, 4) == 4_000_000_000  # 4x QDR
     assert capacity_bytes_per_s(2, 1) == 1_000_000_000  # 4x SDR
+    assert capacity_bytes_per_s(2, 4, 1) == 6_818_181_818  # 4x FDR (14.0625 Gb/s, 64b/66b)
+    assert capacity_bytes_per_s(2, 4, 0, 1) == 5_000_000_000  # 4x FDR10
     assert capacity_bytes_per_s(2, 4, 2) == 12_500_000_000  # 4x EDR
+    assert capacity_bytes_per_s(2, 4, 4, 1) == 25_000_000_000  # 4x HDR (FDR10 bit ignored)
+    assert capacity_bytes_per_s(2, 4, 8) == 50_000_000_000  # 4x NDR
     assert capacity_bytes_per_s(8, 4, 4) == 75_000_000_000  # 12x HDR
     assert capacity_bytes_per_s(0, 4) == 0
 

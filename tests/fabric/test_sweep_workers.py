@@ -17,7 +17,7 @@ from emulator.ibsim import FabricSim
 
 def _attached_pids(sim: FabricSim) -> set[int]:
     """Process ids of the simulator's connected clients."""
-    out = sim.console(["Attached"])
+    out = sim.console(["Attached"], output=True)
     return {int(pid) for pid in re.findall(r"Client \d+: pid (\d+) connected", out)}
 
 

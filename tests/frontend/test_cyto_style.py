@@ -79,9 +79,12 @@ def _load(i: int, utilisation: float | None, errors: int = 0) -> LinkLoad:
         ts_ns=2_000_000_000,
         a_to_b_bytes_per_s=rate,
         b_to_a_bytes_per_s=0.0 if rate is not None else None,
+        a_to_b_pkts_per_s=None,
+        b_to_a_pkts_per_s=None,
         utilisation=utilisation,
         errors={"symbol_errors": errors, "rcv_errors": None},
         errors_total=errors,
+        saturated=(),
         unknown=("rcv_errors",),
         xmit_wait=None,
     )

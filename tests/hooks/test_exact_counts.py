@@ -3,6 +3,9 @@
 * No frame is dropped for one bad record: one file reopened 1,500 times is one I/O record,
   5,000 distinct files overflow into the layer's "<other>" record (a valid record), and in
   both every MPI call and byte arrives and the job finishes (mpi_pmpi_hooks/tests/files.c).
+* A request handle the MPI library reuses after a completion the hooks could not see
+  (PMPI_Wait called directly) is never counted as the earlier receive
+  (mpi_pmpi_hooks/tests/reused.c).
 * The size histogram counts messages, not buffers, and category totals say what they are
   (mpi_pmpi_hooks/tests/sizes.c).
 * I/O before MPI_Init (an mpi4py program's imports) is start-up I/O, apart from the
@@ -189,3 +192,21 @@ def test_records_past_the_body_bound_go_in_the_next_frame(collector, pg_url, hoo
         like[:1],
     )
     assert frames == [(2, True, 0)]
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_a_reused_request_handle_is_not_the_old_receive(collector, pg_url, mpi):
+    job = f"reused-{mpi}-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, mpi, [jobs.program(mpi, "reused")], job, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    sent, received = jobs.p2p(pg_url, job)
+    assert sent == {(1, 0): (80_000, 200)}
+    # Rank 0's Irecvs completed in PMPI_Wait, which the hooks do not see: nothing of them
+    # is counted, and above all not the Iallreduces that got their handles.
+    assert received == {}
+    ops = jobs.ops(pg_url, job)
+    assert [ops[(rank, "MPI_Iallreduce")] for rank in (0, 1)] == [(200, 8_000)] * 2
+    assert ops[(0, "MPI_Irecv")] == (200, 0)
+    assert [ops[(rank, "MPI_Wait")] for rank in (0, 1)] == [(200, 0)] * 2
+    assert jobs.job_end(pg_url, job) == [("finished", 2, True, 0)]

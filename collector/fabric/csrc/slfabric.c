@@ -4,8 +4,8 @@
  * It wraps the InfiniBand management libraries (libibnetdisc, libibmad) behind a flat
  * API of plain integers and buffers:
  *   - slf_discover(): fabric discovery (nodes, ports, links) plus every switch's linear
- *     forwarding table, serialised as tab-separated text lines (parsed by
- *     collector/fabric/mad.py);
+ *     forwarding table and the subnet's identity (the local port's GID prefix and SM LID),
+ *     serialised as tab-separated text lines (parsed by collector/fabric/mad.py);
  *   - slf_cpi(): the PMA ClassPortInfo capability mask of each node (extended counters?);
  *   - slf_sweep(): PortCountersExtended (64-bit data/packets) and PortCounters (errors,
  *     PortXmitWait, and the 32-bit data counters when extended ones are unsupported) of a
@@ -29,8 +29,6 @@
 /* PMA ClassPortInfo capability bits (IBA 16.1.2, PortCountersExtended support). */
 #define SLF_PM_EXT_WIDTH_SUPPORTED 0x0200
 #define SLF_PM_EXT_WIDTH_NOIETF_SUP 0x0400
-/* PortInfo CapabilityMask: IsExtendedSpeedsSupported. */
-#define SLF_PORT_EXT_SPEEDS_SUPPORTED 0x4000
 
 /*
  * Layout of one target's output row in slf_sweep: column SLF_<NAME> holds the counter
@@ -167,19 +165,25 @@ static void emit_node(ibnd_node_t *node, void *user)
 		node->numports, desc);
 	for (p = 0; p <= node->numports; p++) {
 		ibnd_port_t *port = node->ports ? node->ports[p] : NULL;
-		uint32_t capmask, speed_ext = 0;
 
 		if (!port)
 			continue;
-		capmask = mad_get_field(port->info, 0, IB_PORT_CAPMASK_F);
-		if (capmask & SLF_PORT_EXT_SPEEDS_SUPPORTED)
-			speed_ext = mad_get_field(port->info, 0, IB_PORT_LINK_SPEED_EXT_ACTIVE_F);
-		fprintf(ctx->out, "P\t%016" PRIx64 "\t%d\t%016" PRIx64 "\t%u\t%u\t%u\t%u\t%u\t%u",
+		/*
+		 * The speed the port runs: LinkSpeedExtActive (FDR/EDR/HDR/NDR) whatever the
+		 * port's CapabilityMask says (a switch's external ports report a mask of 0, only
+		 * port 0 carries it; a port without extended speeds reads 0 there), and the
+		 * vendor ExtendedPortInfo's LinkSpeedActive (FDR10), which libibnetdisc reads
+		 * for devices that have it (zeroes otherwise).
+		 */
+		fprintf(ctx->out,
+			"P\t%016" PRIx64 "\t%d\t%016" PRIx64 "\t%u\t%u\t%u\t%u\t%u\t%u\t%u",
 			node->guid, p, port->guid, port->base_lid,
 			mad_get_field(port->info, 0, IB_PORT_STATE_F),
 			mad_get_field(port->info, 0, IB_PORT_PHYS_STATE_F),
 			mad_get_field(port->info, 0, IB_PORT_LINK_WIDTH_ACTIVE_F),
-			mad_get_field(port->info, 0, IB_PORT_LINK_SPEED_ACTIVE_F), speed_ext);
+			mad_get_field(port->info, 0, IB_PORT_LINK_SPEED_ACTIVE_F),
+			mad_get_field(port->info, 0, IB_PORT_LINK_SPEED_EXT_ACTIVE_F),
+			mad_get_field(port->ext_info, 0, IB_MLNX_EXT_PORT_LINK_SPEED_ACTIVE_F));
 		if (port->remoteport && port->remoteport->node)
 			fprintf(ctx->out, "\t%016" PRIx64 "\t%d\n", port->remoteport->node->guid,
 				port->remoteport->portnum);
@@ -188,6 +192,24 @@ static void emit_node(ibnd_node_t *node, void *user)
 	}
 	if (node->type == IB_NODE_SWITCH)
 		emit_lft(ctx, node);
+}
+
+/* Write the subnet's identity as the local port sees it: `S gid_prefix sm_lid`. */
+static void emit_subnet(FILE *out, ibnd_fabric_t *fabric)
+{
+	ibnd_node_t *node = fabric->from_node;
+	ibnd_port_t *port = NULL;
+	int p;
+
+	if (!node || !node->ports)
+		return;
+	port = node->ports[fabric->from_portnum];
+	for (p = 0; !port && p <= node->numports; p++)
+		port = node->ports[p];
+	if (!port)
+		return;
+	fprintf(out, "S\t%016" PRIx64 "\t%u\n", mad_get_field64(port->info, 0, IB_PORT_GID_PREFIX_F),
+		mad_get_field(port->info, 0, IB_PORT_SMLID_F));
 }
 
 /*
@@ -207,6 +229,7 @@ int slf_discover(const char *ca, int ca_port, int timeout_ms, int with_lfts, cha
 
 	memset(&config, 0, sizeof(config));
 	config.timeout_ms = timeout_ms;
+	config.flags = IBND_CONFIG_MLX_EPI; /* read ExtendedPortInfo (FDR10) where it exists */
 	*out = NULL;
 	fabric = ibnd_discover_fabric((char *)ca, ca_port, NULL, &config);
 	if (!fabric)
@@ -220,6 +243,7 @@ int slf_discover(const char *ca, int ca_port, int timeout_ms, int with_lfts, cha
 		return -ENOMEM;
 	}
 	ibnd_iter_nodes(fabric, emit_node, &ctx);
+	emit_subnet(ctx.out, fabric);
 	fclose(ctx.out);
 	slf_close(ctx.h);
 	ibnd_destroy_fabric(fabric);

@@ -1,0 +1,340 @@
+# frontend/pages/job.py — the "/jobs/<job>" page: one job over a chosen window, with its
+# timeline, the rank x time heat map and the slow ranks named, playback, and every card.
+"""Job page: one job (`/jobs/<job>`, the key URL-quoted) over a window, the whole view in the
+URL so that it can be shared and reloaded:
+
+    /jobs/<job>?run=<ordinal>&from=<start>&to=<end>&at=<step start>
+    /jobs/<job>?live=5m|1h|24h
+
+`from`/`to` are as the API reads them (RFC 3339 or epoch seconds), `live` a window ending
+now that moves with every refresh, neither: the whole job. The page shows the timeline of
+time and bytes per MPI traffic category and file-system layer, the rank x time heat map of
+the share of time inside MPI with the outliers named, and every card of the Jobs page for
+the window, or, while the playback slider is on a step (`at`), for that step alone.
+"""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from urllib.parse import parse_qs, unquote, urlencode
+
+import dash
+from dash import Input, Output, State, ctx, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from frontend import api, components, figures, ids
+from frontend.api import ApiError, Window, digest
+from frontend.formatting import format_utc_ns
+
+dash.register_page(__name__, path_template="/jobs/<job>", name="Job", title="Job — stacklens")
+
+#: The live windows of the picker: query value -> seconds.
+LIVE = {"5m": 300, "1h": 3600, "24h": 86400}
+#: The picker's choices.
+PICKS = [
+    {"label": "live 5 min", "value": "5m"},
+    {"label": "live 1 h", "value": "1h"},
+    {"label": "live 24 h", "value": "24h"},
+    {"label": "whole job", "value": "all"},
+    {"label": "custom", "value": "custom"},
+]
+
+
+def _state(search: str | None) -> dict[str, str]:
+    """The view's state from a query string (first value of each key)."""
+    return {k: v[0] for k, v in parse_qs((search or "").lstrip("?")).items() if v}
+
+
+def layout(job: str = "", **query: str) -> html.Div:
+    """The page's skeleton with its controls set from the URL; `render` fills it."""
+    pick = query["live"] if query.get("live") in LIVE else (
+        "custom" if "from" in query or "to" in query else "all")  # fmt: skip
+    return html.Div(
+        className="page",
+        children=[
+            dcc.Location(id=ids.JV_LOCATION, refresh=False),
+            dcc.Store(id=ids.JV_JOB, data=unquote(job)),
+            dcc.Store(id=ids.JV_PLAYING, data=False),
+            dcc.Store(id=ids.JV_RENDERED),
+            html.Div(id=ids.JV_STATUS, role="status"),
+            html.Section(
+                className="card",
+                children=[
+                    html.H2(id=ids.JV_TITLE),
+                    html.Div(
+                        className="controls",
+                        children=[
+                            dcc.RadioItems(
+                                id=ids.JV_PICKER, options=PICKS, value=pick, inline=True
+                            ),  # fmt: skip
+                            dcc.Input(
+                                id=ids.JV_FROM,
+                                value=query.get("from", ""),
+                                placeholder="from (RFC 3339 or epoch s)",
+                            ),  # fmt: skip
+                            dcc.Input(
+                                id=ids.JV_TO, value=query.get("to", ""), placeholder="to"
+                            ),  # fmt: skip
+                            dcc.Input(
+                                id=ids.JV_RUN,
+                                value=query.get("run", ""),
+                                placeholder="run (all)",
+                                size="8",
+                            ),  # fmt: skip
+                            html.Button("Apply", id=ids.JV_APPLY),
+                        ],
+                    ),
+                    html.Div(
+                        className="controls",
+                        children=[
+                            html.Button("▶ play", id=ids.JV_PLAY),
+                            html.Span(id=ids.JV_STEP_SHOWN, className="subtle"),
+                        ],
+                    ),
+                    dcc.Slider(
+                        id=ids.JV_SLIDER,
+                        min=0,
+                        max=1,
+                        step=1,
+                        marks=None,
+                        value=_number(query.get("at")),
+                        updatemode="mouseup",
+                    ),  # fmt: skip
+                ],
+            ),
+            components.card(
+                "Timeline",
+                dcc.Graph(
+                    id=ids.JV_TIMELINE, style={"height": "420px"}, config={"displaylogo": False}
+                ),  # fmt: skip
+            ),
+            components.card(
+                "Ranks over time: share of time inside MPI",
+                dcc.Graph(
+                    id=ids.JV_HEATMAP, style={"height": "420px"}, config={"displaylogo": False}
+                ),  # fmt: skip
+                html.Ul(id=ids.JV_OUTLIERS, className="outliers"),
+            ),
+            components.card(
+                "Point-to-point traffic",
+                dcc.Graph(
+                    id=ids.JV_MATRIX, style={"height": "420px"}, config={"displaylogo": False}
+                ),  # fmt: skip
+                components.markdown_table(ids.JV_MATRIX_TABLE),
+            ),
+            components.card(
+                "MPI operations",
+                html.P(id=ids.JV_OPS_SUMMARY, className="summary"),
+                components.markdown_table(ids.JV_OPS_TABLE),
+            ),
+            components.card(
+                "Collectives",
+                dcc.Markdown(id=ids.JV_COMM_TABLE, className="scroll md-table"),
+                components.markdown_table(ids.JV_COLL_TABLE),
+            ),
+            components.card(
+                "Message sizes",
+                dcc.Graph(
+                    id=ids.JV_SIZES_GRAPH, style={"height": "320px"}, config={"displaylogo": False}
+                ),  # fmt: skip
+                components.markdown_table(ids.JV_SIZES_TABLE),
+            ),
+            components.card("One-sided (RMA)", components.markdown_table(ids.JV_RMA_TABLE)),
+            components.card("File-system I/O", components.markdown_table(ids.JV_IO_TABLE)),
+            components.card(
+                "Ranks",
+                html.P(id=ids.JV_RANKS_SUMMARY, className="summary"),
+                components.markdown_table(ids.JV_RANKS_TABLE),
+            ),
+        ],
+    )
+
+
+def _number(text: str | None) -> float | None:
+    """A slider position (epoch seconds) from the URL, None if absent or unreadable."""
+    try:
+        return float(Decimal(text)) if text else None
+    except ArithmeticError:
+        return None
+
+
+#: The outputs of `render`, by name.
+_OUTPUTS = {
+    "status": (ids.JV_STATUS, "children"),
+    "title": (ids.JV_TITLE, "children"),
+    "shown": (ids.JV_STEP_SHOWN, "children"),
+    "slider_min": (ids.JV_SLIDER, "min"),
+    "slider_max": (ids.JV_SLIDER, "max"),
+    "slider_step": (ids.JV_SLIDER, "step"),
+    "timeline": (ids.JV_TIMELINE, "figure"),
+    "heatmap": (ids.JV_HEATMAP, "figure"),
+    "outliers": (ids.JV_OUTLIERS, "children"),
+    "matrix": (ids.JV_MATRIX, "figure"),
+    "matrix_table": (ids.JV_MATRIX_TABLE, "children"),
+    "ops_summary": (ids.JV_OPS_SUMMARY, "children"),
+    "ops": (ids.JV_OPS_TABLE, "children"),
+    "comms": (ids.JV_COMM_TABLE, "children"),
+    "coll": (ids.JV_COLL_TABLE, "children"),
+    "sizes_graph": (ids.JV_SIZES_GRAPH, "figure"),
+    "sizes": (ids.JV_SIZES_TABLE, "children"),
+    "rma": (ids.JV_RMA_TABLE, "children"),
+    "io": (ids.JV_IO_TABLE, "children"),
+    "ranks_summary": (ids.JV_RANKS_SUMMARY, "children"),
+    "ranks": (ids.JV_RANKS_TABLE, "children"),
+    "rendered": (ids.JV_RENDERED, "data"),
+}
+
+
+def register_callbacks(dash_app: dash.Dash) -> None:
+    """Attach this page's callbacks to `dash_app` (per app, so several apps can coexist)."""
+    dash_app.callback(
+        output={name: Output(*target) for name, target in _OUTPUTS.items()},
+        inputs={
+            "search": Input(ids.JV_LOCATION, "search"),
+            "_tick": Input(ids.REFRESH_INTERVAL, "n_intervals"),
+        },
+        state={
+            "job": State(ids.JV_JOB, "data"),
+            "rendered": State(ids.JV_RENDERED, "data"),
+        },  # fmt: skip
+    )(render)
+    dash_app.callback(
+        Output(ids.JV_LOCATION, "search"),
+        inputs={
+            "pick": Input(ids.JV_PICKER, "value"),
+            "_apply": Input(ids.JV_APPLY, "n_clicks"),
+            "at": Input(ids.JV_SLIDER, "value"),
+        },
+        state={
+            "start": State(ids.JV_FROM, "value"),
+            "end": State(ids.JV_TO, "value"),
+            "run": State(ids.JV_RUN, "value"),
+            "search": State(ids.JV_LOCATION, "search"),
+        },
+        prevent_initial_call=True,
+    )(navigate)
+    dash_app.callback(
+        Output(ids.JV_PLAYING, "data"),
+        Output(ids.JV_PLAY, "children"),
+        Input(ids.JV_PLAY, "n_clicks"),
+        State(ids.JV_PLAYING, "data"),
+        prevent_initial_call=True,
+    )(toggle_play)
+    dash_app.callback(
+        Output(ids.JV_SLIDER, "value"),
+        Input(ids.REFRESH_INTERVAL, "n_intervals"),
+        State(ids.JV_PLAYING, "data"),
+        State(ids.JV_SLIDER, "value"),
+        State(ids.JV_SLIDER, "min"),
+        State(ids.JV_SLIDER, "max"),
+        State(ids.JV_SLIDER, "step"),
+        prevent_initial_call=True,
+    )(advance)
+
+
+def navigate(pick: str, _apply: int | None, at: float | None, start: str | None,
+             end: str | None, run: str | None, search: str | None) -> str:  # fmt: skip
+    """The query string of the view the controls choose: a moved slider keeps the window
+    and sets the step shown; a new window (or run) shows the whole of it."""
+    state = _state(search)
+    if ctx.triggered_id == ids.JV_SLIDER:
+        if at is None:
+            raise PreventUpdate
+        state["at"] = _seconds(at)
+        return "?" + urlencode(state)
+    chosen: dict[str, str] = {"run": (run or "").strip()} if (run or "").strip() else {}
+    if pick in LIVE:
+        chosen["live"] = pick
+    elif pick == "custom":
+        chosen.update({k: v.strip() for k, v in (("from", start), ("to", end)) if v and v.strip()})
+    return "?" + urlencode(chosen) if chosen else ""
+
+
+def toggle_play(_clicks: int | None, playing: bool) -> tuple[bool, str]:
+    """Start or stop the playback."""
+    return (not playing, "❚❚ pause" if not playing else "▶ play")
+
+
+def advance(_tick: int | None, playing: bool, at: float | None, lo: float, hi: float,
+            step: float) -> float:  # fmt: skip
+    """While playing, move the slider one step per refresh (back to the start at the end)."""
+    if not playing:
+        raise PreventUpdate
+    return lo if at is None or at + step > hi else at + step
+
+
+def _seconds(value: float) -> str:
+    """Epoch seconds as the URL keeps them (no exponent, no trailing zeros)."""
+    text = f"{Decimal(repr(value)):f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _exact(t_ns: int) -> str:
+    """ns since the epoch as exact epoch seconds for the API."""
+    return f"{t_ns // 10**9}.{t_ns % 10**9:09d}"
+
+
+def _window(state: dict[str, str]) -> Window:
+    """The window of a view's state (a live one ends now)."""
+    run = int(state["run"]) if state.get("run", "").isdigit() else None
+    if state.get("live") in LIVE:
+        return Window(run, _seconds(round(time.time()) - LIVE[state["live"]]), None)
+    return Window(run, state.get("from"), state.get("to"))
+
+
+def render(search: str | None, _tick: int | None, job: str, rendered: str | None) -> dict:
+    """Fetch the profile, the timeline and the cards of the view in the URL and draw them,
+    unless they are what the page already shows; on failure say why and keep the rest."""
+    unchanged = dict.fromkeys(_OUTPUTS, no_update)
+    state = _state(search)
+    window = _window(state)
+    client = api.current_client()
+    try:
+        profile = client.profile(job, window)
+        series = client.series(job, "category", window, profile.step_ns / 1e9)
+        at = _number(state.get("at"))
+        cards_window, at_ns = window, None
+        if at is not None:  # the step of the profile's grid the slider is on
+            k = max(0, round((at * 10**9 - profile.from_ns) / profile.step_ns))
+            at_ns = profile.from_ns + k * profile.step_ns
+            cards_window = Window(window.run, _exact(at_ns), _exact(at_ns + profile.step_ns))
+        overview = client.overview(job, 1, cards_window)
+    except ApiError as exc:
+        return {**unchanged, "status": components.notice(str(exc), "error")}
+    drawn = digest((profile, series, overview, search))
+    if drawn == rendered:
+        return unchanged
+    shown = overview.shown
+    if shown is None or shown.job != job:
+        return {**unchanged, "status": components.notice(f"unknown job {job!r}", "error")}
+    scope = f"run {window.run}" if window.run is not None else "all runs"
+    span = f"{format_utc_ns(profile.from_ns)} – {format_utc_ns(profile.to_ns)}"
+    return {
+        "status": None,
+        "title": f"Job {job} — {scope}, {span}",
+        "shown": (
+            f"cards: the step from {format_utc_ns(at_ns)}"
+            if at_ns is not None
+            else "cards: the whole window"
+        ),  # fmt: skip
+        "slider_min": profile.from_ns / 1e9,
+        "slider_max": max(profile.from_ns, profile.to_ns - profile.step_ns) / 1e9,
+        "slider_step": profile.step_ns / 1e9,
+        "timeline": figures.timeline(series),
+        "heatmap": figures.rank_heatmap(profile),
+        "outliers": components.outlier_items(profile),
+        "matrix": figures.matrix_heatmap(shown.matrix),
+        "matrix_table": components.matrix_table_markdown(shown.matrix),
+        "ops_summary": components.ops_summary(shown.ops),
+        "ops": components.ops_table_markdown(shown.ops),
+        "comms": components.communicators_table_markdown(shown.collectives),
+        "coll": components.collectives_table_markdown(shown.collectives),
+        "sizes_graph": figures.size_histogram(shown.sizes),
+        "sizes": components.sizes_table_markdown(shown.sizes),
+        "rma": components.rma_table_markdown(shown.rma),
+        "io": components.io_table_markdown(shown.io),
+        "ranks_summary": components.ranks_summary(shown.ranks),
+        "ranks": components.ranks_table_markdown(shown.ranks),
+        "rendered": drawn,
+    }

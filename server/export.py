@@ -1,0 +1,78 @@
+"""Tables and series as files: `?format=csv|parquet` on the routes that answer a table (the
+answer's main list, one row per item) or a series (one row per step and key).
+
+Columns are the item model's fields, in order; a nested value (a list or a mapping, e.g.
+an RMA pair's ops) is one JSON text cell. CSV has a header line and RFC 4180 quoting;
+Parquet has int64 integers, float64 floats, UTF-8 strings and booleans as they are.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+from fastapi import Query
+from fastapi.responses import Response
+from pydantic import BaseModel
+
+Format = Literal["json", "csv", "parquet"]
+
+FormatParam = Annotated[
+    Format,
+    Query(
+        alias="format",
+        description="json (default); csv or parquet: the answer's table, one row per item "
+        "(nested values as JSON text)",
+    ),
+]
+
+#: Media types of the file formats.
+MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
+
+#: `responses=` entry documenting the file formats of a route's 200 answer.
+FILE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/csv": {}, "application/vnd.apache.parquet": {}}}
+}
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    if isinstance(value, list | dict):
+        return json.dumps(value, separators=(",", ":"))
+    return value
+
+
+def table(
+    rows: Sequence[BaseModel | dict[str, Any]], columns: Sequence[str], fmt: Format, name: str
+) -> Response:
+    """`rows` (models or mappings with `columns`) as a CSV or Parquet file named `name`."""
+    records = [
+        {c: _cell(getattr(r, c) if isinstance(r, BaseModel) else r[c]) for c in columns}
+        for r in rows
+    ]
+    if fmt == "csv":
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=list(columns), lineterminator="\r\n")
+        writer.writeheader()
+        writer.writerows(records)
+        body = text.getvalue().encode()
+    else:
+        data = pa.table({c: pa.array([r[c] for r in records]) for c in columns})
+        buffer = io.BytesIO()
+        pq.write_table(data, buffer)
+        body = buffer.getvalue()
+    disposition = f'attachment; filename="{name}.{fmt}"'
+    return Response(body, media_type=MEDIA_TYPES[fmt], headers={"Content-Disposition": disposition})
+
+
+def model_table(
+    rows: Sequence[BaseModel], model: type[BaseModel], fmt: Format, name: str
+) -> Response:
+    """`rows` of `model` as a file: one column per field of the model."""
+    return table(rows, list(model.model_fields), fmt, name)

@@ -1,0 +1,86 @@
+"""End to end: the job page in Chromium over a job with a known time profile (the frames of
+tests/server/test_slow_rank through the real collector), opened by its URL with a window.
+
+A person opening a shared link sees the window it names, the slow rank and the last to
+arrive named in words, the exact calls of that window; choosing "whole job" puts the new
+view in the URL and shows the whole job's numbers; a link with a playback position shows
+that step alone (the I/O burst); the page logs no console errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from server.app import create_app
+from stacklens.db import make_engine
+from tests.collector.test_ingest import exchange
+from tests.collector.test_rollups import M0
+from tests.conftest import chromium_page, free_port, serving
+from tests.e2e.test_dashboard import _table_rows
+from tests.server.test_slow_rank import INTERVALS, RANKS, interval_frame
+
+S = 10**9
+T = M0 // S  # epoch seconds of the job's start
+
+
+@pytest.fixture
+def served(collector, pg_url) -> Iterator[str]:
+    """The known-profile job stored, and the whole server (API and pages) on HTTP."""
+    frames = [interval_frame(k, r) for k in range(INTERVALS) for r in range(RANKS)]
+    statuses = [s for s, _ in exchange(collector.address, b"".join(frames), acks=len(frames))]
+    assert statuses == [0] * len(frames)
+    engine = make_engine(pg_url)
+    port = free_port()
+    app = create_app(engine, api_base_url=f"http://127.0.0.1:{port}", refresh_ms=500)
+    with serving(app, port=port):
+        yield f"http://127.0.0.1:{port}"
+    engine.dispose()
+
+
+def _calls(page: Page, op: str) -> int:
+    """The calls of `op` in the page's MPI operations table."""
+    # Columns: operation, category, ranks, calls, bytes, payload, time inside.
+    rows = {t[0]: t for t in _table_rows(page, "jv-ops-table")}
+    return int(rows[op][3])
+
+
+def test_a_shared_link_opens_the_job_over_its_window(served):
+    with chromium_page() as (page, errors):
+        page.goto(f"{served}/jobs/slow?from={T + 11}&to={T + 16}")
+        expect(page.locator("#jv-title")).to_contain_text(
+            "Job slow — all runs, 2023-11-14 22:14:11 UTC – 2023-11-14 22:14:16 UTC", timeout=20_000
+        )
+        outliers = page.locator("#jv-outliers")
+        expect(outliers).to_contain_text(
+            "rank 2: 4.8× the median time in computation (4.75 s against 1.00 s)"
+        )
+        expect(outliers).to_contain_text(
+            "MPI_Allreduce on communicator 7 (4 ranks): rank 2 spent the least time inside "
+            "(250 ms, median 4.00 s): it is the last to arrive"
+        )
+        expect(page.locator("#jv-ops-table tbody tr")).to_have_count(1)
+        assert _calls(page, "MPI_Allreduce") == RANKS * 5  # the five slow intervals
+        expect(page.locator("#jv-heatmap .heatmaplayer")).to_have_count(1)
+
+        page.get_by_label("whole job").check()
+        expect(page).to_have_url(f"{served}/jobs/slow", timeout=20_000)
+        expect(page.locator("#jv-ops-table")).to_contain_text("MPI_Finalize", timeout=20_000)
+        assert _calls(page, "MPI_Allreduce") == RANKS * (INTERVALS - 2)
+        expect(outliers).to_contain_text("rank 0: 400 ms in file I/O; the median rank: 0 µs")
+        assert errors == []
+
+
+def test_a_playback_position_shows_that_step_alone(served):
+    with chromium_page() as (page, errors):
+        page.goto(f"{served}/jobs/slow?from={T + 15}&to={T + 25}&at={T + 21}")
+        expect(page.locator("#jv-step-shown")).to_have_text(
+            "cards: the step from 2023-11-14 22:14:21 UTC", timeout=20_000
+        )
+        expect(page.locator("#jv-io-table")).to_contain_text("/scratch/burst")
+        io = _table_rows(page, "jv-io-table")
+        assert [(row[1], row[9]) for row in io] == [("/scratch/burst", str(2**30))]
+        assert _calls(page, "MPI_Allreduce") == RANKS
+        assert errors == []

@@ -1,0 +1,186 @@
+"""The sampler against the simulator when the fabric misbehaves: no rate spike across a
+re-discovery, silent ports become unknown after a bounded number of sweeps, a saturated
+error counter reads "saturated" (never 0 errors), a relinked port comes back Active without
+making the sampler re-discover on every sweep, and warnings are rate-limited.
+
+Every test leaves the shared simulator as it found it (counters moved, no error rates set,
+every cable linked and Active).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from collector.fabric.mad import MadSource
+from collector.fabric.service import FabricSampler, RateLimitedLog
+from collector.fabric.topology import PORT_ACTIVE
+from emulator.ibsim import FabricSim, Flow, TrafficEmulator, port_ref
+from tests.conftest import query
+
+#: The sample floor of these tests, and the flow moved in each of their sweeps.
+FLOOR_S = 0.3
+FLOW_BYTES = 16 * 1024 * 1024
+
+
+def _sampler(pg_url: str, mad: MadSource, floor_s: float = FLOOR_S) -> FabricSampler:
+    return FabricSampler(
+        pg_url, mad, interval_s=0.1, rediscover_s=3600, min_sample_s=floor_s, missed_sweeps=3
+    )
+
+
+def _rediscovery_sequence(sampler: FabricSampler, emu: TrafficEmulator) -> None:
+    """What a slow periodic re-discovery does to the sampling loop: a step that discovers
+    first sweeps late, and the loop, behind its schedule, sweeps again at once (a few ms
+    later); then regular sweeps. A flow moves before each of the two sweeps after the
+    re-discovery."""
+    sampler.step()
+    time.sleep(FLOOR_S + 0.05)
+    emu.apply([Flow("host09", "host20", FLOW_BYTES)])
+    sampler.discover()
+    sampler.step()
+    emu.apply([Flow("host09", "host20", FLOW_BYTES)])
+    sampler.step()  # right after the previous sweep
+    time.sleep(FLOOR_S + 0.05)
+    sampler.step()
+
+
+def test_no_sample_shorter_than_the_floor(pg_url: str, mad: MadSource, sim: FabricSim):
+    sampler = _sampler(pg_url, mad)
+    try:
+        sampler.step()
+        emu = TrafficEmulator(sim, mad, sampler.topology)
+        _rediscovery_sequence(sampler, emu)
+    finally:
+        sampler.store.close()
+    n = len(sampler.topology.sweep_targets())
+    # Five sweeps, but the two right after another (the test's first, and the one right
+    # after the re-discovery's) were withheld for every port: their bytes count in the next
+    # sample, taken over the whole interval.
+    shortest, sweeps = query(
+        pg_url, "SELECT min(dt_ns), count(DISTINCT ts_ns) FROM fabric_port_samples"
+    )[0]
+    assert sweeps == 3 and shortest >= FLOOR_S * 1e9
+    assert query(pg_url, "SELECT count(*) FROM fabric_port_samples")[0][0] == 3 * n
+    # The flow's first hop carried one flow in each sample, at a plausible rate.
+    host09 = sampler.topology.node("host09").guid
+    rows = query(
+        pg_url,
+        "SELECT s.d_xmit_bytes, s.dt_ns FROM fabric_port_samples s JOIN fabric_ports p"
+        " ON p.id = s.port_id WHERE p.port = 1 AND p.guid = %s AND s.dt_ns IS NOT NULL"
+        " ORDER BY s.ts_ns",
+        (host09 - (1 << 64) if host09 >= 1 << 63 else host09,),
+    )
+    assert [b // FLOW_BYTES for b, _ in rows] == [1, 1]
+    assert all(b / dt * 1e9 < FLOW_BYTES / FLOOR_S for b, dt in rows)
+
+
+def test_without_a_floor_the_short_sample_is_a_spike(pg_url: str, mad: MadSource, sim: FabricSim):
+    """The same sequence with no floor stores a sample of a few ms (what the floor prevents)."""
+    sampler = _sampler(pg_url, mad, floor_s=0.0)
+    try:
+        sampler.step()
+        _rediscovery_sequence(sampler, TrafficEmulator(sim, mad, sampler.topology))
+    finally:
+        sampler.store.close()
+    shortest = query(pg_url, "SELECT min(dt_ns) FROM fabric_port_samples")[0][0]
+    assert shortest < 0.2e9
+
+
+def _link(api_client, name: str, port: int) -> dict:
+    url = api_client.app.url_path_for("fabric_links")
+    for x in api_client.get(url).json():
+        if (x["a"]["name"], x["a"]["port"]) == (name, port) or (
+            x["b"]["name"],
+            x["b"]["port"],
+        ) == (name, port):
+            return x
+    raise AssertionError(f"no link at {name}[{port}]")
+
+
+def test_silent_port_becomes_unknown(pg_url: str, mad: MadSource, sim: FabricSim, api_client):
+    """host17's PMA stops answering PortCounters (its SMA still answers: it stays in the
+    topology, its link up). Its end keeps its old load for 2 sweeps, then reads unknown."""
+    sampler = _sampler(pg_url, mad, floor_s=0.0)
+    try:
+        sampler.step()
+        sampler.step()
+        assert _link(api_client, "host17", 1)["a_to_b_bytes_per_s"] is not None
+        sim.console([f"Error {port_ref('host17', 1)} 100 0x12"])
+        try:
+            known = []
+            for _ in range(3):
+                sampler.step()
+                link = _link(api_client, "host17", 1)
+                known.append(link["a_to_b_bytes_per_s"] is not None)
+            assert link["state"] == "up"
+        finally:
+            sim.console([f"Error {port_ref('host17', 1)} 0"])
+        assert known == [True, True, False]
+        assert link["utilisation"] is not None  # the leaf's end still answers
+        assert "a_to_b_bytes_per_s" in link["unknown"] and link["errors"]["symbol_errors"] is None
+        assert sampler.missed == {(sampler.topology.node("host17").guid, 1): 3}
+        sampler.step()  # answering again: known again from the next delta on
+        sampler.step()
+        assert _link(api_client, "host17", 1)["a_to_b_bytes_per_s"] is not None
+        assert sampler.missed == {}
+    finally:
+        sampler.store.close()
+
+
+def test_saturated_error_counter_is_not_zero(
+    pg_url: str, mad: MadSource, sim: FabricSim, api_client
+):
+    ref = port_ref("leaf05", 2)
+    sim.console([f"PerformanceSet {ref} PortCounters.SymbolErrorCounter=65535"])
+    sampler = _sampler(pg_url, mad, floor_s=0.0)
+    try:
+        for _ in range(3):
+            sampler.step()
+    finally:
+        sim.console([f"PerformanceSet {ref} PortCounters.SymbolErrorCounter=0"])
+        sampler.store.close()
+    link = _link(api_client, "leaf05", 2)
+    assert link["saturated"] == ["symbol_errors"]
+    assert link["errors"]["symbol_errors"] is None and "symbol_errors" in link["unknown"]
+    assert link["errors"]["rcv_errors"] == 0
+
+
+def test_relinked_port_is_active_and_sweeps_settle(pg_url: str, mad: MadSource, sim: FabricSim):
+    sampler = _sampler(pg_url, mad, floor_s=0.0)
+    try:
+        sampler.step()
+        emu = TrafficEmulator(sim, mad, sampler.topology)
+        emu.unlink("leaf03", 2)
+        sampler.step()  # host18 gone: re-discovered at once
+        emu.relink("leaf03", 2)
+        sampler.discover()
+        host18 = sampler.topology.node("host18").guid
+        assert sampler.topology.ports[(host18, 1)].state == PORT_ACTIVE
+        assert {
+            p.state for e, p in sampler.topology.ports.items() if sampler.topology.remote(e)
+        } == {PORT_ACTIVE}
+        before = sampler.discoveries
+        for _ in range(3):
+            sampler.step()
+        assert sampler.discoveries == before  # nothing silent, nothing re-discovered
+        assert sampler.missed == {}
+    finally:
+        sampler.store.close()
+
+
+def test_warnings_are_rate_limited(caplog: pytest.LogCaptureFixture):
+    limited = RateLimitedLog(every_s=0.2)
+    with caplog.at_level(logging.WARNING, logger="collector.fabric.service"):
+        logged = [limited.warning("sweep", "fabric sweep failed: %s", i) for i in range(50)]
+        time.sleep(0.25)
+        limited.warning("sweep", "fabric sweep failed: %s", "again")
+        limited.warning("other", "another kind")
+    assert logged == [True] + [False] * 49
+    assert [r.getMessage() for r in caplog.records] == [
+        "fabric sweep failed: 0",
+        "fabric sweep failed: again (49 more like it in the last 0.2 s)",
+        "another kind",
+    ]

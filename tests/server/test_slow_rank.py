@@ -1,0 +1,133 @@
+"""The slow rank on a job with a known time profile (frames built with the real wire
+encoder, ingested through the real collector): four ranks in lock step on MPI_Allreduce,
+rank 2 computing far longer in five known intervals (the others wait for it inside the
+collective), rank 0 writing a burst of 1 GiB in one known interval, start-up and shutdown
+in the first and last. Every share is exactly the known one, the outliers and the last
+rank to arrive are named, the I/O burst is in its step, an empty window is empty."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.jobs import profile
+from stacklens import wire
+from stacklens.mpi_ops import op_names
+from tests.collector.test_ingest import exchange
+from tests.collector.test_rollups import M0
+
+S, MS = 10**9, 10**6
+RANKS = 4
+INTERVALS = 30
+SLOW = range(10, 15)  # intervals in which rank 2 is slow
+BURST = 20  # the interval in which rank 0 writes 1 GiB
+NO_ROOT = 0xFFFFFFFF
+
+
+def allreduce_ns(k: int, rank: int) -> int:
+    """Time inside MPI_Allreduce of a rank in interval k."""
+    if k in SLOW:
+        return 50 * MS if rank == 2 else 800 * MS
+    return 200 * MS
+
+
+def interval_frame(k: int, rank: int) -> bytes:
+    op = op_names().index
+    ops, coll, io = [], [], []
+    if k == 0:
+        ops.append({"op_id": op("MPI_Init"), "calls": 1, "time_ns": 300 * MS})
+    elif k == INTERVALS - 1:
+        ops.append({"op_id": op("MPI_Finalize"), "calls": 1, "time_ns": 100 * MS})
+    else:
+        t = allreduce_ns(k, rank)
+        ops.append({"op_id": op("MPI_Allreduce"), "calls": 1, "bytes": 8, "time_ns": t})
+        coll.append({"op_id": op("MPI_Allreduce"), "comm_id": 7, "comm_size": RANKS,
+                     "root": NO_ROOT, "calls": 1, "bytes": 8, "time_ns": t})  # fmt: skip
+    if k == BURST and rank == 0:
+        io.append({"layer": 1, "writes": 1024, "bytes_written": 2**30, "write_time_ns": 400 * MS,
+                   "path": b"/scratch/burst", "mount": b"/", "fstype": b"ext4"})  # fmt: skip
+    tables = {"op": ops, "coll": coll, "io": io}
+    return wire.encode_frame(
+        job_id="slow", world_rank=rank, world_size=RANKS, seq=k, token="secret",
+        interval_start_ns=M0 + k * S, interval_end_ns=M0 + (k + 1) * S,
+        tables={name: wire.records(name, rows) for name, rows in tables.items() if rows},
+    )  # fmt: skip
+
+
+@pytest.fixture
+def job(collector):
+    frames = [interval_frame(k, r) for k in range(INTERVALS) for r in range(RANKS)]
+    statuses = [s for s, _ in exchange(collector.address, b"".join(frames), acks=len(frames))]
+    assert statuses == [0] * len(frames)
+
+
+def expected_share(k: int, rank: int) -> dict:
+    """The share of interval k (in the step of its end, 1 s steps) of a rank."""
+    mpi = dict.fromkeys(profile.MPI_CATEGORIES, 0)
+    startup = 300 * MS if k == 0 else 0
+    shutdown = 100 * MS if k == INTERVALS - 1 else 0
+    if 0 < k < INTERVALS - 1:
+        mpi["mpi_coll"] = allreduce_ns(k, rank)
+    io = 400 * MS if (k, rank) == (BURST, 0) else 0
+    compute = S - startup - shutdown - io - mpi["mpi_coll"]
+    return {"t_ns": M0 + (k + 1) * S, "rank": rank, "elapsed_ns": S, "mpi_ns": mpi,
+            "io_ns": io, "startup_ns": startup, "shutdown_ns": shutdown,
+            "compute_ns": compute}  # fmt: skip
+
+
+def get_profile(api_client, lo_s: int, hi_s: int) -> dict:
+    params = {"from": M0 // S + lo_s, "to": M0 // S + hi_s, "step": 1}
+    answer = api_client.get("/api/jobs/slow/profile", params=params)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_every_share_is_the_known_one(job, api_client):
+    whole = get_profile(api_client, 0, INTERVALS + 1)
+    assert whole["shares"] == [expected_share(k, r) for k in range(INTERVALS)
+                               for r in range(RANKS)]  # fmt: skip
+
+
+def test_the_slow_rank_and_the_last_to_arrive_are_named(job, api_client):
+    slow = get_profile(api_client, SLOW[0] + 1, SLOW[-1] + 2)  # the steps of the slow part
+    assert slow["outliers"] == [{
+        "rank": 2, "what": "computation", "time_ns": 5 * 950 * MS, "median_ns": 5 * 200 * MS,
+        "ratio": 4.75, "peak_t_ns": M0 + (SLOW[0] + 1) * S,
+        "text": "rank 2: 4.8× the median time in computation (4.75 s against 1.00 s)",
+    }]  # fmt: skip
+    assert slow["imbalance"] == [{
+        "comm_id": 7, "comm_size": 4, "op": "MPI_Allreduce", "ranks": 4,
+        "min_ns": 250 * MS, "median_ns": 4 * S, "max_ns": 4 * S, "max_rank": 0, "min_rank": 2,
+        "text": "MPI_Allreduce on communicator 7 (4 ranks): rank 2 spent the least time "
+                "inside (250 ms, median 4.00 s): it is the last to arrive; rank 0 waited "
+                "longest (4.00 s)",
+    }]  # fmt: skip
+
+
+def test_the_io_burst_is_named_in_its_step(job, api_client):
+    whole = get_profile(api_client, 0, INTERVALS + 1)
+    burst = [o for o in whole["outliers"] if o["what"] == "file I/O"]
+    assert burst == [{
+        "rank": 0, "what": "file I/O", "time_ns": 400 * MS, "median_ns": 0, "ratio": 400.0,
+        "peak_t_ns": M0 + (BURST + 1) * S,
+        "text": "rank 0: 400 ms in file I/O; the median rank: 0 µs",
+    }]  # fmt: skip
+    series = api_client.get(
+        "/api/jobs/slow/series",
+        params={"by": "category", "from": M0 // S, "to": M0 // S + INTERVALS + 1, "step": 1},
+    ).json()
+    fs = [p for p in series["points"] if p["key"] == "fs:POSIX"]
+    assert fs == [{"t_ns": M0 + (BURST + 1) * S, "key": "fs:POSIX",
+                   "values": [1024, 2**30, 400 * MS]}]  # fmt: skip
+
+
+def test_an_empty_window_is_empty(job, api_client):
+    empty = get_profile(api_client, 100, 200)
+    assert (empty["shares"], empty["outliers"], empty["imbalance"]) == ([], [], [])
+
+
+def test_outliers_are_a_pure_function_of_the_shares():
+    shares = [expected_share(k, r) for k in SLOW for r in range(RANKS)]
+    named = profile.outliers(shares, [], list(range(RANKS)))
+    assert [o["text"] for o in named] == [
+        "rank 2: 4.8× the median time in computation (4.75 s against 1.00 s)"
+    ]
