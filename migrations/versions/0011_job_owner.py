@@ -4,7 +4,7 @@ sent by another user is another job, so nobody can pre-empt or add to someone el
 Jobs received before this revision get owner -1 (unknown).
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0012 (numbered before it, merged after it)
 Create Date: 2026-12-01
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0011"
-down_revision: str | None = "0009"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
