@@ -8,6 +8,9 @@ installed (not editable) stacklens finds it too:
   acknowledgement, statuses and counter tables
   (X-macros); expanded for C by `stacklens_wire.h` (the hook library and the collector's
   codec include it) and parsed by `stacklens.wire`.
+* `stacklens_settings.def` — every STACKLENS_* setting once (name, readers, default,
+  meaning); the hook library reads its variables through it (`config.h`), and
+  `stacklens.settings_table` parses it for the README table and `stacklens config`.
 * `mpi_functions.spec` — every wrapped MPI function with its argument roles; op id n is
   its n-th entry.
 * `generate.py` + `templates/` — spec → the hook library's `sl_ops.h` and wrappers; its
@@ -26,3 +29,6 @@ WIRE_DEF = CONTRACT_DIR / "stacklens_wire.def"
 
 #: The MPI function spec the wrappers are generated from (op ids are its entry order).
 MPI_SPEC = CONTRACT_DIR / "mpi_functions.spec"
+
+#: The X-macro file that declares every STACKLENS_* setting (hook library and stacklens).
+SETTINGS_DEF = CONTRACT_DIR / "stacklens_settings.def"

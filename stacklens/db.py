@@ -102,6 +102,17 @@ def migrate(url: str) -> None:
     command.upgrade(alembic_config(url), "head")
 
 
+def head_revision() -> str:
+    """The newest revision of stacklens' migrations (what `migrate` brings a database to)."""
+    from alembic.script import ScriptDirectory
+
+    config = Config(str(ALEMBIC_INI))
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    head = ScriptDirectory.from_config(config).get_current_head()
+    assert head is not None  # the migrations are one chain
+    return head
+
+
 def make_engine(url: str) -> Engine:
     """A pooled SQLAlchemy engine for the API's queries."""
     return create_engine(sqlalchemy_url(url), pool_pre_ping=True)

@@ -1,12 +1,14 @@
-"""The one settings object of stacklens; every field is read from a `STACKLENS_*` variable.
+"""The one settings object of stacklens; every field is read from a `STACKLENS_*` variable,
+else from the configuration file (STACKLENS_CONFIG_FILE), else its default.
 
-The C hook library reads the same variable names (STACKLENS_COLLECTOR,
-STACKLENS_INTERVAL_MS, STACKLENS_INGEST_TOKEN, ...), so one environment configures
-both sides.
+Every setting is declared once, with its default and meaning, in
+contract/stacklens_settings.def (see stacklens/settings_table.py); the C hook library
+reads the same variable names, so one environment configures both sides.
 """
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import os
 import pwd
@@ -16,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from dotenv import dotenv_values
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -83,158 +86,54 @@ def default_spool_dir(uid: int | None = None) -> Path:
 
 
 class Settings(BaseSettings):
-    """stacklens configuration (environment prefix `STACKLENS_`)."""
+    """stacklens configuration (environment prefix `STACKLENS_`): the types and bounds of the
+    settings the stacklens command reads; their defaults and meanings are declared in
+    contract/stacklens_settings.def (tests/test_settings_declared.py keeps both equal)."""
 
     model_config = SettingsConfigDict(env_prefix="STACKLENS_", extra="ignore")
 
+    config_file: Path = Path("/etc/stacklens.env")
     state_dir: Path = Field(default_factory=_default_state_dir)
-    database_url: str | None = Field(
-        default=None,
-        description="External PostgreSQL URL; unset = embedded PostgreSQL in state_dir/pg.",
-    )
+    database_url: str | None = None
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=7450, ge=0, le=65535)
-    http_allowed_hosts: str = Field(
-        default="",
-        description="Comma list of the names requests may carry in their Host header "
-        "(DNS rebinding); empty = the bound address, plus localhost, 127.0.0.1 and ::1 when "
-        "bound to loopback or to every address, plus the host's names when bound to every "
-        "address.",
-    )
-    collector: str = Field(
-        default="127.0.0.1:7451",
-        description="host:port where the collector listens for hook frames (and hooks send).",
-    )
-    ingest_token: str = Field(default="", repr=False, description=f"Ingest token, {TOKEN_RULE}.")
-    # who sends (contract/stacklens_wire.def: hello and welcome; docs/identity.md)
-    ingest_auth: Literal["proven", "trusted"] = Field(
-        default="proven",
-        description="proven: every hook connection proves its Unix user (the collector's "
-        "Unix socket: SO_PEERCRED; TCP: a MUNGE credential) and the collector proves itself "
-        "back; trusted: no proof either way, only the shared ingest token (one user, or "
-        "senders that are all trusted), frames belong to the collector's user.",
-    )
-    collector_socket: str = Field(
-        default="/run/stacklens/ingest.sock",
-        description="The collector's Unix socket on its own node (proven mode; the hooks "
-        "use it when it exists, TCP otherwise); 'off' = none.",
-    )
-    collector_user: str = Field(
-        default="",
-        description="User (name or uid) the collector runs as: the hooks send only to a "
-        "collector proven to run as it; empty = root or the hooks' own user.",
-    )
-    admin_uids: str = Field(
-        default="0",
-        description="Comma list of users (names or uids) who may send frames for any owner "
-        "(e.g. `stacklens replay --all-users` as root in the epilog).",
-    )
-    munge_socket: str = Field(
-        default="", description="Socket of the local munged; empty = libmunge's default."
-    )
-    interval_ms: int = Field(default=1000, ge=10)
-    max_frame_bytes: int = Field(
-        default=BOUNDS["max_body_bytes"],
-        ge=BOUNDS["max_body_bytes"],
-        description="Largest frame body accepted; at least the largest the hooks send.",
-    )
-    refresh_ms: int = Field(default=1000, ge=200, description="Dashboard refresh period.")
-    library: Path | None = Field(
-        default=None,
-        description="Path of libstacklens.so; unset = the build for the command's MPI "
-        "(detected by `stacklens run` and `stacklens env`).",
-    )
+    http_allowed_hosts: str = ""  # see allowed_hosts()
+    collector: str = "127.0.0.1:7451"
+    ingest_token: str = Field(default="", repr=False)
+    # who sends (contract/stacklens_wire.def: connection start; docs/identity.md)
+    ingest_auth: Literal["proven", "trusted"] = "proven"
+    collector_socket: str = "/run/stacklens/ingest.sock"  # "off" = none
+    collector_user: str = ""  # a user name or uid; "" = root or the hooks' own user
+    admin_uids: str = "0"  # comma list of user names or uids; see admins()
+    munge_socket: str = ""
+    interval_ms: int = Field(default=1000, ge=10, le=3_600_000)
     job_id: str | None = None
-    retention_days: int | None = Field(
-        default=None, ge=1, description="Drop data older than this; unset = keep everything."
-    )
-    maintenance_interval_s: float = Field(
-        default=3600.0, gt=0, description="How often partitions are created ahead / dropped."
-    )
-    rollup_interval_s: float = Field(
-        default=10.0, gt=0, description="How often 1-minute rollups are brought up to date."
-    )
-    job_lost_after_s: float = Field(
-        default=600.0,
-        gt=0,
-        description="A running job from which nothing arrived for this long is shown as lost "
-        "(until a frame arrives).",
-    )
+    spool_dir: Path = Field(default_factory=default_spool_dir)
+    library: Path | None = None
+    refresh_ms: int = Field(default=1000, ge=200)
+    retention_days: int | None = Field(default=None, ge=1)
+    maintenance_interval_s: float = Field(default=3600.0, gt=0)
+    rollup_interval_s: float = Field(default=10.0, gt=0)
+    job_lost_after_s: float = Field(default=600.0, gt=0)
     # bounds at the edge (collector/ingest, server/http_guard.py; stacklens/connguard.py)
-    max_clock_skew_s: float = Field(
-        default=300.0,
-        gt=0,
-        description="Frames whose interval ends more than this after the collector's clock "
-        "are rejected (reason clock_skew).",
-    )
-    max_new_days_per_batch: int = Field(
-        default=8,
-        ge=1,
-        le=366,
-        description="Days without a partition yet that one batch of frames may bring; frames "
-        "needing more are rejected (reason partition_limit).",
-    )
-    max_connections: int = Field(
-        default=4096, ge=16, description="Connections at once, per server (ingest, HTTP)."
-    )
-    max_connections_per_peer: int = Field(
-        default=1024, ge=1, description="Connections at once from one address, per server."
-    )
-    handshake_timeout_s: float = Field(
-        default=10.0,
-        gt=0,
-        description="Time for a new connection's first valid frame header (ingest) or a "
-        "request head (HTTP).",
-    )
-    read_timeout_s: float = Field(
-        default=60.0, gt=0, description="Time for the rest of a frame or request body once begun."
-    )
-    idle_timeout_s: float = Field(
-        default=3900.0,
-        gt=0,
-        description="An ingest connection silent this long is closed (above the hooks' "
-        "longest interval, 1 h; the sender reconnects).",
-    )
-    ingest_buffer_mb: int = Field(
-        default=64,
-        ge=1,
-        description="Bytes of incomplete frames held for all ingest connections together; "
-        "past it, connections with an incomplete frame wait.",
-    )
-    http_max_body_mb: int = Field(
-        default=32, ge=1, description="Largest HTTP request body (the JSON ingest)."
-    )
-    spool_dir: Path = Field(
-        default_factory=default_spool_dir,
-        description="Where hooks spool undelivered frames; default (per user) "
-        "${TMPDIR:-/tmp}/stacklens-spool-<uid>, as the hook library's.",
-    )
+    max_connections: int = Field(default=4096, ge=16)
+    max_connections_per_peer: int = Field(default=1024, ge=1)
+    handshake_timeout_s: float = Field(default=10.0, gt=0)
+    read_timeout_s: float = Field(default=60.0, gt=0)
+    idle_timeout_s: float = Field(default=3900.0, gt=0)  # above the hooks' longest interval
+    ingest_buffer_mb: int = Field(default=64, ge=1)
+    http_max_body_mb: int = Field(default=32, ge=1)
+    max_frame_bytes: int = Field(default=BOUNDS["max_body_bytes"], ge=BOUNDS["max_body_bytes"])
+    max_clock_skew_s: float = Field(default=300.0, gt=0)
+    max_new_days_per_batch: int = Field(default=8, ge=1, le=366)
     # fabric sampler (collector/fabric)
-    fabric_source: Literal["auto", "none", "mad", "sysfs", "replay"] = Field(
-        default="auto",
-        description="auto = MAD via a running `stacklens fabric-sim` or local HCAs, else none.",
-    )
-    fabric_interval_ms: int = Field(default=1000, ge=50, description="Port counter sweep period.")
-    fabric_rediscover_s: float = Field(default=60.0, gt=0, description="Topology re-scan period.")
-    fabric_min_sample_ms: int = Field(
-        default=500,
-        ge=0,
-        description="Shortest interval a port's rate is taken over: a port read sooner after "
-        "its previous sample (e.g. right after a re-discovery) waits for the next sweep.",
-    )
-    fabric_missed_sweeps: int = Field(
-        default=3,
-        ge=1,
-        le=1000,
-        description="Sweeps a port may miss before its load and errors become unknown.",
-    )
-    fabric_replay_file: Path | None = Field(default=None, description="Recorded sweeps to replay.")
-    fabric_sweep_workers: int | None = Field(
-        default=None,
-        ge=1,
-        le=32,
-        description="MAD worker processes a sweep is split over; default min(4, CPU count).",
-    )
+    fabric_source: Literal["auto", "none", "mad", "sysfs", "replay"] = "auto"
+    fabric_interval_ms: int = Field(default=1000, ge=50)
+    fabric_rediscover_s: float = Field(default=60.0, gt=0)
+    fabric_min_sample_ms: int = Field(default=500, ge=0)
+    fabric_missed_sweeps: int = Field(default=3, ge=1, le=1000)
+    fabric_replay_file: Path | None = None
+    fabric_sweep_workers: int | None = Field(default=None, ge=1, le=32)
 
     @field_validator("collector")
     @classmethod
@@ -297,7 +196,30 @@ class Settings(BaseSettings):
         return split_endpoint(self.collector)[1]
 
 
+def config_file_path() -> Path:
+    """The configuration file: STACKLENS_CONFIG_FILE, else its default."""
+    default = Settings.model_fields["config_file"].default
+    return Path(os.environ.get("STACKLENS_CONFIG_FILE") or default)
+
+
+def config_file_values() -> dict[str, str]:
+    """The STACKLENS_* lines of the configuration file ({} when there is none); a file that
+    cannot be read is a ConfigError."""
+    path = config_file_path()
+    if not path.exists():
+        return {}
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the configuration file {path}: {exc}") from exc
+    values = dotenv_values(stream=io.StringIO(text))
+    return {k: v or "" for k, v in values.items() if k.startswith("STACKLENS_")}
+
+
 @lru_cache
 def get_settings() -> Settings:
-    """The process-wide settings, read once from the environment."""
-    return Settings()
+    """The process-wide settings, read once from the environment and the configuration file
+    (the environment wins); ConfigError if the file cannot be read."""
+    path = config_file_path()
+    config_file_values()  # a file that cannot be read says so in one line
+    return Settings(_env_file=path if path.exists() else None)  # type: ignore[call-arg]

@@ -237,3 +237,22 @@ def running_up(
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def leftover_processes(state_dir: str) -> list[str]:
+    """Live (not zombie) processes the demo started (workload, fabric-sim, ibsim, database):
+    their environment names its state directory (other test runs may use the same programs)."""
+    mark = f"STACKLENS_STATE_DIR={state_dir}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0")
+            state = (proc / "stat").read_text().rpartition(")")[2].split()[0]
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if mark in env and state != "Z":
+            found.append(command)
+    return found

@@ -8,35 +8,15 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import psycopg
 
 from stacklens.db import running_embedded_url
-from tests.conftest import free_port
+from tests.conftest import free_port, leftover_processes
 
 RANKS, ITERATIONS, BYTES = 4, 40, 262144  # stacklens.cli.services.demo_workload
 DEMO_HOSTS = ["host01", "host09", "host17", "host25"]  # 4 ranks on the 32-host fat tree
-
-
-def _leftover_processes(state_dir: str) -> list[str]:
-    """Live (not zombie) processes the demo started (workload, fabric-sim, ibsim, database):
-    their environment names its state directory (other test runs may use the same programs)."""
-    mark = f"STACKLENS_STATE_DIR={state_dir}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            env = (proc / "environ").read_bytes().split(b"\0")
-            state = (proc / "stat").read_text().rpartition(")")[2].split()[0]
-            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if mark in env and state != "Z":
-            found.append(command)
-    return found
 
 
 def _fabric_view(state_dir, job_key: str) -> tuple[list[str], int]:
@@ -84,7 +64,7 @@ def test_demo_runs_the_example_job_and_stops(tmp_path, hook_library, examples_bu
         hosts, samples = _fabric_view(tmp_path / "state", finished["job"])
         assert hosts == DEMO_HOSTS
         assert samples > 0
-        running = _leftover_processes(str(tmp_path / "state"))
+        running = leftover_processes(str(tmp_path / "state"))
         assert any(c.startswith("ibsim ") for c in running), running  # the check sees them
         matrix = httpx.get(f"{base}/api/jobs/{finished['job']}/matrix", timeout=5).json()
         assert matrix["world_size"] == RANKS
@@ -100,4 +80,4 @@ def test_demo_runs_the_example_job_and_stops(tmp_path, hook_library, examples_bu
     assert f"stacklens is up: dashboard {base}/" in out
     assert "demo: running" in out
     assert (tmp_path / "state" / "pg" / "PG_VERSION").is_file()
-    assert _leftover_processes(str(tmp_path / "state")) == []
+    assert leftover_processes(str(tmp_path / "state")) == []

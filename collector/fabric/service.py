@@ -26,6 +26,7 @@ from collector.fabric.replay import ReplaySource
 from collector.fabric.store import FabricStore
 from collector.fabric.sysfs import SYSFS_ROOT, SysfsSource
 from collector.fabric.topology import End, Topology
+from collector.fabric.verbs import optional_verbs
 from stacklens.constants import PORT_COUNTERS
 from stacklens.settings import Settings
 
@@ -105,7 +106,7 @@ class SourceFinder:
         if key is None:
             return None
         if key[0] == "sysfs":
-            return SysfsSource()
+            return SysfsSource(verbs=optional_verbs())
         if key[0] == "replay":
             if self.settings.fabric_replay_file is None:
                 raise ValueError(

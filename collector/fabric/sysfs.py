@@ -4,10 +4,15 @@ Pure parsing over a directory tree (tests use fixture trees): for each device an
 `ports/<n>/{state,phys_state,rate,link_layer,lid}` and the files under `counters/` and
 `hw_counters/`. An absent file is None, never 0. port_xmit_data/port_rcv_data count
 4-octet words (the kernel's documented unit) and become bytes here, once.
+
+Where pyverbs and an RDMA device exist, the port attributes (state, physical state, rate,
+link layer, LID) are libibverbs' (collector/fabric/verbs.py); the counters stay sysfs'.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -16,7 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from collector.fabric.counters import RawSweep
+from collector.fabric.verbs import VerbsPort, VerbsSource, VerbsUnavailable, port_attributes
 from stacklens.constants import PORT_COUNTERS
+
+log = logging.getLogger(__name__)
 
 SYSFS_ROOT = Path("/sys/class/infiniband")
 
@@ -130,17 +138,46 @@ def read_all(root: Path = SYSFS_ROOT) -> list[SysfsPort]:
     return out
 
 
+def with_verbs_attributes(ports: list[SysfsPort], verbs: list[VerbsPort]) -> list[SysfsPort]:
+    """`ports` with the attributes libibverbs reports for the same (device, port); counters
+    and node GUID stay sysfs'. A port verbs does not list keeps its sysfs attributes."""
+    by_port = {(v.device, v.port): v for v in verbs}
+    return [
+        dataclasses.replace(p, **_rated(port_attributes(by_port[(p.device, p.port)])))
+        if (p.device, p.port) in by_port
+        else p
+        for p in ports
+    ]
+
+
+def _rated(attributes: dict) -> dict:
+    """Verbs attributes plus the rate in bytes/s parsed as sysfs' rate text is."""
+    return {**attributes, "rate_bytes_per_s": parse_rate(attributes["rate"])}
+
+
 class SysfsSource:
-    """Counter source over the local HCAs (no topology: only this host's ports)."""
+    """Counter source over the local HCAs (no topology: only this host's ports); port
+    attributes from `verbs` when it is given and finds the devices."""
 
     name = "sysfs"
 
-    def __init__(self, root: Path = SYSFS_ROOT):
+    def __init__(self, root: Path = SYSFS_ROOT, verbs: VerbsSource | None = None):
         self.root = Path(root)
+        self.verbs = verbs
+        self._verbs_failed = False
 
     def ports(self) -> list[SysfsPort]:
         """The local ports, parsed now."""
-        return read_all(self.root)
+        ports = read_all(self.root)
+        if self.verbs is None or not ports:
+            return ports
+        try:
+            return with_verbs_attributes(ports, self.verbs.ports())
+        except VerbsUnavailable as exc:
+            if not self._verbs_failed:  # said once; sysfs' attributes meanwhile
+                log.warning("port attributes from sysfs: %s", exc)
+                self._verbs_failed = True
+            return ports
 
     def discover(self) -> None:
         """No fabric topology from this source (local/recorded counters only)."""
@@ -168,3 +205,30 @@ class SysfsSource:
             t_start_ns=t0,
             t_end_ns=t1,
         )
+
+
+def describe_local_hcas(root: Path = SYSFS_ROOT) -> list[str]:
+    """What `stacklens status` says of this node's RDMA devices: one line per port (its
+    attributes from libibverbs where pyverbs finds the device, else from sysfs, saying
+    why), or one line saying there is none."""
+    try:
+        verbs = VerbsSource().ports()
+    except VerbsUnavailable as exc:
+        verbs, reason = [], str(exc)
+    if verbs:
+        return [f"{_port_line(v.device, v.port, port_attributes(v))}, firmware {v.fw_version}"
+                for v in verbs]  # fmt: skip
+    ports = read_all(root)
+    if not ports:
+        return [f"{reason}, none in {root}: the local-HCA sampler has nothing to read here"]
+    return [
+        f"{_port_line(p.device, p.port, dataclasses.asdict(p))} (from sysfs: {reason})"
+        for p in ports
+    ]
+
+
+def _port_line(device: str, port: int, a: dict) -> str:
+    """`mlx5_0 port 1: ACTIVE, LinkUp, LID 0x2a, 100 Gb/sec (4X EDR), InfiniBand`."""
+    lid = f"{a['lid']:#x}" if a["lid"] is not None else "?"
+    return (f"{device} port {port}: {a['state']}, {a['phys_state']}, LID {lid}, {a['rate']}, "
+            f"{a['link_layer']}")  # fmt: skip

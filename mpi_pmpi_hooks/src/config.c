@@ -1,5 +1,6 @@
 /*
- * config.c — reads the STACKLENS_* environment variables (see config.h).
+ * config.c — reads the STACKLENS_* environment variables (see config.h), each one
+ * declared in contract/stacklens_settings.def (defaults and meanings there too):
  *
  *   STACKLENS_COLLECTOR            host:port or [v6addr]:port, default 127.0.0.1:7451;
  *                                  malformed = a warning and nothing is sent (never
@@ -53,6 +54,23 @@
 #define SL_DEFAULT_SPOOL_MB      256u
 #define SL_MAX_SPOOL_MB          1048576u
 #define SL_DEFAULT_SOCKET        "/run/stacklens/ingest.sock"
+
+/* The variable names of the declared settings, by sl_setting. */
+static const char *const setting_names[SL_SET_COUNT] = {
+#define SL_SETTING(name, readers, dflt, meaning) [SL_SET_##name] = "STACKLENS_" #name,
+#include "stacklens_settings.def"
+#undef SL_SETTING
+};
+
+const char *sl_env_name(sl_setting setting)
+{
+    return setting_names[setting];
+}
+
+const char *sl_env(sl_setting setting)
+{
+    return getenv(setting_names[setting]);
+}
 
 /*
  * Parses a decimal number in [0, max]. Returns 0 on success, -1 if the text
@@ -151,26 +169,27 @@ static void parse_disable(const char *text, sl_config *cfg)
 }
 
 /* Reads a bounded unsigned variable; a bad value warns and leaves *out. */
-static void load_uint(const char *name, unsigned lo, unsigned hi, unsigned *out)
+static void load_uint(sl_setting setting, unsigned lo, unsigned hi, unsigned *out)
 {
-    const char *v = getenv(name);
+    const char *v = sl_env(setting);
     unsigned n;
     if (v == NULL || *v == '\0')
         return;
     if (parse_uint(v, hi, &n) != 0 || n < lo)
-        sl_warn("%s='%s' is not a number in [%u, %u]; using %u", name, v, lo, hi, *out);
+        sl_warn("%s='%s' is not a number in [%u, %u]; using %u", sl_env_name(setting), v, lo,
+                hi, *out);
     else
         *out = n;
 }
 
-/* Copies the value of `name` into out[size]: a value too long warns and keeps the default. */
-static void load_text(const char *name, char *out, size_t size)
+/* Copies the setting's value into out[size]: a value too long warns and keeps the default. */
+static void load_text(sl_setting setting, char *out, size_t size)
 {
-    const char *v = getenv(name);
+    const char *v = sl_env(setting);
     if (v == NULL || *v == '\0')
         return;
     if (strlen(v) >= size)
-        sl_warn("%s is longer than %zu bytes; using %s", name, size - 1,
+        sl_warn("%s is longer than %zu bytes; using %s", sl_env_name(setting), size - 1,
                 out[0] ? out : "the default");
     else
         snprintf(out, size, "%s", v);
@@ -180,17 +199,17 @@ static void load_text(const char *name, char *out, size_t size)
  * _MUNGE_SOCKET. An unknown mode warns and stays proven (never less checking). */
 static void load_identity(sl_config *cfg)
 {
-    const char *v = getenv("STACKLENS_INGEST_AUTH");
+    const char *v = sl_env(SL_SET_INGEST_AUTH);
     if (v != NULL && strcmp(v, "trusted") == 0)
         cfg->trusted = 1;
     else if (v != NULL && *v != '\0' && strcmp(v, "proven") != 0)
         sl_warn("STACKLENS_INGEST_AUTH='%.64s' is neither proven nor trusted; using proven", v);
     strcpy(cfg->collector_socket, SL_DEFAULT_SOCKET);
-    load_text("STACKLENS_COLLECTOR_SOCKET", cfg->collector_socket, sizeof cfg->collector_socket);
+    load_text(SL_SET_COLLECTOR_SOCKET, cfg->collector_socket, sizeof cfg->collector_socket);
     if (strcmp(cfg->collector_socket, "off") == 0)
         cfg->collector_socket[0] = '\0';
-    load_text("STACKLENS_COLLECTOR_USER", cfg->collector_user, sizeof cfg->collector_user);
-    load_text("STACKLENS_MUNGE_SOCKET", cfg->munge_socket, sizeof cfg->munge_socket);
+    load_text(SL_SET_COLLECTOR_USER, cfg->collector_user, sizeof cfg->collector_user);
+    load_text(SL_SET_MUNGE_SOCKET, cfg->munge_socket, sizeof cfg->munge_socket);
 }
 
 /* Fills cfg from the STACKLENS_* variables; bad values warn and keep the default. */
@@ -209,18 +228,18 @@ void sl_config_load(sl_config *cfg)
              tmp != NULL && *tmp == '/' && strlen(tmp) < sizeof cfg->spool_dir - 64 ? tmp : "/tmp",
              (unsigned)geteuid());
 
-    const char *v = getenv("STACKLENS_DISABLE");
+    const char *v = sl_env(SL_SET_DISABLE);
     if (v != NULL && *v != '\0')
         parse_disable(v, cfg);
 
-    v = getenv("STACKLENS_COLLECTOR");
+    v = sl_env(SL_SET_COLLECTOR);
     if (v != NULL && *v != '\0' && parse_collector(v, cfg) != 0) {
         sl_warn("STACKLENS_COLLECTOR='%.300s' is not host:port; nothing is sent "
                 "(fix it to profile this program)", v);
         cfg->send_disabled = 1;
     }
 
-    v = getenv("STACKLENS_INTERVAL_MS");
+    v = sl_env(SL_SET_INTERVAL_MS);
     if (v != NULL && *v != '\0') {
         unsigned ms;
         if (parse_uint(v, SL_MAX_INTERVAL_MS, &ms) != 0) {
@@ -235,15 +254,15 @@ void sl_config_load(sl_config *cfg)
         }
     }
 
-    v = getenv("STACKLENS_FINALIZE_TIMEOUT_MS");
+    v = sl_env(SL_SET_FINALIZE_TIMEOUT_MS);
     if (v != NULL && *v != '\0'
         && parse_uint(v, SL_MAX_FIN_TIMEOUT, &cfg->finalize_timeout_ms) != 0)
         sl_warn("STACKLENS_FINALIZE_TIMEOUT_MS='%s' is not a number of ms up to %u; using %u",
                 v, SL_MAX_FIN_TIMEOUT, SL_DEFAULT_FIN_TIMEOUT);
 
-    load_uint("STACKLENS_MAX_KEYS", SL_MIN_MAX_KEYS, SL_MAX_MAX_KEYS, &cfg->max_keys);
-    load_uint("STACKLENS_SPOOL_MAX_MB", 1, SL_MAX_SPOOL_MB, &cfg->spool_max_mb);
-    v = getenv("STACKLENS_SPOOL_DIR");
+    load_uint(SL_SET_MAX_KEYS, SL_MIN_MAX_KEYS, SL_MAX_MAX_KEYS, &cfg->max_keys);
+    load_uint(SL_SET_SPOOL_MAX_MB, 1, SL_MAX_SPOOL_MB, &cfg->spool_max_mb);
+    v = sl_env(SL_SET_SPOOL_DIR);
     if (v != NULL) {
         if (*v == '\0' || strcmp(v, "off") == 0)
             cfg->spool_dir[0] = '\0';
@@ -256,7 +275,7 @@ void sl_config_load(sl_config *cfg)
 
     load_identity(cfg);
 
-    v = getenv("STACKLENS_INGEST_TOKEN");
+    v = sl_env(SL_SET_INGEST_TOKEN);
     if (v != NULL) {
         if (!valid_token(v, sizeof cfg->token)) {
             sl_warn("STACKLENS_INGEST_TOKEN must be at most %zu visible ASCII characters "

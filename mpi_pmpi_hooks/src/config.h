@@ -8,6 +8,21 @@
 #ifndef SL_CONFIG_H
 #define SL_CONFIG_H
 
+/* Every declared setting (contract/stacklens_settings.def), SL_SET_<NAME>: the library
+ * reads a STACKLENS_* variable only through sl_env, so only a declared one. */
+typedef enum sl_setting {
+#define SL_SETTING(name, readers, dflt, meaning) SL_SET_##name,
+#include "stacklens_settings.def"
+#undef SL_SETTING
+    SL_SET_COUNT
+} sl_setting;
+
+/* The value of the setting's STACKLENS_<NAME> variable, or NULL when it is not set. */
+const char *sl_env(sl_setting setting);
+
+/* The variable name of a setting, "STACKLENS_<NAME>" (for warnings). */
+const char *sl_env_name(sl_setting setting);
+
 typedef struct sl_config {
     char collector_host[256];      /* STACKLENS_COLLECTOR host part (name or address) */
     char collector_port[8];        /* STACKLENS_COLLECTOR port part, decimal */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "util.h"
 
 _Static_assert(sizeof(sl_rec_hca) == 136, "hca record must be 136 bytes (tests/test_wire.py)");
@@ -60,7 +61,7 @@ void sl_ibport_init(const char *host)
     MPI_Comm node;
     int me = 0, size = 0, world_rank;
     reporting = 0;
-    const char *env = getenv("STACKLENS_SYSFS_ROOT");
+    const char *env = sl_env(SL_SET_SYSFS_ROOT);
     snprintf(root, sizeof root, "%s", env != NULL && *env != '\0' ? env : SL_SYSFS_DEFAULT);
     if (PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank) != MPI_SUCCESS
         || PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL,

@@ -13,17 +13,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "util.h"
 
 /* The first of SLURM_JOB_ID, PBS_JOBID, STACKLENS_JOB_ID that is set and not empty. */
 static const char *job_id_from_env(void)
 {
-    static const char *const names[] = { "SLURM_JOB_ID", "PBS_JOBID", "STACKLENS_JOB_ID" };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *v = getenv(names[i]);
-        if (v != NULL && *v != '\0')
-            return v;
-    }
+    const char *const values[] = { getenv("SLURM_JOB_ID"), getenv("PBS_JOBID"),
+                                   sl_env(SL_SET_JOB_ID) };
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+        if (values[i] != NULL && *values[i] != '\0')
+            return values[i];
     return NULL;
 }
 
@@ -79,7 +79,7 @@ static void host_and_pid(sl_identity *id, char *hostname, size_t n)
 {
     local_hostname(hostname, n);
     id->pid = (uint32_t)getpid();
-    const char *host = getenv("STACKLENS_HOST");
+    const char *host = sl_env(SL_SET_HOST);
     sl_copy_id(id->host, sizeof id->host, host != NULL && *host != '\0' ? host : hostname);
 }
 

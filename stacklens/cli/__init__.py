@@ -8,6 +8,8 @@ stacklens collector                only the ingest service
 stacklens migrate                  apply the database migrations and exit
 stacklens replay [SPOOL_DIR|--all-users]  deliver spooled frames to the collector
 stacklens fabric-sim --hosts 32    simulated InfiniBand fabric with traffic emulation
+stacklens config                   every setting: effective value and source
+stacklens status                   what runs where, the newest data, this node's spool
 
 This package is the top layer: it may import the collector, the server and the emulator;
 nothing below it (settings, db, schema, wire) imports a command.
@@ -18,12 +20,16 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from stacklens.cli import fabric_sim, mpikind
+from stacklens import __version__
+from stacklens.cli import fabric_sim, mpikind, status
 from stacklens.cli.attach import cmd_env, cmd_run
+from stacklens.cli.config import cmd_config
+from stacklens.cli.helptext import subcommand
 from stacklens.cli.replay import cmd_replay
 from stacklens.cli.services import cmd_collector, cmd_demo, cmd_migrate, cmd_up
 from stacklens.settings import ConfigError, get_settings
@@ -32,17 +38,57 @@ from stacklens.settings import ConfigError, get_settings
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the stacklens command."""
     parser = argparse.ArgumentParser(
-        prog="stacklens", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="stacklens",
+        description="stacklens: MPI, file-system I/O and the InfiniBand fabric of HPC jobs, "
+        "live.\n`stacklens COMMAND --help` says what a command does, with examples.",
+        epilog="examples:\n  stacklens up\n  stacklens run -- mpirun -np 4 ./my_app\n"
+        "  stacklens status",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("up", help="start database, collector, API and dashboard").set_defaults(
-        func=cmd_up
+    parser.add_argument("--version", action="version", version=f"stacklens {__version__}")
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    subcommand(
+        sub,
+        "up",
+        "Start the database, migrations, collector, fabric discovery, API and dashboard, "
+        "and serve until Ctrl-C.",
+        ["stacklens up", "STACKLENS_HTTP_PORT=8080 stacklens up  # the dashboard on port 8080"],
+        "It prints each step as it goes and the dashboard's URL once it serves; a port in "
+        "use ends it with one line saying which setting to change.",
+    ).set_defaults(func=cmd_up)
+    subcommand(
+        sub,
+        "collector",
+        "Run only a collector (the ingest service), against the configured database.",
+        [
+            "stacklens collector",
+            "STACKLENS_DATABASE_URL=postgresql://u:pw@db/stacklens stacklens collector",
+        ],
+        "Collectors are stateless: several may share one database.",
+    ).set_defaults(func=cmd_collector)
+    run = subcommand(
+        sub,
+        "run",
+        "Run a command with the hook library attached and keep its exit code.",
+        [
+            "stacklens run -- mpirun -np 4 ./my_app",
+            "stacklens run --mpi mpich -- srun -n 64 ./my_app",
+        ],
+        "The library built for the command's MPI is chosen (--mpi to choose); Open MPI gets "
+        "what it needs to start as root or with more ranks than cores, said in one line. "
+        "Afterwards the frames its processes spooled on this node are delivered.",
     )
-    sub.add_parser("collector", help="run only a collector (ingest)").set_defaults(
-        func=cmd_collector
+    env = subcommand(
+        sub,
+        "env",
+        "Print the hook variables as export lines for a batch script, with the launcher "
+        "options that pass them all to the ranks.",
+        [
+            'eval "$(stacklens env)"; mpirun $stacklens_forward ./my_app',
+            'eval "$(stacklens env --mpi mpich)"; mpiexec.hydra $stacklens_forward ./my_app',
+        ],
+        "$stacklens_forward holds the options: -x NAME ... (Open MPI), -genvlist NAME,... (MPICH).",
     )
-    run = sub.add_parser("run", help="run a command with the hook library attached")
-    env = sub.add_parser("env", help="print the hook variables as export lines")
     for attach, what in ((run, "the command to run"), (env, "the command to choose for")):
         attach.add_argument(
             "--mpi",
@@ -53,15 +99,32 @@ def build_parser() -> argparse.ArgumentParser:
         attach.add_argument("command", nargs=argparse.REMAINDER, help=what)
     run.set_defaults(func=cmd_run)
     env.set_defaults(func=cmd_env)
-    demo = sub.add_parser("demo", help="up + an example MPI workload")
-    demo.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS")
-    demo.add_argument("--ranks", type=int, default=4)
+    demo = subcommand(
+        sub,
+        "demo",
+        "Run `up` plus an example MPI job, again and again, on a simulated InfiniBand fabric.",
+        ["stacklens demo", "stacklens demo --for 60 --no-fabric  # 60 s, then stop everything"],
+    )
+    demo.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS",
+                      help="stop after this long (default: at Ctrl-C)")  # fmt: skip
+    demo.add_argument("--ranks", type=int, default=4, help="ranks of the example job")
     demo.add_argument(
         "--no-fabric", dest="fabric", action="store_false", help="no simulated fabric"
     )
     demo.set_defaults(func=cmd_demo)
-    sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
-    replay = sub.add_parser("replay", help="deliver spooled frames to the collector")
+    subcommand(
+        sub, "migrate", "Apply the database migrations and exit.", ["stacklens migrate"]
+    ).set_defaults(func=cmd_migrate)
+    replay = subcommand(
+        sub,
+        "replay",
+        "Deliver the frames the hooks spooled on this node to the collector.",
+        [
+            "stacklens replay  # this user's spool, STACKLENS_SPOOL_DIR",
+            "stacklens replay --all-users  # every user's default spool (root, node epilog)",
+        ],
+        "Frames the collector rejected stay in the spool's rejected/ folder.",
+    )
     replay.add_argument("spool_dir", nargs="?", type=Path, help="default: STACKLENS_SPOOL_DIR")
     replay.add_argument(
         "--all-users",
@@ -70,6 +133,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.set_defaults(func=cmd_replay)
     fabric_sim.add_parser(sub)
+    config = subcommand(
+        sub,
+        "config",
+        "Print every STACKLENS_* setting with its effective value and where it came from "
+        "(env, file or default).",
+        ["stacklens config", "stacklens config --markdown  # the README's settings table"],
+    )
+    config.add_argument("--markdown", action="store_true", help="the README's settings table")
+    config.set_defaults(func=cmd_config)
+    status.add_parser(sub)
     return parser
 
 
@@ -87,6 +160,8 @@ def configuration_errors(exc: ValidationError) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `stacklens` console script."""
     args = build_parser().parse_args(argv)
+    # platformdirs (under pgserver) warns on every start where XDG_RUNTIME_DIR is unset
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -97,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         for line in configuration_errors(exc):
             print(f"stacklens: bad configuration: {line}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"stacklens: {exc}", file=sys.stderr)
         return 2
     try:
         return args.func(settings, args)

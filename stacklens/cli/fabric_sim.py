@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,7 +31,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from stacklens.settings import Settings
+from stacklens.cli.helptext import subcommand
+from stacklens.settings import ConfigError, Settings
 
 if TYPE_CHECKING:
     from emulator.jobtraffic import JobTraffic
@@ -38,10 +40,34 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: The line for a simulator that is not installed.
+MISSING_SIMULATOR = (
+    "fabric-sim: {tools} not installed: install the InfiniBand simulator "
+    "(`make setup` does; or apt-get install ibsim-utils opensm libumad2sim0)"
+)
+
+#: What `--console` can send (ibsim's console commands), for `stacklens fabric-sim --help`.
+CONSOLE_HELP = """--console sends one command to the running simulator's console, e.g.:
+  Unlink "leaf02"[9]          take a link down (both ends)
+  ReLink "leaf02"[9]          bring it back
+  Error "leaf04"[9] 50        make a port drop MADs
+  PerformanceSet "leaf02"[9] PortCounters.SymbolErrorCounter=5
+                              set a port counter (also PortCountersExtended.*)
+Names are the simulated nodes: host01..., leaf01..., spine01..., stor01...
+`stacklens up` samples it (STACKLENS_FABRIC_SOURCE=auto)."""
+
+
 def add_parser(sub) -> None:
     """Register the `fabric-sim` subcommand on the CLI's subparsers."""
-    p = sub.add_parser("fabric-sim", help="run the simulated InfiniBand fabric (ibsim)")
-    p.add_argument("--hosts", type=int, default=32)
+    p = subcommand(
+        sub, "fabric-sim",
+        "Run a simulated InfiniBand fat tree (ibsim + opensm) whose counters move with the "
+        "traffic of the jobs in the database, until Ctrl-C.",
+        ["stacklens fabric-sim --hosts 32",
+         "stacklens fabric-sim --console 'Unlink \"leaf02\"[9]'  # a link goes down"],
+        CONSOLE_HELP,
+    )  # fmt: skip
+    p.add_argument("--hosts", type=int, default=32, help="compute hosts of the fat tree")
     p.add_argument("--storage", type=int, default=2, help="storage nodes (I/O targets)")
     p.add_argument("--interval", type=float, default=1.0, metavar="SECONDS")
     p.add_argument(
@@ -68,10 +94,16 @@ def cmd_fabric_sim(settings: Settings, args: argparse.Namespace) -> int:
 
     state_file = sim_state_file(settings)
     if args.console:
+        if not state_file.exists():
+            raise ConfigError("fabric-sim: no simulated fabric is running (start one with "
+                              "`stacklens fabric-sim --hosts 32`)")  # fmt: skip
         state = json.loads(state_file.read_text())
         with open(state["console"], "w") as console:
             console.write(args.console + "\n")
         return 0
+    missing = [tool for tool in ("ibsim", "opensm") if shutil.which(tool) is None]
+    if missing:
+        raise ConfigError(MISSING_SIMULATOR.format(tools=" and ".join(missing)))
     tree = fat_tree(args.hosts, storage=args.storage)
     workdir = state_file.parent / "run"
     stop = False

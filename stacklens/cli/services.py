@@ -11,19 +11,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import uvicorn
 import uvloop
 
-from stacklens.cli import fabric_sim
-from stacklens.cli.attach import OPENMPI_ROOT_ENV, choose_mpi, hook_environment, hook_library
+from stacklens.cli import fabric_sim, mpikind
+from stacklens.cli.attach import (
+    MISSING_MPI,
+    choose_mpi,
+    hook_environment,
+    hook_library,
+    open_mpi_allowances,
+)
 from stacklens.connguard import ConnectionLimits, raise_open_file_limit
 from stacklens.paths import EXAMPLES_DIR
 from stacklens.settings import ConfigError, Settings
@@ -53,11 +62,11 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     from collector.service import CollectorService
     from server.app import create_app
     from server.http_guard import uvicorn_config
-    from stacklens.db import make_engine, migrate, open_database
+    from stacklens.db import make_engine
 
+    check_ports_free(settings, http=True)
     limits = _connection_limits(settings, servers=2)
-    database = open_database(settings)
-    migrate(database.url)
+    database = _start_database(settings)
     engine = make_engine(database.url)
     collector = CollectorService(database.url, settings, limits)
     fabric = fabric_services(database.url, settings)  # [] unless a fabric is reachable
@@ -77,14 +86,22 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         asyncio.get_running_loop().add_signal_handler(signum, stop.set)
     http = asyncio.create_task(server.serve(), name="http")
     others: list[asyncio.Task] = [asyncio.create_task(stop.wait())]
+    reports: list[asyncio.Task] = []  # what fabric discovery found, said when it has
     try:
         for service in fabric:
             await service.start()
+            progress("fabric discovery: started (it samples a `stacklens fabric-sim` or local "
+                     "HCA it finds, now or later)")  # fmt: skip
+            reports.append(asyncio.create_task(_report_fabric(service)))
+        if not fabric:
+            progress("fabric discovery: off (STACKLENS_FABRIC_SOURCE=none)")
         while not server.started and not stop.is_set():
             if http.done():
                 await http
                 raise ConfigError(f"could not serve on {url}")
             await asyncio.sleep(0.05)
+        progress(f"collector: listening on {settings.collector_host}:{collector.port}")
+        progress(f"API and dashboard: serving on {url}")
         print(
             f"stacklens is up: dashboard {url}/  API docs {url}/docs  "
             f"collector {settings.collector_host}:{collector.port}",
@@ -99,14 +116,73 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         # Also on Ctrl-C / SIGTERM (they set `stop`): first the workload (its ranks flush
         # to the collector while it still runs), then the web server, whose lifespan
         # stops the collector.
-        for task in others:
+        for task in [*others, *reports]:
             task.cancel()
-        await asyncio.gather(*others, return_exceptions=True)
+        await asyncio.gather(*others, *reports, return_exceptions=True)
         for service in fabric:
             await service.stop()
         server.should_exit = True
         await asyncio.gather(http, return_exceptions=True)
         engine.dispose()
+
+
+def progress(step: str, command: str = "up") -> None:
+    """One line of what `stacklens COMMAND` (up, demo: `up`; collector) is doing as it
+    starts."""
+    print(f"stacklens {command}: {step}", flush=True)
+
+
+def check_ports_free(settings: Settings, http: bool) -> None:
+    """ConfigError (one line: which port, which setting to change) if the collector's port,
+    or with `http` the API's, is taken; checked before anything starts."""
+    ports = [(settings.collector_host, settings.collector_port, "STACKLENS_COLLECTOR")]
+    if http:
+        ports.append((settings.http_host, settings.http_port, "STACKLENS_HTTP_PORT"))
+    for host, port, setting in ports:
+        if port == 0:
+            continue  # a free port is chosen
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise ConfigError(f"cannot listen on {host}:{port} ({setting}): "
+                                      f"{exc.strerror}") from exc  # fmt: skip
+                raise ConfigError(
+                    f"port {port} on {host} ({setting}) is already in use (another "
+                    f"`stacklens up`?): stop what uses it, or set {setting} to a free port"
+                ) from exc
+
+
+def _start_database(settings: Settings, command: str = "up"):
+    """Open the database and migrate it, saying what it does."""
+    from stacklens.db import head_revision, migrate, open_database
+
+    started = time.monotonic()
+    if settings.database_url:
+        progress("database: external PostgreSQL", command)
+    else:
+        progress(f"database: starting embedded PostgreSQL in {settings.state_dir / 'pg'}", command)
+    database = open_database(settings)
+    progress(f"database: ready ({time.monotonic() - started:.1f} s)", command)
+    started = time.monotonic()
+    migrate(database.url)
+    progress(f"migrations: schema at {head_revision()} ({time.monotonic() - started:.1f} s)",
+             command)  # fmt: skip
+    return database
+
+
+async def _report_fabric(sampler) -> None:
+    """Say what the fabric sampler found, once its first sweep of a fabric is stored."""
+    while sampler.sweeps == 0:
+        await asyncio.sleep(0.2)
+    topology, source = sampler.topology, getattr(sampler.source, "name", "fabric")
+    found = f"{len(topology.nodes)} nodes" if topology is not None else "this node's ports"
+    progress(f"fabric discovery: {source}: {found} found, swept every {sampler.interval_s:g} s")
 
 
 def _connection_limits(settings: Settings, servers: int) -> ConnectionLimits:
@@ -124,10 +200,10 @@ def _connection_limits(settings: Settings, servers: int) -> ConnectionLimits:
 
 async def _loop_workload(settings: Settings, workload: list[str]) -> None:
     """Run `workload` under the hooks again and again; kill the running one when cancelled."""
-    library = hook_library(settings, choose_mpi(None, workload))
-    env = {**os.environ, **hook_environment(settings, library)}
-    if os.geteuid() == 0:
-        env.update(OPENMPI_ROOT_ENV)
+    mpi = choose_mpi(None, workload)
+    env = {**os.environ, **hook_environment(settings, hook_library(settings, mpi))}
+    if mpi == mpikind.OPENMPI:
+        env.update(open_mpi_allowances(workload, env))
     while True:
         print(f"demo: running {shlex.join(workload)}", flush=True)
         proc = await asyncio.create_subprocess_exec(
@@ -163,7 +239,9 @@ def demo_workload(ranks: int, hosts: list[str] | None = None) -> list[str]:
     program = EXAMPLES_DIR / "build" / "ring_allreduce"
     if not program.is_file():
         raise FileNotFoundError(f"{program} is not built: run `make -C examples`")
-    mpirun = shutil.which("mpirun") or "mpirun"
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        raise ConfigError(MISSING_MPI.format(launcher="mpirun"))
     job = [str(program), "40", "262144", "100"]
     if hosts is None:
         return [mpirun, "-np", str(ranks), *job]
@@ -174,11 +252,10 @@ def demo_workload(ranks: int, hosts: list[str] | None = None) -> list[str]:
 async def _run_collector(settings: Settings) -> None:
     """Run only the collector (ingest + partition maintenance) until SIGINT/SIGTERM."""
     from collector.service import CollectorService
-    from stacklens.db import migrate, open_database
 
+    check_ports_free(settings, http=False)
     limits = _connection_limits(settings, servers=1)
-    database = open_database(settings)
-    migrate(database.url)
+    database = _start_database(settings, "collector")
     collector = CollectorService(database.url, settings, limits)
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -130,10 +130,11 @@ def env_lines(env: dict[str, str], *args: str) -> list[str]:
 
 
 def test_env_chooses_by_the_mpirun_on_path_or_the_option(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STACKLENS_", "OMPI_"))}
     env.pop("LD_PRELOAD", None)
     env.update(STACKLENS_STATE_DIR=str(tmp_path), STACKLENS_JOB_ID="j1", TMPDIR=str(tmp_path))
     env["STACKLENS_INGEST_TOKEN"] = "tok$en;"  # quoted for the shell
+    env["STACKLENS_MAX_KEYS"] = "64"  # a hook setting that is set is passed on too
     spool = tmp_path / f"stacklens-spool-{os.geteuid()}"  # the per-user default
     tail = [
         "export STACKLENS_COLLECTOR=127.0.0.1:7451",
@@ -141,20 +142,28 @@ def test_env_chooses_by_the_mpirun_on_path_or_the_option(tmp_path):
         f"export STACKLENS_SPOOL_DIR={spool}",
         "export STACKLENS_INGEST_TOKEN='tok$en;'",
         "export STACKLENS_JOB_ID=j1",
+        "export STACKLENS_MAX_KEYS=64",
     ]
     names = "LD_PRELOAD STACKLENS_COLLECTOR STACKLENS_INTERVAL_MS STACKLENS_SPOOL_DIR "
-    names += "STACKLENS_INGEST_TOKEN STACKLENS_JOB_ID"
+    names += "STACKLENS_INGEST_TOKEN STACKLENS_JOB_ID STACKLENS_MAX_KEYS"
+    x_options = " ".join(f"-x {n}" for n in names.split())
     openmpi = [
         f"export LD_PRELOAD={LIBRARIES['openmpi']}",
         *tail,
-        "# openmpi: pass them to the ranks with the launcher options "
-        + " ".join(f"-x {n}" for n in names.split()),
+        # as root (the tests run as root), Open MPI's mpirun needs these
+        "export OMPI_ALLOW_RUN_AS_ROOT=1",
+        "export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+        f"stacklens_forward='{x_options}'",
+        "# stacklens: lets Open MPI run as root (OMPI_ALLOW_RUN_AS_ROOT=1 "
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; set them yourself to choose)",
+        f"# openmpi: pass them to the ranks with the launcher options {x_options}",
     ]
+    genvlist = "-genvlist " + ",".join(names.split())
     mpich = [
         f"export LD_PRELOAD={LIBRARIES['mpich']}",
         *tail,
-        "# mpich: pass them to the ranks with the launcher options -genvlist "
-        + ",".join(names.split()),
+        f"stacklens_forward='{genvlist}'",
+        f"# mpich: pass them to the ranks with the launcher options {genvlist}",
     ]
     assert env_lines(env) == openmpi  # Debian's mpirun is Open MPI's
     assert env_lines(env, "--mpi", "mpich") == mpich
@@ -164,3 +173,28 @@ def test_env_chooses_by_the_mpirun_on_path_or_the_option(tmp_path):
     (bin_dir / "mpirun").symlink_to("/usr/bin/mpirun.mpich")
     assert env_lines({**env, "PATH": f"{bin_dir}:{env['PATH']}"}) == mpich
     assert env_lines({**env, "PATH": f"{bin_dir}:{env['PATH']}"}, "--mpi", "openmpi") == openmpi
+    # What the user set already is left alone.
+    allowed = {**env, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    assert env_lines(allowed) == [line for line in openmpi if "OMPI_" not in line]
+
+
+def test_open_mpi_allowances_follow_the_command():
+    """As root (the tests run as root): the run-as-root pair always; oversubscription only
+    for more ranks than this node's cores (2 here) started here, not under a scheduler."""
+    from stacklens.cli.attach import node_cores, open_mpi_allowances
+
+    assert node_cores() == 2
+    root = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    over = {"OMPI_MCA_rmaps_base_oversubscribe": "1"}
+    cases = {
+        ("mpirun", "-np", "2", "./a"): root,
+        ("mpirun", "-np", "3", "./a"): {**root, **over},
+        ("mpirun", "-n", "1", "./a", ":", "-n", "2", "./b"): {**root, **over},
+        ("mpirun", "--host", "n1,n2", "-np", "4", "./a"): root,
+        ("mpirun", "--allow-run-as-root", "-np", "4", "./a"): over,
+        ("mpirun", "--oversubscribe", "-np", "4", "./a"): root,
+        ("./a",): root,
+    }
+    assert {cmd: open_mpi_allowances(cmd, {}) for cmd in cases} == cases
+    assert open_mpi_allowances(["mpirun", "-np", "4", "./a"], {"SLURM_JOB_ID": "7"}) == root
+    assert open_mpi_allowances(["mpirun", "-np", "4", "./a"], {**root, **over}) == {}

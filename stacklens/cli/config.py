@@ -1,0 +1,47 @@
+"""`stacklens config`: every STACKLENS_* setting with its effective value and where it came
+from, or (`--markdown`) the README's settings table; both generated from the declaration
+(contract/stacklens_settings.def via stacklens.settings_table).
+
+stacklens config              NAME, value, source (env, file or default), read by
+stacklens config --markdown   the README's table of settings
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from stacklens.settings import Settings, config_file_path, config_file_values
+from stacklens.settings_table import DECLARED, PREFIX, effective_values, markdown_table
+
+#: Settings whose value is never printed, only whether it is set.
+SECRET = {"STACKLENS_INGEST_TOKEN"}
+
+
+def config_lines(settings: Settings) -> list[str]:
+    """The lines `stacklens config` prints: the configuration file, one aligned row per
+    declared setting (name, value, source, readers), then a line for each STACKLENS_*
+    variable that is no setting (a typo, an old name: nothing reads it)."""
+    path = config_file_path()
+    rows = [("variable", "value", "source", "read by")]
+    file_values = config_file_values()
+    for e in effective_values(file_values, settings.model_dump()):
+        value = e.value if e.declared.name not in SECRET or not e.value else "(set)"
+        rows.append((e.declared.name, value or "(unset)", e.source, e.declared.readers))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    given = {**{n: "file" for n in file_values}, **{n: "env" for n in os.environ}}
+    unknown = sorted(n for n in given if n.startswith(PREFIX) and n not in DECLARED)
+    return [
+        f"configuration file: {path}{'' if path.exists() else ' (none)'}",
+        *(f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:<{widths[2]}}  {d}" for a, b, c, d in rows),
+        *(f"not a setting, ignored: {name} ({given[name]})" for name in unknown),
+    ]
+
+
+def cmd_config(settings: Settings, args: argparse.Namespace) -> int:
+    """Print the effective settings, or the README's settings table."""
+    if args.markdown:
+        print(markdown_table(), end="")
+        return 0
+    print("\n".join(config_lines(settings)))
+    return 0

@@ -1,0 +1,181 @@
+"""`stacklens status`: what runs where, and how fresh its data is, seen from this node.
+
+One line per part: the database (embedded or external, its schema revision), the
+collector and the API (does something answer at their addresses), the simulated fabric,
+the newest fabric sweep and the newest frames stored (with their age), this node's spool
+backlog (as root also every other user's default spool that holds frames) and its RDMA
+devices. It only looks: it starts nothing, and works when nothing
+runs. Exit status 0 when the database, collector and API all answer, else 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from stacklens import __version__
+from stacklens.cli.helptext import subcommand
+from stacklens.settings import Settings
+
+#: Exit status when a part is not running (as LSB's "status" actions say it).
+NOT_RUNNING = 3
+
+
+def add_parser(sub) -> None:
+    """Register the `status` subcommand on the CLI's subparsers."""
+    subcommand(
+        sub, "status",
+        "Show what runs where (database, collector, API, fabric), how fresh the newest "
+        "frames and fabric sweep are, and this node's spool backlog and RDMA devices.",
+        ["stacklens status",
+         "STACKLENS_DATABASE_URL=postgresql://u:pw@db/stacklens stacklens status"],
+        "It starts nothing and works when nothing runs; exit status 3 when the database, "
+        "collector or API does not answer.",
+    ).set_defaults(func=cmd_status)  # fmt: skip
+
+
+def age(ns: int, now_ns: int) -> str:
+    """How long ago `ns` was, for a person: `4 s ago`, `12 min ago`, `3 h ago`, `2 d ago`."""
+    seconds = max(0, (now_ns - ns) // 1_000_000_000)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return f"{seconds} s ago"
+
+
+def _database(settings: Settings) -> tuple[str | None, str]:
+    """(a libpq URL to read from or None, the database line)."""
+    from stacklens.db import libpq_url, running_embedded_url
+
+    if settings.database_url:
+        external = libpq_url(settings.database_url)
+        try:
+            psycopg.connect(external, connect_timeout=3).close()
+        except psycopg.Error as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return None, f"external PostgreSQL: not reachable ({first})"
+        return external, "external PostgreSQL: reachable"
+    data_dir = settings.state_dir / "pg"
+    embedded = running_embedded_url(data_dir)
+    if embedded is None:
+        return None, f"embedded PostgreSQL in {data_dir}: not running (`stacklens up` starts it)"
+    return embedded, f"embedded PostgreSQL in {data_dir}: running"
+
+
+def _listening(host: str, port: int) -> bool:
+    """Whether something accepts TCP connections at host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _api(settings: Settings) -> tuple[bool, str]:
+    """(answers, the API line)."""
+    host = "127.0.0.1" if settings.http_host in ("0.0.0.0", "::", "") else settings.http_host
+    url = f"http://{host}:{settings.http_port}/"
+    try:
+        health = httpx.get(f"{url}api/health", timeout=3).json()
+        return True, f"{url} answers (stacklens {health.get('version', '?')})"
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return False, f"{url}: nothing answers (`stacklens up` serves it)"
+
+
+def _spool(spool: Path) -> str:
+    """The spool line: frames waiting in this node's spool directory (not following links)."""
+    if str(spool) == "off":
+        return "off (STACKLENS_SPOOL_DIR=off)"
+    if not spool.is_dir() or spool.is_symlink():
+        return f"{spool}: none (nothing waits)"
+    waiting = rejected = size = 0
+    for directory, _, files, dir_fd in os.fwalk(spool):
+        for name in files:
+            if not name.endswith(".slf"):
+                continue
+            in_rejected = Path(directory).relative_to(spool).parts[:1] == ("rejected",)
+            rejected += in_rejected
+            if not in_rejected:
+                waiting += 1
+                size += os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_size
+    line = f"{spool}: {waiting} frames waiting ({size} bytes), {rejected} rejected"
+    return line + (" (`stacklens replay` delivers them)" if waiting else "")
+
+
+def _other_users_spools(own: Path) -> list[Path]:
+    """As root: the other users' default spools on this node (what `stacklens replay
+    --all-users` delivers) that hold something; [] for other users."""
+    from stacklens.cli.replay import user_spools
+    from stacklens.settings import default_spool_dir
+
+    if os.geteuid() != 0:
+        return []
+    spools = user_spools(default_spool_dir().parent)
+    return [p for p in spools if p != own and any(p.rglob("*.slf"))]
+
+
+def status_lines(settings: Settings, now_ns: int | None = None) -> tuple[bool, list[str]]:
+    """(database, collector and API all answer; the lines of `stacklens status`)."""
+    from collector.fabric.service import sim_state_file
+    from collector.fabric.sysfs import describe_local_hcas
+    from collector.store.status import stored_status
+    from stacklens.db import head_revision
+
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    url, database = _database(settings)
+    collector_up = _listening(settings.collector_host, settings.collector_port)
+    collector = f"{settings.collector}: " + (
+        "listening"
+        if collector_up
+        else "nothing listens (`stacklens up` or `collector` starts one)"
+    )
+    api_up, api = _api(settings)
+    sim = "running" if sim_state_file(settings).exists() else "not running"
+    if url is None:
+        fabric = frames = "unknown (the database is not reachable)"
+    else:
+        with psycopg.connect(url, connect_timeout=3) as conn:
+            stored = stored_status(conn)
+        head = head_revision()
+        database += f", schema {stored.revision or 'empty'}" + (
+            "" if stored.revision == head else f" (newest {head}: `stacklens migrate`)"
+        )
+        fabric = (
+            f"{stored.fabric_nodes} nodes, {stored.fabric_ports} ports; last sweep "
+            f"{age(stored.newest_sweep_ns, now_ns)}"
+            if stored.newest_sweep_ns is not None
+            else "no sweep stored (`stacklens up` samples a fabric it finds)"
+        )
+        frames = (
+            f"last received {age(stored.newest_frame_ns, now_ns)} (job {stored.newest_job}); "
+            f"{stored.jobs} jobs"
+            if stored.newest_frame_ns is not None
+            else "none received yet"
+        )
+    rows = [
+        ("database", database),
+        ("collector", collector),
+        ("API", api),
+        ("fabric-sim", sim),
+        ("fabric", fabric),
+        ("frames", frames),
+        ("spool", _spool(settings.spool_dir)),
+        *(("spool", _spool(other)) for other in _other_users_spools(settings.spool_dir)),
+        *(("RDMA", line) for line in describe_local_hcas()),
+    ]
+    lines = [f"stacklens {__version__} on {socket.gethostname()}"]
+    lines += [f"{name:<10}  {text}" for name, text in rows]
+    return url is not None and collector_up and api_up, lines
+
+
+def cmd_status(settings: Settings, _: argparse.Namespace) -> int:
+    """Print the status; exit 0 when everything runs, else 3."""
+    running, lines = status_lines(settings)
+    print("\n".join(lines))
+    return 0 if running else NOT_RUNNING
