@@ -21,6 +21,7 @@ import pydantic_core
 
 from stacklens.api_models import (
     FabricEvent,
+    FabricState,
     JobSummary,
     LinkLoad,
     Overview,
@@ -74,6 +75,11 @@ class StacklensApi:
     def fabric_topology(self) -> Topology:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""
         return self._get("/api/fabric/topology", Topology, "fabric topology")
+
+    def fabric_state(self) -> FabricState:
+        """Every link's load, errors and flags in the newest sweep, and the fabric's counts
+        (one answer per sweep, shared by every viewer)."""
+        return self._get("/api/fabric/state", FabricState, "fabric state")
 
     def fabric_links(self, sort: str = "utilisation", limit: int | None = None) -> list[LinkLoad]:
         """Load and errors of the fabric's links; `sort` "utilisation" or "errors" (without

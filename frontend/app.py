@@ -20,8 +20,11 @@ from frontend import api, components, ids
 _HERE = Path(__file__).resolve().parent
 
 
-def create_dash_app(api_base_url: str, refresh_ms: int = 1000) -> dash.Dash:
-    """A Dash pages app reading `api_base_url`/api, refreshing every `refresh_ms` milliseconds."""
+def create_dash_app(
+    api_base_url: str, refresh_ms: int = 1000, fabric_fold_above: int = 256
+) -> dash.Dash:
+    """A Dash pages app reading `api_base_url`/api, refreshing every `refresh_ms` milliseconds;
+    the Fabric page aggregates fabrics of more than `fabric_fold_above` HCAs."""
     dash_app = dash.Dash(
         __name__,
         use_pages=True,
@@ -33,6 +36,9 @@ def create_dash_app(api_base_url: str, refresh_ms: int = 1000) -> dash.Dash:
         update_title=None,  # type: ignore[arg-type]  # no "Updating..." tab title flicker on every refresh tick
     )
     api.attach_client(dash_app.server, api.StacklensApi(api_base_url))
+    dash_app.server.config.update(
+        STACKLENS_REFRESH_MS=refresh_ms, STACKLENS_FABRIC_FOLD_ABOVE=fabric_fold_above
+    )
     pages = list(dash.page_registry.values())
     for page in pages:
         sys.modules[page["module"]].register_callbacks(dash_app)

@@ -34,7 +34,6 @@ from stacklens.api_models import (
     LinkLoad,
     Matrix,
     SlowRanks,
-    Topology,
 )
 from stacklens.constants import ERROR_COUNTERS
 
@@ -368,28 +367,11 @@ def no_fabric_notice() -> html.Div:
     )
 
 
-def fabric_summary(topology: Topology, loads: Sequence[LinkLoad]) -> str:
-    """One line: nodes (switches, HCAs, gone), links (down), links with errors in the last
-    sweep, and the busiest link's utilisation."""
-    nodes = topology.nodes
-    switches = sum(n.type == "switch" for n in nodes)
-    hcas = sum(n.type == "hca" for n in nodes)
-    gone = sum(n.gone for n in nodes)
-    down = sum(lk.state == "down" for lk in topology.links)
-    erroring = sum(x.errors_total > 0 for x in loads)
-    known = [x.utilisation for x in loads if x.utilisation is not None]
-    busiest = f"busiest link {_percent(max(known))}" if known else "no link load known yet"
-    return (
-        f"{len(nodes)} nodes ({switches} switches, {hcas} HCAs, {gone} gone) · "
-        f"{len(topology.links)} links ({down} down) · "
-        f"{erroring} with errors in the last sweep · {busiest}"
-    )
-
-
-def fabric_links_table_markdown(loads: Sequence[LinkLoad]) -> str:
+def fabric_links_table_markdown(loads: Sequence[LinkLoad], total: int | None = None) -> str:
     """The fabric links table as Markdown (see `matrix_table_markdown` on why): a caption,
     then links with errors in the last sweep (most first), down links, then the busiest, at
-    most `MAX_LINK_ROWS` rows. Unknown values read "?" (never 0).
+    most `MAX_LINK_ROWS` rows, of `total` links (default: as many as given). Unknown values
+    read "?" (never 0).
 
     Columns: link (a - b), state, utilisation, a -> b and b -> a bytes/s (exact, whole
     bytes), capacity bytes/s, the error deltas of the last sweep, xmit-wait ticks, sample time.
@@ -406,8 +388,9 @@ def fabric_links_table_markdown(loads: Sequence[LinkLoad]) -> str:
             x.id,
         ),
     )
-    n = len(rows)
-    shown = f"{MAX_LINK_ROWS} of {n} links" if n > MAX_LINK_ROWS else f"{n} link{'s' * (n != 1)}"
+    n = max(len(rows), total or 0)
+    m = min(len(rows), MAX_LINK_ROWS)
+    shown = f"{m} of {n} links" if n > m else f"{n} link{'s' * (n != 1)}"
     caption = (
         f"{shown}: with errors in the last sweep first, then down, then busiest; "
         "bytes/s and errors from the latest sample of each end (? = unknown; saturated = the "

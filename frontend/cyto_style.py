@@ -2,8 +2,9 @@
 # stylesheet and link colours (API data in, plain dicts out, no I/O).
 """The fabric topology drawn with dash-cytoscape.
 
-Positions are computed once per topology (`positions`, used with the `preset` layout); each
-refresh only changes the elements' `data` and `classes` (`element_updates`).
+Positions are computed once per topology (`positions`, used with the `preset` layout); the
+elements are built once per discovery (or expanded group); every sweep, the page's painter
+(assets/fabric.js, in the browser) colours them from the shared fabric state.
 
 Layout rule: a node's tier is its hop distance from the nearest HCA over the links (down
 ones included, so a cable going down does not move anything): HCAs at the bottom, the
@@ -11,9 +12,13 @@ switches they plug into (leaves) above them, the next tier (spines) above those;
 HCA reaches go on top. HCAs are grouped under the switch they plug into; a leaf sits above
 the middle of its HCAs; the higher tiers are spread evenly over the width, by name.
 
+Above a size the view is aggregated (`elements(fold=True)`): HCAs fold into one group per
+leaf, with its count, coloured by its hottest link; a click expands it.
+
 Colours: a link's colour runs from light to dark blue with its utilisation (the busier
-direction's bytes/s over its capacity), grey while unknown; red (and thicker) if it had
-errors in the last sweep; grey and dashed while down. Gone nodes are faded and dashed.
+direction's bytes/s over its capacity) on a log scale (one step per decade from 0.01 %) or
+by quantile, grey while unknown; red (and thicker) if it had errors in the last sweep; grey
+and dashed while down. Gone nodes are faded and dashed.
 """
 
 from __future__ import annotations
@@ -21,16 +26,20 @@ from __future__ import annotations
 import re
 from collections import defaultdict, deque
 
-from frontend.formatting import format_bytes
-from stacklens.api_models import LinkLoad, Topology
+from stacklens.api_models import Topology
 
 #: Horizontal distance between neighbouring HCAs, and at least between any two nodes of a
 #: tier; vertical distance between tiers (cytoscape model units; the view is fitted).
 HCA_GAP = 48
 MIN_GAP = 60
 TIER_GAP = 240
-#: Utilisation colour scale, 0 -> 1 (sequential blues), and the other link colours.
-UTILISATION_SCALE = ("#c6dbef", "#6baed6", "#2171b5", "#08306b")
+#: Utilisation colour scale, low -> high (sequential blues), and the other link colours.
+UTILISATION_SCALE = ("#deebf7", "#9ecae1", "#4292c6", "#2171b5", "#08306b")
+#: The log scale's lowest utilisation (its colour: the scale's first); one colour step per
+#: decade up to 100 %.
+LOG_MIN = 1e-4
+#: The "hot" filter keeps the busiest this share of the links with a known load.
+HOT_SHARE = 0.05
 UNKNOWN_COLOUR = "#b8c0cc"
 ERROR_COLOUR = "#d92d20"
 DOWN_COLOUR = "#98a2b3"
@@ -91,80 +100,128 @@ def positions(topology: Topology) -> dict[str, dict[str, float]]:
     return {g: {"x": float(x[g]), "y": float((top - tier[g]) * TIER_GAP)} for g in nodes}
 
 
-def utilisation_colour(utilisation: float | None) -> str:
-    """Hex colour of a utilisation (0..1, clipped), linear over UTILISATION_SCALE."""
-    if utilisation is None:
-        return UNKNOWN_COLOUR
-    u = min(max(utilisation, 0.0), 1.0) * (len(UTILISATION_SCALE) - 1)
-    i = min(int(u), len(UTILISATION_SCALE) - 2)
-    lo, hi = (_rgb(c) for c in UTILISATION_SCALE[i : i + 2])
-    f = u - i
-    return "#" + "".join(f"{round(a + (b - a) * f):02x}" for a, b in zip(lo, hi, strict=True))
+def hca_leaves(topology: Topology) -> dict[str, str]:
+    """{HCA guid: the switch it plugs into (its first, by name)} of every connected HCA."""
+    nodes = {n.guid: n for n in topology.nodes}
+    ups: dict[str, list[str]] = defaultdict(list)
+    for link in topology.links:
+        for x, y in ((link.a.guid, link.b.guid), (link.b.guid, link.a.guid)):
+            if nodes.get(x) and nodes[x].type == "hca" and nodes.get(y) and nodes[y].type != "hca":
+                ups[x].append(y)
+    return {h: min(up, key=lambda g: (_natural(nodes[g].name), g)) for h, up in ups.items()}
 
 
-def _rgb(colour: str) -> tuple[int, int, int]:
-    return int(colour[1:3], 16), int(colour[3:5], 16), int(colour[5:7], 16)
+def folds(topology: Topology, fold_above: int) -> bool:
+    """Whether the page shows this fabric aggregated: more than `fold_above` HCAs."""
+    return sum(n.type == "hca" for n in topology.nodes) > fold_above
 
 
-def elements(topology: Topology, loads: list[LinkLoad]) -> list[dict]:
-    """All cytoscape elements (nodes, then links by id) with their positions."""
+def elements(
+    topology: Topology, expanded: set[str] | None = None, fold: bool = False
+) -> list[dict]:
+    """The cytoscape elements of the graph with their positions: every node and link, or,
+    with `fold`, the aggregated view — every switch and switch-to-switch link, and the HCAs
+    of each leaf folded into one group node (`group-<leaf guid>`, its label the host count)
+    joined to the leaf by one bundle edge (`bundle-<leaf guid>`), unless the leaf's guid is
+    in `expanded`. Every edge's `data.links` lists the link ids it stands for (the page
+    colours it by the hottest); every node's `data.search` is what the search box matches
+    (name and GUID; a group's: its hosts')."""
+    expanded = expanded or set()
     where = positions(topology)
-    out = element_updates(topology, loads)
-    for element in out:
-        guid = element["data"]["id"]
-        if guid in where:
-            element["position"] = where[guid]
-    return out
-
-
-def element_updates(topology: Topology, loads: list[LinkLoad]) -> list[dict]:
-    """The `data` and `classes` of every element, in the same order as `elements` (nodes as
-    the topology lists them, then links): what a refresh changes."""
-    by_id = {x.id: x for x in loads}
+    leaf_of = hca_leaves(topology) if fold else {}
+    folded = {h: leaf for h, leaf in leaf_of.items() if leaf not in expanded}
+    members: dict[str, list] = defaultdict(list)
+    for n in topology.nodes:
+        if n.guid in folded:
+            members[folded[n.guid]].append(n)
     out: list[dict] = []
     for n in topology.nodes:
+        if n.guid in folded:
+            continue
+        classes = f"{n.type} gone" if n.gone else n.type
+        if n.guid in members:
+            classes += " folded"
         out.append(
             {
-                "data": {"id": n.guid, "label": n.name, "kind": n.type},
-                "classes": f"{n.type} gone" if n.gone else n.type,
+                "data": {"id": n.guid, "label": n.name, "kind": n.type,
+                         "search": f"{n.name} {n.guid}".lower()},
+                "classes": classes,
+                "position": where[n.guid],
+            }
+        )  # fmt: skip
+    for leaf, hosts in members.items():
+        xs = [where[h.guid]["x"] for h in hosts]
+        gone = sum(h.gone for h in hosts)
+        out.append(
+            {
+                "data": {
+                    "id": f"group-{leaf}",
+                    "label": f"{len(hosts)} hosts" + (f" ({gone} gone)" if gone else ""),
+                    "kind": "group",
+                    "leaf": leaf,
+                    "count": len(hosts),
+                    "search": " ".join(f"{h.name} {h.guid}".lower() for h in hosts),
+                    "members": {h.name.lower(): h.guid for h in hosts},
+                    "colour": UNKNOWN_COLOUR,
+                },
+                "classes": "group",
+                "position": {"x": sum(xs) / len(xs), "y": where[hosts[0].guid]["y"]},
             }
         )
+    bundles: dict[str, list[int]] = defaultdict(list)
     for link in topology.links:
-        load = by_id.get(link.id)
-        u = load.utilisation if load else None
-        errors = load.errors_total if load else 0
-        classes = ["link", link.state]
-        if errors:
-            classes.append("error")
-        if u is None:
-            classes.append("unknown")
+        host = next((g for g in (link.a.guid, link.b.guid) if g in folded), None)
+        if host is not None:
+            bundles[folded[host]].append(link.id)
+            continue
         out.append(
             {
                 "data": {
                     "id": f"link-{link.id}",
                     "source": link.a.guid,
                     "target": link.b.guid,
-                    "colour": utilisation_colour(u),
-                    "width": round(2 + 6 * min(max(u or 0.0, 0.0), 1.0), 2),
-                    "title": _link_title(link.a.label(), link.b.label(), load),
+                    "links": [link.id],
+                    "ends": f"{link.a.label()} - {link.b.label()}",
+                    "colour": UNKNOWN_COLOUR,
+                    "width": 2,
                 },
-                "classes": " ".join(classes),
+                "classes": f"link {link.state}" + (" fast" if fold else ""),
+            }
+        )
+    for leaf, ids in bundles.items():
+        out.append(
+            {
+                "data": {
+                    "id": f"bundle-{leaf}",
+                    "source": leaf,
+                    "target": f"group-{leaf}",
+                    "links": ids,
+                    "ends": f"{len(ids)} host links",
+                    "colour": UNKNOWN_COLOUR,
+                    "width": 4,
+                },
+                "classes": "link bundle up fast",
             }
         )
     return out
 
 
-def _link_title(a: str, b: str, load: LinkLoad | None) -> str:
-    if load is None or load.utilisation is None:
-        return f"{a} - {b}: load unknown"
-    busier = max(r for r in (load.a_to_b_bytes_per_s, load.b_to_a_bytes_per_s) if r is not None)
-    text = f"{a} - {b}: {load.utilisation:.1%} ({format_bytes(busier)}/s)"
-    return text + (f", {load.errors_total} errors" if load.errors_total else "")
+def paint_config() -> dict:
+    """What the page's painter (assets/fabric.js) colours with: the scale and the other
+    link colours, the log scale's decades, the share of links the "hot" filter keeps."""
+    return {
+        "scale": list(UTILISATION_SCALE),
+        "unknown": UNKNOWN_COLOUR,
+        "error": ERROR_COLOUR,
+        "log_min": LOG_MIN,
+        "hot_share": HOT_SHARE,
+    }
 
 
 def stylesheet() -> list[dict]:
-    """The cytoscape stylesheet: switches as rounded boxes above HCAs as small circles,
-    links coloured by `data(colour)`; error, down, unknown and gone classes."""
+    """The cytoscape stylesheet: switches as rounded boxes above HCAs as small circles and
+    host groups as boxes coloured by their hottest link, links coloured by `data(colour)`;
+    error, down, gone, dimmed (filtered out) and focused (searched) classes."""
     return [
         {
             "selector": "node",
@@ -214,9 +271,34 @@ def stylesheet() -> list[dict]:
                 "width": "data(width)",
             },
         },
+        {
+            "selector": "node.group",
+            "style": {
+                "shape": "round-rectangle",
+                "background-color": "data(colour)",
+                "border-width": 1,
+                "border-color": "#5b6675",
+                "width": 44,
+                "height": 18,
+                "font-size": 12,
+            },
+        },
+        {
+            "selector": "node.group.error",
+            "style": {"border-color": ERROR_COLOUR, "border-width": 3},
+        },
+        {"selector": "edge.bundle", "style": {"line-style": "solid"}},
+        # Aggregated views: straight "haystack" edges, far cheaper to draw than bezier ones
+        # (one link per switch pair there, so none hides another).
+        {"selector": "edge.fast", "style": {"curve-style": "haystack"}},
         {"selector": "edge.error", "style": {"line-color": ERROR_COLOUR, "width": 5}},
         {
             "selector": "edge.down",
             "style": {"line-color": DOWN_COLOUR, "line-style": "dashed", "width": 2},
+        },
+        {"selector": ".dim", "style": {"opacity": 0.12}},
+        {
+            "selector": ".focus",
+            "style": {"border-width": 4, "border-color": "#f79009", "z-index": 10},
         },
     ]

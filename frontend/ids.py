@@ -41,8 +41,18 @@ FABRIC_GRAPH = "fabric-graph"  # dash-cytoscape topology (node ids = GUIDs, link
 FABRIC_HOVER = "fabric-hover"  # one line about the link or node under the mouse
 FABRIC_LINKS_TABLE = "fabric-links-table"  # dcc.Markdown: erroring, down, then busiest links
 FABRIC_EVENTS_TABLE = "fabric-events-table"  # dcc.Markdown: newest fabric events
-FABRIC_TOPOLOGY_DIGEST = "fabric-topology-digest"  # dcc.Store: digest of the drawn topology
-FABRIC_RENDERED_DIGEST = "fabric-rendered-digest"  # dcc.Store: digest of what the page shows
+FABRIC_STATE = "fabric-state"  # dcc.Store: the shared fabric state of the newest sweep
+FABRIC_TOPOLOGY_ETAG = "fabric-topology-etag"  # dcc.Store: ETag of the topology (redraw on change)
+FABRIC_EXPANDED = "fabric-expanded"  # dcc.Store: leaf GUIDs whose host group is expanded
+FABRIC_FOLDED = "fabric-folded"  # dcc.Store: whether the graph shows the aggregated view
+FABRIC_FOCUS = "fabric-focus"  # dcc.Store: GUID of the node the search asks to focus
+FABRIC_FOCUSED = "fabric-focused"  # dcc.Store: GUID of the node focused (after drawing)
+FABRIC_PAINT_CONFIG = "fabric-paint-config"  # dcc.Store: colours and scale for fabric.js
+FABRIC_SEARCH = "fabric-search"  # search box: host, switch or GUID
+FABRIC_SEARCH_MESSAGE = "fabric-search-message"  # what the search found not
+FABRIC_FILTER = "fabric-filter"  # radio: all / hot / erroring / down links
+FABRIC_SCALE = "fabric-scale"  # radio: log / quantile colour scale
+FABRIC_TABLE_INTERVAL = "fabric-table-interval"  # dcc.Interval of the tables (slower)
 
 # Job page (frontend/pages/job.py): one job at /jobs/<job>?run=&from=&to=&live=&at=.
 JV_LOCATION = "jv-location"  # dcc.Location whose query string holds the view's state

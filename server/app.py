@@ -21,6 +21,7 @@ from sqlalchemy import Engine
 import stacklens
 from server.errors import install_error_handlers
 from server.fabric.routes import router as fabric_router
+from server.fabric.snapshot import FabricSnapshots
 from server.host_check import HostCheck, host_name
 from server.ingest.gate import IngestGate
 from server.ingest.routes import router as ingest_router
@@ -42,6 +43,8 @@ def create_app(
     *,
     api_base_url: str,
     refresh_ms: int = 1000,
+    fabric_fold_above: int = 256,
+    fabric_recheck_s: float = 0.25,
     collector: CollectorService | None = None,
     with_frontend: bool = True,
     connection_limits: ConnectionLimits | None = None,
@@ -53,8 +56,10 @@ def create_app(
     `collector`, when given, runs for the app's lifetime in the same event loop; the HTTP
     ingest endpoint and /metrics then use it. `connection_limits` bound the connections of
     the server that serves the app (`app.state.http_guard`, used by http_guard); request
-    bodies are capped at `max_body_bytes`. `allowed_hosts`, when given, are the names a
-    request's Host header may carry (server/host_check.py); None = any (tests, embedding).
+    bodies are capped at `max_body_bytes`. The fabric view's shared answers look for a new
+    sweep at most every `fabric_recheck_s`; the Fabric page aggregates fabrics of more than
+    `fabric_fold_above` HCAs. `allowed_hosts`, when given, are the names a request's Host
+    header may carry (server/host_check.py); None = any (tests, embedding).
     """
 
     @asynccontextmanager
@@ -78,6 +83,8 @@ def create_app(
     )
     app.state.engine = engine
     app.state.collector = collector
+    # the fabric view, shared by every viewer
+    app.state.fabric_snapshots = FabricSnapshots(recheck_s=fabric_recheck_s)
     app.state.http_guard = ConnectionGuard("http", connection_limits or ConnectionLimits())
     app.add_middleware(IngestGate, max_body_bytes=max_body_bytes)
     if allowed_hosts is not None:  # added last: the outermost, before anything else runs
@@ -110,7 +117,9 @@ def create_app(
     if with_frontend:
         from frontend.app import create_dash_app  # Dash is heavy; import only when served
 
-        dash_app = create_dash_app(api_base_url, refresh_ms=refresh_ms)
+        dash_app = create_dash_app(
+            api_base_url, refresh_ms=refresh_ms, fabric_fold_above=fabric_fold_above
+        )
         # a2wsgi types its ASGI callable more narrowly than Starlette declares a mount
         app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app

@@ -367,10 +367,14 @@ class RankShare(ApiModel):
     elapsed_ns: int = Field(description="the time the rank's intervals ending in the step cover")
     mpi_ns: dict[str, int] = Field(description="per traffic category, start-up excluded")
     io_ns: int = Field(description="POSIX and stdio read, write and metadata time")
-    startup_ns: int = Field(description="inside MPI_Init / MPI_Init_thread")
+    startup_ns: int = Field(
+        description="inside MPI_Init / MPI_Init_thread: before the rank's first interval "
+        "(its clock starts once MPI_Init has returned), so not part of elapsed_ns"
+    )
     shutdown_ns: int = Field(description="inside MPI_Finalize")
     compute_ns: int = Field(
-        description="elapsed - MPI - I/O - start-up - shutdown (0 when the parts overlap)"
+        description="elapsed - MPI - I/O - shutdown (0 when they exceed it: time inside a "
+        "call is counted in the interval it returns in)"
     )
 
 
@@ -527,6 +531,45 @@ class LinkLoad(ApiModel):
         description="latest sample of end a; null: none; left out with samples=false",
     )
     b_sample: PortSample | None = Field(default=None, description="the same of end b")
+
+
+class LinkStates(ApiModel):
+    """Every link's state in the newest sweep, in columns (one entry per link, in the
+    topology's link order)."""
+
+    id: list[int] = Field(description="link ids, as in the topology")
+    utilisation: list[float | None] = Field(description="as LinkLoad.utilisation")
+    bytes_per_s: list[float | None] = Field(description="the busier direction's bytes/s")
+    errors: list[int] = Field(description="as LinkLoad.errors_total")
+    flags: list[int] = Field(
+        description="bit 1: down; bit 2: an error counter saturated; bit 4: an error "
+        "counter's delta unknown"
+    )
+
+
+class FabricSummary(ApiModel):
+    """Counts of the current fabric and its newest sweep."""
+
+    nodes: int
+    switches: int
+    hcas: int
+    gone: int = Field(description="nodes missing from the latest discovery")
+    links: int
+    down: int
+    erroring: int = Field(description="links with errors in the last sweep")
+    busiest: float | None = Field(description="highest utilisation; null: none known")
+
+
+class FabricState(ApiModel):
+    """What a live view of the fabric needs every sweep, computed once per sweep for every
+    viewer (`GET /api/fabric/state`, ETag: unchanged between sweeps)."""
+
+    topology_etag: str = Field(
+        description="ETag of GET /api/fabric/topology: changes only at a re-discovery"
+    )
+    ts_ns: int | None = Field(description="newest sample time; null: no sample yet")
+    links: LinkStates
+    summary: FabricSummary
 
 
 class FabricEvent(ApiModel):

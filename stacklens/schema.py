@@ -337,6 +337,62 @@ P2PMinute = _model(
 )
 
 
+OpSecond = _model(
+    "OpSecond",
+    (Base,),
+    "MPI calls, bytes and time per op summed over the ranks of a run in one UTC second (by "
+    "interval end); recomputed from op_deltas for every dirty minute with p2p_minutes "
+    "(collector/store/rollups.py). A job's series at whole-second steps read these.",
+    {
+        "__tablename__": "op_seconds",
+        "__table_args__": (Index("ix_op_seconds_job_time", "job_id", "second_ns"),),
+        "job_id": mapped_column(BigInteger, nullable=False),
+        "run_id": mapped_column(BigInteger, primary_key=True),
+        "second_ns": mapped_column(BigInteger, primary_key=True),
+        "op_id": mapped_column(SmallInteger, primary_key=True, autoincrement=False),
+        **_counters(("calls", "bytes", "time_ns"), nullable=False),
+    },
+)
+
+
+def _rank_minute(
+    name: str, table: str, doc: str, keys: dict[str, Any], values: Sequence[str]
+) -> Any:
+    """A per-rank 1-minute rollup: (run, minute, rank, keys) -> values, by interval end."""
+    return _model(name, (Base,), doc, {
+        "__tablename__": table,
+        "__table_args__": (Index(f"ix_{table}_job_time", "job_id", "minute_ns"),),
+        "job_id": mapped_column(BigInteger, nullable=False),
+        "run_id": mapped_column(BigInteger, primary_key=True),
+        "minute_ns": mapped_column(BigInteger, primary_key=True),
+        "world_rank": mapped_column(Integer, primary_key=True, autoincrement=False),
+        **keys,
+        **_counters(values, nullable=False),
+    })  # fmt: skip
+
+
+RankMinute = _rank_minute(
+    "RankMinute", "rank_minutes",
+    "The first interval start and the last interval end of a rank's intervals (with MPI "
+    "calls or file I/O) that ended in one UTC minute: the time they cover.",
+    {}, ("first_start_ns", "last_end_ns"),
+)  # fmt: skip
+RankOpMinute = _rank_minute(
+    "RankOpMinute", "rank_op_minutes",
+    "MPI calls and time per op of one rank in one UTC minute (by interval end).",
+    {"op_id": mapped_column(SmallInteger, primary_key=True, autoincrement=False)},
+    ("calls", "time_ns"),
+)  # fmt: skip
+CollMinute = _rank_minute(
+    "CollMinute", "coll_minutes",
+    "Collective calls and time per communicator and op of one rank in one UTC minute.",
+    {"comm_id": mapped_column(BigInteger, primary_key=True, autoincrement=False),
+     "comm_size": mapped_column(Integer, primary_key=True, autoincrement=False),
+     "op_id": mapped_column(SmallInteger, primary_key=True, autoincrement=False)},
+    ("calls", "time_ns"),
+)  # fmt: skip
+
+
 IoDelta = _model(
     "IoDelta",
     (_RankInterval, Base),

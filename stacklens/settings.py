@@ -111,6 +111,7 @@ class Settings(BaseSettings):
     spool_dir: Path = Field(default_factory=default_spool_dir)
     library: Path | None = None
     refresh_ms: int = Field(default=1000, ge=200)
+    fabric_fold_above: int = Field(default=256, ge=0)
     retention_days: int | None = Field(default=None, ge=1)
     maintenance_interval_s: float = Field(default=3600.0, gt=0)
     rollup_interval_s: float = Field(default=10.0, gt=0)

@@ -41,6 +41,7 @@ CALLS = (
         ("points", "metrics"),
     ),
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
+    ("fabric_state", (), "/api/fabric/state", ()),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),
     ("fabric_events", (), "/api/fabric/events?limit=20", ()),
 )

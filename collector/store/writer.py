@@ -729,6 +729,9 @@ class _Ids:
 #: One table's COPY: (table, records, binary COPY payload in parts).
 _Copy = tuple[DeltaTable, int, tuple[bytes | bytearray, ...]]
 
+#: Wire table ids of the tables with rollups (collector/store/rollups.py).
+_ROLLED_IDS = [wire.SPEC.table(name).id for name in ("p2p", "op", "coll", "io")]
+
 
 class _Plan:
     """Everything a batch writes before its runs and jobs: ledger rows, rank upserts, rollup
@@ -818,14 +821,15 @@ class _Plan:
                   killed.tolist(), aborted.tolist(), abort_codes, *health))]  # fmt: skip
 
     def _marks(self) -> list[tuple[str, tuple[Any, ...]]]:
-        """The rollup buckets to recompute."""
+        """The rollup buckets to recompute: the minutes of the frames with records of a
+        rolled-up table (p2p, op, coll, io: collector/store/rollups.py)."""
         info, fresh, ids = self.frames.info, self.fresh, self.ids
-        p2p = fresh[info["count"][fresh, wire.SPEC.table("p2p").id] > 0]
-        if not len(p2p):
+        rolled = fresh[(info["count"][fresh][:, _ROLLED_IDS] > 0).any(axis=1)]
+        if not len(rolled):
             return []
-        minutes = info["t_end"][p2p].astype(np.int64) // MINUTE_NS * MINUTE_NS
-        return [(MARK_DIRTY, (ids.frame_run[p2p].tolist(), minutes.tolist(),
-                              ids.frame_job[p2p].tolist()))]  # fmt: skip
+        minutes = info["t_end"][rolled].astype(np.int64) // MINUTE_NS * MINUTE_NS
+        return [(MARK_DIRTY, (ids.frame_run[rolled].tolist(), minutes.tolist(),
+                              ids.frame_job[rolled].tolist()))]  # fmt: skip
 
     def _copy(self, table: DeltaTable) -> _Copy | None:
         """The COPY of one wire table of the fresh frames (a row per frame, or per record)."""

@@ -1,50 +1,63 @@
 # frontend/pages/fabric.py — the "/fabric" page: the InfiniBand fabric live (topology graph
-# coloured by link load and errors, the most loaded / erroring links, the newest events).
-"""Fabric page: what the fabric sampler sees, refreshed on the app's interval.
+# coloured by link load and errors, aggregated when large, search and filters; the most
+# loaded / erroring links, the newest events).
+"""Fabric page: what the fabric sampler sees.
 
-The graph's node positions are computed once per topology (`cyto_style.positions`, preset
-layout); while the topology (its nodes and links, not their state) stays the same, a refresh
-patches only each element's `data` and `classes`. On an API failure the page keeps the last
-data and shows the error.
+Every tick the browser fetches the fabric state the server computed once for the newest
+sweep (`assets/fabric.js`, clientside: 304 while unchanged) and paints the graph from it;
+the server redraws the graph (positions: `cyto_style`) only when the topology's ETag
+changes (a re-discovery) or a host group is expanded. Above `fold_above` HCAs the graph
+is aggregated: switches in tiers, each leaf's HCAs folded into a group with its count and
+hottest link; a click expands it. The search box focuses a host, switch or GUID; the
+filters dim all but the hot, erroring or down links; the colour scale is log (one step per
+decade) or by quantile. The tables refresh on a slower interval. On an API failure the
+page keeps the last data and shows the error.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import time
 from typing import Any
 
 import dash
 import dash_cytoscape as cyto
-from dash import Input, Output, Patch, State, ctx, dcc, html, no_update
+import flask
+from dash import ClientsideFunction, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from frontend import api, components, cyto_style, ids
-from frontend.api import ApiError, digest
-from stacklens.api_models import Topology
+from frontend.api import ApiError
 
 # No `order`: with none given anywhere, Dash puts "/" (Jobs) first and this page after it.
 dash.register_page(__name__, path="/fabric", name="Fabric", title="Fabric — stacklens")
 
-# Outputs of `refresh` left as they are.
-_UNCHANGED = dict.fromkeys(
-    ("status", "updated", "summary", "elements", "links", "events", "topology", "rendered"),
-    no_update,
-)
+#: Flask config key of the size above which the graph is aggregated (HCAs).
+FOLD_ABOVE_KEY = "STACKLENS_FABRIC_FOLD_ABOVE"
+#: The tables refresh every this many ticks of the page.
+TABLE_TICKS = 5
 
 
 def layout(**_query: str) -> html.Div:
-    """Static skeleton; the refresh callback fills it on load and on every interval tick."""
+    """Static skeleton; the callbacks fill it on load, on every tick and on every sweep."""
+    refresh_ms = flask.current_app.config.get("STACKLENS_REFRESH_MS", 1000)
     return html.Div(
         className="page",
         children=[
-            dcc.Store(id=ids.FABRIC_TOPOLOGY_DIGEST),
-            dcc.Store(id=ids.FABRIC_RENDERED_DIGEST),
+            dcc.Store(id=ids.FABRIC_STATE),
+            dcc.Store(id=ids.FABRIC_TOPOLOGY_ETAG),
+            dcc.Store(id=ids.FABRIC_EXPANDED, data=[]),
+            dcc.Store(id=ids.FABRIC_FOLDED, data=False),
+            dcc.Store(id=ids.FABRIC_FOCUS),
+            dcc.Store(id=ids.FABRIC_FOCUSED),
+            dcc.Store(id=ids.FABRIC_PAINT_CONFIG, data=_paint_config()),
+            dcc.Interval(id=ids.FABRIC_TABLE_INTERVAL, interval=TABLE_TICKS * refresh_ms),
             html.Div(id=ids.FABRIC_STATUS, role="status"),
             html.Section(
                 className="card",
                 children=[
                     components.card_head("InfiniBand fabric", ids.FABRIC_UPDATED),
                     html.P(id=ids.FABRIC_SUMMARY, className="summary"),
+                    _controls(),
                     cyto.Cytoscape(
                         id=ids.FABRIC_GRAPH,
                         className="fabric-graph",
@@ -52,7 +65,7 @@ def layout(**_query: str) -> html.Div:
                         layout={"name": "preset", "fit": True, "padding": 24},
                         stylesheet=cyto_style.stylesheet(),
                         style={"width": "100%", "height": "560px"},
-                        minZoom=0.1,
+                        minZoom=0.02,
                         maxZoom=4,
                         autoungrabify=True,
                     ),
@@ -68,15 +81,57 @@ def layout(**_query: str) -> html.Div:
     )
 
 
+def _paint_config() -> dict[str, Any]:
+    return {**cyto_style.paint_config(), "graph": ids.FABRIC_GRAPH}
+
+
+def _controls() -> html.Div:
+    """Search box, link filter and colour scale."""
+    return html.Div(
+        className="fabric-controls",
+        children=[
+            dcc.Input(
+                id=ids.FABRIC_SEARCH,
+                type="search",
+                placeholder="Find a host, switch or GUID (Enter)",
+                debounce=True,
+                className="fabric-search",
+            ),
+            html.Span(id=ids.FABRIC_SEARCH_MESSAGE, className="subtle"),
+            dcc.RadioItems(
+                id=ids.FABRIC_FILTER,
+                options=[
+                    {"label": "all links", "value": "all"},
+                    {"label": f"hot (busiest {cyto_style.HOT_SHARE:.0%})", "value": "hot"},
+                    {"label": "with errors", "value": "errors"},
+                    {"label": "down", "value": "down"},
+                ],
+                value="all",
+                inline=True,
+            ),
+            dcc.RadioItems(
+                id=ids.FABRIC_SCALE,
+                options=[
+                    {"label": "log scale", "value": "log"},
+                    {"label": "quantiles", "value": "quantile"},
+                ],
+                value="log",
+                inline=True,
+            ),
+        ],
+    )
+
+
 def _legend() -> html.Div:
-    """Key of the link colours (cyto_style's scale)."""
+    """Key of the link colours: the log scale's decades (cyto_style's scale)."""
     swatch = "legend-swatch"
     scale = cyto_style.UTILISATION_SCALE
+    low = f"{cyto_style.LOG_MIN:.2%}".replace("0.01%", "≤0.01 %")
     return html.Div(
         className="legend",
         children=[
-            html.Span("Link utilisation: "),
-            html.Span("0 %", className="subtle"),
+            html.Span("Link utilisation (log: one step per decade; quantiles: rank): "),
+            html.Span(low, className="subtle"),
             html.Span(
                 className=f"{swatch} legend-scale",
                 style={"background": f"linear-gradient(90deg, {', '.join(scale)})"},
@@ -85,7 +140,7 @@ def _legend() -> html.Div:
             html.Span(className=swatch, style={"background": cyto_style.UNKNOWN_COLOUR}),
             html.Span("unknown"),
             html.Span(className=swatch, style={"background": cyto_style.ERROR_COLOUR}),
-            html.Span("errors in the last sweep"),
+            html.Span("errors in the last sweep (or saturated)"),
             html.Span(className=f"{swatch} legend-down"),
             html.Span("down"),
         ],
@@ -94,23 +149,64 @@ def _legend() -> html.Div:
 
 def register_callbacks(dash_app: dash.Dash) -> None:
     """Attach this page's callbacks to `dash_app` (per app, so several apps can coexist)."""
+    fabric_js = "fabric"
+    dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "tick"),
+        Output(ids.FABRIC_STATE, "data"),
+        Output(ids.FABRIC_TOPOLOGY_ETAG, "data"),
+        Output(ids.FABRIC_UPDATED, "children"),
+        Input(ids.REFRESH_INTERVAL, "n_intervals"),
+        State(ids.FABRIC_TOPOLOGY_ETAG, "data"),
+    )
+    dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "paint"),
+        Output(ids.FABRIC_SUMMARY, "children"),
+        Input(ids.FABRIC_STATE, "data"),
+        Input(ids.FABRIC_GRAPH, "elements"),
+        Input(ids.FABRIC_FILTER, "value"),
+        Input(ids.FABRIC_SCALE, "value"),
+        State(ids.FABRIC_PAINT_CONFIG, "data"),
+    )
+    dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "search"),
+        Output(ids.FABRIC_EXPANDED, "data", allow_duplicate=True),
+        Output(ids.FABRIC_FOCUS, "data"),
+        Output(ids.FABRIC_SEARCH_MESSAGE, "children"),
+        Input(ids.FABRIC_SEARCH, "value"),
+        State(ids.FABRIC_GRAPH, "elements"),
+        State(ids.FABRIC_EXPANDED, "data"),
+        prevent_initial_call=True,
+    )
+    dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "focus"),
+        Output(ids.FABRIC_FOCUSED, "data"),
+        Input(ids.FABRIC_FOCUS, "data"),
+        Input(ids.FABRIC_GRAPH, "elements"),
+        State(ids.FABRIC_PAINT_CONFIG, "data"),
+        prevent_initial_call=True,
+    )
+    dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "toggle"),
+        Output(ids.FABRIC_EXPANDED, "data"),
+        Input(ids.FABRIC_GRAPH, "tapNodeData"),
+        State(ids.FABRIC_EXPANDED, "data"),
+        State(ids.FABRIC_FOLDED, "data"),
+        prevent_initial_call=True,
+    )
     dash_app.callback(
-        output={
-            "status": Output(ids.FABRIC_STATUS, "children"),
-            "updated": Output(ids.FABRIC_UPDATED, "children"),
-            "summary": Output(ids.FABRIC_SUMMARY, "children"),
-            "elements": Output(ids.FABRIC_GRAPH, "elements"),
-            "links": Output(ids.FABRIC_LINKS_TABLE, "children"),
-            "events": Output(ids.FABRIC_EVENTS_TABLE, "children"),
-            "topology": Output(ids.FABRIC_TOPOLOGY_DIGEST, "data"),
-            "rendered": Output(ids.FABRIC_RENDERED_DIGEST, "data"),
-        },
-        inputs={"_tick": Input(ids.REFRESH_INTERVAL, "n_intervals")},
-        state={
-            "drawn": State(ids.FABRIC_TOPOLOGY_DIGEST, "data"),
-            "rendered": State(ids.FABRIC_RENDERED_DIGEST, "data"),
-        },
-    )(refresh)
+        Output(ids.FABRIC_GRAPH, "elements"),
+        Output(ids.FABRIC_FOLDED, "data"),
+        Output(ids.FABRIC_STATUS, "children", allow_duplicate=True),
+        Input(ids.FABRIC_TOPOLOGY_ETAG, "data"),
+        Input(ids.FABRIC_EXPANDED, "data"),
+        prevent_initial_call=True,
+    )(draw)
+    dash_app.callback(
+        Output(ids.FABRIC_LINKS_TABLE, "children"),
+        Output(ids.FABRIC_EVENTS_TABLE, "children"),
+        Output(ids.FABRIC_STATUS, "children"),
+        Input(ids.FABRIC_TABLE_INTERVAL, "n_intervals"),
+    )(tables)
     dash_app.callback(
         Output(ids.FABRIC_HOVER, "children"),
         Input(ids.FABRIC_GRAPH, "mouseoverEdgeData"),
@@ -119,60 +215,75 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )(hover_text)
 
 
-def refresh(_tick: int | None, drawn: str | None, rendered: str | None) -> dict:
-    """Fetch the topology, link loads and events and render them, unless they are what the
-    page already shows (`rendered` digest); redraw the graph with new positions only when the
-    topology's shape differs from the drawn one (`drawn` digest), else patch data/classes."""
+#: Graphs drawn, per API client (app): {(topology ETag, expanded leaves): outputs}, the
+#: newest DRAWN_KEPT: a viewer opening the page gets the graph the previous one got.
+_DRAWN: dict[int, dict[tuple, tuple]] = {}
+DRAWN_KEPT = 8
+
+
+def draw(etag: str | None, expanded: list[str] | None) -> tuple:
+    """The graph's elements with positions, for the topology of `etag` (aggregated above
+    the configured size, with the `expanded` leaves' hosts shown), and whether it is
+    folded: built once per topology and expansion, shared by every viewer of the app."""
     client = api.current_client()
+    drawn = _DRAWN.setdefault(id(client), {})
+    key = (etag, tuple(sorted(expanded or [])))
+    if etag is not None and key in drawn:
+        return drawn[key]
     try:
         topology = client.fabric_topology()
-        loads = client.fabric_links()
+    except ApiError as exc:
+        return no_update, no_update, components.notice(str(exc), "error")
+    fold = cyto_style.folds(topology, flask.current_app.config.get(FOLD_ABOVE_KEY, 256))
+    elements = cyto_style.elements(topology, set(expanded or []), fold)
+    outputs = (elements, fold, None if topology.nodes else components.no_fabric_notice())
+    if etag is not None:
+        while len(drawn) >= DRAWN_KEPT:
+            drawn.pop(next(iter(drawn)))
+        drawn[key] = outputs
+    return outputs
+
+
+#: The tables last built, per API client (app): (time.monotonic() when built, outputs).
+_TABLES: dict[int, tuple[float, tuple]] = {}
+
+
+def tables(_tick: int | None) -> tuple:
+    """The links table (erroring first, then down, then busiest) and the newest events:
+    built at most once per table interval and shared by every viewer of the app."""
+    client = api.current_client()
+    period_s = TABLE_TICKS * flask.current_app.config.get("STACKLENS_REFRESH_MS", 1000) / 1000
+    cached = _TABLES.get(id(client))
+    if cached is not None and time.monotonic() - cached[0] < 0.8 * period_s:
+        return cached[1]
+    try:
+        state = client.fabric_state()
+        by_errors = client.fabric_links(sort="errors", limit=components.MAX_LINK_ROWS)
+        busiest = client.fabric_links(limit=components.MAX_LINK_ROWS)
         events = client.fabric_events(components.MAX_EVENT_ROWS)
     except ApiError as exc:
-        return {**_UNCHANGED, "status": components.notice(str(exc), "error")}
-    always = {
-        "status": None if topology.nodes else components.no_fabric_notice(),
-        "updated": f"updated {datetime.now(UTC):%H:%M:%S} UTC",
-    }
-    shown = digest((topology, loads, events))
-    if shown == rendered:
-        return {**_UNCHANGED, **always}
-    shape = digest(_shape(topology))
-    elements: list[dict[str, Any]] | Patch
-    if shape != drawn:
-        elements = cyto_style.elements(topology, loads)
-    else:
-        elements = Patch()
-        for i, update in enumerate(cyto_style.element_updates(topology, loads)):
-            elements[i]["data"] = update["data"]
-            elements[i]["classes"] = update["classes"]
-    return {
-        **always,
-        "summary": components.fabric_summary(topology, loads),
-        "elements": elements,
-        "links": components.fabric_links_table_markdown(loads),
-        "events": components.fabric_events_markdown(events),
-        "topology": shape,
-        "rendered": shown,
-    }
+        return no_update, no_update, components.notice(str(exc), "error")
+    loads = list({x.id: x for x in [*by_errors, *busiest]}.values())
+    outputs = (
+        components.fabric_links_table_markdown(loads, state.summary.links),
+        components.fabric_events_markdown(events),
+        None if state.summary.nodes else components.no_fabric_notice(),
+    )
+    _TABLES[id(client)] = (time.monotonic(), outputs)
+    return outputs
 
 
 def hover_text(edge: dict | None, node: dict | None) -> str:
-    """What the mouse last pointed at: a link's ends, utilisation, busier direction's rate
-    and errors (`title` of its data), or a node's name and kind."""
+    """What the mouse last pointed at: a link's (or bundle's) ends, utilisation, busier
+    direction's rate and errors (`title` of its data), a group's hottest link, or a node's
+    name and kind."""
     if ctx.triggered_id is None:
         raise PreventUpdate
     pointed = ctx.triggered[0]["prop_id"].endswith("mouseoverEdgeData")
     if pointed and edge:
         return str(edge.get("title", ""))
     if not pointed and node:
+        if node.get("kind") == "group":
+            return str(node.get("title", node.get("label", "")))
         return f"{node.get('label', '')} ({node.get('kind', '')}, GUID {node.get('id', '')})"
     return ""
-
-
-def _shape(topology: Topology) -> tuple:
-    """What fixes the drawing: the nodes (in order) and each link's ends, not their state."""
-    return (
-        tuple((n.guid, n.type) for n in topology.nodes),
-        tuple((lk.id, lk.a.guid, lk.b.guid) for lk in topology.links),
-    )

@@ -231,6 +231,45 @@ def link_loads(
     return loads[:limit] if limit is not None else loads
 
 
+def topology_version(session: Session) -> int | None:
+    """Changes with every stored discovery: the newest fabric's last discovery time (None:
+    no fabric identity recorded; then the topology is read every time)."""
+    return session.scalar(select(func.max(Fabric.last_seen_ns)))
+
+
+def samples_version(session: Session) -> tuple[int | None, int]:
+    """Changes with every stored sweep and every retired sample: (newest sample time,
+    ports with a latest sample)."""
+    latest = FabricPortLatest.__table__
+    row = session.execute(select(func.max(latest.c.ts_ns), func.count())).one()
+    return row[0], row[1]
+
+
+#: Columns of `latest_rows`, in order.
+LATEST_COLUMNS = ("port_id", "ts_ns", "dt_ns", "flags", "d_xmit_bytes", "d_xmit_pkts",
+                  "d_xmit_wait", *(f"d_{c}" for c in ERROR_COUNTERS))  # fmt: skip
+
+
+def latest_rows(session: Session) -> list[tuple[Any, ...]]:
+    """Every port's newest sample as plain tuples of LATEST_COLUMNS (the shared per-sweep
+    view reads them all at once)."""
+    latest = FabricPortLatest.__table__
+    return [tuple(r) for r in session.execute(select(*(latest.c[c] for c in LATEST_COLUMNS)))]
+
+
+def loads_of(
+    session: Session, all_links: list[dict[str, Any]], ids: list[int]
+) -> list[dict[str, Any]]:
+    """`link_load` of the links with these ids (in this order), from `all_links` (`links`)."""
+    by_id = {lk["id"]: lk for lk in all_links}
+    chosen = [by_id[i] for i in ids if i in by_id]
+    ports = [i for lk in chosen for i in (lk["a_port_id"], lk["b_port_id"]) if i is not None]
+    samples = {i: port_sample(row) for i, row in latest_samples(session, ports).items()}
+    return [
+        link_load(lk, samples.get(lk["a_port_id"]), samples.get(lk["b_port_id"])) for lk in chosen
+    ]
+
+
 def events(session: Session, limit: int) -> list[dict[str, Any]]:
     """The newest `limit` fabric events, newest first."""
     query = (

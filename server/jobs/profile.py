@@ -3,9 +3,11 @@ come from server.jobs.series.profile_rows).
 
 Per rank and step: time inside MPI per traffic category, time in file I/O, start-up
 (MPI_Init*) and shutdown (MPI_Finalize, MPI_Abort) apart, and the rest: computation =
-elapsed - all of them. Time inside a call is counted when the call returns (the hooks add
-it then), so a long wait lands in the step it ended in; where a step's parts exceed its
-elapsed time, computation is 0.
+elapsed - MPI - file I/O - shutdown. Start-up is not taken from the elapsed time: the hooks
+start a rank's first interval once MPI_Init has returned, so the time inside it lies
+before the rank's intervals (it is reported with the first one). Time inside a call is
+counted when the call returns (the hooks add it then), so a long wait lands in the step it
+ended in; where a step's parts exceed its elapsed time, computation is 0.
 
 Outliers: for each place time can go (each MPI operation, each category, file I/O,
 computation), the ranks whose time over the window is at least OUTLIER_RATIO times the
@@ -49,7 +51,7 @@ class _Share:
     shutdown_ns: int = 0
 
     def answer(self) -> dict[str, Any]:
-        busy = sum(self.mpi_ns.values()) + self.io_ns + self.startup_ns + self.shutdown_ns
+        busy = sum(self.mpi_ns.values()) + self.io_ns + self.shutdown_ns  # module doc
         return {
             "t_ns": self.t_ns, "rank": self.rank, "elapsed_ns": self.elapsed_ns,
             "mpi_ns": self.mpi_ns, "io_ns": self.io_ns, "startup_ns": self.startup_ns,

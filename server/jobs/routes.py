@@ -24,7 +24,6 @@ from stacklens import wire
 from stacklens.api_models import (
     CategoryTotal,
     CollectiveTotal,
-    CommImbalance,
     CommunicatorTotal,
     FileIo,
     JobCollectives,
@@ -40,7 +39,6 @@ from stacklens.api_models import (
     MatrixCell,
     OpSizes,
     OpTotal,
-    Outlier,
     Overview,
     RankInfo,
     RankShare,
@@ -48,7 +46,6 @@ from stacklens.api_models import (
     RmaOp,
     RunSummary,
     Series,
-    SeriesPoint,
     SlowRanks,
 )
 from stacklens.schema import Job, Run
@@ -300,11 +297,10 @@ def job_series(
         rows = [{"t_ns": p["t_ns"], "key": p["key"], **dict(zip(metrics, p["values"],
                 strict=True))} for p in points]  # fmt: skip
         return export.table(rows, ["t_ns", "key", *metrics], fmt, f"series-by-{by}")
-    return Series(
-        job=t.job, run=t.run, by=by, from_ns=steps.from_ns, to_ns=steps.to_ns,
-        step_ns=steps.step_ns, metrics=metrics,
-        points=[SeriesPoint(**p) for p in points],
-    )  # fmt: skip
+    return export.plain_json({
+        "job": t.job, "by": by, "from_ns": steps.from_ns, "to_ns": steps.to_ns,
+        "step_ns": steps.step_ns, "metrics": metrics, "points": points, "run": t.run,
+    })  # fmt: skip
 
 
 @router.get("/{job:path}/profile", response_model=SlowRanks, responses=_TABLE)
@@ -322,28 +318,36 @@ def job_profile(
     the ranks far above the median rank in one place, named in plain words; per
     communicator and collective op, how unevenly its ranks' time inside was spread (the
     rank with the least is the last to arrive). Steps as in the series (files: the
-    shares)."""
+    shares). Its chosen step keeps ranks x steps within 65,536 (a 1,024-rank job's hour:
+    1-minute steps)."""
     t = _target(session, job, run, window)
-    steps = _steps(t, window, step)
+    steps = _steps(t, window, step, series.profile_max_steps(t.world_size))
     rows = series.profile_rows(session, t.scope, steps)
     shares = profile.shares(rows.elapsed, rows.ops, rows.io)
     if fmt != "json":
         return export.model_table([RankShare(**s) for s in shares], RankShare, fmt, "profile")
-    return SlowRanks(
-        job=t.job, run=t.run, from_ns=steps.from_ns, to_ns=steps.to_ns,
-        step_ns=steps.step_ns, shares=[RankShare(**s) for s in shares],
-        outliers=[Outlier(**o) for o in profile.outliers(shares, rows.ops, rows.ranks)],
-        imbalance=[CommImbalance(**g) for g in profile.imbalance(rows.coll)],
-    )  # fmt: skip
+    return export.plain_json({
+        "job": t.job, "from_ns": steps.from_ns, "to_ns": steps.to_ns,
+        "step_ns": steps.step_ns, "shares": shares,
+        "outliers": profile.outliers(shares, rows.ops, rows.ranks),
+        "imbalance": profile.imbalance(rows.coll), "run": t.run,
+    })  # fmt: skip
 
 
-def _steps(t: _Target, window: Window, step_s: float | None) -> series.Steps:
+def _steps(
+    t: _Target, window: Window, step_s: float | None, max_auto: int = series.MAX_AUTO_STEPS
+) -> series.Steps:
     """The window of a series (its bounds, or the scope's first interval start and last
-    interval end) cut into steps; 422 for over MAX_STEPS steps."""
+    interval end) cut into steps (chosen: at most `max_auto`); without `from`, the first
+    step starts at a multiple of the step since the epoch at or before the first interval
+    start (whole seconds, whole minutes: the steps the rollups serve). 422 for over
+    MAX_STEPS steps."""
     lo = t.started_ns if window.from_ns is None else window.from_ns
     hi = t.last_seen_ns + 1 if window.to_ns is None else window.to_ns
     hi = max(hi, lo + 1)
-    step_ns = series.auto_step_ns(hi - lo) if step_s is None else round(step_s * 10**9)
+    step_ns = series.auto_step_ns(hi - lo, max_auto) if step_s is None else round(step_s * 10**9)
+    if window.from_ns is None:
+        lo = lo // step_ns * step_ns
     if -(-(hi - lo) // step_ns) > series.MAX_STEPS:
         raise HTTPException(
             status_code=422,

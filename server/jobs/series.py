@@ -13,13 +13,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, distinct, func, literal, select, union_all
+from sqlalchemy import BigInteger, ColumnElement, func, literal, or_, select, union_all
 from sqlalchemy.orm import Session
 
+from collector.store.rollups import MINUTE_NS, SECOND_NS
 from server.jobs.repository import Scope, op_display_category, op_display_name
 from stacklens.constants import IO_LAYERS, OVERFLOW_COMM_ID
 from stacklens.mpi_ops import CATEGORIES
-from stacklens.schema import CollDelta, IoDelta, OpDelta, OpFrames, P2PDelta, Rank
+from stacklens.schema import (
+    CollDelta,
+    CollMinute,
+    IoDelta,
+    OpDelta,
+    OpFrames,
+    OpSecond,
+    P2PDelta,
+    P2PMinute,
+    Rank,
+    RankMinute,
+    RankOpMinute,
+    RollupDirty,
+)
 
 #: What a series can be keyed by.
 BY = ("category", "op", "rank", "file", "peer")
@@ -42,6 +56,9 @@ FS_PREFIX = "fs:"
 NICE_STEPS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 MAX_AUTO_STEPS = 600
 
+#: The most rank x step cells of a profile whose step is chosen (a heat map's worth).
+MAX_PROFILE_CELLS = 65_536
+
 #: The most steps a series may have (a given step over a long window).
 MAX_STEPS = 100_000
 
@@ -61,12 +78,19 @@ class Steps:
         return start
 
 
-def auto_step_ns(span_ns: int) -> int:
-    """The step for a window of `span_ns` when none is given."""
+def auto_step_ns(span_ns: int, max_steps: int = MAX_AUTO_STEPS) -> int:
+    """The step for a window of `span_ns` when none is given: the smallest of NICE_STEPS_S
+    that keeps it within `max_steps` steps."""
     for step_s in NICE_STEPS_S:
-        if span_ns <= step_s * 10**9 * MAX_AUTO_STEPS:
+        if span_ns <= step_s * 10**9 * max_steps:
             return step_s * 10**9
-    return -(-span_ns // MAX_AUTO_STEPS)
+    return -(-span_ns // max_steps)
+
+
+def profile_max_steps(ranks: int) -> int:
+    """The most steps a profile's chosen step gives a job of `ranks` ranks: its rank x step
+    cells within MAX_PROFILE_CELLS (and at most MAX_AUTO_STEPS steps)."""
+    return max(1, min(MAX_AUTO_STEPS, MAX_PROFILE_CELLS // max(ranks, 1)))
 
 
 def series(session: Session, scope: Scope, steps: Steps, by: str) -> list[dict[str, Any]]:
@@ -78,21 +102,85 @@ def series(session: Session, scope: Scope, steps: Steps, by: str) -> list[dict[s
 
 
 def _op_sums(session: Session, scope: Scope, steps: Steps) -> list[Any]:
-    """(t, op_id, calls, bytes, time_ns) per step and op with calls."""
+    """(at, op_id, calls, bytes, time_ns) per step and op with calls: from the per-second
+    rollups (`op_seconds`) where the steps are whole seconds from a whole second, from the
+    raw deltas otherwise and for the minutes not rolled up yet."""
     t = steps.start(OpDelta.t_end_ns).label("at")
+    sums = (func.sum(OpDelta.calls).label("calls"), func.sum(OpDelta.bytes).label("bytes"),
+            func.sum(OpDelta.time_ns).label("time_ns"))  # fmt: skip
+    raw = select(t, OpDelta.op_id, *sums).where(*scope.rows(OpDelta))
+    if steps.from_ns % SECOND_NS or steps.step_ns % SECOND_NS:
+        query = raw.group_by(t, OpDelta.op_id).having(func.sum(OpDelta.calls) > 0)
+        return list(session.execute(query))
+    dirty = _dirty_minutes(session, scope, steps)
+    both = union_all(*_op_parts(scope, steps, raw, t, dirty)).subquery()
     query = (
-        select(
-            t,
-            OpDelta.op_id,
-            func.sum(OpDelta.calls).label("calls"),
-            func.sum(OpDelta.bytes).label("bytes"),
-            func.sum(OpDelta.time_ns).label("time_ns"),
-        )
-        .where(*scope.rows(OpDelta))
-        .group_by(t, OpDelta.op_id)
-        .having(func.sum(OpDelta.calls) > 0)
-    )
+        select(both.c.at, both.c.op_id, func.sum(both.c.calls).label("calls"),
+               func.sum(both.c.bytes).label("bytes"), func.sum(both.c.time_ns).label("time_ns"))
+        .group_by(both.c.at, both.c.op_id)
+        .having(func.sum(both.c.calls) > 0)
+    )  # fmt: skip
     return list(session.execute(query))
+
+
+def _op_parts(scope: Scope, steps: Steps, raw: Any, t: Any, dirty: list[int]) -> list[Any]:
+    """The rolled-up and the raw parts of whole-second steps: the window's whole seconds
+    from `op_seconds` unless their minute is among the `dirty` ones, and the intervals of
+    dirty minutes and of the window's last, partial second from the raw deltas (`raw`, a
+    select of the scope's op deltas by their step `t`)."""
+    lo, hi = steps.from_ns, steps.to_ns
+    last = hi // SECOND_NS * SECOND_NS
+    o = OpSecond
+    runs = [] if scope.run_id is None else [o.run_id == scope.run_id]
+    at = steps.start(o.second_ns).label("at")
+    rolled = (
+        select(at, o.op_id, func.sum(o.calls).label("calls"), func.sum(o.bytes).label("bytes"),
+               func.sum(o.time_ns).label("time_ns"))
+        .where(o.job_id == scope.job_id, o.second_ns >= lo, o.second_ns < last, *runs)
+        .where(*_outside(o.second_ns, dirty))
+        .group_by(at, o.op_id)
+    )  # fmt: skip
+    parts = [rolled, raw.where(OpDelta.t_end_ns >= last).group_by(t, OpDelta.op_id)]
+    if dirty:
+        in_dirty = raw.where(_inside(OpDelta.t_end_ns, dirty), OpDelta.t_end_ns < last)
+        parts.append(in_dirty.group_by(t, OpDelta.op_id))
+    return parts
+
+
+def _dirty_minutes(session: Session, scope: Scope, steps: Steps) -> list[int]:
+    """The minutes of the scope's job in the window of `steps` not rolled up yet (any run):
+    read raw. (A minute rolled up after this read is read from its rollup, one made dirty
+    after it from its previous rollup: as of this read, never counted twice.)"""
+    query = (
+        select(RollupDirty.minute_ns)
+        .where(RollupDirty.job_id == scope.job_id)
+        .where(RollupDirty.minute_ns >= steps.from_ns // MINUTE_NS * MINUTE_NS)
+        .where(RollupDirty.minute_ns < steps.to_ns)
+        .distinct()
+        .order_by(RollupDirty.minute_ns)
+    )
+    return [int(m) for m in session.scalars(query)]
+
+
+def _ranges(minutes: list[int]) -> list[tuple[int, int]]:
+    """Sorted minute starts as [start, end) ranges of consecutive minutes."""
+    ranges: list[tuple[int, int]] = []
+    for m in minutes:
+        if ranges and ranges[-1][1] == m:
+            ranges[-1] = (ranges[-1][0], m + MINUTE_NS)
+        else:
+            ranges.append((m, m + MINUTE_NS))
+    return ranges
+
+
+def _inside(t_ns: Any, minutes: list[int]) -> ColumnElement[bool]:
+    """SQL: `t_ns` lies in one of the minutes."""
+    return or_(*((t_ns >= a) & (t_ns < b) for a, b in _ranges(minutes)))
+
+
+def _outside(t_ns: Any, minutes: list[int]) -> list[ColumnElement[bool]]:
+    """SQL conditions: `t_ns` lies in none of the minutes."""
+    return [~((t_ns >= a) & (t_ns < b)) for a, b in _ranges(minutes)]
 
 
 def _by_op(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any]]:
@@ -146,19 +234,18 @@ def _by_rank(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any
         for i, part in enumerate(parts):
             row[first + i] += int(part)
 
-    t = steps.start(OpDelta.t_end_ns).label("at")
-    ops = (
-        select(t, OpDelta.world_rank, func.sum(OpDelta.calls), func.sum(OpDelta.time_ns))
-        .where(*scope.rows(OpDelta))
-        .group_by(t, OpDelta.world_rank)
-    )
+    r, o = RankOpMinute, OpDelta
+    op_rows = _rows_of(session, scope, steps, (r, [r.world_rank, r.calls, r.time_ns]),
+                       (o, [o.world_rank, o.calls, o.time_ns]))  # fmt: skip
+    keys = (op_rows.c.at, op_rows.c.world_rank)
+    ops = select(*keys, func.sum(op_rows.c.calls), func.sum(op_rows.c.time_ns)).group_by(*keys)
     for op_row in session.execute(ops):
         add(int(op_row[0]), op_row[1], 0, op_row[2], op_row[3])
-    t = steps.start(P2PDelta.t_end_ns).label("at")
-    p2p = (
-        select(t, P2PDelta.world_rank, func.sum(P2PDelta.bytes_sent))
-        .where(*scope.rows(P2PDelta))
-        .group_by(t, P2PDelta.world_rank)
+    m, d = P2PMinute, P2PDelta
+    p2p_rows = _rows_of(session, scope, steps, (m, [m.world_rank, m.bytes_sent]),
+                        (d, [d.world_rank, d.bytes_sent]))  # fmt: skip
+    p2p = select(p2p_rows.c.at, p2p_rows.c.world_rank, func.sum(p2p_rows.c.bytes_sent)).group_by(
+        p2p_rows.c.at, p2p_rows.c.world_rank
     )
     for p2p_row in session.execute(p2p):
         add(int(p2p_row[0]), p2p_row[1], 2, p2p_row[2])
@@ -227,15 +314,16 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     """The ranks seen during the window; per step and rank: the time its intervals cover,
     time inside each MPI op and in POSIX/stdio I/O; time per rank inside each collective per
     communicator over the window."""
-    ranks = select(distinct(Rank.world_rank)).where(*scope.rows(Rank)).order_by(Rank.world_rank)
+    ranks = select(Rank.world_rank).where(*scope.rows(Rank)).distinct().order_by(Rank.world_rank)
     seen = [int(r) for r in session.scalars(ranks)]
-    elapsed = [(int(r[0]), int(r[1]), int(r[2])) for r in session.execute(_elapsed(scope, steps))]
-    t = steps.start(OpDelta.t_end_ns).label("at")
-    op_query = (
-        select(t, OpDelta.world_rank, OpDelta.op_id, func.sum(OpDelta.time_ns))
-        .where(*scope.rows(OpDelta))
-        .group_by(t, OpDelta.world_rank, OpDelta.op_id)
-    )
+    elapsed = [
+        (int(r[0]), int(r[1]), int(r[2])) for r in session.execute(_elapsed(session, scope, steps))
+    ]
+    r, o = RankOpMinute, OpDelta
+    op_rows = _rows_of(session, scope, steps, (r, [r.world_rank, r.op_id, r.time_ns]),
+                       (o, [o.world_rank, o.op_id, o.time_ns]))  # fmt: skip
+    keys = (op_rows.c.at, op_rows.c.world_rank, op_rows.c.op_id)
+    op_query = select(*keys, func.sum(op_rows.c.time_ns)).group_by(*keys)
     ops = [
         (int(r[0]), int(r[1]), op_display_name(r[2]), op_display_category(r[2]), int(r[3]))
         for r in session.execute(op_query)
@@ -248,10 +336,16 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
         .group_by(t, IoDelta.world_rank)
     )
     io = [(int(r[0]), int(r[1]), int(r[2])) for r in session.execute(io_query)]
-    c = CollDelta
+    cm, cd = CollMinute, CollDelta
+    coll_rows = _rows_of(
+        session, scope, steps,
+        (cm, [cm.comm_id, cm.comm_size, cm.op_id, cm.world_rank, cm.calls, cm.time_ns]),
+        (cd, [cd.comm_id, cd.comm_size, cd.op_id, cd.world_rank, cd.calls, cd.time_ns]),
+    )  # fmt: skip
+    c = coll_rows.c
     coll_query = (
         select(c.comm_id, c.comm_size, c.op_id, c.world_rank, func.sum(c.time_ns))
-        .where(*scope.rows(c), c.comm_id != OVERFLOW_COMM_ID)
+        .where(c.comm_id != OVERFLOW_COMM_ID)
         .group_by(c.comm_id, c.comm_size, c.op_id, c.world_rank)
         .having(func.sum(c.calls) > 0)
     )
@@ -262,30 +356,57 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     return ProfileRows(seen, elapsed, ops, io, coll)
 
 
-def _elapsed(scope: Scope, steps: Steps) -> Any:
+def _elapsed(session: Session, scope: Scope, steps: Steps) -> Any:
     """Per step and rank, the time its intervals ending in the step cover: for each run,
     the last interval end minus the first interval start among the intervals that stored
     anything (an MPI call or file I/O; a rank's intervals follow one another without gaps,
     so this is exact unless an interval at the very start or end of a step had neither)."""
-    frames = union_all(
-        *(
-            select(f.run_id, f.world_rank, f.t_start_ns, f.t_end_ns).where(*scope.rows(f))
-            for f in (OpFrames, IoDelta)
-        )
-    ).subquery()
-    t = steps.start(frames.c.t_end_ns).label("at")
+    m = RankMinute
+    rows = _rows_of(
+        session, scope, steps,
+        (m, [m.run_id, m.world_rank, m.first_start_ns.label("t_start_ns"),
+             m.last_end_ns.label("t_end_ns")]),
+        *((f, [f.run_id, f.world_rank, f.t_start_ns, f.t_end_ns]) for f in (OpFrames, IoDelta)),
+    )  # fmt: skip
     per_run = (
-        select(
-            t,
-            frames.c.world_rank,
-            (func.max(frames.c.t_end_ns) - func.min(frames.c.t_start_ns)).label("ns"),
-        )
-        .group_by(t, frames.c.run_id, frames.c.world_rank)
+        select(rows.c.at, rows.c.world_rank,
+               (func.max(rows.c.t_end_ns) - func.min(rows.c.t_start_ns)).label("ns"))
+        .group_by(rows.c.at, rows.c.run_id, rows.c.world_rank)
         .subquery()
-    )
+    )  # fmt: skip
     return select(per_run.c.at, per_run.c.world_rank, func.sum(per_run.c.ns)).group_by(
         per_run.c.at, per_run.c.world_rank
     )
+
+
+def _rows_of(session: Session, scope: Scope, steps: Steps, rolled: tuple[Any, list[Any]],
+             *raw: tuple[Any, list[Any]]) -> Any:  # fmt: skip
+    """A subquery of the rows (at: the step, then the given columns) of the scope's
+    window, to be grouped by the caller: from a per-minute rollup (`rolled`: its table and
+    columns) where the steps are whole minutes from a whole minute and the minute is
+    rolled up, from the raw deltas (`raw`: tables and the same columns) otherwise, for the
+    minutes not rolled up yet (_dirty_minutes) and the window's last, partial minute."""
+
+    def raw_rows(table: Any, columns: list[Any]) -> Any:
+        return select(steps.start(table.t_end_ns).label("at"), *columns).where(*scope.rows(table))
+
+    if steps.from_ns % MINUTE_NS or steps.step_ns % MINUTE_NS:
+        return union_all(*(raw_rows(t, c) for t, c in raw)).subquery()
+    lo, hi = steps.from_ns, steps.to_ns
+    last = hi // MINUTE_NS * MINUTE_NS
+    dirty = _dirty_minutes(session, scope, steps)
+    table, columns = rolled
+    runs = [] if scope.run_id is None else [table.run_id == scope.run_id]
+    parts = [
+        select(steps.start(table.minute_ns).label("at"), *columns)
+        .where(table.job_id == scope.job_id, table.minute_ns >= lo, table.minute_ns < last, *runs)
+        .where(*_outside(table.minute_ns, dirty))
+    ]  # fmt: skip
+    for t, c in raw:
+        parts.append(raw_rows(t, c).where(t.t_end_ns >= last, t.t_end_ns < hi))
+        if dirty:
+            parts.append(raw_rows(t, c).where(_inside(t.t_end_ns, dirty), t.t_end_ns < last))
+    return union_all(*parts).subquery()
 
 
 def _point(t_ns: int, key: str, order: Any, *values: int) -> dict[str, Any]:

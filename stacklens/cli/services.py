@@ -74,7 +74,8 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     wildcard = settings.http_host in ("0.0.0.0", "::", "")
     own_url = f"http://127.0.0.1:{settings.http_port}" if wildcard else url
     app = create_app(
-        engine, api_base_url=own_url, refresh_ms=settings.refresh_ms, collector=collector,
+        engine, api_base_url=own_url, refresh_ms=settings.refresh_ms,
+        fabric_fold_above=settings.fabric_fold_above, collector=collector,
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20,
         allowed_hosts=settings.allowed_hosts(),
     )  # fmt: skip

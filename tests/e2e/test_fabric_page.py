@@ -80,6 +80,18 @@ def _graph(page: Page) -> dict:
     return page.evaluate(_GRAPH)
 
 
+def _drawn(page: Page, edges: int, timeout_ms: int = 20_000) -> None:
+    """Wait until the graph has `edges` edges and they are painted (the painter runs after
+    the state arrives; the graph is drawn after the tables may already be)."""
+    page.wait_for_function(
+        "(n) => { const el = document.querySelector('#fabric-graph');"
+        " const cy = el && el._cyreg && el._cyreg.cy;"
+        " return cy && cy.edges().length === n && cy.edges('[title]').length === n; }",
+        arg=edges,
+        timeout=timeout_ms,
+    )
+
+
 def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_page):  # noqa: F811
     write_small_fabric(pg_url)
     page, errors = browser_page
@@ -111,10 +123,12 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
         [t3, "node_gone", "host2"],
     ]
 
+    _drawn(page, 3)
     graph = _graph(page)
     assert (graph["nodes"], graph["edges"], graph["gone"]) == (4, 3, ["host2"])
-    # Colours as cytoscape computes them: blue for 50 % (#4690c6), red errors, dashed down.
-    assert graph["link1"] == ["link up", "rgb(70,144,198)", "solid"]
+    # Colours as cytoscape computes them: 50 % on the log scale (0.01 % .. 100 %, 4 steps)
+    # is 92.5 % of the way, 70 % between #2171b5 and #08306b; red errors, dashed down.
+    assert graph["link1"] == ["link up", "rgb(16,68,129)", "solid"]
     assert graph["link2"] == ["link up error", "rgb(217,45,32)", "solid"]
     assert graph["link3"] == ["link down unknown", "rgb(152,162,179)", "dashed"]
 
@@ -141,6 +155,7 @@ def test_api_failure_keeps_the_last_data_and_says_why(pg_url, served, browser_pa
     page.goto(served + "/fabric")
     status = page.locator("#fabric-status")
     expect(page.locator("#fabric-links-table tbody tr")).to_have_count(3, timeout=20_000)
+    _drawn(page, 3)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("ALTER TABLE fabric_events RENAME TO fabric_events_away")
         try:

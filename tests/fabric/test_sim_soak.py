@@ -24,7 +24,7 @@ def _rss(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
+    raise ProcessLookupError(pid)  # exited: a zombie has no resident memory
 
 
 def _cpu_s(pid: int) -> float:

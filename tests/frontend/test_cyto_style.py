@@ -1,6 +1,6 @@
 """Pure pieces of the Fabric page: the layout rule (tiers by hop distance from the HCAs),
-link colours, the elements a refresh patches, and the links / events Markdown tables (the
-browser shows them in tests/e2e/test_fabric_page.py)."""
+the elements of the full and the aggregated view, and the links / events Markdown tables
+(the browser paints and shows them in tests/e2e/test_fabric_page.py)."""
 
 from __future__ import annotations
 
@@ -59,14 +59,6 @@ def test_positions_put_switches_in_tiers_above_their_hosts():
     }
 
 
-def test_utilisation_colours():
-    colour = cyto_style.utilisation_colour
-    assert colour(0.0) == cyto_style.UTILISATION_SCALE[0]
-    assert colour(1.0) == colour(1.7) == cyto_style.UTILISATION_SCALE[-1]
-    assert colour(0.5) == "#4690c6"  # halfway between #6baed6 and #2171b5
-    assert colour(None) == cyto_style.UNKNOWN_COLOUR
-
-
 def _load(i: int, utilisation: float | None, errors: int = 0) -> LinkLoad:
     link = TOPOLOGY.links[i - 1]
     rate = None if utilisation is None else utilisation * 4e9
@@ -90,32 +82,44 @@ def _load(i: int, utilisation: float | None, errors: int = 0) -> LinkLoad:
     )
 
 
-def test_element_updates_carry_state_in_classes_and_data():
-    loads = [_load(1, 0.25, errors=3), _load(2, None), _load(3, 0.0), _load(4, 1.0)]
-    elements = cyto_style.elements(TOPOLOGY, loads)
-    updates = cyto_style.element_updates(TOPOLOGY, loads)
-    # Same order, same data and classes; only `elements` carries positions.
-    assert [{k: e[k] for k in ("data", "classes")} for e in elements] == updates
-    assert elements[0]["position"] == {"x": 1.0 * HCA_GAP, "y": 0.0}
-    assert [u["classes"] for u in updates] == [
-        *["switch"] * 4,
-        "hca",
-        "hca gone",
-        "hca",
-        "link up error",
-        "link down unknown",
-        "link up",
-        "link up",
-        "link up unknown",  # no load row for link 5
+def test_full_view_has_every_node_and_link_with_positions():
+    elements = cyto_style.elements(TOPOLOGY)
+    where = cyto_style.positions(TOPOLOGY)
+    nodes = [e for e in elements if "source" not in e["data"]]
+    edges = [e for e in elements if "source" in e["data"]]
+    assert [n["data"]["id"] for n in nodes] == ["sw9", "spine", "leaf2", "leaf1", "h3", "h2", "h1"]
+    assert all(n["position"] == where[n["data"]["id"]] for n in nodes)
+    assert [n["classes"] for n in nodes] == [*["switch"] * 4, "hca", "hca gone", "hca"]
+    assert [(e["data"]["id"], e["data"]["links"], e["classes"]) for e in edges] == [
+        ("link-1", [1], "link up"),
+        ("link-2", [2], "link down"),
+        ("link-3", [3], "link up"),
+        ("link-4", [4], "link up"),
+        ("link-5", [5], "link up"),
     ]
-    assert updates[7]["data"] == {
-        "id": "link-1",
-        "source": "h1",
-        "target": "leaf1",
-        "colour": cyto_style.utilisation_colour(0.25),
-        "width": 3.5,
-        "title": "h1[1] - leaf1[1]: 25.0% (953.67 MiB/s), 3 errors",
-    }
+    assert edges[0]["data"]["ends"] == "h1[1] - leaf1[1]"
+    assert nodes[6]["data"]["search"] == "h1 h1"
+
+
+def test_aggregated_view_folds_hosts_into_their_leaf_and_expands_one():
+    assert cyto_style.folds(TOPOLOGY, 2) and not cyto_style.folds(TOPOLOGY, 3)
+    elements = cyto_style.elements(TOPOLOGY, fold=True)
+    ids = [e["data"]["id"] for e in elements]
+    assert ids == ["sw9", "spine", "leaf2", "leaf1", "group-leaf2", "group-leaf1",
+                   "link-4", "link-5", "bundle-leaf1", "bundle-leaf2"]  # fmt: skip
+    group = elements[ids.index("group-leaf1")]
+    assert group["data"]["label"] == "2 hosts (1 gone)" and group["data"]["count"] == 2
+    assert group["data"]["members"] == {"h2": "h2", "h1": "h1"}
+    where = cyto_style.positions(TOPOLOGY)
+    assert group["position"] == {"x": 0.5 * HCA_GAP, "y": where["h1"]["y"]}  # under leaf1
+    bundle = elements[ids.index("bundle-leaf1")]
+    assert (bundle["data"]["source"], bundle["data"]["target"]) == ("leaf1", "group-leaf1")
+    assert bundle["data"]["links"] == [1, 2]
+    assert elements[ids.index("leaf1")]["classes"] == "switch folded"
+    # leaf1 expanded: its hosts and their links are back, leaf2's stay folded.
+    open_one = [e["data"]["id"] for e in cyto_style.elements(TOPOLOGY, {"leaf1"}, fold=True)]
+    assert open_one == ["sw9", "spine", "leaf2", "leaf1", "h2", "h1", "group-leaf2",
+                        "link-1", "link-2", "link-4", "link-5", "bundle-leaf2"]  # fmt: skip
 
 
 def test_links_table_lists_errors_then_down_then_busiest_and_marks_unknown():
@@ -146,13 +150,11 @@ def test_links_table_lists_errors_then_down_then_busiest_and_marks_unknown():
     ]
 
 
-def test_events_table_and_summary():
+def test_events_table():
     events = [FabricEvent(2, 3_000_000_000, "link_down", "h2[1] - leaf1[2]", {})]
     assert components.fabric_events_markdown(events).splitlines()[4] == (
         "| 1970-01-01 00:00:03 UTC | link&#95;down | h2&#91;1&#93; - leaf1&#91;2&#93; |"
     )
     loads = [_load(1, 0.25, errors=3), _load(4, 1.0)]
-    assert components.fabric_summary(TOPOLOGY, loads) == (
-        "7 nodes (4 switches, 3 HCAs, 1 gone) · 5 links (1 down) · "
-        "1 with errors in the last sweep · busiest link 100.0 %"
-    )
+    caption = components.fabric_links_table_markdown(loads, 5).splitlines()[0]
+    assert caption.startswith("2 of 5 links: with errors in the last sweep first")

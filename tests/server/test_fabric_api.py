@@ -4,9 +4,12 @@ topology with a gone node and a down link, link rates, utilisation, error deltas
 
 from __future__ import annotations
 
+import psycopg
 from fastapi.testclient import TestClient
 
-from tests.server.fabric_data import SECOND, T0, write_small_fabric
+from collector.fabric.store import FabricStore
+from tests.server.fabric_data import HOST1 as HOST_GUID
+from tests.server.fabric_data import SECOND, T0, relink_host2, write_small_fabric
 
 SPINE1, LEAF1 = "0xf452140300000001", "0xf452140300000002"
 HOST1, HOST2 = "0x0002c90300000011", "0x0002c90300000012"
@@ -202,3 +205,60 @@ def test_events_newest_first(pg_url, api_client):
     }
     assert _get(api_client, "fabric_events") == [down, gone]
     assert _get(api_client, "fabric_events", limit=1) == [down]
+
+
+def test_state_is_the_links_answer_in_columns(pg_url, api_client):
+    """The shared per-sweep state carries, per link, exactly what /links says of it."""
+    write_small_fabric(pg_url)
+    state = _get(api_client, "fabric_state")
+    loads = {x["id"]: x for x in _get(api_client, "fabric_links")}
+    cols = state["links"]
+    assert cols["id"] == [1, 2, 3]
+    for i, link_id in enumerate(cols["id"]):
+        x = loads[link_id]
+        rates = [r for r in (x["a_to_b_bytes_per_s"], x["b_to_a_bytes_per_s"]) if r is not None]
+        assert cols["utilisation"][i] == x["utilisation"]
+        assert cols["bytes_per_s"][i] == (max(rates) if rates else None)
+        assert cols["errors"][i] == x["errors_total"]
+    # link 3 is down (1); link 2 has an unknown error delta (4: host1's reset)
+    assert cols["flags"] == [0, 4, 1 | 4]
+    assert state["summary"] == {
+        "nodes": 4, "switches": 2, "hcas": 2, "gone": 1, "links": 3, "down": 1,
+        "erroring": 1, "busiest": 0.5,
+    }  # fmt: skip
+    assert state["ts_ns"] == T0 + 2 * SECOND
+
+
+def test_etags_change_only_with_a_discovery_or_a_sweep(pg_url, api_client):
+    write_small_fabric(pg_url)
+    topo_url = api_client.app.url_path_for("fabric_topology")
+    state_url = api_client.app.url_path_for("fabric_state")
+    topo, state = api_client.get(topo_url), api_client.get(state_url)
+    assert state.json()["topology_etag"] == topo.headers["etag"]
+    for url, first in ((topo_url, topo), (state_url, state)):
+        again = api_client.get(url, headers={"If-None-Match": first.headers["etag"]})
+        assert (again.status_code, again.content) == (304, b"")
+        assert again.headers["etag"] == first.headers["etag"]
+    # A sweep: the state changes, the topology does not.
+    store = FabricStore(pg_url)
+    try:
+        store.port_ids = {(HOST_GUID, 1): _port_id(pg_url)}
+        store.forget_latest([(HOST_GUID, 1)])
+    finally:
+        store.close()
+    assert api_client.get(state_url).headers["etag"] != state.headers["etag"]
+    same = api_client.get(topo_url, headers={"If-None-Match": topo.headers["etag"]})
+    assert same.status_code == 304
+    # A discovery (host2 back): both change.
+    relink_host2(pg_url)
+    after = api_client.get(topo_url, headers={"If-None-Match": topo.headers["etag"]})
+    assert after.status_code == 200 and after.headers["etag"] != topo.headers["etag"]
+    assert api_client.get(state_url).json()["topology_etag"] == after.headers["etag"]
+    assert len(after.json()["links"]) == 3
+
+
+def _port_id(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT id FROM fabric_ports WHERE guid = %s AND port = 1", (HOST_GUID,)
+        ).fetchone()[0]

@@ -71,7 +71,7 @@ def test_an_empty_window_has_no_points(job, api_client):  # noqa: F811
 def test_the_step_is_chosen_from_the_window(job, api_client):  # noqa: F811
     whole = api_client.get(BASE).json()  # the whole job: 190 s -> 1 s steps
     assert (whole["from_ns"], whole["to_ns"], whole["step_ns"]) == (
-        ENDS[0] - 10 * S,
+        M0 - 10 * S,  # the first interval start, down to a whole step
         ENDS[-1] + 1,
         S,
     )

@@ -13,7 +13,8 @@ from server.jobs import profile
 from stacklens import wire
 from stacklens.mpi_ops import op_names
 from tests.collector.test_ingest import exchange
-from tests.collector.test_rollups import M0
+from tests.collector.test_rollups import M0, roll_up
+from tests.conftest import query
 
 S, MS = 10**9, 10**6
 RANKS = 4
@@ -68,7 +69,7 @@ def expected_share(k: int, rank: int) -> dict:
     if 0 < k < INTERVALS - 1:
         mpi["mpi_coll"] = allreduce_ns(k, rank)
     io = 400 * MS if (k, rank) == (BURST, 0) else 0
-    compute = S - startup - shutdown - io - mpi["mpi_coll"]
+    compute = S - shutdown - io - mpi["mpi_coll"]  # MPI_Init: before the first interval
     return {"t_ns": M0 + (k + 1) * S, "rank": rank, "elapsed_ns": S, "mpi_ns": mpi,
             "io_ns": io, "startup_ns": startup, "shutdown_ns": shutdown,
             "compute_ns": compute}  # fmt: skip
@@ -131,3 +132,38 @@ def test_outliers_are_a_pure_function_of_the_shares():
     assert [o["text"] for o in named] == [
         "rank 2: 4.8× the median time in computation (4.75 s against 1.00 s)"
     ]
+
+
+def test_whole_minute_steps_read_the_rollups_exactly(job, collector, api_client, pg_url):
+    """Steps of whole minutes from a whole minute read the per-rank minute rollups where a
+    minute is rolled up, the raw deltas where it is not: before the rollup pass, after it
+    and after a late frame the profile and the per-rank series are the same, and equal to
+    the raw reading (a window starting off the minute)."""
+    minute = {"from": M0 // S, "to": M0 // S + 60, "step": 60}
+    raw = {"from": f"{M0 // S - 1}.5", "to": f"{M0 // S + 59}.5", "step": 60}
+
+    def answers(params: dict) -> tuple:
+        profile_ = api_client.get("/api/jobs/slow/profile", params=params).json()
+        ranks = api_client.get("/api/jobs/slow/series", params={**params, "by": "rank"}).json()
+        shares = [{k: v for k, v in s.items() if k != "t_ns"} for s in profile_["shares"]]
+        points = [(p["key"], p["values"]) for p in ranks["points"]]
+        return shares, profile_["imbalance"], points
+
+    want = answers(raw)
+    assert [s["elapsed_ns"] for s in want[0]] == [INTERVALS * S] * RANKS
+    assert want[0][0]["io_ns"] == 400 * MS and want[0][0]["startup_ns"] == 300 * MS
+    assert answers(minute) == want  # (partly) dirty: raw
+    roll_up(collector)
+    # per rank: its minute; its three ops (MPI_Init, MPI_Allreduce, MPI_Finalize); its
+    # communicator
+    for table, rows in (("rank_minutes", 1), ("rank_op_minutes", 3), ("coll_minutes", 1)):
+        assert query(pg_url, f"SELECT count(*) FROM {table}") == [(rows * RANKS,)]
+    assert query(pg_url, "SELECT count(*) FROM rollup_dirty") == [(0,)]
+    assert answers(minute) == want  # rolled up
+    late = interval_frame(INTERVALS, 1)  # a 31st interval of rank 1, ending in the minute
+    assert [s for s, _ in exchange(collector.address, late, acks=1)] == [0]
+    want = answers(raw)
+    assert want[0][1]["elapsed_ns"] == (INTERVALS + 1) * S
+    assert answers(minute) == want  # its minute dirty again: raw
+    roll_up(collector)
+    assert answers(minute) == want

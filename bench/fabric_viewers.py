@@ -1,0 +1,279 @@
+"""Fabric page at cluster scale: server CPU per viewer (1 vs 10) and Chromium timings.
+
+Writes the 1,792-host fat tree of bench/fabric_api.py (128 switches, 1,920 nodes, 3,584
+links, 7,168 ports) through the real FabricStore into an embedded PostgreSQL, serves the
+real app (API + dashboard) with uvicorn in a child process, and keeps writing one sweep
+per second (random traffic, a few errors) as the sampler would. Then:
+
+1. Chromium (Playwright, Debian's chromium) opens /fabric, twice (the first viewer, with
+   the server's shared answers cold; then another page): time from navigation to the
+   first painted graph, element count, and the ticks' fetch-to-painted times measured by
+   the page itself (`window.stacklensFabricTicks`, assets/fabric.js).
+2. Viewers emulated over HTTP doing per tick exactly what the page's browser asks of the
+   server: GET /api/fabric/state with If-None-Match every tick, and the tables callback
+   (POST /_dash-update-component) every TABLE_TICKS ticks. The server process's CPU time
+   (and PostgreSQL's) over a window with 1 viewer and with 10 viewers; per viewer and the
+   ratio.
+
+    .venv/bin/python -m bench.fabric_viewers [--hosts 1792 --window 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from bench.fabric_api import sweep, topology
+from collector.fabric.counters import DeltaTracker
+from collector.fabric.store import FabricStore
+from emulator.fattree import fat_tree
+from stacklens.constants import PORT_COUNTERS
+from stacklens.db import migrate, start_embedded
+
+#: Ticks between two refreshes of the page's tables (frontend/pages/fabric.py TABLE_TICKS;
+#: that module registers a Dash page on import, so it is not imported here).
+TABLE_TICKS = 5
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]  # fmt: skip
+#: JS: whether the graph is drawn and painted (every edge has its title), and its size.
+PAINTED = """() => { const el = document.querySelector('#fabric-graph');
+  const cy = el && el._cyreg && el._cyreg.cy;
+  if (!cy || cy.edges().length === 0 || cy.edges('[title]').length !== cy.edges().length)
+    return null;
+  return {nodes: cy.nodes().length, edges: cy.edges().length}; }"""
+
+
+class Sweeper:
+    """Writes one sweep of every port per `period_s` in a thread, as the sampler would."""
+
+    def __init__(self, url: str, hosts: int, period_s: float = 1.0):
+        self.topo = topology(fat_tree(hosts))
+        self.ends = sorted(self.topo.ports)
+        self.url, self.period_s = url, period_s
+        self.words = np.zeros((len(self.ends), len(PORT_COUNTERS)), dtype=np.uint64)
+        self.rng = np.random.default_rng(7)
+        self.tracker = DeltaTracker()
+        self.store = FabricStore(url)
+        self.store.write_topology(self.topo, time.time_ns(), [])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def write_one(self) -> None:
+        """One sweep: random traffic (up to a tenth of 4x HDR), errors on a few ports."""
+        data = [PORT_COUNTERS.index(c) for c in ("xmit_bytes", "rcv_bytes")]
+        n = len(self.ends)
+        self.words[:, data] += self.rng.integers(0, 25_000_000_000 // 40, size=(n, 2),
+                                                 dtype=np.uint64)  # fmt: skip
+        errors = PORT_COUNTERS.index("symbol_errors")
+        self.words[self.rng.integers(0, n, size=8), errors] += np.uint64(3)
+        raw = sweep(self.ends, self.words.copy(), time.time_ns())
+        self.store.write_samples(self.tracker.update(raw))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.write_one()
+
+    def __enter__(self) -> Sweeper:
+        self.write_one()
+        time.sleep(0.05)
+        self.write_one()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.store.close()
+
+
+@contextlib.contextmanager
+def served(url: str, port: int, fold_above: int = 256) -> Iterator[subprocess.Popen]:
+    """The stacklens app (API + dashboard) over `url` in a child process on `port`."""
+    code = (
+        "import sys, uvicorn; from server.app import create_app; "
+        "from stacklens.db import make_engine; "
+        f"app = create_app(make_engine({url!r}), api_base_url='http://127.0.0.1:{port}', "
+        f"fabric_fold_above={fold_above}); "
+        f"uvicorn.run(app, host='127.0.0.1', port={port}, log_level='warning')"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"http://127.0.0.1:{port}/api/health").status_code == 200:
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the server did not start")
+            time.sleep(0.2)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes (those still alive)."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_pids(data_dir: Path) -> list[int]:
+    """The PostgreSQL processes of the embedded database in `data_dir`: its postmaster and
+    that one's children (backends, background workers) now."""
+    postmaster = int((data_dir / "postmaster.pid").read_text().split()[0])
+    pids = [postmaster]
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                    pids.append(int(proc.name))
+    return pids
+
+
+def measure_page(page, base: str, ticks: int = 5, timeout_s: float = 60) -> dict:
+    """Open /fabric in `page` (Playwright): seconds to the first painted graph, its node and
+    edge counts, and the fetch-to-painted ms of the next `ticks` ticks (median, max)."""
+    t0 = time.monotonic()
+    page.goto(base + "/fabric")
+    handle = page.wait_for_function(PAINTED, timeout=timeout_s * 1000)
+    first = time.monotonic() - t0
+    size = handle.json_value()
+    page.evaluate("() => { window.stacklensFabricTicks.length = 0; }")
+    page.wait_for_function(
+        f"() => window.stacklensFabricTicks.filter((t) => t.edges > 0).length >= {ticks}",
+        timeout=(ticks * 3 + 30) * 1000,
+    )
+    times = [t["fetch_to_painted_ms"] for t in page.evaluate("() => window.stacklensFabricTicks")
+             if t["edges"] > 0]  # fmt: skip
+    return {"first_render_s": first, **size, "tick_median_ms": float(np.median(times)),
+            "tick_max_ms": max(times), "ticks": len(times)}  # fmt: skip
+
+
+def chromium(base: str, ticks: int = 5) -> list[dict]:
+    """`measure_page` in a fresh headless Chromium: the first viewer (the server's shared
+    answers and the browser's cache cold), then a second page (warm)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        try:
+            out = []
+            for _ in range(2):
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                out.append(measure_page(page, base, ticks))
+                page.close()
+            return out
+        finally:
+            browser.close()
+
+
+def _tables_request() -> dict:
+    """The Dash request the page's tables callback makes (frontend/pages/fabric.py)."""
+    outputs = [("fabric-links-table", "children"), ("fabric-events-table", "children"),
+               ("fabric-status", "children")]  # fmt: skip
+    return {
+        "output": ".." + "...".join(f"{i}.{p}" for i, p in outputs) + "..",
+        "outputs": [{"id": i, "property": p} for i, p in outputs],
+        "inputs": [{"id": "fabric-table-interval", "property": "n_intervals", "value": 1}],
+        "changedPropIds": ["fabric-table-interval.n_intervals"],
+        "state": [],
+    }
+
+
+def viewer(base: str, stop: threading.Event, counts: list[int], i: int, period_s: float) -> None:
+    """One emulated viewer: per tick the state (If-None-Match), every TABLE_TICKS ticks the
+    tables callback; counts[i] += 1 per tick."""
+    etag = None
+    tick = 0
+    with httpx.Client(base_url=base, timeout=30) as http:
+        while not stop.is_set():
+            started = time.monotonic()
+            r = http.get("/api/fabric/state", headers={"If-None-Match": etag} if etag else {})
+            assert r.status_code in (200, 304), r.status_code
+            etag = r.headers.get("etag", etag)
+            if tick % TABLE_TICKS == 0:
+                t = http.post("/_dash-update-component", json=_tables_request())
+                assert t.status_code == 200, t.text[:300]
+            tick += 1
+            counts[i] += 1
+            stop.wait(max(0.0, period_s - (time.monotonic() - started)))
+
+
+def server_cpu(base: str, pids: list[int], pg: list[int], viewers: int, window_s: float) -> dict:
+    """CPU of the server (and of PostgreSQL) per second with `viewers` emulated viewers."""
+    stop = threading.Event()
+    counts = [0] * viewers
+    threads = [threading.Thread(target=viewer, args=(base, stop, counts, i, 1.0))
+               for i in range(viewers)]  # fmt: skip
+    for t in threads:
+        t.start()
+    time.sleep(3)  # warm up: every viewer past its first full answers
+    c0, p0, t0, n0 = cpu_seconds(pids), cpu_seconds(pg), time.monotonic(), sum(counts)
+    time.sleep(window_s)
+    c1, p1, t1, n1 = cpu_seconds(pids), cpu_seconds(pg), time.monotonic(), sum(counts)
+    stop.set()
+    for t in threads:
+        t.join()
+    dt = t1 - t0
+    return {"viewers": viewers, "server_core": (c1 - c0) / dt, "postgres_core": (p1 - p0) / dt,
+            "ticks_per_s": (n1 - n0) / dt}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--hosts", type=int, default=1792)
+    parser.add_argument("--window", type=float, default=20.0, help="seconds measured per case")
+    parser.add_argument("--port", type=int, default=7491)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="stacklens-bench-", dir="/tmp") as scratch:
+        database = start_embedded(Path(scratch) / "pg")
+        try:
+            migrate(database.url)
+            base = f"http://127.0.0.1:{args.port}"
+            with (
+                Sweeper(database.url, args.hosts) as sweeper,
+                served(database.url, args.port) as proc,
+            ):
+                topo = sweeper.topo
+                print(f"fabric: {len(topo.nodes)} nodes, {len(topo.links)} links, "
+                      f"{len(sweeper.ends)} ports; a sweep written every second")  # fmt: skip
+                viewers = ("first viewer", "next viewer")
+                for name, page in zip(viewers, chromium(base), strict=True):
+                    rounded = {k: round(v, 3) if isinstance(v, float) else v
+                               for k, v in page.items()}  # fmt: skip
+                    print(f"chromium, {name}:", json.dumps(rounded))
+                pg = postgres_pids(Path(scratch) / "pg")  # with the server's connections
+                results = [server_cpu(base, [proc.pid], pg, n, args.window) for n in (1, 10)]
+                for r in results:
+                    print("viewers:", json.dumps({k: round(v, 4) for k, v in r.items()}))
+                one, ten = results
+                print(
+                    f"server CPU: one viewer {one['server_core']:.1%} of a core, "
+                    f"10 viewers {ten['server_core']:.1%} "
+                    f"= {ten['server_core'] / one['server_core']:.2f}x one viewer; "
+                    f"PostgreSQL {one['postgres_core']:.1%} / {ten['postgres_core']:.1%}"
+                )
+        finally:
+            database.embedded.cleanup()
+
+
+if __name__ == "__main__":
+    main()

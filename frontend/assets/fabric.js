@@ -1,0 +1,215 @@
+// frontend/assets/fabric.js — the Fabric page's browser side: fetches the shared fabric state
+// every tick and paints the graph from it; search, filters, colour scale, group expansion.
+/*
+ * Dash clientside callbacks (`window.dash_clientside.fabric`), registered by
+ * frontend/pages/fabric.py. The server computes the fabric state once per sweep for every
+ * viewer (GET /api/fabric/state, answered 304 while unchanged); this file turns it into
+ * colours, widths and classes directly on the cytoscape instance (one batch, no element
+ * list sent back and forth), so a tick costs the server one cached answer per viewer.
+ *
+ * The last ticks' timings (fetch start to painted, in ms) are kept in
+ * `window.stacklensFabricTicks` (at most 50) for the benchmark and the browser tests.
+ *
+ * An edge stands for the link ids in its `data.links` (one link, or a folded leaf's host
+ * links): it takes the hottest one's utilisation, the sum of their errors and the union of
+ * their flags (FabricState.links.flags: 1 down, 2 saturated, 4 errors unknown).
+ */
+(function () {
+    const FLAG_DOWN = 1, FLAG_SATURATED = 2;
+    let stateEtag = null, fetchedAt = null;
+    window.stacklensFabricTicks = [];
+
+    function cyOf(id) {
+        const el = document.getElementById(id);
+        return el && el._cyreg ? el._cyreg.cy : null;
+    }
+
+    function mix(a, b, f) {
+        const ch = (c, i) => parseInt(c.slice(1 + 2 * i, 3 + 2 * i), 16);
+        let out = '#';
+        for (let i = 0; i < 3; i++) {
+            const v = Math.round(ch(a, i) + (ch(b, i) - ch(a, i)) * f);
+            out += v.toString(16).padStart(2, '0');
+        }
+        return out;
+    }
+
+    // Position 0..1 on the colour scale of a utilisation: log (one step per decade from
+    // config.log_min to 100 %) or its quantile among the known utilisations.
+    function position(u, scale, config, sorted) {
+        if (scale === 'quantile') {
+            if (sorted.length < 2) return 1;
+            let lo = 0, hi = sorted.length;
+            while (lo < hi) { const m = (lo + hi) >> 1; if (sorted[m] < u) lo = m + 1; else hi = m; }
+            return lo / (sorted.length - 1);
+        }
+        if (u <= config.log_min) return 0;
+        const span = -Math.log10(config.log_min);
+        return Math.min(1, (Math.log10(u) + span) / span);
+    }
+
+    function colour(p, config) {
+        const s = config.scale, x = Math.min(Math.max(p, 0), 1) * (s.length - 1);
+        const i = Math.min(Math.floor(x), s.length - 2);
+        return mix(s[i], s[i + 1], x - i);
+    }
+
+    function bytes(n) {
+        const units = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+        if (n < 1024) return n.toFixed(0) + ' B';
+        let v = n / 1024, u = 0;
+        while (Math.round(v * 100) / 100 >= 1024 && u < units.length - 1) { v /= 1024; u++; }
+        return v.toFixed(2) + ' ' + units[u];
+    }
+
+    const pct = (u) => (u * 100).toFixed(1) + '%';
+
+    function summaryLine(s) {
+        const busiest = s.busiest === null ? 'no link load known yet'
+            : 'busiest link ' + (s.busiest * 100).toFixed(1) + ' %';
+        return `${s.nodes} nodes (${s.switches} switches, ${s.hcas} HCAs, ${s.gone} gone) · ` +
+            `${s.links} links (${s.down} down) · ${s.erroring} with errors in the last sweep · ` +
+            busiest;
+    }
+
+    window.dash_clientside = Object.assign({}, window.dash_clientside, {
+        fabric: {
+            // Every tick: the shared state if it changed (304 otherwise), the topology's ETag
+            // if that changed (the graph is then redrawn), and the status line.
+            tick: async function (_n, drawnEtag) {
+                const nu = window.dash_clientside.no_update;
+                const started = performance.now();
+                let response;
+                try {
+                    response = await fetch('/api/fabric/state', {
+                        headers: stateEtag ? {'If-None-Match': stateEtag} : {},
+                        cache: 'no-store',
+                    });
+                } catch (err) {
+                    return [nu, nu, 'fabric state unreachable: ' + err];
+                }
+                const time = 'updated ' + new Date().toISOString().slice(11, 19) + ' UTC';
+                if (response.status === 304) return [nu, nu, time];
+                if (!response.ok) {
+                    return [nu, nu, `GET /api/fabric/state: HTTP ${response.status}`];
+                }
+                const state = await response.json();
+                stateEtag = response.headers.get('ETag');
+                fetchedAt = started;
+                const etag = state.topology_etag === drawnEtag ? nu : state.topology_etag;
+                return [state, etag, time];
+            },
+
+            // Colour every edge and group from the state; dim what the filter leaves out.
+            paint: function (state, _elements, filter, scale, config) {
+                const cy = cyOf(config.graph);
+                if (!state || !cy) return window.dash_clientside.no_update;
+                const L = state.links, index = new Map();
+                L.id.forEach((id, i) => index.set(id, i));
+                const known = L.utilisation.filter((u) => u !== null).sort((a, b) => a - b);
+                const hotFrom = known.length
+                    ? known[Math.max(0, Math.ceil(known.length * (1 - config.hot_share)) - 1)]
+                    : Infinity;
+                cy.batch(() => {
+                    const groups = new Map();
+                    cy.edges().forEach((e) => {
+                        let u = null, rate = null, errors = 0, flags = 0, down = 0, n = 0;
+                        for (const id of e.data('links') || []) {
+                            const i = index.get(id);
+                            if (i === undefined) continue;
+                            n++;
+                            const ui = L.utilisation[i];
+                            if (ui !== null && (u === null || ui > u)) { u = ui; rate = L.bytes_per_s[i]; }
+                            errors += L.errors[i];
+                            flags |= L.flags[i];
+                            down += L.flags[i] & FLAG_DOWN ? 1 : 0;
+                        }
+                        const allDown = n > 0 && down === n;
+                        const cls = ['link', allDown ? 'down' : 'up'];
+                        if (e.hasClass('bundle')) cls.push('bundle');
+                        if (e.hasClass('fast')) cls.push('fast');
+                        if (errors > 0 || flags & FLAG_SATURATED) cls.push('error');
+                        if (u === null) cls.push('unknown');
+                        const shown = filter === 'hot' ? u !== null && u >= hotFrom
+                            : filter === 'errors' ? errors > 0 || (flags & FLAG_SATURATED) > 0
+                            : filter === 'down' ? down > 0 : true;
+                        if (!shown) cls.push('dim');
+                        const c = u === null ? config.unknown : colour(position(u, scale, config, known), config);
+                        let title = `${e.data('ends')}: ` + (u === null ? 'load unknown'
+                            : `${pct(u)} (${bytes(rate)}/s)`);
+                        if (errors) title += `, ${errors} errors`;
+                        if (flags & FLAG_SATURATED) title += ', error counter saturated';
+                        e.data({colour: c, width: 2 + 6 * Math.min(Math.max(u || 0, 0), 1), title: title});
+                        e.classes(cls.join(' '));
+                        const target = e.target();
+                        if (target.hasClass('group')) groups.set(target.id(), {u, c, errors, flags, title});
+                    });
+                    groups.forEach((g, id) => {
+                        const node = cy.getElementById(id);
+                        node.data({colour: g.c, title: `${node.data('label')}, hottest link ${g.u === null ? 'unknown' : pct(g.u)}` + (g.errors ? `, ${g.errors} errors` : '')});
+                        node.toggleClass('error', g.errors > 0 || (g.flags & FLAG_SATURATED) > 0);
+                    });
+                });
+                if (fetchedAt !== null) {
+                    const ticks = window.stacklensFabricTicks;
+                    ticks.push({fetch_to_painted_ms: performance.now() - fetchedAt,
+                                edges: cy.edges().length});
+                    if (ticks.length > 50) ticks.shift();
+                    fetchedAt = null;
+                }
+                return summaryLine(state.summary);
+            },
+
+            // Search: a node by name or GUID (exact first, then the first containing it); a
+            // host folded into its leaf's group expands the group first.
+            search: function (query, elements, expanded) {
+                const nu = window.dash_clientside.no_update;
+                const q = (query || '').trim().toLowerCase();
+                if (!q || !elements) return [nu, nu, ''];
+                const nodes = elements.filter((el) => el.data && el.data.search !== undefined);
+                const exact = nodes.find((el) => el.data.label.toLowerCase() === q || el.data.id === q);
+                if (exact && exact.data.kind !== 'group') return [nu, exact.data.id, ''];
+                for (const el of nodes) {
+                    if (el.data.kind === 'group' && el.data.members) {
+                        const hit = el.data.members[q] || Object.entries(el.data.members).find(
+                            ([name, guid]) => name.includes(q) || guid === q)?.[1];
+                        if (hit) return [(expanded || []).concat([el.data.leaf]), hit, ''];
+                    }
+                }
+                const part = nodes.find((el) => el.data.kind !== 'group' && el.data.search.includes(q));
+                if (part) return [nu, part.data.id, ''];
+                return [nu, nu, `nothing called "${query}" in the fabric`];
+            },
+
+            // Centre on the focused node once it is drawn, and mark it; again once the
+            // graph's layout (which fits the view after a redraw) has run.
+            focus: function (focusId, _elements, config) {
+                const cy = cyOf(config.graph);
+                if (!cy || !focusId) return window.dash_clientside.no_update;
+                const node = cy.getElementById(focusId);
+                if (node.empty()) return window.dash_clientside.no_update;
+                const centre = () => {
+                    cy.nodes('.focus').removeClass('focus');
+                    node.addClass('focus');
+                    cy.zoom(1.5);
+                    cy.center(node);
+                };
+                centre();
+                cy.one('layoutstop', centre);
+                setTimeout(centre, 300);
+                return focusId;
+            },
+
+            // A click on a group (or its leaf) expands it; on an expanded leaf folds it back.
+            toggle: function (node, expanded, foldable) {
+                const nu = window.dash_clientside.no_update;
+                if (!node || !foldable) return nu;
+                const leaf = node.kind === 'group' ? node.leaf : node.id;
+                const now = expanded || [];
+                if (node.kind === 'group') return now.concat([leaf]);
+                if (now.includes(leaf)) return now.filter((x) => x !== leaf);
+                return nu;
+            },
+        },
+    });
+})();
