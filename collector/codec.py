@@ -10,9 +10,10 @@ rows. The rules and statuses are those of the reference decoder in stacklens/wir
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -160,10 +161,15 @@ class ScanError:
 
 @dataclass
 class FrameBatch:
-    """Validated frames: the bytes they lie in and one FRAME_INFO record per frame."""
+    """Validated frames: the bytes they lie in, one FRAME_INFO record per frame, and the
+    Unix user they belong to (the collector's own unless the ingest proved another);
+    `proven`: the ingest proved that owner (its name is then the jobs' user, whatever the
+    frames claim)."""
 
     data: bytes
     info: np.ndarray
+    owner: int = field(default_factory=os.getuid)
+    proven: bool = False
 
     def __len__(self) -> int:
         return len(self.info)

@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import uvloop
 
-from collector.ingest.server import IngestServer
+from collector.ingest.server import Identity, IngestServer
 from collector.store.jobs import mark_lost_jobs
 from collector.store.partitions import DAY_NS, apply_retention, day_of
 from collector.store.rollups import rollup_pass
@@ -47,6 +47,12 @@ class CollectorService:
             max_new_days=settings.max_new_days_per_batch,
             limits=connection_limits or settings.connection_limits(),
             buffer_bytes=settings.ingest_buffer_mb << 20,
+            identity=Identity(
+                settings.ingest_auth,
+                None if settings.collector_socket == "off" else settings.collector_socket,
+                settings.admins(),
+                settings.munge_socket or None,
+            ),
         )
         self.database_url = database_url
         self.retention_days = settings.retention_days
@@ -142,7 +148,10 @@ class BackgroundCollector:
         listen: str = "127.0.0.1:0",
         **settings: Any,
     ):
-        """`settings`: further Settings fields (limits, timeouts) for this collector."""
+        """`settings`: further Settings fields (limits, timeouts) for this collector; unless
+        given, trusted mode (`ingest_auth`) and no Unix socket."""
+        settings.setdefault("ingest_auth", "trusted")
+        settings.setdefault("collector_socket", "off")
         # Rollups and the lost-job pass run on demand here (roll_up_once, mark_lost_once),
         # not on timers that race with callers (the tests' frames are from 2023).
         self.settings = Settings(

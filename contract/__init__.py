@@ -4,7 +4,8 @@ wrapper generator.
 Everything here is data or standard-library Python, shipped as package data, so an
 installed (not editable) stacklens finds it too:
 
-* `stacklens_wire.def` — frame header, acknowledgement, statuses and counter tables
+* `stacklens_wire.def` — connection start (hello, welcome: proven senders), frame header,
+  acknowledgement, statuses and counter tables
   (X-macros); expanded for C by `stacklens_wire.h` (the hook library and the collector's
   codec include it) and parsed by `stacklens.wire`.
 * `stacklens_settings.def` — every STACKLENS_* setting once (name, readers, default,

@@ -5,8 +5,10 @@
  * the Python side) into packed structs: the frame header sl_frame_header, one
  * record struct sl_rec_<table> per counter table, the acknowledgement sl_ack,
  * the table id enum (SL_TABLE_<table>), the ack status enum
- * (SL_STATUS_<name>), the status names, the frame types (SL_FRAME_<name>)
- * and the bounds (SL_BOUND_<name>). Nothing here is written by hand except
+ * (SL_STATUS_<name>), the status names, the frame types (SL_FRAME_<name>),
+ * the bounds (SL_BOUND_<name>), the connection's hello (sl_hello), welcome
+ * (sl_welcome) and credential message (sl_cred), and the proofs
+ * (SL_PROOF_<name>). Nothing here is written by hand except
  * the constants the .def only states in its doc strings (magics, version)
  * and the section header size.
  *
@@ -25,6 +27,9 @@
 /* Constants that the .def states in the doc strings of its fields. */
 #define SL_FRAME_MAGIC    0x534E4C53u /* bytes 'SLNS' */
 #define SL_ACK_MAGIC      0x4B414C53u /* bytes 'SLAK' */
+#define SL_HELLO_MAGIC    0x49484C53u /* bytes 'SLHI' */
+#define SL_WELCOME_MAGIC  0x45574C53u /* bytes 'SLWE' */
+#define SL_CRED_MAGIC     0x52434C53u /* bytes 'SLCR' */
 #define SL_WIRE_VERSION   2u
 
 /* A body section starts with u16 table id, u16 record size, u32 record count. */
@@ -33,7 +38,7 @@
 #define SL_PACKED __attribute__((packed))
 
 /*
- * The .def invokes seven macros. All of them expand to nothing by default;
+ * The .def invokes eleven macros. All of them expand to nothing by default;
  * each pass below redefines the one it needs, includes the .def, and puts the
  * default back.
  */
@@ -46,6 +51,10 @@
 #define SL_FIELD        SL_NOTHING4
 #define SL_FRAME_TYPE   SL_NOTHING3
 #define SL_BOUND        SL_NOTHING3
+#define SL_HELLO_FIELD  SL_NOTHING3
+#define SL_WELCOME_FIELD SL_NOTHING3
+#define SL_PROOF        SL_NOTHING3
+#define SL_CRED_FIELD   SL_NOTHING3
 
 /*
  * Field types of the .def mapped to "C type, array suffix": SL_TY_u32 gives
@@ -76,6 +85,39 @@ typedef struct SL_PACKED sl_ack {
 #undef  SL_ACK_FIELD
 #define SL_ACK_FIELD SL_NOTHING3
 } sl_ack;
+
+/* ---- hello and welcome (connection start, proven mode) ----------------- */
+typedef struct SL_PACKED sl_hello {
+#undef  SL_HELLO_FIELD
+#define SL_HELLO_FIELD(name, type, doc) SL_MEMBER(name, SL_TY_##type)
+#include "stacklens_wire.def"
+#undef  SL_HELLO_FIELD
+#define SL_HELLO_FIELD SL_NOTHING3
+} sl_hello;
+
+typedef struct SL_PACKED sl_welcome {
+#undef  SL_WELCOME_FIELD
+#define SL_WELCOME_FIELD(name, type, doc) SL_MEMBER(name, SL_TY_##type)
+#include "stacklens_wire.def"
+#undef  SL_WELCOME_FIELD
+#define SL_WELCOME_FIELD SL_NOTHING3
+} sl_welcome;
+
+typedef struct SL_PACKED sl_cred {
+#undef  SL_CRED_FIELD
+#define SL_CRED_FIELD(name, type, doc) SL_MEMBER(name, SL_TY_##type)
+#include "stacklens_wire.def"
+#undef  SL_CRED_FIELD
+#define SL_CRED_FIELD SL_NOTHING3
+} sl_cred;
+
+enum sl_proof {
+#undef  SL_PROOF
+#define SL_PROOF(code, name, doc) SL_PROOF_##name = code,
+#include "stacklens_wire.def"
+#undef  SL_PROOF
+#define SL_PROOF SL_NOTHING3
+};
 
 /* ---- table ids --------------------------------------------------------- */
 enum sl_table_id {
@@ -152,6 +194,9 @@ struct SL_PACKED sl_rec_open_ {
 
 _Static_assert(sizeof(sl_frame_header) == 256, "frame header must be 256 bytes");
 _Static_assert(sizeof(sl_ack) == 16, "ack must be 16 bytes");
+_Static_assert(sizeof(sl_hello) == 32, "hello must be 32 bytes");
+_Static_assert(sizeof(sl_welcome) == 32, "welcome must be 32 bytes");
+_Static_assert(sizeof(sl_cred) == 8, "cred message must be 8 bytes");
 _Static_assert(sizeof(sl_rec_rank_info) == 384, "rank_info record must be 384 bytes");
 _Static_assert(sizeof(sl_rec_p2p) == 40, "p2p record must be 40 bytes");
 _Static_assert(sizeof(sl_rec_op) == 32, "op record must be 32 bytes");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages stacklens needs, only those missing (idempotent).
 # MPI (Open MPI + MPICH), the InfiniBand management stack and simulator, Chromium for the
-# browser tests, iproute2 for the tests' network namespaces, and the toolchain. Runs
+# browser tests, iproute2 for the tests' network namespaces, MUNGE (proven senders across
+# nodes; the hooks build against munge.h and load libmunge at run time), and the toolchain. Runs
 # apt-get update only when something is missing.
 set -euo pipefail
 
@@ -12,6 +13,7 @@ packages=(
   libibumad-dev libibmad-dev libibnetdisc-dev
   chromium chromium-driver
   iproute2
+  munge libmunge-dev
 )
 
 missing=()

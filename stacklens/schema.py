@@ -41,13 +41,20 @@ class _Seen:
 
 
 class Job(_Seen, Base):
-    """One job (scheduler id, STACKLENS_JOB_ID, or generated) seen by a collector; its
-    launches are its runs."""
+    """One job (scheduler id, STACKLENS_JOB_ID, or generated) of one owner seen by a
+    collector; its launches are its runs."""
 
     __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("owner_uid", "job_key", name="uq_jobs_owner_job_key"),)
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    job_key: Mapped[str] = mapped_column(Text, unique=True, doc="scheduler or generated job id")
+    owner_uid: Mapped[int] = mapped_column(
+        BigInteger,
+        doc="the Unix user the job belongs to, proven by its senders (docs/identity.md); part "
+        "of the job's identity: the same job id sent by another user is another job; -1 = "
+        "received before owners were recorded",
+    )
+    job_key: Mapped[str] = mapped_column(Text, doc="scheduler or generated job id")
     world_size: Mapped[int] = mapped_column(Integer, doc="the largest world size of its runs")
     status: Mapped[str] = mapped_column(
         Text,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import ipaddress
 import os
+import pwd
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -57,6 +58,16 @@ def split_endpoint(value: str) -> tuple[str, int]:
     return host.removeprefix("[").removesuffix("]"), int(port)
 
 
+def user_id(name: str) -> int:
+    """The uid of a user name or decimal uid; ValueError if there is no such user."""
+    if name.isdigit():
+        return int(name)
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        raise ValueError(f"no user {name!r} (a user name or a uid)") from None
+
+
 def _default_state_dir() -> Path:
     """State directory: /var/lib/stacklens for root, ~/.local/state/stacklens otherwise.
 
@@ -91,6 +102,12 @@ class Settings(BaseSettings):
     http_port: int = Field(default=7450, ge=0, le=65535)
     collector: str = "127.0.0.1:7451"
     ingest_token: str = Field(default="", repr=False)
+    # who sends (contract/stacklens_wire.def: connection start; docs/identity.md)
+    ingest_auth: Literal["proven", "trusted"] = "proven"
+    collector_socket: str = "/run/stacklens/ingest.sock"  # "off" = none
+    collector_user: str = ""  # a user name or uid; "" = root or the hooks' own user
+    admin_uids: str = "0"  # comma list of user names or uids; see admins()
+    munge_socket: str = ""
     interval_ms: int = Field(default=1000, ge=10, le=3_600_000)
     job_id: str | None = None
     spool_dir: Path = Field(default_factory=default_spool_dir)
@@ -184,6 +201,17 @@ class Settings(BaseSettings):
                 "STACKLENS_HTTP_HOST=127.0.0.1 (STACKLENS_ALLOW_OPEN_BIND=1 serves anyway)"
             )
         return f"warning: serving on {exposed} (STACKLENS_ALLOW_OPEN_BIND=1)"
+
+    @field_validator("admin_uids", "collector_user")
+    @classmethod
+    def _check_users(cls, value: str) -> str:
+        for name in filter(None, (part.strip() for part in value.split(","))):
+            user_id(name)
+        return value
+
+    def admins(self) -> frozenset[int]:
+        """The uids of `admin_uids`."""
+        return frozenset(user_id(p.strip()) for p in self.admin_uids.split(",") if p.strip())
 
     def connection_limits(self) -> ConnectionLimits:
         """The connection limits and timeouts of each server."""

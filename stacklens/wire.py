@@ -1,9 +1,10 @@
 """The stacklens wire format, read from the same X-macro file the C library compiles.
 
 `contract/stacklens_wire.def` is the single source of truth: this module
-parses it into numpy dtypes for the frame header, the acknowledgement and every counter
-table, then decodes and validates frames with vectorised numpy views (no Python loop
-per record) and encodes frames for tests and load generators.
+parses it into numpy dtypes for the frame header, the acknowledgement, the connection's
+hello, welcome and credential message (proven mode) and every counter table, then decodes
+and validates frames with vectorised numpy views (no Python loop per record) and encodes
+frames for tests and load generators.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from stacklens.mpi_ops import op_names
 
 MAGIC = 0x534E4C53  # b"SLNS" little-endian
 ACK_MAGIC = 0x4B414C53  # b"SLAK" little-endian
+HELLO_MAGIC = 0x49484C53  # b"SLHI" little-endian
+WELCOME_MAGIC = 0x45574C53  # b"SLWE" little-endian
+CRED_MAGIC = 0x52434C53  # b"SLCR" little-endian
 VERSION = 2  # version 1 (no runs) is refused with bad_version
 SECTION_HEADER = np.dtype([("table", "<u2"), ("record_size", "<u2"), ("count", "<u4")])
 
@@ -67,6 +71,10 @@ class WireSpec:
     statuses: dict[str, int]
     frame_types: dict[str, int]
     bounds: dict[str, int]
+    hello: np.dtype
+    welcome: np.dtype
+    cred: np.dtype
+    proofs: dict[str, int]
 
     def table(self, name: str) -> Table:
         """The table called `name`."""
@@ -79,20 +87,25 @@ class WireSpec:
 def load_spec(path: Path = WIRE_DEF) -> WireSpec:
     """Parse the wire definition file into a WireSpec."""
     text = _strip_comments(path.read_text())
-    header = [
-        (m[0], _numpy_type(m[1]))
-        for m in re.findall(rf"SL_HEADER_FIELD\(\s*(\w+)\s*,\s*{_TYPE}\s*,\s*{_DOC}\s*\)", text)
-    ]
-    ack = [
-        (m[0], _numpy_type(m[1]))
-        for m in re.findall(rf"SL_ACK_FIELD\(\s*(\w+)\s*,\s*{_TYPE}\s*,\s*{_DOC}\s*\)", text)
-    ]
-    statuses, frame_types = (
+    header, ack, hello, welcome, cred = (
+        [
+            (m[0], _numpy_type(m[1]))
+            for m in re.findall(rf"{macro}\(\s*(\w+)\s*,\s*{_TYPE}\s*,\s*{_DOC}\s*\)", text)
+        ]
+        for macro in (
+            "SL_HEADER_FIELD",
+            "SL_ACK_FIELD",
+            "SL_HELLO_FIELD",
+            "SL_WELCOME_FIELD",
+            "SL_CRED_FIELD",
+        )
+    )
+    statuses, frame_types, proofs = (
         {
             m[1]: int(m[0])
             for m in re.findall(rf"{macro}\(\s*(\d+)\s*,\s*(\w+)\s*,\s*{_DOC}\s*\)", text)
         }
-        for macro in ("SL_STATUS", "SL_FRAME_TYPE")
+        for macro in ("SL_STATUS", "SL_FRAME_TYPE", "SL_PROOF")
     )
     bounds = {
         m[0]: int(m[1])
@@ -108,7 +121,8 @@ def load_spec(path: Path = WIRE_DEF) -> WireSpec:
             )
         ]
         tables[table_id] = Table(table_id, name, doc, np.dtype(fields))
-    return WireSpec(np.dtype(header), np.dtype(ack), tables, statuses, frame_types, bounds)
+    return WireSpec(np.dtype(header), np.dtype(ack), tables, statuses, frame_types, bounds,
+                    np.dtype(hello), np.dtype(welcome), np.dtype(cred), proofs)  # fmt: skip
 
 
 def fields_of(dtype: np.dtype) -> Mapping[str, tuple[Any, ...]]:
@@ -133,6 +147,12 @@ _SECTION_STRUCT = _struct_of(SECTION_HEADER)
 HEADER_SIZE = HEADER_DTYPE.itemsize
 ACK_DTYPE = SPEC.ack
 ACK_SIZE = ACK_DTYPE.itemsize
+HELLO_DTYPE = SPEC.hello
+HELLO_SIZE = HELLO_DTYPE.itemsize
+WELCOME_DTYPE = SPEC.welcome
+WELCOME_SIZE = WELCOME_DTYPE.itemsize
+CRED_DTYPE = SPEC.cred
+CRED_SIZE = CRED_DTYPE.itemsize
 
 
 def _def_enum(name: str, codes: dict[str, int]) -> Any:
@@ -143,6 +163,9 @@ def _def_enum(name: str, codes: dict[str, int]) -> Any:
 
 #: The acknowledgement statuses (the .def's SL_STATUS list).
 Status = _def_enum("Status", SPEC.statuses)
+
+#: How a sender proves who it is (the .def's SL_PROOF list): PEER (Unix socket), MUNGE.
+Proof = _def_enum("Proof", SPEC.proofs)
 
 #: Kinds of frames a rank sends (the .def's SL_FRAME_TYPE list): INTERVAL (data), FINAL
 #: (ended normally: MPI_Finalize, exit, exec), KILLED (ended by a signal), ABORTED
@@ -515,3 +538,69 @@ def decode_ack(raw: bytes) -> tuple[int, int]:
     if int(ack["magic"]) != ACK_MAGIC:
         raise ValueError(f"bad ack magic 0x{int(ack['magic']):08x}")
     return int(ack["status"]), int(ack["seq"])
+
+
+@dataclass(frozen=True)
+class Hello:
+    """The hello that begins a connection in proven mode."""
+
+    proof: int
+    owner_uid: int
+    nonce: bytes  # the sender's, 16 bytes: nonce0 then nonce1, little-endian
+
+    def encode(self) -> bytes:
+        """The hello's bytes."""
+        out = np.zeros(1, dtype=HELLO_DTYPE)
+        out["magic"], out["proof"], out["owner_uid"] = HELLO_MAGIC, self.proof, self.owner_uid
+        out["nonce0"], out["nonce1"] = struct.unpack("<QQ", self.nonce)
+        return out.tobytes()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Hello:
+        """The hello of the first HELLO_SIZE bytes of `raw`; ValueError if it is not one."""
+        hello = np.frombuffer(raw, dtype=HELLO_DTYPE, count=1)[0]
+        if int(hello["magic"]) != HELLO_MAGIC:
+            raise ValueError("the connection did not begin with a hello")
+        nonce = struct.pack("<QQ", int(hello["nonce0"]), int(hello["nonce1"]))
+        return cls(int(hello["proof"]), int(hello["owner_uid"]), nonce)
+
+
+@dataclass(frozen=True)
+class Welcome:
+    """The collector's answer: a challenge (status committed, its nonce, its credential
+    following) or the final verdict (cred_len 0)."""
+
+    status: int
+    cred_len: int = 0
+    owner_uid: int = 0
+    nonce: bytes = bytes(16)  # the collector's (challenge), zeros in a final welcome
+
+    def encode(self, credential: bytes = b"") -> bytes:
+        """The welcome's bytes, followed by `credential` (its length is cred_len)."""
+        out = np.zeros(1, dtype=WELCOME_DTYPE)
+        out["magic"], out["status"], out["cred_len"] = WELCOME_MAGIC, self.status, len(credential)
+        out["owner_uid"] = self.owner_uid
+        out["nonce0"], out["nonce1"] = struct.unpack("<QQ", self.nonce)
+        return out.tobytes() + credential
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Welcome:
+        """The welcome of the first WELCOME_SIZE bytes; ValueError if it is not one."""
+        w = np.frombuffer(raw, dtype=WELCOME_DTYPE, count=1)[0]
+        if int(w["magic"]) != WELCOME_MAGIC:
+            raise ValueError(f"bad welcome magic 0x{int(w['magic']):08x}")
+        nonce = struct.pack("<QQ", int(w["nonce0"]), int(w["nonce1"]))
+        return cls(int(w["status"]), int(w["cred_len"]), int(w["owner_uid"]), nonce)
+
+
+def encode_cred(credential: bytes) -> bytes:
+    """The sender's credential message followed by the credential."""
+    return struct.pack("<II", CRED_MAGIC, len(credential)) + credential
+
+
+def decode_cred(raw: bytes) -> int:
+    """The credential length of a credential message; ValueError if it is not one."""
+    magic, length = struct.unpack_from("<II", raw)
+    if magic != CRED_MAGIC:
+        raise ValueError("expected the sender's credential")
+    return int(length)

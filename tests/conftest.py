@@ -144,7 +144,9 @@ def stacklens_replay(endpoint: str, spool_dir: Path, token: str = "secret"):
     """`stacklens replay SPOOL_DIR` against the collector at endpoint, as an administrator
     runs it (no other STACKLENS_* settings); returns the CompletedProcess."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
-    env.update(STACKLENS_COLLECTOR=endpoint, STACKLENS_INGEST_TOKEN=token)
+    env.update(
+        STACKLENS_COLLECTOR=endpoint, STACKLENS_INGEST_TOKEN=token, STACKLENS_INGEST_AUTH="trusted"
+    )
     return subprocess.run(
         [sys.executable, "-m", "stacklens.cli", "replay", str(spool_dir)],
         env=env,
@@ -208,6 +210,8 @@ def running_up(
         STACKLENS_HTTP_PORT=str(free_port()),
         STACKLENS_COLLECTOR=f"127.0.0.1:{free_port()}",
         STACKLENS_INGEST_TOKEN="e2e-token",
+        STACKLENS_INGEST_AUTH="trusted",
+        STACKLENS_COLLECTOR_SOCKET="off",
         **settings,
     )
     state_dir.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 from pathlib import Path
 
+from stacklens.settings import Settings
 from tests.collector import test_ingest
 from tests.conftest import free_port, query, stacklens_replay
 
@@ -77,6 +78,7 @@ def test_files_deleted_by_their_sender_meanwhile_are_skipped(
     assert [path for _, path, _ in listed] == [late]
     late.unlink()  # the sender's own ack deleted it after the replay listed it
     monkeypatch.setattr(replay_module, "spooled_frames", lambda *_: listed)
-    result = replay_module.replay(tmp_path, *collector.address)
+    settings = Settings(collector=collector.endpoint, ingest_auth="trusted")
+    result = replay_module.replay(tmp_path, settings)
     assert (result.delivered, result.rejected, result.remaining) == (1, [], 0)
     assert query(pg_url, "SELECT sum(bytes_sent) FROM p2p_deltas") == [(1001,)]

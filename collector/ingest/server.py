@@ -19,6 +19,17 @@ incomplete frame stops being read until room is made. A connection may bring at 
 `max_new_days` days without partitions; the frame that would bring one more is answered
 `unavailable` (resend on a new connection: by then the partitions exist) and counted as
 `partition_limit`.
+
+Who sends (`Identity`; contract/stacklens_wire.def, "connection start"): in proven mode a
+connection must begin with a hello. On the Unix socket the sender's uid is the kernel's
+(SO_PEERCRED). Over TCP the collector first proves itself (a challenge: its MUNGE
+credential for the hello's nonce, and a nonce of its own), then decodes the sender's
+credential for that nonce into the uid munged vouches for; a squatter on the port thus
+gets a hello and nothing else. The hello names the owner of the connection's frames: the
+proven uid itself, or anyone when the proven uid is an admin's (replay as root). A refusal
+is a final welcome with its status (`unproven`, `not_owner`), counted under that reason,
+and the connection ends. In trusted mode there is no hello and every frame belongs to
+the collector's own user.
 """
 
 from __future__ import annotations
@@ -27,9 +38,14 @@ import asyncio
 import collections
 import ipaddress
 import logging
+import os
+import secrets
+import socket
+import stat
 import struct
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import cast
 
 import numpy as np
@@ -37,7 +53,7 @@ import numpy as np
 from collector import codec
 from collector.store.partitions import DAY_NS
 from collector.store.writer import FrameWriter
-from stacklens import wire
+from stacklens import munge, wire
 from stacklens.connguard import ConnectionGuard, ConnectionLimits, Deadline
 
 log = logging.getLogger(__name__)
@@ -47,6 +63,36 @@ log = logging.getLogger(__name__)
 REJECT_LINGER_S = 5.0
 _BODY_LEN = struct.Struct("<I")  # the header's body_len field, at byte 8
 _BODY_LEN_OFFSET = wire.fields_of(wire.HEADER_DTYPE)["body_len"][1]
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+_HELLO_MAGIC = struct.pack("<I", wire.HELLO_MAGIC)
+
+
+def _answers(path: Path) -> bool:
+    """Whether something accepts connections on the Unix socket `path`."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Identity:
+    """How senders are proven (see the module's doc): `auth` "proven" or "trusted"; the
+    Unix socket offered in proven mode (None = none); the uids that may send for any
+    owner; the local munged's socket (None = libmunge's default)."""
+
+    auth: str = "trusted"
+    unix_socket: str | None = None
+    admins: frozenset[int] = frozenset({0})
+    munge_socket: str | None = None
+
+    @property
+    def proven(self) -> bool:
+        """Whether every connection must begin with a hello that proves its user."""
+        return self.auth == "proven"
 
 
 def accepted_without_token(host: str | None) -> bool:
@@ -83,8 +129,11 @@ class IngestServer:
         max_new_days: int = 8,
         limits: ConnectionLimits | None = None,
         buffer_bytes: int = 64 << 20,
+        identity: Identity | None = None,
     ):
+        """`identity`: how senders are proven; default trusted mode (tests, embedding)."""
         self.writer = writer
+        self.identity = identity or Identity()
         self.host, self.port = host, port
         self.token = token
         self.max_body = max_body
@@ -97,10 +146,15 @@ class IngestServer:
         self.buffered = 0  # bytes of incomplete frames held, all connections
         self._waiting: collections.OrderedDict[_Connection, None] = collections.OrderedDict()
         self._server: asyncio.Server | None = None
+        self._unix_server: asyncio.Server | None = None
 
     async def start(self) -> None:
-        """Start listening (port 0 picks a free port; see `self.port` afterwards)."""
-        if not self.token:
+        """Start listening (port 0 picks a free port; see `self.port` afterwards), and on
+        the Unix socket in proven mode."""
+        if self.identity.proven:
+            log.info("ingest: proven senders only (Unix socket peer credentials, MUNGE over "
+                     "TCP); admins: uids %s", sorted(self.identity.admins))  # fmt: skip
+        elif not self.token:
             log.warning(
                 "NO INGEST TOKEN CONFIGURED (STACKLENS_INGEST_TOKEN): only senders on the "
                 "loopback interface are accepted"
@@ -112,12 +166,41 @@ class IngestServer:
         )  # fmt: skip
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("collector listening for hook frames on %s:%d", self.host, self.port)
+        if self.identity.proven and self.identity.unix_socket:
+            await self._start_unix(Path(self.identity.unix_socket))
+
+    async def _start_unix(self, path: Path) -> None:
+        """Listen on the Unix socket `path` (open to every user: the kernel tells who
+        connects); a directory it cannot create, another file there, or a live collector
+        on it is logged and no socket is offered (the hooks then use TCP)."""
+        try:
+            if not path.parent.is_dir():
+                path.parent.mkdir(mode=0o755, parents=True)
+            if path.is_symlink() or (path.exists() and not stat.S_ISSOCK(path.lstat().st_mode)):
+                raise OSError(f"{path} exists and is not a socket")
+            if path.exists() and _answers(path):
+                raise OSError("another collector listens on it")
+            path.unlink(missing_ok=True)  # a stale socket of an earlier collector
+            loop = asyncio.get_running_loop()
+            self._unix_server = await loop.create_unix_server(
+                lambda: _Connection(self, unix=True), str(path),
+                backlog=self.guard.limits.max_total,
+            )  # fmt: skip
+            path.chmod(0o666)
+        except OSError as exc:
+            log.warning("no Unix socket for the hooks at %s (%s): local hooks use TCP and "
+                        "need MUNGE", path, exc)  # fmt: skip
+            return
+        log.info("collector listening for hook frames on the Unix socket %s", path)
 
     async def stop(self) -> None:
-        """Stop accepting and close the listening socket."""
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        """Stop accepting and close the listening sockets."""
+        for server in (self._server, self._unix_server):
+            if server is not None:
+                server.close()
+                await server.wait_closed()
+        if self._unix_server is not None and self.identity.unix_socket:
+            Path(self.identity.unix_socket).unlink(missing_ok=True)
 
     def oldest_ns(self) -> int | None:
         """Oldest interval end accepted now (the retention window), None if unlimited."""
@@ -164,10 +247,18 @@ class IngestServer:
 class _Connection(asyncio.Protocol):
     """One sender: scan what arrives, submit valid frames, acknowledge them in order."""
 
-    def __init__(self, server: IngestServer):
+    def __init__(self, server: IngestServer, unix: bool = False):
         self.server = server
+        self.unix = unix  # on the Unix socket: the kernel says who the peer is
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        # the uid the frames are stored under: the collector's own in trusted mode, set by
+        # an accepted hello in proven mode (None until then)
+        self.owner: int | None = None if server.identity.proven else os.getuid()
+        self._peer_uid: int | None = None  # SO_PEERCRED of a Unix socket peer
+        self._proving: asyncio.Task[None] | None = None  # a step of the proof, while it runs
+        self._hello: wire.Hello | None = None  # proven mode: the sender's hello, once read
+        self._nonce = b""  # proven mode, TCP: the collector's nonce (the sender's payload)
         self._chunks: list[bytes] = []  # received bytes not yet scanned
         self._buffered = 0
         self._need = wire.HEADER_SIZE  # bytes to wait for before scanning again
@@ -177,7 +268,7 @@ class _Connection(asyncio.Protocol):
         self._closing = False
         self._eof = False
         self._proven = False  # a valid header has arrived (token included)
-        self._paused: set[str] = set()  # why reading is paused: "writer", "memory"
+        self._paused: set[str] = set()  # why reading is paused: "writer", "memory", "hello"
         self._deadline = Deadline(self._expired)
         self._new_days: set[int] = set()  # days without partitions this sender brought
 
@@ -189,14 +280,23 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # a stream connection (uvloop's
         # transports implement asyncio.Transport without subclassing it)
-        peername = transport.get_extra_info("peername")
-        self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         self.server.stats.connections += 1
-        if not self.server.guard.admit(self, peername[0] if peername else "?"):
+        if self.unix:
+            sock = transport.get_extra_info("socket")
+            raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+            _, self._peer_uid, _ = _UCRED.unpack(raw)
+            self.peer = address = f"unix uid {self._peer_uid}"
+        else:
+            peername = transport.get_extra_info("peername")
+            self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+            address = peername[0] if peername else "?"
+        if not self.server.guard.admit(self, address):
             self.transport.abort()
             return
         self._deadline.set(self.server.guard.limits.handshake_timeout_s, "handshake_timeout")
-        if not self.server.token and not accepted_without_token(peername and peername[0]):
+        if self.server.identity.proven:
+            self._need = wire.HELLO_SIZE
+        elif not self.server.token and not accepted_without_token(address):
             self._deadline.clear()  # ends after the reject's linger, not as a timeout
             reason = "no ingest token configured: only loopback senders are accepted"
             self.server.reject(self.peer, wire.Status.BAD_TOKEN, reason)
@@ -227,6 +327,138 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        if self.owner is None:
+            self._hello_received(data)
+            return
+        self._frames_received(data)
+
+    def _hello_received(self, data: bytes) -> None:
+        """Collect the hello, then (TCP) the sender's credential message and credential;
+        each complete step is proven off the read path (reading pauses meanwhile)."""
+        self._chunks.append(data)
+        self._buffered += len(data)
+        self._hold(len(data))
+        if self._buffered < self._need or self._proving is not None:
+            return
+        buffer = b"".join(self._chunks)
+        if self._hello is None:
+            if buffer[:4] != _HELLO_MAGIC:
+                reason = "proven mode: the connection did not begin with a hello"
+                self._refuse(wire.Status.UNPROVEN, reason, ack=True)
+                return
+            self._hello = wire.Hello.decode(buffer)
+            used, step = wire.HELLO_SIZE, self._after_hello(self._hello)
+        else:
+            if self._need == wire.CRED_SIZE:
+                try:
+                    length = wire.decode_cred(buffer)
+                except ValueError as exc:
+                    self._refuse(wire.Status.UNPROVEN, str(exc))
+                    return
+                if not 0 < length <= wire.BOUNDS["max_cred_bytes"]:
+                    self._refuse(wire.Status.UNPROVEN, f"credential of {length} bytes")
+                    return
+                self._need = wire.CRED_SIZE + length
+                if self._buffered < self._need:
+                    self._chunks = [buffer]
+                    return
+            used = self._need
+            step = self._after_credential(buffer[wire.CRED_SIZE : used])
+        rest = buffer[used:]
+        self._hold(len(rest) - self._buffered)
+        self._chunks, self._buffered = ([rest], len(rest)) if rest else ([], 0)
+        self._pause("hello")
+        self._proving = asyncio.get_running_loop().create_task(step)
+
+    async def _after_hello(self, hello: wire.Hello) -> None:
+        """Unix socket: the verdict on the peer's uid. TCP: the challenge, the collector's
+        credential for the sender's nonce and a nonce of its own for the sender's."""
+        if self.unix:
+            if hello.proof != wire.Proof.PEER:
+                self._refuse(wire.Status.UNPROVEN, "on the Unix socket the proof is 'peer'")
+            else:
+                assert self._peer_uid is not None, "read when the connection was made"
+                self._verdict(self._peer_uid)
+            return
+        if hello.proof != wire.Proof.MUNGE:
+            self._refuse(wire.Status.UNPROVEN, "over TCP the proof is a MUNGE credential")
+            return
+        self._nonce = secrets.token_bytes(16)
+        try:
+            credential = await asyncio.get_running_loop().run_in_executor(
+                None, munge.encode, hello.nonce, self.server.identity.munge_socket
+            )
+        except munge.MungeError as exc:  # the sender cannot be answered: it resends later
+            log.error("cannot prove the collector to %s: %s", self.peer, exc)
+            self.server.stats.rejected["munge_unavailable"] += 1
+            self.drop("munge_unavailable")
+            return
+        if self._write(wire.Welcome(wire.Status.COMMITTED, nonce=self._nonce).encode(credential)):
+            self._need = wire.CRED_SIZE
+            self._go_on()
+
+    async def _after_credential(self, credential: bytes) -> None:
+        """Decode the sender's credential (payload: the collector's nonce): the verdict."""
+        try:
+            decoded = await asyncio.get_running_loop().run_in_executor(
+                None, munge.decode, credential, self.server.identity.munge_socket
+            )
+        except munge.MungeError as exc:
+            self._refuse(wire.Status.UNPROVEN, f"MUNGE credential refused: {exc}")
+            return
+        if decoded.payload != self._nonce:
+            self._refuse(wire.Status.UNPROVEN, "MUNGE credential not made for this connection")
+            return
+        self._verdict(decoded.uid)
+
+    def _verdict(self, uid: int) -> None:
+        """The sender is `uid`: accept the hello's owner if it is uid's own or uid is an
+        admin's (the final welcome; frames follow), else refuse with not_owner."""
+        assert self._hello is not None, "a verdict follows a hello"
+        owner = self._hello.owner_uid
+        if uid != owner and uid not in self.server.identity.admins:
+            self._refuse(wire.Status.NOT_OWNER, f"uid {uid} may not send frames for uid {owner}")
+            return
+        if not self._write(wire.Welcome(wire.Status.COMMITTED, owner_uid=owner).encode()):
+            return
+        self.owner = owner
+        self._proven = True
+        self.peer = f"{self.peer} (uid {uid}, owner {owner})"
+        self._need = wire.HEADER_SIZE
+        self._deadline.set(self.server.guard.limits.idle_timeout_s, "idle_timeout")
+        self._go_on()
+
+    def _write(self, data: bytes) -> bool:
+        """Write to the sender unless the connection is ending; whether it was written."""
+        if self._closing or self.transport is None or self.transport.is_closing():
+            return False
+        self.transport.write(data)
+        return True
+
+    def _go_on(self) -> None:
+        """A step of the proof is done: read again, first what already arrived."""
+        self._proving = None
+        if self._chunks:
+            data = b"".join(self._chunks)
+            self._hold(-self._buffered)
+            self._chunks, self._buffered = [], 0
+            self.data_received(data)
+        self.resume("hello")
+
+    def _refuse(self, status: wire.Status, reason: str, ack: bool = False) -> None:
+        """Refuse the connection's proof: answer `status` (a final welcome, or an ack to a
+        sender that sent a frame instead of a hello), count it under the status, end."""
+        self._proving = None
+        self._deadline.clear()
+        self._hold(-self._buffered)
+        self._chunks, self._buffered = [], 0
+        self.server.reject(self.peer, status, reason)
+        answer = wire.encode_ack(status, 0) if ack else wire.Welcome(status).encode()
+        if self._write(answer):
+            self._end_after_reject()
+
+    def _frames_received(self, data: bytes) -> None:
+        """Scan frames (the connection's owner is known)."""
         held = self._buffered  # incomplete-frame bytes accounted before this read
         self._chunks.append(data)
         self._buffered += len(data)
@@ -296,6 +528,9 @@ class _Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def _submit(self, batch: codec.FrameBatch) -> None:
+        assert self.owner is not None, "frames before an accepted hello"
+        batch.owner = self.owner
+        batch.proven = self.server.identity.proven
         self.server.stats.frames_received += len(batch)
         seqs = batch.info["seq"]
         self._last_seq = int(seqs[-1])

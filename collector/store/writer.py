@@ -2,7 +2,9 @@
 
 Every frame's data is written at most once: the `received_frames` ledger deduplicates by
 (run, rank, seq) inside the same transaction as the data, so a resent frame is recognised
-even after a collector restart. A run is one launch of a job; the writer registers jobs,
+even after a collector restart. A job is its owner's (the Unix user the ingest proved,
+`FrameBatch.owner`) and its id: the same job id sent by two users is two jobs, so nobody
+can pre-empt another user's job. A run is one launch of a job; the writer registers jobs,
 runs and the numbers of non-MPI processes (their rank) before it stores their frames.
 Callers are told a frame is stored only after COMMIT.
 
@@ -18,9 +20,11 @@ import asyncio
 import collections
 import contextlib
 import logging
+import pwd
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -39,10 +43,11 @@ from stacklens.wire import FINAL_TYPES, FrameError, FrameType, Status
 log = logging.getLogger(__name__)
 
 _UPSERT_JOBS = """
-INSERT INTO jobs (job_key, world_size, command, "user", status, started_ns, last_seen_ns)
-SELECT * FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[], %b::bigint[],
-                     %b::bigint[])
-ON CONFLICT (job_key) DO UPDATE SET
+INSERT INTO jobs (owner_uid, job_key, world_size, command, "user", status, started_ns,
+                  last_seen_ns)
+SELECT * FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[], %b::text[], %b::text[],
+                     %b::bigint[], %b::bigint[])
+ON CONFLICT (owner_uid, job_key) DO UPDATE SET
     world_size = GREATEST(jobs.world_size, EXCLUDED.world_size),
     started_ns = LEAST(jobs.started_ns, EXCLUDED.started_ns),
     last_seen_ns = GREATEST(jobs.last_seen_ns, EXCLUDED.last_seen_ns),
@@ -53,18 +58,21 @@ RETURNING id
 
 #: Registration (its own short transaction, see FrameWriter._register): new jobs ...
 _CREATE_JOBS = """
-INSERT INTO jobs (job_key, world_size, command, "user", status, started_ns, last_seen_ns)
-SELECT * FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[], %b::bigint[],
-                     %b::bigint[])
-ON CONFLICT (job_key) DO NOTHING
+INSERT INTO jobs (owner_uid, job_key, world_size, command, "user", status, started_ns,
+                  last_seen_ns)
+SELECT * FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[], %b::text[], %b::text[],
+                     %b::bigint[], %b::bigint[])
+ON CONFLICT (owner_uid, job_key) DO NOTHING
 """
 
 #: ... the jobs whose runs or processes are being numbered, locked in key order (the order
 #: of _UPSERT_JOBS) against other registrations; FOR NO KEY UPDATE does not conflict with
 #: the KEY SHARE locks that rows referring to the job take.
 _LOCK_JOBS = """
-SELECT id, job_key FROM jobs WHERE job_key = ANY(%b::text[])
-ORDER BY job_key COLLATE "C" FOR NO KEY UPDATE
+SELECT j.id, j.owner_uid, j.job_key FROM jobs j
+JOIN unnest(%b::bigint[], %b::text[]) AS k(owner_uid, job_key)
+    ON j.owner_uid = k.owner_uid AND j.job_key = k.job_key
+ORDER BY j.owner_uid, j.job_key COLLATE "C" FOR NO KEY UPDATE OF j
 """
 
 _KNOWN_RUNS = """
@@ -227,8 +235,9 @@ class _Frames:
         self.info = np.concatenate([b.info for b in batches]) if len(batches) > 1 else (
             batches[0].info)  # fmt: skip
         sizes = [len(b) for b in batches]
-        self._owner = np.repeat(np.arange(len(batches)), sizes)
+        self._batch = np.repeat(np.arange(len(batches)), sizes)
         self._local = np.concatenate([np.arange(n) for n in sizes])
+        self.owner = np.repeat(np.array([b.owner for b in batches], dtype=np.int64), sizes)
         self.addresses = frame_addresses(batches)  # valid while the batches live
 
     def __len__(self) -> int:
@@ -236,12 +245,13 @@ class _Frames:
 
     def records(self, i: int, table: str) -> np.ndarray:
         """Frame i's records of a wire table."""
-        records: np.ndarray = self.batches[self._owner[i]].records(int(self._local[i]), table)
+        records: np.ndarray = self.batches[self._batch[i]].records(int(self._local[i]), table)
         return records
 
     def rank_info(self, i: int) -> tuple[str | None, str | None, str | None]:
         """(command, user, run label) of frame i, Nones if it carries no rank information
-        (and for an empty user or label)."""
+        (and for an empty user or label). The user of a proven frame is its owner's name
+        (what the read side filters on, server/access/owner.py), never the name claimed."""
         info = self.records(i, "rank_info")
         if not len(info):
             return None, None, None
@@ -249,7 +259,18 @@ class _Frames:
             bytes(info[name][0]).split(b"\0", 1)[0].decode("utf-8", "replace")
             for name in ("command", "user", "run_label")
         )
+        if self.batches[self._batch[i]].proven:
+            user = user_name(int(self.owner[i]))
         return command, user or None, label or None
+
+
+@lru_cache(maxsize=4096)
+def user_name(uid: int) -> str:
+    """The login name of uid, or "uid:<uid>" for a uid without one."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid:{uid}"
 
 
 def _groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
@@ -389,7 +410,8 @@ class FrameWriter:
                     continue
                 for i in range(len(batch)):
                     try:
-                        await self._write(worker, [FrameBatch(batch.data, batch.info[i : i + 1])])
+                        one = FrameBatch(batch.data, batch.info[i : i + 1], batch.owner)
+                        await self._write(worker, [one])
                     except psycopg.errors.DataError as exc:
                         self.stats.data_errors += 1
                         log.error("database refused a frame, rejecting it: %s", exc)
@@ -514,8 +536,8 @@ class FrameWriter:
         learned: _IdMap = {}
         async with conn.transaction(), conn.cursor() as cur:
             await cur.execute(_CREATE_JOBS, runs.job_params())
-            await cur.execute(_LOCK_JOBS, (runs.job_keys,))
-            learned.update({key: job_id for job_id, key in await cur.fetchall()})
+            await cur.execute(_LOCK_JOBS, runs.job_columns())
+            learned.update({(owner, key): job_id for job_id, owner, key in await cur.fetchall()})
             job_ids = [learned[key] for key in runs.job_keys]
             wanted = runs.run_rows(job_ids)
             await cur.execute(_KNOWN_RUNS, (wanted["job_id"], wanted["run_key"]))
@@ -575,8 +597,8 @@ class FrameWriter:
         return True
 
 
-#: Ids a writer knows: job key -> jobs.id, (job key, run key) -> runs.id, ("process", runs.id,
-#: host, pid, start) -> process number.
+#: Ids a writer knows: (owner, job key) -> jobs.id, ((owner, job key), run key) -> runs.id,
+#: ("process", runs.id, host, pid, start) -> process number.
 _IdMap = dict[Any, int]
 
 #: Ids remembered by a writer (job keys, runs, processes) before it starts afresh.
@@ -599,12 +621,14 @@ def _texts(raw: np.ndarray) -> list[str]:
 class _Runs:
     """The jobs and runs of a set of frames (runs: by job and wire run id; the frames of a
     `processes` run, wire run id 0, by process key): what their upserts write, sorted by
-    (job key, run key), the order rows are locked in."""
+    ((owner, job key), run key), the order rows are locked in."""
 
     def __init__(self, frames: _Frames):
         info = frames.info
-        first, self.job_group, n_jobs = _groups(info["job"])
-        self.job_keys = _texts(info["job"][first])
+        first, self.job_group, n_jobs = _groups(frames.owner, info["job"])
+        self.job_keys: list[tuple[int, str]] = list(
+            zip(frames.owner[first].tolist(), _texts(info["job"][first]), strict=True)
+        )
         run_key = info["run_id"].view(np.int64)
         first, self.run_group, n_runs = _groups(self.job_group, run_key)
         self.run_job = self.job_group[first]
@@ -635,8 +659,12 @@ class _Runs:
         self._info = info
         self.world_rank = info["world_rank"]  # of every frame
 
-    def run_keys(self) -> list[tuple[str, int]]:
-        """(job key, run key) of every run."""
+    def job_columns(self) -> tuple[list[int], list[str]]:
+        """The owners and the job keys of every job (the columns of its key)."""
+        return [k[0] for k in self.job_keys], [k[1] for k in self.job_keys]
+
+    def run_keys(self) -> list[tuple[tuple[int, str], int]]:
+        """((owner, job key), run key) of every run."""
         pairs = zip(self.run_job.tolist(), self.run_key.tolist(), strict=True)
         return [(self.job_keys[j], k) for j, k in pairs]
 
@@ -686,7 +714,7 @@ class _Runs:
         for g, job in enumerate(self.run_job.tolist()):
             commands[job] = commands[job] or self.commands[g]
             users[job] = users[job] or self.users[g]
-        return (self.job_keys, size.tolist(), commands, users, ["running"] * n,
+        return (*self.job_columns(), size.tolist(), commands, users, ["running"] * n,
                 start.tolist(), end.tolist())  # fmt: skip
 
 

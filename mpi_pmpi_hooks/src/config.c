@@ -21,6 +21,15 @@
  *   STACKLENS_SPOOL_MAX_MB         spool size cap per process, default 256
  *   STACKLENS_SPOOL_NODE_MAX_MB    spool size cap of the directory (every process
  *                                  of the user on the node), default 1024
+ *   STACKLENS_INGEST_AUTH          proven (default: every connection proves who
+ *                                  sends and that the collector is the real one,
+ *                                  see proof.h) or trusted (no proof, the token)
+ *   STACKLENS_COLLECTOR_SOCKET     the collector's Unix socket on this node, tried
+ *                                  before TCP; default /run/stacklens/ingest.sock,
+ *                                  "off": none
+ *   STACKLENS_COLLECTOR_USER       user (name or uid) the collector must be proven
+ *                                  to run as; default: root or our own user
+ *   STACKLENS_MUNGE_SOCKET         the local munged's socket, default libmunge's
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -47,6 +56,7 @@
 #define SL_DEFAULT_SPOOL_MB      256u
 #define SL_DEFAULT_NODE_SPOOL_MB 1024u
 #define SL_MAX_SPOOL_MB          1048576u
+#define SL_DEFAULT_SOCKET        "/run/stacklens/ingest.sock"
 
 /* The variable names of the declared settings, by sl_setting. */
 static const char *const setting_names[SL_SET_COUNT] = {
@@ -175,6 +185,36 @@ static void load_uint(sl_setting setting, unsigned lo, unsigned hi, unsigned *ou
         *out = n;
 }
 
+/* Copies the setting's value into out[size]: a value too long warns and keeps the default. */
+static void load_text(sl_setting setting, char *out, size_t size)
+{
+    const char *v = sl_env(setting);
+    if (v == NULL || *v == '\0')
+        return;
+    if (strlen(v) >= size)
+        sl_warn("%s is longer than %zu bytes; using %s", sl_env_name(setting), size - 1,
+                out[0] ? out : "the default");
+    else
+        snprintf(out, size, "%s", v);
+}
+
+/* Who proves what to whom: STACKLENS_INGEST_AUTH, _COLLECTOR_SOCKET, _COLLECTOR_USER,
+ * _MUNGE_SOCKET. An unknown mode warns and stays proven (never less checking). */
+static void load_identity(sl_config *cfg)
+{
+    const char *v = sl_env(SL_SET_INGEST_AUTH);
+    if (v != NULL && strcmp(v, "trusted") == 0)
+        cfg->trusted = 1;
+    else if (v != NULL && *v != '\0' && strcmp(v, "proven") != 0)
+        sl_warn("STACKLENS_INGEST_AUTH='%.64s' is neither proven nor trusted; using proven", v);
+    strcpy(cfg->collector_socket, SL_DEFAULT_SOCKET);
+    load_text(SL_SET_COLLECTOR_SOCKET, cfg->collector_socket, sizeof cfg->collector_socket);
+    if (strcmp(cfg->collector_socket, "off") == 0)
+        cfg->collector_socket[0] = '\0';
+    load_text(SL_SET_COLLECTOR_USER, cfg->collector_user, sizeof cfg->collector_user);
+    load_text(SL_SET_MUNGE_SOCKET, cfg->munge_socket, sizeof cfg->munge_socket);
+}
+
 /* Fills cfg from the STACKLENS_* variables; bad values warn and keep the default. */
 void sl_config_load(sl_config *cfg)
 {
@@ -237,6 +277,8 @@ void sl_config_load(sl_config *cfg)
         else
             snprintf(cfg->spool_dir, sizeof cfg->spool_dir, "%s", v);
     }
+
+    load_identity(cfg);
 
     v = sl_env(SL_SET_INGEST_TOKEN);
     if (v != NULL) {

@@ -39,6 +39,10 @@ typedef struct sl_config {
     unsigned spool_max_mb;         /* STACKLENS_SPOOL_MAX_MB: spool size cap per process */
     unsigned spool_node_max_mb;    /* STACKLENS_SPOOL_NODE_MAX_MB: cap of the directory */
     int send_disabled;             /* STACKLENS_COLLECTOR or _INGEST_TOKEN invalid: send nothing */
+    int trusted;                   /* STACKLENS_INGEST_AUTH=trusted: no hello, nothing proven */
+    char collector_socket[108];    /* STACKLENS_COLLECTOR_SOCKET (sun_path), "" = none */
+    char collector_user[64];       /* STACKLENS_COLLECTOR_USER, "" = root or our own user */
+    char munge_socket[256];        /* STACKLENS_MUNGE_SOCKET, "" = libmunge's default */
 } sl_config;
 
 /* Fills cfg from the environment, warning about and replacing bad values. */

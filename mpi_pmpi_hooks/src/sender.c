@@ -6,7 +6,11 @@
  *
  *   every interval   build a delta frame and append it to the queue
  *   not connected    connect (non-blocking, 1 s timeout), next address of
- *                    the collector name on failure, backoff once all failed
+ *                    the collector name on failure, backoff once all failed;
+ *                    in proven mode the collector's Unix socket on this node
+ *                    first, and every new connection proven before a frame
+ *                    is written (proof.h: a collector that cannot prove
+ *                    itself counts as unreachable, so frames are spooled)
  *   connected        write every queued frame not yet written on this
  *                    connection; read 16-byte acks; status committed removes
  *                    the frame, unavailable keeps it and reconnects after the
@@ -59,12 +63,14 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "fdtable.h"
 #include "frame.h"
 #include "ibport.h"
 #include "posix.h"
+#include "proof.h"
 #include "spool.h"
 
 #define SL_QUEUE_MAX_FRAMES   64                /* unacknowledged frames kept in memory */
@@ -76,6 +82,7 @@
 #define SL_JOIN_SLACK_MS      2000u             /* join wait beyond the finalize timeout */
 #define SL_NS_PER_MS          1000000ull
 #define SL_ALONE_CHECK_NS     250000000ull      /* how often the sender asks if it is the last thread */
+#define SL_PROOF_TIMEOUT_NS   1500000000ull     /* hello to welcome, proven mode */
 
 /* A frame waiting for its acknowledgement. */
 typedef struct sl_qframe {
@@ -119,7 +126,7 @@ static struct sl_sender {
     int unreachable;          /* the collector could not be reached since the last ack */
     uint64_t frames_dropped;  /* frames dropped: queue full or no memory to build them */
     uint64_t frames_spooled;  /* frames written to the spool directory */
-    int warned_delivery, warned_overflow;
+    int warned_delivery, warned_overflow, warned_unix;
     uint32_t warned_status;   /* bit per reject status already logged */
 } S = { .wake_fd = -1, .done_fd = -1, .sock = -1 };
 
@@ -320,9 +327,55 @@ static void connection_lost(uint64_t now, const char *what, int err)
     warn_delivery(what, err);
 }
 
+/*
+ * Proven mode, at the start of a round of connects: the collector's Unix
+ * socket on this node, proven (proof.h). Returns 0 when connected and proven;
+ * -1 when there is no socket to connect to or it is not the collector (once
+ * warned): TCP is tried instead.
+ */
+static int unix_connect(uint64_t now)
+{
+    if (S.cfg->trusted || S.cfg->collector_socket[0] == '\0' || S.addr != S.addrs)
+        return -1;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    memcpy(sa.sun_path, S.cfg->collector_socket, sizeof sa.sun_path - 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd); /* no collector socket on this node (or its backlog is full) */
+        return -1;
+    }
+    char why[256];
+    if (sl_proof_connect(S.cfg, fd, 1, now + SL_PROOF_TIMEOUT_NS, why, sizeof why) != 0) {
+        close(fd);
+        if (!S.warned_unix) {
+            S.warned_unix = 1;
+            sl_warn("rank %d: collector socket %s: %s; not sending there", S.rank,
+                    S.cfg->collector_socket, why);
+        }
+        return -1;
+    }
+    S.sock = fd;
+    return 0;
+}
+
+/* Proven mode: proves a connection just established over TCP before a frame is
+ * written on it; a collector that does not prove itself is a failed connect. */
+static void connection_prove(uint64_t now)
+{
+    char why[256];
+    if (S.cfg->trusted
+        || sl_proof_connect(S.cfg, S.sock, 0, now + SL_PROOF_TIMEOUT_NS, why, sizeof why) == 0)
+        return;
+    connect_failed(sl_mono_ns(), why, 0);
+}
+
 /* Resolves the collector address if needed and starts a non-blocking connect. */
 static void connect_start(uint64_t now)
 {
+    if (unix_connect(now) == 0)
+        return;
     if (S.addrs == NULL) {
         struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
         int rc = getaddrinfo(S.cfg->collector_host, S.cfg->collector_port, &hints, &S.addrs);
@@ -341,8 +394,10 @@ static void connect_start(uint64_t now)
     }
     int one = 1;
     setsockopt(S.sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(S.sock, S.addr->ai_addr, S.addr->ai_addrlen) == 0)
+    if (connect(S.sock, S.addr->ai_addr, S.addr->ai_addrlen) == 0) {
+        connection_prove(now);
         return;
+    }
     if (errno == EINPROGRESS) {
         S.connecting = 1;
         S.connect_deadline = now + SL_CONNECT_TIMEOUT_NS;
@@ -363,6 +418,7 @@ static void connect_finish(uint64_t now)
         return;
     }
     S.connecting = 0;
+    connection_prove(now);
 }
 
 /* Writes queued frames not yet written on this connection, as far as the socket takes them. */

@@ -26,7 +26,8 @@ from stacklens.schema import Base, Job
 
 
 def owner_column() -> InstrumentedAttribute[Any]:
-    """The column that names a job's owner (today the user the job's frames carry)."""
+    """The column that names a job's owner: the login name of its proven owner (in trusted
+    ingest mode, the name its frames claim; collector/store/writer.py)."""
     return Job.user
 
 

@@ -2,12 +2,13 @@
 
 FastAPI reads and parses a request body before a route or its dependencies run, so the
 token and the size cap are checked here, in an ASGI middleware in front of
-`POST /api/ingest/frames`: no collector in this server → 503; no token configured and a
-client not on loopback → 403; a missing or wrong `Authorization: Bearer <token>` (the
-scheme in any case) → 401; a declared `Content-Length` over the cap → 413; then the body
-is read up to the cap (413 as soon as it goes over) and handed to the route. Every refusal
-is a JSON `{"detail": reason}`, counted among the ingest's rejected frames' reasons, and
-never repeats what the client sent as a token.
+`POST /api/ingest/frames`: no collector in this server → 503; a collector in proven mode
+(STACKLENS_INGEST_AUTH=proven: a bearer token proves no Unix user) → 403; no token
+configured and a client not on loopback → 403; a missing or wrong `Authorization: Bearer
+<token>` (the scheme in any case) → 401; a declared `Content-Length` over the cap → 413;
+then the body is read up to the cap (413 as soon as it goes over) and handed to the route.
+Every refusal is a JSON `{"detail": reason}`, counted among the ingest's rejected frames'
+reasons, and never repeats what the client sent as a token.
 """
 
 from __future__ import annotations
@@ -72,6 +73,10 @@ class IngestGate:
         if collector is None:
             return 503, "unavailable", "this server runs no collector"
         ingest = collector.ingest
+        if ingest.identity.proven:
+            reason = ("the HTTP ingest proves no Unix user: it takes frames only in trusted mode "
+                      "(STACKLENS_INGEST_AUTH=trusted)")  # fmt: skip
+            return 403, "unproven", reason
         client = scope.get("client")
         if not ingest.token and not accepted_without_token(client[0] if client else None):
             reason = "no ingest token configured: only loopback senders are accepted"

@@ -83,8 +83,10 @@ async def ingest_frames(batch: JsonBatch, request: Request) -> IngestResult:
     Authorization: `Bearer <STACKLENS_INGEST_TOKEN>` (checked, with the body size cap
     STACKLENS_HTTP_MAX_BODY_MB, before the body is read: server/ingest/gate.py); with no
     token configured, only clients on the loopback interface are accepted (403 otherwise).
-    A batch with any invalid frame is rejected whole (422, with each reason) and stores
-    nothing; so is a batch that needs more new day partitions than
+    Trusted mode only (STACKLENS_INGEST_AUTH=trusted): a token proves no Unix user, so a
+    collector in proven mode answers 403 (docs/identity.md); the frames belong to the
+    collector's user. A batch with any invalid frame is rejected whole (422, with each
+    reason) and stores nothing; so is a batch that needs more new day partitions than
     STACKLENS_MAX_NEW_DAYS_PER_BATCH. Resent frames are stored once.
     """
     collector = request.app.state.collector

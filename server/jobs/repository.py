@@ -265,8 +265,11 @@ def _job_rows(session: Session, ids: list[int]) -> list[dict[str, Any]]:
 
 
 def get_job(session: Session, job_key: str) -> Job | None:
-    """The job with this key, or None."""
-    return session.scalars(select(Job).where(Job.job_key == job_key)).one_or_none()
+    """The job with this key that the session may read, or None. A job is its owner's and
+    its key (two users may use one key); a user sees only theirs (server/access/owner.py),
+    an admin who can read several gets the one seen last."""
+    query = select(Job).where(Job.job_key == job_key).order_by(Job.last_seen_ns.desc(), Job.id)
+    return session.scalars(query.limit(1)).first()
 
 
 def get_run(session: Session, job_id: int, ordinal: int) -> Run | None:

@@ -209,7 +209,7 @@ def _deliver_spooled(settings: Settings) -> None:
     spool = settings.spool_dir
     if str(spool) == "off" or not spool.is_dir() or not spooled_frames(spool):
         return
-    result = replay(spool, settings.collector_host, settings.collector_port, timeout=10.0)
+    result = replay(spool, settings, timeout=10.0)
     print(
         f"stacklens run: delivered {result.delivered} spooled frames to {settings.collector}"
         f"; {len(result.rejected)} rejected, {result.remaining} left in {spool}",

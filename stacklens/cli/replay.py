@@ -28,6 +28,11 @@ as root, it also refuses a frame whose rank information names a user other than 
 owner (by name, or as `uid:<n>`). Refused files are renamed `*.rejected` with the reason
 printed, like frames the collector rejects. Directories are walked without following
 links (os.fwalk); acknowledged files are then deleted by path.
+
+Each file's frames are sent for the file's owner (stacklens/sender.py: in proven mode the
+connection names that owner and the collector accepts it from the owner itself or from an
+admin, so root's epilog replay keeps every frame's original owner): one connection per
+owner.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stacklens import wire
+from stacklens.sender import open_connection
 from stacklens.settings import Settings, default_spool_dir
 
 log = logging.getLogger(__name__)
@@ -180,41 +186,54 @@ def _set_aside(path: Path) -> None:
         path.rename(path.with_suffix(REJECTED_SUFFIX))
 
 
-def replay(
-    spool_dir: Path, host: str, port: int, timeout: float = 30.0,
-    max_body: int = DEFAULT_MAX_BODY,
-) -> ReplayResult:  # fmt: skip
-    """Send every spooled frame to the collector at host:port; see the module doc."""
+def _owner(path: Path, spool_dir: Path) -> int:
+    """The uid owning a spool file; the spool directory's if the file is gone meanwhile
+    (its sender delivered it: sending it again is harmless)."""
+    try:
+        return path.lstat().st_uid
+    except FileNotFoundError:
+        return spool_dir.stat().st_uid
+
+
+def replay(spool_dir: Path, settings: Settings, timeout: float = 30.0) -> ReplayResult:
+    """Send every spooled frame to the collector of `settings` (for its file's owner); see
+    the module doc."""
     result = ReplayResult()
     refused: list[tuple[Path, str]] = []
-    pending = spooled_frames(spool_dir, max_body, refused)
+    found = spooled_frames(spool_dir, settings.max_frame_bytes, refused)
     for path, reason in refused:
         _set_aside(path)
         result.rejected.append((path, reason))
         log.warning("refused spool file %s: %s", path, reason)
-    idle_rounds = 0
-    while pending and idle_rounds < _MAX_IDLE_ROUNDS:
-        try:
-            sent = _deliver(pending, host, port, timeout, result)
-        except OSError as exc:
-            log.warning("collector %s:%d: %s", host, port, exc)
-            break
-        idle_rounds = 0 if sent else idle_rounds + 1
-        if not sent:
-            time.sleep(0.5 * idle_rounds)  # the collector asked for a moment
-        pending = pending[sent:]
-    result.remaining = len(pending)
+    by_owner: dict[int, list] = {}
+    for item in found:
+        by_owner.setdefault(_owner(item[1], spool_dir), []).append(item)
+    for owner, pending in sorted(by_owner.items()):
+        idle_rounds = 0
+        while pending and idle_rounds < _MAX_IDLE_ROUNDS:
+            try:
+                sent = _deliver(pending, settings, owner, timeout, result)
+            except OSError as exc:
+                log.warning("collector %s: %s", settings.collector, exc)
+                break
+            idle_rounds = 0 if sent else idle_rounds + 1
+            if not sent:
+                time.sleep(0.5 * idle_rounds)  # the collector asked for a moment
+            pending = pending[sent:]
+        result.remaining += len(pending)
     return result
 
 
-def _deliver(pending: list, host: str, port: int, timeout: float, result: ReplayResult) -> int:
+def _deliver(
+    pending: list, settings: Settings, owner: int, timeout: float, result: ReplayResult
+) -> int:
     """Send frames on one connection until all are acked or one is rejected.
 
     Returns how many of `pending` were settled (acknowledged or rejected); a frame answered
     `unavailable` is not settled: it is sent again on the next connection.
     """
     settled = 0
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    with open_connection(settings, owner, timeout) as sock:
         sock.sendall(b"".join(raw for _, _, raw in pending))
         sock.shutdown(socket.SHUT_WR)
         buffered = b""
@@ -271,10 +290,7 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
 
 def _replay_one(settings: Settings, spool: Path) -> int:
     """Replay one spool directory and report it; the exit status."""
-    result = replay(
-        spool, settings.collector_host, settings.collector_port,
-        max_body=settings.max_frame_bytes,
-    )  # fmt: skip
+    result = replay(spool, settings)
     print(
         f"replayed {result.delivered} frames from {spool} to {settings.collector}; "
         f"{len(result.rejected)} rejected, {result.remaining} left"

@@ -47,6 +47,7 @@ class Collector:
             STACKLENS_DATABASE_URL=self.url,
             STACKLENS_COLLECTOR=f"127.0.0.1:{self.port}",
             STACKLENS_INGEST_TOKEN="secret",
+            STACKLENS_INGEST_AUTH="trusted",
         )
         self.proc = subprocess.Popen(
             [*STACKLENS, "collector"], env=env, stdout=self.log.open("a"), stderr=subprocess.STDOUT
@@ -86,6 +87,7 @@ def start_job(collectors: list[int], spool: Path, job: str) -> subprocess.Popen:
     """The ring job; rank R sends to collectors[R % len(collectors)] (MPMD for several)."""
     env = mpi_env(
         STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INGEST_AUTH="trusted",
         STACKLENS_INTERVAL_MS="100",
         STACKLENS_JOB_ID=job,
         STACKLENS_SPOOL_DIR=str(spool),
@@ -111,7 +113,11 @@ def finish(job_proc: subprocess.Popen, spool: Path, port: int) -> int:
     left = len(list(spool.glob("*.slf"))) if spool.exists() else 0
     if left:
         env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
-        env.update(STACKLENS_COLLECTOR=f"127.0.0.1:{port}", STACKLENS_INGEST_TOKEN="secret")
+        env.update(
+            STACKLENS_COLLECTOR=f"127.0.0.1:{port}",
+            STACKLENS_INGEST_TOKEN="secret",
+            STACKLENS_INGEST_AUTH="trusted",
+        )
         replay = subprocess.run(
             [*STACKLENS, "replay", str(spool)], env=env, capture_output=True, text=True,
             timeout=60,

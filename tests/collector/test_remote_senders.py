@@ -118,7 +118,9 @@ def http_server(pg_url: str, token: str, name: str) -> Iterator[int]:
     """The web app with a collector (ingest token `token`) on 0.0.0.0, answering to the
     host name (or address) `name` too; yields its port."""
     engine = make_engine(pg_url)
-    service = CollectorService(pg_url, Settings(collector="127.0.0.1:0", ingest_token=token))
+    service = CollectorService(
+        pg_url, Settings(collector="127.0.0.1:0", ingest_token=token, ingest_auth="trusted")
+    )
     app = create_app(
         engine,
         api_base_url="http://127.0.0.1",

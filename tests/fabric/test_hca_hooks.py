@@ -69,6 +69,7 @@ def test_host_counters_are_sent_as_exact_deltas(tmp_path, collector, pg_url, hoo
     env = mpi_env(
         STACKLENS_COLLECTOR=collector.endpoint,
         STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INGEST_AUTH="trusted",
         STACKLENS_INTERVAL_MS=str(INTERVAL_MS),
         STACKLENS_JOB_ID=job,
         STACKLENS_SYSFS_ROOT=str(root),

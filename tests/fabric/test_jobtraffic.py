@@ -31,6 +31,7 @@ def _run_job(collector, program: str, job: str) -> None:
     env = mpi_env(
         STACKLENS_COLLECTOR=collector.endpoint,
         STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INGEST_AUTH="trusted",
         STACKLENS_INTERVAL_MS="100",
         STACKLENS_JOB_ID=job,
     )

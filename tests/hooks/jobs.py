@@ -40,6 +40,7 @@ def job_env(collector, mpi: str, job: str, interval_ms: int = 100, **extra: str)
             "STACKLENS_SPOOL_DIR": "off",
             "STACKLENS_COLLECTOR": collector.endpoint,
             "STACKLENS_INGEST_TOKEN": "secret",
+            "STACKLENS_INGEST_AUTH": "trusted",
             "STACKLENS_INTERVAL_MS": str(interval_ms),
             "STACKLENS_JOB_ID": job,
             **extra,
@@ -53,6 +54,7 @@ def user_env(collector, job: str, **extra: str) -> dict[str, str]:
     env = mpi_env(
         STACKLENS_COLLECTOR=collector.endpoint,
         STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INGEST_AUTH="trusted",
         STACKLENS_INTERVAL_MS="100",
         STACKLENS_SPOOL_DIR="off",
         STACKLENS_JOB_ID=job,

@@ -58,6 +58,7 @@ def test_exec_delivers_the_interval_and_a_failed_exec_counts_on(
         LD_PRELOAD=str(hook_library),
         STACKLENS_COLLECTOR=collector.endpoint,
         STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INGEST_AUTH="trusted",
         STACKLENS_INTERVAL_MS="3600000",  # nothing arrives but what the ending sends
         STACKLENS_SPOOL_DIR="off",
         STACKLENS_JOB_ID=job,

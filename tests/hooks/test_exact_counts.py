@@ -170,6 +170,7 @@ def test_records_past_the_body_bound_go_in_the_next_frame(collector, pg_url, hoo
         LD_PRELOAD=str(hook_library),
         STACKLENS_COLLECTOR=collector.endpoint,
         STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INGEST_AUTH="trusted",
         STACKLENS_INTERVAL_MS="3600000",  # everything in the final flush
         STACKLENS_SPOOL_DIR="off",
         STACKLENS_MAX_KEYS="65536",

@@ -20,6 +20,7 @@ def run_under_hooks(
     env = mpi_env(
         STACKLENS_COLLECTOR=collector.endpoint,
         STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INGEST_AUTH="trusted",
         STACKLENS_INTERVAL_MS=str(interval_ms),
         STACKLENS_JOB_ID=job,
     )

@@ -47,6 +47,7 @@ def hooks_env(hook_library, collector: str, job: str, **extra: str) -> dict:
         LD_PRELOAD=str(hook_library),
         STACKLENS_COLLECTOR=collector,
         STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INGEST_AUTH="trusted",
         STACKLENS_INTERVAL_MS="50",
         STACKLENS_JOB_ID=job,
         **extra,
@@ -151,7 +152,7 @@ def test_default_spool_is_per_user_and_replayed_for_all_users(collector, pg_url,
         assert list(spool.glob("*.slf"))
         admin = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
         admin.update(STACKLENS_COLLECTOR=collector.endpoint, STACKLENS_INGEST_TOKEN="secret",
-                     TMPDIR=str(tmp))  # fmt: skip
+                     STACKLENS_INGEST_AUTH="trusted", TMPDIR=str(tmp))  # fmt: skip
         replay = subprocess.run(
             [sys.executable, "-m", "stacklens.cli", "replay", "--all-users"],
             env=admin, capture_output=True, text=True, timeout=60,

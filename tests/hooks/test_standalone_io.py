@@ -37,6 +37,7 @@ def env(collector, hook_library, job: str) -> dict:
         LD_PRELOAD=str(hook_library),
         STACKLENS_COLLECTOR=collector.endpoint,
         STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INGEST_AUTH="trusted",
         STACKLENS_INTERVAL_MS="50",
         STACKLENS_SPOOL_DIR="off",
         STACKLENS_JOB_ID=job,

@@ -157,6 +157,7 @@ def test_collector_down_spools_and_replays_exactly(
     env = mpi_env(
         STACKLENS_COLLECTOR=f"127.0.0.1:{free_port()}",
         STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INGEST_AUTH="trusted",
         STACKLENS_INTERVAL_MS="50",
         STACKLENS_JOB_ID=job,
         STACKLENS_SPOOL_DIR=str(spool),
@@ -190,6 +191,7 @@ def test_program_without_mpi_is_a_process_of_its_job(collector, pg_url, hook_lib
     env = mpi_env(
         STACKLENS_COLLECTOR=collector.endpoint,
         STACKLENS_INGEST_TOKEN="secret",
+        STACKLENS_INGEST_AUTH="trusted",
         STACKLENS_JOB_ID=job,
     )
     result = stacklens_run(

@@ -114,6 +114,7 @@ def ring_job(collector: str, job: str, examples: Path, iterations: int) -> tuple
     ranks, size = 4, 65536
     env = jobs.job_env(SimpleNamespace(endpoint=collector), "openmpi", job, interval_ms=100)
     env["STACKLENS_INGEST_TOKEN"] = "e2e-token"
+    env["STACKLENS_INGEST_AUTH"] = "trusted"
     program = [str(examples / "ring_allreduce"), str(iterations), str(size), "100"]
     started = time.monotonic()
     proc = jobs.start(jobs.mpirun("openmpi", ranks, program), env)

@@ -101,7 +101,8 @@ def shortened(value: str, field: int, readable: str | None = None) -> str:
 
 def run_writer(collector, hook_library, tmp_path, job: str, paths, **extra) -> None:
     env = mpi_env(LD_PRELOAD=str(hook_library), STACKLENS_COLLECTOR=collector.endpoint,
-                  STACKLENS_INGEST_TOKEN="secret", STACKLENS_INTERVAL_MS="50",
+                  STACKLENS_INGEST_TOKEN="secret", STACKLENS_INGEST_AUTH="trusted",
+                  STACKLENS_INTERVAL_MS="50",
                   STACKLENS_SPOOL_DIR="off", STACKLENS_JOB_ID=job, **extra)  # fmt: skip
     result = subprocess.run([sys.executable, "-c", WRITER, *map(str, paths)], env=env,
                             capture_output=True, text=True, timeout=60)  # fmt: skip

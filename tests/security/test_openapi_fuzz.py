@@ -34,7 +34,9 @@ def run_schemathesis(pg_url: str, examples: int, tmp_path: Path) -> None:
     collector not started: without the token, the ingest route answers before it would be
     needed) served on a free port; fail with schemathesis's report."""
     engine = make_engine(pg_url)
-    service = CollectorService(pg_url, Settings(collector="127.0.0.1:0", ingest_token="secret"))
+    service = CollectorService(
+        pg_url, Settings(collector="127.0.0.1:0", ingest_token="secret", ingest_auth="trusted")
+    )
     app = create_app(engine, api_base_url="http://x", collector=service, with_frontend=False)
     try:
         with serving(app) as port:

@@ -18,7 +18,9 @@ AUTH = {"Authorization": "Bearer secret"}
 @pytest.fixture
 def app_client(pg_url):
     engine = make_engine(pg_url)
-    service = CollectorService(pg_url, Settings(collector="127.0.0.1:0", ingest_token="secret"))
+    service = CollectorService(
+        pg_url, Settings(collector="127.0.0.1:0", ingest_token="secret", ingest_auth="trusted")
+    )
     app = create_app(
         engine, api_base_url="http://127.0.0.1", collector=service, with_frontend=False
     )

@@ -1,0 +1,1 @@
+"""Tests of identity: proven senders (MUNGE, SO_PEERCRED) and job ownership (#13)."""
