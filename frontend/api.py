@@ -22,6 +22,7 @@ import pydantic_core
 from stacklens.api_models import (
     FabricEvent,
     FabricState,
+    JobPlacement,
     JobSummary,
     LinkLoad,
     Overview,
@@ -71,6 +72,13 @@ class StacklensApi:
         peer)."""
         query = {"by": by, **window.query(), "step": step_s}
         return self._get(f"/api/jobs/{quote(job, safe='')}/series{_query(query)}", Series, by)
+
+    def placement(self, job: str, window: Window) -> JobPlacement:
+        """Where `job` runs on the fabric: its hosts (with their ranks, HCA ports and how
+        each was matched) and the links they sit on or can cross, with their load over
+        `window`."""
+        path = f"/api/jobs/{quote(job, safe='')}/placement{_query(window.query())}"
+        return self._get(path, JobPlacement, "placement")
 
     def fabric_topology(self) -> Topology:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""
