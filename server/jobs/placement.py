@@ -140,11 +140,13 @@ def _between(
     for lk in trunks:
         graph[lk["a"]["guid"]].add(lk["b"]["guid"])
         graph[lk["b"]["guid"]].add(lk["a"]["guid"])
-    pairs = set()
-    hosts = sorted(switches_of)
-    for i, h in enumerate(hosts):
-        for other in hosts[i + 1 :]:
-            pairs |= {(s, t) for s in switches_of[h] for t in switches_of[other] if s != t}
+    on: dict[str, set[str]] = defaultdict(set)  # switch -> the job hosts cabled to it
+    for host, switches in switches_of.items():
+        for switch in switches:
+            on[switch].add(host)
+    ends = sorted(on)
+    pairs = {(s, t) for i, s in enumerate(ends) for t in ends[i + 1 :]
+             if len(on[s] | on[t]) > 1}  # fmt: skip
     dist = {s: _hops(graph, s) for pair in pairs for s in pair}
     out = set()
     for s, t in pairs:
