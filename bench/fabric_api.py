@@ -119,8 +119,8 @@ def main() -> None:
                 f"written in {time.perf_counter() - t0:.1f} s"
             )
             engine = make_engine(database.url)
-            app = create_app(engine, api_base_url="http://testserver", with_frontend=False)
-            with TestClient(app) as client:
+            app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False)
+            with TestClient(app, base_url="http://127.0.0.1") as client:
                 for path in ("/api/fabric/topology", "/api/fabric/links",
                              "/api/fabric/links?samples=false",  # what the page asks
                              "/api/fabric/events?limit=20"):  # fmt: skip
@@ -130,7 +130,7 @@ def main() -> None:
                         f"GET {path}: {seconds * 1000:.0f} ms (median of {args.repeat}), "
                         f"{len(response.content) / 1e6:.2f} MB"
                     )
-                api = StacklensApi("http://testserver")
+                api = StacklensApi("http://127.0.0.1")
                 api._http = client  # the client methods over the in-process app
                 topo, loads = api.fabric_topology(), api.fabric_links()
                 seconds, elements = timed(lambda: cyto_style.elements(topo, loads), args.repeat)

@@ -5,6 +5,8 @@ Every answer is parsed into the response models the server's routes declare
 (`stacklens.api_models`, the one API contract), so a route and this client cannot disagree
 about a field. Every failure (server unreachable, HTTP error, a body that does not match
 the contract) is raised as `ApiError` with a message meant to be shown to the user as-is.
+Inside a dashboard request, every call carries that request's viewer pass, so the API
+answers with what this viewer may read (server/access/gate.py), never more.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from stacklens.api_models import (
     SlowRanks,
     Topology,
 )
+from stacklens.constants import VIEWER_PASS_HEADER
 
 _FLASK_EXTENSION = "stacklens_api"
 _T = TypeVar("_T")
@@ -104,7 +107,7 @@ class StacklensApi:
         """GET `path` and parse its JSON body into `model` (a response model or a list of
         them); `what` names the data in error messages."""
         try:
-            response = self._http.get(path)
+            response = self._http.get(path, headers=_viewer_headers())
         except httpx.HTTPError as exc:
             reason = str(exc) or type(exc).__name__
             url = f"{self.base_url}{path}"
@@ -120,6 +123,14 @@ class StacklensApi:
             if any(e["type"] == "json_invalid" for e in exc.errors()):
                 raise ApiError(f"stacklens server sent invalid JSON for GET {path}") from exc
             raise ApiError(f"stacklens server sent an unexpected {what}: {exc}") from exc
+
+
+def _viewer_headers() -> dict[str, str]:
+    """The viewer pass of the dashboard request being answered (none outside one)."""
+    if not flask.has_request_context():
+        return {}
+    viewer_pass = flask.request.headers.get(VIEWER_PASS_HEADER)
+    return {} if viewer_pass is None else {VIEWER_PASS_HEADER: viewer_pass}
 
 
 @dataclasses.dataclass(frozen=True)

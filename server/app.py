@@ -1,7 +1,8 @@
 """Builds the stacklens web application: the API under /api, /metrics, OpenAPI at /docs
 (Swagger UI served from the installed swagger-ui-bundle package: it works offline), and
-the Dash dashboard at /. Serve it with server.http_guard.uvicorn_config (connection limits
-and timeouts)."""
+the Dash dashboard at /, every request through the access gate (server/access/: Host
+check, viewer, owner filter). Serve it with server.http_guard.uvicorn_config (connection
+limits and timeouts)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
+from starlette.middleware.sessions import SessionMiddleware
 
 import stacklens
+from server.access.gate import AccessGate
+from server.access.oidc import oidc_router
+from server.access.viewer import Access
 from server.errors import install_error_handlers
 from server.fabric.routes import router as fabric_router
 from server.fabric.snapshot import FabricSnapshots
@@ -47,6 +52,7 @@ def create_app(
     with_frontend: bool = True,
     connection_limits: ConnectionLimits | None = None,
     max_body_bytes: int = 32 << 20,
+    access: Access | None = None,
 ) -> FastAPI:
     """The FastAPI app over `engine`.
 
@@ -55,8 +61,10 @@ def create_app(
     the server that serves the app (`app.state.http_guard`, used by http_guard); request
     bodies are capped at `max_body_bytes`. The fabric view's shared answers look for a new
     sweep at most every `fabric_recheck_s`; the Fabric page aggregates fabrics of more than
-    `fabric_fold_above` HCAs.
+    `fabric_fold_above` HCAs. `access` says who may read what (default: auth_mode=none,
+    answering to loopback names only).
     """
+    access = access or Access()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -82,7 +90,14 @@ def create_app(
     # the fabric view, shared by every viewer
     app.state.fabric_snapshots = FabricSnapshots(recheck_s=fabric_recheck_s)
     app.state.http_guard = ConnectionGuard("http", connection_limits or ConnectionLimits())
+    app.state.access = access
     app.add_middleware(IngestGate, max_body_bytes=max_body_bytes)
+    app.add_middleware(AccessGate, access=access, engine=engine)
+    if access.mode == "oidc":  # outside the gate: it reads the session the login keeps
+        app.add_middleware(SessionMiddleware, secret_key=access.secret,
+                           session_cookie="stacklens_session", max_age=access.session_s,
+                           same_site="lax")  # fmt: skip
+        app.include_router(oidc_router(access))
     app.include_router(jobs_router)
     app.include_router(overview_router)
     app.include_router(fabric_router)

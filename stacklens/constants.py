@@ -66,3 +66,9 @@ def bucket_bounds(bucket: int) -> tuple[int, int]:
     """Byte range [lower, upper) of a log2 message-size bucket: 0 holds empty messages,
     b >= 1 holds [2^(b-1), 2^b)."""
     return (0, 1) if bucket == 0 else (1 << (bucket - 1), 1 << bucket)
+
+
+#: The header by which the dashboard reads the API as the viewer of the page request it
+#: answers: the server's access gate puts a signed pass in every dashboard request, and
+#: the dashboard's API client sends it on (server/access/gate.py, frontend/api.py).
+VIEWER_PASS_HEADER = "X-Stacklens-Viewer-Pass"

@@ -462,6 +462,21 @@ HcaDelta = _model(
 )
 
 
+class ApiToken(Base):
+    """An API bearer token (`stacklens token create`): only its SHA-256 is stored; it acts
+    as `user` until `expires_ns`, or until revoked."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    user: Mapped[str] = mapped_column(Text, doc="the user the token acts as")
+    name: Mapped[str] = mapped_column(Text, doc="what it is for (its owner's label)")
+    sha256: Mapped[bytes] = mapped_column(BYTEA, unique=True, doc="SHA-256 of the token")
+    created_ns: Mapped[int] = mapped_column(BigInteger)
+    expires_ns: Mapped[int] = mapped_column(BigInteger)
+    revoked_ns: Mapped[int | None] = mapped_column(BigInteger)
+
+
 # ---------------------------------------------------------------------------------------
 # fabric: InfiniBand topology, port counters and topology events (collector/fabric).
 # GUIDs are stored as signed bigint (the 64-bit GUID's two's complement).

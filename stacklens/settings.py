@@ -9,6 +9,7 @@ reads the same variable names, so one environment configures both sides.
 from __future__ import annotations
 
 import io
+import ipaddress
 import os
 import re
 from functools import lru_cache
@@ -34,6 +35,10 @@ TOKEN_RULE = f"at most {TOKEN_MAX_BYTES} visible ASCII characters (no spaces)"
 
 #: A host name or IPv4 address, or an IPv6 address in brackets (the same rule as config.c).
 _HOST = re.compile(r"(?:[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,253}[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])")
+
+
+#: Host names that mean "this machine only" (a bind to one of them needs no login).
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 def valid_token(token: str) -> bool:
@@ -107,6 +112,22 @@ class Settings(BaseSettings):
     max_frame_bytes: int = Field(default=BOUNDS["max_body_bytes"], ge=BOUNDS["max_body_bytes"])
     max_clock_skew_s: float = Field(default=300.0, gt=0)
     max_new_days_per_batch: int = Field(default=8, ge=1, le=366)
+    # who may read (server/access/, docs/access.md)
+    auth_mode: Literal["none", "proxy", "oidc"] = "none"
+    allow_open_bind: bool = False
+    http_allowed_hosts: str = ""  # comma-separated, as every list below
+    proxy_user_header: str = "X-Forwarded-User"
+    proxy_addresses: str = ""
+    oidc_issuer: str = ""
+    oidc_client_id: str = ""
+    oidc_client_secret: str = Field(default="", repr=False)
+    oidc_user_claim: str = "preferred_username"
+    oidc_groups_claim: str = "groups"
+    session_secret: str = Field(default="", repr=False)
+    session_hours: float = Field(default=12.0, gt=0)
+    admin_users: str = ""
+    admin_group: str = ""
+    token_days: float = Field(default=90.0, gt=0)
     # fabric sampler (collector/fabric)
     fabric_source: Literal["auto", "none", "mad", "sysfs", "replay"] = "auto"
     fabric_interval_ms: int = Field(default=1000, ge=50)
@@ -128,6 +149,41 @@ class Settings(BaseSettings):
         if not valid_token(value):  # the value is never shown, not even in part
             raise ValueError(f"STACKLENS_INGEST_TOKEN must be {TOKEN_RULE}")
         return value
+
+    @field_validator("proxy_addresses")
+    @classmethod
+    def _check_proxies(cls, value: str) -> str:
+        for item in cls.items(value):
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"STACKLENS_PROXY_ADDRESSES: {item!r} is not an address or network (CIDR)"
+                ) from None
+        return value
+
+    @staticmethod
+    def items(value: str) -> list[str]:
+        """The items of a comma-separated setting (http_allowed_hosts, proxy_addresses,
+        admin_users), blanks dropped."""
+        return [part.strip() for part in value.split(",") if part.strip()]
+
+    def check_exposure(self) -> str | None:
+        """Whether the HTTP server may start as configured: ConfigError (one line) for
+        auth_mode=none on an address other than loopback; with allow_open_bind, the warning
+        to print instead (None: nothing to say)."""
+        if self.auth_mode != "none" or self.http_host in LOOPBACK_HOSTS:
+            return None
+        exposed = (
+            f"STACKLENS_HTTP_HOST={self.http_host} without authentication: anyone who reaches "
+            "it reads every job, user, command and path"
+        )
+        if not self.allow_open_bind:
+            raise ConfigError(
+                f"refusing to serve on {exposed}; set STACKLENS_AUTH_MODE=proxy or oidc, or "
+                "STACKLENS_HTTP_HOST=127.0.0.1 (STACKLENS_ALLOW_OPEN_BIND=1 serves anyway)"
+            )
+        return f"warning: serving on {exposed} (STACKLENS_ALLOW_OPEN_BIND=1)"
 
     def connection_limits(self) -> ConnectionLimits:
         """The connection limits and timeouts of each server."""

@@ -110,9 +110,9 @@ def api_client(pg_url: str) -> Iterator[TestClient]:
     """The web API (no dashboard) over the emptied test database, as a test client."""
     engine = make_engine(pg_url)
     app = create_app(
-        engine, api_base_url="http://testserver", with_frontend=False, fabric_recheck_s=0.0
+        engine, api_base_url="http://127.0.0.1", with_frontend=False, fabric_recheck_s=0.0
     )
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         yield client
     engine.dispose()
 

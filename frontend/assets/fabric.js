@@ -16,7 +16,7 @@
  */
 (function () {
     const FLAG_DOWN = 1, FLAG_SATURATED = 2;
-    let stateEtag = null, fetchedAt = null;
+    let stateEtag = null, fetchedAt = null, focused = null;
     window.stacklensFabricTicks = [];
 
     function cyOf(id) {
@@ -76,13 +76,14 @@
         fabric: {
             // Every tick: the shared state if it changed (304 otherwise), the topology's ETag
             // if that changed (the graph is then redrawn), and the status line.
-            tick: async function (_n, drawnEtag) {
+            tick: async function (_n, drawnEtag, have) {
                 const nu = window.dash_clientside.no_update;
                 const started = performance.now();
                 let response;
                 try {
+                    // Only what this page holds counts as had (the script outlives a page).
                     response = await fetch('/api/fabric/state', {
-                        headers: stateEtag ? {'If-None-Match': stateEtag} : {},
+                        headers: stateEtag && have ? {'If-None-Match': stateEtag} : {},
                         cache: 'no-store',
                     });
                 } catch (err) {
@@ -168,24 +169,43 @@
             },
 
             // Search: a node by name or GUID (exact first, then the first containing it); a
-            // host folded into its leaf's group expands the group first.
-            search: function (query, elements, expanded) {
+            // host folded into its leaf's group expands the group first. Else a job: its
+            // ranks' hosts (GET /api/jobs/<job>/ranks), the first one in the fabric focused.
+            search: async function (query, elements, expanded) {
                 const nu = window.dash_clientside.no_update;
                 const q = (query || '').trim().toLowerCase();
                 if (!q || !elements) return [nu, nu, ''];
                 const nodes = elements.filter((el) => el.data && el.data.search !== undefined);
-                const exact = nodes.find((el) => el.data.label.toLowerCase() === q || el.data.id === q);
-                if (exact && exact.data.kind !== 'group') return [nu, exact.data.id, ''];
-                for (const el of nodes) {
-                    if (el.data.kind === 'group' && el.data.members) {
-                        const hit = el.data.members[q] || Object.entries(el.data.members).find(
-                            ([name, guid]) => name.includes(q) || guid === q)?.[1];
-                        if (hit) return [(expanded || []).concat([el.data.leaf]), hit, ''];
+                const find = (name, partial) => {
+                    const exact = nodes.find((el) => el.data.kind !== 'group' &&
+                        (el.data.label.toLowerCase() === name || el.data.id === name));
+                    if (exact) return [nu, exact.data.id];
+                    for (const el of nodes) {
+                        if (el.data.kind !== 'group' || !el.data.members) continue;
+                        const hit = el.data.members[name] || (partial ? Object.entries(
+                            el.data.members).find(([n, guid]) => n.includes(name) || guid === name)?.[1]
+                            : undefined);
+                        if (hit) return [(expanded || []).concat([el.data.leaf]), hit];
                     }
+                    const part = partial && nodes.find(
+                        (el) => el.data.kind !== 'group' && el.data.search.includes(name));
+                    return part ? [nu, part.data.id] : null;
+                };
+                const node = find(q, true);
+                if (node) return [...node, ''];
+                let response;
+                try {
+                    response = await fetch('/api/jobs/' + encodeURIComponent(query.trim()) + '/ranks');
+                } catch (err) {
+                    return [nu, nu, `nothing called "${query}" in the fabric`];
                 }
-                const part = nodes.find((el) => el.data.kind !== 'group' && el.data.search.includes(q));
-                if (part) return [nu, part.data.id, ''];
-                return [nu, nu, `nothing called "${query}" in the fabric`];
+                if (!response.ok) return [nu, nu, `nothing called "${query}" in the fabric, and no such job`];
+                const hosts = [...new Set((await response.json()).ranks.map((r) => r.host.toLowerCase()))];
+                for (const host of hosts) {
+                    const hit = find(host, false);
+                    if (hit) return [...hit, `job ${query.trim()}: ${hosts.length} host(s), showing ${host}`];
+                }
+                return [nu, nu, `job ${query.trim()}: none of its hosts (${hosts.join(', ')}) is in the fabric`];
             },
 
             // Centre on the focused node once it is drawn, and mark it; again once the
@@ -195,7 +215,9 @@
                 if (!cy || !focusId) return window.dash_clientside.no_update;
                 const node = cy.getElementById(focusId);
                 if (node.empty()) return window.dash_clientside.no_update;
+                focused = focusId;
                 const centre = () => {
+                    if (focused !== focusId) return;  // a later search took over
                     cy.nodes('.focus').removeClass('focus');
                     node.addClass('focus');
                     cy.zoom(1.5);

@@ -8,12 +8,13 @@ sweep (`assets/fabric.js`, clientside: 304 while unchanged) and paints the graph
 the server redraws the graph (positions: `cyto_style`) only when the topology's ETag
 changes (a re-discovery) or a host group is expanded. Above `fold_above` HCAs the graph
 is aggregated: switches in tiers, each leaf's HCAs folded into a group with its count and
-hottest link; a click expands it. The search box focuses a host, switch or GUID; the
-filters dim all but the hot, erroring or down links; the job box (`?job=` in the URL)
-highlights a job's hosts and the links they sit on or can cross (GET
-/api/jobs/<job>/placement: topological candidates, not per-flow routes) and dims the rest;
-the colour scale is log (one step per decade) or by quantile. The tables refresh on a
-slower interval. On an API failure the page keeps the last data and shows the error.
+hottest link; a click expands it. The search box focuses a host, switch or GUID, or a
+job's first host in the fabric (its ranks' hosts, from the job API); the filters dim all
+but the hot, erroring or down links; the job box (`?job=` in the URL) highlights a job's
+hosts and the links they sit on or can cross (GET /api/jobs/<job>/placement: topological
+candidates, not per-flow routes) and dims the rest; the colour scale is log (one step per
+decade) or by quantile. The tables refresh on a slower interval. On an API failure the
+page keeps the last data and shows the error.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def _controls(job: str) -> html.Div:
             dcc.Input(
                 id=ids.FABRIC_SEARCH,
                 type="search",
-                placeholder="Find a host, switch or GUID (Enter)",
+                placeholder="Find a host, switch, GUID or job (Enter)",
                 debounce=True,
                 className="fabric-search",
             ),
@@ -169,6 +170,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Output(ids.FABRIC_UPDATED, "children"),
         Input(ids.REFRESH_INTERVAL, "n_intervals"),
         State(ids.FABRIC_TOPOLOGY_ETAG, "data"),
+        State(ids.FABRIC_STATE, "data"),
     )
     dash_app.clientside_callback(
         ClientsideFunction(fabric_js, "paint"),

@@ -1,10 +1,13 @@
 """Queries of a job's values over time (routes call these; they never build SQL themselves).
 
-A series cuts a closed window [from, to) into steps of `step_ns`; an interval belongs to the
-step its *end* lies in (server.query_params), so the steps of a series add up exactly to
-the window's totals. Every series reads the raw per-interval deltas of its window through
-the delta tables' (job_id, t_end_ns) index, and sums in the database: one row per (step,
-key) comes back.
+A series cuts a half-open window [from, to) into steps of `step_ns`; an interval belongs
+to the step its *end* lies in (server.query_params), so the steps of a series add up
+exactly to the window's totals. Steps of whole seconds from a whole second read the
+per-second op rollups, steps of whole minutes from a whole minute the per-rank minute
+rollups (collector/store/rollups.py), for the minutes rolled up; the rest (other steps,
+minutes not rolled up yet, a window's partial last second or minute) comes from the raw
+per-interval deltas through the delta tables' (job_id, t_end_ns) index. Sums are made in
+the database: one row per (step, key) comes back.
 """
 
 from __future__ import annotations
@@ -106,8 +109,8 @@ def _op_sums(session: Session, scope: Scope, steps: Steps) -> list[Any]:
     rollups (`op_seconds`) where the steps are whole seconds from a whole second, from the
     raw deltas otherwise and for the minutes not rolled up yet."""
     t = steps.start(OpDelta.t_end_ns).label("at")
-    sums = (func.sum(OpDelta.calls).label("calls"), func.sum(OpDelta.bytes).label("bytes"),
-            func.sum(OpDelta.time_ns).label("time_ns"))  # fmt: skip
+    sums = (_sum(OpDelta.calls, "calls"), _sum(OpDelta.bytes, "bytes"),
+            _sum(OpDelta.time_ns, "time_ns"))  # fmt: skip
     raw = select(t, OpDelta.op_id, *sums).where(*scope.rows(OpDelta))
     if steps.from_ns % SECOND_NS or steps.step_ns % SECOND_NS:
         query = raw.group_by(t, OpDelta.op_id).having(func.sum(OpDelta.calls) > 0)
@@ -115,12 +118,18 @@ def _op_sums(session: Session, scope: Scope, steps: Steps) -> list[Any]:
     dirty = _dirty_minutes(session, scope, steps)
     both = union_all(*_op_parts(scope, steps, raw, t, dirty)).subquery()
     query = (
-        select(both.c.at, both.c.op_id, func.sum(both.c.calls).label("calls"),
-               func.sum(both.c.bytes).label("bytes"), func.sum(both.c.time_ns).label("time_ns"))
+        select(both.c.at, both.c.op_id, _sum(both.c.calls, "calls"),
+               _sum(both.c.bytes, "bytes"), _sum(both.c.time_ns, "time_ns"))
         .group_by(both.c.at, both.c.op_id)
         .having(func.sum(both.c.calls) > 0)
     )  # fmt: skip
     return list(session.execute(query))
+
+
+def _sum(column: Any, name: str) -> Any:
+    """SQL: the sum of a bigint column as a bigint (PostgreSQL sums bigints as numeric,
+    which the driver reads as Decimal, slowly; the sums here stay far below 2^63)."""
+    return func.sum(column).cast(BigInteger).label(name)
 
 
 def _op_parts(scope: Scope, steps: Steps, raw: Any, t: Any, dirty: list[int]) -> list[Any]:
@@ -205,10 +214,16 @@ def _io_sums() -> tuple[ColumnElement[Any], ...]:
 
 def _by_category(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any]]:
     sums: dict[tuple[int, str], list[int]] = {}
-    for r in _op_sums(session, scope, steps):
-        total = sums.setdefault((int(r.at), op_display_category(r.op_id)), [0, 0, 0])
-        for i, value in enumerate((r.calls, r.bytes, r.time_ns)):
-            total[i] += int(value)
+    categories: dict[int, str] = {}
+    for at, op_id, calls, nbytes, time_ns in _op_sums(session, scope, steps):
+        if op_id not in categories:
+            categories[op_id] = op_display_category(op_id)
+        key = (at, categories[op_id])
+        total = sums.get(key)
+        if total is None:
+            sums[key] = [calls, nbytes, time_ns]
+        else:
+            total[0], total[1], total[2] = total[0] + calls, total[1] + nbytes, total[2] + time_ns
     t = steps.start(IoDelta.t_end_ns).label("at")
     io = (
         select(t, IoDelta.layer, *_io_sums())
@@ -238,15 +253,15 @@ def _by_rank(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any
     op_rows = _rows_of(session, scope, steps, (r, [r.world_rank, r.calls, r.time_ns]),
                        (o, [o.world_rank, o.calls, o.time_ns]))  # fmt: skip
     keys = (op_rows.c.at, op_rows.c.world_rank)
-    ops = select(*keys, func.sum(op_rows.c.calls), func.sum(op_rows.c.time_ns)).group_by(*keys)
+    ops = select(*keys, _sum(op_rows.c.calls, "calls"), _sum(op_rows.c.time_ns, "time_ns"))
+    ops = ops.group_by(*keys)
     for op_row in session.execute(ops):
         add(int(op_row[0]), op_row[1], 0, op_row[2], op_row[3])
     m, d = P2PMinute, P2PDelta
     p2p_rows = _rows_of(session, scope, steps, (m, [m.world_rank, m.bytes_sent]),
                         (d, [d.world_rank, d.bytes_sent]))  # fmt: skip
-    p2p = select(p2p_rows.c.at, p2p_rows.c.world_rank, func.sum(p2p_rows.c.bytes_sent)).group_by(
-        p2p_rows.c.at, p2p_rows.c.world_rank
-    )
+    keys = (p2p_rows.c.at, p2p_rows.c.world_rank)
+    p2p = select(*keys, _sum(p2p_rows.c.bytes_sent, "bytes_sent")).group_by(*keys)
     for p2p_row in session.execute(p2p):
         add(int(p2p_row[0]), p2p_row[1], 2, p2p_row[2])
     t = steps.start(IoDelta.t_end_ns).label("at")
@@ -323,7 +338,7 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     op_rows = _rows_of(session, scope, steps, (r, [r.world_rank, r.op_id, r.time_ns]),
                        (o, [o.world_rank, o.op_id, o.time_ns]))  # fmt: skip
     keys = (op_rows.c.at, op_rows.c.world_rank, op_rows.c.op_id)
-    op_query = select(*keys, func.sum(op_rows.c.time_ns)).group_by(*keys)
+    op_query = select(*keys, _sum(op_rows.c.time_ns, "time_ns")).group_by(*keys)
     ops = [
         (int(r[0]), int(r[1]), op_display_name(r[2]), op_display_category(r[2]), int(r[3]))
         for r in session.execute(op_query)
@@ -344,7 +359,7 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     )  # fmt: skip
     c = coll_rows.c
     coll_query = (
-        select(c.comm_id, c.comm_size, c.op_id, c.world_rank, func.sum(c.time_ns))
+        select(c.comm_id, c.comm_size, c.op_id, c.world_rank, _sum(c.time_ns, "time_ns"))
         .where(c.comm_id != OVERFLOW_COMM_ID)
         .group_by(c.comm_id, c.comm_size, c.op_id, c.world_rank)
         .having(func.sum(c.calls) > 0)
@@ -374,7 +389,7 @@ def _elapsed(session: Session, scope: Scope, steps: Steps) -> Any:
         .group_by(rows.c.at, rows.c.run_id, rows.c.world_rank)
         .subquery()
     )  # fmt: skip
-    return select(per_run.c.at, per_run.c.world_rank, func.sum(per_run.c.ns)).group_by(
+    return select(per_run.c.at, per_run.c.world_rank, _sum(per_run.c.ns, "ns")).group_by(
         per_run.c.at, per_run.c.world_rank
     )
 

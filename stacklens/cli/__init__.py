@@ -10,6 +10,7 @@ stacklens replay [SPOOL_DIR|--all-users]  deliver spooled frames to the collecto
 stacklens fabric-sim --hosts 32    simulated InfiniBand fabric with traffic emulation
 stacklens config                   every setting: effective value and source
 stacklens status                   what runs where, the newest data, this node's spool
+stacklens token create|list|revoke API tokens for scripts (stored hashed, expiring)
 
 This package is the top layer: it may import the collector, the server and the emulator;
 nothing below it (settings, db, schema, wire) imports a command.
@@ -26,7 +27,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from stacklens import __version__
-from stacklens.cli import fabric_sim, mpikind, status
+from stacklens.cli import fabric_sim, mpikind, status, token
 from stacklens.cli.attach import cmd_env, cmd_run
 from stacklens.cli.config import cmd_config
 from stacklens.cli.helptext import subcommand
@@ -143,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--markdown", action="store_true", help="the README's settings table")
     config.set_defaults(func=cmd_config)
     status.add_parser(sub)
+    token.add_parser(sub)
     return parser
 
 

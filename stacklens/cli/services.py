@@ -60,11 +60,13 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     """Start everything `up` starts; optionally loop a workload and stop after `duration` s."""
     from collector.fabric.service import fabric_services
     from collector.service import CollectorService
+    from server.access.viewer import Access
     from server.app import create_app
     from server.http_guard import uvicorn_config
     from stacklens.db import make_engine
 
     check_ports_free(settings, http=True)
+    access = Access.from_settings(settings)
     limits = _connection_limits(settings, servers=2)
     database = _start_database(settings)
     engine = make_engine(database.url)
@@ -76,7 +78,7 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     app = create_app(
         engine, api_base_url=own_url, refresh_ms=settings.refresh_ms,
         fabric_fold_above=settings.fabric_fold_above, collector=collector,
-        connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20,
+        connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20, access=access,
     )  # fmt: skip
     server = _QuietSignalsServer(
         uvicorn_config(app, settings.http_host, settings.http_port, log_level="warning")
@@ -274,8 +276,17 @@ def cmd_collector(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
+def _check_exposure(settings: Settings) -> None:
+    """Refuse (ConfigError, before anything starts) to serve without a login on an address
+    other than loopback; with STACKLENS_ALLOW_OPEN_BIND, warn instead."""
+    warning = settings.check_exposure()
+    if warning is not None:
+        print(f"stacklens: {warning}", file=sys.stderr, flush=True)
+
+
 def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     """Serve until interrupted."""
+    _check_exposure(settings)
     uvloop.run(_serve(settings, workload=None, duration=None))
     return 0
 
@@ -290,6 +301,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     Unless --no-fabric, a simulated fabric runs alongside (started first, so `up`'s
     fabric sampler finds it; stopped last), with the ranks placed on its hosts.
     """
+    _check_exposure(settings)
     with contextlib.ExitStack() as stack:
         hosts = None
         if args.fabric and stack.enter_context(fabric_sim.background(settings, DEMO_FABRIC_HOSTS)):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pytest
 
 from collector.service import BackgroundCollector, CollectorService
+from server.access.viewer import Access
 from server.app import create_app
 from stacklens.db import make_engine
 from stacklens.paths import SOURCE_ROOT
@@ -113,12 +114,17 @@ def test_tcp_ingest_with_token_accepts_remote_senders_that_have_it(pg_url, remot
 
 
 @contextlib.contextmanager
-def http_server(pg_url: str, token: str) -> Iterator[int]:
-    """The web app with a collector (ingest token `token`) on 0.0.0.0; yields its port."""
+def http_server(pg_url: str, token: str, name: str) -> Iterator[int]:
+    """The web app with a collector (ingest token `token`) on 0.0.0.0, answering to the
+    host name (or address) `name` too; yields its port."""
     engine = make_engine(pg_url)
     service = CollectorService(pg_url, Settings(collector="127.0.0.1:0", ingest_token=token))
     app = create_app(
-        engine, api_base_url="http://127.0.0.1", collector=service, with_frontend=False
+        engine,
+        api_base_url="http://127.0.0.1",
+        collector=service,
+        with_frontend=False,
+        access=Access(hosts=frozenset({"127.0.0.1", name})),
     )
     try:
         with serving(app, host="0.0.0.0") as port:
@@ -144,7 +150,7 @@ except urllib.error.HTTPError as error:
 
 def test_http_ingest_without_token_accepts_loopback_only(pg_url, remote_host):
     batch = json.dumps({"frames": [json_frame(0)]})
-    with http_server(pg_url, token="") as port:
+    with http_server(pg_url, token="", name=remote_host.local_ip) as port:
         result = remote_host.python(POST_BATCH, remote_host.local_ip, str(port), batch)
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout) == [

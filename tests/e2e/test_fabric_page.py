@@ -17,7 +17,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from server.app import create_app
+from stacklens import wire
 from stacklens.db import make_engine
+from tests.collector.test_ingest import T0, exchange
 from tests.conftest import free_port, serving
 from tests.e2e.test_dashboard import _table_rows, browser_page  # noqa: F401 (fixture)
 from tests.server.fabric_data import relink_host2, write_small_fabric
@@ -168,3 +170,40 @@ def test_api_failure_keeps_the_last_data_and_says_why(pg_url, served, browser_pa
             conn.execute("ALTER TABLE fabric_events_away RENAME TO fabric_events")
     expect(status).to_be_empty(timeout=20_000)
     assert errors == []  # the API call fails on the server side; the callback still answers
+
+
+def _job_on(host: str, job: str) -> bytes:
+    """Frames of a two-rank job whose ranks ran on `host` (a simulated host name)."""
+    return b"".join(
+        wire.encode_frame(job_id=job, world_rank=rank, world_size=2, seq=0, host=host,
+                          interval_start_ns=T0, interval_end_ns=T0 + 10**9, token="secret",
+                          tables={"rank_info": wire.records("rank_info", [{"command": b"./a"}])})
+        for rank in (0, 1)
+    )  # fmt: skip
+
+
+def test_search_focuses_a_node_or_a_job_host(pg_url, served, collector, browser_page):  # noqa: F811
+    """The search box finds a switch by name, a host by GUID and a job by its id (its ranks'
+    host), and says so when nothing matches."""
+    write_small_fabric(pg_url)
+    assert [s for s, _ in exchange(collector.address, _job_on("host1", "job-s"), acks=2)] == [0, 0]
+    page, errors = browser_page
+    page.goto(served + "/fabric")
+    _drawn(page, 3)
+    focused = "() => document.querySelector('#fabric-graph')._cyreg.cy.nodes('.focus')" \
+              ".map((n) => n.data('label'))"  # fmt: skip
+    message = page.locator("#fabric-search-message")
+    for query, label, said in (
+        ("spine1", "spine1", ""),
+        ("0x0002c90300000012", "host2", ""),  # host2's GUID
+        ("job-s", "host1", "job job-s: 1 host(s), showing host1"),
+    ):
+        page.fill("#fabric-search", query)
+        page.press("#fabric-search", "Enter")
+        page.wait_for_function(f"() => ({focused})().join() === {label!r}", timeout=20_000)
+        expect(message).to_have_text(said)
+    page.fill("#fabric-search", "nosuchthing")
+    page.press("#fabric-search", "Enter")
+    expect(message).to_have_text('nothing called "nosuchthing" in the fabric, and no such job')
+    assert page.evaluate(focused) == ["host1"]
+    assert [e for e in errors if "404" not in e] == []  # the job lookup's 404 is expected

@@ -114,7 +114,7 @@ def test_a_tokenless_oversized_body_is_refused_before_it_is_read(pg_url):
     service = CollectorService(pg_url, Settings(collector="127.0.0.1:0", ingest_token="secret"))
     app = create_app(engine, api_base_url="http://x", collector=service, with_frontend=False,
                      max_body_bytes=1 << 20)  # fmt: skip
-    head = "POST /api/ingest/frames HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = "POST /api/ingest/frames HTTP/1.1\r\nHost: [::1]\r\nContent-Type: application/json\r\n"
     try:
         with serving(app) as port:
             for extra, status in (("", 401), ("Authorization: bearer secret\r\n", 413)):

@@ -20,9 +20,9 @@ def app_client(pg_url):
     engine = make_engine(pg_url)
     service = CollectorService(pg_url, Settings(collector="127.0.0.1:0", ingest_token="secret"))
     app = create_app(
-        engine, api_base_url="http://testserver", collector=service, with_frontend=False
+        engine, api_base_url="http://127.0.0.1", collector=service, with_frontend=False
     )
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         yield client, service
     engine.dispose()
 

@@ -1,0 +1,1 @@
+"""Tests of identity and access (server/access/)."""
