@@ -28,6 +28,7 @@ from stacklens.api_models import (
     JobIo,
     JobList,
     JobOps,
+    JobPlacement,
     JobRanks,
     JobRma,
     JobSizes,
@@ -151,6 +152,13 @@ class StacklensApi:
         peer)."""
         query = {"by": by, **window.query(), "step": step_s}
         return self._get(f"{_job_path(job)}/series{_query(query)}", Series, by)
+
+    def placement(self, job: str, window: Window) -> JobPlacement:
+        """Where `job` runs on the fabric: its hosts (with their ranks, HCA ports and how
+        each was matched) and the links they sit on or can cross, with their load over
+        `window`."""
+        path = f"/api/jobs/{quote(job, safe='')}/placement{_query(window.query())}"
+        return self._get(path, JobPlacement, "placement")
 
     def fabric_topology(self) -> Topology:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""

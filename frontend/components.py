@@ -29,9 +29,11 @@ from stacklens.api_models import (
     JobIo,
     JobList,
     JobOps,
+    JobPlacement,
     JobRanks,
     JobRma,
     JobSizes,
+    LinkEnd,
     LinkLoad,
     Matrix,
     SlowRanks,
@@ -711,6 +713,71 @@ def ranks_table_markdown(ranks: JobRanks) -> str:
         for r in shown[:MAX_RANK_ROWS]
     ]
     return _table(caption, headings, align, rows)
+
+
+def rank_ranges(ranks: Sequence[int]) -> str:
+    """Sorted ranks as runs: [0, 1, 2, 5] -> "0–2, 5"."""
+    runs: list[list[int]] = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)
+
+
+def link_name(a: LinkEnd, b: LinkEnd) -> str:
+    """A link as `name[port] - name[port]`, the ends in text order."""
+    return " - ".join(sorted((a.label(), b.label())))
+
+
+def placement_hosts_markdown(placement: JobPlacement) -> str:
+    """The job's hosts on the fabric as Markdown: a caption, then one row per host (by
+    name; unmatched ones included). Columns: host, ranks, match (guid | host name |
+    unmatched, the last bold with a warning sign), HCA ports (name[port] node GUID)."""
+    hosts = placement.hosts
+    if not hosts:
+        return "No rank reported a host in this window."
+    lost = sum(h.match == "unmatched" for h in hosts)
+    caption = f"{len(hosts)} host{'s' if len(hosts) != 1 else ''}"
+    caption += f", {lost} not found on the fabric." if lost else ", all found on the fabric."
+    rows = [
+        (
+            _md(h.host),
+            rank_ranges(h.ranks),
+            "**⚠ unmatched**" if h.match == "unmatched" else h.match,
+            ", ".join(f"{_md(p.label())} {p.guid}" for p in h.ports) or "—",
+        )
+        for h in hosts
+    ]
+    return _table(caption, ("Host", "Ranks", "Match", "HCA ports"), "lrll", rows)
+
+
+def placement_links_markdown(placement: JobPlacement) -> str:
+    """The job's links as Markdown: a caption saying what the candidates are, then one row
+    per link, host links first. Columns: link (`link_name`), kind, job hosts on it, mean
+    and peak utilisation over the window, bytes/s left to right and right to left as the
+    link is written (whole bytes), PortXmitWait ticks and ticks/s ("?" = unknown)."""
+    links = sorted(placement.links, key=lambda lk: (lk.kind != "host", lk.id))
+    if not links:
+        return "No link: no host of this job was found on the fabric."
+    caption = (
+        f"{len(links)} links over the window: the hosts' own links, and as {placement.crossed} "
+        "every switch-to-switch link on a shortest path between their switches (the "
+        "forwarding tables decide which of them a flow crosses)."
+    )
+    headings = ("Link", "Kind", "Hosts", "Utilisation", "Peak", "→ B/s", "← B/s",
+                "PortXmitWait", "Wait/s")  # fmt: skip
+    rows = []
+    for lk in links:
+        rates = (lk.a_to_b_bytes_per_s, lk.b_to_a_bytes_per_s)
+        right, left = rates if lk.a.label() <= lk.b.label() else rates[::-1]
+        rows.append((
+            _md(link_name(lk.a, lk.b)), lk.kind, _md(", ".join(lk.hosts)) or "—",
+            _percent(lk.utilisation), _percent(lk.peak_utilisation), _rate(right),
+            _rate(left), _known(lk.xmit_wait), _rate(lk.xmit_wait_per_s),
+        ))  # fmt: skip
+    return _table(caption, headings, "lllrrrrrr", rows)
 
 
 def _table(caption: str, headings: Sequence[str], align: str, rows: Iterable[Sequence]) -> str:

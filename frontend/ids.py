@@ -79,6 +79,9 @@ FABRIC_SEARCH = "fabric-search"  # search box: host, switch, GUID or job
 FABRIC_SEARCH_MESSAGE = "fabric-search-message"  # what the search found not
 FABRIC_FILTER = "fabric-filter"  # radio: all / hot / erroring / down links
 FABRIC_SCALE = "fabric-scale"  # radio: log / quantile colour scale
+FABRIC_JOB = "fabric-job"  # input: a job whose hosts and links to highlight
+FABRIC_JOB_MESSAGE = "fabric-job-message"  # what the job highlight shows, or why not
+FABRIC_JOB_PLACED = "fabric-job-placed"  # dcc.Store: {"nodes": GUIDs, "links": ids} of the job
 FABRIC_TABLE_INTERVAL = "fabric-table-interval"  # dcc.Interval of the tables (slower)
 
 # Job page (frontend/pages/job.py): one job at /jobs/<job>?run=&from=&to=&live=&at=.
@@ -114,3 +117,6 @@ JV_IO_CAPTION = "jv-io-caption"  # how many files the grid holds of how many
 JV_IO_TABLE = "jv-io-table"  # dash-ag-grid: file I/O per (layer, path)
 JV_RANKS_SUMMARY = "jv-ranks-summary"  # one line about the ranks
 JV_RANKS_TABLE = "jv-ranks-table"  # dcc.Markdown: the ranks
+JV_PLACEMENT = "jv-placement"  # the "Hosts and links" card
+JV_PLACEMENT_HOSTS = "jv-placement-hosts"  # dcc.Markdown: the job's hosts on the fabric
+JV_PLACEMENT_LINKS = "jv-placement-links"  # dcc.Markdown: their links and load

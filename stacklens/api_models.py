@@ -636,3 +636,64 @@ class FabricEvent(ApiModel):
     kind: str = Field(description="link_down | link_up | node_gone | node_new")
     subject: str = Field(description="e.g. 'host17[1] - leaf03[1]' or 'host17'")
     details: dict[str, Any]
+
+
+# ---------------------------------------------------------------------------------------
+# placement: /api/jobs/{job}/placement (a job's hosts and links on the fabric)
+# ---------------------------------------------------------------------------------------
+class PlacedHost(ApiModel):
+    """A host of a job's ranks and where it sits on the fabric."""
+
+    host: str = Field(description="as its ranks reported it (STACKLENS_HOST, else host name)")
+    ranks: list[int] = Field(description="world ranks on it (seen during the window)")
+    match: Literal["guid", "host name", "unmatched"] = Field(
+        description="guid: a node GUID its hooks read from the local HCA (sysfs) is an HCA "
+        "of the fabric; host name: an HCA's node description names it; unmatched: neither "
+        "(listed, with no ports)"
+    )
+    ports: list[LinkEnd] = Field(description="its HCA ports on the fabric (node GUID, port)")
+
+
+class PlacedLink(ApiModel):
+    """A link a job's hosts sit on or its inter-host traffic can cross, with its load over
+    the window (from the stored fabric samples; null = unknown, never 0)."""
+
+    id: int
+    a: LinkEnd
+    b: LinkEnd
+    state: Literal["up", "down"]
+    capacity_bytes_per_s: int | None
+    kind: Literal["host", "candidate"] = Field(
+        description="host: an HCA port of a job host to its switch; candidate: a "
+        "switch-to-switch link on a shortest path between two job hosts' switches (a "
+        "topological candidate: the forwarding tables may route a flow elsewhere)"
+    )
+    hosts: list[str] = Field(description="the job hosts on it (host links)")
+    samples: int = Field(description="samples of its two ends overlapping the window")
+    a_to_b_bytes: int | None = Field(description="bytes end a sent over the window")
+    b_to_a_bytes: int | None
+    a_to_b_bytes_per_s: float | None = Field(description="mean rate a -> b over the window")
+    b_to_a_bytes_per_s: float | None
+    utilisation: float | None = Field(description="the busier direction's mean rate / capacity")
+    peak_utilisation: float | None = Field(
+        description="the highest one-sweep rate of either direction / capacity"
+    )
+    xmit_wait: int | None = Field(description="PortXmitWait ticks of both ends over the window")
+    xmit_wait_per_s: float | None = Field(description="PortXmitWait ticks per second")
+
+
+class JobPlacement(ApiModel):
+    """A job's ranks -> hosts -> HCA ports -> links on the current fabric, with the links'
+    load during the job's window."""
+
+    job: str
+    from_ns: int = Field(description="the window's start (the job's first interval start)")
+    to_ns: int = Field(description="the window's end, exclusive (its last interval end + 1)")
+    crossed: Literal["topological candidates"] = Field(
+        description="how the crossed switch-to-switch links were found: from the topology "
+        "alone (every shortest path between the job's switches), not per flow over the "
+        "forwarding tables"
+    )
+    hosts: list[PlacedHost] = Field(description="by host name; unmatched ones included")
+    links: list[PlacedLink] = Field(description="by link id")
+    run: int | None = _run_asked()

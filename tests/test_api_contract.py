@@ -48,6 +48,12 @@ CALLS = (
         "/api/jobs/job%2FK/series?by=rank&step=1.5",
         ("points", "metrics"),
     ),
+    (
+        "placement",
+        (JOB, Window(1, "0")),
+        "/api/jobs/job%2FK/placement?run=1&from=0",
+        ("hosts",),
+    ),
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
     ("fabric_state", (), "/api/fabric/state", ()),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),

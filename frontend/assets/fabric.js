@@ -101,13 +101,16 @@
                 return [state, etag, time];
             },
 
-            // Colour every edge and group from the state; dim what the filter leaves out.
-            paint: function (state, _elements, filter, scale, config) {
+            // Colour every edge and group from the state; dim what the filter leaves out; with
+            // a job (its HCA GUIDs and link ids), mark its nodes and links and dim the rest.
+            paint: function (state, _elements, filter, scale, job, config) {
                 const cy = cyOf(config.graph);
                 if (!state || !cy) return window.dash_clientside.no_update;
                 const L = state.links, index = new Map();
                 L.id.forEach((id, i) => index.set(id, i));
                 const known = L.utilisation.filter((u) => u !== null).sort((a, b) => a - b);
+                const jobLinks = job ? new Set(job.links) : null;
+                const jobNodes = job ? new Set(job.nodes) : null;
                 const hotFrom = known.length
                     ? known[Math.max(0, Math.ceil(known.length * (1 - config.hot_share)) - 1)]
                     : Infinity;
@@ -115,7 +118,9 @@
                     const groups = new Map();
                     cy.edges().forEach((e) => {
                         let u = null, rate = null, errors = 0, flags = 0, down = 0, n = 0;
+                        let ofJob = false;
                         for (const id of e.data('links') || []) {
+                            if (jobLinks && jobLinks.has(id)) ofJob = true;
                             const i = index.get(id);
                             if (i === undefined) continue;
                             n++;
@@ -134,7 +139,8 @@
                         const shown = filter === 'hot' ? u !== null && u >= hotFrom
                             : filter === 'errors' ? errors > 0 || (flags & FLAG_SATURATED) > 0
                             : filter === 'down' ? down > 0 : true;
-                        if (!shown) cls.push('dim');
+                        if (ofJob) cls.push('job');
+                        if (!shown || (jobLinks && !ofJob)) cls.push('dim');
                         const c = u === null ? config.unknown : colour(position(u, scale, config, known), config);
                         let title = `${e.data('ends')}: ` + (u === null ? 'load unknown'
                             : `${pct(u)} (${bytes(rate)}/s)`);
@@ -145,6 +151,7 @@
                         const target = e.target();
                         if (target.hasClass('group')) groups.set(target.id(), {u, c, errors, flags, title});
                     });
+                    cy.nodes().forEach((v) => v.toggleClass('job', !!jobNodes && jobNodes.has(v.id())));
                     groups.forEach((g, id) => {
                         const node = cy.getElementById(id);
                         node.data({colour: g.c, title: `${node.data('label')}, hottest link ${g.u === null ? 'unknown' : pct(g.u)}` + (g.errors ? `, ${g.errors} errors` : '')});

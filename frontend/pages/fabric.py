@@ -9,8 +9,10 @@ the server redraws the graph (positions: `cyto_style`) only when the topology's 
 changes (a re-discovery) or a host group is expanded. Above `fold_above` HCAs the graph
 is aggregated: switches in tiers, each leaf's HCAs folded into a group with its count and
 hottest link; a click expands it. The search box focuses a host, switch or GUID, or a
-job's first host in the fabric (its ranks' hosts, from the job API); the
-filters dim all but the hot, erroring or down links; the colour scale is log (one step per
+job's first host in the fabric (its ranks' hosts, from the job API); the filters dim all
+but the hot, erroring or down links; the job box (`?job=` in the URL) highlights a job's
+hosts and the links they sit on or can cross (GET /api/jobs/<job>/placement: topological
+candidates, not per-flow routes) and dims the rest; the colour scale is log (one step per
 decade) or by quantile. The tables refresh on a slower interval. On an API failure the
 page keeps the last data and shows the error.
 """
@@ -38,7 +40,7 @@ FOLD_ABOVE_KEY = "STACKLENS_FABRIC_FOLD_ABOVE"
 TABLE_TICKS = 5
 
 
-def layout(**_query: str) -> html.Div:
+def layout(**query: str) -> html.Div:
     """Static skeleton; the callbacks fill it on load, on every tick and on every sweep."""
     refresh_ms = flask.current_app.config.get("STACKLENS_REFRESH_MS", 1000)
     return html.Div(
@@ -51,6 +53,7 @@ def layout(**_query: str) -> html.Div:
             dcc.Store(id=ids.FABRIC_FOCUS),
             dcc.Store(id=ids.FABRIC_FOCUSED),
             dcc.Store(id=ids.FABRIC_PAINT_CONFIG, data=_paint_config()),
+            dcc.Store(id=ids.FABRIC_JOB_PLACED),
             dcc.Interval(id=ids.FABRIC_TABLE_INTERVAL, interval=TABLE_TICKS * refresh_ms),
             html.Div(id=ids.FABRIC_STATUS, role="status"),
             html.Section(
@@ -58,7 +61,7 @@ def layout(**_query: str) -> html.Div:
                 children=[
                     components.card_head("InfiniBand fabric", ids.FABRIC_UPDATED),
                     html.P(id=ids.FABRIC_SUMMARY, className="summary"),
-                    _controls(),
+                    _controls(query.get("job", "")),
                     cyto.Cytoscape(
                         id=ids.FABRIC_GRAPH,
                         className="fabric-graph",
@@ -86,8 +89,8 @@ def _paint_config() -> dict[str, Any]:
     return {**cyto_style.paint_config(), "graph": ids.FABRIC_GRAPH}
 
 
-def _controls() -> html.Div:
-    """Search box, link filter and colour scale."""
+def _controls(job: str) -> html.Div:
+    """Search box, job highlight (set to `job`), link filter and colour scale."""
     return html.Div(
         className="fabric-controls",
         children=[
@@ -99,6 +102,15 @@ def _controls() -> html.Div:
                 className="fabric-search",
             ),
             html.Span(id=ids.FABRIC_SEARCH_MESSAGE, className="subtle"),
+            dcc.Input(
+                id=ids.FABRIC_JOB,
+                type="search",
+                value=job,
+                placeholder="Highlight a job (Enter)",
+                debounce=True,
+                className="fabric-search",
+            ),
+            html.Span(id=ids.FABRIC_JOB_MESSAGE, className="subtle"),
             dcc.RadioItems(
                 id=ids.FABRIC_FILTER,
                 options=[
@@ -167,6 +179,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Input(ids.FABRIC_GRAPH, "elements"),
         Input(ids.FABRIC_FILTER, "value"),
         Input(ids.FABRIC_SCALE, "value"),
+        Input(ids.FABRIC_JOB_PLACED, "data"),
         State(ids.FABRIC_PAINT_CONFIG, "data"),
     )
     dash_app.clientside_callback(
@@ -209,6 +222,11 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Output(ids.FABRIC_STATUS, "children"),
         Input(ids.FABRIC_TABLE_INTERVAL, "n_intervals"),
     )(tables)
+    dash_app.callback(
+        Output(ids.FABRIC_JOB_PLACED, "data"),
+        Output(ids.FABRIC_JOB_MESSAGE, "children"),
+        Input(ids.FABRIC_JOB, "value"),
+    )(job_placed)
     dash_app.callback(
         Output(ids.FABRIC_HOVER, "children"),
         Input(ids.FABRIC_GRAPH, "mouseoverEdgeData"),
@@ -273,6 +291,25 @@ def tables(_tick: int | None) -> tuple:
     )
     _TABLES[id(client)] = (time.monotonic(), outputs)
     return outputs
+
+
+def job_placed(job: str | None) -> tuple[dict[str, list] | None, str]:
+    """The GUIDs of a job's HCAs and the ids of its links (the whole job), for the painter,
+    and a line saying what is highlighted (or why nothing is)."""
+    job = (job or "").strip()
+    if not job:
+        return None, ""
+    try:
+        placement = api.current_client().placement(job, api.Window())
+    except ApiError as exc:
+        return None, str(exc)
+    nodes = sorted({p.guid for h in placement.hosts for p in h.ports})
+    links = [lk.id for lk in placement.links]
+    lost = [h.host for h in placement.hosts if h.match == "unmatched"]
+    line = f"job {job}: {len(placement.hosts) - len(lost)} hosts, {len(links)} links"
+    line += f" ({placement.crossed} between switches)"
+    line += f"; not on the fabric: {', '.join(lost)}" if lost else ""
+    return {"nodes": nodes, "links": links}, line
 
 
 def hover_text(edge: dict | None, node: dict | None) -> str:

@@ -9,8 +9,9 @@ URL so that it can be shared and reloaded:
 `from`/`to` are as the API reads them (RFC 3339 or epoch seconds), `live` a window ending
 now that moves with every refresh, neither: the whole job. The page shows the timeline of
 time and bytes per MPI traffic category and file-system layer, the rank x time heat map of
-the share of time inside MPI with the outliers named, and every card of the Jobs page for
-the window, or, while the playback slider is on a step (`at`), for that step alone.
+the share of time inside MPI with the outliers named, every card of the Jobs page, and the
+"Hosts and links" card (where the job sits on the fabric: GET /api/jobs/<job>/placement)
+for the window, or, while the playback slider is on a step (`at`), for that step alone.
 """
 
 from __future__ import annotations
@@ -156,6 +157,12 @@ def layout(job: str = "", **query: str) -> html.Div:
                 html.P(id=ids.JV_RANKS_SUMMARY, className="summary"),
                 components.markdown_table(ids.JV_RANKS_TABLE),
             ),
+            components.card(
+                "Hosts and links",
+                components.markdown_table(ids.JV_PLACEMENT_HOSTS),
+                components.markdown_table(ids.JV_PLACEMENT_LINKS),
+                section_id=ids.JV_PLACEMENT,
+            ),
         ],
     )
 
@@ -194,6 +201,8 @@ _OUTPUTS = {
     "io": (ids.JV_IO_TABLE, "rowData"),
     "ranks_summary": (ids.JV_RANKS_SUMMARY, "children"),
     "ranks": (ids.JV_RANKS_TABLE, "children"),
+    "placement_hosts": (ids.JV_PLACEMENT_HOSTS, "children"),
+    "placement_links": (ids.JV_PLACEMENT_LINKS, "children"),
     "rendered": (ids.JV_RENDERED, "data"),
 }
 
@@ -312,9 +321,10 @@ def render(search: str | None, _tick: int | None, job: str, rendered: str | None
             at_ns = profile.from_ns + k * profile.step_ns
             cards_window = Window(window.run, _exact(at_ns), _exact(at_ns + profile.step_ns))
         overview = client.overview(job, cards_window)
+        placement = client.placement(job, cards_window)
     except ApiError as exc:
         return {**unchanged, "status": components.notice(str(exc), "error")}
-    drawn = digest((profile, series, overview, search))
+    drawn = digest((profile, series, overview, placement, search))
     if drawn == rendered:
         return unchanged
     shown = overview.shown
@@ -351,5 +361,7 @@ def render(search: str | None, _tick: int | None, job: str, rendered: str | None
         "io": components.file_rows(shown.io),
         "ranks_summary": components.ranks_summary(shown.ranks),
         "ranks": components.ranks_table_markdown(shown.ranks),
+        "placement_hosts": components.placement_hosts_markdown(placement),
+        "placement_links": components.placement_links_markdown(placement),
         "rendered": drawn,
     }

@@ -17,7 +17,7 @@ from server import export, paging
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, model_table
-from server.jobs import profile, repository, series
+from server.jobs import placement, profile, repository, series
 from server.jobs.repository import Scope
 from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, Limits
 from server.query_params import ALL_TIME, Window, WindowDep
@@ -34,6 +34,7 @@ from stacklens.api_models import (
     JobIo,
     JobList,
     JobOps,
+    JobPlacement,
     JobRanks,
     JobRma,
     JobRuns,
@@ -360,6 +361,26 @@ def job_ranks(
     health counters over all the ranks (files: the page of ranks)."""
     answer = _ranks(session, _target(session, job, run, window), limit, cursor)
     return answer if fmt == "json" else model_table(answer.ranks, RankInfo, fmt, "ranks")
+
+
+@router.get("/{job:path}/placement", response_model=JobPlacement, responses=_WINDOWED)
+def job_placement(
+    job: str, session: SessionDep, window: WindowDep, run: RunParam = None
+) -> JobPlacement:
+    """Where a job runs on the current fabric: its hosts with their ranks, their HCA ports
+    and how each was matched (node GUID read by the hooks from sysfs, else the host name in
+    a node description; unmatched hosts listed with no ports), and the links they sit on
+    plus the switch-to-switch links their inter-host traffic can cross (topological
+    candidates: every shortest path between the hosts' switches, not a per-flow route),
+    each with its utilisation and PortXmitWait over the window (default: the job's, from
+    its first interval start to its last interval end; the fabric samples overlapping
+    it)."""
+    t = _target(session, job, run, window)
+    lo = t.started_ns if window.from_ns is None else window.from_ns
+    hi = t.last_seen_ns + 1 if window.to_ns is None else window.to_ns
+    placed = placement.job_placement(session, t.scope, lo, hi)
+    return JobPlacement(job=t.job, from_ns=lo, to_ns=hi, crossed=placement.CROSSED_BASIS,
+                        run=t.run, **placed)  # fmt: skip
 
 
 @router.get("/{job:path}/series", response_model=Series, responses=_TABLE)

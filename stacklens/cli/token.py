@@ -16,13 +16,22 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session
 
 from server.access import tokens
+from stacklens.cli.helptext import subcommand
 from stacklens.db import make_engine, migrate, open_database
 from stacklens.settings import Settings
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """The `token` command and its subcommands."""
-    token = sub.add_parser("token", help="API tokens for scripts: create, list, revoke")
+    token = subcommand(
+        sub, "token",
+        "Create, list or revoke the API tokens scripts read the API with.",
+        ["stacklens token create --name nightly-report  # printed once, stored hashed",
+         "stacklens token list --user alice",
+         "stacklens token revoke 3"],
+        "A token acts as its user (Authorization: Bearer slt_...), sees what that user sees, "
+        "expires after --days and can be revoked at once.",
+    )  # fmt: skip
     verbs = token.add_subparsers(dest="verb", required=True)
     create = verbs.add_parser("create", help="a new token (printed once, stored hashed)")
     create.add_argument("--user", default=getpass.getuser(), help="who it acts as (default: you)")

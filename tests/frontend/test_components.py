@@ -128,3 +128,38 @@ def test_file_rows_keep_paths_exact_and_the_caption_counts_all_pages():
         "The 1 of 5,000 files (per I/O layer) with the most bytes."
     )
     assert {c["field"] for c in components.FILE_COLUMNS} == set(shown) - {"id"}
+
+
+def test_the_hosts_and_links_card_tables():
+    from stacklens.api_models import JobPlacement
+
+    end = {"guid": "0x0000000000000001", "port": 1}
+    placement = JobPlacement(
+        job="j",
+        from_ns=0,
+        to_ns=1,
+        crossed="topological candidates",
+        hosts=[
+            {"host": "n|1", "ranks": [0, 1, 2, 5], "match": "guid",
+             "ports": [{**end, "name": "n1"}]},
+            {"host": "login", "ranks": [3], "match": "unmatched", "ports": []},
+        ],
+        links=[{
+            "id": 7, "a": {**end, "name": "sw"}, "b": {**end, "name": "n1"}, "state": "up",
+            "capacity_bytes_per_s": 100, "kind": "host", "hosts": ["n|1"], "samples": 2,
+            "a_to_b_bytes": 10, "b_to_a_bytes": None, "a_to_b_bytes_per_s": 5.0,
+            "b_to_a_bytes_per_s": None, "utilisation": 0.05, "peak_utilisation": 0.1,
+            "xmit_wait": 3, "xmit_wait_per_s": 1.5,
+        }],
+    )  # fmt: skip
+    hosts = components.placement_hosts_markdown(placement).splitlines()
+    assert hosts[0] == "2 hosts, 1 not found on the fabric."
+    assert hosts[4:] == [
+        "| n&#124;1 | 0–2, 5 | guid | n1&#91;1&#93; 0x0000000000000001 |",
+        "| login | 3 | **⚠ unmatched** | — |",
+    ]
+    links = components.placement_links_markdown(placement).splitlines()
+    assert "topological candidates" in links[0]
+    # Written n1[1] - sw[1]: left to right is b -> a (unknown), right to left a -> b.
+    row = "| n1&#91;1&#93; - sw&#91;1&#93; | host | n&#124;1 | 5.0 % | 10.0 % | ? | 5 | 3 | 2 |"
+    assert links[4:] == [row]
