@@ -57,7 +57,11 @@ def jobs(collector) -> None:
 def _jobs_seen(client, **headers: str) -> list[str] | int:
     """The jobs /api/jobs lists with these headers, or the status if refused."""
     answer = client.get("/api/jobs", headers=headers)
-    return [j["job"] for j in answer.json()] if answer.status_code == 200 else answer.status_code
+    return (
+        [j["job"] for j in answer.json()["jobs"]]
+        if answer.status_code == 200
+        else (answer.status_code)
+    )
 
 
 # -- binding beyond loopback ------------------------------------------------------------
@@ -80,7 +84,7 @@ def test_refuses_to_serve_on_every_address_without_a_login(command, tmp_path):
 def test_the_override_serves_with_a_warning_and_a_login_mode_serves_quietly(pg_url, tmp_path):
     with running_up(pg_url, tmp_path / "open", STACKLENS_HTTP_HOST="0.0.0.0",
                     STACKLENS_ALLOW_OPEN_BIND="1") as up:  # fmt: skip
-        assert httpx.get(f"{up['base']}/api/jobs").json() == []
+        assert httpx.get(f"{up['base']}/api/jobs").json()["jobs"] == []
         log = Path(up["log"]).read_text()
     assert (
         "stacklens: warning: serving on STACKLENS_HTTP_HOST=0.0.0.0 without authentication: "
@@ -93,7 +97,9 @@ def test_the_override_serves_with_a_warning_and_a_login_mode_serves_quietly(pg_u
                     STACKLENS_HTTP_ALLOWED_HOSTS="stacklens.example.org") as up:  # fmt: skip
         base = up["base"]
         assert httpx.get(f"{base}/api/jobs").status_code == 401
-        assert httpx.get(f"{base}/api/jobs", headers={"X-Remote-User": "alice"}).json() == []
+        assert (
+            httpx.get(f"{base}/api/jobs", headers={"X-Remote-User": "alice"}).json()["jobs"] == []
+        )
         named = {"X-Remote-User": "alice", "Host": "stacklens.example.org:7450"}
         assert httpx.get(f"{base}/api/jobs", headers=named).status_code == 200
         log = Path(up["log"]).read_text()
@@ -108,7 +114,7 @@ def test_a_host_header_naming_another_site_is_refused(pg_url, engine):
     app = create_app(engine, api_base_url="http://127.0.0.1", access=access)
     for base in ("http://127.0.0.1:7450", "http://[::1]:7450", "http://STACKLENS.example.org"):
         with TestClient(app, base_url=base) as client:
-            assert client.get("/api/jobs").json() == [], base
+            assert client.get("/api/jobs").json()["jobs"] == [], base
     for host in ("attacker.example", "stacklens.example.org.attacker.example", "localhost"):
         with TestClient(app, base_url=f"http://{host}:7450") as client:
             for path in ("/api/jobs", "/", "/api/health", "/api/ingest/frames"):

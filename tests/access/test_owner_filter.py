@@ -125,8 +125,10 @@ def test_no_answer_to_alice_names_bobs_job(two_users):
         assert answer.status_code == 200, (path, answer.text)
         assert _names_of_bob(answer.text) == [], path
     overview = client.get(f"/api/overview?job={BOB_JOB}", headers=alice).json()
-    assert [j["job"] for j in overview["jobs"]] == [ALICE_JOB]
-    assert overview["jobs_total"] == 1
+    assert [j["job"] for j in overview["jobs"]["jobs"]] == [ALICE_JOB]
+    assert overview["jobs"]["page"]["total"] == 1
+    assert overview["shown"] is None  # bob's job is unknown to her
+    overview = client.get("/api/overview", headers=alice).json()
     assert overview["shown"]["job"] == ALICE_JOB
     assert overview["shown"]["matrix"]["cells"] == [
         {"src": 0, "dst": 1, "bytes": 8192, "messages": 8},
@@ -139,10 +141,10 @@ def test_no_answer_to_alice_names_bobs_job(two_users):
 
 def test_bob_sees_his_job_and_an_admin_sees_both(two_users):
     client, headers = two_users["client"], two_users["headers"]
-    bob = client.get("/api/jobs", headers=headers["bob"]).json()
+    bob = client.get("/api/jobs", headers=headers["bob"]).json()["jobs"]
     assert [(j["job"], j["user"], j["bytes_sent"]) for j in bob] == [(BOB_JOB, "bob", 16384)]
     assert client.get(f"/api/jobs/{ALICE_JOB}/ranks", headers=headers["bob"]).status_code == 404
-    admin = client.get("/api/jobs", headers=headers["carol"]).json()
+    admin = client.get("/api/jobs", headers=headers["carol"]).json()["jobs"]
     assert sorted((j["job"], j["user"]) for j in admin) == [
         (ALICE_JOB, "alice"), (BOB_JOB, "bob")]  # fmt: skip
     io = client.get(f"/api/jobs/{BOB_JOB}/io", headers=headers["carol"]).json()
