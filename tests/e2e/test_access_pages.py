@@ -24,7 +24,7 @@ from tests.server.fabric_data import write_small_fabric
 #: Per page (its path template): the URL alice opens, and what it shows once its data has
 #: arrived (selector, text it contains).
 READY = {
-    "/": ("/", "#jobs-table", ALICE_JOB),
+    "/": ("/", "#jobs-grid", ALICE_JOB),
     "/fabric": ("/fabric", "#fabric-summary", "3 links (1 down)"),
     "/jobs/<job>": (f"/jobs/{ALICE_JOB}", "#jv-title", f"Job {ALICE_JOB}"),
 }
@@ -99,7 +99,7 @@ def test_an_admins_dashboard_lists_every_job(served, browser):
     page, errors = browser
     page.set_extra_http_headers({"Authorization": f"Bearer {served['carol']}"})
     page.goto(served["base"] + "/")
-    table = page.locator("#jobs-table")
+    table = page.locator("#jobs-grid")
     expect(table).to_contain_text(BOB_JOB, timeout=20_000)
     expect(table).to_contain_text(ALICE_JOB)
     assert errors == []

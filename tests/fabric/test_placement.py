@@ -115,6 +115,7 @@ def test_a_jobs_hosts_ports_and_links(
         env = mpi_env(
             STACKLENS_COLLECTOR=collector.endpoint,
             STACKLENS_INGEST_TOKEN="secret",
+            STACKLENS_INGEST_AUTH="trusted",  # the test collector's mode
             STACKLENS_INTERVAL_MS="100",
             STACKLENS_JOB_ID=job,
         )

@@ -315,7 +315,7 @@ def test_refusals_show_on_metrics_and_the_http_ingest_is_closed(
     engine = make_engine(pg_url)
     app = create_app(engine, api_base_url="http://testserver", collector=service,
                      with_frontend=False)  # fmt: skip
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         with socket.create_connection(("127.0.0.1", service.port), timeout=30) as sock:
             cred = credential_of(b, munge_socket, challenge(sock, a.pw_uid).nonce)
             sock.sendall(wire.encode_cred(cred))
