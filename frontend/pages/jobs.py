@@ -49,7 +49,7 @@ def layout(**_query: str) -> html.Div:
         children=[
             # The page's own ticks (a shell interval could fire before the page is there):
             # the refresh, whose period the refresh callback sets, and the label's clock.
-            dcc.Interval(id=ids.JOB_REFRESH, interval=1000),
+            dcc.Interval(id=ids.JOB_REFRESH, interval=1000, max_intervals=1),
             dcc.Interval(id=ids.CLOCK, interval=1000),
             dcc.Store(id=ids.RENDERED_DIGEST, data={}),
             dcc.Store(id=ids.LAST_GOOD),
@@ -230,6 +230,7 @@ _OUTPUTS = {
     "rendered": Output(ids.RENDERED_DIGEST, "data"),
     "last_good": Output(ids.LAST_GOOD, "data"),
     "period": Output(ids.JOB_REFRESH, "interval"),
+    "rearm": Output(ids.JOB_REFRESH, "max_intervals"),
 }
 
 
@@ -238,7 +239,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     dash_app.callback(
         output=_OUTPUTS,
         inputs={
-            "_tick": Input(ids.JOB_REFRESH, "n_intervals"),
+            "tick": Input(ids.JOB_REFRESH, "n_intervals"),
             "search": Input(ids.JOB_SEARCH, "value"),
             "status": Input(ids.JOB_STATUS_FILTER, "value"),
             "user": Input(ids.JOB_USER_FILTER, "value"),
@@ -251,8 +252,6 @@ def register_callbacks(dash_app: dash.Dash) -> None:
             "base_ms": State(ids.REFRESH_BASE_MS, "data"),
             "period_ms": State(ids.JOB_REFRESH, "interval"),
         },
-        # The tick pauses while a refresh runs: a slow answer is shown, never superseded.
-        running=[(Output(ids.JOB_REFRESH, "disabled"), True, False)],
     )(refresh)
     dash_app.callback(
         Output(ids.JOB_PAGES, "data"),
@@ -284,7 +283,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
 
 
 def refresh(
-    _tick: int | None,
+    tick: int | None,
     search: str | None,
     status: str | None,
     user: str | None,
@@ -298,7 +297,7 @@ def refresh(
     """Fetch the page of the job list and the shown job's cards, concurrently, and render
     what changed (per card digests in `rendered`); a failed request leaves its card's last
     view and shows why in the card. Sets the next refresh period (`refresh.next_period`:
-    longer while refreshes are slow or fail)."""
+    longer while refreshes are slow or fail) and arms the next tick."""
     began = time.monotonic()
     client = api.current_client()
     query = JobListQuery(
@@ -332,6 +331,9 @@ def refresh(
     out["rendered"] = drawn
     took_ms = (time.monotonic() - began) * 1000
     out["period"] = next_period(base_ms, period_ms, took_ms, bool(errors))
+    # The next tick is armed only now, one period after this refresh ended: a slow answer
+    # is shown, never superseded (and nothing is left to undo if the page is left meanwhile).
+    out["rearm"] = (tick or 0) + 1
     if not errors:
         out["last_good"] = {"at": time.time() * 1000}
     return out
