@@ -14,7 +14,6 @@ process three times and prints the median of --repeat requests of `GET /api/over
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ipaddress
 import tempfile
 import time
@@ -25,8 +24,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from bench.fabric_api import timed
-from bench.jobs_page import TOKEN, job_frames, send
-from collector.service import BackgroundCollector
+from bench.jobs_page import seed_jobs
 from server.access import tokens
 from server.access.viewer import Access
 from server.app import create_app
@@ -46,14 +44,7 @@ def main() -> None:
         database = start_embedded(Path(scratch) / "pg")
         migrate(database.url)
         t = time.perf_counter()
-        with BackgroundCollector(database.url, token=TOKEN) as collector:
-            for first in range(0, args.jobs, 50):
-                frames = [f for job in range(first, min(first + 50, args.jobs))
-                          for f in job_frames(job, args.ranks, args.intervals)]  # fmt: skip
-                send(collector.address, frames)
-            asyncio.run_coroutine_threadsafe(
-                collector.service.roll_up_once(), collector.loop
-            ).result(600)
+        seed_jobs(database.url, args.jobs, args.ranks, args.intervals)
         engine = make_engine(database.url)
         with engine.begin() as conn:
             odd = "right(job_key, 1)::int % 2 = 1"  # bench-00001, bench-00003, ...
@@ -81,7 +72,7 @@ def main() -> None:
                     seconds, response = timed(lambda p=path, c=http: c.get(p), args.repeat)
                     assert response.status_code == 200, response.text
                     figures.append(f"GET {path.split('/')[2]}: {seconds * 1e3:.1f} ms")
-                total = http.get("/api/overview").json()["jobs_total"]
+                total = http.get("/api/overview").json()["jobs"]["page"]["total"]
                 print(f"{name:18} {', '.join(figures)} ({total} jobs visible)")
         engine.dispose()
         database.embedded.cleanup()

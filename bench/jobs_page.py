@@ -105,6 +105,20 @@ def send(address: tuple[str, int], frames: list[bytes]) -> None:
             buf = buf[n * wire.ACK_SIZE :]
 
 
+def seed_jobs(database_url: str, jobs: int, ranks: int, intervals: int) -> int:
+    """Send `jobs` jobs of `ranks` x `intervals` frames through a real collector (50 jobs
+    per connection) and run one rollup pass; the rows it rolled up."""
+    with BackgroundCollector(database_url, token=TOKEN) as collector:
+        for first in range(0, jobs, 50):
+            frames = [f for job in range(first, min(first + 50, jobs))
+                      for f in job_frames(job, ranks, intervals)]  # fmt: skip
+            send(collector.address, frames)
+        rows: int = asyncio.run_coroutine_threadsafe(
+            collector.service.roll_up_once(), collector.loop
+        ).result(600)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2000)
@@ -117,17 +131,7 @@ def main() -> None:
         database = start_embedded(Path(scratch) / "pg")
         migrate(database.url)
         t = time.perf_counter()
-        with BackgroundCollector(database.url, token=TOKEN) as collector:
-            for first in range(0, args.jobs, 50):
-                frames = [
-                    f
-                    for job in range(first, min(first + 50, args.jobs))
-                    for f in job_frames(job, args.ranks, args.intervals)
-                ]
-                send(collector.address, frames)
-            rows = asyncio.run_coroutine_threadsafe(
-                collector.service.roll_up_once(), collector.loop
-            ).result(600)
+        rows = seed_jobs(database.url, args.jobs, args.ranks, args.intervals)
         seeded = time.perf_counter() - t
         n_frames = args.jobs * args.ranks * args.intervals
         print(
