@@ -67,6 +67,7 @@ class JobMix:
     """One job of the mix: rank -> host, and what it does in the interval."""
 
     key: str
+    user: str
     hosts: list[str]
     p2p: dict[tuple[int, int], int]  # (rank, peer) -> bytes sent
     rma: list[tuple[int, int, str, int]]  # (origin, target, op, bytes)
@@ -89,14 +90,15 @@ def the_mix(tree: FatTree) -> list[JobMix]:
     c_hosts = c_hosts[:1] + c_hosts  # ranks 0 and 1 share a host: intra-host traffic
     rng = random.Random(7)
     jobs = []
-    for key, hosts, colls in (
-        ("job-a", a_hosts, [("MPI_Allreduce", -1, 100_003), ("MPI_Bcast", 0, 1_000)]),
+    for key, user, hosts, colls in (
+        ("job-a", "alice", a_hosts, [("MPI_Allreduce", -1, 100_003), ("MPI_Bcast", 0, 1_000)]),
         (
             "job-b",
+            "bob",
             b_hosts,
             [("MPI_Bcast", 3, 50_001), ("MPI_Alltoall", -1, 2_000), ("MPI_Reduce", 5, 4_096)],
         ),
-        ("job-c", c_hosts, [("MPI_Allreduce", -1, 100), ("MPI_Allgather", -1, 30_001)]),
+        ("job-c", "alice", c_hosts, [("MPI_Allreduce", -1, 100), ("MPI_Allgather", -1, 30_001)]),
     ):
         n = len(hosts)
         p2p = {(r, (r + 1) % n): 4 * rng.randint(1, 1 << 18) for r in range(n)}
@@ -106,7 +108,7 @@ def the_mix(tree: FatTree) -> list[JobMix]:
         io = [(r, f"/scratch/{key}/out.{r}", "/scratch", 4 * rng.randint(0, 1 << 16),
                4 * rng.randint(1, 1 << 18)) for r in range(n)]  # fmt: skip
         io.append((0, f"/tmp/{key}.log", "/tmp", 0, 4096))  # local: not on the fabric
-        jobs.append(JobMix(key, hosts, p2p, rma, colls, io))
+        jobs.append(JobMix(key, user, hosts, p2p, rma, colls, io))
     return jobs
 
 
@@ -220,6 +222,9 @@ def frames(job: JobMix, t_start: int, t_end: int) -> list[bytes]:
                   "io": wire.records("io", io)}  # fmt: skip
         if rma:
             tables["rma"] = wire.records("rma", rma)
+        tables["rank_info"] = wire.records(
+            "rank_info", [{"command": b"./mix", "user": job.user.encode()}]
+        )
         out.append(wire.encode_frame(
             job_id=job.key, world_rank=r, world_size=n, seq=0, host=job.hosts[r],
             pid=1000 + r, interval_start_ns=t_start, interval_end_ns=t_end, token=TOKEN,
@@ -269,15 +274,18 @@ def run_tree(hosts: int, storage: int, scratch: Path, paths: str = "fixed") -> d
     sim.start()
     mad = MadSource(env=sim.client_env(), workdir=sim.workdir, sweep_workers=1)
     try:
-        return _measure(tree, url, sim, mad, paths)
+        return measure(tree, url, sim, mad, paths)
     finally:
         mad.close()
         sim.stop()
         database.embedded.cleanup()
 
 
-def _measure(tree: FatTree, url: str, sim: FabricSim, mad: MadSource, paths: str
-             ) -> dict[str, Any]:  # fmt: skip
+def measure(tree: FatTree, url: str, sim: FabricSim, mad: MadSource, paths: str
+            ) -> dict[str, Any]:  # fmt: skip
+    """On a running simulator of `tree` and a migrated database: sample, run the control
+    and the real cycle, attribute and compare; the accuracy figures, the window and the
+    truth per link direction ((job, layer) -> link direction -> bytes)."""
     sampler = FabricSampler(url, mad, interval_s=1.0, rediscover_s=3600)
     sampler.step()
     topo = sampler.topology
@@ -337,8 +345,12 @@ def _measure(tree: FatTree, url: str, sim: FabricSim, mad: MadSource, paths: str
     took = time.perf_counter() - started
     engine.dispose()
     noise_on = per_link(emu, noise, ports)
-    return _compare(truth, result, keys, emu, ports, known, noise_on, management, traffic,
+    rows = _compare(truth, result, keys, emu, ports, known, noise_on, management, traffic,
                     took, tree, paths)  # fmt: skip
+    rows["window"] = window
+    rows["truth_on"] = {k: per_link(emu, fl, ports) for k, fl in truth.items()}
+    rows["noise_on"], rows["management"] = noise_on, management
+    return rows
 
 
 def _compare(truth, result, keys, emu, ports, known, noise_on, management, traffic, took,
