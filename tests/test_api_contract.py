@@ -54,6 +54,8 @@ CALLS = (
         "/api/jobs/job%2FK/placement?run=1&from=0",
         ("hosts",),
     ),
+    ("job_links", (JOB, Window(1, "0"), 10), "/api/jobs/job%2FK/links?run=1&from=0&limit=10", ()),
+    ("link_attribution", (1, "0"), "/api/fabric/links/1/attribution?from=0", ("directions",)),
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
     ("fabric_state", (), "/api/fabric/state", ()),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),
