@@ -25,8 +25,8 @@ from sqlalchemy.orm import Session
 from collector.fabric.store import unsigned64
 from server.fabric import repository as fabric
 from server.jobs import placement
-from server.query_params import Window
-from server.traffic import collectives
+from server.query_params import MAX_NS, Window
+from server.traffic import collectives, wire
 from server.traffic.attribution import Transfer, rma_direction, storage_shares
 from server.traffic.routing import Crossing, FabricLink, Router
 from stacklens.mpi_ops import op_names
@@ -192,8 +192,12 @@ def job_traffic(
         .where(*only(d), *_in_window(d, window), d.bytes_sent > 0)
         .group_by(d.job_id, d.run_id, d.world_rank, d.peer)
     )
+    sent: dict[int, dict[tuple[int, int], int]] = defaultdict(dict)  # run -> the app's p2p
     for job, run, rank, peer, nbytes in conn.execute(p2p):
         send(job, "mpi_p2p", "routed", run, rank, peer, int(nbytes))
+        sent[run][(rank, peer)] = int(nbytes)
+    source = {j: "modelled" for j in job_of_run.values()}
+    measured_runs = _measured_collectives(session, job_of_run, window, sent, send, left, source)
     names = op_names()
     r = RmaDelta
     rma = (
@@ -207,7 +211,7 @@ def job_traffic(
             send(job, "mpi_rma", "routed", run, rank, target, int(nbytes))
         if way in ("from_target", "both"):
             send(job, "mpi_rma", "routed", run, target, rank, int(nbytes))
-    _collectives(conn, only, window, names, send, left)
+    _collectives(conn, only, window, names, send, left, measured_runs)
     hosts = set(host.values())
     io = IoDelta.__table__.c
     rows = conn.execute(
@@ -231,13 +235,46 @@ def job_traffic(
                 hosts.add(server)
                 a, b = (me, server) if way == "write" else (server, me)
                 out.append(Transfer(job, "io", "routed", a, b, part))
-    jobs = {t.job for t in out} | set(job_of_run.values())
-    return JobTraffic(out, hosts, dict(left), {j: "modelled" for j in jobs})
+    return JobTraffic(out, hosts, dict(left), source)
+
+
+def _measured_collectives(
+    session: Session,
+    job_of_run: dict[int, int],
+    window: Window,
+    sent: dict[int, dict[tuple[int, int], int]],
+    send: Any,
+    left: dict[str, int],
+    source: dict[int, str],
+) -> set[int]:
+    """The collective on-wire transfers of the runs whose MPI measured its on-wire bytes
+    (server/traffic/wire.py): measured - the application's own p2p to each peer, as
+    `measured`; a pair measured below its p2p is counted (`measured_below_p2p`). The runs
+    measured (their collectives are not modelled). Read past the owner filter: a session
+    of its own on this session's connection, without the filter's hook."""
+    lo = 0 if window.from_ns is None else window.from_ns
+    hi = MAX_NS if window.to_ns is None else window.to_ns
+    runs = set()
+    with Session(bind=session.connection()) as everyone:
+        for run, job in sorted(job_of_run.items()):
+            on_wire = wire.measured_wire_bytes(everyone, job, run, lo, hi)
+            if on_wire is None:
+                continue
+            runs.add(run)
+            source[job] = "measured"
+            for (a, b), nbytes in sorted(on_wire.items()):
+                coll = nbytes - sent[run].get((a, b), 0)
+                if coll > 0:
+                    send(job, "mpi_coll", "measured", run, a, b, coll)
+                elif coll < 0:
+                    left["measured_below_p2p"] += -coll
+    return runs
 
 
 def _collectives(conn: Any, only: Any, window: Window, names: tuple[str, ...], send: Any,
-                 left: dict[str, int]) -> None:  # fmt: skip
-    """The modelled collective transfers of the window's coll_deltas rows."""
+                 left: dict[str, int], measured_runs: set[int]) -> None:  # fmt: skip
+    """The modelled collective transfers of the window's coll_deltas rows (of the runs
+    whose collectives were not measured)."""
     c = CollDelta
     rows = conn.execute(
         select(c.job_id, c.run_id, c.world_rank, c.op_id, c.comm_id, c.comm_size, c.root,
@@ -255,6 +292,8 @@ def _collectives(conn: Any, only: Any, window: Window, names: tuple[str, ...], s
     ):
         members[(run, comm)].add(rank)
     for job, run, rank, op, comm, size, root, calls, nbytes in rows:
+        if run in measured_runs:
+            continue
         name = names[op] if op < len(names) else ""
         group = sorted(members[(run, comm)])
         if comm == OVERFLOW_COMM or len(group) != size or not collectives.modelled(name):
