@@ -34,6 +34,7 @@ from server.metrics.routes import router as metrics_router
 from server.query_params import refuse_unknown_parameters
 from server.traffic.repository import TrafficConfig
 from server.traffic.routes import router as traffic_router
+from server.traffic.service import AttributionCache
 from stacklens.connguard import ConnectionGuard, ConnectionLimits
 
 #: Where the Swagger UI files of the installed package are served.
@@ -96,6 +97,7 @@ def create_app(
     app.state.http_guard = ConnectionGuard("http", connection_limits or ConnectionLimits())
     app.state.access = access
     app.state.traffic = traffic or TrafficConfig()
+    app.state.attributions = AttributionCache()
     app.add_middleware(IngestGate, max_body_bytes=max_body_bytes)
     app.add_middleware(AccessGate, access=access, engine=engine)
     if access.mode == "oidc":  # outside the gate: it reads the session the login keeps

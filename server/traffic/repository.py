@@ -327,6 +327,14 @@ def hca_of(session: Session, fab: Fabric, hosts: set[str]) -> dict[str, int]:
     return out
 
 
+def data_version(session: Session) -> tuple[Any, ...]:
+    """Changes whenever what an attribution reads may have changed: a discovery (links,
+    forwarding tables), a sweep, a frame of any job (the jobs' newest interval end and
+    count, read past the owner filter)."""
+    jobs = session.connection().execute(select(func.max(Job.last_seen_ns), func.count())).one()
+    return (fabric.topology_version(session), fabric.samples_version(session), tuple(jobs))
+
+
 def visible_jobs(session: Session, job_ids: set[int]) -> dict[int, dict[str, Any]]:
     """The jobs among `job_ids` the session's viewer may read (through the owner filter):
     id -> key and user."""

@@ -47,7 +47,8 @@ def link_attribution(
     figure says its provenance (measured, routed, modelled) and whether the tables fixed
     the link or a group of parallel/adaptive links shared the flow. Jobs the viewer may not
     read show as another job (no id, no user)."""
-    answer = service.link_attribution(session, traffic_config(request), link, window)
+    cache: service.AttributionCache = request.app.state.attributions
+    answer = service.link_attribution(session, traffic_config(request), link, window, cache)
     if answer is None:
         raise HTTPException(status_code=404, detail=f"the current fabric has no link {link}")
     return LinkAttribution(**answer)

@@ -62,6 +62,7 @@ class Router:
     lfts: dict[int, bytes]
     mode: str = "fixed"
     _at: dict[End, tuple[FabricLink, End]] = field(init=False, repr=False)
+    _first_port: dict[int, int] = field(init=False, repr=False)
     _between: dict[tuple[int, int], list[Crossing]] = field(init=False, repr=False)
     _cache: dict[tuple[int, int], list[Stage]] = field(init=False, repr=False)
 
@@ -75,14 +76,17 @@ class Router:
             self._at[link.b] = (link, link.a)
             self._between[(link.a[0], link.b[0])].append((link.id, "a_to_b"))
             self._between[(link.b[0], link.a[0])].append((link.id, "b_to_a"))
+        self._first_port = {}
+        for guid, port in self._at:
+            self._first_port[guid] = min(port, self._first_port.get(guid, port))
         self._cache = {}
 
     def hca_port(self, guid: int) -> End:
         """The cabled port an HCA sends from (its lowest-numbered up port)."""
-        ports = sorted(p for (g, p) in self._at if g == guid)
-        if not ports:
+        port = self._first_port.get(guid)
+        if port is None:
             raise NoRoute(f"HCA {guid:#018x} has no up link")
-        return (guid, ports[0])
+        return (guid, port)
 
     def _cross(self, here: End) -> tuple[Crossing, End]:
         """The crossing of the link at `here` leaving from `here`, and where it arrives."""

@@ -8,6 +8,9 @@ job": no id, no user, summed per layer.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import OrderedDict
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -20,6 +23,45 @@ from server.traffic.routing import Crossing
 
 DIRECTIONS = ("a_to_b", "b_to_a")
 
+Computed = tuple[Fabric, dict[Crossing, dict[str, Any]], Attribution, repository.JobTraffic]
+
+
+class AttributionCache:
+    """The whole fabric's attributions (every job, before masking) of the latest windows
+    asked, reused while `repository.data_version` is unchanged and for at most
+    `max_age_s` (a frame replayed late with an old interval end changes no version), so
+    asking for the fabric's links one by one attributes the window once."""
+
+    def __init__(self, max_age_s: float = 5.0, size: int = 8):
+        self.max_age_s = max_age_s
+        self.size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[Any, ...], tuple[Any, float, Computed]] = OrderedDict()
+
+    def __len__(self) -> int:
+        """Windows held."""
+        return len(self._entries)
+
+    def get(self, session: Session, config: TrafficConfig, window: Window) -> Computed:
+        """The attribution of every job over `window`, computed or reused."""
+        key = (config.paths, repr(config.storage), config.placement, window.astuple())
+        version = repository.data_version(session)
+        with self._lock:
+            found = self._entries.get(key)
+        if (
+            found is not None
+            and found[0] == version
+            and time.monotonic() - found[1] < self.max_age_s
+        ):
+            return found[2]
+        computed = _attribution(session, config, window)
+        with self._lock:
+            self._entries[key] = (version, time.monotonic(), computed)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return computed
+
 
 def _attribution(
     session: Session,
@@ -27,7 +69,7 @@ def _attribution(
     window: Window,
     job_ids: list[int] | None = None,
     run_id: int | None = None,
-) -> tuple[Fabric, dict[Crossing, dict[str, Any]], Attribution, repository.JobTraffic]:
+) -> Computed:
     fab = repository.load_fabric(session, config.paths)
     meas = repository.measured(session, fab, window)
     traffic = repository.job_traffic(session, window, config, job_ids, run_id)
@@ -59,11 +101,12 @@ def _figures(shares: dict[Key, float], visible: dict[int, dict[str, Any]]) -> li
 
 
 def link_attribution(
-    session: Session, config: TrafficConfig, link_id: int, window: Window
+    session: Session, config: TrafficConfig, link_id: int, window: Window, cache: AttributionCache
 ) -> dict[str, Any] | None:
     """Link `link_id`'s measured bytes per direction over the window, split by job and
-    layer, with `other`; None if the current fabric has no such link."""
-    fab, meas, result, _ = _attribution(session, config, window)
+    layer, with `other` (the whole fabric's attribution from `cache`); None if the current
+    fabric has no such link."""
+    fab, meas, result, _ = cache.get(session, config, window)
     link = fab.links.get(link_id)
     if link is None:
         return None

@@ -91,6 +91,8 @@ def test_attribution_matches_the_emulated_truth_and_the_api_masks_other_users(
             assert {(f["layer"], f["bytes"]) for f in hidden if f["layer"] == "mpi_p2p"} == {
                 ("mpi_p2p", nbytes)}  # fmt: skip
             assert a_side["other_bytes"] == side["other_bytes"]
+            # one attribution of the window served both viewers (masked per request)
+            assert len(app.state.attributions) == 1
 
             # a job's links: its bytes per link direction and layer, paged
             mine = get("/api/jobs/job-b/links", "bob", limit="1000").json()
