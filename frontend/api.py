@@ -34,6 +34,7 @@ from stacklens.api_models import (
     JobRma,
     JobSizes,
     LinkAttribution,
+    LinkAttributionSeries,
     LinkLoad,
     Matrix,
     Overview,
@@ -168,6 +169,13 @@ class StacklensApi:
         job x layer, with `other` and each figure's provenance."""
         path = f"/api/fabric/links/{int(link)}/attribution{_query({'from': start, 'to': end})}"
         return self._get(path, LinkAttribution, "link attribution")
+
+    def link_attribution_series(self, link: int, start: str, end: str, step_s: float
+                                ) -> LinkAttributionSeries:  # fmt: skip
+        """A link's attribution per step of `step_s` seconds over the window [start, end)."""
+        query = _query({"from": start, "to": end, "step": step_s})
+        path = f"/api/fabric/links/{int(link)}/attribution/series{query}"
+        return self._get(path, LinkAttributionSeries, "link attribution series")
 
     def job_links(self, job: str, window: Window, limit: int | None = None,
                   cursor: str | None = None) -> JobLinks:  # fmt: skip

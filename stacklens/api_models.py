@@ -759,6 +759,24 @@ class LinkAttribution(ApiModel):
     )
 
 
+class LinkAttributionPoint(ApiModel):
+    """One step of a link's attribution series."""
+
+    t_ns: int = Field(description="the step's start; it holds [t_ns, t_ns + step_ns)")
+    directions: list[LinkDirectionAttribution]
+
+
+class LinkAttributionSeries(ApiModel):
+    """A link's attribution per step of the window (each step as LinkAttribution's)."""
+
+    link: FabricLink
+    from_ns: int
+    to_ns: int
+    step_ns: int
+    paths: PathMode
+    points: list[LinkAttributionPoint]
+
+
 class JobLinkBytes(ApiModel):
     """A job's bytes on one link direction, by layer."""
 

@@ -56,6 +56,12 @@ CALLS = (
     ),
     ("job_links", (JOB, Window(1, "0"), 10), "/api/jobs/job%2FK/links?run=1&from=0&limit=10", ()),
     ("link_attribution", (1, "0"), "/api/fabric/links/1/attribution?from=0", ("directions",)),
+    (
+        "link_attribution_series",
+        (1, str(T0 // 10**9), str(T0 // 10**9 + 2), 1.0),
+        f"/api/fabric/links/1/attribution/series?from={T0 // 10**9}&to={T0 // 10**9 + 2}&step=1.0",
+        ("points",),
+    ),
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
     ("fabric_state", (), "/api/fabric/state", ()),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),

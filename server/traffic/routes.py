@@ -17,7 +17,7 @@ from server.paging import Limits
 from server.query_params import WindowDep
 from server.traffic import service
 from server.traffic.repository import TrafficConfig
-from stacklens.api_models import JobLinks, LinkAttribution
+from stacklens.api_models import JobLinks, LinkAttribution, LinkAttributionSeries
 
 router = APIRouter(tags=["traffic"])
 
@@ -52,6 +52,38 @@ def link_attribution(
     if answer is None:
         raise HTTPException(status_code=404, detail=f"the current fabric has no link {link}")
     return LinkAttribution(**answer)
+
+
+@router.get(
+    "/api/fabric/links/{link}/attribution/series",
+    response_model=LinkAttributionSeries,
+    responses=_ANSWERS,
+)
+def link_attribution_series(
+    link: Annotated[int, Path(ge=1, le=2**31 - 1, description="link id")],
+    session: SessionDep,
+    request: Request,
+    window: WindowDep,
+    step: Annotated[float, Query(ge=0.001, description="seconds per step")],
+) -> LinkAttributionSeries:
+    """A link's attribution (as `/attribution` answers it for a window) per step of the
+    window, which must be closed (`from` and `to`) and hold at most MAX_SERIES_STEPS
+    steps: per step and direction the measured bytes, the bytes by job and layer, and
+    `other`."""
+    if window.from_ns is None or window.to_ns is None:
+        raise HTTPException(status_code=422, detail="a series needs both `from` and `to`")
+    step_ns = max(1, int(step * 1e9))
+    steps = -(-(window.to_ns - window.from_ns) // step_ns)
+    if steps > service.MAX_SERIES_STEPS:
+        raise HTTPException(
+            status_code=422,
+            detail=f"{steps} steps; at most {service.MAX_SERIES_STEPS}: a longer step or a "
+            "shorter window",
+        )
+    answer = service.link_series(session, traffic_config(request), link, window, step_ns)
+    if answer is None:
+        raise HTTPException(status_code=404, detail=f"the current fabric has no link {link}")
+    return LinkAttributionSeries(**answer)
 
 
 @router.get("/api/jobs/{job:path}/links", response_model=JobLinks, responses=_ANSWERS)

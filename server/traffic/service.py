@@ -69,11 +69,21 @@ def _attribution(
     window: Window,
     job_ids: list[int] | None = None,
     run_id: int | None = None,
+    fab: Fabric | None = None,
+    placed: dict[frozenset[str], dict[str, int]] | None = None,
 ) -> Computed:
-    fab = repository.load_fabric(session, config.paths)
+    """Attribute the window: read what it needs (the fabric unless given; hosts placed
+    once per host set in `placed` if given) and run the pure core."""
+    fab = fab or repository.load_fabric(session, config.paths)
     meas = repository.measured(session, fab, window)
     traffic = repository.job_traffic(session, window, config, job_ids, run_id)
-    hcas = repository.hca_of(session, fab, traffic.hosts)
+    hosts = frozenset(traffic.hosts)
+    if placed is None or hosts not in placed:
+        hcas = repository.hca_of(session, fab, traffic.hosts)
+        if placed is not None:
+            placed[hosts] = hcas
+    else:
+        hcas = placed[hosts]
     known = {c: m["bytes"] for c, m in meas.items()}
     result = attribute(fab.router, traffic.transfers, hcas, known)
     for reason, nbytes in traffic.left_out.items():
@@ -100,6 +110,73 @@ def _figures(shares: dict[Key, float], visible: dict[int, dict[str, Any]]) -> li
     return mine
 
 
+def _directions(
+    link_id: int,
+    meas: dict[Crossing, dict[str, Any]],
+    result: Attribution,
+    visible: dict[int, dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Both directions of a link: measured, attributed, other, the masked figures."""
+    out = []
+    for crossing in [(link_id, d) for d in DIRECTIONS]:
+        m = meas.get(crossing, {"bytes": None, "samples": 0, "unknown_samples": 0})
+        attributed = result.attributed(crossing)
+        out.append({
+            "direction": crossing[1],
+            "measured_bytes": m["bytes"],
+            "samples": m["samples"],
+            "unknown_samples": m["unknown_samples"],
+            "attributed_bytes": attributed,
+            "other_bytes": other(m["bytes"], attributed),
+            "by_job": _figures(result.shares.get(crossing, {}), visible),
+        })  # fmt: skip
+    return out
+
+
+def _jobs_on(link_id: int, result: Attribution) -> set[int]:
+    return {key[0] for d in DIRECTIONS for key in result.shares.get((link_id, d), {})}
+
+
+def _link_row(link: dict[str, Any]) -> dict[str, Any]:
+    return {k: link[k] for k in ("id", "a", "b", "state", "down_ns", "capacity_bytes_per_s")}
+
+
+#: Most steps of a link's attribution series (each step attributes the whole fabric).
+MAX_SERIES_STEPS = 120
+
+
+def link_series(
+    session: Session, config: TrafficConfig, link_id: int, window: Window, step_ns: int
+) -> dict[str, Any] | None:
+    """Link `link_id`'s attribution per step of `step_ns` over the closed window (steps
+    [t, t + step), the last one cut at the window's end); None if there is no such link.
+    The fabric is read once and hosts are placed once per set of hosts."""
+    assert window.from_ns is not None and window.to_ns is not None
+    fab = repository.load_fabric(session, config.paths)
+    link = fab.links.get(link_id)
+    if link is None:
+        return None
+    placed: dict[frozenset[str], dict[str, int]] = {}
+    steps = []
+    for t in range(window.from_ns, window.to_ns, step_ns):
+        part = Window(t, min(t + step_ns, window.to_ns))
+        _, meas, result, _ = _attribution(session, config, part, fab=fab, placed=placed)
+        steps.append((t, meas, result))
+    jobs = set().union(*(_jobs_on(link_id, r) for _, _, r in steps))
+    visible = repository.visible_jobs(session, jobs)
+    return {
+        "link": _link_row(link),
+        "from_ns": window.from_ns,
+        "to_ns": window.to_ns,
+        "step_ns": step_ns,
+        "paths": config.paths,
+        "points": [
+            {"t_ns": t, "directions": _directions(link_id, meas, result, visible)}
+            for t, meas, result in steps
+        ],
+    }
+
+
 def link_attribution(
     session: Session, config: TrafficConfig, link_id: int, window: Window, cache: AttributionCache
 ) -> dict[str, Any] | None:
@@ -110,28 +187,13 @@ def link_attribution(
     link = fab.links.get(link_id)
     if link is None:
         return None
-    crossings = [(link_id, d) for d in DIRECTIONS]
-    jobs = {key[0] for c in crossings for key in result.shares.get(c, {})}
-    visible = repository.visible_jobs(session, jobs)
-    directions = []
-    for crossing in crossings:
-        m = meas.get(crossing, {"bytes": None, "samples": 0, "unknown_samples": 0})
-        attributed = result.attributed(crossing)
-        directions.append({
-            "direction": crossing[1],
-            "measured_bytes": m["bytes"],
-            "samples": m["samples"],
-            "unknown_samples": m["unknown_samples"],
-            "attributed_bytes": attributed,
-            "other_bytes": other(m["bytes"], attributed),
-            "by_job": _figures(result.shares.get(crossing, {}), visible),
-        })  # fmt: skip
+    visible = repository.visible_jobs(session, _jobs_on(link_id, result))
     return {
-        "link": {k: link[k] for k in ("id", "a", "b", "state", "down_ns", "capacity_bytes_per_s")},
+        "link": _link_row(link),
         "from_ns": window.from_ns,
         "to_ns": window.to_ns,
         "paths": config.paths,
-        "directions": directions,
+        "directions": _directions(link_id, meas, result, visible),
         "left_out": dict(result.left_out),
     }
 

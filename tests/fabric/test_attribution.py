@@ -94,6 +94,27 @@ def test_attribution_matches_the_emulated_truth_and_the_api_masks_other_users(
             # one attribution of the window served both viewers (masked per request)
             assert len(app.state.attributions) == 1
 
+            # per step: two steps that sum to the window's figures
+            half = (window.to_ns - window.from_ns + 1) // 2
+            series = get(f"{url}/series", "carol", step=f"{half / 1e9:.9f}").json()
+            assert [p["t_ns"] for p in series["points"]] == [
+                window.from_ns, window.from_ns + half]  # fmt: skip
+            steps = [next(d for d in p["directions"] if d["direction"] == direction)
+                     for p in series["points"]]  # fmt: skip
+            # the one sweep of the window is in one step; a step without a sample is unknown
+            assert [d["measured_bytes"] for d in steps].count(None) == 1
+            assert sum(d["measured_bytes"] or 0 for d in steps) == side["measured_bytes"]
+            assert sum(d["attributed_bytes"] for d in steps) == side["attributed_bytes"]
+            for d in steps:
+                want = None if d["measured_bytes"] is None else (
+                    d["measured_bytes"] - d["attributed_bytes"])  # fmt: skip
+                assert d["other_bytes"] == want
+            stepped = [f for p in series["points"] for d in p["directions"]
+                       if d["direction"] == direction for f in d["by_job"]
+                       if (f["job"], f["layer"]) == ("job-b", "mpi_p2p")]  # fmt: skip
+            assert sum(f["bytes"] for f in stepped) == nbytes
+            assert get(f"{url}/series", "carol", step="0.000001").status_code == 422
+
             # a job's links: its bytes per link direction and layer, paged
             mine = get("/api/jobs/job-b/links", "bob", limit="1000").json()
             assert mine["collectives"] == "modelled" and mine["page"]["next_cursor"] is None
