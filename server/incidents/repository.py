@@ -371,6 +371,11 @@ def save(session: Session, row: dict[str, Any], members: list[dict[str, Any]]) -
     return incident_id
 
 
+def remove(session: Session, key: str) -> None:
+    """Delete the incident with this key (and its jobs)."""
+    session.execute(delete(Incident).where(Incident.key == key))
+
+
 def open_keys(session: Session) -> list[str]:
     """Keys of the incidents stored as open."""
     return list(session.scalars(select(Incident.key).where(Incident.end_ns.is_(None))))

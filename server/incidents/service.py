@@ -13,7 +13,8 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
    `sweeps` sweep periods is an incident of its own;
 4. every open incident (and one that just closed) is stored; its opening, a change of its
    severity or of a job's role ("updated") and its closing are sent to the webhook if one
-   is set.
+   is set. A job's incident of its own that a link signal joins later is merged into the
+   link's (deleted; "merged" to the webhook).
 
 Why a service of its own and not the fabric sampler's loop: the detectors read jobs'
 series as well as the fabric's, the sampler belongs to the collector layer (which may not
@@ -230,6 +231,10 @@ class IncidentService:
                 continue  # a link signal may still join it
             incidents.append(alone(signal, self.th))
         messages = []
+        for key in [k for k in self.joined if k in self.stored]:  # it opened alone before
+            messages.append({"event": "merged", "incident": {"id": self.stored.pop(key)},
+                             "into": self.joined[key]})  # fmt: skip
+            repo.remove(session, key)
         keep = set()
         for incident in incidents:
             incident_id, row = self._save(session, incident, by_id, now)
