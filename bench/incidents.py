@@ -8,7 +8,8 @@ interval) through the real collector. Then, sweep by sweep (every port moving by
 half its capacity), it writes the sweep and the jobs' interval and runs one detector pass
 (`IncidentService.tick`, the clock 1.6 s past the sweep's end), timed. From sweep
 --congest-at on, one spine link's PortXmitWait rises by 5 M ticks per second (congested)
-while job 0's collective time per byte rises fivefold; at sweep --errors-at one host link
+while job 0's collective time per byte rises fivefold; job 1 (8x the bytes) crosses the
+same link: it is the aggressor to name, job 0 the victim; at sweep --errors-at one host link
 counts symbol errors. Prints, as JSON: at which sweep each signal was detected relative to
 the sweep its condition started in (1 = in that sweep), what the incident named, and the
 median / 95th percentile / largest pass time, over the quiet sweeps and those with an open
@@ -71,16 +72,17 @@ def up_down(tree: FatTree, topo: Topology) -> dict[int, np.ndarray]:
 
 
 def frames(job: int, hosts: list[str], i: int, t0: int, slow: bool) -> list[bytes]:
-    """Interval i of one job: each rank sends 1 MiB to the next and meets them in an
-    MPI_Allreduce (100 ms, or 500 ms while slow)."""
+    """Interval i of one job: each rank sends 1 MiB (job 1: 8 MiB) to the next and meets
+    them in an MPI_Allreduce (100 ms, or 500 ms while slow)."""
+    nbytes = 8 << 20 if job == 1 else 1 << 20
     op = op_names().index
     out = []
     for rank, host in enumerate(hosts):
         tables = {
-            "p2p": wire.records("p2p", [{"peer": (rank + 1) % len(hosts), "bytes_sent": 1 << 20,
+            "p2p": wire.records("p2p", [{"peer": (rank + 1) % len(hosts), "bytes_sent": nbytes,
                                          "msgs_sent": 1}]),
             "op": wire.records("op", [
-                {"op_id": op("MPI_Send"), "calls": 1, "bytes": 1 << 20, "time_ns": 10**6},
+                {"op_id": op("MPI_Send"), "calls": 1, "bytes": nbytes, "time_ns": 10**6},
                 {"op_id": op("MPI_Allreduce"), "calls": 1, "bytes": 1 << 16,
                  "time_ns": (500 if slow else 100) * 10**6}]),
         }  # fmt: skip
@@ -120,7 +122,9 @@ def main() -> None:
     stride = max(1, len(tree.hosts) // args.ranks)
     placed = [[tree.hosts[(j + r * stride) % len(tree.hosts)] for r in range(args.ranks)]
               for j in range(args.jobs)]  # fmt: skip
-    # the congested link: the first hop up from job 0's rank 0 towards its rank 1
+    # job 1 (8x the bytes) shares job 0's path from its rank 0's leaf to its rank 1's host
+    placed[1][1] = placed[0][1]
+    # the congested link: the spine -> leaf hop from job 0's rank 0 towards its rank 1
     guid = {n.description: g for g, n in topo.nodes.items()}
     hops = topo.route(guid[placed[0][0]], guid[placed[0][1]])
     spine_hop = next(h for h in hops if topo.nodes[h.tx[0]].description.startswith("spine"))

@@ -278,45 +278,68 @@ def _host_io(session: Session, job: int, from_ns: int, to_ns: int) -> dict[str, 
     return {h: (int(w or 0), int(r or 0)) for h, w, r in session.execute(query) if w or r}
 
 
-class LinkTraffic:
-    """Which jobs' traffic crosses which links over a window, and how many bytes: routed
-    over the forwarding tables (placement candidates, bytes unknown, without them)."""
+class FabricView:
+    """The current fabric as the join needs it: its nodes and links (server.fabric's rows),
+    the routing Topology (None without forwarding tables) and link ids by their ends. Read
+    once per stored discovery (`version`)."""
 
-    def __init__(self, session: Session, storage: list[str]):
-        self.session = session
-        self.topology = routing(session)
+    def __init__(self, session: Session):
+        self.version = fabric.topology_version(session)
         self.nodes = fabric.nodes(session)
         self.links = fabric.links(session)
-        self.storage = storage
-        by_ends = {}
-        for lk in self.links:
-            a = (int(lk["a"]["guid"], 16), lk["a"]["port"])
-            b = (int(lk["b"]["guid"], 16), lk["b"]["port"])
-            by_ends[frozenset((a, b))] = lk["id"]
-        self._link_of = by_ends
-        self._routes: dict[tuple[int, int], list[int]] = {}
+        self.topology = routing(session)
+        hcas = {n["guid"] for n in self.nodes if n["type"] == "hca"}
+        self.host_links = [lk for lk in self.links
+                           if lk["a"]["guid"] in hcas or lk["b"]["guid"] in hcas]  # fmt: skip
+        self.link_of = {
+            frozenset(((int(lk["a"]["guid"], 16), lk["a"]["port"]),
+                       (int(lk["b"]["guid"], 16), lk["b"]["port"]))): lk["id"]
+            for lk in self.links
+        }  # fmt: skip
+        self.routes: dict[tuple[int, int], list[int]] = {}
 
-    def _route(self, src: int, dst: int) -> list[int]:
+    def route(self, src: int, dst: int) -> list[int]:
+        """Link ids a flow from HCA `src` to HCA `dst` crosses (GUIDs; [] if unroutable)."""
         key = (src, dst)
-        if key not in self._routes:
+        if key not in self.routes:
             assert self.topology is not None
             try:
                 hops = self.topology.route(src, dst)
             except (ValueError, KeyError):
                 hops = []
-            self._routes[key] = [self._link_of[frozenset((h.tx, h.rx))] for h in hops
-                                 if frozenset((h.tx, h.rx)) in self._link_of]  # fmt: skip
-        return self._routes[key]
+            self.routes[key] = [self.link_of[frozenset((h.tx, h.rx))] for h in hops
+                                if frozenset((h.tx, h.rx)) in self.link_of]  # fmt: skip
+        return self.routes[key]
+
+
+class LinkTraffic:
+    """Which jobs' traffic crosses which links over a window, and how many bytes: routed
+    over the forwarding tables (placement candidates, bytes unknown, without them)."""
+
+    def __init__(self, session: Session, view: FabricView, storage: list[str]):
+        self.session = session
+        self.view = view
+        self.topology = view.topology
+        self.storage = storage
+        self._placed: dict[int, tuple[dict[str, int], list[int]]] = {}
+
+    def _route(self, src: int, dst: int) -> list[int]:
+        return self.view.route(src, dst)
 
     def _guids(self, job: int) -> tuple[dict[str, int], list[int]]:
         """A job's hosts -> their first HCA GUID (placed as the placement does), and the
-        ids of its placement links."""
-        scope = Scope(job)
-        placed = placement.place(placement.hosts_and_ranks(self.session, scope),
-                                 placement.reported_ports(self.session, scope),
-                                 self.nodes, self.links)  # fmt: skip
-        guids = {h["host"]: int(h["ports"][0]["guid"], 16) for h in placed["hosts"] if h["ports"]}
-        return guids, [lk["id"] for lk in placed["links"]]
+        ids of its placement links (only its host links when the forwarding tables route
+        its flows: the topological candidates are not needed then)."""
+        if job not in self._placed:
+            scope = Scope(job)
+            links = self.view.links if self.topology is None else self.view.host_links
+            placed = placement.place(placement.hosts_and_ranks(self.session, scope),
+                                     placement.reported_ports(self.session, scope),
+                                     self.view.nodes, links)  # fmt: skip
+            guids = {h["host"]: int(h["ports"][0]["guid"], 16) for h in placed["hosts"]
+                     if h["ports"]}  # fmt: skip
+            self._placed[job] = guids, [lk["id"] for lk in placed["links"]]
+        return self._placed[job]
 
     def on_links(self, job: int, link_ids: set[int], from_ns: int, to_ns: int
                  ) -> tuple[int | None, set[int]] | None:  # fmt: skip
