@@ -25,6 +25,8 @@ from stacklens.api_models import (
     FabricEvents,
     FabricSeries,
     FabricState,
+    IncidentDetails,
+    IncidentList,
     JobCollectives,
     JobIo,
     JobLinks,
@@ -85,6 +87,30 @@ class Window:
     def query(self) -> dict[str, object]:
         """The query parameters of this window (absent ones left out by `_query`)."""
         return {"run": self.run, "from": self.start, "to": self.end}
+
+
+@dataclass(frozen=True)
+class IncidentQuery:
+    """Which incidents to list (GET /api/incidents): window bounds as the API reads them,
+    severity, kind, job, link, open; `limit` from `cursor`. None = the server's default."""
+
+    start: str | None = None
+    end: str | None = None
+    severity: str | None = None
+    kind: str | None = None
+    job: str | None = None
+    link: int | None = None
+    open: bool | None = None
+    limit: int | None = None
+    cursor: str | None = None
+
+    def query(self) -> dict[str, object]:
+        """The query parameters (absent ones left out by `_query`)."""
+        params: dict[str, object] = {"from": self.start, "to": self.end}
+        params |= {k: v for k, v in asdict(self).items() if k not in ("start", "end")}
+        if self.open is not None:
+            params["open"] = "true" if self.open else "false"
+        return params
 
 
 def _query(params: dict[str, object]) -> str:
@@ -241,6 +267,14 @@ class StacklensApi:
         query = {"link": link, "guid": guid, "port": port, **_fabric_window(window),
                  "step": step_s}  # fmt: skip
         return self._get(f"/api/fabric/series{_query(query)}", FabricSeries, "fabric series")
+
+    def incidents(self, query: IncidentQuery = IncidentQuery()) -> IncidentList:
+        """A page of the incidents `query` selects, newest first, with the number of them."""
+        return self._get(f"/api/incidents{_query(query.query())}", IncidentList, "incidents")
+
+    def incident(self, incident_id: int) -> IncidentDetails:
+        """One incident with its links, jobs and evidence."""
+        return self._get(f"/api/incidents/{int(incident_id)}", IncidentDetails, "incident")
 
     def _get(self, path: str, model: type[_T], what: str) -> _T:
         """GET `path` and parse its JSON body into `model` (a response model or a list of

@@ -25,6 +25,8 @@ from frontend.formatting import (
 )
 from stacklens.api_models import (
     FabricEvent,
+    IncidentDetails,
+    IncidentList,
     JobCollectives,
     JobIo,
     JobList,
@@ -834,3 +836,66 @@ def outlier_items(profile: SlowRanks) -> list:
     items = [html.Li(o.text, className="outlier") for o in profile.outliers]
     items += [html.Li(g.text, className="imbalance") for g in profile.imbalance]
     return items or [html.Li("No rank stands out in this window.", className="subtle")]
+
+
+# ---- incidents -----------------------------------------------------------------------------
+
+INCIDENT_COLUMNS = [
+    _number("id", "#", maxWidth=80),
+    _text("severity", "Severity", maxWidth=110, cellClass="severity"),
+    _text("kind", "Kind", maxWidth=140),
+    _text("summary", "Incident", tooltipField="summary", minWidth=420),
+    _text("state", "State", maxWidth=100),
+    _text("start", "Start (UTC)"),
+    _text("end", "End (UTC)"),
+    _number("jobs", "Jobs", maxWidth=90),
+]
+
+
+def incident_rows(incidents: IncidentList) -> list[dict[str, Any]]:
+    """The incidents grid's rows (row id = incident id), newest first."""
+    return [
+        {
+            "id": i.id,
+            "severity": i.severity,
+            "kind": i.kind,
+            "summary": i.summary,
+            "state": "open" if i.open else "ended",
+            "start": format_utc_ns(i.start_ns),
+            "end": "" if i.end_ns is None else format_utc_ns(i.end_ns),
+            "jobs": i.jobs,
+        }  # fmt: skip
+        for i in incidents.incidents
+    ]
+
+
+def incident_banner(incidents: IncidentList) -> list[Any]:
+    """The banner of every page while incidents are open (empty when none): how many, the
+    newest's severity and summary, and a link to the Incidents page."""
+    if not incidents.incidents:
+        return []
+    newest = incidents.incidents[0]
+    count = incidents.page.total
+    head = f"{count} open incident{'s' if count != 1 else ''}"
+    return [html.Div(className=f"notice notice-error incident-banner severity-{newest.severity}",
+                     role="alert", children=[
+        html.Strong(head), f" — {newest.severity}: {newest.summary} ",
+        dcc.Link("see incidents", href="/incidents"),
+    ])]  # fmt: skip
+
+
+def incident_jobs_markdown(incident: IncidentDetails) -> str:
+    """A Markdown table of an incident's jobs: role, job (or "another job"), its signals,
+    bytes on the links, ranks and files."""
+    if not incident.members:
+        return "No job crosses the link or slowed during it."
+    lines = ["| Role | Job | User | Signals | Bytes on the links | Ranks | Files |",
+             "|---|---|---|---|---:|---|---|"]  # fmt: skip
+    for m in incident.members:
+        job = _md(m.job) if m.job else "another job"
+        nbytes = "" if m.link_bytes is None else format_bytes(m.link_bytes)
+        ranks = ", ".join(map(str, m.ranks[:16]))
+        files = ", ".join(_md(f) for f in m.files[:4])
+        lines.append(f"| {m.role} | {job} | {_md(m.user or '')} | {', '.join(m.signals)} | "
+                     f"{nbytes} | {ranks} | {files} |")  # fmt: skip
+    return "\n".join(lines)

@@ -11,7 +11,14 @@ from plotly.colors import sequential
 from plotly.subplots import make_subplots
 
 from frontend.formatting import format_bytes, format_bytes_short, format_size_bucket
-from stacklens.api_models import JobSizes, Matrix, MatrixCell, Series, SlowRanks
+from stacklens.api_models import (
+    IncidentDetails,
+    JobSizes,
+    Matrix,
+    MatrixCell,
+    Series,
+    SlowRanks,
+)
 from stacklens.constants import bucket_bounds
 
 # Cell labels: full ("1.50 MiB") up to this many rows of cells, short ("1.5M") up to the
@@ -238,3 +245,39 @@ def rank_heatmap(profile: SlowRanks) -> go.Figure:
 def _utc(t_ns: int) -> datetime:
     """A ns timestamp as a UTC datetime (Plotly draws it as a date axis)."""
     return datetime.fromtimestamp(t_ns / 1e9, UTC)
+
+
+def incident_evidence(incident: IncidentDetails) -> go.Figure:
+    """An incident's evidence over time: per link its utilisation and PortXmitWait rate
+    (ticks/s, right axis); per visible job its time per byte over its baseline (factor)."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        specs=[[{"secondary_y": True}], [{}]],
+                        subplot_titles=("Links", "Jobs: time per byte / baseline"))  # fmt: skip
+
+    def when(ns: int) -> datetime:
+        return datetime.fromtimestamp(ns / 1e9, UTC)
+
+    for link in incident.links:
+        name = f"{link.a.label() if link.a else '?'} – {link.b.label() if link.b else '?'}"
+        points = [p for p in link.evidence if "utilisation" in p]
+        xs = [when(p["t_ns"]) for p in points]
+        fig.add_trace(go.Scatter(x=xs, y=[p["utilisation"] for p in points], mode="lines+markers",
+                                 name=f"{name} utilisation"), row=1, col=1)  # fmt: skip
+        fig.add_trace(go.Scatter(x=xs, y=[p["xmit_wait_per_s"] for p in points],
+                                 mode="lines+markers", line={"dash": "dot"},
+                                 name=f"{name} xmit-wait/s"),
+                      row=1, col=1, secondary_y=True)  # fmt: skip
+    for member in incident.members:
+        for kind, evidence in member.evidence.items():
+            points = [p for p in evidence.get("series", []) if p.get("per_byte_ns") is not None]
+            base = evidence.get("baseline_per_byte_ns") or None
+            if not points or base is None:
+                continue
+            fig.add_trace(go.Scatter(x=[when(p["t_ns"]) for p in points],
+                                     y=[p["per_byte_ns"] / base for p in points],
+                                     mode="lines+markers", name=f"{member.label} {kind}"),
+                          row=2, col=1)  # fmt: skip
+    fig.update_layout(height=420, margin={"l": 50, "r": 50, "t": 30, "b": 30},
+                      font={"family": _FONT}, legend={"orientation": "h"},
+                      plot_bgcolor="white")  # fmt: skip
+    return fig

@@ -120,3 +120,23 @@ JV_RANKS_TABLE = "jv-ranks-table"  # dcc.Markdown: the ranks
 JV_PLACEMENT = "jv-placement"  # the "Hosts and links" card
 JV_PLACEMENT_HOSTS = "jv-placement-hosts"  # dcc.Markdown: the job's hosts on the fabric
 JV_PLACEMENT_LINKS = "jv-placement-links"  # dcc.Markdown: their links and load
+
+# Incident banner (frontend/app.py, every page) and the Incidents page (pages/incidents.py).
+INCIDENT_BANNER = "incident-banner"  # "N open incidents: <newest's summary>"; empty when none
+INCIDENT_BANNER_TICK = "incident-banner-tick"  # dcc.Interval: the banner's refresh
+INC_UPDATED = "inc-updated"  # time of the last refresh of the list
+INC_SEVERITY = "inc-severity"  # dcc.Dropdown: one severity or all
+INC_KIND = "inc-kind"  # dcc.Dropdown: one detector kind or all
+INC_STATE = "inc-state"  # dcc.Dropdown: open / ended / all
+INC_JOB = "inc-job"  # dcc.Input: one of your jobs
+INC_LINK = "inc-link"  # dcc.Input: a fabric link id
+INC_FROM = "inc-from"  # dcc.Input (UTC): overlapping from
+INC_TO = "inc-to"  # dcc.Input (UTC): overlapping to
+INC_ERROR = "inc-error"  # the list's error message; empty when all is well
+INC_CAPTION = "inc-caption"  # "N incidents" (of how many)
+INC_GRID = "inc-grid"  # dash-ag-grid, a row per incident (row id = incident id)
+INC_DETAIL = "inc-detail"  # the chosen incident: links, jobs, evidence
+INC_DETAIL_TITLE = "inc-detail-title"  # heading of the chosen incident
+INC_DETAIL_JOBS = "inc-detail-jobs"  # dcc.Markdown: its jobs (roles, ranks, files, bytes)
+INC_EVIDENCE = "inc-evidence"  # dcc.Graph: its links' and jobs' evidence series
+INC_TICK = "inc-tick"  # dcc.Interval: the page's refresh

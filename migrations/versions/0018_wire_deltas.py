@@ -7,7 +7,7 @@ Partitioned by day of the interval end like the other delta tables; its partitio
 created by the collector (collector/store/partitions.py) as frames arrive.
 
 Revision ID: 0018
-Revises: 0014
+Revises: 0017
 Create Date: 2026-12-01
 """
 
@@ -18,7 +18,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0018"
-down_revision: str | None = "0014"
+down_revision: str | None = "0017"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
