@@ -24,6 +24,8 @@ import pydantic_core
 from stacklens.api_models import (
     FabricEvent,
     FabricState,
+    IncidentDetails,
+    IncidentList,
     JobCollectives,
     JobIo,
     JobList,
@@ -81,6 +83,30 @@ class Window:
     def query(self) -> dict[str, object]:
         """The query parameters of this window (absent ones left out by `_query`)."""
         return {"run": self.run, "from": self.start, "to": self.end}
+
+
+@dataclass(frozen=True)
+class IncidentQuery:
+    """Which incidents to list (GET /api/incidents): window bounds as the API reads them,
+    severity, kind, job, link, open; `limit` from `cursor`. None = the server's default."""
+
+    start: str | None = None
+    end: str | None = None
+    severity: str | None = None
+    kind: str | None = None
+    job: str | None = None
+    link: int | None = None
+    open: bool | None = None
+    limit: int | None = None
+    cursor: str | None = None
+
+    def query(self) -> dict[str, object]:
+        """The query parameters (absent ones left out by `_query`)."""
+        params: dict[str, object] = {"from": self.start, "to": self.end}
+        params |= {k: v for k, v in asdict(self).items() if k not in ("start", "end")}
+        if self.open is not None:
+            params["open"] = "true" if self.open else "false"
+        return params
 
 
 def _query(params: dict[str, object]) -> str:
@@ -179,6 +205,14 @@ class StacklensApi:
     def fabric_events(self, limit: int = 20) -> list[FabricEvent]:
         """The newest `limit` fabric events, newest first."""
         return self._get(f"/api/fabric/events?limit={int(limit)}", list[FabricEvent], "events")
+
+    def incidents(self, query: IncidentQuery = IncidentQuery()) -> IncidentList:
+        """A page of the incidents `query` selects, newest first, with the number of them."""
+        return self._get(f"/api/incidents{_query(query.query())}", IncidentList, "incidents")
+
+    def incident(self, incident_id: int) -> IncidentDetails:
+        """One incident with its links, jobs and evidence."""
+        return self._get(f"/api/incidents/{int(incident_id)}", IncidentDetails, "incident")
 
     def _get(self, path: str, model: type[_T], what: str) -> _T:
         """GET `path` and parse its JSON body into `model` (a response model or a list of

@@ -26,6 +26,7 @@ from server.access.viewer import Access
 from server.errors import install_error_handlers
 from server.fabric.routes import router as fabric_router
 from server.fabric.snapshot import FabricSnapshots
+from server.incidents.routes import router as incidents_router
 from server.ingest.gate import IngestGate
 from server.ingest.routes import router as ingest_router
 from server.jobs.routes import overview_router
@@ -40,6 +41,7 @@ DOCS_ASSETS = "/docs-assets"
 
 if TYPE_CHECKING:
     from collector.service import CollectorService
+    from server.incidents.service import IncidentService
 
 
 def create_app(
@@ -54,6 +56,7 @@ def create_app(
     connection_limits: ConnectionLimits | None = None,
     max_body_bytes: int = 32 << 20,
     access: Access | None = None,
+    incidents: IncidentService | None = None,
 ) -> FastAPI:
     """The FastAPI app over `engine`.
 
@@ -63,7 +66,8 @@ def create_app(
     bodies are capped at `max_body_bytes`. The fabric view's shared answers look for a new
     sweep at most every `fabric_recheck_s`; the Fabric page aggregates fabrics of more than
     `fabric_fold_above` HCAs. `access` says who may read what (default: auth_mode=none,
-    answering to loopback names only).
+    answering to loopback names only). `incidents`, when given, detects for the app's
+    lifetime (after the collector starts, stopped before it).
     """
     access = access or Access()
 
@@ -71,9 +75,13 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if collector is not None:
             await collector.start()
+        if incidents is not None:
+            await incidents.start()
         try:
             yield
         finally:
+            if incidents is not None:
+                await incidents.stop()
             if collector is not None:
                 await collector.stop()
 
@@ -88,6 +96,7 @@ def create_app(
     )
     app.state.engine = engine
     app.state.collector = collector
+    app.state.incidents = incidents
     # the fabric view, shared by every viewer
     app.state.fabric_snapshots = FabricSnapshots(recheck_s=fabric_recheck_s)
     app.state.http_guard = ConnectionGuard("http", connection_limits or ConnectionLimits())
@@ -102,6 +111,7 @@ def create_app(
     app.include_router(jobs_router)
     app.include_router(overview_router)
     app.include_router(fabric_router)
+    app.include_router(incidents_router)
     app.include_router(ingest_router)
     app.include_router(metrics_router)
     app.include_router(reports_router)

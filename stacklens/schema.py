@@ -627,3 +627,72 @@ class FabricEvent(Base):
     kind: Mapped[str] = mapped_column(Text, doc="link_down | link_up | node_gone | node_new")
     subject: Mapped[str] = mapped_column(Text, doc="e.g. 'leaf02[9] - spine01[5]'")
     details: Mapped[dict[str, Any]] = mapped_column(JSONB)
+
+
+# ---------------------------------------------------------------------------------------
+# incidents: signals of the detectors joined in time and topology (server/incidents).
+# ---------------------------------------------------------------------------------------
+
+
+class Incident(Base):
+    """An incident: one or more detector signals that coincide in time and topology (a
+    congested or erroring link and the jobs on it whose MPI or I/O time per byte rose).
+
+    The jobs it involves are its `incident_jobs` rows, which the owner filter restricts
+    like every row of a job: `members` keeps each member's role only, so a viewer sees
+    the jobs of others as "another job", never their ids.
+    """
+
+    __tablename__ = "incidents"
+    __table_args__ = (
+        Index("ix_incidents_start", "start_ns"),
+        Index("ix_incidents_open", "end_ns", postgresql_where="end_ns IS NULL"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    key: Mapped[str] = mapped_column(
+        Text, unique=True, doc="the signal that opened it (detector, subject, start)"
+    )
+    kind: Mapped[str] = mapped_column(
+        Text, doc="congestion | link_errors | link_flap | mpi_slowdown | io_stall"
+    )
+    severity: Mapped[str] = mapped_column(Text, doc="minor | major | critical")
+    title: Mapped[str] = mapped_column(Text, doc="one line naming the cause and the jobs")
+    start_ns: Mapped[int] = mapped_column(BigInteger, doc="when the first signal's condition began")
+    end_ns: Mapped[int | None] = mapped_column(BigInteger, doc="null while open")
+    detected_ns: Mapped[int] = mapped_column(BigInteger, doc="sweep time it was detected at")
+    updated_ns: Mapped[int] = mapped_column(BigInteger)
+    links: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSONB, doc="affected links: id, ends, the signals on each and its evidence series"
+    )
+    members: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSONB, doc="per involved job, in slot order: its role only (aggressor | victim | on link)"
+    )
+    link_ids: Mapped[list[int]] = mapped_column(ARRAY(Integer), doc="fabric_links.id, for filters")
+    signals: Mapped[list[str]] = mapped_column(ARRAY(Text), doc="detector kinds it joins")
+
+
+class IncidentJob(Base):
+    """One job of an incident: its role, ranks, files, bytes on the incident's links and its
+    evidence series (read through the owner filter: other users' rows are not seen)."""
+
+    __tablename__ = "incident_jobs"
+    __table_args__ = (Index("ix_incident_jobs_job", "job_id"),)
+
+    incident_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("incidents.id", ondelete="CASCADE"), primary_key=True
+    )
+    slot: Mapped[int] = mapped_column(
+        Integer, primary_key=True, autoincrement=False, doc="its index in incidents.members"
+    )
+    job_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("jobs.id", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(Text, doc="aggressor | victim | on link")
+    signals: Mapped[list[str]] = mapped_column(ARRAY(Text), doc="its own detector kinds")
+    ranks: Mapped[list[int]] = mapped_column(ARRAY(Integer), doc="the ranks most affected")
+    files: Mapped[list[str]] = mapped_column(ARRAY(Text), doc="the files of its I/O stall")
+    link_bytes: Mapped[int | None] = mapped_column(
+        BigInteger, doc="its bytes on the incident's links during it (null: none routed)"
+    )
+    evidence: Mapped[dict[str, Any]] = mapped_column(
+        JSONB, doc="its series: per step time per byte and its baseline"
+    )

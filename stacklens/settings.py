@@ -154,6 +154,19 @@ class Settings(BaseSettings):
     fabric_missed_sweeps: int = Field(default=3, ge=1, le=1000)
     fabric_replay_file: Path | None = None
     fabric_sweep_workers: int | None = Field(default=None, ge=1, le=32)
+    # incident detectors (server/incidents)
+    incidents: Literal["on", "off"] = "on"
+    incident_utilisation: float = Field(default=0.8, ge=0.0, le=1.0)
+    incident_xmit_wait_per_s: float = Field(default=1_000_000.0, gt=0)
+    incident_sweeps: int = Field(default=2, ge=1, le=100)
+    incident_clear_sweeps: int = Field(default=3, ge=1, le=1000)
+    incident_link_errors: int = Field(default=1, ge=1)
+    incident_flaps: int = Field(default=2, ge=1)
+    incident_slowdown: float = Field(default=3.0, gt=1.0)
+    incident_baseline_s: float = Field(default=120.0, gt=0)
+    incident_min_time_ms: float = Field(default=50.0, ge=0)
+    storage_nodes: str = ""  # comma-separated fabric node names
+    alert_webhook: str = ""
 
     @field_validator("collector")
     @classmethod

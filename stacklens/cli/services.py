@@ -63,6 +63,7 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     from server.access.viewer import Access
     from server.app import create_app
     from server.http_guard import uvicorn_config
+    from server.incidents.service import incident_service
     from stacklens.db import make_engine
 
     check_ports_free(settings, http=True)
@@ -79,6 +80,7 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         engine, api_base_url=own_url, refresh_ms=settings.refresh_ms,
         fabric_fold_above=settings.fabric_fold_above, collector=collector,
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20, access=access,
+        incidents=incident_service(engine, settings),
     )  # fmt: skip
     server = _QuietSignalsServer(
         uvicorn_config(app, settings.http_host, settings.http_port, log_level="warning")
@@ -103,6 +105,9 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
                 raise ConfigError(f"could not serve on {url}")
             await asyncio.sleep(0.05)
         progress(f"collector: listening on {settings.collector_host}:{collector.port}")
+        if settings.incidents == "on":
+            hook = " (alerts to STACKLENS_ALERT_WEBHOOK)" if settings.alert_webhook else ""
+            progress(f"incidents: detecting on every sweep{hook}")
         progress(f"API and dashboard: serving on {url}")
         print(
             f"stacklens is up: dashboard {url}/  API docs {url}/docs  "
