@@ -118,10 +118,10 @@ def link_events_after(session: Session, after_ns: int, upto_ns: int,
     for lk in links:
         key = ((lk["a"]["guid"], lk["a"]["port"]), (lk["b"]["guid"], lk["b"]["port"]))
         ends[key] = ends[key[::-1]] = lk["id"]
-    query = select(FabricEvent.ts_ns, FabricEvent.details).where(
+    query = select(FabricEvent.start_ns, FabricEvent.details).where(
         FabricEvent.kind.in_(("link_down", "link_up")),
-        FabricEvent.ts_ns > after_ns,
-        FabricEvent.ts_ns <= upto_ns,
+        FabricEvent.start_ns > after_ns,
+        FabricEvent.start_ns <= upto_ns,
     )
     out: dict[int, list[int]] = defaultdict(list)
     for ts, details in session.execute(query):

@@ -17,7 +17,9 @@ from sqlalchemy.orm import Session
 
 from frontend import figures as page_figures
 from frontend.formatting import format_bytes, format_duration_ns, format_utc_ns
+from server.fabric import history
 from server.fabric import repository as fabric
+from server.fabric import series as fabric_series
 from server.jobs import placement, profile, repository, routes, series
 from server.query_params import Window
 from server.reports import figures
@@ -452,47 +454,38 @@ def _filename(kind: str, name: str, run: int | None = None) -> str:
 def _link_errors(
     session: Session, all_links: list[dict[str, Any]], ids: list[int], lo: int, hi: int
 ) -> dict[int, int | None]:
-    """Per link id: errors of both its ends over the window (None: unknown at an end)."""
-    chosen = [lk for lk in all_links if lk["id"] in set(ids)]
-    ports = [p for lk in chosen for p in (lk["a_port_id"], lk["b_port_id"]) if p is not None]
-    per_port = reports_repo.port_errors(session, ports, lo, hi)
+    """Per link id: its error-counter increments of both ends over the window, as the
+    fabric's links list over a window counts them (None: a counter was unknown, e.g. reset
+    or saturated, at an end); links without a sample in the window are absent."""
+    wanted = set(ids)
+    chosen = [lk for lk in all_links if lk["id"] in wanted]
     out: dict[int, int | None] = {}
-    for lk in chosen:
-        ends = [per_port.get(p) for p in (lk["a_port_id"], lk["b_port_id"]) if p is not None]
-        known = [e for e in ends if e is not None]
-        if not known:
-            continue
-        values = [v for e in known for v in e.values()]
-        out[lk["id"]] = None if None in values else sum(v for v in values if v is not None)
+    for load in fabric.window_loads(session, chosen, lo, hi):
+        if load["samples"]:
+            known = None not in load["errors"].values()
+            out[load["id"]] = load["errors_total"] if known else None
     return out
 
 
 def _fabric_points(
     session: Session, all_links: list[dict[str, Any]], ids: list[int], lo: int, hi: int
 ) -> tuple[dict[int, str], dict[int, list[tuple[int, float | None, float]]]]:
-    """Names and series (figures.link_loads) of the first MAX_SERIES_LINKS links of `ids`."""
+    """Names and series (figures.link_loads) of the first MAX_SERIES_LINKS links of `ids`,
+    per step of the window, from the fabric's own series (server.fabric.series)."""
     by_id = {lk["id"]: lk for lk in all_links}
     chosen = [by_id[i] for i in ids if i in by_id][: figures.MAX_SERIES_LINKS]
-    step = series.auto_step_ns(max(1, hi - lo), MAX_FABRIC_STEPS)
-    ports = [p for lk in chosen for p in (lk["a_port_id"], lk["b_port_id"]) if p is not None]
-    rows = reports_repo.port_series(session, ports, lo, hi, step)
-    per_port: dict[int, dict[int, tuple[int, int, int]]] = {}
-    for port, t, nbytes, dt, wait in rows:
-        per_port.setdefault(port, {})[t] = (nbytes, dt, wait)
+    steps = series.Steps(lo, hi, series.auto_step_ns(max(1, hi - lo), MAX_FABRIC_STEPS))
     names: dict[int, str] = {}
     points: dict[int, list[tuple[int, float | None, float]]] = {}
     for lk in chosen:
-        a = LinkEnd(**lk["a"])
-        b = LinkEnd(**lk["b"])
-        names[lk["id"]] = link_label(a, b)
-        ends = [per_port.get(p, {}) for p in (lk["a_port_id"], lk["b_port_id"]) if p]
-        cap = lk["capacity_bytes_per_s"]
-        out: list[tuple[int, float | None, float]] = []
-        for t in sorted({t for e in ends for t in e}):
-            rates = [e[t][0] * 1e9 / e[t][1] for e in ends if t in e and e[t][1]]
-            per_s = sum((e[t][2] * 1e9 / e[t][1] for e in ends if t in e and e[t][1]), 0.0)
-            out.append((t, max(rates) / cap if rates and cap else None, per_s))
-        points[lk["id"]] = out
+        names[lk["id"]] = link_label(LinkEnd(**lk["a"]), LinkEnd(**lk["b"]))
+        times, columns = fabric_series.link_series(session, lk, steps)
+        points[lk["id"]] = [
+            (t, u, w or 0.0)
+            for t, u, w in zip(
+                times, columns["utilisation"], columns["xmit_wait_per_s"], strict=True
+            )
+        ]
     return names, points
 
 
@@ -801,7 +794,8 @@ def window_report(
     progress(2, steps_total, "jobs and events")
     jobs = reports_repo.window_jobs(session, from_ns, to_ns, hosts)
     others = max(0, jobs_in_all - len(jobs))
-    events = [e for e in fabric.events(session, 10_000) if from_ns <= e["ts_ns"] < to_ns]
+    events, _ = history.events(session, from_ns, to_ns, None, None, SECTION_ROWS, None)
+    events.sort(key=lambda e: (e["start_ns"], e["id"]))
     progress(3, steps_total, "fabric series and figures")
     active = [lk.id for lk in busiest if lk.peak_utilisation or lk.xmit_wait]
     loads = _fabric_points(session, all_links, active or [lk.id for lk in busiest], from_ns, to_ns)
@@ -819,9 +813,7 @@ def window_report(
     if unmatched:
         facts.append(("Hosts not found on the fabric", ", ".join(unmatched)))
     findings = link_findings(busiest, errors)
-    findings += [
-        f"{e['kind'].replace('_', ' ')}: {e['subject']} at {_utc(e['ts_ns'])}." for e in events[:5]
-    ]
+    findings += [_event_text(e) for e in events[:5]]
     for j in jobs[:5]:
         findings.append(
             f"Job {j['job']} ({j['user'] or '?'}, {j['world_size']} ranks, "
@@ -898,8 +890,16 @@ def window_report(
             [],
             [
                 Table(
-                    ["time", "event", "subject"],
-                    [[_utc(e["ts_ns"]), e["kind"], e["subject"]] for e in events[:SECTION_ROWS]],
+                    ["start", "end", "event", "subject"],
+                    [
+                        [
+                            _utc(e["start_ns"]),
+                            "open" if e["end_ns"] is None else _utc(e["end_ns"]),
+                            e["kind"],
+                            e["subject"],
+                        ]
+                        for e in events
+                    ],
                 )
             ],
         ),
@@ -920,3 +920,13 @@ def window_report(
         filename=_filename("window", f"{from_ns // 10**9}-{to_ns // 10**9}"),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
+
+
+def _event_text(event: dict[str, Any]) -> str:
+    """A fabric event in words: "link down: host2[1] - leaf1[2] from ... (still open)"."""
+    what = f"{event['kind'].replace('_', ' ')}: {event['subject']}"
+    if event["end_ns"] is None:
+        return f"{what} from {_utc(event['start_ns'])}, still open."
+    if event["end_ns"] == event["start_ns"]:
+        return f"{what} at {_utc(event['start_ns'])}."
+    return f"{what} from {_utc(event['start_ns'])} to {_utc(event['end_ns'])}."
