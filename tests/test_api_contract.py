@@ -104,6 +104,7 @@ NOT_READ_BY_THE_FRONTEND = {
     # files the browser downloads from the pages' report buttons (links, not the client)
     "/api/reports/jobs/{job}",
     "/api/reports/window",
+    "/api/reports/incidents/{incident_id}",
 }
 
 

@@ -20,6 +20,7 @@ from frontend.formatting import format_bytes, format_duration_ns, format_utc_ns
 from server.fabric import history
 from server.fabric import repository as fabric
 from server.fabric import series as fabric_series
+from server.incidents import routes as incident_routes
 from server.jobs import placement, profile, repository, routes, series
 from server.query_params import Window
 from server.reports import figures
@@ -930,3 +931,219 @@ def _event_text(event: dict[str, Any]) -> str:
     if event["end_ns"] == event["start_ns"]:
         return f"{what} at {_utc(event['start_ns'])}."
     return f"{what} from {_utc(event['start_ns'])} to {_utc(event['end_ns'])}."
+
+
+# ---- the incident report --------------------------------------------------------------------
+
+#: Context shown around an incident: this much before its start and after its end, at least.
+INCIDENT_CONTEXT_NS = 60 * 10**9
+
+
+def incident_report(session: Session, incident_id: int, progress: Progress = no_progress) -> Report:
+    """The report of one incident (as GET /api/incidents/{id} answers it to the session's
+    viewer: another user's job is "another job"): its links with their evidence series,
+    its jobs by role with theirs, the topology with its links highlighted, the fabric
+    events and the links' load over its time."""
+    steps_total = 3
+    progress(0, steps_total, "incident")
+    inc = incident_routes.get_incident(incident_id, session)
+    end = inc.end_ns if inc.end_ns is not None else max(inc.updated_ns, inc.start_ns + 1)
+    pad = max(INCIDENT_CONTEXT_NS, (end - inc.start_ns) // 2)
+    lo, hi = max(0, inc.start_ns - pad), min(end + pad, LATEST_NS)
+    progress(1, steps_total, "fabric over the incident's time")
+    nodes, all_links = fabric.nodes(session), fabric.links(session)
+    ids = [lk.id for lk in inc.links]
+    by_id = {lk["id"]: lk for lk in all_links}
+    loads = {
+        x["id"]: x
+        for x in fabric.window_loads(session, [by_id[i] for i in ids if i in by_id], lo, hi)
+    }
+    errors = _link_errors(session, all_links, ids, lo, hi)
+    events, _ = history.events(session, lo, hi, None, None, SECTION_ROWS, None)
+    events.sort(key=lambda e: (e["start_ns"], e["id"]))
+    progress(2, steps_total, "figures and findings")
+    visible = [m for m in inc.members if m.visible]
+    facts = [
+        ("Incident", f"#{inc.id}: {inc.title}"),
+        ("Kind and severity", f"{inc.kind}, {inc.severity}"),
+        ("Status", "open" if inc.open else "ended"),
+        ("Start", _utc(inc.start_ns)),
+        ("End", "still open" if inc.end_ns is None else _utc(inc.end_ns)),
+        ("Duration", _seconds(end - inc.start_ns) + (" so far" if inc.end_ns is None else "")),
+        ("Detected", _utc(inc.detected_ns)),
+        ("Signals", ", ".join(inc.signals)),
+        ("Jobs", f"{len(inc.members)} ({len(visible)} of yours)"),
+        ("Window of this report", f"{_utc(lo)} – {_utc(hi)}"),
+    ]
+    findings = [inc.summary + "."]
+    link_rows = []
+    names: dict[int, str] = {}
+    points: dict[int, list[tuple[int, float | None, float]]] = {}
+    highlighted: dict[int, float | None] = {}
+    for lk in inc.links:
+        name = link_label(lk.a, lk.b) if lk.a and lk.b else f"link {lk.id}"
+        utils = [e["utilisation"] for e in lk.evidence if e.get("utilisation") is not None]
+        waits = [e["xmit_wait_per_s"] for e in lk.evidence if e.get("xmit_wait_per_s") is not None]
+        peak_util = max(utils) if utils else None
+        highlighted[lk.id] = peak_util
+        names[lk.id] = name
+        points[lk.id] = [
+            (e["t_ns"], e.get("utilisation"), e.get("xmit_wait_per_s") or 0.0)
+            for e in lk.evidence
+            if "t_ns" in e
+        ]
+        findings.append(
+            f"Link {name}: {', '.join(lk.signals)}, {lk.peak:.1f}× its threshold at worst; "
+            f"utilisation up to {_percent(peak_util)}, PortXmitWait up to "
+            f"{max(waits) if waits else 0:,.0f} ticks/s."
+        )
+        load = loads.get(lk.id)
+        link_rows.append(
+            [
+                name,
+                ", ".join(lk.signals),
+                f"{lk.peak:.2f}",
+                _percent(peak_util),
+                f"{max(waits):,.0f}" if waits else "?",
+                _percent(load["utilisation"]) if load else "?",
+                "?" if errors.get(lk.id) is None else f"{errors[lk.id]:,}",
+            ]
+        )
+    job_rows = []
+    per_byte: dict[str, list[tuple[int, float | None, float | None]]] = {}
+    for m in inc.members:
+        if not m.visible:
+            findings.append(f"Another job (not yours) was the {m.role}.")
+            job_rows.append(["another job", "", m.role, "", "", "", ""])
+            continue
+        onlink = "?" if m.link_bytes is None else format_bytes(m.link_bytes)
+        findings.append(
+            f"Job {m.job} ({m.user or '?'}) was the {m.role}"
+            + (f": {', '.join(m.signals)}" if m.signals else "")
+            + (f"; ranks most affected: {_rank_ranges(m.ranks)}" if m.ranks else "")
+            + f"; {onlink} on these links (routed)."
+        )
+        for signal, ev in m.evidence.items():
+            factor = ev.get("peak_factor") if isinstance(ev, dict) else None
+            if factor:
+                findings.append(
+                    f"Job {m.job}: {signal.replace('_', ' ')}, time per byte up to "
+                    f"{factor:.1f}× its own baseline."
+                )
+            steps = ev.get("series", []) if isinstance(ev, dict) else []
+            per_byte[f"{m.job}: {signal}"] = [
+                (s["t_ns"], s.get("per_byte_ns"), s.get("baseline_per_byte_ns"))
+                for s in steps
+                if "t_ns" in s
+            ]
+        job_rows.append(
+            [
+                m.job or "",
+                m.user or "",
+                m.role,
+                ", ".join(m.signals),
+                _rank_ranges(m.ranks),
+                "; ".join(m.files[:5]),
+                onlink,
+            ]
+        )
+    summary = [
+        (
+            "Links",
+            Table(
+                [
+                    "link",
+                    "signals",
+                    "peak (× threshold)",
+                    "peak util.",
+                    "peak PortXmitWait/s",
+                    "mean util. (window)",
+                    "errors (window)",
+                ],
+                link_rows,
+                [False, False, True, True, True, True, True],
+            ),
+        ),
+        (
+            "Jobs",
+            Table(
+                ["job", "user", "role", "signals", "ranks", "files", "bytes on links"],
+                job_rows,
+                [False, False, False, False, False, False, True],
+                "Roles: aggressor = most bytes on the links (likely cause); victim = "
+                "its MPI or I/O time per byte rose; on link = crosses it.",
+            ),
+        ),
+    ]
+    sections = [
+        Section(
+            "Evidence: the links",
+            "links",
+            "Per sweep, as the detectors saw it.",
+            [Figure(figures.link_loads(names, points), "utilisation and PortXmitWait", 480)],
+        ),
+        Section(
+            "Evidence: the jobs",
+            "jobs",
+            "Time per byte of the jobs you may read, against their own baseline.",
+            [Figure(figures.per_byte(per_byte), "ns per byte", 420)],
+        ),
+        Section(
+            "Topology",
+            "topology",
+            "The fabric as last discovered; the incident's links "
+            "coloured by their highest utilisation during it.",
+            [Figure(figures.topology(nodes, all_links, highlighted, set()), "the fabric", 520)],
+        ),
+        Section(
+            "Fabric events",
+            "events",
+            "",
+            [],
+            [
+                Table(
+                    ["start", "end", "event", "subject"],
+                    [
+                        [
+                            _utc(e["start_ns"]),
+                            "open" if e["end_ns"] is None else _utc(e["end_ns"]),
+                            e["kind"],
+                            e["subject"],
+                        ]
+                        for e in events
+                    ],
+                )
+            ],
+        ),
+    ]
+    evidence = Table(
+        ["figure", "basis", "how"],
+        [
+            [
+                "Incident, signals, roles",
+                "derived",
+                "the detectors' rules on the stored series "
+                "(thresholds held for N sweeps; time per byte against the job's own baseline)",
+            ],
+            list(EVIDENCE["links"]),
+            [
+                "Bytes of a job on the links",
+                "routed",
+                "the job's measured transfers placed on the "
+                "links by the forwarding tables (server/traffic)",
+            ],
+            list(EVIDENCE["topology"]),
+        ],
+    )
+    progress(3, steps_total, "done")
+    return Report(
+        kind="incident",
+        title=f"Incident #{inc.id}: {inc.title}",
+        facts=facts,
+        findings=findings[:MAX_FINDINGS],
+        summary=summary,
+        sections=sections,
+        evidence=evidence,
+        filename=_filename("incident", str(inc.id)),
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    )

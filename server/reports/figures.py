@@ -309,3 +309,24 @@ def link_loads(
         legend={"orientation": "h", "y": -0.12, "yanchor": "top", "x": 0}, **_layout()
     )
     return fig
+
+
+def per_byte(series: dict[str, list[tuple[int, float | None, float | None]]]) -> go.Figure:
+    """Time per byte over time of each (job, signal) of an incident, with its baseline
+    dashed: `series` label -> (step start ns, ns per byte or None, baseline ns per byte)."""
+    shown = {label: points for label, points in series.items() if points}
+    if not shown:
+        return _empty("No job of this incident that you may read has a time-per-byte series.")
+    fig = go.Figure()
+    for label, points in shown.items():
+        x = [datetime.fromtimestamp(t / 1e9, UTC) for t, _, _ in points]
+        name = text(label)
+        fig.add_trace(go.Scatter(x=x, y=[v for _, v, _ in points], name=name, mode="lines+markers"))
+        fig.add_trace(go.Scatter(x=x, y=[b for _, _, b in points], name=f"{name}: baseline",
+                                 mode="lines", line={"dash": "dash"}))  # fmt: skip
+    fig.update_layout(
+        yaxis={"title": {"text": "ns per byte"}, "rangemode": "tozero", "gridcolor": "#e5e9f0"},
+        legend={"orientation": "h", "y": -0.15, "yanchor": "top", "x": 0},
+        **_layout(),
+    )
+    return fig

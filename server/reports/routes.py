@@ -1,5 +1,5 @@
-"""HTTP routes of the reports domain: a job's report and a fabric window's report as an
-HTML or PDF file (`?format=html|pdf`), the file the dashboard's buttons and `stacklens
+"""HTTP routes of the reports domain: a job's, an incident's and a fabric window's report
+as an HTML or PDF file (`?format=html|pdf`), the file the dashboard's buttons and `stacklens
 report` download.
 
 A report reads through the request's session, restricted to what its viewer may read
@@ -20,13 +20,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy.orm import Session
 
 from server.access.owner import restrict
 from server.access.viewer import request_viewer
 from server.errors import error_responses
+from server.incidents import routes as incident_routes
 from server.jobs.routes import RunParam
 from server.query_params import Window, WindowDep
 from server.reports import build, render
@@ -181,6 +182,22 @@ def window_report(
     return _answer(
         lambda s, p: build.window_report(s, in_all, lo, hi, names, p), request, fmt, progress
     )
+
+
+@router.get("/incidents/{incident_id}", responses={**error_responses(404), **_FILES})
+def incident_report(
+    incident_id: Annotated[int, Path(ge=1, le=2**63 - 1, description="incident id")],
+    request: Request,
+    fmt: FormatParam = "html",
+    progress: ProgressParam = False,
+) -> Response:
+    """The report of an incident (as GET /api/incidents/{id} shows it to you: another
+    user's job is "another job"): its links and jobs by role with their evidence series,
+    the topology with its links highlighted, the fabric events and the links' load over
+    its time (a minute of context at least on each side)."""
+    with _viewer_session(request) as session:  # a 404 before anything is streamed
+        incident_routes.get_incident(incident_id, session)
+    return _answer(lambda s, p: build.incident_report(s, incident_id, p), request, fmt, progress)
 
 
 #: The window of a window report without bounds: the hour before now.

@@ -7,6 +7,7 @@ names the busy link, its PortXmitWait and errors; another user's job cannot be e
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import uuid
@@ -15,13 +16,18 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from server.access.viewer import Access
 from server.app import create_app
+from server.fabric import repository as fabric
+from server.incidents import repository as incidents
 from stacklens.db import make_engine
+from stacklens.schema import Job
 from tests.access.data import ALICE_JOB, BOB_JOB, BOB_NAMES, send_two_users_jobs, token_for
 from tests.collector.test_ingest import T0
-from tests.conftest import chromium_page
+from tests.conftest import chromium_page, serving
 from tests.hooks.test_openmpi import run_under_hooks
 from tests.reports.data import (
     HOSTILE_COMMAND,
@@ -31,6 +37,7 @@ from tests.reports.data import (
     send_hostile_job,
 )
 from tests.server.fabric_data import write_small_fabric
+from tests.test_cli import stacklens_cli
 
 S = 10**9
 
@@ -213,5 +220,101 @@ def test_another_users_job_cannot_be_exported(collector, pg_url):
             assert "plotly" not in shown and [n for n in BOB_NAMES if n in shown] == []
             nobody = client.get(f"/api/reports/jobs/{ALICE_JOB}")
             assert nobody.status_code == 401
+    finally:
+        engine.dispose()
+
+
+def _incident(pg_url: str) -> int:
+    """An incident (server/incidents/repository.py `save`) on the small fabric's spine1 -
+    leaf1 link: congestion 1.5x its threshold, the hostile job its victim, its time per
+    byte 4x its baseline."""
+    engine = make_engine(pg_url)
+    try:
+        with Session(engine) as session, session.begin():
+            link = next(lk for lk in fabric.links(session) if lk["a"]["name"] == "spine1")
+            job = session.scalars(select(Job.id).where(Job.job_key == HOSTILE_JOB)).one()
+            steps = [{"t_ns": T0 + k * S, "time_ns": 4_000 * (k + 1), "bytes": 1000,
+                      "per_byte_ns": 4.0 * (k + 1), "baseline_per_byte_ns": 4.0}
+                     for k in range(3)]  # fmt: skip
+            row = {
+                "key": "congestion:report", "kind": "congestion", "severity": "major",
+                "title": "Congestion on spine1[1] – leaf1[3]", "start_ns": T0 + S,
+                "end_ns": T0 + 2 * S, "detected_ns": T0 + 2 * S, "updated_ns": T0 + 2 * S,
+                "link_ids": [link["id"]], "signals": ["congestion", "mpi_slowdown"],
+                "links": [{"id": link["id"], "a": link["a"], "b": link["b"],
+                           "capacity_bytes_per_s": 4_000_000_000, "signals": ["congestion"],
+                           "peak": 1.5, "evidence": [
+                               {"t_ns": T0 + S, "utilisation": 0.5, "xmit_wait_per_s": 10.0},
+                               {"t_ns": T0 + 2 * S, "utilisation": 0.9,
+                                "xmit_wait_per_s": 5_000_000.0}]}],
+                "members": [{"role": "victim"}],
+            }  # fmt: skip
+            evidence = {"mpi_slowdown": {"peak_factor": 4.0, "series": steps}}
+            member = {"slot": 0, "job_id": job, "role": "victim", "signals": ["mpi_slowdown"],
+                      "ranks": [1], "files": [], "link_bytes": 800, "evidence": evidence}  # fmt: skip
+            return incidents.save(session, row, [member])
+    finally:
+        engine.dispose()
+
+
+def test_the_incident_report(hostile, pg_url, tmp_path):
+    incident = _incident(pg_url)
+    pdf = hostile.get(f"/api/reports/incidents/{incident}", params={"format": "pdf"})
+    assert pdf.status_code == 200, pdf.text
+    text = flat(pdf_text(pdf.content, tmp_path))
+    assert f"Incident #{incident}: Congestion on spine1[1] – leaf1[3]" in text
+    assert "Kind and severity congestion, major" in text
+    assert (
+        "Link spine1[1] → leaf1[3]: congestion, 1.5× its threshold at worst; utilisation up to "
+        "90 %, PortXmitWait up to 5,000,000 ticks/s."
+    ) in text
+    assert (f"Job {HOSTILE_JOB} ({HOSTILE_USER}) was the victim: mpi_slowdown; ranks most "
+            "affected: 1; 800 B on these links (routed).") in text  # fmt: skip
+    assert f"Job {HOSTILE_JOB}: mpi slowdown, time per byte up to 4.0× its own baseline." in text
+    assert hostile.get(f"/api/reports/incidents/{incident + 1}").status_code == 404
+    html = hostile.get(f"/api/reports/incidents/{incident}")
+    assert html.status_code == 200 and html.text.count('class="figure plot"') == 3
+
+
+def test_stacklens_report_writes_the_file_with_a_progress_bar(hostile, pg_url, tmp_path):
+    incident = _incident(pg_url)
+    engine = make_engine(pg_url)
+    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    try:
+        with serving(app) as port:
+            base = ["--server", f"http://127.0.0.1:{port}"]
+            out = tmp_path / "job.html"
+            done = stacklens_cli("report", "--job", HOSTILE_JOB, "-o", str(out), *base, env=env)
+            assert done.returncode == 0, done.stderr
+            assert (
+                done.stdout == f"{out}: {out.stat().st_size:,} bytes (text/html; charset=utf-8)\n"
+            )
+            bars = done.stderr.splitlines()  # each "\r" redraw (read as text: a new line)
+            assert bars[1].startswith("[------------------------------] 0/7 job and runs")
+            assert any(b.startswith("[#########################-----] 6/7 rendering html")
+                       for b in bars)  # fmt: skip
+            assert bars[-1].startswith("[##############################] 7/7 written")
+            assert f"Job {HOSTILE_JOB.replace('<', '&lt;').replace('>', '&gt;')}" in out.read_text()
+            pdf = tmp_path / "incident.pdf"
+            done = stacklens_cli("report", "--incident", str(incident), "-o", str(pdf), *base,
+                                 env=env)  # fmt: skip
+            assert done.returncode == 0 and pdf.read_bytes().startswith(b"%PDF-"), done.stderr
+            window = tmp_path / "window.pdf"
+            done = stacklens_cli("report", "--from", str(T0 // S), "--to", str(T0 // S + 3),
+                                 "--hosts", "host1", "-o", str(window), *base, env=env)  # fmt: skip
+            assert done.returncode == 0 and window.read_bytes().startswith(b"%PDF-"), done.stderr
+            missing = stacklens_cli("report", "--job", "nope", "-o", str(out), *base, env=env)
+            assert missing.returncode == 1
+            assert missing.stderr.endswith("404 unknown job 'nope'\n"), missing.stderr
+            for bad, why in (
+                (["--job", "x", "-o", "x.txt"],
+                 "-o x.txt: the file name must end in .html or .pdf"),
+                (["-o", "x.pdf"], "say what to report: --job J, --incident I, or --from T --to T"),
+                (["--incident", "1", "--from", "0", "-o", "x.pdf"],
+                 "--incident takes no window or hosts: the incident has its own"),
+            ):  # fmt: skip
+                refused = stacklens_cli("report", *bad, *base, env=env)
+                assert (refused.returncode, refused.stderr) == (2, f"stacklens: {why}\n")
     finally:
         engine.dispose()
