@@ -250,8 +250,16 @@ def _incident(pg_url: str) -> int:
                 "members": [{"role": "victim"}],
             }  # fmt: skip
             evidence = {"mpi_slowdown": {"peak_factor": 4.0, "series": steps}}
-            member = {"slot": 0, "job_id": job, "role": "victim", "signals": ["mpi_slowdown"],
-                      "ranks": [1], "files": [], "link_bytes": 800, "evidence": evidence}  # fmt: skip
+            member = {
+                "slot": 0,
+                "job_id": job,
+                "role": "victim",
+                "signals": ["mpi_slowdown"],
+                "ranks": [1],
+                "files": [],
+                "link_bytes": 800,
+                "evidence": evidence,
+            }
             return incidents.save(session, row, [member])
     finally:
         engine.dispose()
