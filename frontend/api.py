@@ -29,12 +29,15 @@ from stacklens.api_models import (
     IncidentList,
     JobCollectives,
     JobIo,
+    JobLinks,
     JobList,
     JobOps,
     JobPlacement,
     JobRanks,
     JobRma,
     JobSizes,
+    LinkAttribution,
+    LinkAttributionSeries,
     LinkPage,
     Matrix,
     Overview,
@@ -191,6 +194,27 @@ class StacklensApi:
         `window`."""
         path = f"/api/jobs/{quote(job, safe='')}/placement{_query(window.query())}"
         return self._get(path, JobPlacement, "placement")
+
+    def link_attribution(self, link: int, start: str | None = None, end: str | None = None
+                         ) -> LinkAttribution:  # fmt: skip
+        """A link's measured bytes per direction over the window [start, end), split into
+        job x layer, with `other` and each figure's provenance."""
+        path = f"/api/fabric/links/{int(link)}/attribution{_query({'from': start, 'to': end})}"
+        return self._get(path, LinkAttribution, "link attribution")
+
+    def link_attribution_series(self, link: int, start: str, end: str, step_s: float
+                                ) -> LinkAttributionSeries:  # fmt: skip
+        """A link's attribution per step of `step_s` seconds over the window [start, end)."""
+        query = _query({"from": start, "to": end, "step": step_s})
+        path = f"/api/fabric/links/{int(link)}/attribution/series{query}"
+        return self._get(path, LinkAttributionSeries, "link attribution series")
+
+    def job_links(self, job: str, window: Window, limit: int | None = None,
+                  cursor: str | None = None) -> JobLinks:  # fmt: skip
+        """The link directions `job` crossed over `window`, its bytes on each by layer (one
+        page: `limit` rows from `cursor`)."""
+        query = {**window.query(), "limit": limit, "cursor": cursor}
+        return self._get(f"{_job_path(job)}/links{_query(query)}", JobLinks, "job links")
 
     def fabric_topology(self) -> Topology:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""

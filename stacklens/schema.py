@@ -284,6 +284,23 @@ class RmaDelta(_RankInterval, Base):
     bytes: Mapped[int] = mapped_column(BigInteger)
 
 
+class WireDelta(_RankInterval, Base):
+    """On-wire traffic one rank sent to one peer during one interval, measured by the MPI
+    (Open MPI's monitoring component: every PML message, collective internals included).
+
+    A rank whose MPI measures has a `wire_frames` row for every frame, with empty arrays
+    when it sent nothing; a run without any row was not measured (absent, never 0).
+    """
+
+    __tablename__ = "wire_deltas"
+    __table_args__ = VIEW
+    __mapper_args__ = _identity("peer")
+
+    peer: Mapped[int] = mapped_column(Integer, doc="peer world rank the messages went to")
+    bytes: Mapped[int] = mapped_column(BigInteger, doc="bytes sent on the wire")
+    msgs: Mapped[int] = mapped_column(BigInteger, doc="PML messages sent")
+
+
 def _array_storage(view: type[Base], name: str, table: str) -> Any:
     """The array-layout table behind a read view: the view's record columns as arrays of
     their types, after the same interval columns; one row per frame."""
@@ -308,6 +325,7 @@ OpFrames = _array_storage(OpDelta, "OpFrames", "op_frames")
 OpHistFrames = _array_storage(OpHistDelta, "OpHistFrames", "op_hist_frames")
 CollFrames = _array_storage(CollDelta, "CollFrames", "coll_frames")
 RmaFrames = _array_storage(RmaDelta, "RmaFrames", "rma_frames")
+WireFrames = _array_storage(WireDelta, "WireFrames", "wire_frames")
 
 
 class RollupDirty(Base):

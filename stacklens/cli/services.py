@@ -35,7 +35,7 @@ from stacklens.cli.attach import (
 )
 from stacklens.connguard import ConnectionLimits, raise_open_file_limit
 from stacklens.paths import EXAMPLES_DIR
-from stacklens.settings import ConfigError, Settings
+from stacklens.settings import ConfigError, Settings, parse_storage_servers
 
 
 def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
@@ -64,6 +64,7 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     from server.app import create_app
     from server.http_guard import uvicorn_config
     from server.incidents.service import incident_service
+    from server.traffic.repository import TrafficConfig
     from stacklens.db import make_engine
 
     check_ports_free(settings, http=True)
@@ -81,6 +82,8 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         fabric_fold_above=settings.fabric_fold_above, collector=collector,
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20, access=access,
         incidents=incident_service(engine, settings),
+        traffic=TrafficConfig(settings.fabric_paths, parse_storage_servers(
+            settings.storage_servers), settings.storage_placement),
     )  # fmt: skip
     server = _QuietSignalsServer(
         uvicorn_config(app, settings.http_host, settings.http_port, log_level="warning")
