@@ -26,6 +26,9 @@ from server.query_params import Window
 from server.reports import figures
 from server.reports import repository as reports_repo
 from server.reports.model import Figure, Progress, Report, Section, Table, no_progress
+from server.traffic import service as traffic_service
+from server.traffic.repository import TrafficConfig
+from server.traffic.service import AttributionCache
 from stacklens.api_models import (
     JobDetails,
     JobPlacement,
@@ -289,9 +292,12 @@ def job_report(
     run: int | None,
     window: Window,
     progress: Progress = no_progress,
+    traffic: Traffic | None = None,
 ) -> Report:
     """The report of `job` (or its run `run`) over `window` (open: the whole job), read as
-    the session's viewer may (an unknown job or another user's: 404 as the job routes)."""
+    the session's viewer may (an unknown job or another user's: 404 as the job routes);
+    with `traffic` (the app's attribution settings and cache), the job's bytes per link by
+    layer and, on its busy links, the job with most bytes there."""
     steps_total = 6
     progress(0, steps_total, "job and runs")
     target = job_target(session, job, run, window)
@@ -341,6 +347,7 @@ def job_report(
     )
     nodes, all_links = fabric.nodes(session), fabric.links(session)
     errors = _link_errors(session, all_links, [lk.id for lk in placed.links], lo, hi)
+    attributed = _attribution(session, traffic, found, target, lo, hi)
     progress(4, steps_total, "fabric series")
     busiest = sorted(placed.links, key=lambda lk: -(lk.peak_utilisation or 0))
     loads = _fabric_points(session, all_links, [lk.id for lk in busiest], lo, hi)
@@ -375,6 +382,7 @@ def job_report(
     uneven = [g for g in prof.imbalance if g.max_ns - g.min_ns >= profile.MIN_EXCESS_NS]
     findings += [f"{g.text[0].upper()}{g.text[1:]}." for g in uneven[:3]]
     findings += link_findings(busiest, errors)
+    findings += _busy_link_owners(session, traffic, busiest, lo, hi)
     health = details.ranks.health
     if health.frames_dropped:
         findings.append(
@@ -416,7 +424,11 @@ def job_report(
         ),
     ]
     sections = _job_sections(details, prof, timeline, placed, link_rows, nodes, all_links, loads)
-    evidence = Table(["figure", "basis", "how"], [list(v) for v in EVIDENCE.values()])
+    evidence_rows = [list(v) for v in EVIDENCE.values()]
+    if attributed is not None:
+        sections.insert(-1, attributed[0])
+        evidence_rows.append(attributed[1])
+    evidence = Table(["figure", "basis", "how"], evidence_rows)
     progress(6, steps_total, "done")
     return Report(
         kind="job",
@@ -429,6 +441,86 @@ def job_report(
         filename=_filename("job", target.job, target.run),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
+
+
+#: The app's link attribution: its settings and the cache of whole-fabric attributions.
+Traffic = tuple[TrafficConfig, AttributionCache]
+
+_LAYERS = ("mpi_p2p", "mpi_coll", "mpi_rma", "io")
+
+
+def _attribution(
+    session: Session, traffic: Traffic | None, job: Any, target: Any, lo: int, hi: int
+) -> tuple[Section, list[str]] | None:
+    """The section of the job's bytes per link direction by layer (server/traffic), and its
+    evidence row; None without attribution settings."""
+    if traffic is None:
+        return None
+    config, _ = traffic
+    run_id = None if target.run is None else target.scope.run_id
+    about = {"id": job.id, "job": job.job_key, "user": job.user}
+    answer = traffic_service.job_links(session, config, about, Window(lo, hi), run_id)
+    links = sorted(answer["links"], key=lambda r: -r["bytes"])
+    rows = []
+    for r in links[:SECTION_ROWS]:
+        a, b = LinkEnd(**r["a"]), LinkEnd(**r["b"])
+        name = link_label(a, b) if r["direction"] == "a_to_b" else link_label(b, a)
+        per_layer = dict.fromkeys(_LAYERS, 0.0)
+        bases = set()
+        for f in r["layers"]:
+            per_layer[f["layer"]] += f["bytes"]
+            bases.add(f"{f['provenance']}{'' if f['path'] == 'fixed' else ' (group)'}")
+        measured = r["measured_bytes"]
+        share = "?" if not measured else f"{r['bytes'] / measured * 100:.0f} %"
+        rows.append([name, *(format_bytes(per_layer[k]) for k in _LAYERS),
+                     format_bytes(r["bytes"]), share, ", ".join(sorted(bases))])  # fmt: skip
+    left = ", ".join(f"{k}: {format_bytes(v)}" for k, v in sorted(answer["left_out"].items()) if v)
+    note = (f"The {len(links)} link directions its inter-host traffic crossed (forwarding: "
+            f"{answer['paths']}; collective on-wire bytes {answer['collectives']})."
+            + (f" On no link: {left}." if left else ""))  # fmt: skip
+    section = Section(
+        "Attribution: this job's bytes per link", "attribution",
+        "Its transfers routed over the forwarding tables, by layer, against the link "
+        "direction's measured bytes.", [],
+        [Table(["link direction", "point-to-point", "collective", "RMA", "file I/O", "all",
+                "of measured", "basis"], rows,
+               [False, True, True, True, True, True, True, False], note)],
+    )  # fmt: skip
+    how = ["This job's bytes per link", "routed / modelled",
+           "measured transfers placed on links by the forwarding tables (routed); collectives' "
+           f"on-wire traffic {answer['collectives']}; a group = split over parallel or adaptive "
+           "links by their measured bytes"]  # fmt: skip
+    return section, how
+
+
+def _busy_link_owners(
+    session: Session, traffic: Traffic | None, links: Sequence[PlacedLink], lo: int, hi: int
+) -> list[str]:
+    """For each link at BUSY_LINK or more: which job (as the viewer may see it) had the
+    most bytes on its busier direction over the window."""
+    if traffic is None:
+        return []
+    config, cache = traffic
+    out = []
+    for lk in links:
+        if lk.peak_utilisation is None or lk.peak_utilisation < BUSY_LINK:
+            continue
+        answer = traffic_service.link_attribution(session, config, lk.id, Window(lo, hi), cache)
+        if answer is None:
+            continue
+        busiest = max(answer["directions"], key=lambda d: d["measured_bytes"] or 0)
+        per_job: dict[str | None, float] = {}
+        for f in busiest["by_job"]:
+            per_job[f["job"]] = per_job.get(f["job"], 0.0) + f["bytes"]
+        if not per_job:
+            continue
+        top = max(per_job, key=lambda j: per_job[j])
+        who = "another job (not yours)" if top is None else f"job {top}"
+        measured = busiest["measured_bytes"]
+        of = f" of {format_bytes(measured)} measured" if measured else ""
+        out.append(f"On link {link_label(lk.a, lk.b)} the job with most bytes was {who}: "
+                   f"{format_bytes(per_job[top])}{of} (routed).")  # fmt: skip
+    return out
 
 
 _LINK_HEADINGS = ["link", "kind", "mean util.", "peak util.", "PortXmitWait", "errors"]

@@ -144,7 +144,9 @@ def job_report(
     series, and the evidence table (measured, routed or modelled)."""
     with _viewer_session(request) as session:  # a 404 before anything is streamed
         build.job_target(session, job, run, window)
-    return _answer(lambda s, p: build.job_report(s, job, run, window, p), request, fmt, progress)
+    traffic = (request.app.state.traffic, request.app.state.attributions)
+    return _answer(lambda s, p: build.job_report(s, job, run, window, p, traffic), request, fmt,
+                   progress)  # fmt: skip
 
 
 @router.get(
