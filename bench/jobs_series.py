@@ -46,8 +46,9 @@ JOB = "series-bench"
 SLOW_RANK, SLOW_MINUTE = 7, 30
 
 
-def frame(rank: int, ranks: int, seq: int) -> bytes:
-    """A real frame of the job: the same records the bulk rows hold."""
+def frame(rank: int, ranks: int, seq: int, hosts: list[str] | None = None) -> bytes:
+    """A real frame of the job: the same records the bulk rows hold; rank r on
+    `hosts[r * len(hosts) // ranks]` (default: 32 ranks per host, node000, node001, ...)."""
     op = op_names().index
     tables = {
         "op": [
@@ -63,7 +64,8 @@ def frame(rank: int, ranks: int, seq: int) -> bytes:
     if seq == 0:
         tables["rank_info"] = [{"command": b"./solver", "user": b"alice"}]
     return wire.encode_frame(
-        job_id=JOB, world_rank=rank, world_size=ranks, seq=seq, host=f"node{rank // 32:03d}",
+        job_id=JOB, world_rank=rank, world_size=ranks, seq=seq,
+        host=f"node{rank // 32:03d}" if hosts is None else hosts[rank * len(hosts) // ranks],
         pid=1000 + rank, interval_start_ns=T0 + seq * SECOND,
         interval_end_ns=T0 + (seq + 1) * SECOND, token=TOKEN,
         tables={name: wire.records(name, rows) for name, rows in tables.items()},

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import dash_ag_grid as dag
 from dash import dcc, html
@@ -125,6 +125,25 @@ def no_jobs_notice() -> html.Div:
             html.Code("stacklens run -- mpirun ..."),
         ],
         "info",
+    )
+
+
+def report_href(path: str, params: dict[str, object], fmt: str) -> str:
+    """The URL of a report file (`path` under /api/reports, e.g. `jobs/<quoted id>`) with
+    the query parameters that are set, in `fmt` (html or pdf); the browser downloads it
+    from the server the pages come from, as the viewer."""
+    given = {k: v for k, v in params.items() if v not in (None, "")}
+    return f"/api/reports/{path}?{urlencode({**given, 'format': fmt})}"
+
+
+def report_buttons(pdf_id: str, html_id: str) -> html.Span:
+    """Two download links for a report, PDF and HTML (their hrefs set by a callback)."""
+    return html.Span(
+        className="report-buttons",
+        children=[
+            html.A("⤓ Report (PDF)", id=pdf_id, href="", download="", className="button"),
+            html.A("⤓ Report (HTML)", id=html_id, href="", download="", className="button"),
+        ],
     )
 
 

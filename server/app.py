@@ -33,6 +33,7 @@ from server.jobs.routes import overview_router
 from server.jobs.routes import router as jobs_router
 from server.metrics.routes import router as metrics_router
 from server.query_params import refuse_unknown_parameters
+from server.reports.routes import router as reports_router
 from server.traffic.repository import TrafficConfig
 from server.traffic.routes import router as traffic_router
 from server.traffic.service import AttributionCache
@@ -122,6 +123,7 @@ def create_app(
     app.include_router(incidents_router)
     app.include_router(ingest_router)
     app.include_router(metrics_router)
+    app.include_router(reports_router)
     app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), "docs-assets")
 
     @app.get("/docs", include_in_schema=False)

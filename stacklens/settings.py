@@ -160,6 +160,7 @@ class Settings(BaseSettings):
     admin_users: str = ""
     admin_group: str = ""
     token_days: float = Field(default=90.0, gt=0)
+    api_token: str = Field(default="", repr=False)  # what `stacklens report` sends
     # fabric sampler (collector/fabric)
     fabric_source: Literal["auto", "none", "mad", "sysfs", "replay"] = "auto"
     fabric_interval_ms: int = Field(default=1000, ge=50)

@@ -109,6 +109,10 @@ NOT_READ_BY_THE_FRONTEND = {
     "/api/health",
     "/metrics",
     "/api/jobs/{job}/runs",  # the page has a job's runs from the job list
+    # files the browser downloads from the pages' report buttons (links, not the client)
+    "/api/reports/jobs/{job}",
+    "/api/reports/window",
+    "/api/reports/incidents/{incident_id}",
 }
 
 

@@ -111,6 +111,16 @@ def _controls(job: str) -> html.Div:
                 className="fabric-search",
             ),
             html.Span(id=ids.FABRIC_JOB_MESSAGE, className="subtle"),
+            dcc.Input(
+                id=ids.FABRIC_REPORT_FROM,
+                placeholder="report from (default: 1 h ago)",
+                debounce=True,
+            ),
+            dcc.Input(id=ids.FABRIC_REPORT_TO, placeholder="to (default: now)", debounce=True),
+            dcc.Input(
+                id=ids.FABRIC_REPORT_HOSTS, placeholder="hosts (default: all)", debounce=True
+            ),
+            components.report_buttons(ids.FABRIC_REPORT_PDF, ids.FABRIC_REPORT_HTML),
             dcc.RadioItems(
                 id=ids.FABRIC_FILTER,
                 options=[
@@ -228,6 +238,13 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Input(ids.FABRIC_JOB, "value"),
     )(job_placed)
     dash_app.callback(
+        Output(ids.FABRIC_REPORT_PDF, "href"),
+        Output(ids.FABRIC_REPORT_HTML, "href"),
+        Input(ids.FABRIC_REPORT_FROM, "value"),
+        Input(ids.FABRIC_REPORT_TO, "value"),
+        Input(ids.FABRIC_REPORT_HOSTS, "value"),
+    )(report_links)
+    dash_app.callback(
         Output(ids.FABRIC_HOVER, "children"),
         Input(ids.FABRIC_GRAPH, "mouseoverEdgeData"),
         Input(ids.FABRIC_GRAPH, "mouseoverNodeData"),
@@ -310,6 +327,18 @@ def job_placed(job: str | None) -> tuple[dict[str, list] | None, str]:
     line += f" ({placement.crossed} between switches)"
     line += f"; not on the fabric: {', '.join(lost)}" if lost else ""
     return {"nodes": nodes, "links": links}, line
+
+
+def report_links(start: str | None, end: str | None, hosts: str | None) -> tuple[str, str]:
+    """The hrefs of the fabric window's report buttons (PDF, HTML): the typed window (the
+    last hour when empty) on the typed hosts (every link when empty)."""
+    params: dict[str, object] = {
+        "from": (start or "").strip(),
+        "to": (end or "").strip(),
+        "hosts": (hosts or "").strip(),
+    }
+    return (components.report_href("window", params, "pdf"),
+            components.report_href("window", params, "html"))  # fmt: skip
 
 
 def hover_text(edge: dict | None, node: dict | None) -> str:

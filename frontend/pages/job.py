@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from decimal import Decimal
-from urllib.parse import parse_qs, unquote, urlencode
+from urllib.parse import parse_qs, quote, unquote, urlencode
 
 import dash
 from dash import Input, Output, State, ctx, dcc, html, no_update
@@ -84,6 +84,7 @@ def layout(job: str = "", **query: str) -> html.Div:
                                 size="8",
                             ),  # fmt: skip
                             html.Button("Apply", id=ids.JV_APPLY),
+                            components.report_buttons(ids.JV_REPORT_PDF, ids.JV_REPORT_HTML),
                         ],
                     ),
                     html.Div(
@@ -204,6 +205,8 @@ _OUTPUTS = {
     "placement_hosts": (ids.JV_PLACEMENT_HOSTS, "children"),
     "placement_links": (ids.JV_PLACEMENT_LINKS, "children"),
     "rendered": (ids.JV_RENDERED, "data"),
+    "report_pdf": (ids.JV_REPORT_PDF, "href"),
+    "report_html": (ids.JV_REPORT_HTML, "href"),
 }
 
 
@@ -364,4 +367,14 @@ def render(search: str | None, _tick: int | None, job: str, rendered: str | None
         "placement_hosts": components.placement_hosts_markdown(placement),
         "placement_links": components.placement_links_markdown(placement),
         "rendered": drawn,
+        **report_links(job, window),
+    }
+
+
+def report_links(job: str, window: Window) -> dict[str, str]:
+    """The hrefs of the page's report buttons: the report of the shown run and window."""
+    path = f"jobs/{quote(job, safe='')}"
+    return {
+        f"report_{fmt}": components.report_href(path, window.query(), fmt)
+        for fmt in ("pdf", "html")
     }
