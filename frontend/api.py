@@ -164,6 +164,16 @@ class StacklensApi:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""
         return self._get("/api/fabric/topology", Topology, "fabric topology")
 
+    def fabric_topology_since(self, etag: str | None) -> tuple[Topology, str] | None:
+        """`fabric_topology()` and its ETag (it changes only at a re-discovery), or None
+        if its ETag is still `etag` (the server then sends no body)."""
+        path = "/api/fabric/topology"
+        response = self._send(path, {"If-None-Match": etag} if etag else {})
+        if response.status_code == 304:
+            return None
+        topology = self._parse(response, path, Topology, "fabric topology")
+        return topology, str(response.headers.get("etag", ""))
+
     def fabric_state(self) -> FabricState:
         """Every link's load, errors and flags in the newest sweep, and the fabric's counts
         (one answer per sweep, shared by every viewer)."""
@@ -183,8 +193,13 @@ class StacklensApi:
     def _get(self, path: str, model: type[_T], what: str) -> _T:
         """GET `path` and parse its JSON body into `model` (a response model or a list of
         them); `what` names the data in error messages."""
+        return self._parse(self._send(path), path, model, what)
+
+    def _send(self, path: str, headers: dict[str, str] | None = None) -> httpx.Response:
+        """GET `path` (with these extra `headers`) as the viewer of the dashboard request;
+        an error answer or none at all raised as ApiError."""
         try:
-            response = self._http.get(path, headers=_viewer_headers())
+            response = self._http.get(path, headers={**_viewer_headers(), **(headers or {})})
         except httpx.HTTPError as exc:
             reason = str(exc) or type(exc).__name__
             url = f"{self.base_url}{path}"
@@ -195,6 +210,10 @@ class StacklensApi:
                 f"{_detail(response)}",
                 response.status_code,
             )
+        return response
+
+    def _parse(self, response: httpx.Response, path: str, model: type[_T], what: str) -> _T:
+        """The JSON body of `response` (to GET `path`) parsed into `model`."""
         try:
             return _adapter(model).validate_json(response.content)
         except pydantic.ValidationError as exc:

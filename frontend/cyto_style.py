@@ -125,7 +125,7 @@ def elements(
     joined to the leaf by one bundle edge (`bundle-<leaf guid>`), unless the leaf's guid is
     in `expanded`. Every edge's `data.links` lists the link ids it stands for (the page
     colours it by the hottest); every node's `data.search` is what the search box matches
-    (name and GUID; a group's: its hosts')."""
+    (name and GUID), a group's `data.members` its hosts' names and GUIDs."""
     expanded = expanded or set()
     where = positions(topology)
     leaf_of = hca_leaves(topology) if fold else {}
@@ -160,7 +160,6 @@ def elements(
                     "kind": "group",
                     "leaf": leaf,
                     "count": len(hosts),
-                    "search": " ".join(f"{h.name} {h.guid}".lower() for h in hosts),
                     "members": {h.name.lower(): h.guid for h in hosts},
                     "colour": UNKNOWN_COLOUR,
                 },

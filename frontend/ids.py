@@ -62,6 +62,7 @@ CARD_ERRORS = {
 
 # Fabric page (frontend/pages/fabric.py).
 FABRIC_STATUS = "fabric-status"  # error / "no fabric yet" notice; empty when all is well
+FABRIC_DRAW_MESSAGE = "fabric-draw-message"  # why the graph could not be drawn; empty when drawn
 FABRIC_UPDATED = "fabric-updated"  # time of the last successful refresh
 FABRIC_SUMMARY = "fabric-summary"  # one line: nodes, links, down, with errors, busiest
 FABRIC_GRAPH = "fabric-graph"  # dash-cytoscape topology (node ids = GUIDs, links "link-<id>")

@@ -16,7 +16,9 @@
  */
 (function () {
     const FLAG_DOWN = 1, FLAG_SATURATED = 2;
-    let stateEtag = null, fetchedAt = null, focused = null;
+    let stateEtag = null, fetchedAt = null, focused = null, inflight = false;
+    // The graph on screen: its topology's ETag and the expanded leaves (sorted, joined).
+    let drawn = null;
     window.stacklensFabricTicks = [];
 
     function cyOf(id) {
@@ -76,29 +78,63 @@
         fabric: {
             // Every tick: the shared state if it changed (304 otherwise), the topology's ETag
             // if that changed (the graph is then redrawn), and the status line.
+            // A tick while the previous one's answer is still awaited does nothing (a slow
+            // answer never piles requests up).
             tick: async function (_n, drawnEtag, have) {
                 const nu = window.dash_clientside.no_update;
+                if (inflight) return [nu, nu, nu];
+                inflight = true;
                 const started = performance.now();
-                let response;
+                let response, state;
                 try {
                     // Only what this page holds counts as had (the script outlives a page).
                     response = await fetch('/api/fabric/state', {
                         headers: stateEtag && have ? {'If-None-Match': stateEtag} : {},
                         cache: 'no-store',
                     });
+                    if (response.ok) state = await response.json();
                 } catch (err) {
                     return [nu, nu, 'fabric state unreachable: ' + err];
+                } finally {
+                    inflight = false;
                 }
                 const time = 'updated ' + new Date().toISOString().slice(11, 19) + ' UTC';
                 if (response.status === 304) return [nu, nu, time];
                 if (!response.ok) {
                     return [nu, nu, `GET /api/fabric/state: HTTP ${response.status}`];
                 }
-                const state = await response.json();
                 stateEtag = response.headers.get('ETag');
                 fetchedAt = started;
-                const etag = state.topology_etag === drawnEtag ? nu : state.topology_etag;
-                return [state, etag, time];
+                const same = state.topology_etag === drawnEtag ||
+                    (drawn !== null && drawn.etag === state.topology_etag);
+                return [state, same ? nu : state.topology_etag, time];
+            },
+
+            // The graph's elements (with positions) of the topology, with these leaves'
+            // hosts shown: built once per topology and expansion by the dashboard's server
+            // for every viewer, revalidated by the browser's cache (ETag). Nothing is sent
+            // to the graph when it shows that already.
+            draw: async function (etag, expanded, config) {
+                const nu = window.dash_clientside.no_update;
+                const cy = cyOf(config.graph);
+                const exp = [...(expanded || [])].sort().join(',');
+                const shown = (e) => cy && cy.elements().length > 0 && drawn !== null &&
+                    drawn.exp === exp && (e === null || e === drawn.etag);
+                if (shown(etag)) return [nu, nu, nu];
+                const url = config.graph_path + (exp ? '?expanded=' + encodeURIComponent(exp) : '');
+                let response, body;
+                try {
+                    response = await fetch(url);
+                    body = await response.json();
+                } catch (err) {
+                    return [nu, nu, 'fabric graph unreachable: ' + err];
+                }
+                if (!response.ok) {
+                    return [nu, nu, `GET ${config.graph_path}: HTTP ${response.status}: ${body.detail}`];
+                }
+                if (shown(body.etag)) return [nu, nu, ''];
+                drawn = {etag: body.etag, exp: exp};
+                return [body.elements, body.folded, ''];
             },
 
             // Colour every edge and group from the state; dim what the filter leaves out; with
@@ -175,7 +211,7 @@
                 const nu = window.dash_clientside.no_update;
                 const q = (query || '').trim().toLowerCase();
                 if (!q || !elements) return [nu, nu, ''];
-                const nodes = elements.filter((el) => el.data && el.data.search !== undefined);
+                const nodes = elements.filter((el) => el.data && el.data.kind !== undefined);
                 const find = (name, partial) => {
                     const exact = nodes.find((el) => el.data.kind !== 'group' &&
                         (el.data.label.toLowerCase() === name || el.data.id === name));

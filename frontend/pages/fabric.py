@@ -19,6 +19,8 @@ page keeps the last data and shows the error.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from typing import Any
 
@@ -56,6 +58,7 @@ def layout(**query: str) -> html.Div:
             dcc.Store(id=ids.FABRIC_JOB_PLACED),
             dcc.Interval(id=ids.FABRIC_TABLE_INTERVAL, interval=TABLE_TICKS * refresh_ms),
             html.Div(id=ids.FABRIC_STATUS, role="status"),
+            html.Div(id=ids.FABRIC_DRAW_MESSAGE, role="status", className="notice-line"),
             html.Section(
                 className="card",
                 children=[
@@ -86,7 +89,7 @@ def layout(**query: str) -> html.Div:
 
 
 def _paint_config() -> dict[str, Any]:
-    return {**cyto_style.paint_config(), "graph": ids.FABRIC_GRAPH}
+    return {**cyto_style.paint_config(), "graph": ids.FABRIC_GRAPH, "graph_path": GRAPH_PATH}
 
 
 def _controls(job: str) -> html.Div:
@@ -208,14 +211,16 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         State(ids.FABRIC_FOLDED, "data"),
         prevent_initial_call=True,
     )
-    dash_app.callback(
+    dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "draw"),
         Output(ids.FABRIC_GRAPH, "elements"),
         Output(ids.FABRIC_FOLDED, "data"),
-        Output(ids.FABRIC_STATUS, "children", allow_duplicate=True),
+        Output(ids.FABRIC_DRAW_MESSAGE, "children"),
         Input(ids.FABRIC_TOPOLOGY_ETAG, "data"),
         Input(ids.FABRIC_EXPANDED, "data"),
-        prevent_initial_call=True,
-    )(draw)
+        State(ids.FABRIC_PAINT_CONFIG, "data"),
+    )
+    dash_app.server.add_url_rule(GRAPH_PATH, "fabric_graph", graph)
     dash_app.callback(
         Output(ids.FABRIC_LINKS_TABLE, "children"),
         Output(ids.FABRIC_EVENTS_TABLE, "children"),
@@ -235,33 +240,54 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )(hover_text)
 
 
-#: Graphs drawn, per API client (app): {(topology ETag, expanded leaves): outputs}, the
-#: newest DRAWN_KEPT: a viewer opening the page gets the graph the previous one got.
-_DRAWN: dict[int, dict[tuple, tuple]] = {}
+#: Path of the graph's elements on the dashboard's server (`graph`).
+GRAPH_PATH = "/_fabric/graph"
+#: Graphs drawn, per API client (app): {expanded leaves: (the topology's ETag, the encoded
+#: answer and its ETag)}; a viewer opening the page gets the graph the previous one got.
+_DRAWN: dict[int, dict[tuple[str, ...], tuple[str, tuple[bytes, str]]]] = {}
 DRAWN_KEPT = 8
 
 
-def draw(etag: str | None, expanded: list[str] | None) -> tuple:
-    """The graph's elements with positions, for the topology of `etag` (aggregated above
-    the configured size, with the `expanded` leaves' hosts shown), and whether it is
-    folded: built once per topology and expansion, shared by every viewer of the app."""
+def _encoded(value: Any) -> tuple[bytes, str]:
+    """`value` (JSON-able) encoded compactly, and a strong ETag of the bytes."""
+    body = json.dumps(value, separators=(",", ":")).encode()
+    return body, '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+
+
+def graph() -> flask.Response:
+    """GET GRAPH_PATH?expanded=<leaf GUID>,...: the graph's elements with positions for the
+    current topology (aggregated above the configured size, with the `expanded` leaves'
+    hosts shown) as {"etag": the topology's ETag, "folded", "nodes", "elements"}. Built
+    once per topology and expansion for every viewer (the API is asked only whether the
+    topology changed: 304 while not); ETag, so a browser that has it gets a 304."""
+    args = flask.request.args
+    if set(args) - {"expanded"}:
+        unknown = ", ".join(sorted(set(args) - {"expanded"}))
+        return flask.Response(json.dumps({"detail": f"unknown query parameter(s): {unknown}"}),
+                              422, mimetype="application/json")  # fmt: skip
+    expanded = tuple(sorted({x for x in args.get("expanded", "").split(",") if x}))
     client = api.current_client()
     drawn = _DRAWN.setdefault(id(client), {})
-    key = (etag, tuple(sorted(expanded or [])))
-    if etag is not None and key in drawn:
-        return drawn[key]
+    cached = drawn.get(expanded)
     try:
-        topology = client.fabric_topology()
+        fresh = client.fabric_topology_since(cached[0] if cached else None)
     except ApiError as exc:
-        return no_update, no_update, components.notice(str(exc), "error")
-    fold = cyto_style.folds(topology, flask.current_app.config.get(FOLD_ABOVE_KEY, 256))
-    elements = cyto_style.elements(topology, set(expanded or []), fold)
-    outputs = (elements, fold, None if topology.nodes else components.no_fabric_notice())
-    if etag is not None:
-        while len(drawn) >= DRAWN_KEPT:
+        return flask.Response(json.dumps({"detail": str(exc)}), 502, mimetype="application/json")
+    if fresh is not None:
+        topology, etag = fresh
+        fold = cyto_style.folds(topology, flask.current_app.config.get(FOLD_ABOVE_KEY, 256))
+        elements = cyto_style.elements(topology, set(expanded), fold)
+        answer = {"etag": etag, "folded": fold, "nodes": len(topology.nodes),
+                  "elements": elements}  # fmt: skip
+        if len(drawn) >= DRAWN_KEPT and expanded not in drawn:
             drawn.pop(next(iter(drawn)))
-        drawn[key] = outputs
-    return outputs
+        cached = drawn[expanded] = (etag, _encoded(answer))
+    assert cached is not None
+    body, tag = cached[1]
+    headers = {"ETag": tag, "Cache-Control": "no-cache"}
+    if flask.request.headers.get("If-None-Match") == tag:
+        return flask.Response(status=304, headers=headers)
+    return flask.Response(body, mimetype="application/json", headers=headers)
 
 
 #: The tables last built, per API client (app): (time.monotonic() when built, outputs).
