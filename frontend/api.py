@@ -22,7 +22,8 @@ import pydantic
 import pydantic_core
 
 from stacklens.api_models import (
-    FabricEvent,
+    FabricEvents,
+    FabricSeries,
     FabricState,
     JobCollectives,
     JobIo,
@@ -32,7 +33,7 @@ from stacklens.api_models import (
     JobRanks,
     JobRma,
     JobSizes,
-    LinkLoad,
+    LinkPage,
     Matrix,
     Overview,
     Series,
@@ -87,6 +88,11 @@ def _query(params: dict[str, object]) -> str:
     """`?k=v&...` of the parameters that are not None (values quoted), or ""."""
     given = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items() if v is not None)
     return f"?{given}" if given else ""
+
+
+def _fabric_window(window: Window | None) -> dict[str, object]:
+    """The from/to parameters of a fabric request (the fabric has no runs)."""
+    return {} if window is None else {"from": window.start, "to": window.end}
 
 
 def _job_path(job: str) -> str:
@@ -174,21 +180,53 @@ class StacklensApi:
         topology = self._parse(response, path, Topology, "fabric topology")
         return topology, str(response.headers.get("etag", ""))
 
-    def fabric_state(self) -> FabricState:
-        """Every link's load, errors and flags in the newest sweep, and the fabric's counts
-        (one answer per sweep, shared by every viewer)."""
-        return self._get("/api/fabric/state", FabricState, "fabric state")
+    def fabric_state(self, window: Window | None = None) -> FabricState:
+        """Every link's load, errors and flags, the fabric's counts and freshness: live (no
+        window; one answer per sweep, shared by every viewer) or over `window`'s from/to."""
+        query = _query(_fabric_window(window))
+        return self._get(f"/api/fabric/state{query}", FabricState, "fabric state")
 
-    def fabric_links(self, sort: str = "utilisation", limit: int | None = None) -> list[LinkLoad]:
-        """Load and errors of the fabric's links; `sort` "utilisation" or "errors" (without
-        the per-end raw samples, which the pages do not show)."""
-        query = f"?sort={quote(sort)}&samples=false"
-        query += f"&limit={int(limit)}" if limit is not None else ""
-        return self._get(f"/api/fabric/links{query}", list[LinkLoad], "fabric links")
+    def fabric_links(
+        self,
+        sort: str = "utilisation",
+        limit: int | None = None,
+        window: Window | None = None,
+        cursor: str | None = None,
+    ) -> LinkPage:
+        """A page of the fabric's links by load or errors (`sort` "utilisation" or
+        "errors"), live or over `window`'s from/to (without the per-end raw samples, which
+        the pages do not show)."""
+        query = {"sort": sort, "samples": "false", "limit": limit, **_fabric_window(window),
+                 "cursor": cursor}  # fmt: skip
+        return self._get(f"/api/fabric/links{_query(query)}", LinkPage, "fabric links")
 
-    def fabric_events(self, limit: int = 20) -> list[FabricEvent]:
-        """The newest `limit` fabric events, newest first."""
-        return self._get(f"/api/fabric/events?limit={int(limit)}", list[FabricEvent], "events")
+    def fabric_events(
+        self,
+        limit: int = 20,
+        window: Window | None = None,
+        kind: str | None = None,
+        link: int | None = None,
+        cursor: str | None = None,
+    ) -> FabricEvents:
+        """A page of the fabric events overlapping `window`'s from/to (default: the last 15
+        minutes), newest first; of one `kind` or `link` if given."""
+        query = {"limit": limit, **_fabric_window(window), "kind": kind, "link": link,
+                 "cursor": cursor}  # fmt: skip
+        return self._get(f"/api/fabric/events{_query(query)}", FabricEvents, "events")
+
+    def fabric_series(
+        self,
+        window: Window | None = None,
+        link: int | None = None,
+        guid: str | None = None,
+        port: int | None = None,
+        step_s: float | None = None,
+    ) -> FabricSeries:
+        """Values per step of a link (`link`), a port (`guid`, `port`) or a node (`guid`)
+        over `window`'s from/to (default: the last 15 minutes)."""
+        query = {"link": link, "guid": guid, "port": port, **_fabric_window(window),
+                 "step": step_s}  # fmt: skip
+        return self._get(f"/api/fabric/series{_query(query)}", FabricSeries, "fabric series")
 
     def _get(self, path: str, model: type[_T], what: str) -> _T:
         """GET `path` and parse its JSON body into `model` (a response model or a list of

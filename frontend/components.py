@@ -493,7 +493,9 @@ def fabric_events_markdown(events: Sequence[FabricEvent]) -> str:
     caption = f"Newest {len(events)} fabric event{'s' * (len(events) != 1)}, newest first."
     headings = ("Time (UTC)", "Event", "Subject")
     align = "lll"
-    rows = [(format_utc_ns(e.ts_ns), _md(e.kind), _md(e.subject)) for e in events[:MAX_EVENT_ROWS]]
+    rows = [
+        (format_utc_ns(e.start_ns), _md(e.kind), _md(e.subject)) for e in events[:MAX_EVENT_ROWS]
+    ]
     return _table(caption, headings, align, rows)
 
 

@@ -23,7 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from stacklens.constants import IO_COUNTERS, P2P_COUNTERS, PORT_COUNTERS
+from stacklens.constants import IO_COUNTERS, P2P_COUNTERS, PORT_COUNTERS, RATE_COUNTERS
 
 
 class Base(DeclarativeBase):
@@ -616,14 +616,48 @@ FabricPortLatest = _model(
 )
 
 
+FabricPortMinute = _model(
+    "FabricPortMinute",
+    (Base,),
+    "One port's samples summed over one UTC minute (by sweep end, ts_ns): kept exact by the "
+    "fabric store in the transaction that stores each sweep (collector/fabric/store.py). "
+    "d_<counter>: the sum of the known deltas (null: none known); t_<counter> (rate "
+    "counters): the summed intervals (dt_ns) of the samples that know it; flags: the OR of "
+    "the samples' flags (a counter saturated or reset in the minute).",
+    {
+        "__tablename__": "fabric_port_minutes",
+        "__table_args__": (Index("ix_fabric_port_minutes_time", "minute_ns"),),
+        "port_id": mapped_column(Integer, primary_key=True, doc="fabric_ports.id"),
+        "minute_ns": mapped_column(BigInteger, primary_key=True, doc="start of the UTC minute"),
+        "samples": mapped_column(Integer, nullable=False, doc="samples summed"),
+        "last_ns": mapped_column(BigInteger, nullable=False, doc="the newest sample's ts_ns"),
+        "flags": mapped_column(Integer, nullable=False),
+        **_counters(PORT_COUNTERS, nullable=True, prefix="d_"),
+        **_counters(RATE_COUNTERS, nullable=False, prefix="t_"),
+    },
+)
+
+
 class FabricEvent(Base):
-    """A topology change or fault seen by the fabric sampler."""
+    """A topology change or fault seen by the fabric sampler, with its start and end:
+    link_down (until the link is back), node_gone (until the node is back), error_burst
+    (error-counter deltas > 0 at a port on consecutive sweeps, with their counts); link_up
+    and node_new (a link or node seen for the first time) are points (end = start)."""
 
     __tablename__ = "fabric_events"
-    __table_args__ = (Index("ix_fabric_events_time", "ts_ns"),)
+    __table_args__ = (
+        Index("ix_fabric_events_start", "start_ns"),
+        Index("ix_fabric_events_link", "link_id", "start_ns"),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    ts_ns: Mapped[int] = mapped_column(BigInteger)
-    kind: Mapped[str] = mapped_column(Text, doc="link_down | link_up | node_gone | node_new")
+    start_ns: Mapped[int] = mapped_column(BigInteger)
+    end_ns: Mapped[int | None] = mapped_column(BigInteger, doc="null while open")
+    kind: Mapped[str] = mapped_column(
+        Text, doc="link_down | node_gone | error_burst | link_up | node_new"
+    )
     subject: Mapped[str] = mapped_column(Text, doc="e.g. 'leaf02[9] - spine01[5]'")
+    link_id: Mapped[int | None] = mapped_column(Integer, doc="fabric_links.id, if a link's")
+    port_id: Mapped[int | None] = mapped_column(Integer, doc="fabric_ports.id (error bursts)")
+    node_guid: Mapped[int | None] = mapped_column(BigInteger, doc="the node's (node events)")
     details: Mapped[dict[str, Any]] = mapped_column(JSONB)

@@ -21,6 +21,9 @@ from tests.conftest import serving
 from tests.server.fabric_data import write_small_fabric
 
 JOB = "job/K"  # a slash: the client quotes job keys
+#: A window around the small fabric's sweeps (tests/server/fabric_data.py).
+FABRIC_THEN = Window(None, "1700000000", "1700000010")
+THEN = "from=1700000000&to=1700000010"
 
 #: Each client call, its arguments, the request it makes and the list fields of the answer
 #: that must be non-empty here (so that nested models are compared too).
@@ -57,7 +60,27 @@ CALLS = (
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
     ("fabric_state", (), "/api/fabric/state", ()),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),
-    ("fabric_events", (), "/api/fabric/events?limit=20", ()),
+    ("fabric_events", (20, FABRIC_THEN), f"/api/fabric/events?limit=20&{THEN}", ("events",)),
+    ("fabric_state", (FABRIC_THEN,), f"/api/fabric/state?{THEN}", ()),
+    (
+        "fabric_links",
+        ("errors", 2, FABRIC_THEN),
+        f"/api/fabric/links?sort=errors&samples=false&limit=2&{THEN}",
+        ("links",),
+    ),
+    (
+        "fabric_events",
+        (5, FABRIC_THEN, "link_down"),
+        f"/api/fabric/events?limit=5&{THEN}&kind=link_down",
+        ("events",),
+    ),
+    ("fabric_series", (FABRIC_THEN, 1), f"/api/fabric/series?link=1&{THEN}", ("t_ns",)),
+    (
+        "fabric_series",
+        (FABRIC_THEN, None, "0xf452140300000002", 1, 0.5),
+        f"/api/fabric/series?guid=0xf452140300000002&port=1&{THEN}&step=0.5",
+        ("t_ns",),
+    ),
 )
 #: The overview's details of a job, each the answer of a route of its own.
 DETAILS = ("matrix", "ops", "io", "collectives", "sizes", "rma", "ranks")

@@ -167,7 +167,7 @@ async def apply_retention(
     """
     dropped = await partitions.drop_before(conn, cutoff_ns)
     async with conn.transaction():
-        for table in ("p2p_minutes", "rollup_dirty", *ROLLED_PER_RANK):
+        for table in ("p2p_minutes", "rollup_dirty", "fabric_port_minutes", *ROLLED_PER_RANK):
             await conn.execute(f"DELETE FROM {table} WHERE minute_ns < %s", (cutoff_ns,))
         await conn.execute("DELETE FROM op_seconds WHERE second_ns < %s", (cutoff_ns,))
         await conn.execute(

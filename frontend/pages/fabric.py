@@ -304,9 +304,9 @@ def tables(_tick: int | None) -> tuple:
         return cached[1]
     try:
         state = client.fabric_state()
-        by_errors = client.fabric_links(sort="errors", limit=components.MAX_LINK_ROWS)
-        busiest = client.fabric_links(limit=components.MAX_LINK_ROWS)
-        events = client.fabric_events(components.MAX_EVENT_ROWS)
+        by_errors = client.fabric_links(sort="errors", limit=components.MAX_LINK_ROWS).links
+        busiest = client.fabric_links(limit=components.MAX_LINK_ROWS).links
+        events = client.fabric_events(components.MAX_EVENT_ROWS).events
     except ApiError as exc:
         return no_update, no_update, components.notice(str(exc), "error")
     loads = list({x.id: x for x in [*by_errors, *busiest]}.values())

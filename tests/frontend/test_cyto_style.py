@@ -69,6 +69,9 @@ def _load(i: int, utilisation: float | None, errors: int = 0) -> LinkLoad:
         state=link.state,
         capacity_bytes_per_s=4_000_000_000,
         ts_ns=2_000_000_000,
+        samples=2,
+        a_to_b_bytes=None,
+        b_to_a_bytes=None,
         a_to_b_bytes_per_s=rate,
         b_to_a_bytes_per_s=0.0 if rate is not None else None,
         a_to_b_pkts_per_s=None,
@@ -79,6 +82,7 @@ def _load(i: int, utilisation: float | None, errors: int = 0) -> LinkLoad:
         saturated=(),
         unknown=("rcv_errors",),
         xmit_wait=None,
+        xmit_wait_per_s=None,
     )
 
 
@@ -151,7 +155,7 @@ def test_links_table_lists_errors_then_down_then_busiest_and_marks_unknown():
 
 
 def test_events_table():
-    events = [FabricEvent(2, 3_000_000_000, "link_down", "h2[1] - leaf1[2]", {})]
+    events = [FabricEvent(2, "link_down", "h2[1] - leaf1[2]", 3_000_000_000, None, 9, {})]
     assert components.fabric_events_markdown(events).splitlines()[4] == (
         "| 1970-01-01 00:00:03 UTC | link&#95;down | h2&#91;1&#93; - leaf1&#91;2&#93; |"
     )
