@@ -791,3 +791,92 @@ class JobPlacement(ApiModel):
     hosts: list[PlacedHost] = Field(description="by host name; unmatched ones included")
     links: list[PlacedLink] = Field(description="by link id")
     run: int | None = _run_asked()
+
+
+# ---------------------------------------------------------------------------------------
+# traffic: which job and which layer is on each link (server/traffic/, docs/attribution.md)
+# ---------------------------------------------------------------------------------------
+
+#: Layers of attributed traffic.
+TrafficLayer = Literal["mpi_p2p", "mpi_coll", "mpi_rma", "io"]
+#: How a figure was obtained: measured (a counter), routed (a flow the hooks measured,
+#: placed on links by the forwarding tables), modelled (a collective algorithm's pattern).
+Provenance = Literal["measured", "routed", "modelled"]
+#: How the fabric forwards (STACKLENS_FABRIC_PATHS).
+PathMode = Literal["fixed", "parallel", "adaptive"]
+
+
+class AttributedBytes(ApiModel):
+    """Bytes of one job and layer on one link direction."""
+
+    job: str | None = Field(description="the job's id; null: another job (not the viewer's)")
+    user: str | None = Field(description="the job's user; null for another job")
+    layer: TrafficLayer
+    bytes: float = Field(description="bytes over the window (a fraction when split by a group)")
+    provenance: Provenance
+    path: Literal["fixed", "group"] = Field(
+        description="fixed: the forwarding tables fix this link; group: the flow was assigned "
+        "to a group of parallel (or adaptive) links and split by their measured bytes"
+    )
+
+
+class LinkDirectionAttribution(ApiModel):
+    """One direction of a link: measured bytes, what is attributed, and `other`."""
+
+    direction: Literal["a_to_b", "b_to_a"]
+    measured_bytes: int | None = Field(
+        description="the sending end's xmit bytes over the samples of the window (provenance "
+        "measured); null: no known sample"
+    )
+    samples: int = Field(description="samples of the sending end in the window")
+    unknown_samples: int = Field(description="of them, with an unknown delta (first, reset)")
+    attributed_bytes: float
+    other_bytes: float | None = Field(
+        description="measured - attributed, as it is (negative allowed, never clamped; "
+        "provenance measured); null when measured is unknown"
+    )
+    by_job: list[AttributedBytes] = Field(description="by job (another job last), layer")
+
+
+class LinkAttribution(ApiModel):
+    """A link's measured bytes per direction split into job x layer, and `other`."""
+
+    link: FabricLink
+    from_ns: int | None
+    to_ns: int | None
+    paths: PathMode = Field(description="how the fabric forwards (STACKLENS_FABRIC_PATHS)")
+    directions: list[LinkDirectionAttribution]
+    left_out: dict[str, int] = Field(
+        description="bytes of every job's transfers in the window that are on no link, by "
+        "reason: intra_host, off_fabric, no_route, local_io, unknown_rank, "
+        "unmodelled_collective"
+    )
+
+
+class JobLinkBytes(ApiModel):
+    """A job's bytes on one link direction, by layer."""
+
+    id: int = Field(description="link id")
+    a: LinkEnd
+    b: LinkEnd
+    direction: Literal["a_to_b", "b_to_a"]
+    bytes: float = Field(description="the job's bytes on it, all layers")
+    measured_bytes: int | None = Field(description="the link direction's measured bytes")
+    layers: list[AttributedBytes]
+
+
+class JobLinks(ApiModel):
+    """The links a job's inter-host traffic crossed over the window, with its bytes on each
+    by layer (one page, by link id then direction)."""
+
+    job: str
+    from_ns: int | None
+    to_ns: int | None
+    paths: PathMode
+    collectives: Literal["measured", "modelled"] = Field(
+        description="where the job's collective on-wire bytes come from"
+    )
+    links: list[JobLinkBytes]
+    page: PageInfo
+    left_out: dict[str, int] = Field(description="the job's bytes on no link, by reason")
+    run: int | None = _run_asked()

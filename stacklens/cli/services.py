@@ -35,7 +35,7 @@ from stacklens.cli.attach import (
 )
 from stacklens.connguard import ConnectionLimits, raise_open_file_limit
 from stacklens.paths import EXAMPLES_DIR
-from stacklens.settings import ConfigError, Settings
+from stacklens.settings import ConfigError, Settings, parse_storage_servers
 
 
 def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
@@ -63,6 +63,7 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
     from server.access.viewer import Access
     from server.app import create_app
     from server.http_guard import uvicorn_config
+    from server.traffic.repository import TrafficConfig
     from stacklens.db import make_engine
 
     check_ports_free(settings, http=True)
@@ -79,6 +80,8 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         engine, api_base_url=own_url, refresh_ms=settings.refresh_ms,
         fabric_fold_above=settings.fabric_fold_above, collector=collector,
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20, access=access,
+        traffic=TrafficConfig(settings.fabric_paths, parse_storage_servers(
+            settings.storage_servers), settings.storage_placement),
     )  # fmt: skip
     server = _QuietSignalsServer(
         uvicorn_config(app, settings.http_host, settings.http_port, log_level="warning")
