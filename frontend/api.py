@@ -33,6 +33,7 @@ from stacklens.api_models import (
     JobRanks,
     JobRma,
     JobSizes,
+    LinkAttribution,
     LinkPage,
     Matrix,
     Overview,
@@ -227,6 +228,13 @@ class StacklensApi:
         query = {"link": link, "guid": guid, "port": port, **_fabric_window(window),
                  "step": step_s}  # fmt: skip
         return self._get(f"/api/fabric/series{_query(query)}", FabricSeries, "fabric series")
+
+    def link_attribution(self, link: int, window: Window | None = None) -> LinkAttribution:
+        """A link's measured bytes each way over `window`'s from/to, split into the jobs
+        (and layers) whose traffic is routed over it, and `other`."""
+        query = _query(_fabric_window(window))
+        path = f"/api/fabric/links/{int(link)}/attribution{query}"
+        return self._get(path, LinkAttribution, "link attribution")
 
     def _get(self, path: str, model: type[_T], what: str) -> _T:
         """GET `path` and parse its JSON body into `model` (a response model or a list of

@@ -220,8 +220,8 @@ def paint_config() -> dict:
 def stylesheet() -> list[dict]:
     """The cytoscape stylesheet: switches as rounded boxes above HCAs as small circles and
     host groups as boxes coloured by their hottest link, links coloured by `data(colour)`;
-    error, down, gone, dimmed (filtered out), job (highlighted job's) and focused (searched)
-    classes."""
+    error, down, gone, dimmed (filtered out), stale (no recent sweep), job (highlighted
+    job's) and focused (searched, or in the URL) classes."""
     return [
         {
             "selector": "node",
@@ -297,10 +297,13 @@ def stylesheet() -> list[dict]:
             "style": {"line-color": DOWN_COLOUR, "line-style": "dashed", "width": 2},
         },
         {"selector": ".dim", "style": {"opacity": 0.12}},
+        # Stale data (no sweep for a while): the last known colours, faded and dashed.
+        {"selector": "edge.stale", "style": {"opacity": 0.4, "line-style": "dashed"}},
         {"selector": "node.job", "style": {"border-width": 4, "border-color": "#7a5af8"}},
         {"selector": "edge.job", "style": {"line-style": "solid", "z-index": 9}},
         {
             "selector": ".focus",
             "style": {"border-width": 4, "border-color": "#f79009", "z-index": 10},
         },
+        {"selector": "edge.focus", "style": {"width": 9, "z-index": 10}},
     ]

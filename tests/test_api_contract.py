@@ -81,6 +81,7 @@ CALLS = (
         f"/api/fabric/series?guid=0xf452140300000002&port=1&{THEN}&step=0.5",
         ("t_ns",),
     ),
+    ("link_attribution", (1, FABRIC_THEN), f"/api/fabric/links/1/attribution?{THEN}", ()),
 )
 #: The overview's details of a job, each the answer of a route of its own.
 DETAILS = ("matrix", "ops", "io", "collectives", "sizes", "rma", "ranks")
@@ -89,6 +90,7 @@ NOT_READ_BY_THE_FRONTEND = {
     "/api/health",
     "/metrics",
     "/api/jobs/{job}/runs",  # the page has a job's runs from the job list
+    "/api/jobs/{job}/links",  # a job's bytes per link (scripts; the Fabric page reads per link)
 }
 
 
