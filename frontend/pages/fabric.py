@@ -24,15 +24,17 @@ expands it. Clicking a link or node opens the detail panel: its counters over th
 a job's first host; the filters dim all but the hot, erroring or down links; the job box
 highlights a job's hosts and links (GET /api/jobs/<job>/placement: topological
 candidates) and dims the rest; the colour scale is log or by quantile. The links grid
-(a page of `/api/fabric/links` over the window) and the events refresh on a slower
-interval, built at most once per interval for every viewer. On an API failure the page
-keeps the last data and shows the error.
+(a page of `/api/fabric/links`: live windows in the newest sweep, from the server's
+per-sweep ranking; a custom window summed over it) and the events (of the window)
+refresh on a slower interval, built at most once per interval for every viewer. On an
+API failure the page keeps the last data and shows the error.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from typing import Any
 
@@ -532,8 +534,9 @@ def scope_of(view: dict[str, Any]) -> str:
 
 #: What the slower refreshes last built, per API client (app): {key: (time.monotonic()
 #: when built, outputs)}, the newest KEPT; built at most once per table interval for every
-#: viewer of the same view.
+#: viewer of the same view (one build at a time: the others wait for its outputs).
 _BUILT: dict[int, dict[tuple, tuple[float, Any]]] = {}
+_BUILDING = threading.Lock()
 KEPT = 32
 
 
@@ -541,20 +544,32 @@ def _shared(key: tuple, build: Any) -> Any:
     """`build()`'s outputs, or those built for `key` less than 0.8 table intervals ago."""
     built = _BUILT.setdefault(id(api.current_client()), {})
     period_s = TABLE_TICKS * flask.current_app.config.get("STACKLENS_REFRESH_MS", 1000) / 1000
-    cached = built.get(key)
-    if cached is not None and time.monotonic() - cached[0] < 0.8 * period_s:
+
+    def recent() -> Any:
+        cached = built.get(key)
+        if cached is not None and time.monotonic() - cached[0] < 0.8 * period_s:
+            return cached
+        return None
+
+    cached = recent()
+    if cached is not None:
         return cached[1]
-    outputs = build()
-    if len(built) >= KEPT and key not in built:
-        built.pop(next(iter(built)))
-    built[key] = (time.monotonic(), outputs)
-    return outputs
+    with _BUILDING:
+        cached = recent()
+        if cached is not None:
+            return cached[1]
+        outputs = build()
+        if len(built) >= KEPT and key not in built:
+            built.pop(next(iter(built)))
+        built[key] = (time.monotonic(), outputs)
+        return outputs
 
 
 def tables(_tick: int | None, view: dict[str, Any] | None, sort: str | None,
            pages: list[str | None] | None) -> tuple:  # fmt: skip
-    """The links grid (a page of the links over the view's window, in the chosen order)
-    and the window's events; built at most once per table interval for every viewer."""
+    """The links grid (a page of the links in the chosen order: live, in the newest sweep,
+    from the server's per-sweep ranking; over a custom window, summed over it) and the
+    window's events; built at most once per table interval for every viewer."""
     view = view or view_of({})
     sort = sort or "utilisation"
     pages = pages or [None]
@@ -563,7 +578,9 @@ def tables(_tick: int | None, view: dict[str, Any] | None, sort: str | None,
     def build() -> tuple:
         client = api.current_client()
         try:
-            page = client.fabric_links(sort, components.LINK_PAGE_ROWS, window, pages[-1])
+            live = view.get("live") in LIVE
+            page = client.fabric_links(sort, components.LINK_PAGE_ROWS,
+                                       None if live else window, pages[-1])  # fmt: skip
             events = client.fabric_events(components.MAX_EVENT_ROWS, window)
         except ApiError as exc:
             return (no_update,) * 6 + (components.notice(str(exc), "error"),)
@@ -571,7 +588,7 @@ def tables(_tick: int | None, view: dict[str, Any] | None, sort: str | None,
         scope = scope_of(view)
         return (
             components.fabric_link_rows(page),
-            components.fabric_links_caption(page, first, scope),
+            components.fabric_links_caption(page, first, "in the newest sweep" if live else scope),
             len(pages) <= 1,
             page.page.next_cursor is None,
             page.page.next_cursor,
