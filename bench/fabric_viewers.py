@@ -157,6 +157,13 @@ def measure_page(page, base: str, ticks: int = 5, timeout_s: float = 60) -> dict
     handle = page.wait_for_function(PAINTED, timeout=timeout_s * 1000)
     first = time.monotonic() - t0
     size = handle.json_value()
+    # When the page reached each stage (ms since navigation; assets/fabric.js marks them).
+    stages = page.evaluate(
+        "() => Object.fromEntries(['fabric-state', 'fabric-graph', 'fabric-painted'].map("
+        "(n) => [n, Math.round((performance.getEntriesByName(n)[0] || {}).startTime || -1)])"
+        ".concat([['dom_content_loaded', Math.round(performance.getEntriesByType('navigation')"
+        "[0].domContentLoadedEventEnd)]]))"
+    )
     page.evaluate("() => { window.stacklensFabricTicks.length = 0; }")
     page.wait_for_function(
         f"() => window.stacklensFabricTicks.filter((t) => t.edges > 0).length >= {ticks}",
@@ -164,7 +171,8 @@ def measure_page(page, base: str, ticks: int = 5, timeout_s: float = 60) -> dict
     )
     times = [t["fetch_to_painted_ms"] for t in page.evaluate("() => window.stacklensFabricTicks")
              if t["edges"] > 0]  # fmt: skip
-    return {"first_render_s": first, **size, "tick_median_ms": float(np.median(times)),
+    return {"first_render_s": first, **size, "stages_ms": stages,
+            "tick_median_ms": float(np.median(times)),
             "tick_max_ms": max(times), "ticks": len(times)}  # fmt: skip
 
 
@@ -200,8 +208,8 @@ def _dash_request(outputs: list[tuple[str, str]], inputs: list[tuple[str, str, o
 #: The view of a page opened at /fabric (frontend/pages/fabric.py view_of({})).
 VIEW = {"live": "5m", "from": None, "to": None, "at": None, "step": None, "job": "",
         "focus": None}  # fmt: skip
-#: What the page's slower callbacks ask every TABLE_TICKS ticks: the links grid and the
-#: events (frontend/pages/fabric.py `tables`), and the detail panel (closed).
+#: What the page's slower callback asks every TABLE_TICKS ticks: the links grid and the
+#: events (frontend/pages/fabric.py `tables`; the detail panel, closed, asks nothing).
 TABLE_REQUESTS = [
     _dash_request(
         [("fabric-links-grid", "rowData"), ("fabric-links-caption", "children"),
@@ -210,13 +218,6 @@ TABLE_REQUESTS = [
          ("fabric-status", "children")],
         [("fabric-table-interval", "n_intervals", 1), ("fabric-view", "data", VIEW),
          ("fabric-links-sort", "value", "utilisation"), ("fabric-links-pages", "data", [None])],
-    ),
-    _dash_request(
-        [("fabric-panel", "className"), ("fabric-panel-title", "children"),
-         ("fabric-panel-series", "figure"), ("fabric-panel-events", "children"),
-         ("fabric-panel-jobs", "children"), ("fabric-panel-status", "children")],
-        [("fabric-selected", "data", None), ("fabric-view", "data", VIEW),
-         ("fabric-table-interval", "n_intervals", 1)],
     ),
 ]  # fmt: skip
 

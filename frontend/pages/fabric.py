@@ -124,6 +124,7 @@ def layout(**query: str) -> html.Div:
             dcc.Store(id=ids.FABRIC_PLAYING, data=False),
             dcc.Store(id=ids.FABRIC_LINKS_PAGES, data=[None]),
             dcc.Store(id=ids.FABRIC_LINKS_NEXT),
+            dcc.Store(id=ids.FABRIC_PANEL_TICK),
             dcc.Interval(id=ids.FABRIC_TABLE_INTERVAL, interval=TABLE_TICKS * refresh_ms),
             html.Div(id=ids.FABRIC_STATUS, role="status"),
             html.Div(id=ids.FABRIC_DRAW_MESSAGE, role="status", className="notice-line"),
@@ -228,8 +229,8 @@ def _panel() -> html.Aside:
                 ],
             ),
             html.Div(id=ids.FABRIC_PANEL_STATUS, role="status"),
-            dcc.Graph(id=ids.FABRIC_PANEL_SERIES, style={"height": "340px"},
-                      config={"displaylogo": False}),
+            # The series' graph is made when the panel opens: the page loads Plotly then.
+            html.Div(id=ids.FABRIC_PANEL_SERIES),
             html.H4("Events"),
             components.markdown_table(ids.FABRIC_PANEL_EVENTS),
             html.H4("Jobs"),
@@ -446,14 +447,22 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     dash_app.callback(
         Output(ids.FABRIC_PANEL, "className"),
         Output(ids.FABRIC_PANEL_TITLE, "children"),
-        Output(ids.FABRIC_PANEL_SERIES, "figure"),
+        Output(ids.FABRIC_PANEL_SERIES, "children"),
         Output(ids.FABRIC_PANEL_EVENTS, "children"),
         Output(ids.FABRIC_PANEL_JOBS, "children"),
         Output(ids.FABRIC_PANEL_STATUS, "children"),
         Input(ids.FABRIC_SELECTED, "data"),
         Input(ids.FABRIC_VIEW, "data"),
-        Input(ids.FABRIC_TABLE_INTERVAL, "n_intervals"),
+        Input(ids.FABRIC_PANEL_TICK, "data"),
     )(panel)
+    # The panel refreshes with the tables, only while it is open (no request otherwise).
+    dash_app.clientside_callback(
+        "function (n, selected) { return selected ? n : window.dash_clientside.no_update; }",
+        Output(ids.FABRIC_PANEL_TICK, "data"),
+        Input(ids.FABRIC_TABLE_INTERVAL, "n_intervals"),
+        State(ids.FABRIC_SELECTED, "data"),
+        prevent_initial_call=True,
+    )
     dash_app.callback(
         Output(ids.FABRIC_JOB_PLACED, "data"),
         Output(ids.FABRIC_JOB_MESSAGE, "children"),
@@ -623,7 +632,7 @@ def panel(selected: dict[str, Any] | None, view: dict[str, Any] | None,
     per step with its events marked, its events, and the jobs on it (a link: the jobs
     whose traffic is routed over it)."""
     if not selected:
-        return "fabric-panel closed", "", no_update, "", "", None
+        return "fabric-panel closed", "", None, "", "", None
     view = view or view_of({})
     window = window_of(view)
     subject = (selected["kind"], selected["id"])
@@ -653,7 +662,11 @@ def panel(selected: dict[str, Any] | None, view: dict[str, Any] | None,
         return (
             "fabric-panel open",
             title,
-            figures.fabric_series(series, events),
+            dcc.Graph(
+                figure=figures.fabric_series(series, events),
+                style={"height": "340px"},
+                config={"displaylogo": False},
+            ),  # fmt: skip
             components.fabric_events_markdown(events, len(events), scope),
             jobs,
             None,
