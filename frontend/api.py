@@ -195,13 +195,6 @@ class StacklensApi:
         path = f"/api/jobs/{quote(job, safe='')}/placement{_query(window.query())}"
         return self._get(path, JobPlacement, "placement")
 
-    def link_attribution(self, link: int, start: str | None = None, end: str | None = None
-                         ) -> LinkAttribution:  # fmt: skip
-        """A link's measured bytes per direction over the window [start, end), split into
-        job x layer, with `other` and each figure's provenance."""
-        path = f"/api/fabric/links/{int(link)}/attribution{_query({'from': start, 'to': end})}"
-        return self._get(path, LinkAttribution, "link attribution")
-
     def link_attribution_series(self, link: int, start: str, end: str, step_s: float
                                 ) -> LinkAttributionSeries:  # fmt: skip
         """A link's attribution per step of `step_s` seconds over the window [start, end)."""
@@ -219,6 +212,16 @@ class StacklensApi:
     def fabric_topology(self) -> Topology:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""
         return self._get("/api/fabric/topology", Topology, "fabric topology")
+
+    def fabric_topology_since(self, etag: str | None) -> tuple[Topology, str] | None:
+        """`fabric_topology()` and its ETag (it changes only at a re-discovery), or None
+        if its ETag is still `etag` (the server then sends no body)."""
+        path = "/api/fabric/topology"
+        response = self._send(path, {"If-None-Match": etag} if etag else {})
+        if response.status_code == 304:
+            return None
+        topology = self._parse(response, path, Topology, "fabric topology")
+        return topology, str(response.headers.get("etag", ""))
 
     def fabric_state(self, window: Window | None = None) -> FabricState:
         """Every link's load, errors and flags, the fabric's counts and freshness: live (no
@@ -276,11 +279,23 @@ class StacklensApi:
         """One incident with its links, jobs and evidence."""
         return self._get(f"/api/incidents/{int(incident_id)}", IncidentDetails, "incident")
 
+    def link_attribution(self, link: int, window: Window | None = None) -> LinkAttribution:
+        """A link's measured bytes each way over `window`'s from/to, split into the jobs
+        (and layers) whose traffic is routed over it, and `other`."""
+        query = _query(_fabric_window(window))
+        path = f"/api/fabric/links/{int(link)}/attribution{query}"
+        return self._get(path, LinkAttribution, "link attribution")
+
     def _get(self, path: str, model: type[_T], what: str) -> _T:
         """GET `path` and parse its JSON body into `model` (a response model or a list of
         them); `what` names the data in error messages."""
+        return self._parse(self._send(path), path, model, what)
+
+    def _send(self, path: str, headers: dict[str, str] | None = None) -> httpx.Response:
+        """GET `path` (with these extra `headers`) as the viewer of the dashboard request;
+        an error answer or none at all raised as ApiError."""
         try:
-            response = self._http.get(path, headers=_viewer_headers())
+            response = self._http.get(path, headers={**_viewer_headers(), **(headers or {})})
         except httpx.HTTPError as exc:
             reason = str(exc) or type(exc).__name__
             url = f"{self.base_url}{path}"
@@ -291,6 +306,10 @@ class StacklensApi:
                 f"{_detail(response)}",
                 response.status_code,
             )
+        return response
+
+    def _parse(self, response: httpx.Response, path: str, model: type[_T], what: str) -> _T:
+        """The JSON body of `response` (to GET `path`) parsed into `model`."""
         try:
             return _adapter(model).validate_json(response.content)
         except pydantic.ValidationError as exc:
