@@ -243,10 +243,11 @@ def grid(grid_id: str, columns: list[dict[str, Any]], height_px: int = 420) -> A
 
 
 def job_rows(jobs: JobList) -> list[dict[str, Any]]:
-    """The jobs grid's rows: a page of the job list, newest first (row id = job id)."""
+    """The jobs grid's rows: a page of the job list, newest first (row id = the path of the
+    job's page, qualified by its owner: unique even where two owners used one job id)."""
     return [
         {
-            "id": job.job,
+            "id": job_path(job.job, job.user),
             "job": job.job,
             "user": job.user,
             "command": job.command,
@@ -357,22 +358,25 @@ def rma_caption(rma: JobRma) -> str:
     return f"{held}. In all: {totals}."
 
 
-def matrix_title(matrix: Matrix) -> list:
+def matrix_title(matrix: Matrix, owner: str | None = None) -> list:
     """Heading of the matrix section: which job (a link to its own page, where any window
-    of it can be chosen), its size and total point-to-point bytes."""
+    of it can be chosen; `owner` qualifies it), its size and total point-to-point bytes."""
     total = sum(b.bytes for b in matrix.blocks)
     details = f"{matrix.world_size} ranks · {format_bytes(total)} point-to-point"
     return [
         "Point-to-point traffic of ",
-        dcc.Link(matrix.job, href=job_path(matrix.job), className="mono job-link"),
+        dcc.Link(matrix.job, href=job_path(matrix.job, owner), className="mono job-link"),
         " ",
         html.Span(details, className="subtle"),
     ]
 
 
-def job_path(job: str) -> str:
-    """The path of a job's own page (the key quoted: it may hold a slash)."""
-    return f"/jobs/{quote(job, safe='')}"
+def job_path(job: str, owner: str | None = None) -> str:
+    """The path of a job's own page (the key quoted: it may hold a slash), qualified by its
+    owner (`?owner=`, the job list's `user`) when one is given: the id alone names one job
+    only while no two owners used it (docs/access.md, "Job URLs")."""
+    path = f"/jobs/{quote(job, safe='')}"
+    return f"{path}?owner={quote(owner, safe='')}" if owner else path
 
 
 def ops_summary(ops: JobOps) -> list | str:

@@ -280,10 +280,13 @@ def _ranked(rows: Iterable[list[str]], limit: int) -> tuple[list[list[str]], str
 # ---- the job report -------------------------------------------------------------------------
 
 
-def job_target(session: Session, job: str, run: int | None, window: Window) -> routes._Target:
-    """The job (and run) a report is of, as the job routes find it: 404 for an unknown job,
-    run, or another user's job."""
-    return routes._target(session, job, run, window)
+def job_target(
+    session: Session, job: str, run: int | None, window: Window, owner: str | None = None
+) -> routes._Target:
+    """The job (of `owner`, if given) and run a report is of, as the job routes find it:
+    404 for an unknown job, run, or another user's job; 409 if the id names jobs of
+    several owners and `owner` does not say which."""
+    return routes.find_target(session, job, owner, run, window)
 
 
 def job_report(
@@ -293,6 +296,7 @@ def job_report(
     window: Window,
     progress: Progress = no_progress,
     traffic: Traffic | None = None,
+    owner: str | None = None,
 ) -> Report:
     """The report of `job` (or its run `run`) over `window` (open: the whole job), read as
     the session's viewer may (an unknown job or another user's: 404 as the job routes);
@@ -300,9 +304,8 @@ def job_report(
     layer and, on its busy links, the job with most bytes there."""
     steps_total = 6
     progress(0, steps_total, "job and runs")
-    target = job_target(session, job, run, window)
-    found = repository.get_job(session, job)
-    assert found is not None  # _target said so
+    target = job_target(session, job, run, window, owner)
+    found = routes.find_job(session, job, owner)
     runs = repository.job_runs(session, target.scope)
     progress(1, steps_total, "profile of the ranks")
     steps = routes._steps(target, window, None, series.profile_max_steps(target.world_size))

@@ -12,7 +12,7 @@ from server import paging
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.jobs import repository as jobs
-from server.jobs.routes import CursorParam, RunParam
+from server.jobs.routes import CursorParam, OwnerParam, RunParam, find_job
 from server.paging import Limits
 from server.query_params import WindowDep
 from server.traffic import service
@@ -86,13 +86,18 @@ def link_attribution_series(
     return LinkAttributionSeries(**answer)
 
 
-@router.get("/api/jobs/{job:path}/links", response_model=JobLinks, responses=_ANSWERS)
+@router.get(
+    "/api/jobs/{job:path}/links",
+    response_model=JobLinks,
+    responses=error_responses(404, 409, **{"422": "unknown query parameter, or a bad window"}),
+)
 def job_links(
     job: str,
     session: SessionDep,
     request: Request,
     window: WindowDep,
     run: RunParam = None,
+    owner: OwnerParam = None,
     limit: Annotated[
         int, Query(ge=1, le=LINK_LIMITS.maximum, description=LINK_LIMITS.help("link directions"))
     ] = LINK_LIMITS.default,
@@ -101,9 +106,7 @@ def job_links(
     """The link directions a job's inter-host traffic crossed over the window, with the
     job's bytes on each by layer and provenance (by link id, then direction; paged), where
     its collective bytes come from (measured or modelled) and its bytes on no link."""
-    found = jobs.get_job(session, job)
-    if found is None:
-        raise HTTPException(status_code=404, detail=f"unknown job {job!r}")
+    found = find_job(session, job, owner)
     run_id = None
     if run is not None:
         chosen = jobs.get_run(session, found.id, run)
