@@ -254,7 +254,7 @@ StepParam = Annotated[
         ge=0.001,
         description="seconds per step; default: chosen from the window (1, 2, 5, 10, 15, "
         "30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 6, 24 h: the smallest that keeps it within "
-        f"{series.MAX_AUTO_STEPS} steps)",
+        f"{series.MAX_AUTO_STEPS} steps and, for a series, {series.MAX_POINTS:,} points)",
     ),
 ]
 
@@ -403,19 +403,43 @@ def job_series(
     summed into it (exact integers). Metrics per `by`: category and op: calls, bytes,
     time_ns; rank: mpi_calls, mpi_time_ns, bytes_sent (point-to-point), io_bytes,
     io_time_ns; file: reads, writes, bytes_read, bytes_written, time_ns; peer: bytes_sent,
-    msgs_sent (to it). Files: one row per step and key (t_ns, key, then the metrics)."""
+    msgs_sent (to it). Files: one row per step and key (t_ns, key, then the metrics).
+
+    An answer holds at most 65,536 points (steps x keys with values); the chosen step keeps
+    it within that (a 1,024-rank job's hour by rank or peer: 1-minute steps); a given step
+    that would exceed it is refused with 422 naming the smallest step that fits (by rank
+    and by peer counted as the job's ranks x steps, before any query)."""
     t = _target(session, job, run, window)
-    steps = _steps(t, window, step)
+    ranks = max(t.world_size, 1) if by in ("rank", "peer") else 1
+    steps = _steps(t, window, step, series.series_max_steps(ranks))
+    try:
+        if ranks * steps.count > series.MAX_POINTS:
+            raise series.TooLarge(by, steps, ranks * steps.count, ranks)
+        return _series(session, t, steps, by, fmt)
+    except series.TooLarge as large:
+        if step is not None:
+            raise HTTPException(status_code=422, detail=str(large)) from None
+        # a chosen step too fine for the keys found (op, file): the step that fits them
+        coarser = series.Steps(steps.from_ns, steps.to_ns, large.fits_ns)
+        return _series(session, t, coarser, by, fmt)
+
+
+def _series(
+    session: Session, t: _Target, steps: series.Steps, by: str, fmt: export.Format
+) -> Response:
+    """The series answer (JSON built around the database's text of its points, or a file)."""
     metrics = list(series.METRICS[by])
-    points = series.series(session, t.scope, steps, by)
     if fmt != "json":
-        rows = [{"t_ns": p["t_ns"], "key": p["key"], **dict(zip(metrics, p["values"],
-                strict=True))} for p in points]  # fmt: skip
+        rows = [dict(zip(["t_ns", "key", *metrics], r, strict=True))
+                for r in series.series_rows(session, t.scope, steps, by)]  # fmt: skip
         return export.table(rows, ["t_ns", "key", *metrics], fmt, f"series-by-{by}")
-    return export.plain_json({
+    points = series.series_json(session, t.scope, steps, by)
+    head = export.plain_json({
         "job": t.job, "by": by, "from_ns": steps.from_ns, "to_ns": steps.to_ns,
-        "step_ns": steps.step_ns, "metrics": metrics, "points": points, "run": t.run,
-    })  # fmt: skip
+        "step_ns": steps.step_ns, "metrics": metrics, "run": t.run,
+    }).body  # fmt: skip
+    body = bytes(head[:-1]) + b',"points":' + points.encode() + b"}"
+    return Response(body, media_type="application/json")
 
 
 @router.get("/{job:path}/profile", response_model=SlowRanks, responses=_TABLE)
