@@ -26,20 +26,22 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     Text,
-    case,
     distinct,
     func,
     literal,
     or_,
     select,
+    tuple_,
     union_all,
 )
+from sqlalchemy import text as text_sql
 from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import Grouping
 
 from collector.store.rollups import FILE_IO_LAYERS, MINUTE_NS, SECOND_NS
-from server.jobs.repository import Scope, op_display_category, op_display_name
+from server.jobs import profile
+from server.jobs.repository import Scope, op_display_name
 from stacklens.constants import IO_LAYERS, OVERFLOW_COMM_ID
 from stacklens.mpi_ops import CATEGORIES, op_categories, op_names
 from stacklens.schema import (
@@ -80,12 +82,13 @@ FS_PREFIX = "fs:"
 NICE_STEPS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 MAX_AUTO_STEPS = 600
 
-#: The most points (step x key with values) of a series answer: a 1,024-rank series has
-#: at most 64 steps (a 1-hour window: 1-minute steps); 1-second steps of 1 hour fit ~18 keys.
-MAX_POINTS = 65_536
+#: The most points (step x key with values) of a series answer (its cost grows with them:
+#: ~80 bytes each; 300 ms on the loaded bench VM, bench/RESULTS.md): a 1,024-rank series has
+#: at most 16 steps (a 1-hour window: 5-minute steps); 1-second steps of 1 hour fit 4 keys.
+MAX_POINTS = 16_384
 
-#: The most rank x step cells of a profile whose step is chosen (a heat map's worth).
-MAX_PROFILE_CELLS = 65_536
+#: The most rank x step cells of a profile (a heat map's worth; ~240 bytes each).
+MAX_PROFILE_CELLS = 16_384
 
 #: The most steps a series may have (a given step over a long window).
 MAX_STEPS = 100_000
@@ -112,12 +115,15 @@ class Steps:
 
 
 class TooLarge(Exception):
-    """A series would hold more than MAX_POINTS points: `points` (at least), of `keys` keys
-    over the steps; `fits_ns`, the smallest step that keeps `keys` keys within it."""
+    """A series would hold more than MAX_POINTS points: `points`, of `keys` keys over the
+    steps; `fits_ns`, the smallest step (of NICE_STEPS_S) that keeps `keys` keys within it,
+    `chosen_ns` the step chosen for them when none is given."""
 
     def __init__(self, by: str, steps: Steps, points: int, keys: int) -> None:
         self.points, self.keys = points, keys
-        self.fits_ns = auto_step_ns(steps.to_ns - steps.from_ns, series_max_steps(keys))
+        span = steps.to_ns - steps.from_ns
+        self.fits_ns = auto_step_ns(span, max(1, MAX_POINTS // max(keys, 1)))
+        self.chosen_ns = auto_step_ns(span, series_max_steps(keys))
         super().__init__(
             f"by={by} at step={steps.step_ns / 1e9:g} s over "
             f"{(steps.to_ns - steps.from_ns) / 1e9:g} s is {points:,} points ({keys:,} keys x "
@@ -152,21 +158,20 @@ def series_json(session: Session, scope: Scope, steps: Steps, by: str) -> str:
     JSON array of {t_ns, key, values} (values in METRICS[by] order), by step then key
     (ranks and peers numerically, names by code point); keys with nothing in a step are
     left out. Raises TooLarge beyond MAX_POINTS points (then nothing is built)."""
-    points = _points(session, scope, steps, by).cte("points").prefix_with("MATERIALIZED")
-    c = points.c
+    # at most MAX_POINTS + 1 points are taken: one more says the answer is too large
+    # (a CTE counting them all first cost more than the sums themselves)
+    c = _points(session, scope, steps, by).limit(MAX_POINTS + 1).subquery().c
     piece = func.concat(
         '{"t_ns":', c.at, ',"key":', func.to_json(c.key).cast(Text), ',"values":[',
         func.concat_ws(",", *(c[m] for m in METRICS[by])), "]}",
     )  # fmt: skip
-    text = select(func.string_agg(piece, aggregate_order_by(literal(","), *_order(c))))
-    count = func.count()
     query = select(
-        count, func.count(distinct(c.key)),
-        case((count <= MAX_POINTS, text.scalar_subquery()), else_=None),
-    ).select_from(points)  # fmt: skip
-    n, keys, body = session.execute(query).one()
+        func.count(), func.string_agg(piece, aggregate_order_by(literal(","), *_order(c)))
+    )
+    _roomy(session)
+    n, body = session.execute(query).one()
     if n > MAX_POINTS:
-        raise TooLarge(by, steps, n, keys)
+        raise _too_large(session, scope, steps, by)
     return f"[{body or ''}]"
 
 
@@ -175,11 +180,29 @@ def series_rows(session: Session, scope: Scope, steps: Steps, by: str) -> list[t
     points = _points(session, scope, steps, by).subquery()
     c = points.c
     query = select(c.at, c.key, *(c[m] for m in METRICS[by])).order_by(*_order(c))
+    _roomy(session)
     rows = [tuple(r) for r in session.execute(query.limit(MAX_POINTS + 1))]
     if len(rows) > MAX_POINTS:
-        n, keys = session.execute(select(func.count(), func.count(distinct(c.key)))).one()
-        raise TooLarge(by, steps, n, keys)
+        raise _too_large(session, scope, steps, by)
     return rows
+
+
+def _too_large(session: Session, scope: Scope, steps: Steps, by: str) -> TooLarge:
+    """The TooLarge error of a series found over MAX_POINTS points: how many, of how many
+    keys (counted apart: only a refused answer needs them)."""
+    c = _points(session, scope, steps, by).subquery().c
+    n, keys = session.execute(select(func.count(), func.count(distinct(c.key)))).one()
+    return TooLarge(by, steps, n, keys)
+
+
+#: Memory for a read's sums and sorts (a series of MAX_POINTS points groups and sorts ~5 MB;
+#: spilled to disk at the default 4 MB, it took twice as long).
+READ_WORK_MEM = "64MB"
+
+
+def _roomy(session: Session) -> None:
+    """Gives the session's transaction READ_WORK_MEM."""
+    session.execute(text_sql(f"SET LOCAL work_mem = '{READ_WORK_MEM}'"))
 
 
 def _order(c: Any) -> list[Any]:
@@ -403,47 +426,153 @@ def _by_peer(session: Session, scope: Scope, steps: Steps) -> Any:
 
 @dataclass(frozen=True)
 class ProfileRows:
-    """What server.jobs.profile needs of a scope's window, as plain tuples."""
+    """What server.jobs.profile needs of a scope's window."""
 
     ranks: list[int]  # the ranks seen during the window
-    elapsed: list[tuple[int, int, int]]  # (step, rank, ns covered by its intervals)
-    ops: list[tuple[int, int, str, str, int]]  # (step, rank, op, category, time_ns)
-    io: list[tuple[int, int, int]]  # (step, rank, POSIX + stdio time_ns)
+    cells: int  # how many (step, rank) shares
+    shares: str  # the shares as the text of a JSON array, by step then rank
+    totals: dict[str, dict[int, int]]  # place -> rank -> time over the window
     coll: list[tuple[int, int, str, int, int]]  # (comm_id, comm_size, op, rank, time_ns)
 
 
+#: The columns of a share summed per (step, rank), in order: elapsed, the MPI categories,
+#: then file I/O, start-up and shutdown (profile.op_class's order).
+_SHARE_PARTS = ("elapsed_ns", *profile.MPI_CATEGORIES, "io_ns", "startup_ns", "shutdown_ns")
+
+
 def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
-    """The ranks seen during the window; per step and rank: the time its intervals cover,
-    time inside each MPI op and in POSIX/stdio I/O; time per rank inside each collective per
-    communicator over the window."""
+    """The ranks seen during the window; per step and rank (JSON made in the database):
+    the time its intervals cover, inside MPI per category, in file I/O (POSIX and stdio,
+    and MPI-IO calls), start-up, shutdown and computation (server.jobs.profile); per place
+    (op, category, file I/O, computation) each rank's time over the window; time per rank
+    inside each collective per communicator over the window."""
+    _roomy(session)
     ranks = select(Rank.world_rank).where(*scope.rows(Rank)).distinct().order_by(Rank.world_rank)
     seen = [int(r) for r in session.scalars(ranks)]
-    elapsed = [
-        (int(r[0]), int(r[1]), int(r[2])) for r in session.execute(_elapsed(session, scope, steps))
-    ]
-    r, o = RankOpMinute, OpDelta
-    op_rows = _rows(session, scope, steps, MINUTE_NS,
-                    _Source(r, [r.world_rank, r.op_id, r.time_ns], time=r.minute_ns),
-                    _Source(o, [o.world_rank, o.op_id, o.time_ns]))  # fmt: skip
-    keys = (op_rows.c.at, op_rows.c.world_rank, op_rows.c.op_id)
-    op_query = select(*keys, _sum(op_rows.c.time_ns, "time_ns")).group_by(*keys)
+    per_op = _profile_ops(session, scope, steps).cte("per_op")
+    cells = _cells(session, scope, steps, per_op).cte("cells")
+    c = cells.c
+    piece = func.concat(
+        '{"t_ns":', c.at, ',"rank":', c.world_rank, ',"elapsed_ns":', c.elapsed_ns,
+        ',"mpi_ns":{',
+        *(x for i, name in enumerate(profile.MPI_CATEGORIES)
+          for x in (f'{"," if i else ""}"{name}":', c[name])),
+        '},"io_ns":', c.io_ns, ',"startup_ns":', c.startup_ns, ',"shutdown_ns":',
+        c.shutdown_ns, ',"compute_ns":', c.compute_ns, "}",
+    )  # fmt: skip
+    places = [*profile.MPI_CATEGORIES, "io_ns", "compute_ns"]
+    rank_totals = select(c.world_rank, *(func.sum(c[p]) for p in places)).group_by(c.world_rank)
+    classes = _op_classes(per_op.c.op_id)
+    op_totals = (
+        select(per_op.c.op_id, per_op.c.world_rank, func.sum(per_op.c.ns))
+        .where(classes.not_in([profile.STARTUP_CLASS, profile.SHUTDOWN_CLASS]))
+        .group_by(per_op.c.op_id, per_op.c.world_rank)
+    )
+
+    def as_json(rows: Any) -> Any:
+        t = rows.subquery()
+        return select(func.json_agg(func.json_build_array(*t.c))).scalar_subquery()
+
+    query = select(
+        select(func.count()).select_from(cells).scalar_subquery(),
+        select(func.string_agg(piece, aggregate_order_by(literal(","), c.at, c.world_rank)))
+        .scalar_subquery(),
+        as_json(rank_totals), as_json(op_totals),
+    )  # fmt: skip
+    n, shares, by_rank, by_op = session.execute(query).one()
+    totals: dict[str, dict[int, int]] = {}
+    for op_id, rank, ns in by_op or []:
+        totals.setdefault(op_display_name(op_id), {})[rank] = int(ns)
+    names = [*profile.MPI_CATEGORIES, profile.FILE_IO, profile.COMPUTATION]
+    for rank, *sums in by_rank or []:
+        for name, ns in zip(names, sums, strict=True):
+            totals.setdefault(name, {})[rank] = int(ns)
+    return ProfileRows(seen, n, f"[{shares or ''}]", totals, _profile_coll(session, scope, steps))
+
+
+def profile_steps(
+    session: Session, scope: Scope, steps: Steps, place: str
+) -> dict[int, dict[int, int]]:
+    """The time of one place of profile_rows' totals per step and rank (the ranks with time
+    there in the step; an op's: those that called it)."""
+    per_op = _profile_ops(session, scope, steps).cte("per_op")
+    if place in (*profile.MPI_CATEGORIES, profile.FILE_IO, profile.COMPUTATION):
+        column = {profile.FILE_IO: "io_ns", profile.COMPUTATION: "compute_ns"}.get(place, place)
+        cells = _cells(session, scope, steps, per_op).subquery()
+        query = select(cells.c.at, cells.c.world_rank, cells.c[column])
+    else:
+        name = func.coalesce(_by_id(op_names(), Text, per_op.c.op_id),
+                             func.concat("op ", per_op.c.op_id))  # fmt: skip
+        query = select(per_op.c.at, per_op.c.world_rank, per_op.c.ns).where(name == place)
+    found: dict[int, dict[int, int]] = {}
+    for at, rank, ns in session.execute(query):
+        found.setdefault(int(at), {})[int(rank)] = int(ns)
+    return found
+
+
+def _op_classes(op_id: Any) -> Any:
+    """SQL: profile.op_class of an op id."""
     names, categories = op_names(), op_categories()
-    ops = [
-        (at, rank, names[op], categories[op], ns) if op < len(names)
-        else (at, rank, op_display_name(op), op_display_category(op), ns)
-        for at, rank, op, ns in session.execute(op_query)
-    ]  # fmt: skip
+    classes = [profile.op_class(n, c) for n, c in zip(names, categories, strict=True)]
+    other = profile.MPI_CATEGORIES.index("other")
+    return func.coalesce(_by_id(classes, Integer, op_id), other)
+
+
+def _profile_ops(session: Session, scope: Scope, steps: Steps) -> Any:
+    """SQL: (at, world_rank, op_id, ns) per step, rank and op: time inside it."""
+    r, o = RankOpMinute, OpDelta
+    rows = _rows(session, scope, steps, MINUTE_NS,
+                 _Source(r, [r.world_rank, r.op_id, r.time_ns], time=r.minute_ns),
+                 _Source(o, [o.world_rank, o.op_id, o.time_ns]))  # fmt: skip
+    keys = (rows.c.at, rows.c.world_rank, rows.c.op_id)
+    return select(*keys, _sum(rows.c.time_ns, "ns")).group_by(*keys)
+
+
+def _cells(session: Session, scope: Scope, steps: Steps, per_op: Any) -> Any:
+    """SQL: the shares per (at, world_rank): _SHARE_PARTS, then compute_ns (elapsed -
+    MPI - file I/O - shutdown, at least 0). Every step and rank with ops or file I/O has an
+    elapsed time (its intervals are among those that stored anything): ops and I/O are
+    joined to it."""
+    elapsed = _elapsed(session, scope, steps).subquery()
+    classes = _op_classes(per_op.c.op_id)
+    by_class = (
+        select(per_op.c.at, per_op.c.world_rank,
+               *(func.sum(per_op.c.ns).filter(classes == k).cast(BigInteger).label(name)
+                 for k, name in enumerate(_SHARE_PARTS[1:])))
+        .group_by(per_op.c.at, per_op.c.world_rank)
+        .subquery()
+    )  # fmt: skip
     v, d = RankValueMinute, IoDelta
     io_rows = _rows(session, scope, steps, MINUTE_NS,
                     _Source(v, [v.world_rank, v.file_io_ns], time=v.minute_ns),
                     _Source(d, [d.world_rank, _io_time(d).label("file_io_ns")],
                             [d.phase == 0, d.layer.in_(FILE_IO_LAYERS)]))  # fmt: skip
-    io_query = (
+    io = (
         select(io_rows.c.at, io_rows.c.world_rank, _sum(io_rows.c.file_io_ns, "ns"))
         .group_by(io_rows.c.at, io_rows.c.world_rank)
-        .having(func.sum(io_rows.c.file_io_ns) > 0)
+        .subquery()
     )
-    io = [tuple(r) for r in session.execute(io_query)]
+    parts = {"elapsed_ns": elapsed.c.ns}
+    for name in _SHARE_PARTS[1:]:
+        part = func.coalesce(by_class.c[name], 0)
+        parts[name] = part + func.coalesce(io.c.ns, 0) if name == "io_ns" else part
+    busy = sum((v for p, v in parts.items() if p not in ("elapsed_ns", "startup_ns")),
+               start=literal(0, BigInteger))  # fmt: skip
+    compute = func.greatest(0, elapsed.c.ns - busy).label("compute_ns")
+    same = (elapsed.c.at, elapsed.c.world_rank)
+    return (
+        select(elapsed.c.at, elapsed.c.world_rank, *(v.label(p) for p, v in parts.items()),
+               compute)
+        .outerjoin(by_class, tuple_(by_class.c.at, by_class.c.world_rank) == tuple_(*same))
+        .outerjoin(io, tuple_(io.c.at, io.c.world_rank) == tuple_(*same))
+    )  # fmt: skip
+
+
+def _profile_coll(
+    session: Session, scope: Scope, steps: Steps
+) -> list[tuple[int, int, str, int, int]]:
+    """(comm_id, comm_size, op, rank, time_ns) of every collective with calls over the
+    window, per rank (overflow communicators left out)."""
     cm, cd = CollMinute, CollDelta
     coll_rows = _rows(
         session, scope, steps, MINUTE_NS,
@@ -458,11 +587,10 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
         .group_by(c.comm_id, c.comm_size, c.op_id, c.world_rank)
         .having(func.sum(c.calls) > 0)
     )
-    coll = [
+    return [
         (int(r[0]), int(r[1]), op_display_name(r[2]), int(r[3]), int(r[4]))
         for r in session.execute(coll_query)
     ]
-    return ProfileRows(seen, elapsed, ops, io, coll)
 
 
 def _elapsed(session: Session, scope: Scope, steps: Steps) -> Any:
