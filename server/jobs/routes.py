@@ -10,6 +10,7 @@ inverted a 422. The table endpoints and the series answer CSV or Parquet files t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -302,7 +303,7 @@ StepParam = Annotated[
         ge=0.001,
         description="seconds per step; default: chosen from the window (1, 2, 5, 10, 15, "
         "30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 6, 24 h: the smallest that keeps it within "
-        f"{series.MAX_AUTO_STEPS} steps)",
+        f"{series.MAX_AUTO_STEPS} steps and, for a series, {series.MAX_POINTS:,} points)",
     ),
 ]
 
@@ -463,19 +464,43 @@ def job_series(
     summed into it (exact integers). Metrics per `by`: category and op: calls, bytes,
     time_ns; rank: mpi_calls, mpi_time_ns, bytes_sent (point-to-point), io_bytes,
     io_time_ns; file: reads, writes, bytes_read, bytes_written, time_ns; peer: bytes_sent,
-    msgs_sent (to it). Files: one row per step and key (t_ns, key, then the metrics)."""
+    msgs_sent (to it). Files: one row per step and key (t_ns, key, then the metrics).
+
+    An answer holds at most 16,384 points (steps x keys with values); the chosen step keeps
+    it within that (a 1,024-rank job's hour by rank or peer: 5-minute steps); a given step
+    that would exceed it is refused with 422 naming the smallest step that fits (by rank
+    and by peer counted as the job's ranks x steps, before any query)."""
     t = find_target(session, job, owner, run, window)
-    steps = _steps(t, window, step)
+    ranks = max(t.world_size, 1) if by in ("rank", "peer") else 1
+    steps = _steps(t, window, step, series.series_max_steps(ranks))
+    try:
+        if by in ("rank", "peer") and ranks * steps.count > series.MAX_POINTS:
+            raise series.TooLarge(by, steps, ranks * steps.count, ranks)
+        return _series(session, t, steps, by, fmt)
+    except series.TooLarge as large:
+        if step is not None:
+            raise HTTPException(status_code=422, detail=str(large)) from None
+        # a chosen step too fine for the keys found (op, file): the step that fits them
+        coarser = series.Steps(steps.from_ns, steps.to_ns, large.chosen_ns)
+        return _series(session, t, coarser, by, fmt)
+
+
+def _series(
+    session: Session, t: _Target, steps: series.Steps, by: str, fmt: export.Format
+) -> Response:
+    """The series answer (JSON built around the database's text of its points, or a file)."""
     metrics = list(series.METRICS[by])
-    points = series.series(session, t.scope, steps, by)
     if fmt != "json":
-        rows = [{"t_ns": p["t_ns"], "key": p["key"], **dict(zip(metrics, p["values"],
-                strict=True))} for p in points]  # fmt: skip
+        rows = [dict(zip(["t_ns", "key", *metrics], r, strict=True))
+                for r in series.series_rows(session, t.scope, steps, by)]  # fmt: skip
         return export.table(rows, ["t_ns", "key", *metrics], fmt, f"series-by-{by}")
-    return export.plain_json({
+    points = series.series_json(session, t.scope, steps, by)
+    head = export.plain_json({
         "job": t.job, "by": by, "from_ns": steps.from_ns, "to_ns": steps.to_ns,
-        "step_ns": steps.step_ns, "metrics": metrics, "points": points, "run": t.run,
-    })  # fmt: skip
+        "step_ns": steps.step_ns, "metrics": metrics, "run": t.run,
+    }).body  # fmt: skip
+    body = bytes(head[:-1]) + b',"points":' + points.encode() + b"}"
+    return Response(body, media_type="application/json")
 
 
 @router.get("/{job:path}/profile", response_model=SlowRanks, responses=_TABLE)
@@ -494,20 +519,37 @@ def job_profile(
     the ranks far above the median rank in one place, named in plain words; per
     communicator and collective op, how unevenly its ranks' time inside was spread (the
     rank with the least is the last to arrive). Steps as in the series (files: the
-    shares). Its chosen step keeps ranks x steps within 65,536 (a 1,024-rank job's hour:
-    1-minute steps)."""
+    shares). At most 16,384 rank x step cells: the chosen step keeps within that (a
+    1,024-rank job's hour: 5-minute steps); a given step beyond it is refused with 422
+    naming the smallest step that fits."""
     t = find_target(session, job, owner, run, window)
     steps = _steps(t, window, step, series.profile_max_steps(t.world_size))
+    cells = max(t.world_size, 1) * steps.count
+    if step is not None and cells > series.MAX_PROFILE_CELLS:
+        fits = series.auto_step_ns(
+            steps.to_ns - steps.from_ns, series.profile_max_steps(t.world_size)
+        )
+        span = (steps.to_ns - steps.from_ns) / 1e9
+        raise HTTPException(
+            status_code=422,
+            detail=f"step={step:g} s over {span:g} s is {cells:,} rank x step cells "
+            f"({t.world_size:,} ranks), more than {series.MAX_PROFILE_CELLS:,}: ask for "
+            f"step >= {fits / 1e9:g} s or a shorter window, or leave step out",
+        )
     rows = series.profile_rows(session, t.scope, steps)
-    shares = profile.shares(rows.elapsed, rows.ops, rows.io)
     if fmt != "json":
-        return export.model_table([RankShare(**s) for s in shares], RankShare, fmt, "profile")
-    return export.plain_json({
+        shares = [RankShare(**s) for s in json.loads(rows.shares)]
+        return export.model_table(shares, RankShare, fmt, "profile")
+    found = profile.outliers(
+        rows.totals, rows.ranks, lambda place: series.profile_steps(session, t.scope, steps, place)
+    )
+    head = export.plain_json({
         "job": t.job, "from_ns": steps.from_ns, "to_ns": steps.to_ns,
-        "step_ns": steps.step_ns, "shares": shares,
-        "outliers": profile.outliers(shares, rows.ops, rows.ranks),
+        "step_ns": steps.step_ns, "outliers": found,
         "imbalance": profile.imbalance(rows.coll), "run": t.run,
-    })  # fmt: skip
+    }).body  # fmt: skip
+    body = bytes(head[:-1]) + b',"shares":' + rows.shares.encode() + b"}"
+    return Response(body, media_type="application/json")
 
 
 def _steps(

@@ -8,6 +8,7 @@ builders of frontend/figures.py and server/reports/figures.py.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -310,15 +311,18 @@ def job_report(
     progress(1, steps_total, "profile of the ranks")
     steps = routes._steps(target, window, None, series.profile_max_steps(target.world_size))
     rows = series.profile_rows(session, target.scope, steps)
-    shares = profile.shares(rows.elapsed, rows.ops, rows.io)
     prof = SlowRanks.model_validate(
         {
             "job": target.job,
             "from_ns": steps.from_ns,
             "to_ns": steps.to_ns,
             "step_ns": steps.step_ns,
-            "shares": shares,
-            "outliers": profile.outliers(shares, rows.ops, rows.ranks),
+            "shares": json.loads(rows.shares),
+            "outliers": profile.outliers(
+                rows.totals,
+                rows.ranks,
+                lambda place: series.profile_steps(session, target.scope, steps, place),
+            ),
             "imbalance": profile.imbalance(rows.coll),
             "run": target.run,
         }
@@ -331,7 +335,7 @@ def job_report(
             "to_ns": steps.to_ns,
             "step_ns": steps.step_ns,
             "metrics": list(series.METRICS["category"]),
-            "points": series.series(session, target.scope, steps, "category"),
+            "points": json.loads(series.series_json(session, target.scope, steps, "category")),
             "run": target.run,
         }
     )
