@@ -28,7 +28,7 @@ from server.jobs import placement
 from server.query_params import MAX_NS, Window
 from server.traffic import collectives, wire
 from server.traffic.attribution import Transfer, rma_direction, storage_shares
-from server.traffic.routing import Crossing, FabricLink, Router
+from server.traffic.routing import Crossing, RouteLink, Router
 from stacklens.mpi_ops import op_names
 from stacklens.schema import (
     CollDelta,
@@ -90,7 +90,7 @@ def load_fabric(session: Session, paths: str) -> Fabric:
         if unsigned64(guid) in switches
     }
     links = [
-        FabricLink(lk["id"], (int(lk["a"]["guid"], 16), lk["a"]["port"]),
+        RouteLink(lk["id"], (int(lk["a"]["guid"], 16), lk["a"]["port"]),
                    (int(lk["b"]["guid"], 16), lk["b"]["port"]))
         for lk in up
     ]  # fmt: skip
