@@ -891,8 +891,9 @@ class JobLinks(ApiModel):
     from_ns: int | None
     to_ns: int | None
     paths: PathMode
-    collectives: Literal["measured", "modelled"] = Field(
-        description="where the job's collective on-wire bytes come from"
+    collectives: Literal["measured", "mixed", "modelled"] = Field(
+        description="where the job's collective on-wire bytes come from: measured by the "
+        "MPI in every run, in some (mixed), or modelled"
     )
     links: list[JobLinkBytes]
     page: PageInfo
