@@ -126,22 +126,35 @@ def _minute_rows(ids: Any, lo: int, hi: int, at: Any) -> Any:
 
 
 def _summed(parts: list[Any]) -> Any:
-    """SELECT port_id, at, SUM_COLUMNS of the ROW_COLUMNS of `parts`, grouped by both."""
-    rows = union_all(*parts).subquery() if len(parts) > 1 else parts[0].subquery()
+    """SELECT port_id, at, SUM_COLUMNS of the ROW_COLUMNS of `parts`, grouped by both: each
+    part summed on its own first (a few rows per port and step each, hashed in memory), then
+    the parts' sums added up."""
+    sums = [_sum_columns(part.subquery(), first=True) for part in parts]
+    if len(sums) == 1:
+        return sums[0]
+    return _sum_columns(union_all(*sums).subquery(), first=False)
+
+
+def _sum_columns(rows: Any, first: bool) -> Any:
+    """SELECT port_id, at, SUM_COLUMNS of `rows` grouped by both; `first`: `rows` are
+    ROW_COLUMNS (a known delta counted where one is), else SUM_COLUMNS (counts added)."""
     c = rows.c
 
-    def total(name: str) -> Any:
-        return func.sum(c[name]).cast(BigInteger).label(name)
+    def total(column: Any) -> Any:
+        return func.coalesce(func.sum(column), 0).cast(BigInteger)
+
+    def known(x: str) -> Any:
+        return func.count(c[f"d_{x}"]) if first else total(c[f"k_{x}"])
 
     return select(
         c.port_id,
         c.at,
-        total("samples"),
+        total(c.samples).label("samples"),
         func.max(c.last_ns).label("last_ns"),
         func.bit_or(c.flags).label("flags"),
-        *(func.coalesce(func.sum(c[f"d_{x}"]), 0).cast(BigInteger) for x in PORT_COUNTERS),
-        *(func.count(c[f"d_{x}"]) for x in PORT_COUNTERS),  # a row with a known delta
-        *(total(f"t_{x}") for x in RATE_COUNTERS),
+        *(total(c[f"d_{x}"]).label(f"d_{x}") for x in PORT_COUNTERS),
+        *(known(x).label(f"k_{x}") for x in PORT_COUNTERS),
+        *(total(c[f"t_{x}"]).label(f"t_{x}") for x in RATE_COUNTERS),
     ).group_by(c.port_id, c.at)
 
 
