@@ -87,14 +87,12 @@ class IncidentService:
         engine: Engine,
         thresholds: Thresholds,
         sweep_interval_s: float = 1.0,
-        storage: list[str] | None = None,
         webhook: Webhook | None = None,
         clock: Callable[[], int] = time.time_ns,
     ):
         self.engine = engine
         self.th = thresholds
         self.interval_ns = int(sweep_interval_s * SECOND)
-        self.storage = storage or []
         self.webhook = webhook
         self.clock = clock
         self.stats = ServiceStats()
@@ -221,7 +219,7 @@ class IncidentService:
         slack = self.th.sweeps * self.interval_ns
         incidents: list[Joined] = []
         assert self._view is not None
-        traffic = repo.LinkTraffic(session, self._view, self.storage) if link_signals else None
+        traffic = repo.LinkTraffic(session, self._view) if link_signals else None
         for signal in link_signals:
             assert traffic is not None
             upto = signal.end_ns or now
@@ -359,6 +357,5 @@ def incident_service(engine: Engine, settings: Any) -> IncidentService | None:
         engine,
         Thresholds.from_settings(settings),
         sweep_interval_s=settings.fabric_interval_ms / 1000,
-        storage=settings.items(settings.storage_nodes),
         webhook=Webhook(settings.alert_webhook) if settings.alert_webhook else None,
     )

@@ -70,8 +70,8 @@ def test_detected_within_two_sweeps_named_and_closed(staged):
                     ("alice-inc", "alice", "victim", ["mpi_slowdown"])]  # fmt: skip
     bob, alice = opened["jobs"]
     # bytes on the link at sweep 11: the intervals ending in [T0 + 8 s, T0 + 12 s] (from 2
-    # sweeps before the start), both ranks (each direction crosses it), point-to-point only
-    # (no storage nodes configured): 5 x 2 x 50 MiB; alice 5 x 2 x 1 MiB
+    # sweeps before the start), both ranks (each direction crosses it), point-to-point (file
+    # I/O is not placed on links): 5 x 2 x 50 MiB; alice 5 x 2 x 1 MiB
     assert bob["link_bytes"] == 10 * (50 << 20) and alice["link_bytes"] == 10 * (1 << 20)
     assert bob["files"] == ["MPI-IO:/scratch/bob/ckpt.h5"]
     assert sorted(alice["ranks"]) == [0, 1]
