@@ -112,25 +112,25 @@ def link_point(
 
 
 def link_events_after(session: Session, after_ns: int, upto_ns: int,
-                      links: list[dict[str, Any]]) -> dict[int, list[int]]:  # fmt: skip
-    """Link id -> times of its link_down / link_up events in (after_ns, upto_ns]."""
+                      links: list[dict[str, Any]]) -> dict[int, list[tuple[int, int]]]:  # fmt: skip
+    """Link id -> (event id, time) of its link_down / link_up events in (after_ns, upto_ns]."""
     ends = {}
     for lk in links:
         key = ((lk["a"]["guid"], lk["a"]["port"]), (lk["b"]["guid"], lk["b"]["port"]))
         ends[key] = ends[key[::-1]] = lk["id"]
-    query = select(FabricEvent.ts_ns, FabricEvent.details).where(
+    query = select(FabricEvent.id, FabricEvent.ts_ns, FabricEvent.details).where(
         FabricEvent.kind.in_(("link_down", "link_up")),
         FabricEvent.ts_ns > after_ns,
         FabricEvent.ts_ns <= upto_ns,
     )
-    out: dict[int, list[int]] = defaultdict(list)
-    for ts, details in session.execute(query):
+    out: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for event_id, ts, details in session.execute(query):
         try:
             key = ((details["a"][0], details["a"][1]), (details["b"][0], details["b"][1]))
         except (KeyError, IndexError, TypeError):
             continue
         if key in ends:
-            out[ends[key]].append(ts)
+            out[ends[key]].append((event_id, ts))
     return dict(out)
 
 

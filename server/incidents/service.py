@@ -4,7 +4,7 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
 `tick` in a worker thread:
 
 1. the sweeps stored since the last tick, in order, through the link detectors
-   (congestion, errors), and the new link down/up events (flaps);
+   (congestion, errors), and the link down/up events stored since (flaps);
 2. every job's whole-second steps that have settled (SETTLE_NS past their end, so late
    frames are in) through its own detectors (MPI slowdown, I/O stall);
 3. the join: each link signal with the overlapping job signals of the jobs whose traffic
@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 SECOND = 10**9
 #: How long after a step's end its frames are taken to be in.
 SETTLE_NS = 1_500_000_000
+#: How far back each pass reads link events again (an event is stored after its time).
+EVENT_MARGIN_NS = 10 * SECOND
 #: How often an open incident's jobs' bytes on its links, ranks and files are read again.
 REFRESH_NS = 5 * SECOND
 #: How the kinds are named in titles.
@@ -100,6 +102,7 @@ class IncidentService:
         self.jobs: dict[int, JobDetector] = {}
         self.sweep_after: int | None = None  # newest sweep fed
         self.events_after: int | None = None
+        self.events_seen: dict[int, int] = {}  # event id -> its time, of those read lately
         self.steps_after: int | None = None  # end of the newest step fed
         self.ended: list[Signal] = []  # closed since the last tick, to store once more
         self.joined: dict[str, str] = {}  # job signal key -> the link incident it joined
@@ -153,6 +156,7 @@ class IncidentService:
                 self._view = repo.FabricView(session)  # a new discovery was stored
             links = self._view.links
             fed = self._fabric(session, links, now)
+            fed |= self._events(session, links, now)
             fed |= self._jobs(session, now)
             messages = self._store(session, links, now) if fed or self.stored else []
             session.commit()
@@ -169,17 +173,31 @@ class IncidentService:
             return False
         if self.sweep_after is None:  # enough sweeps before now to judge streaks afresh
             self.sweep_after = newest - (self.th.sweeps + self.th.clear + 1) * self.interval_ns
-            self.events_after = newest - self.th.baseline_ns
         for _, points in repo.sweeps_after(session, self.sweep_after, newest, links):
             self.ended += [s for s in self.links.sweep(points) if s.end_ns is not None]
-        assert self.events_after is not None
-        events = repo.link_events_after(session, self.events_after, newest, links)
-        for link in set(events) | set(self.links.events):
-            signal = self.links.link_events(link, events.get(link, []), newest)
+        self.sweep_after = newest
+        return True
+
+    def _events(self, session: Session, links: list[dict[str, Any]], now: int) -> bool:
+        """Feed the link down/up events stored since the last tick (and age the old ones:
+        a flap ends when its events leave the baseline window)."""
+        # read again from EVENT_MARGIN_NS back: an event is stored after its time
+        after = now - self.th.baseline_ns if self.events_after is None else self.events_after
+        events = repo.link_events_after(session, after - EVENT_MARGIN_NS, now, links)
+        new: dict[int, list[int]] = {}
+        for link, seen in events.items():
+            times = [ts for event_id, ts in seen if event_id not in self.events_seen]
+            self.events_seen.update(seen)
+            if times:
+                new[link] = times
+        self.events_seen = {i: ts for i, ts in self.events_seen.items()
+                            if ts > after - 2 * EVENT_MARGIN_NS}  # fmt: skip
+        for link in set(new) | set(self.links.events):
+            signal = self.links.link_events(link, new.get(link, []), now)
             if signal is not None and signal.end_ns is not None:
                 self.ended.append(signal)
-        self.sweep_after = self.events_after = newest
-        return True
+        self.events_after = now
+        return bool(new) or bool(self.links.flaps)
 
     def _jobs(self, session: Session, now: int) -> bool:
         upto = (now - SETTLE_NS) // SECOND * SECOND
