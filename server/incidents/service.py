@@ -158,7 +158,7 @@ class IncidentService:
             fed = self._fabric(session, links, now)
             fed |= self._events(session, links, now)
             fed |= self._jobs(session, now)
-            messages = self._store(session, links, now) if fed or self.stored else []
+            messages = self._store(session, links, now) if fed else []
             session.commit()
         self.stats.ticks += 1
         self.stats.last_tick_s = time.monotonic() - started
@@ -192,12 +192,14 @@ class IncidentService:
                 new[link] = times
         self.events_seen = {i: ts for i, ts in self.events_seen.items()
                             if ts > after - 2 * EVENT_MARGIN_NS}  # fmt: skip
+        changed = False
         for link in set(new) | set(self.links.events):
             signal = self.links.link_events(link, new.get(link, []), now)
             if signal is not None and signal.end_ns is not None:
                 self.ended.append(signal)
+            changed |= signal is not None
         self.events_after = now
-        return bool(new) or bool(self.links.flaps)
+        return bool(new) or changed
 
     def _jobs(self, session: Session, now: int) -> bool:
         upto = (now - SETTLE_NS) // SECOND * SECOND
