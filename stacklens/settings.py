@@ -184,7 +184,6 @@ class Settings(BaseSettings):
     incident_slowdown: float = Field(default=3.0, gt=1.0)
     incident_baseline_s: float = Field(default=120.0, gt=0)
     incident_min_time_ms: float = Field(default=50.0, ge=0)
-    storage_nodes: str = ""  # comma-separated fabric node names
     alert_webhook: str = ""
 
     @field_validator("collector")

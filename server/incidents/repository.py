@@ -3,9 +3,9 @@ events, jobs' steps), which jobs' traffic crosses a link and how many bytes, and
 incidents (written by the detector service, read by the routes through the owner filter).
 
 Jobs on a link: a job's hosts are placed on the fabric as server/jobs/placement.py places
-them; its inter-host point-to-point bytes (p2p_deltas, by host pair) and its file I/O
-bytes (io_deltas, to the storage nodes of STACKLENS_STORAGE_NODES, split evenly; reads
-back) are routed over the switches' stored forwarding tables (fabric_lfts). Without
+them; its inter-host point-to-point bytes (p2p_deltas, by host pair) are routed over the
+switches' stored forwarding tables (fabric_lfts). File I/O is not placed on links here
+(where the storage servers sit is the traffic domain's, server/traffic, to come). Without
 forwarding tables a job is on a link when the link is one of its placement links (host
 links and topological candidates), bytes unknown (null).
 """
@@ -111,18 +111,22 @@ def link_point(
     )
 
 
-def link_events_after(session: Session, after_ns: int, upto_ns: int) -> dict[int, list[int]]:
-    """Link id -> times its state changed in (after_ns, upto_ns]: the starts (down) and
-    ends (back up) of its link_down events."""
+def link_events_after(
+    session: Session, after_ns: int, upto_ns: int
+) -> dict[int, list[tuple[int, int]]]:
+    """Link id -> (change id, time) of each time its state changed in (after_ns, upto_ns]:
+    the start (down) and the end (back up) of its link_down events. A change id is unique
+    per change: 2 x the event's id for its start, + 1 for its end."""
     start, end = FabricEvent.start_ns, FabricEvent.end_ns
-    query = select(FabricEvent.link_id, start, end).where(
+    query = select(FabricEvent.id, FabricEvent.link_id, start, end).where(
         FabricEvent.kind == "link_down",
         FabricEvent.link_id.is_not(None),
         or_(and_(start > after_ns, start <= upto_ns), and_(end > after_ns, end <= upto_ns)),
     )
-    out: dict[int, list[int]] = defaultdict(list)
-    for link, down_ns, up_ns in session.execute(query):
-        changes = [t for t in (down_ns, up_ns) if t is not None and after_ns < t <= upto_ns]
+    out: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for event_id, link, down_ns, up_ns in session.execute(query):
+        changes = [(2 * event_id + i, t) for i, t in enumerate((down_ns, up_ns))
+                   if t is not None and after_ns < t <= upto_ns]  # fmt: skip
         if link is not None:  # always: the query excludes it; this tells the type checker
             out[link] += changes
     return dict(out)
@@ -262,16 +266,6 @@ def _host_pairs(session: Session, job: int, from_ns: int, to_ns: int) -> dict[tu
     return {(a, b): int(n) for a, b, n in session.execute(query) if n}
 
 
-def _host_io(session: Session, job: int, from_ns: int, to_ns: int) -> dict[str, tuple[int, int]]:
-    query = (
-        select(Rank.host, func.sum(IoDelta.bytes_written), func.sum(IoDelta.bytes_read))
-        .join(Rank, and_(Rank.run_id == IoDelta.run_id, Rank.world_rank == IoDelta.world_rank))
-        .where(IoDelta.job_id == job, IoDelta.t_end_ns >= from_ns, IoDelta.t_end_ns < to_ns)
-        .group_by(Rank.host)
-    )
-    return {h: (int(w or 0), int(r or 0)) for h, w, r in session.execute(query) if w or r}
-
-
 class FabricView:
     """The current fabric as the join needs it: its nodes and links (server.fabric's rows),
     the routing Topology (None without forwarding tables) and link ids by their ends. Read
@@ -310,11 +304,10 @@ class LinkTraffic:
     """Which jobs' traffic crosses which links over a window, and how many bytes: routed
     over the forwarding tables (placement candidates, bytes unknown, without them)."""
 
-    def __init__(self, session: Session, view: FabricView, storage: list[str]):
+    def __init__(self, session: Session, view: FabricView):
         self.session = session
         self.view = view
         self.topology = view.topology
-        self.storage = storage
         self._placed: dict[int, tuple[dict[str, int], list[int]]] = {}
 
     def _route(self, src: int, dst: int) -> list[int]:
@@ -347,14 +340,6 @@ class LinkTraffic:
         for (a, b), n in _host_pairs(self.session, job, from_ns, to_ns).items():
             if a in guids and b in guids:
                 flows[(guids[a], guids[b])] += n
-        servers = [self.topology.node(s).guid for s in self.storage
-                   if s in self.topology._by_name]  # fmt: skip
-        if servers:
-            for host, (written, read) in _host_io(self.session, job, from_ns, to_ns).items():
-                if host in guids:
-                    for server in servers:
-                        flows[(guids[host], server)] += written // len(servers)
-                        flows[(server, guids[host])] += read // len(servers)
         total, crossed = 0, set()
         for (src, dst), n in flows.items():
             hit = link_ids.intersection(self._route(src, dst))

@@ -4,7 +4,7 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
 `tick` in a worker thread:
 
 1. the sweeps stored since the last tick, in order, through the link detectors
-   (congestion, errors), and the new link down/up events (flaps);
+   (congestion, errors), and the link down/up events stored since (flaps);
 2. every job's whole-second steps that have settled (SETTLE_NS past their end, so late
    frames are in) through its own detectors (MPI slowdown, I/O stall);
 3. the join: each link signal with the overlapping job signals of the jobs whose traffic
@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 SECOND = 10**9
 #: How long after a step's end its frames are taken to be in.
 SETTLE_NS = 1_500_000_000
+#: How far back each pass reads link events again (an event is stored after its time).
+EVENT_MARGIN_NS = 10 * SECOND
 #: How often an open incident's jobs' bytes on its links, ranks and files are read again.
 REFRESH_NS = 5 * SECOND
 #: How the kinds are named in titles.
@@ -87,14 +89,12 @@ class IncidentService:
         engine: Engine,
         thresholds: Thresholds,
         sweep_interval_s: float = 1.0,
-        storage: list[str] | None = None,
         webhook: Webhook | None = None,
         clock: Callable[[], int] = time.time_ns,
     ):
         self.engine = engine
         self.th = thresholds
         self.interval_ns = int(sweep_interval_s * SECOND)
-        self.storage = storage or []
         self.webhook = webhook
         self.clock = clock
         self.stats = ServiceStats()
@@ -102,6 +102,7 @@ class IncidentService:
         self.jobs: dict[int, JobDetector] = {}
         self.sweep_after: int | None = None  # newest sweep fed
         self.events_after: int | None = None
+        self.events_seen: dict[int, int] = {}  # event id -> its time, of those read lately
         self.steps_after: int | None = None  # end of the newest step fed
         self.ended: list[Signal] = []  # closed since the last tick, to store once more
         self.joined: dict[str, str] = {}  # job signal key -> the link incident it joined
@@ -155,8 +156,9 @@ class IncidentService:
                 self._view = repo.FabricView(session)  # a new discovery was stored
             links = self._view.links
             fed = self._fabric(session, links, now)
+            fed |= self._events(session, now)
             fed |= self._jobs(session, now)
-            messages = self._store(session, links, now) if fed or self.stored else []
+            messages = self._store(session, links, now) if fed else []
             session.commit()
         self.stats.ticks += 1
         self.stats.last_tick_s = time.monotonic() - started
@@ -171,17 +173,33 @@ class IncidentService:
             return False
         if self.sweep_after is None:  # enough sweeps before now to judge streaks afresh
             self.sweep_after = newest - (self.th.sweeps + self.th.clear + 1) * self.interval_ns
-            self.events_after = newest - self.th.baseline_ns
         for _, points in repo.sweeps_after(session, self.sweep_after, newest, links):
             self.ended += [s for s in self.links.sweep(points) if s.end_ns is not None]
-        assert self.events_after is not None
-        events = repo.link_events_after(session, self.events_after, newest)
-        for link in set(events) | set(self.links.events):
-            signal = self.links.link_events(link, events.get(link, []), newest)
+        self.sweep_after = newest
+        return True
+
+    def _events(self, session: Session, now: int) -> bool:
+        """Feed the link down/up events stored since the last tick (and age the old ones:
+        a flap ends when its events leave the baseline window)."""
+        # read again from EVENT_MARGIN_NS back: an event is stored after its time
+        after = now - self.th.baseline_ns if self.events_after is None else self.events_after
+        events = repo.link_events_after(session, after - EVENT_MARGIN_NS, now)
+        new: dict[int, list[int]] = {}
+        for link, seen in events.items():
+            times = [ts for event_id, ts in seen if event_id not in self.events_seen]
+            self.events_seen.update(seen)
+            if times:
+                new[link] = times
+        self.events_seen = {i: ts for i, ts in self.events_seen.items()
+                            if ts > after - 2 * EVENT_MARGIN_NS}  # fmt: skip
+        changed = False
+        for link in set(new) | set(self.links.events):
+            signal = self.links.link_events(link, new.get(link, []), now)
             if signal is not None and signal.end_ns is not None:
                 self.ended.append(signal)
-        self.sweep_after = self.events_after = newest
-        return True
+            changed |= signal is not None
+        self.events_after = now
+        return bool(new) or changed
 
     def _jobs(self, session: Session, now: int) -> bool:
         upto = (now - SETTLE_NS) // SECOND * SECOND
@@ -221,7 +239,7 @@ class IncidentService:
         slack = self.th.sweeps * self.interval_ns
         incidents: list[Joined] = []
         assert self._view is not None
-        traffic = repo.LinkTraffic(session, self._view, self.storage) if link_signals else None
+        traffic = repo.LinkTraffic(session, self._view) if link_signals else None
         for signal in link_signals:
             assert traffic is not None
             upto = signal.end_ns or now
@@ -359,6 +377,5 @@ def incident_service(engine: Engine, settings: Any) -> IncidentService | None:
         engine,
         Thresholds.from_settings(settings),
         sweep_interval_s=settings.fabric_interval_ms / 1000,
-        storage=settings.items(settings.storage_nodes),
         webhook=Webhook(settings.alert_webhook) if settings.alert_webhook else None,
     )

@@ -97,3 +97,26 @@ def test_dropped_after_the_last_attempt_and_counted():
     gone = Webhook(never.url, attempts=2, backoff_s=0.05)
     asyncio.run(_deliver(gone, [{"event": "opened"}], lambda: gone.stats.dropped["retries"]))
     assert (gone.stats.failed_attempts, gone.stats.dropped["retries"]) == (2, 1)
+
+
+def test_failures_are_on_metrics():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from server.incidents.detect import Thresholds
+    from server.incidents.service import IncidentService
+    from server.metrics.routes import IncidentMetrics
+
+    never = Receiver(fail=10**6)
+    try:
+        hook = Webhook(never.url, attempts=2, backoff_s=0.05)
+        asyncio.run(_deliver(hook, [{"event": "opened"}], lambda: hook.stats.dropped["retries"]))
+    finally:
+        never.close()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(IncidentMetrics(IncidentService(None, Thresholds(), webhook=hook)))  # type: ignore[arg-type]
+    text = generate_latest(registry).decode()
+    assert "stacklens_webhook_failed_attempts_total 2.0" in text
+    assert 'stacklens_webhook_dropped_total{reason="retries"} 1.0' in text
+    assert 'stacklens_webhook_dropped_total{reason="queue_full"} 0.0' in text
+    assert "stacklens_webhook_delivered_total 0.0" in text
+    assert "stacklens_incidents_opened_total 0.0" in text
