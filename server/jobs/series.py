@@ -157,9 +157,9 @@ def series_json(session: Session, scope: Scope, steps: Steps, by: str) -> str:
     """The points of the scope's window by step, keyed `by` (one of BY), as the text of a
     JSON array of {t_ns, key, values} (values in METRICS[by] order), by step then key
     (ranks and peers numerically, names by code point); keys with nothing in a step are
-    left out. Raises TooLarge beyond MAX_POINTS points (then nothing is built)."""
-    # at most MAX_POINTS + 1 points are taken: one more says the answer is too large
-    # (a CTE counting them all first cost more than the sums themselves)
+    left out. Raises TooLarge beyond MAX_POINTS points."""
+    # at most MAX_POINTS + 1 points are taken: one more says the answer is too large (a
+    # CTE counting them all before building the text cost more than the sums themselves)
     c = _points(session, scope, steps, by).limit(MAX_POINTS + 1).subquery().c
     piece = func.concat(
         '{"t_ns":', c.at, ',"key":', func.to_json(c.key).cast(Text), ',"values":[',
