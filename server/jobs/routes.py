@@ -419,11 +419,13 @@ def job_series(
             raise series.TooLarge(by, steps, ranks * steps.count, ranks)
         return _series(session, t, steps, by, fmt)
     except series.TooLarge as large:
-        if step is not None:
-            raise HTTPException(status_code=422, detail=str(large)) from None
-        # a chosen step too fine for the keys found (op, file): the step that fits them
-        coarser = series.Steps(steps.from_ns, steps.to_ns, large.chosen_ns)
-        return _series(session, t, coarser, by, fmt)
+        if step is None:  # chosen too fine for the keys found (op, file): one that fits them
+            try:
+                coarser = series.Steps(steps.from_ns, steps.to_ns, large.chosen_ns)
+                return _series(session, t, coarser, by, fmt)
+            except series.TooLarge as still:
+                large = still
+        raise HTTPException(status_code=422, detail=str(large)) from None
 
 
 def _series(
