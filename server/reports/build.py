@@ -309,7 +309,9 @@ def job_report(
     found = routes.find_job(session, job, owner)
     runs = repository.job_runs(session, target.scope)
     progress(1, steps_total, "profile of the ranks")
-    steps = routes._steps(target, window, None, series.profile_max_steps(target.world_size))
+    steps = routes._steps(
+        target, window, None, series.profile_max_steps(target.world_size), per_rank=True
+    )
     rows = series.profile_rows(session, target.scope, steps)
     prof = SlowRanks.model_validate(
         {
