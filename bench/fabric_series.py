@@ -14,9 +14,9 @@ over HTTP (query and JSON included):
 - series of a link over the hour at the step chosen (10 s, raw samples), at 1 s (raw,
   3,600 steps), at 60 s (minute rollups), and as CSV; of a leaf switch (its 25 ports
   summed) at the step chosen;
-- links over the hour (all 500, ranked), from a whole minute and from mid-second (the
-  partial first and last minutes read raw), and the state over the hour (a playback
-  frame); a 1-second window (a playback step);
+- links over the hour (all 500, ranked; and a page of the 50 busiest), from a whole
+  minute and from mid-second (the partial first and last minutes read raw), and the state
+  over the hour (a playback frame); a 1-second window (a playback step);
 - for comparison: the live links (page of 50) and the live state.
 
     .venv/bin/python -m bench.fabric_series [--leaves 20 --seconds 3600 --repeat 20]
@@ -149,6 +149,8 @@ def main() -> None:
                 ("series node (25 ports), step chosen", "series", {"guid": leaf, **hour}),
                 ("links, 1 h from a whole minute", "links", {"samples": "false", **whole}),
                 ("links, 1 h from mid-second", "links", {"samples": "false", **odd}),
+                ("links, 1 h, the page's 50 busiest", "links",
+                 {"samples": "false", "limit": 50, **odd}),
                 ("state, 1 h (a playback frame)", "state", odd),
                 ("state, 1 s (a playback step)", "state", {"from": hi - 2, "to": hi - 1}),
                 ("events, 1 h", "events", hour),
