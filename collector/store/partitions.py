@@ -170,6 +170,7 @@ async def apply_retention(
         for table in ("p2p_minutes", "rollup_dirty", "fabric_port_minutes", *ROLLED_PER_RANK):
             await conn.execute(f"DELETE FROM {table} WHERE minute_ns < %s", (cutoff_ns,))
         await conn.execute("DELETE FROM op_seconds WHERE second_ns < %s", (cutoff_ns,))
+        await conn.execute("DELETE FROM fabric_port_10s WHERE start_ns < %s", (cutoff_ns,))
         await conn.execute(
             "DELETE FROM received_frames WHERE job_id IN "
             "(SELECT id FROM jobs WHERE last_seen_ns < %s)",
