@@ -89,6 +89,16 @@ class Sums:
             {c: pick(v) for c, v in self.known_ns.items()},
         )  # fmt: skip
 
+    def only(self, ports: list[int]) -> Sums:
+        """The rows of these port ids."""
+        keep = np.isin(self.port, np.array(ports, dtype=np.int64))
+        return Sums(
+            self.port[keep], self.key[keep], self.samples[keep], self.last_ns[keep],
+            self.flags[keep], {c: v[keep] for c, v in self.deltas.items()},
+            {c: v[keep] for c, v in self.known.items()},
+            {c: v[keep] for c, v in self.known_ns.items()},
+        )  # fmt: skip
+
     def rate(self, counter: str) -> np.ndarray:
         """Mean rate of a rate counter over the time that knows it (nan: unknown)."""
         t = self.known_ns[counter]
@@ -113,7 +123,7 @@ def _raw_rows(ids: Any, lo: int, hi: int, at: Any) -> Any:
         s.flags,
         *(s[f"d_{c}"] for c in PORT_COUNTERS),
         *known,
-    ).where(s.port_id == func.any(ids), s.ts_ns >= lo, s.ts_ns < hi)
+    ).where(*_of_ports(s.port_id, ids), s.ts_ns >= lo, s.ts_ns < hi)
 
 
 #: The rollups, coarsest first: table, key column (a span's start), span (ns).
@@ -128,7 +138,7 @@ def _rolled_rows(rollup: tuple[Any, str, int], ids: Any, lo: int, hi: int, at: A
     table, key, _ = rollup
     m = table.c
     return select(m.port_id, at(m[key]).label("at"), *(m[c] for c in ROW_COLUMNS)).where(
-        m.port_id == func.any(ids), m[key] >= lo, m[key] < hi
+        *_of_ports(m.port_id, ids), m[key] >= lo, m[key] < hi
     )
 
 
@@ -183,8 +193,21 @@ def _sum_columns(rows: Any, first: bool) -> Any:
     ).group_by(c.port_id, c.at)
 
 
+#: Above this many ports, a query reads every port's rows of its time range (through the
+#: time indexes) and the caller keeps its own: cheaper than one index probe per port.
+MAX_PORTS_PROBED = 64
+
+
 def _ids(port_ids: list[int]) -> Any:
+    """The ports a query asks for, as one array parameter; None: many, every port is read."""
+    if len(set(port_ids)) > MAX_PORTS_PROBED:
+        return None
     return literal(sorted(set(port_ids)), type_=ARRAY(Integer))  # one parameter, not 7,000
+
+
+def _of_ports(column: Any, ids: Any) -> list[Any]:
+    """SQL conditions: `column` is one of the ports `ids` (none: every port)."""
+    return [] if ids is None else [column == func.any(ids)]
 
 
 def window_sums(session: Session, port_ids: list[int], lo: int, hi: int) -> Sums:
@@ -200,7 +223,7 @@ def window_sums(session: Session, port_ids: list[int], lo: int, hi: int) -> Sums
         return literal(0, BigInteger)
 
     parts = _cover(ids, lo, hi, whole, ROLLUPS)
-    return Sums.of(session.execute(_summed(parts)).all())
+    return Sums.of(session.execute(_summed(parts)).all()).only(port_ids)
 
 
 def resolution(steps: Steps) -> str:
@@ -221,7 +244,7 @@ def step_sums(session: Session, port_ids: list[int], steps: Steps) -> Sums:
     ids = _ids(port_ids)
     usable = {"minutes": ROLLUPS, "10 s": ROLLUPS[1:], "samples": ()}[resolution(steps)]
     parts = _cover(ids, steps.from_ns, steps.to_ns, steps.start, usable)
-    return Sums.of(session.execute(_summed(parts)).all())
+    return Sums.of(session.execute(_summed(parts)).all()).only(port_ids)
 
 
 # ---- events ----------------------------------------------------------------------------------

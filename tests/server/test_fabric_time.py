@@ -330,3 +330,36 @@ def test_topology_of_a_window(history, pg_url, api_client):
     after = _get(api_client, "fabric_topology", **{"from": _s(later), "to": _s(later + 1)})
     assert [(lk["state"], lk["down_ns"]) for lk in after["links"]][2] == ("down", later)
     assert _get(api_client, "fabric_topology")["links"][2]["state"] == "down"
+
+
+def test_reading_every_port_by_time_gives_the_same_answers(history, pg_url, api_client,
+                                                           monkeypatch):  # fmt: skip
+    """Above MAX_PORTS_PROBED ports a query reads every port's rows of its time range: a
+    port of no link (an earlier fabric's, with big deltas) changes nothing."""
+    from server.fabric import history as fabric_history
+
+    with psycopg.connect(pg_url) as conn:
+        ghost = conn.execute(
+            "INSERT INTO fabric_ports (guid, port, port_guid, lid, state, phys_state, width, "
+            "speed, speed_ext, capacity_bytes_per_s, updated_ns) VALUES "
+            "(77, 1, 77, 9, 4, 5, 2, 4, 0, 0, 0) RETURNING id"
+        ).fetchone()[0]
+        counters = ", ".join(["1000000000"] * (2 * len(PORT_COUNTERS)))
+        conn.execute(
+            f"INSERT INTO fabric_port_samples SELECT {ghost}, ts_ns, dt_ns, 0, {counters} "
+            "FROM fabric_port_samples WHERE port_id = 1"
+        )
+        conn.execute(
+            "INSERT INTO fabric_port_minutes SELECT %s, minute_ns, samples, last_ns, 0, "
+            f"{', '.join(['10'] * (len(PORT_COUNTERS) + len(RATE_COUNTERS)))} "
+            "FROM fabric_port_minutes WHERE port_id = 1",
+            (ghost,),
+        )
+    windows = [{"from": _s(lo), "to": _s(hi)} for lo, hi in WINDOWS[:3]]
+    leaf = {"guid": f"{LEAF1:#018x}", "step": 10, **windows[0]}
+    before = [_get(api_client, "fabric_links", **w) for w in windows]
+    before.append(_series(api_client, **leaf))
+    monkeypatch.setattr(fabric_history, "MAX_PORTS_PROBED", 0)
+    after = [_get(api_client, "fabric_links", **w) for w in windows]
+    after.append(_series(api_client, **leaf))
+    assert after == before
