@@ -26,12 +26,17 @@ from server.access.viewer import Access
 from server.errors import install_error_handlers
 from server.fabric.routes import router as fabric_router
 from server.fabric.snapshot import FabricSnapshots
+from server.incidents.routes import router as incidents_router
 from server.ingest.gate import IngestGate
 from server.ingest.routes import router as ingest_router
 from server.jobs.routes import overview_router
 from server.jobs.routes import router as jobs_router
 from server.metrics.routes import router as metrics_router
 from server.query_params import refuse_unknown_parameters
+from server.reports.routes import router as reports_router
+from server.traffic.repository import TrafficConfig
+from server.traffic.routes import router as traffic_router
+from server.traffic.service import AttributionCache
 from stacklens.connguard import ConnectionGuard, ConnectionLimits
 
 #: Where the Swagger UI files of the installed package are served.
@@ -39,6 +44,7 @@ DOCS_ASSETS = "/docs-assets"
 
 if TYPE_CHECKING:
     from collector.service import CollectorService
+    from server.incidents.service import IncidentService
 
 
 def create_app(
@@ -53,6 +59,8 @@ def create_app(
     connection_limits: ConnectionLimits | None = None,
     max_body_bytes: int = 32 << 20,
     access: Access | None = None,
+    traffic: TrafficConfig | None = None,
+    incidents: IncidentService | None = None,
 ) -> FastAPI:
     """The FastAPI app over `engine`.
 
@@ -62,7 +70,10 @@ def create_app(
     bodies are capped at `max_body_bytes`. The fabric view's shared answers look for a new
     sweep at most every `fabric_recheck_s`; the Fabric page aggregates fabrics of more than
     `fabric_fold_above` HCAs. `access` says who may read what (default: auth_mode=none,
-    answering to loopback names only).
+    answering to loopback names only). `traffic`: how the fabric forwards and where the
+    storage servers are, for link attribution (default: fixed paths, no storage servers).
+    `incidents`, when given, detects for the app's
+    lifetime (after the collector starts, stopped before it).
     """
     access = access or Access()
 
@@ -70,9 +81,13 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if collector is not None:
             await collector.start()
+        if incidents is not None:
+            await incidents.start()
         try:
             yield
         finally:
+            if incidents is not None:
+                await incidents.stop()
             if collector is not None:
                 await collector.stop()
 
@@ -87,10 +102,13 @@ def create_app(
     )
     app.state.engine = engine
     app.state.collector = collector
+    app.state.incidents = incidents
     # the fabric view, shared by every viewer
     app.state.fabric_snapshots = FabricSnapshots(recheck_s=fabric_recheck_s)
     app.state.http_guard = ConnectionGuard("http", connection_limits or ConnectionLimits())
     app.state.access = access
+    app.state.traffic = traffic or TrafficConfig()
+    app.state.attributions = AttributionCache()
     app.add_middleware(IngestGate, max_body_bytes=max_body_bytes)
     app.add_middleware(AccessGate, access=access, engine=engine)
     if access.mode == "oidc":  # outside the gate: it reads the session the login keeps
@@ -101,8 +119,11 @@ def create_app(
     app.include_router(jobs_router)
     app.include_router(overview_router)
     app.include_router(fabric_router)
+    app.include_router(traffic_router)
+    app.include_router(incidents_router)
     app.include_router(ingest_router)
     app.include_router(metrics_router)
+    app.include_router(reports_router)
     app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), "docs-assets")
 
     @app.get("/docs", include_in_schema=False)

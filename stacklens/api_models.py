@@ -792,3 +792,191 @@ class JobPlacement(ApiModel):
     hosts: list[PlacedHost] = Field(description="by host name; unmatched ones included")
     links: list[PlacedLink] = Field(description="by link id")
     run: int | None = _run_asked()
+
+
+# ---------------------------------------------------------------------------------------
+# traffic: which job and which layer is on each link (server/traffic/, docs/attribution.md)
+# ---------------------------------------------------------------------------------------
+
+#: Layers of attributed traffic.
+TrafficLayer = Literal["mpi_p2p", "mpi_coll", "mpi_rma", "io"]
+#: How a figure was obtained: measured (a counter), routed (a flow the hooks measured,
+#: placed on links by the forwarding tables), modelled (a collective algorithm's pattern).
+Provenance = Literal["measured", "routed", "modelled"]
+#: How the fabric forwards (STACKLENS_FABRIC_PATHS).
+PathMode = Literal["fixed", "parallel", "adaptive"]
+
+
+class AttributedBytes(ApiModel):
+    """Bytes of one job and layer on one link direction."""
+
+    job: str | None = Field(description="the job's id; null: another job (not the viewer's)")
+    user: str | None = Field(description="the job's user; null for another job")
+    layer: TrafficLayer
+    bytes: float = Field(description="bytes over the window (a fraction when split by a group)")
+    provenance: Provenance
+    path: Literal["fixed", "group"] = Field(
+        description="fixed: the forwarding tables fix this link; group: the flow was assigned "
+        "to a group of parallel (or adaptive) links and split by their measured bytes"
+    )
+
+
+class LinkDirectionAttribution(ApiModel):
+    """One direction of a link: measured bytes, what is attributed, and `other`."""
+
+    direction: Literal["a_to_b", "b_to_a"]
+    measured_bytes: int | None = Field(
+        description="the sending end's xmit bytes over the samples of the window (provenance "
+        "measured); null: no known sample"
+    )
+    samples: int = Field(description="samples of the sending end in the window")
+    unknown_samples: int = Field(description="of them, with an unknown delta (first, reset)")
+    attributed_bytes: float
+    other_bytes: float | None = Field(
+        description="measured - attributed, as it is (negative allowed, never clamped; "
+        "provenance measured); null when measured is unknown"
+    )
+    by_job: list[AttributedBytes] = Field(description="by job (another job last), layer")
+
+
+class LinkAttribution(ApiModel):
+    """A link's measured bytes per direction split into job x layer, and `other`."""
+
+    link: FabricLink
+    from_ns: int | None
+    to_ns: int | None
+    paths: PathMode = Field(description="how the fabric forwards (STACKLENS_FABRIC_PATHS)")
+    directions: list[LinkDirectionAttribution]
+    left_out: dict[str, int] = Field(
+        description="bytes of every job's transfers in the window that are on no link, by "
+        "reason: intra_host, off_fabric, no_route, local_io, unknown_rank, "
+        "unmodelled_collective"
+    )
+
+
+class LinkAttributionPoint(ApiModel):
+    """One step of a link's attribution series."""
+
+    t_ns: int = Field(description="the step's start; it holds [t_ns, t_ns + step_ns)")
+    directions: list[LinkDirectionAttribution]
+
+
+class LinkAttributionSeries(ApiModel):
+    """A link's attribution per step of the window (each step as LinkAttribution's)."""
+
+    link: FabricLink
+    from_ns: int
+    to_ns: int
+    step_ns: int
+    paths: PathMode
+    points: list[LinkAttributionPoint]
+
+
+class JobLinkBytes(ApiModel):
+    """A job's bytes on one link direction, by layer."""
+
+    id: int = Field(description="link id")
+    a: LinkEnd
+    b: LinkEnd
+    direction: Literal["a_to_b", "b_to_a"]
+    bytes: float = Field(description="the job's bytes on it, all layers")
+    measured_bytes: int | None = Field(description="the link direction's measured bytes")
+    layers: list[AttributedBytes]
+
+
+class JobLinks(ApiModel):
+    """The links a job's inter-host traffic crossed over the window, with its bytes on each
+    by layer (one page, by link id then direction)."""
+
+    job: str
+    from_ns: int | None
+    to_ns: int | None
+    paths: PathMode
+    collectives: Literal["measured", "mixed", "modelled"] = Field(
+        description="where the job's collective on-wire bytes come from: measured by the "
+        "MPI in every run, in some (mixed), or modelled"
+    )
+    links: list[JobLinkBytes]
+    page: PageInfo
+    left_out: dict[str, int] = Field(description="the job's bytes on no link, by reason")
+    run: int | None = _run_asked()
+
+
+# incidents: /api/incidents (server/incidents)
+# ---------------------------------------------------------------------------------------
+
+IncidentKind = Literal["congestion", "link_errors", "link_flap", "mpi_slowdown", "io_stall"]
+Severity = Literal["minor", "major", "critical"]
+Role = Literal["aggressor", "victim", "on link"]
+
+
+class IncidentLink(ApiModel):
+    """A link of an incident, with the signal on it and its evidence series."""
+
+    id: int = Field(description="fabric link id")
+    a: LinkEnd | None
+    b: LinkEnd | None
+    capacity_bytes_per_s: int | None
+    signals: list[str] = Field(description="detector kinds on this link")
+    peak: float = Field(description="congestion: level over its threshold (1 = at it); "
+                        "errors: most errors in a sweep; flap: down/up events")  # fmt: skip
+    evidence: list[dict[str, Any]] = Field(
+        description="per sweep: t_ns, utilisation, xmit_wait_per_s, errors, down (null = "
+        "unknown); a flap: the event times"
+    )
+
+
+class IncidentJob(ApiModel):
+    """A job of an incident. Another user's job is shown as `another job` and nothing else
+    (`job`, `user`, ranks, files, bytes and evidence are then null or empty)."""
+
+    role: Role = Field(
+        description="aggressor: the most bytes on the links (likely cause); victim: its MPI "
+        "or I/O time per byte rose; on link: crosses it"
+    )
+    visible: bool = Field(description="false: another user's job")
+    job: str | None = Field(description="the job id; null: another job")
+    user: str | None
+    label: str = Field(description="'job <id>' or 'another job'")
+    signals: list[str] = Field(description="its own detector kinds (mpi_slowdown, io_stall)")
+    ranks: list[int] = Field(description="the ranks most affected (most time waiting or in I/O)")
+    files: list[str] = Field(description="`layer:path` of its I/O stall or of the aggressor's")
+    link_bytes: int | None = Field(
+        description="its bytes on the incident's links during it (routed); null: unknown"
+    )
+    evidence: dict[str, Any] = Field(
+        description="per signal kind: baseline_per_byte_ns, peak_factor and the series of "
+        "steps (t_ns, time_ns, bytes, per_byte_ns, baseline_per_byte_ns)"
+    )
+
+
+class IncidentSummary(ApiModel):
+    """An incident as listed."""
+
+    id: int
+    kind: IncidentKind = Field(description="the signal that opened it")
+    severity: Severity
+    title: str = Field(description="the cause and the place")
+    summary: str = Field(description="one line with the jobs as this viewer may see them")
+    open: bool
+    start_ns: int
+    end_ns: int | None = Field(description="null while open")
+    detected_ns: int
+    updated_ns: int
+    signals: list[str] = Field(description="every detector kind it joins")
+    link_ids: list[int]
+    jobs: int = Field(description="jobs involved (visible or not)")
+
+
+class IncidentDetails(IncidentSummary):
+    """One incident with its links, jobs and evidence."""
+
+    links: list[IncidentLink]
+    members: list[IncidentJob]
+
+
+class IncidentList(ApiModel):
+    """A page of incidents, newest start first."""
+
+    incidents: list[IncidentSummary]
+    page: PageInfo

@@ -284,6 +284,23 @@ class RmaDelta(_RankInterval, Base):
     bytes: Mapped[int] = mapped_column(BigInteger)
 
 
+class WireDelta(_RankInterval, Base):
+    """On-wire traffic one rank sent to one peer during one interval, measured by the MPI
+    (Open MPI's monitoring component: every PML message, collective internals included).
+
+    A rank whose MPI measures has a `wire_frames` row for every frame, with empty arrays
+    when it sent nothing; a run without any row was not measured (absent, never 0).
+    """
+
+    __tablename__ = "wire_deltas"
+    __table_args__ = VIEW
+    __mapper_args__ = _identity("peer")
+
+    peer: Mapped[int] = mapped_column(Integer, doc="peer world rank the messages went to")
+    bytes: Mapped[int] = mapped_column(BigInteger, doc="bytes sent on the wire")
+    msgs: Mapped[int] = mapped_column(BigInteger, doc="PML messages sent")
+
+
 def _array_storage(view: type[Base], name: str, table: str) -> Any:
     """The array-layout table behind a read view: the view's record columns as arrays of
     their types, after the same interval columns; one row per frame."""
@@ -308,6 +325,7 @@ OpFrames = _array_storage(OpDelta, "OpFrames", "op_frames")
 OpHistFrames = _array_storage(OpHistDelta, "OpHistFrames", "op_hist_frames")
 CollFrames = _array_storage(CollDelta, "CollFrames", "coll_frames")
 RmaFrames = _array_storage(RmaDelta, "RmaFrames", "rma_frames")
+WireFrames = _array_storage(WireDelta, "WireFrames", "wire_frames")
 
 
 class RollupDirty(Base):
@@ -390,6 +408,47 @@ CollMinute = _rank_minute(
      "comm_size": mapped_column(Integer, primary_key=True, autoincrement=False),
      "op_id": mapped_column(SmallInteger, primary_key=True, autoincrement=False)},
     ("calls", "time_ns"),
+)  # fmt: skip
+RankValueMinute = _rank_minute(
+    "RankValueMinute", "rank_value_minutes",
+    "What a by-rank series point holds, for one rank in one UTC minute: MPI calls and time, "
+    "point-to-point bytes sent, file I/O bytes and time of the program (phase 0); and its "
+    "POSIX + stdio time (the slow-rank profile's file I/O).",
+    {}, ("mpi_calls", "mpi_time_ns", "bytes_sent", "io_bytes", "io_time_ns", "file_io_ns"),
+)  # fmt: skip
+PeerMinute = _model(
+    "PeerMinute",
+    (Base,),
+    "Point-to-point bytes and messages sent to one destination rank in one UTC minute, "
+    "summed over the senders of a run (by interval end): a job's series by peer.",
+    {
+        "__tablename__": "peer_minutes",
+        "__table_args__": (Index("ix_peer_minutes_job_time", "job_id", "minute_ns"),),
+        "job_id": mapped_column(BigInteger, nullable=False),
+        "run_id": mapped_column(BigInteger, primary_key=True),
+        "minute_ns": mapped_column(BigInteger, primary_key=True),
+        "peer": mapped_column(Integer, primary_key=True, autoincrement=False),
+        **_counters(("bytes_sent", "msgs_sent"), nullable=False),
+    },
+)
+IoSecond = _model(
+    "IoSecond",
+    (Base,),
+    "File I/O per phase, layer and path summed over the ranks of a run in one UTC second "
+    "(by interval end); time_ns = read + write + metadata time: a job's series by category "
+    "and by file at whole-second steps.",
+    {
+        "__tablename__": "io_seconds",
+        "__table_args__": (Index("ix_io_seconds_job_time", "job_id", "second_ns"),),
+        "job_id": mapped_column(BigInteger, nullable=False),
+        "run_id": mapped_column(BigInteger, primary_key=True),
+        "second_ns": mapped_column(BigInteger, primary_key=True),
+        "phase": mapped_column(SmallInteger, primary_key=True, autoincrement=False),
+        "layer": mapped_column(SmallInteger, primary_key=True, autoincrement=False),
+        "path": mapped_column(Text, primary_key=True),
+        **_counters(("reads", "writes", "bytes_read", "bytes_written", "time_ns"),
+                    nullable=False),
+    },
 )  # fmt: skip
 
 
@@ -669,3 +728,72 @@ class FabricEvent(Base):
     port_id: Mapped[int | None] = mapped_column(Integer, doc="fabric_ports.id (error bursts)")
     node_guid: Mapped[int | None] = mapped_column(BigInteger, doc="the node's (node events)")
     details: Mapped[dict[str, Any]] = mapped_column(JSONB)
+
+
+# ---------------------------------------------------------------------------------------
+# incidents: signals of the detectors joined in time and topology (server/incidents).
+# ---------------------------------------------------------------------------------------
+
+
+class Incident(Base):
+    """An incident: one or more detector signals that coincide in time and topology (a
+    congested or erroring link and the jobs on it whose MPI or I/O time per byte rose).
+
+    The jobs it involves are its `incident_jobs` rows, which the owner filter restricts
+    like every row of a job: `members` keeps each member's role only, so a viewer sees
+    the jobs of others as "another job", never their ids.
+    """
+
+    __tablename__ = "incidents"
+    __table_args__ = (
+        Index("ix_incidents_start", "start_ns"),
+        Index("ix_incidents_open", "end_ns", postgresql_where="end_ns IS NULL"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    key: Mapped[str] = mapped_column(
+        Text, unique=True, doc="the signal that opened it (detector, subject, start)"
+    )
+    kind: Mapped[str] = mapped_column(
+        Text, doc="congestion | link_errors | link_flap | mpi_slowdown | io_stall"
+    )
+    severity: Mapped[str] = mapped_column(Text, doc="minor | major | critical")
+    title: Mapped[str] = mapped_column(Text, doc="one line naming the cause and the jobs")
+    start_ns: Mapped[int] = mapped_column(BigInteger, doc="when the first signal's condition began")
+    end_ns: Mapped[int | None] = mapped_column(BigInteger, doc="null while open")
+    detected_ns: Mapped[int] = mapped_column(BigInteger, doc="sweep time it was detected at")
+    updated_ns: Mapped[int] = mapped_column(BigInteger)
+    links: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSONB, doc="affected links: id, ends, the signals on each and its evidence series"
+    )
+    members: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSONB, doc="per involved job, in slot order: its role only (aggressor | victim | on link)"
+    )
+    link_ids: Mapped[list[int]] = mapped_column(ARRAY(Integer), doc="fabric_links.id, for filters")
+    signals: Mapped[list[str]] = mapped_column(ARRAY(Text), doc="detector kinds it joins")
+
+
+class IncidentJob(Base):
+    """One job of an incident: its role, ranks, files, bytes on the incident's links and its
+    evidence series (read through the owner filter: other users' rows are not seen)."""
+
+    __tablename__ = "incident_jobs"
+    __table_args__ = (Index("ix_incident_jobs_job", "job_id"),)
+
+    incident_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("incidents.id", ondelete="CASCADE"), primary_key=True
+    )
+    slot: Mapped[int] = mapped_column(
+        Integer, primary_key=True, autoincrement=False, doc="its index in incidents.members"
+    )
+    job_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("jobs.id", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(Text, doc="aggressor | victim | on link")
+    signals: Mapped[list[str]] = mapped_column(ARRAY(Text), doc="its own detector kinds")
+    ranks: Mapped[list[int]] = mapped_column(ARRAY(Integer), doc="the ranks most affected")
+    files: Mapped[list[str]] = mapped_column(ARRAY(Text), doc="the files of its I/O stall")
+    link_bytes: Mapped[int | None] = mapped_column(
+        BigInteger, doc="its bytes on the incident's links during it (null: none routed)"
+    )
+    evidence: Mapped[dict[str, Any]] = mapped_column(
+        JSONB, doc="its series: per step time per byte and its baseline"
+    )

@@ -10,12 +10,16 @@ import typing
 import httpx
 import pydantic
 import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from frontend.api import JobListQuery, StacklensApi, Window
+from frontend.api import IncidentQuery, JobListQuery, StacklensApi, Window
 from server.app import create_app
+from server.incidents import repository as incidents
 from stacklens import wire
 from stacklens.db import make_engine
 from stacklens.mpi_ops import op_names
+from stacklens.schema import Job
 from tests.collector.test_ingest import T0, exchange
 from tests.conftest import serving
 from tests.server.fabric_data import write_small_fabric
@@ -57,6 +61,13 @@ CALLS = (
         "/api/jobs/job%2FK/placement?run=1&from=0",
         ("hosts",),
     ),
+    ("job_links", (JOB, Window(1, "0"), 10), "/api/jobs/job%2FK/links?run=1&from=0&limit=10", ()),
+    (
+        "link_attribution_series",
+        (1, str(T0 // 10**9), str(T0 // 10**9 + 2), 1.0),
+        f"/api/fabric/links/1/attribution/series?from={T0 // 10**9}&to={T0 // 10**9 + 2}&step=1.0",
+        ("points",),
+    ),
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
     ("fabric_state", (), "/api/fabric/state", ()),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),
@@ -81,6 +92,15 @@ CALLS = (
         f"/api/fabric/series?guid=0xf452140300000002&port=1&{THEN}&step=0.5",
         ("t_ns",),
     ),
+    ("incidents", (), "/api/incidents", ("incidents",)),
+    (
+        "incidents",
+        (IncidentQuery(start="0", severity="major", open=False, limit=5),),
+        "/api/incidents?from=0&severity=major&open=false&limit=5",
+        ("incidents",),
+    ),
+    ("incident", (1,), "/api/incidents/1", ("links", "members")),
+    ("link_attribution", (1, FABRIC_THEN), f"/api/fabric/links/1/attribution?{THEN}", ()),
 )
 #: The overview's details of a job, each the answer of a route of its own.
 DETAILS = ("matrix", "ops", "io", "collectives", "sizes", "rma", "ranks")
@@ -89,6 +109,10 @@ NOT_READ_BY_THE_FRONTEND = {
     "/api/health",
     "/metrics",
     "/api/jobs/{job}/runs",  # the page has a job's runs from the job list
+    # files the browser downloads from the pages' report buttons (links, not the client)
+    "/api/reports/jobs/{job}",
+    "/api/reports/window",
+    "/api/reports/incidents/{incident_id}",
 }
 
 
@@ -117,12 +141,31 @@ def _frame(rank: int) -> bytes:
     )
 
 
+#: A stored incident (server/incidents/repository.py `save`): a congested link, the job.
+INCIDENT = {
+    "key": "congestion:1:1", "kind": "congestion", "severity": "major",
+    "title": "Congestion on spine1[1] – leaf1[3]", "start_ns": T0, "end_ns": T0 + 10**9,
+    "detected_ns": T0, "updated_ns": T0, "link_ids": [1], "signals": ["congestion"],
+    "links": [{"id": 1, "a": {"guid": "0x0000000000000001", "port": 1, "name": "spine1"},
+               "b": {"guid": "0x0000000000000002", "port": 3, "name": "leaf1"},
+               "capacity_bytes_per_s": 4, "signals": ["congestion"], "peak": 1.5,
+               "evidence": [{"t_ns": T0, "utilisation": 0.9}]}],
+    "members": [{"role": "victim"}],
+}  # fmt: skip
+
+
 @pytest.fixture
 def served(collector, pg_url):
     """The API (no dashboard) over a job with every table and the small fabric, on HTTP."""
     assert [s for s, _ in exchange(collector.address, _frame(0) + _frame(1), acks=2)] == [0, 0]
     write_small_fabric(pg_url)
     engine = make_engine(pg_url)
+    with Session(engine) as session, session.begin():
+        job = session.scalars(select(Job.id)).one()
+        member = {"slot": 0, "job_id": job, "role": "victim", "signals": ["mpi_slowdown"],
+                  "ranks": [1], "files": [], "link_bytes": 800,
+                  "evidence": {"mpi_slowdown": {"series": []}}}  # fmt: skip
+        incidents.save(session, INCIDENT, [member])
     app = create_app(engine, api_base_url="http://unused", with_frontend=False)
     with serving(app) as port:
         yield f"http://127.0.0.1:{port}"

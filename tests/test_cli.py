@@ -59,7 +59,7 @@ def subcommands() -> dict[str, str]:
 def test_every_subcommand_has_a_purpose_and_examples():
     helps = subcommands()
     assert set(helps) == {"up", "collector", "run", "env", "demo", "migrate", "replay",
-                          "fabric-sim", "config", "status", "token"}  # fmt: skip
+                          "fabric-sim", "config", "status", "token", "report"}  # fmt: skip
     for name, text in helps.items():
         description = text.split("\n\n")[1]  # after the usage lines
         assert re.fullmatch(r"[A-Z][^\n]*(\n[^\n]+)*\.", description), (name, description)
@@ -139,6 +139,7 @@ def test_up_prints_its_progress_and_status_sees_it_all(pg_url, tmp_path, example
         "stacklens up: fabric discovery: started (it samples a `stacklens fabric-sim` or local "
         "HCA it finds, now or later)",
         f"stacklens up: collector: listening on 127.0.0.1:{port}",
+        "stacklens up: incidents: detecting on every sweep",
         f"stacklens up: API and dashboard: serving on {up['base']}",
     ]
     assert f"stacklens is up: dashboard {up['base']}/" in log

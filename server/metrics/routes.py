@@ -12,6 +12,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 if TYPE_CHECKING:
     from collector.service import CollectorService
+    from server.incidents.service import IncidentService
 from stacklens.connguard import ConnectionGuard
 
 router = APIRouter(tags=["meta"])
@@ -93,6 +94,49 @@ class GuardMetrics:
         yield dropped
 
 
+class IncidentMetrics:
+    """A prometheus_client collector of the incident detector service and its webhook."""
+
+    def __init__(self, service: IncidentService) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the current values."""
+        stats = self.service.stats
+        yield CounterMetricFamily("stacklens_incident_ticks", "Detector passes", value=stats.ticks)
+        yield CounterMetricFamily(
+            "stacklens_incident_errors", "Detector passes that failed", value=stats.errors
+        )
+        yield CounterMetricFamily(
+            "stacklens_incidents_opened", "Incidents opened", value=stats.opened
+        )
+        yield CounterMetricFamily(
+            "stacklens_incidents_closed", "Incidents closed", value=stats.closed
+        )
+        yield GaugeMetricFamily(
+            "stacklens_incident_tick_seconds", "Duration of the last detector pass",
+            value=stats.last_tick_s,
+        )  # fmt: skip
+        hook = self.service.webhook
+        if hook is None:
+            return
+        yield CounterMetricFamily(
+            "stacklens_webhook_delivered", "Incident messages the webhook accepted",
+            value=hook.stats.delivered,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "stacklens_webhook_failed_attempts", "Webhook POSTs that failed (each retry)",
+            value=hook.stats.failed_attempts,
+        )  # fmt: skip
+        dropped = CounterMetricFamily(
+            "stacklens_webhook_dropped", "Incident messages never delivered, by reason",
+            labels=["reason"],
+        )  # fmt: skip
+        for reason, count in sorted(hook.stats.dropped.items()):
+            dropped.add_metric([reason], count)
+        yield dropped
+
+
 @router.get("/metrics", response_class=Response)
 def metrics(request: Request) -> Response:
     """Prometheus text exposition (empty when this server runs no collector)."""
@@ -100,4 +144,6 @@ def metrics(request: Request) -> Response:
     registry.register(GuardMetrics("http", request.app.state.http_guard))
     if request.app.state.collector is not None:
         registry.register(CollectorMetrics(request.app.state.collector))
+    if getattr(request.app.state, "incidents", None) is not None:
+        registry.register(IncidentMetrics(request.app.state.incidents))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

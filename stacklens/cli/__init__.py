@@ -11,6 +11,7 @@ stacklens fabric-sim --hosts 32    simulated InfiniBand fabric with traffic emul
 stacklens config                   every setting: effective value and source
 stacklens status                   what runs where, the newest data, this node's spool
 stacklens token create|list|revoke API tokens for scripts (stored hashed, expiring)
+stacklens report --job J -o F.pdf  a job's, incident's or window's report (HTML or PDF)
 
 This package is the top layer: it may import the collector, the server and the emulator;
 nothing below it (settings, db, schema, wire) imports a command.
@@ -27,7 +28,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from stacklens import __version__
-from stacklens.cli import fabric_sim, mpikind, status, token
+from stacklens.cli import fabric_sim, mpikind, report, status, token
 from stacklens.cli.attach import cmd_env, cmd_run
 from stacklens.cli.config import cmd_config
 from stacklens.cli.helptext import subcommand
@@ -103,12 +104,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo = subcommand(
         sub,
         "demo",
-        "Run `up` plus an example MPI job, again and again, on a simulated InfiniBand fabric.",
-        ["stacklens demo", "stacklens demo --for 60 --no-fabric  # 60 s, then stop everything"],
-    )
+        "Run `up` plus example MPI jobs on a simulated InfiniBand fabric: two jobs sharing a "
+        "spine link, and an incident staged on it every few minutes (congestion, a job "
+        "slowed, another checkpointing) for the detectors to find.",
+        ["stacklens demo", "stacklens demo --for 60 --no-fabric  # 60 s, then stop everything",
+         "stacklens demo --workload ring  # the ring example job again and again instead"],
+    )  # fmt: skip
     demo.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS",
                       help="stop after this long (default: at Ctrl-C)")  # fmt: skip
-    demo.add_argument("--ranks", type=int, default=4, help="ranks of the example job")
+    demo.add_argument("--ranks", type=int, default=4, help="ranks of the ring example job")
+    demo.add_argument("--workload", choices=("incident", "ring"), default="incident",
+                      help="incident: the staged incident's two jobs (needs the fabric); "
+                      "ring: the ring example job")  # fmt: skip
     demo.add_argument(
         "--no-fabric", dest="fabric", action="store_false", help="no simulated fabric"
     )
@@ -145,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.set_defaults(func=cmd_config)
     status.add_parser(sub)
     token.add_parser(sub)
+    report.add_parser(sub)
     return parser
 
 

@@ -35,7 +35,7 @@ from stacklens.cli.attach import (
 )
 from stacklens.connguard import ConnectionLimits, raise_open_file_limit
 from stacklens.paths import EXAMPLES_DIR
-from stacklens.settings import ConfigError, Settings
+from stacklens.settings import ConfigError, Settings, parse_storage_servers
 
 
 def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
@@ -56,13 +56,18 @@ class _QuietSignalsServer(uvicorn.Server):
         yield
 
 
-async def _serve(settings: Settings, workload: list[str] | None, duration: float | None) -> None:
-    """Start everything `up` starts; optionally loop a workload and stop after `duration` s."""
+async def _serve(
+    settings: Settings, workload: list[str] | None, duration: float | None, incident: bool = False
+) -> None:
+    """Start everything `up` starts; optionally loop a workload or stage the demo's incident
+    (stacklens/cli/demo_incident.py), and stop after `duration` s."""
     from collector.fabric.service import fabric_services
     from collector.service import CollectorService
     from server.access.viewer import Access
     from server.app import create_app
     from server.http_guard import uvicorn_config
+    from server.incidents.service import incident_service
+    from server.traffic.repository import TrafficConfig
     from stacklens.db import make_engine
 
     check_ports_free(settings, http=True)
@@ -79,6 +84,9 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         engine, api_base_url=own_url, refresh_ms=settings.refresh_ms,
         fabric_fold_above=settings.fabric_fold_above, collector=collector,
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20, access=access,
+        traffic=TrafficConfig(settings.fabric_paths, parse_storage_servers(
+            settings.storage_servers), settings.storage_placement),
+        incidents=incident_service(engine, settings),
     )  # fmt: skip
     server = _QuietSignalsServer(
         uvicorn_config(app, settings.http_host, settings.http_port, log_level="warning")
@@ -103,6 +111,9 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
                 raise ConfigError(f"could not serve on {url}")
             await asyncio.sleep(0.05)
         progress(f"collector: listening on {settings.collector_host}:{collector.port}")
+        if settings.incidents == "on":
+            hook = " (alerts to STACKLENS_ALERT_WEBHOOK)" if settings.alert_webhook else ""
+            progress(f"incidents: detecting on every sweep{hook}")
         progress(f"API and dashboard: serving on {url}")
         print(
             f"stacklens is up: dashboard {url}/  API docs {url}/docs  "
@@ -111,6 +122,10 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         )
         if workload:
             others.append(asyncio.create_task(_loop_workload(settings, workload)))
+        if incident:
+            from stacklens.cli.demo_incident import StagedIncident
+
+            others.append(asyncio.create_task(StagedIncident(settings, engine).run()))
         if duration is not None:
             others.append(asyncio.create_task(asyncio.sleep(duration)))
         await asyncio.wait([http, *others], return_when=asyncio.FIRST_COMPLETED)
@@ -296,15 +311,23 @@ DEMO_FABRIC_HOSTS = 32
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    """`up` plus the example workload; stop after --for seconds if given.
+    """`up` plus a workload; stop after --for seconds if given.
 
     Unless --no-fabric, a simulated fabric runs alongside (started first, so `up`'s
-    fabric sampler finds it; stopped last), with the ranks placed on its hosts.
+    fabric sampler finds it; stopped last), and the workload is the staged incident
+    (stacklens/cli/demo_incident.py); with `--workload ring` (or without a fabric) the
+    example ring job, its ranks placed on the fabric's hosts.
     """
     _check_exposure(settings)
     with contextlib.ExitStack() as stack:
         hosts = None
-        if args.fabric and stack.enter_context(fabric_sim.background(settings, DEMO_FABRIC_HOSTS)):
+        fabric = args.fabric and stack.enter_context(
+            fabric_sim.background(settings, DEMO_FABRIC_HOSTS)
+        )
+        if fabric and args.workload == "incident":
+            uvloop.run(_serve(settings, workload=None, duration=args.duration, incident=True))
+            return 0
+        if fabric:
             hosts = fabric_sim.placed_hosts(DEMO_FABRIC_HOSTS, args.ranks)
         workload = demo_workload(args.ranks, hosts)
         uvloop.run(_serve(settings, workload=workload, duration=args.duration))

@@ -1,0 +1,1 @@
+"""Incidents: detectors on the stored series, signals joined in time and topology."""

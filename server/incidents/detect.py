@@ -1,0 +1,415 @@
+"""The detectors and the join, as pure functions and small state machines (no database):
+server/incidents/service.py feeds them the stored series sweep by sweep.
+
+Signals. A detector judges one subject per point in time:
+- `congestion` (a link, per sweep): its busier direction's utilisation is at least
+  `utilisation`, or its ends' PortXmitWait ticks per second reach `xmit_wait_per_s`;
+- `link_errors` (a link, per sweep): its ends' error counters rose by at least
+  `link_errors` in the sweep, or it is down;
+- `link_flap` (a link): at least `flaps` link down/up events of it in the baseline window;
+- `mpi_slowdown` (a job, per step): time in MPI collectives and completion calls (waits)
+  per byte of the job's MPI traffic is at least `slowdown` times the job's own baseline;
+- `io_stall` (a job, per step): file I/O time per byte read or written is at least
+  `slowdown` times its baseline.
+A signal starts when its condition holds `sweeps` points in a row (an error signal: at the
+first sweep with errors, an increment is evidence enough) (its start is the start
+of the first of them, so detection comes `sweeps` points after the condition starts) and
+ends after `clear` quiet points in a row (its end is the end of the last point that held).
+A job's baseline is the median time per byte of its steps in the `baseline_ns` before the
+step judged (at least BASELINE_STEPS of them, each with `min_time_ns` of that time); it is
+frozen while the job's signal is open, so a long slowdown does not become its own
+baseline.
+
+Incidents (`join`): a link signal and the job signals that overlap it in time (within
+`slack_ns`) of the jobs whose traffic crosses the link make one incident; the job on the
+link with the most bytes during it is named the likely aggressor, the jobs with signals
+the victims, other jobs on it are listed "on link". A job signal that joins no link
+signal is an incident of its own.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Detector kinds; link kinds first.
+LINK_KINDS = ("congestion", "link_errors", "link_flap")
+JOB_KINDS = ("mpi_slowdown", "io_stall")
+KINDS = (*LINK_KINDS, *JOB_KINDS)
+SEVERITIES = ("minor", "major", "critical")
+ROLES = ("aggressor", "victim", "on link")
+#: Steps with traffic a job's baseline needs.
+BASELINE_STEPS = 5
+#: Points of evidence kept per subject (older ones are dropped from the series).
+MAX_EVIDENCE = 600
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The detectors' thresholds (the STACKLENS_INCIDENT_* settings)."""
+
+    utilisation: float = 0.8
+    xmit_wait_per_s: float = 1_000_000.0
+    sweeps: int = 2
+    clear: int = 3
+    link_errors: int = 1
+    flaps: int = 2
+    slowdown: float = 3.0
+    baseline_ns: int = 120 * 10**9
+    min_time_ns: int = 50 * 10**6
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> Thresholds:
+        """The thresholds of a stacklens Settings object."""
+        return cls(
+            utilisation=settings.incident_utilisation,
+            xmit_wait_per_s=settings.incident_xmit_wait_per_s,
+            sweeps=settings.incident_sweeps,
+            clear=settings.incident_clear_sweeps,
+            link_errors=settings.incident_link_errors,
+            flaps=settings.incident_flaps,
+            slowdown=settings.incident_slowdown,
+            baseline_ns=int(settings.incident_baseline_s * 1e9),
+            min_time_ns=int(settings.incident_min_time_ms * 1e6),
+        )
+
+
+@dataclass
+class Signal:
+    """A detector's finding about one subject: active while `end_ns` is None."""
+
+    kind: str
+    subject: int  # link id or job id
+    start_ns: int
+    detected_ns: int
+    last_ns: int  # end of the last point whose condition held
+    end_ns: int | None = None
+    peak: float = 0.0  # utilisation, xmit-wait rate, error count, or factor over baseline
+    baseline: float | None = None  # a job signal's time per byte baseline
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        """Identity: detector, subject and start."""
+        return f"{self.kind}:{self.subject}:{self.start_ns}"
+
+
+class Streak:
+    """The condition of one detector on one subject, point by point: opens a Signal after
+    `need` hot points in a row, closes it after `clear` quiet ones."""
+
+    def __init__(self, kind: str, subject: int, need: int, clear: int):
+        self.kind, self.subject, self.need, self.clear = kind, subject, need, clear
+        self.hot: list[tuple[int, float]] = []  # (start_ns, value) of the hot run so far
+        self.quiet = 0
+        self.open: Signal | None = None
+        self.evidence: deque[dict[str, Any]] = deque(maxlen=MAX_EVIDENCE)
+
+    def feed(self, t0_ns: int, t1_ns: int, hot: bool, value: float, point: dict[str, Any]
+             ) -> Signal | None:  # fmt: skip
+        """One point [t0_ns, t1_ns): whether the condition held and its value. Returns the
+        signal it opened or closed at this point, else None."""
+        self.evidence.append(point)
+        if self.open is not None:
+            if hot:
+                self.quiet = 0
+                self.open.last_ns = t1_ns
+                self.open.peak = max(self.open.peak, value)
+            else:
+                self.quiet += 1
+                if self.quiet >= self.clear:
+                    closed, self.open = self.open, None
+                    closed.end_ns = closed.last_ns
+                    closed.evidence = list(self.evidence)
+                    self.hot, self.quiet = [], 0
+                    return closed
+            self.open.evidence = list(self.evidence)
+            return None
+        if not hot:
+            self.hot = []
+            return None
+        self.hot.append((t0_ns, value))
+        if len(self.hot) < self.need:
+            return None
+        self.open = Signal(self.kind, self.subject, start_ns=self.hot[0][0], detected_ns=t1_ns,
+                           last_ns=t1_ns, peak=max(v for _, v in self.hot),
+                           evidence=list(self.evidence))  # fmt: skip
+        self.quiet = 0
+        return self.open
+
+
+# ---- links --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinkPoint:
+    """One sweep of one link: [t0_ns, t1_ns), utilisation (busier direction over capacity),
+    PortXmitWait ticks/s of its ends, error counter increments of its ends (None: unknown),
+    whether it is down."""
+
+    t0_ns: int
+    t1_ns: int
+    utilisation: float | None
+    xmit_wait_per_s: float | None
+    errors: int | None
+    down: bool = False
+
+    def as_evidence(self) -> dict[str, Any]:
+        """The point as an evidence series entry."""
+        return {"t_ns": self.t1_ns, "utilisation": self.utilisation,
+                "xmit_wait_per_s": self.xmit_wait_per_s, "errors": self.errors,
+                "down": self.down}  # fmt: skip
+
+
+def congested(p: LinkPoint, th: Thresholds) -> tuple[bool, float]:
+    """Whether a sweep of a link is congested, and how much (the larger of utilisation over
+    its threshold and the xmit-wait rate over its threshold, 1 = at the threshold)."""
+    u = (p.utilisation or 0.0) / th.utilisation if th.utilisation else 0.0
+    w = (p.xmit_wait_per_s or 0.0) / th.xmit_wait_per_s
+    level = max(u, w)
+    return (not p.down and level >= 1.0), level
+
+
+def erroring(p: LinkPoint, th: Thresholds) -> tuple[bool, float]:
+    """Whether a sweep of a link shows errors (or the link down), and how many errors."""
+    n = p.errors or 0
+    return (p.down or n >= th.link_errors), float(n)
+
+
+class LinkDetector:
+    """Congestion and error streaks of every link, sweep by sweep, plus flaps from the
+    link down/up events."""
+
+    def __init__(self, th: Thresholds):
+        self.th = th
+        self.streaks: dict[tuple[str, int], Streak] = {}
+        self.events: dict[int, deque[int]] = {}  # link -> times of its down/up events
+        self.flaps: dict[int, Signal] = {}
+
+    def _streak(self, kind: str, link: int) -> Streak:
+        key = (kind, link)
+        if key not in self.streaks:
+            need = 1 if kind == "link_errors" else self.th.sweeps
+            self.streaks[key] = Streak(kind, link, need, self.th.clear)
+        return self.streaks[key]
+
+    def sweep(self, points: dict[int, LinkPoint]) -> list[Signal]:
+        """Feed one sweep (link id -> its point); the signals opened or closed by it."""
+        changed = []
+        for link, p in points.items():
+            for kind, judge in (("congestion", congested), ("link_errors", erroring)):
+                hot, value = judge(p, self.th)
+                if not hot and (kind, link) not in self.streaks:
+                    continue  # quiet links keep no state
+                streak = self._streak(kind, link)
+                signal = streak.feed(p.t0_ns, p.t1_ns, hot, value, p.as_evidence())
+                if signal is not None:
+                    changed.append(signal)
+                if streak.open is None and not streak.hot:
+                    del self.streaks[(kind, link)]
+        return changed
+
+    def link_events(self, link: int, times_ns: list[int], now_ns: int) -> Signal | None:
+        """Feed a link's down/up event times (new ones); a flap signal opened or closed."""
+        seen = self.events.setdefault(link, deque())
+        seen.extend(sorted(times_ns))
+        while seen and seen[0] < now_ns - self.th.baseline_ns:
+            seen.popleft()
+        flap = self.flaps.get(link)
+        if flap is None and len(seen) >= self.th.flaps:
+            flap = Signal("link_flap", link, start_ns=seen[0], detected_ns=now_ns,
+                          last_ns=seen[-1], peak=float(len(seen)),
+                          evidence=[{"t_ns": t} for t in seen])  # fmt: skip
+            self.flaps[link] = flap
+            return flap
+        if flap is not None:
+            flap.last_ns = seen[-1] if seen else flap.last_ns
+            flap.peak = max(flap.peak, float(len(seen)))
+            flap.evidence = [{"t_ns": t} for t in seen] or flap.evidence
+            if not seen:
+                flap.end_ns = flap.last_ns
+                del self.flaps[link]
+                del self.events[link]
+                return flap
+        elif not seen:
+            del self.events[link]
+        return None
+
+    def active(self) -> list[Signal]:
+        """Every open link signal."""
+        out = [s.open for s in self.streaks.values() if s.open is not None]
+        return out + list(self.flaps.values())
+
+
+# ---- jobs --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobStep:
+    """One step of one job: [t0_ns, t1_ns), the time (summed over ranks) in MPI
+    collectives and waits and the MPI bytes; the file I/O time and bytes."""
+
+    t0_ns: int
+    t1_ns: int
+    mpi_time_ns: int
+    mpi_bytes: int
+    io_time_ns: int
+    io_bytes: int
+
+
+def per_byte(time_ns: int, nbytes: int, min_time_ns: int) -> float | None:
+    """Time per byte (ns/B) of a step with enough time and some bytes, else None."""
+    if nbytes <= 0 or time_ns < min_time_ns or time_ns <= 0:
+        return None
+    return time_ns / nbytes
+
+
+class JobDetector:
+    """MPI slowdown and I/O stall streaks of one job, step by step, each against the job's
+    own baseline."""
+
+    def __init__(self, job: int, th: Thresholds):
+        self.job, self.th = job, th
+        self.history: dict[str, deque[tuple[int, float]]] = {k: deque() for k in JOB_KINDS}
+        self.streaks = {k: Streak(k, job, th.sweeps, th.clear) for k in JOB_KINDS}
+        self.frozen: dict[str, float] = {}
+
+    def baseline(self, kind: str, now_ns: int) -> float | None:
+        """The median time per byte of the baseline window before `now_ns` (None: fewer
+        than BASELINE_STEPS steps), or the frozen one of an open signal."""
+        if kind in self.frozen:
+            return self.frozen[kind]
+        past = self.history[kind]
+        while past and past[0][0] < now_ns - self.th.baseline_ns:
+            past.popleft()
+        if len(past) < BASELINE_STEPS:
+            return None
+        return statistics.median(v for _, v in past)
+
+    def step(self, s: JobStep) -> list[Signal]:
+        """Feed one complete step; the signals it opened or closed."""
+        changed = []
+        for kind, t, n in (("mpi_slowdown", s.mpi_time_ns, s.mpi_bytes),
+                           ("io_stall", s.io_time_ns, s.io_bytes)):  # fmt: skip
+            ratio = per_byte(t, n, self.th.min_time_ns)
+            base = self.baseline(kind, s.t0_ns)
+            factor = ratio / base if ratio is not None and base else 0.0
+            hot = base is not None and factor >= self.th.slowdown
+            streak = self.streaks[kind]
+            point = {"t_ns": s.t1_ns, "time_ns": t, "bytes": n, "per_byte_ns": ratio,
+                     "baseline_per_byte_ns": base}  # fmt: skip
+            if ratio is None and streak.open is None and not streak.hot:
+                streak.evidence.append(point)
+                continue  # nothing to judge; a quiet step without traffic does not count
+            signal = streak.feed(s.t0_ns, s.t1_ns, hot, factor, point)
+            if signal is not None:
+                if signal.end_ns is None:
+                    assert base is not None
+                    self.frozen[kind] = signal.baseline = base
+                else:
+                    self.frozen.pop(kind, None)
+                changed.append(signal)
+            if not hot and ratio is not None and streak.open is None:
+                self.history[kind].append((s.t1_ns, ratio))
+        return changed
+
+    def active(self) -> list[Signal]:
+        """The job's open signals."""
+        return [s.open for s in self.streaks.values() if s.open is not None]
+
+
+# ---- the join ------------------------------------------------------------------------------
+
+
+@dataclass
+class Member:
+    """A job of an incident."""
+
+    job: int
+    role: str
+    signals: list[str]
+    link_bytes: int | None
+
+
+@dataclass
+class Joined:
+    """An incident as the join makes it: its opening signal, the other signals joined, the
+    jobs with their roles, its severity and cause-only title."""
+
+    key: str
+    kind: str
+    signals: list[Signal]
+    links: list[int]
+    members: list[Member]
+    severity: str
+    start_ns: int
+    end_ns: int | None
+
+
+def overlaps(a: Signal, b: Signal, slack_ns: int) -> bool:
+    """Whether two signals overlap in time, within `slack_ns`."""
+    a_end = a.last_ns if a.end_ns is None else a.end_ns
+    b_end = b.last_ns if b.end_ns is None else b.end_ns
+    return a.start_ns <= b_end + slack_ns and b.start_ns <= a_end + slack_ns
+
+
+def severity(kind: str, victims: int, on_link: int, peak: float, th: Thresholds) -> str:
+    """minor: no job affected; major: a job slowed on a congested or erroring link, or a
+    job slowed to twice the threshold; critical: a flapping or down link under jobs, or
+    two or more jobs slowed on one link (`victims`: the jobs on it with a signal)."""
+    if kind in LINK_KINDS:
+        if victims >= 2 or (kind == "link_flap" and on_link):
+            return "critical"
+        return "major" if victims or (kind == "link_errors" and on_link) else "minor"
+    return "major" if peak >= 2 * th.slowdown else "minor"
+
+
+def join(
+    link_signal: Signal,
+    job_signals: list[Signal],
+    bytes_on_link: dict[int, int | None],
+    th: Thresholds,
+    slack_ns: int,
+) -> Joined:
+    """The incident of a link signal: `bytes_on_link` names the jobs whose traffic crosses
+    the link during it (job -> bytes, None: on it, bytes unknown); the job signals of those
+    jobs overlapping it join as victims; the job with the most bytes (> 0) on the link is
+    the likely aggressor (even if it also slowed: then it is named aggressor only)."""
+    joined = [s for s in job_signals
+              if s.subject in bytes_on_link and overlaps(s, link_signal, slack_ns)]  # fmt: skip
+    by_job: dict[int, list[str]] = {}
+    for s in joined:
+        by_job.setdefault(s.subject, []).append(s.kind)
+    known = {j: b for j, b in bytes_on_link.items() if b}
+    aggressor = max(sorted(known), key=lambda j: known[j]) if known else None
+    members = []
+    for j in sorted(bytes_on_link, key=lambda j: (-(bytes_on_link[j] or 0), j)):
+        role = "aggressor" if j == aggressor else "victim" if j in by_job else "on link"
+        members.append(Member(j, role, sorted(by_job.get(j, [])), bytes_on_link[j]))
+    victims = sum(bool(m.signals) for m in members)  # the aggressor may have slowed too
+    return Joined(
+        key=link_signal.key,
+        kind=link_signal.kind,
+        signals=[link_signal, *joined],
+        links=[link_signal.subject],
+        members=members,
+        severity=severity(link_signal.kind, victims, len(members), link_signal.peak, th),
+        start_ns=min(s.start_ns for s in [link_signal, *joined]),
+        end_ns=link_signal.end_ns,
+    )
+
+
+def alone(job_signal: Signal, th: Thresholds) -> Joined:
+    """The incident of a job signal that joins no link signal: the job is its victim."""
+    return Joined(
+        key=job_signal.key,
+        kind=job_signal.kind,
+        signals=[job_signal],
+        links=[],
+        members=[Member(job_signal.subject, "victim", [job_signal.kind], None)],
+        severity=severity(job_signal.kind, 1, 0, job_signal.peak, th),
+        start_ns=job_signal.start_ns,
+        end_ns=job_signal.end_ns,
+    )

@@ -1,0 +1,381 @@
+"""The incident detector service: started by `stacklens up` next to the collector and the
+fabric sampler (in the web app's lifespan, like the collector), it wakes at a quarter of
+the sweep period, and when a new sweep is stored (or a job step has settled) it runs one
+`tick` in a worker thread:
+
+1. the sweeps stored since the last tick, in order, through the link detectors
+   (congestion, errors), and the link down/up events stored since (flaps);
+2. every job's whole-second steps that have settled (SETTLE_NS past their end, so late
+   frames are in) through its own detectors (MPI slowdown, I/O stall);
+3. the join: each link signal with the overlapping job signals of the jobs whose traffic
+   crosses it (repository.LinkTraffic; read again every REFRESH_NS while it lasts, and
+   when it ends) becomes an incident, the job with the most bytes on the link its likely
+   aggressor; a job signal that joins no link signal within
+   `sweeps` sweep periods is an incident of its own;
+4. every open incident (and one that just closed) is stored; its opening, a change of its
+   severity or of a job's role or signals ("updated") and its closing are sent to the webhook if one
+   is set. A job's incident of its own that a link signal joins later is merged into the
+   link's (deleted; "merged" to the webhook).
+
+Why a service of its own and not the fabric sampler's loop: the detectors read jobs'
+series as well as the fabric's, the sampler belongs to the collector layer (which may not
+import the server's repositories) and its sweep period must not stretch with detection
+work; several collectors may share a database, while one server detects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from server.fabric import repository as fabric
+from server.incidents import repository as repo
+from server.incidents.detect import (
+    JOB_KINDS,
+    JobDetector,
+    JobStep,
+    Joined,
+    LinkDetector,
+    Signal,
+    Thresholds,
+    alone,
+    join,
+)
+from server.incidents.webhook import Webhook
+
+log = logging.getLogger(__name__)
+
+SECOND = 10**9
+#: How long after a step's end its frames are taken to be in.
+SETTLE_NS = 1_500_000_000
+#: How far back each pass reads link events again (an event is stored after its time).
+EVENT_MARGIN_NS = 10 * SECOND
+#: How often an open incident's jobs' bytes on its links, ranks and files are read again.
+REFRESH_NS = 5 * SECOND
+#: How the kinds are named in titles.
+KIND_TEXT = {
+    "congestion": "Congestion",
+    "link_errors": "Link errors",
+    "link_flap": "Link flapping",
+    "mpi_slowdown": "MPI slowdown",
+    "io_stall": "I/O stall",
+}
+
+
+@dataclass
+class ServiceStats:
+    """What the service did (shown on /metrics)."""
+
+    ticks: int = 0
+    errors: int = 0
+    opened: int = 0
+    closed: int = 0
+    last_tick_s: float = 0.0
+
+
+class IncidentService:
+    """Detects incidents on the stored series of `engine`'s database (see the module)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        thresholds: Thresholds,
+        sweep_interval_s: float = 1.0,
+        webhook: Webhook | None = None,
+        clock: Callable[[], int] = time.time_ns,
+    ):
+        self.engine = engine
+        self.th = thresholds
+        self.interval_ns = int(sweep_interval_s * SECOND)
+        self.webhook = webhook
+        self.clock = clock
+        self.stats = ServiceStats()
+        self.links = LinkDetector(thresholds)
+        self.jobs: dict[int, JobDetector] = {}
+        self.sweep_after: int | None = None  # newest sweep fed
+        self.events_after: int | None = None
+        self.events_seen: dict[int, int] = {}  # event id -> its time, of those read lately
+        self.steps_after: int | None = None  # end of the newest step fed
+        self.ended: list[Signal] = []  # closed since the last tick, to store once more
+        self.joined: dict[str, str] = {}  # job signal key -> the link incident it joined
+        self.stored: dict[str, int] = {}  # open incident key -> id
+        self.shapes: dict[str, tuple[str, tuple[tuple[Any, ...], ...]]] = {}  # severity, roles
+        self._task: asyncio.Task[None] | None = None
+        self._view: repo.FabricView | None = None
+        # per open incident: its jobs' bytes on the link, their ranks and files (REFRESH_NS)
+        self._on: dict[str, tuple[int, dict[int, int | None]]] = {}
+        self._details: dict[tuple[str, int, str, str], tuple[int, list[int], list[str]]] = {}
+
+    # ---- running -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start detecting (and the webhook's sender)."""
+        if self.webhook is not None:
+            await self.webhook.start()
+        self._task = asyncio.create_task(self._run(), name="incidents")
+
+    async def stop(self) -> None:
+        """Stop detecting."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self.webhook is not None:
+            await self.webhook.stop()
+
+    async def _run(self) -> None:
+        poll = max(0.05, self.interval_ns / SECOND / 4)
+        while True:
+            try:
+                await asyncio.to_thread(self.tick)
+            except Exception:  # the database may be away for a while: try again
+                self.stats.errors += 1
+                if self.stats.errors in (1, 10) or self.stats.errors % 100 == 0:
+                    log.exception("incident detection failed (%d times)", self.stats.errors)
+            await asyncio.sleep(poll)
+
+    # ---- one tick ------------------------------------------------------------------------
+
+    def tick(self) -> list[dict[str, Any]]:
+        """Feed what is new to the detectors, join, store; the webhook messages it made
+        (also posted)."""
+        started = time.monotonic()
+        now = self.clock()
+        with Session(self.engine) as session:
+            version = fabric.topology_version(session)
+            if self._view is None or version is None or version != self._view.version:
+                self._view = repo.FabricView(session)  # a new discovery was stored
+            links = self._view.links
+            fed = self._fabric(session, links, now)
+            fed |= self._events(session, now)
+            fed |= self._jobs(session, now)
+            messages = self._store(session, links, now) if fed else []
+            session.commit()
+        self.stats.ticks += 1
+        self.stats.last_tick_s = time.monotonic() - started
+        for message in messages:
+            if self.webhook is not None:
+                self.webhook.post(message)
+        return messages
+
+    def _fabric(self, session: Session, links: list[dict[str, Any]], now: int) -> bool:
+        newest = repo.newest_sweep(session)
+        if newest is None or newest == self.sweep_after:
+            return False
+        if self.sweep_after is None:  # enough sweeps before now to judge streaks afresh
+            self.sweep_after = newest - (self.th.sweeps + self.th.clear + 1) * self.interval_ns
+        for _, points in repo.sweeps_after(session, self.sweep_after, newest, links):
+            self.ended += [s for s in self.links.sweep(points) if s.end_ns is not None]
+        self.sweep_after = newest
+        return True
+
+    def _events(self, session: Session, now: int) -> bool:
+        """Feed the link down/up events stored since the last tick (and age the old ones:
+        a flap ends when its events leave the baseline window)."""
+        # read again from EVENT_MARGIN_NS back: an event is stored after its time
+        after = now - self.th.baseline_ns if self.events_after is None else self.events_after
+        events = repo.link_events_after(session, after - EVENT_MARGIN_NS, now)
+        new: dict[int, list[int]] = {}
+        for link, seen in events.items():
+            times = [ts for event_id, ts in seen if event_id not in self.events_seen]
+            self.events_seen.update(seen)
+            if times:
+                new[link] = times
+        self.events_seen = {i: ts for i, ts in self.events_seen.items()
+                            if ts > after - 2 * EVENT_MARGIN_NS}  # fmt: skip
+        changed = False
+        for link in set(new) | set(self.links.events):
+            signal = self.links.link_events(link, new.get(link, []), now)
+            if signal is not None and signal.end_ns is not None:
+                self.ended.append(signal)
+            changed |= signal is not None
+        self.events_after = now
+        return bool(new) or changed
+
+    def _jobs(self, session: Session, now: int) -> bool:
+        upto = (now - SETTLE_NS) // SECOND * SECOND
+        if self.steps_after is None:
+            self.steps_after = upto - self.th.baseline_ns
+        if upto <= self.steps_after:
+            return False
+        steps = repo.job_steps(session, self.steps_after, upto)
+        for job, detector in self.jobs.items():  # open signals see the quiet steps too
+            if detector.active() and job not in steps:
+                steps[job] = []
+        for job, rows in steps.items():
+            detector = self.jobs.setdefault(job, JobDetector(job, self.th))
+            have = {s.t0_ns for s in rows}
+            if detector.active():  # a step without traffic is quiet for an open signal
+                rows = sorted(rows + [JobStep(t, t + SECOND, 0, 0, 0, 0)
+                                      for t in range(self.steps_after, upto, SECOND)
+                                      if t not in have], key=lambda s: s.t0_ns)  # fmt: skip
+            for step in rows:
+                self.ended += [s for s in detector.step(step) if s.end_ns is not None]
+        for job in [j for j, d in self.jobs.items() if not d.active() and j not in steps]:
+            last = max((t for q in self.jobs[job].history.values() for t, _ in q), default=0)
+            if last < upto - self.th.baseline_ns:
+                del self.jobs[job]  # its baseline has aged out
+        self.steps_after = upto
+        return True
+
+    # ---- the join and storing ------------------------------------------------------------
+
+    def _store(self, session: Session, links: list[dict[str, Any]], now: int
+               ) -> list[dict[str, Any]]:  # fmt: skip
+        by_id = {lk["id"]: lk for lk in links}
+        link_signals = self.links.active() + [s for s in self.ended if s.subject in by_id
+                                              and s.kind not in JOB_KINDS]  # fmt: skip
+        job_signals = [s for d in self.jobs.values() for s in d.active()]
+        job_signals += [s for s in self.ended if s.kind in JOB_KINDS]
+        slack = self.th.sweeps * self.interval_ns
+        incidents: list[Joined] = []
+        assert self._view is not None
+        traffic = repo.LinkTraffic(session, self._view) if link_signals else None
+        for signal in link_signals:
+            assert traffic is not None
+            upto = signal.end_ns or now
+            cached = self._on.get(signal.key)
+            if cached is None or now - cached[0] >= REFRESH_NS or signal.end_ns is not None:
+                on: dict[int, int | None] = {}
+                for job in repo.active_jobs(session, signal.start_ns - slack, upto + slack):
+                    crossed = traffic.on_links(job, {signal.subject}, signal.start_ns - slack,
+                                               upto + slack)  # fmt: skip
+                    if crossed is not None:
+                        on[job] = crossed[0]
+                cached = self._on[signal.key] = (now, on)
+            incident = join(signal, job_signals, cached[1], self.th, slack)
+            incidents.append(incident)
+            for s in incident.signals[1:]:
+                self.joined[s.key] = incident.key
+        for signal in job_signals:
+            if signal.key in self.joined:
+                continue
+            if signal.end_ns is None and now - signal.detected_ns < slack:
+                continue  # a link signal may still join it
+            incidents.append(alone(signal, self.th))
+        messages = []
+        for key in [k for k in self.joined if k in self.stored]:  # it opened alone before
+            messages.append({"event": "merged", "incident": {"id": self.stored.pop(key)},
+                             "into": self.joined[key]})  # fmt: skip
+            repo.remove(session, key)
+        keep = set()
+        for incident in incidents:
+            incident_id, row = self._save(session, incident, by_id, now)
+            was_open = incident.key in self.stored
+            if incident.end_ns is None:
+                self.stored[incident.key] = incident_id
+                keep.add(incident.key)
+            else:
+                self.stored.pop(incident.key, None)
+            shape = (incident.severity,
+                     tuple((m.job, m.role, *m.signals) for m in incident.members))  # fmt: skip
+            event = None
+            if incident.end_ns is not None:
+                event = "closed"
+            elif not was_open:
+                event = "opened"
+            elif self.shapes.get(incident.key) != shape:
+                event = "updated"  # its severity or a job's role changed
+            self.shapes[incident.key] = shape
+            if event is not None:
+                self.stats.opened += event == "opened"
+                self.stats.closed += event == "closed"
+                messages.append(self._message(session, event, incident_id, row))
+        for key in set(self.stored) - keep:  # its signals are gone (e.g. a restart)
+            del self.stored[key]
+        self.shapes = {k: v for k, v in self.shapes.items() if k in keep}
+        self._on = {k: v for k, v in self._on.items() if k in keep}
+        self._details = {k: v for k, v in self._details.items() if k[0] in keep}
+        for closed in repo.close_stale(session, keep, now):
+            self.stats.closed += 1
+            del closed
+        self.ended = []
+        self.joined = {k: v for k, v in self.joined.items()
+                       if any(s.key == k for s in job_signals if s.end_ns is None)}  # fmt: skip
+        return messages
+
+    def _save(self, session: Session, incident: Joined, by_id: dict[int, dict[str, Any]],
+              now: int) -> tuple[int, dict[str, Any]]:  # fmt: skip
+        lead = incident.signals[0]
+        links_json = []
+        for link_id in incident.links:
+            lk = by_id.get(link_id) or {}
+            links_json.append({
+                "id": link_id, "a": lk.get("a"), "b": lk.get("b"),
+                "capacity_bytes_per_s": lk.get("capacity_bytes_per_s"),
+                "signals": [lead.kind], "peak": lead.peak, "evidence": lead.evidence,
+            })  # fmt: skip
+        title = KIND_TEXT[incident.kind]
+        if incident.links:
+            first = by_id.get(incident.links[0])
+            if first is not None:
+                title += f" on {_end(first['a'])} – {_end(first['b'])}"
+        upto = incident.end_ns or now
+        members = []
+        for slot, m in enumerate(incident.members):
+            own = [s for s in incident.signals if s.subject == m.job and s.kind in JOB_KINDS]
+            kind = own[0].kind if own else "mpi_slowdown"
+            key = (incident.key, m.job, kind, m.role)
+            known = self._details.get(key)
+            if known is None or now - known[0] >= REFRESH_NS or incident.end_ns is not None:
+                ranks = repo.top_ranks(session, m.job, kind, incident.start_ns, upto)
+                files = (repo.top_files(session, m.job, incident.start_ns, upto)
+                         if kind == "io_stall" or m.role == "aggressor" else [])  # fmt: skip
+                known = self._details[key] = (now, ranks, files)
+            _, ranks, files = known
+            evidence = {s.kind: {"baseline_per_byte_ns": s.baseline, "peak_factor": s.peak,
+                                 "series": s.evidence} for s in own}  # fmt: skip
+            members.append({"slot": slot, "job_id": m.job, "role": m.role,
+                            "signals": m.signals, "ranks": ranks, "files": files,
+                            "link_bytes": m.link_bytes, "evidence": evidence})  # fmt: skip
+        row = {
+            "key": incident.key, "kind": incident.kind, "severity": incident.severity,
+            "title": title, "start_ns": incident.start_ns, "end_ns": incident.end_ns,
+            "detected_ns": lead.detected_ns, "updated_ns": now, "links": links_json,
+            "members": [{"role": m.role} for m in incident.members],
+            "link_ids": incident.links,
+            "signals": sorted({s.kind for s in incident.signals}),
+        }  # fmt: skip
+        return repo.save(session, row, members), row
+
+    def _message(self, session: Session, event: str, incident_id: int, row: dict[str, Any]
+                 ) -> dict[str, Any]:  # fmt: skip
+        """The webhook's JSON: the event and the incident as an administrator sees it."""
+        jobs = repo.visible_jobs(session, [incident_id]).get(incident_id, {})
+        return {
+            "event": event,
+            "incident": {
+                "id": incident_id, "kind": row["kind"], "severity": row["severity"],
+                "title": row["title"], "start_ns": row["start_ns"], "end_ns": row["end_ns"],
+                "detected_ns": row["detected_ns"],
+                "links": [{k: lk[k] for k in ("id", "a", "b")} for lk in row["links"]],
+                "jobs": [{k: j[k] for k in ("job", "user", "role", "signals", "ranks",
+                                             "files", "link_bytes")}
+                         for _, j in sorted(jobs.items())],
+            },
+        }  # fmt: skip
+
+
+def _end(end: dict[str, Any]) -> str:
+    return f"{end['name'] or end['guid']}[{end['port']}]"
+
+
+def incident_service(engine: Engine, settings: Any) -> IncidentService | None:
+    """The service the settings ask for (None: STACKLENS_INCIDENTS=off)."""
+    if settings.incidents != "on":
+        return None
+    return IncidentService(
+        engine,
+        Thresholds.from_settings(settings),
+        sweep_interval_s=settings.fabric_interval_ms / 1000,
+        webhook=Webhook(settings.alert_webhook) if settings.alert_webhook else None,
+    )

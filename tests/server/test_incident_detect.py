@@ -1,0 +1,196 @@
+"""The incident detectors and the join on seeded series (server/incidents/detect.py): each
+fires when it should — at the sweep or step the thresholds say, with the start of the
+condition — and stays quiet on normal load; the join names the aggressor and the victims."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+from server.incidents.detect import (
+    JobDetector,
+    JobStep,
+    LinkDetector,
+    LinkPoint,
+    Signal,
+    Thresholds,
+    alone,
+    join,
+)
+
+S = 10**9
+T0 = 1_800_000_000 * S
+TH = Thresholds(utilisation=0.8, xmit_wait_per_s=1e6, sweeps=2, clear=3, link_errors=1,
+                flaps=2, slowdown=3.0, baseline_ns=60 * S, min_time_ns=10**6)  # fmt: skip
+
+
+def _sweeps(values: list[dict]) -> list[tuple[int, dict[int, LinkPoint]]]:
+    """Sweep i covers [T0 + i s, T0 + (i+1) s); values[i]: link -> (util, wait/s, errors)."""
+    out = []
+    for i, links in enumerate(values):
+        points = {lk: LinkPoint(T0 + i * S, T0 + (i + 1) * S, u, w, e) for lk, (u, w, e)
+                  in links.items()}  # fmt: skip
+        out.append((T0 + (i + 1) * S, points))
+    return out
+
+
+def _feed(det: LinkDetector, values: list[dict]) -> list[tuple[int, Signal]]:
+    """(sweep index, signal) of each signal opened or closed."""
+    out = []
+    for i, (_, points) in enumerate(_sweeps(values)):
+        out += [(i, copy.copy(s)) for s in det.sweep(points)]  # as it was then
+    return out
+
+
+def _normal(rng: random.Random, n: int) -> list[dict]:
+    return [
+        {1: (rng.uniform(0.0, 0.6), rng.uniform(0, 5e5), 0),
+         2: (rng.uniform(0.0, 0.79), rng.uniform(0, 9.9e5), None)}
+        for _ in range(n)
+    ]  # fmt: skip
+
+
+def test_congestion_quiet_on_normal_load():
+    det = LinkDetector(TH)
+    assert _feed(det, _normal(random.Random(1), 500)) == []
+    assert det.active() == [] and det.streaks == {}
+
+
+def test_one_hot_sweep_is_not_congestion():
+    det = LinkDetector(TH)
+    series = [{1: (0.2, 0, 0)}] * 5 + [{1: (0.95, 0, 0)}] + [{1: (0.2, 0, 0)}] * 5
+    assert _feed(det, series) == []
+
+
+def test_congestion_by_utilisation_opens_at_the_second_sweep_and_closes_after_three_quiet():
+    det = LinkDetector(TH)
+    series = [{1: (0.3, 0, 0)}] * 10 + [{1: (0.85, 0, 0)}] * 6 + [{1: (0.3, 0, 0)}] * 4
+    events = _feed(det, series)
+    assert [(i, s.kind, s.end_ns is None) for i, s in events] == [
+        (11, "congestion", True), (18, "congestion", False)
+    ]  # fmt: skip
+    opened = events[0][1]
+    assert opened.subject == 1
+    assert opened.start_ns == T0 + 10 * S  # the condition's start: the first hot sweep's
+    assert opened.detected_ns == T0 + 12 * S  # 2 sweeps after it
+    assert events[1][1].end_ns == T0 + 16 * S  # the end of the last hot sweep
+    assert opened.peak == 0.85 / 0.8
+    assert [p["utilisation"] for p in events[1][1].evidence] == [0.85] * 6 + [0.3] * 3
+
+
+def test_congestion_by_xmit_wait_and_a_down_link_is_not_congested():
+    det = LinkDetector(TH)
+    series = [{1: (0.1, 2e6, 0), 2: (None, 3e6, 0)}] * 2
+    events = _feed(det, series)
+    assert [(s.subject, s.kind, s.peak) for _, s in events] == [
+        (1, "congestion", 2.0), (2, "congestion", 3.0)
+    ]  # fmt: skip
+    down = LinkDetector(TH)
+    points = {3: LinkPoint(T0, T0 + S, 0.9, 5e6, 0, down=True)}
+    assert [(s.kind, s.subject) for s in down.sweep(points)] == [("link_errors", 3)]
+
+
+def test_link_errors_fire_at_the_first_sweep_with_errors():
+    det = LinkDetector(TH)
+    series = [{7: (0.1, 0, 0)}] * 3 + [{7: (0.1, 0, 4)}] + [{7: (0.1, 0, 0)}] * 3
+    events = _feed(det, series)
+    assert [(i, s.kind, s.peak, s.end_ns) for i, s in events] == [
+        (3, "link_errors", 4.0, None), (6, "link_errors", 4.0, T0 + 4 * S)
+    ]  # fmt: skip
+    assert events[0][1].start_ns == T0 + 3 * S
+
+
+def test_flaps_from_link_events():
+    det = LinkDetector(TH)
+    assert det.link_events(5, [T0 + 1 * S], T0 + 2 * S) is None  # one event: no flap
+    flap = det.link_events(5, [T0 + 3 * S], T0 + 4 * S)
+    assert flap is not None and (flap.kind, flap.start_ns, flap.peak) == ("link_flap", T0 + S, 2.0)
+    assert det.link_events(5, [], T0 + 30 * S) is None  # still within the baseline window
+    ended = det.link_events(5, [], T0 + 64 * S)  # both events aged out
+    assert ended is flap and flap.end_ns == T0 + 3 * S and det.active() == []
+
+
+def _steps(ratios: list[tuple[float, float]], time_ns: int = 10**8) -> list[JobStep]:
+    """Step i = [T0 + i s, +1 s) with MPI and I/O time per byte as given (time fixed)."""
+    return [JobStep(T0 + i * S, T0 + (i + 1) * S, time_ns, int(time_ns / m) if m else 0,
+                    time_ns, int(time_ns / io) if io else 0)
+            for i, (m, io) in enumerate(ratios)]  # fmt: skip
+
+
+def test_job_detectors_quiet_on_normal_load():
+    rng = random.Random(7)
+    det = JobDetector(42, TH)
+    steps = _steps([(rng.uniform(0.7, 1.9), rng.uniform(1.0, 2.5)) for _ in range(400)])
+    assert [s for st in steps for s in det.step(st)] == []
+
+
+def test_mpi_slowdown_against_the_jobs_own_baseline():
+    det = JobDetector(42, TH)
+    ratios = [(1.0, 2.0)] * 10 + [(4.0, 2.0)] * 5 + [(1.0, 2.0)] * 4
+    events = [(i, copy.copy(s)) for i, st in enumerate(_steps(ratios)) for s in det.step(st)]
+    assert [(i, s.kind, s.end_ns is None) for i, s in events] == [
+        (11, "mpi_slowdown", True), (17, "mpi_slowdown", False)
+    ]  # fmt: skip
+    signal = events[0][1]
+    assert (signal.subject, signal.start_ns, signal.detected_ns) == (42, T0 + 10 * S, T0 + 12 * S)
+    assert events[1][1].end_ns == T0 + 15 * S
+    assert signal.baseline == 1.0 and signal.peak == 4.0
+    # while it was open the baseline stayed frozen; after it, the slow steps are not in it
+    assert det.baseline("mpi_slowdown", T0 + 20 * S) == 1.0
+
+
+def test_io_stall_needs_a_baseline_and_enough_time():
+    det = JobDetector(9, TH)
+    # no baseline yet (3 steps, then the slow ones become it): a slow start is no stall
+    early = _steps([(1.0, 10.0)] * 3 + [(1.0, 50.0)] * 3)
+    assert [s for st in early for s in det.step(st)] == []
+    det = JobDetector(9, TH)
+    ratios = [(1.0, 1.0)] * 6 + [(1.0, 4.0)] * 3
+    steps = _steps(ratios)
+    tiny = [JobStep(s.t0_ns, s.t1_ns, s.mpi_time_ns, s.mpi_bytes, 10, 1) for s in steps[6:]]
+    assert [s for st in steps[:6] + tiny for s in det.step(st)] == []  # 10 ns: below min
+    det = JobDetector(9, TH)
+    events = [(i, s) for i, st in enumerate(steps) for s in det.step(st)]
+    assert [(i, s.kind, s.peak) for i, s in events] == [(7, "io_stall", 4.0)]
+
+
+def _signal(kind: str, subject: int, start: int, end: int | None = None) -> Signal:
+    return Signal(kind, subject, start_ns=T0 + start * S, detected_ns=T0 + (start + 2) * S,
+                  last_ns=T0 + (end or start + 2) * S, end_ns=None if end is None
+                  else T0 + end * S, peak=1.5)  # fmt: skip
+
+
+def test_join_names_the_aggressor_and_the_victims():
+    link = _signal("congestion", 11, 10)
+    victim = _signal("mpi_slowdown", 2, 11)
+    elsewhere = _signal("mpi_slowdown", 5, 11)  # a job that does not cross the link
+    too_early = _signal("io_stall", 3, 0, end=4)  # ended long before the congestion
+    on_link = {1: 9_000_000, 2: 1_000_000, 3: 500_000, 4: None}
+    incident = join(link, [victim, elsewhere, too_early], on_link, TH, slack_ns=2 * S)
+    assert incident.key == f"congestion:11:{T0 + 10 * S}"
+    assert [(m.job, m.role, m.signals, m.link_bytes) for m in incident.members] == [
+        (1, "aggressor", [], 9_000_000),
+        (2, "victim", ["mpi_slowdown"], 1_000_000),
+        (3, "on link", [], 500_000),
+        (4, "on link", [], None),
+    ]
+    assert [s.key for s in incident.signals] == [link.key, victim.key]
+    assert (incident.severity, incident.links, incident.start_ns) == ("major", [11], T0 + 10 * S)
+
+
+def test_join_severity_and_a_lone_job_signal():
+    link = _signal("congestion", 11, 10)
+    nobody = join(link, [], {}, TH, slack_ns=2 * S)
+    assert (nobody.severity, nobody.members) == ("minor", [])
+    two = join(link, [_signal("mpi_slowdown", 2, 10), _signal("io_stall", 3, 11)],
+               {1: 10, 2: 5, 3: 1}, TH, slack_ns=2 * S)  # fmt: skip
+    assert two.severity == "critical" and [m.role for m in two.members] == [
+        "aggressor",
+        "victim",
+        "victim",
+    ]
+    flap = join(_signal("link_flap", 4, 1), [], {7: None}, TH, slack_ns=0)
+    assert flap.severity == "critical" and flap.members[0].role == "on link"
+    lone = alone(_signal("io_stall", 3, 5), TH)
+    assert (lone.kind, lone.links, lone.severity) == ("io_stall", [], "minor")
+    assert [(m.job, m.role) for m in lone.members] == [(3, "victim")]
