@@ -11,7 +11,7 @@ INCIDENT_S seconds the demo
 - raises the spine port's PortXmitWait by WAIT_PER_S ticks every second (the simulator's
   console: the link is congested), and
 - once the sampler has stored a sweep with those ticks, creates the jobs' flag file: the
-  solver's rank 0 arrives late at every collective (its data is stuck behind the link), so
+  solver's rank 0 arrives 200 ms late at every collective (its data is stuck behind the link), so
   the solver's collective time per byte rises, while the checkpoint job writes its
   checkpoints;
 then everything is normal again for QUIET_S seconds, and the cycle repeats.
@@ -60,7 +60,10 @@ def job_command(role: str, hosts: tuple[str, ...], flag: Path, workdir: Path) ->
     args += [str(workdir)] if role == "checkpoint" else []
     contexts = [["-np", "1", "-x", f"STACKLENS_HOST={host}", "-x",
                  f"STACKLENS_JOB_ID=demo-{role}", *args] for host in hosts]  # fmt: skip
-    return [mpirun, *contexts[0], *(a for c in contexts[1:] for a in (":", *c))]
+    # waiting ranks yield the CPU: on a loaded node a rank that spins in MPI starves the
+    # other one of the same job, and its own baseline drowns in the spinning
+    yielding = ["--mca", "mpi_yield_when_idle", "1"]
+    return [mpirun, *yielding, *contexts[0], *(a for c in contexts[1:] for a in (":", *c))]
 
 
 def shared_link(engine: Engine) -> tuple[str, int] | None:
