@@ -132,7 +132,7 @@ def main() -> None:
                     )
                 api = StacklensApi("http://127.0.0.1")
                 api._http = client  # the client methods over the in-process app
-                topo, loads = api.fabric_topology(), api.fabric_links()
+                topo, loads = api.fabric_topology(), api.fabric_links().links
                 seconds, elements = timed(lambda: cyto_style.elements(topo, loads), args.repeat)
                 print(
                     f"page: graph elements for {len(elements)} nodes and links built in "

@@ -241,7 +241,8 @@ def encode_arrays(
     `frames` are frame addresses (frame_addresses; the batches must stay alive), `info`
     their FRAME_INFO records, `job_ids` and `run_ids` their jobs' and runs' ids and `ranks`
     the rank stored for each (its world rank, or a non-MPI process's number); every frame
-    must hold records of the table. `columns` is a COLUMN array in table column order.
+    must hold the table's section (an empty one becomes a row of empty arrays). `columns`
+    is a COLUMN array in table column order.
     """
     lib = library()
     info = np.ascontiguousarray(info)

@@ -2,7 +2,8 @@
 # Installs the Debian packages stacklens needs, only those missing (idempotent).
 # MPI (Open MPI + MPICH), the InfiniBand management stack and simulator, Chromium for the
 # browser tests, iproute2 for the tests' network namespaces, MUNGE (proven senders across
-# nodes; the hooks build against munge.h and load libmunge at run time), and the toolchain. Runs
+# nodes; the hooks build against munge.h and load libmunge at run time), pango and fonts
+# for WeasyPrint's PDF reports, poppler-utils (pdftotext, pdftoppm) to check them, and the toolchain. Runs
 # apt-get update only when something is missing.
 set -euo pipefail
 
@@ -14,6 +15,7 @@ packages=(
   chromium chromium-driver
   iproute2
   munge libmunge-dev
+  poppler-utils libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core
 )
 
 missing=()

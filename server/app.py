@@ -33,6 +33,10 @@ from server.jobs.routes import overview_router
 from server.jobs.routes import router as jobs_router
 from server.metrics.routes import router as metrics_router
 from server.query_params import refuse_unknown_parameters
+from server.reports.routes import router as reports_router
+from server.traffic.repository import TrafficConfig
+from server.traffic.routes import router as traffic_router
+from server.traffic.service import AttributionCache
 from stacklens.connguard import ConnectionGuard, ConnectionLimits
 
 #: Where the Swagger UI files of the installed package are served.
@@ -55,6 +59,7 @@ def create_app(
     connection_limits: ConnectionLimits | None = None,
     max_body_bytes: int = 32 << 20,
     access: Access | None = None,
+    traffic: TrafficConfig | None = None,
     incidents: IncidentService | None = None,
 ) -> FastAPI:
     """The FastAPI app over `engine`.
@@ -65,7 +70,9 @@ def create_app(
     bodies are capped at `max_body_bytes`. The fabric view's shared answers look for a new
     sweep at most every `fabric_recheck_s`; the Fabric page aggregates fabrics of more than
     `fabric_fold_above` HCAs. `access` says who may read what (default: auth_mode=none,
-    answering to loopback names only). `incidents`, when given, detects for the app's
+    answering to loopback names only). `traffic`: how the fabric forwards and where the
+    storage servers are, for link attribution (default: fixed paths, no storage servers).
+    `incidents`, when given, detects for the app's
     lifetime (after the collector starts, stopped before it).
     """
     access = access or Access()
@@ -100,6 +107,8 @@ def create_app(
     app.state.fabric_snapshots = FabricSnapshots(recheck_s=fabric_recheck_s)
     app.state.http_guard = ConnectionGuard("http", connection_limits or ConnectionLimits())
     app.state.access = access
+    app.state.traffic = traffic or TrafficConfig()
+    app.state.attributions = AttributionCache()
     app.add_middleware(IngestGate, max_body_bytes=max_body_bytes)
     app.add_middleware(AccessGate, access=access, engine=engine)
     if access.mode == "oidc":  # outside the gate: it reads the session the login keeps
@@ -110,9 +119,11 @@ def create_app(
     app.include_router(jobs_router)
     app.include_router(overview_router)
     app.include_router(fabric_router)
+    app.include_router(traffic_router)
     app.include_router(incidents_router)
     app.include_router(ingest_router)
     app.include_router(metrics_router)
+    app.include_router(reports_router)
     app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), "docs-assets")
 
     @app.get("/docs", include_in_schema=False)

@@ -549,28 +549,37 @@ class PortSample(ApiModel):
 
 
 class LinkLoad(ApiModel):
-    """Load and errors of one link in the latest sample of each of its two ends."""
+    """Load and errors of one link: live (no window asked) in the latest sample of each of its
+    two ends; over a window, summed over the samples of its ends whose sweep ended in it."""
 
     id: int
     a: LinkEnd
     b: LinkEnd
-    state: Literal["up", "down"]
+    state: Literal["up", "down"] = Field(
+        description="live: as discovered last (a down link has no rate); over a window: "
+        "down if it was down at the window's end"
+    )
     capacity_bytes_per_s: int | None
     ts_ns: int | None = Field(description="newest sample time of the two ends; null: none")
+    samples: int = Field(description="samples of its two ends used (live: 0, 1 or 2)")
+    a_to_b_bytes: int | None = Field(
+        description="bytes a sent (a's PortXmitData deltas summed); null if unknown"
+    )
+    b_to_a_bytes: int | None
     a_to_b_bytes_per_s: float | None = Field(
-        description="bytes a sent / dt (a's PortXmitData); null if unknown"
+        description="a_to_b_bytes / the sampled time that knows them (mean rate); null if unknown"
     )
     b_to_a_bytes_per_s: float | None
     a_to_b_pkts_per_s: float | None = Field(
-        description="packets a sent / dt (a's PortXmitPkts); null if unknown"
+        description="packets a sent / the sampled time (a's PortXmitPkts); null if unknown"
     )
     b_to_a_pkts_per_s: float | None
     utilisation: float | None = Field(
         description="the busier direction's bytes/s / capacity (0..1); null if unknown"
     )
     errors: dict[str, int | None] = Field(
-        description="each error counter's delta summed over both ends in their latest "
-        "sample; null if either end's delta is unknown or the counter is saturated"
+        description="each error counter's deltas summed over both ends; null if either end "
+        "has no known delta or the counter is saturated at either end"
     )
     errors_total: int = Field(description="sum of the known error deltas")
     saturated: list[str] = Field(
@@ -582,11 +591,41 @@ class LinkLoad(ApiModel):
         "is unknown"
     )
     xmit_wait: int | None = Field(description="PortXmitWait ticks of both ends; null if unknown")
+    xmit_wait_per_s: float | None = Field(
+        description="PortXmitWait ticks per second, both ends' rates summed; null if unknown"
+    )
     a_sample: PortSample | None = Field(
         default=None,
-        description="latest sample of end a; null: none; left out with samples=false",
+        description="live only: latest sample of end a; null: none; left out with "
+        "samples=false and over a window",
     )
     b_sample: PortSample | None = Field(default=None, description="the same of end b")
+
+
+class Freshness(ApiModel):
+    """How old the fabric's data is. The fabric is stale when its last sweep ended more than
+    `stale_after_ns` ago: STALE_SWEEPS (3) sweep intervals (as the samples measured them; 1 s
+    before any is known). A port whose newest sample is that much older than the last sweep
+    stopped answering: it has no current load (null), never its last one."""
+
+    last_sweep_ns: int | None = Field(description="end of the newest sweep; null: none yet")
+    sweep_interval_ns: int | None = Field(
+        description="the sweeps' interval (median of the newest samples' dt); null: unknown"
+    )
+    stale_after_ns: int = Field(description="the age beyond which the data is stale")
+    stale: bool = Field(description="the last sweep ended more than stale_after_ns ago")
+
+
+class LinkPage(ApiModel):
+    """A page of the links by load or errors (`GET /api/fabric/links`), live or over a
+    window."""
+
+    links: list[LinkLoad]
+    page: PageInfo
+    sort: Literal["utilisation", "errors"]
+    from_ns: int | None = Field(description="the window's start; null: live (newest sweep)")
+    to_ns: int | None = Field(description="the window's end (exclusive); null: live")
+    freshness: Freshness
 
 
 class LinkStates(ApiModel):
@@ -617,25 +656,80 @@ class FabricSummary(ApiModel):
 
 
 class FabricState(ApiModel):
-    """What a live view of the fabric needs every sweep, computed once per sweep for every
-    viewer (`GET /api/fabric/state`, ETag: unchanged between sweeps)."""
+    """What a view of the fabric needs every tick (`GET /api/fabric/state`): live (no window
+    asked), computed once per sweep for every viewer (ETag: unchanged between sweeps and
+    until the data turns stale); over a window, the links' loads summed over it (as
+    LinkLoad over a window), e.g. a playback frame."""
 
     topology_etag: str = Field(
         description="ETag of GET /api/fabric/topology: changes only at a re-discovery"
     )
-    ts_ns: int | None = Field(description="newest sample time; null: no sample yet")
+    ts_ns: int | None = Field(description="newest sample time used; null: no sample")
+    from_ns: int | None = Field(description="the window's start; null: live")
+    to_ns: int | None = Field(description="the window's end (exclusive); null: live")
     links: LinkStates
     summary: FabricSummary
+    freshness: Freshness
 
 
 class FabricEvent(ApiModel):
-    """A topology change or fault seen by the fabric sampler."""
+    """A fault or topology change seen by the fabric sampler, with its start and end:
+    link_down (until the link is back), node_gone (until the node is back), error_burst
+    (error-counter deltas > 0 at a port on consecutive sweeps; details: `counts` per error
+    counter, `sweeps`, `last_ns`); link_up and node_new, a link or node seen for the first
+    time, are points (end = start)."""
 
     id: int
-    ts_ns: int
-    kind: str = Field(description="link_down | link_up | node_gone | node_new")
-    subject: str = Field(description="e.g. 'host17[1] - leaf03[1]' or 'host17'")
+    kind: Literal["link_down", "node_gone", "error_burst", "link_up", "node_new"]
+    subject: str = Field(description="e.g. 'host17[1] - leaf03[1]', 'leaf03[1]' or 'host17'")
+    start_ns: int = Field(description="when it began (a burst: its first erring interval's start)")
+    end_ns: int | None = Field(
+        description="when it ended (a burst: its last erring sweep's end); null: still open"
+    )
+    link_id: int | None = Field(description="the link it concerns (a burst: its port's link)")
     details: dict[str, Any]
+
+
+class FabricEvents(ApiModel):
+    """A page of the fabric events overlapping a window, newest start first
+    (`GET /api/fabric/events`): open ones included."""
+
+    events: list[FabricEvent]
+    page: PageInfo
+    from_ns: int
+    to_ns: int
+
+
+class FabricSeries(ApiModel):
+    """Values per step of a link, a port or a node over a window (`GET /api/fabric/series`):
+    each sample is in the step its sweep end lies in; bytes and error deltas are exact sums
+    of the samples; rates are those bytes over the sampled time that knows them; only steps
+    with a sample are listed (an empty window has none). In columns: `t_ns[i]` and
+    `columns[name][i]` are step i.
+
+    Columns of a link: samples, a_to_b_bytes, b_to_a_bytes, a_to_b_bytes_per_s,
+    b_to_a_bytes_per_s, utilisation (the busier direction / capacity), xmit_wait (both
+    ends), xmit_wait_per_s, then each error counter (both ends summed). Of a port or a node
+    (its ports summed): samples, xmit_bytes, rcv_bytes, xmit_bytes_per_s, rcv_bytes_per_s,
+    utilisation (the busier direction / capacity; a node: of its ports' capacities
+    summed), xmit_wait, xmit_wait_per_s, then each error counter. Null: unknown, never 0."""
+
+    subject: Literal["link", "port", "node"]
+    name: str = Field(description="'a[p] - b[q]', 'name[port]' or the node's name")
+    link_id: int | None
+    guid: str | None = Field(description="the port's or node's GUID; null for a link")
+    port: int | None
+    capacity_bytes_per_s: int | None
+    from_ns: int = Field(description="start of the first step (the window's start)")
+    to_ns: int = Field(description="end of the window (exclusive)")
+    step_ns: int
+    resolution: Literal["samples", "minutes"] = Field(
+        description="samples: summed from the raw sweep samples; minutes: from the exact "
+        "per-minute rollups (and the raw samples of a last, partial minute)"
+    )
+    metrics: list[str] = Field(description="the column names, in order")
+    t_ns: list[int] = Field(description="start of each step listed")
+    columns: dict[str, list[int | float | None]]
 
 
 # ---------------------------------------------------------------------------------------
@@ -700,6 +794,113 @@ class JobPlacement(ApiModel):
 
 
 # ---------------------------------------------------------------------------------------
+# traffic: which job and which layer is on each link (server/traffic/, docs/attribution.md)
+# ---------------------------------------------------------------------------------------
+
+#: Layers of attributed traffic.
+TrafficLayer = Literal["mpi_p2p", "mpi_coll", "mpi_rma", "io"]
+#: How a figure was obtained: measured (a counter), routed (a flow the hooks measured,
+#: placed on links by the forwarding tables), modelled (a collective algorithm's pattern).
+Provenance = Literal["measured", "routed", "modelled"]
+#: How the fabric forwards (STACKLENS_FABRIC_PATHS).
+PathMode = Literal["fixed", "parallel", "adaptive"]
+
+
+class AttributedBytes(ApiModel):
+    """Bytes of one job and layer on one link direction."""
+
+    job: str | None = Field(description="the job's id; null: another job (not the viewer's)")
+    user: str | None = Field(description="the job's user; null for another job")
+    layer: TrafficLayer
+    bytes: float = Field(description="bytes over the window (a fraction when split by a group)")
+    provenance: Provenance
+    path: Literal["fixed", "group"] = Field(
+        description="fixed: the forwarding tables fix this link; group: the flow was assigned "
+        "to a group of parallel (or adaptive) links and split by their measured bytes"
+    )
+
+
+class LinkDirectionAttribution(ApiModel):
+    """One direction of a link: measured bytes, what is attributed, and `other`."""
+
+    direction: Literal["a_to_b", "b_to_a"]
+    measured_bytes: int | None = Field(
+        description="the sending end's xmit bytes over the samples of the window (provenance "
+        "measured); null: no known sample"
+    )
+    samples: int = Field(description="samples of the sending end in the window")
+    unknown_samples: int = Field(description="of them, with an unknown delta (first, reset)")
+    attributed_bytes: float
+    other_bytes: float | None = Field(
+        description="measured - attributed, as it is (negative allowed, never clamped; "
+        "provenance measured); null when measured is unknown"
+    )
+    by_job: list[AttributedBytes] = Field(description="by job (another job last), layer")
+
+
+class LinkAttribution(ApiModel):
+    """A link's measured bytes per direction split into job x layer, and `other`."""
+
+    link: FabricLink
+    from_ns: int | None
+    to_ns: int | None
+    paths: PathMode = Field(description="how the fabric forwards (STACKLENS_FABRIC_PATHS)")
+    directions: list[LinkDirectionAttribution]
+    left_out: dict[str, int] = Field(
+        description="bytes of every job's transfers in the window that are on no link, by "
+        "reason: intra_host, off_fabric, no_route, local_io, unknown_rank, "
+        "unmodelled_collective"
+    )
+
+
+class LinkAttributionPoint(ApiModel):
+    """One step of a link's attribution series."""
+
+    t_ns: int = Field(description="the step's start; it holds [t_ns, t_ns + step_ns)")
+    directions: list[LinkDirectionAttribution]
+
+
+class LinkAttributionSeries(ApiModel):
+    """A link's attribution per step of the window (each step as LinkAttribution's)."""
+
+    link: FabricLink
+    from_ns: int
+    to_ns: int
+    step_ns: int
+    paths: PathMode
+    points: list[LinkAttributionPoint]
+
+
+class JobLinkBytes(ApiModel):
+    """A job's bytes on one link direction, by layer."""
+
+    id: int = Field(description="link id")
+    a: LinkEnd
+    b: LinkEnd
+    direction: Literal["a_to_b", "b_to_a"]
+    bytes: float = Field(description="the job's bytes on it, all layers")
+    measured_bytes: int | None = Field(description="the link direction's measured bytes")
+    layers: list[AttributedBytes]
+
+
+class JobLinks(ApiModel):
+    """The links a job's inter-host traffic crossed over the window, with its bytes on each
+    by layer (one page, by link id then direction)."""
+
+    job: str
+    from_ns: int | None
+    to_ns: int | None
+    paths: PathMode
+    collectives: Literal["measured", "mixed", "modelled"] = Field(
+        description="where the job's collective on-wire bytes come from: measured by the "
+        "MPI in every run, in some (mixed), or modelled"
+    )
+    links: list[JobLinkBytes]
+    page: PageInfo
+    left_out: dict[str, int] = Field(description="the job's bytes on no link, by reason")
+    run: int | None = _run_asked()
+
+
 # incidents: /api/incidents (server/incidents)
 # ---------------------------------------------------------------------------------------
 

@@ -47,6 +47,10 @@ PORT_COUNTERS = (
 #: Error counters of a port: those after the data and congestion counters, in that order.
 ERROR_COUNTERS = PORT_COUNTERS[PORT_COUNTERS.index("xmit_wait") + 1 :]
 
+#: Counters of a port read as rates (per second of the sampled time that knows them): the
+#: data and congestion counters.
+RATE_COUNTERS = PORT_COUNTERS[: PORT_COUNTERS.index("xmit_wait") + 1]
+
 #: Flag bits of a fabric port sample: bit SATURATED_SHIFT + i = counter i saturated (its
 #: delta is a lower bound), bit RESET_SHIFT + i = counter i reset (delta unknown).
 SATURATED_SHIFT = 0

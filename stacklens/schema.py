@@ -23,7 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from stacklens.constants import IO_COUNTERS, P2P_COUNTERS, PORT_COUNTERS
+from stacklens.constants import IO_COUNTERS, P2P_COUNTERS, PORT_COUNTERS, RATE_COUNTERS
 
 
 class Base(DeclarativeBase):
@@ -284,6 +284,23 @@ class RmaDelta(_RankInterval, Base):
     bytes: Mapped[int] = mapped_column(BigInteger)
 
 
+class WireDelta(_RankInterval, Base):
+    """On-wire traffic one rank sent to one peer during one interval, measured by the MPI
+    (Open MPI's monitoring component: every PML message, collective internals included).
+
+    A rank whose MPI measures has a `wire_frames` row for every frame, with empty arrays
+    when it sent nothing; a run without any row was not measured (absent, never 0).
+    """
+
+    __tablename__ = "wire_deltas"
+    __table_args__ = VIEW
+    __mapper_args__ = _identity("peer")
+
+    peer: Mapped[int] = mapped_column(Integer, doc="peer world rank the messages went to")
+    bytes: Mapped[int] = mapped_column(BigInteger, doc="bytes sent on the wire")
+    msgs: Mapped[int] = mapped_column(BigInteger, doc="PML messages sent")
+
+
 def _array_storage(view: type[Base], name: str, table: str) -> Any:
     """The array-layout table behind a read view: the view's record columns as arrays of
     their types, after the same interval columns; one row per frame."""
@@ -308,6 +325,7 @@ OpFrames = _array_storage(OpDelta, "OpFrames", "op_frames")
 OpHistFrames = _array_storage(OpHistDelta, "OpHistFrames", "op_hist_frames")
 CollFrames = _array_storage(CollDelta, "CollFrames", "coll_frames")
 RmaFrames = _array_storage(RmaDelta, "RmaFrames", "rma_frames")
+WireFrames = _array_storage(WireDelta, "WireFrames", "wire_frames")
 
 
 class RollupDirty(Base):
@@ -390,6 +408,47 @@ CollMinute = _rank_minute(
      "comm_size": mapped_column(Integer, primary_key=True, autoincrement=False),
      "op_id": mapped_column(SmallInteger, primary_key=True, autoincrement=False)},
     ("calls", "time_ns"),
+)  # fmt: skip
+RankValueMinute = _rank_minute(
+    "RankValueMinute", "rank_value_minutes",
+    "What a by-rank series point holds, for one rank in one UTC minute: MPI calls and time, "
+    "point-to-point bytes sent, file I/O bytes and time of the program (phase 0); and its "
+    "POSIX + stdio time (the slow-rank profile's file I/O).",
+    {}, ("mpi_calls", "mpi_time_ns", "bytes_sent", "io_bytes", "io_time_ns", "file_io_ns"),
+)  # fmt: skip
+PeerMinute = _model(
+    "PeerMinute",
+    (Base,),
+    "Point-to-point bytes and messages sent to one destination rank in one UTC minute, "
+    "summed over the senders of a run (by interval end): a job's series by peer.",
+    {
+        "__tablename__": "peer_minutes",
+        "__table_args__": (Index("ix_peer_minutes_job_time", "job_id", "minute_ns"),),
+        "job_id": mapped_column(BigInteger, nullable=False),
+        "run_id": mapped_column(BigInteger, primary_key=True),
+        "minute_ns": mapped_column(BigInteger, primary_key=True),
+        "peer": mapped_column(Integer, primary_key=True, autoincrement=False),
+        **_counters(("bytes_sent", "msgs_sent"), nullable=False),
+    },
+)
+IoSecond = _model(
+    "IoSecond",
+    (Base,),
+    "File I/O per phase, layer and path summed over the ranks of a run in one UTC second "
+    "(by interval end); time_ns = read + write + metadata time: a job's series by category "
+    "and by file at whole-second steps.",
+    {
+        "__tablename__": "io_seconds",
+        "__table_args__": (Index("ix_io_seconds_job_time", "job_id", "second_ns"),),
+        "job_id": mapped_column(BigInteger, nullable=False),
+        "run_id": mapped_column(BigInteger, primary_key=True),
+        "second_ns": mapped_column(BigInteger, primary_key=True),
+        "phase": mapped_column(SmallInteger, primary_key=True, autoincrement=False),
+        "layer": mapped_column(SmallInteger, primary_key=True, autoincrement=False),
+        "path": mapped_column(Text, primary_key=True),
+        **_counters(("reads", "writes", "bytes_read", "bytes_written", "time_ns"),
+                    nullable=False),
+    },
 )  # fmt: skip
 
 
@@ -616,16 +675,50 @@ FabricPortLatest = _model(
 )
 
 
+FabricPortMinute = _model(
+    "FabricPortMinute",
+    (Base,),
+    "One port's samples summed over one UTC minute (by sweep end, ts_ns): kept exact by the "
+    "fabric store in the transaction that stores each sweep (collector/fabric/store.py). "
+    "d_<counter>: the sum of the known deltas (null: none known); t_<counter> (rate "
+    "counters): the summed intervals (dt_ns) of the samples that know it; flags: the OR of "
+    "the samples' flags (a counter saturated or reset in the minute).",
+    {
+        "__tablename__": "fabric_port_minutes",
+        "__table_args__": (Index("ix_fabric_port_minutes_time", "minute_ns"),),
+        "port_id": mapped_column(Integer, primary_key=True, doc="fabric_ports.id"),
+        "minute_ns": mapped_column(BigInteger, primary_key=True, doc="start of the UTC minute"),
+        "samples": mapped_column(Integer, nullable=False, doc="samples summed"),
+        "last_ns": mapped_column(BigInteger, nullable=False, doc="the newest sample's ts_ns"),
+        "flags": mapped_column(Integer, nullable=False),
+        **_counters(PORT_COUNTERS, nullable=True, prefix="d_"),
+        **_counters(RATE_COUNTERS, nullable=False, prefix="t_"),
+    },
+)
+
+
 class FabricEvent(Base):
-    """A topology change or fault seen by the fabric sampler."""
+    """A topology change or fault seen by the fabric sampler, with its start and end:
+    link_down (until the link is back), node_gone (until the node is back), error_burst
+    (error-counter deltas > 0 at a port on consecutive sweeps, with their counts); link_up
+    and node_new (a link or node seen for the first time) are points (end = start)."""
 
     __tablename__ = "fabric_events"
-    __table_args__ = (Index("ix_fabric_events_time", "ts_ns"),)
+    __table_args__ = (
+        Index("ix_fabric_events_start", "start_ns"),
+        Index("ix_fabric_events_link", "link_id", "start_ns"),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    ts_ns: Mapped[int] = mapped_column(BigInteger)
-    kind: Mapped[str] = mapped_column(Text, doc="link_down | link_up | node_gone | node_new")
+    start_ns: Mapped[int] = mapped_column(BigInteger)
+    end_ns: Mapped[int | None] = mapped_column(BigInteger, doc="null while open")
+    kind: Mapped[str] = mapped_column(
+        Text, doc="link_down | node_gone | error_burst | link_up | node_new"
+    )
     subject: Mapped[str] = mapped_column(Text, doc="e.g. 'leaf02[9] - spine01[5]'")
+    link_id: Mapped[int | None] = mapped_column(Integer, doc="fabric_links.id, if a link's")
+    port_id: Mapped[int | None] = mapped_column(Integer, doc="fabric_ports.id (error bursts)")
+    node_guid: Mapped[int | None] = mapped_column(BigInteger, doc="the node's (node events)")
     details: Mapped[dict[str, Any]] = mapped_column(JSONB)
 
 

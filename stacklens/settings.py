@@ -68,6 +68,21 @@ def user_id(name: str) -> int:
         raise ValueError(f"no user {name!r} (a user name or a uid)") from None
 
 
+def parse_storage_servers(text: str) -> dict[str, list[str]]:
+    """STACKLENS_STORAGE_SERVERS, `mount=host,host;mount=host` (mount `*`: every mount not
+    named), as mount -> server host names; ValueError with the reason for a bad value."""
+    out: dict[str, list[str]] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        mount, sep, hosts = part.partition("=")
+        servers = [h.strip() for h in hosts.split(",") if h.strip()]
+        if not sep or not mount.strip() or not servers:
+            raise ValueError(f"storage servers entry {part!r} is not mount=host[,host...]")
+        if mount.strip() in out:
+            raise ValueError(f"storage servers name mount {mount.strip()!r} twice")
+        out[mount.strip()] = servers
+    return out
+
+
 def _default_state_dir() -> Path:
     """State directory: /var/lib/stacklens for root, ~/.local/state/stacklens otherwise.
 
@@ -145,6 +160,7 @@ class Settings(BaseSettings):
     admin_users: str = ""
     admin_group: str = ""
     token_days: float = Field(default=90.0, gt=0)
+    api_token: str = Field(default="", repr=False)  # what `stacklens report` sends
     # fabric sampler (collector/fabric)
     fabric_source: Literal["auto", "none", "mad", "sysfs", "replay"] = "auto"
     fabric_interval_ms: int = Field(default=1000, ge=50)
@@ -153,6 +169,10 @@ class Settings(BaseSettings):
     fabric_missed_sweeps: int = Field(default=3, ge=1, le=1000)
     fabric_replay_file: Path | None = None
     fabric_sweep_workers: int | None = Field(default=None, ge=1, le=32)
+    # traffic attribution (server/traffic, docs/attribution.md)
+    fabric_paths: Literal["fixed", "parallel", "adaptive"] = "fixed"
+    storage_servers: str = ""  # mount=host,host;mount=host
+    storage_placement: Literal["stripe", "file-hash"] = "stripe"
     # incident detectors (server/incidents)
     incidents: Literal["on", "off"] = "on"
     incident_utilisation: float = Field(default=0.8, ge=0.0, le=1.0)
@@ -170,6 +190,12 @@ class Settings(BaseSettings):
     @classmethod
     def _check_collector(cls, value: str) -> str:
         split_endpoint(value)
+        return value
+
+    @field_validator("storage_servers")
+    @classmethod
+    def _check_storage(cls, value: str) -> str:
+        parse_storage_servers(value)
         return value
 
     @field_validator("ingest_token")

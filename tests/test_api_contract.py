@@ -25,6 +25,9 @@ from tests.conftest import serving
 from tests.server.fabric_data import write_small_fabric
 
 JOB = "job/K"  # a slash: the client quotes job keys
+#: A window around the small fabric's sweeps (tests/server/fabric_data.py).
+FABRIC_THEN = Window(None, "1700000000", "1700000010")
+THEN = "from=1700000000&to=1700000010"
 
 #: Each client call, its arguments, the request it makes and the list fields of the answer
 #: that must be non-empty here (so that nested models are compared too).
@@ -58,10 +61,37 @@ CALLS = (
         "/api/jobs/job%2FK/placement?run=1&from=0",
         ("hosts",),
     ),
+    ("job_links", (JOB, Window(1, "0"), 10), "/api/jobs/job%2FK/links?run=1&from=0&limit=10", ()),
+    (
+        "link_attribution_series",
+        (1, str(T0 // 10**9), str(T0 // 10**9 + 2), 1.0),
+        f"/api/fabric/links/1/attribution/series?from={T0 // 10**9}&to={T0 // 10**9 + 2}&step=1.0",
+        ("points",),
+    ),
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
     ("fabric_state", (), "/api/fabric/state", ()),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),
-    ("fabric_events", (), "/api/fabric/events?limit=20", ()),
+    ("fabric_events", (20, FABRIC_THEN), f"/api/fabric/events?limit=20&{THEN}", ("events",)),
+    ("fabric_state", (FABRIC_THEN,), f"/api/fabric/state?{THEN}", ()),
+    (
+        "fabric_links",
+        ("errors", 2, FABRIC_THEN),
+        f"/api/fabric/links?sort=errors&samples=false&limit=2&{THEN}",
+        ("links",),
+    ),
+    (
+        "fabric_events",
+        (5, FABRIC_THEN, "link_down"),
+        f"/api/fabric/events?limit=5&{THEN}&kind=link_down",
+        ("events",),
+    ),
+    ("fabric_series", (FABRIC_THEN, 1), f"/api/fabric/series?link=1&{THEN}", ("t_ns",)),
+    (
+        "fabric_series",
+        (FABRIC_THEN, None, "0xf452140300000002", 1, 0.5),
+        f"/api/fabric/series?guid=0xf452140300000002&port=1&{THEN}&step=0.5",
+        ("t_ns",),
+    ),
     ("incidents", (), "/api/incidents", ("incidents",)),
     (
         "incidents",
@@ -70,6 +100,7 @@ CALLS = (
         ("incidents",),
     ),
     ("incident", (1,), "/api/incidents/1", ("links", "members")),
+    ("link_attribution", (1, FABRIC_THEN), f"/api/fabric/links/1/attribution?{THEN}", ()),
 )
 #: The overview's details of a job, each the answer of a route of its own.
 DETAILS = ("matrix", "ops", "io", "collectives", "sizes", "rma", "ranks")
@@ -78,6 +109,10 @@ NOT_READ_BY_THE_FRONTEND = {
     "/api/health",
     "/metrics",
     "/api/jobs/{job}/runs",  # the page has a job's runs from the job list
+    # files the browser downloads from the pages' report buttons (links, not the client)
+    "/api/reports/jobs/{job}",
+    "/api/reports/window",
+    "/api/reports/incidents/{incident_id}",
 }
 
 

@@ -59,7 +59,7 @@ def subcommands() -> dict[str, str]:
 def test_every_subcommand_has_a_purpose_and_examples():
     helps = subcommands()
     assert set(helps) == {"up", "collector", "run", "env", "demo", "migrate", "replay",
-                          "fabric-sim", "config", "status", "token"}  # fmt: skip
+                          "fabric-sim", "config", "status", "token", "report"}  # fmt: skip
     for name, text in helps.items():
         description = text.split("\n\n")[1]  # after the usage lines
         assert re.fullmatch(r"[A-Z][^\n]*(\n[^\n]+)*\.", description), (name, description)

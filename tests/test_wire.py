@@ -25,6 +25,7 @@ def test_layout_matches_the_c_structs():
         "health": 24,
         "hca": 136,
         "abort": 8,
+        "wire": 24,
     }
     assert wire.Status.COMMITTED == 0 and wire.Status.BAD_TOKEN == 4
 

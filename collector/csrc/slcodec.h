@@ -86,8 +86,8 @@ int64_t sl_scan(const uint8_t *buf, uint64_t len, const sl_limits *lim, sl_frame
  * (run_ids[i]), world_rank (ranks[i]: the frame's world rank, or the process
  * number of a non-MPI process), t_start_ns, t_end_ns and one 1-d array per
  * column. frames[i] points at the
- * frame start of infos[i]; every frame must hold at least one record of the
- * table. A u64 counter stored narrower (int4) that does not fit is split over
+ * frame start of infos[i]; every frame must hold the table's section (an
+ * empty section becomes a row of empty arrays). A u64 counter stored narrower (int4) that does not fit is split over
  * several elements of the same key, so sums stay exact. With out == NULL,
  * returns the bytes needed; otherwise the bytes written, or -1 if cap is too
  * small.

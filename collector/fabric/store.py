@@ -1,13 +1,28 @@
-"""Fabric writer: topology upserts, topology events, and port samples with binary COPY.
+"""Fabric writer: topology upserts, fabric events, and port samples with binary COPY.
 
 Synchronous psycopg (the sampler calls it from a worker thread). GUIDs become signed
 bigints (two's complement). Samples go in one binary COPY per sweep, with NULL for every
 unknown delta (first sample, reset) encoded without a per-row Python loop.
+
+In the transaction that stores a sweep, the store also keeps:
+- each port's newest sample (`fabric_port_latest`);
+- the per-minute rollups (`fabric_port_minutes`): the sweep's samples are added to the
+  minute their sweep end falls in, so a minute's rollup is always exactly the sum of its
+  stored samples (a sample is stored once: the samples' primary key refuses a second);
+- error bursts (`fabric_events` of kind error_burst): a port whose error-counter deltas
+  are > 0 opens a burst, or extends its open one (counts summed); its next sweep with
+  every error delta known and 0 closes it (end: the last erroring sweep's end). A port
+  that stops answering (`forget_latest`) has its burst closed there too.
+Topology events are intervals: a link_down stays open until the link is back (its
+link_up closes it), a node_gone until the node is back; a link or node seen for the
+first time is a point event (link_up, node_new; end = start).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -16,7 +31,8 @@ from collector.fabric.counters import DeltaSweep, RawSweep
 from collector.fabric.topology import Change, Topology
 from collector.store.copy import binary_copy
 from collector.store.partitions import Partitions, day_of
-from stacklens.constants import PORT_COUNTERS
+from collector.store.rollups import MINUTE_NS
+from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, RATE_COUNTERS
 
 _SAMPLE_COLUMNS = (
     ["port_id", "ts_ns", "dt_ns", "flags"] + list(PORT_COUNTERS) + [f"d_{c}" for c in PORT_COUNTERS]
@@ -30,6 +46,41 @@ SELECT {", ".join(_SAMPLE_COLUMNS)} FROM fabric_port_samples WHERE ts_ns = %s
 ON CONFLICT (port_id) DO UPDATE SET
     {", ".join(f"{c} = EXCLUDED.{c}" for c in _SAMPLE_COLUMNS[1:])}
 WHERE EXCLUDED.ts_ns >= fabric_port_latest.ts_ns
+"""
+#: Columns of a per-minute rollup after its key, and each one's value for one sample and its
+#: sum with the rollup's (null-aware: the sum of the known deltas, null while none known).
+_MINUTE_VALUES = {
+    "samples": ("1", "m.samples + EXCLUDED.samples"),
+    "last_ns": ("ts_ns", "greatest(m.last_ns, EXCLUDED.last_ns)"),
+    "flags": ("flags", "m.flags | EXCLUDED.flags"),
+    **{f"d_{c}": (f"d_{c}", f"coalesce(m.d_{c} + EXCLUDED.d_{c}, m.d_{c}, EXCLUDED.d_{c})")
+       for c in PORT_COUNTERS},
+    **{f"t_{c}": (f"CASE WHEN d_{c} IS NOT NULL AND dt_ns > 0 THEN dt_ns ELSE 0 END",
+                  f"m.t_{c} + EXCLUDED.t_{c}") for c in RATE_COUNTERS},
+}  # fmt: skip
+#: The sweep just copied (its rows share ts_ns) added to its minute's rollups.
+_MINUTES_UPSERT = f"""
+INSERT INTO fabric_port_minutes AS m (port_id, minute_ns, {", ".join(_MINUTE_VALUES)})
+SELECT port_id, ts_ns / {MINUTE_NS} * {MINUTE_NS},
+       {", ".join(v for v, _ in _MINUTE_VALUES.values())}
+FROM fabric_port_samples WHERE ts_ns = %s
+ON CONFLICT (port_id, minute_ns) DO UPDATE SET
+    {", ".join(f"{c} = {add}" for c, (_, add) in _MINUTE_VALUES.items())}
+"""
+_ERROR_COLUMNS = [PORT_COUNTERS.index(c) for c in ERROR_COUNTERS]
+#: The rollups of the minutes in [lo, hi) recomputed from the stored samples.
+_MINUTES_REBUILD = f"""
+INSERT INTO fabric_port_minutes (port_id, minute_ns, {", ".join(_MINUTE_VALUES)})
+SELECT port_id, ts_ns / {MINUTE_NS} * {MINUTE_NS}, count(*), max(ts_ns), bit_or(flags),
+       {", ".join(f"sum(d_{c})" for c in PORT_COUNTERS)},
+       {
+    ", ".join(
+        f"coalesce(sum(dt_ns) FILTER (WHERE d_{c} IS NOT NULL AND dt_ns > 0), 0)"
+        for c in RATE_COUNTERS
+    )
+}
+FROM fabric_port_samples WHERE ts_ns >= %(lo)s AND ts_ns < %(hi)s
+GROUP BY 1, 2
 """
 
 
@@ -51,6 +102,11 @@ class FabricStore:
         self._conn: psycopg.Connection | None = None
         self.port_ids: dict[tuple[int, int], int] = {}
         self.partitions = Partitions(["fabric_port_samples"])
+        #: port id -> the id of the up link it is an end of, and its `name[port]`
+        self.link_of_port: dict[int, int] = {}
+        self.port_names: dict[int, str] = {}
+        #: port id -> its open error burst (read from the database at the first sweep)
+        self.bursts: dict[int, _Burst] | None = None
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
@@ -143,6 +199,7 @@ class FabricStore:
                 ),
             )
             self.port_ids = {(unsigned64(g), p): i for g, p, i in cur.fetchall()}
+            self.port_names = {i: _describe(topo, end) for end, i in self.port_ids.items()}
             links = topo.links
             cur.execute(
                 """
@@ -153,6 +210,7 @@ class FabricStore:
                 ON CONFLICT (a_guid, a_port, b_guid, b_port) DO UPDATE
                     SET last_seen_ns = EXCLUDED.last_seen_ns, down_ns = NULL,
                         fabric_id = EXCLUDED.fabric_id
+                RETURNING id, a_guid, a_port, b_guid, b_port
                 """,
                 (
                     ts_ns,
@@ -164,6 +222,12 @@ class FabricStore:
                     [lk.b[1] for lk in links],
                 ),
             )
+            self.link_of_port = {
+                self.port_ids[end]: link_id
+                for link_id, ag, ap, bg, bp in cur.fetchall()
+                for end in ((unsigned64(ag), ap), (unsigned64(bg), bp))
+                if end in self.port_ids
+            }
             cur.execute(
                 "UPDATE fabric_links SET down_ns = %s"
                 " WHERE down_ns IS NULL AND last_seen_ns < %s AND fabric_id = %s",
@@ -178,12 +242,8 @@ class FabricStore:
                     """,
                     (signed64(guid), lft.tobytes(), ts_ns),
                 )
-            if changes:
-                cur.executemany(
-                    "INSERT INTO fabric_events (ts_ns, kind, subject, details)"
-                    " VALUES (%s, %s, %s, %s)",
-                    [(ts_ns, c.kind, c.subject, json.dumps(c.details)) for c in changes],
-                )
+            for change in changes:
+                _store_change(cur, ts_ns, change)
 
     def ensure_ports(self, sweep: RawSweep, ts_ns: int) -> None:
         """Register the ports of a sweep from a source without topology (sysfs, replay).
@@ -218,6 +278,7 @@ class FabricStore:
             return 0
         conn = self._connection()
         with conn.transaction(), conn.cursor() as cur:
+            self._close_bursts(cur, ids)
             cur.execute("DELETE FROM fabric_port_latest WHERE port_id = ANY(%s)", (ids,))
             return cur.rowcount
 
@@ -254,4 +315,142 @@ class FabricStore:
             with cur.copy(_SAMPLE_COPY) as copy:
                 copy.write(binary_copy(columns))
             cur.execute(_LATEST_UPSERT, (raw.t_end_ns,))
+            cur.execute(_MINUTES_UPSERT, (raw.t_end_ns,))
+            errors = np.where(known[:, _ERROR_COLUMNS], sweep.deltas[sel][:, _ERROR_COLUMNS], 0)
+            erroring = np.asarray((errors > 0).any(axis=1))
+            quiet = known[:, _ERROR_COLUMNS].all(axis=1) & ~erroring
+            self._track_bursts(cur, raw.t_end_ns, ids[sel], sweep.dt_ns[sel], errors, erroring)
+            self._close_bursts(cur, ids[sel][quiet].tolist())
         return n
+
+    def rebuild_minutes(self, lo_ns: int, hi_ns: int) -> int:
+        """Recompute the per-minute rollups of the whole minutes in [lo_ns, hi_ns) from the
+        stored samples (samples loaded in bulk, a repair); rows written."""
+        assert lo_ns % MINUTE_NS == 0 and hi_ns % MINUTE_NS == 0, "whole minutes only"
+        conn = self._connection()
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(
+                "DELETE FROM fabric_port_minutes WHERE minute_ns >= %(lo)s AND minute_ns < %(hi)s",
+                {"lo": lo_ns, "hi": hi_ns},
+            )
+            cur.execute(_MINUTES_REBUILD, {"lo": lo_ns, "hi": hi_ns})
+            return cur.rowcount
+
+    def _open_bursts(self, cur: psycopg.Cursor) -> dict[int, _Burst]:
+        """The open error bursts by port id (read from the database once)."""
+        if self.bursts is None:
+            cur.execute(
+                "SELECT port_id, id, start_ns, details FROM fabric_events"
+                " WHERE kind = 'error_burst' AND end_ns IS NULL AND port_id IS NOT NULL"
+            )
+            self.bursts = {
+                port: _Burst(event, start, [int(d["counts"].get(c, 0)) for c in ERROR_COUNTERS],
+                             int(d["sweeps"]), int(d["last_ns"]))
+                for port, event, start, d in cur.fetchall()
+            }  # fmt: skip
+        return self.bursts
+
+    def _track_bursts(
+        self,
+        cur: psycopg.Cursor,
+        ts_ns: int,
+        ids: np.ndarray,
+        dt_ns: np.ndarray,
+        errors: np.ndarray,
+        erroring: np.ndarray,
+    ) -> None:
+        """Open or extend the error burst of every port with error deltas > 0 in this sweep."""
+        bursts = self._open_bursts(cur)
+        for i in np.flatnonzero(erroring):
+            port, counts = int(ids[i]), [int(v) for v in errors[i]]
+            burst = bursts.get(port)
+            if burst is None:
+                start = ts_ns - int(dt_ns[i])  # the start of the interval that erred
+                burst = _Burst(0, start, counts, 1, ts_ns)
+                cur.execute(
+                    "INSERT INTO fabric_events (start_ns, kind, subject, link_id, port_id,"
+                    " details) VALUES (%s, 'error_burst', %s, %s, %s, %s) RETURNING id",
+                    (start, self.port_names.get(port, f"port {port}"),
+                     self.link_of_port.get(port), port, json.dumps(burst.details())),
+                )  # fmt: skip
+                row = cur.fetchone()
+                assert row is not None  # RETURNING of an insert
+                burst.event_id = row[0]
+                bursts[port] = burst
+            else:
+                burst.counts = [a + b for a, b in zip(burst.counts, counts, strict=True)]
+                burst.sweeps += 1
+                burst.last_ns = ts_ns
+                cur.execute(
+                    "UPDATE fabric_events SET details = %s WHERE id = %s",
+                    (json.dumps(burst.details()), burst.event_id),
+                )
+
+    def _close_bursts(self, cur: psycopg.Cursor, ports: list[int]) -> None:
+        """Close the open error bursts of these ports at their last erroring sweep."""
+        bursts = self._open_bursts(cur)
+        closing = [bursts.pop(p) for p in ports if p in bursts]
+        if closing:
+            cur.executemany(
+                "UPDATE fabric_events SET end_ns = %s WHERE id = %s",
+                [(b.last_ns, b.event_id) for b in closing],
+            )
+
+
+@dataclass
+class _Burst:
+    """An open error burst of a port: its event, start, error counts so far (ERROR_COUNTERS
+    order), erroring sweeps and the end of the last one."""
+
+    event_id: int
+    start_ns: int
+    counts: list[int]
+    sweeps: int
+    last_ns: int
+
+    def details(self) -> dict[str, Any]:
+        """The event's details: counts per error counter, sweeps, the last erroring end."""
+        return {
+            "counts": dict(zip(ERROR_COUNTERS, self.counts, strict=True)),
+            "sweeps": self.sweeps,
+            "last_ns": self.last_ns,
+        }
+
+
+def _describe(topo: Topology, end: tuple[int, int]) -> str:
+    """`name[port]` of an end of the topology (`0x<guid>[port]` for a node not in it)."""
+    node = topo.nodes.get(end[0])
+    return f"{node.description if node else f'{end[0]:#018x}'}[{end[1]}]"
+
+
+def _store_change(cur: psycopg.Cursor, ts_ns: int, change: Change) -> None:
+    """A topology change as an event: link_down / node_gone open one; link_up / node_new
+    close the open one of that link / node, or are a point of their own (first seen)."""
+    details = change.details
+    if change.kind in ("link_down", "link_up"):
+        (ag, ap), (bg, bp) = details["a"], details["b"]
+        cur.execute(
+            "SELECT id FROM fabric_links WHERE a_guid = %s AND a_port = %s AND b_guid = %s"
+            " AND b_port = %s",
+            (signed64(int(ag, 16)), ap, signed64(int(bg, 16)), bp),
+        )
+        row = cur.fetchone()
+        key, value, opened = "link_id", None if row is None else row[0], "link_down"
+    else:
+        key, value, opened = "node_guid", signed64(int(details["guid"], 16)), "node_gone"
+    if change.kind == opened:
+        end = None
+    else:
+        cur.execute(
+            f"UPDATE fabric_events SET end_ns = %s WHERE kind = %s AND {key} = %s"
+            " AND end_ns IS NULL",
+            (ts_ns, opened, value),
+        )
+        if cur.rowcount:
+            return
+        end = ts_ns
+    cur.execute(
+        f"INSERT INTO fabric_events (start_ns, end_ns, kind, subject, {key}, details)"
+        " VALUES (%s, %s, %s, %s, %s, %s)",
+        (ts_ns, end, change.kind, change.subject, value, json.dumps(details)),
+    )

@@ -48,6 +48,8 @@ from stacklens.schema import (
     P2PFrames,
     RmaDelta,
     RmaFrames,
+    WireDelta,
+    WireFrames,
 )
 from stacklens.wire import fields_of
 
@@ -84,6 +86,9 @@ class DeltaTable:
     arrays: bool = True  # array layout (one row per frame) or one row per record
     view: str | None = None  # the one-row-per-record view over an array table
     keys: tuple[str, ...] = ()  # fields that identify a record (the rest are counters)
+    # a present but empty section is stored too (a row of empty arrays): its presence
+    # means something (wire: measured, nothing sent)
+    empty_rows: bool = False
 
     @property
     def copy_statement(self) -> str:
@@ -108,7 +113,11 @@ ELEMENT_OID = {"int2": 21, "int4": 23, "int8": 20}
 
 
 def _stored(
-    wire_table: str, model: type[Base], view: str | None = None, keys: tuple[str, ...] = ()
+    wire_table: str,
+    model: type[Base],
+    view: str | None = None,
+    keys: tuple[str, ...] = (),
+    empty_rows: bool = False,
 ) -> DeltaTable:
     """How wire table `wire_table` is stored: in `model`'s table (its record columns are
     the record fields of the same name), read through `view` if an array table."""
@@ -119,6 +128,7 @@ def _stored(
         arrays=view is not None,
         view=view,
         keys=keys,
+        empty_rows=empty_rows,
     )
 
 
@@ -133,4 +143,6 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
     _stored("rma", RmaFrames, RmaDelta.__tablename__, keys=("target", "op_id")),
     _stored("io", IoDelta),  # one row per record (a path each)
     _stored("hca", HcaRecords),  # read through the view hca_deltas (unknown counters NULL)
+    # every frame of a measuring rank has a row, empty or not (absent = not measured)
+    _stored("wire", WireFrames, WireDelta.__tablename__, keys=("peer",), empty_rows=True),
 )

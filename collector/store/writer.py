@@ -850,7 +850,8 @@ class _Plan:
         frames, fresh, ids = self.frames, self.fresh, self.ids
         table_id = wire.SPEC.table(table.wire).id
         counts = frames.info["count"][fresh, table_id]
-        present = fresh[np.flatnonzero(counts)]
+        held = frames.info["section"][fresh, table_id] if table.empty_rows else counts
+        present = fresh[np.flatnonzero(held)]
         if not len(present):
             return None
         info = frames.info[present]

@@ -2,7 +2,7 @@
 each involves (one row per job, so the owner filter hides other users' jobs).
 
 Revision ID: 0017
-Revises: 0014
+Revises: 0015
 Create Date: 2026-12-01
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0017"
-down_revision: str | None = "0014"
+down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

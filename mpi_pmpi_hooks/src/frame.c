@@ -2,8 +2,10 @@
  * frame.c — builds delta frames from the cumulative core tables (see
  * frame.h). Layout: sl_frame_header, then sections of
  * {u16 table id, u16 record size, u32 count, records}; empty sections are
- * left out. Times are counted in ticks (util.h): each time delta is converted
- * to ns here, once, at the ratio calibrated when the frame is built.
+ * left out, except the wire section of a rank whose MPI measures it (empty
+ * there means "nothing sent"). Times are counted in ticks (util.h): each time
+ * delta is converted to ns here, once, at the ratio calibrated when the frame
+ * is built.
  */
 #include "frame.h"
 
@@ -13,10 +15,12 @@
 #include "coll.h"
 #include "ibport.h"
 #include "io.h"
+#include "wiremon.h"
 
 /* Bytes of the sections every frame can always carry after the counter tables: the
- * host's ports, health and abort (a frame's tables stop short of them). */
-#define SL_TAIL_SIZE (SL_IBPORT_MAX_SECTION + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_health) \
+ * on-wire section's header (present even when none of its records fits), the host's
+ * ports, health and abort (a frame's tables stop short of them). */
+#define SL_TAIL_SIZE (SL_SECTION_HEADER_SIZE + SL_IBPORT_MAX_SECTION + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_health) \
                       + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_abort))
 
 /* Largest frame for this world: every record of every table, at most the body bound. */
@@ -31,7 +35,7 @@ static size_t max_frame_size(int world_size)
                  + SL_SECTION_HEADER_SIZE
                  + (size_t)world_size * SL_RMA_COUNT * sizeof(sl_rec_rma)
                  + SL_SECTION_HEADER_SIZE + sl_keytab_entries(&sl_io) * sizeof(sl_rec_io)
-                 + SL_TAIL_SIZE;
+                 + (size_t)world_size * sizeof(sl_rec_wire) + SL_TAIL_SIZE;
     return sizeof(sl_frame_header) + (all < SL_BOUND_max_body_bytes ? all
                                                                       : SL_BOUND_max_body_bytes);
 }
@@ -48,8 +52,10 @@ int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char
     b->last_rma = calloc((size_t)sl_core.world_size * SL_RMA_COUNT + 1, sizeof *b->last_rma);
     b->last_coll = calloc(sl_keytab_entries(&sl_coll) * SL_COLL_NVALS + 1, sizeof *b->last_coll);
     b->last_io = calloc(sl_keytab_entries(&sl_io) * SL_IO_NVALS + 1, sizeof *b->last_io);
+    if (sl_wiremon_active())
+        b->last_wire = calloc((size_t)sl_core.world_size, sizeof *b->last_wire);
     b->scratch = malloc(b->scratch_size);
-    if (b->last_peer == NULL || b->last_hist == NULL || b->last_rma == NULL
+    if ((sl_wiremon_active() && b->last_wire == NULL) || b->last_peer == NULL || b->last_hist == NULL || b->last_rma == NULL
         || b->last_coll == NULL || b->last_io == NULL || b->scratch == NULL) {
         sl_frame_builder_fini(b);
         return -1;
@@ -66,7 +72,9 @@ void sl_frame_builder_fini(sl_frame_builder *b)
     free(b->last_rma);
     free(b->last_coll);
     free(b->last_io);
+    free(b->last_wire);
     free(b->scratch);
+    b->last_wire = NULL;
     b->last_peer = NULL;
     b->last_hist = NULL;
     b->last_rma = NULL;
@@ -293,6 +301,35 @@ static size_t put_io(sl_frame_builder *b, size_t pos, double ratio)
     return section_close(b, &sec, SL_TABLE_io, sizeof(sl_rec_io));
 }
 
+/*
+ * Appends the on-wire section when the MPI measures it (wiremon.h): the peers whose
+ * counters moved, and the section even without records ("measured, nothing sent";
+ * its header has room in the tail). Counts over the wire's bounds (never seen) wait
+ * for the next frame.
+ */
+static size_t put_wire(sl_frame_builder *b, size_t pos)
+{
+    if (b->last_wire == NULL)
+        return pos; /* not measured: no section, never a 0 */
+    sl_section sec = section_open(pos);
+    const uint64_t most_msgs = (1ull << SL_BOUND_max_msgs_bits) - 1;
+    const uint64_t most_bytes = (1ull << SL_BOUND_max_counter_bits) - 1;
+    for (int i = 0; i < sl_core.world_size; i++) {
+        uint64_t bytes, msgs;
+        sl_wire_sent *last = &b->last_wire[i];
+        sl_wiremon_load(i, &bytes, &msgs);
+        uint64_t db = bytes - last->bytes, dm = msgs - last->msgs;
+        sl_rec_wire r = { .peer = (uint32_t)i, .bytes = db < most_bytes ? db : most_bytes,
+                          .msgs = dm < most_msgs ? dm : most_msgs };
+        if ((r.bytes | r.msgs) != 0 && section_add(b, &sec, &r, sizeof r)) {
+            last->bytes += r.bytes;
+            last->msgs += r.msgs;
+        }
+    }
+    put_section(b->scratch + sec.start, SL_TABLE_wire, sizeof(sl_rec_wire), sec.count);
+    return sec.pos;
+}
+
 /* Appends the health record if anything was dropped or spooled (b->health_offset
  * says where it is, 0 if absent). */
 static size_t put_health(sl_frame_builder *b, size_t pos)
@@ -345,6 +382,7 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t 
     pos = put_coll(b, pos, ratio);
     pos = put_rma(b, pos);
     pos = put_io(b, pos, ratio);
+    pos = put_wire(b, pos);
     pos += sl_ibport_put(b->scratch + pos); /* reads sysfs: sender thread only */
     pos = put_health(b, pos);
     *more = b->full;

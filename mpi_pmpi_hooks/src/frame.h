@@ -12,6 +12,11 @@
 #include "core.h"
 #include "identity.h"
 
+/* On-wire counters of one peer as of the last frame (wiremon.h). */
+typedef struct sl_wire_sent {
+    uint64_t bytes, msgs;
+} sl_wire_sent;
+
 typedef struct sl_frame_builder {
     const sl_identity *id;
     char token[sizeof(((sl_frame_header *)0)->token)];
@@ -21,6 +26,7 @@ typedef struct sl_frame_builder {
     sl_rma_counters *last_rma;       /* world_size x SL_RMA_COUNT */
     uint64_t *last_coll;             /* coll entries x SL_COLL_NVALS */
     uint64_t *last_io;               /* io entries x SL_IO_NVALS */
+    sl_wire_sent *last_wire;         /* world_size entries; NULL: on-wire traffic not measured */
     uint64_t last_health[3];         /* keys_dropped, frames_dropped, frames_spooled */
     const uint64_t *frames_dropped;  /* the sender's counters, read at each frame */
     const uint64_t *frames_spooled;
@@ -44,8 +50,8 @@ void sl_frame_builder_fini(sl_frame_builder *b);
 /*
  * Builds the next frame of type frame_type (an SL_FRAME_* of stacklens_wire.h):
  * header, the rank_info section if this is seq 0, then the p2p, op, hist,
- * coll, rma, io, hca (ibport.h) and health records whose deltas are not all
- * zero, and for SL_FRAME_aborted the abort record of errorcode. A body stays
+ * coll, rma, io, wire (wiremon.h: in every frame when measured, even empty),
+ * hca (ibport.h) and health records whose deltas are not all zero, and for SL_FRAME_aborted the abort record of errorcode. A body stays
  * within SL_BOUND_max_body_bytes: records that do not fit keep their deltas
  * for the next frame, *more is set, and the frame is then of type interval
  * whatever was asked (the caller builds again until *more is 0). Returns a

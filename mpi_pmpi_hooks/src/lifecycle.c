@@ -22,6 +22,7 @@
 #include "mpimatch.h"
 #include "requests.h"
 #include "sender.h"
+#include "wiremon.h"
 
 static sl_config config;
 static sl_identity identity;
@@ -141,6 +142,8 @@ int sl_init_begin(sl_call *call)
     if (sl_tls_in_call)
         return 0;
     sl_tls_in_call = 1; /* calls and I/O of the MPI library's own init are not counted */
+    if (!launcher && !config.disable_mpi)
+        sl_wiremon_prepare(); /* Open MPI reads its monitoring switch inside PMPI_Init */
     call->t0 = sl_ticks();
     return 1;
 }
@@ -150,14 +153,18 @@ void sl_init_end(sl_call *call, int op, int rc)
 {
     sl_mark_end(call);
     sl_io_startup_end(); /* the program's own I/O from here on */
-    int rank;
+    int rank, size;
     int claimed = __atomic_exchange_n(&standalone, 1, __ATOMIC_ACQ_REL);
     if (rc != MPI_SUCCESS || launcher || config.disable_mpi || claimed
         || sl_mpi_mismatch /* a library built for the other MPI: stay off */
-        || PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS) {
+        || PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS
+        || PMPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS) {
         sl_tls_in_call = 0;
         return;
     }
+    /* Before the first message of the hooks' own (the identity broadcast), so the
+     * on-wire counts match the monitoring component's from here on. */
+    sl_wiremon_start(rank, size);
     /* Collective when the job id is generated: done before anything that
      * could fail on one rank only, so that every rank takes part. */
     sl_identity_init(&identity, rank);

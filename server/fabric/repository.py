@@ -13,25 +13,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Integer, and_, func, literal, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
 
+from server.fabric import history
+from server.fabric.history import Sums
 from stacklens.constants import (
     ERROR_COUNTERS,
+    PORT_COUNTERS,
     RESET_SHIFT,
     SATURATED_SHIFT,
     flagged_counters,
 )
 from stacklens.schema import (
     Fabric,
-    FabricEvent,
     FabricLink,
     FabricNode,
     FabricPort,
     FabricPortLatest,
 )
 
+#: Keys of the `nodes` and `links` rows that are not in the API's answers.
+INTERNAL_KEYS = ("a_port_id", "b_port_id", "first_seen_ns")
 #: NodeInfo NodeType codes as the API names them.
 NODE_TYPES = {1: "hca", 2: "switch", 3: "router"}
 #: Orders of `link_loads`.
@@ -65,6 +70,7 @@ def nodes(session: Session) -> list[dict[str, Any]]:
             "gone": n.gone_ns is not None,
             "gone_ns": n.gone_ns,
             "last_seen_ns": n.last_seen_ns,
+            "first_seen_ns": n.first_seen_ns,
         }
         for n in session.scalars(query)
     ]
@@ -108,6 +114,7 @@ def links(session: Session) -> list[dict[str, Any]]:
                 "capacity_bytes_per_s": min(caps) if caps else None,
                 "a_port_id": row.a_port_id,
                 "b_port_id": row.b_port_id,
+                "first_seen_ns": link.first_seen_ns,
             }
         )
     return out
@@ -142,7 +149,10 @@ def port_sample(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def link_load(
-    link: dict[str, Any], a: dict[str, Any] | None, b: dict[str, Any] | None
+    link: dict[str, Any],
+    a: dict[str, Any] | None,
+    b: dict[str, Any] | None,
+    current_from_ns: int | None = None,
 ) -> dict[str, Any]:
     """Load and errors of `link` (a `links` row) from its ends' PortSamples (None: none).
 
@@ -150,65 +160,139 @@ def link_load(
     utilisation is the busier direction over the capacity; an error counter is the sum of
     both ends' deltas, unknown (None) as soon as one end's is, or while it is saturated at
     either end (stuck at its maximum, it no longer counts: never read as 0). A down link
-    has no current load: its ends' last samples are not used.
+    has no current load: its ends' last samples are not used; nor is a sample older than
+    `current_from_ns` (its port stopped answering: see snapshot.Freshness).
     """
     if link["state"] == "down":
         a = b = None
+    if current_from_ns is not None:
+        a, b = (x if x is not None and x["ts_ns"] >= current_from_ns else None for x in (a, b))
 
     def rate(sample: dict[str, Any] | None, counter: str = "xmit_bytes") -> float | None:
         if sample is None or sample[counter] is None or not sample["dt_ns"]:
             return None
         return float(sample[counter] * 1e9 / sample["dt_ns"])
 
-    def both(get: Callable[[dict[str, Any]], int | None]) -> int | None:
+    def both(get: Callable[[dict[str, Any]], Any]) -> Any:
         values = [get(x) if x is not None else None for x in (a, b)]
         return None if None in values else sum(v for v in values if v is not None)
-
-    a_to_b, b_to_a = rate(a), rate(b)
-    cap = link["capacity_bytes_per_s"]
-    known = [r for r in (a_to_b, b_to_a) if r is not None]
 
     def error(counter: str) -> Callable[[dict[str, Any]], int | None]:
         return lambda x: x["errors"][counter]
 
     saturated = sorted({c for x in (a, b) if x is not None for c in x["saturated"]})
-    errors = {c: None if c in saturated else both(error(c)) for c in ERROR_COUNTERS}
-    xmit_wait = both(lambda x: x["xmit_wait"])
+    times = [x["ts_ns"] for x in (a, b) if x is not None]
+    return _load(
+        link,
+        ts_ns=max(times) if times else None,
+        samples=len(times),
+        sent=(a["xmit_bytes"] if a else None, b["xmit_bytes"] if b else None),
+        rates=(rate(a), rate(b)),
+        pkts=(rate(a, "xmit_pkts"), rate(b, "xmit_pkts")),
+        errors={c: None if c in saturated else both(error(c)) for c in ERROR_COUNTERS},
+        saturated=saturated,
+        xmit_wait=both(lambda x: x["xmit_wait"]),
+        xmit_wait_per_s=both(lambda x: rate(x, "xmit_wait")),
+    ) | {"a_sample": a, "b_sample": b}
+
+
+def link_columns(a: Sums, b: Sums, capacity: np.ndarray) -> dict[str, list[Any]]:
+    """Load and errors of links over a window or a step, in columns, from the sums of their
+    two ends (`a` row i and `b` row i: the same link, or the same step), by the rules of
+    `link_load`: bytes are the sending end's summed xmit deltas, rates those bytes over the
+    sampled time that knows them, an error counter or xmit_wait the sum of both ends' (None
+    when either end has no known delta, or the counter is saturated at either end);
+    `capacity` per row (0: unknown). Also `flags`: the OR of both ends' sample flags."""
+
+    def nullable(values: np.ndarray, known: np.ndarray) -> list[Any]:
+        return [v if k else None for v, k in zip(values.tolist(), known.tolist(), strict=True)]
+
+    def floats(values: np.ndarray) -> list[float | None]:
+        return [None if v != v else v for v in values.tolist()]  # nan: unknown
+
+    ra, rb = a.rate("xmit_bytes"), b.rate("xmit_bytes")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        util = np.where(capacity > 0, np.fmax(ra, rb) / np.where(capacity > 0, capacity, 1),
+                        np.nan)  # fmt: skip
+    flags = np.where(a.samples > 0, a.flags, 0) | np.where(b.samples > 0, b.flags, 0)
+    both = {c: a.known[c] & b.known[c] for c in PORT_COUNTERS}
+    columns = {
+        "samples": (a.samples + b.samples).tolist(),
+        "ts_ns": nullable(np.maximum(a.last_ns, b.last_ns), (a.samples + b.samples) > 0),
+        "a_to_b_bytes": nullable(a.deltas["xmit_bytes"], a.known["xmit_bytes"]),
+        "b_to_a_bytes": nullable(b.deltas["xmit_bytes"], b.known["xmit_bytes"]),
+        "a_to_b_bytes_per_s": floats(ra),
+        "b_to_a_bytes_per_s": floats(rb),
+        "a_to_b_pkts_per_s": floats(a.rate("xmit_pkts")),
+        "b_to_a_pkts_per_s": floats(b.rate("xmit_pkts")),
+        "utilisation": floats(util),
+        "xmit_wait": nullable(a.deltas["xmit_wait"] + b.deltas["xmit_wait"], both["xmit_wait"]),
+        "xmit_wait_per_s": floats(a.rate("xmit_wait") + b.rate("xmit_wait")),
+        "flags": flags.tolist(),
+    }
+    for c in ERROR_COUNTERS:
+        saturated = (flags >> (SATURATED_SHIFT + PORT_COUNTERS.index(c))) & 1
+        columns[c] = nullable(a.deltas[c] + b.deltas[c], both[c] & (saturated == 0))
+    return columns
+
+
+def _load(link: dict[str, Any], *, ts_ns: int | None, samples: int, sent: tuple[Any, ...],
+          rates: tuple[Any, ...], pkts: tuple[Any, ...], errors: dict[str, int | None],
+          saturated: list[str], xmit_wait: int | None, xmit_wait_per_s: float | None
+          ) -> dict[str, Any]:  # fmt: skip
+    """A LinkLoad row of `link` from its parts ((a, b) pairs: a -> b first)."""
+    cap = link["capacity_bytes_per_s"]
+    known = [r for r in rates if r is not None]
     unknown = [
-        name
-        for name, v in (("a_to_b_bytes_per_s", a_to_b), ("b_to_a_bytes_per_s", b_to_a))
+        name for name, v in zip(("a_to_b_bytes_per_s", "b_to_a_bytes_per_s"), rates, strict=True)
         if v is None
-    ]
+    ]  # fmt: skip
     unknown += [c for c, v in errors.items() if v is None]
     unknown += ["xmit_wait"] if xmit_wait is None else []
-    times = [x["ts_ns"] for x in (a, b) if x is not None]
     return {
         "id": link["id"],
         "a": link["a"],
         "b": link["b"],
         "state": link["state"],
         "capacity_bytes_per_s": cap,
-        "ts_ns": max(times) if times else None,
-        "a_to_b_bytes_per_s": a_to_b,
-        "b_to_a_bytes_per_s": b_to_a,
-        "a_to_b_pkts_per_s": rate(a, "xmit_pkts"),
-        "b_to_a_pkts_per_s": rate(b, "xmit_pkts"),
+        "ts_ns": ts_ns,
+        "samples": samples,
+        "a_to_b_bytes": sent[0],
+        "b_to_a_bytes": sent[1],
+        "a_to_b_bytes_per_s": rates[0],
+        "b_to_a_bytes_per_s": rates[1],
+        "a_to_b_pkts_per_s": pkts[0],
+        "b_to_a_pkts_per_s": pkts[1],
         "utilisation": max(known) / cap if known and cap else None,
         "errors": errors,
         "errors_total": sum(v for v in errors.values() if v),
         "saturated": saturated,
         "unknown": unknown,
         "xmit_wait": xmit_wait,
-        "a_sample": a,
-        "b_sample": b,
+        "xmit_wait_per_s": xmit_wait_per_s,
     }
+
+
+#: Key of a link in each order of the links list: utilisation (busiest first, then most
+#: errors), errors (most first, then busiest); unknown utilisation last; then by id.
+RankKey = tuple[Any, ...]
+
+
+def rank_key(load: dict[str, Any], sort: str) -> RankKey:
+    """The sort key of a LinkLoad row in the order `sort` (one of SORTS)."""
+    u = load["utilisation"]
+    by_utilisation = (int(u is None), -u if u is not None else 0.0)
+    by_errors = (-load["errors_total"],)
+    first, second = (
+        (by_utilisation, by_errors) if sort == "utilisation" else (by_errors, by_utilisation)
+    )
+    return (*first, *second, load["id"])
 
 
 def link_loads(
     session: Session, sort: str = "utilisation", limit: int | None = None
 ) -> list[dict[str, Any]]:
-    """Load and errors of every link; `sort` "utilisation" (busiest first, then most errors)
-    or "errors" (most errors first, then busiest); unknown utilisation last; then by id."""
+    """Load and errors of every link in the newest sweep, in the order `sort`."""
     all_links = links(session)
     ids = [i for lk in all_links for i in (lk["a_port_id"], lk["b_port_id"]) if i is not None]
     samples = {i: port_sample(row) for i, row in latest_samples(session, ids).items()}
@@ -216,19 +300,33 @@ def link_loads(
         link_load(lk, samples.get(lk["a_port_id"]), samples.get(lk["b_port_id"]))
         for lk in all_links
     ]
-
-    def by_utilisation(x: dict[str, Any]) -> tuple[bool, float]:
-        u = x["utilisation"]
-        return (u is None, -(u or 0.0))
-
-    def by_errors(x: dict[str, Any]) -> tuple[int]:
-        return (-x["errors_total"],)
-
-    first, second = (
-        (by_utilisation, by_errors) if sort == "utilisation" else (by_errors, by_utilisation)
-    )
-    loads.sort(key=lambda x: (*first(x), *second(x), x["id"]))
+    loads.sort(key=lambda x: rank_key(x, sort))
     return loads[:limit] if limit is not None else loads
+
+
+def topology_at(
+    session: Session, nodes_now: list[dict[str, Any]], links_now: list[dict[str, Any]], hi: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The fabric's nodes and links (`nodes`, `links`) first seen before `hi`, each gone or
+    down as it was just before `hi` (by the fabric events)."""
+    gone, down = history.gone_at(session, hi - 1), history.down_at(session, hi - 1)
+    nodes_then = []
+    for n in nodes_now:
+        if n["first_seen_ns"] < hi:
+            since = gone.get(_stored(n["guid"]))
+            nodes_then.append({**n, "gone": since is not None, "gone_ns": since})
+    links_then = [
+        {**lk, "state": "up" if down.get(lk["id"]) is None else "down",
+         "down_ns": down.get(lk["id"])}
+        for lk in links_now if lk["first_seen_ns"] < hi
+    ]  # fmt: skip
+    return nodes_then, links_then
+
+
+def _stored(guid: str) -> int:
+    """A GUID text (`0x...`) as the stored signed bigint."""
+    value = int(guid, 16)
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def topology_version(session: Session) -> int | None:
@@ -258,7 +356,10 @@ def latest_rows(session: Session) -> list[tuple[Any, ...]]:
 
 
 def loads_of(
-    session: Session, all_links: list[dict[str, Any]], ids: list[int]
+    session: Session,
+    all_links: list[dict[str, Any]],
+    ids: list[int],
+    current_from_ns: int | None = None,
 ) -> list[dict[str, Any]]:
     """`link_load` of the links with these ids (in this order), from `all_links` (`links`)."""
     by_id = {lk["id"]: lk for lk in all_links}
@@ -266,16 +367,40 @@ def loads_of(
     ports = [i for lk in chosen for i in (lk["a_port_id"], lk["b_port_id"]) if i is not None]
     samples = {i: port_sample(row) for i, row in latest_samples(session, ports).items()}
     return [
-        link_load(lk, samples.get(lk["a_port_id"]), samples.get(lk["b_port_id"])) for lk in chosen
+        link_load(lk, samples.get(lk["a_port_id"]), samples.get(lk["b_port_id"]), current_from_ns)
+        for lk in chosen
     ]
 
 
-def events(session: Session, limit: int) -> list[dict[str, Any]]:
-    """The newest `limit` fabric events, newest first."""
-    query = (
-        select(FabricEvent).order_by(FabricEvent.ts_ns.desc(), FabricEvent.id.desc()).limit(limit)
-    )
-    return [
-        {"id": e.id, "ts_ns": e.ts_ns, "kind": e.kind, "subject": e.subject, "details": e.details}
-        for e in session.scalars(query)
-    ]
+def window_loads(
+    session: Session, all_links: list[dict[str, Any]], lo: int, hi: int
+) -> list[dict[str, Any]]:
+    """Load and errors (LinkLoad rows, without per-end samples) of every link of `all_links`
+    (`links`) over [lo, hi), in their order (`link_columns`); a link is down if it was down
+    at the window's end."""
+    ports = [i for lk in all_links for i in (lk["a_port_id"], lk["b_port_id"]) if i is not None]
+    sums = history.window_sums(session, ports, lo, hi)
+    zeros = [0] * len(all_links)
+    a = sums.lookup([-1 if lk["a_port_id"] is None else lk["a_port_id"] for lk in all_links], zeros)
+    b = sums.lookup([-1 if lk["b_port_id"] is None else lk["b_port_id"] for lk in all_links], zeros)
+    capacity = np.array([lk["capacity_bytes_per_s"] or 0 for lk in all_links], dtype=float)
+    columns = link_columns(a, b, capacity)
+    down = history.down_at(session, hi - 1)
+    loads = []
+    for i, lk in enumerate(all_links):
+        row = {name: values[i] for name, values in columns.items()}
+        loads.append(
+            _load(
+                {**lk, "state": "down" if lk["id"] in down else "up"},
+                ts_ns=row["ts_ns"],
+                samples=row["samples"],
+                sent=(row["a_to_b_bytes"], row["b_to_a_bytes"]),
+                rates=(row["a_to_b_bytes_per_s"], row["b_to_a_bytes_per_s"]),
+                pkts=(row["a_to_b_pkts_per_s"], row["b_to_a_pkts_per_s"]),
+                errors={c: row[c] for c in ERROR_COUNTERS},
+                saturated=flagged_counters(row["flags"], SATURATED_SHIFT),
+                xmit_wait=row["xmit_wait"],
+                xmit_wait_per_s=row["xmit_wait_per_s"],
+            )
+        )
+    return loads

@@ -9,8 +9,13 @@ every viewer.
   counts), as encoded bytes with its ETag, rebuilt only when a sweep was stored or a
   sample retired (`repository.samples_version`), computed with numpy over every port's
   newest sample at once;
-- the link ranking of that sweep (by utilisation and by errors), so `/api/fabric/links`
-  with a `limit` builds full answers for those links only.
+- the link ranking of that sweep (by utilisation and by errors, with each link's sort
+  key), so a page of `/api/fabric/links` builds full answers for its links only;
+- the fabric's freshness (`Freshness`): the last sweep's end, the sweep interval the
+  samples measured, and whether the data is stale (the last sweep ended more than
+  STALE_SWEEPS intervals ago). A port whose newest sample is that much older than the last
+  sweep stopped answering: its load is unknown (null), never its last one. The state's
+  ETag changes when the data turns stale, not only with a sweep.
 A request costs two small version queries (at most every `recheck_s` for all requests
 together: the answers may lag a stored sweep by that much) and, between sweeps, no
 computation at all.
@@ -19,6 +24,7 @@ The numbers are the ones `repository.link_load` gives for one link (tested equal
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import threading
@@ -33,6 +39,12 @@ from sqlalchemy.orm import Session
 from server.fabric import repository
 from stacklens.api_models import FabricLink, FabricNode, Topology
 from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, SATURATED_SHIFT
+
+#: The data is stale after this many sweep intervals without a sweep; a port's newest
+#: sample this much older than the last sweep is no longer current.
+STALE_SWEEPS = 3
+#: The sweep interval assumed before the samples measured one.
+DEFAULT_INTERVAL_NS = 10**9
 
 #: Bits of FabricState.links.flags.
 FLAG_DOWN = 1
@@ -66,7 +78,35 @@ class _Shared:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     state_key: object = None
     state: Encoded | None = None
-    ranking: dict[str, list[int]] = field(default_factory=dict)
+    ranking: dict[str, Ranking] = field(default_factory=dict)
+    freshness: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The links in one order of the links list: their sort keys (repository.rank_key) and
+    ids, in that order."""
+
+    keys: list[tuple[Any, ...]]
+    ids: list[int]
+
+    def page(self, after: tuple[Any, ...] | None, limit: int) -> tuple[list[int], bool]:
+        """The ids of the `limit` links after the sort key `after` (None: from the first),
+        and whether more follow."""
+        start = 0 if after is None else bisect.bisect_right(self.keys, after)
+        return self.ids[start : start + limit], start + limit < len(self.ids)
+
+
+def freshness(last_sweep_ns: int | None, interval_ns: int | None, now_ns: int) -> dict[str, Any]:
+    """The Freshness of data whose last sweep ended at `last_sweep_ns`, swept every
+    `interval_ns` (None: unknown), at `now_ns`."""
+    bound = STALE_SWEEPS * (interval_ns or DEFAULT_INTERVAL_NS)
+    return {
+        "last_sweep_ns": last_sweep_ns,
+        "sweep_interval_ns": interval_ns,
+        "stale_after_ns": bound,
+        "stale": last_sweep_ns is None or now_ns - last_sweep_ns > bound,
+    }
 
 
 class FabricSnapshots:
@@ -87,25 +127,25 @@ class FabricSnapshots:
         if now - self._checked < self.recheck_s and shared.state is not None:
             return shared
         topo_key = repository.topology_version(session)
-        state_key = (topo_key, repository.samples_version(session))
+        version = repository.samples_version(session)
+        # whether the data is stale changes the answer too (with the interval last measured)
+        fresh = freshness(version[0], shared.freshness.get("sweep_interval_ns"), time.time_ns())
+        state_key = (topo_key, version, fresh["stale"])
         with self._lock:
             shared = self._shared
             if topo_key is None or topo_key != shared.topology_key or shared.topology is None:
                 nodes, links = repository.nodes(session), repository.links(session)
-                public = [{k: v for k, v in lk.items() if k not in ("a_port_id", "b_port_id")}
-                          for lk in links]  # fmt: skip
-                topology = Topology(
-                    nodes=[FabricNode(**n) for n in nodes],
-                    links=[FabricLink(**lk) for lk in public],
-                )
-                shared = _Shared(topo_key, Encoded.of(topology.model_dump(mode="json")),
-                                 links, nodes)  # fmt: skip
+                shared = _Shared(topo_key, Encoded.of(topology_answer(nodes, links)), links,
+                                 nodes)  # fmt: skip
             if topo_key is None or state_key != shared.state_key or shared.state is None:
+                rows = repository.latest_rows(session)
+                fresh = freshness(version[0], sweep_interval(rows), time.time_ns())
                 state, ranking = fabric_state(
-                    shared.links, shared.nodes, repository.latest_rows(session),
-                    shared.topology.etag if shared.topology else "",
+                    shared.links, shared.nodes, rows,
+                    shared.topology.etag if shared.topology else "", fresh,
                 )  # fmt: skip
-                shared.state_key, shared.state, shared.ranking = state_key, state, ranking
+                shared.state_key = (topo_key, version, fresh["stale"])
+                shared.state, shared.ranking, shared.freshness = state, ranking, fresh
             self._shared = shared
             self._checked = now
             return shared
@@ -136,20 +176,70 @@ class FabricSnapshots:
         assert shared.state is not None
         return shared.state
 
-    def link_loads(self, session: Session, sort: str, limit: int | None) -> list[dict[str, Any]]:
-        """`repository.link_loads(session, sort, limit)`, built only for the links shown."""
+    def link_page(
+        self, session: Session, sort: str, after: tuple[Any, ...] | None, limit: int
+    ) -> tuple[list[dict[str, Any]], int, bool]:
+        """The newest sweep's loads of the `limit` links after the sort key `after` in the
+        order `sort` (built for those links only), how many links there are, whether more
+        follow."""
         shared = self._refresh(session)
-        ids = shared.ranking[sort]
-        return repository.loads_of(session, shared.links, ids[:limit] if limit else ids)
+        ids, more = shared.ranking[sort].page(after, limit)
+        loads = repository.loads_of(session, shared.links, ids, current_from(shared.freshness))
+        return loads, len(shared.links), more
+
+    def current(self, session: Session) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+        """The current fabric's links (`repository.links`), its freshness (as of the last
+        check) and the topology's ETag."""
+        shared = self._refresh(session)
+        etag = shared.topology.etag if shared.topology else ""
+        return shared.links, shared.freshness, etag
+
+    def nodes(self, session: Session) -> list[dict[str, Any]]:
+        """The current fabric's nodes (`repository.nodes`)."""
+        return self._refresh(session).nodes
+
+
+def topology_answer(nodes: list[dict[str, Any]], links: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Topology answer (plain data) of these nodes and links (`repository.nodes`,
+    `repository.links`)."""
+    topology = Topology(
+        nodes=[FabricNode(**_public(n)) for n in nodes],
+        links=[FabricLink(**_public(lk)) for lk in links],
+    )
+    answer: dict[str, Any] = topology.model_dump(mode="json")
+    return answer
+
+
+def _public(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in repository.INTERNAL_KEYS}
+
+
+def sweep_interval(rows: list[tuple[Any, ...]]) -> int | None:
+    """The sweeps' interval: the median dt of the ports' newest samples (None: none known)."""
+    dts = [r[_COL["dt_ns"]] for r in rows if r[_COL["dt_ns"]]]
+    return int(np.median(dts)) if dts else None
+
+
+def current_from(fresh: dict[str, Any]) -> int | None:
+    """The oldest sample time still current: a port's newest sample older than this (the
+    last sweep's end - the stale bound) means it stopped answering (None: no sweep yet)."""
+    last = fresh.get("last_sweep_ns")
+    return None if last is None else last - fresh["stale_after_ns"]
 
 
 def fabric_state(
-    links: list[dict[str, Any]], nodes: list[dict[str, Any]], rows: list[tuple[Any, ...]], etag: str
-) -> tuple[Encoded, dict[str, list[int]]]:
-    """The FabricState of these links (`repository.links`) from every port's newest sample
-    (`repository.latest_rows`), and the link ids in the API's two orders."""
+    links: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    rows: list[tuple[Any, ...]],
+    etag: str,
+    fresh: dict[str, Any],
+) -> tuple[Encoded, dict[str, Ranking]]:
+    """The live FabricState of these links (`repository.links`) from every port's newest
+    sample (`repository.latest_rows`) still current (`current_from(fresh)`), and the links
+    in the API's two orders."""
     n = len(links)
-    by_port = {r[_COL["port_id"]]: r for r in rows}
+    oldest = current_from(fresh)
+    by_port = {r[_COL["port_id"]]: r for r in rows if oldest is None or r[_COL["ts_ns"]] >= oldest}
 
     def end(key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per link, of its `key` end: rate (nan unknown), sample present, error deltas (nan
@@ -191,32 +281,91 @@ def fabric_state(
     by_util = np.lexsort((ids, -total, u_key, ~known))
     by_errors = np.lexsort((ids, u_key, ~known, -total))
     times = np.maximum(ta, tb)
-
-    def col(values: np.ndarray) -> list[float | None]:
-        return [None if np.isnan(v) else float(v) for v in values]
-
-    switches = sum(nd["type"] == "switch" for nd in nodes)
-    summary = {
-        "nodes": len(nodes),
-        "switches": switches,
-        "hcas": sum(nd["type"] == "hca" for nd in nodes),
-        "gone": sum(bool(nd["gone"]) for nd in nodes),
-        "links": n,
-        "down": int(down.sum()),
-        "erroring": int((total > 0).sum()),
-        "busiest": float(np.nanmax(util)) if known.any() else None,
+    # the sort keys as repository.rank_key makes them
+    unknown_k, u_k, e_k, id_k = ((~known).astype(int).tolist(), u_key.tolist(),
+                                 (-total).tolist(), ids.tolist())  # fmt: skip
+    ranking = {
+        "utilisation": Ranking(
+            [(unknown_k[i], u_k[i], e_k[i], id_k[i]) for i in by_util.tolist()],
+            ids[by_util].tolist(),
+        ),
+        "errors": Ranking(
+            [(e_k[i], unknown_k[i], u_k[i], id_k[i]) for i in by_errors.tolist()],
+            ids[by_errors].tolist(),
+        ),
     }
-    state = {
-        "topology_etag": etag,
-        "ts_ns": int(times.max()) if n and times.max() else None,
-        "links": {
-            "id": ids.tolist(),
-            "utilisation": col(util),
-            "bytes_per_s": col(busier),
-            "errors": total.tolist(),
-            "flags": flags.astype(int).tolist(),
-        },
-        "summary": summary,
-    }
-    ranking = {"utilisation": ids[by_util].tolist(), "errors": ids[by_errors].tolist()}
+    state = state_answer(links, nodes, etag, fresh, None, (col(util), col(busier), total.tolist(),
+                         flags.astype(int).tolist()), int(times.max()) if n and times.max()
+                         else None)  # fmt: skip
     return Encoded.of(state), ranking
+
+
+def col(values: np.ndarray) -> list[float | None]:
+    """A float column with nan as None."""
+    return [None if np.isnan(v) else float(v) for v in values]
+
+
+def window_state(
+    links: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    loads: list[dict[str, Any]],
+    etag: str,
+    fresh: dict[str, Any],
+    window: tuple[int, int],
+) -> dict[str, Any]:
+    """The FabricState of these links over a window from their loads over it
+    (`repository.window_loads`, in the links' order)."""
+    busier = []
+    for x in loads:
+        rates = [r for r in (x["a_to_b_bytes_per_s"], x["b_to_a_bytes_per_s"]) if r is not None]
+        busier.append(max(rates) if rates else None)
+    flags = [
+        (FLAG_DOWN if x["state"] == "down" else 0)
+        | (FLAG_SATURATED if any(c in ERROR_COUNTERS for c in x["saturated"]) else 0)
+        | (FLAG_ERRORS_UNKNOWN if any(x["errors"][c] is None for c in ERROR_COUNTERS) else 0)
+        for x in loads
+    ]
+    times = [x["ts_ns"] for x in loads if x["ts_ns"] is not None]
+    columns = ([x["utilisation"] for x in loads], busier, [x["errors_total"] for x in loads],
+               flags)  # fmt: skip
+    return state_answer(links, nodes, etag, fresh, window, columns, max(times) if times else None)
+
+
+def state_answer(
+    links: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    etag: str,
+    fresh: dict[str, Any],
+    window: tuple[int, int] | None,
+    columns: tuple[list[Any], list[Any], list[int], list[int]],
+    ts_ns: int | None,
+) -> dict[str, Any]:
+    """A FabricState (plain data) from its link columns (utilisation, busier-direction
+    bytes/s, errors, flags, in the links' order)."""
+    util, busier, errors, flags = columns
+    known = [u for u in util if u is not None]
+    switches = sum(nd["type"] == "switch" for nd in nodes)
+    return {
+        "topology_etag": etag,
+        "ts_ns": ts_ns,
+        "from_ns": window[0] if window else None,
+        "to_ns": window[1] if window else None,
+        "links": {
+            "id": [lk["id"] for lk in links],
+            "utilisation": util,
+            "bytes_per_s": busier,
+            "errors": errors,
+            "flags": flags,
+        },
+        "summary": {
+            "nodes": len(nodes),
+            "switches": switches,
+            "hcas": sum(nd["type"] == "hca" for nd in nodes),
+            "gone": sum(bool(nd["gone"]) for nd in nodes),
+            "links": len(links),
+            "down": sum(f & FLAG_DOWN for f in flags),
+            "erroring": sum(e > 0 for e in errors),
+            "busiest": max(known) if known else None,
+        },
+        "freshness": fresh,
+    }

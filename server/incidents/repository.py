@@ -111,26 +111,24 @@ def link_point(
     )
 
 
-def link_events_after(session: Session, after_ns: int, upto_ns: int,
-                      links: list[dict[str, Any]]) -> dict[int, list[tuple[int, int]]]:  # fmt: skip
-    """Link id -> (event id, time) of its link_down / link_up events in (after_ns, upto_ns]."""
-    ends = {}
-    for lk in links:
-        key = ((lk["a"]["guid"], lk["a"]["port"]), (lk["b"]["guid"], lk["b"]["port"]))
-        ends[key] = ends[key[::-1]] = lk["id"]
-    query = select(FabricEvent.id, FabricEvent.ts_ns, FabricEvent.details).where(
-        FabricEvent.kind.in_(("link_down", "link_up")),
-        FabricEvent.ts_ns > after_ns,
-        FabricEvent.ts_ns <= upto_ns,
+def link_events_after(
+    session: Session, after_ns: int, upto_ns: int
+) -> dict[int, list[tuple[int, int]]]:
+    """Link id -> (change id, time) of each time its state changed in (after_ns, upto_ns]:
+    the start (down) and the end (back up) of its link_down events. A change id is unique
+    per change: 2 x the event's id for its start, + 1 for its end."""
+    start, end = FabricEvent.start_ns, FabricEvent.end_ns
+    query = select(FabricEvent.id, FabricEvent.link_id, start, end).where(
+        FabricEvent.kind == "link_down",
+        FabricEvent.link_id.is_not(None),
+        or_(and_(start > after_ns, start <= upto_ns), and_(end > after_ns, end <= upto_ns)),
     )
     out: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for event_id, ts, details in session.execute(query):
-        try:
-            key = ((details["a"][0], details["a"][1]), (details["b"][0], details["b"][1]))
-        except (KeyError, IndexError, TypeError):
-            continue
-        if key in ends:
-            out[ends[key]].append((event_id, ts))
+    for event_id, link, down_ns, up_ns in session.execute(query):
+        changes = [(2 * event_id + i, t) for i, t in enumerate((down_ns, up_ns))
+                   if t is not None and after_ns < t <= upto_ns]  # fmt: skip
+        if link is not None:  # always: the query excludes it; this tells the type checker
+            out[link] += changes
     return dict(out)
 
 

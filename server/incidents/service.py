@@ -156,7 +156,7 @@ class IncidentService:
                 self._view = repo.FabricView(session)  # a new discovery was stored
             links = self._view.links
             fed = self._fabric(session, links, now)
-            fed |= self._events(session, links, now)
+            fed |= self._events(session, now)
             fed |= self._jobs(session, now)
             messages = self._store(session, links, now) if fed else []
             session.commit()
@@ -178,12 +178,12 @@ class IncidentService:
         self.sweep_after = newest
         return True
 
-    def _events(self, session: Session, links: list[dict[str, Any]], now: int) -> bool:
+    def _events(self, session: Session, now: int) -> bool:
         """Feed the link down/up events stored since the last tick (and age the old ones:
         a flap ends when its events leave the baseline window)."""
         # read again from EVENT_MARGIN_NS back: an event is stored after its time
         after = now - self.th.baseline_ns if self.events_after is None else self.events_after
-        events = repo.link_events_after(session, after - EVENT_MARGIN_NS, now, links)
+        events = repo.link_events_after(session, after - EVENT_MARGIN_NS, now)
         new: dict[int, list[int]] = {}
         for link, seen in events.items():
             times = [ts for event_id, ts in seen if event_id not in self.events_seen]

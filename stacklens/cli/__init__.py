@@ -11,6 +11,7 @@ stacklens fabric-sim --hosts 32    simulated InfiniBand fabric with traffic emul
 stacklens config                   every setting: effective value and source
 stacklens status                   what runs where, the newest data, this node's spool
 stacklens token create|list|revoke API tokens for scripts (stored hashed, expiring)
+stacklens report --job J -o F.pdf  a job's, incident's or window's report (HTML or PDF)
 
 This package is the top layer: it may import the collector, the server and the emulator;
 nothing below it (settings, db, schema, wire) imports a command.
@@ -27,7 +28,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from stacklens import __version__
-from stacklens.cli import fabric_sim, mpikind, status, token
+from stacklens.cli import fabric_sim, mpikind, report, status, token
 from stacklens.cli.attach import cmd_env, cmd_run
 from stacklens.cli.config import cmd_config
 from stacklens.cli.helptext import subcommand
@@ -151,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.set_defaults(func=cmd_config)
     status.add_parser(sub)
     token.add_parser(sub)
+    report.add_parser(sub)
     return parser
 
 

@@ -35,7 +35,7 @@ from stacklens.cli.attach import (
 )
 from stacklens.connguard import ConnectionLimits, raise_open_file_limit
 from stacklens.paths import EXAMPLES_DIR
-from stacklens.settings import ConfigError, Settings
+from stacklens.settings import ConfigError, Settings, parse_storage_servers
 
 
 def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
@@ -67,6 +67,7 @@ async def _serve(
     from server.app import create_app
     from server.http_guard import uvicorn_config
     from server.incidents.service import incident_service
+    from server.traffic.repository import TrafficConfig
     from stacklens.db import make_engine
 
     check_ports_free(settings, http=True)
@@ -83,6 +84,8 @@ async def _serve(
         engine, api_base_url=own_url, refresh_ms=settings.refresh_ms,
         fabric_fold_above=settings.fabric_fold_above, collector=collector,
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20, access=access,
+        traffic=TrafficConfig(settings.fabric_paths, parse_storage_servers(
+            settings.storage_servers), settings.storage_placement),
         incidents=incident_service(engine, settings),
     )  # fmt: skip
     server = _QuietSignalsServer(

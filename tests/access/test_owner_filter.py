@@ -28,9 +28,10 @@ JOBLESS = {
     "/api/health", "/api/overview", "/api/jobs", "/api/fabric/topology", "/api/fabric/links",
     "/api/fabric/events", "/api/fabric/state", "/metrics", "/openapi.json", "/docs",
     "/api/incidents",
+    "/api/reports/window",  # names the viewer's jobs only, counts the others
 }  # fmt: skip
 #: One incident: other users' jobs in it are "another job" (tests/server/test_incidents.py).
-INCIDENT = {"/api/incidents/{incident_id}"}
+INCIDENT = {"/api/incidents/{incident_id}", "/api/reports/incidents/{incident_id}"}
 #: Routes that write: the ingest has its own gate (server/ingest/gate.py).
 WRITES = {"/api/ingest/frames"}
 #: The catch-all 404 for unknown /api/ paths (server/errors.py).

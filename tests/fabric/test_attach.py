@@ -17,7 +17,7 @@ from tests.conftest import query
 def _drawn(api_client) -> tuple[set, set, set]:
     """(node names, links as frozensets of (name, port), ranked links) the API shows."""
     topo = api_client.get(api_client.app.url_path_for("fabric_topology")).json()
-    loads = api_client.get(api_client.app.url_path_for("fabric_links")).json()
+    loads = api_client.get(api_client.app.url_path_for("fabric_links")).json()["links"]
 
     def ends(x: dict) -> frozenset:
         return frozenset(((x["a"]["name"], x["a"]["port"]), (x["b"]["name"], x["b"]["port"])))

@@ -91,7 +91,7 @@ def test_without_a_floor_the_short_sample_is_a_spike(pg_url: str, mad: MadSource
 
 def _link(api_client, name: str, port: int) -> dict:
     url = api_client.app.url_path_for("fabric_links")
-    for x in api_client.get(url).json():
+    for x in api_client.get(url).json()["links"]:
         if (x["a"]["name"], x["a"]["port"]) == (name, port) or (
             x["b"]["name"],
             x["b"]["port"],

@@ -31,8 +31,17 @@ def _get(api_client: TestClient, name: str, **params) -> list | dict:
 
 def test_empty_fabric(pg_url, api_client):
     assert _get(api_client, "fabric_topology") == {"nodes": [], "links": []}
-    assert _get(api_client, "fabric_links") == []
-    assert _get(api_client, "fabric_events") == []
+    links = _get(api_client, "fabric_links")
+    assert links["links"] == [] and links["page"] == {
+        "total": 0,
+        "limit": 5000,
+        "next_cursor": None,
+    }
+    assert links["freshness"] == {
+        "last_sweep_ns": None, "sweep_interval_ns": None, "stale_after_ns": 3 * SECOND,
+        "stale": True,
+    }  # fmt: skip
+    assert _get(api_client, "fabric_events")["events"] == []
 
 
 def test_topology_nodes_and_links(pg_url, api_client):
@@ -80,6 +89,10 @@ def test_topology_nodes_and_links(pg_url, api_client):
     ]
 
 
+def _links(api_client: TestClient, **params) -> list:
+    return _get(api_client, "fabric_links", **params)["links"]
+
+
 def _sample(ts_ns: int, dt_ns: int | None, **values) -> dict:
     """A PortSample: every delta 0 unless given (None = unknown), no flags."""
     errors = {c: values.pop(c, 0 if dt_ns else None) for c in ERRORS}
@@ -108,6 +121,9 @@ def test_link_loads_rates_utilisation_and_errors(pg_url, api_client):
         "state": "up",
         "capacity_bytes_per_s": 4_000_000_000,
         "ts_ns": t2,
+        "samples": 2,
+        "a_to_b_bytes": 2_000_000_000,
+        "b_to_a_bytes": 1_000_000_000,
         "a_to_b_bytes_per_s": 2e9,
         "b_to_a_bytes_per_s": 1e9,
         "a_to_b_pkts_per_s": 0.0,
@@ -118,6 +134,7 @@ def test_link_loads_rates_utilisation_and_errors(pg_url, api_client):
         "saturated": [],
         "unknown": [],
         "xmit_wait": 0,
+        "xmit_wait_per_s": 0.0,
         "a_sample": _sample(t2, SECOND, xmit_bytes=2_000_000_000, rcv_bytes=1_000_000_000),
         "b_sample": _sample(t2, SECOND, xmit_bytes=1_000_000_000, rcv_bytes=2_000_000_000),
     }
@@ -128,6 +145,9 @@ def test_link_loads_rates_utilisation_and_errors(pg_url, api_client):
         "state": "up",
         "capacity_bytes_per_s": 4_000_000_000,
         "ts_ns": t2,
+        "samples": 2,
+        "a_to_b_bytes": 0,
+        "b_to_a_bytes": 400_000_000,
         "a_to_b_bytes_per_s": 0.0,
         "b_to_a_bytes_per_s": 4e8,
         "a_to_b_pkts_per_s": 0.0,
@@ -139,6 +159,7 @@ def test_link_loads_rates_utilisation_and_errors(pg_url, api_client):
         "saturated": [],
         "unknown": ["rcv_errors"],
         "xmit_wait": 77,
+        "xmit_wait_per_s": 77.0,
         "a_sample": {
             **_sample(t2, SECOND, rcv_bytes=400_000_000, rcv_errors=None),
             "reset": ["rcv_errors"],
@@ -160,6 +181,9 @@ def test_link_loads_rates_utilisation_and_errors(pg_url, api_client):
         "capacity_bytes_per_s": 2_000_000_000,
         # down: the last samples of its ends are not its current load (no stale rates)
         "ts_ns": None,
+        "samples": 0,
+        "a_to_b_bytes": None,
+        "b_to_a_bytes": None,
         "a_to_b_bytes_per_s": None,
         "b_to_a_bytes_per_s": None,
         "a_to_b_pkts_per_s": None,
@@ -170,18 +194,31 @@ def test_link_loads_rates_utilisation_and_errors(pg_url, api_client):
         "saturated": [],
         "unknown": ["a_to_b_bytes_per_s", "b_to_a_bytes_per_s", *ERRORS, "xmit_wait"],
         "xmit_wait": None,
+        "xmit_wait_per_s": None,
         "a_sample": None,
         "b_sample": None,
     }
-    assert _get(api_client, "fabric_links") == [spine_leaf, host1, host2]
-    assert _get(api_client, "fabric_links", sort="errors") == [host1, spine_leaf, host2]
-    assert _get(api_client, "fabric_links", sort="errors", limit=1) == [host1]
+    assert _links(api_client) == [spine_leaf, host1, host2]
+    assert _links(api_client, sort="errors") == [host1, spine_leaf, host2]
+    # Pages of one link: the cursor leads through the whole order, page by page.
+    first = _get(api_client, "fabric_links", sort="errors", limit=1)
+    assert first["links"] == [host1] and first["page"]["total"] == 3
+    second = _get(api_client, "fabric_links", sort="errors", limit=1,
+                  cursor=first["page"]["next_cursor"])  # fmt: skip
+    third = _get(api_client, "fabric_links", sort="errors", limit=1,
+                 cursor=second["page"]["next_cursor"])  # fmt: skip
+    assert (second["links"], third["links"]) == ([spine_leaf], [host2])
+    assert third["page"]["next_cursor"] is None
+    wrong = {"sort": "utilisation", "cursor": first["page"]["next_cursor"]}
+    assert (
+        api_client.get(api_client.app.url_path_for("fabric_links"), params=wrong).status_code == 404
+    )
     # Without the per-end samples: the same rows less a_sample and b_sample.
     brief = [
         {k: v for k, v in x.items() if k not in ("a_sample", "b_sample")}
         for x in (spine_leaf, host1, host2)
     ]
-    assert _get(api_client, "fabric_links", samples="false") == brief
+    assert _links(api_client, samples="false") == brief
     bad = api_client.get(api_client.app.url_path_for("fabric_links"), params={"sort": "bytes"})
     assert bad.status_code == 422
 
@@ -189,29 +226,68 @@ def test_link_loads_rates_utilisation_and_errors(pg_url, api_client):
 def test_events_newest_first(pg_url, api_client):
     write_small_fabric(pg_url)
     t3 = T0 + 3 * SECOND
-    gone = {
+    # leaf1[1]'s symbol errors and link error recovery moved in the second sweep: a burst,
+    # still open (no sweep after it)
+    burst = {
         "id": 1,
-        "ts_ns": t3,
+        "kind": "error_burst",
+        "subject": "leaf1[1]",
+        "start_ns": T0 + SECOND,
+        "end_ns": None,
+        "link_id": 2,
+        "details": {
+            "counts": {**dict.fromkeys(ERRORS, 0), "symbol_errors": 3, "link_error_recovery": 1},
+            "sweeps": 1,
+            "last_ns": T0 + 2 * SECOND,
+        },
+    }
+    gone = {
+        "id": 2,
         "kind": "node_gone",
         "subject": "host2",
+        "start_ns": t3,
+        "end_ns": None,
+        "link_id": None,
         "details": {"guid": HOST2},
     }
     down = {
-        "id": 2,
-        "ts_ns": t3,
+        "id": 3,
         "kind": "link_down",
         "subject": "host2[1] - leaf1[2]",
+        "start_ns": t3,
+        "end_ns": None,
+        "link_id": 3,
         "details": {"a": [HOST2, 1], "b": [LEAF1, 2]},
     }
-    assert _get(api_client, "fabric_events") == [down, gone]
-    assert _get(api_client, "fabric_events", limit=1) == [down]
+    # still open: they overlap the default window (the last 15 minutes), years later
+    assert _get(api_client, "fabric_events")["events"] == [down, gone, burst]
+    assert _get(api_client, "fabric_events", limit=1)["events"] == [down]
+    assert _get(api_client, "fabric_events", link=2)["events"] == [burst]
+    assert _get(api_client, "fabric_events", kind="node_gone")["events"] == [gone]
+    # host2 back: its down and gone events end there
+    relink_host2(pg_url)
+    t4 = T0 + 4 * SECOND
+    then = {"from": str(T0 // SECOND), "to": str(T0 // SECOND + 10)}
+    closed = _get(api_client, "fabric_events", **then)["events"]
+    assert closed == [{**down, "end_ns": t4}, {**gone, "end_ns": t4}, burst]
+    # closed, they are out of the last 15 minutes; the open burst is not
+    assert _get(api_client, "fabric_events")["events"] == [burst]
+    # a window starting just after the down's end: not in it; at its end: in it
+    assert _get(api_client, "fabric_events", kind="link_down", **{"from": "1700000004.000000001"}
+                )["events"] == []  # fmt: skip
+    assert _get(api_client, "fabric_events", kind="link_down", **{"from": "1700000004"}
+                )["events"] == [{**down, "end_ns": t4}]  # fmt: skip
+    # a window before any of them: none; one ending at the down's start: the burst only
+    before = {"from": "1600000000", "to": "1700000000"}
+    assert _get(api_client, "fabric_events", **before)["events"] == []
+    assert _get(api_client, "fabric_events", to=str(T0 // SECOND + 3))["events"] == [burst]
 
 
 def test_state_is_the_links_answer_in_columns(pg_url, api_client):
     """The shared per-sweep state carries, per link, exactly what /links says of it."""
     write_small_fabric(pg_url)
     state = _get(api_client, "fabric_state")
-    loads = {x["id"]: x for x in _get(api_client, "fabric_links")}
+    loads = {x["id"]: x for x in _links(api_client)}
     cols = state["links"]
     assert cols["id"] == [1, 2, 3]
     for i, link_id in enumerate(cols["id"]):
@@ -227,6 +303,11 @@ def test_state_is_the_links_answer_in_columns(pg_url, api_client):
         "erroring": 1, "busiest": 0.5,
     }  # fmt: skip
     assert state["ts_ns"] == T0 + 2 * SECOND
+    # the last sweep was long ago: stale (3 intervals of the samples' 1 s)
+    assert state["freshness"] == {
+        "last_sweep_ns": T0 + 2 * SECOND, "sweep_interval_ns": SECOND,
+        "stale_after_ns": 3 * SECOND, "stale": True,
+    }  # fmt: skip
 
 
 def test_etags_change_only_with_a_discovery_or_a_sweep(pg_url, api_client):

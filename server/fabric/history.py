@@ -1,0 +1,283 @@
+"""Queries of the fabric over time (routes call these; they never build SQL themselves): the
+ports' samples summed over a window or per step, and the fabric events of a window.
+
+A sample belongs to a window when its sweep end (`ts_ns`) lies in it, half-open
+[from, to) as everywhere in the API (server.query_params): the sums over a window are the
+sums of exactly the samples that ended in it, and two adjacent windows never count one
+twice. Every sum is made in the database from the same aggregate: the sample count, the
+newest sample time, the OR of the flags, per counter the sum of the known deltas (null:
+none known) and, per rate counter, the sampled time (dt) of the samples that know it. The
+whole UTC minutes of a window (or of steps of whole minutes from a whole minute) are read
+from the per-minute rollups (`fabric_port_minutes`, the same aggregate kept exact by the
+fabric store); the rest from the raw samples through their time index.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import BigInteger, Integer, and_, case, func, literal, or_, select, union_all
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import Session
+
+from collector.store.rollups import MINUTE_NS
+from server.jobs.series import Steps
+from stacklens.constants import PORT_COUNTERS, RATE_COUNTERS
+from stacklens.schema import FabricEvent, FabricPortMinute, FabricPortSample
+
+#: The value columns of ports' sums, in the order the queries return them (after the port
+#: id and the step): sums, count of known deltas, sampled time knowing each rate counter.
+SUM_COLUMNS = ("samples", "last_ns", "flags", *(f"d_{c}" for c in PORT_COUNTERS),
+               *(f"k_{c}" for c in PORT_COUNTERS), *(f"t_{c}" for c in RATE_COUNTERS))  # fmt: skip
+_AT = {name: i + 2 for i, name in enumerate(SUM_COLUMNS)}
+#: The columns of the rows those are summed from (a raw sample's part, a minute's rollup).
+ROW_COLUMNS = ("samples", "last_ns", "flags", *(f"d_{c}" for c in PORT_COUNTERS),
+               *(f"t_{c}" for c in RATE_COUNTERS))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Sums:
+    """Ports' samples summed (see the module doc), in columns: one row per port and key (a
+    step start, or 0 for a whole window). `deltas[c]` is 0 where `known[c]` is False (no
+    known delta: unknown, never 0); a row with `samples` 0 stands for no sample."""
+
+    port: np.ndarray
+    key: np.ndarray
+    samples: np.ndarray
+    last_ns: np.ndarray
+    flags: np.ndarray
+    deltas: dict[str, np.ndarray]
+    known: dict[str, np.ndarray]
+    known_ns: dict[str, np.ndarray]  # rate counters: the sampled time that knows them
+
+    @classmethod
+    def of(cls, rows: Sequence[Any]) -> Sums:
+        """From query rows (port id, key, SUM_COLUMNS), all integers."""
+        width = len(SUM_COLUMNS) + 2
+        flat = itertools.chain.from_iterable(rows)
+        m = np.fromiter(flat, dtype=np.int64, count=len(rows) * width).reshape(len(rows), width)
+        return cls(
+            m[:, 0], m[:, 1], m[:, _AT["samples"]], m[:, _AT["last_ns"]], m[:, _AT["flags"]],
+            {c: m[:, _AT[f"d_{c}"]] for c in PORT_COUNTERS},
+            {c: m[:, _AT[f"k_{c}"]] > 0 for c in PORT_COUNTERS},
+            {c: m[:, _AT[f"t_{c}"]] for c in RATE_COUNTERS},
+        )  # fmt: skip
+
+    def lookup(self, ports: list[int], keys: list[int]) -> Sums:
+        """The rows of these (port id, key) pairs, in their order; a pair without a row gets
+        an empty one (samples 0, nothing known)."""
+        index = {
+            pk: i for i, pk in enumerate(zip(self.port.tolist(), self.key.tolist(), strict=True))
+        }
+        rows = np.array([index.get(pk, -1) for pk in zip(ports, keys, strict=True)], dtype=np.int64)
+        found = rows >= 0
+        rows = np.where(found, rows, 0)
+
+        def pick(column: np.ndarray) -> np.ndarray:
+            if not len(column):
+                return np.zeros(len(rows), dtype=column.dtype)
+            return np.where(found, column[rows], np.zeros(1, dtype=column.dtype))
+
+        return Sums(
+            np.array(ports, dtype=np.int64), np.array(keys, dtype=np.int64), pick(self.samples),
+            pick(self.last_ns), pick(self.flags), {c: pick(v) for c, v in self.deltas.items()},
+            {c: pick(v) for c, v in self.known.items()},
+            {c: pick(v) for c, v in self.known_ns.items()},
+        )  # fmt: skip
+
+    def rate(self, counter: str) -> np.ndarray:
+        """Mean rate of a rate counter over the time that knows it (nan: unknown)."""
+        t = self.known_ns[counter]
+        ok = self.known[counter] & (t > 0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(ok, self.deltas[counter] * 1e9 / np.where(ok, t, 1), np.nan)
+
+
+def _raw_rows(ids: Any, lo: int, hi: int, at: Any) -> Any:
+    """SELECT port_id, at (the step of a sample, or a constant), then a sample as
+    ROW_COLUMNS, for the samples of these ports with lo <= ts_ns < hi."""
+    s = FabricPortSample.__table__.c
+    known = [
+        case((and_(s[f"d_{c}"].is_not(None), s.dt_ns > 0), s.dt_ns), else_=0).label(f"t_{c}")
+        for c in RATE_COUNTERS
+    ]
+    return select(
+        s.port_id,
+        at(s.ts_ns).label("at"),
+        literal(1, Integer).label("samples"),
+        s.ts_ns.label("last_ns"),
+        s.flags,
+        *(s[f"d_{c}"] for c in PORT_COUNTERS),
+        *known,
+    ).where(s.port_id == func.any(ids), s.ts_ns >= lo, s.ts_ns < hi)
+
+
+def _minute_rows(ids: Any, lo: int, hi: int, at: Any) -> Any:
+    """The same rows from the per-minute rollups of the minutes in [lo, hi) (whole
+    minutes)."""
+    m = FabricPortMinute.__table__.c
+    return select(m.port_id, at(m.minute_ns).label("at"), *(m[c] for c in ROW_COLUMNS)).where(
+        m.port_id == func.any(ids), m.minute_ns >= lo, m.minute_ns < hi
+    )
+
+
+def _summed(parts: list[Any]) -> Any:
+    """SELECT port_id, at, SUM_COLUMNS of the ROW_COLUMNS of `parts`, grouped by both: each
+    part summed on its own first (a few rows per port and step each, hashed in memory), then
+    the parts' sums added up."""
+    sums = [_sum_columns(part.subquery(), first=True) for part in parts]
+    if len(sums) == 1:
+        return sums[0]
+    return _sum_columns(union_all(*sums).subquery(), first=False)
+
+
+def _sum_columns(rows: Any, first: bool) -> Any:
+    """SELECT port_id, at, SUM_COLUMNS of `rows` grouped by both; `first`: `rows` are
+    ROW_COLUMNS (a known delta counted where one is), else SUM_COLUMNS (counts added)."""
+    c = rows.c
+
+    def total(column: Any) -> Any:
+        return func.coalesce(func.sum(column), 0).cast(BigInteger)
+
+    def known(x: str) -> Any:
+        return func.count(c[f"d_{x}"]) if first else total(c[f"k_{x}"])
+
+    return select(
+        c.port_id,
+        c.at,
+        total(c.samples).label("samples"),
+        func.max(c.last_ns).label("last_ns"),
+        func.bit_or(c.flags).label("flags"),
+        *(total(c[f"d_{x}"]).label(f"d_{x}") for x in PORT_COUNTERS),
+        *(known(x).label(f"k_{x}") for x in PORT_COUNTERS),
+        *(total(c[f"t_{x}"]).label(f"t_{x}") for x in RATE_COUNTERS),
+    ).group_by(c.port_id, c.at)
+
+
+def _ids(port_ids: list[int]) -> Any:
+    return literal(sorted(set(port_ids)), type_=ARRAY(Integer))  # one parameter, not 7,000
+
+
+def window_sums(session: Session, port_ids: list[int], lo: int, hi: int) -> Sums:
+    """Per port id, its samples with lo <= ts_ns < hi summed (key 0; ports without one have
+    no row): the window's whole minutes from the rollups, its partial first and last
+    minutes raw."""
+    if not port_ids:
+        return Sums.of([])
+    ids = _ids(port_ids)
+
+    def whole(_: Any) -> Any:
+        return literal(0, BigInteger)
+
+    first = -(-lo // MINUTE_NS) * MINUTE_NS  # the first whole minute's start
+    last = hi // MINUTE_NS * MINUTE_NS  # the end of the last whole minute
+    if first < last:
+        parts = [_minute_rows(ids, first, last, whole)]
+        if lo < first:
+            parts.append(_raw_rows(ids, lo, first, whole))
+        if last < hi:
+            parts.append(_raw_rows(ids, last, hi, whole))
+    else:
+        parts = [_raw_rows(ids, lo, hi, whole)]
+    return Sums.of(session.execute(_summed(parts)).all())
+
+
+def rolled(steps: Steps) -> bool:
+    """Whether the steps are whole minutes from a whole minute (the rollups serve them)."""
+    return steps.from_ns % MINUTE_NS == 0 and steps.step_ns % MINUTE_NS == 0
+
+
+def step_sums(session: Session, port_ids: list[int], steps: Steps) -> Sums:
+    """Per port id and step start (key), its samples in the step summed (only steps with
+    one): for steps of whole minutes from a whole minute, from the rollups but for the
+    window's last, partial minute; otherwise from the raw samples."""
+    if not port_ids:
+        return Sums.of([])
+    ids = _ids(port_ids)
+    lo, hi = steps.from_ns, steps.to_ns
+    last = hi // MINUTE_NS * MINUTE_NS
+    if rolled(steps) and lo < last:
+        parts = [_minute_rows(ids, lo, last, steps.start)]
+        if last < hi:
+            parts.append(_raw_rows(ids, last, hi, steps.start))
+    else:
+        parts = [_raw_rows(ids, lo, hi, steps.start)]
+    return Sums.of(session.execute(_summed(parts)).all())
+
+
+# ---- events ----------------------------------------------------------------------------------
+
+
+def _overlapping(lo: int, hi: int, kind: str | None, link: int | None) -> list[Any]:
+    """Conditions: an event [start, end] (end null: open) overlaps [lo, hi); of this kind
+    and link when given."""
+    e = FabricEvent
+    where = [e.start_ns < hi, or_(e.end_ns.is_(None), e.end_ns >= lo)]
+    if kind is not None:
+        where.append(e.kind == kind)
+    if link is not None:
+        where.append(e.link_id == link)
+    return where
+
+
+def events(
+    session: Session,
+    lo: int,
+    hi: int,
+    kind: str | None,
+    link: int | None,
+    limit: int,
+    after: tuple[int, int] | None,
+) -> tuple[list[dict[str, Any]], int]:
+    """The events overlapping [lo, hi) (of `kind`, of `link`), newest start first, then
+    newest id: up to `limit` + 1 after the cursor key (start_ns, id), and how many in all."""
+    where = _overlapping(lo, hi, kind, link)
+    total = session.scalar(select(func.count()).select_from(FabricEvent).where(*where)) or 0
+    query = select(FabricEvent).where(*where)
+    if after is not None:
+        start, event_id = after
+        query = query.where(
+            or_(
+                FabricEvent.start_ns < start,
+                and_(FabricEvent.start_ns == start, FabricEvent.id < event_id),
+            )
+        )
+    query = query.order_by(FabricEvent.start_ns.desc(), FabricEvent.id.desc()).limit(limit + 1)
+    rows = [
+        {
+            "id": e.id,
+            "kind": e.kind,
+            "subject": e.subject,
+            "start_ns": e.start_ns,
+            "end_ns": e.end_ns,
+            "link_id": e.link_id,
+            "details": e.details,
+        }
+        for e in session.scalars(query)
+    ]
+    return rows, total
+
+
+def down_at(session: Session, t_ns: int) -> dict[int, int]:
+    """The links down at `t_ns` (a link_down event open at that time): id -> since when."""
+    return _open_at(session, t_ns, "link_down", FabricEvent.link_id)
+
+
+def gone_at(session: Session, t_ns: int) -> dict[int, int]:
+    """The nodes gone at `t_ns` (a node_gone event open then): stored GUID -> since when."""
+    return _open_at(session, t_ns, "node_gone", FabricEvent.node_guid)
+
+
+def _open_at(session: Session, t_ns: int, kind: str, key: Any) -> dict[int, int]:
+    e = FabricEvent
+    query = select(key, e.start_ns).where(
+        e.kind == kind,
+        key.is_not(None),
+        e.start_ns <= t_ns,
+        or_(e.end_ns.is_(None), e.end_ns > t_ns),
+    )
+    return {int(k): int(start) for k, start in session.execute(query)}

@@ -1,0 +1,146 @@
+"""A report as a file: one Jinja2 template (autoescaping on: every job name, command, path
+and host is text, never markup) renders both formats.
+
+- HTML: self-contained, opens offline: plotly.js embedded once, each figure's JSON in a
+  `<script type="application/json">` block (its `<`, `>`, `&` escaped, so no text in it
+  can close the block) drawn interactively by a few lines of script.
+- PDF: the same page with every figure as a static PNG made by kaleido (its Chromium: a
+  warm one, started at the first PDF and kept for the process), laid out in pages by
+  WeasyPrint. Why WeasyPrint: docs/reports.md.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+import plotly.io as pio
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+from plotly.offline import get_plotlyjs
+
+from server.reports.model import Report
+
+#: Width of the figures in the PDF (CSS px) and the pixel density of their images.
+PDF_FIGURE_WIDTH = 1000
+PDF_IMAGE_SCALE = 1.5
+#: Browser tabs kaleido draws in at once.
+KALEIDO_TABS = 2
+
+Format = Literal["html", "pdf"]
+MEDIA_TYPES = {"html": "text/html; charset=utf-8", "pdf": "application/pdf"}
+
+_ENV = Environment(
+    loader=PackageLoader("server.reports", "templates"),
+    autoescape=True,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+_kaleido_lock = threading.Lock()
+_kaleido_started = False
+
+
+def figure_json(figure: Any) -> Markup:
+    """A figure as JSON that is safe inside a <script> block: `<`, `>` and `&` as JSON
+    escapes, so no string of it can end the block or open a comment."""
+    text = pio.to_json(figure, validate=False, remove_uids=True)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return Markup(text)  # noqa: S704 — escaped above: no markup can remain
+
+
+def _views(report: Report, images: list[bytes] | None) -> list[dict[str, Any]]:
+    """The sections as the template reads them: each figure with its index, height and
+    either its JSON (HTML) or its PNG as a data URI (PDF)."""
+    views, index = [], 0
+    for section in report.sections:
+        figs = []
+        for fig in section.figures:
+            view: dict[str, Any] = {"index": index, "caption": fig.caption, "height": fig.height}
+            if images is None:
+                view["json"] = figure_json(fig.figure)
+            else:
+                view["png"] = "data:image/png;base64," + base64.b64encode(images[index]).decode()
+            figs.append(view)
+            index += 1
+        views.append({"section": section, "figures": figs})
+    return views
+
+
+def html(report: Report) -> bytes:
+    """The report as one self-contained, interactive HTML file."""
+    page = _ENV.get_template("report.html.j2").render(
+        report=report,
+        mode="html",
+        sections=_views(report, None),
+        plotly_js=Markup(get_plotlyjs()),  # noqa: S704 — plotly's own bundle
+    )
+    return page.encode()
+
+
+def _kaleido() -> None:
+    """Start the process-wide kaleido browser once (stopped when the process exits)."""
+    global _kaleido_started
+    import kaleido  # type: ignore[import-untyped]
+
+    with _kaleido_lock:
+        if _kaleido_started:
+            return
+        # no MathJax: its default is fetched from the network, which a report must not need
+        generator = kaleido.PageGenerator(mathjax=False)
+        kaleido.start_sync_server(n=KALEIDO_TABS, page_generator=generator, silence_warnings=True)
+        atexit.register(kaleido.stop_sync_server, silence_warnings=True)
+        _kaleido_started = True
+
+
+def images(report: Report) -> list[bytes]:
+    """Every figure of the report as PNG, in order (kaleido)."""
+    import kaleido
+
+    figs = [fig for section in report.sections for fig in section.figures]
+    if not figs:
+        return []
+    _kaleido()
+    with tempfile.TemporaryDirectory(prefix="stacklens-report-") as tmp:
+        paths = [Path(tmp) / f"{i}.png" for i in range(len(figs))]
+        kaleido.write_fig_from_object_sync(
+            [
+                {
+                    "fig": fig.figure,
+                    "path": path,
+                    "opts": {
+                        "format": "png",
+                        "width": PDF_FIGURE_WIDTH,
+                        "height": fig.height,
+                        "scale": PDF_IMAGE_SCALE,
+                    },
+                }
+                for fig, path in zip(figs, paths, strict=True)
+            ]
+        )
+        return [path.read_bytes() for path in paths]
+
+
+def pdf(report: Report) -> bytes:
+    """The report as a PDF: static figures, pages laid out by WeasyPrint."""
+    from weasyprint import HTML  # type: ignore[import-untyped]
+
+    page = _ENV.get_template("report.html.j2").render(
+        report=report, mode="pdf", sections=_views(report, images(report)), plotly_js=""
+    )
+    body: bytes = HTML(string=page).write_pdf()
+    return body
+
+
+def render(report: Report, fmt: Format) -> bytes:
+    """The report in `fmt`."""
+    return html(report) if fmt == "html" else pdf(report)
+
+
+def disposition(report: Report, fmt: Format) -> str:
+    """The Content-Disposition of the report's file (its name is plain ASCII)."""
+    return f'attachment; filename="{report.filename}.{fmt}"'

@@ -1,0 +1,147 @@
+"""Attribution of measured link bytes to job x layer: the pure core.
+
+Input is plain data: the jobs' transfers between hosts (each with a job, a layer and its
+provenance), where each host sits on the fabric (HCA node GUID), a Router over the stored
+forwarding tables (server/traffic/routing.py) and each link direction's measured bytes.
+Every inter-host transfer is routed to the stages it crosses; a one-link stage takes the
+whole transfer, a group of links (parallel or adaptive paths) splits it by the group's
+measured bytes in that direction (equally when none are measured), and the figure says
+`group`. Per link direction, `other` = measured - attributed, as it is: negative when more
+is attributed than measured, never clamped; None when the measured bytes are unknown.
+
+Layers: mpi_p2p, mpi_coll, mpi_rma, io. Provenance of an attributed figure: `routed` (a
+flow the hooks measured, placed on links by the forwarding tables), `measured` (collective
+on-wire bytes the MPI's monitoring measured, placed the same way), `modelled` (collective
+on-wire bytes from the algorithm model); link totals and `other` are `measured`.
+Transfers within a host, and those with an end off the fabric, are left out and counted.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from server.traffic.routing import Crossing, NoRoute, Router
+
+LAYERS = ("mpi_p2p", "mpi_coll", "mpi_rma", "io")
+PROVENANCES = ("measured", "routed", "modelled")
+#: How a file's bytes are placed on its mount's servers (STACKLENS_STORAGE_PLACEMENT).
+STORAGE_PLACEMENTS = ("stripe", "file-hash")
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """`nbytes` sent from host `src` to host `dst` by job `job` (jobs.id) in `layer`."""
+
+    job: int
+    layer: str
+    provenance: str
+    src: str
+    dst: str
+    nbytes: int
+
+
+#: A figure's key on a link direction: (job, layer, provenance, path "fixed" | "group").
+Key = tuple[int, str, str, str]
+
+
+@dataclass
+class Attribution:
+    """Bytes per link direction and key, and what was left out (bytes per reason)."""
+
+    shares: dict[Crossing, dict[Key, float]] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def attributed(self, crossing: Crossing) -> float:
+        """Everything attributed to one link direction."""
+        return sum(self.shares.get(crossing, {}).values())
+
+
+def attribute(
+    router: Router,
+    transfers: Iterable[Transfer],
+    hca_of: Mapping[str, int],
+    measured: Mapping[Crossing, int | None],
+) -> Attribution:
+    """Route every transfer (hosts placed by `hca_of`: host -> HCA GUID) and split it over
+    the stages it crosses; `measured` is each link direction's measured bytes (split of
+    groups). Left out, by reason: `intra_host`, `off_fabric` (a host not placed), `no_route`
+    (the tables give no complete route)."""
+    out = Attribution()
+    pairs: dict[tuple[int, str, str, int, int], int] = defaultdict(int)
+    for t in transfers:
+        if t.nbytes <= 0:
+            continue
+        if t.src == t.dst:
+            out.left_out["intra_host"] += t.nbytes
+            continue
+        src, dst = hca_of.get(t.src), hca_of.get(t.dst)
+        if src is None or dst is None:
+            out.left_out["off_fabric"] += t.nbytes
+            continue
+        if src == dst:
+            out.left_out["intra_host"] += t.nbytes
+            continue
+        pairs[(t.job, t.layer, t.provenance, src, dst)] += t.nbytes
+    for (job, layer, provenance, src, dst), nbytes in sorted(pairs.items()):
+        try:
+            stages = router.path(src, dst)
+        except NoRoute:
+            out.left_out["no_route"] += nbytes
+            continue
+        for stage in stages:
+            if len(stage) == 1:
+                _add(out, stage[0], (job, layer, provenance, "fixed"), nbytes)
+                continue
+            known = [measured.get(c) or 0 for c in stage]
+            total = sum(known)
+            for crossing, m in zip(stage, known, strict=True):
+                share = nbytes * m / total if total else nbytes / len(stage)
+                _add(out, crossing, (job, layer, provenance, "group"), share)
+    return out
+
+
+def _add(out: Attribution, crossing: Crossing, key: Key, nbytes: float) -> None:
+    figures = out.shares.setdefault(crossing, {})
+    figures[key] = figures.get(key, 0) + nbytes
+
+
+def other(measured: int | None, attributed: float) -> float | None:
+    """measured - attributed, as it is (None: measured unknown)."""
+    return None if measured is None else measured - attributed
+
+
+# ---- where transfers come from: the hooks' rows, turned into host-to-host transfers ----
+
+
+#: RMA ops whose data moves from the target to the origin, and those whose moves both
+#: ways (the origin's data there, the result of the same size back).
+RMA_FROM_TARGET = ("get", "rget")
+RMA_BOTH_WAYS = ("get_accumulate", "rget_accumulate", "fetch_and_op", "compare_and_swap")
+
+
+def rma_direction(name: str) -> str:
+    """`to_target`, `from_target` or `both` for an RMA op name (MPI_Rget_c -> from_target)."""
+    base = name.removeprefix("MPI_").removesuffix("_c").lower()
+    if base in RMA_FROM_TARGET:
+        return "from_target"
+    if base in RMA_BOTH_WAYS:
+        return "both"
+    return "to_target"
+
+
+def storage_shares(path: str, mount: str, servers: Mapping[str, list[str]], placement: str,
+                   nbytes: int) -> list[tuple[str, int]]:  # fmt: skip
+    """Where `nbytes` of file `path` on `mount` go: (server, bytes) pairs; empty when the
+    mount has no servers (a local file system: no fabric traffic). `stripe`: split evenly
+    over the mount's servers (the first ones take the remainder's bytes); `file-hash`: the
+    whole file on one server, the CRC-32 of its path modulo their number."""
+    hosts = servers.get(mount) or servers.get("*") or []
+    if not hosts or nbytes <= 0:
+        return []
+    if placement == "file-hash":
+        return [(hosts[zlib.crc32(path.encode()) % len(hosts)], nbytes)]
+    base, extra = divmod(nbytes, len(hosts))
+    return [(h, base + (1 if i < extra else 0)) for i, h in enumerate(hosts)]

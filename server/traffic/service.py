@@ -1,0 +1,241 @@
+"""The traffic domain's answers: a link's bytes by job and layer, a job's bytes per link.
+
+Each answer reads the current fabric, its measured link bytes and the jobs' transfers over
+the window (server/traffic/repository.py), attributes them (the pure
+server/traffic/attribution.py) and shows every job the viewer may not read as "another
+job": no id, no user, summed per layer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from server.fabric import repository as fabric
+from server.query_params import Window
+from server.traffic import repository
+from server.traffic.attribution import Attribution, Key, attribute, other
+from server.traffic.repository import Fabric, TrafficConfig
+from server.traffic.routing import Crossing
+
+DIRECTIONS = ("a_to_b", "b_to_a")
+
+Computed = tuple[Fabric, dict[Crossing, dict[str, Any]], Attribution, repository.JobTraffic]
+
+
+class AttributionCache:
+    """The whole fabric's attributions (every job, before masking) of the latest windows
+    asked, reused while `repository.data_version` is unchanged and for at most
+    `max_age_s` (a frame replayed late with an old interval end changes no version), so
+    asking for the fabric's links one by one attributes the window once."""
+
+    def __init__(self, max_age_s: float = 5.0, size: int = 8):
+        self.max_age_s = max_age_s
+        self.size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[Any, ...], tuple[Any, float, Computed]] = OrderedDict()
+
+    def __len__(self) -> int:
+        """Windows held."""
+        return len(self._entries)
+
+    def get(self, session: Session, config: TrafficConfig, window: Window) -> Computed:
+        """The attribution of every job over `window`, computed or reused."""
+        key = (config.paths, repr(config.storage), config.placement, window.astuple())
+        version = repository.data_version(session)
+        with self._lock:
+            found = self._entries.get(key)
+        if (
+            found is not None
+            and found[0] == version
+            and time.monotonic() - found[1] < self.max_age_s
+        ):
+            return found[2]
+        computed = _attribution(session, config, window)
+        with self._lock:
+            self._entries[key] = (version, time.monotonic(), computed)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return computed
+
+
+def _attribution(
+    session: Session,
+    config: TrafficConfig,
+    window: Window,
+    job_ids: list[int] | None = None,
+    run_id: int | None = None,
+    fab: Fabric | None = None,
+    placed: dict[frozenset[str], dict[str, int]] | None = None,
+) -> Computed:
+    """Attribute the window: read what it needs (the fabric unless given; hosts placed
+    once per host set in `placed` if given) and run the pure core."""
+    fab = fab or repository.load_fabric(session, config.paths)
+    meas = repository.measured(session, fab, window)
+    traffic = repository.job_traffic(session, window, config, job_ids, run_id)
+    hosts = frozenset(traffic.hosts)
+    if placed is None or hosts not in placed:
+        hcas = repository.hca_of(session, fab, traffic.hosts)
+        if placed is not None:
+            placed[hosts] = hcas
+    else:
+        hcas = placed[hosts]
+    known = {c: m["bytes"] for c, m in meas.items()}
+    result = attribute(fab.router, traffic.transfers, hcas, known)
+    for reason, nbytes in traffic.left_out.items():
+        result.left_out[reason] += nbytes
+    return fab, meas, result, traffic
+
+
+def _figures(shares: dict[Key, float], visible: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The figures of one link direction, other users' jobs folded into "another job"."""
+    mine: list[dict[str, Any]] = []
+    hidden: dict[tuple[str, str, str], float] = {}
+    for (job, layer, provenance, path), nbytes in shares.items():
+        if job in visible:
+            mine.append({**visible[job], "layer": layer, "bytes": nbytes,
+                         "provenance": provenance, "path": path})  # fmt: skip
+        else:
+            hidden[(layer, provenance, path)] = hidden.get((layer, provenance, path), 0) + nbytes
+    mine.sort(key=lambda f: (f["job"], f["layer"], f["provenance"], f["path"]))
+    mine += [
+        {"job": None, "user": None, "layer": layer, "bytes": nbytes, "provenance": provenance,
+         "path": path}
+        for (layer, provenance, path), nbytes in sorted(hidden.items())
+    ]  # fmt: skip
+    return mine
+
+
+def _directions(
+    link_id: int,
+    meas: dict[Crossing, dict[str, Any]],
+    result: Attribution,
+    visible: dict[int, dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Both directions of a link: measured, attributed, other, the masked figures."""
+    out = []
+    for crossing in [(link_id, d) for d in DIRECTIONS]:
+        m = meas.get(crossing, {"bytes": None, "samples": 0, "unknown_samples": 0})
+        attributed = result.attributed(crossing)
+        out.append({
+            "direction": crossing[1],
+            "measured_bytes": m["bytes"],
+            "samples": m["samples"],
+            "unknown_samples": m["unknown_samples"],
+            "attributed_bytes": attributed,
+            "other_bytes": other(m["bytes"], attributed),
+            "by_job": _figures(result.shares.get(crossing, {}), visible),
+        })  # fmt: skip
+    return out
+
+
+def _jobs_on(link_id: int, result: Attribution) -> set[int]:
+    return {key[0] for d in DIRECTIONS for key in result.shares.get((link_id, d), {})}
+
+
+def _link_row(link: dict[str, Any]) -> dict[str, Any]:
+    return {k: link[k] for k in ("id", "a", "b", "state", "down_ns", "capacity_bytes_per_s")}
+
+
+#: Most steps of a link's attribution series (each step attributes the whole fabric).
+MAX_SERIES_STEPS = 120
+
+
+def link_series(
+    session: Session, config: TrafficConfig, link_id: int, window: Window, step_ns: int
+) -> dict[str, Any] | None:
+    """Link `link_id`'s attribution per step of `step_ns` over the closed window (steps
+    [t, t + step), the last one cut at the window's end); None if there is no such link.
+    The fabric is read once and hosts are placed once per set of hosts."""
+    assert window.from_ns is not None and window.to_ns is not None
+    fab = repository.load_fabric(session, config.paths)
+    link = fab.links.get(link_id)
+    if link is None:
+        return None
+    placed: dict[frozenset[str], dict[str, int]] = {}
+    steps = []
+    for t in range(window.from_ns, window.to_ns, step_ns):
+        part = Window(t, min(t + step_ns, window.to_ns))
+        _, meas, result, _ = _attribution(session, config, part, fab=fab, placed=placed)
+        steps.append((t, meas, result))
+    jobs = set().union(*(_jobs_on(link_id, r) for _, _, r in steps))
+    visible = repository.visible_jobs(session, jobs)
+    return {
+        "link": _link_row(link),
+        "from_ns": window.from_ns,
+        "to_ns": window.to_ns,
+        "step_ns": step_ns,
+        "paths": config.paths,
+        "points": [
+            {"t_ns": t, "directions": _directions(link_id, meas, result, visible)}
+            for t, meas, result in steps
+        ],
+    }
+
+
+def newest_sample(session: Session) -> int:
+    """The newest sweep's time (0: none yet)."""
+    newest, _ = fabric.samples_version(session)
+    return int(newest or 0)
+
+
+def link_attribution(
+    session: Session, config: TrafficConfig, link_id: int, window: Window, cache: AttributionCache
+) -> dict[str, Any] | None:
+    """Link `link_id`'s measured bytes per direction over the window, split by job and
+    layer, with `other` (the whole fabric's attribution from `cache`); None if the current
+    fabric has no such link."""
+    fab, meas, result, _ = cache.get(session, config, window)
+    link = fab.links.get(link_id)
+    if link is None:
+        return None
+    visible = repository.visible_jobs(session, _jobs_on(link_id, result))
+    return {
+        "link": _link_row(link),
+        "from_ns": window.from_ns,
+        "to_ns": window.to_ns,
+        "paths": config.paths,
+        "directions": _directions(link_id, meas, result, visible),
+        "left_out": dict(result.left_out),
+    }
+
+
+def job_links(
+    session: Session,
+    config: TrafficConfig,
+    job: dict[str, Any],
+    window: Window,
+    run_id: int | None = None,
+) -> dict[str, Any]:
+    """The bytes per link direction and layer of one job (`job`: its id, key and user, a
+    job the viewer may read), every link direction it crossed, by link id then direction;
+    the `collectives` source and what stayed off the links."""
+    fab, meas, result, traffic = _attribution(session, config, window, [job["id"]], run_id)
+    visible = {job["id"]: {"job": job["job"], "user": job["user"]}}
+    rows = []
+    for crossing in sorted(result.shares):
+        link = fab.links[crossing[0]]
+        figures = _figures(result.shares[crossing], visible)
+        rows.append({
+            "id": crossing[0],
+            "a": link["a"],
+            "b": link["b"],
+            "direction": crossing[1],
+            "bytes": sum(f["bytes"] for f in figures),
+            "measured_bytes": meas.get(crossing, {}).get("bytes"),
+            "layers": figures,
+        })  # fmt: skip
+    return {
+        "job": job["job"],
+        "from_ns": window.from_ns,
+        "to_ns": window.to_ns,
+        "paths": config.paths,
+        "collectives": traffic.collective_source.get(job["id"], "modelled"),
+        "links": rows,
+        "left_out": dict(result.left_out),
+    }

@@ -1,0 +1,150 @@
+"""On-wire traffic measured by the MPI (wire table 11, `wire_deltas`, server/traffic/wire.py):
+under Open MPI the hooks switch its monitoring component on and store, per rank and peer,
+exactly what the component itself counts (compared with its own dump at MPI_Finalize);
+under MPICH, or with STACKLENS_MEASURE_WIRE=off, nothing is stored and the run reads as
+not measured (None), never as zeros."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import Session
+
+from server.traffic.wire import measured_wire_bytes
+from stacklens.db import make_engine
+from tests.conftest import query
+from tests.hooks import jobs
+
+RANKS = 4
+#: The whole of time, as a window.
+EVER = (0, 2**62)
+
+
+def monitoring_dump(prefix: Path, ranks: int) -> dict[tuple[int, int], tuple[int, int]]:
+    """(rank, peer) -> (bytes, messages) sent, from the point-to-point section of the files
+    Open MPI's monitoring component writes at MPI_Finalize (`<prefix>.<rank>.prof`; with
+    pml_monitoring_enable=1 every PML message is in it, collective internals included)."""
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for rank in range(ranks):
+        section = None
+        for line in Path(f"{prefix}.{rank}.prof").read_text().splitlines():
+            if line.startswith("#"):
+                section = line
+                continue
+            fields = line.split("\t")
+            if section == "# POINT TO POINT" and fields[0] in ("E", "I"):
+                key = (int(fields[1]), int(fields[2]))
+                size, msgs = int(fields[3].split()[0]), int(fields[4].split()[0])
+                old = out.get(key, (0, 0))
+                out[key] = (old[0] + size, old[1] + msgs)
+    return out
+
+
+def stored_wire(pg_url: str, job: str) -> dict[tuple[int, int], tuple[int, int]]:
+    """(rank, peer) -> (bytes, messages) stored in wire_deltas for the job."""
+    rows = query(
+        pg_url,
+        "SELECT world_rank, peer, sum(bytes), sum(msgs) FROM wire_deltas "
+        "JOIN jobs ON jobs.id = job_id WHERE job_key = %s GROUP BY 1, 2",
+        (job,),
+    )
+    return {(r, p): (int(b), int(m)) for r, p, b, m in rows}
+
+
+def run_ids(pg_url: str, job: str) -> tuple[int, int]:
+    """(jobs.id, runs.id) of the job's MPI run."""
+    [(job_id, run_id)] = query(
+        pg_url,
+        "SELECT jobs.id, runs.id FROM jobs JOIN runs ON runs.job_id = jobs.id "
+        "WHERE job_key = %s AND runs.kind = 'mpi'",
+        (job,),
+    )
+    return job_id, run_id
+
+
+def measured(pg_url: str, job: str) -> dict[tuple[int, int], int] | None:
+    """measured_wire_bytes of the job's MPI run over all time."""
+    engine = make_engine(pg_url)
+    try:
+        with Session(engine) as session:
+            return measured_wire_bytes(session, *run_ids(pg_url, job), *EVER)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("user_setting", [{}, {"OMPI_MCA_pml_monitoring_enable": "2"}])
+def test_openmpi_wire_bytes_equal_the_monitoring_components_own(
+    collector, pg_url, tmp_path, user_setting
+):
+    """The hooks switch the component on, or leave the user's own setting (2: the dump
+    splits internal from user messages; every message is measured all the same)."""
+    job = f"wire-{uuid.uuid4().hex[:8]}"
+    prefix = tmp_path / "prof"
+    result = jobs.run_job(
+        collector, "openmpi", [jobs.program("openmpi", "wire_pattern")], job, RANKS,
+        OMPI_MCA_pml_monitoring_enable_output="3",
+        OMPI_MCA_pml_monitoring_filename=str(prefix), **user_setting,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+
+    expected = monitoring_dump(prefix, RANKS)
+    stored = stored_wire(pg_url, job)
+    assert stored == expected
+    # The ring's point-to-point messages are part of it, on every rank (80 (r + 1) bytes
+    # to the next rank), and so are the collectives' (the bcast root sends to others).
+    for r in range(RANKS):
+        assert stored[(r, (r + 1) % RANKS)][0] >= 80 * (r + 1)
+    assert sum(b for (src, _), (b, _) in stored.items() if src == 0) > 80 + 800
+    # Every frame of every rank says "measured", the empty ones too (absent != 0).
+    [(frames, wire_rows)] = query(
+        pg_url,
+        "SELECT (SELECT count(*) FROM received_frames f JOIN jobs ON jobs.id = f.job_id "
+        "WHERE job_key = %s), (SELECT count(*) FROM wire_frames w JOIN jobs ON "
+        "jobs.id = w.job_id WHERE job_key = %s)",
+        (job, job),
+    )
+    assert wire_rows == frames > RANKS
+    # The server reads the same figures, bytes per (src, dst).
+    assert measured(pg_url, job) == {k: b for k, (b, _) in expected.items() if b}
+
+
+def test_mpich_stores_no_wire_records_and_reads_as_unmeasured(collector, pg_url):
+    job = f"wire-mpich-{uuid.uuid4().hex[:8]}"
+    argv = [jobs.program("mpich", "wire_pattern")]
+    result = jobs.run_job(collector, "mpich", argv, job, RANKS)
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    assert query(pg_url, "SELECT count(*) FROM wire_frames") == [(0,)]
+    assert measured(pg_url, job) is None
+    # the rest of the job is stored as ever: the ring's p2p bytes, exactly
+    sent, _ = jobs.p2p(pg_url, job)
+    assert {k: v for k, v in sent.items()} == {
+        (r, (r + 1) % RANKS): (80 * (r + 1), 1) for r in range(RANKS)
+    }
+
+
+@pytest.mark.parametrize(
+    "setting", [{"STACKLENS_MEASURE_WIRE": "off"}, {"OMPI_MCA_pml_monitoring_enable": "0"}]
+)
+def test_off_or_the_users_own_0_leaves_open_mpi_unmeasured(collector, pg_url, setting):
+    job = f"wire-off-{uuid.uuid4().hex[:8]}"
+    argv = [jobs.program("openmpi", "wire_pattern")]
+    result = jobs.run_job(collector, "openmpi", argv, job, RANKS, **setting)
+    assert result.returncode == 0, result.stderr
+    assert query(pg_url, "SELECT count(*) FROM wire_frames") == [(0,)]
+    assert measured(pg_url, job) is None
+
+
+def test_measure_wire_on_under_mpich_says_why_once(collector, pg_url):
+    job = f"wire-on-{uuid.uuid4().hex[:8]}"
+    argv = [jobs.program("mpich", "wire_pattern")]
+    result = jobs.run_job(collector, "mpich", argv, job, RANKS, STACKLENS_MEASURE_WIRE="on")
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == [
+        "stacklens: STACKLENS_MEASURE_WIRE=on but this MPI has no active monitoring component "
+        "(Open MPI's pml_monitoring_enable); on-wire traffic is not measured"
+    ]
+    assert measured(pg_url, job) is None
