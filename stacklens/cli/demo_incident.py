@@ -69,23 +69,23 @@ def job_command(role: str, hosts: tuple[str, ...], flag: Path, workdir: Path) ->
 def shared_link(engine: Engine) -> tuple[str, int] | None:
     """(spine name, port) of the spine -> leaf hop both jobs' traffic to host09 crosses,
     from the stored forwarding tables; None until the fabric is stored."""
-    from server.incidents.repository import routing
+    from server.traffic.repository import load_fabric
 
     with Session(engine) as session:
-        topology = routing(session)
-    if topology is None:
-        return None
+        fab = load_fabric(session, "fixed")
+    guid = {n["name"]: int(n["guid"], 16) for n in fab.nodes if n["type"] == "hca"}
     try:
-        dst = topology.node(SOLVER_HOSTS[1]).guid
-        hops = [topology.route(topology.node(src).guid, dst)
-                for src in (SOLVER_HOSTS[0], CHECKPOINT_HOSTS[0])]  # fmt: skip
-    except (KeyError, ValueError):
+        paths = [fab.router.path(guid[src], guid[SOLVER_HOSTS[1]])
+                 for src in (SOLVER_HOSTS[0], CHECKPOINT_HOSTS[0])]  # fmt: skip
+    except (KeyError, ValueError):  # not discovered yet, or no forwarding tables
         return None
-    common = [h for h in hops[0] if h in hops[1]]
-    for hop in common:
-        node = topology.nodes[hop.tx[0]]
-        if node.description.startswith("spine"):
-            return node.description, hop.tx[1]
+    for stage in paths[0]:
+        if len(stage) == 1 and stage in paths[1]:
+            link_id, direction = stage[0]
+            row = fab.links[link_id]
+            sender = row["a"] if direction == "a_to_b" else row["b"]
+            if sender["name"].startswith("spine"):
+                return sender["name"], sender["port"]
     return None
 
 
