@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import dash
-from dash import Input, Output, dcc, html
+from dash import Input, Output, State, dcc, html
 
 from frontend import api, components, ids
 
@@ -54,6 +54,7 @@ def create_dash_app(
             dcc.Store(id=ids.REFRESH_BASE_MS, data=refresh_ms),
             dcc.Interval(id=ids.REFRESH_INTERVAL, interval=refresh_ms),
             dcc.Interval(id=ids.INCIDENT_BANNER_TICK, interval=max(refresh_ms, BANNER_MS)),
+            dcc.Store(id=ids.INCIDENT_BANNER_SHOWN),
         ],
     )
     _register_banner(dash_app)
@@ -69,11 +70,19 @@ def _register_banner(dash_app: dash.Dash) -> None:
     when none; an unreachable server leaves it as it was."""
 
     @dash_app.callback(
-        Output(ids.INCIDENT_BANNER, "children"), Input(ids.INCIDENT_BANNER_TICK, "n_intervals")
+        Output(ids.INCIDENT_BANNER, "children"),
+        Output(ids.INCIDENT_BANNER_SHOWN, "data"),
+        Input(ids.INCIDENT_BANNER_TICK, "n_intervals"),
+        State(ids.INCIDENT_BANNER_SHOWN, "data"),
     )
-    def banner(_tick: int | None) -> Any:
+    def banner(_tick: int | None, shown: str | None) -> Any:
         try:
             listed = api.current_client().incidents(api.IncidentQuery(open=True, limit=1))
         except api.ApiError:
-            return dash.no_update
-        return components.incident_banner(listed)
+            return dash.no_update, dash.no_update
+        children = components.incident_banner(listed)
+        drawn = api.digest([(i.id, i.severity, i.summary) for i in listed.incidents]
+                           + [listed.page.total])  # fmt: skip
+        if drawn == shown:  # unchanged: not redrawn (a click on its link would miss)
+            return dash.no_update, dash.no_update
+        return children, drawn

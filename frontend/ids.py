@@ -158,6 +158,7 @@ JV_PLACEMENT_LINKS = "jv-placement-links"  # dcc.Markdown: their links and load
 # Incident banner (frontend/app.py, every page) and the Incidents page (pages/incidents.py).
 INCIDENT_BANNER = "incident-banner"  # "N open incidents: <newest's summary>"; empty when none
 INCIDENT_BANNER_TICK = "incident-banner-tick"  # dcc.Interval: the banner's refresh
+INCIDENT_BANNER_SHOWN = "incident-banner-shown"  # dcc.Store: digest of what the banner shows
 INC_UPDATED = "inc-updated"  # time of the last refresh of the list
 INC_SEVERITY = "inc-severity"  # dcc.Dropdown: one severity or all
 INC_KIND = "inc-kind"  # dcc.Dropdown: one detector kind or all

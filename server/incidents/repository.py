@@ -2,12 +2,9 @@
 events, jobs' steps), which jobs' traffic crosses a link and how many bytes, and the stored
 incidents (written by the detector service, read by the routes through the owner filter).
 
-Jobs on a link: a job's hosts are placed on the fabric as server/jobs/placement.py places
-them; its inter-host point-to-point bytes (p2p_deltas, by host pair) are routed over the
-switches' stored forwarding tables (fabric_lfts). File I/O is not placed on links here
-(where the storage servers sit is the traffic domain's, server/traffic, to come). Without
-forwarding tables a job is on a link when the link is one of its placement links (host
-links and topological candidates), bytes unknown (null).
+Which jobs are on a link and with how many bytes is the traffic domain's attribution
+(server/traffic: every job's point-to-point, collective, one-sided and file I/O bytes
+routed over the stored forwarding tables); the service reads it.
 """
 
 from __future__ import annotations
@@ -15,24 +12,16 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-import numpy as np
 from sqlalchemy import Integer, and_, delete, func, literal, or_, select, text
 from sqlalchemy.dialects.postgresql import ARRAY, insert
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
-from collector.fabric.topology import Link, Node, NodeType, Port, Topology
 from server.fabric import repository as fabric
 from server.incidents.detect import JobStep, LinkPoint
-from server.jobs import placement
-from server.jobs.repository import Scope
 from stacklens.constants import ERROR_COUNTERS, IO_LAYERS
 from stacklens.mpi_ops import op_categories
 from stacklens.schema import (
     FabricEvent,
-    FabricLft,
-    FabricLink,
-    FabricNode,
-    FabricPort,
     FabricPortLatest,
     FabricPortSample,
     Incident,
@@ -40,8 +29,6 @@ from stacklens.schema import (
     IoDelta,
     Job,
     OpDelta,
-    P2PDelta,
-    Rank,
 )
 
 SECOND = 10**9
@@ -214,146 +201,13 @@ def top_files(session: Session, job: int, from_ns: int, to_ns: int, limit: int =
 # ---- jobs on links -------------------------------------------------------------------------
 
 
-def routing(session: Session) -> Topology | None:
-    """The current fabric with its forwarding tables as a Topology (up links only); None
-    without forwarding tables."""
-    lfts = {int(g) & _MASK: np.frombuffer(p, dtype=np.uint8) for g, p in
-            session.execute(select(FabricLft.guid, FabricLft.ports))}  # fmt: skip
-    if not lfts:
-        return None
-    current = fabric.current_fabric(session)
-    nodes_q = select(FabricNode).where(FabricNode.gone_ns.is_(None))
-    links_q = select(FabricLink).where(FabricLink.down_ns.is_(None))
-    if current is not None:
-        nodes_q = nodes_q.where(FabricNode.fabric_id == current)
-        links_q = links_q.where(FabricLink.fabric_id == current)
-    nodes = {n.guid & _MASK: Node(n.guid & _MASK, NodeType(n.type) if n.type in (1, 2, 3)
-                                  else NodeType.CA, n.description, n.nports, n.lid)
-             for n in session.scalars(nodes_q)}  # fmt: skip
-    ports = {}
-    for p in session.scalars(select(FabricPort)):
-        g = p.guid & _MASK
-        if g in nodes:
-            ports[(g, p.port)] = Port(g, p.port, p.port_guid & _MASK, p.lid, p.state,
-                                      p.phys_state, p.width, p.speed, p.speed_ext,
-                                      p.capacity_bytes_per_s)  # fmt: skip
-    links = [Link.of((lk.a_guid & _MASK, lk.a_port), (lk.b_guid & _MASK, lk.b_port))
-             for lk in session.scalars(links_q)
-             if lk.a_guid & _MASK in nodes and lk.b_guid & _MASK in nodes]  # fmt: skip
-    return Topology(nodes=nodes, ports=ports, links=links, lfts=lfts)
-
-
-def active_jobs(session: Session, from_ns: int, to_ns: int) -> list[int]:
-    """Ids of the jobs with intervals in [from_ns, to_ns)."""
-    query = select(Job.id).where(Job.last_seen_ns >= from_ns, Job.started_ns < to_ns)
-    return list(session.scalars(query.order_by(Job.id)))
-
-
-def _host_pairs(session: Session, job: int, from_ns: int, to_ns: int) -> dict[tuple[str, str], int]:
-    src, dst = aliased(Rank), aliased(Rank)
-    query = (
-        select(src.host, dst.host, func.sum(P2PDelta.bytes_sent))
-        .join(src, and_(src.run_id == P2PDelta.run_id, src.world_rank == P2PDelta.world_rank))
-        .join(dst, and_(dst.run_id == P2PDelta.run_id, dst.world_rank == P2PDelta.peer))
-        .where(
-            P2PDelta.job_id == job,
-            P2PDelta.t_end_ns >= from_ns,
-            P2PDelta.t_end_ns < to_ns,
-            src.host != dst.host,
-        )  # fmt: skip
-        .group_by(src.host, dst.host)
-    )
-    return {(a, b): int(n) for a, b, n in session.execute(query) if n}
-
-
 class FabricView:
-    """The current fabric as the join needs it: its nodes and links (server.fabric's rows),
-    the routing Topology (None without forwarding tables) and link ids by their ends. Read
-    once per stored discovery (`version`)."""
+    """The current fabric's links (server.fabric's rows), read once per stored discovery
+    (`version`)."""
 
     def __init__(self, session: Session):
         self.version = fabric.topology_version(session)
-        self.nodes = fabric.nodes(session)
         self.links = fabric.links(session)
-        self.topology = routing(session)
-        hcas = {n["guid"] for n in self.nodes if n["type"] == "hca"}
-        self.host_links = [lk for lk in self.links
-                           if lk["a"]["guid"] in hcas or lk["b"]["guid"] in hcas]  # fmt: skip
-        self.link_of = {
-            frozenset(((int(lk["a"]["guid"], 16), lk["a"]["port"]),
-                       (int(lk["b"]["guid"], 16), lk["b"]["port"]))): lk["id"]
-            for lk in self.links
-        }  # fmt: skip
-        self.routes: dict[tuple[int, int], list[int]] = {}
-
-    def route(self, src: int, dst: int) -> list[int]:
-        """Link ids a flow from HCA `src` to HCA `dst` crosses (GUIDs; [] if unroutable)."""
-        key = (src, dst)
-        if key not in self.routes:
-            assert self.topology is not None
-            try:
-                hops = self.topology.route(src, dst)
-            except (ValueError, KeyError):
-                hops = []
-            self.routes[key] = [self.link_of[frozenset((h.tx, h.rx))] for h in hops
-                                if frozenset((h.tx, h.rx)) in self.link_of]  # fmt: skip
-        return self.routes[key]
-
-
-class LinkTraffic:
-    """Which jobs' traffic crosses which links over a window, and how many bytes: routed
-    over the forwarding tables (placement candidates, bytes unknown, without them)."""
-
-    def __init__(self, session: Session, view: FabricView):
-        self.session = session
-        self.view = view
-        self.topology = view.topology
-        self._placed: dict[int, tuple[dict[str, int], list[int]]] = {}
-
-    def _route(self, src: int, dst: int) -> list[int]:
-        return self.view.route(src, dst)
-
-    def _guids(self, job: int) -> tuple[dict[str, int], list[int]]:
-        """A job's hosts -> their first HCA GUID (placed as the placement does), and the
-        ids of its placement links (only its host links when the forwarding tables route
-        its flows: the topological candidates are not needed then)."""
-        if job not in self._placed:
-            scope = Scope(job)
-            links = self.view.links if self.topology is None else self.view.host_links
-            placed = placement.place(placement.hosts_and_ranks(self.session, scope),
-                                     placement.reported_ports(self.session, scope),
-                                     self.view.nodes, links)  # fmt: skip
-            guids = {h["host"]: int(h["ports"][0]["guid"], 16) for h in placed["hosts"]
-                     if h["ports"]}  # fmt: skip
-            self._placed[job] = guids, [lk["id"] for lk in placed["links"]]
-        return self._placed[job]
-
-    def on_links(self, job: int, link_ids: set[int], from_ns: int, to_ns: int
-                 ) -> tuple[int | None, set[int]] | None:  # fmt: skip
-        """(the job's bytes on these links during the window, None: unknown; which of them it
-        crosses), or None when it crosses none of them."""
-        guids, placed = self._guids(job)
-        if self.topology is None:
-            crossed = link_ids & set(placed)
-            return (None, crossed) if crossed else None
-        flows: dict[tuple[int, int], int] = defaultdict(int)
-        for (a, b), n in _host_pairs(self.session, job, from_ns, to_ns).items():
-            if a in guids and b in guids:
-                flows[(guids[a], guids[b])] += n
-        total, crossed = 0, set()
-        for (src, dst), n in flows.items():
-            hit = link_ids.intersection(self._route(src, dst))
-            if hit:
-                crossed |= hit
-                total += n * len(hit)
-        if not crossed:
-            return None
-        return total, crossed
-
-
-def ranks_on_hosts(session: Session, job: int) -> dict[str, list[int]]:
-    """Host -> the job's world ranks on it."""
-    return placement.hosts_and_ranks(session, Scope(job))
 
 
 # ---- stored incidents ----------------------------------------------------------------------

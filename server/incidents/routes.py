@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
+from sqlalchemy.orm import Session
 
 from server import paging
 from server.deps import SessionDep
@@ -29,6 +30,12 @@ router = APIRouter(prefix="/api/incidents", tags=["incidents"])
 
 #: Page sizes of the list.
 INCIDENT_LIMITS = Limits(default=100, maximum=1000)
+
+
+def _one_snapshot(session: Session) -> None:
+    """Read an answer's incidents and their jobs from one snapshot: the detector rewrites
+    both in one transaction, which a read between the two could straddle."""
+    session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
 
 
 def _members(incident: Incident, seen: dict[int, dict[str, Any]], detail: bool
@@ -108,6 +115,7 @@ def list_incidents(
     """Incidents overlapping the window (`from`/`to`: started before `to`, open or ended at
     or after `from`), newest start first; filters: severity, kind, job (by id; only your
     own jobs match), link (fabric link id), open."""
+    _one_snapshot(session)
     after = paging.decode("incidents", cursor, (int, int))
     job_ids = None if job is None else repository.jobs_by_key(session, job)
     rows, total = repository.list_incidents(
@@ -126,6 +134,7 @@ def list_incidents(
 def get_incident(incident_id: int, session: SessionDep) -> IncidentDetails:
     """One incident: its links with their evidence series, its jobs with their roles,
     ranks, files, bytes on the links and evidence (another user's job: only its role)."""
+    _one_snapshot(session)
     incident = repository.get(session, incident_id) if 0 < incident_id < 2**63 else None
     if incident is None:
         raise HTTPException(status_code=404, detail=f"unknown incident {incident_id}")

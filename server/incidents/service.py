@@ -8,10 +8,11 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
 2. every job's whole-second steps that have settled (SETTLE_NS past their end, so late
    frames are in) through its own detectors (MPI slowdown, I/O stall);
 3. the join: each link signal with the overlapping job signals of the jobs whose traffic
-   crosses it (repository.LinkTraffic; read again every REFRESH_NS while it lasts, and
-   when it ends) becomes an incident, the job with the most bytes on the link its likely
-   aggressor; a job signal that joins no link signal within
-   `sweeps` sweep periods is an incident of its own;
+   crosses it (the traffic domain's attribution of the link over the signal's time, both
+   directions, every layer; read again every REFRESH_NS while it lasts, and when it ends)
+   becomes an incident, the job with the most bytes on the link its likely aggressor; a
+   job signal that joins no link signal within `sweeps` sweep periods is an incident of
+   its own;
 4. every open incident (and one that just closed) is stored; its opening, a change of its
    severity or of a job's role or signals ("updated") and its closing are sent to the webhook if one
    is set. A job's incident of its own that a link signal joins later is merged into the
@@ -50,6 +51,9 @@ from server.incidents.detect import (
     join,
 )
 from server.incidents.webhook import Webhook
+from server.query_params import Window
+from server.traffic.repository import TrafficConfig
+from server.traffic.service import DIRECTIONS, AttributionCache
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +93,7 @@ class IncidentService:
         engine: Engine,
         thresholds: Thresholds,
         sweep_interval_s: float = 1.0,
+        traffic: TrafficConfig | None = None,
         webhook: Webhook | None = None,
         clock: Callable[[], int] = time.time_ns,
     ):
@@ -96,6 +101,8 @@ class IncidentService:
         self.th = thresholds
         self.interval_ns = int(sweep_interval_s * SECOND)
         self.webhook = webhook
+        self.traffic = traffic or TrafficConfig()
+        self.attributions = AttributionCache(max_age_s=REFRESH_NS / SECOND)
         self.clock = clock
         self.stats = ServiceStats()
         self.links = LinkDetector(thresholds)
@@ -238,20 +245,13 @@ class IncidentService:
         job_signals += [s for s in self.ended if s.kind in JOB_KINDS]
         slack = self.th.sweeps * self.interval_ns
         incidents: list[Joined] = []
-        assert self._view is not None
-        traffic = repo.LinkTraffic(session, self._view) if link_signals else None
         for signal in link_signals:
-            assert traffic is not None
             upto = signal.end_ns or now
             cached = self._on.get(signal.key)
             if cached is None or now - cached[0] >= REFRESH_NS or signal.end_ns is not None:
-                on: dict[int, int | None] = {}
-                for job in repo.active_jobs(session, signal.start_ns - slack, upto + slack):
-                    crossed = traffic.on_links(job, {signal.subject}, signal.start_ns - slack,
-                                               upto + slack)  # fmt: skip
-                    if crossed is not None:
-                        on[job] = crossed[0]
-                cached = self._on[signal.key] = (now, on)
+                window = Window(signal.start_ns - slack, upto + slack)
+                cached = self._on[signal.key] = (now, self._on_link(session, signal.subject,
+                                                                    window))  # fmt: skip
             incident = join(signal, job_signals, cached[1], self.th, slack)
             incidents.append(incident)
             for s in incident.signals[1:]:
@@ -302,6 +302,15 @@ class IncidentService:
         self.joined = {k: v for k, v in self.joined.items()
                        if any(s.key == k for s in job_signals if s.end_ns is None)}  # fmt: skip
         return messages
+
+    def _on_link(self, session: Session, link: int, window: Window) -> dict[int, int | None]:
+        """Job -> its bytes on the link (both directions, every layer) over the window."""
+        _, _, result, _ = self.attributions.get(session, self.traffic, window)
+        on: dict[int, float] = {}
+        for direction in DIRECTIONS:
+            for (job, *_), nbytes in result.shares.get((link, direction), {}).items():
+                on[job] = on.get(job, 0.0) + nbytes
+        return {job: round(nbytes) for job, nbytes in on.items() if nbytes > 0}
 
     def _save(self, session: Session, incident: Joined, by_id: dict[int, dict[str, Any]],
               now: int) -> tuple[int, dict[str, Any]]:  # fmt: skip
@@ -369,13 +378,16 @@ def _end(end: dict[str, Any]) -> str:
     return f"{end['name'] or end['guid']}[{end['port']}]"
 
 
-def incident_service(engine: Engine, settings: Any) -> IncidentService | None:
-    """The service the settings ask for (None: STACKLENS_INCIDENTS=off)."""
+def incident_service(engine: Engine, settings: Any, traffic: TrafficConfig | None = None
+                     ) -> IncidentService | None:  # fmt: skip
+    """The service the settings ask for (None: STACKLENS_INCIDENTS=off); `traffic`: how the
+    fabric forwards and where the storage servers are (as the traffic domain's routes)."""
     if settings.incidents != "on":
         return None
     return IncidentService(
         engine,
         Thresholds.from_settings(settings),
         sweep_interval_s=settings.fabric_interval_ms / 1000,
+        traffic=traffic,
         webhook=Webhook(settings.alert_webhook) if settings.alert_webhook else None,
     )

@@ -11,7 +11,7 @@ INCIDENT_S seconds the demo
 - raises the spine port's PortXmitWait by WAIT_PER_S ticks every second (the simulator's
   console: the link is congested), and
 - once the sampler has stored a sweep with those ticks, creates the jobs' flag file: the
-  solver's rank 0 arrives late at every collective (its data is stuck behind the link), so
+  solver's rank 0 arrives 200 ms late at every collective (its data is stuck behind the link), so
   the solver's collective time per byte rises, while the checkpoint job writes its
   checkpoints;
 then everything is normal again for QUIET_S seconds, and the cycle repeats.
@@ -60,29 +60,32 @@ def job_command(role: str, hosts: tuple[str, ...], flag: Path, workdir: Path) ->
     args += [str(workdir)] if role == "checkpoint" else []
     contexts = [["-np", "1", "-x", f"STACKLENS_HOST={host}", "-x",
                  f"STACKLENS_JOB_ID=demo-{role}", *args] for host in hosts]  # fmt: skip
-    return [mpirun, *contexts[0], *(a for c in contexts[1:] for a in (":", *c))]
+    # waiting ranks yield the CPU: on a loaded node a rank that spins in MPI starves the
+    # other one of the same job, and its own baseline drowns in the spinning
+    yielding = ["--mca", "mpi_yield_when_idle", "1"]
+    return [mpirun, *yielding, *contexts[0], *(a for c in contexts[1:] for a in (":", *c))]
 
 
 def shared_link(engine: Engine) -> tuple[str, int] | None:
     """(spine name, port) of the spine -> leaf hop both jobs' traffic to host09 crosses,
     from the stored forwarding tables; None until the fabric is stored."""
-    from server.incidents.repository import routing
+    from server.traffic.repository import load_fabric
 
     with Session(engine) as session:
-        topology = routing(session)
-    if topology is None:
-        return None
+        fab = load_fabric(session, "fixed")
+    guid = {n["name"]: int(n["guid"], 16) for n in fab.nodes if n["type"] == "hca"}
     try:
-        dst = topology.node(SOLVER_HOSTS[1]).guid
-        hops = [topology.route(topology.node(src).guid, dst)
-                for src in (SOLVER_HOSTS[0], CHECKPOINT_HOSTS[0])]  # fmt: skip
-    except (KeyError, ValueError):
+        paths = [fab.router.path(guid[src], guid[SOLVER_HOSTS[1]])
+                 for src in (SOLVER_HOSTS[0], CHECKPOINT_HOSTS[0])]  # fmt: skip
+    except (KeyError, ValueError):  # not discovered yet, or no forwarding tables
         return None
-    common = [h for h in hops[0] if h in hops[1]]
-    for hop in common:
-        node = topology.nodes[hop.tx[0]]
-        if node.description.startswith("spine"):
-            return node.description, hop.tx[1]
+    for stage in paths[0]:
+        if len(stage) == 1 and stage in paths[1]:
+            link_id, direction = stage[0]
+            row = fab.links[link_id]
+            sender = row["a"] if direction == "a_to_b" else row["b"]
+            if sender["name"].startswith("spine"):
+                return sender["name"], sender["port"]
     return None
 
 

@@ -80,13 +80,13 @@ async def _serve(
     url = f"http://{settings.http_host}:{settings.http_port}"
     wildcard = settings.http_host in ("0.0.0.0", "::", "")
     own_url = f"http://127.0.0.1:{settings.http_port}" if wildcard else url
+    traffic = TrafficConfig(settings.fabric_paths, parse_storage_servers(settings.storage_servers),
+                            settings.storage_placement)  # fmt: skip
     app = create_app(
         engine, api_base_url=own_url, refresh_ms=settings.refresh_ms,
         fabric_fold_above=settings.fabric_fold_above, collector=collector,
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20, access=access,
-        traffic=TrafficConfig(settings.fabric_paths, parse_storage_servers(
-            settings.storage_servers), settings.storage_placement),
-        incidents=incident_service(engine, settings),
+        traffic=traffic, incidents=incident_service(engine, settings, traffic),
     )  # fmt: skip
     server = _QuietSignalsServer(
         uvicorn_config(app, settings.http_host, settings.http_port, log_level="warning")

@@ -82,8 +82,12 @@ def test_the_demo_incident_is_detected_named_and_shown(tmp_path, hook_library, e
         assert roles == {"demo-checkpoint": "aggressor", "demo-solver": "victim"}
         assert proc.wait(timeout=120) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:  # as Ctrl-C would: the demo stops what it started
+            proc.terminate()
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         log.close()
     assert leftover_processes(str(state)) == []
