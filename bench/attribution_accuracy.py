@@ -385,7 +385,7 @@ def _compare(truth, result, keys, emu, ports, known, noise_on, management, traff
             d[crossing] = d.get(crossing, 0) + nbytes
     rows: dict[str, Any] = {"links": len(known), "paths": paths, "seconds": took,
                             "left_out": dict(result.left_out)}  # fmt: skip
-    groups = _groups(tree, ports, emu) if paths != "fixed" else None
+    groups = _groups(tree, ports, emu, paths) if paths != "fixed" else None
     for layer in ("mpi_p2p", "mpi_rma", "io", "mpi_coll"):
         compared = exact = 0
         worst = 0.0
@@ -441,12 +441,23 @@ def _compare(truth, result, keys, emu, ports, known, noise_on, management, traff
     return rows
 
 
-def _groups(tree: FatTree, ports: dict, emu: TrafficEmulator) -> dict[tuple[int, str], Any]:
-    """Link direction -> its group: (sending node, receiving node) of parallel links."""
-    out = {}
+def _groups(tree: FatTree, ports: dict, emu: TrafficEmulator, paths: str
+            ) -> dict[tuple[int, str], Any]:  # fmt: skip
+    """Link direction -> the group the attribution assigns flows to: `parallel`, the links
+    from one node to another; `adaptive`, a leaf's up links, the down links into a leaf
+    (the stages of a two-level tree's minimal paths); a host link is a group of its own."""
+    leaves = {emu.topology.node(name).guid for name in tree.leaves}
+    spines = {emu.topology.node(name).guid for name in tree.spines}
+    out: dict[tuple[int, str], Any] = {}
     for (g, p), (lid, d) in ports.items():
         far = emu.topology.remote((g, p))
-        out[(lid, d)] = (g, far[0] if far else None)
+        there = far[0] if far else None
+        if paths == "adaptive" and g in leaves and there in spines:
+            out[(lid, d)] = ("up", g)
+        elif paths == "adaptive" and g in spines and there in leaves:
+            out[(lid, d)] = ("down", there)
+        else:
+            out[(lid, d)] = (g, there)
     return out
 
 
@@ -459,7 +470,8 @@ def _by_group(values: dict, groups: dict) -> dict:
 
 def table(name: str, rows: dict[str, Any]) -> str:
     """The accuracy table of one tree, as Markdown."""
-    unit = "link directions" if rows["paths"] == "fixed" else "parallel-link groups"
+    unit = {"fixed": "link directions", "parallel": "parallel-link groups",
+            "adaptive": "adaptive stage groups"}[rows["paths"]]  # fmt: skip
     lines = [f"**{name}** ({rows['links']} measured link directions; paths `{rows['paths']}`; "
              f"compared per {unit}; attribution {rows['seconds']:.2f} s)", "",
              "| layer | compared | exact | largest error | truth bytes | attributed bytes |",

@@ -10,8 +10,9 @@ per second (random traffic, a few errors) as the sampler would. Then:
    first painted graph, element count, and the ticks' fetch-to-painted times measured by
    the page itself (`window.stacklensFabricTicks`, assets/fabric.js).
 2. Viewers emulated over HTTP doing per tick exactly what the page's browser asks of the
-   server: GET /api/fabric/state with If-None-Match every tick, and the tables callback
-   (POST /_dash-update-component) every TABLE_TICKS ticks. The server process's CPU time
+   server: GET /api/fabric/state with If-None-Match every tick, and the links grid +
+   events and the (closed) detail panel callbacks (POST /_dash-update-component) every
+   TABLE_TICKS ticks. The server process's CPU time
    (and PostgreSQL's) over a window with 1 viewer and with 10 viewers; per viewer and the
    ratio.
 
@@ -156,6 +157,13 @@ def measure_page(page, base: str, ticks: int = 5, timeout_s: float = 60) -> dict
     handle = page.wait_for_function(PAINTED, timeout=timeout_s * 1000)
     first = time.monotonic() - t0
     size = handle.json_value()
+    # When the page reached each stage (ms since navigation; assets/fabric.js marks them).
+    stages = page.evaluate(
+        "() => Object.fromEntries(['fabric-state', 'fabric-graph', 'fabric-painted'].map("
+        "(n) => [n, Math.round((performance.getEntriesByName(n)[0] || {}).startTime || -1)])"
+        ".concat([['dom_content_loaded', Math.round(performance.getEntriesByType('navigation')"
+        "[0].domContentLoadedEventEnd)]]))"
+    )
     page.evaluate("() => { window.stacklensFabricTicks.length = 0; }")
     page.wait_for_function(
         f"() => window.stacklensFabricTicks.filter((t) => t.edges > 0).length >= {ticks}",
@@ -163,7 +171,8 @@ def measure_page(page, base: str, ticks: int = 5, timeout_s: float = 60) -> dict
     )
     times = [t["fetch_to_painted_ms"] for t in page.evaluate("() => window.stacklensFabricTicks")
              if t["edges"] > 0]  # fmt: skip
-    return {"first_render_s": first, **size, "tick_median_ms": float(np.median(times)),
+    return {"first_render_s": first, **size, "stages_ms": stages,
+            "tick_median_ms": float(np.median(times)),
             "tick_max_ms": max(times), "ticks": len(times)}  # fmt: skip
 
 
@@ -185,17 +194,32 @@ def chromium(base: str, ticks: int = 5) -> list[dict]:
             browser.close()
 
 
-def _tables_request() -> dict:
-    """The Dash request the page's tables callback makes (frontend/pages/fabric.py)."""
-    outputs = [("fabric-links-table", "children"), ("fabric-events-table", "children"),
-               ("fabric-status", "children")]  # fmt: skip
+def _dash_request(outputs: list[tuple[str, str]], inputs: list[tuple[str, str, object]]) -> dict:
+    """The body of a Dash callback request (POST /_dash-update-component)."""
     return {
         "output": ".." + "...".join(f"{i}.{p}" for i, p in outputs) + "..",
         "outputs": [{"id": i, "property": p} for i, p in outputs],
-        "inputs": [{"id": "fabric-table-interval", "property": "n_intervals", "value": 1}],
-        "changedPropIds": ["fabric-table-interval.n_intervals"],
+        "inputs": [{"id": i, "property": p, "value": v} for i, p, v in inputs],
+        "changedPropIds": [f"{inputs[0][0]}.{inputs[0][1]}"],
         "state": [],
     }
+
+
+#: The view of a page opened at /fabric (frontend/pages/fabric.py view_of({})).
+VIEW = {"live": "5m", "from": None, "to": None, "at": None, "step": None, "job": "",
+        "focus": None}  # fmt: skip
+#: What the page's slower callback asks every TABLE_TICKS ticks: the links grid and the
+#: events (frontend/pages/fabric.py `tables`; the detail panel, closed, asks nothing).
+TABLE_REQUESTS = [
+    _dash_request(
+        [("fabric-links-grid", "rowData"), ("fabric-links-caption", "children"),
+         ("fabric-links-newer", "disabled"), ("fabric-links-older", "disabled"),
+         ("fabric-links-next", "data"), ("fabric-events-table", "children"),
+         ("fabric-status", "children")],
+        [("fabric-table-interval", "n_intervals", 1), ("fabric-view", "data", VIEW),
+         ("fabric-links-sort", "value", "utilisation"), ("fabric-links-pages", "data", [None])],
+    ),
+]  # fmt: skip
 
 
 def viewer(base: str, stop: threading.Event, counts: list[int], i: int, period_s: float) -> None:
@@ -210,8 +234,9 @@ def viewer(base: str, stop: threading.Event, counts: list[int], i: int, period_s
             assert r.status_code in (200, 304), r.status_code
             etag = r.headers.get("etag", etag)
             if tick % TABLE_TICKS == 0:
-                t = http.post("/_dash-update-component", json=_tables_request())
-                assert t.status_code == 200, t.text[:300]
+                for body in TABLE_REQUESTS:
+                    t = http.post("/_dash-update-component", json=body)
+                    assert t.status_code in (200, 204), t.text[:300]
             tick += 1
             counts[i] += 1
             stop.wait(max(0.0, period_s - (time.monotonic() - started)))

@@ -1,20 +1,20 @@
-"""Job series benchmark: API latency (p50, p95) of a 1,024-rank job's 1-hour series and
-slow-rank profile, measured against seeded data.
+"""Job series benchmark: API latency (p50, p95) of a 1,024-rank job's 1-hour series (by
+category, op, rank, file and peer) and slow-rank profile, measured against seeded data, and
+the cost of the collector's rollup pass over that hour.
 
 Seeds one job of --ranks ranks with --seconds one-second intervals: the first and the last
 interval of every rank go through the real collector (frames over TCP, the real writer:
 job, run, ranks, day partition, dirty minutes); the intervals between are bulk-inserted
 with SQL into the same storage tables in the layout the writer uses (one row per frame:
 three MPI ops, two point-to-point peers, one collective; rank 7 computes longer during
-minute 30), and every minute is marked dirty as a commit would mark it. Then one rollup
-pass runs (the collector's own), the API is served on a uvicorn thread of this process,
-and each request below is timed --repeat times over HTTP (query, JSON or files included):
-
-- series by category, by op at 1 s steps over the hour (per-second rollups), and at the
-  step chosen from the window (10 s), and as CSV;
-- series by rank at 1-minute steps, and the profile (per rank and step, outliers) at the
-  step chosen (1 minute for 1,024 ranks) (per-rank minute rollups); the profile of the
-  last 5 minutes (5-second steps: raw deltas).
+minute 30; rank 0 appends to a log file every second and every rank writes its checkpoint
+file at minutes 15 and 45), and every minute is marked dirty as a commit would mark it.
+Then one rollup pass runs (the collector's own, timed), the API is served on a uvicorn
+thread of this process, and each request is timed --repeat times over HTTP (query, JSON
+or files included): every series at the step chosen from the window and at 1 s (by rank
+and by peer at 1 s: 1,024 x 3,600 points, refused with 422 naming the step that fits),
+the category series at 1 s as CSV, the profile at the step chosen, and the profile of the
+last 5 minutes (raw deltas).
 
     .venv/bin/python -m bench.jobs_series [--ranks 1024 --seconds 3600 --repeat 20]
 """
@@ -34,6 +34,7 @@ import psycopg
 from bench.jobs_page import send
 from collector.service import BackgroundCollector
 from server.app import create_app
+from server.jobs.series import BY
 from stacklens import wire
 from stacklens.db import make_engine, migrate, start_embedded
 from stacklens.mpi_ops import op_names
@@ -75,7 +76,7 @@ def frame(rank: int, ranks: int, seq: int, hosts: list[str] | None = None) -> by
 def bulk_sql(ranks: int, seconds: int) -> list[str]:
     """INSERTs of the intervals 1 .. seconds-2 of every rank, as the writer stores them;
     rank SLOW_RANK's MPI time is a tenth during minute SLOW_MINUTE (it computes, the
-    others wait), and every minute is marked dirty."""
+    others wait); file I/O (module doc); every minute is marked dirty."""
     op = op_names().index
     ops = f"ARRAY[{op('MPI_Isend')}, {op('MPI_Waitall')}, {op('MPI_Allreduce')}]::int2[]"
     slow = f"(r = {SLOW_RANK} AND s / 60 = {SLOW_MINUTE})"
@@ -96,6 +97,16 @@ def bulk_sql(ranks: int, seconds: int) -> list[str]:
         f"ARRAY[{op('MPI_Allreduce')}]::int2[], ARRAY[1]::int8[], ARRAY[{ranks}]::int4[], "
         f"ARRAY[-1]::int4[], ARRAY[1]::int8[], ARRAY[64]::int8[], "
         f"CASE WHEN {slow} THEN ARRAY[20000000] ELSE ARRAY[200000000] END::int8[] FROM {frames}",
+        f"INSERT INTO io_deltas (job_id, run_id, world_rank, t_start_ns, t_end_ns, layer, opens,"
+        f" reads, writes, bytes_read, bytes_written, read_time_ns, write_time_ns, meta_time_ns, "
+        f"path, mount, fstype) SELECT {head}, 1, 0, 0, 1, 0, 512, 0, 20000, 0, '/scratch/log', "
+        f"'/scratch', 'lustre' FROM generate_series(1::int8, {seconds - 2}) s, "
+        f"generate_series(0, 0) r",
+        f"INSERT INTO io_deltas (job_id, run_id, world_rank, t_start_ns, t_end_ns, layer, opens,"
+        f" reads, writes, bytes_read, bytes_written, read_time_ns, write_time_ns, meta_time_ns, "
+        f"path, mount, fstype) SELECT {head}, 1, 1, 0, 64, 0, {64 << 20}, 0, 300000000, 1000000,"
+        f" '/scratch/ckpt.' || r, '/scratch', 'lustre' FROM generate_series(0, {ranks - 1}) r, "
+        f"unnest(ARRAY[15 * 60, 45 * 60]::int8[]) s WHERE s < {seconds - 1}",
         "INSERT INTO rollup_dirty (run_id, minute_ns, job_id) SELECT (SELECT id FROM runs), "
         f"{T0} + m * 60 * {SECOND}, (SELECT id FROM jobs) "
         f"FROM generate_series(0::int8, {(seconds - 1) // 60}) m ON CONFLICT DO NOTHING",
@@ -139,34 +150,43 @@ def main() -> None:
             rolled = time.perf_counter() - t
         frames = args.ranks * args.seconds
         print(f"seeded {args.ranks} ranks x {args.seconds} s = {frames:,} frames in "
-              f"{seeded:.0f} s; rollup pass {rolled:.0f} s, {rows:,} rows")  # fmt: skip
+              f"{seeded:.0f} s; rollup pass over them {rolled:.0f} s ({rolled / args.seconds:.1%}"
+              f" of the time they cover), {rows:,} rollup rows")  # fmt: skip
 
         engine = make_engine(database.url)
         with serving(create_app(engine, api_base_url="http://unused", with_frontend=False)) as port:
             http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600)
             hour = {"from": T0 // SECOND, "to": T0 // SECOND + args.seconds}
             cases = [
-                ("series by=category step=1 s", "series", {"by": "category", "step": 1}),
-                ("series by=op step=1 s", "series", {"by": "op", "step": 1}),
-                ("series by=category, step chosen", "series", {"by": "category"}),
-                ("series by=category step=1 s, CSV", "series",
+                *((f"series by={by}, step chosen", "series", {"by": by}) for by in BY),
+                *((f"series by={by}, step 1 s", "series", {"by": by, "step": 1}) for by in BY),
+                ("series by=category, step 1 s, CSV", "series",
                  {"by": "category", "step": 1, "format": "csv"}),
-                ("series by=rank step=60 s", "series", {"by": "rank", "step": 60}),
                 ("profile (slow rank), step chosen", "profile", {}),
-                ("profile, last 5 minutes, step chosen", "profile",
-                 {"from": hour["to"] - 300}),
+                ("profile, last 5 minutes, step chosen", "profile", {"from": hour["to"] - 300}),
             ]  # fmt: skip
-            print(f"{'request (1-hour window)':<38} {'p50 ms':>8} {'p95 ms':>8} {'bytes':>12}")
+            print(f"{'request (1-hour window)':<38} {'status':>6} {'step s':>6} {'p50 ms':>8} "
+                  f"{'p95 ms':>8} {'bytes':>12}")  # fmt: skip
             for name, route, params in cases:
+                answers = []
 
-                def get(route: str = route, params: dict = params) -> int:
+                def get(route: str = route, params: dict = params, answers: list = answers) -> int:
                     answer = http.get(f"/api/jobs/{JOB}/{route}", params={**hour, **params})
-                    return len(answer.raise_for_status().content)
+                    answers.append(answer)
+                    return len(answer.content)
 
-                big = route == "profile" or params.get("by") == "rank"  # seconds each
-                repeat = 5 if big else args.repeat
-                p50, p95, size = p50_p95(get, repeat)
-                print(f"{name:<38} {p50 * 1e3:8.0f} {p95 * 1e3:8.0f} {size:12,}", flush=True)
+                p50, p95, size = p50_p95(get, args.repeat)
+                last = answers[-1]
+                assert last.status_code in (200, 422), last.text
+                step = (
+                    last.json()["step_ns"] / SECOND
+                    if "json" in last.headers["content-type"] and last.status_code == 200
+                    else params.get("step", "-")
+                )
+                print(f"{name:<38} {last.status_code:>6} {step:>6} {p50 * 1e3:8.0f} "
+                      f"{p95 * 1e3:8.0f} {size:12,}", flush=True)  # fmt: skip
+                if last.status_code == 422:
+                    print(f"  422: {last.json()['detail']}")
         engine.dispose()
         database.embedded.cleanup()
 

@@ -139,10 +139,10 @@ def mpi_calls(out: Path, libs: list[Path], a: argparse.Namespace) -> None:
         ("MPI call, 1 rank, self messages", ["mpirun", "-np", "1", str(out / "calls")]),
         ("MPI call, 2-rank ping-pong", ["mpirun", "-np", "2", str(out / "pingpong")]),
     ):
-        m, _ = compare([*cmd, str(a.trips)], [None, *libs], a.repeat, **idle)
-        for lib, h in zip(libs, m[1:], strict=True):
+        m, d = compare([*cmd, str(a.trips)], [None, *libs], a.repeat, **idle)
+        for lib, h, dh in zip(libs, m[1:], d[1:], strict=True):
             print(f"{name}: {m[0]:.1f} ns without, {h:.1f} ns {label(lib, libs)}: "
-                  f"{h - m[0]:+.1f} ns per call")  # fmt: skip
+                  f"{h - m[0]:+.1f} ns per call (per-round median {dh:+.1f} ns)")  # fmt: skip
 
 
 def writes(out: Path, libs: list[Path], a: argparse.Namespace) -> None:

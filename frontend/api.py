@@ -124,9 +124,12 @@ def _fabric_window(window: Window | None) -> dict[str, object]:
     return {} if window is None else {"from": window.start, "to": window.end}
 
 
-def _job_path(job: str) -> str:
-    """The API path of a job (its id quoted: ids may hold slashes)."""
-    return f"/api/jobs/{quote(job, safe='')}"
+def _job_path(job: str, section: str, params: dict[str, object]) -> str:
+    """The API path of a section of a job (its id quoted: ids may hold slashes) with the
+    query `params`. Every job method of the client takes the job's `owner` too (the job
+    list's `user`): needed when the id names jobs of several owners (the server answers
+    409 without it)."""
+    return f"/api/jobs/{quote(job, safe='')}/{section}{_query(params)}"
 
 
 class StacklensApi:
@@ -141,66 +144,71 @@ class StacklensApi:
         """A page of the jobs `query` selects, newest first, with the number of them."""
         return self._get(f"/api/jobs{_query(asdict(query))}", JobList, "job list")
 
-    def matrix(self, job: str) -> Matrix:
+    def matrix(self, job: str, owner: str | None = None) -> Matrix:
         """The first page of a job's rank pairs and its whole matrix in blocks."""
-        return self._get(f"{_job_path(job)}/matrix", Matrix, "matrix")
+        return self._get(_job_path(job, "matrix", {"owner": owner}), Matrix, "matrix")
 
-    def ops(self, job: str) -> JobOps:
+    def ops(self, job: str, owner: str | None = None) -> JobOps:
         """A job's MPI operations and their totals per traffic category."""
-        return self._get(f"{_job_path(job)}/ops", JobOps, "MPI operations")
+        return self._get(_job_path(job, "ops", {"owner": owner}), JobOps, "MPI operations")
 
-    def io(self, job: str) -> JobIo:
+    def io(self, job: str, owner: str | None = None) -> JobIo:
         """The first page of a job's files (most bytes first) and its start-up I/O's totals."""
-        return self._get(f"{_job_path(job)}/io", JobIo, "file I/O")
+        return self._get(_job_path(job, "io", {"owner": owner}), JobIo, "file I/O")
 
-    def collectives(self, job: str) -> JobCollectives:
+    def collectives(self, job: str, owner: str | None = None) -> JobCollectives:
         """A job's collectives per (communicator, op, root) and per communicator."""
-        return self._get(f"{_job_path(job)}/collectives", JobCollectives, "collectives")
+        path = _job_path(job, "collectives", {"owner": owner})
+        return self._get(path, JobCollectives, "collectives")
 
-    def sizes(self, job: str) -> JobSizes:
+    def sizes(self, job: str, owner: str | None = None) -> JobSizes:
         """A job's message-size histograms per op."""
-        return self._get(f"{_job_path(job)}/sizes", JobSizes, "message sizes")
+        return self._get(_job_path(job, "sizes", {"owner": owner}), JobSizes, "message sizes")
 
-    def rma(self, job: str) -> JobRma:
+    def rma(self, job: str, owner: str | None = None) -> JobRma:
         """A job's one-sided traffic per op and the first page of its (origin, target) pairs."""
-        return self._get(f"{_job_path(job)}/rma", JobRma, "one-sided traffic")
+        return self._get(_job_path(job, "rma", {"owner": owner}), JobRma, "one-sided traffic")
 
-    def ranks(self, job: str) -> JobRanks:
+    def ranks(self, job: str, owner: str | None = None) -> JobRanks:
         """The first page of a job's ranks, its hosts and its ranks' health over all."""
-        return self._get(f"{_job_path(job)}/ranks", JobRanks, "ranks")
+        return self._get(_job_path(job, "ranks", {"owner": owner}), JobRanks, "ranks")
 
-    def overview(self, job: str, window: Window | None = None) -> Overview:
+    def overview(
+        self, job: str, window: Window | None = None, owner: str | None = None
+    ) -> Overview:
         """The first page of every section of `job` over `window` (default: the whole job)
         in one request (`shown` null: the job is unknown); the job list it also holds is
         left at one job."""
-        query = {"job": job, "limit": 1, **(window or Window()).query()}
+        query = {"job": job, "limit": 1, **(window or Window()).query(), "owner": owner}
         return self._get(f"/api/overview{_query(query)}", Overview, "overview")
 
-    def profile(self, job: str, window: Window, step_s: float | None = None) -> SlowRanks:
+    def profile(
+        self, job: str, window: Window, step_s: float | None = None, owner: str | None = None
+    ) -> SlowRanks:
         """Where each rank's time went per step of `window`, the outliers and the
         collective imbalance of `job`."""
-        query = {**window.query(), "step": step_s}
-        return self._get(f"{_job_path(job)}/profile{_query(query)}", SlowRanks, "profile")
+        query = {**window.query(), "step": step_s, "owner": owner}
+        return self._get(_job_path(job, "profile", query), SlowRanks, "profile")
 
-    def series(self, job: str, by: str, window: Window, step_s: float | None = None) -> Series:
+    def series(
+        self,
+        job: str,
+        by: str,
+        window: Window,
+        step_s: float | None = None,
+        owner: str | None = None,
+    ) -> Series:
         """Values per step of `job` over `window`, keyed `by` (category, op, rank, file,
         peer)."""
-        query = {"by": by, **window.query(), "step": step_s}
-        return self._get(f"{_job_path(job)}/series{_query(query)}", Series, by)
+        query = {"by": by, **window.query(), "step": step_s, "owner": owner}
+        return self._get(_job_path(job, "series", query), Series, by)
 
-    def placement(self, job: str, window: Window) -> JobPlacement:
+    def placement(self, job: str, window: Window, owner: str | None = None) -> JobPlacement:
         """Where `job` runs on the fabric: its hosts (with their ranks, HCA ports and how
         each was matched) and the links they sit on or can cross, with their load over
         `window`."""
-        path = f"/api/jobs/{quote(job, safe='')}/placement{_query(window.query())}"
-        return self._get(path, JobPlacement, "placement")
-
-    def link_attribution(self, link: int, start: str | None = None, end: str | None = None
-                         ) -> LinkAttribution:  # fmt: skip
-        """A link's measured bytes per direction over the window [start, end), split into
-        job x layer, with `other` and each figure's provenance."""
-        path = f"/api/fabric/links/{int(link)}/attribution{_query({'from': start, 'to': end})}"
-        return self._get(path, LinkAttribution, "link attribution")
+        query = {**window.query(), "owner": owner}
+        return self._get(_job_path(job, "placement", query), JobPlacement, "placement")
 
     def link_attribution_series(self, link: int, start: str, end: str, step_s: float
                                 ) -> LinkAttributionSeries:  # fmt: skip
@@ -210,15 +218,25 @@ class StacklensApi:
         return self._get(path, LinkAttributionSeries, "link attribution series")
 
     def job_links(self, job: str, window: Window, limit: int | None = None,
-                  cursor: str | None = None) -> JobLinks:  # fmt: skip
+                  cursor: str | None = None, owner: str | None = None) -> JobLinks:  # fmt: skip
         """The link directions `job` crossed over `window`, its bytes on each by layer (one
         page: `limit` rows from `cursor`)."""
-        query = {**window.query(), "limit": limit, "cursor": cursor}
-        return self._get(f"{_job_path(job)}/links{_query(query)}", JobLinks, "job links")
+        query = {**window.query(), "limit": limit, "cursor": cursor, "owner": owner}
+        return self._get(_job_path(job, "links", query), JobLinks, "job links")
 
     def fabric_topology(self) -> Topology:
         """Every fabric node and link the sampler discovered (gone and down ones included)."""
         return self._get("/api/fabric/topology", Topology, "fabric topology")
+
+    def fabric_topology_since(self, etag: str | None) -> tuple[Topology, str] | None:
+        """`fabric_topology()` and its ETag (it changes only at a re-discovery), or None
+        if its ETag is still `etag` (the server then sends no body)."""
+        path = "/api/fabric/topology"
+        response = self._send(path, {"If-None-Match": etag} if etag else {})
+        if response.status_code == 304:
+            return None
+        topology = self._parse(response, path, Topology, "fabric topology")
+        return topology, str(response.headers.get("etag", ""))
 
     def fabric_state(self, window: Window | None = None) -> FabricState:
         """Every link's load, errors and flags, the fabric's counts and freshness: live (no
@@ -276,11 +294,23 @@ class StacklensApi:
         """One incident with its links, jobs and evidence."""
         return self._get(f"/api/incidents/{int(incident_id)}", IncidentDetails, "incident")
 
+    def link_attribution(self, link: int, window: Window | None = None) -> LinkAttribution:
+        """A link's measured bytes each way over `window`'s from/to, split into the jobs
+        (and layers) whose traffic is routed over it, and `other`."""
+        query = _query(_fabric_window(window))
+        path = f"/api/fabric/links/{int(link)}/attribution{query}"
+        return self._get(path, LinkAttribution, "link attribution")
+
     def _get(self, path: str, model: type[_T], what: str) -> _T:
         """GET `path` and parse its JSON body into `model` (a response model or a list of
         them); `what` names the data in error messages."""
+        return self._parse(self._send(path), path, model, what)
+
+    def _send(self, path: str, headers: dict[str, str] | None = None) -> httpx.Response:
+        """GET `path` (with these extra `headers`) as the viewer of the dashboard request;
+        an error answer or none at all raised as ApiError."""
         try:
-            response = self._http.get(path, headers=_viewer_headers())
+            response = self._http.get(path, headers={**_viewer_headers(), **(headers or {})})
         except httpx.HTTPError as exc:
             reason = str(exc) or type(exc).__name__
             url = f"{self.base_url}{path}"
@@ -291,6 +321,10 @@ class StacklensApi:
                 f"{_detail(response)}",
                 response.status_code,
             )
+        return response
+
+    def _parse(self, response: httpx.Response, path: str, model: type[_T], what: str) -> _T:
+        """The JSON body of `response` (to GET `path`) parsed into `model`."""
         try:
             return _adapter(model).validate_json(response.content)
         except pydantic.ValidationError as exc:

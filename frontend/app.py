@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import dash
-from dash import dcc, html
+from dash import Input, Output, dcc, html
 
 from frontend import api, components, ids
 
@@ -47,10 +48,32 @@ def create_dash_app(
         className="shell",
         children=[
             components.page_header(pages),
+            html.Div(id=ids.INCIDENT_BANNER, className="incident-banner-slot"),
             html.Main(dash.page_container, className="content"),
             dcc.Location(id=ids.URL, refresh="callback-nav"),
             dcc.Store(id=ids.REFRESH_BASE_MS, data=refresh_ms),
             dcc.Interval(id=ids.REFRESH_INTERVAL, interval=refresh_ms),
+            dcc.Interval(id=ids.INCIDENT_BANNER_TICK, interval=max(refresh_ms, BANNER_MS)),
         ],
     )
+    _register_banner(dash_app)
     return dash_app
+
+
+#: The incident banner's refresh period at least (ms).
+BANNER_MS = 2000
+
+
+def _register_banner(dash_app: dash.Dash) -> None:
+    """The banner of every page: the open incidents (GET /api/incidents?open=true), empty
+    when none; an unreachable server leaves it as it was."""
+
+    @dash_app.callback(
+        Output(ids.INCIDENT_BANNER, "children"), Input(ids.INCIDENT_BANNER_TICK, "n_intervals")
+    )
+    def banner(_tick: int | None) -> Any:
+        try:
+            listed = api.current_client().incidents(api.IncidentQuery(open=True, limit=1))
+        except api.ApiError:
+            return dash.no_update
+        return components.incident_banner(listed)

@@ -25,6 +25,8 @@ from frontend.formatting import (
 )
 from stacklens.api_models import (
     FabricEvent,
+    IncidentDetails,
+    IncidentList,
     JobCollectives,
     JobIo,
     JobList,
@@ -33,8 +35,9 @@ from stacklens.api_models import (
     JobRanks,
     JobRma,
     JobSizes,
+    LinkAttribution,
     LinkEnd,
-    LinkLoad,
+    LinkPage,
     Matrix,
     SlowRanks,
 )
@@ -51,8 +54,8 @@ MAX_SIZE_ROWS = 200
 MAX_RANK_ROWS = 256
 # Hosts named in the ranks summary line.
 MAX_SUMMARY_HOSTS = 8
-# Rows shown in the fabric links table (erroring, then down, then busiest links).
-MAX_LINK_ROWS = 40
+# Rows of a page of the fabric links grid.
+LINK_PAGE_ROWS = 100
 # Fabric events shown (newest first).
 MAX_EVENT_ROWS = 20
 
@@ -240,10 +243,11 @@ def grid(grid_id: str, columns: list[dict[str, Any]], height_px: int = 420) -> A
 
 
 def job_rows(jobs: JobList) -> list[dict[str, Any]]:
-    """The jobs grid's rows: a page of the job list, newest first (row id = job id)."""
+    """The jobs grid's rows: a page of the job list, newest first (row id = the path of the
+    job's page, qualified by its owner: unique even where two owners used one job id)."""
     return [
         {
-            "id": job.job,
+            "id": job_path(job.job, job.user),
             "job": job.job,
             "user": job.user,
             "command": job.command,
@@ -354,22 +358,25 @@ def rma_caption(rma: JobRma) -> str:
     return f"{held}. In all: {totals}."
 
 
-def matrix_title(matrix: Matrix) -> list:
+def matrix_title(matrix: Matrix, owner: str | None = None) -> list:
     """Heading of the matrix section: which job (a link to its own page, where any window
-    of it can be chosen), its size and total point-to-point bytes."""
+    of it can be chosen; `owner` qualifies it), its size and total point-to-point bytes."""
     total = sum(b.bytes for b in matrix.blocks)
     details = f"{matrix.world_size} ranks · {format_bytes(total)} point-to-point"
     return [
         "Point-to-point traffic of ",
-        dcc.Link(matrix.job, href=job_path(matrix.job), className="mono job-link"),
+        dcc.Link(matrix.job, href=job_path(matrix.job, owner), className="mono job-link"),
         " ",
         html.Span(details, className="subtle"),
     ]
 
 
-def job_path(job: str) -> str:
-    """The path of a job's own page (the key quoted: it may hold a slash)."""
-    return f"/jobs/{quote(job, safe='')}"
+def job_path(job: str, owner: str | None = None) -> str:
+    """The path of a job's own page (the key quoted: it may hold a slash), qualified by its
+    owner (`?owner=`, the job list's `user`) when one is given: the id alone names one job
+    only while no two owners used it (docs/access.md, "Job URLs")."""
+    path = f"/jobs/{quote(job, safe='')}"
+    return f"{path}?owner={quote(owner, safe='')}" if owner else path
 
 
 def ops_summary(ops: JobOps) -> list | str:
@@ -442,80 +449,110 @@ def no_fabric_notice() -> html.Div:
     )
 
 
-def fabric_links_table_markdown(loads: Sequence[LinkLoad], total: int | None = None) -> str:
-    """The fabric links table as Markdown (see `markdown_table` on why): a caption,
-    then links with errors in the last sweep (most first), down links, then the busiest, at
-    most `MAX_LINK_ROWS` rows, of `total` links (default: as many as given). Unknown values
-    read "?" (never 0).
+#: Columns of the fabric links grid (one row per link, `fabric_link_rows`); numbers are
+#: exact (whole bytes/s), "?" where unknown, never 0.
+LINK_COLUMNS: list[dict[str, Any]] = [
+    {"field": "link", "headerName": "Link", "minWidth": 220, "tooltipField": "link"},
+    {"field": "state", "headerName": "State", "maxWidth": 110},
+    {"field": "utilisation", "headerName": "Utilisation", "type": "rightAligned"},
+    {"field": "a_to_b", "headerName": "A → B bytes/s", "type": "rightAligned"},
+    {"field": "b_to_a", "headerName": "B → A bytes/s", "type": "rightAligned"},
+    {"field": "capacity", "headerName": "Capacity bytes/s", "type": "rightAligned"},
+    {"field": "errors", "headerName": "Errors", "type": "rightAligned",
+     "tooltipField": "error_detail"},
+    {"field": "xmit_wait", "headerName": "Xmit wait/s", "type": "rightAligned"},
+    {"field": "sampled", "headerName": "Newest sample (UTC)", "minWidth": 190},
+]  # fmt: skip
 
-    Columns: link (a - b), state, utilisation, a -> b and b -> a bytes/s (exact, whole
-    bytes), capacity bytes/s, the error deltas of the last sweep, xmit-wait ticks, sample time.
-    """
-    if not loads:
-        return "No fabric links discovered yet."
-    rows = sorted(
-        loads,
-        key=lambda x: (
-            -x.errors_total,
-            x.state != "down",
-            x.utilisation is None,
-            -(x.utilisation or 0.0),
-            x.id,
-        ),
-    )
-    n = max(len(rows), total or 0)
-    m = min(len(rows), MAX_LINK_ROWS)
-    shown = f"{m} of {n} links" if n > m else f"{n} link{'s' * (n != 1)}"
-    caption = (
-        f"{shown}: with errors in the last sweep first, then down, then busiest; "
-        "bytes/s and errors from the latest sample of each end (? = unknown; saturated = the "
-        "counter is stuck at its maximum, its errors unknown)."
-    )
-    headings = (
-        "Link",
-        "State",
-        "Utilisation",
-        "A → B bytes/s",
-        "B → A bytes/s",
-        "Capacity bytes/s",
-        *ERROR_HEADINGS.values(),
-        "Xmit wait",
-        "Sampled (UTC)",
-    )
-    align = "llrrrr" + "r" * len(ERROR_HEADINGS) + "rl"
-    cells = []
-    for x in rows[:MAX_LINK_ROWS]:
-        errors = dict(x.errors)
-        cells.append(
-            [
-                _md(f"{x.a.label()} - {x.b.label()}"),
-                x.state,
-                _percent(x.utilisation),
-                _rate(x.a_to_b_bytes_per_s),
-                _rate(x.b_to_a_bytes_per_s),
-                _known(x.capacity_bytes_per_s),
-                *(
-                    "saturated" if c in x.saturated else _known(errors.get(c))
-                    for c in ERROR_HEADINGS
-                ),
-                _known(x.xmit_wait),
-                format_utc_ns(x.ts_ns) if x.ts_ns is not None else "?",
-            ]
+
+def fabric_link_rows(page: LinkPage) -> list[dict[str, Any]]:
+    """The fabric links grid's rows: a page of the links list (row id = link id). Errors:
+    the sum of the known error deltas, "saturated" or "?" when some counter is saturated or
+    unknown (the tooltip names each counter's value)."""
+    rows = []
+    for x in page.links:
+        detail = ", ".join(
+            f"{ERROR_HEADINGS[c]}: {'saturated' if c in x.saturated else _known(x.errors.get(c))}"
+            for c in ERROR_HEADINGS
         )
-    return _table(caption, headings, align, cells)
+        errors = str(x.errors_total)
+        if x.saturated:
+            errors += " (saturated)"
+        elif any(x.errors.get(c) is None for c in ERROR_HEADINGS):
+            errors += " (some ?)"
+        rows.append(
+            {
+                "id": x.id,
+                "link": f"{x.a.label()} - {x.b.label()}",
+                "state": x.state,
+                "utilisation": _percent(x.utilisation),
+                "a_to_b": _rate(x.a_to_b_bytes_per_s),
+                "b_to_a": _rate(x.b_to_a_bytes_per_s),
+                "capacity": _known(x.capacity_bytes_per_s),
+                "errors": errors,
+                "error_detail": detail,
+                "xmit_wait": _rate(x.xmit_wait_per_s),
+                "sampled": format_utc_ns(x.ts_ns) if x.ts_ns is not None else "?",
+            }
+        )
+    return rows
 
 
-def fabric_events_markdown(events: Sequence[FabricEvent]) -> str:
-    """The newest fabric events (newest first) as a Markdown table: time, kind, subject."""
-    if not events:
-        return "No fabric events yet (links going down or up, nodes gone or new)."
-    caption = f"Newest {len(events)} fabric event{'s' * (len(events) != 1)}, newest first."
-    headings = ("Time (UTC)", "Event", "Subject")
-    align = "lll"
+def fabric_links_caption(page: LinkPage, first: int, scope: str) -> str:
+    """What the links grid holds: "links 1–100 of 3,584, busiest first, <scope>"."""
+    order = "busiest first" if page.sort == "utilisation" else "most errors first"
+    if not page.links:
+        return f"No link, {scope}."
+    last = first + len(page.links) - 1
+    return (
+        f"links {first:,}–{last:,} of {page.page.total:,}, {order}, {scope} "
+        "(? = unknown; a down link has no rate)"
+    )
+
+
+def fabric_events_markdown(events: Sequence[FabricEvent], total: int, scope: str) -> str:
+    """Fabric events of a window (newest start first; `total` of them in all) as a
+    Markdown table: start, end ("open" while it lasts), kind, subject; `scope` names the
+    window."""
+    shown = events[:MAX_EVENT_ROWS]
+    if not shown:
+        return f"No fabric event {scope} (links down or up, nodes gone or new, error bursts)."
+    caption = f"{len(shown)} of {total} fabric event{'s' * (total != 1)} {scope}, newest first."
+    headings = ("Start (UTC)", "End (UTC)", "Event", "Subject")
     rows = [
-        (format_utc_ns(e.start_ns), _md(e.kind), _md(e.subject)) for e in events[:MAX_EVENT_ROWS]
-    ]
-    return _table(caption, headings, align, rows)
+        (format_utc_ns(e.start_ns), "open" if e.end_ns is None else format_utc_ns(e.end_ns),
+         _md(e.kind), _md(e.subject))
+        for e in shown
+    ]  # fmt: skip
+    return _table(caption, headings, "llll", rows)
+
+
+def link_jobs_markdown(attribution: LinkAttribution) -> str:
+    """The jobs on a link over a window (GET /api/fabric/links/{link}/attribution): per
+    job, its bytes each way (all layers), and `other` (measured - attributed)."""
+    per: dict[tuple[str, str], dict[str, float]] = {}
+    for d in attribution.directions:
+        for x in d.by_job:
+            key = (x.job or "another job", x.user or "")
+            per.setdefault(key, {}).setdefault(d.direction, 0.0)
+            per[key][d.direction] += x.bytes
+    other = {d.direction: d.other_bytes for d in attribution.directions}
+    if not per:
+        return "No job's traffic is attributed to this link in the window."
+    caption = (
+        f"{len(per)} job{'s' * (len(per) != 1)} on this link (routed over the forwarding "
+        f"tables, paths: {attribution.paths}); other = measured − attributed."
+    )
+    rows = [
+        (_md(job), _md(user), format_bytes(ways.get("a_to_b", 0.0)),
+         format_bytes(ways.get("b_to_a", 0.0)))
+        for (job, user), ways in sorted(per.items(), key=lambda kv: -sum(kv[1].values()))
+    ]  # fmt: skip
+    a_to_b, b_to_a = (
+        "?" if other.get(w) is None else format_bytes(other[w] or 0.0) for w in ("a_to_b", "b_to_a")
+    )
+    rows.append(("other", "", a_to_b, b_to_a))
+    return _table(caption, ("Job", "User", "A → B", "B → A"), "llrr", rows)
 
 
 def communicator_label(comm_id: int, overflow: bool) -> str:
@@ -853,3 +890,66 @@ def outlier_items(profile: SlowRanks) -> list:
     items = [html.Li(o.text, className="outlier") for o in profile.outliers]
     items += [html.Li(g.text, className="imbalance") for g in profile.imbalance]
     return items or [html.Li("No rank stands out in this window.", className="subtle")]
+
+
+# ---- incidents -----------------------------------------------------------------------------
+
+INCIDENT_COLUMNS = [
+    _number("id", "#", maxWidth=80),
+    _text("severity", "Severity", maxWidth=110, cellClass="severity"),
+    _text("kind", "Kind", maxWidth=140),
+    _text("summary", "Incident", tooltipField="summary", minWidth=420),
+    _text("state", "State", maxWidth=100),
+    _text("start", "Start (UTC)"),
+    _text("end", "End (UTC)"),
+    _number("jobs", "Jobs", maxWidth=90),
+]
+
+
+def incident_rows(incidents: IncidentList) -> list[dict[str, Any]]:
+    """The incidents grid's rows (row id = incident id), newest first."""
+    return [
+        {
+            "id": i.id,
+            "severity": i.severity,
+            "kind": i.kind,
+            "summary": i.summary,
+            "state": "open" if i.open else "ended",
+            "start": format_utc_ns(i.start_ns),
+            "end": "" if i.end_ns is None else format_utc_ns(i.end_ns),
+            "jobs": i.jobs,
+        }  # fmt: skip
+        for i in incidents.incidents
+    ]
+
+
+def incident_banner(incidents: IncidentList) -> list[Any]:
+    """The banner of every page while incidents are open (empty when none): how many, the
+    newest's severity and summary, and a link to the Incidents page."""
+    if not incidents.incidents:
+        return []
+    newest = incidents.incidents[0]
+    count = incidents.page.total
+    head = f"{count} open incident{'s' if count != 1 else ''}"
+    return [html.Div(className=f"notice notice-error incident-banner severity-{newest.severity}",
+                     role="alert", children=[
+        html.Strong(head), f" — {newest.severity}: {newest.summary} ",
+        dcc.Link("see incidents", href="/incidents"),
+    ])]  # fmt: skip
+
+
+def incident_jobs_markdown(incident: IncidentDetails) -> str:
+    """A Markdown table of an incident's jobs: role, job (or "another job"), its signals,
+    bytes on the links, ranks and files."""
+    if not incident.members:
+        return "No job crosses the link or slowed during it."
+    lines = ["| Role | Job | User | Signals | Bytes on the links | Ranks | Files |",
+             "|---|---|---|---|---:|---|---|"]  # fmt: skip
+    for m in incident.members:
+        job = _md(m.job) if m.job else "another job"
+        nbytes = "" if m.link_bytes is None else format_bytes(m.link_bytes)
+        ranks = ", ".join(map(str, m.ranks[:16]))
+        files = ", ".join(_md(f) for f in m.files[:4])
+        lines.append(f"| {m.role} | {job} | {_md(m.user or '')} | {', '.join(m.signals)} | "
+                     f"{nbytes} | {ranks} | {files} |")  # fmt: skip
+    return "\n".join(lines)

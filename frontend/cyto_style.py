@@ -125,7 +125,7 @@ def elements(
     joined to the leaf by one bundle edge (`bundle-<leaf guid>`), unless the leaf's guid is
     in `expanded`. Every edge's `data.links` lists the link ids it stands for (the page
     colours it by the hottest); every node's `data.search` is what the search box matches
-    (name and GUID; a group's: its hosts')."""
+    (name and GUID), a group's `data.members` its hosts' names and GUIDs."""
     expanded = expanded or set()
     where = positions(topology)
     leaf_of = hca_leaves(topology) if fold else {}
@@ -160,7 +160,6 @@ def elements(
                     "kind": "group",
                     "leaf": leaf,
                     "count": len(hosts),
-                    "search": " ".join(f"{h.name} {h.guid}".lower() for h in hosts),
                     "members": {h.name.lower(): h.guid for h in hosts},
                     "colour": UNKNOWN_COLOUR,
                 },
@@ -221,8 +220,8 @@ def paint_config() -> dict:
 def stylesheet() -> list[dict]:
     """The cytoscape stylesheet: switches as rounded boxes above HCAs as small circles and
     host groups as boxes coloured by their hottest link, links coloured by `data(colour)`;
-    error, down, gone, dimmed (filtered out), job (highlighted job's) and focused (searched)
-    classes."""
+    error, down, gone, dimmed (filtered out), stale (no recent sweep), job (highlighted
+    job's) and focused (searched, or in the URL) classes."""
     return [
         {
             "selector": "node",
@@ -298,10 +297,13 @@ def stylesheet() -> list[dict]:
             "style": {"line-color": DOWN_COLOUR, "line-style": "dashed", "width": 2},
         },
         {"selector": ".dim", "style": {"opacity": 0.12}},
+        # Stale data (no sweep for a while): the last known colours, faded and dashed.
+        {"selector": "edge.stale", "style": {"opacity": 0.4, "line-style": "dashed"}},
         {"selector": "node.job", "style": {"border-width": 4, "border-color": "#7a5af8"}},
         {"selector": "edge.job", "style": {"line-style": "solid", "z-index": 9}},
         {
             "selector": ".focus",
             "style": {"border-width": 4, "border-color": "#f79009", "z-index": 10},
         },
+        {"selector": "edge.focus", "style": {"width": 9, "z-index": 10}},
     ]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 import plotly.graph_objects as go
@@ -11,8 +11,17 @@ from plotly.colors import sequential
 from plotly.subplots import make_subplots
 
 from frontend.formatting import format_bytes, format_bytes_short, format_size_bucket
-from stacklens.api_models import JobSizes, Matrix, MatrixCell, Series, SlowRanks
-from stacklens.constants import bucket_bounds
+from stacklens.api_models import (
+    FabricEvent,
+    FabricSeries,
+    IncidentDetails,
+    JobSizes,
+    Matrix,
+    MatrixCell,
+    Series,
+    SlowRanks,
+)
+from stacklens.constants import ERROR_COUNTERS, bucket_bounds
 
 # Cell labels: full ("1.50 MiB") up to this many rows of cells, short ("1.5M") up to the
 # next, none beyond (hover still shows exact values).
@@ -238,3 +247,82 @@ def rank_heatmap(profile: SlowRanks) -> go.Figure:
 def _utc(t_ns: int) -> datetime:
     """A ns timestamp as a UTC datetime (Plotly draws it as a date axis)."""
     return datetime.fromtimestamp(t_ns / 1e9, UTC)
+
+
+def incident_evidence(incident: IncidentDetails) -> go.Figure:
+    """An incident's evidence over time: per link its utilisation and PortXmitWait rate
+    (ticks/s, right axis); per visible job its time per byte over its baseline (factor)."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        specs=[[{"secondary_y": True}], [{}]],
+                        subplot_titles=("Links", "Jobs: time per byte / baseline"))  # fmt: skip
+
+    def when(ns: int) -> datetime:
+        return datetime.fromtimestamp(ns / 1e9, UTC)
+
+    for link in incident.links:
+        name = f"{link.a.label() if link.a else '?'} – {link.b.label() if link.b else '?'}"
+        points = [p for p in link.evidence if "utilisation" in p]
+        xs = [when(p["t_ns"]) for p in points]
+        fig.add_trace(go.Scatter(x=xs, y=[p["utilisation"] for p in points], mode="lines+markers",
+                                 name=f"{name} utilisation"), row=1, col=1)  # fmt: skip
+        fig.add_trace(go.Scatter(x=xs, y=[p["xmit_wait_per_s"] for p in points],
+                                 mode="lines+markers", line={"dash": "dot"},
+                                 name=f"{name} xmit-wait/s"),
+                      row=1, col=1, secondary_y=True)  # fmt: skip
+    for member in incident.members:
+        for kind, evidence in member.evidence.items():
+            points = [p for p in evidence.get("series", []) if p.get("per_byte_ns") is not None]
+            base = evidence.get("baseline_per_byte_ns") or None
+            if not points or base is None:
+                continue
+            fig.add_trace(go.Scatter(x=[when(p["t_ns"]) for p in points],
+                                     y=[p["per_byte_ns"] / base for p in points],
+                                     mode="lines+markers", name=f"{member.label} {kind}"),
+                          row=2, col=1)  # fmt: skip
+    fig.update_layout(height=420, margin={"l": 50, "r": 50, "t": 30, "b": 30},
+                      font={"family": _FONT}, legend={"orientation": "h"},
+                      plot_bgcolor="white")  # fmt: skip
+
+
+#: Colour of each kind of fabric event marked on a series (others: violet).
+_EVENT_COLOURS = {"link_down": "#98a2b3", "node_gone": "#98a2b3", "error_burst": "#d92d20"}
+
+
+def fabric_series(series: FabricSeries, events: Sequence[FabricEvent]) -> go.Figure:
+    """A link's (or port's, node's) counters per step (`series`): bytes/s each way on top,
+    error deltas (every error counter summed) and PortXmitWait ticks/s below; each event of
+    `events` marked over both as a band from its start to its end (to the window's end
+    while open; a point event as a line), labelled with its kind. Unknown steps are gaps."""
+    if not series.t_ns:
+        return _empty_figure("No sample in this window.")
+    c = series.columns
+    x = [_utc(t) for t in series.t_ns]
+    ways = (("a_to_b_bytes_per_s", "a → b"), ("b_to_a_bytes_per_s", "b → a"))
+    if series.subject != "link":
+        ways = (("xmit_bytes_per_s", "sent"), ("rcv_bytes_per_s", "received"))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=("bytes/s", "errors · xmit wait/s"))  # fmt: skip
+    for column, name in ways:
+        fig.add_trace(go.Scatter(x=x, y=c.get(column, []), name=name, mode="lines+markers",
+                                 marker={"size": 4}, connectgaps=False), row=1, col=1)  # fmt: skip
+    errors: list[float | None] = []
+    for i in range(len(series.t_ns)):
+        known = [float(v) for e in ERROR_COUNTERS if e in c and (v := c[e][i]) is not None]
+        errors.append(sum(known) if known else None)
+    fig.add_trace(go.Bar(x=x, y=errors, name="errors", marker_color="#d92d20"), row=2, col=1)
+    fig.add_trace(go.Scatter(x=x, y=c.get("xmit_wait_per_s", []), name="xmit wait/s",
+                             mode="lines", line={"color": "#f79009"}), row=2, col=1)  # fmt: skip
+    for event in events:
+        start = max(event.start_ns, series.from_ns)
+        end = min(event.end_ns if event.end_ns is not None else series.to_ns, series.to_ns)
+        colour = _EVENT_COLOURS.get(event.kind, "#7a5af8")
+        if end > start:
+            fig.add_vrect(x0=_utc(start), x1=_utc(end), fillcolor=colour, opacity=0.15,
+                          line_width=0, annotation_text=event.kind,
+                          annotation_position="top left")  # fmt: skip
+        else:
+            fig.add_vline(x=_utc(start).timestamp() * 1000, line_color=colour, line_dash="dot",
+                          annotation_text=event.kind)  # fmt: skip
+    fig.update_layout(legend={"orientation": "h", "y": -0.15}, **_base_layout())
+    fig.update_xaxes(range=[_utc(series.from_ns), _utc(series.to_ns)])
+    return fig

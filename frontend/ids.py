@@ -62,11 +62,38 @@ CARD_ERRORS = {
 
 # Fabric page (frontend/pages/fabric.py).
 FABRIC_STATUS = "fabric-status"  # error / "no fabric yet" notice; empty when all is well
+FABRIC_DRAW_MESSAGE = "fabric-draw-message"  # why the graph could not be drawn; empty when drawn
 FABRIC_UPDATED = "fabric-updated"  # time of the last successful refresh
 FABRIC_SUMMARY = "fabric-summary"  # one line: nodes, links, down, with errors, busiest
 FABRIC_GRAPH = "fabric-graph"  # dash-cytoscape topology (node ids = GUIDs, links "link-<id>")
 FABRIC_HOVER = "fabric-hover"  # one line about the link or node under the mouse
-FABRIC_LINKS_TABLE = "fabric-links-table"  # dcc.Markdown: erroring, down, then busiest links
+FABRIC_LINKS_GRID = "fabric-links-grid"  # dash-ag-grid: a page of the links (row id = link id)
+FABRIC_LINKS_CAPTION = "fabric-links-caption"  # "links 1–100 of 3,584, busiest first, over ..."
+FABRIC_LINKS_SORT = "fabric-links-sort"  # radio: busiest first / most errors first
+FABRIC_LINKS_NEWER = "fabric-links-newer"  # button: the previous page of the links
+FABRIC_LINKS_OLDER = "fabric-links-older"  # button: the next page of the links
+FABRIC_LINKS_PAGES = "fabric-links-pages"  # dcc.Store: cursors of the pages up to the one shown
+FABRIC_LINKS_NEXT = "fabric-links-next"  # dcc.Store: next_cursor of the page shown (None: last)
+FABRIC_VIEW = "fabric-view"  # dcc.Store: the view in the URL (window, at/step, job, focus)
+FABRIC_PICKER = "fabric-window-picker"  # radio: live 5 min / 1 h / 24 h, custom
+FABRIC_FROM = "fabric-from"  # input: custom window start (RFC 3339 or epoch seconds)
+FABRIC_TO = "fabric-to"  # input: custom window end
+FABRIC_APPLY = "fabric-apply"  # button: show the custom window
+FABRIC_SLIDER = "fabric-playback"  # dcc.Slider over the window's steps (epoch s of a step)
+FABRIC_PLAY = "fabric-play"  # button: play / pause the playback
+FABRIC_LIVE = "fabric-live"  # button: leave the playback, back to the newest sweep
+FABRIC_PLAYING = "fabric-playing"  # dcc.Store: whether the playback runs
+FABRIC_PLAYBACK_SHOWN = "fabric-playback-shown"  # "live: newest sweep" or the step replayed
+FABRIC_FRESHNESS = "fabric-freshness"  # how old the last sweep is; "STALE ..." when stale
+FABRIC_SELECTED = "fabric-selected"  # dcc.Store: the clicked link or node ({kind, id, label})
+FABRIC_PANEL = "fabric-panel"  # the detail panel beside the graph (class "open" / "closed")
+FABRIC_PANEL_TITLE = "fabric-panel-title"  # "link a[p] - b[q]" or "node <name>"
+FABRIC_PANEL_TICK = "fabric-panel-tick"  # dcc.Store: the table tick while a panel is open
+FABRIC_PANEL_CLOSE = "fabric-panel-close"  # button: close the panel
+FABRIC_PANEL_STATUS = "fabric-panel-status"  # the panel's error; empty when all is well
+FABRIC_PANEL_SERIES = "fabric-panel-series"  # holds a dcc.Graph: counters per step, events marked
+FABRIC_PANEL_EVENTS = "fabric-panel-events"  # dcc.Markdown: its events over the window
+FABRIC_PANEL_JOBS = "fabric-panel-jobs"  # dcc.Markdown: the jobs on it
 FABRIC_EVENTS_TABLE = "fabric-events-table"  # dcc.Markdown: newest fabric events
 FABRIC_STATE = "fabric-state"  # dcc.Store: the shared fabric state of the newest sweep
 FABRIC_TOPOLOGY_ETAG = "fabric-topology-etag"  # dcc.Store: ETag of the topology (redraw on change)
@@ -127,3 +154,23 @@ JV_RANKS_TABLE = "jv-ranks-table"  # dcc.Markdown: the ranks
 JV_PLACEMENT = "jv-placement"  # the "Hosts and links" card
 JV_PLACEMENT_HOSTS = "jv-placement-hosts"  # dcc.Markdown: the job's hosts on the fabric
 JV_PLACEMENT_LINKS = "jv-placement-links"  # dcc.Markdown: their links and load
+
+# Incident banner (frontend/app.py, every page) and the Incidents page (pages/incidents.py).
+INCIDENT_BANNER = "incident-banner"  # "N open incidents: <newest's summary>"; empty when none
+INCIDENT_BANNER_TICK = "incident-banner-tick"  # dcc.Interval: the banner's refresh
+INC_UPDATED = "inc-updated"  # time of the last refresh of the list
+INC_SEVERITY = "inc-severity"  # dcc.Dropdown: one severity or all
+INC_KIND = "inc-kind"  # dcc.Dropdown: one detector kind or all
+INC_STATE = "inc-state"  # dcc.Dropdown: open / ended / all
+INC_JOB = "inc-job"  # dcc.Input: one of your jobs
+INC_LINK = "inc-link"  # dcc.Input: a fabric link id
+INC_FROM = "inc-from"  # dcc.Input (UTC): overlapping from
+INC_TO = "inc-to"  # dcc.Input (UTC): overlapping to
+INC_ERROR = "inc-error"  # the list's error message; empty when all is well
+INC_CAPTION = "inc-caption"  # "N incidents" (of how many)
+INC_GRID = "inc-grid"  # dash-ag-grid, a row per incident (row id = incident id)
+INC_DETAIL = "inc-detail"  # the chosen incident: links, jobs, evidence
+INC_DETAIL_TITLE = "inc-detail-title"  # heading of the chosen incident
+INC_DETAIL_JOBS = "inc-detail-jobs"  # dcc.Markdown: its jobs (roles, ranks, files, bytes)
+INC_EVIDENCE = "inc-evidence"  # dcc.Graph: its links' and jobs' evidence series
+INC_TICK = "inc-tick"  # dcc.Interval: the page's refresh

@@ -59,8 +59,8 @@ def create_app(
     connection_limits: ConnectionLimits | None = None,
     max_body_bytes: int = 32 << 20,
     access: Access | None = None,
-    incidents: IncidentService | None = None,
     traffic: TrafficConfig | None = None,
+    incidents: IncidentService | None = None,
 ) -> FastAPI:
     """The FastAPI app over `engine`.
 
@@ -70,10 +70,10 @@ def create_app(
     bodies are capped at `max_body_bytes`. The fabric view's shared answers look for a new
     sweep at most every `fabric_recheck_s`; the Fabric page aggregates fabrics of more than
     `fabric_fold_above` HCAs. `access` says who may read what (default: auth_mode=none,
-    answering to loopback names only). `incidents`, when given, detects for the app's
-    lifetime (after the collector starts, stopped before it). `traffic`: how the fabric
-    forwards and where the storage servers are, for link attribution (default: fixed
-    paths, no storage servers).
+    answering to loopback names only). `traffic`: how the fabric forwards and where the
+    storage servers are, for link attribution (default: fixed paths, no storage servers).
+    `incidents`, when given, detects for the app's
+    lifetime (after the collector starts, stopped before it).
     """
     access = access or Access()
 
@@ -119,8 +119,8 @@ def create_app(
     app.include_router(jobs_router)
     app.include_router(overview_router)
     app.include_router(fabric_router)
-    app.include_router(incidents_router)
     app.include_router(traffic_router)
+    app.include_router(incidents_router)
     app.include_router(ingest_router)
     app.include_router(metrics_router)
     app.include_router(reports_router)

@@ -18,6 +18,7 @@ _MEANINGS = {
     401: "missing or wrong token (Authorization: Bearer ...)",
     403: "not allowed from this address",
     404: "no such resource",
+    409: "the job id names jobs of several owners: say which with `owner` (the answer lists them)",
     413: "request body over the size cap",
     503: "the service cannot answer now; retry later",
 }

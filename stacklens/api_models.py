@@ -794,86 +794,6 @@ class JobPlacement(ApiModel):
 
 
 # ---------------------------------------------------------------------------------------
-# incidents: /api/incidents (server/incidents)
-# ---------------------------------------------------------------------------------------
-
-IncidentKind = Literal["congestion", "link_errors", "link_flap", "mpi_slowdown", "io_stall"]
-Severity = Literal["minor", "major", "critical"]
-Role = Literal["aggressor", "victim", "on link"]
-
-
-class IncidentLink(ApiModel):
-    """A link of an incident, with the signal on it and its evidence series."""
-
-    id: int = Field(description="fabric link id")
-    a: LinkEnd | None
-    b: LinkEnd | None
-    capacity_bytes_per_s: int | None
-    signals: list[str] = Field(description="detector kinds on this link")
-    peak: float = Field(description="congestion: level over its threshold (1 = at it); "
-                        "errors: most errors in a sweep; flap: down/up events")  # fmt: skip
-    evidence: list[dict[str, Any]] = Field(
-        description="per sweep: t_ns, utilisation, xmit_wait_per_s, errors, down (null = "
-        "unknown); a flap: the event times"
-    )
-
-
-class IncidentJob(ApiModel):
-    """A job of an incident. Another user's job is shown as `another job` and nothing else
-    (`job`, `user`, ranks, files, bytes and evidence are then null or empty)."""
-
-    role: Role = Field(
-        description="aggressor: the most bytes on the links (likely cause); victim: its MPI "
-        "or I/O time per byte rose; on link: crosses it"
-    )
-    visible: bool = Field(description="false: another user's job")
-    job: str | None = Field(description="the job id; null: another job")
-    user: str | None
-    label: str = Field(description="'job <id>' or 'another job'")
-    signals: list[str] = Field(description="its own detector kinds (mpi_slowdown, io_stall)")
-    ranks: list[int] = Field(description="the ranks most affected (most time waiting or in I/O)")
-    files: list[str] = Field(description="`layer:path` of its I/O stall or of the aggressor's")
-    link_bytes: int | None = Field(
-        description="its bytes on the incident's links during it (routed); null: unknown"
-    )
-    evidence: dict[str, Any] = Field(
-        description="per signal kind: baseline_per_byte_ns, peak_factor and the series of "
-        "steps (t_ns, time_ns, bytes, per_byte_ns, baseline_per_byte_ns)"
-    )
-
-
-class IncidentSummary(ApiModel):
-    """An incident as listed."""
-
-    id: int
-    kind: IncidentKind = Field(description="the signal that opened it")
-    severity: Severity
-    title: str = Field(description="the cause and the place")
-    summary: str = Field(description="one line with the jobs as this viewer may see them")
-    open: bool
-    start_ns: int
-    end_ns: int | None = Field(description="null while open")
-    detected_ns: int
-    updated_ns: int
-    signals: list[str] = Field(description="every detector kind it joins")
-    link_ids: list[int]
-    jobs: int = Field(description="jobs involved (visible or not)")
-
-
-class IncidentDetails(IncidentSummary):
-    """One incident with its links, jobs and evidence."""
-
-    links: list[IncidentLink]
-    members: list[IncidentJob]
-
-
-class IncidentList(ApiModel):
-    """A page of incidents, newest start first."""
-
-    incidents: list[IncidentSummary]
-    page: PageInfo
-
-
 # traffic: which job and which layer is on each link (server/traffic/, docs/attribution.md)
 # ---------------------------------------------------------------------------------------
 
@@ -971,10 +891,91 @@ class JobLinks(ApiModel):
     from_ns: int | None
     to_ns: int | None
     paths: PathMode
-    collectives: Literal["measured", "modelled"] = Field(
-        description="where the job's collective on-wire bytes come from"
+    collectives: Literal["measured", "mixed", "modelled"] = Field(
+        description="where the job's collective on-wire bytes come from: measured by the "
+        "MPI in every run, in some (mixed), or modelled"
     )
     links: list[JobLinkBytes]
     page: PageInfo
     left_out: dict[str, int] = Field(description="the job's bytes on no link, by reason")
     run: int | None = _run_asked()
+
+
+# incidents: /api/incidents (server/incidents)
+# ---------------------------------------------------------------------------------------
+
+IncidentKind = Literal["congestion", "link_errors", "link_flap", "mpi_slowdown", "io_stall"]
+Severity = Literal["minor", "major", "critical"]
+Role = Literal["aggressor", "victim", "on link"]
+
+
+class IncidentLink(ApiModel):
+    """A link of an incident, with the signal on it and its evidence series."""
+
+    id: int = Field(description="fabric link id")
+    a: LinkEnd | None
+    b: LinkEnd | None
+    capacity_bytes_per_s: int | None
+    signals: list[str] = Field(description="detector kinds on this link")
+    peak: float = Field(description="congestion: level over its threshold (1 = at it); "
+                        "errors: most errors in a sweep; flap: down/up events")  # fmt: skip
+    evidence: list[dict[str, Any]] = Field(
+        description="per sweep: t_ns, utilisation, xmit_wait_per_s, errors, down (null = "
+        "unknown); a flap: the event times"
+    )
+
+
+class IncidentJob(ApiModel):
+    """A job of an incident. Another user's job is shown as `another job` and nothing else
+    (`job`, `user`, ranks, files, bytes and evidence are then null or empty)."""
+
+    role: Role = Field(
+        description="aggressor: the most bytes on the links (likely cause); victim: its MPI "
+        "or I/O time per byte rose; on link: crosses it"
+    )
+    visible: bool = Field(description="false: another user's job")
+    job: str | None = Field(description="the job id; null: another job")
+    user: str | None
+    label: str = Field(description="'job <id>' or 'another job'")
+    signals: list[str] = Field(description="its own detector kinds (mpi_slowdown, io_stall)")
+    ranks: list[int] = Field(description="the ranks most affected (most time waiting or in I/O)")
+    files: list[str] = Field(description="`layer:path` of its I/O stall or of the aggressor's")
+    link_bytes: int | None = Field(
+        description="its bytes on the incident's links during it (routed); null: unknown"
+    )
+    evidence: dict[str, Any] = Field(
+        description="per signal kind: baseline_per_byte_ns, peak_factor and the series of "
+        "steps (t_ns, time_ns, bytes, per_byte_ns, baseline_per_byte_ns)"
+    )
+
+
+class IncidentSummary(ApiModel):
+    """An incident as listed."""
+
+    id: int
+    kind: IncidentKind = Field(description="the signal that opened it")
+    severity: Severity
+    title: str = Field(description="the cause and the place")
+    summary: str = Field(description="one line with the jobs as this viewer may see them")
+    open: bool
+    start_ns: int
+    end_ns: int | None = Field(description="null while open")
+    detected_ns: int
+    updated_ns: int
+    signals: list[str] = Field(description="every detector kind it joins")
+    link_ids: list[int]
+    jobs: int = Field(description="jobs involved (visible or not)")
+
+
+class IncidentDetails(IncidentSummary):
+    """One incident with its links, jobs and evidence."""
+
+    links: list[IncidentLink]
+    members: list[IncidentJob]
+
+
+class IncidentList(ApiModel):
+    """A page of incidents, newest start first."""
+
+    incidents: list[IncidentSummary]
+    page: PageInfo

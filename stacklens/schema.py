@@ -409,6 +409,47 @@ CollMinute = _rank_minute(
      "op_id": mapped_column(SmallInteger, primary_key=True, autoincrement=False)},
     ("calls", "time_ns"),
 )  # fmt: skip
+RankValueMinute = _rank_minute(
+    "RankValueMinute", "rank_value_minutes",
+    "What a by-rank series point holds, for one rank in one UTC minute: MPI calls and time, "
+    "point-to-point bytes sent, file I/O bytes and time of the program (phase 0); and its "
+    "POSIX + stdio time (the slow-rank profile's file I/O).",
+    {}, ("mpi_calls", "mpi_time_ns", "bytes_sent", "io_bytes", "io_time_ns", "file_io_ns"),
+)  # fmt: skip
+PeerMinute = _model(
+    "PeerMinute",
+    (Base,),
+    "Point-to-point bytes and messages sent to one destination rank in one UTC minute, "
+    "summed over the senders of a run (by interval end): a job's series by peer.",
+    {
+        "__tablename__": "peer_minutes",
+        "__table_args__": (Index("ix_peer_minutes_job_time", "job_id", "minute_ns"),),
+        "job_id": mapped_column(BigInteger, nullable=False),
+        "run_id": mapped_column(BigInteger, primary_key=True),
+        "minute_ns": mapped_column(BigInteger, primary_key=True),
+        "peer": mapped_column(Integer, primary_key=True, autoincrement=False),
+        **_counters(("bytes_sent", "msgs_sent"), nullable=False),
+    },
+)
+IoSecond = _model(
+    "IoSecond",
+    (Base,),
+    "File I/O per phase, layer and path summed over the ranks of a run in one UTC second "
+    "(by interval end); time_ns = read + write + metadata time: a job's series by category "
+    "and by file at whole-second steps.",
+    {
+        "__tablename__": "io_seconds",
+        "__table_args__": (Index("ix_io_seconds_job_time", "job_id", "second_ns"),),
+        "job_id": mapped_column(BigInteger, nullable=False),
+        "run_id": mapped_column(BigInteger, primary_key=True),
+        "second_ns": mapped_column(BigInteger, primary_key=True),
+        "phase": mapped_column(SmallInteger, primary_key=True, autoincrement=False),
+        "layer": mapped_column(SmallInteger, primary_key=True, autoincrement=False),
+        "path": mapped_column(Text, primary_key=True),
+        **_counters(("reads", "writes", "bytes_read", "bytes_written", "time_ns"),
+                    nullable=False),
+    },
+)  # fmt: skip
 
 
 IoDelta = _model(

@@ -169,6 +169,10 @@ class Settings(BaseSettings):
     fabric_missed_sweeps: int = Field(default=3, ge=1, le=1000)
     fabric_replay_file: Path | None = None
     fabric_sweep_workers: int | None = Field(default=None, ge=1, le=32)
+    # traffic attribution (server/traffic, docs/attribution.md)
+    fabric_paths: Literal["fixed", "parallel", "adaptive"] = "fixed"
+    storage_servers: str = ""  # mount=host,host;mount=host
+    storage_placement: Literal["stripe", "file-hash"] = "stripe"
     # incident detectors (server/incidents)
     incidents: Literal["on", "off"] = "on"
     incident_utilisation: float = Field(default=0.8, ge=0.0, le=1.0)
@@ -180,12 +184,7 @@ class Settings(BaseSettings):
     incident_slowdown: float = Field(default=3.0, gt=1.0)
     incident_baseline_s: float = Field(default=120.0, gt=0)
     incident_min_time_ms: float = Field(default=50.0, ge=0)
-    storage_nodes: str = ""  # comma-separated fabric node names
     alert_webhook: str = ""
-    # traffic attribution (server/traffic, docs/attribution.md)
-    fabric_paths: Literal["fixed", "parallel", "adaptive"] = "fixed"
-    storage_servers: str = ""  # mount=host,host;mount=host
-    storage_placement: Literal["stripe", "file-hash"] = "stripe"
 
     @field_validator("collector")
     @classmethod

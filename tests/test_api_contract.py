@@ -62,7 +62,6 @@ CALLS = (
         ("hosts",),
     ),
     ("job_links", (JOB, Window(1, "0"), 10), "/api/jobs/job%2FK/links?run=1&from=0&limit=10", ()),
-    ("link_attribution", (1, "0"), "/api/fabric/links/1/attribution?from=0", ("directions",)),
     (
         "link_attribution_series",
         (1, str(T0 // 10**9), str(T0 // 10**9 + 2), 1.0),
@@ -101,6 +100,7 @@ CALLS = (
         ("incidents",),
     ),
     ("incident", (1,), "/api/incidents/1", ("links", "members")),
+    ("link_attribution", (1, FABRIC_THEN), f"/api/fabric/links/1/attribution?{THEN}", ()),
 )
 #: The overview's details of a job, each the answer of a route of its own.
 DETAILS = ("matrix", "ops", "io", "collectives", "sizes", "rma", "ranks")

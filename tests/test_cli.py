@@ -139,6 +139,7 @@ def test_up_prints_its_progress_and_status_sees_it_all(pg_url, tmp_path, example
         "stacklens up: fabric discovery: started (it samples a `stacklens fabric-sim` or local "
         "HCA it finds, now or later)",
         f"stacklens up: collector: listening on 127.0.0.1:{port}",
+        "stacklens up: incidents: detecting on every sweep",
         f"stacklens up: API and dashboard: serving on {up['base']}",
     ]
     assert f"stacklens is up: dashboard {up['base']}/" in log

@@ -44,7 +44,7 @@ def test_demo_runs_the_example_job_and_stops(tmp_path, hook_library, examples_bu
     )
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stacklens.cli", "demo", "--for", "20"],
+        [sys.executable, "-m", "stacklens.cli", "demo", "--for", "20", "--workload", "ring"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -186,8 +186,8 @@ def test_readme_config(tmp_path):
 
 
 def test_readme_make_demo(tmp_path):
-    """`make demo` as written: it comes up, prints the URL, runs the example job on 4 ranks
-    (on a simulated fabric), and Ctrl-C stops everything it started."""
+    """`make demo` as written: it comes up, prints the URL, stages its incident on a
+    simulated fabric (the detectors store it), and Ctrl-C stops everything it started."""
     port = free_port()
     state = tmp_path / "state"
     env = user_env(
@@ -206,7 +206,7 @@ def test_readme_make_demo(tmp_path):
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 240
-        while finished_demo_runs(state) == 0:
+        while demo_incidents(state) == 0:
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.5)
     finally:
@@ -218,19 +218,19 @@ def test_readme_make_demo(tmp_path):
     assert "stacklens up: fabric discovery: started" in text
     assert re.search(r"^stacklens up: fabric discovery: mad: \d+ nodes found, swept every 1 s$",
                      text, flags=re.M), text  # fmt: skip
+    assert "demo: incident: congesting spine" in text
     assert leftover_processes(str(state)) == []
 
 
-def finished_demo_runs(state: Path) -> int:
-    """Finished 4-rank MPI runs in the demo's embedded database (0 before it is up)."""
+def demo_incidents(state: Path) -> int:
+    """Congestion incidents in the demo's embedded database (0 before it is up)."""
     url = running_embedded_url(state / "pg")
     if url is None:
         return 0
     try:
         with psycopg.connect(url, connect_timeout=2) as conn:
             return conn.execute(
-                "SELECT count(*) FROM runs WHERE kind = 'mpi' AND status = 'finished' "
-                "AND world_size = 4"
+                "SELECT count(*) FROM incidents WHERE kind = 'congestion'"
             ).fetchone()[0]
     except psycopg.Error:  # not started or not migrated yet
         return 0

@@ -1,7 +1,13 @@
-"""Rollups, kept consistent with the raw deltas: point-to-point traffic per rank, peer and
-minute (`p2p_minutes`), MPI operations per op and second summed over a run's ranks
-(`op_seconds`), and per rank and minute the time its intervals cover (`rank_minutes`), MPI
-operations (`rank_op_minutes`) and collectives per communicator (`coll_minutes`).
+"""Rollups, kept consistent with the raw deltas (exact sums of the intervals that ended in
+their minute or second), for the sums and series of any window:
+
+- from the raw deltas: point-to-point traffic per rank, peer and minute (`p2p_minutes`);
+  MPI operations per op and second summed over a run's ranks (`op_seconds`); file I/O per
+  phase, layer, path and second summed over a run's ranks (`io_seconds`); per rank and
+  minute the time its intervals cover (`rank_minutes`), its MPI operations
+  (`rank_op_minutes`) and collectives per communicator (`coll_minutes`);
+- from those, in the same pass: traffic per destination rank and minute (`peer_minutes`),
+  and per rank and minute what a by-rank series point holds (`rank_value_minutes`).
 
 Every commit of the writer marks the (run, minute) buckets its frames fall in as dirty
 (`rollup_dirty`, same transaction as the data). A rollup pass claims the dirty buckets
@@ -16,9 +22,10 @@ from __future__ import annotations
 
 import psycopg
 
-from stacklens.constants import P2P_COUNTERS
+from stacklens.constants import IO_LAYERS, P2P_COUNTERS
 
 MINUTE_NS = 60 * 10**9
+SECOND_NS = 10**9
 
 MARK_DIRTY = """
 INSERT INTO rollup_dirty (run_id, minute_ns, job_id)
@@ -28,75 +35,122 @@ ON CONFLICT DO NOTHING
 
 _CLAIM = "DELETE FROM rollup_dirty RETURNING job_id, run_id, minute_ns"
 
-_CLEAR = """
-DELETE FROM p2p_minutes m
-USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS c(job_id, run_id, minute_ns)
-WHERE m.run_id = c.run_id AND m.minute_ns = c.minute_ns
-"""
-
-# The job id lets the scan use the delta tables' (job_id, t_end_ns) index.
-_RECOMPUTE = f"""
-INSERT INTO p2p_minutes (job_id, run_id, minute_ns, world_rank, peer, {", ".join(P2P_COUNTERS)})
-SELECT d.job_id, d.run_id, d.t_end_ns / {MINUTE_NS} * {MINUTE_NS}, d.world_rank, d.peer,
-       {", ".join(f"sum(d.{c})" for c in P2P_COUNTERS)}
-FROM p2p_deltas d
-JOIN unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS c(job_id, run_id, minute_ns)
-    ON d.job_id = c.job_id AND d.run_id = c.run_id
-   AND d.t_end_ns >= c.minute_ns AND d.t_end_ns < c.minute_ns + {MINUTE_NS}
-GROUP BY 1, 2, 3, 4, 5
-"""
-
-
-SECOND_NS = 10**9
-
-_CLEAR_SECONDS = f"""
-DELETE FROM op_seconds s
-USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS c(job_id, run_id, minute_ns)
-WHERE s.run_id = c.run_id AND s.second_ns >= c.minute_ns AND s.second_ns < c.minute_ns + {MINUTE_NS}
-"""
-
-_RECOMPUTE_SECONDS = f"""
-INSERT INTO op_seconds (job_id, run_id, second_ns, op_id, calls, bytes, time_ns)
-SELECT d.job_id, d.run_id, d.t_end_ns / {SECOND_NS} * {SECOND_NS}, d.op_id,
-       sum(d.calls), sum(d.bytes), sum(d.time_ns)
-FROM op_deltas d
-JOIN unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS c(job_id, run_id, minute_ns)
-    ON d.job_id = c.job_id AND d.run_id = c.run_id
-   AND d.t_end_ns >= c.minute_ns AND d.t_end_ns < c.minute_ns + {MINUTE_NS}
-GROUP BY 1, 2, 3, 4
-"""
-
-
-#: The buckets of a pass, joined to the rows they recompute.
+#: The buckets of a pass, joined to the rows they recompute. (The job id lets the scans
+#: use the delta tables' (job_id, t_end_ns) index.)
 _BUCKETS = "unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS c(job_id, run_id, minute_ns)"
+_MINUTE = f"d.t_end_ns / {MINUTE_NS} * {MINUTE_NS}"
+# The minute as a join key: a pass over many minutes of a job hashes each row to its
+# bucket (compared with every bucket of its run, an hour of a 1,024-rank job made 221 M
+# comparisons per table); the range lets a pass over a few minutes use the index.
 _IN_BUCKET = (
-    "d.job_id = c.job_id AND d.run_id = c.run_id "
+    f"d.job_id = c.job_id AND d.run_id = c.run_id AND {_MINUTE} = c.minute_ns "
     f"AND d.t_end_ns >= c.minute_ns AND d.t_end_ns < c.minute_ns + {MINUTE_NS}"
 )
-_MINUTE = f"d.t_end_ns / {MINUTE_NS} * {MINUTE_NS}"
+_SECOND = f"d.t_end_ns / {SECOND_NS} * {SECOND_NS}"
 
-#: The per-rank minute rollups: table, and the SELECT of its rows from the deltas `d`.
+#: The per-rank minute rollups from the raw deltas: table, and its columns and the SELECT of
+#: its rows from the deltas `d`.
 _RANK_MINUTES = {
     "rank_minutes": f"""
+(job_id, run_id, minute_ns, world_rank, first_start_ns, last_end_ns)
 SELECT d.job_id, d.run_id, {_MINUTE}, d.world_rank, min(d.t_start_ns), max(d.t_end_ns)
 FROM (SELECT job_id, run_id, world_rank, t_start_ns, t_end_ns FROM op_frames
       UNION ALL SELECT job_id, run_id, world_rank, t_start_ns, t_end_ns FROM io_deltas) d
 JOIN {_BUCKETS} ON {_IN_BUCKET}
 GROUP BY 1, 2, 3, 4""",
     "rank_op_minutes": f"""
+(job_id, run_id, minute_ns, world_rank, op_id, calls, time_ns)
 SELECT d.job_id, d.run_id, {_MINUTE}, d.world_rank, d.op_id, sum(d.calls), sum(d.time_ns)
 FROM op_deltas d JOIN {_BUCKETS} ON {_IN_BUCKET}
 GROUP BY 1, 2, 3, 4, 5""",
     "coll_minutes": f"""
+(job_id, run_id, minute_ns, world_rank, comm_id, comm_size, op_id, calls, time_ns)
 SELECT d.job_id, d.run_id, {_MINUTE}, d.world_rank, d.comm_id, d.comm_size, d.op_id,
        sum(d.calls), sum(d.time_ns)
 FROM coll_deltas d JOIN {_BUCKETS} ON {_IN_BUCKET}
 GROUP BY 1, 2, 3, 4, 5, 6, 7""",
 }
 
+#: The rollups summed from the raw deltas: table, its time column (a minute's rows or its
+#: seconds' rows are deleted), and its columns and the SELECT of its rows from the deltas `d`.
+_FROM_RAW = {
+    "p2p_minutes": (
+        "minute_ns",
+        f"""
+(job_id, run_id, minute_ns, world_rank, peer, {", ".join(P2P_COUNTERS)})
+SELECT d.job_id, d.run_id, {_MINUTE}, d.world_rank, d.peer,
+       {", ".join(f"sum(d.{c})" for c in P2P_COUNTERS)}
+FROM p2p_deltas d JOIN {_BUCKETS} ON {_IN_BUCKET}
+GROUP BY 1, 2, 3, 4, 5""",
+    ),
+    "op_seconds": (
+        "second_ns",
+        f"""
+(job_id, run_id, second_ns, op_id, calls, bytes, time_ns)
+SELECT d.job_id, d.run_id, {_SECOND}, d.op_id, sum(d.calls), sum(d.bytes), sum(d.time_ns)
+FROM op_deltas d JOIN {_BUCKETS} ON {_IN_BUCKET}
+GROUP BY 1, 2, 3, 4""",
+    ),
+    **{table: ("minute_ns", select) for table, select in _RANK_MINUTES.items()},
+    "io_seconds": (
+        "second_ns",
+        f"""
+(job_id, run_id, second_ns, phase, layer, path, reads, writes, bytes_read, bytes_written, time_ns)
+SELECT d.job_id, d.run_id, {_SECOND}, d.phase, d.layer, d.path,
+       sum(d.reads), sum(d.writes), sum(d.bytes_read), sum(d.bytes_written),
+       sum(d.read_time_ns + d.write_time_ns + d.meta_time_ns)
+FROM io_deltas d JOIN {_BUCKETS} ON {_IN_BUCKET}
+GROUP BY 1, 2, 3, 4, 5, 6""",
+    ),
+}
+
+#: The file I/O layers of the slow-rank profile's file I/O time (POSIX, stdio; MPI-IO's time
+#: is that of its MPI_File calls: server/jobs/profile.py).
+FILE_IO_LAYERS = tuple(k for k, name in IO_LAYERS.items() if name in ("POSIX", "stdio"))
+
+#: The same bucket's rows of a rollup `m` written just before.
+_IN_ROLLED = "m.run_id = c.run_id AND m.minute_ns = c.minute_ns"
+
+#: The rollups summed from other rollups of the same buckets, written after them.
+_FROM_ROLLUPS = {
+    "peer_minutes": f"""
+(job_id, run_id, minute_ns, peer, bytes_sent, msgs_sent)
+SELECT m.job_id, m.run_id, m.minute_ns, m.peer, sum(m.bytes_sent), sum(m.msgs_sent)
+FROM p2p_minutes m JOIN {_BUCKETS} ON {_IN_ROLLED}
+GROUP BY 1, 2, 3, 4""",
+    "rank_value_minutes": f"""
+(job_id, run_id, minute_ns, world_rank, mpi_calls, mpi_time_ns, bytes_sent, io_bytes,
+ io_time_ns, file_io_ns)
+WITH c AS (SELECT * FROM {_BUCKETS})
+SELECT job_id, run_id, minute_ns, world_rank, sum(calls), sum(time_ns), sum(sent), sum(io_bytes),
+       sum(io_ns), sum(file_ns)
+FROM (SELECT m.job_id, m.run_id, m.minute_ns, m.world_rank, m.calls, m.time_ns, 0 AS sent,
+             0 AS io_bytes, 0 AS io_ns, 0 AS file_ns
+      FROM rank_op_minutes m JOIN c ON {_IN_ROLLED}
+      UNION ALL
+      SELECT m.job_id, m.run_id, m.minute_ns, m.world_rank, 0, 0, m.bytes_sent, 0, 0, 0
+      FROM p2p_minutes m JOIN c ON {_IN_ROLLED}
+      UNION ALL
+      SELECT d.job_id, d.run_id, {_MINUTE}, d.world_rank, 0, 0, 0,
+             d.bytes_read + d.bytes_written, d.read_time_ns + d.write_time_ns + d.meta_time_ns,
+             CASE WHEN d.layer IN ({", ".join(map(str, FILE_IO_LAYERS))})
+                  THEN d.read_time_ns + d.write_time_ns + d.meta_time_ns ELSE 0 END
+      FROM io_deltas d JOIN c ON {_IN_BUCKET} WHERE d.phase = 0) u
+GROUP BY 1, 2, 3, 4""",
+}
 
 #: The per-rank minute rollup tables (retention deletes their old minutes).
-ROLLED_PER_RANK = tuple(_RANK_MINUTES)
+ROLLED_PER_RANK = (*_RANK_MINUTES, "peer_minutes", "rank_value_minutes")
+
+#: The per-second rollup tables (retention deletes their old seconds).
+ROLLED_PER_SECOND = ("op_seconds", "io_seconds")
+
+#: Planner settings of a pass: its sums are hashed in memory (an hour of a 1,024-rank job
+#: groups ~190,000 rank x op x minute keys, ~55 MB). The planner underestimates the rows a
+#: join with the buckets keeps (its three keys are not independent) and chose to sort the
+#: 11 M unnested records of such an hour on disk instead (external merge, 0.7 GB): 3-4x
+#: slower (bench/RESULTS.md).
+PASS_SETTINGS = ("SET LOCAL work_mem = '256MB'", "SET LOCAL enable_sort = off")
 
 
 def minute_of(ns: int) -> int:
@@ -110,16 +164,19 @@ async def rollup_pass(conn: psycopg.AsyncConnection) -> int:
         claimed = await (await conn.execute(_CLAIM)).fetchall()
         if not claimed:
             return 0
+        for setting in PASS_SETTINGS:
+            await conn.execute(setting)
         buckets = tuple(list(column) for column in zip(*claimed, strict=True))
-        await conn.execute(_CLEAR, buckets)
-        await conn.execute(_CLEAR_SECONDS, buckets)
-        rows = (await conn.execute(_RECOMPUTE, buckets)).rowcount
-        rows += (await conn.execute(_RECOMPUTE_SECONDS, buckets)).rowcount
-        for table, select in _RANK_MINUTES.items():
+        rows = 0
+        for table, (time, select) in _FROM_RAW.items():
             await conn.execute(
-                f"DELETE FROM {table} m USING {_BUCKETS} "
-                "WHERE m.run_id = c.run_id AND m.minute_ns = c.minute_ns",
+                f"DELETE FROM {table} m USING {_BUCKETS} WHERE m.run_id = c.run_id "
+                f"AND m.{time} >= c.minute_ns AND m.{time} < c.minute_ns + {MINUTE_NS}",
                 buckets,
             )
+            rows += (await conn.execute(f"INSERT INTO {table} {select}", buckets)).rowcount
+        for table, select in _FROM_ROLLUPS.items():
+            clear = f"DELETE FROM {table} m USING {_BUCKETS} WHERE {_IN_ROLLED}"
+            await conn.execute(clear, buckets)
             rows += (await conn.execute(f"INSERT INTO {table} {select}", buckets)).rowcount
         return rows

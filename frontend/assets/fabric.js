@@ -16,7 +16,55 @@
  */
 (function () {
     const FLAG_DOWN = 1, FLAG_SATURATED = 2;
-    let stateEtag = null, fetchedAt = null, focused = null;
+    let stateEtag = null, fetchedAt = null, focused = null, inflight = false;
+    // The graph on screen: its topology's ETag and the expanded leaves (sorted, joined).
+    let drawn = null;
+    // The playback step whose state the page holds ("from=..&to=.."; null: live), and the
+    // freshness of the newest state fetched.
+    let frameKey = null, lastFreshness = null;
+    // Component ids the callbacks tell apart (frontend/ids.py).
+    const IDS = {picker: 'fabric-window-picker.', apply: 'fabric-apply.', slider: 'fabric-playback.',
+                 job: 'fabric-job.', selected: 'fabric-selected.', live: 'fabric-live.',
+                 play: 'fabric-play.', close: 'fabric-panel-close.'};
+
+    // The first time the page reached a stage (state fetched, graph fetched, painted), as a
+    // performance mark (ms since navigation) for the benchmark.
+    const mark = (name) => {
+        if (performance.getEntriesByName(name).length === 0) performance.mark(name);
+    };
+
+    const utc = (s) => new Date(s * 1000).toISOString().slice(0, 19).replace('T', ' ');
+
+    // Epoch seconds of a window bound as the API reads it (epoch seconds or RFC 3339).
+    function seconds(text) {
+        if (text === null || text === undefined || text === '') return null;
+        if (/^-?[0-9.]+$/.test(text)) return parseFloat(text);
+        const t = Date.parse(text);
+        return isNaN(t) ? NaN : t / 1000;
+    }
+
+    // [from, to] in epoch seconds of a view's window (a live one ends now); [null, null]
+    // if unreadable. As the API: no `to` = now, no `from` = 15 minutes before `to`.
+    function bounds(view, config) {
+        const now = Math.round(Date.now() / 1000);
+        if (view.live) return [now - config.live[view.live], now];
+        const hi = seconds(view.to) === null ? now : seconds(view.to);
+        const lo = seconds(view.from) === null ? hi - 900 : seconds(view.from);
+        if (isNaN(lo) || isNaN(hi) || hi <= lo) return [null, null];
+        return [Math.floor(lo), Math.ceil(hi)];
+    }
+
+    // How old the last sweep is, said plainly; "STALE" when the server says it is.
+    function freshnessLine(f) {
+        if (!f) return '';
+        if (f.last_sweep_ns === null) return 'STALE: no sweep stored yet';
+        const age = Math.max(0, (Date.now() - f.last_sweep_ns / 1e6) / 1000);
+        const every = f.sweep_interval_ns ? ` (a sweep every ${(f.sweep_interval_ns / 1e9).toFixed(1)} s)` : '';
+        const ago = age < 120 ? `${age.toFixed(1)} s` : age < 7200 ? `${(age / 60).toFixed(0)} min`
+            : age < 172800 ? `${(age / 3600).toFixed(0)} h` : `${(age / 86400).toFixed(0)} days`;
+        const line = `last sweep ${ago} ago${every}`;
+        return f.stale ? `STALE: ${line}: no sweep for over ${(f.stale_after_ns / 1e9).toFixed(0)} s, the graph shows the last data, faded` : line;
+    }
     window.stacklensFabricTicks = [];
 
     function cyOf(id) {
@@ -76,29 +124,166 @@
         fabric: {
             // Every tick: the shared state if it changed (304 otherwise), the topology's ETag
             // if that changed (the graph is then redrawn), and the status line.
-            tick: async function (_n, drawnEtag, have) {
+            // Every tick: live, the shared state if it changed (304 otherwise); on a playback
+            // step (view.at), the state over that step, fetched once per step. Also the
+            // topology's ETag if that changed (the graph is then redrawn), the status line
+            // and how old the last sweep is. A tick while the previous one's answer is still
+            // awaited does nothing (a slow answer never piles requests up).
+            tick: async function (_n, view, drawnEtag, have) {
                 const nu = window.dash_clientside.no_update;
+                const frame = view && view.at !== null && view.at !== undefined
+                    ? `from=${view.at}&to=${view.at + view.step}` : null;
+                if (inflight) return [nu, nu, nu, nu];
+                if (frame !== null && frame === frameKey && have) return [nu, nu, nu, nu];
+                inflight = true;
                 const started = performance.now();
-                let response;
+                let response, state;
                 try {
                     // Only what this page holds counts as had (the script outlives a page).
-                    response = await fetch('/api/fabric/state', {
-                        headers: stateEtag && have ? {'If-None-Match': stateEtag} : {},
+                    const live = frame === null;
+                    response = await fetch('/api/fabric/state' + (live ? '' : '?' + frame), {
+                        headers: live && stateEtag && have && frameKey === null
+                            ? {'If-None-Match': stateEtag} : {},
                         cache: 'no-store',
                     });
+                    if (response.ok && response.status !== 304) state = await response.json();
                 } catch (err) {
-                    return [nu, nu, 'fabric state unreachable: ' + err];
+                    return [nu, nu, 'fabric state unreachable: ' + err, nu];
+                } finally {
+                    inflight = false;
                 }
                 const time = 'updated ' + new Date().toISOString().slice(11, 19) + ' UTC';
-                if (response.status === 304) return [nu, nu, time];
+                if (response.status === 304) return [nu, nu, time, freshnessLine(lastFreshness)];
                 if (!response.ok) {
-                    return [nu, nu, `GET /api/fabric/state: HTTP ${response.status}`];
+                    return [nu, nu, `GET /api/fabric/state: HTTP ${response.status}`, nu];
                 }
-                const state = await response.json();
-                stateEtag = response.headers.get('ETag');
+                mark('fabric-state');
+                if (frame === null) stateEtag = response.headers.get('ETag');
+                frameKey = frame;
+                lastFreshness = state.freshness;
                 fetchedAt = started;
-                const etag = state.topology_etag === drawnEtag ? nu : state.topology_etag;
-                return [state, etag, time];
+                const same = state.topology_etag === drawnEtag ||
+                    (drawn !== null && drawn.etag === state.topology_etag);
+                return [state, same ? nu : state.topology_etag, time, freshnessLine(lastFreshness)];
+            },
+
+            // The view in the controls: a live window or a custom one, the playback step (the
+            // slider; none: live), the job highlighted and the element in the detail panel;
+            // written into the page's URL (replaced, so a reload or a shared link shows it).
+            navigate: function (pick, _apply, at, job, selected, from, to, step, view) {
+                const trigger = (window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
+                const v = Object.assign({}, view);
+                if (trigger.startsWith(IDS.picker) || trigger.startsWith(IDS.apply)) {
+                    if (pick === 'custom') {
+                        v.live = null;
+                        v.from = (from || '').trim() || null;
+                        v.to = (to || '').trim() || null;
+                    } else {
+                        Object.assign(v, {live: pick, from: null, to: null});
+                    }
+                    v.at = null;
+                    v.step = null;
+                } else if (trigger.startsWith(IDS.slider)) {
+                    v.at = at === null || at === undefined ? null : at;
+                    v.step = v.at === null ? null : step;
+                } else if (trigger.startsWith(IDS.job)) {
+                    v.job = (job || '').trim();
+                } else if (trigger.startsWith(IDS.selected)) {
+                    v.focus = !selected ? null
+                        : selected.kind === 'link' ? 'link-' + selected.id : selected.id;
+                }
+                const q = new URLSearchParams();
+                if (v.live && v.live !== '5m') q.set('live', v.live);  // 5m: the default
+                if (v.from) q.set('from', v.from);
+                if (v.to) q.set('to', v.to);
+                if (v.at !== null) { q.set('at', String(v.at)); q.set('step', String(v.step)); }
+                if (v.job) q.set('job', v.job);
+                if (v.focus) q.set('focus', v.focus);
+                const search = q.toString();
+                window.history.replaceState(window.history.state, '',
+                    window.location.pathname + (search ? '?' + search : ''));
+                return v;
+            },
+
+            // The playback slider over the view's window: one step per sweep interval (the
+            // stored resolution) up to config.raw_replay_s, per minute beyond (the rollups);
+            // and what the graph shows.
+            slider: function (view, state, config) {
+                const nu = window.dash_clientside.no_update;
+                if (!view) return [nu, nu, nu, nu];
+                const [lo, hi] = bounds(view, config);
+                if (lo === null) return [nu, nu, nu, 'the window is not readable: ' + view.from + ' – ' + view.to];
+                const interval = state && state.freshness && state.freshness.sweep_interval_ns
+                    ? Math.max(1, Math.round(state.freshness.sweep_interval_ns / 1e9)) : 1;
+                const step = hi - lo <= config.raw_replay_s ? interval : 60;
+                const max = Math.max(lo, hi - step);
+                const shown = view.at === null || view.at === undefined
+                    ? 'graph: the newest sweep (live)'
+                    : `graph: replaying ${utc(view.at)} – ${utc(view.at + view.step)} UTC (${view.step} s step)`;
+                return [lo, max, step, shown];
+            },
+
+            // Play / pause, back to live, and while playing one step per tick (from the
+            // start again after the end).
+            playback: function (_n, _play, _live, playing, value, lo, hi, step) {
+                const nu = window.dash_clientside.no_update;
+                const trigger = (window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
+                const label = (p) => (p ? '❚❚ pause' : '▶ play');
+                if (trigger.startsWith(IDS.live)) return [null, false, label(false)];
+                if (trigger.startsWith(IDS.play)) {
+                    const now = !playing;
+                    return [now && (value === null || value === undefined) ? lo : nu, now, label(now)];
+                }
+                if (!playing) return [nu, nu, nu];
+                const next = value === null || value === undefined || value + step > hi ? lo : value + step;
+                return [next, nu, nu];
+            },
+
+            // A click on a link or a node (not a host group: that expands) opens the detail
+            // panel on it; a host bundle opens its leaf's; the close button closes it.
+            select: function (node, edge, _close) {
+                const nu = window.dash_clientside.no_update;
+                const trigger = (window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
+                // The graph's box changes size with the panel: let cytoscape know.
+                setTimeout(() => { const cy = cyOf('fabric-graph'); if (cy) cy.resize(); }, 50);
+                if (trigger.startsWith(IDS.close)) return null;
+                if (trigger.endsWith('tapEdgeData') && edge) {
+                    const links = edge.links || [];
+                    if (links.length === 1) return {kind: 'link', id: links[0], label: edge.ends};
+                    return {kind: 'node', id: edge.source, label: edge.ends};
+                }
+                if (trigger.endsWith('tapNodeData') && node && node.kind !== 'group') {
+                    return {kind: 'node', id: node.id, label: node.label};
+                }
+                return nu;
+            },
+
+            // The graph's elements (with positions) of the topology, with these leaves'
+            // hosts shown: built once per topology and expansion by the dashboard's server
+            // for every viewer, revalidated by the browser's cache (ETag). Nothing is sent
+            // to the graph when it shows that already.
+            draw: async function (etag, expanded, config) {
+                const nu = window.dash_clientside.no_update;
+                const cy = cyOf(config.graph);
+                const exp = [...(expanded || [])].sort().join(',');
+                const shown = (e) => cy && cy.elements().length > 0 && drawn !== null &&
+                    drawn.exp === exp && (e === null || e === drawn.etag);
+                if (shown(etag)) return [nu, nu, nu];
+                const url = config.graph_path + (exp ? '?expanded=' + encodeURIComponent(exp) : '');
+                let response, body;
+                try {
+                    response = await fetch(url);
+                    body = await response.json();
+                } catch (err) {
+                    return [nu, nu, 'fabric graph unreachable: ' + err];
+                }
+                if (!response.ok) {
+                    return [nu, nu, `GET ${config.graph_path}: HTTP ${response.status}: ${body.detail}`];
+                }
+                mark('fabric-graph');
+                if (shown(body.etag)) return [nu, nu, ''];
+                drawn = {etag: body.etag, exp: exp};
+                return [body.elements, body.folded, ''];
             },
 
             // Colour every edge and group from the state; dim what the filter leaves out; with
@@ -107,6 +292,8 @@
                 const cy = cyOf(config.graph);
                 if (!state || !cy) return window.dash_clientside.no_update;
                 const L = state.links, index = new Map();
+                // Live data the server calls stale is drawn faded and dashed (the last known).
+                const stale = state.from_ns === null && !!state.freshness && state.freshness.stale;
                 L.id.forEach((id, i) => index.set(id, i));
                 const known = L.utilisation.filter((u) => u !== null).sort((a, b) => a - b);
                 const jobLinks = job ? new Set(job.links) : null;
@@ -140,12 +327,14 @@
                             : filter === 'errors' ? errors > 0 || (flags & FLAG_SATURATED) > 0
                             : filter === 'down' ? down > 0 : true;
                         if (ofJob) cls.push('job');
+                        if (stale) cls.push('stale');
                         if (!shown || (jobLinks && !ofJob)) cls.push('dim');
                         const c = u === null ? config.unknown : colour(position(u, scale, config, known), config);
-                        let title = `${e.data('ends')}: ` + (u === null ? 'load unknown'
-                            : `${pct(u)} (${bytes(rate)}/s)`);
+                        let title = `${e.data('ends')}: ` + (allDown ? 'down (no rate)'
+                            : u === null ? 'load unknown' : `${pct(u)} (${bytes(rate)}/s)`);
                         if (errors) title += `, ${errors} errors`;
                         if (flags & FLAG_SATURATED) title += ', error counter saturated';
+                        if (stale) title += ' (stale)';
                         e.data({colour: c, width: 2 + 6 * Math.min(Math.max(u || 0, 0), 1), title: title});
                         e.classes(cls.join(' '));
                         const target = e.target();
@@ -158,6 +347,7 @@
                         node.toggleClass('error', g.errors > 0 || (g.flags & FLAG_SATURATED) > 0);
                     });
                 });
+                if (cy.edges().length) mark('fabric-painted');
                 if (fetchedAt !== null) {
                     const ticks = window.stacklensFabricTicks;
                     ticks.push({fetch_to_painted_ms: performance.now() - fetchedAt,
@@ -165,7 +355,9 @@
                     if (ticks.length > 50) ticks.shift();
                     fetchedAt = null;
                 }
-                return summaryLine(state.summary);
+                const span = state.from_ns === null ? ''
+                    : `replay of ${utc(state.from_ns / 1e9)} – ${utc(state.to_ns / 1e9)} UTC · `;
+                return span + summaryLine(state.summary);
             },
 
             // Search: a node by name or GUID (exact first, then the first containing it); a
@@ -175,7 +367,7 @@
                 const nu = window.dash_clientside.no_update;
                 const q = (query || '').trim().toLowerCase();
                 if (!q || !elements) return [nu, nu, ''];
-                const nodes = elements.filter((el) => el.data && el.data.search !== undefined);
+                const nodes = elements.filter((el) => el.data && el.data.kind !== undefined);
                 const find = (name, partial) => {
                     const exact = nodes.find((el) => el.data.kind !== 'group' &&
                         (el.data.label.toLowerCase() === name || el.data.id === name));
@@ -208,7 +400,7 @@
                 return [nu, nu, `job ${query.trim()}: none of its hosts (${hosts.join(', ')}) is in the fabric`];
             },
 
-            // Centre on the focused node once it is drawn, and mark it; again once the
+            // Centre on the focused node (or link) once it is drawn, and mark it; again once the
             // graph's layout (which fits the view after a redraw) has run.
             focus: function (focusId, _elements, config) {
                 const cy = cyOf(config.graph);
@@ -218,7 +410,7 @@
                 focused = focusId;
                 const centre = () => {
                     if (focused !== focusId) return;  // a later search took over
-                    cy.nodes('.focus').removeClass('focus');
+                    cy.elements('.focus').removeClass('focus');
                     node.addClass('focus');
                     cy.zoom(1.5);
                     cy.center(node);

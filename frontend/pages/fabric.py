@@ -1,24 +1,40 @@
-# frontend/pages/fabric.py — the "/fabric" page: the InfiniBand fabric live (topology graph
-# coloured by link load and errors, aggregated when large, search and filters; the most
-# loaded / erroring links, the newest events).
-"""Fabric page: what the fabric sampler sees.
+# frontend/pages/fabric.py — the "/fabric" page: the InfiniBand fabric live or over a past
+# window (topology graph coloured by link load and errors, aggregated when large, search,
+# filters, playback; a detail panel per link or node; the links grid and the events).
+"""Fabric page: what the fabric sampler sees, now or over a window, the whole view in the
+URL so that it can be shared and reloaded:
+
+    /fabric?live=5m|1h|24h            a window ending now (default: live=5m)
+    /fabric?from=<start>&to=<end>     a past window (RFC 3339 or epoch seconds)
+            &at=<epoch s>&step=<s>    the playback step shown (colours of that step)
+            &job=<job>&focus=<GUID | link-<id>>
 
 Every tick the browser fetches the fabric state the server computed once for the newest
-sweep (`assets/fabric.js`, clientside: 304 while unchanged) and paints the graph from it;
-the server redraws the graph (positions: `cyto_style`) only when the topology's ETag
-changes (a re-discovery) or a host group is expanded. Above `fold_above` HCAs the graph
-is aggregated: switches in tiers, each leaf's HCAs folded into a group with its count and
-hottest link; a click expands it. The search box focuses a host, switch or GUID, or a
-job's first host in the fabric (its ranks' hosts, from the job API); the filters dim all
-but the hot, erroring or down links; the job box (`?job=` in the URL) highlights a job's
-hosts and the links they sit on or can cross (GET /api/jobs/<job>/placement: topological
-candidates, not per-flow routes) and dims the rest; the colour scale is log (one step per
-decade) or by quantile. The tables refresh on a slower interval. On an API failure the
-page keeps the last data and shows the error.
+sweep (`assets/fabric.js`, clientside: 304 while unchanged) and paints the graph from it,
+or, while the playback slider is on a step, the state over that step (`/api/fabric/state`
+with from/to, fetched once per step): the colours follow the slider. The graph's elements
+(positions: `cyto_style`) come from the dashboard's server (`GRAPH_PATH`), built once per
+topology and expansion for every viewer, revalidated by ETag. The page says how old the
+last sweep is; stale data (no sweep for STALE_SWEEPS intervals) is drawn faded and dashed;
+a down link has no rate. Above `fold_above` HCAs the graph is aggregated: switches in
+tiers, each leaf's HCAs folded into a group with its count and hottest link; a click
+expands it. Clicking a link or node opens the detail panel: its counters over the window
+(`/api/fabric/series`) with its events marked, its events and the jobs on it (a link:
+`/api/fabric/links/{link}/attribution`). The search box focuses a host, switch or GUID, or
+a job's first host; the filters dim all but the hot, erroring or down links; the job box
+highlights a job's hosts and links (GET /api/jobs/<job>/placement: topological
+candidates) and dims the rest; the colour scale is log or by quantile. The links grid
+(a page of `/api/fabric/links`: live windows in the newest sweep, from the server's
+per-sweep ranking; a custom window summed over it) and the events (of the window)
+refresh on a slower interval, built at most once per interval for every viewer. On an
+API failure the page keeps the last data and shows the error.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
 import time
 from typing import Any
 
@@ -28,8 +44,8 @@ import flask
 from dash import ClientsideFunction, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from frontend import api, components, cyto_style, ids
-from frontend.api import ApiError
+from frontend import api, components, cyto_style, figures, ids
+from frontend.api import ApiError, Window
 
 # No `order`: with none given anywhere, Dash puts "/" (Jobs) first and this page after it.
 dash.register_page(__name__, path="/fabric", name="Fabric", title="Fabric — stacklens")
@@ -38,40 +54,104 @@ dash.register_page(__name__, path="/fabric", name="Fabric", title="Fabric — st
 FOLD_ABOVE_KEY = "STACKLENS_FABRIC_FOLD_ABOVE"
 #: The tables refresh every this many ticks of the page.
 TABLE_TICKS = 5
+#: The live windows of the picker: query value -> seconds.
+LIVE = {"5m": 300, "1h": 3600, "24h": 86400}
+#: The picker's choices.
+PICKS = [
+    {"label": "live 5 min", "value": "5m"},
+    {"label": "live 1 h", "value": "1h"},
+    {"label": "live 24 h", "value": "24h"},
+    {"label": "custom", "value": "custom"},
+]
+#: Windows up to this long replay per sweep (the raw samples); longer ones per minute (the
+#: exact minute rollups).
+RAW_REPLAY_S = 3600
+
+
+def view_of(query: dict[str, str]) -> dict[str, Any]:
+    """The view a URL's query holds (module doc): the live window (None: custom), the
+    custom bounds, the playback step shown (`at`, `step`: epoch seconds), the job and the
+    focused element."""
+
+    def number(key: str) -> float | None:
+        try:
+            value = float(query.get(key, ""))
+        except ValueError:
+            return None
+        return value if value == value and abs(value) < 1e12 else None  # no nan, no inf
+
+    custom = bool(query.get("from") or query.get("to"))
+    live = query.get("live") if query.get("live") in LIVE else (None if custom else "5m")
+    at, step = number("at"), number("step")
+    return {
+        "live": live,
+        "from": None if live else query.get("from"),
+        "to": None if live else query.get("to"),
+        "at": at if at is not None and step is not None and step > 0 else None,
+        "step": step if at is not None and step is not None and step > 0 else None,
+        "job": query.get("job", ""),
+        "focus": query.get("focus") or None,
+    }
+
+
+def _selected(focus: str | None) -> dict[str, Any] | None:
+    """The detail panel's subject of a `focus` (a link's element id or a node's GUID)."""
+    if not focus:
+        return None
+    if focus.startswith("link-") and focus[5:].isdigit():
+        return {"kind": "link", "id": int(focus[5:]), "label": f"link {focus[5:]}"}
+    return {"kind": "node", "id": focus, "label": focus}
 
 
 def layout(**query: str) -> html.Div:
-    """Static skeleton; the callbacks fill it on load, on every tick and on every sweep."""
+    """Static skeleton with the controls set from the URL; the callbacks fill it on load,
+    on every tick and on every sweep."""
     refresh_ms = flask.current_app.config.get("STACKLENS_REFRESH_MS", 1000)
+    view = view_of(query)
     return html.Div(
         className="page",
         children=[
+            dcc.Store(id=ids.FABRIC_VIEW, data=view),
+            dcc.Store(id=ids.FABRIC_SELECTED, data=_selected(view["focus"])),
             dcc.Store(id=ids.FABRIC_STATE),
             dcc.Store(id=ids.FABRIC_TOPOLOGY_ETAG),
             dcc.Store(id=ids.FABRIC_EXPANDED, data=[]),
             dcc.Store(id=ids.FABRIC_FOLDED, data=False),
-            dcc.Store(id=ids.FABRIC_FOCUS),
+            dcc.Store(id=ids.FABRIC_FOCUS, data=view["focus"]),
             dcc.Store(id=ids.FABRIC_FOCUSED),
             dcc.Store(id=ids.FABRIC_PAINT_CONFIG, data=_paint_config()),
             dcc.Store(id=ids.FABRIC_JOB_PLACED),
+            dcc.Store(id=ids.FABRIC_PLAYING, data=False),
+            dcc.Store(id=ids.FABRIC_LINKS_PAGES, data=[None]),
+            dcc.Store(id=ids.FABRIC_LINKS_NEXT),
+            dcc.Store(id=ids.FABRIC_PANEL_TICK),
             dcc.Interval(id=ids.FABRIC_TABLE_INTERVAL, interval=TABLE_TICKS * refresh_ms),
             html.Div(id=ids.FABRIC_STATUS, role="status"),
+            html.Div(id=ids.FABRIC_DRAW_MESSAGE, role="status", className="notice-line"),
             html.Section(
                 className="card",
                 children=[
                     components.card_head("InfiniBand fabric", ids.FABRIC_UPDATED),
                     html.P(id=ids.FABRIC_SUMMARY, className="summary"),
-                    _controls(query.get("job", "")),
-                    cyto.Cytoscape(
-                        id=ids.FABRIC_GRAPH,
-                        className="fabric-graph",
-                        elements=[],
-                        layout={"name": "preset", "fit": True, "padding": 24},
-                        stylesheet=cyto_style.stylesheet(),
-                        style={"width": "100%", "height": "560px"},
-                        minZoom=0.02,
-                        maxZoom=4,
-                        autoungrabify=True,
+                    html.P(id=ids.FABRIC_FRESHNESS, className="freshness"),
+                    _window_controls(view),
+                    _controls(view["job"]),
+                    html.Div(
+                        className="fabric-body",
+                        children=[
+                            cyto.Cytoscape(
+                                id=ids.FABRIC_GRAPH,
+                                className="fabric-graph",
+                                elements=[],
+                                layout={"name": "preset", "fit": True, "padding": 24},
+                                stylesheet=cyto_style.stylesheet(),
+                                style={"width": "100%", "height": "560px"},
+                                minZoom=0.02,
+                                maxZoom=4,
+                                autoungrabify=True,
+                            ),
+                            _panel(),
+                        ],
                     ),
                     html.Div(
                         className="fabric-foot",
@@ -79,14 +159,89 @@ def layout(**query: str) -> html.Div:
                     ),
                 ],
             ),
-            components.card("Links", components.markdown_table(ids.FABRIC_LINKS_TABLE)),
+            components.card(
+                "Links",
+                html.Div(
+                    className="controls",
+                    children=[
+                        dcc.RadioItems(
+                            id=ids.FABRIC_LINKS_SORT,
+                            options=[
+                                {"label": "busiest first", "value": "utilisation"},
+                                {"label": "most errors first", "value": "errors"},
+                            ],
+                            value="utilisation",
+                            inline=True,
+                        ),
+                        html.Button("← Previous", id=ids.FABRIC_LINKS_NEWER, disabled=True),
+                        html.Span(id=ids.FABRIC_LINKS_CAPTION, className="subtle"),
+                        html.Button("Next →", id=ids.FABRIC_LINKS_OLDER, disabled=True),
+                    ],
+                ),
+                components.grid(ids.FABRIC_LINKS_GRID, components.LINK_COLUMNS),
+            ),
             components.card("Fabric events", components.markdown_table(ids.FABRIC_EVENTS_TABLE)),
         ],
     )
 
 
+def _window_controls(view: dict[str, Any]) -> html.Div:
+    """The window picker (live windows or a custom one) and the playback controls."""
+    return html.Div(
+        className="fabric-window",
+        children=[
+            html.Div(
+                className="controls",
+                children=[
+                    dcc.RadioItems(id=ids.FABRIC_PICKER, options=PICKS,
+                                   value=view["live"] or "custom", inline=True),
+                    dcc.Input(id=ids.FABRIC_FROM, value=view["from"] or "",
+                              placeholder="from (RFC 3339 or epoch s)"),
+                    dcc.Input(id=ids.FABRIC_TO, value=view["to"] or "", placeholder="to"),
+                    html.Button("Apply", id=ids.FABRIC_APPLY),
+                ],
+            ),
+            html.Div(
+                className="controls",
+                children=[
+                    html.Button("▶ play", id=ids.FABRIC_PLAY),
+                    html.Button("● live", id=ids.FABRIC_LIVE),
+                    html.Span(id=ids.FABRIC_PLAYBACK_SHOWN, className="subtle"),
+                ],
+            ),
+            dcc.Slider(id=ids.FABRIC_SLIDER, min=0, max=1, step=1, marks=None,
+                       value=view["at"], updatemode="mouseup"),
+        ],
+    )  # fmt: skip
+
+
+def _panel() -> html.Aside:
+    """The detail panel beside the graph (hidden until a link or node is clicked)."""
+    return html.Aside(
+        id=ids.FABRIC_PANEL,
+        className="fabric-panel closed",
+        children=[
+            html.Div(
+                className="panel-head",
+                children=[
+                    html.H3(id=ids.FABRIC_PANEL_TITLE),
+                    html.Button("×", id=ids.FABRIC_PANEL_CLOSE, title="close"),
+                ],
+            ),
+            html.Div(id=ids.FABRIC_PANEL_STATUS, role="status"),
+            # The series' graph is made when the panel opens: the page loads Plotly then.
+            html.Div(id=ids.FABRIC_PANEL_SERIES),
+            html.H4("Events"),
+            components.markdown_table(ids.FABRIC_PANEL_EVENTS),
+            html.H4("Jobs"),
+            components.markdown_table(ids.FABRIC_PANEL_JOBS),
+        ],
+    )  # fmt: skip
+
+
 def _paint_config() -> dict[str, Any]:
-    return {**cyto_style.paint_config(), "graph": ids.FABRIC_GRAPH}
+    return {**cyto_style.paint_config(), "graph": ids.FABRIC_GRAPH, "graph_path": GRAPH_PATH,
+            "live": LIVE, "raw_replay_s": RAW_REPLAY_S}  # fmt: skip
 
 
 def _controls(job: str) -> html.Div:
@@ -174,11 +329,52 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     """Attach this page's callbacks to `dash_app` (per app, so several apps can coexist)."""
     fabric_js = "fabric"
     dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "navigate"),
+        Output(ids.FABRIC_VIEW, "data"),
+        Input(ids.FABRIC_PICKER, "value"),
+        Input(ids.FABRIC_APPLY, "n_clicks"),
+        Input(ids.FABRIC_SLIDER, "value"),
+        Input(ids.FABRIC_JOB, "value"),
+        Input(ids.FABRIC_SELECTED, "data"),
+        State(ids.FABRIC_FROM, "value"),
+        State(ids.FABRIC_TO, "value"),
+        State(ids.FABRIC_SLIDER, "step"),
+        State(ids.FABRIC_VIEW, "data"),
+        prevent_initial_call=True,
+    )
+    dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "slider"),
+        Output(ids.FABRIC_SLIDER, "min"),
+        Output(ids.FABRIC_SLIDER, "max"),
+        Output(ids.FABRIC_SLIDER, "step"),
+        Output(ids.FABRIC_PLAYBACK_SHOWN, "children"),
+        Input(ids.FABRIC_VIEW, "data"),
+        Input(ids.FABRIC_STATE, "data"),
+        State(ids.FABRIC_PAINT_CONFIG, "data"),
+    )
+    dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "playback"),
+        Output(ids.FABRIC_SLIDER, "value"),
+        Output(ids.FABRIC_PLAYING, "data"),
+        Output(ids.FABRIC_PLAY, "children"),
+        Input(ids.REFRESH_INTERVAL, "n_intervals"),
+        Input(ids.FABRIC_PLAY, "n_clicks"),
+        Input(ids.FABRIC_LIVE, "n_clicks"),
+        State(ids.FABRIC_PLAYING, "data"),
+        State(ids.FABRIC_SLIDER, "value"),
+        State(ids.FABRIC_SLIDER, "min"),
+        State(ids.FABRIC_SLIDER, "max"),
+        State(ids.FABRIC_SLIDER, "step"),
+        prevent_initial_call=True,
+    )
+    dash_app.clientside_callback(
         ClientsideFunction(fabric_js, "tick"),
         Output(ids.FABRIC_STATE, "data"),
         Output(ids.FABRIC_TOPOLOGY_ETAG, "data"),
         Output(ids.FABRIC_UPDATED, "children"),
+        Output(ids.FABRIC_FRESHNESS, "children"),
         Input(ids.REFRESH_INTERVAL, "n_intervals"),
+        Input(ids.FABRIC_VIEW, "data"),
         State(ids.FABRIC_TOPOLOGY_ETAG, "data"),
         State(ids.FABRIC_STATE, "data"),
     )
@@ -208,7 +404,6 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Input(ids.FABRIC_FOCUS, "data"),
         Input(ids.FABRIC_GRAPH, "elements"),
         State(ids.FABRIC_PAINT_CONFIG, "data"),
-        prevent_initial_call=True,
     )
     dash_app.clientside_callback(
         ClientsideFunction(fabric_js, "toggle"),
@@ -218,20 +413,66 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         State(ids.FABRIC_FOLDED, "data"),
         prevent_initial_call=True,
     )
-    dash_app.callback(
+    dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "select"),
+        Output(ids.FABRIC_SELECTED, "data"),
+        Input(ids.FABRIC_GRAPH, "tapNodeData"),
+        Input(ids.FABRIC_GRAPH, "tapEdgeData"),
+        Input(ids.FABRIC_PANEL_CLOSE, "n_clicks"),
+        prevent_initial_call=True,
+    )
+    dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "draw"),
         Output(ids.FABRIC_GRAPH, "elements"),
         Output(ids.FABRIC_FOLDED, "data"),
-        Output(ids.FABRIC_STATUS, "children", allow_duplicate=True),
+        Output(ids.FABRIC_DRAW_MESSAGE, "children"),
         Input(ids.FABRIC_TOPOLOGY_ETAG, "data"),
         Input(ids.FABRIC_EXPANDED, "data"),
-        prevent_initial_call=True,
-    )(draw)
+        State(ids.FABRIC_PAINT_CONFIG, "data"),
+    )
+    dash_app.server.add_url_rule(GRAPH_PATH, "fabric_graph", graph)
     dash_app.callback(
-        Output(ids.FABRIC_LINKS_TABLE, "children"),
+        Output(ids.FABRIC_LINKS_GRID, "rowData"),
+        Output(ids.FABRIC_LINKS_CAPTION, "children"),
+        Output(ids.FABRIC_LINKS_NEWER, "disabled"),
+        Output(ids.FABRIC_LINKS_OLDER, "disabled"),
+        Output(ids.FABRIC_LINKS_NEXT, "data"),
         Output(ids.FABRIC_EVENTS_TABLE, "children"),
         Output(ids.FABRIC_STATUS, "children"),
         Input(ids.FABRIC_TABLE_INTERVAL, "n_intervals"),
+        Input(ids.FABRIC_VIEW, "data"),
+        Input(ids.FABRIC_LINKS_SORT, "value"),
+        Input(ids.FABRIC_LINKS_PAGES, "data"),
     )(tables)
+    dash_app.callback(
+        Output(ids.FABRIC_LINKS_PAGES, "data"),
+        Input(ids.FABRIC_LINKS_NEWER, "n_clicks"),
+        Input(ids.FABRIC_LINKS_OLDER, "n_clicks"),
+        Input(ids.FABRIC_LINKS_SORT, "value"),
+        Input(ids.FABRIC_VIEW, "data"),
+        State(ids.FABRIC_LINKS_NEXT, "data"),
+        State(ids.FABRIC_LINKS_PAGES, "data"),
+        prevent_initial_call=True,
+    )(turn_page)
+    dash_app.callback(
+        Output(ids.FABRIC_PANEL, "className"),
+        Output(ids.FABRIC_PANEL_TITLE, "children"),
+        Output(ids.FABRIC_PANEL_SERIES, "children"),
+        Output(ids.FABRIC_PANEL_EVENTS, "children"),
+        Output(ids.FABRIC_PANEL_JOBS, "children"),
+        Output(ids.FABRIC_PANEL_STATUS, "children"),
+        Input(ids.FABRIC_SELECTED, "data"),
+        Input(ids.FABRIC_VIEW, "data"),
+        Input(ids.FABRIC_PANEL_TICK, "data"),
+    )(panel)
+    # The panel refreshes with the tables, only while it is open (no request otherwise).
+    dash_app.clientside_callback(
+        "function (n, selected) { return selected ? n : window.dash_clientside.no_update; }",
+        Output(ids.FABRIC_PANEL_TICK, "data"),
+        Input(ids.FABRIC_TABLE_INTERVAL, "n_intervals"),
+        State(ids.FABRIC_SELECTED, "data"),
+        prevent_initial_call=True,
+    )
     dash_app.callback(
         Output(ids.FABRIC_JOB_PLACED, "data"),
         Output(ids.FABRIC_JOB_MESSAGE, "children"),
@@ -252,62 +493,204 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )(hover_text)
 
 
-#: Graphs drawn, per API client (app): {(topology ETag, expanded leaves): outputs}, the
-#: newest DRAWN_KEPT: a viewer opening the page gets the graph the previous one got.
-_DRAWN: dict[int, dict[tuple, tuple]] = {}
+#: Path of the graph's elements on the dashboard's server (`graph`).
+GRAPH_PATH = "/_fabric/graph"
+#: Graphs drawn, per API client (app): {expanded leaves: (the topology's ETag, the encoded
+#: answer and its ETag)}; a viewer opening the page gets the graph the previous one got.
+_DRAWN: dict[int, dict[tuple[str, ...], tuple[str, tuple[bytes, str]]]] = {}
 DRAWN_KEPT = 8
 
 
-def draw(etag: str | None, expanded: list[str] | None) -> tuple:
-    """The graph's elements with positions, for the topology of `etag` (aggregated above
-    the configured size, with the `expanded` leaves' hosts shown), and whether it is
-    folded: built once per topology and expansion, shared by every viewer of the app."""
+def _encoded(value: Any) -> tuple[bytes, str]:
+    """`value` (JSON-able) encoded compactly, and a strong ETag of the bytes."""
+    body = json.dumps(value, separators=(",", ":")).encode()
+    return body, '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+
+
+def graph() -> flask.Response:
+    """GET GRAPH_PATH?expanded=<leaf GUID>,...: the graph's elements with positions for the
+    current topology (aggregated above the configured size, with the `expanded` leaves'
+    hosts shown) as {"etag": the topology's ETag, "folded", "nodes", "elements"}. Built
+    once per topology and expansion for every viewer (the API is asked only whether the
+    topology changed: 304 while not); ETag, so a browser that has it gets a 304."""
+    args = flask.request.args
+    if set(args) - {"expanded"}:
+        unknown = ", ".join(sorted(set(args) - {"expanded"}))
+        return flask.Response(json.dumps({"detail": f"unknown query parameter(s): {unknown}"}),
+                              422, mimetype="application/json")  # fmt: skip
+    expanded = tuple(sorted({x for x in args.get("expanded", "").split(",") if x}))
     client = api.current_client()
     drawn = _DRAWN.setdefault(id(client), {})
-    key = (etag, tuple(sorted(expanded or [])))
-    if etag is not None and key in drawn:
-        return drawn[key]
+    cached = drawn.get(expanded)
     try:
-        topology = client.fabric_topology()
+        fresh = client.fabric_topology_since(cached[0] if cached else None)
     except ApiError as exc:
-        return no_update, no_update, components.notice(str(exc), "error")
-    fold = cyto_style.folds(topology, flask.current_app.config.get(FOLD_ABOVE_KEY, 256))
-    elements = cyto_style.elements(topology, set(expanded or []), fold)
-    outputs = (elements, fold, None if topology.nodes else components.no_fabric_notice())
-    if etag is not None:
-        while len(drawn) >= DRAWN_KEPT:
+        return flask.Response(json.dumps({"detail": str(exc)}), 502, mimetype="application/json")
+    if fresh is not None:
+        topology, etag = fresh
+        fold = cyto_style.folds(topology, flask.current_app.config.get(FOLD_ABOVE_KEY, 256))
+        elements = cyto_style.elements(topology, set(expanded), fold)
+        answer = {"etag": etag, "folded": fold, "nodes": len(topology.nodes),
+                  "elements": elements}  # fmt: skip
+        if len(drawn) >= DRAWN_KEPT and expanded not in drawn:
             drawn.pop(next(iter(drawn)))
-        drawn[key] = outputs
-    return outputs
+        cached = drawn[expanded] = (etag, _encoded(answer))
+    assert cached is not None
+    body, tag = cached[1]
+    headers = {"ETag": tag, "Cache-Control": "no-cache"}
+    if flask.request.headers.get("If-None-Match") == tag:
+        return flask.Response(status=304, headers=headers)
+    return flask.Response(body, mimetype="application/json", headers=headers)
 
 
-#: The tables last built, per API client (app): (time.monotonic() when built, outputs).
-_TABLES: dict[int, tuple[float, tuple]] = {}
+def window_of(view: dict[str, Any], now_s: float | None = None) -> Window:
+    """The API window of a view: a live one ends now (`now_s`, default the clock)."""
+    if view.get("live") in LIVE:
+        now = round(time.time() if now_s is None else now_s)
+        return Window(None, str(now - LIVE[view["live"]]), None)
+    return Window(None, view.get("from") or None, view.get("to") or None)
 
 
-def tables(_tick: int | None) -> tuple:
-    """The links table (erroring first, then down, then busiest) and the newest events:
-    built at most once per table interval and shared by every viewer of the app."""
-    client = api.current_client()
+def scope_of(view: dict[str, Any]) -> str:
+    """The window of a view in words."""
+    if view.get("live") in LIVE:
+        return f"over the last {next(p['label'] for p in PICKS if p['value'] == view['live'])[5:]}"
+    return f"from {view.get('from') or '15 min before the end'} to {view.get('to') or 'now'}"
+
+
+#: What the slower refreshes last built, per API client (app): {key: (time.monotonic()
+#: when built, outputs)}, the newest KEPT; built at most once per table interval for every
+#: viewer of the same view (one build at a time: the others wait for its outputs).
+_BUILT: dict[int, dict[tuple, tuple[float, Any]]] = {}
+_BUILDING = threading.Lock()
+KEPT = 32
+
+
+def _shared(key: tuple, build: Any) -> Any:
+    """`build()`'s outputs, or those built for `key` less than 0.8 table intervals ago."""
+    built = _BUILT.setdefault(id(api.current_client()), {})
     period_s = TABLE_TICKS * flask.current_app.config.get("STACKLENS_REFRESH_MS", 1000) / 1000
-    cached = _TABLES.get(id(client))
-    if cached is not None and time.monotonic() - cached[0] < 0.8 * period_s:
+
+    def recent() -> Any:
+        cached = built.get(key)
+        if cached is not None and time.monotonic() - cached[0] < 0.8 * period_s:
+            return cached
+        return None
+
+    cached = recent()
+    if cached is not None:
         return cached[1]
-    try:
-        state = client.fabric_state()
-        by_errors = client.fabric_links(sort="errors", limit=components.MAX_LINK_ROWS).links
-        busiest = client.fabric_links(limit=components.MAX_LINK_ROWS).links
-        events = client.fabric_events(components.MAX_EVENT_ROWS).events
-    except ApiError as exc:
-        return no_update, no_update, components.notice(str(exc), "error")
-    loads = list({x.id: x for x in [*by_errors, *busiest]}.values())
-    outputs = (
-        components.fabric_links_table_markdown(loads, state.summary.links),
-        components.fabric_events_markdown(events),
-        None if state.summary.nodes else components.no_fabric_notice(),
-    )
-    _TABLES[id(client)] = (time.monotonic(), outputs)
-    return outputs
+    with _BUILDING:
+        cached = recent()
+        if cached is not None:
+            return cached[1]
+        outputs = build()
+        if len(built) >= KEPT and key not in built:
+            built.pop(next(iter(built)))
+        built[key] = (time.monotonic(), outputs)
+        return outputs
+
+
+def tables(_tick: int | None, view: dict[str, Any] | None, sort: str | None,
+           pages: list[str | None] | None) -> tuple:  # fmt: skip
+    """The links grid (a page of the links in the chosen order: live, in the newest sweep,
+    from the server's per-sweep ranking; over a custom window, summed over it) and the
+    window's events; built at most once per table interval for every viewer."""
+    view = view or view_of({})
+    sort = sort or "utilisation"
+    pages = pages or [None]
+    window = window_of(view)
+
+    def build() -> tuple:
+        client = api.current_client()
+        try:
+            live = view.get("live") in LIVE
+            page = client.fabric_links(sort, components.LINK_PAGE_ROWS,
+                                       None if live else window, pages[-1])  # fmt: skip
+            events = client.fabric_events(components.MAX_EVENT_ROWS, window)
+        except ApiError as exc:
+            return (no_update,) * 6 + (components.notice(str(exc), "error"),)
+        first = (len(pages) - 1) * components.LINK_PAGE_ROWS + 1
+        scope = scope_of(view)
+        return (
+            components.fabric_link_rows(page),
+            components.fabric_links_caption(page, first, "in the newest sweep" if live else scope),
+            len(pages) <= 1,
+            page.page.next_cursor is None,
+            page.page.next_cursor,
+            components.fabric_events_markdown(events.events, events.page.total, scope),
+            None if page.page.total else components.no_fabric_notice(),
+        )
+
+    key = ("tables", view.get("live"), view.get("from"), view.get("to"), sort, pages[-1])
+    return _shared(key, build)  # type: ignore[no-any-return]
+
+
+def turn_page(_newer: int | None, _older: int | None, _sort: str | None,
+              _view: dict[str, Any] | None, next_cursor: str | None,
+              pages: list[str | None] | None) -> list[str | None]:  # fmt: skip
+    """The cursors of the links pages up to the one shown: one more (next), one fewer
+    (previous), or back to the first when the order or the window changes."""
+    pages = pages or [None]
+    if ctx.triggered_id == ids.FABRIC_LINKS_OLDER:
+        if next_cursor is None:
+            raise PreventUpdate
+        return [*pages, next_cursor]
+    if ctx.triggered_id == ids.FABRIC_LINKS_NEWER:
+        return pages[:-1] or [None]
+    if ctx.triggered_id == ids.FABRIC_VIEW and pages == [None]:
+        raise PreventUpdate  # a playback step or a selection: the window is the same
+    return [None]
+
+
+def panel(selected: dict[str, Any] | None, view: dict[str, Any] | None,
+          _tick: int | None) -> tuple:  # fmt: skip
+    """The detail panel of the clicked link or node over the view's window: its counters
+    per step with its events marked, its events, and the jobs on it (a link: the jobs
+    whose traffic is routed over it)."""
+    if not selected:
+        return "fabric-panel closed", "", None, "", "", None
+    view = view or view_of({})
+    window = window_of(view)
+    subject = (selected["kind"], selected["id"])
+
+    def build() -> tuple:
+        client = api.current_client()
+        try:
+            if subject[0] == "link":
+                series = client.fabric_series(window, link=int(subject[1]))
+                events = client.fabric_events(50, window, link=int(subject[1])).events
+                jobs = components.link_jobs_markdown(
+                    client.link_attribution(int(subject[1]), window)
+                )
+            else:
+                series = client.fabric_series(window, guid=str(subject[1]))
+                name = series.name
+                events = [e for e in client.fabric_events(200, window).events
+                          if e.subject == name or e.subject.startswith(f"{name}[")
+                          or f" {name}[" in e.subject]  # fmt: skip
+                jobs = "Jobs are listed per link: click one of this node's links."
+        except ApiError as exc:
+            return "fabric-panel open", selected.get("label", ""), no_update, no_update, \
+                no_update, components.notice(str(exc), "error")  # fmt: skip
+        scope = scope_of(view)
+        kind = {"link": "link", "port": "port", "node": "node"}[series.subject]
+        title = f"{kind} {series.name}"
+        return (
+            "fabric-panel open",
+            title,
+            dcc.Graph(
+                figure=figures.fabric_series(series, events),
+                style={"height": "340px"},
+                config={"displaylogo": False},
+            ),  # fmt: skip
+            components.fabric_events_markdown(events, len(events), scope),
+            jobs,
+            None,
+        )
+
+    key = ("panel", subject, view.get("live"), view.get("from"), view.get("to"))
+    return _shared(key, build)  # type: ignore[no-any-return]
 
 
 def job_placed(job: str | None) -> tuple[dict[str, list] | None, str]:

@@ -3,8 +3,12 @@
 """Job page: one job (`/jobs/<job>`, the key URL-quoted) over a window, the whole view in the
 URL so that it can be shared and reloaded:
 
-    /jobs/<job>?run=<ordinal>&from=<start>&to=<end>&at=<step start>
-    /jobs/<job>?live=5m|1h|24h
+    /jobs/<job>?owner=<user>&run=<ordinal>&from=<start>&to=<end>&at=<step start>
+    /jobs/<job>?owner=<user>&live=5m|1h|24h
+
+`owner` (the job list's `user`; the list's links always carry it) says whose job of that
+id is meant; without it the id must name one job the viewer may read (else the page says
+which owners to choose from: the API's 409).
 
 `from`/`to` are as the API reads them (RFC 3339 or epoch seconds), `live` a window ending
 now that moves with every refresh, neither: the whole job. The page shows the timeline of
@@ -272,6 +276,8 @@ def navigate(pick: str, _apply: int | None, at: float | None, start: str | None,
         chosen["live"] = pick
     elif pick == "custom":
         chosen.update({k: v.strip() for k, v in (("from", start), ("to", end)) if v and v.strip()})
+    if state.get("owner"):  # the same job, whatever the window
+        chosen = {"owner": state["owner"], **chosen}
     return "?" + urlencode(chosen) if chosen else ""
 
 
@@ -313,18 +319,19 @@ def render(search: str | None, _tick: int | None, job: str, rendered: str | None
     unchanged = dict.fromkeys(_OUTPUTS, no_update)
     state = _state(search)
     window = _window(state)
+    owner = state.get("owner")
     client = api.current_client()
     try:
-        profile = client.profile(job, window)
-        series = client.series(job, "category", window, profile.step_ns / 1e9)
+        profile = client.profile(job, window, owner=owner)
+        series = client.series(job, "category", window, profile.step_ns / 1e9, owner)
         at = _number(state.get("at"))
         cards_window, at_ns = window, None
         if at is not None:  # the step of the profile's grid the slider is on
             k = max(0, round((at * 10**9 - profile.from_ns) / profile.step_ns))
             at_ns = profile.from_ns + k * profile.step_ns
             cards_window = Window(window.run, _exact(at_ns), _exact(at_ns + profile.step_ns))
-        overview = client.overview(job, cards_window)
-        placement = client.placement(job, cards_window)
+        overview = client.overview(job, cards_window, owner)
+        placement = client.placement(job, cards_window, owner)
     except ApiError as exc:
         return {**unchanged, "status": components.notice(str(exc), "error")}
     drawn = digest((profile, series, overview, placement, search))
@@ -337,7 +344,7 @@ def render(search: str | None, _tick: int | None, job: str, rendered: str | None
     span = f"{format_utc_ns(profile.from_ns)} – {format_utc_ns(profile.to_ns)}"
     return {
         "status": None,
-        "title": f"Job {job} — {scope}, {span}",
+        "title": f"Job {job}{f' of {owner}' if owner else ''} — {scope}, {span}",
         "shown": (
             f"cards: the step from {format_utc_ns(at_ns)}"
             if at_ns is not None
@@ -367,14 +374,13 @@ def render(search: str | None, _tick: int | None, job: str, rendered: str | None
         "placement_hosts": components.placement_hosts_markdown(placement),
         "placement_links": components.placement_links_markdown(placement),
         "rendered": drawn,
-        **report_links(job, window),
+        **report_links(job, window, owner),
     }
 
 
-def report_links(job: str, window: Window) -> dict[str, str]:
-    """The hrefs of the page's report buttons: the report of the shown run and window."""
+def report_links(job: str, window: Window, owner: str | None) -> dict[str, str]:
+    """The hrefs of the page's report buttons: the report of the shown job (of `owner`),
+    run and window."""
     path = f"jobs/{quote(job, safe='')}"
-    return {
-        f"report_{fmt}": components.report_href(path, window.query(), fmt)
-        for fmt in ("pdf", "html")
-    }
+    params = {**window.query(), "owner": owner}
+    return {f"report_{fmt}": components.report_href(path, params, fmt) for fmt in ("pdf", "html")}

@@ -5,7 +5,7 @@
 command) and filtered (status, user, start time) by the server and sorted and filtered
 again in the browser's grid; and the first job of the list: its point-to-point traffic,
 MPI operations, collectives, message sizes, one-sided traffic, file I/O and ranks. A click
-on a job opens its own page, `/jobs/<job>` (frontend/pages/job.py).
+on a job opens its own page, `/jobs/<job>?owner=<user>` (frontend/pages/job.py).
 
 The page degrades, never blanks: one refresh asks the job list and each card's data
 concurrently; a card whose request fails keeps its last view and shows the error; the
@@ -174,7 +174,7 @@ def _job_cards() -> list:
 
 
 #: Each card: the client call that fetches its data, and how that data fills its outputs.
-_FETCH: dict[str, Callable[[StacklensApi, str], Any]] = {
+_FETCH: dict[str, Callable[[StacklensApi, str, str | None], Any]] = {
     "matrix": StacklensApi.matrix,
     "ops": StacklensApi.ops,
     "collectives": StacklensApi.collectives,
@@ -310,6 +310,7 @@ def refresh(
         cursor=pages[-1] if pages else None,
     )
     shown: str | None = None
+    owner: str | None = None
     out: dict[str, Any] = dict.fromkeys(_OUTPUTS, no_update)
     drawn = dict(rendered or {})
     with ThreadPoolExecutor(max_workers=1 + len(_FETCH)) as pool:
@@ -318,16 +319,16 @@ def refresh(
         listing = pool.submit(contextvars.copy_context().run, client.jobs, query)
         try:  # the first job of the list
             first = listing.result().jobs[:1]
-            shown = first[0].job if first else None
+            shown, owner = (first[0].job, first[0].user or None) if first else (None, None)
         except ApiError:
             shown = None
         cards = {
-            card: pool.submit(contextvars.copy_context().run, fetch, client, shown)
+            card: pool.submit(contextvars.copy_context().run, fetch, client, shown, owner)
             for card, fetch in _FETCH.items()
             if shown is not None
         }
         errors = _fill_jobs(out, drawn, listing, len(pages))
-        errors += _fill_cards(out, drawn, cards, shown)
+        errors += _fill_cards(out, drawn, cards, shown, owner)
     out["rendered"] = drawn
     took_ms = (time.monotonic() - began) * 1000
     out["period"] = next_period(base_ms, period_ms, took_ms, bool(errors))
@@ -360,10 +361,14 @@ def _fill_jobs(out: dict[str, Any], drawn: dict[str, str], listing: Any, page: i
 
 
 def _fill_cards(
-    out: dict[str, Any], drawn: dict[str, str], cards: dict[str, Any], shown: str | None
+    out: dict[str, Any],
+    drawn: dict[str, str],
+    cards: dict[str, Any],
+    shown: str | None,
+    owner: str | None,
 ) -> int:
     """Each card's outputs from its request, or its error (its last view stays); returns
-    the number of failed requests."""
+    the number of failed requests. `shown` is the job of the cards, `owner` its owner."""
     if shown is None:
         out["hidden"] = True
         return 0
@@ -380,11 +385,11 @@ def _fill_cards(
             failed += 1
             continue
         out[f"{card}_error"] = None
-        if drawn.get(card) != (d := digest(data)):
+        if drawn.get(card) != (d := digest((data, owner))):
             drawn[card] = d
             out.update(_RENDER[card](data))
             if card == "matrix":
-                out["title"] = components.matrix_title(data)
+                out["title"] = components.matrix_title(data, owner)
     out["hidden"] = False
     return failed
 
@@ -407,7 +412,7 @@ def turn_page(
 
 
 def open_job(clicked: dict[str, Any] | None) -> str:
-    """The URL of the job whose row was clicked."""
+    """The URL of the job whose row was clicked (the row's id: components.job_rows)."""
     if not clicked or clicked.get("rowId") is None:
         raise PreventUpdate
-    return components.job_path(str(clicked["rowId"]))
+    return str(clicked["rowId"])

@@ -2,7 +2,7 @@
 each involves (one row per job, so the owner filter hides other users' jobs).
 
 Revision ID: 0017
-Revises: 0014
+Revises: 0015
 Create Date: 2026-12-01
 """
 

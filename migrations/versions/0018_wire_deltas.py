@@ -7,7 +7,7 @@ Partitioned by day of the interval end like the other delta tables; its partitio
 created by the collector (collector/store/partitions.py) as frames arrive.
 
 Revision ID: 0018
-Revises: 0014
+Revises: 0017
 Create Date: 2026-12-01
 """
 

@@ -7,8 +7,10 @@
 #include "core.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "coll.h"
 #include "handles.h"
@@ -18,6 +20,7 @@ sl_core_state sl_core;
 __thread int sl_tls_in_call __attribute__((tls_model("initial-exec")));
 __thread sl_call_counters *sl_tls_calls __attribute__((tls_model("initial-exec")));
 __thread uint64_t *sl_tls_io __attribute__((tls_model("initial-exec")));
+__thread sl_peer_counters *sl_tls_peers __attribute__((tls_model("initial-exec")));
 sl_keytab sl_coll;
 
 /* The per-thread counter blocks. Static: a thread may hold one after
@@ -28,6 +31,11 @@ typedef struct sl_thread_block {
     sl_call_counters c;
 } sl_thread_block;
 static sl_thread_block blocks[SL_THREAD_BLOCKS];
+/* The blocks' peer rows: block b's world_size rows start at b x world_size.
+ * Mapped at MPI init without reserving memory (a thread touches the pages of
+ * the peers it talks to); NULL without it (every thread adds atomically). */
+static sl_peer_counters *block_peers;
+static size_t block_peers_bytes;
 static unsigned blocks_used;         /* blocks [0, used) were ever claimed (atomic) */
 static pthread_key_t blocks_key;     /* its destructor hands a block back at thread exit */
 static int blocks_key_ok;
@@ -39,6 +47,7 @@ static void block_release(void *p)
 {
     sl_tls_calls = &sl_core.calls;
     sl_tls_io = NULL;
+    sl_tls_peers = NULL;
     __atomic_store_n(&((sl_thread_block *)p)->owned, 0, __ATOMIC_RELEASE);
 }
 
@@ -89,15 +98,21 @@ sl_call_counters *sl_thread_claim(void)
     return t;
 }
 
-/* Sizes of the most common predefined datatypes, filled once by sl_core_init. */
-#define SL_TYPE_CACHE 8
-static struct {
-    MPI_Datatype type;
-    int size;
-} type_cache[SL_TYPE_CACHE];
-static int type_cache_n;
+/* This thread's peer rows: its block's, once the tables exist. */
+sl_peer_counters *sl_thread_peers(void)
+{
+    sl_call_counters *t = sl_my_calls();
+    if (t == &sl_core.calls || block_peers == NULL)
+        return NULL;
+    size_t b = (size_t)((sl_thread_block *)((char *)t - offsetof(sl_thread_block, c)) - blocks);
+    sl_tls_peers = block_peers + b * (size_t)sl_core.world_size;
+    return sl_tls_peers;
+}
 
-/* Fills type_cache with the predefined types most programs send. */
+sl_type_size sl_type_cache[SL_TYPE_CACHE];
+int sl_type_cache_n;
+
+/* Fills sl_type_cache with the predefined types most programs send. */
 static void type_cache_init(void)
 {
     const MPI_Datatype common[SL_TYPE_CACHE] = { MPI_BYTE, MPI_CHAR, MPI_INT, MPI_DOUBLE,
@@ -107,12 +122,12 @@ static void type_cache_init(void)
     for (int i = 0; i < SL_TYPE_CACHE; i++) {
         int size;
         if (PMPI_Type_size(common[i], &size) == MPI_SUCCESS && size > 0) {
-            type_cache[n].type = common[i];
-            type_cache[n].size = size;
+            sl_type_cache[n].type = common[i];
+            sl_type_cache[n].size = size;
             n++;
         }
     }
-    __atomic_store_n(&type_cache_n, n, __ATOMIC_RELEASE);
+    __atomic_store_n(&sl_type_cache_n, n, __ATOMIC_RELEASE);
 }
 
 /* The overflow key of op i in the coll table: a valid coll record of that op whose
@@ -146,6 +161,10 @@ int sl_core_init(unsigned max_keys)
         return -1;
     }
     memset(&sl_core.calls, 0, sizeof sl_core.calls);
+    block_peers_bytes = (size_t)SL_THREAD_BLOCKS * (size_t)sl_core.world_size * sizeof *block_peers;
+    void *rows = mmap(NULL, block_peers_bytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    block_peers = rows == MAP_FAILED ? NULL : rows;
     sl_threads_init();
     type_cache_init();
     sl_core.rma = calloc((size_t)sl_core.world_size * (SL_RMA_COUNT > 0 ? SL_RMA_COUNT : 1),
@@ -165,6 +184,9 @@ int sl_core_init(unsigned max_keys)
 /* Frees the tables and the world group. */
 void sl_core_fini(void)
 {
+    if (block_peers != NULL)
+        munmap(block_peers, block_peers_bytes);
+    block_peers = NULL;
     free(sl_core.peers);
     free(sl_core.rma);
     sl_core.peers = NULL;
@@ -174,48 +196,23 @@ void sl_core_fini(void)
     PMPI_Group_free(&sl_core.world_group);
 }
 
-/* count x type size, 0 when nothing is transferred. */
-uint64_t sl_type_bytes(int64_t count, MPI_Datatype datatype)
+/* count x type size of a type outside the cache (count > 0). */
+uint64_t sl_type_bytes_queried(int64_t count, MPI_Datatype datatype)
 {
-    if (count <= 0 || datatype == MPI_DATATYPE_NULL)
-        return 0;
-    int n = __atomic_load_n(&type_cache_n, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < n; i++)
-        if (type_cache[i].type == datatype)
-            return (uint64_t)count * (uint64_t)type_cache[i].size;
     int size;
     if (PMPI_Type_size(datatype, &size) != MPI_SUCCESS || size <= 0)
         return 0;
     return (uint64_t)count * (uint64_t)size;
 }
 
-/* Translates rank of comm to MPI_COMM_WORLD: fast path for the world itself. */
-int sl_world_rank(MPI_Comm comm, int rank)
+/* Translates rank (>= 0) of comm to MPI_COMM_WORLD through the record cached per
+ * communicator (handles.h): one lock-free lookup. */
+int sl_world_rank_cached(MPI_Comm comm, int rank)
 {
-    if (rank < 0) /* MPI_PROC_NULL, MPI_ANY_SOURCE, MPI_ROOT are negative */
-        return -1;
-    if (comm == MPI_COMM_WORLD)
-        return rank < sl_core.world_size ? rank : -1;
-    /* Cached per communicator (handles.h): one lock-free lookup. */
     const sl_handle_rec *rec = sl_comm_rec(comm);
     if (rec == NULL || rank >= rec->size)
         return -1;
     return rec->world[rank];
-}
-
-/* Adds one sent message to the peer table; returns its bytes. */
-uint64_t sl_count_send(MPI_Comm comm, int rank, int64_t count, MPI_Datatype datatype)
-{
-    if (rank == MPI_PROC_NULL)
-        return 0;
-    uint64_t bytes = sl_type_bytes(count, datatype);
-    int peer = sl_world_rank(comm, rank);
-    if (peer >= 0) {
-        sl_peer_counters *p = &sl_core.peers[peer];
-        __atomic_fetch_add(&p->bytes_sent, bytes, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&p->msgs_sent, 1, __ATOMIC_RELAXED);
-    }
-    return bytes;
 }
 
 /* Adds one received message, read from its status, to the peer table. */
@@ -238,22 +235,25 @@ uint64_t sl_count_recv(MPI_Comm comm, const MPI_Status *status, MPI_Datatype dat
     }
 
     int peer = sl_world_rank(comm, status->MPI_SOURCE);
-    if (peer >= 0) {
-        sl_peer_counters *p = &sl_core.peers[peer];
-        __atomic_fetch_add(&p->bytes_recv, bytes, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&p->msgs_recv, 1, __ATOMIC_RELAXED);
-    }
+    if (peer >= 0)
+        sl_count_peer(peer, 1, bytes);
     return bytes;
 }
 
 /* Relaxed atomic snapshot of one peer entry. */
 void sl_core_load_peer(int i, sl_peer_counters *out)
 {
-    const sl_peer_counters *p = &sl_core.peers[i];
-    out->bytes_sent = __atomic_load_n(&p->bytes_sent, __ATOMIC_RELAXED);
-    out->msgs_sent = __atomic_load_n(&p->msgs_sent, __ATOMIC_RELAXED);
-    out->bytes_recv = __atomic_load_n(&p->bytes_recv, __ATOMIC_RELAXED);
-    out->msgs_recv = __atomic_load_n(&p->msgs_recv, __ATOMIC_RELAXED);
+    unsigned used = block_peers == NULL ? 0 : __atomic_load_n(&blocks_used, __ATOMIC_ACQUIRE);
+    memset(out, 0, sizeof *out);
+    for (unsigned b = 0; b <= used; b++) {
+        const sl_peer_counters *p =
+            b == 0 ? &sl_core.peers[i]
+                   : &block_peers[(size_t)(b - 1) * (size_t)sl_core.world_size + (size_t)i];
+        out->bytes_sent += __atomic_load_n(&p->bytes_sent, __ATOMIC_RELAXED);
+        out->msgs_sent += __atomic_load_n(&p->msgs_sent, __ATOMIC_RELAXED);
+        out->bytes_recv += __atomic_load_n(&p->bytes_recv, __ATOMIC_RELAXED);
+        out->msgs_recv += __atomic_load_n(&p->msgs_recv, __ATOMIC_RELAXED);
+    }
 }
 
 /* Relaxed atomic snapshot of one op entry: shared counters plus thread blocks. */

@@ -16,7 +16,8 @@
  * thread writes it, so it adds with plain relaxed stores, no lock prefix.
  * Threads beyond the pool add to the shared sl_core.calls with relaxed
  * atomic adds; a reader sums the shared counters and the blocks. A block
- * also has per-file I/O counter rows (io.h, sl_tls_io), used the same way. Everything
+ * also has per-file I/O counter rows (io.h, sl_tls_io) and per-peer
+ * point-to-point rows (sl_tls_peers), used the same way. Everything
  * else on the MPI call path is relaxed atomic adds into the shared tables:
  * no locks, no allocation, no I/O (a new communicator or collective key
  * takes a mutex once, see handles.h and keytab.h). The sender thread reads them with relaxed
@@ -36,6 +37,12 @@
 #include "sl_ops.h"
 #include "stacklens_wire.h"
 #include "util.h"
+
+/* The helpers of the counted call paths (MPI here, I/O in posix.c): always
+ * inlined into the wrappers (GCC otherwise keeps sl_leave out of line in the
+ * generated file: a call and a stack frame more per MPI call; bench/RESULTS.md,
+ * "Hot path of the MPI wrappers"). */
+#define SL_HOT inline __attribute__((always_inline))
 
 /* Cumulative point-to-point counters towards one peer world rank. */
 typedef struct sl_peer_counters {
@@ -87,6 +94,11 @@ extern __thread sl_call_counters *sl_tls_calls __attribute__((tls_model("initial
  * counters); set with sl_tls_calls. */
 extern __thread uint64_t *sl_tls_io __attribute__((tls_model("initial-exec")));
 
+/* This thread's rows of the peer table (world_size of them, its block's), or
+ * NULL: not resolved yet, or the thread has no block (then the shared
+ * sl_core.peers with atomic adds). Set by sl_thread_peers. */
+extern __thread sl_peer_counters *sl_tls_peers __attribute__((tls_model("initial-exec")));
+
 /* Creates the key that hands a thread's block back at its exit; once (at
  * library load for file I/O, at MPI init), before any block is claimed. */
 void sl_threads_init(void);
@@ -102,7 +114,7 @@ unsigned sl_thread_blocks_used(void);
 /* Adds n to a counter only this thread writes (its block): a plain load and
  * store, no lock prefix (relaxed atomics: a reader on another thread sees
  * the old or the new value, never a torn one). */
-static inline void sl_own_add(uint64_t *c, uint64_t n)
+static SL_HOT void sl_own_add(uint64_t *c, uint64_t n)
 {
     __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
@@ -118,7 +130,7 @@ typedef struct sl_call {
  * must then call sl_mark_end() after the PMPI call and sl_leave() at the end.
  * Returns 0 if the wrapper must simply forward to PMPI.
  */
-static inline int sl_enter(sl_call *call)
+static SL_HOT int sl_enter(sl_call *call)
 {
     if (sl_tls_in_call || !__atomic_load_n(&sl_core.ready, __ATOMIC_ACQUIRE))
         return 0;
@@ -128,19 +140,19 @@ static inline int sl_enter(sl_call *call)
 }
 
 /* Marks the end of the PMPI call (the time counted as "inside the call"). */
-static inline void sl_mark_end(sl_call *call)
+static SL_HOT void sl_mark_end(sl_call *call)
 {
     call->t1 = sl_ticks();
 }
 
 /* Ticks inside the call (between sl_enter and sl_mark_end). */
-static inline uint64_t sl_call_ticks(const sl_call *call)
+static SL_HOT uint64_t sl_call_ticks(const sl_call *call)
 {
     return sl_ticks_between(call->t0, call->t1);
 }
 
 /* This thread's call counters, claimed at its first counted call. */
-static inline sl_call_counters *sl_my_calls(void)
+static SL_HOT sl_call_counters *sl_my_calls(void)
 {
     sl_call_counters *t = sl_tls_calls;
     return __builtin_expect(t != NULL, 1) ? t : sl_thread_claim();
@@ -148,7 +160,7 @@ static inline sl_call_counters *sl_my_calls(void)
 
 /* Adds n to counter c of t (from sl_my_calls): a plain load and store in
  * the thread's own block (the sender only reads it), else an atomic add. */
-static inline void sl_calls_add(sl_call_counters *t, uint64_t *c, uint64_t n)
+static SL_HOT void sl_calls_add(sl_call_counters *t, uint64_t *c, uint64_t n)
 {
     if (__builtin_expect(t != &sl_core.calls, 1))
         sl_own_add(c, n);
@@ -157,7 +169,7 @@ static inline void sl_calls_add(sl_call_counters *t, uint64_t *c, uint64_t n)
 }
 
 /* Adds one call of op with its bytes and time, and leaves the wrapper. */
-static inline void sl_leave(sl_call *call, int op, uint64_t bytes)
+static SL_HOT void sl_leave(sl_call *call, int op, uint64_t bytes)
 {
     sl_call_counters *t = sl_my_calls();
     sl_op_counters *c = &t->ops[op];
@@ -168,13 +180,13 @@ static inline void sl_leave(sl_call *call, int op, uint64_t bytes)
 }
 
 /* Histogram bucket of a message of bytes: 0, or 1 + floor(log2(bytes)). */
-static inline unsigned sl_hist_bucket(uint64_t bytes)
+static SL_HOT unsigned sl_hist_bucket(uint64_t bytes)
 {
     return bytes == 0 ? 0u : 64u - (unsigned)__builtin_clzll(bytes);
 }
 
 /* Counts one message of bytes of op in the size histogram. */
-static inline void sl_count_hist(int op, uint64_t bytes)
+static SL_HOT void sl_count_hist(int op, uint64_t bytes)
 {
     sl_call_counters *t = sl_my_calls();
     sl_calls_add(t, &t->hist[op][sl_hist_bucket(bytes)], 1);
@@ -182,7 +194,7 @@ static inline void sl_count_hist(int op, uint64_t bytes)
 
 /* sl_leave() for a call that moves one message (or buffer) of bytes: also
  * counts it in the size histogram of op. */
-static inline void sl_leave_sized(sl_call *call, int op, uint64_t bytes)
+static SL_HOT void sl_leave_sized(sl_call *call, int op, uint64_t bytes)
 {
     sl_count_hist(op, bytes);
     sl_leave(call, op, bytes);
@@ -190,11 +202,34 @@ static inline void sl_leave_sized(sl_call *call, int op, uint64_t bytes)
 
 /* Adds bytes received at completion of a request posted by op (Irecv, ...):
  * the op's bytes and histogram, not its calls or time. */
-static inline void sl_count_completed(int op, uint64_t bytes)
+static SL_HOT void sl_count_completed(int op, uint64_t bytes)
 {
     sl_call_counters *t = sl_my_calls();
     sl_calls_add(t, &t->ops[op].bytes, bytes);
     sl_calls_add(t, &t->hist[op][sl_hist_bucket(bytes)], 1);
+}
+
+/* Resolves sl_tls_peers (the rows of this thread's block) once the tables
+ * exist; returns it, NULL for a thread without a block. */
+sl_peer_counters *sl_thread_peers(void);
+
+/* Adds one message of bytes to or from world rank peer: in this thread's own
+ * peer rows with plain stores (no lock prefix), else with atomic adds into
+ * the shared rows. */
+static SL_HOT void sl_count_peer(int peer, int received, uint64_t bytes)
+{
+    sl_peer_counters *own = sl_tls_peers;
+    if (__builtin_expect(own == NULL, 0))
+        own = sl_thread_peers();
+    if (__builtin_expect(own != NULL, 1)) {
+        sl_peer_counters *p = &own[peer];
+        sl_own_add(received ? &p->bytes_recv : &p->bytes_sent, bytes);
+        sl_own_add(received ? &p->msgs_recv : &p->msgs_sent, 1);
+        return;
+    }
+    sl_peer_counters *p = &sl_core.peers[peer];
+    __atomic_fetch_add(received ? &p->bytes_recv : &p->bytes_sent, bytes, __ATOMIC_RELAXED);
+    __atomic_fetch_add(received ? &p->msgs_recv : &p->msgs_sent, 1, __ATOMIC_RELAXED);
 }
 
 /* Counts one key that could not get its own table entry. */
@@ -216,22 +251,68 @@ int sl_core_init(unsigned max_keys);
  */
 void sl_core_fini(void);
 
+/* Sizes of the most common predefined datatypes (never freed), filled once by
+ * sl_core_init: sl_type_cache_n entries, published with a release store. */
+#define SL_TYPE_CACHE 8
+typedef struct sl_type_size {
+    MPI_Datatype type;
+    int size;
+} sl_type_size;
+extern sl_type_size sl_type_cache[SL_TYPE_CACHE];
+extern int sl_type_cache_n;
+
+/* sl_type_bytes() of a type not in the cache: PMPI_Type_size. */
+uint64_t sl_type_bytes_queried(int64_t count, MPI_Datatype datatype);
+
 /* Bytes of count elements of datatype; 0 for count <= 0 or a null type.
- * Common predefined types are looked up in a small table filled at init
- * (they are never freed), others with PMPI_Type_size. */
-uint64_t sl_type_bytes(int64_t count, MPI_Datatype datatype);
+ * Common predefined types are looked up in sl_type_cache, others with
+ * PMPI_Type_size. */
+static SL_HOT uint64_t sl_type_bytes(int64_t count, MPI_Datatype datatype)
+{
+    if (count <= 0 || datatype == MPI_DATATYPE_NULL)
+        return 0;
+    int n = __atomic_load_n(&sl_type_cache_n, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (sl_type_cache[i].type == datatype)
+            return (uint64_t)count * (uint64_t)sl_type_cache[i].size;
+    return sl_type_bytes_queried(count, datatype);
+}
+
+/* sl_world_rank() of a communicator other than MPI_COMM_WORLD and
+ * MPI_COMM_SELF: its cached record (handles.h). */
+int sl_world_rank_cached(MPI_Comm comm, int rank);
 
 /*
  * World rank of rank in comm (the remote group for an intercommunicator);
  * -1 for MPI_PROC_NULL, MPI_ANY_SOURCE or a rank outside MPI_COMM_WORLD.
+ * MPI_COMM_WORLD and MPI_COMM_SELF need no lookup.
  */
-int sl_world_rank(MPI_Comm comm, int rank);
+static SL_HOT int sl_world_rank(MPI_Comm comm, int rank)
+{
+    if (rank < 0) /* MPI_PROC_NULL, MPI_ANY_SOURCE, MPI_ROOT are negative */
+        return -1;
+    if (comm == MPI_COMM_WORLD)
+        return rank < sl_core.world_size ? rank : -1;
+    if (comm == MPI_COMM_SELF)
+        return rank == 0 ? sl_core.world_rank : -1;
+    return sl_world_rank_cached(comm, rank);
+}
 
 /*
- * Counts one message of count elements of datatype sent to rank of comm.
- * Returns its bytes; 0 for MPI_PROC_NULL, where nothing is sent.
+ * Counts one message of count elements of datatype sent to rank of comm in
+ * the peer table. Returns its bytes; 0 for MPI_PROC_NULL, where nothing is sent.
  */
-uint64_t sl_count_send(MPI_Comm comm, int rank, int64_t count, MPI_Datatype datatype);
+static SL_HOT uint64_t sl_count_send(MPI_Comm comm, int rank, int64_t count,
+                                     MPI_Datatype datatype)
+{
+    if (rank == MPI_PROC_NULL)
+        return 0;
+    uint64_t bytes = sl_type_bytes(count, datatype);
+    int peer = sl_world_rank(comm, rank);
+    if (peer >= 0)
+        sl_count_peer(peer, 0, bytes);
+    return bytes;
+}
 
 /*
  * Counts one received message described by status (source and size),
@@ -279,7 +360,8 @@ uint64_t sl_bytes_nbr_sum(MPI_Comm comm, const void *counts, int large, MPI_Data
 uint64_t sl_bytes_nbr_w(MPI_Comm comm, const void *counts, int large, const void *types,
                         int fortran);
 
-/* Copies the current cumulative counters of peer world rank i. */
+/* Copies the current cumulative counters of peer world rank i: the shared
+ * counters plus every thread block's row. */
 void sl_core_load_peer(int i, sl_peer_counters *out);
 
 /* Copies the current cumulative counters of op i: the shared counters plus

@@ -54,8 +54,8 @@
 #include "io.h"
 #include "posix.h"
 
-/* The helpers of the read/write path: inlined into every wrapper (no calls). */
-#define SL_HOT inline __attribute__((always_inline))
+/* The helpers of the read/write path are SL_HOT (core.h): inlined into every
+ * wrapper (no calls). */
 
 /* The mode argument of an open call, if its flags say there is one. */
 #define SL_OPEN_MODE(flags, last, mode) \

@@ -200,28 +200,35 @@ static void scan_start(sl_reqscan *s)
     s->statuses = NULL;
 }
 
+/* Moves a full scan's inline arrays to the heap, room for n; 0 if no memory. */
+static __attribute__((noinline)) int scan_grow(sl_reqscan *s, int n)
+{
+    int *ni = malloc((size_t)n * sizeof *ni);
+    unsigned *ns = malloc((size_t)n * sizeof *ns);
+    if (ni == NULL || ns == NULL) {
+        free(ni);
+        free(ns);
+        return 0;
+    }
+    memcpy(ni, s->index, (size_t)s->n * sizeof *ni);
+    memcpy(ns, s->slot, (size_t)s->n * sizeof *ns);
+    s->index = ni;
+    s->slot = ns;
+    return 1;
+}
+
 /* Adds request i of an array of n to the scan if it is a tracked receive;
  * returns 0 when no memory is left for it (the rest are not counted). */
-static int scan_add(sl_reqscan *s, int n, int i, MPI_Request req)
+static inline __attribute__((always_inline)) int scan_add(sl_reqscan *s, int n, int i,
+                                                          MPI_Request req)
 {
     if (req == MPI_REQUEST_NULL)
         return 1;
     long slot = REQ_LOOKUP(SL_HKEY(req));
     if (slot < 0 || reqs[slot].kind != SL_REQ_RECV)
         return 1;
-    if (s->n == SL_SCAN_INLINE && s->index == s->index_inline) {
-        int *ni = malloc((size_t)n * sizeof *ni);
-        unsigned *ns = malloc((size_t)n * sizeof *ns);
-        if (ni == NULL || ns == NULL) {
-            free(ni);
-            free(ns);
-            return 0;
-        }
-        memcpy(ni, s->index, (size_t)s->n * sizeof *ni);
-        memcpy(ns, s->slot, (size_t)s->n * sizeof *ns);
-        s->index = ni;
-        s->slot = ns;
-    }
+    if (s->n == SL_SCAN_INLINE && s->index == s->index_inline && !scan_grow(s, n))
+        return 0;
     s->index[s->n] = i;
     s->slot[s->n] = (unsigned)slot;
     s->n++;
@@ -286,8 +293,8 @@ void sl_reqs_complete_all(sl_reqscan *s, const MPI_Status *statuses)
         sl_reqs_complete(s, s->index[k], &statuses[s->index[k]]);
 }
 
-/* Frees the scan's arrays. */
-void sl_reqs_release(sl_reqscan *s)
+/* Frees the scan's arrays (sl_reqs_release found some). */
+void sl_reqs_free(sl_reqscan *s)
 {
     if (s->index != s->index_inline) {
         free(s->index);

@@ -16,6 +16,7 @@
 #define SL_REQUESTS_H
 
 #include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Allocates the request and message tables; 0 or -1 (no memory). */
@@ -73,7 +74,14 @@ void sl_reqs_complete(sl_reqscan *s, int i, const MPI_Status *st);
 /* All tracked requests completed with statuses[i] (Waitall, Testall). */
 void sl_reqs_complete_all(sl_reqscan *s, const MPI_Status *statuses);
 
-/* Frees what the scan allocated. */
-void sl_reqs_release(sl_reqscan *s);
+/* Frees what the scan allocated (the out-of-line part of sl_reqs_release). */
+void sl_reqs_free(sl_reqscan *s);
+
+/* Frees what the scan allocated: usually nothing, checked inline. */
+static inline void sl_reqs_release(sl_reqscan *s)
+{
+    if (s->index != s->index_inline || s->statuses != NULL)
+        sl_reqs_free(s);
+}
 
 #endif /* SL_REQUESTS_H */

@@ -75,8 +75,6 @@ int sl_wiremon_start(int world_rank, int world_size)
         unmeasured(world_rank);
         return 0;
     }
-    if (counters != NULL) /* an exec that failed restarts the sender: keep counting */
-        return 1;
     sl_wire_counters *c = calloc((size_t)world_size, sizeof *c);
     if (c == NULL) {
         sl_warn("rank %d: no memory for %d on-wire counters; on-wire traffic is not measured",

@@ -358,7 +358,7 @@ def overlaps(a: Signal, b: Signal, slack_ns: int) -> bool:
 def severity(kind: str, victims: int, on_link: int, peak: float, th: Thresholds) -> str:
     """minor: no job affected; major: a job slowed on a congested or erroring link, or a
     job slowed to twice the threshold; critical: a flapping or down link under jobs, or
-    two or more victims of one link."""
+    two or more jobs slowed on one link (`victims`: the jobs on it with a signal)."""
     if kind in LINK_KINDS:
         if victims >= 2 or (kind == "link_flap" and on_link):
             return "critical"
@@ -388,7 +388,7 @@ def join(
     for j in sorted(bytes_on_link, key=lambda j: (-(bytes_on_link[j] or 0), j)):
         role = "aggressor" if j == aggressor else "victim" if j in by_job else "on link"
         members.append(Member(j, role, sorted(by_job.get(j, [])), bytes_on_link[j]))
-    victims = sum(m.role == "victim" for m in members)
+    victims = sum(bool(m.signals) for m in members)  # the aggressor may have slowed too
     return Joined(
         key=link_signal.key,
         kind=link_signal.kind,

@@ -3,9 +3,9 @@ events, jobs' steps), which jobs' traffic crosses a link and how many bytes, and
 incidents (written by the detector service, read by the routes through the owner filter).
 
 Jobs on a link: a job's hosts are placed on the fabric as server/jobs/placement.py places
-them; its inter-host point-to-point bytes (p2p_deltas, by host pair) and its file I/O
-bytes (io_deltas, to the storage nodes of STACKLENS_STORAGE_NODES, split evenly; reads
-back) are routed over the switches' stored forwarding tables (fabric_lfts). Without
+them; its inter-host point-to-point bytes (p2p_deltas, by host pair) are routed over the
+switches' stored forwarding tables (fabric_lfts). File I/O is not placed on links here
+(where the storage servers sit is the traffic domain's, server/traffic, to come). Without
 forwarding tables a job is on a link when the link is one of its placement links (host
 links and topological candidates), bytes unknown (null).
 """
@@ -111,26 +111,24 @@ def link_point(
     )
 
 
-def link_events_after(session: Session, after_ns: int, upto_ns: int,
-                      links: list[dict[str, Any]]) -> dict[int, list[int]]:  # fmt: skip
-    """Link id -> times of its link_down / link_up events in (after_ns, upto_ns]."""
-    ends = {}
-    for lk in links:
-        key = ((lk["a"]["guid"], lk["a"]["port"]), (lk["b"]["guid"], lk["b"]["port"]))
-        ends[key] = ends[key[::-1]] = lk["id"]
-    query = select(FabricEvent.start_ns, FabricEvent.details).where(
-        FabricEvent.kind.in_(("link_down", "link_up")),
-        FabricEvent.start_ns > after_ns,
-        FabricEvent.start_ns <= upto_ns,
+def link_events_after(
+    session: Session, after_ns: int, upto_ns: int
+) -> dict[int, list[tuple[int, int]]]:
+    """Link id -> (change id, time) of each time its state changed in (after_ns, upto_ns]:
+    the start (down) and the end (back up) of its link_down events. A change id is unique
+    per change: 2 x the event's id for its start, + 1 for its end."""
+    start, end = FabricEvent.start_ns, FabricEvent.end_ns
+    query = select(FabricEvent.id, FabricEvent.link_id, start, end).where(
+        FabricEvent.kind == "link_down",
+        FabricEvent.link_id.is_not(None),
+        or_(and_(start > after_ns, start <= upto_ns), and_(end > after_ns, end <= upto_ns)),
     )
-    out: dict[int, list[int]] = defaultdict(list)
-    for ts, details in session.execute(query):
-        try:
-            key = ((details["a"][0], details["a"][1]), (details["b"][0], details["b"][1]))
-        except (KeyError, IndexError, TypeError):
-            continue
-        if key in ends:
-            out[ends[key]].append(ts)
+    out: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for event_id, link, down_ns, up_ns in session.execute(query):
+        changes = [(2 * event_id + i, t) for i, t in enumerate((down_ns, up_ns))
+                   if t is not None and after_ns < t <= upto_ns]  # fmt: skip
+        if link is not None:  # always: the query excludes it; this tells the type checker
+            out[link] += changes
     return dict(out)
 
 
@@ -268,55 +266,67 @@ def _host_pairs(session: Session, job: int, from_ns: int, to_ns: int) -> dict[tu
     return {(a, b): int(n) for a, b, n in session.execute(query) if n}
 
 
-def _host_io(session: Session, job: int, from_ns: int, to_ns: int) -> dict[str, tuple[int, int]]:
-    query = (
-        select(Rank.host, func.sum(IoDelta.bytes_written), func.sum(IoDelta.bytes_read))
-        .join(Rank, and_(Rank.run_id == IoDelta.run_id, Rank.world_rank == IoDelta.world_rank))
-        .where(IoDelta.job_id == job, IoDelta.t_end_ns >= from_ns, IoDelta.t_end_ns < to_ns)
-        .group_by(Rank.host)
-    )
-    return {h: (int(w or 0), int(r or 0)) for h, w, r in session.execute(query) if w or r}
+class FabricView:
+    """The current fabric as the join needs it: its nodes and links (server.fabric's rows),
+    the routing Topology (None without forwarding tables) and link ids by their ends. Read
+    once per stored discovery (`version`)."""
+
+    def __init__(self, session: Session):
+        self.version = fabric.topology_version(session)
+        self.nodes = fabric.nodes(session)
+        self.links = fabric.links(session)
+        self.topology = routing(session)
+        hcas = {n["guid"] for n in self.nodes if n["type"] == "hca"}
+        self.host_links = [lk for lk in self.links
+                           if lk["a"]["guid"] in hcas or lk["b"]["guid"] in hcas]  # fmt: skip
+        self.link_of = {
+            frozenset(((int(lk["a"]["guid"], 16), lk["a"]["port"]),
+                       (int(lk["b"]["guid"], 16), lk["b"]["port"]))): lk["id"]
+            for lk in self.links
+        }  # fmt: skip
+        self.routes: dict[tuple[int, int], list[int]] = {}
+
+    def route(self, src: int, dst: int) -> list[int]:
+        """Link ids a flow from HCA `src` to HCA `dst` crosses (GUIDs; [] if unroutable)."""
+        key = (src, dst)
+        if key not in self.routes:
+            assert self.topology is not None
+            try:
+                hops = self.topology.route(src, dst)
+            except (ValueError, KeyError):
+                hops = []
+            self.routes[key] = [self.link_of[frozenset((h.tx, h.rx))] for h in hops
+                                if frozenset((h.tx, h.rx)) in self.link_of]  # fmt: skip
+        return self.routes[key]
 
 
 class LinkTraffic:
     """Which jobs' traffic crosses which links over a window, and how many bytes: routed
     over the forwarding tables (placement candidates, bytes unknown, without them)."""
 
-    def __init__(self, session: Session, storage: list[str]):
+    def __init__(self, session: Session, view: FabricView):
         self.session = session
-        self.topology = routing(session)
-        self.nodes = fabric.nodes(session)
-        self.links = fabric.links(session)
-        self.storage = storage
-        by_ends = {}
-        for lk in self.links:
-            a = (int(lk["a"]["guid"], 16), lk["a"]["port"])
-            b = (int(lk["b"]["guid"], 16), lk["b"]["port"])
-            by_ends[frozenset((a, b))] = lk["id"]
-        self._link_of = by_ends
-        self._routes: dict[tuple[int, int], list[int]] = {}
+        self.view = view
+        self.topology = view.topology
+        self._placed: dict[int, tuple[dict[str, int], list[int]]] = {}
 
     def _route(self, src: int, dst: int) -> list[int]:
-        key = (src, dst)
-        if key not in self._routes:
-            assert self.topology is not None
-            try:
-                hops = self.topology.route(src, dst)
-            except (ValueError, KeyError):
-                hops = []
-            self._routes[key] = [self._link_of[frozenset((h.tx, h.rx))] for h in hops
-                                 if frozenset((h.tx, h.rx)) in self._link_of]  # fmt: skip
-        return self._routes[key]
+        return self.view.route(src, dst)
 
     def _guids(self, job: int) -> tuple[dict[str, int], list[int]]:
         """A job's hosts -> their first HCA GUID (placed as the placement does), and the
-        ids of its placement links."""
-        scope = Scope(job)
-        placed = placement.place(placement.hosts_and_ranks(self.session, scope),
-                                 placement.reported_ports(self.session, scope),
-                                 self.nodes, self.links)  # fmt: skip
-        guids = {h["host"]: int(h["ports"][0]["guid"], 16) for h in placed["hosts"] if h["ports"]}
-        return guids, [lk["id"] for lk in placed["links"]]
+        ids of its placement links (only its host links when the forwarding tables route
+        its flows: the topological candidates are not needed then)."""
+        if job not in self._placed:
+            scope = Scope(job)
+            links = self.view.links if self.topology is None else self.view.host_links
+            placed = placement.place(placement.hosts_and_ranks(self.session, scope),
+                                     placement.reported_ports(self.session, scope),
+                                     self.view.nodes, links)  # fmt: skip
+            guids = {h["host"]: int(h["ports"][0]["guid"], 16) for h in placed["hosts"]
+                     if h["ports"]}  # fmt: skip
+            self._placed[job] = guids, [lk["id"] for lk in placed["links"]]
+        return self._placed[job]
 
     def on_links(self, job: int, link_ids: set[int], from_ns: int, to_ns: int
                  ) -> tuple[int | None, set[int]] | None:  # fmt: skip
@@ -330,14 +340,6 @@ class LinkTraffic:
         for (a, b), n in _host_pairs(self.session, job, from_ns, to_ns).items():
             if a in guids and b in guids:
                 flows[(guids[a], guids[b])] += n
-        servers = [self.topology.node(s).guid for s in self.storage
-                   if s in self.topology._by_name]  # fmt: skip
-        if servers:
-            for host, (written, read) in _host_io(self.session, job, from_ns, to_ns).items():
-                if host in guids:
-                    for server in servers:
-                        flows[(guids[host], server)] += written // len(servers)
-                        flows[(server, guids[host])] += read // len(servers)
         total, crossed = 0, set()
         for (src, dst), n in flows.items():
             hit = link_ids.intersection(self._route(src, dst))
@@ -369,6 +371,11 @@ def save(session: Session, row: dict[str, Any], members: list[dict[str, Any]]) -
     if members:
         session.execute(insert(IncidentJob), [{**m, "incident_id": incident_id} for m in members])
     return incident_id
+
+
+def remove(session: Session, key: str) -> None:
+    """Delete the incident with this key (and its jobs)."""
+    session.execute(delete(Incident).where(Incident.key == key))
 
 
 def open_keys(session: Session) -> list[str]:

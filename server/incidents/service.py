@@ -4,16 +4,18 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
 `tick` in a worker thread:
 
 1. the sweeps stored since the last tick, in order, through the link detectors
-   (congestion, errors), and the new link down/up events (flaps);
+   (congestion, errors), and the link down/up events stored since (flaps);
 2. every job's whole-second steps that have settled (SETTLE_NS past their end, so late
    frames are in) through its own detectors (MPI slowdown, I/O stall);
 3. the join: each link signal with the overlapping job signals of the jobs whose traffic
-   crosses it (repository.LinkTraffic) becomes an incident, the job with the most bytes
-   on the link its likely aggressor; a job signal that joins no link signal within
+   crosses it (repository.LinkTraffic; read again every REFRESH_NS while it lasts, and
+   when it ends) becomes an incident, the job with the most bytes on the link its likely
+   aggressor; a job signal that joins no link signal within
    `sweeps` sweep periods is an incident of its own;
 4. every open incident (and one that just closed) is stored; its opening, a change of its
-   severity or of a job's role ("updated") and its closing are sent to the webhook if one
-   is set.
+   severity or of a job's role or signals ("updated") and its closing are sent to the webhook if one
+   is set. A job's incident of its own that a link signal joins later is merged into the
+   link's (deleted; "merged" to the webhook).
 
 Why a service of its own and not the fabric sampler's loop: the detectors read jobs'
 series as well as the fabric's, the sampler belongs to the collector layer (which may not
@@ -54,6 +56,10 @@ log = logging.getLogger(__name__)
 SECOND = 10**9
 #: How long after a step's end its frames are taken to be in.
 SETTLE_NS = 1_500_000_000
+#: How far back each pass reads link events again (an event is stored after its time).
+EVENT_MARGIN_NS = 10 * SECOND
+#: How often an open incident's jobs' bytes on its links, ranks and files are read again.
+REFRESH_NS = 5 * SECOND
 #: How the kinds are named in titles.
 KIND_TEXT = {
     "congestion": "Congestion",
@@ -83,14 +89,12 @@ class IncidentService:
         engine: Engine,
         thresholds: Thresholds,
         sweep_interval_s: float = 1.0,
-        storage: list[str] | None = None,
         webhook: Webhook | None = None,
         clock: Callable[[], int] = time.time_ns,
     ):
         self.engine = engine
         self.th = thresholds
         self.interval_ns = int(sweep_interval_s * SECOND)
-        self.storage = storage or []
         self.webhook = webhook
         self.clock = clock
         self.stats = ServiceStats()
@@ -98,12 +102,17 @@ class IncidentService:
         self.jobs: dict[int, JobDetector] = {}
         self.sweep_after: int | None = None  # newest sweep fed
         self.events_after: int | None = None
+        self.events_seen: dict[int, int] = {}  # event id -> its time, of those read lately
         self.steps_after: int | None = None  # end of the newest step fed
         self.ended: list[Signal] = []  # closed since the last tick, to store once more
         self.joined: dict[str, str] = {}  # job signal key -> the link incident it joined
         self.stored: dict[str, int] = {}  # open incident key -> id
-        self.shapes: dict[str, tuple[str, tuple[tuple[int, str], ...]]] = {}  # severity, roles
+        self.shapes: dict[str, tuple[str, tuple[tuple[Any, ...], ...]]] = {}  # severity, roles
         self._task: asyncio.Task[None] | None = None
+        self._view: repo.FabricView | None = None
+        # per open incident: its jobs' bytes on the link, their ranks and files (REFRESH_NS)
+        self._on: dict[str, tuple[int, dict[int, int | None]]] = {}
+        self._details: dict[tuple[str, int, str, str], tuple[int, list[int], list[str]]] = {}
 
     # ---- running -------------------------------------------------------------------------
 
@@ -142,10 +151,14 @@ class IncidentService:
         started = time.monotonic()
         now = self.clock()
         with Session(self.engine) as session:
-            links = fabric.links(session)
+            version = fabric.topology_version(session)
+            if self._view is None or version is None or version != self._view.version:
+                self._view = repo.FabricView(session)  # a new discovery was stored
+            links = self._view.links
             fed = self._fabric(session, links, now)
+            fed |= self._events(session, now)
             fed |= self._jobs(session, now)
-            messages = self._store(session, links, now) if fed or self.stored else []
+            messages = self._store(session, links, now) if fed else []
             session.commit()
         self.stats.ticks += 1
         self.stats.last_tick_s = time.monotonic() - started
@@ -160,17 +173,33 @@ class IncidentService:
             return False
         if self.sweep_after is None:  # enough sweeps before now to judge streaks afresh
             self.sweep_after = newest - (self.th.sweeps + self.th.clear + 1) * self.interval_ns
-            self.events_after = newest - self.th.baseline_ns
         for _, points in repo.sweeps_after(session, self.sweep_after, newest, links):
             self.ended += [s for s in self.links.sweep(points) if s.end_ns is not None]
-        assert self.events_after is not None
-        events = repo.link_events_after(session, self.events_after, newest, links)
-        for link in set(events) | set(self.links.events):
-            signal = self.links.link_events(link, events.get(link, []), newest)
+        self.sweep_after = newest
+        return True
+
+    def _events(self, session: Session, now: int) -> bool:
+        """Feed the link down/up events stored since the last tick (and age the old ones:
+        a flap ends when its events leave the baseline window)."""
+        # read again from EVENT_MARGIN_NS back: an event is stored after its time
+        after = now - self.th.baseline_ns if self.events_after is None else self.events_after
+        events = repo.link_events_after(session, after - EVENT_MARGIN_NS, now)
+        new: dict[int, list[int]] = {}
+        for link, seen in events.items():
+            times = [ts for event_id, ts in seen if event_id not in self.events_seen]
+            self.events_seen.update(seen)
+            if times:
+                new[link] = times
+        self.events_seen = {i: ts for i, ts in self.events_seen.items()
+                            if ts > after - 2 * EVENT_MARGIN_NS}  # fmt: skip
+        changed = False
+        for link in set(new) | set(self.links.events):
+            signal = self.links.link_events(link, new.get(link, []), now)
             if signal is not None and signal.end_ns is not None:
                 self.ended.append(signal)
-        self.sweep_after = self.events_after = newest
-        return True
+            changed |= signal is not None
+        self.events_after = now
+        return bool(new) or changed
 
     def _jobs(self, session: Session, now: int) -> bool:
         upto = (now - SETTLE_NS) // SECOND * SECOND
@@ -209,17 +238,21 @@ class IncidentService:
         job_signals += [s for s in self.ended if s.kind in JOB_KINDS]
         slack = self.th.sweeps * self.interval_ns
         incidents: list[Joined] = []
-        traffic = repo.LinkTraffic(session, self.storage) if link_signals else None
+        assert self._view is not None
+        traffic = repo.LinkTraffic(session, self._view) if link_signals else None
         for signal in link_signals:
             assert traffic is not None
             upto = signal.end_ns or now
-            on: dict[int, int | None] = {}
-            for job in repo.active_jobs(session, signal.start_ns - slack, upto + slack):
-                crossed = traffic.on_links(job, {signal.subject}, signal.start_ns - slack,
-                                           upto + slack)  # fmt: skip
-                if crossed is not None:
-                    on[job] = crossed[0]
-            incident = join(signal, job_signals, on, self.th, slack)
+            cached = self._on.get(signal.key)
+            if cached is None or now - cached[0] >= REFRESH_NS or signal.end_ns is not None:
+                on: dict[int, int | None] = {}
+                for job in repo.active_jobs(session, signal.start_ns - slack, upto + slack):
+                    crossed = traffic.on_links(job, {signal.subject}, signal.start_ns - slack,
+                                               upto + slack)  # fmt: skip
+                    if crossed is not None:
+                        on[job] = crossed[0]
+                cached = self._on[signal.key] = (now, on)
+            incident = join(signal, job_signals, cached[1], self.th, slack)
             incidents.append(incident)
             for s in incident.signals[1:]:
                 self.joined[s.key] = incident.key
@@ -230,6 +263,10 @@ class IncidentService:
                 continue  # a link signal may still join it
             incidents.append(alone(signal, self.th))
         messages = []
+        for key in [k for k in self.joined if k in self.stored]:  # it opened alone before
+            messages.append({"event": "merged", "incident": {"id": self.stored.pop(key)},
+                             "into": self.joined[key]})  # fmt: skip
+            repo.remove(session, key)
         keep = set()
         for incident in incidents:
             incident_id, row = self._save(session, incident, by_id, now)
@@ -239,7 +276,8 @@ class IncidentService:
                 keep.add(incident.key)
             else:
                 self.stored.pop(incident.key, None)
-            shape = (incident.severity, tuple((m.job, m.role) for m in incident.members))
+            shape = (incident.severity,
+                     tuple((m.job, m.role, *m.signals) for m in incident.members))  # fmt: skip
             event = None
             if incident.end_ns is not None:
                 event = "closed"
@@ -255,6 +293,8 @@ class IncidentService:
         for key in set(self.stored) - keep:  # its signals are gone (e.g. a restart)
             del self.stored[key]
         self.shapes = {k: v for k, v in self.shapes.items() if k in keep}
+        self._on = {k: v for k, v in self._on.items() if k in keep}
+        self._details = {k: v for k, v in self._details.items() if k[0] in keep}
         for closed in repo.close_stale(session, keep, now):
             self.stats.closed += 1
             del closed
@@ -284,9 +324,14 @@ class IncidentService:
         for slot, m in enumerate(incident.members):
             own = [s for s in incident.signals if s.subject == m.job and s.kind in JOB_KINDS]
             kind = own[0].kind if own else "mpi_slowdown"
-            ranks = repo.top_ranks(session, m.job, kind, incident.start_ns, upto)
-            files = (repo.top_files(session, m.job, incident.start_ns, upto)
-                     if kind == "io_stall" or m.role == "aggressor" else [])  # fmt: skip
+            key = (incident.key, m.job, kind, m.role)
+            known = self._details.get(key)
+            if known is None or now - known[0] >= REFRESH_NS or incident.end_ns is not None:
+                ranks = repo.top_ranks(session, m.job, kind, incident.start_ns, upto)
+                files = (repo.top_files(session, m.job, incident.start_ns, upto)
+                         if kind == "io_stall" or m.role == "aggressor" else [])  # fmt: skip
+                known = self._details[key] = (now, ranks, files)
+            _, ranks, files = known
             evidence = {s.kind: {"baseline_per_byte_ns": s.baseline, "peak_factor": s.peak,
                                  "series": s.evidence} for s in own}  # fmt: skip
             members.append({"slot": slot, "job_id": m.job, "role": m.role,
@@ -332,6 +377,5 @@ def incident_service(engine: Engine, settings: Any) -> IncidentService | None:
         engine,
         Thresholds.from_settings(settings),
         sweep_interval_s=settings.fabric_interval_ms / 1000,
-        storage=settings.items(settings.storage_nodes),
         webhook=Webhook(settings.alert_webhook) if settings.alert_webhook else None,
     )

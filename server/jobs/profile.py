@@ -1,5 +1,6 @@
-"""The slow rank, as pure functions of a job's per-rank series (no database here; the rows
-come from server.jobs.series.profile_rows).
+"""The slow rank, as pure functions of a job's per-rank sums (no database here; the sums
+come from server.jobs.series.profile_rows, which makes the per-rank shares in the database
+with `op_class`).
 
 Per rank and step: time inside MPI per traffic category, time in file I/O, start-up
 (MPI_Init*) and shutdown (MPI_Finalize, MPI_Abort) apart, and the rest: computation =
@@ -19,8 +20,7 @@ collective is the last to arrive (the others wait for it inside the call).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from stacklens.mpi_ops import CATEGORIES
@@ -40,93 +40,48 @@ MPI_CATEGORIES = tuple(c for c in CATEGORIES if c not in ("io", "mpi_startup"))
 SHUTDOWN_OPS = ("MPI_Finalize", "MPI_Abort")
 
 
-@dataclass
-class _Share:
-    t_ns: int
-    rank: int
-    elapsed_ns: int = 0
-    mpi_ns: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MPI_CATEGORIES, 0))
-    io_ns: int = 0
-    startup_ns: int = 0
-    shutdown_ns: int = 0
+#: Where an op's time goes in a share: its MPI category's index in MPI_CATEGORIES, or one
+#: of these after them.
+IO_CLASS, STARTUP_CLASS, SHUTDOWN_CLASS = range(len(MPI_CATEGORIES), len(MPI_CATEGORIES) + 3)
 
-    def answer(self) -> dict[str, Any]:
-        busy = sum(self.mpi_ns.values()) + self.io_ns + self.shutdown_ns  # module doc
-        return {
-            "t_ns": self.t_ns, "rank": self.rank, "elapsed_ns": self.elapsed_ns,
-            "mpi_ns": self.mpi_ns, "io_ns": self.io_ns, "startup_ns": self.startup_ns,
-            "shutdown_ns": self.shutdown_ns, "compute_ns": max(0, self.elapsed_ns - busy),
-        }  # fmt: skip
+#: The places of a share that are not MPI categories, as outliers name them.
+FILE_IO, COMPUTATION = "file I/O", "computation"
 
 
-def shares(
-    elapsed: Iterable[tuple[int, int, int]],
-    op_rows: Iterable[tuple[int, int, str, str, int]],
-    io_rows: Iterable[tuple[int, int, int]],
-) -> list[dict[str, Any]]:
-    """Per step and rank (by step, then rank): where its time went. `elapsed`: (step, rank,
-    ns its intervals ending in the step cover); `op_rows`: (step,
-    rank, op name, category, time_ns); `io_rows`: (step, rank, time_ns) of POSIX and
-    stdio I/O. MPI-IO calls (category io) count as file I/O."""
-    table: dict[tuple[int, int], _Share] = {}
-
-    def share(t_ns: int, rank: int) -> _Share:
-        return table.setdefault((t_ns, rank), _Share(t_ns, rank))
-
-    for t_ns, rank, ns in elapsed:
-        share(t_ns, rank).elapsed_ns += ns
-    for t_ns, rank, op, category, ns in op_rows:
-        s = share(t_ns, rank)
-        if category == "mpi_startup":
-            if op in SHUTDOWN_OPS:
-                s.shutdown_ns += ns
-            else:
-                s.startup_ns += ns
-        elif category == "io":
-            s.io_ns += ns
-        else:
-            s.mpi_ns[category if category in s.mpi_ns else "other"] += ns
-    for t_ns, rank, ns in io_rows:
-        share(t_ns, rank).io_ns += ns
-    return [table[key].answer() for key in sorted(table)]
+def op_class(op: str, category: str) -> int:
+    """Where the time of an op (name, category) goes in a share: start-up (MPI_Init*),
+    shutdown (MPI_Finalize, MPI_Abort), file I/O (MPI-IO calls, category io), else its MPI
+    category ("other" for one outside MPI_CATEGORIES)."""
+    if category == "mpi_startup":
+        return SHUTDOWN_CLASS if op in SHUTDOWN_OPS else STARTUP_CLASS
+    if category == "io":
+        return IO_CLASS
+    return MPI_CATEGORIES.index(category if category in MPI_CATEGORIES else "other")
 
 
 def outliers(
-    step_shares: Sequence[dict[str, Any]],
-    op_rows: Iterable[tuple[int, int, str, str, int]],
+    totals: dict[str, dict[int, int]],
     ranks: Sequence[int],
+    steps_of: Callable[[str], dict[int, dict[int, int]]],
 ) -> list[dict[str, Any]]:
-    """The ranks far above the median rank (module doc), worst ratio first: per MPI
-    operation (from `op_rows`, start-up and shutdown left out), per MPI category, in file
-    I/O and in computation (from `step_shares`). `ranks`: every rank of the scope (those
-    without time in a place count as 0 there)."""
-    # place -> step -> rank -> ns
-    places: dict[str, dict[int, dict[int, int]]] = {}
-
-    def add(place: str, t_ns: int, rank: int, ns: int) -> None:
-        steps = places.setdefault(place, {}).setdefault(t_ns, {})
-        steps[rank] = steps.get(rank, 0) + ns
-
-    for t_ns, rank, op, category, ns in op_rows:
-        if category != "mpi_startup":
-            add(op, t_ns, rank, ns)
-    for s in step_shares:
-        for category, ns in s["mpi_ns"].items():
-            add(category, s["t_ns"], s["rank"], ns)
-        add("file I/O", s["t_ns"], s["rank"], s["io_ns"])
-        add("computation", s["t_ns"], s["rank"], s["compute_ns"])
+    """The ranks far above the median rank (module doc), worst ratio first. `totals`: per
+    place (an MPI operation other than start-up and shutdown, an MPI category, FILE_IO,
+    COMPUTATION), the time of each rank over the window; `ranks`: every rank of the scope
+    (those without time in a place count as 0 there); `steps_of(place)`: the place's time
+    per step and rank (the ranks with time there in the step), asked only for a place with
+    an outlier, to name the step where the rank was furthest above that step's median."""
     found = []
-    for place, steps in places.items():
-        totals = dict.fromkeys(ranks, 0)
-        for per_rank in steps.values():
-            for rank, ns in per_rank.items():
-                totals[rank] = totals.get(rank, 0) + ns
-        if len(totals) < 2:
+    for place, per_rank in totals.items():
+        everyone = dict.fromkeys(ranks, 0)
+        everyone.update(per_rank)
+        if len(everyone) < 2:
             continue
-        median = int(statistics.median(totals.values()))
-        for rank, ns in totals.items():
+        median = int(statistics.median(everyone.values()))
+        steps: dict[int, dict[int, int]] | None = None
+        for rank, ns in everyone.items():
             ratio = ns / max(median, MEDIAN_FLOOR_NS)
             if ratio >= OUTLIER_RATIO and ns - median >= MIN_EXCESS_NS:
+                steps = steps_of(place) if steps is None else steps
                 found.append(_outlier(place, rank, ns, median, ratio, steps))
     found.sort(key=lambda o: (-o["ratio"], o["rank"], o["what"]))
     return found[:MAX_LISTED]

@@ -28,6 +28,7 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from collector.store.rollups import MINUTE_NS
+from server.access.owner import owner_column
 from server.paging import Key
 from server.query_params import ALL_TIME, Window
 from stacklens.constants import IO_COUNTERS, IO_LAYERS, OVERFLOW_COMM_ID, bucket_bounds
@@ -264,12 +265,27 @@ def _job_rows(session: Session, ids: list[int]) -> list[dict[str, Any]]:
     ]
 
 
-def get_job(session: Session, job_key: str) -> Job | None:
-    """The job with this key that the session may read, or None. A job is its owner's and
-    its key (two users may use one key); a user sees only theirs (server/access/owner.py),
-    an admin who can read several gets the one seen last."""
-    query = select(Job).where(Job.job_key == job_key).order_by(Job.last_seen_ns.desc(), Job.id)
-    return session.scalars(query.limit(1)).first()
+#: At most this many jobs of one key are read to resolve it (a 409 lists their owners).
+MAX_SAME_KEY = 20
+
+
+def owner_name() -> ColumnElement[str]:
+    """A job's owner as the job list names it (`user`; "" for a job that names none): what
+    the `owner` qualifier of the job endpoints matches."""
+    return func.coalesce(owner_column(), "")
+
+
+def find_jobs(session: Session, job_key: str, owner: str | None = None) -> list[Job]:
+    """The jobs with this key that the session may read, of `owner` only when given (the
+    owner's name, `owner_name()`), newest seen first; at most MAX_SAME_KEY. A job is its
+    owner's and its key (two users may use one key): a user sees only theirs
+    (server/access/owner.py), an admin may see several, which the caller must not pick
+    from silently."""
+    query = select(Job).where(Job.job_key == job_key)
+    if owner is not None:
+        query = query.where(owner_name() == owner)
+    query = query.order_by(Job.last_seen_ns.desc(), Job.id.desc()).limit(MAX_SAME_KEY)
+    return list(session.scalars(query))
 
 
 def get_run(session: Session, job_id: int, ordinal: int) -> Run | None:

@@ -1,11 +1,16 @@
 """HTTP routes of the jobs domain. Every `/api/jobs/{job}/...` endpoint answers for the whole
 job (all its runs summed) or, with `?run=<ordinal>`, for one run; and for the intervals
-that ended in the window `from`/`to` (server.query_params; default: the whole job). An
-unknown job or run is a 404, a window that cannot be read or is inverted a 422. The table
-endpoints and the series answer CSV or Parquet files too (`?format=`, server.export)."""
+that ended in the window `from`/`to` (server.query_params; default: the whole job). A job
+is its owner's and its id: `?owner=<user>` (the job list's `user`) names whose job of that
+id is meant; without it the id alone must name one job the viewer may read, else the
+answer is a 409 listing the owners (an admin, or a viewer of several owners' jobs, can see
+two jobs of one id). An unknown job or run is a 404, a window that cannot be read or is
+inverted a 422. The table endpoints and the series answer CSV or Parquet files too
+(`?format=`, server.export)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -80,6 +85,17 @@ CursorParam = Annotated[
 ]
 #: Text a job's id, user or command can hold: no control characters.
 _TEXT = r"^[^\x00-\x1f\x7f]*$"
+
+#: The `owner` query parameter of every job endpoint (docs/access.md, "Job URLs").
+OwnerParam = Annotated[
+    str | None,
+    Query(
+        max_length=200,
+        pattern=_TEXT,
+        description="the job's owner (its `user` in the job list): which of the jobs with "
+        "this id is meant; needed only when the id names jobs of several owners (else 409)",
+    ),
+]
 
 #: The `limit` query parameter of each list.
 JobLimit = Annotated[int, Query(ge=1, le=JOB_LIMITS.maximum, description=JOB_LIMITS.help("jobs"))]
@@ -164,25 +180,51 @@ def _possible_id(job: str) -> bool:
     return len(job.encode("utf-8", "surrogatepass")) <= JOB_ID_BYTES and wire.clean_text(job)
 
 
-def _target(session: Session, job: str, run: int | None, window: Window = ALL_TIME) -> _Target:
-    """The job (and run) asked for; 404 if either is unknown, also for an id that no job
-    can have (ingest refuses them: longer than the wire field, not UTF-8 text, control
-    characters), which is never sent to the database."""
-    if not _possible_id(job):
-        raise HTTPException(
-            status_code=404,
-            detail=f"unknown job {job!r}: a job id is 1 to {JOB_ID_BYTES} bytes of UTF-8 "
-            "text without control characters",
-        )
-    found = repository.get_job(session, job)
-    if found is None:
-        raise HTTPException(status_code=404, detail=f"unknown job {job!r}")
+def find_target(
+    session: Session, job: str, owner: str | None, run: int | None, window: Window = ALL_TIME
+) -> _Target:
+    """The job (of `owner`, if given) and run asked for; 404 if either is unknown, also for
+    an id that no job can have (ingest refuses them: longer than the wire field, not UTF-8
+    text, control characters), which is never sent to the database; 409 if the id names
+    jobs of several owners and `owner` does not say which."""
+    found = find_job(session, job, owner)
     if run is None:
         return _whole(found, window)
     chosen = repository.get_run(session, found.id, run)
     if chosen is None:
         raise HTTPException(status_code=404, detail=f"job {job!r} has no run {run}")
     return _run(found, chosen, window)
+
+
+def find_job(session: Session, job: str, owner: str | None) -> Job:
+    """The one job the viewer may read with this id (and owner, if given): 404 if none, 409
+    listing the owners if several."""
+    of = "" if owner is None else f" of owner {owner!r}"
+    if not _possible_id(job):
+        raise HTTPException(
+            status_code=404,
+            detail=f"unknown job {job!r}{of}: a job id is 1 to {JOB_ID_BYTES} bytes of UTF-8 "
+            "text without control characters",
+        )
+    found = repository.find_jobs(session, job, owner)
+    if not found:
+        raise HTTPException(status_code=404, detail=f"unknown job {job!r}{of}")
+    if len(found) > 1:
+        raise HTTPException(status_code=409, detail=_ambiguous(job, owner, found))
+    return found[0]
+
+
+def _ambiguous(job: str, owner: str | None, found: list[Job]) -> str:
+    """Why an id (and owner) names several jobs, and how to name one."""
+    if owner is None:
+        owners = sorted({j.user or "" for j in found})
+        if len(owners) > 1:
+            named = ", ".join(repr(o) for o in owners)
+            return (f"job {job!r} is the id of jobs of {len(owners)} owners ({named}): "
+                    f"name one with ?owner=<user>, e.g. ?owner={owners[0]}")  # fmt: skip
+    who = f" of owner {found[0].user or ''!r}"
+    return (f"job {job!r}{who} names {len(found)} jobs (some stored before owners were "
+            "recorded, migration 0011); they cannot be told apart by URL")  # fmt: skip
 
 
 def _run(job: Job, run: Run, window: Window) -> _Target:
@@ -195,8 +237,9 @@ def _run(job: Job, run: Run, window: Window) -> _Target:
 #: Every per-job route answers 404 for an unknown job (or an id no job can have), the
 #: paged ones also for a cursor they did not make (it names no page).
 _NOT_FOUND = error_responses(404)
-#: ... and the routes with a window 422 for a window that cannot be read or is inverted.
-_WINDOWED = error_responses(404, **{"422": "unknown query parameter, or a bad window"})
+#: ... and the routes with a window 409 (the id names jobs of several owners and no `owner`
+#: says which) and 422 for a window that cannot be read or is inverted.
+_WINDOWED = error_responses(404, 409, **{"422": "unknown query parameter, or a bad window"})
 #: ... and the table routes their files (?format=csv|parquet).
 _TABLE = {**_WINDOWED, **FILE_RESPONSES}
 
@@ -229,19 +272,25 @@ def overview(
         str | None, Query(description="the job to detail; absent: the first of the list")
     ] = None,
     run: RunParam = None,
+    owner: OwnerParam = None,
 ) -> Overview:
     """What a jobs view shows, in one answer: a page of the job list (as GET /api/jobs
-    answers with the same parameters) and the first page of every section of `job` (or, when
-    `job` is absent, of the first job of that page) over the window (default: the whole
-    job), for its run `run` if it has one of that ordinal (else the whole job); `shown` is
-    null for a job that is unknown."""
+    answers with the same parameters) and the first page of every section of `job` of
+    `owner` (or, when `job` is absent, of the first job of that page) over the window
+    (default: the whole job), for its run `run` if it has one of that ordinal (else the
+    whole job); `shown` is null for a job that is unknown; 409 when `job` names jobs of
+    several owners and `owner` does not say which."""
     jobs = _job_list(session, query)
-    shown = job if job is not None else jobs.jobs[0].job if jobs.jobs else None
-    found = None
-    if shown is not None and _possible_id(shown):
-        found = repository.get_job(session, shown)
-    if found is None:
+    if job is None and jobs.jobs:
+        job, owner = jobs.jobs[0].job, jobs.jobs[0].user
+    if job is None or not _possible_id(job):
         return Overview(jobs=jobs, shown=None)
+    try:
+        found = find_job(session, job, owner)
+    except HTTPException as refused:
+        if refused.status_code == 404:
+            return Overview(jobs=jobs, shown=None)
+        raise
     chosen = None if run is None else repository.get_run(session, found.id, run)
     target = _whole(found, window) if chosen is None else _run(found, chosen, window)
     return Overview(jobs=jobs, shown=_details(session, target))
@@ -254,17 +303,17 @@ StepParam = Annotated[
         ge=0.001,
         description="seconds per step; default: chosen from the window (1, 2, 5, 10, 15, "
         "30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 6, 24 h: the smallest that keeps it within "
-        f"{series.MAX_AUTO_STEPS} steps)",
+        f"{series.MAX_AUTO_STEPS} steps and, for a series, {series.MAX_POINTS:,} points)",
     ),
 ]
 
 
 @router.get("/{job:path}/runs", response_model=JobRuns, responses=_WINDOWED)
-def job_runs(job: str, session: SessionDep, window: WindowDep) -> JobRuns:
+def job_runs(job: str, session: SessionDep, window: WindowDep, owner: OwnerParam = None) -> JobRuns:
     """The runs (launches) of a job by ordinal: kind, label, size, status, times; with a
     window, the runs seen during it (started before its end, last seen at or after its
     start)."""
-    t = _target(session, job, None, window)
+    t = find_target(session, job, owner, None, window)
     runs = repository.job_runs(session, t.scope)
     return JobRuns(job=t.job, runs=[RunSummary(**row) for row in runs])
 
@@ -272,31 +321,34 @@ def job_runs(job: str, session: SessionDep, window: WindowDep) -> JobRuns:
 @router.get("/{job:path}/matrix", response_model=Matrix, responses=_TABLE)
 def job_matrix(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    owner: OwnerParam = None,
     limit: PairLimit = PAIR_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
 ) -> Matrix | Response:  # fmt: skip
     """Point-to-point bytes and messages per (source rank, destination rank) of a job: a page
     of the pairs, and the whole matrix summed over blocks of ranks (at most 128 x 128)
     (files: the page of pairs)."""
-    answer = _matrix(session, _target(session, job, run, window), limit, cursor)
+    answer = _matrix(session, find_target(session, job, owner, run, window), limit, cursor)
     return answer if fmt == "json" else model_table(answer.cells, MatrixCell, fmt, "matrix")
 
 
 @router.get("/{job:path}/ops", response_model=JobOps, responses=_TABLE)
 def job_ops(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    owner: OwnerParam = None,
     fmt: FormatParam = "json",
 ) -> JobOps | Response:  # fmt: skip
     """Calls, bytes and time inside per MPI operation of a job (summed over ranks and
     intervals, heaviest time first), and the totals per traffic category (files: the
     ops)."""
-    answer = _ops(session, _target(session, job, run, window))
+    answer = _ops(session, find_target(session, job, owner, run, window))
     return answer if fmt == "json" else model_table(answer.ops, OpTotal, fmt, "ops")
 
 
 @router.get("/{job:path}/io", response_model=JobIo, responses=_TABLE)
 def job_io(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    owner: OwnerParam = None,
     phase: Annotated[
         Literal["program", "startup"],
         Query(description="program: the I/O from MPI_Init on; startup: the I/O before it"),
@@ -307,19 +359,20 @@ def job_io(
     """A page of the file-system I/O of a job per (layer, path), summed over ranks and
     intervals, most bytes first, of one phase; and the totals of the start-up I/O (before
     MPI_Init) (files: the page)."""
-    answer = _io(session, _target(session, job, run, window), phase, limit, cursor)
+    answer = _io(session, find_target(session, job, owner, run, window), phase, limit, cursor)
     return answer if fmt == "json" else model_table(answer.files, FileIo, fmt, "io")
 
 
 @router.get("/{job:path}/collectives", response_model=JobCollectives, responses=_TABLE)
 def job_collectives(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    owner: OwnerParam = None,
     fmt: FormatParam = "json",
 ) -> JobCollectives | Response:  # fmt: skip
     """Collective calls, bytes and time per (communicator, op, root) of a job, summed over
     ranks and intervals, heaviest time first; and the same per communicator (files: per
     communicator, op and root)."""
-    answer = _collectives(session, _target(session, job, run, window))
+    answer = _collectives(session, find_target(session, job, owner, run, window))
     if fmt == "json":
         return answer
     return model_table(answer.collectives, CollectiveTotal, fmt, "collectives")
@@ -328,30 +381,33 @@ def job_collectives(
 @router.get("/{job:path}/sizes", response_model=JobSizes, responses=_TABLE)
 def job_sizes(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    owner: OwnerParam = None,
     fmt: FormatParam = "json",
 ) -> JobSizes | Response:  # fmt: skip
     """Message-size histogram (log2 buckets with their byte ranges) per MPI operation of a
     job, summed over ranks and intervals; only buckets with messages (files: one row per
     op, its buckets as JSON)."""
-    answer = _sizes(session, _target(session, job, run, window))
+    answer = _sizes(session, find_target(session, job, owner, run, window))
     return answer if fmt == "json" else model_table(answer.ops, OpSizes, fmt, "sizes")
 
 
 @router.get("/{job:path}/rma", response_model=JobRma, responses=_TABLE)
 def job_rma(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    owner: OwnerParam = None,
     limit: PairLimit = PAIR_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
 ) -> JobRma | Response:  # fmt: skip
     """One-sided (RMA) calls and bytes of a job per op, and a page of them per (origin rank,
     target rank), summed over intervals (files: the page of pairs)."""
-    answer = _rma(session, _target(session, job, run, window), limit, cursor)
+    answer = _rma(session, find_target(session, job, owner, run, window), limit, cursor)
     return answer if fmt == "json" else model_table(answer.cells, RmaCell, fmt, "rma")
 
 
 @router.get("/{job:path}/ranks", response_model=JobRanks, responses=_TABLE)
 def job_ranks(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    owner: OwnerParam = None,
     limit: RankLimit = RANK_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
 ) -> JobRanks | Response:  # fmt: skip
@@ -359,13 +415,17 @@ def job_ranks(
     host, pid, first and last seen, status, and the health counters (keys folded into
     overflow keys, frames lost or spooled); every host with its number of ranks, and the
     health counters over all the ranks (files: the page of ranks)."""
-    answer = _ranks(session, _target(session, job, run, window), limit, cursor)
+    answer = _ranks(session, find_target(session, job, owner, run, window), limit, cursor)
     return answer if fmt == "json" else model_table(answer.ranks, RankInfo, fmt, "ranks")
 
 
 @router.get("/{job:path}/placement", response_model=JobPlacement, responses=_WINDOWED)
 def job_placement(
-    job: str, session: SessionDep, window: WindowDep, run: RunParam = None
+    job: str,
+    session: SessionDep,
+    window: WindowDep,
+    run: RunParam = None,
+    owner: OwnerParam = None,
 ) -> JobPlacement:
     """Where a job runs on the current fabric: its hosts with their ranks, their HCA ports
     and how each was matched (node GUID read by the hooks from sysfs, else the host name in
@@ -375,7 +435,7 @@ def job_placement(
     each with its utilisation and PortXmitWait over the window (default: the job's, from
     its first interval start to its last interval end; the fabric samples overlapping
     it)."""
-    t = _target(session, job, run, window)
+    t = find_target(session, job, owner, run, window)
     lo = t.started_ns if window.from_ns is None else window.from_ns
     hi = t.last_seen_ns + 1 if window.to_ns is None else window.to_ns
     placed = placement.job_placement(session, t.scope, lo, hi)
@@ -396,6 +456,7 @@ def job_series(
     ] = "category",
     step: StepParam = None,
     run: RunParam = None,
+    owner: OwnerParam = None,
     fmt: FormatParam = "json",
 ) -> Series | Response:  # fmt: skip
     """Values per step of a job over the window (default: the whole job, from its first
@@ -403,19 +464,43 @@ def job_series(
     summed into it (exact integers). Metrics per `by`: category and op: calls, bytes,
     time_ns; rank: mpi_calls, mpi_time_ns, bytes_sent (point-to-point), io_bytes,
     io_time_ns; file: reads, writes, bytes_read, bytes_written, time_ns; peer: bytes_sent,
-    msgs_sent (to it). Files: one row per step and key (t_ns, key, then the metrics)."""
-    t = _target(session, job, run, window)
-    steps = _steps(t, window, step)
+    msgs_sent (to it). Files: one row per step and key (t_ns, key, then the metrics).
+
+    An answer holds at most 16,384 points (steps x keys with values); the chosen step keeps
+    it within that (a 1,024-rank job's hour by rank or peer: 5-minute steps); a given step
+    that would exceed it is refused with 422 naming the smallest step that fits (by rank
+    and by peer counted as the job's ranks x steps, before any query)."""
+    t = find_target(session, job, owner, run, window)
+    ranks = max(t.world_size, 1) if by in ("rank", "peer") else 1
+    steps = _steps(t, window, step, series.series_max_steps(ranks))
+    try:
+        if by in ("rank", "peer") and ranks * steps.count > series.MAX_POINTS:
+            raise series.TooLarge(by, steps, ranks * steps.count, ranks)
+        return _series(session, t, steps, by, fmt)
+    except series.TooLarge as large:
+        if step is not None:
+            raise HTTPException(status_code=422, detail=str(large)) from None
+        # a chosen step too fine for the keys found (op, file): the step that fits them
+        coarser = series.Steps(steps.from_ns, steps.to_ns, large.chosen_ns)
+        return _series(session, t, coarser, by, fmt)
+
+
+def _series(
+    session: Session, t: _Target, steps: series.Steps, by: str, fmt: export.Format
+) -> Response:
+    """The series answer (JSON built around the database's text of its points, or a file)."""
     metrics = list(series.METRICS[by])
-    points = series.series(session, t.scope, steps, by)
     if fmt != "json":
-        rows = [{"t_ns": p["t_ns"], "key": p["key"], **dict(zip(metrics, p["values"],
-                strict=True))} for p in points]  # fmt: skip
+        rows = [dict(zip(["t_ns", "key", *metrics], r, strict=True))
+                for r in series.series_rows(session, t.scope, steps, by)]  # fmt: skip
         return export.table(rows, ["t_ns", "key", *metrics], fmt, f"series-by-{by}")
-    return export.plain_json({
+    points = series.series_json(session, t.scope, steps, by)
+    head = export.plain_json({
         "job": t.job, "by": by, "from_ns": steps.from_ns, "to_ns": steps.to_ns,
-        "step_ns": steps.step_ns, "metrics": metrics, "points": points, "run": t.run,
-    })  # fmt: skip
+        "step_ns": steps.step_ns, "metrics": metrics, "run": t.run,
+    }).body  # fmt: skip
+    body = bytes(head[:-1]) + b',"points":' + points.encode() + b"}"
+    return Response(body, media_type="application/json")
 
 
 @router.get("/{job:path}/profile", response_model=SlowRanks, responses=_TABLE)
@@ -425,6 +510,7 @@ def job_profile(
     window: WindowDep,
     step: StepParam = None,
     run: RunParam = None,
+    owner: OwnerParam = None,
     fmt: FormatParam = "json",
 ) -> SlowRanks | Response:
     """The slow rank: per rank and step, time inside MPI by traffic category, in file I/O
@@ -433,20 +519,37 @@ def job_profile(
     the ranks far above the median rank in one place, named in plain words; per
     communicator and collective op, how unevenly its ranks' time inside was spread (the
     rank with the least is the last to arrive). Steps as in the series (files: the
-    shares). Its chosen step keeps ranks x steps within 65,536 (a 1,024-rank job's hour:
-    1-minute steps)."""
-    t = _target(session, job, run, window)
+    shares). At most 16,384 rank x step cells: the chosen step keeps within that (a
+    1,024-rank job's hour: 5-minute steps); a given step beyond it is refused with 422
+    naming the smallest step that fits."""
+    t = find_target(session, job, owner, run, window)
     steps = _steps(t, window, step, series.profile_max_steps(t.world_size))
+    cells = max(t.world_size, 1) * steps.count
+    if step is not None and cells > series.MAX_PROFILE_CELLS:
+        fits = series.auto_step_ns(
+            steps.to_ns - steps.from_ns, series.profile_max_steps(t.world_size)
+        )
+        span = (steps.to_ns - steps.from_ns) / 1e9
+        raise HTTPException(
+            status_code=422,
+            detail=f"step={step:g} s over {span:g} s is {cells:,} rank x step cells "
+            f"({t.world_size:,} ranks), more than {series.MAX_PROFILE_CELLS:,}: ask for "
+            f"step >= {fits / 1e9:g} s or a shorter window, or leave step out",
+        )
     rows = series.profile_rows(session, t.scope, steps)
-    shares = profile.shares(rows.elapsed, rows.ops, rows.io)
     if fmt != "json":
-        return export.model_table([RankShare(**s) for s in shares], RankShare, fmt, "profile")
-    return export.plain_json({
+        shares = [RankShare(**s) for s in json.loads(rows.shares)]
+        return export.model_table(shares, RankShare, fmt, "profile")
+    found = profile.outliers(
+        rows.totals, rows.ranks, lambda place: series.profile_steps(session, t.scope, steps, place)
+    )
+    head = export.plain_json({
         "job": t.job, "from_ns": steps.from_ns, "to_ns": steps.to_ns,
-        "step_ns": steps.step_ns, "shares": shares,
-        "outliers": profile.outliers(shares, rows.ops, rows.ranks),
+        "step_ns": steps.step_ns, "outliers": found,
         "imbalance": profile.imbalance(rows.coll), "run": t.run,
-    })  # fmt: skip
+    }).body  # fmt: skip
+    body = bytes(head[:-1]) + b',"shares":' + rows.shares.encode() + b"}"
+    return Response(body, media_type="application/json")
 
 
 def _steps(

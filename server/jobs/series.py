@@ -2,39 +2,62 @@
 
 A series cuts a half-open window [from, to) into steps of `step_ns`; an interval belongs
 to the step its *end* lies in (server.query_params), so the steps of a series add up
-exactly to the window's totals. Steps of whole seconds from a whole second read the
-per-second op rollups, steps of whole minutes from a whole minute the per-rank minute
-rollups (collector/store/rollups.py), for the minutes rolled up; the rest (other steps,
-minutes not rolled up yet, a window's partial last second or minute) comes from the raw
-per-interval deltas through the delta tables' (job_id, t_end_ns) index. Sums are made in
-the database: one row per (step, key) comes back.
+exactly to the window's totals. Whole-second steps from a whole second read the
+per-second rollups (`op_seconds`, `io_seconds`), whole-minute steps from a whole minute the
+per-minute ones (`rank_value_minutes`, `peer_minutes`, and for the profile `rank_minutes`,
+`rank_op_minutes`, `coll_minutes`) (collector/store/rollups.py), for the minutes rolled up;
+the rest (other steps, minutes not rolled up yet, a window's partial last second or minute)
+comes from the raw per-interval deltas through the delta tables' (job_id, t_end_ns) index.
+
+Sums, keys, order and the JSON text of the points are made in the database (one text
+comes back, not one row per point). An answer holds at most MAX_POINTS points (steps x
+keys with values): a longer one is refused (`TooLarge`, the route's 422 says which step
+fits), never cut.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BigInteger, ColumnElement, func, literal, or_, select, union_all
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Integer,
+    Text,
+    distinct,
+    func,
+    literal,
+    or_,
+    select,
+    tuple_,
+    union_all,
+)
+from sqlalchemy import text as text_sql
+from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import Grouping
 
-from collector.store.rollups import MINUTE_NS, SECOND_NS
-from server.jobs.repository import Scope, op_display_category, op_display_name
+from collector.store.rollups import FILE_IO_LAYERS, MINUTE_NS, SECOND_NS
+from server.jobs import profile
+from server.jobs.repository import Scope, op_display_name
 from stacklens.constants import IO_LAYERS, OVERFLOW_COMM_ID
-from stacklens.mpi_ops import CATEGORIES
+from stacklens.mpi_ops import CATEGORIES, op_categories, op_names
 from stacklens.schema import (
     CollDelta,
     CollMinute,
     IoDelta,
+    IoSecond,
     OpDelta,
     OpFrames,
     OpSecond,
     P2PDelta,
-    P2PMinute,
+    PeerMinute,
     Rank,
     RankMinute,
     RankOpMinute,
+    RankValueMinute,
     RollupDirty,
 )
 
@@ -55,12 +78,17 @@ METRICS: dict[str, tuple[str, ...]] = {
 FS_PREFIX = "fs:"
 
 #: Steps a series is cut into when the caller gives none: the smallest of these that
-#: keeps the window within MAX_AUTO_STEPS steps.
+#: keeps the window within MAX_AUTO_STEPS steps (and its points within MAX_POINTS).
 NICE_STEPS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 MAX_AUTO_STEPS = 600
 
-#: The most rank x step cells of a profile whose step is chosen (a heat map's worth).
-MAX_PROFILE_CELLS = 65_536
+#: The most points (step x key with values) of a series answer (its cost grows with them:
+#: ~80 bytes each; 300 ms on the loaded bench VM, bench/RESULTS.md): a 1,024-rank series has
+#: at most 16 steps (a 1-hour window: 5-minute steps); 1-second steps of 1 hour fit 4 keys.
+MAX_POINTS = 16_384
+
+#: The most rank x step cells of a profile (a heat map's worth; ~240 bytes each).
+MAX_PROFILE_CELLS = 16_384
 
 #: The most steps a series may have (a given step over a long window).
 MAX_STEPS = 100_000
@@ -74,11 +102,34 @@ class Steps:
     to_ns: int
     step_ns: int
 
+    @property
+    def count(self) -> int:
+        """How many steps the window has (the last one may be partial)."""
+        return -(-(self.to_ns - self.from_ns) // self.step_ns)
+
     def start(self, t_end: Any) -> ColumnElement[int]:
         """SQL: the start of the step an interval ending at `t_end` is in."""
         origin, step = literal(self.from_ns, BigInteger), literal(self.step_ns, BigInteger)
         start: ColumnElement[int] = origin + (t_end - origin) // step * step
         return start
+
+
+class TooLarge(Exception):
+    """A series would hold more than MAX_POINTS points: `points`, of `keys` keys over the
+    steps; `fits_ns`, the smallest step (of NICE_STEPS_S) that keeps `keys` keys within it,
+    `chosen_ns` the step chosen for them when none is given."""
+
+    def __init__(self, by: str, steps: Steps, points: int, keys: int) -> None:
+        self.points, self.keys = points, keys
+        span = steps.to_ns - steps.from_ns
+        self.fits_ns = auto_step_ns(span, max(1, MAX_POINTS // max(keys, 1)))
+        self.chosen_ns = auto_step_ns(span, series_max_steps(keys))
+        super().__init__(
+            f"by={by} at step={steps.step_ns / 1e9:g} s over "
+            f"{(steps.to_ns - steps.from_ns) / 1e9:g} s is {points:,} points ({keys:,} keys x "
+            f"{steps.count:,} steps), more than {MAX_POINTS:,}: ask for step >= "
+            f"{self.fits_ns / 1e9:g} s or a shorter window, or leave step out (chosen to fit)"
+        )
 
 
 def auto_step_ns(span_ns: int, max_steps: int = MAX_AUTO_STEPS) -> int:
@@ -90,70 +141,123 @@ def auto_step_ns(span_ns: int, max_steps: int = MAX_AUTO_STEPS) -> int:
     return -(-span_ns // max_steps)
 
 
+def series_max_steps(keys: int) -> int:
+    """The most steps a chosen step gives a series of `keys` keys: its points within
+    MAX_POINTS (and at most MAX_AUTO_STEPS steps)."""
+    return max(1, min(MAX_AUTO_STEPS, MAX_POINTS // max(keys, 1)))
+
+
 def profile_max_steps(ranks: int) -> int:
     """The most steps a profile's chosen step gives a job of `ranks` ranks: its rank x step
     cells within MAX_PROFILE_CELLS (and at most MAX_AUTO_STEPS steps)."""
     return max(1, min(MAX_AUTO_STEPS, MAX_PROFILE_CELLS // max(ranks, 1)))
 
 
-def series(session: Session, scope: Scope, steps: Steps, by: str) -> list[dict[str, Any]]:
-    """Points {t_ns, key, values} of the scope's window by step, keyed `by` (one of BY),
-    by step then key (ranks and peers numerically); values in METRICS[by] order; keys
-    with nothing in a step are left out."""
-    points = _READERS[by](session, scope, steps)
-    return sorted(points, key=lambda p: (p["t_ns"], p.pop("order")))
-
-
-def _op_sums(session: Session, scope: Scope, steps: Steps) -> list[Any]:
-    """(at, op_id, calls, bytes, time_ns) per step and op with calls: from the per-second
-    rollups (`op_seconds`) where the steps are whole seconds from a whole second, from the
-    raw deltas otherwise and for the minutes not rolled up yet."""
-    t = steps.start(OpDelta.t_end_ns).label("at")
-    sums = (_sum(OpDelta.calls, "calls"), _sum(OpDelta.bytes, "bytes"),
-            _sum(OpDelta.time_ns, "time_ns"))  # fmt: skip
-    raw = select(t, OpDelta.op_id, *sums).where(*scope.rows(OpDelta))
-    if steps.from_ns % SECOND_NS or steps.step_ns % SECOND_NS:
-        query = raw.group_by(t, OpDelta.op_id).having(func.sum(OpDelta.calls) > 0)
-        return list(session.execute(query))
-    dirty = _dirty_minutes(session, scope, steps)
-    both = union_all(*_op_parts(scope, steps, raw, t, dirty)).subquery()
-    query = (
-        select(both.c.at, both.c.op_id, _sum(both.c.calls, "calls"),
-               _sum(both.c.bytes, "bytes"), _sum(both.c.time_ns, "time_ns"))
-        .group_by(both.c.at, both.c.op_id)
-        .having(func.sum(both.c.calls) > 0)
+def series_json(session: Session, scope: Scope, steps: Steps, by: str) -> str:
+    """The points of the scope's window by step, keyed `by` (one of BY), as the text of a
+    JSON array of {t_ns, key, values} (values in METRICS[by] order), by step then key
+    (ranks and peers numerically, names by code point); keys with nothing in a step are
+    left out. Raises TooLarge beyond MAX_POINTS points."""
+    # at most MAX_POINTS + 1 points are taken: one more says the answer is too large (a
+    # CTE counting them all before building the text cost more than the sums themselves)
+    c = _points(session, scope, steps, by).limit(MAX_POINTS + 1).subquery().c
+    piece = func.concat(
+        '{"t_ns":', c.at, ',"key":', func.to_json(c.key).cast(Text), ',"values":[',
+        func.concat_ws(",", *(c[m] for m in METRICS[by])), "]}",
     )  # fmt: skip
-    return list(session.execute(query))
+    query = select(
+        func.count(), func.string_agg(piece, aggregate_order_by(literal(","), *_order(c)))
+    )
+    _roomy(session)
+    n, body = session.execute(query).one()
+    if n > MAX_POINTS:
+        raise _too_large(session, scope, steps, by)
+    return f"[{body or ''}]"
 
 
-def _sum(column: Any, name: str) -> Any:
-    """SQL: the sum of a bigint column as a bigint (PostgreSQL sums bigints as numeric,
-    which the driver reads as Decimal, slowly; the sums here stay far below 2^63)."""
-    return func.sum(column).cast(BigInteger).label(name)
+def series_rows(session: Session, scope: Scope, steps: Steps, by: str) -> list[tuple[Any, ...]]:
+    """The points of `series_json` as rows (t_ns, key, *values); TooLarge as there."""
+    points = _points(session, scope, steps, by).subquery()
+    c = points.c
+    query = select(c.at, c.key, *(c[m] for m in METRICS[by])).order_by(*_order(c))
+    _roomy(session)
+    rows = [tuple(r) for r in session.execute(query.limit(MAX_POINTS + 1))]
+    if len(rows) > MAX_POINTS:
+        raise _too_large(session, scope, steps, by)
+    return rows
 
 
-def _op_parts(scope: Scope, steps: Steps, raw: Any, t: Any, dirty: list[int]) -> list[Any]:
-    """The rolled-up and the raw parts of whole-second steps: the window's whole seconds
-    from `op_seconds` unless their minute is among the `dirty` ones, and the intervals of
-    dirty minutes and of the window's last, partial second from the raw deltas (`raw`, a
-    select of the scope's op deltas by their step `t`)."""
+def _too_large(session: Session, scope: Scope, steps: Steps, by: str) -> TooLarge:
+    """The TooLarge error of a series found over MAX_POINTS points: how many, of how many
+    keys (counted apart: only a refused answer needs them)."""
+    c = _points(session, scope, steps, by).subquery().c
+    n, keys = session.execute(select(func.count(), func.count(distinct(c.key)))).one()
+    return TooLarge(by, steps, n, keys)
+
+
+#: Memory for a read's sums and sorts (a series of MAX_POINTS points groups and sorts ~5 MB;
+#: spilled to disk at the default 4 MB, it took twice as long).
+READ_WORK_MEM = "64MB"
+
+
+def _roomy(session: Session) -> None:
+    """Gives the session's transaction READ_WORK_MEM."""
+    session.execute(text_sql(f"SET LOCAL work_mem = '{READ_WORK_MEM}'"))
+
+
+def _order(c: Any) -> list[Any]:
+    return [c.at, c.ord, c.key.collate("C")]
+
+
+def _points(session: Session, scope: Scope, steps: Steps, by: str) -> Any:
+    """SQL: one row per step and key with values: at (the step's start), key (text), ord
+    (the key's rank before its text: a category's place, a rank's number), then the
+    METRICS[by] sums as bigints."""
+    return _READERS[by](session, scope, steps)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Rows of a table for a series: `columns` (same order and types in every source of
+    one series) of the rows meeting `where`; `time` is a rollup's time column (the
+    start of its second or minute), None for raw deltas (their t_end_ns)."""
+
+    table: Any
+    columns: Sequence[Any]
+    where: Sequence[ColumnElement[bool]] = ()
+    time: Any = None
+
+
+def _rows(session: Session, scope: Scope, steps: Steps, grain: int,
+          rolled: _Source | None, *raw: _Source) -> Any:  # fmt: skip
+    """A subquery of the rows (at: the step, then the sources' columns) of the scope's
+    window, to be grouped by the caller: from a rollup (`rolled`, per second or minute:
+    `grain`) where the steps are whole grains from a whole grain and the minute is rolled
+    up; from the raw deltas (`raw`) otherwise, for the minutes not rolled up yet
+    (_dirty_minutes) and the window's last, partial grain."""
+
+    def raw_rows(s: _Source) -> Any:
+        at = steps.start(s.table.t_end_ns).label("at")
+        return select(at, *s.columns).where(*scope.rows(s.table), *s.where)
+
+    if rolled is None or steps.from_ns % grain or steps.step_ns % grain:
+        return union_all(*(raw_rows(s) for s in raw)).subquery()
     lo, hi = steps.from_ns, steps.to_ns
-    last = hi // SECOND_NS * SECOND_NS
-    o = OpSecond
-    runs = [] if scope.run_id is None else [o.run_id == scope.run_id]
-    at = steps.start(o.second_ns).label("at")
-    rolled = (
-        select(at, o.op_id, func.sum(o.calls).label("calls"), func.sum(o.bytes).label("bytes"),
-               func.sum(o.time_ns).label("time_ns"))
-        .where(o.job_id == scope.job_id, o.second_ns >= lo, o.second_ns < last, *runs)
-        .where(*_outside(o.second_ns, dirty))
-        .group_by(at, o.op_id)
-    )  # fmt: skip
-    parts = [rolled, raw.where(OpDelta.t_end_ns >= last).group_by(t, OpDelta.op_id)]
-    if dirty:
-        in_dirty = raw.where(_inside(OpDelta.t_end_ns, dirty), OpDelta.t_end_ns < last)
-        parts.append(in_dirty.group_by(t, OpDelta.op_id))
-    return parts
+    last = hi // grain * grain
+    dirty = _dirty_minutes(session, scope, steps)
+    table, time = rolled.table, rolled.time
+    runs = [] if scope.run_id is None else [table.run_id == scope.run_id]
+    parts = [
+        select(steps.start(time).label("at"), *rolled.columns)
+        .where(table.job_id == scope.job_id, time >= lo, time < last, *runs, *rolled.where)
+        .where(*_outside(time, dirty))
+    ]
+    for s in raw:
+        parts.append(raw_rows(s).where(s.table.t_end_ns >= last, s.table.t_end_ns < hi))
+        if dirty:
+            parts.append(raw_rows(s).where(_inside(s.table.t_end_ns, dirty),
+                                           s.table.t_end_ns < last))  # fmt: skip
+    return union_all(*parts).subquery()
 
 
 def _dirty_minutes(session: Session, scope: Scope, steps: Steps) -> list[int]:
@@ -192,170 +296,289 @@ def _outside(t_ns: Any, minutes: list[int]) -> list[ColumnElement[bool]]:
     return [~((t_ns >= a) & (t_ns < b)) for a, b in _ranges(minutes)]
 
 
-def _by_op(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any]]:
-    points = []
-    for r in _op_sums(session, scope, steps):
-        name = op_display_name(r.op_id)
-        points.append(_point(r.at, name, name, r.calls, r.bytes, r.time_ns))
-    return points
+def _sum(column: Any, name: str) -> Any:
+    """SQL: the sum of a bigint column as a bigint (PostgreSQL sums bigints as numeric;
+    the sums here stay far below 2^63)."""
+    return func.sum(column).cast(BigInteger).label(name)
 
 
-def _io_sums() -> tuple[ColumnElement[Any], ...]:
+def _zero(name: str) -> Any:
+    return literal(0, BigInteger).label(name)
+
+
+def _by_id(items: Sequence[Any], kind: Any, op_id: Any) -> Any:
+    """SQL: `items[op_id]` (NULL past its end), the list passed as one array parameter."""
+    return Grouping(literal(list(items), ARRAY(kind)))[op_id + 1]
+
+
+def _layer_name(layer: Any) -> Any:
+    """SQL: the name of an I/O layer ("layer <n>" for one this server does not know)."""
+    names = [IO_LAYERS.get(i, f"layer {i}") for i in range(max(IO_LAYERS) + 1)]
+    return func.coalesce(_by_id(names, Text, layer), func.concat("layer ", layer))
+
+
+def _per_op(session: Session, scope: Scope, steps: Steps) -> Any:
+    """SQL: (at, op_id, calls, bytes, time_ns) per step and op with calls."""
+    o, s = OpDelta, OpSecond
+    rows = _rows(
+        session, scope, steps, SECOND_NS,
+        _Source(s, [s.op_id, s.calls, s.bytes, s.time_ns], time=s.second_ns),
+        _Source(o, [o.op_id, o.calls, o.bytes, o.time_ns]),
+    )  # fmt: skip
     return (
-        func.sum(IoDelta.reads).label("reads"),
-        func.sum(IoDelta.writes).label("writes"),
-        func.sum(IoDelta.bytes_read).label("bytes_read"),
-        func.sum(IoDelta.bytes_written).label("bytes_written"),
-        func.sum(IoDelta.read_time_ns + IoDelta.write_time_ns + IoDelta.meta_time_ns).label(
-            "time_ns"
-        ),
+        select(rows.c.at, rows.c.op_id, *(_sum(rows.c[m], m) for m in METRICS["op"]))
+        .group_by(rows.c.at, rows.c.op_id)
+        .having(func.sum(rows.c.calls) > 0)
+        .subquery()
     )
 
 
-def _by_category(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any]]:
-    sums: dict[tuple[int, str], list[int]] = {}
-    categories: dict[int, str] = {}
-    for at, op_id, calls, nbytes, time_ns in _op_sums(session, scope, steps):
-        if op_id not in categories:
-            categories[op_id] = op_display_category(op_id)
-        key = (at, categories[op_id])
-        total = sums.get(key)
-        if total is None:
-            sums[key] = [calls, nbytes, time_ns]
-        else:
-            total[0], total[1], total[2] = total[0] + calls, total[1] + nbytes, total[2] + time_ns
-    t = steps.start(IoDelta.t_end_ns).label("at")
-    io = (
-        select(t, IoDelta.layer, *_io_sums())
-        .where(*scope.rows(IoDelta), IoDelta.phase == 0)
-        .group_by(t, IoDelta.layer)
-    )
-    for r in session.execute(io):
-        layer = f"{FS_PREFIX}{IO_LAYERS.get(r.layer, f'layer {r.layer}')}"
-        sums[(int(r.at), layer)] = [int(r.reads + r.writes), int(r.bytes_read + r.bytes_written),
-                              int(r.time_ns)]  # fmt: skip
-    order = {c: i for i, c in enumerate(CATEGORIES)}
-    return [
-        {"t_ns": t_ns, "key": key, "values": values, "order": (order.get(key, len(order)), key)}
-        for (t_ns, key), values in sums.items()
-    ]
+def _by_op(session: Session, scope: Scope, steps: Steps) -> Any:
+    ops = _per_op(session, scope, steps)
+    name = func.coalesce(_by_id(op_names(), Text, ops.c.op_id), func.concat("op ", ops.c.op_id))
+    return select(ops.c.at, name.label("key"), literal(0).label("ord"),
+                  *(ops.c[m] for m in METRICS["op"]))  # fmt: skip
 
 
-def _by_rank(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any]]:
-    values: dict[tuple[int, int], list[int]] = {}
-
-    def add(t_ns: int, rank: int, first: int, *parts: int) -> None:
-        row = values.setdefault((t_ns, rank), [0] * len(METRICS["rank"]))
-        for i, part in enumerate(parts):
-            row[first + i] += int(part)
-
-    r, o = RankOpMinute, OpDelta
-    op_rows = _rows_of(session, scope, steps, (r, [r.world_rank, r.calls, r.time_ns]),
-                       (o, [o.world_rank, o.calls, o.time_ns]))  # fmt: skip
-    keys = (op_rows.c.at, op_rows.c.world_rank)
-    ops = select(*keys, _sum(op_rows.c.calls, "calls"), _sum(op_rows.c.time_ns, "time_ns"))
-    ops = ops.group_by(*keys)
-    for op_row in session.execute(ops):
-        add(int(op_row[0]), op_row[1], 0, op_row[2], op_row[3])
-    m, d = P2PMinute, P2PDelta
-    p2p_rows = _rows_of(session, scope, steps, (m, [m.world_rank, m.bytes_sent]),
-                        (d, [d.world_rank, d.bytes_sent]))  # fmt: skip
-    keys = (p2p_rows.c.at, p2p_rows.c.world_rank)
-    p2p = select(*keys, _sum(p2p_rows.c.bytes_sent, "bytes_sent")).group_by(*keys)
-    for p2p_row in session.execute(p2p):
-        add(int(p2p_row[0]), p2p_row[1], 2, p2p_row[2])
-    t = steps.start(IoDelta.t_end_ns).label("at")
-    io = (
-        select(t, IoDelta.world_rank, *_io_sums())
-        .where(*scope.rows(IoDelta), IoDelta.phase == 0)
-        .group_by(t, IoDelta.world_rank)
-    )
-    for r in session.execute(io):
-        add(int(r.at), r.world_rank, 3, r.bytes_read + r.bytes_written, r.time_ns)
-    return [
-        {"t_ns": t_ns, "key": str(rank), "values": row, "order": rank}
-        for (t_ns, rank), row in values.items()
-    ]
+def _io_time(d: Any) -> Any:
+    return d.read_time_ns + d.write_time_ns + d.meta_time_ns
 
 
-def _by_file(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any]]:
-    t = steps.start(IoDelta.t_end_ns).label("at")
-    query = (
-        select(t, IoDelta.layer, IoDelta.path, *_io_sums())
-        .where(*scope.rows(IoDelta), IoDelta.phase == 0)
-        .group_by(t, IoDelta.layer, IoDelta.path)
-    )
-    points = []
-    for r in session.execute(query):
-        key = f"{IO_LAYERS.get(r.layer, f'layer {r.layer}')}:{r.path}"
-        values = [int(r.reads), int(r.writes), int(r.bytes_read), int(r.bytes_written),
-                  int(r.time_ns)]  # fmt: skip
-        points.append({"t_ns": int(r.at), "key": key, "values": values, "order": key})
-    return points
+def _by_category(session: Session, scope: Scope, steps: Steps) -> Any:
+    ops, places = _per_op(session, scope, steps), {c: i for i, c in enumerate(CATEGORIES)}
+    categories = op_categories()
+    category = func.coalesce(_by_id(categories, Text, ops.c.op_id), "other")
+    place = func.coalesce(_by_id([places.get(c, places["other"]) for c in categories], Integer,
+                                 ops.c.op_id), places["other"])  # fmt: skip
+    op_rows = select(ops.c.at, category.label("key"), place.label("ord"),
+                     *(ops.c[m] for m in METRICS["category"]))  # fmt: skip
+    d, s = IoDelta, IoSecond
+    io = _rows(
+        session, scope, steps, SECOND_NS,
+        _Source(s, [s.layer, s.reads + s.writes, s.bytes_read + s.bytes_written, s.time_ns],
+                [s.phase == 0], s.second_ns),
+        _Source(d, [d.layer, d.reads + d.writes, d.bytes_read + d.bytes_written, _io_time(d)],
+                [d.phase == 0]),
+    )  # fmt: skip
+    calls, nbytes, ns = (io.c[k] for k in list(io.c.keys())[2:])
+    io_rows = (
+        select(io.c.at, func.concat(FS_PREFIX, _layer_name(io.c.layer)).label("key"),
+               literal(len(CATEGORIES)).label("ord"), _sum(calls, "calls"),
+               _sum(nbytes, "bytes"), _sum(ns, "time_ns"))
+        .group_by(io.c.at, io.c.layer)
+    )  # fmt: skip
+    both = union_all(op_rows, io_rows).subquery()
+    return select(both.c.at, both.c.key, both.c.ord,
+                  *(_sum(both.c[m], m) for m in METRICS["category"])).group_by(
+        both.c.at, both.c.key, both.c.ord)  # fmt: skip
 
 
-def _by_peer(session: Session, scope: Scope, steps: Steps) -> list[dict[str, Any]]:
-    t = steps.start(P2PDelta.t_end_ns).label("at")
-    query = (
-        select(t, P2PDelta.peer, func.sum(P2PDelta.bytes_sent), func.sum(P2PDelta.msgs_sent))
-        .where(*scope.rows(P2PDelta))
-        .group_by(t, P2PDelta.peer)
-        .having(func.sum(P2PDelta.msgs_sent) > 0)
-    )
-    return [
-        {"t_ns": int(r[0]), "key": str(r[1]), "values": [int(r[2]), int(r[3])], "order": r[1]}
-        for r in session.execute(query)
-    ]
+def _by_rank(session: Session, scope: Scope, steps: Steps) -> Any:
+    v, o, p, d = RankValueMinute, OpDelta, P2PDelta, IoDelta
+    z = _zero
+    rows = _rows(
+        session, scope, steps, MINUTE_NS,
+        _Source(v, [v.world_rank, *(v.__table__.c[m] for m in METRICS["rank"])],
+                time=v.minute_ns),
+        _Source(o, [o.world_rank, o.calls, o.time_ns, z("b"), z("c"), z("d")]),
+        _Source(p, [p.world_rank, z("a"), z("b"), p.bytes_sent, z("c"), z("d")]),
+        _Source(d, [d.world_rank, z("a"), z("b"), z("c"), d.bytes_read + d.bytes_written,
+                    _io_time(d)], [d.phase == 0]),
+    )  # fmt: skip
+    rank, sums = list(rows.c)[1], list(rows.c)[2:]
+    return select(rows.c.at, rank.cast(Text).label("key"), rank.label("ord"),
+                  *(_sum(c, m) for c, m in zip(sums, METRICS["rank"], strict=True))).group_by(
+        rows.c.at, rank)  # fmt: skip
+
+
+def _by_file(session: Session, scope: Scope, steps: Steps) -> Any:
+    d, s = IoDelta, IoSecond
+    rows = _rows(
+        session, scope, steps, SECOND_NS,
+        _Source(s, [s.layer, s.path, s.reads, s.writes, s.bytes_read, s.bytes_written,
+                    s.time_ns], [s.phase == 0], s.second_ns),
+        _Source(d, [d.layer, d.path, d.reads, d.writes, d.bytes_read, d.bytes_written,
+                    _io_time(d)], [d.phase == 0]),
+    )  # fmt: skip
+    sums = list(rows.c)[3:]
+    return (
+        select(rows.c.at, func.concat(_layer_name(rows.c.layer), ":", rows.c.path).label("key"),
+               literal(0).label("ord"),
+               *(_sum(c, m) for c, m in zip(sums, METRICS["file"], strict=True)))
+        .group_by(rows.c.at, rows.c.layer, rows.c.path)
+    )  # fmt: skip
+
+
+def _by_peer(session: Session, scope: Scope, steps: Steps) -> Any:
+    m, d = PeerMinute, P2PDelta
+    rows = _rows(
+        session, scope, steps, MINUTE_NS,
+        _Source(m, [m.peer, m.bytes_sent, m.msgs_sent], time=m.minute_ns),
+        _Source(d, [d.peer, d.bytes_sent, d.msgs_sent]),
+    )  # fmt: skip
+    return (
+        select(rows.c.at, rows.c.peer.cast(Text).label("key"), rows.c.peer.label("ord"),
+               _sum(rows.c.bytes_sent, "bytes_sent"), _sum(rows.c.msgs_sent, "msgs_sent"))
+        .group_by(rows.c.at, rows.c.peer)
+        .having(func.sum(rows.c.msgs_sent) > 0)
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class ProfileRows:
-    """What server.jobs.profile needs of a scope's window, as plain tuples."""
+    """What server.jobs.profile needs of a scope's window."""
 
     ranks: list[int]  # the ranks seen during the window
-    elapsed: list[tuple[int, int, int]]  # (step, rank, ns covered by its intervals)
-    ops: list[tuple[int, int, str, str, int]]  # (step, rank, op, category, time_ns)
-    io: list[tuple[int, int, int]]  # (step, rank, POSIX + stdio time_ns)
+    cells: int  # how many (step, rank) shares
+    shares: str  # the shares as the text of a JSON array, by step then rank
+    totals: dict[str, dict[int, int]]  # place -> rank -> time over the window
     coll: list[tuple[int, int, str, int, int]]  # (comm_id, comm_size, op, rank, time_ns)
 
 
-#: The I/O layers whose time is the program's file I/O in a profile (MPI-IO's time is that
-#: of the MPI_File calls, counted from the op table; its own POSIX calls are not counted
-#: by the hooks, being inside MPI).
-PROFILE_IO_LAYERS = tuple(k for k, name in IO_LAYERS.items() if name in ("POSIX", "stdio"))
+#: The columns of a share summed per (step, rank), in order: elapsed, the MPI categories,
+#: then file I/O, start-up and shutdown (profile.op_class's order).
+_SHARE_PARTS = ("elapsed_ns", *profile.MPI_CATEGORIES, "io_ns", "startup_ns", "shutdown_ns")
 
 
 def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
-    """The ranks seen during the window; per step and rank: the time its intervals cover,
-    time inside each MPI op and in POSIX/stdio I/O; time per rank inside each collective per
-    communicator over the window."""
+    """The ranks seen during the window; per step and rank (JSON made in the database):
+    the time its intervals cover, inside MPI per category, in file I/O (POSIX and stdio,
+    and MPI-IO calls), start-up, shutdown and computation (server.jobs.profile); per place
+    (op, category, file I/O, computation) each rank's time over the window; time per rank
+    inside each collective per communicator over the window."""
+    _roomy(session)
     ranks = select(Rank.world_rank).where(*scope.rows(Rank)).distinct().order_by(Rank.world_rank)
     seen = [int(r) for r in session.scalars(ranks)]
-    elapsed = [
-        (int(r[0]), int(r[1]), int(r[2])) for r in session.execute(_elapsed(session, scope, steps))
-    ]
-    r, o = RankOpMinute, OpDelta
-    op_rows = _rows_of(session, scope, steps, (r, [r.world_rank, r.op_id, r.time_ns]),
-                       (o, [o.world_rank, o.op_id, o.time_ns]))  # fmt: skip
-    keys = (op_rows.c.at, op_rows.c.world_rank, op_rows.c.op_id)
-    op_query = select(*keys, _sum(op_rows.c.time_ns, "time_ns")).group_by(*keys)
-    ops = [
-        (int(r[0]), int(r[1]), op_display_name(r[2]), op_display_category(r[2]), int(r[3]))
-        for r in session.execute(op_query)
-    ]
-    t = steps.start(IoDelta.t_end_ns).label("at")
-    io_time = IoDelta.read_time_ns + IoDelta.write_time_ns + IoDelta.meta_time_ns
-    io_query = (
-        select(t, IoDelta.world_rank, func.sum(io_time))
-        .where(*scope.rows(IoDelta), IoDelta.phase == 0, IoDelta.layer.in_(PROFILE_IO_LAYERS))
-        .group_by(t, IoDelta.world_rank)
+    per_op = _profile_ops(session, scope, steps).cte("per_op")
+    cells = _cells(session, scope, steps, per_op).cte("cells")
+    c = cells.c
+    piece = func.concat(
+        '{"t_ns":', c.at, ',"rank":', c.world_rank, ',"elapsed_ns":', c.elapsed_ns,
+        ',"mpi_ns":{',
+        *(x for i, name in enumerate(profile.MPI_CATEGORIES)
+          for x in (f'{"," if i else ""}"{name}":', c[name])),
+        '},"io_ns":', c.io_ns, ',"startup_ns":', c.startup_ns, ',"shutdown_ns":',
+        c.shutdown_ns, ',"compute_ns":', c.compute_ns, "}",
+    )  # fmt: skip
+    places = [*profile.MPI_CATEGORIES, "io_ns", "compute_ns"]
+    rank_totals = select(c.world_rank, *(func.sum(c[p]) for p in places)).group_by(c.world_rank)
+    classes = _op_classes(per_op.c.op_id)
+    op_totals = (
+        select(per_op.c.op_id, per_op.c.world_rank, func.sum(per_op.c.ns))
+        .where(classes.not_in([profile.STARTUP_CLASS, profile.SHUTDOWN_CLASS]))
+        .group_by(per_op.c.op_id, per_op.c.world_rank)
     )
-    io = [(int(r[0]), int(r[1]), int(r[2])) for r in session.execute(io_query)]
+
+    def as_json(rows: Any) -> Any:
+        t = rows.subquery()
+        return select(func.json_agg(func.json_build_array(*t.c))).scalar_subquery()
+
+    query = select(
+        select(func.count()).select_from(cells).scalar_subquery(),
+        select(func.string_agg(piece, aggregate_order_by(literal(","), c.at, c.world_rank)))
+        .scalar_subquery(),
+        as_json(rank_totals), as_json(op_totals),
+    )  # fmt: skip
+    n, shares, by_rank, by_op = session.execute(query).one()
+    totals: dict[str, dict[int, int]] = {}
+    for op_id, rank, ns in by_op or []:
+        totals.setdefault(op_display_name(op_id), {})[rank] = int(ns)
+    names = [*profile.MPI_CATEGORIES, profile.FILE_IO, profile.COMPUTATION]
+    for rank, *sums in by_rank or []:
+        for name, ns in zip(names, sums, strict=True):
+            totals.setdefault(name, {})[rank] = int(ns)
+    return ProfileRows(seen, n, f"[{shares or ''}]", totals, _profile_coll(session, scope, steps))
+
+
+def profile_steps(
+    session: Session, scope: Scope, steps: Steps, place: str
+) -> dict[int, dict[int, int]]:
+    """The time of one place of profile_rows' totals per step and rank (the ranks with time
+    there in the step; an op's: those that called it)."""
+    per_op = _profile_ops(session, scope, steps).cte("per_op")
+    if place in (*profile.MPI_CATEGORIES, profile.FILE_IO, profile.COMPUTATION):
+        column = {profile.FILE_IO: "io_ns", profile.COMPUTATION: "compute_ns"}.get(place, place)
+        cells = _cells(session, scope, steps, per_op).subquery()
+        query = select(cells.c.at, cells.c.world_rank, cells.c[column])
+    else:
+        name = func.coalesce(_by_id(op_names(), Text, per_op.c.op_id),
+                             func.concat("op ", per_op.c.op_id))  # fmt: skip
+        query = select(per_op.c.at, per_op.c.world_rank, per_op.c.ns).where(name == place)
+    found: dict[int, dict[int, int]] = {}
+    for at, rank, ns in session.execute(query):
+        found.setdefault(int(at), {})[int(rank)] = int(ns)
+    return found
+
+
+def _op_classes(op_id: Any) -> Any:
+    """SQL: profile.op_class of an op id."""
+    names, categories = op_names(), op_categories()
+    classes = [profile.op_class(n, c) for n, c in zip(names, categories, strict=True)]
+    other = profile.MPI_CATEGORIES.index("other")
+    return func.coalesce(_by_id(classes, Integer, op_id), other)
+
+
+def _profile_ops(session: Session, scope: Scope, steps: Steps) -> Any:
+    """SQL: (at, world_rank, op_id, ns) per step, rank and op: time inside it."""
+    r, o = RankOpMinute, OpDelta
+    rows = _rows(session, scope, steps, MINUTE_NS,
+                 _Source(r, [r.world_rank, r.op_id, r.time_ns], time=r.minute_ns),
+                 _Source(o, [o.world_rank, o.op_id, o.time_ns]))  # fmt: skip
+    keys = (rows.c.at, rows.c.world_rank, rows.c.op_id)
+    return select(*keys, _sum(rows.c.time_ns, "ns")).group_by(*keys)
+
+
+def _cells(session: Session, scope: Scope, steps: Steps, per_op: Any) -> Any:
+    """SQL: the shares per (at, world_rank): _SHARE_PARTS, then compute_ns (elapsed -
+    MPI - file I/O - shutdown, at least 0). Every step and rank with ops or file I/O has an
+    elapsed time (its intervals are among those that stored anything): ops and I/O are
+    joined to it."""
+    elapsed = _elapsed(session, scope, steps).subquery()
+    classes = _op_classes(per_op.c.op_id)
+    by_class = (
+        select(per_op.c.at, per_op.c.world_rank,
+               *(func.sum(per_op.c.ns).filter(classes == k).cast(BigInteger).label(name)
+                 for k, name in enumerate(_SHARE_PARTS[1:])))
+        .group_by(per_op.c.at, per_op.c.world_rank)
+        .subquery()
+    )  # fmt: skip
+    v, d = RankValueMinute, IoDelta
+    io_rows = _rows(session, scope, steps, MINUTE_NS,
+                    _Source(v, [v.world_rank, v.file_io_ns], time=v.minute_ns),
+                    _Source(d, [d.world_rank, _io_time(d).label("file_io_ns")],
+                            [d.phase == 0, d.layer.in_(FILE_IO_LAYERS)]))  # fmt: skip
+    io = (
+        select(io_rows.c.at, io_rows.c.world_rank, _sum(io_rows.c.file_io_ns, "ns"))
+        .group_by(io_rows.c.at, io_rows.c.world_rank)
+        .subquery()
+    )
+    parts = {"elapsed_ns": elapsed.c.ns}
+    for name in _SHARE_PARTS[1:]:
+        part = func.coalesce(by_class.c[name], 0)
+        parts[name] = part + func.coalesce(io.c.ns, 0) if name == "io_ns" else part
+    busy = sum((v for p, v in parts.items() if p not in ("elapsed_ns", "startup_ns")),
+               start=literal(0, BigInteger))  # fmt: skip
+    compute = func.greatest(0, elapsed.c.ns - busy).label("compute_ns")
+    same = (elapsed.c.at, elapsed.c.world_rank)
+    return (
+        select(elapsed.c.at, elapsed.c.world_rank, *(v.label(p) for p, v in parts.items()),
+               compute)
+        .outerjoin(by_class, tuple_(by_class.c.at, by_class.c.world_rank) == tuple_(*same))
+        .outerjoin(io, tuple_(io.c.at, io.c.world_rank) == tuple_(*same))
+    )  # fmt: skip
+
+
+def _profile_coll(
+    session: Session, scope: Scope, steps: Steps
+) -> list[tuple[int, int, str, int, int]]:
+    """(comm_id, comm_size, op, rank, time_ns) of every collective with calls over the
+    window, per rank (overflow communicators left out)."""
     cm, cd = CollMinute, CollDelta
-    coll_rows = _rows_of(
-        session, scope, steps,
-        (cm, [cm.comm_id, cm.comm_size, cm.op_id, cm.world_rank, cm.calls, cm.time_ns]),
-        (cd, [cd.comm_id, cd.comm_size, cd.op_id, cd.world_rank, cd.calls, cd.time_ns]),
+    coll_rows = _rows(
+        session, scope, steps, MINUTE_NS,
+        _Source(cm, [cm.comm_id, cm.comm_size, cm.op_id, cm.world_rank, cm.calls, cm.time_ns],
+                time=cm.minute_ns),
+        _Source(cd, [cd.comm_id, cd.comm_size, cd.op_id, cd.world_rank, cd.calls, cd.time_ns]),
     )  # fmt: skip
     c = coll_rows.c
     coll_query = (
@@ -364,11 +587,10 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
         .group_by(c.comm_id, c.comm_size, c.op_id, c.world_rank)
         .having(func.sum(c.calls) > 0)
     )
-    coll = [
+    return [
         (int(r[0]), int(r[1]), op_display_name(r[2]), int(r[3]), int(r[4]))
         for r in session.execute(coll_query)
     ]
-    return ProfileRows(seen, elapsed, ops, io, coll)
 
 
 def _elapsed(session: Session, scope: Scope, steps: Steps) -> Any:
@@ -377,11 +599,12 @@ def _elapsed(session: Session, scope: Scope, steps: Steps) -> Any:
     anything (an MPI call or file I/O; a rank's intervals follow one another without gaps,
     so this is exact unless an interval at the very start or end of a step had neither)."""
     m = RankMinute
-    rows = _rows_of(
-        session, scope, steps,
-        (m, [m.run_id, m.world_rank, m.first_start_ns.label("t_start_ns"),
-             m.last_end_ns.label("t_end_ns")]),
-        *((f, [f.run_id, f.world_rank, f.t_start_ns, f.t_end_ns]) for f in (OpFrames, IoDelta)),
+    rows = _rows(
+        session, scope, steps, MINUTE_NS,
+        _Source(m, [m.run_id, m.world_rank, m.first_start_ns.label("t_start_ns"),
+                    m.last_end_ns.label("t_end_ns")], time=m.minute_ns),
+        *(_Source(f, [f.run_id, f.world_rank, f.t_start_ns, f.t_end_ns])
+          for f in (OpFrames, IoDelta)),
     )  # fmt: skip
     per_run = (
         select(rows.c.at, rows.c.world_rank,
@@ -394,41 +617,7 @@ def _elapsed(session: Session, scope: Scope, steps: Steps) -> Any:
     )
 
 
-def _rows_of(session: Session, scope: Scope, steps: Steps, rolled: tuple[Any, list[Any]],
-             *raw: tuple[Any, list[Any]]) -> Any:  # fmt: skip
-    """A subquery of the rows (at: the step, then the given columns) of the scope's
-    window, to be grouped by the caller: from a per-minute rollup (`rolled`: its table and
-    columns) where the steps are whole minutes from a whole minute and the minute is
-    rolled up, from the raw deltas (`raw`: tables and the same columns) otherwise, for the
-    minutes not rolled up yet (_dirty_minutes) and the window's last, partial minute."""
-
-    def raw_rows(table: Any, columns: list[Any]) -> Any:
-        return select(steps.start(table.t_end_ns).label("at"), *columns).where(*scope.rows(table))
-
-    if steps.from_ns % MINUTE_NS or steps.step_ns % MINUTE_NS:
-        return union_all(*(raw_rows(t, c) for t, c in raw)).subquery()
-    lo, hi = steps.from_ns, steps.to_ns
-    last = hi // MINUTE_NS * MINUTE_NS
-    dirty = _dirty_minutes(session, scope, steps)
-    table, columns = rolled
-    runs = [] if scope.run_id is None else [table.run_id == scope.run_id]
-    parts = [
-        select(steps.start(table.minute_ns).label("at"), *columns)
-        .where(table.job_id == scope.job_id, table.minute_ns >= lo, table.minute_ns < last, *runs)
-        .where(*_outside(table.minute_ns, dirty))
-    ]  # fmt: skip
-    for t, c in raw:
-        parts.append(raw_rows(t, c).where(t.t_end_ns >= last, t.t_end_ns < hi))
-        if dirty:
-            parts.append(raw_rows(t, c).where(_inside(t.t_end_ns, dirty), t.t_end_ns < last))
-    return union_all(*parts).subquery()
-
-
-def _point(t_ns: int, key: str, order: Any, *values: int) -> dict[str, Any]:
-    return {"t_ns": int(t_ns), "key": key, "values": [int(v) for v in values], "order": order}
-
-
-_READERS: dict[str, Callable[[Session, Scope, Steps], list[dict[str, Any]]]] = {
+_READERS: dict[str, Callable[[Session, Scope, Steps], Any]] = {
     "category": _by_category,
     "op": _by_op,
     "rank": _by_rank,

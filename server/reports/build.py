@@ -10,6 +10,7 @@ server/reports/figures.py. Each builder reports its steps to a `Progress` callba
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -282,10 +283,13 @@ def _ranked(rows: Iterable[list[str]], limit: int) -> tuple[list[list[str]], str
 # ---- the job report -------------------------------------------------------------------------
 
 
-def job_target(session: Session, job: str, run: int | None, window: Window) -> routes._Target:
-    """The job (and run) a report is of, as the job routes find it: 404 for an unknown job,
-    run, or another user's job."""
-    return routes._target(session, job, run, window)
+def job_target(
+    session: Session, job: str, run: int | None, window: Window, owner: str | None = None
+) -> routes._Target:
+    """The job (of `owner`, if given) and run a report is of, as the job routes find it:
+    404 for an unknown job, run, or another user's job; 409 if the id names jobs of
+    several owners and `owner` does not say which."""
+    return routes.find_target(session, job, owner, run, window)
 
 
 def job_report(
@@ -295,6 +299,7 @@ def job_report(
     window: Window,
     progress: Progress = no_progress,
     traffic: Traffic | None = None,
+    owner: str | None = None,
 ) -> Report:
     """The report of `job` (or its run `run`) over `window` (open: the whole job), read as
     the session's viewer may (an unknown job or another user's: 404 as the job routes);
@@ -302,22 +307,24 @@ def job_report(
     layer and, on its busy links, the job with most bytes there."""
     steps_total = 6
     progress(0, steps_total, "job and runs")
-    target = job_target(session, job, run, window)
-    found = repository.get_job(session, job)
-    assert found is not None  # _target said so
+    target = job_target(session, job, run, window, owner)
+    found = routes.find_job(session, job, owner)
     runs = repository.job_runs(session, target.scope)
     progress(1, steps_total, "profile of the ranks")
     steps = routes._steps(target, window, None, series.profile_max_steps(target.world_size))
     rows = series.profile_rows(session, target.scope, steps)
-    shares = profile.shares(rows.elapsed, rows.ops, rows.io)
     prof = SlowRanks.model_validate(
         {
             "job": target.job,
             "from_ns": steps.from_ns,
             "to_ns": steps.to_ns,
             "step_ns": steps.step_ns,
-            "shares": shares,
-            "outliers": profile.outliers(shares, rows.ops, rows.ranks),
+            "shares": json.loads(rows.shares),
+            "outliers": profile.outliers(
+                rows.totals,
+                rows.ranks,
+                lambda place: series.profile_steps(session, target.scope, steps, place),
+            ),
             "imbalance": profile.imbalance(rows.coll),
             "run": target.run,
         }
@@ -330,7 +337,7 @@ def job_report(
             "to_ns": steps.to_ns,
             "step_ns": steps.step_ns,
             "metrics": list(series.METRICS["category"]),
-            "points": series.series(session, target.scope, steps, "category"),
+            "points": json.loads(series.series_json(session, target.scope, steps, "category")),
             "run": target.run,
         }
     )

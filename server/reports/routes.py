@@ -28,7 +28,7 @@ from server.access.owner import restrict
 from server.access.viewer import request_viewer
 from server.errors import error_responses
 from server.incidents import routes as incident_routes
-from server.jobs.routes import RunParam
+from server.jobs.routes import OwnerParam, RunParam
 from server.query_params import Window, WindowDep
 from server.reports import build, render
 from server.reports import repository as reports_repo
@@ -124,7 +124,7 @@ def _answer(
 @router.get(
     "/jobs/{job:path}",
     responses={
-        **error_responses(404, **{"422": "unknown query parameter, or a bad window"}),
+        **error_responses(404, 409, **{"422": "unknown query parameter, or a bad window"}),
         **_FILES,
     },
 )
@@ -133,6 +133,7 @@ def job_report(
     request: Request,
     window: WindowDep,
     run: RunParam = None,
+    owner: OwnerParam = None,
     fmt: FormatParam = "html",
     progress: ProgressParam = False,
 ) -> Response:
@@ -143,10 +144,10 @@ def job_report(
     per-rank heat map, operations, collectives, message sizes, file I/O, topology, fabric
     series, and the evidence table (measured, routed or modelled)."""
     with _viewer_session(request) as session:  # a 404 before anything is streamed
-        build.job_target(session, job, run, window)
+        build.job_target(session, job, run, window, owner)
     traffic = (request.app.state.traffic, request.app.state.attributions)
-    return _answer(lambda s, p: build.job_report(s, job, run, window, p, traffic), request, fmt,
-                   progress)  # fmt: skip
+    return _answer(lambda s, p: build.job_report(s, job, run, window, p, traffic, owner),
+                   request, fmt, progress)  # fmt: skip
 
 
 @router.get(

@@ -28,7 +28,7 @@ from server.jobs import placement
 from server.query_params import MAX_NS, Window
 from server.traffic import collectives, wire
 from server.traffic.attribution import Transfer, rma_direction, storage_shares
-from server.traffic.routing import Crossing, FabricLink, Router
+from server.traffic.routing import Crossing, RouteLink, Router
 from stacklens.mpi_ops import op_names
 from stacklens.schema import (
     CollDelta,
@@ -90,7 +90,7 @@ def load_fabric(session: Session, paths: str) -> Fabric:
         if unsigned64(guid) in switches
     }
     links = [
-        FabricLink(lk["id"], (int(lk["a"]["guid"], 16), lk["a"]["port"]),
+        RouteLink(lk["id"], (int(lk["a"]["guid"], 16), lk["a"]["port"]),
                    (int(lk["b"]["guid"], 16), lk["b"]["port"]))
         for lk in up
     ]  # fmt: skip
@@ -250,7 +250,8 @@ def _measured_collectives(
     """The collective on-wire transfers of the runs whose MPI measured its on-wire bytes
     (server/traffic/wire.py): measured - the application's own p2p to each peer, as
     `measured`; a pair measured below its p2p is counted (`measured_below_p2p`). The runs
-    measured (their collectives are not modelled). Read past the owner filter: a session
+    measured (their collectives are not modelled); `source` says per job: measured (every
+    run), mixed (some) or modelled (none). Read past the owner filter: a session
     of its own on this session's connection, without the filter's hook."""
     lo = 0 if window.from_ns is None else window.from_ns
     hi = MAX_NS if window.to_ns is None else window.to_ns
@@ -261,13 +262,15 @@ def _measured_collectives(
             if on_wire is None:
                 continue
             runs.add(run)
-            source[job] = "measured"
             for (a, b), nbytes in sorted(on_wire.items()):
                 coll = nbytes - sent[run].get((a, b), 0)
                 if coll > 0:
                     send(job, "mpi_coll", "measured", run, a, b, coll)
                 elif coll < 0:
                     left["measured_below_p2p"] += -coll
+    for job in set(job_of_run.values()):
+        mine = {run for run, j in job_of_run.items() if j == job}
+        source[job] = ("measured" if mine <= runs else "mixed") if mine & runs else "modelled"
     return runs
 
 

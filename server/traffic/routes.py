@@ -12,15 +12,17 @@ from server import paging
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.jobs import repository as jobs
-from server.jobs.routes import CursorParam, RunParam
+from server.jobs.routes import CursorParam, OwnerParam, RunParam, find_job
 from server.paging import Limits
-from server.query_params import WindowDep
+from server.query_params import Window, WindowDep
 from server.traffic import service
 from server.traffic.repository import TrafficConfig
 from stacklens.api_models import JobLinks, LinkAttribution, LinkAttributionSeries
 
 router = APIRouter(tags=["traffic"])
 
+#: The default window's length of a link's attribution: the minute up to the newest sweep.
+DEFAULT_SPAN_NS = 60 * 10**9
 #: Page sizes of a job's link directions.
 LINK_LIMITS = Limits(default=1000, maximum=10_000)
 _ANSWERS = error_responses(404, **{"422": "unknown query parameter, or a bad window"})
@@ -46,7 +48,13 @@ def link_attribution(
     forwarding tables, and `other` = measured - attributed as it is (negative allowed). Each
     figure says its provenance (measured, routed, modelled) and whether the tables fixed
     the link or a group of parallel/adaptive links shared the flow. Jobs the viewer may not
-    read show as another job (no id, no user)."""
+    read show as another job (no id, no user). Default window: the minute up to the newest
+    sweep (`to` alone: the minute before it; `from` alone: up to the newest sweep)."""
+    if window.from_ns is None or window.to_ns is None:
+        newest = service.newest_sample(session)
+        to_ns = window.to_ns if window.to_ns is not None else newest + 1
+        window = Window(window.from_ns if window.from_ns is not None else to_ns - DEFAULT_SPAN_NS,
+                        to_ns)  # fmt: skip
     cache: service.AttributionCache = request.app.state.attributions
     answer = service.link_attribution(session, traffic_config(request), link, window, cache)
     if answer is None:
@@ -86,13 +94,18 @@ def link_attribution_series(
     return LinkAttributionSeries(**answer)
 
 
-@router.get("/api/jobs/{job:path}/links", response_model=JobLinks, responses=_ANSWERS)
+@router.get(
+    "/api/jobs/{job:path}/links",
+    response_model=JobLinks,
+    responses=error_responses(404, 409, **{"422": "unknown query parameter, or a bad window"}),
+)
 def job_links(
     job: str,
     session: SessionDep,
     request: Request,
     window: WindowDep,
     run: RunParam = None,
+    owner: OwnerParam = None,
     limit: Annotated[
         int, Query(ge=1, le=LINK_LIMITS.maximum, description=LINK_LIMITS.help("link directions"))
     ] = LINK_LIMITS.default,
@@ -100,16 +113,18 @@ def job_links(
 ) -> JobLinks:
     """The link directions a job's inter-host traffic crossed over the window, with the
     job's bytes on each by layer and provenance (by link id, then direction; paged), where
-    its collective bytes come from (measured or modelled) and its bytes on no link."""
-    found = jobs.get_job(session, job)
-    if found is None:
-        raise HTTPException(status_code=404, detail=f"unknown job {job!r}")
+    its collective bytes come from (measured or modelled) and its bytes on no link. Default
+    window: the job's (or run's), from its first interval start to its last interval end."""
+    found = find_job(session, job, owner)
     run_id = None
+    first, last = found.started_ns, found.last_seen_ns
     if run is not None:
         chosen = jobs.get_run(session, found.id, run)
         if chosen is None:
             raise HTTPException(status_code=404, detail=f"job {job!r} has no run {run}")
-        run_id = chosen.id
+        run_id, first, last = chosen.id, chosen.started_ns, chosen.last_seen_ns
+    window = Window(first if window.from_ns is None else window.from_ns,
+                    last + 1 if window.to_ns is None else window.to_ns)  # fmt: skip
     about = {"id": found.id, "job": found.job_key, "user": found.user}
     answer = service.job_links(session, traffic_config(request), about, window, run_id)
     after = paging.decode("link", cursor, (int, str))

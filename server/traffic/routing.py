@@ -43,7 +43,7 @@ class NoRoute(ValueError):
 
 
 @dataclass(frozen=True)
-class FabricLink:
+class RouteLink:
     """An up link of the current fabric as stored (fabric_links), ends (GUID, port)."""
 
     id: int
@@ -57,11 +57,11 @@ class Router:
     of each HCA port), `lfts` (switch GUID -> its forwarding table), `mode` a PATH_MODES."""
 
     switches: set[int]
-    links: list[FabricLink]
+    links: list[RouteLink]
     lids: dict[End, int]
     lfts: dict[int, bytes]
     mode: str = "fixed"
-    _at: dict[End, tuple[FabricLink, End]] = field(init=False, repr=False)
+    _at: dict[End, tuple[RouteLink, End]] = field(init=False, repr=False)
     _first_port: dict[int, int] = field(init=False, repr=False)
     _between: dict[tuple[int, int], list[Crossing]] = field(init=False, repr=False)
     _cache: dict[tuple[int, int], list[Stage]] = field(init=False, repr=False)

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from server.fabric import repository as fabric
 from server.query_params import Window
 from server.traffic import repository
 from server.traffic.attribution import Attribution, Key, attribute, other
@@ -175,6 +176,12 @@ def link_series(
             for t, meas, result in steps
         ],
     }
+
+
+def newest_sample(session: Session) -> int:
+    """The newest sweep's time (0: none yet)."""
+    newest, _ = fabric.samples_version(session)
+    return int(newest or 0)
 
 
 def link_attribution(

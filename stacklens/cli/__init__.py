@@ -104,12 +104,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo = subcommand(
         sub,
         "demo",
-        "Run `up` plus an example MPI job, again and again, on a simulated InfiniBand fabric.",
-        ["stacklens demo", "stacklens demo --for 60 --no-fabric  # 60 s, then stop everything"],
-    )
+        "Run `up` plus example MPI jobs on a simulated InfiniBand fabric: two jobs sharing a "
+        "spine link, and an incident staged on it every few minutes (congestion, a job "
+        "slowed, another checkpointing) for the detectors to find.",
+        ["stacklens demo", "stacklens demo --for 60 --no-fabric  # 60 s, then stop everything",
+         "stacklens demo --workload ring  # the ring example job again and again instead"],
+    )  # fmt: skip
     demo.add_argument("--for", dest="duration", type=float, default=None, metavar="SECONDS",
                       help="stop after this long (default: at Ctrl-C)")  # fmt: skip
-    demo.add_argument("--ranks", type=int, default=4, help="ranks of the example job")
+    demo.add_argument("--ranks", type=int, default=4, help="ranks of the ring example job")
+    demo.add_argument("--workload", choices=("incident", "ring"), default="incident",
+                      help="incident: the staged incident's two jobs (needs the fabric); "
+                      "ring: the ring example job")  # fmt: skip
     demo.add_argument(
         "--no-fabric", dest="fabric", action="store_false", help="no simulated fabric"
     )

@@ -51,6 +51,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     what = report.add_mutually_exclusive_group()
     what.add_argument("--job", help="the job id")
     what.add_argument("--incident", type=int, help="the incident id")
+    report.add_argument(
+        "--owner", help="the job's owner (its user), when the id names jobs of several owners"
+    )
     report.add_argument("--run", type=int, help="one run of the job (ordinal); default: all")
     report.add_argument("--from", dest="start", help="window start: RFC 3339 or epoch seconds")
     report.add_argument("--to", dest="end", help="window end (same forms)")
@@ -88,9 +91,11 @@ def request_of(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
             raise ValueError("--hosts goes with a window (--from/--to), not with --job")
         if args.run is not None:
             params["run"] = str(args.run)
+        if args.owner is not None:
+            params["owner"] = args.owner
         return f"/api/reports/jobs/{quote(args.job, safe='')}", params
-    if args.run is not None:
-        raise ValueError("--run goes with --job")
+    if args.run is not None or args.owner is not None:
+        raise ValueError("--run and --owner go with --job")
     if args.incident is not None:
         if args.hosts or args.start or args.end:
             raise ValueError("--incident takes no window or hosts: the incident has its own")

@@ -56,8 +56,11 @@ class _QuietSignalsServer(uvicorn.Server):
         yield
 
 
-async def _serve(settings: Settings, workload: list[str] | None, duration: float | None) -> None:
-    """Start everything `up` starts; optionally loop a workload and stop after `duration` s."""
+async def _serve(
+    settings: Settings, workload: list[str] | None, duration: float | None, incident: bool = False
+) -> None:
+    """Start everything `up` starts; optionally loop a workload or stage the demo's incident
+    (stacklens/cli/demo_incident.py), and stop after `duration` s."""
     from collector.fabric.service import fabric_services
     from collector.service import CollectorService
     from server.access.viewer import Access
@@ -81,9 +84,9 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         engine, api_base_url=own_url, refresh_ms=settings.refresh_ms,
         fabric_fold_above=settings.fabric_fold_above, collector=collector,
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20, access=access,
-        incidents=incident_service(engine, settings),
         traffic=TrafficConfig(settings.fabric_paths, parse_storage_servers(
             settings.storage_servers), settings.storage_placement),
+        incidents=incident_service(engine, settings),
     )  # fmt: skip
     server = _QuietSignalsServer(
         uvicorn_config(app, settings.http_host, settings.http_port, log_level="warning")
@@ -119,6 +122,10 @@ async def _serve(settings: Settings, workload: list[str] | None, duration: float
         )
         if workload:
             others.append(asyncio.create_task(_loop_workload(settings, workload)))
+        if incident:
+            from stacklens.cli.demo_incident import StagedIncident
+
+            others.append(asyncio.create_task(StagedIncident(settings, engine).run()))
         if duration is not None:
             others.append(asyncio.create_task(asyncio.sleep(duration)))
         await asyncio.wait([http, *others], return_when=asyncio.FIRST_COMPLETED)
@@ -304,15 +311,23 @@ DEMO_FABRIC_HOSTS = 32
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    """`up` plus the example workload; stop after --for seconds if given.
+    """`up` plus a workload; stop after --for seconds if given.
 
     Unless --no-fabric, a simulated fabric runs alongside (started first, so `up`'s
-    fabric sampler finds it; stopped last), with the ranks placed on its hosts.
+    fabric sampler finds it; stopped last), and the workload is the staged incident
+    (stacklens/cli/demo_incident.py); with `--workload ring` (or without a fabric) the
+    example ring job, its ranks placed on the fabric's hosts.
     """
     _check_exposure(settings)
     with contextlib.ExitStack() as stack:
         hosts = None
-        if args.fabric and stack.enter_context(fabric_sim.background(settings, DEMO_FABRIC_HOSTS)):
+        fabric = args.fabric and stack.enter_context(
+            fabric_sim.background(settings, DEMO_FABRIC_HOSTS)
+        )
+        if fabric and args.workload == "incident":
+            uvloop.run(_serve(settings, workload=None, duration=args.duration, incident=True))
+            return 0
+        if fabric:
             hosts = fabric_sim.placed_hosts(DEMO_FABRIC_HOSTS, args.ranks)
         workload = demo_workload(args.ranks, hosts)
         uvloop.run(_serve(settings, workload=workload, duration=args.duration))

@@ -8,10 +8,15 @@ file it wrote or read and where its ranks ran; the page logs no console errors.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -75,8 +80,14 @@ def browser_page() -> Iterator[tuple[Page, list[str]]]:
         yield page_and_errors
 
 
-def test_page_follows_a_running_job_live(stacklens_up, browser_page, examples_built):
-    """Open the page on an empty database, then start a job: it appears without a reload."""
+def test_page_follows_a_running_job_live(stacklens_up, pg_url, browser_page, examples_built):
+    """Open the page on an empty database, then start a job: it appears without a reload,
+    running, then finished.
+
+    The page refreshes at its own pace, which backs off while refreshes are slow (under
+    load, several seconds): a job of a few seconds could end between two refreshes and
+    never be seen running. So once every rank's first frame is stored, the test holds the
+    ranks (SIGSTOP) until the page shows the job running, then lets them finish."""
     page, errors = browser_page
     page.goto(stacklens_up["base"] + "/")
     expect(page.locator("#status-message")).to_contain_text("No jobs yet", timeout=20_000)
@@ -87,7 +98,7 @@ def test_page_follows_a_running_job_live(stacklens_up, browser_page, examples_bu
     iterations, size = 25, 4096
     run_env = mpi_env(**{k: v for k, v in stacklens_up.items() if k.startswith("STACKLENS_")})
     run_env.update(STACKLENS_JOB_ID=job, STACKLENS_INTERVAL_MS="200")
-    program = [str(examples_built / "ring_allreduce"), str(iterations), str(size), "200"]
+    program = [str(examples_built / "ring_allreduce"), str(iterations), str(size), "400"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "stacklens.cli", "run", "--", "mpirun", "-np", str(RANKS), *program],
         env=run_env,
@@ -95,17 +106,29 @@ def test_page_follows_a_running_job_live(stacklens_up, browser_page, examples_bu
         stderr=subprocess.PIPE,
         text=True,
     )
+    held: list[int] = []
     try:
+        _wait_running(pg_url, job, proc)
+        held = [pid for pid in _descendants(proc.pid) if _command(pid) == "ring_allreduce"]
+        assert len(held) == RANKS, held
+        for pid in held:
+            os.kill(pid, signal.SIGSTOP)
         row = page.locator("#jobs-grid .ag-row", has_text=job)
-        expect(row).to_contain_text("running", timeout=20_000)
+        expect(row).to_contain_text("running", timeout=90_000)
         assert proc.poll() is None, "the job ended before the page showed it running"
-        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        for pid in held:
+            os.kill(pid, signal.SIGCONT)
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
     finally:
+        for pid in held:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
         if proc.poll() is None:
             proc.kill()
-    expect(row).to_contain_text("finished", timeout=20_000)
+    # (the refresh period may have backed off while the machine was busy: up to 30 s)
+    expect(row).to_contain_text("finished", timeout=90_000)
     expected = {(r, (r + 1) % RANKS): (iterations * (size + r), iterations) for r in range(RANKS)}
-    expect(_grid_row_count(page, "matrix-grid")).to_have_count(RANKS, timeout=20_000)
+    expect(_grid_row_count(page, "matrix-grid")).to_have_count(RANKS, timeout=90_000)
     expect(row.locator("[col-id=bytes]")).to_have_text(str(sum(b for b, _ in expected.values())))
     assert _matrix_rows(page) == expected
     expect(page.locator("#io-caption")).to_contain_text("No file I/O")  # stdout is no file
@@ -114,6 +137,47 @@ def test_page_follows_a_running_job_live(stacklens_up, browser_page, examples_bu
     isend = ("point-to-point", RANKS, RANKS * iterations, sum(b for b, _ in expected.values()))
     assert _op_rows(page)["MPI_Isend"][:4] == isend
     assert errors == []
+
+
+def _wait_running(pg_url: str, job: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Waits until every rank of `job` has a stored frame and the job is running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = query(pg_url, "SELECT count(*) FROM ranks r JOIN jobs j ON j.id = r.job_id "
+                             "WHERE j.job_key = %s AND j.status = 'running'", (job,))  # fmt: skip
+        if seen[0][0] == RANKS:
+            return
+        assert proc.poll() is None, f"the job ended first: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"job {job} did not start in {timeout} s"
+        time.sleep(0.02)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (its children, theirs, ...), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _command(pid: int) -> str:
+    """The command name of a process ("" if it ended)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def test_unreachable_api_is_reported_on_the_page(browser_page):

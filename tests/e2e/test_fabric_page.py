@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
+import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -22,7 +24,9 @@ from stacklens.db import make_engine
 from tests.collector.test_ingest import T0, exchange
 from tests.conftest import free_port, serving
 from tests.e2e.test_dashboard import _table_rows, browser_page  # noqa: F401 (fixture)
-from tests.server.fabric_data import relink_host2, write_small_fabric
+from tests.e2e.test_jobs_page import grid_rows
+from tests.server.fabric_data import SECOND, relink_host2, write_small_fabric
+from tests.server.fabric_data import T0 as FABRIC_T0
 
 
 @pytest.fixture
@@ -94,6 +98,29 @@ def _drawn(page: Page, edges: int, timeout_ms: int = 20_000) -> None:
     )
 
 
+#: The small fabric's window (its sweeps end at T0 + 1 s and T0 + 2 s), as the URL holds it.
+WINDOW = f"from={FABRIC_T0 // SECOND}&to={FABRIC_T0 // SECOND + 5}"
+
+
+def _grid(page: Page) -> list[dict[str, str]]:
+    """The links grid as a person reads it."""
+    return grid_rows(page, "fabric-links-grid")
+
+
+def _settled(read, timeout_s: float = 10):
+    """What `read()` returns once it returns the same twice in a row (a grid draws its
+    cells a little after its rows)."""
+    deadline = time.monotonic() + timeout_s
+    last = read()
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = read()
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_page):  # noqa: F811
     write_small_fabric(pg_url)
     page, errors = browser_page
@@ -107,42 +134,71 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
         "1 with errors in the last sweep · busiest link 50.0 %",
         timeout=20_000,
     )
-    expect(page.locator("#fabric-links-table tbody tr")).to_have_count(3)
-    # Columns: link, state, utilisation, a->b, b->a, capacity, symbol errors, link error
-    # recovery, link downed, rcv errors, xmit discards, VL15 dropped, xmit wait, sampled.
+    # Its last sweep is years old: the page says so and draws the data as stale.
+    expect(page.locator("#fabric-freshness")).to_contain_text("STALE: last sweep ")
+    expect(page.locator("#fabric-freshness")).to_contain_text("the graph shows the last data")
+    # Live: the links in the newest sweep (the down one without a rate).
+    expect(page.locator("#fabric-links-caption")).to_contain_text(
+        "links 1–3 of 3, busiest first, in the newest sweep", timeout=20_000
+    )
     t2 = "2023-11-14 22:13:22 UTC"
-    assert _table_rows(page, "fabric-links-table") == [
-        ["host1[1] - leaf1[1]", "up", "10.0 %", "0", "400000000", "4000000000"]
-        + ["3", "1", "0", "?", "0", "0", "77", t2],
-        ["host2[1] - leaf1[2]", "down", "?", "?", "?", "2000000000"]  # no stale rates
-        + ["?", "?", "?", "?", "?", "?", "?", "?"],
-        ["spine1[1] - leaf1[3]", "up", "50.0 %", "2000000000", "1000000000", "4000000000"]
-        + ["0", "0", "0", "0", "0", "0", "0", t2],
-    ]
-    t3 = "2023-11-14 22:13:23 UTC"
-    assert _table_rows(page, "fabric-events-table") == [
-        [t3, "link_down", "host2[1] - leaf1[2]"],
-        [t3, "node_gone", "host2"],
-    ]
+    columns = ("link", "state", "utilisation", "a_to_b", "b_to_a", "errors", "xmit_wait")
+    assert _settled(lambda: [[r[c] for c in columns] for r in _grid(page)]) == [
+        ["spine1[1] - leaf1[3]", "up", "50.0 %", "2000000000", "1000000000", "0", "0"],
+        ["host1[1] - leaf1[1]", "up", "10.0 %", "0", "400000000", "4 (some ?)", "77"],
+        ["host2[1] - leaf1[2]", "down", "?", "?", "?", "0 (some ?)", "?"],
+    ]  # fmt: skip
+    assert [r["sampled"] for r in _grid(page)][:2] == [t2, t2]
+    # Open events overlap every window after their start.
+    expect(page.locator("#fabric-events-table")).to_contain_text(
+        "3 of 3 fabric events over the last 5 min"
+    )
 
     _drawn(page, 3)
     graph = _graph(page)
     assert (graph["nodes"], graph["edges"], graph["gone"]) == (4, 3, ["host2"])
     # Colours as cytoscape computes them: 50 % on the log scale (0.01 % .. 100 %, 4 steps)
-    # is 92.5 % of the way, 70 % between #2171b5 and #08306b; red errors, dashed down.
-    assert graph["link1"] == ["link up", "rgb(16,68,129)", "solid"]
-    assert graph["link2"] == ["link up error", "rgb(217,45,32)", "solid"]
-    assert graph["link3"] == ["link down unknown", "rgb(152,162,179)", "dashed"]
+    # is 92.5 % of the way, 70 % between #2171b5 and #08306b; red errors, dashed down;
+    # all of it stale (faded, dashed).
+    assert graph["link1"] == ["link up stale", "rgb(16,68,129)", "dashed"]
+    assert graph["link2"] == ["link up error stale", "rgb(217,45,32)", "dashed"]
+    assert graph["link3"] == ["link down unknown stale", "rgb(152,162,179)", "dashed"]
 
-    # Pointing at a link with the mouse says what it carries.
-    _point_at(page, "link-2", "host1[1] - leaf1[1]: 10.0% (381.47 MiB/s), 4 errors")
+    # Pointing at a link with the mouse says what it carries; a down link has no rate.
+    _point_at(page, "link-2", "host1[1] - leaf1[1]: 10.0% (381.47 MiB/s), 4 errors (stale)")
+    title = page.evaluate(
+        "() => document.querySelector('#fabric-graph')._cyreg.cy.getElementById('link-3')"
+        ".data('title')"
+    )
+    assert title == "host2[1] - leaf1[2]: down (no rate) (stale)"
+
+    # The window of the sweeps (custom, in the URL): the grid and the events are over it,
+    # exactly as the API answers for that window.
+    page.goto(f"{served}/fabric?{WINDOW}")
+    expect(page.locator("#fabric-window-picker input[value=custom]")).to_be_checked()
+    api = httpx.get(f"{served}/api/fabric/links?{WINDOW}&samples=false").json()
+    expect(page.locator("#fabric-links-caption")).to_contain_text(
+        "links 1–3 of 3, busiest first, from ", timeout=20_000
+    )
+    shown = {r["link"]: r for r in _grid(page)}
+    for link in api["links"]:
+        a, b = link["a"], link["b"]
+        name = f"{a['name']}[{a['port']}] - {b['name']}[{b['port']}]"
+        u = link["utilisation"]
+        assert shown[name]["utilisation"] == ("?" if u is None else f"{u * 100:.1f} %"), name
+        assert shown[name]["state"] == link["state"]
+    assert shown["spine1[1] - leaf1[3]"]["utilisation"] != "?"
+    t3 = "2023-11-14 22:13:23 UTC"
+    assert _table_rows(page, "fabric-events-table")[:2] == [
+        [t3, "open", "link_down", "host2[1] - leaf1[2]"],
+        [t3, "open", "node_gone", "host2"],
+    ]
 
     relink_host2(pg_url)  # same drawing: the page patches the elements' data and classes
     expect(summary).to_contain_text("(2 switches, 2 HCAs, 0 gone) · 3 links (0 down)")
-    expect(page.locator("#fabric-events-table tbody tr").first).to_contain_text("link_up")
     graph = _graph(page)
     assert (graph["nodes"], graph["edges"], graph["gone"]) == (4, 3, [])
-    assert graph["link3"][0] == "link up"
+    assert graph["link3"][0].startswith("link up ") and graph["link3"][0].endswith(" stale")
     assert errors == []
 
 
@@ -156,15 +212,15 @@ def test_api_failure_keeps_the_last_data_and_says_why(pg_url, served, browser_pa
     page, errors = browser_page
     page.goto(served + "/fabric")
     status = page.locator("#fabric-status")
-    expect(page.locator("#fabric-links-table tbody tr")).to_have_count(3, timeout=20_000)
+    expect(page.locator("#fabric-links-caption")).to_contain_text("links 1–3 of 3", timeout=20_000)
     _drawn(page, 3)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("ALTER TABLE fabric_events RENAME TO fabric_events_away")
         try:
-            expect(status).to_contain_text("GET /api/fabric/events", timeout=20_000)
+            expect(status).to_contain_text("GET /api/fabric/", timeout=20_000)
             expect(status).to_contain_text("HTTP 500")
-            expect(page.locator("#fabric-links-table tbody tr")).to_have_count(3)
-            expect(page.locator("#fabric-events-table tbody tr")).to_have_count(2)
+            assert len(_grid(page)) == 3
+            expect(page.locator("#fabric-events-table tbody tr")).to_have_count(3)
             assert _graph(page)["edges"] == 3
         finally:
             conn.execute("ALTER TABLE fabric_events_away RENAME TO fabric_events")
@@ -207,3 +263,89 @@ def test_search_focuses_a_node_or_a_job_host(pg_url, served, collector, browser_
     expect(message).to_have_text('nothing called "nosuchthing" in the fabric, and no such job')
     assert page.evaluate(focused) == ["host1"]
     assert [e for e in errors if "404" not in e] == []  # the job lookup's 404 is expected
+
+
+def _summary_of_step(at_s: int) -> str:
+    """The start of the summary line while the playback shows the step from `at_s`."""
+    fmt = "%Y-%m-%d %H:%M:%S"
+    start = datetime.fromtimestamp(at_s, UTC).strftime(fmt)
+    end = datetime.fromtimestamp(at_s + 1, UTC).strftime(fmt)
+    return f"replay of {start} – {end} UTC · "
+
+
+def test_playback_panel_and_the_view_in_the_url(pg_url, served, browser_page):  # noqa: F811
+    """Over the sweeps' window: playing moves the colours step by step (the spine link is
+    coloured in the step of the second sweep, unknown in the next); the URL keeps the
+    step and a reload shows it again; a click on a link opens its panel with exactly the
+    series the API gives; the picker's live 1 h window changes what the grid and events
+    are over."""
+    write_small_fabric(pg_url)
+    page, errors = browser_page
+    t0 = FABRIC_T0 // SECOND
+    page.goto(f"{served}/fabric?{WINDOW}")
+    _drawn(page, 3)
+    summary = page.locator("#fabric-summary")
+    expect(summary).to_contain_text("busiest link 50.0 %", timeout=20_000)  # live
+
+    page.click("#fabric-play")
+    expect(page.locator("#fabric-play")).to_have_text("❚❚ pause")
+    colour = "() => document.querySelector('#fabric-graph')._cyreg.cy" \
+             ".getElementById('link-1').style('line-color')"  # fmt: skip
+    # The step of the second sweep (the first one's deltas have no interval: no rate).
+    page.wait_for_function(
+        f"(s) => document.querySelector('#fabric-summary').textContent.startsWith(s)"
+        f" && ({colour})() === 'rgb(16,68,129)'",
+        arg=_summary_of_step(t0 + 2), timeout=30_000,
+    )  # fmt: skip
+    page.wait_for_function(
+        f"(s) => document.querySelector('#fabric-summary').textContent.startsWith(s)"
+        f" && ({colour})() === 'rgb(184,192,204)'",
+        arg=_summary_of_step(t0 + 3), timeout=30_000,
+    )  # fmt: skip
+    page.wait_for_function(
+        "(s) => document.querySelector('#fabric-summary').textContent.startsWith(s)",
+        arg=_summary_of_step(t0 + 2),
+        timeout=30_000,
+    )
+    page.click("#fabric-play")
+    expect(page.locator("#fabric-play")).to_have_text("▶ play")
+    url = page.url
+    assert f"from={t0}" in url and "step=1" in url and "at=" in url, url
+    step_at = int(float(url.split("at=")[1].split("&")[0]))
+    # A reload (or the link shared) shows the same step.
+    page.goto(url)
+    expect(summary).to_contain_text(_summary_of_step(step_at), timeout=20_000)
+    expect(page.locator("#fabric-playback-shown")).to_contain_text("graph: replaying ")
+    page.click("#fabric-live")
+    expect(summary).to_contain_text("busiest link 50.0 %", timeout=20_000)
+    assert "at=" not in page.url
+
+    # The detail panel of the spine link: its series over the window, as the API says.
+    _drawn(page, 3)
+    page.mouse.click(*_midpoint(page, "link-1"))
+    expect(page.locator("#fabric-panel-title")).to_have_text(
+        "link spine1[1] - leaf1[3]", timeout=20_000
+    )
+    assert "focus=link-1" in page.url
+    api = httpx.get(f"{served}/api/fabric/series?link=1&{WINDOW}").json()
+    drawn = "() => { const g = document.querySelector('#fabric-panel-series .js-plotly-plot');" \
+            " return g && g.data ? g.data.map((t) => [t.name, t.y]) : null; }"  # fmt: skip
+    page.wait_for_function(f"() => ({drawn})() !== null", timeout=20_000)
+    traces = dict(page.evaluate(drawn))
+    assert traces["a → b"] == api["columns"]["a_to_b_bytes_per_s"]
+    assert traces["b → a"] == api["columns"]["b_to_a_bytes_per_s"]
+    assert any(v for v in traces["a → b"] if v)  # 2 GB/s in the second sweep
+    expect(page.locator("#fabric-panel-jobs")).to_contain_text("No job's traffic")
+    page.goto(page.url)  # reloaded: the panel is open on the same link
+    expect(page.locator("#fabric-panel-title")).to_have_text(
+        "link spine1[1] - leaf1[3]", timeout=20_000
+    )
+
+    # The window picker: live 1 h; the grid and the events are over it, in the URL.
+    page.get_by_text("live 1 h").click()
+    expect(page.locator("#fabric-events-table")).to_contain_text(
+        "over the last 1 h", timeout=20_000
+    )
+    expect(page.locator("#fabric-links-caption")).to_contain_text("in the newest sweep")
+    assert "live=1h" in page.url and "from=" not in page.url
+    assert errors == []

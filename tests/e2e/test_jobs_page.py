@@ -202,8 +202,8 @@ def test_a_search_finds_one_job_among_2000_and_its_url_opens_it(collector, dashb
     )
     expect(page.locator("#jobs-grid .ag-row [col-id=job]")).to_have_text("run/1234")
     page.locator("#jobs-grid .ag-row [col-id=command]").click()
-    # The job's own page: its URL, its view in sight, its rank pairs.
-    expect(page).to_have_url(f"{base}/jobs/run%2F1234", timeout=30_000)
+    # The job's own page: its URL (qualified by its owner), its view in sight, its rank pairs.
+    expect(page).to_have_url(f"{base}/jobs/run%2F1234?owner=user2", timeout=30_000)
     # (The job page draws its timeline and profile first: slow on a loaded machine.)
     expect(page.locator("#jv-title")).to_contain_text("Job run/1234", timeout=90_000)
     expect(page.locator("#jv-title")).to_be_in_viewport()

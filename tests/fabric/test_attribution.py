@@ -23,7 +23,7 @@ from server.access.viewer import Access
 from server.app import create_app
 from server.traffic.repository import TrafficConfig
 from stacklens.db import make_engine
-from tests.conftest import serving
+from tests.conftest import query, serving
 
 
 def test_attribution_matches_the_emulated_truth_and_the_api_masks_other_users(
@@ -115,6 +115,15 @@ def test_attribution_matches_the_emulated_truth_and_the_api_masks_other_users(
             assert sum(f["bytes"] for f in stepped) == nbytes
             assert get(f"{url}/series", "carol", step="0.000001").status_code == 422
 
+            # default windows: the minute up to the newest sweep; a job's own span
+            plain = http.get(url, headers={"X-Forwarded-User": "carol"}, timeout=60).json()
+            assert (plain["from_ns"], plain["to_ns"]) == (window.to_ns - 60 * 10**9, window.to_ns)
+            span = http.get("/api/jobs/job-b/links", headers={"X-Forwarded-User": "bob"},
+                            timeout=60).json()  # fmt: skip
+            started, last = query(pg_url, "SELECT started_ns, last_seen_ns FROM jobs"
+                                  " WHERE job_key = 'job-b'")[0]  # fmt: skip
+            assert (span["from_ns"], span["to_ns"]) == (started, last + 1)
+
             # a job's links: its bytes per link direction and layer, paged
             mine = get("/api/jobs/job-b/links", "bob", limit="1000").json()
             assert mine["collectives"] == "modelled" and mine["page"]["next_cursor"] is None
@@ -124,6 +133,8 @@ def test_attribution_matches_the_emulated_truth_and_the_api_masks_other_users(
             total_p2p = sum(f["bytes"] for r in mine["links"] for f in r["layers"]
                             if f["layer"] == "mpi_p2p")  # fmt: skip
             assert total_p2p == sum(bob_p2p.values())
+            assert [(r["id"], r["direction"], r["bytes"]) for r in span["links"]] == [
+                (r["id"], r["direction"], r["bytes"]) for r in mine["links"]]  # fmt: skip
             first = get("/api/jobs/job-b/links", "bob", limit="2").json()
             assert len(first["links"]) == 2 and first["page"]["total"] == len(mine["links"])
             second = get("/api/jobs/job-b/links", "bob", limit="2",

@@ -41,7 +41,7 @@ def _get(counters: Path, name: str) -> int:
     return int((counters / name).read_text())
 
 
-def _sampled_after(pg_url: str, job: str, t_ns: int, timeout: float = 20.0) -> None:
+def _sampled_after(pg_url: str, job: str, t_ns: int, timeout: float = 60.0) -> None:
     """Wait until every rank sent a frame whose interval started after t_ns."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -56,6 +56,24 @@ def _sampled_after(pg_url: str, job: str, t_ns: int, timeout: float = 20.0) -> N
             return
         time.sleep(0.05)
     raise AssertionError("the ranks did not send frames in time")
+
+
+def _final_frames_stored(pg_url: str, job: str, timeout: float = 60.0) -> None:
+    """Wait until the run's final frame of every rank is stored (all four ranks finished):
+    the last deltas, acknowledged before the ranks exited or delivered from the spool by
+    `stacklens run`, are then all in the database."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = query(
+            pg_url,
+            "SELECT count(*) FILTER (WHERE finished) FROM ranks JOIN jobs ON jobs.id = job_id "
+            "WHERE job_key = %s",
+            (job,),
+        )
+        if rows[0][0] == 4:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the ranks' final frames were not stored in time")
 
 
 def test_host_counters_are_sent_as_exact_deltas(tmp_path, collector, pg_url, hook_library):
@@ -73,6 +91,9 @@ def test_host_counters_are_sent_as_exact_deltas(tmp_path, collector, pg_url, hoo
         STACKLENS_INTERVAL_MS=str(INTERVAL_MS),
         STACKLENS_JOB_ID=job,
         STACKLENS_SYSFS_ROOT=str(root),
+        # the ranks wait for the collector to acknowledge every frame, the last included,
+        # however slow a loaded machine makes it (the default 5 s would spool them)
+        STACKLENS_FINALIZE_TIMEOUT_MS="60000",
     )
     program = [sys.executable, str(HOLD_JOB), str(stop)]
     # Ranks 0, 1 on host "nodeA", ranks 2, 3 on "nodeB": ranks 0 and 2 report.
@@ -125,13 +146,14 @@ def test_host_counters_are_sent_as_exact_deltas(tmp_path, collector, pg_url, hoo
         step([(p2, "port_rcv_data", 5000)])  # back: a new baseline, no delta
         step([(p2, "port_rcv_data", 5010)])  # +10 words
         stop.touch()
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
             proc.communicate()
     assert proc.returncode == 0, err
     assert "stacklens:" not in err, err
+    _final_frames_stored(pg_url, job)
 
     columns = (
         "xmit_bytes, rcv_bytes, xmit_pkts, rcv_pkts, xmit_wait, symbol_errors, "

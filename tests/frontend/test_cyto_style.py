@@ -126,39 +126,48 @@ def test_aggregated_view_folds_hosts_into_their_leaf_and_expands_one():
                         "link-1", "link-2", "link-4", "link-5", "bundle-leaf2"]  # fmt: skip
 
 
-def test_links_table_lists_errors_then_down_then_busiest_and_marks_unknown():
-    loads = [_load(3, 0.0), _load(4, 1.0), _load(2, None), _load(1, 0.25, errors=3)]
-    lines = components.fabric_links_table_markdown(loads).splitlines()
-    assert lines[0].startswith("4 links: with errors in the last sweep first, then down")
-    rows = lines[4:]
-    assert [r.split(" | ")[0] for r in rows] == [
-        "| h1&#91;1&#93; - leaf1&#91;1&#93;",
-        "| h2&#91;1&#93; - leaf1&#91;2&#93;",
-        "| leaf1&#91;1&#93; - spine&#91;4&#93;",
-        "| h3&#91;1&#93; - leaf2&#91;3&#93;",
-    ]
-    assert rows[0].split(" | ")[1:] == [
-        "up",
-        "25.0 %",
-        "1000000000",
-        "0",
-        "4000000000",
-        "3",  # symbol errors
-        "?",  # link error recovery: not in this load at all
-        "?",
-        "?",  # rcv errors: unknown
-        "?",
-        "?",
-        "?",  # xmit wait unknown
-        "1970-01-01 00:00:02 UTC |",
-    ]
-
-
-def test_events_table():
-    events = [FabricEvent(2, "link_down", "h2[1] - leaf1[2]", 3_000_000_000, None, 9, {})]
-    assert components.fabric_events_markdown(events).splitlines()[4] == (
-        "| 1970-01-01 00:00:03 UTC | link&#95;down | h2&#91;1&#93; - leaf1&#91;2&#93; |"
+def test_links_grid_rows_say_unknown_and_the_page_they_are():
+    page = api_models.LinkPage(
+        links=[_load(1, 0.25, errors=3), _load(2, None)],
+        page=api_models.PageInfo(total=5, limit=2, next_cursor="c2"),
+        sort="utilisation",
+        from_ns=None,
+        to_ns=None,
+        freshness=api_models.Freshness(
+            last_sweep_ns=2, sweep_interval_ns=None, stale_after_ns=3, stale=False
+        ),
     )
-    loads = [_load(1, 0.25, errors=3), _load(4, 1.0)]
-    caption = components.fabric_links_table_markdown(loads, 5).splitlines()[0]
-    assert caption.startswith("2 of 5 links: with errors in the last sweep first")
+    rows = components.fabric_link_rows(page)
+    assert rows[0] == {
+        "id": 1,
+        "link": "h1[1] - leaf1[1]",
+        "state": "up",
+        "utilisation": "25.0 %",
+        "a_to_b": "1000000000",
+        "b_to_a": "0",
+        "capacity": "4000000000",
+        "errors": "3 (some ?)",  # rcv errors unknown, the others not in this load
+        "error_detail": "Symbol errors: 3, Link error recovery: ?, Link downed: ?, "
+        "Rcv errors: ?, Xmit discards: ?, VL15 dropped: ?",
+        "xmit_wait": "?",
+        "sampled": "1970-01-01 00:00:02 UTC",
+    }
+    assert (rows[1]["state"], rows[1]["utilisation"], rows[1]["a_to_b"]) == ("down", "?", "?")
+    caption = components.fabric_links_caption(page, 101, "over the last 5 min")
+    assert caption == (
+        "links 101–102 of 5, busiest first, over the last 5 min (? = unknown; a down link "
+        "has no rate)"
+    )
+
+
+def test_events_table_says_start_end_and_open():
+    events = [
+        FabricEvent(2, "link_down", "h2[1] - leaf1[2]", 3_000_000_000, None, 2, {}),
+        FabricEvent(1, "error_burst", "h1[1]", 1_000_000_000, 2_000_000_000, 1, {}),
+    ]
+    lines = components.fabric_events_markdown(events, 7, "over the last 5 min").splitlines()
+    assert lines[0] == "2 of 7 fabric events over the last 5 min, newest first."
+    assert lines[4:] == [
+        "| 1970-01-01 00:00:03 UTC | open | link&#95;down | h2&#91;1&#93; - leaf1&#91;2&#93; |",
+        "| 1970-01-01 00:00:01 UTC | 1970-01-01 00:00:02 UTC | error&#95;burst | h1&#91;1&#93; |",
+    ]

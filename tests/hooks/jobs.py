@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from stacklens.paths import EXAMPLES_DIR, HOOKS_DIR, LIBRARIES
 from tests.conftest import mpi_env, query
@@ -204,6 +205,22 @@ def process_tree(pid: int) -> list[int]:
         tree.extend(children.get(tree[i], []))
         i += 1
     return tree
+
+
+def wait_dead(pids: list[int], timeout: float) -> None:
+    """Waits until none of pids runs any more (gone, or a zombie not yet reaped)."""
+    deadline = time.monotonic() + timeout
+
+    def running(pid: int) -> bool:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return False
+        return stat[stat.rindex(")") + 2] != "Z"
+
+    while any(running(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"processes {pids} still run"
+        time.sleep(0.01)
 
 
 def rank_pids(proc: subprocess.Popen, directory, ranks: int, timeout: float = 60) -> list[int]:

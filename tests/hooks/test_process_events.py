@@ -15,7 +15,9 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -176,20 +178,28 @@ def test_sigterm_flushes_the_last_interval(collector, pg_url, mpi, target, signu
 
 
 def test_stacklens_run_delivers_what_killed_ranks_spooled(collector, pg_url, tmp_path):
-    """Under MPICH the ranks of a SIGTERMed job are SIGKILLed by Hydra while they flush, so
-    their last interval waits in the spool; `stacklens run` delivers it once its command
-    has exited, with no `stacklens replay` by hand."""
+    """Ranks killed while their final frames wait in the spool: `stacklens run` delivers
+    them once its command has exited, with no `stacklens replay` by hand. The collector is
+    paused (its event loop blocked: nothing read, stored or acknowledged) from before the
+    SIGTERM until both ranks are dead, so every rank's final frame is deterministically
+    still in the spool when the command ends (Hydra SIGKILLs the other rank at once)."""
     job = f"term-run-{uuid.uuid4().hex[:8]}"
     spool = tmp_path / "spool"
     env = jobs.job_env(
-        collector, "mpich", job, interval_ms=3_600_000, STACKLENS_SPOOL_DIR=str(spool)
-    )
+        collector, "mpich", job, interval_ms=3_600_000, STACKLENS_SPOOL_DIR=str(spool),
+        STACKLENS_FINALIZE_TIMEOUT_MS="1000",
+    )  # fmt: skip
     del env["LD_PRELOAD"]  # stacklens run chooses the MPICH build
     argv = jobs.mpirun("mpich", 2, [jobs.program("mpich", "sigterm"), str(tmp_path)])
     proc = jobs.start([sys.executable, "-m", "stacklens.cli", "run", "--", *argv], env)
     try:
-        for pid in jobs.rank_pids(proc, tmp_path, 2):
-            os.kill(pid, signal.SIGTERM)
+        pids = jobs.rank_pids(proc, tmp_path, 2)
+        with collector_paused(collector):
+            for pid in pids:
+                os.kill(pid, signal.SIGTERM)
+            jobs.wait_dead(pids, timeout=60)
+            # both final frames are spooled, none acknowledged
+            assert len(list(spool.glob("*.slf"))) == 2
         result = jobs.finish(proc, timeout=60)
     finally:
         jobs.kill_group(proc)
@@ -199,11 +209,26 @@ def test_stacklens_run_delivers_what_killed_ranks_spooled(collector, pg_url, tmp
     sent, _ = jobs.p2p(pg_url, job)
     assert sent == expected
     assert jobs.job_end(pg_url, job) == [("killed", 2, True, 2)]
-    # Hydra SIGKILLs a rank within a millisecond of the other's death: at least one
-    # rank's final frame was still in the spool when the command ended.
     delivered = [line for line in result.stderr.splitlines() if "spooled frames" in line]
-    assert delivered in (
-        [f"stacklens run: delivered {n} spooled frames to {collector.endpoint}; "
-         f"0 rejected, 0 left in {spool}"]
-        for n in (1, 2)
-    ), result.stderr  # fmt: skip
+    assert delivered == [
+        f"stacklens run: delivered 2 spooled frames to {collector.endpoint}; "
+        f"0 rejected, 0 left in {spool}"
+    ], result.stderr
+
+
+@contextlib.contextmanager
+def collector_paused(collector) -> Iterator[None]:
+    """The collector's event loop blocked for the duration: connections are accepted by
+    the kernel, but nothing is read, stored or acknowledged until the block ends."""
+    release, blocked = threading.Event(), threading.Event()
+
+    def block() -> None:
+        blocked.set()
+        release.wait(120)
+
+    collector.loop.call_soon_threadsafe(block)
+    assert blocked.wait(10), "the collector's loop did not pause"
+    try:
+        yield
+    finally:
+        release.set()

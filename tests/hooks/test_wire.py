@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
 from sqlalchemy.orm import Session
 
 from server.traffic.wire import measured_wire_bytes
@@ -73,13 +74,18 @@ def measured(pg_url: str, job: str) -> dict[tuple[int, int], int] | None:
         engine.dispose()
 
 
-def test_openmpi_wire_bytes_equal_the_monitoring_components_own(collector, pg_url, tmp_path):
+@pytest.mark.parametrize("user_setting", [{}, {"OMPI_MCA_pml_monitoring_enable": "2"}])
+def test_openmpi_wire_bytes_equal_the_monitoring_components_own(
+    collector, pg_url, tmp_path, user_setting
+):
+    """The hooks switch the component on, or leave the user's own setting (2: the dump
+    splits internal from user messages; every message is measured all the same)."""
     job = f"wire-{uuid.uuid4().hex[:8]}"
     prefix = tmp_path / "prof"
     result = jobs.run_job(
         collector, "openmpi", [jobs.program("openmpi", "wire_pattern")], job, RANKS,
         OMPI_MCA_pml_monitoring_enable_output="3",
-        OMPI_MCA_pml_monitoring_filename=str(prefix),
+        OMPI_MCA_pml_monitoring_filename=str(prefix), **user_setting,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert jobs.library_warnings(result.stderr) == []
@@ -120,10 +126,13 @@ def test_mpich_stores_no_wire_records_and_reads_as_unmeasured(collector, pg_url)
     }
 
 
-def test_measure_wire_off_leaves_open_mpi_unmeasured(collector, pg_url):
+@pytest.mark.parametrize(
+    "setting", [{"STACKLENS_MEASURE_WIRE": "off"}, {"OMPI_MCA_pml_monitoring_enable": "0"}]
+)
+def test_off_or_the_users_own_0_leaves_open_mpi_unmeasured(collector, pg_url, setting):
     job = f"wire-off-{uuid.uuid4().hex[:8]}"
     argv = [jobs.program("openmpi", "wire_pattern")]
-    result = jobs.run_job(collector, "openmpi", argv, job, RANKS, STACKLENS_MEASURE_WIRE="off")
+    result = jobs.run_job(collector, "openmpi", argv, job, RANKS, **setting)
     assert result.returncode == 0, result.stderr
     assert query(pg_url, "SELECT count(*) FROM wire_frames") == [(0,)]
     assert measured(pg_url, job) is None

@@ -16,8 +16,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,30 +29,9 @@ from stacklens.sender import ProofError, open_connection
 from stacklens.settings import Settings
 from tests.conftest import free_port, query
 from tests.hooks import jobs, test_sanitizers
-from tests.identity.daemons import as_user, munged, unix_user
+from tests.identity.daemons import as_user
 
 RANKS, SIZE, ITERATIONS = 4, 4096, 5
-
-
-@pytest.fixture(scope="module")
-def shared_dir() -> Iterator[Path]:
-    """A directory every test user can reach (sockets, spools), removed afterwards."""
-    path = Path(tempfile.mkdtemp(prefix="stacklens-identity-", dir="/tmp"))
-    path.chmod(0o755)
-    yield path
-    subprocess.run(["rm", "-rf", str(path)], check=True)
-
-
-@pytest.fixture(scope="module")
-def munge_socket(shared_dir: Path) -> Iterator[str]:
-    with munged(shared_dir) as sock:
-        yield sock
-
-
-@pytest.fixture(scope="module")
-def users() -> Iterator[tuple]:
-    with unix_user("sltest-a") as a, unix_user("sltest-b") as b:
-        yield a, b
 
 
 def proven_collector(pg_url: str, shared_dir: Path, munge_socket: str, port: int = 0):
@@ -79,9 +56,12 @@ def user_job_env(
     return env
 
 
-def ring_as(user, env: dict[str, str], mpi: str = "openmpi") -> subprocess.CompletedProcess:
-    """examples' ring_allreduce on RANKS ranks of `mpi`, run as `user` under the hooks."""
-    argv = [jobs.example(mpi, "ring_allreduce"), str(ITERATIONS), str(SIZE), "20"]
+def ring_as(
+    user, env: dict[str, str], mpi: str = "openmpi", size: int = SIZE
+) -> subprocess.CompletedProcess:
+    """examples' ring_allreduce on RANKS ranks of `mpi` (messages of `size` + rank bytes),
+    run as `user` under the hooks."""
+    argv = [jobs.example(mpi, "ring_allreduce"), str(ITERATIONS), str(size), "20"]
     command = jobs.mpirun(mpi, RANKS, argv)
     return jobs.finish(jobs.start(as_user(user.pw_name) + command, env), timeout=120)
 

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
+from collector.fabric.store import FabricStore
 from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, RATE_COUNTERS
 from tests.server.fabric_data import HOST1, HOST2, LEAF1, SECOND, SPINE1
 from tests.server.fabric_history import BURSTS, SILENT_FROM, START, SWEEPS, History, write_history
@@ -127,6 +128,20 @@ def test_minute_rollups_equal_the_raw_sums(history, pg_url):
         ).fetchall()
     assert len(raw) == 6 * 4  # six ports, sweeps over four UTC minutes
     assert rolled == raw
+    # rebuilt from the samples (as after a bulk load), they are the same
+    store = FabricStore(pg_url)
+    try:
+        assert store.rebuild_minutes(START - 25 * SECOND, START - 25 * SECOND + 5 * MINUTE) == len(
+            raw
+        )
+    finally:
+        store.close()
+    with psycopg.connect(pg_url) as conn:
+        again = conn.execute(
+            f"SELECT port_id, minute_ns, samples, last_ns, flags, {columns} "
+            "FROM fabric_port_minutes ORDER BY 1, 2"
+        ).fetchall()
+    assert again == raw
     # and the generated values: leaf1[1]'s symbol errors per minute
     minutes = {}
     for (end, _), s in history.samples.items():

@@ -11,13 +11,16 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
 
 from server.access.viewer import Access
 from server.app import create_app
 from server.incidents.detect import Thresholds
 from server.incidents.service import IncidentService
 from stacklens.db import make_engine
+from stacklens.schema import Incident
 from tests.access.data import token_for
+from tests.server.fabric_data import relink_host2, write_small_fabric
 from tests.server.incident_data import T0, WAIT_PER_S, S, StagedFabric, send
 
 TH = Thresholds(utilisation=0.8, xmit_wait_per_s=1e6, sweeps=2, clear=3, link_errors=1,
@@ -70,8 +73,8 @@ def test_detected_within_two_sweeps_named_and_closed(staged):
                     ("alice-inc", "alice", "victim", ["mpi_slowdown"])]  # fmt: skip
     bob, alice = opened["jobs"]
     # bytes on the link at sweep 11: the intervals ending in [T0 + 8 s, T0 + 12 s] (from 2
-    # sweeps before the start), both ranks (each direction crosses it), point-to-point only
-    # (no storage nodes configured): 5 x 2 x 50 MiB; alice 5 x 2 x 1 MiB
+    # sweeps before the start), both ranks (each direction crosses it), point-to-point (file
+    # I/O is not placed on links): 5 x 2 x 50 MiB; alice 5 x 2 x 1 MiB
     assert bob["link_bytes"] == 10 * (50 << 20) and alice["link_bytes"] == 10 * (1 << 20)
     assert bob["files"] == ["MPI-IO:/scratch/bob/ckpt.h5"]
     assert sorted(alice["ranks"]) == [0, 1]
@@ -153,3 +156,35 @@ def test_the_list_filters_and_refuses_unknown_parameters(api):
     assert bad.status_code == 422 and "'since'" in bad.json()["detail"]
     missing = client.get("/api/incidents/999", headers=headers["alice"])
     assert missing.status_code == 404
+
+
+def test_link_errors_and_a_flap_from_the_stored_sweeps_and_events(pg_url):
+    """tests/server/fabric_data.py's small fabric: leaf1[1] - host1[1] counts 3 symbol
+    errors and 1 link error recovery in its second sweep (host1's PortRcvErrors reset:
+    unknown, not counted); host2's link goes down and comes back (2 events: a flap)."""
+    from tests.server import fabric_data as small
+
+    write_small_fabric(pg_url)
+    relink_host2(pg_url)
+    engine = make_engine(pg_url)
+    now = [small.T0 + 5 * S]
+    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0])
+    try:
+        opened = {m["incident"]["kind"]: m["incident"] for m in service.tick()}
+        assert sorted(opened) == ["link_errors", "link_flap"]
+        errors, flap = opened["link_errors"], opened["link_flap"]
+        assert errors["title"] == "Link errors on host1[1] – leaf1[1]"
+        assert (errors["start_ns"], errors["severity"]) == (small.T0 + S, "minor")
+        assert flap["title"] == "Link flapping on host2[1] – leaf1[2]"
+        assert (flap["start_ns"], flap["end_ns"]) == (small.T0 + 3 * S, None)
+        with Session(engine) as session:
+            (link,) = session.get(Incident, errors["id"]).links
+        assert link["peak"] == 4.0 and link["evidence"][-1]["errors"] == 4
+        assert service.tick() == []  # nothing new
+        now[0] = small.T0 + 125 * S  # the down/up events leave the 120 s baseline window
+        closed = service.tick()
+        assert [(m["event"], m["incident"]["kind"], m["incident"]["end_ns"]) for m in closed] == [
+            ("closed", "link_flap", small.T0 + 4 * S)
+        ]
+    finally:
+        engine.dispose()

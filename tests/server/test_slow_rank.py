@@ -126,12 +126,30 @@ def test_an_empty_window_is_empty(job, api_client):
     assert (empty["shares"], empty["outliers"], empty["imbalance"]) == ([], [], [])
 
 
-def test_outliers_are_a_pure_function_of_the_shares():
-    shares = [expected_share(k, r) for k in SLOW for r in range(RANKS)]
-    named = profile.outliers(shares, [], list(range(RANKS)))
-    assert [o["text"] for o in named] == [
-        "rank 2: 4.8× the median time in computation (4.75 s against 1.00 s)"
-    ]
+def test_outliers_are_a_pure_function_of_the_sums():
+    totals: dict[str, dict[int, int]] = {}
+    steps: dict[str, dict[int, dict[int, int]]] = {}
+    for k in SLOW:
+        for rank in range(RANKS):
+            share = expected_share(k, rank)
+            places = [*share["mpi_ns"].items(), (profile.FILE_IO, share["io_ns"]),
+                      (profile.COMPUTATION, share["compute_ns"])]  # fmt: skip
+            for place, ns in places:
+                per_rank = totals.setdefault(place, {})
+                per_rank[rank] = per_rank.get(rank, 0) + ns
+                steps.setdefault(place, {}).setdefault(share["t_ns"], {})[rank] = ns
+    asked: list[str] = []
+
+    def steps_of(place: str) -> dict[int, dict[int, int]]:
+        asked.append(place)
+        return steps[place]
+
+    named = profile.outliers(totals, list(range(RANKS)), steps_of)
+    assert [(o["text"], o["peak_t_ns"]) for o in named] == [
+        ("rank 2: 4.8× the median time in computation (4.75 s against 1.00 s)",
+         M0 + (SLOW[0] + 1) * S)
+    ]  # fmt: skip
+    assert asked == ["computation"]  # per-step values only of a place with an outlier
 
 
 def test_whole_minute_steps_read_the_rollups_exactly(job, collector, api_client, pg_url):

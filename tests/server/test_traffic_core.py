@@ -8,16 +8,16 @@ import zlib
 
 from server.traffic import collectives
 from server.traffic.attribution import Transfer, attribute, other, storage_shares
-from server.traffic.routing import FabricLink, Router
+from server.traffic.routing import RouteLink, Router
 
 # Two switches (S1 = 1, S2 = 2) joined by two parallel links (ids 10, 11: S1 ports 3, 4 to
 # S2 ports 3, 4); HCA h1 (101) on S1 port 1, h2 (102) on S2 port 1, h3 (103) on S1 port 2.
 LINKS = [
-    FabricLink(1, (1, 1), (101, 1)),
-    FabricLink(2, (2, 1), (102, 1)),
-    FabricLink(3, (1, 2), (103, 1)),
-    FabricLink(10, (1, 3), (2, 3)),
-    FabricLink(11, (1, 4), (2, 4)),
+    RouteLink(1, (1, 1), (101, 1)),
+    RouteLink(2, (2, 1), (102, 1)),
+    RouteLink(3, (1, 2), (103, 1)),
+    RouteLink(10, (1, 3), (2, 3)),
+    RouteLink(11, (1, 4), (2, 4)),
 ]
 LIDS = {(101, 1): 5, (102, 1): 6, (103, 1): 7}
 

@@ -18,7 +18,8 @@ from stacklens.schema import Job
 from tests.collector.test_ingest import T0, exchange
 
 
-def _frame(job: str, rank: int, hosts: list[str], measured: dict[int, int] | None) -> bytes:
+def _frame(job: str, rank: int, hosts: list[str], measured: dict[int, int] | None,
+           run: int = 1) -> bytes:  # fmt: skip
     op = op_names().index
     tables = {
         "rank_info": [{"command": b"./prog", "user": b"alice"}],
@@ -37,7 +38,7 @@ def _frame(job: str, rank: int, hosts: list[str], measured: dict[int, int] | Non
     if measured is not None:
         tables["wire"] = [{"peer": p, "bytes": b, "msgs": 1} for p, b in measured.items()]
     return wire.encode_frame(
-        job_id=job, world_rank=rank, world_size=2, seq=0, host=hosts[rank],
+        job_id=job, run_id=run, world_rank=rank, world_size=2, seq=0, host=hosts[rank],
         interval_start_ns=T0, interval_end_ns=T0 + 10**9, token="secret",
         tables={name: wire.records(name, rows) for name, rows in tables.items()},
     )  # fmt: skip
@@ -49,7 +50,10 @@ def test_measured_collectives_replace_the_model(collector, pg_url):
         "measured", 1, hosts, {0: 3000}
     )
     frames += _frame("modelled", 0, hosts, None) + _frame("modelled", 1, hosts, None)
-    assert [s for s, _ in exchange(collector.address, frames, acks=4)] == [0] * 4
+    # a job of two runs, the second one measured
+    frames += _frame("mixed", 0, hosts, None) + _frame("mixed", 1, hosts, None)
+    frames += _frame("mixed", 0, hosts, {1: 1000}, 2) + _frame("mixed", 1, hosts, {0: 2000}, 2)
+    assert [s for s, _ in exchange(collector.address, frames, acks=8)] == [0] * 8
     engine = make_engine(pg_url)
     try:
         with Session(engine) as session:
@@ -57,8 +61,13 @@ def test_measured_collectives_replace_the_model(collector, pg_url):
             got = job_traffic(session, Window(T0, T0 + 2 * 10**9), TrafficConfig())
     finally:
         engine.dispose()
-    m, o = ids["measured"], ids["modelled"]
+    m, o, x = ids["measured"], ids["modelled"], ids["mixed"]
     assert sorted(got.transfers, key=repr) == sorted([
+        Transfer(x, "mpi_p2p", "routed", "hA", "hB", 1000),
+        Transfer(x, "mpi_p2p", "routed", "hB", "hA", 2000),
+        Transfer(x, "mpi_coll", "modelled", "hA", "hB", 64),
+        Transfer(x, "mpi_p2p", "routed", "hA", "hB", 1000),
+        Transfer(x, "mpi_p2p", "routed", "hB", "hA", 2000),
         Transfer(m, "mpi_p2p", "routed", "hA", "hB", 1000),
         Transfer(m, "mpi_p2p", "routed", "hB", "hA", 2000),
         Transfer(m, "mpi_coll", "measured", "hA", "hA", 10),
@@ -68,5 +77,6 @@ def test_measured_collectives_replace_the_model(collector, pg_url):
         Transfer(o, "mpi_p2p", "routed", "hB", "hA", 2000),
         Transfer(o, "mpi_coll", "modelled", "hA", "hB", 64),
     ], key=repr)  # fmt: skip
-    assert got.collective_source == {m: "measured", o: "modelled"}
+    assert got.collective_source == {m: "measured", o: "modelled", x: "mixed"}
+    # the measured run's on-wire bytes equal its p2p: no collective bytes, none below
     assert got.left_out == {}

@@ -1,0 +1,138 @@
+# frontend/pages/incidents.py — the "/incidents" page: incidents found by the detectors,
+# filtered, and the chosen one's jobs and evidence.
+"""Incidents page: the incidents the server's detectors found (GET /api/incidents), newest
+first, filtered on the server by state (open / ended), severity, kind, one of your jobs, a
+fabric link and a time range (UTC), then sorted and filtered again in the grid; a click on
+a row shows that incident (GET /api/incidents/{id}): its jobs with their roles (the likely
+aggressor, the victims, the others on the link; other users' jobs as "another job"), ranks,
+files and bytes on the links, and its evidence series. Refreshes every few seconds."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import dash
+from dash import Input, Output, dcc, html
+
+from frontend import api, components, figures, ids
+from frontend.api import ApiError, IncidentQuery
+from frontend.formatting import format_utc_ns, parse_utc_ns
+
+dash.register_page(__name__, path="/incidents", name="Incidents", title="Incidents — stacklens")
+
+#: Incidents per page of the list.
+INCIDENTS_PER_PAGE = 200
+SEVERITIES = ("critical", "major", "minor")
+KINDS = ("congestion", "link_errors", "link_flap", "mpi_slowdown", "io_stall")
+#: The page's refresh period (ms).
+REFRESH_MS = 3000
+
+
+def layout(**_query: str) -> html.Div:
+    """Static skeleton; the callbacks fill it."""
+    return html.Div(
+        className="page",
+        children=[
+            dcc.Interval(id=ids.INC_TICK, interval=REFRESH_MS),
+            html.Section(className="card", children=[
+                components.card_head("Incidents", ids.INC_UPDATED),
+                html.Div(className="filters", children=[
+                    dcc.Dropdown(id=ids.INC_STATE, value="all", clearable=False,
+                                 options=[{"label": "open and ended", "value": "all"},
+                                          {"label": "open", "value": "open"},
+                                          {"label": "ended", "value": "ended"}]),
+                    dcc.Dropdown(id=ids.INC_SEVERITY, placeholder="any severity",
+                                 options=list(SEVERITIES)),
+                    dcc.Dropdown(id=ids.INC_KIND, placeholder="any kind", options=list(KINDS)),
+                    dcc.Input(id=ids.INC_JOB, placeholder="job id", debounce=True),
+                    dcc.Input(id=ids.INC_LINK, placeholder="link id", type="number", min=1,
+                              debounce=True),
+                    dcc.Input(id=ids.INC_FROM, placeholder="from (UTC)", debounce=True),
+                    dcc.Input(id=ids.INC_TO, placeholder="to (UTC)", debounce=True),
+                ]),
+                html.Div(id=ids.INC_ERROR, className="card-error", role="alert"),
+                html.Div(id=ids.INC_CAPTION, className="subtle"),
+                components.grid(ids.INC_GRID, components.INCIDENT_COLUMNS, height_px=320),
+            ]),
+            html.Section(id=ids.INC_DETAIL, className="card", hidden=True, children=[
+                html.H2(id=ids.INC_DETAIL_TITLE),
+                components.markdown_table(ids.INC_DETAIL_JOBS),
+                dcc.Graph(id=ids.INC_EVIDENCE, config={"displaylogo": False}),
+            ]),
+        ],
+    )  # fmt: skip
+
+
+def query_of(state: str, severity: str | None, kind: str | None, job: str | None,
+             link: float | None, start: str | None, end: str | None
+             ) -> IncidentQuery:  # fmt: skip
+    """The list's query from the filters (times typed as UTC; unreadable ones ignored)."""
+    from_ns, to_ns = parse_utc_ns(start), parse_utc_ns(end)
+    return IncidentQuery(
+        start=None if from_ns is None else str(from_ns // 10**9),
+        end=None if to_ns is None else str(to_ns // 10**9),
+        severity=severity or None, kind=kind or None, job=(job or "").strip() or None,
+        link=int(link) if link else None,
+        open={"open": True, "ended": False}.get(state), limit=INCIDENTS_PER_PAGE,
+    )  # fmt: skip
+
+
+def register_callbacks(dash_app: dash.Dash) -> None:
+    """Attach this page's callbacks to `dash_app`."""
+
+    @dash_app.callback(
+        Output(ids.INC_GRID, "rowData"),
+        Output(ids.INC_CAPTION, "children"),
+        Output(ids.INC_ERROR, "children"),
+        Output(ids.INC_UPDATED, "children"),
+        Input(ids.INC_TICK, "n_intervals"),
+        Input(ids.INC_STATE, "value"),
+        Input(ids.INC_SEVERITY, "value"),
+        Input(ids.INC_KIND, "value"),
+        Input(ids.INC_JOB, "value"),
+        Input(ids.INC_LINK, "value"),
+        Input(ids.INC_FROM, "value"),
+        Input(ids.INC_TO, "value"),
+    )
+    def refresh(_tick: int | None, state: str, severity: str | None, kind: str | None,
+                job: str | None, link: float | None, start: str | None, end: str | None
+                ) -> tuple[Any, ...]:  # fmt: skip
+        try:
+            listed = api.current_client().incidents(
+                query_of(state, severity, kind, job, link, start, end)
+            )
+        except ApiError as exc:
+            return dash.no_update, dash.no_update, str(exc), dash.no_update
+        shown, total = len(listed.incidents), listed.page.total
+        caption = (f"{total} incident{'s' if total != 1 else ''}" if shown == total
+                   else f"the newest {shown} of {total} incidents")  # fmt: skip
+        updated = "updated " + format_utc_ns(time.time_ns())
+        return components.incident_rows(listed), caption, "", updated
+
+    @dash_app.callback(
+        Output(ids.INC_DETAIL, "hidden"),
+        Output(ids.INC_DETAIL_TITLE, "children"),
+        Output(ids.INC_DETAIL_JOBS, "children"),
+        Output(ids.INC_EVIDENCE, "figure"),
+        Input(ids.INC_GRID, "selectedRows"),
+        Input(ids.INC_GRID, "cellClicked"),
+        Input(ids.INC_TICK, "n_intervals"),
+    )
+    def detail(_selected: Any, clicked: dict[str, Any] | None, _tick: int | None
+               ) -> tuple[Any, ...]:  # fmt: skip
+        row_id = (clicked or {}).get("rowId")
+        if row_id is None:
+            return True, dash.no_update, dash.no_update, dash.no_update
+        try:
+            incident = api.current_client().incident(int(row_id))
+        except (ApiError, ValueError) as exc:
+            return False, f"Incident {row_id}", str(exc), dash.no_update
+        span = (
+            format_utc_ns(incident.start_ns)
+            + " – "
+            + ("open" if incident.end_ns is None else format_utc_ns(incident.end_ns))
+        )
+        title = f"#{incident.id} {incident.severity}: {incident.summary} ({span})"
+        return (False, title, components.incident_jobs_markdown(incident),
+                figures.incident_evidence(incident))  # fmt: skip

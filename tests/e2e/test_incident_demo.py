@@ -1,0 +1,89 @@
+"""End to end: `stacklens demo` stages its incident (stacklens/cli/demo_incident.py) on the
+simulated fabric with real MPI jobs under the hooks; the detectors find it within 2 sweeps
+and name it correctly (congestion on the shared spine link, demo-checkpoint the likely
+aggressor, demo-solver the victim); a person sees the banner on every page and the
+incident on the Incidents page, with its jobs; no console errors; everything the demo
+started is gone afterwards."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+from playwright.sync_api import expect
+
+from tests.conftest import chromium_page, free_port, leftover_processes
+
+SUMMARY = "likely aggressor: job demo-checkpoint; victim: job demo-solver"
+
+
+def _open_incident(base: str) -> dict | None:
+    """The open congestion incident with its victim, if there is one yet."""
+    try:
+        listed = httpx.get(f"{base}/api/incidents", params={"open": "true"}, timeout=3).json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    for incident in listed.get("incidents", []):
+        if incident["kind"] == "congestion" and SUMMARY in incident["summary"]:
+            return incident
+    return None
+
+
+def test_the_demo_incident_is_detected_named_and_shown(tmp_path, hook_library, examples_built):
+    state = tmp_path / "state"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    env.update(
+        STACKLENS_STATE_DIR=str(state),
+        STACKLENS_HTTP_PORT=str(port),
+        STACKLENS_COLLECTOR=f"127.0.0.1:{free_port()}",
+        STACKLENS_COLLECTOR_SOCKET=str(tmp_path / "ingest.sock"),  # this demo's own
+    )
+    base = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "demo.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "stacklens.cli", "demo", "--for", "80"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        with chromium_page() as (page, errors):
+            started = time.monotonic()
+            incident = None
+            while incident is None and time.monotonic() - started < 75:
+                assert proc.poll() is None, (tmp_path / "demo.log").read_text()[-3000:]
+                time.sleep(0.5)
+                incident = _open_incident(base)
+            assert incident is not None, (tmp_path / "demo.log").read_text()[-3000:]
+            # detected at the end of the second congested sweep (sweeps every second)
+            assert 1.5e9 <= incident["detected_ns"] - incident["start_ns"] <= 2.5e9
+            assert incident["title"].startswith("Congestion on spine")
+            assert "– leaf02[" in incident["title"]
+            assert incident["severity"] == "major"
+            page.goto(base + "/fabric")
+            banner = page.locator("#incident-banner")
+            expect(banner).to_contain_text("open incident", timeout=15_000)
+            expect(banner).to_contain_text(SUMMARY)
+            page.get_by_role("link", name="see incidents").click()
+            grid = page.locator("#inc-grid")
+            expect(grid).to_contain_text(SUMMARY, timeout=15_000)
+            expect(grid).to_contain_text("congestion")
+            page.locator("#inc-grid .ag-row", has_text=SUMMARY).first.locator(
+                ".ag-cell").nth(3).click()  # fmt: skip
+            jobs = page.locator("#inc-detail-jobs")
+            expect(jobs).to_contain_text("aggressor", timeout=15_000)
+            expect(jobs).to_contain_text("demo-checkpoint")
+            expect(jobs).to_contain_text("victim")
+            expect(jobs).to_contain_text("mpi_slowdown")
+            expect(page.locator("#inc-evidence .main-svg").first).to_be_visible()
+            assert errors == [], "\n".join(errors)
+        detail = httpx.get(f"{base}/api/incidents/{incident['id']}", timeout=5).json()
+        roles = {m["job"]: m["role"] for m in detail["members"]}
+        assert roles == {"demo-checkpoint": "aggressor", "demo-solver": "victim"}
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    assert leftover_processes(str(state)) == []

@@ -1,0 +1,144 @@
+"""Job URLs name the owner (#13 point 1 of the follow-up): two real Unix users run MPI jobs
+with the same job id through the hooks (proven over the collector's Unix socket,
+SO_PEERCRED), so the database holds two jobs of one id. An admin reading that id without
+an owner gets a 409 that lists both owners, on every job route (enumerated from the app);
+`?owner=<user>` opens each one with its own exact bytes; each user still opens their own
+job by its id alone; the job list's rows link to the qualified pages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from frontend import components
+from server.access.viewer import Access
+from server.app import create_app
+from stacklens.api_models import JobList
+from stacklens.db import make_engine
+from tests.access.data import token_for
+from tests.access.test_owner_filter import _job_routes
+from tests.conftest import TABLES, query
+from tests.identity.test_proven_senders import (
+    EXPECTED,
+    ITERATIONS,
+    RANKS,
+    SIZE,
+    owners_of,
+    proven_collector,
+    ring_as,
+    user_job_env,
+)
+
+JOB = "ident-same-id"
+#: B's messages are this size (+ rank): its job's bytes differ from A's.
+B_SIZE = 1000
+B_EXPECTED = {(r, (r + 1) % RANKS): (ITERATIONS * (B_SIZE + r), ITERATIONS) for r in range(RANKS)}
+
+
+def _cells(matrix: dict) -> dict[tuple[int, int], tuple[int, int]]:
+    return {(c["src"], c["dst"]): (c["bytes"], c["messages"]) for c in matrix["cells"]}
+
+
+@pytest.fixture(scope="module")
+def same_id(pg_server, shared_dir, munge_socket, users) -> Iterator[dict]:
+    """A's and B's jobs of one id, sent through the hooks as each user; the API (with the
+    dashboard mounted) and tokens for A, B and an admin."""
+    a, b = users
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE")
+    unix = {"STACKLENS_COLLECTOR_SOCKET": str(shared_dir / "ingest.sock")}
+    with proven_collector(pg_server, shared_dir, munge_socket) as collector:
+        for user, size in ((a, SIZE), (b, B_SIZE)):
+            result = ring_as(user, user_job_env(collector.endpoint, user, JOB, **unix), size=size)
+            assert result.returncode == 0 and "stacklens:" not in result.stderr, result.stderr
+    assert owners_of(pg_server, JOB) == sorted([a.pw_uid, b.pw_uid])
+    assert query(pg_server, 'SELECT DISTINCT "user" FROM jobs ORDER BY 1') == [
+        (a.pw_name,), (b.pw_name,)]  # fmt: skip
+    engine = make_engine(pg_server)
+    app = create_app(engine, api_base_url="http://127.0.0.1",
+                     access=Access(mode="oidc", admins=frozenset({"sladmin"})))  # fmt: skip
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        headers = {
+            who: {"Authorization": f"Bearer {token_for(engine, name)}"}
+            for who, name in (("a", a.pw_name), ("b", b.pw_name), ("admin", "sladmin"))
+        }
+        yield {"app": app, "client": client, "headers": headers, "a": a.pw_name, "b": b.pw_name}
+    engine.dispose()
+
+
+def _url(route, job: str, query: str = "") -> str:
+    return re.sub(r"\{job(:path)?\}", quote(job, safe=""), route.path) + query
+
+
+def test_an_admin_gets_409_naming_both_owners_on_every_job_route(same_id):
+    client, admin = same_id["client"], same_id["headers"]["admin"]
+    a, b = same_id["a"], same_id["b"]
+    with_job, _ = _job_routes(same_id["app"])
+    assert len(with_job) >= 11  # runs, matrix, ops, io, collectives, sizes, rma, ranks, ...
+    for route in with_job:
+        takes = {p.alias for p in route.dependant.query_params}
+        assert "owner" in takes, route.path  # every job route takes the qualifier
+        both = client.get(_url(route, JOB), headers=admin)
+        assert both.status_code == 409, (route.path, both.text)
+        assert both.json() == {
+            "detail": f"job {JOB!r} is the id of jobs of 2 owners ({a!r}, {b!r}): name one "
+            f"with ?owner=<user>, e.g. ?owner={a}"
+        }
+        for owner in (a, b):
+            one = client.get(_url(route, JOB, f"?owner={owner}"), headers=admin)
+            assert one.status_code == 200, (route.path, one.text)
+        nobody = client.get(_url(route, JOB, "?owner=nobody"), headers=admin)
+        assert nobody.status_code == 404, (route.path, nobody.text)
+        assert nobody.json() == {"detail": f"unknown job {JOB!r} of owner 'nobody'"}
+    overview = client.get(f"/api/overview?job={JOB}", headers=admin)
+    assert overview.status_code == 409 and f"({a!r}, {b!r})" in overview.json()["detail"]
+
+
+def test_each_owner_qualified_url_opens_that_owners_exact_job(same_id):
+    client, admin = same_id["client"], same_id["headers"]["admin"]
+    a, b = same_id["a"], same_id["b"]
+    for owner, expected in ((a, EXPECTED), (b, B_EXPECTED)):
+        matrix = client.get(f"/api/jobs/{JOB}/matrix?owner={owner}", headers=admin).json()
+        assert _cells(matrix) == expected
+        ranks = client.get(f"/api/jobs/{JOB}/ranks?owner={owner}&run=1", headers=admin).json()
+        assert len(ranks["ranks"]) == RANKS
+        shown = client.get(f"/api/overview?job={JOB}&owner={owner}", headers=admin).json()
+        assert _cells(shown["shown"]["matrix"]) == expected
+    # the list's first job is shown with its own owner: no 409 for the default view
+    first = client.get("/api/overview", headers=admin).json()
+    newest = first["jobs"]["jobs"][0]
+    assert _cells(first["shown"]["matrix"]) == (EXPECTED if newest["user"] == a else B_EXPECTED)
+
+
+def test_each_user_opens_their_own_job_by_its_id_alone(same_id):
+    client, headers = same_id["client"], same_id["headers"]
+    a, b = same_id["a"], same_id["b"]
+    for who, owner, other, expected in (("a", a, b, EXPECTED), ("b", b, a, B_EXPECTED)):
+        mine = client.get(f"/api/jobs/{JOB}/matrix", headers=headers[who])
+        assert mine.status_code == 200 and _cells(mine.json()) == expected
+        qualified = client.get(f"/api/jobs/{JOB}/matrix?owner={owner}", headers=headers[who])
+        assert _cells(qualified.json()) == expected
+        theirs = client.get(f"/api/jobs/{JOB}/matrix?owner={other}", headers=headers[who])
+        # the other owner's job is unknown to this user, as any job that does not exist
+        assert theirs.status_code == 404
+        assert theirs.json() == {"detail": f"unknown job {JOB!r} of owner {other!r}"}
+
+
+def test_the_job_list_links_every_row_to_its_owners_page(same_id):
+    client, admin = same_id["client"], same_id["headers"]["admin"]
+    a, b = same_id["a"], same_id["b"]
+    listed = JobList.model_validate(client.get("/api/jobs", headers=admin).json())
+    rows = components.job_rows(listed)
+    assert sorted(r["id"] for r in rows) == sorted(
+        [f"/jobs/{JOB}?owner={a}", f"/jobs/{JOB}?owner={b}"]
+    )
+    assert {r["job"] for r in rows} == {JOB}
+    # the old URL still opens a job whose id names one job
+    assert components.job_path("solo") == "/jobs/solo"
+    assert components.job_path("run/7", "a b") == "/jobs/run%2F7?owner=a%20b"
