@@ -174,4 +174,6 @@ INC_DETAIL = "inc-detail"  # the chosen incident: links, jobs, evidence
 INC_DETAIL_TITLE = "inc-detail-title"  # heading of the chosen incident
 INC_DETAIL_JOBS = "inc-detail-jobs"  # dcc.Markdown: its jobs (roles, ranks, files, bytes)
 INC_EVIDENCE = "inc-evidence"  # dcc.Graph: its links' and jobs' evidence series
+INC_REPORT_PDF = "inc-report-pdf"  # link: download the shown incident's report (PDF)
+INC_REPORT_HTML = "inc-report-html"  # link: the same as HTML
 INC_TICK = "inc-tick"  # dcc.Interval: the page's refresh
