@@ -264,7 +264,7 @@
             // to the graph when it shows that already.
             draw: async function (etag, expanded, config) {
                 const nu = window.dash_clientside.no_update;
-                const cy = cyOf(config.graph);
+                let cy = cyOf(config.graph);
                 const exp = [...(expanded || [])].sort().join(',');
                 const shown = (e) => cy && cy.elements().length > 0 && drawn !== null &&
                     drawn.exp === exp && (e === null || e === drawn.etag);
@@ -281,9 +281,22 @@
                     return [nu, nu, `GET ${config.graph_path}: HTTP ${response.status}: ${body.detail}`];
                 }
                 mark('fabric-graph');
+                for (let i = 0; !cy && i < 100; i++) {  // the graph component still mounting
+                    await new Promise((done) => setTimeout(done, 50));
+                    cy = cyOf(config.graph);
+                }
+                if (!cy) return [nu, nu, 'the fabric graph did not appear'];
                 if (shown(body.etag)) return [nu, nu, ''];
+                // Straight into cytoscape (one batch), not through a Dash property: the
+                // renderer would copy and diff every element first.
+                cy.batch(() => {
+                    cy.elements().remove();
+                    cy.add(body.elements);
+                });
+                cy.fit(undefined, 24);
                 drawn = {etag: body.etag, exp: exp};
-                return [body.elements, body.folded, ''];
+                return [{etag: body.etag, expanded: exp, elements: body.elements.length},
+                        body.folded, ''];
             },
 
             // Colour every edge and group from the state; dim what the filter leaves out; with
@@ -363,11 +376,12 @@
             // Search: a node by name or GUID (exact first, then the first containing it); a
             // host folded into its leaf's group expands the group first. Else a job: its
             // ranks' hosts (GET /api/jobs/<job>/ranks), the first one in the fabric focused.
-            search: async function (query, elements, expanded) {
+            search: async function (query, _drawn, expanded) {
                 const nu = window.dash_clientside.no_update;
                 const q = (query || '').trim().toLowerCase();
-                if (!q || !elements) return [nu, nu, ''];
-                const nodes = elements.filter((el) => el.data && el.data.kind !== undefined);
+                const cy = cyOf('fabric-graph');
+                if (!q || !cy) return [nu, nu, ''];
+                const nodes = cy.nodes().map((n) => ({data: n.data()}));
                 const find = (name, partial) => {
                     const exact = nodes.find((el) => el.data.kind !== 'group' &&
                         (el.data.label.toLowerCase() === name || el.data.id === name));

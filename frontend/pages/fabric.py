@@ -117,6 +117,7 @@ def layout(**query: str) -> html.Div:
             dcc.Store(id=ids.FABRIC_TOPOLOGY_ETAG),
             dcc.Store(id=ids.FABRIC_EXPANDED, data=[]),
             dcc.Store(id=ids.FABRIC_FOLDED, data=False),
+            dcc.Store(id=ids.FABRIC_DRAWN),
             dcc.Store(id=ids.FABRIC_FOCUS, data=view["focus"]),
             dcc.Store(id=ids.FABRIC_FOCUSED),
             dcc.Store(id=ids.FABRIC_PAINT_CONFIG, data=_paint_config()),
@@ -372,7 +373,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         ClientsideFunction(fabric_js, "paint"),
         Output(ids.FABRIC_SUMMARY, "children"),
         Input(ids.FABRIC_STATE, "data"),
-        Input(ids.FABRIC_GRAPH, "elements"),
+        Input(ids.FABRIC_DRAWN, "data"),
         Input(ids.FABRIC_FILTER, "value"),
         Input(ids.FABRIC_SCALE, "value"),
         Input(ids.FABRIC_JOB_PLACED, "data"),
@@ -384,7 +385,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Output(ids.FABRIC_FOCUS, "data"),
         Output(ids.FABRIC_SEARCH_MESSAGE, "children"),
         Input(ids.FABRIC_SEARCH, "value"),
-        State(ids.FABRIC_GRAPH, "elements"),
+        State(ids.FABRIC_DRAWN, "data"),
         State(ids.FABRIC_EXPANDED, "data"),
         prevent_initial_call=True,
     )
@@ -392,7 +393,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         ClientsideFunction(fabric_js, "focus"),
         Output(ids.FABRIC_FOCUSED, "data"),
         Input(ids.FABRIC_FOCUS, "data"),
-        Input(ids.FABRIC_GRAPH, "elements"),
+        Input(ids.FABRIC_DRAWN, "data"),
         State(ids.FABRIC_PAINT_CONFIG, "data"),
     )
     dash_app.clientside_callback(
@@ -413,7 +414,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )
     dash_app.clientside_callback(
         ClientsideFunction(fabric_js, "draw"),
-        Output(ids.FABRIC_GRAPH, "elements"),
+        Output(ids.FABRIC_DRAWN, "data"),
         Output(ids.FABRIC_FOLDED, "data"),
         Output(ids.FABRIC_DRAW_MESSAGE, "children"),
         Input(ids.FABRIC_TOPOLOGY_ETAG, "data"),
