@@ -68,6 +68,20 @@ ON CONFLICT (port_id, minute_ns) DO UPDATE SET
     {", ".join(f"{c} = {add}" for c, (_, add) in _MINUTE_VALUES.items())}
 """
 _ERROR_COLUMNS = [PORT_COUNTERS.index(c) for c in ERROR_COUNTERS]
+#: The rollups of the minutes in [lo, hi) recomputed from the stored samples.
+_MINUTES_REBUILD = f"""
+INSERT INTO fabric_port_minutes (port_id, minute_ns, {", ".join(_MINUTE_VALUES)})
+SELECT port_id, ts_ns / {MINUTE_NS} * {MINUTE_NS}, count(*), max(ts_ns), bit_or(flags),
+       {", ".join(f"sum(d_{c})" for c in PORT_COUNTERS)},
+       {
+    ", ".join(
+        f"coalesce(sum(dt_ns) FILTER (WHERE d_{c} IS NOT NULL AND dt_ns > 0), 0)"
+        for c in RATE_COUNTERS
+    )
+}
+FROM fabric_port_samples WHERE ts_ns >= %(lo)s AND ts_ns < %(hi)s
+GROUP BY 1, 2
+"""
 
 
 def signed64(value: int) -> int:
@@ -308,6 +322,19 @@ class FabricStore:
             self._track_bursts(cur, raw.t_end_ns, ids[sel], sweep.dt_ns[sel], errors, erroring)
             self._close_bursts(cur, ids[sel][quiet].tolist())
         return n
+
+    def rebuild_minutes(self, lo_ns: int, hi_ns: int) -> int:
+        """Recompute the per-minute rollups of the whole minutes in [lo_ns, hi_ns) from the
+        stored samples (samples loaded in bulk, a repair); rows written."""
+        assert lo_ns % MINUTE_NS == 0 and hi_ns % MINUTE_NS == 0, "whole minutes only"
+        conn = self._connection()
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(
+                "DELETE FROM fabric_port_minutes WHERE minute_ns >= %(lo)s AND minute_ns < %(hi)s",
+                {"lo": lo_ns, "hi": hi_ns},
+            )
+            cur.execute(_MINUTES_REBUILD, {"lo": lo_ns, "hi": hi_ns})
+            return cur.rowcount
 
     def _open_bursts(self, cur: psycopg.Cursor) -> dict[int, _Burst]:
         """The open error bursts by port id (read from the database once)."""

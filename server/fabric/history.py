@@ -14,9 +14,12 @@ fabric store); the rest from the raw samples through their time index.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy import BigInteger, Integer, and_, case, func, literal, or_, select, union_all
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
@@ -26,41 +29,77 @@ from server.jobs.series import Steps
 from stacklens.constants import PORT_COUNTERS, RATE_COUNTERS
 from stacklens.schema import FabricEvent, FabricPortMinute, FabricPortSample
 
-#: The value columns of a port's sums, in order.
+#: The value columns of ports' sums, in the order the queries return them (after the port
+#: id and the step): sums, count of known deltas, sampled time knowing each rate counter.
 SUM_COLUMNS = ("samples", "last_ns", "flags", *(f"d_{c}" for c in PORT_COUNTERS),
+               *(f"k_{c}" for c in PORT_COUNTERS), *(f"t_{c}" for c in RATE_COUNTERS))  # fmt: skip
+_AT = {name: i + 2 for i, name in enumerate(SUM_COLUMNS)}
+#: The columns of the rows those are summed from (a raw sample's part, a minute's rollup).
+ROW_COLUMNS = ("samples", "last_ns", "flags", *(f"d_{c}" for c in PORT_COUNTERS),
                *(f"t_{c}" for c in RATE_COUNTERS))  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Sums:
-    """A port's samples summed (over a window or a step): see the module doc."""
+    """Ports' samples summed (see the module doc), in columns: one row per port and key (a
+    step start, or 0 for a whole window). `deltas[c]` is 0 where `known[c]` is False (no
+    known delta: unknown, never 0); a row with `samples` 0 stands for no sample."""
 
-    samples: int
-    last_ns: int
-    flags: int
-    deltas: dict[str, int | None]  # per counter: sum of the known deltas
-    known_ns: dict[str, int]  # per rate counter: sampled time that knows it
+    port: np.ndarray
+    key: np.ndarray
+    samples: np.ndarray
+    last_ns: np.ndarray
+    flags: np.ndarray
+    deltas: dict[str, np.ndarray]
+    known: dict[str, np.ndarray]
+    known_ns: dict[str, np.ndarray]  # rate counters: the sampled time that knows them
 
-    def rate(self, counter: str) -> float | None:
-        """Mean rate of a rate counter over the time that knows it (None: unknown)."""
-        value, known = self.deltas[counter], self.known_ns[counter]
-        return None if value is None or not known else value * 1e9 / known
+    @classmethod
+    def of(cls, rows: Sequence[Any]) -> Sums:
+        """From query rows (port id, key, SUM_COLUMNS), all integers."""
+        width = len(SUM_COLUMNS) + 2
+        flat = itertools.chain.from_iterable(rows)
+        m = np.fromiter(flat, dtype=np.int64, count=len(rows) * width).reshape(len(rows), width)
+        return cls(
+            m[:, 0], m[:, 1], m[:, _AT["samples"]], m[:, _AT["last_ns"]], m[:, _AT["flags"]],
+            {c: m[:, _AT[f"d_{c}"]] for c in PORT_COUNTERS},
+            {c: m[:, _AT[f"k_{c}"]] > 0 for c in PORT_COUNTERS},
+            {c: m[:, _AT[f"t_{c}"]] for c in RATE_COUNTERS},
+        )  # fmt: skip
 
+    def lookup(self, ports: list[int], keys: list[int]) -> Sums:
+        """The rows of these (port id, key) pairs, in their order; a pair without a row gets
+        an empty one (samples 0, nothing known)."""
+        index = {
+            pk: i for i, pk in enumerate(zip(self.port.tolist(), self.key.tolist(), strict=True))
+        }
+        rows = np.array([index.get(pk, -1) for pk in zip(ports, keys, strict=True)], dtype=np.int64)
+        found = rows >= 0
+        rows = np.where(found, rows, 0)
 
-def _sums(row: Any) -> Sums:
-    values = dict(zip(SUM_COLUMNS, row[-len(SUM_COLUMNS) :], strict=True))
-    return Sums(
-        int(values["samples"]),
-        int(values["last_ns"]),
-        int(values["flags"]),
-        {c: None if values[f"d_{c}"] is None else int(values[f"d_{c}"]) for c in PORT_COUNTERS},
-        {c: int(values[f"t_{c}"]) for c in RATE_COUNTERS},
-    )
+        def pick(column: np.ndarray) -> np.ndarray:
+            if not len(column):
+                return np.zeros(len(rows), dtype=column.dtype)
+            return np.where(found, column[rows], np.zeros(1, dtype=column.dtype))
+
+        return Sums(
+            np.array(ports, dtype=np.int64), np.array(keys, dtype=np.int64), pick(self.samples),
+            pick(self.last_ns), pick(self.flags), {c: pick(v) for c, v in self.deltas.items()},
+            {c: pick(v) for c, v in self.known.items()},
+            {c: pick(v) for c, v in self.known_ns.items()},
+        )  # fmt: skip
+
+    def rate(self, counter: str) -> np.ndarray:
+        """Mean rate of a rate counter over the time that knows it (nan: unknown)."""
+        t = self.known_ns[counter]
+        ok = self.known[counter] & (t > 0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(ok, self.deltas[counter] * 1e9 / np.where(ok, t, 1), np.nan)
 
 
 def _raw_rows(ids: Any, lo: int, hi: int, at: Any) -> Any:
-    """SELECT port_id, at (the step of a sample, or a constant), then one sample's part of
-    each SUM_COLUMNS aggregate, for the samples of these ports with lo <= ts_ns < hi."""
+    """SELECT port_id, at (the step of a sample, or a constant), then a sample as
+    ROW_COLUMNS, for the samples of these ports with lo <= ts_ns < hi."""
     s = FabricPortSample.__table__.c
     known = [
         case((and_(s[f"d_{c}"].is_not(None), s.dt_ns > 0), s.dt_ns), else_=0).label(f"t_{c}")
@@ -81,27 +120,41 @@ def _minute_rows(ids: Any, lo: int, hi: int, at: Any) -> Any:
     """The same rows from the per-minute rollups of the minutes in [lo, hi) (whole
     minutes)."""
     m = FabricPortMinute.__table__.c
-    return select(m.port_id, at(m.minute_ns).label("at"), *(m[c] for c in SUM_COLUMNS)).where(
+    return select(m.port_id, at(m.minute_ns).label("at"), *(m[c] for c in ROW_COLUMNS)).where(
         m.port_id == func.any(ids), m.minute_ns >= lo, m.minute_ns < hi
     )
 
 
 def _summed(parts: list[Any]) -> Any:
-    """SELECT port_id, at, the SUM_COLUMNS aggregates over `parts`, grouped by both."""
-    rows = union_all(*parts).subquery() if len(parts) > 1 else parts[0].subquery()
+    """SELECT port_id, at, SUM_COLUMNS of the ROW_COLUMNS of `parts`, grouped by both: each
+    part summed on its own first (a few rows per port and step each, hashed in memory), then
+    the parts' sums added up."""
+    sums = [_sum_columns(part.subquery(), first=True) for part in parts]
+    if len(sums) == 1:
+        return sums[0]
+    return _sum_columns(union_all(*sums).subquery(), first=False)
+
+
+def _sum_columns(rows: Any, first: bool) -> Any:
+    """SELECT port_id, at, SUM_COLUMNS of `rows` grouped by both; `first`: `rows` are
+    ROW_COLUMNS (a known delta counted where one is), else SUM_COLUMNS (counts added)."""
     c = rows.c
 
-    def total(name: str) -> Any:
-        return func.sum(c[name]).cast(BigInteger).label(name)
+    def total(column: Any) -> Any:
+        return func.coalesce(func.sum(column), 0).cast(BigInteger)
+
+    def known(x: str) -> Any:
+        return func.count(c[f"d_{x}"]) if first else total(c[f"k_{x}"])
 
     return select(
         c.port_id,
         c.at,
-        total("samples"),
+        total(c.samples).label("samples"),
         func.max(c.last_ns).label("last_ns"),
         func.bit_or(c.flags).label("flags"),
-        *(total(f"d_{x}") for x in PORT_COUNTERS),
-        *(total(f"t_{x}") for x in RATE_COUNTERS),
+        *(total(c[f"d_{x}"]).label(f"d_{x}") for x in PORT_COUNTERS),
+        *(known(x).label(f"k_{x}") for x in PORT_COUNTERS),
+        *(total(c[f"t_{x}"]).label(f"t_{x}") for x in RATE_COUNTERS),
     ).group_by(c.port_id, c.at)
 
 
@@ -109,11 +162,12 @@ def _ids(port_ids: list[int]) -> Any:
     return literal(sorted(set(port_ids)), type_=ARRAY(Integer))  # one parameter, not 7,000
 
 
-def window_sums(session: Session, port_ids: list[int], lo: int, hi: int) -> dict[int, Sums]:
-    """Per port id, its samples with lo <= ts_ns < hi summed (ports without one are absent):
-    the window's whole minutes from the rollups, its partial first and last minutes raw."""
+def window_sums(session: Session, port_ids: list[int], lo: int, hi: int) -> Sums:
+    """Per port id, its samples with lo <= ts_ns < hi summed (key 0; ports without one have
+    no row): the window's whole minutes from the rollups, its partial first and last
+    minutes raw."""
     if not port_ids:
-        return {}
+        return Sums.of([])
     ids = _ids(port_ids)
 
     def whole(_: Any) -> Any:
@@ -129,7 +183,7 @@ def window_sums(session: Session, port_ids: list[int], lo: int, hi: int) -> dict
             parts.append(_raw_rows(ids, last, hi, whole))
     else:
         parts = [_raw_rows(ids, lo, hi, whole)]
-    return {row[0]: _sums(row) for row in session.execute(_summed(parts))}
+    return Sums.of(session.execute(_summed(parts)).all())
 
 
 def rolled(steps: Steps) -> bool:
@@ -137,12 +191,12 @@ def rolled(steps: Steps) -> bool:
     return steps.from_ns % MINUTE_NS == 0 and steps.step_ns % MINUTE_NS == 0
 
 
-def step_sums(session: Session, port_ids: list[int], steps: Steps) -> dict[tuple[int, int], Sums]:
-    """Per (port id, step start), its samples in the step summed (only steps with one): for
-    steps of whole minutes from a whole minute, from the rollups but for the window's
-    last, partial minute; otherwise from the raw samples."""
+def step_sums(session: Session, port_ids: list[int], steps: Steps) -> Sums:
+    """Per port id and step start (key), its samples in the step summed (only steps with
+    one): for steps of whole minutes from a whole minute, from the rollups but for the
+    window's last, partial minute; otherwise from the raw samples."""
     if not port_ids:
-        return {}
+        return Sums.of([])
     ids = _ids(port_ids)
     lo, hi = steps.from_ns, steps.to_ns
     last = hi // MINUTE_NS * MINUTE_NS
@@ -152,7 +206,7 @@ def step_sums(session: Session, port_ids: list[int], steps: Steps) -> dict[tuple
             parts.append(_raw_rows(ids, last, hi, steps.start))
     else:
         parts = [_raw_rows(ids, lo, hi, steps.start)]
-    return {(row[0], int(row[1])): _sums(row) for row in session.execute(_summed(parts))}
+    return Sums.of(session.execute(_summed(parts)).all())
 
 
 # ---- events ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Integer, and_, func, literal, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
@@ -21,6 +22,7 @@ from server.fabric import history
 from server.fabric.history import Sums
 from stacklens.constants import (
     ERROR_COUNTERS,
+    PORT_COUNTERS,
     RESET_SHIFT,
     SATURATED_SHIFT,
     flagged_counters,
@@ -194,38 +196,44 @@ def link_load(
     ) | {"a_sample": a, "b_sample": b}
 
 
-def window_load(link: dict[str, Any], a: Sums | None, b: Sums | None, down: bool
-                ) -> dict[str, Any]:  # fmt: skip
-    """Load and errors of `link` (a `links` row) over a window from its ends' sums
-    (`history.window_sums`; None: no sample in it), by the rules of `link_load`: bytes are
-    the sending end's summed xmit deltas, rates those bytes over the sampled time that knows
-    them; `down`: the link was down at the window's end."""
+def link_columns(a: Sums, b: Sums, capacity: np.ndarray) -> dict[str, list[Any]]:
+    """Load and errors of links over a window or a step, in columns, from the sums of their
+    two ends (`a` row i and `b` row i: the same link, or the same step), by the rules of
+    `link_load`: bytes are the sending end's summed xmit deltas, rates those bytes over the
+    sampled time that knows them, an error counter or xmit_wait the sum of both ends' (None
+    when either end has no known delta, or the counter is saturated at either end);
+    `capacity` per row (0: unknown). Also `flags`: the OR of both ends' sample flags."""
 
-    def both(get: Callable[[Sums], Any]) -> Any:
-        values = [get(x) if x is not None else None for x in (a, b)]
-        return None if None in values else sum(v for v in values if v is not None)
+    def nullable(values: np.ndarray, known: np.ndarray) -> list[Any]:
+        return [v if k else None for v, k in zip(values.tolist(), known.tolist(), strict=True)]
 
-    saturated = sorted(
-        {c for x in (a, b) if x is not None for c in flagged_counters(x.flags, SATURATED_SHIFT)}
-    )
-    ends = [x for x in (a, b) if x is not None]
-    return _load(
-        {**link, "state": "down" if down else "up"},
-        ts_ns=max(x.last_ns for x in ends) if ends else None,
-        samples=sum(x.samples for x in ends),
-        sent=tuple(x.deltas["xmit_bytes"] if x else None for x in (a, b)),
-        rates=tuple(x.rate("xmit_bytes") if x else None for x in (a, b)),
-        pkts=tuple(x.rate("xmit_pkts") if x else None for x in (a, b)),
-        errors={c: None if c in saturated else both(_delta(c)) for c in ERROR_COUNTERS},
-        saturated=saturated,
-        xmit_wait=both(lambda x: x.deltas["xmit_wait"]),
-        xmit_wait_per_s=both(lambda x: x.rate("xmit_wait")),
-    )
+    def floats(values: np.ndarray) -> list[float | None]:
+        return [None if v != v else v for v in values.tolist()]  # nan: unknown
 
-
-def _delta(counter: str) -> Callable[[Sums], int | None]:
-    """The summed deltas of a counter in a port's sums."""
-    return lambda x: x.deltas[counter]
+    ra, rb = a.rate("xmit_bytes"), b.rate("xmit_bytes")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        util = np.where(capacity > 0, np.fmax(ra, rb) / np.where(capacity > 0, capacity, 1),
+                        np.nan)  # fmt: skip
+    flags = np.where(a.samples > 0, a.flags, 0) | np.where(b.samples > 0, b.flags, 0)
+    both = {c: a.known[c] & b.known[c] for c in PORT_COUNTERS}
+    columns = {
+        "samples": (a.samples + b.samples).tolist(),
+        "ts_ns": nullable(np.maximum(a.last_ns, b.last_ns), (a.samples + b.samples) > 0),
+        "a_to_b_bytes": nullable(a.deltas["xmit_bytes"], a.known["xmit_bytes"]),
+        "b_to_a_bytes": nullable(b.deltas["xmit_bytes"], b.known["xmit_bytes"]),
+        "a_to_b_bytes_per_s": floats(ra),
+        "b_to_a_bytes_per_s": floats(rb),
+        "a_to_b_pkts_per_s": floats(a.rate("xmit_pkts")),
+        "b_to_a_pkts_per_s": floats(b.rate("xmit_pkts")),
+        "utilisation": floats(util),
+        "xmit_wait": nullable(a.deltas["xmit_wait"] + b.deltas["xmit_wait"], both["xmit_wait"]),
+        "xmit_wait_per_s": floats(a.rate("xmit_wait") + b.rate("xmit_wait")),
+        "flags": flags.tolist(),
+    }
+    for c in ERROR_COUNTERS:
+        saturated = (flags >> (SATURATED_SHIFT + PORT_COUNTERS.index(c))) & 1
+        columns[c] = nullable(a.deltas[c] + b.deltas[c], both[c] & (saturated == 0))
+    return columns
 
 
 def _load(link: dict[str, Any], *, ts_ns: int | None, samples: int, sent: tuple[Any, ...],
@@ -367,11 +375,32 @@ def loads_of(
 def window_loads(
     session: Session, all_links: list[dict[str, Any]], lo: int, hi: int
 ) -> list[dict[str, Any]]:
-    """`window_load` of every link of `all_links` (`links`) over [lo, hi), in their order."""
+    """Load and errors (LinkLoad rows, without per-end samples) of every link of `all_links`
+    (`links`) over [lo, hi), in their order (`link_columns`); a link is down if it was down
+    at the window's end."""
     ports = [i for lk in all_links for i in (lk["a_port_id"], lk["b_port_id"]) if i is not None]
     sums = history.window_sums(session, ports, lo, hi)
+    zeros = [0] * len(all_links)
+    a = sums.lookup([-1 if lk["a_port_id"] is None else lk["a_port_id"] for lk in all_links], zeros)
+    b = sums.lookup([-1 if lk["b_port_id"] is None else lk["b_port_id"] for lk in all_links], zeros)
+    capacity = np.array([lk["capacity_bytes_per_s"] or 0 for lk in all_links], dtype=float)
+    columns = link_columns(a, b, capacity)
     down = history.down_at(session, hi - 1)
-    return [
-        window_load(lk, sums.get(lk["a_port_id"]), sums.get(lk["b_port_id"]), lk["id"] in down)
-        for lk in all_links
-    ]
+    loads = []
+    for i, lk in enumerate(all_links):
+        row = {name: values[i] for name, values in columns.items()}
+        loads.append(
+            _load(
+                {**lk, "state": "down" if lk["id"] in down else "up"},
+                ts_ns=row["ts_ns"],
+                samples=row["samples"],
+                sent=(row["a_to_b_bytes"], row["b_to_a_bytes"]),
+                rates=(row["a_to_b_bytes_per_s"], row["b_to_a_bytes_per_s"]),
+                pkts=(row["a_to_b_pkts_per_s"], row["b_to_a_pkts_per_s"]),
+                errors={c: row[c] for c in ERROR_COUNTERS},
+                saturated=flagged_counters(row["flags"], SATURATED_SHIFT),
+                xmit_wait=row["xmit_wait"],
+                xmit_wait_per_s=row["xmit_wait_per_s"],
+            )
+        )
+    return loads

@@ -174,7 +174,7 @@ def _link_cursor(sort: str, key: tuple[Any, ...]) -> str:
                                                  for p in key))  # fmt: skip
 
 
-@router.get("/links", response_model=LinkPage, response_model_exclude_unset=True, responses=_PAGED)
+@router.get("/links", response_model=LinkPage, responses=_PAGED)
 def fabric_links(
     session: SessionDep,
     request: Request,
@@ -191,7 +191,7 @@ def fabric_links(
         bool,
         Query(description="live: include each end's raw sample (a_sample, b_sample)"),
     ] = True,
-) -> LinkPage:
+) -> Response:
     """A page of the links by load or errors; unknown utilisation last, ties by link id.
     Live (no window): from the latest sample of each of its two ports: bytes and bytes/s
     and packets/s in each direction, utilisation of the capacity, error-counter deltas of
@@ -220,9 +220,9 @@ def fabric_links(
             ordered = [x for x in ordered if repository.rank_key(x, sort) > after]
         total, more, loads = len(links), len(ordered) > limit, ordered[:limit]
     next_cursor = _link_cursor(sort, repository.rank_key(loads[-1], sort)) if more else None
-    return LinkPage.model_validate({
-        "links": loads, "sort": sort, "from_ns": lo, "to_ns": hi, "freshness": fresh,
-        "page": {"total": total, "limit": limit, "next_cursor": next_cursor},
+    return export.plain_json({
+        "links": loads, "page": {"total": total, "limit": limit, "next_cursor": next_cursor},
+        "sort": sort, "from_ns": lo, "to_ns": hi, "freshness": fresh,
     })  # fmt: skip
 
 

@@ -1,7 +1,7 @@
 """Series of the fabric: the values of a link, a port or a node (its ports summed) per step
 of a window (GET /api/fabric/series), from the per-step sums of their ports'
 samples (`history.step_sums`: raw samples, or the exact per-minute rollups for steps of
-whole minutes). A link's step follows `repository.window_load` (the rules of the links
+whole minutes). A link's steps follow `repository.link_columns` (the rules of the links
 list over a window); a port's and a node's are their ports' sums.
 """
 
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.fabric import history, repository
-from server.fabric.history import Sums
 from server.jobs.series import Steps
-from stacklens.constants import ERROR_COUNTERS, SATURATED_SHIFT, flagged_counters
+from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, SATURATED_SHIFT
 from stacklens.schema import FabricNode, FabricPort
 
 _RATES = ("utilisation", "xmit_wait", "xmit_wait_per_s")
@@ -29,63 +29,67 @@ PORT_METRICS = ("samples", "xmit_bytes", "rcv_bytes", "xmit_bytes_per_s", "rcv_b
 def link_series(session: Session, link: dict[str, Any], steps: Steps
                 ) -> tuple[list[int], dict[str, list[Any]]]:  # fmt: skip
     """Step starts (steps with a sample of either end) and LINK_METRICS columns of `link`
-    (a `repository.links` row)."""
-    a_id, b_id = link["a_port_id"], link["b_port_id"]
-    sums = history.step_sums(session, [i for i in (a_id, b_id) if i is not None], steps)
-    times = sorted({t for _, t in sums})
-    columns: dict[str, list[Any]] = {m: [] for m in LINK_METRICS}
-    for t in times:
-        load = repository.window_load(link, sums.get((a_id, t)), sums.get((b_id, t)), False)
-        for m in LINK_METRICS:
-            columns[m].append(load["errors"][m] if m in ERROR_COUNTERS else load[m])
-    return times, columns
+    (a `repository.links` row): `repository.link_columns` per step."""
+    ends = [-1 if link[k] is None else link[k] for k in ("a_port_id", "b_port_id")]
+    sums = history.step_sums(session, [e for e in ends if e >= 0], steps)
+    times = sorted(set(sums.key.tolist()))
+    a, b = (sums.lookup([end] * len(times), times) for end in ends)
+    capacity = np.full(len(times), float(link["capacity_bytes_per_s"] or 0))
+    columns = repository.link_columns(a, b, capacity)
+    return times, {m: columns[m] for m in LINK_METRICS}
 
 
 def ports_series(session: Session, ports: list[tuple[int, int | None]], steps: Steps
                  ) -> tuple[list[int], dict[str, list[Any]]]:  # fmt: skip
     """Step starts (steps with a sample) and PORT_METRICS columns of these ports summed
     ((port id, capacity bytes/s or None) each): bytes and error deltas summed over the ports
-    that know them (an error counter saturated at one of them: unknown), rates summed over
-    the ports, utilisation the busier direction over the ports' capacities summed."""
+    that know them (None: none does; an error counter saturated at one of them: unknown),
+    rates summed over the ports, utilisation the busier direction over the ports'
+    capacities summed."""
     sums = history.step_sums(session, [p for p, _ in ports], steps)
-    capacity = sum(c for _, c in ports if c) or None
-    by_step: dict[int, list[Sums]] = {}
-    for (_, t), value in sums.items():
-        by_step.setdefault(t, []).append(value)
-    times = sorted(by_step)
-    columns: dict[str, list[Any]] = {m: [] for m in PORT_METRICS}
-    for t in times:
-        for m, v in _ports_point(by_step[t], capacity).items():
-            columns[m].append(v)
-    return times, columns
+    capacity = sum(c for _, c in ports if c)
+    times, step = np.unique(sums.key, return_inverse=True)
+    n = len(times)
 
+    def total(values: np.ndarray) -> np.ndarray:
+        out = np.zeros(n, dtype=values.dtype)
+        np.add.at(out, step, values)
+        return out
 
-def _ports_point(sums: list[Sums], capacity: int | None) -> dict[str, Any]:
-    """One step of PORT_METRICS from its ports' sums."""
+    def rate_sum(counter: str) -> np.ndarray:
+        rate = sums.rate(counter)
+        known = total((~np.isnan(rate)).astype(np.int64)) > 0
+        return np.where(known, total(np.nan_to_num(rate)), np.nan)
 
-    def total(values: list[Any]) -> Any:
-        known = [v for v in values if v is not None]
-        return sum(known) if known else None
+    def floats(values: np.ndarray) -> list[float | None]:
+        return [None if v != v else v for v in values.tolist()]  # nan: unknown
 
-    saturated = {c for x in sums for c in flagged_counters(x.flags, SATURATED_SHIFT)}
-    xmit, rcv = (
-        total([x.rate("xmit_bytes") for x in sums]),
-        total([x.rate("rcv_bytes") for x in sums]),
-    )
-    busier = [r for r in (xmit, rcv) if r is not None]
-    point = {
-        "samples": sum(x.samples for x in sums),
-        "xmit_bytes": total([x.deltas["xmit_bytes"] for x in sums]),
-        "rcv_bytes": total([x.deltas["rcv_bytes"] for x in sums]),
-        "xmit_bytes_per_s": xmit,
-        "rcv_bytes_per_s": rcv,
-        "utilisation": max(busier) / capacity if busier and capacity else None,
-        "xmit_wait": total([x.deltas["xmit_wait"] for x in sums]),
-        "xmit_wait_per_s": total([x.rate("xmit_wait") for x in sums]),
+    def summed(counter: str, usable: np.ndarray | None = None) -> list[Any]:
+        known = total(sums.known[counter].astype(np.int64)) > 0
+        if usable is not None:
+            known &= usable
+        values = total(sums.deltas[counter]).tolist()
+        return [v if k else None for v, k in zip(values, known.tolist(), strict=True)]
+
+    flags = np.zeros(n, dtype=np.int64)
+    np.bitwise_or.at(flags, step, sums.flags)
+    xmit, rcv = rate_sum("xmit_bytes"), rate_sum("rcv_bytes")
+    with np.errstate(invalid="ignore"):
+        util = np.fmax(xmit, rcv) / capacity if capacity else np.full(n, np.nan)
+    columns: dict[str, list[Any]] = {
+        "samples": total(sums.samples).tolist(),
+        "xmit_bytes": summed("xmit_bytes"),
+        "rcv_bytes": summed("rcv_bytes"),
+        "xmit_bytes_per_s": floats(xmit),
+        "rcv_bytes_per_s": floats(rcv),
+        "utilisation": floats(util),
+        "xmit_wait": summed("xmit_wait"),
+        "xmit_wait_per_s": floats(rate_sum("xmit_wait")),
     }
     for c in ERROR_COUNTERS:
-        point[c] = None if c in saturated else total([x.deltas[c] for x in sums])
-    return point
+        saturated = (flags >> (SATURATED_SHIFT + PORT_COUNTERS.index(c))) & 1
+        columns[c] = summed(c, saturated == 0)
+    return [int(t) for t in times.tolist()], columns
 
 
 def port_of(session: Session, guid: int, port: int) -> dict[str, Any] | None:

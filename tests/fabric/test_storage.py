@@ -99,8 +99,17 @@ def test_unlink_is_an_event_and_relink_clears_it(pg_url: str, mad: MadSource, si
     emu.unlink("leaf03", 1)
     try:
         sampler.step()  # host17 stops answering: the sampler re-discovers at once
-        events = query(pg_url, "SELECT kind, subject FROM fabric_events ORDER BY id")
+        events = query(
+            pg_url,
+            "SELECT kind, subject FROM fabric_events WHERE kind <> 'error_burst' ORDER BY id",
+        )
         assert events == [("node_gone", "host17"), ("link_down", "host17[1] - leaf03[1]")]
+        # the switch end's error counters moved as the link went down: an error burst
+        burst = query(
+            pg_url, "SELECT subject, details FROM fabric_events WHERE kind = 'error_burst'"
+        )
+        assert len(burst) == 1 and burst[0][0] == "leaf03[1]", burst
+        assert sum(burst[0][1]["counts"].values()) >= 1, burst
         down = query(pg_url, "SELECT count(*) FROM fabric_links WHERE down_ns IS NOT NULL")
         assert down == [(1,)]
     finally:
@@ -108,7 +117,11 @@ def test_unlink_is_an_event_and_relink_clears_it(pg_url: str, mad: MadSource, si
         sim.run_opensm()
     sampler.discover()
     # host17 back: the node_gone and link_down events end (no new events)
-    events = query(pg_url, "SELECT kind, subject, end_ns > start_ns FROM fabric_events ORDER BY id")
+    events = query(
+        pg_url,
+        "SELECT kind, subject, end_ns > start_ns FROM fabric_events WHERE kind <> 'error_burst'"
+        " ORDER BY id",
+    )
     assert events == [("node_gone", "host17", True), ("link_down", "host17[1] - leaf03[1]", True)]
     assert query(pg_url, "SELECT count(*) FROM fabric_links WHERE down_ns IS NOT NULL") == [(0,)]
     assert query(pg_url, "SELECT gone_ns FROM fabric_nodes WHERE description = 'host17'") == [

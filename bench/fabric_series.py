@@ -1,0 +1,172 @@
+"""Fabric over time benchmark: API latency (p50, p95) of the fabric series and of the
+windowed links list over 1 hour of 1,000 ports sampled every second (3.6 M samples),
+measured against seeded data.
+
+Seeds a fabric of --leaves leaf switches with 25 hosts each (1,000 ports at 20 leaves:
+500 links) through the real FabricStore (topology, ports, links), then --seconds sweeps
+of every port bulk-inserted with SQL into the day-partitioned sample table as the store
+writes them (deltas with dt = 1 s, every counter moving; a few ports erring), each port's
+newest sample made its latest, and the per-minute rollups rebuilt by the store
+(`FabricStore.rebuild_minutes`, the same sums it keeps with every sweep). The API is
+served on a uvicorn thread of this process; each request below is timed --repeat times
+over HTTP (query and JSON included):
+
+- series of a link over the hour at the step chosen (10 s, raw samples), at 1 s (raw,
+  3,600 steps), at 60 s (minute rollups), and as CSV; of a leaf switch (its 25 ports
+  summed) at the step chosen;
+- links over the hour (all 500, ranked), from a whole minute and from mid-second (the
+  partial first and last minutes read raw), and the state over the hour (a playback
+  frame); a 1-second window (a playback step);
+- for comparison: the live links (page of 50) and the live state.
+
+    .venv/bin/python -m bench.fabric_series [--leaves 20 --seconds 3600 --repeat 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from collector.fabric.store import FabricStore
+from collector.fabric.topology import Link, Node, NodeType, Port, Topology
+from collector.store.partitions import day_of
+from server.app import create_app
+from stacklens.constants import ERROR_COUNTERS, FLAG_EXTENDED, PORT_COUNTERS
+from stacklens.db import make_engine, migrate, start_embedded
+from tests.conftest import serving
+
+T0 = 1_764_583_200 * 10**9  # 2026-12-01 10:00:00 UTC, a minute boundary
+SECOND = 10**9
+MINUTE = 60 * SECOND
+HOSTS_PER_LEAF = 25
+CAPACITY = 12_500_000_000  # EDR 4x
+
+
+def topology(leaves: int) -> Topology:
+    """`leaves` leaf switches, each with HOSTS_PER_LEAF single-port hosts on ports 1..25."""
+    nodes, ports, links = {}, {}, []
+    lid = 1
+    for s in range(leaves):
+        switch = 0xF452_1403_0000_0000 + s
+        nodes[switch] = Node(switch, NodeType.SWITCH, f"leaf{s:02d}", 36, lid)
+        lid += 1
+        for h in range(HOSTS_PER_LEAF):
+            host = 0x0002_C903_0000_0000 + s * 100 + h
+            nodes[host] = Node(host, NodeType.CA, f"host{s:02d}{h:02d}", 1, lid)
+            for end in ((switch, h + 1), (host, 1)):
+                ports[end] = Port(end[0], end[1], end[0], lid, 4, 5, 2, 4, 0, CAPACITY)
+            links.append(Link.of((host, 1), (switch, h + 1)))
+            lid += 1
+    return Topology(nodes=nodes, ports=ports, links=links)
+
+
+def seed_sql(seconds: int) -> list[str]:
+    """The samples of every port (fabric_ports) for sweeps 1..seconds (dt 1 s), bytes
+    varying by port and second, one error at one port in a hundred every ten minutes; then
+    each port's newest sample as its latest."""
+    deltas = {
+        "xmit_bytes": "((p.id * 7 + s * 13) % 1000) * 4096",
+        "rcv_bytes": "((p.id * 11 + s * 3) % 1000) * 4096",
+        "xmit_pkts": "((p.id * 7 + s * 13) % 1000)",
+        "rcv_pkts": "((p.id * 11 + s * 3) % 1000)",
+        "xmit_wait": "(p.id + s) % 50",
+        **dict.fromkeys(ERROR_COUNTERS, "0"),
+        "symbol_errors": "CASE WHEN p.id % 100 = 0 AND s % 600 = 0 THEN 1 ELSE 0 END",
+    }
+    raw = ", ".join(f"s * 1000 + {i}" for i in range(len(PORT_COUNTERS)))
+    columns = ", ".join([*PORT_COUNTERS, *(f"d_{c}" for c in PORT_COUNTERS)])
+    every = ", ".join(["port_id", "ts_ns", "dt_ns", "flags", columns])
+    return [
+        f"INSERT INTO fabric_port_samples (port_id, ts_ns, dt_ns, flags, {columns}) "
+        f"SELECT p.id, {T0} + s * {SECOND}, {SECOND}, {FLAG_EXTENDED}, {raw}, "
+        f"{', '.join(deltas[c] for c in PORT_COUNTERS)} "
+        f"FROM generate_series(1::int8, {seconds}) s, fabric_ports p",
+        f"INSERT INTO fabric_port_latest ({every}) SELECT {every} FROM fabric_port_samples "
+        f"WHERE ts_ns = {T0 + seconds * SECOND}",
+    ]
+
+
+def p50_p95(fn, repeat: int) -> tuple[float, float, int]:
+    """Median and 95th percentile seconds of `repeat` calls, and the last answer's size."""
+    times, size = [], 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        size = fn()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return statistics.median(times), times[max(0, round(0.95 * len(times)) - 1)], size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--leaves", type=int, default=20)
+    parser.add_argument("--seconds", type=int, default=3600)
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="stacklens-bench-", dir="/tmp") as scratch:
+        database = start_embedded(Path(scratch) / "pg")
+        migrate(database.url)
+        t = time.perf_counter()
+        topo = topology(args.leaves)
+        store = FabricStore(database.url)
+        store.write_topology(topo, T0, [])
+        with psycopg.connect(database.url, autocommit=True) as conn:
+            store.partitions.ensure_sync(conn, [day_of(T0), day_of(T0 + args.seconds * SECOND)])
+            for sql in seed_sql(args.seconds):
+                conn.execute(sql)
+            samples = conn.execute("SELECT count(*) FROM fabric_port_samples").fetchone()[0]
+        seeded = time.perf_counter() - t
+        t = time.perf_counter()
+        end = -(-(T0 + (args.seconds + 1) * SECOND) // MINUTE) * MINUTE
+        rows = store.rebuild_minutes(T0, end)
+        store.close()
+        with psycopg.connect(database.url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        rolled = time.perf_counter() - t
+        print(f"seeded {len(topo.ports):,} ports x {args.seconds} s = {samples:,} samples in "
+              f"{seeded:.0f} s; rollups rebuilt in {rolled:.0f} s, {rows:,} rows")  # fmt: skip
+
+        engine = make_engine(database.url)
+        with serving(create_app(engine, api_base_url="http://unused", with_frontend=False)) as port:
+            http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600)
+            lo, hi = T0 // SECOND + 1, T0 // SECOND + 1 + args.seconds
+            hour = {"from": lo, "to": hi}
+            whole = {"from": lo - 1, "to": hi - 1}  # from a whole minute
+            odd = {"from": f"{lo}.5", "to": f"{hi}.5"}
+            leaf = f"{0xF452_1403_0000_0000:#018x}"  # leaf00
+            cases = [
+                ("series link, step chosen (10 s)", "series", {"link": 1, **hour}),
+                ("series link step=1 s", "series", {"link": 1, "step": 1, **hour}),
+                ("series link step=60 s (rollups)", "series", {"link": 1, "step": 60, **whole}),
+                ("series link step=1 s, CSV", "series",
+                 {"link": 1, "step": 1, "format": "csv", **hour}),
+                ("series node (25 ports), step chosen", "series", {"guid": leaf, **hour}),
+                ("links, 1 h from a whole minute", "links", {"samples": "false", **whole}),
+                ("links, 1 h from mid-second", "links", {"samples": "false", **odd}),
+                ("state, 1 h (a playback frame)", "state", odd),
+                ("state, 1 s (a playback step)", "state", {"from": hi - 2, "to": hi - 1}),
+                ("events, 1 h", "events", hour),
+                ("links live, 50", "links", {"samples": "false", "limit": 50}),
+                ("state live", "state", {}),
+            ]  # fmt: skip
+            print(f"{'request (1-hour window)':<40} {'p50 ms':>8} {'p95 ms':>8} {'bytes':>12}")
+            for name, route, params in cases:
+
+                def get(route: str = route, params: dict = params) -> int:
+                    answer = http.get(f"/api/fabric/{route}", params=params)
+                    return len(answer.raise_for_status().content)
+
+                p50, p95, size = p50_p95(get, args.repeat)
+                print(f"{name:<40} {p50 * 1e3:8.0f} {p95 * 1e3:8.0f} {size:12,}", flush=True)
+        engine.dispose()
+        database.embedded.cleanup()
+
+
+if __name__ == "__main__":
+    main()
