@@ -22,8 +22,6 @@
     // The playback step whose state the page holds ("from=..&to=.."; null: live), and the
     // freshness of the newest state fetched.
     let frameKey = null, lastFreshness = null;
-    // The arguments of the last paint (the graph is painted with them as soon as drawn).
-    let lastPaint = null;
     // Component ids the callbacks tell apart (frontend/ids.py).
     const IDS = {picker: 'fabric-window-picker.', apply: 'fabric-apply.', slider: 'fabric-playback.',
                  job: 'fabric-job.', selected: 'fabric-selected.', live: 'fabric-live.',
@@ -297,8 +295,6 @@
                 });
                 cy.fit(undefined, 24);
                 drawn = {etag: body.etag, exp: exp};
-                // Painted at once from the state held (Dash paints again after this returns).
-                if (lastPaint !== null) window.dash_clientside.fabric.paint(...lastPaint);
                 return [{etag: body.etag, expanded: exp, elements: body.elements.length},
                         body.folded, ''];
             },
@@ -306,7 +302,6 @@
             // Colour every edge and group from the state; dim what the filter leaves out; with
             // a job (its HCA GUIDs and link ids), mark its nodes and links and dim the rest.
             paint: function (state, _elements, filter, scale, job, config) {
-                lastPaint = [state, _elements, filter, scale, job, config];
                 const cy = cyOf(config.graph);
                 if (!state || !cy) return window.dash_clientside.no_update;
                 const L = state.links, index = new Map();
