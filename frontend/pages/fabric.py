@@ -327,6 +327,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Input(ids.FABRIC_SLIDER, "value"),
         Input(ids.FABRIC_JOB, "value"),
         Input(ids.FABRIC_SELECTED, "data"),
+        Input(ids.FABRIC_LIVE, "n_clicks"),
         State(ids.FABRIC_FROM, "value"),
         State(ids.FABRIC_TO, "value"),
         State(ids.FABRIC_SLIDER, "step"),
@@ -464,11 +465,12 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         State(ids.FABRIC_SELECTED, "data"),
         prevent_initial_call=True,
     )
-    dash_app.callback(
+    dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "placed"),
         Output(ids.FABRIC_JOB_PLACED, "data"),
         Output(ids.FABRIC_JOB_MESSAGE, "children"),
         Input(ids.FABRIC_JOB, "value"),
-    )(job_placed)
+    )
     dash_app.callback(
         Output(ids.FABRIC_HOVER, "children"),
         Input(ids.FABRIC_GRAPH, "mouseoverEdgeData"),
@@ -675,25 +677,6 @@ def panel(selected: dict[str, Any] | None, view: dict[str, Any] | None,
 
     key = ("panel", subject, view.get("live"), view.get("from"), view.get("to"))
     return _shared(key, build)  # type: ignore[no-any-return]
-
-
-def job_placed(job: str | None) -> tuple[dict[str, list] | None, str]:
-    """The GUIDs of a job's HCAs and the ids of its links (the whole job), for the painter,
-    and a line saying what is highlighted (or why nothing is)."""
-    job = (job or "").strip()
-    if not job:
-        return None, ""
-    try:
-        placement = api.current_client().placement(job, api.Window())
-    except ApiError as exc:
-        return None, str(exc)
-    nodes = sorted({p.guid for h in placement.hosts for p in h.ports})
-    links = [lk.id for lk in placement.links]
-    lost = [h.host for h in placement.hosts if h.match == "unmatched"]
-    line = f"job {job}: {len(placement.hosts) - len(lost)} hosts, {len(links)} links"
-    line += f" ({placement.crossed} between switches)"
-    line += f"; not on the fabric: {', '.join(lost)}" if lost else ""
-    return {"nodes": nodes, "links": links}, line
 
 
 def hover_text(edge: dict | None, node: dict | None) -> str:
