@@ -98,6 +98,7 @@ FABRIC_EVENTS_TABLE = "fabric-events-table"  # dcc.Markdown: newest fabric event
 FABRIC_STATE = "fabric-state"  # dcc.Store: the shared fabric state of the newest sweep
 FABRIC_TOPOLOGY_ETAG = "fabric-topology-etag"  # dcc.Store: ETag of the topology (redraw on change)
 FABRIC_EXPANDED = "fabric-expanded"  # dcc.Store: leaf GUIDs whose host group is expanded
+FABRIC_DRAWN = "fabric-drawn"  # dcc.Store: what the graph shows ({etag, expanded, elements})
 FABRIC_FOLDED = "fabric-folded"  # dcc.Store: whether the graph shows the aggregated view
 FABRIC_FOCUS = "fabric-focus"  # dcc.Store: GUID of the node the search asks to focus
 FABRIC_FOCUSED = "fabric-focused"  # dcc.Store: GUID of the node focused (after drawing)
