@@ -17,6 +17,7 @@ the category series at 1 s as CSV, the profile at the step chosen, and the profi
 last 5 minutes (raw deltas).
 
     .venv/bin/python -m bench.jobs_series [--ranks 1024 --seconds 3600 --repeat 20]
+        [--only "profile (" "by=rank, step chosen" "by=peer, step chosen"]
 """
 
 from __future__ import annotations
@@ -129,6 +130,10 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=1024)
     parser.add_argument("--seconds", type=int, default=3600)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument(
+        "--only", nargs="*", default=[],
+        help="time only the requests whose name contains one of these texts; default: all",
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="stacklens-bench-", dir="/tmp") as scratch:
         database = start_embedded(Path(scratch) / "pg")
@@ -168,6 +173,8 @@ def main() -> None:
             print(f"{'request (1-hour window)':<38} {'status':>6} {'step s':>6} {'p50 ms':>8} "
                   f"{'p95 ms':>8} {'bytes':>12}")  # fmt: skip
             for name, route, params in cases:
+                if args.only and not any(w in name for w in args.only):
+                    continue
                 answers = []
 
                 def get(route: str = route, params: dict = params, answers: list = answers) -> int:

@@ -431,6 +431,27 @@ PeerMinute = _model(
         **_counters(("bytes_sent", "msgs_sent"), nullable=False),
     },
 )
+
+
+def _rank_five(name: str, minutes: Any, table: str) -> Any:
+    """The five-minute rollup of the per-rank minute rollup `minutes`: the same columns,
+    minute_ns the first minute of a UTC five minutes (a multiple of 5 minutes), the rows
+    summed (rank_fives: min / max) from its five minutes' rows (collector/store/rollups.py)."""
+    columns = {c.name: mapped_column(c.type, primary_key=c.primary_key, nullable=c.nullable,
+                                     autoincrement=False)
+               for c in minutes.__table__.columns}  # fmt: skip
+    return _model(name, (Base,), f"{minutes.__doc__} Summed per UTC five minutes.", {
+        "__tablename__": table,
+        "__table_args__": (Index(f"ix_{table}_job_time", "job_id", "minute_ns"),),
+        **columns,
+    })  # fmt: skip
+
+
+RankFive = _rank_five("RankFive", RankMinute, "rank_fives")
+RankOpFive = _rank_five("RankOpFive", RankOpMinute, "rank_op_fives")
+CollFive = _rank_five("CollFive", CollMinute, "coll_fives")
+RankValueFive = _rank_five("RankValueFive", RankValueMinute, "rank_value_fives")
+PeerFive = _rank_five("PeerFive", PeerMinute, "peer_fives")
 IoSecond = _model(
     "IoSecond",
     (Base,),

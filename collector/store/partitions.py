@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 import numpy as np
 import psycopg
 
-from collector.store.rollups import ROLLED_PER_RANK, ROLLED_PER_SECOND
+from collector.store.rollups import FIVE_NS, ROLLED_PER_FIVE, ROLLED_PER_RANK, ROLLED_PER_SECOND
 from collector.store.tables import DELTA_TABLES
 
 log = logging.getLogger(__name__)
@@ -169,6 +169,8 @@ async def apply_retention(
     async with conn.transaction():
         for table in ("p2p_minutes", "rollup_dirty", "fabric_port_minutes", *ROLLED_PER_RANK):
             await conn.execute(f"DELETE FROM {table} WHERE minute_ns < %s", (cutoff_ns,))
+        for table in ROLLED_PER_FIVE:  # the five minutes that end before the cutoff
+            await conn.execute(f"DELETE FROM {table} WHERE minute_ns <= %s", (cutoff_ns - FIVE_NS,))
         for table in ROLLED_PER_SECOND:
             await conn.execute(f"DELETE FROM {table} WHERE second_ns < %s", (cutoff_ns,))
         await conn.execute("DELETE FROM fabric_port_10s WHERE start_ns < %s", (cutoff_ns,))

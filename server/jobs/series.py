@@ -5,7 +5,9 @@ to the step its *end* lies in (server.query_params), so the steps of a series ad
 exactly to the window's totals. Whole-second steps from a whole second read the
 per-second rollups (`op_seconds`, `io_seconds`), whole-minute steps from a whole minute the
 per-minute ones (`rank_value_minutes`, `peer_minutes`, and for the profile `rank_minutes`,
-`rank_op_minutes`, `coll_minutes`) (collector/store/rollups.py), for the minutes rolled up;
+`rank_op_minutes`, `coll_minutes`) and whole-five-minute steps from a whole five minutes
+the per-five-minute ones of these (`*_fives`: 5x fewer rows) for the five minutes none of
+whose minutes is dirty (collector/store/rollups.py), for the minutes rolled up;
 the rest (other steps, minutes not rolled up yet, a window's partial last second or minute)
 comes from the raw per-interval deltas through the delta tables' (job_id, t_end_ns) index.
 
@@ -27,6 +29,7 @@ from sqlalchemy import (
     Integer,
     Text,
     distinct,
+    false,
     func,
     literal,
     or_,
@@ -39,13 +42,14 @@ from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import Grouping
 
-from collector.store.rollups import FILE_IO_LAYERS, MINUTE_NS, SECOND_NS
+from collector.store.rollups import FILE_IO_LAYERS, FIVE_NS, MINUTE_NS, SECOND_NS
 from server.jobs import profile
 from server.jobs.repository import Scope, op_display_name
 from stacklens.constants import IO_LAYERS, OVERFLOW_COMM_ID
 from stacklens.mpi_ops import CATEGORIES, op_categories, op_names
 from stacklens.schema import (
     CollDelta,
+    CollFive,
     CollMinute,
     IoDelta,
     IoSecond,
@@ -53,10 +57,14 @@ from stacklens.schema import (
     OpFrames,
     OpSecond,
     P2PDelta,
+    PeerFive,
     PeerMinute,
     Rank,
+    RankFive,
     RankMinute,
+    RankOpFive,
     RankOpMinute,
+    RankValueFive,
     RankValueMinute,
     RollupDirty,
 )
@@ -243,29 +251,46 @@ class _Source:
 
 
 def _rows(session: Session, scope: Scope, steps: Steps, grain: int,
-          rolled: _Source | None, *raw: _Source) -> Any:  # fmt: skip
+          rolled: _Source | None, *raw: _Source, fives: _Source | None = None) -> Any:  # fmt: skip
     """A subquery of the rows (at: the step, then the sources' columns) of the scope's
     window, to be grouped by the caller: from a rollup (`rolled`, per second or minute:
     `grain`) where the steps are whole grains from a whole grain and the minute is rolled
     up; from the raw deltas (`raw`) otherwise, for the minutes not rolled up yet
-    (_dirty_minutes) and the window's last, partial grain."""
+    (_dirty_minutes) and the window's last, partial grain. With `fives` (the five-minute
+    rollup of a minute rollup) and steps of whole five minutes from a whole five minutes,
+    the five minutes of the window none of whose minutes is dirty are read from it, and
+    only the others (and the window's last, partial five minutes) from `rolled`."""
 
     def raw_rows(s: _Source) -> Any:
         at = steps.start(s.table.t_end_ns).label("at")
         return select(at, *s.columns).where(*scope.rows(s.table), *s.where)
+
+    def rolled_rows(source: _Source, lo: int, hi: int) -> Any:
+        table, time = source.table, source.time
+        runs = [] if scope.run_id is None else [table.run_id == scope.run_id]
+        return (
+            select(steps.start(time).label("at"), *source.columns)
+            .where(table.job_id == scope.job_id, time >= lo, time < hi, *runs, *source.where)
+        )  # fmt: skip
 
     if rolled is None or steps.from_ns % grain or steps.step_ns % grain:
         return union_all(*(raw_rows(s) for s in raw)).subquery()
     lo, hi = steps.from_ns, steps.to_ns
     last = hi // grain * grain
     dirty = _dirty_minutes(session, scope, steps)
-    table, time = rolled.table, rolled.time
-    runs = [] if scope.run_id is None else [table.run_id == scope.run_id]
-    parts = [
-        select(steps.start(time).label("at"), *rolled.columns)
-        .where(table.job_id == scope.job_id, time >= lo, time < last, *runs, *rolled.where)
-        .where(*_outside(time, dirty))
-    ]
+    time = rolled.time
+    if fives is None or steps.from_ns % FIVE_NS or steps.step_ns % FIVE_NS:
+        parts = [rolled_rows(rolled, lo, last).where(*_outside(time, dirty))]
+    else:
+        last_five = hi // FIVE_NS * FIVE_NS
+        dirty_fives = sorted({m // FIVE_NS * FIVE_NS for m in dirty})
+        parts = [
+            rolled_rows(fives, lo, last_five).where(*_outside(fives.time, dirty_fives, FIVE_NS)),
+            rolled_rows(rolled, lo, last).where(
+                *_outside(time, dirty),
+                or_(time >= last_five, _inside(time, dirty_fives, FIVE_NS)),
+            ),
+        ]
     for s in raw:
         parts.append(raw_rows(s).where(s.table.t_end_ns >= last, s.table.t_end_ns < hi))
         if dirty:
@@ -289,25 +314,26 @@ def _dirty_minutes(session: Session, scope: Scope, steps: Steps) -> list[int]:
     return [int(m) for m in session.scalars(query)]
 
 
-def _ranges(minutes: list[int]) -> list[tuple[int, int]]:
-    """Sorted minute starts as [start, end) ranges of consecutive minutes."""
+def _ranges(starts: list[int], width: int) -> list[tuple[int, int]]:
+    """Sorted starts of buckets `width` long as [start, end) ranges of consecutive ones."""
     ranges: list[tuple[int, int]] = []
-    for m in minutes:
+    for m in starts:
         if ranges and ranges[-1][1] == m:
-            ranges[-1] = (ranges[-1][0], m + MINUTE_NS)
+            ranges[-1] = (ranges[-1][0], m + width)
         else:
-            ranges.append((m, m + MINUTE_NS))
+            ranges.append((m, m + width))
     return ranges
 
 
-def _inside(t_ns: Any, minutes: list[int]) -> ColumnElement[bool]:
-    """SQL: `t_ns` lies in one of the minutes."""
-    return or_(*((t_ns >= a) & (t_ns < b) for a, b in _ranges(minutes)))
+def _inside(t_ns: Any, starts: list[int], width: int = MINUTE_NS) -> ColumnElement[bool]:
+    """SQL: `t_ns` lies in one of the buckets (minutes, or `width` long) starting at `starts`
+    (false if there are none)."""
+    return or_(false(), *((t_ns >= a) & (t_ns < b) for a, b in _ranges(starts, width)))
 
 
-def _outside(t_ns: Any, minutes: list[int]) -> list[ColumnElement[bool]]:
-    """SQL conditions: `t_ns` lies in none of the minutes."""
-    return [~((t_ns >= a) & (t_ns < b)) for a, b in _ranges(minutes)]
+def _outside(t_ns: Any, starts: list[int], width: int = MINUTE_NS) -> list[ColumnElement[bool]]:
+    """SQL conditions: `t_ns` lies in none of the buckets (as _inside)."""
+    return [~((t_ns >= a) & (t_ns < b)) for a, b in _ranges(starts, width)]
 
 
 def _sum(column: Any, name: str) -> Any:
@@ -388,16 +414,21 @@ def _by_category(session: Session, scope: Scope, steps: Steps) -> Any:
 
 
 def _by_rank(session: Session, scope: Scope, steps: Steps) -> Any:
-    v, o, p, d = RankValueMinute, OpDelta, P2PDelta, IoDelta
+    o, p, d = OpDelta, P2PDelta, IoDelta
     z = _zero
+
+    def values(v: Any) -> _Source:
+        return _Source(
+            v, [v.world_rank, *(v.__table__.c[m] for m in METRICS["rank"])], time=v.minute_ns
+        )
+
     rows = _rows(
-        session, scope, steps, MINUTE_NS,
-        _Source(v, [v.world_rank, *(v.__table__.c[m] for m in METRICS["rank"])],
-                time=v.minute_ns),
+        session, scope, steps, MINUTE_NS, values(RankValueMinute),
         _Source(o, [o.world_rank, o.calls, o.time_ns, z("b"), z("c"), z("d")]),
         _Source(p, [p.world_rank, z("a"), z("b"), p.bytes_sent, z("c"), z("d")]),
         _Source(d, [d.world_rank, z("a"), z("b"), z("c"), d.bytes_read + d.bytes_written,
                     _io_time(d)], [d.phase == 0]),
+        fives=values(RankValueFive),
     )  # fmt: skip
     rank, sums = list(rows.c)[1], list(rows.c)[2:]
     return select(rows.c.at, rank.cast(Text).label("key"), rank.label("ord"),
@@ -424,12 +455,14 @@ def _by_file(session: Session, scope: Scope, steps: Steps) -> Any:
 
 
 def _by_peer(session: Session, scope: Scope, steps: Steps) -> Any:
-    m, d = PeerMinute, P2PDelta
-    rows = _rows(
-        session, scope, steps, MINUTE_NS,
-        _Source(m, [m.peer, m.bytes_sent, m.msgs_sent], time=m.minute_ns),
-        _Source(d, [d.peer, d.bytes_sent, d.msgs_sent]),
-    )  # fmt: skip
+    d = P2PDelta
+
+    def peers(m: Any) -> _Source:
+        return _Source(m, [m.peer, m.bytes_sent, m.msgs_sent], time=m.minute_ns)
+
+    rows = _rows(session, scope, steps, MINUTE_NS, peers(PeerMinute),
+                 _Source(d, [d.peer, d.bytes_sent, d.msgs_sent]),
+                 fives=peers(PeerFive))  # fmt: skip
     return (
         select(rows.c.at, rows.c.peer.cast(Text).label("key"), rows.c.peer.label("ord"),
                _sum(rows.c.bytes_sent, "bytes_sent"), _sum(rows.c.msgs_sent, "msgs_sent"))
@@ -534,10 +567,13 @@ def _op_classes(op_id: Any) -> Any:
 
 def _profile_ops(session: Session, scope: Scope, steps: Steps) -> Any:
     """SQL: (at, world_rank, op_id, ns) per step, rank and op: time inside it."""
-    r, o = RankOpMinute, OpDelta
-    rows = _rows(session, scope, steps, MINUTE_NS,
-                 _Source(r, [r.world_rank, r.op_id, r.time_ns], time=r.minute_ns),
-                 _Source(o, [o.world_rank, o.op_id, o.time_ns]))  # fmt: skip
+    o = OpDelta
+
+    def ops(r: Any) -> _Source:
+        return _Source(r, [r.world_rank, r.op_id, r.time_ns], time=r.minute_ns)
+
+    rows = _rows(session, scope, steps, MINUTE_NS, ops(RankOpMinute),
+                 _Source(o, [o.world_rank, o.op_id, o.time_ns]), fives=ops(RankOpFive))  # fmt: skip
     keys = (rows.c.at, rows.c.world_rank, rows.c.op_id)
     return select(*keys, _sum(rows.c.time_ns, "ns")).group_by(*keys)
 
@@ -556,11 +592,15 @@ def _cells(session: Session, scope: Scope, steps: Steps, per_op: Any) -> Any:
         .group_by(per_op.c.at, per_op.c.world_rank)
         .subquery()
     )  # fmt: skip
-    v, d = RankValueMinute, IoDelta
-    io_rows = _rows(session, scope, steps, MINUTE_NS,
-                    _Source(v, [v.world_rank, v.file_io_ns], time=v.minute_ns),
+    d = IoDelta
+
+    def file_io(v: Any) -> _Source:
+        return _Source(v, [v.world_rank, v.file_io_ns], time=v.minute_ns)
+
+    io_rows = _rows(session, scope, steps, MINUTE_NS, file_io(RankValueMinute),
                     _Source(d, [d.world_rank, _io_time(d).label("file_io_ns")],
-                            [d.phase == 0, d.layer.in_(FILE_IO_LAYERS)]))  # fmt: skip
+                            [d.phase == 0, d.layer.in_(FILE_IO_LAYERS)]),
+                    fives=file_io(RankValueFive))  # fmt: skip
     io = (
         select(io_rows.c.at, io_rows.c.world_rank, _sum(io_rows.c.file_io_ns, "ns"))
         .group_by(io_rows.c.at, io_rows.c.world_rank)
@@ -587,12 +627,19 @@ def _profile_coll(
 ) -> list[tuple[int, int, str, int, int]]:
     """(comm_id, comm_size, op, rank, time_ns) of every collective with calls over the
     window, per rank (overflow communicators left out)."""
-    cm, cd = CollMinute, CollDelta
+    cd = CollDelta
+
+    def colls(cm: Any) -> _Source:
+        return _Source(
+            cm,
+            [cm.comm_id, cm.comm_size, cm.op_id, cm.world_rank, cm.calls, cm.time_ns],
+            time=cm.minute_ns,
+        )
+
     coll_rows = _rows(
-        session, scope, steps, MINUTE_NS,
-        _Source(cm, [cm.comm_id, cm.comm_size, cm.op_id, cm.world_rank, cm.calls, cm.time_ns],
-                time=cm.minute_ns),
+        session, scope, steps, MINUTE_NS, colls(CollMinute),
         _Source(cd, [cd.comm_id, cd.comm_size, cd.op_id, cd.world_rank, cd.calls, cd.time_ns]),
+        fives=colls(CollFive),
     )  # fmt: skip
     c = coll_rows.c
     coll_query = (
@@ -612,13 +659,24 @@ def _elapsed(session: Session, scope: Scope, steps: Steps) -> Any:
     the last interval end minus the first interval start among the intervals that stored
     anything (an MPI call or file I/O; a rank's intervals follow one another without gaps,
     so this is exact unless an interval at the very start or end of a step had neither)."""
-    m = RankMinute
+
+    def spans(m: Any) -> _Source:
+        return _Source(
+            m,
+            [
+                m.run_id,
+                m.world_rank,
+                m.first_start_ns.label("t_start_ns"),
+                m.last_end_ns.label("t_end_ns"),
+            ],
+            time=m.minute_ns,
+        )
+
     rows = _rows(
-        session, scope, steps, MINUTE_NS,
-        _Source(m, [m.run_id, m.world_rank, m.first_start_ns.label("t_start_ns"),
-                    m.last_end_ns.label("t_end_ns")], time=m.minute_ns),
+        session, scope, steps, MINUTE_NS, spans(RankMinute),
         *(_Source(f, [f.run_id, f.world_rank, f.t_start_ns, f.t_end_ns])
           for f in (OpFrames, IoDelta)),
+        fives=spans(RankFive),
     )  # fmt: skip
     per_run = (
         select(rows.c.at, rows.c.world_rank,

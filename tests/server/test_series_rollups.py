@@ -11,6 +11,7 @@ import pytest
 
 from server.jobs import series
 from stacklens import wire
+from stacklens.mpi_ops import op_names
 from tests.collector.test_ingest import exchange
 from tests.collector.test_rollups import M0, roll_up
 from tests.conftest import query
@@ -157,3 +158,142 @@ def test_per_rank_readings_of_many_rank_seconds_take_whole_minutes(
     assert api_client.get(BASE, params=whole).json()["step_ns"] == S  # by category: no ranks
     given = api_client.get(BASE, params={**whole, "by": "rank", "step": 1}).json()
     assert given["step_ns"] == S  # a given step is kept
+
+
+# ---- the five-minute rollups (migration 0021) ------------------------------------------
+
+#: A five-minute boundary (M0 + 60 s); the "fives" job's intervals end every 30 s (1 ns past
+#: a 30-second mark) from two minutes before it to eleven minutes after: a partial five
+#: minutes, two whole ones, a partial one.
+F0 = M0 + 60 * S
+FIVE_ENDS = [F0 - 120 * S + k * 30 * S + 1 for k in range(26)]
+FIVES = "/api/jobs/fives"
+
+
+def five_frame(k: int, rank: int, seq: int | None = None, extra: int = 0) -> bytes:
+    """Interval k of the two-rank "fives" job (sequence number `seq`, default k): traffic,
+    MPI_Send and MPI_Allreduce (also as a collective of communicator 1) and POSIX writes
+    whose values name the interval and rank (plus `extra`)."""
+    op = op_names().index
+    v = (k + 1) * (rank + 1) + extra
+    tables = {
+        "p2p": [{"peer": 1 - rank, "bytes_sent": 10 * v, "msgs_sent": 1}],
+        "op": [{"op_id": op("MPI_Send"), "calls": 1, "bytes": 10 * v, "time_ns": v},
+               {"op_id": op("MPI_Allreduce"), "calls": 1, "bytes": 8, "time_ns": 1000 * v}],
+        "coll": [{"op_id": op("MPI_Allreduce"), "comm_id": 1, "comm_size": 2,
+                  "root": 0xFFFFFFFF, "calls": 1, "bytes": 8, "time_ns": 1000 * v}],
+        "io": [{"layer": 1, "writes": 1, "bytes_written": 100 * v, "write_time_ns": 7 * v,
+                "path": b"/tmp/out", "mount": b"/", "fstype": b"ext4"}],
+    }  # fmt: skip
+    return wire.encode_frame(
+        job_id="fives", world_rank=rank, world_size=2, seq=k if seq is None else seq,
+        token="secret", interval_start_ns=FIVE_ENDS[k] - 30 * S, interval_end_ns=FIVE_ENDS[k],
+        tables={name: wire.records(name, rows) for name, rows in tables.items()},
+    )  # fmt: skip
+
+
+@pytest.fixture
+def fives(collector):
+    """The "fives" job stored and rolled up."""
+    frames = [five_frame(k, rank) for k in range(len(FIVE_ENDS)) for rank in (0, 1)]
+    n = len(frames)
+    assert [s for s, _ in exchange(collector.address, b"".join(frames), acks=n)] == [0] * n
+    assert roll_up(collector) > 0
+    return collector
+
+
+def _per_five(sql: str) -> str:
+    return sql.replace("60000000000", "300000000000")
+
+
+#: Each five-minute rollup, and the same sums made from the raw deltas.
+FIVE_ROLLUPS = {
+    "rank_fives": (
+        "SELECT minute_ns, world_rank, first_start_ns, last_end_ns FROM rank_fives ORDER BY 1, 2",
+        "SELECT t_end_ns / 300000000000 * 300000000000, world_rank, min(t_start_ns), "
+        "max(t_end_ns) FROM (SELECT world_rank, t_start_ns, t_end_ns FROM op_frames UNION ALL "
+        "SELECT world_rank, t_start_ns, t_end_ns FROM io_deltas) d GROUP BY 1, 2 ORDER BY 1, 2",
+    ),
+    "rank_op_fives": (
+        "SELECT minute_ns, world_rank, op_id, calls, time_ns FROM rank_op_fives ORDER BY 1, 2, 3",
+        "SELECT t_end_ns / 300000000000 * 300000000000, world_rank, op_id, sum(calls)::bigint, "
+        "sum(time_ns)::bigint FROM op_deltas GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+    ),
+    "coll_fives": (
+        "SELECT minute_ns, world_rank, comm_id, comm_size, op_id, calls, time_ns FROM "
+        "coll_fives ORDER BY 1, 2, 3, 4, 5",
+        "SELECT t_end_ns / 300000000000 * 300000000000, world_rank, comm_id, comm_size, op_id, "
+        "sum(calls)::bigint, sum(time_ns)::bigint FROM coll_deltas GROUP BY 1, 2, 3, 4, 5 "
+        "ORDER BY 1, 2, 3, 4, 5",
+    ),
+    "peer_fives": tuple(
+        _per_five(sql).replace("peer_minutes", "peer_fives") for sql in ROLLUPS["peer_minutes"]
+    ),
+    "rank_value_fives": tuple(
+        _per_five(sql).replace("rank_value_minutes", "rank_value_fives")
+        for sql in ROLLUPS["rank_value_minutes"]
+    ),
+}
+
+
+def test_the_five_minute_rollups_are_the_raw_sums(fives, collector, pg_url):
+    assert query(pg_url, "SELECT count(*) FROM rollup_dirty") == [(0,)]
+    for rolled, raw in FIVE_ROLLUPS.values():
+        assert query(pg_url, rolled) == query(pg_url, raw) != []
+    # rank 1's five minutes F0: intervals 4-13, MPI_Send time 2 (k + 1) each
+    assert query(pg_url, f"SELECT calls, time_ns FROM rank_op_fives WHERE minute_ns = {F0} "
+                 f"AND world_rank = 1 AND op_id = {op_names().index('MPI_Send')}") == [
+        (10, sum(2 * (k + 1) for k in range(4, 14)))]  # fmt: skip
+    # a late frame (a new sequence number) in a rolled-up five minutes: recomputed with its
+    # minute in the next pass, still the raw sums; a second pass changes nothing
+    exchange(collector.address, five_frame(6, 0, seq=900, extra=5), acks=1)
+    assert query(pg_url, "SELECT minute_ns FROM rollup_dirty") == [(F0 + 60 * S,)]
+    roll_up(collector)
+    for rolled, raw in FIVE_ROLLUPS.values():
+        assert query(pg_url, rolled) == query(pg_url, raw)
+    before = [query(pg_url, rolled) for rolled, _ in FIVE_ROLLUPS.values()]
+    roll_up(collector)
+    assert [query(pg_url, rolled) for rolled, _ in FIVE_ROLLUPS.values()] == before
+
+
+def _reading(api_client, route: str, params: dict) -> list:
+    answer = api_client.get(f"{FIVES}/{route}", params=params)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    if route == "series":
+        return [(p["t_ns"], p["key"], p["values"]) for p in body["points"]]
+    return [body["shares"], body["imbalance"], body["outliers"]]
+
+
+def _shifted(reading: list, route: str) -> list:
+    """A reading of the window half a second earlier, its steps' starts moved to the
+    window's."""
+    if route == "series":
+        return [(t + S // 2, k, v) for t, k, v in reading]
+    return [[{**s, "t_ns": s["t_ns"] + S // 2} for s in reading[0]], *reading[1:]]
+
+
+CASES = [("series", {"by": "rank"}), ("series", {"by": "peer"}), ("profile", {})]
+
+
+@pytest.mark.parametrize(("route", "params"), CASES)
+def test_five_minute_readings_agree_with_raw(fives, collector, pg_url, api_client, route, params):
+    """[F0, F0 + 11 min) at 5-minute steps reads two whole five minutes from the five-minute
+    rollups (one of them, with a dirty minute, from its minutes and raw deltas until the next
+    pass) and the last, partial one from minutes and raw deltas; the same window half a
+    second earlier is read from the raw deltas alone: the same sums."""
+    rolled = {**params, "step": 300, "from": F0 // S, "to": F0 // S + 660}
+    raw = {**rolled, "from": f"{F0 // S - 1}.5", "to": f"{F0 // S + 659}.5"}
+    want = _shifted(_reading(api_client, route, raw), route)
+    assert want[0] != [] and _reading(api_client, route, rolled) == want
+    exchange(collector.address, five_frame(6, 0, seq=900, extra=5), acks=1)  # in F0's five
+    want = _shifted(_reading(api_client, route, raw), route)
+    assert _reading(api_client, route, rolled) == want
+    roll_up(collector)
+    assert _reading(api_client, route, rolled) == want
+    # the whole five minutes F0 is read from its five-minute rollup, not from its minutes
+    five = f"minute_ns >= {F0} AND minute_ns < {F0 + 300 * S}"
+    for table in ("rank_minutes", "rank_op_minutes", "coll_minutes", "peer_minutes",
+                  "rank_value_minutes"):  # fmt: skip
+        assert query(pg_url, f"DELETE FROM {table} WHERE {five} RETURNING 1") != []
+    assert _reading(api_client, route, rolled) == want
