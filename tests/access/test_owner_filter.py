@@ -33,6 +33,11 @@ JOBLESS = {
 }  # fmt: skip
 #: One incident: other users' jobs in it are "another job" (tests/server/test_incidents.py).
 INCIDENT = {"/api/incidents/{incident_id}", "/api/reports/incidents/{incident_id}"}
+#: A link's attribution: other users' jobs on it are "another job", without id or user
+#: (tests/fabric/test_attribution.py checks the masking for alice, bob and an admin).
+LINK_ATTRIBUTION = {
+    "/api/fabric/links/{link}/attribution", "/api/fabric/links/{link}/attribution/series",
+}  # fmt: skip
 #: Routes that write: the ingest has its own gate (server/ingest/gate.py).
 WRITES = {"/api/ingest/frames"}
 #: The catch-all 404 for unknown /api/ paths (server/errors.py).
@@ -96,7 +101,16 @@ def test_every_route_is_classified(two_users):
     with_job, others = _job_routes(two_users["app"])
     assert len(with_job) >= 8  # runs, matrix, ops, io, collectives, sizes, rma, ranks
     dash_and_static = {"", "/docs-assets"}  # the dashboard (Mount "/") and docs files
-    unknown = set(others) - JOBLESS - INCIDENT - WRITES - CATCH_ALL - LOGIN - dash_and_static
+    unknown = (
+        set(others)
+        - JOBLESS
+        - INCIDENT
+        - LINK_ATTRIBUTION
+        - WRITES
+        - CATCH_ALL
+        - LOGIN
+        - dash_and_static
+    )
     assert unknown == set(), f"classify these routes in this test: {sorted(unknown)}"
 
 
