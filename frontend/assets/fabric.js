@@ -1,5 +1,6 @@
 // frontend/assets/fabric.js — the Fabric page's browser side: fetches the shared fabric state
-// every tick and paints the graph from it; search, filters, colour scale, group expansion.
+// every tick (or a playback step's) and paints the graph from it; draws the graph; the view
+// in the URL, playback, detail-panel selection, job highlight, search, filters, expansion.
 /*
  * Dash clientside callbacks (`window.dash_clientside.fabric`), registered by
  * frontend/pages/fabric.py. The server computes the fabric state once per sweep for every
