@@ -282,6 +282,7 @@ def incident_evidence(incident: IncidentDetails) -> go.Figure:
     fig.update_layout(height=420, margin={"l": 50, "r": 50, "t": 30, "b": 30},
                       font={"family": _FONT}, legend={"orientation": "h"},
                       plot_bgcolor="white")  # fmt: skip
+    return fig
 
 
 #: Colour of each kind of fabric event marked on a series (others: violet).
