@@ -6,17 +6,18 @@ Seeds a fabric of --leaves leaf switches with 25 hosts each (1,000 ports at 20 l
 500 links) through the real FabricStore (topology, ports, links), then --seconds sweeps
 of every port bulk-inserted with SQL into the day-partitioned sample table as the store
 writes them (deltas with dt = 1 s, every counter moving; a few ports erring), each port's
-newest sample made its latest, and the per-minute rollups rebuilt by the store
-(`FabricStore.rebuild_minutes`, the same sums it keeps with every sweep). The API is
-served on a uvicorn thread of this process; each request below is timed --repeat times
-over HTTP (query and JSON included):
+newest sample made its latest, and the rollups per minute and per 10 s rebuilt by the
+store (`FabricStore.rebuild_rollups`, the same sums it keeps with every sweep). The API
+is served on a uvicorn thread of this process; each request below is timed --repeat
+times over HTTP (query and JSON included):
 
-- series of a link over the hour at the step chosen (10 s, raw samples), at 1 s (raw,
-  3,600 steps), at 60 s (minute rollups), and as CSV; of a leaf switch (its 25 ports
+- series of a link over the hour at the step chosen (10 s: the 10 s rollups), at 1 s
+  (raw, 3,600 steps), at 60 s (minute rollups), and as CSV; of a leaf switch (its 25 ports
   summed) at the step chosen;
-- links over the hour (all 500, ranked), from a whole minute and from mid-second (the
-  partial first and last minutes read raw), and the state over the hour (a playback
-  frame); a 1-second window (a playback step);
+- links over the hour (all 500, ranked; and a page of the 50 busiest), from a whole
+  minute and from mid-second (the partial first and last minutes from the 10 s rollups and
+  under 10 s raw at each end), and the state
+  over the hour (a playback frame); a 1-second window (a playback step);
 - for comparison: the live links (page of 50) and the live state.
 
     .venv/bin/python -m bench.fabric_series [--leaves 20 --seconds 3600 --repeat 20]
@@ -124,7 +125,7 @@ def main() -> None:
         seeded = time.perf_counter() - t
         t = time.perf_counter()
         end = -(-(T0 + (args.seconds + 1) * SECOND) // MINUTE) * MINUTE
-        rows = store.rebuild_minutes(T0, end)
+        rows = store.rebuild_rollups(T0, end)
         store.close()
         with psycopg.connect(database.url, autocommit=True) as conn:
             conn.execute("ANALYZE")
@@ -141,14 +142,16 @@ def main() -> None:
             odd = {"from": f"{lo}.5", "to": f"{hi}.5"}
             leaf = f"{0xF452_1403_0000_0000:#018x}"  # leaf00
             cases = [
-                ("series link, step chosen (10 s)", "series", {"link": 1, **hour}),
+                ("series link, step chosen (10 s)", "series", {"link": 1, **whole}),
                 ("series link step=1 s", "series", {"link": 1, "step": 1, **hour}),
                 ("series link step=60 s (rollups)", "series", {"link": 1, "step": 60, **whole}),
                 ("series link step=1 s, CSV", "series",
                  {"link": 1, "step": 1, "format": "csv", **hour}),
-                ("series node (25 ports), step chosen", "series", {"guid": leaf, **hour}),
+                ("series node (25 ports), step chosen", "series", {"guid": leaf, **whole}),
                 ("links, 1 h from a whole minute", "links", {"samples": "false", **whole}),
                 ("links, 1 h from mid-second", "links", {"samples": "false", **odd}),
+                ("links, 1 h, the page's 50 busiest", "links",
+                 {"samples": "false", "limit": 50, **odd}),
                 ("state, 1 h (a playback frame)", "state", odd),
                 ("state, 1 s (a playback step)", "state", {"from": hi - 2, "to": hi - 1}),
                 ("events, 1 h", "events", hour),

@@ -67,12 +67,16 @@ def fabric(url: str, hosts: int, seconds: int) -> list[str]:
 
 
 def timed(fn, repeat: int) -> tuple[float, float, object]:
-    """(median, max) seconds of `repeat` calls of fn, and its last result."""
-    times, result = [], None
+    """(median, max) wall seconds of `repeat` calls of fn, and its last result; prints the
+    median CPU seconds of this process per call (on a loaded machine the wall time is
+    mostly waiting for a core; the database's own CPU is not in it)."""
+    times, cpu, result = [], [], None
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = fn()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    print(f"  (this process's CPU: {statistics.median(cpu):.2f} s per call)", flush=True)
     return statistics.median(times), max(times), result
 
 

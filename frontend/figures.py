@@ -317,13 +317,15 @@ def fabric_series(series: FabricSeries, events: Sequence[FabricEvent]) -> go.Fig
         start = max(event.start_ns, series.from_ns)
         end = min(event.end_ns if event.end_ns is not None else series.to_ns, series.to_ns)
         colour = _EVENT_COLOURS.get(event.kind, "#7a5af8")
-        if end > start:
-            fig.add_vrect(x0=_utc(start), x1=_utc(end), fillcolor=colour, opacity=0.15,
-                          line_width=0, annotation_text=event.kind,
-                          annotation_position="top left")  # fmt: skip
-        else:
-            fig.add_vline(x=_utc(start).timestamp() * 1000, line_color=colour, line_dash="dot",
-                          annotation_text=event.kind)  # fmt: skip
+        for row in (1, 2):  # over both panels, labelled on the top one
+            label = {"annotation_text": event.kind} if row == 1 else {}
+            if end > start:
+                fig.add_vrect(x0=_utc(start), x1=_utc(end), fillcolor=colour, opacity=0.15,
+                              line_width=0, annotation_position="top left", row=row, col=1,
+                              **label)  # fmt: skip
+            else:
+                fig.add_vline(x=_utc(start).timestamp() * 1000, line_color=colour,
+                              line_dash="dot", row=row, col=1, **label)  # fmt: skip
     fig.update_layout(legend={"orientation": "h", "y": -0.15}, **_base_layout())
     fig.update_xaxes(range=[_utc(series.from_ns), _utc(series.to_ns)])
     return fig

@@ -723,9 +723,10 @@ class FabricSeries(ApiModel):
     from_ns: int = Field(description="start of the first step (the window's start)")
     to_ns: int = Field(description="end of the window (exclusive)")
     step_ns: int
-    resolution: Literal["samples", "minutes"] = Field(
-        description="samples: summed from the raw sweep samples; minutes: from the exact "
-        "per-minute rollups (and the raw samples of a last, partial minute)"
+    resolution: Literal["samples", "10 s", "minutes"] = Field(
+        description="samples: summed from the raw sweep samples; minutes (10 s): from the "
+        "exact per-minute (per-10-second) rollups, and the finer rollups and raw samples "
+        "of a last, partial minute (10 s)"
     )
     metrics: list[str] = Field(description="the column names, in order")
     t_ns: list[int] = Field(description="start of each step listed")

@@ -47,6 +47,10 @@ PORT_COUNTERS = (
 #: Error counters of a port: those after the data and congestion counters, in that order.
 ERROR_COUNTERS = PORT_COUNTERS[PORT_COUNTERS.index("xmit_wait") + 1 :]
 
+#: Span of the fabric's finer rollups (`fabric_port_10s`), beside the minute ones: the whole
+#: 10 s of a window's partial first and last minutes, steps of 10 s.
+TEN_S_NS = 10 * 10**9
+
 #: Counters of a port read as rates (per second of the sampled time that knows them): the
 #: data and congestion counters.
 RATE_COUNTERS = PORT_COUNTERS[: PORT_COUNTERS.index("xmit_wait") + 1]

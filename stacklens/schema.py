@@ -675,26 +675,34 @@ FabricPortLatest = _model(
 )
 
 
-FabricPortMinute = _model(
-    "FabricPortMinute",
-    (Base,),
-    "One port's samples summed over one UTC minute (by sweep end, ts_ns): kept exact by the "
-    "fabric store in the transaction that stores each sweep (collector/fabric/store.py). "
-    "d_<counter>: the sum of the known deltas (null: none known); t_<counter> (rate "
-    "counters): the summed intervals (dt_ns) of the samples that know it; flags: the OR of "
-    "the samples' flags (a counter saturated or reset in the minute).",
-    {
-        "__tablename__": "fabric_port_minutes",
-        "__table_args__": (Index("ix_fabric_port_minutes_time", "minute_ns"),),
-        "port_id": mapped_column(Integer, primary_key=True, doc="fabric_ports.id"),
-        "minute_ns": mapped_column(BigInteger, primary_key=True, doc="start of the UTC minute"),
-        "samples": mapped_column(Integer, nullable=False, doc="samples summed"),
-        "last_ns": mapped_column(BigInteger, nullable=False, doc="the newest sample's ts_ns"),
-        "flags": mapped_column(Integer, nullable=False),
-        **_counters(PORT_COUNTERS, nullable=True, prefix="d_"),
-        **_counters(RATE_COUNTERS, nullable=False, prefix="t_"),
-    },
-)
+def _port_rollup(name: str, table: str, key: str, span: str) -> Any:
+    """A rollup of the ports' samples over fixed UTC spans (by sweep end, ts_ns), keyed by
+    port and span start (`key`): kept exact by the fabric store in the transaction that
+    stores each sweep (collector/fabric/store.py)."""
+    return _model(
+        name,
+        (Base,),
+        f"One port's samples summed over one UTC {span} (by sweep end, ts_ns), kept exact by "
+        "the fabric store with every sweep. d_<counter>: the sum of the known deltas (null: "
+        "none known); t_<counter> (rate counters): the summed intervals (dt_ns) of the "
+        "samples that know it; flags: the OR of the samples' flags (a counter saturated or "
+        "reset in it).",
+        {
+            "__tablename__": table,
+            "__table_args__": (Index(f"ix_{table}_time", key),),
+            "port_id": mapped_column(Integer, primary_key=True, doc="fabric_ports.id"),
+            key: mapped_column(BigInteger, primary_key=True, doc=f"start of the UTC {span}"),
+            "samples": mapped_column(Integer, nullable=False, doc="samples summed"),
+            "last_ns": mapped_column(BigInteger, nullable=False, doc="the newest sample's ts_ns"),
+            "flags": mapped_column(Integer, nullable=False),
+            **_counters(PORT_COUNTERS, nullable=True, prefix="d_"),
+            **_counters(RATE_COUNTERS, nullable=False, prefix="t_"),
+        },
+    )
+
+
+FabricPortMinute = _port_rollup("FabricPortMinute", "fabric_port_minutes", "minute_ns", "minute")
+FabricPortTen = _port_rollup("FabricPortTen", "fabric_port_10s", "start_ns", "10 seconds")
 
 
 class FabricEvent(Base):

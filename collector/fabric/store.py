@@ -6,9 +6,10 @@ unknown delta (first sample, reset) encoded without a per-row Python loop.
 
 In the transaction that stores a sweep, the store also keeps:
 - each port's newest sample (`fabric_port_latest`);
-- the per-minute rollups (`fabric_port_minutes`): the sweep's samples are added to the
-  minute their sweep end falls in, so a minute's rollup is always exactly the sum of its
-  stored samples (a sample is stored once: the samples' primary key refuses a second);
+- the rollups per minute and per 10 s (`fabric_port_minutes`, `fabric_port_10s`): the
+  sweep's samples are added to the span their sweep end falls in, so a span's rollup is
+  always exactly the sum of its stored samples (a sample is stored once: the samples'
+  primary key refuses a second);
 - error bursts (`fabric_events` of kind error_burst): a port whose error-counter deltas
   are > 0 opens a burst, or extends its open one (counts summed); its next sweep with
   every error delta known and 0 closes it (end: the last erroring sweep's end). A port
@@ -32,7 +33,7 @@ from collector.fabric.topology import Change, Topology
 from collector.store.copy import binary_copy
 from collector.store.partitions import Partitions, day_of
 from collector.store.rollups import MINUTE_NS
-from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, RATE_COUNTERS
+from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, RATE_COUNTERS, TEN_S_NS
 
 _SAMPLE_COLUMNS = (
     ["port_id", "ts_ns", "dt_ns", "flags"] + list(PORT_COUNTERS) + [f"d_{c}" for c in PORT_COUNTERS]
@@ -47,9 +48,14 @@ ON CONFLICT (port_id) DO UPDATE SET
     {", ".join(f"{c} = EXCLUDED.{c}" for c in _SAMPLE_COLUMNS[1:])}
 WHERE EXCLUDED.ts_ns >= fabric_port_latest.ts_ns
 """
-#: Columns of a per-minute rollup after its key, and each one's value for one sample and its
-#: sum with the rollup's (null-aware: the sum of the known deltas, null while none known).
-_MINUTE_VALUES = {
+#: The rollup tables: name, key column (the span's start), span (ns).
+ROLLUPS = (
+    ("fabric_port_minutes", "minute_ns", MINUTE_NS),
+    ("fabric_port_10s", "start_ns", TEN_S_NS),
+)
+#: Columns of a rollup after its key, and each one's value for one sample and its sum with
+#: the rollup's (null-aware: the sum of the known deltas, null while none known).
+_ROLLUP_VALUES = {
     "samples": ("1", "m.samples + EXCLUDED.samples"),
     "last_ns": ("ts_ns", "greatest(m.last_ns, EXCLUDED.last_ns)"),
     "flags": ("flags", "m.flags | EXCLUDED.flags"),
@@ -58,30 +64,35 @@ _MINUTE_VALUES = {
     **{f"t_{c}": (f"CASE WHEN d_{c} IS NOT NULL AND dt_ns > 0 THEN dt_ns ELSE 0 END",
                   f"m.t_{c} + EXCLUDED.t_{c}") for c in RATE_COUNTERS},
 }  # fmt: skip
-#: The sweep just copied (its rows share ts_ns) added to its minute's rollups.
-_MINUTES_UPSERT = f"""
-INSERT INTO fabric_port_minutes AS m (port_id, minute_ns, {", ".join(_MINUTE_VALUES)})
-SELECT port_id, ts_ns / {MINUTE_NS} * {MINUTE_NS},
-       {", ".join(v for v, _ in _MINUTE_VALUES.values())}
+#: Per rollup table: the sweep just copied (its rows share ts_ns) added to its span's row.
+_ROLLUP_UPSERTS = [
+    f"""
+INSERT INTO {table} AS m (port_id, {key}, {", ".join(_ROLLUP_VALUES)})
+SELECT port_id, ts_ns / {span} * {span}, {", ".join(v for v, _ in _ROLLUP_VALUES.values())}
 FROM fabric_port_samples WHERE ts_ns = %s
-ON CONFLICT (port_id, minute_ns) DO UPDATE SET
-    {", ".join(f"{c} = {add}" for c, (_, add) in _MINUTE_VALUES.items())}
+ON CONFLICT (port_id, {key}) DO UPDATE SET
+    {", ".join(f"{c} = {add}" for c, (_, add) in _ROLLUP_VALUES.items())}
 """
+    for table, key, span in ROLLUPS
+]
 _ERROR_COLUMNS = [PORT_COUNTERS.index(c) for c in ERROR_COUNTERS]
-#: The rollups of the minutes in [lo, hi) recomputed from the stored samples.
-_MINUTES_REBUILD = f"""
-INSERT INTO fabric_port_minutes (port_id, minute_ns, {", ".join(_MINUTE_VALUES)})
-SELECT port_id, ts_ns / {MINUTE_NS} * {MINUTE_NS}, count(*), max(ts_ns), bit_or(flags),
-       {", ".join(f"sum(d_{c})" for c in PORT_COUNTERS)},
-       {
-    ", ".join(
-        f"coalesce(sum(dt_ns) FILTER (WHERE d_{c} IS NOT NULL AND dt_ns > 0), 0)"
-        for c in RATE_COUNTERS
-    )
-}
+_KNOWN_TIME = ", ".join(
+    f"coalesce(sum(dt_ns) FILTER (WHERE d_{c} IS NOT NULL AND dt_ns > 0), 0)" for c in RATE_COUNTERS
+)
+#: Per rollup table: its rows of the spans in [lo, hi) recomputed from the stored samples.
+_ROLLUP_REBUILDS = [
+    (
+        f"DELETE FROM {table} WHERE {key} >= %(lo)s AND {key} < %(hi)s",
+        f"""
+INSERT INTO {table} (port_id, {key}, {", ".join(_ROLLUP_VALUES)})
+SELECT port_id, ts_ns / {span} * {span}, count(*), max(ts_ns), bit_or(flags),
+       {", ".join(f"sum(d_{c})" for c in PORT_COUNTERS)}, {_KNOWN_TIME}
 FROM fabric_port_samples WHERE ts_ns >= %(lo)s AND ts_ns < %(hi)s
 GROUP BY 1, 2
-"""
+""",
+    )
+    for table, key, span in ROLLUPS
+]
 
 
 def signed64(value: int) -> int:
@@ -315,7 +326,8 @@ class FabricStore:
             with cur.copy(_SAMPLE_COPY) as copy:
                 copy.write(binary_copy(columns))
             cur.execute(_LATEST_UPSERT, (raw.t_end_ns,))
-            cur.execute(_MINUTES_UPSERT, (raw.t_end_ns,))
+            for upsert in _ROLLUP_UPSERTS:
+                cur.execute(upsert, (raw.t_end_ns,))
             errors = np.where(known[:, _ERROR_COLUMNS], sweep.deltas[sel][:, _ERROR_COLUMNS], 0)
             erroring = np.asarray((errors > 0).any(axis=1))
             quiet = known[:, _ERROR_COLUMNS].all(axis=1) & ~erroring
@@ -323,18 +335,18 @@ class FabricStore:
             self._close_bursts(cur, ids[sel][quiet].tolist())
         return n
 
-    def rebuild_minutes(self, lo_ns: int, hi_ns: int) -> int:
-        """Recompute the per-minute rollups of the whole minutes in [lo_ns, hi_ns) from the
-        stored samples (samples loaded in bulk, a repair); rows written."""
+    def rebuild_rollups(self, lo_ns: int, hi_ns: int) -> int:
+        """Recompute the rollups (per minute, per 10 s) of the whole minutes in [lo_ns,
+        hi_ns) from the stored samples (samples loaded in bulk, a repair); rows written."""
         assert lo_ns % MINUTE_NS == 0 and hi_ns % MINUTE_NS == 0, "whole minutes only"
         conn = self._connection()
+        rows = 0
         with conn.transaction(), conn.cursor() as cur:
-            cur.execute(
-                "DELETE FROM fabric_port_minutes WHERE minute_ns >= %(lo)s AND minute_ns < %(hi)s",
-                {"lo": lo_ns, "hi": hi_ns},
-            )
-            cur.execute(_MINUTES_REBUILD, {"lo": lo_ns, "hi": hi_ns})
-            return cur.rowcount
+            for clear, rebuild in _ROLLUP_REBUILDS:
+                cur.execute(clear, {"lo": lo_ns, "hi": hi_ns})
+                cur.execute(rebuild, {"lo": lo_ns, "hi": hi_ns})
+                rows += cur.rowcount
+        return rows
 
     def _open_bursts(self, cur: psycopg.Cursor) -> dict[int, _Burst]:
         """The open error bursts by port id (read from the database once)."""

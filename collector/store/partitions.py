@@ -171,6 +171,7 @@ async def apply_retention(
             await conn.execute(f"DELETE FROM {table} WHERE minute_ns < %s", (cutoff_ns,))
         for table in ROLLED_PER_SECOND:
             await conn.execute(f"DELETE FROM {table} WHERE second_ns < %s", (cutoff_ns,))
+        await conn.execute("DELETE FROM fabric_port_10s WHERE start_ns < %s", (cutoff_ns,))
         await conn.execute(
             "DELETE FROM received_frames WHERE job_id IN "
             "(SELECT id FROM jobs WHERE last_seen_ns < %s)",

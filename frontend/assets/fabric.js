@@ -16,7 +16,7 @@
  */
 (function () {
     const FLAG_DOWN = 1, FLAG_SATURATED = 2;
-    let stateEtag = null, fetchedAt = null, focused = null, inflight = false;
+    let stateEtag = null, fetchedAt = null, focused = null, pending = null;
     // The graph on screen: its topology's ETag and the expanded leaves (sorted, joined).
     let drawn = null;
     // The playback step whose state the page holds ("from=..&to=.."; null: live), and the
@@ -120,6 +120,41 @@
             busiest;
     }
 
+    // One tick's work (see `tick`): the outputs of the tick callback.
+    async function update(view, drawnEtag, have) {
+        const nu = window.dash_clientside.no_update;
+        const frame = view && view.at !== null && view.at !== undefined
+            ? `from=${view.at}&to=${view.at + view.step}` : null;
+        if (frame !== null && frame === frameKey && have) return [nu, nu, nu, nu];
+        const started = performance.now();
+        let response, state;
+        try {
+            // Only what this page holds counts as had (the script outlives a page).
+            const live = frame === null;
+            response = await fetch('/api/fabric/state' + (live ? '' : '?' + frame), {
+                headers: live && stateEtag && have && frameKey === null
+                    ? {'If-None-Match': stateEtag} : {},
+                cache: 'no-store',
+            });
+            if (response.ok && response.status !== 304) state = await response.json();
+        } catch (err) {
+            return [nu, nu, 'fabric state unreachable: ' + err, nu];
+        }
+        const time = 'updated ' + new Date().toISOString().slice(11, 19) + ' UTC';
+        if (response.status === 304) return [nu, nu, time, freshnessLine(lastFreshness)];
+        if (!response.ok) {
+            return [nu, nu, `GET /api/fabric/state: HTTP ${response.status}`, nu];
+        }
+        mark('fabric-state');
+        if (frame === null) stateEtag = response.headers.get('ETag');
+        frameKey = frame;
+        lastFreshness = state.freshness;
+        fetchedAt = started;
+        const same = state.topology_etag === drawnEtag ||
+            (drawn !== null && drawn.etag === state.topology_etag);
+        return [state, same ? nu : state.topology_etag, time, freshnessLine(lastFreshness)];
+    }
+
     window.dash_clientside = Object.assign({}, window.dash_clientside, {
         fabric: {
             // Every tick: the shared state if it changed (304 otherwise), the topology's ETag
@@ -128,49 +163,20 @@
             // step (view.at), the state over that step, fetched once per step. Also the
             // topology's ETag if that changed (the graph is then redrawn), the status line
             // and how old the last sweep is. A tick while the previous one's answer is still
-            // awaited does nothing (a slow answer never piles requests up).
-            tick: async function (_n, view, drawnEtag, have) {
-                const nu = window.dash_clientside.no_update;
-                const frame = view && view.at !== null && view.at !== undefined
-                    ? `from=${view.at}&to=${view.at + view.step}` : null;
-                if (inflight) return [nu, nu, nu, nu];
-                if (frame !== null && frame === frameKey && have) return [nu, nu, nu, nu];
-                inflight = true;
-                const started = performance.now();
-                let response, state;
-                try {
-                    // Only what this page holds counts as had (the script outlives a page).
-                    const live = frame === null;
-                    response = await fetch('/api/fabric/state' + (live ? '' : '?' + frame), {
-                        headers: live && stateEtag && have && frameKey === null
-                            ? {'If-None-Match': stateEtag} : {},
-                        cache: 'no-store',
-                    });
-                    if (response.ok && response.status !== 304) state = await response.json();
-                } catch (err) {
-                    return [nu, nu, 'fabric state unreachable: ' + err, nu];
-                } finally {
-                    inflight = false;
+            // awaited answers with that one (a slow answer never piles requests up, and Dash,
+            // which drops the result of a callback run that a newer run overtook, still
+            // gets it).
+            tick: function (_n, view, drawnEtag, have) {
+                if (pending === null) {
+                    pending = update(view, drawnEtag, have).finally(() => { pending = null; });
                 }
-                const time = 'updated ' + new Date().toISOString().slice(11, 19) + ' UTC';
-                if (response.status === 304) return [nu, nu, time, freshnessLine(lastFreshness)];
-                if (!response.ok) {
-                    return [nu, nu, `GET /api/fabric/state: HTTP ${response.status}`, nu];
-                }
-                mark('fabric-state');
-                if (frame === null) stateEtag = response.headers.get('ETag');
-                frameKey = frame;
-                lastFreshness = state.freshness;
-                fetchedAt = started;
-                const same = state.topology_etag === drawnEtag ||
-                    (drawn !== null && drawn.etag === state.topology_etag);
-                return [state, same ? nu : state.topology_etag, time, freshnessLine(lastFreshness)];
+                return pending;
             },
 
             // The view in the controls: a live window or a custom one, the playback step (the
             // slider; none: live), the job highlighted and the element in the detail panel;
             // written into the page's URL (replaced, so a reload or a shared link shows it).
-            navigate: function (pick, _apply, at, job, selected, from, to, step, view) {
+            navigate: function (pick, _apply, at, job, selected, _live, from, to, step, view) {
                 const trigger = (window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
                 const v = Object.assign({}, view);
                 if (trigger.startsWith(IDS.picker) || trigger.startsWith(IDS.apply)) {
@@ -181,6 +187,9 @@
                     } else {
                         Object.assign(v, {live: pick, from: null, to: null});
                     }
+                    v.at = null;
+                    v.step = null;
+                } else if (trigger.startsWith(IDS.live)) {
                     v.at = null;
                     v.step = null;
                 } else if (trigger.startsWith(IDS.slider)) {
@@ -239,6 +248,34 @@
                 return [next, nu, nu];
             },
 
+            // The job box: the GUIDs of the job's HCAs and the ids of its links (the whole
+            // job: GET /api/jobs/<job>/placement) for the painter, and a line saying what
+            // is highlighted or why nothing is. In the browser: no server callback stands
+            // between the page's first state and its first paint.
+            placed: async function (job) {
+                job = (job || '').trim();
+                if (!job) return [null, ''];
+                const path = '/api/jobs/' + encodeURIComponent(job) + '/placement';
+                let response, body;
+                try {
+                    response = await fetch(path);
+                    body = await response.json();
+                } catch (err) {
+                    return [null, `stacklens server unreachable: ${path}: ${err}`];
+                }
+                if (!response.ok) {
+                    return [null, `stacklens server error: GET ${path} returned HTTP ` +
+                        `${response.status}: ${body.detail}`];
+                }
+                const nodes = [...new Set(body.hosts.flatMap((h) => h.ports.map((p) => p.guid)))].sort();
+                const links = body.links.map((l) => l.id);
+                const lost = body.hosts.filter((h) => h.match === 'unmatched').map((h) => h.host);
+                let line = `job ${job}: ${body.hosts.length - lost.length} hosts, ${links.length} links` +
+                    ` (${body.crossed} between switches)`;
+                if (lost.length) line += `; not on the fabric: ${lost.join(', ')}`;
+                return [{nodes: nodes, links: links}, line];
+            },
+
             // A click on a link or a node (not a host group: that expands) opens the detail
             // panel on it; a host bundle opens its leaf's; the close button closes it.
             select: function (node, edge, _close) {
@@ -264,7 +301,7 @@
             // to the graph when it shows that already.
             draw: async function (etag, expanded, config) {
                 const nu = window.dash_clientside.no_update;
-                const cy = cyOf(config.graph);
+                let cy = cyOf(config.graph);
                 const exp = [...(expanded || [])].sort().join(',');
                 const shown = (e) => cy && cy.elements().length > 0 && drawn !== null &&
                     drawn.exp === exp && (e === null || e === drawn.etag);
@@ -281,9 +318,22 @@
                     return [nu, nu, `GET ${config.graph_path}: HTTP ${response.status}: ${body.detail}`];
                 }
                 mark('fabric-graph');
+                for (let i = 0; !cy && i < 100; i++) {  // the graph component still mounting
+                    await new Promise((done) => setTimeout(done, 50));
+                    cy = cyOf(config.graph);
+                }
+                if (!cy) return [nu, nu, 'the fabric graph did not appear'];
                 if (shown(body.etag)) return [nu, nu, ''];
+                // Straight into cytoscape (one batch), not through a Dash property: the
+                // renderer would copy and diff every element first.
+                cy.batch(() => {
+                    cy.elements().remove();
+                    cy.add(body.elements);
+                });
+                cy.fit(undefined, 24);
                 drawn = {etag: body.etag, exp: exp};
-                return [body.elements, body.folded, ''];
+                return [{etag: body.etag, expanded: exp, elements: body.elements.length},
+                        body.folded, ''];
             },
 
             // Colour every edge and group from the state; dim what the filter leaves out; with
@@ -363,11 +413,12 @@
             // Search: a node by name or GUID (exact first, then the first containing it); a
             // host folded into its leaf's group expands the group first. Else a job: its
             // ranks' hosts (GET /api/jobs/<job>/ranks), the first one in the fabric focused.
-            search: async function (query, elements, expanded) {
+            search: async function (query, _drawn, expanded) {
                 const nu = window.dash_clientside.no_update;
                 const q = (query || '').trim().toLowerCase();
-                if (!q || !elements) return [nu, nu, ''];
-                const nodes = elements.filter((el) => el.data && el.data.kind !== undefined);
+                const cy = cyOf('fabric-graph');
+                if (!q || !cy) return [nu, nu, ''];
+                const nodes = cy.nodes().map((n) => ({data: n.data()}));
                 const find = (name, partial) => {
                     const exact = nodes.find((el) => el.data.kind !== 'group' &&
                         (el.data.label.toLowerCase() === name || el.data.id === name));

@@ -117,6 +117,7 @@ def layout(**query: str) -> html.Div:
             dcc.Store(id=ids.FABRIC_TOPOLOGY_ETAG),
             dcc.Store(id=ids.FABRIC_EXPANDED, data=[]),
             dcc.Store(id=ids.FABRIC_FOLDED, data=False),
+            dcc.Store(id=ids.FABRIC_DRAWN),
             dcc.Store(id=ids.FABRIC_FOCUS, data=view["focus"]),
             dcc.Store(id=ids.FABRIC_FOCUSED),
             dcc.Store(id=ids.FABRIC_PAINT_CONFIG, data=_paint_config()),
@@ -336,6 +337,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Input(ids.FABRIC_SLIDER, "value"),
         Input(ids.FABRIC_JOB, "value"),
         Input(ids.FABRIC_SELECTED, "data"),
+        Input(ids.FABRIC_LIVE, "n_clicks"),
         State(ids.FABRIC_FROM, "value"),
         State(ids.FABRIC_TO, "value"),
         State(ids.FABRIC_SLIDER, "step"),
@@ -382,7 +384,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         ClientsideFunction(fabric_js, "paint"),
         Output(ids.FABRIC_SUMMARY, "children"),
         Input(ids.FABRIC_STATE, "data"),
-        Input(ids.FABRIC_GRAPH, "elements"),
+        Input(ids.FABRIC_DRAWN, "data"),
         Input(ids.FABRIC_FILTER, "value"),
         Input(ids.FABRIC_SCALE, "value"),
         Input(ids.FABRIC_JOB_PLACED, "data"),
@@ -394,7 +396,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Output(ids.FABRIC_FOCUS, "data"),
         Output(ids.FABRIC_SEARCH_MESSAGE, "children"),
         Input(ids.FABRIC_SEARCH, "value"),
-        State(ids.FABRIC_GRAPH, "elements"),
+        State(ids.FABRIC_DRAWN, "data"),
         State(ids.FABRIC_EXPANDED, "data"),
         prevent_initial_call=True,
     )
@@ -402,7 +404,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         ClientsideFunction(fabric_js, "focus"),
         Output(ids.FABRIC_FOCUSED, "data"),
         Input(ids.FABRIC_FOCUS, "data"),
-        Input(ids.FABRIC_GRAPH, "elements"),
+        Input(ids.FABRIC_DRAWN, "data"),
         State(ids.FABRIC_PAINT_CONFIG, "data"),
     )
     dash_app.clientside_callback(
@@ -423,7 +425,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )
     dash_app.clientside_callback(
         ClientsideFunction(fabric_js, "draw"),
-        Output(ids.FABRIC_GRAPH, "elements"),
+        Output(ids.FABRIC_DRAWN, "data"),
         Output(ids.FABRIC_FOLDED, "data"),
         Output(ids.FABRIC_DRAW_MESSAGE, "children"),
         Input(ids.FABRIC_TOPOLOGY_ETAG, "data"),
@@ -473,11 +475,12 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         State(ids.FABRIC_SELECTED, "data"),
         prevent_initial_call=True,
     )
-    dash_app.callback(
+    dash_app.clientside_callback(
+        ClientsideFunction(fabric_js, "placed"),
         Output(ids.FABRIC_JOB_PLACED, "data"),
         Output(ids.FABRIC_JOB_MESSAGE, "children"),
         Input(ids.FABRIC_JOB, "value"),
-    )(job_placed)
+    )
     dash_app.callback(
         Output(ids.FABRIC_REPORT_PDF, "href"),
         Output(ids.FABRIC_REPORT_HTML, "href"),
@@ -691,25 +694,6 @@ def panel(selected: dict[str, Any] | None, view: dict[str, Any] | None,
 
     key = ("panel", subject, view.get("live"), view.get("from"), view.get("to"))
     return _shared(key, build)  # type: ignore[no-any-return]
-
-
-def job_placed(job: str | None) -> tuple[dict[str, list] | None, str]:
-    """The GUIDs of a job's HCAs and the ids of its links (the whole job), for the painter,
-    and a line saying what is highlighted (or why nothing is)."""
-    job = (job or "").strip()
-    if not job:
-        return None, ""
-    try:
-        placement = api.current_client().placement(job, api.Window())
-    except ApiError as exc:
-        return None, str(exc)
-    nodes = sorted({p.guid for h in placement.hosts for p in h.ports})
-    links = [lk.id for lk in placement.links]
-    lost = [h.host for h in placement.hosts if h.match == "unmatched"]
-    line = f"job {job}: {len(placement.hosts) - len(lost)} hosts, {len(links)} links"
-    line += f" ({placement.crossed} between switches)"
-    line += f"; not on the fabric: {', '.join(lost)}" if lost else ""
-    return {"nodes": nodes, "links": links}, line
 
 
 def report_links(start: str | None, end: str | None, hosts: str | None) -> tuple[str, str]:

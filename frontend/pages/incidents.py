@@ -57,6 +57,7 @@ def layout(**_query: str) -> html.Div:
             ]),
             html.Section(id=ids.INC_DETAIL, className="card", hidden=True, children=[
                 html.H2(id=ids.INC_DETAIL_TITLE),
+                components.report_buttons(ids.INC_REPORT_PDF, ids.INC_REPORT_HTML),
                 components.markdown_table(ids.INC_DETAIL_JOBS),
                 dcc.Graph(id=ids.INC_EVIDENCE, config={"displaylogo": False}),
             ]),
@@ -115,6 +116,8 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Output(ids.INC_DETAIL_TITLE, "children"),
         Output(ids.INC_DETAIL_JOBS, "children"),
         Output(ids.INC_EVIDENCE, "figure"),
+        Output(ids.INC_REPORT_PDF, "href"),
+        Output(ids.INC_REPORT_HTML, "href"),
         Input(ids.INC_GRID, "selectedRows"),
         Input(ids.INC_GRID, "cellClicked"),
         Input(ids.INC_TICK, "n_intervals"),
@@ -123,11 +126,11 @@ def register_callbacks(dash_app: dash.Dash) -> None:
                ) -> tuple[Any, ...]:  # fmt: skip
         row_id = (clicked or {}).get("rowId")
         if row_id is None:
-            return True, dash.no_update, dash.no_update, dash.no_update
+            return (True, *[dash.no_update] * 5)
         try:
             incident = api.current_client().incident(int(row_id))
         except (ApiError, ValueError) as exc:
-            return False, f"Incident {row_id}", str(exc), dash.no_update
+            return False, f"Incident {row_id}", str(exc), *[dash.no_update] * 3
         span = (
             format_utc_ns(incident.start_ns)
             + " – "
@@ -135,4 +138,10 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         )
         title = f"#{incident.id} {incident.severity}: {incident.summary} ({span})"
         return (False, title, components.incident_jobs_markdown(incident),
-                figures.incident_evidence(incident))  # fmt: skip
+                figures.incident_evidence(incident), *report_links(incident.id))  # fmt: skip
+
+
+def report_links(incident: int) -> tuple[str, str]:
+    """The hrefs of the incident's report buttons (PDF, HTML)."""
+    path = f"incidents/{incident}"
+    return components.report_href(path, {}, "pdf"), components.report_href(path, {}, "html")

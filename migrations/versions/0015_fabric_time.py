@@ -1,6 +1,7 @@
-"""Fabric over time: per-minute port rollups (`fabric_port_minutes`, kept exact by the fabric
-store with every sweep; filled here from the stored samples) and fabric events with a
-start and an end (`start_ns`, `end_ns` null while open): a link_down is closed by the
+"""Fabric over time: per-minute and per-10-second port rollups (`fabric_port_minutes`,
+`fabric_port_10s`, kept exact by the fabric store with every sweep; filled here from the
+stored samples) and fabric events with a start and an end (`start_ns`, `end_ns` null
+while open): a link_down is closed by the
 link_up that followed it, a node_gone by the node_new; the link_up / node_new events that
 closed one are merged into it, the others (a link or node seen for the first time) become
 points (end = start). Events name their link (`link_id`), port (`port_id`, error bursts)
@@ -28,34 +29,39 @@ COUNTERS = (
     "link_error_recovery", "link_downed", "rcv_errors", "xmit_discards", "vl15_dropped",
 )  # fmt: skip
 RATES = COUNTERS[:5]
-MINUTE_NS = 60 * 10**9
+#: The rollup tables: name, key column, span (ns).
+ROLLUPS = (
+    ("fabric_port_minutes", "minute_ns", 60 * 10**9),
+    ("fabric_port_10s", "start_ns", 10**10),
+)
 
 #: An event's GUID text ('0x' + 16 hex digits) as the stored signed bigint.
 _GUID = "('x' || lpad(substr({}, 3), 16, '0'))::bit(64)::bigint"
 
 
 def upgrade() -> None:
-    op.create_table(
-        "fabric_port_minutes",
-        sa.Column("port_id", sa.Integer(), primary_key=True, autoincrement=False),
-        sa.Column("minute_ns", sa.BigInteger(), primary_key=True, autoincrement=False),
-        sa.Column("samples", sa.Integer(), nullable=False),
-        sa.Column("last_ns", sa.BigInteger(), nullable=False),
-        sa.Column("flags", sa.Integer(), nullable=False),
-        *[sa.Column(f"d_{c}", sa.BigInteger(), nullable=True) for c in COUNTERS],
-        *[sa.Column(f"t_{c}", sa.BigInteger(), nullable=False) for c in RATES],
-    )
     sums = ", ".join(f"sum(d_{c})" for c in COUNTERS)
     known = ", ".join(
         f"coalesce(sum(dt_ns) FILTER (WHERE d_{c} IS NOT NULL AND dt_ns > 0), 0)" for c in RATES
     )
     columns = ", ".join((*(f"d_{c}" for c in COUNTERS), *(f"t_{c}" for c in RATES)))
-    op.execute(
-        "INSERT INTO fabric_port_minutes (port_id, minute_ns, samples, last_ns, flags, "
-        f"{columns}) SELECT port_id, ts_ns / {MINUTE_NS} * {MINUTE_NS}, count(*), max(ts_ns), "
-        f"bit_or(flags), {sums}, {known} FROM fabric_port_samples GROUP BY 1, 2"
-    )
-    op.create_index("ix_fabric_port_minutes_time", "fabric_port_minutes", ["minute_ns"])
+    for table, key, width in ROLLUPS:
+        op.create_table(
+            table,
+            sa.Column("port_id", sa.Integer(), primary_key=True, autoincrement=False),
+            sa.Column(key, sa.BigInteger(), primary_key=True, autoincrement=False),
+            sa.Column("samples", sa.Integer(), nullable=False),
+            sa.Column("last_ns", sa.BigInteger(), nullable=False),
+            sa.Column("flags", sa.Integer(), nullable=False),
+            *[sa.Column(f"d_{c}", sa.BigInteger(), nullable=True) for c in COUNTERS],
+            *[sa.Column(f"t_{c}", sa.BigInteger(), nullable=False) for c in RATES],
+        )
+        op.execute(
+            f"INSERT INTO {table} (port_id, {key}, samples, last_ns, flags, {columns}) "
+            f"SELECT port_id, ts_ns / {width} * {width}, count(*), max(ts_ns), bit_or(flags), "
+            f"{sums}, {known} FROM fabric_port_samples GROUP BY 1, 2"
+        )
+        op.create_index(f"ix_{table}_time", table, [key])
 
     op.alter_column("fabric_events", "ts_ns", new_column_name="start_ns")
     op.drop_index("ix_fabric_events_time", table_name="fabric_events")
@@ -109,5 +115,6 @@ def downgrade() -> None:
         op.drop_column("fabric_events", column)
     op.alter_column("fabric_events", "start_ns", new_column_name="ts_ns")
     op.create_index("ix_fabric_events_time", "fabric_events", ["ts_ns"])
-    op.drop_index("ix_fabric_port_minutes_time", table_name="fabric_port_minutes")
-    op.drop_table("fabric_port_minutes")
+    for table, _, _ in ROLLUPS:
+        op.drop_index(f"ix_{table}_time", table_name=table)
+        op.drop_table(table)

@@ -46,7 +46,8 @@ typedef struct sl_ibport {
     uint32_t port;
     uint64_t node_guid;
     uint64_t last[SL_NCOUNTERS];
-    uint32_t have; /* bit i: last[i] holds a value */
+    uint32_t have;  /* bit i: last[i] holds a value */
+    uint32_t known; /* bit i: the last interval's delta of counter i was known */
 } sl_ibport;
 
 static int reporting;      /* this rank reports its host's ports */
@@ -193,7 +194,11 @@ void sl_ibport_start(void)
 }
 
 /* Fills r with the deltas of p since the last read and advances the baseline;
- * returns 1 if the record has a known non-zero delta. */
+ * returns 1 if the record is to be sent: it has a known non-zero delta, or a
+ * counter known in the last interval is unknown in this one (a reset, a file
+ * gone): that interval is then stored with the counter unknown, never read as
+ * "nothing moved". A counter that stays unknown (saturated, absent) is sent
+ * only with other news. */
 static int port_deltas(sl_ibport *p, sl_rec_hca *r)
 {
     uint64_t now[SL_NCOUNTERS], d[SL_NCOUNTERS] = { 0 };
@@ -210,6 +215,8 @@ static int port_deltas(sl_ibport *p, sl_rec_hca *r)
         p->last[i] = now[i];
     }
     p->have = present;
+    uint32_t lost = p->known & ~valid;
+    p->known = valid;
     memset(r, 0, sizeof *r);
     memcpy(r->device, p->device, sizeof r->device);
     r->port = p->port;
@@ -226,7 +233,7 @@ static int port_deltas(sl_ibport *p, sl_rec_hca *r)
     r->rcv_errors = d[8];
     r->xmit_discards = d[9];
     r->vl15_dropped = d[10];
-    return any != 0;
+    return any != 0 || lost != 0;
 }
 
 /* Writes the hca section of this interval at out; returns its size (0 if empty). */

@@ -17,8 +17,10 @@
  * now or was at the previous read, when it decreased (a reset by someone
  * else: the new value becomes the baseline), or when it stands at the
  * maximum of its PortCounters width (saturated: the delta would be only a
- * lower bound). Ports are found once, when the sender starts, at most
- * SL_IBPORT_MAX_PORTS of them.
+ * lower bound). A port's record is sent when it has a known non-zero delta
+ * or when a counter known in the previous interval is unknown in this one (so
+ * a reset interval is stored as unknown, not missing). Ports are found once,
+ * when the sender starts, at most SL_IBPORT_MAX_PORTS of them.
  */
 #ifndef SL_IBPORT_H
 #define SL_IBPORT_H

@@ -26,8 +26,8 @@ from sqlalchemy.orm import Session
 
 from collector.store.rollups import MINUTE_NS
 from server.jobs.series import Steps
-from stacklens.constants import PORT_COUNTERS, RATE_COUNTERS
-from stacklens.schema import FabricEvent, FabricPortMinute, FabricPortSample
+from stacklens.constants import PORT_COUNTERS, RATE_COUNTERS, TEN_S_NS
+from stacklens.schema import FabricEvent, FabricPortMinute, FabricPortSample, FabricPortTen
 
 #: The value columns of ports' sums, in the order the queries return them (after the port
 #: id and the step): sums, count of known deltas, sampled time knowing each rate counter.
@@ -89,6 +89,16 @@ class Sums:
             {c: pick(v) for c, v in self.known_ns.items()},
         )  # fmt: skip
 
+    def only(self, ports: list[int]) -> Sums:
+        """The rows of these port ids."""
+        keep = np.isin(self.port, np.array(ports, dtype=np.int64))
+        return Sums(
+            self.port[keep], self.key[keep], self.samples[keep], self.last_ns[keep],
+            self.flags[keep], {c: v[keep] for c, v in self.deltas.items()},
+            {c: v[keep] for c, v in self.known.items()},
+            {c: v[keep] for c, v in self.known_ns.items()},
+        )  # fmt: skip
+
     def rate(self, counter: str) -> np.ndarray:
         """Mean rate of a rate counter over the time that knows it (nan: unknown)."""
         t = self.known_ns[counter]
@@ -113,16 +123,41 @@ def _raw_rows(ids: Any, lo: int, hi: int, at: Any) -> Any:
         s.flags,
         *(s[f"d_{c}"] for c in PORT_COUNTERS),
         *known,
-    ).where(s.port_id == func.any(ids), s.ts_ns >= lo, s.ts_ns < hi)
+    ).where(*_of_ports(s.port_id, ids), s.ts_ns >= lo, s.ts_ns < hi)
 
 
-def _minute_rows(ids: Any, lo: int, hi: int, at: Any) -> Any:
-    """The same rows from the per-minute rollups of the minutes in [lo, hi) (whole
-    minutes)."""
-    m = FabricPortMinute.__table__.c
-    return select(m.port_id, at(m.minute_ns).label("at"), *(m[c] for c in ROW_COLUMNS)).where(
-        m.port_id == func.any(ids), m.minute_ns >= lo, m.minute_ns < hi
+#: The rollups, coarsest first: table, key column (a span's start), span (ns).
+ROLLUPS = (
+    (FabricPortMinute.__table__, "minute_ns", MINUTE_NS),
+    (FabricPortTen.__table__, "start_ns", TEN_S_NS),
+)
+
+
+def _rolled_rows(rollup: tuple[Any, str, int], ids: Any, lo: int, hi: int, at: Any) -> Any:
+    """The same rows from a rollup (ROLLUPS), of its spans in [lo, hi) (whole spans)."""
+    table, key, _ = rollup
+    m = table.c
+    return select(m.port_id, at(m[key]).label("at"), *(m[c] for c in ROW_COLUMNS)).where(
+        *_of_ports(m.port_id, ids), m[key] >= lo, m[key] < hi
     )
+
+
+def _cover(ids: Any, lo: int, hi: int, at: Any, rollups: tuple[Any, ...]) -> list[Any]:
+    """Row sources of [lo, hi): the whole spans of the coarsest rollup inside it, the rest
+    on each side by the finer ones, what is left from the raw samples."""
+    if lo >= hi:
+        return []
+    if not rollups:
+        return [_raw_rows(ids, lo, hi, at)]
+    span = rollups[0][2]
+    first, last = -(-lo // span) * span, hi // span * span
+    if first >= last:
+        return _cover(ids, lo, hi, at, rollups[1:])
+    return [
+        *_cover(ids, lo, first, at, rollups[1:]),
+        _rolled_rows(rollups[0], ids, first, last, at),
+        *_cover(ids, last, hi, at, rollups[1:]),
+    ]
 
 
 def _summed(parts: list[Any]) -> Any:
@@ -158,14 +193,28 @@ def _sum_columns(rows: Any, first: bool) -> Any:
     ).group_by(c.port_id, c.at)
 
 
+#: Above this many ports, a query reads every port's rows of its time range (through the
+#: time indexes) and the caller keeps its own: cheaper than one index probe per port.
+MAX_PORTS_PROBED = 64
+
+
 def _ids(port_ids: list[int]) -> Any:
+    """The ports a query asks for, as one array parameter; None: many, every port is read."""
+    if len(set(port_ids)) > MAX_PORTS_PROBED:
+        return None
     return literal(sorted(set(port_ids)), type_=ARRAY(Integer))  # one parameter, not 7,000
+
+
+def _of_ports(column: Any, ids: Any) -> list[Any]:
+    """SQL conditions: `column` is one of the ports `ids` (none: every port)."""
+    return [] if ids is None else [column == func.any(ids)]
 
 
 def window_sums(session: Session, port_ids: list[int], lo: int, hi: int) -> Sums:
     """Per port id, its samples with lo <= ts_ns < hi summed (key 0; ports without one have
-    no row): the window's whole minutes from the rollups, its partial first and last
-    minutes raw."""
+    no row): the window's whole minutes from the minute rollups, the whole 10 s of its
+    partial first and last minutes from the 10 s ones, the rest (under 10 s at each end)
+    raw."""
     if not port_ids:
         return Sums.of([])
     ids = _ids(port_ids)
@@ -173,40 +222,29 @@ def window_sums(session: Session, port_ids: list[int], lo: int, hi: int) -> Sums
     def whole(_: Any) -> Any:
         return literal(0, BigInteger)
 
-    first = -(-lo // MINUTE_NS) * MINUTE_NS  # the first whole minute's start
-    last = hi // MINUTE_NS * MINUTE_NS  # the end of the last whole minute
-    if first < last:
-        parts = [_minute_rows(ids, first, last, whole)]
-        if lo < first:
-            parts.append(_raw_rows(ids, lo, first, whole))
-        if last < hi:
-            parts.append(_raw_rows(ids, last, hi, whole))
-    else:
-        parts = [_raw_rows(ids, lo, hi, whole)]
-    return Sums.of(session.execute(_summed(parts)).all())
+    parts = _cover(ids, lo, hi, whole, ROLLUPS)
+    return Sums.of(session.execute(_summed(parts)).all()).only(port_ids)
 
 
-def rolled(steps: Steps) -> bool:
-    """Whether the steps are whole minutes from a whole minute (the rollups serve them)."""
-    return steps.from_ns % MINUTE_NS == 0 and steps.step_ns % MINUTE_NS == 0
+def resolution(steps: Steps) -> str:
+    """What the steps are read from: "minutes" for whole minutes from a whole minute,
+    "10 s" for whole 10 s from a whole 10 s (the rollups serve them; the finer rollups and
+    the raw samples the window's partial last span), else "samples"."""
+    spans = (("minutes", MINUTE_NS), ("10 s", TEN_S_NS))
+    fits = [name for name, span in spans if steps.from_ns % span == steps.step_ns % span == 0]
+    return fits[0] if fits else "samples"
 
 
 def step_sums(session: Session, port_ids: list[int], steps: Steps) -> Sums:
     """Per port id and step start (key), its samples in the step summed (only steps with
-    one): for steps of whole minutes from a whole minute, from the rollups but for the
-    window's last, partial minute; otherwise from the raw samples."""
+    one): from the coarsest rollup whose spans lie whole in the steps (`resolution`), the
+    finer ones and the raw samples for the window's partial last span; otherwise raw."""
     if not port_ids:
         return Sums.of([])
     ids = _ids(port_ids)
-    lo, hi = steps.from_ns, steps.to_ns
-    last = hi // MINUTE_NS * MINUTE_NS
-    if rolled(steps) and lo < last:
-        parts = [_minute_rows(ids, lo, last, steps.start)]
-        if last < hi:
-            parts.append(_raw_rows(ids, last, hi, steps.start))
-    else:
-        parts = [_raw_rows(ids, lo, hi, steps.start)]
-    return Sums.of(session.execute(_summed(parts)).all())
+    usable = {"minutes": ROLLUPS, "10 s": ROLLUPS[1:], "samples": ()}[resolution(steps)]
+    parts = _cover(ids, steps.from_ns, steps.to_ns, steps.start, usable)
+    return Sums.of(session.execute(_summed(parts)).all()).only(port_ids)
 
 
 # ---- events ----------------------------------------------------------------------------------

@@ -332,7 +332,7 @@ def fabric_series(
     return export.plain_json({
         **answer, "metrics": list(answer["metrics"]), "from_ns": steps.from_ns,
         "to_ns": steps.to_ns, "step_ns": steps.step_ns, "t_ns": times, "columns": columns,
-        "resolution": "minutes" if history.rolled(steps) else "samples",
+        "resolution": history.resolution(steps),
     })  # fmt: skip
 
 

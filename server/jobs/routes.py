@@ -18,6 +18,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
+from collector.store.rollups import MINUTE_NS
 from server import export, paging
 from server.deps import SessionDep
 from server.errors import error_responses
@@ -472,17 +473,19 @@ def job_series(
     and by peer counted as the job's ranks x steps, before any query)."""
     t = find_target(session, job, owner, run, window)
     ranks = max(t.world_size, 1) if by in ("rank", "peer") else 1
-    steps = _steps(t, window, step, series.series_max_steps(ranks))
+    steps = _steps(t, window, step, series.series_max_steps(ranks), by in ("rank", "peer"))
     try:
         if by in ("rank", "peer") and ranks * steps.count > series.MAX_POINTS:
             raise series.TooLarge(by, steps, ranks * steps.count, ranks)
         return _series(session, t, steps, by, fmt)
     except series.TooLarge as large:
-        if step is not None:
-            raise HTTPException(status_code=422, detail=str(large)) from None
-        # a chosen step too fine for the keys found (op, file): the step that fits them
-        coarser = series.Steps(steps.from_ns, steps.to_ns, large.chosen_ns)
-        return _series(session, t, coarser, by, fmt)
+        if step is None:  # chosen too fine for the keys found (op, file): one that fits them
+            try:
+                coarser = series.Steps(steps.from_ns, steps.to_ns, large.chosen_ns)
+                return _series(session, t, coarser, by, fmt)
+            except series.TooLarge as still:
+                large = still
+        raise HTTPException(status_code=422, detail=str(large)) from None
 
 
 def _series(
@@ -523,7 +526,7 @@ def job_profile(
     1,024-rank job's hour: 5-minute steps); a given step beyond it is refused with 422
     naming the smallest step that fits."""
     t = find_target(session, job, owner, run, window)
-    steps = _steps(t, window, step, series.profile_max_steps(t.world_size))
+    steps = _steps(t, window, step, series.profile_max_steps(t.world_size), per_rank=True)
     cells = max(t.world_size, 1) * steps.count
     if step is not None and cells > series.MAX_PROFILE_CELLS:
         fits = series.auto_step_ns(
@@ -553,17 +556,26 @@ def job_profile(
 
 
 def _steps(
-    t: _Target, window: Window, step_s: float | None, max_auto: int = series.MAX_AUTO_STEPS
+    t: _Target,
+    window: Window,
+    step_s: float | None,
+    max_auto: int = series.MAX_AUTO_STEPS,
+    per_rank: bool = False,
 ) -> series.Steps:
     """The window of a series (its bounds, or the scope's first interval start and last
-    interval end) cut into steps (chosen: at most `max_auto`); without `from`, the first
-    step starts at a multiple of the step since the epoch at or before the first interval
-    start (whole seconds, whole minutes: the steps the rollups serve). 422 for over
-    MAX_STEPS steps."""
+    interval end) cut into steps (chosen: at most `max_auto`; for a reading `per_rank`,
+    whole minutes when series.minute_steps says so); without `from`, the first step starts
+    at a multiple of the step since the epoch at or before the first interval start (whole
+    seconds, whole minutes: the steps the rollups serve). 422 for over MAX_STEPS steps."""
     lo = t.started_ns if window.from_ns is None else window.from_ns
     hi = t.last_seen_ns + 1 if window.to_ns is None else window.to_ns
     hi = max(hi, lo + 1)
-    step_ns = series.auto_step_ns(hi - lo, max_auto) if step_s is None else round(step_s * 10**9)
+    if step_s is None:
+        step_ns = series.auto_step_ns(hi - lo, max_auto)
+        if per_rank and series.minute_steps(t.world_size, hi - lo):
+            step_ns = max(step_ns, MINUTE_NS)
+    else:
+        step_ns = round(step_s * 10**9)
     if window.from_ns is None:
         lo = lo // step_ns * step_ns
     if -(-(hi - lo) // step_ns) > series.MAX_STEPS:

@@ -141,6 +141,20 @@ def auto_step_ns(span_ns: int, max_steps: int = MAX_AUTO_STEPS) -> int:
     return -(-span_ns // max_steps)
 
 
+#: The most rank-seconds (ranks x window) a per-rank reading (series by rank or peer, the
+#: profile) reads from the raw deltas at a chosen step under a minute (the per-rank rollups
+#: are per minute): beyond it the chosen step is at least a minute. (A 1,024-rank job's last
+#: 5 minutes at 30-second steps read 0.3 M raw frames, several seconds; at 1-minute steps
+#: the rollups, 0.1 s.)
+MAX_RAW_RANK_SECONDS = 65_536
+
+
+def minute_steps(ranks: int, span_ns: int) -> bool:
+    """Whether a per-rank reading of `ranks` ranks over `span_ns` takes whole-minute steps
+    when its step is chosen (MAX_RAW_RANK_SECONDS)."""
+    return max(ranks, 1) * span_ns > MAX_RAW_RANK_SECONDS * SECOND_NS
+
+
 def series_max_steps(keys: int) -> int:
     """The most steps a chosen step gives a series of `keys` keys: its points within
     MAX_POINTS (and at most MAX_AUTO_STEPS steps)."""

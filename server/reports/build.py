@@ -1,9 +1,11 @@
-"""The report builders: a job (or one of its runs) over a window, and any window of the
-fabric (on some hosts). They read through the same repositories and answer with the same
-API models as the job and fabric routes (server/jobs, server/fabric), on the caller's
-session, so the owner filter applies exactly as it does to the pages; findings and tables
-are computed here from those models (pure helpers below), figures drawn by the pure
-builders of frontend/figures.py and server/reports/figures.py.
+"""The report builders: a job (or one of its runs) over a window, an incident, and any
+window of the fabric (on some hosts). They read through the same repositories and answer
+with the same API models as the routes of the pages (server/jobs — its routes' own
+helpers `_target`, `_steps`, `_details` —, server/fabric, server/incidents,
+server/traffic), on the caller's session, so the owner filter applies exactly as it does
+to the pages; findings and tables are computed here from those models (pure helpers
+below), figures drawn by the pure builders of frontend/figures.py and
+server/reports/figures.py. Each builder reports its steps to a `Progress` callback.
 """
 
 from __future__ import annotations
@@ -309,7 +311,9 @@ def job_report(
     found = routes.find_job(session, job, owner)
     runs = repository.job_runs(session, target.scope)
     progress(1, steps_total, "profile of the ranks")
-    steps = routes._steps(target, window, None, series.profile_max_steps(target.world_size))
+    steps = routes._steps(
+        target, window, None, series.profile_max_steps(target.world_size), per_rank=True
+    )
     rows = series.profile_rows(session, target.scope, steps)
     prof = SlowRanks.model_validate(
         {

@@ -97,6 +97,17 @@ def _kaleido() -> None:
         _kaleido_started = True
 
 
+def static(figure: Any) -> dict[str, Any]:
+    """A figure as a plain dict without what only a pointer can show (the traces'
+    `customdata` and hover templates: a 1,024-rank heat map's hover texts are megabytes
+    that a PNG never shows), for kaleido."""
+    plain: dict[str, Any] = figure.to_dict()
+    for trace in plain.get("data", []):
+        for key in ("customdata", "hovertemplate", "hovertext"):
+            trace.pop(key, None)
+    return plain
+
+
 def images(report: Report) -> list[bytes]:
     """Every figure of the report as PNG, in order (kaleido)."""
     import kaleido
@@ -110,7 +121,7 @@ def images(report: Report) -> list[bytes]:
         kaleido.write_fig_from_object_sync(
             [
                 {
-                    "fig": fig.figure,
+                    "fig": static(fig.figure),
                     "path": path,
                     "opts": {
                         "format": "png",

@@ -7,7 +7,7 @@ that, far below the full graph's), within loose time bounds (the benchmark,
 bench/fabric_viewers.py, measures against the targets: first render <= 2 s, tick <= 1 s;
 this machine is shared, so the test allows far more); show an erroring host link in the aggregated
 view (its leaf's bundle red); and focus a searched host (its group expanded, the host
-centred and marked). No console errors.
+centred and marked); page through the links grid. No console errors.
 """
 
 from __future__ import annotations
@@ -115,4 +115,13 @@ def test_large_fabric_page(sampled, browser_page):  # noqa: F811
     expanded = page.evaluate(f"() => {cy}.nodes('.hca').length")
     assert expanded == 16
     expect(page.locator("#fabric-search-message")).to_have_text("")
+
+    # The links grid pages through every link (100 a page), busiest first.
+    caption = page.locator("#fabric-links-caption")
+    n = f"{len(tree.links):,}"
+    expect(caption).to_contain_text(f"links 1–100 of {n}, busiest first, in the newest sweep")
+    page.click("#fabric-links-older")
+    expect(caption).to_contain_text(f"links 101–200 of {n}", timeout=20_000)
+    page.click("#fabric-links-newer")
+    expect(caption).to_contain_text(f"links 1–100 of {n}", timeout=20_000)
     assert errors == []

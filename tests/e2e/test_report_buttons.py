@@ -1,20 +1,46 @@
-"""End to end: the report buttons of the job page and the fabric page in Chromium download
-the server's report of what the page shows (the job page's run and window; the fabric
-page's typed window), the same file `stacklens report` writes."""
+"""End to end: the report buttons of the job page, the fabric page and the incidents page in
+Chromium download the server's report of what the page shows (the job page's run and
+window; the fabric page's typed window; the incident shown), the same file `stacklens
+report` writes."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 from playwright.sync_api import expect
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
+from server.incidents import repository as incidents
+from stacklens.db import make_engine
+from stacklens.schema import Job
 from tests.conftest import chromium_page
 from tests.e2e.test_job_page import T, served  # noqa: F401 — the fixture
 
 __all__ = ["served"]
 
 
-def test_the_buttons_download_the_report_of_the_shown_view(served, tmp_path):  # noqa: F811
+def _incident(url: str) -> int:
+    """An ended incident whose victim is the job `slow` (no link: this test has no fabric)."""
+    engine = make_engine(url)
+    try:
+        with Session(engine) as session, session.begin():
+            job = session.scalars(select(Job.id).where(Job.job_key == "slow")).one()
+            row = {"key": "mpi_slowdown:buttons", "kind": "mpi_slowdown", "severity": "minor",
+                   "title": "MPI slowdown of job slow", "start_ns": (T + 10) * 10**9,
+                   "end_ns": (T + 15) * 10**9, "detected_ns": (T + 12) * 10**9,
+                   "updated_ns": (T + 15) * 10**9, "link_ids": [], "signals": ["mpi_slowdown"],
+                   "links": [], "members": [{"role": "victim"}]}  # fmt: skip
+            member = {"slot": 0, "job_id": job, "role": "victim", "signals": ["mpi_slowdown"],
+                      "ranks": [2], "files": [], "link_bytes": None, "evidence": {}}  # fmt: skip
+            return incidents.save(session, row, [member])
+    finally:
+        engine.dispose()
+
+
+def test_the_buttons_download_the_report_of_the_shown_view(served, pg_url, tmp_path):  # noqa: F811
+    incident = _incident(pg_url)
     with chromium_page() as (page, errors):
         page.goto(f"{served}/jobs/slow?from={T + 11}&to={T + 16}")
         expect(page.locator("#jv-title")).to_contain_text("Job slow — all runs", timeout=30_000)
@@ -45,5 +71,26 @@ def test_the_buttons_download_the_report_of_the_shown_view(served, tmp_path):  #
         download.value.save_as(path)
         assert "Fabric window 2023-11-14 22:14:00 UTC – 2023-11-14 22:14:30 UTC" in (
             path.read_text()
+        )
+
+        page.goto(f"{served}/incidents")
+        row = page.locator("#inc-grid .ag-row", has_text="MPI slowdown of job slow").first
+        row.locator(".ag-cell").nth(3).click()
+        html = page.locator("#inc-report-html")
+        expect(html).to_have_attribute(
+            "href", f"/api/reports/incidents/{incident}?format=html", timeout=20_000
+        )
+        expect(page.locator("#inc-report-pdf")).to_have_attribute(
+            "href", re.compile(rf"^/api/reports/incidents/{incident}\?format=pdf$")
+        )
+        with page.expect_download(timeout=120_000) as download:
+            html.click()
+        path = tmp_path / "incident.html"
+        download.value.save_as(path)
+        text = path.read_text()
+        assert f"Incident #{incident}: MPI slowdown of job slow" in text
+        assert (
+            "Job slow (" in text
+            and ") was the victim: mpi_slowdown; ranks most affected: 2" in text
         )
         assert errors == []

@@ -128,7 +128,8 @@ def test_host_counters_are_sent_as_exact_deltas(tmp_path, collector, pg_url, hoo
             ]
         )
         # A reset of port_xmit_data (that interval's delta is unknown), and +500 words
-        # received (written first: the library reads port_xmit_data first).
+        # received. The library may read the two files in two intervals: the reset's
+        # record is sent either way (a counter known before is unknown now).
         step(
             [
                 (p1, "port_rcv_data", _get(p1, "port_rcv_data") + 500),

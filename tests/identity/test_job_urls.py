@@ -15,6 +15,7 @@ from urllib.parse import quote
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from playwright.sync_api import expect
 
 from frontend import components
 from server.access.viewer import Access
@@ -23,7 +24,8 @@ from stacklens.api_models import JobList
 from stacklens.db import make_engine
 from tests.access.data import token_for
 from tests.access.test_owner_filter import _job_routes
-from tests.conftest import TABLES, query
+from tests.conftest import TABLES, chromium_page, free_port, query, serving
+from tests.e2e.test_jobs_page import grid_rows
 from tests.identity.test_proven_senders import (
     EXPECTED,
     ITERATIONS,
@@ -142,3 +144,39 @@ def test_the_job_list_links_every_row_to_its_owners_page(same_id):
     # the old URL still opens a job whose id names one job
     assert components.job_path("solo") == "/jobs/solo"
     assert components.job_path("run/7", "a b") == "/jobs/run%2F7?owner=a%20b"
+
+
+def test_the_job_page_says_which_owners_or_shows_the_one_named(same_id, pg_server):
+    """In Chromium, as the admin: the job page of the id alone says which owners to choose
+    from; with ?owner= it shows that owner's job and exact bytes; a click on a row of the
+    job list opens the page of that row's owner."""
+    a, b = same_id["a"], same_id["b"]
+    engine = make_engine(pg_server)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    access = Access(mode="oidc", admins=frozenset({"sladmin"}))
+    token = token_for(engine, "sladmin")
+    app = create_app(engine, api_base_url=base, refresh_ms=1000, access=access)
+    try:
+        with serving(app, port=port), chromium_page() as (page, errors):
+            page.set_extra_http_headers({"Authorization": f"Bearer {token}"})
+            page.goto(f"{base}/jobs/{JOB}")
+            expect(page.locator("#jv-status")).to_contain_text(
+                f"job {JOB!r} is the id of jobs of 2 owners ({a!r}, {b!r})", timeout=90_000
+            )
+            page.goto(f"{base}/jobs/{JOB}?owner={b}")
+            expect(page.locator("#jv-title")).to_contain_text(f"Job {JOB} of {b}", timeout=90_000)
+            pairs = page.locator("#jv-matrix-table .ag-center-cols-container .ag-row")
+            expect(pairs).to_have_count(RANKS, timeout=30_000)
+            shown = {(int(r["src"]), int(r["dst"])): int(r["bytes"])
+                     for r in grid_rows(page, "jv-matrix-table")}  # fmt: skip
+            assert shown == {pair: sent for pair, (sent, _) in B_EXPECTED.items()}
+            page.goto(f"{base}/")
+            row = page.locator("#jobs-grid .ag-row", has_text=a)
+            expect(row).to_contain_text(JOB, timeout=90_000)
+            row.locator("[col-id=command]").click()
+            expect(page).to_have_url(f"{base}/jobs/{JOB}?owner={a}", timeout=30_000)
+            expect(page.locator("#jv-title")).to_contain_text(f"Job {JOB} of {a}", timeout=90_000)
+            assert errors == []
+    finally:
+        engine.dispose()

@@ -173,6 +173,9 @@ def test_the_job_report_names_its_links_load_wait_and_errors(hostile, tmp_path):
     assert "Link host1[1] → leaf1[1]: 77 PortXmitWait ticks" in text
     row = next(ln for ln in text.splitlines() if ln.strip().startswith("host1[1] → leaf1[1]"))
     assert row.split()[3:] == ["host", "10", "%", "10", "%", "77", "?"], row
+    # no forwarding tables in this fabric: the job's 24 KiB of point-to-point and its 384 B
+    # of (modelled) collective traffic are on no link, its file I/O is local (no servers)
+    assert "On no link: local_io: 600 B, no_route: 24.38 KiB." in flat(text)
 
 
 def test_the_window_report_of_the_fabric(hostile, tmp_path):

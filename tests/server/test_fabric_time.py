@@ -110,38 +110,44 @@ def test_known_values_of_a_window(history, api_client):
     assert x["a_to_b_bytes_per_s"] == x["a_to_b_bytes"] / 40
 
 
-def test_minute_rollups_equal_the_raw_sums(history, pg_url):
+def _rollups(pg_url: str) -> dict[str, tuple[list, list]]:
+    """Per rollup table: (its rows, the same sums computed from the raw samples)."""
     sums = ", ".join(f"sum(d_{c})" for c in PORT_COUNTERS)
     known = ", ".join(
         f"coalesce(sum(dt_ns) FILTER (WHERE d_{c} IS NOT NULL AND dt_ns > 0), 0)"
         for c in RATE_COUNTERS
     )
     columns = ", ".join([*(f"d_{c}" for c in PORT_COUNTERS), *(f"t_{c}" for c in RATE_COUNTERS)])
+    out = {}
     with psycopg.connect(pg_url) as conn:
-        raw = conn.execute(
-            f"SELECT port_id, ts_ns / {MINUTE} * {MINUTE}, count(*), max(ts_ns), bit_or(flags), "
-            f"{sums}, {known} FROM fabric_port_samples GROUP BY 1, 2 ORDER BY 1, 2"
-        ).fetchall()
-        rolled = conn.execute(
-            f"SELECT port_id, minute_ns, samples, last_ns, flags, {columns} "
-            "FROM fabric_port_minutes ORDER BY 1, 2"
-        ).fetchall()
-    assert len(raw) == 6 * 4  # six ports, sweeps over four UTC minutes
-    assert rolled == raw
+        for table, key, span in (("fabric_port_minutes", "minute_ns", MINUTE),
+                                 ("fabric_port_10s", "start_ns", 10 * SECOND)):  # fmt: skip
+            raw = conn.execute(
+                f"SELECT port_id, ts_ns / {span} * {span}, count(*), max(ts_ns), bit_or(flags), "
+                f"{sums}, {known} FROM fabric_port_samples GROUP BY 1, 2 ORDER BY 1, 2"
+            ).fetchall()
+            rolled = conn.execute(
+                f"SELECT port_id, {key}, samples, last_ns, flags, {columns} FROM {table} "
+                "ORDER BY 1, 2"
+            ).fetchall()
+            out[table] = (rolled, raw)
+    return out
+
+
+def test_minute_rollups_equal_the_raw_sums(history, pg_url):
+    kept = _rollups(pg_url)
+    for table, (rolled, raw) in kept.items():
+        assert rolled == raw, table
+    # six ports; the 200 sweeps from :25 fall in four UTC minutes and 21 spans of 10 s
+    assert [len(raw) for _, raw in kept.values()] == [6 * 4, 6 * 21]
     # rebuilt from the samples (as after a bulk load), they are the same
     store = FabricStore(pg_url)
     try:
-        assert store.rebuild_minutes(START - 25 * SECOND, START - 25 * SECOND + 5 * MINUTE) == len(
-            raw
-        )
+        rows = store.rebuild_rollups(START - 25 * SECOND, START - 25 * SECOND + 5 * MINUTE)
     finally:
         store.close()
-    with psycopg.connect(pg_url) as conn:
-        again = conn.execute(
-            f"SELECT port_id, minute_ns, samples, last_ns, flags, {columns} "
-            "FROM fabric_port_minutes ORDER BY 1, 2"
-        ).fetchall()
-    assert again == raw
+    assert rows == 6 * 4 + 6 * 21
+    assert _rollups(pg_url) == kept
     # and the generated values: leaf1[1]'s symbol errors per minute
     minutes = {}
     for (end, _), s in history.samples.items():
@@ -165,7 +171,8 @@ def test_series_steps_add_up_to_the_window(history, api_client):
     lo = START - 25 * SECOND  # a whole minute
     hi = lo + 4 * MINUTE + 17 * SECOND  # and a partial one
     whole = _expected_link(history, 1, lo, hi)
-    for step, resolution in ((60, "minutes"), (1, "samples"), (7, "samples"), (120, "minutes")):
+    for step, resolution in ((60, "minutes"), (1, "samples"), (7, "samples"), (120, "minutes"),
+                             (10, "10 s"), (30, "10 s")):  # fmt: skip
         answer = _series(api_client, link=1, step=step, **{"from": _s(lo), "to": _s(hi)})
         assert (answer["resolution"], answer["step_ns"]) == (resolution, step * SECOND)
         assert answer["metrics"][:3] == ["samples", "a_to_b_bytes", "b_to_a_bytes"]
@@ -323,3 +330,36 @@ def test_topology_of_a_window(history, pg_url, api_client):
     after = _get(api_client, "fabric_topology", **{"from": _s(later), "to": _s(later + 1)})
     assert [(lk["state"], lk["down_ns"]) for lk in after["links"]][2] == ("down", later)
     assert _get(api_client, "fabric_topology")["links"][2]["state"] == "down"
+
+
+def test_reading_every_port_by_time_gives_the_same_answers(history, pg_url, api_client,
+                                                           monkeypatch):  # fmt: skip
+    """Above MAX_PORTS_PROBED ports a query reads every port's rows of its time range: a
+    port of no link (an earlier fabric's, with big deltas) changes nothing."""
+    from server.fabric import history as fabric_history
+
+    with psycopg.connect(pg_url) as conn:
+        ghost = conn.execute(
+            "INSERT INTO fabric_ports (guid, port, port_guid, lid, state, phys_state, width, "
+            "speed, speed_ext, capacity_bytes_per_s, updated_ns) VALUES "
+            "(77, 1, 77, 9, 4, 5, 2, 4, 0, 0, 0) RETURNING id"
+        ).fetchone()[0]
+        counters = ", ".join(["1000000000"] * (2 * len(PORT_COUNTERS)))
+        conn.execute(
+            f"INSERT INTO fabric_port_samples SELECT {ghost}, ts_ns, dt_ns, 0, {counters} "
+            "FROM fabric_port_samples WHERE port_id = 1"
+        )
+        conn.execute(
+            "INSERT INTO fabric_port_minutes SELECT %s, minute_ns, samples, last_ns, 0, "
+            f"{', '.join(['10'] * (len(PORT_COUNTERS) + len(RATE_COUNTERS)))} "
+            "FROM fabric_port_minutes WHERE port_id = 1",
+            (ghost,),
+        )
+    windows = [{"from": _s(lo), "to": _s(hi)} for lo, hi in WINDOWS[:3]]
+    leaf = {"guid": f"{LEAF1:#018x}", "step": 10, **windows[0]}
+    before = [_get(api_client, "fabric_links", **w) for w in windows]
+    before.append(_series(api_client, **leaf))
+    monkeypatch.setattr(fabric_history, "MAX_PORTS_PROBED", 0)
+    after = [_get(api_client, "fabric_links", **w) for w in windows]
+    after.append(_series(api_client, **leaf))
+    assert after == before

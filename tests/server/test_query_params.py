@@ -58,7 +58,7 @@ def test_the_refusal_names_what_the_route_takes(client):
     assert answer.status_code == 422
     assert answer.json() == {
         "detail": "unknown query parameter(s) 'window'; this route takes: cursor, format, from, "
-        "limit, run, to"
+        "limit, owner, run, to"
     }
     # a known parameter with an unknown one still refused; known ones alone pass on
     assert client.get("/api/health", params={"x": "1"}).status_code == 422

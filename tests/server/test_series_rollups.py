@@ -138,3 +138,22 @@ def test_too_large_answers_are_refused_or_coarsened(job, api_client, monkeypatch
     assert [(p["t_ns"], p["key"]) for p in coarse["points"]] == [
         (M0, "mpi_p2p"), (M0, "fs:POSIX"), (M0 + 120 * S, "mpi_p2p"), (M0 + 120 * S, "fs:POSIX")
     ]  # fmt: skip
+
+
+def test_per_rank_readings_of_many_rank_seconds_take_whole_minutes(
+    job,  # noqa: F811
+    api_client,
+    monkeypatch,
+):
+    """A chosen step under a minute reads a per-rank series or profile raw: past
+    MAX_RAW_RANK_SECONDS (ranks x window) it is a whole minute, the rollups' step."""
+    whole = {"from": M0 // S, "to": M0 // S + 180}
+    assert api_client.get(BASE, params={**whole, "by": "rank"}).json()["step_ns"] == S
+    monkeypatch.setattr(series, "MAX_RAW_RANK_SECONDS", 2 * 180 - 1)  # 2 ranks x 180 s
+    for by in ("rank", "peer"):
+        assert api_client.get(BASE, params={**whole, "by": by}).json()["step_ns"] == 60 * S
+    profile = api_client.get("/api/jobs/windows/profile", params=whole).json()
+    assert profile["step_ns"] == 60 * S
+    assert api_client.get(BASE, params=whole).json()["step_ns"] == S  # by category: no ranks
+    given = api_client.get(BASE, params={**whole, "by": "rank", "step": 1}).json()
+    assert given["step_ns"] == S  # a given step is kept
