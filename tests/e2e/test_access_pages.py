@@ -27,6 +27,7 @@ READY = {
     "/": ("/", "#jobs-grid", ALICE_JOB),
     "/fabric": ("/fabric", "#fabric-summary", "3 links (1 down)"),
     "/jobs/<job>": (f"/jobs/{ALICE_JOB}", "#jv-title", f"Job {ALICE_JOB}"),
+    "/incidents": ("/incidents", "#inc-caption", "0 incidents"),
 }
 
 

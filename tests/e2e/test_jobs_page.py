@@ -262,7 +262,9 @@ def test_a_server_error_shows_in_the_card_that_failed(collector, dashboard, brow
     expect(page.locator("#io-caption")).to_contain_text("1 file", timeout=30_000)
     with hidden_table(pg_url, "io_deltas"):
         error = page.locator("#io-error")
-        expect(error).to_contain_text("/api/jobs/broken/io returned HTTP 500", timeout=20_000)
+        expect(error).to_contain_text(
+            "/api/jobs/broken/io?owner=alice returned HTTP 500", timeout=20_000
+        )
         # Only that card: the others and the last view of this one stay.
         for card in ("matrix-error", "ops-error", "ranks-error", "jobs-error"):
             expect(page.locator(f"#{card}")).to_be_empty()
