@@ -68,9 +68,12 @@
     }
     window.stacklensFabricTicks = [];
 
+    // The graph's cytoscape instance; null once the page is left (its element gone, the
+    // instance destroyed): an answer that arrives after that draws nothing.
     function cyOf(id) {
         const el = document.getElementById(id);
-        return el && el._cyreg ? el._cyreg.cy : null;
+        const cy = el && el.isConnected && el._cyreg ? el._cyreg.cy : null;
+        return cy && !cy.destroyed() ? cy : null;
     }
 
     function mix(a, b, f) {
@@ -319,6 +322,7 @@
                     return [nu, nu, `GET ${config.graph_path}: HTTP ${response.status}: ${body.detail}`];
                 }
                 mark('fabric-graph');
+                cy = cyOf(config.graph);  // the page may have been left meanwhile
                 for (let i = 0; !cy && i < 100; i++) {  // the graph component still mounting
                     await new Promise((done) => setTimeout(done, 50));
                     cy = cyOf(config.graph);

@@ -55,8 +55,11 @@ _GRAPH = """() => {
 
 
 def _midpoint(page: Page, element_id: str) -> tuple[float, float]:
-    """Where an element of the graph is on the page (its rendered midpoint)."""
-    box = page.locator("#fabric-graph").bounding_box()
+    """Where an element of the graph is in the viewport (its rendered midpoint), the graph
+    scrolled into view first, as a person would."""
+    graph = page.locator("#fabric-graph")
+    graph.scroll_into_view_if_needed()
+    box = graph.bounding_box()
     point = page.evaluate(
         "(id) => { const e = document.querySelector('#fabric-graph')._cyreg.cy"
         ".getElementById(id); return e.isNode() ? e.renderedPosition() : e.renderedMidpoint(); }",
