@@ -44,7 +44,10 @@ def run_schemathesis(pg_url: str, examples: int, tmp_path: Path) -> None:
                 [SCHEMATHESIS, "run", f"http://127.0.0.1:{port}/openapi.json", "--checks=all",
                  "--exclude-checks=positive_data_acceptance",
                  f"--max-examples={examples}", "--seed=12", "--no-color",
-                 "--generation-database=none", f"--report-dir={tmp_path}"],
+                 "--generation-database=none", f"--report-dir={tmp_path}",
+                 # a PDF report's first render starts kaleido's Chromium: tens of seconds
+                 # on a loaded machine (schemathesis's default limits: 10 s)
+                 "--request-timeout=120", "--max-response-time=120"],
                 capture_output=True, text=True, timeout=1800, cwd=tmp_path,
             )  # fmt: skip
     finally:
