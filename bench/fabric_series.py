@@ -26,7 +26,6 @@ times over HTTP (query and JSON included):
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 import httpx
 import psycopg
 
+from bench.jobs_series import p50_p95
 from collector.fabric.store import FabricStore
 from collector.fabric.topology import Link, Node, NodeType, Port, Topology
 from collector.store.partitions import day_of
@@ -91,17 +91,6 @@ def seed_sql(seconds: int) -> list[str]:
         f"INSERT INTO fabric_port_latest ({every}) SELECT {every} FROM fabric_port_samples "
         f"WHERE ts_ns = {T0 + seconds * SECOND}",
     ]
-
-
-def p50_p95(fn, repeat: int) -> tuple[float, float, int]:
-    """Median and 95th percentile seconds of `repeat` calls, and the last answer's size."""
-    times, size = [], 0
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        size = fn()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return statistics.median(times), times[max(0, round(0.95 * len(times)) - 1)], size
 
 
 def main() -> None:

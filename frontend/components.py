@@ -22,6 +22,7 @@ from frontend.formatting import (
     format_duration_ns,
     format_size_bucket,
     format_utc_ns,
+    rank_ranges,
 )
 from stacklens.api_models import (
     FabricEvent,
@@ -771,17 +772,6 @@ def ranks_table_markdown(ranks: JobRanks) -> str:
         for r in shown[:MAX_RANK_ROWS]
     ]
     return _table(caption, headings, align, rows)
-
-
-def rank_ranges(ranks: Sequence[int]) -> str:
-    """Sorted ranks as runs: [0, 1, 2, 5] -> "0–2, 5"."""
-    runs: list[list[int]] = []
-    for r in sorted(ranks):
-        if runs and r == runs[-1][1] + 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)
 
 
 def link_name(a: LinkEnd, b: LinkEnd) -> str:

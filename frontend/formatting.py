@@ -4,6 +4,7 @@ typed UTC time back)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 _BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
@@ -84,3 +85,14 @@ def parse_utc_ns(text: str | None) -> int | None:
     except ValueError:
         return None
     return int(moment.replace(tzinfo=UTC).timestamp()) * 10**9
+
+
+def rank_ranges(ranks: Sequence[int]) -> str:
+    """Sorted ranks as runs: [0, 1, 2, 5] -> "0–2, 5"."""
+    runs: list[list[int]] = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)

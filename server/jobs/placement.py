@@ -32,7 +32,7 @@ null, never 0.
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -42,6 +42,7 @@ from sqlalchemy.orm import Session
 
 from server.fabric import repository as fabric
 from server.jobs.repository import Scope
+from server.traffic.routing import hop_counts
 from stacklens.schema import FabricPortSample, HcaDelta, Rank
 
 #: Match methods, in the order they are tried.
@@ -147,7 +148,7 @@ def _between(
     ends = sorted(on)
     pairs = {(s, t) for i, s in enumerate(ends) for t in ends[i + 1 :]
              if len(on[s] | on[t]) > 1}  # fmt: skip
-    dist = {s: _hops(graph, s) for pair in pairs for s in pair}
+    dist = {s: hop_counts(graph, s) for pair in pairs for s in pair}
     out = set()
     for s, t in pairs:
         ds, dt = dist[s], dist[t]
@@ -159,19 +160,6 @@ def _between(
                 if x in ds and y in dt and ds[x] + 1 + dt[y] == ds[t]:
                     out.add(lk["id"])
     return out
-
-
-def _hops(graph: dict[str, set[str]], start: str) -> dict[str, int]:
-    """Hop count from `start` to every switch it reaches (breadth first)."""
-    dist = {start: 0}
-    queue = deque([start])
-    while queue:
-        here = queue.popleft()
-        for there in graph[here]:
-            if there not in dist:
-                dist[there] = dist[here] + 1
-                queue.append(there)
-    return dist
 
 
 def link_window(link: dict[str, Any], a: dict[str, Any] | None, b: dict[str, Any] | None

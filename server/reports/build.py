@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from frontend import figures as page_figures
-from frontend.formatting import format_bytes, format_duration_ns, format_utc_ns
+from frontend.formatting import format_bytes, format_duration_ns, format_utc_ns, rank_ranges
 from server.fabric import history
 from server.fabric import repository as fabric
 from server.fabric import series as fabric_series
@@ -593,6 +593,15 @@ def _fabric_points(
     return names, points
 
 
+def _events_section(events: list[dict[str, Any]]) -> Section:
+    """The section listing fabric events with their start and end ("open" while open)."""
+    rows = [[_utc(e["start_ns"]), "open" if e["end_ns"] is None else _utc(e["end_ns"]),
+             e["kind"], e["subject"]] for e in events]  # fmt: skip
+    return Section(
+        "Fabric events", "events", "", [], [Table(["start", "end", "event", "subject"], rows)]
+    )
+
+
 def _job_sections(
     details: JobDetails,
     prof: SlowRanks,
@@ -686,7 +695,7 @@ def _job_sections(
     host_rows = [
         [
             h.host,
-            _rank_ranges(h.ranks),
+            rank_ranges(h.ranks),
             h.match,
             ", ".join(f"{p.label()} {p.guid}" for p in h.ports) or "—",
         ]
@@ -844,16 +853,6 @@ def _job_sections(
     ]
 
 
-def _rank_ranges(ranks: Sequence[int]) -> str:
-    runs: list[list[int]] = []
-    for r in sorted(ranks):
-        if runs and r == runs[-1][1] + 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)
-
-
 # ---- the window report ----------------------------------------------------------------------
 
 
@@ -987,26 +986,7 @@ def window_report(
             [],
             [Table(_LINK_HEADINGS, link_rows[:SECTION_ROWS], _LINK_NUMERIC)],
         ),
-        Section(
-            "Fabric events",
-            "events",
-            "",
-            [],
-            [
-                Table(
-                    ["start", "end", "event", "subject"],
-                    [
-                        [
-                            _utc(e["start_ns"]),
-                            "open" if e["end_ns"] is None else _utc(e["end_ns"]),
-                            e["kind"],
-                            e["subject"],
-                        ]
-                        for e in events
-                    ],
-                )
-            ],
-        ),
+        _events_section(events),
     ]
     keys = ("links", "topology", "fabric")
     evidence_rows = [list(EVIDENCE[k]) for k in keys] + [
@@ -1123,7 +1103,7 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
         findings.append(
             f"Job {m.job} ({m.user or '?'}) was the {m.role}"
             + (f": {', '.join(m.signals)}" if m.signals else "")
-            + (f"; ranks most affected: {_rank_ranges(m.ranks)}" if m.ranks else "")
+            + (f"; ranks most affected: {rank_ranges(m.ranks)}" if m.ranks else "")
             + f"; {onlink} on these links (routed)."
         )
         for signal, ev in m.evidence.items():
@@ -1145,7 +1125,7 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
                 m.user or "",
                 m.role,
                 ", ".join(m.signals),
-                _rank_ranges(m.ranks),
+                rank_ranges(m.ranks),
                 "; ".join(m.files[:5]),
                 onlink,
             ]
@@ -1198,26 +1178,7 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
             "coloured by their highest utilisation during it.",
             [Figure(figures.topology(nodes, all_links, highlighted, set()), "the fabric", 520)],
         ),
-        Section(
-            "Fabric events",
-            "events",
-            "",
-            [],
-            [
-                Table(
-                    ["start", "end", "event", "subject"],
-                    [
-                        [
-                            _utc(e["start_ns"]),
-                            "open" if e["end_ns"] is None else _utc(e["end_ns"]),
-                            e["kind"],
-                            e["subject"],
-                        ]
-                        for e in events
-                    ],
-                )
-            ],
-        ),
+        _events_section(events),
     ]
     evidence = Table(
         ["figure", "basis", "how"],

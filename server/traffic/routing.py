@@ -22,7 +22,12 @@ counters: the accuracy benchmark compares the two.
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+#: A node of a graph walked by hop_counts.
+N = TypeVar("N", bound=Hashable)
 
 #: How the fabric forwards (STACKLENS_FABRIC_PATHS).
 PATH_MODES = ("fixed", "parallel", "adaptive")
@@ -141,7 +146,7 @@ class Router:
         for a, b in self._between:
             if a in self.switches and b in self.switches:
                 graph[a].add(b)
-        to_last = _hops(graph, last)
+        to_last = hop_counts(graph, last)
         if first not in to_last:
             raise NoRoute(f"no switch path from {first:#018x} to {last:#018x}")
         stages: list[Stage] = []
@@ -159,8 +164,9 @@ class Router:
         return stages
 
 
-def _hops(graph: dict[int, set[int]], start: int) -> dict[int, int]:
-    """Hops from `start` to every node it reaches (breadth first; links are two-way)."""
+def hop_counts(graph: Mapping[N, set[N]], start: N) -> dict[N, int]:
+    """Hops from `start` to every node of `graph` (node -> neighbours) it reaches, breadth
+    first (the fabric's links are two-way)."""
     dist = {start: 0}
     queue = deque([start])
     while queue:
