@@ -174,6 +174,16 @@ def _link_cursor(sort: str, key: tuple[Any, ...]) -> str:
                                                  for p in key))  # fmt: skip
 
 
+def _live_start(sort: str, cursor: str | None) -> int:
+    """The position a live links cursor holds (0: none); 404 if it is not one of ours."""
+    parts = paging.decode(f"{sort} live link", cursor, (int,))
+    return 0 if parts is None else max(int(parts[0]), 0)
+
+
+def _live_cursor(sort: str, start: int) -> str:
+    return paging.encode(f"{sort} live link", (start,))
+
+
 @router.get("/links", response_model=LinkPage, responses=_PAGED)
 def fabric_links(
     session: SessionDep,
@@ -197,19 +207,23 @@ def fabric_links(
     and packets/s in each direction, utilisation of the capacity, error-counter deltas of
     the last sweep (null = unknown or saturated), PortXmitWait; a down link, or a port that
     stopped answering, has no load (null); the order is computed once per sweep and only
-    the page's links are built. Over a window: the same summed over the samples of its
-    ends whose sweep ended in it (rates: the bytes over the sampled time), without the
-    per-end samples. `samples=false` leaves out the per-end samples."""
-    after = _link_key(sort, cursor)
+    the page's links are built. A live page is a position in the newest order: the next
+    page holds the next links of the newest sweep's order, however it changed. Over a
+    window: the same summed over the samples of its ends whose sweep ended in it (rates:
+    the bytes over the sampled time), without the per-end samples. `samples=false` leaves
+    out the per-end samples."""
     shared = snapshots(request)
     if _live(window):
-        loads, total, more = shared.link_page(session, sort, after, limit)
+        start = _live_start(sort, cursor)
+        loads, total, more = shared.link_page(session, sort, start, limit)
         if not samples:
             loads = [{k: v for k, v in x.items() if k not in ("a_sample", "b_sample")}
                      for x in loads]  # fmt: skip
         lo = hi = None
         fresh = shared.current(session)[1]
+        next_cursor = _live_cursor(sort, start + len(loads)) if more else None
     else:
+        after = _link_key(sort, cursor)
         lo, hi = span(window)
         links, fresh, _ = shared.current(session)
         ordered = sorted(
@@ -219,7 +233,7 @@ def fabric_links(
         if after is not None:
             ordered = [x for x in ordered if repository.rank_key(x, sort) > after]
         total, more, loads = len(links), len(ordered) > limit, ordered[:limit]
-    next_cursor = _link_cursor(sort, repository.rank_key(loads[-1], sort)) if more else None
+        next_cursor = _link_cursor(sort, repository.rank_key(loads[-1], sort)) if more else None
     return export.plain_json({
         "links": loads, "page": {"total": total, "limit": limit, "next_cursor": next_cursor},
         "sort": sort, "from_ns": lo, "to_ns": hi, "freshness": fresh,

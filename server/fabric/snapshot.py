@@ -24,7 +24,6 @@ The numbers are the ones `repository.link_load` gives for one link (tested equal
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import threading
@@ -84,16 +83,13 @@ class _Shared:
 
 @dataclass(frozen=True)
 class Ranking:
-    """The links in one order of the links list: their sort keys (repository.rank_key) and
-    ids, in that order."""
+    """The links' ids in one order of the links list (repository.rank_key's order)."""
 
-    keys: list[tuple[Any, ...]]
     ids: list[int]
 
-    def page(self, after: tuple[Any, ...] | None, limit: int) -> tuple[list[int], bool]:
-        """The ids of the `limit` links after the sort key `after` (None: from the first),
-        and whether more follow."""
-        start = 0 if after is None else bisect.bisect_right(self.keys, after)
+    def page(self, start: int, limit: int) -> tuple[list[int], bool]:
+        """The ids of the `limit` links from position `start` of this order, and whether
+        more follow."""
         return self.ids[start : start + limit], start + limit < len(self.ids)
 
 
@@ -177,13 +173,14 @@ class FabricSnapshots:
         return shared.state
 
     def link_page(
-        self, session: Session, sort: str, after: tuple[Any, ...] | None, limit: int
+        self, session: Session, sort: str, start: int, limit: int
     ) -> tuple[list[dict[str, Any]], int, bool]:
-        """The newest sweep's loads of the `limit` links after the sort key `after` in the
-        order `sort` (built for those links only), how many links there are, whether more
-        follow."""
+        """The newest sweep's loads of the `limit` links from position `start` of the order
+        `sort` (built for those links only), how many links there are, whether more
+        follow. A position, not a sort key: the order changes with every sweep, and the
+        next page of a live list is the next links of the newest order."""
         shared = self._refresh(session)
-        ids, more = shared.ranking[sort].page(after, limit)
+        ids, more = shared.ranking[sort].page(start, limit)
         loads = repository.loads_of(session, shared.links, ids, current_from(shared.freshness))
         return loads, len(shared.links), more
 
@@ -281,18 +278,10 @@ def fabric_state(
     by_util = np.lexsort((ids, -total, u_key, ~known))
     by_errors = np.lexsort((ids, u_key, ~known, -total))
     times = np.maximum(ta, tb)
-    # the sort keys as repository.rank_key makes them
-    unknown_k, u_k, e_k, id_k = ((~known).astype(int).tolist(), u_key.tolist(),
-                                 (-total).tolist(), ids.tolist())  # fmt: skip
+    # the orders of repository.rank_key
     ranking = {
-        "utilisation": Ranking(
-            [(unknown_k[i], u_k[i], e_k[i], id_k[i]) for i in by_util.tolist()],
-            ids[by_util].tolist(),
-        ),
-        "errors": Ranking(
-            [(e_k[i], unknown_k[i], u_k[i], id_k[i]) for i in by_errors.tolist()],
-            ids[by_errors].tolist(),
-        ),
+        "utilisation": Ranking(ids[by_util].tolist()),
+        "errors": Ranking(ids[by_errors].tolist()),
     }
     state = state_answer(links, nodes, etag, fresh, None, (col(util), col(busier), total.tolist(),
                          flags.astype(int).tolist()), int(times.max()) if n and times.max()
