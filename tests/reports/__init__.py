@@ -1,0 +1,1 @@
+"""Tests of the reports of a job, an incident and a fabric window (server/reports/)."""
