@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from sqlalchemy.orm import Session
 
+from bench.attribution_accuracy import link_of_port
 from collector.fabric.mad import MadSource
 from collector.fabric.service import FabricSampler
 from emulator.fattree import FatTree
@@ -37,17 +38,6 @@ HOSTS = ["host03", "host12", "host20", "host20"]
 def _latest(url: str) -> int:
     with psycopg.connect(url) as conn:
         return int(conn.execute("SELECT max(ts_ns) FROM fabric_port_samples").fetchone()[0])
-
-
-def _link_of(url: str) -> dict[tuple[int, int], tuple[int, str]]:
-    out = {}
-    with psycopg.connect(url) as conn:
-        for lid, ag, ap, bg, bp in conn.execute(
-            "SELECT id, a_guid, a_port, b_guid, b_port FROM fabric_links WHERE down_ns IS NULL"
-        ):
-            out[(ag & (2**64 - 1), ap)] = (lid, "a_to_b")
-            out[(bg & (2**64 - 1), bp)] = (lid, "b_to_a")
-    return out
 
 
 def test_a_real_jobs_bytes_on_the_links_it_crossed(
@@ -83,7 +73,7 @@ def test_a_real_jobs_bytes_on_the_links_it_crossed(
     finally:
         sampler.store.close()
 
-    ports = _link_of(pg_url)
+    ports = link_of_port(pg_url)
     topo = sampler.topology
     assert topo is not None
     # the truth: what the feed moved, plus what it still carries (below a word per pair)
