@@ -50,9 +50,14 @@ def _job_scoped() -> list[type[Any]]:
     ]
 
 
+#: Where a restricted session keeps its viewer (for `sibling`).
+_VIEWER = "stacklens.viewer"
+
+
 def restrict(session: Session, viewer: Viewer | None) -> None:
     """Make every ORM SELECT of `session` see only the jobs `viewer` may read (all of them
     for an admin)."""
+    session.info[_VIEWER] = viewer
     if viewer is not None and viewer.admin:
         return
     owned = _owned(viewer)
@@ -66,3 +71,13 @@ def restrict(session: Session, viewer: Viewer | None) -> None:
     def _only_visible(state: ORMExecuteState) -> None:
         if state.is_select:
             state.statement = state.statement.options(*criteria)
+
+
+def sibling(session: Session) -> Session:
+    """A new session on the same engine that sees exactly what `session` sees (restricted to
+    the same viewer; unrestricted if `session` is), for reading in another thread: a
+    Session is not thread-safe. The caller closes it."""
+    other = Session(session.get_bind())
+    if _VIEWER in session.info:
+        restrict(other, session.info[_VIEWER])
+    return other

@@ -11,6 +11,7 @@ inverted a 422. The table endpoints and the series answer CSV or Parquet files t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -586,17 +587,22 @@ def _steps(
     return series.Steps(lo, hi, step_ns)
 
 
+def detail_reads(t: _Target) -> dict[str, Callable[[Session], Any]]:
+    """The independent reads a job's details are made of, by JobDetails field: each takes
+    the session to read on (the reports run them at once, each on a session of its own)."""
+    return {
+        "matrix": lambda s: _matrix(s, t, PAIR_LIMITS.default),
+        "ops": lambda s: _ops(s, t),
+        "io": lambda s: _io(s, t, "program", FILE_LIMITS.default),
+        "collectives": lambda s: _collectives(s, t),
+        "sizes": lambda s: _sizes(s, t),
+        "rma": lambda s: _rma(s, t, PAIR_LIMITS.default),
+        "ranks": lambda s: _ranks(s, t, RANK_LIMITS.default),
+    }
+
+
 def _details(session: Session, t: _Target) -> JobDetails:
-    return JobDetails(
-        job=t.job,
-        matrix=_matrix(session, t, PAIR_LIMITS.default),
-        ops=_ops(session, t),
-        io=_io(session, t, "program", FILE_LIMITS.default),
-        collectives=_collectives(session, t),
-        sizes=_sizes(session, t),
-        rma=_rma(session, t, PAIR_LIMITS.default),
-        ranks=_ranks(session, t, RANK_LIMITS.default),
-    )
+    return JobDetails(job=t.job, **{k: read(session) for k, read in detail_reads(t).items()})
 
 
 def _matrix(session: Session, t: _Target, limit: int, cursor: str | None = None) -> Matrix:

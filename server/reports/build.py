@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 from sqlalchemy.orm import Session
 
 from frontend import figures as page_figures
 from frontend.formatting import format_bytes, format_duration_ns, format_utc_ns, rank_ranges
+from server.access.owner import sibling
 from server.fabric import history
 from server.fabric import repository as fabric
 from server.fabric import series as fabric_series
+from server.incidents import repository as incident_repo
 from server.incidents import routes as incident_routes
 from server.jobs import placement, profile, repository, routes, series
 from server.query_params import Window
@@ -33,6 +37,7 @@ from server.traffic import service as traffic_service
 from server.traffic.repository import TrafficConfig
 from server.traffic.service import AttributionCache
 from stacklens.api_models import (
+    IncidentDetails,
     JobDetails,
     JobPlacement,
     LinkEnd,
@@ -314,55 +319,79 @@ def job_report(
     steps = routes._steps(
         target, window, None, series.profile_max_steps(target.world_size), per_rank=True
     )
-    rows = series.profile_rows(session, target.scope, steps)
-    prof = SlowRanks.model_validate(
-        {
-            "job": target.job,
-            "from_ns": steps.from_ns,
-            "to_ns": steps.to_ns,
-            "step_ns": steps.step_ns,
-            "shares": json.loads(rows.shares),
-            "outliers": profile.outliers(
-                rows.totals,
-                rows.ranks,
-                lambda place: series.profile_steps(session, target.scope, steps, place),
-            ),
-            "imbalance": profile.imbalance(rows.coll),
-            "run": target.run,
-        }
-    )
-    timeline = Series.model_validate(
-        {
-            "job": target.job,
-            "by": "category",
-            "from_ns": steps.from_ns,
-            "to_ns": steps.to_ns,
-            "step_ns": steps.step_ns,
-            "metrics": list(series.METRICS["category"]),
-            "points": json.loads(series.series_json(session, target.scope, steps, "category")),
-            "run": target.run,
-        }
-    )
-    progress(2, steps_total, "matrix, operations, collectives, sizes, I/O, ranks")
-    details = routes._details(session, target)
-    progress(3, steps_total, "placement on the fabric")
     lo = target.started_ns if window.from_ns is None else window.from_ns
     hi = target.last_seen_ns + 1 if window.to_ns is None else min(window.to_ns, LATEST_NS)
-    placed = JobPlacement(
-        job=target.job,
-        from_ns=lo,
-        to_ns=hi,
-        crossed=placement.CROSSED_BASIS,
-        run=target.run,
-        **placement.job_placement(session, target.scope, lo, hi),
-    )
-    nodes, all_links = fabric.nodes(session), fabric.links(session)
-    errors = _link_errors(session, all_links, [lk.id for lk in placed.links], lo, hi)
-    attributed = _attribution(session, traffic, found, target, lo, hi)
-    progress(4, steps_total, "fabric series")
-    busiest = sorted(placed.links, key=lambda lk: -(lk.peak_utilisation or 0))
-    loads = _fabric_points(session, all_links, [lk.id for lk in busiest], lo, hi)
-    progress(5, steps_total, "figures and findings")
+
+    def read_profile(s: Session) -> SlowRanks:
+        rows = series.profile_rows(s, target.scope, steps)
+        return SlowRanks.model_validate(
+            {
+                "job": target.job,
+                "from_ns": steps.from_ns,
+                "to_ns": steps.to_ns,
+                "step_ns": steps.step_ns,
+                "shares": json.loads(rows.shares),
+                "outliers": profile.outliers(
+                    rows.totals,
+                    rows.ranks,
+                    lambda place: series.profile_steps(s, target.scope, steps, place),
+                ),
+                "imbalance": profile.imbalance(rows.coll),
+                "run": target.run,
+            }
+        )
+
+    def read_timeline(s: Session) -> Series:
+        return Series.model_validate(
+            {
+                "job": target.job,
+                "by": "category",
+                "from_ns": steps.from_ns,
+                "to_ns": steps.to_ns,
+                "step_ns": steps.step_ns,
+                "metrics": list(series.METRICS["category"]),
+                "points": json.loads(series.series_json(s, target.scope, steps, "category")),
+                "run": target.run,
+            }
+        )
+
+    def read_fabric(s: Session) -> _JobFabric:
+        placed = JobPlacement(
+            job=target.job,
+            from_ns=lo,
+            to_ns=hi,
+            crossed=placement.CROSSED_BASIS,
+            run=target.run,
+            **placement.job_placement(s, target.scope, lo, hi),
+        )
+        nodes, all_links = fabric.nodes(s), fabric.links(s)
+        errors = _link_errors(s, all_links, [lk.id for lk in placed.links], lo, hi)
+        busiest = sorted(placed.links, key=lambda lk: -(lk.peak_utilisation or 0))
+        loads = _fabric_points(s, all_links, [lk.id for lk in busiest], lo, hi)
+        owners = _busy_link_owners(s, traffic, busiest, lo, hi)
+        return _JobFabric(placed, nodes, all_links, errors, busiest, loads, owners)
+
+    reads: dict[str, Callable[[Session], Any]] = {
+        "profile": read_profile,
+        "timeline": read_timeline,
+        **routes.detail_reads(target),
+        "fabric": read_fabric,
+        "attribution": lambda s: _attribution(s, traffic, found, target, lo, hi),
+        "incidents": lambda s: _job_incidents(s, found.id, lo, hi),
+    }
+    stages = [
+        (("profile", "timeline"), "matrix, operations, collectives, sizes, I/O, ranks"),
+        (tuple(routes.detail_reads(target)), "placement on the fabric"),
+        (("fabric",), "fabric series"),
+        (("attribution", "incidents"), "figures and findings"),
+    ]
+    done = _read_at_once(session, reads, [(names, partial(progress, 2 + i, steps_total, what))
+                                          for i, (names, what) in enumerate(stages)])  # fmt: skip
+    prof: SlowRanks = done["profile"]
+    timeline: Series = done["timeline"]
+    details = JobDetails(job=target.job, **{k: done[k] for k in routes.detail_reads(target)})
+    placed, nodes, all_links, errors, busiest, loads, owners = done["fabric"]
+    attributed = done["attribution"]
 
     who = found.user or "?"
     span = hi - lo
@@ -389,11 +418,12 @@ def job_report(
         ("Hosts", f"{len(hosts)}: " + ", ".join(hosts[:8]) + (" …" if len(hosts) > 8 else "")),
     ]
     totals = rank_totals(prof)
-    findings = [outlier_finding(o) for o in prof.outliers]
+    findings = incident_findings(done["incidents"], target.job)
+    findings += [outlier_finding(o) for o in prof.outliers]
     uneven = [g for g in prof.imbalance if g.max_ns - g.min_ns >= profile.MIN_EXCESS_NS]
     findings += [f"{g.text[0].upper()}{g.text[1:]}." for g in uneven[:3]]
     findings += link_findings(busiest, errors)
-    findings += _busy_link_owners(session, traffic, busiest, lo, hi)
+    findings += owners
     health = details.ranks.health
     if health.frames_dropped:
         findings.append(
@@ -452,6 +482,119 @@ def job_report(
         filename=_filename("job", target.job, target.run),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
+
+
+#: Reads of a report run at once at most (each on a session and connection of its own).
+READERS = 4
+
+
+def _read_at_once(
+    session: Session,
+    reads: dict[str, Callable[[Session], Any]],
+    stages: Sequence[tuple[Sequence[str], Callable[[], None]]],
+) -> dict[str, Any]:
+    """Every read at once, READERS at a time, each on a new session that sees what
+    `session` sees (server.access.owner.sibling); as each stage's reads are done, in
+    order, its callback (progress). Their answers by name; a read's error is raised."""
+
+    def run(read: Callable[[Session], Any]) -> Any:
+        with sibling(session) as own:
+            return read(own)
+
+    with ThreadPoolExecutor(READERS, thread_name_prefix="report-read") as pool:
+        futures = {name: pool.submit(run, read) for name, read in reads.items()}
+        for names, then in stages:
+            for name in names:
+                futures[name].result()
+            then()
+        return {name: future.result() for name, future in futures.items()}
+
+
+class _JobFabric(NamedTuple):
+    """What a job report reads of the fabric: the job's placement, the nodes and links,
+    the errors of its links, its links busiest first, the series of the busiest, and who
+    had most bytes on the busy ones."""
+
+    placed: JobPlacement
+    nodes: list[dict[str, Any]]
+    all_links: list[dict[str, Any]]
+    errors: dict[int, int | None]
+    busiest: list[PlacedLink]
+    loads: tuple[dict[int, str], dict[int, list[tuple[int, float | None, float]]]]
+    owners: list[str]
+
+
+#: Incidents a job report joins at most (the newest overlapping its window).
+MAX_INCIDENTS = 5
+
+
+def _job_incidents(session: Session, job_id: int, lo: int, hi: int) -> list[IncidentDetails]:
+    """The incidents naming the job (id) that overlap [lo, hi), newest first, each as
+    GET /api/incidents/{id} shows it to the session's viewer (each from a snapshot of its
+    own, as that route reads it)."""
+    rows, _ = incident_repo.list_incidents(
+        session, MAX_INCIDENTS, None, from_ns=lo, to_ns=hi, severity=None, kind=None,
+        job_ids=[job_id], link=None, is_open=None,
+    )  # fmt: skip
+    out = []
+    for row in rows[:MAX_INCIDENTS]:
+        with sibling(session) as own:
+            out.append(incident_routes.get_incident(row.id, own))
+    return out
+
+
+#: What a job's own signal of an incident says, by detector kind.
+_SIGNAL_WORDS = {
+    "mpi_slowdown": "time in collectives and waits per byte",
+    "io_stall": "file I/O time per byte",
+}
+
+
+def incident_findings(incidents: Sequence[IncidentDetails], job: str) -> list[str]:
+    """The cross-stack findings of a job from the incidents that name it: per link of each,
+    how loaded it was and for how long, what the job showed meanwhile (its own signals:
+    time per byte against its own baseline) and which job had most bytes on the link
+    ("Link a[1] → b[2] was at up to 94 % of its capacity for 40.0 s (incident #7, from
+    ...) while this job's time in collectives and waits per byte rose to 3.0× its own
+    baseline; the job with most bytes on it was job J2 (1.2 GiB, routed).")."""
+    out = []
+    for inc in incidents:
+        me = next((m for m in inc.members if m.visible and m.job == job), None)
+        if me is None:
+            continue
+        end = inc.end_ns if inc.end_ns is not None else inc.updated_ns
+        held = _seconds(max(0, end - inc.start_ns)) + (" so far" if inc.end_ns is None else "")
+        rose = []
+        for signal in me.signals:
+            factor = me.evidence.get(signal, {}).get("peak_factor")
+            if signal in _SIGNAL_WORDS and factor:
+                rose.append(f"{_SIGNAL_WORDS[signal]} rose to {factor:.1f}× its own baseline")
+        top = next((m for m in inc.members if m.role == "aggressor"), None)
+        if top is not None and top.visible and top.job == job:
+            meanwhile = "this job had the most bytes on it" + _routed(top.link_bytes)
+            top = None
+        elif rose:
+            meanwhile = "this job's " + " and its ".join(rose)
+        else:
+            meanwhile = "this job's traffic crossed it"
+        if top is None:
+            who = ""
+        elif top.visible:
+            who = f"; the job with most bytes on it was job {top.job}{_routed(top.link_bytes)}"
+        else:
+            who = "; the job with most bytes on it was another job (not yours)"
+        for lk in inc.links:
+            name = link_label(lk.a, lk.b) if lk.a and lk.b else f"link {lk.id}"
+            utils = [e["utilisation"] for e in lk.evidence if e.get("utilisation") is not None]
+            level = (f"at up to {_percent(max(utils))} of its capacity" if utils
+                     else ", ".join(lk.signals))  # fmt: skip
+            out.append(f"Link {name} was {level} for {held} (incident #{inc.id}, from "
+                       f"{_utc(inc.start_ns)}) while {meanwhile}{who}.")  # fmt: skip
+    return out
+
+
+def _routed(nbytes: int | None) -> str:
+    return "" if nbytes is None else f" ({format_bytes(nbytes)}, routed)"
 
 
 #: The app's link attribution: its settings and the cache of whole-fabric attributions.

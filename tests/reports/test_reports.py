@@ -227,10 +227,11 @@ def test_another_users_job_cannot_be_exported(collector, pg_url):
         engine.dispose()
 
 
-def _incident(pg_url: str) -> int:
+def _incident(pg_url: str, aggressor: str | None = None) -> int:
     """An incident (server/incidents/repository.py `save`) on the small fabric's spine1 -
     leaf1 link: congestion 1.5x its threshold, the hostile job its victim, its time per
-    byte 4x its baseline."""
+    byte 4x its baseline; the job `aggressor`, if given, its aggressor with 5,000 bytes on
+    the link."""
     engine = make_engine(pg_url)
     try:
         with Session(engine) as session, session.begin():
@@ -263,7 +264,13 @@ def _incident(pg_url: str) -> int:
                 "link_bytes": 800,
                 "evidence": evidence,
             }
-            return incidents.save(session, row, [member])
+            if aggressor is None:
+                return incidents.save(session, row, [member])
+            other = session.scalars(select(Job.id).where(Job.job_key == aggressor)).one()
+            row["members"] = [{"role": "aggressor"}, {"role": "victim"}]
+            first = {"slot": 0, "job_id": other, "role": "aggressor", "signals": [], "ranks": [],
+                     "files": [], "link_bytes": 5000, "evidence": {}}  # fmt: skip
+            return incidents.save(session, row, [first, {**member, "slot": 1}])
     finally:
         engine.dispose()
 
@@ -285,6 +292,29 @@ def test_the_incident_report(hostile, pg_url, tmp_path):
     assert hostile.get(f"/api/reports/incidents/{incident + 1}").status_code == 404
     html = hostile.get(f"/api/reports/incidents/{incident}")
     assert html.status_code == 200 and html.text.count('class="figure plot"') == 3
+
+
+def test_the_job_report_joins_a_busy_link_to_its_slowdown_and_names_who_loaded_it(
+    hostile, collector, pg_url, tmp_path
+):
+    send_two_users_jobs(collector)
+    incident = _incident(pg_url, aggressor=BOB_JOB)
+    expected = (
+        f"Link spine1[1] → leaf1[3] was at up to 90 % of its capacity for 1.00 s (incident "
+        f"#{incident}, from 2023-11-14 22:13:21 UTC) while this job's time in collectives and "
+        f"waits per byte rose to 4.0× its own baseline; the job with most bytes on it was job "
+        f"{BOB_JOB} (4.88 KiB, routed)."
+    )
+    pdf = hostile.get(f"/api/reports/jobs/{HOSTILE_JOB}", params={"format": "pdf"})
+    assert pdf.status_code == 200, pdf.text
+    assert expected in flat(pdf_text(pdf.content, tmp_path))
+    # the aggressor's own report: it had the most bytes, and no slowdown of its own
+    theirs = hostile.get(f"/api/reports/jobs/{BOB_JOB}", params={"format": "pdf"})
+    assert (
+        f"Link spine1[1] → leaf1[3] was at up to 90 % of its capacity for 1.00 s (incident "
+        f"#{incident}, from 2023-11-14 22:13:21 UTC) while this job had the most bytes on it "
+        "(4.88 KiB, routed)."
+    ) in flat(pdf_text(theirs.content, tmp_path))
 
 
 def test_stacklens_report_writes_the_file_with_a_progress_bar(hostile, pg_url, tmp_path):
