@@ -6,7 +6,8 @@ and host is text, never markup) renders both formats.
   can close the block) drawn interactively by a few lines of script.
 - PDF: the same page with every figure as a static PNG made by kaleido (its Chromium: a
   warm one, started at the first PDF and kept for the process), laid out in pages by
-  WeasyPrint. Why WeasyPrint: docs/reports.md.
+  WeasyPrint, its tables in a fixed layout with column widths from their text's length
+  (`column_widths`). Why WeasyPrint: docs/reports.md.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
-from server.reports.model import Report
+from server.reports.model import Report, Table
 
 #: Width of the figures in the PDF (CSS px) and the pixel density of their images.
 PDF_FIGURE_WIDTH = 1000
@@ -41,6 +42,30 @@ _ENV = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+#: A PDF table's column is as wide as its longest text, counted up to this many
+#: characters (longer text wraps), and at least MIN_COLUMN.
+WIDEST_CELL = 40
+MIN_COLUMN = 4
+
+
+def column_widths(table: Table) -> list[float]:
+    """The share (percent) of the page's width of each column of `table` in the PDF: in
+    proportion to its longest cell or heading word, between MIN_COLUMN and WIDEST_CELL
+    characters (a numeric column, never wrapped, its longest cell whole). With these the
+    PDF's tables use a fixed layout: WeasyPrint's automatic one measures every cell's
+    text first, seconds for a report's few thousand cells."""
+    chars = []
+    for i, heading in enumerate(table.headings):
+        numeric = bool(table.numeric) and table.numeric[i]
+        longest = max((len(row[i]) for row in table.rows if i < len(row)), default=0)
+        words = max((len(w) for w in heading.split()), default=0)
+        width = max(longest, words, MIN_COLUMN)
+        chars.append(width if numeric else min(width, WIDEST_CELL))
+    total = sum(chars) or 1
+    return [100 * c / total for c in chars]
+
+
+_ENV.globals["column_widths"] = column_widths
 _kaleido_lock = threading.Lock()
 _kaleido_started = False
 
