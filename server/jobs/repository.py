@@ -7,7 +7,7 @@ whole job (all its runs summed).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,6 @@ from stacklens.schema import (
     CollDelta,
     IoDelta,
     Job,
-    OpDelta,
     OpHistDelta,
     P2PDelta,
     P2PMinute,
@@ -390,36 +389,22 @@ def p2p_blocks(session: Session, scope: Scope) -> tuple[int, list[dict[str, Any]
     return side, blocks
 
 
-def job_ops(session: Session, scope: Scope) -> list[dict[str, Any]]:
-    """Calls, bytes and time inside per MPI op over all ranks and intervals of the job, with
-    the op's name, traffic category, whether its bytes are received (`op_receives`) and the
-    number of ranks that called it; only ops with calls, heaviest time first (then by
-    name)."""
-    calls = func.sum(OpDelta.calls)
-    query = (
-        select(
-            OpDelta.op_id,
-            calls.label("calls"),
-            func.sum(OpDelta.bytes).label("bytes"),
-            func.sum(OpDelta.time_ns).label("time_ns"),
-            func.count(distinct(OpDelta.world_rank)).filter(OpDelta.calls > 0).label("ranks"),
-        )
-        .where(*scope.rows(OpDelta))
-        .group_by(OpDelta.op_id)
-        .having(calls > 0)
-    )
+def job_ops(totals: Iterable[tuple[int, int, int, int, int]]) -> list[dict[str, Any]]:
+    """The rows of server.jobs.series.op_totals (op_id, calls, bytes, time_ns, ranks: the
+    job's ops with calls over its window) with each op's name, traffic category and whether
+    its bytes are received (`op_receives`); heaviest time first (then by name)."""
     receives = op_receives()
     rows = [
         {
-            "op": op_display_name(row.op_id),
-            "category": op_display_category(row.op_id),
-            "received": row.op_id < len(receives) and receives[row.op_id],
-            "calls": int(row.calls),
-            "bytes": int(row.bytes),
-            "time_ns": int(row.time_ns),
-            "ranks": int(row.ranks),
+            "op": op_display_name(op_id),
+            "category": op_display_category(op_id),
+            "received": op_id < len(receives) and receives[op_id],
+            "calls": calls,
+            "bytes": nbytes,
+            "time_ns": time_ns,
+            "ranks": ranks,
         }
-        for row in session.execute(query)
+        for op_id, calls, nbytes, time_ns, ranks in totals
     ]
     return sorted(rows, key=lambda r: (-r["time_ns"], r["op"]))
 
@@ -526,71 +511,52 @@ def op_display_category(op_id: int) -> str:
     return categories[op_id] if op_id < len(categories) else "other"
 
 
-def job_collectives(session: Session, scope: Scope) -> list[dict[str, Any]]:
-    """Collective calls, bytes and time per (communicator, op, root) over all ranks and
-    intervals of the job, with the number of ranks that called it; only rows with calls,
-    heaviest time first (then op name, communicator id, root)."""
-    calls = func.sum(CollDelta.calls)
+def collective_totals(
+    session: Session, scope: Scope
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """From one pass over the scope's collective deltas (summed per communicator, op, root
+    and rank in the database): per communicator (id and size) its calls, bytes and time,
+    the ranks that called any collective on it and its distinct (op, root) pairs, heaviest
+    time first (then by id and size); and per (communicator, op, root) its calls, bytes,
+    time and the ranks that called it, heaviest time first (then op name, communicator id,
+    root). Only those with calls."""
+    cd = CollDelta
+    keys = (cd.comm_id, cd.comm_size, cd.op_id, cd.root, cd.world_rank)
     query = (
-        select(
-            CollDelta.op_id,
-            CollDelta.comm_id,
-            CollDelta.comm_size,
-            CollDelta.root,
-            func.count(distinct(CollDelta.world_rank)).filter(CollDelta.calls > 0).label("ranks"),
-            calls.label("calls"),
-            func.sum(CollDelta.bytes).label("bytes"),
-            func.sum(CollDelta.time_ns).label("time_ns"),
-        )
-        .where(*scope.rows(CollDelta))
-        .group_by(CollDelta.op_id, CollDelta.comm_id, CollDelta.comm_size, CollDelta.root)
-        .having(calls > 0)
+        select(*keys, func.sum(cd.calls), func.sum(cd.bytes), func.sum(cd.time_ns))
+        .where(*scope.rows(cd))
+        .group_by(*keys)
     )
-    rows = [
-        {
-            "op": op_display_name(row.op_id),
-            "comm_id": int(row.comm_id),
-            "comm_size": int(row.comm_size),
-            "root": int(row.root),
-            **{k: int(row._mapping[k]) for k in ("ranks", "calls", "bytes", "time_ns")},
-        }
-        for row in session.execute(query)
-    ]
-    return sorted(rows, key=lambda r: (-r["time_ns"], r["op"], r["comm_id"], r["root"]))
-
-
-def communicator_totals(session: Session, scope: Scope) -> list[dict[str, Any]]:
-    """Collective calls, bytes and time per communicator (id and size) of the job, with the
-    ranks that called any collective on it and its distinct (op, root) pairs; heaviest time
-    first (then by id)."""
-    calls = func.sum(CollDelta.calls)
-    with_calls = CollDelta.calls > 0
-    query = (
-        select(
-            CollDelta.comm_id,
-            CollDelta.comm_size,
-            func.count(distinct(CollDelta.world_rank)).filter(with_calls).label("ranks"),
-            func.count(distinct(func.row(CollDelta.op_id, CollDelta.root)))
-            .filter(with_calls)
-            .label("ops"),
-            calls.label("calls"),
-            func.sum(CollDelta.bytes).label("bytes"),
-            func.sum(CollDelta.time_ns).label("time_ns"),
-        )
-        .where(*scope.rows(CollDelta))
-        .group_by(CollDelta.comm_id, CollDelta.comm_size)
-        .having(calls > 0)
-        .order_by(func.sum(CollDelta.time_ns).desc(), CollDelta.comm_id, CollDelta.comm_size)
+    comms: dict[tuple[int, int], dict[str, Any]] = {}
+    callers: dict[tuple[int, int], set[int]] = {}
+    pairs: dict[tuple[int, int], set[tuple[int, int]]] = {}
+    colls: dict[tuple[int, int, int, int], dict[str, Any]] = {}
+    for comm_id, size, op_id, root, rank, calls, nbytes, ns in session.execute(query):
+        comm = comms.setdefault((comm_id, size), {
+            "comm_id": int(comm_id), "comm_size": int(size),
+            "overflow": comm_id == OVERFLOW_COMM_ID, "calls": 0, "bytes": 0,
+            "time_ns": 0})  # fmt: skip
+        coll = colls.setdefault((comm_id, size, op_id, root), {
+            "op": op_display_name(op_id), "comm_id": int(comm_id), "comm_size": int(size),
+            "root": int(root), "ranks": 0, "calls": 0, "bytes": 0, "time_ns": 0})  # fmt: skip
+        for row in (comm, coll):
+            row["calls"] += int(calls)
+            row["bytes"] += int(nbytes)
+            row["time_ns"] += int(ns)
+        if calls > 0:  # calls are counts: a rank's sum has calls iff one of its rows has
+            coll["ranks"] += 1
+            callers.setdefault((comm_id, size), set()).add(rank)
+            pairs.setdefault((comm_id, size), set()).add((op_id, root))
+    communicators = sorted(
+        ({**c, "ranks": len(callers.get(k, ())), "ops": len(pairs.get(k, ()))}
+         for k, c in comms.items() if c["calls"] > 0),
+        key=lambda r: (-r["time_ns"], r["comm_id"], r["comm_size"]),
+    )  # fmt: skip
+    collectives = sorted(
+        (c for c in colls.values() if c["calls"] > 0),
+        key=lambda r: (-r["time_ns"], r["op"], r["comm_id"], r["root"]),
     )
-    return [
-        {
-            "comm_id": int(row.comm_id),
-            "comm_size": int(row.comm_size),
-            "overflow": row.comm_id == OVERFLOW_COMM_ID,
-            **{k: int(row._mapping[k]) for k in ("ranks", "ops", "calls", "bytes", "time_ns")},
-        }
-        for row in session.execute(query)
-    ]
+    return communicators, collectives
 
 
 def job_sizes(session: Session, scope: Scope) -> list[dict[str, Any]]:

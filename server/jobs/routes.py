@@ -622,7 +622,7 @@ def _matrix(session: Session, t: _Target, limit: int, cursor: str | None = None)
 
 
 def _ops(session: Session, t: _Target) -> JobOps:
-    ops = repository.job_ops(session, t.scope)
+    ops = repository.job_ops(series.op_totals(session, t.scope))
     return JobOps(
         job=t.job,
         run=t.run,
@@ -650,15 +650,12 @@ def _io(session: Session, t: _Target, phase: str, limit: int, cursor: str | None
 
 
 def _collectives(session: Session, t: _Target) -> JobCollectives:
+    communicators, collectives = repository.collective_totals(session, t.scope)
     return JobCollectives(
         job=t.job,
         run=t.run,
-        communicators=[
-            CommunicatorTotal(**row) for row in repository.communicator_totals(session, t.scope)
-        ],
-        collectives=[
-            CollectiveTotal(**row) for row in repository.job_collectives(session, t.scope)
-        ],
+        communicators=[CommunicatorTotal(**row) for row in communicators],
+        collectives=[CollectiveTotal(**row) for row in collectives],
     )
 
 

@@ -357,6 +357,48 @@ def _layer_name(layer: Any) -> Any:
     return func.coalesce(_by_id(names, Text, layer), func.concat("layer ", layer))
 
 
+#: The end of an open window read as one step (year 2116: past any interval).
+_OPEN_END_NS = 2**62
+
+
+def op_totals(session: Session, scope: Scope) -> list[tuple[int, int, int, int, int]]:
+    """(op_id, calls, bytes, time_ns, ranks that called it) per op with calls over the
+    scope's window, from the rollups where they serve it (`op_seconds`, and
+    `rank_op_minutes`/`rank_op_fives` for the ranks; the raw deltas for what is not rolled
+    up yet and for a window's partial end; the raw deltas alone for a window that starts
+    within a minute): the same sums as the raw deltas, without reading a row per rank and
+    interval where the rollups serve."""
+    lo = 0 if scope.window.from_ns is None else scope.window.from_ns
+    hi = _OPEN_END_NS if scope.window.to_ns is None else max(scope.window.to_ns, lo + 1)
+    o = OpDelta
+    if lo % MINUTE_NS:  # no rollup serves a window from within a minute: one raw pass
+        calls = func.sum(o.calls)
+        raw = (
+            select(o.op_id, calls, func.sum(o.bytes), func.sum(o.time_ns),
+                   func.count(distinct(o.world_rank)).filter(o.calls > 0))
+            .where(*scope.rows(o)).group_by(o.op_id).having(calls > 0)
+        )  # fmt: skip
+        return [(int(a), int(b), int(c), int(d), int(e)) for a, b, c, d, e in session.execute(raw)]
+    whole = Steps(lo, hi, -(-(hi - lo) // FIVE_NS) * FIVE_NS)
+    totals = _per_op(session, scope, whole)
+
+    def ranks(r: Any) -> _Source:
+        return _Source(r, [r.op_id, r.world_rank], where=[r.calls > 0], time=r.minute_ns)
+
+    rows = _rows(session, scope, whole, MINUTE_NS, ranks(RankOpMinute),
+                 _Source(o, [o.op_id, o.world_rank], where=[o.calls > 0]),
+                 fives=ranks(RankOpFive))  # fmt: skip
+    callers = (
+        select(rows.c.op_id, func.count(distinct(rows.c.world_rank)).label("ranks"))
+        .group_by(rows.c.op_id)
+        .subquery()
+    )
+    query = select(totals.c.op_id, totals.c.calls, totals.c.bytes, totals.c.time_ns,
+                   func.coalesce(callers.c.ranks, 0)).outerjoin(
+        callers, callers.c.op_id == totals.c.op_id)  # fmt: skip
+    return [(int(a), int(b), int(c), int(d), int(e)) for a, b, c, d, e in session.execute(query)]
+
+
 def _per_op(session: Session, scope: Scope, steps: Steps) -> Any:
     """SQL: (at, op_id, calls, bytes, time_ns) per step and op with calls."""
     o, s = OpDelta, OpSecond

@@ -297,3 +297,32 @@ def test_five_minute_readings_agree_with_raw(fives, collector, pg_url, api_clien
                   "rank_value_minutes"):  # fmt: skip
         assert query(pg_url, f"DELETE FROM {table} WHERE {five} RETURNING 1") != []
     assert _reading(api_client, route, rolled) == want
+
+
+def test_a_jobs_operations_are_read_from_the_rollups_and_are_the_raw_sums(
+    fives, collector, pg_url, api_client
+):
+    """The job's operations over [F0, F0 + 11 min) and over all time come from the rollups
+    (`op_seconds`, `rank_op_minutes`/`_fives`), with a dirty minute and once rolled up: the
+    same as the window half a second earlier (and all time from 0.5 s), read from the raw
+    deltas alone; with a five minutes of `op_seconds` gone, the rolled reading changes."""
+    rolled = {"from": F0 // S, "to": F0 // S + 660}
+    raw = {"from": f"{F0 // S - 1}.5", "to": f"{F0 // S + 659}.5"}
+
+    def ops(params: dict) -> list:
+        answer = api_client.get(f"{FIVES}/ops", params=params)
+        assert answer.status_code == 200, answer.text
+        return answer.json()["ops"]
+
+    want = ops(raw)
+    assert want != [] and ops(rolled) == want and ops({}) == ops({"from": "0.5"})
+    exchange(collector.address, five_frame(6, 0, seq=900, extra=5), acks=1)  # in F0's five
+    want = ops(raw)
+    assert ops(rolled) == want and ops({}) == ops({"from": "0.5"})
+    roll_up(collector)
+    assert ops(rolled) == want and ops({}) == ops({"from": "0.5"})
+    send = next(o for o in want if o["op"] == "MPI_Send")
+    assert (send["ranks"], send["calls"]) == (2, 45), send
+    gone = f"second_ns >= {F0} AND second_ns < {F0 + 300 * S}"
+    assert query(pg_url, f"DELETE FROM op_seconds WHERE {gone} RETURNING 1") != []
+    assert ops(rolled) != want
