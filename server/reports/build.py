@@ -650,15 +650,15 @@ def _attribution(
 def _busy_link_owners(
     session: Session, traffic: Traffic | None, links: Sequence[PlacedLink], lo: int, hi: int
 ) -> list[str]:
-    """For each link at BUSY_LINK or more: which job (as the viewer may see it) had the
+    """For each of the first MAX_FINDINGS links at BUSY_LINK or more (`links` busiest
+    first; a report shows no more findings): which job (as the viewer may see it) had the
     most bytes on its busier direction over the window."""
     if traffic is None:
         return []
     config, cache = traffic
     out = []
-    for lk in links:
-        if lk.peak_utilisation is None or lk.peak_utilisation < BUSY_LINK:
-            continue
+    busy = [lk for lk in links if (lk.peak_utilisation or 0) >= BUSY_LINK]
+    for lk in busy[:MAX_FINDINGS]:
         answer = traffic_service.link_attribution(session, config, lk.id, Window(lo, hi), cache)
         if answer is None:
             continue

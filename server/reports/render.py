@@ -7,7 +7,8 @@ and host is text, never markup) renders both formats.
 - PDF: the same page with every figure as a static PNG made by kaleido (its Chromium: a
   warm one, started at the first PDF and kept for the process), laid out in pages by
   WeasyPrint, its tables in a fixed layout with column widths from their text's length
-  (`column_widths`). Why WeasyPrint: docs/reports.md.
+  (`column_widths`), a section's table cut to its first PDF_ROWS rows (`printed`).
+  Why WeasyPrint: docs/reports.md.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import atexit
 import base64
 import tempfile
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +31,9 @@ from server.reports.model import Report, Table
 #: Width of the figures in the PDF (CSS px) and the pixel density of their images.
 PDF_FIGURE_WIDTH = 1000
 PDF_IMAGE_SCALE = 1.5
+#: Rows of a section's table in the PDF at most (the HTML report lists up to
+#: build.SECTION_ROWS; laying out a thousand rows in pages cost WeasyPrint seconds).
+PDF_ROWS = 50
 #: Browser tabs kaleido draws in at once.
 KALEIDO_TABS = 2
 
@@ -78,9 +83,19 @@ def figure_json(figure: Any) -> Markup:
     return Markup(text)  # noqa: S704 — escaped above: no markup can remain
 
 
+def printed(table: Table) -> Table:
+    """A section's table as the PDF lists it: its first PDF_ROWS rows, and a note saying
+    how many the HTML report lists."""
+    if len(table.rows) <= PDF_ROWS:
+        return table
+    note = (f"The first {PDF_ROWS} of the {len(table.rows)} rows the HTML report lists."
+            + (f" {table.note}" if table.note else ""))  # fmt: skip
+    return replace(table, rows=table.rows[:PDF_ROWS], note=note)
+
+
 def _views(report: Report, images: list[bytes] | None) -> list[dict[str, Any]]:
     """The sections as the template reads them: each figure with its index, height and
-    either its JSON (HTML) or its PNG as a data URI (PDF)."""
+    either its JSON (HTML) or its PNG as a data URI (PDF); the tables (PDF: `printed`)."""
     views, index = [], 0
     for section in report.sections:
         figs = []
@@ -92,7 +107,8 @@ def _views(report: Report, images: list[bytes] | None) -> list[dict[str, Any]]:
                 view["png"] = "data:image/png;base64," + base64.b64encode(images[index]).decode()
             figs.append(view)
             index += 1
-        views.append({"section": section, "figures": figs})
+        tables = section.tables if images is None else [printed(t) for t in section.tables]
+        views.append({"section": section, "figures": figs, "tables": tables})
     return views
 
 
