@@ -3,7 +3,9 @@ pages (pdftoppm); a job with hostile names and every kind of record, on the smal
 fabric, opens offline in Chromium with every figure drawn, no console error, its names
 verbatim and nothing run; its PDF says the same names verbatim; the fabric window's report
 names the busy link, its PortXmitWait and errors; another user's job cannot be exported
-(404 as for an unknown job) and is never named in a window report."""
+(404 as for an unknown job) and is never named in a window report; a job's report joins
+the busy link of an incident naming it to its own slowdown and names the job with most
+bytes on the link; the PDF's tables get widths from their text and 50 rows at most."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from server.access.viewer import Access
 from server.app import create_app
 from server.fabric import repository as fabric
 from server.incidents import repository as incidents
+from server.reports.model import Table
+from server.reports.render import column_widths, printed
 from stacklens.db import make_engine
 from stacklens.schema import Job
 from tests.access.data import ALICE_JOB, BOB_JOB, BOB_NAMES, send_two_users_jobs, token_for
@@ -315,6 +319,19 @@ def test_the_job_report_joins_a_busy_link_to_its_slowdown_and_names_who_loaded_i
         f"#{incident}, from 2023-11-14 22:13:21 UTC) while this job had the most bytes on it "
         "(4.88 KiB, routed)."
     ) in flat(pdf_text(theirs.content, tmp_path))
+
+
+def test_the_pdf_tables_widths_and_rows():
+    rows = [["a" * 50, "55 %", "0"], ["b", "5 %", "1,234"]]
+    table = Table(["link", "mean util.", "errors"], rows, [False, True, True])
+    # link: 50 characters, counted as WIDEST_CELL (40); mean util.: its word "util." (5);
+    # errors: the word (6) over its longest cell (5)
+    assert [round(w, 2) for w in column_widths(table)] == [78.43, 9.8, 11.76]
+    assert printed(table) is table
+    long = Table(["n"], [[str(i)] for i in range(120)], [True], "Sorted.")
+    cut = printed(long)
+    assert cut.rows == long.rows[:50]
+    assert cut.note == "The first 50 of the 120 rows the HTML report lists. Sorted."
 
 
 def test_stacklens_report_writes_the_file_with_a_progress_bar(hostile, pg_url, tmp_path):
