@@ -138,6 +138,13 @@ def _kaleido() -> None:
         _kaleido_started = True
 
 
+def prepare(fmt: Format) -> None:
+    """Start in the background what rendering `fmt` needs that is not running yet (for a
+    PDF, kaleido's browser: seconds), so that it starts while the report is built."""
+    if fmt == "pdf" and not _kaleido_started:
+        threading.Thread(target=_kaleido, name="kaleido-start", daemon=True).start()
+
+
 def static(figure: Any) -> dict[str, Any]:
     """A figure as a plain dict without what only a pointer can show (the traces'
     `customdata` and hover templates: a 1,024-rank heat map's hover texts are megabytes

@@ -75,7 +75,9 @@ def _answer(
     fmt: render.Format,
     progress: bool,
 ) -> Response:
-    """The file of the report `make` builds, or its progress stream."""
+    """The file of the report `make` builds, or its progress stream (the renderer's
+    browser, if it needs one, starting while the report is built)."""
+    render.prepare(fmt)
     if not progress:
         with _viewer_session(request) as session:
             report = make(session, lambda *_: None)

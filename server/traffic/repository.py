@@ -18,11 +18,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Integer, and_, func, literal, select
+from sqlalchemy import Integer, and_, func, literal, or_, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from collector.fabric.store import unsigned64
+from collector.store.rollups import MINUTE_NS
 from server.fabric import repository as fabric
 from server.jobs import placement
 from server.query_params import MAX_NS, Window
@@ -32,6 +33,7 @@ from server.traffic.routing import Crossing, RouteLink, Router
 from stacklens.mpi_ops import op_names
 from stacklens.schema import (
     CollDelta,
+    CollMinute,
     FabricLft,
     FabricNode,
     FabricPort,
@@ -42,6 +44,7 @@ from stacklens.schema import (
     P2PDelta,
     Rank,
     RmaDelta,
+    RollupDirty,
 )
 
 #: The communicator id the hooks fold communicators beyond STACKLENS_MAX_KEYS into.
@@ -287,13 +290,7 @@ def _collectives(conn: Any, only: Any, window: Window, names: tuple[str, ...], s
     ).all()  # fmt: skip
     if not rows:
         return
-    runs = sorted({row[1] for row in rows})
-    members: dict[tuple[int, int], set[int]] = defaultdict(set)
-    run_ids = literal(runs, type_=ARRAY(Integer))
-    for run, comm, rank in conn.execute(
-        select(c.run_id, c.comm_id, c.world_rank).where(c.run_id == func.any(run_ids)).distinct()
-    ):
-        members[(run, comm)].add(rank)
+    members = _members(conn, sorted({row[1] for row in rows}))
     for job, run, rank, op, comm, size, root, calls, nbytes in rows:
         if run in measured_runs:
             continue
@@ -305,6 +302,46 @@ def _collectives(conn: Any, only: Any, window: Window, names: tuple[str, ...], s
         sends = collectives.rank_sends(name, group, rank, root, int(calls), int(nbytes))
         for (a, b), part in sends.items():
             send(job, "mpi_coll", "modelled", run, a, b, part)
+
+
+def _members(conn: Any, runs: list[int]) -> dict[tuple[int, int], set[int]]:
+    """The ranks of each (run, communicator) of `runs`: those with a collective row on it at
+    any time. From `coll_minutes` for the minutes rolled up, from the raw deltas for the
+    minutes not rolled up yet (`rollup_dirty`, read first: a commit marks its minutes dirty
+    in its own transaction and a rollup pass writes a minute's rows in the one that clears
+    it, so a minute is read from one or the other, or from both (a set): never missed)."""
+    run_ids = literal(runs, type_=ARRAY(Integer))
+    dirty: dict[int, list[int]] = defaultdict(list)
+    for run, minute in conn.execute(
+        select(RollupDirty.run_id, RollupDirty.minute_ns)
+        .where(RollupDirty.run_id == func.any(run_ids))
+        .order_by(RollupDirty.run_id, RollupDirty.minute_ns)
+    ):
+        dirty[run].append(minute)
+    cm, c = CollMinute, CollDelta
+    queries = [select(cm.run_id, cm.comm_id, cm.world_rank).where(cm.run_id == func.any(run_ids))]
+    spans = []
+    for run, minutes in dirty.items():
+        for lo, hi in _spans(minutes):
+            spans.append(and_(c.run_id == run, c.t_end_ns >= lo, c.t_end_ns < hi))
+    if spans:
+        queries.append(select(c.run_id, c.comm_id, c.world_rank).where(or_(*spans)))
+    members: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for query in queries:
+        for run, comm, rank in conn.execute(query.distinct()):
+            members[(run, comm)].add(rank)
+    return members
+
+
+def _spans(minutes: list[int]) -> list[tuple[int, int]]:
+    """Sorted minute starts as [start, end) spans of consecutive minutes."""
+    spans: list[tuple[int, int]] = []
+    for m in minutes:
+        if spans and spans[-1][1] == m:
+            spans[-1] = (spans[-1][0], m + MINUTE_NS)
+        else:
+            spans.append((m, m + MINUTE_NS))
+    return spans
 
 
 def hca_of(session: Session, fab: Fabric, hosts: set[str]) -> dict[str, int]:

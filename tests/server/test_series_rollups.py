@@ -8,10 +8,17 @@ fits, or, with the step chosen, coarsened to it."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from server.jobs import series
+from server.query_params import ALL_TIME
+from server.traffic import repository as traffic_repo
+from server.traffic.repository import TrafficConfig
 from stacklens import wire
+from stacklens.db import make_engine
 from stacklens.mpi_ops import op_names
+from stacklens.schema import Job
 from tests.collector.test_ingest import exchange
 from tests.collector.test_rollups import M0, roll_up
 from tests.conftest import query
@@ -326,3 +333,34 @@ def test_a_jobs_operations_are_read_from_the_rollups_and_are_the_raw_sums(
     gone = f"second_ns >= {F0} AND second_ns < {F0 + 300 * S}"
     assert query(pg_url, f"DELETE FROM op_seconds WHERE {gone} RETURNING 1") != []
     assert ops(rolled) != want
+
+
+def test_the_members_of_a_communicator_come_from_the_rollups(fives, collector, pg_url):
+    """The attribution models a collective over its communicator's members, the ranks with a
+    collective row on it at any time: read from `coll_minutes` for the minutes rolled up and
+    from the raw deltas for a dirty one, the same transfers either way; with the minute
+    rollups gone, no member is known and the collectives are left out, unmodelled."""
+    engine = make_engine(pg_url)
+
+    def traffic() -> tuple[list, dict]:
+        with Session(engine) as session:
+            job = session.scalars(select(Job.id).where(Job.job_key == "fives")).one()
+            got = traffic_repo.job_traffic(session, ALL_TIME, TrafficConfig(), [job])
+            return sorted(got.transfers, key=repr), got.left_out
+
+    try:
+        transfers, left = traffic()
+        colls = [t for t in transfers if t.layer == "mpi_coll"]
+        assert colls != [] and "unmodelled_collective" not in left
+        exchange(collector.address, five_frame(6, 0, seq=900, extra=5), acks=1)  # dirty
+        transfers, left = traffic()
+        assert "unmodelled_collective" not in left
+        assert [t for t in transfers if t.layer == "mpi_coll"] != colls
+        roll_up(collector)
+        assert traffic() == (transfers, left)
+        assert query(pg_url, "DELETE FROM coll_minutes RETURNING 1") != []
+        transfers, left = traffic()
+        assert [t for t in transfers if t.layer == "mpi_coll"] == []
+        assert left["unmodelled_collective"] > 0
+    finally:
+        engine.dispose()
