@@ -1,11 +1,13 @@
 """The report builders: a job (or one of its runs) over a window, an incident, and any
 window of the fabric (on some hosts). They read through the same repositories and answer
 with the same API models as the routes of the pages (server/jobs — its routes' own
-helpers `_target`, `_steps`, `_details` —, server/fabric, server/incidents,
-server/traffic), on the caller's session, so the owner filter applies exactly as it does
-to the pages; findings and tables are computed here from those models (pure helpers
-below), figures drawn by the pure builders of frontend/figures.py and
-server/reports/figures.py. Each builder reports its steps to a `Progress` callback.
+helpers `find_target`, `_steps`, `detail_reads` —, server/fabric, server/incidents,
+server/traffic), on the caller's session or, for the job report's reads run at once, on
+sessions that see exactly what it sees (server.access.owner.sibling), so the owner
+filter applies exactly as it does to the pages; findings and tables are computed here
+from those models (pure helpers below), figures drawn by the pure builders of
+frontend/figures.py and server/reports/figures.py. Each builder reports its steps to a
+`Progress` callback.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ bytes on the link; the PDF's tables get widths from their text and 50 rows at mo
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import subprocess
@@ -231,16 +232,16 @@ def test_another_users_job_cannot_be_exported(collector, pg_url):
         engine.dispose()
 
 
-def _incident(pg_url: str, aggressor: str | None = None) -> int:
+def _incident(pg_url: str, aggressor: str | None = None, victim: str = HOSTILE_JOB) -> int:
     """An incident (server/incidents/repository.py `save`) on the small fabric's spine1 -
-    leaf1 link: congestion 1.5x its threshold, the hostile job its victim, its time per
+    leaf1 link: congestion 1.5x its threshold, the job `victim` its victim, its time per
     byte 4x its baseline; the job `aggressor`, if given, its aggressor with 5,000 bytes on
     the link."""
     engine = make_engine(pg_url)
     try:
         with Session(engine) as session, session.begin():
             link = next(lk for lk in fabric.links(session) if lk["a"]["name"] == "spine1")
-            job = session.scalars(select(Job.id).where(Job.job_key == HOSTILE_JOB)).one()
+            job = session.scalars(select(Job.id).where(Job.job_key == victim)).one()
             steps = [{"t_ns": T0 + k * S, "time_ns": 4_000 * (k + 1), "bytes": 1000,
                       "per_byte_ns": 4.0 * (k + 1), "baseline_per_byte_ns": 4.0}
                      for k in range(3)]  # fmt: skip
@@ -319,6 +320,30 @@ def test_the_job_report_joins_a_busy_link_to_its_slowdown_and_names_who_loaded_i
         f"#{incident}, from 2023-11-14 22:13:21 UTC) while this job had the most bytes on it "
         "(4.88 KiB, routed)."
     ) in flat(pdf_text(theirs.content, tmp_path))
+
+
+def test_a_job_report_names_no_other_users_job_from_an_incident(collector, pg_url):
+    send_two_users_jobs(collector)
+    write_small_fabric(pg_url)
+    incident = _incident(pg_url, aggressor=BOB_JOB, victim=ALICE_JOB)
+    engine = make_engine(pg_url)
+    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
+                     access=Access(mode="oidc"))  # fmt: skip
+    try:
+        with TestClient(app, base_url="http://127.0.0.1") as client:
+            alice = {"Authorization": f"Bearer {token_for(engine, 'alice')}"}
+            mine = client.get(f"/api/reports/jobs/{ALICE_JOB}", headers=alice)
+            assert mine.status_code == 200, mine.text
+            shown = re.sub(r"<script>.*?</script>", "", mine.text, count=1, flags=re.S)
+            assert (
+                f"Link spine1[1] → leaf1[3] was at up to 90 % of its capacity for 1.00 s "
+                f"(incident #{incident}, from 2023-11-14 22:13:21 UTC) while this job's time "
+                "in collectives and waits per byte rose to 4.0× its own baseline; the job with "
+                "most bytes on it was another job (not yours)."
+            ) in html.unescape(shown)
+            assert [n for n in BOB_NAMES if n in shown] == []
+    finally:
+        engine.dispose()
 
 
 def test_the_pdf_tables_widths_and_rows():
