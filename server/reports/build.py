@@ -373,12 +373,12 @@ def job_report(
         owners = _busy_link_owners(s, traffic, busiest, lo, hi)
         return _JobFabric(placed, nodes, all_links, errors, busiest, loads, owners)
 
-    reads: dict[str, Callable[[Session], Any]] = {
+    reads: dict[str, Callable[[Session], Any]] = {  # the longest first: they start at once
+        "fabric": read_fabric,
+        "attribution": lambda s: _attribution(s, traffic, found, target, lo, hi),
         "profile": read_profile,
         "timeline": read_timeline,
         **routes.detail_reads(target),
-        "fabric": read_fabric,
-        "attribution": lambda s: _attribution(s, traffic, found, target, lo, hi),
         "incidents": lambda s: _job_incidents(s, found.id, lo, hi),
     }
     stages = [
@@ -495,9 +495,10 @@ def _read_at_once(
     reads: dict[str, Callable[[Session], Any]],
     stages: Sequence[tuple[Sequence[str], Callable[[], None]]],
 ) -> dict[str, Any]:
-    """Every read at once, READERS at a time, each on a new session that sees what
-    `session` sees (server.access.owner.sibling); as each stage's reads are done, in
-    order, its callback (progress). Their answers by name; a read's error is raised."""
+    """Every read at once, READERS at a time in the order given, each on a new session that
+    sees what `session` sees (server.access.owner.sibling); as each stage's reads are
+    done, in order, its callback (progress). Their answers by name; a read's error is
+    raised."""
 
     def run(read: Callable[[Session], Any]) -> Any:
         with sibling(session) as own:
