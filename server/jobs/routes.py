@@ -493,6 +493,9 @@ def _series(
 ) -> Response:
     """The series answer (JSON built around the database's text of its points, or a file)."""
     metrics = list(series.METRICS[by])
+    if fmt == "csv":
+        text = series.series_csv(session, t.scope, steps, by)
+        return export.file(text.encode(), fmt, f"series-by-{by}")
     if fmt != "json":
         rows = [dict(zip(["t_ns", "key", *metrics], r, strict=True))
                 for r in series.series_rows(session, t.scope, steps, by)]  # fmt: skip

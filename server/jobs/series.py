@@ -28,6 +28,7 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     Text,
+    case,
     distinct,
     false,
     func,
@@ -180,21 +181,54 @@ def series_json(session: Session, scope: Scope, steps: Steps, by: str) -> str:
     JSON array of {t_ns, key, values} (values in METRICS[by] order), by step then key
     (ranks and peers numerically, names by code point); keys with nothing in a step are
     left out. Raises TooLarge beyond MAX_POINTS points."""
+
+    def piece(c: Any) -> Any:
+        return func.concat(
+            '{"t_ns":', c.at, ',"key":', func.to_json(c.key).cast(Text), ',"values":[',
+            func.concat_ws(",", *(c[m] for m in METRICS[by])), "]}",
+        )  # fmt: skip
+
+    return f"[{_joined(session, scope, steps, by, piece, ',')}]"
+
+
+#: The characters that make a CSV field quoted (RFC 4180, as Python's csv module does).
+_CSV_SPECIAL = ',"\r\n'
+
+
+def series_csv(session: Session, scope: Scope, steps: Steps, by: str) -> str:
+    """The points of `series_json` as CSV text: a header line (t_ns, key, METRICS[by]),
+    then one line per point, CRLF line ends, a key holding a comma, a double quote or a
+    line break quoted (RFC 4180, as Python's csv module writes it). Made in the database
+    like the JSON; TooLarge as there."""
+
+    def piece(c: Any) -> Any:
+        quoted = func.concat('"', func.replace(c.key, '"', '""'), '"')
+        plain = func.translate(c.key, _CSV_SPECIAL, "") == c.key
+        key = case((plain, c.key), else_=quoted)
+        return func.concat_ws(",", c.at, key, *(c[m] for m in METRICS[by]))
+
+    head = ",".join(["t_ns", "key", *METRICS[by]])
+    body = _joined(session, scope, steps, by, piece, "\r\n")
+    return f"{head}\r\n{body}\r\n" if body else f"{head}\r\n"
+
+
+def _joined(
+    session: Session, scope: Scope, steps: Steps, by: str, piece: Callable[[Any], Any], sep: str
+) -> str:
+    """The text of each point of the series (`piece` of its row: at, key, ord, METRICS[by])
+    joined by `sep` in the series' order, made in the database; TooLarge beyond MAX_POINTS
+    points."""
     # at most MAX_POINTS + 1 points are taken: one more says the answer is too large (a
     # CTE counting them all before building the text cost more than the sums themselves)
     c = _points(session, scope, steps, by).limit(MAX_POINTS + 1).subquery().c
-    piece = func.concat(
-        '{"t_ns":', c.at, ',"key":', func.to_json(c.key).cast(Text), ',"values":[',
-        func.concat_ws(",", *(c[m] for m in METRICS[by])), "]}",
-    )  # fmt: skip
     query = select(
-        func.count(), func.string_agg(piece, aggregate_order_by(literal(","), *_order(c)))
+        func.count(), func.string_agg(piece(c), aggregate_order_by(literal(sep), *_order(c)))
     )
     _roomy(session)
     n, body = session.execute(query).one()
     if n > MAX_POINTS:
         raise _too_large(session, scope, steps, by)
-    return f"[{body or ''}]"
+    return str(body or "")
 
 
 def series_rows(session: Session, scope: Scope, steps: Steps, by: str) -> list[tuple[Any, ...]]:
