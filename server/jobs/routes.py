@@ -547,7 +547,9 @@ def job_profile(
         shares = [RankShare(**s) for s in json.loads(rows.shares)]
         return export.model_table(shares, RankShare, fmt, "profile")
     found = profile.outliers(
-        rows.totals, rows.ranks, lambda place: series.profile_steps(session, t.scope, steps, place)
+        rows.totals,
+        rows.ranks,
+        lambda places: series.profile_steps(session, t.scope, steps, places),
     )
     head = export.plain_json({
         "job": t.job, "from_ns": steps.from_ns, "to_ns": steps.to_ns,

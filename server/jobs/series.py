@@ -543,10 +543,9 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     )  # fmt: skip
     places = [*profile.MPI_CATEGORIES, "io_ns", "compute_ns"]
     rank_totals = select(c.world_rank, *(func.sum(c[p]) for p in places)).group_by(c.world_rank)
-    classes = _op_classes(per_op.c.op_id)
     op_totals = (
         select(per_op.c.op_id, per_op.c.world_rank, func.sum(per_op.c.ns))
-        .where(classes.not_in([profile.STARTUP_CLASS, profile.SHUTDOWN_CLASS]))
+        .where(per_op.c.cls.not_in([profile.STARTUP_CLASS, profile.SHUTDOWN_CLASS]))
         .group_by(per_op.c.op_id, per_op.c.world_rank)
     )
 
@@ -572,22 +571,33 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
 
 
 def profile_steps(
-    session: Session, scope: Scope, steps: Steps, place: str
-) -> dict[int, dict[int, int]]:
-    """The time of one place of profile_rows' totals per step and rank (the ranks with time
-    there in the step; an op's: those that called it)."""
+    session: Session, scope: Scope, steps: Steps, places: Sequence[str]
+) -> dict[str, dict[int, dict[int, int]]]:
+    """The time of some places of profile_rows' totals per step and rank (the ranks with
+    time there in the step; an op's: those that called it), read in one query."""
     per_op = _profile_ops(session, scope, steps).cte("per_op")
-    if place in (*profile.MPI_CATEGORIES, profile.FILE_IO, profile.COMPUTATION):
-        column = {profile.FILE_IO: "io_ns", profile.COMPUTATION: "compute_ns"}.get(place, place)
-        cells = _cells(session, scope, steps, per_op).subquery()
-        query = select(cells.c.at, cells.c.world_rank, cells.c[column])
-    else:
-        name = func.coalesce(_by_id(op_names(), Text, per_op.c.op_id),
-                             func.concat("op ", per_op.c.op_id))  # fmt: skip
-        query = select(per_op.c.at, per_op.c.world_rank, per_op.c.ns).where(name == place)
-    found: dict[int, dict[int, int]] = {}
-    for at, rank, ns in session.execute(query):
-        found.setdefault(int(at), {})[int(rank)] = int(ns)
+    cells = _cells(session, scope, steps, per_op).cte("cells")
+    name = func.coalesce(_by_id(op_names(), Text, per_op.c.op_id),
+                         func.concat("op ", per_op.c.op_id))  # fmt: skip
+    columns = {profile.FILE_IO: "io_ns", profile.COMPUTATION: "compute_ns",
+               **{c: c for c in profile.MPI_CATEGORIES}}  # fmt: skip
+    parts = [
+        select(literal(place), cells.c.at, cells.c.world_rank, cells.c[columns[place]])
+        for place in places
+        if place in columns
+    ]
+    ops = [place for place in places if place not in columns]
+    if ops:
+        parts.append(
+            select(name, per_op.c.at, per_op.c.world_rank, _sum(per_op.c.ns, "ns"))
+            .where(name.in_(ops))
+            .group_by(name, per_op.c.at, per_op.c.world_rank)
+        )
+    found: dict[str, dict[int, dict[int, int]]] = {place: {} for place in places}
+    if parts:
+        _roomy(session)
+        for place, at, rank, ns in session.execute(union_all(*parts)):
+            found[place].setdefault(int(at), {})[int(rank)] = int(ns)
     return found
 
 
@@ -600,7 +610,9 @@ def _op_classes(op_id: Any) -> Any:
 
 
 def _profile_ops(session: Session, scope: Scope, steps: Steps) -> Any:
-    """SQL: (at, world_rank, op_id, ns) per step, rank and op: time inside it."""
+    """SQL: rows (at, world_rank, op_id, cls, ns): time inside an op of a rank in a step,
+    `cls` the op's profile.op_class (found once per row); a (step, rank, op) may have
+    several rows (where the window's rollups and raw deltas meet): sum them."""
     o = OpDelta
 
     def ops(r: Any) -> _Source:
@@ -608,8 +620,9 @@ def _profile_ops(session: Session, scope: Scope, steps: Steps) -> Any:
 
     rows = _rows(session, scope, steps, MINUTE_NS, ops(RankOpMinute),
                  _Source(o, [o.world_rank, o.op_id, o.time_ns]), fives=ops(RankOpFive))  # fmt: skip
-    keys = (rows.c.at, rows.c.world_rank, rows.c.op_id)
-    return select(*keys, _sum(rows.c.time_ns, "ns")).group_by(*keys)
+    c = rows.c
+    return select(c.at, c.world_rank, c.op_id, _op_classes(c.op_id).label("cls"),
+                  c.time_ns.label("ns"))  # fmt: skip
 
 
 def _cells(session: Session, scope: Scope, steps: Steps, per_op: Any) -> Any:
@@ -618,10 +631,9 @@ def _cells(session: Session, scope: Scope, steps: Steps, per_op: Any) -> Any:
     elapsed time (its intervals are among those that stored anything): ops and I/O are
     joined to it."""
     elapsed = _elapsed(session, scope, steps).subquery()
-    classes = _op_classes(per_op.c.op_id)
     by_class = (
         select(per_op.c.at, per_op.c.world_rank,
-               *(func.sum(per_op.c.ns).filter(classes == k).cast(BigInteger).label(name)
+               *(func.sum(per_op.c.ns).filter(per_op.c.cls == k).cast(BigInteger).label(name)
                  for k, name in enumerate(_SHARE_PARTS[1:])))
         .group_by(per_op.c.at, per_op.c.world_rank)
         .subquery()
