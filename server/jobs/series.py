@@ -419,13 +419,18 @@ def _io_time(d: Any) -> Any:
 
 
 def _by_category(session: Session, scope: Scope, steps: Steps) -> Any:
+    # summed per category's place (an int array's item; a text array is walked to its
+    # item), named after the sums: one row per step and category
     ops, places = _per_op(session, scope, steps), {c: i for i, c in enumerate(CATEGORIES)}
-    categories = op_categories()
-    category = func.coalesce(_by_id(categories, Text, ops.c.op_id), "other")
-    place = func.coalesce(_by_id([places.get(c, places["other"]) for c in categories], Integer,
-                                 ops.c.op_id), places["other"])  # fmt: skip
-    op_rows = select(ops.c.at, category.label("key"), place.label("ord"),
-                     *(ops.c[m] for m in METRICS["category"]))  # fmt: skip
+    place = func.coalesce(_by_id([places[c] for c in op_categories()], Integer, ops.c.op_id),
+                          places["other"]).label("ord")  # fmt: skip
+    per_place = (
+        select(ops.c.at, place, *(_sum(ops.c[m], m) for m in METRICS["category"]))
+        .group_by(ops.c.at, place)
+        .subquery()
+    )
+    op_rows = select(per_place.c.at, _by_id(CATEGORIES, Text, per_place.c.ord).label("key"),
+                     per_place.c.ord, *(per_place.c[m] for m in METRICS["category"]))  # fmt: skip
     d, s = IoDelta, IoSecond
     io = _rows(
         session, scope, steps, SECOND_NS,
@@ -441,10 +446,7 @@ def _by_category(session: Session, scope: Scope, steps: Steps) -> Any:
                _sum(nbytes, "bytes"), _sum(ns, "time_ns"))
         .group_by(io.c.at, io.c.layer)
     )  # fmt: skip
-    both = union_all(op_rows, io_rows).subquery()
-    return select(both.c.at, both.c.key, both.c.ord,
-                  *(_sum(both.c[m], m) for m in METRICS["category"])).group_by(
-        both.c.at, both.c.key, both.c.ord)  # fmt: skip
+    return union_all(op_rows, io_rows)  # keys apart: categories, fs:<layer>
 
 
 def _by_rank(session: Session, scope: Scope, steps: Steps) -> Any:
