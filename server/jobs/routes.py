@@ -549,7 +549,7 @@ def job_profile(
     found = profile.outliers(
         rows.totals,
         rows.ranks,
-        lambda places: series.profile_steps(session, t.scope, steps, places),
+        lambda places: series.profile_steps(session, t.scope, steps, rows.shares, places),
     )
     head = export.plain_json({
         "job": t.job, "from_ns": steps.from_ns, "to_ns": steps.to_ns,

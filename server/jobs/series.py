@@ -19,6 +19,7 @@ fits), never cut.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -573,34 +574,39 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
 
 
 def profile_steps(
-    session: Session, scope: Scope, steps: Steps, places: Sequence[str]
+    session: Session, scope: Scope, steps: Steps, shares: str, places: Sequence[str]
 ) -> dict[str, dict[int, dict[int, int]]]:
     """The time of some places of profile_rows' totals per step and rank (the ranks with
-    time there in the step; an op's: those that called it), read in one query."""
-    per_op = _profile_ops(session, scope, steps).cte("per_op")
-    cells = _cells(session, scope, steps, per_op).cte("cells")
-    name = func.coalesce(_by_id(op_names(), Text, per_op.c.op_id),
-                         func.concat("op ", per_op.c.op_id))  # fmt: skip
-    columns = {profile.FILE_IO: "io_ns", profile.COMPUTATION: "compute_ns",
-               **{c: c for c in profile.MPI_CATEGORIES}}  # fmt: skip
-    parts = [
-        select(literal(place), cells.c.at, cells.c.world_rank, cells.c[columns[place]])
-        for place in places
-        if place in columns
-    ]
-    ops = [place for place in places if place not in columns]
-    if ops:
-        parts.append(
-            select(name, per_op.c.at, per_op.c.world_rank, _sum(per_op.c.ns, "ns"))
-            .where(name.in_(ops))
-            .group_by(name, per_op.c.at, per_op.c.world_rank)
-        )
+    time there in the step; an op's: those that called it): an MPI category's, file I/O's
+    and computation's from profile_rows' `shares` (every rank with intervals in a step has
+    one there), the ops' read in one query of their own rows (not the shares again)."""
+    columns = {profile.FILE_IO: "io_ns", profile.COMPUTATION: "compute_ns"}
+    in_shares = [p for p in places if p in columns or p in profile.MPI_CATEGORIES]
     found: dict[str, dict[int, dict[int, int]]] = {place: {} for place in places}
-    if parts:
+    if in_shares:
+        for share in json.loads(shares):
+            at, rank = share["t_ns"], share["rank"]
+            for place in in_shares:
+                ns = share[columns[place]] if place in columns else share["mpi_ns"][place]
+                found[place].setdefault(at, {})[rank] = ns
+    ops = {_op_id(place): place for place in places if place not in in_shares}
+    if ops:
+        c = _profile_ops(session, scope, steps).subquery().c
+        query = (
+            select(c.op_id, c.at, c.world_rank, _sum(c.ns, "ns"))
+            .where(c.op_id.in_(list(ops)))
+            .group_by(c.op_id, c.at, c.world_rank)
+        )
         _roomy(session)
-        for place, at, rank, ns in session.execute(union_all(*parts)):
-            found[place].setdefault(int(at), {})[int(rank)] = int(ns)
+        for op_id, at, rank, ns in session.execute(query):
+            found[ops[op_id]].setdefault(int(at), {})[int(rank)] = int(ns)
     return found
+
+
+def _op_id(name: str) -> int:
+    """The op id of an op's name as repository.op_display_name gives it."""
+    names = op_names()
+    return names.index(name) if name in names else int(name.removeprefix("op "))
 
 
 def _op_classes(op_id: Any) -> Any:

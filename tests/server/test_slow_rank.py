@@ -214,7 +214,8 @@ def test_outliers_in_an_op_its_category_and_file_io_are_named_with_their_steps(
     collector, api_client, pg_url
 ):
     """Outliers in several places at once (an op, its category, file I/O) get the step in
-    which each rank was furthest above that step's median, all read in one query."""
+    which each rank was furthest above that step's median: the category's and file I/O's
+    from the shares, the op's read in one query of its rows."""
     frames = [waitall_frame(k, r) for k in range(6) for r in range(RANKS)]
     statuses = [s for s, _ in exchange(collector.address, b"".join(frames), acks=len(frames))]
     assert statuses == [0] * len(frames)
@@ -242,8 +243,9 @@ def test_outliers_in_an_op_its_category_and_file_io_are_named_with_their_steps(
         (job_id,) = query(pg_url, "SELECT id FROM jobs WHERE job_key = 'waits'")[0]
         steps = series.Steps(M0, M0 + 7 * S, S)
         scope = Scope(job_id, window=Window(M0, M0 + 7 * S))
+        shares = series.profile_rows(session, scope, steps).shares
         statements.clear()
-        found = series.profile_steps(session, scope, steps, ["MPI_Waitall", "file I/O"])
+        found = series.profile_steps(session, scope, steps, shares, ["MPI_Waitall", "file I/O"])
     engine.dispose()
     assert [s for s in statements if not s.startswith("SET")] == [statements[-1]]
     waitall = {r: 10 * MS if r == 3 else 200 * MS for r in range(RANKS)}
