@@ -620,7 +620,7 @@ def _op_classes(op_id: Any) -> Any:
 def _profile_ops(session: Session, scope: Scope, steps: Steps) -> Any:
     """SQL: rows (at, world_rank, op_id, cls, ns): time inside an op of a rank in a step,
     `cls` the op's profile.op_class (found once per row); a (step, rank, op) may have
-    several rows (where the window's rollups and raw deltas meet): sum them."""
+    several rows (raw intervals, rollup rows of several minutes): sum them."""
     o = OpDelta
 
     def ops(r: Any) -> _Source:
