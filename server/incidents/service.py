@@ -8,8 +8,9 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
 2. every job's whole-second steps that have settled (SETTLE_NS past their end, so late
    frames are in) through its own detectors (MPI slowdown, I/O stall);
 3. the join: each link signal with the overlapping job signals of the jobs whose traffic
-   crosses it (the traffic domain's attribution of the link over the signal's time, both
-   directions, every layer; read again every REFRESH_NS while it lasts, and when it ends)
+   crosses it (the traffic domain's attribution of that link alone over the signal's time,
+   both directions, every layer; read again every REFRESH_NS while it lasts, and when it
+   ends)
    becomes an incident, the job with the most bytes on the link its likely aggressor; a
    job signal that joins no link signal within `sweeps` sweep periods is an incident of
    its own;
@@ -305,7 +306,7 @@ class IncidentService:
 
     def _on_link(self, session: Session, link: int, window: Window) -> dict[int, int | None]:
         """Job -> its bytes on the link (both directions, every layer) over the window."""
-        _, _, result, _ = self.attributions.get(session, self.traffic, window)
+        result = self.attributions.link(session, self.traffic, link, window)
         on: dict[int, float] = {}
         for direction in DIRECTIONS:
             for (job, *_), nbytes in result.shares.get((link, direction), {}).items():
