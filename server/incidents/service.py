@@ -19,6 +19,12 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
    is set. A job's incident of its own that a link signal joins later is merged into the
    link's (deleted; "merged" to the webhook).
 
+After a restart the first pass replays enough sweeps and steps to judge every condition
+afresh: an incident the earlier server left open whose condition still holds (its
+detector finds a signal of the same kind on the same subject) is taken over with its key
+and id; any other is closed at its newest evidence point and "closed" goes to the
+webhook.
+
 Why a service of its own and not the fabric sampler's loop: the detectors read jobs'
 series as well as the fabric's, the sampler belongs to the collector layer (which may not
 import the server's repositories) and its sweep period must not stretch with detection
@@ -116,6 +122,7 @@ class IncidentService:
         self.joined: dict[str, str] = {}  # job signal key -> the link incident it joined
         self.stored: dict[str, int] = {}  # open incident key -> id
         self.shapes: dict[str, tuple[str, tuple[tuple[Any, ...], ...]]] = {}  # severity, roles
+        self.resumed = False  # whether the incidents left open were taken over
         self._task: asyncio.Task[None] | None = None
         self._view: repo.FabricView | None = None
         # per open incident: its jobs' bytes on the link, their ranks and files (REFRESH_NS)
@@ -237,8 +244,29 @@ class IncidentService:
 
     # ---- the join and storing ------------------------------------------------------------
 
+    def _resume(self, session: Session) -> None:
+        """Take over the incidents an earlier server left open whose condition still holds:
+        the detectors' signal of the same kind on the same subject (the earliest, open or
+        just ended) gets the stored start and detection time, so the incident keeps its
+        key, id and state; the others are closed by `_store` (close_stale)."""
+        found: dict[tuple[str, int], list[Signal]] = {}
+        signals = self.links.active() + [s for d in self.jobs.values() for s in d.active()]
+        for signal in sorted(signals + self.ended, key=lambda s: s.start_ns):
+            found.setdefault((signal.kind, signal.subject), []).append(signal)
+        for stored in repo.open_incidents(session):
+            same = found.get((stored["kind"], stored["subject"]))
+            if not same:
+                continue
+            signal = same.pop(0)
+            signal.start_ns, signal.detected_ns = stored["start_ns"], stored["detected_ns"]
+            self.stored[signal.key] = stored["id"]
+            self.shapes[signal.key] = stored["shape"]
+
     def _store(self, session: Session, links: list[dict[str, Any]], now: int
                ) -> list[dict[str, Any]]:  # fmt: skip
+        if not self.resumed:
+            self._resume(session)
+            self.resumed = True
         by_id = {lk["id"]: lk for lk in links}
         link_signals = self.links.active() + [s for s in self.ended if s.subject in by_id
                                               and s.kind not in JOB_KINDS]  # fmt: skip
@@ -296,9 +324,9 @@ class IncidentService:
         self.shapes = {k: v for k, v in self.shapes.items() if k in keep}
         self._on = {k: v for k, v in self._on.items() if k in keep}
         self._details = {k: v for k, v in self._details.items() if k[0] in keep}
-        for closed in repo.close_stale(session, keep, now):
+        for closed in repo.close_stale(session, keep):  # e.g. left open by an earlier server
             self.stats.closed += 1
-            del closed
+            messages.append(self._message(session, "closed", closed["id"], closed))
         self.ended = []
         self.joined = {k: v for k, v in self.joined.items()
                        if any(s.key == k for s in job_signals if s.end_ns is None)}  # fmt: skip
