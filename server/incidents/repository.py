@@ -234,30 +234,28 @@ def remove(session: Session, key: str) -> None:
 
 def open_incidents(session: Session) -> list[dict[str, Any]]:
     """The incidents stored as open (e.g. by an earlier server), oldest first: id, key, the
-    opening signal's kind and subject (from the key), start, detection time and its shape
-    (severity, then each member's job, role and signals in slot order)."""
-    rows = session.execute(
-        select(Incident.id, Incident.key, Incident.severity, Incident.start_ns,
-               Incident.detected_ns)
-        .where(Incident.end_ns.is_(None))
-        .order_by(Incident.start_ns, Incident.id)
-    ).all()  # fmt: skip
+    opening signal's kind and subject (from the key), start, detection time, the time of
+    its newest evidence point, and its shape (severity, then each member's job, role and
+    signals in slot order)."""
+    opened = select(Incident).where(Incident.end_ns.is_(None))
+    incidents = list(session.scalars(opened.order_by(Incident.start_ns, Incident.id)))
     members: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
-    if rows:
+    if incidents:
         query = (
             select(IncidentJob.incident_id, IncidentJob.job_id, IncidentJob.role,
                    IncidentJob.signals)
-            .where(IncidentJob.incident_id.in_([r.id for r in rows]))
+            .where(IncidentJob.incident_id.in_([i.id for i in incidents]))
             .order_by(IncidentJob.incident_id, IncidentJob.slot)
         )  # fmt: skip
         for incident_id, job, role, signals in session.execute(query):
             members[incident_id].append((job, role, *signals))
     out = []
-    for r in rows:
-        kind, subject, _ = r.key.split(":")
-        out.append({"id": r.id, "key": r.key, "kind": kind, "subject": int(subject),
-                    "start_ns": r.start_ns, "detected_ns": r.detected_ns,
-                    "shape": (r.severity, tuple(members[r.id]))})  # fmt: skip
+    for i in incidents:
+        kind, subject, _ = i.key.split(":")
+        out.append({"id": i.id, "key": i.key, "kind": kind, "subject": int(subject),
+                    "start_ns": i.start_ns, "detected_ns": i.detected_ns,
+                    "last_ns": _last_evidence(session, i),
+                    "shape": (i.severity, tuple(members[i.id]))})  # fmt: skip
     return out
 
 

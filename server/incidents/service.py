@@ -23,7 +23,7 @@ After a restart the first pass replays enough sweeps and steps to judge every co
 afresh: an incident the earlier server left open whose condition still holds (its
 detector finds a signal of the same kind on the same subject) is taken over with its key
 and id; any other is closed at its newest evidence point and "closed" goes to the
-webhook.
+webhook (its jobs' signals found again over its time stay joined to it).
 
 Why a service of its own and not the fabric sampler's loop: the detectors read jobs'
 series as well as the fabric's, the sampler belongs to the collector layer (which may not
@@ -56,6 +56,7 @@ from server.incidents.detect import (
     Thresholds,
     alone,
     join,
+    overlaps,
 )
 from server.incidents.webhook import Webhook
 from server.query_params import Window
@@ -248,19 +249,29 @@ class IncidentService:
         """Take over the incidents an earlier server left open whose condition still holds:
         the detectors' signal of the same kind on the same subject (the earliest, open or
         just ended) gets the stored start and detection time, so the incident keeps its
-        key, id and state; the others are closed by `_store` (close_stale)."""
+        key, id and state; the others are closed by `_store` (close_stale), and their
+        jobs' signals found again over their time stay joined to them (not incidents of
+        their own)."""
         found: dict[tuple[str, int], list[Signal]] = {}
         signals = self.links.active() + [s for d in self.jobs.values() for s in d.active()]
         for signal in sorted(signals + self.ended, key=lambda s: s.start_ns):
             found.setdefault((signal.kind, signal.subject), []).append(signal)
+        slack = self.th.sweeps * self.interval_ns
         for stored in repo.open_incidents(session):
             same = found.get((stored["kind"], stored["subject"]))
-            if not same:
+            if same:
+                signal = same.pop(0)
+                signal.start_ns, signal.detected_ns = stored["start_ns"], stored["detected_ns"]
+                self.stored[signal.key] = stored["id"]
+                self.shapes[signal.key] = stored["shape"]
                 continue
-            signal = same.pop(0)
-            signal.start_ns, signal.detected_ns = stored["start_ns"], stored["detected_ns"]
-            self.stored[signal.key] = stored["id"]
-            self.shapes[signal.key] = stored["shape"]
+            span = Signal(stored["kind"], stored["subject"], stored["start_ns"],
+                          stored["detected_ns"], stored["last_ns"])  # fmt: skip
+            for job, _, *kinds in stored["shape"][1]:
+                for kind in kinds:
+                    for signal in found.get((kind, job), []):
+                        if overlaps(signal, span, slack):
+                            self.joined[signal.key] = stored["key"]
 
     def _store(self, session: Session, links: list[dict[str, Any]], now: int
                ) -> list[dict[str, Any]]:  # fmt: skip
