@@ -73,9 +73,8 @@ class AttributionCache:
         only = {(link_id, d) for d in DIRECTIONS}
         result = Attribution()
         pairs = flows(traffic.transfers, hcas, result)
-        grouped = grouped_with(fab.router, pairs, only)
-        meas = repository.measured(session, fab, window, {c[0] for c in grouped}) if any(
-            c not in only for c in grouped) else {}  # fmt: skip
+        grouped = {c[0] for c in grouped_with(fab.router, pairs, only)}  # its links' groups
+        meas = repository.measured(session, fab, window, grouped) if grouped - {link_id} else {}
         split(fab.router, pairs, {c: m["bytes"] for c, m in meas.items()}, result, only)
         for reason, nbytes in traffic.left_out.items():
             result.left_out[reason] += nbytes
