@@ -10,6 +10,7 @@ time."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -45,11 +46,15 @@ def _stall(out: Path, seconds: float) -> None:
         time.sleep(0.01)
     pid = int(note.read_text().split()[0])
     until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        os.kill(pid, signal.SIGSTOP)
-        time.sleep(STOPPED_S)
-        os.kill(pid, signal.SIGCONT)
-        time.sleep(RUNNING_S)
+    try:
+        while time.monotonic() < until:
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(STOPPED_S)
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(RUNNING_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)  # never leave it stopped
 
 
 def test_a_jobs_stalled_writes_are_an_io_stall_naming_its_rank_and_file(
