@@ -135,27 +135,30 @@ void sl_wiremon_load(int peer, uint64_t *bytes, uint64_t *msgs)
     }
 }
 
-/* The component's recording call, made by its PML for every message sent (on any
- * thread): counted here when the component counts it, then passed on if its own
- * counts are kept. */
-SL_EXPORT void mca_common_monitoring_record_pml(int world_rank, size_t data_size, int tag);
+/* Adds one message of data_size bytes to world_rank (< counted_size) in row. */
+static inline void wire_add(sl_wire_counters *c, int row, int world_rank, size_t data_size)
+{
+    sl_wire_counters *w = &c[(size_t)row * (size_t)counted_size + (size_t)world_rank];
+    if (row != 0) {
+        sl_own_add(&w->bytes, (uint64_t)data_size);
+        sl_own_add(&w->msgs, 1);
+    } else {
+        __atomic_fetch_add(&w->bytes, (uint64_t)data_size, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&w->msgs, 1, __ATOMIC_RELAXED);
+    }
+}
 
-SL_EXPORT void mca_common_monitoring_record_pml(int world_rank, size_t data_size, int tag)
+/* The recording call's other cases: not counting (yet), a thread's first message,
+ * the component's own recording kept. */
+static __attribute__((noinline)) void record_pml_slow(int world_rank, size_t data_size,
+                                                      int tag)
 {
     sl_wire_counters *c = __atomic_load_n(&counters, __ATOMIC_ACQUIRE);
     if (c != NULL && world_rank >= 0 && world_rank < counted_size
         && __atomic_load_n(monitor_state, __ATOMIC_RELAXED) != 0) {
-        if (__builtin_expect(sl_tls_calls == NULL, 0))
+        if (sl_tls_calls == NULL)
             sl_thread_claim();
-        int row = sl_tls_block;
-        sl_wire_counters *w = &c[(size_t)row * (size_t)counted_size + (size_t)world_rank];
-        if (__builtin_expect(row != 0, 1)) {
-            sl_own_add(&w->bytes, (uint64_t)data_size);
-            sl_own_add(&w->msgs, 1);
-        } else {
-            __atomic_fetch_add(&w->bytes, (uint64_t)data_size, __ATOMIC_RELAXED);
-            __atomic_fetch_add(&w->msgs, 1, __ATOMIC_RELAXED);
-        }
+        wire_add(c, sl_tls_block, world_rank, data_size);
         if (component_record != NULL)
             component_record(world_rank, data_size, tag);
         return;
@@ -165,6 +168,25 @@ SL_EXPORT void mca_common_monitoring_record_pml(int world_rank, size_t data_size
         (void (*)(int, size_t, int))sl_next_fn(&next_cache, "mca_common_monitoring_record_pml");
     if (next != NULL)
         next(world_rank, data_size, tag);
+}
+
+/* The component's recording call, made by its PML for every message sent (on any
+ * thread): counted here when the component counts it, then passed on if its own
+ * counts are kept. Inline: a thread with a counter block, the component's own
+ * recording skipped. */
+SL_EXPORT void mca_common_monitoring_record_pml(int world_rank, size_t data_size, int tag);
+
+SL_EXPORT void mca_common_monitoring_record_pml(int world_rank, size_t data_size, int tag)
+{
+    sl_wire_counters *c = __atomic_load_n(&counters, __ATOMIC_ACQUIRE);
+    int row = sl_tls_block;
+    if (__builtin_expect(c != NULL && row != 0 && component_record == NULL, 1)
+        && (unsigned)world_rank < (unsigned)counted_size
+        && __atomic_load_n(monitor_state, __ATOMIC_RELAXED) != 0) {
+        wire_add(c, row, world_rank, data_size);
+        return;
+    }
+    record_pml_slow(world_rank, data_size, tag);
 }
 
 #else /* MPICH and others: nothing is measured, the frames carry no wire section */
