@@ -172,22 +172,45 @@ static SL_HOT void sl_calls_add(sl_call_counters *t, uint64_t *c, uint64_t n)
         __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
 }
 
-/* Adds one call of op with its bytes and time, and leaves the wrapper. */
-static SL_HOT void sl_leave(sl_call *call, int op, uint64_t bytes)
-{
-    sl_call_counters *t = sl_my_calls();
-    sl_op_counters *c = &t->ops[op];
-    sl_calls_add(t, &c->calls, 1);
-    sl_calls_add(t, &c->bytes, bytes);
-    sl_calls_add(t, &c->ticks, sl_call_ticks(call));
-    sl_tls_in_call = 0;
-}
-
 /* Histogram bucket of a message of bytes: 0, or 1 + floor(log2(bytes)). */
 static SL_HOT unsigned sl_hist_bucket(uint64_t bytes)
 {
     return bytes == 0 ? 0u : 64u - (unsigned)__builtin_clzll(bytes);
 }
+
+/* Adds one call of op with its bytes and time to t (from sl_my_calls), and one
+ * message of bytes to its size histogram if sized: one test of whose counters
+ * t are for all of them. */
+static SL_HOT void sl_calls_count(sl_call_counters *t, const sl_call *call, int op,
+                                  uint64_t bytes, int sized)
+{
+    sl_op_counters *c = &t->ops[op];
+    uint64_t *h = &t->hist[op][sl_hist_bucket(bytes)];
+    uint64_t ticks = sl_call_ticks(call);
+    if (__builtin_expect(t != &sl_core.calls, 1)) {
+        sl_own_add(&c->calls, 1);
+        sl_own_add(&c->bytes, bytes);
+        sl_own_add(&c->ticks, ticks);
+        if (sized)
+            sl_own_add(h, 1);
+        return;
+    }
+    __atomic_fetch_add(&c->calls, 1, __ATOMIC_RELAXED);
+    if (bytes != 0)
+        __atomic_fetch_add(&c->bytes, bytes, __ATOMIC_RELAXED);
+    if (ticks != 0)
+        __atomic_fetch_add(&c->ticks, ticks, __ATOMIC_RELAXED);
+    if (sized)
+        __atomic_fetch_add(h, 1, __ATOMIC_RELAXED);
+}
+
+/* Adds one call of op with its bytes and time, and leaves the wrapper. */
+static SL_HOT void sl_leave(sl_call *call, int op, uint64_t bytes)
+{
+    sl_calls_count(sl_my_calls(), call, op, bytes, 0);
+    sl_tls_in_call = 0;
+}
+
 
 /* Counts one message of bytes of op in the size histogram. */
 static SL_HOT void sl_count_hist(int op, uint64_t bytes)
@@ -200,8 +223,8 @@ static SL_HOT void sl_count_hist(int op, uint64_t bytes)
  * counts it in the size histogram of op. */
 static SL_HOT void sl_leave_sized(sl_call *call, int op, uint64_t bytes)
 {
-    sl_count_hist(op, bytes);
-    sl_leave(call, op, bytes);
+    sl_calls_count(sl_my_calls(), call, op, bytes, 1);
+    sl_tls_in_call = 0;
 }
 
 /* Adds bytes received at completion of a request posted by op (Irecv, ...):
