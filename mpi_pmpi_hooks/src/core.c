@@ -299,7 +299,10 @@ void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t tic
                             .root = SL_BOUND_no_rank, .size = (uint32_t)rec->size };
         if (root >= 0 && root < rec->size && rec->world[root] >= 0)
             key.root = (uint32_t)rec->world[root];
-        i = sl_keytab_get(&sl_coll, &key, sl_hash_bytes(&key, sizeof key), (unsigned)op);
+        uint64_t w[2];
+        _Static_assert(sizeof key == sizeof w, "a coll key is two words");
+        memcpy(w, &key, sizeof w);
+        i = sl_keytab_get(&sl_coll, &key, sl_hash_words2(w[0], w[1]), (unsigned)op);
     } else {
         sl_key_dropped();
         i = sl_keytab_overflow(&sl_coll, (unsigned)op);
