@@ -2,7 +2,8 @@
 
 Prints, each a median of --repeat runs (without and with the library interleaved):
   * ns added per MPI call, one rank, 0-byte messages to itself (Isend + Recv + Wait): the
-    wrapper cost without a partner rank competing for a core;
+    wrapper cost without a partner rank competing for a core; in wall-clock time and in
+    the thread's CPU time (which leaves out the time the rank waited for a core);
   * ns added per MPI call, 0-byte ping-pong between 2 ranks (shared memory);
   * percent slowdown of a 4 KiB write() loop (bench/overhead_write.c) to a file the library
     tracks on a private **tmpfs** (mounted on a temporary directory for the run and
@@ -133,16 +134,20 @@ def label(lib: Path, libs: list[Path]) -> str:
 
 
 def mpi_calls(out: Path, libs: list[Path], a: argparse.Namespace) -> None:
-    """MPI call overhead, one rank and a 2-rank ping-pong."""
+    """MPI call overhead, one rank and a 2-rank ping-pong; for the one rank also in the
+    thread's CPU time (time the rank waited for a core left out: steadier under load)."""
     idle = {"STACKLENS_INTERVAL_MS": "1000"}
-    for name, cmd in (
-        ("MPI call, 1 rank, self messages", ["mpirun", "-np", "1", str(out / "calls")]),
-        ("MPI call, 2-rank ping-pong", ["mpirun", "-np", "2", str(out / "pingpong")]),
+    for name, cmd, cols in (
+        ("MPI call, 1 rank, self messages", ["mpirun", "-np", "1", str(out / "calls")], (0, 1)),
+        ("MPI call, 2-rank ping-pong", ["mpirun", "-np", "2", str(out / "pingpong")], (0,)),
     ):
-        m, d = compare([*cmd, str(a.trips)], [None, *libs], a.repeat, **idle)
-        for lib, h, dh in zip(libs, m[1:], d[1:], strict=True):
-            print(f"{name}: {m[0]:.1f} ns without, {h:.1f} ns {label(lib, libs)}: "
-                  f"{h - m[0]:+.1f} ns per call (per-round median {dh:+.1f} ns)")  # fmt: skip
+        runs = rounds([*cmd, str(a.trips)], [None, *libs], a.repeat, **idle)
+        for col in cols:
+            m, d = stats(runs, col)
+            what = f"{name}{', thread CPU time' if col else ''}"
+            for lib, h, dh in zip(libs, m[1:], d[1:], strict=True):
+                print(f"{what}: {m[0]:.1f} ns without, {h:.1f} ns {label(lib, libs)}: "
+                      f"{h - m[0]:+.1f} ns per call (per-round median {dh:+.1f} ns)")  # fmt: skip
 
 
 def writes(out: Path, libs: list[Path], a: argparse.Namespace) -> None:

@@ -61,7 +61,8 @@ class SimError(RuntimeError):
 
 @dataclass(frozen=True)
 class Flow:
-    """`nbytes` sent from HCA `src` to HCA `dst` (node names); kind: mpi_p2p, io, noise."""
+    """`nbytes` sent from HCA `src` to HCA `dst` (node names); kind: mpi_p2p, mpi_coll,
+    mpi_rma, io, noise."""
 
     src: str
     dst: str

@@ -10,6 +10,14 @@ interval into emulator flows:
 - File-system I/O: io_deltas `bytes_written` becomes a flow host -> storage node,
   `bytes_read` storage node -> host, with the file's storage node chosen by a hash of its
   path (a file lives on one storage target, as on a striped-by-file parallel file system).
+- One-sided (RMA): rma_deltas `bytes` of rank r on target t moves as the MPI call moves
+  data: a put or an accumulate host(r) -> host(t), a get host(t) -> host(r), a
+  get-accumulate, fetch-and-op or compare-and-swap both ways.
+- Collectives, where the MPI measured the wire (wire_deltas, Open MPI's monitoring
+  component): what rank r put on the wire to peer p in an interval beyond the
+  point-to-point bytes it sent p in it (the MPI's own messages: collective internals)
+  becomes a flow host(r) -> host(p). A run without measured wire has no per-peer
+  collective data: its collectives move nothing.
 
 Exactly once: the rows of one frame are committed together, so a frame is identified by
 (run, rank, interval end): a job's runs (launches) each have their own ranks. Each poll
@@ -20,7 +28,7 @@ traffic and are not emulated. A frame whose peer rank has no `ranks` row yet is 
 the next poll.
 
 Counters count 4-octet words, so each flow carries a multiple of 4 bytes; the remainder of
-each (source, destination) pair is carried into that pair's next flow, so over time the
+each (source, destination, kind) is carried into its next flow, so over time the
 fabric moves exactly the bytes the jobs sent, minus less than 4 bytes per pair.
 """
 
@@ -32,17 +40,18 @@ from collections import defaultdict
 import psycopg
 
 from emulator.ibsim import Flow
+from stacklens.mpi_ops import op_names
 
 #: One frame of one rank: (run id, world rank, interval end ns).
 FrameKey = tuple[int, int, int]
 
 _P2P = """
-SELECT d.run_id, d.world_rank, d.t_end_ns, src.host, dst.host, sum(d.bytes_sent)
+SELECT d.run_id, d.world_rank, d.t_end_ns, src.host, dst.host, d.peer, sum(d.bytes_sent)
 FROM p2p_deltas d
 JOIN ranks src ON src.run_id = d.run_id AND src.world_rank = d.world_rank
 LEFT JOIN ranks dst ON dst.run_id = d.run_id AND dst.world_rank = d.peer
 WHERE d.t_end_ns > %s AND d.bytes_sent > 0
-GROUP BY 1, 2, 3, 4, 5
+GROUP BY 1, 2, 3, 4, 5, 6
 """
 
 _IO = """
@@ -53,6 +62,37 @@ JOIN ranks r ON r.run_id = d.run_id AND r.world_rank = d.world_rank
 WHERE d.t_end_ns > %s AND (d.bytes_read > 0 OR d.bytes_written > 0)
 GROUP BY 1, 2, 3, 4, 5
 """
+
+_RMA = """
+SELECT d.run_id, d.world_rank, d.t_end_ns, src.host, dst.host, d.op_id, sum(d.bytes)
+FROM rma_deltas d
+JOIN ranks src ON src.run_id = d.run_id AND src.world_rank = d.world_rank
+LEFT JOIN ranks dst ON dst.run_id = d.run_id AND dst.world_rank = d.target
+WHERE d.t_end_ns > %s AND d.bytes > 0
+GROUP BY 1, 2, 3, 4, 5, 6
+"""
+
+_WIRE = """
+SELECT d.run_id, d.world_rank, d.t_end_ns, src.host, dst.host, d.peer, sum(d.bytes)
+FROM wire_deltas d
+JOIN ranks src ON src.run_id = d.run_id AND src.world_rank = d.world_rank
+LEFT JOIN ranks dst ON dst.run_id = d.run_id AND dst.world_rank = d.peer
+WHERE d.t_end_ns > %s AND d.bytes > 0
+GROUP BY 1, 2, 3, 4, 5, 6
+"""
+
+#: One-sided calls (MPI names without the prefix and the large-count suffix) whose data
+#: flows from the target to the origin, and those whose data flows both ways.
+FROM_TARGET = frozenset({"get", "rget"})
+BOTH_WAYS = frozenset({"get_accumulate", "rget_accumulate", "fetch_and_op",
+                       "compare_and_swap"})  # fmt: skip
+
+
+def rma_ways(op_name: str) -> tuple[bool, bool]:
+    """Whether a one-sided call's data goes origin -> target, and target -> origin."""
+    call = op_name.removeprefix("MPI_").removesuffix("_c").lower()
+    back = call in FROM_TARGET or call in BOTH_WAYS
+    return call not in FROM_TARGET, back
 
 
 def storage_node(path: str, storage: list[str]) -> str:
@@ -77,7 +117,8 @@ class JobTraffic:
         self.floor_ns = since_ns
         self.grace_ns = int(grace_s * 1e9)
         self.applied: dict[FrameKey, int] = {}  # frame -> its interval end
-        self.carry: dict[tuple[str, str], int] = defaultdict(int)  # bytes below a word
+        # bytes below a word, per (source, destination, kind)
+        self.carry: dict[tuple[str, str, str], int] = defaultdict(int)
         self._conn: psycopg.Connection | None = None
 
     def close(self) -> None:
@@ -91,55 +132,75 @@ class JobTraffic:
             self._conn = psycopg.connect(self.url, autocommit=True)
         return self._conn
 
-    def _read(self) -> tuple[list[tuple], list[tuple]]:
-        """The p2p and I/O rows after the floor, from one snapshot."""
+    def _read(self) -> dict[str, list[tuple]]:
+        """The p2p, I/O, RMA and wire rows after the floor, from one snapshot."""
         conn = self._connection()
         try:
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                p2p = cur.execute(_P2P, (self.floor_ns,)).fetchall()
-                io = cur.execute(_IO, (self.floor_ns,)).fetchall()
+                rows = {name: cur.execute(sql, (self.floor_ns,)).fetchall()
+                        for name, sql in (("p2p", _P2P), ("io", _IO), ("rma", _RMA),
+                                          ("wire", _WIRE))}  # fmt: skip
         except psycopg.Error:
             self.close()  # reconnect next time
             raise
-        return p2p, io
+        return rows
 
     def poll(self) -> list[Flow]:
         """Flows of the frames stored since the last poll (raises psycopg.Error if the
         database is unreachable or not migrated yet; nothing is marked applied then)."""
-        p2p, io = self._read()
-        pending = {(run, rank, t_end) for run, rank, t_end, _, dst, _ in p2p if dst is None}
-        nbytes: dict[tuple[str, str], int] = defaultdict(int)
+        rows = self._read()
+        p2p, rma, wire = rows["p2p"], rows["rma"], rows["wire"]
+        pending = {(run, rank, t_end) for run, rank, t_end, _, dst, *_ in p2p + rma + wire
+                   if dst is None}  # fmt: skip
+        nbytes: dict[tuple[str, str, str], int] = defaultdict(int)
         seen: set[FrameKey] = set()
-        for run, rank, t_end, src, dst, sent in p2p:
-            key = (run, rank, t_end)
+
+        def new(key: FrameKey) -> bool:
             if key in self.applied or key in pending:
-                continue
+                return False
             seen.add(key)
-            if src != dst and src in self.hosts and dst in self.hosts:
-                nbytes[(src, dst)] += int(sent)
-        for run, rank, t_end, host, path, read, written in io:
-            key = (run, rank, t_end)
-            if key in self.applied or key in pending:
-                continue
-            seen.add(key)
-            if host in self.hosts and self.storage:
+            return True
+
+        on_fabric = self.hosts | set(self.storage)
+
+        def move(src: str, dst: str, kind: str, n: int) -> None:
+            if src != dst and src in on_fabric and dst in on_fabric and n > 0:
+                nbytes[(src, dst, kind)] += n
+
+        app: dict[tuple[int, int, int, int], int] = {}  # (run, rank, end, peer) -> p2p sent
+        for run, rank, t_end, src, dst, peer, sent in p2p:
+            if new((run, rank, t_end)):
+                move(src, dst, "mpi_p2p", int(sent))
+                app[(run, rank, t_end, peer)] = int(sent)
+        for run, rank, t_end, src, dst, peer, on_wire in wire:
+            if new((run, rank, t_end)):
+                move(src, dst, "mpi_coll", int(on_wire) - app.get((run, rank, t_end, peer), 0))
+        names = op_names()
+        for run, rank, t_end, src, dst, op, n in rma:
+            if new((run, rank, t_end)):
+                there, back = rma_ways(names[op] if op < len(names) else "")
+                if there:
+                    move(src, dst, "mpi_rma", int(n))
+                if back:
+                    move(dst, src, "mpi_rma", int(n))
+        for run, rank, t_end, host, path, read, written in rows["io"]:
+            if new((run, rank, t_end)) and self.storage:
                 node = storage_node(path, self.storage)
-                nbytes[(host, node)] += int(written)
-                nbytes[(node, host)] += int(read)
+                move(host, node, "io", int(written))
+                move(node, host, "io", int(read))
         for run, rank, t_end in seen:
             self.applied[(run, rank, t_end)] = t_end
         self._advance()
         return self._flows(nbytes)
 
-    def _flows(self, nbytes: dict[tuple[str, str], int]) -> list[Flow]:
-        """Whole words per pair now; the rest waits in the pair's carry."""
+    def _flows(self, nbytes: dict[tuple[str, str, str], int]) -> list[Flow]:
+        """Whole words per pair and kind now; the rest waits in its carry."""
         flows = []
-        for (src, dst), n in sorted(nbytes.items()):
-            total = self.carry[(src, dst)] + n
-            self.carry[(src, dst)] = total % 4
+        for (src, dst, kind), n in sorted(nbytes.items()):
+            total = self.carry[(src, dst, kind)] + n
+            self.carry[(src, dst, kind)] = total % 4
             if total >= 4:
-                kind = "io" if src in self.storage or dst in self.storage else "mpi_p2p"
                 flows.append(Flow(src, dst, total - total % 4, kind))
         return flows
 

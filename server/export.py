@@ -77,6 +77,11 @@ def table(
         buffer = io.BytesIO()
         pq.write_table(data, buffer)
         body = buffer.getvalue()
+    return file(body, fmt, name)
+
+
+def file(body: bytes, fmt: Format, name: str) -> Response:
+    """`body` (a CSV or Parquet file's bytes) as an attachment named `name`."""
     disposition = f'attachment; filename="{name}.{fmt}"'
     return Response(body, media_type=MEDIA_TYPES[fmt], headers={"Content-Disposition": disposition})
 

@@ -21,6 +21,7 @@ __thread int sl_tls_in_call __attribute__((tls_model("initial-exec")));
 __thread sl_call_counters *sl_tls_calls __attribute__((tls_model("initial-exec")));
 __thread uint64_t *sl_tls_io __attribute__((tls_model("initial-exec")));
 __thread sl_peer_counters *sl_tls_peers __attribute__((tls_model("initial-exec")));
+__thread int sl_tls_block __attribute__((tls_model("initial-exec")));
 sl_keytab sl_coll;
 
 /* The per-thread counter blocks. Static: a thread may hold one after
@@ -48,6 +49,7 @@ static void block_release(void *p)
     sl_tls_calls = &sl_core.calls;
     sl_tls_io = NULL;
     sl_tls_peers = NULL;
+    sl_tls_block = 0;
     __atomic_store_n(&((sl_thread_block *)p)->owned, 0, __ATOMIC_RELEASE);
 }
 
@@ -91,6 +93,7 @@ sl_call_counters *sl_thread_claim(void)
                                                __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
         }
         t = &blocks[i].c;
+        sl_tls_block = (int)i + 1;
         break;
     }
     sl_tls_io = io;
@@ -215,30 +218,21 @@ int sl_world_rank_cached(MPI_Comm comm, int rank)
     return rec->world[rank];
 }
 
-/* Adds one received message, read from its status, to the peer table. */
-uint64_t sl_count_recv(MPI_Comm comm, const MPI_Status *status, MPI_Datatype datatype)
+#if !defined(OPEN_MPI) && !defined(MPICH_VERSION)
+/* Received bytes asked of the MPI (one query: MPI_BYTE counts the bytes of the
+ * type signature, as elements x type size would); messages of 2 GiB or more do
+ * not fit an int: elements x type size then. */
+uint64_t sl_status_bytes_queried(const MPI_Status *status, MPI_Datatype datatype)
 {
-    if (status->MPI_SOURCE == MPI_PROC_NULL)
-        return 0;
-    /* The received bytes in one query (MPI_BYTE counts the bytes of the type
-     * signature, as elements x type size would); messages of 2 GiB or more
-     * do not fit an int: elements x type size then. */
     int n = 0;
-    uint64_t bytes = 0;
-    if (PMPI_Get_count(status, MPI_BYTE, &n) == MPI_SUCCESS && n != MPI_UNDEFINED) {
-        bytes = n > 0 ? (uint64_t)n : 0;
-    } else {
-        MPI_Count elems = 0;
-        if (PMPI_Get_elements_x(status, datatype, &elems) == MPI_SUCCESS
-            && elems != MPI_UNDEFINED)
-            bytes = sl_type_bytes(elems, datatype);
-    }
-
-    int peer = sl_world_rank(comm, status->MPI_SOURCE);
-    if (peer >= 0)
-        sl_count_peer(peer, 1, bytes);
-    return bytes;
+    if (PMPI_Get_count(status, MPI_BYTE, &n) == MPI_SUCCESS && n != MPI_UNDEFINED)
+        return n > 0 ? (uint64_t)n : 0;
+    MPI_Count elems = 0;
+    if (PMPI_Get_elements_x(status, datatype, &elems) == MPI_SUCCESS && elems != MPI_UNDEFINED)
+        return sl_type_bytes(elems, datatype);
+    return 0;
 }
+#endif
 
 /* Relaxed atomic snapshot of one peer entry. */
 void sl_core_load_peer(int i, sl_peer_counters *out)
@@ -305,7 +299,10 @@ void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t tic
                             .root = SL_BOUND_no_rank, .size = (uint32_t)rec->size };
         if (root >= 0 && root < rec->size && rec->world[root] >= 0)
             key.root = (uint32_t)rec->world[root];
-        i = sl_keytab_get(&sl_coll, &key, sl_hash_bytes(&key, sizeof key), (unsigned)op);
+        uint64_t w[2];
+        _Static_assert(sizeof key == sizeof w, "a coll key is two words");
+        memcpy(w, &key, sizeof w);
+        i = sl_keytab_get(&sl_coll, &key, sl_hash_words2(w[0], w[1]), (unsigned)op);
     } else {
         sl_key_dropped();
         i = sl_keytab_overflow(&sl_coll, (unsigned)op);

@@ -99,12 +99,16 @@ extern __thread uint64_t *sl_tls_io __attribute__((tls_model("initial-exec")));
  * sl_core.peers with atomic adds). Set by sl_thread_peers. */
 extern __thread sl_peer_counters *sl_tls_peers __attribute__((tls_model("initial-exec")));
 
+/* 1 + the index of this thread's counter block (< SL_THREAD_BLOCKS); 0 before
+ * its first counted call and for a thread without a block. Set with sl_tls_calls. */
+extern __thread int sl_tls_block __attribute__((tls_model("initial-exec")));
+
 /* Creates the key that hands a thread's block back at its exit; once (at
  * library load for file I/O, at MPI init), before any block is claimed. */
 void sl_threads_init(void);
 
 /* Claims a free counter block for this thread (&sl_core.calls if none is
- * free), sets sl_tls_calls and sl_tls_io and returns the call counters.
+ * free), sets sl_tls_calls, sl_tls_io and sl_tls_block and returns the call counters.
  * Lock-free; once per thread. */
 sl_call_counters *sl_thread_claim(void);
 
@@ -168,22 +172,45 @@ static SL_HOT void sl_calls_add(sl_call_counters *t, uint64_t *c, uint64_t n)
         __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
 }
 
-/* Adds one call of op with its bytes and time, and leaves the wrapper. */
-static SL_HOT void sl_leave(sl_call *call, int op, uint64_t bytes)
-{
-    sl_call_counters *t = sl_my_calls();
-    sl_op_counters *c = &t->ops[op];
-    sl_calls_add(t, &c->calls, 1);
-    sl_calls_add(t, &c->bytes, bytes);
-    sl_calls_add(t, &c->ticks, sl_call_ticks(call));
-    sl_tls_in_call = 0;
-}
-
 /* Histogram bucket of a message of bytes: 0, or 1 + floor(log2(bytes)). */
 static SL_HOT unsigned sl_hist_bucket(uint64_t bytes)
 {
     return bytes == 0 ? 0u : 64u - (unsigned)__builtin_clzll(bytes);
 }
+
+/* Adds one call of op with its bytes and time to t (from sl_my_calls), and one
+ * message of bytes to its size histogram if sized: one test of whose counters
+ * t are for all of them. */
+static SL_HOT void sl_calls_count(sl_call_counters *t, const sl_call *call, int op,
+                                  uint64_t bytes, int sized)
+{
+    sl_op_counters *c = &t->ops[op];
+    uint64_t *h = &t->hist[op][sl_hist_bucket(bytes)];
+    uint64_t ticks = sl_call_ticks(call);
+    if (__builtin_expect(t != &sl_core.calls, 1)) {
+        sl_own_add(&c->calls, 1);
+        sl_own_add(&c->bytes, bytes);
+        sl_own_add(&c->ticks, ticks);
+        if (sized)
+            sl_own_add(h, 1);
+        return;
+    }
+    __atomic_fetch_add(&c->calls, 1, __ATOMIC_RELAXED);
+    if (bytes != 0)
+        __atomic_fetch_add(&c->bytes, bytes, __ATOMIC_RELAXED);
+    if (ticks != 0)
+        __atomic_fetch_add(&c->ticks, ticks, __ATOMIC_RELAXED);
+    if (sized)
+        __atomic_fetch_add(h, 1, __ATOMIC_RELAXED);
+}
+
+/* Adds one call of op with its bytes and time, and leaves the wrapper. */
+static SL_HOT void sl_leave(sl_call *call, int op, uint64_t bytes)
+{
+    sl_calls_count(sl_my_calls(), call, op, bytes, 0);
+    sl_tls_in_call = 0;
+}
+
 
 /* Counts one message of bytes of op in the size histogram. */
 static SL_HOT void sl_count_hist(int op, uint64_t bytes)
@@ -196,8 +223,8 @@ static SL_HOT void sl_count_hist(int op, uint64_t bytes)
  * counts it in the size histogram of op. */
 static SL_HOT void sl_leave_sized(sl_call *call, int op, uint64_t bytes)
 {
-    sl_count_hist(op, bytes);
-    sl_leave(call, op, bytes);
+    sl_calls_count(sl_my_calls(), call, op, bytes, 1);
+    sl_tls_in_call = 0;
 }
 
 /* Adds bytes received at completion of a request posted by op (Irecv, ...):
@@ -314,11 +341,48 @@ static SL_HOT uint64_t sl_count_send(MPI_Comm comm, int rank, int64_t count,
     return bytes;
 }
 
+#if !defined(OPEN_MPI) && !defined(MPICH_VERSION)
+/* sl_status_bytes() through the MPI: PMPI_Get_count in bytes, elements x type
+ * size for 2 GiB or more (MPIs whose status layout is not known here). */
+uint64_t sl_status_bytes_queried(const MPI_Status *status, MPI_Datatype datatype);
+#endif
+
+/*
+ * Bytes received as status says (the bytes of the type signature, what
+ * MPI_Get_count with MPI_BYTE answers): read from the status itself where the
+ * MPI's layout is known — Open MPI's _ucount, MPICH's count_lo and the high
+ * bits of count_hi_and_cancelled are the received bytes, exact at any size —
+ * else asked of the MPI.
+ */
+static SL_HOT uint64_t sl_status_bytes(const MPI_Status *status, MPI_Datatype datatype)
+{
+#if defined(OPEN_MPI)
+    (void)datatype;
+    return (uint64_t)status->_ucount;
+#elif defined(MPICH_VERSION)
+    (void)datatype;
+    return (uint64_t)(uint32_t)status->count_lo
+           | ((uint64_t)((uint32_t)status->count_hi_and_cancelled >> 1) << 32);
+#else
+    return sl_status_bytes_queried(status, datatype);
+#endif
+}
+
 /*
  * Counts one received message described by status (source and size),
  * received with datatype on comm. Returns the bytes received.
  */
-uint64_t sl_count_recv(MPI_Comm comm, const MPI_Status *status, MPI_Datatype datatype);
+static SL_HOT uint64_t sl_count_recv(MPI_Comm comm, const MPI_Status *status,
+                                     MPI_Datatype datatype)
+{
+    if (status->MPI_SOURCE == MPI_PROC_NULL)
+        return 0;
+    uint64_t bytes = sl_status_bytes(status, datatype);
+    int peer = sl_world_rank(comm, status->MPI_SOURCE);
+    if (peer >= 0)
+        sl_count_peer(peer, 1, bytes);
+    return bytes;
+}
 
 /*
  * Counts one RMA call of rma_slot (SL_RMA_*) moving bytes to rank of the

@@ -102,4 +102,15 @@ static inline void sl_keytab_add(sl_keytab *t, unsigned i, unsigned v, uint64_t 
 /* FNV-1a 64 of n bytes: a hash for sl_keytab_get. */
 uint64_t sl_hash_bytes(const void *p, size_t n);
 
+/* A hash of a key of two 64-bit words for sl_keytab_get (the collective keys,
+ * looked up on every collective call): a few multiplies and shifts instead of
+ * FNV-1a's round per byte (~100 instructions for 16 bytes). */
+static inline uint64_t sl_hash_words2(uint64_t a, uint64_t b)
+{
+    uint64_t h = (a ^ (b * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+    h *= 0x94D049BB133111EBull;
+    return h ^ (h >> 29);
+}
+
 #endif /* SL_KEYTAB_H */

@@ -217,6 +217,15 @@ static __attribute__((noinline)) int scan_grow(sl_reqscan *s, int n)
     return 1;
 }
 
+/* Slot of a tracked receive. */
+long sl_req_recv_slot(MPI_Request req)
+{
+    if (reqs == NULL)
+        return -1;
+    long slot = REQ_LOOKUP(SL_HKEY(req));
+    return slot >= 0 && reqs[slot].kind == SL_REQ_RECV ? slot : -1;
+}
+
 /* Adds request i of an array of n to the scan if it is a tracked receive;
  * returns 0 when no memory is left for it (the rest are not counted). */
 static inline __attribute__((always_inline)) int scan_add(sl_reqscan *s, int n, int i,
@@ -224,8 +233,8 @@ static inline __attribute__((always_inline)) int scan_add(sl_reqscan *s, int n, 
 {
     if (req == MPI_REQUEST_NULL)
         return 1;
-    long slot = REQ_LOOKUP(SL_HKEY(req));
-    if (slot < 0 || reqs[slot].kind != SL_REQ_RECV)
+    long slot = sl_req_recv_slot(req);
+    if (slot < 0)
         return 1;
     if (s->n == SL_SCAN_INLINE && s->index == s->index_inline && !scan_grow(s, n))
         return 0;

@@ -62,6 +62,26 @@ typedef struct sl_reqscan {
 /* Looks up the n requests of reqs; returns the number that are tracked. */
 int sl_reqs_scan(sl_reqscan *s, int n, const MPI_Request *reqs);
 
+/* Table slot of req if it is a tracked receive, else -1. */
+long sl_req_recv_slot(MPI_Request req);
+
+/* sl_reqs_scan() of one request (Wait, Test), inline: one lookup call. */
+static inline __attribute__((always_inline)) int sl_reqs_scan1(sl_reqscan *s,
+                                                               const MPI_Request *req)
+{
+    s->n = 0;
+    s->index = s->index_inline;
+    s->slot = s->slot_inline;
+    s->statuses = NULL;
+    long slot = req != NULL && *req != MPI_REQUEST_NULL ? sl_req_recv_slot(*req) : -1;
+    if (slot >= 0) {
+        s->index[0] = 0;
+        s->slot[0] = (unsigned)slot;
+        s->n = 1;
+    }
+    return s->n;
+}
+
 /* The same for an array of n Fortran request handles. */
 int sl_reqs_scan_f(sl_reqscan *s, int n, const MPI_Fint *reqs);
 

@@ -9,9 +9,11 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <mpi.h>
 
+#include "core.h"
 #include "interpose.h"
 #include "util.h"
 
@@ -33,13 +35,28 @@ static int wire_mode(void)
 }
 
 static int mode = -1; /* wire_mode(), read once at sl_wiremon_prepare */
+#ifdef OPEN_MPI
+/* 1 if the component's own recording is kept: its counts can be read (the
+ * environment switched it on, or asked for its output at MPI_Finalize). 0 if
+ * the hooks switched it on for their own counts only: its recording function
+ * is then skipped (its counts are never read; see wiremon.h). */
+static int keep_component;
+#endif
 
 void sl_wiremon_prepare(void)
 {
     mode = wire_mode();
 #ifdef OPEN_MPI
-    if (mode != 0 && getenv(SL_OMPI_MONITORING) == NULL)
-        setenv(SL_OMPI_MONITORING, "1", 0); /* before MPI_Init: single-threaded so far */
+    /* before MPI_Init: single-threaded so far */
+    if (mode == 0)
+        return;
+    if (getenv(SL_OMPI_MONITORING) != NULL || getenv(SL_OMPI_MONITORING "_output") != NULL
+        || getenv("OMPI_MCA_pml_monitoring_filename") != NULL) {
+        keep_component = 1;
+        setenv(SL_OMPI_MONITORING, "1", 0);
+        return;
+    }
+    setenv(SL_OMPI_MONITORING, "1", 0);
 #endif
 }
 
@@ -58,9 +75,15 @@ typedef struct sl_wire_counters {
     uint64_t bytes, msgs;
 } sl_wire_counters;
 
-static sl_wire_counters *counters; /* world_size entries once started (atomic pointer) */
-static int counted_size;           /* entries of counters */
+/* (1 + SL_THREAD_BLOCKS) rows of world_size counters once started (atomic pointer;
+ * never freed: the PML may record until the process ends): row 0 shared by threads
+ * without a counter block of their own (atomic adds), row 1 + b added to only by
+ * the thread holding counter block b (plain stores, as core.h's blocks). Mapped
+ * without reserving memory: a thread touches the pages of the peers it sends to. */
+static sl_wire_counters *counters;
+static int counted_size;           /* world_size: entries of a row */
 static const int *monitor_state;   /* the component's mca_common_monitoring_current_state */
+static void (*component_record)(int, size_t, int); /* its own function, if kept */
 
 int sl_wiremon_start(int world_rank, int world_size)
 {
@@ -75,15 +98,21 @@ int sl_wiremon_start(int world_rank, int world_size)
         unmeasured(world_rank);
         return 0;
     }
-    sl_wire_counters *c = calloc((size_t)world_size, sizeof *c);
-    if (c == NULL) {
+    size_t bytes = (size_t)(1 + SL_THREAD_BLOCKS) * (size_t)world_size * sizeof *counters;
+    void *c = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (c == MAP_FAILED) {
         sl_warn("rank %d: no memory for %d on-wire counters; on-wire traffic is not measured",
                 world_rank, world_size);
         return 0;
     }
+    if (keep_component)
+        component_record = (void (*)(int, size_t, int))dlsym(RTLD_NEXT,
+                                                             "mca_common_monitoring_record_pml");
     monitor_state = state;
     counted_size = world_size;
-    __atomic_store_n(&counters, c, __ATOMIC_RELEASE);
+    sl_threads_init();
+    __atomic_store_n(&counters, (sl_wire_counters *)c, __ATOMIC_RELEASE);
     return 1;
 }
 
@@ -95,27 +124,69 @@ int sl_wiremon_active(void)
 void sl_wiremon_load(int peer, uint64_t *bytes, uint64_t *msgs)
 {
     sl_wire_counters *c = __atomic_load_n(&counters, __ATOMIC_ACQUIRE);
-    *bytes = c != NULL ? __atomic_load_n(&c[peer].bytes, __ATOMIC_RELAXED) : 0;
-    *msgs = c != NULL ? __atomic_load_n(&c[peer].msgs, __ATOMIC_RELAXED) : 0;
+    *bytes = *msgs = 0;
+    if (c == NULL)
+        return;
+    unsigned rows = 1 + sl_thread_blocks_used();
+    for (unsigned r = 0; r < rows; r++) {
+        const sl_wire_counters *w = &c[(size_t)r * (size_t)counted_size + (size_t)peer];
+        *bytes += __atomic_load_n(&w->bytes, __ATOMIC_RELAXED);
+        *msgs += __atomic_load_n(&w->msgs, __ATOMIC_RELAXED);
+    }
+}
+
+/* Adds one message of data_size bytes to world_rank (< counted_size) in row. */
+static inline void wire_add(sl_wire_counters *c, int row, int world_rank, size_t data_size)
+{
+    sl_wire_counters *w = &c[(size_t)row * (size_t)counted_size + (size_t)world_rank];
+    if (row != 0) {
+        sl_own_add(&w->bytes, (uint64_t)data_size);
+        sl_own_add(&w->msgs, 1);
+    } else {
+        __atomic_fetch_add(&w->bytes, (uint64_t)data_size, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&w->msgs, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* The recording call's other cases: not counting (yet), a thread's first message,
+ * the component's own recording kept. */
+static __attribute__((noinline)) void record_pml_slow(int world_rank, size_t data_size,
+                                                      int tag)
+{
+    sl_wire_counters *c = __atomic_load_n(&counters, __ATOMIC_ACQUIRE);
+    if (c != NULL && world_rank >= 0 && world_rank < counted_size
+        && __atomic_load_n(monitor_state, __ATOMIC_RELAXED) != 0) {
+        if (sl_tls_calls == NULL)
+            sl_thread_claim();
+        wire_add(c, sl_tls_block, world_rank, data_size);
+        if (component_record != NULL)
+            component_record(world_rank, data_size, tag);
+        return;
+    }
+    static void *next_cache;
+    void (*next)(int, size_t, int) =
+        (void (*)(int, size_t, int))sl_next_fn(&next_cache, "mca_common_monitoring_record_pml");
+    if (next != NULL)
+        next(world_rank, data_size, tag);
 }
 
 /* The component's recording call, made by its PML for every message sent (on any
- * thread): counted here when the component counts it, then passed on. */
+ * thread): counted here when the component counts it, then passed on if its own
+ * counts are kept. Inline: a thread with a counter block, the component's own
+ * recording skipped. */
 SL_EXPORT void mca_common_monitoring_record_pml(int world_rank, size_t data_size, int tag);
 
 SL_EXPORT void mca_common_monitoring_record_pml(int world_rank, size_t data_size, int tag)
 {
-    static void *next_cache;
-    void (*next)(int, size_t, int) =
-        (void (*)(int, size_t, int))sl_next_fn(&next_cache, "mca_common_monitoring_record_pml");
     sl_wire_counters *c = __atomic_load_n(&counters, __ATOMIC_ACQUIRE);
-    if (c != NULL && world_rank >= 0 && world_rank < counted_size
+    int row = sl_tls_block;
+    if (__builtin_expect(c != NULL && row != 0 && component_record == NULL, 1)
+        && (unsigned)world_rank < (unsigned)counted_size
         && __atomic_load_n(monitor_state, __ATOMIC_RELAXED) != 0) {
-        __atomic_fetch_add(&c[world_rank].bytes, (uint64_t)data_size, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&c[world_rank].msgs, 1, __ATOMIC_RELAXED);
+        wire_add(c, row, world_rank, data_size);
+        return;
     }
-    if (next != NULL)
-        next(world_rank, data_size, tag);
+    record_pml_slow(world_rank, data_size, tag);
 }
 
 #else /* MPICH and others: nothing is measured, the frames carry no wire section */

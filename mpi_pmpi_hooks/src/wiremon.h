@@ -14,18 +14,29 @@
  * component — open-mpi/ompi#9260, checked here with Open MPI 4.1.4). So the
  * library takes the same counts where the component makes them: it exports
  * mca_common_monitoring_record_pml (preloaded, it comes first in the lookup
- * of the PML's call), adds the message to per-peer counters when the
+ * of the PML's call) and adds the message to per-peer counters when the
  * component itself records (its exported mca_common_monitoring_current_state
- * is non-zero), and calls the component's own function. The stored bytes per
- * peer are therefore exactly what the component counts (and dumps at
- * MPI_Finalize with pml_monitoring_enable_output).
+ * is non-zero). The stored bytes per peer are therefore exactly what the
+ * component counts (and dumps at MPI_Finalize with pml_monitoring_enable_output).
  *
- * Safety: the recording is two relaxed atomic adds into an array of world
- * size allocated once after PMPI_Init (never freed: the PML may record until
- * the process ends), on whatever thread sends; no lock, no allocation, no MPI
- * call. The sender thread reads the counters with relaxed loads when it
- * builds a frame (no MPI_T call, so nothing can block or race with the
- * application's own MPI use). Under MPICH the module is compiled out.
+ * Cost (bench/RESULTS.md, "Hook library overhead"): the component costs every
+ * message sent a rank lookup in a hash table and its own recording (four
+ * lock-prefixed adds). When the hooks switched the component on themselves
+ * (the environment set none of pml_monitoring_enable, _enable_output,
+ * _filename), nothing reads the component's own counts (Open MPI 4.1 drops its
+ * MPI_T variables, no dump is asked for), so its recording function is not
+ * called: the counts stored are the same. Otherwise it is called after the
+ * hooks' count. The coll monitoring component comes with it (Open MPI 4.1.4
+ * crashes in MPI_Finalize when it is excluded with coll=^monitoring).
+ *
+ * Safety: the recording is two adds into per-peer rows allocated once after
+ * PMPI_Init (never freed: the PML may record until the process ends): one row
+ * per counter block of core.h, added to with plain stores by the thread
+ * holding the block, and a shared row (relaxed atomic adds) for threads
+ * without one; on whatever thread sends; no lock, no allocation, no MPI call.
+ * The sender thread sums the rows with relaxed loads when it builds a frame
+ * (no MPI_T call, so nothing can block or race with the application's own MPI
+ * use). Under MPICH the module is compiled out.
  */
 #ifndef SL_WIREMON_H
 #define SL_WIREMON_H

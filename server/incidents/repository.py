@@ -232,22 +232,54 @@ def remove(session: Session, key: str) -> None:
     session.execute(delete(Incident).where(Incident.key == key))
 
 
-def open_keys(session: Session) -> list[str]:
-    """Keys of the incidents stored as open."""
-    return list(session.scalars(select(Incident.key).where(Incident.end_ns.is_(None))))
+def open_incidents(session: Session) -> list[dict[str, Any]]:
+    """The incidents stored as open (e.g. by an earlier server), oldest first: id, key, the
+    opening signal's kind and subject (from the key), start, detection time, the time of
+    its newest evidence point, and its shape (severity, then each member's job, role and
+    signals in slot order)."""
+    opened = select(Incident).where(Incident.end_ns.is_(None))
+    incidents = list(session.scalars(opened.order_by(Incident.start_ns, Incident.id)))
+    members: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    if incidents:
+        query = (
+            select(IncidentJob.incident_id, IncidentJob.job_id, IncidentJob.role,
+                   IncidentJob.signals)
+            .where(IncidentJob.incident_id.in_([i.id for i in incidents]))
+            .order_by(IncidentJob.incident_id, IncidentJob.slot)
+        )  # fmt: skip
+        for incident_id, job, role, signals in session.execute(query):
+            members[incident_id].append((job, role, *signals))
+    out = []
+    for i in incidents:
+        kind, subject, _ = i.key.split(":")
+        out.append({"id": i.id, "key": i.key, "kind": kind, "subject": int(subject),
+                    "start_ns": i.start_ns, "detected_ns": i.detected_ns,
+                    "last_ns": _last_evidence(session, i),
+                    "shape": (i.severity, tuple(members[i.id]))})  # fmt: skip
+    return out
 
 
-def close_stale(session: Session, keep: set[str], end_ns: int) -> list[int]:
-    """Close the open incidents not in `keep` (left open by an earlier server) at `end_ns`;
-    their ids."""
-    query = select(Incident).where(Incident.end_ns.is_(None))
+def close_stale(session: Session, keep: set[str]) -> list[dict[str, Any]]:
+    """Close the open incidents not in `keep` (left open by an earlier server, their
+    condition gone): each ends at its newest evidence point (its start if it has none).
+    The closed incidents as `save`'s rows (with their ids)."""
     closed = []
-    for incident in session.scalars(query):
-        if incident.key not in keep:
-            incident.end_ns = max(end_ns, incident.start_ns)
-            incident.updated_ns = end_ns
-            closed.append(incident.id)
+    for incident in session.scalars(select(Incident).where(Incident.end_ns.is_(None))):
+        if incident.key in keep:
+            continue
+        incident.end_ns = max(incident.start_ns, _last_evidence(session, incident))
+        incident.updated_ns = incident.end_ns
+        closed.append({c.key: getattr(incident, c.key) for c in Incident.__table__.columns})
     return closed
+
+
+def _last_evidence(session: Session, incident: Incident) -> int:
+    """The time of the newest point of an incident's evidence series (links' and jobs')."""
+    times = [p["t_ns"] for lk in incident.links for p in lk.get("evidence") or []]
+    query = select(IncidentJob.evidence).where(IncidentJob.incident_id == incident.id)
+    for evidence in session.scalars(query):
+        times += [p["t_ns"] for e in (evidence or {}).values() for p in e.get("series") or []]
+    return max(times, default=incident.start_ns)
 
 
 def _filters(

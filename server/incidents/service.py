@@ -8,8 +8,9 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
 2. every job's whole-second steps that have settled (SETTLE_NS past their end, so late
    frames are in) through its own detectors (MPI slowdown, I/O stall);
 3. the join: each link signal with the overlapping job signals of the jobs whose traffic
-   crosses it (the traffic domain's attribution of the link over the signal's time, both
-   directions, every layer; read again every REFRESH_NS while it lasts, and when it ends)
+   crosses it (the traffic domain's attribution of that link alone over the signal's time,
+   both directions, every layer; read again every REFRESH_NS while it lasts, and when it
+   ends)
    becomes an incident, the job with the most bytes on the link its likely aggressor; a
    job signal that joins no link signal within `sweeps` sweep periods is an incident of
    its own;
@@ -17,6 +18,12 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
    severity or of a job's role or signals ("updated") and its closing are sent to the webhook if one
    is set. A job's incident of its own that a link signal joins later is merged into the
    link's (deleted; "merged" to the webhook).
+
+After a restart the first pass replays enough sweeps and steps to judge every condition
+afresh: an incident the earlier server left open whose condition still holds (its
+detector finds a signal of the same kind on the same subject) is taken over with its key
+and id; any other is closed at its newest evidence point and "closed" goes to the
+webhook (its jobs' signals found again over its time stay joined to it).
 
 Why a service of its own and not the fabric sampler's loop: the detectors read jobs'
 series as well as the fabric's, the sampler belongs to the collector layer (which may not
@@ -49,6 +56,7 @@ from server.incidents.detect import (
     Thresholds,
     alone,
     join,
+    overlaps,
 )
 from server.incidents.webhook import Webhook
 from server.query_params import Window
@@ -115,6 +123,7 @@ class IncidentService:
         self.joined: dict[str, str] = {}  # job signal key -> the link incident it joined
         self.stored: dict[str, int] = {}  # open incident key -> id
         self.shapes: dict[str, tuple[str, tuple[tuple[Any, ...], ...]]] = {}  # severity, roles
+        self.resumed = False  # whether the incidents left open were taken over
         self._task: asyncio.Task[None] | None = None
         self._view: repo.FabricView | None = None
         # per open incident: its jobs' bytes on the link, their ranks and files (REFRESH_NS)
@@ -236,8 +245,39 @@ class IncidentService:
 
     # ---- the join and storing ------------------------------------------------------------
 
+    def _resume(self, session: Session) -> None:
+        """Take over the incidents an earlier server left open whose condition still holds:
+        the detectors' signal of the same kind on the same subject (the earliest, open or
+        just ended) gets the stored start and detection time, so the incident keeps its
+        key, id and state; the others are closed by `_store` (close_stale), and their
+        jobs' signals found again over their time stay joined to them (not incidents of
+        their own)."""
+        found: dict[tuple[str, int], list[Signal]] = {}
+        signals = self.links.active() + [s for d in self.jobs.values() for s in d.active()]
+        for signal in sorted(signals + self.ended, key=lambda s: s.start_ns):
+            found.setdefault((signal.kind, signal.subject), []).append(signal)
+        slack = self.th.sweeps * self.interval_ns
+        for stored in repo.open_incidents(session):
+            same = found.get((stored["kind"], stored["subject"]))
+            if same:
+                signal = same.pop(0)
+                signal.start_ns, signal.detected_ns = stored["start_ns"], stored["detected_ns"]
+                self.stored[signal.key] = stored["id"]
+                self.shapes[signal.key] = stored["shape"]
+                continue
+            span = Signal(stored["kind"], stored["subject"], stored["start_ns"],
+                          stored["detected_ns"], stored["last_ns"])  # fmt: skip
+            for job, _, *kinds in stored["shape"][1]:
+                for kind in kinds:
+                    for signal in found.get((kind, job), []):
+                        if overlaps(signal, span, slack):
+                            self.joined[signal.key] = stored["key"]
+
     def _store(self, session: Session, links: list[dict[str, Any]], now: int
                ) -> list[dict[str, Any]]:  # fmt: skip
+        if not self.resumed:
+            self._resume(session)
+            self.resumed = True
         by_id = {lk["id"]: lk for lk in links}
         link_signals = self.links.active() + [s for s in self.ended if s.subject in by_id
                                               and s.kind not in JOB_KINDS]  # fmt: skip
@@ -295,9 +335,9 @@ class IncidentService:
         self.shapes = {k: v for k, v in self.shapes.items() if k in keep}
         self._on = {k: v for k, v in self._on.items() if k in keep}
         self._details = {k: v for k, v in self._details.items() if k[0] in keep}
-        for closed in repo.close_stale(session, keep, now):
+        for closed in repo.close_stale(session, keep):  # e.g. left open by an earlier server
             self.stats.closed += 1
-            del closed
+            messages.append(self._message(session, "closed", closed["id"], closed))
         self.ended = []
         self.joined = {k: v for k, v in self.joined.items()
                        if any(s.key == k for s in job_signals if s.end_ns is None)}  # fmt: skip
@@ -305,7 +345,7 @@ class IncidentService:
 
     def _on_link(self, session: Session, link: int, window: Window) -> dict[int, int | None]:
         """Job -> its bytes on the link (both directions, every layer) over the window."""
-        _, _, result, _ = self.attributions.get(session, self.traffic, window)
+        result = self.attributions.link(session, self.traffic, link, window)
         on: dict[int, float] = {}
         for direction in DIRECTIONS:
             for (job, *_), nbytes in result.shares.get((link, direction), {}).items():

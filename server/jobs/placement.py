@@ -82,6 +82,37 @@ def place(
     host, ranks, match, ports as LinkEnds) and `links` (the links rows, in id order, each
     with `kind` and the job `hosts` it serves directly).
     """
+    hosts, host_links, switches_of = _hosts(ranks, reported, nodes, links)
+    hca_guids = [n["guid"] for n in nodes if n["type"] == "hca"]
+    candidates = _between(links, hca_guids, switches_of)
+    chosen = []
+    for lk in links:
+        if lk["id"] in host_links:
+            chosen.append({**lk, "kind": "host", "hosts": sorted(host_links[lk["id"]])})
+        elif lk["id"] in candidates:
+            chosen.append({**lk, "kind": "candidate", "hosts": []})
+    return {"hosts": hosts, "links": chosen}
+
+
+def host_ports(
+    hosts: Iterable[str],
+    reported: dict[str, set[tuple[str, int]]],
+    nodes: list[dict[str, Any]],
+    links: list[dict[str, Any]],
+) -> dict[str, list[dict[str, Any]]]:
+    """Host -> the ports `place` gives it (same arguments; no links are chosen)."""
+    placed, _, _ = _hosts({h: [] for h in hosts}, reported, nodes, links)
+    return {h["host"]: h["ports"] for h in placed}
+
+
+def _hosts(
+    ranks: dict[str, list[int]],
+    reported: dict[str, set[tuple[str, int]]],
+    nodes: list[dict[str, Any]],
+    links: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[int, set[str]], dict[str, set[str]]]:
+    """`place`'s hosts, the hosts each host link serves, the switches each host is cabled
+    to."""
     hcas = [n for n in nodes if n["type"] == "hca"]
     by_guid = {n["guid"]: n for n in hcas}
     cabled: dict[str, list[int]] = defaultdict(list)
@@ -116,14 +147,7 @@ def place(
             far = cable["b"] if (cable["a"]["guid"], cable["a"]["port"]) == end else cable["a"]
             if far["guid"] not in by_guid:
                 switches_of[host].add(far["guid"])
-    candidates = _between(links, by_guid.keys(), switches_of)
-    chosen = []
-    for lk in links:
-        if lk["id"] in host_links:
-            chosen.append({**lk, "kind": "host", "hosts": sorted(host_links[lk["id"]])})
-        elif lk["id"] in candidates:
-            chosen.append({**lk, "kind": "candidate", "hosts": []})
-    return {"hosts": hosts, "links": chosen}
+    return hosts, host_links, switches_of
 
 
 def _between(

@@ -62,27 +62,30 @@ def op_class(op: str, category: str) -> int:
 def outliers(
     totals: dict[str, dict[int, int]],
     ranks: Sequence[int],
-    steps_of: Callable[[str], dict[int, dict[int, int]]],
+    steps_of: Callable[[list[str]], dict[str, dict[int, dict[int, int]]]],
 ) -> list[dict[str, Any]]:
     """The ranks far above the median rank (module doc), worst ratio first. `totals`: per
     place (an MPI operation other than start-up and shutdown, an MPI category, FILE_IO,
     COMPUTATION), the time of each rank over the window; `ranks`: every rank of the scope
-    (those without time in a place count as 0 there); `steps_of(place)`: the place's time
-    per step and rank (the ranks with time there in the step), asked only for a place with
-    an outlier, to name the step where the rank was furthest above that step's median."""
-    found = []
+    (those without time in a place count as 0 there); `steps_of(places)`: each place's
+    time per step and rank (the ranks with time there in the step), asked once, only for
+    the places with an outlier, to name the step where the rank was furthest above that
+    step's median."""
+    named = []
     for place, per_rank in totals.items():
         everyone = dict.fromkeys(ranks, 0)
         everyone.update(per_rank)
         if len(everyone) < 2:
             continue
         median = int(statistics.median(everyone.values()))
-        steps: dict[int, dict[int, int]] | None = None
         for rank, ns in everyone.items():
             ratio = ns / max(median, MEDIAN_FLOOR_NS)
             if ratio >= OUTLIER_RATIO and ns - median >= MIN_EXCESS_NS:
-                steps = steps_of(place) if steps is None else steps
-                found.append(_outlier(place, rank, ns, median, ratio, steps))
+                named.append((place, rank, ns, median, ratio))
+    if not named:
+        return []
+    steps = steps_of(sorted({place for place, *_ in named}))
+    found = [_outlier(*o, steps[o[0]]) for o in named]
     found.sort(key=lambda o: (-o["ratio"], o["rank"], o["what"]))
     return found[:MAX_LISTED]
 

@@ -494,6 +494,9 @@ def _series(
 ) -> Response:
     """The series answer (JSON built around the database's text of its points, or a file)."""
     metrics = list(series.METRICS[by])
+    if fmt == "csv":
+        text = series.series_csv(session, t.scope, steps, by)
+        return export.file(text.encode(), fmt, f"series-by-{by}")
     if fmt != "json":
         rows = [dict(zip(["t_ns", "key", *metrics], r, strict=True))
                 for r in series.series_rows(session, t.scope, steps, by)]  # fmt: skip
@@ -545,7 +548,9 @@ def job_profile(
         shares = [RankShare(**s) for s in json.loads(rows.shares)]
         return export.model_table(shares, RankShare, fmt, "profile")
     found = profile.outliers(
-        rows.totals, rows.ranks, lambda place: series.profile_steps(session, t.scope, steps, place)
+        rows.totals,
+        rows.ranks,
+        lambda places: series.profile_steps(session, t.scope, steps, rows.shares, places),
     )
     head = export.plain_json({
         "job": t.job, "from_ns": steps.from_ns, "to_ns": steps.to_ns,

@@ -19,6 +19,7 @@ fits), never cut.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     Text,
+    case,
     distinct,
     false,
     func,
@@ -180,21 +182,54 @@ def series_json(session: Session, scope: Scope, steps: Steps, by: str) -> str:
     JSON array of {t_ns, key, values} (values in METRICS[by] order), by step then key
     (ranks and peers numerically, names by code point); keys with nothing in a step are
     left out. Raises TooLarge beyond MAX_POINTS points."""
+
+    def piece(c: Any) -> Any:
+        return func.concat(
+            '{"t_ns":', c.at, ',"key":', func.to_json(c.key).cast(Text), ',"values":[',
+            func.concat_ws(",", *(c[m] for m in METRICS[by])), "]}",
+        )  # fmt: skip
+
+    return f"[{_joined(session, scope, steps, by, piece, ',')}]"
+
+
+#: The characters that make a CSV field quoted (RFC 4180, as Python's csv module does).
+_CSV_SPECIAL = ',"\r\n'
+
+
+def series_csv(session: Session, scope: Scope, steps: Steps, by: str) -> str:
+    """The points of `series_json` as CSV text: a header line (t_ns, key, METRICS[by]),
+    then one line per point, CRLF line ends, a key holding a comma, a double quote or a
+    line break quoted (RFC 4180, as Python's csv module writes it). Made in the database
+    like the JSON; TooLarge as there."""
+
+    def piece(c: Any) -> Any:
+        quoted = func.concat('"', func.replace(c.key, '"', '""'), '"')
+        plain = func.translate(c.key, _CSV_SPECIAL, "") == c.key
+        key = case((plain, c.key), else_=quoted)
+        return func.concat_ws(",", c.at, key, *(c[m] for m in METRICS[by]))
+
+    head = ",".join(["t_ns", "key", *METRICS[by]])
+    body = _joined(session, scope, steps, by, piece, "\r\n")
+    return f"{head}\r\n{body}\r\n" if body else f"{head}\r\n"
+
+
+def _joined(
+    session: Session, scope: Scope, steps: Steps, by: str, piece: Callable[[Any], Any], sep: str
+) -> str:
+    """The text of each point of the series (`piece` of its row: at, key, ord, METRICS[by])
+    joined by `sep` in the series' order, made in the database; TooLarge beyond MAX_POINTS
+    points."""
     # at most MAX_POINTS + 1 points are taken: one more says the answer is too large (a
     # CTE counting them all before building the text cost more than the sums themselves)
     c = _points(session, scope, steps, by).limit(MAX_POINTS + 1).subquery().c
-    piece = func.concat(
-        '{"t_ns":', c.at, ',"key":', func.to_json(c.key).cast(Text), ',"values":[',
-        func.concat_ws(",", *(c[m] for m in METRICS[by])), "]}",
-    )  # fmt: skip
     query = select(
-        func.count(), func.string_agg(piece, aggregate_order_by(literal(","), *_order(c)))
+        func.count(), func.string_agg(piece(c), aggregate_order_by(literal(sep), *_order(c)))
     )
     _roomy(session)
     n, body = session.execute(query).one()
     if n > MAX_POINTS:
         raise _too_large(session, scope, steps, by)
-    return f"[{body or ''}]"
+    return str(body or "")
 
 
 def series_rows(session: Session, scope: Scope, steps: Steps, by: str) -> list[tuple[Any, ...]]:
@@ -427,13 +462,18 @@ def _io_time(d: Any) -> Any:
 
 
 def _by_category(session: Session, scope: Scope, steps: Steps) -> Any:
+    # summed per category's place (an int array's item; a text array is walked to its
+    # item), named after the sums: one row per step and category
     ops, places = _per_op(session, scope, steps), {c: i for i, c in enumerate(CATEGORIES)}
-    categories = op_categories()
-    category = func.coalesce(_by_id(categories, Text, ops.c.op_id), "other")
-    place = func.coalesce(_by_id([places.get(c, places["other"]) for c in categories], Integer,
-                                 ops.c.op_id), places["other"])  # fmt: skip
-    op_rows = select(ops.c.at, category.label("key"), place.label("ord"),
-                     *(ops.c[m] for m in METRICS["category"]))  # fmt: skip
+    place = func.coalesce(_by_id([places[c] for c in op_categories()], Integer, ops.c.op_id),
+                          places["other"]).label("ord")  # fmt: skip
+    per_place = (
+        select(ops.c.at, place, *(_sum(ops.c[m], m) for m in METRICS["category"]))
+        .group_by(ops.c.at, place)
+        .subquery()
+    )
+    op_rows = select(per_place.c.at, _by_id(CATEGORIES, Text, per_place.c.ord).label("key"),
+                     per_place.c.ord, *(per_place.c[m] for m in METRICS["category"]))  # fmt: skip
     d, s = IoDelta, IoSecond
     io = _rows(
         session, scope, steps, SECOND_NS,
@@ -449,10 +489,7 @@ def _by_category(session: Session, scope: Scope, steps: Steps) -> Any:
                _sum(nbytes, "bytes"), _sum(ns, "time_ns"))
         .group_by(io.c.at, io.c.layer)
     )  # fmt: skip
-    both = union_all(op_rows, io_rows).subquery()
-    return select(both.c.at, both.c.key, both.c.ord,
-                  *(_sum(both.c[m], m) for m in METRICS["category"])).group_by(
-        both.c.at, both.c.key, both.c.ord)  # fmt: skip
+    return union_all(op_rows, io_rows)  # keys apart: categories, fs:<layer>
 
 
 def _by_rank(session: Session, scope: Scope, steps: Steps) -> Any:
@@ -551,10 +588,9 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     )  # fmt: skip
     places = [*profile.MPI_CATEGORIES, "io_ns", "compute_ns"]
     rank_totals = select(c.world_rank, *(func.sum(c[p]) for p in places)).group_by(c.world_rank)
-    classes = _op_classes(per_op.c.op_id)
     op_totals = (
         select(per_op.c.op_id, per_op.c.world_rank, func.sum(per_op.c.ns))
-        .where(classes.not_in([profile.STARTUP_CLASS, profile.SHUTDOWN_CLASS]))
+        .where(per_op.c.cls.not_in([profile.STARTUP_CLASS, profile.SHUTDOWN_CLASS]))
         .group_by(per_op.c.op_id, per_op.c.world_rank)
     )
 
@@ -580,23 +616,39 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
 
 
 def profile_steps(
-    session: Session, scope: Scope, steps: Steps, place: str
-) -> dict[int, dict[int, int]]:
-    """The time of one place of profile_rows' totals per step and rank (the ranks with time
-    there in the step; an op's: those that called it)."""
-    per_op = _profile_ops(session, scope, steps).cte("per_op")
-    if place in (*profile.MPI_CATEGORIES, profile.FILE_IO, profile.COMPUTATION):
-        column = {profile.FILE_IO: "io_ns", profile.COMPUTATION: "compute_ns"}.get(place, place)
-        cells = _cells(session, scope, steps, per_op).subquery()
-        query = select(cells.c.at, cells.c.world_rank, cells.c[column])
-    else:
-        name = func.coalesce(_by_id(op_names(), Text, per_op.c.op_id),
-                             func.concat("op ", per_op.c.op_id))  # fmt: skip
-        query = select(per_op.c.at, per_op.c.world_rank, per_op.c.ns).where(name == place)
-    found: dict[int, dict[int, int]] = {}
-    for at, rank, ns in session.execute(query):
-        found.setdefault(int(at), {})[int(rank)] = int(ns)
+    session: Session, scope: Scope, steps: Steps, shares: str, places: Sequence[str]
+) -> dict[str, dict[int, dict[int, int]]]:
+    """The time of some places of profile_rows' totals per step and rank (the ranks with
+    time there in the step; an op's: those that called it): an MPI category's, file I/O's
+    and computation's from profile_rows' `shares` (every rank with intervals in a step has
+    one there), the ops' read in one query of their own rows (not the shares again)."""
+    columns = {profile.FILE_IO: "io_ns", profile.COMPUTATION: "compute_ns"}
+    in_shares = [p for p in places if p in columns or p in profile.MPI_CATEGORIES]
+    found: dict[str, dict[int, dict[int, int]]] = {place: {} for place in places}
+    if in_shares:
+        for share in json.loads(shares):
+            at, rank = share["t_ns"], share["rank"]
+            for place in in_shares:
+                ns = share[columns[place]] if place in columns else share["mpi_ns"][place]
+                found[place].setdefault(at, {})[rank] = ns
+    ops = {_op_id(place): place for place in places if place not in in_shares}
+    if ops:
+        c = _profile_ops(session, scope, steps).subquery().c
+        query = (
+            select(c.op_id, c.at, c.world_rank, _sum(c.ns, "ns"))
+            .where(c.op_id.in_(list(ops)))
+            .group_by(c.op_id, c.at, c.world_rank)
+        )
+        _roomy(session)
+        for op_id, at, rank, ns in session.execute(query):
+            found[ops[op_id]].setdefault(int(at), {})[int(rank)] = int(ns)
     return found
+
+
+def _op_id(name: str) -> int:
+    """The op id of an op's name as repository.op_display_name gives it."""
+    names = op_names()
+    return names.index(name) if name in names else int(name.removeprefix("op "))
 
 
 def _op_classes(op_id: Any) -> Any:
@@ -608,7 +660,9 @@ def _op_classes(op_id: Any) -> Any:
 
 
 def _profile_ops(session: Session, scope: Scope, steps: Steps) -> Any:
-    """SQL: (at, world_rank, op_id, ns) per step, rank and op: time inside it."""
+    """SQL: rows (at, world_rank, op_id, cls, ns): time inside an op of a rank in a step,
+    `cls` the op's profile.op_class (found once per row); a (step, rank, op) may have
+    several rows (raw intervals, rollup rows of several minutes): sum them."""
     o = OpDelta
 
     def ops(r: Any) -> _Source:
@@ -616,8 +670,9 @@ def _profile_ops(session: Session, scope: Scope, steps: Steps) -> Any:
 
     rows = _rows(session, scope, steps, MINUTE_NS, ops(RankOpMinute),
                  _Source(o, [o.world_rank, o.op_id, o.time_ns]), fives=ops(RankOpFive))  # fmt: skip
-    keys = (rows.c.at, rows.c.world_rank, rows.c.op_id)
-    return select(*keys, _sum(rows.c.time_ns, "ns")).group_by(*keys)
+    c = rows.c
+    return select(c.at, c.world_rank, c.op_id, _op_classes(c.op_id).label("cls"),
+                  c.time_ns.label("ns"))  # fmt: skip
 
 
 def _cells(session: Session, scope: Scope, steps: Steps, per_op: Any) -> Any:
@@ -626,10 +681,9 @@ def _cells(session: Session, scope: Scope, steps: Steps, per_op: Any) -> Any:
     elapsed time (its intervals are among those that stored anything): ops and I/O are
     joined to it."""
     elapsed = _elapsed(session, scope, steps).subquery()
-    classes = _op_classes(per_op.c.op_id)
     by_class = (
         select(per_op.c.at, per_op.c.world_rank,
-               *(func.sum(per_op.c.ns).filter(classes == k).cast(BigInteger).label(name)
+               *(func.sum(per_op.c.ns).filter(per_op.c.cls == k).cast(BigInteger).label(name)
                  for k, name in enumerate(_SHARE_PARTS[1:])))
         .group_by(per_op.c.at, per_op.c.world_rank)
         .subquery()

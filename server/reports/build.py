@@ -336,7 +336,9 @@ def job_report(
                 "outliers": profile.outliers(
                     rows.totals,
                     rows.ranks,
-                    lambda place: series.profile_steps(s, target.scope, steps, place),
+                    lambda places: series.profile_steps(
+                        s, target.scope, steps, rows.shares, places
+                    ),
                 ),
                 "imbalance": profile.imbalance(rows.coll),
                 "run": target.run,

@@ -70,7 +70,19 @@ def attribute(
     groups). Left out, by reason: `intra_host`, `off_fabric` (a host not placed), `no_route`
     (the tables give no complete route)."""
     out = Attribution()
-    pairs: dict[tuple[int, str, str, int, int], int] = defaultdict(int)
+    split(router, flows(transfers, hca_of, out), measured, out)
+    return out
+
+
+#: Bytes between two HCAs of one job, layer and provenance: (job, layer, provenance, src
+#: GUID, dst GUID) -> bytes.
+Flows = dict[tuple[int, str, str, int, int], int]
+
+
+def flows(transfers: Iterable[Transfer], hca_of: Mapping[str, int], out: Attribution) -> Flows:
+    """The transfers summed per HCA pair (see `attribute`); those left out counted in
+    `out`."""
+    pairs: Flows = defaultdict(int)
     for t in transfers:
         if t.nbytes <= 0:
             continue
@@ -85,6 +97,27 @@ def attribute(
             out.left_out["intra_host"] += t.nbytes
             continue
         pairs[(t.job, t.layer, t.provenance, src, dst)] += t.nbytes
+    return pairs
+
+
+def grouped_with(router: Router, pairs: Flows, only: set[Crossing]) -> set[Crossing]:
+    """The crossings of every stage (of the flows' routes) that holds one of `only`: whose
+    measured bytes `split` needs for the crossings of `only`."""
+    out: set[Crossing] = set()
+    for _, _, _, src, dst in pairs:
+        try:
+            stages = router.path(src, dst)
+        except NoRoute:
+            continue
+        out.update(c for stage in stages if not only.isdisjoint(stage) for c in stage)
+    return out
+
+
+def split(router: Router, pairs: Flows, measured: Mapping[Crossing, int | None],
+          out: Attribution, only: set[Crossing] | None = None) -> None:  # fmt: skip
+    """Route each flow and add its share of every stage to `out` (of the crossings in
+    `only` if given: the same figures as without it, for those crossings alone; flows
+    without a route are counted either way)."""
     for (job, layer, provenance, src, dst), nbytes in sorted(pairs.items()):
         try:
             stages = router.path(src, dst)
@@ -92,15 +125,18 @@ def attribute(
             out.left_out["no_route"] += nbytes
             continue
         for stage in stages:
+            if only is not None and only.isdisjoint(stage):
+                continue
             if len(stage) == 1:
                 _add(out, stage[0], (job, layer, provenance, "fixed"), nbytes)
                 continue
             known = [measured.get(c) or 0 for c in stage]
             total = sum(known)
             for crossing, m in zip(stage, known, strict=True):
+                if only is not None and crossing not in only:
+                    continue
                 share = nbytes * m / total if total else nbytes / len(stage)
                 _add(out, crossing, (job, layer, provenance, "group"), share)
-    return out
 
 
 def _add(out: Attribution, crossing: Crossing, key: Key, nbytes: float) -> None:

@@ -101,12 +101,16 @@ def load_fabric(session: Session, paths: str) -> Fabric:
     return Fabric(router, {lk["id"]: lk for lk in all_links}, nodes, all_links)
 
 
-def measured(session: Session, fab: Fabric, window: Window) -> dict[Crossing, dict[str, Any]]:
-    """Per link direction: the sending end's summed xmit byte deltas over the samples whose
-    sweep ended in the window (`bytes`: None when none is known), the samples and those
-    with an unknown delta (first sample, reset)."""
+def measured(
+    session: Session, fab: Fabric, window: Window, link_ids: set[int] | None = None
+) -> dict[Crossing, dict[str, Any]]:
+    """Per link direction (of every link, or of those in `link_ids`): the sending end's
+    summed xmit byte deltas over the samples whose sweep ended in the window (`bytes`: None
+    when none is known), the samples and those with an unknown delta (first sample, reset)."""
     ends: dict[int, Crossing] = {}
     for lk in fab.links.values():
+        if link_ids is not None and lk["id"] not in link_ids:
+            continue
         if lk["a_port_id"] is not None:
             ends[lk["a_port_id"]] = (lk["id"], "a_to_b")
         if lk["b_port_id"] is not None:
@@ -359,12 +363,8 @@ def hca_of(session: Session, fab: Fabric, hosts: set[str]) -> dict[str, int]:
     for name, guid, port in conn.execute(query):
         if name in hosts:
             reported[name].add((fabric.guid_text(guid), port))
-    placed = placement.place({h: [] for h in hosts}, reported, fab.nodes, fab.all_links)
-    out = {}
-    for h in placed["hosts"]:
-        if h["ports"]:
-            out[h["host"]] = int(h["ports"][0]["guid"], 16)
-    return out
+    placed = placement.host_ports(hosts, reported, fab.nodes, fab.all_links)
+    return {host: int(ports[0]["guid"], 16) for host, ports in placed.items() if ports}
 
 
 def data_version(session: Session) -> tuple[Any, ...]:

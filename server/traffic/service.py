@@ -18,7 +18,15 @@ from sqlalchemy.orm import Session
 from server.fabric import repository as fabric
 from server.query_params import Window
 from server.traffic import repository
-from server.traffic.attribution import Attribution, Key, attribute, other
+from server.traffic.attribution import (
+    Attribution,
+    Key,
+    attribute,
+    flows,
+    grouped_with,
+    other,
+    split,
+)
 from server.traffic.repository import Fabric, TrafficConfig
 from server.traffic.routing import Crossing
 
@@ -31,13 +39,46 @@ class AttributionCache:
     """The whole fabric's attributions (every job, before masking) of the latest windows
     asked, reused while `repository.data_version` is unchanged and for at most
     `max_age_s` (a frame replayed late with an old interval end changes no version), so
-    asking for the fabric's links one by one attributes the window once."""
+    asking for the fabric's links one by one attributes the window once. The fabric read
+    (links, forwarding tables, the routes found so far) is kept per stored discovery."""
 
     def __init__(self, max_age_s: float = 5.0, size: int = 8):
         self.max_age_s = max_age_s
         self.size = size
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[Any, ...], tuple[Any, float, Computed]] = OrderedDict()
+        self._fabric: tuple[Any, str, Fabric] | None = None
+
+    def fabric(self, session: Session, paths: str) -> Fabric:
+        """The current fabric, read again after each stored discovery (every time when no
+        discovery is recorded)."""
+        version = fabric.topology_version(session)
+        with self._lock:
+            kept = self._fabric
+        if kept is not None and version is not None and kept[:2] == (version, paths):
+            return kept[2]
+        fab = repository.load_fabric(session, paths)
+        with self._lock:
+            self._fabric = (version, paths, fab)
+        return fab
+
+    def link(self, session: Session, config: TrafficConfig, link_id: int, window: Window
+             ) -> Attribution:  # fmt: skip
+        """Link `link_id`'s attribution over `window`, both directions: the figures the
+        whole fabric's attribution gives them (every job), computed from the flows that
+        cross the link and the measured bytes of the links they are split over."""
+        fab = self.fabric(session, config.paths)
+        traffic = repository.job_traffic(session, window, config)
+        hcas = repository.hca_of(session, fab, traffic.hosts)
+        only = {(link_id, d) for d in DIRECTIONS}
+        result = Attribution()
+        pairs = flows(traffic.transfers, hcas, result)
+        grouped = {c[0] for c in grouped_with(fab.router, pairs, only)}  # its links' groups
+        meas = repository.measured(session, fab, window, grouped) if grouped - {link_id} else {}
+        split(fab.router, pairs, {c: m["bytes"] for c, m in meas.items()}, result, only)
+        for reason, nbytes in traffic.left_out.items():
+            result.left_out[reason] += nbytes
+        return result
 
     def __len__(self) -> int:
         """Windows held."""
@@ -55,7 +96,7 @@ class AttributionCache:
             and time.monotonic() - found[1] < self.max_age_s
         ):
             return found[2]
-        computed = _attribution(session, config, window)
+        computed = _attribution(session, config, window, fab=self.fabric(session, config.paths))
         with self._lock:
             self._entries[key] = (version, time.monotonic(), computed)
             self._entries.move_to_end(key)

@@ -96,7 +96,9 @@ def test_attribution_matches_the_emulated_truth_and_the_api_masks_other_users(
 
             # per step: two steps that sum to the window's figures
             half = (window.to_ns - window.from_ns + 1) // 2
-            series = get(f"{url}/series", "carol", step=f"{half / 1e9:.9f}").json()
+            series = get(
+                f"{url}/series", "carol", step=f"{half // 10**9}.{half % 10**9:09d}"
+            ).json()
             assert [p["t_ns"] for p in series["points"]] == [
                 window.from_ns, window.from_ns + half]  # fmt: skip
             steps = [next(d for d in p["directions"] if d["direction"] == direction)

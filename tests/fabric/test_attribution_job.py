@@ -4,8 +4,11 @@ ring of p2p messages, allreduces and writes files; the emulator's job feed
 (emulator/jobtraffic.py) moves the simulated counters by what the job stored, the real
 sampler sweeps, and the attribution puts exactly those p2p and I/O bytes on exactly those
 link directions (up to the feed's carried remainder: bytes below a 4-octet word per host
-pair wait for the pair's next flow). Its collectives are measured by Open MPI's
-monitoring component (labelled `measured`), and `other` is measured - attributed."""
+pair wait for the pair's next flow). Its one-sided puts and gets are moved and attributed
+the same way; its collectives are measured by Open MPI's monitoring component (labelled
+`measured`) and the feed moves those measured on-wire bytes, so the attribution of every
+layer equals what was moved, exactly, and `other` (measured - attributed) is only what
+the feed did not move."""
 
 from __future__ import annotations
 
@@ -82,13 +85,14 @@ def test_a_real_jobs_bytes_on_the_links_it_crossed(
         for end_port, move in emu.port_moves([flow]).items():
             if move[0]:
                 truth[flow.kind][ports[end_port]] += move[0]
-    for (src, dst), rest in feed.carry.items():
+    for (src, dst, kind), rest in feed.carry.items():
         if rest:
-            kind = "io" if src in tree.storage or dst in tree.storage else "mpi_p2p"
             for end_port, move in emu.port_moves([Flow(src, dst, rest)]).items():
                 if move[0]:
                     truth[kind][ports[end_port]] += move[0]
-    assert truth["mpi_p2p"] and truth["io"]
+    assert all(truth[k] for k in ("mpi_p2p", "io", "mpi_rma", "mpi_coll")), {
+        k: len(v) for k, v in truth.items()
+    }
 
     config = TrafficConfig("fixed", {"*": list(tree.storage)}, "file-hash")
     engine = make_engine(pg_url)
@@ -108,11 +112,19 @@ def test_a_real_jobs_bytes_on_the_links_it_crossed(
         for (_job, layer, prov, path), nbytes in shares.items():
             got[layer][crossing] += nbytes
             provenance.add((layer, prov, path))
-    assert dict(got["mpi_p2p"]) == dict(truth["mpi_p2p"])
-    assert dict(got["io"]) == dict(truth["io"])
+    for layer in ("mpi_p2p", "io", "mpi_rma", "mpi_coll"):  # collectives: measured on-wire
+        assert dict(got[layer]) == dict(truth[layer]), layer
+    # so on every crossing other = measured - attributed = measured - what the feed moved:
+    # the management MADs alone, no layer of the job missing or counted twice
+    moved: dict[tuple[int, str], int] = defaultdict(int)
+    for layer in truth.values():
+        for crossing, nbytes in layer.items():
+            moved[crossing] += nbytes
+    assert {c: result.attributed(c) for c in result.shares} == dict(moved)
     # ranks 2 and 3 share host20: their ring message (4 * 1002 bytes) is on no link
     assert result.left_out["intra_host"] >= 4 * 1002
     assert set(traffic.collective_source.values()) == {"measured"}
     assert provenance == {("mpi_p2p", "routed", "fixed"), ("io", "routed", "fixed"),
+                          ("mpi_rma", "routed", "fixed"),
                           ("mpi_coll", "measured", "fixed")}  # fmt: skip
     assert got["mpi_coll"]  # the allreduce's internal messages between hosts

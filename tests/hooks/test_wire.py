@@ -111,6 +111,59 @@ def test_openmpi_wire_bytes_equal_the_monitoring_components_own(
     assert measured(pg_url, job) == {k: b for k, (b, _) in expected.items() if b}
 
 
+def test_openmpi_default_counts_without_the_components_recording_exactly(
+    collector, pg_url, tmp_path
+):
+    """By default (monitoring switched on by the hooks, nobody reading the component's
+    counts) the hooks count at its recording call but skip the component's own
+    recording (wiremon.h): the stored bytes and messages per (rank, peer) are exactly
+    what the component dumps in the same program's run where its output is asked for."""
+    prefix = tmp_path / "prof"
+    argv = [jobs.program("openmpi", "wire_pattern")]
+    dumped = f"wire-dump-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(
+        collector, "openmpi", argv, dumped, RANKS,
+        OMPI_MCA_pml_monitoring_enable_output="3", OMPI_MCA_pml_monitoring_filename=str(prefix),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = f"wire-default-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, "openmpi", argv, job, RANKS)
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+
+    expected = monitoring_dump(prefix, RANKS)
+    assert stored_wire(pg_url, dumped) == expected
+    assert stored_wire(pg_url, job) == expected
+    assert measured(pg_url, job) == {k: b for k, (b, _) in expected.items() if b}
+
+
+def test_openmpi_wire_counts_of_many_threads_are_exact(collector, pg_url, tmp_path):
+    """20 threads per rank in 2 waves send at once (MPI_THREAD_MULTIPLE): the hooks'
+    per-thread wire rows (16 counter blocks, handed back at thread exit and claimed again
+    by the next wave; the threads beyond 16 share a row with atomic adds) sum to exactly
+    the component's dump, in a run that asks for it and in a default run."""
+    prefix = tmp_path / "prof"
+    argv = [jobs.program("openmpi", "threads"), "20", "2", "5"]
+    dumped = f"wire-thr-dump-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(
+        collector, "openmpi", argv, dumped, 2,
+        OMPI_MCA_pml_monitoring_enable_output="3", OMPI_MCA_pml_monitoring_filename=str(prefix),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = f"wire-thr-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, "openmpi", argv, job, 2)
+    assert result.returncode == 0, result.stderr
+
+    expected = monitoring_dump(prefix, 2)
+    # each rank sends 2 waves x sum over t < 20 of 5 (t + 1) messages of 100 (t + 1) + r bytes
+    for r in (0, 1):
+        b, m = expected[(r, 1 - r)]
+        assert m >= 2 * sum(5 * (t + 1) for t in range(20))
+        assert b >= 2 * sum(5 * (t + 1) * (100 * (t + 1) + r) for t in range(20))
+    assert stored_wire(pg_url, dumped) == expected
+    assert stored_wire(pg_url, job) == expected
+
+
 def test_mpich_stores_no_wire_records_and_reads_as_unmeasured(collector, pg_url):
     job = f"wire-mpich-{uuid.uuid4().hex[:8]}"
     argv = [jobs.program("mpich", "wire_pattern")]

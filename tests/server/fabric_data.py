@@ -114,3 +114,32 @@ def relink_host2(url: str) -> None:
         store.write_topology(full, T0 + 4 * SECOND, topology(with_host2=False).diff(full))
     finally:
         store.close()
+
+
+#: A later second of traffic (counter words added to SWEEP2's values): leaf1 -> host1 at
+#: 3.6 GB/s (0.9 of 4 GB/s), spine1 -> leaf1 at 0.4 GB/s (0.1).
+LATER = {
+    (SPINE1, 1): {"xmit_bytes": 100_000_000},
+    (LEAF1, 3): {"rcv_bytes": 100_000_000},
+    (LEAF1, 1): {"xmit_bytes": 900_000_000},
+    (HOST1, 1): {"rcv_bytes": 900_000_000},
+}
+
+
+def turn_order_round(url: str) -> None:
+    """After write_small_fabric: sweeps at T0 + 5 s (SWEEP2's values again: the new
+    tracker's base) and T0 + 6 s (LATER added), so that leaf1 -> host1 is now the busier
+    link and spine1 -> leaf1 the quieter one (the topology rediscovered unchanged at T0 +
+    4 s first: a new store learns its port ids from it)."""
+    store = FabricStore(url)
+    try:
+        store.write_topology(topology(with_host2=False), T0 + 4 * SECOND, [])
+        tracker = DeltaTracker()
+        later = {end: dict(values) for end, values in SWEEP2.items()}
+        for end, added in LATER.items():
+            for name, words in added.items():
+                later[end][name] = later[end].get(name, 0) + words
+        for t, values in ((T0 + 5 * SECOND, SWEEP2), (T0 + 6 * SECOND, later)):
+            store.write_samples(tracker.update(_sweep(values, t, silent=((HOST2, 1),))))
+    finally:
+        store.close()

@@ -17,6 +17,9 @@ from server.access.viewer import Access
 from server.app import create_app
 from server.incidents.detect import Thresholds
 from server.incidents.service import IncidentService
+from server.query_params import Window
+from server.traffic.repository import TrafficConfig
+from server.traffic.service import DIRECTIONS, AttributionCache
 from stacklens.db import make_engine
 from stacklens.schema import Incident
 from tests.access.data import token_for
@@ -101,6 +104,23 @@ def api(staged) -> Iterator[dict]:
             return answer.json()
 
         yield {"get": get, "client": client, "headers": headers}
+
+
+def test_a_links_own_attribution_equals_the_whole_fabrics(staged):
+    """The detector's per-link attribution (only the flows crossing the link) gives every
+    link direction the whole fabric's figures."""
+    cache = AttributionCache()
+    window = Window(T0, T0 + 25 * S)
+    with Session(staged["engine"]) as session:
+        fab, _, whole, _ = cache.get(session, TrafficConfig(), window)
+        assert len(fab.links) == 8
+        for link in fab.links:
+            alone = cache.link(session, TrafficConfig(), link, window)
+            both = {(link, d) for d in DIRECTIONS}
+            assert alone.shares == {c: f for c, f in whole.shares.items() if c in both}
+            assert alone.left_out == whole.left_out
+        assert sum(bool(whole.shares.get((link, d))) for link in fab.links
+                   for d in DIRECTIONS) == 16  # fmt: skip
 
 
 def test_the_api_shows_other_users_jobs_as_another_job(api):

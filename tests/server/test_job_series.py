@@ -11,6 +11,9 @@ import io
 import pyarrow.parquet as pq
 import pytest
 
+from stacklens import wire
+from stacklens.mpi_ops import op_names
+from tests.collector.test_ingest import exchange
 from tests.collector.test_rollups import M0
 from tests.server.test_job_windows import ENDS, S, job, sent  # noqa: F401 (fixture)
 
@@ -102,3 +105,45 @@ def test_series_and_tables_as_csv_and_parquet(job, api_client):  # noqa: F811
     assert table.to_pylist() == ops
     matrix = api_client.get("/api/jobs/windows/matrix", params={"format": "csv"}).text
     assert matrix.splitlines() == ["src,dst,bytes,messages", "0,1,1710,18", "1,0,171,18"]
+
+
+#: File names that CSV must quote (a comma, a double quote, line breaks) and one it must not.
+ODD_PATHS = [b"/tmp/plain name", b"/tmp/a,b", b'/tmp/say "hi"', b"/tmp/two\nlines", b"/tmp/cr\rx"]
+
+
+@pytest.mark.parametrize("by", ["file", "category", "rank"])
+def test_csv_is_what_pythons_csv_writes_of_the_points(collector, api_client, by):
+    """The series CSV (made in the database) is byte for byte what Python's csv module
+    writes of the JSON answer's points: header, CRLF line ends, odd file names quoted."""
+    frames = [
+        wire.encode_frame(
+            job_id="odd", world_rank=rank, world_size=2, seq=k, token="secret",
+            interval_start_ns=M0 + k * S, interval_end_ns=M0 + (k + 1) * S,
+            tables={
+                "op": wire.records("op", [{"op_id": op_names().index("MPI_Send"), "calls": 1,
+                                           "bytes": k + rank, "time_ns": 7 * k}]),
+                "io": wire.records("io", [{"layer": 1, "writes": 1, "bytes_written": 10 * k + i,
+                                           "path": path, "mount": b"/", "fstype": b"ext4"}
+                                          for i, path in enumerate(ODD_PATHS)]),
+            },
+        )
+        for k in range(3) for rank in (0, 1)
+    ]  # fmt: skip
+    assert [s for s, _ in exchange(collector.address, b"".join(frames), acks=6)] == [0] * 6
+    params = {"by": by, "from": M0 // S, "to": M0 // S + 4, "step": 2}
+    answer = api_client.get("/api/jobs/odd/series", params=params).json()
+    assert len(answer["points"]) >= 4
+    want = io.StringIO()
+    writer = csv.writer(want, lineterminator="\r\n")
+    writer.writerow(["t_ns", "key", *answer["metrics"]])
+    writer.writerows([p["t_ns"], p["key"], *p["values"]] for p in answer["points"])
+    got = api_client.get("/api/jobs/odd/series", params={**params, "format": "csv"})
+    assert got.headers["content-disposition"] == f'attachment; filename="series-by-{by}.csv"'
+    assert got.content.decode() == want.getvalue()
+    if by == "file":
+        assert '"POSIX:/tmp/say ""hi"""' in got.text and "POSIX:/tmp/plain name," in got.text
+    empty = api_client.get(
+        "/api/jobs/odd/series",
+        params={**params, "from": M0 // S + 60, "to": M0 // S + 64, "format": "csv"},
+    )
+    assert empty.content.decode() == "t_ns,key," + ",".join(answer["metrics"]) + "\r\n"

@@ -8,9 +8,14 @@ rank to arrive are named, the I/O burst is in its step, an empty window is empty
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import event
+from sqlalchemy.orm import Session
 
-from server.jobs import profile
+from server.jobs import profile, series
+from server.jobs.repository import Scope
+from server.query_params import Window
 from stacklens import wire
+from stacklens.db import make_engine
 from stacklens.mpi_ops import op_names
 from tests.collector.test_ingest import exchange
 from tests.collector.test_rollups import M0, roll_up
@@ -138,18 +143,18 @@ def test_outliers_are_a_pure_function_of_the_sums():
                 per_rank = totals.setdefault(place, {})
                 per_rank[rank] = per_rank.get(rank, 0) + ns
                 steps.setdefault(place, {}).setdefault(share["t_ns"], {})[rank] = ns
-    asked: list[str] = []
+    asked: list[list[str]] = []
 
-    def steps_of(place: str) -> dict[int, dict[int, int]]:
-        asked.append(place)
-        return steps[place]
+    def steps_of(places: list[str]) -> dict[str, dict[int, dict[int, int]]]:
+        asked.append(places)
+        return {place: steps[place] for place in places}
 
     named = profile.outliers(totals, list(range(RANKS)), steps_of)
     assert [(o["text"], o["peak_t_ns"]) for o in named] == [
         ("rank 2: 4.8× the median time in computation (4.75 s against 1.00 s)",
          M0 + (SLOW[0] + 1) * S)
     ]  # fmt: skip
-    assert asked == ["computation"]  # per-step values only of a place with an outlier
+    assert asked == [["computation"]]  # per-step values only of a place with an outlier, once
 
 
 def test_whole_minute_steps_read_the_rollups_exactly(job, collector, api_client, pg_url):
@@ -185,3 +190,69 @@ def test_whole_minute_steps_read_the_rollups_exactly(job, collector, api_client,
     assert answers(minute) == want  # its minute dirty again: raw
     roll_up(collector)
     assert answers(minute) == want
+
+
+def waitall_frame(k: int, rank: int) -> bytes:
+    """Interval k (of 6) of a four-rank job "waits": 200 ms in MPI_Waitall a second, rank 1
+    900 and 950 ms in intervals 2 and 3, rank 3 10 ms; rank 3 writes files for 100 ms in
+    interval 1 and 300 ms in interval 4."""
+    ns = {(1, 2): 900 * MS, (1, 3): 950 * MS}.get((rank, k), 10 * MS if rank == 3 else 200 * MS)
+    write_ns = {(3, 1): 100 * MS, (3, 4): 300 * MS}.get((rank, k), 0)
+    tables = {
+        "op": [{"op_id": op_names().index("MPI_Waitall"), "calls": 1, "time_ns": ns}],
+        "io": [{"layer": 1, "writes": 1, "bytes_written": 1, "write_time_ns": write_ns,
+                "path": b"/scratch/out", "mount": b"/", "fstype": b"ext4"}] if write_ns else [],
+    }  # fmt: skip
+    return wire.encode_frame(
+        job_id="waits", world_rank=rank, world_size=RANKS, seq=k, token="secret",
+        interval_start_ns=M0 + k * S, interval_end_ns=M0 + (k + 1) * S,
+        tables={name: wire.records(name, rows) for name, rows in tables.items() if rows},
+    )  # fmt: skip
+
+
+def test_outliers_in_an_op_its_category_and_file_io_are_named_with_their_steps(
+    collector, api_client, pg_url
+):
+    """Outliers in several places at once (an op, its category, file I/O) get the step in
+    which each rank was furthest above that step's median: the category's and file I/O's
+    from the shares, the op's read in one query of its rows."""
+    frames = [waitall_frame(k, r) for k in range(6) for r in range(RANKS)]
+    statuses = [s for s, _ in exchange(collector.address, b"".join(frames), acks=len(frames))]
+    assert statuses == [0] * len(frames)
+    params = {"from": M0 // S, "to": M0 // S + 7, "step": 1}
+    answer = api_client.get("/api/jobs/waits/profile", params=params).json()
+    waits = {"rank": 1, "time_ns": 2650 * MS, "median_ns": 1200 * MS, "ratio": 2.208,
+             "peak_t_ns": M0 + 4 * S}  # fmt: skip
+    assert answer["outliers"] == [
+        {"rank": 3, "what": "file I/O", "time_ns": 400 * MS, "median_ns": 0, "ratio": 400.0,
+         "peak_t_ns": M0 + 5 * S, "text": "rank 3: 400 ms in file I/O; the median rank: 0 µs"},
+        {**waits, "what": "MPI_Waitall",
+         "text": "rank 1: 2.2× the median time in MPI_Waitall (2.65 s against 1.20 s)"},
+        {**waits, "what": "mpi_completion",
+         "text": "rank 1: 2.2× the median time in mpi_completion (2.65 s against 1.20 s)"},
+    ]  # fmt: skip
+
+    engine = make_engine(pg_url)
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *_args) -> None:  # noqa: ANN001
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    with Session(engine) as session:
+        (job_id,) = query(pg_url, "SELECT id FROM jobs WHERE job_key = 'waits'")[0]
+        steps = series.Steps(M0, M0 + 7 * S, S)
+        scope = Scope(job_id, window=Window(M0, M0 + 7 * S))
+        shares = series.profile_rows(session, scope, steps).shares
+        statements.clear()
+        found = series.profile_steps(session, scope, steps, shares, ["MPI_Waitall", "file I/O"])
+    engine.dispose()
+    assert [s for s in statements if not s.startswith("SET")] == [statements[-1]]
+    waitall = {r: 10 * MS if r == 3 else 200 * MS for r in range(RANKS)}
+    assert found == {
+        "MPI_Waitall": {M0 + (k + 1) * S: {**waitall, **({1: ns} if ns else {})}
+                        for k, ns in enumerate([0, 0, 900 * MS, 950 * MS, 0, 0])},
+        "file I/O": {M0 + (k + 1) * S: {r: (100 * MS if (r, k) == (3, 1) else 300 * MS
+                                            if (r, k) == (3, 4) else 0) for r in range(RANKS)}
+                     for k in range(6)},
+    }  # fmt: skip

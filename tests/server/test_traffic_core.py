@@ -7,7 +7,16 @@ from __future__ import annotations
 import zlib
 
 from server.traffic import collectives
-from server.traffic.attribution import Transfer, attribute, other, storage_shares
+from server.traffic.attribution import (
+    Attribution,
+    Transfer,
+    attribute,
+    flows,
+    grouped_with,
+    other,
+    split,
+    storage_shares,
+)
 from server.traffic.routing import RouteLink, Router
 
 # Two switches (S1 = 1, S2 = 2) joined by two parallel links (ids 10, 11: S1 ports 3, 4 to
@@ -67,6 +76,29 @@ def test_a_group_is_split_by_measured_bytes_and_other_is_not_clamped():
     fixed = attribute(_router("fixed"), transfers[:1], hcas, measured)
     assert (10, "a_to_b") not in fixed.shares
     assert fixed.shares[(11, "a_to_b")] == {(7, "mpi_p2p", "routed", "fixed"): 1000}
+
+
+def test_one_link_alone_gets_the_whole_fabric_figures():
+    transfers = [
+        Transfer(7, "mpi_p2p", "routed", "h1", "h2", 1000),
+        Transfer(7, "mpi_rma", "routed", "h2", "h3", 333),
+        Transfer(8, "io", "routed", "h3", "h2", 77),
+        Transfer(8, "mpi_coll", "modelled", "h1", "h3", 5),
+    ]
+    hcas = {"h1": 101, "h2": 102, "h3": 103}
+    measured = {(10, "a_to_b"): 300, (11, "a_to_b"): 100, (10, "b_to_a"): 7, (11, "b_to_a"): 0}
+    for mode in ("fixed", "parallel", "adaptive"):
+        whole = attribute(_router(mode), transfers, hcas, measured)
+        for link in LINKS:
+            only = {(link.id, "a_to_b"), (link.id, "b_to_a")}
+            alone = Attribution()
+            pairs = flows(transfers, hcas, alone)
+            needed = grouped_with(_router(mode), pairs, only)
+            split(_router(mode), pairs, {c: measured.get(c) for c in needed}, alone, only)
+            assert alone.shares == {c: f for c, f in whole.shares.items() if c in only}
+            grouped = mode != "fixed" and link.id in (10, 11)
+            assert needed == ({(i, d) for i in (10, 11) for d in ("a_to_b", "b_to_a")}
+                              if grouped else only & set(whole.shares))  # fmt: skip
 
 
 def _all(name: str, members: list[int], root: int, nbytes: int) -> dict:
