@@ -20,7 +20,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import BigInteger, Integer, and_, case, func, literal, or_, select, union_all
+from sqlalchemy import (
+    BigInteger,
+    Integer,
+    Text,
+    and_,
+    case,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+    union_all,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
@@ -240,6 +252,22 @@ def window_sums(session: Session, port_ids: list[int], lo: int, hi: int,
 
     parts = _cover(ids, lo, hi, whole, ROLLUPS, counters)
     return Sums.of(session.execute(_summed(parts, counters)).all(), counters).only(port_ids)
+
+
+def window_version(session: Session, lo: int, hi: int) -> tuple[int, int]:
+    """Changes whenever a sample with lo <= ts_ns < hi is stored or retired (or the rollups
+    rebuilt): the number of minute rollup rows of the window's minutes and their newest
+    row version (`xmin`, the transaction that wrote a row last). The fabric store adds
+    every sample to its minute's row in the transaction that stores it (a new row version,
+    newer than all before it until transaction ids wrap around, every 2**32), retention
+    and repairs delete rows. One narrow read of the window's minute rows, no sums."""
+    m = FabricPortMinute.__table__.c
+    newest = func.max(literal_column("xmin").cast(Text).cast(BigInteger))
+    query = select(func.count(), func.coalesce(newest, 0)).where(
+        m.minute_ns >= lo // MINUTE_NS * MINUTE_NS, m.minute_ns < hi
+    )
+    count, version = session.execute(query).one()
+    return int(count), int(version)
 
 
 def resolution(steps: Steps) -> str:

@@ -376,19 +376,32 @@ def loads_of(
     ]
 
 
-def window_loads(
+def window_columns(
     session: Session, all_links: list[dict[str, Any]], lo: int, hi: int
-) -> list[dict[str, Any]]:
-    """Load and errors (LinkLoad rows, without per-end samples) of every link of `all_links`
-    (`links`) over [lo, hi), in their order (`link_columns`); a link is down if it was down
-    at the window's end."""
+) -> dict[str, list[Any]]:
+    """`link_columns` of every link of `all_links` (`links`) over [lo, hi), in their order."""
     ports = [i for lk in all_links for i in (lk["a_port_id"], lk["b_port_id"]) if i is not None]
     sums = history.window_sums(session, ports, lo, hi, LINK_COUNTERS)
     zeros = [0] * len(all_links)
     a = sums.lookup([-1 if lk["a_port_id"] is None else lk["a_port_id"] for lk in all_links], zeros)
     b = sums.lookup([-1 if lk["b_port_id"] is None else lk["b_port_id"] for lk in all_links], zeros)
     capacity = np.array([lk["capacity_bytes_per_s"] or 0 for lk in all_links], dtype=float)
-    columns = link_columns(a, b, capacity)
+    return link_columns(a, b, capacity)
+
+
+def window_loads(
+    session: Session,
+    all_links: list[dict[str, Any]],
+    lo: int,
+    hi: int,
+    columns: dict[str, list[Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Load and errors (LinkLoad rows, without per-end samples) of every link of `all_links`
+    (`links`) over [lo, hi), in their order, from their `window_columns` over it (`columns`
+    when given: kept by snapshot.FabricSnapshots); a link is down if it was down at the
+    window's end."""
+    if columns is None:
+        columns = window_columns(session, all_links, lo, hi)
     down = history.down_at(session, hi - 1)
     loads = []
     for i, lk in enumerate(all_links):

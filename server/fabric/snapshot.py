@@ -11,6 +11,10 @@ every viewer.
   newest sample at once;
 - the link ranking of that sweep (by utilisation and by errors, with each link's sort
   key), so a page of `/api/fabric/links` builds full answers for its links only;
+- the links' sums over the windows asked for lately (`repository.window_columns`), each
+  kept while its samples stay as they are (`history.window_version`: a sample stored late
+  into the window, or retired, sums it again), so the pages of both orders of a windowed
+  /links and the state of a playback frame are summed once for every viewer;
 - the fabric's freshness (`Freshness`): the last sweep's end, the sweep interval the
   samples measured, and whether the data is stale (the last sweep ended more than
   STALE_SWEEPS intervals ago). A port whose newest sample is that much older than the last
@@ -28,6 +32,7 @@ import hashlib
 import json
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +40,7 @@ import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from server.fabric import repository
+from server.fabric import history, repository
 from stacklens.api_models import FabricLink, FabricNode, Topology
 from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, SATURATED_SHIFT
 
@@ -44,6 +49,10 @@ from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, SATURATED_SHIFT
 STALE_SWEEPS = 3
 #: The sweep interval assumed before the samples measured one.
 DEFAULT_INTERVAL_NS = 10**9
+
+#: Windows whose links' sums are kept, and their link rows in all (a bound on memory).
+MAX_WINDOWS = 64
+MAX_WINDOW_ROWS = 100_000
 
 #: Bits of FabricState.links.flags.
 FLAG_DOWN = 1
@@ -114,6 +123,10 @@ class FabricSnapshots:
         self._lock = threading.Lock()
         self._shared = _Shared()
         self._checked = -float("inf")  # time.monotonic() of the last version check
+        #: (topology version, from, to) -> (window_version, window_columns), oldest use first
+        self._windows: OrderedDict[tuple[Any, int, int], tuple[Any, dict[str, list[Any]]]] = (
+            OrderedDict()
+        )
 
     def _refresh(self, session: Session) -> _Shared:
         """The shared answers, recomputed if a discovery or sweep was stored since (looked
@@ -183,6 +196,38 @@ class FabricSnapshots:
         ids, more = shared.ranking[sort].page(start, limit)
         loads = repository.loads_of(session, shared.links, ids, current_from(shared.freshness))
         return loads, len(shared.links), more
+
+    def window_loads(
+        self, session: Session, lo: int, hi: int
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The current links (`current`) and their loads over [lo, hi)
+        (`repository.window_loads`, in their order), from their sums over it kept since the
+        first request for that window while its samples stay as they are
+        (`history.window_version`, read first: a sample stored meanwhile can only make the
+        kept sums newer than their version, never older), else summed now."""
+        shared = self._refresh(session)
+        key = (shared.topology_key, lo, hi)
+        version = history.window_version(session, lo, hi)
+        with self._lock:
+            kept = self._windows.get(key)
+            if kept is not None and kept[0] == version:
+                self._windows.move_to_end(key)
+        if kept is None or kept[0] != version:
+            kept = (version, repository.window_columns(session, shared.links, lo, hi))
+            if shared.topology_key is not None:  # else the links are read anew every time
+                self._keep(key, kept, len(shared.links))
+        return shared.links, repository.window_loads(session, shared.links, lo, hi, kept[1])
+
+    def _keep(self, key: tuple[Any, int, int], kept: tuple[Any, dict[str, list[Any]]],
+              rows: int) -> None:  # fmt: skip
+        """Keep a window's sums, forgetting the least recently used beyond the bounds."""
+        with self._lock:
+            self._windows[key] = kept
+            self._windows.move_to_end(key)
+            while len(self._windows) > MAX_WINDOWS or len(self._windows) * rows > MAX_WINDOW_ROWS:
+                if len(self._windows) == 1:
+                    break
+                self._windows.popitem(last=False)
 
     def current(self, session: Session) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
         """The current fabric's links (`repository.links`), its freshness (as of the last

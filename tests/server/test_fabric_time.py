@@ -9,15 +9,26 @@ from __future__ import annotations
 import csv
 import io
 
+import numpy as np
 import psycopg
 import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
+from collector.fabric.counters import DeltaTracker, RawSweep
 from collector.fabric.store import FabricStore
 from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, RATE_COUNTERS
 from tests.server.fabric_data import HOST1, HOST2, LEAF1, SECOND, SPINE1
-from tests.server.fabric_history import BURSTS, SILENT_FROM, START, SWEEPS, History, write_history
+from tests.server.fabric_history import (
+    BURSTS,
+    ENDS,
+    SILENT_FROM,
+    START,
+    SWEEPS,
+    History,
+    increment,
+    write_history,
+)
 
 MINUTE = 60 * SECOND
 #: Link 1: spine1[1] (a) - leaf1[3] (b); link 2: host1[1] (a) - leaf1[1] (b); link 3: host2[1]
@@ -315,7 +326,6 @@ def test_files_and_refusals(history, api_client):
 def test_topology_of_a_window(history, pg_url, api_client):
     """The topology then: host2's link was up during the sweeps; after its unplugging it is
     down in every window ending later."""
-    from collector.fabric.store import FabricStore
     from tests.server.fabric_data import topology
 
     later = START + (SWEEPS + 10) * SECOND
@@ -363,3 +373,79 @@ def test_reading_every_port_by_time_gives_the_same_answers(history, pg_url, api_
     after = [_get(api_client, "fabric_links", **w) for w in windows]
     after.append(_series(api_client, **leaf))
     assert after == before
+
+
+def test_a_window_is_summed_once_until_its_samples_change(history, pg_url, api_client,
+                                                          monkeypatch):  # fmt: skip
+    """The links' sums over a window are made once and shared by both orders and every page
+    of /links and by the state over it, with the exact values of the samples; a sample
+    stored late into the window (host2[1]'s at sweep 197, which it missed) sums it again,
+    and the answers then count that sample, exactly."""
+    from server.fabric import repository
+
+    summed = []
+    window_columns = repository.window_columns
+
+    def counted(*args):
+        summed.append(args[2:])
+        return window_columns(*args)
+
+    monkeypatch.setattr(repository, "window_columns", counted)
+    lo, hi = START + 130 * SECOND + SECOND // 2, START + 200 * SECOND
+    window = {"from": _s(lo), "to": _s(hi)}
+
+    def answers() -> tuple[dict, list, dict]:
+        whole = _get(api_client, "fabric_links", **window)
+        pages, cursor = [], None
+        while True:
+            page = _get(api_client, "fabric_links", sort="errors", limit=2, **window,
+                        **({"cursor": cursor} if cursor else {}))  # fmt: skip
+            pages += page["links"]
+            cursor = page["page"]["next_cursor"]
+            if cursor is None:
+                return whole, pages, _get(api_client, "fabric_state", **window)
+
+    def check(whole: dict, pages: list, state: dict) -> None:
+        loads = {x["id"]: x for x in whole["links"]}
+        for link in (1, 2, 3):
+            got = {k: loads[link][k] for k in _expected_link(history, link, lo, hi)}
+            assert got == _expected_link(history, link, lo, hi), link
+        assert pages == sorted(whole["links"], key=lambda x: repository.rank_key(x, "errors"))
+        assert state["links"]["id"] == [1, 2, 3]
+        assert state["links"]["utilisation"] == [loads[i]["utilisation"] for i in (1, 2, 3)]
+
+    first = answers()
+    check(*first)
+    assert answers() == first and summed == [(lo, hi)]  # summed once for 2 + 4 answers
+
+    # host2[1]'s sample of sweep 197, stored late by the real store (deltas since sweep 195)
+    host2 = ENDS.index((HOST2, 1))
+
+    def values(i: int) -> np.ndarray:
+        """host2[1]'s counters (words) after sweep i."""
+        gains = [[increment(host2, c, j) for c in range(len(PORT_COUNTERS))]
+                 for j in range(1, i + 1)]  # fmt: skip
+        return np.array([np.sum(gains, axis=0, dtype=np.uint64)], dtype=np.uint64)
+
+    def sweep(i: int) -> RawSweep:
+        one = np.ones(1, dtype=bool)
+        return RawSweep.from_words([HOST2], [1], values(i), one, one,
+                                   history.ts(i) - SECOND // 10, history.ts(i))  # fmt: skip
+
+    tracker = DeltaTracker()
+    tracker.update(sweep(SILENT_FROM - 1))
+    store = FabricStore(pg_url)
+    try:
+        store.ensure_ports(sweep(197), history.ts(197))  # the store learns the port's id
+        assert store.write_samples(tracker.update(sweep(197))) == 1
+    finally:
+        store.close()
+    deltas = {c: sum(increment(host2, k, j) for j in (196, 197))
+                 * (4 if c in ("xmit_bytes", "rcv_bytes") else 1)
+              for k, c in enumerate(PORT_COUNTERS)}  # fmt: skip
+    history.samples[((HOST2, 1), 197)] = {"ts": history.ts(197), "dt": 2 * SECOND, "deltas": deltas}
+    later = answers()
+    assert summed == [(lo, hi), (lo, hi)]
+    check(*later)
+    link3 = {x["id"]: x for x in later[0]["links"]}[3]
+    assert link3["samples"] == {x["id"]: x for x in first[0]["links"]}[3]["samples"] + 1
