@@ -17,7 +17,9 @@ times over HTTP (query and JSON included):
 - links over the hour (all 500, ranked; and a page of the 50 busiest), from a whole
   minute and from mid-second (the partial first and last minutes from the 10 s rollups and
   under 10 s raw at each end), and the state
-  over the hour (a playback frame); a 1-second window (a playback step);
+  over the hour (a playback frame); a 1-second window (a playback step); the same window
+  asked again is answered from the sums kept for it (server/fabric/snapshot.py), so these
+  are also timed with a new window each request (shifted by 1 ms: every one summed);
 - for comparison: the live links (page of 50) and the live state.
 
     .venv/bin/python -m bench.fabric_series [--leaves 20 --seconds 3600 --repeat 20]
@@ -26,9 +28,11 @@ times over HTTP (query and JSON included):
 from __future__ import annotations
 
 import argparse
+import itertools
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -129,6 +133,11 @@ def main() -> None:
             hour = {"from": lo, "to": hi}
             whole = {"from": lo - 1, "to": hi - 1}  # from a whole minute
             odd = {"from": f"{lo}.5", "to": f"{hi}.5"}
+
+            def shifted(k: int) -> dict[str, str]:
+                """The mid-second hour shifted by k ms (k < 499: a window asked for once)."""
+                return {"from": f"{lo}.{501 + k:03d}", "to": f"{hi}.{501 + k:03d}"}
+
             leaf = f"{0xF452_1403_0000_0000:#018x}"  # leaf00
             cases = [
                 ("series link, step chosen (10 s)", "series", {"link": 1, **whole}),
@@ -141,17 +150,24 @@ def main() -> None:
                 ("links, 1 h from mid-second", "links", {"samples": "false", **odd}),
                 ("links, 1 h, the page's 50 busiest", "links",
                  {"samples": "false", "limit": 50, **odd}),
+                ("links, 1 h, a new window each request", "links",
+                 lambda k: {"samples": "false", **shifted(k)}),
+                ("the page of 50, a new window each request", "links",
+                 lambda k: {"samples": "false", "limit": 50, **shifted(k)}),
                 ("state, 1 h (a playback frame)", "state", odd),
+                ("state, 1 h, a new window each request", "state", shifted),
                 ("state, 1 s (a playback step)", "state", {"from": hi - 2, "to": hi - 1}),
                 ("events, 1 h", "events", hour),
                 ("links live, 50", "links", {"samples": "false", "limit": 50}),
                 ("state live", "state", {}),
             ]  # fmt: skip
             print(f"{'request (1-hour window)':<40} {'p50 ms':>8} {'p95 ms':>8} {'bytes':>12}")
+            asked = itertools.count()  # shared: no two requests ask for the same new window
             for name, route, params in cases:
 
-                def get(route: str = route, params: dict = params) -> int:
-                    answer = http.get(f"/api/fabric/{route}", params=params)
+                def get(route: str = route, params: Any = params, asked: Any = asked) -> int:
+                    chosen = params(next(asked)) if callable(params) else params
+                    answer = http.get(f"/api/fabric/{route}", params=chosen)
                     return len(answer.raise_for_status().content)
 
                 p50, p95, size = p50_p95(get, args.repeat)
