@@ -119,6 +119,28 @@ class Sums:
             {c: v[keep] for c, v in self.known_ns.items()},
         )  # fmt: skip
 
+    def plus(self, other: Sums) -> Sums:
+        """Both sums added per port and key (the same counters): as if summed together."""
+        ports = np.concatenate([self.port, other.port])
+        keys = np.concatenate([self.key, other.key])
+        pairs, at = np.unique(np.stack([ports, keys], axis=1), axis=0, return_inverse=True)
+        at = at.reshape(-1)
+
+        def add(a: np.ndarray, b: np.ndarray, ufunc: Any = np.add) -> np.ndarray:
+            both = np.concatenate([a, b])
+            out = np.zeros(len(pairs), dtype=both.dtype)
+            ufunc.at(out, at, both)
+            return out
+
+        return Sums(
+            pairs[:, 0], pairs[:, 1], add(self.samples, other.samples),
+            add(self.last_ns, other.last_ns, np.maximum),
+            add(self.flags, other.flags, np.bitwise_or),
+            {c: add(v, other.deltas[c]) for c, v in self.deltas.items()},
+            {c: add(v, other.known[c], np.logical_or) for c, v in self.known.items()},
+            {c: add(v, other.known_ns[c]) for c, v in self.known_ns.items()},
+        )  # fmt: skip
+
     def rate(self, counter: str) -> np.ndarray:
         """Mean rate of a rate counter over the time that knows it (nan: unknown)."""
         t = self.known_ns[counter]
@@ -236,22 +258,46 @@ def _of_ports(column: Any, ids: Any) -> list[Any]:
     return [] if ids is None else [column == func.any(ids)]
 
 
+def _whole(_: Any) -> Any:
+    """The key of every row of a window's sums: 0."""
+    return literal(0, BigInteger)
+
+
+def whole_minutes(lo: int, hi: int) -> tuple[int, int]:
+    """The whole UTC minutes inside [lo, hi), as [first, last) (none if first >= last)."""
+    return -(-lo // MINUTE_NS) * MINUTE_NS, hi // MINUTE_NS * MINUTE_NS
+
+
 def window_sums(session: Session, port_ids: list[int], lo: int, hi: int,
-                counters: Sequence[str] = PORT_COUNTERS) -> Sums:  # fmt: skip
+                counters: Sequence[str] = PORT_COUNTERS, minutes: Sums | None = None
+                ) -> Sums:  # fmt: skip
     """Per port id, its samples with lo <= ts_ns < hi summed (key 0; ports without one have
     no row), of these counters only (PORT_COUNTERS, in their order: each one fewer is
-    three aggregates fewer per row): the window's whole minutes from the minute rollups,
-    the whole 10 s of its partial first and last minutes from the 10 s ones, the rest
-    (under 10 s at each end) raw."""
+    three aggregates fewer per row): the window's whole minutes from the minute rollups
+    (or `minutes`: their `minute_sums` of these ports and counters, made before), the
+    whole 10 s of its partial first and last minutes from the 10 s ones, the rest (under
+    10 s at each end) raw."""
     if not port_ids:
         return Sums.of([], counters)
     ids = _ids(port_ids)
+    first, last = whole_minutes(lo, hi)
+    if minutes is None or first >= last:
+        parts = _cover(ids, lo, hi, _whole, ROLLUPS, counters)
+        return Sums.of(session.execute(_summed(parts, counters)).all(), counters).only(port_ids)
+    parts = [*_cover(ids, lo, first, _whole, ROLLUPS[1:], counters),
+             *_cover(ids, last, hi, _whole, ROLLUPS[1:], counters)]  # fmt: skip
+    edges = Sums.of(session.execute(_summed(parts, counters)).all() if parts else [], counters)
+    return edges.plus(minutes).only(port_ids)
 
-    def whole(_: Any) -> Any:
-        return literal(0, BigInteger)
 
-    parts = _cover(ids, lo, hi, whole, ROLLUPS, counters)
-    return Sums.of(session.execute(_summed(parts, counters)).all(), counters).only(port_ids)
+def minute_sums(session: Session, port_ids: list[int], first: int, last: int,
+                counters: Sequence[str] = PORT_COUNTERS) -> Sums:  # fmt: skip
+    """`window_sums` of the whole minutes [first, last) (`whole_minutes`), from the minute
+    rollups alone."""
+    if not port_ids:
+        return Sums.of([], counters)
+    part = _rolled_rows(ROLLUPS[0], _ids(port_ids), first, last, _whole, counters)
+    return Sums.of(session.execute(_summed([part], counters)).all(), counters).only(port_ids)
 
 
 def window_version(session: Session, lo: int, hi: int) -> tuple[int, int]:

@@ -376,12 +376,30 @@ def loads_of(
     ]
 
 
+def _ports(all_links: list[dict[str, Any]]) -> list[int]:
+    """The known port ids of these links' ends."""
+    return [i for lk in all_links for i in (lk["a_port_id"], lk["b_port_id"]) if i is not None]
+
+
+def window_minutes(
+    session: Session, all_links: list[dict[str, Any]], first: int, last: int
+) -> Sums:
+    """The sums (LINK_COUNTERS) of these links' ends over the whole minutes [first, last):
+    the part of `window_columns` that windows with the same whole minutes share."""
+    return history.minute_sums(session, _ports(all_links), first, last, LINK_COUNTERS)
+
+
 def window_columns(
-    session: Session, all_links: list[dict[str, Any]], lo: int, hi: int
+    session: Session,
+    all_links: list[dict[str, Any]],
+    lo: int,
+    hi: int,
+    minutes: Sums | None = None,
 ) -> dict[str, list[Any]]:
-    """`link_columns` of every link of `all_links` (`links`) over [lo, hi), in their order."""
-    ports = [i for lk in all_links for i in (lk["a_port_id"], lk["b_port_id"]) if i is not None]
-    sums = history.window_sums(session, ports, lo, hi, LINK_COUNTERS)
+    """`link_columns` of every link of `all_links` (`links`) over [lo, hi), in their order
+    (`minutes`: their `window_minutes` over its whole minutes, when made before)."""
+    ports = _ports(all_links)
+    sums = history.window_sums(session, ports, lo, hi, LINK_COUNTERS, minutes)
     zeros = [0] * len(all_links)
     a = sums.lookup([-1 if lk["a_port_id"] is None else lk["a_port_id"] for lk in all_links], zeros)
     b = sums.lookup([-1 if lk["b_port_id"] is None else lk["b_port_id"] for lk in all_links], zeros)

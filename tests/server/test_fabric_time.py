@@ -387,7 +387,7 @@ def test_a_window_is_summed_once_until_its_samples_change(history, pg_url, api_c
     window_columns = repository.window_columns
 
     def counted(*args):
-        summed.append(args[2:])
+        summed.append(args[2:4])
         return window_columns(*args)
 
     monkeypatch.setattr(repository, "window_columns", counted)
@@ -418,8 +418,21 @@ def test_a_window_is_summed_once_until_its_samples_change(history, pg_url, api_c
     check(*first)
     assert answers() == first and summed == [(lo, hi)]  # summed once for 2 + 4 answers
 
-    # host2[1]'s sample of sweep 197, stored late by the real store (deltas since sweep 195)
+    _store_late_sample(history, pg_url)
+    later = answers()
+    assert summed == [(lo, hi), (lo, hi)]
+    check(*later)
+    link3 = {x["id"]: x for x in later[0]["links"]}[3]
+    assert link3["samples"] == {x["id"]: x for x in first[0]["links"]}[3]["samples"] + 1
+
+
+def _store_late_sample(history: History, pg_url: str) -> None:
+    """host2[1]'s sample of sweep 197 (which it missed), stored late by the real store
+    half a second after that sweep's end (the store adds the samples stored at a sweep's
+    end to the rollups: no other port's) with the deltas since sweep 195, and added to
+    the oracle."""
     host2 = ENDS.index((HOST2, 1))
+    late = history.ts(197) + SECOND // 2
 
     def values(i: int) -> np.ndarray:
         """host2[1]'s counters (words) after sweep i."""
@@ -427,25 +440,55 @@ def test_a_window_is_summed_once_until_its_samples_change(history, pg_url, api_c
                  for j in range(1, i + 1)]  # fmt: skip
         return np.array([np.sum(gains, axis=0, dtype=np.uint64)], dtype=np.uint64)
 
-    def sweep(i: int) -> RawSweep:
+    def sweep(i: int, end: int) -> RawSweep:
         one = np.ones(1, dtype=bool)
-        return RawSweep.from_words([HOST2], [1], values(i), one, one,
-                                   history.ts(i) - SECOND // 10, history.ts(i))  # fmt: skip
+        return RawSweep.from_words([HOST2], [1], values(i), one, one, end - SECOND // 10,
+                                   end)  # fmt: skip
 
     tracker = DeltaTracker()
-    tracker.update(sweep(SILENT_FROM - 1))
+    tracker.update(sweep(SILENT_FROM - 1, history.ts(SILENT_FROM - 1)))
     store = FabricStore(pg_url)
     try:
-        store.ensure_ports(sweep(197), history.ts(197))  # the store learns the port's id
-        assert store.write_samples(tracker.update(sweep(197))) == 1
+        store.ensure_ports(sweep(197, late), late)  # the store learns the port's id
+        assert store.write_samples(tracker.update(sweep(197, late))) == 1
     finally:
         store.close()
     deltas = {c: sum(increment(host2, k, j) for j in (196, 197))
                  * (4 if c in ("xmit_bytes", "rcv_bytes") else 1)
               for k, c in enumerate(PORT_COUNTERS)}  # fmt: skip
-    history.samples[((HOST2, 1), 197)] = {"ts": history.ts(197), "dt": 2 * SECOND, "deltas": deltas}
-    later = answers()
-    assert summed == [(lo, hi), (lo, hi)]
-    check(*later)
-    link3 = {x["id"]: x for x in later[0]["links"]}[3]
-    assert link3["samples"] == {x["id"]: x for x in first[0]["links"]}[3]["samples"] + 1
+    dt = late - history.ts(SILENT_FROM - 1)
+    history.samples[((HOST2, 1), 197)] = {"ts": late, "dt": dt, "deltas": deltas}
+
+
+def test_windows_with_the_same_whole_minutes_share_their_sums(history, pg_url, api_client,
+                                                              monkeypatch):  # fmt: skip
+    """Two windows 1 ms apart with the same whole minute (sweeps 155-214's): its sums are
+    made once, each window adds its own partial minutes, exactly; a sample stored late into
+    that minute sums it again."""
+    from server.fabric import repository
+
+    summed = []
+    window_minutes = repository.window_minutes
+
+    def counted(*args):
+        summed.append(args[2:4])
+        return window_minutes(*args)
+
+    monkeypatch.setattr(repository, "window_minutes", counted)
+    lo, hi = START + 150 * SECOND + SECOND // 2, START + 216 * SECOND
+    minute = (START + 155 * SECOND, START + 215 * SECOND)
+    assert minute[0] % MINUTE == 0 and minute[1] - minute[0] == MINUTE
+
+    def check() -> None:
+        for shift in (0, 10**6):
+            window = {"from": _s(lo + shift), "to": _s(hi + shift)}
+            loads = {x["id"]: x for x in _get(api_client, "fabric_links", **window)["links"]}
+            for link in (1, 2, 3):
+                expected = _expected_link(history, link, lo + shift, hi + shift)
+                assert {k: loads[link][k] for k in expected} == expected, (link, shift)
+
+    check()
+    assert summed == [minute]
+    _store_late_sample(history, pg_url)
+    check()
+    assert summed == [minute, minute]
