@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from collector.fabric.counters import DeltaTracker, RawSweep
 from collector.fabric.store import FabricStore
 from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, RATE_COUNTERS
+from tests.conftest import query
 from tests.server.fabric_data import HOST1, HOST2, LEAF1, SECOND, SPINE1
 from tests.server.fabric_history import (
     BURSTS,
@@ -492,3 +493,16 @@ def test_windows_with_the_same_whole_minutes_share_their_sums(history, pg_url, a
     _store_late_sample(history, pg_url)
     check()
     assert summed == [minute, minute]
+
+
+def test_the_time_index_summarizes_each_block_range_as_it_fills(history, pg_url):
+    """The samples' time index (a BRIN) of every day partition the store made has
+    autosummarize on (migration 0023): a block range is summarized once filled, not only
+    when autovacuum vacuums the partition (until then a raw read by time rechecks every
+    row of every range without a summary)."""
+    rows = query(
+        pg_url,
+        "SELECT c.relname, c.reloptions FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE i.inhparent = 'ix_fabric_port_samples_time_brin'::regclass",
+    )
+    assert rows and [options for _, options in rows] == [["autosummarize=on"]] * len(rows)
