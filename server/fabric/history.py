@@ -9,7 +9,10 @@ newest sample time, the OR of the flags, per counter the sum of the known deltas
 none known) and, per rate counter, the sampled time (dt) of the samples that know it. The
 whole UTC minutes of a window (or of steps of whole minutes from a whole minute) are read
 from the per-minute rollups (`fabric_port_minutes`, the same aggregate kept exact by the
-fabric store); the rest from the raw samples through their time index.
+fabric store); the rest from the raw samples through their time index. A window's sums
+over its whole minutes made before (kept by the caller while `window_version` of those
+minutes is unchanged) are added to the rest's in numpy (`Sums.plus`: the same integer
+sums, counts, maximum and OR).
 """
 
 from __future__ import annotations
