@@ -50,7 +50,13 @@ def plain_json(body: dict[str, Any]) -> Response:
     return Response(pydantic_core.to_json(body), media_type="application/json")
 
 
+#: Cell values written as they are (checked first: most cells are numbers).
+_PLAIN = frozenset((int, float, str, bool, type(None)))
+
+
 def _cell(value: Any) -> Any:
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     if isinstance(value, list | dict):
@@ -63,17 +69,16 @@ def table(
 ) -> Response:
     """`rows` (models or mappings with `columns`) as a CSV or Parquet file named `name`."""
     records = [
-        {c: _cell(getattr(r, c) if isinstance(r, BaseModel) else r[c]) for c in columns}
-        for r in rows
+        [_cell(getattr(r, c) if isinstance(r, BaseModel) else r[c]) for c in columns] for r in rows
     ]
     if fmt == "csv":
         text = io.StringIO()
-        writer = csv.DictWriter(text, fieldnames=list(columns), lineterminator="\r\n")
-        writer.writeheader()
+        writer = csv.writer(text, lineterminator="\r\n")
+        writer.writerow(columns)
         writer.writerows(records)
         body = text.getvalue().encode()
     else:
-        data = pa.table({c: pa.array([r[c] for r in records]) for c in columns})
+        data = pa.table({c: pa.array([r[i] for r in records]) for i, c in enumerate(columns)})
         buffer = io.BytesIO()
         pq.write_table(data, buffer)
         body = buffer.getvalue()

@@ -672,7 +672,12 @@ FabricPortSample = _model(
     {
         "__tablename__": "fabric_port_samples",
         "__table_args__": (
-            Index("ix_fabric_port_samples_time_brin", "ts_ns", postgresql_using="brin"),
+            Index(  # each block range summarized as it fills (migration 0023)
+                "ix_fabric_port_samples_time_brin",
+                "ts_ns",
+                postgresql_using="brin",
+                postgresql_with={"autosummarize": "on"},
+            ),
             {"postgresql_partition_by": "RANGE (ts_ns)"},  # daily, collector/store/partitions.py
         ),
         "port_id": mapped_column(Integer, primary_key=True, doc="fabric_ports.id"),

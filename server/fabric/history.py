@@ -9,7 +9,10 @@ newest sample time, the OR of the flags, per counter the sum of the known deltas
 none known) and, per rate counter, the sampled time (dt) of the samples that know it. The
 whole UTC minutes of a window (or of steps of whole minutes from a whole minute) are read
 from the per-minute rollups (`fabric_port_minutes`, the same aggregate kept exact by the
-fabric store); the rest from the raw samples through their time index.
+fabric store); the rest from the raw samples through their time index. A window's sums
+over its whole minutes made before (kept by the caller while `window_version` of those
+minutes is unchanged) are added to the rest's in numpy (`Sums.plus`: the same integer
+sums, counts, maximum and OR).
 """
 
 from __future__ import annotations
@@ -20,7 +23,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import BigInteger, Integer, and_, case, func, literal, or_, select, union_all
+from sqlalchemy import (
+    BigInteger,
+    Integer,
+    Text,
+    and_,
+    case,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+    union_all,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
@@ -29,14 +44,21 @@ from server.jobs.series import Steps
 from stacklens.constants import PORT_COUNTERS, RATE_COUNTERS, TEN_S_NS
 from stacklens.schema import FabricEvent, FabricPortMinute, FabricPortSample, FabricPortTen
 
-#: The value columns of ports' sums, in the order the queries return them (after the port
-#: id and the step): sums, count of known deltas, sampled time knowing each rate counter.
-SUM_COLUMNS = ("samples", "last_ns", "flags", *(f"d_{c}" for c in PORT_COUNTERS),
-               *(f"k_{c}" for c in PORT_COUNTERS), *(f"t_{c}" for c in RATE_COUNTERS))  # fmt: skip
-_AT = {name: i + 2 for i, name in enumerate(SUM_COLUMNS)}
-#: The columns of the rows those are summed from (a raw sample's part, a minute's rollup).
-ROW_COLUMNS = ("samples", "last_ns", "flags", *(f"d_{c}" for c in PORT_COUNTERS),
-               *(f"t_{c}" for c in RATE_COUNTERS))  # fmt: skip
+
+def sum_columns(counters: Sequence[str] = PORT_COUNTERS) -> tuple[str, ...]:
+    """The value columns of ports' sums of these counters (PORT_COUNTERS, in their order),
+    in the order the queries return them (after the port id and the step): sums, count of
+    known deltas, sampled time knowing each rate counter."""
+    rates = [c for c in counters if c in RATE_COUNTERS]
+    return ("samples", "last_ns", "flags", *(f"d_{c}" for c in counters),
+            *(f"k_{c}" for c in counters), *(f"t_{c}" for c in rates))  # fmt: skip
+
+
+def row_columns(counters: Sequence[str] = PORT_COUNTERS) -> tuple[str, ...]:
+    """The columns of the rows those are summed from (a raw sample's part, a rollup's)."""
+    rates = [c for c in counters if c in RATE_COUNTERS]
+    return ("samples", "last_ns", "flags", *(f"d_{c}" for c in counters),
+            *(f"t_{c}" for c in rates))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -55,16 +77,17 @@ class Sums:
     known_ns: dict[str, np.ndarray]  # rate counters: the sampled time that knows them
 
     @classmethod
-    def of(cls, rows: Sequence[Any]) -> Sums:
-        """From query rows (port id, key, SUM_COLUMNS), all integers."""
-        width = len(SUM_COLUMNS) + 2
+    def of(cls, rows: Sequence[Any], counters: Sequence[str] = PORT_COUNTERS) -> Sums:
+        """From query rows (port id, key, `sum_columns(counters)`), all integers."""
+        at = {name: i + 2 for i, name in enumerate(sum_columns(counters))}
+        width = len(at) + 2
         flat = itertools.chain.from_iterable(rows)
         m = np.fromiter(flat, dtype=np.int64, count=len(rows) * width).reshape(len(rows), width)
         return cls(
-            m[:, 0], m[:, 1], m[:, _AT["samples"]], m[:, _AT["last_ns"]], m[:, _AT["flags"]],
-            {c: m[:, _AT[f"d_{c}"]] for c in PORT_COUNTERS},
-            {c: m[:, _AT[f"k_{c}"]] > 0 for c in PORT_COUNTERS},
-            {c: m[:, _AT[f"t_{c}"]] for c in RATE_COUNTERS},
+            m[:, 0], m[:, 1], m[:, at["samples"]], m[:, at["last_ns"]], m[:, at["flags"]],
+            {c: m[:, at[f"d_{c}"]] for c in counters},
+            {c: m[:, at[f"k_{c}"]] > 0 for c in counters},
+            {c: m[:, at[f"t_{c}"]] for c in counters if c in RATE_COUNTERS},
         )  # fmt: skip
 
     def lookup(self, ports: list[int], keys: list[int]) -> Sums:
@@ -99,6 +122,28 @@ class Sums:
             {c: v[keep] for c, v in self.known_ns.items()},
         )  # fmt: skip
 
+    def plus(self, other: Sums) -> Sums:
+        """Both sums added per port and key (the same counters): as if summed together."""
+        ports = np.concatenate([self.port, other.port])
+        keys = np.concatenate([self.key, other.key])
+        pairs, at = np.unique(np.stack([ports, keys], axis=1), axis=0, return_inverse=True)
+        at = at.reshape(-1)
+
+        def add(a: np.ndarray, b: np.ndarray, ufunc: Any = np.add) -> np.ndarray:
+            both = np.concatenate([a, b])
+            out = np.zeros(len(pairs), dtype=both.dtype)
+            ufunc.at(out, at, both)
+            return out
+
+        return Sums(
+            pairs[:, 0], pairs[:, 1], add(self.samples, other.samples),
+            add(self.last_ns, other.last_ns, np.maximum),
+            add(self.flags, other.flags, np.bitwise_or),
+            {c: add(v, other.deltas[c]) for c, v in self.deltas.items()},
+            {c: add(v, other.known[c], np.logical_or) for c, v in self.known.items()},
+            {c: add(v, other.known_ns[c]) for c, v in self.known_ns.items()},
+        )  # fmt: skip
+
     def rate(self, counter: str) -> np.ndarray:
         """Mean rate of a rate counter over the time that knows it (nan: unknown)."""
         t = self.known_ns[counter]
@@ -107,13 +152,14 @@ class Sums:
             return np.where(ok, self.deltas[counter] * 1e9 / np.where(ok, t, 1), np.nan)
 
 
-def _raw_rows(ids: Any, lo: int, hi: int, at: Any) -> Any:
+def _raw_rows(ids: Any, lo: int, hi: int, at: Any, counters: Sequence[str]) -> Any:
     """SELECT port_id, at (the step of a sample, or a constant), then a sample as
-    ROW_COLUMNS, for the samples of these ports with lo <= ts_ns < hi."""
+    `row_columns(counters)`, for the samples of these ports with lo <= ts_ns < hi."""
     s = FabricPortSample.__table__.c
     known = [
         case((and_(s[f"d_{c}"].is_not(None), s.dt_ns > 0), s.dt_ns), else_=0).label(f"t_{c}")
-        for c in RATE_COUNTERS
+        for c in counters
+        if c in RATE_COUNTERS
     ]
     return select(
         s.port_id,
@@ -121,7 +167,7 @@ def _raw_rows(ids: Any, lo: int, hi: int, at: Any) -> Any:
         literal(1, Integer).label("samples"),
         s.ts_ns.label("last_ns"),
         s.flags,
-        *(s[f"d_{c}"] for c in PORT_COUNTERS),
+        *(s[f"d_{c}"] for c in counters),
         *known,
     ).where(*_of_ports(s.port_id, ids), s.ts_ns >= lo, s.ts_ns < hi)
 
@@ -133,46 +179,51 @@ ROLLUPS = (
 )
 
 
-def _rolled_rows(rollup: tuple[Any, str, int], ids: Any, lo: int, hi: int, at: Any) -> Any:
+def _rolled_rows(
+    rollup: tuple[Any, str, int], ids: Any, lo: int, hi: int, at: Any, counters: Sequence[str]
+) -> Any:
     """The same rows from a rollup (ROLLUPS), of its spans in [lo, hi) (whole spans)."""
     table, key, _ = rollup
     m = table.c
-    return select(m.port_id, at(m[key]).label("at"), *(m[c] for c in ROW_COLUMNS)).where(
+    columns = (m[c] for c in row_columns(counters))
+    return select(m.port_id, at(m[key]).label("at"), *columns).where(
         *_of_ports(m.port_id, ids), m[key] >= lo, m[key] < hi
     )
 
 
-def _cover(ids: Any, lo: int, hi: int, at: Any, rollups: tuple[Any, ...]) -> list[Any]:
+def _cover(ids: Any, lo: int, hi: int, at: Any, rollups: tuple[Any, ...],
+           counters: Sequence[str]) -> list[Any]:  # fmt: skip
     """Row sources of [lo, hi): the whole spans of the coarsest rollup inside it, the rest
     on each side by the finer ones, what is left from the raw samples."""
     if lo >= hi:
         return []
     if not rollups:
-        return [_raw_rows(ids, lo, hi, at)]
+        return [_raw_rows(ids, lo, hi, at, counters)]
     span = rollups[0][2]
     first, last = -(-lo // span) * span, hi // span * span
     if first >= last:
-        return _cover(ids, lo, hi, at, rollups[1:])
+        return _cover(ids, lo, hi, at, rollups[1:], counters)
     return [
-        *_cover(ids, lo, first, at, rollups[1:]),
-        _rolled_rows(rollups[0], ids, first, last, at),
-        *_cover(ids, last, hi, at, rollups[1:]),
+        *_cover(ids, lo, first, at, rollups[1:], counters),
+        _rolled_rows(rollups[0], ids, first, last, at, counters),
+        *_cover(ids, last, hi, at, rollups[1:], counters),
     ]
 
 
-def _summed(parts: list[Any]) -> Any:
-    """SELECT port_id, at, SUM_COLUMNS of the ROW_COLUMNS of `parts`, grouped by both: each
-    part summed on its own first (a few rows per port and step each, hashed in memory), then
-    the parts' sums added up."""
-    sums = [_sum_columns(part.subquery(), first=True) for part in parts]
+def _summed(parts: list[Any], counters: Sequence[str]) -> Any:
+    """SELECT port_id, at, `sum_columns(counters)` of the `row_columns(counters)` of
+    `parts`, grouped by both: each part summed on its own first (a few rows per port and
+    step each, hashed in memory), then the parts' sums added up."""
+    sums = [_sum_columns(part.subquery(), True, counters) for part in parts]
     if len(sums) == 1:
         return sums[0]
-    return _sum_columns(union_all(*sums).subquery(), first=False)
+    return _sum_columns(union_all(*sums).subquery(), False, counters)
 
 
-def _sum_columns(rows: Any, first: bool) -> Any:
-    """SELECT port_id, at, SUM_COLUMNS of `rows` grouped by both; `first`: `rows` are
-    ROW_COLUMNS (a known delta counted where one is), else SUM_COLUMNS (counts added)."""
+def _sum_columns(rows: Any, first: bool, counters: Sequence[str]) -> Any:
+    """SELECT port_id, at, `sum_columns(counters)` of `rows` grouped by both; `first`:
+    `rows` are `row_columns` (a known delta counted where one is), else `sum_columns`
+    (counts added)."""
     c = rows.c
 
     def total(column: Any) -> Any:
@@ -187,9 +238,9 @@ def _sum_columns(rows: Any, first: bool) -> Any:
         total(c.samples).label("samples"),
         func.max(c.last_ns).label("last_ns"),
         func.bit_or(c.flags).label("flags"),
-        *(total(c[f"d_{x}"]).label(f"d_{x}") for x in PORT_COUNTERS),
-        *(known(x).label(f"k_{x}") for x in PORT_COUNTERS),
-        *(total(c[f"t_{x}"]).label(f"t_{x}") for x in RATE_COUNTERS),
+        *(total(c[f"d_{x}"]).label(f"d_{x}") for x in counters),
+        *(known(x).label(f"k_{x}") for x in counters),
+        *(total(c[f"t_{x}"]).label(f"t_{x}") for x in counters if x in RATE_COUNTERS),
     ).group_by(c.port_id, c.at)
 
 
@@ -210,20 +261,62 @@ def _of_ports(column: Any, ids: Any) -> list[Any]:
     return [] if ids is None else [column == func.any(ids)]
 
 
-def window_sums(session: Session, port_ids: list[int], lo: int, hi: int) -> Sums:
+def _whole(_: Any) -> Any:
+    """The key of every row of a window's sums: 0."""
+    return literal(0, BigInteger)
+
+
+def whole_minutes(lo: int, hi: int) -> tuple[int, int]:
+    """The whole UTC minutes inside [lo, hi), as [first, last) (none if first >= last)."""
+    return -(-lo // MINUTE_NS) * MINUTE_NS, hi // MINUTE_NS * MINUTE_NS
+
+
+def window_sums(session: Session, port_ids: list[int], lo: int, hi: int,
+                counters: Sequence[str] = PORT_COUNTERS, minutes: Sums | None = None
+                ) -> Sums:  # fmt: skip
     """Per port id, its samples with lo <= ts_ns < hi summed (key 0; ports without one have
-    no row): the window's whole minutes from the minute rollups, the whole 10 s of its
-    partial first and last minutes from the 10 s ones, the rest (under 10 s at each end)
-    raw."""
+    no row), of these counters only (PORT_COUNTERS, in their order: each one fewer is
+    three aggregates fewer per row): the window's whole minutes from the minute rollups
+    (or `minutes`: their `minute_sums` of these ports and counters, made before), the
+    whole 10 s of its partial first and last minutes from the 10 s ones, the rest (under
+    10 s at each end) raw."""
     if not port_ids:
-        return Sums.of([])
+        return Sums.of([], counters)
     ids = _ids(port_ids)
+    first, last = whole_minutes(lo, hi)
+    if minutes is None or first >= last:
+        parts = _cover(ids, lo, hi, _whole, ROLLUPS, counters)
+        return Sums.of(session.execute(_summed(parts, counters)).all(), counters).only(port_ids)
+    parts = [*_cover(ids, lo, first, _whole, ROLLUPS[1:], counters),
+             *_cover(ids, last, hi, _whole, ROLLUPS[1:], counters)]  # fmt: skip
+    edges = Sums.of(session.execute(_summed(parts, counters)).all() if parts else [], counters)
+    return edges.plus(minutes).only(port_ids)
 
-    def whole(_: Any) -> Any:
-        return literal(0, BigInteger)
 
-    parts = _cover(ids, lo, hi, whole, ROLLUPS)
-    return Sums.of(session.execute(_summed(parts)).all()).only(port_ids)
+def minute_sums(session: Session, port_ids: list[int], first: int, last: int,
+                counters: Sequence[str] = PORT_COUNTERS) -> Sums:  # fmt: skip
+    """`window_sums` of the whole minutes [first, last) (`whole_minutes`), from the minute
+    rollups alone."""
+    if not port_ids:
+        return Sums.of([], counters)
+    part = _rolled_rows(ROLLUPS[0], _ids(port_ids), first, last, _whole, counters)
+    return Sums.of(session.execute(_summed([part], counters)).all(), counters).only(port_ids)
+
+
+def window_version(session: Session, lo: int, hi: int) -> tuple[int, int]:
+    """Changes whenever a sample with lo <= ts_ns < hi is stored or retired (or the rollups
+    rebuilt): the number of minute rollup rows of the window's minutes and their newest
+    row version (`xmin`, the transaction that wrote a row last). The fabric store adds
+    every sample to its minute's row in the transaction that stores it (a new row version,
+    newer than all before it until transaction ids wrap around, every 2**32), retention
+    and repairs delete rows. One narrow read of the window's minute rows, no sums."""
+    m = FabricPortMinute.__table__.c
+    newest = func.max(literal_column("xmin").cast(Text).cast(BigInteger))
+    query = select(func.count(), func.coalesce(newest, 0)).where(
+        m.minute_ns >= lo // MINUTE_NS * MINUTE_NS, m.minute_ns < hi
+    )
+    count, version = session.execute(query).one()
+    return int(count), int(version)
 
 
 def resolution(steps: Steps) -> str:
@@ -235,16 +328,18 @@ def resolution(steps: Steps) -> str:
     return fits[0] if fits else "samples"
 
 
-def step_sums(session: Session, port_ids: list[int], steps: Steps) -> Sums:
+def step_sums(session: Session, port_ids: list[int], steps: Steps,
+              counters: Sequence[str] = PORT_COUNTERS) -> Sums:  # fmt: skip
     """Per port id and step start (key), its samples in the step summed (only steps with
-    one): from the coarsest rollup whose spans lie whole in the steps (`resolution`), the
-    finer ones and the raw samples for the window's partial last span; otherwise raw."""
+    one), of these counters only (as `window_sums`): from the coarsest rollup whose spans
+    lie whole in the steps (`resolution`), the finer ones and the raw samples for the
+    window's partial last span; otherwise raw."""
     if not port_ids:
-        return Sums.of([])
+        return Sums.of([], counters)
     ids = _ids(port_ids)
     usable = {"minutes": ROLLUPS, "10 s": ROLLUPS[1:], "samples": ()}[resolution(steps)]
-    parts = _cover(ids, steps.from_ns, steps.to_ns, steps.start, usable)
-    return Sums.of(session.execute(_summed(parts)).all()).only(port_ids)
+    parts = _cover(ids, steps.from_ns, steps.to_ns, steps.start, usable, counters)
+    return Sums.of(session.execute(_summed(parts, counters)).all(), counters).only(port_ids)
 
 
 # ---- events ----------------------------------------------------------------------------------

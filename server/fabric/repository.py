@@ -41,6 +41,9 @@ INTERNAL_KEYS = ("a_port_id", "b_port_id", "first_seen_ns")
 NODE_TYPES = {1: "hca", 2: "switch", 3: "router"}
 #: Orders of `link_loads`.
 SORTS = ("utilisation", "errors")
+#: The counters `link_columns` reads: the sending ends' and both ends' errors (no receive
+#: counters: a direction's bytes are its sending end's).
+LINK_COUNTERS = tuple(c for c in PORT_COUNTERS if c not in ("rcv_bytes", "rcv_pkts"))
 
 
 def guid_text(stored: int) -> str:
@@ -202,7 +205,8 @@ def link_columns(a: Sums, b: Sums, capacity: np.ndarray) -> dict[str, list[Any]]
     `link_load`: bytes are the sending end's summed xmit deltas, rates those bytes over the
     sampled time that knows them, an error counter or xmit_wait the sum of both ends' (None
     when either end has no known delta, or the counter is saturated at either end);
-    `capacity` per row (0: unknown). Also `flags`: the OR of both ends' sample flags."""
+    `capacity` per row (0: unknown). Also `flags`: the OR of both ends' sample flags.
+    The sums need LINK_COUNTERS only."""
 
     def nullable(values: np.ndarray, known: np.ndarray) -> list[Any]:
         return [v if k else None for v, k in zip(values.tolist(), known.tolist(), strict=True)]
@@ -215,7 +219,7 @@ def link_columns(a: Sums, b: Sums, capacity: np.ndarray) -> dict[str, list[Any]]
         util = np.where(capacity > 0, np.fmax(ra, rb) / np.where(capacity > 0, capacity, 1),
                         np.nan)  # fmt: skip
     flags = np.where(a.samples > 0, a.flags, 0) | np.where(b.samples > 0, b.flags, 0)
-    both = {c: a.known[c] & b.known[c] for c in PORT_COUNTERS}
+    both = {c: a.known[c] & b.known[c] for c in ("xmit_wait", *ERROR_COUNTERS)}
     columns = {
         "samples": (a.samples + b.samples).tolist(),
         "ts_ns": nullable(np.maximum(a.last_ns, b.last_ns), (a.samples + b.samples) > 0),
@@ -372,19 +376,50 @@ def loads_of(
     ]
 
 
-def window_loads(
-    session: Session, all_links: list[dict[str, Any]], lo: int, hi: int
-) -> list[dict[str, Any]]:
-    """Load and errors (LinkLoad rows, without per-end samples) of every link of `all_links`
-    (`links`) over [lo, hi), in their order (`link_columns`); a link is down if it was down
-    at the window's end."""
-    ports = [i for lk in all_links for i in (lk["a_port_id"], lk["b_port_id"]) if i is not None]
-    sums = history.window_sums(session, ports, lo, hi)
+def _ports(all_links: list[dict[str, Any]]) -> list[int]:
+    """The known port ids of these links' ends."""
+    return [i for lk in all_links for i in (lk["a_port_id"], lk["b_port_id"]) if i is not None]
+
+
+def window_minutes(
+    session: Session, all_links: list[dict[str, Any]], first: int, last: int
+) -> Sums:
+    """The sums (LINK_COUNTERS) of these links' ends over the whole minutes [first, last):
+    the part of `window_columns` that windows with the same whole minutes share."""
+    return history.minute_sums(session, _ports(all_links), first, last, LINK_COUNTERS)
+
+
+def window_columns(
+    session: Session,
+    all_links: list[dict[str, Any]],
+    lo: int,
+    hi: int,
+    minutes: Sums | None = None,
+) -> dict[str, list[Any]]:
+    """`link_columns` of every link of `all_links` (`links`) over [lo, hi), in their order
+    (`minutes`: their `window_minutes` over its whole minutes, when made before)."""
+    ports = _ports(all_links)
+    sums = history.window_sums(session, ports, lo, hi, LINK_COUNTERS, minutes)
     zeros = [0] * len(all_links)
     a = sums.lookup([-1 if lk["a_port_id"] is None else lk["a_port_id"] for lk in all_links], zeros)
     b = sums.lookup([-1 if lk["b_port_id"] is None else lk["b_port_id"] for lk in all_links], zeros)
     capacity = np.array([lk["capacity_bytes_per_s"] or 0 for lk in all_links], dtype=float)
-    columns = link_columns(a, b, capacity)
+    return link_columns(a, b, capacity)
+
+
+def window_loads(
+    session: Session,
+    all_links: list[dict[str, Any]],
+    lo: int,
+    hi: int,
+    columns: dict[str, list[Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Load and errors (LinkLoad rows, without per-end samples) of every link of `all_links`
+    (`links`) over [lo, hi), in their order, from their `window_columns` over it (`columns`
+    when given: kept by snapshot.FabricSnapshots); a link is down if it was down at the
+    window's end."""
+    if columns is None:
+        columns = window_columns(session, all_links, lo, hi)
     down = history.down_at(session, hi - 1)
     loads = []
     for i, lk in enumerate(all_links):

@@ -142,8 +142,8 @@ async def fabric_state(request: Request, window: WindowDep) -> Response:
 
     def read(session: Session) -> dict[str, Any]:
         shared = snapshots(request)
-        links, fresh, etag = shared.current(session)
-        loads = repository.window_loads(session, links, lo, hi)
+        _, fresh, etag = shared.current(session)
+        links, loads = shared.window_loads(session, lo, hi)
         return window_state(links, shared.nodes(session), loads, etag, fresh, (lo, hi))
 
     return export.plain_json(await run_in_threadpool(_with_session, request, read))
@@ -225,11 +225,9 @@ def fabric_links(
     else:
         after = _link_key(sort, cursor)
         lo, hi = span(window)
-        links, fresh, _ = shared.current(session)
-        ordered = sorted(
-            repository.window_loads(session, links, lo, hi),
-            key=lambda x: repository.rank_key(x, sort),
-        )
+        fresh = shared.current(session)[1]
+        links, loads = shared.window_loads(session, lo, hi)
+        ordered = sorted(loads, key=lambda x: repository.rank_key(x, sort))
         if after is not None:
             ordered = [x for x in ordered if repository.rank_key(x, sort) > after]
         total, more, loads = len(links), len(ordered) > limit, ordered[:limit]

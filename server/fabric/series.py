@@ -24,6 +24,8 @@ LINK_METRICS = ("samples", "a_to_b_bytes", "b_to_a_bytes", "a_to_b_bytes_per_s",
                 "b_to_a_bytes_per_s", *_RATES, *ERROR_COUNTERS)  # fmt: skip
 PORT_METRICS = ("samples", "xmit_bytes", "rcv_bytes", "xmit_bytes_per_s", "rcv_bytes_per_s",
                 *_RATES, *ERROR_COUNTERS)  # fmt: skip
+#: The counters PORT_METRICS are made of (no packet counters).
+PORT_COUNTERS_READ = tuple(c for c in PORT_COUNTERS if c not in ("xmit_pkts", "rcv_pkts"))
 
 
 def link_series(session: Session, link: dict[str, Any], steps: Steps
@@ -31,7 +33,7 @@ def link_series(session: Session, link: dict[str, Any], steps: Steps
     """Step starts (steps with a sample of either end) and LINK_METRICS columns of `link`
     (a `repository.links` row): `repository.link_columns` per step."""
     ends = [-1 if link[k] is None else link[k] for k in ("a_port_id", "b_port_id")]
-    sums = history.step_sums(session, [e for e in ends if e >= 0], steps)
+    sums = history.step_sums(session, [e for e in ends if e >= 0], steps, repository.LINK_COUNTERS)
     times = sorted(set(sums.key.tolist()))
     a, b = (sums.lookup([end] * len(times), times) for end in ends)
     capacity = np.full(len(times), float(link["capacity_bytes_per_s"] or 0))
@@ -46,7 +48,7 @@ def ports_series(session: Session, ports: list[tuple[int, int | None]], steps: S
     that know them (None: none does; an error counter saturated at one of them: unknown),
     rates summed over the ports, utilisation the busier direction over the ports'
     capacities summed."""
-    sums = history.step_sums(session, [p for p, _ in ports], steps)
+    sums = history.step_sums(session, [p for p, _ in ports], steps, PORT_COUNTERS_READ)
     capacity = sum(c for _, c in ports if c)
     times, step = np.unique(sums.key, return_inverse=True)
     n = len(times)

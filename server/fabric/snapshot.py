@@ -11,6 +11,13 @@ every viewer.
   newest sample at once;
 - the link ranking of that sweep (by utilisation and by errors, with each link's sort
   key), so a page of `/api/fabric/links` builds full answers for its links only;
+- the links' sums over the windows asked for lately (`repository.window_columns`), each
+  kept while its samples stay as they are (`history.window_version`: a sample stored late
+  into the window, or retired, sums it again), so the pages of both orders of a windowed
+  /links and the state of a playback frame are summed once for every viewer; and their
+  sums over those windows' whole minutes (`repository.window_minutes`, kept the same
+  way), so a window with the same whole minutes (the next playback frame, a window
+  moved by less than a minute) sums only its partial first and last minutes;
 - the fabric's freshness (`Freshness`): the last sweep's end, the sweep interval the
   samples measured, and whether the data is stale (the last sweep ended more than
   STALE_SWEEPS intervals ago). A port whose newest sample is that much older than the last
@@ -28,6 +35,7 @@ import hashlib
 import json
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +43,7 @@ import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from server.fabric import repository
+from server.fabric import history, repository
 from stacklens.api_models import FabricLink, FabricNode, Topology
 from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, SATURATED_SHIFT
 
@@ -44,6 +52,10 @@ from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, SATURATED_SHIFT
 STALE_SWEEPS = 3
 #: The sweep interval assumed before the samples measured one.
 DEFAULT_INTERVAL_NS = 10**9
+
+#: Windows whose links' sums are kept, and their link rows in all (a bound on memory).
+MAX_WINDOWS = 64
+MAX_WINDOW_ROWS = 100_000
 
 #: Bits of FabricState.links.flags.
 FLAG_DOWN = 1
@@ -114,6 +126,11 @@ class FabricSnapshots:
         self._lock = threading.Lock()
         self._shared = _Shared()
         self._checked = -float("inf")  # time.monotonic() of the last version check
+        #: (topology version, from, to) -> (window_version, window_columns), and
+        #: (topology version, first, last minute) -> (window_version, window_minutes): the
+        #: least recently used first
+        self._windows: OrderedDict[tuple[Any, int, int], tuple[Any, Any]] = OrderedDict()
+        self._minutes: OrderedDict[tuple[Any, int, int], tuple[Any, Any]] = OrderedDict()
 
     def _refresh(self, session: Session) -> _Shared:
         """The shared answers, recomputed if a discovery or sweep was stored since (looked
@@ -183,6 +200,55 @@ class FabricSnapshots:
         ids, more = shared.ranking[sort].page(start, limit)
         loads = repository.loads_of(session, shared.links, ids, current_from(shared.freshness))
         return loads, len(shared.links), more
+
+    def window_loads(
+        self, session: Session, lo: int, hi: int
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The current links (`current`) and their loads over [lo, hi)
+        (`repository.window_loads`, in their order), from their sums over it kept since the
+        first request for that window while its samples stay as they are
+        (`history.window_version`, read first: a sample stored meanwhile can only make the
+        kept sums newer than their version, never older), else summed now."""
+        shared = self._refresh(session)
+        key = (shared.topology_key, lo, hi)
+        version = history.window_version(session, lo, hi)
+        with self._lock:
+            kept = self._windows.get(key)
+            if kept is not None and kept[0] == version:
+                self._windows.move_to_end(key)
+        if kept is None or kept[0] != version:
+            minutes = self._window_minutes(session, shared, lo, hi)
+            kept = (version, repository.window_columns(session, shared.links, lo, hi, minutes))
+            if shared.topology_key is not None:  # else the links are read anew every time
+                self._keep(self._windows, key, kept, len(shared.links))
+        return shared.links, repository.window_loads(session, shared.links, lo, hi, kept[1])
+
+    def _window_minutes(self, session: Session, shared: _Shared, lo: int, hi: int) -> Any:
+        """The links' sums over the whole minutes of [lo, hi) (`repository.window_minutes`),
+        kept like the windows' (None: no whole minute, or no topology version)."""
+        first, last = history.whole_minutes(lo, hi)
+        if first >= last or shared.topology_key is None:
+            return None
+        key = (shared.topology_key, first, last)
+        version = history.window_version(session, first, last)
+        with self._lock:
+            kept = self._minutes.get(key)
+            if kept is not None and kept[0] == version:
+                self._minutes.move_to_end(key)
+                return kept[1]
+        minutes = repository.window_minutes(session, shared.links, first, last)
+        self._keep(self._minutes, key, (version, minutes), len(shared.links))
+        return minutes
+
+    def _keep(self, kept: OrderedDict[tuple[Any, int, int], tuple[Any, Any]],
+              key: tuple[Any, int, int], value: tuple[Any, Any], rows: int) -> None:  # fmt: skip
+        """Keep `value` in `kept` (the windows' or the minutes' sums), forgetting the least
+        recently used beyond MAX_WINDOWS and MAX_WINDOW_ROWS rows (windows x links)."""
+        with self._lock:
+            kept[key] = value
+            kept.move_to_end(key)
+            while len(kept) > 1 and (len(kept) > MAX_WINDOWS or len(kept) * rows > MAX_WINDOW_ROWS):
+                kept.popitem(last=False)
 
     def current(self, session: Session) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
         """The current fabric's links (`repository.links`), its freshness (as of the last

@@ -9,15 +9,27 @@ from __future__ import annotations
 import csv
 import io
 
+import numpy as np
 import psycopg
 import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
+from collector.fabric.counters import DeltaTracker, RawSweep
 from collector.fabric.store import FabricStore
 from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, RATE_COUNTERS
+from tests.conftest import query
 from tests.server.fabric_data import HOST1, HOST2, LEAF1, SECOND, SPINE1
-from tests.server.fabric_history import BURSTS, SILENT_FROM, START, SWEEPS, History, write_history
+from tests.server.fabric_history import (
+    BURSTS,
+    ENDS,
+    SILENT_FROM,
+    START,
+    SWEEPS,
+    History,
+    increment,
+    write_history,
+)
 
 MINUTE = 60 * SECOND
 #: Link 1: spine1[1] (a) - leaf1[3] (b); link 2: host1[1] (a) - leaf1[1] (b); link 3: host2[1]
@@ -315,7 +327,6 @@ def test_files_and_refusals(history, api_client):
 def test_topology_of_a_window(history, pg_url, api_client):
     """The topology then: host2's link was up during the sweeps; after its unplugging it is
     down in every window ending later."""
-    from collector.fabric.store import FabricStore
     from tests.server.fabric_data import topology
 
     later = START + (SWEEPS + 10) * SECOND
@@ -363,3 +374,135 @@ def test_reading_every_port_by_time_gives_the_same_answers(history, pg_url, api_
     after = [_get(api_client, "fabric_links", **w) for w in windows]
     after.append(_series(api_client, **leaf))
     assert after == before
+
+
+def test_a_window_is_summed_once_until_its_samples_change(history, pg_url, api_client,
+                                                          monkeypatch):  # fmt: skip
+    """The links' sums over a window are made once and shared by both orders and every page
+    of /links and by the state over it, with the exact values of the samples; a sample
+    stored late into the window (host2[1]'s at sweep 197, which it missed) sums it again,
+    and the answers then count that sample, exactly."""
+    from server.fabric import repository
+
+    summed = []
+    window_columns = repository.window_columns
+
+    def counted(*args):
+        summed.append(args[2:4])
+        return window_columns(*args)
+
+    monkeypatch.setattr(repository, "window_columns", counted)
+    lo, hi = START + 130 * SECOND + SECOND // 2, START + 200 * SECOND
+    window = {"from": _s(lo), "to": _s(hi)}
+
+    def answers() -> tuple[dict, list, dict]:
+        whole = _get(api_client, "fabric_links", **window)
+        pages, cursor = [], None
+        while True:
+            page = _get(api_client, "fabric_links", sort="errors", limit=2, **window,
+                        **({"cursor": cursor} if cursor else {}))  # fmt: skip
+            pages += page["links"]
+            cursor = page["page"]["next_cursor"]
+            if cursor is None:
+                return whole, pages, _get(api_client, "fabric_state", **window)
+
+    def check(whole: dict, pages: list, state: dict) -> None:
+        loads = {x["id"]: x for x in whole["links"]}
+        for link in (1, 2, 3):
+            got = {k: loads[link][k] for k in _expected_link(history, link, lo, hi)}
+            assert got == _expected_link(history, link, lo, hi), link
+        assert pages == sorted(whole["links"], key=lambda x: repository.rank_key(x, "errors"))
+        assert state["links"]["id"] == [1, 2, 3]
+        assert state["links"]["utilisation"] == [loads[i]["utilisation"] for i in (1, 2, 3)]
+
+    first = answers()
+    check(*first)
+    assert answers() == first and summed == [(lo, hi)]  # summed once for 2 + 4 answers
+
+    _store_late_sample(history, pg_url)
+    later = answers()
+    assert summed == [(lo, hi), (lo, hi)]
+    check(*later)
+    link3 = {x["id"]: x for x in later[0]["links"]}[3]
+    assert link3["samples"] == {x["id"]: x for x in first[0]["links"]}[3]["samples"] + 1
+
+
+def _store_late_sample(history: History, pg_url: str) -> None:
+    """host2[1]'s sample of sweep 197 (which it missed), stored late by the real store
+    half a second after that sweep's end (the store adds the samples stored at a sweep's
+    end to the rollups: no other port's) with the deltas since sweep 195, and added to
+    the oracle."""
+    host2 = ENDS.index((HOST2, 1))
+    late = history.ts(197) + SECOND // 2
+
+    def values(i: int) -> np.ndarray:
+        """host2[1]'s counters (words) after sweep i."""
+        gains = [[increment(host2, c, j) for c in range(len(PORT_COUNTERS))]
+                 for j in range(1, i + 1)]  # fmt: skip
+        return np.array([np.sum(gains, axis=0, dtype=np.uint64)], dtype=np.uint64)
+
+    def sweep(i: int, end: int) -> RawSweep:
+        one = np.ones(1, dtype=bool)
+        return RawSweep.from_words([HOST2], [1], values(i), one, one, end - SECOND // 10,
+                                   end)  # fmt: skip
+
+    tracker = DeltaTracker()
+    tracker.update(sweep(SILENT_FROM - 1, history.ts(SILENT_FROM - 1)))
+    store = FabricStore(pg_url)
+    try:
+        store.ensure_ports(sweep(197, late), late)  # the store learns the port's id
+        assert store.write_samples(tracker.update(sweep(197, late))) == 1
+    finally:
+        store.close()
+    deltas = {c: sum(increment(host2, k, j) for j in (196, 197))
+                 * (4 if c in ("xmit_bytes", "rcv_bytes") else 1)
+              for k, c in enumerate(PORT_COUNTERS)}  # fmt: skip
+    dt = late - history.ts(SILENT_FROM - 1)
+    history.samples[((HOST2, 1), 197)] = {"ts": late, "dt": dt, "deltas": deltas}
+
+
+def test_windows_with_the_same_whole_minutes_share_their_sums(history, pg_url, api_client,
+                                                              monkeypatch):  # fmt: skip
+    """Two windows 1 ms apart with the same whole minute (sweeps 155-214's): its sums are
+    made once, each window adds its own partial minutes, exactly; a sample stored late into
+    that minute sums it again."""
+    from server.fabric import repository
+
+    summed = []
+    window_minutes = repository.window_minutes
+
+    def counted(*args):
+        summed.append(args[2:4])
+        return window_minutes(*args)
+
+    monkeypatch.setattr(repository, "window_minutes", counted)
+    lo, hi = START + 150 * SECOND + SECOND // 2, START + 216 * SECOND
+    minute = (START + 155 * SECOND, START + 215 * SECOND)
+    assert minute[0] % MINUTE == 0 and minute[1] - minute[0] == MINUTE
+
+    def check() -> None:
+        for shift in (0, 10**6):
+            window = {"from": _s(lo + shift), "to": _s(hi + shift)}
+            loads = {x["id"]: x for x in _get(api_client, "fabric_links", **window)["links"]}
+            for link in (1, 2, 3):
+                expected = _expected_link(history, link, lo + shift, hi + shift)
+                assert {k: loads[link][k] for k in expected} == expected, (link, shift)
+
+    check()
+    assert summed == [minute]
+    _store_late_sample(history, pg_url)
+    check()
+    assert summed == [minute, minute]
+
+
+def test_the_time_index_summarizes_each_block_range_as_it_fills(history, pg_url):
+    """The samples' time index (a BRIN) of every day partition the store made has
+    autosummarize on (migration 0023): a block range is summarized once filled, not only
+    when autovacuum vacuums the partition (until then a raw read by time rechecks every
+    row of every range without a summary)."""
+    rows = query(
+        pg_url,
+        "SELECT c.relname, c.reloptions FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE i.inhparent = 'ix_fabric_port_samples_time_brin'::regclass",
+    )
+    assert rows and [options for _, options in rows] == [["autosummarize=on"]] * len(rows)
