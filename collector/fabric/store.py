@@ -64,12 +64,13 @@ _ROLLUP_VALUES = {
     **{f"t_{c}": (f"CASE WHEN d_{c} IS NOT NULL AND dt_ns > 0 THEN dt_ns ELSE 0 END",
                   f"m.t_{c} + EXCLUDED.t_{c}") for c in RATE_COUNTERS},
 }  # fmt: skip
-#: Per rollup table: the sweep just copied (its rows share ts_ns) added to its span's row.
+#: Per rollup table: the samples just copied (their ports, their sweep's ts_ns) added to
+#: their span's row; a sweep written in parts adds each part once.
 _ROLLUP_UPSERTS = [
     f"""
 INSERT INTO {table} AS m (port_id, {key}, {", ".join(_ROLLUP_VALUES)})
 SELECT port_id, ts_ns / {span} * {span}, {", ".join(v for v, _ in _ROLLUP_VALUES.values())}
-FROM fabric_port_samples WHERE ts_ns = %s
+FROM fabric_port_samples WHERE ts_ns = %s AND port_id = ANY(%s)
 ON CONFLICT (port_id, {key}) DO UPDATE SET
     {", ".join(f"{c} = {add}" for c, (_, add) in _ROLLUP_VALUES.items())}
 """
@@ -326,8 +327,9 @@ class FabricStore:
             with cur.copy(_SAMPLE_COPY) as copy:
                 copy.write(binary_copy(columns))
             cur.execute(_LATEST_UPSERT, (raw.t_end_ns,))
+            written = ids[sel].tolist()
             for upsert in _ROLLUP_UPSERTS:
-                cur.execute(upsert, (raw.t_end_ns,))
+                cur.execute(upsert, (raw.t_end_ns, written))
             errors = np.where(known[:, _ERROR_COLUMNS], sweep.deltas[sel][:, _ERROR_COLUMNS], 0)
             erroring = np.asarray((errors > 0).any(axis=1))
             quiet = known[:, _ERROR_COLUMNS].all(axis=1) & ~erroring

@@ -19,7 +19,7 @@ from collector.fabric.counters import DeltaTracker, RawSweep
 from collector.fabric.store import FabricStore
 from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, RATE_COUNTERS
 from tests.conftest import query
-from tests.server.fabric_data import HOST1, HOST2, LEAF1, SECOND, SPINE1
+from tests.server.fabric_data import HOST1, HOST2, LEAF1, SECOND, SPINE1, topology
 from tests.server.fabric_history import (
     BURSTS,
     ENDS,
@@ -173,6 +173,30 @@ def test_minute_rollups_equal_the_raw_sums(history, pg_url):
             (LEAF1 - (1 << 64),),
         ).fetchall()
     assert dict(stored) == minutes
+
+
+def test_a_sweep_written_in_two_parts_is_rolled_up_once(pg_url):
+    """Two writes with one sweep end (ports answering in two parts): each part's samples are
+    added to the rollups once (the second write had added the first part's again)."""
+    ends = ENDS
+    store = FabricStore(pg_url)
+    try:
+        store.write_topology(topology(), START - 10 * SECOND, [])
+        tracker = DeltaTracker()
+        values = np.zeros((len(ends), len(PORT_COUNTERS)), dtype=np.uint64)
+        halves = [np.arange(len(ends)) < 3, np.arange(len(ends)) >= 3]
+        for ts, answered in ((START, halves[0] | halves[1]), (START + SECOND, halves[0]),
+                             (START + SECOND, halves[1])):  # fmt: skip
+            values += np.uint64(1000)
+            store.write_samples(tracker.update(RawSweep.from_words(
+                [g for g, _ in ends], [p for _, p in ends], values.copy(),
+                np.ones(len(ends), dtype=bool), answered, ts - SECOND // 10, ts,
+            )))  # fmt: skip
+    finally:
+        store.close()
+    for table, (rolled, raw) in _rollups(pg_url).items():
+        assert rolled == raw, table
+        assert sum(row[2] for row in rolled) == 2 * len(ends), table
 
 
 def _series(client: TestClient, **params) -> dict:
