@@ -145,6 +145,9 @@ def layout(**query: str) -> html.Div:
                                 className="fabric-graph",
                                 elements=[],
                                 layout={"name": "preset", "fit": True, "padding": 24},
+                                # the elements come with positions (`draw` adds and fits
+                                # them): no layout run again after each addition
+                                autoRefreshLayout=False,
                                 stylesheet=cyto_style.stylesheet(),
                                 style={"width": "100%", "height": "560px"},
                                 minZoom=0.02,
