@@ -131,6 +131,7 @@ class FabricSnapshots:
         self._checked = -float("inf")  # time.monotonic() of the last version check
         self._asked = time.monotonic()  # of the last request (the app's start counts)
         self._watched = False
+        self._failing = False  # the watcher's last check failed
 
     async def watch(self, engine: Engine) -> None:
         """Until cancelled: every `recheck_s`, while a viewer asked within `WATCH_IDLE_S`,
@@ -148,13 +149,17 @@ class FabricSnapshots:
             self._watched = False
 
     def _watch_once(self, engine: Engine) -> None:
-        """One check of the watcher; a database error is logged (requests then check
-        themselves and answer the error), the watcher goes on."""
+        """One check of the watcher; a database error is logged (once until a check
+        succeeds again; requests then check themselves and answer the error), the watcher
+        goes on."""
         try:
             with Session(engine) as session:
                 self._refresh(session, force=True)
+            self._failing = False
         except SQLAlchemyError as exc:
-            log.warning("fabric view: the check for a new sweep failed: %s", exc)
+            if not self._failing:
+                log.warning("fabric view: the check for a new sweep failed: %s", exc)
+            self._failing = True
 
     def _trusted_s(self) -> float:
         """How old a check may be for a request to answer from memory."""
