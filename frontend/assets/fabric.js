@@ -22,9 +22,10 @@
 (function () {
     const FLAG_DOWN = 1, FLAG_SATURATED = 2;
     let stateEtag = null, fetchedAt = null, focused = null, pending = null;
-    // The last paint's inputs (state, filter, scale, job, config), and what the graph on
-    // screen is painted from (`paintKey`; null: nothing yet).
-    let lastPaint = null, painted = null;
+    // The newest state fetched (Dash holds the painter back until a draw in flight ends:
+    // the draw paints from it), and what the graph on screen is painted from (`paintKey`;
+    // null: nothing yet).
+    let heldState = null, painted = null;
     // The graph on screen: its topology's ETag and the expanded leaves (sorted, joined).
     let drawn = null;
     // The playback step whose state the page holds ("from=..&to=.."; null: live), and the
@@ -183,6 +184,7 @@
         if (frame === null) stateEtag = response.headers.get('ETag');
         frameKey = frame;
         lastFreshness = state.freshness;
+        heldState = state;
         fetchedAt = started;
         const same = state.topology_etag === drawnEtag ||
             (drawn !== null && drawn.etag === state.topology_etag);
@@ -250,8 +252,9 @@
         };
     }
 
-    // The graph's elements as received (`draw`), in the look of the last paint's inputs,
-    // before they are added: cytoscape then styles each element once.
+    // The graph's elements as received (`draw`), in the look of a paint's inputs (state,
+    // filter, scale, job, config), before they are added: cytoscape then styles each
+    // element once, and the painter has nothing left to do.
     function prepaint(elements, last) {
         const look = painter(last.state, last.filter, last.scale, last.job, last.config);
         const nodes = new Map();
@@ -421,9 +424,10 @@
 
             // The graph's elements (with positions) of the topology, with these leaves'
             // hosts shown: built once per topology and expansion by the dashboard's server
-            // for every viewer, revalidated by the browser's cache (ETag). Nothing is sent
+            // for every viewer, revalidated by the browser's cache (ETag), and added painted
+            // from the newest state under the filter, scale and job shown. Nothing is sent
             // to the graph when it shows that already.
-            draw: async function (etag, expanded, config) {
+            draw: async function (etag, expanded, config, filter, scale, job) {
                 const nu = window.dash_clientside.no_update;
                 let cy = cyOf(config.graph);
                 const exp = [...(expanded || [])].sort().join(',');
@@ -449,8 +453,10 @@
                 }
                 if (!cy) return [nu, nu, 'the fabric graph did not appear'];
                 if (shown(body.etag)) return [nu, nu, ''];
-                // Already in the last paint's colours if a state is held (`prepaint`).
-                if (lastPaint !== null) prepaint(body.elements, lastPaint);
+                // Already in the newest state's colours if one is held (`prepaint`).
+                const look = heldState === null ? null
+                    : {state: heldState, filter: filter, scale: scale, job: job, config: config};
+                if (look !== null) prepaint(body.elements, look);
                 // Straight into cytoscape (one batch), not through a Dash property: the
                 // renderer would copy and diff every element first.
                 cy.batch(() => {
@@ -459,7 +465,7 @@
                 });
                 cy.fit(undefined, 24);
                 drawn = {etag: body.etag, exp: exp};
-                painted = lastPaint === null ? null : paintKey(lastPaint);
+                painted = look === null ? null : paintKey(look);
                 if (painted !== null && cy.edges().length) mark('fabric-painted');
                 return [{etag: body.etag, expanded: exp, elements: body.elements.length},
                         body.folded, ''];
@@ -470,10 +476,8 @@
             // Nothing to do if `draw` already drew the graph in these colours.
             paint: function (state, _elements, filter, scale, job, config) {
                 const cy = cyOf(config.graph);
-                if (!state) return window.dash_clientside.no_update;
-                lastPaint = {state, filter, scale, job, config};
-                if (!cy) return window.dash_clientside.no_update;
-                const key = paintKey(lastPaint);
+                if (!state || !cy) return window.dash_clientside.no_update;
+                const key = paintKey({state, filter, scale, job});
                 if (painted === null || !sameKey(painted, key)) {
                     const look = painter(state, filter, scale, job, config);
                     cy.batch(() => {

@@ -434,6 +434,10 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Input(ids.FABRIC_TOPOLOGY_ETAG, "data"),
         Input(ids.FABRIC_EXPANDED, "data"),
         State(ids.FABRIC_PAINT_CONFIG, "data"),
+        # what the painter paints with: the draw paints the new elements before adding them
+        State(ids.FABRIC_FILTER, "value"),
+        State(ids.FABRIC_SCALE, "value"),
+        State(ids.FABRIC_JOB_PLACED, "data"),
     )
     dash_app.server.add_url_rule(GRAPH_PATH, "fabric_graph", graph)
     dash_app.callback(
