@@ -157,12 +157,16 @@ def measure_page(page, base: str, ticks: int = 5, timeout_s: float = 60) -> dict
     handle = page.wait_for_function(PAINTED, timeout=timeout_s * 1000)
     first = time.monotonic() - t0
     size = handle.json_value()
-    # When the page reached each stage (ms since navigation; assets/fabric.js marks them).
+    # When the page reached each stage (ms since navigation; assets/fabric.js marks them),
+    # and when the first state and graph answers had arrived (the browser's resource timing).
     stages = page.evaluate(
         "() => Object.fromEntries(['fabric-state', 'fabric-graph', 'fabric-painted'].map("
         "(n) => [n, Math.round((performance.getEntriesByName(n)[0] || {}).startTime || -1)])"
         ".concat([['dom_content_loaded', Math.round(performance.getEntriesByType('navigation')"
-        "[0].domContentLoadedEventEnd)]]))"
+        "[0].domContentLoadedEventEnd)]]).concat([['state_answered', '/api/fabric/state'], "
+        "['graph_answered', '/_fabric/graph']].map(([k, p]) => [k, Math.round((performance"
+        ".getEntriesByType('resource').find((e) => new URL(e.name).pathname === p) || "
+        "{}).responseEnd || -1)])))"
     )
     page.evaluate("() => { window.stacklensFabricTicks.length = 0; }")
     page.wait_for_function(

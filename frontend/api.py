@@ -40,6 +40,7 @@ from stacklens.api_models import (
     LinkAttributionSeries,
     LinkPage,
     Matrix,
+    NodeJobs,
     Overview,
     Series,
     SlowRanks,
@@ -300,6 +301,13 @@ class StacklensApi:
         query = _query(_fabric_window(window))
         path = f"/api/fabric/links/{int(link)}/attribution{query}"
         return self._get(path, LinkAttribution, "link attribution")
+
+    def node_jobs(self, guid: str, window: Window | None = None) -> NodeJobs:
+        """The jobs on node `guid` over `window`'s from/to: their bytes over its links each
+        way and, for an HCA, their hosts on it."""
+        query = _query(_fabric_window(window))
+        return self._get(f"/api/fabric/nodes/{quote(guid, safe='')}/jobs{query}", NodeJobs,
+                         "node jobs")  # fmt: skip
 
     def _get(self, path: str, model: type[_T], what: str) -> _T:
         """GET `path` and parse its JSON body into `model` (a response model or a list of

@@ -40,6 +40,7 @@ from stacklens.api_models import (
     LinkEnd,
     LinkPage,
     Matrix,
+    NodeJobs,
     SlowRanks,
 )
 from stacklens.constants import ERROR_COUNTERS
@@ -554,6 +555,24 @@ def link_jobs_markdown(attribution: LinkAttribution) -> str:
     )
     rows.append(("other", "", a_to_b, b_to_a))
     return _table(caption, ("Job", "User", "A → B", "B → A"), "llrr", rows)
+
+
+def node_jobs_markdown(answer: NodeJobs) -> str:
+    """The jobs on a node over a window (GET /api/fabric/nodes/{guid}/jobs): per job, its
+    hosts on the node (an HCA) and its bytes over the node's links each way."""
+    if not answer.jobs:
+        return "No job's traffic is on this node in the window."
+    n = len(answer.jobs)
+    caption = (
+        f"{n} job{'s' * (n != 1)} on this node (bytes over its links, routed over the "
+        f"forwarding tables, paths: {answer.paths})."
+    )
+    rows = [
+        (_md(j.job or "another job"), _md(j.user or ""), _md(", ".join(j.hosts)),
+         format_bytes(j.bytes_out), format_bytes(j.bytes_in))
+        for j in answer.jobs
+    ]  # fmt: skip
+    return _table(caption, ("Job", "User", "Hosts here", "Out", "In"), "lllrr", rows)
 
 
 def communicator_label(comm_id: int, overflow: bool) -> str:

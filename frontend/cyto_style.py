@@ -40,6 +40,8 @@ UTILISATION_SCALE = ("#deebf7", "#9ecae1", "#4292c6", "#2171b5", "#08306b")
 LOG_MIN = 1e-4
 #: The "hot" filter keeps the busiest this share of the links with a known load.
 HOT_SHARE = 0.05
+#: Labels rendered smaller than this (pixels) are not drawn.
+MIN_LABEL_PX = 6
 UNKNOWN_COLOUR = "#b8c0cc"
 ERROR_COLOUR = "#d92d20"
 DOWN_COLOUR = "#98a2b3"
@@ -219,7 +221,8 @@ def paint_config() -> dict:
 
 def stylesheet() -> list[dict]:
     """The cytoscape stylesheet: switches as rounded boxes above HCAs as small circles and
-    host groups as boxes coloured by their hottest link, links coloured by `data(colour)`;
+    host groups as boxes coloured by their hottest link (labels only where readable),
+    links coloured by `data(colour)`;
     error, down, gone, dimmed (filtered out), stale (no recent sweep), job (highlighted
     job's) and focused (searched, or in the URL) classes."""
     return [
@@ -227,6 +230,9 @@ def stylesheet() -> list[dict]:
             "selector": "node",
             "style": {
                 "label": "data(label)",
+                # no label drawn while it would be under this many pixels (a whole large
+                # fabric fitted): cytoscape then skips them, labels show when zoomed in
+                "min-zoomed-font-size": MIN_LABEL_PX,
                 "font-size": 12,
                 "color": "#1f2a37",
                 "text-valign": "bottom",

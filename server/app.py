@@ -6,6 +6,8 @@ limits and timeouts)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -68,11 +70,11 @@ def create_app(
     ingest endpoint and /metrics then use it. `connection_limits` bound the connections of
     the server that serves the app (`app.state.http_guard`, used by http_guard); request
     bodies are capped at `max_body_bytes`. The fabric view's shared answers look for a new
-    sweep at most every `fabric_recheck_s`; the Fabric page aggregates fabrics of more than
-    `fabric_fold_above` HCAs. `access` says who may read what (default: auth_mode=none,
-    answering to loopback names only). `traffic`: how the fabric forwards and where the
-    storage servers are, for link attribution (default: fixed paths, no storage servers).
-    `incidents`, when given, detects for the app's
+    sweep every `fabric_recheck_s` (computed then, while viewers are about); the Fabric
+    page aggregates fabrics of more than `fabric_fold_above` HCAs. `access` says who may
+    read what (default: auth_mode=none, answering to loopback names only). `traffic`: how
+    the fabric forwards and where the storage servers are, for link attribution (default:
+    fixed paths, no storage servers). `incidents`, when given, detects for the app's
     lifetime (after the collector starts, stopped before it).
     """
     access = access or Access()
@@ -83,9 +85,14 @@ def create_app(
             await collector.start()
         if incidents is not None:
             await incidents.start()
+        # the fabric view's answers computed as sweeps land, not on a viewer's request
+        watcher = asyncio.create_task(app.state.fabric_snapshots.watch(engine))
         try:
             yield
         finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
             if incidents is not None:
                 await incidents.stop()
             if collector is not None:

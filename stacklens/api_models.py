@@ -872,6 +872,30 @@ class LinkAttributionSeries(ApiModel):
     points: list[LinkAttributionPoint]
 
 
+class NodeJob(ApiModel):
+    """One job's traffic at a node over a window (all layers, attributed as on links)."""
+
+    job: str | None = Field(description="null: jobs the viewer may not read, summed")
+    user: str | None
+    hosts: list[str] = Field(
+        description="the job's hosts placed on this node (an HCA), by name; empty for a "
+        "switch and for jobs the viewer may not read"
+    )
+    bytes_out: float = Field(description="the job's bytes over the node's links leaving it")
+    bytes_in: float = Field(description="the job's bytes over the node's links into it")
+
+
+class NodeJobs(ApiModel):
+    """The jobs on a node over a window: those whose traffic is routed over its links, and
+    (an HCA) those with a rank on a host placed on it; busiest first, then by job."""
+
+    node: FabricNode
+    from_ns: int | None
+    to_ns: int | None
+    paths: PathMode = Field(description="how the fabric forwards (STACKLENS_FABRIC_PATHS)")
+    jobs: list[NodeJob]
+
+
 class JobLinkBytes(ApiModel):
     """A job's bytes on one link direction, by layer."""
 

@@ -101,6 +101,12 @@ CALLS = (
     ),
     ("incident", (1,), "/api/incidents/1", ("links", "members")),
     ("link_attribution", (1, FABRIC_THEN), f"/api/fabric/links/1/attribution?{THEN}", ()),
+    (
+        "node_jobs",
+        ("0xf452140300000001", FABRIC_THEN),  # spine1 of the small fabric
+        f"/api/fabric/nodes/0xf452140300000001/jobs?{THEN}",
+        (),
+    ),
 )
 #: The overview's details of a job, each the answer of a route of its own.
 DETAILS = ("matrix", "ops", "io", "collectives", "sizes", "rma", "ranks")

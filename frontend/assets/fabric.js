@@ -8,6 +8,10 @@
  * colours, widths and classes directly on the cytoscape instance (one batch, no element
  * list sent back and forth), so a tick costs the server one cached answer per viewer.
  *
+ * Opened on /fabric, this script asks for the live state and the graph as soon as it runs,
+ * while Dash is still loading its bundles, layout and callbacks: the first tick and the
+ * first draw then take those answers (once each) instead of asking only then.
+ *
  * The last ticks' timings (fetch start to painted, in ms) are kept in
  * `window.stacklensFabricTicks` (at most 50) for the benchmark and the browser tests.
  *
@@ -18,6 +22,10 @@
 (function () {
     const FLAG_DOWN = 1, FLAG_SATURATED = 2;
     let stateEtag = null, fetchedAt = null, focused = null, pending = null;
+    // The newest state fetched (Dash holds the painter back until a draw in flight ends:
+    // the draw paints from it), and what the graph on screen is painted from (`paintKey`;
+    // null: nothing yet).
+    let heldState = null, painted = null;
     // The graph on screen: its topology's ETag and the expanded leaves (sorted, joined).
     let drawn = null;
     // The playback step whose state the page holds ("from=..&to=.."; null: live), and the
@@ -67,6 +75,29 @@
         return f.stale ? `STALE: ${line}: no sweep for over ${(f.stale_after_ns / 1e9).toFixed(0)} s, the graph shows the last data, faded` : line;
     }
     window.stacklensFabricTicks = [];
+
+    // Answers asked for before Dash's first callbacks (module doc), by URL, each taken once.
+    // The graph's URL is the page's default one (config.graph_path, nothing expanded): a
+    // draw asking another URL does not take it.
+    const early = new Map();
+    const askEarly = (url, init) => {
+        const asked = fetch(url, init);
+        asked.catch(() => {});  // a failure is reported where the answer is taken, if it is
+        early.set(url, asked);
+    };
+    if (/\/fabric$/.test(window.location.pathname)) {
+        const q = new URLSearchParams(window.location.search);
+        if (!q.has('from') && !q.has('to') && !q.has('at')) {  // the live state is shown
+            askEarly('/api/fabric/state', {cache: 'no-store'});
+        }
+        askEarly('/_fabric/graph');
+    }
+    function ask(url, init) {
+        const asked = early.get(url);
+        if (asked === undefined) return fetch(url, init);
+        early.delete(url);
+        return asked;
+    }
 
     // The graph's cytoscape instance; null once the page is left (its element gone, the
     // instance destroyed): an answer that arrives after that draws nothing.
@@ -135,7 +166,7 @@
         try {
             // Only what this page holds counts as had (the script outlives a page).
             const live = frame === null;
-            response = await fetch('/api/fabric/state' + (live ? '' : '?' + frame), {
+            response = await ask('/api/fabric/state' + (live ? '' : '?' + frame), {
                 headers: live && stateEtag && have && frameKey === null
                     ? {'If-None-Match': stateEtag} : {},
                 cache: 'no-store',
@@ -153,11 +184,103 @@
         if (frame === null) stateEtag = response.headers.get('ETag');
         frameKey = frame;
         lastFreshness = state.freshness;
+        heldState = state;
         fetchedAt = started;
         const same = state.topology_etag === drawnEtag ||
             (drawn !== null && drawn.etag === state.topology_etag);
         return [state, same ? nu : state.topology_etag, time, freshnessLine(lastFreshness)];
     }
+
+    // How the graph looks in a state, under a filter, a scale and a job highlight: per edge
+    // (the link ids it stands for, whether it is a bundle, a fast one, its ends' words) its
+    // classes, colour, width and title; per host group its colour, title and error flag
+    // (from its bundle's look); whether a node is the job's.
+    function painter(state, filter, scale, job, config) {
+        const L = state.links, index = new Map();
+        // Live data the server calls stale is drawn faded and dashed (the last known).
+        const stale = state.from_ns === null && !!state.freshness && state.freshness.stale;
+        L.id.forEach((id, i) => index.set(id, i));
+        const known = L.utilisation.filter((u) => u !== null).sort((a, b) => a - b);
+        const jobLinks = job ? new Set(job.links) : null;
+        const jobNodes = job ? new Set(job.nodes) : null;
+        const hotFrom = known.length
+            ? known[Math.max(0, Math.ceil(known.length * (1 - config.hot_share)) - 1)]
+            : Infinity;
+        return {
+            ofJob: (id) => !!jobNodes && jobNodes.has(id),
+            edge: function (links, bundle, fast, ends) {
+                let u = null, rate = null, errors = 0, flags = 0, down = 0, n = 0;
+                let ofJob = false;
+                for (const id of links || []) {
+                    if (jobLinks && jobLinks.has(id)) ofJob = true;
+                    const i = index.get(id);
+                    if (i === undefined) continue;
+                    n++;
+                    const ui = L.utilisation[i];
+                    if (ui !== null && (u === null || ui > u)) { u = ui; rate = L.bytes_per_s[i]; }
+                    errors += L.errors[i];
+                    flags |= L.flags[i];
+                    down += L.flags[i] & FLAG_DOWN ? 1 : 0;
+                }
+                const allDown = n > 0 && down === n;
+                const cls = ['link', allDown ? 'down' : 'up'];
+                if (bundle) cls.push('bundle');
+                if (fast) cls.push('fast');
+                if (errors > 0 || flags & FLAG_SATURATED) cls.push('error');
+                if (u === null) cls.push('unknown');
+                const shown = filter === 'hot' ? u !== null && u >= hotFrom
+                    : filter === 'errors' ? errors > 0 || (flags & FLAG_SATURATED) > 0
+                    : filter === 'down' ? down > 0 : true;
+                if (ofJob) cls.push('job');
+                if (stale) cls.push('stale');
+                if (!shown || (jobLinks && !ofJob)) cls.push('dim');
+                const c = u === null ? config.unknown : colour(position(u, scale, config, known), config);
+                let title = `${ends}: ` + (allDown ? 'down (no rate)'
+                    : u === null ? 'load unknown' : `${pct(u)} (${bytes(rate)}/s)`);
+                if (errors) title += `, ${errors} errors`;
+                if (flags & FLAG_SATURATED) title += ', error counter saturated';
+                if (stale) title += ' (stale)';
+                return {classes: cls.join(' '), colour: c, title: title, u: u, errors: errors,
+                        flags: flags, width: 2 + 6 * Math.min(Math.max(u || 0, 0), 1)};
+            },
+            group: (label, k) => ({
+                colour: k.colour,
+                title: `${label}, hottest link ${k.u === null ? 'unknown' : pct(k.u)}` +
+                    (k.errors ? `, ${k.errors} errors` : ''),
+                error: k.errors > 0 || (k.flags & FLAG_SATURATED) > 0,
+            }),
+        };
+    }
+
+    // The graph's elements as received (`draw`), in the look of a paint's inputs (state,
+    // filter, scale, job, config), before they are added: cytoscape then styles each
+    // element once, and the painter has nothing left to do.
+    function prepaint(elements, last) {
+        const look = painter(last.state, last.filter, last.scale, last.job, last.config);
+        const nodes = new Map();
+        for (const el of elements) if (el.data.source === undefined) nodes.set(el.data.id, el);
+        for (const el of elements) {
+            if (el.data.source === undefined) {
+                if (look.ofJob(el.data.id)) el.classes += ' job';
+                continue;
+            }
+            const has = (c) => (' ' + el.classes + ' ').includes(' ' + c + ' ');
+            const k = look.edge(el.data.links, has('bundle'), has('fast'), el.data.ends);
+            Object.assign(el.data, {colour: k.colour, width: k.width, title: k.title});
+            el.classes = k.classes;
+            const target = nodes.get(el.data.target);
+            if (target && target.data.kind === 'group') {
+                const g = look.group(target.data.label, k);
+                Object.assign(target.data, {colour: g.colour, title: g.title});
+                if (g.error) target.classes += ' error';
+            }
+        }
+    }
+
+    // What a paint is of: the state and job objects, the filter, the scale and the graph
+    // drawn (its topology and expansion).
+    const paintKey = (p) => [p.state, p.filter, p.scale, p.job, drawn && drawn.etag, drawn && drawn.exp];
+    const sameKey = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
 
     window.dash_clientside = Object.assign({}, window.dash_clientside, {
         fabric: {
@@ -301,9 +424,10 @@
 
             // The graph's elements (with positions) of the topology, with these leaves'
             // hosts shown: built once per topology and expansion by the dashboard's server
-            // for every viewer, revalidated by the browser's cache (ETag). Nothing is sent
+            // for every viewer, revalidated by the browser's cache (ETag), and added painted
+            // from the newest state under the filter, scale and job shown. Nothing is sent
             // to the graph when it shows that already.
-            draw: async function (etag, expanded, config) {
+            draw: async function (etag, expanded, config, filter, scale, job) {
                 const nu = window.dash_clientside.no_update;
                 let cy = cyOf(config.graph);
                 const exp = [...(expanded || [])].sort().join(',');
@@ -313,7 +437,7 @@
                 const url = config.graph_path + (exp ? '?expanded=' + encodeURIComponent(exp) : '');
                 let response, body;
                 try {
-                    response = await fetch(url);
+                    response = await ask(url);
                     body = await response.json();
                 } catch (err) {
                     return [nu, nu, 'fabric graph unreachable: ' + err];
@@ -329,6 +453,10 @@
                 }
                 if (!cy) return [nu, nu, 'the fabric graph did not appear'];
                 if (shown(body.etag)) return [nu, nu, ''];
+                // Already in the newest state's colours if one is held (`prepaint`).
+                const look = heldState === null ? null
+                    : {state: heldState, filter: filter, scale: scale, job: job, config: config};
+                if (look !== null) prepaint(body.elements, look);
                 // Straight into cytoscape (one batch), not through a Dash property: the
                 // renderer would copy and diff every element first.
                 cy.batch(() => {
@@ -337,71 +465,40 @@
                 });
                 cy.fit(undefined, 24);
                 drawn = {etag: body.etag, exp: exp};
+                painted = look === null ? null : paintKey(look);
+                if (painted !== null && cy.edges().length) mark('fabric-painted');
                 return [{etag: body.etag, expanded: exp, elements: body.elements.length},
                         body.folded, ''];
             },
 
             // Colour every edge and group from the state; dim what the filter leaves out; with
             // a job (its HCA GUIDs and link ids), mark its nodes and links and dim the rest.
+            // Nothing to do if `draw` already drew the graph in these colours.
             paint: function (state, _elements, filter, scale, job, config) {
                 const cy = cyOf(config.graph);
                 if (!state || !cy) return window.dash_clientside.no_update;
-                const L = state.links, index = new Map();
-                // Live data the server calls stale is drawn faded and dashed (the last known).
-                const stale = state.from_ns === null && !!state.freshness && state.freshness.stale;
-                L.id.forEach((id, i) => index.set(id, i));
-                const known = L.utilisation.filter((u) => u !== null).sort((a, b) => a - b);
-                const jobLinks = job ? new Set(job.links) : null;
-                const jobNodes = job ? new Set(job.nodes) : null;
-                const hotFrom = known.length
-                    ? known[Math.max(0, Math.ceil(known.length * (1 - config.hot_share)) - 1)]
-                    : Infinity;
-                cy.batch(() => {
-                    const groups = new Map();
-                    cy.edges().forEach((e) => {
-                        let u = null, rate = null, errors = 0, flags = 0, down = 0, n = 0;
-                        let ofJob = false;
-                        for (const id of e.data('links') || []) {
-                            if (jobLinks && jobLinks.has(id)) ofJob = true;
-                            const i = index.get(id);
-                            if (i === undefined) continue;
-                            n++;
-                            const ui = L.utilisation[i];
-                            if (ui !== null && (u === null || ui > u)) { u = ui; rate = L.bytes_per_s[i]; }
-                            errors += L.errors[i];
-                            flags |= L.flags[i];
-                            down += L.flags[i] & FLAG_DOWN ? 1 : 0;
-                        }
-                        const allDown = n > 0 && down === n;
-                        const cls = ['link', allDown ? 'down' : 'up'];
-                        if (e.hasClass('bundle')) cls.push('bundle');
-                        if (e.hasClass('fast')) cls.push('fast');
-                        if (errors > 0 || flags & FLAG_SATURATED) cls.push('error');
-                        if (u === null) cls.push('unknown');
-                        const shown = filter === 'hot' ? u !== null && u >= hotFrom
-                            : filter === 'errors' ? errors > 0 || (flags & FLAG_SATURATED) > 0
-                            : filter === 'down' ? down > 0 : true;
-                        if (ofJob) cls.push('job');
-                        if (stale) cls.push('stale');
-                        if (!shown || (jobLinks && !ofJob)) cls.push('dim');
-                        const c = u === null ? config.unknown : colour(position(u, scale, config, known), config);
-                        let title = `${e.data('ends')}: ` + (allDown ? 'down (no rate)'
-                            : u === null ? 'load unknown' : `${pct(u)} (${bytes(rate)}/s)`);
-                        if (errors) title += `, ${errors} errors`;
-                        if (flags & FLAG_SATURATED) title += ', error counter saturated';
-                        if (stale) title += ' (stale)';
-                        e.data({colour: c, width: 2 + 6 * Math.min(Math.max(u || 0, 0), 1), title: title});
-                        e.classes(cls.join(' '));
-                        const target = e.target();
-                        if (target.hasClass('group')) groups.set(target.id(), {u, c, errors, flags, title});
+                const key = paintKey({state, filter, scale, job});
+                if (painted === null || !sameKey(painted, key)) {
+                    const look = painter(state, filter, scale, job, config);
+                    cy.batch(() => {
+                        const groups = new Map();
+                        cy.edges().forEach((e) => {
+                            const k = look.edge(e.data('links'), e.hasClass('bundle'),
+                                                e.hasClass('fast'), e.data('ends'));
+                            e.data({colour: k.colour, width: k.width, title: k.title});
+                            e.classes(k.classes);
+                            if (e.target().hasClass('group')) groups.set(e.target().id(), k);
+                        });
+                        cy.nodes().forEach((v) => v.toggleClass('job', look.ofJob(v.id())));
+                        groups.forEach((k, id) => {
+                            const node = cy.getElementById(id);
+                            const g = look.group(node.data('label'), k);
+                            node.data({colour: g.colour, title: g.title});
+                            node.toggleClass('error', g.error);
+                        });
                     });
-                    cy.nodes().forEach((v) => v.toggleClass('job', !!jobNodes && jobNodes.has(v.id())));
-                    groups.forEach((g, id) => {
-                        const node = cy.getElementById(id);
-                        node.data({colour: g.c, title: `${node.data('label')}, hottest link ${g.u === null ? 'unknown' : pct(g.u)}` + (g.errors ? `, ${g.errors} errors` : '')});
-                        node.toggleClass('error', g.errors > 0 || (g.flags & FLAG_SATURATED) > 0);
-                    });
-                });
+                    painted = key;
+                }
                 if (cy.edges().length) mark('fabric-painted');
                 if (fetchedAt !== null) {
                     const ticks = window.stacklensFabricTicks;
@@ -456,8 +553,8 @@
                 return [nu, nu, `job ${query.trim()}: none of its hosts (${hosts.join(', ')}) is in the fabric`];
             },
 
-            // Centre on the focused node (or link) once it is drawn, and mark it; again once the
-            // graph's layout (which fits the view after a redraw) has run.
+            // Centre on the focused node (or link) once it is drawn, and mark it; again a little
+            // later (the graph component may still fit the view after a redraw).
             focus: function (focusId, _elements, config) {
                 const cy = cyOf(config.graph);
                 if (!cy || !focusId) return window.dash_clientside.no_update;
@@ -472,7 +569,6 @@
                     cy.center(node);
                 };
                 centre();
-                cy.one('layoutstop', centre);
                 setTimeout(centre, 300);
                 return focusId;
             },

@@ -19,15 +19,15 @@ last sweep is; stale data (no sweep for STALE_SWEEPS intervals) is drawn faded a
 a down link has no rate. Above `fold_above` HCAs the graph is aggregated: switches in
 tiers, each leaf's HCAs folded into a group with its count and hottest link; a click
 expands it. Clicking a link or node opens the detail panel: its counters over the window
-(`/api/fabric/series`) with its events marked, its events and the jobs on it (a link:
-`/api/fabric/links/{link}/attribution`). The search box focuses a host, switch or GUID, or
-a job's first host; the filters dim all but the hot, erroring or down links; the job box
-highlights a job's hosts and links (GET /api/jobs/<job>/placement: topological
-candidates) and dims the rest; the colour scale is log or by quantile. The links grid
-(a page of `/api/fabric/links`: live windows in the newest sweep, from the server's
-per-sweep ranking; a custom window summed over it) and the events (of the window)
-refresh on a slower interval, built at most once per interval for every viewer. On an
-API failure the page keeps the last data and shows the error.
+(`/api/fabric/series`) with its events marked, its events and the jobs on it
+(`/api/fabric/links/{link}/attribution`, `/api/fabric/nodes/{guid}/jobs`). The search box
+focuses a host, switch or GUID, or a job's first host; the filters dim all but the hot,
+erroring or down links; the job box highlights a job's hosts and links (GET
+/api/jobs/<job>/placement: topological candidates) and dims the rest; the colour scale is
+log or by quantile. The links grid (a page of `/api/fabric/links`: live windows in the
+newest sweep, from the server's per-sweep ranking; a custom window summed over it) and the
+events (of the window) refresh on a slower interval, built at most once per interval for
+every viewer. On an API failure the page keeps the last data and shows the error.
 """
 
 from __future__ import annotations
@@ -145,6 +145,9 @@ def layout(**query: str) -> html.Div:
                                 className="fabric-graph",
                                 elements=[],
                                 layout={"name": "preset", "fit": True, "padding": 24},
+                                # the elements come with positions (`draw` adds and fits
+                                # them): no layout run again after each addition
+                                autoRefreshLayout=False,
                                 stylesheet=cyto_style.stylesheet(),
                                 style={"width": "100%", "height": "560px"},
                                 minZoom=0.02,
@@ -431,6 +434,10 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Input(ids.FABRIC_TOPOLOGY_ETAG, "data"),
         Input(ids.FABRIC_EXPANDED, "data"),
         State(ids.FABRIC_PAINT_CONFIG, "data"),
+        # what the painter paints with: the draw paints the new elements before adding them
+        State(ids.FABRIC_FILTER, "value"),
+        State(ids.FABRIC_SCALE, "value"),
+        State(ids.FABRIC_JOB_PLACED, "data"),
     )
     dash_app.server.add_url_rule(GRAPH_PATH, "fabric_graph", graph)
     dash_app.callback(
@@ -496,7 +503,8 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )(hover_text)
 
 
-#: Path of the graph's elements on the dashboard's server (`graph`).
+#: Path of the graph's elements on the dashboard's server (`graph`); assets/fabric.js asks
+#: it by this path, unexpanded, before the page's callbacks run.
 GRAPH_PATH = "/_fabric/graph"
 #: Graphs drawn, per API client (app): {expanded leaves: (the topology's ETag, the encoded
 #: answer and its ETag)}; a viewer opening the page gets the graph the previous one got.
@@ -649,8 +657,8 @@ def turn_page(_newer: int | None, _older: int | None, _sort: str | None,
 def panel(selected: dict[str, Any] | None, view: dict[str, Any] | None,
           _tick: int | None) -> tuple:  # fmt: skip
     """The detail panel of the clicked link or node over the view's window: its counters
-    per step with its events marked, its events, and the jobs on it (a link: the jobs
-    whose traffic is routed over it)."""
+    per step with its events marked, its events, and the jobs on it (whose traffic is
+    routed over the link or the node's links; on an HCA, also those with ranks there)."""
     if not selected:
         return "fabric-panel closed", "", None, "", "", None
     view = view or view_of({})
@@ -672,7 +680,7 @@ def panel(selected: dict[str, Any] | None, view: dict[str, Any] | None,
                 events = [e for e in client.fabric_events(200, window).events
                           if e.subject == name or e.subject.startswith(f"{name}[")
                           or f" {name}[" in e.subject]  # fmt: skip
-                jobs = "Jobs are listed per link: click one of this node's links."
+                jobs = components.node_jobs_markdown(client.node_jobs(str(subject[1]), window))
         except ApiError as exc:
             return "fabric-panel open", selected.get("label", ""), no_update, no_update, \
                 no_update, components.notice(str(exc), "error")  # fmt: skip

@@ -25,14 +25,19 @@ every viewer.
   ETag changes when the data turns stale, not only with a sweep.
 A request costs two small version queries (at most every `recheck_s` for all requests
 together: the answers may lag a stored sweep by that much) and, between sweeps, no
-computation at all.
+computation at all. While the app's watcher runs (`watch`, a task of the app's lifespan),
+it does those checks and the per-sweep computation itself, every `recheck_s`, as long as
+a viewer asked in the last `WATCH_IDLE_S`: requests then answer from memory and none waits
+for a sweep's computation (the first request after an idle spell checks, as without one).
 The numbers are the ones `repository.link_load` gives for one link (tested equal).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -41,17 +46,26 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from server.fabric import history, repository
 from stacklens.api_models import FabricLink, FabricNode, Topology
 from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, SATURATED_SHIFT
+
+log = logging.getLogger(__name__)
 
 #: The data is stale after this many sweep intervals without a sweep; a port's newest
 #: sample this much older than the last sweep is no longer current.
 STALE_SWEEPS = 3
 #: The sweep interval assumed before the samples measured one.
 DEFAULT_INTERVAL_NS = 10**9
+#: The watcher computes ahead while a viewer asked within this many seconds.
+WATCH_IDLE_S = 60.0
+#: While watched, requests answer from memory if the watcher checked within this many
+#: seconds (else, the watcher being held up, they check themselves).
+WATCH_TRUST_S = 2.0
 
 #: Windows whose links' sums are kept, and their link rows in all (a bound on memory).
 MAX_WINDOWS = 64
@@ -119,7 +133,8 @@ def freshness(last_sweep_ns: int | None, interval_ns: int | None, now_ns: int) -
 
 class FabricSnapshots:
     """The shared, per-discovery and per-sweep answers of the fabric API (thread-safe: the
-    first request after a sweep computes, concurrent ones wait for its result)."""
+    watcher, or without one the first request after a sweep, computes; concurrent
+    requests wait for its result)."""
 
     def __init__(self, recheck_s: float = 0.25) -> None:
         self.recheck_s = recheck_s
@@ -131,14 +146,51 @@ class FabricSnapshots:
         #: least recently used first
         self._windows: OrderedDict[tuple[Any, int, int], tuple[Any, Any]] = OrderedDict()
         self._minutes: OrderedDict[tuple[Any, int, int], tuple[Any, Any]] = OrderedDict()
+        self._asked = time.monotonic()  # of the last request (the app's start counts)
+        self._watched = False
+        self._failing = False  # the watcher's last check failed
 
-    def _refresh(self, session: Session) -> _Shared:
+    async def watch(self, engine: Engine) -> None:
+        """Until cancelled: every `recheck_s`, while a viewer asked within `WATCH_IDLE_S`,
+        look for a new discovery or sweep on `engine` and compute its answers (in a worker
+        thread). Nothing to do with `recheck_s` 0 (every request checks)."""
+        if self.recheck_s <= 0:
+            return
+        self._watched = True
+        try:
+            while True:
+                if time.monotonic() - self._asked < WATCH_IDLE_S:
+                    await run_in_threadpool(self._watch_once, engine)
+                await asyncio.sleep(self.recheck_s)
+        finally:
+            self._watched = False
+
+    def _watch_once(self, engine: Engine) -> None:
+        """One check of the watcher; a database error is logged (once until a check
+        succeeds again; requests then check themselves and answer the error), the watcher
+        goes on."""
+        try:
+            with Session(engine) as session:
+                self._refresh(session, force=True)
+            self._failing = False
+        except SQLAlchemyError as exc:
+            if not self._failing:
+                log.warning("fabric view: the check for a new sweep failed: %s", exc)
+            self._failing = True
+
+    def _trusted_s(self) -> float:
+        """How old a check may be for a request to answer from memory."""
+        return WATCH_TRUST_S if self._watched else self.recheck_s
+
+    def _refresh(self, session: Session, force: bool = False) -> _Shared:
         """The shared answers, recomputed if a discovery or sweep was stored since (looked
-        at most every `recheck_s`)."""
+        at most every `recheck_s` for requests; every time if `force`)."""
         now = time.monotonic()
         shared = self._shared
-        if now - self._checked < self.recheck_s and shared.state is not None:
-            return shared
+        if not force:
+            self._asked = now
+            if now - self._checked < self._trusted_s() and shared.state is not None:
+                return shared
         topo_key = repository.topology_version(session)
         version = repository.samples_version(session)
         # whether the data is stale changes the answer too (with the interval last measured)
@@ -167,7 +219,8 @@ class FabricSnapshots:
         """The shared `what` ("topology" or "state") if checked less than `recheck_s` ago
         (no database needed), else None."""
         shared = self._shared
-        if time.monotonic() - self._checked < self.recheck_s and shared.state is not None:
+        self._asked = now = time.monotonic()
+        if now - self._checked < self._trusted_s() and shared.state is not None:
             recent: Encoded | None = getattr(shared, what)
             return recent
         return None

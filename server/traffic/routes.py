@@ -1,12 +1,14 @@
 """HTTP routes of the traffic domain: a link's bytes by job and layer
-(GET /api/fabric/links/{link}/attribution) and a job's bytes per link
-(GET /api/jobs/{job}/links). Both over a window (`from`, `to`); no SQL here."""
+(GET /api/fabric/links/{link}/attribution), the jobs on a node
+(GET /api/fabric/nodes/{guid}/jobs) and a job's bytes per link (GET /api/jobs/{job}/links).
+All over a window (`from`, `to`); no SQL here."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
+from sqlalchemy.orm import Session
 
 from server import paging
 from server.deps import SessionDep
@@ -17,7 +19,7 @@ from server.paging import Limits
 from server.query_params import Window, WindowDep
 from server.traffic import service
 from server.traffic.repository import TrafficConfig
-from stacklens.api_models import JobLinks, LinkAttribution, LinkAttributionSeries
+from stacklens.api_models import JobLinks, LinkAttribution, LinkAttributionSeries, NodeJobs
 
 router = APIRouter(tags=["traffic"])
 
@@ -50,16 +52,44 @@ def link_attribution(
     the link or a group of parallel/adaptive links shared the flow. Jobs the viewer may not
     read show as another job (no id, no user). Default window: the minute up to the newest
     sweep (`to` alone: the minute before it; `from` alone: up to the newest sweep)."""
-    if window.from_ns is None or window.to_ns is None:
-        newest = service.newest_sample(session)
-        to_ns = window.to_ns if window.to_ns is not None else newest + 1
-        window = Window(window.from_ns if window.from_ns is not None else to_ns - DEFAULT_SPAN_NS,
-                        to_ns)  # fmt: skip
     cache: service.AttributionCache = request.app.state.attributions
-    answer = service.link_attribution(session, traffic_config(request), link, window, cache)
+    answer = service.link_attribution(session, traffic_config(request), link,
+                                      _by_default(session, window), cache)  # fmt: skip
     if answer is None:
         raise HTTPException(status_code=404, detail=f"the current fabric has no link {link}")
     return LinkAttribution(**answer)
+
+
+def _by_default(session: Session, window: Window) -> Window:
+    """The window of a link's or node's attribution: the minute up to the newest sweep
+    (`to` alone: the minute before it; `from` alone: up to the newest sweep)."""
+    if window.from_ns is not None and window.to_ns is not None:
+        return window
+    newest = service.newest_sample(session)
+    to_ns = window.to_ns if window.to_ns is not None else newest + 1
+    return Window(window.from_ns if window.from_ns is not None else to_ns - DEFAULT_SPAN_NS,
+                  to_ns)  # fmt: skip
+
+
+@router.get("/api/fabric/nodes/{guid}/jobs", response_model=NodeJobs, responses=_ANSWERS)
+def node_jobs(
+    guid: Annotated[str, Path(pattern=r"^0x[0-9a-fA-F]{1,16}$", description="node GUID")],
+    session: SessionDep,
+    request: Request,
+    window: WindowDep,
+) -> NodeJobs:
+    """The jobs on a node over the window: per job, its bytes over the node's links leaving
+    it and into it (attributed as for a link: routed over the forwarding tables) and, for
+    an HCA, its hosts placed on the node (a job whose ranks there moved bytes in the
+    window is listed even when none crossed a link); busiest first. Jobs the viewer may
+    not read are summed as one "another job" row (no id, user or hosts). Default window as
+    a link's attribution."""
+    cache: service.AttributionCache = request.app.state.attributions
+    answer = service.node_jobs(session, traffic_config(request), guid,
+                               _by_default(session, window), cache)  # fmt: skip
+    if answer is None:
+        raise HTTPException(status_code=404, detail=f"the current fabric has no node {guid}")
+    return NodeJobs(**answer)
 
 
 @router.get(

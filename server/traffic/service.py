@@ -31,6 +31,8 @@ from server.traffic.repository import Fabric, TrafficConfig
 from server.traffic.routing import Crossing
 
 DIRECTIONS = ("a_to_b", "b_to_a")
+#: A node's fields as the API shows them (stacklens.api_models.FabricNode).
+NODE_FIELDS = ("guid", "name", "type", "nports", "lid", "gone", "gone_ns", "last_seen_ns")
 
 Computed = tuple[Fabric, dict[Crossing, dict[str, Any]], Attribution, repository.JobTraffic]
 
@@ -243,6 +245,58 @@ def link_attribution(
         "paths": config.paths,
         "directions": _directions(link_id, meas, result, visible),
         "left_out": dict(result.left_out),
+    }
+
+
+def node_jobs(
+    session: Session, config: TrafficConfig, guid: str, window: Window, cache: AttributionCache
+) -> dict[str, Any] | None:
+    """The jobs on node `guid` over the window (the whole fabric's attribution from
+    `cache`): per job, its bytes over the node's links leaving it and into it, and (an
+    HCA) its hosts placed on the node (a job whose ranks there moved bytes in the window
+    is listed even when none crossed a link); jobs the viewer may not read summed as
+    "another job"; busiest first. None if the current fabric has no such node."""
+    fab, _, result, traffic = cache.get(session, config, window)
+    number = int(guid, 16)
+    node = next((n for n in fab.nodes if int(n["guid"], 16) == number), None)
+    if node is None:
+        return None
+    leaving = {}  # link id -> its direction away from the node
+    for lk in fab.all_links:
+        if int(lk["a"]["guid"], 16) == number:
+            leaving[lk["id"]] = "a_to_b"
+        elif int(lk["b"]["guid"], 16) == number:
+            leaving[lk["id"]] = "b_to_a"
+    per: dict[int, dict[str, Any]] = {}
+
+    def row(job: int) -> dict[str, Any]:
+        return per.setdefault(job, {"hosts": set(), "bytes_out": 0.0, "bytes_in": 0.0})
+
+    for link_id, away in leaving.items():
+        for direction in DIRECTIONS:
+            for (job, _, _, _), nbytes in result.shares.get((link_id, direction), {}).items():
+                row(job)["bytes_out" if direction == away else "bytes_in"] += nbytes
+    if node["type"] != "switch":
+        placed = repository.hca_of(session, fab, traffic.hosts)
+        here = {host for host, hca in placed.items() if hca == number}
+        for t in traffic.transfers:
+            for host in {t.src, t.dst} & here:
+                row(t.job)["hosts"].add(host)
+    visible = repository.visible_jobs(session, set(per))
+    jobs = [{**visible[j], "hosts": sorted(r["hosts"]), "bytes_out": r["bytes_out"],
+             "bytes_in": r["bytes_in"]} for j, r in per.items() if j in visible]  # fmt: skip
+    hidden = [r for j, r in per.items() if j not in visible]
+    jobs.sort(key=lambda r: (-(r["bytes_out"] + r["bytes_in"]), r["job"]))
+    if hidden:
+        jobs.append({"job": None, "user": None, "hosts": [],
+                     "bytes_out": sum(r["bytes_out"] for r in hidden),
+                     "bytes_in": sum(r["bytes_in"] for r in hidden)})  # fmt: skip
+    return {
+        "node": {k: node[k] for k in NODE_FIELDS},
+        "from_ns": window.from_ns,
+        "to_ns": window.to_ns,
+        "paths": config.paths,
+        "jobs": jobs,
     }
 
 

@@ -33,10 +33,12 @@ JOBLESS = {
 }  # fmt: skip
 #: One incident: other users' jobs in it are "another job" (tests/server/test_incidents.py).
 INCIDENT = {"/api/incidents/{incident_id}", "/api/reports/incidents/{incident_id}"}
-#: A link's attribution: other users' jobs on it are "another job", without id or user
-#: (tests/fabric/test_attribution.py checks the masking for alice, bob and an admin).
+#: A link's attribution and a node's jobs: other users' jobs on it are "another job",
+#: without id or user (tests/fabric/test_attribution.py checks the masking for alice, bob
+#: and an admin on links; tests/fabric/test_node_jobs.py on nodes).
 LINK_ATTRIBUTION = {
     "/api/fabric/links/{link}/attribution", "/api/fabric/links/{link}/attribution/series",
+    "/api/fabric/nodes/{guid}/jobs",
 }  # fmt: skip
 #: Routes that write: the ingest has its own gate (server/ingest/gate.py).
 WRITES = {"/api/ingest/frames"}

@@ -1,13 +1,18 @@
 """The fabric API over a real database written by the real FabricStore (no simulator needed):
 topology with a gone node and a down link, link rates, utilisation, error deltas with unknown
-≠ 0, both sort orders and limits, events newest first."""
+≠ 0, both sort orders and limits, events newest first; the state computed as sweeps land."""
 
 from __future__ import annotations
+
+import json
+import time
 
 import psycopg
 from fastapi.testclient import TestClient
 
 from collector.fabric.store import FabricStore
+from server.app import create_app
+from stacklens.db import make_engine
 from tests.server.fabric_data import HOST1 as HOST_GUID
 from tests.server.fabric_data import SECOND, T0, relink_host2, write_small_fabric
 
@@ -343,3 +348,39 @@ def _port_id(url: str) -> int:
         return conn.execute(
             "SELECT id FROM fabric_ports WHERE guid = %s AND port = 1", (HOST_GUID,)
         ).fetchone()[0]
+
+
+def test_the_watcher_computes_each_sweep_before_any_request(pg_url):
+    """With a recheck period, the app's watcher computes the state of a stored sweep by
+    itself: it is in memory (no request made it) and the next request gets exactly it."""
+    write_small_fabric(pg_url)
+    engine = make_engine(pg_url)
+    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
+                     fabric_recheck_s=0.05)  # fmt: skip
+    shared = app.state.fabric_snapshots
+    try:
+        with TestClient(app, base_url="http://127.0.0.1") as client:
+            first = _computed(shared, None)
+            assert json.loads(first.body)["ts_ns"] == T0 + 2 * SECOND
+            store = FabricStore(pg_url)
+            try:  # a sweep (host1's sample retired): computed again, still unasked
+                store.port_ids = {(HOST_GUID, 1): _port_id(pg_url)}
+                store.forget_latest([(HOST_GUID, 1)])
+            finally:
+                store.close()
+            second = _computed(shared, first.etag)
+            answer = client.get(app.url_path_for("fabric_state"))
+            assert (answer.content, answer.headers["etag"]) == (second.body, second.etag)
+    finally:
+        engine.dispose()
+
+
+def _computed(shared, not_etag: str | None, timeout_s: float = 10.0):
+    """The watcher's state once its ETag is not `not_etag` (waits for it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = shared.recent("state")
+        if state is not None and state.etag != not_etag:
+            return state
+        assert time.monotonic() < deadline, "the watcher computed nothing"
+        time.sleep(0.02)
