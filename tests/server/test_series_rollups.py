@@ -11,7 +11,8 @@ import pytest
 
 from server.jobs import series
 from stacklens import wire
-from stacklens.mpi_ops import op_names
+from stacklens.mpi_ops import op_classes, op_names
+from stacklens.schema import SHARE_CLASSES
 from tests.collector.test_ingest import exchange
 from tests.collector.test_rollups import M0, roll_up
 from tests.conftest import query
@@ -233,6 +234,27 @@ FIVE_ROLLUPS = {
         _per_five(sql).replace("rank_value_minutes", "rank_value_fives")
         for sql in ROLLUPS["rank_value_minutes"]
     ),
+    # per job (its runs summed): the time its intervals cover (as rank_fives), then per
+    # op_class the time inside MPI and, in io_ns, POSIX and stdio's file I/O (layers 1, 2)
+    "rank_share_fives": (
+        f"SELECT minute_ns, world_rank, elapsed_ns, {', '.join(SHARE_CLASSES)} "
+        "FROM rank_share_fives ORDER BY 1, 2",
+        "SELECT five, world_rank, "
+        + ", ".join(f"sum({c})::bigint" for c in ("elapsed_ns", *SHARE_CLASSES))
+        + " FROM (SELECT t_end_ns / 300000000000 * 300000000000 AS five, run_id, world_rank, "
+        "max(t_end_ns) - min(t_start_ns) AS elapsed_ns, "
+        + ", ".join(
+            f"coalesce(sum(ns) FILTER (WHERE cls = {k}), 0) AS {name}"
+            for k, name in enumerate(SHARE_CLASSES)
+        )  # fmt: skip
+        + " FROM (SELECT run_id, world_rank, t_start_ns, t_end_ns, NULL AS cls, 0 AS ns "
+        "FROM op_frames UNION ALL SELECT run_id, world_rank, t_start_ns, t_end_ns, CASE WHEN "
+        f"phase = 0 AND layer IN (1, 2) THEN {SHARE_CLASSES.index('io_ns')} END, "
+        "read_time_ns + write_time_ns + meta_time_ns FROM io_deltas UNION ALL SELECT run_id, "
+        f"world_rank, t_start_ns, t_end_ns, ('{{{','.join(map(str, op_classes()))}}}'::int[])"
+        "[op_id + 1], time_ns FROM op_deltas) d GROUP BY 1, 2, 3) per_run "
+        "GROUP BY 1, 2 ORDER BY 1, 2",
+    ),
 }
 
 
@@ -244,6 +266,13 @@ def test_the_five_minute_rollups_are_the_raw_sums(fives, collector, pg_url):
     assert query(pg_url, f"SELECT calls, time_ns FROM rank_op_fives WHERE minute_ns = {F0} "
                  f"AND world_rank = 1 AND op_id = {op_names().index('MPI_Send')}") == [
         (10, sum(2 * (k + 1) for k in range(4, 14)))]  # fmt: skip
+    # and its share: intervals 4-13, MPI_Send (mpi_p2p) 2 (k + 1), MPI_Allreduce (mpi_coll)
+    # 2000 (k + 1), POSIX writes 14 (k + 1)
+    assert query(pg_url, f"SELECT * FROM rank_share_fives WHERE minute_ns = {F0} "
+                 "AND world_rank = 1") == [(
+        query(pg_url, "SELECT id FROM jobs")[0][0], F0, 1, FIVE_ENDS[13] - FIVE_ENDS[4] + 30 * S,
+        190, 0, 190_000, 0, 0, 7 * 190, 0, 0,
+    )]  # fmt: skip
     # a late frame (a new sequence number) in a rolled-up five minutes: recomputed with its
     # minute in the next pass, still the raw sums; a second pass changes nothing
     exchange(collector.address, five_frame(6, 0, seq=900, extra=5), acks=1)
@@ -297,3 +326,7 @@ def test_five_minute_readings_agree_with_raw(fives, collector, pg_url, api_clien
                   "rank_value_minutes"):  # fmt: skip
         assert query(pg_url, f"DELETE FROM {table} WHERE {five} RETURNING 1") != []
     assert _reading(api_client, route, rolled) == want
+    if route == "profile":  # and its shares from rank_share_fives, not made from the others
+        for table in ("rank_fives", "rank_value_fives"):
+            assert query(pg_url, f"DELETE FROM {table} WHERE {five} RETURNING 1") != []
+        assert _reading(api_client, route, rolled) == want
