@@ -559,8 +559,7 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     _roomy(session)
     ranks = select(Rank.world_rank).where(*scope.rows(Rank)).distinct().order_by(Rank.world_rank)
     seen = [int(r) for r in session.scalars(ranks)]
-    per_op = _profile_ops(session, scope, steps).cte("per_op")
-    cells = _cells(session, scope, steps, per_op, _clean_fives(session, scope, steps)).cte("cells")
+    cells = _cells(session, scope, steps, _clean_fives(session, scope, steps)).cte("cells")
     c = cells.c
     piece = func.concat(
         '{"t_ns":', c.at, ',"rank":', c.world_rank, ',"elapsed_ns":', c.elapsed_ns,
@@ -572,9 +571,11 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     )  # fmt: skip
     places = [*MPI_CATEGORIES, "io_ns", "compute_ns"]
     rank_totals = select(c.world_rank, *(func.sum(c[p]) for p in places)).group_by(c.world_rank)
+    per_op = _profile_ops(session, scope, steps).subquery("per_op")
+    start_end = [i for i, k in enumerate(op_classes()) if k in (STARTUP_CLASS, SHUTDOWN_CLASS)]
     op_totals = (
         select(per_op.c.op_id, per_op.c.world_rank, func.sum(per_op.c.ns))
-        .where(per_op.c.cls.not_in([STARTUP_CLASS, SHUTDOWN_CLASS]))
+        .where(per_op.c.op_id.not_in(start_end))
         .group_by(per_op.c.op_id, per_op.c.world_rank)
     )
 
@@ -641,20 +642,22 @@ def _op_classes(op_id: Any) -> Any:
     return func.coalesce(_by_id(op_classes(), Integer, op_id), other)
 
 
-def _profile_ops(session: Session, scope: Scope, steps: Steps) -> Any:
-    """SQL: rows (at, world_rank, op_id, cls, ns): time inside an op of a rank in a step,
-    `cls` the op's op_class (found once per row); a (step, rank, op) may have
-    several rows (raw intervals, rollup rows of several minutes): sum them."""
+def _profile_ops(
+    session: Session, scope: Scope, steps: Steps, skip: list[int] | None = None
+) -> Any:
+    """SQL: rows (at, world_rank, op_id, ns): time inside an op of a rank in a step (the
+    five minutes starting at `skip` left out); a (step, rank, op) may have several rows
+    (raw intervals, rollup rows of several minutes): sum them."""
     o = OpDelta
 
     def ops(r: Any) -> _Source:
         return _Source(r, [r.world_rank, r.op_id, r.time_ns], time=r.minute_ns)
 
     rows = _rows(session, scope, steps, MINUTE_NS, ops(RankOpMinute),
-                 _Source(o, [o.world_rank, o.op_id, o.time_ns]), fives=ops(RankOpFive))  # fmt: skip
+                 _Source(o, [o.world_rank, o.op_id, o.time_ns]), fives=ops(RankOpFive),
+                 skip=skip)  # fmt: skip
     c = rows.c
-    return select(c.at, c.world_rank, c.op_id, _op_classes(c.op_id).label("cls"),
-                  c.time_ns.label("ns"))  # fmt: skip
+    return select(c.at, c.world_rank, c.op_id, c.time_ns.label("ns"))
 
 
 def _clean_fives(session: Session, scope: Scope, steps: Steps) -> list[int]:
@@ -674,18 +677,24 @@ def _busy_compute(elapsed: Any, parts: dict[str, Any]) -> Any:
     return func.greatest(0, elapsed - busy).label("compute_ns")
 
 
-def _cells(session: Session, scope: Scope, steps: Steps, per_op: Any, clean: list[int]) -> Any:
+def _cells(session: Session, scope: Scope, steps: Steps, clean: list[int]) -> Any:
     """SQL: the shares per (at, world_rank): _SHARE_PARTS, then compute_ns (_busy_compute).
     The five minutes `clean` (_clean_fives) are read from `rank_share_fives`; the rest is
-    made from the per-op rows `per_op`, the elapsed time and the file I/O: every step and
-    rank with ops or file I/O has an elapsed time (its intervals are among those that stored
-    anything), ops and I/O are joined to it."""
+    made from the per-op rows (_profile_ops, each op's class found once per row: a
+    materialized CTE), the elapsed time and the file I/O: every step and rank with ops or
+    file I/O has an elapsed time (its intervals are among those that stored anything), ops
+    and I/O are joined to it."""
     elapsed = _elapsed(session, scope, steps, clean).subquery()
+    ops = _profile_ops(session, scope, steps, clean).subquery()
+    per_op = (
+        select(ops.c.at, ops.c.world_rank, _op_classes(ops.c.op_id).label("cls"), ops.c.ns)
+        .cte("per_op")
+        .prefix_with("MATERIALIZED")
+    )
     by_class = (
         select(per_op.c.at, per_op.c.world_rank,
                *(func.sum(per_op.c.ns).filter(per_op.c.cls == k).cast(BigInteger).label(name)
                  for k, name in enumerate(_SHARE_PARTS[1:])))
-        .where(*_outside(per_op.c.at, clean, FIVE_NS))
         .group_by(per_op.c.at, per_op.c.world_rank)
         .subquery()
     )  # fmt: skip
