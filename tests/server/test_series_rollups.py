@@ -171,10 +171,10 @@ FIVE_ENDS = [F0 - 120 * S + k * 30 * S + 1 for k in range(26)]
 FIVES = "/api/jobs/fives"
 
 
-def five_frame(k: int, rank: int, seq: int | None = None, extra: int = 0) -> bytes:
-    """Interval k of the two-rank "fives" job (sequence number `seq`, default k): traffic,
-    MPI_Send and MPI_Allreduce (also as a collective of communicator 1) and POSIX writes
-    whose values name the interval and rank (plus `extra`)."""
+def five_frame(k: int, rank: int, seq: int | None = None, extra: int = 0, run: int = 1) -> bytes:
+    """Interval k of the two-rank "fives" job (sequence number `seq`, default k; MPI run
+    `run`): traffic, MPI_Send and MPI_Allreduce (also as a collective of communicator 1)
+    and POSIX writes whose values name the interval and rank (plus `extra`)."""
     op = op_names().index
     v = (k + 1) * (rank + 1) + extra
     tables = {
@@ -187,7 +187,7 @@ def five_frame(k: int, rank: int, seq: int | None = None, extra: int = 0) -> byt
                 "path": b"/tmp/out", "mount": b"/", "fstype": b"ext4"}],
     }  # fmt: skip
     return wire.encode_frame(
-        job_id="fives", world_rank=rank, world_size=2, seq=k if seq is None else seq,
+        job_id="fives", run_id=run, world_rank=rank, world_size=2, seq=k if seq is None else seq,
         token="secret", interval_start_ns=FIVE_ENDS[k] - 30 * S, interval_end_ns=FIVE_ENDS[k],
         tables={name: wire.records(name, rows) for name, rows in tables.items()},
     )  # fmt: skip
@@ -330,3 +330,22 @@ def test_five_minute_readings_agree_with_raw(fives, collector, pg_url, api_clien
         for table in ("rank_fives", "rank_value_fives"):
             assert query(pg_url, f"DELETE FROM {table} WHERE {five} RETURNING 1") != []
         assert _reading(api_client, route, rolled) == want
+
+
+def test_five_minute_shares_sum_the_runs(fives, collector, pg_url, api_client):
+    """A second run of the job in the five minutes F0 (a relaunch, both ranks, intervals
+    5-8): rank_share_fives sums the two runs as the raw deltas do, and the profile read
+    from it is the one made from the raw deltas."""
+    frames = [five_frame(k, rank, seq=k - 5, extra=3, run=2) for k in range(5, 9)
+              for rank in (0, 1)]  # fmt: skip
+    exchange(collector.address, b"".join(frames), acks=len(frames))
+    roll_up(collector)
+    assert query(
+        pg_url, f"SELECT count(DISTINCT run_id) FROM rank_fives WHERE minute_ns = {F0}"
+    ) == [(2,)]
+    rolled_shares, raw_shares = FIVE_ROLLUPS["rank_share_fives"]  # (the others are per run)
+    assert query(pg_url, rolled_shares) == query(pg_url, raw_shares)
+    rolled = {"step": 300, "from": F0 // S, "to": F0 // S + 660}
+    raw = {**rolled, "from": f"{F0 // S - 1}.5", "to": f"{F0 // S + 659}.5"}
+    want = _shifted(_reading(api_client, "profile", raw), "profile")
+    assert want[0] != [] and _reading(api_client, "profile", rolled) == want
