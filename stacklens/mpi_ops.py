@@ -17,6 +17,15 @@ from contract import MPI_SPEC, generate
 #: MPI_Finalize and MPI_Abort are no communication; docs/design.md, Operation ids).
 CATEGORIES = ("mpi_p2p", "mpi_completion", "mpi_coll", "mpi_rma", "io", "mpi_startup", "other")
 
+#: The MPI categories a slow-rank profile's share splits a step's MPI time into (start-up
+#: and file I/O apart; server/jobs/profile.py).
+MPI_CATEGORIES = tuple(c for c in CATEGORIES if c not in ("io", "mpi_startup"))
+#: The ops of category mpi_startup that end a rank (the others start it).
+SHUTDOWN_OPS = ("MPI_Finalize", "MPI_Abort")
+#: Where an op's time goes in a share: its MPI category's index in MPI_CATEGORIES, or one
+#: of these after them.
+IO_CLASS, STARTUP_CLASS, SHUTDOWN_CLASS = range(len(MPI_CATEGORIES), len(MPI_CATEGORIES) + 3)
+
 #: The categories whose time is communication ("time inside MPI" on the page).
 COMMUNICATION = ("mpi_p2p", "mpi_completion", "mpi_coll", "mpi_rma", "io", "other")
 
@@ -119,6 +128,23 @@ def op_receives() -> tuple[bool, ...]:
         and "source" not in entry.roles()
         for entry in _entries()
     )
+
+
+def op_class(op: str, category: str) -> int:
+    """Where the time of an op (name, category) goes in a share: start-up (MPI_Init*),
+    shutdown (MPI_Finalize, MPI_Abort), file I/O (MPI-IO calls, category io), else its MPI
+    category ("other" for one outside MPI_CATEGORIES)."""
+    if category == "mpi_startup":
+        return SHUTDOWN_CLASS if op in SHUTDOWN_OPS else STARTUP_CLASS
+    if category == "io":
+        return IO_CLASS
+    return MPI_CATEGORIES.index(category if category in MPI_CATEGORIES else "other")
+
+
+@cache
+def op_classes() -> tuple[int, ...]:
+    """op_class indexed by op id."""
+    return tuple(op_class(n, c) for n, c in zip(op_names(), op_categories(), strict=True))
 
 
 def op_category(op_id: int) -> str:

@@ -24,6 +24,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from stacklens.constants import IO_COUNTERS, P2P_COUNTERS, PORT_COUNTERS, RATE_COUNTERS
+from stacklens.mpi_ops import MPI_CATEGORIES
 
 
 class Base(DeclarativeBase):
@@ -452,6 +453,22 @@ RankOpFive = _rank_five("RankOpFive", RankOpMinute, "rank_op_fives")
 CollFive = _rank_five("CollFive", CollMinute, "coll_fives")
 RankValueFive = _rank_five("RankValueFive", RankValueMinute, "rank_value_fives")
 PeerFive = _rank_five("PeerFive", PeerMinute, "peer_fives")
+
+#: The time of a slow-rank profile's share summed per class (stacklens.mpi_ops.op_class's
+#: order): inside MPI per category, in file I/O (MPI-IO calls, POSIX and stdio), in
+#: start-up and in shutdown.
+SHARE_CLASSES = (*MPI_CATEGORIES, "io_ns", "startup_ns", "shutdown_ns")
+RankShareFive = _model("RankShareFive", (Base,), (
+    "A slow-rank profile's share of one rank of a job in one UTC five minutes (minute_ns its "
+    "first minute), its runs summed: the time its intervals cover (rank_fives' last end - "
+    "first start), then SHARE_CLASSES, from rank_op_fives and rank_value_fives' file_io_ns "
+    "(collector/store/rollups.py)."), {
+    "__tablename__": "rank_share_fives",
+    "job_id": mapped_column(BigInteger, primary_key=True),
+    "minute_ns": mapped_column(BigInteger, primary_key=True),
+    "world_rank": mapped_column(Integer, primary_key=True, autoincrement=False),
+    **_counters(("elapsed_ns", *SHARE_CLASSES), nullable=False),
+})  # fmt: skip
 IoSecond = _model(
     "IoSecond",
     (Base,),

@@ -10,7 +10,9 @@ their minute or second), for the sums and series of any window:
   and per rank and minute what a by-rank series point holds (`rank_value_minutes`);
 - from the per-rank minute rollups, in the same pass: the same per UTC five minutes
   (`rank_fives`, `rank_op_fives`, `coll_fives`, `peer_fives`, `rank_value_fives`), for
-  per-rank readings at steps of whole five minutes (a 1,024-rank job's hour: 5x fewer rows).
+  per-rank readings at steps of whole five minutes (a 1,024-rank job's hour: 5x fewer rows);
+  and from these the slow-rank profile's shares per rank and five minutes
+  (`rank_share_fives`).
 
 Every commit of the writer marks the (run, minute) buckets its frames fall in as dirty
 (`rollup_dirty`, same transaction as the data). A rollup pass claims the dirty buckets
@@ -29,6 +31,8 @@ from __future__ import annotations
 import psycopg
 
 from stacklens.constants import IO_LAYERS, P2P_COUNTERS
+from stacklens.mpi_ops import MPI_CATEGORIES, op_classes
+from stacklens.schema import SHARE_CLASSES
 
 MINUTE_NS = 60 * 10**9
 SECOND_NS = 10**9
@@ -180,9 +184,51 @@ _FIVES = {
         "mpi_calls", "mpi_time_ns", "bytes_sent", "io_bytes", "io_time_ns", "file_io_ns")),
 }  # fmt: skip
 
+#: SQL: the class (op_class) of the op of a row `m`.
+_CLASS = (f"coalesce(('{{{','.join(map(str, op_classes()))}}}'::int2[])[m.op_id + 1], "
+          f"{MPI_CATEGORIES.index('other')})")  # fmt: skip
+_IN_FIVE = "m.job_id = c.job_id AND m.minute_ns = c.minute_ns"
+_SAME_RANK = (
+    "{t}.run_id = r.run_id AND {t}.minute_ns = r.minute_ns AND {t}.world_rank = r.world_rank"
+)
+_FILE_IO = SHARE_CLASSES.index("io_ns")
+
+#: The slow-rank profile's shares per rank and five minutes of the pass's five minutes'
+#: jobs (every run of the job in them summed), from the five-minute rollups just written
+#: (rank_fives, rank_op_fives, rank_value_fives): read instead of pivoting them at each
+#: reading. First the clearing, then the columns and SELECT of the rows.
+_CLEAR_SHARES = (
+    f"DELETE FROM rank_share_fives m USING {_BUCKETS} WHERE m.job_id = c.job_id "
+    "AND m.minute_ns = c.minute_ns"
+)
+_SHARES = f"""
+(job_id, minute_ns, world_rank, elapsed_ns, {", ".join(SHARE_CLASSES)})
+WITH c AS (SELECT DISTINCT job_id, minute_ns FROM {_BUCKETS}),
+o AS (SELECT m.run_id, m.minute_ns, m.world_rank, {_CLASS} AS cls, m.time_ns
+      FROM rank_op_fives m JOIN c ON {_IN_FIVE}),
+per_run AS (
+  SELECT r.job_id, r.minute_ns, r.world_rank, r.last_end_ns - r.first_start_ns AS elapsed_ns,
+         {
+    ", ".join(
+        f"coalesce(sum(o.time_ns) FILTER (WHERE o.cls = {k}), 0)"
+        + (" + coalesce(v.file_io_ns, 0)" if k == _FILE_IO else "")
+        + f" AS {name}"
+        for k, name in enumerate(SHARE_CLASSES)
+    )
+}
+  FROM rank_fives r JOIN c ON r.job_id = c.job_id AND r.minute_ns = c.minute_ns
+  LEFT JOIN o ON {_SAME_RANK.format(t="o")}
+  LEFT JOIN rank_value_fives v ON {_SAME_RANK.format(t="v")}
+  GROUP BY r.job_id, r.run_id, r.minute_ns, r.world_rank, r.first_start_ns, r.last_end_ns,
+           v.file_io_ns)
+SELECT job_id, minute_ns, world_rank, {
+    ", ".join(f"sum({n})" for n in ("elapsed_ns", *SHARE_CLASSES))
+}
+FROM per_run GROUP BY 1, 2, 3"""
+
 #: The per-rank five-minute rollup tables (retention deletes the five minutes that end
 #: before its cutoff).
-ROLLED_PER_FIVE = tuple(_FIVES)
+ROLLED_PER_FIVE = (*_FIVES, "rank_share_fives")
 
 #: The transaction lock (pg_advisory_xact_lock) of the five-minute part of a pass: two
 #: passes whose minutes share five minutes recompute them one after the other, the second
@@ -233,4 +279,6 @@ async def rollup_pass(conn: psycopg.AsyncConnection) -> int:
             clear = f"DELETE FROM {table} m USING {_BUCKETS} WHERE {_IN_ROLLED}"
             await conn.execute(clear, five_buckets)
             rows += (await conn.execute(f"INSERT INTO {table} {select}", five_buckets)).rowcount
-        return rows
+        await conn.execute(_CLEAR_SHARES, five_buckets)
+        shares = await conn.execute(f"INSERT INTO rank_share_fives {_SHARES}", five_buckets)
+        return rows + shares.rowcount

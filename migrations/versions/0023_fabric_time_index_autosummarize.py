@@ -7,7 +7,7 @@ samples of 1,000 ports at 1 s). Recreated on the partitioned table: every partit
 index is rebuilt with the option, and the partitions made later inherit it.
 
 Revision ID: 0023
-Revises: 0021
+Revises: 0022
 Create Date: 2026-12-04
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0023"
-down_revision: str | None = "0021"
+down_revision: str | None = "0022"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

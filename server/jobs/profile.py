@@ -1,6 +1,6 @@
 """The slow rank, as pure functions of a job's per-rank sums (no database here; the sums
 come from server.jobs.series.profile_rows, which makes the per-rank shares in the database
-with `op_class`).
+with stacklens.mpi_ops.op_class).
 
 Per rank and step: time inside MPI per traffic category, time in file I/O, start-up
 (MPI_Init*) and shutdown (MPI_Finalize, MPI_Abort) apart, and the rest: computation =
@@ -23,8 +23,6 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from stacklens.mpi_ops import CATEGORIES
-
 #: How far above the median rank a rank must be to be named, as a ratio ...
 OUTLIER_RATIO = 1.5
 #: ... and in absolute time (noise of a few calls is not an outlier).
@@ -34,29 +32,8 @@ MEDIAN_FLOOR_NS = 1_000_000
 #: Outliers and imbalances listed at most.
 MAX_LISTED = 20
 
-#: The MPI categories a step's MPI time is split into (start-up and file I/O apart).
-MPI_CATEGORIES = tuple(c for c in CATEGORIES if c not in ("io", "mpi_startup"))
-#: The ops of category mpi_startup that end a rank (the others start it).
-SHUTDOWN_OPS = ("MPI_Finalize", "MPI_Abort")
-
-
-#: Where an op's time goes in a share: its MPI category's index in MPI_CATEGORIES, or one
-#: of these after them.
-IO_CLASS, STARTUP_CLASS, SHUTDOWN_CLASS = range(len(MPI_CATEGORIES), len(MPI_CATEGORIES) + 3)
-
 #: The places of a share that are not MPI categories, as outliers name them.
 FILE_IO, COMPUTATION = "file I/O", "computation"
-
-
-def op_class(op: str, category: str) -> int:
-    """Where the time of an op (name, category) goes in a share: start-up (MPI_Init*),
-    shutdown (MPI_Finalize, MPI_Abort), file I/O (MPI-IO calls, category io), else its MPI
-    category ("other" for one outside MPI_CATEGORIES)."""
-    if category == "mpi_startup":
-        return SHUTDOWN_CLASS if op in SHUTDOWN_OPS else STARTUP_CLASS
-    if category == "io":
-        return IO_CLASS
-    return MPI_CATEGORIES.index(category if category in MPI_CATEGORIES else "other")
 
 
 def outliers(

@@ -48,8 +48,17 @@ from collector.store.rollups import FILE_IO_LAYERS, FIVE_NS, MINUTE_NS, SECOND_N
 from server.jobs import profile
 from server.jobs.repository import Scope, op_display_name
 from stacklens.constants import IO_LAYERS, OVERFLOW_COMM_ID
-from stacklens.mpi_ops import CATEGORIES, op_categories, op_names
+from stacklens.mpi_ops import (
+    CATEGORIES,
+    MPI_CATEGORIES,
+    SHUTDOWN_CLASS,
+    STARTUP_CLASS,
+    op_categories,
+    op_classes,
+    op_names,
+)
 from stacklens.schema import (
+    SHARE_CLASSES,
     CollDelta,
     CollFive,
     CollMinute,
@@ -66,6 +75,7 @@ from stacklens.schema import (
     RankMinute,
     RankOpFive,
     RankOpMinute,
+    RankShareFive,
     RankValueFive,
     RankValueMinute,
     RollupDirty,
@@ -286,7 +296,8 @@ class _Source:
 
 
 def _rows(session: Session, scope: Scope, steps: Steps, grain: int,
-          rolled: _Source | None, *raw: _Source, fives: _Source | None = None) -> Any:  # fmt: skip
+          rolled: _Source | None, *raw: _Source, fives: _Source | None = None,
+          skip: list[int] | None = None) -> Any:  # fmt: skip
     """A subquery of the rows (at: the step, then the sources' columns) of the scope's
     window, to be grouped by the caller: from a rollup (`rolled`, per second or minute:
     `grain`) where the steps are whole grains from a whole grain and the minute is rolled
@@ -294,18 +305,33 @@ def _rows(session: Session, scope: Scope, steps: Steps, grain: int,
     (_dirty_minutes) and the window's last, partial grain. With `fives` (the five-minute
     rollup of a minute rollup) and steps of whole five minutes from a whole five minutes,
     the five minutes of the window none of whose minutes is dirty are read from it, and
-    only the others (and the window's last, partial five minutes) from `rolled`."""
+    only the others (and the window's last, partial five minutes) from `rolled`. The five
+    minutes starting at `skip` are left out of every source (the caller reads them
+    elsewhere)."""
+
+    def kept(t_ns: Any) -> list[ColumnElement[bool]]:
+        """The condition that `t_ns` lies outside the five minutes `skip` (as ranges of the
+        window that an index can scan)."""
+        if not skip:
+            return []
+        gaps, at = [], steps.from_ns
+        for a, b in _ranges(skip, FIVE_NS):
+            gaps.append((at, a))
+            at = b
+        gaps.append((at, steps.to_ns))
+        return [or_(false(), *((t_ns >= a) & (t_ns < b) for a, b in gaps if a < b))]
 
     def raw_rows(s: _Source) -> Any:
         at = steps.start(s.table.t_end_ns).label("at")
-        return select(at, *s.columns).where(*scope.rows(s.table), *s.where)
+        return select(at, *s.columns).where(*scope.rows(s.table), *s.where, *kept(s.table.t_end_ns))
 
     def rolled_rows(source: _Source, lo: int, hi: int) -> Any:
         table, time = source.table, source.time
         runs = [] if scope.run_id is None else [table.run_id == scope.run_id]
         return (
             select(steps.start(time).label("at"), *source.columns)
-            .where(table.job_id == scope.job_id, time >= lo, time < hi, *runs, *source.where)
+            .where(table.job_id == scope.job_id, time >= lo, time < hi, *runs, *source.where,
+                   *kept(time))
         )  # fmt: skip
 
     if rolled is None or steps.from_ns % grain or steps.step_ns % grain:
@@ -562,8 +588,8 @@ class ProfileRows:
 
 
 #: The columns of a share summed per (step, rank), in order: elapsed, the MPI categories,
-#: then file I/O, start-up and shutdown (profile.op_class's order).
-_SHARE_PARTS = ("elapsed_ns", *profile.MPI_CATEGORIES, "io_ns", "startup_ns", "shutdown_ns")
+#: then file I/O, start-up and shutdown (op_class's order).
+_SHARE_PARTS = ("elapsed_ns", *SHARE_CLASSES)
 
 
 def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
@@ -575,22 +601,23 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     _roomy(session)
     ranks = select(Rank.world_rank).where(*scope.rows(Rank)).distinct().order_by(Rank.world_rank)
     seen = [int(r) for r in session.scalars(ranks)]
-    per_op = _profile_ops(session, scope, steps).cte("per_op")
-    cells = _cells(session, scope, steps, per_op).cte("cells")
+    cells = _cells(session, scope, steps, _clean_fives(session, scope, steps)).cte("cells")
     c = cells.c
     piece = func.concat(
         '{"t_ns":', c.at, ',"rank":', c.world_rank, ',"elapsed_ns":', c.elapsed_ns,
         ',"mpi_ns":{',
-        *(x for i, name in enumerate(profile.MPI_CATEGORIES)
+        *(x for i, name in enumerate(MPI_CATEGORIES)
           for x in (f'{"," if i else ""}"{name}":', c[name])),
         '},"io_ns":', c.io_ns, ',"startup_ns":', c.startup_ns, ',"shutdown_ns":',
         c.shutdown_ns, ',"compute_ns":', c.compute_ns, "}",
     )  # fmt: skip
-    places = [*profile.MPI_CATEGORIES, "io_ns", "compute_ns"]
+    places = [*MPI_CATEGORIES, "io_ns", "compute_ns"]
     rank_totals = select(c.world_rank, *(func.sum(c[p]) for p in places)).group_by(c.world_rank)
+    per_op = _profile_ops(session, scope, steps).subquery("per_op")
+    start_end = [i for i, k in enumerate(op_classes()) if k in (STARTUP_CLASS, SHUTDOWN_CLASS)]
     op_totals = (
         select(per_op.c.op_id, per_op.c.world_rank, func.sum(per_op.c.ns))
-        .where(per_op.c.cls.not_in([profile.STARTUP_CLASS, profile.SHUTDOWN_CLASS]))
+        .where(per_op.c.op_id.not_in(start_end))
         .group_by(per_op.c.op_id, per_op.c.world_rank)
     )
 
@@ -608,7 +635,7 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     totals: dict[str, dict[int, int]] = {}
     for op_id, rank, ns in by_op or []:
         totals.setdefault(op_display_name(op_id), {})[rank] = int(ns)
-    names = [*profile.MPI_CATEGORIES, profile.FILE_IO, profile.COMPUTATION]
+    names = [*MPI_CATEGORIES, profile.FILE_IO, profile.COMPUTATION]
     for rank, *sums in by_rank or []:
         for name, ns in zip(names, sums, strict=True):
             totals.setdefault(name, {})[rank] = int(ns)
@@ -623,7 +650,7 @@ def profile_steps(
     and computation's from profile_rows' `shares` (every rank with intervals in a step has
     one there), the ops' read in one query of their own rows (not the shares again)."""
     columns = {profile.FILE_IO: "io_ns", profile.COMPUTATION: "compute_ns"}
-    in_shares = [p for p in places if p in columns or p in profile.MPI_CATEGORIES]
+    in_shares = [p for p in places if p in columns or p in MPI_CATEGORIES]
     found: dict[str, dict[int, dict[int, int]]] = {place: {} for place in places}
     if in_shares:
         for share in json.loads(shares):
@@ -652,35 +679,60 @@ def _op_id(name: str) -> int:
 
 
 def _op_classes(op_id: Any) -> Any:
-    """SQL: profile.op_class of an op id."""
-    names, categories = op_names(), op_categories()
-    classes = [profile.op_class(n, c) for n, c in zip(names, categories, strict=True)]
-    other = profile.MPI_CATEGORIES.index("other")
-    return func.coalesce(_by_id(classes, Integer, op_id), other)
+    """SQL: op_class of an op id."""
+    other = MPI_CATEGORIES.index("other")
+    return func.coalesce(_by_id(op_classes(), Integer, op_id), other)
 
 
-def _profile_ops(session: Session, scope: Scope, steps: Steps) -> Any:
-    """SQL: rows (at, world_rank, op_id, cls, ns): time inside an op of a rank in a step,
-    `cls` the op's profile.op_class (found once per row); a (step, rank, op) may have
-    several rows (raw intervals, rollup rows of several minutes): sum them."""
+def _profile_ops(
+    session: Session, scope: Scope, steps: Steps, skip: list[int] | None = None
+) -> Any:
+    """SQL: rows (at, world_rank, op_id, ns): time inside an op of a rank in a step (the
+    five minutes starting at `skip` left out); a (step, rank, op) may have several rows
+    (raw intervals, rollup rows of several minutes): sum them."""
     o = OpDelta
 
     def ops(r: Any) -> _Source:
         return _Source(r, [r.world_rank, r.op_id, r.time_ns], time=r.minute_ns)
 
     rows = _rows(session, scope, steps, MINUTE_NS, ops(RankOpMinute),
-                 _Source(o, [o.world_rank, o.op_id, o.time_ns]), fives=ops(RankOpFive))  # fmt: skip
+                 _Source(o, [o.world_rank, o.op_id, o.time_ns]), fives=ops(RankOpFive),
+                 skip=skip)  # fmt: skip
     c = rows.c
-    return select(c.at, c.world_rank, c.op_id, _op_classes(c.op_id).label("cls"),
-                  c.time_ns.label("ns"))  # fmt: skip
+    return select(c.at, c.world_rank, c.op_id, c.time_ns.label("ns"))
 
 
-def _cells(session: Session, scope: Scope, steps: Steps, per_op: Any) -> Any:
-    """SQL: the shares per (at, world_rank): _SHARE_PARTS, then compute_ns (elapsed -
-    MPI - file I/O - shutdown, at least 0). Every step and rank with ops or file I/O has an
-    elapsed time (its intervals are among those that stored anything): ops and I/O are
-    joined to it."""
-    elapsed = _elapsed(session, scope, steps).subquery()
+def _clean_fives(session: Session, scope: Scope, steps: Steps) -> list[int]:
+    """The five minutes of the window whose shares are read from `rank_share_fives`: for a
+    job's profile (all its runs) with steps of five minutes from a whole five minutes, each
+    whole five minutes of the window none of whose minutes is dirty (none otherwise)."""
+    if scope.run_id is not None or steps.step_ns != FIVE_NS or steps.from_ns % FIVE_NS:
+        return []
+    dirty = {m // FIVE_NS * FIVE_NS for m in _dirty_minutes(session, scope, steps)}
+    return [f for f in range(steps.from_ns, steps.to_ns // FIVE_NS * FIVE_NS, FIVE_NS)
+            if f not in dirty]  # fmt: skip
+
+
+def _busy_compute(elapsed: Any, parts: dict[str, Any]) -> Any:
+    """SQL: compute_ns of a share: elapsed - MPI - file I/O - shutdown, at least 0."""
+    busy = sum((v for p, v in parts.items() if p != "startup_ns"), start=literal(0, BigInteger))
+    return func.greatest(0, elapsed - busy).label("compute_ns")
+
+
+def _cells(session: Session, scope: Scope, steps: Steps, clean: list[int]) -> Any:
+    """SQL: the shares per (at, world_rank): _SHARE_PARTS, then compute_ns (_busy_compute).
+    The five minutes `clean` (_clean_fives) are read from `rank_share_fives`; the rest is
+    made from the per-op rows (_profile_ops, each op's class found once per row: a
+    materialized CTE), the elapsed time and the file I/O: every step and rank with ops or
+    file I/O has an elapsed time (its intervals are among those that stored anything), ops
+    and I/O are joined to it."""
+    elapsed = _elapsed(session, scope, steps, clean).subquery()
+    ops = _profile_ops(session, scope, steps, clean).subquery()
+    per_op = (
+        select(ops.c.at, ops.c.world_rank, _op_classes(ops.c.op_id).label("cls"), ops.c.ns)
+        .cte("per_op")
+        .prefix_with("MATERIALIZED")
+    )
     by_class = (
         select(per_op.c.at, per_op.c.world_rank,
                *(func.sum(per_op.c.ns).filter(per_op.c.cls == k).cast(BigInteger).label(name)
@@ -696,7 +748,7 @@ def _cells(session: Session, scope: Scope, steps: Steps, per_op: Any) -> Any:
     io_rows = _rows(session, scope, steps, MINUTE_NS, file_io(RankValueMinute),
                     _Source(d, [d.world_rank, _io_time(d).label("file_io_ns")],
                             [d.phase == 0, d.layer.in_(FILE_IO_LAYERS)]),
-                    fives=file_io(RankValueFive))  # fmt: skip
+                    fives=file_io(RankValueFive), skip=clean)  # fmt: skip
     io = (
         select(io_rows.c.at, io_rows.c.world_rank, _sum(io_rows.c.file_io_ns, "ns"))
         .group_by(io_rows.c.at, io_rows.c.world_rank)
@@ -706,16 +758,24 @@ def _cells(session: Session, scope: Scope, steps: Steps, per_op: Any) -> Any:
     for name in _SHARE_PARTS[1:]:
         part = func.coalesce(by_class.c[name], 0)
         parts[name] = part + func.coalesce(io.c.ns, 0) if name == "io_ns" else part
-    busy = sum((v for p, v in parts.items() if p not in ("elapsed_ns", "startup_ns")),
-               start=literal(0, BigInteger))  # fmt: skip
-    compute = func.greatest(0, elapsed.c.ns - busy).label("compute_ns")
+    compute = _busy_compute(elapsed.c.ns, {p: v for p, v in parts.items() if p != "elapsed_ns"})
     same = (elapsed.c.at, elapsed.c.world_rank)
-    return (
+    made = (
         select(elapsed.c.at, elapsed.c.world_rank, *(v.label(p) for p, v in parts.items()),
                compute)
         .outerjoin(by_class, tuple_(by_class.c.at, by_class.c.world_rank) == tuple_(*same))
         .outerjoin(io, tuple_(io.c.at, io.c.world_rank) == tuple_(*same))
     )  # fmt: skip
+    if not clean:
+        return made
+    f = RankShareFive.__table__.c
+    ready = select(
+        f.minute_ns.label("at"),
+        f.world_rank,
+        *(f[p] for p in _SHARE_PARTS),
+        _busy_compute(f.elapsed_ns, {p: f[p] for p in SHARE_CLASSES}),
+    ).where(f.job_id == scope.job_id, _inside(f.minute_ns, clean, FIVE_NS))
+    return union_all(made, ready)
 
 
 def _profile_coll(
@@ -750,11 +810,12 @@ def _profile_coll(
     ]
 
 
-def _elapsed(session: Session, scope: Scope, steps: Steps) -> Any:
+def _elapsed(session: Session, scope: Scope, steps: Steps, skip: list[int] | None = None) -> Any:
     """Per step and rank, the time its intervals ending in the step cover: for each run,
     the last interval end minus the first interval start among the intervals that stored
     anything (an MPI call or file I/O; a rank's intervals follow one another without gaps,
-    so this is exact unless an interval at the very start or end of a step had neither)."""
+    so this is exact unless an interval at the very start or end of a step had neither).
+    The five minutes starting at `skip` are left out."""
 
     def spans(m: Any) -> _Source:
         return _Source(
@@ -772,7 +833,7 @@ def _elapsed(session: Session, scope: Scope, steps: Steps) -> Any:
         session, scope, steps, MINUTE_NS, spans(RankMinute),
         *(_Source(f, [f.run_id, f.world_rank, f.t_start_ns, f.t_end_ns])
           for f in (OpFrames, IoDelta)),
-        fives=spans(RankFive),
+        fives=spans(RankFive), skip=skip,
     )  # fmt: skip
     per_run = (
         select(rows.c.at, rows.c.world_rank,

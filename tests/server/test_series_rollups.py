@@ -17,8 +17,8 @@ from server.traffic import repository as traffic_repo
 from server.traffic.repository import TrafficConfig
 from stacklens import wire
 from stacklens.db import make_engine
-from stacklens.mpi_ops import op_names
-from stacklens.schema import Job
+from stacklens.mpi_ops import op_classes, op_names
+from stacklens.schema import SHARE_CLASSES, Job
 from tests.collector.test_ingest import exchange
 from tests.collector.test_rollups import M0, roll_up
 from tests.conftest import query
@@ -177,10 +177,10 @@ FIVE_ENDS = [F0 - 120 * S + k * 30 * S + 1 for k in range(26)]
 FIVES = "/api/jobs/fives"
 
 
-def five_frame(k: int, rank: int, seq: int | None = None, extra: int = 0) -> bytes:
-    """Interval k of the two-rank "fives" job (sequence number `seq`, default k): traffic,
-    MPI_Send and MPI_Allreduce (also as a collective of communicator 1) and POSIX writes
-    whose values name the interval and rank (plus `extra`)."""
+def five_frame(k: int, rank: int, seq: int | None = None, extra: int = 0, run: int = 1) -> bytes:
+    """Interval k of the two-rank "fives" job (sequence number `seq`, default k; MPI run
+    `run`): traffic, MPI_Send and MPI_Allreduce (also as a collective of communicator 1)
+    and POSIX writes whose values name the interval and rank (plus `extra`)."""
     op = op_names().index
     v = (k + 1) * (rank + 1) + extra
     tables = {
@@ -193,7 +193,7 @@ def five_frame(k: int, rank: int, seq: int | None = None, extra: int = 0) -> byt
                 "path": b"/tmp/out", "mount": b"/", "fstype": b"ext4"}],
     }  # fmt: skip
     return wire.encode_frame(
-        job_id="fives", world_rank=rank, world_size=2, seq=k if seq is None else seq,
+        job_id="fives", run_id=run, world_rank=rank, world_size=2, seq=k if seq is None else seq,
         token="secret", interval_start_ns=FIVE_ENDS[k] - 30 * S, interval_end_ns=FIVE_ENDS[k],
         tables={name: wire.records(name, rows) for name, rows in tables.items()},
     )  # fmt: skip
@@ -240,6 +240,27 @@ FIVE_ROLLUPS = {
         _per_five(sql).replace("rank_value_minutes", "rank_value_fives")
         for sql in ROLLUPS["rank_value_minutes"]
     ),
+    # per job (its runs summed): the time its intervals cover (as rank_fives), then per
+    # op_class the time inside MPI and, in io_ns, POSIX and stdio's file I/O (layers 1, 2)
+    "rank_share_fives": (
+        f"SELECT minute_ns, world_rank, elapsed_ns, {', '.join(SHARE_CLASSES)} "
+        "FROM rank_share_fives ORDER BY 1, 2",
+        "SELECT five, world_rank, "
+        + ", ".join(f"sum({c})::bigint" for c in ("elapsed_ns", *SHARE_CLASSES))
+        + " FROM (SELECT t_end_ns / 300000000000 * 300000000000 AS five, run_id, world_rank, "
+        "max(t_end_ns) - min(t_start_ns) AS elapsed_ns, "
+        + ", ".join(
+            f"coalesce(sum(ns) FILTER (WHERE cls = {k}), 0) AS {name}"
+            for k, name in enumerate(SHARE_CLASSES)
+        )  # fmt: skip
+        + " FROM (SELECT run_id, world_rank, t_start_ns, t_end_ns, NULL AS cls, 0 AS ns "
+        "FROM op_frames UNION ALL SELECT run_id, world_rank, t_start_ns, t_end_ns, CASE WHEN "
+        f"phase = 0 AND layer IN (1, 2) THEN {SHARE_CLASSES.index('io_ns')} END, "
+        "read_time_ns + write_time_ns + meta_time_ns FROM io_deltas UNION ALL SELECT run_id, "
+        f"world_rank, t_start_ns, t_end_ns, ('{{{','.join(map(str, op_classes()))}}}'::int[])"
+        "[op_id + 1], time_ns FROM op_deltas) d GROUP BY 1, 2, 3) per_run "
+        "GROUP BY 1, 2 ORDER BY 1, 2",
+    ),
 }
 
 
@@ -251,6 +272,13 @@ def test_the_five_minute_rollups_are_the_raw_sums(fives, collector, pg_url):
     assert query(pg_url, f"SELECT calls, time_ns FROM rank_op_fives WHERE minute_ns = {F0} "
                  f"AND world_rank = 1 AND op_id = {op_names().index('MPI_Send')}") == [
         (10, sum(2 * (k + 1) for k in range(4, 14)))]  # fmt: skip
+    # and its share: intervals 4-13, MPI_Send (mpi_p2p) 2 (k + 1), MPI_Allreduce (mpi_coll)
+    # 2000 (k + 1), POSIX writes 14 (k + 1)
+    assert query(pg_url, f"SELECT * FROM rank_share_fives WHERE minute_ns = {F0} "
+                 "AND world_rank = 1") == [(
+        query(pg_url, "SELECT id FROM jobs")[0][0], F0, 1, FIVE_ENDS[13] - FIVE_ENDS[4] + 30 * S,
+        190, 0, 190_000, 0, 0, 7 * 190, 0, 0,
+    )]  # fmt: skip
     # a late frame (a new sequence number) in a rolled-up five minutes: recomputed with its
     # minute in the next pass, still the raw sums; a second pass changes nothing
     exchange(collector.address, five_frame(6, 0, seq=900, extra=5), acks=1)
@@ -304,6 +332,29 @@ def test_five_minute_readings_agree_with_raw(fives, collector, pg_url, api_clien
                   "rank_value_minutes"):  # fmt: skip
         assert query(pg_url, f"DELETE FROM {table} WHERE {five} RETURNING 1") != []
     assert _reading(api_client, route, rolled) == want
+    if route == "profile":  # and its shares from rank_share_fives, not made from the others
+        for table in ("rank_fives", "rank_value_fives"):
+            assert query(pg_url, f"DELETE FROM {table} WHERE {five} RETURNING 1") != []
+        assert _reading(api_client, route, rolled) == want
+
+
+def test_five_minute_shares_sum_the_runs(fives, collector, pg_url, api_client):
+    """A second run of the job in the five minutes F0 (a relaunch, both ranks, intervals
+    5-8): rank_share_fives sums the two runs as the raw deltas do, and the profile read
+    from it is the one made from the raw deltas."""
+    frames = [five_frame(k, rank, seq=k - 5, extra=3, run=2) for k in range(5, 9)
+              for rank in (0, 1)]  # fmt: skip
+    exchange(collector.address, b"".join(frames), acks=len(frames))
+    roll_up(collector)
+    assert query(
+        pg_url, f"SELECT count(DISTINCT run_id) FROM rank_fives WHERE minute_ns = {F0}"
+    ) == [(2,)]
+    rolled_shares, raw_shares = FIVE_ROLLUPS["rank_share_fives"]  # (the others are per run)
+    assert query(pg_url, rolled_shares) == query(pg_url, raw_shares)
+    rolled = {"step": 300, "from": F0 // S, "to": F0 // S + 660}
+    raw = {**rolled, "from": f"{F0 // S - 1}.5", "to": f"{F0 // S + 659}.5"}
+    want = _shifted(_reading(api_client, "profile", raw), "profile")
+    assert want[0] != [] and _reading(api_client, "profile", rolled) == want
 
 
 def test_a_jobs_operations_are_read_from_the_rollups_and_are_the_raw_sums(

@@ -16,7 +16,7 @@ from server.jobs.repository import Scope
 from server.query_params import Window
 from stacklens import wire
 from stacklens.db import make_engine
-from stacklens.mpi_ops import op_names
+from stacklens.mpi_ops import MPI_CATEGORIES, op_names
 from tests.collector.test_ingest import exchange
 from tests.collector.test_rollups import M0, roll_up
 from tests.conftest import query
@@ -68,7 +68,7 @@ def job(collector):
 
 def expected_share(k: int, rank: int) -> dict:
     """The share of interval k (in the step of its end, 1 s steps) of a rank."""
-    mpi = dict.fromkeys(profile.MPI_CATEGORIES, 0)
+    mpi = dict.fromkeys(MPI_CATEGORIES, 0)
     startup = 300 * MS if k == 0 else 0
     shutdown = 100 * MS if k == INTERVALS - 1 else 0
     if 0 < k < INTERVALS - 1:
