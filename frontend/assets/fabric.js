@@ -452,7 +452,12 @@
                     cy = cyOf(config.graph);
                 }
                 if (!cy) return [nu, nu, 'the fabric graph did not appear'];
-                if (shown(body.etag)) return [nu, nu, ''];
+                // Drawn meanwhile by an earlier run, whose result Dash drops when this run
+                // overtook it: this run's result says so, or nothing would follow the draw
+                // (the painter waits for it).
+                const result = [{etag: body.etag, expanded: exp, elements: body.elements.length},
+                                body.folded, ''];
+                if (shown(body.etag)) return result;
                 // Already in the newest state's colours if one is held (`prepaint`).
                 const look = heldState === null ? null
                     : {state: heldState, filter: filter, scale: scale, job: job, config: config};
@@ -467,8 +472,7 @@
                 drawn = {etag: body.etag, exp: exp};
                 painted = look === null ? null : paintKey(look);
                 if (painted !== null && cy.edges().length) mark('fabric-painted');
-                return [{etag: body.etag, expanded: exp, elements: body.elements.length},
-                        body.folded, ''];
+                return result;
             },
 
             // Colour every edge and group from the state; dim what the filter leaves out; with

@@ -214,7 +214,7 @@ def wait_dead(pids: list[int], timeout: float) -> None:
     def running(pid: int) -> bool:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone before or while read
             return False
         return stat[stat.rindex(")") + 2] != "Z"
 
