@@ -265,16 +265,13 @@ class FabricSnapshots:
         shared = self._refresh(session)
         key = (shared.topology_key, lo, hi)
         version = history.window_version(session, lo, hi)
-        with self._lock:
-            kept = self._windows.get(key)
-            if kept is not None and kept[0] == version:
-                self._windows.move_to_end(key)
-        if kept is None or kept[0] != version:
+        columns = self._kept(self._windows, key, version)
+        if columns is None:
             minutes = self._window_minutes(session, shared, lo, hi)
-            kept = (version, repository.window_columns(session, shared.links, lo, hi, minutes))
+            columns = repository.window_columns(session, shared.links, lo, hi, minutes)
             if shared.topology_key is not None:  # else the links are read anew every time
-                self._keep(self._windows, key, kept, len(shared.links))
-        return shared.links, repository.window_loads(session, shared.links, lo, hi, kept[1])
+                self._keep(self._windows, key, (version, columns), len(shared.links))
+        return shared.links, repository.window_loads(session, shared.links, lo, hi, columns)
 
     def _window_minutes(self, session: Session, shared: _Shared, lo: int, hi: int) -> Any:
         """The links' sums over the whole minutes of [lo, hi) (`repository.window_minutes`),
@@ -284,14 +281,23 @@ class FabricSnapshots:
             return None
         key = (shared.topology_key, first, last)
         version = history.window_version(session, first, last)
-        with self._lock:
-            kept = self._minutes.get(key)
-            if kept is not None and kept[0] == version:
-                self._minutes.move_to_end(key)
-                return kept[1]
+        minutes = self._kept(self._minutes, key, version)
+        if minutes is not None:
+            return minutes
         minutes = repository.window_minutes(session, shared.links, first, last)
         self._keep(self._minutes, key, (version, minutes), len(shared.links))
         return minutes
+
+    def _kept(self, kept: OrderedDict[tuple[Any, int, int], tuple[Any, Any]],
+              key: tuple[Any, int, int], version: Any) -> Any:  # fmt: skip
+        """The sums `kept` (the windows' or the minutes') holds for `key` if they are of
+        `version` (then the most recently used), else None."""
+        with self._lock:
+            found = kept.get(key)
+            if found is None or found[0] != version:
+                return None
+            kept.move_to_end(key)
+            return found[1]
 
     def _keep(self, kept: OrderedDict[tuple[Any, int, int], tuple[Any, Any]],
               key: tuple[Any, int, int], value: tuple[Any, Any], rows: int) -> None:  # fmt: skip
