@@ -45,14 +45,21 @@ from stacklens.mpi_ops import op_names
 #: One frame of one rank: (run id, world rank, interval end ns).
 FrameKey = tuple[int, int, int]
 
-_P2P = """
-SELECT d.run_id, d.world_rank, d.t_end_ns, src.host, dst.host, d.peer, sum(d.bytes_sent)
-FROM p2p_deltas d
+
+def _to_peers(view: str, nbytes: str, peer: str = "peer", key: str = "peer") -> str:
+    """Per frame of a rank and (peer, `key`) of a per-peer delta view: the rank's host, the
+    peer's host and the sum of `nbytes`, for frames ending after the bound parameter."""
+    return f"""
+SELECT d.run_id, d.world_rank, d.t_end_ns, src.host, dst.host, d.{key}, sum(d.{nbytes})
+FROM {view} d
 JOIN ranks src ON src.run_id = d.run_id AND src.world_rank = d.world_rank
-LEFT JOIN ranks dst ON dst.run_id = d.run_id AND dst.world_rank = d.peer
-WHERE d.t_end_ns > %s AND d.bytes_sent > 0
+LEFT JOIN ranks dst ON dst.run_id = d.run_id AND dst.world_rank = d.{peer}
+WHERE d.t_end_ns > %s AND d.{nbytes} > 0
 GROUP BY 1, 2, 3, 4, 5, 6
 """
+
+
+_P2P = _to_peers("p2p_deltas", "bytes_sent")
 
 _IO = """
 SELECT d.run_id, d.world_rank, d.t_end_ns, r.host, d.path,
@@ -63,23 +70,9 @@ WHERE d.t_end_ns > %s AND (d.bytes_read > 0 OR d.bytes_written > 0)
 GROUP BY 1, 2, 3, 4, 5
 """
 
-_RMA = """
-SELECT d.run_id, d.world_rank, d.t_end_ns, src.host, dst.host, d.op_id, sum(d.bytes)
-FROM rma_deltas d
-JOIN ranks src ON src.run_id = d.run_id AND src.world_rank = d.world_rank
-LEFT JOIN ranks dst ON dst.run_id = d.run_id AND dst.world_rank = d.target
-WHERE d.t_end_ns > %s AND d.bytes > 0
-GROUP BY 1, 2, 3, 4, 5, 6
-"""
+_RMA = _to_peers("rma_deltas", "bytes", peer="target", key="op_id")
 
-_WIRE = """
-SELECT d.run_id, d.world_rank, d.t_end_ns, src.host, dst.host, d.peer, sum(d.bytes)
-FROM wire_deltas d
-JOIN ranks src ON src.run_id = d.run_id AND src.world_rank = d.world_rank
-LEFT JOIN ranks dst ON dst.run_id = d.run_id AND dst.world_rank = d.peer
-WHERE d.t_end_ns > %s AND d.bytes > 0
-GROUP BY 1, 2, 3, 4, 5, 6
-"""
+_WIRE = _to_peers("wire_deltas", "bytes")
 
 #: One-sided calls (MPI names without the prefix and the large-count suffix) whose data
 #: flows from the target to the origin, and those whose data flows both ways.
