@@ -14,11 +14,12 @@ import uvloop
 
 from collector.ingest.server import Identity, IngestServer
 from collector.store.jobs import mark_lost_jobs
-from collector.store.partitions import DAY_NS, apply_retention, day_of
+from collector.store.partitions import apply_retention, day_of
 from collector.store.rollups import rollup_pass
 from collector.store.writer import FrameWriter
 from stacklens import wire
 from stacklens.connguard import ConnectionLimits
+from stacklens.constants import DAY_NS
 from stacklens.settings import Settings
 
 log = logging.getLogger(__name__)

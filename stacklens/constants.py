@@ -25,6 +25,17 @@ IO_COUNTERS = (
 #: I/O layer ids of the wire's io records and their names.
 IO_LAYERS = {1: "POSIX", 2: "stdio", 3: "MPI-IO"}
 
+#: The file I/O layers of the slow-rank profile's file I/O time (POSIX, stdio; MPI-IO's time
+#: is that of its MPI_File calls: server/jobs/profile.py).
+FILE_IO_LAYERS = tuple(k for k, name in IO_LAYERS.items() if name in ("POSIX", "stdio"))
+
+#: Time spans in nanoseconds (the unit of every timestamp): the rollups' steps (a second, a
+#: minute, five minutes) and the storage partitions' day.
+SECOND_NS = 10**9
+MINUTE_NS = 60 * SECOND_NS
+FIVE_NS = 5 * MINUTE_NS
+DAY_NS = 86_400 * SECOND_NS
+
 #: comm_id of the collectives' overflow key (communicators beyond STACKLENS_MAX_KEYS).
 OVERFLOW_COMM_ID = 0xFFFFFFFF
 

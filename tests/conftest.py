@@ -135,7 +135,7 @@ def examples_built() -> Path:
 
 def mpi_env(**extra: str) -> dict[str, str]:
     """Environment for running Open MPI as root with oversubscription."""
-    from stacklens.cli.attach import OPENMPI_ROOT_ENV
+    from stacklens_cli.attach import OPENMPI_ROOT_ENV
 
     return {**os.environ, **OPENMPI_ROOT_ENV, **extra}
 
@@ -148,7 +148,7 @@ def stacklens_replay(endpoint: str, spool_dir: Path, token: str = "secret"):
         STACKLENS_COLLECTOR=endpoint, STACKLENS_INGEST_TOKEN=token, STACKLENS_INGEST_AUTH="trusted"
     )
     return subprocess.run(
-        [sys.executable, "-m", "stacklens.cli", "replay", str(spool_dir)],
+        [sys.executable, "-m", "stacklens_cli", "replay", str(spool_dir)],
         env=env,
         capture_output=True,
         text=True,
@@ -159,7 +159,7 @@ def stacklens_replay(endpoint: str, spool_dir: Path, token: str = "secret"):
 def stacklens_run(command: list[str], env: dict, timeout: float = 120):
     """`stacklens run -- COMMAND` as a user types it; returns the CompletedProcess."""
     return subprocess.run(
-        [sys.executable, "-m", "stacklens.cli", "run", "--", *command],
+        [sys.executable, "-m", "stacklens_cli", "run", "--", *command],
         env=env,
         capture_output=True,
         text=True,
@@ -219,7 +219,7 @@ def running_up(
     with log.open("w") as out:
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "stacklens.cli", "up"], env=env, stdout=out, stderr=out,
+            [sys.executable, "-m", "stacklens_cli", "up"], env=env, stdout=out, stderr=out,
             preexec_fn=None if nofile is None else (
                 lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))),
         )  # fmt: skip

@@ -17,8 +17,8 @@ import pytest
 import stacklens
 from collector.fabric.service import FabricSampler
 from collector.fabric.sysfs import SysfsSource
-from stacklens.cli import build_parser
 from stacklens.db import head_revision
+from stacklens_cli import build_parser
 from tests.conftest import free_port, running_up, stacklens_run
 from tests.hooks import jobs
 
@@ -27,7 +27,7 @@ SYSFS_FIXTURE = Path(__file__).parent / "fabric" / "fixtures" / "sysfs"
 
 def stacklens_cli(*args: str, env: dict[str, str], timeout: float = 120):
     """`stacklens ARGS` in a child process; the CompletedProcess."""
-    return subprocess.run([sys.executable, "-m", "stacklens.cli", *args], env=env,
+    return subprocess.run([sys.executable, "-m", "stacklens_cli", *args], env=env,
                           capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 

@@ -11,7 +11,7 @@ import psycopg
 
 from tests.conftest import query
 
-STACKLENS = [sys.executable, "-m", "stacklens.cli"]
+STACKLENS = [sys.executable, "-m", "stacklens_cli"]
 
 
 def _head_revision() -> str:

@@ -15,7 +15,7 @@ import psycopg
 from stacklens.db import running_embedded_url
 from tests.conftest import free_port, leftover_processes
 
-RANKS, ITERATIONS, BYTES = 4, 40, 262144  # stacklens.cli.services.demo_workload
+RANKS, ITERATIONS, BYTES = 4, 40, 262144  # stacklens_cli.services.demo_workload
 DEMO_HOSTS = ["host01", "host09", "host17", "host25"]  # 4 ranks on the 32-host fat tree
 
 
@@ -44,7 +44,7 @@ def test_demo_runs_the_example_job_and_stops(tmp_path, hook_library, examples_bu
     )
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stacklens.cli", "demo", "--for", "20", "--workload", "ring"],
+        [sys.executable, "-m", "stacklens_cli", "demo", "--for", "20", "--workload", "ring"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

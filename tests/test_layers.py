@@ -6,8 +6,8 @@ beside each other (the server hosts a collector and the frontend in one process)
 `frontend` (talks to the server over HTTP only: of stacklens it may import only the API
 contract, `stacklens.api_models`, and the shared names and codes, `stacklens.constants`,
 both pure data); `emulator` (a test and demo tool over the sampler's MAD access); and
-`stacklens.cli` at the top. A module may import its own layer and the layers below it,
-never one above.
+the command line, `stacklens_cli`, a package of its own at the top. A module may import
+its own layer and the layers below it, never one above.
 """
 
 from __future__ import annotations
@@ -18,7 +18,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FIRST_PARTY = ("stacklens", "contract", "collector", "server", "frontend", "emulator")
+FIRST_PARTY = (
+    "stacklens",
+    "contract",
+    "collector",
+    "server",
+    "frontend",
+    "emulator",
+    "stacklens_cli",
+)
 #: Modules of stacklens' base that are pure data, checked apart: the frontend may use them.
 PURE = ("stacklens.api_models", "stacklens.constants")
 
@@ -30,18 +38,17 @@ ALLOWED = {
     "frontend": {"frontend", *PURE},
     "server": {"contract", "stacklens", "collector", "server", "frontend", *PURE},
     "emulator": {"contract", "stacklens", "collector", "emulator", *PURE},
-    "stacklens.cli": set(FIRST_PARTY) | {"stacklens.cli", *PURE},
+    "stacklens_cli": set(FIRST_PARTY) | {*PURE},
 }
 
 
 def _layer(path: Path) -> str:
-    parts = path.relative_to(ROOT).parts
-    return "stacklens.cli" if parts[:2] == ("stacklens", "cli") else parts[0]
+    return path.relative_to(ROOT).parts[0]
 
 
 def _unit(name: str) -> str:
-    """The layer unit of an imported name: `stacklens.cli`, a PURE module, or the package."""
-    for unit in ("stacklens.cli", *PURE):
+    """The layer unit of an imported name: a PURE module, or the package."""
+    for unit in PURE:
         if name == unit or name.startswith(unit + "."):
             return unit
     return name.split(".")[0]
@@ -59,12 +66,11 @@ def _imported_names(path: Path) -> set[str]:
 
 
 def _imports(path: Path) -> set[str]:
-    """First-party units a file imports (`stacklens.cli` and the PURE modules kept apart
-    from `stacklens`)."""
+    """First-party units a file imports (the PURE modules kept apart from `stacklens`)."""
     return {_unit(n) for n in _imported_names(path) if n.split(".")[0] in FIRST_PARTY}
 
 
-MODULES = sorted(p for layer in ALLOWED for p in (ROOT / layer.replace(".", "/")).rglob("*.py"))
+MODULES = sorted(p for layer in ALLOWED for p in (ROOT / layer).rglob("*.py"))
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))

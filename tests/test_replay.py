@@ -69,7 +69,7 @@ def test_files_deleted_by_their_sender_meanwhile_are_skipped(
 ):
     """A rank that delivers live deletes its spool file on the ack, possibly while a
     replay (a node epilog) runs: the replay neither fails nor counts the frame twice."""
-    from stacklens.cli import replay as replay_module
+    from stacklens_cli import replay as replay_module
 
     spool(tmp_path, "gone-before-read", frame(0)).unlink()
     (tmp_path / "dangling.slf").symlink_to(tmp_path / "deleted-target")

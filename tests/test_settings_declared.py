@@ -105,7 +105,7 @@ def test_readme_table_is_the_generated_one():
 
 def stacklens(*args: str, env: dict[str, str]) -> list[str]:
     """The lines a stacklens subcommand prints."""
-    result = subprocess.run([sys.executable, "-m", "stacklens.cli", *args], env=env,
+    result = subprocess.run([sys.executable, "-m", "stacklens_cli", *args], env=env,
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert result.returncode == 0, result.stderr
     return result.stdout.splitlines()
@@ -154,7 +154,7 @@ def test_config_prints_effective_values_and_sources(tmp_path):
 def test_a_configuration_file_that_cannot_be_read_is_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
     env["STACKLENS_CONFIG_FILE"] = str(tmp_path)  # a directory
-    result = subprocess.run([sys.executable, "-m", "stacklens.cli", "config"], env=env,
+    result = subprocess.run([sys.executable, "-m", "stacklens_cli", "config"], env=env,
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (

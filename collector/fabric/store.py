@@ -32,8 +32,7 @@ from collector.fabric.counters import DeltaSweep, RawSweep
 from collector.fabric.topology import Change, Topology
 from collector.store.copy import binary_copy
 from collector.store.partitions import Partitions, day_of
-from collector.store.rollups import MINUTE_NS
-from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, RATE_COUNTERS, TEN_S_NS
+from stacklens.constants import ERROR_COUNTERS, MINUTE_NS, PORT_COUNTERS, RATE_COUNTERS, TEN_S_NS
 
 _SAMPLE_COLUMNS = (
     ["port_id", "ts_ns", "dt_ns", "flags"] + list(PORT_COUNTERS) + [f"d_{c}" for c in PORT_COUNTERS]

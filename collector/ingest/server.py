@@ -51,10 +51,10 @@ from typing import cast
 import numpy as np
 
 from collector import codec
-from collector.store.partitions import DAY_NS
 from collector.store.writer import FrameWriter
 from stacklens import munge, wire
 from stacklens.connguard import ConnectionGuard, ConnectionLimits, Deadline
+from stacklens.constants import DAY_NS
 
 log = logging.getLogger(__name__)
 

@@ -20,12 +20,12 @@ from datetime import UTC, datetime
 import numpy as np
 import psycopg
 
-from collector.store.rollups import FIVE_NS, ROLLED_PER_FIVE, ROLLED_PER_RANK, ROLLED_PER_SECOND
+from collector.store.rollups import ROLLED_PER_FIVE, ROLLED_PER_RANK, ROLLED_PER_SECOND
 from collector.store.tables import DELTA_TABLES
+from stacklens.constants import DAY_NS, FIVE_NS
 
 log = logging.getLogger(__name__)
 
-DAY_NS = 86_400 * 10**9
 _SUFFIX = re.compile(r"_p(\d{8})$")
 
 #: Errors of a CREATE that raced with the same CREATE elsewhere.

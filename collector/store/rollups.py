@@ -30,13 +30,9 @@ from __future__ import annotations
 
 import psycopg
 
-from stacklens.constants import IO_LAYERS, P2P_COUNTERS
+from stacklens.constants import FILE_IO_LAYERS, FIVE_NS, MINUTE_NS, P2P_COUNTERS, SECOND_NS
 from stacklens.mpi_ops import MPI_CATEGORIES, op_classes
 from stacklens.schema import SHARE_CLASSES
-
-MINUTE_NS = 60 * 10**9
-SECOND_NS = 10**9
-FIVE_NS = 5 * MINUTE_NS
 
 MARK_DIRTY = """
 INSERT INTO rollup_dirty (run_id, minute_ns, job_id)
@@ -115,9 +111,6 @@ GROUP BY 1, 2, 3, 4, 5, 6""",
     ),
 }
 
-#: The file I/O layers of the slow-rank profile's file I/O time (POSIX, stdio; MPI-IO's time
-#: is that of its MPI_File calls: server/jobs/profile.py).
-FILE_IO_LAYERS = tuple(k for k, name in IO_LAYERS.items() if name in ("POSIX", "stdio"))
 
 #: The same bucket's rows of a rollup `m` written just before.
 _IN_ROLLED = "m.run_id = c.run_id AND m.minute_ns = c.minute_ns"

@@ -33,10 +33,11 @@ import psycopg
 from collector.codec import FrameBatch, encode_arrays, frame_addresses
 from collector.store.copy import COPY_SIGNATURE, COPY_TRAILER, binary_copy
 from collector.store.jobs import JOB_STATUS
-from collector.store.partitions import DAY_NS, Partitions
-from collector.store.rollups import MARK_DIRTY, MINUTE_NS
+from collector.store.partitions import Partitions
+from collector.store.rollups import MARK_DIRTY
 from collector.store.tables import DELTA_TABLES, INTERVAL_COLUMNS, DeltaTable
 from stacklens import wire
+from stacklens.constants import DAY_NS, MINUTE_NS
 from stacklens.mpi_ops import op_names
 from stacklens.wire import FINAL_TYPES, FrameError, FrameType, Status
 

@@ -39,9 +39,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
-from collector.store.rollups import MINUTE_NS
 from server.jobs.series import Steps
-from stacklens.constants import PORT_COUNTERS, RATE_COUNTERS, TEN_S_NS
+from stacklens.constants import MINUTE_NS, PORT_COUNTERS, RATE_COUNTERS, TEN_S_NS
 from stacklens.schema import FabricEvent, FabricPortMinute, FabricPortSample, FabricPortTen
 
 

@@ -27,11 +27,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from collector.store.rollups import MINUTE_NS
 from server.access.owner import owner_column
 from server.paging import Key
 from server.query_params import ALL_TIME, Window
-from stacklens.constants import IO_COUNTERS, IO_LAYERS, OVERFLOW_COMM_ID, bucket_bounds
+from stacklens.constants import IO_COUNTERS, IO_LAYERS, MINUTE_NS, OVERFLOW_COMM_ID, bucket_bounds
 from stacklens.mpi_ops import CATEGORIES, COMMUNICATION, op_categories, op_names, op_receives
 from stacklens.schema import (
     CollDelta,

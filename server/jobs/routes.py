@@ -19,7 +19,6 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
-from collector.store.rollups import MINUTE_NS
 from server import export, paging
 from server.deps import SessionDep
 from server.errors import error_responses
@@ -61,6 +60,7 @@ from stacklens.api_models import (
     Series,
     SlowRanks,
 )
+from stacklens.constants import MINUTE_NS
 from stacklens.schema import Job, Run
 
 #: Bytes of the wire's job id field: no stored job has a longer id.

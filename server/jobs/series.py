@@ -44,10 +44,16 @@ from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import Grouping
 
-from collector.store.rollups import FILE_IO_LAYERS, FIVE_NS, MINUTE_NS, SECOND_NS
 from server.jobs import profile
 from server.jobs.repository import Scope, op_display_name
-from stacklens.constants import IO_LAYERS, OVERFLOW_COMM_ID
+from stacklens.constants import (
+    FILE_IO_LAYERS,
+    FIVE_NS,
+    IO_LAYERS,
+    MINUTE_NS,
+    OVERFLOW_COMM_ID,
+    SECOND_NS,
+)
 from stacklens.mpi_ops import (
     CATEGORIES,
     MPI_CATEGORIES,

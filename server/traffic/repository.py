@@ -23,13 +23,13 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from collector.fabric.store import unsigned64
-from collector.store.rollups import MINUTE_NS
 from server.fabric import repository as fabric
 from server.jobs import placement
 from server.query_params import MAX_NS, Window
 from server.traffic import collectives, wire
 from server.traffic.attribution import Transfer, rma_direction, storage_shares
 from server.traffic.routing import Crossing, RouteLink, Router
+from stacklens.constants import MINUTE_NS
 from stacklens.mpi_ops import op_names
 from stacklens.schema import (
     CollDelta,

@@ -37,7 +37,7 @@ def _stacklens(*argv: str, **settings: str) -> subprocess.CompletedProcess:
     """`stacklens ARGV...` as an administrator types it, with only these STACKLENS_* set."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
     env.update(settings)
-    return subprocess.run([sys.executable, "-m", "stacklens.cli", *argv], env=env,
+    return subprocess.run([sys.executable, "-m", "stacklens_cli", *argv], env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from stacklens.db import migrate, start_embedded
 from tests.conftest import free_port, mpi_env, query
 
 RANKS, ITERATIONS, SIZE, SLEEP_MS = 4, 40, 8192, 100
-STACKLENS = [sys.executable, "-m", "stacklens.cli"]
+STACKLENS = [sys.executable, "-m", "stacklens_cli"]
 
 
 def expected_matrix() -> dict[tuple[int, int], tuple[int, int]]:

@@ -9,8 +9,9 @@ import psycopg
 import pytest
 
 from collector.service import BackgroundCollector
-from collector.store.partitions import DAY_NS, day_of, partition_name
+from collector.store.partitions import day_of, partition_name
 from stacklens import wire
+from stacklens.constants import DAY_NS
 from tests.collector.test_ingest import exchange
 from tests.conftest import query
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from collector.store.rollups import MINUTE_NS
 from stacklens import wire
+from stacklens.constants import MINUTE_NS
 from tests.collector.test_ingest import exchange
 from tests.conftest import query
 

@@ -100,7 +100,7 @@ def test_page_follows_a_running_job_live(stacklens_up, pg_url, browser_page, exa
     run_env.update(STACKLENS_JOB_ID=job, STACKLENS_INTERVAL_MS="200")
     program = [str(examples_built / "ring_allreduce"), str(iterations), str(size), "400"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stacklens.cli", "run", "--", "mpirun", "-np", str(RANKS), *program],
+        [sys.executable, "-m", "stacklens_cli", "run", "--", "mpirun", "-np", str(RANKS), *program],
         env=run_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

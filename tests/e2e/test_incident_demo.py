@@ -1,4 +1,4 @@
-"""End to end: `stacklens demo` stages its incident (stacklens/cli/demo_incident.py) on the
+"""End to end: `stacklens demo` stages its incident (stacklens_cli/demo_incident.py) on the
 simulated fabric with real MPI jobs under the hooks; the detectors find it within 2 sweeps
 and name it correctly (congestion on the shared spine link, demo-checkpoint the likely
 aggressor, demo-solver the victim); a person sees the banner on every page and the
@@ -44,7 +44,7 @@ def test_the_demo_incident_is_detected_named_and_shown(tmp_path, hook_library, e
     )
     base = f"http://127.0.0.1:{port}"
     log = (tmp_path / "demo.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "stacklens.cli", "demo", "--for", "80"],
+    proc = subprocess.Popen([sys.executable, "-m", "stacklens_cli", "demo", "--for", "80"],
                             env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         with chromium_page() as (page, errors):

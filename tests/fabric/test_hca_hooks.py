@@ -100,7 +100,7 @@ def test_host_counters_are_sent_as_exact_deltas(tmp_path, collector, pg_url, hoo
     mpirun = ["mpirun", "-np", "2", "-x", "STACKLENS_HOST=nodeA", *program]
     mpirun += [":", "-np", "2", "-x", "STACKLENS_HOST=nodeB", *program]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stacklens.cli", "run", "--", *mpirun],
+        [sys.executable, "-m", "stacklens_cli", "run", "--", *mpirun],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -37,7 +37,7 @@ def _run_job(collector, program: str, job: str) -> None:
         STACKLENS_JOB_ID=job,
     )
     done = subprocess.run(
-        [sys.executable, "-m", "stacklens.cli", "run", "--", *mpirun],
+        [sys.executable, "-m", "stacklens_cli", "run", "--", *mpirun],
         env=env,
         capture_output=True,
         text=True,

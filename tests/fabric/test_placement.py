@@ -122,7 +122,7 @@ def test_a_jobs_hosts_ports_and_links(
         log = tmp_path / "job.log"
         with log.open("w") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "stacklens.cli", "run", "--", *mpirun],
+                [sys.executable, "-m", "stacklens_cli", "run", "--", *mpirun],
                 env=env, stdout=out, stderr=out, start_new_session=True,
             )  # fmt: skip
         try:

@@ -38,7 +38,7 @@ def soak(workdir: Path, seconds: float) -> dict[str, float]:
     the log stay bounded; the figures."""
     state = workdir / "state"
     env = {**os.environ, "STACKLENS_STATE_DIR": str(state)}
-    cmd = [sys.executable, "-m", "stacklens.cli", "fabric-sim", "--hosts", "32"]
+    cmd = [sys.executable, "-m", "stacklens_cli", "fabric-sim", "--hosts", "32"]
     cmd += ["--interval", "0.05", "--no-jobs", "--for", str(seconds)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
     try:

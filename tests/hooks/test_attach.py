@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from stacklens.cli import mpikind
 from stacklens.paths import LIBRARIES
+from stacklens_cli import mpikind
 from tests.conftest import query, stacklens_run
 from tests.hooks import jobs
 from tests.hooks.patterns import p2p_pattern
@@ -120,7 +120,7 @@ def test_library_of_the_other_mpi_not_preloaded_by_variable_stays_off(collector,
 def env_lines(env: dict[str, str], *args: str) -> list[str]:
     """The lines `stacklens env ARGS` prints."""
     return subprocess.run(
-        [sys.executable, "-m", "stacklens.cli", "env", *args],
+        [sys.executable, "-m", "stacklens_cli", "env", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -181,7 +181,7 @@ def test_env_chooses_by_the_mpirun_on_path_or_the_option(tmp_path):
 def test_open_mpi_allowances_follow_the_command():
     """As root (the tests run as root): the run-as-root pair always; oversubscription only
     for more ranks than this node's cores (2 here) started here, not under a scheduler."""
-    from stacklens.cli.attach import node_cores, open_mpi_allowances
+    from stacklens_cli.attach import node_cores, open_mpi_allowances
 
     assert node_cores() == 2
     root = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}

@@ -86,7 +86,7 @@ def test_per_peer_bytes_and_messages_are_exact(collector, pg_url, hook_library, 
 
 def test_job_exit_code_is_returned(collector, hook_library):
     result = subprocess.run(
-        [sys.executable, "-m", "stacklens.cli", "run", "--", "sh", "-c", "exit 7"],
+        [sys.executable, "-m", "stacklens_cli", "run", "--", "sh", "-c", "exit 7"],
         env=mpi_env(STACKLENS_COLLECTOR=collector.endpoint),
         capture_output=True,
         text=True,

@@ -191,7 +191,7 @@ def test_stacklens_run_delivers_what_killed_ranks_spooled(collector, pg_url, tmp
     )  # fmt: skip
     del env["LD_PRELOAD"]  # stacklens run chooses the MPICH build
     argv = jobs.mpirun("mpich", 2, [jobs.program("mpich", "sigterm"), str(tmp_path)])
-    proc = jobs.start([sys.executable, "-m", "stacklens.cli", "run", "--", *argv], env)
+    proc = jobs.start([sys.executable, "-m", "stacklens_cli", "run", "--", *argv], env)
     try:
         pids = jobs.rank_pids(proc, tmp_path, 2)
         with collector_paused(collector):

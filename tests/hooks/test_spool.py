@@ -154,7 +154,7 @@ def test_default_spool_is_per_user_and_replayed_for_all_users(collector, pg_url,
         admin.update(STACKLENS_COLLECTOR=collector.endpoint, STACKLENS_INGEST_TOKEN="secret",
                      STACKLENS_INGEST_AUTH="trusted", TMPDIR=str(tmp))  # fmt: skip
         replay = subprocess.run(
-            [sys.executable, "-m", "stacklens.cli", "replay", "--all-users"],
+            [sys.executable, "-m", "stacklens_cli", "replay", "--all-users"],
             env=admin, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert replay.returncode == 0, replay.stderr

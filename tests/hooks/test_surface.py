@@ -175,7 +175,7 @@ def test_collector_down_spools_and_replays_exactly(
     assert len(runs) == 1 and len(runs.pop()) == 16
     assert {f.split(".")[2] for f in files} == {f"{r:010d}" for r in range(RANKS)}
     replay = subprocess.run(
-        [sys.executable, "-m", "stacklens.cli", "replay", str(spool)],
+        [sys.executable, "-m", "stacklens_cli", "replay", str(spool)],
         env={**env, "STACKLENS_COLLECTOR": collector.endpoint},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip

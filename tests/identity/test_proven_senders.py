@@ -249,7 +249,7 @@ def test_a_port_squatter_gets_no_frame_and_the_hooks_spool(pg_url, shared_dir, m
         env.update(STACKLENS_COLLECTOR=f"127.0.0.1:{port}", STACKLENS_COLLECTOR_SOCKET="off",
                    STACKLENS_MUNGE_SOCKET=munge_socket)  # fmt: skip
         replayed = subprocess.run(
-            [sys.executable, "-m", "stacklens.cli", "replay", str(spool)],
+            [sys.executable, "-m", "stacklens_cli", "replay", str(spool)],
             env=env, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert replayed.returncode == 0, replayed.stderr + replayed.stdout

@@ -85,7 +85,7 @@ def test_bearer_is_case_insensitive_and_the_token_never_echoed(app_client, caplo
 
 def test_a_bad_token_setting_is_refused_without_showing_it():
     env = {"STACKLENS_INGEST_TOKEN": SECRET + " with a space", "PATH": "/usr/bin:/bin"}
-    result = subprocess.run([sys.executable, "-m", "stacklens.cli", "env"], env=env,
+    result = subprocess.run([sys.executable, "-m", "stacklens_cli", "env"], env=env,
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
@@ -97,7 +97,7 @@ def test_a_bad_token_setting_is_refused_without_showing_it():
 
 def test_a_bad_collector_setting_is_one_clear_line():
     env = {"STACKLENS_COLLECTOR": "127.0.0.1:74S1", "PATH": "/usr/bin:/bin"}
-    result = subprocess.run([sys.executable, "-m", "stacklens.cli", "replay", "/nonexistent"],
+    result = subprocess.run([sys.executable, "-m", "stacklens_cli", "replay", "/nonexistent"],
                             env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.splitlines() == [

@@ -78,7 +78,7 @@ def test_as_root_a_frame_must_be_its_file_owners(collector, pg_url, tmp_path):
 def test_a_file_replaced_by_a_link_is_not_followed(tmp_path, monkeypatch):
     """The kind of file is judged without following links, then the file opened is
     checked to be the one judged (a swap in between is refused, not followed)."""
-    from stacklens.cli.replay import _read_spool_file, _Refused
+    from stacklens_cli.replay import _read_spool_file, _Refused
 
     spool = tmp_path / "spool"
     spool.mkdir()

@@ -3,7 +3,7 @@
 stacklens run -- mpirun -np 4 ./a  run a command with the hook library attached
 eval "$(stacklens env)"            the same variables for batch scripts
 
-Both attach the library built for the command's MPI (stacklens.cli.mpikind), unless
+Both attach the library built for the command's MPI (stacklens_cli.mpikind), unless
 `--mpi` or STACKLENS_LIBRARY says which. For Open MPI they also set what its launcher needs
 to start as root or with more ranks than cores (`open_mpi_allowances`), and say so: MPICH's
 launcher needs neither.
@@ -20,10 +20,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from stacklens.cli import mpikind
 from stacklens.paths import LIBRARIES
 from stacklens.settings import Settings, config_file_values
 from stacklens.settings_table import DECLARED
+from stacklens_cli import mpikind
 
 #: Open MPI's launcher refuses to run as root without these two variables.
 OPENMPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -204,7 +204,7 @@ def _deliver_spooled(settings: Settings) -> None:
     """After `stacklens run`'s command: deliver what its processes left in this node's
     spool (frames the collector could not take, the last interval of ranks a launcher
     killed while they flushed). Other nodes' spools need `stacklens replay` there."""
-    from stacklens.cli.replay import replay, spooled_frames
+    from stacklens_cli.replay import replay, spooled_frames
 
     spool = settings.spool_dir
     if str(spool) == "off" or not spool.is_dir() or not spooled_frames(spool):

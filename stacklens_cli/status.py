@@ -20,8 +20,8 @@ import httpx
 import psycopg
 
 from stacklens import __version__
-from stacklens.cli.helptext import subcommand
 from stacklens.settings import Settings
+from stacklens_cli.helptext import subcommand
 
 #: Exit status when a part is not running (as LSB's "status" actions say it).
 NOT_RUNNING = 3
@@ -111,8 +111,8 @@ def _spool(spool: Path) -> str:
 def _other_users_spools(own: Path) -> list[Path]:
     """As root: the other users' default spools on this node (what `stacklens replay
     --all-users` delivers) that hold something; [] for other users."""
-    from stacklens.cli.replay import user_spools
     from stacklens.settings import default_spool_dir
+    from stacklens_cli.replay import user_spools
 
     if os.geteuid() != 0:
         return []

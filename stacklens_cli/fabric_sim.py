@@ -31,8 +31,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from stacklens.cli.helptext import subcommand
 from stacklens.settings import ConfigError, Settings
+from stacklens_cli.helptext import subcommand
 
 if TYPE_CHECKING:
     from emulator.jobtraffic import JobTraffic
@@ -218,7 +218,7 @@ def background(settings: Settings, hosts: int, timeout: float = 60.0) -> Iterato
     with contextlib.suppress(FileNotFoundError):
         state_file.unlink()  # left by a killed run
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stacklens.cli", "fabric-sim", "--hosts", str(hosts)],
+        [sys.executable, "-m", "stacklens_cli", "fabric-sim", "--hosts", str(hosts)],
         start_new_session=True,  # the terminal's Ctrl-C goes to us; we stop it in order
         preexec_fn=_die_with_parent,
     )

@@ -25,17 +25,17 @@ from collections.abc import Iterator
 import uvicorn
 import uvloop
 
-from stacklens.cli import fabric_sim, mpikind
-from stacklens.cli.attach import (
+from stacklens.connguard import ConnectionLimits, raise_open_file_limit
+from stacklens.paths import EXAMPLES_DIR
+from stacklens.settings import ConfigError, Settings, parse_storage_servers
+from stacklens_cli import fabric_sim, mpikind
+from stacklens_cli.attach import (
     MISSING_MPI,
     choose_mpi,
     hook_environment,
     hook_library,
     open_mpi_allowances,
 )
-from stacklens.connguard import ConnectionLimits, raise_open_file_limit
-from stacklens.paths import EXAMPLES_DIR
-from stacklens.settings import ConfigError, Settings, parse_storage_servers
 
 
 def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
@@ -60,7 +60,7 @@ async def _serve(
     settings: Settings, workload: list[str] | None, duration: float | None, incident: bool = False
 ) -> None:
     """Start everything `up` starts; optionally loop a workload or stage the demo's incident
-    (stacklens/cli/demo_incident.py), and stop after `duration` s."""
+    (stacklens_cli/demo_incident.py), and stop after `duration` s."""
     from collector.fabric.service import fabric_services
     from collector.service import CollectorService
     from server.access.viewer import Access
@@ -123,7 +123,7 @@ async def _serve(
         if workload:
             others.append(asyncio.create_task(_loop_workload(settings, workload)))
         if incident:
-            from stacklens.cli.demo_incident import StagedIncident
+            from stacklens_cli.demo_incident import StagedIncident
 
             others.append(asyncio.create_task(StagedIncident(settings, engine).run()))
         if duration is not None:
@@ -315,7 +315,7 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
     Unless --no-fabric, a simulated fabric runs alongside (started first, so `up`'s
     fabric sampler finds it; stopped last), and the workload is the staged incident
-    (stacklens/cli/demo_incident.py); with `--workload ring` (or without a fabric) the
+    (stacklens_cli/demo_incident.py); with `--workload ring` (or without a fabric) the
     example ring job, its ranks placed on the fabric's hosts.
     """
     _check_exposure(settings)

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session
 
 from server.access import tokens
-from stacklens.cli.helptext import subcommand
 from stacklens.db import make_engine, migrate, open_database
 from stacklens.settings import Settings
+from stacklens_cli.helptext import subcommand
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -32,9 +32,9 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from stacklens.cli import services
 from stacklens.paths import EXAMPLES_DIR
 from stacklens.settings import ConfigError, Settings
+from stacklens_cli import services
 
 SOLVER_HOSTS = ("host01", "host09")
 CHECKPOINT_HOSTS = ("host02", "host09")

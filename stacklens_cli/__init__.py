@@ -28,13 +28,13 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from stacklens import __version__
-from stacklens.cli import fabric_sim, mpikind, report, status, token
-from stacklens.cli.attach import cmd_env, cmd_run
-from stacklens.cli.config import cmd_config
-from stacklens.cli.helptext import subcommand
-from stacklens.cli.replay import cmd_replay
-from stacklens.cli.services import cmd_collector, cmd_demo, cmd_migrate, cmd_up
 from stacklens.settings import ConfigError, get_settings
+from stacklens_cli import fabric_sim, mpikind, report, status, token
+from stacklens_cli.attach import cmd_env, cmd_run
+from stacklens_cli.config import cmd_config
+from stacklens_cli.helptext import subcommand
+from stacklens_cli.replay import cmd_replay
+from stacklens_cli.services import cmd_collector, cmd_demo, cmd_migrate, cmd_up
 
 
 def build_parser() -> argparse.ArgumentParser:

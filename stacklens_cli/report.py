@@ -22,8 +22,8 @@ from urllib.parse import quote
 
 import httpx
 
-from stacklens.cli.helptext import subcommand
 from stacklens.settings import LOOPBACK_HOSTS, Settings
+from stacklens_cli.helptext import subcommand
 
 #: Longest a report may take before the command gives up (s).
 TIMEOUT_S = 600.0
