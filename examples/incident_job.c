@@ -1,5 +1,5 @@
 /* examples/incident_job.c — the two jobs of the staged incident of `stacklens demo`
- * (stacklens/cli/demo_incident.py): they run side by side until SECONDS have passed, and
+ * (stacklens_cli/demo_incident.py): they run side by side until SECONDS have passed, and
  * behave differently while the file FLAG exists (the demo creates it when it congests the
  * shared spine link, and removes it afterwards).
  *
