@@ -22,7 +22,7 @@ from stacklens import wire
 from stacklens.mpi_ops import op_names
 
 LIBRARY = Path(__file__).resolve().parent / "build" / "libslcodec.so"
-MAX_TABLE_ID = 15
+MAX_TABLE_ID = 19
 
 #: numpy view of `sl_frame_info` (slcodec.h): one valid frame of a scanned buffer.
 FRAME_INFO = np.dtype(

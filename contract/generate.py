@@ -81,6 +81,11 @@ ROLES = frozenset(
         "argc",
         "argv",
         "errorcode",
+        "color",
+        "rankkey",
+        "ndims",
+        "dims",
+        "name",
     }
 )
 # Keys of an entry after its prototype.
@@ -336,6 +341,15 @@ def new_request(arg: str | None, success: str, handle: str) -> str:
     return f"if ({success})\n        sl_req_forget({value});"
 
 
+def made_args(values: dict[str, str]) -> str:
+    """${made}: what a communicator-making call (class comm_make) tells of the new
+    communicator: colour, key, dimension count and dimensions, 0/NULL where absent."""
+    return ", ".join(
+        values.get(f"role_{role}", default)
+        for role, default in (("color", "0"), ("rankkey", "0"), ("ndims", "0"), ("dims", "NULL"))
+    )
+
+
 def render_wrapper(entry: Entry, templates: Path, spec: Path, modes: Modes) -> str:
     """Renders the wrapper of one entry (and its Fortran entry points) from its class."""
     path = templates / f"wrapper_{entry.cls}.c.in"
@@ -353,6 +367,7 @@ def render_wrapper(entry: Entry, templates: Path, spec: Path, modes: Modes) -> s
         **{f"role_{role}": arg for role, arg in roles.items()},
     }
     values["root"] = values.get("role_root", "-1")
+    values["made"] = made_args(values)
     values["large"] = "1" if entry.name.endswith("_c") else "0"
     values["fortran"] = "0"
     values["new_request"] = new_request(roles.get("request"), "rc == MPI_SUCCESS", "*${p}")
@@ -389,6 +404,7 @@ def render_fortran(entry: Entry, templates: Path, modes: Modes, where: str) -> s
         **{f"role_{a.role}": FORTRAN_VALUE[a.ctype()].substitute(p=a.name) for a in args if a.role},
     }
     values["root"] = values.get("role_root", "-1")
+    values["made"] = made_args(values)
     values["large"] = "0"
     values["fortran"] = "1"
     values["new_request"] = new_request(

@@ -74,6 +74,8 @@ CLASS_CATEGORY = {
     # the rest: calls counted for their time only
     "plain": "other",
     "comm_free": "other",
+    "comm_make": "other",
+    "comm_name": "other",
 }
 
 

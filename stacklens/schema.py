@@ -302,6 +302,23 @@ class WireDelta(_RankInterval, Base):
     msgs: Mapped[int] = mapped_column(BigInteger, doc="PML messages sent")
 
 
+class CommP2PDelta(_RankInterval, Base):
+    """Point-to-point messages of one rank on one communicator (other than MPI_COMM_WORLD)
+    per op and peer during one interval (view; wire table comm_p2p): a send to its
+    destination when posted, a receive from its source when completed."""
+
+    __tablename__ = "comm_p2p_deltas"
+    __table_args__ = VIEW
+    __mapper_args__ = _identity("comm_id", "op_id", "peer")
+
+    comm_id: Mapped[int] = mapped_column(BigInteger, doc="coll's comm_id; 2^32-1 = overflow")
+    op_id: Mapped[int] = mapped_column(SmallInteger)
+    peer: Mapped[int] = mapped_column(Integer, doc="peer world rank, -1 in an overflow record")
+    msgs: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    time_ns: Mapped[int] = mapped_column(BigInteger, doc="inside blocking calls and posts")
+
+
 def _array_storage(view: type[Base], name: str, table: str) -> Any:
     """The array-layout table behind a read view: the view's record columns as arrays of
     their types, after the same interval columns; one row per frame."""
@@ -327,6 +344,7 @@ OpHistFrames = _array_storage(OpHistDelta, "OpHistFrames", "op_hist_frames")
 CollFrames = _array_storage(CollDelta, "CollFrames", "coll_frames")
 RmaFrames = _array_storage(RmaDelta, "RmaFrames", "rma_frames")
 WireFrames = _array_storage(WireDelta, "WireFrames", "wire_frames")
+CommP2PFrames = _array_storage(CommP2PDelta, "CommP2PFrames", "comm_p2p_frames")
 
 
 class RollupDirty(Base):
@@ -840,3 +858,33 @@ class IncidentJob(Base):
     evidence: Mapped[dict[str, Any]] = mapped_column(
         JSONB, doc="its series: per step time per byte and its baseline"
     )
+
+
+CommMade = _model(
+    "CommMade",
+    (_RankInterval, Base),
+    "How one rank's communicator was made (wire table comm): one row per description sent, "
+    "at its creation and again at each MPI_Comm_set_name (the latest row wins). Members of "
+    "one creating call share family_id; server/families groups them into families.",
+    {
+        "__tablename__": "comm_made",
+        "__table_args__": (
+            Index("ix_comm_made_job_time", "job_id", "t_end_ns"),
+            PARTITIONED_BY_DAY,
+        ),
+        "__mapper_args__": _identity("comm_id"),
+        "comm_id": mapped_column(BigInteger, nullable=False),
+        "parent_id": mapped_column(BigInteger, nullable=False, doc="0 for MPI_COMM_WORLD"),
+        "family_id": mapped_column(BigInteger, nullable=False),
+        "made": mapped_column(SmallInteger, nullable=False, doc="stacklens.families.MADE"),
+        "comm_size": mapped_column(Integer, nullable=False),
+        "comm_rank": mapped_column(Integer, nullable=False),
+        "color": mapped_column(Integer, nullable=False, doc="split colour or split type"),
+        "key": mapped_column(Integer, nullable=False, doc="split key"),
+        "kept": mapped_column(Integer, nullable=False, doc="cart_sub: bit i = dimension i kept"),
+        "site_offset": mapped_column(BigInteger, nullable=False, doc="0 = unknown"),
+        "grid": mapped_column(Text, nullable=False, doc='e.g. "4x8"; empty if none'),
+        "site_module": mapped_column(Text, nullable=False),
+        "name": mapped_column(Text, nullable=False, doc="MPI_Comm_set_name's; empty if none"),
+    },
+)

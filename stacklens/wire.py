@@ -428,6 +428,26 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
         empty = (coll["comm_size"] == 0) & (coll["comm_id"] != BOUNDS["overflow_comm"])
         if empty.any() or int(coll["comm_size"].max()) > BOUNDS["max_world_size"]:
             reject("communicator size out of range")
+    if (comm := tables.get("comm")) is not None and len(comm):
+        if int(comm["made"].min()) < 1 or int(comm["made"].max()) > BOUNDS["max_comm_made"]:
+            reject("unknown way of making a communicator")
+        size = comm["comm_size"]
+        if (
+            int(size.min()) == 0
+            or int(size.max()) > BOUNDS["max_world_size"]
+            or (comm["comm_rank"] >= size).any()
+            or (comm["comm_id"] == BOUNDS["overflow_comm"]).any()
+        ):
+            reject("communicator description out of range")
+    if (cp := tables.get("comm_p2p")) is not None and len(cp):
+        # a peer in the world, or no peer in (only) an op's overflow record
+        overflow = cp["comm_id"] == BOUNDS["overflow_comm"]
+        if (cp["peer"][overflow] != BOUNDS["no_rank"]).any() or (
+            cp["peer"][~overflow] >= ranks
+        ).any():
+            reject("communicator peer rank out of range for the world size")
+        if int(cp["msgs"].max()) >> BOUNDS["max_msgs_bits"]:
+            reject("communicator message count out of range")
     if (io := tables.get("io")) is not None and len(io):
         if int(io["layer"].min()) < 1 or int(io["layer"].max()) > BOUNDS["max_io_layer"]:
             reject("unknown I/O layer")

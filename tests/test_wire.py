@@ -26,6 +26,8 @@ def test_layout_matches_the_c_structs():
         "hca": 136,
         "abort": 8,
         "wire": 24,
+        "comm": 272,
+        "comm_p2p": 40,
     }
     assert wire.Status.COMMITTED == 0 and wire.Status.BAD_TOKEN == 4
 

@@ -261,6 +261,7 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
     OP_ID_OK(hist)
     OP_ID_OK(coll)
     OP_ID_OK(rma)
+    OP_ID_OK(comm_p2p)
     EACH(p2p) {
         if (FIELD32(r, p2p, peer) >= ranks)
             return fail(err, SL_STATUS_out_of_range, "peer rank out of range for the world size");
@@ -290,6 +291,24 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
         if ((size == 0 && FIELD32(r, coll, comm_id) != SL_BOUND_overflow_comm)
             || size > SL_BOUND_max_world_size)
             return fail(err, SL_STATUS_out_of_range, "communicator size out of range");
+    }
+    EACH(comm) {
+        uint32_t made = FIELD32(r, comm, made), size = FIELD32(r, comm, comm_size);
+        if (made < 1 || made > SL_BOUND_max_comm_made)
+            return fail(err, SL_STATUS_out_of_range, "unknown way of making a communicator");
+        if (size == 0 || size > SL_BOUND_max_world_size || FIELD32(r, comm, comm_rank) >= size
+            || FIELD32(r, comm, comm_id) == SL_BOUND_overflow_comm)
+            return fail(err, SL_STATUS_out_of_range, "communicator description out of range");
+    }
+    EACH(comm_p2p) {
+        /* a peer in the world, or no peer in (only) an op's overflow record */
+        uint32_t peer = FIELD32(r, comm_p2p, peer);
+        int overflow = FIELD32(r, comm_p2p, comm_id) == SL_BOUND_overflow_comm;
+        if (overflow ? peer != SL_BOUND_no_rank : peer >= ranks)
+            return fail(err, SL_STATUS_out_of_range,
+                        "communicator peer rank out of range for the world size");
+        if (((const sl_rec_comm_p2p *)r)->msgs >> SL_BOUND_max_msgs_bits)
+            return fail(err, SL_STATUS_out_of_range, "communicator message count out of range");
     }
     EACH(io) {
         uint32_t layer = FIELD32(r, io, layer);

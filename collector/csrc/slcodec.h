@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 /* Table ids are 1..SL_MAX_TABLE_ID; index 0 of per-table arrays is unused. */
-#define SL_MAX_TABLE_ID 15
+#define SL_MAX_TABLE_ID 19
 
 /* What sl_scan() checks frames against. */
 typedef struct sl_limits {

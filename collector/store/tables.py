@@ -38,6 +38,9 @@ from stacklens.schema import (
     Base,
     CollDelta,
     CollFrames,
+    CommMade,
+    CommP2PDelta,
+    CommP2PFrames,
     HcaRecords,
     IoDelta,
     OpDelta,
@@ -143,6 +146,11 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
     _stored("rma", RmaFrames, RmaDelta.__tablename__, keys=("target", "op_id")),
     _stored("io", IoDelta),  # one row per record (a path each)
     _stored("hca", HcaRecords),  # read through the view hca_deltas (unknown counters NULL)
+    _stored("comm", CommMade),  # one row per record (texts: grid, module, name)
+    # the wire's 0xFFFFFFFF "no peer" of an overflow record becomes -1 (int4)
+    _stored(
+        "comm_p2p", CommP2PFrames, CommP2PDelta.__tablename__, keys=("comm_id", "op_id", "peer")
+    ),
     # every frame of a measuring rank has a row, empty or not (absent = not measured)
     _stored("wire", WireFrames, WireDelta.__tablename__, keys=("peer",), empty_rows=True),
 )

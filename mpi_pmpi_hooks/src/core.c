@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include "coll.h"
+#include "family.h"
 #include "handles.h"
 #include "io.h"
 
@@ -181,6 +182,12 @@ int sl_core_init(unsigned max_keys)
         return -1;
     }
     sl_comm_rec(MPI_COMM_WORLD); /* ordinal 0 for the world (see handles.h) */
+    if (sl_family_init(max_keys) != 0) {
+        sl_warn("rank %d: no memory for the communicator tables; stacklens is off",
+                sl_core.world_rank);
+        sl_core_fini();
+        return -1;
+    }
     return 0;
 }
 
@@ -196,6 +203,7 @@ void sl_core_fini(void)
     sl_core.rma = NULL;
     sl_handles_fini();
     sl_keytab_fini(&sl_coll);
+    sl_family_fini();
     PMPI_Group_free(&sl_core.world_group);
 }
 

@@ -34,6 +34,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "family.h"
 #include "sl_ops.h"
 #include "stacklens_wire.h"
 #include "util.h"
@@ -326,11 +327,13 @@ static SL_HOT int sl_world_rank(MPI_Comm comm, int rank)
 }
 
 /*
- * Counts one message of count elements of datatype sent to rank of comm in
- * the peer table. Returns its bytes; 0 for MPI_PROC_NULL, where nothing is sent.
+ * Counts one message of count elements of datatype sent to rank of comm by op
+ * in the peer table (and, on a communicator other than MPI_COMM_WORLD, with
+ * the ticks inside the call in its comm_p2p entry, family.h). Returns its
+ * bytes; 0 for MPI_PROC_NULL, where nothing is sent.
  */
 static SL_HOT uint64_t sl_count_send(MPI_Comm comm, int rank, int64_t count,
-                                     MPI_Datatype datatype)
+                                     MPI_Datatype datatype, int op, uint64_t ticks)
 {
     if (rank == MPI_PROC_NULL)
         return 0;
@@ -338,6 +341,7 @@ static SL_HOT uint64_t sl_count_send(MPI_Comm comm, int rank, int64_t count,
     int peer = sl_world_rank(comm, rank);
     if (peer >= 0)
         sl_count_peer(peer, 0, bytes);
+    sl_count_comm_p2p(comm, op, rank, bytes, ticks);
     return bytes;
 }
 
@@ -370,10 +374,12 @@ static SL_HOT uint64_t sl_status_bytes(const MPI_Status *status, MPI_Datatype da
 
 /*
  * Counts one received message described by status (source and size),
- * received with datatype on comm. Returns the bytes received.
+ * received with datatype on comm by op (ticks: the time inside the call, 0
+ * for a completion or the receive half of a Sendrecv; comm_p2p as for
+ * sl_count_send). Returns the bytes received.
  */
 static SL_HOT uint64_t sl_count_recv(MPI_Comm comm, const MPI_Status *status,
-                                     MPI_Datatype datatype)
+                                     MPI_Datatype datatype, int op, uint64_t ticks)
 {
     if (status->MPI_SOURCE == MPI_PROC_NULL)
         return 0;
@@ -381,6 +387,7 @@ static SL_HOT uint64_t sl_count_recv(MPI_Comm comm, const MPI_Status *status,
     int peer = sl_world_rank(comm, status->MPI_SOURCE);
     if (peer >= 0)
         sl_count_peer(peer, 1, bytes);
+    sl_count_comm_p2p(comm, op, status->MPI_SOURCE, bytes, ticks);
     return bytes;
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "family.h"
 #include "ibport.h"
 #include "io.h"
 #include "wiremon.h"
@@ -35,6 +36,9 @@ static size_t max_frame_size(int world_size)
                  + SL_SECTION_HEADER_SIZE
                  + (size_t)world_size * SL_RMA_COUNT * sizeof(sl_rec_rma)
                  + SL_SECTION_HEADER_SIZE + sl_keytab_entries(&sl_io) * sizeof(sl_rec_io)
+                 + SL_SECTION_HEADER_SIZE + (size_t)sl_family_capacity() * sizeof(sl_rec_comm)
+                 + SL_SECTION_HEADER_SIZE
+                 + sl_keytab_entries(&sl_comm_p2p) * sizeof(sl_rec_comm_p2p)
                  + (size_t)world_size * sizeof(sl_rec_wire) + SL_TAIL_SIZE;
     return sizeof(sl_frame_header) + (all < SL_BOUND_max_body_bytes ? all
                                                                       : SL_BOUND_max_body_bytes);
@@ -52,11 +56,15 @@ int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char
     b->last_rma = calloc((size_t)sl_core.world_size * SL_RMA_COUNT + 1, sizeof *b->last_rma);
     b->last_coll = calloc(sl_keytab_entries(&sl_coll) * SL_COLL_NVALS + 1, sizeof *b->last_coll);
     b->last_io = calloc(sl_keytab_entries(&sl_io) * SL_IO_NVALS + 1, sizeof *b->last_io);
+    b->last_comm_p2p = calloc(sl_keytab_entries(&sl_comm_p2p) * SL_CP2P_NVALS + 1,
+                              sizeof *b->last_comm_p2p);
+    b->comm_seen = calloc((size_t)sl_family_capacity() + 1, sizeof *b->comm_seen);
     if (sl_wiremon_active())
         b->last_wire = calloc((size_t)sl_core.world_size, sizeof *b->last_wire);
     b->scratch = malloc(b->scratch_size);
     if ((sl_wiremon_active() && b->last_wire == NULL) || b->last_peer == NULL || b->last_hist == NULL || b->last_rma == NULL
-        || b->last_coll == NULL || b->last_io == NULL || b->scratch == NULL) {
+        || b->last_coll == NULL || b->last_io == NULL || b->last_comm_p2p == NULL
+        || b->comm_seen == NULL || b->scratch == NULL) {
         sl_frame_builder_fini(b);
         return -1;
     }
@@ -72,6 +80,8 @@ void sl_frame_builder_fini(sl_frame_builder *b)
     free(b->last_rma);
     free(b->last_coll);
     free(b->last_io);
+    free(b->last_comm_p2p);
+    free(b->comm_seen);
     free(b->last_wire);
     free(b->scratch);
     b->last_wire = NULL;
@@ -80,6 +90,8 @@ void sl_frame_builder_fini(sl_frame_builder *b)
     b->last_rma = NULL;
     b->last_coll = NULL;
     b->last_io = NULL;
+    b->last_comm_p2p = NULL;
+    b->comm_seen = NULL;
     b->scratch = NULL;
 }
 
@@ -301,6 +313,48 @@ static size_t put_io(sl_frame_builder *b, size_t pos, double ratio)
     return section_close(b, &sec, SL_TABLE_io, sizeof(sl_rec_io));
 }
 
+/* Appends the descriptions of the communicators made or renamed since the last frame,
+ * as many as the frame has room for (the others wait for the next frame). */
+static size_t put_comm(sl_frame_builder *b, size_t pos)
+{
+    size_t room = b->scratch_size - SL_TAIL_SIZE;
+    if (pos + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_comm) > room)
+        return pos;
+    unsigned max = (unsigned)((room - pos - SL_SECTION_HEADER_SIZE) / sizeof(sl_rec_comm));
+    unsigned n = sl_family_changed((sl_rec_comm *)(void *)(b->scratch + pos + SL_SECTION_HEADER_SIZE),
+                                   max, b->comm_seen);
+    if (n == 0)
+        return pos;
+    put_section(b->scratch + pos, SL_TABLE_comm, sizeof(sl_rec_comm), n);
+    return pos + SL_SECTION_HEADER_SIZE + (size_t)n * sizeof(sl_rec_comm);
+}
+
+/* Appends the comm_p2p records (communicator, op, peer) with non-zero deltas. */
+static size_t put_comm_p2p(sl_frame_builder *b, size_t pos, double ratio)
+{
+    if (sl_comm_p2p.entries == NULL)
+        return pos;
+    sl_section sec = section_open(pos);
+    unsigned n = sl_keytab_count(&sl_comm_p2p);
+    size_t total = sl_keytab_entries(&sl_comm_p2p);
+    for (unsigned i = sl_keytab_next(&sl_comm_p2p, ~0u, n); i < total;
+         i = sl_keytab_next(&sl_comm_p2p, i, n)) {
+        const sl_comm_p2p_key *k = sl_keytab_key(&sl_comm_p2p, i);
+        uint64_t now[SL_CP2P_NVALS], d[SL_CP2P_NVALS];
+        uint64_t *last = &b->last_comm_p2p[i * SL_CP2P_NVALS];
+        if (!deltas(sl_keytab_vals(&sl_comm_p2p, i), last, now, d, SL_CP2P_NVALS))
+            continue;
+        sl_rec_comm_p2p r = {
+            .comm_id = k->comm_id, .op_id = k->op, .peer = k->peer,
+            .msgs = d[SL_CP2P_MSGS], .bytes = d[SL_CP2P_BYTES],
+            .time_ns = sl_ticks_to_ns(d[SL_CP2P_TIME], ratio),
+        };
+        if (section_add(b, &sec, &r, sizeof r))
+            memcpy(last, now, sizeof now);
+    }
+    return section_close(b, &sec, SL_TABLE_comm_p2p, sizeof(sl_rec_comm_p2p));
+}
+
 /*
  * Appends the on-wire section when the MPI measures it (wiremon.h): the peers whose
  * counters moved, and the section even without records ("measured, nothing sent";
@@ -382,6 +436,8 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t 
     pos = put_coll(b, pos, ratio);
     pos = put_rma(b, pos);
     pos = put_io(b, pos, ratio);
+    pos = put_comm(b, pos);
+    pos = put_comm_p2p(b, pos, ratio);
     pos = put_wire(b, pos);
     pos += sl_ibport_put(b->scratch + pos); /* reads sysfs: sender thread only */
     pos = put_health(b, pos);

@@ -231,6 +231,15 @@ const sl_handle_rec *sl_comm_rec(MPI_Comm comm)
     return rec != NULL ? rec : create(SL_H_COMM, SL_HKEY(comm), comm, MPI_WIN_NULL);
 }
 
+/* The record's count of creating calls, moved by one. */
+uint32_t sl_comm_next_made(MPI_Comm comm)
+{
+    if (sl_comm_rec(comm) == NULL)
+        return 0;
+    sl_handle_rec *rec = find(SL_H_COMM, SL_HKEY(comm));
+    return rec != NULL ? __atomic_fetch_add(&rec->made, 1, __ATOMIC_RELAXED) : 0;
+}
+
 /* Cached record of win, built on first use. */
 const sl_handle_rec *sl_win_rec(MPI_Win win)
 {

@@ -34,6 +34,7 @@ typedef struct sl_handle_rec {
     uint32_t group_hash;
     int size;           /* ranks in world[] */
     int io_index;       /* files: entry in the I/O table */
+    uint32_t made;      /* communicators: creating calls made from it so far (family.h) */
     int *world;         /* rank -> world rank (-1 outside MPI_COMM_WORLD) */
 } sl_handle_rec;
 
@@ -49,6 +50,10 @@ void sl_handles_fini(void);
 /* The record of communicator comm, created at its first use; NULL if the
  * cache is full (the key is counted as dropped) or MPI cannot describe it. */
 const sl_handle_rec *sl_comm_rec(MPI_Comm comm);
+
+/* Counts one creating call (split, dup, ...) on comm and returns how many came
+ * before it; 0 if comm has no record. */
+uint32_t sl_comm_next_made(MPI_Comm comm);
 
 /* The record of window win (its group's world ranks); NULL as above. */
 const sl_handle_rec *sl_win_rec(MPI_Win win);

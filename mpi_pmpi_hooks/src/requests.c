@@ -152,7 +152,7 @@ uint64_t sl_req_start(MPI_Request req)
     if (i < 0 || reqs[i].kind != SL_REQ_SEND)
         return 0;
     const sl_req_entry *e = &reqs[i];
-    uint64_t bytes = sl_count_send(e->comm, e->peer, e->count, e->datatype);
+    uint64_t bytes = sl_count_send(e->comm, e->peer, e->count, e->datatype, e->op, 0);
     if (e->peer != MPI_PROC_NULL)
         sl_count_completed(e->op, bytes);
     return bytes;
@@ -286,7 +286,7 @@ void sl_reqs_complete(sl_reqscan *s, int i, const MPI_Status *st)
             continue;
         sl_req_entry *e = &reqs[s->slot[k]];
         if (st->MPI_SOURCE != MPI_PROC_NULL)
-            sl_count_completed(e->op, sl_count_recv(e->comm, st, e->datatype));
+            sl_count_completed(e->op, sl_count_recv(e->comm, st, e->datatype, e->op, 0));
         if (!e->persistent)
             release(&reqs[0].key, sizeof *reqs, (long)s->slot[k]);
         return;

@@ -88,6 +88,25 @@ def test_overflow_records_are_valid_and_the_bounds_are_the_def_s():
     ]
     for table, record in past:
         assert verdicts({table: wire.records(table, [record])}) == (out, out), table
+    # Communicator descriptions and messages: valid, overflow, and one step past each bound.
+    made = {"comm_id": 9, "made": 2, "comm_size": 2, "comm_rank": 1, "name": b"tp"}
+    cp2p = {"comm_id": 9, "op_id": 3, "peer": 1, "msgs": 2, "bytes": 8}
+    cp2p_overflow = {**cp2p, "comm_id": bounds["overflow_comm"], "peer": bounds["no_rank"]}
+    for table, record in [("comm", made), ("comm_p2p", cp2p), ("comm_p2p", cp2p_overflow)]:
+        assert verdicts({table: wire.records(table, [record])}) == (0, 0), table
+    for table, record in [
+        ("comm", {**made, "made": 0}),
+        ("comm", {**made, "made": bounds["max_comm_made"] + 1}),
+        ("comm", {**made, "comm_rank": 2}),
+        ("comm", {**made, "comm_size": 0, "comm_rank": 0}),
+        ("comm", {**made, "comm_id": bounds["overflow_comm"]}),
+        ("comm_p2p", {**cp2p, "peer": 4}),
+        ("comm_p2p", {**cp2p, "peer": bounds["no_rank"]}),
+        ("comm_p2p", {**cp2p_overflow, "peer": 0}),
+        ("comm_p2p", {**cp2p, "msgs": 1 << bounds["max_msgs_bits"]}),
+        ("comm_p2p", {**cp2p, "op_id": 10_000}),
+    ]:
+        assert verdicts({table: wire.records(table, [record])}) == (out, out), (table, record)
     # An aborted frame carries exactly one abort record, and only it does.
     abort = {"abort": wire.records("abort", [{"errorcode": 3}])}
     assert verdicts(abort, wire.FrameType.ABORTED) == (0, 0)

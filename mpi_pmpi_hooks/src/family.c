@@ -1,0 +1,242 @@
+/*
+ * family.c — communicator families (see family.h): the descriptions of the
+ * communicators this rank made and their point-to-point traffic.
+ */
+#define _GNU_SOURCE /* dladdr */
+#include "family.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "handles.h"
+
+sl_keytab sl_comm_p2p;
+
+/* One description and its revision (moved by every change). */
+typedef struct sl_comm_desc {
+    sl_rec_comm rec;
+    uint32_t revision;
+} sl_comm_desc;
+
+static sl_comm_desc *descs;
+static unsigned n_descs, max_descs;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The overflow key of op i in comm_p2p: no communicator, no peer. */
+static void p2p_overflow_key(void *key, unsigned op)
+{
+    *(sl_comm_p2p_key *)key = (sl_comm_p2p_key){ .comm_id = SL_BOUND_overflow_comm, .op = op,
+                                                 .peer = SL_BOUND_no_rank };
+}
+
+/* The made code of a creating op. */
+static uint32_t made_of(int op)
+{
+    switch (op) {
+    case SL_OP_MPI_Comm_split: return SL_MADE_SPLIT;
+    case SL_OP_MPI_Comm_split_type: return SL_MADE_SPLIT_TYPE;
+    case SL_OP_MPI_Cart_create: return SL_MADE_CART_CREATE;
+    case SL_OP_MPI_Cart_sub: return SL_MADE_CART_SUB;
+    case SL_OP_MPI_Comm_create: return SL_MADE_CREATE;
+    case SL_OP_MPI_Comm_create_group: return SL_MADE_CREATE_GROUP;
+    case SL_OP_MPI_Comm_dup: return SL_MADE_DUP;
+    case SL_OP_MPI_Comm_dup_with_info: return SL_MADE_DUP;
+    case SL_OP_MPI_Intercomm_create: return SL_MADE_INTERCOMM_CREATE;
+    case SL_OP_MPI_Intercomm_merge: return SL_MADE_INTERCOMM_MERGE;
+    default: return SL_MADE_GRAPH;
+    }
+}
+
+/* Writes a grid "d0xd1x..." of n dimensions into out (size bytes, NUL-padded). */
+static void put_grid(char *out, size_t size, int n, const int *dims)
+{
+    size_t pos = 0;
+    memset(out, 0, size);
+    for (int i = 0; i < n && pos + 1 < size; i++) {
+        int w = snprintf(out + pos, size - pos, i ? "x%d" : "%d", dims[i]);
+        if (w < 0 || (size_t)w >= size - pos) {
+            memset(out, 0, size); /* too many dimensions for the field: no grid */
+            return;
+        }
+        pos += (size_t)w;
+    }
+}
+
+/* Call site of a return address: its module's path and the offset in it. */
+static void put_site(sl_rec_comm *r, const void *site)
+{
+    Dl_info info;
+    if (site == NULL || dladdr(site, &info) == 0 || info.dli_fbase == NULL)
+        return;
+    r->site_offset = (uint64_t)((uintptr_t)site - (uintptr_t)info.dli_fbase);
+    if (info.dli_fname != NULL)
+        strncpy(r->site_module, info.dli_fname, sizeof r->site_module - 1);
+}
+
+/* Adds or replaces the description of r->comm_id (lock held); a new one beyond the
+ * bound is a dropped key. */
+static void describe_locked(const sl_rec_comm *r)
+{
+    for (unsigned i = 0; i < n_descs; i++) {
+        if (descs[i].rec.comm_id == r->comm_id) { /* an id given back and taken again */
+            descs[i].rec = *r;
+            descs[i].revision++;
+            return;
+        }
+    }
+    if (n_descs >= max_descs) {
+        sl_key_dropped();
+        return;
+    }
+    descs[n_descs].rec = *r;
+    descs[n_descs].revision = 1;
+    n_descs++;
+}
+
+/* Describes newcomm (this rank's record of it) as made by made from parent_id. */
+static void describe(MPI_Comm newcomm, uint32_t made, uint32_t parent_id, uint32_t family_id,
+                     sl_rec_comm *r)
+{
+    const sl_handle_rec *rec = sl_comm_rec(newcomm);
+    int rank = 0;
+    if (rec == NULL || descs == NULL)
+        return;
+    PMPI_Comm_rank(newcomm, &rank);
+    r->comm_id = rec->comm_id;
+    r->parent_id = parent_id;
+    r->family_id = family_id != 0 ? family_id : rec->comm_id;
+    r->made = made;
+    r->comm_size = (uint32_t)rec->size;
+    r->comm_rank = (uint32_t)rank;
+    pthread_mutex_lock(&lock);
+    describe_locked(r);
+    pthread_mutex_unlock(&lock);
+}
+
+int sl_family_init(unsigned max_keys)
+{
+    descs = calloc(max_keys + 1u, sizeof *descs);
+    max_descs = max_keys;
+    n_descs = 0;
+    if (descs == NULL
+        || sl_keytab_init(&sl_comm_p2p, max_keys, sizeof(sl_comm_p2p_key), SL_CP2P_NVALS,
+                          SL_OP_COUNT, p2p_overflow_key) != 0) {
+        sl_family_fini();
+        return -1;
+    }
+    sl_rec_comm world = { 0 };
+    describe(MPI_COMM_WORLD, SL_MADE_WORLD, 0, 0, &world);
+    return 0;
+}
+
+void sl_family_fini(void)
+{
+    pthread_mutex_lock(&lock);
+    free(descs);
+    descs = NULL;
+    n_descs = max_descs = 0;
+    pthread_mutex_unlock(&lock);
+    sl_keytab_fini(&sl_comm_p2p);
+}
+
+void sl_family_made(int op, MPI_Comm parent, MPI_Comm newcomm, int color, int key, int ndims,
+                    const int *dims, const void *site)
+{
+    uint32_t made = made_of(op);
+    const sl_handle_rec *prec = sl_comm_rec(parent);
+    uint32_t parent_id = prec != NULL ? prec->comm_id : 0;
+    uint32_t nth = sl_comm_next_made(parent);
+    if (newcomm == MPI_COMM_NULL)
+        return;
+    /* the parent's id and its count of creating calls: the same on every member */
+    uint32_t family = 0;
+    if (made != SL_MADE_INTERCOMM_CREATE && prec != NULL) {
+        uint64_t h = sl_hash_words2(((uint64_t)parent_id << 32) | nth, made);
+        family = (uint32_t)(h ^ (h >> 32));
+        if (family == 0)
+            family = 1;
+    }
+    sl_rec_comm r = { 0 };
+    if (made == SL_MADE_SPLIT || made == SL_MADE_SPLIT_TYPE) {
+        r.color = (uint32_t)color;
+        r.key = (uint32_t)key;
+    }
+    if (made == SL_MADE_CART_CREATE && dims != NULL && ndims > 0)
+        put_grid(r.grid, sizeof r.grid, ndims, dims);
+    if (made == SL_MADE_CART_SUB && dims != NULL) {
+        int n = 0, pdims[32], periods[32], coords[32];
+        if (PMPI_Cartdim_get(parent, &n) == MPI_SUCCESS && n > 0 && n <= 32
+            && PMPI_Cart_get(parent, n, pdims, periods, coords) == MPI_SUCCESS) {
+            put_grid(r.grid, sizeof r.grid, n, pdims);
+            for (int i = 0; i < n; i++)
+                if (dims[i])
+                    r.kept |= 1u << i;
+        }
+    }
+    put_site(&r, site);
+    describe(newcomm, made, parent_id, family, &r);
+}
+
+void sl_family_named(MPI_Comm comm, const char *name)
+{
+    const sl_handle_rec *rec = sl_comm_rec(comm);
+    if (rec == NULL || name == NULL || descs == NULL)
+        return;
+    pthread_mutex_lock(&lock);
+    for (unsigned i = 0; i < n_descs; i++) {
+        if (descs[i].rec.comm_id == rec->comm_id) {
+            memset(descs[i].rec.name, 0, sizeof descs[i].rec.name);
+            strncpy(descs[i].rec.name, name, sizeof descs[i].rec.name - 1);
+            descs[i].revision++;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void sl_family_count(MPI_Comm comm, int op, int rank, uint64_t bytes, uint64_t ticks)
+{
+    const sl_handle_rec *rec = sl_comm_rec(comm);
+    unsigned i;
+    if (sl_comm_p2p.entries == NULL)
+        return;
+    if (rec != NULL && rank < rec->size && rec->world[rank] >= 0) {
+        sl_comm_p2p_key key = { .comm_id = rec->comm_id, .op = (uint32_t)op,
+                                .peer = (uint32_t)rec->world[rank] };
+        uint64_t w[2];
+        _Static_assert(sizeof key == sizeof w, "a comm_p2p key is two words");
+        memcpy(w, &key, sizeof w);
+        i = sl_keytab_get(&sl_comm_p2p, &key, sl_hash_words2(w[0], w[1]), (unsigned)op);
+    } else if (rec == NULL) {
+        sl_key_dropped();
+        i = sl_keytab_overflow(&sl_comm_p2p, (unsigned)op);
+    } else {
+        return; /* a peer outside MPI_COMM_WORLD (spawned): not in the p2p table either */
+    }
+    sl_keytab_add(&sl_comm_p2p, i, SL_CP2P_MSGS, 1);
+    sl_keytab_add(&sl_comm_p2p, i, SL_CP2P_BYTES, bytes);
+    sl_keytab_add(&sl_comm_p2p, i, SL_CP2P_TIME, ticks);
+}
+
+unsigned sl_family_changed(sl_rec_comm *out, unsigned max, uint32_t *seen)
+{
+    unsigned n = 0;
+    pthread_mutex_lock(&lock);
+    for (unsigned i = 0; descs != NULL && i < n_descs && n < max; i++) {
+        if (descs[i].revision != seen[i]) {
+            out[n++] = descs[i].rec;
+            seen[i] = descs[i].revision;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+unsigned sl_family_capacity(void)
+{
+    return max_descs;
+}
