@@ -11,9 +11,10 @@
  *     PortXmitWait, and the 32-bit data counters when extended ones are unsupported) of a
  *     list of (LID, port) targets. Raw values only: words stay words, the Python side
  *     converts once at parse time. Counters are only read, never reset.
- * One slf handle owns one MAD port and slf_sweep issues one query at a time on it; sweeps
- * run in parallel by giving slices of the target list to several worker processes, each
- * with its own handle (umad2sim serves one working MAD port per process).
+ * One slf handle owns one MAD port; slf_sweep keeps a window of queries in flight on it
+ * (answers matched by transaction id), and sweeps run in parallel by giving slices of the
+ * target list to several worker processes, each with its own handle (umad2sim serves one
+ * working MAD port per process).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,9 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <infiniband/ibnetdisc.h>
 #include <infiniband/mad.h>
+#include <infiniband/umad.h>
 
 /* PMA ClassPortInfo capability bits (IBA 16.1.2, PortCountersExtended support). */
 #define SLF_PM_EXT_WIDTH_SUPPORTED 0x0200
@@ -77,6 +80,7 @@ const char *slf_counter_name(int i)
 struct slf {
 	struct ibmad_port *port;
 	int timeout_ms;
+	int retries;
 };
 
 /* Open a MAD port on CA `ca` (NULL = first) port `ca_port` (0 = first active). */
@@ -93,6 +97,7 @@ struct slf *slf_open(const char *ca, int ca_port, int timeout_ms, int retries)
 		return NULL;
 	}
 	h->timeout_ms = timeout_ms;
+	h->retries = retries;
 	mad_rpc_set_timeout(h->port, timeout_ms);
 	mad_rpc_set_retries(h->port, retries);
 	return h;
@@ -275,59 +280,200 @@ int slf_cpi(struct slf *h, int n, const uint16_t *lids, uint32_t *capmask)
 	return ok;
 }
 
-/* Query one PMA attribute of (lid, port) into buf; 1 if answered. */
-static int pma(struct slf *h, uint16_t lid, int port, unsigned attr, uint8_t *buf)
+/* MADs one handle keeps in flight during slf_sweep (answers are matched by transaction id). */
+#define SLF_WINDOW 32
+
+/* One PMA query of a sweep: target index, attribute, attempt, when it was (re)sent. */
+struct slf_query {
+	int target;
+	uint16_t attr;
+	uint8_t attempt;
+	uint8_t state; /* SLF_Q_WAITING, SLF_Q_SENT, SLF_Q_DONE */
+	double sent_ms;
+};
+
+enum { SLF_Q_WAITING, SLF_Q_SENT, SLF_Q_DONE };
+
+static double now_ms(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/*
+ * Send one PMA Get of `attr` on (lid, port) with transaction id `tid`. The kernel gets the
+ * handle's timeout so it matches the answer to this request (and reports a timeout as a
+ * failed receive); retries are ours, with a fresh transaction id each time.
+ */
+static int send_pma(struct slf *h, void *umad, uint16_t lid, int port, unsigned attr, uint64_t tid)
+{
+	uint8_t data[IB_PC_DATA_SZ] = {0};
 	ib_portid_t dest = {0};
+	ib_rpc_t rpc = {0};
+	int len;
 
 	dest.lid = lid;
 	dest.qp = 1;
 	dest.qkey = IB_DEFAULT_QP1_QKEY;
-	memset(buf, 0, 1024);
-	return pma_query_via(buf, &dest, port, h->timeout_ms, attr, h->port) != NULL;
+	rpc.mgtclass = IB_PERFORMANCE_CLASS;
+	rpc.method = IB_MAD_METHOD_GET;
+	rpc.attr.id = attr;
+	rpc.timeout = h->timeout_ms;
+	rpc.datasz = IB_PC_DATA_SZ;
+	rpc.dataoffs = IB_PC_DATA_OFFS;
+	rpc.trid = tid;
+	/* PortSelect sits at the same place in PortCounters and PortCountersExtended. */
+	mad_set_field(data, 0, IB_PC_PORT_SELECT_F, port);
+	len = mad_build_pkt(umad, &rpc, &dest, NULL, data);
+	if (len < 0)
+		return -1;
+	return umad_send(mad_rpc_portid(h->port), mad_rpc_class_agent(h->port, IB_PERFORMANCE_CLASS),
+			 umad, len, h->timeout_ms, 0);
+}
+
+/* Store the answer `data` (the PMA payload) of a PortCountersExtended query in `row`. */
+static void take_extended(uint8_t *data, uint64_t *row)
+{
+	row[SLF_XMIT_WORDS] = mad_get_field64(data, 0, IB_PC_EXT_XMT_BYTES_F);
+	row[SLF_RCV_WORDS] = mad_get_field64(data, 0, IB_PC_EXT_RCV_BYTES_F);
+	row[SLF_XMIT_PKTS] = mad_get_field64(data, 0, IB_PC_EXT_XMT_PKTS_F);
+	row[SLF_RCV_PKTS] = mad_get_field64(data, 0, IB_PC_EXT_RCV_PKTS_F);
+}
+
+/*
+ * Store the answer of a PortCounters query: errors and PortXmitWait in `row`, its 32-bit
+ * data/packet counters in `basic_data` (used when the extended query did not answer).
+ */
+static void take_basic(uint8_t *data, uint64_t *row, uint64_t *basic_data)
+{
+	basic_data[0] = mad_get_field(data, 0, IB_PC_XMT_BYTES_F);
+	basic_data[1] = mad_get_field(data, 0, IB_PC_RCV_BYTES_F);
+	basic_data[2] = mad_get_field(data, 0, IB_PC_XMT_PKTS_F);
+	basic_data[3] = mad_get_field(data, 0, IB_PC_RCV_PKTS_F);
+	row[SLF_XMIT_WAIT] = mad_get_field(data, 0, IB_PC_XMT_WAIT_F);
+	row[SLF_SYMBOL_ERRORS] = mad_get_field(data, 0, IB_PC_ERR_SYM_F);
+	row[SLF_LINK_ERROR_RECOVERY] = mad_get_field(data, 0, IB_PC_LINK_RECOVERS_F);
+	row[SLF_LINK_DOWNED] = mad_get_field(data, 0, IB_PC_LINK_DOWNED_F);
+	row[SLF_RCV_ERRORS] = mad_get_field(data, 0, IB_PC_ERR_RCV_F);
+	row[SLF_XMIT_DISCARDS] = mad_get_field(data, 0, IB_PC_XMT_DISCARDS_F);
+	row[SLF_VL15_DROPPED] = mad_get_field(data, 0, IB_PC_VL15_DROPPED_F);
 }
 
 /*
  * Read the counters of n targets (lids[i], ports[i]). ext[i] != 0: try
  * PortCountersExtended for the data/packet counters. out has n rows of SLF_NUM_COUNTERS
- * raw values; status[i] gets SLF_OK_* bits. Returns the number of targets with any answer.
+ * raw values; status[i] gets SLF_OK_* bits. Returns the number of targets with any answer,
+ * or -ENOMEM.
+ *
+ * Up to SLF_WINDOW queries are in flight at once on the handle's MAD port, each with its
+ * own transaction id (base + query + attempt * queries), so answers are matched whatever
+ * order they come back in; a query unanswered after the timeout is sent again up to the
+ * handle's retries, then counted as not answered. The values are the same as one
+ * pma_query_via per query would read.
  */
 int slf_sweep(struct slf *h, int n, const uint16_t *lids, const uint8_t *ports,
 	      const uint8_t *ext, uint64_t *out, uint8_t *status)
 {
-	uint8_t buf[1024];
-	int i, answered = 0;
+	size_t umad_len = umad_size() + IB_MAD_SIZE;
+	int total = 2 * n, answered = 0, inflight = 0, open = 0, next = 0, i, q;
+	int fd = mad_rpc_portid(h->port);
+	uint32_t base = (uint32_t)mad_trid();
+	struct slf_query *queries = calloc((size_t)total + 1, sizeof(*queries));
+	uint64_t *basic_data = calloc((size_t)n * 4 + 1, sizeof(*basic_data));
+	void *send_buf = umad_alloc(1, umad_len), *recv_buf = umad_alloc(1, umad_len);
 
-	for (i = 0; i < n; i++) {
-		uint64_t *row = out + (size_t)i * SLF_NUM_COUNTERS;
+	if (!queries || !basic_data || !send_buf || !recv_buf) {
+		free(queries);
+		free(basic_data);
+		umad_free(send_buf);
+		umad_free(recv_buf);
+		return -ENOMEM;
+	}
+	memset(out, 0, (size_t)n * SLF_NUM_COUNTERS * sizeof(*out));
+	memset(status, 0, (size_t)n);
+	for (q = 0; q < total; q++) {
+		queries[q].target = q / 2;
+		queries[q].attr = q % 2 ? IB_GSI_PORT_COUNTERS : IB_GSI_PORT_COUNTERS_EXT;
+		queries[q].state = (q % 2 || ext[q / 2]) ? SLF_Q_WAITING : SLF_Q_DONE;
+		open += queries[q].state == SLF_Q_WAITING;
+	}
+	while (open > 0) {
+		double now;
+		int len = (int)umad_len, rc;
 
-		memset(row, 0, SLF_NUM_COUNTERS * sizeof(*row));
-		status[i] = 0;
-		if (ext[i] && pma(h, lids[i], ports[i], IB_GSI_PORT_COUNTERS_EXT, buf)) {
-			status[i] |= SLF_OK_EXTENDED;
-			row[SLF_XMIT_WORDS] = mad_get_field64(buf, 0, IB_PC_EXT_XMT_BYTES_F);
-			row[SLF_RCV_WORDS] = mad_get_field64(buf, 0, IB_PC_EXT_RCV_BYTES_F);
-			row[SLF_XMIT_PKTS] = mad_get_field64(buf, 0, IB_PC_EXT_XMT_PKTS_F);
-			row[SLF_RCV_PKTS] = mad_get_field64(buf, 0, IB_PC_EXT_RCV_PKTS_F);
+		for (; next < total && inflight < SLF_WINDOW; next++) {
+			struct slf_query *qr = &queries[next];
+
+			if (qr->state != SLF_Q_WAITING)
+				continue;
+			qr->state = SLF_Q_SENT;
+			qr->sent_ms = now_ms();
+			inflight++;
+			if (send_pma(h, send_buf, lids[qr->target], ports[qr->target], qr->attr,
+				     base + (uint32_t)next) < 0)
+				qr->sent_ms = 0; /* expires at once: retried or given up below */
 		}
-		if (pma(h, lids[i], ports[i], IB_GSI_PORT_COUNTERS, buf)) {
-			status[i] |= SLF_OK_BASIC;
-			if (!(status[i] & SLF_OK_EXTENDED)) {
-				row[SLF_XMIT_WORDS] = mad_get_field(buf, 0, IB_PC_XMT_BYTES_F);
-				row[SLF_RCV_WORDS] = mad_get_field(buf, 0, IB_PC_RCV_BYTES_F);
-				row[SLF_XMIT_PKTS] = mad_get_field(buf, 0, IB_PC_XMT_PKTS_F);
-				row[SLF_RCV_PKTS] = mad_get_field(buf, 0, IB_PC_RCV_PKTS_F);
+		rc = umad_recv(fd, recv_buf, &len, inflight ? 5 : 0);
+		if (rc >= 0) {
+			uint8_t *mad = umad_get_mad(recv_buf);
+			uint32_t off = (uint32_t)mad_get_field64(mad, 0, IB_MAD_TRID_F) - base;
+			struct slf_query *qr;
+
+			q = (int)(off % (uint32_t)(total ? total : 1));
+			qr = &queries[q];
+			if (off / (uint32_t)total != qr->attempt || qr->state != SLF_Q_SENT)
+				continue; /* an answer to an earlier attempt, or not ours */
+			if (umad_status(recv_buf) != 0 || mad_get_field(mad, 0, IB_MAD_STATUS_F) != 0) {
+				qr->sent_ms = 0; /* timed out or refused: retry below */
+			} else {
+				uint64_t *row = out + (size_t)qr->target * SLF_NUM_COUNTERS;
+
+				if (qr->attr == IB_GSI_PORT_COUNTERS_EXT) {
+					take_extended(mad + IB_PC_DATA_OFFS, row);
+					status[qr->target] |= SLF_OK_EXTENDED;
+				} else {
+					take_basic(mad + IB_PC_DATA_OFFS, row,
+						   basic_data + (size_t)qr->target * 4);
+					status[qr->target] |= SLF_OK_BASIC;
+				}
+				qr->state = SLF_Q_DONE;
+				inflight--;
+				open--;
+				continue;
 			}
-			row[SLF_XMIT_WAIT] = mad_get_field(buf, 0, IB_PC_XMT_WAIT_F);
-			row[SLF_SYMBOL_ERRORS] = mad_get_field(buf, 0, IB_PC_ERR_SYM_F);
-			row[SLF_LINK_ERROR_RECOVERY] = mad_get_field(buf, 0, IB_PC_LINK_RECOVERS_F);
-			row[SLF_LINK_DOWNED] = mad_get_field(buf, 0, IB_PC_LINK_DOWNED_F);
-			row[SLF_RCV_ERRORS] = mad_get_field(buf, 0, IB_PC_ERR_RCV_F);
-			row[SLF_XMIT_DISCARDS] = mad_get_field(buf, 0, IB_PC_XMT_DISCARDS_F);
-			row[SLF_VL15_DROPPED] = mad_get_field(buf, 0, IB_PC_VL15_DROPPED_F);
 		}
+		/* Expired queries: send again with a fresh transaction id, or give up. */
+		now = now_ms();
+		for (q = 0; q < next; q++) {
+			struct slf_query *qr = &queries[q];
+
+			if (qr->state != SLF_Q_SENT || now - qr->sent_ms < h->timeout_ms)
+				continue;
+			if (qr->attempt < h->retries) {
+				qr->attempt++;
+				qr->sent_ms = now;
+				if (send_pma(h, send_buf, lids[qr->target], ports[qr->target],
+					     qr->attr, base + (uint32_t)q + (uint32_t)qr->attempt * (uint32_t)total) < 0)
+					qr->sent_ms = 0;
+			} else {
+				qr->state = SLF_Q_DONE;
+				inflight--;
+				open--;
+			}
+		}
+	}
+	for (i = 0; i < n; i++) {
+		if ((status[i] & SLF_OK_BASIC) && !(status[i] & SLF_OK_EXTENDED))
+			memcpy(out + (size_t)i * SLF_NUM_COUNTERS + SLF_XMIT_WORDS,
+			       basic_data + (size_t)i * 4, 4 * sizeof(*basic_data));
 		if (status[i])
 			answered++;
 	}
+	free(queries);
+	free(basic_data);
+	umad_free(send_buf);
+	umad_free(recv_buf);
 	return answered;
 }
