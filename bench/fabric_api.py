@@ -9,7 +9,8 @@ refresh of the Fabric page asks of the server: `GET /api/fabric/topology`,
 comparison, the links with their per-end samples; the app in-process, over
 HTTP through its ASGI test client, i.e. query + JSON encoding, no network), and the page's
 own work on the answers (`frontend.cyto_style.elements`: the graph's elements with their
-positions). Prints per request the median of --repeat runs and the body size.
+positions). Prints per request, plain and gzip-compressed, the median of --repeat runs,
+the body size and the bytes sent.
 
     .venv/bin/python -m bench.fabric_api [--hosts 1792 --sweeps 3 --repeat 5]
 """
@@ -124,12 +125,17 @@ def main() -> None:
                 for path in ("/api/fabric/topology", "/api/fabric/links",
                              "/api/fabric/links?samples=false",  # what the page asks
                              "/api/fabric/events?limit=20"):  # fmt: skip
-                    seconds, response = timed(lambda p=path: client.get(p), args.repeat)
-                    assert response.status_code == 200, response.text
-                    print(
-                        f"GET {path}: {seconds * 1000:.0f} ms (median of {args.repeat}), "
-                        f"{len(response.content) / 1e6:.2f} MB"
-                    )
+                    for encoding in ("identity", "gzip"):
+                        headers = {"Accept-Encoding": encoding}
+                        seconds, response = timed(
+                            lambda p=path, h=headers: client.get(p, headers=h), args.repeat
+                        )
+                        assert response.status_code == 200, response.text
+                        print(
+                            f"GET {path} ({encoding}): {seconds * 1000:.0f} ms (median of "
+                            f"{args.repeat}), {len(response.content) / 1e6:.2f} MB, "
+                            f"{response.num_bytes_downloaded / 1e6:.3f} MB sent"
+                        )
                 api = StacklensApi("http://127.0.0.1")
                 api._http = client  # the client methods over the in-process app
                 topo, loads = api.fabric_topology(), api.fabric_links().links

@@ -19,6 +19,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
+from starlette.middleware.gzip import DEFAULT_EXCLUDED_CONTENT_TYPES, GZipMiddleware
 from starlette.middleware.sessions import SessionMiddleware
 
 import stacklens
@@ -41,6 +42,8 @@ from server.traffic.routes import router as traffic_router
 from server.traffic.service import AttributionCache
 from stacklens.connguard import ConnectionGuard, ConnectionLimits
 
+#: Answers of at least this many bytes are sent gzip-compressed to clients that accept it.
+COMPRESS_FROM_BYTES = 1024
 #: Where the Swagger UI files of the installed package are served.
 DOCS_ASSETS = "/docs-assets"
 
@@ -123,6 +126,12 @@ def create_app(
                            session_cookie="stacklens_session", max_age=access.session_s,
                            same_site="lax")  # fmt: skip
         app.include_router(oidc_router(access))
+    # outermost: every answer of 1 KiB or more (JSON, CSV, the dashboard's assets) goes out
+    # gzip-compressed to a client that accepts it; the report progress stream is left as
+    # lines so the browser sees each step when it happens
+    uncompressed = (*DEFAULT_EXCLUDED_CONTENT_TYPES, "application/x-ndjson", "application/pdf")
+    app.add_middleware(GZipMiddleware, minimum_size=COMPRESS_FROM_BYTES, compresslevel=6,
+                       exclude_content_types=uncompressed)  # fmt: skip
     app.include_router(jobs_router)
     app.include_router(overview_router)
     app.include_router(fabric_router)
