@@ -22,6 +22,7 @@ import pydantic
 import pydantic_core
 
 from stacklens.api_models import (
+    Comparison,
     FabricEvents,
     FabricSeries,
     FabricState,
@@ -42,6 +43,7 @@ from stacklens.api_models import (
     Matrix,
     NodeJobs,
     Overview,
+    RunHistory,
     Series,
     SlowRanks,
     Topology,
@@ -112,6 +114,20 @@ class IncidentQuery:
         if self.open is not None:
             params["open"] = "true" if self.open else "false"
         return params
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A run as the compare API names it: job id, run ordinal (None: the job's newest MPI
+    run) and owner (needed only when the id names jobs of several owners)."""
+
+    job: str
+    run: int | None = None
+    owner: str | None = None
+
+    def query(self, side: str) -> dict[str, object]:
+        """The query parameters naming this run as side `side` (a or b) of a comparison."""
+        return {side: self.job, f"{side}_run": self.run, f"{side}_owner": self.owner}
 
 
 def _query(params: dict[str, object]) -> str:
@@ -294,6 +310,19 @@ class StacklensApi:
     def incident(self, incident_id: int) -> IncidentDetails:
         """One incident with its links, jobs and evidence."""
         return self._get(f"/api/incidents/{int(incident_id)}", IncidentDetails, "incident")
+
+    def compare(self, b: RunRef, a: RunRef | None = None, last: int | None = None) -> Comparison:
+        """Run b against run a, or against the median of the `last` runs of b's program
+        before it when `a` is None: the parts of the elapsed time that differ, ranked."""
+        query: dict[str, object] = {**b.query("b"), **({} if a is None else a.query("a"))}
+        query["last"] = last
+        return self._get(f"/api/compare{_query(query)}", Comparison, "comparison")
+
+    def run_history(self, run: RunRef, last: int | None = None) -> RunHistory:
+        """The run and the `last` runs of the same program before it, newest first."""
+        query: dict[str, object] = {"job": run.job, "run": run.run, "owner": run.owner}
+        query["last"] = last
+        return self._get(f"/api/compare/history{_query(query)}", RunHistory, "run history")
 
     def link_attribution(self, link: int, window: Window | None = None) -> LinkAttribution:
         """A link's measured bytes each way over `window`'s from/to, split into the jobs

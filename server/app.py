@@ -26,6 +26,7 @@ import stacklens
 from server.access.gate import AccessGate
 from server.access.oidc import oidc_router
 from server.access.viewer import Access
+from server.compare.routes import router as compare_router
 from server.errors import install_error_handlers
 from server.fabric.routes import router as fabric_router
 from server.fabric.snapshot import FabricSnapshots
@@ -137,6 +138,7 @@ def create_app(
     app.include_router(fabric_router)
     app.include_router(traffic_router)
     app.include_router(incidents_router)
+    app.include_router(compare_router)
     app.include_router(ingest_router)
     app.include_router(metrics_router)
     app.include_router(reports_router)

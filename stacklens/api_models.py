@@ -1004,3 +1004,75 @@ class IncidentList(ApiModel):
 
     incidents: list[IncidentSummary]
     page: PageInfo
+
+
+# ---------------------------------------------------------------------------------------
+# run comparison: /api/compare...
+# ---------------------------------------------------------------------------------------
+
+
+class ComparedRun(ApiModel):
+    """One side of a comparison: a run, or the median of the runs of a program before one."""
+
+    job: str | None = Field(description="null for a median of several runs")
+    owner: str | None
+    run: int | None = Field(description="the run's ordinal in its job; null for a median")
+    runs: int = Field(description="runs this side stands for (1, or the runs of the median)")
+    command: str
+    world_size: int
+    status: str | None
+    started_ns: int | None
+    elapsed_ns: int
+    hosts: list[str]
+    parts: dict[str, int] = Field(
+        description="where the elapsed time went, per rank on average, ns: each MPI "
+        "operation (start-up and MPI-IO apart), 'file I/O on <path>', 'computation'"
+    )
+
+
+class RunDifference(ApiModel):
+    """One part of the elapsed time that differs between the two sides (b - a, per rank)."""
+
+    name: str
+    kind: Literal["op", "file", "computation"]
+    a_ns: int
+    b_ns: int
+    delta_ns: int
+    share: float | None = Field(
+        description="delta_ns over the elapsed-time difference; null when that is 0"
+    )
+    a_bytes: int | None = Field(description="operations: bytes summed over ranks")
+    b_bytes: int | None
+    a_calls: int | None = Field(description="operations: calls summed over ranks")
+    b_calls: int | None
+
+
+class Comparison(ApiModel):
+    """Run b against run a (or against the median of b's history), in plain words first."""
+
+    finding: str = Field(description="the difference in one sentence, largest parts first")
+    a: ComparedRun
+    b: ComparedRun
+    differences: list[RunDifference] = Field(description="largest change first")
+
+
+class HistoryRun(ApiModel):
+    """One run of a program's history."""
+
+    job: str
+    owner: str
+    run: int
+    status: str
+    started_ns: int
+    elapsed_ns: int
+    mpi_share: float = Field(description="time inside MPI per rank over the elapsed time")
+    io_share: float = Field(description="time in file I/O per rank over the elapsed time")
+
+
+class RunHistory(ApiModel):
+    """A run and the runs of the same program before it (same command line and world
+    size, among the runs the viewer may read), newest first: the run itself first."""
+
+    command: str
+    world_size: int
+    runs: list[HistoryRun]

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from frontend.api import IncidentQuery, JobListQuery, StacklensApi, Window
+from frontend.api import IncidentQuery, JobListQuery, RunRef, StacklensApi, Window
 from server.app import create_app
 from server.incidents import repository as incidents
 from stacklens import wire
@@ -100,6 +100,8 @@ CALLS = (
         ("incidents",),
     ),
     ("incident", (1,), "/api/incidents/1", ("links", "members")),
+    ("compare", (RunRef(JOB), RunRef(JOB)), "/api/compare?b=job%2FK&a=job%2FK", ()),
+    ("run_history", (RunRef(JOB),), "/api/compare/history?job=job%2FK", ("runs",)),
     ("link_attribution", (1, FABRIC_THEN), f"/api/fabric/links/1/attribution?{THEN}", ()),
     (
         "node_jobs",

@@ -1,0 +1,197 @@
+# frontend/pages/compare.py — the "/compare" page: one run against another, or against the
+# median of its program's earlier runs, and that program's history.
+"""Compare page: run b (the run examined) against run a, or, without a, against the median
+of the earlier runs of b's program (GET /api/compare): the finding in one sentence at the
+top, where each side's elapsed time went per rank (each MPI operation, file I/O per file,
+computation) as bars side by side, and the parts that differ, largest first, with their
+share of the elapsed-time difference. Below, the program's runs (GET /api/compare/history):
+elapsed time over time and a table with the shares of MPI and file I/O. The URL carries the
+runs: /compare?b=<job>&b_run=<n>&a=<job>&a_run=<n>&last=<runs>."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import plotly.graph_objects as go
+from dash import Input, Output, dcc, html
+
+from frontend import api, ids
+from frontend.api import ApiError, RunRef
+from frontend.formatting import format_duration_ns, format_utc_ns
+from stacklens.api_models import ComparedRun, Comparison, RunHistory
+
+dash.register_page(__name__, path="/compare", name="Compare", title="Compare — stacklens")
+
+#: Runs of the program's history in the median and the trend, unless the URL says.
+DEFAULT_LAST = 10
+#: Parts shown in the bars at most (the largest in either run).
+MAX_BARS = 12
+
+
+def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str = "",
+           **_query: str) -> html.Div:  # fmt: skip
+    """The form, prefilled from the URL; the callback fills the rest."""
+    return html.Div(
+        className="page",
+        children=[
+            html.Section(className="card", children=[
+                html.H2("Compare runs"),
+                html.Div(className="filters", children=[
+                    dcc.Input(id=ids.CMP_B, value=b, placeholder="job of run b", debounce=True),
+                    dcc.Input(id=ids.CMP_B_RUN, value=_ordinal(b_run), placeholder="run (newest)",
+                              type="number", min=1, debounce=True),
+                    dcc.Input(id=ids.CMP_A, value=a, debounce=True,
+                              placeholder="job of run a (empty: b's history)"),
+                    dcc.Input(id=ids.CMP_A_RUN, value=_ordinal(a_run), placeholder="run (newest)",
+                              type="number", min=1, debounce=True),
+                    dcc.Input(id=ids.CMP_LAST, value=_ordinal(last) or DEFAULT_LAST, type="number",
+                              min=1, max=50, debounce=True, placeholder="runs of the history"),
+                ]),
+                html.Div(id=ids.CMP_ERROR, className="card-error", role="alert"),
+                html.P(id=ids.CMP_FINDING, className="finding"),
+                html.Div(id=ids.CMP_SIDES),
+                dcc.Graph(id=ids.CMP_PARTS, config={"displaylogo": False}),
+                html.Div(id=ids.CMP_DIFFS),
+            ]),
+            html.Section(className="card", children=[
+                html.H2("The program's runs"),
+                dcc.Graph(id=ids.CMP_TREND, config={"displaylogo": False}),
+                html.Div(id=ids.CMP_HISTORY),
+            ]),
+        ],
+    )  # fmt: skip
+
+
+def register_callbacks(dash_app: dash.Dash) -> None:
+    """Attach this page's callbacks to `dash_app`."""
+
+    @dash_app.callback(
+        Output(ids.CMP_ERROR, "children"),
+        Output(ids.CMP_FINDING, "children"),
+        Output(ids.CMP_SIDES, "children"),
+        Output(ids.CMP_PARTS, "figure"),
+        Output(ids.CMP_DIFFS, "children"),
+        Output(ids.CMP_TREND, "figure"),
+        Output(ids.CMP_HISTORY, "children"),
+        Input(ids.CMP_B, "value"),
+        Input(ids.CMP_B_RUN, "value"),
+        Input(ids.CMP_A, "value"),
+        Input(ids.CMP_A_RUN, "value"),
+        Input(ids.CMP_LAST, "value"),
+    )
+    def show(b: str | None, b_run: Any, a: str | None, a_run: Any, last: Any
+             ) -> tuple[Any, ...]:  # fmt: skip
+        empty = ("", "", parts_figure(None), "", trend_figure(None), "")
+        if not (b or "").strip():
+            return ("Name run b (a job id) to compare it with run a or with its history.",
+                    *empty)  # fmt: skip
+        a = (a or "").strip()
+        run_b = RunRef((b or "").strip(), _ordinal(b_run))
+        run_a = RunRef(a, _ordinal(a_run)) if a else None
+        runs = _ordinal(last) or DEFAULT_LAST
+        client = api.current_client()
+        try:
+            history = client.run_history(run_b, runs)
+        except ApiError as exc:
+            return (str(exc), *empty)
+        trend, table = trend_figure(history), history_table(history)
+        try:
+            comparison = client.compare(run_b, run_a, runs)
+        except ApiError as exc:  # e.g. no earlier run: the history still shows
+            return (str(exc), "", "", parts_figure(None), "", trend, table)
+        return ("", comparison.finding, sides_table(comparison),
+                parts_figure(comparison), differences_table(comparison), trend,
+                table)  # fmt: skip
+
+
+def _ordinal(value: Any) -> int | None:
+    """A positive whole number typed in a field, or None."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number >= 1 else None
+
+
+def side_label(side: ComparedRun, letter: str) -> str:
+    """How a side is named in the legend and tables: "b: job run 2" or "a: median of 5 runs"."""
+    if side.job is None:
+        return f"{letter}: median of {side.runs} earlier run{'s' * (side.runs != 1)}"
+    return f"{letter}: {side.job} run {side.run}"
+
+
+def parts_figure(comparison: Comparison | None) -> go.Figure:
+    """Where each side's elapsed time went, per rank on average: a bar per part, a and b
+    side by side, the largest parts (in either) first."""
+    fig = go.Figure()
+    fig.update_layout(title="Where the elapsed time went (per rank)", barmode="group",
+                      xaxis_title="part of the run", yaxis_title="seconds per rank",
+                      showlegend=True, margin={"t": 50, "b": 40})  # fmt: skip
+    if comparison is None:
+        return fig
+    a, b = comparison.a.parts, comparison.b.parts
+    names = sorted(set(a) | set(b), key=lambda n: (-max(a.get(n, 0), b.get(n, 0)), n))
+    names = names[:MAX_BARS]
+    for side, letter, parts in ((comparison.a, "a", a), (comparison.b, "b", b)):
+        fig.add_trace(go.Bar(name=side_label(side, letter), x=names,
+                             y=[parts.get(n, 0) / 1e9 for n in names]))  # fmt: skip
+    return fig
+
+
+def trend_figure(history: RunHistory | None) -> go.Figure:
+    """Elapsed time of the program's runs over their start time (UTC)."""
+    fig = go.Figure()
+    fig.update_layout(title="Elapsed time of the program's runs", xaxis_title="run start (UTC)",
+                      yaxis_title="elapsed seconds", showlegend=True,
+                      margin={"t": 50, "b": 40})  # fmt: skip
+    if history is None or not history.runs:
+        return fig
+    runs = sorted(history.runs, key=lambda r: r.started_ns)
+    fig.add_trace(go.Scatter(
+        name="elapsed per run", mode="lines+markers",
+        x=[format_utc_ns(r.started_ns).removesuffix(" UTC") for r in runs],
+        y=[r.elapsed_ns / 1e9 for r in runs],
+        text=[f"{r.job} run {r.run} ({r.owner})" for r in runs], hoverinfo="text+y",
+    ))  # fmt: skip
+    return fig
+
+
+def table(head: list[str], rows: list[list[str]]) -> html.Table:
+    """A small table of text cells (Dash escapes them: names are shown as they are)."""
+    return html.Table(className="data", children=[
+        html.Thead(html.Tr([html.Th(h) for h in head])),
+        html.Tbody([html.Tr([html.Td(c) for c in row]) for row in rows]),
+    ])  # fmt: skip
+
+
+def sides_table(comparison: Comparison) -> html.Table:
+    """The two sides: what each is, when it started, elapsed time, hosts."""
+    rows = []
+    for side, letter in ((comparison.a, "a"), (comparison.b, "b")):
+        started = "—" if side.started_ns is None else format_utc_ns(side.started_ns)
+        hosts = ", ".join(side.hosts[:5]) + (" …" if len(side.hosts) > 5 else "")
+        rows.append([side_label(side, letter), started, format_duration_ns(side.elapsed_ns),
+                     hosts])  # fmt: skip
+    return table(["side", "started", "elapsed", "hosts"], rows)
+
+
+def differences_table(comparison: Comparison) -> html.Table | str:
+    """The parts that differ, largest change first."""
+    if not comparison.differences:
+        return "No part of the elapsed time differs."
+    rows = []
+    for d in comparison.differences:
+        sign = "+" if d.delta_ns >= 0 else "−"
+        rows.append([d.name, format_duration_ns(d.a_ns), format_duration_ns(d.b_ns),
+                     f"{sign}{format_duration_ns(abs(d.delta_ns))}",
+                     "—" if d.share is None else f"{d.share:.0%}"])  # fmt: skip
+    return table(["part", "a", "b", "change per rank", "share of the change"], rows)
+
+
+def history_table(history: RunHistory) -> html.Table:
+    """The program's runs, newest first."""
+    rows = [[f"{r.job} run {r.run}", r.owner, format_utc_ns(r.started_ns),
+             format_duration_ns(r.elapsed_ns), f"{r.mpi_share:.0%}", f"{r.io_share:.0%}",
+             r.status] for r in history.runs]  # fmt: skip
+    return table(["run", "owner", "started", "elapsed", "MPI", "file I/O", "status"], rows)

@@ -1,0 +1,146 @@
+"""Run comparison as pure functions of run summaries (server/compare/repository.py): where
+each run's elapsed time went per rank, the differences ranked by their share of the
+elapsed-time difference, and the finding in plain words.
+
+A run's elapsed time is split, per rank on average, into the time inside each MPI operation
+(start-up and MPI-IO operations apart: MPI_Init* lies before the intervals, MPI-IO is
+counted with file I/O), the time in file I/O per file (every layer: POSIX, stdio, MPI-IO),
+and computation, the rest. The parts of a run add up to its elapsed time, so the parts'
+differences add up to the elapsed-time difference (computation is never negative: where
+the parts exceed the elapsed time it is 0 and the sum is above it).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+#: Op categories not counted as MPI time (start-up lies before the intervals; MPI-IO time
+#: is counted as file I/O from the I/O tables).
+NOT_MPI_TIME = ("mpi_startup", "io")
+#: The part of the elapsed time outside MPI and file I/O.
+COMPUTATION = "computation"
+#: Differences named in the finding at most.
+NAMED = 3
+
+
+def profile(summary: dict[str, Any]) -> dict[str, Any]:
+    """Where one run's elapsed time went, per rank on average: `parts` {name: ns} and their
+    `kinds` (op, file, computation), with its elapsed time, hosts, and bytes and calls per
+    operation (summed over ranks)."""
+    ranks = max(1, summary["world_size"])
+    parts: dict[str, int] = {}
+    kinds: dict[str, str] = {}
+    for op in summary["ops"]:
+        if op["category"] in NOT_MPI_TIME:
+            continue
+        parts[op["op"]] = op["time_ns"] // ranks
+        kinds[op["op"]] = "op"
+    for path, io in summary["files"].items():
+        name = f"file I/O on {path}"
+        parts[name] = io["time_ns"] // ranks
+        kinds[name] = "file"
+    parts[COMPUTATION] = max(0, summary["elapsed_ns"] - sum(parts.values()))
+    kinds[COMPUTATION] = COMPUTATION
+    return {
+        "elapsed_ns": summary["elapsed_ns"],
+        "parts": parts,
+        "kinds": kinds,
+        "hosts": list(summary["hosts"]),
+        "op_bytes": {op["op"]: op["bytes"] for op in summary["ops"]},
+        "op_calls": {op["op"]: op["calls"] for op in summary["ops"]},
+    }
+
+
+def median_profile(profiles: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The median of several runs' profiles, part by part (a part a run lacks counts as 0
+    there); hosts are those of the run with the median elapsed time."""
+    if not profiles:
+        raise ValueError("the median of no runs")
+    names = sorted({name for p in profiles for name in p["parts"]})
+    kinds = {name: kind for p in profiles for name, kind in p["kinds"].items()}
+    ops = sorted({op for p in profiles for op in p["op_bytes"]})
+    middle = sorted(profiles, key=lambda p: p["elapsed_ns"])[(len(profiles) - 1) // 2]
+
+    def median(values: list[int]) -> int:
+        return int(statistics.median(values))
+
+    return {
+        "elapsed_ns": median([p["elapsed_ns"] for p in profiles]),
+        "parts": {n: median([p["parts"].get(n, 0) for p in profiles]) for n in names},
+        "kinds": kinds,
+        "hosts": middle["hosts"],
+        "op_bytes": {op: median([p["op_bytes"].get(op, 0) for p in profiles]) for op in ops},
+        "op_calls": {op: median([p["op_calls"].get(op, 0) for p in profiles]) for op in ops},
+    }
+
+
+def differences(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every part whose time differs between profiles `a` and `b` (b - a, per rank), largest
+    change first (then by name), with its share of the elapsed-time difference (None when
+    the elapsed times are equal) and, for operations, the bytes and calls of both."""
+    delta_elapsed = b["elapsed_ns"] - a["elapsed_ns"]
+    rows = []
+    for name in sorted(set(a["parts"]) | set(b["parts"])):
+        a_ns, b_ns = a["parts"].get(name, 0), b["parts"].get(name, 0)
+        if a_ns == b_ns:
+            continue
+        kind = b["kinds"].get(name) or a["kinds"][name]
+        row: dict[str, Any] = {
+            "name": name, "kind": kind, "a_ns": a_ns, "b_ns": b_ns, "delta_ns": b_ns - a_ns,
+            "share": (b_ns - a_ns) / delta_elapsed if delta_elapsed else None,
+            "a_bytes": None, "b_bytes": None, "a_calls": None, "b_calls": None,
+        }  # fmt: skip
+        if kind == "op":
+            row["a_bytes"], row["b_bytes"] = a["op_bytes"].get(name, 0), b["op_bytes"].get(name, 0)
+            row["a_calls"], row["b_calls"] = a["op_calls"].get(name, 0), b["op_calls"].get(name, 0)
+        rows.append(row)
+    return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), r["name"]))
+
+
+def span(ns: int, signed: bool = True) -> str:
+    """A duration in plain words: `+38.0 s`, `-12 ms`, `+450 µs` (unsigned when asked)."""
+    sign = ("+" if ns >= 0 else "-") if signed else ""
+    ns = abs(ns)
+    if ns >= 10**9:
+        return f"{sign}{ns / 1e9:.1f} s"
+    if ns >= 10**6:
+        return f"{sign}{ns / 1e6:.0f} ms"
+    return f"{sign}{ns / 1e3:.0f} µs"
+
+
+def finding(a: dict[str, Any], b: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """The comparison in one sentence: the elapsed-time change, the largest differences in
+    the same direction with their share of it, and a change of placement."""
+    delta = b["elapsed_ns"] - a["elapsed_ns"]
+    text = (f"{span(delta)} elapsed per run ({span(a['elapsed_ns'], False)} → "
+            f"{span(b['elapsed_ns'], False)})")  # fmt: skip
+    same_way = [r for r in rows if delta == 0 or (r["delta_ns"] > 0) == (delta > 0)]
+    named = [
+        f"{r['name']} {span(r['delta_ns'])} per rank"
+        + ("" if r["share"] is None else f" ({r['share']:.0%})")
+        for r in same_way[:NAMED]
+    ]
+    if named:
+        text += ": " + ", ".join(named)
+    text += _placement(a["hosts"], b["hosts"])
+    return text + "."
+
+
+def _placement(hosts_a: list[str], hosts_b: list[str]) -> str:
+    """How the placement changed, as the end of the finding ("" when it did not)."""
+    if sorted(hosts_a) == sorted(hosts_b):
+        return ""
+    if len(hosts_a) != len(hosts_b):
+        return (f"; placement went from {len(hosts_a)} host{'s' * (len(hosts_a) != 1)} to "
+                f"{len(hosts_b)} host{'s' * (len(hosts_b) != 1)}")  # fmt: skip
+    left = sorted(set(hosts_a) - set(hosts_b))
+    came = sorted(set(hosts_b) - set(hosts_a))
+    return f"; placement moved from {_hosts(left)} to {_hosts(came)}"
+
+
+def _hosts(names: list[str]) -> str:
+    """A few host names in a sentence (the first three, then how many more)."""
+    more = len(names) - 3
+    return ", ".join(names[:3]) + (f" and {more} more" if more > 0 else "")

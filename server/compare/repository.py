@@ -1,0 +1,80 @@
+"""The reads run comparison is made of: a run's summary (elapsed time, time per MPI
+operation, file I/O per file, hosts) and the runs of the same program. Every query runs on
+the viewer's session, so the owner filter (server/access/owner.py) decides which runs exist."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from server.jobs import repository, series
+from server.jobs.repository import Scope
+from stacklens.schema import IoDelta, Job, Run
+
+#: The program phase of the I/O tables (1 = start-up, before MPI_Init).
+_PROGRAM_PHASE = 0
+
+
+def find_run(session: Session, job: Job, ordinal: int | None) -> Run | None:
+    """Run `ordinal` of the job, or its newest MPI run (else its newest run) when None."""
+    if ordinal is not None:
+        return repository.get_run(session, job.id, ordinal)
+    query = (
+        select(Run)
+        .where(Run.job_id == job.id)
+        .order_by((Run.kind == "mpi").desc(), Run.ordinal.desc())
+        .limit(1)
+    )
+    return session.scalars(query).first()
+
+
+def run_summary(session: Session, job: Job, run: Run) -> dict[str, Any]:
+    """What a comparison reads of one run: identity, times, its ops (with category, calls,
+    bytes and time summed over ranks), its program-phase file I/O per path (time = read +
+    write + metadata, summed over ranks) and its hosts."""
+    scope = Scope(job.id, run.id)
+    ops = repository.job_ops(series.op_totals(session, scope))
+    io = session.execute(
+        select(
+            IoDelta.path,
+            func.sum(IoDelta.read_time_ns + IoDelta.write_time_ns + IoDelta.meta_time_ns),
+            func.sum(IoDelta.bytes_read + IoDelta.bytes_written),
+        )
+        .where(*scope.rows(IoDelta), IoDelta.phase == _PROGRAM_PHASE)
+        .group_by(IoDelta.path)
+    ).all()
+    ended = run.finished_ns if run.finished_ns is not None else run.last_seen_ns
+    return {
+        "job": job.job_key,
+        "owner": job.user or "",
+        "run": run.ordinal,
+        "command": run.command or "",
+        "world_size": run.world_size,
+        "status": run.status,
+        "started_ns": run.started_ns,
+        "ended_ns": ended,
+        "elapsed_ns": max(0, ended - run.started_ns),
+        "ops": ops,
+        "files": {path: {"time_ns": int(t), "bytes": int(b)} for path, t, b in io},
+        "hosts": [h["host"] for h in repository.rank_hosts(session, scope)],
+    }
+
+
+def same_program(session: Session, run: Run, last: int) -> list[tuple[Job, Run]]:
+    """The newest `last` runs of the same program as `run` (the same command line and world
+    size) that started before it, newest first, among the runs the viewer may read."""
+    query = (
+        select(Job, Run)
+        .join(Run, Run.job_id == Job.id)
+        .where(
+            Run.command == run.command,
+            Run.world_size == run.world_size,
+            Run.kind == run.kind,
+            Run.started_ns < run.started_ns,
+        )
+        .order_by(Run.started_ns.desc(), Run.id.desc())
+        .limit(last)
+    )
+    return [(job, found) for job, found in session.execute(query).tuples()]

@@ -1,0 +1,134 @@
+"""The run comparison API: `GET /api/compare` (run b against run a, or against the median
+of b's history) and `GET /api/compare/history` (a run and the runs of the same program
+before it). Runs are named as on the job pages: job id, run ordinal, owner."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from sqlalchemy.orm import Session
+
+from server.compare import diff, repository
+from server.deps import SessionDep
+from server.errors import error_responses
+from server.jobs.routes import find_job
+from stacklens.api_models import ComparedRun, Comparison, HistoryRun, RunDifference, RunHistory
+from stacklens.schema import Job, Run
+
+router = APIRouter(prefix="/api/compare", tags=["compare"])
+
+#: Runs of a program's history read at most, and by default.
+MAX_HISTORY, DEFAULT_HISTORY = 50, 10
+_TEXT = r"^[^\x00-\x1f\x7f]*$"
+_ERRORS = error_responses(404, 409, **{"422": "unknown query parameter, or no run b"})
+
+JobRef = Annotated[str | None, Query(min_length=1, max_length=400, pattern=_TEXT,
+                                     description="job id of the run")]  # fmt: skip
+RunRef = Annotated[int | None, Query(ge=1, le=2**31 - 1,
+                                     description="run ordinal in the job; absent = its newest "
+                                     "MPI run")]  # fmt: skip
+OwnerRef = Annotated[str | None, Query(max_length=200, pattern=_TEXT,
+                                       description="the job's owner, when the id names jobs "
+                                       "of several owners")]  # fmt: skip
+LastParam = Annotated[int, Query(ge=1, le=MAX_HISTORY,
+                                 description="runs of the program's history to use")]  # fmt: skip
+
+
+def _find(session: Session, job: str, run: int | None, owner: str | None) -> tuple[Job, Run]:
+    """The job and run named; 404 when either is unknown (or not the viewer's)."""
+    found = find_job(session, job, owner)
+    chosen = repository.find_run(session, found, run)
+    if chosen is None:
+        raise HTTPException(status_code=404, detail=f"job {job!r} has no run {run}")
+    return found, chosen
+
+
+def _side(summary: dict[str, Any], prof: dict[str, Any]) -> ComparedRun:
+    return ComparedRun(
+        job=summary["job"], owner=summary["owner"], run=summary["run"], runs=1,
+        command=summary["command"], world_size=summary["world_size"],
+        status=summary["status"], started_ns=summary["started_ns"],
+        elapsed_ns=summary["elapsed_ns"], hosts=summary["hosts"], parts=prof["parts"],
+    )  # fmt: skip
+
+
+@router.get("", response_model=Comparison, responses=_ERRORS)
+def compare_runs(
+    session: SessionDep,
+    b: JobRef = None,
+    b_run: RunRef = None,
+    b_owner: OwnerRef = None,
+    a: JobRef = None,
+    a_run: RunRef = None,
+    a_owner: OwnerRef = None,
+    last: LastParam = DEFAULT_HISTORY,
+) -> Comparison:
+    """Run b against run a: where each one's elapsed time went per rank (each MPI
+    operation, file I/O per file, computation), the parts that differ ranked by their share
+    of the elapsed-time difference, and the finding in one sentence. Without `a`: against
+    the median of the `last` runs of b's program before b (the same command line and world
+    size; 404 when there are none)."""
+    if b is None:
+        raise HTTPException(status_code=422, detail="name run b: ?b=<job>[&b_run=<n>]")
+    job_b, run_b = _find(session, b, b_run, b_owner)
+    summary_b = repository.run_summary(session, job_b, run_b)
+    prof_b = diff.profile(summary_b)
+    if a is not None:
+        job_a, run_a = _find(session, a, a_run, a_owner)
+        summary_a = repository.run_summary(session, job_a, run_a)
+        prof_a = diff.profile(summary_a)
+        side_a = _side(summary_a, prof_a)
+    else:
+        before = repository.same_program(session, run_b, last)
+        if not before:
+            raise HTTPException(
+                status_code=404,
+                detail=f"run {run_b.ordinal} of job {b!r} has no earlier run of the same "
+                "program (command line and world size) to compare with",
+            )
+        prof_a = diff.median_profile(
+            [diff.profile(repository.run_summary(session, j, r)) for j, r in before]
+        )
+        side_a = ComparedRun(
+            job=None, owner=None, run=None, runs=len(before), command=summary_b["command"],
+            world_size=summary_b["world_size"], status=None, started_ns=None,
+            elapsed_ns=prof_a["elapsed_ns"], hosts=prof_a["hosts"], parts=prof_a["parts"],
+        )  # fmt: skip
+    rows = diff.differences(prof_a, prof_b)
+    return Comparison(
+        finding=diff.finding(prof_a, prof_b, rows),
+        a=side_a,
+        b=_side(summary_b, prof_b),
+        differences=[RunDifference(**row) for row in rows],
+    )
+
+
+@router.get("/history", response_model=RunHistory, responses=_ERRORS)
+def run_history(
+    session: SessionDep,
+    job: JobRef = None,
+    run: RunRef = None,
+    owner: OwnerRef = None,
+    last: LastParam = DEFAULT_HISTORY,
+) -> RunHistory:
+    """The run and the `last` runs of the same program before it (the same command line
+    and world size, among the runs the viewer may read), newest first: elapsed time and the
+    shares of MPI and file I/O in it, per rank on average."""
+    if job is None:
+        raise HTTPException(status_code=422, detail="name the run: ?job=<job>[&run=<n>]")
+    found, chosen = _find(session, job, run, owner)
+    runs = [(found, chosen), *repository.same_program(session, chosen, last)]
+    listed = []
+    for j, r in runs:
+        summary = repository.run_summary(session, j, r)
+        prof = diff.profile(summary)
+        elapsed = max(1, summary["elapsed_ns"])
+        mpi = sum(ns for name, ns in prof["parts"].items() if prof["kinds"][name] == "op")
+        io = sum(ns for name, ns in prof["parts"].items() if prof["kinds"][name] == "file")
+        listed.append(HistoryRun(
+            job=summary["job"], owner=summary["owner"], run=summary["run"],
+            status=summary["status"], started_ns=summary["started_ns"],
+            elapsed_ns=summary["elapsed_ns"], mpi_share=mpi / elapsed, io_share=io / elapsed,
+        ))  # fmt: skip
+    return RunHistory(command=chosen.command or "", world_size=chosen.world_size, runs=listed)

@@ -1,0 +1,74 @@
+"""End to end: the Compare page in Chromium over three runs of one program with known time
+per operation and file I/O (tests/server/test_compare.py), opened by its URL: a person sees
+the finding in words, both sides, the differences with their shares, the program's runs in
+a table and a trend, every figure with a legend and axis titles, and no console error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import expect
+
+from server.app import create_app
+from stacklens.db import make_engine
+from tests.conftest import chromium_page, free_port, serving
+from tests.server.test_compare import three_runs  # noqa: F401  (the runs, a fixture)
+
+
+@pytest.fixture
+def served(three_runs, pg_url) -> Iterator[str]:  # noqa: F811
+    engine = make_engine(pg_url)
+    port = free_port()
+    app = create_app(engine, api_base_url=f"http://127.0.0.1:{port}", refresh_ms=500)
+    with serving(app, port=port):
+        yield f"http://127.0.0.1:{port}"
+    engine.dispose()
+
+
+def _rows(page, element_id: str) -> list[list[str]]:
+    return page.locator(f"#{element_id} tbody tr").evaluate_all(
+        "rows => rows.map(r => [...r.cells].map(c => c.innerText))"
+    )
+
+
+def test_two_runs_side_by_side_and_the_history(served):
+    with chromium_page() as (page, errors):
+        page.goto(f"{served}/compare?a=cmp-a&b=cmp-b")
+        expect(page.locator("#cmp-finding")).to_have_text(
+            "+5.0 s elapsed per run (10.0 s → 15.0 s): MPI_Allreduce +4.0 s per rank (80%), "
+            "file I/O on /scratch/out +1.0 s per rank (20%); placement moved from n1 to n2.",
+            timeout=20_000,
+        )
+        assert _rows(page, "cmp-sides") == [
+            ["a: cmp-a run 1", "2023-11-14 22:13:20 UTC", "10.0 s", "n0, n1"],
+            ["b: cmp-b run 1", "2023-11-14 22:16:40 UTC", "15.0 s", "n0, n2"],
+        ]
+        assert _rows(page, "cmp-diffs") == [
+            ["MPI_Allreduce", "2.00 s", "6.00 s", "+4.00 s", "80%"],
+            ["file I/O on /scratch/out", "0 ns", "1.00 s", "+1.00 s", "20%"],
+        ]
+        assert [r[0] for r in _rows(page, "cmp-history")] == [
+            "cmp-b run 1", "cmp-alice run 1", "cmp-c run 1", "cmp-a run 1",
+        ]  # fmt: skip
+        for graph in ("cmp-parts", "cmp-trend"):
+            figure = page.locator(f"#{graph} .main-svg").first
+            expect(figure).to_be_visible()
+            assert page.locator(f"#{graph} .gtitle").count() == 1
+            assert page.locator(f"#{graph} .g-xtitle").count() == 1
+            assert page.locator(f"#{graph} .g-ytitle").count() == 1
+            assert page.locator(f"#{graph} .legend").count() == 1
+        assert page.locator("#cmp-parts .legend .traces").count() == 2
+        assert errors == []
+
+
+def test_without_a_the_run_is_compared_with_its_history(served):
+    with chromium_page() as (page, errors):
+        page.goto(f"{served}/compare?b=cmp-b&last=2")
+        expect(page.locator("#cmp-finding")).to_contain_text(
+            "-6.0 s elapsed per run (21.0 s → 15.0 s)", timeout=20_000
+        )
+        assert _rows(page, "cmp-sides")[0][0] == "a: median of 2 earlier runs"
+        page.goto(f"{served}/compare?b=nope")
+        expect(page.locator("#cmp-error")).to_contain_text("unknown job 'nope'", timeout=20_000)
+        assert errors == []

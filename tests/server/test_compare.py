@@ -1,0 +1,139 @@
+"""Run comparison over a real collector and database: three runs of one program whose
+time per operation, file I/O and placement are known, side by side, against the median of
+the history, the history itself, an owner's view, and the refusals."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from server.access.viewer import Access
+from server.app import create_app
+from stacklens import wire
+from stacklens.db import make_engine
+from stacklens.mpi_ops import op_names
+from tests.access.data import token_for
+from tests.collector.test_ingest import T0
+from tests.collector.test_runs import send
+
+S = 10**9
+COMMAND = b"./solver -n 64"
+OPS = {name: i for i, name in enumerate(op_names())}
+
+
+def run_frames(job: str, start_ns: int, seconds: int, allreduce_s: int, *, hosts=("n0", "n1"),
+               write_s: int = 0, user=b"bob", command=COMMAND) -> list[bytes]:  # fmt: skip
+    """Frames of a 2-rank run of `seconds` one-second intervals, ended by final frames:
+    each rank spends `allreduce_s` in MPI_Allreduce (1 MiB per call, 1 call per second),
+    1 s in MPI_Send (first interval), and `write_s` writing /scratch/out (last interval)."""
+    frames = []
+    for rank in (0, 1):
+        for seq in range(seconds):
+            ops = [{"op_id": OPS["MPI_Allreduce"], "calls": 1, "bytes": 1 << 20,
+                    "time_ns": allreduce_s * S // seconds}]  # fmt: skip
+            tables = {}
+            if seq == 0:
+                ops.append({"op_id": OPS["MPI_Send"], "calls": 1, "bytes": 8, "time_ns": S})
+                tables["rank_info"] = wire.records(
+                    "rank_info", [{"command": command, "user": user, "run_label": b""}]
+                )
+            if seq == seconds - 1 and write_s:
+                tables["io"] = wire.records("io", [{
+                    "layer": 1, "writes": 1, "bytes_written": 4096, "write_time_ns": write_s * S,
+                    "path": b"/scratch/out", "mount": b"/", "fstype": b"ext4"}])  # fmt: skip
+            tables["op"] = wire.records("op", ops)
+            frames.append(wire.encode_frame(
+                job_id=job, run_id=7, world_rank=rank, world_size=2, seq=seq,
+                host=hosts[rank], pid=10 + rank, interval_start_ns=start_ns + seq * S,
+                interval_end_ns=start_ns + (seq + 1) * S, token="secret",
+                frame_type=2 if seq == seconds - 1 else 1, tables=tables,
+            ))  # fmt: skip
+    return frames
+
+
+@pytest.fixture
+def three_runs(collector):
+    """cmp-a: 10 s, Allreduce 2 s; cmp-c: 12 s, Allreduce 3 s; cmp-b: 15 s, Allreduce 6 s,
+    1 s of writes, on n0 and n2; all bob's, the same program; alice's run of it in between."""
+    send(collector, run_frames("cmp-a", T0, 10, 2))
+    send(collector, run_frames("cmp-c", T0 + 100 * S, 12, 3))
+    send(collector, run_frames("cmp-alice", T0 + 150 * S, 30, 20, user=b"alice"))
+    send(collector, run_frames("cmp-b", T0 + 200 * S, 15, 6, hosts=("n0", "n2"), write_s=1))
+    send(collector, run_frames("cmp-other", T0 + 300 * S, 10, 2, command=b"./other"))
+
+
+def test_one_run_against_another(three_runs, api_client):
+    body = api_client.get("/api/compare", params={"a": "cmp-a", "b": "cmp-b"}).json()
+    assert body["finding"] == (
+        "+5.0 s elapsed per run (10.0 s → 15.0 s): MPI_Allreduce +4.0 s per rank (80%), "
+        "file I/O on /scratch/out +1.0 s per rank (20%); placement moved from n1 to n2."
+    )
+    assert (body["a"]["job"], body["a"]["run"], body["a"]["elapsed_ns"]) == ("cmp-a", 1, 10 * S)
+    assert body["a"]["parts"] == {"MPI_Allreduce": 2 * S, "MPI_Send": S, "computation": 7 * S}
+    assert body["b"]["parts"] == {
+        "MPI_Allreduce": 6 * S,
+        "MPI_Send": S,
+        "file I/O on /scratch/out": S,
+        "computation": 7 * S,
+    }
+    assert body["b"]["hosts"] == ["n0", "n2"] and body["b"]["status"] == "finished"
+    assert [(d["name"], d["kind"], d["delta_ns"], d["share"]) for d in body["differences"]] == [
+        ("MPI_Allreduce", "op", 4 * S, 0.8),
+        ("file I/O on /scratch/out", "file", S, 0.2),
+    ]
+    allreduce = body["differences"][0]
+    assert (allreduce["a_calls"], allreduce["b_calls"]) == (20, 30)
+    assert (allreduce["a_bytes"], allreduce["b_bytes"]) == (20 << 20, 30 << 20)
+
+
+def test_a_run_against_the_median_of_its_history(three_runs, api_client):
+    body = api_client.get("/api/compare", params={"b": "cmp-b"}).json()
+    assert body["a"]["job"] is None and body["a"]["runs"] == 3  # a, c and alice's (admin)
+    assert body["a"]["elapsed_ns"] == 12 * S  # median of 10, 12 and 30 s
+    assert body["a"]["parts"]["MPI_Allreduce"] == 3 * S
+    limited = api_client.get("/api/compare", params={"b": "cmp-b", "last": 2}).json()
+    assert limited["a"]["runs"] == 2 and limited["a"]["elapsed_ns"] == 21 * S  # c and alice's
+    assert limited["finding"].startswith("-6.0 s elapsed per run (21.0 s → 15.0 s): ")
+
+
+def test_the_history_lists_the_same_program_newest_first(three_runs, api_client):
+    body = api_client.get("/api/compare/history", params={"job": "cmp-b"}).json()
+    assert (body["command"], body["world_size"]) == (COMMAND.decode(), 2)
+    assert [(r["job"], r["owner"], r["elapsed_ns"]) for r in body["runs"]] == [
+        ("cmp-b", "bob", 15 * S),
+        ("cmp-alice", "alice", 30 * S),
+        ("cmp-c", "bob", 12 * S),
+        ("cmp-a", "bob", 10 * S),
+    ]
+    b = body["runs"][0]
+    assert b["mpi_share"] == pytest.approx(7 / 15) and b["io_share"] == pytest.approx(1 / 15)
+
+
+def test_a_user_compares_only_with_their_own_runs(three_runs, pg_url):
+    engine = make_engine(pg_url)
+    try:
+        app = create_app(engine, api_base_url="http://127.0.0.1", access=Access(mode="oidc"))
+        with TestClient(app, base_url="http://127.0.0.1") as client:
+            bob = {"Authorization": f"Bearer {token_for(engine, 'bob')}"}
+            history = client.get("/api/compare/history", params={"job": "cmp-b"}, headers=bob)
+            assert [r["job"] for r in history.json()["runs"]] == ["cmp-b", "cmp-c", "cmp-a"]
+            median = client.get("/api/compare", params={"b": "cmp-b"}, headers=bob).json()
+            assert median["a"]["runs"] == 2 and median["a"]["elapsed_ns"] == 11 * S
+            theirs = client.get("/api/compare", params={"a": "cmp-alice", "b": "cmp-b"},
+                                headers=bob)  # fmt: skip
+            assert theirs.status_code == 404
+            assert theirs.json() == {"detail": "unknown job 'cmp-alice'"}
+    finally:
+        engine.dispose()
+
+
+def test_refusals(three_runs, api_client):
+    def get(**params):
+        return api_client.get("/api/compare", params=params)
+
+    assert get(a="cmp-a").status_code == 422
+    assert get(b="nope").json() == {"detail": "unknown job 'nope'"}
+    assert get(b="cmp-b", b_run=2).json() == {"detail": "job 'cmp-b' has no run 2"}
+    assert get(b="cmp-b", b_run=2**31).status_code == 422
+    first = get(b="cmp-other")
+    assert first.status_code == 404 and "no earlier run of the same program" in first.text
