@@ -28,19 +28,12 @@ from stacklens.api_models import (
     FabricState,
     IncidentDetails,
     IncidentList,
-    JobCollectives,
-    JobIo,
     JobLinks,
     JobList,
-    JobOps,
     JobPlacement,
-    JobRanks,
-    JobRma,
-    JobSizes,
     LinkAttribution,
     LinkAttributionSeries,
     LinkPage,
-    Matrix,
     NodeJobs,
     Overview,
     RunHistory,
@@ -161,42 +154,17 @@ class StacklensApi:
         """A page of the jobs `query` selects, newest first, with the number of them."""
         return self._get(f"/api/jobs{_query(asdict(query))}", JobList, "job list")
 
-    def matrix(self, job: str, owner: str | None = None) -> Matrix:
-        """The first page of a job's rank pairs and its whole matrix in blocks."""
-        return self._get(_job_path(job, "matrix", {"owner": owner}), Matrix, "matrix")
-
-    def ops(self, job: str, owner: str | None = None) -> JobOps:
-        """A job's MPI operations and their totals per traffic category."""
-        return self._get(_job_path(job, "ops", {"owner": owner}), JobOps, "MPI operations")
-
-    def io(self, job: str, owner: str | None = None) -> JobIo:
-        """The first page of a job's files (most bytes first) and its start-up I/O's totals."""
-        return self._get(_job_path(job, "io", {"owner": owner}), JobIo, "file I/O")
-
-    def collectives(self, job: str, owner: str | None = None) -> JobCollectives:
-        """A job's collectives per (communicator, op, root) and per communicator."""
-        path = _job_path(job, "collectives", {"owner": owner})
-        return self._get(path, JobCollectives, "collectives")
-
-    def sizes(self, job: str, owner: str | None = None) -> JobSizes:
-        """A job's message-size histograms per op."""
-        return self._get(_job_path(job, "sizes", {"owner": owner}), JobSizes, "message sizes")
-
-    def rma(self, job: str, owner: str | None = None) -> JobRma:
-        """A job's one-sided traffic per op and the first page of its (origin, target) pairs."""
-        return self._get(_job_path(job, "rma", {"owner": owner}), JobRma, "one-sided traffic")
-
-    def ranks(self, job: str, owner: str | None = None) -> JobRanks:
-        """The first page of a job's ranks, its hosts and its ranks' health over all."""
-        return self._get(_job_path(job, "ranks", {"owner": owner}), JobRanks, "ranks")
-
     def overview(
-        self, job: str, window: Window | None = None, owner: str | None = None
+        self,
+        job: str | None,
+        window: Window | None = None,
+        owner: str | None = None,
+        listing: JobListQuery = JobListQuery(limit=1),
     ) -> Overview:
-        """The first page of every section of `job` over `window` (default: the whole job)
-        in one request (`shown` null: the job is unknown); the job list it also holds is
-        left at one job."""
-        query = {"job": job, "limit": 1, **(window or Window()).query(), "owner": owner}
+        """In one request: the page of the job list `listing` selects (default: one job)
+        and every card's data of `job` (absent: the list's first job) over `window`
+        (default: the whole job) (`shown` null: the job is unknown)."""
+        query = {**asdict(listing), "job": job, **(window or Window()).query(), "owner": owner}
         return self._get(f"/api/overview{_query(query)}", Overview, "overview")
 
     def profile(

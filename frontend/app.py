@@ -16,7 +16,7 @@ from typing import Any
 import dash
 from dash import Input, Output, State, dcc, html
 
-from frontend import api, components, ids
+from frontend import api, cards, components, ids
 
 _HERE = Path(__file__).resolve().parent
 
@@ -44,6 +44,7 @@ def create_dash_app(
     pages = list(dash.page_registry.values())
     for page in pages:
         sys.modules[page["module"]].register_callbacks(dash_app)
+    cards.register_callbacks(dash_app)  # the job cards of the Jobs page and the job page
     dash_app.layout = html.Div(
         className="shell",
         children=[

@@ -26,39 +26,8 @@ JOBS_GRID = "jobs-grid"  # dash-ag-grid, a row per job of the page (row id = job
 JOBS_ERROR = "jobs-error"  # the jobs card's error message; empty when all is well
 RENDERED_DIGEST = "rendered-digest"  # dcc.Store: digest per card of what it shows (skip redraws)
 JOB_DETAILS = "job-details"  # wraps every card about the shown job; hidden without one
-MATRIX_SECTION = "matrix-section"  # "Point-to-point traffic" card of the shown job
-MATRIX_TITLE = "matrix-title"  # heading naming the shown job
-MATRIX_HEATMAP = "matrix-heatmap"  # dcc.Graph, rank x rank heatmap of point-to-point bytes
-MATRIX_CAPTION = "matrix-caption"  # how many rank pairs the grid holds of how many
-MATRIX_GRID = "matrix-grid"  # dash-ag-grid, a row per (src, dst) pair with traffic
-OPS_SECTION = "ops-section"  # "MPI operations" card of the shown job
-OPS_SUMMARY = "ops-summary"  # one line: time and bytes per traffic category
-OPS_TABLE = "ops-table"  # dcc.Markdown: caption + <table> of the ops called, heaviest time first
-IO_SECTION = "io-section"  # "File-system I/O" card of the shown job
-IO_CAPTION = "io-caption"  # how many files the grid holds of how many, or "no file I/O"
-IO_GRID = "io-grid"  # dash-ag-grid, a row per (layer, path)
-COLL_SECTION = "coll-section"  # "Collectives" card of the shown job
-COMM_TABLE = "comm-table"  # dcc.Markdown: caption + <table> per communicator, or "no collective"
-COLL_TABLE = "coll-table"  # dcc.Markdown: caption + <table> per (communicator, op, root)
-SIZES_SECTION = "sizes-section"  # "Message sizes" card of the shown job
-SIZES_GRAPH = "sizes-graph"  # dcc.Graph, messages per log2 size bucket, a bar trace per op
-SIZES_TABLE = "sizes-table"  # dcc.Markdown: caption + <table> per (op, bucket)
-RMA_SECTION = "rma-section"  # "One-sided (RMA)" card of the shown job
-RMA_CAPTION = "rma-caption"  # the RMA totals per op, or "no RMA"
-RMA_GRID = "rma-grid"  # dash-ag-grid, a row per (origin, target) pair
-RANKS_SECTION = "ranks-section"  # "Ranks" card of the shown job
-RANKS_SUMMARY = "ranks-summary"  # one line: ranks reported, hosts, health warnings
-RANKS_TABLE = "ranks-table"  # dcc.Markdown: caption + <table> per rank (host, pid, health)
-# Each card of the shown job: its error message, empty when its last refresh went well.
-CARD_ERRORS = {
-    "matrix": "matrix-error",
-    "ops": "ops-error",
-    "collectives": "coll-error",
-    "sizes": "sizes-error",
-    "rma": "rma-error",
-    "io": "io-error",
-    "ranks": "ranks-error",
-}
+SHOWN_JOB = "shown-job"  # heading naming the shown job (a link to its page)
+# The job cards' ids (the same on the job page): presentation/cards.py (card_id, part_id).
 
 # Fabric page (frontend/pages/fabric.py).
 FABRIC_STATUS = "fabric-status"  # error / "no fabric yet" notice; empty when all is well
@@ -137,21 +106,6 @@ JV_STEP_SHOWN = "jv-step-shown"  # the step the cards show (or "the whole window
 JV_TIMELINE = "jv-timeline"  # dcc.Graph: time and bytes per step by category and I/O layer
 JV_HEATMAP = "jv-heatmap"  # dcc.Graph: rank x time share of time inside MPI
 JV_OUTLIERS = "jv-outliers"  # html.Ul: the outliers and collective imbalances in words
-JV_MATRIX = "jv-matrix"  # dcc.Graph: rank x rank bytes for the shown window or step
-JV_MATRIX_CAPTION = "jv-matrix-caption"  # how many rank pairs the grid holds of how many
-JV_MATRIX_TABLE = "jv-matrix-table"  # dash-ag-grid: the matrix's non-zero (src, dst) pairs
-JV_OPS_SUMMARY = "jv-ops-summary"  # one line per category
-JV_OPS_TABLE = "jv-ops-table"  # dcc.Markdown: MPI operations
-JV_COMM_TABLE = "jv-comm-table"  # dcc.Markdown: per communicator
-JV_COLL_TABLE = "jv-coll-table"  # dcc.Markdown: per (communicator, op, root)
-JV_SIZES_GRAPH = "jv-sizes-graph"  # dcc.Graph: message sizes
-JV_SIZES_TABLE = "jv-sizes-table"  # dcc.Markdown: message sizes
-JV_RMA_CAPTION = "jv-rma-caption"  # the RMA totals per op, or "no RMA"
-JV_RMA_TABLE = "jv-rma-table"  # dash-ag-grid: one-sided traffic per (origin, target)
-JV_IO_CAPTION = "jv-io-caption"  # how many files the grid holds of how many
-JV_IO_TABLE = "jv-io-table"  # dash-ag-grid: file I/O per (layer, path)
-JV_RANKS_SUMMARY = "jv-ranks-summary"  # one line about the ranks
-JV_RANKS_TABLE = "jv-ranks-table"  # dcc.Markdown: the ranks
 JV_PLACEMENT = "jv-placement"  # the "Hosts and links" card
 JV_PLACEMENT_HOSTS = "jv-placement-hosts"  # dcc.Markdown: the job's hosts on the fabric
 JV_PLACEMENT_LINKS = "jv-placement-links"  # dcc.Markdown: their links and load

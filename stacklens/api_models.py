@@ -367,16 +367,23 @@ class JobRanks(ApiModel):
 
 
 class JobDetails(ApiModel):
-    """Everything the Jobs page shows of one job: the answers of its seven endpoints."""
+    """Every job card's data of one job (presentation/cards.py): the answers of its
+    endpoints, one per card; a section the server could not read is null, and `errors`
+    says why."""
 
     job: str
-    matrix: Matrix
-    ops: JobOps
-    io: JobIo
-    collectives: JobCollectives
-    sizes: JobSizes
-    rma: JobRma
-    ranks: JobRanks
+    matrix: Matrix | None = None
+    ops: JobOps | None = None
+    io: JobIo | None = None
+    collectives: JobCollectives | None = None
+    sizes: JobSizes | None = None
+    rma: JobRma | None = None
+    ranks: JobRanks | None = None
+    runs: JobRuns | None = None
+    errors: dict[str, str] = Field(
+        default_factory=dict,
+        description="why a section is null, by section (absent: it was read)",
+    )
 
 
 class Overview(ApiModel):

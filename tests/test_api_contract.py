@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from frontend.api import IncidentQuery, JobListQuery, RunRef, StacklensApi, Window
+from presentation.cards import CARDS
 from server.app import create_app
 from server.incidents import repository as incidents
 from stacklens import wire
@@ -34,18 +35,11 @@ THEN = "from=1700000000&to=1700000010"
 CALLS = (
     ("jobs", (), "/api/jobs", ("jobs",)),
     ("jobs", (JobListQuery(q="K", limit=5),), "/api/jobs?q=K&limit=5", ("jobs",)),
-    ("matrix", (JOB,), "/api/jobs/job%2FK/matrix", ("cells", "blocks")),
-    ("ops", (JOB,), "/api/jobs/job%2FK/ops", ("categories", "ops")),
-    ("io", (JOB,), "/api/jobs/job%2FK/io", ("files",)),
-    ("collectives", (JOB,), "/api/jobs/job%2FK/collectives", ("communicators", "collectives")),
-    ("sizes", (JOB,), "/api/jobs/job%2FK/sizes", ("ops",)),
-    ("rma", (JOB,), "/api/jobs/job%2FK/rma", ("ops", "cells")),
-    ("ranks", (JOB,), "/api/jobs/job%2FK/ranks", ("ranks", "hosts")),
-    ("overview", (JOB,), "/api/overview?job=job%2FK&limit=1", ("jobs",)),
+    ("overview", (JOB,), "/api/overview?limit=1&job=job%2FK", ("jobs",)),
     (
         "overview",
         (JOB, Window(1, "0", "2e9")),
-        "/api/overview?job=job%2FK&limit=1&run=1&from=0&to=2e9",
+        "/api/overview?limit=1&job=job%2FK&run=1&from=0&to=2e9",
         ("jobs",),
     ),
     ("profile", (JOB, Window(None, "0")), "/api/jobs/job%2FK/profile?from=0", ("shares",)),
@@ -110,13 +104,15 @@ CALLS = (
         (),
     ),
 )
-#: The overview's details of a job, each the answer of a route of its own.
-DETAILS = ("matrix", "ops", "io", "collectives", "sizes", "rma", "ranks")
+#: The overview's details of a job (a section per job card), each the answer of a route of
+#: its own.
+DETAILS = tuple(card.key for card in CARDS)
 #: GET routes of the API that the frontend does not read (machines and scripts do).
 NOT_READ_BY_THE_FRONTEND = {
     "/api/health",
     "/metrics",
-    "/api/jobs/{job}/runs",  # the page has a job's runs from the job list
+    # each job card's own route: the pages read every card of a job at once (/api/overview)
+    *(f"/api/jobs/{{job}}/{card.key}" for card in CARDS),
     # files the browser downloads from the pages' report buttons (links, not the client)
     "/api/reports/jobs/{job}",
     "/api/reports/window",

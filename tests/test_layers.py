@@ -3,11 +3,13 @@
 Bottom to top: `contract` (data + the generator, standard library only); the base of
 `stacklens` (settings, paths, db, schema, wire, mpi_ops); `collector` and `server`
 beside each other (the server hosts a collector and the frontend in one process);
-`frontend` (talks to the server over HTTP only: of stacklens it may import only the API
-contract, `stacklens.api_models`, and the shared names and codes, `stacklens.constants`,
-both pure data); `emulator` (a test and demo tool over the sampler's MAD access); and
-the command line, `stacklens_cli`, a package of its own at the top. A module may import
-its own layer and the layers below it, never one above.
+`presentation` (what the pages and the reports show of the API's data: the job card
+registry, figures, formatting; of stacklens it may import only the API contract,
+`stacklens.api_models`, and the shared names and codes, `stacklens.constants`, both pure
+data); `frontend` (talks to the server over HTTP only, over `presentation` and those);
+`emulator` (a test and demo tool over the sampler's MAD access); and the command line,
+`stacklens_cli`, a package of its own at the top. A module may import its own layer and
+the layers below it, never one above.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ FIRST_PARTY = (
     "contract",
     "collector",
     "server",
+    "presentation",
     "frontend",
     "emulator",
     "stacklens_cli",
@@ -35,8 +38,9 @@ ALLOWED = {
     "contract": {"contract"},
     "stacklens": {"contract", "stacklens", *PURE},
     "collector": {"contract", "stacklens", "collector", *PURE},
-    "frontend": {"frontend", *PURE},
-    "server": {"contract", "stacklens", "collector", "server", "frontend", *PURE},
+    "presentation": {"presentation", *PURE},
+    "frontend": {"frontend", "presentation", *PURE},
+    "server": {"contract", "stacklens", "collector", "server", "presentation", "frontend", *PURE},
     "emulator": {"contract", "stacklens", "collector", "emulator", *PURE},
     "stacklens_cli": set(FIRST_PARTY) | {*PURE},
 }

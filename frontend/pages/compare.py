@@ -18,7 +18,7 @@ from dash import Input, Output, dcc, html
 
 from frontend import api, ids
 from frontend.api import ApiError, RunRef
-from frontend.formatting import format_duration_ns, format_utc_ns
+from presentation.formatting import format_duration_ns, format_utc_ns
 from stacklens.api_models import ComparedRun, Comparison, RunHistory
 
 dash.register_page(__name__, path="/compare", name="Compare", title="Compare — stacklens")

@@ -44,8 +44,10 @@ import flask
 from dash import ClientsideFunction, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from frontend import api, components, cyto_style, figures, ids
+from frontend import api, components, cyto_style, ids
 from frontend.api import ApiError, Window
+from presentation import figures
+from presentation.components import card, grid, markdown_table
 
 # No `order`: with none given anywhere, Dash puts "/" (Jobs) first and this page after it.
 dash.register_page(__name__, path="/fabric", name="Fabric", title="Fabric — stacklens")
@@ -163,7 +165,7 @@ def layout(**query: str) -> html.Div:
                     ),
                 ],
             ),
-            components.card(
+            card(
                 "Links",
                 html.Div(
                     className="controls",
@@ -182,9 +184,9 @@ def layout(**query: str) -> html.Div:
                         html.Button("Next →", id=ids.FABRIC_LINKS_OLDER, disabled=True),
                     ],
                 ),
-                components.grid(ids.FABRIC_LINKS_GRID, components.LINK_COLUMNS),
+                grid(ids.FABRIC_LINKS_GRID, components.LINK_COLUMNS),
             ),
-            components.card("Fabric events", components.markdown_table(ids.FABRIC_EVENTS_TABLE)),
+            card("Fabric events", markdown_table(ids.FABRIC_EVENTS_TABLE)),
         ],
     )
 
@@ -236,9 +238,9 @@ def _panel() -> html.Aside:
             # The series' graph is made when the panel opens: the page loads Plotly then.
             html.Div(id=ids.FABRIC_PANEL_SERIES),
             html.H4("Events"),
-            components.markdown_table(ids.FABRIC_PANEL_EVENTS),
+            markdown_table(ids.FABRIC_PANEL_EVENTS),
             html.H4("Jobs"),
-            components.markdown_table(ids.FABRIC_PANEL_JOBS),
+            markdown_table(ids.FABRIC_PANEL_JOBS),
         ],
     )  # fmt: skip
 

@@ -15,9 +15,11 @@ from typing import Any
 import dash
 from dash import Input, Output, dcc, html
 
-from frontend import api, components, figures, ids
+from frontend import api, components, ids
 from frontend.api import ApiError, IncidentQuery
-from frontend.formatting import format_utc_ns, parse_utc_ns
+from presentation import figures
+from presentation.components import grid, markdown_table
+from presentation.formatting import format_utc_ns, parse_utc_ns
 
 dash.register_page(__name__, path="/incidents", name="Incidents", title="Incidents — stacklens")
 
@@ -53,12 +55,12 @@ def layout(**_query: str) -> html.Div:
                 ]),
                 html.Div(id=ids.INC_ERROR, className="card-error", role="alert"),
                 html.Div(id=ids.INC_CAPTION, className="subtle"),
-                components.grid(ids.INC_GRID, components.INCIDENT_COLUMNS, height_px=320),
+                grid(ids.INC_GRID, components.INCIDENT_COLUMNS, height_px=320),
             ]),
             html.Section(id=ids.INC_DETAIL, className="card", hidden=True, children=[
                 html.H2(id=ids.INC_DETAIL_TITLE),
                 components.report_buttons(ids.INC_REPORT_PDF, ids.INC_REPORT_HTML),
-                components.markdown_table(ids.INC_DETAIL_JOBS),
+                markdown_table(ids.INC_DETAIL_JOBS),
                 dcc.Graph(id=ids.INC_EVIDENCE, config={"displaylogo": False}),
             ]),
         ],

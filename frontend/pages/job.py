@@ -13,7 +13,8 @@ which owners to choose from: the API's 409).
 `from`/`to` are as the API reads them (RFC 3339 or epoch seconds), `live` a window ending
 now that moves with every refresh, neither: the whole job. The page shows the timeline of
 time and bytes per MPI traffic category and file-system layer, the rank x time heat map of
-the share of time inside MPI with the outliers named, every card of the Jobs page, and the
+the share of time inside MPI with the outliers named, every job card (as on the Jobs
+page: presentation/cards.py, frontend/cards.py), and the
 "Hosts and links" card (where the job sits on the fabric: GET /api/jobs/<job>/placement)
 for the window, or, while the playback slider is on a step (`at`), for that step alone.
 """
@@ -28,9 +29,11 @@ import dash
 from dash import Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from frontend import api, components, figures, ids
+from frontend import api, cards, components, ids
 from frontend.api import ApiError, Window, digest
-from frontend.formatting import format_utc_ns
+from presentation import figures
+from presentation.components import card, markdown_table
+from presentation.formatting import format_utc_ns
 
 dash.register_page(__name__, path_template="/jobs/<job>", name="Job", title="Job — stacklens")
 
@@ -49,6 +52,10 @@ PICKS = [
 def _state(search: str | None) -> dict[str, str]:
     """The view's state from a query string (first value of each key)."""
     return {k: v[0] for k, v in parse_qs((search or "").lstrip("?")).items() if v}
+
+
+#: This page's name in the ids of its card stores (frontend/cards.py).
+_PAGE = "job"
 
 
 def layout(job: str = "", **query: str) -> html.Div:
@@ -109,63 +116,24 @@ def layout(job: str = "", **query: str) -> html.Div:
                     ),  # fmt: skip
                 ],
             ),
-            components.card(
+            card(
                 "Timeline",
                 dcc.Graph(
                     id=ids.JV_TIMELINE, style={"height": "420px"}, config={"displaylogo": False}
                 ),  # fmt: skip
             ),
-            components.card(
+            card(
                 "Ranks over time: share of time inside MPI",
                 dcc.Graph(
                     id=ids.JV_HEATMAP, style={"height": "420px"}, config={"displaylogo": False}
                 ),  # fmt: skip
                 html.Ul(id=ids.JV_OUTLIERS, className="outliers"),
             ),
-            components.card(
-                "Point-to-point traffic",
-                dcc.Graph(
-                    id=ids.JV_MATRIX, style={"height": "420px"}, config={"displaylogo": False}
-                ),  # fmt: skip
-                html.P(id=ids.JV_MATRIX_CAPTION, className="hint"),
-                components.grid(ids.JV_MATRIX_TABLE, components.PAIR_COLUMNS),
-            ),
-            components.card(
-                "MPI operations",
-                html.P(id=ids.JV_OPS_SUMMARY, className="summary"),
-                components.markdown_table(ids.JV_OPS_TABLE),
-            ),
-            components.card(
-                "Collectives",
-                dcc.Markdown(id=ids.JV_COMM_TABLE, className="scroll md-table"),
-                components.markdown_table(ids.JV_COLL_TABLE),
-            ),
-            components.card(
-                "Message sizes",
-                dcc.Graph(
-                    id=ids.JV_SIZES_GRAPH, style={"height": "320px"}, config={"displaylogo": False}
-                ),  # fmt: skip
-                components.markdown_table(ids.JV_SIZES_TABLE),
-            ),
-            components.card(
-                "One-sided (RMA)",
-                html.P(id=ids.JV_RMA_CAPTION, className="hint"),
-                components.grid(ids.JV_RMA_TABLE, components.RMA_COLUMNS, height_px=300),
-            ),
-            components.card(
-                "File-system I/O",
-                html.P(id=ids.JV_IO_CAPTION, className="hint"),
-                components.grid(ids.JV_IO_TABLE, components.FILE_COLUMNS),
-            ),
-            components.card(
-                "Ranks",
-                html.P(id=ids.JV_RANKS_SUMMARY, className="summary"),
-                components.markdown_table(ids.JV_RANKS_TABLE),
-            ),
-            components.card(
+            *cards.sections(_PAGE),
+            card(
                 "Hosts and links",
-                components.markdown_table(ids.JV_PLACEMENT_HOSTS),
-                components.markdown_table(ids.JV_PLACEMENT_LINKS),
+                markdown_table(ids.JV_PLACEMENT_HOSTS),
+                markdown_table(ids.JV_PLACEMENT_LINKS),
                 section_id=ids.JV_PLACEMENT,
             ),
         ],
@@ -191,21 +159,6 @@ _OUTPUTS = {
     "timeline": (ids.JV_TIMELINE, "figure"),
     "heatmap": (ids.JV_HEATMAP, "figure"),
     "outliers": (ids.JV_OUTLIERS, "children"),
-    "matrix": (ids.JV_MATRIX, "figure"),
-    "matrix_caption": (ids.JV_MATRIX_CAPTION, "children"),
-    "matrix_table": (ids.JV_MATRIX_TABLE, "rowData"),
-    "ops_summary": (ids.JV_OPS_SUMMARY, "children"),
-    "ops": (ids.JV_OPS_TABLE, "children"),
-    "comms": (ids.JV_COMM_TABLE, "children"),
-    "coll": (ids.JV_COLL_TABLE, "children"),
-    "sizes_graph": (ids.JV_SIZES_GRAPH, "figure"),
-    "sizes": (ids.JV_SIZES_TABLE, "children"),
-    "rma_caption": (ids.JV_RMA_CAPTION, "children"),
-    "rma": (ids.JV_RMA_TABLE, "rowData"),
-    "io_caption": (ids.JV_IO_CAPTION, "children"),
-    "io": (ids.JV_IO_TABLE, "rowData"),
-    "ranks_summary": (ids.JV_RANKS_SUMMARY, "children"),
-    "ranks": (ids.JV_RANKS_TABLE, "children"),
     "placement_hosts": (ids.JV_PLACEMENT_HOSTS, "children"),
     "placement_links": (ids.JV_PLACEMENT_LINKS, "children"),
     "rendered": (ids.JV_RENDERED, "data"),
@@ -217,7 +170,10 @@ _OUTPUTS = {
 def register_callbacks(dash_app: dash.Dash) -> None:
     """Attach this page's callbacks to `dash_app` (per app, so several apps can coexist)."""
     dash_app.callback(
-        output={name: Output(*target) for name, target in _OUTPUTS.items()},
+        output={
+            **{name: Output(*target) for name, target in _OUTPUTS.items()},
+            **{f"card_{key}": out for key, out in cards.outputs(_PAGE).items()},
+        },
         inputs={
             "search": Input(ids.JV_LOCATION, "search"),
             "_tick": Input(ids.REFRESH_INTERVAL, "n_intervals"),
@@ -313,10 +269,12 @@ def _window(state: dict[str, str]) -> Window:
     return Window(run, state.get("from"), state.get("to"))
 
 
-def render(search: str | None, _tick: int | None, job: str, rendered: str | None) -> dict:
+def render(search: str | None, _tick: int | None, job: str,
+           rendered: dict[str, str] | None) -> dict:  # fmt: skip
     """Fetch the profile, the timeline and the cards of the view in the URL and draw them,
     unless they are what the page already shows; on failure say why and keep the rest."""
-    unchanged = dict.fromkeys(_OUTPUTS, no_update)
+    unchanged = dict.fromkeys([*_OUTPUTS, *(f"card_{key}" for key in cards.outputs(_PAGE))],
+                              no_update)  # fmt: skip
     state = _state(search)
     window = _window(state)
     owner = state.get("owner")
@@ -334,12 +292,16 @@ def render(search: str | None, _tick: int | None, job: str, rendered: str | None
         placement = client.placement(job, cards_window, owner)
     except ApiError as exc:
         return {**unchanged, "status": components.notice(str(exc), "error")}
-    drawn = digest((profile, series, overview, placement, search))
-    if drawn == rendered:
+    drawn = dict(rendered or {})
+    page = digest((profile, series, overview, placement, search))
+    if drawn.get("page") == page:
         return unchanged
+    drawn["page"] = page
     shown = overview.shown
     if shown is None or shown.job != job:
         return {**unchanged, "status": components.notice(f"unknown job {job!r}", "error")}
+    view = {"job": job, "owner": owner, **cards_window.query()}
+    published = cards.publish(shown, view, drawn)
     scope = f"run {window.run}" if window.run is not None else "all runs"
     span = f"{format_utc_ns(profile.from_ns)} – {format_utc_ns(profile.to_ns)}"
     return {
@@ -356,24 +318,10 @@ def render(search: str | None, _tick: int | None, job: str, rendered: str | None
         "timeline": figures.timeline(series),
         "heatmap": figures.rank_heatmap(profile),
         "outliers": components.outlier_items(profile),
-        "matrix": figures.matrix_heatmap(shown.matrix),
-        "matrix_caption": components.pair_caption(shown.matrix),
-        "matrix_table": components.pair_rows(shown.matrix),
-        "ops_summary": components.ops_summary(shown.ops),
-        "ops": components.ops_table_markdown(shown.ops),
-        "comms": components.communicators_table_markdown(shown.collectives),
-        "coll": components.collectives_table_markdown(shown.collectives),
-        "sizes_graph": figures.size_histogram(shown.sizes),
-        "sizes": components.sizes_table_markdown(shown.sizes),
-        "rma_caption": components.rma_caption(shown.rma),
-        "rma": components.rma_rows(shown.rma),
-        "io_caption": components.file_caption(shown.io),
-        "io": components.file_rows(shown.io),
-        "ranks_summary": components.ranks_summary(shown.ranks),
-        "ranks": components.ranks_table_markdown(shown.ranks),
         "placement_hosts": components.placement_hosts_markdown(placement),
         "placement_links": components.placement_links_markdown(placement),
         "rendered": drawn,
+        **{f"card_{key}": data for key, data in published.items()},
         **report_links(job, window, owner),
     }
 

@@ -1,14 +1,14 @@
 # frontend/pages/jobs.py — the "/" page: the job list (search, filters, pages) and the first
-# job's rank x rank matrix, MPI operations, collectives, message sizes, one-sided traffic,
-# file-system I/O and ranks.
+# job's cards (presentation/cards.py).
 """Jobs page: the jobs the server knows, a page at a time, searched (job id, user,
 command) and filtered (status, user, start time) by the server and sorted and filtered
-again in the browser's grid; and the first job of the list: its point-to-point traffic,
-MPI operations, collectives, message sizes, one-sided traffic, file I/O and ranks. A click
-on a job opens its own page, `/jobs/<job>?owner=<user>` (frontend/pages/job.py).
+again in the browser's grid; and the first job of the list: every job card (the card
+registry, presentation/cards.py, filled by frontend/cards.py). A click on a job opens its
+own page, `/jobs/<job>?owner=<user>` (frontend/pages/job.py).
 
-The page degrades, never blanks: one refresh asks the job list and each card's data
-concurrently; a card whose request fails keeps its last view and shows the error; the
+The page degrades, never blanks: one refresh asks the job list and every card's data in
+one request (GET /api/overview); a card whose data could not be read keeps its last view
+and shows the error; the
 refresh tick pauses while a refresh runs (no answer is superseded by the next tick) and its
 period backs off with the time a refresh takes and after errors; the heading says
 "refreshing… N s behind" (in the browser, every second) when the last whole refresh is
@@ -17,20 +17,19 @@ older than that.
 
 from __future__ import annotations
 
-import contextvars
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dash
 from dash import ClientsideFunction, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from frontend import api, components, figures, ids
-from frontend.api import ApiError, JobListQuery, StacklensApi, digest
-from frontend.formatting import parse_utc_ns
+from frontend import api, cards, components, ids
+from frontend.api import ApiError, JobListQuery, digest
 from frontend.refresh import next_period
+from presentation.components import grid
+from presentation.formatting import parse_utc_ns
+from stacklens.api_models import JobList, Overview
 
 dash.register_page(__name__, path="/", name="Jobs", title="Jobs — stacklens")
 
@@ -38,8 +37,6 @@ dash.register_page(__name__, path="/", name="Jobs", title="Jobs — stacklens")
 JOBS_PER_PAGE = 100
 #: The statuses a job can have (the status filter's choices).
 JOB_STATUSES = ("running", "finished", "killed", "aborted", "lost")
-
-_CARDS = tuple(ids.CARD_ERRORS)
 
 
 def layout(**_query: str) -> html.Div:
@@ -62,7 +59,7 @@ def layout(**_query: str) -> html.Div:
                     components.card_head("Jobs", ids.LAST_UPDATED),
                     _filters(),
                     html.Div(id=ids.JOBS_ERROR, className="card-error", role="alert"),
-                    components.grid(ids.JOBS_GRID, components.JOB_COLUMNS, height_px=360),
+                    grid(ids.JOBS_GRID, components.JOB_COLUMNS, height_px=360),
                     html.Div(
                         className="pager",
                         children=[
@@ -73,7 +70,11 @@ def layout(**_query: str) -> html.Div:
                     ),
                 ],
             ),
-            html.Div(id=ids.JOB_DETAILS, hidden=True, children=_job_cards()),
+            html.Div(
+                id=ids.JOB_DETAILS,
+                hidden=True,
+                children=[html.H2(id=ids.SHOWN_JOB, className="shown-job"), *cards.sections(_PAGE)],
+            ),
         ],
     )
 
@@ -108,98 +109,8 @@ def _time_input(input_id: str) -> dcc.Input:
     return dcc.Input(id=input_id, placeholder="YYYY-MM-DD HH:MM UTC", debounce=True, size="20")
 
 
-def _card_error(card: str) -> html.Div:
-    return html.Div(id=ids.CARD_ERRORS[card], className="card-error", role="alert")
-
-
-def _job_cards() -> list:
-    """The cards about the shown job, each with its own error line."""
-    return [
-        html.Section(
-            id=ids.MATRIX_SECTION,
-            className="card",
-            children=[
-                html.H2(id=ids.MATRIX_TITLE),
-                _card_error("matrix"),
-                dcc.Graph(
-                    id=ids.MATRIX_HEATMAP, style={"height": "520px"}, config={"displaylogo": False}
-                ),
-                html.P(id=ids.MATRIX_CAPTION, className="hint"),
-                components.grid(ids.MATRIX_GRID, components.PAIR_COLUMNS),
-            ],
-        ),
-        components.card(
-            "MPI operations",
-            _card_error("ops"),
-            html.P(id=ids.OPS_SUMMARY, className="summary"),
-            components.markdown_table(ids.OPS_TABLE),
-            section_id=ids.OPS_SECTION,
-        ),
-        components.card(
-            "Collectives",
-            _card_error("collectives"),
-            dcc.Markdown(id=ids.COMM_TABLE, className="scroll md-table"),
-            components.markdown_table(ids.COLL_TABLE),
-            section_id=ids.COLL_SECTION,
-        ),
-        components.card(
-            "Message sizes",
-            _card_error("sizes"),
-            dcc.Graph(id=ids.SIZES_GRAPH, style={"height": "360px"}, config={"displaylogo": False}),
-            components.markdown_table(ids.SIZES_TABLE),
-            section_id=ids.SIZES_SECTION,
-        ),
-        components.card(
-            "One-sided (RMA)",
-            _card_error("rma"),
-            html.P(id=ids.RMA_CAPTION, className="hint"),
-            components.grid(ids.RMA_GRID, components.RMA_COLUMNS, height_px=300),
-            section_id=ids.RMA_SECTION,
-        ),
-        components.card(
-            "File-system I/O",
-            _card_error("io"),
-            html.P(id=ids.IO_CAPTION, className="hint"),
-            components.grid(ids.IO_GRID, components.FILE_COLUMNS),
-            section_id=ids.IO_SECTION,
-        ),
-        components.card(
-            "Ranks",
-            _card_error("ranks"),
-            html.P(id=ids.RANKS_SUMMARY, className="summary"),
-            components.markdown_table(ids.RANKS_TABLE, "ranks-table"),
-            section_id=ids.RANKS_SECTION,
-        ),
-    ]
-
-
-#: Each card: the client call that fetches its data, and how that data fills its outputs.
-_FETCH: dict[str, Callable[[StacklensApi, str, str | None], Any]] = {
-    "matrix": StacklensApi.matrix,
-    "ops": StacklensApi.ops,
-    "collectives": StacklensApi.collectives,
-    "sizes": StacklensApi.sizes,
-    "rma": StacklensApi.rma,
-    "io": StacklensApi.io,
-    "ranks": StacklensApi.ranks,
-}
-_RENDER: dict[str, Callable[[Any], dict[str, Any]]] = {
-    "matrix": lambda m: {"heatmap": figures.matrix_heatmap(m),
-                         "matrix_caption": components.pair_caption(m),
-                         "matrix_rows": components.pair_rows(m)},
-    "ops": lambda o: {"ops_summary": components.ops_summary(o),
-                      "ops": components.ops_table_markdown(o)},
-    "collectives": lambda c: {"comms": components.communicators_table_markdown(c),
-                              "coll": components.collectives_table_markdown(c)},
-    "sizes": lambda s: {"sizes_graph": figures.size_histogram(s),
-                        "sizes": components.sizes_table_markdown(s)},
-    "rma": lambda r: {"rma_caption": components.rma_caption(r),
-                      "rma_rows": components.rma_rows(r)},
-    "io": lambda i: {"io_caption": components.file_caption(i),
-                     "io_rows": components.file_rows(i)},
-    "ranks": lambda r: {"ranks_summary": components.ranks_summary(r),
-                        "ranks": components.ranks_table_markdown(r)},
-}  # fmt: skip
+#: This page's name in the ids of its card stores (frontend/cards.py).
+_PAGE = "jobs"
 
 _OUTPUTS = {
     "jobs": Output(ids.JOBS_GRID, "rowData"),
@@ -210,23 +121,8 @@ _OUTPUTS = {
     "jobs_error": Output(ids.JOBS_ERROR, "children"),
     "status": Output(ids.STATUS_MESSAGE, "children"),
     "hidden": Output(ids.JOB_DETAILS, "hidden"),
-    "title": Output(ids.MATRIX_TITLE, "children"),
-    "heatmap": Output(ids.MATRIX_HEATMAP, "figure"),
-    "matrix_caption": Output(ids.MATRIX_CAPTION, "children"),
-    "matrix_rows": Output(ids.MATRIX_GRID, "rowData"),
-    "ops_summary": Output(ids.OPS_SUMMARY, "children"),
-    "ops": Output(ids.OPS_TABLE, "children"),
-    "comms": Output(ids.COMM_TABLE, "children"),
-    "coll": Output(ids.COLL_TABLE, "children"),
-    "sizes_graph": Output(ids.SIZES_GRAPH, "figure"),
-    "sizes": Output(ids.SIZES_TABLE, "children"),
-    "rma_caption": Output(ids.RMA_CAPTION, "children"),
-    "rma_rows": Output(ids.RMA_GRID, "rowData"),
-    "io_caption": Output(ids.IO_CAPTION, "children"),
-    "io_rows": Output(ids.IO_GRID, "rowData"),
-    "ranks_summary": Output(ids.RANKS_SUMMARY, "children"),
-    "ranks": Output(ids.RANKS_TABLE, "children"),
-    **{f"{card}_error": Output(ids.CARD_ERRORS[card], "children") for card in _CARDS},
+    "title": Output(ids.SHOWN_JOB, "children"),
+    **{f"card_{key}": out for key, out in cards.outputs(_PAGE).items()},
     "rendered": Output(ids.RENDERED_DIGEST, "data"),
     "last_good": Output(ids.LAST_GOOD, "data"),
     "period": Output(ids.JOB_REFRESH, "interval"),
@@ -309,26 +205,17 @@ def refresh(
         limit=JOBS_PER_PAGE,
         cursor=pages[-1] if pages else None,
     )
-    shown: str | None = None
-    owner: str | None = None
     out: dict[str, Any] = dict.fromkeys(_OUTPUTS, no_update)
     drawn = dict(rendered or {})
-    with ThreadPoolExecutor(max_workers=1 + len(_FETCH)) as pool:
-        # Each request on a thread of its own, in a copy of this request's context (the
-        # client passes on the viewer's pass from it).
-        listing = pool.submit(contextvars.copy_context().run, client.jobs, query)
-        try:  # the first job of the list
-            first = listing.result().jobs[:1]
-            shown, owner = (first[0].job, first[0].user or None) if first else (None, None)
-        except ApiError:
-            shown = None
-        cards = {
-            card: pool.submit(contextvars.copy_context().run, fetch, client, shown, owner)
-            for card, fetch in _FETCH.items()
-            if shown is not None
-        }
-        errors = _fill_jobs(out, drawn, listing, len(pages))
-        errors += _fill_cards(out, drawn, cards, shown, owner)
+    try:
+        overview = client.overview(None, listing=query)
+    except ApiError as exc:
+        out["jobs_error"] = str(exc)
+        out.update({f"card_{key}": data for key, data in cards.fail(str(exc)).items()})
+        errors = 1
+    else:
+        errors = _fill_jobs(out, drawn, overview.jobs, len(pages))
+        errors += _fill_cards(out, drawn, overview)
     out["rendered"] = drawn
     took_ms = (time.monotonic() - began) * 1000
     out["period"] = next_period(base_ms, period_ms, took_ms, bool(errors))
@@ -340,14 +227,9 @@ def refresh(
     return out
 
 
-def _fill_jobs(out: dict[str, Any], drawn: dict[str, str], listing: Any, page: int) -> int:
-    """The jobs card's outputs from the list request (`page`: its number, 1 = newest);
-    returns the number of failed requests."""
-    try:
-        jobs = listing.result()
-    except ApiError as exc:
-        out["jobs_error"] = str(exc)
-        return 1
+def _fill_jobs(out: dict[str, Any], drawn: dict[str, str], jobs: JobList, page: int) -> int:
+    """The jobs card's outputs from the page of the list (`page`: its number, 1 = newest);
+    returns the number of failures (none: the list came)."""
     out["jobs_error"] = None
     out["status"] = None if jobs.page.total else components.no_jobs_notice()
     out["newer"] = page <= 1
@@ -360,38 +242,20 @@ def _fill_jobs(out: dict[str, Any], drawn: dict[str, str], listing: Any, page: i
     return 0
 
 
-def _fill_cards(
-    out: dict[str, Any],
-    drawn: dict[str, str],
-    cards: dict[str, Any],
-    shown: str | None,
-    owner: str | None,
-) -> int:
-    """Each card's outputs from its request, or its error (its last view stays); returns
-    the number of failed requests. `shown` is the job of the cards, `owner` its owner."""
-    if shown is None:
+def _fill_cards(out: dict[str, Any], drawn: dict[str, str], overview: Overview) -> int:
+    """The shown job's heading and its cards' data (the first job of the list; the cards
+    hidden while there is none); returns the number of sections that could not be read."""
+    first = overview.jobs.jobs[:1]
+    shown = overview.shown
+    if not first or shown is None:
         out["hidden"] = True
         return 0
-    failed = 0
-    for card, future in cards.items():
-        try:
-            data = future.result()
-        except ApiError as exc:
-            if exc.status == 404:  # the job is not (or no longer) known
-                out["status"] = components.notice(f"Unknown job {shown!r}.", "error")
-                out["hidden"] = True
-                return failed
-            out[f"{card}_error"] = str(exc)
-            failed += 1
-            continue
-        out[f"{card}_error"] = None
-        if drawn.get(card) != (d := digest((data, owner))):
-            drawn[card] = d
-            out.update(_RENDER[card](data))
-            if card == "matrix":
-                out["title"] = components.matrix_title(data, owner)
+    owner = first[0].user or None
+    view = {"job": shown.job, "owner": owner}
+    out["title"] = components.shown_title(shown, owner)
+    out.update({f"card_{k}": v for k, v in cards.publish(shown, view, drawn).items()})
     out["hidden"] = False
-    return failed
+    return len(shown.errors)
 
 
 def turn_page(

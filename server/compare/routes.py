@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from server.compare import diff, repository
 from server.deps import SessionDep
 from server.errors import error_responses
-from server.jobs.routes import find_job
+from server.jobs.target import find_job
 from stacklens.api_models import ComparedRun, Comparison, HistoryRun, RunDifference, RunHistory
 from stacklens.schema import Job, Run
 

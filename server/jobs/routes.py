@@ -11,9 +11,8 @@ inverted a 422. The table endpoints and the series answer CSV or Parquet files t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
@@ -23,20 +22,13 @@ from server import export, paging
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, model_table
-from server.jobs import placement, profile, repository, series
-from server.jobs.repository import Scope
+from server.jobs import placement, profile, repository, sections, series, target
 from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, Limits
-from server.query_params import ALL_TIME, Window, WindowDep
-from stacklens import wire
+from server.query_params import WindowDep
 from stacklens.api_models import (
-    CategoryTotal,
     CollectiveTotal,
-    CommunicatorTotal,
     FileIo,
-    HostRanks,
-    IoTotals,
     JobCollectives,
-    JobDetails,
     JobIo,
     JobList,
     JobOps,
@@ -51,29 +43,18 @@ from stacklens.api_models import (
     OpSizes,
     OpTotal,
     Overview,
-    RankHealth,
     RankInfo,
     RankShare,
     RmaCell,
-    RmaOp,
-    RunSummary,
     Series,
     SlowRanks,
 )
-from stacklens.constants import MINUTE_NS
-from stacklens.schema import Job, Run
-
-#: Bytes of the wire's job id field: no stored job has a longer id.
-JOB_ID_BYTES = int(wire.fields_of(wire.HEADER_DTYPE)["job_id"][0].itemsize)
 
 router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 overview_router = APIRouter(prefix="/api", tags=["jobs"])
 
-#: Page sizes of the lists: jobs; a job's rank pairs (matrix, RMA), files and ranks.
+#: Page size of the job list (a job's lists: server/jobs/sections.py).
 JOB_LIMITS = Limits(default=100, maximum=1000)
-PAIR_LIMITS = Limits(default=5000, maximum=50_000)
-FILE_LIMITS = Limits(default=1000, maximum=10_000)
-RANK_LIMITS = Limits(default=1000, maximum=10_000)
 
 #: The `run` query parameter of every job endpoint.
 RunParam = Annotated[
@@ -102,13 +83,22 @@ OwnerParam = Annotated[
 #: The `limit` query parameter of each list.
 JobLimit = Annotated[int, Query(ge=1, le=JOB_LIMITS.maximum, description=JOB_LIMITS.help("jobs"))]
 PairLimit = Annotated[
-    int, Query(ge=1, le=PAIR_LIMITS.maximum, description=PAIR_LIMITS.help("rank pairs"))
+    int,
+    Query(
+        ge=1, le=sections.PAIR_LIMITS.maximum, description=sections.PAIR_LIMITS.help("rank pairs")
+    ),
 ]
 FileLimit = Annotated[
-    int, Query(ge=1, le=FILE_LIMITS.maximum, description=FILE_LIMITS.help("(layer, path) rows"))
+    int,
+    Query(
+        ge=1,
+        le=sections.FILE_LIMITS.maximum,
+        description=sections.FILE_LIMITS.help("(layer, path) rows"),
+    ),
 ]
 RankLimit = Annotated[
-    int, Query(ge=1, le=RANK_LIMITS.maximum, description=RANK_LIMITS.help("ranks"))
+    int,
+    Query(ge=1, le=sections.RANK_LIMITS.maximum, description=sections.RANK_LIMITS.help("ranks")),
 ]
 
 #: The latest time a query can name (ns; the stored times' type).
@@ -158,84 +148,6 @@ def job_query(
 JobQueryDep = Annotated[JobQuery, Depends(job_query)]
 
 
-@dataclass(frozen=True)
-class _Target:
-    """What a request reads: the job's key, the run's ordinal (None = whole job), the world
-    size of that scope, and the repository scope."""
-
-    job: str
-    run: int | None
-    world_size: int
-    scope: Scope
-    started_ns: int
-    last_seen_ns: int
-
-
-def _whole(job: Job, window: Window) -> _Target:
-    scope = Scope(job.id, None, window)
-    return _Target(job.job_key, None, job.world_size, scope, job.started_ns, job.last_seen_ns)
-
-
-def _possible_id(job: str) -> bool:
-    """Whether a job could have this id (the ingest's rule: at most the wire field's bytes
-    of UTF-8 text without control characters)."""
-    return len(job.encode("utf-8", "surrogatepass")) <= JOB_ID_BYTES and wire.clean_text(job)
-
-
-def find_target(
-    session: Session, job: str, owner: str | None, run: int | None, window: Window = ALL_TIME
-) -> _Target:
-    """The job (of `owner`, if given) and run asked for; 404 if either is unknown, also for
-    an id that no job can have (ingest refuses them: longer than the wire field, not UTF-8
-    text, control characters), which is never sent to the database; 409 if the id names
-    jobs of several owners and `owner` does not say which."""
-    found = find_job(session, job, owner)
-    if run is None:
-        return _whole(found, window)
-    chosen = repository.get_run(session, found.id, run)
-    if chosen is None:
-        raise HTTPException(status_code=404, detail=f"job {job!r} has no run {run}")
-    return _run(found, chosen, window)
-
-
-def find_job(session: Session, job: str, owner: str | None) -> Job:
-    """The one job the viewer may read with this id (and owner, if given): 404 if none, 409
-    listing the owners if several."""
-    of = "" if owner is None else f" of owner {owner!r}"
-    if not _possible_id(job):
-        raise HTTPException(
-            status_code=404,
-            detail=f"unknown job {job!r}{of}: a job id is 1 to {JOB_ID_BYTES} bytes of UTF-8 "
-            "text without control characters",
-        )
-    found = repository.find_jobs(session, job, owner)
-    if not found:
-        raise HTTPException(status_code=404, detail=f"unknown job {job!r}{of}")
-    if len(found) > 1:
-        raise HTTPException(status_code=409, detail=_ambiguous(job, owner, found))
-    return found[0]
-
-
-def _ambiguous(job: str, owner: str | None, found: list[Job]) -> str:
-    """Why an id (and owner) names several jobs, and how to name one."""
-    if owner is None:
-        owners = sorted({j.user or "" for j in found})
-        if len(owners) > 1:
-            named = ", ".join(repr(o) for o in owners)
-            return (f"job {job!r} is the id of jobs of {len(owners)} owners ({named}): "
-                    f"name one with ?owner=<user>, e.g. ?owner={owners[0]}")  # fmt: skip
-    who = f" of owner {found[0].user or ''!r}"
-    return (f"job {job!r}{who} names {len(found)} jobs (some stored before owners were "
-            "recorded, migration 0011); they cannot be told apart by URL")  # fmt: skip
-
-
-def _run(job: Job, run: Run, window: Window) -> _Target:
-    scope = Scope(job.id, run.id, window)
-    return _Target(
-        job.job_key, run.ordinal, run.world_size, scope, run.started_ns, run.last_seen_ns
-    )
-
-
 #: Every per-job route answers 404 for an unknown job (or an id no job can have), the
 #: paged ones also for a cursor they did not make (it names no page).
 _NOT_FOUND = error_responses(404)
@@ -258,11 +170,7 @@ def _job_list(session: Session, query: JobQuery) -> JobList:
     after = paging.decode("job", query.cursor, (int, int))
     rows, total = repository.list_jobs(session, query.where, query.limit, after)
     kept, page = paging.page("job", rows, query.limit, total, lambda r: r["key"])
-    return JobList(jobs=[JobSummary(**_without_key(r)) for r in kept], page=page)
-
-
-def _without_key(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k != "key"}
+    return JobList(jobs=[JobSummary(**sections.without_key(r)) for r in kept], page=page)
 
 
 @overview_router.get("/overview", response_model=Overview, responses=_WINDOWED)
@@ -285,17 +193,17 @@ def overview(
     jobs = _job_list(session, query)
     if job is None and jobs.jobs:
         job, owner = jobs.jobs[0].job, jobs.jobs[0].user
-    if job is None or not _possible_id(job):
+    if job is None or not target.possible_id(job):
         return Overview(jobs=jobs, shown=None)
     try:
-        found = find_job(session, job, owner)
+        found = target.find_job(session, job, owner)
     except HTTPException as refused:
         if refused.status_code == 404:
             return Overview(jobs=jobs, shown=None)
         raise
     chosen = None if run is None else repository.get_run(session, found.id, run)
-    target = _whole(found, window) if chosen is None else _run(found, chosen, window)
-    return Overview(jobs=jobs, shown=_details(session, target))
+    t = target.whole(found, window) if chosen is None else target.of_run(found, chosen, window)
+    return Overview(jobs=jobs, shown=sections.details(session, t))
 
 
 #: The `step` query parameter of the series and the profile.
@@ -315,22 +223,22 @@ def job_runs(job: str, session: SessionDep, window: WindowDep, owner: OwnerParam
     """The runs (launches) of a job by ordinal: kind, label, size, status, times; with a
     window, the runs seen during it (started before its end, last seen at or after its
     start)."""
-    t = find_target(session, job, owner, None, window)
-    runs = repository.job_runs(session, t.scope)
-    return JobRuns(job=t.job, runs=[RunSummary(**row) for row in runs])
+    return sections.runs(session, target.find_target(session, job, owner, None, window))
 
 
 @router.get("/{job:path}/matrix", response_model=Matrix, responses=_TABLE)
 def job_matrix(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
     owner: OwnerParam = None,
-    limit: PairLimit = PAIR_LIMITS.default, cursor: CursorParam = None,
+    limit: PairLimit = sections.PAIR_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
 ) -> Matrix | Response:  # fmt: skip
     """Point-to-point bytes and messages per (source rank, destination rank) of a job: a page
     of the pairs, and the whole matrix summed over blocks of ranks (at most 128 x 128)
     (files: the page of pairs)."""
-    answer = _matrix(session, find_target(session, job, owner, run, window), limit, cursor)
+    answer = sections.matrix(
+        session, target.find_target(session, job, owner, run, window), limit, cursor
+    )
     return answer if fmt == "json" else model_table(answer.cells, MatrixCell, fmt, "matrix")
 
 
@@ -343,7 +251,7 @@ def job_ops(
     """Calls, bytes and time inside per MPI operation of a job (summed over ranks and
     intervals, heaviest time first), and the totals per traffic category (files: the
     ops)."""
-    answer = _ops(session, find_target(session, job, owner, run, window))
+    answer = sections.ops(session, target.find_target(session, job, owner, run, window))
     return answer if fmt == "json" else model_table(answer.ops, OpTotal, fmt, "ops")
 
 
@@ -355,13 +263,15 @@ def job_io(
         Literal["program", "startup"],
         Query(description="program: the I/O from MPI_Init on; startup: the I/O before it"),
     ] = "program",
-    limit: FileLimit = FILE_LIMITS.default, cursor: CursorParam = None,
+    limit: FileLimit = sections.FILE_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
 ) -> JobIo | Response:  # fmt: skip
     """A page of the file-system I/O of a job per (layer, path), summed over ranks and
     intervals, most bytes first, of one phase; and the totals of the start-up I/O (before
     MPI_Init) (files: the page)."""
-    answer = _io(session, find_target(session, job, owner, run, window), phase, limit, cursor)
+    answer = sections.io(
+        session, target.find_target(session, job, owner, run, window), phase, limit, cursor
+    )
     return answer if fmt == "json" else model_table(answer.files, FileIo, fmt, "io")
 
 
@@ -374,7 +284,7 @@ def job_collectives(
     """Collective calls, bytes and time per (communicator, op, root) of a job, summed over
     ranks and intervals, heaviest time first; and the same per communicator (files: per
     communicator, op and root)."""
-    answer = _collectives(session, find_target(session, job, owner, run, window))
+    answer = sections.collectives(session, target.find_target(session, job, owner, run, window))
     if fmt == "json":
         return answer
     return model_table(answer.collectives, CollectiveTotal, fmt, "collectives")
@@ -389,7 +299,7 @@ def job_sizes(
     """Message-size histogram (log2 buckets with their byte ranges) per MPI operation of a
     job, summed over ranks and intervals; only buckets with messages (files: one row per
     op, its buckets as JSON)."""
-    answer = _sizes(session, find_target(session, job, owner, run, window))
+    answer = sections.sizes(session, target.find_target(session, job, owner, run, window))
     return answer if fmt == "json" else model_table(answer.ops, OpSizes, fmt, "sizes")
 
 
@@ -397,12 +307,14 @@ def job_sizes(
 def job_rma(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
     owner: OwnerParam = None,
-    limit: PairLimit = PAIR_LIMITS.default, cursor: CursorParam = None,
+    limit: PairLimit = sections.PAIR_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
 ) -> JobRma | Response:  # fmt: skip
     """One-sided (RMA) calls and bytes of a job per op, and a page of them per (origin rank,
     target rank), summed over intervals (files: the page of pairs)."""
-    answer = _rma(session, find_target(session, job, owner, run, window), limit, cursor)
+    answer = sections.rma(
+        session, target.find_target(session, job, owner, run, window), limit, cursor
+    )
     return answer if fmt == "json" else model_table(answer.cells, RmaCell, fmt, "rma")
 
 
@@ -410,14 +322,16 @@ def job_rma(
 def job_ranks(
     job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
     owner: OwnerParam = None,
-    limit: RankLimit = RANK_LIMITS.default, cursor: CursorParam = None,
+    limit: RankLimit = sections.RANK_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
 ) -> JobRanks | Response:  # fmt: skip
     """A page of the ranks (or non-MPI processes) of a job that reported, with their run:
     host, pid, first and last seen, status, and the health counters (keys folded into
     overflow keys, frames lost or spooled); every host with its number of ranks, and the
     health counters over all the ranks (files: the page of ranks)."""
-    answer = _ranks(session, find_target(session, job, owner, run, window), limit, cursor)
+    answer = sections.ranks(
+        session, target.find_target(session, job, owner, run, window), limit, cursor
+    )
     return answer if fmt == "json" else model_table(answer.ranks, RankInfo, fmt, "ranks")
 
 
@@ -437,7 +351,7 @@ def job_placement(
     each with its utilisation and PortXmitWait over the window (default: the job's, from
     its first interval start to its last interval end; the fabric samples overlapping
     it)."""
-    t = find_target(session, job, owner, run, window)
+    t = target.find_target(session, job, owner, run, window)
     lo = t.started_ns if window.from_ns is None else window.from_ns
     hi = t.last_seen_ns + 1 if window.to_ns is None else window.to_ns
     placed = placement.job_placement(session, t.scope, lo, hi)
@@ -472,9 +386,9 @@ def job_series(
     it within that (a 1,024-rank job's hour by rank or peer: 5-minute steps); a given step
     that would exceed it is refused with 422 naming the smallest step that fits (by rank
     and by peer counted as the job's ranks x steps, before any query)."""
-    t = find_target(session, job, owner, run, window)
+    t = target.find_target(session, job, owner, run, window)
     ranks = max(t.world_size, 1) if by in ("rank", "peer") else 1
-    steps = _steps(t, window, step, series.series_max_steps(ranks), by in ("rank", "peer"))
+    steps = target.steps(t, window, step, series.series_max_steps(ranks), by in ("rank", "peer"))
     try:
         if by in ("rank", "peer") and ranks * steps.count > series.MAX_POINTS:
             raise series.TooLarge(by, steps, ranks * steps.count, ranks)
@@ -490,7 +404,7 @@ def job_series(
 
 
 def _series(
-    session: Session, t: _Target, steps: series.Steps, by: str, fmt: export.Format
+    session: Session, t: target.Target, steps: series.Steps, by: str, fmt: export.Format
 ) -> Response:
     """The series answer (JSON built around the database's text of its points, or a file)."""
     metrics = list(series.METRICS[by])
@@ -529,8 +443,8 @@ def job_profile(
     shares). At most 16,384 rank x step cells: the chosen step keeps within that (a
     1,024-rank job's hour: 5-minute steps); a given step beyond it is refused with 422
     naming the smallest step that fits."""
-    t = find_target(session, job, owner, run, window)
-    steps = _steps(t, window, step, series.profile_max_steps(t.world_size), per_rank=True)
+    t = target.find_target(session, job, owner, run, window)
+    steps = target.steps(t, window, step, series.profile_max_steps(t.world_size), per_rank=True)
     cells = max(t.world_size, 1) * steps.count
     if step is not None and cells > series.MAX_PROFILE_CELLS:
         fits = series.auto_step_ns(
@@ -559,140 +473,3 @@ def job_profile(
     }).body  # fmt: skip
     body = bytes(head[:-1]) + b',"shares":' + rows.shares.encode() + b"}"
     return Response(body, media_type="application/json")
-
-
-def _steps(
-    t: _Target,
-    window: Window,
-    step_s: float | None,
-    max_auto: int = series.MAX_AUTO_STEPS,
-    per_rank: bool = False,
-) -> series.Steps:
-    """The window of a series (its bounds, or the scope's first interval start and last
-    interval end) cut into steps (chosen: at most `max_auto`; for a reading `per_rank`,
-    whole minutes when series.minute_steps says so); without `from`, the first step starts
-    at a multiple of the step since the epoch at or before the first interval start (whole
-    seconds, whole minutes: the steps the rollups serve). 422 for over MAX_STEPS steps."""
-    lo = t.started_ns if window.from_ns is None else window.from_ns
-    hi = t.last_seen_ns + 1 if window.to_ns is None else window.to_ns
-    hi = max(hi, lo + 1)
-    if step_s is None:
-        step_ns = series.auto_step_ns(hi - lo, max_auto)
-        if per_rank and series.minute_steps(t.world_size, hi - lo):
-            step_ns = max(step_ns, MINUTE_NS)
-    else:
-        step_ns = round(step_s * 10**9)
-    if window.from_ns is None:
-        lo = lo // step_ns * step_ns
-    if -(-(hi - lo) // step_ns) > series.MAX_STEPS:
-        raise HTTPException(
-            status_code=422,
-            detail=f"step={step_s} s cuts the window into more than {series.MAX_STEPS} steps",
-        )
-    return series.Steps(lo, hi, step_ns)
-
-
-def detail_reads(t: _Target) -> dict[str, Callable[[Session], Any]]:
-    """The independent reads a job's details are made of, by JobDetails field: each takes
-    the session to read on (the reports run them at once, each on a session of its own)."""
-    return {
-        "matrix": lambda s: _matrix(s, t, PAIR_LIMITS.default),
-        "ops": lambda s: _ops(s, t),
-        "io": lambda s: _io(s, t, "program", FILE_LIMITS.default),
-        "collectives": lambda s: _collectives(s, t),
-        "sizes": lambda s: _sizes(s, t),
-        "rma": lambda s: _rma(s, t, PAIR_LIMITS.default),
-        "ranks": lambda s: _ranks(s, t, RANK_LIMITS.default),
-    }
-
-
-def _details(session: Session, t: _Target) -> JobDetails:
-    return JobDetails(job=t.job, **{k: read(session) for k, read in detail_reads(t).items()})
-
-
-def _matrix(session: Session, t: _Target, limit: int, cursor: str | None = None) -> Matrix:
-    after = paging.decode("matrix", cursor, (int, int))
-    rows, total = repository.p2p_matrix(session, t.scope, limit, after)
-    kept, page = paging.page("matrix", rows, limit, total, lambda r: (r["src"], r["dst"]))
-    side, blocks = repository.p2p_blocks(session, t.scope)
-    return Matrix(
-        job=t.job,
-        run=t.run,
-        world_size=t.world_size,
-        cells=[MatrixCell(**row) for row in kept],
-        page=page,
-        block_ranks=side,
-        blocks=[MatrixCell(**row) for row in blocks],
-    )
-
-
-def _ops(session: Session, t: _Target) -> JobOps:
-    ops = repository.job_ops(series.op_totals(session, t.scope))
-    return JobOps(
-        job=t.job,
-        run=t.run,
-        categories=[CategoryTotal(**row) for row in repository.category_totals(ops)],
-        ops=[OpTotal(**row) for row in ops],
-    )
-
-
-#: The `phase` of the I/O endpoint and the stored phase it reads.
-_PHASES = {"program": 0, "startup": 1}
-
-
-def _io(session: Session, t: _Target, phase: str, limit: int, cursor: str | None = None) -> JobIo:
-    kind = f"{phase} file"
-    after = paging.decode(kind, cursor, (int, int, str))
-    rows, total = repository.job_io(session, t.scope, _PHASES[phase], limit, after)
-    kept, page = paging.page(kind, rows, limit, total, lambda r: r["key"])
-    return JobIo(
-        job=t.job,
-        run=t.run,
-        files=[FileIo(**_without_key(row)) for row in kept],
-        startup=IoTotals(**repository.io_totals(session, t.scope, _PHASES["startup"])),
-        page=page,
-    )
-
-
-def _collectives(session: Session, t: _Target) -> JobCollectives:
-    communicators, collectives = repository.collective_totals(session, t.scope)
-    return JobCollectives(
-        job=t.job,
-        run=t.run,
-        communicators=[CommunicatorTotal(**row) for row in communicators],
-        collectives=[CollectiveTotal(**row) for row in collectives],
-    )
-
-
-def _sizes(session: Session, t: _Target) -> JobSizes:
-    ops = [OpSizes(**row) for row in repository.job_sizes(session, t.scope)]
-    return JobSizes(job=t.job, run=t.run, ops=ops)
-
-
-def _rma(session: Session, t: _Target, limit: int, cursor: str | None = None) -> JobRma:
-    after = paging.decode("rma", cursor, (int, int))
-    rows, total = repository.rma_pairs(session, t.scope, limit, after)
-    kept, page = paging.page("rma", rows, limit, total, lambda r: (r["origin"], r["target"]))
-    return JobRma(
-        job=t.job,
-        run=t.run,
-        world_size=t.world_size,
-        ops=[RmaOp(**row) for row in repository.job_rma(session, t.scope)],
-        cells=[RmaCell(**row) for row in kept],
-        page=page,
-    )
-
-
-def _ranks(session: Session, t: _Target, limit: int, cursor: str | None = None) -> JobRanks:
-    after = paging.decode("rank", cursor, (int, int))
-    rows, total = repository.job_ranks(session, t.scope, limit, after)
-    kept, page = paging.page("rank", rows, limit, total, lambda r: (r["run"], r["rank"]))
-    return JobRanks(
-        job=t.job,
-        run=t.run,
-        world_size=t.world_size,
-        ranks=[RankInfo(**row) for row in kept],
-        page=page,
-        hosts=[HostRanks(**row) for row in repository.rank_hosts(session, t.scope)],
-        health=RankHealth(**repository.rank_health(session, t.scope)),
-    )

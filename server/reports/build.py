@@ -1,20 +1,20 @@
 """The report builders: a job (or one of its runs) over a window, an incident, and any
 window of the fabric (on some hosts). They read through the same repositories and answer
-with the same API models as the routes of the pages (server/jobs — its routes' own
-helpers `find_target`, `_steps`, `detail_reads` —, server/fabric, server/incidents,
-server/traffic), on the caller's session or, for the job report's reads run at once, on
-sessions that see exactly what it sees (server.access.owner.sibling), so the owner
-filter applies exactly as it does to the pages; findings and tables are computed here
-from those models (pure helpers below), figures drawn by the pure builders of
-frontend/figures.py and server/reports/figures.py. Each builder reports its steps to a
-`Progress` callback.
+with the same API models as the routes of the pages (server/jobs: the job and its window
+as `target` finds them, its cards' data as `sections` reads them; server/fabric,
+server/incidents, server/traffic), on the caller's session or, for the job report's reads
+run at once, on sessions that see exactly what it sees (server.access.owner.sibling), so
+the owner filter applies exactly as it does to the pages; findings and tables are computed
+here from those models (pure helpers below), a section per job card by the card registry
+(presentation/cards.py), the other figures by presentation/figures.py and
+presentation/report_figures.py. Each builder reports its steps to a `Progress` callback.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
@@ -22,26 +22,30 @@ from typing import Any, NamedTuple
 
 from sqlalchemy.orm import Session
 
-from frontend import figures as page_figures
-from frontend.formatting import format_bytes, format_duration_ns, format_utc_ns, rank_ranges
+from presentation import figures as page_figures
+from presentation import report_figures as figures
+from presentation.card_reports import CATEGORY_NAMES, SECTION_ROWS, ranked
+from presentation.cards import CARDS
+from presentation.formatting import format_bytes, format_duration_ns, format_utc_ns, rank_ranges
+from presentation.report_model import Figure, Progress, Report, Section, Table, no_progress
 from server.access.owner import sibling
 from server.fabric import history
 from server.fabric import repository as fabric
 from server.fabric import series as fabric_series
 from server.incidents import repository as incident_repo
 from server.incidents import routes as incident_routes
-from server.jobs import placement, profile, repository, routes, series
+from server.jobs import placement, profile, repository, sections, series, target
 from server.query_params import Window
-from server.reports import figures
 from server.reports import repository as reports_repo
-from server.reports.model import Figure, Progress, Report, Section, Table, no_progress
 from server.traffic import service as traffic_service
 from server.traffic.repository import TrafficConfig
 from server.traffic.service import AttributionCache
 from stacklens.api_models import (
     IncidentDetails,
-    JobDetails,
+    JobIo,
+    JobOps,
     JobPlacement,
+    JobRanks,
     LinkEnd,
     PlacedLink,
     Series,
@@ -52,8 +56,6 @@ from stacklens.api_models import (
 BUSY_LINK = 0.8
 #: ... rows of the first page's tables at most (the sections list all of it).
 FIRST_PAGE_ROWS = 12
-#: Rows of a section's table at most (a report stays readable; the API has the rest).
-SECTION_ROWS = 200
 #: Findings listed at most.
 MAX_FINDINGS = 12
 #: The latest instant a report reads to (year 2116: far past any sample, and the fabric
@@ -226,16 +228,16 @@ def link_findings(links: Sequence[PlacedLink], errors: dict[int, int | None]) ->
     return [text for _, text in found]
 
 
-def byte_rows(details: JobDetails, timeline: Series) -> list[list[str]]:
+def byte_rows(ops: JobOps, io: JobIo, timeline: Series) -> list[list[str]]:
     """Bytes by layer: the MPI categories (sent; received where the API counts them) and
     each file-system layer (read + written), with calls and time."""
     rows = []
-    for c in details.ops.categories:
+    for c in ops.categories:
         if c.category == "mpi_startup" or not (c.calls or c.bytes_sent or c.bytes_received):
             continue
         rows.append(
             [
-                _CATEGORY.get(c.category, c.category),
+                CATEGORY_NAMES.get(c.category, c.category),
                 format_bytes(c.bytes_sent),
                 format_bytes(c.bytes_received),
                 f"{c.calls:,}",
@@ -251,11 +253,11 @@ def byte_rows(details: JobDetails, timeline: Series) -> list[list[str]]:
             total[1] += p.values[metric["calls"]]
             total[2] += p.values[metric["time_ns"]]
     split: dict[str, list[int]] = {}
-    for f in details.io.files:
+    for f in io.files:
         w_r = split.setdefault(f.layer, [0, 0])
         w_r[0] += f.bytes_written
         w_r[1] += f.bytes_read
-    complete = details.io.page.next_cursor is None  # every file read: the split is exact
+    complete = io.page.next_cursor is None  # every file read: the split is exact
     for layer, (nbytes, calls, ns) in sorted(layers.items()):
         w, r = split.get(layer, [0, 0])
         rows.append(
@@ -270,33 +272,16 @@ def byte_rows(details: JobDetails, timeline: Series) -> list[list[str]]:
     return rows
 
 
-_CATEGORY = {
-    "mpi_p2p": "MPI point-to-point",
-    "mpi_completion": "MPI wait/test",
-    "mpi_coll": "MPI collective",
-    "mpi_rma": "MPI one-sided (RMA)",
-    "io": "MPI-IO calls",
-    "other": "MPI other",
-}
-
-
-def _ranked(rows: Iterable[list[str]], limit: int) -> tuple[list[list[str]], str]:
-    chosen = list(rows)
-    if len(chosen) > limit:
-        return chosen[:limit], f"The first {limit} of {len(chosen)} rows."
-    return chosen, ""
-
-
 # ---- the job report -------------------------------------------------------------------------
 
 
 def job_target(
     session: Session, job: str, run: int | None, window: Window, owner: str | None = None
-) -> routes._Target:
+) -> target.Target:
     """The job (of `owner`, if given) and run a report is of, as the job routes find it:
     404 for an unknown job, run, or another user's job; 409 if the id names jobs of
     several owners and `owner` does not say which."""
-    return routes.find_target(session, job, owner, run, window)
+    return target.find_target(session, job, owner, run, window)
 
 
 def job_report(
@@ -314,21 +299,21 @@ def job_report(
     layer and, on its busy links, the job with most bytes there."""
     steps_total = 6
     progress(0, steps_total, "job and runs")
-    target = job_target(session, job, run, window, owner)
-    found = routes.find_job(session, job, owner)
-    runs = repository.job_runs(session, target.scope)
+    chosen = job_target(session, job, run, window, owner)
+    found = target.find_job(session, job, owner)
+    runs = repository.job_runs(session, chosen.scope)
     progress(1, steps_total, "profile of the ranks")
-    steps = routes._steps(
-        target, window, None, series.profile_max_steps(target.world_size), per_rank=True
+    steps = target.steps(
+        chosen, window, None, series.profile_max_steps(chosen.world_size), per_rank=True
     )
-    lo = target.started_ns if window.from_ns is None else window.from_ns
-    hi = target.last_seen_ns + 1 if window.to_ns is None else min(window.to_ns, LATEST_NS)
+    lo = chosen.started_ns if window.from_ns is None else window.from_ns
+    hi = chosen.last_seen_ns + 1 if window.to_ns is None else min(window.to_ns, LATEST_NS)
 
     def read_profile(s: Session) -> SlowRanks:
-        rows = series.profile_rows(s, target.scope, steps)
+        rows = series.profile_rows(s, chosen.scope, steps)
         return SlowRanks.model_validate(
             {
-                "job": target.job,
+                "job": chosen.job,
                 "from_ns": steps.from_ns,
                 "to_ns": steps.to_ns,
                 "step_ns": steps.step_ns,
@@ -337,36 +322,36 @@ def job_report(
                     rows.totals,
                     rows.ranks,
                     lambda places: series.profile_steps(
-                        s, target.scope, steps, rows.shares, places
+                        s, chosen.scope, steps, rows.shares, places
                     ),
                 ),
                 "imbalance": profile.imbalance(rows.coll),
-                "run": target.run,
+                "run": chosen.run,
             }
         )
 
     def read_timeline(s: Session) -> Series:
         return Series.model_validate(
             {
-                "job": target.job,
+                "job": chosen.job,
                 "by": "category",
                 "from_ns": steps.from_ns,
                 "to_ns": steps.to_ns,
                 "step_ns": steps.step_ns,
                 "metrics": list(series.METRICS["category"]),
-                "points": json.loads(series.series_json(s, target.scope, steps, "category")),
-                "run": target.run,
+                "points": json.loads(series.series_json(s, chosen.scope, steps, "category")),
+                "run": chosen.run,
             }
         )
 
     def read_fabric(s: Session) -> _JobFabric:
         placed = JobPlacement(
-            job=target.job,
+            job=chosen.job,
             from_ns=lo,
             to_ns=hi,
             crossed=placement.CROSSED_BASIS,
-            run=target.run,
-            **placement.job_placement(s, target.scope, lo, hi),
+            run=chosen.run,
+            **placement.job_placement(s, chosen.scope, lo, hi),
         )
         nodes, all_links = fabric.nodes(s), fabric.links(s)
         errors = _link_errors(s, all_links, [lk.id for lk in placed.links], lo, hi)
@@ -377,15 +362,15 @@ def job_report(
 
     reads: dict[str, Callable[[Session], Any]] = {  # the longest first: they start at once
         "fabric": read_fabric,
-        "attribution": lambda s: _attribution(s, traffic, found, target, lo, hi),
+        "attribution": lambda s: _attribution(s, traffic, found, chosen, lo, hi),
         "profile": read_profile,
         "timeline": read_timeline,
-        **routes.detail_reads(target),
+        **sections.detail_reads(chosen),
         "incidents": lambda s: _job_incidents(s, found.id, lo, hi),
     }
     stages = [
         (("profile", "timeline"), "matrix, operations, collectives, sizes, I/O, ranks"),
-        (tuple(routes.detail_reads(target)), "placement on the fabric"),
+        (tuple(sections.detail_reads(chosen)), "placement on the fabric"),
         (("fabric",), "fabric series"),
         (("attribution", "incidents"), "figures and findings"),
     ]
@@ -393,17 +378,18 @@ def job_report(
                                           for i, (names, what) in enumerate(stages)])  # fmt: skip
     prof: SlowRanks = done["profile"]
     timeline: Series = done["timeline"]
-    details = JobDetails(job=target.job, **{k: done[k] for k in routes.detail_reads(target)})
+    cards = {card.key: done[card.key] for card in CARDS}  # each card's answer, by key
+    ranks: JobRanks = cards["ranks"]
     placed, nodes, all_links, errors, busiest, loads, owners = done["fabric"]
     attributed = done["attribution"]
 
     who = found.user or "?"
     span = hi - lo
-    scope = f"run {target.run}" if target.run is not None else f"all {len(runs)} run(s)"
-    title = f"Job {target.job} — {scope}"
+    scope = f"run {chosen.run}" if chosen.run is not None else f"all {len(runs)} run(s)"
+    title = f"Job {chosen.job} — {scope}"
     hosts = sorted(h.host for h in placed.hosts)
     facts = [
-        ("Job", target.job),
+        ("Job", chosen.job),
         (
             "Runs",
             "; ".join(
@@ -414,21 +400,21 @@ def job_report(
         ("User", who),
         ("Command", found.command or "?"),
         ("Status", found.status),
-        ("Started", _utc(target.started_ns)),
-        ("Last seen", _utc(target.last_seen_ns)),
-        ("Duration", _seconds(max(0, target.last_seen_ns - target.started_ns))),
+        ("Started", _utc(chosen.started_ns)),
+        ("Last seen", _utc(chosen.last_seen_ns)),
+        ("Duration", _seconds(max(0, chosen.last_seen_ns - chosen.started_ns))),
         ("Window of this report", f"{_utc(lo)} – {_utc(hi)} ({_seconds(span)})"),
-        ("Ranks", f"{target.world_size} ({details.ranks.page.total} reported)"),
+        ("Ranks", f"{chosen.world_size} ({ranks.page.total} reported)"),
         ("Hosts", f"{len(hosts)}: " + ", ".join(hosts[:8]) + (" …" if len(hosts) > 8 else "")),
     ]
     totals = rank_totals(prof)
-    findings = incident_findings(done["incidents"], target.job)
+    findings = incident_findings(done["incidents"], chosen.job)
     findings += [outlier_finding(o) for o in prof.outliers]
     uneven = [g for g in prof.imbalance if g.max_ns - g.min_ns >= profile.MIN_EXCESS_NS]
     findings += [f"{g.text[0].upper()}{g.text[1:]}." for g in uneven[:3]]
     findings += link_findings(busiest, errors)
     findings += owners
-    health = details.ranks.health
+    health = ranks.health
     if health.frames_dropped:
         findings.append(
             f"{health.frames_dropped:,} frames of {health.ranks_lost} ranks were "
@@ -445,14 +431,14 @@ def job_report(
             f"any place, no link at {BUSY_LINK:.0%} or more, no PortXmitWait, no error."
         ]
     link_rows = [_link_row(lk, errors) for lk in busiest]
-    first_links, note = _ranked(link_rows, FIRST_PAGE_ROWS)
+    first_links, note = ranked(link_rows, FIRST_PAGE_ROWS)
     summary = [
         ("Where the time went", spread_table(totals)),
         (
             "Bytes by layer",
             Table(
                 ["layer", "sent / written", "received / read", "calls", "time inside"],
-                byte_rows(details, timeline),
+                byte_rows(cards["ops"], cards["io"], timeline),
                 [False, True, True, True, True],
                 "MPI bytes as handed to the calls; file bytes as read and written.",
             ),
@@ -468,10 +454,10 @@ def job_report(
             ),
         ),
     ]
-    sections = _job_sections(details, prof, timeline, placed, link_rows, nodes, all_links, loads)
+    shown = _job_sections(cards, prof, timeline, placed, link_rows, nodes, all_links, loads)
     evidence_rows = [list(v) for v in EVIDENCE.values()]
     if attributed is not None:
-        sections.insert(-1, attributed[0])
+        shown.insert(-1, attributed[0])
         evidence_rows.append(attributed[1])
     evidence = Table(["figure", "basis", "how"], evidence_rows)
     progress(6, steps_total, "done")
@@ -481,9 +467,9 @@ def job_report(
         facts=facts,
         findings=findings[:MAX_FINDINGS],
         summary=summary,
-        sections=sections,
+        sections=shown,
         evidence=evidence,
-        filename=_filename("job", target.job, target.run),
+        filename=_filename("job", chosen.job, chosen.run),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
 
@@ -751,7 +737,7 @@ def _events_section(events: list[dict[str, Any]]) -> Section:
 
 
 def _job_sections(
-    details: JobDetails,
+    cards: dict[str, Any],
     prof: SlowRanks,
     timeline: Series,
     placed: JobPlacement,
@@ -760,45 +746,8 @@ def _job_sections(
     all_links: list[dict[str, Any]],
     loads: tuple[dict[int, str], dict[int, list[tuple[int, float | None, float]]]],
 ) -> list[Section]:
-    ops = details.ops
-    coll = details.collectives
-    matrix = details.matrix
-    io = details.io
-    pairs = sorted(matrix.cells, key=lambda c: -c.bytes)
-    pair_rows, pair_note = _ranked(
-        ([str(c.src), str(c.dst), format_bytes(c.bytes), f"{c.messages:,}"] for c in pairs),
-        SECTION_ROWS,
-    )
-    if matrix.page.next_cursor is not None:
-        pair_note = (
-            f"The {len(matrix.cells)} pairs read of {matrix.page.total}; "
-            "the matrix above sums all of them."
-        )
-    op_rows, op_note = _ranked(
-        (
-            [
-                o.op,
-                _CATEGORY.get(o.category, o.category),
-                f"{o.calls:,}",
-                format_bytes(o.bytes),
-                _seconds(o.time_ns),
-                str(o.ranks),
-            ]
-            for o in ops.ops
-        ),
-        SECTION_ROWS,
-    )
-    comm_rows = [
-        [
-            ("overflow" if c.overflow else str(c.comm_id)),
-            str(c.comm_size),
-            str(c.ranks),
-            f"{c.calls:,}",
-            format_bytes(c.bytes),
-            _seconds(c.time_ns),
-        ]
-        for c in coll.communicators
-    ]
+    """The job report's sections: the timeline and the ranks' time (from the profile), a
+    section per job card (presentation/cards.py), then the fabric."""
     imbalance_rows = [
         [
             g.op,
@@ -809,37 +758,6 @@ def _job_sections(
         ]
         for g in prof.imbalance
     ]
-    size_rows = [
-        [
-            s.op,
-            f"{s.messages:,}",
-            ", ".join(
-                f"{format_bytes(b.lower_bytes)}–{format_bytes(b.upper_bytes)}: {b.count:,}"
-                for b in s.buckets
-            ),
-        ]
-        for s in details.sizes.ops
-    ]
-    file_rows, file_note = _ranked(
-        (
-            [
-                f.layer,
-                f.path,
-                f.mount,
-                f.fstype,
-                str(f.ranks),
-                f"{f.reads:,}",
-                f"{f.writes:,}",
-                format_bytes(f.bytes_read),
-                format_bytes(f.bytes_written),
-                _seconds(f.read_time_ns + f.write_time_ns + f.meta_time_ns),
-            ]
-            for f in io.files
-        ),
-        SECTION_ROWS,
-    )
-    if io.page.next_cursor is not None:
-        file_note = f"The first {len(io.files)} of {io.page.total} (layer, file) rows."
     host_rows = [
         [
             h.host,
@@ -851,10 +769,6 @@ def _job_sections(
     ]
     highlighted = {lk.id: lk.peak_utilisation for lk in placed.links}
     names, points = loads
-    rank_rows = [
-        [str(r.rank), r.host, str(r.pid), r.status, f"{r.keys_dropped:,}", f"{r.frames_dropped:,}"]
-        for r in details.ranks.ranks[:SECTION_ROWS]
-    ]
     return [
         Section(
             "Timeline",
@@ -864,50 +778,12 @@ def _job_sections(
             [Figure(page_figures.timeline(timeline), "time and bytes per step", 460)],
         ),
         Section(
-            "Rank × rank matrix",
-            "matrix",
-            "Point-to-point bytes sent per (source, destination) pair.",
-            [Figure(page_figures.matrix_heatmap(matrix), "bytes sent per pair", 560)],
-            [
-                Table(
-                    ["source", "destination", "bytes", "messages"],
-                    pair_rows,
-                    [True, True, True, True],
-                    pair_note,
-                )
-            ],
-        ),
-        Section(
             "Per-rank heat map",
             "heatmap",
-            "Share of each step a rank spent inside MPI.",
+            "Share of each step a rank spent inside MPI; how unevenly each collective's "
+            "ranks spent their time inside it.",
             [Figure(page_figures.rank_heatmap(prof), "share of time inside MPI", 520)],
-        ),
-        Section(
-            "Operations",
-            "ops",
-            "",
-            [Figure(figures.op_times(ops.ops), "time inside per MPI operation")],
             [
-                Table(
-                    ["operation", "category", "calls", "bytes", "time inside", "ranks"],
-                    op_rows,
-                    [False, False, True, True, True, True],
-                    op_note,
-                )
-            ],
-        ),
-        Section(
-            "Collectives",
-            "collectives",
-            "",
-            [Figure(figures.collective_times(coll.collectives), "time inside per collective")],
-            [
-                Table(
-                    ["communicator", "size", "ranks", "calls", "bytes", "time inside"],
-                    comm_rows,
-                    [False, True, True, True, True, True],
-                ),
                 Table(
                     [
                         "collective",
@@ -918,43 +794,10 @@ def _job_sections(
                     ],
                     imbalance_rows,
                     [False, False, True, True, True],
-                ),
-            ],
-        ),
-        Section(
-            "Message sizes",
-            "sizes",
-            "",
-            [Figure(page_figures.size_histogram(details.sizes), "messages per size bucket", 360)],
-            [Table(["operation", "messages", "buckets"], size_rows, [False, True, False])],
-        ),
-        Section(
-            "File I/O",
-            "io",
-            f"Start-up I/O (before MPI_Init): {io.startup.files} files, "
-            f"{format_bytes(io.startup.bytes_read)} read, "
-            f"{format_bytes(io.startup.bytes_written)} written.",
-            [Figure(figures.file_bytes(io.files), "bytes per file")],
-            [
-                Table(
-                    [
-                        "layer",
-                        "path",
-                        "mount",
-                        "fs",
-                        "ranks",
-                        "reads",
-                        "writes",
-                        "read",
-                        "written",
-                        "time",
-                    ],
-                    file_rows,
-                    [False, False, False, False, True, True, True, True, True, True],
-                    file_note,
                 )
             ],
         ),
+        *(card.report_section(cards[card.key]) for card in CARDS),
         Section(
             "Topology",
             "topology",
@@ -978,25 +821,6 @@ def _job_sections(
             "fabric",
             "The busiest of these links over the window.",
             [Figure(figures.link_loads(names, points), "utilisation and PortXmitWait", 480)],
-        ),
-        Section(
-            "Ranks",
-            "ranks",
-            "",
-            [],
-            [
-                Table(
-                    ["rank", "host", "pid", "status", "keys folded", "frames lost"],
-                    rank_rows,
-                    [True, False, True, False, True, True],
-                    f"{details.ranks.page.total} ranks"
-                    + (
-                        f"; the first {SECTION_ROWS} listed."
-                        if details.ranks.page.total > SECTION_ROWS
-                        else "."
-                    ),
-                )
-            ],
         ),
     ]
 
@@ -1081,7 +905,7 @@ def window_report(
     link_rows = [_link_row(lk, errors) for lk in busiest]
     for row, lk in zip(link_rows, busiest, strict=True):
         row[1] = "host link" if lk.kind == "host" else "switch link"
-    first, note = _ranked(link_rows, FIRST_PAGE_ROWS)
+    first, note = ranked(link_rows, FIRST_PAGE_ROWS)
     job_rows = [
         [
             j["job"],

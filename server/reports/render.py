@@ -26,7 +26,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
-from server.reports.model import Report, Table
+from presentation.report_model import Report, Table
 
 #: Width of the figures in the PDF (CSS px) and the pixel density of their images.
 PDF_FIGURE_WIDTH = 1000

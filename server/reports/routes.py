@@ -24,6 +24,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from sqlalchemy.orm import Session
 
+from presentation.report_model import Progress, Report
 from server.access.owner import restrict
 from server.access.viewer import request_viewer
 from server.errors import error_responses
@@ -32,7 +33,6 @@ from server.jobs.routes import OwnerParam, RunParam
 from server.query_params import Window, WindowDep
 from server.reports import build, render
 from server.reports import repository as reports_repo
-from server.reports.model import Progress, Report
 
 router = APIRouter(prefix="/api/reports", tags=["reports"])
 

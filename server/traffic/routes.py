@@ -14,7 +14,8 @@ from server import paging
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.jobs import repository as jobs
-from server.jobs.routes import CursorParam, OwnerParam, RunParam, find_job
+from server.jobs.routes import CursorParam, OwnerParam, RunParam
+from server.jobs.target import find_job
 from server.paging import Limits
 from server.query_params import Window, WindowDep
 from server.traffic import service

@@ -56,7 +56,7 @@ def _matrix_rows(page: Page) -> dict[tuple[int, int], tuple[int, int]]:
     """The rank pairs grid as a person reads it: (source, destination) -> (bytes, messages)."""
     return {
         (int(r["src"]), int(r["dst"])): (int(r["bytes"]), int(r["messages"]))
-        for r in grid_rows(page, "matrix-grid")
+        for r in grid_rows(page, "card-matrix-pairs")
     }
 
 
@@ -69,7 +69,8 @@ def _op_rows(page: Page) -> dict[str, tuple[str, int, int, int, str]]:
     """The MPI operations table: op -> (category, ranks, calls, bytes, payload)."""
     # Columns: operation, category, ranks, calls, bytes, payload (human), time inside.
     return {
-        t[0]: (t[1], int(t[2]), int(t[3]), int(t[4]), t[5]) for t in _table_rows(page, "ops-table")
+        t[0]: (t[1], int(t[2]), int(t[3]), int(t[4]), t[5])
+        for t in _table_rows(page, "card-ops-table")
     }
 
 
@@ -128,11 +129,11 @@ def test_page_follows_a_running_job_live(stacklens_up, pg_url, browser_page, exa
     # (the refresh period may have backed off while the machine was busy: up to 30 s)
     expect(row).to_contain_text("finished", timeout=90_000)
     expected = {(r, (r + 1) % RANKS): (iterations * (size + r), iterations) for r in range(RANKS)}
-    expect(_grid_row_count(page, "matrix-grid")).to_have_count(RANKS, timeout=90_000)
+    expect(_grid_row_count(page, "card-matrix-pairs")).to_have_count(RANKS, timeout=90_000)
     expect(row.locator("[col-id=bytes]")).to_have_text(str(sum(b for b, _ in expected.values())))
     assert _matrix_rows(page) == expected
-    expect(page.locator("#io-caption")).to_contain_text("No file I/O")  # stdout is no file
-    expect(page.locator("#rma-caption")).to_have_text("No one-sided (RMA) calls in this job.")
+    expect(page.locator("#card-io-caption")).to_contain_text("No file I/O")  # stdout is no file
+    expect(page.locator("#card-rma-caption")).to_have_text("No one-sided (RMA) calls in this job.")
     # Each rank: one Isend of size + r bytes per iteration.
     isend = ("point-to-point", RANKS, RANKS * iterations, sum(b for b, _ in expected.values()))
     assert _op_rows(page)["MPI_Isend"][:4] == isend
@@ -194,7 +195,7 @@ def test_unreachable_api_is_reported_on_the_page(browser_page):
         page.goto(f"http://127.0.0.1:{port}/")
         message = page.locator("#jobs-error")
         expect(message).to_contain_text("stacklens server unreachable", timeout=20_000)
-        expect(message).to_contain_text(f"{dead}/api/jobs")
+        expect(message).to_contain_text(f"{dead}/api/overview")
         assert errors == []
 
 
@@ -222,15 +223,15 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     p2p = expected_p2p(RANKS)
     expect(row.locator("[col-id=bytes]")).to_have_text(str(sum(b for b, _ in p2p.values())))
 
-    expect(page.locator("#matrix-title")).to_contain_text(job, timeout=20_000)
+    expect(page.locator("#shown-job")).to_contain_text(job, timeout=20_000)
     expect(page.locator("#job-details")).to_be_visible()
-    expect(_grid_row_count(page, "matrix-grid")).to_have_count(len(p2p), timeout=20_000)
+    expect(_grid_row_count(page, "card-matrix-pairs")).to_have_count(len(p2p), timeout=20_000)
     assert _matrix_rows(page) == p2p
-    expect(page.locator("#matrix-heatmap .main-svg").first).to_be_visible()
+    expect(page.locator("#card-matrix-heatmap .main-svg").first).to_be_visible()
 
     # MPI operations: (category, ranks, calls, bytes, payload), summed over the ranks.
-    expect(page.locator("#ops-section h2")).to_have_text("MPI operations")
-    expect(page.locator("#ops-table")).to_contain_text("MPI_File_write_at_all")
+    expect(page.locator("#card-ops h2")).to_have_text("MPI operations")
+    expect(page.locator("#card-ops-table")).to_contain_text("MPI_File_write_at_all")
     ops = _op_rows(page)
     isend_bytes = sum(100 * (p + 1) + r for r in range(RANKS) for p in range(RANKS) if p != r)
     assert ops["MPI_File_write_at_all"] == ("MPI-IO", RANKS, RANKS, 1000 * RANKS, "3.91 KiB")
@@ -239,7 +240,7 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     assert ops["MPI_Wait"] == ("wait/test", 2, 12, 0, "0 B")
     assert ops["MPI_Bcast"] == ("collective", RANKS, RANKS, 1000 * RANKS, "3.91 KiB")
     assert ops["MPI_Put"] == ("RMA", RANKS, RANKS, 16 * RANKS, "64 B")
-    summary = page.locator("#ops-summary")
+    summary = page.locator("#card-ops-summary")
     for label in ("point-to-point", "wait/test", "collective", "RMA", "MPI-IO"):
         expect(summary).to_contain_text(label)
 
@@ -251,8 +252,8 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
         + [("MPI-IO", f"{root}/mpiio.dat", RANKS, RANKS, 0, RANKS, 0, 1000 * RANKS)]
         + [("stdio", f"{root}/stdio.{r}", 1, 1, 0, 1, 0, 500) for r in range(RANKS)]
     )
-    expect(_grid_row_count(page, "io-grid")).to_have_count(len(expected_io))
-    shown_io = grid_rows(page, "io-grid")
+    expect(_grid_row_count(page, "card-io-files")).to_have_count(len(expected_io))
+    shown_io = grid_rows(page, "card-io-files")
     counts = ("ranks", "opens", "reads", "writes", "bytes_read", "bytes_written")
     assert [(r["layer"], r["path"], *(int(r[c]) for c in counts)) for r in shown_io] == (
         expected_io
@@ -260,8 +261,8 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     assert all(r["fstype"] and root.startswith(r["mount"]) for r in shown_io)  # both known
 
     # Collectives per (communicator, op, root): (size, op, root, ranks, calls, bytes).
-    expect(page.locator("#coll-section h2")).to_have_text("Collectives")
-    coll = _table_rows(page, "coll-table")
+    expect(page.locator("#card-collectives h2")).to_have_text("Collectives")
+    coll = _table_rows(page, "card-collectives-table")
     # Columns: communicator, size, operation, root, ranks, calls, bytes, payload, time.
     by_op = {}
     for t in coll:
@@ -272,14 +273,14 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     halves = sorted(row for row in by_op[("MPI_Allreduce", "none")] if row[1] == 2)
     assert [row[1:] for row in halves] == [(2, 2, 2, 16, "16 B")] * 2  # one double per rank
     assert len({row[0] for row in halves} | {world}) == 3  # three distinct communicators
-    comms = {t[0]: t[1:] for t in _table_rows(page, "comm-table")}
+    comms = {t[0]: t[1:] for t in _table_rows(page, "card-collectives-communicators")}
     assert comms[world][:2] == [str(RANKS), str(RANKS)]  # size, ranks
 
     # Message sizes: the exact table beside the bar chart; MPI_Isend's sizes 100 (p + 1) + r.
-    expect(page.locator("#sizes-graph .main-svg").first).to_be_visible()
+    expect(page.locator("#card-sizes-histogram .main-svg").first).to_be_visible()
     sizes = {}
     # Columns: operation, size, from (bytes), below (bytes), messages.
-    for t in _table_rows(page, "sizes-table"):
+    for t in _table_rows(page, "card-sizes-table"):
         sizes.setdefault(t[0], []).append((t[1], int(t[2]), int(t[3]), int(t[4])))
     assert sizes["MPI_Isend"] == [
         ("64 B – 128 B", 64, 128, 3),  # 101, 102, 103
@@ -293,7 +294,7 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     for r in range(RANKS):
         rma[(r, (r + 1) % RANKS)] = ("1", "16", "16 B", "MPI_Put 1 call, 16 B")
         rma[(r, (r + 2) % RANKS)] = ("1", "8", "8 B", "MPI_Get 1 call, 8 B")
-    shown_rma = grid_rows(page, "rma-grid")
+    shown_rma = grid_rows(page, "card-rma-pairs")
     assert [(int(r["origin"]), int(r["target"])) for r in shown_rma] == sorted(rma)
     assert {
         (int(r["origin"]), int(r["target"])): (r["calls"], r["bytes"], r["moved"], r["per_op"])
@@ -306,12 +307,12 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
                          "WHERE job_key = %s", (job,))  # fmt: skip
     assert len(host) == 1
     host = host[0][0]
-    expect(page.locator("#ranks-summary")).to_have_text(
+    expect(page.locator("#card-ranks-summary")).to_have_text(
         f"{RANKS} of {RANKS} ranks reported, on 1 host: {host} ({RANKS})."
     )
     # Columns: rank, host, pid, status, first seen, last seen, keys folded, frames lost,
     # frames spooled.
-    shown_ranks = _table_rows(page, "ranks-table")
+    shown_ranks = _table_rows(page, "card-ranks-table")
     assert [(t[0], t[1], t[3], *t[6:]) for t in shown_ranks] == [
         (str(r), host, "finished", "0", "0", "1") for r in range(RANKS)
     ]

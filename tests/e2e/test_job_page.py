@@ -44,7 +44,7 @@ def served(collector, pg_url) -> Iterator[str]:
 def _calls(page: Page, op: str) -> int:
     """The calls of `op` in the page's MPI operations table."""
     # Columns: operation, category, ranks, calls, bytes, payload, time inside.
-    rows = {t[0]: t for t in _table_rows(page, "jv-ops-table")}
+    rows = {t[0]: t for t in _table_rows(page, "card-ops-table")}
     return int(rows[op][3])
 
 
@@ -62,13 +62,13 @@ def test_a_shared_link_opens_the_job_over_its_window(served):
             "MPI_Allreduce on communicator 7 (4 ranks): rank 2 spent the least time inside "
             "(250 ms, median 4.00 s): it is the last to arrive"
         )
-        expect(page.locator("#jv-ops-table tbody tr")).to_have_count(1)
+        expect(page.locator("#card-ops-table tbody tr")).to_have_count(1)
         assert _calls(page, "MPI_Allreduce") == RANKS * 5  # the five slow intervals
         expect(page.locator("#jv-heatmap .heatmaplayer")).to_have_count(1)
 
         page.get_by_label("whole job").check()
         expect(page).to_have_url(f"{served}/jobs/slow", timeout=20_000)
-        expect(page.locator("#jv-ops-table")).to_contain_text("MPI_Finalize", timeout=20_000)
+        expect(page.locator("#card-ops-table")).to_contain_text("MPI_Finalize", timeout=20_000)
         assert _calls(page, "MPI_Allreduce") == RANKS * (INTERVALS - 2)
         expect(outliers).to_contain_text("rank 0: 400 ms in file I/O; the median rank: 0 µs")
         assert errors == []
@@ -80,8 +80,8 @@ def test_a_playback_position_shows_that_step_alone(served):
         expect(page.locator("#jv-step-shown")).to_have_text(
             "cards: the step from 2023-11-14 22:14:21 UTC", timeout=20_000
         )
-        expect(page.locator("#jv-io-table .ag-row [col-id=path]")).to_have_text("/scratch/burst")
-        io = grid_rows(page, "jv-io-table")
+        expect(page.locator("#card-io-files .ag-row [col-id=path]")).to_have_text("/scratch/burst")
+        io = grid_rows(page, "card-io-files")
         assert [(row["path"], row["bytes_written"]) for row in io] == [
             ("/scratch/burst", str(2**30))
         ]

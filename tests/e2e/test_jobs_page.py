@@ -147,15 +147,15 @@ def test_a_job_with_5000_files_shows_them_and_keeps_refreshing(collector, dashbo
     seed(collector, frames)
     page, errors = browser_page
     page.goto(base + "/")
-    caption = page.locator("#io-caption")
+    caption = page.locator("#card-io-caption")
     expect(caption).to_contain_text("The 1,000 of 5,000 files", timeout=30_000)
     wait_updated(page)
-    rows = grid_rows(page, "io-grid")
+    rows = grid_rows(page, "card-io-files")
     assert rows and rows[0]["path"] == "/scratch/out.4.0999"  # most bytes first
     assert rows[0]["bytes_written"] == "4999"
     # The grid sorts in the browser: a click on a heading, fewest bytes of the 1,000 first.
-    page.locator("#io-grid .ag-header-cell[col-id=bytes_written]").click()
-    top = page.locator("#io-grid .ag-row[row-index='0'] [col-id=path]")
+    page.locator("#card-io-files .ag-header-cell[col-id=bytes_written]").click()
+    top = page.locator("#card-io-files .ag-row[row-index='0'] [col-id=path]")
     expect(top).to_have_text("/scratch/out.4.0000")
     # Refreshes go on (none is superseded by the next tick): the clock stays "updated".
     first = page.locator("#last-updated").inner_text()
@@ -174,7 +174,7 @@ def test_a_list_of_20000_jobs_pages_and_keeps_refreshing(collector, dashboard, b
     wait_updated(page)
     rows = grid_rows(page, "jobs-grid")
     assert [r["job"] for r in rows[:3]] == ["job-19999", "job-19998", "job-19997"]
-    expect(page.locator("#matrix-title")).to_contain_text("job-19999")
+    expect(page.locator("#shown-job")).to_contain_text("job-19999")
     page.click("#job-older")
     expect(info).to_have_text("jobs 101–200 of 20,000, newest first", timeout=30_000)
     expect(page.locator("#jobs-grid .ag-row[row-index='0'] [col-id=job]")).to_have_text("job-19899")
@@ -207,9 +207,9 @@ def test_a_search_finds_one_job_among_2000_and_its_url_opens_it(collector, dashb
     # (The job page draws its timeline and profile first: slow on a loaded machine.)
     expect(page.locator("#jv-title")).to_contain_text("Job run/1234", timeout=90_000)
     expect(page.locator("#jv-title")).to_be_in_viewport()
-    pairs = page.locator("#jv-matrix-table .ag-center-cols-container .ag-row")
+    pairs = page.locator("#card-matrix-pairs .ag-center-cols-container .ag-row")
     expect(pairs).to_have_count(2, timeout=30_000)
-    assert grid_rows(page, "jv-matrix-table") == [
+    assert grid_rows(page, "card-matrix-pairs") == [
         {"src": "0", "dst": "1", "bytes": "100", "sent": "100 B", "messages": "1"},
         {"src": "1", "dst": "0", "bytes": "100", "sent": "100 B", "messages": "1"},
     ]
@@ -235,7 +235,7 @@ def test_a_slow_server_leaves_the_last_view_and_says_how_far_behind(
     expect(label).to_have_text(re.compile(r"refreshing… \d+ s behind"), timeout=20_000)
     # The last good view stays on screen meanwhile.
     expect(page.locator("#jobs-grid .ag-row [col-id=job]")).to_have_text("steady")
-    assert len(grid_rows(page, "matrix-grid")) == 2
+    assert len(grid_rows(page, "card-matrix-pairs")) == 2
     proxy.delay_s = 0
     wait_updated(page)
     assert errors == [], "\n".join(errors)
@@ -259,17 +259,17 @@ def test_a_server_error_shows_in_the_card_that_failed(collector, dashboard, brow
     seed(collector, [job_frame("broken", 0, io=io)])
     page, errors = browser_page
     page.goto(base + "/")
-    expect(page.locator("#io-caption")).to_contain_text("1 file", timeout=30_000)
+    expect(page.locator("#card-io-caption")).to_contain_text("1 file", timeout=30_000)
     with hidden_table(pg_url, "io_deltas"):
-        error = page.locator("#io-error")
+        error = page.locator("#card-io-error")
         expect(error).to_contain_text(
-            "/api/jobs/broken/io?owner=alice returned HTTP 500", timeout=20_000
+            "the server could not read this card's data (ProgrammingError)", timeout=20_000
         )
         # Only that card: the others and the last view of this one stay.
-        for card in ("matrix-error", "ops-error", "ranks-error", "jobs-error"):
+        for card in ("card-matrix-error", "card-ops-error", "card-ranks-error", "jobs-error"):
             expect(page.locator(f"#{card}")).to_be_empty()
-        expect(page.locator("#io-caption")).to_contain_text("1 file")
-        expect(page.locator("#matrix-title")).to_contain_text("broken")
-    expect(page.locator("#io-error")).to_be_empty(timeout=60_000)
+        expect(page.locator("#card-io-caption")).to_contain_text("1 file")
+        expect(page.locator("#shown-job")).to_contain_text("broken")
+    expect(page.locator("#card-io-error")).to_be_empty(timeout=60_000)
     # Chromium logs no error of its own: the failed request was the server's, not the page's.
     assert errors == [], "\n".join(errors)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from frontend import components
-from frontend.formatting import format_duration_ns
+from presentation import components as card_parts
+from presentation.formatting import format_duration_ns
 from stacklens.api_models import (
     CategoryTotal,
     FileIo,
@@ -47,12 +48,12 @@ def _op(name: str, time_ns: int) -> OpTotal:
 
 
 def test_ops_table_is_capped_and_says_so():
-    n = components.MAX_OP_ROWS + 5
+    n = card_parts.MAX_OP_ROWS + 5
     ops = JobOps(job="j", categories=(), ops=tuple(_op(f"MPI_Op{i}", n - i) for i in range(n)))
-    lines = components.ops_table_markdown(ops).splitlines()
-    assert lines[0].startswith(f"Heaviest {components.MAX_OP_ROWS} of {n} MPI operations")
+    lines = card_parts.ops_table_markdown(ops).splitlines()
+    assert lines[0].startswith(f"Heaviest {card_parts.MAX_OP_ROWS} of {n} MPI operations")
     rows = lines[4:]
-    assert len(rows) == components.MAX_OP_ROWS
+    assert len(rows) == card_parts.MAX_OP_ROWS
     assert rows[0] == "| MPI&#95;Op0 | point-to-point | 1 | 1 | 2048 | 2.00 KiB | 55 ns |"
 
 
@@ -69,7 +70,7 @@ def test_ops_summary_lists_the_categories_with_calls():
         CategoryTotal(category="mpi_startup", calls=2, bytes_sent=0, bytes_received=0,
                       time_ns=9_000_000, communication=False),
     )  # fmt: skip
-    summary = components.ops_summary(JobOps(job="j", categories=categories, ops=()))
+    summary = card_parts.ops_summary(JobOps(job="j", categories=categories, ops=()))
     text = "".join(
         part if isinstance(part, str) else part.children[0].children + part.children[1]
         for part in summary
@@ -80,7 +81,7 @@ def test_ops_summary_lists_the_categories_with_calls():
         "MPI_Finalize, MPI_Abort) 9.00 ms, 0 B sent"
     )
     none = JobOps(job="j", categories=categories[1:2], ops=())
-    assert components.ops_summary(none) == "No MPI operations recorded for this job."
+    assert card_parts.ops_summary(none) == "No MPI operations recorded for this job."
 
 
 def _io(files: list[FileIo], total: int, startup: IoTotals = NO_IO) -> JobIo:
@@ -89,12 +90,12 @@ def _io(files: list[FileIo], total: int, startup: IoTotals = NO_IO) -> JobIo:
 
 
 def test_a_job_without_files_gets_a_sentence():
-    assert components.file_caption(_io([], 0)) == (
+    assert card_parts.file_caption(_io([], 0)) == (
         "No file I/O: the job has not opened, read or written any file "
         "through POSIX, stdio or MPI-IO."
     )
     startup = IoTotals(files=3, bytes_read=2048, bytes_written=0)
-    assert components.file_caption(_io([], 0, startup)).endswith(
+    assert card_parts.file_caption(_io([], 0, startup)).endswith(
         " Start-up I/O before MPI_Init, not in the grid: 3 files, 2.00 KiB read, 0 B written."
     )
 
@@ -117,17 +118,17 @@ def test_file_rows_keep_paths_exact_and_the_caption_counts_all_pages():
         write_time_ns=1500,
         meta_time_ns=20,
     )
-    (shown,) = components.file_rows(_io([row], 5000))
+    (shown,) = card_parts.file_rows(_io([row], 5000))
     assert shown == {
         "id": f"POSIX:{path}", "layer": "POSIX", "path": path, "fstype": "lustre",
         "mount": "/data", "ranks": 1, "opens": 1, "reads": 0, "writes": 1, "bytes_read": 0,
         "bytes_written": 7, "read_time": format_duration_ns(0),
         "write_time": format_duration_ns(1500), "meta_time": format_duration_ns(20),
     }  # fmt: skip
-    assert components.file_caption(_io([row], 5000)).startswith(
+    assert card_parts.file_caption(_io([row], 5000)).startswith(
         "The 1 of 5,000 files (per I/O layer) with the most bytes."
     )
-    assert {c["field"] for c in components.FILE_COLUMNS} == set(shown) - {"id"}
+    assert {c["field"] for c in card_parts.FILE_COLUMNS} == set(shown) - {"id"}
 
 
 def test_the_hosts_and_links_card_tables():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from frontend import figures
+from presentation import figures
 from stacklens.api_models import FabricEvent, FabricSeries
 
 S = 1_000_000_000

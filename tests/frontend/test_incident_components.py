@@ -1,4 +1,4 @@
-"""The incidents' pure frontend parts (frontend/components.py, frontend/figures.py): the
+"""The incidents' pure frontend parts (frontend/components.py, presentation/figures.py): the
 grid rows, the banner (only while incidents are open), the jobs table with another user's
 job as "another job", and the evidence figure's traces."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dash import html
 
-from frontend import components, figures
+from frontend import components
+from presentation import figures
 from stacklens.api_models import IncidentDetails, IncidentList
 
 T0 = 1_800_000_000 * 10**9

@@ -3,7 +3,7 @@ exactly the values of the API answers they are given."""
 
 from __future__ import annotations
 
-from frontend import figures
+from presentation import figures
 from stacklens.api_models import RankShare, Series, SeriesPoint, SlowRanks
 
 S = 10**9

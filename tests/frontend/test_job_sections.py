@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from frontend import components, figures
-from frontend.formatting import format_size_bucket
+from presentation import components, figures
+from presentation.formatting import format_size_bucket
 from stacklens import api_models
 from stacklens.constants import OVERFLOW_COMM_ID
 from tests.frontend import positional

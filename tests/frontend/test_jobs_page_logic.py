@@ -9,8 +9,8 @@ from urllib.parse import unquote
 import pytest
 
 from frontend import components
-from frontend.formatting import parse_utc_ns
 from frontend.refresh import next_period
+from presentation.formatting import parse_utc_ns
 from stacklens.api_models import JobList, PageInfo
 
 

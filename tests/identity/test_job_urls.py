@@ -166,10 +166,10 @@ def test_the_job_page_says_which_owners_or_shows_the_one_named(same_id, pg_serve
             )
             page.goto(f"{base}/jobs/{JOB}?owner={b}")
             expect(page.locator("#jv-title")).to_contain_text(f"Job {JOB} of {b}", timeout=90_000)
-            pairs = page.locator("#jv-matrix-table .ag-center-cols-container .ag-row")
+            pairs = page.locator("#card-matrix-pairs .ag-center-cols-container .ag-row")
             expect(pairs).to_have_count(RANKS, timeout=30_000)
             shown = {(int(r["src"]), int(r["dst"])): int(r["bytes"])
-                     for r in grid_rows(page, "jv-matrix-table")}  # fmt: skip
+                     for r in grid_rows(page, "card-matrix-pairs")}  # fmt: skip
             assert shown == {pair: sent for pair, (sent, _) in B_EXPECTED.items()}
             page.goto(f"{base}/")
             row = page.locator("#jobs-grid .ag-row", has_text=a)

@@ -22,11 +22,11 @@ from PIL import Image
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from presentation.report_model import Table
 from server.access.viewer import Access
 from server.app import create_app
 from server.fabric import repository as fabric
 from server.incidents import repository as incidents
-from server.reports.model import Table
 from server.reports.render import column_widths, printed
 from stacklens.db import make_engine
 from stacklens.schema import Job

@@ -1,4 +1,4 @@
-# frontend/formatting.py — human-readable bytes, durations and ns timestamps (pure, shared).
+# presentation/formatting.py — human-readable bytes, durations and ns timestamps (pure, shared).
 """Formatting helpers: binary byte units, durations and UTC timestamps (and reading a
 typed UTC time back)."""
 

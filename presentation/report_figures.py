@@ -1,5 +1,5 @@
 """Pure Plotly figure builders of the reports that the dashboard has no figure for (the
-timeline, matrix, rank heat map and size histogram come from frontend/figures.py): time
+timeline, matrix, rank heat map and size histogram come from presentation/figures.py): time
 per MPI operation, collectives, file I/O per file, the fabric with a set of links
 highlighted, and the load of links over time. Data in, go.Figure out, no I/O.
 
@@ -18,7 +18,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from frontend.formatting import format_bytes
+from presentation.formatting import format_bytes
 from stacklens.api_models import CollectiveTotal, FileIo, OpTotal
 
 #: Bars shown at most in a ranking figure (the tables list the rest).

@@ -1,4 +1,4 @@
-# frontend/figures.py — pure Plotly figure builders: API data in, go.Figure out, no I/O.
+# presentation/figures.py — pure Plotly figure builders: API data in, go.Figure out, no I/O.
 """Figures of the stacklens UI."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.colors import sequential
 from plotly.subplots import make_subplots
 
-from frontend.formatting import format_bytes, format_bytes_short, format_size_bucket
+from presentation.formatting import format_bytes, format_bytes_short, format_size_bucket
 from stacklens.api_models import (
     FabricEvent,
     FabricSeries,

@@ -1,0 +1,207 @@
+# presentation/card_reports.py — each job card's part of a report: its tables and figures (pure).
+"""What a report shows of each job card (presentation/cards.py): an introduction, figures
+and tables built from the card's API model alone, as plain report data
+(presentation/report_model.py); server/reports/build.py puts them in the job report's
+sections."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from presentation import figures as page_figures
+from presentation import report_figures
+from presentation.components import communicator_label
+from presentation.formatting import format_bytes, format_duration_ns, format_utc_ns
+from presentation.report_model import Figure, Table
+from stacklens.api_models import (
+    JobCollectives,
+    JobIo,
+    JobOps,
+    JobRanks,
+    JobRma,
+    JobRuns,
+    JobSizes,
+    Matrix,
+)
+
+#: Rows of a section's table at most (a report stays readable; the API has the rest).
+SECTION_ROWS = 200
+
+#: How a report names the API's traffic categories of MPI operations.
+CATEGORY_NAMES = {
+    "mpi_p2p": "MPI point-to-point",
+    "mpi_completion": "MPI wait/test",
+    "mpi_coll": "MPI collective",
+    "mpi_rma": "MPI one-sided (RMA)",
+    "io": "MPI-IO calls",
+    "other": "MPI other",
+}
+
+#: A card's part of a report: its introduction, figures and tables.
+ReportPart = tuple[str, list[Figure], list[Table]]
+
+
+def ranked(rows: Iterable[list[str]], limit: int = SECTION_ROWS) -> tuple[list[list[str]], str]:
+    """At most `limit` of the rows, and a note saying so when some were left out."""
+    chosen = list(rows)
+    if len(chosen) > limit:
+        return chosen[:limit], f"The first {limit} of {len(chosen)} rows."
+    return chosen, ""
+
+
+def matrix_report(matrix: Matrix) -> ReportPart:
+    """The rank x rank heat map and the pairs, most bytes first."""
+    pairs = sorted(matrix.cells, key=lambda c: -c.bytes)
+    rows, note = ranked(
+        [str(c.src), str(c.dst), format_bytes(c.bytes), f"{c.messages:,}"] for c in pairs
+    )
+    if matrix.page.next_cursor is not None:
+        note = (
+            f"The {len(matrix.cells)} pairs read of {matrix.page.total}; "
+            "the matrix above sums all of them."
+        )
+    return (
+        "Point-to-point bytes sent per (source, destination) pair.",
+        [Figure(page_figures.matrix_heatmap(matrix), "bytes sent per pair", 560)],
+        [Table(["source", "destination", "bytes", "messages"], rows, [True] * 4, note)],
+    )
+
+
+def ops_report(ops: JobOps) -> ReportPart:
+    """Time inside per MPI operation, and the operations heaviest first."""
+    rows, note = ranked(
+        [o.op, CATEGORY_NAMES.get(o.category, o.category), f"{o.calls:,}",
+         format_bytes(o.bytes), format_duration_ns(o.time_ns), str(o.ranks)]
+        for o in ops.ops
+    )  # fmt: skip
+    return (
+        "",
+        [Figure(report_figures.op_times(ops.ops), "time inside per MPI operation")],
+        [
+            Table(
+                ["operation", "category", "calls", "bytes", "time inside", "ranks"],
+                rows,
+                [False, False, True, True, True, True],
+                note,
+            )
+        ],
+    )
+
+
+def collectives_report(coll: JobCollectives) -> ReportPart:
+    """Time inside per collective, and the communicators heaviest first."""
+    rows = [
+        [communicator_label(c.comm_id, c.overflow), str(c.comm_size), str(c.ranks),
+         f"{c.calls:,}", format_bytes(c.bytes), format_duration_ns(c.time_ns)]
+        for c in coll.communicators
+    ]  # fmt: skip
+    return (
+        "",
+        [Figure(report_figures.collective_times(coll.collectives), "time inside per collective")],
+        [
+            Table(
+                ["communicator", "size", "ranks", "calls", "bytes", "time inside"],
+                rows,
+                [False, True, True, True, True, True],
+            )
+        ],
+    )
+
+
+def sizes_report(sizes: JobSizes) -> ReportPart:
+    """The message-size histogram and its buckets per operation."""
+    rows = [
+        [s.op, f"{s.messages:,}", ", ".join(
+            f"{format_bytes(b.lower_bytes)}–{format_bytes(b.upper_bytes)}: {b.count:,}"
+            for b in s.buckets)]
+        for s in sizes.ops
+    ]  # fmt: skip
+    return (
+        "",
+        [Figure(page_figures.size_histogram(sizes), "messages per size bucket", 360)],
+        [Table(["operation", "messages", "buckets"], rows, [False, True, False])],
+    )
+
+
+def rma_report(rma: JobRma) -> ReportPart:
+    """One-sided calls and bytes per operation and per (origin, target) pair."""
+    op_rows = [[o.op, f"{o.calls:,}", format_bytes(o.bytes)] for o in rma.ops]
+    pair_rows, note = ranked(
+        [str(c.origin), str(c.target), f"{c.calls:,}", format_bytes(c.bytes)]
+        for c in sorted(rma.cells, key=lambda c: -c.bytes)
+    )
+    if rma.page.next_cursor is not None:
+        note = f"The {len(rma.cells)} pairs read of {rma.page.total}."
+    intro = "" if rma.ops else "No one-sided (RMA) calls in this window."
+    return (
+        intro,
+        [],
+        [
+            Table(["operation", "calls", "bytes"], op_rows, [False, True, True]),
+            Table(["origin", "target", "calls", "bytes"], pair_rows, [True] * 4, note),
+        ],
+    )
+
+
+def io_report(io: JobIo) -> ReportPart:
+    """Bytes per file and the files, most bytes first; the start-up I/O in a sentence."""
+    rows, note = ranked(
+        [f.layer, f.path, f.mount, f.fstype, str(f.ranks), f"{f.reads:,}", f"{f.writes:,}",
+         format_bytes(f.bytes_read), format_bytes(f.bytes_written),
+         format_duration_ns(f.read_time_ns + f.write_time_ns + f.meta_time_ns)]
+        for f in io.files
+    )  # fmt: skip
+    if io.page.next_cursor is not None:
+        note = f"The first {len(io.files)} of {io.page.total} (layer, file) rows."
+    headings = ["layer", "path", "mount", "fs", "ranks", "reads", "writes", "read", "written",
+                "time"]  # fmt: skip
+    return (
+        f"Start-up I/O (before MPI_Init): {io.startup.files} files, "
+        f"{format_bytes(io.startup.bytes_read)} read, "
+        f"{format_bytes(io.startup.bytes_written)} written.",
+        [Figure(report_figures.file_bytes(io.files), "bytes per file")],
+        [Table(headings, rows, [False] * 4 + [True] * 6, note)],
+    )
+
+
+def ranks_report(ranks: JobRanks) -> ReportPart:
+    """The ranks that reported, with their health counters."""
+    rows = [
+        [str(r.rank), r.host, str(r.pid), r.status, f"{r.keys_dropped:,}",
+         f"{r.frames_dropped:,}"]
+        for r in ranks.ranks[:SECTION_ROWS]
+    ]  # fmt: skip
+    total = ranks.page.total
+    note = f"{total} ranks" + (
+        f"; the first {SECTION_ROWS} listed." if total > SECTION_ROWS else "."
+    )
+    return (
+        "",
+        [],
+        [
+            Table(
+                ["rank", "host", "pid", "status", "keys folded", "frames lost"],
+                rows,
+                [True, False, True, False, True, True],
+                note,
+            )
+        ],
+    )
+
+
+def runs_report(runs: JobRuns) -> ReportPart:
+    """The runs (launches) of the job seen in the window."""
+    return ("", [], [Table(RUN_HEADINGS, run_rows(runs), [True, False, True, False, False, False])])
+
+
+#: The columns of the runs table (page and report).
+RUN_HEADINGS = ["run", "kind", "ranks", "status", "started", "command"]
+
+
+def run_rows(runs: JobRuns) -> list[list[str]]:
+    """One row per run: ordinal, kind, ranks seen of its size, status, start, command."""
+    return [
+        [str(r.run), r.kind, f"{r.ranks_seen} / {r.world_size}", r.status,
+         format_utc_ns(r.started_ns), r.command]
+        for r in runs.runs
+    ]  # fmt: skip
