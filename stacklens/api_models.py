@@ -321,9 +321,14 @@ class RankInfo(ApiModel):
     finished: bool = Field(description="its final frame was stored")
     killed: bool = Field(description="its final frame says it ended by a signal")
     aborted: bool = Field(description="its final frame says it called MPI_Abort")
+    unfinalized: bool = Field(
+        description="its final frame says its process ended without MPI_Finalize (returned "
+        "from main, exit, _exit)"
+    )
     abort_code: int | None = Field(description="the error code it passed to MPI_Abort")
     status: str = Field(
-        description="aborted | killed | finished (from its final frame), else running while "
+        description="aborted | killed | exited (ended without MPI_Finalize) | finished (from "
+        "its final frame), else running while "
         "its run runs, lost once the run ended without this rank's final frame"
     )
     keys_dropped: int = Field(

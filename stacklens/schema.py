@@ -135,6 +135,12 @@ class Rank(Base):
     aborted: Mapped[bool] = mapped_column(
         Boolean, default=False, server_default="false", doc="its final frame: it called MPI_Abort"
     )
+    unfinalized: Mapped[bool] = mapped_column(
+        Boolean,
+        default=False,
+        server_default="false",
+        doc="its final frame: its process ended without MPI_Finalize",
+    )
     abort_code: Mapped[int | None] = mapped_column(Integer, doc="MPI_Abort's error code")
     keys_dropped: Mapped[int] = mapped_column(BigInteger, default=0, doc="folded into overflow")
     frames_dropped: Mapped[int] = mapped_column(BigInteger, default=0, doc="lost by the sender")

@@ -169,11 +169,12 @@ Proof = _def_enum("Proof", SPEC.proofs)
 
 #: Kinds of frames a rank sends (the .def's SL_FRAME_TYPE list): INTERVAL (data), FINAL
 #: (ended normally: MPI_Finalize, exit, exec), KILLED (ended by a signal), ABORTED
-#: (called MPI_Abort; carries one abort record).
+#: (called MPI_Abort; carries one abort record), EXITED (an MPI rank's process ended without
+#: MPI_Finalize).
 FrameType = _def_enum("FrameType", SPEC.frame_types)
 
 #: Frame types that end a rank.
-FINAL_TYPES = (FrameType.FINAL, FrameType.KILLED, FrameType.ABORTED)
+FINAL_TYPES = (FrameType.FINAL, FrameType.KILLED, FrameType.ABORTED, FrameType.EXITED)
 
 #: The limits both the hooks and the collector keep (the .def's SL_BOUND list).
 BOUNDS = SPEC.bounds

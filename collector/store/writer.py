@@ -122,17 +122,18 @@ RETURNING run_id, world_rank, seq
 
 _UPSERT_RANKS = """
 INSERT INTO ranks (job_id, run_id, world_rank, host, pid, first_seen_ns, last_seen_ns,
-                   finished, killed, aborted, abort_code, keys_dropped, frames_dropped,
-                   frames_spooled)
+                   finished, killed, aborted, unfinalized, abort_code, keys_dropped,
+                   frames_dropped, frames_spooled)
 SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::int[], %b::text[], %b::int[],
-                     %b::bigint[], %b::bigint[], %b::bool[], %b::bool[], %b::bool[], %b::int[],
-                     %b::bigint[], %b::bigint[], %b::bigint[])
+                     %b::bigint[], %b::bigint[], %b::bool[], %b::bool[], %b::bool[], %b::bool[],
+                     %b::int[], %b::bigint[], %b::bigint[], %b::bigint[])
 ON CONFLICT (job_id, run_id, world_rank) DO UPDATE SET
     first_seen_ns = LEAST(ranks.first_seen_ns, EXCLUDED.first_seen_ns),
     last_seen_ns = GREATEST(ranks.last_seen_ns, EXCLUDED.last_seen_ns),
     finished = ranks.finished OR EXCLUDED.finished,
     killed = ranks.killed OR EXCLUDED.killed,
     aborted = ranks.aborted OR EXCLUDED.aborted,
+    unfinalized = ranks.unfinalized OR EXCLUDED.unfinalized,
     abort_code = COALESCE(EXCLUDED.abort_code, ranks.abort_code),
     keys_dropped = ranks.keys_dropped + EXCLUDED.keys_dropped,
     frames_dropped = ranks.frames_dropped + EXCLUDED.frames_dropped,
@@ -814,11 +815,13 @@ class _Plan:
         finished = np.zeros(n, dtype=bool)
         killed = np.zeros(n, dtype=bool)
         aborted = np.zeros(n, dtype=bool)
+        unfinalized = np.zeros(n, dtype=bool)
         np.minimum.at(start, group, info["t_start"].astype(np.int64))
         np.maximum.at(end, group, info["t_end"].astype(np.int64))
         np.logical_or.at(finished, group, np.isin(info["frame_type"], FINAL_TYPES))
         np.logical_or.at(killed, group, info["frame_type"] == FrameType.KILLED)
         np.logical_or.at(aborted, group, info["frame_type"] == FrameType.ABORTED)
+        np.logical_or.at(unfinalized, group, info["frame_type"] == FrameType.EXITED)
         abort_codes: list[int | None] = [None] * n
         for i in np.flatnonzero(info["frame_type"] == FrameType.ABORTED).tolist():
             code = int(self.frames.records(int(self.fresh[i]), "abort")["errorcode"][0])
@@ -833,7 +836,8 @@ class _Plan:
                  (ids.frame_job[fresh][first].tolist(), run_ids[first].tolist(),
                   ids.frame_rank[fresh][first].tolist(), _texts(info["host"][first]),
                   info["pid"][first].tolist(), start.tolist(), end.tolist(), finished.tolist(),
-                  killed.tolist(), aborted.tolist(), abort_codes, *health))]  # fmt: skip
+                  killed.tolist(), aborted.tolist(), unfinalized.tolist(), abort_codes,
+                  *health))]  # fmt: skip
 
     def _marks(self) -> list[tuple[str, tuple[Any, ...]]]:
         """The rollup buckets to recompute: the minutes of the frames with records of a

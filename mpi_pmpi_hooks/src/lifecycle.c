@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -28,6 +29,7 @@ static sl_config config;
 static sl_identity identity;
 static pid_t started_pid;  /* the process that started the sender, 0 if none */
 static int launcher;       /* this process is an MPI launcher: nothing is done */
+static int mpi_rank;       /* counting started in MPI_Init* (not a standalone process) */
 static int standalone;     /* atomic: 0 not tried, 1 claimed (standalone or MPI) */
 static void (*next_exit)(int); /* libc's _exit, found at load (dlsym is not signal-safe) */
 
@@ -182,6 +184,7 @@ void sl_init_end(sl_call *call, int op, int rc)
         return;
     }
     started_pid = getpid();
+    mpi_rank = 1;
     arm_term_signals(2); /* SIGTERM and SIGINT */
     __atomic_store_n(&sl_core.ready, 1, __ATOMIC_RELEASE);
     sl_tls_in_call = 0;
@@ -287,14 +290,45 @@ void sl_exec_failed(int began)
 }
 
 /*
+ * How long an MPI rank that ends without MPI_Finalize waits after its final
+ * frame before the process really ends. MPICH's Hydra SIGKILLs every other
+ * rank's process group as soon as one rank's process ends without having
+ * finalized: a rank a little behind (its own return from main, its final
+ * frame in flight) was killed before its exit path ran, and lost whole.
+ * This grace gives the others time to deliver theirs; what a rank counted
+ * before it was killed anyway is in its snapshot (snapshot.h).
+ */
+#define SL_EXIT_GRACE_NS 250000000L /* 250 ms */
+
+/* The final frame's type at process end: exited for an MPI rank (it did not finalize). */
+static unsigned exit_frame_type(void)
+{
+    return mpi_rank ? SL_FRAME_exited : SL_FRAME_final;
+}
+
+/* An MPI rank of several ending without MPI_Finalize: the grace above (async-signal-safe). */
+static void exit_grace(void)
+{
+    if (!mpi_rank || sl_core.world_size < 2)
+        return;
+    struct timespec left = { 0, SL_EXIT_GRACE_NS };
+    while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        ;
+}
+
+/*
  * Process exit without MPI_Finalize (or a standalone job): deliver the final
- * frame all the same. The tables are left to the exiting process: other
- * threads may still be inside a wrapper, and MPI may no longer be usable.
+ * frame all the same (of type exited for an MPI rank, so the run says it did
+ * not finalize). The tables are left to the exiting process: other threads
+ * may still be inside a wrapper, and MPI may no longer be usable.
  */
 __attribute__((destructor)) static void sl_at_exit(void)
 {
     sl_tls_in_call = 1;
-    stop_counting(SL_FRAME_final, 0);
+    int was_counting = started_pid != 0 && started_pid == getpid();
+    stop_counting(exit_frame_type(), 0);
+    if (was_counting)
+        exit_grace();
 }
 
 /*
@@ -309,7 +343,8 @@ static _Noreturn void exit_now(int status)
     if (started_pid != 0 && started_pid == getpid()) {
         started_pid = 0;
         __atomic_store_n(&sl_core.ready, 0, __ATOMIC_RELEASE);
-        sl_sender_flush_at_exit();
+        sl_sender_flush_at_exit(exit_frame_type());
+        exit_grace();
     }
     if (next_exit != NULL)
         next_exit(status);

@@ -811,8 +811,8 @@ void sl_sender_flush_from_signal(void)
     flush_and_wait(SL_FRAME_killed);
 }
 
-/* The final frame of a process ending by _exit(). */
-void sl_sender_flush_at_exit(void)
+/* The final frame (of frame_type) of a process ending by _exit(). */
+void sl_sender_flush_at_exit(unsigned frame_type)
 {
-    flush_and_wait(SL_FRAME_final);
+    flush_and_wait(frame_type);
 }

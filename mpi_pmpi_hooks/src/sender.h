@@ -52,9 +52,10 @@ void sl_sender_flush_from_signal(void);
 
 /*
  * Async-signal-safe too, for _exit() (which may be called from a signal
- * handler): the final frame of type SL_FRAME_FINAL, delivered within the
- * same bound as above. Nothing is freed.
+ * handler): the final frame of frame_type (SL_FRAME_final, or SL_FRAME_exited
+ * for an MPI rank that did not finalize), delivered within the same bound as
+ * above. Nothing is freed.
  */
-void sl_sender_flush_at_exit(void);
+void sl_sender_flush_at_exit(unsigned frame_type);
 
 #endif /* SL_SENDER_H */

@@ -649,13 +649,16 @@ def rma_pairs(
 
 
 def rank_status(rank: Rank, run_status: str) -> str:
-    """A rank's status: how its final frame says it ended (aborted, killed, finished), else
+    """A rank's status: how its final frame says it ended (aborted, killed, exited: its
+    process ended without MPI_Finalize, finished), else
     running while its run runs and lost once the run has ended without that frame (a rank
     SIGKILLed by its launcher, a node lost)."""
     if rank.aborted:
         return "aborted"
     if rank.killed:
         return "killed"
+    if rank.unfinalized:
+        return "exited"
     if rank.finished:
         return "finished"
     return "running" if run_status == "running" else "lost"
@@ -685,6 +688,7 @@ def job_ranks(
             "finished": r.finished,
             "killed": r.killed,
             "aborted": r.aborted,
+            "unfinalized": r.unfinalized,
             "abort_code": r.abort_code,
             "status": rank_status(r, run_status),
             "keys_dropped": r.keys_dropped,

@@ -6,6 +6,10 @@
   ended job is shown `running`.
 * exec (mpi_pmpi_hooks/tests/execer.c): the interval before an exec arrives as the final
   frame; an exec that fails keeps counting.
+* No MPI_Finalize (mpi_pmpi_hooks/tests/unfinalized.c, the shape of a multithreaded latency
+  benchmark): return from main, exit() from a thread, _exit after a fork. Under MPICH, Hydra
+  SIGKILLs the other ranks as soon as one rank's process ends without finalizing; every rank
+  still delivers its final frame (type exited: the rank says it did not finalize).
 """
 
 from __future__ import annotations
@@ -80,3 +84,38 @@ def test_exec_delivers_the_interval_and_a_failed_exec_counts_on(
         (job,),
     )
     assert ended == [("finished", True)]
+
+
+@pytest.mark.parametrize(
+    ("mpi", "mode"),
+    [("mpich", "return"), ("mpich", "exit"), ("mpich", "_exit"), ("openmpi", "return")],
+)
+def test_ranks_ending_without_finalize_are_all_recorded(
+    collector, pg_url, api_client, mpi, mode
+):
+    job = f"unfinalized-{mpi}-{mode}-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(
+        collector, mpi, [jobs.program(mpi, "unfinalized"), mode, "100"], job,
+        interval_ms=3600000,  # nothing arrives but what the ending sends
+    )  # fmt: skip
+    # Open MPI's mpirun ends with status 1 when a rank did not finalize (hooks or not).
+    assert result.returncode == (0 if mpi == "mpich" else 1), result.stderr
+    ops = jobs.ops(pg_url, job)
+    assert {k: v[0] for k, v in ops.items()} == {
+        (0, "MPI_Init_thread"): 1,
+        (0, "MPI_Comm_dup"): 1,
+        (0, "MPI_Send"): 100,
+        (0, "MPI_Barrier"): 1,
+        (1, "MPI_Init_thread"): 1,
+        (1, "MPI_Comm_dup"): 1,
+        (1, "MPI_Recv"): 100,
+        (1, "MPI_Barrier"): 1,
+    }
+    sent, received = jobs.p2p(pg_url, job)
+    assert (sent, received) == ({(0, 1): (6400, 100)}, {(1, 0): (6400, 100)})
+    body = api_client.get(api_client.app.url_path_for("job_ranks", job=job)).json()
+    assert [(r["rank"], r["status"], r["unfinalized"]) for r in body["ranks"]] == [
+        (0, "exited", True),
+        (1, "exited", True),
+    ]
+    assert query(pg_url, "SELECT status FROM jobs WHERE job_key = %s", (job,)) == [("finished",)]
