@@ -90,9 +90,7 @@ def test_exec_delivers_the_interval_and_a_failed_exec_counts_on(
     ("mpi", "mode"),
     [("mpich", "return"), ("mpich", "exit"), ("mpich", "_exit"), ("openmpi", "return")],
 )
-def test_ranks_ending_without_finalize_are_all_recorded(
-    collector, pg_url, api_client, mpi, mode
-):
+def test_ranks_ending_without_finalize_are_all_recorded(collector, pg_url, api_client, mpi, mode):
     job = f"unfinalized-{mpi}-{mode}-{uuid.uuid4().hex[:8]}"
     result = jobs.run_job(
         collector, mpi, [jobs.program(mpi, "unfinalized"), mode, "100"], job,
