@@ -122,6 +122,10 @@ FORTRAN_VALUE = {
     "MPI_Group *": Template("${p}"),
     "MPI_Info": Template("${p}"),
     "MPI_Group": Template("${p}"),
+    "MPI_Info *": Template("${p}"),
+    "MPI_Session": Template("${p}"),
+    "MPI_Session *": Template("${p}"),
+    "MPI_Errhandler": Template("${p}"),
     "MPI_Aint *": Template("${p}"),
     "const MPI_Aint[]": Template("${p}"),
     "MPI_Request[]": Template("${p}"),
@@ -252,7 +256,7 @@ def parse_entry(text: str, index: int, line: int, where: str) -> Entry:
         mpi=mpi,
         line=line,
         bytes_mode=attrs.get("bytes"),
-        fortran=attrs.get("fortran", "yes") == "yes" and mpi is None,
+        fortran=attrs.get("fortran", "no" if mpi else "yes") == "yes",
         traffic=attrs.get("traffic"),
     )
 

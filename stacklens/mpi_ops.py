@@ -71,6 +71,10 @@ CLASS_CATEGORY = {
     "init": "mpi_startup",
     "finalize": "mpi_startup",
     "abort": "mpi_startup",
+    "session_init": "mpi_startup",
+    "session_finalize": "mpi_startup",
+    "session": "mpi_startup",
+    "session_comm": "mpi_startup",
     # the rest: calls counted for their time only
     "plain": "other",
     "comm_free": "other",

@@ -142,11 +142,12 @@ static void coll_overflow_key(void *key, unsigned op)
                                          .root = SL_BOUND_no_rank, .size = 0 };
 }
 
-/* Queries MPI_COMM_WORLD and allocates the per-peer, RMA, handle and coll tables. */
+/* Queries the world (sl_core.world_comm) and allocates the per-peer, RMA, handle and coll
+ * tables. */
 int sl_core_init(unsigned max_keys)
 {
-    if (PMPI_Comm_rank(MPI_COMM_WORLD, &sl_core.world_rank) != MPI_SUCCESS
-        || PMPI_Comm_size(MPI_COMM_WORLD, &sl_core.world_size) != MPI_SUCCESS
+    if (PMPI_Comm_rank(sl_core.world_comm, &sl_core.world_rank) != MPI_SUCCESS
+        || PMPI_Comm_size(sl_core.world_comm, &sl_core.world_size) != MPI_SUCCESS
         || sl_core.world_size <= 0) {
         sl_warn("cannot query MPI_COMM_WORLD; stacklens is off");
         return -1;
@@ -157,7 +158,7 @@ int sl_core_init(unsigned max_keys)
                 sl_core.world_rank, sl_core.world_size);
         return -1;
     }
-    if (PMPI_Comm_group(MPI_COMM_WORLD, &sl_core.world_group) != MPI_SUCCESS) {
+    if (PMPI_Comm_group(sl_core.world_comm, &sl_core.world_group) != MPI_SUCCESS) {
         sl_warn("rank %d: cannot get the group of MPI_COMM_WORLD; stacklens is off",
                 sl_core.world_rank);
         free(sl_core.peers);
@@ -181,7 +182,7 @@ int sl_core_init(unsigned max_keys)
         sl_core_fini();
         return -1;
     }
-    sl_comm_rec(MPI_COMM_WORLD); /* ordinal 0 for the world (see handles.h) */
+    sl_comm_rec(sl_core.world_comm); /* ordinal 0 for the world (see handles.h) */
     if (sl_family_init(max_keys) != 0) {
         sl_warn("rank %d: no memory for the communicator tables; stacklens is off",
                 sl_core.world_rank);

@@ -74,7 +74,8 @@ typedef struct sl_core_state {
     int ready;                /* 1 while wrappers count (atomic; set last at init) */
     int world_rank;
     int world_size;
-    MPI_Group world_group;    /* group of MPI_COMM_WORLD, for rank translation */
+    MPI_Comm world_comm;      /* the world: MPI_COMM_WORLD, or a session's (sessions.h) */
+    MPI_Group world_group;    /* group of world_comm, for rank translation */
     sl_peer_counters *peers;  /* world_size entries */
     sl_rma_counters *rma;     /* world_size x SL_RMA_COUNT entries */
     sl_call_counters calls;   /* of threads without a block of their own */

@@ -129,7 +129,7 @@ int sl_family_init(unsigned max_keys)
         return -1;
     }
     sl_rec_comm world = { 0 };
-    describe(MPI_COMM_WORLD, SL_MADE_WORLD, 0, 0, &world);
+    describe(sl_core.world_comm, SL_MADE_WORLD, 0, 0, &world);
     return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "core.h"
 #include "util.h"
 
 _Static_assert(sizeof(sl_rec_hca) == 136, "hca record must be 136 bytes (tests/test_wire.py)");
@@ -64,8 +65,8 @@ void sl_ibport_init(const char *host)
     reporting = 0;
     const char *env = sl_env(SL_SET_SYSFS_ROOT);
     snprintf(root, sizeof root, "%s", env != NULL && *env != '\0' ? env : SL_SYSFS_DEFAULT);
-    if (PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank) != MPI_SUCCESS
-        || PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL,
+    if (PMPI_Comm_rank(sl_core.world_comm, &world_rank) != MPI_SUCCESS
+        || PMPI_Comm_split_type(sl_core.world_comm, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL,
                                 &node) != MPI_SUCCESS)
         return;
     char *names = NULL;

@@ -35,7 +35,7 @@
 #define SL_IBPORT_MAX_SECTION (SL_SECTION_HEADER_SIZE + SL_IBPORT_MAX_PORTS * sizeof(sl_rec_hca))
 
 /*
- * Collective over MPI_COMM_WORLD: every rank calls it after PMPI_Init with
+ * Collective over the world (sl_core.world_comm): every rank calls it after PMPI_Init with
  * its host name (wire text). Decides whether this rank reports its host's
  * ports and reads STACKLENS_SYSFS_ROOT. On any MPI error the rank does not
  * report; never fatal.

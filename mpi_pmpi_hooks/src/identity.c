@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "core.h"
 #include "util.h"
 
 /* The first of SLURM_JOB_ID, PBS_JOBID, STACKLENS_JOB_ID that is set and not empty. */
@@ -144,7 +145,7 @@ void sl_identity_init(sl_identity *id, int world_rank)
         }
         agreed.run_id = random_run_id();
     }
-    if (PMPI_Bcast(&agreed, (int)sizeof agreed, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (PMPI_Bcast(&agreed, (int)sizeof agreed, MPI_BYTE, 0, sl_core.world_comm) != MPI_SUCCESS)
         sl_warn("rank %d: cannot broadcast the job and run id", world_rank);
     memcpy(id->job_id, agreed.job_id, sizeof id->job_id);
     id->run_id = agreed.run_id;

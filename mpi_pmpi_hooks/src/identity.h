@@ -25,7 +25,7 @@ typedef struct sl_identity {
  * Fills id. Job id: SLURM_JOB_ID, else PBS_JOBID, else STACKLENS_JOB_ID,
  * else "<hostname>-<pid>-<unix time>" made by world rank 0. Run id: 64 random
  * non-zero bits drawn by world rank 0, so every launch is a run of its own;
- * both are broadcast in one PMPI_Bcast on MPI_COMM_WORLD (so it must be called
+ * both are broadcast in one PMPI_Bcast on the world (sl_core.world_comm) (so it must be called
  * by every rank, after PMPI_Init, with the same environment). Run label:
  * SLURM_STEP_ID, else empty. Host: STACKLENS_HOST, else
  * gethostname(). Command: /proc/self/cmdline joined by spaces, at most 255

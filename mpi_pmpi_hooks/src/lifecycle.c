@@ -29,7 +29,14 @@ static sl_config config;
 static sl_identity identity;
 static pid_t started_pid;  /* the process that started the sender, 0 if none */
 static int launcher;       /* this process is an MPI launcher: nothing is done */
-static int mpi_rank;       /* counting started in MPI_Init* (not a standalone process) */
+static int mpi_rank;       /* counting started in MPI_Init* or a session (not standalone) */
+static int finalized;      /* MPI_Finalize was called (sessions may still be open) */
+static int open_sessions;  /* atomic: sessions initialised and not yet finalized */
+static int session_world;  /* the world is a session's communicator (freed at the end) */
+/* The calls of session functions made before counting starts (the session's first
+ * communicator starts it): counted then. Only the session wrappers write them. */
+static sl_op_counters pending_ops[SL_OP_COUNT];
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static int standalone;     /* atomic: 0 not tried, 1 claimed (standalone or MPI) */
 static void (*next_exit)(int); /* libc's _exit, found at load (dlsym is not signal-safe) */
 
@@ -150,20 +157,22 @@ int sl_init_begin(sl_call *call)
     return 1;
 }
 
-/* Brings up identity, tables and sender after a successful PMPI_Init*. */
-void sl_init_end(sl_call *call, int op, int rc)
+/*
+ * Brings up identity, tables and sender on the world `world` (MPI_COMM_WORLD, or a
+ * session's) after a successful PMPI_Init* or the first communicator of a session;
+ * the call (of op, timed by call) is counted. Returns 1 if counting is on.
+ */
+static int start_mpi(sl_call *call, int op, int rc, MPI_Comm world)
 {
-    sl_mark_end(call);
     sl_io_startup_end(); /* the program's own I/O from here on */
     int rank, size;
     int claimed = __atomic_exchange_n(&standalone, 1, __ATOMIC_ACQ_REL);
     if (rc != MPI_SUCCESS || launcher || config.disable_mpi || claimed
         || sl_mpi_mismatch /* a library built for the other MPI: stay off */
-        || PMPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS
-        || PMPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS) {
-        sl_tls_in_call = 0;
-        return;
-    }
+        || PMPI_Comm_rank(world, &rank) != MPI_SUCCESS
+        || PMPI_Comm_size(world, &size) != MPI_SUCCESS)
+        return 0;
+    sl_core.world_comm = world;
     /* Before the first message of the hooks' own (the identity broadcast), so the
      * on-wire counts match the monitoring component's from here on. */
     sl_wiremon_start(rank, size);
@@ -171,22 +180,31 @@ void sl_init_end(sl_call *call, int op, int rc)
      * could fail on one rank only, so that every rank takes part. */
     sl_identity_init(&identity, rank);
     sl_ibport_init(identity.host); /* collective too: who reports the host's HCA ports */
-    if (sl_core_init(config.max_keys) != 0 || sl_requests_init() != 0) {
-        sl_tls_in_call = 0;
-        return;
-    }
-    sl_core.calls.ops[op].calls = 1;
-    sl_core.calls.ops[op].ticks = sl_call_ticks(call);
+    if (sl_core_init(config.max_keys) != 0 || sl_requests_init() != 0)
+        return 0;
+    pthread_mutex_lock(&pending_lock); /* session calls made before (sessions below) */
+    for (int i = 0; i < SL_OP_COUNT; i++)
+        sl_core.calls.ops[i] = pending_ops[i];
+    pthread_mutex_unlock(&pending_lock);
+    sl_core.calls.ops[op].calls += 1;
+    sl_core.calls.ops[op].ticks += sl_call_ticks(call);
     if (sl_sender_start(&config, &identity) != 0) {
         sl_requests_fini();
         sl_core_fini();
-        sl_tls_in_call = 0;
-        return;
+        return 0;
     }
     started_pid = getpid();
     mpi_rank = 1;
     arm_term_signals(2); /* SIGTERM and SIGINT */
     __atomic_store_n(&sl_core.ready, 1, __ATOMIC_RELEASE);
+    return 1;
+}
+
+/* Brings up identity, tables and sender after a successful PMPI_Init*. */
+void sl_init_end(sl_call *call, int op, int rc)
+{
+    sl_mark_end(call);
+    start_mpi(call, op, rc, MPI_COMM_WORLD);
     sl_tls_in_call = 0;
 }
 
@@ -229,6 +247,18 @@ static int stop_counting(unsigned frame_type, int32_t errorcode)
     return 1;
 }
 
+/* Final frame, sender stop, tables freed (and a session's world communicator). */
+static void stop_and_free(void)
+{
+    if (stop_counting(SL_FRAME_final, 0)) {
+        sl_requests_fini();
+        sl_core_fini();
+        if (session_world)
+            PMPI_Comm_free(&sl_core.world_comm);
+        session_world = 0;
+    }
+}
+
 /* MPI_Finalize: counts the call, final frame, sender stop, tables freed. */
 int sl_finalize_begin(int op)
 {
@@ -239,10 +269,11 @@ int sl_finalize_begin(int op)
         sl_mark_end(&call);
         sl_leave(&call, op, 0);
         sl_tls_in_call = 1;
-        if (stop_counting(SL_FRAME_final, 0)) {
-            sl_requests_fini();
-            sl_core_fini();
-        }
+        finalized = 1;
+        /* Sessions still open go on counting: the final frame comes at the last
+         * MPI_Session_finalize, or at exit. */
+        if (__atomic_load_n(&open_sessions, __ATOMIC_ACQUIRE) == 0)
+            stop_and_free();
     }
     sl_tls_in_call = 1;
     return 1;
@@ -253,6 +284,79 @@ void sl_finalize_end(int outer)
 {
     if (outer)
         sl_tls_in_call = 0;
+}
+
+/* Times a session wrapper's call (sl_session_end counts it). Returns 0 if nested. */
+int sl_session_begin(sl_call *call)
+{
+    if (sl_tls_in_call)
+        return 0;
+    sl_tls_in_call = 1;
+    call->t0 = sl_ticks();
+    return 1;
+}
+
+/* Counts a session call of op: at once while counting, else when counting starts. */
+static void count_session_call(sl_call *call, int op)
+{
+    uint64_t ticks = sl_call_ticks(call);
+    pthread_mutex_lock(&pending_lock);
+    if (__atomic_load_n(&sl_core.ready, __ATOMIC_ACQUIRE)) {
+        __atomic_fetch_add(&sl_core.calls.ops[op].calls, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&sl_core.calls.ops[op].ticks, ticks, __ATOMIC_RELAXED);
+    } else {
+        pending_ops[op].calls++;
+        pending_ops[op].ticks += ticks;
+    }
+    pthread_mutex_unlock(&pending_lock);
+}
+
+/* After a session call of op (opens: MPI_Session_init, which opened one if rc says so). */
+void sl_session_end(sl_call *call, int op, int rc, int opens)
+{
+    sl_mark_end(call);
+    if (opens && rc == MPI_SUCCESS)
+        __atomic_add_fetch(&open_sessions, 1, __ATOMIC_ACQ_REL);
+    count_session_call(call, op);
+    sl_tls_in_call = 0;
+}
+
+/*
+ * After MPI_Comm_create_from_group made newcomm (rc): the first one of a process
+ * without MPI_Init starts counting, with a duplicate of newcomm as the world (its
+ * ranks are world ranks when the group is the mpi://WORLD process set's); the
+ * duplicate is collective over the same group as the call itself.
+ */
+void sl_session_comm_end(sl_call *call, int op, int rc, MPI_Comm newcomm)
+{
+    sl_mark_end(call);
+    MPI_Comm world;
+    if (rc == MPI_SUCCESS && !__atomic_load_n(&standalone, __ATOMIC_ACQUIRE) && !launcher
+        && !config.disable_mpi && PMPI_Comm_dup(newcomm, &world) == MPI_SUCCESS) {
+        if (start_mpi(call, op, rc, world)) {
+            session_world = 1;
+            sl_tls_in_call = 0;
+            return;
+        }
+        PMPI_Comm_free(&world);
+    }
+    count_session_call(call, op);
+    sl_tls_in_call = 0;
+}
+
+/* MPI_Session_finalize: counts the call; the last open session ends counting (final
+ * frame, tables freed) when a session started it or MPI_Finalize came before. */
+int sl_session_finalize_begin(int op)
+{
+    sl_call call;
+    if (!sl_session_begin(&call))
+        return 0;
+    sl_mark_end(&call);
+    count_session_call(&call, op);
+    if (__atomic_sub_fetch(&open_sessions, 1, __ATOMIC_ACQ_REL) <= 0
+        && (session_world || finalized))
+        stop_and_free();
+    return 1; /* the thread stays marked inside MPI until sl_finalize_end */
 }
 
 /* MPI_Abort: counts the call, then the final frame of type aborted with the
@@ -303,13 +407,13 @@ void sl_exec_failed(int began)
 /* The final frame's type at process end: exited for an MPI rank (it did not finalize). */
 static unsigned exit_frame_type(void)
 {
-    return mpi_rank ? SL_FRAME_exited : SL_FRAME_final;
+    return mpi_rank && !finalized ? SL_FRAME_exited : SL_FRAME_final;
 }
 
 /* An MPI rank of several ending without MPI_Finalize: the grace above (async-signal-safe). */
 static void exit_grace(void)
 {
-    if (!mpi_rank || sl_core.world_size < 2)
+    if (exit_frame_type() != SL_FRAME_exited || sl_core.world_size < 2)
         return;
     struct timespec left = { 0, SL_EXIT_GRACE_NS };
     while (nanosleep(&left, &left) != 0 && errno == EINTR)

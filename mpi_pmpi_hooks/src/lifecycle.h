@@ -50,6 +50,19 @@ int sl_finalize_begin(int op);
 /* After PMPI_Finalize: the thread is outside MPI again (if outer). */
 void sl_finalize_end(int outer);
 
+/*
+ * MPI-4 sessions (the session wrapper classes). A process without MPI_Init starts
+ * counting at its first MPI_Comm_create_from_group: the world is that communicator
+ * (a duplicate): ranks and size from the process set used, mpi://WORLD giving the
+ * world ranks. Session calls made before are counted then. Several sessions may be
+ * open; the last MPI_Session_finalize sends the final frame (and so does it after
+ * MPI_Finalize in a process that mixes both; without it, the process's exit).
+ */
+int sl_session_begin(sl_call *call);
+void sl_session_end(sl_call *call, int op, int rc, int opens);
+void sl_session_comm_end(sl_call *call, int op, int rc, MPI_Comm newcomm);
+int sl_session_finalize_begin(int op);
+
 /* Before PMPI_Abort (errorcode: its argument): counts the call as op and
  * delivers the final frame, of type aborted with the error code, within
  * STACKLENS_FINALIZE_TIMEOUT_MS. */

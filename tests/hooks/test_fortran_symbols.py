@@ -53,9 +53,11 @@ def test_library_exports_every_fortran_entry_point_of_the_mpi(mpi):
     missing = {name: sorted(names - ours) for name, names in required.items() if names - ours}
     assert missing == {}
     # The MPI has Fortran bindings for exactly the entries the generator gives Fortran entry
-    # points (no mpi= key), five names each: four manglings and one f08 (or f08ts) name.
+    # points (no mpi= key, or fortran=yes) and its mpi.h has (the C wrapper is built: MPI-4
+    # sessions are not under Open MPI 4.1), five names each: four manglings and one f08
+    # (or f08ts) name.
     assert {name for name, names in required.items() if names} == {
-        e.name for e in entries if e.fortran
+        e.name for e in entries if e.fortran and e.name in ours
     }
     assert {len(names) for names in required.values() if names} == {5}
     assert "mpi_waitall_f08_" in required["MPI_Waitall"]
