@@ -28,10 +28,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from stacklens import __version__
-from stacklens.settings import ConfigError, get_settings
+from stacklens.settings import ConfigError, config_file_values, get_settings
 from stacklens_cli import fabric_sim, mpikind, report, status, token
 from stacklens_cli.attach import cmd_env, cmd_run
-from stacklens_cli.config import cmd_config
+from stacklens_cli.config import cmd_config, unknown_settings
 from stacklens_cli.helptext import subcommand
 from stacklens_cli.replay import cmd_replay
 from stacklens_cli.services import cmd_collector, cmd_demo, cmd_migrate, cmd_up
@@ -175,8 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    for noisy in ("pgserver", "alembic", "httpx"):
+    for noisy in ("pgserver", "alembic", "httpx", "kaleido", "choreographer", "logistro"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # WeasyPrint warns of every CSS property it ignores, fontTools of every font it subsets
+    for noisy in ("weasyprint", "fontTools"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
         settings = get_settings()
     except ValidationError as exc:
@@ -186,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"stacklens: {exc}", file=sys.stderr)
         return 2
+    if args.cmd != "config":  # `config` lists them among the settings
+        for line in unknown_settings(config_file_values()):
+            print(f"stacklens: {line}", file=sys.stderr)
     try:
         return args.func(settings, args)
     except (FileNotFoundError, ConfigError) as exc:

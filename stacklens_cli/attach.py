@@ -15,10 +15,14 @@ import argparse
 import os
 import shlex
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from urllib.parse import quote
 
 from stacklens.paths import LIBRARIES
 from stacklens.settings import Settings, config_file_values
@@ -48,11 +52,14 @@ _HOST_OPTIONS = ("-H", "-host", "--host", "-hostfile", "--hostfile", "-machinefi
                  "--machinefile", "--default-hostfile")  # fmt: skip
 
 
-#: The options with which each MPI's launcher passes variables of its environment to the ranks.
+#: The options with which each MPI's launcher sets the preload (its value) in the ranks and
+#: passes them the variables of its environment (their names).
 FORWARDING = {
-    mpikind.OPENMPI: lambda names: " ".join(f"-x {n}" for n in names),
-    mpikind.MPICH: lambda names: "-genvlist " + ",".join(names),
-}
+    mpikind.OPENMPI: lambda preload, names: " ".join(
+        [f"-x LD_PRELOAD={preload}", *(f"-x {n}" for n in names)]),
+    mpikind.MPICH: lambda preload, names: f"-genv LD_PRELOAD {preload} -genvlist "
+    + ",".join(names),
+}  # fmt: skip
 
 
 def choose_mpi(mpi: str | None, command: Sequence[str], env: Mapping[str, str] = os.environ) -> str:
@@ -156,26 +163,36 @@ def _command(args: argparse.Namespace) -> list[str]:
 
 def cmd_env(settings: Settings, args: argparse.Namespace) -> int:
     """Print `export` lines for `eval "$(stacklens env)"` (with Open MPI's allowances as
-    root), the shell variable `stacklens_forward` holding the launcher options that pass
-    every exported hook variable to the ranks, and (as a comment) those options."""
+    root), the shell variable `stacklens_forward` holding the launcher options that set
+    the preload in the ranks and pass them every exported hook variable, the preload in
+    the shell variable `stacklens_preload` (for other launchers), and (as a comment) those
+    options. LD_PRELOAD itself is not exported: the shell that evaluates the lines, and
+    every command it runs but the launched ranks, stays without the hooks."""
     command = _command(args)
     mpi = choose_mpi(args.mpi, command or ["mpirun"])
     variables = hook_environment(settings, hook_library(settings, mpi))
+    preload = variables.pop("LD_PRELOAD")
     for key, value in variables.items():
         print(f"export {key}={shlex.quote(value)}")
     allowances = open_mpi_allowances(command, os.environ) if mpi == mpikind.OPENMPI else {}
     for key, value in allowances.items():
         print(f"export {key}={value}")
-    forward = FORWARDING[mpi](list(variables))
+    forward = FORWARDING[mpi](preload, list(variables))
+    print(f"stacklens_preload={shlex.quote(preload)}")
     print(f"stacklens_forward={shlex.quote(forward)}")
     if allowances:
         print(f"# stacklens: {_allowance_note(allowances)}")
-    print(f"# {mpi}: pass them to the ranks with the launcher options {forward}")
+    print(
+        f"# {mpi}: the launcher options {forward} preload the hooks in the ranks only (this "
+        "shell gets no LD_PRELOAD; another launcher: LD_PRELOAD=$stacklens_preload)"
+    )
     return 0
 
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
-    """Run a command with the hooks attached; return its exit code."""
+    """Run a command with the hooks attached; say its job id and page at the start, forward
+    SIGTERM and SIGINT to it, and end with one line on what was recorded; return its exit
+    code (128 + the signal's number when a signal ended it)."""
     command = _command(args)
     if not command:
         print(
@@ -191,27 +208,158 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         return 127
     mpi = choose_mpi(args.mpi, command)
     env = {**os.environ, **hook_environment(settings, hook_library(settings, mpi))}
+    env[RUN_MPI] = mpi
+    job = launch_job_id(env)
     allowances = open_mpi_allowances(command, env) if mpi == mpikind.OPENMPI else {}
     if allowances:
         print(f"stacklens run: {_allowance_note(allowances)}", file=sys.stderr, flush=True)
         env.update(allowances)
-    code = subprocess.call(command, env=env)
-    _deliver_spooled(settings)
+    page = job_page(settings, job)
+    print(f"stacklens run: job {job}: {page}", file=sys.stderr, flush=True)
+    code, signalled = _supervise(command, env)
+    waiting = _deliver_spooled(settings)
+    print(f"stacklens run: {run_summary(settings, job, code, signalled, waiting)}",
+          file=sys.stderr)  # fmt: skip
     return code
 
 
-def _deliver_spooled(settings: Settings) -> None:
+#: Set by `stacklens run` in its command's environment: the MPI whose library it attached
+#: (the hooks' advice on a mismatch names the other one's `--mpi`).
+RUN_MPI = "STACKLENS_RUN_MPI"
+#: The variables the hooks take a job id from, in their order (mpi_pmpi_hooks/src/identity.c).
+_JOB_ID_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "STACKLENS_JOB_ID")
+
+
+def launch_job_id(env: dict[str, str]) -> str:
+    """The job id the hooks will report for this launch: the first of SLURM_JOB_ID,
+    PBS_JOBID, STACKLENS_JOB_ID in `env`; when none is set, one is made as the hooks make
+    theirs (`<host>-<pid>-<time>`) and set as STACKLENS_JOB_ID, so the launcher and every
+    rank of the command are one job whose id is known before it starts."""
+    for name in _JOB_ID_VARIABLES:
+        if env.get(name):
+            return env[name]
+    job = f"{socket.gethostname()}-{os.getpid()}-{int(time.time())}"
+    env["STACKLENS_JOB_ID"] = job
+    return job
+
+
+def job_page(settings: Settings, job: str) -> str:
+    """The URL of a job's page on the dashboard these settings name."""
+    from stacklens_cli.report import api_base_url
+
+    return f"{api_base_url(settings)}/jobs/{quote(job, safe='')}"
+
+
+def _terminal_sent_it() -> bool:
+    """Whether a SIGINT may come from the terminal (Ctrl-C): this process is in the
+    foreground process group of its terminal, which the launcher shares, so the terminal
+    sent it the launcher too."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError):
+        return False
+
+
+def _supervise(command: list[str], env: dict[str, str]) -> tuple[int, int | None]:
+    """Run the command to its end, forwarding SIGTERM and SIGINT to it (a SIGINT from the
+    terminal reached it already); (its exit code, 128 + signal number when a signal ended
+    it; the first signal forwarded, or None)."""
+    proc = subprocess.Popen(command, env=env)
+    received: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        if not (signum == signal.SIGINT and _terminal_sent_it()):
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return (128 - code if code < 0 else code), (received[0] if received else None)
+
+
+def _deliver_spooled(settings: Settings) -> str | None:
     """After `stacklens run`'s command: deliver what its processes left in this node's
     spool (frames the collector could not take, the last interval of ranks a launcher
-    killed while they flushed). Other nodes' spools need `stacklens replay` there."""
+    killed while they flushed). Other nodes' spools need `stacklens replay` there. Where
+    frames still wait afterwards, said for the summary (None: nothing waits)."""
     from stacklens_cli.replay import replay, spooled_frames
 
     spool = settings.spool_dir
     if str(spool) == "off" or not spool.is_dir() or not spooled_frames(spool):
-        return
+        return None
     result = replay(spool, settings, timeout=10.0)
     print(
         f"stacklens run: delivered {result.delivered} spooled frames to {settings.collector}"
         f"; {len(result.rejected)} rejected, {result.remaining} left in {spool}",
         file=sys.stderr,
     )
+    if not result.remaining:
+        return None
+    return (
+        f"{result.remaining} frames wait in {spool} (the collector at {settings.collector} "
+        "did not take them; `stacklens replay` delivers them)"
+    )
+
+
+#: How long the summary waits for the collector to store the ranks' final frames (s).
+SUMMARY_WAIT_S = 5.0
+
+
+def run_summary(
+    settings: Settings, job: str, code: int, signalled: int | None, waiting: str | None
+) -> str:
+    """The line `stacklens run` ends with: how the command ended, and what the server
+    recorded of the job (ranks, bytes sent, status), waiting up to SUMMARY_WAIT_S for it
+    to stop saying `running`; where frames wait if the collector did not take them."""
+    ended = f"exit {code}"
+    if signalled is not None:
+        ended += f" after {signal.Signals(signalled).name} (forwarded to the command)"
+    recorded = _recorded(settings, job)
+    parts = [f"job {job} ended ({ended})", recorded]
+    if waiting:
+        parts.append(waiting)
+    return "; ".join(parts)
+
+
+def _recorded(settings: Settings, job: str) -> str:
+    """What the server says of the job, in words, or why it says nothing."""
+    import httpx
+
+    from stacklens_cli.report import api_base_url
+
+    base = api_base_url(settings)
+    headers = {"Authorization": f"Bearer {settings.api_token}"} if settings.api_token else {}
+    url = f"{base}/api/jobs/{quote(job, safe='')}"
+    deadline = time.monotonic() + SUMMARY_WAIT_S
+    while True:
+        try:
+            answer = httpx.get(url, headers=headers, timeout=3)
+        except httpx.HTTPError:
+            return f"the server at {base} does not answer: nothing to say of what it recorded"
+        if answer.status_code == 404:
+            if time.monotonic() > deadline:
+                return "the server recorded nothing of it"
+        elif answer.status_code != 200:
+            return f"the server answered {answer.status_code} for {url}"
+        else:
+            summary = answer.json()
+            if summary["status"] != "running" or time.monotonic() > deadline:
+                return (f"{summary['ranks_seen']} ranks, {human_bytes(summary['bytes_sent'])} "
+                        f"sent, status {summary['status']}")  # fmt: skip
+        time.sleep(0.2)
+
+
+def human_bytes(count: int) -> str:
+    """A byte count for a person: `512 B`, `21.5 KiB`, `3.0 GiB`."""
+    if count < 1024:
+        return f"{count} B"
+    size = count / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"

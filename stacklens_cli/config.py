@@ -9,6 +9,7 @@ stacklens config --markdown   the README's table of settings
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 
 from stacklens.settings import Settings, config_file_path, config_file_values
@@ -29,13 +30,24 @@ def config_lines(settings: Settings) -> list[str]:
         value = e.value if e.declared.name not in SECRET or not e.value else "(set)"
         rows.append((e.declared.name, value or "(unset)", e.source, e.declared.readers))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    given = {**{n: "file" for n in file_values}, **{n: "env" for n in os.environ}}
-    unknown = sorted(n for n in given if n.startswith(PREFIX) and n not in DECLARED)
     return [
         f"configuration file: {path}{'' if path.exists() else ' (none)'}",
         *(f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:<{widths[2]}}  {d}" for a, b, c, d in rows),
-        *(f"not a setting, ignored: {name} ({given[name]})" for name in unknown),
+        *unknown_settings(file_values),
     ]
+
+
+def unknown_settings(file_values: dict[str, str]) -> list[str]:
+    """One line per STACKLENS_* variable of the environment or the configuration file
+    (`file_values`) that is no declared setting (a typo, an old name: nothing reads it),
+    with the declared name it is closest to, if one is close."""
+    given = {**{n: "file" for n in file_values}, **{n: "env" for n in os.environ}}
+    lines = []
+    for name in sorted(n for n in given if n.startswith(PREFIX) and n not in DECLARED):
+        close = difflib.get_close_matches(name, DECLARED, n=1, cutoff=0.8)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        lines.append(f"not a setting, ignored: {name} ({given[name]}{hint})")
+    return lines
 
 
 def cmd_config(settings: Settings, args: argparse.Namespace) -> int:

@@ -173,7 +173,10 @@ class _JobFeed:
             self.traffic = JobTraffic(url, self.hosts, self.storage, since_ns=self.since_ns)
         try:
             flows = self.traffic.poll()
-        except psycopg.Error as exc:  # not up or not migrated yet: try again next interval
+        except psycopg.errors.UndefinedTable:  # `up` has not migrated it yet: no jobs yet
+            log.debug("fabric-sim: the database has no job tables yet")
+            return []
+        except psycopg.Error as exc:  # not up yet: try again next interval
             self.traffic.url = self._url() or self.traffic.url  # a restarted server moves
             if not self._warned:
                 log.warning("fabric-sim: cannot read job traffic yet: %s", exc)

@@ -68,7 +68,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     report.set_defaults(func=cmd_report)
 
 
-def _base_url(settings: Settings, given: str | None) -> str:
+def api_base_url(settings: Settings, given: str | None = None) -> str:
+    """The server's URL: `given` (--server), else from STACKLENS_HTTP_HOST and _PORT (a
+    wildcard address reached on the loopback)."""
     if given:
         return given.rstrip("/")
     host = settings.http_host if settings.http_host not in ("0.0.0.0", "::", "") else "127.0.0.1"
@@ -124,7 +126,7 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"stacklens: {exc}", file=sys.stderr)
         return 2
-    base = _base_url(settings, args.server)
+    base = api_base_url(settings, args.server)
     headers = {"Authorization": f"Bearer {settings.api_token}"} if settings.api_token else {}
     started = time.monotonic()
     total = 1

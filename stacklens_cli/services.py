@@ -141,6 +141,7 @@ async def _serve(
         server.should_exit = True
         await asyncio.gather(http, return_exceptions=True)
         engine.dispose()
+        progress("stopped")
 
 
 def progress(step: str, command: str = "up") -> None:
@@ -283,6 +284,7 @@ async def _run_collector(settings: Settings) -> None:
         await stop.wait()
     finally:
         await collector.stop()
+        progress("stopped", "collector")
 
 
 def cmd_collector(settings: Settings, _: argparse.Namespace) -> int:

@@ -129,8 +129,8 @@ def test_config_prints_effective_values_and_sources(tmp_path):
     lines = stacklens("config", env=env)
     assert lines[0] == f"configuration file: {config_file}"
     assert lines[-2:] == [
-        "not a setting, ignored: STACKLENS_HTTP_PROT (file)",
-        "not a setting, ignored: STACKLENS_INTERVALL_MS (env)",
+        "not a setting, ignored: STACKLENS_HTTP_PROT (file; did you mean STACKLENS_HTTP_PORT?)",
+        "not a setting, ignored: STACKLENS_INTERVALL_MS (env; did you mean STACKLENS_INTERVAL_MS?)",
     ]
     rows = {row[0]: row[1:] for row in (re.split(r"  +", line) for line in lines[1:-2])}
     assert list(rows) == ["variable", *DECLARED]

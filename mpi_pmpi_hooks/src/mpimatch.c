@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "util.h"
 
 #ifdef OPEN_MPI
@@ -103,10 +104,16 @@ __attribute__((constructor(101))) static void sl_mpi_check(int argc, char **argv
                 && realpath(self.dli_fname, me) != NULL;
     const char *ours = BUILT_FOR_OPEN_MPI ? "Open MPI" : "MPICH";
     const char *theirs = open_mpi ? "Open MPI" : "MPICH";
+    /* Under `stacklens run` (it names the MPI it chose) the advice is its --mpi option. */
+    const char *chosen = sl_env(SL_SET_RUN_MPI);
+    const char *advice = chosen != NULL && *chosen != '\0'
+                             ? (open_mpi ? "`stacklens run --mpi openmpi` attaches it"
+                                         : "`stacklens run --mpi mpich` attaches it")
+                             : "`stacklens run` chooses it";
     if (first_rank())
         sl_warn("%s is built for %s but this program uses %s: the job runs unprofiled "
-                "(preload the library built for %s; `stacklens run` chooses it)",
-                found ? me : "libstacklens.so", ours, theirs, theirs);
+                "(preload the library built for %s; %s)",
+                found ? me : "libstacklens.so", ours, theirs, theirs, advice);
     if (found && argv != NULL && preload_without(me) > 0)
         execv("/proc/self/exe", argv);
     errno = saved; /* not executed again: the wrappers stay off (sl_mpi_mismatch) */

@@ -263,6 +263,12 @@ def _job_rows(session: Session, ids: list[int]) -> list[dict[str, Any]]:
     ]
 
 
+def job_row(session: Session, job_id: int) -> dict[str, Any]:
+    """The job list's row of one job (GET /api/jobs/{job})."""
+    (row,) = _job_rows(session, [job_id])
+    return {k: v for k, v in row.items() if k != "key"}
+
+
 #: At most this many jobs of one key are read to resolve it (a 409 lists their owners).
 MAX_SAME_KEY = 20
 

@@ -473,3 +473,13 @@ def job_profile(
     }).body  # fmt: skip
     body = bytes(head[:-1]) + b',"shares":' + rows.shares.encode() + b"}"
     return Response(body, media_type="application/json")
+
+
+@router.get("/{job}", response_model=JobSummary, responses=error_responses(404, 409))
+def get_job(job: str, session: SessionDep, owner: OwnerParam = None) -> JobSummary:
+    """One job as the job list shows it (ranks seen, traffic sent, status, its runs); 404
+    for an unknown job, 409 when the id names jobs of several owners and `owner` does not
+    say which. (One path segment: the other `/api/jobs/{job}/...` routes keep theirs; a
+    job id with `/` is read through the list, `?q=`.)"""
+    found = target.find_job(session, job, owner)
+    return JobSummary(**repository.job_row(session, found.id))

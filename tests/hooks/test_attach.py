@@ -144,26 +144,29 @@ def test_env_chooses_by_the_mpirun_on_path_or_the_option(tmp_path):
         "export STACKLENS_JOB_ID=j1",
         "export STACKLENS_MAX_KEYS=64",
     ]
-    names = "LD_PRELOAD STACKLENS_COLLECTOR STACKLENS_INTERVAL_MS STACKLENS_SPOOL_DIR "
+    names = "STACKLENS_COLLECTOR STACKLENS_INTERVAL_MS STACKLENS_SPOOL_DIR "
     names += "STACKLENS_INGEST_TOKEN STACKLENS_JOB_ID STACKLENS_MAX_KEYS"
-    x_options = " ".join(f"-x {n}" for n in names.split())
+    x_options = f"-x LD_PRELOAD={LIBRARIES['openmpi']} "
+    x_options += " ".join(f"-x {n}" for n in names.split())
+    ranks_only = "preload the hooks in the ranks only (this shell gets no LD_PRELOAD; another "
+    ranks_only += "launcher: LD_PRELOAD=$stacklens_preload)"
     openmpi = [
-        f"export LD_PRELOAD={LIBRARIES['openmpi']}",
         *tail,
         # as root (the tests run as root), Open MPI's mpirun needs these
         "export OMPI_ALLOW_RUN_AS_ROOT=1",
         "export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+        f"stacklens_preload={LIBRARIES['openmpi']}",
         f"stacklens_forward='{x_options}'",
         "# stacklens: lets Open MPI run as root (OMPI_ALLOW_RUN_AS_ROOT=1 "
         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; set them yourself to choose)",
-        f"# openmpi: pass them to the ranks with the launcher options {x_options}",
+        f"# openmpi: the launcher options {x_options} {ranks_only}",
     ]
-    genvlist = "-genvlist " + ",".join(names.split())
+    genvlist = f"-genv LD_PRELOAD {LIBRARIES['mpich']} -genvlist " + ",".join(names.split())
     mpich = [
-        f"export LD_PRELOAD={LIBRARIES['mpich']}",
         *tail,
+        f"stacklens_preload={LIBRARIES['mpich']}",
         f"stacklens_forward='{genvlist}'",
-        f"# mpich: pass them to the ranks with the launcher options {genvlist}",
+        f"# mpich: the launcher options {genvlist} {ranks_only}",
     ]
     assert env_lines(env) == openmpi  # Debian's mpirun is Open MPI's
     assert env_lines(env, "--mpi", "mpich") == mpich
