@@ -214,6 +214,8 @@ def _matches(template: str, path: str) -> bool:
     if not rest:
         return template == path
     tail = rest.partition("}")[2]
+    if not tail and "/" in path[len(head) :]:  # `/api/jobs/{job}`: one segment (ids as %2F)
+        return False
     return path.startswith(head) and path.endswith(tail) and len(path) > len(head) + len(tail)
 
 
