@@ -35,6 +35,7 @@ from server.ingest.gate import IngestGate
 from server.ingest.routes import router as ingest_router
 from server.jobs.routes import overview_router
 from server.jobs.routes import router as jobs_router
+from server.metrics.requests import RequestTimings, TimedRequests
 from server.metrics.routes import router as metrics_router
 from server.query_params import refuse_unknown_parameters
 from server.reports.routes import router as reports_router
@@ -133,6 +134,9 @@ def create_app(
     uncompressed = (*DEFAULT_EXCLUDED_CONTENT_TYPES, "application/x-ndjson", "application/pdf")
     app.add_middleware(GZipMiddleware, minimum_size=COMPRESS_FROM_BYTES, compresslevel=6,
                        exclude_content_types=uncompressed)  # fmt: skip
+    # around all of it: how long each answer takes, by kind (/metrics)
+    app.state.request_timings = RequestTimings()
+    app.add_middleware(TimedRequests, timings=app.state.request_timings)
     app.include_router(jobs_router)
     app.include_router(overview_router)
     app.include_router(fabric_router)

@@ -88,6 +88,7 @@ async def _serve(
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20, access=access,
         traffic=traffic, incidents=incident_service(engine, settings, traffic),
     )  # fmt: skip
+    app.state.fabric_samplers = fabric  # for /metrics
     server = _QuietSignalsServer(
         uvicorn_config(app, settings.http_host, settings.http_port, log_level="warning")
     )

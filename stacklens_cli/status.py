@@ -88,6 +88,59 @@ def _api(settings: Settings) -> tuple[bool, str]:
         return False, f"{url}: nothing answers (`stacklens up` serves it)"
 
 
+def _mean_ms(families: dict, name: str, labels: dict[str, str] | None = None) -> tuple[int, str]:
+    """(how many, their mean in ms as text) of a histogram of the server's /metrics."""
+    wanted = labels or {}
+    samples = {s.name: s.value for s in families[name].samples
+               if all(s.labels.get(k) == v for k, v in wanted.items())}  # fmt: skip
+    count = int(samples[f"{name}_count"])
+    return count, (f"{samples[f'{name}_sum'] / count * 1000:.0f} ms" if count else "-")
+
+
+def _served_metrics(settings: Settings) -> list[tuple[str, str]]:
+    """Rows from the server's /metrics: the fabric sampler (sweeps, their mean duration
+    against the period, ports answered and failed, stale ports, discoveries), the detector
+    passes and the web server's answers by kind; [] when /metrics does not answer."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from stacklens_cli.report import api_base_url
+
+    headers = {"Authorization": f"Bearer {settings.api_token}"} if settings.api_token else {}
+    try:
+        answer = httpx.get(f"{api_base_url(settings)}/metrics", headers=headers, timeout=3)
+    except httpx.HTTPError:
+        return []
+    if answer.status_code != 200:
+        return []
+    families = {f.name: f for f in text_string_to_metric_families(answer.text)}
+
+    def value(name: str) -> int:
+        return int(families[name].samples[0].value)
+
+    rows = []
+    if "stacklens_fabric_sweep_seconds" in families:
+        sweeps, sweep_ms = _mean_ms(families, "stacklens_fabric_sweep_seconds")
+        found, discovery_ms = _mean_ms(families, "stacklens_fabric_discovery_seconds")
+        period = families["stacklens_fabric_sweep_interval_seconds"].samples[0].value
+        rows.append(("sampler", f"{sweeps} sweeps of {sweep_ms} on average (every {period:g} "
+                     f"s), {value('stacklens_fabric_sweep_errors')} failed; ports "
+                     f"{value('stacklens_fabric_ports_answered')} answered, "
+                     f"{value('stacklens_fabric_ports_failed')} did not, "
+                     f"{value('stacklens_fabric_stale_ports')} stale now; {found} discoveries "
+                     f"of {discovery_ms} on average"))  # fmt: skip
+    if "stacklens_incident_pass_seconds" in families:
+        passes, pass_ms = _mean_ms(families, "stacklens_incident_pass_seconds")
+        rows.append(("detector", f"{passes} passes of {pass_ms} on average, "
+                     f"{value('stacklens_incident_errors')} failed"))  # fmt: skip
+    kinds = sorted({s.labels["kind"] for s in families["stacklens_http_request_seconds"].samples})
+    served = []
+    for kind in kinds:
+        count, mean = _mean_ms(families, "stacklens_http_request_seconds", {"kind": kind})
+        served.append(f"{kind.replace('_', ' ')} {count} ({mean} on average)")
+    rows.append(("requests", "; ".join(served) or "none yet"))
+    return rows
+
+
 def _spool(spool: Path) -> str:
     """The spool line: frames waiting in this node's spool directory (not following links)."""
     if str(spool) == "off":
@@ -168,6 +221,7 @@ def status_lines(settings: Settings, now_ns: int | None = None) -> tuple[bool, l
         ("spool", _spool(settings.spool_dir)),
         *(("spool", _spool(other)) for other in _other_users_spools(settings.spool_dir)),
         *(("RDMA", line) for line in describe_local_hcas()),
+        *(_served_metrics(settings) if api_up else []),
     ]
     lines = [f"stacklens {__version__} on {socket.gethostname()}"]
     lines += [f"{name:<10}  {text}" for name, text in rows]

@@ -29,6 +29,7 @@ from collector.fabric.topology import End, Topology
 from collector.fabric.verbs import optional_verbs
 from stacklens.constants import PORT_COUNTERS
 from stacklens.settings import Settings
+from stacklens.timings import Timings
 
 log = logging.getLogger(__name__)
 _LINK_DOWNED = PORT_COUNTERS.index("link_downed")
@@ -160,6 +161,12 @@ class FabricSampler:
         self.warnings = RateLimitedLog()
         #: sweeps in a row each port of the topology did not answer
         self.missed: dict[End, int] = {}
+        #: durations of the sweeps (read, delta, store) and of the discoveries (/metrics)
+        self.sweep_timings = Timings()
+        self.discovery_timings = Timings()
+        #: ports that answered, and ports of the topology that did not, over all sweeps
+        self.ports_answered = 0
+        self.ports_failed = 0
         self._task: asyncio.Task | None = None
         self._last_discovery = 0.0
 
@@ -218,8 +225,10 @@ class FabricSampler:
 
     def discover(self) -> None:
         """Discover (if the source can), store the topology and its changes as events."""
+        started = time.monotonic()
         topo = self.source.discover()
         self._last_discovery = time.monotonic()
+        self.discovery_timings.observe(self._last_discovery - started)
         self.discoveries += 1
         if topo is None:
             return
@@ -238,12 +247,15 @@ class FabricSampler:
             return
         if self.topology is None or time.monotonic() - self._last_discovery >= self.rediscover_s:
             self.discover()
+        started = time.monotonic()
         sweep = self.source.sweep()
         if self.topology is None:
             self.store.ensure_ports(sweep, time.time_ns())
         deltas = self.tracker.update(sweep)
         self.store.write_samples(deltas)
+        self.sweep_timings.observe(time.monotonic() - started)
         self.sweeps += 1
+        self.ports_answered += len(sweep.guids)
         if self.topology is None:
             return
         answered = set(zip(sweep.guids.tolist(), sweep.ports.tolist(), strict=True))
@@ -252,11 +264,17 @@ class FabricSampler:
         if newly_missing or link_downed.any():
             self.discover()
 
+    @property
+    def stale_ports(self) -> int:
+        """Ports silent for `missed_sweeps` sweeps or more: their load reads unknown."""
+        return sum(n >= self.missed_sweeps for n in self.missed.values())
+
     def _count_misses(self, answered: set[End]) -> int:
         """Count the sweep's silent ports; those at `missed_sweeps` misses lose their newest
         sample (unknown from now on). How many ports stopped answering in this sweep."""
         assert self.topology is not None
         missing = [(g, p) for g, p, _ in self.topology.sweep_targets() if (g, p) not in answered]
+        self.ports_failed += len(missing)
         newly = 0
         for end in missing:
             self.missed[end] = self.missed.get(end, 0) + 1

@@ -38,7 +38,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
@@ -62,6 +62,7 @@ from server.incidents.webhook import Webhook
 from server.query_params import Window
 from server.traffic.repository import TrafficConfig
 from server.traffic.service import DIRECTIONS, AttributionCache
+from stacklens.timings import Timings
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,8 @@ class ServiceStats:
     opened: int = 0
     closed: int = 0
     last_tick_s: float = 0.0
+    #: durations of the detector passes (/metrics: stacklens_incident_pass_seconds)
+    pass_timings: Timings = field(default_factory=Timings)
 
 
 class IncidentService:
@@ -178,6 +181,7 @@ class IncidentService:
             session.commit()
         self.stats.ticks += 1
         self.stats.last_tick_s = time.monotonic() - started
+        self.stats.pass_timings.observe(self.stats.last_tick_s)
         for message in messages:
             if self.webhook is not None:
                 self.webhook.post(message)

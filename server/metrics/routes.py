@@ -7,13 +7,21 @@ from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 if TYPE_CHECKING:
+    from collector.fabric.service import FabricSampler
     from collector.service import CollectorService
     from server.incidents.service import IncidentService
+from server.metrics.requests import RequestTimings
 from stacklens.connguard import ConnectionGuard
+from stacklens.timings import Timings
 
 router = APIRouter(tags=["meta"])
 
@@ -117,6 +125,10 @@ class IncidentMetrics:
             "stacklens_incident_tick_seconds", "Duration of the last detector pass",
             value=stats.last_tick_s,
         )  # fmt: skip
+        yield histogram(
+            "stacklens_incident_pass_seconds", "Durations of the detector passes",
+            stats.pass_timings,
+        )  # fmt: skip
         hook = self.service.webhook
         if hook is None:
             return
@@ -137,11 +149,76 @@ class IncidentMetrics:
         yield dropped
 
 
+def histogram(name: str, documentation: str, timings: Timings) -> HistogramMetricFamily:
+    """A Prometheus histogram of `timings` (seconds)."""
+    return HistogramMetricFamily(
+        name, documentation, buckets=timings.cumulative(), sum_value=timings.total_s
+    )
+
+
+class FabricMetrics:
+    """A prometheus_client collector of the fabric sampler (`stacklens up`'s discovery and
+    counter sweeps): does it keep up, do the ports answer."""
+
+    def __init__(self, sampler: FabricSampler) -> None:
+        self.sampler = sampler
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the current values."""
+        s = self.sampler
+        yield histogram("stacklens_fabric_sweep_seconds",
+                        "Durations of the counter sweeps (read, deltas, store)",
+                        s.sweep_timings)  # fmt: skip
+        yield GaugeMetricFamily("stacklens_fabric_sweep_interval_seconds",
+                                "The sweep period asked for (STACKLENS_FABRIC_INTERVAL_MS)",
+                                value=s.interval_s)  # fmt: skip
+        yield CounterMetricFamily("stacklens_fabric_sweeps", "Sweeps stored", value=s.sweeps)
+        yield CounterMetricFamily("stacklens_fabric_sweep_errors", "Sweeps that failed",
+                                  value=s.errors)  # fmt: skip
+        yield CounterMetricFamily("stacklens_fabric_ports_answered",
+                                  "Port counter reads answered, over all sweeps",
+                                  value=s.ports_answered)  # fmt: skip
+        yield CounterMetricFamily("stacklens_fabric_ports_failed",
+                                  "Ports of the topology that did not answer a sweep, over "
+                                  "all sweeps", value=s.ports_failed)  # fmt: skip
+        yield GaugeMetricFamily("stacklens_fabric_stale_ports",
+                                "Ports silent for STACKLENS_FABRIC_MISSED_SWEEPS sweeps or more "
+                                "(their load reads unknown)", value=s.stale_ports)  # fmt: skip
+        yield histogram(
+            "stacklens_fabric_discovery_seconds",
+            "Durations of the topology discoveries",
+            s.discovery_timings,
+        )
+        yield CounterMetricFamily("stacklens_fabric_discoveries", "Topology discoveries",
+                                  value=s.discoveries)  # fmt: skip
+
+
+class RequestMetrics:
+    """A prometheus_client collector of the web server's answer durations."""
+
+    def __init__(self, timings: RequestTimings) -> None:
+        self.timings = timings
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the answer durations by kind of request."""
+        family = HistogramMetricFamily(
+            "stacklens_http_request_seconds",
+            "Durations of the web server's answers (API, dashboard callbacks, pages, assets)",
+            labels=["kind"],
+        )
+        for kind, t in sorted(self.timings.items()):
+            family.add_metric([kind], t.cumulative(), t.total_s)
+        yield family
+
+
 @router.get("/metrics", response_class=Response)
 def metrics(request: Request) -> Response:
     """Prometheus text exposition (empty when this server runs no collector)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(GuardMetrics("http", request.app.state.http_guard))
+    registry.register(RequestMetrics(request.app.state.request_timings))
+    for sampler in getattr(request.app.state, "fabric_samplers", ()):
+        registry.register(FabricMetrics(sampler))
     if request.app.state.collector is not None:
         registry.register(CollectorMetrics(request.app.state.collector))
     if getattr(request.app.state, "incidents", None) is not None:
