@@ -254,14 +254,43 @@ def topology(
                 name="these hosts" if marked else "nodes",
             )
         )
+    switches = [n for n in nodes if n["type"] == "switch"]
+    if len(switches) <= MAX_NAMED_SWITCHES:  # a static PDF has no hover: name them
+        traces.append(
+            go.Scatter(
+                x=[where[n["guid"]][0] for n in switches],
+                y=[where[n["guid"]][1] for n in switches],
+                mode="text",
+                text=[text(n["name"].split(" ", 1)[0]) for n in switches],
+                textposition="top center",
+                textfont={"size": 9, "color": "#4a5568"},
+                hoverinfo="skip",
+                showlegend=False,
+            )
+        )
     fig = go.Figure(traces)
+    levels = sorted(rows)
     fig.update_layout(
-        xaxis={"visible": False},
-        yaxis={"visible": False, "range": [-0.5, max(rows) + 0.5]},
-        legend={"orientation": "h", "y": -0.05, "yanchor": "top", "x": 0},
-        **_layout(margin={"l": 10, "r": 10, "t": 10, "b": 40}),
-    )
+        title={"text": "Fabric topology: links coloured by their peak load", "x": 0,
+               "font": {"size": 13}},
+        xaxis={"title": {"text": "the nodes of each level, by name"}, "showticklabels": False,
+               "showgrid": False, "zeroline": False, "range": [-0.02, 1.02]},
+        yaxis={"title": {"text": "level"}, "range": [-0.5, max(rows) + 0.5],
+               "tickvals": levels, "ticktext": [level_name(lvl) for lvl in levels],
+               "showgrid": False, "zeroline": False},
+        legend={"orientation": "h", "y": -0.12, "yanchor": "top", "x": 0},
+        **_layout(margin={"l": 70, "r": 10, "t": 40, "b": 60}),
+    )  # fmt: skip
     return fig
+
+
+#: Up to this many switches, the topology figure writes each one's name beside it.
+MAX_NAMED_SWITCHES = 24
+
+
+def level_name(level: int) -> str:
+    """A fabric level as the topology figure's axis names it (0: hosts)."""
+    return {0: "hosts", 1: "leaf switches", 2: "spine switches"}.get(level, f"level {level}")
 
 
 def link_loads(

@@ -51,21 +51,38 @@ _ENV = Environment(
 #: characters (longer text wraps), and at least MIN_COLUMN.
 WIDEST_CELL = 40
 MIN_COLUMN = 4
+#: Characters of a table's 9 pt text across the page (A4 less the margins), and the
+#: characters' worth of a cell's padding.
+PAGE_CHARS = 100
+CELL_PADDING = 2
 
 
 def column_widths(table: Table) -> list[float]:
     """The share (percent) of the page's width of each column of `table` in the PDF: in
     proportion to its longest cell or heading word, between MIN_COLUMN and WIDEST_CELL
-    characters (a numeric column, never wrapped, its longest cell whole). With these the
-    PDF's tables use a fixed layout: WeasyPrint's automatic one measures every cell's
-    text first, seconds for a report's few thousand cells."""
-    chars = []
+    characters (a numeric column, never wrapped, its longest cell whole). When the columns
+    do not fit the page side by side, each first gets its longest word (words are never
+    broken; a word longer than WIDEST_CELL, a path, may be) and the rest of the page is
+    shared in proportion to what each wants beyond it. With these the PDF's tables use a
+    fixed layout: WeasyPrint's automatic one measures every cell's text first, seconds for
+    a report's few thousand cells."""
+    wants, words = [], []
     for i, heading in enumerate(table.headings):
         numeric = bool(table.numeric) and table.numeric[i]
-        longest = max((len(row[i]) for row in table.rows if i < len(row)), default=0)
-        words = max((len(w) for w in heading.split()), default=0)
-        width = max(longest, words, MIN_COLUMN)
-        chars.append(width if numeric else min(width, WIDEST_CELL))
+        cells = [row[i] for row in table.rows if i < len(row)]
+        longest = max((len(cell) for cell in cells), default=0)
+        word = max((len(w) for text in [heading, *cells] for w in text.split()), default=0)
+        word = max(max(longest, word) if numeric else min(word, WIDEST_CELL), MIN_COLUMN)
+        wants.append(max(longest, word) if numeric else min(max(longest, word), WIDEST_CELL))
+        words.append(word)
+    padded = [w + CELL_PADDING for w in wants]
+    if sum(padded) <= PAGE_CHARS:
+        chars = padded
+    else:
+        base = [w + CELL_PADDING for w in words]
+        spare = max(PAGE_CHARS - sum(base), 0)
+        extra = [want - word for want, word in zip(wants, words, strict=True)]
+        chars = [b + spare * e / (sum(extra) or 1) for b, e in zip(base, extra, strict=True)]
     total = sum(chars) or 1
     return [100 * c / total for c in chars]
 

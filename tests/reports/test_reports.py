@@ -27,7 +27,7 @@ from server.access.viewer import Access
 from server.app import create_app
 from server.fabric import repository as fabric
 from server.incidents import repository as incidents
-from server.reports.render import column_widths, printed
+from server.reports.render import CELL_PADDING, PAGE_CHARS, column_widths, printed
 from stacklens.db import make_engine
 from stacklens.schema import Job
 from tests.access.data import ALICE_JOB, BOB_JOB, BOB_NAMES, send_two_users_jobs, token_for
@@ -350,8 +350,18 @@ def test_the_pdf_tables_widths_and_rows():
     rows = [["a" * 50, "55 %", "0"], ["b", "5 %", "1,234"]]
     table = Table(["link", "mean util.", "errors"], rows, [False, True, True])
     # link: 50 characters, counted as WIDEST_CELL (40); mean util.: its word "util." (5);
-    # errors: the word (6) over its longest cell (5)
-    assert [round(w, 2) for w in column_widths(table)] == [78.43, 9.8, 11.76]
+    # errors: the word (6) over its longest cell (5); each with 2 of padding
+    assert [round(w, 2) for w in column_widths(table)] == [73.68, 12.28, 14.04]
+    # Too wide for the page side by side: every column gets its longest word first (no
+    # word is broken: "measured", "command", "finished"), the rest of the page goes to
+    # the columns that want more than their word
+    wide = Table(["job", "user", "command", "status", "measured bytes"],
+                 [["j" * 40, "root", "./ring_allreduce 40 262144 100 " * 2, "finished", "123"]],
+                 [False, False, False, False, True])  # fmt: skip
+    shares = column_widths(wide)
+    chars = [share * PAGE_CHARS / 100 - CELL_PADDING for share in shares]
+    assert [round(c, 2) for c in chars] == [40.0, 4.0, 30.0, 8.0, 8.0]
+    assert sum(shares) == pytest.approx(100)
     assert printed(table) is table
     long = Table(["n"], [[str(i)] for i in range(120)], [True], "Sorted.")
     cut = printed(long)
