@@ -144,7 +144,7 @@ def grid(grid_id: str, columns: list[dict[str, Any]], height_px: int = 420) -> A
         className="grid",
         columnDefs=columns,
         rowData=[],
-        getRowId="params.data.id",
+        getRowId="'' + params.data.id",  # AG Grid wants a string (a link id is a number)
         defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90},
         dashGridOptions={"animateRows": False, "suppressCellFocus": True,
                          "tooltipShowDelay": 300, "enableCellTextSelection": True},
