@@ -44,3 +44,12 @@ def test_the_fabric_page_logs_no_warning(pg_url, served):  # noqa: F811
         page.mouse.wheel(0, -200)  # a person zooms the graph
         page.wait_for_timeout(1000)
     assert said == []
+
+
+def test_jobs_is_the_jobs_list(served):  # noqa: F811
+    """`/jobs` (where the job pages, /jobs/J, live) is the Jobs list, not a 404."""
+    import httpx
+
+    answer = httpx.get(served + "/jobs", follow_redirects=True)
+    assert answer.status_code == 200
+    assert str(answer.url) == served + "/"
