@@ -31,8 +31,9 @@ from presentation.components import grid
 from presentation.formatting import parse_utc_ns
 from stacklens.api_models import JobList, Overview
 
-dash.register_page(__name__, path="/", name="Jobs", title="Jobs — stacklens",
-                   redirect_from=["/jobs"])  # the list where the job pages (/jobs/J) live
+dash.register_page(
+    __name__, path="/", name="Jobs", title="Jobs — stacklens", redirect_from=["/jobs"]
+)  # the list where the job pages (/jobs/J) live
 
 #: Jobs per page of the job list.
 JOBS_PER_PAGE = 100
