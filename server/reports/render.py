@@ -75,7 +75,7 @@ def column_widths(table: Table) -> list[float]:
         word = max(max(longest, word) if numeric else min(word, WIDEST_CELL), MIN_COLUMN)
         wants.append(max(longest, word) if numeric else min(max(longest, word), WIDEST_CELL))
         words.append(word)
-    padded = [w + CELL_PADDING for w in wants]
+    padded: list[float] = [w + CELL_PADDING for w in wants]
     if sum(padded) <= PAGE_CHARS:
         chars = padded
     else:
