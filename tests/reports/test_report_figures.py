@@ -4,7 +4,7 @@ switches' names beside them on a small fabric."""
 
 from __future__ import annotations
 
-from server.reports import figures
+from presentation import report_figures as figures
 
 
 def _node(guid: str, name: str, kind: str) -> dict:
