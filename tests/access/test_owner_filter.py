@@ -40,6 +40,8 @@ LINK_ATTRIBUTION = {
     "/api/fabric/links/{link}/attribution", "/api/fabric/links/{link}/attribution/series",
     "/api/fabric/nodes/{guid}/jobs",
 }  # fmt: skip
+#: Routes that name runs by query parameters (?job=, ?a=, ?b=): checked below.
+RUNS_BY_QUERY = {"/api/compare", "/api/compare/history"}
 #: Routes that write: the ingest has its own gate (server/ingest/gate.py).
 WRITES = {"/api/ingest/frames"}
 #: The catch-all 404 for unknown /api/ paths (server/errors.py).
@@ -108,6 +110,7 @@ def test_every_route_is_classified(two_users):
         - JOBLESS
         - INCIDENT
         - LINK_ATTRIBUTION
+        - RUNS_BY_QUERY
         - WRITES
         - CATCH_ALL
         - LOGIN
@@ -134,6 +137,19 @@ def test_alice_gets_404_for_every_endpoint_of_bobs_job(two_users):
                 "detail"].replace("no-such-job", "X")  # fmt: skip
             assert _names_of_bob(theirs.text.replace(BOB_JOB, "")) == []  # only what she asked
     assert per_run >= 7  # matrix, ops, io, collectives, sizes, rma, ranks: also per run
+
+
+def test_alice_compares_only_her_own_runs(two_users):
+    client, alice = two_users["client"], two_users["headers"]["alice"]
+    for params in ({"b": BOB_JOB}, {"b": ALICE_JOB, "a": BOB_JOB}):
+        theirs = client.get("/api/compare", params=params, headers=alice)
+        assert theirs.status_code == 404, params
+        assert theirs.json() == {"detail": f"unknown job {BOB_JOB!r}"}
+    history = client.get("/api/compare/history", params={"job": BOB_JOB}, headers=alice)
+    assert history.json() == {"detail": f"unknown job {BOB_JOB!r}"}
+    mine = client.get("/api/compare/history", params={"job": ALICE_JOB}, headers=alice)
+    assert mine.status_code == 200 and [r["job"] for r in mine.json()["runs"]] == [ALICE_JOB]
+    assert _names_of_bob(mine.text) == []
 
 
 def test_no_answer_to_alice_names_bobs_job(two_users):
