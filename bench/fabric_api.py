@@ -33,6 +33,7 @@ from emulator.fattree import FatTree, fat_tree
 from frontend import cyto_style
 from frontend.api import StacklensApi
 from server.app import create_app
+from server.fabric.routes import LINK_LIMITS
 from stacklens.constants import PORT_COUNTERS
 from stacklens.db import make_engine, migrate, start_embedded
 
@@ -123,6 +124,7 @@ def main() -> None:
             app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False)
             with TestClient(app, base_url="http://127.0.0.1") as client:
                 for path in ("/api/fabric/topology", "/api/fabric/links",
+                             f"/api/fabric/links?limit={LINK_LIMITS.maximum}",
                              "/api/fabric/links?samples=false",  # what the page asks
                              "/api/fabric/events?limit=20"):  # fmt: skip
                     for encoding in ("identity", "gzip"):
@@ -138,7 +140,10 @@ def main() -> None:
                         )
                 api = StacklensApi("http://127.0.0.1")
                 api._http = client  # the client methods over the in-process app
-                topo, loads = api.fabric_topology(), api.fabric_links().links
+                topo, loads = (
+                    api.fabric_topology(),
+                    api.fabric_links(limit=LINK_LIMITS.maximum).links,
+                )
                 seconds, elements = timed(lambda: cyto_style.elements(topo, loads), args.repeat)
                 print(
                     f"page: graph elements for {len(elements)} nodes and links built in "

@@ -41,9 +41,9 @@ router = APIRouter(prefix="/api/fabric", tags=["fabric"])
 
 #: The window of series and events, and of the other routes given only `to`.
 DEFAULT_SPAN_NS = 15 * 60 * 10**9
-#: Page sizes of the links list (a page holds the simulator's largest fabric whole) and of
-#: the events list.
-LINK_LIMITS = Limits(default=5000, maximum=20_000)
+#: Page sizes of the links list (by default what a page shows; at most the simulator's
+#: largest fabric whole) and of the events list.
+LINK_LIMITS = Limits(default=500, maximum=20_000)
 EVENT_LIMITS = Limits(default=100, maximum=10_000)
 
 CursorParam = Annotated[

@@ -39,7 +39,7 @@ def test_empty_fabric(pg_url, api_client):
     links = _get(api_client, "fabric_links")
     assert links["links"] == [] and links["page"] == {
         "total": 0,
-        "limit": 5000,
+        "limit": 500,
         "next_cursor": None,
     }
     assert links["freshness"] == {
