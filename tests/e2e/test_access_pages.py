@@ -28,6 +28,7 @@ READY = {
     "/fabric": ("/fabric", "#fabric-summary", "3 links (1 down)"),
     "/jobs/<job>": (f"/jobs/{ALICE_JOB}", "#jv-title", f"Job {ALICE_JOB}"),
     "/incidents": ("/incidents", "#inc-caption", "0 incidents"),
+    "/compare": (f"/compare?b={ALICE_JOB}", "#cmp-history", f"{ALICE_JOB} run 1"),
 }
 
 
