@@ -13,8 +13,11 @@ installed (not editable) stacklens finds it too:
   `stacklens.settings_table` parses it for the README table and `stacklens config`.
 * `mpi_functions.spec` — every wrapped MPI function with its argument roles; op id n is
   its n-th entry.
-* `generate.py` + `templates/` — spec → the hook library's `sl_ops.h` and wrappers; its
-  parser is also what `stacklens.mpi_ops` reads the spec with.
+* `io_functions.spec` — every wrapped POSIX/stdio function with its class (its header
+  documents the format); the I/O layers themselves are `SL_IO_LAYER` lines of the wire .def.
+* `generate.py` + `templates/` — specs → the hook library's `sl_ops.h`, MPI wrappers and
+  libc file I/O wrappers (`python -m contract.generate`); its parser is also what
+  `stacklens.mpi_ops` reads the MPI spec with.
 """
 
 from __future__ import annotations

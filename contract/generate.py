@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""generate.py — emits the MPI wrapper layer of libstacklens from the spec.
+"""generate.py — emits the MPI and the libc file I/O wrapper layers of libstacklens.
 
-Reads contract/mpi_functions.spec (format documented at the top of that file) and
-writes into the output directory:
+Reads contract/mpi_functions.spec (--spec) and contract/io_functions.spec (--io-spec;
+formats documented at the top of each file) and writes into the output directory:
 
   sl_ops.h            enum of op ids in spec order, SL_OP_COUNT, names array,
                       the RMA slot enum (one slot per class=rma entry)
@@ -12,6 +12,9 @@ writes into the output directory:
                       mpi_send, and mpi_send_f08_ / mpi_send_f08ts_ of
                       `use mpi_f08`) of every entry whose class has a
                       contract/templates/fortran_<class>.c.in
+  sl_io_wrappers.c    one libc wrapper per I/O spec entry, from
+                      contract/templates/io_<class>.c.in (values listed in the I/O spec)
+  sl_io_wrappers.h    the wrappers that may make their system call directly
 
 Templates are string.Template files. A wrapper template may use ${name},
 ${ret}, ${params}, ${args}, ${bytes} (the C expression of the entry's bytes=
@@ -31,8 +34,8 @@ bytes= modes read datatype arrays by it). contract/templates/fortran_entry.c.in
 wraps the body into the entry points of `mpif.h`/`use mpi` (four manglings) and
 `use mpi_f08` (see mpi_pmpi_hooks/src/fortran.h).
 
-Python 3.11 standard library only. Usage:
-    generate.py --spec SPEC --out DIR [--templates DIR]
+Python 3.11 standard library only. Usage (either spec, or both):
+    python -m contract.generate [--spec SPEC] [--io-spec IO_SPEC] --out DIR [--templates DIR]
 """
 
 from __future__ import annotations
@@ -205,16 +208,16 @@ class Entry:
         return {a.role: a.name for a in self.args if a.role}
 
 
-def parse_arg(text: str, where: str) -> Arg:
-    """Parses "<declaration> [@role]"."""
+def parse_arg(text: str, where: str, roles: frozenset[str] = ROLES) -> Arg:
+    """Parses "<declaration> [@role]"; role must be one of roles."""
     m = ARG_RE.match(text.strip())
     assert m is not None, "ARG_RE matches any text"
     decl, role = m.group("decl"), m.group("role")
     name = ARG_NAME_RE.search(decl)
     if not decl or name is None or name.start() == 0:
         raise SpecError(f"{where}: argument '{text.strip()}' needs a type and a name")
-    if role is not None and role not in ROLES:
-        raise SpecError(f"{where}: unknown role @{role} (known: {', '.join(sorted(ROLES))})")
+    if role is not None and role not in roles:
+        raise SpecError(f"{where}: unknown role @{role} (known: {', '.join(sorted(roles))})")
     return Arg(decl=decl, name=name.group("name"), role=role)
 
 
@@ -421,6 +424,140 @@ def render_fortran(entry: Entry, templates: Path, modes: Modes, where: str) -> s
     return load_template(templates, "fortran_entry.c.in").substitute(values)
 
 
+# ---- libc file I/O wrappers (contract/io_functions.spec) -------------------------------
+
+# Argument roles the I/O spec may use (its templates name them as ${role_<role>}).
+IO_ROLES = frozenset({"fd", "flags", "stream", "size", "cmd", "first", "last"})
+# Keys of an I/O entry after its prototype.
+IO_KEYS = frozenset({"class", "dir", "syscall"})
+IO_ENTRY_RE = re.compile(
+    r"^(?P<ret>[A-Za-z_][\w \t*]*?)\s*\b(?P<name>[a-z_]\w*)\s*"
+    r"\((?P<args>[^()]*)\)\s*(?P<attrs>.*)$"
+)
+VARIADIC = "..."
+DIRECT_LINE = Template('    "${name}",')
+
+
+@dataclass(frozen=True)
+class IoEntry:
+    """One I/O spec entry: a libc function, its arguments and keys."""
+
+    ret: str
+    name: str
+    args: tuple[Arg, ...]
+    variadic: bool
+    cls: str
+    line: int
+    direction: str | None = None  # dir= key: read or write
+    syscall: str | None = None  # syscall= key: the direct path's system call
+
+
+def parse_io_entry(text: str, line: int, where: str) -> IoEntry:
+    """Parses one I/O spec line."""
+    m = IO_ENTRY_RE.match(text)
+    if m is None:
+        raise SpecError(f"{where}: expected '<type> <name>(<args>) class=<class> ...'")
+    parts = [a.strip() for a in m.group("args").split(",") if a.strip()]
+    variadic = bool(parts) and parts[-1] == VARIADIC
+    if variadic:
+        parts.pop()
+    args = tuple(parse_arg(a, where, IO_ROLES) for a in parts if a != "void")
+    attrs: dict[str, str] = {}
+    for item in m.group("attrs").split():
+        key, sep, value = item.partition("=")
+        if not sep or key not in IO_KEYS or not value or key in attrs:
+            raise SpecError(f"{where}: bad key '{item}' (known keys: {', '.join(sorted(IO_KEYS))})")
+        attrs[key] = value
+    if "class" not in attrs:
+        raise SpecError(f"{where}: class=<class> is required")
+    if attrs.get("dir", "read") not in ("read", "write"):
+        raise SpecError(f"{where}: dir= wants read or write")
+    if variadic and not args:
+        raise SpecError(f"{where}: a variadic function needs a named argument first")
+    return IoEntry(
+        ret=m.group("ret").strip(),
+        name=m.group("name"),
+        args=args,
+        variadic=variadic,
+        cls=attrs["class"],
+        line=line,
+        direction=attrs.get("dir"),
+        syscall=attrs.get("syscall"),
+    )
+
+
+def parse_io_spec(path: Path) -> list[IoEntry]:
+    """Reads every entry of the I/O spec file, in order."""
+    entries: list[IoEntry] = []
+    for line_no, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        text = raw.split("#", 1)[0].strip()
+        if not text:
+            continue
+        entry = parse_io_entry(text, line_no, f"{path}:{line_no}")
+        if any(e.name == entry.name for e in entries):
+            raise SpecError(f"{path}:{line_no}: {entry.name} is listed twice")
+        entries.append(entry)
+    if not entries:
+        raise SpecError(f"{path}: no entries")
+    return entries
+
+
+def render_io_wrapper(entry: IoEntry, templates: Path, spec: Path) -> str:
+    """Renders the wrapper of one I/O entry from the template of its class."""
+    where = f"{spec}:{entry.line}"
+    path = templates / f"io_{entry.cls}.c.in"
+    if not path.is_file():
+        raise SpecError(f"{where}: no template {path.name} for class={entry.cls}")
+    template = load_template(templates, path.name)
+    roles = {a.role: a.name for a in entry.args if a.role}
+    needed = {i[len("role_") :] for i in template.get_identifiers() if i.startswith("role_")}
+    missing = sorted(needed - roles.keys())
+    if missing:
+        raise SpecError(f"{where}: class={entry.cls} needs the roles {', '.join(missing)}")
+    uses = set(template.get_identifiers())
+    if "syscall" in uses and entry.syscall is None:
+        raise SpecError(f"{where}: class={entry.cls} needs syscall=<SYS_name>")
+    if "write" in uses and entry.direction is None:
+        raise SpecError(f"{where}: class={entry.cls} needs dir=read or dir=write")
+    if "last" in uses and not entry.variadic:
+        raise SpecError(f"{where}: class={entry.cls} is for a variadic function (...)")
+    params = [a.decl for a in entry.args] + ([VARIADIC] if entry.variadic else [])
+    longs = [f"(long){a.name}" for a in entry.args] + ["0"] * (4 - len(entry.args))
+    if len(longs) > 4 and entry.syscall is not None:
+        raise SpecError(f"{where}: the direct path passes at most four arguments")
+    return template.substitute(
+        name=entry.name,
+        ret=entry.ret,
+        params=", ".join(params) or "void",
+        args=", ".join(a.name for a in entry.args),
+        last=entry.args[-1].name if entry.args else "",
+        dir=entry.direction or "",
+        write="1" if entry.direction == "write" else "0",
+        syscall=entry.syscall or "",
+        syscall_args=", ".join(longs[:4]),
+        **{f"role_{role}": arg for role, arg in roles.items()},
+    )
+
+
+def generate_io(spec: Path, templates: Path, out: Path) -> None:
+    """Writes sl_io_wrappers.c and sl_io_wrappers.h for the I/O spec into out."""
+    entries = parse_io_spec(spec)
+    shown_spec = f"spec/{spec.name}"
+    direct = [e for e in entries if e.syscall is not None]
+    wrappers_c = load_template(templates, "sl_io_wrappers.c.in").substitute(
+        spec=shown_spec,
+        wrappers="".join(render_io_wrapper(e, templates, spec) for e in entries),
+    )
+    wrappers_h = load_template(templates, "sl_io_wrappers.h.in").substitute(
+        spec=shown_spec,
+        direct_count=len(direct),
+        direct_lines="\n".join(DIRECT_LINE.substitute(name=e.name) for e in direct),
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomically(out / "sl_io_wrappers.h", wrappers_h)
+    write_atomically(out / "sl_io_wrappers.c", wrappers_c)
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Writes text to path through a temporary file, so no half file is left."""
     tmp = path.with_name(path.name + ".tmp")
@@ -457,7 +594,8 @@ def generate(spec: Path, templates: Path, out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--spec", type=Path, required=True, help="the MPI function spec")
+    parser.add_argument("--spec", type=Path, help="the MPI function spec")
+    parser.add_argument("--io-spec", type=Path, help="the libc file I/O function spec")
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     parser.add_argument(
         "--templates",
@@ -466,8 +604,13 @@ def main(argv: list[str] | None = None) -> int:
         help="template directory (default: %(default)s)",
     )
     opts = parser.parse_args(argv)
+    if opts.spec is None and opts.io_spec is None:
+        parser.error("give --spec, --io-spec or both")
     try:
-        generate(opts.spec, opts.templates, opts.out)
+        if opts.spec is not None:
+            generate(opts.spec, opts.templates, opts.out)
+        if opts.io_spec is not None:
+            generate_io(opts.io_spec, opts.templates, opts.out)
     except (SpecError, OSError, KeyError, ValueError) as exc:
         print(f"generate.py: {exc}", file=sys.stderr)
         return 1

@@ -8,7 +8,8 @@
  * (SL_STATUS_<name>), the status names, the frame types (SL_FRAME_<name>),
  * the bounds (SL_BOUND_<name>), the connection's hello (sl_hello), welcome
  * (sl_welcome) and credential message (sl_cred), and the proofs
- * (SL_PROOF_<name>). Nothing here is written by hand except
+ * (SL_PROOF_<name>), and the file-system I/O layers (enum sl_io_layer:
+ * SL_IO_<name>, SL_IO_LAYER_END; sl_io_layer_name). Nothing here is written by hand except
  * the constants the .def only states in its doc strings (magics, version)
  * and the section header size.
  *
@@ -18,6 +19,7 @@
 #ifndef STACKLENS_WIRE_H
 #define STACKLENS_WIRE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -38,7 +40,7 @@
 #define SL_PACKED __attribute__((packed))
 
 /*
- * The .def invokes eleven macros. All of them expand to nothing by default;
+ * The .def invokes twelve macros. All of them expand to nothing by default;
  * each pass below redefines the one it needs, includes the .def, and puts the
  * default back.
  */
@@ -55,6 +57,7 @@
 #define SL_WELCOME_FIELD SL_NOTHING3
 #define SL_PROOF        SL_NOTHING3
 #define SL_CRED_FIELD   SL_NOTHING3
+#define SL_IO_LAYER     SL_NOTHING4
 
 /*
  * Field types of the .def mapped to "C type, array suffix": SL_TY_u32 gives
@@ -154,6 +157,42 @@ enum sl_bound {
 #undef  SL_BOUND
 #define SL_BOUND SL_NOTHING3
 };
+
+/* ---- file-system I/O layers (io.layer) -------------------------------- */
+enum sl_io_layer {
+#undef  SL_IO_LAYER
+#define SL_IO_LAYER(id, name, label, doc) SL_IO_##name = id,
+#include "stacklens_wire.def"
+#undef  SL_IO_LAYER
+#define SL_IO_LAYER SL_NOTHING4
+};
+
+/* One past the largest layer id: the size of an array indexed by layer (a union
+ * of char[id] per layer is as large as the largest id). */
+union sl_io_layer_ids_ {
+#undef  SL_IO_LAYER
+#define SL_IO_LAYER(id, name, label, doc) char name[id];
+#include "stacklens_wire.def"
+#undef  SL_IO_LAYER
+#define SL_IO_LAYER SL_NOTHING4
+};
+#define SL_IO_LAYER_END (sizeof(union sl_io_layer_ids_) + 1)
+_Static_assert(SL_IO_LAYER_END - 1 == SL_BOUND_max_io_layer,
+               "SL_BOUND max_io_layer must be the largest SL_IO_LAYER id");
+
+/* The STACKLENS_DISABLE word of layer (its .def name, matched in any case), NULL if
+ * the id is no layer's. */
+static inline const char *sl_io_layer_name(unsigned layer)
+{
+    switch (layer) {
+#undef  SL_IO_LAYER
+#define SL_IO_LAYER(id, name, label, doc) case id: return #name;
+#include "stacklens_wire.def"
+#undef  SL_IO_LAYER
+#define SL_IO_LAYER SL_NOTHING4
+    default: return NULL;
+    }
+}
 
 /* Name of an acknowledgement status as the .def spells it, "unknown" if none. */
 static inline const char *sl_status_name(unsigned code)

@@ -22,7 +22,9 @@ IO_COUNTERS = (
     "meta_time_ns",
 )
 
-#: I/O layer ids of the wire's io records and their names.
+#: I/O layer ids of the wire's io records and their labels: the SL_IO_LAYER lines of
+#: contract/stacklens_wire.def (this module stays pure data; tests/test_constants.py checks
+#: that both agree).
 IO_LAYERS = {1: "POSIX", 2: "stdio", 3: "MPI-IO"}
 
 #: The file I/O layers of the slow-rank profile's file I/O time (POSIX, stdio; MPI-IO's time

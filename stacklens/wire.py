@@ -75,6 +75,7 @@ class WireSpec:
     welcome: np.dtype
     cred: np.dtype
     proofs: dict[str, int]
+    io_layers: dict[int, tuple[str, str]]  # SL_IO_LAYER: id -> (name, label)
 
     def table(self, name: str) -> Table:
         """The table called `name`."""
@@ -111,6 +112,12 @@ def load_spec(path: Path = WIRE_DEF) -> WireSpec:
         m[0]: int(m[1])
         for m in re.findall(rf"SL_BOUND\(\s*(\w+)\s*,\s*(\d+)\s*,\s*{_DOC}\s*\)", text)
     }
+    io_layers = {
+        int(m[0]): (m[1], m[2])
+        for m in re.findall(
+            rf"SL_IO_LAYER\(\s*(\d+)\s*,\s*(\w+)\s*,\s*{_DOC}\s*,\s*{_DOC}\s*\)", text
+        )
+    }
     tables: dict[int, Table] = {}
     for m in re.finditer(rf"SL_TABLE\(\s*(\d+)\s*,\s*(\w+)\s*,\s*{_DOC}\s*\)", text):
         table_id, name, doc = int(m[1]), m[2], m[3]
@@ -121,8 +128,10 @@ def load_spec(path: Path = WIRE_DEF) -> WireSpec:
             )
         ]
         tables[table_id] = Table(table_id, name, doc, np.dtype(fields))
-    return WireSpec(np.dtype(header), np.dtype(ack), tables, statuses, frame_types, bounds,
-                    np.dtype(hello), np.dtype(welcome), np.dtype(cred), proofs)  # fmt: skip
+    return WireSpec(
+        np.dtype(header), np.dtype(ack), tables, statuses, frame_types, bounds,
+        np.dtype(hello), np.dtype(welcome), np.dtype(cred), proofs, io_layers,
+    )  # fmt: skip
 
 
 def fields_of(dtype: np.dtype) -> Mapping[str, tuple[Any, ...]]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from stacklens import constants, wire
+from stacklens.settings_table import DECLARED
 
 
 def _fields(table: str) -> list[str]:
@@ -42,3 +43,16 @@ def test_size_buckets():
         (512, 1024),
         (2**63, 2**64),
     ]
+
+
+def test_io_layers_are_the_wire_definitions_io_layers():
+    """One table (SL_IO_LAYER in stacklens_wire.def) gives the hooks' enum and STACKLENS_DISABLE
+    words; the labels here, the bound and the setting's documentation follow it."""
+    layers = wire.SPEC.io_layers
+    assert layers == {1: ("POSIX", "POSIX"), 2: ("STDIO", "stdio"), 3: ("MPIIO", "MPI-IO")}
+    assert {i: label for i, (_, label) in layers.items()} == constants.IO_LAYERS
+    assert wire.BOUNDS["max_io_layer"] == max(layers)
+    assert constants.FILE_IO_LAYERS == (1, 2)
+    disable = DECLARED["STACKLENS_DISABLE"].meaning
+    for name, _ in layers.values():
+        assert name.lower() in disable

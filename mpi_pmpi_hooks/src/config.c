@@ -148,6 +148,19 @@ static int valid_token(const char *token, size_t max)
     return len <= max;
 }
 
+/* Sets the disable flag of the I/O layer named w (any case); 0 if w names none. */
+static int disable_io_layer(const char *w, sl_config *cfg)
+{
+    for (unsigned layer = 1; layer < SL_IO_LAYER_END; layer++) {
+        const char *name = sl_io_layer_name(layer);
+        if (name != NULL && strcasecmp(w, name) == 0) {
+            cfg->disable_io[layer] = 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Sets the disable flags from a comma list; an unknown word warns once. */
 static void parse_disable(const char *text, sl_config *cfg)
 {
@@ -157,17 +170,11 @@ static void parse_disable(const char *text, sl_config *cfg)
     for (char *w = strtok_r(buf, ", ", &save); w != NULL; w = strtok_r(NULL, ", ", &save)) {
         if (strcasecmp(w, "mpi") == 0)
             cfg->disable_mpi = 1;
-        else if (strcasecmp(w, "posix") == 0)
-            cfg->disable_posix = 1;
-        else if (strcasecmp(w, "stdio") == 0)
-            cfg->disable_stdio = 1;
-        else if (strcasecmp(w, "mpiio") == 0)
-            cfg->disable_mpiio = 1;
         else if (strcasecmp(w, "processes") == 0)
             cfg->disable_processes = 1;
-        else
-            sl_warn("STACKLENS_DISABLE: unknown module '%s' ignored (known: mpi, posix, "
-                    "stdio, mpiio, processes)", w);
+        else if (!disable_io_layer(w, cfg))
+            sl_warn("STACKLENS_DISABLE: unknown module '%s' ignored (known: mpi, processes "
+                    "and the I/O layers posix, stdio, mpiio)", w);
     }
 }
 

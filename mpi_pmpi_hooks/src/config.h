@@ -8,6 +8,8 @@
 #ifndef SL_CONFIG_H
 #define SL_CONFIG_H
 
+#include "stacklens_wire.h"
+
 /* Every declared setting (contract/stacklens_settings.def), SL_SET_<NAME>: the library
  * reads a STACKLENS_* variable only through sl_env, so only a declared one. */
 typedef enum sl_setting {
@@ -30,9 +32,7 @@ typedef struct sl_config {
     unsigned finalize_timeout_ms;  /* STACKLENS_FINALIZE_TIMEOUT_MS */
     char token[64];                /* STACKLENS_INGEST_TOKEN, wire text(64), NUL-padded */
     int disable_mpi;               /* STACKLENS_DISABLE lists "mpi" */
-    int disable_posix;             /* ... "posix" */
-    int disable_stdio;             /* ... "stdio" */
-    int disable_mpiio;             /* ... "mpiio" */
+    int disable_io[SL_IO_LAYER_END]; /* [layer]: ... lists the layer's name (SL_IO_LAYER) */
     int disable_processes;         /* ... "processes": no profiling without MPI */
     unsigned max_keys;             /* STACKLENS_MAX_KEYS: files, communicators, coll keys */
     char spool_dir[512];           /* STACKLENS_SPOOL_DIR, "" = no spool */

@@ -20,8 +20,8 @@
 #include "lifecycle.h"
 
 sl_keytab sl_io;
-int sl_io_enabled[4];
-int32_t *sl_io_fd_map[3];
+int sl_io_enabled[SL_IO_LAYER_END];
+int32_t *sl_io_fd_map[SL_IO_LAYER_END];
 static int io_phase; /* phase of new entries (atomic): 1 until MPI_Init in an MPI rank */
 
 /* Overflow entries: one per layer and phase, (layer - 1) x 2 + phase. */
@@ -42,7 +42,7 @@ static void io_overflow_key(void *key, unsigned i)
 }
 
 /* Sets up the table, its overflow keys and the two fd maps. */
-int sl_io_init(unsigned max_keys, int posix, int stdio, int mpiio, int startup)
+int sl_io_init(unsigned max_keys, const int disabled[SL_IO_LAYER_END], int startup)
 {
     sl_threads_init(); /* threads doing file I/O get counter blocks, MPI or not */
     sl_io_fd_map[SL_IO_POSIX] = calloc(SL_MAX_FD, sizeof(int32_t));
@@ -55,9 +55,8 @@ int sl_io_init(unsigned max_keys, int posix, int stdio, int mpiio, int startup)
         sl_io_fd_map[SL_IO_POSIX] = sl_io_fd_map[SL_IO_STDIO] = NULL;
         return -1;
     }
-    sl_io_enabled[SL_IO_POSIX] = posix;
-    sl_io_enabled[SL_IO_STDIO] = stdio;
-    sl_io_enabled[SL_IO_MPIIO] = mpiio;
+    for (unsigned layer = 1; layer < SL_IO_LAYER_END; layer++)
+        sl_io_enabled[layer] = !disabled[layer];
     io_phase = startup ? 1 : 0;
     return 0;
 }

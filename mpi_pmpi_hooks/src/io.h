@@ -43,7 +43,8 @@
 
 #define SL_MAX_FD 65536 /* descriptors above are not tracked */
 
-enum sl_io_layer { SL_IO_POSIX = 1, SL_IO_STDIO = 2, SL_IO_MPIIO = 3 };
+/* The layers (enum sl_io_layer: SL_IO_POSIX, SL_IO_STDIO, SL_IO_MPIIO) and
+ * SL_IO_LAYER_END come from SL_IO_LAYER in stacklens_wire.def. */
 
 /* Key of an I/O entry, complete before its lookup (zero-filled text fields). */
 typedef struct sl_io_key {
@@ -60,12 +61,13 @@ enum {
 };
 
 extern sl_keytab sl_io;
-extern int sl_io_enabled[4];   /* per layer: counting on (set once at start-up) */
-extern int32_t *sl_io_fd_map[3]; /* [layer]: fd -> entry + 1 (POSIX and stdio) */
+extern int sl_io_enabled[SL_IO_LAYER_END];    /* per layer: counting on (set once at start-up) */
+extern int32_t *sl_io_fd_map[SL_IO_LAYER_END]; /* [layer]: fd -> entry + 1 (POSIX and stdio) */
 
-/* Sets up the I/O table (max_keys files) and descriptor maps; startup: the
- * process waits for MPI_Init, its I/O until then is start-up I/O. 0 or -1. */
-int sl_io_init(unsigned max_keys, int posix, int stdio, int mpiio, int startup);
+/* Sets up the I/O table (max_keys files) and descriptor maps; disabled[layer]:
+ * that layer is not counted (STACKLENS_DISABLE); startup: the process waits for
+ * MPI_Init, its I/O until then is start-up I/O. 0 or -1. */
+int sl_io_init(unsigned max_keys, const int disabled[SL_IO_LAYER_END], int startup);
 
 /* MPI_Init was called: I/O from now on is the program's, and the files
  * still open move to their program entries. */

@@ -80,8 +80,7 @@ __attribute__((constructor)) static void sl_at_load(void)
     launcher = is_launcher();
     if (!launcher) {
         sl_config_load(&config);
-        if (sl_io_init(config.max_keys, !config.disable_posix, !config.disable_stdio,
-                       !config.disable_mpiio, launched_by_mpi()) != 0)
+        if (sl_io_init(config.max_keys, config.disable_io, launched_by_mpi()) != 0)
             sl_warn("no memory for the I/O table; file-system I/O is not counted");
         pthread_atfork(NULL, NULL, forked_child);
     }

@@ -251,3 +251,41 @@ def test_spec_matches_installed_mpi_headers():
             assert e.name in found, f"{cc}: {e.name} is not in mpi.h"
             mine = [normalise(a.decl) for a in e.args]
             assert mine == found[e.name], f"{cc}: {e.name}: spec {mine} != mpi.h {found[e.name]}"
+
+
+def test_disabled_io_layers_are_not_counted(collector, pg_url, hook_library, tmp_path):
+    """STACKLENS_DISABLE takes the layer names of stacklens_wire.def's SL_IO_LAYER table in
+    any case: the disabled layer's file has no record, the other layer's is exact."""
+    program = (
+        "import ctypes, os, sys\n"
+        "d = sys.argv[1]\n"
+        "fd = os.open(d + '/posix.out', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+        "os.write(fd, b'x' * 1000); os.close(fd)\n"
+        "libc = ctypes.CDLL(None)\n"
+        "libc.fopen.restype = ctypes.c_void_p\n"
+        "f = libc.fopen((d + '/stdio.out').encode(), b'w')\n"
+        "libc.fwrite(b'y' * 700, 1, 700, ctypes.c_void_p(f)); libc.fclose(ctypes.c_void_p(f))\n"
+    )
+    counted = {}
+    for disable in ("Stdio", "posix"):
+        job = f"off-{uuid.uuid4().hex[:8]}"
+        env = mpi_env(
+            STACKLENS_COLLECTOR=collector.endpoint,
+            STACKLENS_INGEST_TOKEN="secret",
+            STACKLENS_INGEST_AUTH="trusted",
+            STACKLENS_JOB_ID=job,
+            STACKLENS_DISABLE=disable,
+        )
+        result = stacklens_run([sys.executable, "-c", program, str(tmp_path)], env, timeout=60)
+        assert result.returncode == 0, result.stderr
+        counted[disable] = query(
+            pg_url,
+            "SELECT layer, path, sum(opens), sum(writes), sum(bytes_written) FROM io_deltas "
+            "JOIN jobs ON jobs.id = job_id WHERE job_key = %s AND path LIKE %s GROUP BY 1, 2",
+            (job, f"{tmp_path.resolve()}/%"),
+        )
+    root = tmp_path.resolve()
+    assert counted == {
+        "Stdio": [(1, f"{root}/posix.out", 1, 1, 1000)],
+        "posix": [(2, f"{root}/stdio.out", 1, 1, 700)],
+    }
