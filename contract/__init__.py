@@ -11,6 +11,9 @@ installed (not editable) stacklens finds it too:
 * `stacklens_settings.def` — every STACKLENS_* setting once (name, readers, default,
   meaning); the hook library reads its variables through it (`config.h`), and
   `stacklens.settings_table` parses it for the README table and `stacklens config`.
+* `port_counters.def` — the InfiniBand port counters once (name, kind, widths, unit, the
+  field of each source: MAD, sysfs, the simulator); X-macros for libslfabric and the hooks,
+  parsed by `stacklens.port_counters`.
 * `mpi_functions.spec` — every wrapped MPI function with its argument roles; op id n is
   its n-th entry.
 * `io_functions.spec` — every wrapped POSIX/stdio function with its class (its header
@@ -32,6 +35,9 @@ WIRE_DEF = CONTRACT_DIR / "stacklens_wire.def"
 
 #: The MPI function spec the wrappers are generated from (op ids are its entry order).
 MPI_SPEC = CONTRACT_DIR / "mpi_functions.spec"
+
+#: The X-macro file of the InfiniBand port counters (name, kind, widths, each source's field).
+PORT_COUNTERS_DEF = CONTRACT_DIR / "port_counters.def"
 
 #: The X-macro file that declares every STACKLENS_* setting (hook library and stacklens).
 SETTINGS_DEF = CONTRACT_DIR / "stacklens_settings.def"

@@ -33,6 +33,7 @@ from pathlib import Path
 from collector.fabric.mad import MadSource
 from collector.fabric.topology import Topology
 from emulator.fattree import FatTree
+from stacklens.port_counters import PORT_COUNTER_TABLE
 
 UMAD2SIM = Path("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so")
 #: Bytes per packet assumed when a flow's bytes are turned into packet counts: the IB MTU
@@ -43,16 +44,12 @@ LINK_LOCAL_PREFIX = 0xFE80_0000_0000_0000
 #: The simulator's log (its console output) is emptied once past this size: it is read
 #: incrementally and never held whole, so neither memory nor disk grows with uptime.
 LOG_MAX_BYTES = 1 << 20
-#: Error counters a fault can raise, by their PortCounters field names.
-ERROR_FIELDS = {
-    "symbol_errors": "SymbolErrorCounter",
-    "link_error_recovery": "LinkErrorRecoveryCounter",
-    "link_downed": "LinkDownedCounter",
-    "rcv_errors": "PortRcvErrors",
-    "xmit_discards": "PortXmitDiscards",
-    "vl15_dropped": "VL15Dropped",
-    "xmit_wait": "PortXmitWait",
-}
+#: Counters a fault can raise (errors and PortXmitWait), by their PortCounters field names
+#: (contract/port_counters.def).
+ERROR_FIELDS = {c.name: c.ibsim for c in PORT_COUNTER_TABLE if c.kind in ("error", "wait")}
+#: Counters a flow moves (data and packets, PortCountersExtended), in the order of
+#: TrafficEmulator.port_moves: xmit bytes, rcv bytes, xmit packets, rcv packets.
+MOVED = tuple(c for c in PORT_COUNTER_TABLE if c.kind in ("data", "packets"))
 
 
 class SimError(RuntimeError):
@@ -324,17 +321,15 @@ class TrafficEmulator:
             name = self.topology.nodes[g].description
             add = moves[(g, p)]
             try:
-                current = [now.value(g, p, c) for c in ("xmit_bytes", "rcv_bytes")]
-                current += [now.value(g, p, c) for c in ("xmit_pkts", "rcv_pkts")]
+                current = [now.value(g, p, c.name) for c in MOVED]
             except KeyError:  # unreachable (unlinked): a dead port moves no data
                 continue
-            fields = ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts")
-            for i, field_name in enumerate(fields):
+            for i, counter in enumerate(MOVED):
                 if add[i]:
-                    value = (current[i] + add[i]) // 4 if i < 2 else current[i] + add[i]
+                    value = (current[i] + add[i]) // counter.scale
                     commands.append(
                         f"PerformanceSet {port_ref(name, p)} PortCountersExtended."
-                        f"{field_name}={value}"
+                        f"{counter.ibsim}={value}"
                     )
         self.sim.console(commands)
         return moves

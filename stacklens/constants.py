@@ -41,32 +41,35 @@ DAY_NS = 86_400 * SECOND_NS
 #: comm_id of the collectives' overflow key (communicators beyond STACKLENS_MAX_KEYS).
 OVERFLOW_COMM_ID = 0xFFFFFFFF
 
-#: InfiniBand port counters, in the order every fabric source delivers them, the bit order
-#: of `valid` in the wire table hca and of the fabric sample flags.
-PORT_COUNTERS = (
-    "xmit_bytes",
-    "rcv_bytes",
-    "xmit_pkts",
-    "rcv_pkts",
-    "xmit_wait",
-    "symbol_errors",
-    "link_error_recovery",
-    "link_downed",
-    "rcv_errors",
-    "xmit_discards",
-    "vl15_dropped",
-)
+#: InfiniBand port counters and their kinds (data, packets, wait, error), in the order every
+#: fabric source delivers them, the bit order of `valid` in the wire table hca and of the
+#: fabric sample flags: the rows of contract/port_counters.def, repeated here as pure data
+#: (tests/test_constants.py checks that both agree).
+PORT_COUNTER_KINDS = {
+    "xmit_bytes": "data",
+    "rcv_bytes": "data",
+    "xmit_pkts": "packets",
+    "rcv_pkts": "packets",
+    "xmit_wait": "wait",
+    "symbol_errors": "error",
+    "link_error_recovery": "error",
+    "link_downed": "error",
+    "rcv_errors": "error",
+    "xmit_discards": "error",
+    "vl15_dropped": "error",
+}
+PORT_COUNTERS = tuple(PORT_COUNTER_KINDS)
 
-#: Error counters of a port: those after the data and congestion counters, in that order.
-ERROR_COUNTERS = PORT_COUNTERS[PORT_COUNTERS.index("xmit_wait") + 1 :]
+#: Error counters of a port: the counters of kind error.
+ERROR_COUNTERS = tuple(c for c, kind in PORT_COUNTER_KINDS.items() if kind == "error")
 
 #: Span of the fabric's finer rollups (`fabric_port_10s`), beside the minute ones: the whole
 #: 10 s of a window's partial first and last minutes, steps of 10 s.
 TEN_S_NS = 10 * 10**9
 
 #: Counters of a port read as rates (per second of the sampled time that knows them): the
-#: data and congestion counters.
-RATE_COUNTERS = PORT_COUNTERS[: PORT_COUNTERS.index("xmit_wait") + 1]
+#: data, packet and congestion (wait) counters.
+RATE_COUNTERS = tuple(c for c, kind in PORT_COUNTER_KINDS.items() if kind != "error")
 
 #: Flag bits of a fabric port sample: bit SATURATED_SHIFT + i = counter i saturated (its
 #: delta is a lower bound), bit RESET_SHIFT + i = counter i reset (delta unknown).

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from stacklens import constants, wire
+from stacklens.port_counters import PORT_COUNTER_TABLE
 from stacklens.settings_table import DECLARED
 
 
@@ -20,9 +21,29 @@ def test_counter_lists_are_the_wire_tables_fields_in_order():
     assert tuple(hca[hca.index("node_guid") + 1 :]) == constants.PORT_COUNTERS
 
 
-def test_error_counters_are_the_port_counters_after_the_data_and_congestion_ones():
-    assert constants.PORT_COUNTERS[4] == "xmit_wait"
-    assert constants.PORT_COUNTERS[5:] == constants.ERROR_COUNTERS
+def test_port_counters_and_their_kinds_are_the_port_counter_table():
+    """contract/port_counters.def is the one table; the pure-data copy here, the error and
+    rate lists and every Python reader's map follow it."""
+    from collector.fabric import counters, sysfs
+    from emulator import ibsim
+
+    assert {c.name: c.kind for c in PORT_COUNTER_TABLE} == constants.PORT_COUNTER_KINDS
+    assert constants.ERROR_COUNTERS == (
+        "symbol_errors", "link_error_recovery", "link_downed", "rcv_errors", "xmit_discards",
+        "vl15_dropped",
+    )  # fmt: skip
+    assert constants.RATE_COUNTERS == ("xmit_bytes", "rcv_bytes", "xmit_pkts", "rcv_pkts",
+                                       "xmit_wait")  # fmt: skip
+    assert counters.WORD_COUNTERS == (0, 1)
+    assert list(counters.BASIC_WIDTHS) == [32, 32, 32, 32, 32, 16, 8, 8, 16, 16, 16]
+    assert list(counters.EXTENDED_WIDTHS) == [64, 64, 64, 64, 32, 16, 8, 8, 16, 16, 16]
+    assert sysfs.COUNTER_FILES["port_xmit_data"] == ("xmit_bytes", 4)
+    assert sysfs.COUNTER_FILES["VL15_dropped"] == ("vl15_dropped", 1)
+    assert len(sysfs.COUNTER_FILES) == len(constants.PORT_COUNTERS)
+    assert ibsim.ERROR_FIELDS["xmit_wait"] == "PortXmitWait"
+    assert set(ibsim.ERROR_FIELDS) == {"xmit_wait", *constants.ERROR_COUNTERS}
+    assert [c.ibsim for c in ibsim.MOVED] == ["PortXmitData", "PortRcvData", "PortXmitPkts",
+                                              "PortRcvPkts"]  # fmt: skip
 
 
 def test_flag_bits_name_counters():

@@ -14,28 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from stacklens.constants import FLAG_EXTENDED, PORT_COUNTERS, RESET_SHIFT, SATURATED_SHIFT
+from stacklens.port_counters import PORT_COUNTER_TABLE
 
 N_COUNTERS = len(PORT_COUNTERS)
-#: Columns that the MAD layer delivers in 4-octet words.
-WORD_COUNTERS = tuple(PORT_COUNTERS.index(c) for c in ("xmit_bytes", "rcv_bytes"))
+#: Columns that the MAD layer delivers in 4-octet words (scale 4 in contract/port_counters.def).
+WORD_COUNTERS = tuple(i for i, c in enumerate(PORT_COUNTER_TABLE) if c.scale == 4)
 #: Bit width of each counter in PortCounters (the basic attribute) and with
-#: PortCountersExtended (data and packets become 64-bit).
-_WIDTHS = {
-    "xmit_bytes": (32, 64),
-    "rcv_bytes": (32, 64),
-    "xmit_pkts": (32, 64),
-    "rcv_pkts": (32, 64),
-    "xmit_wait": (32, 32),
-    "symbol_errors": (16, 16),
-    "link_error_recovery": (8, 8),
-    "link_downed": (8, 8),
-    "rcv_errors": (16, 16),
-    "xmit_discards": (16, 16),
-    "vl15_dropped": (16, 16),
-}
-#: The widths in PORT_COUNTERS order.
-BASIC_WIDTHS = np.array([_WIDTHS[c][0] for c in PORT_COUNTERS], dtype=np.uint64)
-EXTENDED_WIDTHS = np.array([_WIDTHS[c][1] for c in PORT_COUNTERS], dtype=np.uint64)
+#: PortCountersExtended (data and packets become 64-bit), in PORT_COUNTERS order.
+BASIC_WIDTHS = np.array([c.basic_bits for c in PORT_COUNTER_TABLE], dtype=np.uint64)
+EXTENDED_WIDTHS = np.array([c.extended_bits for c in PORT_COUNTER_TABLE], dtype=np.uint64)
 #: Largest value storable in a PostgreSQL bigint; larger byte counts are flagged saturated.
 _INT64_MAX = np.uint64(2**63 - 1)
 

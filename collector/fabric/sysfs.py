@@ -23,25 +23,15 @@ import numpy as np
 from collector.fabric.counters import RawSweep
 from collector.fabric.verbs import VerbsPort, VerbsSource, VerbsUnavailable, port_attributes
 from stacklens.constants import PORT_COUNTERS
+from stacklens.port_counters import PORT_COUNTER_TABLE
 
 log = logging.getLogger(__name__)
 
 SYSFS_ROOT = Path("/sys/class/infiniband")
 
-#: counters/ file → (stacklens counter, multiplier to bytes/packets/ticks).
-COUNTER_FILES = {
-    "port_xmit_data": ("xmit_bytes", 4),
-    "port_rcv_data": ("rcv_bytes", 4),
-    "port_xmit_packets": ("xmit_pkts", 1),
-    "port_rcv_packets": ("rcv_pkts", 1),
-    "port_xmit_wait": ("xmit_wait", 1),
-    "symbol_error": ("symbol_errors", 1),
-    "link_error_recovery": ("link_error_recovery", 1),
-    "link_downed": ("link_downed", 1),
-    "port_rcv_errors": ("rcv_errors", 1),
-    "port_xmit_discards": ("xmit_discards", 1),
-    "VL15_dropped": ("vl15_dropped", 1),
-}
+#: counters/ file → (stacklens counter, multiplier to bytes/packets/ticks), from
+#: contract/port_counters.def.
+COUNTER_FILES = {c.sysfs: (c.name, c.scale) for c in PORT_COUNTER_TABLE}
 
 
 @dataclass

@@ -30,15 +30,23 @@ typedef struct sl_ibcounter {
     uint64_t saturated;
 } sl_ibcounter;
 
-/* In the order of the hca record's counter fields: bit i of `valid` is counters[i]. */
-static const sl_ibcounter counters[] = {
-    { "port_xmit_data", 4, UINT32_MAX },   { "port_rcv_data", 4, UINT32_MAX },
-    { "port_xmit_packets", 1, UINT32_MAX }, { "port_rcv_packets", 1, UINT32_MAX },
-    { "port_xmit_wait", 1, UINT32_MAX },   { "symbol_error", 1, UINT16_MAX },
-    { "link_error_recovery", 1, UINT8_MAX }, { "link_downed", 1, UINT8_MAX },
-    { "port_rcv_errors", 1, UINT16_MAX },  { "port_xmit_discards", 1, UINT16_MAX },
-    { "VL15_dropped", 1, UINT16_MAX },
+/* The all-ones value of a width of bits bits. */
+#define SL_ALL_ONES(bits) ((bits) >= 64 ? UINT64_MAX : (UINT64_C(1) << (bits)) - 1)
+
+/* Column of each counter (contract/port_counters.def, the hca record's field order). */
+#define SL_PORT_COUNTER(name, ...) SL_PC_##name,
+enum {
+#include "port_counters.def"
 };
+#undef SL_PORT_COUNTER
+
+/* In the order of the hca record's counter fields: bit i of `valid` is counters[i]. */
+#define SL_PORT_COUNTER(name, kind, basic_bits, ext_bits, scale, mad, mad_ext, sysfs, ibsim) \
+    { sysfs, scale, SL_ALL_ONES(basic_bits) },
+static const sl_ibcounter counters[] = {
+#include "port_counters.def"
+};
+#undef SL_PORT_COUNTER
 #define SL_NCOUNTERS (sizeof counters / sizeof counters[0])
 
 /* One local port and its counter values at the previous read. */
@@ -223,17 +231,9 @@ static int port_deltas(sl_ibport *p, sl_rec_hca *r)
     r->port = p->port;
     r->valid = valid;
     r->node_guid = p->node_guid;
-    r->xmit_bytes = d[0];
-    r->rcv_bytes = d[1];
-    r->xmit_pkts = d[2];
-    r->rcv_pkts = d[3];
-    r->xmit_wait = d[4];
-    r->symbol_errors = d[5];
-    r->link_error_recovery = d[6];
-    r->link_downed = d[7];
-    r->rcv_errors = d[8];
-    r->xmit_discards = d[9];
-    r->vl15_dropped = d[10];
+#define SL_PORT_COUNTER(name, ...) r->name = d[SL_PC_##name];
+#include "port_counters.def"
+#undef SL_PORT_COUNTER
     return any != 0 || lost != 0;
 }
 

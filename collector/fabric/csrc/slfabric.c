@@ -34,26 +34,29 @@
 #define SLF_PM_EXT_WIDTH_NOIETF_SUP 0x0400
 
 /*
- * Layout of one target's output row in slf_sweep: column SLF_<NAME> holds the counter
- * the Python side calls <name> (stacklens.constants.PORT_COUNTERS, data in words).
+ * Layout of one target's output row in slf_sweep: column SLF_<name> holds the counter
+ * <name> of contract/port_counters.def (stacklens.constants.PORT_COUNTERS, data in words).
  * collector/fabric/mad.py checks its mirror against slf_abi() and slf_counter_name().
  */
-#define SLF_COUNTERS(X)                                      \
-	X(XMIT_WORDS, "xmit_bytes")                          \
-	X(RCV_WORDS, "rcv_bytes")                            \
-	X(XMIT_PKTS, "xmit_pkts")                            \
-	X(RCV_PKTS, "rcv_pkts")                              \
-	X(XMIT_WAIT, "xmit_wait")                            \
-	X(SYMBOL_ERRORS, "symbol_errors")                    \
-	X(LINK_ERROR_RECOVERY, "link_error_recovery")        \
-	X(LINK_DOWNED, "link_downed")                        \
-	X(RCV_ERRORS, "rcv_errors")                          \
-	X(XMIT_DISCARDS, "xmit_discards")                    \
-	X(VL15_DROPPED, "vl15_dropped")
+#define SL_PORT_COUNTER(name, ...) SLF_##name,
+enum {
+#include "port_counters.def"
+	SLF_NUM_COUNTERS
+};
+#undef SL_PORT_COUNTER
 
-#define SLF_COLUMN(name, py) SLF_##name,
-enum { SLF_COUNTERS(SLF_COLUMN) SLF_NUM_COUNTERS };
-#undef SLF_COLUMN
+/* The libibmad field of each column in PortCounters and in PortCountersExtended
+ * (IB_NO_FIELD: the counter has no extended form). */
+#define SL_PORT_COUNTER(name, kind, basic_bits, ext_bits, scale, mad, mad_ext, ...) mad,
+static const enum MAD_FIELDS basic_field[] = {
+#include "port_counters.def"
+};
+#undef SL_PORT_COUNTER
+#define SL_PORT_COUNTER(name, kind, basic_bits, ext_bits, scale, mad, mad_ext, ...) mad_ext,
+static const enum MAD_FIELDS extended_field[] = {
+#include "port_counters.def"
+};
+#undef SL_PORT_COUNTER
 
 /* Status bits of one target in slf_sweep. */
 #define SLF_OK_EXTENDED 0x1 /* PortCountersExtended answered: data/packets are 64-bit */
@@ -71,8 +74,11 @@ void slf_abi(uint32_t out[4])
 /* The Python name of row column i, NULL past the last. */
 const char *slf_counter_name(int i)
 {
-#define SLF_NAME(name, py) py,
-	static const char *const names[] = { SLF_COUNTERS(SLF_NAME) };
+#define SL_PORT_COUNTER(name, ...) #name,
+	static const char *const names[] = {
+#include "port_counters.def"
+	};
+#undef SL_PORT_COUNTER
 #undef SLF_NAME
 	return i >= 0 && i < SLF_NUM_COUNTERS ? names[i] : NULL;
 }
@@ -336,29 +342,24 @@ static int send_pma(struct slf *h, void *umad, uint16_t lid, int port, unsigned 
 /* Store the answer `data` (the PMA payload) of a PortCountersExtended query in `row`. */
 static void take_extended(uint8_t *data, uint64_t *row)
 {
-	row[SLF_XMIT_WORDS] = mad_get_field64(data, 0, IB_PC_EXT_XMT_BYTES_F);
-	row[SLF_RCV_WORDS] = mad_get_field64(data, 0, IB_PC_EXT_RCV_BYTES_F);
-	row[SLF_XMIT_PKTS] = mad_get_field64(data, 0, IB_PC_EXT_XMT_PKTS_F);
-	row[SLF_RCV_PKTS] = mad_get_field64(data, 0, IB_PC_EXT_RCV_PKTS_F);
+	for (int c = 0; c < SLF_NUM_COUNTERS; c++)
+		if (extended_field[c] != IB_NO_FIELD)
+			row[c] = mad_get_field64(data, 0, extended_field[c]);
 }
 
 /*
- * Store the answer of a PortCounters query: errors and PortXmitWait in `row`, its 32-bit
- * data/packet counters in `basic_data` (used when the extended query did not answer).
+ * Store the answer of a PortCounters query: the counters without an extended form in `row`,
+ * the 32-bit forms of the others in `basic_data` (a row of its own, used when the extended
+ * query did not answer).
  */
 static void take_basic(uint8_t *data, uint64_t *row, uint64_t *basic_data)
 {
-	basic_data[0] = mad_get_field(data, 0, IB_PC_XMT_BYTES_F);
-	basic_data[1] = mad_get_field(data, 0, IB_PC_RCV_BYTES_F);
-	basic_data[2] = mad_get_field(data, 0, IB_PC_XMT_PKTS_F);
-	basic_data[3] = mad_get_field(data, 0, IB_PC_RCV_PKTS_F);
-	row[SLF_XMIT_WAIT] = mad_get_field(data, 0, IB_PC_XMT_WAIT_F);
-	row[SLF_SYMBOL_ERRORS] = mad_get_field(data, 0, IB_PC_ERR_SYM_F);
-	row[SLF_LINK_ERROR_RECOVERY] = mad_get_field(data, 0, IB_PC_LINK_RECOVERS_F);
-	row[SLF_LINK_DOWNED] = mad_get_field(data, 0, IB_PC_LINK_DOWNED_F);
-	row[SLF_RCV_ERRORS] = mad_get_field(data, 0, IB_PC_ERR_RCV_F);
-	row[SLF_XMIT_DISCARDS] = mad_get_field(data, 0, IB_PC_XMT_DISCARDS_F);
-	row[SLF_VL15_DROPPED] = mad_get_field(data, 0, IB_PC_VL15_DROPPED_F);
+	for (int c = 0; c < SLF_NUM_COUNTERS; c++) {
+		if (extended_field[c] != IB_NO_FIELD)
+			basic_data[c] = mad_get_field(data, 0, basic_field[c]);
+		else
+			row[c] = mad_get_field(data, 0, basic_field[c]);
+	}
 }
 
 /*
@@ -381,7 +382,7 @@ int slf_sweep(struct slf *h, int n, const uint16_t *lids, const uint8_t *ports,
 	int fd = mad_rpc_portid(h->port);
 	uint32_t base = (uint32_t)mad_trid();
 	struct slf_query *queries = calloc((size_t)total + 1, sizeof(*queries));
-	uint64_t *basic_data = calloc((size_t)n * 4 + 1, sizeof(*basic_data));
+	uint64_t *basic_data = calloc((size_t)n * SLF_NUM_COUNTERS + 1, sizeof(*basic_data));
 	void *send_buf = umad_alloc(1, umad_len), *recv_buf = umad_alloc(1, umad_len);
 
 	if (!queries || !basic_data || !send_buf || !recv_buf) {
@@ -435,7 +436,7 @@ int slf_sweep(struct slf *h, int n, const uint16_t *lids, const uint8_t *ports,
 					status[qr->target] |= SLF_OK_EXTENDED;
 				} else {
 					take_basic(mad + IB_PC_DATA_OFFS, row,
-						   basic_data + (size_t)qr->target * 4);
+						   basic_data + (size_t)qr->target * SLF_NUM_COUNTERS);
 					status[qr->target] |= SLF_OK_BASIC;
 				}
 				qr->state = SLF_Q_DONE;
@@ -466,8 +467,10 @@ int slf_sweep(struct slf *h, int n, const uint16_t *lids, const uint8_t *ports,
 	}
 	for (i = 0; i < n; i++) {
 		if ((status[i] & SLF_OK_BASIC) && !(status[i] & SLF_OK_EXTENDED))
-			memcpy(out + (size_t)i * SLF_NUM_COUNTERS + SLF_XMIT_WORDS,
-			       basic_data + (size_t)i * 4, 4 * sizeof(*basic_data));
+			for (int c = 0; c < SLF_NUM_COUNTERS; c++)
+				if (extended_field[c] != IB_NO_FIELD)
+					out[(size_t)i * SLF_NUM_COUNTERS + c] =
+						basic_data[(size_t)i * SLF_NUM_COUNTERS + c];
 		if (status[i])
 			answered++;
 	}
