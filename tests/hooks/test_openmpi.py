@@ -95,12 +95,16 @@ def test_job_exit_code_is_returned(collector, hook_library):
     assert result.returncode == 7
 
 
-def test_the_job_runs_normally_without_a_collector(hook_library, examples_built):
+def test_the_job_runs_normally_without_a_collector(hook_library, examples_built, tmp_path):
+    """Hermetic: a private socket path, port and spool, so a `stacklens up` running on this
+    node with default settings (/run/stacklens/ingest.sock) is not found."""
     job = f"nocoll-{uuid.uuid4().hex[:8]}"
     from tests.conftest import free_port
 
     env = mpi_env(
         STACKLENS_COLLECTOR=f"127.0.0.1:{free_port()}",
+        STACKLENS_COLLECTOR_SOCKET=str(tmp_path / "no-collector.sock"),
+        STACKLENS_SPOOL_DIR=str(tmp_path / "spool"),
         STACKLENS_INTERVAL_MS="50",
         STACKLENS_FINALIZE_TIMEOUT_MS="500",
         STACKLENS_JOB_ID=job,
