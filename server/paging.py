@@ -35,7 +35,7 @@ Key = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
-class Limits:
+class PageSizes:
     """The page sizes of one list: `default` rows unless `limit` is given, at most `maximum`."""
 
     default: int

@@ -27,7 +27,7 @@ from server.fabric import history, repository
 from server.fabric import series as fab_series
 from server.fabric.snapshot import Encoded, FabricSnapshots, topology_answer, window_state
 from server.jobs import series
-from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, Limits
+from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, PageSizes
 from server.query_params import Window, WindowDep
 from stacklens.api_models import (
     FabricEvents,
@@ -43,8 +43,8 @@ router = APIRouter(prefix="/api/fabric", tags=["fabric"])
 DEFAULT_SPAN_NS = 15 * 60 * 10**9
 #: Page sizes of the links list (by default what a page shows; at most the simulator's
 #: largest fabric whole) and of the events list.
-LINK_LIMITS = Limits(default=500, maximum=20_000)
-EVENT_LIMITS = Limits(default=100, maximum=10_000)
+LINK_LIMITS = PageSizes(default=500, maximum=20_000)
+EVENT_LIMITS = PageSizes(default=100, maximum=10_000)
 
 CursorParam = Annotated[
     str | None,

@@ -13,7 +13,7 @@ from server import paging
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.incidents import repository
-from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, Limits
+from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, PageSizes
 from server.query_params import WindowDep
 from stacklens.api_models import (
     IncidentDetails,
@@ -29,7 +29,7 @@ from stacklens.schema import Incident
 router = APIRouter(prefix="/api/incidents", tags=["incidents"])
 
 #: Page sizes of the list.
-INCIDENT_LIMITS = Limits(default=100, maximum=1000)
+INCIDENT_LIMITS = PageSizes(default=100, maximum=1000)
 
 
 def _one_snapshot(session: Session) -> None:

@@ -23,7 +23,7 @@ from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, model_table
 from server.jobs import placement, profile, repository, sections, series, target
-from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, Limits
+from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, PageSizes
 from server.query_params import WindowDep
 from stacklens.api_models import (
     CollectiveTotal,
@@ -54,7 +54,7 @@ router = APIRouter(prefix="/api/jobs", tags=["jobs"])
 overview_router = APIRouter(prefix="/api", tags=["jobs"])
 
 #: Page size of the job list (a job's lists: server/jobs/sections.py).
-JOB_LIMITS = Limits(default=100, maximum=1000)
+JOB_LIMITS = PageSizes(default=100, maximum=1000)
 
 #: The `run` query parameter of every job endpoint.
 RunParam = Annotated[

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from server import paging
 from server.jobs import repository, series
 from server.jobs.target import Target
-from server.paging import Limits
+from server.paging import PageSizes
 from stacklens.api_models import (
     CategoryTotal,
     CollectiveTotal,
@@ -43,9 +43,9 @@ from stacklens.api_models import (
 )
 
 #: Page sizes of a job's lists: its rank pairs (matrix, RMA), files and ranks.
-PAIR_LIMITS = Limits(default=5000, maximum=50_000)
-FILE_LIMITS = Limits(default=1000, maximum=10_000)
-RANK_LIMITS = Limits(default=1000, maximum=10_000)
+PAIR_LIMITS = PageSizes(default=5000, maximum=50_000)
+FILE_LIMITS = PageSizes(default=1000, maximum=10_000)
+RANK_LIMITS = PageSizes(default=1000, maximum=10_000)
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from collector.fabric.store import unsigned64
 from server.fabric import repository as fabric
 from server.jobs import placement
 from server.query_params import MAX_NS, Window
-from server.traffic import collectives, wire
+from server.traffic import collectives, monitored
 from server.traffic.attribution import Transfer, rma_direction, storage_shares
 from server.traffic.routing import Crossing, RouteLink, Router
 from stacklens.constants import MINUTE_NS
@@ -255,7 +255,7 @@ def _measured_collectives(
     source: dict[int, str],
 ) -> set[int]:
     """The collective on-wire transfers of the runs whose MPI measured its on-wire bytes
-    (server/traffic/wire.py): measured - the application's own p2p to each peer, as
+    (server/traffic/monitored.py): measured - the application's own p2p to each peer, as
     `measured`; a pair measured below its p2p is counted (`measured_below_p2p`). The runs
     measured (their collectives are not modelled); `source` says per job: measured (every
     run), mixed (some) or modelled (none). Read past the owner filter: a session
@@ -265,7 +265,7 @@ def _measured_collectives(
     runs = set()
     with Session(bind=session.connection()) as everyone:
         for run, job in sorted(job_of_run.items()):
-            on_wire = wire.measured_wire_bytes(everyone, job, run, lo, hi)
+            on_wire = monitored.measured_wire_bytes(everyone, job, run, lo, hi)
             if on_wire is None:
                 continue
             runs.add(run)

@@ -16,7 +16,7 @@ from server.errors import error_responses
 from server.jobs import repository as jobs
 from server.jobs.routes import CursorParam, OwnerParam, RunParam
 from server.jobs.target import find_job
-from server.paging import Limits
+from server.paging import PageSizes
 from server.query_params import Window, WindowDep
 from server.traffic import service
 from server.traffic.repository import TrafficConfig
@@ -27,7 +27,7 @@ router = APIRouter(tags=["traffic"])
 #: The default window's length of a link's attribution: the minute up to the newest sweep.
 DEFAULT_SPAN_NS = 60 * 10**9
 #: Page sizes of a job's link directions.
-LINK_LIMITS = Limits(default=1000, maximum=10_000)
+LINK_LIMITS = PageSizes(default=1000, maximum=10_000)
 _ANSWERS = error_responses(404, **{"422": "unknown query parameter, or a bad window"})
 
 

@@ -1,4 +1,4 @@
-"""On-wire traffic measured by the MPI (wire table 11, `wire_deltas`, server/traffic/wire.py):
+"""On-wire traffic measured by the MPI (wire table 11, `wire_deltas`, server/traffic/monitored.py):
 under Open MPI the hooks switch its monitoring component on and store, per rank and peer,
 exactly what the component itself counts (compared with its own dump at MPI_Finalize);
 under MPICH, or with STACKLENS_MEASURE_WIRE=off, nothing is stored and the run reads as
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session
 
-from server.traffic.wire import measured_wire_bytes
+from server.traffic.monitored import measured_wire_bytes
 from stacklens.db import make_engine
 from tests.conftest import query
 from tests.hooks import jobs

@@ -1,5 +1,5 @@
 """Measured collectives in the attribution (server/traffic/repository.py): a run whose MPI
-measured its on-wire bytes (wire table, server/traffic/wire.py) gets collective transfers
+measured its on-wire bytes (wire table, server/traffic/monitored.py) gets collective transfers
 of exactly measured - its own p2p per pair, labelled `measured`, and no modelled ones; a
 run without measurements is modelled. Frames through the real collector."""
 

@@ -1,4 +1,4 @@
-"""server/traffic/wire.py against frames stored by a real collector: measured on-wire bytes
+"""server/traffic/monitored.py against frames stored by a real collector: measured on-wire bytes
 per (src, dst) over a window, exactly; an empty window of a measured run is {}, a run that
 never measured is None (absent, never 0); the owner filter applies."""
 
@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 
 from server.access.owner import restrict
 from server.access.viewer import Viewer
-from server.traffic.wire import measured_wire_bytes
+from server.traffic.monitored import measured_wire_bytes
 from stacklens import wire
 from stacklens.db import make_engine
 from tests.collector.test_ingest import T0, exchange
