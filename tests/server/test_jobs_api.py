@@ -456,7 +456,7 @@ def test_job_ranks_hosts_status_and_health(collector, api_client):
     body = api_client.get(api_client.app.url_path_for("job_ranks", job="job-D")).json()
     fields = ("run", "rank", "host", "pid", "first_seen_ns", "last_seen_ns", "finished",
               "killed", "aborted", "abort_code", "status", "keys_dropped", "frames_dropped",
-              "frames_spooled")  # fmt: skip
+              "frames_spooled", "unfinalized")  # fmt: skip
     end = T0 + 2 * 10**9
     # By world rank; rank 2 never reported; health counters summed over the frames; the job
     # was killed, so rank 3, which sent no final frame, is lost (not running).
@@ -467,9 +467,25 @@ def test_job_ranks_hosts_status_and_health(collector, api_client):
         "ranks": [
             dict(zip(fields, row, strict=True))
             for row in [
-                (1, 0, "cn01", 100, T0, end, True, False, False, None, "finished", 5, 0, 1),
-                (1, 1, "cn02", 200, T0, end, True, True, False, None, "killed", 0, 4, 0),
-                (1, 3, "cn02", 300, T0, T0 + 10**9, False, False, False, None, "lost", 0, 0, 0),
+                (1, 0, "cn01", 100, T0, end, True, False, False, None, "finished", 5, 0, 1, False),
+                (1, 1, "cn02", 200, T0, end, True, True, False, None, "killed", 0, 4, 0, False),
+                (
+                    1,
+                    3,
+                    "cn02",
+                    300,
+                    T0,
+                    T0 + 10**9,
+                    False,
+                    False,
+                    False,
+                    None,
+                    "lost",
+                    0,
+                    0,
+                    0,
+                    False,
+                ),
             ]
         ],
         "page": {"total": 3, "limit": 1000, "next_cursor": None},
