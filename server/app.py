@@ -30,6 +30,7 @@ from server.compare.routes import router as compare_router
 from server.errors import install_error_handlers
 from server.fabric.routes import router as fabric_router
 from server.fabric.snapshot import FabricSnapshots
+from server.families.routes import router as families_router
 from server.incidents.routes import router as incidents_router
 from server.ingest.gate import IngestGate
 from server.ingest.routes import router as ingest_router
@@ -137,6 +138,7 @@ def create_app(
     # around all of it: how long each answer takes, by kind (/metrics)
     app.state.request_timings = RequestTimings()
     app.add_middleware(TimedRequests, timings=app.state.request_timings)
+    app.include_router(families_router)  # before the jobs' /{job:path}/... routes
     app.include_router(jobs_router)
     app.include_router(overview_router)
     app.include_router(fabric_router)

@@ -938,6 +938,121 @@ class JobLinks(ApiModel):
     run: int | None = _run_asked()
 
 
+# communicator families: /api/jobs/{job}/families (server/families)
+# ---------------------------------------------------------------------------------------
+
+FamilyReach = Literal["host", "leaf", "spine", "unplaced"]
+
+
+class FamilyGroup(ApiModel):
+    """One communicator of a family, with its members."""
+
+    run: int = Field(description="runs.id of the run it belongs to")
+    comm_id: int = Field(description="communicator id (as the collectives list it)")
+    members: list[int] = Field(description="world ranks, by rank in the communicator")
+
+
+class FamilyOp(ApiModel):
+    """One MPI operation on a family's communicators over the window."""
+
+    op: str
+    kind: Literal["collective", "p2p"]
+    calls: int = Field(
+        description="collective: calls summed over the ranks; p2p: messages (sends for a "
+        "send, receives for a receive)"
+    )
+    bytes: int = Field(description="collective: bytes the ranks handed to it; p2p: as `calls`")
+    time_ns: int = Field(description="time inside the calls, summed over the ranks")
+
+
+class FamilyReachBytes(ApiModel):
+    """Bytes of a family that stay in a host, cross one leaf switch, cross the spine, or go
+    between hosts the fabric does not place; and how they are known."""
+
+    reach: FamilyReach
+    provenance: Provenance = Field(
+        description="routed: measured point-to-point bytes placed by the hosts and routes; "
+        "modelled: a collective's bytes from its algorithm model"
+    )
+    bytes: int
+
+
+class CommFamily(ApiModel):
+    """A communicator family: the communicators one creating call made (or of one name),
+    how, its traffic and time over the window, and where its bytes go."""
+
+    family: str = Field(
+        description="key: world, name:<name>, call:<family id>, or 'not described' (traffic "
+        "of communicators without a description)"
+    )
+    label: str = Field(description="the name, else how it was made, e.g. 'cart 2x4 dim 1'")
+    made: str = Field(
+        description="world, split, split_type, cart_create, cart_sub, create, create_group, "
+        "dup, intercomm_create, intercomm_merge, graph; 'not described'"
+    )
+    name: str | None = Field(description="MPI_Comm_set_name's name; the name wins")
+    grid: str | None = Field(description="the Cartesian grid, e.g. 2x4")
+    kept_dims: list[int] = Field(description="Cart_sub: the dimensions kept")
+    site: str | None = Field(description="call site as module+offset; null if unknown")
+    groups_total: int = Field(description="communicators in the family")
+    groups: list[FamilyGroup] = Field(description="the first 64 communicators")
+    ops: list[FamilyOp] = Field(description="heaviest time first")
+    bytes: int
+    time_ns: int
+    reach: list[FamilyReachBytes]
+    unmodelled_bytes: int = Field(
+        description="collective bytes no model places (no model of the op, or a "
+        "communicator whose members are not all described)"
+    )
+
+
+class JobFamilies(ApiModel):
+    """A job's communicator families over the window (one page, heaviest time first)."""
+
+    job: str
+    from_ns: int | None
+    to_ns: int | None
+    families: list[CommFamily]
+    page: PageInfo
+    run: int | None = _run_asked()
+
+
+class FamilyLinkShare(ApiModel):
+    """Bytes of one family on one link direction."""
+
+    family: str
+    label: str
+    bytes: float = Field(description="bytes over the window (a fraction when split by a group)")
+    provenance: Provenance
+    path: Literal["fixed", "group"]
+
+
+class FamilyLinkBytes(ApiModel):
+    """A job's bytes on one link direction, by family."""
+
+    id: int = Field(description="link id")
+    a: LinkEnd
+    b: LinkEnd
+    direction: Literal["a_to_b", "b_to_a"]
+    bytes: float = Field(description="the job's bytes on it, every family")
+    measured_bytes: int | None = Field(description="the link direction's measured bytes")
+    families: list[FamilyLinkShare]
+
+
+class JobFamilyLinks(ApiModel):
+    """The links a job's families crossed over the window (one page, by link id then
+    direction), routed over the forwarding tables like /links."""
+
+    job: str
+    from_ns: int | None
+    to_ns: int | None
+    paths: PathMode
+    links: list[FamilyLinkBytes]
+    page: PageInfo
+    left_out: dict[str, int] = Field(description="the families' bytes on no link, by reason")
+    run: int | None = _run_asked()
+
+
 # incidents: /api/incidents (server/incidents)
 # ---------------------------------------------------------------------------------------
 

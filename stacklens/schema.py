@@ -315,11 +315,12 @@ class CommP2PDelta(_RankInterval, Base):
 
     __tablename__ = "comm_p2p_deltas"
     __table_args__ = VIEW
-    __mapper_args__ = _identity("comm_id", "op_id", "peer")
+    __mapper_args__ = _identity("comm_id", "op_id", "peer", "received")
 
     comm_id: Mapped[int] = mapped_column(BigInteger, doc="coll's comm_id; 2^32-1 = overflow")
     op_id: Mapped[int] = mapped_column(SmallInteger)
     peer: Mapped[int] = mapped_column(Integer, doc="peer world rank, -1 in an overflow record")
+    received: Mapped[int] = mapped_column(SmallInteger, doc="0: sent to the peer, 1: from it")
     msgs: Mapped[int] = mapped_column(BigInteger)
     bytes: Mapped[int] = mapped_column(BigInteger)
     time_ns: Mapped[int] = mapped_column(BigInteger, doc="inside blocking calls and posts")
@@ -882,7 +883,7 @@ CommMade = _model(
         "comm_id": mapped_column(BigInteger, nullable=False),
         "parent_id": mapped_column(BigInteger, nullable=False, doc="0 for MPI_COMM_WORLD"),
         "family_id": mapped_column(BigInteger, nullable=False),
-        "made": mapped_column(SmallInteger, nullable=False, doc="stacklens.families.MADE"),
+        "made": mapped_column(SmallInteger, nullable=False, doc="server.families.model.MADE"),
         "comm_size": mapped_column(Integer, nullable=False),
         "comm_rank": mapped_column(Integer, nullable=False),
         "color": mapped_column(Integer, nullable=False, doc="split colour or split type"),

@@ -458,6 +458,8 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
             reject("communicator peer rank out of range for the world size")
         if int(cp["msgs"].max()) >> BOUNDS["max_msgs_bits"]:
             reject("communicator message count out of range")
+        if int(cp["received"].max()) > 1:
+            reject("communicator message direction unknown")
     if (io := tables.get("io")) is not None and len(io):
         if int(io["layer"].min()) < 1 or int(io["layer"].max()) > BOUNDS["max_io_layer"]:
             reject("unknown I/O layer")

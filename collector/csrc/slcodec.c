@@ -309,6 +309,8 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
                         "communicator peer rank out of range for the world size");
         if (((const sl_rec_comm_p2p *)r)->msgs >> SL_BOUND_max_msgs_bits)
             return fail(err, SL_STATUS_out_of_range, "communicator message count out of range");
+        if (FIELD32(r, comm_p2p, received) > 1)
+            return fail(err, SL_STATUS_out_of_range, "communicator message direction unknown");
     }
     EACH(io) {
         uint32_t layer = FIELD32(r, io, layer);

@@ -26,6 +26,7 @@ _P2P_FIELDS = (
     ("comm_id", sa.BigInteger),
     ("op_id", sa.SmallInteger),
     ("peer", sa.Integer),
+    ("received", sa.SmallInteger),
     ("msgs", sa.BigInteger),
     ("bytes", sa.BigInteger),
     ("time_ns", sa.BigInteger),

@@ -342,7 +342,7 @@ static SL_HOT uint64_t sl_count_send(MPI_Comm comm, int rank, int64_t count,
     int peer = sl_world_rank(comm, rank);
     if (peer >= 0)
         sl_count_peer(peer, 0, bytes);
-    sl_count_comm_p2p(comm, op, rank, bytes, ticks);
+    sl_count_comm_p2p(comm, op, rank, 0, bytes, ticks);
     return bytes;
 }
 
@@ -388,7 +388,7 @@ static SL_HOT uint64_t sl_count_recv(MPI_Comm comm, const MPI_Status *status,
     int peer = sl_world_rank(comm, status->MPI_SOURCE);
     if (peer >= 0)
         sl_count_peer(peer, 1, bytes);
-    sl_count_comm_p2p(comm, op, status->MPI_SOURCE, bytes, ticks);
+    sl_count_comm_p2p(comm, op, status->MPI_SOURCE, 1, bytes, ticks);
     return bytes;
 }
 

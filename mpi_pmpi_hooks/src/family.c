@@ -26,11 +26,13 @@ static sl_comm_desc *descs;
 static unsigned n_descs, max_descs;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The overflow key of op i in comm_p2p: no communicator, no peer. */
-static void p2p_overflow_key(void *key, unsigned op)
+/* Overflow entry i of comm_p2p: op i / 2, sent (i even) or received; no communicator,
+ * no peer. */
+static void p2p_overflow_key(void *key, unsigned i)
 {
-    *(sl_comm_p2p_key *)key = (sl_comm_p2p_key){ .comm_id = SL_BOUND_overflow_comm, .op = op,
-                                                 .peer = SL_BOUND_no_rank };
+    *(sl_comm_p2p_key *)key = (sl_comm_p2p_key){ .comm_id = SL_BOUND_overflow_comm,
+                                                 .op = i >> 1, .peer = SL_BOUND_no_rank,
+                                                 .received = i & 1u };
 }
 
 /* The made code of a creating op. */
@@ -124,7 +126,7 @@ int sl_family_init(unsigned max_keys)
     n_descs = 0;
     if (descs == NULL
         || sl_keytab_init(&sl_comm_p2p, max_keys, sizeof(sl_comm_p2p_key), SL_CP2P_NVALS,
-                          SL_OP_COUNT, p2p_overflow_key) != 0) {
+                          2u * SL_OP_COUNT, p2p_overflow_key) != 0) {
         sl_family_fini();
         return -1;
     }
@@ -198,22 +200,24 @@ void sl_family_named(MPI_Comm comm, const char *name)
     pthread_mutex_unlock(&lock);
 }
 
-void sl_family_count(MPI_Comm comm, int op, int rank, uint64_t bytes, uint64_t ticks)
+void sl_family_count(MPI_Comm comm, int op, int rank, int received, uint64_t bytes,
+                     uint64_t ticks)
 {
     const sl_handle_rec *rec = sl_comm_rec(comm);
-    unsigned i;
+    unsigned i, overflow = 2u * (unsigned)op + (received ? 1u : 0u);
     if (sl_comm_p2p.entries == NULL)
         return;
     if (rec != NULL && rank < rec->size && rec->world[rank] >= 0) {
         sl_comm_p2p_key key = { .comm_id = rec->comm_id, .op = (uint32_t)op,
-                                .peer = (uint32_t)rec->world[rank] };
+                                .peer = (uint32_t)rec->world[rank],
+                                .received = received ? 1u : 0u };
         uint64_t w[2];
         _Static_assert(sizeof key == sizeof w, "a comm_p2p key is two words");
         memcpy(w, &key, sizeof w);
-        i = sl_keytab_get(&sl_comm_p2p, &key, sl_hash_words2(w[0], w[1]), (unsigned)op);
+        i = sl_keytab_get(&sl_comm_p2p, &key, sl_hash_words2(w[0], w[1]), overflow);
     } else if (rec == NULL) {
         sl_key_dropped();
-        i = sl_keytab_overflow(&sl_comm_p2p, (unsigned)op);
+        i = sl_keytab_overflow(&sl_comm_p2p, overflow);
     } else {
         return; /* a peer outside MPI_COMM_WORLD (spawned): not in the p2p table either */
     }

@@ -18,7 +18,7 @@
  * counts as a dropped key.
  *
  * Point-to-point per communicator: a keytab (keytab.h) keyed by (comm id, op,
- * peer world rank), counted only for communicators other than
+ * peer world rank, sent or received), counted only for communicators other than
  * MPI_COMM_WORLD (whose messages are the p2p table's minus these), with one
  * overflow entry per op.
  */
@@ -40,7 +40,7 @@ enum sl_made {
 
 /* Key of a comm_p2p entry: two words, zero-filled. */
 typedef struct sl_comm_p2p_key {
-    uint32_t comm_id, op, peer, pad;
+    uint32_t comm_id, op, peer, received;
 } sl_comm_p2p_key;
 
 enum { SL_CP2P_MSGS, SL_CP2P_BYTES, SL_CP2P_TIME /* ticks */, SL_CP2P_NVALS };
@@ -67,17 +67,18 @@ void sl_family_made(int op, MPI_Comm parent, MPI_Comm newcomm, int color, int ke
 /* MPI_Comm_set_name gave comm this name: its description carries it. */
 void sl_family_named(MPI_Comm comm, const char *name);
 
-/* Counts one message of op to or from rank of comm (not MPI_COMM_WORLD) with its
- * bytes and the ticks inside the call. */
-void sl_family_count(MPI_Comm comm, int op, int rank, uint64_t bytes, uint64_t ticks);
+/* Counts one message of op sent to (received 0) or received from (1) rank of comm
+ * (not MPI_COMM_WORLD) with its bytes and the ticks inside the call. */
+void sl_family_count(MPI_Comm comm, int op, int rank, int received, uint64_t bytes,
+                     uint64_t ticks);
 
 /* sl_family_count for every communicator but MPI_COMM_WORLD (whose messages
  * need no entry of their own) and a real peer. */
-static inline void sl_count_comm_p2p(MPI_Comm comm, int op, int rank, uint64_t bytes,
-                                     uint64_t ticks)
+static inline void sl_count_comm_p2p(MPI_Comm comm, int op, int rank, int received,
+                                     uint64_t bytes, uint64_t ticks)
 {
     if (comm != MPI_COMM_WORLD && rank >= 0)
-        sl_family_count(comm, op, rank, bytes, ticks);
+        sl_family_count(comm, op, rank, received, bytes, ticks);
 }
 
 /* Sender thread: copies into out (room for max records) the descriptions whose

@@ -345,7 +345,7 @@ static size_t put_comm_p2p(sl_frame_builder *b, size_t pos, double ratio)
         if (!deltas(sl_keytab_vals(&sl_comm_p2p, i), last, now, d, SL_CP2P_NVALS))
             continue;
         sl_rec_comm_p2p r = {
-            .comm_id = k->comm_id, .op_id = k->op, .peer = k->peer,
+            .comm_id = k->comm_id, .op_id = k->op, .peer = k->peer, .received = k->received,
             .msgs = d[SL_CP2P_MSGS], .bytes = d[SL_CP2P_BYTES],
             .time_ns = sl_ticks_to_ns(d[SL_CP2P_TIME], ratio),
         };

@@ -105,6 +105,7 @@ def test_overflow_records_are_valid_and_the_bounds_are_the_def_s():
         ("comm_p2p", {**cp2p_overflow, "peer": 0}),
         ("comm_p2p", {**cp2p, "msgs": 1 << bounds["max_msgs_bits"]}),
         ("comm_p2p", {**cp2p, "op_id": 10_000}),
+        ("comm_p2p", {**cp2p, "received": 2}),
     ]:
         assert verdicts({table: wire.records(table, [record])}) == (out, out), (table, record)
     # An aborted frame carries exactly one abort record, and only it does.

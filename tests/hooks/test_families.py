@@ -79,11 +79,92 @@ def test_every_communicator_is_described_and_its_messages_counted(collector, pg_
     # the pipeline's messages, per stage: 4 x 1000 bytes to the next, 4 from the previous
     rows = query(
         pg_url,
-        "SELECT world_rank, name, peer, sum(msgs), sum(bytes) FROM comm_p2p_deltas "
+        "SELECT world_rank, name, peer, received, sum(msgs), sum(bytes) FROM comm_p2p_deltas "
         "JOIN jobs ON jobs.id = job_id JOIN mpi_ops ON mpi_ops.id = op_id "
-        "WHERE job_key = %s GROUP BY 1, 2, 3",
+        "WHERE job_key = %s GROUP BY 1, 2, 3, 4",
         (job,),
     )
-    expected = {(r, "MPI_Send", r + 1): (4, 4000) for r in range(7)}
-    expected |= {(r, "MPI_Recv", r - 1): (4, 4000) for r in range(1, 8)}
-    assert {(r, n, p): (m, b) for r, n, p, m, b in rows} == expected
+    expected = {(r, "MPI_Send", r + 1, 0): (4, 4000) for r in range(7)}
+    expected |= {(r, "MPI_Recv", r - 1, 1): (4, 4000) for r in range(1, 8)}
+    assert {(r, n, p, d): (m, b) for r, n, p, d, m, b in rows} == expected
+
+
+def _by_family(answer: dict) -> dict[str, dict]:
+    """label -> ops as {op: (calls, bytes)}, reach as {(reach, provenance): bytes}, groups,
+    of every family but the splits (their labels hold a call site)."""
+    return {
+        f["label"]: {
+            "ops": {o["op"]: (o["calls"], o["bytes"]) for o in f["ops"]},
+            "reach": {(r["reach"], r["provenance"]): r["bytes"] for r in f["reach"]},
+            "groups": sorted(g["members"] for g in f["groups"]),
+            "unmodelled": f["unmodelled_bytes"],
+        }
+        for f in answer["families"]
+        if f["made"] != "split"
+    }
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_traffic_and_reach_per_family(collector, api_client, mpi):
+    """Per family: calls and bytes by op exact, members in world ranks, and its bytes in a
+    host or between hosts (no fabric here: "unplaced") from the placement; collectives by
+    the model (rows: ring allreduce of 8 KiB; the rest recursive doubling or a binomial
+    broadcast), point-to-point routed."""
+    job = f"families-api-{mpi}-{uuid.uuid4().hex[:8]}"
+    result = run_on_hosts(collector, mpi, [jobs.program(mpi, "families")], job)
+    assert result.returncode == 0, result.stderr
+    url = api_client.app.url_path_for("job_families", job=job)
+    answer = api_client.get(url).json()
+    families = _by_family(answer)
+    host, off = ("host", "modelled"), ("unplaced", "modelled")
+    assert families == {
+        "cart 2x4 dim 1: 2 groups of 4": {
+            "ops": {"MPI_Allreduce": (80, 80 * 8192)},
+            # ring: 2 (n - 1) / n of 8 KiB to the next rank, per call and rank, in a host
+            "reach": {host: 8 * 10 * 2 * 3 * 8192 // 4},
+            "groups": [[0, 1, 2, 3], [4, 5, 6, 7]],
+            "unmodelled": 0,
+        },
+        "cart 2x4 dim 0: 4 groups of 2": {
+            "ops": {"MPI_Allreduce": (40, 40 * 512)},
+            "reach": {off: 8 * 5 * 512},
+            "groups": [[0, 4], [1, 5], [2, 6], [3, 7]],
+            "unmodelled": 0,
+        },
+        "cart 2x4": {"ops": {}, "reach": {}, "groups": [list(range(8))], "unmodelled": 0},
+        "pp": {
+            "ops": {"MPI_Send": (28, 28_000), "MPI_Recv": (28, 28_000)},
+            "reach": {("host", "routed"): 24_000, ("unplaced", "routed"): 4_000},
+            "groups": [list(range(8))],
+            "unmodelled": 0,
+        },
+        "world": {
+            "ops": {"MPI_Allreduce": (8, 64)},
+            "reach": {host: 8 * 2 * 8, off: 8 * 8},  # partners r^1, r^2 here, r^4 there
+            "groups": [list(range(8))],
+            "unmodelled": 0,
+        },
+    }
+    splits = {
+        f["label"].split(": ")[1]: f for f in answer["families"] if f["made"] == "split"
+    }
+    node, cross = splits["2 groups of 4"], splits["4 groups of 2"]
+    assert node["site"].startswith("families+0x") and cross["site"] != node["site"]
+    assert sorted(g["members"] for g in node["groups"]) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert sorted(g["members"] for g in cross["groups"]) == [[4, 0], [5, 1], [6, 2], [7, 3]]
+    assert [(o["op"], o["calls"], o["bytes"]) for o in node["ops"]] == [
+        ("MPI_Allreduce", 24, 24 * 64)
+    ]
+    assert {(r["reach"], r["provenance"]): r["bytes"] for r in node["reach"]} == {
+        host: 8 * 3 * 2 * 64
+    }
+    assert [(o["op"], o["calls"], o["bytes"]) for o in cross["ops"]] == [
+        ("MPI_Bcast", 16, 16 * 256)
+    ]
+    # a binomial broadcast on 2 ranks: the root (world rank 4..7, key -rank) sends 256 bytes
+    assert {(r["reach"], r["provenance"]): r["bytes"] for r in cross["reach"]} == {
+        off: 4 * 2 * 256
+    }
+    assert answer["page"]["total"] == len(answer["families"]) == 7
+    csv = api_client.get(url, params={"format": "csv"})
+    assert csv.status_code == 200 and csv.text.startswith("family,label,made,")

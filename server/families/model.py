@@ -1,0 +1,190 @@
+"""Communicator families from the hooks' descriptions, and their traffic. Pure: plain data in,
+plain data out.
+
+A family is the communicators one creating call made (one family id, the same on every
+member) or, when the program named them, every communicator of one name (the name wins).
+MPI_COMM_WORLD is the family "world". Traffic is given to the family of its communicator:
+collectives (coll rows, by communicator id), point-to-point on other communicators
+(comm_p2p rows) and the world's own point-to-point (the p2p table's minus the others').
+Communicators without a description (beyond the hooks' bound, or made by the MPI library
+itself) and the hooks' overflow records are the family "not described".
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+#: How a communicator was made: the wire's comm.made codes (contract/stacklens_wire.def).
+MADE = {1: "world", 2: "split", 3: "split_type", 4: "cart_create", 5: "cart_sub",
+        6: "create", 7: "create_group", 8: "dup", 9: "intercomm_create",
+        10: "intercomm_merge", 11: "graph"}  # fmt: skip
+#: Where a transfer's bytes go: inside one host, over one leaf switch, over more switches
+#: (the spine), or between hosts the fabric does not place (no fabric, or no route).
+REACHES = ("host", "leaf", "spine", "unplaced")
+#: The family of MPI_COMM_WORLD, and of the traffic no description explains.
+WORLD, NOT_DESCRIBED = "world", "not described"
+#: Groups of a family listed with their members (the rest are counted).
+MAX_GROUPS = 64
+
+
+@dataclass(frozen=True)
+class Description:
+    """One rank's description of one communicator (a comm_made row, the latest)."""
+
+    run: int
+    rank: int
+    comm_id: int
+    parent_id: int
+    family_id: int
+    made: int
+    size: int
+    comm_rank: int
+    color: int
+    key: int
+    kept: int
+    grid: str
+    module: str
+    offset: int
+    name: str
+
+
+@dataclass
+class Family:
+    """One family: how it was made, its groups (communicator id -> world rank by rank in
+    it), its ops ((op name, kind) -> [calls, bytes, time_ns]) and its transfers' bytes by
+    (reach, provenance)."""
+
+    key: str
+    made: str
+    name: str = ""
+    grid: str = ""
+    kept: list[int] = field(default_factory=list)
+    site: str = ""
+    groups: dict[tuple[int, int], dict[int, int]] = field(default_factory=dict)
+    colors: set[int] = field(default_factory=set)
+    ops: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    reach: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def add_op(self, op: str, kind: str, calls: int, nbytes: int, time_ns: int) -> None:
+        row = self.ops.setdefault((op, kind), [0, 0, 0])
+        row[0] += calls
+        row[1] += nbytes
+        row[2] += time_ns
+
+    def label(self) -> str:
+        """How a user recognises it: the name, else how it was made and where."""
+        if self.name:
+            return self.name
+        if self.key in (WORLD, NOT_DESCRIBED):
+            return self.key
+        sizes = sorted({len(g) for g in self.groups.values()})
+        shape = f"{len(self.groups)} group{'s' if len(self.groups) != 1 else ''} of " + (
+            "/".join(str(s) for s in sizes)
+        )
+        if self.made == "cart_sub":
+            kept = ",".join(str(d) for d in self.kept)
+            return f"cart {self.grid} dim {kept}: {shape}"
+        if self.made == "cart_create":
+            return f"cart {self.grid}"
+        where = f" at {self.site}" if self.site else ""
+        return f"{self.made}{where}: {shape}"
+
+
+def site_text(module: str, offset: int) -> str:
+    """A call site as module + offset (resolving it to a line is the call-site work's)."""
+    return f"{os.path.basename(module)}+{offset:#x}" if module and offset else ""
+
+
+def family_key(d: Description) -> str:
+    """The family a description belongs to: its name, world, or its creating call."""
+    if d.name:
+        return f"name:{d.name}"
+    if d.made == 1:
+        return WORLD
+    return f"call:{d.family_id:#010x}"
+
+
+def build(descriptions: list[Description]) -> tuple[dict[str, Family], dict[tuple[int, int], str]]:
+    """The families of the descriptions, and (run, communicator id) -> family key."""
+    families: dict[str, Family] = {}
+    of: dict[tuple[int, int], str] = {}
+    for d in sorted(descriptions, key=lambda d: (d.run, d.comm_id, d.rank)):
+        key = family_key(d)
+        fam = families.get(key)
+        if fam is None:
+            fam = families[key] = Family(
+                key, MADE.get(d.made, "unknown"), d.name, d.grid,
+                [i for i in range(32) if d.kept >> i & 1], site_text(d.module, d.offset),
+            )  # fmt: skip
+        fam.groups.setdefault((d.run, d.comm_id), {})[d.comm_rank] = d.rank
+        if d.made in (2, 3):
+            fam.colors.add(d.color)
+        of[(d.run, d.comm_id)] = key
+    return families, of
+
+
+@dataclass(frozen=True)
+class Send:
+    """`nbytes` one world rank sent another in one run, for one family, and how known."""
+
+    run: int
+    src: int
+    dst: int
+    family: str
+    provenance: str  # routed (measured point-to-point) | modelled (a collective's model)
+    nbytes: int
+
+
+def describe(fam: Family) -> dict[str, Any]:
+    """A family as the API lists it (stacklens.api_models.CommFamily), without traffic."""
+    groups = sorted(fam.groups.items())
+    return {
+        "family": fam.key,
+        "label": fam.label(),
+        "made": fam.made,
+        "name": fam.name or None,
+        "grid": fam.grid or None,
+        "kept_dims": fam.kept,
+        "site": fam.site or None,
+        "groups_total": len(groups),
+        "groups": [
+            {"run": run, "comm_id": comm, "members": [m[r] for r in sorted(m)]}
+            for (run, comm), m in groups[:MAX_GROUPS]
+        ],
+    }
+
+
+def reach_of(src_host: str | None, dst_host: str | None, hops: int | None) -> str:
+    """The reach of a transfer between two hosts: `hops` is the number of links its route
+    crosses (None: no route or not placed)."""
+    if src_host is not None and src_host == dst_host:
+        return "host"
+    if hops is None:
+        return "unplaced"
+    return "leaf" if hops <= 2 else "spine"
+
+
+def totals(fam: Family) -> dict[str, Any]:
+    """A family's traffic: ops heaviest time first, bytes, time and reach by provenance."""
+    ops = [
+        {"op": op, "kind": kind, "calls": v[0], "bytes": v[1], "time_ns": v[2]}
+        for (op, kind), v in fam.ops.items()
+        if any(v)
+    ]
+    ops.sort(key=lambda o: (-o["time_ns"], -o["bytes"], o["op"]))
+    reach: dict[str, dict[str, int]] = defaultdict(dict)
+    for (where, provenance), nbytes in fam.reach.items():
+        reach[where][provenance] = nbytes
+    return {
+        "ops": ops,
+        "bytes": sum(o["bytes"] for o in ops),
+        "time_ns": sum(o["time_ns"] for o in ops),
+        "reach": [
+            {"reach": where, "provenance": prov, "bytes": reach[where][prov]}
+            for where in REACHES
+            for prov in sorted(reach.get(where, {}))
+        ],
+    }

@@ -1,0 +1,92 @@
+"""Queries of the families domain: a job's (or run's) communicator descriptions and the
+traffic rows the families are summed from. Routes call the service, never these.
+
+Descriptions are read whatever the window (a communicator made before the window carries
+traffic in it); traffic rows are those of intervals that ended in the window
+(server/jobs/repository.Scope). Reads go through the owner filter like every job read.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from server.families.model import Description
+from server.jobs.repository import Scope
+from server.query_params import ALL_TIME
+from stacklens.mpi_ops import op_categories
+from stacklens.schema import CollDelta, CommMade, CommP2PDelta, OpDelta, P2PDelta, Rank
+
+
+def descriptions(session: Session, scope: Scope) -> list[Description]:
+    """The latest description of every (run, rank, communicator) of the scope's job or run."""
+    c = CommMade
+    query = (
+        select(c.run_id, c.world_rank, c.comm_id, c.parent_id, c.family_id, c.made,
+               c.comm_size, c.comm_rank, c.color, c.key, c.kept, c.grid, c.site_module,
+               c.site_offset, c.name)
+        .where(*Scope(scope.job_id, scope.run_id, ALL_TIME).rows(c))
+        .distinct(c.run_id, c.world_rank, c.comm_id)
+        .order_by(c.run_id, c.world_rank, c.comm_id, c.t_end_ns.desc())
+    )  # fmt: skip
+    return [Description(*row) for row in session.execute(query)]
+
+
+def collectives(session: Session, scope: Scope) -> list[tuple[int, ...]]:
+    """(run, rank, communicator id, size, op id, root, calls, bytes, time_ns) over the
+    window, summed."""
+    c = CollDelta
+    keys = (c.run_id, c.world_rank, c.comm_id, c.comm_size, c.op_id, c.root)
+    query = (
+        select(*keys, func.sum(c.calls), func.sum(c.bytes), func.sum(c.time_ns))
+        .where(*scope.rows(c))
+        .group_by(*keys)
+    )
+    return [tuple(int(v) for v in row) for row in session.execute(query)]
+
+
+def comm_messages(session: Session, scope: Scope) -> list[tuple[int, ...]]:
+    """(run, rank, communicator id, op id, peer, received, messages, bytes, time_ns) of the
+    point-to-point traffic on communicators other than the world, over the window."""
+    c = CommP2PDelta
+    keys = (c.run_id, c.world_rank, c.comm_id, c.op_id, c.peer, c.received)
+    query = (
+        select(*keys, func.sum(c.msgs), func.sum(c.bytes), func.sum(c.time_ns))
+        .where(*scope.rows(c))
+        .group_by(*keys)
+    )
+    return [tuple(int(v) for v in row) for row in session.execute(query)]
+
+
+def pair_bytes(session: Session, scope: Scope) -> dict[tuple[int, int, int], int]:
+    """(run, rank, peer) -> point-to-point bytes sent over the window (every communicator)."""
+    p = P2PDelta
+    query = (
+        select(p.run_id, p.world_rank, p.peer, func.sum(p.bytes_sent))
+        .where(*scope.rows(p), p.bytes_sent > 0)
+        .group_by(p.run_id, p.world_rank, p.peer)
+    )
+    return {(int(r), int(a), int(b)): int(n) for r, a, b, n in session.execute(query)}
+
+
+def p2p_ops(session: Session, scope: Scope) -> dict[int, tuple[int, int, int]]:
+    """op id -> (calls, bytes, time_ns) of the point-to-point ops over the window."""
+    wanted = [i for i, cat in enumerate(op_categories()) if cat == "mpi_p2p"]
+    o = OpDelta
+    query = (
+        select(o.op_id, func.sum(o.calls), func.sum(o.bytes), func.sum(o.time_ns))
+        .where(*scope.rows(o), o.op_id.in_(wanted))
+        .group_by(o.op_id)
+    )
+    return {int(op): (int(c), int(b), int(t)) for op, c, b, t in session.execute(query)}
+
+
+def hosts(session: Session, scope: Scope) -> dict[tuple[int, int], str]:
+    """(run, rank) -> the host it reported, for every rank of the scope's job or run."""
+    query = select(Rank.run_id, Rank.world_rank, Rank.host).where(Rank.job_id == scope.job_id)
+    if scope.run_id is not None:
+        query = query.where(Rank.run_id == scope.run_id)
+    out: dict[tuple[int, int], str] = {}
+    for run, rank, host in session.execute(query):
+        out[(int(run), int(rank))] = host
+    return out

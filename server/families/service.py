@@ -1,0 +1,171 @@
+"""The families domain's answers: a job's communicator families with their traffic, time and
+reach (host, leaf, spine), and its bytes per link by family.
+
+Reads the descriptions and traffic rows (server/families/repository.py), builds the
+families (the pure server/families/model.py), models each collective's on-wire sends over
+its communicator's members (server/traffic/collectives.py: members in rank order, from the
+descriptions), and places every transfer on the fabric as the traffic domain does (the
+hosts' HCAs, the forwarding tables' routes; server/traffic).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from server.families import repository
+from server.families.model import NOT_DESCRIBED, WORLD, Family, Send, build, describe, reach_of
+from server.families.model import totals as family_totals
+from server.jobs.repository import Scope
+from server.traffic import collectives
+from server.traffic import repository as traffic
+from server.traffic.attribution import Transfer, attribute
+from server.traffic.routing import NoRoute
+from server.traffic.service import AttributionCache
+from stacklens.mpi_ops import op_names, op_receives
+
+#: The communicator id of the hooks' overflow records.
+OVERFLOW_COMM = 2**32 - 1
+
+
+def _families(session: Session, scope: Scope) -> tuple[dict[str, Family], list[Send],
+                                                        dict[str, int]]:  # fmt: skip
+    """The scope's families with their ops, every modelled or routed send, and per family
+    the collective bytes no model places."""
+    families, of = build(repository.descriptions(session, scope))
+    names, receives = op_names(), op_receives()
+    sends: list[Send] = []
+    unmodelled: dict[str, int] = defaultdict(int)
+
+    def family(run: int, comm: int) -> Family:
+        key = of.get((run, comm), NOT_DESCRIBED) if comm != OVERFLOW_COMM else NOT_DESCRIBED
+        if key not in families:
+            families[key] = Family(key, key)
+        return families[key]
+
+    for run, rank, comm, size, op, root, calls, nbytes, ns in repository.collectives(
+        session, scope
+    ):
+        fam = family(run, comm)
+        name = names[op]
+        fam.add_op(name, "collective", calls, nbytes, ns)
+        group = fam.groups.get((run, comm), {})
+        members = [group[r] for r in sorted(group)]
+        if nbytes <= 0:
+            continue
+        if len(members) != size or not collectives.modelled(name) or fam.key == NOT_DESCRIBED:
+            unmodelled[fam.key] += nbytes
+            continue
+        parts = collectives.rank_sends(name, members, rank, root, calls, nbytes)
+        sends += [Send(run, a, b, fam.key, "modelled", part) for (a, b), part in parts.items()]
+
+    sent_elsewhere: dict[tuple[int, int, int], int] = defaultdict(int)
+    elsewhere: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for run, rank, comm, op, peer, received, msgs, nbytes, ns in repository.comm_messages(
+        session, scope
+    ):
+        fam = family(run, comm)
+        own = bool(received) == receives[op]  # the op's own direction: what it counts
+        fam.add_op(names[op], "p2p", msgs if own else 0, nbytes if own else 0, ns)
+        totals = elsewhere[op]
+        totals[0] += msgs if own else 0
+        totals[1] += nbytes if own else 0
+        totals[2] += ns
+        if not received and peer >= 0 and nbytes > 0:
+            sends.append(Send(run, rank, peer, fam.key, "routed", nbytes))
+            sent_elsewhere[(run, rank, peer)] += nbytes
+
+    # MPI_COMM_WORLD's own point-to-point: everything minus the other communicators'
+    world = families.setdefault(WORLD, Family(WORLD, "world"))
+    for (run, rank, peer), nbytes in repository.pair_bytes(session, scope).items():
+        rest = nbytes - sent_elsewhere.get((run, rank, peer), 0)
+        if rest > 0:
+            sends.append(Send(run, rank, peer, WORLD, "routed", rest))
+    for op, (calls, nbytes, ns) in repository.p2p_ops(session, scope).items():
+        other = elsewhere.get(op, [0, 0, 0])
+        world.add_op(names[op], "p2p", calls - other[0], nbytes - other[1], ns - other[2])
+    return families, sends, unmodelled
+
+
+def _hops(session: Session, cache: AttributionCache, paths: str, hosts: set[str]) -> Any:
+    """A function (source host, destination host) -> links its route crosses, None when
+    either is not placed on the current fabric or the tables give no route."""
+    fab = cache.fabric(session, paths)
+    hca = traffic.hca_of(session, fab, hosts)
+    known: dict[tuple[str, str], int | None] = {}
+
+    def hops(src: str, dst: str) -> int | None:
+        if (src, dst) not in known:
+            a, b = hca.get(src), hca.get(dst)
+            try:
+                known[(src, dst)] = None if a is None or b is None else len(fab.router.path(a, b))
+            except NoRoute:
+                known[(src, dst)] = None
+        return known[(src, dst)]
+
+    return hops
+
+
+def job_families(
+    session: Session, cache: AttributionCache, paths: str, scope: Scope
+) -> list[dict[str, Any]]:
+    """Every family of the scope (stacklens.api_models.CommFamily), heaviest time first
+    (then by key); families without traffic in the window are listed too."""
+    families, sends, unmodelled = _families(session, scope)
+    host = repository.hosts(session, scope)
+    hops = _hops(session, cache, paths, set(host.values()))
+    for s in sends:
+        src, dst = host.get((s.run, s.src)), host.get((s.run, s.dst))
+        between = None if src is None or dst is None or src == dst else hops(src, dst)
+        where = reach_of(src, dst, between)
+        fam = families[s.family]
+        fam.reach[(where, s.provenance)] = fam.reach.get((where, s.provenance), 0) + s.nbytes
+    rows = [
+        {**describe(f), **family_totals(f), "unmodelled_bytes": unmodelled.get(f.key, 0)}
+        for f in families.values()
+        if f.key != NOT_DESCRIBED or f.ops
+    ]
+    rows.sort(key=lambda r: (-r["time_ns"], r["family"]))
+    return rows
+
+
+def job_family_links(
+    session: Session, cache: AttributionCache, paths: str, scope: Scope, job_id: int
+) -> dict[str, Any]:
+    """The link directions the scope's inter-host family traffic crossed, with each family's
+    bytes (routed over the forwarding tables, groups split by their measured bytes, as the
+    traffic domain attributes a job), by link id then direction; and the bytes on no link."""
+    families, sends, _ = _families(session, scope)
+    host = repository.hosts(session, scope)
+    fab = cache.fabric(session, paths)
+    hcas = traffic.hca_of(session, fab, set(host.values()))
+    transfers = []
+    left: dict[str, int] = defaultdict(int)
+    for s in sends:
+        src, dst = host.get((s.run, s.src)), host.get((s.run, s.dst))
+        if src is None or dst is None:
+            left["unknown_rank"] += s.nbytes
+            continue
+        transfers.append(Transfer(job_id, s.family, s.provenance, src, dst, s.nbytes))
+    meas = traffic.measured(session, fab, scope.window)
+    result = attribute(fab.router, transfers, hcas, {c: m["bytes"] for c, m in meas.items()})
+    for reason, nbytes in result.left_out.items():
+        left[reason] += nbytes
+    labels = {key: f.label() for key, f in families.items()}
+    links = []
+    for crossing in sorted(result.shares):
+        link = fab.links[crossing[0]]
+        shares = [
+            {"family": family, "label": labels.get(family, family), "bytes": nbytes,
+             "provenance": provenance, "path": path}
+            for (_, family, provenance, path), nbytes in sorted(result.shares[crossing].items())
+        ]  # fmt: skip
+        links.append({
+            "id": crossing[0], "a": link["a"], "b": link["b"], "direction": crossing[1],
+            "bytes": sum(s["bytes"] for s in shares),
+            "measured_bytes": meas.get(crossing, {}).get("bytes"),
+            "families": shares,
+        })  # fmt: skip
+    return {"links": links, "left_out": dict(left)}
