@@ -149,7 +149,10 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
     _stored("comm", CommMade),  # one row per record (texts: grid, module, name)
     # the wire's 0xFFFFFFFF "no peer" of an overflow record becomes -1 (int4)
     _stored(
-        "comm_p2p", CommP2PFrames, CommP2PDelta.__tablename__, keys=("comm_id", "op_id", "peer", "received")
+        "comm_p2p",
+        CommP2PFrames,
+        CommP2PDelta.__tablename__,
+        keys=("comm_id", "op_id", "peer", "received"),
     ),
     # every frame of a measuring rank has a row, empty or not (absent = not measured)
     _stored("wire", WireFrames, WireDelta.__tablename__, keys=("peer",), empty_rows=True),

@@ -169,12 +169,12 @@ def reach_of(src_host: str | None, dst_host: str | None, hops: int | None) -> st
 
 def totals(fam: Family) -> dict[str, Any]:
     """A family's traffic: ops heaviest time first, bytes, time and reach by provenance."""
+    ranked = sorted(((op, kind, v) for (op, kind), v in fam.ops.items() if any(v)),
+                    key=lambda e: (-e[2][2], -e[2][1], e[0]))  # fmt: skip
     ops = [
         {"op": op, "kind": kind, "calls": v[0], "bytes": v[1], "time_ns": v[2]}
-        for (op, kind), v in fam.ops.items()
-        if any(v)
+        for op, kind, v in ranked
     ]
-    ops.sort(key=lambda o: (-o["time_ns"], -o["bytes"], o["op"]))
     reach: dict[str, dict[str, int]] = defaultdict(dict)
     for (where, provenance), nbytes in fam.reach.items():
         reach[where][provenance] = nbytes

@@ -29,7 +29,7 @@ def descriptions(session: Session, scope: Scope) -> list[Description]:
         .distinct(c.run_id, c.world_rank, c.comm_id)
         .order_by(c.run_id, c.world_rank, c.comm_id, c.t_end_ns.desc())
     )  # fmt: skip
-    return [Description(*row) for row in session.execute(query)]
+    return [Description(*row) for row in session.execute(query).all()]  # type: ignore[call-arg]
 
 
 def collectives(session: Session, scope: Scope) -> list[tuple[int, ...]]:

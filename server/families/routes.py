@@ -14,8 +14,9 @@ from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, table
 from server.families import service
-from server.jobs.routes import CursorParam, OwnerParam, RunParam, find_target
-from server.paging import Limits
+from server.jobs.routes import CursorParam, OwnerParam, RunParam
+from server.jobs.target import find_target
+from server.paging import PageSizes
 from server.query_params import WindowDep
 from server.traffic.service import AttributionCache
 from stacklens.api_models import CommFamily, JobFamilies, JobFamilyLinks
@@ -23,8 +24,8 @@ from stacklens.api_models import CommFamily, JobFamilies, JobFamilyLinks
 router = APIRouter(tags=["families"])
 
 #: Page sizes of a job's families and of its link directions.
-FAMILY_LIMITS = Limits(default=100, maximum=1000)
-LINK_LIMITS = Limits(default=1000, maximum=10_000)
+FAMILY_LIMITS = PageSizes(default=100, maximum=1000)
+LINK_LIMITS = PageSizes(default=1000, maximum=10_000)
 _ANSWERS = error_responses(404, 409, **{"422": "unknown query parameter, or a bad window"})
 
 

@@ -164,7 +164,7 @@ def job_family_links(
         ]  # fmt: skip
         links.append({
             "id": crossing[0], "a": link["a"], "b": link["b"], "direction": crossing[1],
-            "bytes": sum(s["bytes"] for s in shares),
+            "bytes": sum(result.shares[crossing].values()),
             "measured_bytes": meas.get(crossing, {}).get("bytes"),
             "families": shares,
         })  # fmt: skip

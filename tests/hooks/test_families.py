@@ -145,9 +145,7 @@ def test_traffic_and_reach_per_family(collector, api_client, mpi):
             "unmodelled": 0,
         },
     }
-    splits = {
-        f["label"].split(": ")[1]: f for f in answer["families"] if f["made"] == "split"
-    }
+    splits = {f["label"].split(": ")[1]: f for f in answer["families"] if f["made"] == "split"}
     node, cross = splits["2 groups of 4"], splits["4 groups of 2"]
     assert node["site"].startswith("families+0x") and cross["site"] != node["site"]
     assert sorted(g["members"] for g in node["groups"]) == [[0, 1, 2, 3], [4, 5, 6, 7]]
@@ -162,9 +160,7 @@ def test_traffic_and_reach_per_family(collector, api_client, mpi):
         ("MPI_Bcast", 16, 16 * 256)
     ]
     # a binomial broadcast on 2 ranks: the root (world rank 4..7, key -rank) sends 256 bytes
-    assert {(r["reach"], r["provenance"]): r["bytes"] for r in cross["reach"]} == {
-        off: 4 * 2 * 256
-    }
+    assert {(r["reach"], r["provenance"]): r["bytes"] for r in cross["reach"]} == {off: 4 * 2 * 256}
     assert answer["page"]["total"] == len(answer["families"]) == 7
     csv = api_client.get(url, params={"format": "csv"})
     assert csv.status_code == 200 and csv.text.startswith("family,label,made,")
