@@ -77,7 +77,11 @@ def guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
 
 def uvicorn_config(app: Any, host: str, port: int, **options: Any) -> uvicorn.Config:
     """A uvicorn configuration serving `app` (made by server.app.create_app) with its
-    connection guard."""
+    connection guard. uvicorn's proxy headers are off: by default it rewrites the client
+    address from a loopback sender's `X-Forwarded-For`, which would let any local user
+    pose as the sign-in proxy; the access gate (server/access/gate.py) judges the socket's
+    own peer address instead."""
     return uvicorn.Config(
-        app, host=host, port=port, http=guarded_protocol(app.state.http_guard), **options
-    )
+        app, host=host, port=port, http=guarded_protocol(app.state.http_guard),
+        proxy_headers=False, **options,
+    )  # fmt: skip

@@ -9,8 +9,10 @@ viewer is recognised, from the first of
 - `Authorization: Bearer slt_...`: an API token (tokens.py); an unknown, expired or
   revoked one is a 401, whatever else the request carries (another bearer value, like
   the ingest token, is not an API token and is left to the ingest gate);
-- auth_mode=proxy: the user header, believed only from a configured proxy address (from
-  any other address it is ignored);
+- auth_mode=proxy: the user header, believed only when the connection's own peer
+  address (the socket's, never an `X-Forwarded-For`/`Forwarded` header: the server runs
+  with uvicorn's proxy headers off, see server/http_guard.py) is a configured proxy; from
+  any other address it is ignored;
 - auth_mode=oidc: the signed session cookie set by the login (oidc.py);
 - auth_mode=none: the one local viewer, who sees everything (the server only runs so on
   loopback, see Settings.check_exposure).

@@ -195,6 +195,28 @@ def test_the_proxy_header_counts_only_from_a_proxy_address(engine, jobs, trusted
                           **{"X-Forwarded-User": "carol"}) == [BOB_JOB]  # fmt: skip
 
 
+def test_a_client_supplied_forwarded_for_does_not_make_its_sender_a_proxy(engine, jobs):
+    """The attack of #24 finding 1: the proxy is 127.0.0.2; a local user on 127.0.0.1 who
+    sends `X-Forwarded-For: 127.0.0.2` with bob's name gets nothing (uvicorn would
+    otherwise rewrite the client address from that header); the real proxy, connecting
+    from 127.0.0.2, still names its users."""
+    access = Access(mode="proxy", proxies=(ipaddress.ip_network("127.0.0.2/32"),))
+    app = create_app(engine, api_base_url="http://127.0.0.1", access=access)
+    forged = {"X-Forwarded-User": "bob", "X-Forwarded-For": "127.0.0.2",
+              "X-Real-IP": "127.0.0.2", "Forwarded": "for=127.0.0.2"}  # fmt: skip
+    with serving(app) as port:
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base) as attacker:
+            assert _jobs_seen(attacker, **forged) == 401
+            assert attacker.get(f"/api/jobs/{BOB_JOB}", headers=forged).status_code == 401
+        proxy = httpx.HTTPTransport(local_address="127.0.0.2")
+        with httpx.Client(base_url=base, transport=proxy) as through_proxy:
+            assert _jobs_seen(through_proxy, **{"X-Forwarded-User": "bob"}) == [BOB_JOB]
+            # what the proxy forwards of its client changes nothing of who the proxy is
+            relayed = {"X-Forwarded-User": "alice", "X-Forwarded-For": "10.9.9.9"}
+            assert _jobs_seen(through_proxy, **relayed) == [ALICE_JOB]
+
+
 # -- OIDC --------------------------------------------------------------------------------
 
 
