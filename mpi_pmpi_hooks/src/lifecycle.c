@@ -398,10 +398,10 @@ void sl_exec_failed(int began)
  * rank's process group as soon as one rank's process ends without having
  * finalized: a rank a little behind (its own return from main, its final
  * frame in flight) was killed before its exit path ran, and lost whole.
- * This grace gives the others time to deliver theirs; what a rank counted
- * before it was killed anyway is in its snapshot (snapshot.h).
+ * This grace gives the others time to deliver theirs; a rank killed anyway
+ * loses what it counted since its last frame (no per-rank snapshot yet).
  */
-#define SL_EXIT_GRACE_NS 250000000L /* 250 ms */
+#define SL_EXIT_GRACE_NS 1000000000L /* 1 s: 250 ms lost ranks on a loaded 2-core node */
 
 /* The final frame's type at process end: exited for an MPI rank (it did not finalize). */
 static unsigned exit_frame_type(void)
@@ -414,7 +414,7 @@ static void exit_grace(void)
 {
     if (exit_frame_type() != SL_FRAME_exited || sl_core.world_size < 2)
         return;
-    struct timespec left = { 0, SL_EXIT_GRACE_NS };
+    struct timespec left = { SL_EXIT_GRACE_NS / 1000000000L, SL_EXIT_GRACE_NS % 1000000000L };
     while (nanosleep(&left, &left) != 0 && errno == EINTR)
         ;
 }

@@ -146,7 +146,8 @@ def test_job_is_killed_when_a_rank_ended_by_a_signal(collector, pg_url):
     ]  # fmt: skip
     exchange(collector.address, frame(1, rank=1, frame_type=wire.FrameType.FINAL), acks=1)
     assert query(pg_url, "SELECT status FROM jobs") == [("killed",)]
-    [(status, _)] = exchange(collector.address, frame(2, frame_type=5), acks=1)
+    unknown = max(wire.FrameType) + 1  # a frame type no sender makes
+    [(status, _)] = exchange(collector.address, frame(2, frame_type=unknown), acks=1)
     assert status == wire.Status.BAD_BODY
 
 

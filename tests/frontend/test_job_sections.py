@@ -152,7 +152,7 @@ def test_rma_table_lists_pairs_and_ops():
 def _rank(rank: int, host: str, status: str = "finished", health=(0, 0, 0),
           abort_code: int | None = None) -> RankInfo:  # fmt: skip
     return RankInfo(rank, host, 100 + rank, 0, 60 * 10**9, status != "running",
-                    status == "killed", status == "aborted", abort_code, status,
+                    status == "killed", status == "aborted", False, abort_code, status,
                     *health)  # fmt: skip
 
 

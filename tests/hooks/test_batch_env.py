@@ -1,5 +1,6 @@
-"""Attaching the hooks by hand, as a batch script would: eval "$(stacklens env)" and the
-launcher options it prints (Open MPI's -x, MPICH's -genvlist)."""
+"""Attaching the hooks by hand, as a batch script would (the README's recipe): eval
+"$(stacklens env)" and the launcher options it leaves in $stacklens_forward (Open MPI's -x,
+MPICH's -genv/-genvlist), which preload the hooks in the ranks only."""
 
 from __future__ import annotations
 
@@ -21,13 +22,11 @@ LAUNCHERS = {"openmpi": "mpirun", "mpich": "mpirun.mpich"}
 def test_batch_script_with_exported_variables(collector, pg_url, mpi):
     job = f"batch-{mpi}-{uuid.uuid4().hex[:8]}"
     stacklens = Path(sys.executable).parent / "stacklens"
-    # The launcher gets only the variables the printed options name.
+    # The launcher gets only the variables $stacklens_forward names.
     script = f"""
 set -e
-out="$({stacklens} env --mpi {mpi})"
-eval "$out"
-options="$(printf '%s\\n' "$out" | sed -n 's/^# .* launcher options //p')"
-{LAUNCHERS[mpi]} $options -np {RANKS} {jobs.example(mpi, "p2p_pattern")}
+eval "$({stacklens} env --mpi {mpi})"
+{LAUNCHERS[mpi]} $stacklens_forward -np {RANKS} {jobs.example(mpi, "p2p_pattern")}
 """
     result = subprocess.run(
         ["bash", "-c", script],
