@@ -129,9 +129,9 @@ def create_app(
                            session_cookie="stacklens_session", max_age=access.session_s,
                            same_site="lax")  # fmt: skip
         app.include_router(oidc_router(access))
-    # outermost: every answer of 1 KiB or more (JSON, CSV, the dashboard's assets) goes out
-    # gzip-compressed to a client that accepts it; the report progress stream is left as
-    # lines so the browser sees each step when it happens
+    # outside the gates: every answer of 1 KiB or more (JSON, CSV, the dashboard's assets)
+    # goes out gzip-compressed to a client that accepts it; the report progress stream is
+    # left as lines so the browser sees each step when it happens
     uncompressed = (*DEFAULT_EXCLUDED_CONTENT_TYPES, "application/x-ndjson", "application/pdf")
     app.add_middleware(GZipMiddleware, minimum_size=COMPRESS_FROM_BYTES, compresslevel=6,
                        exclude_content_types=uncompressed)  # fmt: skip
