@@ -72,7 +72,7 @@ class JobListQuery:
 
 
 @dataclass(frozen=True)
-class Window:
+class WindowQuery:
     """What a job view reads: one run (None: the whole job) and a window, each bound as
     the API reads it (RFC 3339 or epoch seconds; None: open)."""
 
@@ -129,7 +129,7 @@ def _query(params: dict[str, object]) -> str:
     return f"?{given}" if given else ""
 
 
-def _fabric_window(window: Window | None) -> dict[str, object]:
+def _fabric_window(window: WindowQuery | None) -> dict[str, object]:
     """The from/to parameters of a fabric request (the fabric has no runs)."""
     return {} if window is None else {"from": window.start, "to": window.end}
 
@@ -157,18 +157,18 @@ class StacklensApi:
     def overview(
         self,
         job: str | None,
-        window: Window | None = None,
+        window: WindowQuery | None = None,
         owner: str | None = None,
         listing: JobListQuery = JobListQuery(limit=1),
     ) -> Overview:
         """In one request: the page of the job list `listing` selects (default: one job)
         and every card's data of `job` (absent: the list's first job) over `window`
         (default: the whole job) (`shown` null: the job is unknown)."""
-        query = {**asdict(listing), "job": job, **(window or Window()).query(), "owner": owner}
+        query = {**asdict(listing), "job": job, **(window or WindowQuery()).query(), "owner": owner}
         return self._get(f"/api/overview{_query(query)}", Overview, "overview")
 
     def profile(
-        self, job: str, window: Window, step_s: float | None = None, owner: str | None = None
+        self, job: str, window: WindowQuery, step_s: float | None = None, owner: str | None = None
     ) -> SlowRanks:
         """Where each rank's time went per step of `window`, the outliers and the
         collective imbalance of `job`."""
@@ -179,7 +179,7 @@ class StacklensApi:
         self,
         job: str,
         by: str,
-        window: Window,
+        window: WindowQuery,
         step_s: float | None = None,
         owner: str | None = None,
     ) -> Series:
@@ -188,7 +188,7 @@ class StacklensApi:
         query = {"by": by, **window.query(), "step": step_s, "owner": owner}
         return self._get(_job_path(job, "series", query), Series, by)
 
-    def placement(self, job: str, window: Window, owner: str | None = None) -> JobPlacement:
+    def placement(self, job: str, window: WindowQuery, owner: str | None = None) -> JobPlacement:
         """Where `job` runs on the fabric: its hosts (with their ranks, HCA ports and how
         each was matched) and the links they sit on or can cross, with their load over
         `window`."""
@@ -202,7 +202,7 @@ class StacklensApi:
         path = f"/api/fabric/links/{int(link)}/attribution/series{query}"
         return self._get(path, LinkAttributionSeries, "link attribution series")
 
-    def job_links(self, job: str, window: Window, limit: int | None = None,
+    def job_links(self, job: str, window: WindowQuery, limit: int | None = None,
                   cursor: str | None = None, owner: str | None = None) -> JobLinks:  # fmt: skip
         """The link directions `job` crossed over `window`, its bytes on each by layer (one
         page: `limit` rows from `cursor`)."""
@@ -223,7 +223,7 @@ class StacklensApi:
         topology = self._parse(response, path, Topology, "fabric topology")
         return topology, str(response.headers.get("etag", ""))
 
-    def fabric_state(self, window: Window | None = None) -> FabricState:
+    def fabric_state(self, window: WindowQuery | None = None) -> FabricState:
         """Every link's load, errors and flags, the fabric's counts and freshness: live (no
         window; one answer per sweep, shared by every viewer) or over `window`'s from/to."""
         query = _query(_fabric_window(window))
@@ -233,7 +233,7 @@ class StacklensApi:
         self,
         sort: str = "utilisation",
         limit: int | None = None,
-        window: Window | None = None,
+        window: WindowQuery | None = None,
         cursor: str | None = None,
     ) -> LinkPage:
         """A page of the fabric's links by load or errors (`sort` "utilisation" or
@@ -246,7 +246,7 @@ class StacklensApi:
     def fabric_events(
         self,
         limit: int = 20,
-        window: Window | None = None,
+        window: WindowQuery | None = None,
         kind: str | None = None,
         link: int | None = None,
         cursor: str | None = None,
@@ -259,7 +259,7 @@ class StacklensApi:
 
     def fabric_series(
         self,
-        window: Window | None = None,
+        window: WindowQuery | None = None,
         link: int | None = None,
         guid: str | None = None,
         port: int | None = None,
@@ -292,14 +292,14 @@ class StacklensApi:
         query["last"] = last
         return self._get(f"/api/compare/history{_query(query)}", RunHistory, "run history")
 
-    def link_attribution(self, link: int, window: Window | None = None) -> LinkAttribution:
+    def link_attribution(self, link: int, window: WindowQuery | None = None) -> LinkAttribution:
         """A link's measured bytes each way over `window`'s from/to, split into the jobs
         (and layers) whose traffic is routed over it, and `other`."""
         query = _query(_fabric_window(window))
         path = f"/api/fabric/links/{int(link)}/attribution{query}"
         return self._get(path, LinkAttribution, "link attribution")
 
-    def node_jobs(self, guid: str, window: Window | None = None) -> NodeJobs:
+    def node_jobs(self, guid: str, window: WindowQuery | None = None) -> NodeJobs:
         """The jobs on node `guid` over `window`'s from/to: their bytes over its links each
         way and, for an HCA, their hosts on it."""
         query = _query(_fabric_window(window))

@@ -22,7 +22,7 @@ from dash import ALL, Input, Output, dcc, no_update
 from dash.exceptions import PreventUpdate
 
 from frontend import api
-from frontend.api import ApiError, Window
+from frontend.api import ApiError, WindowQuery
 from presentation.cards import CARDS, Card, error_id, layout, part_id
 from stacklens.api_models import JobDetails
 
@@ -99,7 +99,7 @@ def _details(data: dict[str, Any]) -> JobDetails | None:
     if kept is not None:
         return kept
     view = data["view"]
-    window = Window(view.get("run"), view.get("from"), view.get("to"))
+    window = WindowQuery(view.get("run"), view.get("from"), view.get("to"))
     return api.current_client().overview(view["job"], window, view.get("owner")).shown
 
 

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from frontend.api import IncidentQuery, JobListQuery, RunRef, StacklensApi, Window
+from frontend.api import IncidentQuery, JobListQuery, RunRef, StacklensApi, WindowQuery
 from presentation.cards import CARDS
 from server.app import create_app
 from server.incidents import repository as incidents
@@ -27,7 +27,7 @@ from tests.server.fabric_data import write_small_fabric
 
 JOB = "job/K"  # a slash: the client quotes job keys
 #: A window around the small fabric's sweeps (tests/server/fabric_data.py).
-FABRIC_THEN = Window(None, "1700000000", "1700000010")
+FABRIC_THEN = WindowQuery(None, "1700000000", "1700000010")
 THEN = "from=1700000000&to=1700000010"
 
 #: Each client call, its arguments, the request it makes and the list fields of the answer
@@ -38,24 +38,29 @@ CALLS = (
     ("overview", (JOB,), "/api/overview?limit=1&job=job%2FK", ("jobs",)),
     (
         "overview",
-        (JOB, Window(1, "0", "2e9")),
+        (JOB, WindowQuery(1, "0", "2e9")),
         "/api/overview?limit=1&job=job%2FK&run=1&from=0&to=2e9",
         ("jobs",),
     ),
-    ("profile", (JOB, Window(None, "0")), "/api/jobs/job%2FK/profile?from=0", ("shares",)),
+    ("profile", (JOB, WindowQuery(None, "0")), "/api/jobs/job%2FK/profile?from=0", ("shares",)),
     (
         "series",
-        (JOB, "rank", Window(), 1.5),
+        (JOB, "rank", WindowQuery(), 1.5),
         "/api/jobs/job%2FK/series?by=rank&step=1.5",
         ("points", "metrics"),
     ),
     (
         "placement",
-        (JOB, Window(1, "0")),
+        (JOB, WindowQuery(1, "0")),
         "/api/jobs/job%2FK/placement?run=1&from=0",
         ("hosts",),
     ),
-    ("job_links", (JOB, Window(1, "0"), 10), "/api/jobs/job%2FK/links?run=1&from=0&limit=10", ()),
+    (
+        "job_links",
+        (JOB, WindowQuery(1, "0"), 10),
+        "/api/jobs/job%2FK/links?run=1&from=0&limit=10",
+        (),
+    ),
     (
         "link_attribution_series",
         (1, str(T0 // 10**9), str(T0 // 10**9 + 2), 1.0),

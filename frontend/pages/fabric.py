@@ -45,7 +45,7 @@ from dash import ClientsideFunction, Input, Output, State, ctx, dcc, html, no_up
 from dash.exceptions import PreventUpdate
 
 from frontend import api, components, cyto_style, ids
-from frontend.api import ApiError, Window
+from frontend.api import ApiError, WindowQuery
 from presentation import figures
 from presentation.components import card, grid, markdown_table
 
@@ -556,12 +556,12 @@ def graph() -> flask.Response:
     return flask.Response(body, mimetype="application/json", headers=headers)
 
 
-def window_of(view: dict[str, Any], now_s: float | None = None) -> Window:
+def window_of(view: dict[str, Any], now_s: float | None = None) -> WindowQuery:
     """The API window of a view: a live one ends now (`now_s`, default the clock)."""
     if view.get("live") in LIVE:
         now = round(time.time() if now_s is None else now_s)
-        return Window(None, str(now - LIVE[view["live"]]), None)
-    return Window(None, view.get("from") or None, view.get("to") or None)
+        return WindowQuery(None, str(now - LIVE[view["live"]]), None)
+    return WindowQuery(None, view.get("from") or None, view.get("to") or None)
 
 
 def scope_of(view: dict[str, Any]) -> str:

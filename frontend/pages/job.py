@@ -30,7 +30,7 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from frontend import api, cards, components, ids
-from frontend.api import ApiError, Window, digest
+from frontend.api import ApiError, WindowQuery, digest
 from presentation import figures
 from presentation.components import card, markdown_table
 from presentation.formatting import format_utc_ns
@@ -261,12 +261,12 @@ def _exact(t_ns: int) -> str:
     return f"{t_ns // 10**9}.{t_ns % 10**9:09d}"
 
 
-def _window(state: dict[str, str]) -> Window:
+def _window(state: dict[str, str]) -> WindowQuery:
     """The window of a view's state (a live one ends now)."""
     run = int(state["run"]) if state.get("run", "").isdigit() else None
     if state.get("live") in LIVE:
-        return Window(run, _seconds(round(time.time()) - LIVE[state["live"]]), None)
-    return Window(run, state.get("from"), state.get("to"))
+        return WindowQuery(run, _seconds(round(time.time()) - LIVE[state["live"]]), None)
+    return WindowQuery(run, state.get("from"), state.get("to"))
 
 
 def render(search: str | None, _tick: int | None, job: str,
@@ -287,7 +287,7 @@ def render(search: str | None, _tick: int | None, job: str,
         if at is not None:  # the step of the profile's grid the slider is on
             k = max(0, round((at * 10**9 - profile.from_ns) / profile.step_ns))
             at_ns = profile.from_ns + k * profile.step_ns
-            cards_window = Window(window.run, _exact(at_ns), _exact(at_ns + profile.step_ns))
+            cards_window = WindowQuery(window.run, _exact(at_ns), _exact(at_ns + profile.step_ns))
         overview = client.overview(job, cards_window, owner)
         placement = client.placement(job, cards_window, owner)
     except ApiError as exc:
@@ -326,7 +326,7 @@ def render(search: str | None, _tick: int | None, job: str,
     }
 
 
-def report_links(job: str, window: Window, owner: str | None) -> dict[str, str]:
+def report_links(job: str, window: WindowQuery, owner: str | None) -> dict[str, str]:
     """The hrefs of the page's report buttons: the report of the shown job (of `owner`),
     run and window."""
     path = f"jobs/{quote(job, safe='')}"
