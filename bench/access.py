@@ -14,6 +14,7 @@ process three times and prints the median of --repeat requests of `GET /api/over
 from __future__ import annotations
 
 import argparse
+import functools
 import ipaddress
 import tempfile
 import time
@@ -69,13 +70,13 @@ def main() -> None:
                                     timeout=120)  # fmt: skip
                 figures = []
                 for path in ("/api/overview", f"/api/jobs/{newest_alice}/matrix"):
-                    seconds, response = timed(lambda p=path, c=http: c.get(p), args.repeat)
+                    seconds, response = timed(functools.partial(http.get, path), args.repeat)
                     assert response.status_code == 200, response.text
                     figures.append(f"GET {path.split('/')[2]}: {seconds * 1e3:.1f} ms")
                 total = http.get("/api/overview").json()["jobs"]["page"]["total"]
                 print(f"{name:18} {', '.join(figures)} ({total} jobs visible)")
         engine.dispose()
-        database.embedded.cleanup()
+        database.stop()
 
 
 if __name__ == "__main__":

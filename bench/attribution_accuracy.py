@@ -281,7 +281,7 @@ def run_tree(hosts: int, storage: int, scratch: Path, paths: str = "fixed") -> d
     finally:
         mad.close()
         sim.stop()
-        database.embedded.cleanup()
+        database.stop()
 
 
 def measure(tree: FatTree, url: str, sim: FabricSim, mad: MadSource, paths: str
@@ -364,6 +364,7 @@ def _api_times(engine: Any, config: TrafficConfig, window: Window, busiest: list
     first (the window attributed), then the median over the next ten (from the cache)."""
     app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
                      traffic=config)  # fmt: skip
+    assert window.from_ns is not None and window.to_ns is not None
     params = {"from": f"{window.from_ns // 10**9}.{window.from_ns % 10**9:09d}",
               "to": f"{window.to_ns // 10**9}.{window.to_ns % 10**9:09d}"}  # fmt: skip
     times = []

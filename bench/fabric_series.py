@@ -209,7 +209,7 @@ def main() -> None:
                 print(f"{name:<42} {p50 * 1e3:7.0f} {p95 * 1e3:7.0f} {api_ms:8.0f} {db_ms:7.0f} "
                       f"{size:10,}", flush=True)  # fmt: skip
         engine.dispose()
-        database.embedded.cleanup()
+        database.stop()
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from collector.fabric.mad import MadSource, default_sweep_workers
 from emulator.fattree import fat_tree
@@ -60,7 +61,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     tree = fat_tree(args.hosts)
-    by_workers = {}
+    by_workers: dict[int, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="stacklens-bench-", dir="/tmp") as tmp:
         t0 = time.perf_counter()
         with FabricSim(tree, Path(tmp)) as sim:

@@ -301,7 +301,7 @@ def main() -> None:
                     f"PostgreSQL {one['postgres_core']:.1%} / {ten['postgres_core']:.1%}"
                 )
         finally:
-            database.embedded.cleanup()
+            database.stop()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,9 @@ def up_down(tree: FatTree, topo: Topology) -> dict[int, np.ndarray]:
     guid = {n.description: g for g, n in topo.nodes.items()}
     size = max(n.lid for n in topo.nodes.values()) + 1
     lfts = {guid[s]: np.zeros(size, dtype=np.uint8) for s in tree.switches}
-    leaf_of, ups, downs = {}, {}, {}
+    leaf_of: dict[Any, Any] = {}
+    ups: dict[Any, Any] = {}
+    downs: dict[Any, Any] = {}
     for link in tree.links:
         (na, pa), (nb, pb) = link.a, link.b
         if nb in tree.hcas:
@@ -146,7 +149,9 @@ def main() -> None:
             now = [t0]
             service = IncidentService(engine, Thresholds(), clock=lambda: now[0])
             congested = range(args.congest_at, args.congest_at + args.congest_for)
-            quiet, busy, events = [], [], []
+            quiet: list[float] = []
+            busy: list[float] = []
+            events: list[Any] = []
             with BackgroundCollector(database.url, token=TOKEN) as collector:
                 for i in range(args.sweeps):
                     words[:, data] += rng.integers(0, CAPACITY // 8, size=(len(ends), 2),
@@ -172,7 +177,7 @@ def main() -> None:
             store.close()
             engine.dispose()
         finally:
-            database.embedded.cleanup()
+            database.stop()
     found = {}
     for i, m in events:
         incident = m["incident"]

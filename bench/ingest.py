@@ -104,7 +104,7 @@ def main() -> None:
                 stored = conn.execute(_SAMPLES).fetchone()[0]  # warm-up frames included
             paced = loadgen(collector.endpoint, args, rate=burst["frames_per_s"] / 2)
         ceiling = raw_copy_rate(database.url, args.ranks, args.frames, args.peers)
-        database.embedded.cleanup()
+        database.stop()
     print(
         f"load                   : {args.ranks} ranks x {args.frames} frames x "
         f"{args.peers} peer records = {burst['rows']:,} samples"

@@ -24,6 +24,7 @@ import socket
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -150,7 +151,8 @@ def main() -> None:
             dash_app = create_dash_app(base)
             from frontend.pages import jobs as jobs_page  # registers a page: after the app
 
-            requests, took = [], {}
+            requests: list[str] = []
+            took: dict[str, list[float]] = {}
 
             def answered(response: httpx.Response) -> None:
                 response.read()
@@ -163,7 +165,7 @@ def main() -> None:
             }
             dash_app.server.extensions["stacklens_api"]._http.event_hooks = hook
             # The newest job shown, no search or filter, the first page.
-            state = (None, None, None, None, None, [None], None, 1000, 1000)
+            state: tuple[Any, ...] = (None, None, None, None, None, [None], None, 1000, 1000)
             with dash_app.server.app_context():
                 tick = jobs_page.refresh(0, *state)
                 assert tick["hidden"] is False, tick["status"]
@@ -174,7 +176,7 @@ def main() -> None:
             for part, times in sorted(took.items()):
                 print(f"  {part}: median {sorted(times)[len(times) // 2] * 1e3:.1f} ms")
         engine.dispose()
-        database.embedded.cleanup()
+        database.stop()
 
 
 if __name__ == "__main__":

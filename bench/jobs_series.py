@@ -28,6 +28,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -52,7 +53,7 @@ def frame(rank: int, ranks: int, seq: int, hosts: list[str] | None = None) -> by
     """A real frame of the job: the same records the bulk rows hold; rank r on
     `hosts[r * len(hosts) // ranks]` (default: 32 ranks per host, node000, node001, ...)."""
     op = op_names().index
-    tables = {
+    tables: dict[str, list[dict[str, Any]]] = {
         "op": [
             {"op_id": op("MPI_Isend"), "calls": 2, "bytes": 8192, "time_ns": 2_000_000},
             {"op_id": op("MPI_Waitall"), "calls": 1, "time_ns": 100_000_000},
@@ -162,7 +163,7 @@ def main() -> None:
         with serving(create_app(engine, api_base_url="http://unused", with_frontend=False)) as port:
             http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600)
             hour = {"from": T0 // SECOND, "to": T0 // SECOND + args.seconds}
-            cases = [
+            cases: list[tuple[str, str, dict[str, Any]]] = [
                 *((f"series by={by}, step chosen", "series", {"by": by}) for by in BY),
                 *((f"series by={by}, step 1 s", "series", {"by": by, "step": 1}) for by in BY),
                 ("series by=category, step 1 s, CSV", "series",
@@ -175,9 +176,10 @@ def main() -> None:
             for name, route, params in cases:
                 if args.only and not any(w in name for w in args.only):
                     continue
-                answers = []
+                answers: list[httpx.Response] = []
 
-                def get(route: str = route, params: dict = params, answers: list = answers) -> int:
+                def get(route: str = route, params: dict[str, Any] = params,
+                        answers: list[httpx.Response] = answers) -> int:  # fmt: skip
                     answer = http.get(f"/api/jobs/{JOB}/{route}", params={**hour, **params})
                     answers.append(answer)
                     return len(answer.content)
@@ -195,7 +197,7 @@ def main() -> None:
                 if last.status_code == 422:
                     print(f"  422: {last.json()['detail']}")
         engine.dispose()
-        database.embedded.cleanup()
+        database.stop()
 
 
 if __name__ == "__main__":

@@ -61,10 +61,11 @@ def build(out: Path) -> None:
     """Compiles the benchmark programs into out."""
     for name in ("pingpong", "calls"):
         src = HERE / f"overhead_{name}.c"
-        subprocess.run(["mpicc", "-O2", "-o", out / name, src], check=True)
-    write = ["cc", "-O2", "-pthread", "-o", out / "write", HERE / "overhead_write.c"]
+        subprocess.run(["mpicc", "-O2", "-o", str(out / name), str(src)], check=True)
+    write = ["cc", "-O2", "-pthread", "-o", str(out / "write"), str(HERE / "overhead_write.c")]
     subprocess.run(write, check=True)
-    rss = ["mpicc", "-O2", "-rdynamic", "-o", out / "rss_peers", HERE / "rss_peers.c", "-ldl"]
+    rss = ["mpicc", "-O2", "-rdynamic", "-o", str(out / "rss_peers"), str(HERE / "rss_peers.c"),
+           "-ldl"]  # fmt: skip
     subprocess.run(rss, check=True)
 
 

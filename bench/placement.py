@@ -14,6 +14,7 @@ Prints the median of --repeat runs, the hosts, links and the body size.
 from __future__ import annotations
 
 import argparse
+import functools
 import tempfile
 from pathlib import Path
 
@@ -72,9 +73,10 @@ def main() -> None:
                   f" job: {len(tree.hosts)} ranks, one per host")  # fmt: skip
             engine = make_engine(database.url)
             with Session(engine) as session:
-                inputs = (hosts_and_ranks(session, Scope(job_id)), {}, fabric.nodes(session),
-                          fabric.links(session))  # fmt: skip
-            seconds, placed = timed(lambda: place(*inputs), args.repeat)
+                ranks = hosts_and_ranks(session, Scope(job_id))
+                placing = functools.partial(place, ranks, {}, fabric.nodes(session),
+                                            fabric.links(session))  # fmt: skip
+            seconds, placed = timed(placing, args.repeat)
             print(f"place(): {seconds * 1000:.0f} ms (median of {args.repeat}), "
                   f"{len(placed['links'])} links placed")  # fmt: skip
             app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False)
@@ -90,7 +92,7 @@ def main() -> None:
                       f"{len(body['links'])} links, {size:.2f} MB")  # fmt: skip
             engine.dispose()
         finally:
-            database.embedded.cleanup()
+            database.stop()
 
 
 if __name__ == "__main__":

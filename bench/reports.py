@@ -23,7 +23,9 @@ import asyncio
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import psycopg
@@ -37,11 +39,14 @@ from collector.fabric.counters import DeltaTracker
 from collector.fabric.store import FabricStore
 from collector.service import BackgroundCollector
 from emulator.fattree import fat_tree
+from presentation.report_model import Report
 from server.app import create_app
 from server.query_params import ALL_TIME
 from server.reports import build, render
 from stacklens.constants import PORT_COUNTERS
 from stacklens.db import make_engine, migrate, start_embedded
+
+T = TypeVar("T")
 
 
 def fabric(url: str, hosts: int, seconds: int) -> list[str]:
@@ -66,11 +71,12 @@ def fabric(url: str, hosts: int, seconds: int) -> list[str]:
     return list(tree.hosts)
 
 
-def timed(fn, repeat: int) -> tuple[float, float, object]:
+def timed(fn: Callable[[], T], repeat: int) -> tuple[float, float, T]:
     """(median, max) wall seconds of `repeat` calls of fn, and its last result; prints the
     median CPU seconds of this process per call (on a loaded machine the wall time is
     mostly waiting for a core; the database's own CPU is not in it)."""
-    times, cpu, result = [], [], None
+    times: list[float] = []
+    cpu: list[float] = []
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
         result = fn()
@@ -109,7 +115,7 @@ def main() -> None:
                   f"{time.perf_counter() - t:.0f} s", flush=True)  # fmt: skip
             engine = make_engine(database.url)
 
-            def built() -> build.Report:
+            def built() -> Report:
                 with Session(engine) as session:
                     return build.job_report(session, JOB, None, ALL_TIME)
 
@@ -136,7 +142,7 @@ def main() -> None:
                           f"{size / 1e6:.1f} MB", flush=True)  # fmt: skip
             engine.dispose()
         finally:
-            database.embedded.cleanup()
+            database.stop()
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ import json
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-import pyarrow as pa  # type: ignore[import-untyped]
-import pyarrow.parquet as pq  # type: ignore[import-untyped]
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pydantic_core
 from fastapi import Query
 from fastapi.responses import Response

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from alembic import command
 from alembic.config import Config
@@ -16,12 +17,24 @@ from stacklens.settings import ConfigError, Settings
 log = logging.getLogger(__name__)
 
 
+class EmbeddedServer(Protocol):
+    """What stacklens uses of pgserver's PostgresServer handle."""
+
+    def cleanup(self) -> None:
+        """Stop the server (once no other process of the same data directory uses it)."""
+
+
 @dataclass
 class Database:
     """A PostgreSQL server stacklens uses: its libpq URL and, if embedded, its handle."""
 
     url: str
-    embedded: object | None = None  # pgserver.PostgresServer when stacklens started it
+    embedded: EmbeddedServer | None = None  # set when stacklens started it
+
+    def stop(self) -> None:
+        """Stop the embedded server stacklens started; nothing for an external one."""
+        if self.embedded is not None:
+            self.embedded.cleanup()
 
     @property
     def sqlalchemy_url(self) -> str:

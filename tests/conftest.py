@@ -23,6 +23,7 @@ from pathlib import Path
 import psycopg
 import pytest
 import uvicorn
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from collector.service import BackgroundCollector
@@ -46,6 +47,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def route_path(client: TestClient, name: str) -> str:
+    """The path of the API route named `name` of the app `client` talks to."""
+    app = client.app
+    assert isinstance(app, FastAPI), app
+    return app.url_path_for(name)
+
+
 @pytest.fixture(scope="session")
 def scratch_root() -> Iterator[Path]:
     """A scratch directory for the session, outside root's home directory."""
@@ -60,7 +68,7 @@ def pg_server(scratch_root: Path) -> Iterator[str]:
     database = start_embedded(scratch_root / "pg")
     migrate(database.url)
     yield database.url
-    database.embedded.cleanup()
+    database.stop()
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ fails here."""
 from __future__ import annotations
 
 import typing
+from typing import Any
 
 import httpx
 import pydantic
@@ -132,7 +133,7 @@ NOT_READ_BY_THE_FRONTEND = {
 def _frame(rank: int) -> bytes:
     """One interval of a two-rank job with a record in every table."""
     op = op_names().index
-    tables = {
+    tables: dict[str, list[dict[str, Any]]] = {
         "rank_info": [{"command": b"./prog", "user": b"alice"}],
         "p2p": [{"peer": 1 - rank, "bytes_sent": 800, "msgs_sent": 2, "msgs_recv": 1}],
         "op": [{"op_id": op("MPI_Send"), "calls": 2, "bytes": 800, "time_ns": 90}],

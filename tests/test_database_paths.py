@@ -23,7 +23,9 @@ def _head_revision() -> str:
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    return ScriptDirectory.from_config(config).get_current_head()
+    head = ScriptDirectory.from_config(config).get_current_head()
+    assert head is not None
+    return head
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -66,7 +68,7 @@ def test_embedded_postgres_in_the_state_dir(tmp_path: Path):
             (_head_revision(),)
         ]
     finally:
-        database.embedded.cleanup()
+        database.stop()
 
 
 def test_external_database_by_url(tmp_path: Path, pg_server: str):

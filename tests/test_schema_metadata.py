@@ -13,7 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table
+from sqlalchemy import Constraint, Table
+from sqlalchemy.sql.expression import FromClause
+from sqlalchemy.sql.schema import ColumnCollectionConstraint
 
 from stacklens.schema import Base
 
@@ -28,7 +30,7 @@ def _table(table: Table) -> dict[str, Any]:
             for i in table.indexes
         ),
         "constraints": sorted(
-            f"{type(c).__name__} {c.name} {sorted(x.name for x in c.columns)}"
+            f"{type(c).__name__} {c.name} {sorted(x.name for x in _columns(c))}"
             for c in table.constraints
         ),
         "options": {k: str(v) for k, v in table.dialect_kwargs.items()},
@@ -36,12 +38,24 @@ def _table(table: Table) -> dict[str, Any]:
     }
 
 
+def _columns(constraint: Constraint) -> list[Any]:
+    """The columns a table constraint names (every table constraint here names some)."""
+    assert isinstance(constraint, ColumnCollectionConstraint), constraint
+    return list(constraint.columns)
+
+
+def _table_name(table: FromClause) -> str:
+    """The name of a mapped class's table."""
+    assert isinstance(table, Table), table
+    return table.name
+
+
 def describe() -> dict[str, Any]:
     """Every table of the metadata, and every mapped class's table and identity columns."""
     return {
         "tables": {name: _table(t) for name, t in sorted(Base.metadata.tables.items())},
         "mappers": sorted(
-            [m.class_.__name__, m.local_table.name, [c.name for c in m.primary_key]]
+            [m.class_.__name__, _table_name(m.local_table), [c.name for c in m.primary_key]]
             for m in Base.registry.mappers
         ),
     }

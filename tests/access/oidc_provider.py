@@ -53,7 +53,7 @@ class Provider:
 
         @app.get("/jwks")
         def jwks() -> dict:
-            return KeySet([self.key]).as_dict(private=False)
+            return dict(KeySet([self.key]).as_dict(private=False))
 
         @app.get("/authorize")
         def authorize(request: Request) -> RedirectResponse:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pgserver
 import pytest
 
-from stacklens.db import migrate, start_embedded
+from stacklens.db import Database, migrate, start_embedded
 from tests.conftest import free_port, mpi_env, query
 
 RANKS, ITERATIONS, SIZE, SLEEP_MS = 4, 40, 8192, 100
@@ -69,7 +69,7 @@ class Collector:
 
 
 @pytest.fixture
-def own_postgres() -> Iterator[pgserver.PostgresServer]:
+def own_postgres() -> Iterator[Database]:
     """A PostgreSQL of this test alone, so that it can be stopped and started.
 
     Its data lives outside pytest's 0700 temporary root, which the server's own user
@@ -79,7 +79,7 @@ def own_postgres() -> Iterator[pgserver.PostgresServer]:
     database = start_embedded(scratch / "pg")
     migrate(database.url)
     yield database
-    database.embedded.cleanup()
+    database.stop()
     shutil.rmtree(scratch, ignore_errors=True)
 
 

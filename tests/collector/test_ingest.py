@@ -68,7 +68,7 @@ def frame(
 
 def exchange(address, payload: bytes, acks: int, timeout: float = 10.0) -> list[tuple[int, int]]:
     """Send `payload` and end the stream; read up to `acks` acks (fewer if the server closes)."""
-    out = []
+    out: list[tuple[int, int]] = []
     with socket.create_connection(address, timeout=timeout) as sock:
         sock.sendall(payload)
         sock.shutdown(socket.SHUT_WR)

@@ -117,8 +117,8 @@ def test_a_real_jobs_bytes_on_the_links_it_crossed(
     # so on every crossing other = measured - attributed = measured - what the feed moved:
     # the management MADs alone, no layer of the job missing or counted twice
     moved: dict[tuple[int, str], int] = defaultdict(int)
-    for layer in truth.values():
-        for crossing, nbytes in layer.items():
+    for crossings in truth.values():
+        for crossing, nbytes in crossings.items():
             moved[crossing] += nbytes
     assert {c: result.attributed(c) for c in result.shares} == dict(moved)
     # ranks 2 and 3 share host20: their ring message (4 * 1002 bytes) is on no link

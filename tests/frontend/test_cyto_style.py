@@ -17,11 +17,11 @@ FabricTopology = positional(api_models.Topology)
 LinkEnd = positional(api_models.LinkEnd)
 
 
-def _node(guid: str, name: str, kind: str, gone: bool = False) -> FabricNode:
+def _node(guid: str, name: str, kind: str, gone: bool = False) -> api_models.FabricNode:
     return FabricNode(guid, name, kind, 1, 0, gone, 5 if gone else None, 0)
 
 
-def _link(i: int, a: str, b: str, state: str = "up") -> FabricLink:
+def _link(i: int, a: str, b: str, state: str = "up") -> api_models.FabricLink:
     return FabricLink(i, LinkEnd(a, 1, a), LinkEnd(b, i, b), state, None, 4_000_000_000)
 
 

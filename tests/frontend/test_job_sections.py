@@ -40,7 +40,7 @@ def test_size_buckets_read_as_byte_ranges(lower, upper, text):
     assert format_size_bucket(lower, upper) == text
 
 
-def _coll() -> JobCollectives:
+def _coll() -> api_models.JobCollectives:
     return JobCollectives(
         job="j",
         communicators=(
@@ -84,7 +84,7 @@ def test_collectives_table_is_capped_and_says_so():
     assert len(lines[4:]) == components.MAX_COLL_ROWS
 
 
-def _sizes() -> JobSizes:
+def _sizes() -> api_models.JobSizes:
     return JobSizes(
         job="j",
         ops=(
@@ -150,7 +150,7 @@ def test_rma_table_lists_pairs_and_ops():
 
 
 def _rank(rank: int, host: str, status: str = "finished", health=(0, 0, 0),
-          abort_code: int | None = None) -> RankInfo:  # fmt: skip
+          abort_code: int | None = None) -> api_models.RankInfo:  # fmt: skip
     return RankInfo(rank, host, 100 + rank, 0, 60 * 10**9, status != "running",
                     status == "killed", status == "aborted", False, abort_code, status,
                     *health)  # fmt: skip

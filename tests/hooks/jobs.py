@@ -66,7 +66,7 @@ def user_env(collector, job: str, **extra: str) -> dict[str, str]:
     return env
 
 
-def start(cmd: list[str], env: dict) -> subprocess.Popen:
+def start(cmd: list[str], env: dict) -> subprocess.Popen[str]:
     """Starts cmd in a new session (its own process group), output captured as text."""
     return subprocess.Popen(
         cmd,
@@ -78,14 +78,14 @@ def start(cmd: list[str], env: dict) -> subprocess.Popen:
     )
 
 
-def finish(proc: subprocess.Popen, timeout: float) -> subprocess.CompletedProcess:
+def finish(proc: subprocess.Popen[str], timeout: float) -> subprocess.CompletedProcess:
     """Waits for proc; on timeout kills its whole process group and fails."""
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_group(proc)
         out, err = proc.communicate()
-        raise AssertionError(f"{proc.args} timed out\n{out}\n{err}") from None
+        raise AssertionError(f"{proc.args!r} timed out\n{out}\n{err}") from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

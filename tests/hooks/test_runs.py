@@ -133,7 +133,7 @@ def batch(collector, mpi: str, tmp_path: Path, job: str, **extra: str):
     launch = " ".join(jobs.mpirun(mpi, 2, [])) + " " + jobs.example(mpi, "ring_allreduce")
     script = tmp_path / "job.sh"
     script.write_text(BATCH_SCRIPT.format(first="4 1000 0", second="6 2000 0"))
-    env = jobs.job_env(collector, mpi, job, DATA=str(data), LAUNCH=launch, **extra)
+    env = {**jobs.job_env(collector, mpi, job), "DATA": str(data), "LAUNCH": launch, **extra}
     done = jobs.finish(jobs.start(["sh", str(script)], env), timeout=120)
     return done, script, data
 

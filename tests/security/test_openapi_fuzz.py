@@ -12,7 +12,6 @@ the document describes in words (RFC 3339 with an offset, or epoch seconds, with
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from stacklens.settings import Settings
 from tests.conftest import serving
 
 #: schemathesis's command, installed beside this interpreter (a dev dependency).
-SCHEMATHESIS = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
+SCHEMATHESIS = str(Path(sys.executable).parent / "schemathesis")
 
 
 def run_schemathesis(pg_url: str, examples: int, tmp_path: Path) -> None:

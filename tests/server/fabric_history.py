@@ -51,7 +51,7 @@ class History:
         """The sums of `end`'s samples with lo <= ts < hi: samples, per counter the sum of the
         known deltas (None: none known) and per rate counter the time that knows it."""
         chosen = [s for (e, _), s in self.samples.items() if e == end and lo <= s["ts"] < hi]
-        out = {"samples": len(chosen)}
+        out: dict[str, int | None] = {"samples": len(chosen)}
         for c in PORT_COUNTERS:
             known = [s["deltas"][c] for s in chosen if s["deltas"][c] is not None]
             out[c] = sum(known) if known else None

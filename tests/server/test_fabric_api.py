@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import psycopg
 from fastapi.testclient import TestClient
@@ -13,6 +14,7 @@ from fastapi.testclient import TestClient
 from collector.fabric.store import FabricStore
 from server.app import create_app
 from stacklens.db import make_engine
+from tests.conftest import route_path
 from tests.server.fabric_data import HOST1 as HOST_GUID
 from tests.server.fabric_data import SECOND, T0, relink_host2, write_small_fabric
 
@@ -28,8 +30,8 @@ ERRORS = (
 )
 
 
-def _get(api_client: TestClient, name: str, **params) -> list | dict:
-    response = api_client.get(api_client.app.url_path_for(name), params=params)
+def _get(api_client: TestClient, name: str, **params) -> Any:
+    response = api_client.get(route_path(api_client, name), params=params)
     assert response.status_code == 200, response.text
     return response.json()
 

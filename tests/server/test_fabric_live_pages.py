@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from tests.conftest import route_path
 from tests.server.fabric_data import turn_order_round, write_small_fabric
 
 
 def _page(api_client: TestClient, **params: str | int) -> dict:
-    response = api_client.get(api_client.app.url_path_for("fabric_links"), params=params)
+    response = api_client.get(route_path(api_client, "fabric_links"), params=params)
     assert response.status_code == 200, response.text
     return response.json()
 

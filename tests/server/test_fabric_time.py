@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from collector.fabric.counters import DeltaTracker, RawSweep
 from collector.fabric.store import FabricStore
 from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, RATE_COUNTERS
-from tests.conftest import query
+from tests.conftest import query, route_path
 from tests.server.fabric_data import HOST1, HOST2, LEAF1, SECOND, SPINE1, topology
 from tests.server.fabric_history import (
     BURSTS,
@@ -44,7 +44,7 @@ def history(pg_url: str) -> History:
 
 
 def _get(client: TestClient, name: str, **params) -> dict:
-    response = client.get(client.app.url_path_for(name), params=params)
+    response = client.get(route_path(client, name), params=params)
     assert response.status_code == 200, response.text
     return response.json()
 

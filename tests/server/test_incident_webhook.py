@@ -22,7 +22,9 @@ class Receiver:
     and the time of every POST."""
 
     def __init__(self, fail: int):
-        self.fail, self.bodies, self.times = fail, [], []
+        self.fail = fail
+        self.bodies: list[dict] = []
+        self.times: list[float] = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):

@@ -98,7 +98,7 @@ def api(staged) -> Iterator[dict]:
         headers = {u: {"Authorization": f"Bearer {token_for(engine, u)}"}
                    for u in ("alice", "bob", "carol")}  # fmt: skip
 
-        def get(user: str, path: str, **params: object) -> dict:
+        def get(user: str, path: str, **params: str | int) -> dict:
             answer = client.get(path, params=params, headers=headers[user])
             assert answer.status_code == 200, answer.text
             return answer.json()

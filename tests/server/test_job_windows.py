@@ -5,6 +5,8 @@ whether they are read from the rollups, the raw deltas or both; an empty window 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from stacklens import wire
@@ -26,7 +28,7 @@ def profile_frame(k: int, rank: int) -> bytes:
     """Interval k of a two-rank job: point-to-point, MPI_Send and file I/O records whose
     values name the interval."""
     op = op_names().index
-    tables = {
+    tables: dict[str, list[dict[str, Any]]] = {
         "p2p": [{"peer": 1 - rank, "bytes_sent": sent(k, rank), "msgs_sent": 1}],
         "op": [{"op_id": op("MPI_Send"), "calls": 1, "bytes": sent(k, rank), "time_ns": k}],
         "io": [{"layer": 1, "writes": 1, "bytes_written": 100 * k, "path": b"/tmp/out",

@@ -7,6 +7,8 @@ fits, or, with the step chosen, coarsened to it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -183,7 +185,7 @@ def five_frame(k: int, rank: int, seq: int | None = None, extra: int = 0, run: i
     and POSIX writes whose values name the interval and rank (plus `extra`)."""
     op = op_names().index
     v = (k + 1) * (rank + 1) + extra
-    tables = {
+    tables: dict[str, list[dict[str, Any]]] = {
         "p2p": [{"peer": 1 - rank, "bytes_sent": 10 * v, "msgs_sent": 1}],
         "op": [{"op_id": op("MPI_Send"), "calls": 1, "bytes": 10 * v, "time_ns": v},
                {"op_id": op("MPI_Allreduce"), "calls": 1, "bytes": 8, "time_ns": 1000 * v}],

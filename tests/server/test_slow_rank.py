@@ -7,6 +7,8 @@ rank to arrive are named, the I/O burst is in its step, an empty window is empty
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy import event
 from sqlalchemy.orm import Session
@@ -51,7 +53,7 @@ def interval_frame(k: int, rank: int) -> bytes:
     if k == BURST and rank == 0:
         io.append({"layer": 1, "writes": 1024, "bytes_written": 2**30, "write_time_ns": 400 * MS,
                    "path": b"/scratch/burst", "mount": b"/", "fstype": b"ext4"})  # fmt: skip
-    tables = {"op": ops, "coll": coll, "io": io}
+    tables: dict[str, list[dict[str, Any]]] = {"op": ops, "coll": coll, "io": io}
     return wire.encode_frame(
         job_id="slow", world_rank=rank, world_size=RANKS, seq=k, token="secret",
         interval_start_ns=M0 + k * S, interval_end_ns=M0 + (k + 1) * S,
@@ -198,7 +200,7 @@ def waitall_frame(k: int, rank: int) -> bytes:
     interval 1 and 300 ms in interval 4."""
     ns = {(1, 2): 900 * MS, (1, 3): 950 * MS}.get((rank, k), 10 * MS if rank == 3 else 200 * MS)
     write_ns = {(3, 1): 100 * MS, (3, 4): 300 * MS}.get((rank, k), 0)
-    tables = {
+    tables: dict[str, list[dict[str, Any]]] = {
         "op": [{"op_id": op_names().index("MPI_Waitall"), "calls": 1, "time_ns": ns}],
         "io": [{"layer": 1, "writes": 1, "bytes_written": 1, "write_time_ns": write_ns,
                 "path": b"/scratch/out", "mount": b"/", "fstype": b"ext4"}] if write_ns else [],

@@ -5,6 +5,8 @@ run without measurements is modelled. Frames through the real collector."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -21,7 +23,7 @@ from tests.collector.test_ingest import T0, exchange
 def _frame(job: str, rank: int, hosts: list[str], measured: dict[int, int] | None,
            run: int = 1) -> bytes:  # fmt: skip
     op = op_names().index
-    tables = {
+    tables: dict[str, list[dict[str, Any]]] = {
         "rank_info": [{"command": b"./prog", "user": b"alice"}],
         "p2p": [{"peer": 1 - rank, "bytes_sent": 1000 * (rank + 1), "msgs_sent": 1}],
         "coll": [
