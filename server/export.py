@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -55,12 +54,12 @@ _PLAIN = frozenset((int, float, str, bool, type(None)))
 
 
 def _cell(value: Any) -> Any:
+    """A cell of a file: a plain value as it is; a nested one (a model, or a list or mapping,
+    of models too) as compact JSON text, as the JSON answer writes it."""
     if type(value) in _PLAIN:
         return value
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    if isinstance(value, list | dict):
-        return json.dumps(value, separators=(",", ":"))
+    if isinstance(value, BaseModel | list | dict):
+        return pydantic_core.to_json(value).decode()
     return value
 
 

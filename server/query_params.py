@@ -1,6 +1,8 @@
 """What the API accepts in a query string, for every route alike: only the parameters the
-route declares (anything else is refused with 422, never ignored), and the time window
-(`from`, `to`) of the routes that read data over time.
+route declares (anything else is refused with 422, never ignored), the time window
+(`from`, `to`) of the routes that read data over time, and the bounds of the numbers every
+route takes alike (a run's ordinal or a row's id, a series' step): one declaration each, so
+a value the database could not hold is a 422 here, never a failed query (500).
 
 The window is half-open, `from` <= t < `to`, and an interval of a rank belongs to it when
 its *end* lies in it (the same rule as the 1-minute rollups, which file an interval under
@@ -13,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Query, Request
 from fastapi.dependencies.models import Dependant
@@ -21,6 +23,29 @@ from fastapi.routing import APIRoute
 
 #: Largest instant a window may name (ns since the epoch, a signed 64-bit value).
 MAX_NS = 2**63 - 1
+
+#: Largest value of a PostgreSQL `integer` column: a run's ordinal, a link's or an
+#: incident's id.
+MAX_DB_INT = 2**31 - 1
+
+#: Bounds of a series' step in seconds: a millisecond to 366 days (one step over any
+#: window of a year; its ns stay far inside a 64-bit integer).
+MIN_STEP_S = 0.001
+MAX_STEP_S = 366 * 86_400
+
+
+def id_query(description: str) -> Any:
+    """A query parameter naming a stored row by its integer id or ordinal: 1 to MAX_DB_INT."""
+    return Query(ge=1, le=MAX_DB_INT, description=description)
+
+
+def step_query(description: str) -> Any:
+    """A query parameter giving a series' step in seconds: MIN_STEP_S to MAX_STEP_S."""
+    return Query(ge=MIN_STEP_S, le=MAX_STEP_S, description=description)
+
+
+#: The `run` query parameter of every route reading a job or one of its runs.
+RunParam = Annotated[int | None, id_query("ordinal of one run of the job; absent = the whole job")]
 
 
 def refuse_unknown_parameters(request: Request) -> None:

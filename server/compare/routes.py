@@ -13,6 +13,7 @@ from server.compare import diff, repository
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.jobs.target import find_job
+from server.query_params import id_query
 from stacklens.api_models import ComparedRun, Comparison, HistoryRun, RunDifference, RunHistory
 from stacklens.schema import Job, Run
 
@@ -25,9 +26,7 @@ _ERRORS = error_responses(404, 409, **{"422": "unknown query parameter, or no ru
 
 JobRef = Annotated[str | None, Query(min_length=1, max_length=400, pattern=_TEXT,
                                      description="job id of the run")]  # fmt: skip
-RunRef = Annotated[int | None, Query(ge=1, le=2**31 - 1,
-                                     description="run ordinal in the job; absent = its newest "
-                                     "MPI run")]  # fmt: skip
+RunRef = Annotated[int | None, id_query("run ordinal in the job; absent = its newest MPI run")]
 OwnerRef = Annotated[str | None, Query(max_length=200, pattern=_TEXT,
                                        description="the job's owner, when the id names jobs "
                                        "of several owners")]  # fmt: skip

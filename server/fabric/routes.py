@@ -28,7 +28,7 @@ from server.fabric import series as fab_series
 from server.fabric.snapshot import Encoded, FabricSnapshots, topology_answer, window_state
 from server.jobs import series
 from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, PageSizes
-from server.query_params import Window, WindowDep
+from server.query_params import Window, WindowDep, id_query, step_query
 from stacklens.api_models import (
     FabricEvents,
     FabricSeries,
@@ -248,8 +248,8 @@ def fabric_events(
     ] = None,
     link: Annotated[
         int | None,
-        Query(ge=1, le=2**31 - 1, description="only the events of this link (by id): its "
-              "downs and ups, and its ends' error bursts"),
+        id_query("only the events of this link (by id): its downs and ups, and its ends' "
+                 "error bursts"),
     ] = None,
     limit: Annotated[
         int, Query(ge=1, le=EVENT_LIMITS.maximum, description=EVENT_LIMITS.help("events"))
@@ -279,7 +279,7 @@ def fabric_series(
     session: SessionDep,
     request: Request,
     window: WindowDep,
-    link: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="a link, by id")] = None,
+    link: Annotated[int | None, id_query("a link, by id")] = None,
     guid: Annotated[
         str | None,
         Query(max_length=18, description="a node GUID (0x...): the node, its cabled ports "
@@ -288,9 +288,9 @@ def fabric_series(
     port: Annotated[int | None, Query(ge=0, le=255, description="a port number of `guid`")] = None,
     step: Annotated[
         float | None,
-        Query(ge=0.001, le=86400 * 366, description="seconds per step; default: chosen from "
-              "the window (1, 2, 5, 10, 15, 30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 6, 24 h: the "
-              f"smallest that keeps it within {series.MAX_AUTO_STEPS} steps)"),
+        step_query("seconds per step; default: chosen from the window (1, 2, 5, 10, 15, 30 s, "
+                   "1, 2, 5, 10, 15, 30 min, 1, 2, 6, 24 h: the smallest that keeps it within "
+                   f"{series.MAX_AUTO_STEPS} steps)"),
     ] = None,
     fmt: FormatParam = "json",
 ) -> Response:  # fmt: skip

@@ -14,7 +14,7 @@ from server.deps import SessionDep
 from server.errors import error_responses
 from server.incidents import repository
 from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, PageSizes
-from server.query_params import WindowDep
+from server.query_params import WindowDep, id_query
 from stacklens.api_models import (
     IncidentDetails,
     IncidentJob,
@@ -97,7 +97,7 @@ def list_incidents(
             description="only those involving this job (yours)",
         ),
     ] = None,  # fmt: skip
-    link: Annotated[int | None, Query(ge=1, le=2**31 - 1, description="fabric link id")] = None,
+    link: Annotated[int | None, id_query("fabric link id")] = None,
     open: Annotated[bool | None, Query(description="true: open ones; false: ended")] = None,
     limit: Annotated[
         int, Query(ge=1, le=INCIDENT_LIMITS.maximum, description=INCIDENT_LIMITS.help("incidents"))

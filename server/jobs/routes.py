@@ -24,7 +24,7 @@ from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, model_table
 from server.jobs import placement, profile, repository, sections, series, target
 from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, PageSizes
-from server.query_params import WindowDep
+from server.query_params import RunParam, WindowDep, step_query
 from stacklens.api_models import (
     CollectiveTotal,
     FileIo,
@@ -56,10 +56,6 @@ overview_router = APIRouter(prefix="/api", tags=["jobs"])
 #: Page size of the job list (a job's lists: server/jobs/sections.py).
 JOB_LIMITS = PageSizes(default=100, maximum=1000)
 
-#: The `run` query parameter of every job endpoint.
-RunParam = Annotated[
-    int | None, Query(ge=1, description="ordinal of one run of the job; absent = the whole job")
-]
 CursorParam = Annotated[
     str | None,
     Query(
@@ -209,11 +205,10 @@ def overview(
 #: The `step` query parameter of the series and the profile.
 StepParam = Annotated[
     float | None,
-    Query(
-        ge=0.001,
-        description="seconds per step; default: chosen from the window (1, 2, 5, 10, 15, "
+    step_query(
+        "seconds per step; default: chosen from the window (1, 2, 5, 10, 15, "
         "30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 6, 24 h: the smallest that keeps it within "
-        f"{series.MAX_AUTO_STEPS} steps and, for a series, {series.MAX_POINTS:,} points)",
+        f"{series.MAX_AUTO_STEPS} steps and, for a series, {series.MAX_POINTS:,} points)"
     ),
 ]
 
@@ -385,7 +380,8 @@ def job_series(
     An answer holds at most 16,384 points (steps x keys with values); the chosen step keeps
     it within that (a 1,024-rank job's hour by rank or peer: 5-minute steps); a given step
     that would exceed it is refused with 422 naming the smallest step that fits (by rank
-    and by peer counted as the job's ranks x steps, before any query)."""
+    and by peer counted as the job's ranks x steps, before any query); more keys with
+    values than points fit no step: 422 saying so, step given or not."""
     t = target.find_target(session, job, owner, run, window)
     ranks = max(t.world_size, 1) if by in ("rank", "peer") else 1
     steps = target.steps(t, window, step, series.series_max_steps(ranks), by in ("rank", "peer"))

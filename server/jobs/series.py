@@ -143,19 +143,29 @@ class Steps:
 class TooLarge(Exception):
     """A series would hold more than MAX_POINTS points: `points`, of `keys` keys over the
     steps; `fits_ns`, the smallest step (of NICE_STEPS_S) that keeps `keys` keys within it,
-    `chosen_ns` the step chosen for them when none is given."""
+    `chosen_ns` the step chosen for them when none is given. With more than MAX_POINTS
+    keys no step fits (one step holds a point per key): the message says so, and offers
+    no step."""
 
     def __init__(self, by: str, steps: Steps, points: int, keys: int) -> None:
         self.points, self.keys = points, keys
         span = steps.to_ns - steps.from_ns
         self.fits_ns = auto_step_ns(span, max(1, MAX_POINTS // max(keys, 1)))
         self.chosen_ns = auto_step_ns(span, series_max_steps(keys))
-        super().__init__(
-            f"by={by} at step={steps.step_ns / 1e9:g} s over "
-            f"{(steps.to_ns - steps.from_ns) / 1e9:g} s is {points:,} points ({keys:,} keys x "
-            f"{steps.count:,} steps), more than {MAX_POINTS:,}: ask for step >= "
-            f"{self.fits_ns / 1e9:g} s or a shorter window, or leave step out (chosen to fit)"
-        )
+        if keys > MAX_POINTS:
+            message = (
+                f"by={by} has {keys:,} keys with values in the window, more than the "
+                f"{MAX_POINTS:,} points an answer holds at any step: ask for a shorter window "
+                "or one run"
+            )
+        else:
+            message = (
+                f"by={by} at step={steps.step_ns / 1e9:g} s over {span / 1e9:g} s is "
+                f"{points:,} points ({keys:,} keys x {steps.count:,} steps), more than "
+                f"{MAX_POINTS:,}: ask for step >= {self.fits_ns / 1e9:g} s or a shorter "
+                "window, or leave step out (chosen to fit)"
+            )
+        super().__init__(message)
 
 
 def auto_step_ns(span_ns: int, max_steps: int = MAX_AUTO_STEPS) -> int:

@@ -29,8 +29,8 @@ from server.access.owner import restrict
 from server.access.viewer import request_viewer
 from server.errors import error_responses
 from server.incidents import routes as incident_routes
-from server.jobs.routes import OwnerParam, RunParam
-from server.query_params import Window, WindowDep
+from server.jobs.routes import OwnerParam
+from server.query_params import RunParam, Window, WindowDep
 from server.reports import build, render
 from server.reports import repository as reports_repo
 

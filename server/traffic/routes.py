@@ -14,10 +14,10 @@ from server import paging
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.jobs import repository as jobs
-from server.jobs.routes import CursorParam, OwnerParam, RunParam
+from server.jobs.routes import CursorParam, OwnerParam
 from server.jobs.target import find_job
 from server.paging import PageSizes
-from server.query_params import Window, WindowDep
+from server.query_params import MAX_DB_INT, RunParam, Window, WindowDep, step_query
 from server.traffic import service
 from server.traffic.repository import TrafficConfig
 from stacklens.api_models import JobLinks, LinkAttribution, LinkAttributionSeries, NodeJobs
@@ -41,7 +41,7 @@ def traffic_config(request: Request) -> TrafficConfig:
     "/api/fabric/links/{link}/attribution", response_model=LinkAttribution, responses=_ANSWERS
 )
 def link_attribution(
-    link: Annotated[int, Path(ge=1, le=2**31 - 1, description="link id")],
+    link: Annotated[int, Path(ge=1, le=MAX_DB_INT, description="link id")],
     session: SessionDep,
     request: Request,
     window: WindowDep,
@@ -99,11 +99,11 @@ def node_jobs(
     responses=_ANSWERS,
 )
 def link_attribution_series(
-    link: Annotated[int, Path(ge=1, le=2**31 - 1, description="link id")],
+    link: Annotated[int, Path(ge=1, le=MAX_DB_INT, description="link id")],
     session: SessionDep,
     request: Request,
     window: WindowDep,
-    step: Annotated[float, Query(ge=0.001, description="seconds per step")],
+    step: Annotated[float, step_query("seconds per step")],
 ) -> LinkAttributionSeries:
     """A link's attribution (as `/attribution` answers it for a window) per step of the
     window, which must be closed (`from` and `to`) and hold at most MAX_SERIES_STEPS
