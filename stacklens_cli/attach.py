@@ -286,12 +286,20 @@ def _deliver_spooled(settings: Settings) -> str | None:
     spool (frames the collector could not take, the last interval of ranks a launcher
     killed while they flushed). Other nodes' spools need `stacklens replay` there. Where
     frames still wait afterwards, said for the summary (None: nothing waits)."""
-    from stacklens_cli.replay import replay, spooled_frames
+    from stacklens_cli.replay import Refused, Spool, replay
 
     spool = settings.spool_dir
-    if str(spool) == "off" or not spool.is_dir() or not spooled_frames(spool):
+    if str(spool) == "off":
         return None
-    result = replay(spool, settings, timeout=10.0)
+    try:  # the processes' own spool: only files of this user are sent (for this user)
+        with Spool.open(spool, owner=os.geteuid()) as opened:
+            result = replay(opened, settings, timeout=10.0)
+    except (FileNotFoundError, Refused):
+        return None  # no spool, or one the hooks refuse too (not this user's: they warned)
+    except OSError as exc:
+        return f"the spool {spool} could not be read ({exc}): `stacklens replay` delivers it"
+    if not (result.delivered or result.rejected or result.remaining):
+        return None
     print(
         f"stacklens run: delivered {result.delivered} spooled frames to {settings.collector}"
         f"; {len(result.rejected)} rejected, {result.remaining} left in {spool}",

@@ -19,15 +19,36 @@ Replay may run while ranks on the node still spool and deliver (a node epilog, a
 job): a file that disappears before it is read, acknowledged or renamed was delivered by
 its sender, which deletes the file on its own acknowledgement; it is skipped.
 
-Replay runs as root in node epilogs, over directories users can write to, so it trusts no
-file: it opens only regular files, never following a symbolic link (O_NOFOLLOW, after an
-lstat that refuses any other kind of file before it is opened: FIFOs, devices, sockets),
-never blocks on opening (O_NONBLOCK), reads at most the frame cap (header + the body cap,
-STACKLENS_MAX_FRAME_BYTES), and checks with fstat that it read the file it examined. Run
-as root, it also refuses a frame whose rank information names a user other than the file's
-owner (by name, or as `uid:<n>`). Refused files are renamed `*.rejected` with the reason
-printed, like frames the collector rejects. Directories are walked without following
-links (os.fwalk); acknowledged files are then deleted by path.
+Replay runs as root in node epilogs, over directories users can write to (and rename,
+replace or swap for a symbolic link while it runs), so it trusts no path: every operation
+goes through a descriptor, end to end.
+
+* The spool is opened once (`Spool.open`), `O_DIRECTORY|O_NOFOLLOW|O_NONBLOCK`: a
+  symbolic link, a file or a FIFO at its name is refused before anything is opened. With
+  `--all-users` the folder holding the spools is opened once, each spool is opened
+  relative to it by name, and the owner is taken from the opened directory (fstat): it
+  must be the uid its name gives.
+* Directories below it are walked through descriptors (`walk`), each subdirectory opened
+  relative to its parent's with the same flags (a directory swapped for a link or a FIFO
+  after it was listed is skipped, never followed nor blocked on), at most `MAX_DEPTH`
+  levels deep.
+* A file is judged without following links (fstatat; FIFOs, devices, sockets and links
+  are refused unopened), opened relative to its directory's descriptor with
+  `O_NOFOLLOW|O_NONBLOCK`, checked with fstat to be the file judged, and read up to the
+  frame cap (header + the body cap, STACKLENS_MAX_FRAME_BYTES).
+* Each frame's owner is the uid owning the file as opened (fstat), never looked up again
+  by name. With `--all-users` it must be the spool's owner; run as root, a frame whose
+  rank information names another user (by name, or as `uid:<n>`) is refused. Refused
+  files are renamed `*.rejected` with the reason printed, like frames the collector
+  rejects.
+* Acknowledged files are deleted, and refused or rejected ones renamed, by name relative
+  to the descriptor of their directory (`unlinkat`, `renameat`): a directory below the
+  spool is opened again from the spool's descriptor, component by component, and must be
+  the one walked (same device and inode), else the file is left as it is.
+
+So a spool renamed away and replaced by a symbolic link while replay runs changes
+nothing: its frames are still read, sent for, deleted from and set aside in the directory
+first opened, for the owner of each file as read.
 
 Each file's frames are sent for the file's owner (stacklens/sender.py: in proven mode the
 connection names that owner and the collector accepts it from the owner itself or from an
@@ -38,7 +59,7 @@ owner.
 from __future__ import annotations
 
 import argparse
-import contextlib
+import errno
 import logging
 import os
 import pwd
@@ -47,6 +68,7 @@ import socket
 import stat
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,12 +82,73 @@ SPOOL_SUFFIX = ".slf"
 REJECTED_SUFFIX = ".rejected"
 #: The folder of a spool where the hooks keep the frames the collector rejected.
 REJECTED_DIR = "rejected"
+#: How many directory levels below the spool replay enters (the hooks write at level 0).
+MAX_DEPTH = 8
 _USER_SPOOL = re.compile(r"stacklens-spool-(\d+)")
+#: How a directory is opened: never through a link, never anything but a directory.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+#: Descriptors of directories below a spool kept open for deletes and renames.
+_DIR_CACHE = 16
 #: The body cap replay applies unless told otherwise (the collector's default).
 DEFAULT_MAX_BODY = Settings.model_fields["max_frame_bytes"].default
 #: Connections in a row that may settle nothing (collector busy, then closed) before
 #: replay stops and reports the frames left.
 _MAX_IDLE_ROUNDS = 3
+
+
+class Refused(Exception):
+    """A spool, directory or file replay will not use; the message says why."""
+
+
+def open_directory(name: str | Path, at: int | None = None) -> int:
+    """A descriptor of the directory `name` (a path, or a name in the directory `at`),
+    never through a symbolic link at its last component; Refused for anything else (a
+    link, a file, a FIFO: O_DIRECTORY refuses them unopened), FileNotFoundError if gone."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=at)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+            raise Refused("not a directory (a symbolic link or another kind of file)") from None
+        raise Refused(f"cannot be opened: {exc.strerror}") from None
+
+
+def walk(
+    root_fd: int, into_rejected: bool = False
+) -> Iterator[tuple[tuple[str, ...], int, list[str]]]:
+    """Every directory of the tree opened as `root_fd` (itself first) as (its names below
+    the root, a descriptor valid until the next step, the names of its other entries,
+    sorted); each subdirectory is opened relative to its parent's descriptor
+    (open_directory), one that is gone or no longer a directory is skipped. The top
+    `rejected/` folder is entered only `into_rejected`; nothing deeper than MAX_DEPTH."""
+    yield from _walk(root_fd, (), into_rejected)
+
+
+def _walk(
+    fd: int, where: tuple[str, ...], into_rejected: bool
+) -> Iterator[tuple[tuple[str, ...], int, list[str]]]:
+    """walk below the directory `fd` at `where`."""
+    files: list[str] = []
+    dirs: list[str] = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            (dirs if entry.is_dir(follow_symlinks=False) else files).append(entry.name)
+    yield where, fd, sorted(files)
+    if dirs and len(where) >= MAX_DEPTH:
+        log.warning("directories more than %d levels deep are not replayed", MAX_DEPTH)
+        return
+    for name in sorted(dirs):
+        if not where and name == REJECTED_DIR and not into_rejected:
+            continue  # rejected by the collector when sent live: never resent
+        try:
+            sub = open_directory(name, fd)
+        except (FileNotFoundError, Refused):
+            continue  # removed, or replaced by something else, since it was listed
+        try:
+            yield from _walk(sub, (*where, name), into_rejected)
+        finally:
+            os.close(sub)
 
 
 @dataclass
@@ -77,39 +160,52 @@ class ReplayResult:
     remaining: int = 0
 
 
-class _Refused(Exception):
-    """A spool file replay will not send; the message says why."""
+@dataclass(frozen=True)
+class SpoolFile:
+    """A file of a spool: its directory's names below the spool, and its name there."""
+
+    where: tuple[str, ...]
+    name: str
+
+
+@dataclass(frozen=True)
+class SpooledFrame(SpoolFile):
+    """One spool file's frame, as read through its directory's descriptor."""
+
+    key: tuple[str, int, int, int, int]  # (job, run, rank, process start, seq)
+    raw: bytes
+    owner: int  # the uid owning the file as opened (fstat)
 
 
 def _read_spool_file(name: str, dir_fd: int, cap: int) -> tuple[bytes, os.stat_result]:
-    """The bytes of spool file `name` in the directory `dir_fd`, and its status; _Refused
-    for anything but a regular file of at most `cap` bytes (see the module doc)."""
+    """The bytes of spool file `name` in the directory `dir_fd`, and its status as opened;
+    Refused for anything but a regular file of at most `cap` bytes (see the module doc)."""
     before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if stat.S_ISLNK(before.st_mode):
-        raise _Refused("a symbolic link, not a regular file")
+        raise Refused("a symbolic link, not a regular file")
     if not stat.S_ISREG(before.st_mode):
-        raise _Refused("not a regular file (a FIFO, device or socket)")
+        raise Refused("not a regular file (a FIFO, device or socket)")
     if before.st_size > cap:
-        raise _Refused(f"{before.st_size} bytes, over the frame cap of {cap}")
+        raise Refused(f"{before.st_size} bytes, over the frame cap of {cap}")
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
             raise
-        raise _Refused(f"cannot be opened safely: {exc.strerror}") from None
+        raise Refused(f"cannot be opened safely: {exc.strerror}") from None
     try:
         opened = os.fstat(fd)
         if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (
             before.st_dev, before.st_ino,
         ):  # fmt: skip
-            raise _Refused("replaced while being opened")
+            raise Refused("replaced while being opened")
         parts, size = [], 0
         while chunk := os.read(fd, min(1 << 20, cap + 1 - size)):
             parts.append(chunk)
             size += len(chunk)
             if size > cap:
-                raise _Refused(f"grew over the frame cap of {cap} bytes")
+                raise Refused(f"grew over the frame cap of {cap} bytes")
         return b"".join(parts), opened
     finally:
         os.close(fd)
@@ -135,84 +231,161 @@ def _owner_mismatch(raw: bytes, owner_uid: int) -> str | None:
     return f"claims user {claimed!r} but the file belongs to uid {owner_uid}"
 
 
-def spooled_frames(
-    spool_dir: Path,
-    max_body: int = DEFAULT_MAX_BODY,
-    refused: list[tuple[Path, str]] | None = None,
-    check_owner: bool | None = None,
-) -> list[tuple[tuple[str, int, int, int, int], Path, bytes]]:
-    """Every spooled frame under `spool_dir` as ((job, run, rank, process start, seq), path,
-    bytes), in order; frames in a `rejected/` folder (rejected by the collector when sent
-    live) are never resent.
+class Spool:
+    """A spool directory opened for replay: every operation goes through its descriptor
+    (see the module doc). A context manager: leaving it closes the descriptors.
 
-    A file that is not a frame is reported as rejected by `replay` (key sorts last). Files
-    refused unread (see the module doc) are appended to `refused` with the reason;
-    `check_owner` (default: when running as root) compares each frame's user with the
-    file's owner.
+    `owner`, if given, is the uid the directory and every file replayed from it must
+    belong to (`--all-users`); without it each file's frames belong to the file's owner.
     """
-    check_owner = os.geteuid() == 0 if check_owner is None else check_owner
-    cap = wire.HEADER_SIZE + max_body
-    found = []
-    for dirpath, dirs, files, dir_fd in os.fwalk(spool_dir, follow_symlinks=False):
-        dirs[:] = [d for d in dirs if d != REJECTED_DIR]  # never resent
-        for name in files:
-            if not name.endswith(SPOOL_SUFFIX):
-                continue
-            path = Path(dirpath, name)
-            try:
-                raw, status = _read_spool_file(name, dir_fd, cap)
-                if check_owner and (why := _owner_mismatch(raw, status.st_uid)):
-                    raise _Refused(why)
-            except FileNotFoundError:
-                continue  # delivered and deleted by its sender meanwhile
-            except _Refused as exc:
-                if refused is not None:
-                    refused.append((path, str(exc)))
-                continue
-            try:
-                header = wire.decode_header(raw[: wire.HEADER_SIZE], max_body=max_body)
-                key = (header.job_id, header.run_id, header.world_rank, header.proc_start_ns,
-                       header.seq)  # fmt: skip
-            except wire.FrameError:
-                key = ("\uffff", 0, 0, 0, 0)
-            found.append((key, path, raw))
-    found.sort(key=lambda item: (item[0], str(item[1])))
-    return found
+
+    def __init__(self, path: Path, fd: int, owner: int | None = None):
+        self.path, self.fd, self.owner = path, fd, owner
+        self._walked: dict[tuple[str, ...], tuple[int, int]] = {}  # where: (dev, inode)
+        self._open: dict[tuple[str, ...], int] = {}  # descriptors kept of subdirectories
+
+    @classmethod
+    def open(cls, path: Path, owner: int | None = None, at: int | None = None) -> Spool:
+        """The spool `path` (a name in the directory `at` when given), opened with
+        open_directory; with `owner`, Refused unless the opened directory is that uid's."""
+        fd = open_directory(path if at is None else path.name, at)
+        try:
+            uid = os.fstat(fd).st_uid
+            if owner is not None and uid != owner:
+                raise Refused(f"the directory belongs to uid {uid}, not to uid {owner}")
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, owner)
+
+    def close(self) -> None:
+        """Close the spool's descriptors."""
+        for fd in (*self._open.values(), self.fd):
+            os.close(fd)
+        self._open.clear()
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def path_of(self, file: SpoolFile) -> Path:
+        """Where a file is (named in messages; never opened by this path)."""
+        return self.path.joinpath(*file.where, file.name)
+
+    def frames(
+        self,
+        max_body: int = DEFAULT_MAX_BODY,
+        refused: list[tuple[SpoolFile, str]] | None = None,
+        check_owner: bool | None = None,
+    ) -> list[SpooledFrame]:
+        """Every spooled frame, in (job, run, rank, process start, seq) order; frames in a
+        `rejected/` folder (rejected by the collector when sent live) are never resent.
+
+        A file that is not a frame sorts last (the collector rejects it). Files refused
+        unread, or owned by another uid than the spool's `owner`, are appended to
+        `refused` with the reason; `check_owner` (default: when running as
+        root) compares each frame's user with its file's owner.
+        """
+        check_owner = os.geteuid() == 0 if check_owner is None else check_owner
+        cap = wire.HEADER_SIZE + max_body
+        found = []
+        for where, dir_fd, names in walk(self.fd):
+            status = os.fstat(dir_fd)
+            self._walked[where] = (status.st_dev, status.st_ino)
+            for name in names:
+                if not name.endswith(SPOOL_SUFFIX):
+                    continue
+                try:
+                    raw, opened = _read_spool_file(name, dir_fd, cap)
+                    if self.owner is not None and opened.st_uid != self.owner:
+                        raise Refused(f"the file belongs to uid {opened.st_uid}, not to the "
+                                      f"spool's owner uid {self.owner}")  # fmt: skip
+                    if check_owner and (why := _owner_mismatch(raw, opened.st_uid)):
+                        raise Refused(why)
+                except FileNotFoundError:
+                    continue  # delivered and deleted by its sender meanwhile
+                except Refused as exc:
+                    if refused is not None:
+                        refused.append((SpoolFile(where, name), str(exc)))
+                    continue
+                try:
+                    header = wire.decode_header(raw[: wire.HEADER_SIZE], max_body=max_body)
+                    key = (header.job_id, header.run_id, header.world_rank,
+                           header.proc_start_ns, header.seq)  # fmt: skip
+                except wire.FrameError:
+                    key = ("\uffff", 0, 0, 0, 0)
+                found.append(SpooledFrame(where, name, key, raw, opened.st_uid))
+        found.sort(key=lambda f: (f.key, f.where, f.name))
+        return found
+
+    def _directory(self, where: tuple[str, ...]) -> int:
+        """The descriptor of the spool's directory at `where`: opened again from the
+        spool's descriptor, one name at a time, and checked to be the one walked; Refused
+        (or FileNotFoundError) if it is not."""
+        if not where:
+            return self.fd
+        if where in self._open:
+            return self._open[where]
+        fd = self.fd
+        try:
+            for name in where:
+                parent, fd = fd, open_directory(name, fd)
+                if parent != self.fd:
+                    os.close(parent)
+            status = os.fstat(fd)
+        except BaseException:
+            if fd != self.fd:
+                os.close(fd)
+            raise
+        if (status.st_dev, status.st_ino) != self._walked.get(where):
+            os.close(fd)
+            raise Refused("its directory was moved or replaced since it was read")
+        if len(self._open) >= _DIR_CACHE:
+            os.close(self._open.pop(next(iter(self._open))))
+        self._open[where] = fd
+        return fd
+
+    def delete(self, file: SpoolFile) -> None:
+        """Delete a delivered frame's file (already gone: its sender deleted it)."""
+        try:
+            os.unlink(file.name, dir_fd=self._directory(file.where))
+        except FileNotFoundError:
+            pass
+        except (OSError, Refused) as exc:
+            log.warning("delivered spool file %s left in place: %s", self.path_of(file), exc)
+
+    def set_aside(self, file: SpoolFile) -> None:
+        """Rename a refused or rejected file to *.rejected (never resent)."""
+        kept = file.name.removesuffix(SPOOL_SUFFIX) + REJECTED_SUFFIX
+        try:
+            fd = self._directory(file.where)
+            os.rename(file.name, kept, src_dir_fd=fd, dst_dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        except (OSError, Refused) as exc:
+            log.warning("rejected spool file %s not renamed: %s", self.path_of(file), exc)
 
 
-def _set_aside(path: Path) -> None:
-    """Rename a refused or rejected file to *.rejected (never resent)."""
-    with contextlib.suppress(FileNotFoundError):
-        path.rename(path.with_suffix(REJECTED_SUFFIX))
-
-
-def _owner(path: Path, spool_dir: Path) -> int:
-    """The uid owning a spool file; the spool directory's if the file is gone meanwhile
-    (its sender delivered it: sending it again is harmless)."""
-    try:
-        return path.lstat().st_uid
-    except FileNotFoundError:
-        return spool_dir.stat().st_uid
-
-
-def replay(spool_dir: Path, settings: Settings, timeout: float = 30.0) -> ReplayResult:
-    """Send every spooled frame to the collector of `settings` (for its file's owner); see
-    the module doc."""
+def replay(spool: Spool, settings: Settings, timeout: float = 30.0) -> ReplayResult:
+    """Send every frame of the opened `spool` to the collector of `settings` (for its
+    file's owner); see the module doc."""
     result = ReplayResult()
-    refused: list[tuple[Path, str]] = []
-    found = spooled_frames(spool_dir, settings.max_frame_bytes, refused)
-    for path, reason in refused:
-        _set_aside(path)
-        result.rejected.append((path, reason))
-        log.warning("refused spool file %s: %s", path, reason)
-    by_owner: dict[int, list] = {}
-    for item in found:
-        by_owner.setdefault(_owner(item[1], spool_dir), []).append(item)
+    refused: list[tuple[SpoolFile, str]] = []
+    found = spool.frames(settings.max_frame_bytes, refused)
+    for file, reason in refused:
+        spool.set_aside(file)
+        result.rejected.append((spool.path_of(file), reason))
+        log.warning("refused spool file %s: %s", spool.path_of(file), reason)
+    by_owner: dict[int, list[SpooledFrame]] = {}
+    for frame in found:
+        by_owner.setdefault(frame.owner, []).append(frame)
     for owner, pending in sorted(by_owner.items()):
         idle_rounds = 0
         while pending and idle_rounds < _MAX_IDLE_ROUNDS:
             try:
-                sent = _deliver(pending, settings, owner, timeout, result)
+                sent = _deliver(spool, pending, settings, owner, timeout, result)
             except OSError as exc:
                 log.warning("collector %s: %s", settings.collector, exc)
                 break
@@ -225,7 +398,12 @@ def replay(spool_dir: Path, settings: Settings, timeout: float = 30.0) -> Replay
 
 
 def _deliver(
-    pending: list, settings: Settings, owner: int, timeout: float, result: ReplayResult
+    spool: Spool,
+    pending: list[SpooledFrame],
+    settings: Settings,
+    owner: int,
+    timeout: float,
+    result: ReplayResult,
 ) -> int:
     """Send frames on one connection until all are acked or one is rejected.
 
@@ -234,10 +412,10 @@ def _deliver(
     """
     settled = 0
     with open_connection(settings, owner, timeout) as sock:
-        sock.sendall(b"".join(raw for _, _, raw in pending))
+        sock.sendall(b"".join(frame.raw for frame in pending))
         sock.shutdown(socket.SHUT_WR)
         buffered = b""
-        for _, path, _ in pending:
+        for frame in pending:
             while len(buffered) < wire.ACK_SIZE:
                 chunk = sock.recv(65536)
                 if not chunk:
@@ -249,52 +427,75 @@ def _deliver(
                 return settled  # resent on a new connection
             settled += 1
             if status == wire.Status.COMMITTED:
-                path.unlink(missing_ok=True)
+                spool.delete(frame)
                 result.delivered += 1
                 continue
             reason = wire.Status(status).name.lower()
-            _set_aside(path)
-            result.rejected.append((path, reason))
-            log.warning("collector rejected spooled frame %s: %s", path, reason)
+            spool.set_aside(frame)
+            result.rejected.append((spool.path_of(frame), reason))
+            log.warning("collector rejected spooled frame %s: %s", spool.path_of(frame), reason)
             return settled  # the collector closes the connection after a rejection
     return settled
 
 
-def user_spools(root: Path) -> list[Path]:
-    """The per-user default spools under `root` (`stacklens-spool-<uid>`): real directories
-    (not symlinks) owned by the uid their name gives, by uid."""
+def user_spools(root_fd: int) -> list[tuple[int, str]]:
+    """The per-user default spools in the directory `root_fd` as (uid, name), by uid:
+    entries `stacklens-spool-<uid>` that were real directories owned by that uid when
+    listed (Spool.open checks the opened directory again)."""
     found = []
-    for entry in root.iterdir() if root.is_dir() else ():
-        m = _USER_SPOOL.fullmatch(entry.name)
-        if m is None:
-            continue
-        info = entry.lstat()
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == int(m[1]):
-            found.append((int(m[1]), entry))
-    return [path for _, path in sorted(found)]
+    with os.scandir(root_fd) as entries:
+        for entry in entries:
+            m = _USER_SPOOL.fullmatch(entry.name)
+            if m is None:
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == int(m[1]):
+                found.append((int(m[1]), entry.name))
+    return sorted(found)
 
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     """Deliver the spooled frames to the collector; non-zero if any are left or rejected."""
     if args.all_users:
         root = default_spool_dir(os.geteuid()).parent
-        codes = [_replay_one(settings, spool) for spool in user_spools(root)]
+        try:
+            root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            print(f"stacklens replay: {root}: {exc.strerror}", file=sys.stderr)
+            return 2
+        try:
+            spools = user_spools(root_fd)
+            codes = [_replay_one(settings, root / name, uid, root_fd) for uid, name in spools]
+        finally:
+            os.close(root_fd)
         print(f"replayed the spools of {len(codes)} users under {root}")
         return max(codes, default=0)
-    spool = args.spool_dir or settings.spool_dir
-    if not spool.is_dir():
-        print(f"stacklens replay: no spool directory {spool}", file=sys.stderr)
+    return _replay_one(settings, args.spool_dir or settings.spool_dir)
+
+
+def _replay_one(
+    settings: Settings, path: Path, owner: int | None = None, at: int | None = None
+) -> int:
+    """Open one spool (see Spool.open; `owner` and `at` for --all-users), replay it and
+    report it; the exit status (2: a spool named on the command line is not there)."""
+    try:
+        with Spool.open(path, owner, at) as spool:
+            result = replay(spool, settings)
+    except FileNotFoundError:
+        if at is not None:
+            return 0  # removed since it was listed: nothing waits there
+        print(f"stacklens replay: no spool directory {path}", file=sys.stderr)
         return 2
-    return _replay_one(settings, spool)
-
-
-def _replay_one(settings: Settings, spool: Path) -> int:
-    """Replay one spool directory and report it; the exit status."""
-    result = replay(spool, settings)
+    except (OSError, Refused) as exc:
+        print(f"stacklens replay: {path} not replayed: {exc}", file=sys.stderr)
+        return 1 if at is not None else 2
     print(
-        f"replayed {result.delivered} frames from {spool} to {settings.collector}; "
+        f"replayed {result.delivered} frames from {path} to {settings.collector}; "
         f"{len(result.rejected)} rejected, {result.remaining} left"
     )
-    for path, reason in result.rejected:
-        print(f"  rejected: {path} ({reason})", file=sys.stderr)
+    for where, reason in result.rejected:
+        print(f"  rejected: {where} ({reason})", file=sys.stderr)
     return 0 if result.remaining == 0 and not result.rejected else 1

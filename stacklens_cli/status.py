@@ -11,6 +11,7 @@ runs. Exit status 0 when the database, collector and API all answer, else 3.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import time
@@ -142,35 +143,75 @@ def _served_metrics(settings: Settings) -> list[tuple[str, str]]:
 
 
 def _spool(spool: Path) -> str:
-    """The spool line: frames waiting in this node's spool directory (not following links)."""
+    """The spool line: frames waiting in this node's spool directory (read through
+    descriptors, never following a link: stacklens_cli/replay.py)."""
+    from stacklens_cli.replay import Refused, open_directory
+
     if str(spool) == "off":
         return "off (STACKLENS_SPOOL_DIR=off)"
-    if not spool.is_dir() or spool.is_symlink():
+    try:
+        fd = open_directory(spool)
+    except (OSError, Refused):
         return f"{spool}: none (nothing waits)"
+    try:
+        return _spool_line(spool, *_spool_counts(fd))
+    finally:
+        os.close(fd)
+
+
+def _spool_counts(fd: int) -> tuple[int, int, int]:
+    """(frames waiting, their bytes, frames in rejected/) of the spool opened as `fd`."""
+    from stacklens_cli.replay import REJECTED_DIR, SPOOL_SUFFIX, walk
+
     waiting = rejected = size = 0
-    for directory, _, files, dir_fd in os.fwalk(spool):
-        for name in files:
-            if not name.endswith(".slf"):
+    for where, dir_fd, names in walk(fd, into_rejected=True):
+        for name in names:
+            if not name.endswith(SPOOL_SUFFIX):
                 continue
-            in_rejected = Path(directory).relative_to(spool).parts[:1] == ("rejected",)
-            rejected += in_rejected
-            if not in_rejected:
-                waiting += 1
+            if where[:1] == (REJECTED_DIR,):
+                rejected += 1
+                continue
+            with contextlib.suppress(FileNotFoundError):  # delivered meanwhile
                 size += os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_size
+                waiting += 1
+    return waiting, size, rejected
+
+
+def _spool_line(spool: Path, waiting: int, size: int, rejected: int) -> str:
+    """What the spool line says of a spool's counts."""
     line = f"{spool}: {waiting} frames waiting ({size} bytes), {rejected} rejected"
     return line + (" (`stacklens replay` delivers them)" if waiting else "")
 
 
-def _other_users_spools(own: Path) -> list[Path]:
-    """As root: the other users' default spools on this node (what `stacklens replay
-    --all-users` delivers) that hold something; [] for other users."""
+def _other_users_spools(own: Path) -> list[str]:
+    """As root: the spool lines of the other users' default spools on this node (what
+    `stacklens replay --all-users` delivers) that hold something, each opened by handle
+    and checked to be its user's like the replay does; [] for other users."""
     from stacklens.settings import default_spool_dir
-    from stacklens_cli.replay import user_spools
+    from stacklens_cli.replay import Refused, Spool, user_spools
 
     if os.geteuid() != 0:
         return []
-    spools = user_spools(default_spool_dir().parent)
-    return [p for p in spools if p != own and any(p.rglob("*.slf"))]
+    root = default_spool_dir().parent
+    try:
+        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return []
+    lines = []
+    try:
+        for uid, name in user_spools(root_fd):
+            if root / name == own:
+                continue
+            try:
+                with Spool.open(root / name, uid, root_fd) as spool:
+                    counts = _spool_counts(spool.fd)
+            except (OSError, Refused):
+                continue  # gone, or no longer its user's, since it was listed
+            if counts[0] or counts[2]:
+                lines.append(_spool_line(root / name, *counts))
+    finally:
+        os.close(root_fd)
+    return lines
 
 
 def status_lines(settings: Settings, now_ns: int | None = None) -> tuple[bool, list[str]]:
@@ -219,7 +260,7 @@ def status_lines(settings: Settings, now_ns: int | None = None) -> tuple[bool, l
         ("fabric", fabric),
         ("frames", frames),
         ("spool", _spool(settings.spool_dir)),
-        *(("spool", _spool(other)) for other in _other_users_spools(settings.spool_dir)),
+        *(("spool", line) for line in _other_users_spools(settings.spool_dir)),
         *(("RDMA", line) for line in describe_local_hcas()),
         *(_served_metrics(settings) if api_up else []),
     ]

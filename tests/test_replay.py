@@ -69,16 +69,17 @@ def test_files_deleted_by_their_sender_meanwhile_are_skipped(
 ):
     """A rank that delivers live deletes its spool file on the ack, possibly while a
     replay (a node epilog) runs: the replay neither fails nor counts the frame twice."""
-    from stacklens_cli import replay as replay_module
+    from stacklens_cli.replay import Spool, replay
 
     spool(tmp_path, "gone-before-read", frame(0)).unlink()
     (tmp_path / "dangling.slf").symlink_to(tmp_path / "deleted-target")
     late = spool(tmp_path, "gone-before-ack", frame(1))
-    listed = replay_module.spooled_frames(tmp_path)
-    assert [path for _, path, _ in listed] == [late]
-    late.unlink()  # the sender's own ack deleted it after the replay listed it
-    monkeypatch.setattr(replay_module, "spooled_frames", lambda *_: listed)
-    settings = Settings(collector=collector.endpoint, ingest_auth="trusted")
-    result = replay_module.replay(tmp_path, settings)
+    with Spool.open(tmp_path) as opened:
+        listed = opened.frames()
+        assert [opened.path_of(f) for f in listed] == [late]
+        late.unlink()  # the sender's own ack deleted it after the replay listed it
+        monkeypatch.setattr(opened, "frames", lambda *_: listed)
+        settings = Settings(collector=collector.endpoint, ingest_auth="trusted")
+        result = replay(opened, settings)
     assert (result.delivered, result.rejected, result.remaining) == (1, [], 0)
     assert query(pg_url, "SELECT sum(bytes_sent) FROM p2p_deltas") == [(1001,)]

@@ -8,7 +8,10 @@ from __future__ import annotations
 import os
 import re
 import stat
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -78,7 +81,7 @@ def test_as_root_a_frame_must_be_its_file_owners(collector, pg_url, tmp_path):
 def test_a_file_replaced_by_a_link_is_not_followed(tmp_path, monkeypatch):
     """The kind of file is judged without following links, then the file opened is
     checked to be the one judged (a swap in between is refused, not followed)."""
-    from stacklens_cli.replay import _read_spool_file, _Refused
+    from stacklens_cli.replay import Refused, _read_spool_file
 
     spool = tmp_path / "spool"
     spool.mkdir()
@@ -94,7 +97,108 @@ def test_a_file_replaced_by_a_link_is_not_followed(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "stat", swap_after_stat)
     fd = os.open(spool, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        with pytest.raises(_Refused, match="cannot be opened safely"):
+        with pytest.raises(Refused, match="cannot be opened safely"):
             _read_spool_file("x.slf", fd, 1 << 20)
     finally:
         os.close(fd)
+
+
+def replay_all_users(endpoint: str, tmp: Path, timeout: float = 60):
+    """`stacklens replay --all-users` as root with TMPDIR=`tmp`; the CompletedProcess."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    env.update(STACKLENS_COLLECTOR=endpoint, STACKLENS_INGEST_TOKEN="secret",
+               STACKLENS_INGEST_AUTH="trusted", TMPDIR=str(tmp))  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "stacklens_cli", "replay", "--all-users"],
+        env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def user_spool(tmp: Path, uid: int) -> Path:
+    """The default spool of `uid` under `tmp`, owned by it (as its hooks make it)."""
+    spool = tmp / f"stacklens-spool-{uid}"
+    spool.mkdir(mode=0o700)
+    os.chown(spool, uid, uid)
+    return spool
+
+
+def test_one_users_spool_cannot_stop_the_replay_of_the_others(collector, pg_url, tmp_path):
+    """uid 4242's spool holds a directory chain 1,100 levels deep (a recursive walk ran
+    out of stack), a file whose `*.rejected` name is a directory (the rename raised), and
+    a file of another uid; uid 4243's frame is replayed all the same, 4242's are refused
+    with their reasons."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(mode=0o1777)
+    mallory = user_spool(tmp, 4242)
+    fd = os.open(mallory, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1100):
+        os.mkdir("d", dir_fd=fd)
+        fd, parent = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+        os.close(parent)
+    os.close(fd)
+    (mallory / "x.slf").write_bytes(b"not a frame at all" * 20)
+    (mallory / "x.rejected").mkdir()
+    planted = mallory / "y.slf"  # a file of uid 4343 in 4242's spool
+    planted.write_bytes(frame(0, user="uid:4343", job="planted"))
+    os.chown(planted, 4343, 4343)
+    for path in (mallory / "x.slf", mallory / "x.rejected"):
+        os.chown(path, 4242, 4242)
+    victim = user_spool(tmp, 4243)
+    (victim / "v.slf").write_bytes(frame(0, user="uid:4243", job="victim"))
+    os.chown(victim / "v.slf", 4243, 4243)
+    try:
+        result = replay_all_users(collector.endpoint, tmp)
+    finally:
+        subprocess.run(["rm", "-rf", str(mallory / "d")], check=True)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines() == [
+        f"replayed 0 frames from {mallory} to {collector.endpoint}; 2 rejected, 0 left",
+        f"replayed 1 frames from {victim} to {collector.endpoint}; 0 rejected, 0 left",
+        f"replayed the spools of 2 users under {tmp}",
+    ]
+    reasons = dict(re.findall(r"^  rejected: (\S+) \((.*)\)$", result.stderr, re.M))
+    assert reasons == {
+        str(mallory / "x.slf"): "bad_magic",
+        str(planted): "the file belongs to uid 4343, not to the spool's owner uid 4242",
+    }
+    assert "directories more than 8 levels deep are not replayed" in result.stderr
+    assert f"rejected spool file {mallory / 'x.slf'} not renamed: " in result.stderr
+    assert query(pg_url, "SELECT job_key FROM jobs") == [("victim",)]
+    assert sorted(p.name for p in mallory.iterdir()) == ["x.rejected", "x.slf", "y.rejected"]
+
+
+#: Run by the test below in a process of its own (it blocked forever before): a replay of
+#: SPOOL whose subdirectory `sub` is swapped for a FIFO right after SPOOL is listed.
+SWAP_TO_FIFO = r"""
+import os, sys
+spool = sys.argv[1]
+sub = os.path.join(spool, "sub")
+listed = os.scandir
+class Listing(list):
+    def __enter__(self): return self
+    def __exit__(self, *exc): pass
+def swap_after_listing(target):
+    entries = Listing(listed(target))  # each entry knows its kind from the listing
+    if any(e.name == "sub" for e in entries) and os.path.isdir(sub):
+        os.rmdir(sub)
+        os.mkfifo(sub)
+    return entries
+os.scandir = swap_after_listing
+from stacklens_cli import main
+sys.exit(main(["replay", spool]))
+"""
+
+
+def test_a_directory_swapped_for_a_fifo_after_listing_is_not_opened(collector, pg_url, tmp_path):
+    spool = tmp_path / "spool"
+    (spool / "sub").mkdir(parents=True)
+    (spool / "a.slf").write_bytes(frame(0, user="root"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    env.update(STACKLENS_COLLECTOR=collector.endpoint, STACKLENS_INGEST_TOKEN="secret",
+               STACKLENS_INGEST_AUTH="trusted")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", SWAP_TO_FIFO, str(spool)], env=env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "replayed 1 frames" in result.stdout and "0 rejected, 0 left" in result.stdout
+    assert stat.S_ISFIFO((spool / "sub").lstat().st_mode)
+    assert query(pg_url, "SELECT count(*) FROM received_frames") == [(1,)]
