@@ -62,6 +62,29 @@ def scratch_root() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_node_settings(scratch_root: Path) -> Iterator[None]:
+    """Every test, and every process it starts with this environment, uses a collector
+    socket, state directory, collector address and HTTP port of this session's own, and
+    no database URL: never those of a `stacklens up` running on this node with default
+    settings, nor the developer's own deployment (a test that needs others sets them)."""
+    private = {
+        "STACKLENS_COLLECTOR_SOCKET": str(scratch_root / "ingest.sock"),
+        "STACKLENS_STATE_DIR": str(scratch_root / "state"),
+        "STACKLENS_COLLECTOR": f"127.0.0.1:{free_port()}",
+        "STACKLENS_HTTP_PORT": str(free_port()),
+    }
+    saved = {k: os.environ.get(k) for k in (*private, "STACKLENS_DATABASE_URL")}
+    os.environ.pop("STACKLENS_DATABASE_URL", None)
+    os.environ.update(private)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.fixture(scope="session")
 def pg_server(scratch_root: Path) -> Iterator[str]:
     """URL of a session-wide embedded PostgreSQL, migrated to head."""
@@ -73,9 +96,18 @@ def pg_server(scratch_root: Path) -> Iterator[str]:
 
 @pytest.fixture
 def pg_url(pg_server: str) -> str:
-    """The session database, emptied for this test."""
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE")
+    """The session database, emptied for this test. A server thread of the test before may
+    still be answering its last request: a TRUNCATE that deadlocks with it is tried again
+    (PostgreSQL aborted it, not the reader)."""
+    for attempt in range(3):
+        try:
+            with psycopg.connect(pg_server, autocommit=True) as conn:
+                conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE")
+            return pg_server
+        except psycopg.errors.DeadlockDetected:
+            if attempt == 2:
+                raise
+            time.sleep(0.5)
     return pg_server
 
 

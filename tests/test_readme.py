@@ -62,13 +62,15 @@ def test_readme_blocks_are_all_run():
 
 
 def user_env(home: Path, **settings: str) -> dict[str, str]:
-    """A new user's environment: no STACKLENS_* or OMPI_* variables but `settings`, and
-    TMPDIR in `home` (the hooks' default spool directory is there, apart from other runs)."""
+    """A new user's environment: no STACKLENS_* or OMPI_* variables but `settings`, TMPDIR
+    in `home` (the hooks' default spool directory is there, apart from other runs) and the
+    collector's Unix socket there too (not that of a `stacklens up` running on this node)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STACKLENS_", "OMPI_"))}
     env.pop("LD_PRELOAD", None)
     tmp = home / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
-    return {**env, "TMPDIR": str(tmp), **settings}
+    return {**env, "TMPDIR": str(tmp), "STACKLENS_COLLECTOR_SOCKET": str(home / "ingest.sock"),
+            **settings}  # fmt: skip
 
 
 def user_dir(tmp_path: Path) -> Path:

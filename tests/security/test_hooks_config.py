@@ -45,8 +45,14 @@ def probe(hook_library, tmp_path, **settings: str) -> dict:
     """WRITER under the hooks with `settings`, in a network namespace where the default
     collector address listens: what reached it and what the program printed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
-    env.update(LD_PRELOAD=str(hook_library), STACKLENS_INTERVAL_MS="50",
-               STACKLENS_SPOOL_DIR="off", STACKLENS_JOB_ID="probe", **settings)  # fmt: skip
+    env.update(
+        LD_PRELOAD=str(hook_library),
+        STACKLENS_INTERVAL_MS="50",
+        STACKLENS_SPOOL_DIR="off",
+        STACKLENS_JOB_ID="probe",
+        STACKLENS_COLLECTOR_SOCKET="off",
+        **settings,
+    )  # not a node's running collector
     result = subprocess.run(
         ["unshare", "-n", sys.executable, "-c", PROBE, json.dumps(env), WRITER,
          str(tmp_path / "out.bin")],
