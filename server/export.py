@@ -3,8 +3,19 @@ answer's main list, one row per item) or a series (one row per step and key); an
 answers built as plain data sent as JSON as they are (`plain_json`).
 
 Columns are the item model's fields, in order; a nested value (a list or a mapping, e.g.
-an RMA pair's ops) is one JSON text cell. CSV has a header line and RFC 4180 quoting;
-Parquet has int64 integers, float64 floats, UTF-8 strings and booleans as they are.
+an RMA pair's ops) is one JSON text cell. Parquet has int64 integers, float64 floats,
+UTF-8 strings and booleans as they are.
+
+CSV is RFC 4180: a header line, CRLF line ends, and a field quoted (its double quotes
+doubled) exactly when it holds a comma, a double quote, a CR or an LF; other fields are
+left bare, so numbers stay numbers to a spreadsheet (Python's csv writer with
+QUOTE_MINIMAL and a CRLF line terminator writes exactly that). A text cell is never read
+as a formula: one that starts with `=`, `+`, `-`, `@`, a tab or a CR gets a single quote
+before it (OWASP's rule against CSV injection; numbers, negative ones included, are
+numbers, not text, and stay as they are). `csv_text` is that rule and `csv_field_sql` the
+same rule with the quoting, in SQL, for a CSV made in the database (server/jobs/series.py);
+every CSV the server writes goes through one or the other. Parquet keeps every value raw:
+it is typed, and nothing evaluates its strings.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ import pydantic_core
 from fastapi import Query
 from fastapi.responses import Response
 from pydantic import BaseModel
+from sqlalchemy import ColumnElement, case, func
 
 Format = Literal["json", "csv", "parquet"]
 
@@ -63,6 +75,29 @@ def _cell(value: Any) -> Any:
     return value
 
 
+#: The first characters that make a spreadsheet read a text cell as a formula (OWASP: `=`,
+#: `+`, `-`, `@`, tab, carriage return).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+#: The characters that make a CSV field quoted (RFC 4180, as Python's csv module does).
+CSV_SPECIAL = ',"\r\n'
+
+
+def csv_text(value: str) -> str:
+    """A text cell as it goes into a CSV file: with a single quote before it when it starts
+    with one of FORMULA_STARTS, so that no spreadsheet runs it (`=1+2` -> `'=1+2`)."""
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
+
+
+def csv_field_sql(text: ColumnElement[Any]) -> ColumnElement[Any]:
+    """SQL: the CSV field of a text column: `csv_text` of it, then quoted as RFC 4180 and
+    Python's csv writer quote it (in double quotes, its double quotes doubled) when it
+    holds one of CSV_SPECIAL."""
+    cell = case((func.left(text, 1).in_(FORMULA_STARTS), func.concat("'", text)), else_=text)
+    plain = func.translate(cell, CSV_SPECIAL, "") == cell
+    return case((plain, cell), else_=func.concat('"', func.replace(cell, '"', '""'), '"'))
+
+
 def table(
     rows: Sequence[BaseModel | dict[str, Any]], columns: Sequence[str], fmt: Format, name: str
 ) -> Response:
@@ -74,7 +109,7 @@ def table(
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\r\n")
         writer.writerow(columns)
-        writer.writerows(records)
+        writer.writerows([csv_text(v) if isinstance(v, str) else v for v in r] for r in records)
         body = text.getvalue().encode()
     else:
         data = pa.table({c: pa.array([r[i] for r in records]) for i, c in enumerate(columns)})

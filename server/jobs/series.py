@@ -29,7 +29,6 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     Text,
-    case,
     distinct,
     false,
     func,
@@ -44,6 +43,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import Grouping
 
+from server import export
 from server.jobs import profile
 from server.jobs.repository import Scope, op_display_name
 from stacklens.constants import (
@@ -218,20 +218,14 @@ def series_json(session: Session, scope: Scope, steps: Steps, by: str) -> str:
     return f"[{_joined(session, scope, steps, by, piece, ',')}]"
 
 
-#: The characters that make a CSV field quoted (RFC 4180, as Python's csv module does).
-_CSV_SPECIAL = ',"\r\n'
-
-
 def series_csv(session: Session, scope: Scope, steps: Steps, by: str) -> str:
     """The points of `series_json` as CSV text: a header line (t_ns, key, METRICS[by]),
-    then one line per point, CRLF line ends, a key holding a comma, a double quote or a
-    line break quoted (RFC 4180, as Python's csv module writes it). Made in the database
-    like the JSON; TooLarge as there."""
+    then one line per point, CRLF line ends, the key as server.export writes a text cell
+    (`csv_field_sql`: never read as a formula, RFC 4180 quoting as Python's csv writer
+    does). Made in the database like the JSON; TooLarge as there."""
 
     def piece(c: Any) -> Any:
-        quoted = func.concat('"', func.replace(c.key, '"', '""'), '"')
-        plain = func.translate(c.key, _CSV_SPECIAL, "") == c.key
-        key = case((plain, c.key), else_=quoted)
+        key = export.csv_field_sql(c.key)
         return func.concat_ws(",", c.at, key, *(c[m] for m in METRICS[by]))
 
     head = ",".join(["t_ns", "key", *METRICS[by]])
