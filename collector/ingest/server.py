@@ -28,14 +28,17 @@ credential for that nonce into the uid munged vouches for; a squatter on the por
 gets a hello and nothing else. The hello names the owner of the connection's frames: the
 proven uid itself, or anyone when the proven uid is an admin's (replay as root). A refusal
 is a final welcome with its status (`unproven`, `not_owner`), counted under that reason,
-and the connection ends. In trusted mode there is no hello and every frame belongs to
-the collector's own user.
+and the connection ends. The Unix socket is made only in a directory of root's (or the
+collector user's) that nobody else may write to, or a sticky one, and bound, given its
+mode and removed through that directory's descriptor (`_socket_directory`). In trusted
+mode there is no hello and every frame belongs to the collector's own user.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import ipaddress
 import logging
 import os
@@ -67,12 +70,35 @@ _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _HELLO_MAGIC = struct.pack("<I", wire.HELLO_MAGIC)
 
 
-def _answers(path: Path) -> bool:
+def _socket_directory(directory: Path) -> int:
+    """A descriptor of the directory the collector's Unix socket goes in (made 0755, with
+    its parents, if missing), never opened through a link at its last component; OSError
+    unless it belongs to root or to the collector's user and no one else may write to it
+    (a sticky directory like /tmp excepted: there nobody may rename or remove our
+    socket)."""
+    directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise OSError(f"{directory}: {exc.strerror}") from None
+    found = os.fstat(fd)
+    why = None
+    if found.st_uid not in (0, os.geteuid()):
+        why = f"{directory} belongs to uid {found.st_uid}, not to root or the collector's user"
+    elif found.st_mode & 0o022 and not found.st_mode & stat.S_ISVTX:
+        why = f"other users may write to {directory} (mode {stat.S_IMODE(found.st_mode):o})"
+    if why is not None:
+        os.close(fd)
+        raise OSError(why)
+    return fd
+
+
+def _answers(path: str) -> bool:
     """Whether something accepts connections on the Unix socket `path`."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(1.0)
         try:
-            probe.connect(str(path))
+            probe.connect(path)
         except OSError:
             return False
     return True
@@ -147,6 +173,8 @@ class IngestServer:
         self._waiting: collections.OrderedDict[_Connection, None] = collections.OrderedDict()
         self._server: asyncio.Server | None = None
         self._unix_server: asyncio.Server | None = None
+        self._unix_dir: int | None = None  # the Unix socket's directory, opened
+        self._unix_inode = 0  # the Unix socket's inode, removed at stop if still there
 
     async def start(self) -> None:
         """Start listening (port 0 picks a free port; see `self.port` afterwards), and on
@@ -171,36 +199,70 @@ class IngestServer:
 
     async def _start_unix(self, path: Path) -> None:
         """Listen on the Unix socket `path` (open to every user: the kernel tells who
-        connects); a directory it cannot create, another file there, or a live collector
-        on it is logged and no socket is offered (the hooks then use TCP)."""
+        connects). Its directory is opened once (`_socket_directory`) and everything is
+        done through that descriptor: the check for another file or a live collector at
+        the name, the bind, the mode 0666 and the removal at stop, so nobody can swap the
+        name for a link to a file of root's between them. A directory that is not safe or
+        cannot be made, another file there, or a live collector on it is logged and no
+        socket is offered (the hooks then use TCP)."""
         try:
-            if not path.parent.is_dir():
-                path.parent.mkdir(mode=0o755, parents=True)
-            if path.is_symlink() or (path.exists() and not stat.S_ISSOCK(path.lstat().st_mode)):
-                raise OSError(f"{path} exists and is not a socket")
-            if path.exists() and _answers(path):
-                raise OSError("another collector listens on it")
-            path.unlink(missing_ok=True)  # a stale socket of an earlier collector
-            loop = asyncio.get_running_loop()
-            self._unix_server = await loop.create_unix_server(
-                lambda: _Connection(self, unix=True), str(path),
-                backlog=self.guard.limits.max_total,
-            )  # fmt: skip
-            path.chmod(0o666)
+            dir_fd = _socket_directory(path.parent)
+            try:
+                self._unix_server, self._unix_inode = await self._listen_unix(dir_fd, path.name)
+            except BaseException:
+                os.close(dir_fd)
+                raise
         except OSError as exc:
             log.warning("no Unix socket for the hooks at %s (%s): local hooks use TCP and "
                         "need MUNGE", path, exc)  # fmt: skip
             return
+        self._unix_dir = dir_fd
         log.info("collector listening for hook frames on the Unix socket %s", path)
 
+    async def _listen_unix(self, dir_fd: int, name: str) -> tuple[asyncio.Server, int]:
+        """Serve the Unix socket `name` in the directory `dir_fd` (a stale socket of an
+        earlier collector there is replaced); the server and the socket's inode."""
+        here = f"/proc/self/fd/{dir_fd}/{name}"  # the name in that very directory
+        try:
+            found = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            pass
+        else:
+            if not stat.S_ISSOCK(found.st_mode):
+                raise OSError(f"{name} exists and is not a socket")
+            if _answers(here):
+                raise OSError("another collector listens on it")
+            os.unlink(name, dir_fd=dir_fd)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(here)
+            os.chmod(name, 0o666, dir_fd=dir_fd)  # a name only we may replace
+            inode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_ino
+            server = await asyncio.get_running_loop().create_unix_server(
+                lambda: _Connection(self, unix=True), sock=sock,
+                backlog=self.guard.limits.max_total,
+            )  # fmt: skip
+        except BaseException:
+            sock.close()
+            raise
+        return server, inode
+
     async def stop(self) -> None:
-        """Stop accepting and close the listening sockets."""
+        """Stop accepting and close the listening sockets (removing ours from its
+        directory, if it is still ours)."""
         for server in (self._server, self._unix_server):
             if server is not None:
                 server.close()
                 await server.wait_closed()
-        if self._unix_server is not None and self.identity.unix_socket:
-            Path(self.identity.unix_socket).unlink(missing_ok=True)
+        if self._unix_dir is not None and self.identity.unix_socket:
+            name = Path(self.identity.unix_socket).name
+            with contextlib.suppress(OSError):
+                if os.stat(name, dir_fd=self._unix_dir, follow_symlinks=False).st_ino == (
+                    self._unix_inode
+                ):
+                    os.unlink(name, dir_fd=self._unix_dir)
+            os.close(self._unix_dir)
+            self._unix_dir = None
 
     def oldest_ns(self) -> int | None:
         """Oldest interval end accepted now (the retention window), None if unlimited."""
