@@ -1096,8 +1096,9 @@ class IncidentJob(ApiModel):
         description="its bytes on the incident's links during it (routed); null: unknown"
     )
     evidence: dict[str, Any] = Field(
-        description="per signal kind: baseline_per_byte_ns, peak_factor and the series of "
-        "steps (t_ns, time_ns, bytes, per_byte_ns, baseline_per_byte_ns)"
+        description="per signal kind: baseline_per_byte_ns, peak_factor, lost_ns (the time "
+        "it lost, per rank), unobserved_ns (ended unobserved: the job's last interval) and "
+        "the series of steps (t_ns, time_ns, bytes, per_byte_ns, baseline_per_byte_ns)"
     )
 
 
@@ -1114,6 +1115,16 @@ class IncidentSummary(ApiModel):
     end_ns: int | None = Field(description="null while open")
     detected_ns: int
     updated_ns: int
+    unobserved_ns: int | None = Field(
+        description="ended unobserved: the last time its signals could be observed (its job "
+        "ended, the fabric stopped being swept), nobody knows whether it cleared; null: open, "
+        "or its end was observed"
+    )
+    lost_ns: int = Field(
+        description="time its jobs lost: per job hit, its waiting beyond its own baseline "
+        "averaged over its ranks (about how much longer it ran), summed over the jobs"
+    )
+    hit: int = Field(description="jobs hit: its jobs with a signal of their own")
     signals: list[str] = Field(description="every detector kind it joins")
     link_ids: list[int]
     jobs: int = Field(description="jobs involved (visible or not)")

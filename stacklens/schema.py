@@ -839,6 +839,21 @@ class Incident(Base):
     )
     link_ids: Mapped[list[int]] = mapped_column(ARRAY(Integer), doc="fabric_links.id, for filters")
     signals: Mapped[list[str]] = mapped_column(ARRAY(Text), doc="detector kinds it joins")
+    unobserved_ns: Mapped[int | None] = mapped_column(
+        BigInteger,
+        doc="ended unobserved: the last time its signals could be observed (its job ended, "
+        "the fabric stopped being swept), nobody knows whether it cleared; null: open, or "
+        "its end was observed",
+    )
+    lost_ns: Mapped[int] = mapped_column(
+        BigInteger,
+        server_default="0",
+        doc="time its jobs lost: per job hit, its waiting beyond its baseline averaged over "
+        "its ranks, summed over the jobs",
+    )
+    hit: Mapped[int] = mapped_column(
+        Integer, server_default="0", doc="jobs hit: its jobs with a signal of their own"
+    )
 
 
 class IncidentJob(Base):

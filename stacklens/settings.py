@@ -13,6 +13,7 @@ import ipaddress
 import os
 import pwd
 import re
+import socket
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -115,6 +116,7 @@ class Settings(BaseSettings):
     database_url: str | None = None
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=7450, ge=0, le=65535)
+    public_url: str = ""
     collector: str = "127.0.0.1:7451"
     ingest_token: str = Field(default="", repr=False)
     # who sends (contract/stacklens_wire.def: connection start; docs/identity.md)
@@ -184,6 +186,7 @@ class Settings(BaseSettings):
     incident_slowdown: float = Field(default=3.0, gt=1.0)
     incident_baseline_s: float = Field(default=120.0, gt=0)
     incident_min_time_ms: float = Field(default=50.0, ge=0)
+    incident_min_s: float = Field(default=5.0, ge=0)
     alert_webhook: str = ""
 
     @field_validator("collector")
@@ -191,6 +194,16 @@ class Settings(BaseSettings):
     def _check_collector(cls, value: str) -> str:
         split_endpoint(value)
         return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _check_public_url(cls, value: str) -> str:
+        if value and not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value):
+            raise ValueError(
+                f"STACKLENS_PUBLIC_URL={value!r}: give the dashboard's address as "
+                "http(s)://host[:port][/path]"
+            )
+        return value.rstrip("/")
 
     @field_validator("storage_servers")
     @classmethod
@@ -222,6 +235,16 @@ class Settings(BaseSettings):
         """The items of a comma-separated setting (http_allowed_hosts, proxy_addresses,
         admin_users), blanks dropped."""
         return [part.strip() for part in value.split(",") if part.strip()]
+
+    def public_base_url(self) -> str:
+        """The dashboard's address as people reach it, for links sent elsewhere (alerts):
+        STACKLENS_PUBLIC_URL, else http://HTTP_HOST:HTTP_PORT (this host's name when bound
+        to every address)."""
+        if self.public_url:
+            return self.public_url
+        host = self.http_host if self.http_host not in ("0.0.0.0", "::", "") else socket.getfqdn()
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.http_port}"
 
     def check_exposure(self) -> str | None:
         """Whether the HTTP server may start as configured: ConfigError (one line) for

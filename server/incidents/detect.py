@@ -15,10 +15,23 @@ A signal starts when its condition holds `sweeps` points in a row (an error sign
 first sweep with errors, an increment is evidence enough) (its start is the start
 of the first of them, so detection comes `sweeps` points after the condition starts) and
 ends after `clear` quiet points in a row (its end is the end of the last point that held).
-A job's baseline is the median time per byte of its steps in the `baseline_ns` before the
-step judged (at least BASELINE_STEPS of them, each with `min_time_ns` of that time); it is
-frozen while the job's signal is open, so a long slowdown does not become its own
-baseline.
+A job's signal whose job can no longer be observed (it ended) ends at once, *unobserved*
+since the job's last interval (`JobDetector.unobserved`): nobody knows whether it would
+have cleared. A job's baseline is the median time per byte of its steps in the
+`baseline_ns` before the step judged (at least BASELINE_STEPS of them, each with
+`min_time_ns` of that time); it is frozen while the job's signal is open, so a long
+slowdown does not become its own baseline.
+
+The size of an effect. A signal keeps how long its condition held (`held_ns`: its hot
+points' durations) and, a job's, the time the job lost (`lost_ns`: per hot step, its
+waiting time beyond what its baseline time per byte gives for the step's bytes, averaged
+over the ranks that reported in the step: about how much longer the job ran). One
+setting, `min_ns` (STACKLENS_INCIDENT_MIN_S), says how big an effect must be: an incident
+of a rate detector (congestion, MPI slowdown, I/O stall) is *silent* (`reported` is false:
+not stored, not listed, not sent) until its condition has held that long or its jobs have
+lost that much time; its severity is minor until its jobs have lost that much in all,
+major from there, critical once two jobs have each lost that much (or a link flaps under
+jobs). Errors and flaps are counted events and are never silent.
 
 Incidents (`join`): a link signal and the job signals that overlap it in time (within
 `slack_ns`) of the jobs whose traffic crosses the link make one incident; the job on the
@@ -38,6 +51,8 @@ from typing import Any
 LINK_KINDS = ("congestion", "link_errors", "link_flap")
 JOB_KINDS = ("mpi_slowdown", "io_stall")
 KINDS = (*LINK_KINDS, *JOB_KINDS)
+#: Kinds judged from a rate, which can blip: their incidents stay silent while small.
+RATE_KINDS = ("congestion", *JOB_KINDS)
 SEVERITIES = ("minor", "major", "critical")
 ROLES = ("aggressor", "victim", "on link")
 #: Steps with traffic a job's baseline needs.
@@ -59,6 +74,7 @@ class Thresholds:
     slowdown: float = 3.0
     baseline_ns: int = 120 * 10**9
     min_time_ns: int = 50 * 10**6
+    min_ns: int = 5 * 10**9
 
     @classmethod
     def from_settings(cls, settings: Any) -> Thresholds:
@@ -73,6 +89,7 @@ class Thresholds:
             slowdown=settings.incident_slowdown,
             baseline_ns=int(settings.incident_baseline_s * 1e9),
             min_time_ns=int(settings.incident_min_time_ms * 1e6),
+            min_ns=int(settings.incident_min_s * 1e9),
         )
 
 
@@ -89,6 +106,9 @@ class Signal:
     peak: float = 0.0  # utilisation, xmit-wait rate, error count, or factor over baseline
     baseline: float | None = None  # a job signal's time per byte baseline
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    held_ns: int = 0  # how long its condition held: the sum of its hot points' durations
+    lost_ns: float = 0.0  # a job signal's time lost (module doc), ns
+    unobserved_ns: int | None = None  # ended unobserved: its subject's last observation
 
     @property
     def key(self) -> str:
@@ -102,21 +122,25 @@ class Streak:
 
     def __init__(self, kind: str, subject: int, need: int, clear: int):
         self.kind, self.subject, self.need, self.clear = kind, subject, need, clear
-        self.hot: list[tuple[int, float]] = []  # (start_ns, value) of the hot run so far
+        # (start_ns, end_ns, value, time lost) of each point of the hot run so far
+        self.hot: list[tuple[int, int, float, float]] = []
         self.quiet = 0
         self.open: Signal | None = None
         self.evidence: deque[dict[str, Any]] = deque(maxlen=MAX_EVIDENCE)
 
-    def feed(self, t0_ns: int, t1_ns: int, hot: bool, value: float, point: dict[str, Any]
-             ) -> Signal | None:  # fmt: skip
-        """One point [t0_ns, t1_ns): whether the condition held and its value. Returns the
-        signal it opened or closed at this point, else None."""
+    def feed(self, t0_ns: int, t1_ns: int, hot: bool, value: float, point: dict[str, Any],
+             lost_ns: float = 0.0) -> Signal | None:  # fmt: skip
+        """One point [t0_ns, t1_ns): whether the condition held, its value and (a job's)
+        the time lost in it. Returns the signal it opened or closed at this point, else
+        None."""
         self.evidence.append(point)
         if self.open is not None:
             if hot:
                 self.quiet = 0
                 self.open.last_ns = t1_ns
                 self.open.peak = max(self.open.peak, value)
+                self.open.held_ns += t1_ns - t0_ns
+                self.open.lost_ns += lost_ns
             else:
                 self.quiet += 1
                 if self.quiet >= self.clear:
@@ -130,14 +154,29 @@ class Streak:
         if not hot:
             self.hot = []
             return None
-        self.hot.append((t0_ns, value))
+        self.hot.append((t0_ns, t1_ns, value, lost_ns))
         if len(self.hot) < self.need:
             return None
         self.open = Signal(self.kind, self.subject, start_ns=self.hot[0][0], detected_ns=t1_ns,
-                           last_ns=t1_ns, peak=max(v for _, v in self.hot),
-                           evidence=list(self.evidence))  # fmt: skip
+                           last_ns=t1_ns, peak=max(h[2] for h in self.hot),
+                           evidence=list(self.evidence),
+                           held_ns=sum(b - a for a, b, _, _ in self.hot),
+                           lost_ns=sum(h[3] for h in self.hot))  # fmt: skip
         self.quiet = 0
         return self.open
+
+    def unobserved(self, since_ns: int) -> Signal | None:
+        """End the open signal (if any) unobserved since `since_ns`: its subject can no
+        longer be observed; it ends then, or at the end of its last hot point if earlier.
+        The closed signal, else None."""
+        closed, self.open = self.open, None
+        self.hot, self.quiet = [], 0
+        if closed is None:
+            return None
+        closed.end_ns = max(closed.start_ns, min(closed.last_ns, since_ns))
+        closed.unobserved_ns = since_ns
+        closed.evidence = list(self.evidence)
+        return closed
 
 
 # ---- links --------------------------------------------------------------------------------
@@ -249,7 +288,8 @@ class LinkDetector:
 @dataclass(frozen=True)
 class JobStep:
     """One step of one job: [t0_ns, t1_ns), the time (summed over ranks) in MPI
-    collectives and waits and the MPI bytes; the file I/O time and bytes."""
+    collectives and waits and the MPI bytes; the file I/O time and bytes; how many ranks
+    reported in it."""
 
     t0_ns: int
     t1_ns: int
@@ -257,6 +297,7 @@ class JobStep:
     mpi_bytes: int
     io_time_ns: int
     io_bytes: int
+    ranks: int = 1
 
 
 def per_byte(time_ns: int, nbytes: int, min_time_ns: int) -> float | None:
@@ -303,7 +344,8 @@ class JobDetector:
             if ratio is None and streak.open is None and not streak.hot:
                 streak.evidence.append(point)
                 continue  # nothing to judge; a quiet step without traffic does not count
-            signal = streak.feed(s.t0_ns, s.t1_ns, hot, factor, point)
+            lost = max(0.0, t - base * n) / max(s.ranks, 1) if hot and base else 0.0
+            signal = streak.feed(s.t0_ns, s.t1_ns, hot, factor, point, lost)
             if signal is not None:
                 if signal.end_ns is None:
                     assert base is not None
@@ -315,6 +357,13 @@ class JobDetector:
                 self.history[kind].append((s.t1_ns, ratio))
         return changed
 
+    def unobserved(self, since_ns: int) -> list[Signal]:
+        """The job can no longer be observed (it ended; its last interval ended at
+        `since_ns`): its open signals end unobserved; they are returned."""
+        closed = [s for s in (st.unobserved(since_ns) for st in self.streaks.values()) if s]
+        self.frozen.clear()
+        return closed
+
     def active(self) -> list[Signal]:
         """The job's open signals."""
         return [s.open for s in self.streaks.values() if s.open is not None]
@@ -325,18 +374,23 @@ class JobDetector:
 
 @dataclass
 class Member:
-    """A job of an incident."""
+    """A job of an incident: its role, its own signals' kinds, its bytes on the links and
+    the time it lost (its signals' `lost_ns`)."""
 
     job: int
     role: str
     signals: list[str]
     link_bytes: int | None
+    lost_ns: float = 0.0
 
 
 @dataclass
 class Joined:
     """An incident as the join makes it: its opening signal, the other signals joined, the
-    jobs with their roles, its severity and cause-only title."""
+    jobs with their roles, the size of its effect (how long its opening signal's condition
+    held, the time its jobs lost, how many jobs were hit: those with a signal of their
+    own), its severity, whether it is big enough to be reported (`reported`), and, ended
+    unobserved, its opening signal's last observation."""
 
     key: str
     kind: str
@@ -346,6 +400,11 @@ class Joined:
     severity: str
     start_ns: int
     end_ns: int | None
+    held_ns: int
+    lost_ns: float
+    hit: int
+    reported: bool
+    unobserved_ns: int | None
 
 
 def overlaps(a: Signal, b: Signal, slack_ns: int) -> bool:
@@ -355,15 +414,38 @@ def overlaps(a: Signal, b: Signal, slack_ns: int) -> bool:
     return a.start_ns <= b_end + slack_ns and b.start_ns <= a_end + slack_ns
 
 
-def severity(kind: str, victims: int, on_link: int, peak: float, th: Thresholds) -> str:
-    """minor: no job affected; major: a job slowed on a congested or erroring link, or a
-    job slowed to twice the threshold; critical: a flapping or down link under jobs, or
-    two or more jobs slowed on one link (`victims`: the jobs on it with a signal)."""
-    if kind in LINK_KINDS:
-        if victims >= 2 or (kind == "link_flap" and on_link):
-            return "critical"
-        return "major" if victims or (kind == "link_errors" and on_link) else "minor"
-    return "major" if peak >= 2 * th.slowdown else "minor"
+def severity(kind: str, lost_by_job: list[float], on_link: int, th: Thresholds) -> str:
+    """From the size of the effect (`lost_by_job`: the time each job hit lost; `on_link`:
+    the jobs on the link): critical when two or more jobs have each lost `min_ns`, or a
+    link flaps under jobs; major when the jobs together have lost `min_ns`; else minor."""
+    if sum(lost >= th.min_ns for lost in lost_by_job) >= 2 or (kind == "link_flap" and on_link):
+        return "critical"
+    return "major" if sum(lost_by_job) >= th.min_ns else "minor"
+
+
+def _sized(key: str, signals: list[Signal], links: list[int], members: list[Member],
+           th: Thresholds) -> Joined:  # fmt: skip
+    """The incident of these signals (the opening one first) and members, with its size,
+    severity and whether it is reported (module doc)."""
+    lead = signals[0]
+    hit = [m.lost_ns for m in members if m.signals]
+    lost = sum(hit)
+    big = lead.held_ns >= th.min_ns or lost >= th.min_ns
+    return Joined(
+        key=key,
+        kind=lead.kind,
+        signals=signals,
+        links=links,
+        members=members,
+        severity=severity(lead.kind, hit, len(members), th),
+        start_ns=min(s.start_ns for s in signals),
+        end_ns=lead.end_ns,
+        held_ns=lead.held_ns,
+        lost_ns=lost,
+        hit=len(hit),
+        reported=big or lead.kind not in RATE_KINDS,
+        unobserved_ns=lead.unobserved_ns,
+    )
 
 
 def join(
@@ -379,37 +461,21 @@ def join(
     the likely aggressor (even if it also slowed: then it is named aggressor only)."""
     joined = [s for s in job_signals
               if s.subject in bytes_on_link and overlaps(s, link_signal, slack_ns)]  # fmt: skip
-    by_job: dict[int, list[str]] = {}
+    by_job: dict[int, list[Signal]] = {}
     for s in joined:
-        by_job.setdefault(s.subject, []).append(s.kind)
+        by_job.setdefault(s.subject, []).append(s)
     known = {j: b for j, b in bytes_on_link.items() if b}
     aggressor = max(sorted(known), key=lambda j: known[j]) if known else None
     members = []
     for j in sorted(bytes_on_link, key=lambda j: (-(bytes_on_link[j] or 0), j)):
         role = "aggressor" if j == aggressor else "victim" if j in by_job else "on link"
-        members.append(Member(j, role, sorted(by_job.get(j, [])), bytes_on_link[j]))
-    victims = sum(bool(m.signals) for m in members)  # the aggressor may have slowed too
-    return Joined(
-        key=link_signal.key,
-        kind=link_signal.kind,
-        signals=[link_signal, *joined],
-        links=[link_signal.subject],
-        members=members,
-        severity=severity(link_signal.kind, victims, len(members), link_signal.peak, th),
-        start_ns=min(s.start_ns for s in [link_signal, *joined]),
-        end_ns=link_signal.end_ns,
-    )
+        own = by_job.get(j, [])
+        members.append(Member(j, role, sorted(s.kind for s in own), bytes_on_link[j],
+                              sum(s.lost_ns for s in own)))  # fmt: skip
+    return _sized(link_signal.key, [link_signal, *joined], [link_signal.subject], members, th)
 
 
 def alone(job_signal: Signal, th: Thresholds) -> Joined:
     """The incident of a job signal that joins no link signal: the job is its victim."""
-    return Joined(
-        key=job_signal.key,
-        kind=job_signal.kind,
-        signals=[job_signal],
-        links=[],
-        members=[Member(job_signal.subject, "victim", [job_signal.kind], None)],
-        severity=severity(job_signal.kind, 1, 0, job_signal.peak, th),
-        start_ns=job_signal.start_ns,
-        end_ns=job_signal.end_ns,
-    )
+    member = Member(job_signal.subject, "victim", [job_signal.kind], None, job_signal.lost_ns)
+    return _sized(job_signal.key, [job_signal], [], [member], th)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import Integer, and_, delete, func, literal, or_, select, text
+from sqlalchemy import Integer, and_, delete, func, literal, or_, select, text, update
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.orm import Session
 
@@ -125,7 +125,8 @@ def link_events_after(
 def job_steps(session: Session, from_ns: int, to_ns: int) -> dict[int, list[JobStep]]:
     """Per job, its whole-second steps (by interval end) in [from_ns, to_ns) with MPI
     traffic or file I/O: time in collectives and waits and MPI bytes (op_deltas), file
-    I/O time and bytes of the program's I/O (io_deltas, phase 0), summed over ranks."""
+    I/O time and bytes of the program's I/O (io_deltas, phase 0), summed over ranks, and
+    how many ranks reported either."""
     waiting, moving = _ops(WAITING), _ops(MOVING)
     ops = (
         select(
@@ -133,6 +134,7 @@ def job_steps(session: Session, from_ns: int, to_ns: int) -> dict[int, list[JobS
             func.floor(OpDelta.t_end_ns / SECOND).label("s"),
             func.coalesce(func.sum(OpDelta.time_ns).filter(OpDelta.op_id.in_(waiting)), 0),
             func.coalesce(func.sum(OpDelta.bytes).filter(OpDelta.op_id.in_(moving)), 0),
+            func.count(OpDelta.world_rank.distinct()),
         )
         .where(OpDelta.t_end_ns >= from_ns, OpDelta.t_end_ns < to_ns)
         .group_by(OpDelta.job_id, text("2"))
@@ -143,19 +145,31 @@ def job_steps(session: Session, from_ns: int, to_ns: int) -> dict[int, list[JobS
             func.floor(IoDelta.t_end_ns / SECOND).label("s"),
             func.sum(IoDelta.read_time_ns + IoDelta.write_time_ns),
             func.sum(IoDelta.bytes_read + IoDelta.bytes_written),
+            func.count(IoDelta.world_rank.distinct()),
         )
         .where(IoDelta.t_end_ns >= from_ns, IoDelta.t_end_ns < to_ns, IoDelta.phase == 0)
         .group_by(IoDelta.job_id, text("2"))
     )
-    sums: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    for job, s, t, n in session.execute(ops):
+    sums: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+    for job, s, t, n, ranks in session.execute(ops):
         sums[(job, int(s))][0:2] = [int(t), int(n)]
-    for job, s, t, n in session.execute(io):
+        sums[(job, int(s))][4] = int(ranks)
+    for job, s, t, n, ranks in session.execute(io):
         sums[(job, int(s))][2:4] = [int(t or 0), int(n or 0)]
+        sums[(job, int(s))][4] = max(sums[(job, int(s))][4], int(ranks))
     out: dict[int, list[JobStep]] = defaultdict(list)
-    for (job, s), (mt, mb, it, ib) in sorted(sums.items()):
-        out[job].append(JobStep(s * SECOND, (s + 1) * SECOND, mt, mb, it, ib))
+    for (job, s), (mt, mb, it, ib, ranks) in sorted(sums.items()):
+        out[job].append(JobStep(s * SECOND, (s + 1) * SECOND, mt, mb, it, ib, ranks))
     return dict(out)
+
+
+def ended_jobs(session: Session, job_ids: list[int]) -> dict[int, int]:
+    """Of these jobs, those that ended (no run still running): job id -> the end of the
+    last interval seen from it."""
+    if not job_ids:
+        return {}
+    query = select(Job.id, Job.last_seen_ns).where(Job.id.in_(job_ids), Job.status != "running")
+    return {job: int(last) for job, last in session.execute(query)}
 
 
 def top_ranks(session: Session, job: int, kind: str, from_ns: int, to_ns: int,
@@ -214,13 +228,16 @@ class FabricView:
 
 
 def save(session: Session, row: dict[str, Any], members: list[dict[str, Any]]) -> int:
-    """Insert or update the incident with `row["key"]` and replace its jobs; its id."""
-    values = insert(Incident).values(**row)
-    upsert = values.on_conflict_do_update(
-        index_elements=[Incident.key],
-        set_={k: values.excluded[k] for k in row if k not in ("key", "detected_ns")},
-    ).returning(Incident.id)
-    incident_id: int = session.execute(upsert).scalar_one()
+    """Insert or update the incident with `row["key"]` and replace its jobs; its id. An id
+    is drawn only for a new incident (one writer, the detector service: no race), so ids
+    follow the order incidents were first stored, with no gap for an update."""
+    incident_id = session.scalar(select(Incident.id).where(Incident.key == row["key"]))
+    if incident_id is None:
+        incident_id = session.execute(insert(Incident).values(**row).returning(Incident.id)
+                                      ).scalar_one()  # fmt: skip
+    else:
+        changed = {k: v for k, v in row.items() if k not in ("key", "detected_ns")}
+        session.execute(update(Incident).where(Incident.id == incident_id).values(**changed))
     session.execute(delete(IncidentJob).where(IncidentJob.incident_id == incident_id))
     if members:
         session.execute(insert(IncidentJob), [{**m, "incident_id": incident_id} for m in members])
@@ -230,6 +247,12 @@ def save(session: Session, row: dict[str, Any], members: list[dict[str, Any]]) -
 def remove(session: Session, key: str) -> None:
     """Delete the incident with this key (and its jobs)."""
     session.execute(delete(Incident).where(Incident.key == key))
+
+
+def rekey(session: Session, key: str, new_key: str) -> None:
+    """Give the incident with `key` another opening signal (`new_key`): it keeps its id
+    (and its detection time), so its URL shows what it became."""
+    session.execute(update(Incident).where(Incident.key == key).values(key=new_key))
 
 
 def open_incidents(session: Session) -> list[dict[str, Any]]:

@@ -75,7 +75,8 @@ def _summary(incident: Incident, members: list[IncidentJob]) -> dict[str, Any]:
         "title": incident.title, "summary": _summary_line(incident, members),
         "open": incident.end_ns is None, "start_ns": incident.start_ns,
         "end_ns": incident.end_ns, "detected_ns": incident.detected_ns,
-        "updated_ns": incident.updated_ns, "signals": list(incident.signals),
+        "updated_ns": incident.updated_ns, "unobserved_ns": incident.unobserved_ns,
+        "lost_ns": incident.lost_ns, "hit": incident.hit, "signals": list(incident.signals),
         "link_ids": list(incident.link_ids), "jobs": len(incident.members),
     }  # fmt: skip
 

@@ -6,7 +6,8 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
 1. the sweeps stored since the last tick, in order, through the link detectors
    (congestion, errors), and the link down/up events stored since (flaps);
 2. every job's whole-second steps that have settled (SETTLE_NS past their end, so late
-   frames are in) through its own detectors (MPI slowdown, I/O stall);
+   frames are in) through its own detectors (MPI slowdown, I/O stall); a job that ended
+   with a signal open ends it unobserved since its last interval (not "cleared");
 3. the join: each link signal with the overlapping job signals of the jobs whose traffic
    crosses it (the traffic domain's attribution of that link alone over the signal's time,
    both directions, every layer; read again every REFRESH_NS while it lasts, and when it
@@ -14,10 +15,14 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
    becomes an incident, the job with the most bytes on the link its likely aggressor; a
    job signal that joins no link signal within `sweeps` sweep periods is an incident of
    its own;
-4. every open incident (and one that just closed) is stored; its opening, a change of its
-   severity or of a job's role or signals ("updated") and its closing are sent to the webhook if one
-   is set. A job's incident of its own that a link signal joins later is merged into the
-   link's (deleted; "merged" to the webhook).
+4. every open incident (and one that just closed) big enough to report (detect.py: the
+   size of an effect, STACKLENS_INCIDENT_MIN_S) is stored, a smaller one is silent (never
+   stored while small, forgotten if it ends so); its opening, a change of its severity or
+   of a job's role or signals ("updated") and its closing are sent to the webhook if one
+   is set, each with the incident's URL and a line of text (message.py). Ids are drawn
+   only for an incident stored the first time. A job's incident of its own that a link
+   signal joins later becomes the link's (keeping its id and URL) if the link's is new,
+   else it is merged into the link's (deleted; "merged" to the webhook).
 
 After a restart the first pass replays enough sweeps and steps to judge every condition
 afresh: an incident the earlier server left open whose condition still holds (its
@@ -45,6 +50,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from server.fabric import repository as fabric
+from server.incidents import message
 from server.incidents import repository as repo
 from server.incidents.detect import (
     JOB_KINDS,
@@ -91,6 +97,7 @@ class ServiceStats:
     errors: int = 0
     opened: int = 0
     closed: int = 0
+    silenced: int = 0  # incidents that ended while too small to report (never stored)
     last_tick_s: float = 0.0
     #: durations of the detector passes (/metrics: stacklens_incident_pass_seconds)
     pass_timings: Timings = field(default_factory=Timings)
@@ -107,8 +114,10 @@ class IncidentService:
         traffic: TrafficConfig | None = None,
         webhook: Webhook | None = None,
         clock: Callable[[], int] = time.time_ns,
+        base_url: str = "http://127.0.0.1:7450",
     ):
         self.engine = engine
+        self.base_url = base_url  # the dashboard's address, for the incidents' URLs
         self.th = thresholds
         self.interval_ns = int(sweep_interval_s * SECOND)
         self.webhook = webhook
@@ -182,9 +191,9 @@ class IncidentService:
         self.stats.ticks += 1
         self.stats.last_tick_s = time.monotonic() - started
         self.stats.pass_timings.observe(self.stats.last_tick_s)
-        for message in messages:
+        for sent in messages:
             if self.webhook is not None:
-                self.webhook.post(message)
+                self.webhook.post(sent)
         return messages
 
     def _fabric(self, session: Session, links: list[dict[str, Any]], now: int) -> bool:
@@ -228,18 +237,24 @@ class IncidentService:
         if upto <= self.steps_after:
             return False
         steps = repo.job_steps(session, self.steps_after, upto)
-        for job, detector in self.jobs.items():  # open signals see the quiet steps too
-            if detector.active() and job not in steps:
-                steps[job] = []
+        watched = [job for job, detector in self.jobs.items() if detector.active()]
+        for job in watched:  # open signals see the quiet steps too
+            steps.setdefault(job, [])
+        gone = repo.ended_jobs(session, watched)  # job -> the end of its last interval
         for job, rows in steps.items():
             detector = self.jobs.setdefault(job, JobDetector(job, self.th))
             have = {s.t0_ns for s in rows}
-            if detector.active():  # a step without traffic is quiet for an open signal
+            last = gone.get(job)  # its last interval is in the step [last // 1 s, + 1 s)
+            after = None if last is None else last // SECOND * SECOND + SECOND
+            if detector.active():  # a step without traffic is quiet for an open signal,
+                stop = upto if after is None else min(upto, after)  # until the job ended
                 rows = sorted(rows + [JobStep(t, t + SECOND, 0, 0, 0, 0)
-                                      for t in range(self.steps_after, upto, SECOND)
+                                      for t in range(self.steps_after, stop, SECOND)
                                       if t not in have], key=lambda s: s.t0_ns)  # fmt: skip
             for step in rows:
                 self.ended += [s for s in detector.step(step) if s.end_ns is not None]
+            if last is not None and after is not None and after <= upto:  # all its steps fed
+                self.ended += detector.unobserved(last)
         for job in [j for j, d in self.jobs.items() if not d.active() and j not in steps]:
             last = max((t for q in self.jobs[job].history.values() for t, _ in q), default=0)
             if last < upto - self.th.baseline_ns:
@@ -308,13 +323,15 @@ class IncidentService:
             incidents.append(alone(signal, self.th))
         messages = []
         for key in [k for k in self.joined if k in self.stored]:  # it opened alone before
-            messages.append({"event": "merged", "incident": {"id": self.stored.pop(key)},
-                             "into": self.joined[key]})  # fmt: skip
-            repo.remove(session, key)
-        keep = set()
+            messages += self._merge(session, key, self.joined[key])
+        keep, silent = set(), set()
         for incident in incidents:
-            incident_id, row = self._save(session, incident, by_id, now)
             was_open = incident.key in self.stored
+            if not was_open and not incident.reported:  # too small yet to tell anyone
+                silent.add(incident.key)
+                self.stats.silenced += incident.end_ns is not None
+                continue
+            incident_id, row = self._save(session, incident, by_id, now)
             if incident.end_ns is None:
                 self.stored[incident.key] = incident_id
                 keep.add(incident.key)
@@ -336,8 +353,9 @@ class IncidentService:
                 messages.append(self._message(session, event, incident_id, row))
         for key in set(self.stored) - keep:  # its signals are gone (e.g. a restart)
             del self.stored[key]
+        live = keep | silent
         self.shapes = {k: v for k, v in self.shapes.items() if k in keep}
-        self._on = {k: v for k, v in self._on.items() if k in keep}
+        self._on = {k: v for k, v in self._on.items() if k in live}
         self._details = {k: v for k, v in self._details.items() if k[0] in keep}
         for closed in repo.close_stale(session, keep):  # e.g. left open by an earlier server
             self.stats.closed += 1
@@ -346,6 +364,20 @@ class IncidentService:
         self.joined = {k: v for k, v in self.joined.items()
                        if any(s.key == k for s in job_signals if s.end_ns is None)}  # fmt: skip
         return messages
+
+    def _merge(self, session: Session, key: str, into: str) -> list[dict[str, Any]]:
+        """A job's incident of its own (stored as `key`) is now part of a link's (`into`):
+        if that one is new, it takes the job's row over (its id and URL stay; the webhook
+        hears "updated" when it is saved); else the job's is deleted and the webhook hears
+        "merged" with the incident it went into."""
+        incident_id = self.stored.pop(key)
+        if into not in self.stored:
+            repo.rekey(session, key, into)
+            self.stored[into] = incident_id
+            self.shapes[into] = self.shapes.pop(key, ("", ()))
+            return []
+        repo.remove(session, key)
+        return [message.merged(incident_id, self.stored[into], self.base_url)]
 
     def _on_link(self, session: Session, link: int, window: Window) -> dict[int, int | None]:
         """Job -> its bytes on the link (both directions, every layer) over the window."""
@@ -386,6 +418,7 @@ class IncidentService:
                 known = self._details[key] = (now, ranks, files)
             _, ranks, files = known
             evidence = {s.kind: {"baseline_per_byte_ns": s.baseline, "peak_factor": s.peak,
+                                 "lost_ns": round(s.lost_ns), "unobserved_ns": s.unobserved_ns,
                                  "series": s.evidence} for s in own}  # fmt: skip
             members.append({"slot": slot, "job_id": m.job, "role": m.role,
                             "signals": m.signals, "ranks": ranks, "files": files,
@@ -397,25 +430,18 @@ class IncidentService:
             "members": [{"role": m.role} for m in incident.members],
             "link_ids": incident.links,
             "signals": sorted({s.kind for s in incident.signals}),
+            "unobserved_ns": incident.unobserved_ns, "lost_ns": round(incident.lost_ns),
+            "hit": incident.hit,
         }  # fmt: skip
         return repo.save(session, row, members), row
 
     def _message(self, session: Session, event: str, incident_id: int, row: dict[str, Any]
                  ) -> dict[str, Any]:  # fmt: skip
-        """The webhook's JSON: the event and the incident as an administrator sees it."""
+        """The webhook's JSON (server/incidents/message.py): the event, the incident's URL,
+        its one-line text and the incident as an administrator sees it."""
         jobs = repo.visible_jobs(session, [incident_id]).get(incident_id, {})
-        return {
-            "event": event,
-            "incident": {
-                "id": incident_id, "kind": row["kind"], "severity": row["severity"],
-                "title": row["title"], "start_ns": row["start_ns"], "end_ns": row["end_ns"],
-                "detected_ns": row["detected_ns"],
-                "links": [{k: lk[k] for k in ("id", "a", "b")} for lk in row["links"]],
-                "jobs": [{k: j[k] for k in ("job", "user", "role", "signals", "ranks",
-                                             "files", "link_bytes")}
-                         for _, j in sorted(jobs.items())],
-            },
-        }  # fmt: skip
+        return message.message(event, incident_id, row, [j for _, j in sorted(jobs.items())],
+                               self.base_url)  # fmt: skip
 
 
 def _end(end: dict[str, Any]) -> str:
@@ -434,4 +460,5 @@ def incident_service(engine: Engine, settings: Any, traffic: TrafficConfig | Non
         sweep_interval_s=settings.fabric_interval_ms / 1000,
         traffic=traffic,
         webhook=Webhook(settings.alert_webhook) if settings.alert_webhook else None,
+        base_url=settings.public_base_url(),
     )

@@ -17,8 +17,9 @@ SUMMARY = "Congestion on spine01[5] – leaf02[9]; likely aggressor: another job
 def _summary(**extra: object) -> dict:
     return {"id": 3, "kind": "congestion", "severity": "major", "title": "Congestion on "
             "spine01[5] – leaf02[9]", "summary": SUMMARY, "open": True, "start_ns": T0,
-            "end_ns": None, "detected_ns": T0 + 2 * 10**9, "updated_ns": T0, "signals":
-            ["congestion", "mpi_slowdown"], "link_ids": [39], "jobs": 2, **extra}  # fmt: skip
+            "end_ns": None, "detected_ns": T0 + 2 * 10**9, "updated_ns": T0, "unobserved_ns": None,
+            "lost_ns": 6 * 10**9, "hit": 1, "signals": ["congestion", "mpi_slowdown"],
+            "link_ids": [39], "jobs": 2, **extra}  # fmt: skip
 
 
 def _list(*rows: dict) -> IncidentList:

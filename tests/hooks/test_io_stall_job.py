@@ -34,7 +34,8 @@ STALL_JOB = Path(__file__).parent / "stall_job.py"
 S = 10**9
 NORMAL_S, STALL_S = 8, 6
 STOPPED_S, RUNNING_S = 0.3, 0.01
-TH = Thresholds(sweeps=2, clear=3, slowdown=3.0, baseline_ns=120 * S, min_time_ns=10**6)
+TH = Thresholds(sweeps=2, clear=3, slowdown=3.0, baseline_ns=120 * S, min_time_ns=10**6,
+                min_ns=2 * S)  # fmt: skip
 
 
 def _stall(out: Path, seconds: float) -> None:

@@ -98,11 +98,13 @@ class StagedFabric:
         self.store.close()
 
 
-def frames(i: int) -> list[bytes]:
-    """Every job's frames of interval i ([T0 + i s, T0 + (i+1) s))."""
+def frames(i: int, jobs: tuple[str, ...] = tuple(JOBS), final: bool = False) -> list[bytes]:
+    """These jobs' frames of interval i ([T0 + i s, T0 + (i+1) s)); `final`: their ranks'
+    last frames (the jobs end with it)."""
     op = op_names().index
     out = []
-    for job, (user, hosts, p2p, ckpt) in JOBS.items():
+    for job in jobs:
+        user, hosts, p2p, ckpt = JOBS[job]
         for rank, host in enumerate(hosts):
             slow = job == "alice-inc" and i in SLOW
             tables = {
@@ -126,12 +128,13 @@ def frames(i: int) -> list[bytes]:
             out.append(wire.encode_frame(
                 job_id=job, world_rank=rank, world_size=2, seq=i, host=host, pid=100 + rank,
                 interval_start_ns=T0 + i * S, interval_end_ns=T0 + (i + 1) * S,
-                token="secret", tables=tables))  # fmt: skip
+                token="secret", tables=tables,
+                frame_type=wire.FrameType.FINAL if final else wire.FrameType.INTERVAL))  # fmt: skip
     return out
 
 
-def send(collector, i: int) -> None:
-    """Send interval i of every job through the collector, committed."""
-    payload = frames(i)
+def send(collector, i: int, jobs: tuple[str, ...] = tuple(JOBS), final: bool = False) -> None:
+    """Send interval i of these jobs (every job) through the collector, committed (frames)."""
+    payload = frames(i, jobs, final)
     acks = exchange(collector.address, b"".join(payload), acks=len(payload))
     assert [status for status, _ in acks] == [0] * len(payload)

@@ -1,6 +1,9 @@
 """The incident detectors and the join on seeded series (server/incidents/detect.py): each
 fires when it should — at the sweep or step the thresholds say, with the start of the
-condition — and stays quiet on normal load; the join names the aggressor and the victims."""
+condition — and stays quiet on normal load; the join names the aggressor and the victims;
+the size of an effect (how long it held, the time its jobs lost) keeps the demo's 2-second
+blips silent and makes a sustained slowdown major; a job that ends closes its signal
+unobserved."""
 
 from __future__ import annotations
 
@@ -21,7 +24,8 @@ from server.incidents.detect import (
 S = 10**9
 T0 = 1_800_000_000 * S
 TH = Thresholds(utilisation=0.8, xmit_wait_per_s=1e6, sweeps=2, clear=3, link_errors=1,
-                flaps=2, slowdown=3.0, baseline_ns=60 * S, min_time_ns=10**6)  # fmt: skip
+                flaps=2, slowdown=3.0, baseline_ns=60 * S, min_time_ns=10**6,
+                min_ns=5 * S)  # fmt: skip
 
 
 def _sweeps(values: list[dict]) -> list[tuple[int, dict[int, LinkPoint]]]:
@@ -154,43 +158,121 @@ def test_io_stall_needs_a_baseline_and_enough_time():
     assert [(i, s.kind, s.peak) for i, s in events] == [(7, "io_stall", 4.0)]
 
 
-def _signal(kind: str, subject: int, start: int, end: int | None = None) -> Signal:
+def _signal(kind: str, subject: int, start: int, end: int | None = None, lost: float = 0.0
+            ) -> Signal:  # fmt: skip
+    """A signal from `start` (s after T0), held 2 s, that lost `lost` s (a job's)."""
     return Signal(kind, subject, start_ns=T0 + start * S, detected_ns=T0 + (start + 2) * S,
                   last_ns=T0 + (end or start + 2) * S, end_ns=None if end is None
-                  else T0 + end * S, peak=1.5)  # fmt: skip
+                  else T0 + end * S, peak=1.5, held_ns=2 * S, lost_ns=lost * S)  # fmt: skip
 
 
 def test_join_names_the_aggressor_and_the_victims():
     link = _signal("congestion", 11, 10)
-    victim = _signal("mpi_slowdown", 2, 11)
+    victim = _signal("mpi_slowdown", 2, 11, lost=6.0)
     elsewhere = _signal("mpi_slowdown", 5, 11)  # a job that does not cross the link
     too_early = _signal("io_stall", 3, 0, end=4)  # ended long before the congestion
     on_link = {1: 9_000_000, 2: 1_000_000, 3: 500_000, 4: None}
     incident = join(link, [victim, elsewhere, too_early], on_link, TH, slack_ns=2 * S)
     assert incident.key == f"congestion:11:{T0 + 10 * S}"
-    assert [(m.job, m.role, m.signals, m.link_bytes) for m in incident.members] == [
-        (1, "aggressor", [], 9_000_000),
-        (2, "victim", ["mpi_slowdown"], 1_000_000),
-        (3, "on link", [], 500_000),
-        (4, "on link", [], None),
+    assert [(m.job, m.role, m.signals, m.link_bytes, m.lost_ns) for m in incident.members] == [
+        (1, "aggressor", [], 9_000_000, 0.0),
+        (2, "victim", ["mpi_slowdown"], 1_000_000, 6.0 * S),
+        (3, "on link", [], 500_000, 0.0),
+        (4, "on link", [], None, 0.0),
     ]
     assert [s.key for s in incident.signals] == [link.key, victim.key]
     assert (incident.severity, incident.links, incident.start_ns) == ("major", [11], T0 + 10 * S)
+    # held 2 s only, but its victim lost 6 s (>= 5 s): reported
+    assert (incident.held_ns, incident.lost_ns, incident.hit, incident.reported) == (
+        2 * S, 6.0 * S, 1, True)  # fmt: skip
 
 
-def test_join_severity_and_a_lone_job_signal():
+def test_severity_from_the_size_of_the_effect():
     link = _signal("congestion", 11, 10)
     nobody = join(link, [], {}, TH, slack_ns=2 * S)
-    assert (nobody.severity, nobody.members) == ("minor", [])
-    two = join(link, [_signal("mpi_slowdown", 2, 10), _signal("io_stall", 3, 11)],
-               {1: 10, 2: 5, 3: 1}, TH, slack_ns=2 * S)  # fmt: skip
-    assert two.severity == "critical" and [m.role for m in two.members] == [
-        "aggressor",
-        "victim",
-        "victim",
-    ]
+    assert (nobody.severity, nobody.members, nobody.reported) == ("minor", [], False)
+    small = join(link, [_signal("mpi_slowdown", 2, 10, lost=4.9)], {1: 10, 2: 5}, TH, 2 * S)
+    assert (small.severity, small.hit, small.reported) == ("minor", 1, False)  # 4.9 s < 5 s
+    # two jobs hit, 3 s each: 6 s together (major), not 5 s each (critical)
+    two = join(link, [_signal("mpi_slowdown", 2, 10, lost=3.0), _signal("io_stall", 3, 11,
+               lost=3.0)], {1: 10, 2: 5, 3: 1}, TH, slack_ns=2 * S)  # fmt: skip
+    assert (two.severity, two.hit, two.lost_ns) == ("major", 2, 6.0 * S)
+    assert [m.role for m in two.members] == ["aggressor", "victim", "victim"]
+    both = join(link, [_signal("mpi_slowdown", 2, 10, lost=5.0), _signal("io_stall", 3, 11,
+                lost=5.0)], {1: 10, 2: 5, 3: 1}, TH, slack_ns=2 * S)  # fmt: skip
+    assert (both.severity, both.hit) == ("critical", 2)
+    # errors and flaps are counted events: reported however short
     flap = join(_signal("link_flap", 4, 1), [], {7: None}, TH, slack_ns=0)
-    assert flap.severity == "critical" and flap.members[0].role == "on link"
-    lone = alone(_signal("io_stall", 3, 5), TH)
-    assert (lone.kind, lone.links, lone.severity) == ("io_stall", [], "minor")
+    assert (flap.severity, flap.reported, flap.members[0].role) == ("critical", True, "on link")
+    errors = join(_signal("link_errors", 4, 1), [], {7: None}, TH, slack_ns=0)
+    assert (errors.severity, errors.reported) == ("minor", True)
+    lone = alone(_signal("io_stall", 3, 5, lost=1.0), TH)
+    assert (lone.kind, lone.links, lone.severity, lone.reported) == ("io_stall", [], "minor", False)
     assert [(m.job, m.role) for m in lone.members] == [(3, "victim")]
+
+
+#: A step of the demo's solver (2 ranks) as it runs: 250 ms in its collectives and waits
+#: per second over 25 MB (10 ns/B).
+NORMAL = (250_000_000, 25_000_000)
+
+
+def _solver(series: list[tuple[int, int]]) -> tuple[list[Signal], JobDetector]:
+    """The signals a 2-rank job's MPI steps (time, bytes) opened or closed, in order."""
+    det = JobDetector(7, TH)
+    out = []
+    for i, (t, n) in enumerate(series):
+        out += [copy.copy(s) for s in det.step(JobStep(T0 + i * S, T0 + (i + 1) * S, t, n,
+                                                       0, 0, ranks=2))]  # fmt: skip
+    return out, det
+
+
+def test_the_demos_blips_stay_silent():
+    """Seen in five minutes of `stacklens demo` on a loaded node: two slow steps (8x and
+    6x the baseline) between normal ones, and a slowdown that comes and goes (4 slow steps
+    in 8 s). Each opens a signal, but it held under 5 s and cost under 5 s: silent."""
+    blip, _ = _solver([NORMAL] * 10 + [(1_000_000_000, 12_500_000), (800_000_000, 13_000_000)]
+                      + [NORMAL] * 4)  # fmt: skip
+    opened, closed = blip
+    assert closed.end_ns == T0 + 12 * S and opened.key == closed.key
+    # per slow step: the time beyond 10 ns/B of its bytes, over 2 ranks
+    assert closed.lost_ns == (1e9 - 125e6) / 2 + (800e6 - 130e6) / 2 == 772.5e6
+    assert (closed.held_ns, closed.peak) == (2 * S, 8.0)
+    incident = alone(closed, TH)
+    assert (incident.reported, incident.severity) == (False, "minor")
+    slow = (600_000_000, 15_000_000)  # 4x
+    wavy = [NORMAL] * 10 + [slow, slow, NORMAL, NORMAL, slow, NORMAL, NORMAL, slow] + [NORMAL] * 4
+    (opened, closed), _ = _solver(wavy)
+    assert (closed.start_ns, closed.end_ns) == (T0 + 10 * S, T0 + 18 * S)  # 8 s long
+    assert (closed.held_ns, closed.lost_ns) == (4 * S, 4 * (600e6 - 150e6) / 2)  # 4 s, 0.9 s
+    assert alone(closed, TH).reported is False
+
+
+def test_a_sustained_slowdown_is_reported_then_major():
+    """The demo's incident: the solver's late rank makes the other wait ~1 s per second
+    (32x its time per byte) for 20 s: reported once it has held 5 s, major once it has
+    cost 5 s (each slow step: (1 s - 31.25 ms) / 2 ranks = 484.375 ms)."""
+    series = [NORMAL] * 10 + [(1_000_000_000, 3_125_000)] * 20 + [NORMAL] * 4
+    det = JobDetector(7, TH)
+    seen, closed = [], []
+    for i, (t, n) in enumerate(series):
+        closed += det.step(JobStep(T0 + i * S, T0 + (i + 1) * S, t, n, 0, 0, ranks=2))
+        for signal in det.active():
+            incident = alone(signal, TH)
+            seen.append((i, incident.reported, incident.severity))
+    assert seen[0] == (11, False, "minor")  # opened at its second slow step: silent
+    assert [i for i, reported, _ in seen if reported][0] == 14  # held 5 s
+    assert [i for i, _, severity in seen if severity == "major"][0] == 20  # 11 x 484.375 ms
+    assert seen[-1] == (31, True, "major")  # open until its third quiet step (32)
+    (_, signal) = closed
+    assert signal.lost_ns == 20 * (1e9 - 31.25e6) / 2 and signal.held_ns == 20 * S
+    assert (signal.end_ns, signal.unobserved_ns) == (T0 + 30 * S, None)  # it cleared
+
+
+def test_a_job_that_ends_closes_its_signal_unobserved():
+    series = [NORMAL] * 10 + [(1_000_000_000, 3_125_000)] * 6
+    _, det = _solver(series)
+    (signal,) = det.active()
+    closed = det.unobserved(T0 + 16 * S + 300_000_000)  # its last interval's end
+    assert closed == [signal] and det.active() == [] and det.frozen == {}
+    assert (signal.end_ns, signal.unobserved_ns) == (T0 + 16 * S, T0 + 16 * S + 300_000_000)
+    assert det.unobserved(T0 + 17 * S) == []  # nothing open any more

@@ -23,7 +23,8 @@ from tests.server.incident_data import T0, S, StagedFabric, send
 from tests.server.test_incident_webhook import Receiver
 
 TH = Thresholds(utilisation=0.8, xmit_wait_per_s=1e6, sweeps=2, clear=3, link_errors=1,
-                flaps=2, slowdown=3.0, baseline_ns=60 * S, min_time_ns=10**6)  # fmt: skip
+                flaps=2, slowdown=3.0, baseline_ns=60 * S, min_time_ns=10**6,
+                min_ns=2 * S)  # fmt: skip
 
 
 @pytest.fixture
@@ -85,9 +86,12 @@ def test_an_incident_still_on_is_taken_over_and_closed_by_the_next_server(staged
     # down for sweeps 13-16; the next server replays sweeps 12-17: the congestion (sweeps
     # 10-15) is found again from sweep 12 on, and is the same incident
     second = staged["run"](range(17, 25))
-    assert _events(second) == [("closed", incident_id, "congestion", T0 + 16 * S)]
-    assert second[0]["incident"]["start_ns"] == T0 + 10 * S
-    assert [(j["job"], j["role"]) for j in second[0]["incident"]["jobs"]] == [
+    # alice's slowdown, found again over the replayed steps, has now cost her 2 s: major
+    assert _events(second) == [("updated", incident_id, "congestion", None),
+                               ("closed", incident_id, "congestion", T0 + 16 * S)]  # fmt: skip
+    assert [m["incident"]["severity"] for m in first + second] == ["minor"] * 2 + ["major"] * 2
+    assert second[1]["incident"]["start_ns"] == T0 + 10 * S
+    assert [(j["job"], j["role"]) for j in second[1]["incident"]["jobs"]] == [
         ("bob-inc", "aggressor"), ("alice-inc", "victim")
     ]  # fmt: skip
     assert _incidents(staged["engine"]) == [(incident_id, key, T0 + 10 * S, T0 + 16 * S)]

@@ -6,7 +6,10 @@ lists and filters it and shows each user the other users' jobs as "another job".
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +20,7 @@ from server.access.viewer import Access
 from server.app import create_app
 from server.incidents.detect import Thresholds
 from server.incidents.service import IncidentService
+from server.incidents.webhook import Webhook
 from server.query_params import Window
 from server.traffic.repository import TrafficConfig
 from server.traffic.service import DIRECTIONS, AttributionCache
@@ -25,18 +29,33 @@ from stacklens.schema import Incident
 from tests.access.data import token_for
 from tests.server.fabric_data import relink_host2, write_small_fabric
 from tests.server.incident_data import T0, WAIT_PER_S, S, StagedFabric, send
+from tests.server.test_incident_webhook import Receiver
 
 TH = Thresholds(utilisation=0.8, xmit_wait_per_s=1e6, sweeps=2, clear=3, link_errors=1,
-                flaps=2, slowdown=3.0, baseline_ns=60 * S, min_time_ns=10**6)  # fmt: skip
+                flaps=2, slowdown=3.0, baseline_ns=60 * S, min_time_ns=10**6,
+                min_ns=2 * S)  # fmt: skip
+
+
+#: The dashboard's address the incidents' URLs are made with.
+PUBLIC = "https://stacklens.example.org/hpc"
 
 
 @pytest.fixture
 def staged(collector, pg_url) -> Iterator[dict]:
-    """25 sweeps and job intervals, a tick after each (the clock 1.6 s past the sweep): the
-    webhook messages per tick, the engine."""
+    """25 sweeps and job intervals, a tick after each (the clock 1.6 s past the sweep), as
+    `stacklens up` runs them: the ticks in this thread, the webhook's sender on an event
+    loop of its own posting to a local HTTP receiver. The messages per tick, the bodies
+    the receiver got, the engine."""
     engine = make_engine(pg_url)
     now = [T0]
-    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0])
+    receiver = Receiver(fail=0)
+    hook = Webhook(receiver.url, attempts=2, backoff_s=0.05)
+    loop = asyncio.new_event_loop()
+    sender = threading.Thread(target=loop.run_forever, daemon=True)
+    sender.start()
+    asyncio.run_coroutine_threadsafe(hook.start(), loop).result(5)
+    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0],
+                              webhook=hook, base_url=PUBLIC)  # fmt: skip
     fabric = StagedFabric(pg_url)
     messages = {}
     try:
@@ -45,8 +64,18 @@ def staged(collector, pg_url) -> Iterator[dict]:
             send(collector, i)
             now[0] = T0 + (i + 1) * S + 1_600_000_000
             messages[i] = copy.deepcopy(service.tick())
-        yield {"engine": engine, "messages": messages, "service": service}
+        sent = sum(len(m) for m in messages.values())
+        deadline = time.monotonic() + 20
+        while hook.stats.delivered < sent and time.monotonic() < deadline:
+            time.sleep(0.02)
+        yield {"engine": engine, "messages": messages, "service": service,
+               "received": receiver.bodies}  # fmt: skip
     finally:
+        asyncio.run_coroutine_threadsafe(hook.stop(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        sender.join(5)
+        loop.close()
+        receiver.close()
         fabric.close()
         engine.dispose()
 
@@ -54,7 +83,7 @@ def staged(collector, pg_url) -> Iterator[dict]:
 def test_detected_within_two_sweeps_named_and_closed(staged):
     messages = staged["messages"]
     assert {i: [m["event"] for m in ms] for i, ms in messages.items() if ms} == {
-        11: ["opened"], 12: ["updated"], 18: ["closed"]
+        11: ["opened"], 12: ["updated"], 15: ["updated"], 18: ["closed"]
     }  # fmt: skip
     # at sweep 11 alice's slow interval [T0 + 10 s, T0 + 11 s) is in the step that ends at
     # T0 + 12 s (an interval counts in the step its end lies in), not yet settled: she is
@@ -70,7 +99,12 @@ def test_detected_within_two_sweeps_named_and_closed(staged):
     assert opened["detected_ns"] == T0 + 12 * S  # the end of sweep 11: 2 sweeps later
     assert opened["end_ns"] is None
     updated = messages[12][0]["incident"]
-    assert updated["severity"] == "major"
+    # alice's first 2 slow steps: 5x her baseline, so 4/5 of her 2 x 500 ms waited beyond
+    # it, over her 2 ranks: 400 ms each; major from 2 s lost (this test's min_ns), 5 steps
+    assert (updated["severity"], updated["hit"], updated["lost_ns"]) == ("minor", 1, 8 * 10**8)
+    assert [(m["incident"]["severity"], m["incident"]["lost_ns"]) for m in messages[15]] == [
+        ("major", 2 * S)
+    ]
     jobs = [(j["job"], j["user"], j["role"], j["signals"]) for j in updated["jobs"]]
     assert jobs == [("bob-inc", "bob", "aggressor", []),
                     ("alice-inc", "alice", "victim", ["mpi_slowdown"])]  # fmt: skip
@@ -84,8 +118,34 @@ def test_detected_within_two_sweeps_named_and_closed(staged):
     closed = messages[18][0]["incident"]
     assert [j["link_bytes"] for j in closed["jobs"]] == [20 * (50 << 20), 20 * (1 << 20)]
     assert closed["id"] == opened["id"] and closed["end_ns"] == T0 + 16 * S
+    assert (closed["severity"], closed["lost_ns"], closed["unobserved_ns"]) == (
+        "major", 24 * 10**8, None)  # fmt: skip
     assert staged["service"].stats.opened == 1 and staged["service"].stats.closed == 1
     # carol's job (one leaf) never crosses the link: not in it
+
+
+def test_the_webhook_posts_the_url_and_a_line_a_chat_tool_can_post(staged):
+    """What the local receiver got: every message in order, each with the incident's page
+    at STACKLENS_PUBLIC_URL and one line of text (server/incidents/message.py)."""
+    sent = [m for _, ms in sorted(staged["messages"].items()) for m in ms]
+    assert staged["received"] == sent and len(sent) == 4
+    incident_id = sent[0]["incident"]["id"]
+    url = f"{PUBLIC}/incidents/{incident_id}"
+    assert [(m["url"], m["incident"]["url"]) for m in sent] == [(url, url)] * 4
+    start = "2023-11-14 22:13:30 UTC"  # T0 + 10 s
+    assert [m["text"] for m in sent] == [
+        f"[minor] stacklens incident {incident_id} opened: Congestion on spine[1] – "
+        f"leaf1[9]; likely aggressor: job bob-inc (no job hit; since {start}) {url}",
+        f"[minor] stacklens incident {incident_id} updated: Congestion on spine[1] – "
+        f"leaf1[9]; likely aggressor: job bob-inc; victim: job alice-inc (1 job hit, 0.8 s "
+        f"lost; since {start}) {url}",
+        f"[major] stacklens incident {incident_id} updated: Congestion on spine[1] – "
+        f"leaf1[9]; likely aggressor: job bob-inc; victim: job alice-inc (1 job hit, 2.0 s "
+        f"lost; since {start}) {url}",
+        f"[major] stacklens incident {incident_id} ended: Congestion on spine[1] – "
+        f"leaf1[9]; likely aggressor: job bob-inc; victim: job alice-inc (1 job hit, 2.4 s "
+        f"lost; {start} – 2023-11-14 22:13:36 UTC) {url}",
+    ]
 
 
 @pytest.fixture
@@ -208,3 +268,30 @@ def test_link_errors_and_a_flap_from_the_stored_sweeps_and_events(pg_url):
         ]
     finally:
         engine.dispose()
+
+
+def test_a_job_that_ends_while_slowed_closes_its_incident_unobserved(collector, pg_url):
+    """alice's job alone, slow from interval 10 on, sends its final frames with interval
+    13 (its last ends at T0 + 14 s) while still slow: its incident of its own (no fabric)
+    is closed "unobserved since" that end, not left to look cleared by the silence after."""
+    engine = make_engine(pg_url)
+    now = [T0]
+    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0])
+    events = []
+    try:
+        for i in range(20):
+            if i < 14:
+                send(collector, i, jobs=("alice-inc",), final=i == 13)
+            now[0] = T0 + (i + 1) * S + 1_600_000_000
+            events += [(i, m["event"], m["incident"]) for m in service.tick()]
+    finally:
+        engine.dispose()
+    assert [(i, event) for i, event, _ in events] == [(13, "opened"), (14, "closed")]
+    closed = events[1][2]
+    assert (closed["kind"], closed["title"], closed["id"]) == (
+        "mpi_slowdown", "MPI slowdown", events[0][2]["id"])  # fmt: skip
+    # its slow intervals 10-13 are the steps from T0 + 11 s; last observed at T0 + 14 s
+    assert (closed["start_ns"], closed["end_ns"], closed["unobserved_ns"]) == (
+        T0 + 11 * S, T0 + 14 * S, T0 + 14 * S)  # fmt: skip
+    assert (closed["hit"], closed["lost_ns"], closed["severity"]) == (1, 16 * 10**8, "minor")
+    assert service.stats.opened == 1 and service.stats.closed == 1
