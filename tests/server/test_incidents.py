@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from server.access.viewer import Access
@@ -122,6 +123,10 @@ def test_detected_within_two_sweeps_named_and_closed(staged):
         "major", 24 * 10**8, None)  # fmt: skip
     assert staged["service"].stats.opened == 1 and staged["service"].stats.closed == 1
     # carol's job (one leaf) never crosses the link: not in it
+    # stored by 8 passes (sweeps 11-18), it drew one id: the next incident gets the next
+    with Session(staged["engine"]) as session:
+        drawn = session.scalar(text("SELECT last_value FROM incidents_id_seq"))
+    assert drawn == opened["id"]
 
 
 def test_the_webhook_posts_the_url_and_a_line_a_chat_tool_can_post(staged):
