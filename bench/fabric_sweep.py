@@ -5,10 +5,11 @@ switches; default 1792 hosts on 112 leaves and 16 spines, 7168 connected ports),
 up with opensm, then times full sweeps of every connected port through stacklens'
 MadSource, once per worker count in --workers (default: 1 and the default count,
 min(4, CPU count)), and one serial loop of `perfquery -x <lid> <port>` processes over the
-same ports.
+same ports. With --probes N, each worker count is also timed with the PortInfo state of N
+switch ports probed in the same sweeps (what the sampler adds while N link ends are down).
 
     .venv/bin/python -m bench.fabric_sweep [--hosts 1792 --sweeps 5 --workers 1 2
-                                            --perfquery-ports N]
+                                            --perfquery-ports N --probes 0 64]
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ def main() -> None:
         default=sorted({1, default_sweep_workers()}),
         help="sweep worker counts to time, each with its own MadSource",
     )
+    ap.add_argument(
+        "--probes",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="switch ports whose state each sweep also probes (one timing per count)",
+    )
     args = ap.parse_args()
     tree = fat_tree(args.hosts)
     by_workers: dict[int, dict[str, Any]] = {}
@@ -72,18 +80,27 @@ def main() -> None:
                     topo = src.discover()
                     discover_s = time.perf_counter() - t0
                     targets = topo.sweep_targets()
+                    switch_ports = [t for t in targets if t[0] in topo.lfts]
                     src.sweep(targets)  # warm-up (workers start, MAD ports open)
-                    times = []
-                    for _ in range(args.sweeps):
-                        t0 = time.perf_counter()
-                        sweep = src.sweep(targets)
-                        times.append(time.perf_counter() - t0)
-                        assert len(sweep) == len(targets), "some ports did not answer"
+                    by_probes: dict[int, Any] = {}
+                    for n in args.probes:
+                        probes = switch_ports[:n]
+                        times = []
+                        for _ in range(args.sweeps):
+                            t0 = time.perf_counter()
+                            sweep = src.sweep(targets, probes)
+                            times.append(time.perf_counter() - t0)
+                            assert len(sweep) == len(targets), "some ports did not answer"
+                            assert len(sweep.port_states) == n, "some probes did not answer"
+                        by_probes[n] = {
+                            "sweep_s_median": round(statistics.median(times), 4),
+                            "sweep_s_all": [round(t, 4) for t in times],
+                        }
                     by_workers[k] = {
                         "workers_used": len(set(src.last_sweep_pids)),
                         "discover_s": round(discover_s, 3),
-                        "sweep_s_median": round(statistics.median(times), 4),
-                        "sweep_s_all": [round(t, 4) for t in times],
+                        **by_probes[args.probes[0]],
+                        "by_probes": by_probes,
                     }
             loop_targets = targets[: args.perfquery_ports] if args.perfquery_ports else targets
             loop_s = perfquery_loop(sim, loop_targets)

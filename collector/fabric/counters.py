@@ -9,7 +9,8 @@ a lower bound and is flagged so. Unknown deltas are stored as NULL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,9 +33,18 @@ def _max_of(widths: np.ndarray) -> np.ndarray:
     return np.where(widths >= 64, np.uint64(2**64 - 1), (np.uint64(1) << widths) - np.uint64(1))
 
 
+class PortState(NamedTuple):
+    """A probed port's PortInfo PortState (1 Down, 2 Init, 3 Armed, 4 Active) and
+    PortPhysicalState (2 Polling, 5 LinkUp, ...)."""
+
+    state: int
+    phys_state: int
+
+
 @dataclass
 class RawSweep:
-    """One sweep's counter values in bytes/packets/ticks, one row per (GUID, port)."""
+    """One sweep's counter values in bytes/packets/ticks, one row per (GUID, port); and
+    the states of the ports probed in the same pass (those that answered), by (GUID, port)."""
 
     guids: np.ndarray  # uint64
     ports: np.ndarray  # uint8
@@ -43,6 +53,7 @@ class RawSweep:
     extended: np.ndarray  # bool: data/packets from the 64-bit attribute
     t_start_ns: int
     t_end_ns: int
+    port_states: dict[tuple[int, int], PortState] = field(default_factory=dict)
 
     @classmethod
     def from_words(
@@ -54,10 +65,12 @@ class RawSweep:
         answered: np.ndarray,
         t_start_ns: int,
         t_end_ns: int,
+        port_states: dict[tuple[int, int], PortState] | None = None,
     ) -> RawSweep:
         """Parse raw counter values (data in words): flag saturation, convert words to bytes.
 
-        Rows whose port did not answer are dropped (absent, not zero).
+        Rows whose port did not answer are dropped (absent, not zero). `port_states`: the
+        probed ports' states, kept as they are.
         """
         keep = np.asarray(answered, dtype=bool)
         raw = np.asarray(values, dtype=np.uint64)[keep]
@@ -78,6 +91,7 @@ class RawSweep:
             extended=ext,
             t_start_ns=t_start_ns,
             t_end_ns=t_end_ns,
+            port_states=port_states or {},
         )
 
     def __len__(self) -> int:
@@ -93,6 +107,7 @@ class RawSweep:
             extended=self.extended[rows],
             t_start_ns=self.t_start_ns,
             t_end_ns=self.t_end_ns,
+            port_states=self.port_states,
         )
 
     def value(self, guid: int, port: int, name: str) -> int:

@@ -27,12 +27,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from collector.fabric.counters import RawSweep
+from collector.fabric.counters import PortState, RawSweep
 from collector.fabric.topology import (
     Link,
     Node,
@@ -107,6 +108,10 @@ def load_library(build: bool = True) -> ctypes.CDLL:
             ptr(np.uint8, flags="C"),
             ptr(np.uint8, flags="C"),
             ptr(np.uint64, flags="C"),
+            ptr(np.uint8, flags="C"),
+            ctypes.c_int,
+            ptr(np.uint16, flags="C"),
+            ptr(np.uint8, flags="C"),
             ptr(np.uint8, flags="C"),
         ]
         check_abi(lib)
@@ -233,18 +238,30 @@ class _Lib:
         return text, rc, ext_by_lid
 
     def sweep(
-        self, lids: np.ndarray, ports: np.ndarray, ext: np.ndarray
-    ) -> tuple[int, np.ndarray, np.ndarray]:
-        """(this process's pid, raw values (n, 11), status bits (n,)) of the targets;
-        `ext[i]` != 0: try PortCountersExtended for target i."""
-        n = len(lids)
+        self,
+        lids: np.ndarray,
+        ports: np.ndarray,
+        ext: np.ndarray,
+        probe_lids: np.ndarray,
+        probe_ports: np.ndarray,
+    ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """(this process's pid, raw values (n, 11), status bits (n,), probed states (m,))
+        of the targets and probes; `ext[i]` != 0: try PortCountersExtended for target i. A
+        probed state is PortState | PortPhysicalState << 4 of switch port
+        (probe_lids[j], probe_ports[j]), 0 if it did not answer."""
+        n, m = len(lids), len(probe_lids)
         lids = np.ascontiguousarray(lids, dtype=np.uint16)
         ports = np.ascontiguousarray(ports, dtype=np.uint8)
         ext = np.ascontiguousarray(ext, dtype=np.uint8)
+        probe_lids = np.ascontiguousarray(probe_lids, dtype=np.uint16)
+        probe_ports = np.ascontiguousarray(probe_ports, dtype=np.uint8)
         values = np.zeros((n, len(PORT_COUNTERS)), dtype=np.uint64)
         status = np.zeros(n, dtype=np.uint8)
-        self.lib.slf_sweep(self.open(), n, lids, ports, ext, values, status)
-        return os.getpid(), values, status
+        states = np.zeros(m, dtype=np.uint8)
+        self.lib.slf_sweep(
+            self.open(), n, lids, ports, ext, values, status, m, probe_lids, probe_ports, states
+        )
+        return os.getpid(), values, status, states
 
 
 def _send(stream, obj) -> None:
@@ -480,29 +497,40 @@ class MadSource:
         self._targets = topo.sweep_targets()
         return topo
 
-    def sweep(self, targets: list[tuple[int, int, int]] | None = None) -> RawSweep:
+    def sweep(
+        self,
+        targets: list[tuple[int, int, int]] | None = None,
+        probes: Sequence[tuple[int, int, int]] = (),
+    ) -> RawSweep:
         """Read the counters of `targets` [(guid, port, lid)] (default: every connected port
-        of the last discovery), contiguous slices in parallel workers, merged in order."""
+        of the last discovery), contiguous slices in parallel workers, merged in order; and,
+        in the first worker's pass, the PortInfo state of the switch ports `probes`
+        [(guid, port, switch lid)] (`port_states` of the result: those that answered)."""
         if targets is None:
             targets = self._targets
         lids = np.array([t[2] for t in targets], dtype=np.uint16)
         ports = np.array([t[1] for t in targets], dtype=np.uint8)
         ext = np.array([self._ext_by_lid.get(int(x), True) for x in lids], dtype=np.uint8)
         k = max(1, min(self.sweep_workers, len(targets) // MIN_TARGETS_PER_WORKER))
-        payloads = list(
-            zip(
-                np.array_split(lids, k),
-                np.array_split(ports, k),
-                np.array_split(ext, k),
-                strict=True,
+        no_probes = (np.zeros(0, dtype=np.uint16), np.zeros(0, dtype=np.uint8))
+        payloads = [
+            (*counters, *(no_probes if i else _probe_arrays(probes)))
+            for i, counters in enumerate(
+                zip(
+                    np.array_split(lids, k),
+                    np.array_split(ports, k),
+                    np.array_split(ext, k),
+                    strict=True,
+                )
             )
-        )
+        ]
         t0 = time.time_ns()
         replies = self._request("sweep", payloads)
         t1 = time.time_ns()
-        self.last_sweep_pids = [pid for pid, _, _ in replies]
-        values = np.concatenate([v for _, v, _ in replies])
-        status = np.concatenate([s for _, _, s in replies])
+        self.last_sweep_pids = [pid for pid, _, _, _ in replies]
+        values = np.concatenate([v for _, v, _, _ in replies])
+        status = np.concatenate([s for _, _, s, _ in replies])
+        states = replies[0][3]
         return RawSweep.from_words(
             guids=[t[0] for t in targets],
             ports=ports,
@@ -512,7 +540,20 @@ class MadSource:
             answered=(status & OK_BASIC) != 0,
             t_start_ns=t0,
             t_end_ns=t1,
+            port_states={
+                (g, p): PortState(int(x) & 0xF, int(x) >> 4)
+                for (g, p, _), x in zip(probes, states, strict=True)
+                if x
+            },
         )
+
+
+def _probe_arrays(probes: Sequence[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(LIDs, ports) of probes [(guid, port, lid)]."""
+    return (
+        np.array([lid for _, _, lid in probes], dtype=np.uint16),
+        np.array([port for _, port, _ in probes], dtype=np.uint8),
+    )
 
 
 if __name__ == "__main__":

@@ -5,8 +5,11 @@ Like collector/service.py's CollectorService it has start()/stop() coroutines, s
 in a worker thread. What to sample is looked for again before every step (`SourceFinder`):
 a fabric that appears after `up` started (a simulator started later) is picked up, and a
 restarted simulator is attached to afresh. Re-discovery happens every `rediscover_s`, as
-soon as a sweep suggests a change (a port newly stopped answering, or a LinkDowned counter
-moved), and after a failed sweep (a restarted fabric or MAD layer). A port that misses
+soon as a sweep suggests a change (a port newly stopped answering, a LinkDowned counter
+moved, or a probed port came back), and after a failed sweep (a restarted fabric or MAD
+layer). Every sweep also probes the PortInfo state of the switch ends of the links that
+are down (the store's down links whose end is in the topology, unconnected): a cable that
+is back is seen in the sweep after it, not at the next periodic re-discovery. A port that misses
 `missed_sweeps` sweeps in a row loses its newest sample: its load and errors read unknown,
 never the last ones seen. Warnings are rate-limited per kind.
 """
@@ -20,12 +23,12 @@ import os
 import time
 from pathlib import Path
 
-from collector.fabric.counters import DeltaTracker
+from collector.fabric.counters import DeltaTracker, PortState
 from collector.fabric.mad import MadSource
 from collector.fabric.replay import ReplaySource
 from collector.fabric.store import FabricStore
 from collector.fabric.sysfs import SYSFS_ROOT, SysfsSource
-from collector.fabric.topology import End, Topology
+from collector.fabric.topology import PORT_DOWN, End, NodeType, Topology
 from collector.fabric.verbs import optional_verbs
 from stacklens.constants import PORT_COUNTERS
 from stacklens.settings import Settings
@@ -161,6 +164,9 @@ class FabricSampler:
         self.warnings = RateLimitedLog()
         #: sweeps in a row each port of the topology did not answer
         self.missed: dict[End, int] = {}
+        #: switch ends of the links that are down, probed every sweep: their PortState as
+        #: last probed (PORT_DOWN until a probe says otherwise)
+        self.down: dict[End, int] = {}
         #: durations of the sweeps (read, delta, store) and of the discoveries (/metrics)
         self.sweep_timings = Timings()
         self.discovery_timings = Timings()
@@ -216,6 +222,7 @@ class FabricSampler:
             self.topology = None
             self.tracker = DeltaTracker(self.min_sample_ns)
             self.missed = {}
+            self.down = {}
             self._key = key
             if key is not None:
                 self.source = self.finder.open()
@@ -238,17 +245,28 @@ class FabricSampler:
         self.store.write_topology(topo, time.time_ns(), changes)
         self.tracker.forget(set(topo.ports))
         self.missed = {e: n for e, n in self.missed.items() if e in topo.ports}
+        self.down = {
+            e: self.down.get(e, PORT_DOWN)
+            for e in sorted(self.store.down_ends)
+            if e in topo.ports
+            and topo.remote(e) is None
+            and topo.nodes[e[0]].type == NodeType.SWITCH
+            and topo.port_lid(e)
+        }
         self.topology = topo
 
     def step(self) -> None:
-        """One sampling step: attach, re-discover when due, sweep, store the samples,
-        retire the newest samples of ports that stopped answering."""
+        """One sampling step: attach, re-discover when due, sweep (and probe the down
+        ports), store the samples, retire the newest samples of ports that stopped
+        answering, re-discover at once when the sweep suggests a change."""
         if not self.attach():
             return
         if self.topology is None or time.monotonic() - self._last_discovery >= self.rediscover_s:
             self.discover()
         started = time.monotonic()
-        sweep = self.source.sweep()
+        topo = self.topology
+        probes = [(g, p, topo.port_lid((g, p))) for g, p in self.down] if topo else []
+        sweep = self.source.sweep(probes=probes) if probes else self.source.sweep()
         if self.topology is None:
             self.store.ensure_ports(sweep, time.time_ns())
         deltas = self.tracker.update(sweep)
@@ -261,8 +279,19 @@ class FabricSampler:
         answered = set(zip(sweep.guids.tolist(), sweep.ports.tolist(), strict=True))
         newly_missing = self._count_misses(answered)
         link_downed = deltas.known[:, _LINK_DOWNED] & (deltas.deltas[:, _LINK_DOWNED] > 0)
-        if newly_missing or link_downed.any():
+        came_up = self._probed(sweep.port_states)
+        if newly_missing or link_downed.any() or came_up:
             self.discover()
+
+    def _probed(self, states: dict[End, PortState]) -> int:
+        """Take the probed down ports' states; how many left Down since their last probe
+        (a cable is back: the link shows at the re-discovery)."""
+        came_up = 0
+        for end, probed in states.items():
+            if end in self.down:
+                came_up += self.down[end] == PORT_DOWN and probed.state != PORT_DOWN
+                self.down[end] = probed.state
+        return came_up
 
     @property
     def stale_ports(self) -> int:

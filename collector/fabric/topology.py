@@ -29,7 +29,8 @@ _LANE_BPS_EXT = {
 _LANE_BPS_FDR10 = 10_312_500_000 * 64 // 66
 #: ExtendedPortInfo LinkSpeedActive bit of FDR10.
 MLNX_SPEED_FDR10 = 1
-#: PortInfo PortState code of an active port.
+#: PortInfo PortState codes of a port whose link is down, and of an active one.
+PORT_DOWN = 1
 PORT_ACTIVE = 4
 
 

@@ -9,8 +9,10 @@
  *   - slf_cpi(): the PMA ClassPortInfo capability mask of each node (extended counters?);
  *   - slf_sweep(): PortCountersExtended (64-bit data/packets) and PortCounters (errors,
  *     PortXmitWait, and the 32-bit data counters when extended ones are unsupported) of a
- *     list of (LID, port) targets. Raw values only: words stay words, the Python side
- *     converts once at parse time. Counters are only read, never reset.
+ *     list of (LID, port) targets, and in the same pass the PortInfo state of a list of
+ *     probed switch ports (the ends of links known to be down: is the cable back?). Raw
+ *     values only: words stay words, the Python side converts once at parse time.
+ *     Counters are only read, never reset.
  * One slf handle owns one MAD port; slf_sweep keeps a window of queries in flight on it
  * (answers matched by transaction id), and sweeps run in parallel by giving slices of the
  * target list to several worker processes, each with its own handle (umad2sim serves one
@@ -289,9 +291,11 @@ int slf_cpi(struct slf *h, int n, const uint16_t *lids, uint32_t *capmask)
 /* MADs one handle keeps in flight during slf_sweep (answers are matched by transaction id). */
 #define SLF_WINDOW 32
 
-/* One PMA query of a sweep: target index, attribute, attempt, when it was (re)sent. */
+/* One query of a sweep: target (or probe) index, class and attribute, attempt, when it was
+ * (re)sent. */
 struct slf_query {
 	int target;
+	uint8_t mgtclass; /* IB_PERFORMANCE_CLASS (counters) or IB_SMI_CLASS (a probe's PortInfo) */
 	uint16_t attr;
 	uint8_t attempt;
 	uint8_t state; /* SLF_Q_WAITING, SLF_Q_SENT, SLF_Q_DONE */
@@ -309,11 +313,14 @@ static double now_ms(void)
 }
 
 /*
- * Send one PMA Get of `attr` on (lid, port) with transaction id `tid`. The kernel gets the
- * handle's timeout so it matches the answer to this request (and reports a timeout as a
- * failed receive); retries are ours, with a fresh transaction id each time.
+ * Send one Get of `attr` on (lid, port) with transaction id `tid`: a PMA query of
+ * PortCounters(Extended) (port in PortSelect), or a LID-routed SMP PortInfo (port in the
+ * attribute modifier; a switch answers for any of its ports). The kernel gets the handle's
+ * timeout so it matches the answer to this request (and reports a timeout as a failed
+ * receive); retries are ours, with a fresh transaction id each time.
  */
-static int send_pma(struct slf *h, void *umad, uint16_t lid, int port, unsigned attr, uint64_t tid)
+static int send_query(struct slf *h, void *umad, uint8_t mgtclass, unsigned attr, uint16_t lid,
+		      int port, uint64_t tid)
 {
 	uint8_t data[IB_PC_DATA_SZ] = {0};
 	ib_portid_t dest = {0};
@@ -321,22 +328,29 @@ static int send_pma(struct slf *h, void *umad, uint16_t lid, int port, unsigned 
 	int len;
 
 	dest.lid = lid;
-	dest.qp = 1;
-	dest.qkey = IB_DEFAULT_QP1_QKEY;
-	rpc.mgtclass = IB_PERFORMANCE_CLASS;
+	rpc.mgtclass = mgtclass;
 	rpc.method = IB_MAD_METHOD_GET;
 	rpc.attr.id = attr;
 	rpc.timeout = h->timeout_ms;
-	rpc.datasz = IB_PC_DATA_SZ;
-	rpc.dataoffs = IB_PC_DATA_OFFS;
 	rpc.trid = tid;
-	/* PortSelect sits at the same place in PortCounters and PortCountersExtended. */
-	mad_set_field(data, 0, IB_PC_PORT_SELECT_F, port);
-	len = mad_build_pkt(umad, &rpc, &dest, NULL, data);
+	if (mgtclass == IB_SMI_CLASS) {
+		rpc.attr.mod = (unsigned)port;
+		rpc.datasz = IB_SMP_DATA_SIZE;
+		rpc.dataoffs = IB_SMP_DATA_OFFS;
+		len = mad_build_pkt(umad, &rpc, &dest, NULL, NULL);
+	} else {
+		dest.qp = 1;
+		dest.qkey = IB_DEFAULT_QP1_QKEY;
+		rpc.datasz = IB_PC_DATA_SZ;
+		rpc.dataoffs = IB_PC_DATA_OFFS;
+		/* PortSelect sits at the same place in PortCounters and PortCountersExtended. */
+		mad_set_field(data, 0, IB_PC_PORT_SELECT_F, port);
+		len = mad_build_pkt(umad, &rpc, &dest, NULL, data);
+	}
 	if (len < 0)
 		return -1;
-	return umad_send(mad_rpc_portid(h->port), mad_rpc_class_agent(h->port, IB_PERFORMANCE_CLASS),
-			 umad, len, h->timeout_ms, 0);
+	return umad_send(mad_rpc_portid(h->port), mad_rpc_class_agent(h->port, mgtclass), umad, len,
+			 h->timeout_ms, 0);
 }
 
 /* Store the answer `data` (the PMA payload) of a PortCountersExtended query in `row`. */
@@ -362,23 +376,37 @@ static void take_basic(uint8_t *data, uint64_t *row, uint64_t *basic_data)
 	}
 }
 
+/* The LID a query goes to: its target's, or its probe's. */
+static uint16_t query_lid(const struct slf_query *qr, const uint16_t *lids, const uint16_t *probe_lids)
+{
+	return qr->mgtclass == IB_SMI_CLASS ? probe_lids[qr->target] : lids[qr->target];
+}
+
+/* The port a query asks about: its target's, or its probe's. */
+static int query_port(const struct slf_query *qr, const uint8_t *ports, const uint8_t *probe_ports)
+{
+	return qr->mgtclass == IB_SMI_CLASS ? probe_ports[qr->target] : ports[qr->target];
+}
+
 /*
- * Read the counters of n targets (lids[i], ports[i]). ext[i] != 0: try
- * PortCountersExtended for the data/packet counters. out has n rows of SLF_NUM_COUNTERS
- * raw values; status[i] gets SLF_OK_* bits. Returns the number of targets with any answer,
- * or -ENOMEM.
+ * Read the counters of n targets (lids[i], ports[i]) and the port state of m probes
+ * (probe_lids[j], probe_ports[j]: switch ports). ext[i] != 0: try PortCountersExtended for
+ * the data/packet counters. out has n rows of SLF_NUM_COUNTERS raw values; status[i] gets
+ * SLF_OK_* bits; probe_state[j] gets PortInfo's PortState | PortPhysicalState << 4 (0: no
+ * answer). Returns the number of targets with any answer, or -ENOMEM.
  *
  * Up to SLF_WINDOW queries are in flight at once on the handle's MAD port, each with its
  * own transaction id (base + query + attempt * queries), so answers are matched whatever
  * order they come back in; a query unanswered after the timeout is sent again up to the
  * handle's retries, then counted as not answered. The values are the same as one
- * pma_query_via per query would read.
+ * pma_query_via (smp_query_via) per query would read.
  */
 int slf_sweep(struct slf *h, int n, const uint16_t *lids, const uint8_t *ports,
-	      const uint8_t *ext, uint64_t *out, uint8_t *status)
+	      const uint8_t *ext, uint64_t *out, uint8_t *status, int m,
+	      const uint16_t *probe_lids, const uint8_t *probe_ports, uint8_t *probe_state)
 {
 	size_t umad_len = umad_size() + IB_MAD_SIZE;
-	int total = 2 * n, answered = 0, inflight = 0, open = 0, next = 0, i, q;
+	int total = 2 * n + m, answered = 0, inflight = 0, open = 0, next = 0, i, q;
 	int fd = mad_rpc_portid(h->port);
 	uint32_t base = (uint32_t)mad_trid();
 	struct slf_query *queries = calloc((size_t)total + 1, sizeof(*queries));
@@ -394,11 +422,22 @@ int slf_sweep(struct slf *h, int n, const uint16_t *lids, const uint8_t *ports,
 	}
 	memset(out, 0, (size_t)n * SLF_NUM_COUNTERS * sizeof(*out));
 	memset(status, 0, (size_t)n);
+	memset(probe_state, 0, (size_t)m);
 	for (q = 0; q < total; q++) {
-		queries[q].target = q / 2;
-		queries[q].attr = q % 2 ? IB_GSI_PORT_COUNTERS : IB_GSI_PORT_COUNTERS_EXT;
-		queries[q].state = (q % 2 || ext[q / 2]) ? SLF_Q_WAITING : SLF_Q_DONE;
-		open += queries[q].state == SLF_Q_WAITING;
+		struct slf_query *qr = &queries[q];
+
+		if (q < 2 * n) {
+			qr->target = q / 2;
+			qr->mgtclass = IB_PERFORMANCE_CLASS;
+			qr->attr = q % 2 ? IB_GSI_PORT_COUNTERS : IB_GSI_PORT_COUNTERS_EXT;
+			qr->state = (q % 2 || ext[q / 2]) ? SLF_Q_WAITING : SLF_Q_DONE;
+		} else {
+			qr->target = q - 2 * n;
+			qr->mgtclass = IB_SMI_CLASS;
+			qr->attr = IB_ATTR_PORT_INFO;
+			qr->state = SLF_Q_WAITING;
+		}
+		open += qr->state == SLF_Q_WAITING;
 	}
 	while (open > 0) {
 		double now;
@@ -412,8 +451,8 @@ int slf_sweep(struct slf *h, int n, const uint16_t *lids, const uint8_t *ports,
 			qr->state = SLF_Q_SENT;
 			qr->sent_ms = now_ms();
 			inflight++;
-			if (send_pma(h, send_buf, lids[qr->target], ports[qr->target], qr->attr,
-				     base + (uint32_t)next) < 0)
+			if (send_query(h, send_buf, qr->mgtclass, qr->attr, query_lid(qr, lids, probe_lids),
+				       query_port(qr, ports, probe_ports), base + (uint32_t)next) < 0)
 				qr->sent_ms = 0; /* expires at once: retried or given up below */
 		}
 		rc = umad_recv(fd, recv_buf, &len, inflight ? 5 : 0);
@@ -429,15 +468,23 @@ int slf_sweep(struct slf *h, int n, const uint16_t *lids, const uint8_t *ports,
 			if (umad_status(recv_buf) != 0 || mad_get_field(mad, 0, IB_MAD_STATUS_F) != 0) {
 				qr->sent_ms = 0; /* timed out or refused: retry below */
 			} else {
-				uint64_t *row = out + (size_t)qr->target * SLF_NUM_COUNTERS;
+				if (qr->mgtclass == IB_SMI_CLASS) {
+					uint8_t *info = mad + IB_SMP_DATA_OFFS;
 
-				if (qr->attr == IB_GSI_PORT_COUNTERS_EXT) {
-					take_extended(mad + IB_PC_DATA_OFFS, row);
-					status[qr->target] |= SLF_OK_EXTENDED;
+					probe_state[qr->target] =
+						(uint8_t)(mad_get_field(info, 0, IB_PORT_STATE_F) |
+							  mad_get_field(info, 0, IB_PORT_PHYS_STATE_F) << 4);
 				} else {
-					take_basic(mad + IB_PC_DATA_OFFS, row,
-						   basic_data + (size_t)qr->target * SLF_NUM_COUNTERS);
-					status[qr->target] |= SLF_OK_BASIC;
+					uint64_t *row = out + (size_t)qr->target * SLF_NUM_COUNTERS;
+
+					if (qr->attr == IB_GSI_PORT_COUNTERS_EXT) {
+						take_extended(mad + IB_PC_DATA_OFFS, row);
+						status[qr->target] |= SLF_OK_EXTENDED;
+					} else {
+						take_basic(mad + IB_PC_DATA_OFFS, row,
+							   basic_data + (size_t)qr->target * SLF_NUM_COUNTERS);
+						status[qr->target] |= SLF_OK_BASIC;
+					}
 				}
 				qr->state = SLF_Q_DONE;
 				inflight--;
@@ -455,8 +502,9 @@ int slf_sweep(struct slf *h, int n, const uint16_t *lids, const uint8_t *ports,
 			if (qr->attempt < h->retries) {
 				qr->attempt++;
 				qr->sent_ms = now;
-				if (send_pma(h, send_buf, lids[qr->target], ports[qr->target],
-					     qr->attr, base + (uint32_t)q + (uint32_t)qr->attempt * (uint32_t)total) < 0)
+				if (send_query(h, send_buf, qr->mgtclass, qr->attr,
+					       query_lid(qr, lids, probe_lids), query_port(qr, ports, probe_ports),
+					       base + (uint32_t)q + (uint32_t)qr->attempt * (uint32_t)total) < 0)
 					qr->sent_ms = 0;
 			} else {
 				qr->state = SLF_Q_DONE;
