@@ -202,3 +202,29 @@ def test_a_directory_swapped_for_a_fifo_after_listing_is_not_opened(collector, p
     assert "replayed 1 frames" in result.stdout and "0 rejected, 0 left" in result.stdout
     assert stat.S_ISFIFO((spool / "sub").lstat().st_mode)
     assert query(pg_url, "SELECT count(*) FROM received_frames") == [(1,)]
+
+
+def test_a_user_spool_is_checked_again_once_opened(tmp_path):
+    """--all-users lists the spools, then opens each by name relative to their folder: a
+    spool replaced by a symbolic link, or no longer its user's, in between is refused."""
+    from stacklens_cli.replay import Refused, Spool, user_spools
+
+    linked, moved = user_spool(tmp_path, 4242), user_spool(tmp_path, 4243)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "x.slf").write_bytes(frame(0, user="uid:4242"))
+    os.chown(elsewhere, 4242, 4242)
+    root_fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        listed = user_spools(root_fd)
+        assert listed == [(4242, linked.name), (4243, moved.name)]
+        linked.rmdir()
+        linked.symlink_to(elsewhere)
+        os.chown(moved, 4244, 4244)
+        with pytest.raises(Refused, match=r"^not a directory \(a symbolic link or another"):
+            Spool.open(linked, 4242, root_fd)
+        with pytest.raises(Refused, match="^the directory belongs to uid 4244, not to uid 4243$"):
+            Spool.open(moved, 4243, root_fd)
+    finally:
+        os.close(root_fd)
+    assert (elsewhere / "x.slf").exists()
