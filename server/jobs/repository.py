@@ -254,11 +254,11 @@ def _job_rows(session: Session, ids: list[int]) -> list[dict[str, Any]]:
         .order_by(Job.started_ns.desc(), Job.id.desc())
     )
     jobs = [dict(row._mapping) for row in session.execute(query)]
-    runs: dict[str, list[dict[str, Any]]] = {}
-    for run in _runs(session, ids):
-        runs.setdefault(run.pop("job"), []).append(run)
+    runs: dict[int, list[dict[str, Any]]] = {}
+    for run in _runs(session, ids):  # by the job's row: one per (owner, job id)
+        runs.setdefault(run.pop("job_id"), []).append(run)
     return [
-        {**job, "key": (job["started_ns"], job.pop("id")), "runs": runs.get(job["job"], [])}
+        {**job, "key": (job["started_ns"], job["id"]), "runs": runs.get(job.pop("id"), [])}
         for job in jobs
     ]
 
@@ -303,14 +303,15 @@ def job_runs(session: Session, scope: Scope) -> list[dict[str, Any]]:
     before its end, last seen at or after its start): kind, label, size, status, times,
     ranks (or processes) seen, command and user."""
     runs = _runs(session, [scope.job_id], scope.window)
-    return [{k: v for k, v in run.items() if k != "job"} for run in runs]
+    return [{k: v for k, v in run.items() if k != "job_id"} for run in runs]
 
 
 def _runs(
     session: Session, job_ids: Sequence[int], window: Window = ALL_TIME
 ) -> list[dict[str, Any]]:
-    """The runs of the jobs `job_ids` by job and ordinal, each with its job's key (only
-    those seen during `window`)."""
+    """The runs of the jobs `job_ids` by job and ordinal, each with its job's row id
+    (`job_id`: a job is its owner's and its key, so two owners' jobs of one key are two
+    rows), only those seen during `window`."""
     ranks = (
         select(Rank.run_id, func.count().label("ranks_seen"))
         .where(Rank.job_id.in_(job_ids))
@@ -319,7 +320,7 @@ def _runs(
     )
     query = (
         select(
-            Job.job_key.label("job"),
+            Run.job_id,
             Run.ordinal.label("run"),
             Run.kind,
             Run.label,
@@ -332,7 +333,6 @@ def _runs(
             Run.finished_ns,
             func.coalesce(ranks.c.ranks_seen, 0).label("ranks_seen"),
         )
-        .join(Job, Job.id == Run.job_id)
         .outerjoin(ranks, ranks.c.run_id == Run.id)
         .where(Run.job_id.in_(job_ids))
         .where(*([] if window.from_ns is None else [Run.last_seen_ns >= window.from_ns]))

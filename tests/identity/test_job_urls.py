@@ -26,6 +26,7 @@ from tests.access.data import token_for
 from tests.access.test_owner_filter import _job_routes
 from tests.conftest import TABLES, chromium_page, free_port, query, serving
 from tests.e2e.test_jobs_page import grid_rows
+from tests.hooks import jobs
 from tests.identity.test_proven_senders import (
     EXPECTED,
     ITERATIONS,
@@ -144,6 +145,34 @@ def test_the_job_list_links_every_row_to_its_owners_page(same_id):
     # the old URL still opens a job whose id names one job
     assert components.job_path("solo") == "/jobs/solo"
     assert components.job_path("run/7", "a b") == "/jobs/run%2F7?owner=a%20b"
+
+
+def test_the_job_list_has_a_row_per_owner_with_only_its_own_runs(same_id):
+    """Issue #24 finding 6: the job list (GET /api/jobs, and the list of GET /api/overview)
+    is grouped by (owner, job id): the admin sees two rows of the id, each with its own
+    owner's run and command only (its messages' size in its arguments); each user sees
+    one row, theirs."""
+    client, headers = same_id["client"], same_id["headers"]
+    a, b = same_id["a"], same_id["b"]
+    ring = jobs.example("openmpi", "ring_allreduce")
+    command = {a: f"{ring} {ITERATIONS} {SIZE} 20", b: f"{ring} {ITERATIONS} {B_SIZE} 20"}
+
+    def rows(who: str) -> list[list[tuple]]:
+        listed = client.get("/api/jobs", headers=headers[who]).json()["jobs"]
+        shown = client.get("/api/overview", headers=headers[who]).json()["jobs"]["jobs"]
+        return [
+            sorted((j["job"], j["user"], j["command"],
+                    [(r["run"], r["user"], r["command"], r["ranks_seen"]) for r in j["runs"]])
+                   for j in answer)
+            for answer in (listed, shown)
+        ]  # fmt: skip
+
+    def row(owner: str) -> tuple:
+        return (JOB, owner, command[owner], [(1, owner, command[owner], RANKS)])
+
+    assert rows("admin") == [sorted([row(a), row(b)])] * 2
+    assert rows("a") == [[row(a)]] * 2
+    assert rows("b") == [[row(b)]] * 2
 
 
 def test_the_job_page_says_which_owners_or_shows_the_one_named(same_id, pg_server):
