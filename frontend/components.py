@@ -397,9 +397,9 @@ def _known(value: int | None) -> str:
 
 
 def outlier_items(profile: SlowRanks) -> list:
-    """The slow ranks and the collective imbalances of a profile, one list item each in
-    words; one item saying so when there is none."""
-    items = [html.Li(o.text, className="outlier") for o in profile.outliers]
+    """The late ranks (first), the waiting ones and the collective imbalances of a profile,
+    one list item each in words, classed by role; one item saying so when there is none."""
+    items = [html.Li(o.text, className=f"outlier {o.role}") for o in profile.outliers]
     items += [html.Li(g.text, className="imbalance") for g in profile.imbalance]
     return items or [html.Li("No rank stands out in this window.", className="subtle")]
 

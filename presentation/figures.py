@@ -18,6 +18,7 @@ from stacklens.api_models import (
     JobSizes,
     Matrix,
     MatrixCell,
+    Outlier,
     Series,
     SlowRanks,
 )
@@ -214,9 +215,16 @@ def timeline(series: Series) -> go.Figure:
     return fig
 
 
+#: Named ranks the heat map marks at most (late ones first, as the profile lists them).
+MAX_MARKED_RANKS = 16
+
+
 def rank_heatmap(profile: SlowRanks) -> go.Figure:
     """Rank x time heat map of the share of each step a rank spent inside MPI (start-up and
-    shutdown apart); the hover says where the rest went (computation, file I/O)."""
+    shutdown apart); the hover says where the rest went (computation, file I/O). The
+    profile's late and waiting ranks are marked at the end of their row ("late", "waits")
+    and their hover starts with the profile's sentence, so the map names the culprit as the
+    outlier lines do (a late rank's row is the pale one: it spends the least time inside)."""
     if not profile.shares:
         return _empty_figure("Nothing in this window.")
     steps = sorted({s.t_ns for s in profile.shares})
@@ -225,10 +233,15 @@ def rank_heatmap(profile: SlowRanks) -> go.Figure:
     row = {r: i for i, r in enumerate(ranks)}
     z: list[list[float | None]] = [[None] * len(steps) for _ in ranks]
     hover = [[""] * len(steps) for _ in ranks]
+    named: dict[int, Outlier] = {}
+    for o in profile.outliers:
+        if o.rank in row and len(named) < MAX_MARKED_RANKS:
+            named.setdefault(o.rank, o)
     for s in profile.shares:
         mpi = sum(s.mpi_ns.values())
         z[row[s.rank]][column[s.t_ns]] = mpi / s.elapsed_ns if s.elapsed_ns else None
-        hover[row[s.rank]][column[s.t_ns]] = (
+        why = f"{named[s.rank].text}<br>" if s.rank in named else ""
+        hover[row[s.rank]][column[s.t_ns]] = why + (
             f"MPI {mpi / 1e9:.3f} s, computation {s.compute_ns / 1e9:.3f} s, "
             f"file I/O {s.io_ns / 1e9:.3f} s, start-up {s.startup_ns / 1e9:.3f} s, "
             f"shutdown {s.shutdown_ns / 1e9:.3f} s of {s.elapsed_ns / 1e9:.3f} s"
@@ -236,10 +249,16 @@ def rank_heatmap(profile: SlowRanks) -> go.Figure:
     heatmap = go.Heatmap(
         z=z, x=[_utc(t) for t in steps], y=ranks, zmin=0, zmax=1, colorscale="YlOrRd",
         customdata=hover, hovertemplate="rank %{y} at %{x}<br>%{customdata}<extra></extra>",
-        colorbar={"title": {"text": "in MPI"}, "tickformat": ".0%"},
+        colorbar={"title": {"text": "in MPI"}, "tickformat": ".0%", "x": 1.08},
     )  # fmt: skip
     fig = go.Figure(heatmap)
-    fig.update_layout(**_base_layout())
+    fig.update_layout(**{**_base_layout(), "margin": {"l": 60, "r": 70, "t": 20, "b": 55}})
+    for rank, o in named.items():
+        late = o.role == "late"
+        fig.add_annotation(x=1.0, xref="paper", xanchor="left", y=rank, yref="y",
+                           text="◀ late" if late else "◀ waits", showarrow=False,
+                           font={"color": "#9b1c1c" if late else "#7c2d12", "size": 11},
+                           name=f"rank {rank} {o.role}")  # fmt: skip
     fig.update_yaxes(title_text="rank", autorange="reversed", dtick=1 if len(ranks) <= 32 else None)
     return fig
 

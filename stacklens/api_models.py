@@ -447,17 +447,34 @@ class RankShare(ApiModel):
 
 
 class Outlier(ApiModel):
-    """A rank that spent far more time than the median rank in one place over the window."""
+    """A rank that stands out over the window (server/jobs/profile.py): *late* (far more
+    time outside MPI than the other ranks: it arrives last, the others wait for it) or
+    *waiting* (far more time inside MPI)."""
 
     rank: int
+    role: Literal["late", "waiting"]
     what: str = Field(
-        description="an MPI operation, a traffic category, 'file I/O' or 'computation'"
+        description="where the excess lies: 'computation' or 'file I/O' (late), "
+        "'inside MPI' (waiting)"
     )
-    time_ns: int
-    median_ns: int = Field(description="the median over the ranks (those at 0 included)")
-    ratio: float = Field(description="time_ns / median_ns (a median under 1 ms counts as 1 ms)")
-    peak_t_ns: int = Field(description="the step in which it was furthest above that median")
-    text: str = Field(description='in plain words, e.g. "rank 3: 2.1× the median time in MPI_Wait"')
+    time_ns: int = Field(description="the rank's time there over the window")
+    median_ns: int = Field(description="the median of the other ranks' time there")
+    excess_ns: int = Field(description="time_ns - median_ns")
+    share: float = Field(description="excess_ns over the window's elapsed time (median rank)")
+    op: str | None = Field(
+        description="late: the operation it arrives last at (where the others' median time "
+        "inside exceeds its own most); waiting: the operation holding most of its excess"
+    )
+    ranks: list[int] = Field(
+        description="late: the ranks that wait for it in `op`; waiting: the late ranks it "
+        "waits for (empty: none is late)"
+    )
+    peak_t_ns: int = Field(description="the step in which it was furthest above the others")
+    text: str = Field(
+        description='in one sentence, e.g. "rank 3 arrives last at MPI_Allreduce: 1.90 s '
+        "more computing than the median rank (48% of the elapsed time); ranks 0–2, 4–7 "
+        'wait for it"'
+    )
 
 
 class CommImbalance(ApiModel):
@@ -470,9 +487,9 @@ class CommImbalance(ApiModel):
     min_ns: int = Field(description="least time in the op of one of its ranks")
     median_ns: int
     max_ns: int
-    max_rank: int = Field(description="the rank with max_ns: it waited longest")
+    max_rank: int = Field(description="the rank with max_ns: it waits longest")
     min_rank: int = Field(
-        description="the rank with min_ns: the least time inside, so the last to arrive"
+        description="the rank with min_ns: the least time inside, so it arrives last"
     )
     text: str = Field(description="in plain words")
 
@@ -486,8 +503,13 @@ class SlowRanks(ApiModel):
     to_ns: int
     step_ns: int
     shares: list[RankShare] = Field(description="by step, then rank")
-    outliers: list[Outlier] = Field(description="worst first")
-    imbalance: list[CommImbalance] = Field(description="per communicator and op, widest first")
+    outliers: list[Outlier] = Field(
+        description="the late ranks first, then the waiting ones; each by excess, most first"
+    )
+    imbalance: list[CommImbalance] = Field(
+        description="per communicator and op whose rank with the least time inside stands "
+        "out below the others, widest first"
+    )
     run: int | None = _run_asked()
 
 

@@ -22,7 +22,7 @@ from server import export, paging
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, model_table
-from server.jobs import placement, profile, repository, sections, series, target
+from server.jobs import placement, repository, sections, series, target
 from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, PageSizes
 from server.query_params import RunParam, WindowDep, step_query
 from stacklens.api_models import (
@@ -433,9 +433,11 @@ def job_profile(
     """The slow rank: per rank and step, time inside MPI by traffic category, in file I/O
     (POSIX, stdio and MPI-IO calls), start-up (MPI_Init*) and shutdown (MPI_Finalize,
     MPI_Abort) apart, and computation (the rest of the time its intervals cover);
-    the ranks far above the median rank in one place, named in plain words; per
-    communicator and collective op, how unevenly its ranks' time inside was spread (the
-    rank with the least is the last to arrive). Steps as in the series (files: the
+    the late ranks (far more time outside MPI than the other ranks: the others wait for
+    them) first, then the waiting ones (far more time inside MPI), each in one sentence
+    (server/jobs/profile.py); per communicator and collective op whose rank with the least
+    time inside stands out, how unevenly its ranks' time inside was spread (that rank
+    arrives last). Steps as in the series (files: the
     shares). At most 16,384 rank x step cells: the chosen step keeps within that (a
     1,024-rank job's hour: 5-minute steps); a given step beyond it is refused with 422
     naming the smallest step that fits."""
@@ -457,15 +459,10 @@ def job_profile(
     if fmt != "json":
         shares = [RankShare(**s) for s in json.loads(rows.shares)]
         return export.model_table(shares, RankShare, fmt, "profile")
-    found = profile.outliers(
-        rows.totals,
-        rows.ranks,
-        lambda places: series.profile_steps(session, t.scope, steps, rows.shares, places),
-    )
+    found = rows.slow_ranks()
     head = export.plain_json({
         "job": t.job, "from_ns": steps.from_ns, "to_ns": steps.to_ns,
-        "step_ns": steps.step_ns, "outliers": found,
-        "imbalance": profile.imbalance(rows.coll), "run": t.run,
+        "step_ns": steps.step_ns, **found, "run": t.run,
     }).body  # fmt: skip
     body = bytes(head[:-1]) + b',"shares":' + rows.shares.encode() + b"}"
     return Response(body, media_type="application/json")

@@ -593,8 +593,16 @@ class ProfileRows:
     ranks: list[int]  # the ranks seen during the window
     cells: int  # how many (step, rank) shares
     shares: str  # the shares as the text of a JSON array, by step then rank
-    totals: dict[str, dict[int, int]]  # place -> rank -> time over the window
+    places: dict[str, dict[int, int]]  # profile.slow_ranks' places -> rank -> ns
+    ops: dict[str, dict[int, int]]  # op (start-up and shutdown apart) -> rank -> time inside
     coll: list[tuple[int, int, str, int, int]]  # (comm_id, comm_size, op, rank, time_ns)
+
+    def slow_ranks(self) -> dict[str, list[dict[str, Any]]]:
+        """The late and waiting ranks and the collective imbalances (profile.slow_ranks)
+        of these rows (their shares read only if a rank is named)."""
+        return profile.slow_ranks(
+            self.ranks, self.places, self.ops, self.coll, lambda: profile_steps(self.shares)
+        )
 
 
 #: The columns of a share summed per (step, rank), in order: elapsed, the MPI categories,
@@ -605,9 +613,10 @@ _SHARE_PARTS = ("elapsed_ns", *SHARE_CLASSES)
 def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     """The ranks seen during the window; per step and rank (JSON made in the database):
     the time its intervals cover, inside MPI per category, in file I/O (POSIX and stdio,
-    and MPI-IO calls), start-up, shutdown and computation (server.jobs.profile); per place
-    (op, category, file I/O, computation) each rank's time over the window; time per rank
-    inside each collective per communicator over the window."""
+    and MPI-IO calls), start-up, shutdown and computation (server.jobs.profile); per rank
+    over the window, the time its intervals cover (_window_elapsed), inside each MPI
+    category, in file I/O and in shutdown, and inside each op; time per rank inside each
+    collective per communicator over the window."""
     _roomy(session)
     ranks = select(Rank.world_rank).where(*scope.rows(Rank)).distinct().order_by(Rank.world_rank)
     seen = [int(r) for r in session.scalars(ranks)]
@@ -621,8 +630,8 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
         '},"io_ns":', c.io_ns, ',"startup_ns":', c.startup_ns, ',"shutdown_ns":',
         c.shutdown_ns, ',"compute_ns":', c.compute_ns, "}",
     )  # fmt: skip
-    places = [*MPI_CATEGORIES, "io_ns", "compute_ns"]
-    rank_totals = select(c.world_rank, *(func.sum(c[p]) for p in places)).group_by(c.world_rank)
+    summed = [*MPI_CATEGORIES, "io_ns", "shutdown_ns"]
+    rank_totals = select(c.world_rank, *(func.sum(c[p]) for p in summed)).group_by(c.world_rank)
     per_op = _profile_ops(session, scope, steps).subquery("per_op")
     start_end = [i for i, k in enumerate(op_classes()) if k in (STARTUP_CLASS, SHUTDOWN_CLASS)]
     op_totals = (
@@ -640,52 +649,30 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
         select(func.string_agg(piece, aggregate_order_by(literal(","), c.at, c.world_rank)))
         .scalar_subquery(),
         as_json(rank_totals), as_json(op_totals),
+        as_json(_window_elapsed(session, scope, steps)),
     )  # fmt: skip
-    n, shares, by_rank, by_op = session.execute(query).one()
-    totals: dict[str, dict[int, int]] = {}
+    n, shares, by_rank, by_op, spans = session.execute(query).one()
+    ops: dict[str, dict[int, int]] = {}
     for op_id, rank, ns in by_op or []:
-        totals.setdefault(op_display_name(op_id), {})[rank] = int(ns)
-    names = [*MPI_CATEGORIES, profile.FILE_IO, profile.COMPUTATION]
+        ops.setdefault(op_display_name(op_id), {})[rank] = int(ns)
+    names = [*MPI_CATEGORIES, profile.FILE_IO, profile.SHUTDOWN]
+    places: dict[str, dict[int, int]] = {name: {} for name in [profile.ELAPSED, *names]}
     for rank, *sums in by_rank or []:
         for name, ns in zip(names, sums, strict=True):
-            totals.setdefault(name, {})[rank] = int(ns)
-    return ProfileRows(seen, n, f"[{shares or ''}]", totals, _profile_coll(session, scope, steps))
+            places[name][rank] = int(ns)
+    for rank, ns in spans or []:
+        places[profile.ELAPSED][rank] = int(ns)
+    coll = _profile_coll(session, scope, steps)
+    return ProfileRows(seen, n, f"[{shares or ''}]", places, ops, coll)
 
 
-def profile_steps(
-    session: Session, scope: Scope, steps: Steps, shares: str, places: Sequence[str]
-) -> dict[str, dict[int, dict[int, int]]]:
-    """The time of some places of profile_rows' totals per step and rank (the ranks with
-    time there in the step; an op's: those that called it): an MPI category's, file I/O's
-    and computation's from profile_rows' `shares` (every rank with intervals in a step has
-    one there), the ops' read in one query of their own rows (not the shares again)."""
-    columns = {profile.FILE_IO: "io_ns", profile.COMPUTATION: "compute_ns"}
-    in_shares = [p for p in places if p in columns or p in MPI_CATEGORIES]
-    found: dict[str, dict[int, dict[int, int]]] = {place: {} for place in places}
-    if in_shares:
-        for share in json.loads(shares):
-            at, rank = share["t_ns"], share["rank"]
-            for place in in_shares:
-                ns = share[columns[place]] if place in columns else share["mpi_ns"][place]
-                found[place].setdefault(at, {})[rank] = ns
-    ops = {_op_id(place): place for place in places if place not in in_shares}
-    if ops:
-        c = _profile_ops(session, scope, steps).subquery().c
-        query = (
-            select(c.op_id, c.at, c.world_rank, _sum(c.ns, "ns"))
-            .where(c.op_id.in_(list(ops)))
-            .group_by(c.op_id, c.at, c.world_rank)
-        )
-        _roomy(session)
-        for op_id, at, rank, ns in session.execute(query):
-            found[ops[op_id]].setdefault(int(at), {})[int(rank)] = int(ns)
+def profile_steps(shares: str) -> dict[int, dict[int, int]]:
+    """Each rank's time inside MPI (every MPI category) per step, from profile_rows'
+    `shares` (every rank with intervals in a step has one there): step -> rank -> ns."""
+    found: dict[int, dict[int, int]] = {}
+    for share in json.loads(shares):
+        found.setdefault(share["t_ns"], {})[share["rank"]] = sum(share["mpi_ns"].values())
     return found
-
-
-def _op_id(name: str) -> int:
-    """The op id of an op's name as repository.op_display_name gives it."""
-    names = op_names()
-    return names.index(name) if name in names else int(name.removeprefix("op "))
 
 
 def _op_classes(op_id: Any) -> Any:
@@ -820,12 +807,10 @@ def _profile_coll(
     ]
 
 
-def _elapsed(session: Session, scope: Scope, steps: Steps, skip: list[int] | None = None) -> Any:
-    """Per step and rank, the time its intervals ending in the step cover: for each run,
-    the last interval end minus the first interval start among the intervals that stored
-    anything (an MPI call or file I/O; a rank's intervals follow one another without gaps,
-    so this is exact unless an interval at the very start or end of a step had neither).
-    The five minutes starting at `skip` are left out."""
+def _spans(session: Session, scope: Scope, steps: Steps, skip: list[int] | None = None) -> Any:
+    """SQL: rows (at, run_id, world_rank, t_start_ns, t_end_ns) of the intervals that
+    stored anything (an MPI call or file I/O) in the window: raw intervals, or a rollup's
+    first start and last end per minute. The five minutes starting at `skip` are left out."""
 
     def spans(m: Any) -> _Source:
         return _Source(
@@ -839,12 +824,21 @@ def _elapsed(session: Session, scope: Scope, steps: Steps, skip: list[int] | Non
             time=m.minute_ns,
         )
 
-    rows = _rows(
+    return _rows(
         session, scope, steps, MINUTE_NS, spans(RankMinute),
         *(_Source(f, [f.run_id, f.world_rank, f.t_start_ns, f.t_end_ns])
           for f in (OpFrames, IoDelta)),
         fives=spans(RankFive), skip=skip,
     )  # fmt: skip
+
+
+def _elapsed(session: Session, scope: Scope, steps: Steps, skip: list[int] | None = None) -> Any:
+    """Per step and rank, the time its intervals ending in the step cover: for each run,
+    the last interval end minus the first interval start among the intervals that stored
+    anything (_spans; a rank's intervals follow one another without gaps, so this is exact
+    unless an interval at the very start or end of a step had neither).
+    The five minutes starting at `skip` are left out."""
+    rows = _spans(session, scope, steps, skip)
     per_run = (
         select(rows.c.at, rows.c.world_rank,
                (func.max(rows.c.t_end_ns) - func.min(rows.c.t_start_ns)).label("ns"))
@@ -854,6 +848,21 @@ def _elapsed(session: Session, scope: Scope, steps: Steps, skip: list[int] | Non
     return select(per_run.c.at, per_run.c.world_rank, _sum(per_run.c.ns, "ns")).group_by(
         per_run.c.at, per_run.c.world_rank
     )
+
+
+def _window_elapsed(session: Session, scope: Scope, steps: Steps) -> Any:
+    """Per rank, the time its intervals in the window cover, summed over its runs: per run
+    its last interval end minus its first interval start (_spans). Unlike the steps' sum
+    this loses nothing at the steps' edges (the silent intervals of a rank blocked in a long
+    call lie between two that stored something), only at the window's own two ends."""
+    rows = _spans(session, scope, steps)
+    per_run = (
+        select(rows.c.world_rank,
+               (func.max(rows.c.t_end_ns) - func.min(rows.c.t_start_ns)).label("ns"))
+        .group_by(rows.c.run_id, rows.c.world_rank)
+        .subquery()
+    )  # fmt: skip
+    return select(per_run.c.world_rank, func.sum(per_run.c.ns)).group_by(per_run.c.world_rank)
 
 
 _READERS: dict[str, Callable[[Session, Scope, Steps], Any]] = {

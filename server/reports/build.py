@@ -83,8 +83,9 @@ EVIDENCE = {
         "Findings",
         "derived",
         "computed from the figures above by fixed rules "
-        f"(a rank ≥ {profile.OUTLIER_RATIO}× the median rank and ≥ "
-        f"{profile.MIN_EXCESS_NS // 10**6} ms above it; a link at ≥ "
+        "(a rank late — more time outside MPI — or waiting — more time inside MPI — by "
+        f"≥ {profile.MIN_SHARE:.0%} of the elapsed time over the other ranks' median "
+        f"and > {profile.SPREAD}× their spread; a link at ≥ "
         f"{BUSY_LINK:.0%} of its capacity; any PortXmitWait or error)",
     ),
     "timeline": ("Timeline", "measured", "per step, summed over ranks, by category"),
@@ -185,16 +186,9 @@ def spread_table(totals: dict[str, dict[int, int]]) -> Table:
 
 
 def outlier_finding(o: Any) -> str:
-    """A slow rank in plain words: "rank 3 spent 2.1× the median in MPI_Wait (...)"."""
-    if o.median_ns >= profile.MEDIAN_FLOOR_NS:
-        return (
-            f"Rank {o.rank} spent {o.ratio:.1f}× the median in {o.what} "
-            f"({_seconds(o.time_ns)} against a median of {_seconds(o.median_ns)})."
-        )
-    return (
-        f"Rank {o.rank} spent {_seconds(o.time_ns)} in {o.what}; the median rank "
-        f"{_seconds(o.median_ns)}."
-    )
+    """A late or waiting rank as a finding: the profile's own sentence (the same words as
+    the API and the job page), as a sentence."""
+    return f"{o.text[0].upper()}{o.text[1:]}."
 
 
 def link_findings(links: Sequence[PlacedLink], errors: dict[int, int | None]) -> list[str]:
@@ -318,14 +312,7 @@ def job_report(
                 "to_ns": steps.to_ns,
                 "step_ns": steps.step_ns,
                 "shares": json.loads(rows.shares),
-                "outliers": profile.outliers(
-                    rows.totals,
-                    rows.ranks,
-                    lambda places: series.profile_steps(
-                        s, chosen.scope, steps, rows.shares, places
-                    ),
-                ),
-                "imbalance": profile.imbalance(rows.coll),
+                **rows.slow_ranks(),
                 "run": chosen.run,
             }
         )
@@ -410,8 +397,7 @@ def job_report(
     totals = rank_totals(prof)
     findings = incident_findings(done["incidents"], chosen.job)
     findings += [outlier_finding(o) for o in prof.outliers]
-    uneven = [g for g in prof.imbalance if g.max_ns - g.min_ns >= profile.MIN_EXCESS_NS]
-    findings += [f"{g.text[0].upper()}{g.text[1:]}." for g in uneven[:3]]
+    findings += [f"{g.text[0].upper()}{g.text[1:]}." for g in prof.imbalance[:3]]
     findings += link_findings(busiest, errors)
     findings += owners
     health = ranks.health
@@ -427,8 +413,9 @@ def job_report(
         )
     if not findings:
         findings = [
-            f"Nothing stood out: no rank at {profile.OUTLIER_RATIO}× the median rank in "
-            f"any place, no link at {BUSY_LINK:.0%} or more, no PortXmitWait, no error."
+            "Nothing stood out: no rank late or waiting (no excess of "
+            f"{profile.MIN_SHARE:.0%} of the elapsed time over the other ranks), no link "
+            f"at {BUSY_LINK:.0%} or more, no PortXmitWait, no error."
         ]
     link_rows = [_link_row(lk, errors) for lk in busiest]
     first_links, note = ranked(link_rows, FIRST_PAGE_ROWS)
@@ -788,9 +775,9 @@ def _job_sections(
                     [
                         "collective",
                         "comm",
-                        "least time (last to arrive)",
+                        "least time (arrives last)",
                         "median",
-                        "most time (waited longest)",
+                        "most time (waits longest)",
                     ],
                     imbalance_rows,
                     [False, False, True, True, True],

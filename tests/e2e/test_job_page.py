@@ -1,10 +1,11 @@
 """End to end: the job page in Chromium over a job with a known time profile (the frames of
 tests/server/test_slow_rank through the real collector), opened by its URL with a window.
 
-A person opening a shared link sees the window it names, the slow rank and the last to
-arrive named in words, the exact calls of that window; choosing "whole job" puts the new
-view in the URL and shows the whole job's numbers; a link with a playback position shows
-that step alone (the I/O burst); the page logs no console errors.
+A person opening a shared link sees the window it names, the late rank named first in words
+(and marked on the heat map) with the ranks waiting for it, the exact calls of that window;
+choosing "whole job" puts the new view in the URL and shows the whole job's numbers (rank
+0's I/O burst, which made no rank wait, is no finding); a link with a playback position
+shows that step alone (the I/O burst); the page logs no console errors.
 """
 
 from __future__ import annotations
@@ -55,13 +56,17 @@ def test_a_shared_link_opens_the_job_over_its_window(served):
             "Job slow — all runs, 2023-11-14 22:14:11 UTC – 2023-11-14 22:14:16 UTC", timeout=20_000
         )
         outliers = page.locator("#jv-outliers")
-        expect(outliers).to_contain_text(
-            "rank 2: 4.8× the median time in computation (4.75 s against 1.00 s)"
+        late = outliers.locator("li").first  # the culprit first, marked late
+        expect(late).to_have_text(
+            "rank 2 arrives last at MPI_Allreduce: 3.75 s more computing than the median rank "
+            "(75% of the elapsed time); ranks 0, 1, 3 wait for it"
         )
+        expect(late).to_have_class("outlier late")
         expect(outliers).to_contain_text(
-            "MPI_Allreduce on communicator 7 (4 ranks): rank 2 spent the least time inside "
-            "(250 ms, median 4.00 s): it is the last to arrive"
+            "MPI_Allreduce on communicator 7 (4 ranks): rank 2 arrives last (the least time "
+            "inside: 250 ms, median 4.00 s); rank 0 waits longest (4.00 s)"
         )
+        expect(page.locator("#jv-heatmap .annotation-text")).to_have_text(["◀ late"])
         expect(page.locator("#card-ops-table tbody tr")).to_have_count(1)
         assert _calls(page, "MPI_Allreduce") == RANKS * 5  # the five slow intervals
         expect(page.locator("#jv-heatmap .heatmaplayer")).to_have_count(1)
@@ -70,7 +75,14 @@ def test_a_shared_link_opens_the_job_over_its_window(served):
         expect(page).to_have_url(f"{served}/jobs/slow", timeout=20_000)
         expect(page.locator("#card-ops-table")).to_contain_text("MPI_Finalize", timeout=20_000)
         assert _calls(page, "MPI_Allreduce") == RANKS * (INTERVALS - 2)
-        expect(outliers).to_contain_text("rank 0: 400 ms in file I/O; the median rank: 0 µs")
+        # over the whole job rank 2 is still late (3.75 s of 30 s); rank 0's I/O burst took
+        # the place of its computing: no finding
+        expect(late).to_have_text(
+            "rank 2 arrives last at MPI_Allreduce: 3.75 s more computing than the median rank "
+            "(12% of the elapsed time); ranks 0, 1, 3 wait for it",
+            timeout=20_000,
+        )
+        expect(outliers.locator("li.outlier")).to_have_count(1)
         assert errors == []
 
 
