@@ -128,8 +128,8 @@ def limits(
     now_ns: int | None = None,
     max_skew_ns: int = wire.MAX_CLOCK_SKEW_NS,
 ) -> Limits:
-    """Scan limits for the ingest token, the body cap, the retention window and the
-    clock-skew window, at `now_ns` (default: now)."""
+    """Scan limits for the ingest token, the body cap, the ingest horizon (`oldest_ns`) and
+    the clock-skew window, at `now_ns` (default: now)."""
     raw = token.encode()
     if len(raw) > 64:
         raise ValueError("the ingest token is longer than 64 bytes")
@@ -146,7 +146,7 @@ def limits(
 @dataclass(frozen=True)
 class ScanError:
     """The first invalid frame of a buffer: its status, its seq if readable, and why;
-    `check` names a rule counted apart on /metrics (clock_skew, partition_limit)."""
+    `check` names a rule counted apart on /metrics (clock_skew, too_old, partition_limit)."""
 
     status: wire.Status
     seq: int | None
@@ -215,7 +215,7 @@ def scan(data: bytes, lim: Limits) -> tuple[FrameBatch, ScanError | None]:
     if not error.status:
         return batch, None
     reason = error.reason.decode("utf-8", "replace")
-    check = "clock_skew" if reason == wire.CLOCK_SKEW_REASON else None
+    check = wire.TIME_CHECKS.get(reason)
     seq = error.seq if error.has_seq else None
     return batch, ScanError(wire.Status(error.status), seq, reason, check)
 

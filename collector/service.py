@@ -44,6 +44,7 @@ class CollectorService:
             token=settings.ingest_token,
             max_body=settings.max_frame_bytes,
             retention_days=settings.retention_days,
+            horizon_days=settings.ingest_horizon_days,
             max_skew_ns=int(settings.max_clock_skew_s * 1e9),
             max_new_days=settings.max_new_days_per_batch,
             limits=connection_limits or settings.connection_limits(),
@@ -150,9 +151,11 @@ class BackgroundCollector:
         **settings: Any,
     ):
         """`settings`: further Settings fields (limits, timeouts) for this collector; unless
-        given, trusted mode (`ingest_auth`) and no Unix socket."""
+        given, trusted mode (`ingest_auth`), no Unix socket and a ten-year horizon."""
         settings.setdefault("ingest_auth", "trusted")
         settings.setdefault("collector_socket", "off")
+        # The tests' frames are from 2023: the horizon reaches back ten years unless given.
+        settings.setdefault("ingest_horizon_days", 3660)
         # Rollups and the lost-job pass run on demand here (roll_up_once, mark_lost_once),
         # not on timers that race with callers (the tests' frames are from 2023).
         self.settings = Settings(

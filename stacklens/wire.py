@@ -197,15 +197,23 @@ CLOCK_SKEW_REASON = (
     "clock skew: interval ends after the collector's clock plus the skew window "
     "(check the sender's clock)"
 )
+#: The reason of a frame older than the ingest horizon (the compiled scanner's words too).
+TOO_OLD_REASON = "too old: interval ends before the ingest horizon (retention or horizon days)"
+#: The /metrics reason of the time-window rules, by their reason text: counted apart from
+#: malformed frames (a sender's clock or a stale spool, not a broken sender).
+TIME_CHECKS = {CLOCK_SKEW_REASON: "clock_skew", TOO_OLD_REASON: "too_old"}
 
 
 class FrameError(Exception):
-    """A frame that must be rejected; `status` goes back to the sender in the ack."""
+    """A frame that must be rejected; `status` goes back to the sender in the ack;
+    `label` is the reason counted on /metrics (a time-window rule's name, else the status
+    name)."""
 
     def __init__(self, status: int, reason: str):
         super().__init__(reason)
         self.status = Status(status)  # a member of Status (its .name is the ack status)
         self.reason = reason
+        self.label = TIME_CHECKS.get(reason, self.status.name.lower())
 
 
 @dataclass(frozen=True)
@@ -309,7 +317,7 @@ def check_header(
 ) -> None:
     """Check the authorisation and the ranges of a decoded header; raise FrameError.
 
-    `oldest_ns`: intervals ending before it (outside the retention window) are rejected;
+    `oldest_ns`: intervals ending before it (the ingest horizon) are rejected;
     so are intervals ending more than `max_skew_ns` after `now_ns` (the clock-skew window).
     """
     if not hmac.compare_digest(header.token, token.encode()):
@@ -340,7 +348,7 @@ def check_header(
     if header.interval_end_ns > now_ns + max_skew_ns:
         raise FrameError(Status.OUT_OF_RANGE, CLOCK_SKEW_REASON)
     if oldest_ns is not None and header.interval_end_ns < oldest_ns:
-        raise FrameError(Status.OUT_OF_RANGE, "interval ends before the retention window")
+        raise FrameError(Status.OUT_OF_RANGE, TOO_OLD_REASON)
 
 
 def decode_body(header: Header, body: bytes) -> Frame:

@@ -183,7 +183,8 @@ static int check_header(const sl_frame_header *h, const sl_limits *lim, sl_scan_
         return fail(err, SL_STATUS_out_of_range, "clock skew: interval ends after the "
                     "collector's clock plus the skew window (check the sender's clock)");
     if (h->interval_end_ns < lim->oldest_end)
-        return fail(err, SL_STATUS_out_of_range, "interval ends before the retention window");
+        return fail(err, SL_STATUS_out_of_range, "too old: interval ends before the ingest "
+                    "horizon (retention or horizon days)");
     return 0;
 }
 

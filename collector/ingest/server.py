@@ -151,19 +151,23 @@ class IngestServer:
         max_body: int = 1 << 24,
         retention_days: int | None = None,
         *,
+        horizon_days: int | None = None,
         max_skew_ns: int = wire.MAX_CLOCK_SKEW_NS,
         max_new_days: int = 8,
         limits: ConnectionLimits | None = None,
         buffer_bytes: int = 64 << 20,
         identity: Identity | None = None,
     ):
-        """`identity`: how senders are proven; default trusted mode (tests, embedding)."""
+        """`identity`: how senders are proven; default trusted mode (tests, embedding).
+        `horizon_days` and `retention_days` (None: no limit): frames whose interval ended
+        longer ago than the shorter of the two are rejected (`too_old`)."""
         self.writer = writer
         self.identity = identity or Identity()
         self.host, self.port = host, port
         self.token = token
         self.max_body = max_body
         self.retention_days = retention_days
+        self.horizon_days = horizon_days
         self.max_skew_ns = max_skew_ns
         self.max_new_days = max_new_days
         self.stats = IngestStats()
@@ -265,10 +269,12 @@ class IngestServer:
             self._unix_dir = None
 
     def oldest_ns(self) -> int | None:
-        """Oldest interval end accepted now (the retention window), None if unlimited."""
-        if self.retention_days is None:
+        """Oldest interval end accepted now (the ingest horizon: the horizon days or the
+        retention window, the shorter), None if unlimited."""
+        days = [d for d in (self.horizon_days, self.retention_days) if d is not None]
+        if not days:
             return None
-        return time.time_ns() - self.retention_days * DAY_NS
+        return time.time_ns() - min(days) * DAY_NS
 
     def limits(self) -> codec.Limits:
         """What frames are checked against, now."""

@@ -97,7 +97,7 @@ async def ingest_frames(batch: JsonBatch, request: Request) -> IngestResult:
         try:
             frames.append(to_frame(item, limits))
         except wire.FrameError as error:
-            ingest.stats.rejected[error.status.name.lower()] += 1
+            ingest.stats.rejected[error.label] += 1
             errors.append(f"frame {i}: {error.reason} [{error.status.name}]")
     if errors:
         raise HTTPException(422, errors)

@@ -119,8 +119,10 @@ def http_server(pg_url: str, token: str, name: str) -> Iterator[int]:
     host name (or address) `name` too; yields its port."""
     engine = make_engine(pg_url)
     service = CollectorService(
-        pg_url, Settings(collector="127.0.0.1:0", ingest_token=token, ingest_auth="trusted")
-    )
+        pg_url,
+        Settings(collector="127.0.0.1:0", ingest_token=token, ingest_auth="trusted",
+                 ingest_horizon_days=3660),  # the frames are from 2023
+    )  # fmt: skip
     app = create_app(
         engine,
         api_base_url="http://127.0.0.1",

@@ -206,15 +206,17 @@ def test_2000_idle_and_slow_connections_do_not_slow_a_real_job(
 
 def test_half_sent_big_frames_are_bounded_in_memory(pg_url, tmp_path):
     connections, budget = 20, 32 << 20
+    # (the horizon reaches back to the small frame's 2023)
     with running_up(pg_url, tmp_path / "state", STACKLENS_INGEST_BUFFER_MB="32",
-                    STACKLENS_READ_TIMEOUT_S="8") as up:  # fmt: skip
+                    STACKLENS_READ_TIMEOUT_S="8",
+                    STACKLENS_INGEST_HORIZON_DAYS="3660") as up:  # fmt: skip
         address = up["STACKLENS_COLLECTOR"].rsplit(":", 1)
         address = (address[0], int(address[1]))
         records = np.zeros((16 << 20) // 40 - 1, dtype=wire.SPEC.table("p2p").dtype)
         records["peer"] = 1  # a frame of almost 16 MiB, the default cap
         big = wire.encode_frame(
-            job_id="big", world_rank=0, world_size=2, seq=0, interval_start_ns=1,
-            interval_end_ns=2, token="e2e-token", tables={"p2p": records},
+            job_id="big", world_rank=0, world_size=2, seq=0, interval_start_ns=time.time_ns(),
+            interval_end_ns=time.time_ns(), token="e2e-token", tables={"p2p": records},
         )  # fmt: skip
         before = rss_bytes(up["pid"])
         socks = [socket.create_connection(address) for _ in range(connections)]

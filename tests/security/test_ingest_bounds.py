@@ -58,6 +58,33 @@ def test_the_clock_skew_window_is_a_setting(pg_url):
         assert collector.call(lambda: collector.service.ingest.stats.rejected["clock_skew"]) == 1
 
 
+def test_the_horizon_is_the_shorter_of_its_days_and_the_retention(pg_url):
+    from collector.service import BackgroundCollector
+
+    now = time.time_ns()
+    with BackgroundCollector(pg_url, token="secret", ingest_horizon_days=3,
+                             retention_days=2) as collector:  # fmt: skip
+        assert exchange(collector.address, tcp_frame(0, now - 2 * DAY_NS - 60 * 10**9), 1) == [
+            (wire.Status.OUT_OF_RANGE, 0)
+        ]
+        assert exchange(collector.address, tcp_frame(1, now - 2 * DAY_NS + 60 * 10**9), 1) == [
+            (wire.Status.COMMITTED, 1)
+        ]
+        rejected = collector.call(lambda: dict(collector.service.ingest.stats.rejected))
+    assert rejected == {"too_old": 1}
+
+
+def test_a_json_frame_older_than_the_horizon_is_counted_too_old(app_client):  # noqa: F811
+    client, service = app_client
+    old = json_frame(0, interval_start_ns=DAY_NS, interval_end_ns=DAY_NS + 1)  # 1970-01-02
+    response = client.post("/api/ingest/frames", json={"frames": [old]}, headers=AUTH)
+    assert response.status_code == 422
+    assert response.json()["detail"] == [f"frame 0: {wire.TOO_OLD_REASON} [OUT_OF_RANGE]"]
+    assert dict(service.ingest.stats.rejected) == {"too_old": 1}
+    metrics = client.get("/metrics").text
+    assert 'stacklens_ingest_frames_rejected_total{reason="too_old"} 1.0' in metrics
+
+
 def test_partition_flood_over_http_is_refused_whole(app_client, pg_url):  # noqa: F811
     client, service = app_client
     wait_for(service.maintained.is_set)  # today's partitions made ahead, not by the flood

@@ -112,8 +112,10 @@ def test_a_tokenless_oversized_body_is_refused_before_it_is_read(pg_url):
 
     engine = make_engine(pg_url)
     service = CollectorService(
-        pg_url, Settings(collector="127.0.0.1:0", ingest_token="secret", ingest_auth="trusted")
-    )
+        pg_url,
+        Settings(collector="127.0.0.1:0", ingest_token="secret", ingest_auth="trusted",
+                 ingest_horizon_days=3660),  # the frames are from 2023
+    )  # fmt: skip
     app = create_app(engine, api_base_url="http://x", collector=service, with_frontend=False,
                      max_body_bytes=1 << 20)  # fmt: skip
     head = "POST /api/ingest/frames HTTP/1.1\r\nHost: [::1]\r\nContent-Type: application/json\r\n"

@@ -19,8 +19,10 @@ AUTH = {"Authorization": "Bearer secret"}
 def app_client(pg_url):
     engine = make_engine(pg_url)
     service = CollectorService(
-        pg_url, Settings(collector="127.0.0.1:0", ingest_token="secret", ingest_auth="trusted")
-    )
+        pg_url,
+        Settings(collector="127.0.0.1:0", ingest_token="secret", ingest_auth="trusted",
+                 ingest_horizon_days=3660),  # the frames are from 2023
+    )  # fmt: skip
     app = create_app(
         engine, api_base_url="http://127.0.0.1", collector=service, with_frontend=False
     )

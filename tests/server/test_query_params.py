@@ -25,8 +25,10 @@ def client(pg_url):
     """The API (with a collector, so that its ingest route answers) over the test database."""
     engine = make_engine(pg_url)
     service = CollectorService(
-        pg_url, Settings(collector="127.0.0.1:0", ingest_token="secret", ingest_auth="trusted")
-    )
+        pg_url,
+        Settings(collector="127.0.0.1:0", ingest_token="secret", ingest_auth="trusted",
+                 ingest_horizon_days=3660),  # the frames are from 2023
+    )  # fmt: skip
     app = create_app(engine, api_base_url="http://127.0.0.1", collector=service,
                      with_frontend=False)  # fmt: skip
     with TestClient(app, base_url="http://127.0.0.1") as test_client:

@@ -1,0 +1,163 @@
+"""A partition flood by an ordinary proven user (issue #24 finding 3), scripted as the
+attack was: user A opens 125 connections to the collector's Unix socket (the kernel proves
+A's uid) and sends on each frames of 8 distinct days, 1,000 days back from today. Before
+the ingest horizon each connection brought its 8 days: 1,000 partitions per table, and the
+read side answered 500 (out of shared memory, max_locks_per_transaction) for everyone.
+
+Now no partition is made for a day outside the horizon (`too_old`, counted), the tables
+keep at most the computed number of partitions, and user B's job page, the overview and
+B's report answer 200 with B's exact figures; the writer's rollup pass still runs. The
+test has a database of its own, so the partitions it counts are only its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from collector.service import BackgroundCollector
+from server.access.viewer import Access
+from server.app import create_app
+from stacklens import wire
+from stacklens.constants import DAY_NS
+from stacklens.db import make_engine, migrate, start_embedded
+from stacklens.settings import Settings
+from tests.access.data import token_for
+from tests.conftest import query
+from tests.identity.conftest import shared_dir, users  # noqa: F401 (fixtures)
+from tests.security.test_ingest_bounds import partitions, tcp_frame
+
+CONNECTIONS, DAYS_PER_CONNECTION = 125, 8
+HORIZON_DAYS = Settings().ingest_horizon_days  # the default the test holds to
+HOUR_NS = 3600 * 10**9
+
+
+@pytest.fixture(scope="module")
+def own_database() -> Iterator[str]:
+    """A database of this module's own (the session's keeps other tests' partitions)."""
+    scratch = Path(tempfile.mkdtemp(prefix="stacklens-flood-", dir="/tmp"))
+    database = start_embedded(scratch / "pg")
+    migrate(database.url)
+    yield database.url
+    database.embedded.cleanup()  # type: ignore[attr-defined]
+
+
+def connect_as(user, path: Path, count: int) -> list[socket.socket]:
+    """`count` connections to the Unix socket `path` made by a child process running as
+    `user` (so their peer credentials are the user's), handed to this process."""
+    here, there = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the child: become the user, connect, pass the sockets, exit
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            socks = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(count)]
+            for sock in socks:
+                sock.connect(str(path))
+            socket.send_fds(there, [b"fds"], [sock.fileno() for sock in socks])
+            code = 0
+        finally:
+            os._exit(code)
+    there.close()
+    _, fds, _, _ = socket.recv_fds(here, 16, count)
+    here.close()
+    assert os.waitpid(pid, 0)[1] == 0 and len(fds) == count
+    return [socket.socket(fileno=fd) for fd in fds]
+
+
+def victim_frame(seq: int, end_ns: int) -> bytes:
+    """Frame `seq` of B's job "victim": 7 bytes to rank 1, its command at seq 0."""
+    tables = {"p2p": wire.records("p2p", [{"peer": 1, "bytes_sent": 7, "msgs_sent": 1}])}
+    if seq == 0:
+        tables["rank_info"] = wire.records("rank_info", [{"command": b"./victim"}])
+    return wire.encode_frame(job_id="victim", world_rank=0, world_size=2, seq=seq,
+                             interval_start_ns=end_ns - 10**9, interval_end_ns=end_ns,
+                             token="secret", tables=tables)  # fmt: skip
+
+
+def prove(sock: socket.socket, owner: int) -> socket.socket:
+    """Begin `sock` with a hello for `owner` (proof: the peer credentials); `sock` once
+    the collector accepted it."""
+    sock.settimeout(60)
+    sock.sendall(wire.Hello(wire.Proof.PEER, owner, secrets.token_bytes(16)).encode())
+    welcome = wire.Welcome.decode(sock.recv(wire.WELCOME_SIZE, socket.MSG_WAITALL))
+    assert welcome.status == wire.Status.COMMITTED
+    return sock
+
+
+def send(sock: socket.socket, frames: list[bytes]) -> list[tuple[int, int]]:
+    """Send `frames` on a proven `sock`, end the stream, read their acks (fewer when the
+    collector ends the connection)."""
+    with sock:
+        sock.sendall(b"".join(frames))
+        sock.shutdown(socket.SHUT_WR)
+        raw = b""
+        while len(raw) < len(frames) * wire.ACK_SIZE and (chunk := sock.recv(65536)):
+            raw += chunk
+    return [wire.decode_ack(raw[i : i + wire.ACK_SIZE]) for i in range(0, len(raw), wire.ACK_SIZE)]
+
+
+def test_a_partition_flood_leaves_the_read_side_answering(own_database, shared_dir, users):  # noqa: F811
+    a, b = users
+    url = own_database
+    sock_path = shared_dir / "flood.sock"
+    now = time.time_ns()
+    with BackgroundCollector(url, token="secret", ingest_auth="proven",
+                             collector_socket=str(sock_path), admin_uids="0",
+                             ingest_horizon_days=HORIZON_DAYS) as collector:  # fmt: skip
+        b_frames = [victim_frame(seq, now - (2 - seq) * 10**9) for seq in range(2)]
+        assert send(prove(connect_as(b, sock_path, 1)[0], b.pw_uid), b_frames) == [
+            (wire.Status.COMMITTED, 0), (wire.Status.COMMITTED, 1)
+        ]  # fmt: skip
+        started = time.monotonic()
+        acks = []
+        proven = [prove(sock, a.pw_uid) for sock in connect_as(a, sock_path, CONNECTIONS)]
+        for c, sock in enumerate(proven):
+            days = range(c * DAYS_PER_CONNECTION, (c + 1) * DAYS_PER_CONNECTION)
+            flood = [tcp_frame(k, now - k * DAY_NS - HOUR_NS, job="flood") for k in days]
+            acks.append(send(sock, flood))
+        flooded_s = time.monotonic() - started
+        rejected = collector.call(lambda: dict(collector.service.ingest.stats.rejected))
+        rolled = asyncio.run_coroutine_threadsafe(collector.service.roll_up_once(),
+                                                  collector.loop).result(60)  # fmt: skip
+    # Days up to HORIZON_DAYS - 1 back are within the horizon; the first older frame of a
+    # connection is refused (too_old) and ends it.
+    stored = [k for c in acks for status, k in c if status == wire.Status.COMMITTED]
+    assert stored == list(range(HORIZON_DAYS))
+    assert rejected == {"too_old": CONNECTIONS - HORIZON_DAYS // DAYS_PER_CONNECTION}
+    assert flooded_s < 30
+    assert rolled > 0
+    # Partitions: at most the horizon's days, today and the two days made ahead, per table.
+    tables = len(collector.service.writer.partitions.tables)
+    assert partitions(url) <= (HORIZON_DAYS + 3) * tables
+    # The read side, for B: the overview, B's job page and B's report, with B's figures.
+    engine = make_engine(url)
+    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
+                     access=Access(mode="oidc"))  # fmt: skip
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        as_b = {"Authorization": f"Bearer {token_for(engine, b.pw_name)}"}
+        overview = client.get("/api/overview", headers=as_b)
+        assert overview.status_code == 200, overview.text
+        assert [j["job"] for j in overview.json()["jobs"]["jobs"]] == ["victim"]
+        job = client.get("/api/jobs/victim", headers=as_b)
+        assert job.status_code == 200, job.text
+        assert (job.json()["bytes_sent"], job.json()["user"]) == (14, b.pw_name)
+        matrix = client.get("/api/jobs/victim/matrix", headers=as_b)
+        assert matrix.status_code == 200, matrix.text
+        assert matrix.json()["cells"] == [{"src": 0, "dst": 1, "bytes": 14, "messages": 2}]
+        report = client.get("/api/reports/jobs/victim", headers=as_b)
+        assert report.status_code == 200, report.text
+        assert "Job victim" in report.text
+    engine.dispose()
+    assert query(url, "SELECT count(*) FROM received_frames") == [(2 + HORIZON_DAYS,)]
