@@ -577,7 +577,7 @@ class PortSample(ApiModel):
     xmit_wait: int | None = Field(description="ticks the port had data but could not send")
     errors: dict[str, int | None] = Field(description="delta of each error counter")
     saturated: list[str] = Field(
-        description="counters stuck at their maximum: their delta is only a lower bound"
+        description="counters stuck at their maximum: their delta is unknown (null)"
     )
     reset: list[str] = Field(description="counters that went down (reset): delta unknown")
 

@@ -71,8 +71,9 @@ TEN_S_NS = 10 * 10**9
 #: data, packet and congestion (wait) counters.
 RATE_COUNTERS = tuple(c for c, kind in PORT_COUNTER_KINDS.items() if kind != "error")
 
-#: Flag bits of a fabric port sample: bit SATURATED_SHIFT + i = counter i saturated (its
-#: delta is a lower bound), bit RESET_SHIFT + i = counter i reset (delta unknown).
+#: Flag bits of a fabric port sample: bit SATURATED_SHIFT + i = counter i saturated (stuck
+#: at its width's maximum: delta unknown), bit RESET_SHIFT + i = counter i reset (delta
+#: unknown).
 SATURATED_SHIFT = 0
 RESET_SHIFT = 16
 #: Flag bit of a fabric port sample: data/packet counters from the 64-bit PortCountersExtended.

@@ -697,8 +697,8 @@ class FabricLft(Base):
 
 def _port_counters() -> dict[str, Any]:
     """A port's counters at one sweep: raw values and deltas (NULL = unknown). Bytes and
-    packets; `flags` as stacklens.constants describes them (counter i saturated: its delta
-    is a lower bound; reset: delta unknown; 64-bit extended counters)."""
+    packets; `flags` as stacklens.constants describes them (counter i saturated or reset:
+    its delta unknown; 64-bit extended counters)."""
     return {
         "dt_ns": mapped_column(BigInteger, nullable=True, doc="time since the previous sample"),
         "flags": mapped_column(Integer, nullable=False),

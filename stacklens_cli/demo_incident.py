@@ -44,6 +44,10 @@ QUIET_S = 60.0
 #: PortXmitWait ticks added per second while congested (the detector's default threshold
 #: is 1,000,000 per second).
 WAIT_PER_S = 5_000_000
+#: PortXmitWait is a 32-bit counter that sticks at its maximum (then it reads saturated: a
+#: congestion of its own). The demo starts it again from 0 before a cycle would peg it, as
+#: an administrator's counter reset does (that sweep's delta reads unknown).
+WAIT_MAX = 2**32 - 1
 #: How long each job runs (it is started again if it ends before the demo does).
 JOB_SECONDS = 3600
 
@@ -148,6 +152,8 @@ class StagedIncident:
                 print(f"demo: incident: congesting {spine}[{port}] (shared by demo-solver and "
                       f"demo-checkpoint) for {INCIDENT_S:g} s", flush=True)  # fmt: skip
                 seen = await asyncio.to_thread(self._newest_wait, spine, port)
+                if self.wait_value + INCIDENT_S * WAIT_PER_S > WAIT_MAX:
+                    self.wait_value = 0
                 for second in range(int(INCIDENT_S)):
                     self.wait_value += WAIT_PER_S
                     self._console(f'PerformanceSet "{spine}"[{port}] '

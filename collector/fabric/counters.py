@@ -3,8 +3,10 @@
 Values are converted to bytes once, here, at parse time (PortXmitData/PortRcvData count
 4-octet words). A delta is `current - previous`; a decrease means the counter was reset
 (by someone else: stacklens never resets counters) and the delta is unknown, not guessed.
-A counter at the maximum of its width is saturated: it no longer counts, its delta is only
-a lower bound and is flagged so. Unknown deltas are stored as NULL.
+A counter at the maximum of its width is saturated: it no longer counts, so its delta is
+unknown too (a pegged PortXmitWait would otherwise read as 0 ticks/s) and the sample is
+flagged saturated (for PortXmitWait that flag is itself a sign of congestion: see
+server/incidents/detect.py). Unknown deltas are stored as NULL.
 """
 
 from __future__ import annotations
@@ -181,9 +183,8 @@ class DeltaTracker:
             if prev is not None and prev[1] == bool(sweep.extended[i]):
                 pvals = prev[0]
                 reset = cur < pvals
-                ok = ~reset
-                deltas[i, ok] = (cur[ok] - pvals[ok]).astype(np.int64)
-                known[i] = ok
+                deltas[i, ~reset] = (cur[~reset] - pvals[~reset]).astype(np.int64)
+                known[i] = ~reset & ~sat
                 f |= int((bit * reset).sum()) << RESET_SHIFT
                 dt[i] = sweep.t_end_ns - prev[2]
             flags[i] = f

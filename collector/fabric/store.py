@@ -12,7 +12,8 @@ In the transaction that stores a sweep, the store also keeps:
   primary key refuses a second);
 - error bursts (`fabric_events` of kind error_burst): a port whose error-counter deltas
   are > 0 opens a burst, or extends its open one (counts summed); its next sweep with
-  every error delta known and 0 closes it (end: the last erroring sweep's end). A port
+  every error delta known and 0 (or its counter saturated: it shows no more errors)
+  closes it (end: the last erroring sweep's end). A port
   that stops answering (`forget_latest`) has its burst closed there too.
 Topology events are intervals: a link_down stays open until the link is back (its
 link_up closes it), a node_gone until the node is back; a link or node seen for the
@@ -32,7 +33,14 @@ from collector.fabric.counters import DeltaSweep, RawSweep
 from collector.fabric.topology import Change, Topology
 from collector.store.copy import binary_copy
 from collector.store.partitions import Partitions, day_of
-from stacklens.constants import ERROR_COUNTERS, MINUTE_NS, PORT_COUNTERS, RATE_COUNTERS, TEN_S_NS
+from stacklens.constants import (
+    ERROR_COUNTERS,
+    MINUTE_NS,
+    PORT_COUNTERS,
+    RATE_COUNTERS,
+    SATURATED_SHIFT,
+    TEN_S_NS,
+)
 
 _SAMPLE_COLUMNS = (
     ["port_id", "ts_ns", "dt_ns", "flags"] + list(PORT_COUNTERS) + [f"d_{c}" for c in PORT_COUNTERS]
@@ -75,7 +83,7 @@ ON CONFLICT (port_id, {key}) DO UPDATE SET
 """
     for table, key, span in ROLLUPS
 ]
-_ERROR_COLUMNS = [PORT_COUNTERS.index(c) for c in ERROR_COUNTERS]
+_ERROR_COLUMNS = np.array([PORT_COUNTERS.index(c) for c in ERROR_COUNTERS])
 _KNOWN_TIME = ", ".join(
     f"coalesce(sum(dt_ns) FILTER (WHERE d_{c} IS NOT NULL AND dt_ns > 0), 0)" for c in RATE_COUNTERS
 )
@@ -344,7 +352,9 @@ class FabricStore:
                 cur.execute(upsert, (raw.t_end_ns, written))
             errors = np.where(known[:, _ERROR_COLUMNS], sweep.deltas[sel][:, _ERROR_COLUMNS], 0)
             erroring = np.asarray((errors > 0).any(axis=1))
-            quiet = known[:, _ERROR_COLUMNS].all(axis=1) & ~erroring
+            # a saturated counter can show no more errors: it does not keep a burst open
+            saturated = (sweep.flags[sel, None] >> (SATURATED_SHIFT + _ERROR_COLUMNS)) & 1
+            quiet = (known[:, _ERROR_COLUMNS] | (saturated == 1)).all(axis=1) & ~erroring
             self._track_bursts(cur, raw.t_end_ns, ids[sel], sweep.dt_ns[sel], errors, erroring)
             self._close_bursts(cur, ids[sel][quiet].tolist())
         return n

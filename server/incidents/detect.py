@@ -3,7 +3,10 @@ server/incidents/service.py feeds them the stored series sweep by sweep.
 
 Signals. A detector judges one subject per point in time:
 - `congestion` (a link, per sweep): its busier direction's utilisation is at least
-  `utilisation`, or its ends' PortXmitWait ticks per second reach `xmit_wait_per_s`;
+  `utilisation`, or its ends' PortXmitWait ticks per second reach `xmit_wait_per_s`, or
+  an end's PortXmitWait is saturated (stuck at 2^32 - 1: its rate is unknown, and a
+  counter that waited that many ticks since it was last reset means the port was
+  congested; it holds until someone resets the counter);
 - `link_errors` (a link, per sweep): its ends' error counters rose by at least
   `link_errors` in the sweep, or it is down;
 - `link_flap` (a link): at least `flaps` link down/up events of it in the baseline window;
@@ -186,7 +189,7 @@ class Streak:
 class LinkPoint:
     """One sweep of one link: [t0_ns, t1_ns), utilisation (busier direction over capacity),
     PortXmitWait ticks/s of its ends, error counter increments of its ends (None: unknown),
-    whether it is down."""
+    whether it is down, whether an end's PortXmitWait is saturated."""
 
     t0_ns: int
     t1_ns: int
@@ -194,20 +197,23 @@ class LinkPoint:
     xmit_wait_per_s: float | None
     errors: int | None
     down: bool = False
+    xmit_wait_saturated: bool = False
 
     def as_evidence(self) -> dict[str, Any]:
         """The point as an evidence series entry."""
         return {"t_ns": self.t1_ns, "utilisation": self.utilisation,
                 "xmit_wait_per_s": self.xmit_wait_per_s, "errors": self.errors,
-                "down": self.down}  # fmt: skip
+                "down": self.down,
+                "xmit_wait_saturated": self.xmit_wait_saturated}  # fmt: skip
 
 
 def congested(p: LinkPoint, th: Thresholds) -> tuple[bool, float]:
     """Whether a sweep of a link is congested, and how much (the larger of utilisation over
-    its threshold and the xmit-wait rate over its threshold, 1 = at the threshold)."""
+    its threshold and the xmit-wait rate over its threshold, 1 = at the threshold; a
+    saturated PortXmitWait is congestion of unknown size: at least 1)."""
     u = (p.utilisation or 0.0) / th.utilisation if th.utilisation else 0.0
     w = (p.xmit_wait_per_s or 0.0) / th.xmit_wait_per_s
-    level = max(u, w)
+    level = max(u, w, 1.0 if p.xmit_wait_saturated else 0.0)
     return (not p.down and level >= 1.0), level
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from server.fabric import repository as fabric
 from server.incidents.detect import JobStep, LinkPoint
-from stacklens.constants import ERROR_COUNTERS, IO_LAYERS
+from stacklens.constants import ERROR_COUNTERS, IO_LAYERS, PORT_COUNTERS, SATURATED_SHIFT
 from stacklens.mpi_ops import op_categories
 from stacklens.schema import (
     FabricEvent,
@@ -33,6 +33,8 @@ from stacklens.schema import (
 
 SECOND = 10**9
 _MASK = 0xFFFF_FFFF_FFFF_FFFF
+#: Bit of a sample's flags that says its PortXmitWait is saturated.
+_WAIT_SATURATED = SATURATED_SHIFT + PORT_COUNTERS.index("xmit_wait")
 #: Op categories whose time is the MPI slowdown's (waiting) and whose bytes are MPI traffic.
 WAITING = ("mpi_coll", "mpi_completion")
 MOVING = ("mpi_p2p", "mpi_coll", "mpi_rma")
@@ -58,9 +60,9 @@ def sweeps_after(session: Session, after_ns: int, upto_ns: int, links: list[dict
     link id -> LinkPoint (links with neither end sampled in it are absent)."""
     s = FabricPortSample.__table__.c
     errors = [s[f"d_{c}"] for c in ERROR_COUNTERS]
-    query = select(s.port_id, s.ts_ns, s.dt_ns, s.d_xmit_bytes, s.d_xmit_wait, *errors).where(
-        s.ts_ns > after_ns, s.ts_ns <= upto_ns
-    )
+    query = select(
+        s.port_id, s.ts_ns, s.dt_ns, s.flags, s.d_xmit_bytes, s.d_xmit_wait, *errors
+    ).where(s.ts_ns > after_ns, s.ts_ns <= upto_ns)
     by_sweep: dict[int, dict[int, tuple[Any, ...]]] = defaultdict(dict)
     for row in session.execute(query):
         by_sweep[row[1]][row[0]] = row
@@ -80,13 +82,14 @@ def sweeps_after(session: Session, after_ns: int, upto_ns: int, links: list[dict
 def link_point(
     lk: dict[str, Any], a: tuple[Any, ...] | None, b: tuple[Any, ...] | None, ts: int
 ) -> LinkPoint:
-    """A link's point of one sweep from its ends' sample rows (port, ts, dt, xmit bytes,
-    xmit wait, error deltas...; None: not sampled)."""
+    """A link's point of one sweep from its ends' sample rows (port, ts, dt, flags, xmit
+    bytes, xmit wait, error deltas...; None: not sampled). A saturated PortXmitWait has no
+    delta (unknown) and sets the point's xmit_wait_saturated."""
     ends = [e for e in (a, b) if e is not None]
     dts = [e[2] for e in ends if e[2]]
-    rates = [e[3] * 1e9 / e[2] for e in ends if e[2] and e[3] is not None]
-    waits = [e[4] * 1e9 / e[2] for e in ends if e[2] and e[4] is not None]
-    errs = [v for e in ends for v in e[5:] if v is not None]
+    rates = [e[4] * 1e9 / e[2] for e in ends if e[2] and e[4] is not None]
+    waits = [e[5] * 1e9 / e[2] for e in ends if e[2] and e[5] is not None]
+    errs = [v for e in ends for v in e[6:] if v is not None]
     cap = lk["capacity_bytes_per_s"]
     return LinkPoint(
         t0_ns=ts - (max(dts) if dts else 0),
@@ -95,6 +98,7 @@ def link_point(
         xmit_wait_per_s=sum(waits) if waits else None,
         errors=sum(errs) if errs else None,
         down=lk["state"] == "down",
+        xmit_wait_saturated=any(e[3] >> _WAIT_SATURATED & 1 for e in ends),
     )
 
 

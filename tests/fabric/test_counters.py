@@ -89,14 +89,16 @@ def test_decrease_is_a_reset_with_unknown_delta():
     assert d.flags[0] == FLAG_EXTENDED | (1 << (RESET_SHIFT + XB))
 
 
-def test_saturated_delta_is_a_flagged_lower_bound():
+def test_saturated_delta_is_flagged_and_unknown():
+    """A pegged counter no longer counts: its delta is unknown (never 0 ticks/s), flagged."""
     tr = DeltaTracker()
-    tr.update(sweep([row(wait=0xFFFFFFF0)], [False], 1))
-    d = tr.update(sweep([row(wait=0xFFFFFFFF)], [False], 2))
-    assert d.delta(0x10, 1, "xmit_wait") == 15
+    tr.update(sweep([row(wait=0xFFFFFFF0, sym=7)], [False], 1))
+    d = tr.update(sweep([row(wait=0xFFFFFFFF, sym=8)], [False], 2))
+    assert d.delta(0x10, 1, "xmit_wait") is None and d.delta(0x10, 1, "symbol_errors") == 1
     assert d.flags[0] == 1 << XW
-    d = tr.update(sweep([row(wait=0xFFFFFFFF)], [False], 3))
-    assert d.delta(0x10, 1, "xmit_wait") == 0 and d.flags[0] == 1 << XW
+    d = tr.update(sweep([row(wait=0xFFFFFFFF, sym=8)], [False], 3))
+    assert d.delta(0x10, 1, "xmit_wait") is None and d.flags[0] == 1 << XW
+    assert d.delta(0x10, 1, "symbol_errors") == 0
 
 
 def test_switch_between_basic_and_extended_gives_unknown_deltas():

@@ -1,7 +1,8 @@
 """The sampler against the simulator when the fabric misbehaves: no rate spike across a
 re-discovery, silent ports become unknown after a bounded number of sweeps, a saturated
 error counter reads "saturated" (never 0 errors), a relinked port comes back Active without
-making the sampler re-discover on every sweep, and warnings are rate-limited.
+making the sampler re-discover on every sweep, a saturated PortXmitWait reads unknown and
+is congestion, and warnings are rate-limited.
 
 Every test leaves the shared simulator as it found it (counters moved, no error rates set,
 every cable linked and Active).
@@ -9,6 +10,7 @@ every cable linked and Active).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -18,6 +20,10 @@ from collector.fabric.mad import MadSource
 from collector.fabric.service import FabricSampler, RateLimitedLog
 from collector.fabric.topology import PORT_ACTIVE
 from emulator.ibsim import FabricSim, Flow, TrafficEmulator, port_ref
+from server.incidents.detect import Thresholds
+from server.incidents.service import IncidentService
+from stacklens.db import make_engine
+from stacklens.settings import Settings
 from tests.conftest import query
 
 #: The sample floor of these tests, and the flow moved in each of their sweeps.
@@ -146,6 +152,34 @@ def test_saturated_error_counter_is_not_zero(
     assert link["saturated"] == ["symbol_errors"]
     assert link["errors"]["symbol_errors"] is None and "symbol_errors" in link["unknown"]
     assert link["errors"]["rcv_errors"] == 0
+
+
+def test_saturated_xmit_wait_is_unknown_and_congestion(
+    pg_url: str, mad: MadSource, sim: FabricSim, api_client
+):
+    """PortXmitWait pegged at 2^32 - 1 at stor01's leaf port: no rate (unknown, flagged
+    saturated, never 0 ticks/s), and a congestion incident on that link at the second
+    sweep (the incident size gate, STACKLENS_INCIDENT_MIN_S, is off here: tested apart)."""
+    ref = port_ref("leaf05", 1)
+    sim.console([f"PerformanceSet {ref} PortCounters.PortXmitWait={2**32 - 1}"])
+    engine = make_engine(pg_url)
+    th = dataclasses.replace(Thresholds.from_settings(Settings()), min_ns=0)
+    incidents = IncidentService(engine, th, sweep_interval_s=0.1)
+    sampler = _sampler(pg_url, mad, floor_s=0.0)
+    opened = {}
+    try:
+        for i in range(3):
+            sampler.step()
+            opened[i] = [(m["incident"]["kind"], m["incident"]["title"])
+                         for m in incidents.tick() if m["event"] == "opened"]  # fmt: skip
+    finally:
+        sim.console([f"PerformanceSet {ref} PortCounters.PortXmitWait=0"])
+        sampler.store.close()
+        engine.dispose()
+    link = _link(api_client, "leaf05", 1)
+    assert link["saturated"] == ["xmit_wait"] and "xmit_wait" in link["unknown"]
+    assert link["xmit_wait"] is None and link["xmit_wait_per_s"] is None
+    assert opened == {0: [], 1: [("congestion", "Congestion on stor01[1] – leaf05[1]")], 2: []}
 
 
 def test_relinked_port_is_active_and_sweeps_settle(pg_url: str, mad: MadSource, sim: FabricSim):

@@ -75,7 +75,7 @@ def test_samples_copy_nulls_flags_and_values(pg_url: str):
     )
     assert rows == [
         (1_000, None, 0, 4 * 0xFFFFFFF0, None, None),
-        (3_000, 2_000, 1, 4 * 0xFFFFFFFF, 60, 0),  # saturated: flagged lower bound
+        (3_000, 2_000, 1, 4 * 0xFFFFFFFF, None, 0),  # saturated: flagged, unknown
         (6_000, 3_000, 1 << 16, 28, None, 0),  # reset: unknown
     ]
     latest = "SELECT ts_ns, dt_ns, flags, xmit_bytes, d_xmit_bytes FROM fabric_port_latest"

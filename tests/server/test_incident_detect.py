@@ -94,6 +94,22 @@ def test_congestion_by_xmit_wait_and_a_down_link_is_not_congested():
     assert [(s.kind, s.subject) for s in down.sweep(points)] == [("link_errors", 3)]
 
 
+def test_a_saturated_xmit_wait_is_congestion_of_unknown_size():
+    """A pegged PortXmitWait has no rate (None) but is congestion, at level 1, from the
+    second sweep in a row (as any congestion); a down link is not congested."""
+    det = LinkDetector(TH)
+    opened = []
+    for i in range(3):
+        points = {4: LinkPoint(T0 + i * S, T0 + (i + 1) * S, 0.1, None, 0,
+                               xmit_wait_saturated=True),
+                  5: LinkPoint(T0 + i * S, T0 + (i + 1) * S, None, None, None, down=True,
+                               xmit_wait_saturated=True)}  # fmt: skip
+        opened += [(i, s.kind, s.subject, s.peak) for s in det.sweep(points)]
+    assert opened == [(0, "link_errors", 5, 0.0), (1, "congestion", 4, 1.0)]
+    (congestion,) = [s for s in det.active() if s.kind == "congestion"]
+    assert congestion.start_ns == T0 and congestion.evidence[-1]["xmit_wait_saturated"] is True
+
+
 def test_link_errors_fire_at_the_first_sweep_with_errors():
     det = LinkDetector(TH)
     series = [{7: (0.1, 0, 0)}] * 3 + [{7: (0.1, 0, 4)}] + [{7: (0.1, 0, 0)}] * 3
