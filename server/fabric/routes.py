@@ -88,12 +88,13 @@ def _live(window: Window) -> bool:
 
 def span(window: Window) -> tuple[int, int]:
     """The bounds of a fabric window: `to` absent = now, `from` absent = 15 minutes
-    before `to`."""
+    before `to` (not before the epoch); 422 for a window with nothing in it (`to=0`
+    without `from`: nothing is before the epoch)."""
     hi = time.time_ns() if window.to_ns is None else window.to_ns
-    lo = hi - DEFAULT_SPAN_NS if window.from_ns is None else window.from_ns
+    lo = max(hi - DEFAULT_SPAN_NS, 0) if window.from_ns is None else window.from_ns
     if hi <= lo:
         raise HTTPException(status_code=422, detail="the window is empty or inverted: to <= from")
-    return max(lo, 0), hi
+    return lo, hi
 
 
 def _with_session(request: Request, read: Any) -> Any:

@@ -387,7 +387,9 @@ def job_series(
     steps = target.steps(t, window, step, series.series_max_steps(ranks), by in ("rank", "peer"))
     try:
         if by in ("rank", "peer") and ranks * steps.count > series.MAX_POINTS:
-            raise series.TooLarge(by, steps, ranks * steps.count, ranks)
+            bound = series.TooLarge(by, steps, ranks * steps.count, ranks, counted=False)
+            if step is None or steps.step_ns < bound.chosen_ns:  # else: the ranks with values
+                raise bound
         return _series(session, t, steps, by, fmt)
     except series.TooLarge as large:
         if step is None:  # chosen too fine for the keys found (op, file): one that fits them
@@ -440,14 +442,15 @@ def job_profile(
     arrives last). Steps as in the series (files: the
     shares). At most 16,384 rank x step cells: the chosen step keeps within that (a
     1,024-rank job's hour: 5-minute steps); a given step beyond it is refused with 422
-    naming the smallest step that fits."""
+    naming the smallest step that fits (for a job of more ranks than cells: one step over
+    the window, which is taken)."""
     t = target.find_target(session, job, owner, run, window)
     steps = target.steps(t, window, step, series.profile_max_steps(t.world_size), per_rank=True)
     cells = max(t.world_size, 1) * steps.count
-    if step is not None and cells > series.MAX_PROFILE_CELLS:
-        fits = series.auto_step_ns(
-            steps.to_ns - steps.from_ns, series.profile_max_steps(t.world_size)
-        )
+    fits = series.auto_step_ns(steps.to_ns - steps.from_ns, series.profile_max_steps(t.world_size))
+    # a step no finer than the one chosen without it is taken (the chosen one for a job of
+    # over MAX_PROFILE_CELLS ranks is one step: more cells than that, and yet answered)
+    if step is not None and cells > series.MAX_PROFILE_CELLS and steps.step_ns < fits:
         span = (steps.to_ns - steps.from_ns) / 1e9
         raise HTTPException(
             status_code=422,

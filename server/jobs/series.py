@@ -143,16 +143,17 @@ class Steps:
 class TooLarge(Exception):
     """A series would hold more than MAX_POINTS points: `points`, of `keys` keys over the
     steps; `fits_ns`, the smallest step (of NICE_STEPS_S) that keeps `keys` keys within it,
-    `chosen_ns` the step chosen for them when none is given. With more than MAX_POINTS
-    keys no step fits (one step holds a point per key): the message says so, and offers
-    no step."""
+    `chosen_ns` the step chosen for them when none is given. `counted`: the keys are
+    those found with values (not the job's ranks, an upper bound): more than MAX_POINTS
+    of them fit no step (one step holds a point per key), and the message says so and
+    offers no step."""
 
-    def __init__(self, by: str, steps: Steps, points: int, keys: int) -> None:
+    def __init__(self, by: str, steps: Steps, points: int, keys: int, counted: bool = True) -> None:
         self.points, self.keys = points, keys
         span = steps.to_ns - steps.from_ns
         self.fits_ns = auto_step_ns(span, max(1, MAX_POINTS // max(keys, 1)))
         self.chosen_ns = auto_step_ns(span, series_max_steps(keys))
-        if keys > MAX_POINTS:
+        if counted and keys > MAX_POINTS:
             message = (
                 f"by={by} has {keys:,} keys with values in the window, more than the "
                 f"{MAX_POINTS:,} points an answer holds at any step: ask for a shorter window "

@@ -14,6 +14,7 @@ from server.jobs import series
 from stacklens import wire
 from tests.access.data import ALICE_JOB, send_two_users_jobs
 from tests.collector.test_ingest import T0
+from tests.server.fabric_data import write_small_fabric
 from tests.server.test_jobs_api import job_d_frame, send_committed
 
 #: One past the largest PostgreSQL `integer` (a run's ordinal, a link's id).
@@ -138,3 +139,46 @@ def test_a_series_with_more_keys_than_points_says_no_step_fits(collector, api_cl
     for params in ({"by": "file"}, {"by": "file", "step": 1}, {"by": "file", "step": 60}):
         answer = api_client.get(url, params=params)
         assert (answer.status_code, answer.json()) == (422, {"detail": detail}), params
+
+
+def test_a_fabric_window_ending_at_the_epoch_is_422(pg_url, api_client):
+    """`to=0` alone: the default start (15 minutes before `to`) is held at the epoch, so the
+    window is empty; every fabric route with a window says so (the state read an empty
+    window's sums and failed)."""
+    write_small_fabric(pg_url)
+    for path, params in [("/api/fabric/state", {}), ("/api/fabric/topology", {}),
+                         ("/api/fabric/links", {}), ("/api/fabric/events", {}),
+                         ("/api/fabric/series", {"link": 1})]:  # fmt: skip
+        answer = api_client.get(path, params={**params, "to": 0})
+        assert (answer.status_code, answer.json()) == (
+            422, {"detail": "the window is empty or inverted: to <= from"}), path  # fmt: skip
+        assert api_client.get(path, params={**params, "to": 1}).status_code == 200, path
+
+
+def test_a_job_of_more_ranks_than_points_takes_the_step_its_refusal_offers(collector, api_client):
+    """A world of 16,385 ranks (one reporting): by rank, by peer and the profile refuse a
+    step finer than one over the window and name that step; asked for it, they answer
+    (the refusal named a step that was then refused in turn)."""
+    ranks = series.MAX_POINTS + 1
+    send_committed(collector, [wire.encode_frame(
+        job_id="wide", world_rank=0, world_size=ranks, seq=0, token="secret",
+        interval_start_ns=T0, interval_end_ns=T0 + 10**9,
+        tables={"p2p": wire.records("p2p", [{"peer": 1, "bytes_sent": 8, "msgs_sent": 1}])},
+    )])  # fmt: skip
+    for by in ("rank", "peer"):
+        url = api_client.app.url_path_for("job_series", job="wide")
+        fine = api_client.get(url, params={"by": by, "step": 1})
+        assert (fine.status_code, fine.json()) == (422, {"detail": (
+            f"by={by} at step=1 s over 1 s is 32,770 points (16,385 keys x 2 steps), more "
+            "than 16,384: ask for step >= 2 s or a shorter window, or leave step out (chosen "
+            "to fit)")}), by  # fmt: skip
+        offered = api_client.get(url, params={"by": by, "step": 2})
+        assert offered.status_code == 200, offered.text
+        assert [p["key"] for p in offered.json()["points"]] == ["0" if by == "rank" else "1"]
+    url = api_client.app.url_path_for("job_profile", job="wide")
+    fine = api_client.get(url, params={"step": 1})
+    assert (fine.status_code, fine.json()) == (422, {"detail": (
+        "step=1 s over 1 s is 32,770 rank x step cells (16,385 ranks), more than 16,384: ask "
+        "for step >= 2 s or a shorter window, or leave step out")})  # fmt: skip
+    offered = api_client.get(url, params={"step": 2})
+    assert (offered.status_code, offered.json()["step_ns"]) == (200, 2 * 10**9), offered.text
