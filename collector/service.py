@@ -1,5 +1,6 @@
 """The collector as one startable service: frame writer, TCP ingest server, partition
-maintenance (partitions created ahead, retention)."""
+maintenance (partitions created ahead, retention), and the watch of the users sending
+(trusted ingest with several of them is logged as a warning: stacklens/modes.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from collector.ingest.server import Identity, IngestServer
 from collector.store.jobs import mark_lost_jobs
 from collector.store.partitions import apply_retention, day_of
 from collector.store.rollups import rollup_pass
+from collector.store.status import recent_senders
 from collector.store.writer import FrameWriter
 from stacklens import wire
 from stacklens.connguard import ConnectionLimits
 from stacklens.constants import DAY_NS
+from stacklens.modes import trusted_warning
 from stacklens.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,7 @@ class CollectorService:
         self._rollups: asyncio.Task | None = None
         self._job_watch: asyncio.Task | None = None
         self.maintained = asyncio.Event()  # set after each maintenance pass
+        self._senders_warned = 1  # the most users sending a warning has named yet
 
     @property
     def port(self) -> int:
@@ -75,6 +79,8 @@ class CollectorService:
         """Start writing, listening and the periodic partition maintenance."""
         await self.writer.start()
         await self.ingest.start()
+        log.info("ingest mode %s (STACKLENS_INGEST_AUTH)", self.ingest.identity.auth)
+        await self._check_senders()
         self._maintenance = asyncio.create_task(self._maintain(), name="stacklens-maintenance")
         self._rollups = asyncio.create_task(self._roll_up(), name="stacklens-rollups")
         self._job_watch = asyncio.create_task(self._watch_jobs(), name="stacklens-job-watch")
@@ -111,6 +117,28 @@ class CollectorService:
         async with await psycopg.AsyncConnection.connect(self.database_url) as conn:
             return await mark_lost_jobs(conn, cutoff)
 
+    async def check_senders_once(self, now_ns: int | None = None) -> int:
+        """How many users sent runs lately (collector/store/status.py); in trusted mode,
+        more than one is logged as a warning when first seen, and again whenever more
+        users than the last warning named are sending."""
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        senders = await asyncio.to_thread(self._count_senders, now_ns)
+        warning = trusted_warning(self.ingest.identity.auth, senders)
+        if warning is not None and senders > self._senders_warned:
+            self._senders_warned = senders
+            log.warning("%s", warning)
+        return senders
+
+    def _count_senders(self, now_ns: int) -> int:
+        with psycopg.connect(self.database_url) as conn:
+            return recent_senders(conn, now_ns)
+
+    async def _check_senders(self) -> None:
+        try:
+            await self.check_senders_once()
+        except (psycopg.Error, OSError) as exc:
+            log.warning("counting the users sending failed, retrying later: %s", exc)
+
     async def _watch_jobs(self) -> None:
         while True:  # a quarter of the silence allowed, at most a minute
             await asyncio.sleep(min(60.0, self.job_lost_after_s / 4))
@@ -120,6 +148,7 @@ class CollectorService:
                              lost, self.job_lost_after_s)  # fmt: skip
             except (psycopg.Error, OSError) as exc:
                 log.warning("lost-job pass failed, retrying later: %s", exc)
+            await self._check_senders()
 
     async def _roll_up(self) -> None:
         while True:

@@ -23,6 +23,7 @@ import pydantic_core
 
 from stacklens.api_models import (
     Comparison,
+    Deployment,
     FabricEvents,
     FabricSeries,
     FabricState,
@@ -305,6 +306,11 @@ class StacklensApi:
         query = _query(_fabric_window(window))
         return self._get(f"/api/fabric/nodes/{quote(guid, safe='')}/jobs{query}", NodeJobs,
                          "node jobs")  # fmt: skip
+
+    def deployment(self) -> Deployment:
+        """The deployment's ingest and auth modes, the users sending lately and the warning
+        of trusted ingest with several of them (the footer of every page)."""
+        return self._get("/api/deployment", Deployment, "deployment modes")
 
     def _get(self, path: str, model: type[_T], what: str) -> _T:
         """GET `path` and parse its JSON body into `model` (a response model or a list of

@@ -56,10 +56,30 @@ def create_dash_app(
             dcc.Interval(id=ids.REFRESH_INTERVAL, interval=refresh_ms),
             dcc.Interval(id=ids.INCIDENT_BANNER_TICK, interval=max(refresh_ms, BANNER_MS)),
             dcc.Store(id=ids.INCIDENT_BANNER_SHOWN),
+            html.Footer(id=ids.MODE_FOOTER, className="mode-footer"),
+            dcc.Interval(id=ids.MODE_TICK, interval=MODE_MS),
         ],
     )
     _register_banner(dash_app)
+    _register_footer(dash_app)
     return dash_app
+
+
+#: The footer's refresh period (ms): modes change only with a restart, the users sending
+#: slowly.
+MODE_MS = 60_000
+
+
+def _register_footer(dash_app: dash.Dash) -> None:
+    """The footer of every page: the deployment's modes (GET /api/deployment), filled on
+    load and every MODE_MS; an unreachable server leaves it as it was."""
+
+    @dash_app.callback(Output(ids.MODE_FOOTER, "children"), Input(ids.MODE_TICK, "n_intervals"))
+    def footer(_tick: int | None) -> Any:
+        try:
+            return components.mode_footer(api.current_client().deployment())
+        except api.ApiError:
+            return dash.no_update
 
 
 #: The incident banner's refresh period at least (ms).

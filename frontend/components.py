@@ -15,6 +15,7 @@ from urllib.parse import quote, urlencode
 
 from dash import dcc, html
 
+from frontend import ids
 from presentation.components import (
     md_text,
     number_column,
@@ -27,6 +28,7 @@ from presentation.formatting import (
     rank_ranges,
 )
 from stacklens.api_models import (
+    Deployment,
     FabricEvent,
     IncidentDetails,
     IncidentList,
@@ -40,6 +42,7 @@ from stacklens.api_models import (
     SlowRanks,
 )
 from stacklens.constants import ERROR_COUNTERS
+from stacklens.modes import modes_text, senders_text
 
 # Rows of a page of the fabric links grid.
 LINK_PAGE_ROWS = 100
@@ -448,6 +451,21 @@ def incident_banner(incidents: IncidentList) -> list[Any]:
         html.Strong(head), f" — {newest.severity}: {newest.summary} ",
         dcc.Link("see incidents", href="/incidents"),
     ])]  # fmt: skip
+
+
+def mode_footer(deployment: Deployment) -> list[Any]:
+    """The footer of every page: the deployment's modes and the users sending lately
+    (`ingest trusted, auth none · 2 users sent runs in the last 24 h`), then the warning of
+    trusted ingest with several of them as an alert."""
+    line = modes_text(deployment.ingest, deployment.auth)
+    if deployment.senders is not None:
+        line += f" · {senders_text(deployment.senders)}"
+    warning = (
+        [html.Div(f"Warning: {deployment.warning}", id=ids.MODE_WARNING, role="alert",
+                  className="mode-warning")]
+        if deployment.warning else []
+    )  # fmt: skip
+    return [html.Span(line, className="mode-line"), *warning]
 
 
 def incident_jobs_markdown(incident: IncidentDetails) -> str:

@@ -5,6 +5,9 @@
 REFRESH_INTERVAL = "refresh-interval"  # dcc.Interval ticking every refresh_ms (Fabric page)
 REFRESH_BASE_MS = "refresh-base-ms"  # dcc.Store: the configured refresh period (ms)
 URL = "url"  # dcc.Location the pages navigate with (to a job's own page)
+MODE_FOOTER = "mode-footer"  # footer of every page: ingest and auth modes, users sending
+MODE_WARNING = "mode-warning"  # the footer's warning of trusted ingest with several users
+MODE_TICK = "mode-tick"  # dcc.Interval: the footer's refresh
 
 # Jobs page (frontend/pages/jobs.py).
 JOB_REFRESH = "job-refresh"  # dcc.Interval: the refresh tick (its period backs off under load)

@@ -1236,3 +1236,28 @@ class RunHistory(ApiModel):
     command: str
     world_size: int
     runs: list[HistoryRun]
+
+
+# ---------------------------------------------------------------------------------------
+# the deployment: /api/deployment (server/metrics, stacklens/modes.py)
+# ---------------------------------------------------------------------------------------
+class Deployment(ApiModel):
+    """How this deployment proves who sends and who reads, and how many users sent runs
+    lately (a number over every user's runs: it names nobody)."""
+
+    ingest: str = Field(
+        description="how senders are proven (STACKLENS_INGEST_AUTH): proven | trusted; off: "
+        "this server runs no collector"
+    )
+    auth: str = Field(
+        description="how readers are proven (STACKLENS_AUTH_MODE): none | proxy | oidc"
+    )
+    senders: int | None = Field(
+        description="distinct users the runs seen in the last `senders_window_s` seconds name "
+        "(in trusted mode claimed, not proven); null when the database did not answer"
+    )
+    senders_window_s: int
+    warning: str | None = Field(
+        description="trusted ingest with more than one user sending: what that allows; null "
+        "otherwise"
+    )

@@ -26,6 +26,7 @@ import uvicorn
 import uvloop
 
 from stacklens.connguard import ConnectionLimits, raise_open_file_limit
+from stacklens.modes import modes_text
 from stacklens.paths import EXAMPLES_DIR
 from stacklens.settings import ConfigError, Settings, parse_storage_servers
 from stacklens_cli import fabric_sim, mpikind
@@ -112,6 +113,8 @@ async def _serve(
                 raise ConfigError(f"could not serve on {url}")
             await asyncio.sleep(0.05)
         progress(f"collector: listening on {settings.collector_host}:{collector.port}")
+        progress(f"modes: {modes_text(settings.ingest_auth, access.mode)} (stacklens status, "
+                 "the dashboard's footer and /metrics say them too)")  # fmt: skip
         if settings.incidents == "on":
             hook = " (alerts to STACKLENS_ALERT_WEBHOOK)" if settings.alert_webhook else ""
             progress(f"incidents: detecting on every sweep{hook}")

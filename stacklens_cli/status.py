@@ -1,7 +1,9 @@
 """`stacklens status`: what runs where, and how fresh its data is, seen from this node.
 
 One line per part: the database (embedded or external, its schema revision), the
-collector and the API (does something answer at their addresses), the simulated fabric,
+collector and the API (does something answer at their addresses), the deployment's modes
+(ingest and auth, stacklens/modes.py) with the users sending lately, and a warning line for
+trusted ingest with several of them, the simulated fabric,
 the newest fabric sweep and the newest frames stored (with their age), this node's spool
 backlog (as root also every other user's default spool that holds frames) and its RDMA
 devices. It only looks: it starts nothing, and works when nothing
@@ -16,11 +18,13 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
 
 from stacklens import __version__
+from stacklens.modes import modes_text, senders_text, trusted_warning
 from stacklens.settings import Settings
 from stacklens_cli.helptext import subcommand
 
@@ -98,10 +102,8 @@ def _mean_ms(families: dict, name: str, labels: dict[str, str] | None = None) ->
     return count, (f"{samples[f'{name}_sum'] / count * 1000:.0f} ms" if count else "-")
 
 
-def _served_metrics(settings: Settings) -> list[tuple[str, str]]:
-    """Rows from the server's /metrics: the fabric sampler (sweeps, their mean duration
-    against the period, ports answered and failed, stale ports, discoveries), the detector
-    passes and the web server's answers by kind; [] when /metrics does not answer."""
+def _metric_families(settings: Settings) -> dict[str, Any]:
+    """The server's /metrics by family name; {} when it does not answer."""
     from prometheus_client.parser import text_string_to_metric_families
 
     from stacklens_cli.report import api_base_url
@@ -110,10 +112,34 @@ def _served_metrics(settings: Settings) -> list[tuple[str, str]]:
     try:
         answer = httpx.get(f"{api_base_url(settings)}/metrics", headers=headers, timeout=3)
     except httpx.HTTPError:
-        return []
+        return {}
     if answer.status_code != 200:
+        return {}
+    return {f.name: f for f in text_string_to_metric_families(answer.text)}
+
+
+def _modes(settings: Settings, families: dict[str, Any], senders: int | None) -> list[tuple]:
+    """The modes row (the server's, from its /metrics; this node's settings when it does
+    not answer) with the users sending (None: the database is not reachable), and the
+    warning row of trusted ingest with several of them."""
+    if "stacklens_mode_info" in families:
+        labels = families["stacklens_mode_info"].samples[0].labels
+        ingest = labels["ingest"]
+        text = f"{modes_text(ingest, labels['auth'])} (the server's)"
+    else:
+        ingest = settings.ingest_auth
+        text = f"{modes_text(ingest, settings.auth_mode)} (this node's settings)"
+    text += f"; {'users sending unknown' if senders is None else senders_text(senders)}"
+    warning = trusted_warning(ingest, senders)
+    return [("modes", text), *([("warning", warning)] if warning else [])]
+
+
+def _served_metrics(families: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows from the server's /metrics: the fabric sampler (sweeps, their mean duration
+    against the period, ports answered and failed, stale ports, discoveries), the detector
+    passes and the web server's answers by kind; [] when /metrics did not answer."""
+    if not families:
         return []
-    families = {f.name: f for f in text_string_to_metric_families(answer.text)}
 
     def value(name: str) -> int:
         return int(families[name].samples[0].value)
@@ -218,7 +244,7 @@ def status_lines(settings: Settings, now_ns: int | None = None) -> tuple[bool, l
     """(database, collector and API all answer; the lines of `stacklens status`)."""
     from collector.fabric.service import sim_state_file
     from collector.fabric.sysfs import describe_local_hcas
-    from collector.store.status import stored_status
+    from collector.store.status import recent_senders, stored_status
     from stacklens.db import head_revision
 
     now_ns = time.time_ns() if now_ns is None else now_ns
@@ -231,11 +257,13 @@ def status_lines(settings: Settings, now_ns: int | None = None) -> tuple[bool, l
     )
     api_up, api = _api(settings)
     sim = "running" if sim_state_file(settings).exists() else "not running"
+    senders = None
     if url is None:
         fabric = frames = "unknown (the database is not reachable)"
     else:
         with psycopg.connect(url, connect_timeout=3) as conn:
             stored = stored_status(conn)
+            senders = recent_senders(conn, now_ns) if stored.revision else None
         head = head_revision()
         database += f", schema {stored.revision or 'empty'}" + (
             "" if stored.revision == head else f" (newest {head}: `stacklens migrate`)"
@@ -252,17 +280,19 @@ def status_lines(settings: Settings, now_ns: int | None = None) -> tuple[bool, l
             if stored.newest_frame_ns is not None
             else "none received yet"
         )
+    families = _metric_families(settings) if api_up else {}
     rows = [
         ("database", database),
         ("collector", collector),
         ("API", api),
+        *_modes(settings, families, senders),
         ("fabric-sim", sim),
         ("fabric", fabric),
         ("frames", frames),
         ("spool", _spool(settings.spool_dir)),
         *(("spool", line) for line in _other_users_spools(settings.spool_dir)),
         *(("RDMA", line) for line in describe_local_hcas()),
-        *(_served_metrics(settings) if api_up else []),
+        *_served_metrics(families),
     ]
     lines = [f"stacklens {__version__} on {socket.gethostname()}"]
     lines += [f"{name:<10}  {text}" for name, text in rows]

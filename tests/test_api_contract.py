@@ -68,6 +68,7 @@ CALLS = (
         f"/api/fabric/links/1/attribution/series?from={T0 // 10**9}&to={T0 // 10**9 + 2}&step=1.0",
         ("points",),
     ),
+    ("deployment", (), "/api/deployment", ()),
     ("fabric_topology", (), "/api/fabric/topology", ("nodes", "links")),
     ("fabric_state", (), "/api/fabric/state", ()),
     ("fabric_links", (), "/api/fabric/links?sort=utilisation&samples=false", ()),

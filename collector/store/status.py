@@ -1,11 +1,14 @@
 """What `stacklens status` reads of the database: its schema revision, the newest frame the
-collectors stored and the newest fabric sweep."""
+collectors stored and the newest fabric sweep; and how many users sent runs lately (also
+read by the server's /metrics and GET /api/deployment, and the collector's log)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import psycopg
+
+from stacklens.modes import SENDERS_WINDOW_NS
 
 
 @dataclass(frozen=True)
@@ -40,3 +43,15 @@ def stored_status(conn: psycopg.Connection) -> StoredStatus:
         revision, jobs[0], newest[0] if newest else None, newest[1] if newest else None,
         nodes[0], sweep[0], sweep[1],
     )  # fmt: skip
+
+
+def recent_senders(conn: psycopg.Connection, now_ns: int) -> int:
+    """How many distinct users the runs last seen within SENDERS_WINDOW_NS before `now_ns`
+    name (in proven mode their proven owners, in trusted mode the users their frames claim;
+    runs that name none are not counted). Reads every user's runs: the number names nobody."""
+    row = conn.execute(
+        'SELECT count(DISTINCT "user") FROM runs WHERE last_seen_ns >= %s',
+        (now_ns - SENDERS_WINDOW_NS,),
+    ).fetchone()
+    assert row is not None  # an aggregate: one row
+    return int(row[0])

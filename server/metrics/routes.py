@@ -1,4 +1,6 @@
-"""GET /metrics: Prometheus exposition of the in-process collector's counters."""
+"""GET /metrics: Prometheus exposition of the in-process collector's counters, the
+deployment's modes and the users sending; GET /api/deployment: the same modes for the
+dashboard's footer."""
 
 from __future__ import annotations
 
@@ -15,13 +17,19 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from server.access.viewer import Access
+from server.metrics.deployment import deployment, ingest_mode, senders
+from server.metrics.requests import RequestTimings
+from stacklens.api_models import Deployment
+from stacklens.connguard import ConnectionGuard
+from stacklens.timings import Timings
+
 if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
     from collector.fabric.service import FabricSampler
     from collector.service import CollectorService
     from server.incidents.service import IncidentService
-from server.metrics.requests import RequestTimings
-from stacklens.connguard import ConnectionGuard
-from stacklens.timings import Timings
 
 router = APIRouter(tags=["meta"])
 
@@ -80,6 +88,34 @@ class CollectorMetrics:
             value=self.service.ingest.buffered,
         )
         yield from GuardMetrics("ingest", self.service.ingest.guard).collect()
+
+
+class ModeMetrics:
+    """A prometheus_client collector of the deployment's modes and the users sending
+    (stacklens/modes.py)."""
+
+    def __init__(self, engine: Engine, collector: CollectorService | None, access: Access):
+        self.engine, self.collector, self.access = engine, collector, access
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the modes (an info gauge of value 1) and the users sending, unless the
+        database does not answer."""
+        modes = GaugeMetricFamily(
+            "stacklens_mode_info",
+            "How senders are proven (ingest: proven, trusted; off: no collector in this "
+            "server) and readers (auth: none, proxy, oidc)",
+            labels=["ingest", "auth"],
+        )
+        modes.add_metric([ingest_mode(self.collector), self.access.mode], 1)
+        yield modes
+        count = senders(self.engine)
+        if count is not None:
+            yield GaugeMetricFamily(
+                "stacklens_ingest_senders",
+                "Distinct users the runs seen in the last 24 h name (in trusted mode claimed, "
+                "not proven)",
+                value=count,
+            )
 
 
 class GuardMetrics:
@@ -214,7 +250,9 @@ class RequestMetrics:
 @router.get("/metrics", response_class=Response)
 def metrics(request: Request) -> Response:
     """Prometheus text exposition (empty when this server runs no collector)."""
+    state = request.app.state
     registry = CollectorRegistry(auto_describe=False)
+    registry.register(ModeMetrics(state.engine, state.collector, state.access))
     registry.register(GuardMetrics("http", request.app.state.http_guard))
     registry.register(RequestMetrics(request.app.state.request_timings))
     for sampler in getattr(request.app.state, "fabric_samplers", ()):
@@ -224,3 +262,12 @@ def metrics(request: Request) -> Response:
     if getattr(request.app.state, "incidents", None) is not None:
         registry.register(IncidentMetrics(request.app.state.incidents))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/api/deployment", response_model=Deployment)
+def deployment_modes(request: Request) -> Deployment:
+    """How this deployment proves who sends (ingest mode) and who reads (auth mode), how
+    many users sent runs in the last 24 h, and a warning when trusted ingest has more than
+    one (any of them can then write into another's job and claim any user)."""
+    state = request.app.state
+    return deployment(state.engine, state.collector, state.access)

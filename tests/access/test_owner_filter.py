@@ -30,6 +30,7 @@ JOBLESS = {
     "/openapi.json", "/docs",
     "/api/incidents",
     "/api/reports/window",  # names the viewer's jobs only, counts the others
+    "/api/deployment",  # the modes, and how many users sent runs: names nobody
 }  # fmt: skip
 #: One incident: other users' jobs in it are "another job" (tests/server/test_incidents.py).
 INCIDENT = {"/api/incidents/{incident_id}", "/api/reports/incidents/{incident_id}"}

@@ -1,0 +1,43 @@
+"""The footer of every page says the deployment's modes (issue #24 finding 7): in
+Chromium, the dashboard of a trusted-ingest deployment (the real app, its collector, the
+real database) into which alice's and bob's frames came shows "ingest trusted, auth none ·
+2 users sent runs in the last 24 h" and the warning, on the Jobs and the Fabric page, with
+no console error."""
+
+from __future__ import annotations
+
+import time
+
+from playwright.sync_api import expect
+
+from collector.service import CollectorService
+from server.app import create_app
+from stacklens.db import make_engine
+from stacklens.settings import Settings
+from tests.conftest import chromium_page, free_port, serving
+from tests.server.test_deployment_modes import WARNING, send_runs
+
+
+def test_the_footer_says_the_modes_and_warns_of_trusted_ingest(pg_url):
+    settings = Settings(collector="127.0.0.1:0", ingest_auth="trusted", ingest_token="secret",
+                        collector_socket="off")  # fmt: skip
+    engine = make_engine(pg_url)
+    collector = CollectorService(pg_url, settings)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    app = create_app(engine, api_base_url=base, collector=collector)
+    try:
+        with serving(app, port=port), chromium_page() as (page, errors):
+            send_runs(("127.0.0.1", collector.port), ["alice", "bob"], time.time_ns())
+            for path in ("/", "/fabric"):
+                page.goto(base + path)
+                footer = page.locator("#mode-footer .mode-line")
+                expect(footer).to_have_text(
+                    "ingest trusted, auth none · 2 users sent runs in the last 24 h",
+                    timeout=60_000,
+                )
+                expect(page.locator("#mode-warning")).to_have_text(f"Warning: {WARNING}")
+                expect(page.locator("#mode-warning")).to_be_visible()
+            assert errors == []
+    finally:
+        engine.dispose()
