@@ -20,10 +20,11 @@ of the first of them, so detection comes `sweeps` points after the condition sta
 ends after `clear` quiet points in a row (its end is the end of the last point that held).
 A job's signal whose job can no longer be observed (it ended) ends at once, *unobserved*
 since the job's last interval (`JobDetector.unobserved`): nobody knows whether it would
-have cleared. A job's baseline is the median time per byte of its steps in the
-`baseline_ns` before the step judged (at least BASELINE_STEPS of them, each with
-`min_time_ns` of that time); it is frozen while the job's signal is open, so a long
-slowdown does not become its own baseline.
+have cleared; so does every link signal when the fabric is no longer swept
+(`LinkDetector.unobserved`, since the last sweep). A job's baseline is the median time
+per byte of its steps in the `baseline_ns` before the step judged (at least
+BASELINE_STEPS of them, each with `min_time_ns` of that time); it is frozen while the
+job's signal is open, so a long slowdown does not become its own baseline.
 
 The size of an effect. A signal keeps how long its condition held (`held_ns`: its hot
 points' durations) and, a job's, the time the job lost (`lost_ns`: per hot step, its
@@ -286,6 +287,18 @@ class LinkDetector:
         """Every open link signal."""
         out = [s.open for s in self.streaks.values() if s.open is not None]
         return out + list(self.flaps.values())
+
+    def unobserved(self, since_ns: int) -> list[Signal]:
+        """The fabric can no longer be observed (no sweep since the one that ended at
+        `since_ns`): every open link signal ends unobserved, and the links start afresh
+        when sweeps come back; the signals are returned."""
+        closed = [s for s in (st.unobserved(since_ns) for st in self.streaks.values()) if s]
+        for flap in self.flaps.values():  # its events were seen (discoveries) until last_ns
+            flap.end_ns = flap.last_ns
+            flap.unobserved_ns = max(since_ns, flap.last_ns)
+            closed.append(flap)
+        self.streaks, self.flaps, self.events = {}, {}, {}
+        return closed
 
 
 # ---- jobs --------------------------------------------------------------------------------

@@ -4,7 +4,9 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
 `tick` in a worker thread:
 
 1. the sweeps stored since the last tick, in order, through the link detectors
-   (congestion, errors), and the link down/up events stored since (flaps);
+   (congestion, errors), and the link down/up events stored since (flaps); when no sweep
+   has come for STALE_SWEEPS sweep periods (the fabric is no longer swept: its pages say
+   STALE), every open link signal ends unobserved since the last sweep;
 2. every job's whole-second steps that have settled (SETTLE_NS past their end, so late
    frames are in) through its own detectors (MPI slowdown, I/O stall); a job that ended
    with a signal open ends it unobserved since its last interval (not "cleared");
@@ -50,6 +52,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from server.fabric import repository as fabric
+from server.fabric.snapshot import STALE_SWEEPS
 from server.incidents import message
 from server.incidents import repository as repo
 from server.incidents.detect import (
@@ -198,8 +201,15 @@ class IncidentService:
 
     def _fabric(self, session: Session, links: list[dict[str, Any]], now: int) -> bool:
         newest = repo.newest_sweep(session)
-        if newest is None or newest == self.sweep_after:
+        if newest is None:
             return False
+        if newest == self.sweep_after:
+            # no sweep for STALE_SWEEPS periods (the fabric pages say STALE from then):
+            # the open link signals end unobserved since the last sweep
+            if now - newest <= STALE_SWEEPS * self.interval_ns or not self.links.active():
+                return False
+            self.ended += self.links.unobserved(newest)
+            return True
         if self.sweep_after is None:  # enough sweeps before now to judge streaks afresh
             self.sweep_after = newest - (self.th.sweeps + self.th.clear + 1) * self.interval_ns
         for _, points in repo.sweeps_after(session, self.sweep_after, newest, links):

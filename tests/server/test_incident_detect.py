@@ -292,3 +292,17 @@ def test_a_job_that_ends_closes_its_signal_unobserved():
     assert closed == [signal] and det.active() == [] and det.frozen == {}
     assert (signal.end_ns, signal.unobserved_ns) == (T0 + 16 * S, T0 + 16 * S + 300_000_000)
     assert det.unobserved(T0 + 17 * S) == []  # nothing open any more
+
+
+def test_a_fabric_no_longer_swept_closes_its_link_signals_unobserved():
+    det = LinkDetector(TH)
+    _feed(det, [{1: (0.9, 0, 0)}] * 4)  # congestion from T0, open at sweep 1
+    det.link_events(2, [T0 + S, T0 + 2 * S], T0 + 3 * S)  # a flap of link 2
+    closed = det.unobserved(T0 + 4 * S)  # the last sweep's end
+    assert sorted((s.kind, s.start_ns, s.end_ns, s.unobserved_ns) for s in closed) == [
+        ("congestion", T0, T0 + 4 * S, T0 + 4 * S),
+        ("link_flap", T0 + S, T0 + 2 * S, T0 + 4 * S),  # its last event, the last sweep
+    ]
+    assert det.active() == [] and det.unobserved(T0 + 5 * S) == []
+    # sweeps again: judged afresh (one hot sweep is not congestion yet)
+    assert det.sweep({1: LinkPoint(T0 + 9 * S, T0 + 10 * S, 0.9, 0, 0)}) == []

@@ -266,11 +266,17 @@ def test_link_errors_and_a_flap_from_the_stored_sweeps_and_events(pg_url):
             (link,) = session.get(Incident, errors["id"]).links
         assert link["peak"] == 4.0 and link["evidence"][-1]["errors"] == 4
         assert service.tick() == []  # nothing new
-        now[0] = small.T0 + 125 * S  # the down/up events leave the 120 s baseline window
+        # no sweep since T0 + 2 s: at T0 + 125 s the fabric is long stale, so both end
+        # unobserved (the errors at their last sweep, the flap at its last event, T0 + 4 s)
+        now[0] = small.T0 + 125 * S
         closed = service.tick()
-        assert [(m["event"], m["incident"]["kind"], m["incident"]["end_ns"]) for m in closed] == [
-            ("closed", "link_flap", small.T0 + 4 * S)
-        ]
+        assert sorted(
+            (m["event"], m["incident"]["kind"], m["incident"]["end_ns"],
+             m["incident"]["unobserved_ns"]) for m in closed
+        ) == [
+            ("closed", "link_errors", small.T0 + 2 * S, small.T0 + 2 * S),
+            ("closed", "link_flap", small.T0 + 4 * S, small.T0 + 4 * S),
+        ]  # fmt: skip
     finally:
         engine.dispose()
 
@@ -300,3 +306,31 @@ def test_a_job_that_ends_while_slowed_closes_its_incident_unobserved(collector, 
         T0 + 11 * S, T0 + 14 * S, T0 + 14 * S)  # fmt: skip
     assert (closed["hit"], closed["lost_ns"], closed["severity"]) == (1, 16 * 10**8, "minor")
     assert service.stats.opened == 1 and service.stats.closed == 1
+
+
+def test_an_incident_on_a_fabric_no_longer_swept_closes_unobserved(pg_url):
+    """The staged congestion (sweeps 10-15) opens at sweep 11; the sampler stops after sweep
+    13 (its end: T0 + 14 s). While the last sweep is less than 3 sweep periods old the
+    incident stays open; then (the fabric pages say STALE) it is closed "unobserved since"
+    the last sweep, not left open beside the stale data."""
+    engine = make_engine(pg_url)
+    now = [T0]
+    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0])
+    fabric = StagedFabric(pg_url)
+    events = []
+    try:
+        for i in range(20):
+            if i < 14:
+                fabric.sweep(i)
+            now[0] = T0 + (i + 1) * S + 600_000_000
+            events += [(i, m["event"], m["incident"]) for m in service.tick()]
+    finally:
+        fabric.close()
+        engine.dispose()
+    # ticks at T0 + 15.6, 16.6 s: the last sweep is 1.6, 2.6 s old; at T0 + 17.6 s: 3.6 s
+    assert [(i, event) for i, event, _ in events] == [(11, "opened"), (16, "closed")]
+    opened, closed = events[0][2], events[1][2]
+    assert (closed["id"], closed["kind"]) == (opened["id"], "congestion")
+    assert (closed["start_ns"], closed["end_ns"], closed["unobserved_ns"]) == (
+        T0 + 10 * S, T0 + 14 * S, T0 + 14 * S)  # fmt: skip
+    assert service.tick() == [] and service.links.active() == []
