@@ -49,7 +49,7 @@ class CollectorService:
             retention_days=settings.retention_days,
             horizon_days=settings.ingest_horizon_days,
             max_skew_ns=int(settings.max_clock_skew_s * 1e9),
-            max_new_days=settings.max_new_days_per_batch,
+            max_new_days_per_hour=settings.max_new_days_per_hour,
             limits=connection_limits or settings.connection_limits(),
             buffer_bytes=settings.ingest_buffer_mb << 20,
             identity=Identity(

@@ -146,7 +146,7 @@ class Settings(BaseSettings):
     max_frame_bytes: int = Field(default=BOUNDS["max_body_bytes"], ge=BOUNDS["max_body_bytes"])
     max_clock_skew_s: float = Field(default=300.0, gt=0, le=86_400)
     ingest_horizon_days: int = Field(default=31, ge=1, le=3660)
-    max_new_days_per_batch: int = Field(default=8, ge=1, le=366)
+    max_new_days_per_hour: int = Field(default=8, ge=1, le=366)
     # who may read (server/access/, docs/access.md)
     auth_mode: Literal["none", "proxy", "oidc"] = "none"
     allow_open_bind: bool = False

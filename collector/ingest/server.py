@@ -15,10 +15,13 @@ header (the token is judged as soon as the header's last byte, the token's, arri
 within the handshake timeout, a frame once begun must arrive whole within the read
 timeout, and a connection silent for the idle timeout is closed. Incomplete frames of all
 connections together hold at most `buffer_bytes`: past it, a connection with an
-incomplete frame stops being read until room is made. A connection may bring at most
-`max_new_days` days without partitions; the frame that would bring one more is answered
-`unavailable` (resend on a new connection: by then the partitions exist) and counted as
-`partition_limit`.
+incomplete frame stops being read until room is made. Frames whose interval ended before
+the horizon (`horizon_days`, or the retention if shorter) are rejected (`too_old`), as are
+those ending beyond the clock-skew window (`clock_skew`): no sender can make partitions
+outside that window. Within it, an owner may bring at most `max_new_days_per_hour` days
+without partitions per hour over all its connections and HTTP batches together
+(collector/ingest/budget.py); the frame that would bring one more is answered
+`unavailable` (the sender resends it later) and counted as `partition_limit`.
 
 Who sends (`Identity`; contract/stacklens_wire.def, "connection start"): in proven mode a
 connection must begin with a hello. On the Unix socket the sender's uid is the kernel's
@@ -54,6 +57,7 @@ from typing import cast
 import numpy as np
 
 from collector import codec
+from collector.ingest.budget import NewDayBudget
 from collector.store.writer import FrameWriter
 from stacklens import munge, wire
 from stacklens.connguard import ConnectionGuard, ConnectionLimits, Deadline
@@ -153,7 +157,7 @@ class IngestServer:
         *,
         horizon_days: int | None = None,
         max_skew_ns: int = wire.MAX_CLOCK_SKEW_NS,
-        max_new_days: int = 8,
+        max_new_days_per_hour: int = 8,
         limits: ConnectionLimits | None = None,
         buffer_bytes: int = 64 << 20,
         identity: Identity | None = None,
@@ -169,7 +173,7 @@ class IngestServer:
         self.retention_days = retention_days
         self.horizon_days = horizon_days
         self.max_skew_ns = max_skew_ns
-        self.max_new_days = max_new_days
+        self.new_days = NewDayBudget(writer.partitions, max_new_days_per_hour)
         self.stats = IngestStats()
         self.guard = ConnectionGuard("ingest", limits or ConnectionLimits())
         self.buffer_bytes = buffer_bytes
@@ -281,11 +285,12 @@ class IngestServer:
         return codec.limits(self.token, self.max_body, self.oldest_ns(),
                             max_skew_ns=self.max_skew_ns)  # fmt: skip
 
-    def frames_within_new_days(self, batch: codec.FrameBatch, brought: set[int]) -> int:
-        """How many leading frames of `batch` stay within max_new_days partition days
-        that do not exist yet, counting the days in `brought` (updated)."""
-        return self.writer.partitions.new_days_fit(batch.info["t_end"], self.max_new_days,
-                                                   brought)  # fmt: skip
+    def frames_within_new_days(
+        self, batch: codec.FrameBatch, owner: int, whole: bool = False
+    ) -> int:
+        """How many leading frames of `batch` stay within the new-day budget of `owner`
+        (charged with their new days; `whole`: all or nothing, see NewDayBudget.fit)."""
+        return self.new_days.fit(owner, batch.info["t_end"], whole)
 
     def hold(self, delta: int) -> None:
         """Account `delta` bytes of incomplete frames; resume waiting connections when
@@ -338,7 +343,6 @@ class _Connection(asyncio.Protocol):
         self._proven = False  # a valid header has arrived (token included)
         self._paused: set[str] = set()  # why reading is paused: "writer", "memory", "hello"
         self._deadline = Deadline(self._expired)
-        self._new_days: set[int] = set()  # days without partitions this sender brought
 
     def _transport(self) -> asyncio.Transport:
         """The connection's transport (set once the connection is made)."""
@@ -536,8 +540,9 @@ class _Connection(asyncio.Protocol):
             return
         buffer = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
         batch, error = codec.scan(buffer, self.server.limits())
-        if len(batch) and error is None:
-            fit = self.server.frames_within_new_days(batch, self._new_days)
+        if len(batch):  # an invalid frame after them must not spare them the budget
+            assert self.owner is not None, "frames before an accepted hello"
+            fit = self.server.frames_within_new_days(batch, self.owner)
             if fit < len(batch):
                 error = self._partition_limit(batch, fit)
                 batch = codec.FrameBatch(batch.data[: int(batch.info["offset"][fit])],
@@ -572,9 +577,9 @@ class _Connection(asyncio.Protocol):
 
     def _partition_limit(self, batch: codec.FrameBatch, fit: int) -> codec.ScanError:
         """The error for frame `fit`, the first that needs one more new partition day."""
-        reason = (f"frame needs a day without a partition beyond the "
-                  f"{self.server.max_new_days} one connection may bring; resend it on a new "
-                  "connection")  # fmt: skip
+        budget = self.server.new_days.per_hour
+        reason = (f"frame needs a day without a partition beyond the {budget} its owner may "
+                  "bring per hour (STACKLENS_MAX_NEW_DAYS_PER_HOUR); resend it later")  # fmt: skip
         seq = int(batch.info["seq"][fit])
         return codec.ScanError(wire.Status.UNAVAILABLE, seq, reason, "partition_limit")
 

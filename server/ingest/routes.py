@@ -86,8 +86,9 @@ async def ingest_frames(batch: JsonBatch, request: Request) -> IngestResult:
     Trusted mode only (STACKLENS_INGEST_AUTH=trusted): a token proves no Unix user, so a
     collector in proven mode answers 403 (docs/identity.md); the frames belong to the
     collector's user. A batch with any invalid frame is rejected whole (422, with each
-    reason) and stores nothing; so is a batch that needs more new day partitions than
-    STACKLENS_MAX_NEW_DAYS_PER_BATCH. Resent frames are stored once.
+    reason) and stores nothing; so is a batch that needs more days without a partition
+    than its owner may still bring this hour (STACKLENS_MAX_NEW_DAYS_PER_HOUR, shared with
+    the owner's TCP connections). Resent frames are stored once.
     """
     collector = request.app.state.collector
     ingest = collector.ingest
@@ -102,11 +103,12 @@ async def ingest_frames(batch: JsonBatch, request: Request) -> IngestResult:
     if errors:
         raise HTTPException(422, errors)
     scanned = codec.scan(b"".join(frames), limits)[0]
-    if (fit := ingest.frames_within_new_days(scanned, set())) < len(frames):
+    if (fit := ingest.frames_within_new_days(scanned, scanned.owner, whole=True)) < len(frames):
         ingest.stats.rejected["partition_limit"] += len(frames) - fit
         raise HTTPException(422, [
-            f"frame {fit}: the batch needs more than {ingest.max_new_days} days without a "
-            "partition (STACKLENS_MAX_NEW_DAYS_PER_BATCH); send those frames in later batches"
+            f"frame {fit}: the batch needs more days without a partition than the "
+            f"{ingest.new_days.per_hour} its owner may still bring this hour "
+            "(STACKLENS_MAX_NEW_DAYS_PER_HOUR); send those frames later"
         ])  # fmt: skip
     ingest.stats.frames_received += len(frames)
     try:

@@ -12,17 +12,18 @@ from tests.conftest import query
 from tests.server.test_ingest_and_metrics import AUTH, app_client, json_frame  # noqa: F401
 
 DAY_NS = 86_400 * 10**9
-#: 2020-01-01 and 2018-01-01 00:00 UTC: far from today; each flood test has its own
+#: 2020-01-01, 2018-01-01 and 2019-01-01 00:00 UTC: far from today; each flood test has its own
 #: days (partitions outlive the tables' truncation between tests).
 Y2020 = 1_577_836_800 * 10**9
 Y2018 = 1_514_764_800 * 10**9
+Y2019 = 1_546_300_800 * 10**9
 
 
-def tcp_frame(seq: int, end_ns: int, job: str = "bounds", **header) -> bytes:
+def tcp_frame(seq: int, end_ns: int, job: str = "bounds", token: str = "secret", **header) -> bytes:
     """A one-record frame with its interval ending at `end_ns`."""
     return wire.encode_frame(
         job_id=job, world_rank=0, world_size=2, seq=seq, interval_start_ns=end_ns - 10**9,
-        interval_end_ns=end_ns, token="secret",
+        interval_end_ns=end_ns, token=token,
         tables={"p2p": wire.records("p2p", [{"peer": 1, "bytes_sent": 7, "msgs_sent": 1}])},
         **header,
     )  # fmt: skip
@@ -93,19 +94,26 @@ def test_partition_flood_over_http_is_refused_whole(app_client, pg_url):  # noqa
                        + 1) for i in range(1000)]  # fmt: skip
     response = client.post("/api/ingest/frames", json={"frames": days}, headers=AUTH)
     assert response.status_code == 422, response.text
-    assert "STACKLENS_MAX_NEW_DAYS_PER_BATCH" in response.json()["detail"][0]
+    assert "STACKLENS_MAX_NEW_DAYS_PER_HOUR" in response.json()["detail"][0]
     assert partitions(pg_url) == before
     assert query(pg_url, "SELECT count(*) FROM received_frames") == [(0,)]
     assert service.ingest.stats.rejected["partition_limit"] == 1000 - 8
     metrics = client.get("/metrics").text
     assert 'stacklens_ingest_frames_rejected_total{reason="partition_limit"} 992.0' in metrics
-    # The same days a few at a time are stored.
-    for start in range(0, 16, 8):
-        batch = {"frames": days[start : start + 8]}
-        assert client.post("/api/ingest/frames", json=batch, headers=AUTH).status_code == 200
+    # Eight days are stored; then the user's hour is spent, over HTTP and TCP alike.
+    batch = {"frames": days[:8]}
+    assert client.post("/api/ingest/frames", json=batch, headers=AUTH).status_code == 200
+    batch = {"frames": days[8:16]}
+    assert client.post("/api/ingest/frames", json=batch, headers=AUTH).status_code == 422
+    ninth = tcp_frame(8, Y2020 + 8 * DAY_NS + 1, job="json-job")
+    assert exchange(("127.0.0.1", service.port), ninth, 1) == [(wire.Status.UNAVAILABLE, 8)]
+    # An hour later, eight more.
+    service.ingest.new_days.clock = lambda: time.monotonic() + 3601
+    assert client.post("/api/ingest/frames", json=batch, headers=AUTH).status_code == 200
+    assert query(pg_url, "SELECT count(*) FROM received_frames") == [(16,)]
 
 
-def test_partition_flood_over_tcp_is_bounded_per_connection(collector, pg_url):
+def test_partition_flood_over_tcp_is_bounded_per_user(collector, pg_url):
     wait_for(collector.service.maintained.is_set)  # today's partitions made ahead
     before = partitions(pg_url)
     tables = len(collector.service.writer.partitions.tables)
@@ -115,12 +123,25 @@ def test_partition_flood_over_tcp_is_bounded_per_connection(collector, pg_url):
     assert acks == [(wire.Status.COMMITTED, i) for i in range(8)] + [(wire.Status.UNAVAILABLE, 8)]
     assert partitions(pg_url) == before + 8 * tables
     assert query(pg_url, "SELECT count(*) FROM received_frames") == [(8,)]
-    rejected = collector.call(lambda: dict(collector.service.ingest.stats.rejected))
-    assert rejected == {"partition_limit": 1}
-    # Resent (as a sender does after `unavailable`), it goes in, with the next days.
+    # A new connection of the same user (a resend, or a flood's next one) gets no more
+    # within the hour: the budget is the user's, not the connection's.
     rest = flood[8 * len(flood) // 1000 :]  # from frame 8 (the frames are of equal size)
+    assert exchange(collector.address, rest, 9) == [(wire.Status.UNAVAILABLE, 8)]
+    rejected = collector.call(lambda: dict(collector.service.ingest.stats.rejected))
+    assert rejected == {"partition_limit": 2}
+    budget = collector.service.ingest.new_days
+    collector.call(lambda: setattr(budget, "clock", lambda: time.monotonic() + 3601))
     assert exchange(collector.address, rest, 9)[-1] == (wire.Status.UNAVAILABLE, 16)
     assert query(pg_url, "SELECT count(*) FROM received_frames") == [(16,)]
+
+
+def test_an_invalid_frame_after_a_flood_does_not_spare_it_the_budget(collector, pg_url):
+    wait_for(collector.service.maintained.is_set)
+    flood = [tcp_frame(i, Y2019 + i * DAY_NS + 10**9) for i in range(9)]
+    bad = tcp_frame(9, Y2019 + 10**9, token="wrong")
+    acks = exchange(collector.address, b"".join(flood) + bad, 10)
+    assert acks == [(wire.Status.COMMITTED, i) for i in range(8)] + [(wire.Status.UNAVAILABLE, 8)]
+    assert query(pg_url, "SELECT count(*) FROM received_frames") == [(8,)]
 
 
 def test_ids_that_cannot_be_stored_faithfully_are_refused(collector, pg_url):

@@ -4,9 +4,11 @@ A's uid) and sends on each frames of 8 distinct days, 1,000 days back from today
 the ingest horizon each connection brought its 8 days: 1,000 partitions per table, and the
 read side answered 500 (out of shared memory, max_locks_per_transaction) for everyone.
 
-Now no partition is made for a day outside the horizon (`too_old`, counted), the tables
-keep at most the computed number of partitions, and user B's job page, the overview and
-B's report answer 200 with B's exact figures; the writer's rollup pass still runs. The
+Now no partition is made for a day outside the horizon (`too_old`, counted), and within
+it A gets 8 new days per hour over all its connections together (`partition_limit`,
+counted): the tables keep today, the two days made ahead and A's 8; user B's job page,
+the overview and B's report answer 200 with B's exact figures; the writer's rollup pass
+still runs. The
 test has a database of its own, so the partitions it counts are only its own.
 """
 
@@ -32,13 +34,13 @@ from stacklens.constants import DAY_NS
 from stacklens.db import make_engine, migrate, start_embedded
 from stacklens.settings import Settings
 from tests.access.data import token_for
+from tests.collector.test_ingest import wait_for
 from tests.conftest import query
 from tests.identity.conftest import shared_dir, users  # noqa: F401 (fixtures)
 from tests.security.test_ingest_bounds import partitions, tcp_frame
 
 CONNECTIONS, DAYS_PER_CONNECTION = 125, 8
 HORIZON_DAYS = Settings().ingest_horizon_days  # the default the test holds to
-HOUR_NS = 3600 * 10**9
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +115,7 @@ def test_a_partition_flood_leaves_the_read_side_answering(own_database, shared_d
     url = own_database
     sock_path = shared_dir / "flood.sock"
     now = time.time_ns()
+    today = now // DAY_NS
     with BackgroundCollector(url, token="secret", ingest_auth="proven",
                              collector_socket=str(sock_path), admin_uids="0",
                              ingest_horizon_days=HORIZON_DAYS) as collector:  # fmt: skip
@@ -120,27 +123,34 @@ def test_a_partition_flood_leaves_the_read_side_answering(own_database, shared_d
         assert send(prove(connect_as(b, sock_path, 1)[0], b.pw_uid), b_frames) == [
             (wire.Status.COMMITTED, 0), (wire.Status.COMMITTED, 1)
         ]  # fmt: skip
+        wait_for(collector.service.maintained.is_set)  # today and the next two days made
         started = time.monotonic()
         acks = []
         proven = [prove(sock, a.pw_uid) for sock in connect_as(a, sock_path, CONNECTIONS)]
         for c, sock in enumerate(proven):
             days = range(c * DAYS_PER_CONNECTION, (c + 1) * DAYS_PER_CONNECTION)
-            flood = [tcp_frame(k, now - k * DAY_NS - HOUR_NS, job="flood") for k in days]
+            # frame k ends 1 s into the day k days before today
+            flood = [tcp_frame(k, (today - k) * DAY_NS + 10**9, job="flood") for k in days]
             acks.append(send(sock, flood))
         flooded_s = time.monotonic() - started
         rejected = collector.call(lambda: dict(collector.service.ingest.stats.rejected))
         rolled = asyncio.run_coroutine_threadsafe(collector.service.roll_up_once(),
                                                   collector.loop).result(60)  # fmt: skip
-    # Days up to HORIZON_DAYS - 1 back are within the horizon; the first older frame of a
-    # connection is refused (too_old) and ends it.
-    stored = [k for c in acks for status, k in c if status == wire.Status.COMMITTED]
-    assert stored == list(range(HORIZON_DAYS))
-    assert rejected == {"too_old": CONNECTIONS - HORIZON_DAYS // DAYS_PER_CONNECTION}
+    # A's budget: 8 new days this hour, over all its connections (today's partition
+    # exists): days 0-8 are stored, the 9th new one and the next two connections within
+    # the horizon are asked to come back later; every later connection's first frame is
+    # older than the horizon (days 31 and more back) and refused.
+    committed, unavailable = wire.Status.COMMITTED, wire.Status.UNAVAILABLE
+    assert acks[:4] == [[(committed, k) for k in range(8)], [(committed, 8), (unavailable, 9)],
+                        [(unavailable, 16)], [(unavailable, 24)]]  # fmt: skip
+    assert acks[4:] == [[(wire.Status.OUT_OF_RANGE, 8 * c)] for c in range(4, CONNECTIONS)]
+    assert rejected == {"partition_limit": 3, "too_old": CONNECTIONS - 4}
     assert flooded_s < 30
     assert rolled > 0
-    # Partitions: at most the horizon's days, today and the two days made ahead, per table.
+    # Partitions: today, the two days made ahead and A's 8 new days, per table; never more
+    # than the horizon's days and those three, whatever A sends.
     tables = len(collector.service.writer.partitions.tables)
-    assert partitions(url) <= (HORIZON_DAYS + 3) * tables
+    assert partitions(url) == (3 + 8) * tables <= (HORIZON_DAYS + 3) * tables
     # The read side, for B: the overview, B's job page and B's report, with B's figures.
     engine = make_engine(url)
     app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
@@ -160,4 +170,4 @@ def test_a_partition_flood_leaves_the_read_side_answering(own_database, shared_d
         assert report.status_code == 200, report.text
         assert "Job victim" in report.text
     engine.dispose()
-    assert query(url, "SELECT count(*) FROM received_frames") == [(2 + HORIZON_DAYS,)]
+    assert query(url, "SELECT count(*) FROM received_frames") == [(2 + 9,)]
