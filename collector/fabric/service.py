@@ -2,16 +2,19 @@
 
 Like collector/service.py's CollectorService it has start()/stop() coroutines, so
 `stacklens up` runs it next to the collector. The blocking source and database calls run
-in a worker thread. What to sample is looked for again before every step (`SourceFinder`):
-a fabric that appears after `up` started (a simulator started later) is picked up, and a
-restarted simulator is attached to afresh. Re-discovery happens every `rediscover_s`, as
-soon as a sweep suggests a change (a port newly stopped answering, a LinkDowned counter
-moved, or a probed port came back), and after a failed sweep (a restarted fabric or MAD
-layer). Every sweep also probes the PortInfo state of the switch ends of the links that
-are down (the store's down links whose end is in the topology, unconnected): a cable that
-is back is seen in the sweep after it, not at the next periodic re-discovery. A port that misses
-`missed_sweeps` sweeps in a row loses its newest sample: its load and errors read unknown,
-never the last ones seen. Warnings are rate-limited per kind.
+in a worker thread. What to sample is looked for again before every step
+(`SourceFinder`): a fabric that appears after `up` started (a simulator started later)
+is picked up, and a restarted simulator is attached to afresh. Re-discovery happens
+every `rediscover_s`, as soon as a sweep suggests a change (a port newly stopped
+answering, a LinkDowned counter moved, or a probed port came back), and after a failed
+sweep (a restarted fabric or MAD layer). A link up before and after a re-discovery whose
+LinkDowned counter moved went down and came back between two sweeps: it is stored as a
+closed link_down over that interval (a flap faster than a sweep is still an event).
+Every sweep also probes the PortInfo state of the switch ends of the links that are down
+(the store's down links whose end is in the topology, unconnected): a cable that is back
+is seen in the sweep after it, not at the next periodic re-discovery. A port that misses
+`missed_sweeps` sweeps in a row loses its newest sample: its load and errors read
+unknown, never the last ones seen. Warnings are rate-limited per kind.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import logging
 import os
 import time
 from pathlib import Path
+
+import numpy as np
 
 from collector.fabric.counters import DeltaTracker, PortState
 from collector.fabric.mad import MadSource
@@ -230,8 +235,10 @@ class FabricSampler:
                 log.info("fabric sampler attached to %s", key[0])
         return self.source is not None
 
-    def discover(self) -> None:
-        """Discover (if the source can), store the topology and its changes as events."""
+    def discover(self, downed: dict[End, int] | None = None) -> None:
+        """Discover (if the source can), store the topology and its changes as events;
+        `downed`: the ends whose LinkDowned counter moved in the last sweep (end -> their
+        previous sample's time): those of links up before and after bounced in between."""
         started = time.monotonic()
         topo = self.source.discover()
         self._last_discovery = time.monotonic()
@@ -239,7 +246,9 @@ class FabricSampler:
         self.discoveries += 1
         if topo is None:
             return
-        changes = self.topology.diff(topo) if self.topology is not None else []
+        changes = []
+        if self.topology is not None:
+            changes = self.topology.diff(topo) + self.topology.bounces(topo, downed or {})
         for change in changes:
             self.warnings.warning(change.kind, "fabric %s: %s", change.kind, change.subject)
         self.store.write_topology(topo, time.time_ns(), changes)
@@ -278,10 +287,16 @@ class FabricSampler:
             return
         answered = set(zip(sweep.guids.tolist(), sweep.ports.tolist(), strict=True))
         newly_missing = self._count_misses(answered)
-        link_downed = deltas.known[:, _LINK_DOWNED] & (deltas.deltas[:, _LINK_DOWNED] > 0)
+        moved = deltas.known[:, _LINK_DOWNED] & (deltas.deltas[:, _LINK_DOWNED] > 0)
+        downed = {
+            (int(deltas.raw.guids[i]), int(deltas.raw.ports[i])): int(
+                deltas.raw.t_end_ns - deltas.dt_ns[i]
+            )
+            for i in np.flatnonzero(moved)
+        }
         came_up = self._probed(sweep.port_states)
-        if newly_missing or link_downed.any() or came_up:
-            self.discover()
+        if newly_missing or downed or came_up:
+            self.discover(downed)
 
     def _probed(self, states: dict[End, PortState]) -> int:
         """Take the probed down ports' states; how many left Down since their last probe

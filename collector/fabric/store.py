@@ -461,9 +461,10 @@ def _describe(topo: Topology, end: tuple[int, int]) -> str:
 
 def _store_change(cur: psycopg.Cursor, ts_ns: int, change: Change) -> None:
     """A topology change as an event: link_down / node_gone open one; link_up / node_new
-    close the open one of that link / node, or are a point of their own (first seen)."""
+    close the open one of that link / node, or are a point of their own (first seen); a
+    link_bounce is a link_down from its since_ns to now, closed (it was back by now)."""
     details = change.details
-    if change.kind in ("link_down", "link_up"):
+    if change.kind in ("link_down", "link_up", "link_bounce"):
         (ag, ap), (bg, bp) = details["a"], details["b"]
         cur.execute(
             "SELECT id FROM fabric_links WHERE a_guid = %s AND a_port = %s AND b_guid = %s"
@@ -474,6 +475,13 @@ def _store_change(cur: psycopg.Cursor, ts_ns: int, change: Change) -> None:
         key, value, opened = "link_id", None if row is None else row[0], "link_down"
     else:
         key, value, opened = "node_guid", signed64(int(details["guid"], 16)), "node_gone"
+    if change.kind == "link_bounce":  # down and back between two sweeps: a closed link_down
+        cur.execute(
+            "INSERT INTO fabric_events (start_ns, end_ns, kind, subject, link_id, details)"
+            " VALUES (%s, %s, 'link_down', %s, %s, %s)",
+            (details["since_ns"], ts_ns, change.subject, value, json.dumps(details)),
+        )
+        return
     if change.kind == opened:
         end = None
     else:

@@ -115,9 +115,16 @@ class Hop:
 class Change:
     """A topology change between two scans (becomes a fabric event)."""
 
-    kind: str  # node_new | node_gone | link_up | link_down
+    kind: str  # node_new | node_gone | link_up | link_down | link_bounce
     subject: str
     details: dict
+
+    @classmethod
+    def of_link(cls, kind: str, topo: Topology, link: Link, **extra: object) -> Change:
+        """A change of `link` (described as `topo` names its ends); `extra` joins details."""
+        subject = f"{topo.describe(link.a)} - {topo.describe(link.b)}"
+        details = {"a": [f"{link.a[0]:#018x}", link.a[1]], "b": [f"{link.b[0]:#018x}", link.b[1]]}
+        return cls(kind, subject, details | extra)
 
 
 @dataclass
@@ -205,9 +212,19 @@ class Topology:
             ("link_up", new_links - old_links, newer),
             ("link_down", old_links - new_links, self),
         ):
-            for link in sorted(links):
-                subject = f"{topo.describe(link.a)} - {topo.describe(link.b)}"
-                details = {"a": [f"{link.a[0]:#018x}", link.a[1]]}
-                details["b"] = [f"{link.b[0]:#018x}", link.b[1]]
-                out.append(Change(kind, subject, details))
+            out += [Change.of_link(kind, topo, link) for link in sorted(links)]
         return out
+
+    def bounces(self, newer: Topology, downed: dict[End, int]) -> list[Change]:
+        """The links up in this scan and in `newer` alike at an end whose LinkDowned counter
+        moved (`downed`: end -> when it was last read before, ns): down and back between
+        two sweeps, a link_bounce each (details: since_ns, the earliest of its ends)."""
+        since: dict[Link, int] = {}
+        for end, t in downed.items():
+            there = self.remote(end)
+            if there is not None and there == newer.remote(end):
+                link = Link.of(end, there)
+                since[link] = min(t, since.get(link, t))
+        return [
+            Change.of_link("link_bounce", newer, lk, since_ns=t) for lk, t in sorted(since.items())
+        ]

@@ -1,9 +1,12 @@
 """Fabric state within a sweep, against the simulator: a cable pulled is a link_down event
 from the sweep after it, a cable back (its switch port probed every sweep while down) ends
 that event at the sweep after it, with no periodic re-discovery in between (the sampler's
-is an hour away); two flaps seconds apart are two events and open a flap incident at once.
+is an hour away); two flaps seconds apart are two events and open a flap incident at once;
+a flap between two sweeps (only the port's LinkDowned counter moved, as hardware counts
+it) is a link_down over that interval.
 
-Every test leaves the shared simulator as it found it (every cable linked and Active).
+Every test leaves the shared simulator as it found it (every cable linked and Active,
+LinkDowned at 0).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import pytest
 from collector.fabric.mad import MadSource
 from collector.fabric.service import FabricSampler
 from collector.fabric.topology import PORT_DOWN, Link
-from emulator.ibsim import FabricSim, port_ref
+from emulator.ibsim import FabricSim, TrafficEmulator, port_ref
 from server.incidents.detect import Thresholds
 from server.incidents.service import IncidentService
 from stacklens.db import make_engine
@@ -144,3 +147,32 @@ def test_two_flaps_seconds_apart_are_two_events_and_a_flap_incident(
     (row,) = query(pg_url, "SELECT end_ns, links FROM incidents WHERE kind = 'link_flap'")
     assert row[0] is None
     assert [e["t_ns"] for e in row[1][0]["evidence"]] == [t for ev in events for t in ev]
+
+
+def test_a_flap_between_two_sweeps_is_a_link_down_over_that_interval(
+    pg_url: str, sim: FabricSim, sampler: FabricSampler
+):
+    sampler.step()
+    sampler.step()
+    emu = TrafficEmulator(sim, sampler.source, sampler.topology)
+    try:
+        bounds = []
+        for bounce in range(2):
+            if bounce:
+                time.sleep(2.0)
+            emu.raise_counter(LEAF, LEAF_PORT, "link_downed", 1)  # down and back already
+            bounds.append(_timed(sampler.step))
+    finally:
+        sim.console(
+            [f"PerformanceSet {port_ref(LEAF, LEAF_PORT)} PortCounters.LinkDownedCounter=0"]
+        )
+    sweeps = [
+        t for (t,) in query(pg_url, "SELECT DISTINCT ts_ns FROM fabric_port_samples ORDER BY 1")
+    ]
+    events = _link_events(pg_url)
+    assert len(events) == 2 and sampler.discoveries == 3
+    for (start, end), (before, after) in zip(events, bounds, strict=True):
+        # from the port's sample before the flap (the sweep before) to the re-discovery
+        assert end is not None and before <= end <= after
+        assert start == max(t for t in sweeps if t < before)
+    assert sampler.topology.remote((sampler.topology.node(LEAF).guid, LEAF_PORT)) is not None
