@@ -13,10 +13,10 @@ interval into emulator flows:
 - One-sided (RMA): rma_deltas `bytes` of rank r on target t moves as the MPI call moves
   data: a put or an accumulate host(r) -> host(t), a get host(t) -> host(r), a
   get-accumulate, fetch-and-op or compare-and-swap both ways.
-- Collectives, where the MPI measured the wire (wire_deltas, Open MPI's monitoring
-  component): what rank r put on the wire to peer p in an interval beyond the
+- Collectives, where the MPI monitored its traffic (monitored_deltas, Open MPI's
+  monitoring component): what rank r sent to peer p in an interval beyond the
   point-to-point bytes it sent p in it (the MPI's own messages: collective internals)
-  becomes a flow host(r) -> host(p). A run without measured wire has no per-peer
+  becomes a flow host(r) -> host(p). A run without monitored traffic has no per-peer
   collective data: its collectives move nothing.
 
 Exactly once: the rows of one frame are committed together, so a frame is identified by
@@ -72,7 +72,7 @@ GROUP BY 1, 2, 3, 4, 5
 
 _RMA = _to_peers("rma_deltas", "bytes", peer="target", key="op_id")
 
-_WIRE = _to_peers("wire_deltas", "bytes")
+_MONITORED = _to_peers("monitored_deltas", "bytes")
 
 #: One-sided calls (MPI names without the prefix and the large-count suffix) whose data
 #: flows from the target to the origin, and those whose data flows both ways.
@@ -126,14 +126,14 @@ class JobTraffic:
         return self._conn
 
     def _read(self) -> dict[str, list[tuple]]:
-        """The p2p, I/O, RMA and wire rows after the floor, from one snapshot."""
+        """The p2p, I/O, RMA and monitored rows after the floor, from one snapshot."""
         conn = self._connection()
         try:
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 rows = {name: cur.execute(sql, (self.floor_ns,)).fetchall()
                         for name, sql in (("p2p", _P2P), ("io", _IO), ("rma", _RMA),
-                                          ("wire", _WIRE))}  # fmt: skip
+                                          ("monitored", _MONITORED))}  # fmt: skip
         except psycopg.Error:
             self.close()  # reconnect next time
             raise
@@ -143,8 +143,8 @@ class JobTraffic:
         """Flows of the frames stored since the last poll (raises psycopg.Error if the
         database is unreachable or not migrated yet; nothing is marked applied then)."""
         rows = self._read()
-        p2p, rma, wire = rows["p2p"], rows["rma"], rows["wire"]
-        pending = {(run, rank, t_end) for run, rank, t_end, _, dst, *_ in p2p + rma + wire
+        p2p, rma, monitored = rows["p2p"], rows["rma"], rows["monitored"]
+        pending = {(run, rank, t_end) for run, rank, t_end, _, dst, *_ in p2p + rma + monitored
                    if dst is None}  # fmt: skip
         nbytes: dict[tuple[str, str, str], int] = defaultdict(int)
         seen: set[FrameKey] = set()
@@ -166,9 +166,9 @@ class JobTraffic:
             if new((run, rank, t_end)):
                 move(src, dst, "mpi_p2p", int(sent))
                 app[(run, rank, t_end, peer)] = int(sent)
-        for run, rank, t_end, src, dst, peer, on_wire in wire:
+        for run, rank, t_end, src, dst, peer, counted in monitored:
             if new((run, rank, t_end)):
-                move(src, dst, "mpi_coll", int(on_wire) - app.get((run, rank, t_end, peer), 0))
+                move(src, dst, "mpi_coll", int(counted) - app.get((run, rank, t_end, peer), 0))
         names = op_names()
         for run, rank, t_end, src, dst, op, n in rma:
             if new((run, rank, t_end)):

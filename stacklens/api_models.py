@@ -951,8 +951,8 @@ class JobLinks(ApiModel):
     to_ns: int | None
     paths: PathMode
     collectives: Literal["measured", "mixed", "modelled"] = Field(
-        description="where the job's collective on-wire bytes come from: measured by the "
-        "MPI in every run, in some (mixed), or modelled"
+        description="where the job's collective bytes on the network come from: measured "
+        "(the MPI's monitored traffic) in every run, in some (mixed), or modelled"
     )
     links: list[JobLinkBytes]
     page: PageInfo

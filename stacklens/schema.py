@@ -291,20 +291,21 @@ class RmaDelta(_RankInterval, Base):
     bytes: Mapped[int] = mapped_column(BigInteger)
 
 
-class WireDelta(_RankInterval, Base):
-    """On-wire traffic one rank sent to one peer during one interval, measured by the MPI
-    (Open MPI's monitoring component: every PML message, collective internals included).
+class MonitoredDelta(_RankInterval, Base):
+    """Monitored traffic: what one rank sent to one peer during one interval, as the MPI's
+    monitoring counts it (Open MPI's monitoring component: every PML message, collective
+    internals included; wire table monitored).
 
-    A rank whose MPI measures has a `wire_frames` row for every frame, with empty arrays
-    when it sent nothing; a run without any row was not measured (absent, never 0).
+    A rank whose MPI monitors has a `monitored_frames` row for every frame, with empty
+    arrays when it sent nothing; a run without any row was not monitored (absent, never 0).
     """
 
-    __tablename__ = "wire_deltas"
+    __tablename__ = "monitored_deltas"
     __table_args__ = VIEW
     __mapper_args__ = _identity("peer")
 
     peer: Mapped[int] = mapped_column(Integer, doc="peer world rank the messages went to")
-    bytes: Mapped[int] = mapped_column(BigInteger, doc="bytes sent on the wire")
+    bytes: Mapped[int] = mapped_column(BigInteger, doc="bytes sent (PML message payloads)")
     msgs: Mapped[int] = mapped_column(BigInteger, doc="PML messages sent")
 
 
@@ -350,7 +351,7 @@ OpFrames = _array_storage(OpDelta, "OpFrames", "op_frames")
 OpHistFrames = _array_storage(OpHistDelta, "OpHistFrames", "op_hist_frames")
 CollFrames = _array_storage(CollDelta, "CollFrames", "coll_frames")
 RmaFrames = _array_storage(RmaDelta, "RmaFrames", "rma_frames")
-WireFrames = _array_storage(WireDelta, "WireFrames", "wire_frames")
+MonitoredFrames = _array_storage(MonitoredDelta, "MonitoredFrames", "monitored_frames")
 CommP2PFrames = _array_storage(CommP2PDelta, "CommP2PFrames", "comm_p2p_frames")
 
 

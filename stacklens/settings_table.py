@@ -2,8 +2,9 @@
 them: the README's settings table and the effective values `stacklens config` prints.
 
 The declaration is the one place a setting's name, readers, default and meaning are
-written; `Settings` (stacklens/settings.py) holds the types and bounds of those the
-stacklens command reads, and the hook library reads its own through the same file
+written (and a renamed setting's old name, still read with a warning: `RENAMED`);
+`Settings` (stacklens/settings.py) holds the types and bounds of those the stacklens
+command reads, and the hook library reads its own through the same file
 (mpi_pmpi_hooks/src/config.h). tests/test_settings_declared.py holds the three together.
 """
 
@@ -21,6 +22,7 @@ PREFIX = "STACKLENS_"
 Readers = Literal["hooks", "stacklens", "both"]
 
 _ENTRY = re.compile(r'^SL_SETTING\((\w+), (hooks|stacklens|both), "([^"]*)", "([^"]*)"\)$')
+_RENAMED = re.compile(r"^SL_RENAMED\((\w+), (\w+)\)$")
 
 
 @dataclass(frozen=True)
@@ -48,10 +50,18 @@ class Declared:
         return self.readers in ("stacklens", "both")
 
 
-def _parse() -> dict[str, Declared]:
-    """Every SL_SETTING line of the declaration, in order."""
+def _parse() -> tuple[dict[str, Declared], dict[str, str]]:
+    """Every SL_SETTING line of the declaration, in order, and every SL_RENAMED line (old
+    variable name -> the declared setting's)."""
     declared: dict[str, Declared] = {}
+    renamed: dict[str, str] = {}
     for number, line in enumerate(SETTINGS_DEF.read_text().splitlines(), 1):
+        if line.startswith("SL_RENAMED"):
+            match = _RENAMED.match(line)
+            if match is None or PREFIX + match[2] not in declared:
+                raise ValueError(f"{SETTINGS_DEF}:{number}: not SL_RENAMED(OLD, DECLARED_NAME)")
+            renamed[PREFIX + match[1]] = PREFIX + match[2]
+            continue
         if not line.startswith("SL_SETTING"):
             continue
         match = _ENTRY.match(line)
@@ -59,11 +69,30 @@ def _parse() -> dict[str, Declared]:
             raise ValueError(f'{SETTINGS_DEF}:{number}: not SL_SETTING(NAME, readers, "", "")')
         name, readers, default, meaning = match.groups()
         declared[PREFIX + name] = Declared(PREFIX + name, readers, default, meaning)  # type: ignore[arg-type]
-    return declared
+    return declared, renamed
 
 
-#: Every declared setting by variable name, in the declaration's order.
-DECLARED: dict[str, Declared] = _parse()
+#: Every declared setting by variable name, in the declaration's order; and the old names of
+#: renamed settings (SL_RENAMED) with the variable name each is read as now. Only hook
+#: settings are renamed so far: the hook library reads an old name when the new one is unset
+#: (mpi_pmpi_hooks/src/config.c), and `stacklens run`/`env` pass it on under the new name.
+DECLARED, RENAMED = _parse()
+
+
+def old_names(name: str) -> list[str]:
+    """The old names of setting `name` (full variable names), oldest first."""
+    return [old for old, new in RENAMED.items() if new == name]
+
+
+def given_as(name: str, given: Mapping[str, str]) -> str | None:
+    """The variable of `given` (an environment or the configuration file) that sets setting
+    `name`: its own name if present, else the first old name present, else None."""
+    return next((n for n in (name, *old_names(name)) if n in given), None)
+
+
+def renamed_line(old: str) -> str:
+    """The one warning about an old name that was read (without the "stacklens: ")."""
+    return f"{old} is now called {RENAMED[old]}: read as it (rename it; the old name will go)"
 
 
 def markdown_table() -> str:
@@ -71,7 +100,8 @@ def markdown_table() -> str:
     rows = ["| variable | read by | default | meaning |", "|---|---|---|---|"]
     for d in DECLARED.values():
         default = f"`{d.default}`" if d.default else "unset"
-        rows.append(f"| `{d.name}` | {d.readers} | {default} | {d.meaning} |")
+        formerly = "".join(f" (formerly `{old}`, still read)" for old in old_names(d.name))
+        rows.append(f"| `{d.name}` | {d.readers} | {default} | {d.meaning}{formerly} |")
     return "\n".join(rows) + "\n"
 
 
@@ -117,16 +147,19 @@ def effective_values(
     env: Mapping[str, str] = os.environ,
 ) -> list[Effective]:
     """Each declared setting's value and where it came from: the environment, else the
-    configuration file (`file_values`), else the default. `resolved` holds the values
-    `Settings` made of them (computed defaults filled in, by field name); hook settings are
-    shown as the text the hooks will read."""
+    configuration file (`file_values`), else the default; under its own name, else an old
+    one. `resolved` holds the values `Settings` made of them (computed defaults filled in, by
+    field name); hook settings are shown as the text the hooks will read."""
     out = []
     for name, d in DECLARED.items():
-        source: Source = "env" if name in env else "file" if name in file_values else "default"
+        in_env, in_file = given_as(name, env), given_as(name, file_values)
+        source: Source = "env" if in_env else "file" if in_file else "default"
         if d.stacklens_read and d.field in resolved:
             text = value_text(resolved[d.field])
+        elif in_env or in_file:
+            text = env[in_env] if in_env else file_values[in_file or name]
         else:
-            text = env.get(name, file_values.get(name, d.default))
+            text = d.default
         out.append(Effective(d, text, source))
     return out
 

@@ -429,10 +429,10 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
     msgs = p2p["msgs_sent"] | p2p["msgs_recv"] if p2p is not None and len(p2p) else [0]
     if int(np.max(msgs)) >> BOUNDS["max_msgs_bits"]:
         reject("message count out of range")  # collector/csrc/slcodec.c says why
-    if _max(tables, "wire", "peer") >= ranks:
-        reject("on-wire peer rank out of range for the world size")
-    if _max(tables, "wire", "msgs") >= 1 << BOUNDS["max_msgs_bits"]:
-        reject("on-wire message count out of range")
+    if _max(tables, "monitored", "peer") >= ranks:
+        reject("monitored peer rank out of range for the world size")
+    if _max(tables, "monitored", "msgs") >= 1 << BOUNDS["max_msgs_bits"]:
+        reject("monitored message count out of range")
     if _max(tables, "rma", "target") >= ranks:
         reject("RMA target rank out of range for the world size")
     if _max(tables, "hist", "bucket") > BOUNDS["max_bucket"]:

@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 from stacklens.paths import LIBRARIES
 from stacklens.settings import Settings, config_file_values
-from stacklens.settings_table import DECLARED
+from stacklens.settings_table import DECLARED, given_as
 from stacklens_cli import mpikind
 
 #: Open MPI's launcher refuses to run as root without these two variables.
@@ -76,7 +76,8 @@ def hook_library(settings: Settings, mpi: str) -> Path:
 def hook_environment(settings: Settings, library: Path) -> dict[str, str]:
     """The variables that attach the hook library to a program and point it at the
     collector, plus every other declared hook setting that is set (in the environment or
-    the configuration file)."""
+    the configuration file; under an old name of the setting too, which every stacklens
+    command says once: stacklens_cli.config.unknown_settings)."""
     if not library.is_file():
         raise FileNotFoundError(
             f"hook library {library} is not built: run `make -C mpi_pmpi_hooks variants`"
@@ -95,8 +96,9 @@ def hook_environment(settings: Settings, library: Path) -> dict[str, str]:
         env["STACKLENS_JOB_ID"] = settings.job_id
     given = {**config_file_values(), **os.environ}
     for name, declared in DECLARED.items():
-        if declared.hooks_read and name not in env and name in given:
-            env[name] = given[name]
+        source = given_as(name, given) if declared.hooks_read and name not in env else None
+        if source is not None:  # an old name is passed on under the new one
+            env[name] = given[source]
     return env
 
 

@@ -13,7 +13,14 @@ import difflib
 import os
 
 from stacklens.settings import Settings, config_file_path, config_file_values
-from stacklens.settings_table import DECLARED, PREFIX, effective_values, markdown_table
+from stacklens.settings_table import (
+    DECLARED,
+    PREFIX,
+    RENAMED,
+    effective_values,
+    markdown_table,
+    renamed_line,
+)
 
 #: Settings whose value is never printed, only whether it is set.
 SECRET = {"STACKLENS_INGEST_TOKEN"}
@@ -22,7 +29,7 @@ SECRET = {"STACKLENS_INGEST_TOKEN"}
 def config_lines(settings: Settings) -> list[str]:
     """The lines `stacklens config` prints: the configuration file, one aligned row per
     declared setting (name, value, source, readers), then a line for each STACKLENS_*
-    variable that is no setting (a typo, an old name: nothing reads it)."""
+    variable that is no setting (an old name, still read; a typo: nothing reads it)."""
     path = config_file_path()
     rows = [("variable", "value", "source", "read by")]
     file_values = config_file_values()
@@ -39,11 +46,19 @@ def config_lines(settings: Settings) -> list[str]:
 
 def unknown_settings(file_values: dict[str, str]) -> list[str]:
     """One line per STACKLENS_* variable of the environment or the configuration file
-    (`file_values`) that is no declared setting (a typo, an old name: nothing reads it),
-    with the declared name it is closest to, if one is close."""
+    (`file_values`) that is no declared setting: an old name of a renamed one (read unless
+    the new name is set too), or a typo (nothing reads it), with the declared name it is
+    closest to, if one is close."""
     given = {**{n: "file" for n in file_values}, **{n: "env" for n in os.environ}}
     lines = []
     for name in sorted(n for n in given if n.startswith(PREFIX) and n not in DECLARED):
+        if name in RENAMED and RENAMED[name] in given:
+            lines.append(f"{name} is now called {RENAMED[name]}, which is set: ignored "
+                         f"({given[name]})")  # fmt: skip
+            continue
+        if name in RENAMED:
+            lines.append(f"{renamed_line(name)} ({given[name]})")
+            continue
         close = difflib.get_close_matches(name, DECLARED, n=1, cutoff=0.8)
         hint = f"; did you mean {close[0]}?" if close else ""
         lines.append(f"not a setting, ignored: {name} ({given[name]}{hint})")

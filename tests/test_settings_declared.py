@@ -12,7 +12,7 @@ from pathlib import Path
 
 from stacklens.paths import HOOKS_DIR, SOURCE_ROOT
 from stacklens.settings import Settings
-from stacklens.settings_table import DECLARED, markdown_table, value_text, with_table
+from stacklens.settings_table import DECLARED, RENAMED, markdown_table, value_text, with_table
 
 #: Settings whose default is computed when read (per user), not a fixed text.
 COMPUTED = {"state_dir", "spool_dir"}
@@ -161,3 +161,50 @@ def test_a_configuration_file_that_cannot_be_read_is_one_line(tmp_path):
         f"stacklens: cannot read the configuration file {tmp_path}: [Errno 21] Is a "
         f"directory: '{tmp_path}'\n"
     )
+
+
+def test_a_renamed_setting_is_read_under_its_old_name_with_one_warning(tmp_path):
+    """STACKLENS_MEASURE_WIRE became STACKLENS_MONITOR_TRAFFIC (SL_RENAMED): the README
+    says so, `stacklens config` shows the old name's value as the setting's and says it was
+    renamed, and `stacklens env` passes it on under the new name with one warning (as every
+    stacklens command says it). The new name, when set too, wins (the hook library's own
+    reading: tests/hooks/test_monitored.py)."""
+    assert RENAMED == {"STACKLENS_MEASURE_WIRE": "STACKLENS_MONITOR_TRAFFIC"}
+    # `Settings` reads no old names: only hook settings may be renamed so far
+    assert [new for new in RENAMED.values() if DECLARED[new].stacklens_read] == []
+    assert "| `STACKLENS_MONITOR_TRAFFIC` | hooks | `auto` | monitored traffic: " in (
+        markdown_table()
+    )
+    assert " (formerly `STACKLENS_MEASURE_WIRE`, still read) |\n" in markdown_table()
+    config_file = tmp_path / "stacklens.env"
+    config_file.write_text("STACKLENS_MEASURE_WIRE=off\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    env.update(STACKLENS_CONFIG_FILE=str(config_file), TMPDIR=str(tmp_path),
+               STACKLENS_STATE_DIR=str(tmp_path / "state"))  # fmt: skip
+    renamed = (
+        "STACKLENS_MEASURE_WIRE is now called STACKLENS_MONITOR_TRAFFIC: read as it (rename "
+        "it; the old name will go)"
+    )
+    lines = stacklens("config", env=env)
+    rows = {row[0]: row[1:] for row in (re.split(r"  +", line) for line in lines[1:-1])}
+    assert rows["STACKLENS_MONITOR_TRAFFIC"] == ["off", "file", "hooks"]
+    assert lines[-1] == f"{renamed} (file)"
+    result = subprocess.run([sys.executable, "-m", "stacklens_cli", "env", "--mpi", "mpich"],
+                            env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "export STACKLENS_MONITOR_TRAFFIC=off" in result.stdout.splitlines()
+    assert "STACKLENS_MEASURE_WIRE" not in result.stdout
+    assert result.stderr == f"stacklens: {renamed} (file)\n"
+    # the new name wins over the old one, which is said to be ignored
+    env["STACKLENS_MONITOR_TRAFFIC"] = "on"
+    lines = stacklens("config", env=env)
+    assert lines[-1] == (
+        "STACKLENS_MEASURE_WIRE is now called STACKLENS_MONITOR_TRAFFIC, which is set: "
+        "ignored (file)"
+    )
+    rows = {row[0]: row[1:] for row in (re.split(r"  +", line) for line in lines[1:-1])}
+    assert rows["STACKLENS_MONITOR_TRAFFIC"] == ["on", "env", "hooks"]
+    result = subprocess.run([sys.executable, "-m", "stacklens_cli", "env", "--mpi", "mpich"],
+                            env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert "export STACKLENS_MONITOR_TRAFFIC=on" in result.stdout.splitlines()
+    assert result.stderr == f"stacklens: {lines[-1]}\n"

@@ -25,7 +25,7 @@ def test_layout_matches_the_c_structs():
         "health": 24,
         "hca": 136,
         "abort": 8,
-        "wire": 24,
+        "monitored": 24,
         "comm": 272,
         "comm_p2p": 40,
     }

@@ -270,12 +270,12 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
         if ((p->msgs_sent | p->msgs_recv) >> SL_BOUND_max_msgs_bits)
             return fail(err, SL_STATUS_out_of_range, "message count out of range");
     }
-    EACH(wire) {
-        if (FIELD32(r, wire, peer) >= ranks)
+    EACH(monitored) {
+        if (FIELD32(r, monitored, peer) >= ranks)
             return fail(err, SL_STATUS_out_of_range,
-                        "on-wire peer rank out of range for the world size");
-        if (((const sl_rec_wire *)r)->msgs >> SL_BOUND_max_msgs_bits)
-            return fail(err, SL_STATUS_out_of_range, "on-wire message count out of range");
+                        "monitored peer rank out of range for the world size");
+        if (((const sl_rec_monitored *)r)->msgs >> SL_BOUND_max_msgs_bits)
+            return fail(err, SL_STATUS_out_of_range, "monitored message count out of range");
     }
     EACH(rma) if (FIELD32(r, rma, target) >= ranks)
         return fail(err, SL_STATUS_out_of_range,

@@ -43,6 +43,8 @@ from stacklens.schema import (
     CommP2PFrames,
     HcaRecords,
     IoDelta,
+    MonitoredDelta,
+    MonitoredFrames,
     OpDelta,
     OpFrames,
     OpHistDelta,
@@ -51,8 +53,6 @@ from stacklens.schema import (
     P2PFrames,
     RmaDelta,
     RmaFrames,
-    WireDelta,
-    WireFrames,
 )
 from stacklens.wire import fields_of
 
@@ -90,7 +90,7 @@ class DeltaTable:
     view: str | None = None  # the one-row-per-record view over an array table
     keys: tuple[str, ...] = ()  # fields that identify a record (the rest are counters)
     # a present but empty section is stored too (a row of empty arrays): its presence
-    # means something (wire: measured, nothing sent)
+    # means something (monitored: monitored, nothing sent)
     empty_rows: bool = False
 
     @property
@@ -154,6 +154,8 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
         CommP2PDelta.__tablename__,
         keys=("comm_id", "op_id", "peer", "received"),
     ),
-    # every frame of a measuring rank has a row, empty or not (absent = not measured)
-    _stored("wire", WireFrames, WireDelta.__tablename__, keys=("peer",), empty_rows=True),
+    # every frame of a monitoring rank has a row, empty or not (absent = not monitored)
+    _stored(
+        "monitored", MonitoredFrames, MonitoredDelta.__tablename__, keys=("peer",), empty_rows=True
+    ),
 )

@@ -30,6 +30,9 @@
  *   STACKLENS_COLLECTOR_USER       user (name or uid) the collector must be proven
  *                                  to run as; default: root or our own user
  *   STACKLENS_MUNGE_SOCKET         the local munged's socket, default libmunge's
+ *
+ * A renamed setting (SL_RENAMED) is still read under its old name when the new one is
+ * unset, with one warning per process naming the new one (sl_env).
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -61,9 +64,27 @@
 /* The variable names of the declared settings, by sl_setting. */
 static const char *const setting_names[SL_SET_COUNT] = {
 #define SL_SETTING(name, readers, dflt, meaning) [SL_SET_##name] = "STACKLENS_" #name,
+#define SL_RENAMED(old, name)
 #include "stacklens_settings.def"
+#undef SL_RENAMED
 #undef SL_SETTING
 };
+
+/* The old names of renamed settings (SL_RENAMED) and the setting each is now. */
+static const struct sl_renamed {
+    sl_setting setting;
+    const char *old;
+} renamed[] = {
+#define SL_SETTING(name, readers, dflt, meaning)
+#define SL_RENAMED(old, name) { SL_SET_##name, "STACKLENS_" #old },
+#include "stacklens_settings.def"
+#undef SL_RENAMED
+#undef SL_SETTING
+};
+#define SL_RENAMED_COUNT (sizeof renamed / sizeof renamed[0])
+
+/* [i]: renamed[i]'s old name was read and said so (any thread). */
+static int renamed_said[SL_RENAMED_COUNT];
 
 const char *sl_env_name(sl_setting setting)
 {
@@ -72,7 +93,15 @@ const char *sl_env_name(sl_setting setting)
 
 const char *sl_env(sl_setting setting)
 {
-    return getenv(setting_names[setting]);
+    const char *v = getenv(setting_names[setting]);
+    for (size_t i = 0; v == NULL && i < SL_RENAMED_COUNT; i++) {
+        if (renamed[i].setting != setting || (v = getenv(renamed[i].old)) == NULL)
+            continue;
+        if (!__atomic_exchange_n(&renamed_said[i], 1, __ATOMIC_RELAXED))
+            sl_warn("%s is now called %s: read as it (rename it; the old name will go)",
+                    renamed[i].old, setting_names[setting]);
+    }
+    return v;
 }
 
 /*

@@ -14,12 +14,16 @@
  * reads a STACKLENS_* variable only through sl_env, so only a declared one. */
 typedef enum sl_setting {
 #define SL_SETTING(name, readers, dflt, meaning) SL_SET_##name,
+#define SL_RENAMED(old, name)
 #include "stacklens_settings.def"
+#undef SL_RENAMED
 #undef SL_SETTING
     SL_SET_COUNT
 } sl_setting;
 
-/* The value of the setting's STACKLENS_<NAME> variable, or NULL when it is not set. */
+/* The value of the setting's STACKLENS_<NAME> variable; when it is not set, that of an
+ * old name of the setting (SL_RENAMED), with one warning per process and old name; NULL
+ * when neither is set. */
 const char *sl_env(sl_setting setting);
 
 /* The variable name of a setting, "STACKLENS_<NAME>" (for warnings). */

@@ -2,10 +2,10 @@
  * frame.c — builds delta frames from the cumulative core tables (see
  * frame.h). Layout: sl_frame_header, then sections of
  * {u16 table id, u16 record size, u32 count, records}; empty sections are
- * left out, except the wire section of a rank whose MPI measures it (empty
- * there means "nothing sent"). Times are counted in ticks (util.h): each time
- * delta is converted to ns here, once, at the ratio calibrated when the frame
- * is built.
+ * left out, except the monitored section of a rank whose MPI monitors its
+ * traffic (empty there means "nothing sent"). Times are counted in ticks
+ * (util.h): each time delta is converted to ns here, once, at the ratio
+ * calibrated when the frame is built.
  */
 #include "frame.h"
 
@@ -16,10 +16,10 @@
 #include "family.h"
 #include "ibport.h"
 #include "io.h"
-#include "wiremon.h"
+#include "monitored.h"
 
 /* Bytes of the sections every frame can always carry after the counter tables: the
- * on-wire section's header (present even when none of its records fits), the host's
+ * monitored section's header (present even when none of its records fits), the host's
  * ports, health and abort (a frame's tables stop short of them). */
 #define SL_TAIL_SIZE (SL_SECTION_HEADER_SIZE + SL_IBPORT_MAX_SECTION + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_health) \
                       + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_abort))
@@ -39,7 +39,7 @@ static size_t max_frame_size(int world_size)
                  + SL_SECTION_HEADER_SIZE + (size_t)sl_family_capacity() * sizeof(sl_rec_comm)
                  + SL_SECTION_HEADER_SIZE
                  + sl_keytab_entries(&sl_comm_p2p) * sizeof(sl_rec_comm_p2p)
-                 + (size_t)world_size * sizeof(sl_rec_wire) + SL_TAIL_SIZE;
+                 + (size_t)world_size * sizeof(sl_rec_monitored) + SL_TAIL_SIZE;
     return sizeof(sl_frame_header) + (all < SL_BOUND_max_body_bytes ? all
                                                                       : SL_BOUND_max_body_bytes);
 }
@@ -59,10 +59,10 @@ int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char
     b->last_comm_p2p = calloc(sl_keytab_entries(&sl_comm_p2p) * SL_CP2P_NVALS + 1,
                               sizeof *b->last_comm_p2p);
     b->comm_seen = calloc((size_t)sl_family_capacity() + 1, sizeof *b->comm_seen);
-    if (sl_wiremon_active())
-        b->last_wire = calloc((size_t)sl_core.world_size, sizeof *b->last_wire);
+    if (sl_monitored_active())
+        b->last_monitored = calloc((size_t)sl_core.world_size, sizeof *b->last_monitored);
     b->scratch = malloc(b->scratch_size);
-    if ((sl_wiremon_active() && b->last_wire == NULL) || b->last_peer == NULL || b->last_hist == NULL || b->last_rma == NULL
+    if ((sl_monitored_active() && b->last_monitored == NULL) || b->last_peer == NULL || b->last_hist == NULL || b->last_rma == NULL
         || b->last_coll == NULL || b->last_io == NULL || b->last_comm_p2p == NULL
         || b->comm_seen == NULL || b->scratch == NULL) {
         sl_frame_builder_fini(b);
@@ -82,9 +82,9 @@ void sl_frame_builder_fini(sl_frame_builder *b)
     free(b->last_io);
     free(b->last_comm_p2p);
     free(b->comm_seen);
-    free(b->last_wire);
+    free(b->last_monitored);
     free(b->scratch);
-    b->last_wire = NULL;
+    b->last_monitored = NULL;
     b->last_peer = NULL;
     b->last_hist = NULL;
     b->last_rma = NULL;
@@ -356,31 +356,31 @@ static size_t put_comm_p2p(sl_frame_builder *b, size_t pos, double ratio)
 }
 
 /*
- * Appends the on-wire section when the MPI measures it (wiremon.h): the peers whose
- * counters moved, and the section even without records ("measured, nothing sent";
- * its header has room in the tail). Counts over the wire's bounds (never seen) wait
+ * Appends the monitored section when the MPI monitors its traffic (monitored.h): the
+ * peers whose counters moved, and the section even without records ("monitored,
+ * nothing sent"; its header has room in the tail). Counts over the wire's bounds (never seen) wait
  * for the next frame.
  */
-static size_t put_wire(sl_frame_builder *b, size_t pos)
+static size_t put_monitored(sl_frame_builder *b, size_t pos)
 {
-    if (b->last_wire == NULL)
-        return pos; /* not measured: no section, never a 0 */
+    if (b->last_monitored == NULL)
+        return pos; /* not monitored: no section, never a 0 */
     sl_section sec = section_open(pos);
     const uint64_t most_msgs = (1ull << SL_BOUND_max_msgs_bits) - 1;
     const uint64_t most_bytes = (1ull << SL_BOUND_max_counter_bits) - 1;
     for (int i = 0; i < sl_core.world_size; i++) {
         uint64_t bytes, msgs;
-        sl_wire_sent *last = &b->last_wire[i];
-        sl_wiremon_load(i, &bytes, &msgs);
+        sl_monitored_sent *last = &b->last_monitored[i];
+        sl_monitored_load(i, &bytes, &msgs);
         uint64_t db = bytes - last->bytes, dm = msgs - last->msgs;
-        sl_rec_wire r = { .peer = (uint32_t)i, .bytes = db < most_bytes ? db : most_bytes,
+        sl_rec_monitored r = { .peer = (uint32_t)i, .bytes = db < most_bytes ? db : most_bytes,
                           .msgs = dm < most_msgs ? dm : most_msgs };
         if ((r.bytes | r.msgs) != 0 && section_add(b, &sec, &r, sizeof r)) {
             last->bytes += r.bytes;
             last->msgs += r.msgs;
         }
     }
-    put_section(b->scratch + sec.start, SL_TABLE_wire, sizeof(sl_rec_wire), sec.count);
+    put_section(b->scratch + sec.start, SL_TABLE_monitored, sizeof(sl_rec_monitored), sec.count);
     return sec.pos;
 }
 
@@ -438,7 +438,7 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t 
     pos = put_io(b, pos, ratio);
     pos = put_comm(b, pos);
     pos = put_comm_p2p(b, pos, ratio);
-    pos = put_wire(b, pos);
+    pos = put_monitored(b, pos);
     pos += sl_ibport_put(b->scratch + pos); /* reads sysfs: sender thread only */
     pos = put_health(b, pos);
     *more = b->full;

@@ -12,10 +12,10 @@
 #include "core.h"
 #include "identity.h"
 
-/* On-wire counters of one peer as of the last frame (wiremon.h). */
-typedef struct sl_wire_sent {
+/* Monitored counters of one peer as of the last frame (monitored.h). */
+typedef struct sl_monitored_sent {
     uint64_t bytes, msgs;
-} sl_wire_sent;
+} sl_monitored_sent;
 
 typedef struct sl_frame_builder {
     const sl_identity *id;
@@ -28,7 +28,7 @@ typedef struct sl_frame_builder {
     uint64_t *last_io;               /* io entries x SL_IO_NVALS */
     uint64_t *last_comm_p2p;         /* comm_p2p entries x SL_CP2P_NVALS (family.h) */
     uint32_t *comm_seen;             /* revision of each communicator description sent */
-    sl_wire_sent *last_wire;         /* world_size entries; NULL: on-wire traffic not measured */
+    sl_monitored_sent *last_monitored; /* world_size entries; NULL: traffic not monitored */
     uint64_t last_health[3];         /* keys_dropped, frames_dropped, frames_spooled */
     const uint64_t *frames_dropped;  /* the sender's counters, read at each frame */
     const uint64_t *frames_spooled;
@@ -52,7 +52,7 @@ void sl_frame_builder_fini(sl_frame_builder *b);
 /*
  * Builds the next frame of type frame_type (an SL_FRAME_* of stacklens_wire.h):
  * header, the rank_info section if this is seq 0, then the p2p, op, hist,
- * coll, rma, io, comm, comm_p2p (family.h), wire (wiremon.h: in every frame when measured, even empty),
+ * coll, rma, io, comm, comm_p2p (family.h), monitored (monitored.h: in every frame when monitored, even empty),
  * hca (ibport.h) and health records whose deltas are not all zero, and for SL_FRAME_aborted the abort record of errorcode. A body stays
  * within SL_BOUND_max_body_bytes: records that do not fit keep their deltas
  * for the next frame, *more is set, and the frame is then of type interval

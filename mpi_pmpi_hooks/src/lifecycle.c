@@ -23,7 +23,7 @@
 #include "mpimatch.h"
 #include "requests.h"
 #include "sender.h"
-#include "wiremon.h"
+#include "monitored.h"
 
 static sl_config config;
 static sl_identity identity;
@@ -151,7 +151,7 @@ int sl_init_begin(sl_call *call)
         return 0;
     sl_tls_in_call = 1; /* calls and I/O of the MPI library's own init are not counted */
     if (!launcher && !config.disable_mpi)
-        sl_wiremon_prepare(); /* Open MPI reads its monitoring switch inside PMPI_Init */
+        sl_monitored_prepare(); /* Open MPI reads its monitoring switch inside PMPI_Init */
     call->t0 = sl_ticks();
     return 1;
 }
@@ -173,8 +173,8 @@ static int start_mpi(sl_call *call, int op, int rc, MPI_Comm world)
         return 0;
     sl_core.world_comm = world;
     /* Before the first message of the hooks' own (the identity broadcast), so the
-     * on-wire counts match the monitoring component's from here on. */
-    sl_wiremon_start(rank, size);
+     * monitored counts match the monitoring component's from here on. */
+    sl_monitored_start(rank, size);
     /* Collective when the job id is generated: done before anything that
      * could fail on one rank only, so that every rank takes part. */
     sl_identity_init(&identity, rank);

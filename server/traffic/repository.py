@@ -254,10 +254,10 @@ def _measured_collectives(
     left: dict[str, int],
     source: dict[int, str],
 ) -> set[int]:
-    """The collective on-wire transfers of the runs whose MPI measured its on-wire bytes
-    (server/traffic/monitored.py): measured - the application's own p2p to each peer, as
-    `measured`; a pair measured below its p2p is counted (`measured_below_p2p`). The runs
-    measured (their collectives are not modelled); `source` says per job: measured (every
+    """The collective transfers of the runs whose MPI monitored its traffic
+    (server/traffic/monitored.py): monitored - the application's own p2p to each peer, as
+    `measured`; a pair monitored below its p2p is counted (`measured_below_p2p`). The runs
+    monitored (their collectives are not modelled); `source` says per job: measured (every
     run), mixed (some) or modelled (none). Read past the owner filter: a session
     of its own on this session's connection, without the filter's hook."""
     lo = 0 if window.from_ns is None else window.from_ns
@@ -265,11 +265,11 @@ def _measured_collectives(
     runs = set()
     with Session(bind=session.connection()) as everyone:
         for run, job in sorted(job_of_run.items()):
-            on_wire = monitored.measured_wire_bytes(everyone, job, run, lo, hi)
-            if on_wire is None:
+            counted = monitored.monitored_bytes(everyone, job, run, lo, hi)
+            if counted is None:
                 continue
             runs.add(run)
-            for (a, b), nbytes in sorted(on_wire.items()):
+            for (a, b), nbytes in sorted(counted.items()):
                 coll = nbytes - sent[run].get((a, b), 0)
                 if coll > 0:
                     send(job, "mpi_coll", "measured", run, a, b, coll)

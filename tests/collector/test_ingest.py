@@ -455,41 +455,43 @@ def test_a_slow_database_pushes_back_on_senders_and_loses_nothing(collector, pg_
     ]
 
 
-def _wire_frame(seq: int, records: list[dict]) -> bytes:
-    """A frame of rank 0 of 4 carrying the wire section with `records` (may be empty)."""
+def _monitored_frame(seq: int, records: list[dict]) -> bytes:
+    """A frame of rank 0 of 4 carrying the monitored section with `records` (may be empty)."""
     return wire.encode_frame(
         job_id="job-W", world_rank=0, world_size=4, seq=seq, interval_start_ns=T0 + seq,
         interval_end_ns=T0 + seq + 1, token="secret",
-        tables={"wire": wire.records("wire", records)},
+        tables={"monitored": wire.records("monitored", records)},
     )  # fmt: skip
 
 
-def test_wire_records_are_stored_and_an_empty_section_says_measured(collector, pg_url):
+def test_monitored_records_are_stored_and_an_empty_section_says_monitored(collector, pg_url):
     records = [{"peer": 1, "bytes": 8000, "msgs": 1}, {"peer": 3, "bytes": 24, "msgs": 2}]
-    first = _wire_frame(0, records)
-    empty = _wire_frame(1, [])
+    first = _monitored_frame(0, records)
+    empty = _monitored_frame(1, [])
     assert exchange(collector.address, first + empty, acks=2) == [(0, 0), (0, 1)]
-    assert query(pg_url, "SELECT peer, bytes, msgs FROM wire_deltas ORDER BY peer") == [
+    assert query(pg_url, "SELECT peer, bytes, msgs FROM monitored_deltas ORDER BY peer") == [
         (1, 8000, 1), (3, 24, 2)
     ]  # fmt: skip
-    # the empty section is a row of empty arrays: measured, nothing sent
+    # the empty section is a row of empty arrays: monitored, nothing sent
     assert query(
-        pg_url, "SELECT t_end_ns - %s, cardinality(peer) FROM wire_frames ORDER BY 1", (T0,)
+        pg_url, "SELECT t_end_ns - %s, cardinality(peer) FROM monitored_frames ORDER BY 1", (T0,)
     ) == [(1, 2), (2, 0)]
 
 
 @pytest.mark.parametrize(
     ("record", "reason"),
-    [({"peer": 4, "bytes": 1, "msgs": 1}, "on-wire peer rank out of range"),
-     ({"peer": 1, "bytes": 1, "msgs": 2**40}, "on-wire message count out of range"),
+    [({"peer": 4, "bytes": 1, "msgs": 1}, "monitored peer rank out of range"),
+     ({"peer": 1, "bytes": 1, "msgs": 2**40}, "monitored message count out of range"),
      ({"peer": 1, "bytes": 2**63, "msgs": 1}, "a counter is negative or too large")],
 )  # fmt: skip
-def test_wire_records_out_of_bounds_are_rejected_and_counted(collector, pg_url, record, reason):
-    acks = exchange(collector.address, _wire_frame(0, [record]), acks=1)
+def test_monitored_records_out_of_bounds_are_rejected_and_counted(
+    collector, pg_url, record, reason
+):
+    acks = exchange(collector.address, _monitored_frame(0, [record]), acks=1)
     assert acks == [(wire.Status.OUT_OF_RANGE, 0)]
     wait_for(lambda: _rejections(collector) == {"out_of_range": 1})
-    raw = _wire_frame(0, [record])
+    raw = _monitored_frame(0, [record])
     header = wire.decode_header(raw, 1 << 24)
     with pytest.raises(wire.FrameError, match=reason):  # the reference decoder agrees
         wire.decode_body(header, raw[wire.HEADER_SIZE :])
-    assert query(pg_url, "SELECT count(*) FROM wire_frames") == [(0,)]
+    assert query(pg_url, "SELECT count(*) FROM monitored_frames") == [(0,)]

@@ -89,7 +89,7 @@ def test_json_frames_say_their_run(app_client, pg_url):
         ({"tables": {"p2p": [{"peer": 1, "nosuch": 3}]}}, "unknown field 'nosuch' in table p2p"),
         ({"tables": {"p2p": [{"peer": 1, "bytes_sent": -5}]}}, "bad value"),
         ({"tables": {"p2p": [{"peer": 7}]}}, "peer rank out of range"),
-        ({"tables": {"wire": [{"peer": 2, "bytes": 8}]}}, "on-wire peer rank out of range"),
+        ({"tables": {"monitored": [{"peer": 2, "bytes": 8}]}}, "monitored peer rank out of range"),
         ({"world_rank": 2}, "rank 2 out of range"),
         ({"interval_end_ns": 1}, "interval ends before it starts"),
     ],

@@ -38,7 +38,7 @@ def _frame(job: str, rank: int, hosts: list[str], measured: dict[int, int] | Non
         ],  # fmt: skip
     }
     if measured is not None:
-        tables["wire"] = [{"peer": p, "bytes": b, "msgs": 1} for p, b in measured.items()]
+        tables["monitored"] = [{"peer": p, "bytes": b, "msgs": 1} for p, b in measured.items()]
     return wire.encode_frame(
         job_id=job, run_id=run, world_rank=rank, world_size=2, seq=0, host=hosts[rank],
         interval_start_ns=T0, interval_end_ns=T0 + 10**9, token="secret",

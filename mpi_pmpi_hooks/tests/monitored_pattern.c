@@ -1,6 +1,6 @@
 /*
- * wire_pattern.c — known collective and point-to-point traffic for the on-wire
- * measurement (tests/hooks/test_wire.py), for any number of ranks n >= 2:
+ * monitored_pattern.c — known collective and point-to-point traffic for the
+ * monitored traffic test (tests/hooks/test_monitored.py), for n >= 2 ranks:
  *
  *   1. MPI_Allreduce of 1000 doubles (MPI_SUM) on MPI_COMM_WORLD;
  *   2. MPI_Bcast of 100 doubles from root 0;
@@ -9,7 +9,7 @@
  *   4. MPI_Barrier.
  *
  * Each phase is followed by a 150 ms pause, so the traffic spreads over several
- * reporting intervals. What goes on the wire for the collectives is the MPI's
+ * reporting intervals. What the MPI sends for the collectives is the MPI's
  * choice (its algorithms); the test compares what is stored with what Open MPI's
  * monitoring component itself reports at MPI_Finalize.
  */
@@ -32,7 +32,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size < 2 || size > 64) {
-        fprintf(stderr, "wire_pattern: 2 to 64 ranks\n");
+        fprintf(stderr, "monitored_pattern: 2 to 64 ranks\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     for (int i = 0; i < 1000; i++)

@@ -1,5 +1,6 @@
 /*
- * wiremon.h — on-wire traffic measured by the MPI itself (wire table 11).
+ * monitored.h — monitored traffic: the bytes and messages the MPI itself counts as sent
+ * to each peer, collectives' internal messages included (wire table 11, monitored).
  *
  * Open MPI's monitoring component (pml/monitoring, switched on by
  * pml_monitoring_enable) sits under the PML and records every message the
@@ -38,27 +39,27 @@
  * (no MPI_T call, so nothing can block or race with the application's own MPI
  * use). Under MPICH the module is compiled out.
  */
-#ifndef SL_WIREMON_H
-#define SL_WIREMON_H
+#ifndef SL_MONITORED_H
+#define SL_MONITORED_H
 
 #include <stdint.h>
 
 #include "config.h"
 
-/* Before PMPI_Init*: unless STACKLENS_MEASURE_WIRE=off, switches Open MPI's
+/* Before PMPI_Init*: unless STACKLENS_MONITOR_TRAFFIC=off, switches Open MPI's
  * monitoring on (OMPI_MCA_pml_monitoring_enable=1) when the environment does not
  * already say otherwise. */
-void sl_wiremon_prepare(void);
+void sl_monitored_prepare(void);
 
 /* After PMPI_Init* (world_size ranks): if the monitoring component is active,
  * allocates the per-peer counters and starts counting (returns 1); else
- * returns 0 (STACKLENS_MEASURE_WIRE=on: one warning line on rank 0). */
-int sl_wiremon_start(int world_rank, int world_size);
+ * returns 0 (STACKLENS_MONITOR_TRAFFIC=on: one warning line on rank 0). */
+int sl_monitored_start(int world_rank, int world_size);
 
-/* 1 while the on-wire traffic is measured (the frames carry the wire section). */
-int sl_wiremon_active(void);
+/* 1 while the traffic is monitored (the frames carry the monitored section). */
+int sl_monitored_active(void);
 
 /* Copies the cumulative bytes and messages sent to peer (< world size). */
-void sl_wiremon_load(int peer, uint64_t *bytes, uint64_t *msgs);
+void sl_monitored_load(int peer, uint64_t *bytes, uint64_t *msgs);
 
-#endif /* SL_WIREMON_H */
+#endif /* SL_MONITORED_H */

@@ -1,8 +1,9 @@
-"""On-wire traffic measured by the MPI (wire table 11, `wire_deltas`, server/traffic/monitored.py):
-under Open MPI the hooks switch its monitoring component on and store, per rank and peer,
-exactly what the component itself counts (compared with its own dump at MPI_Finalize);
-under MPICH, or with STACKLENS_MEASURE_WIRE=off, nothing is stored and the run reads as
-not measured (None), never as zeros."""
+"""Monitored traffic (wire table 11 `monitored`, `monitored_deltas`,
+server/traffic/monitored.py): under Open MPI the hooks switch its monitoring component on and
+store, per rank and peer, exactly what the component itself counts (compared with its own
+dump at MPI_Finalize); under MPICH, or with STACKLENS_MONITOR_TRAFFIC=off (or its old name
+STACKLENS_MEASURE_WIRE, still read with a warning), nothing is stored and the run reads as
+not monitored (None), never as zeros."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session
 
-from server.traffic.monitored import measured_wire_bytes
+from server.traffic.monitored import monitored_bytes
 from stacklens.db import make_engine
 from tests.conftest import query
 from tests.hooks import jobs
@@ -42,11 +43,11 @@ def monitoring_dump(prefix: Path, ranks: int) -> dict[tuple[int, int], tuple[int
     return out
 
 
-def stored_wire(pg_url: str, job: str) -> dict[tuple[int, int], tuple[int, int]]:
-    """(rank, peer) -> (bytes, messages) stored in wire_deltas for the job."""
+def stored_bytes(pg_url: str, job: str) -> dict[tuple[int, int], tuple[int, int]]:
+    """(rank, peer) -> (bytes, messages) stored in monitored_deltas for the job."""
     rows = query(
         pg_url,
-        "SELECT world_rank, peer, sum(bytes), sum(msgs) FROM wire_deltas "
+        "SELECT world_rank, peer, sum(bytes), sum(msgs) FROM monitored_deltas "
         "JOIN jobs ON jobs.id = job_id WHERE job_key = %s GROUP BY 1, 2",
         (job,),
     )
@@ -64,26 +65,26 @@ def run_ids(pg_url: str, job: str) -> tuple[int, int]:
     return job_id, run_id
 
 
-def measured(pg_url: str, job: str) -> dict[tuple[int, int], int] | None:
-    """measured_wire_bytes of the job's MPI run over all time."""
+def monitored(pg_url: str, job: str) -> dict[tuple[int, int], int] | None:
+    """monitored_bytes of the job's MPI run over all time."""
     engine = make_engine(pg_url)
     try:
         with Session(engine) as session:
-            return measured_wire_bytes(session, *run_ids(pg_url, job), *EVER)
+            return monitored_bytes(session, *run_ids(pg_url, job), *EVER)
     finally:
         engine.dispose()
 
 
 @pytest.mark.parametrize("user_setting", [{}, {"OMPI_MCA_pml_monitoring_enable": "2"}])
-def test_openmpi_wire_bytes_equal_the_monitoring_components_own(
+def test_openmpi_monitored_bytes_equal_the_monitoring_components_own(
     collector, pg_url, tmp_path, user_setting
 ):
     """The hooks switch the component on, or leave the user's own setting (2: the dump
-    splits internal from user messages; every message is measured all the same)."""
-    job = f"wire-{uuid.uuid4().hex[:8]}"
+    splits internal from user messages; every message is monitored all the same)."""
+    job = f"mon-{uuid.uuid4().hex[:8]}"
     prefix = tmp_path / "prof"
     result = jobs.run_job(
-        collector, "openmpi", [jobs.program("openmpi", "wire_pattern")], job, RANKS,
+        collector, "openmpi", [jobs.program("openmpi", "monitored_pattern")], job, RANKS,
         OMPI_MCA_pml_monitoring_enable_output="3",
         OMPI_MCA_pml_monitoring_filename=str(prefix), **user_setting,
     )  # fmt: skip
@@ -91,24 +92,24 @@ def test_openmpi_wire_bytes_equal_the_monitoring_components_own(
     assert jobs.library_warnings(result.stderr) == []
 
     expected = monitoring_dump(prefix, RANKS)
-    stored = stored_wire(pg_url, job)
+    stored = stored_bytes(pg_url, job)
     assert stored == expected
     # The ring's point-to-point messages are part of it, on every rank (80 (r + 1) bytes
     # to the next rank), and so are the collectives' (the bcast root sends to others).
     for r in range(RANKS):
         assert stored[(r, (r + 1) % RANKS)][0] >= 80 * (r + 1)
     assert sum(b for (src, _), (b, _) in stored.items() if src == 0) > 80 + 800
-    # Every frame of every rank says "measured", the empty ones too (absent != 0).
-    [(frames, wire_rows)] = query(
+    # Every frame of every rank says "monitored", the empty ones too (absent != 0).
+    [(frames, monitored_rows)] = query(
         pg_url,
         "SELECT (SELECT count(*) FROM received_frames f JOIN jobs ON jobs.id = f.job_id "
-        "WHERE job_key = %s), (SELECT count(*) FROM wire_frames w JOIN jobs ON "
+        "WHERE job_key = %s), (SELECT count(*) FROM monitored_frames w JOIN jobs ON "
         "jobs.id = w.job_id WHERE job_key = %s)",
         (job, job),
     )
-    assert wire_rows == frames > RANKS
+    assert monitored_rows == frames > RANKS
     # The server reads the same figures, bytes per (src, dst).
-    assert measured(pg_url, job) == {k: b for k, (b, _) in expected.items() if b}
+    assert monitored(pg_url, job) == {k: b for k, (b, _) in expected.items() if b}
 
 
 def test_openmpi_default_counts_without_the_components_recording_exactly(
@@ -116,41 +117,41 @@ def test_openmpi_default_counts_without_the_components_recording_exactly(
 ):
     """By default (monitoring switched on by the hooks, nobody reading the component's
     counts) the hooks count at its recording call but skip the component's own
-    recording (wiremon.h): the stored bytes and messages per (rank, peer) are exactly
+    recording (monitored.h): the stored bytes and messages per (rank, peer) are exactly
     what the component dumps in the same program's run where its output is asked for."""
     prefix = tmp_path / "prof"
-    argv = [jobs.program("openmpi", "wire_pattern")]
-    dumped = f"wire-dump-{uuid.uuid4().hex[:8]}"
+    argv = [jobs.program("openmpi", "monitored_pattern")]
+    dumped = f"mon-dump-{uuid.uuid4().hex[:8]}"
     result = jobs.run_job(
         collector, "openmpi", argv, dumped, RANKS,
         OMPI_MCA_pml_monitoring_enable_output="3", OMPI_MCA_pml_monitoring_filename=str(prefix),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    job = f"wire-default-{uuid.uuid4().hex[:8]}"
+    job = f"mon-default-{uuid.uuid4().hex[:8]}"
     result = jobs.run_job(collector, "openmpi", argv, job, RANKS)
     assert result.returncode == 0, result.stderr
     assert jobs.library_warnings(result.stderr) == []
 
     expected = monitoring_dump(prefix, RANKS)
-    assert stored_wire(pg_url, dumped) == expected
-    assert stored_wire(pg_url, job) == expected
-    assert measured(pg_url, job) == {k: b for k, (b, _) in expected.items() if b}
+    assert stored_bytes(pg_url, dumped) == expected
+    assert stored_bytes(pg_url, job) == expected
+    assert monitored(pg_url, job) == {k: b for k, (b, _) in expected.items() if b}
 
 
-def test_openmpi_wire_counts_of_many_threads_are_exact(collector, pg_url, tmp_path):
+def test_openmpi_monitored_counts_of_many_threads_are_exact(collector, pg_url, tmp_path):
     """20 threads per rank in 2 waves send at once (MPI_THREAD_MULTIPLE): the hooks'
-    per-thread wire rows (16 counter blocks, handed back at thread exit and claimed again
+    per-thread counter rows (16 counter blocks, handed back at thread exit and claimed again
     by the next wave; the threads beyond 16 share a row with atomic adds) sum to exactly
     the component's dump, in a run that asks for it and in a default run."""
     prefix = tmp_path / "prof"
     argv = [jobs.program("openmpi", "threads"), "20", "2", "5"]
-    dumped = f"wire-thr-dump-{uuid.uuid4().hex[:8]}"
+    dumped = f"mon-thr-dump-{uuid.uuid4().hex[:8]}"
     result = jobs.run_job(
         collector, "openmpi", argv, dumped, 2,
         OMPI_MCA_pml_monitoring_enable_output="3", OMPI_MCA_pml_monitoring_filename=str(prefix),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    job = f"wire-thr-{uuid.uuid4().hex[:8]}"
+    job = f"mon-thr-{uuid.uuid4().hex[:8]}"
     result = jobs.run_job(collector, "openmpi", argv, job, 2)
     assert result.returncode == 0, result.stderr
 
@@ -160,18 +161,18 @@ def test_openmpi_wire_counts_of_many_threads_are_exact(collector, pg_url, tmp_pa
         b, m = expected[(r, 1 - r)]
         assert m >= 2 * sum(5 * (t + 1) for t in range(20))
         assert b >= 2 * sum(5 * (t + 1) * (100 * (t + 1) + r) for t in range(20))
-    assert stored_wire(pg_url, dumped) == expected
-    assert stored_wire(pg_url, job) == expected
+    assert stored_bytes(pg_url, dumped) == expected
+    assert stored_bytes(pg_url, job) == expected
 
 
-def test_mpich_stores_no_wire_records_and_reads_as_unmeasured(collector, pg_url):
-    job = f"wire-mpich-{uuid.uuid4().hex[:8]}"
-    argv = [jobs.program("mpich", "wire_pattern")]
+def test_mpich_stores_no_monitored_records_and_reads_as_unmonitored(collector, pg_url):
+    job = f"mon-mpich-{uuid.uuid4().hex[:8]}"
+    argv = [jobs.program("mpich", "monitored_pattern")]
     result = jobs.run_job(collector, "mpich", argv, job, RANKS)
     assert result.returncode == 0, result.stderr
     assert jobs.library_warnings(result.stderr) == []
-    assert query(pg_url, "SELECT count(*) FROM wire_frames") == [(0,)]
-    assert measured(pg_url, job) is None
+    assert query(pg_url, "SELECT count(*) FROM monitored_frames") == [(0,)]
+    assert monitored(pg_url, job) is None
     # the rest of the job is stored as ever: the ring's p2p bytes, exactly
     sent, _ = jobs.p2p(pg_url, job)
     assert {k: v for k, v in sent.items()} == {
@@ -180,24 +181,49 @@ def test_mpich_stores_no_wire_records_and_reads_as_unmeasured(collector, pg_url)
 
 
 @pytest.mark.parametrize(
-    "setting", [{"STACKLENS_MEASURE_WIRE": "off"}, {"OMPI_MCA_pml_monitoring_enable": "0"}]
+    "setting", [{"STACKLENS_MONITOR_TRAFFIC": "off"}, {"OMPI_MCA_pml_monitoring_enable": "0"}]
 )
-def test_off_or_the_users_own_0_leaves_open_mpi_unmeasured(collector, pg_url, setting):
-    job = f"wire-off-{uuid.uuid4().hex[:8]}"
-    argv = [jobs.program("openmpi", "wire_pattern")]
+def test_off_or_the_users_own_0_leaves_open_mpi_unmonitored(collector, pg_url, setting):
+    job = f"mon-off-{uuid.uuid4().hex[:8]}"
+    argv = [jobs.program("openmpi", "monitored_pattern")]
     result = jobs.run_job(collector, "openmpi", argv, job, RANKS, **setting)
     assert result.returncode == 0, result.stderr
-    assert query(pg_url, "SELECT count(*) FROM wire_frames") == [(0,)]
-    assert measured(pg_url, job) is None
+    assert query(pg_url, "SELECT count(*) FROM monitored_frames") == [(0,)]
+    assert monitored(pg_url, job) is None
 
 
-def test_measure_wire_on_under_mpich_says_why_once(collector, pg_url):
-    job = f"wire-on-{uuid.uuid4().hex[:8]}"
-    argv = [jobs.program("mpich", "wire_pattern")]
-    result = jobs.run_job(collector, "mpich", argv, job, RANKS, STACKLENS_MEASURE_WIRE="on")
+def test_monitor_traffic_on_under_mpich_says_why_once(collector, pg_url):
+    job = f"mon-on-{uuid.uuid4().hex[:8]}"
+    argv = [jobs.program("mpich", "monitored_pattern")]
+    result = jobs.run_job(collector, "mpich", argv, job, RANKS, STACKLENS_MONITOR_TRAFFIC="on")
     assert result.returncode == 0, result.stderr
     assert jobs.library_warnings(result.stderr) == [
-        "stacklens: STACKLENS_MEASURE_WIRE=on but this MPI has no active monitoring component "
-        "(Open MPI's pml_monitoring_enable); on-wire traffic is not measured"
+        "stacklens: STACKLENS_MONITOR_TRAFFIC=on but this MPI has no active monitoring component "
+        "(Open MPI's pml_monitoring_enable); its traffic is not monitored"
     ]
-    assert measured(pg_url, job) is None
+    assert monitored(pg_url, job) is None
+
+
+def test_the_old_name_is_still_read_with_one_warning_per_process(collector, pg_url):
+    """STACKLENS_MEASURE_WIRE (the setting's name before STACKLENS_MONITOR_TRAFFIC) still
+    switches the monitoring off, and each rank's process says once that it was renamed;
+    the new name, when set, wins without a word."""
+    argv = [jobs.program("openmpi", "monitored_pattern")]
+    job = f"mon-old-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, "openmpi", argv, job, RANKS, STACKLENS_MEASURE_WIRE="off")
+    assert result.returncode == 0, result.stderr
+    assert (
+        jobs.library_warnings(result.stderr)
+        == [
+            "stacklens: STACKLENS_MEASURE_WIRE is now called STACKLENS_MONITOR_TRAFFIC: read as "
+            "it (rename it; the old name will go)"
+        ]
+        * RANKS
+    )
+    assert monitored(pg_url, job) is None
+    both = f"mon-both-{uuid.uuid4().hex[:8]}"
+    old_and_new = {"STACKLENS_MEASURE_WIRE": "off", "STACKLENS_MONITOR_TRAFFIC": "auto"}
+    result = jobs.run_job(collector, "openmpi", argv, both, RANKS, **old_and_new)
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    assert monitored(pg_url, both) is not None

@@ -1,17 +1,18 @@
-"""What the on-wire measurement adds per MPI call, counted in instructions (valgrind's
-callgrind), so the figure does not depend on what else the machine runs.
+"""What monitoring the traffic (the MPI's own counts per peer) adds per MPI call, counted
+in instructions (valgrind's callgrind), so the figure does not depend on what else the
+machine runs.
 
 Runs bench/overhead_calls.c (one rank, 0-byte Isend + Recv + Wait to itself, 3 calls per
 iteration) under callgrind with --trips and 2 x --trips iterations, and prints the
 instructions of one iteration (the difference of the two runs over --trips: start-up and
 the final frame cancel out), for: no library; no library with Open MPI's monitoring
-component on (`OMPI_MCA_pml_monitoring_enable=1`: what the MPI itself costs once measured);
-and each --lib with STACKLENS_MEASURE_WIRE=off and =auto (the library sets the monitoring
+component on (`OMPI_MCA_pml_monitoring_enable=1`: what the MPI itself costs once monitored);
+and each --lib with STACKLENS_MONITOR_TRAFFIC=off and =auto (the library sets the monitoring
 variable itself). The sender thread reports once an hour (nothing in between), the
 collector is unreachable and the spool off. Not a timed test: run it by hand and copy the
 figures into bench/RESULTS.md.
 
-    .venv/bin/python -m bench.wire_overhead [--trips N] [--lib SO]...
+    .venv/bin/python -m bench.monitored_overhead [--trips N] [--lib SO]...
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def main() -> None:
     p.add_argument("--lib", type=Path, action="append", help=f"library (default {LIB})")
     a = p.parse_args()
     libs = [lib.resolve() for lib in a.lib] if a.lib else [LIB]
-    with tempfile.TemporaryDirectory(prefix="stacklens-wire-bench-") as d:
+    with tempfile.TemporaryDirectory(prefix="stacklens-monitored-bench-") as d:
         calls = Path(d) / "calls"
         subprocess.run(["mpicc", "-O2", "-o", calls, HERE / "overhead_calls.c"], check=True)
         base = per_iteration(calls, a.trips, None)
@@ -70,8 +71,11 @@ def main() -> None:
         print(f"no library, Open MPI monitoring on: {monitored:.0f} ({monitored - base:+.0f})")
         for lib in libs:
             for mode in ("off", "auto"):
-                n = per_iteration(calls, a.trips, lib, STACKLENS_MEASURE_WIRE=mode)
-                print(f"{lib} MEASURE_WIRE={mode}: {n:.0f} ({n - base:+.0f} per iteration, "
+                # the setting under both its names: a library built before the rename reads
+                # STACKLENS_MEASURE_WIRE; a newer one reads the new name and ignores the old
+                n = per_iteration(calls, a.trips, lib, STACKLENS_MONITOR_TRAFFIC=mode,
+                                  STACKLENS_MEASURE_WIRE=mode)  # fmt: skip
+                print(f"{lib} MONITOR_TRAFFIC={mode}: {n:.0f} ({n - base:+.0f} per iteration, "
                       f"{(n - base) / 3:+.1f} per call)")  # fmt: skip
 
 
