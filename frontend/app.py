@@ -22,11 +22,15 @@ _HERE = Path(__file__).resolve().parent
 
 
 def create_dash_app(
-    api_base_url: str, refresh_ms: int = 1000, fabric_fold_above: int = 256
+    api_base_url: str,
+    refresh_ms: int = 1000,
+    fabric_fold_above: int = 256,
+    congested_wait_per_s: float = 1_000_000.0,
 ) -> dash.Dash:
     """A Dash pages app reading `api_base_url`/api, refreshing every `refresh_ms` milliseconds
     (the Jobs page more seldom while its refreshes are slow or fail); the Fabric page
-    aggregates fabrics of more than `fabric_fold_above` HCAs."""
+    aggregates fabrics of more than `fabric_fold_above` HCAs and marks a link congested
+    from `congested_wait_per_s` PortXmitWait ticks per second."""
     dash_app = dash.Dash(
         __name__,
         use_pages=True,
@@ -39,8 +43,9 @@ def create_dash_app(
     )
     api.attach_client(dash_app.server, api.StacklensApi(api_base_url))
     dash_app.server.config.update(
-        STACKLENS_REFRESH_MS=refresh_ms, STACKLENS_FABRIC_FOLD_ABOVE=fabric_fold_above
-    )
+        STACKLENS_REFRESH_MS=refresh_ms, STACKLENS_FABRIC_FOLD_ABOVE=fabric_fold_above,
+        STACKLENS_CONGESTED_WAIT_PER_S=congested_wait_per_s,
+    )  # fmt: skip
     pages = list(dash.page_registry.values())
     for page in pages:
         sys.modules[page["module"]].register_callbacks(dash_app)

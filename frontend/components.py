@@ -15,7 +15,7 @@ from urllib.parse import quote, urlencode
 
 from dash import dcc, html
 
-from frontend import ids
+from frontend import cyto_style, ids
 from presentation.components import (
     md_text,
     number_column,
@@ -31,7 +31,9 @@ from stacklens.api_models import (
     Deployment,
     FabricEvent,
     IncidentDetails,
+    IncidentLink,
     IncidentList,
+    IncidentSummary,
     JobDetails,
     JobList,
     JobPlacement,
@@ -193,6 +195,42 @@ def job_path(job: str, owner: str | None = None) -> str:
     only while no two owners used it (docs/access.md, "Job URLs")."""
     path = f"/jobs/{quote(job, safe='')}"
     return f"{path}?owner={quote(owner, safe='')}" if owner else path
+
+
+def fabric_legend(congested_wait_per_s: float) -> html.Div:
+    """Key of the fabric graph's links (frontend/cyto_style.py): the utilisation scale (log:
+    its decades; quantiles: rank), unknown, errors, congested (the halo: PortXmitWait at
+    or above `congested_wait_per_s` ticks/s, whatever the utilisation) and down."""
+    swatch = "legend-swatch"
+    scale = cyto_style.UTILISATION_SCALE
+    low = f"{cyto_style.LOG_MIN:.2%}".replace("0.01%", "≤0.01 %")
+    halo = f"0 0 0 3px {cyto_style.CONGESTED_COLOUR}"
+    return html.Div(
+        className="legend",
+        children=[
+            html.Span("Link utilisation (log: one step per decade; quantiles: rank): "),
+            html.Span(low, className="subtle"),
+            html.Span(
+                className=f"{swatch} legend-scale",
+                style={"background": f"linear-gradient(90deg, {', '.join(scale)})"},
+            ),
+            html.Span("100 %", className="subtle"),
+            html.Span(className=swatch, style={"background": cyto_style.UNKNOWN_COLOUR}),
+            html.Span("unknown"),
+            html.Span(className=swatch, style={"background": cyto_style.ERROR_COLOUR}),
+            html.Span("errors in the last sweep (or saturated)"),
+            html.Span(
+                className=f"{swatch} legend-congested",
+                style={"background": scale[1], "boxShadow": halo},
+            ),
+            html.Span(
+                f"congested: PortXmitWait ≥ {congested_wait_per_s:,.0f} ticks/s (data "
+                "waiting to be sent, at any utilisation)"
+            ),
+            html.Span(className=f"{swatch} legend-down"),
+            html.Span("down"),
+        ],
+    )
 
 
 def no_fabric_notice() -> html.Div:
@@ -409,16 +447,36 @@ def outlier_items(profile: SlowRanks) -> list:
 
 # ---- incidents -----------------------------------------------------------------------------
 
+#: What an incident's id is (the grid's tooltip on "Id").
+REFERENCE = "the incident's reference (its page: /incidents/<id>), not a count"
 INCIDENT_COLUMNS = [
-    number_column("id", "#", maxWidth=80),
+    number_column("id", "Id", maxWidth=80, headerTooltip=REFERENCE),
     text_column("severity", "Severity", maxWidth=110, cellClass="severity"),
     text_column("kind", "Kind", maxWidth=140),
     text_column("summary", "Incident", tooltipField="summary", minWidth=420),
-    text_column("state", "State", maxWidth=100),
+    text_column("state", "State", maxWidth=160),
     text_column("start", "Start (UTC)"),
     text_column("end", "End (UTC)"),
     number_column("jobs", "Jobs", maxWidth=90),
+    number_column("lost", "Lost (s)", maxWidth=110),
 ]
+#: The job and fabric pages an incident links to show this much time around it (s).
+INCIDENT_MARGIN_S = 30
+
+
+def incident_path(incident_id: int) -> str:
+    """The path of an incident's own page."""
+    return f"/incidents/{incident_id}"
+
+
+def incident_state(incident: IncidentSummary) -> str:
+    """open, ended, or "ended unobserved since <time>" (its signals could no longer be
+    observed: nobody knows whether it cleared)."""
+    if incident.open:
+        return "open"
+    if incident.unobserved_ns is not None:
+        return f"unobserved since {format_utc_ns(incident.unobserved_ns)}"
+    return "ended"
 
 
 def incident_rows(incidents: IncidentList) -> list[dict[str, Any]]:
@@ -429,10 +487,11 @@ def incident_rows(incidents: IncidentList) -> list[dict[str, Any]]:
             "severity": i.severity,
             "kind": i.kind,
             "summary": i.summary,
-            "state": "open" if i.open else "ended",
+            "state": incident_state(i),
             "start": format_utc_ns(i.start_ns),
             "end": "" if i.end_ns is None else format_utc_ns(i.end_ns),
             "jobs": i.jobs,
+            "lost": round(i.lost_ns / 1e9, 1),
         }  # fmt: skip
         for i in incidents.incidents
     ]
@@ -440,7 +499,7 @@ def incident_rows(incidents: IncidentList) -> list[dict[str, Any]]:
 
 def incident_banner(incidents: IncidentList) -> list[Any]:
     """The banner of every page while incidents are open (empty when none): how many, the
-    newest's severity and summary, and a link to the Incidents page."""
+    newest's severity and summary, a link to its page and one to the Incidents page."""
     if not incidents.incidents:
         return []
     newest = incidents.incidents[0]
@@ -449,7 +508,8 @@ def incident_banner(incidents: IncidentList) -> list[Any]:
     return [html.Div(className=f"notice notice-error incident-banner severity-{newest.severity}",
                      role="alert", children=[
         html.Strong(head), f" — {newest.severity}: {newest.summary} ",
-        dcc.Link("see incidents", href="/incidents"),
+        dcc.Link(f"see incident {newest.id}", href=incident_path(newest.id)), " · ",
+        dcc.Link("all incidents", href="/incidents"),
     ])]  # fmt: skip
 
 
@@ -468,18 +528,111 @@ def mode_footer(deployment: Deployment) -> list[Any]:
     return [html.Span(line, className="mode-line"), *warning]
 
 
-def incident_jobs_markdown(incident: IncidentDetails) -> str:
-    """A Markdown table of an incident's jobs: role, job (or "another job"), its signals,
-    bytes on the links, ranks and files."""
+def incident_facts(incident: IncidentSummary) -> str:
+    """One line: severity, state, when, the size of its effect, when it was detected."""
+    span = format_utc_ns(incident.start_ns) + " – " + (
+        "now" if incident.end_ns is None else format_utc_ns(incident.end_ns))  # fmt: skip
+    hit = incident.hit
+    size = (f"{hit} job{'s' if hit != 1 else ''} hit, {incident.lost_ns / 1e9:.1f} s lost"
+            if hit else "no job hit")  # fmt: skip
+    return (f"{incident.severity} · {incident_state(incident)} · {span} · {size} · detected "
+            f"{format_utc_ns(incident.detected_ns)}")  # fmt: skip
+
+
+def incident_window(incident: IncidentSummary) -> dict[str, str]:
+    """The window the pages an incident links to show (epoch seconds, as the URLs take
+    them): from INCIDENT_MARGIN_S before its start to as long after its end (open: no
+    `to`, up to now)."""
+    window = {"from": str(incident.start_ns // 10**9 - INCIDENT_MARGIN_S)}
+    if incident.end_ns is not None:
+        window["to"] = str(-(-incident.end_ns // 10**9) + INCIDENT_MARGIN_S)
+    return window
+
+
+def incident_job_href(incident: IncidentSummary, job: str, owner: str | None) -> str:
+    """A job's page (as its owner's job) over the incident's window."""
+    params = ({"owner": owner} if owner else {}) | incident_window(incident)
+    return f"/jobs/{quote(job, safe='')}?{urlencode(params)}"
+
+
+def incident_fabric_href(incident: IncidentSummary, link: IncidentLink) -> str:
+    """The Fabric page over the incident's window, replaying the first sweep of it (a
+    playback step shows the sweeps that ended in it: the step from the first evidence point
+    after the start, as long as the link's sweep interval, from its evidence; 1 s without),
+    centred on the link with its detail panel open."""
+    times = sorted({p["t_ns"] for p in link.evidence if "t_ns" in p})
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
+    step = max(1, -(-min(gaps) // 10**9)) if gaps else 1
+    first = next((t for t in times if t > incident.start_ns), incident.start_ns)
+    params = incident_window(incident) | {
+        "at": str(first // 10**9), "step": str(step), "focus": f"link-{link.id}"
+    }  # fmt: skip
+    return f"/fabric?{urlencode(params)}"
+
+
+def _peak(points: Sequence[dict[str, Any]], key: str) -> float | None:
+    values = [p[key] for p in points if p.get(key) is not None]
+    return max(values) if values else None
+
+
+def incident_links(incident: IncidentDetails) -> list[Any]:
+    """The incident's links, each a link to the Fabric page at its time (incident_fabric_
+    href) with its signals and its peak utilisation and PortXmitWait rate; a line saying
+    so when it has none."""
+    if not incident.links:
+        return [html.Li("No link: a job's own slowdown that no link explains.",
+                        className="subtle")]  # fmt: skip
+    items = []
+    for link in incident.links:
+        name = f"{link.a.label() if link.a else '?'} – {link.b.label() if link.b else '?'}"
+        util = _peak(link.evidence, "utilisation")
+        wait = _peak(link.evidence, "xmit_wait_per_s")
+        facts = [", ".join(link.signals)]
+        facts += [] if util is None else [f"utilisation up to {util * 100:.1f} %"]
+        facts += [] if wait is None else [f"PortXmitWait up to {wait:,.0f} ticks/s"]
+        items.append(html.Li([dcc.Link(name, href=incident_fabric_href(incident, link),
+                                       className="mono"), ": " + "; ".join(facts)]))  # fmt: skip
+    return items
+
+
+def _links(texts: Sequence[str], href: str) -> list[Any]:
+    """Each text a link to `href`, comma-separated."""
+    out: list[Any] = []
+    for i, label in enumerate(texts):
+        out += [", "] if i else []
+        out.append(dcc.Link(label, href=href))
+    return out
+
+
+def incident_jobs(incident: IncidentDetails) -> Any:
+    """The incident's jobs as a table: role, job, user, its signals, the time it lost, its
+    bytes on the links, its ranks and files; the job, its ranks and files link to its page
+    over the incident's window, its report to the job's report over it. Another user's job
+    is "another job", with nothing to follow."""
     if not incident.members:
-        return "No job crosses the link or slowed during it."
-    lines = ["| Role | Job | User | Signals | Bytes on the links | Ranks | Files |",
-             "|---|---|---|---|---:|---|---|"]  # fmt: skip
+        return html.P("No job crosses the link or slowed during it.", className="subtle")
+    headings = ("Role", "Job", "User", "Signals", "Lost", "Bytes on the links", "Ranks",
+                "Files", "Report")  # fmt: skip
+    head = html.Tr([html.Th(h) for h in headings])
+    rows = [head]
     for m in incident.members:
-        job = md_text(m.job) if m.job else "another job"
-        nbytes = "" if m.link_bytes is None else format_bytes(m.link_bytes)
-        ranks = ", ".join(map(str, m.ranks[:16]))
-        files = ", ".join(md_text(f) for f in m.files[:4])
-        lines.append(f"| {m.role} | {job} | {md_text(m.user or '')} | {', '.join(m.signals)} | "
-                     f"{nbytes} | {ranks} | {files} |")  # fmt: skip
-    return "\n".join(lines)
+        if not m.visible or m.job is None:
+            rows.append(html.Tr([html.Td(m.role), html.Td("another job", className="subtle"),
+                                 *[html.Td("") for _ in range(7)]]))  # fmt: skip
+            continue
+        href = incident_job_href(incident, m.job, m.user)
+        lost = sum(e.get("lost_ns") or 0 for e in m.evidence.values())
+        params: dict[str, object] = {"owner": m.user, **incident_window(incident)}
+        rows.append(html.Tr([
+            html.Td(m.role),
+            html.Td(dcc.Link(m.job, href=href, className="mono job-link")),
+            html.Td(m.user or ""),
+            html.Td(", ".join(m.signals)),
+            html.Td(f"{lost / 1e9:.1f} s" if m.signals else "", className="num"),
+            html.Td("" if m.link_bytes is None else format_bytes(m.link_bytes), className="num"),
+            html.Td(_links([f"rank {r}" for r in m.ranks[:16]], href)),
+            html.Td(_links(list(m.files[:4]), href), className="mono"),
+            html.Td(html.A("⤓ HTML", href=report_href(f"jobs/{quote(m.job, safe='')}", params,
+                                                       "html"), download="")),
+        ]))  # fmt: skip
+    return html.Table(rows, className="table incident-jobs")

@@ -18,7 +18,10 @@ leaf, with its count, coloured by its hottest link; a click expands it.
 Colours: a link's colour runs from light to dark blue with its utilisation (the busier
 direction's bytes/s over its capacity) on a log scale (one step per decade from 0.01 %) or
 by quantile, grey while unknown; red (and thicker) if it had errors in the last sweep; grey
-and dashed while down. Gone nodes are faded and dashed.
+and dashed while down. A congested link (its ends' PortXmitWait at or above the incident
+detector's threshold: data waiting to be sent, whatever its utilisation) keeps its colour
+and gets an amber halo, as does a host group with a congested link. Gone nodes are faded
+and dashed.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ MIN_LABEL_PX = 6
 UNKNOWN_COLOUR = "#b8c0cc"
 ERROR_COLOUR = "#d92d20"
 DOWN_COLOUR = "#98a2b3"
+#: The halo of a congested link or host group (around its own colour).
+CONGESTED_COLOUR = "#fdb022"
+CONGESTED_HALO_PX = 5
 
 
 def _natural(name: str) -> tuple:
@@ -223,8 +229,8 @@ def stylesheet() -> list[dict]:
     """The cytoscape stylesheet: switches as rounded boxes above HCAs as small circles and
     host groups as boxes coloured by their hottest link (labels only where readable),
     links coloured by `data(colour)`;
-    error, down, gone, dimmed (filtered out), stale (no recent sweep), job (highlighted
-    job's) and focused (searched, or in the URL) classes."""
+    error, congested, down, gone, dimmed (filtered out), stale (no recent sweep), job
+    (highlighted job's) and focused (searched, or in the URL) classes."""
     return [
         {
             "selector": "node",
@@ -298,6 +304,16 @@ def stylesheet() -> list[dict]:
         # (one link per switch pair there, so none hides another).
         {"selector": "edge.fast", "style": {"curve-style": "haystack"}},
         {"selector": "edge.error", "style": {"line-color": ERROR_COLOUR, "width": 5}},
+        # Congested: a halo around the link's own colour (utilisation and congestion are two
+        # things: a link can wait at 4 % of its capacity).
+        {
+            "selector": "edge.congested, node.group.congested",
+            "style": {
+                "underlay-color": CONGESTED_COLOUR,
+                "underlay-padding": CONGESTED_HALO_PX,
+                "underlay-opacity": 0.9,
+            },
+        },
         {
             "selector": "edge.down",
             "style": {"line-color": DOWN_COLOUR, "line-style": "dashed", "width": 2},

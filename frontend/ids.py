@@ -128,13 +128,18 @@ INC_TO = "inc-to"  # dcc.Input (UTC): overlapping to
 INC_ERROR = "inc-error"  # the list's error message; empty when all is well
 INC_CAPTION = "inc-caption"  # "N incidents" (of how many)
 INC_GRID = "inc-grid"  # dash-ag-grid, a row per incident (row id = incident id)
-INC_DETAIL = "inc-detail"  # the chosen incident: links, jobs, evidence
-INC_DETAIL_TITLE = "inc-detail-title"  # heading of the chosen incident
-INC_DETAIL_JOBS = "inc-detail-jobs"  # dcc.Markdown: its jobs (roles, ranks, files, bytes)
-INC_EVIDENCE = "inc-evidence"  # dcc.Graph: its links' and jobs' evidence series
-INC_REPORT_PDF = "inc-report-pdf"  # link: download the shown incident's report (PDF)
-INC_REPORT_HTML = "inc-report-html"  # link: the same as HTML
 INC_TICK = "inc-tick"  # dcc.Interval: the page's refresh
+# One incident's page (pages/incident.py, /incidents/<id>).
+INC_ID = "inc-id"  # dcc.Store: the incident's id (from the URL)
+INC_PAGE_TICK = "inc-page-tick"  # dcc.Interval: the page's refresh (while it is open)
+INC_STATUS = "inc-status"  # what went wrong (an unknown incident, an unreachable server)
+INC_TITLE = "inc-title"  # "Incident <id>: <summary>"
+INC_FACTS = "inc-facts"  # severity · state · span · jobs hit and time lost · detected
+INC_LINKS = "inc-links"  # html.Ul: its links, each a link to the Fabric page at its time
+INC_JOBS = "inc-jobs"  # html.Table: its jobs, their ranks and files linked to the job page
+INC_EVIDENCE = "inc-evidence"  # dcc.Graph: its links' and jobs' evidence series
+INC_REPORT_PDF = "inc-report-pdf"  # link: download the incident's report (PDF)
+INC_REPORT_HTML = "inc-report-html"  # link: the same as HTML
 CMP_B = "cmp-b"  # dcc.Input: the job of run b (the run examined)
 CMP_B_RUN = "cmp-b-run"  # dcc.Input: its run ordinal (empty: the newest MPI run)
 CMP_A = "cmp-a"  # dcc.Input: the job of run a (empty: the median of b's history)

@@ -69,6 +69,7 @@ def create_app(
     access: Access | None = None,
     traffic: TrafficConfig | None = None,
     incidents: IncidentService | None = None,
+    congested_wait_per_s: float = 1_000_000.0,
 ) -> FastAPI:
     """The FastAPI app over `engine`.
 
@@ -81,7 +82,9 @@ def create_app(
     read what (default: auth_mode=none, answering to loopback names only). `traffic`: how
     the fabric forwards and where the storage servers are, for link attribution (default:
     fixed paths, no storage servers). `incidents`, when given, detects for the app's
-    lifetime (after the collector starts, stopped before it).
+    lifetime (after the collector starts, stopped before it). The Fabric page marks a link
+    congested from `congested_wait_per_s` PortXmitWait ticks per second (the incident
+    detector's threshold, STACKLENS_INCIDENT_XMIT_WAIT_PER_S).
     """
     access = access or Access()
 
@@ -171,8 +174,9 @@ def create_app(
         from frontend.app import create_dash_app  # Dash is heavy; import only when served
 
         dash_app = create_dash_app(
-            api_base_url, refresh_ms=refresh_ms, fabric_fold_above=fabric_fold_above
-        )
+            api_base_url, refresh_ms=refresh_ms, fabric_fold_above=fabric_fold_above,
+            congested_wait_per_s=congested_wait_per_s,
+        )  # fmt: skip
         # a2wsgi types its ASGI callable more narrowly than Starlette declares a mount
         app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app

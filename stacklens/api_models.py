@@ -674,6 +674,10 @@ class LinkStates(ApiModel):
         description="bit 1: down; bit 2: an error counter saturated; bit 4: an error "
         "counter's delta unknown"
     )
+    xmit_wait_per_s: list[float | None] = Field(
+        description="as LinkLoad.xmit_wait_per_s: both ends' PortXmitWait ticks per second "
+        "(congestion: data waiting to be sent); null = unknown"
+    )
 
 
 class FabricSummary(ApiModel):

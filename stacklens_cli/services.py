@@ -88,6 +88,7 @@ async def _serve(
         fabric_fold_above=settings.fabric_fold_above, collector=collector,
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20, access=access,
         traffic=traffic, incidents=incident_service(engine, settings, traffic),
+        congested_wait_per_s=settings.incident_xmit_wait_per_s,
     )  # fmt: skip
     app.state.fabric_samplers = fabric  # for /metrics
     server = _QuietSignalsServer(

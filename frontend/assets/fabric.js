@@ -31,8 +31,11 @@
  * `window.stacklensFabricTicks` (at most 50) for the benchmark and the browser tests.
  *
  * An edge stands for the link ids in its `data.links` (one link, or a folded leaf's host
- * links): it takes the hottest one's utilisation, the sum of their errors and the union of
- * their flags (FabricState.links.flags: 1 down, 2 saturated, 4 errors unknown).
+ * links): it takes the hottest one's utilisation, the sum of their errors, the union of
+ * their flags (FabricState.links.flags: 1 down, 2 saturated, 4 errors unknown) and the
+ * highest PortXmitWait rate; from config.congested ticks/s (the incident detector's
+ * threshold) it is congested: class `congested`, a halo around its utilisation colour, so
+ * a link whose senders wait at low utilisation stands out, live and in playback.
  */
 (function () {
     const FLAG_DOWN = 1, FLAG_SATURATED = 2;
@@ -152,6 +155,14 @@
         return mix(s[i], s[i + 1], x - i);
     }
 
+    // A count per second in words a person reads at a glance: 5,000,000 -> "5.0 M".
+    function perSecond(n) {
+        if (n >= 1e9) return (n / 1e9).toFixed(1) + ' G';
+        if (n >= 1e6) return (n / 1e6).toFixed(1) + ' M';
+        if (n >= 1e3) return (n / 1e3).toFixed(1) + ' k';
+        return n.toFixed(0);
+    }
+
     function bytes(n) {
         const units = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
         if (n < 1024) return n.toFixed(0) + ' B';
@@ -224,7 +235,7 @@
         return {
             ofJob: (id) => !!jobNodes && jobNodes.has(id),
             edge: function (links, bundle, fast, ends) {
-                let u = null, rate = null, errors = 0, flags = 0, down = 0, n = 0;
+                let u = null, rate = null, errors = 0, flags = 0, down = 0, n = 0, wait = null;
                 let ofJob = false;
                 for (const id of links || []) {
                     if (jobLinks && jobLinks.has(id)) ofJob = true;
@@ -233,18 +244,23 @@
                     n++;
                     const ui = L.utilisation[i];
                     if (ui !== null && (u === null || ui > u)) { u = ui; rate = L.bytes_per_s[i]; }
+                    const wi = L.xmit_wait_per_s[i];
+                    if (wi !== null && (wait === null || wi > wait)) wait = wi;
                     errors += L.errors[i];
                     flags |= L.flags[i];
                     down += L.flags[i] & FLAG_DOWN ? 1 : 0;
                 }
                 const allDown = n > 0 && down === n;
+                const congested = !allDown && wait !== null && wait >= config.congested;
                 const cls = ['link', allDown ? 'down' : 'up'];
                 if (bundle) cls.push('bundle');
                 if (fast) cls.push('fast');
                 if (errors > 0 || flags & FLAG_SATURATED) cls.push('error');
+                if (congested) cls.push('congested');
                 if (u === null) cls.push('unknown');
                 const shown = filter === 'hot' ? u !== null && u >= hotFrom
                     : filter === 'errors' ? errors > 0 || (flags & FLAG_SATURATED) > 0
+                    : filter === 'congested' ? congested
                     : filter === 'down' ? down > 0 : true;
                 if (ofJob) cls.push('job');
                 if (stale) cls.push('stale');
@@ -252,17 +268,23 @@
                 const c = u === null ? config.unknown : colour(position(u, scale, config, known), config);
                 let title = `${ends}: ` + (allDown ? 'down (no rate)'
                     : u === null ? 'load unknown' : `${pct(u)} (${bytes(rate)}/s)`);
+                if (wait !== null && wait > 0 && !allDown) {
+                    title += `, PortXmitWait ${perSecond(wait)} ticks/s` + (congested ? ' (congested)' : '');
+                }
                 if (errors) title += `, ${errors} errors`;
                 if (flags & FLAG_SATURATED) title += ', error counter saturated';
                 if (stale) title += ' (stale)';
                 return {classes: cls.join(' '), colour: c, title: title, u: u, errors: errors,
-                        flags: flags, width: 2 + 6 * Math.min(Math.max(u || 0, 0), 1)};
+                        flags: flags, congested: congested,
+                        width: 2 + 6 * Math.min(Math.max(u || 0, 0), 1)};
             },
             group: (label, k) => ({
                 colour: k.colour,
                 title: `${label}, hottest link ${k.u === null ? 'unknown' : pct(k.u)}` +
+                    (k.congested ? ', a link congested' : '') +
                     (k.errors ? `, ${k.errors} errors` : ''),
                 error: k.errors > 0 || (k.flags & FLAG_SATURATED) > 0,
+                congested: k.congested,
             }),
         };
     }
@@ -288,6 +310,7 @@
                 const g = look.group(target.data.label, k);
                 Object.assign(target.data, {colour: g.colour, title: g.title});
                 if (g.error) target.classes += ' error';
+                if (g.congested) target.classes += ' congested';
             }
         }
     }
@@ -514,6 +537,7 @@
                             const g = look.group(node.data('label'), k);
                             node.data({colour: g.colour, title: g.title});
                             node.toggleClass('error', g.error);
+                            node.toggleClass('congested', g.congested);
                         });
                     });
                     painted = key;
@@ -581,7 +605,8 @@
                 if (node.empty()) return window.dash_clientside.no_update;
                 focused = focusId;
                 const centre = () => {
-                    if (focused !== focusId) return;  // a later search took over
+                    // a later search took over, or the page was left (the graph destroyed)
+                    if (focused !== focusId || cy.destroyed()) return;
                     cy.elements('.focus').removeClass('focus');
                     node.addClass('focus');
                     cy.zoom(1.5);

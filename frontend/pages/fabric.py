@@ -54,6 +54,8 @@ dash.register_page(__name__, path="/fabric", name="Fabric", title="Fabric — st
 
 #: Flask config key of the size above which the graph is aggregated (HCAs).
 FOLD_ABOVE_KEY = "STACKLENS_FABRIC_FOLD_ABOVE"
+#: Flask config key of the PortXmitWait rate (ticks/s) from which a link is congested.
+CONGESTED_KEY = "STACKLENS_CONGESTED_WAIT_PER_S"
 #: The tables refresh every this many ticks of the page.
 TABLE_TICKS = 5
 #: The live windows of the picker: query value -> seconds.
@@ -161,7 +163,10 @@ def layout(**query: str) -> html.Div:
                     ),
                     html.Div(
                         className="fabric-foot",
-                        children=[_legend(), html.Span(id=ids.FABRIC_HOVER, className="mono")],
+                        children=[
+                            components.fabric_legend(_congested()),
+                            html.Span(id=ids.FABRIC_HOVER, className="mono"),
+                        ],
                     ),
                 ],
             ),
@@ -245,9 +250,14 @@ def _panel() -> html.Aside:
     )  # fmt: skip
 
 
+def _congested() -> float:
+    """PortXmitWait ticks per second from which a link is drawn congested (the app's)."""
+    return float(flask.current_app.config.get(CONGESTED_KEY, 1_000_000.0))
+
+
 def _paint_config() -> dict[str, Any]:
     return {**cyto_style.paint_config(), "graph": ids.FABRIC_GRAPH, "graph_path": GRAPH_PATH,
-            "live": LIVE, "raw_replay_s": RAW_REPLAY_S}  # fmt: skip
+            "live": LIVE, "raw_replay_s": RAW_REPLAY_S, "congested": _congested()}  # fmt: skip
 
 
 def _controls(job: str) -> html.Div:
@@ -287,6 +297,7 @@ def _controls(job: str) -> html.Div:
                 options=[
                     {"label": "all links", "value": "all"},
                     {"label": f"hot (busiest {cyto_style.HOT_SHARE:.0%})", "value": "hot"},
+                    {"label": "congested", "value": "congested"},
                     {"label": "with errors", "value": "errors"},
                     {"label": "down", "value": "down"},
                 ],
@@ -302,31 +313,6 @@ def _controls(job: str) -> html.Div:
                 value="log",
                 inline=True,
             ),
-        ],
-    )
-
-
-def _legend() -> html.Div:
-    """Key of the link colours: the log scale's decades (cyto_style's scale)."""
-    swatch = "legend-swatch"
-    scale = cyto_style.UTILISATION_SCALE
-    low = f"{cyto_style.LOG_MIN:.2%}".replace("0.01%", "≤0.01 %")
-    return html.Div(
-        className="legend",
-        children=[
-            html.Span("Link utilisation (log: one step per decade; quantiles: rank): "),
-            html.Span(low, className="subtle"),
-            html.Span(
-                className=f"{swatch} legend-scale",
-                style={"background": f"linear-gradient(90deg, {', '.join(scale)})"},
-            ),
-            html.Span("100 %", className="subtle"),
-            html.Span(className=swatch, style={"background": cyto_style.UNKNOWN_COLOUR}),
-            html.Span("unknown"),
-            html.Span(className=swatch, style={"background": cyto_style.ERROR_COLOUR}),
-            html.Span("errors in the last sweep (or saturated)"),
-            html.Span(className=f"{swatch} legend-down"),
-            html.Span("down"),
         ],
     )
 

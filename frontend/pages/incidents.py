@@ -1,11 +1,11 @@
 # frontend/pages/incidents.py — the "/incidents" page: incidents found by the detectors,
-# filtered, and the chosen one's jobs and evidence.
+# filtered; a click opens one's own page (pages/incident.py).
 """Incidents page: the incidents the server's detectors found (GET /api/incidents), newest
 first, filtered on the server by state (open / ended), severity, kind, one of your jobs, a
 fabric link and a time range (UTC), then sorted and filtered again in the grid; a click on
-a row shows that incident (GET /api/incidents/{id}): its jobs with their roles (the likely
-aggressor, the victims, the others on the link; other users' jobs as "another job"), ranks,
-files and bytes on the links, and its evidence series. Refreshes every few seconds."""
+a row opens that incident's own page (`/incidents/<id>`, pages/incident.py). An incident's
+id is its reference, not a count (the grid's "Id"; the caption counts). Refreshes every
+few seconds."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from typing import Any
 
 import dash
 from dash import Input, Output, dcc, html
+from dash.exceptions import PreventUpdate
 
 from frontend import api, components, ids
 from frontend.api import ApiError, IncidentQuery
-from presentation import figures
-from presentation.components import grid, markdown_table
+from presentation.components import grid
 from presentation.formatting import format_utc_ns, parse_utc_ns
 
 dash.register_page(__name__, path="/incidents", name="Incidents", title="Incidents — stacklens")
@@ -56,12 +56,6 @@ def layout(**_query: str) -> html.Div:
                 html.Div(id=ids.INC_ERROR, className="card-error", role="alert"),
                 html.Div(id=ids.INC_CAPTION, className="subtle"),
                 grid(ids.INC_GRID, components.INCIDENT_COLUMNS, height_px=320),
-            ]),
-            html.Section(id=ids.INC_DETAIL, className="card", hidden=True, children=[
-                html.H2(id=ids.INC_DETAIL_TITLE),
-                components.report_buttons(ids.INC_REPORT_PDF, ids.INC_REPORT_HTML),
-                markdown_table(ids.INC_DETAIL_JOBS),
-                dcc.Graph(id=ids.INC_EVIDENCE, config={"displaylogo": False}),
             ]),
         ],
     )  # fmt: skip
@@ -114,36 +108,12 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         return components.incident_rows(listed), caption, "", updated
 
     @dash_app.callback(
-        Output(ids.INC_DETAIL, "hidden"),
-        Output(ids.INC_DETAIL_TITLE, "children"),
-        Output(ids.INC_DETAIL_JOBS, "children"),
-        Output(ids.INC_EVIDENCE, "figure"),
-        Output(ids.INC_REPORT_PDF, "href"),
-        Output(ids.INC_REPORT_HTML, "href"),
-        Input(ids.INC_GRID, "selectedRows"),
+        Output(ids.URL, "pathname", allow_duplicate=True),
         Input(ids.INC_GRID, "cellClicked"),
-        Input(ids.INC_TICK, "n_intervals"),
+        prevent_initial_call=True,
     )
-    def detail(_selected: Any, clicked: dict[str, Any] | None, _tick: int | None
-               ) -> tuple[Any, ...]:  # fmt: skip
-        row_id = (clicked or {}).get("rowId")
-        if row_id is None:
-            return (True, *[dash.no_update] * 5)
-        try:
-            incident = api.current_client().incident(int(row_id))
-        except (ApiError, ValueError) as exc:
-            return False, f"Incident {row_id}", str(exc), *[dash.no_update] * 3
-        span = (
-            format_utc_ns(incident.start_ns)
-            + " – "
-            + ("open" if incident.end_ns is None else format_utc_ns(incident.end_ns))
-        )
-        title = f"#{incident.id} {incident.severity}: {incident.summary} ({span})"
-        return (False, title, components.incident_jobs_markdown(incident),
-                figures.incident_evidence(incident), *report_links(incident.id))  # fmt: skip
-
-
-def report_links(incident: int) -> tuple[str, str]:
-    """The hrefs of the incident's report buttons (PDF, HTML)."""
-    path = f"incidents/{incident}"
-    return components.report_href(path, {}, "pdf"), components.report_href(path, {}, "html")
+    def open_incident(clicked: dict[str, Any] | None) -> str:
+        """The page of the incident whose row was clicked (row id = incident id)."""
+        if not clicked or clicked.get("rowId") is None:
+            raise PreventUpdate
+        return components.incident_path(int(clicked["rowId"]))

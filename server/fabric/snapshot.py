@@ -5,10 +5,10 @@ every viewer.
 - the topology answer (nodes and links) as encoded bytes with its ETag, rebuilt only when a
   discovery was stored (`repository.topology_version`);
 - the fabric state of the newest sweep (`stacklens.api_models.FabricState`: every link's
-  utilisation, busier-direction rate, errors and flags in columns, and the summary line's
-  counts), as encoded bytes with its ETag, rebuilt only when a sweep was stored or a
-  sample retired (`repository.samples_version`), computed with numpy over every port's
-  newest sample at once;
+  utilisation, busier-direction rate, errors, flags and PortXmitWait rate in columns, and
+  the summary line's counts), as encoded bytes with its ETag, rebuilt only when a sweep
+  was stored or a sample retired (`repository.samples_version`), computed with numpy over
+  every port's newest sample at once;
 - the link ranking of that sweep (by utilisation and by errors, with each link's sort
   key), so a page of `/api/fabric/links` builds full answers for its links only;
 - the links' sums over the windows asked for lately (`repository.window_columns`), each
@@ -363,10 +363,12 @@ def fabric_state(
     oldest = current_from(fresh)
     by_port = {r[_COL["port_id"]]: r for r in rows if oldest is None or r[_COL["ts_ns"]] >= oldest}
 
-    def end(key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def end(key: str) -> tuple[np.ndarray, ...]:
         """Per link, of its `key` end: rate (nan unknown), sample present, error deltas (nan
-        unknown), which error counters are saturated, sample time."""
+        unknown), which error counters are saturated, sample time, PortXmitWait ticks per
+        second (nan unknown)."""
         rate = np.full(n, np.nan)
+        wait = np.full(n, np.nan)
         present = np.zeros(n, dtype=bool)
         errors = np.full((n, len(ERROR_COUNTERS)), np.nan)
         saturated = np.zeros((n, len(ERROR_COUNTERS)), dtype=bool)
@@ -377,15 +379,21 @@ def fabric_state(
                 continue
             present[i] = True
             ts[i] = row[_COL["ts_ns"]]
-            dt, sent = row[_COL["dt_ns"]], row[_COL["d_xmit_bytes"]]
+            dt, sent, waited = (
+                row[_COL["dt_ns"]],
+                row[_COL["d_xmit_bytes"]],
+                row[_COL["d_xmit_wait"]],
+            )
             if dt and sent is not None:
                 rate[i] = sent * 1e9 / dt
+            if dt and waited is not None:
+                wait[i] = waited * 1e9 / dt
             errors[i] = [np.nan if v is None else v for v in row[_FIRST_ERROR:]]
             saturated[i] = (row[_COL["flags"]] >> _ERROR_SHIFTS) & 1
-        return rate, present, errors, saturated, ts
+        return rate, present, errors, saturated, ts, wait
 
-    ra, pa, ea, sa, ta = end("a_port_id")
-    rb, pb, eb, sb, tb = end("b_port_id")
+    ra, pa, ea, sa, ta, wa = end("a_port_id")
+    rb, pb, eb, sb, tb, wb = end("b_port_id")
     cap = np.array([lk["capacity_bytes_per_s"] or 0 for lk in links], dtype=float)
     busier = np.fmax(ra, rb)  # nan only where both are unknown
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -408,9 +416,10 @@ def fabric_state(
         "utilisation": Ranking(ids[by_util].tolist()),
         "errors": Ranking(ids[by_errors].tolist()),
     }
-    state = state_answer(links, nodes, etag, fresh, None, (col(util), col(busier), total.tolist(),
-                         flags.astype(int).tolist()), int(times.max()) if n and times.max()
-                         else None)  # fmt: skip
+    # both ends' PortXmitWait rates summed (unknown if either is), as repository.link_load
+    columns = (col(util), col(busier), total.tolist(), flags.astype(int).tolist(), col(wa + wb))
+    state = state_answer(links, nodes, etag, fresh, None, columns,
+                         int(times.max()) if n and times.max() else None)  # fmt: skip
     return Encoded.of(state), ranking
 
 
@@ -441,7 +450,7 @@ def window_state(
     ]
     times = [x["ts_ns"] for x in loads if x["ts_ns"] is not None]
     columns = ([x["utilisation"] for x in loads], busier, [x["errors_total"] for x in loads],
-               flags)  # fmt: skip
+               flags, [x["xmit_wait_per_s"] for x in loads])  # fmt: skip
     return state_answer(links, nodes, etag, fresh, window, columns, max(times) if times else None)
 
 
@@ -451,12 +460,12 @@ def state_answer(
     etag: str,
     fresh: dict[str, Any],
     window: tuple[int, int] | None,
-    columns: tuple[list[Any], list[Any], list[int], list[int]],
+    columns: tuple[list[Any], list[Any], list[int], list[int], list[Any]],
     ts_ns: int | None,
 ) -> dict[str, Any]:
     """A FabricState (plain data) from its link columns (utilisation, busier-direction
-    bytes/s, errors, flags, in the links' order)."""
-    util, busier, errors, flags = columns
+    bytes/s, errors, flags, PortXmitWait ticks/s, in the links' order)."""
+    util, busier, errors, flags, wait = columns
     known = [u for u in util if u is not None]
     switches = sum(nd["type"] == "switch" for nd in nodes)
     return {
@@ -470,6 +479,7 @@ def state_answer(
             "bytes_per_s": busier,
             "errors": errors,
             "flags": flags,
+            "xmit_wait_per_s": wait,
         },
         "summary": {
             "nodes": len(nodes),

@@ -532,7 +532,7 @@ def incident_findings(incidents: Sequence[IncidentDetails], job: str) -> list[st
     """The cross-stack findings of a job from the incidents that name it: per link of each,
     how loaded it was and for how long, what the job showed meanwhile (its own signals:
     time per byte against its own baseline) and which job had most bytes on the link
-    ("Link a[1] → b[2] was at up to 94 % of its capacity for 40.0 s (incident #7, from
+    ("Link a[1] → b[2] was at up to 94 % of its capacity for 40.0 s (incident 7, from
     ...) while this job's time in collectives and waits per byte rose to 3.0× its own
     baseline; the job with most bytes on it was job J2 (1.2 GiB, routed).")."""
     out = []
@@ -566,7 +566,7 @@ def incident_findings(incidents: Sequence[IncidentDetails], job: str) -> list[st
             utils = [e["utilisation"] for e in lk.evidence if e.get("utilisation") is not None]
             level = (f"at up to {_percent(max(utils))} of its capacity" if utils
                      else ", ".join(lk.signals))  # fmt: skip
-            out.append(f"Link {name} was {level} for {held} (incident #{inc.id}, from "
+            out.append(f"Link {name} was {level} for {held} (incident {inc.id}, from "
                        f"{_utc(inc.start_ns)}) while {meanwhile}{who}.")  # fmt: skip
     return out
 
@@ -1006,7 +1006,7 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
     progress(2, steps_total, "figures and findings")
     visible = [m for m in inc.members if m.visible]
     facts = [
-        ("Incident", f"#{inc.id}: {inc.title}"),
+        ("Incident", f"{inc.id}: {inc.title}"),
         ("Kind and severity", f"{inc.kind}, {inc.severity}"),
         ("Status", "open" if inc.open else "ended"),
         ("Start", _utc(inc.start_ns)),
@@ -1161,7 +1161,7 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
     progress(3, steps_total, "done")
     return Report(
         kind="incident",
-        title=f"Incident #{inc.id}: {inc.title}",
+        title=f"Incident {inc.id}: {inc.title}",
         facts=facts,
         findings=findings[:MAX_FINDINGS],
         summary=summary,

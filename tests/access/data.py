@@ -4,7 +4,7 @@ I/O), and names that must never reach anyone but bob and the admins."""
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from server.access import tokens
@@ -96,3 +96,43 @@ def token_for(engine: Engine, user: str, days: float = 1.0) -> str:
     """A new API token acting as `user`."""
     with Session(engine) as session:
         return tokens.create(session, user, "test", days)[0]
+
+
+def save_two_users_incident(engine: Engine) -> int:
+    """An ended congestion incident on the small fabric's spine1[1] - leaf1[3] link
+    (tests/server/fabric_data.py, written first) from T0 + 5 s to T0 + 6 s (the sweep of
+    fabric_data.CONGESTED): bob's job its likely aggressor, alice's its victim (ranks, a
+    file, her slowdown's evidence). Its id."""
+    from server.fabric import repository as fabric
+    from server.incidents import repository as incidents
+    from stacklens.schema import Job
+
+    with Session(engine) as session, session.begin():
+        jobs = {key: job for key, job in session.execute(select(Job.job_key, Job.id))}
+        link = next(lk for lk in fabric.links(session)
+                    if {lk["a"]["name"], lk["b"]["name"]} == {"spine1", "leaf1"})  # fmt: skip
+        ends = {k: link[k] for k in ("a", "b")}
+        evidence = [{"t_ns": T0 + 6 * 10**9, "utilisation": 0.04, "xmit_wait_per_s": 5e6,
+                     "errors": 0, "down": False}]  # fmt: skip
+        row = {"key": f"congestion:{link['id']}:{T0 + 5 * 10**9}", "kind": "congestion",
+               "severity": "major", "title": "Congestion on spine1[1] – leaf1[3]",
+               "start_ns": T0 + 5 * 10**9, "end_ns": T0 + 6 * 10**9,
+               "detected_ns": T0 + 6 * 10**9, "updated_ns": T0 + 6 * 10**9,
+               "link_ids": [link["id"]],
+               "signals": ["congestion", "mpi_slowdown"], "lost_ns": 6 * 10**9, "hit": 1,
+               "links": [{"id": link["id"], **ends, "capacity_bytes_per_s": 4_000_000_000,
+                          "signals": ["congestion"], "peak": 5.0, "evidence": evidence}],
+               "members": [{"role": "aggressor"}, {"role": "victim"}]}  # fmt: skip
+        series = [{"t_ns": T0 + 6 * 10**9, "time_ns": 10**9, "bytes": 8192,
+                   "per_byte_ns": 10**9 / 8192, "baseline_per_byte_ns": 1.0}]  # fmt: skip
+        members = [
+            {"slot": 0, "job_id": jobs[BOB_JOB], "role": "aggressor", "signals": [],
+             "ranks": [0, 1], "files": ["POSIX:/scratch/bob/bob-secret-output.dat"],
+             "link_bytes": 8192, "evidence": {}},
+            {"slot": 1, "job_id": jobs[ALICE_JOB], "role": "victim",
+             "signals": ["mpi_slowdown"], "ranks": [1, 0], "files": ["POSIX:/scratch/a/out.dat"],
+             "link_bytes": 4096, "evidence": {"mpi_slowdown": {
+                 "baseline_per_byte_ns": 1.0, "peak_factor": 122.0, "lost_ns": 6 * 10**9,
+                 "unobserved_ns": None, "series": series}}},
+        ]  # fmt: skip
+        return incidents.save(session, row, members)

@@ -17,7 +17,14 @@ from playwright.sync_api import Page, Response, expect
 from server.access.viewer import Access
 from server.app import create_app
 from stacklens.db import make_engine
-from tests.access.data import ALICE_JOB, BOB_JOB, BOB_NAMES, send_two_users_jobs, token_for
+from tests.access.data import (
+    ALICE_JOB,
+    BOB_JOB,
+    BOB_NAMES,
+    save_two_users_incident,
+    send_two_users_jobs,
+    token_for,
+)
 from tests.conftest import chromium_page, free_port, serving
 from tests.server.fabric_data import write_small_fabric
 
@@ -27,7 +34,8 @@ READY = {
     "/": ("/", "#jobs-grid", ALICE_JOB),
     "/fabric": ("/fabric", "#fabric-summary", "3 links (1 down)"),
     "/jobs/<job>": (f"/jobs/{ALICE_JOB}", "#jv-title", f"Job {ALICE_JOB}"),
-    "/incidents": ("/incidents", "#inc-caption", "0 incidents"),
+    "/incidents": ("/incidents", "#inc-caption", "1 incident"),
+    "/incidents/<incident_id>": ("/incidents/{incident}", "#inc-jobs", ALICE_JOB),
     "/compare": (f"/compare?b={ALICE_JOB}", "#cmp-history", f"{ALICE_JOB} run 1"),
 }
 
@@ -40,12 +48,13 @@ def served(collector, pg_url) -> Iterator[dict]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     engine = make_engine(pg_url)
+    incident = save_two_users_incident(engine)  # bob's job its aggressor, alice's its victim
     access = Access(mode="oidc", admins=frozenset({"carol"}))
     try:
         with serving(create_app(engine, api_base_url=base, refresh_ms=1000, access=access),
                      port=port):  # fmt: skip
             yield {"base": base, "alice": token_for(engine, "alice"),
-                   "carol": token_for(engine, "carol")}  # fmt: skip
+                   "carol": token_for(engine, "carol"), "incident": incident}  # fmt: skip
     finally:
         engine.dispose()
 
@@ -77,7 +86,7 @@ def test_every_page_shows_alice_nothing_of_bobs_job(served, browser):
     assert pages == sorted(READY), "say in READY what each new page shows when ready"
     for template in pages:
         url, selector, text = READY[template]
-        page.goto(served["base"] + url)
+        page.goto(served["base"] + url.format(incident=served["incident"]))
         expect(page.locator(selector)).to_contain_text(text, timeout=20_000)
         page.wait_for_timeout(2100)  # two more refreshes
         shown = page.inner_text("body")
@@ -110,7 +119,8 @@ def test_an_admins_dashboard_lists_every_job(served, browser):
 def test_without_a_login_no_page_is_served(served, browser):
     page, _ = browser
     for url, _, _ in READY.values():
-        response = page.request.get(served["base"] + url, max_redirects=0)
+        response = page.request.get(served["base"] + url.format(incident=served["incident"]),
+                                    max_redirects=0)  # fmt: skip
         assert (response.status, response.headers["location"]) == (302, "/auth/login")
     update = page.request.post(served["base"] + "/_dash-update-component", data="{}")
     assert update.status == 401

@@ -182,7 +182,11 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
     assert graph["link3"] == ["link down unknown stale", "rgb(152,162,179)", "dashed"]
 
     # Pointing at a link with the mouse says what it carries; a down link has no rate.
-    _point_at(page, "link-2", "host1[1] - leaf1[1]: 10.0% (381.47 MiB/s), 4 errors (stale)")
+    _point_at(
+        page,
+        "link-2",
+        "host1[1] - leaf1[1]: 10.0% (381.47 MiB/s), PortXmitWait 77 ticks/s, 4 errors (stale)",
+    )
     title = page.evaluate(
         "() => document.querySelector('#fabric-graph')._cyreg.cy.getElementById('link-3')"
         ".data('title')"

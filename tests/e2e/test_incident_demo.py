@@ -1,9 +1,10 @@
 """End to end: `stacklens demo` stages its incident (stacklens_cli/demo_incident.py) on the
 simulated fabric with real MPI jobs under the hooks; the detectors find it within 2 sweeps
 and name it correctly (congestion on the shared spine link, demo-checkpoint the likely
-aggressor, demo-solver the victim); a person sees the banner on every page and the
-incident on the Incidents page, with its jobs; no console errors; everything the demo
-started is gone afterwards."""
+aggressor, demo-solver the victim), major once the solver has lost 5 s; a person sees the
+banner on every page, the incident on the Incidents page and on its own page with its
+jobs, and its link marked congested on the Fabric page it leads to; no console errors;
+everything the demo started is gone afterwards."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 from playwright.sync_api import expect
@@ -67,18 +69,31 @@ def test_the_demo_incident_is_detected_named_and_shown(tmp_path, hook_library, e
             banner = page.locator("#incident-banner")
             expect(banner).to_contain_text("open incident", timeout=15_000)
             expect(banner).to_contain_text(SUMMARY)
-            page.get_by_role("link", name="see incidents").click()
+            page.get_by_role("link", name="all incidents").click()
             grid = page.locator("#inc-grid")
             expect(grid).to_contain_text(SUMMARY, timeout=15_000)
             expect(grid).to_contain_text("congestion")
             page.locator("#inc-grid .ag-row", has_text=SUMMARY).first.locator(
                 ".ag-cell").nth(3).click()  # fmt: skip
-            jobs = page.locator("#inc-detail-jobs")
+            # its own page (the URL the webhook sends): its jobs and its link
+            page.wait_for_url(f"{base}/incidents/{incident['id']}", timeout=15_000)
+            jobs = page.locator("#inc-jobs")
             expect(jobs).to_contain_text("aggressor", timeout=15_000)
             expect(jobs).to_contain_text("demo-checkpoint")
             expect(jobs).to_contain_text("victim")
             expect(jobs).to_contain_text("mpi_slowdown")
-            expect(page.locator("#inc-evidence .main-svg").first).to_be_visible()
+            expect(page.locator("#inc-evidence .main-svg").first).to_be_visible(timeout=15_000)
+            # its link: the Fabric page at the incident's first sweep, the link congested
+            link = page.locator("#inc-links a").first
+            expect(link).to_contain_text("– leaf02[")
+            focus = parse_qs(urlsplit(link.get_attribute("href") or "").query)["focus"][0]
+            link.click()
+            page.wait_for_function(
+                "(id) => { const el = document.querySelector('#fabric-graph');"
+                " const cy = el && el._cyreg && el._cyreg.cy;"
+                " return !!cy && cy.getElementById(id).hasClass('congested'); }",
+                arg=focus, timeout=30_000,
+            )  # fmt: skip
             assert errors == [], "\n".join(errors)
         detail = httpx.get(f"{base}/api/incidents/{incident['id']}", timeout=5).json()
         roles = {m["job"]: m["role"] for m in detail["members"]}

@@ -88,7 +88,7 @@ def test_the_buttons_download_the_report_of_the_shown_view(served, pg_url, tmp_p
         path = tmp_path / "incident.html"
         download.value.save_as(path)
         text = path.read_text()
-        assert f"Incident #{incident}: MPI slowdown of job slow" in text
+        assert f"Incident {incident}: MPI slowdown of job slow" in text
         assert (
             "Job slow (" in text
             and ") was the victim: mpi_slowdown; ranks most affected: 2" in text

@@ -171,3 +171,24 @@ def test_events_table_says_start_end_and_open():
         "| 1970-01-01 00:00:03 UTC | open | link&#95;down | h2&#91;1&#93; - leaf1&#91;2&#93; |",
         "| 1970-01-01 00:00:01 UTC | 1970-01-01 00:00:02 UTC | error&#95;burst | h1&#91;1&#93; |",
     ]
+
+
+def test_a_congested_link_is_marked_apart_from_its_utilisation_with_a_legend():
+    """Congestion (PortXmitWait at or above the threshold; the painter, assets/fabric.js,
+    sets the class) is a halo around the link's own utilisation colour: a link waiting at
+    4 % is not drawn like an idle one. The legend says what the halo means, with the
+    threshold."""
+    rules = {rule["selector"]: rule["style"] for rule in cyto_style.stylesheet()}
+    assert rules["edge.congested, node.group.congested"] == {
+        "underlay-color": "#fdb022", "underlay-padding": 5, "underlay-opacity": 0.9,
+    }  # fmt: skip
+    assert not any("underlay-color" in style for selector, style in rules.items()
+                   if "congested" not in selector)  # fmt: skip
+    legend = components.fabric_legend(1_000_000.0)
+    texts = [c.children for c in legend.children if isinstance(c.children, str)]
+    assert "congested: PortXmitWait ≥ 1,000,000 ticks/s (data waiting to be sent, at any " \
+        "utilisation)" in texts  # fmt: skip
+    (halo,) = [c for c in legend.children if "legend-congested" in getattr(c, "className", "")]
+    assert halo.style == {"background": "#9ecae1", "boxShadow": "0 0 0 3px #fdb022"}
+    assert texts[:2] == ["Link utilisation (log: one step per decade; quantiles: rank): ",
+                         "≤0.01 %"]  # fmt: skip

@@ -1,6 +1,8 @@
 """The incidents' pure frontend parts (frontend/components.py, presentation/figures.py): the
-grid rows, the banner (only while incidents are open), the jobs table with another user's
-job as "another job", and the evidence figure's traces."""
+grid rows, the banner (only while incidents are open), an incident page's facts, its links
+to the Fabric page at its time and its jobs table (the job, ranks and files linked to the
+job's page over the incident's window; another user's job as "another job", with nothing
+to follow), and the evidence figure's traces."""
 
 from __future__ import annotations
 
@@ -29,20 +31,30 @@ def _list(*rows: dict) -> IncidentList:
 
 
 def test_rows_and_banner():
-    listed = _list(_summary(), _summary(id=2, open=False, end_ns=T0 + 9 * 10**9, jobs=0))
+    listed = _list(_summary(), _summary(id=2, open=False, end_ns=T0 + 9 * 10**9, jobs=0),
+                   _summary(id=1, open=False, end_ns=T0 + 4 * 10**9, hit=0, lost_ns=0,
+                            unobserved_ns=T0 + 4 * 10**9))  # fmt: skip
     assert components.incident_rows(listed) == [
         {"id": 3, "severity": "major", "kind": "congestion", "summary": SUMMARY,
-         "state": "open", "start": "2027-01-15 08:00:00 UTC", "end": "", "jobs": 2},
+         "state": "open", "start": "2027-01-15 08:00:00 UTC", "end": "", "jobs": 2,
+         "lost": 6.0},
         {"id": 2, "severity": "major", "kind": "congestion", "summary": SUMMARY,
          "state": "ended", "start": "2027-01-15 08:00:00 UTC",
-         "end": "2027-01-15 08:00:09 UTC", "jobs": 0},
+         "end": "2027-01-15 08:00:09 UTC", "jobs": 0, "lost": 6.0},
+        {"id": 1, "severity": "major", "kind": "congestion", "summary": SUMMARY,
+         "state": "unobserved since 2027-01-15 08:00:04 UTC", "start": "2027-01-15 08:00:00 UTC",
+         "end": "2027-01-15 08:00:04 UTC", "jobs": 2, "lost": 0.0},
     ]  # fmt: skip
+    assert components.INCIDENT_COLUMNS[0]["headerName"] == "Id"  # a reference, not a count
     (banner,) = components.incident_banner(_list(_summary()))
     assert isinstance(banner, html.Div) and banner.role == "alert"
     assert banner.className == "notice notice-error incident-banner severity-major"
     assert banner.children[0].children == "1 open incident"
     assert banner.children[1] == f" — major: {SUMMARY} "
-    assert banner.children[2].href == "/incidents"
+    assert (banner.children[2].children, banner.children[2].href) == (
+        "see incident 3", "/incidents/3")  # fmt: skip
+    assert (banner.children[4].children, banner.children[4].href) == (
+        "all incidents", "/incidents")  # fmt: skip
     assert components.incident_banner(_list()) == []
 
 
@@ -51,7 +63,8 @@ def _details() -> IncidentDetails:
     member = {"role": "victim", "visible": True, "job": "a|b", "user": "alice",
               "label": "job a|b", "signals": ["mpi_slowdown"], "ranks": [1, 0],
               "files": ["MPI-IO:/x_y.h5"], "link_bytes": 3 << 20,
-              "evidence": {"mpi_slowdown": {"baseline_per_byte_ns": 2.0, "series": [
+              "evidence": {"mpi_slowdown": {"baseline_per_byte_ns": 2.0,
+                                            "lost_ns": 1_500_000_000, "series": [
                   {"t_ns": T0, "per_byte_ns": 2.0}, {"t_ns": T0 + 10**9, "per_byte_ns": 10.0},
                   {"t_ns": T0 + 2 * 10**9, "per_byte_ns": None}]}}}  # fmt: skip
     hidden = {"role": "aggressor", "visible": False, "job": None, "user": None,
@@ -59,25 +72,68 @@ def _details() -> IncidentDetails:
               "link_bytes": None, "evidence": {}}  # fmt: skip
     link = {"id": 39, "a": end, "b": {**end, "name": "leaf02", "port": 9},
             "capacity_bytes_per_s": 4, "signals": ["congestion"], "peak": 5.0,
-            "evidence": [{"t_ns": T0, "utilisation": 0.1, "xmit_wait_per_s": 5e6}]}  # fmt: skip
+            "evidence": [{"t_ns": T0, "utilisation": 0.1, "xmit_wait_per_s": 5e6},
+                         {"t_ns": T0 + 2 * 10**9, "utilisation": 0.05,
+                          "xmit_wait_per_s": 4e6}]}  # fmt: skip
     return IncidentDetails.model_validate({**_summary(), "links": [link],
                                            "members": [hidden, member]})  # fmt: skip
 
 
-def test_jobs_table_shows_another_job_and_escapes_text():
-    assert components.incident_jobs_markdown(_details()).splitlines() == [
-        "| Role | Job | User | Signals | Bytes on the links | Ranks | Files |",
-        "|---|---|---|---|---:|---|---|",
-        "| aggressor | another job |  |  |  |  |  |",
-        "| victim | a&#124;b | alice | mpi_slowdown | 3.00 MiB | 1, 0 | MPI-IO&#58;/x&#95;y.h5 |",
+def _texts(component: object) -> list:
+    """The text and links (text, href) of a component, in order, as a reader meets them."""
+    if isinstance(component, str):
+        return [component]
+    if isinstance(component, list | tuple):
+        return [t for c in component for t in _texts(c)]
+    children = getattr(component, "children", None)
+    href = getattr(component, "href", None)
+    if href is not None:
+        return [(children, href)]
+    return _texts(children) if children is not None else []
+
+
+def test_the_page_facts_and_its_links_to_the_fabric_page_at_its_time():
+    incident = _details()
+    assert components.incident_facts(incident) == (
+        "major · open · 2027-01-15 08:00:00 UTC – now · 1 job hit, 6.0 s lost · detected "
+        "2027-01-15 08:00:02 UTC")  # fmt: skip
+    ended = IncidentDetails.model_validate(
+        {**incident.model_dump(), "open": False, "end_ns": T0 + 20 * 10**9 + 1,
+         "unobserved_ns": T0 + 20 * 10**9 + 1, "hit": 0})  # fmt: skip
+    assert components.incident_facts(ended) == (
+        "major · unobserved since 2027-01-15 08:00:20 UTC · 2027-01-15 08:00:00 UTC – "
+        "2027-01-15 08:00:20 UTC · no job hit · detected 2027-01-15 08:00:02 UTC")  # fmt: skip
+    # 30 s around it (an open one: up to now); its first sweep after its start (2 s apart:
+    # the step that shows the sweep ending at T0 + 2 s); the link
+    at = T0 // 10**9
+    assert _texts(components.incident_links(incident)) == [
+        ("spine01[5] – leaf02[9]", f"/fabric?from={at - 30}&at={at + 2}&step=2&focus=link-39"),
+        ": congestion; utilisation up to 10.0 %; PortXmitWait up to 5,000,000 ticks/s",
     ]
+    assert _texts(components.incident_links(ended))[0][1] == (
+        f"/fabric?from={at - 30}&to={at + 21 + 30}&at={at + 2}&step=2&focus=link-39"
+    )
+
+
+def test_the_jobs_table_links_the_job_its_ranks_and_files_and_names_no_other_job():
+    table = components.incident_jobs(_details())
+    head, hidden, mine = table.children
+    assert _texts(head) == ["Role", "Job", "User", "Signals", "Lost", "Bytes on the links",
+                            "Ranks", "Files", "Report"]  # fmt: skip
+    assert _texts(hidden) == ["aggressor", "another job", *[""] * 7]  # nothing to follow
+    job = f"/jobs/a%7Cb?owner=alice&from={T0 // 10**9 - 30}"  # the job's page at its window
+    report = f"/api/reports/jobs/a%7Cb?owner=alice&from={T0 // 10**9 - 30}&format=html"
+    assert _texts(mine) == [
+        "victim", ("a|b", job), "alice", "mpi_slowdown", "1.5 s", "3.00 MiB",
+        ("rank 1", job), ", ", ("rank 0", job), ("MPI-IO:/x_y.h5", job), ("⤓ HTML", report),
+    ]  # fmt: skip
 
 
 def test_evidence_figure():
     fig = figures.incident_evidence(_details())
     traces = [(t.name, list(t.y)) for t in fig.data]
     assert traces == [
-        ("spine01[5] – leaf02[9] utilisation", [0.1]),
-        ("spine01[5] – leaf02[9] xmit-wait/s", [5e6]),
+        ("spine01[5] – leaf02[9] utilisation", [0.1, 0.05]),
+        ("spine01[5] – leaf02[9] xmit-wait/s", [5e6, 4e6]),
         ("job a|b mpi_slowdown", [1.0, 5.0]),  # over the baseline; the unknown step left out
     ]

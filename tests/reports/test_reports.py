@@ -288,7 +288,7 @@ def test_the_incident_report(hostile, pg_url, tmp_path):
     pdf = hostile.get(f"/api/reports/incidents/{incident}", params={"format": "pdf"})
     assert pdf.status_code == 200, pdf.text
     text = flat(pdf_text(pdf.content, tmp_path))
-    assert f"Incident #{incident}: Congestion on spine1[1] – leaf1[3]" in text
+    assert f"Incident {incident}: Congestion on spine1[1] – leaf1[3]" in text
     assert "Kind and severity congestion, major" in text
     assert (
         "Link spine1[1] → leaf1[3]: congestion, 1.5× its threshold at worst; utilisation up to "
@@ -309,7 +309,7 @@ def test_the_job_report_joins_a_busy_link_to_its_slowdown_and_names_who_loaded_i
     incident = _incident(pg_url, aggressor=BOB_JOB)
     expected = (
         f"Link spine1[1] → leaf1[3] was at up to 90 % of its capacity for 1.00 s (incident "
-        f"#{incident}, from 2023-11-14 22:13:21 UTC) while this job's time in collectives and "
+        f"{incident}, from 2023-11-14 22:13:21 UTC) while this job's time in collectives and "
         f"waits per byte rose to 4.0× its own baseline; the job with most bytes on it was job "
         f"{BOB_JOB} (4.88 KiB, routed)."
     )
@@ -320,7 +320,7 @@ def test_the_job_report_joins_a_busy_link_to_its_slowdown_and_names_who_loaded_i
     theirs = hostile.get(f"/api/reports/jobs/{BOB_JOB}", params={"format": "pdf"})
     assert (
         f"Link spine1[1] → leaf1[3] was at up to 90 % of its capacity for 1.00 s (incident "
-        f"#{incident}, from 2023-11-14 22:13:21 UTC) while this job had the most bytes on it "
+        f"{incident}, from 2023-11-14 22:13:21 UTC) while this job had the most bytes on it "
         "(4.88 KiB, routed)."
     ) in flat(pdf_text(theirs.content, tmp_path))
 
@@ -340,7 +340,7 @@ def test_a_job_report_names_no_other_users_job_from_an_incident(collector, pg_ur
             shown = re.sub(r"<script>.*?</script>", "", mine.text, count=1, flags=re.S)
             assert (
                 f"Link spine1[1] → leaf1[3] was at up to 90 % of its capacity for 1.00 s "
-                f"(incident #{incident}, from 2023-11-14 22:13:21 UTC) while this job's time "
+                f"(incident {incident}, from 2023-11-14 22:13:21 UTC) while this job's time "
                 "in collectives and waits per byte rose to 4.0× its own baseline; the job with "
                 "most bytes on it was another job (not yours)."
             ) in html.unescape(shown)

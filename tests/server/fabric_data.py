@@ -126,19 +126,35 @@ LATER = {
 }
 
 
+#: A later second of traffic where spine1[1]'s senders waited 5 M ticks while spine1 ->
+#: leaf1 carried 0.16 GB/s (0.04 of 4 GB/s): congested at low utilisation; leaf1 -> host1
+#: idle.
+CONGESTED = {
+    (SPINE1, 1): {"xmit_bytes": 40_000_000, "xmit_wait": 5_000_000},
+    (LEAF1, 3): {"rcv_bytes": 40_000_000},
+}
+
+
 def turn_order_round(url: str) -> None:
     """After write_small_fabric: sweeps at T0 + 5 s (SWEEP2's values again: the new
     tracker's base) and T0 + 6 s (LATER added), so that leaf1 -> host1 is now the busier
     link and spine1 -> leaf1 the quieter one (the topology rediscovered unchanged at T0 +
     4 s first: a new store learns its port ids from it)."""
+    later_round(url, LATER)
+
+
+def later_round(url: str, added: dict) -> None:
+    """After write_small_fabric: the topology rediscovered unchanged at T0 + 4 s (a new
+    store learns its port ids from it), sweeps at T0 + 5 s (SWEEP2's values again: the new
+    tracker's base) and T0 + 6 s (`added` to them: LATER, CONGESTED)."""
     store = FabricStore(url)
     try:
         store.write_topology(topology(with_host2=False), T0 + 4 * SECOND, [])
         tracker = DeltaTracker()
         later = {end: dict(values) for end, values in SWEEP2.items()}
-        for end, added in LATER.items():
-            for name, words in added.items():
-                later[end][name] = later[end].get(name, 0) + words
+        for end, more in added.items():
+            for name, words in more.items():
+                later.setdefault(end, {})[name] = later.get(end, {}).get(name, 0) + words
         for t, values in ((T0 + 5 * SECOND, SWEEP2), (T0 + 6 * SECOND, later)):
             store.write_samples(tracker.update(_sweep(values, t, silent=((HOST2, 1),))))
     finally:

@@ -303,6 +303,9 @@ def test_state_is_the_links_answer_in_columns(pg_url, api_client):
         assert cols["utilisation"][i] == x["utilisation"]
         assert cols["bytes_per_s"][i] == (max(rates) if rates else None)
         assert cols["errors"][i] == x["errors_total"]
+        assert cols["xmit_wait_per_s"][i] == x["xmit_wait_per_s"]
+    # leaf1[1] waited 77 ticks over the second sweep's 1 s; link 3 is down: unknown
+    assert cols["xmit_wait_per_s"] == [0.0, 77.0, None]
     # link 3 is down (1); link 2 has an unknown error delta (4: host1's reset)
     assert cols["flags"] == [0, 4, 1 | 4]
     assert state["summary"] == {

@@ -105,6 +105,7 @@ def test_window_sums_are_the_sums_of_its_samples(history, api_client, lo, hi):
     for i, link in enumerate(state["links"]["id"]):
         assert state["links"]["utilisation"][i] == loads[link]["utilisation"]
         assert state["links"]["errors"][i] == loads[link]["errors_total"]
+        assert state["links"]["xmit_wait_per_s"][i] == loads[link]["xmit_wait_per_s"]
 
 
 def test_known_values_of_a_window(history, api_client):
