@@ -183,7 +183,7 @@ def check_ports_free(settings: Settings, http: bool) -> None:
 
 def _start_database(settings: Settings, command: str = "up"):
     """Open the database and migrate it, saying what it does."""
-    from stacklens.db import head_revision, migrate, open_database
+    from stacklens.db import fit_lock_table, head_revision, migrate, open_database
 
     started = time.monotonic()
     if settings.database_url:
@@ -196,7 +196,7 @@ def _start_database(settings: Settings, command: str = "up"):
     migrate(database.url)
     progress(f"migrations: schema at {head_revision()} ({time.monotonic() - started:.1f} s)",
              command)  # fmt: skip
-    return database
+    return fit_lock_table(database, settings)
 
 
 async def _report_fabric(sampler) -> None:
