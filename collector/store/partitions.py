@@ -5,9 +5,11 @@ Every delta table is `PARTITION BY RANGE (t_end_ns)`, fabric_port_samples by `ts
 the partition for UTC day D is `<table>_pYYYYMMDD` and holds [D 00:00, D+1 00:00) in ns.
 Creating partitions is idempotent and safe when several collectors race; retention drops
 whole partitions (no row-by-row DELETE) and then the jobs that ended before the cutoff.
-Ingest bounds how many days without partitions a sender may bring (`new_days_fit`: per
-HTTP batch, per TCP connection), so timestamps from many distinct days cannot make
-thousands of partitions at once.
+Ingest bounds the days that can get partitions: frames outside the horizon (the retention
+or STACKLENS_INGEST_HORIZON_DAYS back, the clock skew ahead) are rejected, and within it
+each user may bring a few days without partitions per hour (`new_days_fit`, applied per
+owner by collector/ingest/budget.py), so timestamps from many distinct days cannot make
+thousands of partitions.
 """
 
 from __future__ import annotations
