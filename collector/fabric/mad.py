@@ -504,33 +504,34 @@ class MadSource:
     ) -> RawSweep:
         """Read the counters of `targets` [(guid, port, lid)] (default: every connected port
         of the last discovery), contiguous slices in parallel workers, merged in order; and,
-        in the first worker's pass, the PortInfo state of the switch ports `probes`
-        [(guid, port, switch lid)] (`port_states` of the result: those that answered)."""
+        in the same passes (a slice per worker too), the PortInfo state of the switch ports
+        `probes` [(guid, port, switch lid)] (`port_states` of the result: those that
+        answered)."""
         if targets is None:
             targets = self._targets
         lids = np.array([t[2] for t in targets], dtype=np.uint16)
         ports = np.array([t[1] for t in targets], dtype=np.uint8)
         ext = np.array([self._ext_by_lid.get(int(x), True) for x in lids], dtype=np.uint8)
         k = max(1, min(self.sweep_workers, len(targets) // MIN_TARGETS_PER_WORKER))
-        no_probes = (np.zeros(0, dtype=np.uint16), np.zeros(0, dtype=np.uint8))
-        payloads = [
-            (*counters, *(no_probes if i else _probe_arrays(probes)))
-            for i, counters in enumerate(
-                zip(
-                    np.array_split(lids, k),
-                    np.array_split(ports, k),
-                    np.array_split(ext, k),
-                    strict=True,
-                )
+        probe_lids = np.array([t[2] for t in probes], dtype=np.uint16)
+        probe_ports = np.array([t[1] for t in probes], dtype=np.uint8)
+        payloads = list(
+            zip(
+                np.array_split(lids, k),
+                np.array_split(ports, k),
+                np.array_split(ext, k),
+                np.array_split(probe_lids, k),
+                np.array_split(probe_ports, k),
+                strict=True,
             )
-        ]
+        )
         t0 = time.time_ns()
         replies = self._request("sweep", payloads)
         t1 = time.time_ns()
         self.last_sweep_pids = [pid for pid, _, _, _ in replies]
         values = np.concatenate([v for _, v, _, _ in replies])
         status = np.concatenate([s for _, _, s, _ in replies])
-        states = replies[0][3]
+        states = np.concatenate([x for _, _, _, x in replies])
         return RawSweep.from_words(
             guids=[t[0] for t in targets],
             ports=ports,
@@ -546,14 +547,6 @@ class MadSource:
                 if x
             },
         )
-
-
-def _probe_arrays(probes: Sequence[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """(LIDs, ports) of probes [(guid, port, lid)]."""
-    return (
-        np.array([lid for _, _, lid in probes], dtype=np.uint16),
-        np.array([port for _, port, _ in probes], dtype=np.uint8),
-    )
 
 
 if __name__ == "__main__":

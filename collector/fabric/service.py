@@ -11,10 +11,12 @@ sweep (a restarted fabric or MAD layer). A link up before and after a re-discove
 LinkDowned counter moved went down and came back between two sweeps: it is stored as a
 closed link_down over that interval (a flap faster than a sweep is still an event).
 Every sweep also probes the PortInfo state of the switch ends of the links that are down
-(the store's down links whose end is in the topology, unconnected): a cable that is back
-is seen in the sweep after it, not at the next periodic re-discovery. A port that misses
-`missed_sweeps` sweeps in a row loses its newest sample: its load and errors read
-unknown, never the last ones seen. Warnings are rate-limited per kind.
+(the store's down links whose end is in the topology, unconnected) and of one end of
+every link between two switches (which can go down with every port still answering): a
+cable that is back, or pulled, is seen in the sweep after it, not at the next periodic
+re-discovery. A port that misses `missed_sweeps` sweeps in a row loses its newest
+sample: its load and errors read unknown, never the last ones seen. Warnings are rate-
+limited per kind.
 """
 
 from __future__ import annotations
@@ -172,6 +174,9 @@ class FabricSampler:
         #: switch ends of the links that are down, probed every sweep: their PortState as
         #: last probed (PORT_DOWN until a probe says otherwise)
         self.down: dict[End, int] = {}
+        #: one end of every link between two switches, probed every sweep (such a link can
+        #: go down with both switches still answering): its PortState as last probed
+        self.watched: dict[End, int] = {}
         #: durations of the sweeps (read, delta, store) and of the discoveries (/metrics)
         self.sweep_timings = Timings()
         self.discovery_timings = Timings()
@@ -227,7 +232,7 @@ class FabricSampler:
             self.topology = None
             self.tracker = DeltaTracker(self.min_sample_ns)
             self.missed = {}
-            self.down = {}
+            self.down, self.watched = {}, {}
             self._key = key
             if key is not None:
                 self.source = self.finder.open()
@@ -262,6 +267,12 @@ class FabricSampler:
             and topo.nodes[e[0]].type == NodeType.SWITCH
             and topo.port_lid(e)
         }
+        switches = {g for g, n in topo.nodes.items() if n.type == NodeType.SWITCH}
+        self.watched = {
+            lk.a: self.watched.get(lk.a, topo.ports[lk.a].state)
+            for lk in topo.links
+            if lk.a[0] in switches and lk.b[0] in switches and topo.port_lid(lk.a)
+        }
         self.topology = topo
 
     def step(self) -> None:
@@ -274,7 +285,8 @@ class FabricSampler:
             self.discover()
         started = time.monotonic()
         topo = self.topology
-        probes = [(g, p, topo.port_lid((g, p))) for g, p in self.down] if topo else []
+        ends = [*self.down, *self.watched] if topo else []
+        probes = [(g, p, topo.port_lid((g, p))) for g, p in ends] if topo else []
         sweep = self.source.sweep(probes=probes) if probes else self.source.sweep()
         if self.topology is None:
             self.store.ensure_ports(sweep, time.time_ns())
@@ -294,19 +306,21 @@ class FabricSampler:
             )
             for i in np.flatnonzero(moved)
         }
-        came_up = self._probed(sweep.port_states)
-        if newly_missing or downed or came_up:
+        crossed = self._probed(sweep.port_states)
+        if newly_missing or downed or crossed:
             self.discover(downed)
 
     def _probed(self, states: dict[End, PortState]) -> int:
-        """Take the probed down ports' states; how many left Down since their last probe
-        (a cable is back: the link shows at the re-discovery)."""
-        came_up = 0
+        """Take the probed ports' states; how many crossed the Down line since their last
+        probe (a down link's cable is back, or a watched link went down: the re-discovery
+        shows it)."""
+        crossed = 0
         for end, probed in states.items():
-            if end in self.down:
-                came_up += self.down[end] == PORT_DOWN and probed.state != PORT_DOWN
-                self.down[end] = probed.state
-        return came_up
+            for known in (self.down, self.watched):
+                if end in known:
+                    crossed += (known[end] == PORT_DOWN) != (probed.state == PORT_DOWN)
+                    known[end] = probed.state
+        return crossed
 
     @property
     def stale_ports(self) -> int:

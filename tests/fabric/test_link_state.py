@@ -18,7 +18,7 @@ import pytest
 
 from collector.fabric.mad import MadSource
 from collector.fabric.service import FabricSampler
-from collector.fabric.topology import PORT_DOWN, Link
+from collector.fabric.topology import PORT_ACTIVE, PORT_DOWN, Link
 from emulator.ibsim import FabricSim, TrafficEmulator, port_ref
 from server.incidents.detect import Thresholds
 from server.incidents.service import IncidentService
@@ -28,6 +28,9 @@ from tests.conftest import query
 
 #: The link these tests pull: host18[1] - leaf03[2].
 LEAF, LEAF_PORT, HOST = "leaf03", 2, "host18"
+#: A link between two switches that no MAD of a sweep from host01 crosses (opensm's
+#: min-hop routes): pulled, every port still answers and no LinkDowned moves (ibsim).
+SPINE_LINK = (("spine02", 17), ("leaf05", 13))
 
 
 @pytest.fixture
@@ -39,7 +42,8 @@ def sampler(pg_url: str, mad: MadSource, sim: FabricSim) -> Iterator[FabricSampl
         yield sampler
     finally:
         sampler.store.close()
-        sim.console([f"ReLink {port_ref(LEAF, LEAF_PORT)}"])  # "no previous link" if linked
+        # "no previous link stored" where it is linked
+        sim.console([f"ReLink {port_ref(LEAF, LEAF_PORT)}", f"ReLink {port_ref(*SPINE_LINK[0])}"])
         sim.run_opensm()
 
 
@@ -176,3 +180,36 @@ def test_a_flap_between_two_sweeps_is_a_link_down_over_that_interval(
         assert end is not None and before <= end <= after
         assert start == max(t for t in sweeps if t < before)
     assert sampler.topology.remote((sampler.topology.node(LEAF).guid, LEAF_PORT)) is not None
+
+
+def test_a_link_between_switches_pulled_with_every_port_answering_is_seen_within_a_sweep(
+    pg_url: str, sim: FabricSim, sampler: FabricSampler
+):
+    """Nothing goes silent and no counter moves: only the probe of its watched end (its
+    PortInfo state, every sweep) sees it go, then come back."""
+    (spine, spine_port), (leaf, leaf_port) = SPINE_LINK
+    sampler.step()
+    topo = sampler.topology
+    spine_end, leaf_end = (topo.node(spine).guid, spine_port), (topo.node(leaf).guid, leaf_port)
+    assert topo.remote(spine_end) == leaf_end
+    assert sampler.watched[min(spine_end, leaf_end)] == PORT_ACTIVE
+    subject = (
+        f"{topo.describe(min(spine_end, leaf_end))} - {topo.describe(max(spine_end, leaf_end))}"
+    )
+    pulled = time.time_ns()
+    sim.console([f"Unlink {port_ref(spine, spine_port)}"])
+    seen_down = _timed(sampler.step)[1]
+    assert sampler.missed == {}  # every port answered that sweep
+    ((start, end),) = query(
+        pg_url, "SELECT start_ns, end_ns FROM fabric_events WHERE subject = %s", (subject,)
+    )
+    assert pulled <= start <= seen_down and end is None
+    assert sampler.down == {spine_end: PORT_DOWN, leaf_end: PORT_DOWN}
+    plugged = time.time_ns()
+    sim.console([f"ReLink {port_ref(spine, spine_port)}"])
+    seen_up = _timed(sampler.step)[1]
+    ((_, end),) = query(
+        pg_url, "SELECT start_ns, end_ns FROM fabric_events WHERE subject = %s", (subject,)
+    )
+    assert end is not None and plugged <= end <= seen_up
+    assert sampler.down == {} and sampler.topology.remote(spine_end) == leaf_end
