@@ -34,6 +34,9 @@ LOAD_CLASSES = (
     (-1.0, "#7b3294", "unknown"),
 )
 
+#: The halo of a congested link (as on the Fabric page: frontend/cyto_style.py).
+CONGESTED_COLOUR = "#fdb022"
+
 _FONT = "DejaVu Sans, Arial, sans-serif"
 
 
@@ -173,11 +176,16 @@ def topology(
     links: Sequence[dict[str, Any]],
     highlighted: dict[int, float | None],
     hosts: set[str],
+    *,
+    waiting: dict[int, float | None],
+    congested_from: float,
 ) -> go.Figure:
     """The fabric in levels (hosts at the bottom, then leaves, then spines): every link in
     grey, the `highlighted` links (id -> peak utilisation, None unknown) coloured by load
-    class, the nodes named in `hosts` marked. `nodes`/`links` as server.fabric.repository
-    answers them."""
+    class, and under them an amber halo on those whose PortXmitWait rate (`waiting`: id ->
+    ticks/s, None unknown) reached `congested_from` — congestion and utilisation are two
+    things: a link can wait at 4 % of its capacity; the nodes named in `hosts` marked.
+    `nodes`/`links` as server.fabric.repository answers them."""
     if not nodes:
         return _empty("No fabric discovered.")
     level = _levels(nodes, links)
@@ -191,6 +199,7 @@ def topology(
     grey_x: list[float | None] = []
     grey_y: list[float | None] = []
     classes: dict[str, tuple[list[float | None], list[float | None], list[str]]] = {}
+    halo: tuple[list[float | None], list[float | None], list[str]] = ([], [], [])
     for lk in links:
         a, b = where.get(lk["a"]["guid"]), where.get(lk["b"]["guid"])
         if a is None or b is None:
@@ -200,17 +209,23 @@ def topology(
             grey_y += [a[1], b[1], None]
             continue
         load = highlighted[lk["id"]]
+        wait = waiting.get(lk["id"])
         name = next(c[2] for c in LOAD_CLASSES if (load if load is not None else -0.5) >= c[0])
         xs, ys, tips = classes.setdefault(name, ([], [], []))
         tip = (
             f"{text(lk['a']['name'])}[{lk['a']['port']}] – {text(lk['b']['name'])}"
             f"[{lk['b']['port']}]: peak "
             f"{'?' if load is None else f'{load * 100:.0f} %'}"
+            + ("" if wait is None else f", PortXmitWait {wait:,.0f} ticks/s")
         )
         mid = ((a[0] + b[0]) / 2, (a[1] + b[1]) / 2)
-        xs += [a[0], mid[0], b[0], None]
-        ys += [a[1], mid[1], b[1], None]
-        tips += [tip, tip, tip, ""]
+        drawn_in = [(xs, ys, tips)]
+        if wait is not None and wait >= congested_from:
+            drawn_in.append(halo)
+        for in_x, in_y, in_tips in drawn_in:
+            in_x += [a[0], mid[0], b[0], None]
+            in_y += [a[1], mid[1], b[1], None]
+            in_tips += [tip, tip, tip, ""]
     traces: list[go.Scatter] = [
         go.Scatter(
             x=grey_x,
@@ -221,6 +236,19 @@ def topology(
             name="other links",
         )
     ]
+    if halo[0]:  # under the load classes: a halo around the link's own colour
+        traces.append(
+            go.Scatter(
+                x=halo[0],
+                y=halo[1],
+                mode="lines",
+                line={"color": CONGESTED_COLOUR, "width": 11},
+                opacity=0.75,
+                text=halo[2],
+                hoverinfo="text",
+                name=f"congested (PortXmitWait ≥ {congested_from:,.0f} ticks/s)",
+            )
+        )
     for _, colour, name in LOAD_CLASSES:
         if name in classes:
             xs, ys, tips = classes[name]
@@ -271,8 +299,8 @@ def topology(
     fig = go.Figure(traces)
     levels = sorted(rows)
     fig.update_layout(
-        title={"text": "Fabric topology: links coloured by their peak load", "x": 0,
-               "font": {"size": 13}},
+        title={"text": "Fabric topology: links coloured by their peak load, congested ones "
+                       "haloed", "x": 0, "font": {"size": 13}},
         xaxis={"title": {"text": "the nodes of each level, by name"}, "showticklabels": False,
                "showgrid": False, "zeroline": False, "range": [-0.02, 1.02]},
         yaxis={"title": {"text": "level"}, "range": [-0.5, max(rows) + 0.5],

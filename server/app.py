@@ -31,6 +31,7 @@ from server.errors import install_error_handlers
 from server.fabric.routes import router as fabric_router
 from server.fabric.snapshot import FabricSnapshots
 from server.families.routes import router as families_router
+from server.incidents.detect import Thresholds
 from server.incidents.routes import router as incidents_router
 from server.ingest.gate import IngestGate
 from server.ingest.routes import router as ingest_router
@@ -69,7 +70,7 @@ def create_app(
     access: Access | None = None,
     traffic: TrafficConfig | None = None,
     incidents: IncidentService | None = None,
-    congested_wait_per_s: float = 1_000_000.0,
+    congested_wait_per_s: float = Thresholds.xmit_wait_per_s,
 ) -> FastAPI:
     """The FastAPI app over `engine`.
 
@@ -82,9 +83,9 @@ def create_app(
     read what (default: auth_mode=none, answering to loopback names only). `traffic`: how
     the fabric forwards and where the storage servers are, for link attribution (default:
     fixed paths, no storage servers). `incidents`, when given, detects for the app's
-    lifetime (after the collector starts, stopped before it). The Fabric page marks a link
-    congested from `congested_wait_per_s` PortXmitWait ticks per second (the incident
-    detector's threshold, STACKLENS_INCIDENT_XMIT_WAIT_PER_S).
+    lifetime (after the collector starts, stopped before it). The Fabric page and the
+    reports' topology mark a link congested from `congested_wait_per_s` PortXmitWait ticks
+    per second (the incident detector's threshold, STACKLENS_INCIDENT_XMIT_WAIT_PER_S).
     """
     access = access or Access()
 
@@ -124,6 +125,7 @@ def create_app(
     app.state.http_guard = ConnectionGuard("http", connection_limits or ConnectionLimits())
     app.state.access = access
     app.state.traffic = traffic or TrafficConfig()
+    app.state.congested_wait_per_s = congested_wait_per_s
     app.state.attributions = AttributionCache()
     app.add_middleware(IngestGate, max_body_bytes=max_body_bytes)
     app.add_middleware(AccessGate, access=access, engine=engine)

@@ -34,6 +34,7 @@ from server.fabric import repository as fabric
 from server.fabric import series as fabric_series
 from server.incidents import repository as incident_repo
 from server.incidents import routes as incident_routes
+from server.incidents.detect import Thresholds
 from server.jobs import placement, profile, repository, sections, series, target
 from server.query_params import Window
 from server.reports import repository as reports_repo
@@ -54,6 +55,9 @@ from stacklens.api_models import (
 
 #: A link is named in the findings from this peak utilisation on ...
 BUSY_LINK = 0.8
+#: PortXmitWait ticks per second from which the topology marks a link congested, unless
+#: the app says otherwise (the incident detector's default threshold).
+CONGESTED_WAIT_PER_S = Thresholds.xmit_wait_per_s
 #: ... rows of the first page's tables at most (the sections list all of it).
 FIRST_PAGE_ROWS = 12
 #: Findings listed at most.
@@ -286,11 +290,13 @@ def job_report(
     progress: Progress = no_progress,
     traffic: Traffic | None = None,
     owner: str | None = None,
+    congested_from: float = CONGESTED_WAIT_PER_S,
 ) -> Report:
     """The report of `job` (or its run `run`) over `window` (open: the whole job), read as
     the session's viewer may (an unknown job or another user's: 404 as the job routes);
     with `traffic` (the app's attribution settings and cache), the job's bytes per link by
-    layer and, on its busy links, the job with most bytes there."""
+    layer and, on its busy links, the job with most bytes there. The topology marks a link
+    congested from `congested_from` PortXmitWait ticks per second."""
     steps_total = 6
     progress(0, steps_total, "job and runs")
     chosen = job_target(session, job, run, window, owner)
@@ -441,7 +447,8 @@ def job_report(
             ),
         ),
     ]
-    shown = _job_sections(cards, prof, timeline, placed, link_rows, nodes, all_links, loads)
+    shown = _job_sections(cards, prof, timeline, placed, link_rows, nodes, all_links, loads,
+                          congested_from)  # fmt: skip
     evidence_rows = [list(v) for v in EVIDENCE.values()]
     if attributed is not None:
         shown.insert(-1, attributed[0])
@@ -732,9 +739,11 @@ def _job_sections(
     nodes: list[dict[str, Any]],
     all_links: list[dict[str, Any]],
     loads: tuple[dict[int, str], dict[int, list[tuple[int, float | None, float]]]],
+    congested_from: float,
 ) -> list[Section]:
     """The job report's sections: the timeline and the ranks' time (from the profile), a
-    section per job card (presentation/cards.py), then the fabric."""
+    section per job card (presentation/cards.py), then the fabric (a link congested from
+    `congested_from` PortXmitWait ticks per second)."""
     imbalance_rows = [
         [
             g.op,
@@ -755,6 +764,7 @@ def _job_sections(
         for h in placed.hosts
     ]
     highlighted = {lk.id: lk.peak_utilisation for lk in placed.links}
+    waiting = {lk.id: lk.xmit_wait_per_s for lk in placed.links}
     names, points = loads
     return [
         Section(
@@ -790,10 +800,18 @@ def _job_sections(
             "topology",
             "The fabric as last discovered; the links this job's "
             "hosts sit on and the switch links its traffic can cross, coloured by peak "
-            "utilisation over the window; this job's hosts marked.",
+            "utilisation over the window, haloed where congested (mean PortXmitWait); this "
+            "job's hosts marked.",
             [
                 Figure(
-                    figures.topology(nodes, all_links, highlighted, {h.host for h in placed.hosts}),
+                    figures.topology(
+                        nodes,
+                        all_links,
+                        highlighted,
+                        {h.host for h in placed.hosts},
+                        waiting=waiting,
+                        congested_from=congested_from,
+                    ),
                     "the fabric",
                     520,
                 )
@@ -822,12 +840,14 @@ def window_report(
     to_ns: int,
     hosts: list[str] | None,
     progress: Progress = no_progress,
+    congested_from: float = CONGESTED_WAIT_PER_S,
 ) -> Report:
     """The report of the fabric over [from_ns, to_ns), on the links of `hosts` and the
     switch links between them (all links when None): their load, PortXmitWait and errors,
-    the topology, the fabric series, the fabric events, and the jobs that ran there that the
-    session may read (`jobs_in_all`: how many ran there whoever owns them; the others are
-    counted, never named)."""
+    the topology (a link congested from `congested_from` PortXmitWait ticks per second),
+    the fabric series, the fabric events, and the jobs that ran there that the session may
+    read (`jobs_in_all`: how many ran there whoever owns them; the others are counted,
+    never named)."""
     steps_total = 4
     progress(0, steps_total, "fabric")
     nodes, all_links = fabric.nodes(session), fabric.links(session)
@@ -918,15 +938,24 @@ def window_report(
     ]
     names, points = loads
     highlighted = {lk.id: lk.peak_utilisation for lk in links}
+    waiting = {lk.id: lk.xmit_wait_per_s for lk in links}
     sections = [
         Section(
             "Topology",
             "topology",
             f"The fabric as last discovered; the links of {where} "
-            "coloured by peak utilisation over the window.",
+            "coloured by peak utilisation over the window, haloed where congested (mean "
+            "PortXmitWait).",
             [
                 Figure(
-                    figures.topology(nodes, all_links, highlighted, set(hosts or [])),
+                    figures.topology(
+                        nodes,
+                        all_links,
+                        highlighted,
+                        set(hosts or []),
+                        waiting=waiting,
+                        congested_from=congested_from,
+                    ),
                     "the fabric",
                     520,
                 )
@@ -981,11 +1010,13 @@ def _event_text(event: dict[str, Any]) -> str:
 INCIDENT_CONTEXT_NS = 60 * 10**9
 
 
-def incident_report(session: Session, incident_id: int, progress: Progress = no_progress) -> Report:
+def incident_report(session: Session, incident_id: int, progress: Progress = no_progress,
+                    congested_from: float = CONGESTED_WAIT_PER_S) -> Report:  # fmt: skip
     """The report of one incident (as GET /api/incidents/{id} answers it to the session's
     viewer: another user's job is "another job"): its links with their evidence series,
-    its jobs by role with theirs, the topology with its links highlighted, the fabric
-    events and the links' load over its time."""
+    its jobs by role with theirs, the topology with its links highlighted (haloed where
+    their PortXmitWait reached `congested_from` ticks per second), the fabric events and
+    the links' load over its time."""
     steps_total = 3
     progress(0, steps_total, "incident")
     inc = incident_routes.get_incident(incident_id, session)
@@ -1022,12 +1053,14 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
     names: dict[int, str] = {}
     points: dict[int, list[tuple[int, float | None, float]]] = {}
     highlighted: dict[int, float | None] = {}
+    waiting: dict[int, float | None] = {}
     for lk in inc.links:
         name = link_label(lk.a, lk.b) if lk.a and lk.b else f"link {lk.id}"
         utils = [e["utilisation"] for e in lk.evidence if e.get("utilisation") is not None]
         waits = [e["xmit_wait_per_s"] for e in lk.evidence if e.get("xmit_wait_per_s") is not None]
         peak_util = max(utils) if utils else None
         highlighted[lk.id] = peak_util
+        waiting[lk.id] = max(waits) if waits else None
         names[lk.id] = name
         points[lk.id] = [
             (e["t_ns"], e.get("utilisation"), e.get("xmit_wait_per_s") or 0.0)
@@ -1134,8 +1167,22 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
             "Topology",
             "topology",
             "The fabric as last discovered; the incident's links "
-            "coloured by their highest utilisation during it.",
-            [Figure(figures.topology(nodes, all_links, highlighted, set()), "the fabric", 520)],
+            "coloured by their highest utilisation during it, haloed where congested "
+            "(highest PortXmitWait).",
+            [
+                Figure(
+                    figures.topology(
+                        nodes,
+                        all_links,
+                        highlighted,
+                        set(),
+                        waiting=waiting,
+                        congested_from=congested_from,
+                    ),
+                    "the fabric",
+                    520,
+                )
+            ],
         ),
         _events_section(events),
     ]

@@ -148,8 +148,9 @@ def job_report(
     with _viewer_session(request) as session:  # a 404 before anything is streamed
         build.job_target(session, job, run, window, owner)
     traffic = (request.app.state.traffic, request.app.state.attributions)
-    return _answer(lambda s, p: build.job_report(s, job, run, window, p, traffic, owner),
-                   request, fmt, progress)  # fmt: skip
+    congested = request.app.state.congested_wait_per_s
+    return _answer(lambda s, p: build.job_report(s, job, run, window, p, traffic, owner,
+                                                 congested), request, fmt, progress)  # fmt: skip
 
 
 @router.get(
@@ -184,9 +185,9 @@ def window_report(
         raise HTTPException(status_code=422, detail=f"hosts: at most {MAX_HOSTS} names")
     with Session(request.app.state.engine) as everyone:  # a count: names nobody
         in_all = reports_repo.window_job_count(everyone, lo, hi, names)
-    return _answer(
-        lambda s, p: build.window_report(s, in_all, lo, hi, names, p), request, fmt, progress
-    )
+    congested = request.app.state.congested_wait_per_s
+    return _answer(lambda s, p: build.window_report(s, in_all, lo, hi, names, p, congested),
+                   request, fmt, progress)  # fmt: skip
 
 
 @router.get("/incidents/{incident_id}", responses={**error_responses(404), **_FILES})
@@ -202,7 +203,9 @@ def incident_report(
     its time (a minute of context at least on each side)."""
     with _viewer_session(request) as session:  # a 404 before anything is streamed
         incident_routes.get_incident(incident_id, session)
-    return _answer(lambda s, p: build.incident_report(s, incident_id, p), request, fmt, progress)
+    congested = request.app.state.congested_wait_per_s
+    return _answer(lambda s, p: build.incident_report(s, incident_id, p, congested), request,
+                   fmt, progress)  # fmt: skip
 
 
 #: The window of a window report without bounds: the hour before now.
