@@ -11,6 +11,7 @@ warning names the setting and the value.
 from __future__ import annotations
 
 import logging
+import shutil
 import tempfile
 import threading
 import time
@@ -34,7 +35,7 @@ DAYS = HORIZON_DAYS + 3
 @pytest.fixture
 def embedded() -> Iterator[tuple[list[Database], Settings]]:
     """A fresh embedded database of default settings, migrated (as a one-item list: a test
-    puts the restarted server's handle there), stopped afterwards."""
+    puts the restarted server's handle there), stopped and removed afterwards."""
     scratch = Path(tempfile.mkdtemp(prefix="stacklens-locks-", dir="/tmp"))
     settings = Settings(state_dir=scratch, ingest_horizon_days=HORIZON_DAYS)
     database = open_database(settings)
@@ -42,6 +43,7 @@ def embedded() -> Iterator[tuple[list[Database], Settings]]:
     handle = [database]
     yield handle, settings
     handle[0].stop()
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def read_everything_at_once(url: str, tables: tuple[str, ...]) -> list[str]:

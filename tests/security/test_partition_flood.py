@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
 import socket
 import tempfile
 import time
@@ -45,12 +46,14 @@ HORIZON_DAYS = Settings().ingest_horizon_days  # the default the test holds to
 
 @pytest.fixture(scope="module")
 def own_database() -> Iterator[str]:
-    """A database of this module's own (the session's keeps other tests' partitions)."""
+    """A database of this module's own (the session's keeps other tests' partitions),
+    removed afterwards."""
     scratch = Path(tempfile.mkdtemp(prefix="stacklens-flood-", dir="/tmp"))
     database = start_embedded(scratch / "pg")
     migrate(database.url)
     yield database.url
-    database.embedded.cleanup()  # type: ignore[attr-defined]
+    database.stop()
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def connect_as(user, path: Path, count: int) -> list[socket.socket]:
