@@ -157,6 +157,11 @@ class IncidentMetrics:
         yield CounterMetricFamily(
             "stacklens_incidents_closed", "Incidents closed", value=stats.closed
         )
+        yield CounterMetricFamily(
+            "stacklens_incidents_silenced",
+            "Incidents that ended smaller than STACKLENS_INCIDENT_MIN_S (never reported)",
+            value=stats.silenced,
+        )
         yield GaugeMetricFamily(
             "stacklens_incident_tick_seconds", "Duration of the last detector pass",
             value=stats.last_tick_s,

@@ -122,3 +122,4 @@ def test_failures_are_on_metrics():
     assert 'stacklens_webhook_dropped_total{reason="queue_full"} 0.0' in text
     assert "stacklens_webhook_delivered_total 0.0" in text
     assert "stacklens_incidents_opened_total 0.0" in text
+    assert "stacklens_incidents_silenced_total 0.0" in text

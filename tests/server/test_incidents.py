@@ -334,3 +334,24 @@ def test_an_incident_on_a_fabric_no_longer_swept_closes_unobserved(pg_url):
     assert (closed["start_ns"], closed["end_ns"], closed["unobserved_ns"]) == (
         T0 + 10 * S, T0 + 14 * S, T0 + 14 * S)  # fmt: skip
     assert service.tick() == [] and service.links.active() == []
+
+
+def test_a_slowdown_too_small_to_report_is_never_stored_nor_sent(collector, pg_url):
+    """alice's job alone, slow for 6 s (her ranks lose 2.4 s): with 10 s to reach
+    (STACKLENS_INCIDENT_MIN_S), it stays silent — no row, no message — and is counted."""
+    engine = make_engine(pg_url)
+    now = [T0]
+    th = Thresholds(**{**TH.__dict__, "min_ns": 10 * S})
+    service = IncidentService(engine, th, sweep_interval_s=1.0, clock=lambda: now[0])
+    messages = []
+    try:
+        for i in range(24):
+            send(collector, i, jobs=("alice-inc",))
+            now[0] = T0 + (i + 1) * S + 1_600_000_000
+            messages += service.tick()
+        with Session(engine) as session:
+            stored = session.scalar(text("SELECT count(*) FROM incidents"))
+    finally:
+        engine.dispose()
+    assert (messages, stored) == ([], 0)
+    assert (service.stats.opened, service.stats.silenced) == (0, 1)
