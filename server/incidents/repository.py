@@ -333,11 +333,6 @@ def _filters(
     return where
 
 
-def jobs_by_key(session: Session, job_key: str) -> list[int]:
-    """Ids of the jobs with this key the session may see."""
-    return list(session.scalars(select(Job.id).where(Job.job_key == job_key)))
-
-
 def list_incidents(session: Session, limit: int, after: tuple[int, int] | None,
                    **filters: Any) -> tuple[list[Incident], int]:  # fmt: skip
     """A page of incidents, newest start first (then id), after the keyset `after`; and how

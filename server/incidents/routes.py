@@ -13,6 +13,8 @@ from server import paging
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.incidents import repository
+from server.jobs.routes import OwnerParam
+from server.jobs.target import filter_jobs
 from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, PageSizes
 from server.query_params import WindowDep, id_query
 from stacklens.api_models import (
@@ -81,7 +83,7 @@ def _summary(incident: Incident, members: list[IncidentJob]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-@router.get("", response_model=IncidentList, responses=error_responses(404))
+@router.get("", response_model=IncidentList, responses=error_responses(404, 409))
 def list_incidents(
     session: SessionDep,
     window: WindowDep,
@@ -95,9 +97,11 @@ def list_incidents(
             min_length=1,
             max_length=200,
             pattern=r"^[^\x00-\x1f\x7f]*$",
-            description="only those involving this job (yours)",
+            description="only those involving this job (one you may read; with `owner` "
+            "when the id names jobs of several owners, else 409)",
         ),
     ] = None,  # fmt: skip
+    owner: OwnerParam = None,
     link: Annotated[int | None, id_query("fabric link id")] = None,
     open: Annotated[bool | None, Query(description="true: open ones; false: ended")] = None,
     limit: Annotated[
@@ -114,11 +118,15 @@ def list_incidents(
     ] = None,  # fmt: skip
 ) -> IncidentList:
     """Incidents overlapping the window (`from`/`to`: started before `to`, open or ended at
-    or after `from`), newest start first; filters: severity, kind, job (by id; only your
-    own jobs match), link (fabric link id), open."""
+    or after `from`), newest start first; filters: severity, kind, job (by id, and
+    `owner` as on the job routes: only jobs you may read match; an id of several owners'
+    jobs without `owner` is a 409 naming them), link (fabric link id), open. `owner`
+    without `job` is a 422."""
     _one_snapshot(session)
+    if owner is not None and job is None:
+        raise HTTPException(status_code=422, detail="'owner' qualifies 'job': name the job too")
     after = paging.decode("incidents", cursor, (int, int))
-    job_ids = None if job is None else repository.jobs_by_key(session, job)
+    job_ids = None if job is None else filter_jobs(session, job, owner)
     rows, total = repository.list_incidents(
         session, limit, None if after is None else (after[0], after[1]),
         from_ns=window.from_ns, to_ns=window.to_ns, severity=severity, kind=kind,

@@ -79,6 +79,20 @@ def find_job(session: Session, job: str, owner: str | None) -> Job:
     return found[0]
 
 
+def filter_jobs(session: Session, job: str, owner: str | None) -> list[int]:
+    """The ids of the jobs a list filtered by job id (and `owner`, if given) matches: the
+    viewer's readable jobs of that id, none for an id no job has or the viewer may not
+    read (an empty list, not a 404); a 409 listing the owners, as `find_job`, if the id
+    names jobs of several owners and `owner` does not say which. Jobs of one owner that
+    cannot be told apart (stored before owners were recorded) all match."""
+    if not possible_id(job):
+        return []
+    found = repository.find_jobs(session, job, owner)
+    if len({j.user or "" for j in found}) > 1:
+        raise HTTPException(status_code=409, detail=_ambiguous(job, owner, found))
+    return [j.id for j in found]
+
+
 def _ambiguous(job: str, owner: str | None, found: list[Job]) -> str:
     """Why an id (and owner) names several jobs, and how to name one."""
     if owner is None:
