@@ -5,8 +5,9 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
 
 1. the sweeps stored since the last tick, in order, through the link detectors
    (congestion, errors), and the link down/up events stored since (flaps); when no sweep
-   has come for STALE_SWEEPS sweep periods (the fabric is no longer swept: its pages say
-   STALE), every open link signal ends unobserved since the last sweep;
+   has come for STALE_SWEEPS sweep periods (the configured one, or the measured one if
+   longer: the fabric is no longer swept, its pages say STALE), every open link signal
+   ends unobserved since the last sweep (also right after a start on a stale fabric);
 2. every job's whole-second steps that have settled (SETTLE_NS past their end, so late
    frames are in) through its own detectors (MPI slowdown, I/O stall); a job that ended
    with a signal open ends it unobserved since its last interval (not "cleared");
@@ -43,7 +44,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import statistics
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,6 +134,8 @@ class IncidentService:
         self.links = LinkDetector(thresholds)
         self.jobs: dict[int, JobDetector] = {}
         self.sweep_after: int | None = None  # newest sweep fed
+        self.sweep_gaps: deque[int] = deque(maxlen=9)  # between the latest sweeps fed
+        self.last_fed: int | None = None  # end of the newest sweep fed
         self.events_after: int | None = None
         self.events_seen: dict[int, int] = {}  # event id -> its time, of those read lately
         self.steps_after: int | None = None  # end of the newest step fed
@@ -203,19 +208,23 @@ class IncidentService:
         newest = repo.newest_sweep(session)
         if newest is None:
             return False
-        if newest == self.sweep_after:
-            # no sweep for STALE_SWEEPS periods (the fabric pages say STALE from then):
-            # the open link signals end unobserved since the last sweep
-            if now - newest <= STALE_SWEEPS * self.interval_ns or not self.links.active():
-                return False
+        fed = newest != self.sweep_after
+        if fed:
+            if self.sweep_after is None:  # enough sweeps before now to judge streaks afresh
+                self.sweep_after = newest - (self.th.sweeps + self.th.clear + 1) * self.interval_ns
+            for ts, points in repo.sweeps_after(session, self.sweep_after, newest, links):
+                self.ended += [s for s in self.links.sweep(points) if s.end_ns is not None]
+                if self.last_fed is not None:
+                    self.sweep_gaps.append(ts - self.last_fed)
+                self.last_fed = ts
+            self.sweep_after = newest
+        # no sweep for STALE_SWEEPS sweep periods (the fabric pages say STALE from then):
+        # the open link signals end unobserved since the last sweep
+        period = max(self.interval_ns, int(statistics.median(self.sweep_gaps or [0])))
+        if now - newest > STALE_SWEEPS * period and self.links.active():
             self.ended += self.links.unobserved(newest)
             return True
-        if self.sweep_after is None:  # enough sweeps before now to judge streaks afresh
-            self.sweep_after = newest - (self.th.sweeps + self.th.clear + 1) * self.interval_ns
-        for _, points in repo.sweeps_after(session, self.sweep_after, newest, links):
-            self.ended += [s for s in self.links.sweep(points) if s.end_ns is not None]
-        self.sweep_after = newest
-        return True
+        return fed
 
     def _events(self, session: Session, now: int) -> bool:
         """Feed the link down/up events stored since the last tick (and age the old ones:

@@ -355,3 +355,24 @@ def test_a_slowdown_too_small_to_report_is_never_stored_nor_sent(collector, pg_u
         engine.dispose()
     assert (messages, stored) == ([], 0)
     assert (service.stats.opened, service.stats.silenced) == (0, 1)
+
+
+def test_a_sampler_slower_than_its_setting_does_not_close_incidents_unobserved(pg_url):
+    """Sweeps every 4 s where the setting says 1 s (a large fabric's sweeps take longer):
+    3 periods of the measured cadence, not of the setting, make the fabric unobserved, so
+    the congestion (sweeps 11 and 15: 1.25 M ticks/s each) stays open between sweeps."""
+    engine = make_engine(pg_url)
+    now = [T0]
+    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0])
+    fabric = StagedFabric(pg_url)
+    events = []
+    try:
+        for i in range(21):
+            if i in (7, 11, 15, 19):
+                fabric.sweep(i)
+            now[0] = T0 + (i + 1) * S + 600_000_000
+            events += [(i, m["event"]) for m in service.tick()]
+    finally:
+        fabric.close()
+        engine.dispose()
+    assert events == [(15, "opened")]
