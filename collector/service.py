@@ -1,18 +1,25 @@
 """The collector as one startable service: frame writer, TCP ingest server, partition
-maintenance (partitions created ahead, retention), and the watch of the users sending
-(trusted ingest with several of them is logged as a warning: stacklens/modes.py)."""
+maintenance (partitions created ahead, retention), the watch of the users sending
+(trusted ingest with several of them is logged as a warning: stacklens/modes.py), and
+optionally the control channel (collector/control.py) through which another process
+reads its figures and hands it HTTP ingest batches."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import uvloop
 
+from collector.control import CollectorFigures, CollectorLink, CollectorStatus, ControlServer
+from collector.ingest.json_frames import store_batch
 from collector.ingest.server import Identity, IngestServer
 from collector.store.jobs import mark_lost_jobs
 from collector.store.partitions import apply_retention, day_of
@@ -36,9 +43,12 @@ class CollectorService:
         database_url: str,
         settings: Settings,
         connection_limits: ConnectionLimits | None = None,
+        control_socket: Path | None = None,
     ):
         """`connection_limits`: those of the settings unless given (fitted to the
-        process's open-file limit by the command that starts the service)."""
+        process's open-file limit by the command that starts the service);
+        `control_socket`: where to serve the control channel (none unless given; its
+        directory must be this user's own)."""
         self.writer = FrameWriter(database_url)
         self.ingest = IngestServer(
             self.writer,
@@ -69,6 +79,12 @@ class CollectorService:
         self._job_watch: asyncio.Task | None = None
         self.maintained = asyncio.Event()  # set after each maintenance pass
         self._senders_warned = 1  # the most users sending a warning has named yet
+        self.control = None if control_socket is None else ControlServer(
+            control_socket,
+            {"status": self._status, "figures": self._figures, "reject": self._reject,
+             "ingest": self._ingest},
+            max_payload=settings.http_max_body_mb << 20,
+        )  # fmt: skip
 
     @property
     def port(self) -> int:
@@ -81,18 +97,50 @@ class CollectorService:
         await self.ingest.start()
         log.info("ingest mode %s (STACKLENS_INGEST_AUTH)", self.ingest.identity.auth)
         await self._check_senders()
+        if self.control is not None:
+            await self.control.start()
         self._maintenance = asyncio.create_task(self._maintain(), name="stacklens-maintenance")
         self._rollups = asyncio.create_task(self._roll_up(), name="stacklens-rollups")
         self._job_watch = asyncio.create_task(self._watch_jobs(), name="stacklens-job-watch")
 
     async def stop(self) -> None:
         """Stop listening and maintaining, then stop the writer."""
+        if self.control is not None:
+            await self.control.stop()
         await self.ingest.stop()
         for task in (self._maintenance, self._rollups, self._job_watch):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         await self.writer.stop()
+
+    def figures(self) -> CollectorFigures:
+        """What the ingest and the writer have done so far (/metrics)."""
+        ingest, writer = self.ingest.stats, self.writer.stats
+        return CollectorFigures(
+            connections=ingest.connections, frames_received=ingest.frames_received,
+            rejected=dict(ingest.rejected), frames_committed=writer.frames_committed,
+            frames_duplicate=writer.frames_duplicate, batches=writer.batches,
+            write_errors=writer.write_errors, rows=dict(writer.rows),
+            queue_depth=self.writer.backlog, buffered_bytes=self.ingest.buffered,
+            open_connections=self.ingest.guard.open,
+            dropped_connections=dict(self.ingest.guard.stats.dropped),
+        )  # fmt: skip
+
+    async def _status(self, _: dict[str, Any], __: bytes) -> dict[str, Any]:
+        status = CollectorStatus(os.getpid(), self.port, self.ingest.identity.auth,
+                                 self.ingest.token)  # fmt: skip
+        return {"status": dataclasses.asdict(status)}
+
+    async def _figures(self, _: dict[str, Any], __: bytes) -> dict[str, Any]:
+        return {"figures": dataclasses.asdict(self.figures())}
+
+    async def _reject(self, request: dict[str, Any], _: bytes) -> dict[str, Any]:
+        self.ingest.stats.rejected[str(request.get("label"))] += 1
+        return {}
+
+    async def _ingest(self, _: dict[str, Any], body: bytes) -> dict[str, Any]:
+        return {"ingest": dataclasses.asdict(await store_batch(self.ingest, body))}
 
     async def maintain_once(self, now_ns: int | None = None) -> None:
         """Create partitions for today and the next two days; apply the retention window."""
@@ -177,10 +225,12 @@ class BackgroundCollector:
         token: str = "",
         max_body: int = wire.BOUNDS["max_body_bytes"],
         listen: str = "127.0.0.1:0",
+        control_socket: Path | None = None,
         **settings: Any,
     ):
         """`settings`: further Settings fields (limits, timeouts) for this collector; unless
-        given, trusted mode (`ingest_auth`), no Unix socket and a ten-year horizon."""
+        given, trusted mode (`ingest_auth`), no Unix socket and a ten-year horizon. With
+        `control_socket`, the control channel is served there (`link` talks to it)."""
         settings.setdefault("ingest_auth", "trusted")
         settings.setdefault("collector_socket", "off")
         # The tests' frames are from 2023: the horizon reaches back ten years unless given.
@@ -195,7 +245,8 @@ class BackgroundCollector:
             job_lost_after_s=100 * 365 * 86_400.0,
             **settings,
         )
-        self.service = CollectorService(url, self.settings)
+        self.service = CollectorService(url, self.settings, control_socket=control_socket)
+        self.link = None if control_socket is None else CollectorLink(control_socket)
         self.loop = uvloop.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 

@@ -34,6 +34,7 @@ from server.families.routes import router as families_router
 from server.incidents.detect import Thresholds
 from server.incidents.routes import router as incidents_router
 from server.ingest.gate import IngestGate
+from server.ingest.routes import document_batch
 from server.ingest.routes import router as ingest_router
 from server.jobs.routes import overview_router
 from server.jobs.routes import router as jobs_router
@@ -52,7 +53,7 @@ COMPRESS_FROM_BYTES = 1024
 DOCS_ASSETS = "/docs-assets"
 
 if TYPE_CHECKING:
-    from collector.service import CollectorService
+    from collector.control import CollectorLink
     from server.incidents.service import IncidentService
 
 
@@ -63,7 +64,7 @@ def create_app(
     refresh_ms: int = 1000,
     fabric_fold_above: int = 256,
     fabric_recheck_s: float = 0.25,
-    collector: CollectorService | None = None,
+    collector: CollectorLink | None = None,
     with_frontend: bool = True,
     connection_limits: ConnectionLimits | None = None,
     max_body_bytes: int = 32 << 20,
@@ -74,25 +75,24 @@ def create_app(
 ) -> FastAPI:
     """The FastAPI app over `engine`.
 
-    `collector`, when given, runs for the app's lifetime in the same event loop; the HTTP
-    ingest endpoint and /metrics then use it. `connection_limits` bound the connections of
-    the server that serves the app (`app.state.http_guard`, used by http_guard); request
-    bodies are capped at `max_body_bytes`. The fabric view's shared answers look for a new
-    sweep every `fabric_recheck_s` (computed then, while viewers are about); the Fabric
-    page aggregates fabrics of more than `fabric_fold_above` HCAs. `access` says who may
-    read what (default: auth_mode=none, answering to loopback names only). `traffic`: how
-    the fabric forwards and where the storage servers are, for link attribution (default:
-    fixed paths, no storage servers). `incidents`, when given, detects for the app's
-    lifetime (after the collector starts, stopped before it). The Fabric page and the
-    reports' topology mark a link congested from `congested_wait_per_s` PortXmitWait ticks
-    per second (the incident detector's threshold, STACKLENS_INCIDENT_XMIT_WAIT_PER_S).
+    `collector`, when given, is the control channel of a collector that runs apart (its
+    own process under `stacklens up`: stacklens_cli/collector_process.py): the HTTP
+    ingest hands it its batches and /metrics shows its figures. `connection_limits` bound
+    the connections of the server that serves the app (`app.state.http_guard`, used by
+    http_guard); request bodies are capped at `max_body_bytes`. The fabric view's shared
+    answers look for a new sweep every `fabric_recheck_s` (computed then, while viewers
+    are about); the Fabric page aggregates fabrics of more than `fabric_fold_above` HCAs.
+    `access` says who may read what (default: auth_mode=none, answering to loopback names
+    only). `traffic`: how the fabric forwards and where the storage servers are, for link
+    attribution (default: fixed paths, no storage servers). `incidents`, when given,
+    detects for the app's lifetime. The Fabric page and the reports' topology mark a link
+    congested from `congested_wait_per_s` PortXmitWait ticks per second (the incident
+    detector's threshold, STACKLENS_INCIDENT_XMIT_WAIT_PER_S).
     """
     access = access or Access()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if collector is not None:
-            await collector.start()
         if incidents is not None:
             await incidents.start()
         # the fabric view's answers computed as sweeps land, not on a viewer's request
@@ -105,8 +105,6 @@ def create_app(
                 await watcher
             if incidents is not None:
                 await incidents.stop()
-            if collector is not None:
-                await collector.stop()
 
     app = FastAPI(
         title="stacklens",
@@ -171,6 +169,7 @@ def create_app(
         """Liveness probe."""
         return {"status": "ok", "version": stacklens.__version__}
 
+    document_batch(app)
     install_error_handlers(app)  # its /api/ catch-all after every API route
     if with_frontend:
         from frontend.app import create_dash_app  # Dash is heavy; import only when served

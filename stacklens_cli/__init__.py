@@ -167,9 +167,9 @@ def configuration_errors(exc: ValidationError) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `stacklens` console script."""
-    args = build_parser().parse_args(argv)
+def configure_logging() -> None:
+    """Log lines of every stacklens process (a command, `up`'s collector process): time,
+    level, logger; the chattiest libraries only from warnings (or errors) up."""
     # platformdirs (under pgserver) warns on every start where XDG_RUNTIME_DIR is unset
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
     logging.basicConfig(
@@ -180,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     # WeasyPrint warns of every CSS property it ignores, fontTools of every font it subsets
     for noisy in ("weasyprint", "fontTools"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `stacklens` console script."""
+    args = build_parser().parse_args(argv)
+    configure_logging()
     try:
         settings = get_settings()
     except ValidationError as exc:

@@ -1,6 +1,7 @@
 """The long-running commands: `up`, `demo`, `collector` and `migrate`.
 
-stacklens up                       database + migrations + collector + API + dashboard
+stacklens up                       database + migrations + collector (a child process) +
+                                   API + dashboard
 stacklens demo [--for SECONDS]     `up` plus an example MPI workload, repeated
 stacklens collector                only the ingest service (several may share a database)
 stacklens migrate                  apply the database migrations and exit
@@ -61,22 +62,24 @@ async def _serve(
     settings: Settings, workload: list[str] | None, duration: float | None, incident: bool = False
 ) -> None:
     """Start everything `up` starts; optionally loop a workload or stage the demo's incident
-    (stacklens_cli/demo_incident.py), and stop after `duration` s."""
+    (stacklens_cli/demo_incident.py), and stop after `duration` s. The collector runs in a
+    process of its own (stacklens_cli/collector_process.py); CollectorFailed if it cannot
+    get ready."""
     from collector.fabric.service import fabric_services
-    from collector.service import CollectorService
     from server.access.viewer import Access
     from server.app import create_app
     from server.http_guard import uvicorn_config
     from server.incidents.service import incident_service
     from server.traffic.repository import TrafficConfig
     from stacklens.db import make_engine
+    from stacklens_cli.collector_process import CollectorProcess
 
     check_ports_free(settings, http=True)
     access = Access.from_settings(settings)
-    limits = _connection_limits(settings, servers=2)
+    limits = _connection_limits(settings, servers=1)  # one server in each process
     database = _start_database(settings)
     engine = make_engine(database.url)
-    collector = CollectorService(database.url, settings, limits)
+    collector = CollectorProcess(settings, database.url, limits)
     fabric = fabric_services(database.url, settings)  # [] unless a fabric is reachable
     url = f"http://{settings.http_host}:{settings.http_port}"
     wildcard = settings.http_host in ("0.0.0.0", "::", "")
@@ -85,7 +88,7 @@ async def _serve(
                             settings.storage_placement)  # fmt: skip
     app = create_app(
         engine, api_base_url=own_url, refresh_ms=settings.refresh_ms,
-        fabric_fold_above=settings.fabric_fold_above, collector=collector,
+        fabric_fold_above=settings.fabric_fold_above, collector=collector.link,
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20, access=access,
         traffic=traffic, incidents=incident_service(engine, settings, traffic),
         congested_wait_per_s=settings.incident_xmit_wait_per_s,
@@ -97,10 +100,14 @@ async def _serve(
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(signum, stop.set)
-    http = asyncio.create_task(server.serve(), name="http")
     others: list[asyncio.Task] = [asyncio.create_task(stop.wait())]
     reports: list[asyncio.Task] = []  # what fabric discovery found, said when it has
+    http: asyncio.Task | None = None
     try:
+        ready = await collector.start()
+        supervisor = asyncio.create_task(collector.supervise(), name="collector")
+        others.append(supervisor)
+        http = asyncio.create_task(server.serve(), name="http")
         for service in fabric:
             await service.start()
             progress("fabric discovery: started (it samples a `stacklens fabric-sim` or local "
@@ -113,7 +120,7 @@ async def _serve(
                 await http
                 raise ConfigError(f"could not serve on {url}")
             await asyncio.sleep(0.05)
-        progress(f"collector: listening on {settings.collector_host}:{collector.port}")
+        progress(f"collector: listening on {settings.collector_host}:{ready.port}")
         progress(f"modes: {modes_text(settings.ingest_auth, access.mode)} (stacklens status, "
                  "the dashboard's footer and /metrics say them too)")  # fmt: skip
         if settings.incidents == "on":
@@ -122,7 +129,7 @@ async def _serve(
         progress(f"API and dashboard: serving on {url}")
         print(
             f"stacklens is up: dashboard {url}/  API docs {url}/docs  "
-            f"collector {settings.collector_host}:{collector.port}",
+            f"collector {settings.collector_host}:{ready.port}",
             flush=True,
         )
         if workload:
@@ -134,19 +141,37 @@ async def _serve(
         if duration is not None:
             others.append(asyncio.create_task(asyncio.sleep(duration)))
         await asyncio.wait([http, *others], return_when=asyncio.FIRST_COMPLETED)
+        if supervisor.done():
+            supervisor.result()  # a restarted collector that could not get ready
     finally:
         # Also on Ctrl-C / SIGTERM (they set `stop`): first the workload (its ranks flush
-        # to the collector while it still runs), then the web server, whose lifespan
-        # stops the collector.
+        # to the collector while it still runs), then the web server, then the collector
+        # (before the database, which stops when this process ends).
         for task in [*others, *reports]:
             task.cancel()
         await asyncio.gather(*others, *reports, return_exceptions=True)
         for service in fabric:
             await service.stop()
-        server.should_exit = True
-        await asyncio.gather(http, return_exceptions=True)
+        if http is not None:
+            server.should_exit = True
+            await asyncio.gather(http, return_exceptions=True)
+        await collector.stop()
         engine.dispose()
         progress("stopped")
+
+
+def _run_serve(settings: Settings, workload: list[str] | None, duration: float | None,
+               incident: bool = False) -> int:  # fmt: skip
+    """Run `_serve`; its exit status: 0, or 1 (said on standard error) when the collector
+    process could not get ready."""
+    from stacklens_cli.collector_process import CollectorFailed
+
+    try:
+        uvloop.run(_serve(settings, workload, duration, incident))
+    except CollectorFailed as exc:
+        print(f"stacklens: collector: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 def progress(step: str, command: str = "up") -> None:
@@ -309,8 +334,7 @@ def _check_exposure(settings: Settings) -> None:
 def cmd_up(settings: Settings, _: argparse.Namespace) -> int:
     """Serve until interrupted."""
     _check_exposure(settings)
-    uvloop.run(_serve(settings, workload=None, duration=None))
-    return 0
+    return _run_serve(settings, workload=None, duration=None)
 
 
 #: Hosts of the demo's simulated fabric (`stacklens fabric-sim`).
@@ -332,10 +356,8 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
             fabric_sim.background(settings, DEMO_FABRIC_HOSTS)
         )
         if fabric and args.workload == "incident":
-            uvloop.run(_serve(settings, workload=None, duration=args.duration, incident=True))
-            return 0
+            return _run_serve(settings, workload=None, duration=args.duration, incident=True)
         if fabric:
             hosts = fabric_sim.placed_hosts(DEMO_FABRIC_HOSTS, args.ranks)
         workload = demo_workload(args.ranks, hosts)
-        uvloop.run(_serve(settings, workload=workload, duration=args.duration))
-    return 0
+        return _run_serve(settings, workload=workload, duration=args.duration)

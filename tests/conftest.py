@@ -124,6 +124,15 @@ def collector(pg_url: str) -> Iterator[BackgroundCollector]:
         yield running
 
 
+@pytest.fixture
+def control_socket() -> Iterator[Path]:
+    """Where a collector of this test serves its control channel (collector/control.py):
+    a private directory of its own, with a path short enough for a Unix socket."""
+    path = Path(tempfile.mkdtemp(prefix="stacklens-control-", dir="/tmp"))
+    yield path / "control.sock"
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def serving(app, host: str = "127.0.0.1", port: int | None = None) -> Iterator[int]:
     """Serves an ASGI app with uvicorn on a thread of this process (its lifespan runs) on
@@ -233,16 +242,9 @@ def chromium_page():
         browser.close()
 
 
-@contextlib.contextmanager
-def running_up(
-    pg_url: str, state_dir: Path, nofile: int | None = None, **settings: str
-) -> Iterator[dict[str, str]]:
-    """`stacklens up` (a child process) against the test database on free ports, with
-    further STACKLENS_* `settings`, started with an open-file soft limit of `nofile` if
-    given; yields its environment plus "base" (the HTTP URL), "pid" and "log" (the file
-    its output goes to)."""
-    import httpx
-
+def up_environment(pg_url: str, state_dir: Path, **settings: str) -> dict[str, str]:
+    """The environment of a `stacklens up` against the test database on free ports (this
+    process's, without its STACKLENS_* variables), with further STACKLENS_* `settings`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
     env.update(
         STACKLENS_DATABASE_URL=pg_url,
@@ -254,6 +256,20 @@ def running_up(
         STACKLENS_COLLECTOR_SOCKET="off",
         **settings,
     )
+    return env
+
+
+@contextlib.contextmanager
+def running_up(
+    pg_url: str, state_dir: Path, nofile: int | None = None, **settings: str
+) -> Iterator[dict[str, str]]:
+    """`stacklens up` (a child process) against the test database on free ports, with
+    further STACKLENS_* `settings`, started with an open-file soft limit of `nofile` if
+    given; yields its environment plus "base" (the HTTP URL), "pid" and "log" (the file
+    its output goes to)."""
+    import httpx
+
+    env = up_environment(pg_url, state_dir, **settings)
     state_dir.mkdir(parents=True, exist_ok=True)
     log = state_dir / "up.log"  # a file: a pipe nobody reads could fill and block it
     with log.open("w") as out:
@@ -279,6 +295,19 @@ def running_up(
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def collector_pid(up_pid: str | int) -> int:
+    """The process id of the collector process `stacklens up` (process `up_pid`) runs
+    (stacklens_cli/collector_process.py); AssertionError if it runs none."""
+    children = Path(f"/proc/{up_pid}/task/{up_pid}/children").read_text().split()
+    found = [
+        int(pid)
+        for pid in children
+        if b"stacklens_cli.collector_process" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    assert len(found) == 1, (up_pid, children)
+    return found[0]
 
 
 def leftover_processes(state_dir: str) -> list[str]:

@@ -2,7 +2,8 @@
 
 Bottom to top: `contract` (data + the generator, standard library only); the base of
 `stacklens` (settings, paths, db, schema, wire, mpi_ops); `collector` and `server`
-beside each other (the server hosts a collector and the frontend in one process);
+beside each other (the server talks to a collector over its control channel and hosts
+the frontend);
 `presentation` (what the pages and the reports show of the API's data: the job card
 registry, figures, formatting; of stacklens it may import only the API contract,
 `stacklens.api_models`, and the shared names and codes, `stacklens.constants`, both pure

@@ -1,14 +1,15 @@
 """The door of the HTTP ingest: who may send, and how much, decided before the body is read.
 
-FastAPI reads and parses a request body before a route or its dependencies run, so the
-token and the size cap are checked here, in an ASGI middleware in front of
-`POST /api/ingest/frames`: no collector in this server → 503; a collector in proven mode
+FastAPI reads a request body before a route or its dependencies run, so the token and the
+size cap are checked here, in an ASGI middleware in front of `POST /api/ingest/frames`,
+against what the collector says of itself over its control channel (collector/control.py):
+no collector for this server, or none answering → 503; a collector in proven mode
 (STACKLENS_INGEST_AUTH=proven: a bearer token proves no Unix user) → 403; no token
 configured and a client not on loopback → 403; a missing or wrong `Authorization: Bearer
 <token>` (the scheme in any case) → 401; a declared `Content-Length` over the cap → 413;
 then the body is read up to the cap (413 as soon as it goes over) and handed to the route.
-Every refusal is a JSON `{"detail": reason}`, counted among the ingest's rejected frames'
-reasons, and never repeats what the client sent as a token.
+Every refusal is a JSON `{"detail": reason}`, counted among the collector's rejected
+frames' reasons, and never repeats what the client sent as a token.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from collector.control import CollectorUnavailable
 from collector.ingest.server import accepted_without_token
 from stacklens.settings import TOKEN_MAX_BYTES
 
@@ -46,14 +48,14 @@ class IngestGate:
         if scope["type"] != "http" or scope["path"] != INGEST_PATH or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        refusal = self._refusal(scope)
+        collector = scope["app"].state.collector
+        refusal = await self._refusal(scope)
         if refusal is None:
             body, refusal = await self._read_body(receive)
         if refusal is not None:
             status, label, reason = refusal
-            collector = scope["app"].state.collector
-            if collector is not None:
-                collector.ingest.stats.rejected[label] += 1
+            if collector is not None and label != "unavailable":
+                await collector.count_rejected(label)
             await _answer(send, status, reason)
             return
         delivered = False
@@ -67,13 +69,16 @@ class IngestGate:
 
         await self.app(scope, replay, send)
 
-    def _refusal(self, scope: Scope) -> tuple[int, str, str] | None:
+    async def _refusal(self, scope: Scope) -> tuple[int, str, str] | None:
         """(status, metrics label, reason) if the request's head already refuses it."""
         collector = scope["app"].state.collector
         if collector is None:
             return 503, "unavailable", "this server runs no collector"
-        ingest = collector.ingest
-        if ingest.identity.proven:
+        try:
+            ingest = await collector.status()
+        except CollectorUnavailable:
+            return 503, "unavailable", "the collector is not answering: resend later"
+        if ingest.proven:
             reason = ("the HTTP ingest proves no Unix user: it takes frames only in trusted mode "
                       "(STACKLENS_INGEST_AUTH=trusted)")  # fmt: skip
             return 403, "unproven", reason

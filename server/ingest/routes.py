@@ -1,72 +1,45 @@
-"""HTTP ingest: JSON batches go through the binary wire validation and the same writer."""
+"""HTTP ingest: a JSON batch of frames, handed whole to the collector, which validates it
+like hook frames and stores it with the same writer (collector/ingest/json_frames.py).
+
+The body is neither parsed nor stored in this process: under `stacklens up` the collector
+runs in a process of its own, and a batch at the body cap must not hold the API's answers
+back. The door (token, size cap) is server/ingest/gate.py.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request, Security
+import email.message
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, HTTPException, Request, Security
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPBearer
 
-from collector import codec
+from collector.control import CollectorUnavailable
+from collector.ingest.json_frames import JsonBatch
 from server.errors import error_responses
-from server.ingest.schemas import IngestResult, JsonBatch, JsonFrame
-from stacklens import wire
+from server.ingest.schemas import IngestResult
 
 router = APIRouter(prefix="/api/ingest", tags=["ingest"])
 
-
-def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
-    """Encode a JSON frame as a binary one and validate it exactly like a hook frame."""
-    tables = dict(item.tables)
-    if item.command is not None or item.user is not None or item.run_label is not None:
-        tables["rank_info"] = [
-            {
-                "command": item.command or "",
-                "user": item.user or "",
-                "run_label": item.run_label or "",
-            }
-        ]
-    known = {table.name: tuple(wire.fields_of(table.dtype)) for table in wire.SPEC.tables.values()}
-    for name, rows in tables.items():
-        if name not in known:
-            raise wire.FrameError(wire.Status.BAD_BODY, f"unknown table {name!r}")
-        for row in rows:
-            if unknown := sorted(set(row) - set(known[name])):
-                raise wire.FrameError(
-                    wire.Status.BAD_BODY, f"unknown field {unknown[0]!r} in table {name}"
-                )
-    try:
-        records = {
-            name: wire.records(name, [_encode_text(row) for row in rows])
-            for name, rows in tables.items()
-        }
-    except UnicodeEncodeError:
-        raise wire.FrameError(wire.Status.BAD_BODY, "a text value is not valid Unicode") from None
-    except (ValueError, OverflowError, TypeError) as exc:
-        raise wire.FrameError(wire.Status.OUT_OF_RANGE, f"bad value: {exc}") from exc
-    raw = wire.encode_frame(
-        job_id=item.job, run_id=item.run_id, proc_start_ns=item.proc_start_ns,
-        world_rank=item.world_rank, world_size=item.world_size, seq=item.seq,
-        interval_start_ns=item.interval_start_ns, interval_end_ns=item.interval_end_ns,
-        host=item.host, pid=item.pid, token=limits.token.decode(),
-        frame_type=_frame_type(item), tables=records,
-    )  # fmt: skip
-    _, error = codec.scan(raw, limits)
-    if error is not None:
-        raise wire.FrameError(error.status, error.reason)
-    return raw
+#: The request body the OpenAPI document declares (the route reads it as bytes).
+_BODY = {
+    "required": True,
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JsonBatch"}}},
+}
 
 
-def _frame_type(item: JsonFrame) -> int:
-    if item.killed:
-        return int(wire.FrameType.KILLED)
-    return int(wire.FrameType.FINAL if item.final else wire.FrameType.INTERVAL)
-
-
-def _encode_text(row: dict[str, int | str]) -> dict[str, int | bytes]:
-    """Text values as UTF-8 (UnicodeEncodeError for lone surrogates); a NUL, which would end
-    the text early in storage, is refused."""
-    if any(isinstance(v, str) and "\0" in v for v in row.values()):
-        raise ValueError("a text value contains a NUL character")
-    return {k: v.encode() if isinstance(v, str) else v for k, v in row.items()}
+def is_json(content_type: str | None) -> bool:
+    """Whether a Content-Type announces JSON (application/json or application/*+json), the
+    rule FastAPI applies to a body it parses."""
+    if not content_type:
+        return False
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
 
 
 @router.post(
@@ -76,9 +49,11 @@ def _encode_text(row: dict[str, int | str]) -> dict[str, int | bytes]:
     responses=error_responses(
         400, 401, 403, 413, 503, **{"422": "a frame is invalid: every reason, nothing stored"}
     ),
+    openapi_extra={"requestBody": _BODY},
 )
-async def ingest_frames(batch: JsonBatch, request: Request) -> IngestResult:
-    """Validate every frame of the batch, then store them all; answer after COMMIT.
+async def ingest_frames(request: Request) -> IngestResult:
+    """Validate every frame of the batch (JsonBatch), then store them all; answer after
+    COMMIT.
 
     Authorization: `Bearer <STACKLENS_INGEST_TOKEN>` (checked, with the body size cap
     STACKLENS_HTTP_MAX_BODY_MB, before the body is read: server/ingest/gate.py); with no
@@ -88,34 +63,39 @@ async def ingest_frames(batch: JsonBatch, request: Request) -> IngestResult:
     collector's user. A batch with any invalid frame is rejected whole (422, with each
     reason) and stores nothing; so is a batch that needs more days without a partition
     than its owner may still bring this hour (STACKLENS_MAX_NEW_DAYS_PER_HOUR, shared with
-    the owner's TCP connections). Resent frames are stored once.
+    the owner's TCP connections). Resent frames are stored once. The body must be sent as
+    JSON (Content-Type: application/json). 503: the collector is not answering
+    (restarting): resend later.
     """
-    collector = request.app.state.collector
-    ingest = collector.ingest
-    frames, errors = [], []
-    limits = ingest.limits()
-    for i, item in enumerate(batch.frames):
-        try:
-            frames.append(to_frame(item, limits))
-        except wire.FrameError as error:
-            ingest.stats.rejected[error.label] += 1
-            errors.append(f"frame {i}: {error.reason} [{error.status.name}]")
-    if errors:
-        raise HTTPException(422, errors)
-    scanned = codec.scan(b"".join(frames), limits)[0]
-    if (fit := ingest.frames_within_new_days(scanned, scanned.owner, whole=True)) < len(frames):
-        ingest.stats.rejected["partition_limit"] += len(frames) - fit
-        raise HTTPException(422, [
-            f"frame {fit}: the batch needs more days without a partition than the "
-            f"{ingest.new_days.per_hour} its owner may still bring this hour "
-            "(STACKLENS_MAX_NEW_DAYS_PER_HOUR); send those frames later"
-        ])  # fmt: skip
-    ingest.stats.frames_received += len(frames)
+    if not is_json(request.headers.get("content-type")):
+        raise RequestValidationError([{
+            "loc": ["body"], "type": "model_attributes_type",
+            "msg": "the body must be a JSON batch (Content-Type: application/json)",
+        }])  # fmt: skip
     try:
-        await collector.writer.store(scanned, atomic=True)
-    except wire.FrameError as error:
-        ingest.stats.rejected[error.status.name.lower()] += 1
-        raise HTTPException(422, [error.reason]) from error
-    except Exception as exc:  # the writer logged it
-        raise HTTPException(503, f"could not store the batch, resend it: {exc}") from exc
-    return IngestResult(stored=len(frames))
+        answer = await request.app.state.collector.ingest(await request.body())
+    except CollectorUnavailable as exc:  # said without the socket's path
+        raise HTTPException(503, "the collector is not answering: resend later") from exc
+    if answer.errors is not None:
+        raise RequestValidationError(answer.errors)
+    if answer.status != 200:
+        raise HTTPException(answer.status, answer.detail)
+    return IngestResult(stored=answer.stored)
+
+
+def document_batch(app: FastAPI) -> None:
+    """The OpenAPI document describes the JSON batch the ingest route takes (JsonBatch and
+    the models it holds among the components), as if the route parsed it itself."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = build()
+        shapes = JsonBatch.model_json_schema(ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(shapes.pop("$defs", {}))
+        components["JsonBatch"] = shapes
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

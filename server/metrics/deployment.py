@@ -10,18 +10,26 @@ import psycopg
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from collector.control import CollectorUnavailable
 from collector.store.status import recent_senders
 from server.access.viewer import Access
 from stacklens.api_models import Deployment
 from stacklens.modes import NO_INGEST, SENDERS_WINDOW_NS, trusted_warning
 
 if TYPE_CHECKING:
-    from collector.service import CollectorService
+    from collector.control import CollectorLink
 
 
-def ingest_mode(collector: CollectorService | None) -> str:
-    """The ingest mode of the server running `collector` (NO_INGEST without one)."""
-    return NO_INGEST if collector is None else collector.ingest.identity.auth
+async def ingest_mode(collector: CollectorLink | None) -> str:
+    """The ingest mode of this server's collector, as it says over its control channel
+    (asked once: `stacklens up` asks before it serves); NO_INGEST without one, or while
+    it has never answered (it has received nothing then)."""
+    if collector is None:
+        return NO_INGEST
+    try:
+        return (await collector.status()).auth
+    except CollectorUnavailable:
+        return NO_INGEST
 
 
 def senders(engine: Engine, now_ns: int | None = None) -> int | None:
@@ -37,10 +45,10 @@ def senders(engine: Engine, now_ns: int | None = None) -> int | None:
         return None
 
 
-def deployment(engine: Engine, collector: CollectorService | None, access: Access) -> Deployment:
-    """The Deployment answer: modes, users sending, and the warning of trusted ingest with
-    several of them."""
-    ingest, count = ingest_mode(collector), senders(engine)
+def deployment(engine: Engine, ingest: str, access: Access) -> Deployment:
+    """The Deployment answer: modes (`ingest` that of ingest_mode), users sending, and the
+    warning of trusted ingest with several of them."""
+    count = senders(engine)
     return Deployment(
         ingest=ingest,
         auth=access.mode,

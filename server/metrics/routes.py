@@ -1,10 +1,11 @@
-"""GET /metrics: Prometheus exposition of the in-process collector's counters, the
-deployment's modes and the users sending; GET /api/deployment: the same modes for the
-dashboard's footer."""
+"""GET /metrics: Prometheus exposition of this server's figures (connections, answer
+durations, fabric sampler, incident detector), the collector's (read over its control
+channel), the deployment's modes and the users sending; GET /api/deployment: the same
+modes for the dashboard's footer."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request, Response
@@ -16,7 +17,9 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.concurrency import run_in_threadpool
 
+from collector.control import CollectorFigures, CollectorUnavailable
 from server.access.viewer import Access
 from server.metrics.deployment import deployment, ingest_mode, senders
 from server.metrics.requests import RequestTimings
@@ -28,74 +31,99 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
     from collector.fabric.service import FabricSampler
-    from collector.service import CollectorService
     from server.incidents.service import IncidentService
 
 router = APIRouter(tags=["meta"])
 
 
 class CollectorMetrics:
-    """A prometheus_client collector reading a CollectorService's stats at scrape time."""
+    """A prometheus_client collector of the collector's figures (read over its control
+    channel at scrape time: collector/control.py); `figures` None: it did not answer."""
 
-    def __init__(self, service: CollectorService) -> None:
-        self.service = service
+    def __init__(self, figures: CollectorFigures | None, restarts: int) -> None:
+        self.figures, self.restarts = figures, restarts
 
     def collect(self) -> Iterator[Metric]:
-        """Yield the current values."""
-        ingest, writer = self.service.ingest.stats, self.service.writer.stats
+        """Yield the values read."""
+        yield GaugeMetricFamily(
+            "stacklens_collector_up",
+            "Whether the collector answered this scrape (0: not answering, restarting)",
+            value=int(self.figures is not None),
+        )
         yield CounterMetricFamily(
-            "stacklens_ingest_connections", "Hook connections accepted", value=ingest.connections
+            "stacklens_collector_restarts",
+            "Collector processes started again after one ended (`stacklens up`)",
+            value=self.restarts,
+        )
+        f = self.figures
+        if f is None:
+            return
+        yield CounterMetricFamily(
+            "stacklens_ingest_connections", "Hook connections accepted", value=f.connections
         )
         yield CounterMetricFamily(
             "stacklens_ingest_frames_received",
             "Frames that passed validation (TCP and HTTP)",
-            value=ingest.frames_received,
+            value=f.frames_received,
         )
         rejected = CounterMetricFamily(
             "stacklens_ingest_frames_rejected", "Frames rejected, by reason", labels=["reason"]
         )
-        for reason, count in sorted(ingest.rejected.items()):
+        for reason, count in sorted(f.rejected.items()):
             rejected.add_metric([reason], count)
         yield rejected
         yield CounterMetricFamily(
-            "stacklens_store_frames_committed", "Frames committed", value=writer.frames_committed
+            "stacklens_store_frames_committed", "Frames committed", value=f.frames_committed
         )
         yield CounterMetricFamily(
             "stacklens_store_frames_duplicate",
             "Resent frames recognised as already stored",
-            value=writer.frames_duplicate,
+            value=f.frames_duplicate,
         )
+        yield CounterMetricFamily("stacklens_store_batches", "Transactions committed",
+                                  value=f.batches)  # fmt: skip
         yield CounterMetricFamily(
-            "stacklens_store_batches", "Transactions committed", value=writer.batches
-        )
-        yield CounterMetricFamily(
-            "stacklens_store_write_errors", "Failed transactions", value=writer.write_errors
+            "stacklens_store_write_errors", "Failed transactions", value=f.write_errors
         )
         rows = CounterMetricFamily(
             "stacklens_store_rows", "Delta rows written, by table", labels=["table"]
         )
-        for table, count in sorted(writer.rows.items()):
+        for table, count in sorted(f.rows.items()):
             rows.add_metric([table], count)
         yield rows
         yield GaugeMetricFamily(
             "stacklens_store_queue_depth",
             "Frames waiting for the writer (reading pauses at its bound)",
-            value=self.service.writer.backlog,
+            value=f.queue_depth,
         )
         yield GaugeMetricFamily(
             "stacklens_ingest_buffered_bytes",
             "Bytes of incomplete frames held (STACKLENS_INGEST_BUFFER_MB bounds them)",
-            value=self.service.ingest.buffered,
+            value=f.buffered_bytes,
         )
-        yield from GuardMetrics("ingest", self.service.ingest.guard).collect()
+        yield from connection_metrics("ingest", f.open_connections, f.dropped_connections)
+
+
+def connection_metrics(server: str, open_now: int, dropped: Mapping[str, int]) -> Iterator[Metric]:
+    """The connection gauge and drop counters of one server (its guard's figures)."""
+    name = f"stacklens_{server}_connections"
+    yield GaugeMetricFamily(f"{name}_open", "Connections open now", value=open_now)
+    family = CounterMetricFamily(
+        f"{name}_dropped",
+        "Connections closed or refused by the limits and timeouts, by reason",
+        labels=["reason"],
+    )
+    for reason, count in sorted(dropped.items()):
+        family.add_metric([reason], count)
+    yield family
 
 
 class ModeMetrics:
     """A prometheus_client collector of the deployment's modes and the users sending
     (stacklens/modes.py)."""
 
-    def __init__(self, engine: Engine, collector: CollectorService | None, access: Access):
-        self.engine, self.collector, self.access = engine, collector, access
+    def __init__(self, engine: Engine, ingest: str, access: Access):
+        self.engine, self.ingest, self.access = engine, ingest, access
 
     def collect(self) -> Iterator[Metric]:
         """Yield the modes (an info gauge of value 1) and the users sending, unless the
@@ -106,7 +134,7 @@ class ModeMetrics:
             "server) and readers (auth: none, proxy, oidc)",
             labels=["ingest", "auth"],
         )
-        modes.add_metric([ingest_mode(self.collector), self.access.mode], 1)
+        modes.add_metric([self.ingest, self.access.mode], 1)
         yield modes
         count = senders(self.engine)
         if count is not None:
@@ -126,16 +154,7 @@ class GuardMetrics:
 
     def collect(self) -> Iterator[Metric]:
         """Yield the current values."""
-        name = f"stacklens_{self.server}_connections"
-        yield GaugeMetricFamily(f"{name}_open", "Connections open now", value=self.guard.open)
-        dropped = CounterMetricFamily(
-            f"{name}_dropped",
-            "Connections closed or refused by the limits and timeouts, by reason",
-            labels=["reason"],
-        )
-        for reason, count in sorted(self.guard.stats.dropped.items()):
-            dropped.add_metric([reason], count)
-        yield dropped
+        yield from connection_metrics(self.server, self.guard.open, self.guard.stats.dropped)
 
 
 class IncidentMetrics:
@@ -253,26 +272,33 @@ class RequestMetrics:
 
 
 @router.get("/metrics", response_class=Response)
-def metrics(request: Request) -> Response:
-    """Prometheus text exposition (empty when this server runs no collector)."""
+async def metrics(request: Request) -> Response:
+    """Prometheus text exposition (the collector's figures when this server has one)."""
     state = request.app.state
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ModeMetrics(state.engine, state.collector, state.access))
+    registry.register(ModeMetrics(state.engine, await ingest_mode(state.collector), state.access))
     registry.register(GuardMetrics("http", request.app.state.http_guard))
     registry.register(RequestMetrics(request.app.state.request_timings))
     for sampler in getattr(request.app.state, "fabric_samplers", ()):
         registry.register(FabricMetrics(sampler))
-    if request.app.state.collector is not None:
-        registry.register(CollectorMetrics(request.app.state.collector))
+    if (link := request.app.state.collector) is not None:
+        try:
+            figures: CollectorFigures | None = await link.figures()
+        except CollectorUnavailable:
+            figures = None
+        registry.register(CollectorMetrics(figures, link.restarts))
     if getattr(request.app.state, "incidents", None) is not None:
         registry.register(IncidentMetrics(request.app.state.incidents))
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    # collected off the event loop: the users sending are a database query
+    exposition = await run_in_threadpool(generate_latest, registry)
+    return Response(exposition, media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/api/deployment", response_model=Deployment)
-def deployment_modes(request: Request) -> Deployment:
+async def deployment_modes(request: Request) -> Deployment:
     """How this deployment proves who sends (ingest mode) and who reads (auth mode), how
     many users sent runs in the last 24 h, and a warning when trusted ingest has more than
     one (any of them can then write into another's job and claim any user)."""
     state = request.app.state
-    return deployment(state.engine, state.collector, state.access)
+    ingest = await ingest_mode(state.collector)
+    return await run_in_threadpool(deployment, state.engine, ingest, state.access)

@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from collector.service import BackgroundCollector, CollectorService
+from collector.service import BackgroundCollector
 from server.access.viewer import Access
 from server.app import create_app
 from stacklens.db import make_engine
 from stacklens.paths import SOURCE_ROOT
-from stacklens.settings import Settings
 from stacklens.wire import Status
 from tests.collector.test_ingest import exchange, frame
 from tests.conftest import query, serving
@@ -118,23 +120,21 @@ def http_server(pg_url: str, token: str, name: str) -> Iterator[int]:
     """The web app with a collector (ingest token `token`) on 0.0.0.0, answering to the
     host name (or address) `name` too; yields its port."""
     engine = make_engine(pg_url)
-    service = CollectorService(
-        pg_url,
-        Settings(collector="127.0.0.1:0", ingest_token=token, ingest_auth="trusted",
-                 ingest_horizon_days=3660),  # the frames are from 2023
-    )  # fmt: skip
-    app = create_app(
-        engine,
-        api_base_url="http://127.0.0.1",
-        collector=service,
-        with_frontend=False,
-        access=Access(hosts=frozenset({"127.0.0.1", name})),
-    )
+    control = Path(tempfile.mkdtemp(prefix="stacklens-control-", dir="/tmp")) / "control.sock"
     try:
-        with serving(app, host="0.0.0.0") as port:
-            yield port
+        with BackgroundCollector(pg_url, token=token, control_socket=control) as running:
+            app = create_app(
+                engine,
+                api_base_url="http://127.0.0.1",
+                collector=running.link,
+                with_frontend=False,
+                access=Access(hosts=frozenset({"127.0.0.1", name})),
+            )
+            with serving(app, host="0.0.0.0") as port:
+                yield port
     finally:
         engine.dispose()
+        shutil.rmtree(control.parent, ignore_errors=True)
 
 
 #: POSTs argv[3] (a JSON batch) to http://argv[1]:argv[2]/api/ingest/frames; prints the

@@ -10,25 +10,24 @@ import time
 
 from playwright.sync_api import expect
 
-from collector.service import CollectorService
+from collector.service import BackgroundCollector
 from server.app import create_app
 from stacklens.db import make_engine
-from stacklens.settings import Settings
 from tests.conftest import chromium_page, free_port, serving
 from tests.server.test_deployment_modes import WARNING, send_runs
 
 
-def test_the_footer_says_the_modes_and_warns_of_trusted_ingest(pg_url):
-    settings = Settings(collector="127.0.0.1:0", ingest_auth="trusted", ingest_token="secret",
-                        collector_socket="off")  # fmt: skip
+def test_the_footer_says_the_modes_and_warns_of_trusted_ingest(pg_url, control_socket):
     engine = make_engine(pg_url)
-    collector = CollectorService(pg_url, settings)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    app = create_app(engine, api_base_url=base, collector=collector)
     try:
-        with serving(app, port=port), chromium_page() as (page, errors):
-            send_runs(("127.0.0.1", collector.port), ["alice", "bob"], time.time_ns())
+        with (
+            BackgroundCollector(pg_url, token="secret", control_socket=control_socket) as running,
+            serving(create_app(engine, api_base_url=base, collector=running.link), port=port),
+            chromium_page() as (page, errors),
+        ):
+            send_runs(running.address, ["alice", "bob"], time.time_ns())
             for path in ("/", "/fabric"):
                 page.goto(base + path)
                 footer = page.locator("#mode-footer .mode-line")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from collector.service import BackgroundCollector, CollectorService
+from collector.service import BackgroundCollector
 from server.app import create_app
 from stacklens import wire
 from stacklens.db import make_engine
@@ -284,19 +284,19 @@ def test_without_libmunge_the_program_runs_warns_once_and_spools(pg_url, shared_
 
 
 def test_refusals_show_on_metrics_and_the_http_ingest_is_closed(
-    pg_url, shared_dir, munge_socket, users
+    pg_url, shared_dir, munge_socket, users, control_socket
 ):
     """The refusals are on /metrics by reason; the HTTP ingest, whose bearer token proves
     no user, answers 403 in proven mode."""
     a, b = users
-    settings = Settings(collector="127.0.0.1:0", ingest_auth="proven", collector_socket="off",
-                        munge_socket=munge_socket, ingest_token="secret")  # fmt: skip
-    service = CollectorService(pg_url, settings)
     engine = make_engine(pg_url)
-    app = create_app(engine, api_base_url="http://testserver", collector=service,
-                     with_frontend=False)  # fmt: skip
-    with TestClient(app, base_url="http://127.0.0.1") as client:
-        with socket.create_connection(("127.0.0.1", service.port), timeout=30) as sock:
+    with (
+        BackgroundCollector(pg_url, token="secret", ingest_auth="proven", collector_socket="off",
+                            munge_socket=munge_socket, control_socket=control_socket) as running,
+        TestClient(create_app(engine, api_base_url="http://testserver", collector=running.link,
+                              with_frontend=False), base_url="http://127.0.0.1") as client,
+    ):  # fmt: skip
+        with socket.create_connection(running.address, timeout=30) as sock:
             cred = credential_of(b, munge_socket, challenge(sock, a.pw_uid).nonce)
             sock.sendall(wire.encode_cred(cred))
             final = wire.Welcome.decode(sock.recv(wire.WELCOME_SIZE, socket.MSG_WAITALL))

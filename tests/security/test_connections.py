@@ -27,7 +27,7 @@ from stacklens import wire
 from stacklens.connguard import ConnectionLimits, raise_open_file_limit
 from stacklens.db import make_engine
 from tests.collector.test_ingest import exchange, frame, wait_for
-from tests.conftest import running_up, serving
+from tests.conftest import collector_pid, running_up, serving
 from tests.hooks import jobs
 from tests.security.flood import Flood
 
@@ -218,7 +218,8 @@ def test_half_sent_big_frames_are_bounded_in_memory(pg_url, tmp_path):
             job_id="big", world_rank=0, world_size=2, seq=0, interval_start_ns=time.time_ns(),
             interval_end_ns=time.time_ns(), token="e2e-token", tables={"p2p": records},
         )  # fmt: skip
-        before = rss_bytes(up["pid"])
+        collector = collector_pid(up["pid"])  # the process that holds the frames
+        before = rss_bytes(collector)
         socks = [socket.create_connection(address) for _ in range(connections)]
         try:
             for sock in socks:  # half of each frame, sent as fast as the server takes it
@@ -228,7 +229,7 @@ def test_half_sent_big_frames_are_bounded_in_memory(pg_url, tmp_path):
             time.sleep(2)
             metrics = httpx.get(up["base"] + "/metrics", timeout=10).text
             held = float(re.search(r"stacklens_ingest_buffered_bytes ([\d.e+]+)", metrics)[1])
-            grown = rss_bytes(up["pid"]) - before
+            grown = rss_bytes(collector) - before
             assert held <= budget + connections * (256 << 10), held
             assert grown < 120 << 20, grown  # 20 half frames are 160 MiB
             # A small frame from a real sender still goes through meanwhile.

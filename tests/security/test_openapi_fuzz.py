@@ -28,12 +28,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from collector.service import CollectorService
+from collector.service import BackgroundCollector
 from server.access.viewer import Access
 from server.app import create_app
 from server.incidents.service import IncidentService
 from stacklens.db import make_engine
-from stacklens.settings import Settings
 from tests.access.data import send_two_users_jobs, token_for
 from tests.conftest import serving
 from tests.server.incident_data import T0, S, StagedFabric, send
@@ -66,22 +65,23 @@ def seeded(collector, pg_url) -> Iterator[Engine]:
 
 
 def run_schemathesis(
-    engine: Engine, pg_url: str, tmp_path: Path, examples: int, seconds: int
+    engine: Engine, pg_url: str, tmp_path: Path, control: Path, examples: int, seconds: int
 ) -> dict[str, int]:
     """schemathesis with every check, every phase, at most `examples` cases per operation
     and phase and at most `seconds` in all (fuzzing and stateful testing repeat until
     then), as alice with an API token (auth_mode=oidc; the token is the ingest token too,
-    trusted mode) against the API and its collector served on a free port. Fails with
-    schemathesis's report; returns its figures (`figures`) and the number of operations
-    the document has."""
+    trusted mode) against the API and its collector (its control channel at `control`)
+    served on a free port. Fails with schemathesis's report; returns its figures
+    (`figures`) and the number of operations the document has."""
     token = token_for(engine, "alice")
-    service = CollectorService(
-        pg_url, Settings(collector="127.0.0.1:0", ingest_token=token, ingest_auth="trusted")
-    )
-    app = create_app(engine, api_base_url="http://x", collector=service, with_frontend=False,
-                     access=Access(mode="oidc", admins=frozenset({"carol"})))  # fmt: skip
     events = tmp_path / "events.ndjson"
-    with serving(app) as port:
+    with (
+        BackgroundCollector(pg_url, token=token, control_socket=control) as running,
+        serving(app := create_app(
+            engine, api_base_url="http://x", collector=running.link, with_frontend=False,
+            access=Access(mode="oidc", admins=frozenset({"carol"})),
+        )) as port,
+    ):  # fmt: skip
         result = subprocess.run(
             [SCHEMATHESIS, "run", f"http://127.0.0.1:{port}/openapi.json", "--checks=all",
              "--exclude-checks=positive_data_acceptance", f"--max-examples={examples}",
@@ -121,8 +121,8 @@ def figures(events: Path) -> dict[str, int]:
     return {"operations": len(operations), "cases": cases, "5xx": server_errors, "links": links}
 
 
-def test_api_conforms_to_its_document(seeded, pg_url, tmp_path):
-    found = run_schemathesis(seeded, pg_url, tmp_path, examples=5, seconds=60)
+def test_api_conforms_to_its_document(seeded, pg_url, tmp_path, control_socket):
+    found = run_schemathesis(seeded, pg_url, tmp_path, control_socket, examples=5, seconds=60)
     print("schemathesis:", found)
     assert found["5xx"] == 0 and found["operations"] == found["documented"], found
     assert found["links"] > 0, found  # the stateful phase ran
@@ -130,8 +130,9 @@ def test_api_conforms_to_its_document(seeded, pg_url, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_api_conforms_to_its_document_long(seeded, pg_url, tmp_path):
-    found = run_schemathesis(seeded, pg_url, tmp_path, examples=1000, seconds=300)
+def test_api_conforms_to_its_document_long(seeded, pg_url, tmp_path, control_socket):
+    found = run_schemathesis(seeded, pg_url, tmp_path, control_socket, examples=1000,
+                             seconds=300)  # fmt: skip
     print("schemathesis:", found)
     assert found["5xx"] == 0 and found["operations"] == found["documented"], found
     assert found["links"] > 0, found  # the stateful phase ran

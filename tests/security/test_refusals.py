@@ -106,34 +106,29 @@ def test_a_bad_collector_setting_is_one_clear_line():
     ]
 
 
-def test_a_tokenless_oversized_body_is_refused_before_it_is_read(pg_url):
-    from collector.service import CollectorService
-    from stacklens.settings import Settings
+def test_a_tokenless_oversized_body_is_refused_before_it_is_read(pg_url, control_socket):
+    from collector.service import BackgroundCollector
 
     engine = make_engine(pg_url)
-    service = CollectorService(
-        pg_url,
-        Settings(collector="127.0.0.1:0", ingest_token="secret", ingest_auth="trusted",
-                 ingest_horizon_days=3660),  # the frames are from 2023
-    )  # fmt: skip
-    app = create_app(engine, api_base_url="http://x", collector=service, with_frontend=False,
-                     max_body_bytes=1 << 20)  # fmt: skip
     head = "POST /api/ingest/frames HTTP/1.1\r\nHost: [::1]\r\nContent-Type: application/json\r\n"
     try:
-        with serving(app) as port:
-            for extra, status in (("", 401), ("Authorization: bearer secret\r\n", 413)):
-                with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-                    # 37 MB announced, not one byte of it sent: the answer comes at once.
-                    sock.sendall(f"{head}{extra}Content-Length: 37000000\r\n\r\n".encode())
-                    answer = sock.recv(4096).decode()
-                assert answer.startswith(f"HTTP/1.1 {status} "), answer
-                assert '{"detail":' in answer
-            chunked = httpx.post(f"http://127.0.0.1:{port}/api/ingest/frames", headers=AUTH,
-                                 content=iter([b"[" * 65536] * 20))  # fmt: skip
-            assert chunked.status_code == 413  # no length announced: cut off at the cap
-            metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
-        assert 'stacklens_ingest_frames_rejected_total{reason="bad_token"} 1.0' in metrics
-        assert 'stacklens_ingest_frames_rejected_total{reason="too_large"} 2.0' in metrics
+        with BackgroundCollector(pg_url, token="secret", control_socket=control_socket) as running:
+            app = create_app(engine, api_base_url="http://x", collector=running.link,
+                             with_frontend=False, max_body_bytes=1 << 20)  # fmt: skip
+            with serving(app) as port:
+                for extra, status in (("", 401), ("Authorization: bearer secret\r\n", 413)):
+                    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                        # 37 MB announced, not one byte of it sent: the answer comes at once.
+                        sock.sendall(f"{head}{extra}Content-Length: 37000000\r\n\r\n".encode())
+                        answer = sock.recv(4096).decode()
+                    assert answer.startswith(f"HTTP/1.1 {status} "), answer
+                    assert '{"detail":' in answer
+                chunked = httpx.post(f"http://127.0.0.1:{port}/api/ingest/frames", headers=AUTH,
+                                     content=iter([b"[" * 65536] * 20))  # fmt: skip
+                assert chunked.status_code == 413  # no length announced: cut off at the cap
+                metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+            assert 'stacklens_ingest_frames_rejected_total{reason="bad_token"} 1.0' in metrics
+            assert 'stacklens_ingest_frames_rejected_total{reason="too_large"} 2.0' in metrics
     finally:
         engine.dispose()
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,19 +57,20 @@ def send_runs(address: tuple[str, int], users: list[str], now_ns: int) -> None:
 def served(
     pg_url: str, ingest: str, access: Access
 ) -> Iterator[tuple[str, Engine, CollectorService]]:
-    """The app with its own collector (`ingest` mode, token "secret", TCP only) served over
-    HTTP: (base URL, engine, collector)."""
-    settings = Settings(collector="127.0.0.1:0", ingest_auth=ingest, ingest_token="secret",
-                        collector_socket="off")  # fmt: skip
+    """The app with its own collector (`ingest` mode, token "secret", TCP only; reached over
+    its control channel) served over HTTP: (base URL, engine, collector)."""
     engine = make_engine(pg_url)
-    collector = CollectorService(pg_url, settings)
-    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
-                     collector=collector, access=access)  # fmt: skip
+    control = Path(tempfile.mkdtemp(prefix="stacklens-control-", dir="/tmp")) / "control.sock"
     try:
-        with serving(app) as port:
-            yield f"http://127.0.0.1:{port}", engine, collector
+        with BackgroundCollector(pg_url, token="secret", ingest_auth=ingest,
+                                 control_socket=control) as running:  # fmt: skip
+            app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
+                             collector=running.link, access=access)  # fmt: skip
+            with serving(app) as port:
+                yield f"http://127.0.0.1:{port}", engine, running.service
     finally:
         engine.dispose()
+        shutil.rmtree(control.parent, ignore_errors=True)
 
 
 def status(pg_url: str, base: str, tmp_path: Path, token: str = "") -> dict[str, str]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 
-from collector.service import CollectorService
+from collector.service import BackgroundCollector
 from server.app import create_app
 from stacklens.db import make_engine
-from stacklens.settings import Settings
 from tests.collector.test_ingest import T0, exchange, frame
 from tests.conftest import query
 
@@ -16,18 +17,16 @@ AUTH = {"Authorization": "Bearer secret"}
 
 
 @pytest.fixture
-def app_client(pg_url):
+def app_client(pg_url, control_socket):
+    """The API with a collector (ingest token "secret"), reached over its control channel
+    as under `stacklens up`; yields the test client and the collector service."""
     engine = make_engine(pg_url)
-    service = CollectorService(
-        pg_url,
-        Settings(collector="127.0.0.1:0", ingest_token="secret", ingest_auth="trusted",
-                 ingest_horizon_days=3660),  # the frames are from 2023
-    )  # fmt: skip
-    app = create_app(
-        engine, api_base_url="http://127.0.0.1", collector=service, with_frontend=False
-    )
-    with TestClient(app, base_url="http://127.0.0.1") as client:
-        yield client, service
+    with BackgroundCollector(pg_url, token="secret", control_socket=control_socket) as running:
+        app = create_app(
+            engine, api_base_url="http://127.0.0.1", collector=running.link, with_frontend=False
+        )
+        with TestClient(app, base_url="http://127.0.0.1") as client:
+            yield client, running.service
     engine.dispose()
 
 
@@ -101,6 +100,25 @@ def test_a_bad_frame_rejects_the_whole_batch(app_client, pg_url, frame_fields, r
     assert response.status_code == 422
     assert reason in str(response.json()["detail"])
     assert query(pg_url, "SELECT count(*) FROM received_frames") == [(0,)]
+
+
+def test_a_body_not_sent_as_json_is_refused(app_client, pg_url):
+    """The route reads the body as bytes for the collector; it keeps FastAPI's rule that a
+    body is parsed only when announced as JSON (a page cannot post one as a plain form)."""
+    client, _ = app_client
+    body = json.dumps({"frames": [json_frame(0)]})
+    for content_type in (None, "text/plain", "application/x-www-form-urlencoded"):
+        headers = AUTH if content_type is None else {**AUTH, "Content-Type": content_type}
+        response = client.post("/api/ingest/frames", content=body, headers=headers)
+        assert response.status_code == 422, (content_type, response.text)
+        assert response.json() == {"detail": [{
+            "loc": ["body"], "type": "model_attributes_type",
+            "msg": "the body must be a JSON batch (Content-Type: application/json)",
+        }]}  # fmt: skip
+    sent_as = {**AUTH, "Content-Type": "application/vnd.batch+json; charset=utf-8"}
+    response = client.post("/api/ingest/frames", content=body, headers=sent_as)
+    assert response.json() == {"stored": 1}
+    assert query(pg_url, "SELECT count(*) FROM received_frames") == [(1,)]
 
 
 def test_wrong_token_is_401(app_client, pg_url):

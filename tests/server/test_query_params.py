@@ -10,29 +10,24 @@ import pytest
 from fastapi import HTTPException
 from fastapi.testclient import TestClient
 
-from collector.service import CollectorService
+from collector.service import BackgroundCollector
 from server.app import create_app
 from server.query_params import parse_instant
 from stacklens.db import make_engine
-from stacklens.settings import Settings
 from tests.collector.test_ingest import T0, exchange, frame
 
 AUTH = {"Authorization": "Bearer secret"}
 
 
 @pytest.fixture
-def client(pg_url):
+def client(pg_url, control_socket):
     """The API (with a collector, so that its ingest route answers) over the test database."""
     engine = make_engine(pg_url)
-    service = CollectorService(
-        pg_url,
-        Settings(collector="127.0.0.1:0", ingest_token="secret", ingest_auth="trusted",
-                 ingest_horizon_days=3660),  # the frames are from 2023
-    )  # fmt: skip
-    app = create_app(engine, api_base_url="http://127.0.0.1", collector=service,
-                     with_frontend=False)  # fmt: skip
-    with TestClient(app, base_url="http://127.0.0.1") as test_client:
-        yield test_client
+    with BackgroundCollector(pg_url, token="secret", control_socket=control_socket) as running:
+        app = create_app(engine, api_base_url="http://127.0.0.1", collector=running.link,
+                         with_frontend=False)  # fmt: skip
+        with TestClient(app, base_url="http://127.0.0.1") as test_client:
+            yield test_client
     engine.dispose()
 
 
