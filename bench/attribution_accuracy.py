@@ -19,7 +19,7 @@ sampler's and the emulator's own MADs move the simulated counters too): that par
 measured in a control cycle before, with the same flows at 4 bytes each (the same ports
 read, so the same MADs), as control measured - control flows.
 
-Prints, per tree, the accuracy table: link directions compared, per layer the exact
+Prints, per tree, the accuracy table: link directions compared, per category the exact
 matches (p2p, RMA, I/O) or the largest relative error (modelled collectives, tolerance
 COLL_TOLERANCE of the truth per link direction), `other` against noise + management.
 
@@ -177,14 +177,14 @@ def coll_bytes(op: str, n: int, count: int) -> int:
 
 
 def truth_flows(jobs: list[JobMix], storage: list[str]) -> dict[tuple[str, str], list[Flow]]:
-    """(job, layer) -> the flows between different hosts."""
+    """(job, category) -> the flows between different hosts."""
     out: dict[tuple[str, str], list[Flow]] = defaultdict(list)
     for job in jobs:
         h = job.hosts
 
-        def flow(layer: str, a: str, b: str, nbytes: int, job: JobMix = job) -> None:
+        def flow(category: str, a: str, b: str, nbytes: int, job: JobMix = job) -> None:
             if a != b and nbytes > 0:
-                out[(job.key, layer)].append(Flow(a, b, nbytes, layer))
+                out[(job.key, category)].append(Flow(a, b, nbytes, category))
 
         for (r, p), nbytes in job.p2p.items():
             flow("mpi_p2p", h[r], h[p], nbytes)
@@ -288,7 +288,7 @@ def measure(tree: FatTree, url: str, sim: FabricSim, mad: MadSource, paths: str
             ) -> dict[str, Any]:  # fmt: skip
     """On a running simulator of `tree` and a migrated database: sample, run the control
     and the real cycle, attribute and compare; the accuracy figures, the window and the
-    truth per link direction ((job, layer) -> link direction -> bytes)."""
+    truth per link direction ((job, category) -> link direction -> bytes)."""
     sampler = FabricSampler(url, mad, interval_s=1.0, rediscover_s=3600)
     sampler.step()
     topo = sampler.topology
@@ -381,18 +381,18 @@ def _compare(truth, result, keys, emu, ports, known, noise_on, management, traff
     truth_on = {k: per_link(emu, fl, ports) for k, fl in truth.items()}
     attributed: dict[tuple[str, str], dict[tuple[int, str], float]] = defaultdict(dict)
     for crossing, shares in result.shares.items():
-        for (job, layer, _prov, _path), nbytes in shares.items():
-            d = attributed[(keys[job], layer)]
+        for (job, category, _prov, _path), nbytes in shares.items():
+            d = attributed[(keys[job], category)]
             d[crossing] = d.get(crossing, 0) + nbytes
     rows: dict[str, Any] = {"links": len(known), "paths": paths, "seconds": took,
                             "left_out": dict(result.left_out)}  # fmt: skip
     groups = _groups(tree, ports, emu, paths) if paths != "fixed" else None
-    for layer in ("mpi_p2p", "mpi_rma", "io", "mpi_coll"):
+    for category in ("mpi_p2p", "mpi_rma", "io", "mpi_coll"):
         compared = exact = 0
         worst = 0.0
         truth_bytes = attr_bytes = 0.0
         for job in ("job-a", "job-b", "job-c"):
-            t, a = truth_on.get((job, layer), {}), attributed.get((job, layer), {})
+            t, a = truth_on.get((job, category), {}), attributed.get((job, category), {})
             if groups is not None:
                 t, a = _by_group(t, groups), _by_group(a, groups)
             for c in set(t) | set(a):
@@ -403,7 +403,7 @@ def _compare(truth, result, keys, emu, ports, known, noise_on, management, traff
                 exact += abs(tv - av) < 1e-6 * max(1, tv)
                 err = abs(av - tv) / tv if tv else float(av != 0)
                 worst = max(worst, err)
-        rows[layer] = {"compared": compared, "exact": exact, "worst": worst,
+        rows[category] = {"compared": compared, "exact": exact, "worst": worst,
                        "truth": truth_bytes, "attributed": attr_bytes}  # fmt: skip
     compared = exact = explained = 0
     worst_abs = 0.0
@@ -475,11 +475,11 @@ def table(name: str, rows: dict[str, Any]) -> str:
             "adaptive": "adaptive stage groups"}[rows["paths"]]  # fmt: skip
     lines = [f"**{name}** ({rows['links']} measured link directions; paths `{rows['paths']}`; "
              f"compared per {unit}; attribution {rows['seconds']:.2f} s)", "",
-             "| layer | compared | exact | largest error | truth bytes | attributed bytes |",
+             "| category | compared | exact | largest error | truth bytes | attributed bytes |",
              "|---|---|---|---|---|---|"]  # fmt: skip
-    for layer in ("mpi_p2p", "mpi_rma", "io", "mpi_coll"):
-        r = rows[layer]
-        lines.append(f"| {layer} | {r['compared']} | {r['exact']} | {r['worst']:.2e} | "
+    for category in ("mpi_p2p", "mpi_rma", "io", "mpi_coll"):
+        r = rows[category]
+        lines.append(f"| {category} | {r['compared']} | {r['exact']} | {r['worst']:.2e} | "
                      f"{r['truth']:,.0f} | {r['attributed']:,.0f} |")  # fmt: skip
     o = rows["other"]
     lines.append(f"| other = noise + management | {o['compared']} | {o['exact']} | "

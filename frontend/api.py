@@ -205,7 +205,7 @@ class StacklensApi:
 
     def job_links(self, job: str, window: WindowQuery, limit: int | None = None,
                   cursor: str | None = None, owner: str | None = None) -> JobLinks:  # fmt: skip
-        """The link directions `job` crossed over `window`, its bytes on each by layer (one
+        """The link directions `job` crossed over `window`, its bytes on each by category (one
         page: `limit` rows from `cursor`)."""
         query = {**window.query(), "limit": limit, "cursor": cursor, "owner": owner}
         return self._get(_job_path(job, "links", query), JobLinks, "job links")
@@ -295,7 +295,7 @@ class StacklensApi:
 
     def link_attribution(self, link: int, window: WindowQuery | None = None) -> LinkAttribution:
         """A link's measured bytes each way over `window`'s from/to, split into the jobs
-        (and layers) whose traffic is routed over it, and `other`."""
+        (and categories) whose traffic is routed over it, and `other`."""
         query = _query(_fabric_window(window))
         path = f"/api/fabric/links/{int(link)}/attribution{query}"
         return self._get(path, LinkAttribution, "link attribution")

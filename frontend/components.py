@@ -327,7 +327,7 @@ def fabric_events_markdown(events: Sequence[FabricEvent], total: int, scope: str
 
 def link_jobs_markdown(attribution: LinkAttribution) -> str:
     """The jobs on a link over a window (GET /api/fabric/links/{link}/attribution): per
-    job, its bytes each way (all layers), and `other` (measured - attributed)."""
+    job, its bytes each way (all categories), and `other` (measured - attributed)."""
     per: dict[tuple[str, str], dict[str, float]] = {}
     for d in attribution.directions:
         for x in d.by_job:

@@ -1,5 +1,5 @@
 """What a report holds, as plain data (no database, no rendering): the first page (facts,
-time over ranks, bytes by layer, links, findings), then sections of figures and tables, and
+time over ranks, bytes by category, links, findings), then sections of figures and tables, and
 the evidence table. server.reports.build fills it; server.reports.render turns it into HTML
 or PDF with one template."""
 

@@ -833,11 +833,11 @@ class JobPlacement(ApiModel):
 
 
 # ---------------------------------------------------------------------------------------
-# traffic: which job and which layer is on each link (server/traffic/, docs/attribution.md)
+# traffic: which job and which category is on each link (server/traffic/, docs/attribution.md)
 # ---------------------------------------------------------------------------------------
 
-#: Layers of attributed traffic.
-TrafficLayer = Literal["mpi_p2p", "mpi_coll", "mpi_rma", "io"]
+#: Traffic categories of attributed traffic.
+TrafficCategory = Literal["mpi_p2p", "mpi_coll", "mpi_rma", "io"]
 #: How a figure was obtained: measured (a counter), routed (a flow the hooks measured,
 #: placed on links by the forwarding tables), modelled (a collective algorithm's pattern).
 Provenance = Literal["measured", "routed", "modelled"]
@@ -846,11 +846,11 @@ PathMode = Literal["fixed", "parallel", "adaptive"]
 
 
 class AttributedBytes(ApiModel):
-    """Bytes of one job and layer on one link direction."""
+    """Bytes of one job and traffic category on one link direction."""
 
     job: str | None = Field(description="the job's id; null: another job (not the viewer's)")
     user: str | None = Field(description="the job's user; null for another job")
-    layer: TrafficLayer
+    category: TrafficCategory
     bytes: float = Field(description="bytes over the window (a fraction when split by a group)")
     provenance: Provenance
     path: Literal["fixed", "group"] = Field(
@@ -874,11 +874,11 @@ class LinkDirectionAttribution(ApiModel):
         description="measured - attributed, as it is (negative allowed, never clamped; "
         "provenance measured); null when measured is unknown"
     )
-    by_job: list[AttributedBytes] = Field(description="by job (another job last), layer")
+    by_job: list[AttributedBytes] = Field(description="by job (another job last), category")
 
 
 class LinkAttribution(ApiModel):
-    """A link's measured bytes per direction split into job x layer, and `other`."""
+    """A link's measured bytes per direction split into job x category, and `other`."""
 
     link: FabricLink
     from_ns: int | None
@@ -911,7 +911,7 @@ class LinkAttributionSeries(ApiModel):
 
 
 class NodeJob(ApiModel):
-    """One job's traffic at a node over a window (all layers, attributed as on links)."""
+    """One job's traffic at a node over a window (all categories, attributed as on links)."""
 
     job: str | None = Field(description="null: jobs the viewer may not read, summed")
     user: str | None
@@ -935,20 +935,20 @@ class NodeJobs(ApiModel):
 
 
 class JobLinkBytes(ApiModel):
-    """A job's bytes on one link direction, by layer."""
+    """A job's bytes on one link direction, by traffic category."""
 
     id: int = Field(description="link id")
     a: LinkEnd
     b: LinkEnd
     direction: Literal["a_to_b", "b_to_a"]
-    bytes: float = Field(description="the job's bytes on it, all layers")
+    bytes: float = Field(description="the job's bytes on it, all categories")
     measured_bytes: int | None = Field(description="the link direction's measured bytes")
-    layers: list[AttributedBytes]
+    categories: list[AttributedBytes]
 
 
 class JobLinks(ApiModel):
     """The links a job's inter-host traffic crossed over the window, with its bytes on each
-    by layer (one page, by link id then direction)."""
+    by category (one page, by link id then direction)."""
 
     job: str
     from_ns: int | None

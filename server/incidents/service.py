@@ -13,7 +13,7 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
    with a signal open ends it unobserved since its last interval (not "cleared");
 3. the join: each link signal with the overlapping job signals of the jobs whose traffic
    crosses it (the traffic domain's attribution of that link alone over the signal's time,
-   both directions, every layer; read again every REFRESH_NS while it lasts, and when it
+   both directions, every category; read again every REFRESH_NS while it lasts, and when it
    ends)
    becomes an incident, the job with the most bytes on the link its likely aggressor; a
    job signal that joins no link signal within `sweeps` sweep periods is an incident of
@@ -399,7 +399,7 @@ class IncidentService:
         return [message.merged(incident_id, self.stored[into], self.base_url)]
 
     def _on_link(self, session: Session, link: int, window: Window) -> dict[int, int | None]:
-        """Job -> its bytes on the link (both directions, every layer) over the window."""
+        """Job -> its bytes on the link (both directions, every category) over the window."""
         result = self.attributions.link(session, self.traffic, link, window)
         on: dict[int, float] = {}
         for direction in DIRECTIONS:

@@ -77,7 +77,7 @@ EVIDENCE = {
         "hooks; outside = the rank's interval time minus those",
     ),
     "bytes": (
-        "Bytes by layer",
+        "Bytes by category",
         "measured",
         "payload bytes handed to MPI calls and file-system calls by the hooks (not "
         "on-wire bytes: protocol headers and collective algorithms' internal "
@@ -227,8 +227,8 @@ def link_findings(links: Sequence[PlacedLink], errors: dict[int, int | None]) ->
 
 
 def byte_rows(ops: JobOps, io: JobIo, timeline: Series) -> list[list[str]]:
-    """Bytes by layer: the MPI categories (sent; received where the API counts them) and
-    each file-system layer (read + written), with calls and time."""
+    """Bytes by category: the MPI traffic categories (sent; received where the API counts
+    them) and file I/O per file-system layer (read + written), with calls and time."""
     rows = []
     for c in ops.categories:
         if c.category == "mpi_startup" or not (c.calls or c.bytes_sent or c.bytes_received):
@@ -295,7 +295,7 @@ def job_report(
     """The report of `job` (or its run `run`) over `window` (open: the whole job), read as
     the session's viewer may (an unknown job or another user's: 404 as the job routes);
     with `traffic` (the app's attribution settings and cache), the job's bytes per link by
-    layer and, on its busy links, the job with most bytes there. The topology marks a link
+    category and, on its busy links, the job with most bytes there. The topology marks a link
     congested from `congested_from` PortXmitWait ticks per second."""
     steps_total = 6
     progress(0, steps_total, "job and runs")
@@ -428,9 +428,9 @@ def job_report(
     summary = [
         ("Where the time went", spread_table(totals)),
         (
-            "Bytes by layer",
+            "Bytes by category",
             Table(
-                ["layer", "sent / written", "received / read", "calls", "time inside"],
+                ["category", "sent / written", "received / read", "calls", "time inside"],
                 byte_rows(cards["ops"], cards["io"], timeline),
                 [False, True, True, True, True],
                 "MPI bytes as handed to the calls; file bytes as read and written.",
@@ -585,13 +585,13 @@ def _routed(nbytes: int | None) -> str:
 #: The app's link attribution: its settings and the cache of whole-fabric attributions.
 Traffic = tuple[TrafficConfig, AttributionCache]
 
-_LAYERS = ("mpi_p2p", "mpi_coll", "mpi_rma", "io")
+_CATEGORIES = ("mpi_p2p", "mpi_coll", "mpi_rma", "io")
 
 
 def _attribution(
     session: Session, traffic: Traffic | None, job: Any, target: Any, lo: int, hi: int
 ) -> tuple[Section, list[str]] | None:
-    """The section of the job's bytes per link direction by layer (server/traffic), and its
+    """The section of the job's bytes per link direction by category (server/traffic), and its
     evidence row; None without attribution settings."""
     if traffic is None:
         return None
@@ -604,14 +604,14 @@ def _attribution(
     for r in links[:SECTION_ROWS]:
         a, b = LinkEnd(**r["a"]), LinkEnd(**r["b"])
         name = link_label(a, b) if r["direction"] == "a_to_b" else link_label(b, a)
-        per_layer = dict.fromkeys(_LAYERS, 0.0)
+        per_category = dict.fromkeys(_CATEGORIES, 0.0)
         bases = set()
-        for f in r["layers"]:
-            per_layer[f["layer"]] += f["bytes"]
+        for f in r["categories"]:
+            per_category[f["category"]] += f["bytes"]
             bases.add(f"{f['provenance']}{'' if f['path'] == 'fixed' else ' (group)'}")
         measured = r["measured_bytes"]
         share = "?" if not measured else f"{r['bytes'] / measured * 100:.0f} %"
-        rows.append([name, *(format_bytes(per_layer[k]) for k in _LAYERS),
+        rows.append([name, *(format_bytes(per_category[k]) for k in _CATEGORIES),
                      format_bytes(r["bytes"]), share, ", ".join(sorted(bases))])  # fmt: skip
     left = ", ".join(f"{k}: {format_bytes(v)}" for k, v in sorted(answer["left_out"].items()) if v)
     note = (f"The {len(links)} link directions its inter-host traffic crossed (forwarding: "
@@ -619,7 +619,7 @@ def _attribution(
             + (f" On no link: {left}." if left else ""))  # fmt: skip
     section = Section(
         "Attribution: this job's bytes per link", "attribution",
-        "Its transfers routed over the forwarding tables, by layer, against the link "
+        "Its transfers routed over the forwarding tables, by category, against the link "
         "direction's measured bytes.", [],
         [Table(["link direction", "point-to-point", "collective", "RMA", "file I/O", "all",
                 "of measured", "basis"], rows,

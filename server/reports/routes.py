@@ -141,7 +141,7 @@ def job_report(
 ) -> Response:
     """The report of a job (or of its run `run`) over the window (default: the whole job):
     a first page to forward (what, who, when, how long, status; time in MPI, in I/O and
-    outside over ranks; bytes by layer; the links used with their peak utilisation,
+    outside over ranks; bytes by category; the links used with their peak utilisation,
     PortXmitWait and errors; findings in plain words), then timeline, rank x rank matrix,
     per-rank heat map, operations, collectives, message sizes, file I/O, topology, fabric
     series, and the evidence table (measured, routed or modelled)."""

@@ -1,3 +1,4 @@
-"""The traffic domain: what each job puts on the wire and on which links: measured on-wire
-bytes (wire.py), and every inter-host flow routed over the fabric's forwarding tables so
-each link's measured bytes split into job x layer plus `other` (attribution.py)."""
+"""The traffic domain: what each job sends and over which links: its monitored traffic (the
+MPI's own counts per peer, monitored.py), and every inter-host flow routed over the
+fabric's forwarding tables so each link's measured bytes split into job x category plus
+`other` (attribution.py)."""

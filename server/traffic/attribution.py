@@ -1,6 +1,6 @@
-"""Attribution of measured link bytes to job x layer: the pure core.
+"""Attribution of measured link bytes to job x category: the pure core.
 
-Input is plain data: the jobs' transfers between hosts (each with a job, a layer and its
+Input is plain data: the jobs' transfers between hosts (each with a job, a category and its
 provenance), where each host sits on the fabric (HCA node GUID), a Router over the stored
 forwarding tables (server/traffic/routing.py) and each link direction's measured bytes.
 Every inter-host transfer is routed to the stages it crosses; a one-link stage takes the
@@ -9,10 +9,11 @@ measured bytes in that direction (equally when none are measured), and the figur
 `group`. Per link direction, `other` = measured - attributed, as it is: negative when more
 is attributed than measured, never clamped; None when the measured bytes are unknown.
 
-Layers: mpi_p2p, mpi_coll, mpi_rma, io. Provenance of an attributed figure: `routed` (a
-flow the hooks measured, placed on links by the forwarding tables), `measured` (collective
-on-wire bytes the MPI's monitoring measured, placed the same way), `modelled` (collective
-on-wire bytes from the algorithm model); link totals and `other` are `measured`.
+Categories (the traffic category of a transfer): mpi_p2p, mpi_coll, mpi_rma, io.
+Provenance of an attributed figure: `routed` (a flow the hooks measured, placed on links by
+the forwarding tables), `measured` (collective bytes from the MPI's monitored traffic,
+placed the same way), `modelled` (collective bytes from the algorithm model); link totals
+and `other` are `measured`.
 Transfers within a host, and those with an end off the fabric, are left out and counted.
 """
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 from server.traffic.routing import Crossing, NoRoute, Router
 
-LAYERS = ("mpi_p2p", "mpi_coll", "mpi_rma", "io")
+CATEGORIES = ("mpi_p2p", "mpi_coll", "mpi_rma", "io")
 PROVENANCES = ("measured", "routed", "modelled")
 #: How a file's bytes are placed on its mount's servers (STACKLENS_STORAGE_PLACEMENT).
 STORAGE_PLACEMENTS = ("stripe", "file-hash")
@@ -33,17 +34,18 @@ STORAGE_PLACEMENTS = ("stripe", "file-hash")
 
 @dataclass(frozen=True)
 class Transfer:
-    """`nbytes` sent from host `src` to host `dst` by job `job` (jobs.id) in `layer`."""
+    """`nbytes` sent from host `src` to host `dst` by job `job` (jobs.id) in `category` (one
+    of CATEGORIES; server/families attributes a communicator family's bytes in its place)."""
 
     job: int
-    layer: str
+    category: str
     provenance: str
     src: str
     dst: str
     nbytes: int
 
 
-#: A figure's key on a link direction: (job, layer, provenance, path "fixed" | "group").
+#: A figure's key on a link direction: (job, category, provenance, path "fixed" | "group").
 Key = tuple[int, str, str, str]
 
 
@@ -74,7 +76,7 @@ def attribute(
     return out
 
 
-#: Bytes between two HCAs of one job, layer and provenance: (job, layer, provenance, src
+#: Bytes between two HCAs of one job, category and provenance: (job, category, provenance, src
 #: GUID, dst GUID) -> bytes.
 Flows = dict[tuple[int, str, str, int, int], int]
 
@@ -96,7 +98,7 @@ def flows(transfers: Iterable[Transfer], hca_of: Mapping[str, int], out: Attribu
         if src == dst:
             out.left_out["intra_host"] += t.nbytes
             continue
-        pairs[(t.job, t.layer, t.provenance, src, dst)] += t.nbytes
+        pairs[(t.job, t.category, t.provenance, src, dst)] += t.nbytes
     return pairs
 
 
@@ -118,7 +120,7 @@ def split(router: Router, pairs: Flows, measured: Mapping[Crossing, int | None],
     """Route each flow and add its share of every stage to `out` (of the crossings in
     `only` if given: the same figures as without it, for those crossings alone; flows
     without a route are counted either way)."""
-    for (job, layer, provenance, src, dst), nbytes in sorted(pairs.items()):
+    for (job, category, provenance, src, dst), nbytes in sorted(pairs.items()):
         try:
             stages = router.path(src, dst)
         except NoRoute:
@@ -128,7 +130,7 @@ def split(router: Router, pairs: Flows, measured: Mapping[Crossing, int | None],
             if only is not None and only.isdisjoint(stage):
                 continue
             if len(stage) == 1:
-                _add(out, stage[0], (job, layer, provenance, "fixed"), nbytes)
+                _add(out, stage[0], (job, category, provenance, "fixed"), nbytes)
                 continue
             known = [measured.get(c) or 0 for c in stage]
             total = sum(known)
@@ -136,7 +138,7 @@ def split(router: Router, pairs: Flows, measured: Mapping[Crossing, int | None],
                 if only is not None and crossing not in only:
                     continue
                 share = nbytes * m / total if total else nbytes / len(stage)
-                _add(out, crossing, (job, layer, provenance, "group"), share)
+                _add(out, crossing, (job, category, provenance, "group"), share)
 
 
 def _add(out: Attribution, crossing: Crossing, key: Key, nbytes: float) -> None:

@@ -186,12 +186,12 @@ def job_traffic(
     left: dict[str, int] = defaultdict(int)
     out: list[Transfer] = []
 
-    def send(job: int, layer: str, prov: str, run: int, a: int, b: int, nbytes: int) -> None:
+    def send(job: int, category: str, prov: str, run: int, a: int, b: int, nbytes: int) -> None:
         src, dst = host.get((run, a)), host.get((run, b))
         if src is None or dst is None:
             left["unknown_rank"] += nbytes
         else:
-            out.append(Transfer(job, layer, prov, src, dst, nbytes))
+            out.append(Transfer(job, category, prov, src, dst, nbytes))
 
     d = P2PDelta
     p2p = (

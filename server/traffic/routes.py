@@ -1,4 +1,4 @@
-"""HTTP routes of the traffic domain: a link's bytes by job and layer
+"""HTTP routes of the traffic domain: a link's bytes by job and category
 (GET /api/fabric/links/{link}/attribution), the jobs on a node
 (GET /api/fabric/nodes/{guid}/jobs) and a job's bytes per link (GET /api/jobs/{job}/links).
 All over a window (`from`, `to`); no SQL here."""
@@ -46,7 +46,7 @@ def link_attribution(
     request: Request,
     window: WindowDep,
 ) -> LinkAttribution:
-    """A link's measured bytes in each direction over the window, split into job x layer
+    """A link's measured bytes in each direction over the window, split into job x category
     (mpi_p2p, mpi_coll, mpi_rma, io) by routing every job's inter-host transfers over the
     forwarding tables, and `other` = measured - attributed as it is (negative allowed). Each
     figure says its provenance (measured, routed, modelled) and whether the tables fixed
@@ -107,7 +107,7 @@ def link_attribution_series(
 ) -> LinkAttributionSeries:
     """A link's attribution (as `/attribution` answers it for a window) per step of the
     window, which must be closed (`from` and `to`) and hold at most MAX_SERIES_STEPS
-    steps: per step and direction the measured bytes, the bytes by job and layer, and
+    steps: per step and direction the measured bytes, the bytes by job and category, and
     `other`."""
     if window.from_ns is None or window.to_ns is None:
         raise HTTPException(status_code=422, detail="a series needs both `from` and `to`")
@@ -143,7 +143,7 @@ def job_links(
     cursor: CursorParam = None,
 ) -> JobLinks:
     """The link directions a job's inter-host traffic crossed over the window, with the
-    job's bytes on each by layer and provenance (by link id, then direction; paged), where
+    job's bytes on each by category and provenance (by link id, then direction; paged), where
     its collective bytes come from (measured or modelled) and its bytes on no link. Default
     window: the job's (or run's), from its first interval start to its last interval end."""
     found = find_job(session, job, owner)

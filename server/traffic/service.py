@@ -1,9 +1,9 @@
-"""The traffic domain's answers: a link's bytes by job and layer, a job's bytes per link.
+"""The traffic domain's answers: a link's bytes by job and category, a job's bytes per link.
 
 Each answer reads the current fabric, its measured link bytes and the jobs' transfers over
 the window (server/traffic/repository.py), attributes them (the pure
 server/traffic/attribution.py) and shows every job the viewer may not read as "another
-job": no id, no user, summed per layer.
+job": no id, no user, summed per category.
 """
 
 from __future__ import annotations
@@ -139,17 +139,19 @@ def _figures(shares: dict[Key, float], visible: dict[int, dict[str, Any]]) -> li
     """The figures of one link direction, other users' jobs folded into "another job"."""
     mine: list[dict[str, Any]] = []
     hidden: dict[tuple[str, str, str], float] = {}
-    for (job, layer, provenance, path), nbytes in shares.items():
+    for (job, category, provenance, path), nbytes in shares.items():
         if job in visible:
-            mine.append({**visible[job], "layer": layer, "bytes": nbytes,
+            mine.append({**visible[job], "category": category, "bytes": nbytes,
                          "provenance": provenance, "path": path})  # fmt: skip
         else:
-            hidden[(layer, provenance, path)] = hidden.get((layer, provenance, path), 0) + nbytes
-    mine.sort(key=lambda f: (f["job"], f["layer"], f["provenance"], f["path"]))
+            hidden[(category, provenance, path)] = (
+                hidden.get((category, provenance, path), 0) + nbytes
+            )
+    mine.sort(key=lambda f: (f["job"], f["category"], f["provenance"], f["path"]))
     mine += [
-        {"job": None, "user": None, "layer": layer, "bytes": nbytes, "provenance": provenance,
+        {"job": None, "user": None, "category": category, "bytes": nbytes, "provenance": provenance,
          "path": path}
-        for (layer, provenance, path), nbytes in sorted(hidden.items())
+        for (category, provenance, path), nbytes in sorted(hidden.items())
     ]  # fmt: skip
     return mine
 
@@ -231,7 +233,7 @@ def link_attribution(
     session: Session, config: TrafficConfig, link_id: int, window: Window, cache: AttributionCache
 ) -> dict[str, Any] | None:
     """Link `link_id`'s measured bytes per direction over the window, split by job and
-    layer, with `other` (the whole fabric's attribution from `cache`); None if the current
+    category, with `other` (the whole fabric's attribution from `cache`); None if the current
     fabric has no such link."""
     fab, meas, result, _ = cache.get(session, config, window)
     link = fab.links.get(link_id)
@@ -307,7 +309,7 @@ def job_links(
     window: Window,
     run_id: int | None = None,
 ) -> dict[str, Any]:
-    """The bytes per link direction and layer of one job (`job`: its id, key and user, a
+    """The bytes per link direction and category of one job (`job`: its id, key and user, a
     job the viewer may read), every link direction it crossed, by link id then direction;
     the `collectives` source and what stayed off the links."""
     fab, meas, result, traffic = _attribution(session, config, window, [job["id"]], run_id)
@@ -323,7 +325,7 @@ def job_links(
             "direction": crossing[1],
             "bytes": sum(f["bytes"] for f in figures),
             "measured_bytes": meas.get(crossing, {}).get("bytes"),
-            "layers": figures,
+            "categories": figures,
         })  # fmt: skip
     return {
         "job": job["job"],

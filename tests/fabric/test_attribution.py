@@ -1,4 +1,4 @@
-"""Attribution of link bytes to job x layer (#15 points 2 and 3), the short form of
+"""Attribution of link bytes to job x category (#15 points 2 and 3), the short form of
 bench/attribution_accuracy.py on the session's simulated 32-host fat tree: three jobs'
 frames through the real collector, their flows (and noise) moved on the simulator's
 counters by the emulator, sampled by the real fabric sampler. Per link direction the
@@ -30,10 +30,10 @@ def test_attribution_matches_the_emulated_truth_and_the_api_masks_other_users(
     pg_url, tree: FatTree, sim: FabricSim, mad: MadSource
 ):
     rows = measure(tree, pg_url, sim, mad, "fixed")
-    for layer in ("mpi_p2p", "mpi_rma", "io"):
-        assert rows[layer]["compared"] > 20, layer
-        assert rows[layer]["exact"] == rows[layer]["compared"], (layer, rows[layer])
-        assert rows[layer]["truth"] == rows[layer]["attributed"]
+    for category in ("mpi_p2p", "mpi_rma", "io"):
+        assert rows[category]["compared"] > 20, category
+        assert rows[category]["exact"] == rows[category]["compared"], (category, rows[category])
+        assert rows[category]["truth"] == rows[category]["attributed"]
     assert rows["mpi_coll"]["compared"] > 20
     assert 0 < rows["mpi_coll"]["worst"] <= COLL_TOLERANCE
     other = rows["other"]
@@ -64,23 +64,23 @@ def test_attribution_matches_the_emulated_truth_and_the_api_masks_other_users(
             url = f"/api/fabric/links/{link}/attribution"
             admin = get(url, "carol").json()
             side = next(d for d in admin["directions"] if d["direction"] == direction)
-            figures = {(f["job"], f["layer"]): f for f in side["by_job"]}
+            figures = {(f["job"], f["category"]): f for f in side["by_job"]}
             assert figures[("job-b", "mpi_p2p")]["bytes"] == nbytes
             assert figures[("job-b", "mpi_p2p")]["user"] == "bob"
             assert figures[("job-b", "mpi_p2p")]["provenance"] == "routed"
             assert figures[("job-b", "mpi_p2p")]["path"] == "fixed"
-            for (job, layer), f in figures.items():
-                truth = rows["truth_on"].get((job, layer), {}).get((link, direction), 0)
+            for (job, category), f in figures.items():
+                truth = rows["truth_on"].get((job, category), {}).get((link, direction), 0)
                 if f["provenance"] == "modelled":
-                    assert abs(f["bytes"] - truth) <= COLL_TOLERANCE * truth, (job, layer)
+                    assert abs(f["bytes"] - truth) <= COLL_TOLERANCE * truth, (job, category)
                 else:
-                    assert f["bytes"] == truth, (job, layer)
+                    assert f["bytes"] == truth, (job, category)
             assert side["other_bytes"] == side["measured_bytes"] - side["attributed_bytes"]
             want = rows["noise_on"].get((link, direction), 0) + rows["management"][
                 (link, direction)]  # fmt: skip
             coll_error = sum(rows["truth_on"].get((j, "mpi_coll"), {}).get((link, direction), 0)
                              for j in ("job-a", "job-b", "job-c")) - sum(
-                f["bytes"] for f in side["by_job"] if f["layer"] == "mpi_coll")  # fmt: skip
+                f["bytes"] for f in side["by_job"] if f["category"] == "mpi_coll")  # fmt: skip
             assert side["other_bytes"] == want + coll_error
 
             alice = get(url, "alice").json()
@@ -88,7 +88,7 @@ def test_attribution_matches_the_emulated_truth_and_the_api_masks_other_users(
             assert "bob" not in str(alice) and "job-b" not in str(alice)
             hidden = [f for f in a_side["by_job"] if f["job"] is None]
             assert hidden and all(f["user"] is None for f in hidden)
-            assert {(f["layer"], f["bytes"]) for f in hidden if f["layer"] == "mpi_p2p"} == {
+            assert {(f["category"], f["bytes"]) for f in hidden if f["category"] == "mpi_p2p"} == {
                 ("mpi_p2p", nbytes)}  # fmt: skip
             assert a_side["other_bytes"] == side["other_bytes"]
             # one attribution of the window served both viewers (masked per request)
@@ -113,7 +113,7 @@ def test_attribution_matches_the_emulated_truth_and_the_api_masks_other_users(
                 assert d["other_bytes"] == want
             stepped = [f for p in series["points"] for d in p["directions"]
                        if d["direction"] == direction for f in d["by_job"]
-                       if (f["job"], f["layer"]) == ("job-b", "mpi_p2p")]  # fmt: skip
+                       if (f["job"], f["category"]) == ("job-b", "mpi_p2p")]  # fmt: skip
             assert sum(f["bytes"] for f in stepped) == nbytes
             assert get(f"{url}/series", "carol", step="0.000001").status_code == 422
 
@@ -126,14 +126,14 @@ def test_attribution_matches_the_emulated_truth_and_the_api_masks_other_users(
                                   " WHERE job_key = 'job-b'")[0]  # fmt: skip
             assert (span["from_ns"], span["to_ns"]) == (started, last + 1)
 
-            # a job's links: its bytes per link direction and layer, paged
+            # a job's links: its bytes per link direction and category, paged
             mine = get("/api/jobs/job-b/links", "bob", limit="1000").json()
             assert mine["collectives"] == "modelled" and mine["page"]["next_cursor"] is None
             on = {(r["id"], r["direction"]): r for r in mine["links"]}
-            layers = {f["layer"]: f["bytes"] for f in on[(link, direction)]["layers"]}
-            assert layers["mpi_p2p"] == nbytes
-            total_p2p = sum(f["bytes"] for r in mine["links"] for f in r["layers"]
-                            if f["layer"] == "mpi_p2p")  # fmt: skip
+            categories = {f["category"]: f["bytes"] for f in on[(link, direction)]["categories"]}
+            assert categories["mpi_p2p"] == nbytes
+            total_p2p = sum(f["bytes"] for r in mine["links"] for f in r["categories"]
+                            if f["category"] == "mpi_p2p")  # fmt: skip
             assert total_p2p == sum(bob_p2p.values())
             assert [(r["id"], r["direction"], r["bytes"]) for r in span["links"]] == [
                 (r["id"], r["direction"], r["bytes"]) for r in mine["links"]]  # fmt: skip

@@ -6,8 +6,8 @@ sampler sweeps, and the attribution puts exactly those p2p and I/O bytes on exac
 link directions (up to the feed's carried remainder: bytes below a 4-octet word per host
 pair wait for the pair's next flow). Its one-sided puts and gets are moved and attributed
 the same way; its collectives are measured by Open MPI's monitoring component (labelled
-`measured`) and the feed moves those measured on-wire bytes, so the attribution of every
-layer equals what was moved, exactly, and `other` (measured - attributed) is only what
+`measured`) and the feed moves those monitored bytes, so the attribution of every
+category equals what was moved, exactly, and `other` (measured - attributed) is only what
 the feed did not move."""
 
 from __future__ import annotations
@@ -109,13 +109,13 @@ def test_a_real_jobs_bytes_on_the_links_it_crossed(
     got: dict[str, dict[tuple[int, str], float]] = defaultdict(lambda: defaultdict(float))
     provenance = set()
     for crossing, shares in result.shares.items():
-        for (_job, layer, prov, path), nbytes in shares.items():
-            got[layer][crossing] += nbytes
-            provenance.add((layer, prov, path))
-    for layer in ("mpi_p2p", "io", "mpi_rma", "mpi_coll"):  # collectives: measured on-wire
-        assert dict(got[layer]) == dict(truth[layer]), layer
+        for (_job, category, prov, path), nbytes in shares.items():
+            got[category][crossing] += nbytes
+            provenance.add((category, prov, path))
+    for category in ("mpi_p2p", "io", "mpi_rma", "mpi_coll"):  # collectives: monitored
+        assert dict(got[category]) == dict(truth[category]), category
     # so on every crossing other = measured - attributed = measured - what the feed moved:
-    # the management MADs alone, no layer of the job missing or counted twice
+    # the management MADs alone, no category of the job missing or counted twice
     moved: dict[tuple[int, str], int] = defaultdict(int)
     for crossings in truth.values():
         for crossing, nbytes in crossings.items():

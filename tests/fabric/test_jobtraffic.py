@@ -1,6 +1,7 @@
 """Job traffic drives the emulator: a real Open MPI job's stored p2p deltas, read back from
 the database, move exactly the simulated ports on each route by exactly the bytes sent;
-the on-wire bytes Open MPI measured beyond them move as collective traffic."""
+the bytes Open MPI's monitoring counted beyond them (monitored traffic) move as collective
+traffic."""
 
 from __future__ import annotations
 

@@ -403,17 +403,17 @@ def test_the_members_of_a_communicator_come_from_the_rollups(fives, collector, p
 
     try:
         transfers, left = traffic()
-        colls = [t for t in transfers if t.layer == "mpi_coll"]
+        colls = [t for t in transfers if t.category == "mpi_coll"]
         assert colls != [] and "unmodelled_collective" not in left
         exchange(collector.address, five_frame(6, 0, seq=900, extra=5), acks=1)  # dirty
         transfers, left = traffic()
         assert "unmodelled_collective" not in left
-        assert [t for t in transfers if t.layer == "mpi_coll"] != colls
+        assert [t for t in transfers if t.category == "mpi_coll"] != colls
         roll_up(collector)
         assert traffic() == (transfers, left)
         assert query(pg_url, "DELETE FROM coll_minutes RETURNING 1") != []
         transfers, left = traffic()
-        assert [t for t in transfers if t.layer == "mpi_coll"] == []
+        assert [t for t in transfers if t.category == "mpi_coll"] == []
         assert left["unmodelled_collective"] > 0
     finally:
         engine.dispose()

@@ -1,5 +1,5 @@
 """Measured collectives in the attribution (server/traffic/repository.py): a run whose MPI
-measured its on-wire bytes (wire table, server/traffic/monitored.py) gets collective transfers
+monitored its traffic (wire table monitored, server/traffic/monitored.py) gets collective transfers
 of exactly measured - its own p2p per pair, labelled `measured`, and no modelled ones; a
 run without measurements is modelled. Frames through the real collector."""
 
@@ -80,5 +80,5 @@ def test_measured_collectives_replace_the_model(collector, pg_url):
         Transfer(o, "mpi_coll", "modelled", "hA", "hB", 64),
     ], key=repr)  # fmt: skip
     assert got.collective_source == {m: "measured", o: "modelled", x: "mixed"}
-    # the measured run's on-wire bytes equal its p2p: no collective bytes, none below
+    # the measured run's monitored bytes equal its p2p: no collective bytes, none below
     assert got.left_out == {}
