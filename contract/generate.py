@@ -92,7 +92,13 @@ ROLES = frozenset(
     }
 )
 # Keys of an entry after its prototype.
-KEYS = frozenset({"class", "mpi", "bytes", "fortran", "traffic"})
+KEYS = frozenset({"class", "mpi", "bytes", "fortran", "traffic", "waits"})
+# What a blocking call waits for (the waits= key): its point-to-point partner, the other
+# members of a collective (or of a communicator or window being made), its requests,
+# an RMA epoch or lock, MPI-IO. A call that returns a request never waits.
+WAITS = ("p2p", "coll", "completion", "rma", "io")
+# The classes that complete requests: they wait although they take one.
+COMPLETION_CLASSES = frozenset({"wait", "waitall", "waitany", "waitsome"})
 # Roles that the Fortran bindings do not have.
 FORTRAN_DROPPED = frozenset({"argc", "argv"})
 # C type of an argument (declaration without its name) -> C value of the Fortran
@@ -202,6 +208,7 @@ class Entry:
     bytes_mode: str | None = None
     fortran: bool = True
     traffic: str | None = None  # traffic= key: the op's traffic category, if not its class's
+    waits: str | None = None  # waits= key: what the call blocks on (WAITS); None: it does not
 
     def roles(self) -> dict[str, str]:
         """Maps each role to the name of the argument that has it."""
@@ -250,6 +257,11 @@ def parse_entry(text: str, index: int, line: int, where: str) -> Entry:
         mpi = (int(v.group(1)), int(v.group(2)))
     if attrs.get("fortran", "yes") not in ("yes", "no"):
         raise SpecError(f"{where}: fortran= wants yes or no")
+    waits = attrs.get("waits")
+    if waits is not None and waits not in WAITS:
+        raise SpecError(f"{where}: waits= wants one of {', '.join(WAITS)}, got '{waits}'")
+    if waits and {"request", "requests"} & set(roles) and attrs["class"] not in COMPLETION_CLASSES:
+        raise SpecError(f"{where}: a call that makes or starts a request does not wait (waits=)")
     return Entry(
         index=index,
         ret=m.group("ret").strip(),
@@ -261,6 +273,7 @@ def parse_entry(text: str, index: int, line: int, where: str) -> Entry:
         bytes_mode=attrs.get("bytes"),
         fortran=attrs.get("fortran", "no" if mpi else "yes") == "yes",
         traffic=attrs.get("traffic"),
+        waits=waits,
     )
 
 

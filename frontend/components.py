@@ -606,7 +606,8 @@ def _links(texts: Sequence[str], href: str) -> list[Any]:
 
 def incident_jobs(incident: IncidentDetails) -> Any:
     """The incident's jobs as a table: role, job, user, its signals, the time it lost, its
-    bytes on the links, its ranks and files; the job, its ranks and files link to its page
+    bytes on the links, its ranks (the late and waiting ones first, so marked) and files;
+    the job, its ranks and files link to its page
     over the incident's window, its report to the job's report over it. Another user's job
     is "another job", with nothing to follow."""
     if not incident.members:
@@ -622,6 +623,7 @@ def incident_jobs(incident: IncidentDetails) -> Any:
             continue
         href = incident_job_href(incident, m.job, m.user)
         lost = sum(e.get("lost_ns") or 0 for e in m.evidence.values())
+        roles = {n["rank"]: n["role"] for e in m.evidence.values() for n in e.get("ranks", [])}
         params: dict[str, object] = {"owner": m.user, **incident_window(incident)}
         rows.append(html.Tr([
             html.Td(m.role),
@@ -630,7 +632,8 @@ def incident_jobs(incident: IncidentDetails) -> Any:
             html.Td(", ".join(m.signals)),
             html.Td(f"{lost / 1e9:.1f} s" if m.signals else "", className="num"),
             html.Td("" if m.link_bytes is None else format_bytes(m.link_bytes), className="num"),
-            html.Td(_links([f"rank {r}" for r in m.ranks[:16]], href)),
+            html.Td(_links([f"rank {r}" + (f" ({roles[r]})" if r in roles else "")
+                            for r in m.ranks[:16]], href)),
             html.Td(_links(list(m.files[:4]), href), className="mono"),
             html.Td(html.A("⤓ HTML", href=report_href(f"jobs/{quote(m.job, safe='')}", params,
                                                        "html"), download="")),

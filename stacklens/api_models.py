@@ -1116,15 +1116,23 @@ class IncidentJob(ApiModel):
     user: str | None
     label: str = Field(description="'job <id>' or 'another job'")
     signals: list[str] = Field(description="its own detector kinds (mpi_slowdown, io_stall)")
-    ranks: list[int] = Field(description="the ranks most affected (most time waiting or in I/O)")
+    ranks: list[int] = Field(
+        description="its late ranks, then its waiting ones (the job profile's rule over the "
+        "incident's window), then those with the most time blocked in MPI calls that wait "
+        "or in I/O"
+    )
     files: list[str] = Field(description="`layer:path` of its I/O stall or of the aggressor's")
     link_bytes: int | None = Field(
         description="its bytes on the incident's links during it (routed); null: unknown"
     )
     evidence: dict[str, Any] = Field(
         description="per signal kind: baseline_per_byte_ns, peak_factor, lost_ns (the time "
-        "it lost, per rank), unobserved_ns (ended unobserved: the job's last interval) and "
-        "the series of steps (t_ns, time_ns, bytes, per_byte_ns, baseline_per_byte_ns)"
+        "it lost, per rank), unobserved_ns (ended unobserved: the job's last interval), "
+        "ranks (its late and waiting ranks: rank, role, op, text), the series of steps "
+        "(t_ns, time_ns, bytes, per_byte_ns, baseline_per_byte_ns; an MPI slowdown's also "
+        "waiting_ns: the time blocked by what it waited for, p2p, coll, completion, rma) "
+        "and an MPI slowdown's waiting_ns summed over the steps it held and waits_in, the "
+        "kind with the most"
     )
 
 

@@ -123,6 +123,31 @@ def op_categories() -> tuple[str, ...]:
     return tuple(categories)
 
 
+#: What a blocking call waits for (the spec's waits= values), in display order ...
+WAITS = generate.WAITS
+#: ... and in words.
+WAIT_WORDS = {
+    "p2p": "blocking point-to-point",
+    "coll": "collectives",
+    "completion": "waits on requests",
+    "rma": "RMA synchronisation",
+    "io": "blocking MPI-IO",
+}
+
+
+@cache
+def op_waits() -> tuple[str | None, ...]:
+    """Indexed by op id: what the op blocks on (one of WAITS: its spec entry's waits= key),
+    None for an op that does not wait (non-blocking, Test*, local calls)."""
+    return tuple(entry.waits for entry in _entries())
+
+
+@cache
+def ops_waiting(kinds: tuple[str, ...] = WAITS) -> tuple[int, ...]:
+    """The ids of the ops that wait for one of `kinds` (default: any)."""
+    return tuple(i for i, w in enumerate(op_waits()) if w in kinds)
+
+
 @cache
 def op_receives() -> tuple[bool, ...]:
     """Indexed by op id: whether the op's bytes are bytes it received (a receive, an MPI-IO

@@ -96,3 +96,40 @@ def test_the_collector_stores_the_spec_op_names_by_id(collector, pg_url):
     assert [name for (name,) in query(pg_url, "SELECT name FROM mpi_ops ORDER BY id")] == list(
         mpi_ops.op_names()
     )
+
+
+def test_what_each_blocking_call_waits_for_comes_from_the_spec():
+    """waits= (contract/mpi_functions.spec): blocking point-to-point, collectives,
+    completion, RMA synchronisation and MPI-IO wait; the calls that post a request, Test*
+    and local calls do not; the generator refuses waits= on a call that makes a request."""
+    waits = dict(zip(mpi_ops.op_names(), mpi_ops.op_waits(), strict=True))
+    expected = {
+        "MPI_Send": "p2p", "MPI_Recv": "p2p", "MPI_Sendrecv": "p2p", "MPI_Probe": "p2p",
+        "MPI_Mprobe": "p2p", "MPI_Sendrecv_replace_c": "p2p", "MPI_Wait": "completion",
+        "MPI_Waitall": "completion", "MPI_Allreduce": "coll", "MPI_Barrier": "coll",
+        "MPI_Comm_split": "coll", "MPI_Win_free": "coll", "MPI_Win_fence": "rma",
+        "MPI_Win_unlock": "rma", "MPI_Win_flush": "rma", "MPI_Win_wait": "rma",
+        "MPI_File_write_at_all": "io", "MPI_File_open": "io",
+        "MPI_Isend": None, "MPI_Irecv": None, "MPI_Bsend": None, "MPI_Iprobe": None,
+        "MPI_Test": None, "MPI_Testsome": None, "MPI_Ibcast": None, "MPI_Send_init": None,
+        "MPI_Put": None, "MPI_Win_post": None, "MPI_File_iwrite": None, "MPI_Start": None,
+        "MPI_Init": None, "MPI_Finalize": None, "MPI_Comm_group": None,
+    }  # fmt: skip
+    assert {name: waits[name] for name in expected} == expected
+    # every blocking collective waits, every request-making call does not
+    from contract import MPI_SPEC, generate
+
+    for entry in generate.parse_spec(MPI_SPEC):
+        makes_request = {"request", "requests"} & set(entry.roles())
+        if entry.cls == "coll":
+            assert (entry.waits == "coll") == (not makes_request), entry.name
+        if makes_request and entry.cls not in generate.COMPLETION_CLASSES:
+            assert entry.waits is None, entry.name
+    line = "int MPI_Isend(const void *buf @buf, MPI_Request *request @request) class=send waits=p2p"
+    with pytest.raises(generate.SpecError, match="does not wait"):
+        generate.parse_entry(line, 0, 1, "spec:1")
+    with pytest.raises(generate.SpecError, match="waits= wants one of"):
+        generate.parse_entry("int MPI_Barrier(MPI_Comm comm @comm) class=coll waits=x", 0, 1, "s")
+    assert mpi_ops.ops_waiting(("p2p",)) == tuple(
+        i for i, w in enumerate(mpi_ops.op_waits()) if w == "p2p"
+    )

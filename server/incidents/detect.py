@@ -10,8 +10,11 @@ Signals. A detector judges one subject per point in time:
 - `link_errors` (a link, per sweep): its ends' error counters rose by at least
   `link_errors` in the sweep, or it is down;
 - `link_flap` (a link): at least `flaps` link down/up events of it in the baseline window;
-- `mpi_slowdown` (a job, per step): time in MPI collectives and completion calls (waits)
-  per byte of the job's MPI traffic is at least `slowdown` times the job's own baseline;
+- `mpi_slowdown` (a job, per step): time blocked in MPI calls that wait (the spec's
+  waits= key: blocking point-to-point sends, receives, Sendrecv and probes, collectives,
+  completion calls, RMA synchronisation) per byte of the job's MPI traffic is at least
+  `slowdown` times the job's own baseline; each point keeps that time by what it waited
+  for (`waiting_ns`), the evidence of the kind of waiting;
 - `io_stall` (a job, per step): file I/O time per byte read or written is at least
   `slowdown` times its baseline.
 A signal starts when its condition holds `sweeps` points in a row (an error signal: at the
@@ -306,9 +309,11 @@ class LinkDetector:
 
 @dataclass(frozen=True)
 class JobStep:
-    """One step of one job: [t0_ns, t1_ns), the time (summed over ranks) in MPI
-    collectives and waits and the MPI bytes; the file I/O time and bytes; how many ranks
-    reported in it."""
+    """One step of one job: [t0_ns, t1_ns), the time (summed over ranks) blocked in MPI
+    calls that wait (the spec's waits= key: point-to-point, collectives, completion, RMA
+    synchronisation) and the MPI bytes; the file I/O time and bytes; how many ranks
+    reported in it; the blocked time by what it waited for (`waiting_ns`: p2p, coll,
+    completion, rma -> ns; the evidence of a slowdown's kind of waiting)."""
 
     t0_ns: int
     t1_ns: int
@@ -317,6 +322,7 @@ class JobStep:
     io_time_ns: int
     io_bytes: int
     ranks: int = 1
+    waiting_ns: dict[str, int] = field(default_factory=dict)
 
 
 def per_byte(time_ns: int, nbytes: int, min_time_ns: int) -> float | None:
@@ -358,8 +364,12 @@ class JobDetector:
             factor = ratio / base if ratio is not None and base else 0.0
             hot = base is not None and factor >= self.th.slowdown
             streak = self.streaks[kind]
-            point = {"t_ns": s.t1_ns, "time_ns": t, "bytes": n, "per_byte_ns": ratio,
-                     "baseline_per_byte_ns": base}  # fmt: skip
+            point: dict[str, Any] = {
+                "t_ns": s.t1_ns, "time_ns": t, "bytes": n, "per_byte_ns": ratio,
+                "baseline_per_byte_ns": base,
+            }  # fmt: skip
+            if kind == "mpi_slowdown" and s.waiting_ns:
+                point["waiting_ns"] = s.waiting_ns
             if ratio is None and streak.open is None and not streak.hot:
                 streak.evidence.append(point)
                 continue  # nothing to judge; a quiet step without traffic does not count

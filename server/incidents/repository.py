@@ -18,8 +18,11 @@ from sqlalchemy.orm import Session
 
 from server.fabric import repository as fabric
 from server.incidents.detect import JobStep, LinkPoint
+from server.jobs import series
+from server.jobs.repository import Scope
+from server.query_params import Window
 from stacklens.constants import ERROR_COUNTERS, IO_LAYERS, PORT_COUNTERS, SATURATED_SHIFT
-from stacklens.mpi_ops import op_categories
+from stacklens.mpi_ops import op_categories, ops_waiting
 from stacklens.schema import (
     FabricEvent,
     FabricPortLatest,
@@ -35,8 +38,10 @@ SECOND = 10**9
 _MASK = 0xFFFF_FFFF_FFFF_FFFF
 #: Bit of a sample's flags that says its PortXmitWait is saturated.
 _WAIT_SATURATED = SATURATED_SHIFT + PORT_COUNTERS.index("xmit_wait")
-#: Op categories whose time is the MPI slowdown's (waiting) and whose bytes are MPI traffic.
-WAITING = ("mpi_coll", "mpi_completion")
+#: What a blocking MPI call waits for (the spec's waits= key) whose time is the MPI
+#: slowdown's (MPI-IO is the I/O stall's, from the file I/O records); op categories whose
+#: bytes are MPI traffic.
+WAITING = ("p2p", "coll", "completion", "rma")
 MOVING = ("mpi_p2p", "mpi_coll", "mpi_rma")
 
 
@@ -128,17 +133,19 @@ def link_events_after(
 
 def job_steps(session: Session, from_ns: int, to_ns: int) -> dict[int, list[JobStep]]:
     """Per job, its whole-second steps (by interval end) in [from_ns, to_ns) with MPI
-    traffic or file I/O: time in collectives and waits and MPI bytes (op_deltas), file
-    I/O time and bytes of the program's I/O (io_deltas, phase 0), summed over ranks, and
-    how many ranks reported either."""
-    waiting, moving = _ops(WAITING), _ops(MOVING)
+    traffic or file I/O: time blocked in MPI calls that wait (by WAITING kind) and MPI
+    bytes (op_deltas), file I/O time and bytes of the program's I/O (io_deltas, phase 0),
+    summed over ranks, and how many ranks reported either."""
+    moving = _ops(MOVING)
+    blocked = [func.coalesce(func.sum(OpDelta.time_ns).filter(
+        OpDelta.op_id.in_(ops_waiting((kind,)))), 0) for kind in WAITING]  # fmt: skip
     ops = (
         select(
             OpDelta.job_id,
             func.floor(OpDelta.t_end_ns / SECOND).label("s"),
-            func.coalesce(func.sum(OpDelta.time_ns).filter(OpDelta.op_id.in_(waiting)), 0),
             func.coalesce(func.sum(OpDelta.bytes).filter(OpDelta.op_id.in_(moving)), 0),
             func.count(OpDelta.world_rank.distinct()),
+            *blocked,
         )
         .where(OpDelta.t_end_ns >= from_ns, OpDelta.t_end_ns < to_ns)
         .group_by(OpDelta.job_id, text("2"))
@@ -155,15 +162,18 @@ def job_steps(session: Session, from_ns: int, to_ns: int) -> dict[int, list[JobS
         .group_by(IoDelta.job_id, text("2"))
     )
     sums: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
-    for job, s, t, n, ranks in session.execute(ops):
-        sums[(job, int(s))][0:2] = [int(t), int(n)]
+    waits: dict[tuple[int, int], dict[str, int]] = {}
+    for job, s, n, ranks, *by_kind in session.execute(ops):
+        sums[(job, int(s))][0:2] = [sum(int(t) for t in by_kind), int(n)]
         sums[(job, int(s))][4] = int(ranks)
+        waits[(job, int(s))] = {k: int(t) for k, t in zip(WAITING, by_kind, strict=True) if t}
     for job, s, t, n, ranks in session.execute(io):
         sums[(job, int(s))][2:4] = [int(t or 0), int(n or 0)]
         sums[(job, int(s))][4] = max(sums[(job, int(s))][4], int(ranks))
     out: dict[int, list[JobStep]] = defaultdict(list)
     for (job, s), (mt, mb, it, ib, ranks) in sorted(sums.items()):
-        out[job].append(JobStep(s * SECOND, (s + 1) * SECOND, mt, mb, it, ib, ranks))
+        out[job].append(JobStep(s * SECOND, (s + 1) * SECOND, mt, mb, it, ib, ranks,
+                                waits.get((job, s), {})))  # fmt: skip
     return dict(out)
 
 
@@ -176,10 +186,21 @@ def ended_jobs(session: Session, job_ids: list[int]) -> dict[int, int]:
     return {job: int(last) for job, last in session.execute(query)}
 
 
+def named_ranks(session: Session, job: int, from_ns: int, to_ns: int) -> list[dict[str, Any]]:
+    """The late and waiting ranks of a job over [from_ns, to_ns), late first, by the job
+    profile's own rule and words (server/jobs/profile.py; the job page and its report
+    say the same of that window): each as rank, role, op and text."""
+    span = max(to_ns - from_ns, 1)
+    rows = series.profile_rows(session, Scope(job, window=Window(from_ns, from_ns + span)),
+                               series.Steps(from_ns, from_ns + span, span))  # fmt: skip
+    return [{k: o[k] for k in ("rank", "role", "op", "text")}
+            for o in rows.slow_ranks()["outliers"]]  # fmt: skip
+
+
 def top_ranks(session: Session, job: int, kind: str, from_ns: int, to_ns: int,
               limit: int = 16) -> list[int]:  # fmt: skip
-    """The ranks of a job with the most time in waits and collectives (mpi_slowdown) or in
-    file I/O (io_stall) over [from_ns, to_ns), most first."""
+    """The ranks of a job with the most time blocked in MPI calls that wait (WAITING:
+    mpi_slowdown) or in file I/O (io_stall) over [from_ns, to_ns), most first."""
     if kind == "io_stall":
         t = func.sum(IoDelta.read_time_ns + IoDelta.write_time_ns)
         query = select(IoDelta.world_rank, t).where(
@@ -190,7 +211,7 @@ def top_ranks(session: Session, job: int, kind: str, from_ns: int, to_ns: int,
         t = func.sum(OpDelta.time_ns)
         query = select(OpDelta.world_rank, t).where(
             OpDelta.job_id == job, OpDelta.t_end_ns >= from_ns, OpDelta.t_end_ns < to_ns,
-            OpDelta.op_id.in_(_ops(WAITING)),
+            OpDelta.op_id.in_(ops_waiting(WAITING)),
         ).group_by(OpDelta.world_rank)  # fmt: skip
     rows = session.execute(query.order_by(t.desc(), text("1")).limit(limit)).all()
     return [r for r, v in rows if v]

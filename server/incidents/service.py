@@ -85,6 +85,10 @@ SETTLE_NS = 1_500_000_000
 EVENT_MARGIN_NS = 10 * SECOND
 #: How often an open incident's jobs' bytes on its links, ranks and files are read again.
 REFRESH_NS = 5 * SECOND
+#: Ranks of a job an incident lists at most (its late and waiting ones first).
+RANKS_LISTED = 16
+#: A member's details as last read: when, its ranks, files and late and waiting ranks.
+_Details = tuple[int, list[int], list[str], list[dict[str, Any]]]
 #: How the kinds are named in titles.
 KIND_TEXT = {
     "congestion": "Congestion",
@@ -148,7 +152,8 @@ class IncidentService:
         self._view: repo.FabricView | None = None
         # per open incident: its jobs' bytes on the link, their ranks and files (REFRESH_NS)
         self._on: dict[str, tuple[int, dict[int, int | None]]] = {}
-        self._details: dict[tuple[str, int, str, str], tuple[int, list[int], list[str]]] = {}
+        #: per (incident, job, kind, role): when read, ranks, files, named ranks
+        self._details: dict[tuple[str, int, str, str], _Details] = {}
 
     # ---- running -------------------------------------------------------------------------
 
@@ -431,13 +436,16 @@ class IncidentService:
             key = (incident.key, m.job, kind, m.role)
             known = self._details.get(key)
             if known is None or now - known[0] >= REFRESH_NS or incident.end_ns is not None:
-                ranks = repo.top_ranks(session, m.job, kind, incident.start_ns, upto)
+                named = repo.named_ranks(session, m.job, incident.start_ns, upto)
+                top = repo.top_ranks(session, m.job, kind, incident.start_ns, upto)
+                ranks = list(dict.fromkeys([n["rank"] for n in named] + top))[:RANKS_LISTED]
                 files = (repo.top_files(session, m.job, incident.start_ns, upto)
                          if kind == "io_stall" or m.role == "aggressor" else [])  # fmt: skip
-                known = self._details[key] = (now, ranks, files)
-            _, ranks, files = known
+                known = self._details[key] = (now, ranks, files, named)
+            _, ranks, files, named = known
             evidence = {s.kind: {"baseline_per_byte_ns": s.baseline, "peak_factor": s.peak,
                                  "lost_ns": round(s.lost_ns), "unobserved_ns": s.unobserved_ns,
+                                 **_waiting(s), "ranks": named,
                                  "series": s.evidence} for s in own}  # fmt: skip
             members.append({"slot": slot, "job_id": m.job, "role": m.role,
                             "signals": m.signals, "ranks": ranks, "files": files,
@@ -461,6 +469,22 @@ class IncidentService:
         jobs = repo.visible_jobs(session, [incident_id]).get(incident_id, {})
         return message.message(event, incident_id, row, [j for _, j in sorted(jobs.items())],
                                self.base_url)  # fmt: skip
+
+
+def _waiting(signal: Signal) -> dict[str, Any]:
+    """An MPI slowdown's kind of waiting: its time blocked per WAITING kind summed over the
+    steps it held (`waiting_ns`) and the kind with the most (`waits_in`); nothing for an
+    I/O stall."""
+    if signal.kind != "mpi_slowdown":
+        return {}
+    last = signal.last_ns if signal.end_ns is None else signal.end_ns
+    held: dict[str, int] = {}
+    for point in signal.evidence:
+        if signal.start_ns < point["t_ns"] <= last:
+            for kind, ns in point.get("waiting_ns", {}).items():
+                held[kind] = held.get(kind, 0) + ns
+    most = max(repo.WAITING, key=lambda k: held.get(k, 0)) if held else None
+    return {"waiting_ns": held, "waits_in": most}
 
 
 def _end(end: dict[str, Any]) -> str:

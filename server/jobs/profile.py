@@ -25,12 +25,13 @@ its excess over that median is
 so noise of a balanced code (a few ms, or ranks taking turns at waiting on an
 oversubscribed node) names nobody. A rank that stands out outside MPI is *late*: it
 computes (or does file I/O, when that is at least half its excess) while the others wait
-for it; it is named first, with the call it arrives last at (the operation where the
-other ranks' median time inside exceeds its own the most) and the ranks that wait for it
-there (at least the threshold longer inside that call than it). A rank that stands out
-inside MPI is *waiting*: named with the operation holding most of its excess and the late
-ranks it waits for (those that name it among their waiting ranks); with no late rank, the
-time goes in the communication itself.
+for it; it is named first, with the call it arrives last at (the blocking operation, by
+the spec's waits= key, where the other ranks' median time inside exceeds its own the most)
+and the ranks that wait for it there (at least the threshold longer inside that call than
+it). A rank that stands out inside MPI is *waiting*: named with the blocking operation
+holding most of its excess (any operation if it called none) and the late ranks it waits
+for (those that name it among their waiting ranks); with no late rank, the time goes in
+the communication itself.
 
 Collective imbalance: per communicator and op, the least, median and most time inside over
 its ranks, listed when the rank with the least is a late rank and stands out below the
@@ -43,7 +44,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 from typing import Any
+
+from stacklens.mpi_ops import op_names, op_waits
 
 #: A rank's excess over the other ranks' median must be at least this share of the
 #: window's elapsed time (a rank that costs the others less than this is not a finding) ...
@@ -109,6 +113,7 @@ def slow_ranks(
     shutdown, io = of(places.get(SHUTDOWN, {})), of(places.get(FILE_IO, {}))
     outside = {r: max(0, spans[r] - inside[r] - shutdown[r]) for r in ranks}
     per_op = {op: of(per_rank) for op, per_rank in ops.items()}
+    blocking = {op: t for op, t in per_op.items() if op in _waiting_ops()}
 
     named: list[dict[str, Any]] = []
     if len(ranks) >= 2:
@@ -124,11 +129,11 @@ def slow_ranks(
         rank = n["rank"]
         more_io = io[rank] - _median_of_others(io, rank, ranks)
         n["what"] = FILE_IO if 2 * more_io >= n["time_ns"] - n["median_ns"] else COMPUTATION
-        n["op"], n["ranks"] = _arrives_last_at(rank, per_op, ranks, floor)
+        n["op"], n["ranks"] = _arrives_last_at(rank, blocking, ranks, floor)
     for n in named:
         if n["role"] == WAITING:
             excess = {op: t[n["rank"]] - _median_of_others(t, n["rank"], ranks)
-                      for op, t in per_op.items()}  # fmt: skip
+                      for op, t in (blocking or per_op).items()}  # fmt: skip
             n["what"] = INSIDE
             n["op"] = max(sorted(excess), key=lambda op: excess[op]) if excess else None
             n["ranks"] = sorted(m["rank"] for m in late if n["rank"] in m["ranks"])
@@ -140,6 +145,12 @@ def slow_ranks(
     found.sort(key=lambda o: (o["role"] != LATE, -o["excess_ns"], o["rank"]))
     late_ranks = {n["rank"] for n in late}
     return {"outliers": found[:MAX_LISTED], "imbalance": imbalance(coll, floor, late_ranks)}
+
+
+@cache
+def _waiting_ops() -> frozenset[str]:
+    """The names of the MPI operations that block (the spec's waits= key)."""
+    return frozenset(n for n, w in zip(op_names(), op_waits(), strict=True) if w)
 
 
 def _median_of_others(times: dict[int, int], rank: int, ranks: Sequence[int]) -> int:

@@ -52,6 +52,7 @@ from stacklens.api_models import (
     Series,
     SlowRanks,
 )
+from stacklens.mpi_ops import WAIT_WORDS
 
 #: A link is named in the findings from this peak utilisation on ...
 BUSY_LINK = 0.8
@@ -530,7 +531,7 @@ def _job_incidents(session: Session, job_id: int, lo: int, hi: int) -> list[Inci
 
 #: What a job's own signal of an incident says, by detector kind.
 _SIGNAL_WORDS = {
-    "mpi_slowdown": "time in collectives and waits per byte",
+    "mpi_slowdown": "time blocked in MPI calls per byte",
     "io_stall": "file I/O time per byte",
 }
 
@@ -540,8 +541,9 @@ def incident_findings(incidents: Sequence[IncidentDetails], job: str) -> list[st
     how loaded it was and for how long, what the job showed meanwhile (its own signals:
     time per byte against its own baseline) and which job had most bytes on the link
     ("Link a[1] → b[2] was at up to 94 % of its capacity for 40.0 s (incident 7, from
-    ...) while this job's time in collectives and waits per byte rose to 3.0× its own
-    baseline; the job with most bytes on it was job J2 (1.2 GiB, routed).")."""
+    ...) while this job's time blocked in MPI calls per byte rose to 3.0× its own
+    baseline, most of it in blocking point-to-point; the job with most bytes on it was job
+    J2 (1.2 GiB, routed).")."""
     out = []
     for inc in incidents:
         me = next((m for m in inc.members if m.visible and m.job == job), None)
@@ -552,8 +554,11 @@ def incident_findings(incidents: Sequence[IncidentDetails], job: str) -> list[st
         rose = []
         for signal in me.signals:
             factor = me.evidence.get(signal, {}).get("peak_factor")
+            waits_in = me.evidence.get(signal, {}).get("waits_in")
+            where = f", most of it in {WAIT_WORDS[waits_in]}" if waits_in in WAIT_WORDS else ""
             if signal in _SIGNAL_WORDS and factor:
-                rose.append(f"{_SIGNAL_WORDS[signal]} rose to {factor:.1f}× its own baseline")
+                rose.append(f"{_SIGNAL_WORDS[signal]} rose to {factor:.1f}× its own baseline"
+                            + where)  # fmt: skip
         top = next((m for m in inc.members if m.role == "aggressor"), None)
         if top is not None and top.visible and top.job == job:
             meanwhile = "this job had the most bytes on it" + _routed(top.link_bytes)
@@ -1100,11 +1105,16 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
         )
         for signal, ev in m.evidence.items():
             factor = ev.get("peak_factor") if isinstance(ev, dict) else None
+            waits_in = ev.get("waits_in") if isinstance(ev, dict) else None
             if factor:
                 findings.append(
                     f"Job {m.job}: {signal.replace('_', ' ')}, time per byte up to "
-                    f"{factor:.1f}× its own baseline."
-                )
+                    f"{factor:.1f}× its own baseline"
+                    + (f", most of it in {WAIT_WORDS[waits_in]}." if waits_in in WAIT_WORDS
+                       else ".")
+                )  # fmt: skip
+            named = ev.get("ranks", []) if isinstance(ev, dict) else []
+            findings += [f"Job {m.job}: {n['text']}." for n in named]
             steps = ev.get("series", []) if isinstance(ev, dict) else []
             per_byte[f"{m.job}: {signal}"] = [
                 (s["t_ns"], s.get("per_byte_ns"), s.get("baseline_per_byte_ns"))

@@ -1,10 +1,11 @@
 """End to end: `stacklens demo` stages its incident (stacklens_cli/demo_incident.py) on the
 simulated fabric with real MPI jobs under the hooks; the detectors find it within 2 sweeps
 and name it correctly (congestion on the shared spine link, demo-checkpoint the likely
-aggressor, demo-solver the victim), major once the solver has lost 5 s; a person sees the
-banner on every page, the incident on the Incidents page and on its own page with its
-jobs, and its link marked congested on the Fabric page it leads to; no console errors;
-everything the demo started is gone afterwards."""
+aggressor, demo-solver the victim, its rank 0 late and rank 1 waiting for it), major once
+the solver has lost 5 s; a person sees the banner on every page, the incident on the
+Incidents page and on its own page with its jobs, and its link marked congested on the
+Fabric page it leads to; no console errors; everything the demo started is gone
+afterwards."""
 
 from __future__ import annotations
 
@@ -98,6 +99,13 @@ def test_the_demo_incident_is_detected_named_and_shown(tmp_path, hook_library, e
         detail = httpx.get(f"{base}/api/incidents/{incident['id']}", timeout=5).json()
         roles = {m["job"]: m["role"] for m in detail["members"]}
         assert roles == {"demo-checkpoint": "aggressor", "demo-solver": "victim"}
+        # the solver's rank 0 arrives late at its collectives: it is named first, as late,
+        # and rank 1 as waiting for it (not the other way round)
+        (solver,) = [m for m in detail["members"] if m["job"] == "demo-solver"]
+        named = solver["evidence"]["mpi_slowdown"]["ranks"]
+        assert [(n["rank"], n["role"]) for n in named] == [(0, "late"), (1, "waiting")], named
+        assert named[0]["text"].startswith("rank 0 arrives last at MPI_"), named
+        assert solver["ranks"] == [0, 1]
         assert proc.wait(timeout=120) == 0
     finally:
         if proc.poll() is None:  # as Ctrl-C would: the demo stops what it started

@@ -66,7 +66,9 @@ def _details() -> IncidentDetails:
               "evidence": {"mpi_slowdown": {"baseline_per_byte_ns": 2.0,
                                             "lost_ns": 1_500_000_000, "series": [
                   {"t_ns": T0, "per_byte_ns": 2.0}, {"t_ns": T0 + 10**9, "per_byte_ns": 10.0},
-                  {"t_ns": T0 + 2 * 10**9, "per_byte_ns": None}]}}}  # fmt: skip
+                  {"t_ns": T0 + 2 * 10**9, "per_byte_ns": None}],
+                  "ranks": [{"rank": 1, "role": "late", "op": "MPI_Bcast",
+                             "text": "."}]}}}  # fmt: skip
     hidden = {"role": "aggressor", "visible": False, "job": None, "user": None,
               "label": "another job", "signals": [], "ranks": [], "files": [],
               "link_bytes": None, "evidence": {}}  # fmt: skip
@@ -116,6 +118,7 @@ def test_the_page_facts_and_its_links_to_the_fabric_page_at_its_time():
 
 
 def test_the_jobs_table_links_the_job_its_ranks_and_files_and_names_no_other_job():
+    """The late rank is marked so (the incident's evidence names it)."""
     table = components.incident_jobs(_details())
     head, hidden, mine = table.children
     assert _texts(head) == ["Role", "Job", "User", "Signals", "Lost", "Bytes on the links",
@@ -125,7 +128,8 @@ def test_the_jobs_table_links_the_job_its_ranks_and_files_and_names_no_other_job
     report = f"/api/reports/jobs/a%7Cb?owner=alice&from={T0 // 10**9 - 30}&format=html"
     assert _texts(mine) == [
         "victim", ("a|b", job), "alice", "mpi_slowdown", "1.5 s", "3.00 MiB",
-        ("rank 1", job), ", ", ("rank 0", job), ("MPI-IO:/x_y.h5", job), ("⤓ HTML", report),
+        ("rank 1 (late)", job), ", ", ("rank 0", job), ("MPI-IO:/x_y.h5", job),
+        ("⤓ HTML", report),
     ]  # fmt: skip
 
 

@@ -261,7 +261,24 @@ def _incident(pg_url: str, aggressor: str | None = None, victim: str = HOSTILE_J
                                 "xmit_wait_per_s": 5_000_000.0}]}],
                 "members": [{"role": "victim"}],
             }  # fmt: skip
-            evidence = {"mpi_slowdown": {"peak_factor": 4.0, "series": steps}}
+            named = [
+                {
+                    "rank": 1,
+                    "role": "late",
+                    "op": "MPI_Sendrecv",
+                    "text": "rank 1 arrives last at MPI_Sendrecv: 1.00 s more computing than "
+                    "the median rank (50% of the elapsed time); rank 0 waits for it",
+                }
+            ]
+            evidence = {
+                "mpi_slowdown": {
+                    "peak_factor": 4.0,
+                    "series": steps,
+                    "waits_in": "p2p",
+                    "waiting_ns": {"p2p": 36_000},
+                    "ranks": named,
+                }
+            }
             member = {
                 "slot": 0,
                 "job_id": job,
@@ -296,7 +313,14 @@ def test_the_incident_report(hostile, pg_url, tmp_path):
     ) in text
     assert (f"Job {HOSTILE_JOB} ({HOSTILE_USER}) was the victim: mpi_slowdown; ranks most "
             "affected: 1; 800 B on these links (routed).") in text  # fmt: skip
-    assert f"Job {HOSTILE_JOB}: mpi slowdown, time per byte up to 4.0× its own baseline." in text
+    assert (
+        f"Job {HOSTILE_JOB}: mpi slowdown, time per byte up to 4.0× its own baseline, "
+        "most of it in blocking point-to-point."
+    ) in text
+    assert (
+        f"Job {HOSTILE_JOB}: rank 1 arrives last at MPI_Sendrecv: 1.00 s more computing "
+        "than the median rank (50% of the elapsed time); rank 0 waits for it."
+    ) in text
     assert hostile.get(f"/api/reports/incidents/{incident + 1}").status_code == 404
     html = hostile.get(f"/api/reports/incidents/{incident}")
     assert html.status_code == 200 and html.text.count('class="figure plot"') == 3
@@ -309,9 +333,9 @@ def test_the_job_report_joins_a_busy_link_to_its_slowdown_and_names_who_loaded_i
     incident = _incident(pg_url, aggressor=BOB_JOB)
     expected = (
         f"Link spine1[1] → leaf1[3] was at up to 90 % of its capacity for 1.00 s (incident "
-        f"{incident}, from 2023-11-14 22:13:21 UTC) while this job's time in collectives and "
-        f"waits per byte rose to 4.0× its own baseline; the job with most bytes on it was job "
-        f"{BOB_JOB} (4.88 KiB, routed)."
+        f"{incident}, from 2023-11-14 22:13:21 UTC) while this job's time blocked in MPI "
+        "calls per byte rose to 4.0× its own baseline, most of it in blocking point-to-point; "
+        f"the job with most bytes on it was job {BOB_JOB} (4.88 KiB, routed)."
     )
     pdf = hostile.get(f"/api/reports/jobs/{HOSTILE_JOB}", params={"format": "pdf"})
     assert pdf.status_code == 200, pdf.text
@@ -341,8 +365,9 @@ def test_a_job_report_names_no_other_users_job_from_an_incident(collector, pg_ur
             assert (
                 f"Link spine1[1] → leaf1[3] was at up to 90 % of its capacity for 1.00 s "
                 f"(incident {incident}, from 2023-11-14 22:13:21 UTC) while this job's time "
-                "in collectives and waits per byte rose to 4.0× its own baseline; the job with "
-                "most bytes on it was another job (not yours)."
+                "blocked in MPI calls per byte rose to 4.0× its own baseline, most of it in "
+                "blocking point-to-point; the job with most bytes on it was another job (not "
+                "yours)."
             ) in html.unescape(shown)
             assert [n for n in BOB_NAMES if n in shown] == []
     finally:

@@ -4,8 +4,10 @@ real collector, for the incident tests:
     spine (lid 1)            L1[9] - spine[1] is congested (PortXmitWait 5 M ticks/s at
      [1]      [2]            L1[9]) in sweeps CONGESTED; L2[9] - spine[2] stays quiet
     L1[9]     L2[9]
-    [1] a1    [1] a2         alice's job: ranks on hosta1, hosta2; its MPI_Allreduce takes
-    [2] b1    [2] b2         5x longer per byte in the steps SLOW (the victim)
+    [1] a1    [1] a2         alice's job: ranks on hosta1, hosta2; in the steps SLOW its
+    [2] b1    [2] b2         rank 0 arrives late at the blocking call they meet in
+                             (MPI_Allreduce, or MPI_Sendrecv: `wait`): rank 1 waits there
+                             900 ms instead of 100, 5x her time per byte (the victim)
     [3] c1                   bob's job: hostb1, hostb2, 50 MB/s point-to-point + checkpoint
     [4] c2                   writes (the aggressor); carol's job: hostc1, hostc2, one leaf
 
@@ -98,22 +100,25 @@ class StagedFabric:
         self.store.close()
 
 
-def frames(i: int, jobs: tuple[str, ...] = tuple(JOBS), final: bool = False) -> list[bytes]:
+def frames(i: int, jobs: tuple[str, ...] = tuple(JOBS), final: bool = False,
+           wait: str = "MPI_Allreduce") -> list[bytes]:  # fmt: skip
     """These jobs' frames of interval i ([T0 + i s, T0 + (i+1) s)); `final`: their ranks'
-    last frames (the jobs end with it)."""
+    last frames (the jobs end with it); `wait`: the blocking call the jobs' ranks meet in
+    ten times a second (1 MiB; 100 ms inside; alice's rank 1 900 ms in the steps SLOW)
+    beside their eight posted sends (MPI_Isend: 1 ms, no waiting)."""
     op = op_names().index
     out = []
     for job in jobs:
         user, hosts, p2p, ckpt = JOBS[job]
         for rank, host in enumerate(hosts):
-            slow = job == "alice-inc" and i in SLOW
+            late = job == "alice-inc" and i in SLOW and rank == 1  # it waits for rank 0
             tables = {
                 "p2p": wire.records("p2p", [{"peer": 1 - rank, "bytes_sent": p2p, "msgs_sent": 8,
                                              "bytes_recv": p2p, "msgs_recv": 8}]),
                 "op": wire.records("op", [
-                    {"op_id": op("MPI_Send"), "calls": 8, "bytes": p2p, "time_ns": 10**6},
-                    {"op_id": op("MPI_Allreduce"), "calls": 10, "bytes": 1 << 20,
-                     "time_ns": (500 if slow else 100) * 10**6},
+                    {"op_id": op("MPI_Isend"), "calls": 8, "bytes": p2p, "time_ns": 10**6},
+                    {"op_id": op(wait), "calls": 10, "bytes": 1 << 20,
+                     "time_ns": (900 if late else 100) * 10**6},
                 ]),
             }  # fmt: skip
             if ckpt:
@@ -133,8 +138,9 @@ def frames(i: int, jobs: tuple[str, ...] = tuple(JOBS), final: bool = False) -> 
     return out
 
 
-def send(collector, i: int, jobs: tuple[str, ...] = tuple(JOBS), final: bool = False) -> None:
+def send(collector, i: int, jobs: tuple[str, ...] = tuple(JOBS), final: bool = False,
+         wait: str = "MPI_Allreduce") -> None:  # fmt: skip
     """Send interval i of these jobs (every job) through the collector, committed (frames)."""
-    payload = frames(i, jobs, final)
+    payload = frames(i, jobs, final, wait)
     acks = exchange(collector.address, b"".join(payload), acks=len(payload))
     assert [status for status, _ in acks] == [0] * len(payload)

@@ -7,6 +7,7 @@ lists and filters it and shows each user the other users' jobs as "another job".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import threading
 import time
@@ -19,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from server.access.viewer import Access
 from server.app import create_app
+from server.incidents import repository as incidents
 from server.incidents.detect import Thresholds
 from server.incidents.service import IncidentService
 from server.incidents.webhook import Webhook
@@ -43,10 +45,18 @@ PUBLIC = "https://stacklens.example.org/hpc"
 
 @pytest.fixture
 def staged(collector, pg_url) -> Iterator[dict]:
+    """The staged incident, alice's ranks meeting in MPI_Allreduce (stage)."""
+    with stage(collector, pg_url, "MPI_Allreduce") as staged_:
+        yield staged_
+
+
+@contextlib.contextmanager
+def stage(collector, pg_url: str, wait: str) -> Iterator[dict]:
     """25 sweeps and job intervals, a tick after each (the clock 1.6 s past the sweep), as
     `stacklens up` runs them: the ticks in this thread, the webhook's sender on an event
-    loop of its own posting to a local HTTP receiver. The messages per tick, the bodies
-    the receiver got, the engine."""
+    loop of its own posting to a local HTTP receiver; the jobs' ranks meet in `wait`
+    (tests/server/incident_data.py). The messages per tick, the bodies the receiver got,
+    the engine."""
     engine = make_engine(pg_url)
     now = [T0]
     receiver = Receiver(fail=0)
@@ -62,7 +72,7 @@ def staged(collector, pg_url) -> Iterator[dict]:
     try:
         for i in range(25):
             fabric.sweep(i)
-            send(collector, i)
+            send(collector, i, wait=wait)
             now[0] = T0 + (i + 1) * S + 1_600_000_000
             messages[i] = copy.deepcopy(service.tick())
         sent = sum(len(m) for m in messages.values())
@@ -115,7 +125,7 @@ def test_detected_within_two_sweeps_named_and_closed(staged):
     # I/O is not placed on links): 5 x 2 x 50 MiB; alice 5 x 2 x 1 MiB
     assert bob["link_bytes"] == 10 * (50 << 20) and alice["link_bytes"] == 10 * (1 << 20)
     assert bob["files"] == ["MPI-IO:/scratch/bob/ckpt.h5"]
-    assert sorted(alice["ranks"]) == [0, 1]
+    assert alice["ranks"] == [0, 1]  # rank 0 arrives late, rank 1 waits for it: late first
     closed = messages[18][0]["incident"]
     assert [j["link_bytes"] for j in closed["jobs"]] == [20 * (50 << 20), 20 * (1 << 20)]
     assert closed["id"] == opened["id"] and closed["end_ns"] == T0 + 16 * S
@@ -206,9 +216,14 @@ def test_the_api_shows_other_users_jobs_as_another_job(api):
                       "link_bytes": None, "evidence": {}}  # fmt: skip
     assert (mine["job"], mine["role"], mine["link_bytes"]) == ("alice-inc", "victim", 20 << 20)
     series = mine["evidence"]["mpi_slowdown"]
-    # both ranks' MPI_Allreduce time over their MPI_Send and MPI_Allreduce bytes
+    # both ranks' MPI_Allreduce time over their MPI_Isend and MPI_Allreduce bytes
     assert series["baseline_per_byte_ns"] == 2 * 100 * 10**6 / (4 << 20)
     assert series["peak_factor"] == 5.0
+    # the kind of waiting: all in the collective, over the 6 slow steps; the late rank
+    # first, as the job's profile names it over the incident's window
+    assert (series["waits_in"], series["waiting_ns"]) == ("coll", {"coll": 6 * S})
+    assert series["ranks"] == late_and_waiting("MPI_Allreduce")
+    assert mine["ranks"] == [0, 1]
     (link,) = detail["links"]
     assert (link["a"]["name"], link["b"]["name"], link["signals"]) == (
         "spine",
@@ -219,6 +234,43 @@ def test_the_api_shows_other_users_jobs_as_another_job(api):
     assert waits[:6] == [WAIT_PER_S] * 6  # the congested sweeps, one second apart
     admin = get("carol", f"/api/incidents/{row['id']}")
     assert [m["label"] for m in admin["members"]] == ["job bob-inc", "job alice-inc"]
+
+
+def late_and_waiting(op: str) -> list[dict]:
+    """Alice's ranks as the incident names them: rank 0 late at `op`, rank 1 waiting."""
+    return [
+        {"rank": 0, "role": "late", "op": op,
+         "text": f"rank 0 arrives last at {op}: 4.00 s more computing than the median rank "
+                 "(67% of the elapsed time); rank 1 waits for it"},
+        {"rank": 1, "role": "waiting", "op": op,
+         "text": "rank 1 waits for rank 0 (late): 4.00 s more inside MPI than the median "
+                 f"rank (67% of the elapsed time), most in {op}"},
+    ]  # fmt: skip
+
+
+def test_a_job_slowed_inside_blocking_sendrecv_is_named_a_victim(collector, pg_url):
+    """Alice's ranks meet in MPI_Sendrecv instead: the time blocked in that point-to-point
+    call is her slowdown (the spec's waits=p2p), so she is the congestion's victim as
+    before, with the evidence of where she waited and who was late."""
+    with stage(collector, pg_url, "MPI_Sendrecv") as staged_:
+        messages = staged_["messages"]
+        assert {i: [m["event"] for m in ms] for i, ms in messages.items() if ms} == {
+            11: ["opened"], 12: ["updated"], 15: ["updated"], 18: ["closed"]
+        }  # fmt: skip
+        closed = messages[18][0]["incident"]
+        assert [(j["job"], j["role"], j["signals"], j["ranks"]) for j in closed["jobs"]] == [
+            ("bob-inc", "aggressor", [], [0, 1]),
+            ("alice-inc", "victim", ["mpi_slowdown"], [0, 1]),
+        ]
+        with Session(staged_["engine"]) as session:
+            (alice,) = [j for j in incidents.visible_jobs(session, [closed["id"]])[closed["id"]]
+                        .values() if j["job"] == "alice-inc"]  # fmt: skip
+    evidence = alice["evidence"]["mpi_slowdown"]
+    assert (evidence["waits_in"], evidence["waiting_ns"]) == ("p2p", {"p2p": 6 * S})
+    assert evidence["ranks"] == late_and_waiting("MPI_Sendrecv")
+    slow = [p for p in evidence["series"] if p.get("per_byte_ns") and p["per_byte_ns"] > 100]
+    assert [p["waiting_ns"] for p in slow] == [{"p2p": S}] * 6
+    assert evidence["peak_factor"] == 5.0
 
 
 def test_the_list_filters_and_refuses_unknown_parameters(api):
