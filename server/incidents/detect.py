@@ -26,8 +26,10 @@ since the job's last interval (`JobDetector.unobserved`): nobody knows whether i
 have cleared; so does every link signal when the fabric is no longer swept
 (`LinkDetector.unobserved`, since the last sweep). A job's baseline is the median time
 per byte of its steps in the `baseline_ns` before the step judged (at least
-BASELINE_STEPS of them, each with `min_time_ns` of that time); it is frozen while the
-job's signal is open, so a long slowdown does not become its own baseline.
+BASELINE_STEPS of them, each with `min_time_ns` of that time, and the middle half of them
+within `slowdown` times of each other: a window that holds two phases of a job is no
+baseline); it is frozen while the job's signal is open, so a long slowdown does not
+become its own baseline.
 
 The size of an effect. A signal keeps how long its condition held (`held_ns`: its hot
 points' durations) and, a job's, the time the job lost (`lost_ns`: per hot step, its
@@ -343,8 +345,11 @@ class JobDetector:
         self.frozen: dict[str, float] = {}
 
     def baseline(self, kind: str, now_ns: int) -> float | None:
-        """The median time per byte of the baseline window before `now_ns` (None: fewer
-        than BASELINE_STEPS steps), or the frozen one of an open signal."""
+        """The median time per byte of the baseline window before `now_ns`, or the frozen
+        one of an open signal. None, nothing to judge against, with fewer than
+        BASELINE_STEPS steps, or with steps that disagree: the middle half of them spread
+        more than `slowdown` times (a job changing phase, such as one that reads and
+        broadcasts its input before it computes, or one too erratic to judge)."""
         if kind in self.frozen:
             return self.frozen[kind]
         past = self.history[kind]
@@ -352,7 +357,9 @@ class JobDetector:
             past.popleft()
         if len(past) < BASELINE_STEPS:
             return None
-        return statistics.median(v for _, v in past)
+        values = [v for _, v in past]
+        low, median, high = statistics.quantiles(values, n=4)
+        return None if high > low * self.th.slowdown else median
 
     def step(self, s: JobStep) -> list[Signal]:
         """Feed one complete step; the signals it opened or closed."""

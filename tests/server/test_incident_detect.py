@@ -174,6 +174,23 @@ def test_io_stall_needs_a_baseline_and_enough_time():
     assert [(i, s.kind, s.peak) for i, s in events] == [(7, "io_stall", 4.0)]
 
 
+def test_a_job_that_reads_its_input_first_is_no_slowdown():
+    """A job's first steps broadcast its input (0.1 ns/B), then it exchanges halos (1.2
+    ns/B, 12x): the baseline of a window whose steps disagree by more than the slowdown
+    factor is none, so nothing is judged until the halo steps agree; a real slowdown
+    after that is found as ever (bench/incidents.py's scripted hour met this job)."""
+    steps = _steps([(0.1, 0.0)] * 3 + [(1.2, 0.0)] * 40 + [(6.0, 0.0)] * 4)
+    per_byte = 10**8 / int(10**8 / 1.2)  # a halo step's time per byte (whole bytes)
+    det = JobDetector(7, TH)
+    assert [s for st in steps[:6] for s in det.step(st)] == []
+    assert det.baseline("mpi_slowdown", T0 + 6 * S) is None  # 3 steps of each phase
+    assert [s for st in steps[6:13] for s in det.step(st)] == []
+    assert det.baseline("mpi_slowdown", T0 + 13 * S) == per_byte  # the middle half agrees
+    det = JobDetector(7, TH)
+    events = [(i, s.kind, s.baseline) for i, st in enumerate(steps) for s in det.step(st)]
+    assert events == [(44, "mpi_slowdown", per_byte)]
+
+
 def _signal(kind: str, subject: int, start: int, end: int | None = None, lost: float = 0.0
             ) -> Signal:  # fmt: skip
     """A signal from `start` (s after T0), held 2 s, that lost `lost` s (a job's)."""
