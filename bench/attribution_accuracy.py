@@ -55,6 +55,7 @@ from server.traffic import repository
 from server.traffic.attribution import attribute
 from server.traffic.repository import TrafficConfig
 from stacklens import wire
+from stacklens.constants import ON_LINKS
 from stacklens.db import make_engine, migrate, start_embedded
 from stacklens.mpi_ops import op_names
 
@@ -387,7 +388,7 @@ def _compare(truth, result, keys, emu, ports, known, noise_on, management, traff
     rows: dict[str, Any] = {"links": len(known), "paths": paths, "seconds": took,
                             "left_out": dict(result.left_out)}  # fmt: skip
     groups = _groups(tree, ports, emu, paths) if paths != "fixed" else None
-    for category in ("mpi_p2p", "mpi_rma", "io", "mpi_coll"):
+    for category in ON_LINKS:
         compared = exact = 0
         worst = 0.0
         truth_bytes = attr_bytes = 0.0
@@ -477,7 +478,7 @@ def table(name: str, rows: dict[str, Any]) -> str:
              f"compared per {unit}; attribution {rows['seconds']:.2f} s)", "",
              "| category | compared | exact | largest error | truth bytes | attributed bytes |",
              "|---|---|---|---|---|---|"]  # fmt: skip
-    for category in ("mpi_p2p", "mpi_rma", "io", "mpi_coll"):
+    for category in ON_LINKS:
         r = rows[category]
         lines.append(f"| {category} | {r['compared']} | {r['exact']} | {r['worst']:.2e} | "
                      f"{r['truth']:,.0f} | {r['attributed']:,.0f} |")  # fmt: skip

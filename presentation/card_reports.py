@@ -23,19 +23,10 @@ from stacklens.api_models import (
     JobSizes,
     Matrix,
 )
+from stacklens.constants import CATEGORY_LABELS
 
 #: Rows of a section's table at most (a report stays readable; the API has the rest).
 SECTION_ROWS = 200
-
-#: How a report names the API's traffic categories of MPI operations.
-CATEGORY_NAMES = {
-    "mpi_p2p": "MPI point-to-point",
-    "mpi_completion": "MPI wait/test",
-    "mpi_coll": "MPI collective",
-    "mpi_rma": "MPI one-sided (RMA)",
-    "io": "MPI-IO calls",
-    "other": "MPI other",
-}
 
 #: A card's part of a report: its introduction, figures and tables.
 ReportPart = tuple[str, list[Figure], list[Table]]
@@ -70,7 +61,7 @@ def matrix_report(matrix: Matrix) -> ReportPart:
 def ops_report(ops: JobOps) -> ReportPart:
     """Time inside per MPI operation, and the operations heaviest first."""
     rows, note = ranked(
-        [o.op, CATEGORY_NAMES.get(o.category, o.category), f"{o.calls:,}",
+        [o.op, CATEGORY_LABELS.get(o.category, o.category), f"{o.calls:,}",
          format_bytes(o.bytes), format_duration_ns(o.time_ns), str(o.ranks)]
         for o in ops.ops
     )  # fmt: skip

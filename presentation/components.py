@@ -31,6 +31,7 @@ from stacklens.api_models import (
     JobSizes,
     Matrix,
 )
+from stacklens.constants import CATEGORY_LABELS
 
 # Rows shown in the MPI operations table (heaviest time first).
 MAX_OP_ROWS = 50
@@ -53,18 +54,6 @@ MAX_RANK_ROWS = 256
 
 # Hosts named in the ranks summary line.
 MAX_SUMMARY_HOSTS = 8
-
-
-#: How the API's traffic categories of MPI operations read on the page.
-CATEGORY_LABELS = {
-    "mpi_p2p": "point-to-point",
-    "mpi_completion": "wait/test",
-    "mpi_coll": "collective",
-    "mpi_rma": "RMA",
-    "io": "MPI-IO",
-    "mpi_startup": "start-up (MPI_Init, MPI_Finalize, MPI_Abort)",
-    "other": "other",
-}
 
 
 # Characters of table-cell text that Markdown could read as syntax: cell borders, escapes,

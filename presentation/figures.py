@@ -22,7 +22,7 @@ from stacklens.api_models import (
     Series,
     SlowRanks,
 )
-from stacklens.constants import ERROR_COUNTERS, bucket_bounds
+from stacklens.constants import CATEGORY_LABELS, ERROR_COUNTERS, bucket_bounds
 
 # Cell labels: full ("1.50 MiB") up to this many rows of cells, short ("1.5M") up to the
 # next, none beyond (hover still shows exact values).
@@ -195,7 +195,8 @@ def _base_layout() -> dict:
 
 def timeline(series: Series) -> go.Figure:
     """Time (top) and bytes (bottom) per step, a stacked bar trace per MPI traffic category
-    and file-system layer (`by=category` series); x = the step's start (UTC)."""
+    (named by its label) and file-system layer (`by=category` series); x = the step's start
+    (UTC)."""
     if not series.points:
         return _empty_figure("Nothing in this window.")
     metric = {name: i for i, name in enumerate(series.metrics)}
@@ -207,8 +208,9 @@ def timeline(series: Series) -> go.Figure:
         x = [_utc(p.t_ns) for p in points]
         for row, name, scale in ((1, "time_ns", 1e-9), (2, "bytes", 1)):
             fig.add_trace(
-                go.Bar(x=x, y=[p.values[metric[name]] * scale for p in points], name=key,
-                       legendgroup=key, showlegend=row == 1, offsetgroup=0),
+                go.Bar(x=x, y=[p.values[metric[name]] * scale for p in points],
+                       name=CATEGORY_LABELS.get(key, key), legendgroup=key,
+                       showlegend=row == 1, offsetgroup=0),
                 row=row, col=1,
             )  # fmt: skip
     fig.update_layout(barmode="stack", bargap=0, **_base_layout())

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stacklens.constants import IO_LAYERS, OVERFLOW_COMM_ID
+from stacklens.constants import CATEGORIES, IO_LAYERS, OVERFLOW_COMM_ID
 
 
 class ApiModel(BaseModel):
@@ -133,8 +133,8 @@ class OpTotal(ApiModel):
 
     op: str = Field(description="MPI function name, e.g. MPI_Send")
     category: str = Field(
-        description="traffic category: mpi_p2p, mpi_completion, mpi_coll, mpi_rma, io, "
-        "mpi_startup (MPI_Init*, MPI_Finalize, MPI_Abort), other"
+        description=f"traffic category: one of {', '.join(CATEGORIES)} (mpi_startup: "
+        "MPI_Init*, MPI_Finalize, MPI_Abort)"
     )
     received: bool = Field(description="its bytes are received (receives, reads, RMA gets)")
     calls: int
@@ -836,7 +836,8 @@ class JobPlacement(ApiModel):
 # traffic: which job and which category is on each link (server/traffic/, docs/attribution.md)
 # ---------------------------------------------------------------------------------------
 
-#: Traffic categories of attributed traffic.
+#: Traffic categories of attributed traffic: stacklens.constants.ON_LINKS, written out for
+#: the type checker (tests/test_constants.py holds both equal).
 TrafficCategory = Literal["mpi_p2p", "mpi_coll", "mpi_rma", "io"]
 #: How a figure was obtained: measured (a counter), routed (a flow the hooks measured,
 #: placed on links by the forwarding tables), modelled (a collective algorithm's pattern).

@@ -1,4 +1,5 @@
-"""Names and codes every layer shares: counter lists, flag bits, ids, bucket rules.
+"""Names and codes every layer shares: counter lists, traffic categories, flag bits, ids,
+bucket rules.
 
 Pure data (standard library only), so the collector, the server, the frontend and the
 storage schema read the same definitions. Where the wire format defines a list too
@@ -6,6 +7,8 @@ storage schema read the same definitions. Where the wire format defines a list t
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 #: Point-to-point counters of a peer record, in wire order (table p2p).
 P2P_COUNTERS = ("bytes_sent", "msgs_sent", "bytes_recv", "msgs_recv")
@@ -30,6 +33,57 @@ IO_LAYERS = {1: "POSIX", 2: "stdio", 3: "MPI-IO"}
 #: The file I/O layers of the slow-rank profile's file I/O time (POSIX, stdio; MPI-IO's time
 #: is that of its MPI_File calls: server/jobs/profile.py).
 FILE_IO_LAYERS = tuple(k for k, name in IO_LAYERS.items() if name in ("POSIX", "stdio"))
+
+
+class Category(NamedTuple):
+    """A traffic category: of MPI operations (each op's, from its spec class or `traffic=`
+    key: stacklens.mpi_ops) and of the transfers attributed to links (server/traffic)."""
+
+    key: str  #: its name in the API, the stored rollups and the spec's traffic= keys
+    label: str  #: how the pages and the reports name it (the same words everywhere)
+    mpi_time: bool  #: its time is a share of the time inside MPI (slow-rank profile, rollups)
+    communication: bool  #: its time is communication ("time inside MPI" on the job page)
+    moving: bool  #: its bytes move between ranks: the MPI slowdown detector's bytes
+    on_links: bool  #: its transfers are attributed to the links they cross
+
+
+#: Every traffic category, in display order: the one declaration of their keys, labels and
+#: which views and detectors use them. The subsets below are derived from it, and
+#: tests/test_constants.py fails when a module writes a list of categories of its own.
+CATEGORY_TABLE = (
+    Category("mpi_p2p", "point-to-point", mpi_time=True, communication=True, moving=True,
+             on_links=True),
+    Category("mpi_completion", "wait/test", mpi_time=True, communication=True, moving=False,
+             on_links=False),  # the completion calls: the time inside them is waiting
+    Category("mpi_coll", "collective", mpi_time=True, communication=True, moving=True,
+             on_links=True),
+    Category("mpi_rma", "RMA", mpi_time=True, communication=True, moving=True, on_links=True),
+    # ops: the MPI-IO calls; links: every layer's file I/O to the file system's servers
+    Category("io", "file I/O", mpi_time=False, communication=True, moving=False,
+             on_links=True),
+    # MPI_Init*, MPI_Finalize, MPI_Abort: no communication (docs/design.md, Operation ids)
+    Category("mpi_startup", "start-up (MPI_Init, MPI_Finalize, MPI_Abort)", mpi_time=False,
+             communication=False, moving=False, on_links=False),
+    Category("other", "other", mpi_time=True, communication=True, moving=False,
+             on_links=False),
+)  # fmt: skip
+
+#: The category keys, in display order.
+CATEGORIES = tuple(c.key for c in CATEGORY_TABLE)
+#: How the pages and the reports name each category.
+CATEGORY_LABELS = {c.key: c.label for c in CATEGORY_TABLE}
+#: The MPI categories a slow-rank profile's share splits a step's MPI time into (start-up
+#: and file I/O apart; server/jobs/profile.py). Their order is stored: the rollups' share
+#: classes index it (stacklens/schema.py SHARE_CLASSES).
+MPI_CATEGORIES = tuple(c.key for c in CATEGORY_TABLE if c.mpi_time)
+#: The categories whose time is communication ("time inside MPI" on the page).
+COMMUNICATION = tuple(c.key for c in CATEGORY_TABLE if c.communication)
+#: The categories whose bytes move data between ranks: the MPI traffic the MPI slowdown
+#: detector weighs its time against (server/incidents/repository.py).
+MOVING = tuple(c.key for c in CATEGORY_TABLE if c.moving)
+#: The categories of the transfers attributed to links (server/traffic, the reports'
+#: attribution table; the API's TrafficCategory).
+ON_LINKS = tuple(c.key for c in CATEGORY_TABLE if c.on_links)
 
 #: Time spans in nanoseconds (the unit of every timestamp): the rollups' steps (a second, a
 #: minute, five minutes) and the storage partitions' day.

@@ -11,23 +11,16 @@ from __future__ import annotations
 from functools import cache
 
 from contract import MPI_SPEC, generate
+from stacklens.constants import CATEGORIES, MPI_CATEGORIES
 
-#: Traffic categories of MPI operations, in display order; the completion calls are a
-#: category of their own (the time inside them is waiting), and so is start-up (MPI_Init*,
-#: MPI_Finalize and MPI_Abort are no communication; docs/design.md, Operation ids).
-CATEGORIES = ("mpi_p2p", "mpi_completion", "mpi_coll", "mpi_rma", "io", "mpi_startup", "other")
+# The traffic categories, their labels and subsets are declared once, in
+# stacklens.constants.CATEGORY_TABLE; an op's category is one of CATEGORIES.
 
-#: The MPI categories a slow-rank profile's share splits a step's MPI time into (start-up
-#: and file I/O apart; server/jobs/profile.py).
-MPI_CATEGORIES = tuple(c for c in CATEGORIES if c not in ("io", "mpi_startup"))
 #: The ops of category mpi_startup that end a rank (the others start it).
 SHUTDOWN_OPS = ("MPI_Finalize", "MPI_Abort")
 #: Where an op's time goes in a share: its MPI category's index in MPI_CATEGORIES, or one
 #: of these after them.
 IO_CLASS, STARTUP_CLASS, SHUTDOWN_CLASS = range(len(MPI_CATEGORIES), len(MPI_CATEGORIES) + 3)
-
-#: The categories whose time is communication ("time inside MPI" on the page).
-COMMUNICATION = ("mpi_p2p", "mpi_completion", "mpi_coll", "mpi_rma", "io", "other")
 
 #: Category of each spec class (the `class=` key of an entry; see the spec's header).
 #: Every class the generator has a wrapper template for must be listed here

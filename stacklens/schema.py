@@ -23,8 +23,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from stacklens.constants import IO_COUNTERS, P2P_COUNTERS, PORT_COUNTERS, RATE_COUNTERS
-from stacklens.mpi_ops import MPI_CATEGORIES
+from stacklens.constants import (
+    IO_COUNTERS,
+    MPI_CATEGORIES,
+    P2P_COUNTERS,
+    PORT_COUNTERS,
+    RATE_COUNTERS,
+)
 
 
 class Base(DeclarativeBase):

@@ -1,9 +1,14 @@
 """The shared names and codes (stacklens/constants.py) agree with the wire format's tables
-(contract/stacklens_wire.def), which the C library compiles."""
+(contract/stacklens_wire.def), which the C library compiles; the traffic categories are
+declared once (constants.CATEGORY_TABLE) and no module writes a list of them of its own."""
 
 from __future__ import annotations
 
-from stacklens import constants, wire
+import ast
+import typing
+from pathlib import Path
+
+from stacklens import api_models, constants, wire
 from stacklens.port_counters import PORT_COUNTER_TABLE
 from stacklens.settings_table import DECLARED
 
@@ -77,3 +82,72 @@ def test_io_layers_are_the_wire_definitions_io_layers():
     disable = DECLARED["STACKLENS_DISABLE"].meaning
     for name, _ in layers.values():
         assert name.lower() in disable
+
+
+#: The packages whose modules must read the traffic categories from the table (tests write
+#: their expected values out, migrations are history).
+READERS = ("stacklens", "stacklens_cli", "collector", "server", "presentation", "frontend",
+           "emulator", "bench")  # fmt: skip
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def retyped_categories(source: str) -> list[int]:
+    """The lines of `source` with a tuple, list or set of two or more category keys, or a
+    dict keyed by them: a copy of (part of) the table that can drift from it. A `Literal`
+    is the type checker's copy, compared with the table apart."""
+    keys = set(constants.CATEGORIES)
+    literal = set()
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and getattr(node.value, "id", "") == "Literal":
+            literal.add(id(node.slice))
+        elif (
+            isinstance(node, ast.Tuple | ast.List | ast.Set | ast.Dict) and id(node) not in literal
+        ):
+            items = node.keys if isinstance(node, ast.Dict) else node.elts
+            named = [i for i in items if isinstance(i, ast.Constant) and i.value in keys]
+            if len(named) >= 2:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_check_finds_a_retyped_list_of_categories():
+    assert retyped_categories('MOVING = ("mpi_p2p", "mpi_coll")\nx = ["io"]') == [1]
+    assert retyped_categories('LABELS = {"mpi_rma": "RMA", "io": "MPI-IO"}') == [1]
+    assert retyped_categories('if c in {"io", "mpi_startup"}: pass') == [1]
+    assert retyped_categories('T = Literal["mpi_p2p", "io"]') == []
+
+
+def test_traffic_categories_are_declared_once():
+    """Every reader takes the keys, labels and subsets from constants.CATEGORY_TABLE."""
+    found = {}
+    for package in READERS:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = str(path.relative_to(ROOT))
+            if name != "stacklens/constants.py" and (lines := retyped_categories(path.read_text())):
+                found[name] = lines
+    assert found == {}
+
+
+def test_category_subsets_and_labels():
+    assert constants.CATEGORIES == ("mpi_p2p", "mpi_completion", "mpi_coll", "mpi_rma", "io",
+                                    "mpi_startup", "other")  # fmt: skip
+    # stored: the rollups' share classes index this order (schema.SHARE_CLASSES)
+    assert constants.MPI_CATEGORIES == ("mpi_p2p", "mpi_completion", "mpi_coll", "mpi_rma",
+                                        "other")  # fmt: skip
+    assert constants.COMMUNICATION == ("mpi_p2p", "mpi_completion", "mpi_coll", "mpi_rma", "io",
+                                       "other")  # fmt: skip
+    assert constants.MOVING == ("mpi_p2p", "mpi_coll", "mpi_rma")
+    assert constants.ON_LINKS == ("mpi_p2p", "mpi_coll", "mpi_rma", "io")
+    # one label per category, the same on the pages and in the reports
+    assert constants.CATEGORY_LABELS == {
+        "mpi_p2p": "point-to-point",
+        "mpi_completion": "wait/test",
+        "mpi_coll": "collective",
+        "mpi_rma": "RMA",
+        "io": "file I/O",
+        "mpi_startup": "start-up (MPI_Init, MPI_Finalize, MPI_Abort)",
+        "other": "other",
+    }
+    # the API's type of an attributed figure's category is the table's subset
+    assert typing.get_args(api_models.TrafficCategory) == constants.ON_LINKS

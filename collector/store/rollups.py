@@ -30,8 +30,15 @@ from __future__ import annotations
 
 import psycopg
 
-from stacklens.constants import FILE_IO_LAYERS, FIVE_NS, MINUTE_NS, P2P_COUNTERS, SECOND_NS
-from stacklens.mpi_ops import MPI_CATEGORIES, op_classes
+from stacklens.constants import (
+    FILE_IO_LAYERS,
+    FIVE_NS,
+    MINUTE_NS,
+    MPI_CATEGORIES,
+    P2P_COUNTERS,
+    SECOND_NS,
+)
+from stacklens.mpi_ops import op_classes
 from stacklens.schema import SHARE_CLASSES
 
 MARK_DIRTY = """

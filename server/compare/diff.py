@@ -16,9 +16,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-#: Op categories not counted as MPI time (start-up lies before the intervals; MPI-IO time
-#: is counted as file I/O from the I/O tables).
-NOT_MPI_TIME = ("mpi_startup", "io")
+from stacklens.constants import MPI_CATEGORIES
+
 #: The part of the elapsed time outside MPI and file I/O.
 COMPUTATION = "computation"
 #: Differences named in the finding at most.
@@ -33,8 +32,8 @@ def profile(summary: dict[str, Any]) -> dict[str, Any]:
     parts: dict[str, int] = {}
     kinds: dict[str, str] = {}
     for op in summary["ops"]:
-        if op["category"] in NOT_MPI_TIME:
-            continue
+        if op["category"] not in MPI_CATEGORIES:  # start-up lies before the intervals;
+            continue  # MPI-IO time is counted as file I/O from the I/O tables
         parts[op["op"]] = op["time_ns"] // ranks
         kinds[op["op"]] = "op"
     for path, io in summary["files"].items():

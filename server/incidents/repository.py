@@ -21,7 +21,13 @@ from server.incidents.detect import JobStep, LinkPoint
 from server.jobs import series
 from server.jobs.repository import Scope
 from server.query_params import Window
-from stacklens.constants import ERROR_COUNTERS, IO_LAYERS, PORT_COUNTERS, SATURATED_SHIFT
+from stacklens.constants import (
+    ERROR_COUNTERS,
+    IO_LAYERS,
+    MOVING,
+    PORT_COUNTERS,
+    SATURATED_SHIFT,
+)
 from stacklens.mpi_ops import op_categories, ops_waiting
 from stacklens.schema import (
     FabricEvent,
@@ -39,10 +45,9 @@ _MASK = 0xFFFF_FFFF_FFFF_FFFF
 #: Bit of a sample's flags that says its PortXmitWait is saturated.
 _WAIT_SATURATED = SATURATED_SHIFT + PORT_COUNTERS.index("xmit_wait")
 #: What a blocking MPI call waits for (the spec's waits= key) whose time is the MPI
-#: slowdown's (MPI-IO is the I/O stall's, from the file I/O records); op categories whose
-#: bytes are MPI traffic.
+#: slowdown's (MPI-IO is the I/O stall's, from the file I/O records); the op categories
+#: whose bytes are MPI traffic are stacklens.constants.MOVING.
 WAITING = ("p2p", "coll", "completion", "rma")
-MOVING = ("mpi_p2p", "mpi_coll", "mpi_rma")
 
 
 def _ops(categories: tuple[str, ...]) -> list[int]:

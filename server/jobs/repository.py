@@ -30,8 +30,16 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from server.access.owner import owner_column
 from server.paging import Key
 from server.query_params import ALL_TIME, Window
-from stacklens.constants import IO_COUNTERS, IO_LAYERS, MINUTE_NS, OVERFLOW_COMM_ID, bucket_bounds
-from stacklens.mpi_ops import CATEGORIES, COMMUNICATION, op_categories, op_names, op_receives
+from stacklens.constants import (
+    CATEGORIES,
+    COMMUNICATION,
+    IO_COUNTERS,
+    IO_LAYERS,
+    MINUTE_NS,
+    OVERFLOW_COMM_ID,
+    bucket_bounds,
+)
+from stacklens.mpi_ops import op_categories, op_names, op_receives
 from stacklens.schema import (
     CollDelta,
     IoDelta,
@@ -416,7 +424,7 @@ def job_ops(totals: Iterable[tuple[int, int, int, int, int]]) -> list[dict[str, 
 
 def category_totals(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Calls, bytes sent, bytes received and time summed per traffic category over `job_ops`
-    rows: every category of `stacklens.mpi_ops.CATEGORIES`, in that order, zeros included.
+    rows: every category of `stacklens.constants.CATEGORIES`, in that order, zeros included.
     A message's bytes are in `bytes_sent` once (at its sender) and again in
     `bytes_received` at its receiver, never added together."""
     totals = {

@@ -47,16 +47,16 @@ from server import export
 from server.jobs import profile
 from server.jobs.repository import Scope, op_display_name
 from stacklens.constants import (
+    CATEGORIES,
     FILE_IO_LAYERS,
     FIVE_NS,
     IO_LAYERS,
     MINUTE_NS,
+    MPI_CATEGORIES,
     OVERFLOW_COMM_ID,
     SECOND_NS,
 )
 from stacklens.mpi_ops import (
-    CATEGORIES,
-    MPI_CATEGORIES,
     SHUTDOWN_CLASS,
     STARTUP_CLASS,
     op_categories,

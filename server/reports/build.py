@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from presentation import figures as page_figures
 from presentation import report_figures as figures
-from presentation.card_reports import CATEGORY_NAMES, SECTION_ROWS, ranked
+from presentation.card_reports import SECTION_ROWS, ranked
 from presentation.cards import CARDS
 from presentation.formatting import format_bytes, format_duration_ns, format_utc_ns, rank_ranges
 from presentation.report_model import Figure, Progress, Report, Section, Table, no_progress
@@ -52,6 +52,7 @@ from stacklens.api_models import (
     Series,
     SlowRanks,
 )
+from stacklens.constants import CATEGORY_LABELS, ON_LINKS
 from stacklens.mpi_ops import WAIT_WORDS
 
 #: A link is named in the findings from this peak utilisation on ...
@@ -236,7 +237,7 @@ def byte_rows(ops: JobOps, io: JobIo, timeline: Series) -> list[list[str]]:
             continue
         rows.append(
             [
-                CATEGORY_NAMES.get(c.category, c.category),
+                CATEGORY_LABELS.get(c.category, c.category),
                 format_bytes(c.bytes_sent),
                 format_bytes(c.bytes_received),
                 f"{c.calls:,}",
@@ -590,8 +591,6 @@ def _routed(nbytes: int | None) -> str:
 #: The app's link attribution: its settings and the cache of whole-fabric attributions.
 Traffic = tuple[TrafficConfig, AttributionCache]
 
-_CATEGORIES = ("mpi_p2p", "mpi_coll", "mpi_rma", "io")
-
 
 def _attribution(
     session: Session, traffic: Traffic | None, job: Any, target: Any, lo: int, hi: int
@@ -609,14 +608,14 @@ def _attribution(
     for r in links[:SECTION_ROWS]:
         a, b = LinkEnd(**r["a"]), LinkEnd(**r["b"])
         name = link_label(a, b) if r["direction"] == "a_to_b" else link_label(b, a)
-        per_category = dict.fromkeys(_CATEGORIES, 0.0)
+        per_category = dict.fromkeys(ON_LINKS, 0.0)
         bases = set()
         for f in r["categories"]:
             per_category[f["category"]] += f["bytes"]
             bases.add(f"{f['provenance']}{'' if f['path'] == 'fixed' else ' (group)'}")
         measured = r["measured_bytes"]
         share = "?" if not measured else f"{r['bytes'] / measured * 100:.0f} %"
-        rows.append([name, *(format_bytes(per_category[k]) for k in _CATEGORIES),
+        rows.append([name, *(format_bytes(per_category[k]) for k in ON_LINKS),
                      format_bytes(r["bytes"]), share, ", ".join(sorted(bases))])  # fmt: skip
     left = ", ".join(f"{k}: {format_bytes(v)}" for k, v in sorted(answer["left_out"].items()) if v)
     note = (f"The {len(links)} link directions its inter-host traffic crossed (forwarding: "
@@ -626,7 +625,7 @@ def _attribution(
         "Attribution: this job's bytes per link", "attribution",
         "Its transfers routed over the forwarding tables, by category, against the link "
         "direction's measured bytes.", [],
-        [Table(["link direction", "point-to-point", "collective", "RMA", "file I/O", "all",
+        [Table(["link direction", *(CATEGORY_LABELS[k] for k in ON_LINKS), "all",
                 "of measured", "basis"], rows,
                [False, True, True, True, True, True, True, False], note)],
     )  # fmt: skip

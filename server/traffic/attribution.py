@@ -9,7 +9,7 @@ measured bytes in that direction (equally when none are measured), and the figur
 `group`. Per link direction, `other` = measured - attributed, as it is: negative when more
 is attributed than measured, never clamped; None when the measured bytes are unknown.
 
-Categories (the traffic category of a transfer): mpi_p2p, mpi_coll, mpi_rma, io.
+Categories (the traffic category of a transfer): stacklens.constants.ON_LINKS.
 Provenance of an attributed figure: `routed` (a flow the hooks measured, placed on links by
 the forwarding tables), `measured` (collective bytes from the MPI's monitored traffic,
 placed the same way), `modelled` (collective bytes from the algorithm model); link totals
@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 from server.traffic.routing import Crossing, NoRoute, Router
 
-CATEGORIES = ("mpi_p2p", "mpi_coll", "mpi_rma", "io")
 PROVENANCES = ("measured", "routed", "modelled")
 #: How a file's bytes are placed on its mount's servers (STACKLENS_STORAGE_PLACEMENT).
 STORAGE_PLACEMENTS = ("stripe", "file-hash")
@@ -35,7 +34,8 @@ STORAGE_PLACEMENTS = ("stripe", "file-hash")
 @dataclass(frozen=True)
 class Transfer:
     """`nbytes` sent from host `src` to host `dst` by job `job` (jobs.id) in `category` (one
-    of CATEGORIES; server/families attributes a communicator family's bytes in its place)."""
+    of stacklens.constants.ON_LINKS; server/families attributes a communicator family's
+    bytes in its place)."""
 
     job: int
     category: str

@@ -234,14 +234,14 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     expect(page.locator("#card-ops-table")).to_contain_text("MPI_File_write_at_all")
     ops = _op_rows(page)
     isend_bytes = sum(100 * (p + 1) + r for r in range(RANKS) for p in range(RANKS) if p != r)
-    assert ops["MPI_File_write_at_all"] == ("MPI-IO", RANKS, RANKS, 1000 * RANKS, "3.91 KiB")
+    assert ops["MPI_File_write_at_all"] == ("file I/O", RANKS, RANKS, 1000 * RANKS, "3.91 KiB")
     assert ops["MPI_Isend"] == ("point-to-point", RANKS, 3 * RANKS, isend_bytes, "2.95 KiB")
     assert ops["MPI_Send_init"] == ("point-to-point", 2, 2, 2 * 192, "384 B")
     assert ops["MPI_Wait"] == ("wait/test", 2, 12, 0, "0 B")
     assert ops["MPI_Bcast"] == ("collective", RANKS, RANKS, 1000 * RANKS, "3.91 KiB")
     assert ops["MPI_Put"] == ("RMA", RANKS, RANKS, 16 * RANKS, "64 B")
     summary = page.locator("#card-ops-summary")
-    for label in ("point-to-point", "wait/test", "collective", "RMA", "MPI-IO"):
+    for label in ("point-to-point", "wait/test", "collective", "RMA", "file I/O"):
         expect(summary).to_contain_text(label)
 
     # File-system I/O, most bytes first: (layer, path, ranks, opens, reads, writes,

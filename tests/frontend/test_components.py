@@ -77,7 +77,7 @@ def test_ops_summary_lists_the_categories_with_calls():
     )
     assert text == (
         "2.50 µs inside MPI communication calls: point-to-point 2.00 µs, 1.50 KiB sent, "
-        "1.50 KiB received · MPI-IO 500 ns, 0 B sent; apart from it: start-up (MPI_Init, "
+        "1.50 KiB received · file I/O 500 ns, 0 B sent; apart from it: start-up (MPI_Init, "
         "MPI_Finalize, MPI_Abort) 9.00 ms, 0 B sent"
     )
     none = JobOps(job="j", categories=categories[1:2], ops=())

@@ -32,7 +32,8 @@ def test_the_timeline_stacks_time_and_bytes_per_category():
                     metrics=["calls", "bytes", "time_ns"], points=points)  # fmt: skip
     traces = figures.timeline(series).data
     assert [(t.name, list(t.y)) for t in traces] == [
-        ("mpi_p2p", [0.5]), ("mpi_p2p", [300]), ("fs:POSIX", [1.0]), ("fs:POSIX", [4096])
+        ("point-to-point", [0.5]), ("point-to-point", [300]), ("fs:POSIX", [1.0]),
+        ("fs:POSIX", [4096])
     ]  # fmt: skip
 
 

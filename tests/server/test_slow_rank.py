@@ -16,7 +16,8 @@ import pytest
 
 from server.jobs import profile
 from stacklens import wire
-from stacklens.mpi_ops import MPI_CATEGORIES, op_names
+from stacklens.constants import MPI_CATEGORIES
+from stacklens.mpi_ops import op_names
 from tests.collector.test_ingest import exchange
 from tests.collector.test_rollups import M0, roll_up
 from tests.conftest import query
