@@ -650,7 +650,7 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
         select(func.string_agg(piece, aggregate_order_by(literal(","), c.at, c.world_rank)))
         .scalar_subquery(),
         as_json(rank_totals), as_json(op_totals),
-        as_json(_window_elapsed(session, scope, steps)),
+        as_json(_window_elapsed(scope, steps)),
     )  # fmt: skip
     n, shares, by_rank, by_op, spans = session.execute(query).one()
     ops: dict[str, dict[int, int]] = {}
@@ -808,10 +808,12 @@ def _profile_coll(
     ]
 
 
-def _spans(session: Session, scope: Scope, steps: Steps, skip: list[int] | None = None) -> Any:
-    """SQL: rows (at, run_id, world_rank, t_start_ns, t_end_ns) of the intervals that
-    stored anything (an MPI call or file I/O) in the window: raw intervals, or a rollup's
-    first start and last end per minute. The five minutes starting at `skip` are left out."""
+def _elapsed(session: Session, scope: Scope, steps: Steps, skip: list[int] | None = None) -> Any:
+    """Per step and rank, the time its intervals ending in the step cover: for each run,
+    the last interval end minus the first interval start among the intervals that stored
+    anything (an MPI call or file I/O; a rank's intervals follow one another without gaps,
+    so this is exact unless an interval at the very start or end of a step had neither).
+    The five minutes starting at `skip` are left out."""
 
     def spans(m: Any) -> _Source:
         return _Source(
@@ -825,21 +827,12 @@ def _spans(session: Session, scope: Scope, steps: Steps, skip: list[int] | None 
             time=m.minute_ns,
         )
 
-    return _rows(
+    rows = _rows(
         session, scope, steps, MINUTE_NS, spans(RankMinute),
         *(_Source(f, [f.run_id, f.world_rank, f.t_start_ns, f.t_end_ns])
           for f in (OpFrames, IoDelta)),
         fives=spans(RankFive), skip=skip,
     )  # fmt: skip
-
-
-def _elapsed(session: Session, scope: Scope, steps: Steps, skip: list[int] | None = None) -> Any:
-    """Per step and rank, the time its intervals ending in the step cover: for each run,
-    the last interval end minus the first interval start among the intervals that stored
-    anything (_spans; a rank's intervals follow one another without gaps, so this is exact
-    unless an interval at the very start or end of a step had neither).
-    The five minutes starting at `skip` are left out."""
-    rows = _spans(session, scope, steps, skip)
     per_run = (
         select(rows.c.at, rows.c.world_rank,
                (func.max(rows.c.t_end_ns) - func.min(rows.c.t_start_ns)).label("ns"))
@@ -851,19 +844,19 @@ def _elapsed(session: Session, scope: Scope, steps: Steps, skip: list[int] | Non
     )
 
 
-def _window_elapsed(session: Session, scope: Scope, steps: Steps) -> Any:
-    """Per rank, the time its intervals in the window cover, summed over its runs: per run
-    its last interval end minus its first interval start (_spans). Unlike the steps' sum
-    this loses nothing at the steps' edges (the silent intervals of a rank blocked in a long
-    call lie between two that stored something), only at the window's own two ends."""
-    rows = _spans(session, scope, steps)
-    per_run = (
-        select(rows.c.world_rank,
-               (func.max(rows.c.t_end_ns) - func.min(rows.c.t_start_ns)).label("ns"))
-        .group_by(rows.c.run_id, rows.c.world_rank)
-        .subquery()
-    )  # fmt: skip
-    return select(per_run.c.world_rank, func.sum(per_run.c.ns)).group_by(per_run.c.world_rank)
+def _window_elapsed(scope: Scope, steps: Steps) -> Any:
+    """Per rank, the time it ran within the window, summed over its runs: from its first
+    interval's start to its last interval's end (`ranks`: every frame, an empty one too),
+    cut to the window. Unlike the steps' sum this loses nothing at the steps' edges (a
+    rank blocked in a long call stores no record until it returns), and reads one row per
+    rank and run."""
+    start = func.greatest(Rank.first_seen_ns, steps.from_ns)
+    end = func.least(Rank.last_seen_ns, steps.to_ns)
+    return (
+        select(Rank.world_rank, func.sum(func.greatest(end - start, 0)))
+        .where(*scope.rows(Rank))
+        .group_by(Rank.world_rank)
+    )
 
 
 _READERS: dict[str, Callable[[Session, Scope, Steps], Any]] = {
