@@ -32,7 +32,7 @@ FIRST_PARTY = (
     "stacklens_cli",
 )
 #: Modules of stacklens' base that are pure data, checked apart: the frontend may use them.
-PURE = ("stacklens.api_models", "stacklens.constants")
+PURE = ("stacklens.api_models", "stacklens.constants", "stacklens.modes")
 
 #: For each layer (a package, or stacklens' base), the first-party packages it may import.
 ALLOWED = {
