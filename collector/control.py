@@ -77,6 +77,7 @@ class CollectorFigures:
     batches: int
     write_errors: int
     rows: dict[str, int]  # delta rows written, by table
+    names_folded: dict[str, int]  # records stored as the overflow record, by reason
     queue_depth: int  # frames waiting for the writer
     buffered_bytes: int  # bytes of incomplete frames held
     open_connections: int  # hook connections open now
@@ -92,7 +93,8 @@ class CollectorFigures:
 class JsonAnswer:
     """How the collector answered an `ingest`: `status` 200 with `stored` frames; 422 with
     `errors` (the body does not validate as a batch: FastAPI's validation-error items) or
-    `detail` (reasons, nothing stored); 503 with `detail` (could not store: resend)."""
+    `detail` (reasons, nothing stored); 503 with `detail` (could not store, or beyond the
+    owner's storage budget: resend later)."""
 
     status: int
     stored: int = 0

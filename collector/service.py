@@ -49,7 +49,7 @@ class CollectorService:
         process's open-file limit by the command that starts the service);
         `control_socket`: where to serve the control channel (none unless given; its
         directory must be this user's own)."""
-        self.writer = FrameWriter(database_url)
+        self.writer = FrameWriter(database_url, max_run_names=settings.max_run_files)
         self.ingest = IngestServer(
             self.writer,
             settings.collector_host,
@@ -60,6 +60,7 @@ class CollectorService:
             horizon_days=settings.ingest_horizon_days,
             max_skew_ns=int(settings.max_clock_skew_s * 1e9),
             max_new_days_per_hour=settings.max_new_days_per_hour,
+            max_mb_per_hour=settings.max_mb_per_hour,
             limits=connection_limits or settings.connection_limits(),
             buffer_bytes=settings.ingest_buffer_mb << 20,
             identity=Identity(
@@ -122,6 +123,7 @@ class CollectorService:
             rejected=dict(ingest.rejected), frames_committed=writer.frames_committed,
             frames_duplicate=writer.frames_duplicate, batches=writer.batches,
             write_errors=writer.write_errors, rows=dict(writer.rows),
+            names_folded=dict(writer.names_folded),
             queue_depth=self.writer.backlog, buffered_bytes=self.ingest.buffered,
             open_connections=self.ingest.guard.open,
             dropped_connections=dict(self.ingest.guard.stats.dropped),

@@ -1,5 +1,6 @@
-"""The new-partition budget of each sender: days without a partition an owner may bring
-per hour, over all its TCP connections and HTTP batches together.
+"""The budgets of each sender, over all its TCP connections and HTTP batches together: days
+without a partition an owner may bring per hour (NewDayBudget), and bytes of frames it may
+have stored per hour (StorageBudget, the bound on storage per user).
 
 Within the ingest horizon (collector/ingest/server.py) every day may get a partition; this
 budget bounds how fast one user makes them (each new day is a CREATE of every partitioned
@@ -58,4 +59,51 @@ class NewDayBudget:
         if new := brought - before:
             now = self.clock()
             self._granted.setdefault(owner, {}).update(dict.fromkeys(new, now))
+        return fit
+
+
+#: Seconds of each slot of StorageBudget's sliding hour.
+SLOT_S = 60.0
+
+
+class StorageBudget:
+    """Bytes of frames each owner may have stored within a sliding hour, over all its TCP
+    connections and HTTP batches together (the bound on storage per user; frame and name
+    counts of a run follow from it and from collector/store/names.py).
+
+    Frames are charged as they are accepted for the writer (their wire length), in slots of
+    a minute: the hour is the last 60 slots, so per owner at most 60 numbers are held. A
+    frame that does not fit is refused (the sender keeps it and resends it later)."""
+
+    def __init__(self, per_hour: int, clock: Callable[[], float] = time.monotonic):
+        """`per_hour`: the bytes every owner may bring per hour; `clock`: seconds,
+        monotonic (a test may move it on)."""
+        self.per_hour = per_hour
+        self.clock = clock
+        self._slots: dict[int, dict[int, int]] = {}  # owner -> slot -> bytes charged
+
+    def used(self, owner: int) -> int:
+        """The bytes `owner` was charged within the last hour."""
+        slots = self._slots.get(owner)
+        if not slots:
+            return 0
+        oldest = int(self.clock() // SLOT_S) - int(WINDOW_S // SLOT_S) + 1
+        for slot in [s for s in slots if s < oldest]:
+            del slots[slot]
+        if not slots:
+            del self._slots[owner]
+        return sum(slots.values())
+
+    def fit(self, owner: int, lengths: np.ndarray, whole: bool = False) -> int:
+        """How many leading frames (of `lengths` bytes each) of `owner` stay within its
+        budget; those are charged to it. `whole`: all or nothing (an atomic batch): nothing
+        is charged unless every frame fits."""
+        room = self.per_hour - self.used(owner)
+        fit = int(np.searchsorted(np.cumsum(lengths, dtype=np.int64), room, side="right"))
+        if whole and fit < len(lengths):
+            return fit
+        if charged := int(lengths[:fit].sum(dtype=np.int64)):
+            slots = self._slots.setdefault(owner, {})
+            slot = int(self.clock() // SLOT_S)
+            slots[slot] = slots.get(slot, 0) + charged
         return fit

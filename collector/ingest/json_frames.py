@@ -188,9 +188,11 @@ async def store_batch(ingest: IngestServer, body: bytes) -> JsonAnswer:
     A batch with any invalid frame is rejected whole (422, with each reason) and stores
     nothing; so is a batch that needs more days without a partition than its owner may
     still bring this hour (the ingest's NewDayBudget, shared with the owner's TCP
-    connections). Resent frames are stored once. The batch is parsed and encoded on a
-    worker thread, so the event loop keeps taking and acknowledging hook frames meanwhile
-    (a batch at the HTTP body cap takes seconds).
+    connections); a batch beyond the bytes its owner may have stored this hour
+    (StorageBudget, shared likewise) is answered 503: resend it later. Resent frames are
+    stored once. The batch is parsed and encoded on a worker thread, so the event loop
+    keeps taking and acknowledging hook frames meanwhile (a batch at the HTTP body cap
+    takes seconds).
     """
     limits = ingest.limits()
     try:
@@ -208,6 +210,13 @@ async def store_batch(ingest: IngestServer, body: bytes) -> JsonAnswer:
             f"frame {fit}: the batch needs more days without a partition than the "
             f"{ingest.new_days.per_hour} its owner may still bring this hour "
             "(STACKLENS_MAX_NEW_DAYS_PER_HOUR); send those frames later"
+        ])  # fmt: skip
+    if (fit := ingest.frames_within_storage(scanned, scanned.owner, whole=True)) < len(frames):
+        ingest.stats.rejected["storage_limit"] += len(frames) - fit
+        return JsonAnswer(503, detail=[
+            f"frame {fit}: the batch is beyond the {ingest.storage.per_hour >> 20} MiB of "
+            "frames its owner may have stored per hour (STACKLENS_MAX_MB_PER_HOUR); resend it "
+            "later"
         ])  # fmt: skip
     ingest.stats.frames_received += len(frames)
     try:

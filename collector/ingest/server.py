@@ -21,7 +21,9 @@ those ending beyond the clock-skew window (`clock_skew`): no sender can make par
 outside that window. Within it, an owner may bring at most `max_new_days_per_hour` days
 without partitions per hour over all its connections and HTTP batches together
 (collector/ingest/budget.py); the frame that would bring one more is answered
-`unavailable` (the sender resends it later) and counted as `partition_limit`.
+`unavailable` (the sender resends it later) and counted as `partition_limit`. Likewise an
+owner may have at most `max_mb_per_hour` of frames stored per hour (StorageBudget): the
+frame beyond is answered `unavailable` and counted as `storage_limit`.
 
 Who sends (`Identity`; contract/stacklens_wire.def, "connection start"): in proven mode a
 connection must begin with a hello. On the Unix socket the sender's uid is the kernel's
@@ -57,7 +59,7 @@ from typing import cast
 import numpy as np
 
 from collector import codec
-from collector.ingest.budget import NewDayBudget
+from collector.ingest.budget import NewDayBudget, StorageBudget
 from collector.store.writer import FrameWriter
 from stacklens import munge, wire
 from stacklens.connguard import ConnectionGuard, ConnectionLimits, Deadline
@@ -158,13 +160,15 @@ class IngestServer:
         horizon_days: int | None = None,
         max_skew_ns: int = wire.MAX_CLOCK_SKEW_NS,
         max_new_days_per_hour: int = 8,
+        max_mb_per_hour: int = 262_144,
         limits: ConnectionLimits | None = None,
         buffer_bytes: int = 64 << 20,
         identity: Identity | None = None,
     ):
         """`identity`: how senders are proven; default trusted mode (tests, embedding).
         `horizon_days` and `retention_days` (None: no limit): frames whose interval ended
-        longer ago than the shorter of the two are rejected (`too_old`)."""
+        longer ago than the shorter of the two are rejected (`too_old`). `max_mb_per_hour`:
+        MiB of frames each owner may have stored per hour (StorageBudget)."""
         self.writer = writer
         self.identity = identity or Identity()
         self.host, self.port = host, port
@@ -174,6 +178,7 @@ class IngestServer:
         self.horizon_days = horizon_days
         self.max_skew_ns = max_skew_ns
         self.new_days = NewDayBudget(writer.partitions, max_new_days_per_hour)
+        self.storage = StorageBudget(max_mb_per_hour << 20)
         self.stats = IngestStats()
         self.guard = ConnectionGuard("ingest", limits or ConnectionLimits())
         self.buffer_bytes = buffer_bytes
@@ -291,6 +296,13 @@ class IngestServer:
         """How many leading frames of `batch` stay within the new-day budget of `owner`
         (charged with their new days; `whole`: all or nothing, see NewDayBudget.fit)."""
         return self.new_days.fit(owner, batch.info["t_end"], whole)
+
+    def frames_within_storage(
+        self, batch: codec.FrameBatch, owner: int, whole: bool = False
+    ) -> int:
+        """How many leading frames of `batch` stay within the storage budget of `owner`
+        (charged with their bytes; `whole`: all or nothing, see StorageBudget.fit)."""
+        return self.storage.fit(owner, batch.info["length"], whole)
 
     def hold(self, delta: int) -> None:
         """Account `delta` bytes of incomplete frames; resume waiting connections when
@@ -545,8 +557,11 @@ class _Connection(asyncio.Protocol):
             fit = self.server.frames_within_new_days(batch, self.owner)
             if fit < len(batch):
                 error = self._partition_limit(batch, fit)
-                batch = codec.FrameBatch(batch.data[: int(batch.info["offset"][fit])],
-                                         batch.info[:fit])  # fmt: skip
+                batch = _leading(batch, fit)
+            fit = self.server.frames_within_storage(batch, self.owner)
+            if fit < len(batch):
+                error = self._storage_limit(batch, fit)
+                batch = _leading(batch, fit)
         rest = buffer[len(batch.data) :]
         self._hold(len(rest) - held)
         self._chunks, self._buffered = ([rest], len(rest)) if rest else ([], 0)
@@ -582,6 +597,14 @@ class _Connection(asyncio.Protocol):
                   "bring per hour (STACKLENS_MAX_NEW_DAYS_PER_HOUR); resend it later")  # fmt: skip
         seq = int(batch.info["seq"][fit])
         return codec.ScanError(wire.Status.UNAVAILABLE, seq, reason, "partition_limit")
+
+    def _storage_limit(self, batch: codec.FrameBatch, fit: int) -> codec.ScanError:
+        """The error for frame `fit`, the first beyond its owner's bytes for this hour."""
+        budget = self.server.storage.per_hour >> 20
+        reason = (f"frame beyond the {budget} MiB of frames its owner may have stored per "
+                  "hour (STACKLENS_MAX_MB_PER_HOUR); resend it later")  # fmt: skip
+        seq = int(batch.info["seq"][fit])
+        return codec.ScanError(wire.Status.UNAVAILABLE, seq, reason, "storage_limit")
 
     def _wait_if_over_budget(self) -> None:
         if self._buffered and self.server.over_budget(self):
@@ -693,3 +716,8 @@ class _Connection(asyncio.Protocol):
         self._chunks, self._buffered = [], 0
         self.server.guard.release(self)
         self.server.forget(self)
+
+
+def _leading(batch: codec.FrameBatch, n: int) -> codec.FrameBatch:
+    """The first `n` frames of `batch`."""
+    return codec.FrameBatch(batch.data[: int(batch.info["offset"][n])], batch.info[:n])

@@ -33,6 +33,7 @@ import psycopg
 from collector.codec import FrameBatch, encode_arrays, frame_addresses
 from collector.store.copy import COPY_SIGNATURE, COPY_TRAILER, binary_copy
 from collector.store.jobs import JOB_STATUS
+from collector.store.names import RunNames
 from collector.store.partitions import Partitions
 from collector.store.rollups import MARK_DIRTY
 from collector.store.tables import DELTA_TABLES, INTERVAL_COLUMNS, DeltaTable
@@ -206,6 +207,9 @@ class WriterStats:
     batches: int = 0
     write_errors: int = 0
     data_errors: int = 0
+    # io records whose new path beyond the run's bound was folded into "<other>", by
+    # reason (collector/store/names.py)
+    names_folded: collections.Counter[str] = field(default_factory=collections.Counter)
     rows: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
@@ -299,7 +303,9 @@ class FrameWriter:
         max_batch: int = 1024,
         max_backlog: int = MAX_BACKLOG_FRAMES,
         workers: int = 3,
+        max_run_names: int = 100_000,
     ):
+        """`max_run_names`: distinct file paths stored per run (collector/store/names.py)."""
         self._url = url
         self._workers = workers
         self._max_batch = max_batch
@@ -315,6 +321,7 @@ class FrameWriter:
         self._ids_seen: _IdMap = {}
         self.stats = WriterStats()
         self.partitions = Partitions()
+        self.names = RunNames(max_run_names)
 
     async def start(self) -> None:
         """Start the batch loops: `workers` transactions may be in flight at once."""
@@ -472,14 +479,16 @@ class FrameWriter:
     async def _write_once(
         self, conn: psycopg.AsyncConnection, frames: _Frames, runs: _Runs, ids: _Ids
     ) -> None:
-        plan = _Plan(frames, ids, None)
+        io = frames.info["count"][:, _IO_ID] > 0
+        await self.names.load(conn, ids.frame_job[io], ids.frame_run[io])
+        plan = _Plan(frames, ids, None, self.names)  # no await since the paths were read
         rows: collections.Counter[str] = collections.Counter()
         async with conn.transaction(), conn.cursor() as cur:
             if not await self._ledger_fast(conn, cur, plan):
                 await cur.execute(_INSERT_LEDGER, plan.ledger(time.time_ns()))
                 stored = {tuple(row) for row in await cur.fetchall()}
                 if len(stored) != len(plan.fresh):
-                    plan = _Plan(frames, ids, plan.keep(stored))
+                    plan = _Plan(frames, ids, plan.keep(stored), self.names)
             for table, records, payload in plan.copies():
                 async with cur.copy(table.copy_statement) as copy:
                     for part in payload:
@@ -497,6 +506,8 @@ class FrameWriter:
                 raise _StaleIds
             await cur.execute(JOB_STATUS, (ids.jobs.tolist(),))
         self.stats.rows.update(rows)
+        if plan.folded:
+            self.stats.names_folded["run_files"] += plan.folded
         self.stats.batches += 1
         self.stats.frames_committed += len(plan.fresh)
         self.stats.frames_duplicate += len(frames) - len(plan.fresh)
@@ -748,14 +759,19 @@ _Copy = tuple[DeltaTable, int, tuple[bytes | bytearray, ...]]
 #: Wire table ids of the tables with rollups (collector/store/rollups.py).
 _ROLLED_IDS = [wire.SPEC.table(name).id for name in ("p2p", "op", "coll", "io")]
 
+#: Wire table id of the io table (its paths are bounded per run: collector/store/names.py).
+_IO_ID = wire.SPEC.table("io").id
+
 
 class _Plan:
     """Everything a batch writes before its runs and jobs: ledger rows, rank upserts, rollup
     marks and the COPY payloads, for the frames in `fresh` (default: the first of every
-    (run, rank, seq) in the batch)."""
+    (run, rank, seq) in the batch); io paths beyond a run's bound are folded by `names`
+    (`folded` of them)."""
 
-    def __init__(self, frames: _Frames, ids: _Ids, fresh: np.ndarray | None):
-        self.frames, self.ids = frames, ids
+    def __init__(self, frames: _Frames, ids: _Ids, fresh: np.ndarray | None, names: RunNames):
+        self.frames, self.ids, self._names = frames, ids, names
+        self.folded = 0
         info = frames.info
         if fresh is None:
             fresh, _, _ = _groups(ids.frame_run, ids.frame_rank, info["seq"])  # sorted by key
@@ -875,6 +891,8 @@ class _Plan:
             "t_end_ns": np.repeat(info["t_end"], repeat),
         }
         records = np.concatenate([frames.records(i, table.wire) for i in present.tolist()])
+        if table.wire == "io":
+            self.folded += self._names.fold(heads["run_id"], records)
         payload = binary_copy(
             [(kind, heads[name]) for name, kind in INTERVAL_COLUMNS]
             + [(kind, records[name]) for name, kind in table.fields]

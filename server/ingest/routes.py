@@ -63,7 +63,9 @@ async def ingest_frames(request: Request) -> IngestResult:
     collector's user. A batch with any invalid frame is rejected whole (422, with each
     reason) and stores nothing; so is a batch that needs more days without a partition
     than its owner may still bring this hour (STACKLENS_MAX_NEW_DAYS_PER_HOUR, shared with
-    the owner's TCP connections). Resent frames are stored once. The body must be sent as
+    the owner's TCP connections); a batch beyond the bytes its owner may have stored this
+    hour (STACKLENS_MAX_MB_PER_HOUR, shared likewise) is answered 503: resend it later.
+    Resent frames are stored once. The body must be sent as
     JSON (Content-Type: application/json). 503: the collector is not answering
     (restarting): resend later.
     """

@@ -80,6 +80,15 @@ class CollectorMetrics:
             "Resent frames recognised as already stored",
             value=f.frames_duplicate,
         )
+        folded = CounterMetricFamily(
+            "stacklens_store_names_folded",
+            "Records whose new name beyond a run's bound was stored as the overflow record, "
+            "by reason (run_files: STACKLENS_MAX_RUN_FILES)",
+            labels=["reason"],
+        )
+        for reason, count in sorted(f.names_folded.items()):
+            folded.add_metric([reason], count)
+        yield folded
         yield CounterMetricFamily("stacklens_store_batches", "Transactions committed",
                                   value=f.batches)  # fmt: skip
         yield CounterMetricFamily(

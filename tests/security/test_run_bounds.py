@@ -1,0 +1,113 @@
+"""Bounds the collector keeps per run and per user whoever sends (issue #24 point 4): the
+distinct file names of a run, folded into "<other>" beyond STACKLENS_MAX_RUN_FILES with
+every total exact, and the bytes of frames a user may have stored per hour. The senders
+bypass the hook library (frames built with stacklens.wire.encode_frame); each test failed
+on the code before the bound."""
+
+from __future__ import annotations
+
+from collector.service import BackgroundCollector
+from stacklens import wire
+from tests.collector.test_ingest import T0, exchange
+from tests.conftest import query
+from tests.identity.conftest import shared_dir, users  # noqa: F401 (fixtures)
+from tests.security.test_partition_flood import connect_as, prove, send
+
+
+def io_frame(seq: int, rank: int, paths: list[str], job: str = "names") -> bytes:
+    """A frame of one rank of a two-rank run: a POSIX io record per path (3 reads of 100 B
+    each, one write of 7 B)."""
+    records = [{"layer": 1, "path": p.encode(), "mount": b"/", "fstype": b"ext4", "opens": 1,
+                "reads": 3, "bytes_read": 300, "writes": 1, "bytes_written": 7}
+               for p in paths]  # fmt: skip
+    return wire.encode_frame(
+        job_id=job, world_rank=rank, world_size=2, seq=seq, host=f"node{rank}",
+        interval_start_ns=T0 + seq * 10**9, interval_end_ns=T0 + (seq + 1) * 10**9,
+        token="secret", tables={"io": wire.records("io", records)},
+    )  # fmt: skip
+
+
+def stored_files(pg_url: str) -> dict[str, tuple[int, int, int, int]]:
+    """path -> (records, reads, bytes read, bytes written) of the stored io rows."""
+    rows = query(
+        pg_url,
+        "SELECT path, count(*), sum(reads), sum(bytes_read), sum(bytes_written) "
+        "FROM io_deltas GROUP BY path",
+    )
+    return {path: (n, int(r), int(b), int(w)) for path, n, r, b, w in rows}
+
+
+def test_file_names_beyond_the_run_bound_fold_into_other_with_exact_totals(pg_url):
+    # Rank 0 names 60 new files in each of 3 frames, rank 1 60 more in each of 2, and every
+    # frame also names /shared: 301 distinct files against a bound of 100.
+    frames = [(seq, 0, [f"/r0/{seq}/{i}" for i in range(60)]) for seq in range(3)]
+    frames += [(seq, 1, [f"/r1/{seq}/{i}" for i in range(60)]) for seq in range(2)]
+    with BackgroundCollector(pg_url, token="secret", max_run_files=100) as collector:
+        for seq, rank, paths in frames:
+            payload = io_frame(seq, rank, ["/shared", *paths])
+            assert exchange(collector.address, payload, 1) == [(wire.Status.COMMITTED, seq)]
+        folded = collector.call(lambda: dict(collector.service.writer.stats.names_folded))
+        rows = collector.call(lambda: dict(collector.service.writer.stats.rows))
+    # Admitted in the order stored: /shared, then rank 0's first frame (60) and 39 of its
+    # second; the other 201 records' files are "<other>", with their counters.
+    admitted = {"/shared", *(f"/r0/0/{i}" for i in range(60)), *(f"/r0/1/{i}" for i in range(39))}
+    files = stored_files(pg_url)
+    assert set(files) == admitted | {"<other>"} and len(admitted) == 100
+    assert files["<other>"] == (201, 603, 60_300, 1_407)
+    assert files["/shared"] == (5, 15, 1_500, 35)
+    assert files["/r0/1/38"] == (1, 3, 300, 7)
+    total = [sum(v[i] for v in files.values()) for i in range(4)]
+    assert total == [305, 915, 91_500, 2_135]  # 5 frames x 61 records, none lost
+    assert folded == {"run_files": 201}
+    assert rows["io_deltas"] == 305
+
+    # A collector started afresh reads the run's stored names: a new one is still folded,
+    # a stored one keeps its name; another run has a bound of its own.
+    with BackgroundCollector(pg_url, token="secret", max_run_files=100) as collector:
+        assert exchange(collector.address, io_frame(3, 0, ["/r0/0/5", "/new"]), 1) == [
+            (wire.Status.COMMITTED, 3)
+        ]
+        assert exchange(collector.address, io_frame(0, 0, ["/new"], job="other"), 1) == [
+            (wire.Status.COMMITTED, 0)
+        ]
+        folded = collector.call(lambda: dict(collector.service.writer.stats.names_folded))
+    assert folded == {"run_files": 1}
+    files = stored_files(pg_url)
+    assert files["<other>"] == (202, 606, 60_600, 1_414)
+    assert files["/r0/0/5"] == (2, 6, 600, 14)
+    assert files["/new"] == (1, 3, 300, 7)  # the other run's
+
+
+def big_frame(seq: int, job: str) -> bytes:
+    """A frame of about 100 KB: 200 io records of distinct files of 200-byte paths."""
+    return io_frame(seq, 0, [f"/{seq}/{i}/" + "p" * 190 for i in range(200)], job=job)
+
+
+def test_a_user_beyond_the_storage_budget_is_told_to_resend_later_and_others_are_stored(
+    pg_url,
+    shared_dir,  # noqa: F811
+    users,  # noqa: F811
+):
+    a, b = users
+    sock_path = shared_dir / "storage.sock"
+    size = len(big_frame(0, "a"))
+    fit = (1 << 20) // size  # frames of A that fit in its MiB of this hour
+    assert 90_000 < size < 110_000 and fit == 1_048_576 // size
+    with BackgroundCollector(pg_url, token="secret", ingest_auth="proven",
+                             collector_socket=str(sock_path), admin_uids="0",
+                             max_mb_per_hour=1) as collector:  # fmt: skip
+        first = [big_frame(seq, "a") for seq in range(fit + 3)]
+        acks = send(prove(connect_as(a, sock_path, 1)[0], a.pw_uid), first)
+        # A new connection of A gets nothing more this hour: the budget is the user's.
+        again = send(prove(connect_as(a, sock_path, 1)[0], a.pw_uid), [big_frame(50, "a")])
+        b_acks = send(prove(connect_as(b, sock_path, 1)[0], b.pw_uid),
+                      [big_frame(seq, "b") for seq in range(3)])  # fmt: skip
+        rejected = collector.call(lambda: dict(collector.service.ingest.stats.rejected))
+    committed, unavailable = wire.Status.COMMITTED, wire.Status.UNAVAILABLE
+    assert acks == [(committed, seq) for seq in range(fit)] + [(unavailable, fit)]
+    assert again == [(unavailable, 50)]
+    assert b_acks == [(committed, seq) for seq in range(3)]
+    assert rejected == {"storage_limit": 2}
+    stored = query(pg_url, "SELECT j.job_key, count(*) FROM received_frames f "
+                   "JOIN jobs j ON j.id = f.job_id GROUP BY 1 ORDER BY 1")  # fmt: skip
+    assert stored == [("a", fit), ("b", 3)]
