@@ -9,7 +9,8 @@ directory, fabric discovery off), then, in one run:
 2. for ``--seconds`` s without ingest, a prober asks GET /api/health (every 50 ms) and
    GET /api/jobs (every 200 ms), one request at a time each, and records how long each
    answer took;
-3. the same for ``--seconds`` s while every sender sends as fast as the collector takes:
+3. the same for ``--seconds`` s while every sender sends as fast as the collector takes
+   (the senders stand for other nodes: they run at niceness 19, on CPU the server leaves):
    - ``--senders`` over TCP (two frames in flight per connection, trusted mode with a
      token), each frame at the maximum body size of the settings
      (STACKLENS_MAX_FRAME_BYTES), all of it file records, each naming another file
@@ -24,8 +25,9 @@ per second), and the targets: /api/health p99 <= 100 ms and /api/jobs p99 <= 500
 under ingest.
 
     .venv/bin/python -m bench.ingest_isolation [--senders 3 --http-senders 1 --seconds 30]
-    # the same load against `up` from another checkout (its own virtualenv):
-    .venv/bin/python -m bench.ingest_isolation --up-python /other/tree/.venv/bin/python
+    # the same load against `up` of another commit (a worktree with its codec built):
+    git worktree add /tmp/before COMMIT && make -C /tmp/before codec
+    .venv/bin/python -m bench.ingest_isolation --up-tree /tmp/before
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ import httpx
 import numpy as np
 
 from stacklens import wire
+from stacklens.paths import SOURCE_ROOT
 from stacklens.settings import Settings
 
 TOKEN = "bench-token"
@@ -60,6 +63,9 @@ TARGETS = {"/api/health": 0.1, "/api/jobs": 0.5}
 WINDOW = 2
 #: Seconds of probing, untimed, before the figures without ingest.
 WARMUP_S = 3.0
+#: The senders stand for other nodes: on this machine they take only CPU nobody else
+#: wants (the figures are the server's, not the load generator's).
+SENDER_NICENESS = 19
 _SECTION_BYTES = wire.SECTION_HEADER.itemsize
 _RECORD_BYTES = wire.SPEC.table("io").dtype.itemsize
 
@@ -117,6 +123,7 @@ def tcp_sender(
     """One TCP sender process: encode `distinct` frames, send one (its job then exists),
     set `ready`; from `go` until `stop`, stream frames with WINDOW in flight; put its
     Sent."""
+    os.nice(SENDER_NICENESS)
     t0 = time.time_ns() - 3600 * 10**9  # today's partition, an hour back
     frames = [
         wire.encode_frame(
@@ -173,6 +180,7 @@ def http_sender(
     """One HTTP ingest sender process: frames like the TCP senders', in JSON, as many per
     batch as `http_body` bytes hold; one batch (its job then exists), `ready`, then from
     `go` until `stop` batches back to back; put its Sent."""
+    os.nice(SENDER_NICENESS)
     t0 = time.time_ns() - 3600 * 10**9
     first = json_tables(max_body, f"h{index}", 0)
     per_batch = max(1, int(http_body * 0.98) // (len(first) + 200))
@@ -252,13 +260,14 @@ def figures(p: Prober) -> str:
             f"max {d.max():7.1f} ms  ({len(d)} answers{fails})")  # fmt: skip
 
 
-def start_up(python: str, state: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    """`stacklens up` (interpreter `python`) with `env`; returns it and its base URL once
-    it says it is up (its output in state/up.log)."""
+def start_up(tree: Path, state: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """`stacklens up` of the source tree `tree` (run from there: its packages come first)
+    with `env`; returns it and its base URL once it says it is up (its output in
+    state/up.log)."""
     log = state / "up.log"
     with log.open("w") as out:
-        up = subprocess.Popen([python, "-m", "stacklens_cli", "up"], env=env, stdout=out,
-                              stderr=out, cwd=Path(python).absolute().parents[2])  # fmt: skip
+        up = subprocess.Popen([sys.executable, "-m", "stacklens_cli", "up"], env=env,
+                              stdout=out, stderr=out, cwd=tree)  # fmt: skip
     deadline = time.monotonic() + 180
     while "stacklens is up" not in log.read_text():
         if up.poll() is not None or time.monotonic() > deadline:
@@ -295,9 +304,10 @@ def main() -> None:
         help="frames of distinct file names each TCP sender encodes",
     )
     parser.add_argument(
-        "--up-python",
-        default=sys.executable,
-        help="the interpreter of the virtualenv whose `stacklens up` runs",
+        "--up-tree",
+        type=Path,
+        default=SOURCE_ROOT,
+        help="the source tree whose `stacklens up` runs (default: this one)",
     )
     args = parser.parse_args()  # fmt: skip
     settings = Settings()
@@ -312,7 +322,7 @@ def main() -> None:
         STACKLENS_MAX_FRAME_BYTES=str(max_body),
         STACKLENS_HTTP_MAX_BODY_MB=str(settings.http_max_body_mb),
     )  # fmt: skip
-    up, base = start_up(args.up_python, scratch, env)
+    up, base = start_up(args.up_tree, scratch, env)
     spawn = multiprocessing.get_context("spawn")
     go, stop, results = spawn.Event(), spawn.Event(), spawn.Queue()
     address = ("127.0.0.1", int(env["STACKLENS_COLLECTOR"].rpartition(":")[2]))
@@ -352,7 +362,7 @@ def main() -> None:
     http = [s for s in sent if s.kind == "http"]
     print(f"machine              : {platform.node()}, {os.cpu_count()} CPUs, "
           f"{platform.platform()}, load average {os.getloadavg()[0]:.1f}; `up` from "
-          f"{args.up_python}")  # fmt: skip
+          f"{args.up_tree}")  # fmt: skip
     one = sent[0].records // sent[0].frames
     batches = f"{http[0].bytes / 1e6:.1f} MB, {http[0].frames} frames" if http else "none"
     print(f"load                 : {args.senders} TCP senders x {WINDOW} frames in flight, "

@@ -118,9 +118,12 @@ async def _read_message(reader: asyncio.StreamReader, max_payload: int) -> tuple
     return header, await reader.readexactly(payload_len)
 
 
-def _message(header: dict[str, Any], payload: bytes = b"") -> bytes:
+def _send(writer: asyncio.StreamWriter, header: dict[str, Any], payload: bytes = b"") -> None:
+    """Queue one message on `writer` (the payload as it is: no copy of a large body)."""
     raw = json.dumps(header).encode()
-    return _LENGTHS.pack(len(raw), len(payload)) + raw + payload
+    writer.write(_LENGTHS.pack(len(raw), len(payload)) + raw)
+    if payload:
+        writer.write(payload)
 
 
 class ControlServer:
@@ -161,7 +164,7 @@ class ControlServer:
                 except Exception:  # a bug: said here, the caller gets an error, serving goes on
                     log.exception("control request %r failed", header.get("op"))
                     answer = {"error": "the collector failed to answer (its log says why)"}
-            writer.write(_message(answer))
+            _send(writer, answer)
             await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client left
@@ -190,7 +193,7 @@ class CollectorLink:
         async def exchange() -> dict[str, Any]:
             reader, writer = await asyncio.open_unix_connection(str(self.path))
             try:
-                writer.write(_message({"op": op, **(fields or {})}, payload))
+                _send(writer, {"op": op, **(fields or {})}, payload)
                 await writer.drain()
                 answer, _ = await _read_message(reader, 0)
             finally:

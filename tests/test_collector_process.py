@@ -2,9 +2,9 @@
 upload froze the HTTP server, the collector and the API sharing one interpreter lock).
 
 A real `stacklens up` against the test database: the collector is another process than
-the API's; stopped (SIGSTOP), it cannot hold the API back, which keeps answering, the
-HTTP ingest included (503: resend); killed, it is started again and said so; `up` stops
-it on SIGTERM. Each test failed on the code before the change (one process).
+the API's (and nicer); stopped (SIGSTOP), it cannot hold the API back, which keeps
+answering; killed, it is started again and said so; one that cannot start ends `up`;
+`up` stops it on SIGTERM. Each test failed on the code before the change (one process).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from stacklens_cli.collector_process import NICENESS
 from tests.collector.test_ingest import T0, exchange, frame, wait_for
 from tests.conftest import collector_pid, leftover_processes, query, running_up, up_environment
 
@@ -48,6 +49,9 @@ def test_the_api_answers_while_the_collector_process_is_stopped(pg_url, tmp_path
     with running_up(pg_url, tmp_path / "state", **OLD_FRAMES) as up:
         pid = collector_pid(up["pid"])
         assert pid != int(up["pid"])
+        # nicer than the API: on a busy node the API's answers get the CPU first
+        api_nice = os.getpriority(os.PRIO_PROCESS, int(up["pid"]))
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, api_nice + NICENESS)
         host, port = up["STACKLENS_COLLECTOR"].rsplit(":", 1)
         address = (host, int(port))
         assert exchange(address, frame(0, token="e2e-token"), 1) == [(0, 0)]
