@@ -6,12 +6,17 @@ on the code before the bound."""
 
 from __future__ import annotations
 
+from fastapi.testclient import TestClient
+
 from collector.service import BackgroundCollector
+from server.app import create_app
 from stacklens import wire
+from stacklens.db import make_engine
 from tests.collector.test_ingest import T0, exchange
 from tests.conftest import query
 from tests.identity.conftest import shared_dir, users  # noqa: F401 (fixtures)
 from tests.security.test_partition_flood import connect_as, prove, send
+from tests.server.test_ingest_and_metrics import AUTH
 
 
 def io_frame(seq: int, rank: int, paths: list[str], job: str = "names") -> bytes:
@@ -111,3 +116,29 @@ def test_a_user_beyond_the_storage_budget_is_told_to_resend_later_and_others_are
     stored = query(pg_url, "SELECT j.job_key, count(*) FROM received_frames f "
                    "JOIN jobs j ON j.id = f.job_id GROUP BY 1 ORDER BY 1")  # fmt: skip
     assert stored == [("a", fit), ("b", 3)]
+
+
+def test_an_http_batch_beyond_the_storage_budget_is_answered_503_and_stores_nothing(
+    pg_url, control_socket
+):
+    # Trusted mode: every frame is the collector user's, over TCP and HTTP alike.
+    paths = [{"layer": 1, "path": f"/{i}/" + "p" * 190, "reads": 1} for i in range(200)]
+    batch = [{"job": "http", "run_id": 5, "world_rank": 0, "world_size": 2, "seq": seq,
+              "interval_start_ns": T0 + seq, "interval_end_ns": T0 + seq + 1,
+              "tables": {"io": paths}} for seq in range(12)]  # fmt: skip
+    engine = make_engine(pg_url)
+    with BackgroundCollector(pg_url, token="secret", control_socket=control_socket,
+                             max_mb_per_hour=1) as running:  # fmt: skip
+        app = create_app(engine, api_base_url="http://127.0.0.1", collector=running.link,
+                         with_frontend=False)  # fmt: skip
+        with TestClient(app, base_url="http://127.0.0.1") as client:
+            whole = client.post("/api/ingest/frames", json={"frames": batch}, headers=AUTH)
+            assert whole.status_code == 503, whole.text
+            assert "STACKLENS_MAX_MB_PER_HOUR" in whole.text
+            part = client.post("/api/ingest/frames", json={"frames": batch[:3]}, headers=AUTH)
+            assert (part.status_code, part.json()) == (200, {"stored": 3})
+            metrics = client.get("/metrics").text
+    engine.dispose()
+    # 10 frames of about 100 KB fit in the MiB: the 2 beyond are counted, the batch refused
+    assert 'stacklens_ingest_frames_rejected_total{reason="storage_limit"} 2.0' in metrics
+    assert query(pg_url, "SELECT count(*) FROM received_frames") == [(3,)]
