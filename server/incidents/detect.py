@@ -43,9 +43,10 @@ major from there, critical once two jobs have each lost that much (or a link fla
 jobs). Errors and flaps are counted events and are never silent.
 
 Incidents (`join`): a link signal and the job signals that overlap it in time (within
-`slack_ns`) of the jobs whose traffic crosses the link make one incident; the job on the
-link with the most bytes during it is named the likely aggressor, the jobs with signals
-the victims, other jobs on it are listed "on link". A job signal that joins no link
+`slack_ns`) of the jobs whose traffic crosses the link make one incident; the job on a
+congested link with the most bytes during it is named the likely aggressor (errors and
+flaps have none), the jobs with signals the victims, other jobs on it are listed "on
+link". A job signal that joins no link
 signal is an incident of its own.
 """
 
@@ -493,14 +494,15 @@ def join(
 ) -> Joined:
     """The incident of a link signal: `bytes_on_link` names the jobs whose traffic crosses
     the link during it (job -> bytes, None: on it, bytes unknown); the job signals of those
-    jobs overlapping it join as victims; the job with the most bytes (> 0) on the link is
-    the likely aggressor (even if it also slowed: then it is named aggressor only)."""
+    jobs overlapping it join as victims; the job with the most bytes (> 0) on a congested
+    link is the likely aggressor (even if it also slowed: then it is named aggressor
+    only). Errors and flaps are the link's own: they have no aggressor."""
     joined = [s for s in job_signals
               if s.subject in bytes_on_link and overlaps(s, link_signal, slack_ns)]  # fmt: skip
     by_job: dict[int, list[Signal]] = {}
     for s in joined:
         by_job.setdefault(s.subject, []).append(s)
-    known = {j: b for j, b in bytes_on_link.items() if b}
+    known = {j: b for j, b in bytes_on_link.items() if b and link_signal.kind == "congestion"}
     aggressor = max(sorted(known), key=lambda j: known[j]) if known else None
     members = []
     for j in sorted(bytes_on_link, key=lambda j: (-(bytes_on_link[j] or 0), j)):

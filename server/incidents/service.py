@@ -15,7 +15,8 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
    crosses it (the traffic domain's attribution of that link alone over the signal's time,
    both directions, every category; read again every REFRESH_NS while it lasts, and when it
    ends)
-   becomes an incident, the job with the most bytes on the link its likely aggressor; a
+   becomes an incident, the job with the most bytes on a congested link its likely
+   aggressor (errors and flaps have none); a
    job signal that joins no link signal within `sweeps` sweep periods is an incident of
    its own;
 4. every open incident (and one that just closed) big enough to report (detect.py: the

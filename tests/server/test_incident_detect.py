@@ -220,6 +220,16 @@ def test_join_names_the_aggressor_and_the_victims():
         2 * S, 6.0 * S, 1, True)  # fmt: skip
 
 
+def test_only_a_congestion_has_an_aggressor():
+    """Errors and flaps are the link's, not caused by the traffic on it: the job with the
+    most bytes on an erroring or flapping link is on it (bench/incidents.py's scripted hour
+    saw it named "likely aggressor" of link errors); a slowed job on it is its victim."""
+    victim = _signal("mpi_slowdown", 2, 1)
+    for kind in ("link_errors", "link_flap"):
+        incident = join(_signal(kind, 4, 1), [victim], {1: 9_000_000, 2: 1_000}, TH, 2 * S)
+        assert [(m.job, m.role) for m in incident.members] == [(1, "on link"), (2, "victim")]
+
+
 def test_severity_from_the_size_of_the_effect():
     link = _signal("congestion", 11, 10)
     nobody = join(link, [], {}, TH, slack_ns=2 * S)
