@@ -14,7 +14,7 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
 3. the join: each link signal with the overlapping job signals of the jobs whose traffic
    crosses it (the traffic domain's attribution of that link alone over the signal's time,
    both directions, every category; read again every REFRESH_NS while it lasts, and when it
-   ends)
+   ends, and in the pass that first reports it)
    becomes an incident, the job with the most bytes on a congested link its likely
    aggressor (errors and flaps have none); a
    job signal that joins no link signal within `sweeps` sweep periods is an incident of
@@ -330,13 +330,14 @@ class IncidentService:
         slack = self.th.sweeps * self.interval_ns
         incidents: list[Joined] = []
         for signal in link_signals:
-            upto = signal.end_ns or now
             cached = self._on.get(signal.key)
             if cached is None or now - cached[0] >= REFRESH_NS or signal.end_ns is not None:
-                window = Window(signal.start_ns - slack, upto + slack)
-                cached = self._on[signal.key] = (now, self._on_link(session, signal.subject,
-                                                                    window))  # fmt: skip
+                cached = self._read_on(session, signal, now, slack)
             incident = join(signal, job_signals, cached[1], self.th, slack)
+            if incident.reported and signal.key not in self.stored and cached[0] < now:
+                # reported in this pass: its jobs as they stand now, not as when it was silent
+                cached = self._read_on(session, signal, now, slack)
+                incident = join(signal, job_signals, cached[1], self.th, slack)
             incidents.append(incident)
             for s in incident.signals[1:]:
                 self.joined[s.key] = incident.key
@@ -403,6 +404,14 @@ class IncidentService:
             return []
         repo.remove(session, key)
         return [message.merged(incident_id, self.stored[into], self.base_url)]
+
+    def _read_on(self, session: Session, signal: Signal, now: int, slack: int
+                 ) -> tuple[int, dict[int, int | None]]:  # fmt: skip
+        """Read again the jobs on a link signal's link over its time (and `slack` either
+        side) as of `now`, and keep them (REFRESH_NS)."""
+        window = Window(signal.start_ns - slack, (signal.end_ns or now) + slack)
+        self._on[signal.key] = (now, self._on_link(session, signal.subject, window))
+        return self._on[signal.key]
 
     def _on_link(self, session: Session, link: int, window: Window) -> dict[int, int | None]:
         """Job -> its bytes on the link (both directions, every category) over the window."""

@@ -101,15 +101,18 @@ class StagedFabric:
 
 
 def frames(i: int, jobs: tuple[str, ...] = tuple(JOBS), final: bool = False,
-           wait: str = "MPI_Allreduce") -> list[bytes]:  # fmt: skip
+           wait: str = "MPI_Allreduce", p2p_of: dict[str, int] | None = None
+           ) -> list[bytes]:  # fmt: skip
     """These jobs' frames of interval i ([T0 + i s, T0 + (i+1) s)); `final`: their ranks'
     last frames (the jobs end with it); `wait`: the blocking call the jobs' ranks meet in
     ten times a second (1 MiB; 100 ms inside; alice's rank 1 900 ms in the steps SLOW)
-    beside their eight posted sends (MPI_Isend: 1 ms, no waiting)."""
+    beside their eight posted sends (MPI_Isend: 1 ms, no waiting); `p2p_of`: bytes a job
+    sends in the interval instead of JOBS' (job -> bytes)."""
     op = op_names().index
     out = []
     for job in jobs:
         user, hosts, p2p, ckpt = JOBS[job]
+        p2p = (p2p_of or {}).get(job, p2p)
         for rank, host in enumerate(hosts):
             late = job == "alice-inc" and i in SLOW and rank == 1  # it waits for rank 0
             tables = {
@@ -139,8 +142,8 @@ def frames(i: int, jobs: tuple[str, ...] = tuple(JOBS), final: bool = False,
 
 
 def send(collector, i: int, jobs: tuple[str, ...] = tuple(JOBS), final: bool = False,
-         wait: str = "MPI_Allreduce") -> None:  # fmt: skip
+         wait: str = "MPI_Allreduce", p2p_of: dict[str, int] | None = None) -> None:  # fmt: skip
     """Send interval i of these jobs (every job) through the collector, committed (frames)."""
-    payload = frames(i, jobs, final, wait)
+    payload = frames(i, jobs, final, wait, p2p_of)
     acks = exchange(collector.address, b"".join(payload), acks=len(payload))
     assert [status for status, _ in acks] == [0] * len(payload)
