@@ -49,6 +49,21 @@ RESTART_DELAY_S = 1.0
 NICENESS = 5
 
 
+#: The control directory's name prefix (mkdtemp adds 8 characters) and the socket's name.
+_PREFIX, _SOCKET = "stacklens-collector-", "control.sock"
+#: The longest path a Unix socket may have (sun_path holds 108 bytes with its NUL).
+_MAX_SOCKET_PATH = 107
+
+
+def _control_parent() -> str:
+    """Where the control directory goes: the temporary directory (TMPDIR), or /tmp when a
+    socket under TMPDIR would be too long to bind (a batch system's TMPDIR can be deep)."""
+    parent = tempfile.gettempdir()
+    if len(f"{parent}/{_PREFIX}12345678/{_SOCKET}".encode()) > _MAX_SOCKET_PATH:
+        return "/tmp"
+    return parent
+
+
 class CollectorFailed(Exception):
     """The collector process did not get ready (the reason is the message)."""
 
@@ -66,8 +81,8 @@ class CollectorProcess:
 
     def __init__(self, settings: Settings, database_url: str, limits: ConnectionLimits):
         self.settings, self.database_url, self.limits = settings, database_url, limits
-        self._dir = Path(tempfile.mkdtemp(prefix="stacklens-collector-"))  # mode 0700
-        self.link = CollectorLink(self._dir / "control.sock")
+        self._dir = Path(tempfile.mkdtemp(prefix=_PREFIX, dir=_control_parent()))  # mode 0700
+        self.link = CollectorLink(self._dir / _SOCKET)
         self.proc: asyncio.subprocess.Process | None = None
         self._stopping = False
 

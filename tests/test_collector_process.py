@@ -15,12 +15,15 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-from stacklens_cli.collector_process import NICENESS
+from stacklens.connguard import ConnectionLimits
+from stacklens.settings import Settings
+from stacklens_cli.collector_process import NICENESS, CollectorProcess
 from tests.collector.test_ingest import T0, exchange, frame, wait_for
 from tests.conftest import collector_pid, leftover_processes, query, running_up, up_environment
 
@@ -143,3 +146,21 @@ def test_up_ends_when_a_restarted_collector_cannot_get_ready(pg_url, tmp_path):
         "stacklens: collector: the collector process ended (exit status 1) before it was ready",
     ]
     assert leftover_processes(str(state)) == []
+
+
+def test_the_control_socket_binds_under_a_deep_tmpdir(tmp_path, monkeypatch):
+    """A TMPDIR too deep for a Unix socket (a batch job's, pytest's) puts the control
+    directory in /tmp: the socket binds, in a directory only this user may enter."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    process = CollectorProcess(Settings(), "postgresql://unused", ConnectionLimits())
+    try:
+        assert process.link.path.parent.parent == Path("/tmp")
+        assert process.link.path.parent.stat().st_mode & 0o777 == 0o700
+        with socket.socket(socket.AF_UNIX) as listener:
+            listener.bind(str(process.link.path))
+    finally:
+        process.link.path.unlink(missing_ok=True)
+        process.link.path.parent.rmdir()
