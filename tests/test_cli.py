@@ -80,6 +80,7 @@ def test_status_when_nothing_runs(tmp_path):
         "(`stacklens up` starts it)",
         f"collector   {collector}: nothing listens (`stacklens up` or `collector` starts one)",
         f"API         http://127.0.0.1:{http}/: nothing answers (`stacklens up` serves it)",
+        "modes       ingest proven, auth none (this node's settings); users sending unknown",
         "fabric-sim  not running",
         "fabric      unknown (the database is not reachable)",
         "frames      unknown (the database is not reachable)",
@@ -116,14 +117,15 @@ def test_up_prints_its_progress_and_status_sees_it_all(pg_url, tmp_path, example
         log = Path(up["log"]).read_text()
     assert status.returncode == 0, status.stdout + status.stderr
     lines = status.stdout.splitlines()
-    assert lines[1:4] == [
+    assert lines[1:5] == [
         f"database    external PostgreSQL: reachable, schema {head_revision()}",
         f"collector   {up['STACKLENS_COLLECTOR']}: listening",
         f"API         {up['base']}/ answers (stacklens {stacklens.__version__})",
+        "modes       ingest trusted, auth none (the server's); 1 user sent runs in the last 24 h",
     ]
-    assert re.fullmatch(r"fabric      0 nodes, 1 ports; last sweep \d+ s ago", lines[5]), lines
-    assert re.fullmatch(rf"frames      last received \d+ s ago \(job {job}\); 1 jobs", lines[6])
-    assert lines[7:9] == [
+    assert re.fullmatch(r"fabric      0 nodes, 1 ports; last sweep \d+ s ago", lines[6]), lines
+    assert re.fullmatch(rf"frames      last received \d+ s ago \(job {job}\); 1 jobs", lines[7])
+    assert lines[8:10] == [
         f"spool       {spool}: 2 frames waiting (500 bytes), 1 rejected (`stacklens replay` "
         "delivers them)",
         f"spool       {other}: 1 frames waiting (64 bytes), 0 rejected (`stacklens replay` "
@@ -139,6 +141,8 @@ def test_up_prints_its_progress_and_status_sees_it_all(pg_url, tmp_path, example
         "stacklens up: fabric discovery: started (it samples a `stacklens fabric-sim` or local "
         "HCA it finds, now or later)",
         f"stacklens up: collector: listening on 127.0.0.1:{port}",
+        "stacklens up: modes: ingest trusted, auth none (stacklens status, the dashboard's "
+        "footer and /metrics say them too)",
         "stacklens up: incidents: detecting on every sweep",
         f"stacklens up: API and dashboard: serving on {up['base']}",
     ]
