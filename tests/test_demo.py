@@ -40,6 +40,7 @@ def test_demo_runs_the_example_job_and_stops(tmp_path, hook_library, examples_bu
         STACKLENS_STATE_DIR=str(tmp_path / "state"),  # embedded PostgreSQL, as on a fresh machine
         STACKLENS_HTTP_PORT=str(port),
         STACKLENS_COLLECTOR=f"127.0.0.1:{free_port()}",
+        STACKLENS_COLLECTOR_SOCKET=str(tmp_path / "ingest.sock"),  # not the node's own
         STACKLENS_INTERVAL_MS="250",
     )
     started = time.monotonic()
