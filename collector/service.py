@@ -49,7 +49,8 @@ class CollectorService:
         process's open-file limit by the command that starts the service);
         `control_socket`: where to serve the control channel (none unless given; its
         directory must be this user's own)."""
-        self.writer = FrameWriter(database_url, max_run_names=settings.max_run_files)
+        self.writer = FrameWriter(database_url, max_run_names=settings.max_run_files,
+                                  max_run_comms=settings.max_run_comms)  # fmt: skip
         self.ingest = IngestServer(
             self.writer,
             settings.collector_host,
@@ -61,6 +62,7 @@ class CollectorService:
             max_skew_ns=int(settings.max_clock_skew_s * 1e9),
             max_new_days_per_hour=settings.max_new_days_per_hour,
             max_mb_per_hour=settings.max_mb_per_hour,
+            max_stored_mb=settings.max_stored_mb,
             limits=connection_limits or settings.connection_limits(),
             buffer_bytes=settings.ingest_buffer_mb << 20,
             identity=Identity(
@@ -145,7 +147,8 @@ class CollectorService:
         return {"ingest": dataclasses.asdict(await store_batch(self.ingest, body))}
 
     async def maintain_once(self, now_ns: int | None = None) -> None:
-        """Create partitions for today and the next two days; apply the retention window."""
+        """Create partitions for today and the next two days; apply the retention window;
+        read again what every user has stored (the bound on storage per user)."""
         now_ns = time.time_ns() if now_ns is None else now_ns
         today = day_of(now_ns)
         async with await psycopg.AsyncConnection.connect(self.database_url) as conn:
@@ -153,6 +156,7 @@ class CollectorService:
             if self.retention_days is not None:
                 cutoff = now_ns - self.retention_days * DAY_NS
                 await apply_retention(conn, self.writer.partitions, cutoff)
+            await self.ingest.quota.refresh(conn)
 
     async def roll_up_once(self) -> int:
         """One rollup pass over the dirty buckets; returns the rollup rows written."""

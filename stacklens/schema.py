@@ -360,6 +360,20 @@ MonitoredFrames = _array_storage(MonitoredDelta, "MonitoredFrames", "monitored_f
 CommP2PFrames = _array_storage(CommP2PDelta, "CommP2PFrames", "comm_p2p_frames")
 
 
+class OwnerStorage(Base):
+    """Frames stored per owner and day (of their interval end), added in the transaction
+    that stores them and deleted with the day's partitions by retention: what each user has
+    stored, for the bound on storage per user (collector/ingest/budget.py, StorageQuota)."""
+
+    __tablename__ = "owner_storage"
+
+    owner_uid: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    day: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False,
+                                     doc="UTC day: t_end_ns // 86400e9")  # fmt: skip
+    frames: Mapped[int] = mapped_column(BigInteger, doc="frames stored (resends not counted)")
+    bytes: Mapped[int] = mapped_column(BigInteger, doc="their wire length, header included")
+
+
 class RollupDirty(Base):
     """(run, minute) buckets whose rollups must be recomputed: marked by every commit."""
 

@@ -148,7 +148,9 @@ class Settings(BaseSettings):
     ingest_horizon_days: int = Field(default=31, ge=1, le=3660)
     max_new_days_per_hour: int = Field(default=8, ge=1, le=366)
     max_mb_per_hour: int = Field(default=262_144, ge=1, le=1 << 26)
+    max_stored_mb: int = Field(default=1 << 22, ge=1, le=1 << 30)
     max_run_files: int = Field(default=100_000, ge=100, le=10_000_000)
+    max_run_comms: int = Field(default=10_000, ge=16, le=1_000_000)
     # who may read (server/access/, docs/access.md)
     auth_mode: Literal["none", "proxy", "oidc"] = "none"
     allow_open_bind: bool = False

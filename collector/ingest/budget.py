@@ -1,6 +1,7 @@
 """The budgets of each sender, over all its TCP connections and HTTP batches together: days
-without a partition an owner may bring per hour (NewDayBudget), and bytes of frames it may
-have stored per hour (StorageBudget, the bound on storage per user).
+without a partition an owner may bring per hour (NewDayBudget), bytes of frames it may
+have stored per hour (StorageBudget) and in all (StorageQuota, the bound on storage per
+user, read from the database).
 
 Within the ingest horizon (collector/ingest/server.py) every day may get a partition; this
 budget bounds how fast one user makes them (each new day is a CREATE of every partitioned
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import psycopg
 
 from collector.store.partitions import Partitions
 
@@ -68,8 +70,8 @@ SLOT_S = 60.0
 
 class StorageBudget:
     """Bytes of frames each owner may have stored within a sliding hour, over all its TCP
-    connections and HTTP batches together (the bound on storage per user; frame and name
-    counts of a run follow from it and from collector/store/names.py).
+    connections and HTTP batches together (how fast one user may fill its StorageQuota;
+    frame and name counts of a run follow from them and from collector/store/names.py).
 
     Frames are charged as they are accepted for the writer (their wire length), in slots of
     a minute: the hour is the last 60 slots, so per owner at most 60 numbers are held. A
@@ -107,3 +109,57 @@ class StorageBudget:
             slot = int(self.clock() // SLOT_S)
             slots[slot] = slots.get(slot, 0) + charged
         return fit
+
+
+#: The bytes of frames each owner has stored, from the database (owner_storage).
+_STORED_BY_OWNER = "SELECT owner_uid, sum(bytes)::bigint FROM owner_storage GROUP BY 1"
+
+
+class StorageQuota:
+    """Bytes of frames each owner may have stored in all (STACKLENS_MAX_STORED_MB: the bound
+    on storage per user), over every collector writing to the database.
+
+    What is stored comes from the database (`owner_storage`, kept by the writer in the
+    transaction that stores the frames, cleared by retention with their days), read at
+    start and at every maintenance pass (`refresh`), so a restart or another collector
+    changes nothing; between two reads the frames this collector commits are added
+    (`settle`), and the frames accepted but not yet committed count too (`pending`). A
+    frame that does not fit is refused (`unavailable`: the sender keeps it and resends it;
+    it fits once retention has dropped older days)."""
+
+    def __init__(self, limit: int):
+        """`limit`: the bytes every owner may have stored."""
+        self.limit = limit
+        self._stored: dict[int, int] = {}  # owner -> bytes stored, as last read (+ commits)
+        self._pending: dict[int, int] = {}  # owner -> bytes accepted, not yet committed
+
+    def used(self, owner: int) -> int:
+        """The bytes `owner` has stored or on their way to the database."""
+        return self._stored.get(owner, 0) + self._pending.get(owner, 0)
+
+    def fit(self, owner: int, lengths: np.ndarray) -> int:
+        """How many leading frames (of `lengths` bytes each) of `owner` fit within its
+        quota (nothing is charged: see `charge`)."""
+        room = self.limit - self.used(owner)
+        return int(np.searchsorted(np.cumsum(lengths, dtype=np.int64), room, side="right"))
+
+    def charge(self, owner: int, size: int) -> None:
+        """`size` bytes of `owner`'s frames were handed to the writer."""
+        self._pending[owner] = self._pending.get(owner, 0) + size
+
+    def settle(self, owner: int, size: int, stored: bool) -> None:
+        """The writer is done with `size` bytes charged to `owner`: `stored` (committed,
+        resends included until the next refresh) or not."""
+        left = self._pending.get(owner, 0) - size
+        if left > 0:
+            self._pending[owner] = left
+        else:
+            self._pending.pop(owner, None)
+        if stored:
+            self._stored[owner] = self._stored.get(owner, 0) + size
+
+    async def refresh(self, conn: psycopg.AsyncConnection) -> None:
+        """Read what every owner has stored from the database."""
+        async with conn.transaction(), conn.cursor() as cur:
+            await cur.execute(_STORED_BY_OWNER)
+            self._stored = {int(owner): int(size) for owner, size in await cur.fetchall()}

@@ -10,6 +10,7 @@ costs the collector's process, not the API's answers.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
@@ -20,6 +21,8 @@ from stacklens import wire
 
 if TYPE_CHECKING:
     from collector.ingest.server import IngestServer
+
+log = logging.getLogger(__name__)
 
 
 def _text_field(size: int, id_rule: bool) -> AfterValidator:
@@ -189,7 +192,8 @@ async def store_batch(ingest: IngestServer, body: bytes) -> JsonAnswer:
     nothing; so is a batch that needs more days without a partition than its owner may
     still bring this hour (the ingest's NewDayBudget, shared with the owner's TCP
     connections); a batch beyond the bytes its owner may have stored this hour
-    (StorageBudget, shared likewise) is answered 503: resend it later. Resent frames are
+    (StorageBudget, shared likewise) or beyond what it may have stored in all (StorageQuota)
+    is answered 503: resend it later. Resent frames are
     stored once. The batch is parsed and encoded on a worker thread, so the event loop
     keeps taking and acknowledging hook frames meanwhile (a batch at the HTTP body cap
     takes seconds).
@@ -218,9 +222,22 @@ async def store_batch(ingest: IngestServer, body: bytes) -> JsonAnswer:
             "frames its owner may have stored per hour (STACKLENS_MAX_MB_PER_HOUR); resend it "
             "later"
         ])  # fmt: skip
+    if (fit := ingest.frames_within_quota(scanned, scanned.owner)) < len(frames):
+        ingest.stats.rejected["storage_quota"] += len(frames) - fit
+        log.warning(
+            "rejected an HTTP batch of uid %d: beyond the %d MiB it may have stored "
+            "(STACKLENS_MAX_STORED_MB)",
+            scanned.owner,
+            ingest.quota.limit >> 20,
+        )
+        return JsonAnswer(503, detail=[
+            f"frame {fit}: the batch is beyond the {ingest.quota.limit >> 20} MiB of frames "
+            "its owner may have stored (STACKLENS_MAX_STORED_MB); resend it once the "
+            "retention has made room"
+        ])  # fmt: skip
     ingest.stats.frames_received += len(frames)
     try:
-        await ingest.writer.store(scanned, atomic=True)
+        await ingest.submit(scanned, atomic=True)
     except wire.FrameError as error:
         ingest.stats.rejected[error.status.name.lower()] += 1
         return JsonAnswer(422, detail=[error.reason])

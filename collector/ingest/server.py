@@ -23,7 +23,10 @@ without partitions per hour over all its connections and HTTP batches together
 (collector/ingest/budget.py); the frame that would bring one more is answered
 `unavailable` (the sender resends it later) and counted as `partition_limit`. Likewise an
 owner may have at most `max_mb_per_hour` of frames stored per hour (StorageBudget): the
-frame beyond is answered `unavailable` and counted as `storage_limit`.
+frame beyond is answered `unavailable` and counted as `storage_limit`; and at most
+`max_stored_mb` of frames stored in all (StorageQuota, read from the database: a restart
+changes nothing), the frame beyond answered `unavailable` (resent once retention made
+room) and counted as `storage_quota`.
 
 Who sends (`Identity`; contract/stacklens_wire.def, "connection start"): in proven mode a
 connection must begin with a hello. On the Unix socket the sender's uid is the kernel's
@@ -57,9 +60,10 @@ from pathlib import Path
 from typing import cast
 
 import numpy as np
+import psycopg
 
 from collector import codec
-from collector.ingest.budget import NewDayBudget, StorageBudget
+from collector.ingest.budget import NewDayBudget, StorageBudget, StorageQuota
 from collector.store.writer import FrameWriter
 from stacklens import munge, wire
 from stacklens.connguard import ConnectionGuard, ConnectionLimits, Deadline
@@ -161,6 +165,7 @@ class IngestServer:
         max_skew_ns: int = wire.MAX_CLOCK_SKEW_NS,
         max_new_days_per_hour: int = 8,
         max_mb_per_hour: int = 262_144,
+        max_stored_mb: int = 1 << 20,
         limits: ConnectionLimits | None = None,
         buffer_bytes: int = 64 << 20,
         identity: Identity | None = None,
@@ -168,7 +173,8 @@ class IngestServer:
         """`identity`: how senders are proven; default trusted mode (tests, embedding).
         `horizon_days` and `retention_days` (None: no limit): frames whose interval ended
         longer ago than the shorter of the two are rejected (`too_old`). `max_mb_per_hour`:
-        MiB of frames each owner may have stored per hour (StorageBudget)."""
+        MiB of frames each owner may have stored per hour (StorageBudget); `max_stored_mb`:
+        in all (StorageQuota; read from the database by `start`)."""
         self.writer = writer
         self.identity = identity or Identity()
         self.host, self.port = host, port
@@ -179,6 +185,7 @@ class IngestServer:
         self.max_skew_ns = max_skew_ns
         self.new_days = NewDayBudget(writer.partitions, max_new_days_per_hour)
         self.storage = StorageBudget(max_mb_per_hour << 20)
+        self.quota = StorageQuota(max_stored_mb << 20)
         self.stats = IngestStats()
         self.guard = ConnectionGuard("ingest", limits or ConnectionLimits())
         self.buffer_bytes = buffer_bytes
@@ -191,7 +198,8 @@ class IngestServer:
 
     async def start(self) -> None:
         """Start listening (port 0 picks a free port; see `self.port` afterwards), and on
-        the Unix socket in proven mode."""
+        the Unix socket in proven mode; what every owner has stored is read first."""
+        await self.refresh_quota()
         if self.identity.proven:
             log.info("ingest: proven senders only (Unix socket peer credentials, MUNGE over "
                      "TCP); admins: uids %s", sorted(self.identity.admins))  # fmt: skip
@@ -303,6 +311,31 @@ class IngestServer:
         """How many leading frames of `batch` stay within the storage budget of `owner`
         (charged with their bytes; `whole`: all or nothing, see StorageBudget.fit)."""
         return self.storage.fit(owner, batch.info["length"], whole)
+
+    def frames_within_quota(self, batch: codec.FrameBatch, owner: int) -> int:
+        """How many leading frames of `batch` fit within what `owner` may have stored in all
+        (StorageQuota; charged when submitted: `submit`)."""
+        return self.quota.fit(owner, batch.info["length"])
+
+    async def refresh_quota(self) -> None:
+        """Read what every owner has stored from the database (at start and at every
+        maintenance pass); a database that does not answer leaves the figures as they
+        were, with a warning."""
+        try:
+            async with await psycopg.AsyncConnection.connect(self.writer.url) as conn:
+                await self.quota.refresh(conn)
+        except (psycopg.Error, OSError) as exc:
+            log.warning("could not read what each user has stored, retrying later: %s", exc)
+
+    def submit(self, batch: codec.FrameBatch, atomic: bool = False) -> asyncio.Future:
+        """Hand `batch` (of `batch.owner`) to the writer, charged to its owner's quota until
+        it is committed (then counted as stored) or fails; the writer's future."""
+        size, owner = int(batch.info["length"].sum(dtype=np.int64)), batch.owner
+        self.quota.charge(owner, size)
+        stored = self.writer.submit(batch, atomic)
+        stored.add_done_callback(lambda f: self.quota.settle(
+            owner, size, not f.cancelled() and f.exception() is None))  # fmt: skip
+        return stored
 
     def hold(self, delta: int) -> None:
         """Account `delta` bytes of incomplete frames; resume waiting connections when
@@ -562,6 +595,10 @@ class _Connection(asyncio.Protocol):
             if fit < len(batch):
                 error = self._storage_limit(batch, fit)
                 batch = _leading(batch, fit)
+            fit = self.server.frames_within_quota(batch, self.owner)
+            if fit < len(batch):
+                error = self._storage_quota(batch, fit)
+                batch = _leading(batch, fit)
         rest = buffer[len(batch.data) :]
         self._hold(len(rest) - held)
         self._chunks, self._buffered = ([rest], len(rest)) if rest else ([], 0)
@@ -606,6 +643,16 @@ class _Connection(asyncio.Protocol):
         seq = int(batch.info["seq"][fit])
         return codec.ScanError(wire.Status.UNAVAILABLE, seq, reason, "storage_limit")
 
+    def _storage_quota(self, batch: codec.FrameBatch, fit: int) -> codec.ScanError:
+        """The error for frame `fit`, the first beyond what its owner may have stored."""
+        quota = self.server.quota.limit >> 20
+        reason = (f"frame beyond the {quota} MiB of frames its owner may have stored "
+                  f"(STACKLENS_MAX_STORED_MB; uid {self.owner} has "
+                  f"{self.server.quota.used(self.owner or 0) >> 20} MiB); resend it once the "
+                  "retention has made room")  # fmt: skip
+        seq = int(batch.info["seq"][fit])
+        return codec.ScanError(wire.Status.UNAVAILABLE, seq, reason, "storage_quota")
+
     def _wait_if_over_budget(self) -> None:
         if self._buffered and self.server.over_budget(self):
             self._pause("memory")
@@ -630,7 +677,7 @@ class _Connection(asyncio.Protocol):
         self.server.stats.frames_received += len(batch)
         seqs = batch.info["seq"]
         self._last_seq = int(seqs[-1])
-        self._queue_ack(self.server.writer.submit(batch), seqs, wire.Status.COMMITTED)
+        self._queue_ack(self.server.submit(batch), seqs, wire.Status.COMMITTED)
 
     def _queue_ack(self, stored: asyncio.Future | None, seqs: np.ndarray, status) -> None:
         self._inflight.append((stored, seqs, status))

@@ -162,7 +162,8 @@ class Partitions:
 async def apply_retention(
     conn: psycopg.AsyncConnection, partitions: Partitions, cutoff_ns: int
 ) -> tuple[list[str], int]:
-    """Drop partitions ending before `cutoff_ns`, then rollups and jobs older than it.
+    """Drop partitions ending before `cutoff_ns`, then rollups, what users stored on those
+    days (owner_storage) and jobs older than it.
 
     Returns (dropped partition names, number of jobs deleted). The ranks of deleted
     jobs go with them (foreign key cascade), and so does their frame ledger.
@@ -176,6 +177,8 @@ async def apply_retention(
         for table in ROLLED_PER_SECOND:
             await conn.execute(f"DELETE FROM {table} WHERE second_ns < %s", (cutoff_ns,))
         await conn.execute("DELETE FROM fabric_port_10s WHERE start_ns < %s", (cutoff_ns,))
+        # what users have stored on the days dropped (the days drop_before drops)
+        await conn.execute("DELETE FROM owner_storage WHERE day < %s", (cutoff_ns // DAY_NS,))
         await conn.execute(
             "DELETE FROM received_frames WHERE job_id IN "
             "(SELECT id FROM jobs WHERE last_seen_ns < %s)",

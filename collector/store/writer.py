@@ -33,7 +33,7 @@ import psycopg
 from collector.codec import FrameBatch, encode_arrays, frame_addresses
 from collector.store.copy import COPY_SIGNATURE, COPY_TRAILER, binary_copy
 from collector.store.jobs import JOB_STATUS
-from collector.store.names import RunNames
+from collector.store.names import NO_RANK, OVERFLOW_COMM, RunComms, RunNames
 from collector.store.partitions import Partitions
 from collector.store.rollups import MARK_DIRTY
 from collector.store.tables import DELTA_TABLES, INTERVAL_COLUMNS, DeltaTable
@@ -184,6 +184,15 @@ FROM (SELECT r.run_id,
 WHERE runs.id = ended.run_id AND ended.status IS NOT NULL AND runs.status <> ended.status
 """
 
+#: What each owner has stored per day (the bound on storage per user reads it: StorageQuota
+#: in collector/ingest/budget.py); rows in (owner, day) order, locked last.
+_ADD_STORAGE = """
+INSERT INTO owner_storage (owner_uid, day, frames, bytes)
+SELECT * FROM unnest(%b::bigint[], %b::int[], %b::bigint[], %b::bigint[])
+ON CONFLICT (owner_uid, day) DO UPDATE SET frames = owner_storage.frames + EXCLUDED.frames,
+    bytes = owner_storage.bytes + EXCLUDED.bytes
+"""
+
 _HEALTH = ("keys_dropped", "frames_dropped", "frames_spooled")
 
 _SYNC_OPS = """
@@ -207,8 +216,9 @@ class WriterStats:
     batches: int = 0
     write_errors: int = 0
     data_errors: int = 0
-    # io records whose new path beyond the run's bound was folded into "<other>", by
-    # reason (collector/store/names.py)
+    # records whose new name beyond the run's bound was folded into the overflow record
+    # (or, for a communicator's description, not stored), by reason
+    # (collector/store/names.py)
     names_folded: collections.Counter[str] = field(default_factory=collections.Counter)
     rows: collections.Counter[str] = field(default_factory=collections.Counter)
 
@@ -253,6 +263,27 @@ class _Frames:
         """Frame i's records of a wire table."""
         records: np.ndarray = self.batches[self._batch[i]].records(int(self._local[i]), table)
         return records
+
+    def field(self, which: np.ndarray, table: str, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The values of one u32 field of every record of a wire table in the frames
+        `which`, in frame then record order, and the frame of each (vectorised: no Python
+        per frame or record)."""
+        spec = wire.SPEC.table(table)
+        fdtype, offset = wire.fields_of(spec.dtype)[name][:2]
+        assert fdtype == np.dtype("<u4"), "a u32 field"
+        counts = self.info["count"][which, spec.id].astype(np.int64)
+        frame = np.repeat(which, counts)
+        total = int(counts.sum())
+        within = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        start = self.info["offset"][which].astype(np.int64) + self.info["section"][which, spec.id]
+        where = np.repeat(start, counts) + within * spec.dtype.itemsize + offset
+        values = np.zeros(total, dtype=np.uint32)
+        batch = self._batch[frame]
+        for b in np.unique(batch).tolist():
+            here = batch == b
+            raw = np.frombuffer(self.batches[b].data, np.uint8)
+            values[here] = raw[where[here, None] + np.arange(4)].copy().view("<u4").reshape(-1)
+        return values, frame
 
     def rank_info(self, i: int) -> tuple[str | None, str | None, str | None]:
         """(command, user, run label) of frame i, Nones if it carries no rank information
@@ -304,9 +335,11 @@ class FrameWriter:
         max_backlog: int = MAX_BACKLOG_FRAMES,
         workers: int = 3,
         max_run_names: int = 100_000,
+        max_run_comms: int = 10_000,
     ):
-        """`max_run_names`: distinct file paths stored per run (collector/store/names.py)."""
-        self._url = url
+        """`max_run_names`, `max_run_comms`: distinct file paths and communicators stored per
+        run (collector/store/names.py)."""
+        self.url = url  # the database's
         self._workers = workers
         self._max_batch = max_batch
         self.max_backlog = max_backlog
@@ -322,6 +355,7 @@ class FrameWriter:
         self.stats = WriterStats()
         self.partitions = Partitions()
         self.names = RunNames(max_run_names)
+        self.comms = RunComms(max_run_comms)
 
     async def start(self) -> None:
         """Start the batch loops: `workers` transactions may be in flight at once."""
@@ -447,7 +481,7 @@ class FrameWriter:
         """A worker's connection; a new one also (re)syncs the MPI op names."""
         conn = self._conns.get(worker)
         if conn is None or conn.closed:
-            conn = await psycopg.AsyncConnection.connect(self._url)
+            conn = await psycopg.AsyncConnection.connect(self.url)
             names = op_names()
             async with conn.transaction():
                 await conn.execute(_SYNC_OPS, (list(range(len(names))), list(names)))
@@ -481,14 +515,16 @@ class FrameWriter:
     ) -> None:
         io = frames.info["count"][:, _IO_ID] > 0
         await self.names.load(conn, ids.frame_job[io], ids.frame_run[io])
-        plan = _Plan(frames, ids, None, self.names)  # no await since the paths were read
+        comm = (frames.info["count"][:, _COMM_IDS] > 0).any(axis=1)
+        await self.comms.load(conn, ids.frame_job[comm], ids.frame_run[comm])
+        plan = _Plan(frames, ids, None, self.names, self.comms)  # no await since names read
         rows: collections.Counter[str] = collections.Counter()
         async with conn.transaction(), conn.cursor() as cur:
             if not await self._ledger_fast(conn, cur, plan):
                 await cur.execute(_INSERT_LEDGER, plan.ledger(time.time_ns()))
                 stored = {tuple(row) for row in await cur.fetchall()}
                 if len(stored) != len(plan.fresh):
-                    plan = _Plan(frames, ids, plan.keep(stored), self.names)
+                    plan = _Plan(frames, ids, plan.keep(stored), self.names, self.comms)
             for table, records, payload in plan.copies():
                 async with cur.copy(table.copy_statement) as copy:
                     for part in payload:
@@ -505,9 +541,9 @@ class FrameWriter:
             if sorted(ids.jobs.tolist()) != sorted(row[0] for row in await cur.fetchall()):
                 raise _StaleIds
             await cur.execute(JOB_STATUS, (ids.jobs.tolist(),))
+            await cur.execute(_ADD_STORAGE, plan.storage())
         self.stats.rows.update(rows)
-        if plan.folded:
-            self.stats.names_folded["run_files"] += plan.folded
+        self.stats.names_folded.update(+plan.folded)
         self.stats.batches += 1
         self.stats.frames_committed += len(plan.fresh)
         self.stats.frames_duplicate += len(frames) - len(plan.fresh)
@@ -762,16 +798,33 @@ _ROLLED_IDS = [wire.SPEC.table(name).id for name in ("p2p", "op", "coll", "io")]
 #: Wire table id of the io table (its paths are bounded per run: collector/store/names.py).
 _IO_ID = wire.SPEC.table("io").id
 
+#: The wire tables naming communicators (bounded per run, collector/store/names.py), and
+#: how a record beyond the bound is folded: the fields set to the overflow record's values
+#: (None: the record is not stored), and the /metrics reason.
+_COMM_FOLDS: dict[str, tuple[dict[str, int] | None, str]] = {
+    "coll": ({"comm_id": OVERFLOW_COMM, "comm_size": 0, "root": NO_RANK}, "run_comms"),
+    "comm_p2p": ({"comm_id": OVERFLOW_COMM, "peer": NO_RANK}, "run_comms"),
+    "comm": (None, "run_comm_descriptions"),
+}
+_COMM_IDS = [wire.SPEC.table(name).id for name in _COMM_FOLDS]
+
 
 class _Plan:
     """Everything a batch writes before its runs and jobs: ledger rows, rank upserts, rollup
     marks and the COPY payloads, for the frames in `fresh` (default: the first of every
-    (run, rank, seq) in the batch); io paths beyond a run's bound are folded by `names`
-    (`folded` of them)."""
+    (run, rank, seq) in the batch); names beyond a run's bounds are folded by `names` (io
+    paths) and `comms` (communicators): `folded` counts them by reason."""
 
-    def __init__(self, frames: _Frames, ids: _Ids, fresh: np.ndarray | None, names: RunNames):
-        self.frames, self.ids, self._names = frames, ids, names
-        self.folded = 0
+    def __init__(
+        self,
+        frames: _Frames,
+        ids: _Ids,
+        fresh: np.ndarray | None,
+        names: RunNames,
+        comms: RunComms,
+    ):
+        self.frames, self.ids, self._names, self._comms = frames, ids, names, comms
+        self.folded: collections.Counter[str] = collections.Counter()
         info = frames.info
         if fresh is None:
             fresh, _, _ = _groups(ids.frame_run, ids.frame_rank, info["seq"])  # sorted by key
@@ -779,7 +832,51 @@ class _Plan:
         self._keys = (ids.frame_run[fresh].tolist(), ids.frame_rank[fresh].tolist(),
                       info["seq"][fresh].tolist())  # fmt: skip
         self._statements = self._marks() + self._ranks()  # the order rows are locked in
+        self._addresses = frames.addresses  # where each frame is read from by encode_arrays
+        self._rewritten: dict[int, bytearray] = {}  # frame -> its copy with folded records
+        self._dropped: dict[str, np.ndarray] = {}  # table -> its records not stored
+        self._fold_comms()
         self._copies = [c for table in DELTA_TABLES if (c := self._copy(table)) is not None]
+
+    def _fold_comms(self) -> None:
+        """Fold the records naming a communicator beyond their run's bound (RunComms; new
+        ones within it are admitted table by table, in frame order): an array table's
+        records are rewritten in a copy of their frame (the received bytes stay as they
+        are), a description is left out of the COPY."""
+        frames, fresh = self.frames, self.fresh
+        for table, (fold, reason) in _COMM_FOLDS.items():
+            spec = wire.SPEC.table(table)
+            present = fresh[np.flatnonzero(frames.info["count"][fresh, spec.id])]  # as _copy
+            if not len(present):
+                continue
+            comm_ids, frame = frames.field(present, table, "comm_id")
+            beyond = self._comms.beyond(self.ids.frame_run[frame], comm_ids)
+            if not beyond.any():
+                continue
+            self.folded[reason] += int(beyond.sum())
+            if fold is None:
+                self._dropped[table] = beyond
+                continue
+            for f in np.unique(frame[beyond]).tolist():
+                records = np.frombuffer(self._copy_of(f), dtype=spec.dtype,
+                                        count=int(frames.info["count"][f, spec.id]),
+                                        offset=int(frames.info["section"][f, spec.id]))  # fmt: skip
+                mine = beyond[frame == f]
+                for name, value in fold.items():
+                    records[name][mine] = value
+
+    def _copy_of(self, f: int) -> bytearray:
+        """A writable copy of frame `f`, read from there by encode_arrays from now on."""
+        if f not in self._rewritten:
+            frames = self.frames
+            batch = frames.batches[frames._batch[f]]
+            start = int(frames.info["offset"][f])  # in its own batch's bytes
+            copy = bytearray(batch.data[start : start + int(frames.info["length"][f])])
+            self._rewritten[f] = copy
+            if self._addresses is self.frames.addresses:
+                self._addresses = self._addresses.copy()
+            self._addresses[f] = np.frombuffer(copy, np.uint8).ctypes.data
+        return self._rewritten[f]
 
     def ending(self, runs: _Runs) -> list[int]:
         """Ids of the runs whose status may change: MPI runs a rank ended in, and every
@@ -810,6 +907,16 @@ class _Plan:
         keep = [key in stored for key in zip(*self._keys, strict=True)]
         kept: np.ndarray = self.fresh[np.array(keep, dtype=bool)]
         return kept
+
+    def storage(self) -> tuple[list[int], ...]:
+        """Parameters of _ADD_STORAGE: the fresh frames and their bytes per (owner, day)."""
+        fresh, info = self.fresh, self.frames.info
+        owner, day = self.frames.owner[fresh], (info["t_end"][fresh] // DAY_NS).astype(np.int64)
+        first, group, n = _groups(owner, day)  # sorted by (owner, day)
+        frames = np.bincount(group, minlength=n).astype(np.int64)
+        size = np.zeros(n, dtype=np.int64)
+        np.add.at(size, group, info["length"][fresh].astype(np.int64))
+        return owner[first].tolist(), day[first].tolist(), frames.tolist(), size.tolist()
 
     def statements(self) -> list[tuple[str, tuple[Any, ...]]]:
         """(SQL, parameters) to run after the ledger and the deltas: rollup marks, ranks."""
@@ -879,7 +986,7 @@ class _Plan:
         job_ids, run_ids, ranks = (ids.frame_job[present], ids.frame_run[present],
                                    ids.frame_rank[present])  # fmt: skip
         if table.arrays:
-            addresses = frames.addresses[present]
+            addresses = self._addresses[present]
             rows = encode_arrays(table_id, table.columns, addresses, info, job_ids, run_ids, ranks)
             return table, int(counts.sum()), (COPY_SIGNATURE, rows, COPY_TRAILER)
         repeat = info["count"][:, table_id]
@@ -891,10 +998,15 @@ class _Plan:
             "t_end_ns": np.repeat(info["t_end"], repeat),
         }
         records = np.concatenate([frames.records(i, table.wire) for i in present.tolist()])
+        if (dropped := self._dropped.get(table.wire)) is not None:
+            heads = {name: column[~dropped] for name, column in heads.items()}
+            records = records[~dropped]
+            if not len(records):
+                return None
         if table.wire == "io":
-            self.folded += self._names.fold(heads["run_id"], records)
+            self.folded["run_files"] += self._names.fold(heads["run_id"], records)
         payload = binary_copy(
             [(kind, heads[name]) for name, kind in INTERVAL_COLUMNS]
             + [(kind, records[name]) for name, kind in table.fields]
         )
-        return table, int(counts.sum()), (payload,)
+        return table, len(records), (payload,)

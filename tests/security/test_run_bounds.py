@@ -1,17 +1,25 @@
 """Bounds the collector keeps per run and per user whoever sends (issue #24 point 4): the
 distinct file names of a run, folded into "<other>" beyond STACKLENS_MAX_RUN_FILES with
-every total exact, and the bytes of frames a user may have stored per hour. The senders
+every total exact, its distinct communicators, folded into their ops' overflow records
+beyond STACKLENS_MAX_RUN_COMMS likewise, and the bytes of frames a user may have stored
+per hour. The senders
 bypass the hook library (frames built with stacklens.wire.encode_frame); each test failed
 on the code before the bound."""
 
 from __future__ import annotations
 
+import asyncio
+
+import psycopg
 from fastapi.testclient import TestClient
 
 from collector.service import BackgroundCollector
+from collector.store.partitions import apply_retention
 from server.app import create_app
 from stacklens import wire
+from stacklens.constants import DAY_NS
 from stacklens.db import make_engine
+from stacklens.mpi_ops import op_names
 from tests.collector.test_ingest import T0, exchange
 from tests.conftest import query
 from tests.identity.conftest import shared_dir, users  # noqa: F401 (fixtures)
@@ -83,6 +91,90 @@ def test_file_names_beyond_the_run_bound_fold_into_other_with_exact_totals(pg_ur
     assert files["/new"] == (1, 3, 300, 7)  # the other run's
 
 
+ALLREDUCE, SEND = op_names().index("MPI_Allreduce"), op_names().index("MPI_Send")
+
+
+def comm_frame(seq: int, comms: list[int], job: str = "comms") -> bytes:
+    """A frame of rank 0 of a two-rank run naming each communicator of `comms` (size 2) in
+    an MPI_Allreduce record (1 call, 8 B, 5 ns), an MPI_Send record to rank 1 (1 message,
+    4 B, 3 ns) and its description (a split)."""
+    coll = [{"op_id": ALLREDUCE, "comm_id": c, "comm_size": 2, "root": wire.BOUNDS["no_rank"],
+             "calls": 1, "bytes": 8, "time_ns": 5} for c in comms]  # fmt: skip
+    cp2p = [{"comm_id": c, "op_id": SEND, "peer": 1, "msgs": 1, "bytes": 4, "time_ns": 3}
+            for c in comms]  # fmt: skip
+    made = [{"comm_id": c, "parent_id": 1, "family_id": 9, "made": 2, "comm_size": 2,
+             "name": f"c{c}".encode()} for c in comms]  # fmt: skip
+    return wire.encode_frame(
+        job_id=job, world_rank=0, world_size=2, seq=seq, host="node0",
+        interval_start_ns=T0 + seq * 10**9, interval_end_ns=T0 + (seq + 1) * 10**9,
+        token="secret", tables={"coll": wire.records("coll", coll),
+                                "comm_p2p": wire.records("comm_p2p", cp2p),
+                                "comm": wire.records("comm", made)},
+    )  # fmt: skip
+
+
+def stored_comms(pg_url: str, job: str = "comms") -> tuple[dict, dict, set]:
+    """comm id -> (records, calls, bytes, time) of the stored collectives, comm id ->
+    (records, peers, messages, bytes) of the stored communicator messages, and the comm ids
+    described, of the job `job`."""
+    coll = query(pg_url, "SELECT comm_id, count(*), sum(calls), sum(bytes), sum(time_ns), "
+                 "min(comm_size), min(root) FROM coll_deltas c JOIN jobs j ON j.id = c.job_id "
+                 "WHERE j.job_key = %s GROUP BY 1", (job,))  # fmt: skip
+    cp2p = query(pg_url, "SELECT comm_id, count(*), array_agg(DISTINCT peer), sum(msgs), "
+                 "sum(bytes) FROM comm_p2p_deltas c JOIN jobs j ON j.id = c.job_id "
+                 "WHERE j.job_key = %s GROUP BY 1", (job,))  # fmt: skip
+    made = query(pg_url, "SELECT comm_id FROM comm_made c JOIN jobs j ON j.id = c.job_id "
+                 "WHERE j.job_key = %s", (job,))  # fmt: skip
+    return (
+        {c: (n, int(calls), int(b), int(t), size, root) for c, n, calls, b, t, size, root in coll},
+        {c: (n, peers, int(m), int(b)) for c, n, peers, m, b in cp2p},
+        {c for (c,) in made},
+    )
+
+
+def test_communicators_beyond_the_run_bound_fold_into_the_overflow_record_with_exact_totals(
+    pg_url,
+):
+    # A sender bypassing the hooks names 10 new communicators in each of 5 frames: 50
+    # against a bound of 16.
+    overflow = wire.BOUNDS["overflow_comm"]
+    with BackgroundCollector(pg_url, token="secret", max_run_comms=16) as collector:
+        for seq in range(5):
+            comms = [100 + 10 * seq + i for i in range(10)]
+            assert exchange(collector.address, comm_frame(seq, comms), 1) == [
+                (wire.Status.COMMITTED, seq)
+            ]
+        folded = collector.call(lambda: dict(collector.service.writer.stats.names_folded))
+    # Admitted in the order stored: the first frame's 10 and 6 of the second's; the other
+    # 34 records of each table are their op's overflow record, with their counters.
+    admitted = set(range(100, 116))
+    coll, cp2p, made = stored_comms(pg_url)
+    assert set(coll) == set(cp2p) == admitted | {overflow}
+    assert coll[overflow] == (34, 34, 272, 170, 0, -1)
+    assert coll[115] == (1, 1, 8, 5, 2, -1)
+    assert cp2p[overflow] == (34, [-1], 34, 136)
+    assert cp2p[100] == (1, [1], 1, 4)
+    assert made == admitted  # a folded communicator's description is not stored
+    assert sum(v[1] for v in coll.values()) == 50 and sum(v[2] for v in cp2p.values()) == 50
+    assert folded == {"run_comms": 68, "run_comm_descriptions": 34}
+
+    # A collector started afresh reads the run's stored communicators: a stored one keeps
+    # its id, a new one is folded; another run has a bound of its own.
+    with BackgroundCollector(pg_url, token="secret", max_run_comms=16) as collector:
+        assert exchange(collector.address, comm_frame(5, [105, 999]), 1) == [
+            (wire.Status.COMMITTED, 5)
+        ]
+        assert exchange(collector.address, comm_frame(0, [999], job="other"), 1) == [
+            (wire.Status.COMMITTED, 0)
+        ]
+        folded = collector.call(lambda: dict(collector.service.writer.stats.names_folded))
+    assert folded == {"run_comms": 2, "run_comm_descriptions": 1}
+    coll, cp2p, made = stored_comms(pg_url)
+    assert coll[overflow][:2] == (35, 35) and coll[105][:2] == (2, 2) and 999 not in coll
+    assert cp2p[overflow][2] == 35 and made == admitted
+    assert stored_comms(pg_url, "other")[0] == {999: (1, 1, 8, 5, 2, -1)}
+
+
 def big_frame(seq: int, job: str) -> bytes:
     """A frame of about 100 KB: 200 io records of distinct files of 200-byte paths."""
     return io_frame(seq, 0, [f"/{seq}/{i}/" + "p" * 190 for i in range(200)], job=job)
@@ -142,3 +234,57 @@ def test_an_http_batch_beyond_the_storage_budget_is_answered_503_and_stores_noth
     # 10 frames of about 100 KB fit in the MiB: the 2 beyond are counted, the batch refused
     assert 'stacklens_ingest_frames_rejected_total{reason="storage_limit"} 2.0' in metrics
     assert query(pg_url, "SELECT count(*) FROM received_frames") == [(3,)]
+
+
+def test_a_user_beyond_its_stored_quota_is_refused_also_after_a_restart_until_retention(
+    pg_url,
+    shared_dir,  # noqa: F811
+    users,  # noqa: F811
+):
+    a, b = users
+    sock_path = shared_dir / "quota.sock"
+    size = len(big_frame(0, "a"))
+    fit = (1 << 20) // size  # frames of A that fit in the MiB it may have stored
+    proven = {"token": "secret", "ingest_auth": "proven", "collector_socket": str(sock_path),
+              "admin_uids": "0", "max_stored_mb": 1}  # fmt: skip
+    committed, unavailable = wire.Status.COMMITTED, wire.Status.UNAVAILABLE
+    with BackgroundCollector(pg_url, **proven) as collector:
+        acks = send(prove(connect_as(a, sock_path, 1)[0], a.pw_uid),
+                    [big_frame(seq, "a") for seq in range(fit + 3)])  # fmt: skip
+        rejected = collector.call(lambda: dict(collector.service.ingest.stats.rejected))
+    assert acks == [(committed, seq) for seq in range(fit)] + [(unavailable, fit)]
+    assert rejected == {"storage_quota": 1}
+    # What A stored is in the database, per day: exactly its committed frames.
+    assert query(pg_url, "SELECT owner_uid, frames, bytes FROM owner_storage") == [
+        (a.pw_uid, fit, fit * size)
+    ]
+
+    # The collector restarts (the hourly budget, in memory, starts afresh): A is still over
+    # its quota, on any connection; B's frames are stored.
+    with BackgroundCollector(pg_url, **proven) as collector:
+        again = send(prove(connect_as(a, sock_path, 1)[0], a.pw_uid), [big_frame(fit, "a")])
+        b_acks = send(prove(connect_as(b, sock_path, 1)[0], b.pw_uid),
+                      [big_frame(seq, "b") for seq in range(3)])  # fmt: skip
+        rejected = collector.call(lambda: dict(collector.service.ingest.stats.rejected))
+        # Retention drops the day A's frames lie in: the next maintenance pass reads what A
+        # has stored again, and A's frame is stored.
+        day_after = (T0 // DAY_NS + 1) * DAY_NS
+        asyncio.run_coroutine_threadsafe(_retention(collector, day_after),
+                                         collector.loop).result(60)  # fmt: skip
+        later = send(prove(connect_as(a, sock_path, 1)[0], a.pw_uid), [big_frame(fit, "a")])
+    assert again == [(unavailable, fit)]
+    assert b_acks == [(committed, seq) for seq in range(3)]
+    assert rejected == {"storage_quota": 1}
+    assert later == [(committed, fit)]
+    assert query(pg_url, "SELECT owner_uid, frames FROM owner_storage ORDER BY 1") == [
+        (a.pw_uid, 1)
+    ]
+
+
+async def _retention(collector: BackgroundCollector, cutoff_ns: int) -> None:
+    """Apply retention at `cutoff_ns` and read what users have stored, as the collector's
+    maintenance pass does."""
+    service = collector.service
+    async with await psycopg.AsyncConnection.connect(service.database_url) as conn:
+        await apply_retention(conn, service.writer.partitions, cutoff_ns)
+        await service.ingest.quota.refresh(conn)
