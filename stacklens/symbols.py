@@ -1,0 +1,420 @@
+# stacklens/symbols.py — call sites (module, offset) to function, file and line.
+"""The call-site resolver: a module's file, the build-id the hooks saw when it ran and the
+offsets of its call sites give, per offset, the function, the source file and line, and
+how good that answer is.
+
+Offsets (docs/callsites.md): an offset is a *return address* minus the module's load bias (`dlpi_addr` of
+`dl_iterate_phdr`, glibc's `l_addr`), so it is the file's own virtual address of the
+instruction after the call, whatever ASLR chose and whether the module is a PIE, a
+fixed-address executable or a shared library. `Basis.MAP_START` takes offsets from the
+start of the module's first mapping instead (`dladdr`'s `dli_fbase`, the first line of
+the module in /proc/<pid>/maps); then the file address is the offset plus the first
+PT_LOAD's p_vaddr rounded down to the page. The line looked up is that of the byte
+before the return address (the call instruction), never the next statement.
+
+Quality, best first, with the reason whenever it is not `line`:
+- `line`: function, file and line from the DWARF line table of the module (or of its
+  separate debug file found by build-id under /usr/lib/debug/.build-id).
+- `function+offset`: no line information covers the address (stripped of DWARF, or a
+  part built without -g); the function from .symtab, else .dynsym, and the offset of the
+  return address in it.
+- `module+offset`: nothing trustworthy: the file is missing or unreadable, is not ELF,
+  has no build-id, or its build-id is not the one that ran (rebuilt since), or no symbol
+  covers the address. A rebuilt binary is never read for lines: its answer would be wrong.
+
+Pure reading of files with pyelftools; no network, no subprocess. One `ModuleIndex` per
+build-id is kept in an LRU (`resolve` uses it); callers store what they resolved.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+#: Quality labels, best first.
+LINE = "line"
+FUNCTION_OFFSET = "function+offset"
+MODULE_OFFSET = "module+offset"
+QUALITIES = (LINE, FUNCTION_OFFSET, MODULE_OFFSET)
+
+#: Where separate debug files are looked up by build-id (`.build-id/xx/rest.debug`).
+DEBUG_ROOTS = (Path("/usr/lib/debug"),)
+
+#: Modules larger than this are not read (a bound on the resolver's time and memory).
+MAX_MODULE_BYTES = 2 << 30
+
+#: Page size the loader rounds the first PT_LOAD down to (Basis.MAP_START).
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+class Basis(enum.Enum):
+    """What an offset is relative to: the load bias (the default) or the first mapping."""
+
+    BIAS = "bias"
+    MAP_START = "map_start"
+
+
+@dataclass(frozen=True)
+class Site:
+    """One resolved call site. `function_offset` is the return address's offset in the
+    function (as a backtrace prints it); `reason` says why the quality is not `line`."""
+
+    offset: int
+    quality: str
+    function: str | None = None
+    function_offset: int | None = None
+    file: str | None = None
+    line: int | None = None
+    reason: str = ""
+
+    def label(self, module: str) -> str:
+        """A short human form: `solver.c:212`, `solve+0x1f`, `libfoo.so+0x1234`."""
+        if self.quality == LINE and self.file and self.line:
+            return f"{os.path.basename(self.file)}:{self.line}"
+        if self.function is not None and self.function_offset is not None:
+            return f"{self.function}+{self.function_offset:#x}"
+        return f"{os.path.basename(module)}+{self.offset:#x}"
+
+
+def build_id(elf: ELFFile) -> str | None:
+    """The GNU build-id of an ELF file as lowercase hex, or None when it has none."""
+    for seg in elf.iter_segments():
+        if seg["p_type"] == "PT_NOTE":
+            for note in seg.iter_notes():  # type: ignore[attr-defined]
+                if note["n_type"] == "NT_GNU_BUILD_ID":
+                    return str(note["n_desc"]).lower()
+    for sec in elf.iter_sections():
+        if sec["sh_type"] == "SHT_NOTE":
+            for note in sec.iter_notes():  # type: ignore[attr-defined]
+                if note["n_type"] == "NT_GNU_BUILD_ID":
+                    return str(note["n_desc"]).lower()
+    return None
+
+
+def file_build_id(path: str | os.PathLike[str]) -> str | None:
+    """The build-id of the ELF file at `path` (None: no build-id; raises OSError/ELFError)."""
+    with open(path, "rb") as f:
+        return build_id(ELFFile(f))
+
+
+class _Functions:
+    """The function symbols of one symbol table, sorted by address, for lookups."""
+
+    def __init__(self, elf: ELFFile, section: str) -> None:
+        starts: dict[int, tuple[int, str]] = {}
+        sec = elf.get_section_by_name(section)
+        if sec is not None and hasattr(sec, "iter_symbols"):
+            for sym in sec.iter_symbols():
+                if (
+                    sym["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC")
+                    and sym["st_value"]
+                    and sym["st_shndx"] != "SHN_UNDEF"
+                    and sym.name
+                ):
+                    size, name = starts.get(sym["st_value"], (0, ""))
+                    # several names at one address: keep the global, sized one
+                    if not name or (sym["st_info"]["bind"] == "STB_GLOBAL" and sym["st_size"]):
+                        starts[sym["st_value"]] = (max(size, sym["st_size"]), sym.name)
+        self.addresses = sorted(starts)
+        self.entries = [starts[a] for a in self.addresses]
+
+    def __bool__(self) -> bool:
+        return bool(self.addresses)
+
+    def find(self, address: int) -> tuple[str, int] | None:
+        """The function covering `address` and its start, or None."""
+        i = bisect.bisect_right(self.addresses, address) - 1
+        if i < 0:
+            return None
+        start = self.addresses[i]
+        size, name = self.entries[i]
+        end = (
+            start + size
+            if size
+            else (self.addresses[i + 1] if i + 1 < len(self.addresses) else start)
+        )
+        return (name, start) if address < end else None
+
+
+class _Lines:
+    """The DWARF line tables of one ELF file, read per compilation unit on demand."""
+
+    def __init__(self, elf: ELFFile) -> None:
+        self.dwarf = elf.get_dwarf_info() if elf.has_dwarf_info() else None
+        self._cu_ranges: list[tuple[int, int, int]] | None = None  # (low, high, cu offset)
+        self._tables: dict[int, tuple[list[int], list[tuple[str, int] | None]]] = {}
+
+    def __bool__(self) -> bool:
+        return self.dwarf is not None and self.dwarf.debug_line_sec is not None
+
+    def _ranges(self) -> list[tuple[int, int, int]]:
+        """Every CU's address ranges: from .debug_aranges (GCC writes it), else from the
+        sequences of every CU's line program (read once, all of them)."""
+        if self._cu_ranges is not None:
+            return self._cu_ranges
+        assert self.dwarf is not None
+        found: list[tuple[int, int, int]] = []
+        aranges = self.dwarf.get_aranges()
+        covered: set[int] = set()
+        if aranges is not None:
+            for entry in aranges.entries:
+                found.append((entry.begin_addr, entry.begin_addr + entry.length, entry.info_offset))
+                covered.add(entry.info_offset)
+        for cu in self.dwarf.iter_CUs():
+            if cu.cu_offset in covered:
+                continue
+            addresses, values = self._table(cu.cu_offset)
+            start = None
+            for address, value in zip(addresses, values, strict=True):
+                if value is None and start is not None:
+                    found.append((start, address, cu.cu_offset))
+                    start = None
+                elif value is not None and start is None:
+                    start = address
+        self._cu_ranges = sorted(found)
+        return self._cu_ranges
+
+    def _table(self, cu_offset: int) -> tuple[list[int], list[tuple[str, int] | None]]:
+        """A CU's line rows as sorted row addresses and (file, line) per row; None marks
+        the end of a sequence (an address past it has no line)."""
+        if cu_offset in self._tables:
+            return self._tables[cu_offset]
+        assert self.dwarf is not None
+        cu = self.dwarf.get_CU_at(cu_offset)
+        program = self.dwarf.line_program_for_CU(cu)
+        rows: list[tuple[int, int, tuple[str, int] | None]] = []
+        if program is not None:
+            header = program.header
+            version = header["version"]
+            files = header["file_entry"]
+            dirs = header["include_directory"]
+            comp_dir = _text(cu.get_top_DIE().attributes.get("DW_AT_comp_dir"))
+            names: dict[int, str] = {}
+
+            def file_name(index: int) -> str:
+                if index not in names:
+                    entry = files[index if version >= 5 else index - 1]
+                    name = _decode(entry.name)
+                    d = entry.dir_index
+                    if version >= 5:
+                        folder = _decode(dirs[d]) if d < len(dirs) else ""
+                    else:
+                        folder = _decode(dirs[d - 1]) if 0 < d <= len(dirs) else ""
+                    path = os.path.join(folder, name) if folder else name
+                    if not os.path.isabs(path) and comp_dir:
+                        path = os.path.join(comp_dir, path)
+                    names[index] = os.path.normpath(path)
+                return names[index]
+
+            for n, entry in enumerate(program.get_entries()):
+                state = entry.state
+                if state is None:
+                    continue
+                if state.end_sequence:
+                    rows.append((state.address, n, None))
+                else:
+                    rows.append((state.address, n, (file_name(state.file), state.line)))
+        # at one address, the last row wins (as addr2line), but an end of sequence ends
+        # the previous sequence only: sort by address, then end marks first
+        rows.sort(key=lambda r: (r[0], r[2] is not None, r[1]))
+        addresses = [r[0] for r in rows]
+        values = [r[2] for r in rows]
+        self._tables[cu_offset] = (addresses, values)
+        return addresses, values
+
+    def find(self, address: int) -> tuple[str, int] | None:
+        """The (file, line) of the instruction at `address`, or None."""
+        if not self:
+            return None
+        for low, high, cu in self._ranges():
+            if low > address:
+                break
+            if address < high:
+                addresses, values = self._table(cu)
+                i = bisect.bisect_right(addresses, address) - 1
+                if i >= 0 and values[i] is not None and values[i][1] > 0:  # type: ignore[index]
+                    return values[i]
+        return None
+
+
+def _decode(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _text(attr: Any) -> str:
+    return _decode(attr.value) if attr is not None else ""
+
+
+class ModuleIndex:
+    """What one ELF file (of a known build-id) tells about addresses: its line tables
+    (its own, else its separate debug file's) and its function symbols."""
+
+    def __init__(
+        self, path: str, build_id: str | None, debug_roots: tuple[Path, ...] = DEBUG_ROOTS
+    ) -> None:
+        self.path = path
+        self.build_id = build_id
+        self.debug_roots = debug_roots
+        self._files: list[Any] = []
+        with open(path, "rb") as probe:
+            elf = ELFFile(probe)
+            loads = [s["p_vaddr"] for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+            self.first_page = (loads[0] if loads else 0) & ~(PAGE - 1)
+            self.fixed = elf["e_type"] == "ET_EXEC"
+        self.lines, self.functions, self.dynamic, self.debug_file = self._read()
+        self._lock = threading.Lock()
+
+    def _open(self, path: str) -> ELFFile:
+        f = open(path, "rb")  # noqa: SIM115 — kept open: pyelftools reads it lazily
+        self._files.append(f)
+        return ELFFile(f)
+
+    def _read(self) -> tuple[_Lines, _Functions, _Functions, str | None]:
+        elf = self._open(self.path)
+        lines = _Lines(elf)
+        functions = _Functions(elf, ".symtab")
+        debug_file = None
+        if not lines and self.build_id:
+            debug = _debug_file(self.build_id, self.debug_roots)
+            if debug is not None:
+                delf = self._open(str(debug))
+                if build_id(delf) == self.build_id:
+                    lines = _Lines(delf)
+                    debug_file = str(debug)
+                    if not functions:
+                        functions = _Functions(delf, ".symtab")
+        return lines, functions, _Functions(elf, ".dynsym"), debug_file
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+        self._files.clear()
+
+    def file_address(self, offset: int, basis: Basis) -> int:
+        """The file's virtual address of an offset (see the module's doc). A fixed-address
+        executable's addresses all lie at or above its first page: an offset below it can
+        only be relative to the first mapping, whatever the basis said."""
+        if basis is Basis.MAP_START or (self.fixed and offset < self.first_page):
+            return offset + self.first_page
+        return offset
+
+    def site(self, offset: int, basis: Basis = Basis.BIAS) -> Site:
+        """The call site whose return address is at `offset`."""
+        ret = self.file_address(offset, basis)
+        call = ret - 1  # the call instruction's last byte, not the next statement
+        with self._lock:
+            where = self.lines.find(call)
+            func = self.functions.find(call) or self.dynamic.find(call)
+        name, start = func if func else (None, None)
+        fn_off = ret - start if start is not None else None
+        if where is not None:
+            return Site(offset, LINE, name, fn_off, where[0], where[1])
+        if func is not None:
+            why = (
+                "no line table covers this address"
+                if self.lines
+                else "no DWARF line information (stripped or built without -g)"
+            )
+            if not self.functions:
+                why += "; function from the dynamic symbols"
+            return Site(offset, FUNCTION_OFFSET, name, fn_off, reason=why)
+        why = (
+            "no line table or symbol covers this address"
+            if (self.lines or self.functions or self.dynamic)
+            else "the module is stripped"
+        )
+        return Site(offset, MODULE_OFFSET, reason=why)
+
+
+def _debug_file(bid: str, roots: tuple[Path, ...]) -> Path | None:
+    for root in roots:
+        candidate = root / ".build-id" / bid[:2] / f"{bid[2:]}.debug"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+class Resolver:
+    """Resolves call sites of modules, one `ModuleIndex` per (path, build-id) kept in an
+    LRU of `capacity`; separate debug files are looked up under `debug_roots`.
+    Thread-safe."""
+
+    def __init__(self, capacity: int = 32, debug_roots: tuple[Path, ...] = DEBUG_ROOTS) -> None:
+        self.capacity = capacity
+        self.debug_roots = debug_roots
+        self._indexes: OrderedDict[tuple[str, str], ModuleIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _index(self, path: str, expected: str) -> ModuleIndex:
+        key = (path, expected)
+        with self._lock:
+            if key in self._indexes:
+                self._indexes.move_to_end(key)
+                return self._indexes[key]
+        index = ModuleIndex(path, expected, self.debug_roots)
+        with self._lock:
+            self._indexes[key] = index
+            while len(self._indexes) > self.capacity:
+                _, old = self._indexes.popitem(last=False)
+                old.close()
+        return index
+
+    def resolve(
+        self,
+        path: str,
+        expected_build_id: str | None,
+        offsets: list[int],
+        basis: Basis = Basis.BIAS,
+    ) -> list[Site]:
+        """Each offset of the module at `path` as a `Site`, in order. The file's build-id
+        must equal `expected_build_id` (what ran) for anything better than module+offset."""
+        reason = check_module(path, expected_build_id)
+        if reason:
+            return [Site(o, MODULE_OFFSET, reason=reason) for o in offsets]
+        assert expected_build_id is not None
+        try:
+            index = self._index(os.path.realpath(path), expected_build_id.lower())
+            return [index.site(o, basis) for o in offsets]
+        except (OSError, ELFError, ValueError, KeyError, IndexError, AssertionError) as exc:
+            why = f"the module's symbols could not be read ({type(exc).__name__}: {exc})"
+            return [Site(o, MODULE_OFFSET, reason=why) for o in offsets]
+
+    def close(self) -> None:
+        with self._lock:
+            for index in self._indexes.values():
+                index.close()
+            self._indexes.clear()
+
+
+def check_module(path: str, expected_build_id: str | None) -> str:
+    """Why the file at `path` cannot be read for the module that ran ("" when it can)."""
+    if not expected_build_id:
+        return "the module had no build-id when it ran, so no file can be proven to be it"
+    try:
+        st = os.stat(path)
+        if not os.path.isfile(path):
+            return f"{path} is not a regular file"
+        if st.st_size > MAX_MODULE_BYTES:
+            return f"{path} is larger than {MAX_MODULE_BYTES >> 20} MiB"
+        found = file_build_id(path)
+    except FileNotFoundError:
+        return f"{path} is not here"
+    except PermissionError:
+        return f"{path} is not readable here"
+    except (OSError, ELFError) as exc:
+        return f"{path} could not be read as ELF ({exc})"
+    if found is None:
+        return f"{path} has no build-id now (rebuilt since the run)"
+    if found != expected_build_id.lower():
+        ran = expected_build_id[:12]
+        return f"{path} was rebuilt since the run (build-id {found[:12]}…, ran {ran}…)"
+    return ""

@@ -1,0 +1,1 @@
+# tests/symbols — call-site resolution against programs built here (issue #26).
