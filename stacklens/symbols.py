@@ -3,13 +3,13 @@
 offsets of its call sites give, per offset, the function, the source file and line, and
 how good that answer is.
 
-Offsets (docs/callsites.md): an offset is a *return address* minus the module's load bias (`dlpi_addr` of
-`dl_iterate_phdr`, glibc's `l_addr`), so it is the file's own virtual address of the
-instruction after the call, whatever ASLR chose and whether the module is a PIE, a
-fixed-address executable or a shared library. `Basis.MAP_START` takes offsets from the
-start of the module's first mapping instead (`dladdr`'s `dli_fbase`, the first line of
-the module in /proc/<pid>/maps); then the file address is the offset plus the first
-PT_LOAD's p_vaddr rounded down to the page. The line looked up is that of the byte
+Offsets (docs/callsites.md): an offset is a *return address* minus the module's load
+bias (`dlpi_addr` of `dl_iterate_phdr`, glibc's `l_addr`), so it is the file's own virtual
+address of the instruction after the call, whatever ASLR chose and whether the module is
+a PIE, a fixed-address executable or a shared library. `Basis.MAP_START` takes offsets
+from the start of the module's first mapping instead (`dladdr`'s `dli_fbase`, the first
+line of the module in /proc/<pid>/maps); then the file address is the offset plus the
+first PT_LOAD's p_vaddr rounded down to the page. The line looked up is that of the byte
 before the return address (the call instruction), never the next statement.
 
 Quality, best first, with the reason whenever it is not `line`:
