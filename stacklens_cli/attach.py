@@ -27,7 +27,7 @@ from urllib.parse import quote
 from stacklens.paths import LIBRARIES
 from stacklens.settings import Settings, config_file_values
 from stacklens.settings_table import DECLARED, given_as
-from stacklens_cli import mpikind
+from stacklens_cli import mpikind, snapshots
 
 #: Open MPI's launcher refuses to run as root without these two variables.
 OPENMPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -218,13 +218,23 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         env.update(allowances)
     page = job_page(settings, job)
     print(f"stacklens run: job {job}: {page}", file=sys.stderr, flush=True)
-    code, signalled = _supervise(command, env)
-    waiting = _deliver_spooled(settings)
+    snapshot_dir = snapshots.make_dir()
+    if snapshot_dir is not None:
+        env[SNAPSHOT_DIR] = str(snapshot_dir)
+    try:
+        code, signalled = _supervise(command, env)
+        waiting = _deliver_spooled(settings, _spool_snapshots(settings, snapshot_dir))
+    finally:
+        if snapshot_dir is not None:
+            snapshots.remove(snapshot_dir)
     print(f"stacklens run: {run_summary(settings, job, code, signalled, waiting)}",
           file=sys.stderr)  # fmt: skip
     return code
 
 
+#: Set by `stacklens run` in its command's environment: its directory of the ranks' crash
+#: snapshots (stacklens_cli/snapshots.py).
+SNAPSHOT_DIR = "STACKLENS_SNAPSHOT_DIR"
 #: Set by `stacklens run` in its command's environment: the MPI whose library it attached
 #: (the hooks' advice on a mismatch names the other one's `--mpi`).
 RUN_MPI = "STACKLENS_RUN_MPI"
@@ -283,14 +293,37 @@ def _supervise(command: list[str], env: dict[str, str]) -> tuple[int, int | None
     return (128 - code if code < 0 else code), (received[0] if received else None)
 
 
-def _deliver_spooled(settings: Settings) -> str | None:
+def _spool_snapshots(settings: Settings, directory: Path | None) -> Path | None:
+    """After `stacklens run`'s command: the crash snapshots of its ranks that died without
+    a final frame, written to the spool (or, with the spool off, to a folder of the
+    snapshot directory, returned: delivered now or lost), and said in one line."""
+    if directory is None:
+        return None
+    frames = snapshots.leftovers(directory)
+    if not frames:
+        return None
+    off = str(settings.spool_dir) == "off"
+    target = directory / "spool" if off else settings.spool_dir
+    try:
+        written = snapshots.spool(frames, target)
+    except OSError as exc:
+        print(f"stacklens run: the crash snapshots of {len(frames)} ranks could not be "
+              f"spooled in {target}: {exc}", file=sys.stderr)  # fmt: skip
+        return None
+    print(f"stacklens run: {written} ranks died without a final frame: their crash "
+          "snapshots are sent as their last frame (killed)", file=sys.stderr)  # fmt: skip
+    return target if off else None
+
+
+def _deliver_spooled(settings: Settings, spool: Path | None = None) -> str | None:
     """After `stacklens run`'s command: deliver what its processes left in this node's
     spool (frames the collector could not take, the last interval of ranks a launcher
-    killed while they flushed). Other nodes' spools need `stacklens replay` there. Where
-    frames still wait afterwards, said for the summary (None: nothing waits)."""
+    killed while they flushed, the crash snapshots of ranks that died), or in `spool`.
+    Other nodes' spools need `stacklens replay` there. Where frames still wait
+    afterwards, said for the summary (None: nothing waits)."""
     from stacklens_cli.replay import Refused, Spool, replay
 
-    spool = settings.spool_dir
+    spool = spool or settings.spool_dir
     if str(spool) == "off":
         return None
     try:  # the processes' own spool: only files of this user are sent (for this user)

@@ -501,3 +501,109 @@ void sl_frame_recredit(sl_frame_builder *b, const unsigned char *frame, size_t l
         pos += (size_t)rec_size * count;
     }
 }
+
+/* A section in a buffer of cap bytes being peeked into (sl_frame_peek). */
+typedef struct sl_peek {
+    unsigned char *out;
+    size_t cap, start, pos;
+    uint32_t count;
+} sl_peek;
+
+/* Appends one record if it fits; 0 when the buffer is full. */
+static int peek_add(sl_peek *p, const void *rec, size_t size)
+{
+    if (p->pos + size > p->cap)
+        return 0;
+    memcpy(p->out + p->pos, rec, size);
+    p->pos += size;
+    p->count++;
+    return 1;
+}
+
+/* Writes the section's header and returns its end (an empty one is left out). */
+static size_t peek_close(const sl_peek *p, uint16_t table, uint16_t rec_size)
+{
+    if (p->count == 0)
+        return p->start;
+    put_section(p->out + p->start, table, rec_size, p->count);
+    return p->pos;
+}
+
+/* Op record i of the deltas since b's last frame in *r; 1 if any is not zero. */
+static int peek_op(const sl_frame_builder *b, int i, sl_rec_op *r, double ratio)
+{
+    sl_op_counters now;
+    const sl_op_counters *last = &b->last_op[i];
+    sl_core_load_op(i, &now);
+    uint64_t ticks = now.ticks - last->ticks;
+    *r = (sl_rec_op){ .op_id = (uint32_t)i, .calls = now.calls - last->calls,
+                      .bytes = now.bytes - last->bytes, .time_ns = sl_ticks_to_ns(ticks, ratio) };
+    return (r->calls | r->bytes | ticks) != 0;
+}
+
+/* P2p record of peer i of the deltas since b's last frame in *r; 1 if any is not zero. */
+static int peek_p2p(const sl_frame_builder *b, int i, sl_rec_p2p *r)
+{
+    sl_peer_counters now;
+    const sl_peer_counters *last = &b->last_peer[i];
+    sl_core_load_peer(i, &now);
+    const uint64_t most = (1ull << SL_BOUND_max_msgs_bits) - 1;
+    uint64_t sent = now.msgs_sent - last->msgs_sent, recv = now.msgs_recv - last->msgs_recv;
+    *r = (sl_rec_p2p){ .peer = (uint32_t)i, .bytes_sent = now.bytes_sent - last->bytes_sent,
+                       .msgs_sent = sent < most ? sent : most,
+                       .bytes_recv = now.bytes_recv - last->bytes_recv,
+                       .msgs_recv = recv < most ? recv : most };
+    return (r->bytes_sent | r->msgs_sent | r->bytes_recv | r->msgs_recv) != 0;
+}
+
+/* The frame the rank's next one would start as, ended by a signal now: see frame.h. */
+size_t sl_frame_peek(const sl_frame_builder *b, unsigned char *out, size_t cap)
+{
+    size_t pos = sizeof(sl_frame_header);
+    if (cap < pos + SL_SECTION_HEADER_SIZE + sizeof(sl_rec_rank_info))
+        return 0;
+    double ratio = sl_ticks_ratio();
+    if (b->next_seq == 0) {
+        sl_rec_rank_info info;
+        memcpy(info.command, b->id->command, sizeof info.command);
+        memcpy(info.user, b->id->user, sizeof info.user);
+        memcpy(info.run_label, b->id->run_label, sizeof info.run_label);
+        put_section(out + pos, SL_TABLE_rank_info, sizeof info, 1);
+        memcpy(out + pos + SL_SECTION_HEADER_SIZE, &info, sizeof info);
+        pos += SL_SECTION_HEADER_SIZE + sizeof info;
+    }
+    sl_peek ops = { out, cap, pos, pos + SL_SECTION_HEADER_SIZE, 0 };
+    sl_rec_op op;
+    for (int i = 0; i < SL_OP_COUNT; i++)
+        if (peek_op(b, i, &op, ratio) && !peek_add(&ops, &op, sizeof op))
+            break;
+    pos = peek_close(&ops, SL_TABLE_op, sizeof op);
+    sl_peek peers = { out, cap, pos, pos + SL_SECTION_HEADER_SIZE, 0 };
+    sl_rec_p2p p2p;
+    for (int i = 0; i < sl_core.world_size; i++)
+        if (peek_p2p(b, i, &p2p) && !peek_add(&peers, &p2p, sizeof p2p))
+            break;
+    pos = peek_close(&peers, SL_TABLE_p2p, sizeof p2p);
+    uint64_t end_ns = sl_real_ns();
+    if (end_ns < b->interval_start_ns)
+        end_ns = b->interval_start_ns;
+    sl_frame_header h = {
+        .magic = SL_FRAME_MAGIC,
+        .version = SL_WIRE_VERSION,
+        .frame_type = SL_FRAME_killed,
+        .body_len = (uint32_t)(pos - sizeof h),
+        .world_rank = (uint32_t)sl_core.world_rank,
+        .world_size = (uint32_t)sl_core.world_size,
+        .pid = b->id->pid,
+        .seq = b->next_seq,
+        .interval_start_ns = b->interval_start_ns,
+        .interval_end_ns = end_ns,
+        .run_id = b->id->run_id,
+        .proc_start_ns = b->id->proc_start_ns,
+    };
+    memcpy(h.job_id, b->id->job_id, sizeof h.job_id);
+    memcpy(h.host, b->id->host, sizeof h.host);
+    memcpy(h.token, b->token, sizeof h.token);
+    memcpy(out, &h, sizeof h);
+    return pos;
+}

@@ -64,6 +64,15 @@ void sl_frame_builder_fini(sl_frame_builder *b);
 unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t errorcode,
                               size_t *len, uint64_t *seq, int *more);
 
+/*
+ * The frame that would end the rank if a signal killed it now, into out (cap bytes),
+ * without touching b: of type killed, with b's next sequence number, the deltas since
+ * b's last frame of the op and p2p tables only (records beyond cap are left out) and
+ * rank_info if no frame was built yet. Returns its length, 0 if cap is too small for
+ * the header and rank_info. For the crash snapshot (snapshot.h); sender thread only.
+ */
+size_t sl_frame_peek(const sl_frame_builder *b, unsigned char *out, size_t cap);
+
 /* A frame the collector rejected (kept in the spool's rejected/, its counters
  * lost): the health counts it carried (keys folded, frames lost or spooled)
  * are carried again by the next frame, so the stored totals stay exact. */

@@ -71,6 +71,7 @@
 #include "ibport.h"
 #include "posix.h"
 #include "proof.h"
+#include "snapshot.h"
 #include "spool.h"
 
 #define SL_QUEUE_MAX_FRAMES   64                /* unacknowledged frames kept in memory */
@@ -576,9 +577,14 @@ static void *sender_main(void *arg)
     uint64_t next_tick = sl_mono_ns() + interval;
     uint64_t final_deadline = 0;
     uint64_t next_alone_check = sl_mono_ns() + SL_ALONE_CHECK_NS;
+    uint64_t next_snapshot = 0; /* the first one at once: a rank may die before 100 ms */
 
     for (;;) {
         uint64_t now = sl_mono_ns();
+        if (!S.final_phase && now >= next_snapshot) {
+            sl_snapshot_write(&S.fb);
+            next_snapshot = now + SL_SNAPSHOT_NS;
+        }
         if (!S.final_phase && now >= next_alone_check) {
             next_alone_check = now + SL_ALONE_CHECK_NS;
             if (last_thread())
@@ -608,6 +614,8 @@ static void *sender_main(void *arg)
         uint64_t deadline = S.final_phase ? final_deadline : next_tick;
         if (!S.final_phase && next_alone_check < deadline)
             deadline = next_alone_check;
+        if (!S.final_phase && sl_snapshot_active() && next_snapshot < deadline)
+            deadline = next_snapshot;
         if (S.sock < 0 && S.qn > 0 && S.next_retry < deadline)
             deadline = S.next_retry;
         if (S.connecting && S.connect_deadline < deadline)
@@ -651,6 +659,8 @@ static void *sender_main(void *arg)
     size_t unspooled = 0;
     for (size_t i = 0; i < S.qn; i++)
         unspooled += !S.q[i].spooled;
+    if (unspooled == 0 && !S.final_more)
+        sl_snapshot_remove(); /* the final frame is delivered or spooled */
     if (unspooled > 0 && !S.warned_delivery) {
         if (S.give_up)
             sl_warn("rank %d: the collector closed the connection %d times without "
@@ -718,6 +728,7 @@ int sl_sender_start(const sl_config *cfg, const sl_identity *id)
         return -1;
     }
     sl_spool_init(cfg->spool_dir, cfg->spool_max_mb, cfg->spool_node_max_mb);
+    sl_snapshot_open(id);
     S.fb.frames_dropped = &S.frames_dropped;
     S.fb.frames_spooled = &S.frames_spooled;
     S.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
