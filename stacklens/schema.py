@@ -374,6 +374,30 @@ class OwnerStorage(Base):
     bytes: Mapped[int] = mapped_column(BigInteger, doc="their wire length, header included")
 
 
+class CallsiteSymbol(Base):
+    """A call site's frame resolved (stacklens/symbols.py): the same build-id and offset
+    give the same answer in every job, so one row serves them all; stored only for an
+    answer read from the file that ran (quality `line` or `function+offset`), by the server
+    or, when only the compute node could read the module, by `stacklens run` there. Reached
+    only through a job's own frames (the owner filter holds)."""
+
+    __tablename__ = "callsite_symbols"
+
+    build_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    site_offset: Mapped[int] = mapped_column(
+        BigInteger, primary_key=True, autoincrement=False,
+        doc="return address minus the module's load bias",
+    )  # fmt: skip
+    quality: Mapped[str] = mapped_column(Text, doc="'line' or 'function+offset'")
+    function: Mapped[str | None] = mapped_column(Text)
+    function_offset: Mapped[int | None] = mapped_column(BigInteger)
+    file: Mapped[str | None] = mapped_column(Text)
+    line: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text, doc="why the quality is not 'line'")
+    resolved: Mapped[str] = mapped_column(Text, doc="where: 'server' or 'node'")
+    resolved_ns: Mapped[int] = mapped_column(BigInteger, doc="when")
+
+
 class RollupDirty(Base):
     """(run, minute) buckets whose rollups must be recomputed: marked by every commit."""
 

@@ -1,0 +1,110 @@
+# server/callsites/summary.py — a job's call sites across its ranks (pure).
+"""The per-rank call-site rows of a scope (server/callsites/repository.py: one per rank,
+site, layer, op and communicator) made into the job's call sites: the rows of every rank
+whose frames are the same (build-id and offset each; the module path when a module had no
+build-id) and whose op is the same are one site — the ranks' own site ids mean nothing
+across ranks. Per site: calls, bytes, time, its share of its layer's time, the size range
+from the size buckets, the slowest rank and the imbalance (the slowest rank's time over
+the mean of the ranks that called from there). Each frame carries its resolution (the
+`resolved` mapping, server/callsites/resolution.py). Heaviest time first."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: The hooks' overflow site id: the calls past the per-rank bound of call sites.
+OVERFLOW_SITE = 2**32 - 1
+#: Layer codes of the call-site rows and their names in the API.
+LAYERS = {0: "mpi", 1: "posix", 2: "stdio"}
+OTHER = "<other call sites>"
+
+FrameKey = tuple[str, str, int]  # (module, build_id, offset)
+
+
+def frame_key(frame: Mapping[str, Any]) -> FrameKey:
+    """What identifies a frame across ranks: the build-id and offset (a module without a
+    build-id by its path)."""
+    bid = frame["build_id"] or ""
+    return ("" if bid else frame["module"], bid, int(frame["offset"]))
+
+
+def size_bounds(buckets: Mapping[int, int]) -> tuple[int, int]:
+    """The lower bound of the smallest and the upper bound of the largest size bucket that
+    holds calls (bucket 0: 0 bytes; bucket b: [2^(b-1), 2^b))."""
+    used = sorted(int(b) for b, calls in buckets.items() if calls)
+    if not used:
+        return 0, 0
+    low, high = used[0], used[-1]
+    return (0 if low == 0 else 1 << (low - 1)), (0 if high == 0 else (1 << high) - 1)
+
+
+def label(frame: Mapping[str, Any]) -> str:
+    """A frame in short: file:line, function+offset, or module+offset."""
+    if frame.get("quality") == "line" and frame.get("file") and frame.get("line"):
+        return f"{os.path.basename(frame['file'])}:{frame['line']}"
+    if frame.get("function") and frame.get("function_offset") is not None:
+        return f"{frame['function']}+{frame['function_offset']:#x}"
+    return f"{os.path.basename(frame['module']) or '?'}+{int(frame['offset']):#x}"
+
+
+def summarize(
+    rows: Iterable[Mapping[str, Any]], resolved: Mapping[FrameKey, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The scope's call sites (each a dict of the API's `Callsite` fields) heaviest time
+    first, and the job's time inside MPI and in file I/O at every site."""
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    totals: dict[str, int] = defaultdict(int)
+    for row in rows:
+        layer = LAYERS[int(row["layer"])]
+        totals[layer] += int(row["time_ns"])
+        frames = sorted(row["frames"], key=lambda f: f["frame"])
+        path = () if row["site_id"] == OVERFLOW_SITE else tuple(frame_key(f) for f in frames)
+        key = (layer, row["op"], path)
+        site = groups.get(key)
+        if site is None:
+            site = groups[key] = {
+                "frames": frames, "calls": 0, "bytes": 0, "time_ns": 0,
+                "buckets": defaultdict(int), "per_rank": defaultdict(int),
+            }  # fmt: skip
+        site["calls"] += int(row["calls"])
+        site["bytes"] += int(row["bytes"])
+        site["time_ns"] += int(row["time_ns"])
+        site["per_rank"][int(row["rank"])] += int(row["time_ns"])
+        for bucket, calls in row["buckets"].items():
+            site["buckets"][int(bucket)] += int(calls)
+    io_time = totals["posix"] + totals["stdio"]
+    sites = []
+    for (layer, op, path), site in groups.items():
+        frames = [_frame(f, resolved.get(frame_key(f), {})) for f in site["frames"]] if path else []
+        per_rank = site["per_rank"]
+        slowest = min(per_rank, key=lambda r: (-per_rank[r], r))
+        mean = sum(per_rank.values()) / len(per_rank)
+        low, high = size_bounds(site["buckets"])
+        whole = totals["mpi"] if layer == "mpi" else io_time
+        where = " < ".join(label(f) for f in frames) if frames else OTHER
+        sites.append({
+            "key": f"{layer}:{op}@" + ("/".join(f"{k[1] or k[0]}+{k[2]:x}" for k in path)
+                                      or "other"),
+            "label": where, "layer": layer, "op": op, "frames": frames,
+            "calls": site["calls"], "bytes": site["bytes"], "time_ns": site["time_ns"],
+            "share": site["time_ns"] / whole if whole else 0.0,
+            "mean_bytes": site["bytes"] / site["calls"] if site["calls"] else 0.0,
+            "min_bytes": low, "max_bytes": high, "ranks": len(per_rank),
+            "slowest_rank": slowest, "slowest_time_ns": per_rank[slowest],
+            "imbalance": per_rank[slowest] / mean if mean else 1.0,
+        })  # fmt: skip
+    sites.sort(key=lambda s: (-s["time_ns"], s["key"]))
+    return {"sites": sites, "mpi_time_ns": totals["mpi"], "io_time_ns": io_time}
+
+
+def _frame(frame: Mapping[str, Any], found: Mapping[str, Any]) -> dict[str, Any]:
+    """A captured frame with its resolution (module+offset, unresolved, when none)."""
+    out = {"frame": int(frame["frame"]), "module": frame["module"],
+           "build_id": frame["build_id"] or "", "offset": int(frame["offset"]),
+           "quality": "module+offset", "function": None, "function_offset": None,
+           "file": None, "line": None, "reason": "", "resolved": ""}  # fmt: skip
+    out.update({k: v for k, v in found.items() if k in out})
+    return out
