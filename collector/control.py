@@ -76,6 +76,8 @@ class CollectorFigures:
     frames_duplicate: int
     batches: int
     write_errors: int
+    store_failed: int  # frames refused for a failure of their own (not a value, no outage)
+    rollups_quarantined: int  # runs whose rollups a pass quarantined (sums out of range)
     rows: dict[str, int]  # delta rows written, by table
     names_folded: dict[str, int]  # records stored as the overflow record, by reason
     queue_depth: int  # frames waiting for the writer

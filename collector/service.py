@@ -81,6 +81,7 @@ class CollectorService:
         self._rollups: asyncio.Task | None = None
         self._job_watch: asyncio.Task | None = None
         self.maintained = asyncio.Event()  # set after each maintenance pass
+        self.rollups_quarantined = 0  # runs whose rollups a pass quarantined
         self._senders_warned = 1  # the most users sending a warning has named yet
         self.control = None if control_socket is None else ControlServer(
             control_socket,
@@ -124,7 +125,8 @@ class CollectorService:
             connections=ingest.connections, frames_received=ingest.frames_received,
             rejected=dict(ingest.rejected), frames_committed=writer.frames_committed,
             frames_duplicate=writer.frames_duplicate, batches=writer.batches,
-            write_errors=writer.write_errors, rows=dict(writer.rows),
+            write_errors=writer.write_errors, store_failed=writer.store_failed,
+            rollups_quarantined=self.rollups_quarantined, rows=dict(writer.rows),
             names_folded=dict(writer.names_folded),
             queue_depth=self.writer.backlog, buffered_bytes=self.ingest.buffered,
             open_connections=self.ingest.guard.open,
@@ -159,9 +161,14 @@ class CollectorService:
             await self.ingest.quota.refresh(conn)
 
     async def roll_up_once(self) -> int:
-        """One rollup pass over the dirty buckets; returns the rollup rows written."""
-        async with await psycopg.AsyncConnection.connect(self.database_url) as conn:
-            return await rollup_pass(conn)
+        """One rollup pass over the dirty buckets; returns the rollup rows written (the runs
+        whose sums do not fit are quarantined and counted: collector/store/rollups.py)."""
+        quarantined: list[int] = []
+        try:
+            async with await psycopg.AsyncConnection.connect(self.database_url) as conn:
+                return await rollup_pass(conn, quarantined)
+        finally:
+            self.rollups_quarantined += len(quarantined)
 
     async def mark_lost_once(self, now_ns: int | None = None) -> int:
         """Mark lost the running runs (and their jobs, unless another run is running)

@@ -399,13 +399,16 @@ class CallsiteSymbol(Base):
 
 
 class RollupDirty(Base):
-    """(run, minute) buckets whose rollups must be recomputed: marked by every commit."""
+    """(run, minute) buckets whose rollups must be recomputed: marked by every commit. A
+    quarantined one (its sums do not fit their columns) is never recomputed and stays
+    dirty: read from the raw deltas (collector/store/rollups.py)."""
 
     __tablename__ = "rollup_dirty"
 
     job_id: Mapped[int] = mapped_column(BigInteger)
     run_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     minute_ns: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    quarantined: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
 
 
 P2PMinute = _model(

@@ -239,7 +239,7 @@ async def store_batch(ingest: IngestServer, body: bytes) -> JsonAnswer:
     try:
         await ingest.submit(scanned, atomic=True)
     except wire.FrameError as error:
-        ingest.stats.rejected[error.status.name.lower()] += 1
+        ingest.stats.rejected[error.label] += 1
         return JsonAnswer(422, detail=[error.reason])
     except Exception as exc:  # the writer logged it
         return JsonAnswer(503, detail=f"could not store the batch, resend it: {exc}")

@@ -718,7 +718,8 @@ class _Connection(asyncio.Protocol):
             first = min(refused)
             statuses = np.zeros(first + 1, dtype=np.uint16)
             statuses[first] = refused[first].status
-            self.server.reject(self.peer, refused[first].status, refused[first].reason)
+            error = refused[first]
+            self.server.reject(self.peer, error.status, error.reason, error.label)
             out.append(wire.encode_acks(statuses, seqs[: first + 1]))
             close = True
         if self.transport is None or self.transport.is_closing():

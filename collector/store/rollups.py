@@ -20,13 +20,20 @@ and recomputes each one from the raw deltas in one transaction: delete the bucke
 rows (its minute, and its minute's seconds), insert the sums. A frame that arrives late
 (resent, replayed from a spool) marks its old minute dirty again, so rollups never drift
 from the raw data; data committed during a pass marks its bucket again and is picked up by
-the next pass. Several collectors may run passes at once: each claims different buckets;
-the five minutes holding them may overlap, so the five-minute rollups are recomputed under
-a transaction lock (FIVES_LOCK), from the minute rollups as committed before it. A reader
-takes a five-minute row only when none of its minutes is dirty.
+the next pass. A bucket whose sums do not fit their columns (a sender's counters near 2^63:
+a poison that would fail every pass, for every user) fails the pass; it is then done run by
+run, and a run that fails on its own has its marks quarantined (`rollup_dirty.quarantined`:
+never claimed again, still dirty, so its minutes are read from the raw deltas, exact),
+logged and counted, while every other run is rolled up. Several collectors may run passes
+at once: each claims different buckets; the five minutes holding them may overlap, so the
+five-minute rollups are recomputed under a transaction lock (FIVES_LOCK), from the minute
+rollups as committed before it. A reader takes a five-minute row only when none of its
+minutes is dirty.
 """
 
 from __future__ import annotations
+
+import logging
 
 import psycopg
 
@@ -41,13 +48,26 @@ from stacklens.constants import (
 from stacklens.mpi_ops import op_classes
 from stacklens.schema import SHARE_CLASSES
 
+log = logging.getLogger(__name__)
+
 MARK_DIRTY = """
 INSERT INTO rollup_dirty (run_id, minute_ns, job_id)
 SELECT DISTINCT * FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[]) ORDER BY 1, 2
 ON CONFLICT DO NOTHING
 """
 
-_CLAIM = "DELETE FROM rollup_dirty RETURNING job_id, run_id, minute_ns"
+_CLAIM = "DELETE FROM rollup_dirty WHERE NOT quarantined RETURNING job_id, run_id, minute_ns"
+_CLAIM_RUN = (
+    "DELETE FROM rollup_dirty WHERE NOT quarantined AND run_id = %s "
+    "RETURNING job_id, run_id, minute_ns"
+)
+_DIRTY_RUNS = "SELECT DISTINCT run_id FROM rollup_dirty WHERE NOT quarantined ORDER BY 1"
+_QUARANTINE = """
+WITH q AS (UPDATE rollup_dirty SET quarantined = true WHERE run_id = %s AND NOT quarantined
+           RETURNING run_id)
+SELECT j.owner_uid, j.job_key, r.ordinal, (SELECT count(*) FROM q)
+FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.id = %s
+"""
 
 #: The buckets of a pass, joined to the rows they recompute. (The job id lets the scans
 #: use the delta tables' (job_id, t_end_ns) index.)
@@ -251,10 +271,40 @@ def minute_of(ns: int) -> int:
     return ns // MINUTE_NS * MINUTE_NS
 
 
-async def rollup_pass(conn: psycopg.AsyncConnection) -> int:
-    """Recompute every dirty bucket in one transaction; returns the rollup rows written."""
+async def rollup_pass(conn: psycopg.AsyncConnection, quarantined: list[int] | None = None) -> int:
+    """Recompute every dirty bucket in one transaction; returns the rollup rows written.
+
+    If that fails for a value out of range, the buckets are recomputed run by run and the
+    marks of a run that fails on its own are quarantined (see the module doc); its id is
+    appended to `quarantined`."""
+    try:
+        return await _recompute(conn, None)
+    except psycopg.errors.DataError as exc:
+        log.warning("rollup pass failed (%s); rolling up run by run", exc)
+    rows = 0
     async with conn.transaction():
-        claimed = await (await conn.execute(_CLAIM)).fetchall()
+        runs = [run for (run,) in await (await conn.execute(_DIRTY_RUNS)).fetchall()]
+    for run in runs:
+        try:
+            rows += await _recompute(conn, run)
+        except psycopg.errors.DataError as exc:
+            async with conn.transaction():
+                found = await (await conn.execute(_QUARANTINE, (run, run))).fetchone()
+            owner, job, ordinal, marks = found if found is not None else (None, None, None, 0)
+            log.error("rollups of run %s of job %r of uid %s quarantined (%d minutes, read "
+                      "from the raw deltas from now on): %s", ordinal, job, owner, marks,
+                      exc)  # fmt: skip
+            if quarantined is not None:
+                quarantined.append(run)
+    return rows
+
+
+async def _recompute(conn: psycopg.AsyncConnection, run: int | None) -> int:
+    """Recompute the dirty buckets (of the run `run`, or all), not quarantined, in one
+    transaction; returns the rollup rows written."""
+    async with conn.transaction():
+        claim = (_CLAIM, ()) if run is None else (_CLAIM_RUN, (run,))
+        claimed = await (await conn.execute(*claim)).fetchall()
         if not claimed:
             return 0
         for setting in PASS_SETTINGS:
@@ -273,7 +323,7 @@ async def rollup_pass(conn: psycopg.AsyncConnection) -> int:
             await conn.execute(clear, buckets)
             rows += (await conn.execute(f"INSERT INTO {table} {select}", buckets)).rowcount
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (FIVES_LOCK,))
-        fives = sorted({(job, run, minute // FIVE_NS * FIVE_NS) for job, run, minute in claimed})
+        fives = sorted({(job, r, minute // FIVE_NS * FIVE_NS) for job, r, minute in claimed})
         five_buckets = tuple(list(column) for column in zip(*fives, strict=True))
         for table, select in _FIVES.items():
             clear = f"DELETE FROM {table} m USING {_BUCKETS} WHERE {_IN_ROLLED}"

@@ -200,6 +200,10 @@ INSERT INTO mpi_ops (id, name) SELECT * FROM unnest(%s::smallint[], %s::text[])
 ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name
 """
 
+#: Failures of the database or the connection to it (not of a frame): the batch fails, its
+#: senders resend it later.
+_OUTAGE = (psycopg.OperationalError, psycopg.InterfaceError, OSError)
+
 #: Frames that may wait for the batch loop before senders are asked to pause.
 MAX_BACKLOG_FRAMES = 16384
 
@@ -215,7 +219,8 @@ class WriterStats:
     frames_duplicate: int = 0
     batches: int = 0
     write_errors: int = 0
-    data_errors: int = 0
+    data_errors: int = 0  # frames refused for a value the database refuses
+    store_failed: int = 0  # frames refused for any other failure of their own (poison)
     # records whose new name beyond the run's bound was folded into the overflow record
     # (or, for a communicator's description, not stored), by reason
     # (collector/store/names.py)
@@ -423,21 +428,24 @@ class FrameWriter:
             taken = self._take()
             try:
                 await self._write(worker, [p.batch for p in taken])
-            except psycopg.errors.DataError:
-                # A value the database refuses: isolate it so it cannot block the others.
+            except _OUTAGE as exc:
+                await self._outage(worker, taken, exc)
+                continue
+            except Exception as exc:
+                # A value the database refuses (DataError), or any other failure that may
+                # come from a frame (a poison frame): store each frame on its own so the
+                # one that fails cannot block the others, nor come back forever.
+                log.warning("writing %d submissions failed (%s: %s); storing each frame on "
+                            "its own", len(taken), type(exc).__name__, exc)  # fmt: skip
                 await self._write_separately(worker, taken)
-                continue
-            except (psycopg.Error, OSError) as exc:
-                await self._outage(worker, taken, exc)
-                continue
-            except Exception as exc:  # a bug must not stop the loop: fail these, go on
-                log.exception("unexpected error writing %d submissions", len(taken))
-                await self._outage(worker, taken, exc)
                 continue
             _settle(taken)
 
     async def _write_separately(self, worker: int, taken: list[_Pending]) -> None:
-        """Write each frame on its own; report the ones the database refuses."""
+        """Write each frame on its own; the ones that fail on their own (not for an
+        outage) are refused (`Refused`, counted in `data_errors` / `store_failed` and logged
+        with their key: the poison frame is named and set aside; its sender keeps it as a
+        rejected frame) and the others stored. An atomic batch fails whole."""
         for pending in taken:
             refused: Refused = {}
             batch = pending.batch
@@ -445,25 +453,47 @@ class FrameWriter:
                 if pending.atomic:
                     try:
                         await self._write(worker, [batch])
-                    except psycopg.errors.DataError as exc:
-                        self.stats.data_errors += 1
-                        log.error("database refused a value, rejecting the batch: %s", exc)
-                        reason = f"database refused a value: {exc}"
-                        pending.done.set_exception(FrameError(Status.BAD_BODY, reason))
+                    except _OUTAGE:
+                        raise
+                    except Exception as exc:
+                        pending.done.set_exception(self._poison(batch, None, exc))
                     continue
                 for i in range(len(batch)):
                     try:
-                        one = FrameBatch(batch.data, batch.info[i : i + 1], batch.owner)
+                        one = FrameBatch(batch.data, batch.info[i : i + 1], batch.owner,
+                                         batch.proven)  # fmt: skip
                         await self._write(worker, [one])
-                    except psycopg.errors.DataError as exc:
-                        self.stats.data_errors += 1
-                        log.error("database refused a frame, rejecting it: %s", exc)
-                        refused[i] = FrameError(Status.BAD_BODY, f"database refused a value: {exc}")
-            except (psycopg.Error, OSError) as exc:
+                    except _OUTAGE:
+                        raise
+                    except Exception as exc:
+                        refused[i] = self._poison(batch, i, exc)
+            except _OUTAGE as exc:
                 await self._outage(worker, [pending], exc)
             else:
                 if not pending.done.done():
                     pending.done.set_result(refused)
+
+    def _poison(self, batch: FrameBatch, i: int | None, exc: Exception) -> FrameError:
+        """Count and log frame `i` of `batch` (None: the atomic batch) that failed to be
+        stored on its own; what its sender is answered (bad_body), counted on /metrics as
+        `bad_body` (a value the database refuses) or `store_failed` (any other failure)."""
+        if isinstance(exc, psycopg.errors.DataError):
+            self.stats.data_errors += 1
+            why, label = f"database refused a value: {exc}", None
+        else:
+            self.stats.store_failed += 1
+            why, label = f"storing it failed: {type(exc).__name__}: {exc}", "store_failed"
+        if i is None:
+            what = f"an atomic batch of {len(batch)} frames of uid {batch.owner}"
+        else:
+            info = batch.info[i]
+            what = (f"frame (uid {batch.owner}, job {bytes(info['job'])!r}, run "
+                    f"{int(info['run_id'])}, rank {int(info['world_rank'])}, seq "
+                    f"{int(info['seq'])})")  # fmt: skip
+        log.error("rejecting %s: %s", what, why, exc_info=not isinstance(exc, psycopg.Error))
+        error = FrameError(Status.BAD_BODY, why)
+        error.label = label or error.label
+        return error
 
     async def _outage(self, worker: int, taken: list[_Pending], exc: Exception) -> None:
         """The database is unreachable or failing: fail the batch (senders keep the frames)."""
@@ -950,9 +980,9 @@ class _Plan:
             code = int(self.frames.records(int(self.fresh[i]), "abort")["errorcode"][0])
             abort_codes[group[i]] = code - (1 << 32) if code >> 31 else code  # a C int
         health = []
-        for name in _HEALTH:
-            total = np.zeros(n, dtype=np.int64)
-            np.add.at(total, group, info[name].astype(np.int64))
+        for name in _HEALTH:  # exact sums (Python ints: a sum past 2^63 is refused, not wrapped)
+            total = np.zeros(n, dtype=object)
+            np.add.at(total, group, info[name].astype(object))
             health.append(total.tolist())
         # ON CONFLICT DO UPDATE may not touch a row twice: hence one row per key.
         return [(_UPSERT_RANKS,

@@ -83,7 +83,8 @@ class CollectorMetrics:
         folded = CounterMetricFamily(
             "stacklens_store_names_folded",
             "Records whose new name beyond a run's bound was stored as the overflow record, "
-            "by reason (run_files: STACKLENS_MAX_RUN_FILES)",
+            "by reason (run_files: STACKLENS_MAX_RUN_FILES; run_comms, run_comm_descriptions: "
+            "STACKLENS_MAX_RUN_COMMS)",
             labels=["reason"],
         )
         for reason, count in sorted(f.names_folded.items()):
@@ -93,6 +94,17 @@ class CollectorMetrics:
                                   value=f.batches)  # fmt: skip
         yield CounterMetricFamily(
             "stacklens_store_write_errors", "Failed transactions", value=f.write_errors
+        )
+        yield CounterMetricFamily(
+            "stacklens_store_frames_failed",
+            "Frames refused because storing them failed on their own (not for a value the "
+            "database refuses, nor an outage): logged with their key",
+            value=f.store_failed,
+        )
+        yield CounterMetricFamily(
+            "stacklens_rollups_quarantined",
+            "Runs whose rollups were quarantined (sums out of range): read raw, logged",
+            value=f.rollups_quarantined,
         )
         rows = CounterMetricFamily(
             "stacklens_store_rows", "Delta rows written, by table", labels=["table"]

@@ -34,8 +34,9 @@ def test_the_channel_refuses_what_it_does_not_know_and_goes_on(pg_url, control_s
         status = asyncio.run(link.status())
     assert figures == CollectorFigures(
         connections=1, frames_received=1, rejected={}, frames_committed=1, frames_duplicate=0,
-        batches=1, write_errors=0, rows={"p2p_deltas": 1, "op_deltas": 1}, names_folded={},
-        queue_depth=0, buffered_bytes=0, open_connections=0, dropped_connections={},
+        batches=1, write_errors=0, store_failed=0, rollups_quarantined=0,
+        rows={"p2p_deltas": 1, "op_deltas": 1}, names_folded={}, queue_depth=0,
+        buffered_bytes=0, open_connections=0, dropped_connections={},
     )  # fmt: skip
     assert (status.port, status.auth, status.token) == (running.service.port, "trusted", "secret")
     with pytest.raises(CollectorUnavailable, match="no answer on"):  # stopped: no socket
