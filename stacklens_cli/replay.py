@@ -34,8 +34,12 @@ goes through a descriptor, end to end.
   levels deep.
 * A file is judged without following links (fstatat; FIFOs, devices, sockets and links
   are refused unopened), opened relative to its directory's descriptor with
-  `O_NOFOLLOW|O_NONBLOCK`, checked with fstat to be the file judged, and read up to the
-  frame cap (header + the body cap, STACKLENS_MAX_FRAME_BYTES).
+  `O_NOFOLLOW|O_NONBLOCK`, checked with fstat to be the file judged, and read: its header
+  when the spool is listed (to sort it), the whole frame, up to the frame cap (header +
+  the body cap, STACKLENS_MAX_FRAME_BYTES), only when it is sent, and it must then still
+  be the file listed (same device, inode and owner). So replay holds one frame at a time
+  and at most `MAX_IN_FLIGHT` bytes are sent and unacknowledged on a connection: its
+  memory does not grow with the spool.
 * Each frame's owner is the uid owning the file as opened (fstat), never looked up again
   by name. With `--all-users` it must be the spool's owner; run as root, a frame whose
   rank information names another user (by name, or as `uid:<n>`) is refused. Refused
@@ -59,6 +63,7 @@ owner.
 from __future__ import annotations
 
 import argparse
+import collections
 import errno
 import logging
 import os
@@ -170,16 +175,20 @@ class SpoolFile:
 
 @dataclass(frozen=True)
 class SpooledFrame(SpoolFile):
-    """One spool file's frame, as read through its directory's descriptor."""
+    """One spool file's frame as listed (its header read through its directory's
+    descriptor; the frame itself is read again when it is sent: Spool.read)."""
 
     key: tuple[str, int, int, int, int]  # (job, run, rank, process start, seq)
-    raw: bytes
     owner: int  # the uid owning the file as opened (fstat)
+    identity: tuple[int, int]  # (device, inode) of the file as opened
 
 
-def _read_spool_file(name: str, dir_fd: int, cap: int) -> tuple[bytes, os.stat_result]:
-    """The bytes of spool file `name` in the directory `dir_fd`, and its status as opened;
-    Refused for anything but a regular file of at most `cap` bytes (see the module doc)."""
+def _read_spool_file(
+    name: str, dir_fd: int, cap: int, first: int | None = None
+) -> tuple[bytes, os.stat_result]:
+    """The bytes of spool file `name` in the directory `dir_fd` (its `first` bytes only, if
+    given), and its status as opened; Refused for anything but a regular file of at most
+    `cap` bytes (see the module doc)."""
     before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if stat.S_ISLNK(before.st_mode):
         raise Refused("a symbolic link, not a regular file")
@@ -201,7 +210,8 @@ def _read_spool_file(name: str, dir_fd: int, cap: int) -> tuple[bytes, os.stat_r
         ):  # fmt: skip
             raise Refused("replaced while being opened")
         parts, size = [], 0
-        while chunk := os.read(fd, min(1 << 20, cap + 1 - size)):
+        want = cap + 1 if first is None else min(first, cap + 1)
+        while size < want and (chunk := os.read(fd, min(1 << 20, want - size))):
             parts.append(chunk)
             size += len(chunk)
             if size > cap:
@@ -278,17 +288,16 @@ class Spool:
         self,
         max_body: int = DEFAULT_MAX_BODY,
         refused: list[tuple[SpoolFile, str]] | None = None,
-        check_owner: bool | None = None,
     ) -> list[SpooledFrame]:
-        """Every spooled frame, in (job, run, rank, process start, seq) order; frames in a
-        `rejected/` folder (rejected by the collector when sent live) are never resent.
+        """Every spooled frame, in (job, run, rank, process start, seq) order, as listed:
+        only its header is read here (memory: a few hundred bytes per file, whatever the
+        frames' size); frames in a `rejected/` folder (rejected by the collector when sent
+        live) are never resent.
 
         A file that is not a frame sorts last (the collector rejects it). Files refused
         unread, or owned by another uid than the spool's `owner`, are appended to
-        `refused` with the reason; `check_owner` (default: when running as
-        root) compares each frame's user with its file's owner.
+        `refused` with the reason.
         """
-        check_owner = os.geteuid() == 0 if check_owner is None else check_owner
         cap = wire.HEADER_SIZE + max_body
         found = []
         for where, dir_fd, names in walk(self.fd):
@@ -298,12 +307,8 @@ class Spool:
                 if not name.endswith(SPOOL_SUFFIX):
                     continue
                 try:
-                    raw, opened = _read_spool_file(name, dir_fd, cap)
-                    if self.owner is not None and opened.st_uid != self.owner:
-                        raise Refused(f"the file belongs to uid {opened.st_uid}, not to the "
-                                      f"spool's owner uid {self.owner}")  # fmt: skip
-                    if check_owner and (why := _owner_mismatch(raw, opened.st_uid)):
-                        raise Refused(why)
+                    head, opened = _read_spool_file(name, dir_fd, cap, wire.HEADER_SIZE)
+                    self._check_owner(opened)
                 except FileNotFoundError:
                     continue  # delivered and deleted by its sender meanwhile
                 except Refused as exc:
@@ -311,14 +316,34 @@ class Spool:
                         refused.append((SpoolFile(where, name), str(exc)))
                     continue
                 try:
-                    header = wire.decode_header(raw[: wire.HEADER_SIZE], max_body=max_body)
+                    header = wire.decode_header(head, max_body=max_body)
                     key = (header.job_id, header.run_id, header.world_rank,
                            header.proc_start_ns, header.seq)  # fmt: skip
                 except wire.FrameError:
                     key = ("\uffff", 0, 0, 0, 0)
-                found.append(SpooledFrame(where, name, key, raw, opened.st_uid))
+                found.append(SpooledFrame(where, name, key, opened.st_uid,
+                                          (opened.st_dev, opened.st_ino)))  # fmt: skip
         found.sort(key=lambda f: (f.key, f.where, f.name))
         return found
+
+    def _check_owner(self, opened: os.stat_result) -> None:
+        """Refused unless a file as opened belongs to the spool's owner (when it has one)."""
+        if self.owner is not None and opened.st_uid != self.owner:
+            raise Refused(f"the file belongs to uid {opened.st_uid}, not to the spool's owner "
+                          f"uid {self.owner}")  # fmt: skip
+
+    def read(self, frame: SpooledFrame, max_body: int, check_owner: bool) -> bytes:
+        """The frame of a listed file, read now (at most the frame cap); Refused if it is
+        no longer the file listed (another file, another owner), or, with `check_owner`,
+        if its user is not its file's owner; FileNotFoundError if it is gone."""
+        raw, opened = _read_spool_file(frame.name, self._directory(frame.where),
+                                       wire.HEADER_SIZE + max_body)  # fmt: skip
+        if (opened.st_dev, opened.st_ino) != frame.identity or opened.st_uid != frame.owner:
+            raise Refused("replaced since it was listed")
+        self._check_owner(opened)
+        if check_owner and (why := _owner_mismatch(raw, opened.st_uid)):
+            raise Refused(why)
+        return raw
 
     def _directory(self, where: tuple[str, ...]) -> int:
         """The descriptor of the spool's directory at `where`: opened again from the
@@ -368,16 +393,23 @@ class Spool:
             log.warning("rejected spool file %s not renamed: %s", self.path_of(file), exc)
 
 
-def replay(spool: Spool, settings: Settings, timeout: float = 30.0) -> ReplayResult:
+#: Bytes of frames replay keeps sent and not yet acknowledged on a connection. It reads one
+#: file at a time as it sends: its memory is one frame (at most the frame cap) plus a few
+#: hundred bytes per file listed, whatever the size of the spool.
+MAX_IN_FLIGHT = 64 << 20
+
+
+def replay(
+    spool: Spool, settings: Settings, timeout: float = 30.0, in_flight: int = MAX_IN_FLIGHT
+) -> ReplayResult:
     """Send every frame of the opened `spool` to the collector of `settings` (for its
-    file's owner); see the module doc."""
+    file's owner), at most `in_flight` bytes of them unacknowledged at once; see the
+    module doc."""
     result = ReplayResult()
     refused: list[tuple[SpoolFile, str]] = []
     found = spool.frames(settings.max_frame_bytes, refused)
     for file, reason in refused:
-        spool.set_aside(file)
-        result.rejected.append((spool.path_of(file), reason))
-        log.warning("refused spool file %s: %s", spool.path_of(file), reason)
+        _refuse(spool, file, reason, result)
     by_owner: dict[int, list[SpooledFrame]] = {}
     for frame in found:
         by_owner.setdefault(frame.owner, []).append(frame)
@@ -385,7 +417,7 @@ def replay(spool: Spool, settings: Settings, timeout: float = 30.0) -> ReplayRes
         idle_rounds = 0
         while pending and idle_rounds < _MAX_IDLE_ROUNDS:
             try:
-                sent = _deliver(spool, pending, settings, owner, timeout, result)
+                sent = _deliver(spool, pending, settings, owner, timeout, result, in_flight)
             except OSError as exc:
                 log.warning("collector %s: %s", settings.collector, exc)
                 break
@@ -397,6 +429,30 @@ def replay(spool: Spool, settings: Settings, timeout: float = 30.0) -> ReplayRes
     return result
 
 
+def _refuse(spool: Spool, file: SpoolFile, reason: str, result: ReplayResult) -> None:
+    """Set a refused file aside (*.rejected), with its reason in the result and the log."""
+    spool.set_aside(file)
+    result.rejected.append((spool.path_of(file), reason))
+    log.warning("refused spool file %s: %s", spool.path_of(file), reason)
+
+
+class _Acks:
+    """The acknowledgements arriving on a connection, one at a time."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.buffered = sock, b""
+
+    def next(self) -> tuple[int, int] | None:
+        """The next ack (status, seq), waiting for it; None if the collector closed."""
+        while len(self.buffered) < wire.ACK_SIZE:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buffered += chunk
+        ack, self.buffered = self.buffered[: wire.ACK_SIZE], self.buffered[wire.ACK_SIZE :]
+        return wire.decode_ack(ack)
+
+
 def _deliver(
     spool: Spool,
     pending: list[SpooledFrame],
@@ -404,37 +460,71 @@ def _deliver(
     owner: int,
     timeout: float,
     result: ReplayResult,
+    in_flight: int,
 ) -> int:
-    """Send frames on one connection until all are acked or one is rejected.
+    """Send frames on one connection until all are acked or one is rejected, reading each
+    file as it is sent and waiting for acks while `in_flight` bytes are unacknowledged.
 
-    Returns how many of `pending` were settled (acknowledged or rejected); a frame answered
-    `unavailable` is not settled: it is sent again on the next connection.
+    Returns how many of `pending` were settled (acknowledged, rejected, or refused or gone
+    when read), a prefix of them; a frame answered `unavailable` is not settled: it is
+    sent again on the next connection.
     """
-    settled = 0
+    check_owner = os.geteuid() == 0
+    settled = held = 0
+    # frames sent and not yet settled, in order, with their size (None: not sent, refused
+    # or gone when read; settled as soon as every frame before it is)
+    window: collections.deque[tuple[SpooledFrame, int | None]] = collections.deque()
     with open_connection(settings, owner, timeout) as sock:
-        sock.sendall(b"".join(frame.raw for frame in pending))
-        sock.shutdown(socket.SHUT_WR)
-        buffered = b""
-        for frame in pending:
-            while len(buffered) < wire.ACK_SIZE:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    return settled  # closed early: the rest is resent on a new connection
-                buffered += chunk
-            status, _seq = wire.decode_ack(buffered[: wire.ACK_SIZE])
-            buffered = buffered[wire.ACK_SIZE :]
-            if status == wire.Status.UNAVAILABLE:
-                return settled  # resent on a new connection
+        acks = _Acks(sock)
+
+        def settle() -> bool:
+            """Settle the oldest frames of the window (the next by its ack); False once
+            the connection has nothing more to settle."""
+            nonlocal settled, held
+            while window and window[0][1] is None:
+                window.popleft()
+                settled += 1
+            if not window:
+                return True
+            ack = acks.next()
+            if ack is None or ack[0] == wire.Status.UNAVAILABLE:
+                return False  # closed early, or come back later: resent on a new connection
+            frame, size = window.popleft()
+            held -= size or 0
             settled += 1
-            if status == wire.Status.COMMITTED:
+            if ack[0] == wire.Status.COMMITTED:
                 spool.delete(frame)
                 result.delivered += 1
-                continue
-            reason = wire.Status(status).name.lower()
+                return True
+            reason = wire.Status(ack[0]).name.lower()
             spool.set_aside(frame)
             result.rejected.append((spool.path_of(frame), reason))
             log.warning("collector rejected spooled frame %s: %s", spool.path_of(frame), reason)
-            return settled  # the collector closes the connection after a rejection
+            return False  # the collector closes the connection after a rejection
+
+        try:
+            for frame in pending:
+                try:
+                    raw = spool.read(frame, settings.max_frame_bytes, check_owner)
+                except FileNotFoundError:  # delivered and deleted by its sender meanwhile
+                    window.append((frame, None))
+                    continue
+                except Refused as exc:
+                    _refuse(spool, frame, str(exc), result)
+                    window.append((frame, None))
+                    continue
+                while held and held + len(raw) > in_flight:
+                    if not settle():
+                        return settled
+                sock.sendall(raw)
+                window.append((frame, len(raw)))
+                held += len(raw)
+            sock.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the collector ended the connection (a rejection): settle what it acked
+        while window:
+            if not settle():
+                break
     return settled
 
 

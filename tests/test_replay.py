@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import getpass
+import json
+import os
+import tracemalloc
 from pathlib import Path
 
 from stacklens.settings import Settings
@@ -68,18 +71,62 @@ def test_files_deleted_by_their_sender_meanwhile_are_skipped(
     collector, pg_url, tmp_path, monkeypatch
 ):
     """A rank that delivers live deletes its spool file on the ack, possibly while a
-    replay (a node epilog) runs: the replay neither fails nor counts the frame twice."""
+    replay (a node epilog) runs: a file gone before it is listed, or between its listing
+    and its reading (replay reads each file as it sends it), is skipped, neither failing
+    the replay nor counted."""
     from stacklens_cli.replay import Spool, replay
 
     spool(tmp_path, "gone-before-read", frame(0)).unlink()
     (tmp_path / "dangling.slf").symlink_to(tmp_path / "deleted-target")
-    late = spool(tmp_path, "gone-before-ack", frame(1))
+    late = spool(tmp_path, "gone-before-send", frame(1))
+    kept = spool(tmp_path, "kept", frame(2))
     with Spool.open(tmp_path) as opened:
         listed = opened.frames()
-        assert [opened.path_of(f) for f in listed] == [late]
+        assert [opened.path_of(f) for f in listed] == [late, kept]
         late.unlink()  # the sender's own ack deleted it after the replay listed it
         monkeypatch.setattr(opened, "frames", lambda *_: listed)
         settings = Settings(collector=collector.endpoint, ingest_auth="trusted")
         result = replay(opened, settings)
     assert (result.delivered, result.rejected, result.remaining) == (1, [], 0)
-    assert query(pg_url, "SELECT sum(bytes_sent) FROM p2p_deltas") == [(1001,)]
+    assert query(pg_url, "SELECT sum(bytes_sent) FROM p2p_deltas") == [(1002,)]
+
+
+def test_a_spool_larger_than_the_in_flight_bound_is_streamed(collector, pg_url, tmp_path):
+    """Replay reads each file as it sends it and keeps at most `in_flight` bytes sent and
+    unacknowledged: a 20 MB spool replayed with a bound of 1 MiB is delivered whole while
+    the replay's memory (traced in a child process, the collector's allocations apart)
+    stays under 3 MiB; it held the whole spool, twice, before (40 MB)."""
+    from stacklens_cli.replay import Spool, replay
+    from tests.security.test_run_bounds import big_frame
+
+    frames = [big_frame(seq, "streamed") for seq in range(210)]
+    for seq, raw in enumerate(frames):
+        spool(tmp_path / str(seq % 7), f"s{seq}", raw)
+    total = sum(len(raw) for raw in frames)
+    assert total > 20 * 10**6
+    settings = Settings(collector=collector.endpoint, ingest_auth="trusted",
+                        ingest_token="secret")  # fmt: skip
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the replay, in a child: only its own allocations are traced
+        code = 1
+        try:
+            tracemalloc.start()
+            with Spool.open(tmp_path) as opened:
+                result = replay(opened, settings, in_flight=1 << 20)
+            peak = tracemalloc.get_traced_memory()[1]
+            os.write(write, json.dumps([result.delivered, len(result.rejected),
+                                        result.remaining, peak]).encode())  # fmt: skip
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        delivered, rejected, remaining, peak = json.loads(answer.read())
+    assert os.waitpid(pid, 0)[1] == 0
+    assert (delivered, rejected, remaining) == (210, 0, 0)
+    assert peak < 3 << 20, peak
+    assert list(tmp_path.rglob("*.slf")) == []
+    assert query(pg_url, "SELECT count(*), sum(bytes_read) FROM io_deltas") == [
+        (210 * 200, 210 * 200 * 300)
+    ]
