@@ -32,8 +32,11 @@ job's fewer iterations per second would not change). Faults, each kind injected
 - `victim_collectives` / `victim_p2p`: in that congestion `cfd`'s Waitall and Allreduce
   time (the first), `md`'s MPI_Sendrecv time (the second) is 5x: found when the link's
   incident names the job a victim with an MPI slowdown;
-- `saturated`: a spine -> leaf port's PortXmitWait pegged at 2^32 - 1 for 30 s, then
-  reset (an administrator's perfquery -R);
+- `saturated`: a spine -> leaf port's PortXmitWait, near the top of its 32 bits, rises
+  5 M ticks/s until it pegs at 2^32 - 1 after PEG_AFTER_S, stays pegged for the rest of
+  the 30 s, then is reset (an administrator's perfquery -R): found from its rate and the
+  sweep it pegs in; the sweeps it stays pegged are no evidence (server/incidents/detect.py),
+  so its incident ends 3 sweeps after it pegged, not at the reset;
 - `link_errors`: 7 symbol errors per sweep on a host link for 3 sweeps;
 - `link_flap`: a spine-leaf link down for 3 s, up 6 s, down 3 s, up again (its ends
   unanswered while down; the topology stored with the change, as a re-discovery does);
@@ -100,12 +103,14 @@ BEFORE_NS, AFTER_NS = 2 * S, 10 * S
 FINAL, INTERVAL = wire.FrameType.FINAL, wire.FrameType.INTERVAL
 #: The largest value of a 32-bit counter (a saturated PortXmitWait).
 PEGGED = 2**32 - 1
+#: Seconds a saturated fault's PortXmitWait rises (5 M ticks/s) before it pegs.
+PEG_AFTER_S = 8
 #: What each fault kind is, as the table prints it.
 KIND_TEXT = {
     "congestion": "congestion, PortXmitWait rising (aggressor named)",
     "victim_collectives": "MPI slowdown of a victim, in collectives",
     "victim_p2p": "MPI slowdown of a victim, in blocking p2p",
-    "saturated": "congestion, PortXmitWait saturated",
+    "saturated": "congestion, PortXmitWait rising until it pegs",
     "link_errors": "link errors",
     "link_flap": "link down/up flap",
     "io_stall": "I/O stall",
@@ -503,12 +508,13 @@ class Fabric:
             elif f.kind == "link_errors":
                 self.words[row, self.SYMBOL] += np.uint64(7)
         self.words[:, self.DATA] += (util * CAPACITY / 4).astype(np.uint64)[:, None]
-        pegged = set()
+        pegged = set()  # rows whose PortXmitWait a saturated fault sets
         for f in self.script.faults:
             if f.kind == "saturated" and f.hop is not None:
                 row = self.row[f.hop.tx]
                 if f.on(i):
-                    self.words[row, self.WAIT] = PEGGED
+                    rise = (PEG_AFTER_S - 1 - (i - f.start_s)) * 5_000_000
+                    self.words[row, self.WAIT] = PEGGED - max(rise, 0)
                     pegged.add(row)
                 elif i == f.end_s:  # reset by an administrator
                     self.words[row, self.WAIT] = 0

@@ -4,9 +4,14 @@ server/incidents/service.py feeds them the stored series sweep by sweep.
 Signals. A detector judges one subject per point in time:
 - `congestion` (a link, per sweep): its busier direction's utilisation is at least
   `utilisation`, or its ends' PortXmitWait ticks per second reach `xmit_wait_per_s`, or
-  an end's PortXmitWait is saturated (stuck at 2^32 - 1: its rate is unknown, and a
-  counter that waited that many ticks since it was last reset means the port was
-  congested; it holds until someone resets the counter);
+  an end's PortXmitWait reached saturation in the sweep (2^32 - 1: its rate is unknown
+  from then on). The rule for a pegged PortXmitWait: the sweep in which it gets there
+  (it was below at the link's previous point) is congestion of unknown size (the port
+  waited the rest of the counter's range); every sweep after it while it stays pegged
+  is no evidence either way (unknown: not congested on its account), so a congestion
+  that only the pegged counter would hold ends after `clear` such sweeps instead of
+  lasting until someone resets the counter; a counter already pegged at the link's
+  first point seen is no evidence;
 - `link_errors` (a link, per sweep): its ends' error counters rose by at least
   `link_errors` in the sweep, or it is down;
 - `link_flap` (a link): at least `flaps` link down/up events of it in the baseline window;
@@ -214,13 +219,14 @@ class LinkPoint:
                 "xmit_wait_saturated": self.xmit_wait_saturated}  # fmt: skip
 
 
-def congested(p: LinkPoint, th: Thresholds) -> tuple[bool, float]:
+def congested(p: LinkPoint, th: Thresholds, pegged_now: bool = False) -> tuple[bool, float]:
     """Whether a sweep of a link is congested, and how much (the larger of utilisation over
     its threshold and the xmit-wait rate over its threshold, 1 = at the threshold; a
-    saturated PortXmitWait is congestion of unknown size: at least 1)."""
+    PortXmitWait that reached saturation in this sweep, `pegged_now`, is congestion of
+    unknown size: at least 1; one that stays saturated adds nothing: module doc)."""
     u = (p.utilisation or 0.0) / th.utilisation if th.utilisation else 0.0
     w = (p.xmit_wait_per_s or 0.0) / th.xmit_wait_per_s
-    level = max(u, w, 1.0 if p.xmit_wait_saturated else 0.0)
+    level = max(u, w, 1.0 if pegged_now else 0.0)
     return (not p.down and level >= 1.0), level
 
 
@@ -239,6 +245,8 @@ class LinkDetector:
         self.streaks: dict[tuple[str, int], Streak] = {}
         self.events: dict[int, deque[int]] = {}  # link -> times of its down/up events
         self.flaps: dict[int, Signal] = {}
+        #: link -> whether its PortXmitWait was saturated at its previous point
+        self.pegged: dict[int, bool] = {}
 
     def _streak(self, kind: str, link: int) -> Streak:
         key = (kind, link)
@@ -251,12 +259,18 @@ class LinkDetector:
         """Feed one sweep (link id -> its point); the signals opened or closed by it."""
         changed = []
         for link, p in points.items():
-            for kind, judge in (("congestion", congested), ("link_errors", erroring)):
-                hot, value = judge(p, self.th)
+            pegged_now = p.xmit_wait_saturated and self.pegged.get(link) is False
+            self.pegged[link] = p.xmit_wait_saturated
+            for kind in ("congestion", "link_errors"):
+                if kind == "congestion":
+                    hot, value = congested(p, self.th, pegged_now)
+                else:
+                    hot, value = erroring(p, self.th)
                 if not hot and (kind, link) not in self.streaks:
                     continue  # quiet links keep no state
                 streak = self._streak(kind, link)
-                signal = streak.feed(p.t0_ns, p.t1_ns, hot, value, p.as_evidence())
+                point = {**p.as_evidence(), "xmit_wait_pegged_now": pegged_now}
+                signal = streak.feed(p.t0_ns, p.t1_ns, hot, value, point)
                 if signal is not None:
                     changed.append(signal)
                 if streak.open is None and not streak.hot:

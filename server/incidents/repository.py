@@ -257,20 +257,46 @@ class FabricView:
 # ---- stored incidents ----------------------------------------------------------------------
 
 
-def save(session: Session, row: dict[str, Any], members: list[dict[str, Any]]) -> int:
-    """Insert or update the incident with `row["key"]` and replace its jobs; its id. An id
-    is drawn only for a new incident (one writer, the detector service: no race), so ids
-    follow the order incidents were first stored, with no gap for an update."""
+def save(
+    session: Session,
+    row: dict[str, Any],
+    members: list[dict[str, Any]],
+    before: tuple[dict[str, Any], list[dict[str, Any]]] | None = None,
+) -> int:
+    """Insert or update the incident with `row["key"]` and its jobs (`members`, by slot);
+    its id. An id is drawn only for a new incident (one writer, the detector service: no
+    race), so ids follow the order incidents were first stored, with no gap for an update.
+    `before`: the row (less updated_ns) and jobs as this writer last saved them: only the
+    columns and the jobs' rows that differ from them are written (without it, the row and
+    every job's row are written again)."""
     incident_id = session.scalar(select(Incident.id).where(Incident.key == row["key"]))
     if incident_id is None:
         incident_id = session.execute(insert(Incident).values(**row).returning(Incident.id)
                                       ).scalar_one()  # fmt: skip
+        before = None
     else:
-        changed = {k: v for k, v in row.items() if k not in ("key", "detected_ns")}
+        old_row = before[0] if before is not None else {}
+        changed = {k: v for k, v in row.items() if k not in ("key", "detected_ns")
+                   and (k == "updated_ns" or k not in old_row or old_row[k] != v)}  # fmt: skip
         session.execute(update(Incident).where(Incident.id == incident_id).values(**changed))
-    session.execute(delete(IncidentJob).where(IncidentJob.incident_id == incident_id))
-    if members:
-        session.execute(insert(IncidentJob), [{**m, "incident_id": incident_id} for m in members])
+    if before is None:
+        session.execute(delete(IncidentJob).where(IncidentJob.incident_id == incident_id))
+        if members:
+            session.execute(insert(IncidentJob),
+                            [{**m, "incident_id": incident_id} for m in members])  # fmt: skip
+        return incident_id
+    old = {m["slot"]: m for m in before[1]}
+    new = {m["slot"]: m for m in members}
+    of_it = IncidentJob.incident_id == incident_id
+    if set(old) - set(new):
+        session.execute(delete(IncidentJob).where(of_it, IncidentJob.slot.in_(set(old) - set(new))))
+    for slot, m in sorted(new.items()):
+        if slot not in old:
+            session.execute(insert(IncidentJob).values(**m, incident_id=incident_id))
+        elif old[slot] != m:
+            columns = {k: v for k, v in m.items() if old[slot].get(k) != v}
+            session.execute(update(IncidentJob).where(of_it, IncidentJob.slot == slot)
+                            .values(**columns))  # fmt: skip
     return incident_id
 
 

@@ -21,12 +21,15 @@ the sweep period, and when a new sweep is stored (or a job step has settled) it 
    its own;
 4. every open incident (and one that just closed) big enough to report (detect.py: the
    size of an effect, STACKLENS_INCIDENT_MIN_S) is stored, a smaller one is silent (never
-   stored while small, forgotten if it ends so); its opening, a change of its severity or
-   of a job's role or signals ("updated") and its closing are sent to the webhook if one
-   is set, each with the incident's URL and a line of text (message.py). Ids are drawn
-   only for an incident stored the first time. A job's incident of its own that a link
-   signal joins later becomes the link's (keeping its id and URL) if the link's is new,
-   else it is merged into the link's (deleted; "merged" to the webhook).
+   stored while small, forgotten if it ends so); a pass writes only what changed since
+   the service last wrote an incident (its row, with updated_ns, when a column or a job
+   changed; the jobs' rows that changed), nothing when nothing did; its opening, a
+   change of its severity or of a job's role or signals ("updated") and its closing are
+   sent to the webhook if one is set, each with the incident's URL and a line of text
+   (message.py). Ids are drawn only for an incident stored the first time. A job's
+   incident of its own that a link signal joins later becomes the link's (keeping its id
+   and URL) if the link's is new, else it is merged into the link's (deleted; "merged"
+   to the webhook).
 
 After a restart the first pass replays enough sweeps and steps to judge every condition
 afresh: an incident the earlier server left open whose condition still holds (its
@@ -148,6 +151,8 @@ class IncidentService:
         self.joined: dict[str, str] = {}  # job signal key -> the link incident it joined
         self.stored: dict[str, int] = {}  # open incident key -> id
         self.shapes: dict[str, tuple[str, tuple[tuple[Any, ...], ...]]] = {}  # severity, roles
+        #: open incident key -> its row (less updated_ns), jobs and updated_ns as last saved
+        self.written: dict[str, tuple[dict[str, Any], list[dict[str, Any]], int]] = {}
         self.resumed = False  # whether the incidents left open were taken over
         self._task: asyncio.Task[None] | None = None
         self._view: repo.FabricView | None = None
@@ -357,7 +362,7 @@ class IncidentService:
                 silent.add(incident.key)
                 self.stats.silenced += incident.end_ns is not None
                 continue
-            incident_id, row = self._save(session, incident, by_id, now)
+            incident_id, row = self._write(session, incident, by_id, now)
             if incident.end_ns is None:
                 self.stored[incident.key] = incident_id
                 keep.add(incident.key)
@@ -381,6 +386,7 @@ class IncidentService:
             del self.stored[key]
         live = keep | silent
         self.shapes = {k: v for k, v in self.shapes.items() if k in keep}
+        self.written = {k: v for k, v in self.written.items() if k in keep}
         self._on = {k: v for k, v in self._on.items() if k in live}
         self._details = {k: v for k, v in self._details.items() if k[0] in keep}
         for closed in repo.close_stale(session, keep):  # e.g. left open by an earlier server
@@ -400,9 +406,11 @@ class IncidentService:
         if into not in self.stored:
             repo.rekey(session, key, into)
             self.stored[into] = incident_id
+            self.written.pop(key, None)  # its row has another key now: written anew
             self.shapes[into] = self.shapes.pop(key, ("", ()))
             return []
         repo.remove(session, key)
+        self.written.pop(key, None)
         return [message.merged(incident_id, self.stored[into], self.base_url)]
 
     def _read_on(self, session: Session, signal: Signal, now: int, slack: int
@@ -422,8 +430,25 @@ class IncidentService:
                 on[job] = on.get(job, 0.0) + nbytes
         return {job: round(nbytes) for job, nbytes in on.items() if nbytes > 0}
 
-    def _save(self, session: Session, incident: Joined, by_id: dict[int, dict[str, Any]],
-              now: int) -> tuple[int, dict[str, Any]]:  # fmt: skip
+    def _write(self, session: Session, incident: Joined, by_id: dict[int, dict[str, Any]],
+               now: int) -> tuple[int, dict[str, Any]]:  # fmt: skip
+        """Store an incident as it stands now: only what changed since this service last
+        wrote it (its row, if any column or job changed, with updated_ns `now`; the jobs'
+        rows that changed), nothing if nothing did (updated_ns stays). Its id and row."""
+        row, members = self._describe(session, incident, by_id, now)
+        content = {k: v for k, v in row.items() if k != "updated_ns"}
+        last = self.written.get(incident.key) if incident.key in self.stored else None
+        if last is not None and (last[0], last[1]) == (content, members):
+            return self.stored[incident.key], {**row, "updated_ns": last[2]}
+        before = None if last is None else (last[0], last[1])
+        incident_id = repo.save(session, row, members, before)
+        self.written[incident.key] = (content, members, now)
+        return incident_id, row
+
+    def _describe(self, session: Session, incident: Joined, by_id: dict[int, dict[str, Any]],
+                  now: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:  # fmt: skip
+        """An incident's row and its jobs' rows as they stand `now` (a job's ranks, files
+        and named ranks read again every REFRESH_NS)."""
         lead = incident.signals[0]
         links_json = []
         for link_id in incident.links:
@@ -470,7 +495,7 @@ class IncidentService:
             "unobserved_ns": incident.unobserved_ns, "lost_ns": round(incident.lost_ns),
             "hit": incident.hit,
         }  # fmt: skip
-        return repo.save(session, row, members), row
+        return row, members
 
     def _message(self, session: Session, event: str, incident_id: int, row: dict[str, Any]
                  ) -> dict[str, Any]:  # fmt: skip

@@ -2,7 +2,8 @@
 re-discovery, silent ports become unknown after a bounded number of sweeps, a saturated
 error counter reads "saturated" (never 0 errors), a relinked port comes back Active without
 making the sampler re-discover on every sweep, a saturated PortXmitWait reads unknown and
-is congestion, and warnings are rate-limited.
+is congestion in the sweep it pegs in only (none when pegged before the first sweep), and
+warnings are rate-limited.
 
 Every test leaves the shared simulator as it found it (counters moved, no error rates set,
 every cable linked and Active).
@@ -26,6 +27,8 @@ from stacklens.db import make_engine
 from stacklens.settings import Settings
 from tests.conftest import query
 
+#: A 32-bit counter at its maximum (a pegged PortXmitWait).
+PEGGED = 2**32 - 1
 #: The sample floor of these tests, and the flow moved in each of their sweeps.
 FLOOR_S = 0.3
 FLOW_BYTES = 16 * 1024 * 1024
@@ -154,14 +157,15 @@ def test_saturated_error_counter_is_not_zero(
     assert link["errors"]["rcv_errors"] == 0
 
 
-def test_saturated_xmit_wait_is_unknown_and_congestion(
+def test_xmit_wait_pegged_before_the_first_sweep_is_unknown_and_no_evidence(
     pg_url: str, mad: MadSource, sim: FabricSim, api_client
 ):
-    """PortXmitWait pegged at 2^32 - 1 at stor01's leaf port: no rate (unknown, flagged
-    saturated, never 0 ticks/s), and a congestion incident on that link at the second
-    sweep (the incident size gate, STACKLENS_INCIDENT_MIN_S, is off here: tested apart)."""
+    """PortXmitWait pegged at 2^32 - 1 at stor01's leaf port before the sampler first reads
+    it: no rate (unknown, flagged saturated, never 0 ticks/s), and no congestion: when it
+    pegged nobody knows, so it says nothing of now (server/incidents/detect.py; the
+    incident size gate, STACKLENS_INCIDENT_MIN_S, is off here: tested apart)."""
     ref = port_ref("leaf05", 1)
-    sim.console([f"PerformanceSet {ref} PortCounters.PortXmitWait={2**32 - 1}"])
+    sim.console([f"PerformanceSet {ref} PortCounters.PortXmitWait={PEGGED}"])
     engine = make_engine(pg_url)
     th = dataclasses.replace(Thresholds.from_settings(Settings()), min_ns=0)
     incidents = IncidentService(engine, th, sweep_interval_s=0.1)
@@ -179,7 +183,66 @@ def test_saturated_xmit_wait_is_unknown_and_congestion(
     link = _link(api_client, "leaf05", 1)
     assert link["saturated"] == ["xmit_wait"] and "xmit_wait" in link["unknown"]
     assert link["xmit_wait"] is None and link["xmit_wait_per_s"] is None
-    assert opened == {0: [], 1: [("congestion", "Congestion on stor01[1] – leaf05[1]")], 2: []}
+    assert opened == {0: [], 1: [], 2: []}
+
+
+def test_a_pegged_xmit_wait_is_congestion_when_it_pegs_then_unknown(
+    pg_url: str, mad: MadSource, sim: FabricSim
+):
+    """ibsim's PerformanceSet moves leaf03[2]'s PortXmitWait (host18's link): it rises
+    50 M ticks a sweep for two sweeps (congestion from its rate, opened at the second),
+    pegs at 2^32 - 1 in the third (congestion of unknown size: the sweep it got there
+    counts), then stays pegged: no evidence either way, so the congestion ends after the
+    STACKLENS_INCIDENT_CLEAR_SWEEPS (3) sweeps that follow, at the end of the sweep it
+    pegged in, and the stored samples read its rate unknown, never 0. (Before: a pegged
+    counter was congestion until someone reset it.)"""
+    leaf, port, host = "leaf03", 2, "host18"
+    engine = make_engine(pg_url)
+    th = Thresholds(xmit_wait_per_s=1e6, sweeps=2, clear=3, min_ns=0)
+    service = IncidentService(engine, th, sweep_interval_s=0.1)
+    sampler = _sampler(pg_url, mad, floor_s=0.0)
+    events: dict[int, list[tuple[str, str]]] = {}
+    sweeps: list[int] = []
+
+    def sweep(i: int) -> None:
+        sampler.step()
+        ((ts,),) = query(pg_url, "SELECT max(ts_ns) FROM fabric_port_samples")
+        sweeps.append(ts)
+        events[i] = [(m["event"], m["incident"]["kind"]) for m in service.tick()]
+
+    try:
+        sweep(0)
+        emu = TrafficEmulator(sim, mad, sampler.topology)
+        for i in (1, 2):
+            emu.raise_counter(leaf, port, "xmit_wait", 50_000_000)
+            sweep(i)
+        sim.console([f"PerformanceSet {port_ref(leaf, port)} PortCounters.PortXmitWait={PEGGED}"])
+        for i in range(3, 8):
+            sweep(i)
+        samples = query(
+            pg_url,
+            "SELECT s.ts_ns, s.d_xmit_wait FROM fabric_port_samples s JOIN fabric_ports p"
+            " ON p.id = s.port_id JOIN fabric_nodes n ON n.guid = p.guid"
+            " WHERE n.description = %s AND p.port = %s ORDER BY s.ts_ns",
+            (leaf, port),
+        )
+        rows = query(pg_url, "SELECT title, start_ns, end_ns, links FROM incidents")
+    finally:
+        sim.console([f"PerformanceSet {port_ref(leaf, port)} PortCounters.PortXmitWait=0"])
+        sampler.store.close()
+        engine.dispose()
+    assert {i: e for i, e in events.items() if e} == {
+        2: [("opened", "congestion")], 6: [("closed", "congestion")]
+    }  # fmt: skip
+    ((title, start, end, links),) = rows
+    assert title == f"Congestion on {host}[1] – {leaf}[{port}]"
+    assert start == sweeps[0] and end == sweeps[3]  # it ends with the sweep it pegged in
+    # its rate is known while it rises (50 M ticks a sweep), unknown once pegged (never 0)
+    moved = [d for t, d in samples if t in sweeps]
+    assert moved[1:3] == [50_000_000, 50_000_000] and moved[3:] == [None] * 5
+    evidence = [(p["xmit_wait_saturated"], p["xmit_wait_pegged_now"])
+                for p in links[0]["evidence"]]  # fmt: skip
+    assert evidence == [(False, False)] * 2 + [(True, True)] + [(True, False)] * 3
 
 
 def test_relinked_port_is_active_and_sweeps_settle(pg_url: str, mad: MadSource, sim: FabricSim):

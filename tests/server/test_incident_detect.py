@@ -94,20 +94,33 @@ def test_congestion_by_xmit_wait_and_a_down_link_is_not_congested():
     assert [(s.kind, s.subject) for s in down.sweep(points)] == [("link_errors", 3)]
 
 
-def test_a_saturated_xmit_wait_is_congestion_of_unknown_size():
-    """A pegged PortXmitWait has no rate (None) but is congestion, at level 1, from the
-    second sweep in a row (as any congestion); a down link is not congested."""
+def test_a_pegged_xmit_wait_is_congestion_when_it_pegs_then_unknown():
+    """Link 4's PortXmitWait rises at 2 M ticks/s for a sweep, pegs at 2^32 - 1 in the next
+    (no rate: congestion of unknown size, the second hot sweep in a row opens it) and stays
+    pegged: no evidence either way, so the congestion ends after the `clear` (3) sweeps
+    that follow, at the end of the sweep it pegged in. Link 6's counter is pegged from
+    its first point: no evidence at all. Link 5 is down (an error, never congestion)."""
     det = LinkDetector(TH)
-    opened = []
-    for i in range(3):
-        points = {4: LinkPoint(T0 + i * S, T0 + (i + 1) * S, 0.1, None, 0,
-                               xmit_wait_saturated=True),
+    events, closed = [], []
+    for i in range(8):
+        pegged = i >= 1
+        points = {4: LinkPoint(T0 + i * S, T0 + (i + 1) * S, 0.1, None if pegged else 2e6, 0,
+                               xmit_wait_saturated=pegged),
                   5: LinkPoint(T0 + i * S, T0 + (i + 1) * S, None, None, None, down=True,
+                               xmit_wait_saturated=True),
+                  6: LinkPoint(T0 + i * S, T0 + (i + 1) * S, 0.1, None, 0,
                                xmit_wait_saturated=True)}  # fmt: skip
-        opened += [(i, s.kind, s.subject, s.peak) for s in det.sweep(points)]
-    assert opened == [(0, "link_errors", 5, 0.0), (1, "congestion", 4, 1.0)]
-    (congestion,) = [s for s in det.active() if s.kind == "congestion"]
-    assert congestion.start_ns == T0 and congestion.evidence[-1]["xmit_wait_saturated"] is True
+        changed = det.sweep(points)
+        events += [(i, s.kind, s.subject, s.peak, s.end_ns) for s in changed]
+        closed = [s for s in changed if s.kind == "congestion" and s.end_ns] or closed
+    assert events == [(0, "link_errors", 5, 0.0, None), (1, "congestion", 4, 2.0, None),
+                      (4, "congestion", 4, 2.0, T0 + 2 * S)]  # fmt: skip
+    assert [s.kind for s in det.active()] == ["link_errors"]
+    # the pegging sweep is the evidence that counted; the sweeps after it read unknown
+    assert [(p["xmit_wait_saturated"], p["xmit_wait_pegged_now"]) for p in closed[0].evidence] == [
+        (False, False),
+        (True, True),
+    ] + [(True, False)] * 3
 
 
 def test_link_errors_fire_at_the_first_sweep_with_errors():

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 from server.access.viewer import Access
@@ -31,6 +31,7 @@ from server.traffic.service import DIRECTIONS, AttributionCache
 from stacklens.db import make_engine
 from stacklens.schema import Incident
 from tests.access.data import token_for
+from tests.conftest import query
 from tests.server.fabric_data import relink_host2, write_small_fabric
 from tests.server.incident_data import T0, WAIT_PER_S, S, StagedFabric, send
 from tests.server.test_incident_webhook import Receiver
@@ -459,3 +460,71 @@ def test_a_sampler_slower_than_its_setting_does_not_close_incidents_unobserved(p
         fabric.close()
         engine.dispose()
     assert events == [(15, "opened")]
+
+
+def test_a_pass_writes_only_what_changed(collector, pg_url):
+    """The staged incident with two passes a sweep, as `stacklens up` runs them (one after
+    the sweep is stored, one after the jobs' step has settled): each pass writes the
+    incident's row only when its content (all but updated_ns) changed, and a job's row
+    only when that job's content changed; a pass that changes nothing writes nothing and
+    leaves updated_ns as it was."""
+    engine = make_engine(pg_url)
+    writes: list[str] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany) -> None:
+        head = " ".join(statement.split()[:3]).lower()
+        for table in ("incidents", "incident_jobs"):
+            if head in (f"insert into {table}", f"delete from {table}") or head.startswith(
+                f"update {table} "
+            ):
+                writes.append(table)
+
+    def stored() -> tuple[dict, dict]:
+        """The incident's row less updated_ns, its updated_ns, and its jobs' rows by slot."""
+        rows = query(pg_url, "SELECT * FROM incidents")
+        jobs = query(pg_url, "SELECT * FROM incident_jobs ORDER BY incident_id, slot")
+        return {r[0]: r for r in rows}, {(j[0], j[1]): j for j in jobs}
+
+    event.listen(engine, "before_cursor_execute", count)
+    now = [T0]
+    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0])
+    fabric = StagedFabric(pg_url)
+    columns = [c.name for c in Incident.__table__.columns]
+    updated = columns.index("updated_ns")
+    passes = []
+    try:
+        before = stored()
+        for i in range(25):
+            fabric.sweep(i)
+            now[0] = T0 + (i + 1) * S + 600_000_000  # the sweep is new, the step not settled
+            for step in (0, 1):
+                if step:
+                    send(collector, i)
+                    now[0] += S  # the step of interval i has settled
+                writes.clear()
+                service.tick()
+                after = stored()
+                rows_changed = sum(
+                    r[:updated] + r[updated + 1:] != (before[0].get(k) or ())[:updated]
+                    + (before[0].get(k) or ())[updated + 1:]
+                    for k, r in after[0].items()
+                )  # fmt: skip
+                jobs_changed = sum(j != before[1].get(k) for k, j in after[1].items())
+                jobs_changed += len(set(before[1]) - set(after[1]))
+                stamps = {k: r[updated] for k, r in after[0].items()}
+                kept = {k: r[updated] for k, r in before[0].items() if k in after[0]}
+                passes.append((i, step, writes.count("incidents"), rows_changed,
+                               writes.count("incident_jobs"), jobs_changed))  # fmt: skip
+                if not rows_changed and not jobs_changed:
+                    assert stamps == kept, (i, step)  # updated_ns stays
+                before = after
+    finally:
+        fabric.close()
+        engine.dispose()
+    # the row written (updated_ns moves) once when it or a job changed, else never; each
+    # job's row that changed written once, the others not at all
+    assert [p for p in passes if p[2] != (p[3] or p[5] > 0) or p[4] != p[5]] == []
+    # from the congestion's report (sweep 11) to its close (sweep 18): 14 of its 16 passes
+    # changed it (each sweep its link's evidence, each step alice's); before, all 16
+    # rewrote the row and deleted and inserted both jobs' rows
+    assert sum(p[2] for p in passes) == 14
