@@ -6,11 +6,15 @@ separate process (real frames over TCP), then prints, measured in one run:
   counters for one interval), frames in -> acknowledged (= committed, queryable), after
   an untimed warm-up of two frames per rank;
 - the same samples loaded by one raw binary COPY in the same storage layout (the
-  ceiling) and the ratio of the two;
+  ceiling) and the ratio of the two, in `--rounds` alternating rounds (on a shared
+  machine the load of the moment changes both alike), with the median ratio;
+- where the time goes: CPU microseconds per frame of the database (its processes), the
+  collector and the load generator end to end, and of the database and its client in the
+  raw COPY;
 - bytes on disk per stored sample (table + indexes + TOAST, all partitions);
 - frame-to-queryable latency p50/p99 in a paced run at half the measured throughput.
 
-    .venv/bin/python -m bench.ingest [--ranks 64 --frames 300 --peers 64]
+    .venv/bin/python -m bench.ingest [--ranks 64 --frames 300 --peers 64 --rounds 5]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
+from bench.fabric_viewers import cpu_seconds, postgres_pids
 from bench.loadgen import p2p_records
 from collector import codec
 from collector.service import BackgroundCollector
@@ -54,9 +59,9 @@ def loadgen(endpoint: str, args: argparse.Namespace, rate: float = 0.0) -> dict:
     return json.loads(out.stdout)
 
 
-def raw_copy_rate(url: str, ranks: int, frames: int, peers: int) -> float:
-    """Samples/s of one binary COPY of the same kind of frames (same layout and data),
-    encoded beforehand by the collector's own encoder; only the COPY is timed."""
+def raw_copy_payload(ranks: int, frames: int, peers: int) -> tuple[bytes, int]:
+    """(binary COPY payload, samples) of the same kind of frames (same layout and data),
+    encoded beforehand by the collector's own encoder."""
     now = time.time_ns()  # today's partition exists: the collector created it
     rng = np.random.default_rng(0)
     raw = b"".join(
@@ -78,13 +83,47 @@ def raw_copy_rate(url: str, ranks: int, frames: int, peers: int) -> float:
         np.zeros(len(batch), dtype=np.int64), np.zeros(len(batch), dtype=np.int64),
         batch.info["world_rank"],
     )  # fmt: skip
-    payload = COPY_SIGNATURE + rows + COPY_TRAILER
+    return COPY_SIGNATURE + rows + COPY_TRAILER, len(batch) * peers
+
+
+class CpuClock:
+    """CPU seconds used so far by the database (the postmaster and the processes it runs
+    now) and by this process (the collector's thread: the main thread only waits while a
+    load runs)."""
+
+    def __init__(self, data_dir: Path):
+        self._data_dir = data_dir
+
+    def database(self) -> float:
+        """CPU seconds of the database cluster's processes alive now."""
+        return cpu_seconds(postgres_pids(self._data_dir))
+
+    def own(self) -> float:
+        """CPU seconds of this process, all its threads."""
+        return time.process_time()
+
+
+def raw_copy(url: str, payload: bytes, samples: int, clock: CpuClock) -> dict:
+    """One binary COPY of `payload` and its commit: samples/s, and CPU seconds of the
+    database and of this (the client's) process."""
     with psycopg.connect(url) as conn:
+        db, own = clock.database(), clock.own()
         start = time.perf_counter()
         with conn.cursor().copy(P2P.copy_statement) as copy:
             copy.write(payload)
         conn.commit()
-        return len(batch) * peers / (time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        return {"rows_per_s": samples / seconds, "db_cpu_s": clock.database() - db,
+                "client_cpu_s": clock.own() - own}  # fmt: skip
+
+
+def burst(endpoint: str, args: argparse.Namespace, clock: CpuClock) -> dict:
+    """One unpaced load through the collector, with the CPU seconds of the database and of
+    the collector while it ran (the generator's own are in its figures)."""
+    db, own = clock.database(), clock.own()
+    figures = loadgen(endpoint, args)
+    figures["db_cpu_s"], figures["collector_cpu_s"] = clock.database() - db, clock.own() - own
+    return figures
 
 
 def main() -> None:
@@ -93,28 +132,52 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=64)
     parser.add_argument("--frames", type=int, default=300)
     parser.add_argument("--peers", type=int, default=64)
+    parser.add_argument(
+        "--rounds", type=int, default=5,
+        help="alternating rounds of the load through the collector and of the raw COPY",
+    )  # fmt: skip
     args = parser.parse_args()
+    frames = args.ranks * args.frames
     with tempfile.TemporaryDirectory(prefix="stacklens-bench-", dir="/tmp") as scratch:
         database = start_embedded(Path(scratch) / "pg")
         migrate(database.url)
+        clock = CpuClock(Path(scratch) / "pg")
+        payload, samples = raw_copy_payload(args.ranks, args.frames, args.peers)
+        bursts, copies = [], []
         with BackgroundCollector(database.url) as collector:
-            burst = loadgen(collector.endpoint, args)
-            with psycopg.connect(database.url) as conn:
-                on_disk = conn.execute(_SIZE, (P2P.sql,)).fetchone()[0]
-                stored = conn.execute(_SAMPLES).fetchone()[0]  # warm-up frames included
-            paced = loadgen(collector.endpoint, args, rate=burst["frames_per_s"] / 2)
-        ceiling = raw_copy_rate(database.url, args.ranks, args.frames, args.peers)
+            for i in range(args.rounds):
+                bursts.append(burst(collector.endpoint, args, clock))
+                if i == 0:
+                    with psycopg.connect(database.url) as conn:
+                        on_disk = conn.execute(_SIZE, (P2P.sql,)).fetchone()[0]
+                        stored = conn.execute(_SAMPLES).fetchone()[0]  # warm-up included
+                copies.append(raw_copy(database.url, payload, samples, clock))
+            rate = float(np.median([b["frames_per_s"] for b in bursts]))
+            paced = loadgen(collector.endpoint, args, rate=rate / 2)
         database.stop()
+    ratios = [b["rows_per_s"] / c["rows_per_s"] for b, c in zip(bursts, copies, strict=True)]
     print(
         f"load                   : {args.ranks} ranks x {args.frames} frames x "
-        f"{args.peers} peer records = {burst['rows']:,} samples"
+        f"{args.peers} peer records = {bursts[0]['rows']:,} samples, "
+        f"{args.rounds} alternating rounds"
     )
+    for i, (b, c, r) in enumerate(zip(bursts, copies, ratios, strict=True)):
+        print(
+            f"round {i + 1}: end-to-end {b['rows_per_s']:>11,.0f} samples/s "
+            f"({b['frames_per_s']:,.0f} frames/s), raw COPY {c['rows_per_s']:>11,.0f}, "
+            f"ratio {r:.2f}"
+        )
+    print(f"ratio, median          : {np.median(ratios):.2f} (min {min(ratios):.2f}, "
+          f"max {max(ratios):.2f})")  # fmt: skip
+    us = 1e6 / frames
     print(
-        f"end-to-end (committed) : {burst['rows_per_s']:,.0f} samples/s "
-        f"({burst['frames_per_s']:,.0f} frames/s)"
+        "CPU per frame, median  : end to end: database "
+        f"{np.median([b['db_cpu_s'] for b in bursts]) * us:.1f} us, collector "
+        f"{np.median([b['collector_cpu_s'] for b in bursts]) * us:.1f} us, generator "
+        f"{np.median([b['cpu_s'] for b in bursts]) * us:.1f} us; raw COPY: database "
+        f"{np.median([c['db_cpu_s'] for c in copies]) * us:.1f} us, client "
+        f"{np.median([c['client_cpu_s'] for c in copies]) * us:.1f} us"
     )
-    print(f"raw binary COPY        : {ceiling:,.0f} samples/s (same layout)")
-    print(f"ratio                  : {burst['rows_per_s'] / ceiling:.2f}")
     print(f"on disk                : {on_disk / stored:.1f} B per sample")
     print(
         f"latency at {paced['frames_per_s']:,.0f} frames/s: p50 "

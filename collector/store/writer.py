@@ -207,6 +207,13 @@ _OUTAGE = (psycopg.OperationalError, psycopg.InterfaceError, OSError)
 #: Frames that may wait for the batch loop before senders are asked to pause.
 MAX_BACKLOG_FRAMES = 16384
 
+#: Frames committed in one transaction at most. A transaction's fixed cost (its statements
+#: besides the COPYs, the commit, psycopg's round trips) is several milliseconds of the
+#: database's and the collector's CPU: a 16-peer frame cost 31 us of their CPU in batches of
+#: up to 1,024 frames, 23 us in batches of up to 8,192 (bench/ingest.py, bench/RESULTS.md
+#: "Ingest, third pass").
+MAX_BATCH_FRAMES = 8192
+
 #: A submission's outcome: the frames the database refused (index -> why); empty = all stored.
 Refused = dict[int, FrameError]
 
@@ -336,7 +343,7 @@ class FrameWriter:
     def __init__(
         self,
         url: str,
-        max_batch: int = 1024,
+        max_batch: int = MAX_BATCH_FRAMES,
         max_backlog: int = MAX_BACKLOG_FRAMES,
         workers: int = 3,
         max_run_names: int = 100_000,
