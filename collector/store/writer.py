@@ -449,14 +449,26 @@ class FrameWriter:
             _settle(taken)
 
     async def _write_separately(self, worker: int, taken: list[_Pending]) -> None:
-        """Write each frame on its own; the ones that fail on their own (not for an
-        outage) are refused (`Refused`, counted in `data_errors` / `store_failed` and logged
-        with their key: the poison frame is named and set aside; its sender keeps it as a
-        rejected frame) and the others stored. An atomic batch fails whole."""
+        """Write each submission on its own and, in one that fails, each frame on its own
+        (a transaction holds up to MAX_BATCH_FRAMES frames of many senders: one per frame
+        would keep this worker busy for long); the frames that fail on their own (not for
+        an outage) are refused (`Refused`, counted in `data_errors` / `store_failed` and
+        logged with their key: the poison frame is named and set aside; its sender keeps it
+        as a rejected frame) and the others stored. An atomic batch fails whole."""
         for pending in taken:
             refused: Refused = {}
             batch = pending.batch
             try:
+                if not pending.atomic and len(taken) > 1 and len(batch) > 1:
+                    try:
+                        await self._write(worker, [batch])
+                    except _OUTAGE:
+                        raise
+                    except Exception:
+                        pass  # the frames that fail are found one by one below
+                    else:
+                        pending.done.set_result(refused)
+                        continue
                 if pending.atomic:
                     try:
                         await self._write(worker, [batch])
