@@ -63,8 +63,7 @@ def main() -> None:
             ("API token", Access(mode="oidc"), {"Authorization": f"Bearer {token}"}),
         ]  # fmt: skip
         for name, access, headers in cases:
-            app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
-                             access=access)  # fmt: skip
+            app = create_app(engine, access=access)
             with serving(app) as port:
                 http = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers,
                                     timeout=120)  # fmt: skip

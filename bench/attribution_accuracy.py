@@ -363,8 +363,7 @@ def _api_times(engine: Any, config: TrafficConfig, window: Window, busiest: list
                ) -> tuple[float, float]:  # fmt: skip
     """Seconds of GET /api/fabric/links/{link}/attribution in-process: the busiest link
     first (the window attributed), then the median over the next ten (from the cache)."""
-    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
-                     traffic=config)  # fmt: skip
+    app = create_app(engine, traffic=config)
     assert window.from_ns is not None and window.to_ns is not None
     params = {"from": f"{window.from_ns // 10**9}.{window.from_ns % 10**9:09d}",
               "to": f"{window.to_ns // 10**9}.{window.to_ns % 10**9:09d}"}  # fmt: skip

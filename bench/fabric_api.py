@@ -129,7 +129,7 @@ def main() -> None:
                 f"written in {time.perf_counter() - t0:.1f} s"
             )
             engine = make_engine(database.url)
-            app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False)
+            app = create_app(engine)
             with TestClient(app, base_url="http://127.0.0.1") as client:
                 for path in ("/api/fabric/topology", "/api/fabric/links",
                              f"/api/fabric/links?limit={LINK_LIMITS.maximum}",

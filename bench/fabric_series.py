@@ -156,7 +156,7 @@ def main() -> None:
               f"{seeded:.0f} s; rollups rebuilt in {rolled:.0f} s, {rows:,} rows")  # fmt: skip
 
         engine = make_engine(database.url)
-        with serving(create_app(engine, api_base_url="http://unused", with_frontend=False)) as port:
+        with serving(create_app(engine)) as port:
             http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600)
             lo, hi = T0 // SECOND + 1, T0 // SECOND + 1 + args.seconds
             hour = {"from": lo, "to": hi}

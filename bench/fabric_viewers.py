@@ -104,9 +104,9 @@ class Sweeper:
 def served(url: str, port: int, fold_above: int = 256) -> Iterator[subprocess.Popen]:
     """The stacklens app (API + dashboard) over `url` in a child process on `port`."""
     code = (
-        "import sys, uvicorn; from server.app import create_app; "
+        "import sys, uvicorn; from stacklens_cli.site import create_site; "
         "from stacklens.db import make_engine; "
-        f"app = create_app(make_engine({url!r}), api_base_url='http://127.0.0.1:{port}', "
+        f"app = create_site(make_engine({url!r}), api_base_url='http://127.0.0.1:{port}', "
         f"fabric_fold_above={fold_above}); "
         f"uvicorn.run(app, host='127.0.0.1', port={port}, log_level='warning')"
     )

@@ -141,7 +141,7 @@ def main() -> None:
         )
 
         engine = make_engine(database.url)
-        with serving(create_app(engine, api_base_url="http://unused", with_frontend=False)) as port:
+        with serving(create_app(engine)) as port:
             base = f"http://127.0.0.1:{port}"
             http = httpx.Client(base_url=base, timeout=120)
             body = http.get("/api/jobs").content

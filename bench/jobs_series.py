@@ -160,7 +160,7 @@ def main() -> None:
               f" of the time they cover), {rows:,} rollup rows")  # fmt: skip
 
         engine = make_engine(database.url)
-        with serving(create_app(engine, api_base_url="http://unused", with_frontend=False)) as port:
+        with serving(create_app(engine)) as port:
             http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600)
             hour = {"from": T0 // SECOND, "to": T0 // SECOND + args.seconds}
             cases: list[tuple[str, str, dict[str, Any]]] = [

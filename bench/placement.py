@@ -79,7 +79,7 @@ def main() -> None:
             seconds, placed = timed(placing, args.repeat)
             print(f"place(): {seconds * 1000:.0f} ms (median of {args.repeat}), "
                   f"{len(placed['links'])} links placed")  # fmt: skip
-            app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False)
+            app = create_app(engine)
             with TestClient(app, base_url="http://127.0.0.1") as client:
                 path = f"/api/jobs/{JOB}/placement"
                 seconds, response = timed(lambda: client.get(path), args.repeat)

@@ -129,7 +129,7 @@ def main() -> None:
                   flush=True)  # fmt: skip
             seconds, worst, body = timed(lambda: render.pdf(report), args.repeat)
             print(f"rendered as PDF (warm):  {seconds:6.2f} s (max {worst:.2f})", flush=True)
-            app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False)
+            app = create_app(engine)
             with TestClient(app, base_url="http://127.0.0.1") as client:
                 for fmt in ("html", "pdf"):
 

@@ -1,10 +1,10 @@
 # frontend/app.py — builds the Dash pages app (shell layout, refresh interval, API client wiring).
-"""Entry point of the web UI: `create_dash_app(api_base_url)`.
+"""Entry point of the web UI: `create_dash_app(api_base_url)`, and `mount_dashboard`, which
+serves it at "/" of an ASGI app beside the API under /api (the command line's
+`stacklens_cli.site.create_site` puts the two together; the server does not know the
+dashboard):
 
-The returned app's Flask server (`dash_app.server`) is a WSGI app meant to be mounted at "/"
-of the stacklens FastAPI server, next to the API under /api:
-
-    app.mount("/", WSGIMiddleware(create_dash_app("http://127.0.0.1:7450").server))
+    mount_dashboard(create_app(engine), "http://127.0.0.1:7450")
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import dash
+from a2wsgi import WSGIMiddleware
 from dash import Input, Output, State, dcc, html
+from starlette.applications import Starlette
 
 from frontend import api, cards, components, ids
 
@@ -67,6 +69,26 @@ def create_dash_app(
     )
     _register_banner(dash_app)
     _register_footer(dash_app)
+    return dash_app
+
+
+def mount_dashboard(
+    app: Starlette,
+    api_base_url: str,
+    *,
+    refresh_ms: int = 1000,
+    fabric_fold_above: int = 256,
+    congested_wait_per_s: float = 1_000_000.0,
+) -> dash.Dash:
+    """Serves the dashboard (`create_dash_app` with these arguments) at "/" of `app`, after
+    every route `app` has (mount it last: the API's routes and its /api/ catch-all go
+    first); answers the Dash app."""
+    dash_app = create_dash_app(
+        api_base_url, refresh_ms=refresh_ms, fabric_fold_above=fabric_fold_above,
+        congested_wait_per_s=congested_wait_per_s,
+    )  # fmt: skip
+    # a2wsgi types its ASGI callable more narrowly than Starlette declares a mount
+    app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return dash_app
 
 

@@ -1,1 +1,1 @@
-"""stacklens server: the FastAPI query API (and the host of the Dash frontend)."""
+"""stacklens server: the FastAPI query API (the command line mounts the dashboard beside it)."""

@@ -1,8 +1,8 @@
-"""Builds the stacklens web application: the API under /api, /metrics, OpenAPI at /docs
-(Swagger UI served from the installed swagger-ui-bundle package: it works offline), and
-the Dash dashboard at /, every request through the access gate (server/access/: Host
-check, viewer, owner filter). Serve it with server.http_guard.uvicorn_config (connection
-limits and timeouts)."""
+"""Builds the stacklens web API: /api, /metrics, OpenAPI at /docs (Swagger UI served from
+the installed swagger-ui-bundle package: it works offline), every request through the
+access gate (server/access/: Host check, viewer, owner filter). The dashboard is not the
+server's: the command line mounts it at / beside the API (stacklens_cli/site.py). Serve
+it with server.http_guard.uvicorn_config (connection limits and timeouts)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import swagger_ui_bundle  # type: ignore[import-untyped]
-from a2wsgi import WSGIMiddleware
 from fastapi import Depends, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
@@ -60,12 +59,8 @@ if TYPE_CHECKING:
 def create_app(
     engine: Engine,
     *,
-    api_base_url: str,
-    refresh_ms: int = 1000,
-    fabric_fold_above: int = 256,
     fabric_recheck_s: float = 0.25,
     collector: CollectorLink | None = None,
-    with_frontend: bool = True,
     connection_limits: ConnectionLimits | None = None,
     max_body_bytes: int = 32 << 20,
     access: Access | None = None,
@@ -81,11 +76,10 @@ def create_app(
     the connections of the server that serves the app (`app.state.http_guard`, used by
     http_guard); request bodies are capped at `max_body_bytes`. The fabric view's shared
     answers look for a new sweep every `fabric_recheck_s` (computed then, while viewers
-    are about); the Fabric page aggregates fabrics of more than `fabric_fold_above` HCAs.
-    `access` says who may read what (default: auth_mode=none, answering to loopback names
-    only). `traffic`: how the fabric forwards and where the storage servers are, for link
-    attribution (default: fixed paths, no storage servers). `incidents`, when given,
-    detects for the app's lifetime. The Fabric page and the reports' topology mark a link
+    are about). `access` says who may read what (default: auth_mode=none, answering to
+    loopback names only). `traffic`: how the fabric forwards and where the storage servers
+    are, for link attribution (default: fixed paths, no storage servers). `incidents`,
+    when given, detects for the app's lifetime. The reports' topology marks a link
     congested from `congested_wait_per_s` PortXmitWait ticks per second (the incident
     detector's threshold, STACKLENS_INCIDENT_XMIT_WAIT_PER_S).
     """
@@ -171,13 +165,4 @@ def create_app(
 
     document_batch(app)
     install_error_handlers(app)  # its /api/ catch-all after every API route
-    if with_frontend:
-        from frontend.app import create_dash_app  # Dash is heavy; import only when served
-
-        dash_app = create_dash_app(
-            api_base_url, refresh_ms=refresh_ms, fabric_fold_above=fabric_fold_above,
-            congested_wait_per_s=congested_wait_per_s,
-        )  # fmt: skip
-        # a2wsgi types its ASGI callable more narrowly than Starlette declares a mount
-        app.mount("/", WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
     return app

@@ -67,12 +67,12 @@ async def _serve(
     get ready."""
     from collector.fabric.service import fabric_services
     from server.access.viewer import Access
-    from server.app import create_app
     from server.http_guard import uvicorn_config
     from server.incidents.service import incident_service
     from server.traffic.repository import TrafficConfig
     from stacklens.db import make_engine
     from stacklens_cli.collector_process import CollectorProcess
+    from stacklens_cli.site import create_site
 
     check_ports_free(settings, http=True)
     access = Access.from_settings(settings)
@@ -86,7 +86,7 @@ async def _serve(
     own_url = f"http://127.0.0.1:{settings.http_port}" if wildcard else url
     traffic = TrafficConfig(settings.fabric_paths, parse_storage_servers(settings.storage_servers),
                             settings.storage_placement)  # fmt: skip
-    app = create_app(
+    app = create_site(
         engine, api_base_url=own_url, refresh_ms=settings.refresh_ms,
         fabric_fold_above=settings.fabric_fold_above, collector=collector.link,
         connection_limits=limits, max_body_bytes=settings.http_max_body_mb << 20, access=access,

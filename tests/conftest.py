@@ -158,9 +158,7 @@ def serving(app, host: str = "127.0.0.1", port: int | None = None) -> Iterator[i
 def api_client(pg_url: str) -> Iterator[TestClient]:
     """The web API (no dashboard) over the emptied test database, as a test client."""
     engine = make_engine(pg_url)
-    app = create_app(
-        engine, api_base_url="http://127.0.0.1", with_frontend=False, fabric_recheck_s=0.0
-    )
+    app = create_app(engine, fabric_recheck_s=0.0)
     with TestClient(app, base_url="http://127.0.0.1") as client:
         yield client
     engine.dispose()

@@ -181,7 +181,7 @@ def served(collector, pg_url):
                   "ranks": [1], "files": [], "link_bytes": 800,
                   "evidence": {"mpi_slowdown": {"series": []}}}  # fmt: skip
         incidents.save(session, INCIDENT, [member])
-    app = create_app(engine, api_base_url="http://unused", with_frontend=False)
+    app = create_app(engine)
     with serving(app) as port:
         yield f"http://127.0.0.1:{port}"
     engine.dispose()
@@ -203,7 +203,7 @@ def test_the_client_reads_exactly_what_each_route_sends(served):
 def test_each_client_call_parses_into_the_model_its_route_declares():
     """By the OpenAPI document: the route serving each client request answers the model (or
     list of models) that the client method returns, and every GET route is read by it."""
-    paths = create_app(None, api_base_url="http://unused", with_frontend=False).openapi()["paths"]
+    paths = create_app(None).openapi()["paths"]
     routes = {path: op["get"] for path, op in paths.items() if "get" in op}
     read = set()
     for method, _args, request, _filled in CALLS:

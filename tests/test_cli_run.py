@@ -62,7 +62,7 @@ def recorded(pg_url: str, job: str) -> tuple[int, int]:
 def api_port(pg_url):
     """The API (no dashboard) over the test database on a free port."""
     engine = make_engine(pg_url)
-    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False)
+    app = create_app(engine)
     with serving(app) as port:
         yield port
     engine.dispose()

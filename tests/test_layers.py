@@ -2,8 +2,8 @@
 
 Bottom to top: `contract` (data + the generator, standard library only); the base of
 `stacklens` (settings, paths, db, schema, wire, mpi_ops); `collector` and `server`
-beside each other (the server talks to a collector over its control channel and hosts
-the frontend);
+beside each other (the server talks to a collector over its control channel; it does not
+know the frontend: the command line mounts the dashboard beside the API);
 `presentation` (what the pages and the reports show of the API's data: the job card
 registry, figures, formatting; of stacklens it may import only the API contract,
 `stacklens.api_models`, and the shared names and codes, `stacklens.constants`, both pure
@@ -41,7 +41,7 @@ ALLOWED = {
     "collector": {"contract", "stacklens", "collector", *PURE},
     "presentation": {"presentation", *PURE},
     "frontend": {"frontend", "presentation", *PURE},
-    "server": {"contract", "stacklens", "collector", "server", "presentation", "frontend", *PURE},
+    "server": {"contract", "stacklens", "collector", "server", "presentation", *PURE},
     "emulator": {"contract", "stacklens", "collector", "emulator", *PURE},
     "stacklens_cli": set(FIRST_PARTY) | {*PURE},
 }

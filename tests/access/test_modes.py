@@ -26,8 +26,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from server.access.viewer import Access
-from server.app import create_app
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.access.data import ALICE_JOB, BOB_JOB, send_two_users_jobs, token_for
 from tests.access.oidc_provider import Provider
 from tests.conftest import free_port, query, running_up, serving
@@ -111,7 +111,7 @@ def test_the_override_serves_with_a_warning_and_a_login_mode_serves_quietly(pg_u
 
 def test_a_host_header_naming_another_site_is_refused(pg_url, engine):
     access = Access(hosts=frozenset({"127.0.0.1", "::1", "stacklens.example.org"}))
-    app = create_app(engine, api_base_url="http://127.0.0.1", access=access)
+    app = create_site(engine, api_base_url="http://127.0.0.1", access=access)
     for base in ("http://127.0.0.1:7450", "http://[::1]:7450", "http://STACKLENS.example.org"):
         with TestClient(app, base_url=base) as client:
             assert client.get("/api/jobs").json()["jobs"] == [], base
@@ -149,7 +149,7 @@ def test_tokens_work_until_revoked_or_expired_and_only_their_hash_is_stored(pg_u
     dump = str(query(pg_url, "SELECT * FROM api_tokens"))
     assert token not in dump and short_token not in dump
 
-    app = create_app(engine, api_base_url="http://127.0.0.1", access=Access(mode="oidc"))
+    app = create_site(engine, api_base_url="http://127.0.0.1", access=Access(mode="oidc"))
     with TestClient(app, base_url="http://127.0.0.1") as client:
         assert _jobs_seen(client, Authorization=f"Bearer {token}") == [ALICE_JOB]
         assert _jobs_seen(client, Authorization=f"bearer {short_token}") == [BOB_JOB]
@@ -186,7 +186,7 @@ def test_the_proxy_header_counts_only_from_a_proxy_address(engine, jobs, trusted
     access = Access(
         mode="proxy", proxies=(ipaddress.ip_network(proxies),), admins=frozenset({"carol"})
     )
-    app = create_app(engine, api_base_url="http://127.0.0.1", access=access)
+    app = create_site(engine, api_base_url="http://127.0.0.1", access=access)
     with serving(app) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
         alice = _jobs_seen(client, **{"X-Forwarded-User": "alice"})
         admin = _jobs_seen(client, **{"X-Forwarded-User": "carol"})
@@ -207,7 +207,7 @@ def test_a_client_supplied_forwarded_for_does_not_make_its_sender_a_proxy(engine
     otherwise rewrite the client address from that header); the real proxy, connecting
     from 127.0.0.2, still names its users."""
     access = Access(mode="proxy", proxies=(ipaddress.ip_network("127.0.0.2/32"),))
-    app = create_app(engine, api_base_url="http://127.0.0.1", access=access)
+    app = create_site(engine, api_base_url="http://127.0.0.1", access=access)
     forged = {"X-Forwarded-User": "bob", "X-Forwarded-For": "127.0.0.2",
               "X-Real-IP": "127.0.0.2", "Forwarded": "for=127.0.0.2"}  # fmt: skip
     with serving(app) as port:
@@ -248,7 +248,7 @@ def _login(client: httpx.Client) -> httpx.Response:
 def test_oidc_login_gives_a_session_for_the_provider_user(engine, jobs, provider):
     access = Access(mode="oidc", oidc_issuer=provider.issuer, oidc_client_id="stacklens",
                     oidc_client_secret=provider.client_secret, admin_group="hpc-staff")  # fmt: skip
-    app = create_app(engine, api_base_url="http://127.0.0.1", access=access)
+    app = create_site(engine, api_base_url="http://127.0.0.1", access=access)
     with serving(app) as port:
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base) as client:
@@ -283,7 +283,7 @@ def test_members_of_the_admin_group_see_every_job(engine, jobs):
     # root is in the Unix group root on every machine; alice is no user here at all
     access = Access(mode="proxy", proxies=(ipaddress.ip_network("127.0.0.1"),),
                     admin_group="root")  # fmt: skip
-    app = create_app(engine, api_base_url="http://127.0.0.1", access=access)
+    app = create_site(engine, api_base_url="http://127.0.0.1", access=access)
     with serving(app) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
         assert _jobs_seen(client, **{"X-Forwarded-User": "root"}) == [BOB_JOB, ALICE_JOB]
         assert _jobs_seen(client, **{"X-Forwarded-User": "alice"}) == [ALICE_JOB]

@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from starlette.routing import Mount, Route
 
 from server.access.viewer import Access
-from server.app import create_app
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.access.data import ALICE_JOB, BOB_JOB, BOB_NAMES, send_two_users_jobs, token_for
 from tests.server.fabric_data import write_small_fabric
 
@@ -58,7 +58,7 @@ def two_users(collector, pg_url) -> Iterator[dict]:
     send_two_users_jobs(collector)
     write_small_fabric(pg_url)
     engine = make_engine(pg_url)
-    app = create_app(engine, api_base_url="http://127.0.0.1",
+    app = create_site(engine, api_base_url="http://127.0.0.1",
                      access=Access(mode="oidc", admins=frozenset({"carol"})))  # fmt: skip
     clients = {}
     with TestClient(app, base_url="http://127.0.0.1") as client:

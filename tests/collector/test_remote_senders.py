@@ -125,9 +125,7 @@ def http_server(pg_url: str, token: str, name: str) -> Iterator[int]:
         with BackgroundCollector(pg_url, token=token, control_socket=control) as running:
             app = create_app(
                 engine,
-                api_base_url="http://127.0.0.1",
                 collector=running.link,
-                with_frontend=False,
                 access=Access(hosts=frozenset({"127.0.0.1", name})),
             )
             with serving(app, host="0.0.0.0") as port:

@@ -15,8 +15,8 @@ import pytest
 from playwright.sync_api import Page, Response, expect
 
 from server.access.viewer import Access
-from server.app import create_app
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.access.data import (
     ALICE_JOB,
     BOB_JOB,
@@ -51,7 +51,7 @@ def served(collector, pg_url) -> Iterator[dict]:
     incident = save_two_users_incident(engine)  # bob's job its aggressor, alice's its victim
     access = Access(mode="oidc", admins=frozenset({"carol"}))
     try:
-        with serving(create_app(engine, api_base_url=base, refresh_ms=1000, access=access),
+        with serving(create_site(engine, api_base_url=base, refresh_ms=1000, access=access),
                      port=port):  # fmt: skip
             yield {"base": base, "alice": token_for(engine, "alice"),
                    "carol": token_for(engine, "carol"), "incident": incident}  # fmt: skip

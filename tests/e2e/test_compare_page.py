@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from server.app import create_app
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.conftest import chromium_page, free_port, serving
 from tests.server.test_compare import three_runs  # noqa: F401  (the runs, a fixture)
 
@@ -20,7 +20,7 @@ from tests.server.test_compare import three_runs  # noqa: F401  (the runs, a fix
 def served(three_runs, pg_url) -> Iterator[str]:  # noqa: F811
     engine = make_engine(pg_url)
     port = free_port()
-    app = create_app(engine, api_base_url=f"http://127.0.0.1:{port}", refresh_ms=500)
+    app = create_site(engine, api_base_url=f"http://127.0.0.1:{port}", refresh_ms=500)
     with serving(app, port=port):
         yield f"http://127.0.0.1:{port}"
     engine.dispose()

@@ -18,9 +18,9 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from server.app import create_app
 from stacklens import wire
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.collector.test_ingest import T0, exchange
 from tests.conftest import free_port, serving
 from tests.e2e.test_dashboard import _table_rows, browser_page  # noqa: F401 (fixture)
@@ -36,7 +36,7 @@ def served(pg_url) -> Iterator[str]:
     base = f"http://127.0.0.1:{port}"
     engine = make_engine(pg_url)
     try:
-        with serving(create_app(engine, api_base_url=base, refresh_ms=300), port=port):
+        with serving(create_site(engine, api_base_url=base, refresh_ms=300), port=port):
             yield base
     finally:
         engine.dispose()

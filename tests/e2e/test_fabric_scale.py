@@ -24,8 +24,8 @@ from collector.fabric.mad import MadSource
 from collector.fabric.service import FabricSampler
 from emulator.fattree import FatTree, fat_tree
 from emulator.ibsim import FabricSim, TrafficEmulator
-from server.app import create_app
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.conftest import free_port, serving
 from tests.e2e.test_dashboard import browser_page  # noqa: F401 (fixture)
 
@@ -59,7 +59,7 @@ def sampled(request, pg_url: str, scratch_root: Path) -> Iterator[tuple[FatTree,
         base = f"http://127.0.0.1:{port}"
         engine = make_engine(pg_url)
         try:
-            with serving(create_app(engine, api_base_url=base, fabric_fold_above=256), port=port):
+            with serving(create_site(engine, api_base_url=base, fabric_fold_above=256), port=port):
                 yield tree, base, emu
         finally:
             stop.set()

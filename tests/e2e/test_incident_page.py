@@ -19,8 +19,8 @@ import pytest
 from playwright.sync_api import expect
 
 from server.access.viewer import Access
-from server.app import create_app
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.access.data import (
     ALICE_JOB,
     BOB_NAMES,
@@ -44,7 +44,7 @@ def served(collector, pg_url) -> Iterator[dict]:
     engine = make_engine(pg_url)
     incident = save_two_users_incident(engine)
     try:
-        with serving(create_app(engine, api_base_url=base, refresh_ms=1000,
+        with serving(create_site(engine, api_base_url=base, refresh_ms=1000,
                                 access=Access(mode="oidc")), port=port):  # fmt: skip
             yield {"base": base, "alice": token_for(engine, "alice"), "incident": incident}
     finally:

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page, expect
 
-from server.app import create_app
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.collector.test_ingest import exchange
 from tests.collector.test_rollups import M0
 from tests.conftest import chromium_page, free_port, serving
@@ -36,7 +36,7 @@ def served(collector, pg_url) -> Iterator[str]:
     assert statuses == [0] * len(frames)
     engine = make_engine(pg_url)
     port = free_port()
-    app = create_app(engine, api_base_url=f"http://127.0.0.1:{port}", refresh_ms=500)
+    app = create_site(engine, api_base_url=f"http://127.0.0.1:{port}", refresh_ms=500)
     with serving(app, port=port):
         yield f"http://127.0.0.1:{port}"
     engine.dispose()

@@ -26,9 +26,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from server.app import create_app
 from stacklens import wire
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.collector.test_ingest import T0, exchange
 from tests.conftest import chromium_page, free_port, serving
 
@@ -61,7 +61,7 @@ def dashboard(pg_url) -> Iterator[tuple[str, SlowProxy]]:
     engine = make_engine(pg_url)
     api_port, proxy_port = free_port(), free_port()
     proxy = SlowProxy(f"http://127.0.0.1:{api_port}")
-    app = create_app(engine, api_base_url=f"http://127.0.0.1:{proxy_port}", refresh_ms=500)
+    app = create_site(engine, api_base_url=f"http://127.0.0.1:{proxy_port}", refresh_ms=500)
     with serving(app, port=api_port), serving(proxy.app, port=proxy_port):
         yield f"http://127.0.0.1:{api_port}", proxy
     engine.dispose()

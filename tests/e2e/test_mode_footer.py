@@ -11,8 +11,8 @@ import time
 from playwright.sync_api import expect
 
 from collector.service import BackgroundCollector
-from server.app import create_app
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.conftest import chromium_page, free_port, serving
 from tests.server.test_deployment_modes import WARNING, send_runs
 
@@ -24,7 +24,7 @@ def test_the_footer_says_the_modes_and_warns_of_trusted_ingest(pg_url, control_s
     try:
         with (
             BackgroundCollector(pg_url, token="secret", control_socket=control_socket) as running,
-            serving(create_app(engine, api_base_url=base, collector=running.link), port=port),
+            serving(create_site(engine, api_base_url=base, collector=running.link), port=port),
             chromium_page() as (page, errors),
         ):
             send_runs(running.address, ["alice", "bob"], time.time_ns())

@@ -52,8 +52,7 @@ def test_attribution_matches_the_emulated_truth_and_the_api_masks_other_users(
     access = Access(mode="proxy", proxies=(ipaddress.ip_network("127.0.0.1/32"),),
                     admins=frozenset({"carol"}))  # fmt: skip
     config = TrafficConfig("fixed", {"/scratch": list(tree.storage)}, "file-hash")
-    app = create_app(engine, api_base_url="http://127.0.0.1", access=access, traffic=config,
-                     with_frontend=False)  # fmt: skip
+    app = create_app(engine, access=access, traffic=config)
     try:
         with serving(app) as port, httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
 

@@ -18,9 +18,9 @@ from collector.fabric.mad import MadSource
 from collector.fabric.service import FabricSampler
 from emulator.fattree import FatTree
 from server.access.viewer import Access
-from server.app import create_app
 from stacklens import wire
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.collector.test_ingest import exchange
 from tests.conftest import free_port, serving
 from tests.e2e.test_dashboard import _table_rows, browser_page  # noqa: F401 (fixture)
@@ -79,7 +79,7 @@ def test_the_jobs_on_a_node_in_the_api_and_its_panel(
     engine = make_engine(pg_url)
     access = Access(mode="proxy", proxies=(ipaddress.ip_network("127.0.0.1/32"),),
                     admins=frozenset({"carol"}))  # fmt: skip
-    app = create_app(engine, api_base_url=base, access=access)
+    app = create_site(engine, api_base_url=base, access=access)
     try:
         with serving(app, port=port):
 

@@ -29,8 +29,8 @@ from playwright.sync_api import expect
 from collector.fabric.mad import MadSource
 from collector.fabric.service import FabricSampler
 from emulator.ibsim import FabricSim, Flow, TrafficEmulator
-from server.app import create_app
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.conftest import chromium_page, free_port, mpi_env, query, serving
 
 SYSFS = Path(__file__).parent / "fixtures" / "sysfs"
@@ -153,7 +153,7 @@ def test_a_jobs_hosts_ports_and_links(
 
     engine = make_engine(pg_url)
     port = free_port()
-    app = create_app(engine, api_base_url=f"http://127.0.0.1:{port}", refresh_ms=500)
+    app = create_site(engine, api_base_url=f"http://127.0.0.1:{port}", refresh_ms=500)
     try:
         with serving(app, port=port):
             base = f"http://127.0.0.1:{port}"

@@ -79,8 +79,7 @@ def test_the_job_filter_names_one_owners_job(pg_url, shared_dir, munge_socket, u
         ("io_stall", [(JOB, b.pw_name, "victim")]),
     ]  # fmt: skip
     ids = {a.pw_name: opened[0]["id"], b.pw_name: opened[1]["id"]}
-    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
-                     access=Access(mode="oidc", admins=frozenset({"sladmin"})))  # fmt: skip
+    app = create_app(engine, access=Access(mode="oidc", admins=frozenset({"sladmin"})))
     with TestClient(app, base_url="http://127.0.0.1") as client:
         headers = {name: {"Authorization": f"Bearer {token_for(engine, name)}"}
                    for name in (a.pw_name, b.pw_name, "sladmin")}  # fmt: skip

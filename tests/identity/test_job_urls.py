@@ -22,6 +22,7 @@ from server.access.viewer import Access
 from server.app import create_app
 from stacklens.api_models import JobList
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.access.data import token_for
 from tests.access.test_owner_filter import _job_routes
 from tests.conftest import TABLES, chromium_page, free_port, query, serving
@@ -64,8 +65,7 @@ def same_id(pg_server, shared_dir, munge_socket, users) -> Iterator[dict]:
     assert query(pg_server, 'SELECT DISTINCT "user" FROM jobs ORDER BY 1') == [
         (a.pw_name,), (b.pw_name,)]  # fmt: skip
     engine = make_engine(pg_server)
-    app = create_app(engine, api_base_url="http://127.0.0.1",
-                     access=Access(mode="oidc", admins=frozenset({"sladmin"})))  # fmt: skip
+    app = create_app(engine, access=Access(mode="oidc", admins=frozenset({"sladmin"})))
     with TestClient(app, base_url="http://127.0.0.1") as client:
         headers = {
             who: {"Authorization": f"Bearer {token_for(engine, name)}"}
@@ -185,7 +185,7 @@ def test_the_job_page_says_which_owners_or_shows_the_one_named(same_id, pg_serve
     base = f"http://127.0.0.1:{port}"
     access = Access(mode="oidc", admins=frozenset({"sladmin"}))
     token = token_for(engine, "sladmin")
-    app = create_app(engine, api_base_url=base, refresh_ms=1000, access=access)
+    app = create_site(engine, api_base_url=base, refresh_ms=1000, access=access)
     try:
         with serving(app, port=port), chromium_page() as (page, errors):
             page.set_extra_http_headers({"Authorization": f"Bearer {token}"})

@@ -293,8 +293,8 @@ def test_refusals_show_on_metrics_and_the_http_ingest_is_closed(
     with (
         BackgroundCollector(pg_url, token="secret", ingest_auth="proven", collector_socket="off",
                             munge_socket=munge_socket, control_socket=control_socket) as running,
-        TestClient(create_app(engine, api_base_url="http://testserver", collector=running.link,
-                              with_frontend=False), base_url="http://127.0.0.1") as client,
+        TestClient(create_app(engine, collector=running.link),
+                   base_url="http://127.0.0.1") as client,
     ):  # fmt: skip
         with socket.create_connection(running.address, timeout=30) as sock:
             cred = credential_of(b, munge_socket, challenge(sock, a.pw_uid).nonce)

@@ -211,8 +211,7 @@ def test_the_window_report_of_the_fabric(hostile, tmp_path):
 def test_another_users_job_cannot_be_exported(collector, pg_url):
     send_two_users_jobs(collector)
     engine = make_engine(pg_url)
-    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
-                     access=Access(mode="oidc"))  # fmt: skip
+    app = create_app(engine, access=Access(mode="oidc"))
     try:
         with TestClient(app, base_url="http://127.0.0.1") as client:
             alice = {"Authorization": f"Bearer {token_for(engine, 'alice')}"}
@@ -357,8 +356,7 @@ def test_a_job_report_names_no_other_users_job_from_an_incident(collector, pg_ur
     write_small_fabric(pg_url)
     incident = _incident(pg_url, aggressor=BOB_JOB, victim=ALICE_JOB)
     engine = make_engine(pg_url)
-    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
-                     access=Access(mode="oidc"))  # fmt: skip
+    app = create_app(engine, access=Access(mode="oidc"))
     try:
         with TestClient(app, base_url="http://127.0.0.1") as client:
             alice = {"Authorization": f"Bearer {token_for(engine, 'alice')}"}
@@ -403,7 +401,7 @@ def test_the_pdf_tables_widths_and_rows():
 def test_stacklens_report_writes_the_file_with_a_progress_bar(hostile, pg_url, tmp_path):
     incident = _incident(pg_url)
     engine = make_engine(pg_url)
-    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False)
+    app = create_app(engine)
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
     try:
         with serving(app) as port:

@@ -89,7 +89,7 @@ def test_idle_connections_from_one_address_make_room_for_senders(pg_url):
 def test_http_request_head_sent_a_byte_a_second_is_dropped(pg_url):
     engine = make_engine(pg_url)
     limits = ConnectionLimits(handshake_timeout_s=2, read_timeout_s=2)
-    app = create_app(engine, api_base_url="http://x", with_frontend=False, connection_limits=limits)
+    app = create_app(engine, connection_limits=limits)
     try:
         with serving(app) as port:
             with socket.create_connection(("127.0.0.1", port)) as sock:

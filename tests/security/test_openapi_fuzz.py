@@ -78,8 +78,7 @@ def run_schemathesis(
     with (
         BackgroundCollector(pg_url, token=token, control_socket=control) as running,
         serving(app := create_app(
-            engine, api_base_url="http://x", collector=running.link, with_frontend=False,
-            access=Access(mode="oidc", admins=frozenset({"carol"})),
+            engine, collector=running.link, access=Access(mode="oidc", admins=frozenset({"carol"})),
         )) as port,
     ):  # fmt: skip
         result = subprocess.run(

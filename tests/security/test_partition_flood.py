@@ -156,8 +156,7 @@ def test_a_partition_flood_leaves_the_read_side_answering(own_database, shared_d
     assert partitions(url) == (3 + 8) * tables <= (HORIZON_DAYS + 3) * tables
     # The read side, for B: the overview, B's job page and B's report, with B's figures.
     engine = make_engine(url)
-    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
-                     access=Access(mode="oidc"))  # fmt: skip
+    app = create_app(engine, access=Access(mode="oidc"))
     with TestClient(app, base_url="http://127.0.0.1") as client:
         as_b = {"Authorization": f"Bearer {token_for(engine, b.pw_name)}"}
         overview = client.get("/api/overview", headers=as_b)

@@ -15,6 +15,7 @@ import pytest
 
 from server.app import create_app
 from stacklens.db import make_engine
+from stacklens_cli.site import create_site
 from tests.conftest import chromium_page, serving
 from tests.server.test_ingest_and_metrics import AUTH, app_client, json_frame  # noqa: F401
 
@@ -59,7 +60,7 @@ def test_a_lone_surrogate_in_a_body_is_a_422(app_client):  # noqa: F811
 @pytest.mark.parametrize("method", ["GET", "POST", "DELETE"])
 def test_unknown_api_paths_are_json_404s(method):
     engine = make_engine("postgresql+psycopg://nobody@/none")  # never connected
-    app = create_app(engine, api_base_url="http://x")  # the dashboard mounted at / too
+    app = create_site(engine, api_base_url="http://x")  # the dashboard mounted at / too
     with serving(app) as port:
         response = httpx.request(method, f"http://127.0.0.1:{port}/api/no/such/thing")
         assert response.status_code == 404
@@ -113,8 +114,8 @@ def test_a_tokenless_oversized_body_is_refused_before_it_is_read(pg_url, control
     head = "POST /api/ingest/frames HTTP/1.1\r\nHost: [::1]\r\nContent-Type: application/json\r\n"
     try:
         with BackgroundCollector(pg_url, token="secret", control_socket=control_socket) as running:
-            app = create_app(engine, api_base_url="http://x", collector=running.link,
-                             with_frontend=False, max_body_bytes=1 << 20)  # fmt: skip
+            app = create_app(engine, collector=running.link,
+                             max_body_bytes=1 << 20)  # fmt: skip
             with serving(app) as port:
                 for extra, status in (("", 401), ("Authorization: bearer secret\r\n", 413)):
                     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
@@ -148,7 +149,7 @@ def test_openapi_lists_every_error_answer(api_client):
 
 def test_docs_work_offline_in_a_browser():
     engine = make_engine("postgresql+psycopg://nobody@/none")
-    app = create_app(engine, api_base_url="http://x", with_frontend=False)
+    app = create_app(engine)
     offsite: list[str] = []
     with serving(app) as port, chromium_page() as (page, errors):
         base = f"http://127.0.0.1:{port}"

@@ -221,8 +221,7 @@ def test_an_http_batch_beyond_the_storage_budget_is_answered_503_and_stores_noth
     engine = make_engine(pg_url)
     with BackgroundCollector(pg_url, token="secret", control_socket=control_socket,
                              max_mb_per_hour=1) as running:  # fmt: skip
-        app = create_app(engine, api_base_url="http://127.0.0.1", collector=running.link,
-                         with_frontend=False)  # fmt: skip
+        app = create_app(engine, collector=running.link)
         with TestClient(app, base_url="http://127.0.0.1") as client:
             whole = client.post("/api/ingest/frames", json={"frames": batch}, headers=AUTH)
             assert whole.status_code == 503, whole.text

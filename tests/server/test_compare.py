@@ -112,7 +112,7 @@ def test_the_history_lists_the_same_program_newest_first(three_runs, api_client)
 def test_a_user_compares_only_with_their_own_runs(three_runs, pg_url):
     engine = make_engine(pg_url)
     try:
-        app = create_app(engine, api_base_url="http://127.0.0.1", access=Access(mode="oidc"))
+        app = create_app(engine, access=Access(mode="oidc"))
         with TestClient(app, base_url="http://127.0.0.1") as client:
             bob = {"Authorization": f"Bearer {token_for(engine, 'bob')}"}
             history = client.get("/api/compare/history", params={"job": "cmp-b"}, headers=bob)

@@ -64,8 +64,7 @@ def served(
     try:
         with BackgroundCollector(pg_url, token="secret", ingest_auth=ingest,
                                  control_socket=control) as running:  # fmt: skip
-            app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
-                             collector=running.link, access=access)  # fmt: skip
+            app = create_app(engine, collector=running.link, access=access)
             with serving(app) as port:
                 yield f"http://127.0.0.1:{port}", engine, running.service
     finally:

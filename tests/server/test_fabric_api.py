@@ -360,8 +360,7 @@ def test_the_watcher_computes_each_sweep_before_any_request(pg_url):
     itself: it is in memory (no request made it) and the next request gets exactly it."""
     write_small_fabric(pg_url)
     engine = make_engine(pg_url)
-    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
-                     fabric_recheck_s=0.05)  # fmt: skip
+    app = create_app(engine, fabric_recheck_s=0.05)
     shared = app.state.fabric_snapshots
     try:
         with TestClient(app, base_url="http://127.0.0.1") as client:

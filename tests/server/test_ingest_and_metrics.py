@@ -22,9 +22,7 @@ def app_client(pg_url, control_socket):
     as under `stacklens up`; yields the test client and the collector service."""
     engine = make_engine(pg_url)
     with BackgroundCollector(pg_url, token="secret", control_socket=control_socket) as running:
-        app = create_app(
-            engine, api_base_url="http://127.0.0.1", collector=running.link, with_frontend=False
-        )
+        app = create_app(engine, collector=running.link)
         with TestClient(app, base_url="http://127.0.0.1") as client:
             yield client, running.service
     engine.dispose()

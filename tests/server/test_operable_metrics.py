@@ -44,7 +44,7 @@ def test_metrics_and_status_show_the_sampler_and_the_answers(pg_url, tmp_path):
     for _ in range(3):
         sampler.step()
     engine = make_engine(pg_url)
-    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False)
+    app = create_app(engine)
     app.state.fabric_samplers = [sampler]
     try:
         with serving(app) as port:

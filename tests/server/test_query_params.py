@@ -24,8 +24,7 @@ def client(pg_url, control_socket):
     """The API (with a collector, so that its ingest route answers) over the test database."""
     engine = make_engine(pg_url)
     with BackgroundCollector(pg_url, token="secret", control_socket=control_socket) as running:
-        app = create_app(engine, api_base_url="http://127.0.0.1", collector=running.link,
-                         with_frontend=False)  # fmt: skip
+        app = create_app(engine, collector=running.link)
         with TestClient(app, base_url="http://127.0.0.1") as test_client:
             yield test_client
     engine.dispose()
