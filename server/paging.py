@@ -15,9 +15,9 @@ import binascii
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import HTTPException
+from fastapi import HTTPException, Query
 
 from stacklens.api_models import PageInfo
 from stacklens.wire import clean_text
@@ -30,6 +30,14 @@ CURSOR_HELP = "next_cursor of the previous page; absent = the first page"
 
 #: What a cursor looks like (base64url without padding).
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"
+
+#: The `cursor` query parameter of every paged list.
+CursorParam = Annotated[
+    str | None,
+    Query(
+        min_length=1, max_length=MAX_CURSOR_CHARS, pattern=CURSOR_PATTERN, description=CURSOR_HELP
+    ),
+]
 
 Key = tuple[Any, ...]
 

@@ -44,6 +44,21 @@ def step_query(description: str) -> Any:
     return Query(ge=MIN_STEP_S, le=MAX_STEP_S, description=description)
 
 
+#: Text a query parameter naming a job, a user, a command or a host may hold: no control
+#: characters.
+TEXT_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+
+#: The `owner` query parameter of every route naming a job by its id.
+OwnerParam = Annotated[
+    str | None,
+    Query(
+        max_length=200,
+        pattern=TEXT_PATTERN,
+        description="the job's owner (its `user` in the job list): which of the jobs with "
+        "this id is meant; needed only when the id names jobs of several owners (else 409)",
+    ),
+]
+
 #: The `run` query parameter of every route reading a job or one of its runs.
 RunParam = Annotated[int | None, id_query("ordinal of one run of the job; absent = the whole job")]
 

@@ -13,7 +13,7 @@ from server.compare import diff, repository
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.jobs.target import find_job
-from server.query_params import id_query
+from server.query_params import TEXT_PATTERN, id_query
 from stacklens.api_models import ComparedRun, Comparison, HistoryRun, RunDifference, RunHistory
 from stacklens.schema import Job, Run
 
@@ -21,13 +21,12 @@ router = APIRouter(prefix="/api/compare", tags=["compare"])
 
 #: Runs of a program's history read at most, and by default.
 MAX_HISTORY, DEFAULT_HISTORY = 50, 10
-_TEXT = r"^[^\x00-\x1f\x7f]*$"
 _ERRORS = error_responses(404, 409, **{"422": "unknown query parameter, or no run b"})
 
-JobRef = Annotated[str | None, Query(min_length=1, max_length=400, pattern=_TEXT,
+JobRef = Annotated[str | None, Query(min_length=1, max_length=400, pattern=TEXT_PATTERN,
                                      description="job id of the run")]  # fmt: skip
 RunRef = Annotated[int | None, id_query("run ordinal in the job; absent = its newest MPI run")]
-OwnerRef = Annotated[str | None, Query(max_length=200, pattern=_TEXT,
+OwnerRef = Annotated[str | None, Query(max_length=200, pattern=TEXT_PATTERN,
                                        description="the job's owner, when the id names jobs "
                                        "of several owners")]  # fmt: skip
 LastParam = Annotated[int, Query(ge=1, le=MAX_HISTORY,

@@ -27,7 +27,7 @@ from server.fabric import history, repository
 from server.fabric import series as fab_series
 from server.fabric.snapshot import Encoded, FabricSnapshots, topology_answer, window_state
 from server.jobs import series
-from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, PageSizes
+from server.paging import CursorParam, PageSizes
 from server.query_params import Window, WindowDep, id_query, step_query
 from stacklens.api_models import (
     FabricEvents,
@@ -46,12 +46,6 @@ DEFAULT_SPAN_NS = 15 * 60 * 10**9
 LINK_LIMITS = PageSizes(default=500, maximum=20_000)
 EVENT_LIMITS = PageSizes(default=100, maximum=10_000)
 
-CursorParam = Annotated[
-    str | None,
-    Query(
-        min_length=1, max_length=MAX_CURSOR_CHARS, pattern=CURSOR_PATTERN, description=CURSOR_HELP
-    ),
-]
 _WINDOWED = error_responses(**{"422": "unknown query parameter, or a bad window"})
 _PAGED = error_responses(404, **{"422": "unknown query parameter, or a bad window"})
 #: A node GUID as the API writes it.

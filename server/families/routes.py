@@ -14,10 +14,9 @@ from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, table
 from server.families import service
-from server.jobs.routes import CursorParam, OwnerParam
 from server.jobs.target import find_target
-from server.paging import PageSizes
-from server.query_params import RunParam, WindowDep
+from server.paging import CursorParam, PageSizes
+from server.query_params import OwnerParam, RunParam, WindowDep
 from server.traffic.service import AttributionCache
 from stacklens.api_models import CommFamily, JobFamilies, JobFamilyLinks
 

@@ -23,8 +23,8 @@ from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, model_table
 from server.jobs import placement, repository, sections, series, target
-from server.paging import CURSOR_HELP, CURSOR_PATTERN, MAX_CURSOR_CHARS, PageSizes
-from server.query_params import RunParam, WindowDep, step_query
+from server.paging import CursorParam, PageSizes
+from server.query_params import TEXT_PATTERN, OwnerParam, RunParam, WindowDep, step_query
 from stacklens.api_models import (
     CollectiveTotal,
     FileIo,
@@ -56,25 +56,8 @@ overview_router = APIRouter(prefix="/api", tags=["jobs"])
 #: Page size of the job list (a job's lists: server/jobs/sections.py).
 JOB_LIMITS = PageSizes(default=100, maximum=1000)
 
-CursorParam = Annotated[
-    str | None,
-    Query(
-        min_length=1, max_length=MAX_CURSOR_CHARS, pattern=CURSOR_PATTERN, description=CURSOR_HELP
-    ),
-]
-#: Text a job's id, user or command can hold: no control characters.
-_TEXT = r"^[^\x00-\x1f\x7f]*$"
 
 #: The `owner` query parameter of every job endpoint (docs/access.md, "Job URLs").
-OwnerParam = Annotated[
-    str | None,
-    Query(
-        max_length=200,
-        pattern=_TEXT,
-        description="the job's owner (its `user` in the job list): which of the jobs with "
-        "this id is meant; needed only when the id names jobs of several owners (else 409)",
-    ),
-]
 
 #: The `limit` query parameter of each list.
 JobLimit = Annotated[int, Query(ge=1, le=JOB_LIMITS.maximum, description=JOB_LIMITS.help("jobs"))]
@@ -118,13 +101,13 @@ def job_query(
         str | None,
         Query(
             max_length=200,
-            pattern=_TEXT,
+            pattern=TEXT_PATTERN,
             description="case-insensitive part of the job id, user or command",
         ),
     ] = None,
     status: Annotated[JobStatus | None, Query(description="jobs with this status")] = None,
     user: Annotated[
-        str | None, Query(max_length=200, pattern=_TEXT, description="jobs of this user")
+        str | None, Query(max_length=200, pattern=TEXT_PATTERN, description="jobs of this user")
     ] = None,
     started_from: Annotated[
         int | None,

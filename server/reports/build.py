@@ -32,8 +32,8 @@ from server.access.owner import sibling
 from server.fabric import history
 from server.fabric import repository as fabric
 from server.fabric import series as fabric_series
+from server.incidents import answers as incident_answers
 from server.incidents import repository as incident_repo
-from server.incidents import routes as incident_routes
 from server.incidents.detect import Thresholds
 from server.jobs import placement, profile, repository, sections, series, target
 from server.query_params import Window
@@ -526,7 +526,7 @@ def _job_incidents(session: Session, job_id: int, lo: int, hi: int) -> list[Inci
     out = []
     for row in rows[:MAX_INCIDENTS]:
         with sibling(session) as own:
-            out.append(incident_routes.get_incident(row.id, own))
+            out.append(incident_answers.details(own, row.id))
     return out
 
 
@@ -1023,7 +1023,7 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
     the links' load over its time."""
     steps_total = 3
     progress(0, steps_total, "incident")
-    inc = incident_routes.get_incident(incident_id, session)
+    inc = incident_answers.details(session, incident_id)
     end = inc.end_ns if inc.end_ns is not None else max(inc.updated_ns, inc.start_ns + 1)
     pad = max(INCIDENT_CONTEXT_NS, (end - inc.start_ns) // 2)
     lo, hi = max(0, inc.start_ns - pad), min(end + pad, LATEST_NS)

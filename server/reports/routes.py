@@ -28,9 +28,8 @@ from presentation.report_model import Progress, Report
 from server.access.owner import restrict
 from server.access.viewer import request_viewer
 from server.errors import error_responses
-from server.incidents import routes as incident_routes
-from server.jobs.routes import OwnerParam
-from server.query_params import RunParam, Window, WindowDep
+from server.incidents import answers as incident_answers
+from server.query_params import TEXT_PATTERN, OwnerParam, RunParam, Window, WindowDep
 from server.reports import build, render
 from server.reports import repository as reports_repo
 
@@ -167,7 +166,7 @@ def window_report(
         str | None,
         Query(
             max_length=65536,
-            pattern=r"^[^\x00-\x1f\x7f]*$",
+            pattern=TEXT_PATTERN,
             description="comma-separated host names: their links and the switch links "
             "between them; default: the whole fabric",
         ),
@@ -202,7 +201,7 @@ def incident_report(
     the topology with its links highlighted, the fabric events and the links' load over
     its time (a minute of context at least on each side)."""
     with _viewer_session(request) as session:  # a 404 before anything is streamed
-        incident_routes.get_incident(incident_id, session)
+        incident_answers.details(session, incident_id)
     congested = request.app.state.congested_wait_per_s
     return _answer(lambda s, p: build.incident_report(s, incident_id, p, congested), request,
                    fmt, progress)  # fmt: skip

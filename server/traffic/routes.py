@@ -14,10 +14,9 @@ from server import paging
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.jobs import repository as jobs
-from server.jobs.routes import CursorParam, OwnerParam
 from server.jobs.target import find_job
-from server.paging import PageSizes
-from server.query_params import MAX_DB_INT, RunParam, Window, WindowDep, step_query
+from server.paging import CursorParam, PageSizes
+from server.query_params import MAX_DB_INT, OwnerParam, RunParam, Window, WindowDep, step_query
 from server.traffic import service
 from server.traffic.repository import TrafficConfig
 from stacklens.api_models import JobLinks, LinkAttribution, LinkAttributionSeries, NodeJobs
