@@ -16,33 +16,19 @@ import logging
 import os
 import socket
 import stat
-import subprocess
 import time
 from pathlib import Path
 
 from collector.service import BackgroundCollector
 from stacklens.sender import open_connection
 from stacklens.settings import Settings
-from tests.identity.daemons import as_user
+from tests.identity.attacker import start_attacker
 
 #: Runs as the directory's owner: once a socket appears at NAME in DIR, renames it away and
 #: puts a symlink to TARGET in its place.
 ATTACKER = r"""
-import ctypes, os, struct, sys
 directory, name, target = sys.argv[1:4]
-libc = ctypes.CDLL(None, use_errno=True)
-fd = libc.inotify_init1(0)
-IN_CREATE = 0x100
-if fd < 0 or libc.inotify_add_watch(fd, directory.encode(), IN_CREATE) < 0:
-    sys.exit("inotify: errno %d" % ctypes.get_errno())
-print("watching", flush=True)
-created = False
-while not created:
-    events = os.read(fd, 1 << 16)
-    while events:
-        _, _, _, length = struct.unpack_from("iIII", events)
-        created |= events[16 : 16 + length].rstrip(b"\0") == name.encode()
-        events = events[16 + length :]
+wait(directory, IN_CREATE, lambda created: created == name.encode())
 path = os.path.join(directory, name)
 try:
     os.rename(path, path + ".moved")
@@ -60,15 +46,8 @@ def start_with_attacker(tmp: Path, directory: Path, owner, munge_socket: str, pg
     collector waits after creating its socket until the attacker has acted: the race
     made certain."""
     target = tmp / "root-only"
-    script = tmp / "attacker.py"
-    script.write_text(ATTACKER)
-    script.chmod(0o644)
-    attacker = subprocess.Popen(
-        as_user(owner.pw_name)
-        + ["/usr/bin/python3", str(script), str(directory), "ingest.sock", str(target)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert attacker.stdout is not None and attacker.stdout.readline() == "watching\n"
+    attacker = start_attacker(owner.pw_name, tmp / "attacker.py", ATTACKER, str(directory),
+                              "ingest.sock", str(target))  # fmt: skip
     loop_class = type(asyncio.new_event_loop())
     listen = loop_class.create_unix_server
 

@@ -24,7 +24,7 @@ from stacklens.sender import open_connection
 from stacklens.settings import Settings
 from tests.collector.test_ingest import T0
 from tests.conftest import query
-from tests.identity.daemons import as_user
+from tests.identity.attacker import start_attacker
 from tests.identity.test_proven_senders import proven_collector
 
 JOB = "bobs-job"
@@ -35,22 +35,8 @@ RANKS, SEQS = 2, 1500
 #: symlink to B's directory and says how many spool files were still there (none of them
 #: delivered yet: the swap came before replay's first acknowledgement).
 ATTACKER = r"""
-import ctypes, os, struct, sys
 spool, target = sys.argv[1], sys.argv[2]
-libc = ctypes.CDLL(None, use_errno=True)
-fd = libc.inotify_init1(0)
-IN_OPEN = 0x20
-if fd < 0 or libc.inotify_add_watch(fd, spool.encode(), IN_OPEN) < 0:
-    sys.exit("inotify: errno %d" % ctypes.get_errno())
-print("watching", flush=True)
-opened = False
-while not opened:
-    events = os.read(fd, 1 << 16)
-    while events:
-        _, _, _, length = struct.unpack_from("iIII", events)
-        name = events[16 : 16 + length].rstrip(b"\0")
-        opened |= name.endswith(b".slf")
-        events = events[16 + length :]
+wait(spool, IN_OPEN, lambda opened: opened.endswith(b".slf"))
 os.rename(spool, spool + ".moved")
 os.symlink(target, spool)
 left = [n for n in os.listdir(spool + ".moved") if n.endswith(".slf")]
@@ -104,9 +90,6 @@ def test_a_spool_swapped_for_a_symlink_mid_replay_writes_nothing_into_another_us
     bobs.mkdir(mode=0o700)
     (bobs / "notes").write_text("bob's\n")
     os.chown(bobs, b.pw_uid, b.pw_gid)
-    script = shared_dir / "attacker.py"
-    script.write_text(ATTACKER)
-    script.chmod(0o644)
     unix = str(shared_dir / "ingest.sock")
     with proven_collector(pg_url, shared_dir, munge_socket) as collector:
         settings = Settings(collector=collector.endpoint, collector_socket=unix)
@@ -117,12 +100,9 @@ def test_a_spool_swapped_for_a_symlink_mid_replay_writes_nothing_into_another_us
             acks = [wire.decode_ack(sock.recv(wire.ACK_SIZE, socket.MSG_WAITALL))
                     for _ in bob_frames]  # fmt: skip
         assert acks == [(wire.Status.COMMITTED, seq) for seq in range(3)]
-        attacker = subprocess.Popen(
-            as_user(a.pw_name) + ["/usr/bin/python3", str(script), str(spool), str(bobs)],
-            stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        attacker = start_attacker(a.pw_name, shared_dir / "attacker.py", ATTACKER, str(spool),
+                                  str(bobs))  # fmt: skip
         try:
-            assert attacker.stdout is not None and attacker.stdout.readline() == "watching\n"
             env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
             env.update(STACKLENS_COLLECTOR=collector.endpoint, STACKLENS_COLLECTOR_SOCKET=unix,
                        STACKLENS_MUNGE_SOCKET=munge_socket, TMPDIR=str(tmp))  # fmt: skip

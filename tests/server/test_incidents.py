@@ -13,10 +13,11 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event, text
+from sqlalchemy import Engine, event, text
 from sqlalchemy.orm import Session
 
 from server.access.viewer import Access
@@ -45,43 +46,69 @@ TH = Thresholds(utilisation=0.8, xmit_wait_per_s=1e6, sweeps=2, clear=3, link_er
 PUBLIC = "https://stacklens.example.org/hpc"
 
 
+class Detecting:
+    """The incident service of these tests over the test database (a sweep a second) on a
+    clock the test sets: `now`, ns since the epoch."""
+
+    def __init__(self, engine: Engine, now: int = T0):
+        self.engine, self.now = engine, now
+
+    def service(self, thresholds: Thresholds = TH, **options: Any) -> IncidentService:
+        """An IncidentService with `thresholds` (TH by default) on this clock."""
+        return IncidentService(self.engine, thresholds, sweep_interval_s=1.0,
+                               clock=lambda: self.now, **options)  # fmt: skip
+
+
 @pytest.fixture
-def staged(collector, pg_url) -> Iterator[dict]:
+def detecting(pg_url) -> Iterator[Detecting]:
+    """Incident services over the emptied test database, the clock at T0."""
+    engine = make_engine(pg_url)
+    yield Detecting(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def fabric(pg_url) -> Iterator[StagedFabric]:
+    """The staged fabric (tests/server/incident_data.py): its topology written, a sweep of
+    it per `fabric.sweep(i)`."""
+    staged_fabric = StagedFabric(pg_url)
+    yield staged_fabric
+    staged_fabric.close()
+
+
+@pytest.fixture
+def staged(collector, detecting, fabric) -> Iterator[dict]:
     """The staged incident, alice's ranks meeting in MPI_Allreduce (stage)."""
-    with stage(collector, pg_url, "MPI_Allreduce") as staged_:
+    with stage(collector, detecting, fabric, "MPI_Allreduce") as staged_:
         yield staged_
 
 
 @contextlib.contextmanager
-def stage(collector, pg_url: str, wait: str) -> Iterator[dict]:
+def stage(collector, detecting: Detecting, fabric: StagedFabric, wait: str) -> Iterator[dict]:
     """25 sweeps and job intervals, a tick after each (the clock 1.6 s past the sweep), as
     `stacklens up` runs them: the ticks in this thread, the webhook's sender on an event
     loop of its own posting to a local HTTP receiver; the jobs' ranks meet in `wait`
     (tests/server/incident_data.py). The messages per tick, the bodies the receiver got,
     the engine."""
-    engine = make_engine(pg_url)
-    now = [T0]
     receiver = Receiver(fail=0)
     hook = Webhook(receiver.url, attempts=2, backoff_s=0.05)
     loop = asyncio.new_event_loop()
     sender = threading.Thread(target=loop.run_forever, daemon=True)
     sender.start()
     asyncio.run_coroutine_threadsafe(hook.start(), loop).result(5)
-    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0],
-                              webhook=hook, base_url=PUBLIC)  # fmt: skip
-    fabric = StagedFabric(pg_url)
+    service = detecting.service(webhook=hook, base_url=PUBLIC)
     messages = {}
     try:
         for i in range(25):
             fabric.sweep(i)
             send(collector, i, wait=wait)
-            now[0] = T0 + (i + 1) * S + 1_600_000_000
+            detecting.now = T0 + (i + 1) * S + 1_600_000_000
             messages[i] = copy.deepcopy(service.tick())
         sent = sum(len(m) for m in messages.values())
         deadline = time.monotonic() + 20
         while hook.stats.delivered < sent and time.monotonic() < deadline:
             time.sleep(0.02)
-        yield {"engine": engine, "messages": messages, "service": service,
+        yield {"engine": detecting.engine, "messages": messages, "service": service,
                "received": receiver.bodies}  # fmt: skip
     finally:
         asyncio.run_coroutine_threadsafe(hook.stop(), loop).result(5)
@@ -89,8 +116,6 @@ def stage(collector, pg_url: str, wait: str) -> Iterator[dict]:
         sender.join(5)
         loop.close()
         receiver.close()
-        fabric.close()
-        engine.dispose()
 
 
 def test_detected_within_two_sweeps_named_and_closed(staged):
@@ -169,8 +194,7 @@ def test_the_webhook_posts_the_url_and_a_line_a_chat_tool_can_post(staged):
 def api(staged) -> Iterator[dict]:
     """The API as alice, bob and carol (an admin)."""
     engine = staged["engine"]
-    app = create_app(engine, api_base_url="http://127.0.0.1", with_frontend=False,
-                     access=Access(mode="oidc", admins=frozenset({"carol"})))  # fmt: skip
+    app = create_app(engine, access=Access(mode="oidc", admins=frozenset({"carol"})))
     with TestClient(app, base_url="http://127.0.0.1") as client:
         headers = {u: {"Authorization": f"Bearer {token_for(engine, u)}"}
                    for u in ("alice", "bob", "carol")}  # fmt: skip
@@ -250,11 +274,11 @@ def late_and_waiting(op: str) -> list[dict]:
     ]  # fmt: skip
 
 
-def test_a_job_slowed_inside_blocking_sendrecv_is_named_a_victim(collector, pg_url):
+def test_a_job_slowed_inside_blocking_sendrecv_is_named_a_victim(collector, detecting, fabric):
     """Alice's ranks meet in MPI_Sendrecv instead: the time blocked in that point-to-point
     call is her slowdown (the spec's waits=p2p), so she is the congestion's victim as
     before, with the evidence of where she waited and who was late."""
-    with stage(collector, pg_url, "MPI_Sendrecv") as staged_:
+    with stage(collector, detecting, fabric, "MPI_Sendrecv") as staged_:
         messages = staged_["messages"]
         assert {i: [m["event"] for m in ms] for i, ms in messages.items() if ms} == {
             11: ["opened"], 12: ["updated"], 15: ["updated"], 18: ["closed"]
@@ -297,7 +321,7 @@ def test_the_list_filters_and_refuses_unknown_parameters(api):
     assert missing.status_code == 404
 
 
-def test_link_errors_and_a_flap_from_the_stored_sweeps_and_events(pg_url):
+def test_link_errors_and_a_flap_from_the_stored_sweeps_and_events(pg_url, detecting):
     """tests/server/fabric_data.py's small fabric: leaf1[1] - host1[1] counts 3 symbol
     errors and 1 link error recovery in its second sweep (host1's PortRcvErrors reset:
     unknown, not counted); host2's link goes down and comes back (2 events: a flap)."""
@@ -305,82 +329,65 @@ def test_link_errors_and_a_flap_from_the_stored_sweeps_and_events(pg_url):
 
     write_small_fabric(pg_url)
     relink_host2(pg_url)
-    engine = make_engine(pg_url)
-    now = [small.T0 + 5 * S]
-    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0])
-    try:
-        opened = {m["incident"]["kind"]: m["incident"] for m in service.tick()}
-        assert sorted(opened) == ["link_errors", "link_flap"]
-        errors, flap = opened["link_errors"], opened["link_flap"]
-        assert errors["title"] == "Link errors on host1[1] – leaf1[1]"
-        assert (errors["start_ns"], errors["severity"]) == (small.T0 + S, "minor")
-        assert flap["title"] == "Link flapping on host2[1] – leaf1[2]"
-        assert (flap["start_ns"], flap["end_ns"]) == (small.T0 + 3 * S, None)
-        with Session(engine) as session:
-            (link,) = session.get(Incident, errors["id"]).links
-        assert link["peak"] == 4.0 and link["evidence"][-1]["errors"] == 4
-        assert service.tick() == []  # nothing new
-        # no sweep since T0 + 2 s: at T0 + 125 s the fabric is long stale, so both end
-        # unobserved (the errors at their last sweep, the flap at its last event, T0 + 4 s)
-        now[0] = small.T0 + 125 * S
-        closed = service.tick()
-        assert sorted(
-            (m["event"], m["incident"]["kind"], m["incident"]["end_ns"],
-             m["incident"]["unobserved_ns"]) for m in closed
-        ) == [
-            ("closed", "link_errors", small.T0 + 2 * S, small.T0 + 2 * S),
-            ("closed", "link_flap", small.T0 + 4 * S, small.T0 + 4 * S),
-        ]  # fmt: skip
-    finally:
-        engine.dispose()
+    detecting.now = small.T0 + 5 * S
+    service = detecting.service()
+    opened = {m["incident"]["kind"]: m["incident"] for m in service.tick()}
+    assert sorted(opened) == ["link_errors", "link_flap"]
+    errors, flap = opened["link_errors"], opened["link_flap"]
+    assert errors["title"] == "Link errors on host1[1] – leaf1[1]"
+    assert (errors["start_ns"], errors["severity"]) == (small.T0 + S, "minor")
+    assert flap["title"] == "Link flapping on host2[1] – leaf1[2]"
+    assert (flap["start_ns"], flap["end_ns"]) == (small.T0 + 3 * S, None)
+    with Session(detecting.engine) as session:
+        (link,) = session.get(Incident, errors["id"]).links
+    assert link["peak"] == 4.0 and link["evidence"][-1]["errors"] == 4
+    assert service.tick() == []  # nothing new
+    # no sweep since T0 + 2 s: at T0 + 125 s the fabric is long stale, so both end
+    # unobserved (the errors at their last sweep, the flap at its last event, T0 + 4 s)
+    detecting.now = small.T0 + 125 * S
+    closed = service.tick()
+    assert sorted(
+        (m["event"], m["incident"]["kind"], m["incident"]["end_ns"],
+         m["incident"]["unobserved_ns"]) for m in closed
+    ) == [
+        ("closed", "link_errors", small.T0 + 2 * S, small.T0 + 2 * S),
+        ("closed", "link_flap", small.T0 + 4 * S, small.T0 + 4 * S),
+    ]  # fmt: skip
 
 
-def test_the_jobs_are_named_as_of_the_pass_that_reports_the_incident(collector, pg_url):
+def test_the_jobs_are_named_as_of_the_pass_that_reports_the_incident(collector, detecting, fabric):
     """bob starts sending (40 MiB/s each way) when the link congests; alice, slowed then,
     has sent 20 MiB/s all along. At 5 s held (STACKLENS_INCIDENT_MIN_S) the incident is
     reported naming bob, who has the most bytes on the link by then, the likely aggressor
     and alice its victim, not as they stood when the signal opened silent 3 passes earlier
     (alice ahead: the aggressor, bob on the link), read again only 5 s later
     (bench/incidents.py's scripted hour saw the aggressor named 2 s past the bound)."""
-    engine = make_engine(pg_url)
-    now = [T0]
-    service = IncidentService(engine, replace(TH, min_ns=5 * S), sweep_interval_s=1.0,
-                              clock=lambda: now[0])  # fmt: skip
-    fabric = StagedFabric(pg_url)
+    service = detecting.service(replace(TH, min_ns=5 * S))
     opened = []
-    try:
-        for i in range(16):
-            fabric.sweep(i)
-            bob = 40 << 20 if i >= 10 else 0
-            send(collector, i, ("alice-inc", "bob-inc"),
-                 p2p_of={"alice-inc": 20 << 20, "bob-inc": bob})  # fmt: skip
-            now[0] = T0 + (i + 1) * S + 1_600_000_000
-            opened += [(i, m["incident"]) for m in service.tick() if m["event"] == "opened"]
-    finally:
-        fabric.close()
-        engine.dispose()
+    for i in range(16):
+        fabric.sweep(i)
+        bob = 40 << 20 if i >= 10 else 0
+        send(collector, i, ("alice-inc", "bob-inc"),
+             p2p_of={"alice-inc": 20 << 20, "bob-inc": bob})  # fmt: skip
+        detecting.now = T0 + (i + 1) * S + 1_600_000_000
+        opened += [(i, m["incident"]) for m in service.tick() if m["event"] == "opened"]
     ((i, incident),) = opened
     assert (i, incident["kind"]) == (14, "congestion")  # held 5 s: sweeps 10 to 14
     assert [(j["job"], j["role"], j["signals"]) for j in incident["jobs"]] == [
         ("bob-inc", "aggressor", []), ("alice-inc", "victim", ["mpi_slowdown"])]  # fmt: skip
 
 
-def test_a_job_that_ends_while_slowed_closes_its_incident_unobserved(collector, pg_url):
+def test_a_job_that_ends_while_slowed_closes_its_incident_unobserved(collector, detecting):
     """alice's job alone, slow from interval 10 on, sends its final frames with interval
     13 (its last ends at T0 + 14 s) while still slow: its incident of its own (no fabric)
     is closed "unobserved since" that end, not left to look cleared by the silence after."""
-    engine = make_engine(pg_url)
-    now = [T0]
-    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0])
+    service = detecting.service()
     events = []
-    try:
-        for i in range(20):
-            if i < 14:
-                send(collector, i, jobs=("alice-inc",), final=i == 13)
-            now[0] = T0 + (i + 1) * S + 1_600_000_000
-            events += [(i, m["event"], m["incident"]) for m in service.tick()]
-    finally:
-        engine.dispose()
+    for i in range(20):
+        if i < 14:
+            send(collector, i, jobs=("alice-inc",), final=i == 13)
+        detecting.now = T0 + (i + 1) * S + 1_600_000_000
+        events += [(i, m["event"], m["incident"]) for m in service.tick()]
     assert [(i, event) for i, event, _ in events] == [(13, "opened"), (14, "closed")]
     closed = events[1][2]
     assert (closed["kind"], closed["title"], closed["id"]) == (
@@ -392,25 +399,18 @@ def test_a_job_that_ends_while_slowed_closes_its_incident_unobserved(collector, 
     assert service.stats.opened == 1 and service.stats.closed == 1
 
 
-def test_an_incident_on_a_fabric_no_longer_swept_closes_unobserved(pg_url):
+def test_an_incident_on_a_fabric_no_longer_swept_closes_unobserved(detecting, fabric):
     """The staged congestion (sweeps 10-15) opens at sweep 11; the sampler stops after sweep
     13 (its end: T0 + 14 s). While the last sweep is less than 3 sweep periods old the
     incident stays open; then (the fabric pages say STALE) it is closed "unobserved since"
     the last sweep, not left open beside the stale data."""
-    engine = make_engine(pg_url)
-    now = [T0]
-    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0])
-    fabric = StagedFabric(pg_url)
+    service = detecting.service()
     events = []
-    try:
-        for i in range(20):
-            if i < 14:
-                fabric.sweep(i)
-            now[0] = T0 + (i + 1) * S + 600_000_000
-            events += [(i, m["event"], m["incident"]) for m in service.tick()]
-    finally:
-        fabric.close()
-        engine.dispose()
+    for i in range(20):
+        if i < 14:
+            fabric.sweep(i)
+        detecting.now = T0 + (i + 1) * S + 600_000_000
+        events += [(i, m["event"], m["incident"]) for m in service.tick()]
     # ticks at T0 + 15.6, 16.6 s: the last sweep is 1.6, 2.6 s old; at T0 + 17.6 s: 3.6 s
     assert [(i, event) for i, event, _ in events] == [(11, "opened"), (16, "closed")]
     opened, closed = events[0][2], events[1][2]
@@ -420,55 +420,41 @@ def test_an_incident_on_a_fabric_no_longer_swept_closes_unobserved(pg_url):
     assert service.tick() == [] and service.links.active() == []
 
 
-def test_a_slowdown_too_small_to_report_is_never_stored_nor_sent(collector, pg_url):
+def test_a_slowdown_too_small_to_report_is_never_stored_nor_sent(collector, detecting):
     """alice's job alone, slow for 6 s (her ranks lose 2.4 s): with 10 s to reach
     (STACKLENS_INCIDENT_MIN_S), it stays silent — no row, no message — and is counted."""
-    engine = make_engine(pg_url)
-    now = [T0]
-    th = Thresholds(**{**TH.__dict__, "min_ns": 10 * S})
-    service = IncidentService(engine, th, sweep_interval_s=1.0, clock=lambda: now[0])
+    service = detecting.service(replace(TH, min_ns=10 * S))
     messages = []
-    try:
-        for i in range(24):
-            send(collector, i, jobs=("alice-inc",))
-            now[0] = T0 + (i + 1) * S + 1_600_000_000
-            messages += service.tick()
-        with Session(engine) as session:
-            stored = session.scalar(text("SELECT count(*) FROM incidents"))
-    finally:
-        engine.dispose()
+    for i in range(24):
+        send(collector, i, jobs=("alice-inc",))
+        detecting.now = T0 + (i + 1) * S + 1_600_000_000
+        messages += service.tick()
+    with Session(detecting.engine) as session:
+        stored = session.scalar(text("SELECT count(*) FROM incidents"))
     assert (messages, stored) == ([], 0)
     assert (service.stats.opened, service.stats.silenced) == (0, 1)
 
 
-def test_a_sampler_slower_than_its_setting_does_not_close_incidents_unobserved(pg_url):
+def test_a_sampler_slower_than_its_setting_does_not_close_incidents_unobserved(detecting, fabric):
     """Sweeps every 4 s where the setting says 1 s (a large fabric's sweeps take longer):
     3 periods of the measured cadence, not of the setting, make the fabric unobserved, so
     the congestion (sweeps 11 and 15: 1.25 M ticks/s each) stays open between sweeps."""
-    engine = make_engine(pg_url)
-    now = [T0]
-    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0])
-    fabric = StagedFabric(pg_url)
+    service = detecting.service()
     events = []
-    try:
-        for i in range(21):
-            if i in (7, 11, 15, 19):
-                fabric.sweep(i)
-            now[0] = T0 + (i + 1) * S + 600_000_000
-            events += [(i, m["event"]) for m in service.tick()]
-    finally:
-        fabric.close()
-        engine.dispose()
+    for i in range(21):
+        if i in (7, 11, 15, 19):
+            fabric.sweep(i)
+        detecting.now = T0 + (i + 1) * S + 600_000_000
+        events += [(i, m["event"]) for m in service.tick()]
     assert events == [(15, "opened")]
 
 
-def test_a_pass_writes_only_what_changed(collector, pg_url):
+def test_a_pass_writes_only_what_changed(collector, pg_url, detecting, fabric):
     """The staged incident with two passes a sweep, as `stacklens up` runs them (one after
     the sweep is stored, one after the jobs' step has settled): each pass writes the
     incident's row only when its content (all but updated_ns) changed, and a job's row
     only when that job's content changed; a pass that changes nothing writes nothing and
     leaves updated_ns as it was."""
-    engine = make_engine(pg_url)
     writes: list[str] = []
 
     def count(conn, cursor, statement, parameters, context, executemany) -> None:
@@ -485,42 +471,36 @@ def test_a_pass_writes_only_what_changed(collector, pg_url):
         jobs = query(pg_url, "SELECT * FROM incident_jobs ORDER BY incident_id, slot")
         return {r[0]: r for r in rows}, {(j[0], j[1]): j for j in jobs}
 
-    event.listen(engine, "before_cursor_execute", count)
-    now = [T0]
-    service = IncidentService(engine, TH, sweep_interval_s=1.0, clock=lambda: now[0])
-    fabric = StagedFabric(pg_url)
+    event.listen(detecting.engine, "before_cursor_execute", count)
+    service = detecting.service()
     columns = [c.name for c in Incident.__table__.columns]
     updated = columns.index("updated_ns")
     passes = []
-    try:
-        before = stored()
-        for i in range(25):
-            fabric.sweep(i)
-            now[0] = T0 + (i + 1) * S + 600_000_000  # the sweep is new, the step not settled
-            for step in (0, 1):
-                if step:
-                    send(collector, i)
-                    now[0] += S  # the step of interval i has settled
-                writes.clear()
-                service.tick()
-                after = stored()
-                rows_changed = sum(
-                    r[:updated] + r[updated + 1:] != (before[0].get(k) or ())[:updated]
-                    + (before[0].get(k) or ())[updated + 1:]
-                    for k, r in after[0].items()
-                )  # fmt: skip
-                jobs_changed = sum(j != before[1].get(k) for k, j in after[1].items())
-                jobs_changed += len(set(before[1]) - set(after[1]))
-                stamps = {k: r[updated] for k, r in after[0].items()}
-                kept = {k: r[updated] for k, r in before[0].items() if k in after[0]}
-                passes.append((i, step, writes.count("incidents"), rows_changed,
-                               writes.count("incident_jobs"), jobs_changed))  # fmt: skip
-                if not rows_changed and not jobs_changed:
-                    assert stamps == kept, (i, step)  # updated_ns stays
-                before = after
-    finally:
-        fabric.close()
-        engine.dispose()
+    before = stored()
+    for i in range(25):
+        fabric.sweep(i)
+        detecting.now = T0 + (i + 1) * S + 600_000_000  # the sweep is new, the step not settled
+        for step in (0, 1):
+            if step:
+                send(collector, i)
+                detecting.now += S  # the step of interval i has settled
+            writes.clear()
+            service.tick()
+            after = stored()
+            rows_changed = sum(
+                r[:updated] + r[updated + 1:] != (before[0].get(k) or ())[:updated]
+                + (before[0].get(k) or ())[updated + 1:]
+                for k, r in after[0].items()
+            )  # fmt: skip
+            jobs_changed = sum(j != before[1].get(k) for k, j in after[1].items())
+            jobs_changed += len(set(before[1]) - set(after[1]))
+            stamps = {k: r[updated] for k, r in after[0].items()}
+            kept = {k: r[updated] for k, r in before[0].items() if k in after[0]}
+            passes.append((i, step, writes.count("incidents"), rows_changed,
+                           writes.count("incident_jobs"), jobs_changed))  # fmt: skip
+            if not rows_changed and not jobs_changed:
+                assert stamps == kept, (i, step)  # updated_ns stays
+            before = after
     # the row written (updated_ns moves) once when it or a job changed, else never; each
     # job's row that changed written once, the others not at all
     assert [p for p in passes if p[2] != (p[3] or p[5] > 0) or p[4] != p[5]] == []
