@@ -87,8 +87,7 @@ def test_sums_out_of_range_quarantine_their_run_s_rollups_and_every_other_run_is
         assert running.service.rollups_quarantined == 1
         assert roll() == 0  # a quarantined run is not tried again
         engine = make_engine(pg_url)
-        app = create_app(engine, api_base_url="http://127.0.0.1", collector=running.link,
-                         with_frontend=False)  # fmt: skip
+        app = create_app(engine, collector=running.link)
         with TestClient(app, base_url="http://127.0.0.1") as client:
             answers = {job: client.get(f"/api/jobs/{job}") for job in ("poison", "victim")}
             matrix = client.get("/api/jobs/poison/matrix")
