@@ -95,3 +95,13 @@ def test_pure_modules_import_only_the_standard_library_pydantic_and_each_other(m
     tops = {n.split(".")[0] for n in _imported_names(path)}
     assert tops <= {"__future__", "typing", "pydantic"} | {"stacklens"}
     assert _imports(path) <= set(PURE)
+
+
+def test_route_modules_are_imported_only_by_the_app():
+    """A domain's routes are the HTTP face the app mounts (server/app.py): no other module,
+    the reports included, calls a route or takes a route module's internals; what two
+    domains share lives beside the routes (answers, sections, target, query parameters)."""
+    app = ROOT / "server" / "app.py"
+    for path in MODULES:
+        routes = sorted(n for n in _imported_names(path) if n.split(".")[2:3] == ["routes"])
+        assert path == app or routes == [], f"{path.relative_to(ROOT)} imports {routes}"
