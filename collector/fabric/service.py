@@ -10,11 +10,14 @@ answering, a LinkDowned counter moved, or a probed port came back), and after a 
 sweep (a restarted fabric or MAD layer). A link up before and after a re-discovery whose
 LinkDowned counter moved went down and came back between two sweeps: it is stored as a
 closed link_down over that interval (a flap faster than a sweep is still an event).
-Every sweep also probes the PortInfo state of the switch ends of the links that are down
-(the store's down links whose end is in the topology, unconnected) and of one end of
-every link between two switches (which can go down with every port still answering): a
-cable that is back, or pulled, is seen in the sweep after it, not at the next periodic
-re-discovery. A port that misses `missed_sweeps` sweeps in a row loses its newest
+Every sweep also probes the PortInfo state of every switch port without a link (the
+switch ends of the links that are down, whichever end was pulled, and ports never
+cabled; not ports an administrator disabled) and of one end of every link between two
+switches (which can go down with every port still answering): a cable that is back,
+pulled, or plugged in for the first time is seen in the sweep after it, not at the next
+periodic re-discovery. (An HCA's end of a link that is down cannot be reached through
+the fabric; its switch end tells. The probes ride in the sweep's pipelined MAD pass, a
+small SMP each.) A port that misses `missed_sweeps` sweeps in a row loses its newest
 sample: its load and errors read unknown, never the last ones seen. Warnings are rate-
 limited per kind.
 """
@@ -35,7 +38,7 @@ from collector.fabric.mad import MadSource
 from collector.fabric.replay import ReplaySource
 from collector.fabric.store import FabricStore
 from collector.fabric.sysfs import SYSFS_ROOT, SysfsSource
-from collector.fabric.topology import PORT_DOWN, End, NodeType, Topology
+from collector.fabric.topology import PHYS_DISABLED, PORT_DOWN, End, NodeType, Topology
 from collector.fabric.verbs import optional_verbs
 from stacklens.constants import PORT_COUNTERS
 from stacklens.settings import Settings
@@ -171,8 +174,9 @@ class FabricSampler:
         self.warnings = RateLimitedLog()
         #: sweeps in a row each port of the topology did not answer
         self.missed: dict[End, int] = {}
-        #: switch ends of the links that are down, probed every sweep: their PortState as
-        #: last probed (PORT_DOWN until a probe says otherwise)
+        #: switch ports without a link (the switch ends of links that are down, and ports
+        #: never cabled; not those disabled by an administrator), probed every sweep:
+        #: their PortState as last probed (PORT_DOWN until a probe says otherwise)
         self.down: dict[End, int] = {}
         #: one end of every link between two switches, probed every sweep (such a link can
         #: go down with both switches still answering): its PortState as last probed
@@ -261,10 +265,11 @@ class FabricSampler:
         self.missed = {e: n for e, n in self.missed.items() if e in topo.ports}
         self.down = {
             e: self.down.get(e, PORT_DOWN)
-            for e in sorted(self.store.down_ends)
-            if e in topo.ports
+            for e, port in sorted(topo.ports.items())
+            if e[1] > 0
             and topo.remote(e) is None
             and topo.nodes[e[0]].type == NodeType.SWITCH
+            and port.phys_state != PHYS_DISABLED
             and topo.port_lid(e)
         }
         switches = {g for g, n in topo.nodes.items() if n.type == NodeType.SWITCH}

@@ -124,9 +124,6 @@ class FabricStore:
         #: port id -> the id of the up link it is an end of, and its `name[port]`
         self.link_of_port: dict[int, int] = {}
         self.port_names: dict[int, str] = {}
-        #: (GUID, port) ends of the fabric's links that are down (as of the last topology
-        #: written): the sampler probes their state every sweep
-        self.down_ends: set[tuple[int, int]] = set()
         #: port id -> its open error burst (read from the database at the first sweep)
         self.bursts: dict[int, _Burst] | None = None
 
@@ -255,16 +252,6 @@ class FabricStore:
                 " WHERE down_ns IS NULL AND last_seen_ns < %s AND fabric_id = %s",
                 (ts_ns, ts_ns, fabric_id),
             )
-            cur.execute(
-                "SELECT a_guid, a_port, b_guid, b_port FROM fabric_links"
-                " WHERE down_ns IS NOT NULL AND fabric_id = %s",
-                (fabric_id,),
-            )
-            self.down_ends = {
-                (unsigned64(g), p)
-                for ag, ap, bg, bp in cur.fetchall()
-                for g, p in ((ag, ap), (bg, bp))
-            }
             for guid, lft in topo.lfts.items():
                 cur.execute(
                     """

@@ -32,6 +32,8 @@ MLNX_SPEED_FDR10 = 1
 #: PortInfo PortState codes of a port whose link is down, and of an active one.
 PORT_DOWN = 1
 PORT_ACTIVE = 4
+#: PortInfo PortPhysicalState code of a port an administrator disabled.
+PHYS_DISABLED = 3
 
 
 class NodeType(enum.IntEnum):

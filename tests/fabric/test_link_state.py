@@ -1,7 +1,8 @@
-"""Fabric state within a sweep, against the simulator: a cable pulled is a link_down event
-from the sweep after it, a cable back (its switch port probed every sweep while down) ends
-that event at the sweep after it, with no periodic re-discovery in between (the sampler's
-is an hour away); two flaps seconds apart are two events and open a flap incident at once;
+"""Fabric state within a sweep, against the simulator: a cable pulled (at either end) is a
+link_down event from the sweep after it, a cable back (its switch port probed every sweep
+while down) ends that event at the sweep after it, and a cable plugged into a port never
+cabled is a link_up at the sweep after it, with no periodic re-discovery in between (the
+sampler's is an hour away); two flaps seconds apart are two events and open a flap incident at once;
 a flap between two sweeps (only the port's LinkDowned counter moved, as hardware counts
 it) is a link_down over that interval.
 
@@ -43,7 +44,8 @@ def sampler(pg_url: str, mad: MadSource, sim: FabricSim) -> Iterator[FabricSampl
     finally:
         sampler.store.close()
         # "no previous link stored" where it is linked
-        sim.console([f"ReLink {port_ref(LEAF, LEAF_PORT)}", f"ReLink {port_ref(*SPINE_LINK[0])}"])
+        sim.console([f"ReLink {port_ref(LEAF, LEAF_PORT)}", f"ReLink {port_ref(HOST, 1)}",
+                     f"ReLink {port_ref(*SPINE_LINK[0])}"])  # fmt: skip
         sim.run_opensm()
 
 
@@ -85,22 +87,24 @@ def test_a_pulled_and_replugged_cable_is_seen_within_one_sweep_each(
     sampler.step()
     leaf_end = (sampler.topology.node(LEAF).guid, LEAF_PORT)
     host_end = (sampler.topology.node(HOST).guid, 1)
-    assert sampler.down == {}
+    # the switch ports never cabled are probed too (a cable plugged in is seen at once)
+    spare = dict(sampler.down)
+    assert spare and all(sampler.topology.remote(e) is None for e in spare)
 
     pulled, seen_down = _pull(sim, sampler)
     ((start, end),) = _link_events(pg_url)
     assert pulled <= start <= seen_down and end is None
     # the leaf's end is probed from now on (the host's is unreachable: its node is gone)
-    assert sampler.down == {leaf_end: PORT_DOWN}
+    assert sampler.down == {**spare, leaf_end: PORT_DOWN}
     assert sampler.topology.remote(leaf_end) is None
 
     sampler.step()  # still down: probed, nothing re-discovered
-    assert sampler.discoveries == 2 and sampler.down == {leaf_end: PORT_DOWN}
+    assert sampler.discoveries == 2 and sampler.down == {**spare, leaf_end: PORT_DOWN}
 
     plugged, seen_up = _plug(sim, sampler)
     ((start_again, end),) = _link_events(pg_url)
     assert start_again == start and end is not None and plugged <= end <= seen_up
-    assert sampler.discoveries == 3 and sampler.down == {}
+    assert sampler.discoveries == 3 and sampler.down == spare
     assert sampler.topology.remote(leaf_end) == host_end
     assert Link.of(leaf_end, host_end) in sampler.topology.links
 
@@ -190,6 +194,7 @@ def test_a_link_between_switches_pulled_with_every_port_answering_is_seen_within
     (spine, spine_port), (leaf, leaf_port) = SPINE_LINK
     sampler.step()
     topo = sampler.topology
+    spare = dict(sampler.down)  # the switch ports never cabled
     spine_end, leaf_end = (topo.node(spine).guid, spine_port), (topo.node(leaf).guid, leaf_port)
     assert topo.remote(spine_end) == leaf_end
     assert sampler.watched[min(spine_end, leaf_end)] == PORT_ACTIVE
@@ -204,7 +209,7 @@ def test_a_link_between_switches_pulled_with_every_port_answering_is_seen_within
         pg_url, "SELECT start_ns, end_ns FROM fabric_events WHERE subject = %s", (subject,)
     )
     assert pulled <= start <= seen_down and end is None
-    assert sampler.down == {spine_end: PORT_DOWN, leaf_end: PORT_DOWN}
+    assert sampler.down == {**spare, spine_end: PORT_DOWN, leaf_end: PORT_DOWN}
     plugged = time.time_ns()
     sim.console([f"ReLink {port_ref(spine, spine_port)}"])
     seen_up = _timed(sampler.step)[1]
@@ -212,4 +217,62 @@ def test_a_link_between_switches_pulled_with_every_port_answering_is_seen_within
         pg_url, "SELECT start_ns, end_ns FROM fabric_events WHERE subject = %s", (subject,)
     )
     assert end is not None and plugged <= end <= seen_up
-    assert sampler.down == {} and sampler.topology.remote(spine_end) == leaf_end
+    assert sampler.down == spare and sampler.topology.remote(spine_end) == leaf_end
+
+
+def test_a_host_link_pulled_and_replugged_at_its_hca_end_is_seen_within_one_sweep_each(
+    pg_url: str, sim: FabricSim, sampler: FabricSampler
+):
+    """The same cable, pulled and plugged back at the host's end (ibsim Unlink/ReLink of
+    the HCA's port): its switch end is probed every sweep while it is down."""
+    sampler.step()
+    leaf_end = (sampler.topology.node(LEAF).guid, LEAF_PORT)
+    host_end = (sampler.topology.node(HOST).guid, 1)
+    pulled = time.time_ns()
+    sim.console([f"Unlink {port_ref(HOST, 1)}"])
+    seen_down = _timed(sampler.step)[1]
+    ((start, end),) = _link_events(pg_url)
+    assert pulled <= start <= seen_down and end is None
+    assert sampler.down[leaf_end] == PORT_DOWN
+    sampler.step()  # still down: probed, nothing re-discovered
+    assert sampler.discoveries == 2
+    plugged = time.time_ns()
+    sim.console([f"ReLink {port_ref(HOST, 1)}"])
+    seen_up = _timed(sampler.step)[1]
+    ((start_again, end),) = _link_events(pg_url)
+    assert start_again == start and end is not None and plugged <= end <= seen_up
+    assert sampler.discoveries == 3 and leaf_end not in sampler.down
+    assert sampler.topology.remote(leaf_end) == host_end
+
+
+def test_a_cable_plugged_into_a_port_down_since_discovery_is_seen_within_one_sweep(
+    pg_url: str, sim: FabricSim, mad: MadSource
+):
+    """A new cable: the host's link is pulled before the sampler first discovers the fabric
+    (so no link was ever stored there, and no link_down event is open for it); plugged in,
+    it is a link_up at the next sweep (every switch port without a link is probed each
+    sweep), not at the next periodic re-discovery (an hour away)."""
+    sim.console([f"Unlink {port_ref(LEAF, LEAF_PORT)}"])
+    sampler = FabricSampler(pg_url, mad, interval_s=0.1, rediscover_s=3600)
+    try:
+        sampler.step()
+        leaf_end = (sampler.topology.node(LEAF).guid, LEAF_PORT)
+        assert sampler.topology.remote(leaf_end) is None and HOST not in {
+            n.description for n in sampler.topology.nodes.values()
+        }
+        sampler.step()
+        assert sampler.discoveries == 1 and sampler.down[leaf_end] == PORT_DOWN
+        plugged = time.time_ns()
+        sim.console([f"ReLink {port_ref(LEAF, LEAF_PORT)}"])
+        seen_up = _timed(sampler.step)[1]
+        events = query(pg_url, "SELECT kind, subject, start_ns, end_ns FROM fabric_events"
+                               " WHERE kind LIKE 'link%%'")  # fmt: skip
+    finally:
+        sampler.store.close()
+        sim.console([f"ReLink {port_ref(LEAF, LEAF_PORT)}"])
+        sim.run_opensm()
+    host_end = (sampler.topology.node(HOST).guid, 1)
+    ((kind, subject, start, end),) = events
+    assert (kind, subject) == ("link_up", f"{HOST}[1] - {LEAF}[{LEAF_PORT}]")
+    assert plugged <= start == end <= seen_up
+    assert sampler.discoveries == 2 and sampler.topology.remote(leaf_end) == host_end
