@@ -1,8 +1,10 @@
 """MPI-4 sessions (mpi_pmpi_hooks/tests/sessions.c, MPICH 4): a program that never calls
 MPI_Init, with two sessions open at once, is recorded like an MPI_Init one: its run, both
 ranks (world ranks from the mpi://WORLD process set), the session calls, the traffic on
-both sessions' communicators, and the final frame at the last MPI_Session_finalize. Open
-MPI 4.1 has no sessions: the library built for it has no session wrappers."""
+both sessions' communicators, and the final frame at the last MPI_Session_finalize; the same
+from Fortran (mpi_pmpi_hooks/tests/f_sessions.f90, `use mpi`). Open MPI 4.1 has no sessions:
+the library built for it has no session wrappers (and a sessions program of the suite runs
+with it unchanged: tests/hooks/test_suite.py)."""
 
 from __future__ import annotations
 
@@ -44,6 +46,56 @@ def test_a_session_program_is_recorded_exactly(collector, pg_url, api_client):
     ) == [(2, "finished")]
     body = api_client.get(api_client.app.url_path_for("job_ranks", job=job)).json()
     assert [(r["rank"], r["status"]) for r in body["ranks"]] == [(0, "finished"), (1, "finished")]
+
+
+def test_a_fortran_session_program_is_recorded_exactly(collector, pg_url):
+    """MPICH's Fortran bindings (mpi_session_init_ ...) reach the C session wrappers or
+    the Fortran ones of the hooks: either way each call is counted once."""
+    job = f"f-sessions-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(
+        collector, "mpich", [jobs.program("mpich", "f_sessions")], job, interval_ms=3600000
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["rank 0 of 2: done", "rank 1 of 2: done"]
+    ops = {key: value for key, value in jobs.ops(pg_url, job).items() if value != (0, 0)}
+    both = {"MPI_Session_init": (1, 0), "MPI_Group_from_session_pset": (1, 0),
+            "MPI_Comm_create_from_group": (1, 0), "MPI_Allreduce": (3, 12),
+            "MPI_Comm_free": (1, 0), "MPI_Session_finalize": (1, 0)}  # fmt: skip
+    assert ops == {
+        **{(rank, op): value for rank in (0, 1) for op, value in both.items()},
+        (0, "MPI_Send"): (4, 400),
+        (1, "MPI_Recv"): (4, 400),
+    }
+    assert jobs.p2p(pg_url, job) == ({(0, 1): (400, 4)}, {(1, 0): (400, 4)})
+    assert query(
+        pg_url,
+        "SELECT runs.world_size, runs.status FROM runs JOIN jobs ON jobs.id = job_id "
+        "WHERE job_key = %s",
+        (job,),
+    ) == [(2, "finished")]
+
+
+def test_mpi_init_and_a_session_in_one_process_end_at_the_session_finalize(collector, pg_url):
+    """mixed_sessions.c: MPI_Finalize with a session still open goes on counting; the
+    final frame comes at MPI_Session_finalize, with every call of both."""
+    job = f"mixed-sessions-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(
+        collector, "mpich", [jobs.program("mpich", "mixed_sessions")], job, interval_ms=3600000
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["rank 0: done", "rank 1: done"]
+    ops = {key: value for key, value in jobs.ops(pg_url, job).items() if value != (0, 0)}
+    each = {"MPI_Init": (1, 0), "MPI_Barrier": (2, 0), "MPI_Session_init": (1, 0),
+            "MPI_Group_from_session_pset": (1, 0), "MPI_Comm_create_from_group": (1, 0),
+            "MPI_Allreduce": (4, 16), "MPI_Comm_free": (1, 0), "MPI_Finalize": (1, 0),
+            "MPI_Session_finalize": (1, 0)}  # fmt: skip
+    assert ops == {(rank, op): value for rank in (0, 1) for op, value in each.items()}
+    assert query(
+        pg_url,
+        "SELECT runs.world_size, runs.status FROM runs JOIN jobs ON jobs.id = job_id "
+        "WHERE job_key = %s",
+        (job,),
+    ) == [(2, "finished")]
 
 
 def test_an_mpi_without_sessions_gets_no_session_wrappers():
