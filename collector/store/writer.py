@@ -266,6 +266,7 @@ class _Frames:
         self._batch = np.repeat(np.arange(len(batches)), sizes)
         self._local = np.concatenate([np.arange(n) for n in sizes])
         self.owner = np.repeat(np.array([b.owner for b in batches], dtype=np.int64), sizes)
+        self.proven = np.repeat(np.array([b.proven for b in batches], dtype=bool), sizes)
         self.addresses = frame_addresses(batches)  # valid while the batches live
 
     def __len__(self) -> int:
@@ -728,11 +729,13 @@ class _Runs:
             zip(frames.owner[first].tolist(), _texts(info["job"][first]), strict=True)
         )
         run_key = info["run_id"].view(np.int64)
-        first, self.run_group, n_runs = _groups(self.job_group, run_key)
-        self.run_job = self.job_group[first]
-        self.run_key = run_key[first]
+        run_first, self.run_group, n_runs = _groups(self.job_group, run_key)
+        self.run_job = self.job_group[run_first]
+        self.run_key = run_key[run_first]
         self.processes = self.run_key == 0
-        self.world_size = np.where(self.processes, 0, info["world_size"][first]).astype(np.int64)
+        self.world_size = np.where(self.processes, 0, info["world_size"][run_first]).astype(
+            np.int64
+        )
         self.start = np.full(n_runs, np.iinfo(np.int64).max)
         self.end = np.zeros(n_runs, dtype=np.int64)
         np.minimum.at(self.start, self.run_group, info["t_start"].astype(np.int64))
@@ -747,6 +750,11 @@ class _Runs:
             self.commands[g] = self.commands[g] or command
             self.users[g] = self.users[g] or user
             self.labels[g] = self.labels[g] or label
+        # A proven run is its owner's whatever its frames carry (the read side filters on
+        # the user name): also a run whose frames have no rank information.
+        for g, i in enumerate(run_first.tolist()):
+            if frames.proven[i] and self.users[g] is None:
+                self.users[g] = user_name(int(frames.owner[i]))
         # Frames of processes runs, grouped by process: (run, host, pid, start).
         self.process_frames = np.flatnonzero(self.processes[self.run_group])
         pf = self.process_frames

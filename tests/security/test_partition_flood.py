@@ -1,15 +1,20 @@
-"""A partition flood by an ordinary proven user (issue #24 finding 3), scripted as the
-attack was: user A opens 125 connections to the collector's Unix socket (the kernel proves
-A's uid) and sends on each frames of 8 distinct days, 1,000 days back from today. Before
-the ingest horizon each connection brought its 8 days: 1,000 partitions per table, and the
-read side answered 500 (out of shared memory, max_locks_per_transaction) for everyone.
+"""Floods by an ordinary proven user against every ingest bound (issue #24 finding 3 and
+point 4), the read side checked after each.
 
-Now no partition is made for a day outside the horizon (`too_old`, counted), and within
-it A gets 8 new days per hour over all its connections together (`partition_limit`,
-counted): the tables keep today, the two days made ahead and A's 8; user B's job page,
-the overview and B's report answer 200 with B's exact figures; the writer's rollup pass
-still runs. The
-test has a database of its own, so the partitions it counts are only its own.
+First the partition flood, scripted as the attack was: user A opens 125 connections to
+the collector's Unix socket (the kernel proves A's uid) and sends on each frames of 8
+distinct days, 1,000 days back from today. Before the ingest horizon each connection
+brought its 8 days: 1,000 partitions per table, and the read side answered 500 (out of
+shared memory, max_locks_per_transaction) for everyone. Now no partition is made for a
+day outside the horizon (`too_old`, counted), and within it A gets 8 new days per hour
+over all its connections together (`partition_limit`, counted): the tables keep today,
+the two days made ahead and A's 8; user B's job page, the overview and B's report answer
+200 with B's exact figures; the writer's rollup pass still runs.
+
+Then A hits each other bound in turn (a run's file names, its communicators, a poison
+run's rollups, the bytes per hour, the bytes in all across a collector restart), and after
+each the read side of B and of A answers 200 with exact figures. The tests have a
+database of their own, so the partitions they count are only their own.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from collector.service import BackgroundCollector
 from server.access.viewer import Access
 from server.app import create_app
 from stacklens import wire
-from stacklens.constants import DAY_NS
+from stacklens.constants import DAY_NS, MINUTE_NS
 from stacklens.db import make_engine, migrate, start_embedded
 from stacklens.settings import Settings
 from tests.access.data import token_for
@@ -173,3 +178,103 @@ def test_a_partition_flood_leaves_the_read_side_answering(own_database, shared_d
         assert "Job victim" in report.text
     engine.dispose()
     assert query(url, "SELECT count(*) FROM received_frames") == [(2 + 9,)]
+
+
+def test_after_every_bound_is_hit_the_read_side_answers(own_database, shared_dir, users):  # noqa: F811
+    """User A hits, one after the other, the bound on a run's file names, on its
+    communicators, on the bytes stored per hour, on the bytes stored in all (across a
+    collector restart) and sends a poison run whose rollups are quarantined; after each,
+    the overview, the job list, B's job page, matrix and report and A's job pages answer
+    200 with exact figures (B's job is "victim", from the test before or sent here)."""
+    from tests.security.test_poison import HUGE
+    from tests.security.test_poison import frame as p2p_frame
+    from tests.security.test_run_bounds import big_frame, comm_frame, io_frame
+
+    a, b = users
+    url = own_database
+    sock_path = shared_dir / "bounds.sock"
+    t0 = (time.time_ns() - 600 * 10**9) // MINUTE_NS * MINUTE_NS  # ten minutes ago
+    settings = {"token": "secret", "ingest_auth": "proven", "collector_socket": str(sock_path),
+                "admin_uids": "0", "ingest_horizon_days": HORIZON_DAYS, "max_run_files": 100,
+                "max_run_comms": 16, "max_mb_per_hour": 1, "max_stored_mb": 2}  # fmt: skip
+    committed, unavailable = wire.Status.COMMITTED, wire.Status.UNAVAILABLE
+    engine = make_engine(url)
+    app = create_app(engine, access=Access(mode="oidc"))
+    as_a = {"Authorization": f"Bearer {token_for(engine, a.pw_name)}"}
+    as_b = {"Authorization": f"Bearer {token_for(engine, b.pw_name)}"}
+
+    def as_user(user, frames: list[bytes]) -> list[tuple[int, int]]:
+        return send(prove(connect_as(user, sock_path, 1)[0], user.pw_uid), frames)
+
+    def read_side_answers(client: TestClient, after: str, a_jobs: list[str]) -> None:
+        """Every read of B and of A answers 200 (`after`: the bound just hit)."""
+        for path in ("/api/overview", "/api/jobs", "/api/jobs/victim", "/api/jobs/victim/matrix",
+                     "/api/jobs/victim/series", "/api/reports/jobs/victim"):  # fmt: skip
+            answer = client.get(path, headers=as_b)
+            assert answer.status_code == 200, (after, path, answer.text)
+        assert client.get("/api/jobs/victim", headers=as_b).json()["bytes_sent"] == 14
+        for job in a_jobs:
+            for part in ("", "/io", "/collectives", "/families", "/matrix", "/series",
+                         "/profile"):  # fmt: skip
+                answer = client.get(f"/api/jobs/{job}{part}", headers=as_a)
+                assert answer.status_code == 200, (after, job, part, answer.text)
+        overview = client.get("/api/overview", headers=as_a)
+        assert overview.status_code == 200, (after, overview.text)
+
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        with BackgroundCollector(url, **settings) as collector:
+            if not query(url, "SELECT 1 FROM jobs WHERE job_key = 'victim'"):
+                now = time.time_ns()
+                victim = [victim_frame(seq, now - (2 - seq) * 10**9) for seq in range(2)]
+                assert as_user(b, victim) == [(committed, 0), (committed, 1)]
+            # 1. file names: 150 distinct files in a run bounded to 100
+            names = [io_frame(s, 0, [f"/f/{s}/{i}" for i in range(75)], "names", t0)
+                     for s in range(2)]  # fmt: skip
+            assert as_user(a, names) == [(committed, 0), (committed, 1)]
+            read_side_answers(client, "run_files", ["names"])
+            io = client.get("/api/jobs/names/io?limit=500", headers=as_a).json()
+            assert sum(f["bytes_read"] for f in io["files"]) == 150 * 300
+            # 2. communicators: 30 in a run bounded to 16
+            comms = [comm_frame(s, [100 + 15 * s + i for i in range(15)], "comms", t0)
+                     for s in range(2)]  # fmt: skip
+            assert as_user(a, comms) == [(committed, 0), (committed, 1)]
+            read_side_answers(client, "run_comms", ["names", "comms"])
+            coll = client.get("/api/jobs/comms/collectives", headers=as_a).json()
+            assert sum(c["calls"] for c in coll["communicators"]) == 30
+            assert len(coll["communicators"]) == 17  # 16 and the overflow
+            # 3. a poison run: its sums do not fit, its rollups are quarantined
+            assert as_user(a, [p2p_frame("poison", s, HUGE, t0=t0) for s in range(3)]) == [
+                (committed, s) for s in range(3)
+            ]
+            rolled = asyncio.run_coroutine_threadsafe(collector.service.roll_up_once(),
+                                                      collector.loop).result(60)  # fmt: skip
+            assert rolled > 0 and collector.service.rollups_quarantined == 1
+            read_side_answers(client, "rollups_quarantined", ["names", "comms", "poison"])
+            poison = client.get("/api/jobs/poison", headers=as_a).json()
+            assert poison["bytes_sent"] == 3 * HUGE
+            # 4. bytes per hour: A's MiB of this hour (some spent above) in 100 KB frames,
+            # then told to come back later
+            size = len(big_frame(0, "big", t0))
+            used = collector.call(lambda: collector.service.ingest.storage.used(a.pw_uid))
+            fit = ((1 << 20) - used) // size
+            acks = as_user(a, [big_frame(s, "big", t0) for s in range(fit + 2)])
+            assert acks == [(committed, s) for s in range(fit)] + [(unavailable, fit)]
+            read_side_answers(client, "storage_limit", ["names", "comms", "poison", "big"])
+            rejected = collector.call(lambda: dict(collector.service.ingest.stats.rejected))
+            assert rejected == {"storage_limit": 1}
+        # 5. bytes in all: 2 MiB, read from the database by the collector started again
+        # (with room for 4 MiB an hour, its hour starting afresh)
+        with BackgroundCollector(url, **{**settings, "max_mb_per_hour": 4}) as collector:
+            stored = collector.call(lambda: collector.service.ingest.quota.used(a.pw_uid))
+            more = ((2 << 20) - stored) // size
+            assert stored >= fit * size and more > 0
+            acks = as_user(a, [big_frame(s, "big", t0) for s in range(fit, fit + more + 2)])
+            assert acks == [(committed, s) for s in range(fit, fit + more)] + [
+                (unavailable, fit + more)
+            ]
+            read_side_answers(client, "storage_quota", ["names", "comms", "poison", "big"])
+            rejected = collector.call(lambda: dict(collector.service.ingest.stats.rejected))
+            assert rejected == {"storage_quota": 1}
+    engine.dispose()
+    total = query(url, "SELECT sum(bytes) FROM owner_storage WHERE owner_uid = %s", (a.pw_uid,))
+    assert (2 << 20) - size < total[0][0] <= 2 << 20  # what A has stored, in all

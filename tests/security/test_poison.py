@@ -24,14 +24,14 @@ from tests.conftest import query
 HUGE = (1 << 62) + 5  # within the wire's bound (2^63), but two of them overflow a bigint
 
 
-def frame(job: str, seq: int, bytes_sent: int = 7, keys_dropped: int = 0) -> bytes:
+def frame(job: str, seq: int, bytes_sent: int = 7, keys_dropped: int = 0, t0: int = T0) -> bytes:
     """Frame `seq` of rank 0 of `job`: `bytes_sent` to rank 1 in one message, all in the
-    minute after T0, and `keys_dropped` in its health record."""
+    minute after `t0`, and `keys_dropped` in its health record."""
     tables = {"p2p": wire.records("p2p", [{"peer": 1, "bytes_sent": bytes_sent, "msgs_sent": 1}]),
               "health": wire.records("health", [{"keys_dropped": keys_dropped}])}  # fmt: skip
     return wire.encode_frame(job_id=job, world_rank=0, world_size=2, seq=seq,
-                             interval_start_ns=T0 + seq * 10**9,
-                             interval_end_ns=T0 + (seq + 1) * 10**9, token="secret",
+                             interval_start_ns=t0 + seq * 10**9,
+                             interval_end_ns=t0 + (seq + 1) * 10**9, token="secret",
                              tables=tables)  # fmt: skip
 
 

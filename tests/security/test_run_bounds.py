@@ -27,15 +27,15 @@ from tests.security.test_partition_flood import connect_as, prove, send
 from tests.server.test_ingest_and_metrics import AUTH
 
 
-def io_frame(seq: int, rank: int, paths: list[str], job: str = "names") -> bytes:
-    """A frame of one rank of a two-rank run: a POSIX io record per path (3 reads of 100 B
-    each, one write of 7 B)."""
+def io_frame(seq: int, rank: int, paths: list[str], job: str = "names", t0: int = T0) -> bytes:
+    """A frame of one rank of a two-rank run, `seq` seconds after `t0`: a POSIX io record
+    per path (3 reads of 100 B each, one write of 7 B)."""
     records = [{"layer": 1, "path": p.encode(), "mount": b"/", "fstype": b"ext4", "opens": 1,
                 "reads": 3, "bytes_read": 300, "writes": 1, "bytes_written": 7}
                for p in paths]  # fmt: skip
     return wire.encode_frame(
         job_id=job, world_rank=rank, world_size=2, seq=seq, host=f"node{rank}",
-        interval_start_ns=T0 + seq * 10**9, interval_end_ns=T0 + (seq + 1) * 10**9,
+        interval_start_ns=t0 + seq * 10**9, interval_end_ns=t0 + (seq + 1) * 10**9,
         token="secret", tables={"io": wire.records("io", records)},
     )  # fmt: skip
 
@@ -94,10 +94,10 @@ def test_file_names_beyond_the_run_bound_fold_into_other_with_exact_totals(pg_ur
 ALLREDUCE, SEND = op_names().index("MPI_Allreduce"), op_names().index("MPI_Send")
 
 
-def comm_frame(seq: int, comms: list[int], job: str = "comms") -> bytes:
-    """A frame of rank 0 of a two-rank run naming each communicator of `comms` (size 2) in
-    an MPI_Allreduce record (1 call, 8 B, 5 ns), an MPI_Send record to rank 1 (1 message,
-    4 B, 3 ns) and its description (a split)."""
+def comm_frame(seq: int, comms: list[int], job: str = "comms", t0: int = T0) -> bytes:
+    """A frame of rank 0 of a two-rank run, `seq` seconds after `t0`, naming each
+    communicator of `comms` (size 2) in an MPI_Allreduce record (1 call, 8 B, 5 ns), an
+    MPI_Send record to rank 1 (1 message, 4 B, 3 ns) and its description (a split)."""
     coll = [{"op_id": ALLREDUCE, "comm_id": c, "comm_size": 2, "root": wire.BOUNDS["no_rank"],
              "calls": 1, "bytes": 8, "time_ns": 5} for c in comms]  # fmt: skip
     cp2p = [{"comm_id": c, "op_id": SEND, "peer": 1, "msgs": 1, "bytes": 4, "time_ns": 3}
@@ -106,7 +106,7 @@ def comm_frame(seq: int, comms: list[int], job: str = "comms") -> bytes:
              "name": f"c{c}".encode()} for c in comms]  # fmt: skip
     return wire.encode_frame(
         job_id=job, world_rank=0, world_size=2, seq=seq, host="node0",
-        interval_start_ns=T0 + seq * 10**9, interval_end_ns=T0 + (seq + 1) * 10**9,
+        interval_start_ns=t0 + seq * 10**9, interval_end_ns=t0 + (seq + 1) * 10**9,
         token="secret", tables={"coll": wire.records("coll", coll),
                                 "comm_p2p": wire.records("comm_p2p", cp2p),
                                 "comm": wire.records("comm", made)},
@@ -175,9 +175,9 @@ def test_communicators_beyond_the_run_bound_fold_into_the_overflow_record_with_e
     assert stored_comms(pg_url, "other")[0] == {999: (1, 1, 8, 5, 2, -1)}
 
 
-def big_frame(seq: int, job: str) -> bytes:
+def big_frame(seq: int, job: str, t0: int = T0) -> bytes:
     """A frame of about 100 KB: 200 io records of distinct files of 200-byte paths."""
-    return io_frame(seq, 0, [f"/{seq}/{i}/" + "p" * 190 for i in range(200)], job=job)
+    return io_frame(seq, 0, [f"/{seq}/{i}/" + "p" * 190 for i in range(200)], job=job, t0=t0)
 
 
 def test_a_user_beyond_the_storage_budget_is_told_to_resend_later_and_others_are_stored(
