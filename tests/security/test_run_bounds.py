@@ -287,3 +287,30 @@ async def _retention(collector: BackgroundCollector, cutoff_ns: int) -> None:
     async with await psycopg.AsyncConnection.connect(service.database_url) as conn:
         await apply_retention(conn, service.writer.partitions, cutoff_ns)
         await service.ingest.quota.refresh(conn)
+
+
+def test_an_http_batch_beyond_the_stored_quota_is_answered_503_and_stores_nothing(
+    pg_url, control_socket
+):
+    paths = [{"layer": 1, "path": f"/{i}/" + "p" * 190, "reads": 1} for i in range(200)]
+    batch = [{"job": "http", "run_id": 5, "world_rank": 0, "world_size": 2, "seq": seq,
+              "interval_start_ns": T0 + seq, "interval_end_ns": T0 + seq + 1,
+              "tables": {"io": paths}} for seq in range(12)]  # fmt: skip
+    engine = make_engine(pg_url)
+    with BackgroundCollector(pg_url, token="secret", control_socket=control_socket,
+                             max_stored_mb=1) as running:  # fmt: skip
+        app = create_app(engine, collector=running.link)
+        with TestClient(app, base_url="http://127.0.0.1") as client:
+            part = client.post("/api/ingest/frames", json={"frames": batch[:3]}, headers=AUTH)
+            assert (part.status_code, part.json()) == (200, {"stored": 3})
+            rest = client.post("/api/ingest/frames", json={"frames": batch[3:]}, headers=AUTH)
+            assert rest.status_code == 503, rest.text
+            assert "STACKLENS_MAX_STORED_MB" in rest.text
+            jobs = client.get("/api/jobs/http")
+            metrics = client.get("/metrics").text
+    engine.dispose()
+    # 10 frames of about 100 KB fit in the MiB: 3 stored, 7 of the 9 more would fit, 2 not
+    assert 'stacklens_ingest_frames_rejected_total{reason="storage_quota"} 2.0' in metrics
+    assert jobs.status_code == 200, jobs.text
+    assert query(pg_url, "SELECT count(*) FROM received_frames") == [(3,)]
+    assert query(pg_url, "SELECT frames FROM owner_storage") == [(3,)]
