@@ -34,7 +34,11 @@ per byte of its steps in the `baseline_ns` before the step judged (at least
 BASELINE_STEPS of them, each with `min_time_ns` of that time, and the middle half of them
 within `slowdown` times of each other: a window that holds two phases of a job is no
 baseline); it is frozen while the job's signal is open, so a long slowdown does not
-become its own baseline.
+become its own baseline. A step whose mix of MPI bytes (shares per traffic category:
+point-to-point, collective, RMA) is more than PHASE_CHANGE from its baseline window's
+starts a new phase of the job: it is not judged and the baseline starts again from it
+(a job that allreduced and now exchanges halos changed what it does; a slowed job moves
+its bytes in the same calls, only slower).
 
 The size of an effect. A signal keeps how long its condition held (`held_ns`: its hot
 points' durations) and, a job's, the time the job lost (`lost_ns`: per hot step, its
@@ -74,6 +78,19 @@ ROLES = ("aggressor", "victim", "on link")
 BASELINE_STEPS = 5
 #: Points of evidence kept per subject (older ones are dropped from the series).
 MAX_EVIDENCE = 600
+#: How far a step's mix of MPI bytes (shares per traffic category) may be from its
+#: baseline window's (half the sum of the shares' differences: 0 = the same mix, 1 = no
+#: category in common) before the step starts a new phase of the job.
+PHASE_CHANGE = 0.5
+
+
+def mix_distance(a: dict[str, int], b: dict[str, int]) -> float:
+    """Half the sum of the differences of two mixes' shares per category (0 to 1; 0 when
+    either has no bytes)."""
+    total_a, total_b = sum(a.values()), sum(b.values())
+    if total_a <= 0 or total_b <= 0:
+        return 0.0
+    return sum(abs(a.get(k, 0) / total_a - b.get(k, 0) / total_b) for k in a.keys() | b.keys()) / 2
 
 
 @dataclass(frozen=True)
@@ -330,7 +347,8 @@ class JobStep:
     calls that wait (the spec's waits= key: point-to-point, collectives, completion, RMA
     synchronisation) and the MPI bytes; the file I/O time and bytes; how many ranks
     reported in it; the blocked time by what it waited for (`waiting_ns`: p2p, coll,
-    completion, rma -> ns; the evidence of a slowdown's kind of waiting)."""
+    completion, rma -> ns; the evidence of a slowdown's kind of waiting); its MPI bytes
+    per traffic category (`mix`: mpi_p2p, mpi_coll, mpi_rma -> bytes)."""
 
     t0_ns: int
     t1_ns: int
@@ -340,6 +358,7 @@ class JobStep:
     io_bytes: int
     ranks: int = 1
     waiting_ns: dict[str, int] = field(default_factory=dict)
+    mix: dict[str, int] = field(default_factory=dict)
 
 
 def per_byte(time_ns: int, nbytes: int, min_time_ns: int) -> float | None:
@@ -358,6 +377,8 @@ class JobDetector:
         self.history: dict[str, deque[tuple[int, float]]] = {k: deque() for k in JOB_KINDS}
         self.streaks = {k: Streak(k, job, th.sweeps, th.clear) for k in JOB_KINDS}
         self.frozen: dict[str, float] = {}
+        #: the mix of MPI bytes (per category) of each step in the slowdown's baseline window
+        self.mixes: deque[tuple[int, dict[str, int]]] = deque()
 
     def baseline(self, kind: str, now_ns: int) -> float | None:
         """The median time per byte of the baseline window before `now_ns`, or the frozen
@@ -395,6 +416,12 @@ class JobDetector:
             if ratio is None and streak.open is None and not streak.hot:
                 streak.evidence.append(point)
                 continue  # nothing to judge; a quiet step without traffic does not count
+            if kind == "mpi_slowdown" and streak.open is None and self._new_phase(s):
+                point["phase_change"] = True  # not judged: a new baseline from this step on
+                point["baseline_per_byte_ns"] = base = None
+                hot, factor = False, 0.0
+                self.history[kind].clear()
+                self.mixes.clear()
             lost = max(0.0, t - base * n) / max(s.ranks, 1) if hot and base else 0.0
             signal = streak.feed(s.t0_ns, s.t1_ns, hot, factor, point, lost)
             if signal is not None:
@@ -406,7 +433,21 @@ class JobDetector:
                 changed.append(signal)
             if not hot and ratio is not None and streak.open is None:
                 self.history[kind].append((s.t1_ns, ratio))
+                if kind == "mpi_slowdown":
+                    self.mixes.append((s.t1_ns, s.mix))
         return changed
+
+    def _new_phase(self, s: JobStep) -> bool:
+        """Whether a step's mix of MPI bytes is more than PHASE_CHANGE from its baseline
+        window's (the job moves its bytes in other calls now: a new phase, not a
+        slowdown)."""
+        while self.mixes and self.mixes[0][0] < s.t0_ns - self.th.baseline_ns:
+            self.mixes.popleft()
+        window: dict[str, int] = {}
+        for _, mix in self.mixes:
+            for k, n in mix.items():
+                window[k] = window.get(k, 0) + n
+        return mix_distance(s.mix, window) > PHASE_CHANGE
 
     def unobserved(self, since_ns: int) -> list[Signal]:
         """The job can no longer be observed (it ended; its last interval ended at

@@ -140,8 +140,11 @@ def job_steps(session: Session, from_ns: int, to_ns: int) -> dict[int, list[JobS
     """Per job, its whole-second steps (by interval end) in [from_ns, to_ns) with MPI
     traffic or file I/O: time blocked in MPI calls that wait (by WAITING kind) and MPI
     bytes (op_deltas), file I/O time and bytes of the program's I/O (io_deltas, phase 0),
-    summed over ranks, and how many ranks reported either."""
+    summed over ranks, and how many ranks reported either; the MPI bytes per traffic
+    category (the step's mix)."""
     moving = _ops(MOVING)
+    by_category = [func.coalesce(func.sum(OpDelta.bytes).filter(
+        OpDelta.op_id.in_(_ops((c,)))), 0) for c in MOVING]  # fmt: skip
     blocked = [func.coalesce(func.sum(OpDelta.time_ns).filter(
         OpDelta.op_id.in_(ops_waiting((kind,)))), 0) for kind in WAITING]  # fmt: skip
     ops = (
@@ -151,6 +154,7 @@ def job_steps(session: Session, from_ns: int, to_ns: int) -> dict[int, list[JobS
             func.coalesce(func.sum(OpDelta.bytes).filter(OpDelta.op_id.in_(moving)), 0),
             func.count(OpDelta.world_rank.distinct()),
             *blocked,
+            *by_category,
         )
         .where(OpDelta.t_end_ns >= from_ns, OpDelta.t_end_ns < to_ns)
         .group_by(OpDelta.job_id, text("2"))
@@ -168,17 +172,20 @@ def job_steps(session: Session, from_ns: int, to_ns: int) -> dict[int, list[JobS
     )
     sums: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
     waits: dict[tuple[int, int], dict[str, int]] = {}
-    for job, s, n, ranks, *by_kind in session.execute(ops):
+    mixes: dict[tuple[int, int], dict[str, int]] = {}
+    for job, s, n, ranks, *sums_of in session.execute(ops):
+        by_kind, by_cat = sums_of[: len(WAITING)], sums_of[len(WAITING) :]
         sums[(job, int(s))][0:2] = [sum(int(t) for t in by_kind), int(n)]
         sums[(job, int(s))][4] = int(ranks)
         waits[(job, int(s))] = {k: int(t) for k, t in zip(WAITING, by_kind, strict=True) if t}
+        mixes[(job, int(s))] = {c: int(b) for c, b in zip(MOVING, by_cat, strict=True) if b}
     for job, s, t, n, ranks in session.execute(io):
         sums[(job, int(s))][2:4] = [int(t or 0), int(n or 0)]
         sums[(job, int(s))][4] = max(sums[(job, int(s))][4], int(ranks))
     out: dict[int, list[JobStep]] = defaultdict(list)
     for (job, s), (mt, mb, it, ib, ranks) in sorted(sums.items()):
         out[job].append(JobStep(s * SECOND, (s + 1) * SECOND, mt, mb, it, ib, ranks,
-                                waits.get((job, s), {})))  # fmt: skip
+                                waits.get((job, s), {}), mixes.get((job, s), {})))  # fmt: skip
     return dict(out)
 
 

@@ -346,3 +346,28 @@ def test_a_fabric_no_longer_swept_closes_its_link_signals_unobserved():
     assert det.active() == [] and det.unobserved(T0 + 5 * S) == []
     # sweeps again: judged afresh (one hot sweep is not congestion yet)
     assert det.sweep({1: LinkPoint(T0 + 9 * S, T0 + 10 * S, 0.9, 0, 0)}) == []
+
+
+def test_a_step_that_moves_its_bytes_in_other_calls_starts_a_new_phase():
+    """Ten steps allreducing 1 MiB with 10 ms blocked, then ten exchanging 1 MiB point to
+    point with 500 ms blocked (50x the time per byte): the first of them changes the mix
+    (collective to point-to-point bytes) and starts a new baseline, so nothing opens and
+    the halo steps are judged against their own from the sixth on. The same 50x in the
+    same calls (the collective) is a slowdown, opened at its second step."""
+
+    def run(second: str) -> tuple[list[tuple[int, str]], list[dict]]:
+        det = JobDetector(7, TH)
+        opened = []
+        for i in range(20):
+            cat, t = ("mpi_coll", 10**7) if i < 10 else (second, 5 * 10**8)
+            step = JobStep(T0 + i * S, T0 + (i + 1) * S, t, 1 << 20, 0, 0, 2, {}, {cat: 1 << 20})
+            opened += [(i, s.kind) for s in det.step(step)]
+        return opened, list(det.streaks["mpi_slowdown"].evidence)
+
+    opened, points = run("mpi_p2p")
+    assert opened == []
+    assert [i for i, p in enumerate(points) if p.get("phase_change")] == [10]
+    assert [p["baseline_per_byte_ns"] is not None for p in points[10:]] == [False] * 5 + [True] * 5
+    assert points[-1]["baseline_per_byte_ns"] == 5 * 10**8 / (1 << 20)
+    opened, points = run("mpi_coll")
+    assert opened == [(11, "mpi_slowdown")] and not any(p.get("phase_change") for p in points)
