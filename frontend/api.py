@@ -89,13 +89,15 @@ class WindowQuery:
 @dataclass(frozen=True)
 class IncidentQuery:
     """Which incidents to list (GET /api/incidents): window bounds as the API reads them,
-    severity, kind, job, link, open; `limit` from `cursor`. None = the server's default."""
+    severity, kind, job (and its owner, needed when the id names jobs of several owners),
+    link, open; `limit` from `cursor`. None = the server's default."""
 
     start: str | None = None
     end: str | None = None
     severity: str | None = None
     kind: str | None = None
     job: str | None = None
+    owner: str | None = None
     link: int | None = None
     open: bool | None = None
     limit: int | None = None

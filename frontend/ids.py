@@ -122,6 +122,7 @@ INC_SEVERITY = "inc-severity"  # dcc.Dropdown: one severity or all
 INC_KIND = "inc-kind"  # dcc.Dropdown: one detector kind or all
 INC_STATE = "inc-state"  # dcc.Dropdown: open / ended / all
 INC_JOB = "inc-job"  # dcc.Input: one of your jobs
+INC_OWNER = "inc-owner"  # dcc.Dropdown: the owner of that job id (several users' jobs share it)
 INC_LINK = "inc-link"  # dcc.Input: a fabric link id
 INC_FROM = "inc-from"  # dcc.Input (UTC): overlapping from
 INC_TO = "inc-to"  # dcc.Input (UTC): overlapping to

@@ -1,8 +1,10 @@
 # frontend/pages/incidents.py — the "/incidents" page: incidents found by the detectors,
 # filtered; a click opens one's own page (pages/incident.py).
 """Incidents page: the incidents the server's detectors found (GET /api/incidents), newest
-first, filtered on the server by state (open / ended), severity, kind, one of your jobs, a
-fabric link and a time range (UTC), then sorted and filtered again in the grid; a click on
+first, filtered on the server by state (open / ended), severity, kind, one of your jobs
+(with its owner: the owner box lists the users whose jobs have that id, and an id of
+several owners' jobs asks you to choose one there), a fabric link and a time range (UTC),
+then sorted and filtered again in the grid; a click on
 a row opens that incident's own page (`/incidents/<id>`, pages/incident.py). An incident's
 id is its reference, not a count (the grid's "Id"; the caption counts). Refreshes every
 few seconds."""
@@ -13,11 +15,11 @@ import time
 from typing import Any
 
 import dash
-from dash import Input, Output, dcc, html
+from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
 from frontend import api, components, ids
-from frontend.api import ApiError, IncidentQuery
+from frontend.api import ApiError, IncidentQuery, JobListQuery
 from presentation.components import grid
 from presentation.formatting import format_utc_ns, parse_utc_ns
 
@@ -29,6 +31,13 @@ SEVERITIES = ("critical", "major", "minor")
 KINDS = ("congestion", "link_errors", "link_flap", "mpi_slowdown", "io_stall")
 #: The page's refresh period (ms).
 REFRESH_MS = 3000
+#: Jobs matching the typed id read to fill the owner box.
+OWNERS_LISTED = 100
+
+
+def several_owners(job: str) -> str:
+    """What the list says when the typed id names jobs of several owners."""
+    return f"Job {job} is the id of jobs of several owners: choose one in the owner box."
 
 
 def layout(**_query: str) -> html.Div:
@@ -48,6 +57,8 @@ def layout(**_query: str) -> html.Div:
                                  options=list(SEVERITIES)),
                     dcc.Dropdown(id=ids.INC_KIND, placeholder="any kind", options=list(KINDS)),
                     dcc.Input(id=ids.INC_JOB, placeholder="job id", debounce=True),
+                    dcc.Dropdown(id=ids.INC_OWNER, placeholder="owner", options=[],
+                                 className="owner-filter"),
                     dcc.Input(id=ids.INC_LINK, placeholder="link id", type="number", min=1,
                               debounce=True),
                     dcc.Input(id=ids.INC_FROM, placeholder="from (UTC)", debounce=True),
@@ -62,15 +73,17 @@ def layout(**_query: str) -> html.Div:
 
 
 def query_of(state: str, severity: str | None, kind: str | None, job: str | None,
-             link: float | None, start: str | None, end: str | None
-             ) -> IncidentQuery:  # fmt: skip
-    """The list's query from the filters (times typed as UTC; unreadable ones ignored)."""
+             link: float | None, start: str | None, end: str | None,
+             owner: str | None = None) -> IncidentQuery:  # fmt: skip
+    """The list's query from the filters (times typed as UTC; unreadable ones ignored; the
+    owner only with a job)."""
     from_ns, to_ns = parse_utc_ns(start), parse_utc_ns(end)
+    job = (job or "").strip() or None
     return IncidentQuery(
         start=None if from_ns is None else str(from_ns // 10**9),
         end=None if to_ns is None else str(to_ns // 10**9),
-        severity=severity or None, kind=kind or None, job=(job or "").strip() or None,
-        link=int(link) if link else None,
+        severity=severity or None, kind=kind or None, job=job,
+        owner=(owner or None) if job else None, link=int(link) if link else None,
         open={"open": True, "ended": False}.get(state), limit=INCIDENTS_PER_PAGE,
     )  # fmt: skip
 
@@ -91,21 +104,42 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Input(ids.INC_LINK, "value"),
         Input(ids.INC_FROM, "value"),
         Input(ids.INC_TO, "value"),
+        Input(ids.INC_OWNER, "value"),
     )
     def refresh(_tick: int | None, state: str, severity: str | None, kind: str | None,
-                job: str | None, link: float | None, start: str | None, end: str | None
-                ) -> tuple[Any, ...]:  # fmt: skip
+                job: str | None, link: float | None, start: str | None, end: str | None,
+                owner: str | None) -> tuple[Any, ...]:  # fmt: skip
+        query = query_of(state, severity, kind, job, link, start, end, owner)
         try:
-            listed = api.current_client().incidents(
-                query_of(state, severity, kind, job, link, start, end)
-            )
+            listed = api.current_client().incidents(query)
         except ApiError as exc:
+            if exc.status == 409 and query.owner is None:  # an id of several owners' jobs
+                return [], "", several_owners(query.job or ""), dash.no_update
             return dash.no_update, dash.no_update, str(exc), dash.no_update
         shown, total = len(listed.incidents), listed.page.total
         caption = (f"{total} incident{'s' if total != 1 else ''}" if shown == total
                    else f"the newest {shown} of {total} incidents")  # fmt: skip
         updated = "updated " + format_utc_ns(time.time_ns())
         return components.incident_rows(listed), caption, "", updated
+
+    @dash_app.callback(
+        Output(ids.INC_OWNER, "options"),
+        Output(ids.INC_OWNER, "value"),
+        Input(ids.INC_JOB, "value"),
+        State(ids.INC_OWNER, "value"),
+    )
+    def owners(job: str | None, chosen: str | None) -> tuple[list[str], str | None]:
+        """The owner box's choices: the users whose jobs you may read have the typed id
+        (the job list's search, exact ids only); the choice kept if it is one of them."""
+        job = (job or "").strip()
+        if not job:
+            return [], None
+        try:
+            found = api.current_client().jobs(JobListQuery(q=job, limit=OWNERS_LISTED))
+        except ApiError:
+            return [], chosen
+        users = sorted({j.user for j in found.jobs if j.job == job})
+        return users, chosen if chosen in users else None
 
     @dash_app.callback(
         Output(ids.URL, "pathname", allow_duplicate=True),

@@ -11,6 +11,8 @@ from __future__ import annotations
 import socket
 
 from fastapi.testclient import TestClient
+from playwright.sync_api import expect
+from sqlalchemy import Engine
 
 from server.access.viewer import Access
 from server.app import create_app
@@ -20,7 +22,9 @@ from stacklens import wire
 from stacklens.db import make_engine
 from stacklens.sender import open_connection
 from stacklens.settings import Settings
+from stacklens_cli.site import create_site
 from tests.access.data import token_for
+from tests.conftest import chromium_page, free_port, serving
 from tests.identity.test_proven_senders import owners_of, proven_collector
 
 S = 10**9
@@ -59,7 +63,9 @@ def _send_as(settings: Settings, uid: int, payload: bytes, frames: int) -> None:
     assert {status for status, _ in acks} == {wire.Status.COMMITTED}
 
 
-def test_the_job_filter_names_one_owners_job(pg_url, shared_dir, munge_socket, users):
+def _stage(pg_url, shared_dir, munge_socket, users) -> tuple[Engine, list[dict]]:
+    """Each user's frames sent as that user, and the detector service over them: the engine
+    and the incidents it opened."""
     a, b = users
     with proven_collector(pg_url, shared_dir, munge_socket) as collector:
         settings = Settings(collector=collector.endpoint, munge_socket=munge_socket,
@@ -74,6 +80,12 @@ def test_the_job_filter_names_one_owners_job(pg_url, shared_dir, munge_socket, u
     for i in range(STEPS + 6):
         now[0] = T0 + (i + 1) * S + 1_600_000_000
         opened += [m["incident"] for m in service.tick() if m["event"] == "opened"]
+    return engine, opened
+
+
+def test_the_job_filter_names_one_owners_job(pg_url, shared_dir, munge_socket, users):
+    a, b = users
+    engine, opened = _stage(pg_url, shared_dir, munge_socket, users)
     assert [(o["kind"], [(j["job"], j["user"], j["role"]) for j in o["jobs"]]) for o in opened] == [
         ("io_stall", [(JOB, a.pw_name, "victim")]),
         ("io_stall", [(JOB, b.pw_name, "victim")]),
@@ -107,3 +119,41 @@ def test_the_job_filter_names_one_owners_job(pg_url, shared_dir, munge_socket, u
         assert alone.status_code == 422
         assert alone.json() == {"detail": "'owner' qualifies 'job': name the job too"}
     engine.dispose()
+
+
+def test_the_incidents_page_has_an_owner_box(pg_url, shared_dir, munge_socket, users):
+    """The Incidents page as an admin: the job box with that id alone says, in words, to
+    choose one of its owners in the owner box (not the API's 409), which lists both; with
+    one chosen, the list shows that owner's incident alone; no console errors."""
+    a, b = users
+    engine, opened = _stage(pg_url, shared_dir, munge_socket, users)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    app = create_site(engine, api_base_url=base, refresh_ms=1000,
+                      access=Access(mode="oidc", admins=frozenset({"sladmin"})))  # fmt: skip
+    try:
+        with serving(app, port=port), chromium_page() as (page, errors):
+            page.set_extra_http_headers({"Authorization": f"Bearer {token_for(engine, 'sladmin')}"})
+            page.goto(f"{base}/incidents")
+            caption = page.locator("#inc-caption")
+            expect(caption).to_have_text("2 incidents", timeout=30_000)
+            page.fill("#inc-job", JOB)
+            page.press("#inc-job", "Enter")
+            expect(page.locator("#inc-error")).to_have_text(
+                f"Job {JOB} is the id of jobs of several owners: choose one in the owner box.",
+                timeout=20_000,
+            )
+            expect(page.locator("#inc-grid .ag-row")).to_have_count(0)
+            page.locator("#inc-owner").click()
+            choices = page.get_by_role("option")
+            expect(choices).to_have_count(2, timeout=20_000)
+            assert sorted(choices.all_inner_texts()) == sorted([a.pw_name, b.pw_name])
+            page.get_by_role("option", name=b.pw_name).click()
+            expect(caption).to_have_text("1 incident", timeout=20_000)
+            expect(page.locator("#inc-error")).to_have_text("")
+            row = page.locator("#inc-grid .ag-row")
+            expect(row).to_have_count(1)
+            expect(row).to_contain_text(str(opened[1]["id"]))
+            assert errors == []
+    finally:
+        engine.dispose()
