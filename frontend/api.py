@@ -50,11 +50,13 @@ _T = TypeVar("_T")
 
 class ApiError(Exception):
     """The server could not be reached or did not answer as agreed; str() is user-facing;
-    `status` is the HTTP status of an error answer (None: no answer)."""
+    `status` is the HTTP status of an error answer (None: no answer), `detail` what the
+    server said was wrong (the message when it said nothing)."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, detail: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.detail = detail or message
 
 
 @dataclass(frozen=True)
@@ -329,10 +331,12 @@ class StacklensApi:
             url = f"{self.base_url}{path}"
             raise ApiError(f"stacklens server unreachable: {url}: {reason}") from exc
         if response.is_error:
+            detail = _detail(response)
             raise ApiError(
                 f"stacklens server error: GET {path} returned HTTP {response.status_code}: "
-                f"{_detail(response)}",
+                f"{detail}",
                 response.status_code,
+                detail,
             )
         return response
 

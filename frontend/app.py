@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import dash
+import dash_mantine_components as dmc
 from a2wsgi import WSGIMiddleware
 from dash import Input, Output, State, dcc, html
 from starlette.applications import Starlette
 
-from frontend import api, cards, components, ids
+from frontend import api, cards, components, ids, timerange
 
 _HERE = Path(__file__).resolve().parent
 
@@ -52,10 +53,12 @@ def create_dash_app(
     for page in pages:
         sys.modules[page["module"]].register_callbacks(dash_app)
     cards.register_callbacks(dash_app)  # the job cards of the Jobs page and the job page
-    dash_app.layout = html.Div(
+    timerange.register_callbacks(dash_app)
+    shell = html.Div(
         className="shell",
         children=[
-            components.page_header(pages),
+            components.page_header(pages, timerange.control()),
+            dcc.Store(id=ids.TR_CONFIG, data=timerange.config()),
             html.Div(id=ids.INCIDENT_BANNER, className="incident-banner-slot"),
             html.Main(dash.page_container, className="content"),
             dcc.Location(id=ids.URL, refresh="callback-nav"),
@@ -67,6 +70,7 @@ def create_dash_app(
             dcc.Interval(id=ids.MODE_TICK, interval=MODE_MS),
         ],
     )
+    dash_app.layout = dmc.MantineProvider(shell, theme={"fontFamily": components.FONT})
     _register_banner(dash_app)
     _register_footer(dash_app)
     return dash_app

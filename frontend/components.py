@@ -9,10 +9,12 @@ as text. Text from the job (paths, mounts) is escaped before it goes into a Mark
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import dash_mantine_components as dmc
 from dash import dcc, html
 
 from frontend import cyto_style, ids
@@ -23,22 +25,28 @@ from presentation.components import (
     text_column,
 )
 from presentation.formatting import (
+    format_age,
     format_bytes,
+    format_rate,
     format_utc_ns,
     rank_ranges,
 )
 from stacklens.api_models import (
     Deployment,
     FabricEvent,
+    FabricState,
+    Freshness,
     IncidentDetails,
     IncidentLink,
     IncidentList,
     IncidentSummary,
     JobDetails,
+    JobLinks,
     JobList,
     JobPlacement,
     LinkAttribution,
     LinkEnd,
+    LinkLoad,
     LinkPage,
     NodeJobs,
     SlowRanks,
@@ -63,9 +71,14 @@ def _heading(counter: str) -> str:
 ERROR_HEADINGS = {c: _heading(c) for c in ERROR_COUNTERS}
 
 
-def page_header(pages: Sequence[dict]) -> html.Header:
-    """The top bar: product name and a link per registered page (not to the pages of one
-    thing, like a job's: they are reached by their links)."""
+#: The pages' font (the Mantine theme's and the stylesheet's).
+FONT = 'Inter, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
+
+
+def page_header(pages: Sequence[dict], time_control: Any) -> html.Header:
+    """The top bar: product name, a link per registered page (not to the pages of one
+    thing, like a job's: they are reached by their links) and the time-range control shared
+    by every page (frontend/timerange.py)."""
     return html.Header(
         className="topbar",
         children=[
@@ -78,12 +91,18 @@ def page_header(pages: Sequence[dict]) -> html.Header:
             ),
             html.Nav(
                 [
-                    dcc.Link(page["name"], href=page["relative_path"])
+                    # the time range goes along (frontend/timerange.py sets the hrefs)
+                    dcc.Link(
+                        page["name"],
+                        href=page["relative_path"],
+                        id={"type": ids.NAV_LINK, "path": page["relative_path"]},
+                    )
                     for page in pages
                     if not page.get("path_template")
                 ],
                 className="nav",
             ),
+            time_control,
         ],
     )
 
@@ -91,6 +110,27 @@ def page_header(pages: Sequence[dict]) -> html.Header:
 def notice(children: str | list, kind: str) -> html.Div:
     """A banner; `kind` is "info" or "error"."""
     return html.Div(children, className=f"notice notice-{kind}")
+
+
+#: The heading of an error state by the HTTP status of the API's answer (None: no answer).
+ERROR_TITLES = {
+    None: "The stacklens server cannot be reached",
+    400: "This view's parameters are not valid",
+    403: "You may not see this",
+    404: "Not found",
+    409: "Several match: say which one",
+    422: "This view's parameters are not valid",
+}
+
+
+def error_state(error: Exception | str, title: str | None = None) -> dmc.Alert:
+    """A page or card that cannot be shown, said plainly instead of empty charts: a heading
+    (`title`, else by the API's status: ERROR_TITLES) and what the server said."""
+    status = getattr(error, "status", None)
+    detail = getattr(error, "detail", None) or str(error)
+    heading = title or ERROR_TITLES.get(status, "The stacklens server failed to answer")
+    return dmc.Alert(detail, title=heading, color="red", variant="light",
+                     className="error-state")  # fmt: skip
 
 
 def no_jobs_notice() -> html.Div:
@@ -138,8 +178,10 @@ JOB_COLUMNS = [
     text_column("ranks", "Ranks seen / world", type="rightAligned"),
     text_column("status", "Status"),
     text_column("started", "Started (UTC)"),
-    text_column("sent", "Sent", type="rightAligned", sortable=False),
-    number_column("bytes", "Bytes sent"),
+    # sorted by the exact bytes, shown in binary units, the exact count on hover
+    number_column(
+        "bytes", "Sent", valueFormatter={"function": "params.data.sent"}, tooltipField="bytes_exact"
+    ),
     number_column("messages", "Messages sent"),
 ]
 
@@ -158,6 +200,7 @@ def job_rows(jobs: JobList) -> list[dict[str, Any]]:
             "started": format_utc_ns(job.started_ns),
             "sent": format_bytes(job.bytes_sent),
             "bytes": job.bytes_sent,
+            "bytes_exact": f"{job.bytes_sent:,} bytes",
             "messages": job.messages_sent,
         }
         for job in jobs.jobs
@@ -253,12 +296,15 @@ LINK_COLUMNS: list[dict[str, Any]] = [
     {"field": "link", "headerName": "Link", "minWidth": 220, "tooltipField": "link"},
     {"field": "state", "headerName": "State", "maxWidth": 110},
     {"field": "utilisation", "headerName": "Utilisation", "type": "rightAligned"},
-    {"field": "a_to_b", "headerName": "A → B bytes/s", "type": "rightAligned"},
-    {"field": "b_to_a", "headerName": "B → A bytes/s", "type": "rightAligned"},
-    {"field": "capacity", "headerName": "Capacity bytes/s", "type": "rightAligned"},
+    {"field": "a_to_b", "headerName": "A → B", "type": "rightAligned",
+     "tooltipField": "a_to_b_exact"},
+    {"field": "b_to_a", "headerName": "B → A", "type": "rightAligned",
+     "tooltipField": "b_to_a_exact"},
+    {"field": "capacity", "headerName": "Capacity", "type": "rightAligned",
+     "tooltipField": "capacity_exact"},
     {"field": "errors", "headerName": "Errors", "type": "rightAligned",
      "tooltipField": "error_detail"},
-    {"field": "xmit_wait", "headerName": "Xmit wait/s", "type": "rightAligned"},
+    {"field": "xmit_wait", "headerName": "Xmit wait (ticks/s)", "type": "rightAligned"},
     {"field": "sampled", "headerName": "Newest sample (UTC)", "minWidth": 190},
 ]  # fmt: skip
 
@@ -284,9 +330,12 @@ def fabric_link_rows(page: LinkPage) -> list[dict[str, Any]]:
                 "link": f"{x.a.label()} - {x.b.label()}",
                 "state": x.state,
                 "utilisation": _percent(x.utilisation),
-                "a_to_b": _rate(x.a_to_b_bytes_per_s),
-                "b_to_a": _rate(x.b_to_a_bytes_per_s),
-                "capacity": _known(x.capacity_bytes_per_s),
+                "a_to_b": format_rate(x.a_to_b_bytes_per_s),
+                "a_to_b_exact": f"{_rate(x.a_to_b_bytes_per_s)} bytes/s",
+                "b_to_a": format_rate(x.b_to_a_bytes_per_s),
+                "b_to_a_exact": f"{_rate(x.b_to_a_bytes_per_s)} bytes/s",
+                "capacity": format_rate(x.capacity_bytes_per_s),
+                "capacity_exact": f"{_known(x.capacity_bytes_per_s)} bytes/s",
                 "errors": errors,
                 "error_detail": detail,
                 "xmit_wait": _rate(x.xmit_wait_per_s),
@@ -451,10 +500,10 @@ def outlier_items(profile: SlowRanks) -> list:
 REFERENCE = "the incident's reference (its page: /incidents/<id>), not a count"
 INCIDENT_COLUMNS = [
     number_column("id", "Id", maxWidth=80, headerTooltip=REFERENCE),
-    text_column("severity", "Severity", maxWidth=110, cellClass="severity"),
-    text_column("kind", "Kind", maxWidth=140),
-    text_column("summary", "Incident", tooltipField="summary", minWidth=420),
-    text_column("state", "State", maxWidth=160),
+    text_column("severity", "Severity", cellClass="severity"),
+    text_column("kind", "Kind"),
+    text_column("summary", "Incident", tooltipField="summary", minWidth=420, maxWidth=640),
+    text_column("state", "State"),
     text_column("start", "Start (UTC)"),
     text_column("end", "End (UTC)"),
     number_column("jobs", "Jobs", maxWidth=90),
@@ -639,3 +688,141 @@ def incident_jobs(incident: IncidentDetails) -> Any:
                                                        "html"), download="")),
         ]))  # fmt: skip
     return html.Table(rows, className="table incident-jobs")
+
+
+# ---- overview (pages/overview.py) -----------------------------------------------------------
+
+
+def _with(href: str, params: dict[str, str]) -> str:
+    """`href` with the time range's `params` added to its query."""
+    if not params:
+        return href
+    return href + ("&" if "?" in href else "?") + urlencode(params)
+
+
+def overview_fabric(state: FabricState, hottest: LinkPage, erring: LinkPage,
+                    window: dict[str, str]) -> list[Any]:  # fmt: skip
+    """Fabric health: links up and down, links with errors, the busiest, then the hottest
+    links and those with the most errors, each a link to the Fabric page on it."""
+    s = state.summary
+    busiest = "?" if s.busiest is None else f"{s.busiest * 100:.1f} %"
+    counts = dmc.Group(gap="xs", children=[
+        dmc.Badge(f"{s.links - s.down} links up", color="green", variant="light"),
+        dmc.Badge(f"{s.down} down", color="red" if s.down else "gray", variant="light"),
+        dmc.Badge(f"{s.erroring} with errors", color="orange" if s.erroring else "gray",
+                  variant="light"),
+        dmc.Badge(f"busiest {busiest}", color="blue", variant="light"),
+        dmc.Badge(f"{s.switches} switches · {s.hcas} HCAs", color="gray", variant="light"),
+    ])  # fmt: skip
+
+    def row(x: LinkLoad, fact: str) -> html.Li:
+        href = _with(f"/fabric?focus=link-{x.id}", window)
+        return html.Li([dcc.Link(f"{x.a.label()} – {x.b.label()}", href=href, className="mono"),
+                        html.Span(f" {fact}", className="subtle")])  # fmt: skip
+
+    hot = [row(x, f"{_percent(x.utilisation)}, {format_rate(_busier(x))}")
+           for x in hottest.links if x.utilisation]  # fmt: skip
+    errors = [row(x, f"{x.errors_total} errors" + (" (saturated)" if x.saturated else ""))
+              for x in erring.links if x.errors_total or x.saturated]  # fmt: skip
+    return [
+        counts,
+        html.H3("Hottest links"),
+        html.Ul(hot or [html.Li("No link carries traffic.", className="subtle")],
+                className="overview-list"),
+        html.H3("Links with errors"),
+        html.Ul(errors or [html.Li("No link has errors.", className="subtle")],
+                className="overview-list"),
+        dcc.Link("Open the Fabric page →", href=_with("/fabric", window)),
+    ]  # fmt: skip
+
+
+def _busier(x: LinkLoad) -> float | None:
+    rates = [r for r in (x.a_to_b_bytes_per_s, x.b_to_a_bytes_per_s) if r is not None]
+    return max(rates) if rates else None
+
+
+def fabric_share(links: JobLinks) -> float | None:
+    """A job's share of the traffic on the fabric links it crosses: its attributed bytes
+    over those link directions' measured bytes (None: nothing measured there)."""
+    measured = [x for x in links.links if x.measured_bytes]
+    total = sum(x.measured_bytes or 0 for x in measured)
+    return min(1.0, sum(x.bytes for x in measured) / total) if total else None
+
+
+def overview_jobs(listed: JobList, shares: Sequence[float | None],
+                  window: dict[str, str]) -> list[Any]:  # fmt: skip
+    """The running jobs, each a link to its page, with its ranks, user and share of the
+    links it crosses (a bar)."""
+    if not listed.jobs:
+        return [html.P("No job is running.", className="subtle"),
+                dcc.Link("All jobs →", href=_with("/jobs", window))]  # fmt: skip
+    rows = []
+    for job, share in zip(listed.jobs, shares, strict=True):
+        href = _with(job_path(job.job, job.user), window)
+        said = "no fabric traffic measured" if share is None else (
+            f"{share * 100:.1f} % of the traffic on the links it crosses")  # fmt: skip
+        rows.append(html.Li(className="overview-job", children=[
+            dcc.Link(job.job, href=href, className="mono job-link"),
+            html.Span(f" {job.user} · {job.ranks_seen} ranks · {format_bytes(job.bytes_sent)} "
+                      "sent", className="subtle"),
+            dmc.Progress(value=0 if share is None else share * 100, size="sm"),
+            html.Span(said, className="subtle"),
+        ]))  # fmt: skip
+    more = listed.page.total - len(listed.jobs)
+    tail = f"All jobs ({more:,} more running) →" if more > 0 else "All jobs →"
+    return [html.Ul(rows, className="overview-list"), dcc.Link(tail, href=_with("/jobs", window))]
+
+
+def overview_incidents(listed: IncidentList) -> list[Any]:
+    """The open incidents, newest first, each a link to its page."""
+    if not listed.incidents:
+        return [html.P("No incident is open.", className="subtle"),
+                dcc.Link("All incidents →", href="/incidents")]  # fmt: skip
+    rows = [
+        html.Li(
+            [
+                dmc.Badge(
+                    i.severity,
+                    color={"critical": "red", "major": "orange"}.get(i.severity, "yellow"),
+                    variant="light",
+                    size="sm",
+                ),
+                " ",
+                dcc.Link(f"incident {i.id}", href=incident_path(i.id)),
+                html.Span(f" {i.summary} (since {format_utc_ns(i.start_ns)})", className="subtle"),
+            ]
+        )  # fmt: skip
+        for i in listed.incidents
+    ]
+    total = listed.page.total
+    return [html.Ul(rows, className="overview-list"),
+            dcc.Link(f"All {total} open incident{'s' * (total != 1)} →",
+                     href="/incidents")]  # fmt: skip
+
+
+def overview_health(
+    freshness: Freshness, newest_frame_ns: int | None, deployment: Deployment
+) -> list[Any]:
+    """The fabric sampler (last sweep's age and interval, stale or not) and the collector
+    (the newest frame stored, the deployment's modes and senders)."""
+    now = time.time_ns()
+    if freshness.last_sweep_ns is None:
+        sampler = dmc.Badge("no sweep stored yet", color="gray", variant="light")
+    else:
+        age = format_age((now - freshness.last_sweep_ns) / 1e9)
+        every = ("" if freshness.sweep_interval_ns is None
+                 else f", a sweep every {freshness.sweep_interval_ns / 1e9:.1f} s")  # fmt: skip
+        sampler = dmc.Badge(("STALE: " if freshness.stale else "") + f"last sweep {age} ago"
+                            + every, color="red" if freshness.stale else "green",
+                            variant="light")  # fmt: skip
+    frame = ("no frame stored yet" if newest_frame_ns is None else
+             f"newest frame stored {format_utc_ns(newest_frame_ns)} "
+             f"({format_age((now - newest_frame_ns) / 1e9)} ago)")  # fmt: skip
+    line = modes_text(deployment.ingest, deployment.auth)
+    if deployment.senders is not None:
+        line += f" · {senders_text(deployment.senders)}"
+    return [
+        html.H3("Fabric sampler"), sampler,
+        html.H3("Collector"), html.P(frame), html.P(line, className="subtle"),
+        dcc.Link("Metrics (/metrics) →", href="/metrics", refresh=True),
+    ]  # fmt: skip

@@ -124,6 +124,13 @@ RMA_COLUMNS = [
 ]
 
 
+#: A grid cell's tooltip: its column's tooltip field, else the text it shows.
+CELL_TOOLTIP = (
+    "params.colDef.tooltipField ? params.data[params.colDef.tooltipField] "
+    ": (params.valueFormatted != null ? params.valueFormatted : params.value)"
+)
+
+
 def grid(grid_id: str, columns: list[dict[str, Any]], height_px: int = 420) -> Any:
     """A grid of rows (dash-ag-grid): virtual scrolling, every column sortable, filterable
     and resizable in the browser; rows carry an `id` field that keeps them apart across
@@ -134,10 +141,15 @@ def grid(grid_id: str, columns: list[dict[str, Any]], height_px: int = 420) -> A
         columnDefs=columns,
         rowData=[],
         getRowId="'' + params.data.id",  # AG Grid wants a string (a link id is a number)
-        defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90},
+        defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90,
+                       # every cell says its whole text on hover (a long one is cut)
+                       "tooltipValueGetter": {"function": CELL_TOOLTIP}},
         dashGridOptions={"animateRows": False, "suppressCellFocus": True,
-                         "tooltipShowDelay": 300, "enableCellTextSelection": True},
-        columnSize="responsiveSizeToFit",
+                         "tooltipShowDelay": 300, "enableCellTextSelection": True,
+                         "suppressColumnVirtualisation": True,  # every column in the DOM
+                         # columns as wide as their heading and content when the first rows
+                         # come (a wider grid scrolls; each column resizable)
+                         "autoSizeStrategy": {"type": "fitCellContents"}},
         style={"height": f"{height_px}px", "width": "100%"},
     )  # fmt: skip
 

@@ -124,7 +124,7 @@ def matrix_heatmap(matrix: Matrix) -> go.Figure:
         **_base_layout(),
         uirevision=matrix.job,  # keep the user's zoom across live refreshes of the same job
     )
-    return fig
+    return _titled(fig, "Point-to-point bytes, source → destination", legend=False)
 
 
 def size_histogram(sizes: JobSizes) -> go.Figure:
@@ -161,6 +161,8 @@ def size_histogram(sizes: JobSizes) -> go.Figure:
         **{**_base_layout(), "margin": {"l": 60, "r": 20, "t": 40, "b": 80}},
         uirevision=sizes.job,
     )
+    _titled(fig, "Messages by size, per operation")
+    fig.update_layout(margin={"t": 76})  # the title above the legend
     return fig
 
 
@@ -183,6 +185,17 @@ def _empty_figure(message: str) -> go.Figure:
     return fig
 
 
+def _titled(fig: go.Figure, title: str, legend: bool = True) -> go.Figure:
+    """`fig` with its title above the plot (left) and, for trace figures, its legend always
+    shown (Plotly hides it for a single trace); a heat map's legend is its colour bar."""
+    margin = {**_base_layout()["margin"], **(fig.layout.margin.to_plotly_json() or {}), "t": 48}
+    fig.update_layout(title={"text": title, "x": 0, "xanchor": "left", "y": 0.98,
+                             "yanchor": "top", "font": {"size": 13}}, margin=margin)  # fmt: skip
+    if legend:
+        fig.update_layout(showlegend=True)
+    return fig
+
+
 def _base_layout() -> dict:
     return {
         "margin": {"l": 60, "r": 20, "t": 20, "b": 55},
@@ -201,8 +214,7 @@ def timeline(series: Series) -> go.Figure:
         return _empty_figure("Nothing in this window.")
     metric = {name: i for i, name in enumerate(series.metrics)}
     keys = sorted({p.key for p in series.points}, key=lambda k: (k.startswith("fs:"), k))
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("time inside (s)", "bytes"))  # fmt: skip
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     for key in keys:
         points = [p for p in series.points if p.key == key]
         x = [_utc(p.t_ns) for p in points]
@@ -214,7 +226,10 @@ def timeline(series: Series) -> go.Figure:
                 row=row, col=1,
             )  # fmt: skip
     fig.update_layout(barmode="stack", bargap=0, **_base_layout())
-    return fig
+    fig.update_yaxes(title_text="time inside (s)", row=1, col=1)
+    fig.update_yaxes(title_text="bytes", row=2, col=1)
+    fig.update_xaxes(title_text="step start (UTC)", row=2, col=1)
+    return _titled(fig, "Time inside and bytes per step, by traffic category and I/O layer")
 
 
 #: Named ranks the heat map marks at most (late ones first, as the profile lists them).
@@ -251,7 +266,7 @@ def rank_heatmap(profile: SlowRanks) -> go.Figure:
     heatmap = go.Heatmap(
         z=z, x=[_utc(t) for t in steps], y=ranks, zmin=0, zmax=1, colorscale="YlOrRd",
         customdata=hover, hovertemplate="rank %{y} at %{x}<br>%{customdata}<extra></extra>",
-        colorbar={"title": {"text": "in MPI"}, "tickformat": ".0%", "x": 1.08},
+        colorbar={"title": {"text": "share in MPI"}, "tickformat": ".0%", "x": 1.08},
     )  # fmt: skip
     fig = go.Figure(heatmap)
     fig.update_layout(**{**_base_layout(), "margin": {"l": 60, "r": 70, "t": 20, "b": 55}})
@@ -262,7 +277,8 @@ def rank_heatmap(profile: SlowRanks) -> go.Figure:
                            font={"color": "#9b1c1c" if late else "#7c2d12", "size": 11},
                            name=f"rank {rank} {o.role}")  # fmt: skip
     fig.update_yaxes(title_text="rank", autorange="reversed", dtick=1 if len(ranks) <= 32 else None)
-    return fig
+    fig.update_xaxes(title_text="step start (UTC)")
+    return _titled(fig, "Share of each step a rank spent inside MPI", legend=False)
 
 
 def _utc(t_ns: int) -> datetime:
@@ -274,8 +290,7 @@ def incident_evidence(incident: IncidentDetails) -> go.Figure:
     """An incident's evidence over time: per link its utilisation and PortXmitWait rate
     (ticks/s, right axis); per visible job its time per byte over its baseline (factor)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                        specs=[[{"secondary_y": True}], [{}]],
-                        subplot_titles=("Links", "Jobs: time per byte / baseline"))  # fmt: skip
+                        specs=[[{"secondary_y": True}], [{}]])  # fmt: skip
 
     def when(ns: int) -> datetime:
         return datetime.fromtimestamp(ns / 1e9, UTC)
@@ -300,10 +315,15 @@ def incident_evidence(incident: IncidentDetails) -> go.Figure:
                                      y=[p["per_byte_ns"] / base for p in points],
                                      mode="lines+markers", name=f"{member.label} {kind}"),
                           row=2, col=1)  # fmt: skip
-    fig.update_layout(height=420, margin={"l": 50, "r": 50, "t": 30, "b": 30},
+    fig.update_layout(height=460, margin={"l": 60, "r": 60, "t": 48, "b": 40},
                       font={"family": _FONT}, legend={"orientation": "h"},
                       plot_bgcolor="white")  # fmt: skip
-    return fig
+    fig.update_yaxes(title_text="link utilisation", tickformat=".0%", row=1, col=1,
+                     secondary_y=False)  # fmt: skip
+    fig.update_yaxes(title_text="PortXmitWait (ticks/s)", row=1, col=1, secondary_y=True)
+    fig.update_yaxes(title_text="time per byte / baseline", row=2, col=1)
+    fig.update_xaxes(title_text="time (UTC)", row=2, col=1)
+    return _titled(fig, "Evidence: the links (top) and the jobs' time per byte (bottom)")
 
 
 #: Colour of each kind of fabric event marked on a series (others: violet).
@@ -322,8 +342,7 @@ def fabric_series(series: FabricSeries, events: Sequence[FabricEvent]) -> go.Fig
     ways = (("a_to_b_bytes_per_s", "a → b"), ("b_to_a_bytes_per_s", "b → a"))
     if series.subject != "link":
         ways = (("xmit_bytes_per_s", "sent"), ("rcv_bytes_per_s", "received"))
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
-                        subplot_titles=("bytes/s", "errors · xmit wait/s"))  # fmt: skip
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1)
     for column, name in ways:
         fig.add_trace(go.Scatter(x=x, y=c.get(column, []), name=name, mode="lines+markers",
                                  marker={"size": 4}, connectgaps=False), row=1, col=1)  # fmt: skip
@@ -347,6 +366,9 @@ def fabric_series(series: FabricSeries, events: Sequence[FabricEvent]) -> go.Fig
             else:
                 fig.add_vline(x=_utc(start).timestamp() * 1000, line_color=colour,
                               line_dash="dot", row=row, col=1, **label)  # fmt: skip
-    fig.update_layout(legend={"orientation": "h", "y": -0.15}, **_base_layout())
+    fig.update_layout(legend={"orientation": "h", "y": -0.25}, **_base_layout())
     fig.update_xaxes(range=[_utc(series.from_ns), _utc(series.to_ns)])
-    return fig
+    fig.update_yaxes(title_text="bytes/s", row=1, col=1)
+    fig.update_yaxes(title_text="errors · ticks/s", row=2, col=1)
+    fig.update_xaxes(title_text="time (UTC)", row=2, col=1)
+    return _titled(fig, f"{series.subject.capitalize()} counters over the window")

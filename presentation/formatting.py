@@ -37,6 +37,24 @@ def format_bytes_short(n: int) -> str:
     return f"{value:.{digits}f}{_SHORT_UNITS[unit]}"
 
 
+def format_rate(bytes_per_s: float | None) -> str:
+    """A rate in binary units per second: 1572864.0 -> "1.50 MiB/s", None -> "?" (unknown)."""
+    return "?" if bytes_per_s is None else f"{format_bytes(bytes_per_s)}/s"
+
+
+def format_age(seconds: float) -> str:
+    """How long ago, plainly: 4.2 -> "4.2 s", 300 -> "5 min", 7300 -> "2 h", 200000 ->
+    "2 days"."""
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
 def format_duration_ns(ns: int) -> str:
     """A duration in ns, three significant digits: 850 -> "850 ns", 12_345 -> "12.3 µs",
     3_200_000 -> "3.20 ms", 75_000_000_000 -> "75.0 s"; from 1,000 s on, whole seconds."""

@@ -72,7 +72,7 @@ def _expect_every_card(page) -> None:
 
 def test_every_card_shows_on_the_jobs_page_and_the_job_page(seeded, browser_page):  # noqa: F811
     page, errors = browser_page
-    page.goto(f"{seeded}/")
+    page.goto(f"{seeded}/jobs")
     expect(page.locator("#shown-job")).to_contain_text(f"Job {JOB}", timeout=30_000)
     _expect_every_card(page)
     page.goto(f"{seeded}/jobs/{JOB}?owner=alice")

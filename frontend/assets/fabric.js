@@ -50,7 +50,7 @@
     // freshness of the newest state fetched.
     let frameKey = null, lastFreshness = null;
     // Component ids the callbacks tell apart (frontend/ids.py).
-    const IDS = {picker: 'fabric-window-picker.', apply: 'fabric-apply.', slider: 'fabric-playback.',
+    const IDS = {slider: 'fabric-playback.',
                  job: 'fabric-job.', selected: 'fabric-selected.', live: 'fabric-live.',
                  play: 'fabric-play.', close: 'fabric-panel-close.'};
 
@@ -181,11 +181,21 @@
             busiest;
     }
 
+    // The query of a custom window's state over the whole of it (null: a live window, whose
+    // state is the newest sweep's).
+    function windowFrame(view) {
+        if (!view || view.live) return null;
+        const q = new URLSearchParams();
+        if (view.from) q.set('from', view.from);
+        if (view.to) q.set('to', view.to);
+        return q.toString() || null;
+    }
+
     // One tick's work (see `tick`): the outputs of the tick callback.
     async function update(view, drawnEtag, have) {
         const nu = window.dash_clientside.no_update;
         const frame = view && view.at !== null && view.at !== undefined
-            ? `from=${view.at}&to=${view.at + view.step}` : null;
+            ? `from=${view.at}&to=${view.at + view.step}` : windowFrame(view);
         if (frame !== null && frame === frameKey && have) return [nu, nu, nu, nu];
         const started = performance.now();
         let response, state;
@@ -338,23 +348,14 @@
                 return pending;
             },
 
-            // The view in the controls: a live window or a custom one, the playback step (the
-            // slider; none: live), the job highlighted and the element in the detail panel;
-            // written into the page's URL (replaced, so a reload or a shared link shows it).
-            navigate: function (pick, _apply, at, job, selected, _live, from, to, step, view) {
+            // The view in the controls: the playback step (the slider; none: the window's
+            // newest state), the job highlighted and the element in the detail panel, in the
+            // window of the URL (the header's time range, frontend/timerange.py); written into
+            // the page's URL (replaced, so a reload or a shared link shows it).
+            navigate: function (at, job, selected, _live, step, view) {
                 const trigger = (window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
                 const v = Object.assign({}, view);
-                if (trigger.startsWith(IDS.picker) || trigger.startsWith(IDS.apply)) {
-                    if (pick === 'custom') {
-                        v.live = null;
-                        v.from = (from || '').trim() || null;
-                        v.to = (to || '').trim() || null;
-                    } else {
-                        Object.assign(v, {live: pick, from: null, to: null});
-                    }
-                    v.at = null;
-                    v.step = null;
-                } else if (trigger.startsWith(IDS.live)) {
+                if (trigger.startsWith(IDS.live)) {
                     v.at = null;
                     v.step = null;
                 } else if (trigger.startsWith(IDS.slider)) {
@@ -392,7 +393,8 @@
                 const step = hi - lo <= config.raw_replay_s ? interval : 60;
                 const max = Math.max(lo, hi - step);
                 const shown = view.at === null || view.at === undefined
-                    ? 'graph: the newest sweep (live)'
+                    ? (view.live ? 'graph: the newest sweep (live)'
+                        : `graph: the whole window, ${utc(lo)} – ${utc(hi)} UTC`)
                     : `graph: replaying ${utc(view.at)} – ${utc(view.at + view.step)} UTC (${view.step} s step)`;
                 return [lo, max, step, shown];
             },

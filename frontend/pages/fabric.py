@@ -5,7 +5,9 @@
 URL so that it can be shared and reloaded:
 
     /fabric?live=5m|1h|24h            a window ending now (default: live=5m)
-    /fabric?from=<start>&to=<end>     a past window (RFC 3339 or epoch seconds)
+    /fabric?from=<start>&to=<end>     a past window (RFC 3339 or epoch seconds): the graph
+                                      shows the state over the whole window
+    (the window is the header's time range, frontend/timerange.py)
             &at=<epoch s>&step=<s>    the playback step shown (colours of that step)
             &job=<job>&focus=<GUID | link-<id>>
 
@@ -40,11 +42,12 @@ from typing import Any
 
 import dash
 import dash_cytoscape as cyto
+import dash_mantine_components as dmc
 import flask
 from dash import ClientsideFunction, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from frontend import api, components, cyto_style, ids
+from frontend import api, components, cyto_style, ids, timerange
 from frontend.api import ApiError, WindowQuery
 from presentation import figures
 from presentation.components import card, grid, markdown_table
@@ -58,15 +61,8 @@ FOLD_ABOVE_KEY = "STACKLENS_FABRIC_FOLD_ABOVE"
 CONGESTED_KEY = "STACKLENS_CONGESTED_WAIT_PER_S"
 #: The tables refresh every this many ticks of the page.
 TABLE_TICKS = 5
-#: The live windows of the picker: query value -> seconds.
-LIVE = {"5m": 300, "1h": 3600, "24h": 86400}
-#: The picker's choices.
-PICKS = [
-    {"label": "live 5 min", "value": "5m"},
-    {"label": "live 1 h", "value": "1h"},
-    {"label": "live 24 h", "value": "24h"},
-    {"label": "custom", "value": "custom"},
-]
+#: The live windows: query value -> seconds.
+LIVE = timerange.LIVE
 #: Windows up to this long replay per sweep (the raw samples); longer ones per minute (the
 #: exact minute rollups).
 RAW_REPLAY_S = 3600
@@ -84,13 +80,12 @@ def view_of(query: dict[str, str]) -> dict[str, Any]:
             return None
         return value if value == value and abs(value) < 1e12 else None  # no nan, no inf
 
-    custom = bool(query.get("from") or query.get("to"))
-    live = query.get("live") if query.get("live") in LIVE else (None if custom else "5m")
+    window = timerange.window_of(query, default_live="5m")
     at, step = number("at"), number("step")
     return {
-        "live": live,
-        "from": None if live else query.get("from"),
-        "to": None if live else query.get("to"),
+        "live": window.live,
+        "from": window.start,
+        "to": window.end,
         "at": at if at is not None and step is not None and step > 0 else None,
         "step": step if at is not None and step is not None and step > 0 else None,
         "job": query.get("job", ""),
@@ -168,6 +163,7 @@ def layout(**query: str) -> html.Div:
                             html.Span(id=ids.FABRIC_HOVER, className="mono"),
                         ],
                     ),
+                    _report_controls(),
                 ],
             ),
             card(
@@ -197,31 +193,20 @@ def layout(**query: str) -> html.Div:
 
 
 def _window_controls(view: dict[str, Any]) -> html.Div:
-    """The window picker (live windows or a custom one) and the playback controls."""
+    """The playback controls over the window (the header's time range)."""
     return html.Div(
         className="fabric-window",
         children=[
             html.Div(
                 className="controls",
                 children=[
-                    dcc.RadioItems(id=ids.FABRIC_PICKER, options=PICKS,
-                                   value=view["live"] or "custom", inline=True),
-                    dcc.Input(id=ids.FABRIC_FROM, value=view["from"] or "",
-                              placeholder="from (RFC 3339 or epoch s)"),
-                    dcc.Input(id=ids.FABRIC_TO, value=view["to"] or "", placeholder="to"),
-                    html.Button("Apply", id=ids.FABRIC_APPLY),
-                ],
-            ),
-            html.Div(
-                className="controls",
-                children=[
-                    html.Button("▶ play", id=ids.FABRIC_PLAY),
-                    html.Button("● live", id=ids.FABRIC_LIVE),
+                    dmc.Button("▶ play", id=ids.FABRIC_PLAY, size="xs", variant="light"),
+                    dmc.Button("● newest", id=ids.FABRIC_LIVE, size="xs", variant="light"),
                     html.Span(id=ids.FABRIC_PLAYBACK_SHOWN, className="subtle"),
                 ],
             ),
             dcc.Slider(id=ids.FABRIC_SLIDER, min=0, max=1, step=1, marks=None,
-                       value=view["at"], updatemode="mouseup"),
+                       value=view["at"], updatemode="mouseup", allow_direct_input=False),
         ],
     )  # fmt: skip
 
@@ -261,60 +246,47 @@ def _paint_config() -> dict[str, Any]:
 
 
 def _controls(job: str) -> html.Div:
-    """Search box, job highlight (set to `job`), link filter and colour scale."""
+    """Search box, job highlight (set to `job`), link filter and colour scale, on two lines."""
     return html.Div(
         className="fabric-controls",
         children=[
-            dcc.Input(
-                id=ids.FABRIC_SEARCH,
-                type="search",
-                placeholder="Find a host, switch, GUID or job (Enter)",
-                debounce=True,
-                className="fabric-search",
-            ),
-            html.Span(id=ids.FABRIC_SEARCH_MESSAGE, className="subtle"),
-            dcc.Input(
-                id=ids.FABRIC_JOB,
-                type="search",
-                value=job,
-                placeholder="Highlight a job (Enter)",
-                debounce=True,
-                className="fabric-search",
-            ),
-            html.Span(id=ids.FABRIC_JOB_MESSAGE, className="subtle"),
-            dcc.Input(
-                id=ids.FABRIC_REPORT_FROM,
-                placeholder="report from (default: 1 h ago)",
-                debounce=True,
-            ),
-            dcc.Input(id=ids.FABRIC_REPORT_TO, placeholder="to (default: now)", debounce=True),
-            dcc.Input(
-                id=ids.FABRIC_REPORT_HOSTS, placeholder="hosts (default: all)", debounce=True
-            ),
-            components.report_buttons(ids.FABRIC_REPORT_PDF, ids.FABRIC_REPORT_HTML),
-            dcc.RadioItems(
-                id=ids.FABRIC_FILTER,
-                options=[
+            html.Div(className="controls", children=[
+                dcc.Input(id=ids.FABRIC_SEARCH, type="search", debounce=True,
+                          placeholder="Find a host, switch, GUID or job (Enter)",
+                          className="fabric-search"),
+                html.Span(id=ids.FABRIC_SEARCH_MESSAGE, className="subtle"),
+                dcc.Input(id=ids.FABRIC_JOB, type="search", value=job, debounce=True,
+                          placeholder="Highlight a job (Enter)", className="fabric-search"),
+                html.Span(id=ids.FABRIC_JOB_MESSAGE, className="subtle"),
+            ]),
+            html.Div(className="controls", children=[
+                dmc.SegmentedControl(id=ids.FABRIC_FILTER, value="all", size="xs", data=[
                     {"label": "all links", "value": "all"},
                     {"label": f"hot (busiest {cyto_style.HOT_SHARE:.0%})", "value": "hot"},
                     {"label": "congested", "value": "congested"},
                     {"label": "with errors", "value": "errors"},
                     {"label": "down", "value": "down"},
-                ],
-                value="all",
-                inline=True,
-            ),
-            dcc.RadioItems(
-                id=ids.FABRIC_SCALE,
-                options=[
+                ]),
+                dmc.SegmentedControl(id=ids.FABRIC_SCALE, value="log", size="xs", data=[
                     {"label": "log scale", "value": "log"},
                     {"label": "quantiles", "value": "quantile"},
-                ],
-                value="log",
-                inline=True,
-            ),
+                ]),
+            ]),
         ],
-    )
+    )  # fmt: skip
+
+
+def _report_controls() -> html.Div:
+    """The report of the page's window: its hosts (all when empty) and the two buttons."""
+    return html.Div(
+        className="controls fabric-report",
+        children=[
+            html.Span("Report of this window on", className="subtle"),
+            dcc.Input(id=ids.FABRIC_REPORT_HOSTS, placeholder="hosts (default: all)",
+                      debounce=True),
+            components.report_buttons(ids.FABRIC_REPORT_PDF, ids.FABRIC_REPORT_HTML),
+        ],
+    )  # fmt: skip
 
 
 def register_callbacks(dash_app: dash.Dash) -> None:
@@ -323,14 +295,10 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     dash_app.clientside_callback(
         ClientsideFunction(fabric_js, "navigate"),
         Output(ids.FABRIC_VIEW, "data"),
-        Input(ids.FABRIC_PICKER, "value"),
-        Input(ids.FABRIC_APPLY, "n_clicks"),
         Input(ids.FABRIC_SLIDER, "value"),
         Input(ids.FABRIC_JOB, "value"),
         Input(ids.FABRIC_SELECTED, "data"),
         Input(ids.FABRIC_LIVE, "n_clicks"),
-        State(ids.FABRIC_FROM, "value"),
-        State(ids.FABRIC_TO, "value"),
         State(ids.FABRIC_SLIDER, "step"),
         State(ids.FABRIC_VIEW, "data"),
         prevent_initial_call=True,
@@ -479,8 +447,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     dash_app.callback(
         Output(ids.FABRIC_REPORT_PDF, "href"),
         Output(ids.FABRIC_REPORT_HTML, "href"),
-        Input(ids.FABRIC_REPORT_FROM, "value"),
-        Input(ids.FABRIC_REPORT_TO, "value"),
+        Input(ids.FABRIC_VIEW, "data"),
         Input(ids.FABRIC_REPORT_HOSTS, "value"),
     )(report_links)
     dash_app.callback(
@@ -553,7 +520,7 @@ def window_of(view: dict[str, Any], now_s: float | None = None) -> WindowQuery:
 def scope_of(view: dict[str, Any]) -> str:
     """The window of a view in words."""
     if view.get("live") in LIVE:
-        return f"over the last {next(p['label'] for p in PICKS if p['value'] == view['live'])[5:]}"
+        return "over " + timerange.Window(live=view["live"]).words().removesuffix(" (live)")
     return f"from {view.get('from') or '15 min before the end'} to {view.get('to') or 'now'}"
 
 
@@ -692,12 +659,13 @@ def panel(selected: dict[str, Any] | None, view: dict[str, Any] | None,
     return _shared(key, build)  # type: ignore[no-any-return]
 
 
-def report_links(start: str | None, end: str | None, hosts: str | None) -> tuple[str, str]:
-    """The hrefs of the fabric window's report buttons (PDF, HTML): the typed window (the
-    last hour when empty) on the typed hosts (every link when empty)."""
+def report_links(view: dict[str, Any] | None, hosts: str | None) -> tuple[str, str]:
+    """The hrefs of the fabric window's report buttons (PDF, HTML): the page's window
+    (the header's time range) on the typed hosts (every link when empty)."""
+    window = window_of(view or {"live": "5m"})
     params: dict[str, object] = {
-        "from": (start or "").strip(),
-        "to": (end or "").strip(),
+        "from": window.start or "",
+        "to": window.end or "",
         "hosts": (hosts or "").strip(),
     }
     return (components.report_href("window", params, "pdf"),

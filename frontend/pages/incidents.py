@@ -3,11 +3,11 @@
 """Incidents page: the incidents the server's detectors found (GET /api/incidents), newest
 first, filtered on the server by state (open / ended), severity, kind, one of your jobs
 (with its owner: the owner box lists the users whose jobs have that id, and an id of
-several owners' jobs asks you to choose one there), a fabric link and a time range (UTC),
-then sorted and filtered again in the grid; a click on
-a row opens that incident's own page (`/incidents/<id>`, pages/incident.py). An incident's
-id is its reference, not a count (the grid's "Id"; the caption counts). Refreshes every
-few seconds."""
+several owners' jobs asks you to choose one there), a fabric link and the header's time
+range (frontend/timerange.py), then sorted and filtered
+again in the grid; a click on a row opens that incident's own page (`/incidents/<id>`,
+pages/incident.py). An incident's id is its reference, not a count (the grid's "Id"; the
+caption counts). Refreshes every few seconds."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ import time
 from typing import Any
 
 import dash
+import dash_mantine_components as dmc
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
-from frontend import api, components, ids
+from frontend import api, components, ids, timerange
 from frontend.api import ApiError, IncidentQuery, JobListQuery
 from presentation.components import grid
-from presentation.formatting import format_utc_ns, parse_utc_ns
+from presentation.formatting import format_utc_ns
 
 dash.register_page(__name__, path="/incidents", name="Incidents", title="Incidents — stacklens")
 
@@ -40,29 +41,31 @@ def several_owners(job: str) -> str:
     return f"Job {job} is the id of jobs of several owners: choose one in the owner box."
 
 
-def layout(**_query: str) -> html.Div:
-    """Static skeleton; the callbacks fill it."""
+def layout(**query: str) -> html.Div:
+    """Static skeleton for the URL's time range; the callbacks fill it."""
     return html.Div(
         className="page",
         children=[
+            dcc.Store(id=ids.INC_WINDOW, data=timerange.window_of(query).query()),
             dcc.Interval(id=ids.INC_TICK, interval=REFRESH_MS),
             html.Section(className="card", children=[
                 components.card_head("Incidents", ids.INC_UPDATED),
                 html.Div(className="filters", children=[
-                    dcc.Dropdown(id=ids.INC_STATE, value="all", clearable=False,
-                                 options=[{"label": "open and ended", "value": "all"},
-                                          {"label": "open", "value": "open"},
-                                          {"label": "ended", "value": "ended"}]),
-                    dcc.Dropdown(id=ids.INC_SEVERITY, placeholder="any severity",
-                                 options=list(SEVERITIES)),
-                    dcc.Dropdown(id=ids.INC_KIND, placeholder="any kind", options=list(KINDS)),
-                    dcc.Input(id=ids.INC_JOB, placeholder="job id", debounce=True),
+                    dmc.SegmentedControl(id=ids.INC_STATE, value="all", size="sm",
+                                         data=[{"label": "open and ended", "value": "all"},
+                                               {"label": "open", "value": "open"},
+                                               {"label": "ended", "value": "ended"}]),
+                    dmc.Select(id=ids.INC_SEVERITY, placeholder="any severity",
+                               data=list(SEVERITIES), clearable=True, w=150, size="sm"),
+                    dmc.Select(id=ids.INC_KIND, placeholder="any kind", data=list(KINDS),
+                               clearable=True, w=170, size="sm"),
+                    dmc.TextInput(id=ids.INC_JOB, placeholder="job id", debounce=400, w=160,
+                                  size="sm"),
                     dcc.Dropdown(id=ids.INC_OWNER, placeholder="owner", options=[],
                                  className="owner-filter"),
-                    dcc.Input(id=ids.INC_LINK, placeholder="link id", type="number", min=1,
-                              debounce=True),
-                    dcc.Input(id=ids.INC_FROM, placeholder="from (UTC)", debounce=True),
-                    dcc.Input(id=ids.INC_TO, placeholder="to (UTC)", debounce=True),
+                    dmc.NumberInput(id=ids.INC_LINK, placeholder="link id", min=1,
+                                    debounce=400, w=120, size="sm"),
+                    dmc.Text("in the header's time range", size="sm", c="dimmed"),
                 ]),
                 html.Div(id=ids.INC_ERROR, className="card-error", role="alert"),
                 html.Div(id=ids.INC_CAPTION, className="subtle"),
@@ -73,15 +76,15 @@ def layout(**_query: str) -> html.Div:
 
 
 def query_of(state: str, severity: str | None, kind: str | None, job: str | None,
-             link: float | None, start: str | None, end: str | None,
+             link: float | str | None, window: dict[str, str] | None,
              owner: str | None = None) -> IncidentQuery:  # fmt: skip
-    """The list's query from the filters (times typed as UTC; unreadable ones ignored; the
-    owner only with a job)."""
-    from_ns, to_ns = parse_utc_ns(start), parse_utc_ns(end)
+    """The list's query from the filters and the time range (the API reads its bounds and
+    says which one it cannot; the owner only with a job)."""
+    start, end = timerange.window_of(window or {}).bounds()
     job = (job or "").strip() or None
     return IncidentQuery(
-        start=None if from_ns is None else str(from_ns // 10**9),
-        end=None if to_ns is None else str(to_ns // 10**9),
+        start=start,
+        end=end,
         severity=severity or None, kind=kind or None, job=job,
         owner=(owner or None) if job else None, link=int(link) if link else None,
         open={"open": True, "ended": False}.get(state), limit=INCIDENTS_PER_PAGE,
@@ -102,20 +105,19 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Input(ids.INC_KIND, "value"),
         Input(ids.INC_JOB, "value"),
         Input(ids.INC_LINK, "value"),
-        Input(ids.INC_FROM, "value"),
-        Input(ids.INC_TO, "value"),
+        Input(ids.INC_WINDOW, "data"),
         Input(ids.INC_OWNER, "value"),
     )
     def refresh(_tick: int | None, state: str, severity: str | None, kind: str | None,
-                job: str | None, link: float | None, start: str | None, end: str | None,
+                job: str | None, link: float | str | None, window: dict[str, str] | None,
                 owner: str | None) -> tuple[Any, ...]:  # fmt: skip
-        query = query_of(state, severity, kind, job, link, start, end, owner)
+        query = query_of(state, severity, kind, job, link, window, owner)
         try:
             listed = api.current_client().incidents(query)
         except ApiError as exc:
             if exc.status == 409 and query.owner is None:  # an id of several owners' jobs
                 return [], "", several_owners(query.job or ""), dash.no_update
-            return dash.no_update, dash.no_update, str(exc), dash.no_update
+            return [], "", components.error_state(exc), dash.no_update
         shown, total = len(listed.incidents), listed.page.total
         caption = (f"{total} incident{'s' if total != 1 else ''}" if shown == total
                    else f"the newest {shown} of {total} incidents")  # fmt: skip

@@ -6,6 +6,7 @@ URL so that it can be shared and reloaded:
     /jobs/<job>?owner=<user>&run=<ordinal>&from=<start>&to=<end>&at=<step start>
     /jobs/<job>?owner=<user>&live=5m|1h|24h
 
+The window is the header's time range (frontend/timerange.py), shared by every page.
 `owner` (the job list's `user`; the list's links always carry it) says whose job of that
 id is meant; without it the id must name one job the viewer may read (else the page says
 which owners to choose from: the API's 409).
@@ -21,32 +22,23 @@ for the window, or, while the playback slider is on a step (`at`), for that step
 
 from __future__ import annotations
 
-import time
 from decimal import Decimal
+from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode
 
 import dash
+import dash_mantine_components as dmc
+import flask
 from dash import Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from frontend import api, cards, components, ids
+from frontend import api, cards, components, ids, timerange
 from frontend.api import ApiError, WindowQuery, digest
 from presentation import figures
 from presentation.components import card, markdown_table
 from presentation.formatting import format_utc_ns
 
 dash.register_page(__name__, path_template="/jobs/<job>", name="Job", title="Job — stacklens")
-
-#: The live windows of the picker: query value -> seconds.
-LIVE = {"5m": 300, "1h": 3600, "24h": 86400}
-#: The picker's choices.
-PICKS = [
-    {"label": "live 5 min", "value": "5m"},
-    {"label": "live 1 h", "value": "1h"},
-    {"label": "live 24 h", "value": "24h"},
-    {"label": "whole job", "value": "all"},
-    {"label": "custom", "value": "custom"},
-]
 
 
 def _state(search: str | None) -> dict[str, str]:
@@ -60,8 +52,6 @@ _PAGE = "job"
 
 def layout(job: str = "", **query: str) -> html.Div:
     """The page's skeleton with its controls set from the URL; `render` fills it."""
-    pick = query["live"] if query.get("live") in LIVE else (
-        "custom" if "from" in query or "to" in query else "all")  # fmt: skip
     return html.Div(
         className="page",
         children=[
@@ -69,6 +59,8 @@ def layout(job: str = "", **query: str) -> html.Div:
             dcc.Store(id=ids.JV_JOB, data=unquote(job)),
             dcc.Store(id=ids.JV_PLAYING, data=False),
             dcc.Store(id=ids.JV_RENDERED),
+            # the page's refresh tick, armed again by each answer (`render`)
+            dcc.Interval(id=ids.JV_TICK, interval=_refresh_ms(), max_intervals=1),
             html.Div(id=ids.JV_STATUS, role="status"),
             html.Section(
                 className="card",
@@ -77,31 +69,22 @@ def layout(job: str = "", **query: str) -> html.Div:
                     html.Div(
                         className="controls",
                         children=[
-                            dcc.RadioItems(
-                                id=ids.JV_PICKER, options=PICKS, value=pick, inline=True
-                            ),  # fmt: skip
-                            dcc.Input(
-                                id=ids.JV_FROM,
-                                value=query.get("from", ""),
-                                placeholder="from (RFC 3339 or epoch s)",
-                            ),  # fmt: skip
-                            dcc.Input(
-                                id=ids.JV_TO, value=query.get("to", ""), placeholder="to"
-                            ),  # fmt: skip
-                            dcc.Input(
+                            dmc.TextInput(
                                 id=ids.JV_RUN,
                                 value=query.get("run", ""),
-                                placeholder="run (all)",
-                                size="8",
-                            ),  # fmt: skip
-                            html.Button("Apply", id=ids.JV_APPLY),
+                                placeholder="all runs",
+                                label="Run",
+                                w=110,
+                                size="xs",
+                            ),
+                            dmc.Button("Show run", id=ids.JV_APPLY, size="xs", variant="light"),
                             components.report_buttons(ids.JV_REPORT_PDF, ids.JV_REPORT_HTML),
                         ],
                     ),
                     html.Div(
                         className="controls",
                         children=[
-                            html.Button("▶ play", id=ids.JV_PLAY),
+                            dmc.Button("▶ play", id=ids.JV_PLAY, size="xs", variant="light"),
                             html.Span(id=ids.JV_STEP_SHOWN, className="subtle"),
                         ],
                     ),
@@ -113,9 +96,18 @@ def layout(job: str = "", **query: str) -> html.Div:
                         marks=None,
                         value=_number(query.get("at")),
                         updatemode="mouseup",
+                        allow_direct_input=False,  # the step is said in words beside it
                     ),  # fmt: skip
                 ],
             ),
+            html.Div(id=ids.JV_BODY, children=_body()),
+        ],
+    )
+
+
+def _body() -> list:
+    """The page's charts and cards (hidden while the view cannot be shown)."""
+    return [
             card(
                 "Timeline",
                 dcc.Graph(
@@ -136,8 +128,12 @@ def layout(job: str = "", **query: str) -> html.Div:
                 markdown_table(ids.JV_PLACEMENT_LINKS),
                 section_id=ids.JV_PLACEMENT,
             ),
-        ],
-    )
+    ]  # fmt: skip
+
+
+def _refresh_ms() -> int:
+    """The app's refresh period (ms)."""
+    return int(flask.current_app.config.get("STACKLENS_REFRESH_MS", 1000))
 
 
 def _number(text: str | None) -> float | None:
@@ -151,6 +147,7 @@ def _number(text: str | None) -> float | None:
 #: The outputs of `render`, by name.
 _OUTPUTS = {
     "status": (ids.JV_STATUS, "children"),
+    "hidden": (ids.JV_BODY, "hidden"),
     "title": (ids.JV_TITLE, "children"),
     "shown": (ids.JV_STEP_SHOWN, "children"),
     "slider_min": (ids.JV_SLIDER, "min"),
@@ -162,6 +159,7 @@ _OUTPUTS = {
     "placement_hosts": (ids.JV_PLACEMENT_HOSTS, "children"),
     "placement_links": (ids.JV_PLACEMENT_LINKS, "children"),
     "rendered": (ids.JV_RENDERED, "data"),
+    "rearm": (ids.JV_TICK, "max_intervals"),
     "report_pdf": (ids.JV_REPORT_PDF, "href"),
     "report_html": (ids.JV_REPORT_HTML, "href"),
 }
@@ -176,7 +174,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         },
         inputs={
             "search": Input(ids.JV_LOCATION, "search"),
-            "_tick": Input(ids.REFRESH_INTERVAL, "n_intervals"),
+            "tick": Input(ids.JV_TICK, "n_intervals"),
         },
         state={
             "job": State(ids.JV_JOB, "data"),
@@ -186,13 +184,10 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     dash_app.callback(
         Output(ids.JV_LOCATION, "search"),
         inputs={
-            "pick": Input(ids.JV_PICKER, "value"),
             "_apply": Input(ids.JV_APPLY, "n_clicks"),
             "at": Input(ids.JV_SLIDER, "value"),
         },
         state={
-            "start": State(ids.JV_FROM, "value"),
-            "end": State(ids.JV_TO, "value"),
             "run": State(ids.JV_RUN, "value"),
             "search": State(ids.JV_LOCATION, "search"),
         },
@@ -217,24 +212,22 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )(advance)
 
 
-def navigate(pick: str, _apply: int | None, at: float | None, start: str | None,
-             end: str | None, run: str | None, search: str | None) -> str:  # fmt: skip
+def navigate(_apply: int | None, at: float | None, run: str | None,
+             search: str | None) -> str:  # fmt: skip
     """The query string of the view the controls choose: a moved slider keeps the window
-    and sets the step shown; a new window (or run) shows the whole of it."""
+    and sets the step shown; a new run shows the whole window of it (the window itself is
+    the header's: frontend/timerange.py)."""
     state = _state(search)
     if ctx.triggered_id == ids.JV_SLIDER:
         if at is None:
             raise PreventUpdate
         state["at"] = _seconds(at)
         return "?" + urlencode(state)
-    chosen: dict[str, str] = {"run": (run or "").strip()} if (run or "").strip() else {}
-    if pick in LIVE:
-        chosen["live"] = pick
-    elif pick == "custom":
-        chosen.update({k: v.strip() for k, v in (("from", start), ("to", end)) if v and v.strip()})
-    if state.get("owner"):  # the same job, whatever the window
-        chosen = {"owner": state["owner"], **chosen}
-    return "?" + urlencode(chosen) if chosen else ""
+    state.pop("at", None)
+    state.pop("run", None)
+    if (run or "").strip():
+        state["run"] = (run or "").strip()
+    return "?" + urlencode(state) if state else ""
 
 
 def toggle_play(_clicks: int | None, playing: bool) -> tuple[bool, str]:
@@ -264,17 +257,19 @@ def _exact(t_ns: int) -> str:
 def _window(state: dict[str, str]) -> WindowQuery:
     """The window of a view's state (a live one ends now)."""
     run = int(state["run"]) if state.get("run", "").isdigit() else None
-    if state.get("live") in LIVE:
-        return WindowQuery(run, _seconds(round(time.time()) - LIVE[state["live"]]), None)
-    return WindowQuery(run, state.get("from"), state.get("to"))
+    return WindowQuery(run, *timerange.window_of(state).bounds())
 
 
-def render(search: str | None, _tick: int | None, job: str,
+def render(search: str | None, tick: int | None, job: str,
            rendered: dict[str, str] | None) -> dict:  # fmt: skip
     """Fetch the profile, the timeline and the cards of the view in the URL and draw them,
-    unless they are what the page already shows; on failure say why and keep the rest."""
-    unchanged = dict.fromkeys([*_OUTPUTS, *(f"card_{key}" for key in cards.outputs(_PAGE))],
-                              no_update)  # fmt: skip
+    unless they are what the page already shows; on failure say why in place of the page.
+    The next tick is armed only when this one is answered: a slow answer is shown, never
+    superseded by the next tick."""
+    unchanged: dict[str, Any] = dict.fromkeys(
+        [*_OUTPUTS, *(f"card_{key}" for key in cards.outputs(_PAGE))], no_update
+    )
+    unchanged["rearm"] = (tick or 0) + 1
     state = _state(search)
     window = _window(state)
     owner = state.get("owner")
@@ -291,7 +286,8 @@ def render(search: str | None, _tick: int | None, job: str,
         overview = client.overview(job, cards_window, owner)
         placement = client.placement(job, cards_window, owner)
     except ApiError as exc:
-        return {**unchanged, "status": components.notice(str(exc), "error")}
+        return {**unchanged, "status": components.error_state(exc), "hidden": True,
+                "title": f"Job {job}", "rendered": {}}  # fmt: skip
     drawn = dict(rendered or {})
     page = digest((profile, series, overview, placement, search))
     if drawn.get("page") == page:
@@ -299,13 +295,16 @@ def render(search: str | None, _tick: int | None, job: str,
     drawn["page"] = page
     shown = overview.shown
     if shown is None or shown.job != job:
-        return {**unchanged, "status": components.notice(f"unknown job {job!r}", "error")}
+        unknown = components.error_state(f"No job {job!r} is known.", "Not found")
+        return {**unchanged, "status": unknown, "hidden": True, "title": f"Job {job}"}
     view = {"job": job, "owner": owner, **cards_window.query()}
     published = cards.publish(shown, view, drawn)
     scope = f"run {window.run}" if window.run is not None else "all runs"
     span = f"{format_utc_ns(profile.from_ns)} – {format_utc_ns(profile.to_ns)}"
     return {
+        "rearm": unchanged["rearm"],
         "status": None,
+        "hidden": False,
         "title": f"Job {job}{f' of {owner}' if owner else ''} — {scope}, {span}",
         "shown": (
             f"cards: the step from {format_utc_ns(at_ns)}"

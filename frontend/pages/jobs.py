@@ -1,18 +1,18 @@
-# frontend/pages/jobs.py — the "/" page: the job list (search, filters, pages) and the first
-# job's cards (presentation/cards.py).
-"""Jobs page: the jobs the server knows, a page at a time, searched (job id, user,
-command) and filtered (status, user, start time) by the server and sorted and filtered
-again in the browser's grid; and the first job of the list: every job card (the card
-registry, presentation/cards.py, filled by frontend/cards.py). A click on a job opens its
-own page, `/jobs/<job>?owner=<user>` (frontend/pages/job.py).
+# frontend/pages/jobs.py — the "/jobs" page: the job list (search, filters, pages) and the
+# first job's cards (presentation/cards.py).
+"""Jobs page: the jobs the server knows, a page at a time, searched (job id, user, command)
+and filtered (status, user; start time in the header's time range, frontend/timerange.py)
+by the server and sorted and filtered again in the browser's grid; and the first job of
+the list: every job card (the card registry, presentation/cards.py, filled by
+frontend/cards.py). A click on a job opens its own page, `/jobs/<job>?owner=<user>`
+(frontend/pages/job.py).
 
 The page degrades, never blanks: one refresh asks the job list and every card's data in
 one request (GET /api/overview); a card whose data could not be read keeps its last view
-and shows the error; the
-refresh tick pauses while a refresh runs (no answer is superseded by the next tick) and its
-period backs off with the time a refresh takes and after errors; the heading says
-"refreshing… N s behind" (in the browser, every second) when the last whole refresh is
-older than that.
+and shows the error; the refresh tick pauses while a refresh runs (no answer is superseded
+by the next tick) and its period backs off with the time a refresh takes and after errors;
+the heading says "refreshing… N s behind" (in the browser, every second) when the last
+whole refresh is older than that.
 """
 
 from __future__ import annotations
@@ -21,18 +21,18 @@ import time
 from typing import Any
 
 import dash
+import dash_mantine_components as dmc
 from dash import ClientsideFunction, Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from frontend import api, cards, components, ids
+from frontend import api, cards, components, ids, timerange
 from frontend.api import ApiError, JobListQuery, digest
 from frontend.refresh import next_period
 from presentation.components import grid
-from presentation.formatting import parse_utc_ns
 from stacklens.api_models import JobList, Overview
 
 dash.register_page(
-    __name__, path="/", name="Jobs", title="Jobs — stacklens", redirect_from=["/jobs"]
+    __name__, path="/jobs", name="Jobs", title="Jobs — stacklens", order=1
 )  # the list where the job pages (/jobs/J) live
 
 #: Jobs per page of the job list.
@@ -41,11 +41,13 @@ JOBS_PER_PAGE = 100
 JOB_STATUSES = ("running", "finished", "killed", "aborted", "lost")
 
 
-def layout(**_query: str) -> html.Div:
-    """Static skeleton; the refresh callback fills it on load and on every interval tick."""
+def layout(**query: str) -> html.Div:
+    """Static skeleton for the URL's time range (the jobs started in it); the refresh
+    callback fills it on load and on every interval tick."""
     return html.Div(
         className="page",
         children=[
+            dcc.Store(id=ids.JOB_WINDOW, data=timerange.window_of(query).query()),
             # The page's own ticks (a shell interval could fire before the page is there):
             # the refresh, whose period the refresh callback sets, and the label's clock.
             dcc.Interval(id=ids.JOB_REFRESH, interval=1000, max_intervals=1),
@@ -86,29 +88,15 @@ def _filters() -> html.Div:
     return html.Div(
         className="filters",
         children=[
-            dcc.Input(
-                id=ids.JOB_SEARCH,
-                type="search",
-                placeholder="Search job id, user or command",
-                debounce=0.4,
-                className="search",
-            ),
-            dcc.Dropdown(
-                id=ids.JOB_STATUS_FILTER,
-                options=[{"label": s, "value": s} for s in JOB_STATUSES],
-                placeholder="any status",
-                className="status-filter",
-            ),
-            dcc.Input(id=ids.JOB_USER_FILTER, placeholder="any user", debounce=0.4),
-            html.Label(["started from ", _time_input(ids.JOB_STARTED_FROM)]),
-            html.Label(["to ", _time_input(ids.JOB_STARTED_TO)]),
+            dmc.TextInput(id=ids.JOB_SEARCH, placeholder="Search job id, user or command",
+                          debounce=400, w=300, size="sm"),
+            dmc.Select(id=ids.JOB_STATUS_FILTER, data=list(JOB_STATUSES),
+                       placeholder="any status", clearable=True, w=160, size="sm"),
+            dmc.TextInput(id=ids.JOB_USER_FILTER, placeholder="any user", debounce=400,
+                          w=160, size="sm"),
+            dmc.Text("started in the header's time range", size="sm", c="dimmed"),
         ],
     )  # fmt: skip
-
-
-def _time_input(input_id: str) -> dcc.Input:
-    """A start-time bound of the job list: UTC, "2026-12-01 19:30" or "2026-12-01"."""
-    return dcc.Input(id=input_id, placeholder="YYYY-MM-DD HH:MM UTC", debounce=True, size="20")
 
 
 #: This page's name in the ids of its card stores (frontend/cards.py).
@@ -141,8 +129,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
             "search": Input(ids.JOB_SEARCH, "value"),
             "status": Input(ids.JOB_STATUS_FILTER, "value"),
             "user": Input(ids.JOB_USER_FILTER, "value"),
-            "started_from": Input(ids.JOB_STARTED_FROM, "value"),
-            "started_to": Input(ids.JOB_STARTED_TO, "value"),
+            "window": Input(ids.JOB_WINDOW, "data"),
             "pages": Input(ids.JOB_PAGES, "data"),
         },
         state={
@@ -158,8 +145,6 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Input(ids.JOB_SEARCH, "value"),
         Input(ids.JOB_STATUS_FILTER, "value"),
         Input(ids.JOB_USER_FILTER, "value"),
-        Input(ids.JOB_STARTED_FROM, "value"),
-        Input(ids.JOB_STARTED_TO, "value"),
         State(ids.JOB_NEXT_CURSOR, "data"),
         State(ids.JOB_PAGES, "data"),
         prevent_initial_call=True,
@@ -185,8 +170,7 @@ def refresh(
     search: str | None,
     status: str | None,
     user: str | None,
-    started_from: str | None,
-    started_to: str | None,
+    window: dict[str, str] | None,
     pages: list[str | None],
     rendered: dict[str, str] | None,
     base_ms: int,
@@ -198,16 +182,21 @@ def refresh(
     longer while refreshes are slow or fail) and arms the next tick."""
     began = time.monotonic()
     client = api.current_client()
+    out: dict[str, Any] = dict.fromkeys(_OUTPUTS, no_update)
+    try:
+        started_from, started_to = timerange.window_of(window or {}).ns_bounds()
+    except ValueError as exc:
+        return {**out, "jobs_error": f"The time range is not readable: {exc}", "jobs": [],
+                "hidden": True, "rearm": (tick or 0) + 1}  # fmt: skip
     query = JobListQuery(
         q=search or None,
         status=status or None,
         user=user or None,
-        started_from=parse_utc_ns(started_from),
-        started_to=parse_utc_ns(started_to),
+        started_from=started_from,
+        started_to=started_to,
         limit=JOBS_PER_PAGE,
         cursor=pages[-1] if pages else None,
     )
-    out: dict[str, Any] = dict.fromkeys(_OUTPUTS, no_update)
     drawn = dict(rendered or {})
     try:
         overview = client.overview(None, listing=query)

@@ -31,7 +31,8 @@ from tests.server.fabric_data import write_small_fabric
 #: Per page (its path template): the URL alice opens, and what it shows once its data has
 #: arrived (selector, text it contains).
 READY = {
-    "/": ("/", "#jobs-grid", ALICE_JOB),
+    "/": ("/", "#ov-fabric", "links up"),
+    "/jobs": ("/jobs", "#jobs-grid", ALICE_JOB),
     "/fabric": ("/fabric", "#fabric-summary", "3 links (1 down)"),
     "/jobs/<job>": (f"/jobs/{ALICE_JOB}", "#jv-title", f"Job {ALICE_JOB}"),
     "/incidents": ("/incidents", "#inc-caption", "1 incident"),
@@ -109,7 +110,7 @@ def test_every_page_shows_alice_nothing_of_bobs_job(served, browser):
 def test_an_admins_dashboard_lists_every_job(served, browser):
     page, errors = browser
     page.set_extra_http_headers({"Authorization": f"Bearer {served['carol']}"})
-    page.goto(served["base"] + "/")
+    page.goto(served["base"] + "/jobs")
     table = page.locator("#jobs-grid")
     expect(table).to_contain_text(BOB_JOB, timeout=20_000)
     expect(table).to_contain_text(ALICE_JOB)

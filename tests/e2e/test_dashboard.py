@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+from presentation.formatting import format_bytes
 from tests.conftest import (
     chromium_page,
     free_port,
@@ -90,7 +91,7 @@ def test_page_follows_a_running_job_live(stacklens_up, pg_url, browser_page, exa
     never be seen running. So once every rank's first frame is stored, the test holds the
     ranks (SIGSTOP) until the page shows the job running, then lets them finish."""
     page, errors = browser_page
-    page.goto(stacklens_up["base"] + "/")
+    page.goto(stacklens_up["base"] + "/jobs")
     expect(page.locator("#status-message")).to_contain_text("No jobs yet", timeout=20_000)
     expect(page.locator("#status-message")).to_contain_text("stacklens run -- mpirun")
     expect(page.locator("#job-details")).to_be_hidden()
@@ -130,7 +131,8 @@ def test_page_follows_a_running_job_live(stacklens_up, pg_url, browser_page, exa
     expect(row).to_contain_text("finished", timeout=90_000)
     expected = {(r, (r + 1) % RANKS): (iterations * (size + r), iterations) for r in range(RANKS)}
     expect(_grid_row_count(page, "card-matrix-pairs")).to_have_count(RANKS, timeout=90_000)
-    expect(row.locator("[col-id=bytes]")).to_have_text(str(sum(b for b, _ in expected.values())))
+    sent = sum(b for b, _ in expected.values())
+    expect(row.locator("[col-id=bytes]")).to_have_text(format_bytes(sent))  # exact on hover
     assert _matrix_rows(page) == expected
     expect(page.locator("#card-io-caption")).to_contain_text("No file I/O")  # stdout is no file
     expect(page.locator("#card-rma-caption")).to_have_text("No one-sided (RMA) calls in this job.")
@@ -192,7 +194,7 @@ def test_unreachable_api_is_reported_on_the_page(browser_page):
     app.mount("/", WSGIMiddleware(create_dash_app(dead, refresh_ms=500).server))
     with serving(app) as port:
         page, errors = browser_page
-        page.goto(f"http://127.0.0.1:{port}/")
+        page.goto(f"http://127.0.0.1:{port}/jobs")
         message = page.locator("#jobs-error")
         expect(message).to_contain_text("stacklens server unreachable", timeout=20_000)
         expect(message).to_contain_text(f"{dead}/api/overview")
@@ -214,14 +216,16 @@ def test_page_shows_the_job_its_matrix_operations_and_files(
     assert result.returncode == 0, result.stderr
 
     page, errors = browser_page
-    page.goto(stacklens_up["base"] + "/")
+    page.goto(stacklens_up["base"] + "/jobs")
 
     row = page.locator("#jobs-grid .ag-row", has_text=job)
     expect(row).to_have_count(1, timeout=20_000)
     expect(row).to_contain_text("finished")
     expect(row.locator("[col-id=ranks]")).to_have_text(f"{RANKS} / {RANKS}")
     p2p = expected_p2p(RANKS)
-    expect(row.locator("[col-id=bytes]")).to_have_text(str(sum(b for b, _ in p2p.values())))
+    expect(row.locator("[col-id=bytes]")).to_have_text(
+        format_bytes(sum(b for b, _ in p2p.values()))
+    )
 
     expect(page.locator("#shown-job")).to_contain_text(job, timeout=20_000)
     expect(page.locator("#job-details")).to_be_visible()

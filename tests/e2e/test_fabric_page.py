@@ -18,6 +18,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
+from presentation.formatting import format_utc_ns
 from stacklens import wire
 from stacklens.db import make_engine
 from stacklens_cli.site import create_site
@@ -142,7 +143,7 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
     write_small_fabric(pg_url)
     page, errors = browser_page
     page.goto(served + "/")
-    page.get_by_role("link", name="Fabric").click()
+    page.get_by_role("link", name="Fabric", exact=True).click()
     expect(page).to_have_url(served + "/fabric")
 
     summary = page.locator("#fabric-summary")
@@ -161,8 +162,8 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
     t2 = "2023-11-14 22:13:22 UTC"
     columns = ("link", "state", "utilisation", "a_to_b", "b_to_a", "errors", "xmit_wait")
     assert _settled(lambda: [[r[c] for c in columns] for r in _grid(page)]) == [
-        ["spine1[1] - leaf1[3]", "up", "50.0 %", "2000000000", "1000000000", "0", "0"],
-        ["host1[1] - leaf1[1]", "up", "10.0 %", "0", "400000000", "4 (some ?)", "77"],
+        ["spine1[1] - leaf1[3]", "up", "50.0 %", "1.86 GiB/s", "953.67 MiB/s", "0", "0"],
+        ["host1[1] - leaf1[1]", "up", "10.0 %", "0 B/s", "381.47 MiB/s", "4 (some ?)", "77"],
         ["host2[1] - leaf1[2]", "down", "?", "?", "?", "0 (some ?)", "?"],
     ]  # fmt: skip
     assert [r["sampled"] for r in _grid(page)][:2] == [t2, t2]
@@ -196,7 +197,7 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
     # The window of the sweeps (custom, in the URL): the grid and the events are over it,
     # exactly as the API answers for that window.
     page.goto(f"{served}/fabric?{WINDOW}")
-    expect(page.locator("#fabric-window-picker input[value=custom]")).to_be_checked()
+    expect(page.locator("#tr-preset input[value=custom]")).to_be_checked()  # the header's
     api = httpx.get(f"{served}/api/fabric/links?{WINDOW}&samples=false").json()
     expect(page.locator("#fabric-links-caption")).to_contain_text(
         "links 1–3 of 3, busiest first, from ", timeout=20_000
@@ -338,9 +339,11 @@ def test_playback_panel_and_the_view_in_the_url(pg_url, served, browser_page):  
     expect(summary).to_contain_text(_summary_of_step(step_at), timeout=20_000)
     expect(page.locator("#fabric-playback-shown")).to_contain_text("graph: replaying ")
     page.click("#fabric-live")
-    # (the replayed step's summary has the same busiest link: wait for the live one)
-    expect(summary).not_to_contain_text("replay of", timeout=20_000)
+    # back to the state over the whole window (a custom one: not the newest sweep)
+    whole = f"replay of {format_utc_ns(t0 * SECOND)[:-4]} – {format_utc_ns((t0 + 5) * SECOND)}"
+    expect(summary).to_contain_text(whole, timeout=20_000)
     expect(summary).to_contain_text("busiest link 50.0 %")
+    expect(page.locator("#fabric-playback-shown")).to_contain_text("graph: the whole window")
     # the location is written by its own callback, after the summary
     page.wait_for_function("() => !location.search.includes('at=')", timeout=20_000)
 

@@ -71,7 +71,7 @@ def test_a_shared_link_opens_the_job_over_its_window(served):
         assert _calls(page, "MPI_Allreduce") == RANKS * 5  # the five slow intervals
         expect(page.locator("#jv-heatmap .heatmaplayer")).to_have_count(1)
 
-        page.get_by_label("whole job").check()
+        page.locator("#tr-preset").get_by_text("All").click()  # the header's range: all
         expect(page).to_have_url(f"{served}/jobs/slow", timeout=20_000)
         expect(page.locator("#card-ops-table")).to_contain_text("MPI_Finalize", timeout=20_000)
         assert _calls(page, "MPI_Allreduce") == RANKS * (INTERVALS - 2)

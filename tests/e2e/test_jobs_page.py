@@ -146,7 +146,7 @@ def test_a_job_with_5000_files_shows_them_and_keeps_refreshing(collector, dashbo
     ]  # fmt: skip
     seed(collector, frames)
     page, errors = browser_page
-    page.goto(base + "/")
+    page.goto(base + "/jobs")
     caption = page.locator("#card-io-caption")
     expect(caption).to_contain_text("The 1,000 of 5,000 files", timeout=30_000)
     wait_updated(page)
@@ -168,7 +168,7 @@ def test_a_list_of_20000_jobs_pages_and_keeps_refreshing(collector, dashboard, b
     base, _ = dashboard
     seed(collector, [job_frame(f"job-{i:05d}", i) for i in range(20_000)])
     page, errors = browser_page
-    page.goto(base + "/")
+    page.goto(base + "/jobs")
     info = page.locator("#job-page-info")
     expect(info).to_have_text("jobs 1–100 of 20,000, newest first", timeout=60_000)
     wait_updated(page)
@@ -194,7 +194,7 @@ def test_a_search_finds_one_job_among_2000_and_its_url_opens_it(collector, dashb
     ]  # fmt: skip
     seed(collector, frames)
     page, errors = browser_page
-    page.goto(base + "/")
+    page.goto(base + "/jobs")
     expect(page.locator("#job-page-info")).to_contain_text("of 2,000", timeout=30_000)
     page.fill("#job-search", "--case 1234")
     expect(page.locator("#job-page-info")).to_have_text(
@@ -227,7 +227,7 @@ def test_a_slow_server_leaves_the_last_view_and_says_how_far_behind(
     base, proxy = dashboard
     seed(collector, [job_frame("steady", 0, ranks=2), job_frame("steady", 0, rank=1, ranks=2)])
     page, errors = browser_page
-    page.goto(base + "/")
+    page.goto(base + "/jobs")
     wait_updated(page)
     expect(page.locator("#jobs-grid .ag-row [col-id=job]")).to_have_text("steady")
     proxy.delay_s = 8
@@ -258,7 +258,7 @@ def test_a_server_error_shows_in_the_card_that_failed(collector, dashboard, brow
            "mount": b"/scratch", "fstype": b"lustre"}]  # fmt: skip
     seed(collector, [job_frame("broken", 0, io=io)])
     page, errors = browser_page
-    page.goto(base + "/")
+    page.goto(base + "/jobs")
     expect(page.locator("#card-io-caption")).to_contain_text("1 file", timeout=30_000)
     with hidden_table(pg_url, "io_deltas"):
         error = page.locator("#card-io-error")

@@ -50,6 +50,9 @@ def test_the_buttons_download_the_report_of_the_shown_view(served, pg_url, tmp_p
         )
         with page.expect_download(timeout=120_000) as download:
             pdf.click()
+            # While it builds, the page says so and counts (issue #29 point 3).
+            expect(page.locator(".report-progress")).to_contain_text("Building the Report (PDF)…")
+        expect(page.locator(".report-progress")).to_contain_text("Report (PDF): ready in ")
         path = tmp_path / "job.pdf"
         download.value.save_as(path)
         assert download.value.suggested_filename == "stacklens-job-slow.pdf"
@@ -59,10 +62,7 @@ def test_the_buttons_download_the_report_of_the_shown_view(served, pg_url, tmp_p
         assert "Job slow — all 1 run(s)" in words
         assert "Rank 2 arrives last at MPI_Allreduce" in words  # the late rank, named first
 
-        page.goto(f"{served}/fabric")
-        page.locator("#fabric-report-from").fill(str(T))
-        page.locator("#fabric-report-to").fill(str(T + 30))
-        page.locator("#fabric-report-to").press("Enter")
+        page.goto(f"{served}/fabric?from={T}&to={T + 30}")  # the report of the page's window
         html = page.locator("#fabric-report-html")
         expect(html).to_have_attribute(
             "href", f"/api/reports/window?from={T}&to={T + 30}&format=html", timeout=20_000

@@ -143,9 +143,12 @@ def test_links_grid_rows_say_unknown_and_the_page_they_are():
         "link": "h1[1] - leaf1[1]",
         "state": "up",
         "utilisation": "25.0 %",
-        "a_to_b": "1000000000",
-        "b_to_a": "0",
-        "capacity": "4000000000",
+        "a_to_b": "953.67 MiB/s",  # in units, exact on hover
+        "a_to_b_exact": "1000000000 bytes/s",
+        "b_to_a": "0 B/s",
+        "b_to_a_exact": "0 bytes/s",
+        "capacity": "3.73 GiB/s",
+        "capacity_exact": "4000000000 bytes/s",
         "errors": "3 (some ?)",  # rcv errors unknown, the others not in this load
         "error_detail": "Symbol errors: 3, Link error recovery: ?, Link downed: ?, "
         "Rcv errors: ?, Xmit discards: ?, VL15 dropped: ?",

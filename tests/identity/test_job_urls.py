@@ -200,7 +200,7 @@ def test_the_job_page_says_which_owners_or_shows_the_one_named(same_id, pg_serve
             shown = {(int(r["src"]), int(r["dst"])): int(r["bytes"])
                      for r in grid_rows(page, "card-matrix-pairs")}  # fmt: skip
             assert shown == {pair: sent for pair, (sent, _) in B_EXPECTED.items()}
-            page.goto(f"{base}/")
+            page.goto(f"{base}/jobs")
             row = page.locator("#jobs-grid .ag-row", has_text=a)
             expect(row).to_contain_text(JOB, timeout=90_000)
             row.locator("[col-id=command]").click()
