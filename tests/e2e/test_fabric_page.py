@@ -216,6 +216,9 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
         [t3, "open", "node_gone", "host2"],
     ]
 
+    page.goto(f"{served}/fabric")  # live again (a custom window shows its own state)
+    expect(summary).to_contain_text("3 links (1 down)", timeout=20_000)
+    _drawn(page, 3)
     relink_host2(pg_url)  # same drawing: the page patches the elements' data and classes
     expect(summary).to_contain_text("(2 switches, 2 HCAs, 0 gone) · 3 links (0 down)")
     graph = _graph(page)

@@ -66,7 +66,9 @@ def test_a_shared_link_opens_the_job_over_its_window(served):
             "MPI_Allreduce on communicator 7 (4 ranks): rank 2 arrives last (the least time "
             "inside: 250 ms, median 4.00 s); rank 0 waits longest (4.00 s)"
         )
-        expect(page.locator("#jv-heatmap .annotation-text")).to_have_text(["◀ late"])
+        expect(page.locator("#jv-heatmap .annotation-text")).to_have_text(
+            ["◀ late"], timeout=20_000
+        )
         expect(page.locator("#card-ops-table tbody tr")).to_have_count(1)
         assert _calls(page, "MPI_Allreduce") == RANKS * 5  # the five slow intervals
         expect(page.locator("#jv-heatmap .heatmaplayer")).to_have_count(1)

@@ -162,7 +162,7 @@ def test_the_overview_links_into_the_detail_pages(served):
         hottest = fabric.locator("li a").first
         expect(hottest).to_have_text("spine1[1] – leaf1[3]")
         hottest.click()
-        page.wait_for_url(re.compile(r".*/fabric\?focus=link-\d+$"))
+        page.wait_for_url(re.compile(r".*/fabric\?focus=link-\d+(&live=5m)?$"))
         expect(page.locator("#fabric-links-caption")).to_contain_text("links", timeout=30_000)
         assert said == []
 
