@@ -36,6 +36,9 @@ WIRE_DEF = CONTRACT_DIR / "stacklens_wire.def"
 #: The MPI function spec the wrappers are generated from (op ids are its entry order).
 MPI_SPEC = CONTRACT_DIR / "mpi_functions.spec"
 
+#: The libc file I/O function spec (call-site I/O function ids are its entry order).
+IO_SPEC = CONTRACT_DIR / "io_functions.spec"
+
 #: The X-macro file of the InfiniBand port counters (name, kind, widths, each source's field).
 PORT_COUNTERS_DEF = CONTRACT_DIR / "port_counters.def"
 

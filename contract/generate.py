@@ -390,6 +390,7 @@ def render_wrapper(entry: Entry, templates: Path, spec: Path, modes: Modes) -> s
     values["made"] = made_args(values)
     values["large"] = "1" if entry.name.endswith("_c") else "0"
     values["fortran"] = "0"
+    values["site"] = C_SITE
     values["new_request"] = new_request(roles.get("request"), "rc == MPI_SUCCESS", "*${p}")
     values.update(mode_values(entry, modes, values, where))
     body = template.substitute(values) + render_fortran(entry, templates, modes, where)
@@ -427,6 +428,7 @@ def render_fortran(entry: Entry, templates: Path, modes: Modes, where: str) -> s
     values["made"] = made_args(values)
     values["large"] = "0"
     values["fortran"] = "1"
+    values["site"] = "site"  # the entry point's return address, passed to the body
     values["new_request"] = new_request(
         values.get("arg_request"), "*ierr == MPI_SUCCESS", "PMPI_Request_f2c(*${p})"
     )
@@ -449,6 +451,11 @@ IO_ENTRY_RE = re.compile(
 )
 VARIADIC = "..."
 DIRECT_LINE = Template('    "${name}",')
+IOFN_LINE = Template("    SL_IOFN_${name} = ${index},")
+#: I/O classes of the stdio layer (layer 2); the others are POSIX (layer 1).
+STDIO_CLASSES = frozenset({"fopen", "fclose", "frw", "fmeta"})
+#: The call site a wrapper records: its own return address, the user's call instruction.
+C_SITE = "__builtin_return_address(0)"
 
 
 @dataclass(frozen=True)
@@ -540,6 +547,7 @@ def render_io_wrapper(entry: IoEntry, templates: Path, spec: Path) -> str:
         raise SpecError(f"{where}: the direct path passes at most four arguments")
     return template.substitute(
         name=entry.name,
+        site=C_SITE,
         ret=entry.ret,
         params=", ".join(params) or "void",
         args=", ".join(a.name for a in entry.args),
@@ -565,6 +573,11 @@ def generate_io(spec: Path, templates: Path, out: Path) -> None:
         spec=shown_spec,
         direct_count=len(direct),
         direct_lines="\n".join(DIRECT_LINE.substitute(name=e.name) for e in direct),
+        iofn_lines="\n".join(
+            IOFN_LINE.substitute(name=e.name, index=i) for i, e in enumerate(entries)
+        ),
+        iofn_count=len(entries),
+        iofn_layers=", ".join("2" if e.cls in STDIO_CLASSES else "1" for e in entries),
     )
     out.mkdir(parents=True, exist_ok=True)
     write_atomically(out / "sl_io_wrappers.h", wrappers_h)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from contract import MPI_SPEC, generate
+from contract import IO_SPEC, MPI_SPEC, generate
 from stacklens.constants import CATEGORIES, MPI_CATEGORIES
 
 # The traffic categories, their labels and subsets are declared once, in
@@ -85,6 +85,13 @@ def _entries() -> tuple:
 def op_names() -> tuple[str, ...]:
     """MPI function names indexed by op id."""
     return tuple(entry.name for entry in _entries())
+
+
+@cache
+def io_function_names() -> tuple[str, ...]:
+    """Wrapped libc I/O function names indexed by their call-site id (wire callsite.op_id
+    at layers 1 and 2): the entries of contract/io_functions.spec in order."""
+    return tuple(entry.name for entry in generate.parse_io_spec(IO_SPEC))
 
 
 def op_name(op_id: int) -> str:

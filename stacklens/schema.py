@@ -332,6 +332,27 @@ class CommP2PDelta(_RankInterval, Base):
     time_ns: Mapped[int] = mapped_column(BigInteger, doc="inside blocking calls and posts")
 
 
+class CallsiteDelta(_RankInterval, Base):
+    """Calls, bytes and time of one rank at one call site per layer, op, communicator and
+    size bucket during one interval (view; wire table callsite). The site's frames are in
+    callsite_paths (site_id is the rank's own numbering)."""
+
+    __tablename__ = "callsite_deltas"
+    __table_args__ = VIEW
+    __mapper_args__ = _identity("site_id", "layer", "op_id", "comm_id", "bucket")
+
+    site_id: Mapped[int] = mapped_column(BigInteger, doc="per rank; 2^32-1 = overflow site")
+    layer: Mapped[int] = mapped_column(SmallInteger, doc="0 = MPI, 1 = POSIX, 2 = stdio")
+    op_id: Mapped[int] = mapped_column(
+        SmallInteger, doc="mpi_ops.id (layer 0), else the io_functions.spec index"
+    )
+    comm_id: Mapped[int] = mapped_column(BigInteger, doc="coll's comm_id; 2^32-1 = none")
+    bucket: Mapped[int] = mapped_column(SmallInteger, doc="log2 size bucket, as op_hist")
+    calls: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    time_ns: Mapped[int] = mapped_column(BigInteger)
+
+
 def _array_storage(view: type[Base], name: str, table: str) -> Any:
     """The array-layout table behind a read view: the view's record columns as arrays of
     their types, after the same interval columns; one row per frame."""
@@ -358,6 +379,7 @@ CollFrames = _array_storage(CollDelta, "CollFrames", "coll_frames")
 RmaFrames = _array_storage(RmaDelta, "RmaFrames", "rma_frames")
 MonitoredFrames = _array_storage(MonitoredDelta, "MonitoredFrames", "monitored_frames")
 CommP2PFrames = _array_storage(CommP2PDelta, "CommP2PFrames", "comm_p2p_frames")
+CallsiteFrames = _array_storage(CallsiteDelta, "CallsiteFrames", "callsite_frames")
 
 
 class OwnerStorage(Base):
@@ -955,5 +977,29 @@ CommMade = _model(
         "grid": mapped_column(Text, nullable=False, doc='e.g. "4x8"; empty if none'),
         "site_module": mapped_column(Text, nullable=False),
         "name": mapped_column(Text, nullable=False, doc="MPI_Comm_set_name's; empty if none"),
+    },
+)
+
+
+CallsitePath = _model(
+    "CallsitePath",
+    (_RankInterval, Base),
+    "One frame of one rank's call site (wire table callsite_frame): the module, its GNU "
+    "build-id and the return address's offset site_offset (an ELF virtual address of the module: "
+    "resolve site_offset - 1). Sent once per site; a resent frame may repeat it with the same "
+    "values.",
+    {
+        "__tablename__": "callsite_paths",
+        "__table_args__": (
+            Index("ix_callsite_paths_job_time", "job_id", "t_end_ns"),
+            PARTITIONED_BY_DAY,
+        ),
+        "__mapper_args__": _identity("site_id", "frame"),
+        "site_id": mapped_column(BigInteger, nullable=False),
+        "frame": mapped_column(SmallInteger, nullable=False, doc="0 = the caller of the call"),
+        "depth": mapped_column(SmallInteger, nullable=False, doc="frames of the site"),
+        "site_offset": mapped_column(BigInteger, nullable=False, doc="0 = unknown"),
+        "build_id": mapped_column(Text, nullable=False, doc="hex; empty if none"),
+        "module": mapped_column(Text, nullable=False, doc="empty if unknown"),
     },
 )

@@ -457,6 +457,20 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
             or (comm["comm_id"] == BOUNDS["overflow_comm"]).any()
         ):
             reject("communicator description out of range")
+    if (cs := tables.get("callsite")) is not None and len(cs):
+        if int(cs["layer"].max()) > BOUNDS["max_site_layer"]:
+            reject("unknown call-site layer")
+        if int(cs["bucket"].max()) > BOUNDS["max_bucket"]:
+            reject("call-site size bucket out of range")
+    if (cf := tables.get("callsite_frame")) is not None and len(cf):
+        depth = cf["depth"]
+        if (
+            int(depth.min()) < 1
+            or int(depth.max()) > BOUNDS["max_site_depth"]
+            or (cf["frame"] >= depth).any()
+            or (cf["site_id"] == BOUNDS["overflow_site"]).any()
+        ):
+            reject("call-site frame out of range")
     if (cp := tables.get("comm_p2p")) is not None and len(cp):
         # a peer in the world, or no peer in (only) an op's overflow record
         overflow = cp["comm_id"] == BOUNDS["overflow_comm"]

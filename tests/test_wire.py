@@ -28,6 +28,8 @@ def test_layout_matches_the_c_structs():
         "monitored": 24,
         "comm": 272,
         "comm_p2p": 40,
+        "callsite": 48,
+        "callsite_frame": 328,
     }
     assert wire.Status.COMMITTED == 0 and wire.Status.BAD_TOKEN == 4
 

@@ -313,6 +313,20 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
         if (FIELD32(r, comm_p2p, received) > 1)
             return fail(err, SL_STATUS_out_of_range, "communicator message direction unknown");
     }
+    OP_ID_OK(callsite)
+    EACH(callsite) {
+        if (FIELD32(r, callsite, layer) > SL_BOUND_max_site_layer)
+            return fail(err, SL_STATUS_out_of_range, "unknown call-site layer");
+        if (FIELD32(r, callsite, bucket) > SL_BOUND_max_bucket)
+            return fail(err, SL_STATUS_out_of_range, "call-site size bucket out of range");
+    }
+    EACH(callsite_frame) {
+        uint32_t depth = FIELD32(r, callsite_frame, depth);
+        if (depth < 1 || depth > SL_BOUND_max_site_depth
+            || FIELD32(r, callsite_frame, frame) >= depth
+            || FIELD32(r, callsite_frame, site_id) == SL_BOUND_overflow_site)
+            return fail(err, SL_STATUS_out_of_range, "call-site frame out of range");
+    }
     EACH(io) {
         uint32_t layer = FIELD32(r, io, layer);
         if (layer < 1 || layer > SL_BOUND_max_io_layer)

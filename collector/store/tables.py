@@ -36,6 +36,9 @@ from stacklens import wire
 from stacklens.schema import (
     RANK_INTERVAL,
     Base,
+    CallsiteDelta,
+    CallsiteFrames,
+    CallsitePath,
     CollDelta,
     CollFrames,
     CommMade,
@@ -154,6 +157,13 @@ DELTA_TABLES: tuple[DeltaTable, ...] = (
         CommP2PDelta.__tablename__,
         keys=("comm_id", "op_id", "peer", "received"),
     ),
+    _stored(
+        "callsite",
+        CallsiteFrames,
+        CallsiteDelta.__tablename__,
+        keys=("site_id", "layer", "op_id", "comm_id", "bucket"),
+    ),
+    _stored("callsite_frame", CallsitePath),  # one row per record (texts: build-id, module)
     # every frame of a monitoring rank has a row, empty or not (absent = not monitored)
     _stored(
         "monitored", MonitoredFrames, MonitoredDelta.__tablename__, keys=("peer",), empty_rows=True

@@ -56,6 +56,9 @@
 #define SL_DEFAULT_MAX_KEYS      1024u
 #define SL_MIN_MAX_KEYS          16u
 #define SL_MAX_MAX_KEYS          1048576u
+#define SL_DEFAULT_SITE_DEPTH    1u
+#define SL_DEFAULT_MAX_SITES     256u
+#define SL_MAX_MAX_SITES         65536u
 #define SL_DEFAULT_SPOOL_MB      256u
 #define SL_DEFAULT_NODE_SPOOL_MB 1024u
 #define SL_MAX_SPOOL_MB          1048576u
@@ -261,6 +264,8 @@ void sl_config_load(sl_config *cfg)
     cfg->finalize_timeout_ms = SL_DEFAULT_FIN_TIMEOUT;
 
     cfg->max_keys = SL_DEFAULT_MAX_KEYS;
+    cfg->callsite_depth = SL_DEFAULT_SITE_DEPTH;
+    cfg->max_callsites = SL_DEFAULT_MAX_SITES;
     cfg->spool_max_mb = SL_DEFAULT_SPOOL_MB;
     cfg->spool_node_max_mb = SL_DEFAULT_NODE_SPOOL_MB;
     const char *tmp = getenv("TMPDIR");
@@ -301,6 +306,8 @@ void sl_config_load(sl_config *cfg)
                 v, SL_MAX_FIN_TIMEOUT, SL_DEFAULT_FIN_TIMEOUT);
 
     load_uint(SL_SET_MAX_KEYS, SL_MIN_MAX_KEYS, SL_MAX_MAX_KEYS, &cfg->max_keys);
+    load_uint(SL_SET_CALLSITE_DEPTH, 0, SL_BOUND_max_site_depth, &cfg->callsite_depth);
+    load_uint(SL_SET_MAX_CALLSITES, 1, SL_MAX_MAX_SITES, &cfg->max_callsites);
     load_uint(SL_SET_SPOOL_MAX_MB, 1, SL_MAX_SPOOL_MB, &cfg->spool_max_mb);
     load_uint(SL_SET_SPOOL_NODE_MAX_MB, 1, SL_MAX_SPOOL_MB, &cfg->spool_node_max_mb);
     v = sl_env(SL_SET_SPOOL_DIR);

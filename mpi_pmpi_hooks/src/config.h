@@ -39,6 +39,8 @@ typedef struct sl_config {
     int disable_io[SL_IO_LAYER_END]; /* [layer]: ... lists the layer's name (SL_IO_LAYER) */
     int disable_processes;         /* ... "processes": no profiling without MPI */
     unsigned max_keys;             /* STACKLENS_MAX_KEYS: files, communicators, coll keys */
+    unsigned callsite_depth;       /* STACKLENS_CALLSITE_DEPTH: 0 = off, 1 .. 8 frames */
+    unsigned max_callsites;        /* STACKLENS_MAX_CALLSITES: call-site paths per rank */
     char spool_dir[512];           /* STACKLENS_SPOOL_DIR, "" = no spool */
     unsigned spool_max_mb;         /* STACKLENS_SPOOL_MAX_MB: spool size cap per process */
     unsigned spool_node_max_mb;    /* STACKLENS_SPOOL_NODE_MAX_MB: cap of the directory */

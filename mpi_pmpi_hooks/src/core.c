@@ -51,6 +51,7 @@ static void block_release(void *p)
     sl_tls_io = NULL;
     sl_tls_peers = NULL;
     sl_tls_block = 0;
+    sl_site_release();
     __atomic_store_n(&((sl_thread_block *)p)->owned, 0, __ATOMIC_RELEASE);
 }
 
@@ -88,6 +89,7 @@ sl_call_counters *sl_thread_claim(void)
             break;
         }
         io = sl_io_block_rows(i); /* before the block counts as used: readers see its rows */
+        sl_site_claim(i);
         unsigned used = __atomic_load_n(&blocks_used, __ATOMIC_RELAXED);
         while (used < i + 1
                && !__atomic_compare_exchange_n(&blocks_used, &used, i + 1, 1,
@@ -299,9 +301,10 @@ uint64_t sl_count_rma(MPI_Win win, int rank, int rma_slot, uint64_t bytes)
 /* Adds one collective call under (comm id, op, root world rank, size); a
  * communicator without a cached record (beyond STACKLENS_MAX_KEYS) folds into
  * the op's overflow entry. */
-void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t ticks)
+uint32_t sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t ticks)
 {
     const sl_handle_rec *rec = sl_comm_rec(comm);
+    uint32_t comm_id = (uint32_t)SL_BOUND_no_comm;
     unsigned i;
     if (rec != NULL) {
         sl_coll_key key = { .comm_id = rec->comm_id, .op = (uint32_t)op,
@@ -312,6 +315,7 @@ void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t tic
         _Static_assert(sizeof key == sizeof w, "a coll key is two words");
         memcpy(w, &key, sizeof w);
         i = sl_keytab_get(&sl_coll, &key, sl_hash_words2(w[0], w[1]), (unsigned)op);
+        comm_id = rec->comm_id;
     } else {
         sl_key_dropped();
         i = sl_keytab_overflow(&sl_coll, (unsigned)op);
@@ -319,6 +323,7 @@ void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t tic
     sl_keytab_add(&sl_coll, i, SL_COLL_CALLS, 1);
     sl_keytab_add(&sl_coll, i, SL_COLL_BYTES, bytes);
     sl_keytab_add(&sl_coll, i, SL_COLL_TIME, ticks);
+    return comm_id;
 }
 
 /* Number of ranks of comm (the remote group of an intercommunicator). */

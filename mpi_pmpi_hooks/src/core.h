@@ -34,6 +34,7 @@
 #include <mpi.h>
 #include <stdint.h>
 
+#include "callsite.h"
 #include "family.h"
 #include "sl_ops.h"
 #include "stacklens_wire.h"
@@ -125,22 +126,29 @@ static SL_HOT void sl_own_add(uint64_t *c, uint64_t n)
     __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
-/* One wrapped call in progress: its start and end in ticks (util.h). */
+/* One wrapped call in progress: its start and end in ticks (util.h), its call site
+ * (the wrapper's return address) and, for a collective, its communicator id
+ * (SL_BOUND_no_comm otherwise). */
 typedef struct sl_call {
     uint64_t t0, t1;
+    const void *site;
+    uint32_t comm;
 } sl_call;
 
 /*
  * Starts counting a call. Returns 1 if the call is to be counted (stacklens
  * is running and this thread is not already inside a wrapper); the caller
  * must then call sl_mark_end() after the PMPI call and sl_leave() at the end.
- * Returns 0 if the wrapper must simply forward to PMPI.
+ * Returns 0 if the wrapper must simply forward to PMPI. site is the call site:
+ * the wrapper's __builtin_return_address(0) (a Fortran entry point's, passed on).
  */
-static SL_HOT int sl_enter(sl_call *call)
+static SL_HOT int sl_enter(sl_call *call, const void *site)
 {
     if (sl_tls_in_call || !__atomic_load_n(&sl_core.ready, __ATOMIC_ACQUIRE))
         return 0;
     sl_tls_in_call = 1;
+    call->site = site;
+    call->comm = (uint32_t)SL_BOUND_no_comm;
     call->t0 = sl_ticks();
     return 1;
 }
@@ -180,6 +188,32 @@ static SL_HOT unsigned sl_hist_bucket(uint64_t bytes)
     return bytes == 0 ? 0u : 64u - (unsigned)__builtin_clzll(bytes);
 }
 
+/* Counts one call of op (of layer: SL_SITE_MPI, or an I/O layer with an I/O function
+ * index) at call site pc on communicator comm (no_comm) with its bytes and ticks in the
+ * call-site table (callsite.h): at depth 1 a hit in this thread's cache is three plain
+ * adds. */
+static SL_HOT void sl_site_count(const void *pc, unsigned layer, unsigned op, uint32_t comm,
+                                 uint64_t bytes, uint64_t ticks)
+{
+    unsigned depth = sl_site_depth;
+    if (__builtin_expect(depth == 0, 0))
+        return;
+    unsigned bucket = sl_hist_bucket(bytes);
+    sl_site_slot *cache = sl_tls_site_cache;
+    if (__builtin_expect(depth == 1 && cache != NULL, 1)) {
+        uint64_t tag = sl_site_tag(layer, op, comm, bucket);
+        sl_site_slot *s = &cache[sl_site_slot_of(pc, tag)];
+        if (__builtin_expect(s->pc == pc && s->tag == tag, 1)) {
+            uint64_t *row = s->row;
+            sl_own_add(&row[SL_SITE_CALLS], 1);
+            sl_own_add(&row[SL_SITE_BYTES], bytes);
+            sl_own_add(&row[SL_SITE_TICKS], ticks);
+            return;
+        }
+    }
+    sl_site_count_slow(pc, layer, op, comm, bucket, bytes, ticks);
+}
+
 /* Adds one call of op with its bytes and time to t (from sl_my_calls), and one
  * message of bytes to its size histogram if sized: one test of whose counters
  * t are for all of them. */
@@ -189,6 +223,7 @@ static SL_HOT void sl_calls_count(sl_call_counters *t, const sl_call *call, int 
     sl_op_counters *c = &t->ops[op];
     uint64_t *h = &t->hist[op][sl_hist_bucket(bytes)];
     uint64_t ticks = sl_call_ticks(call);
+    sl_site_count(call->site, SL_SITE_MPI, (unsigned)op, call->comm, bytes, ticks);
     if (__builtin_expect(t != &sl_core.calls, 1)) {
         sl_own_add(&c->calls, 1);
         sl_own_add(&c->bytes, bytes);
@@ -401,9 +436,11 @@ uint64_t sl_count_rma(MPI_Win win, int rank, int rma_slot, uint64_t bytes);
 /*
  * Counts one collective call of op on comm: root is the root's rank in comm
  * (or -1 when the op has none), bytes what this rank handed to it, ticks
- * the time inside. Per (communicator id, op, root) in the coll table.
+ * the time inside. Per (communicator id, op, root) in the coll table. Returns
+ * the communicator's id (SL_BOUND_no_comm if it has none: its call site then
+ * keeps no communicator).
  */
-void sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t ticks);
+uint32_t sl_count_coll(MPI_Comm comm, int op, int root, uint64_t bytes, uint64_t ticks);
 
 /* Ranks of comm (the remote group of an intercommunicator), its topology's
  * out-degree, and whether this process is root of comm (root may be MPI_ROOT). */

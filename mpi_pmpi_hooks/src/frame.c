@@ -9,9 +9,12 @@
  */
 #include "frame.h"
 
+#include "callsite.h"
+
 #include <stdlib.h>
 #include <string.h>
 
+#include "callsite.h"
 #include "coll.h"
 #include "family.h"
 #include "ibport.h"
@@ -39,6 +42,9 @@ static size_t max_frame_size(int world_size)
                  + SL_SECTION_HEADER_SIZE + (size_t)sl_family_capacity() * sizeof(sl_rec_comm)
                  + SL_SECTION_HEADER_SIZE
                  + sl_keytab_entries(&sl_comm_p2p) * sizeof(sl_rec_comm_p2p)
+                 + SL_SECTION_HEADER_SIZE + sl_keytab_entries(&sl_sites) * sizeof(sl_rec_callsite)
+                 + SL_SECTION_HEADER_SIZE + (size_t)sl_keytab_entries(&sl_site_paths)
+                   * SL_BOUND_max_site_depth * sizeof(sl_rec_callsite_frame)
                  + (size_t)world_size * sizeof(sl_rec_monitored) + SL_TAIL_SIZE;
     return sizeof(sl_frame_header) + (all < SL_BOUND_max_body_bytes ? all
                                                                       : SL_BOUND_max_body_bytes);
@@ -59,12 +65,13 @@ int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char
     b->last_comm_p2p = calloc(sl_keytab_entries(&sl_comm_p2p) * SL_CP2P_NVALS + 1,
                               sizeof *b->last_comm_p2p);
     b->comm_seen = calloc((size_t)sl_family_capacity() + 1, sizeof *b->comm_seen);
+    b->last_site = calloc(sl_keytab_entries(&sl_sites) * SL_SITE_NVALS + 1, sizeof *b->last_site);
     if (sl_monitored_active())
         b->last_monitored = calloc((size_t)sl_core.world_size, sizeof *b->last_monitored);
     b->scratch = malloc(b->scratch_size);
     if ((sl_monitored_active() && b->last_monitored == NULL) || b->last_peer == NULL || b->last_hist == NULL || b->last_rma == NULL
         || b->last_coll == NULL || b->last_io == NULL || b->last_comm_p2p == NULL
-        || b->comm_seen == NULL || b->scratch == NULL) {
+        || b->comm_seen == NULL || b->last_site == NULL || b->scratch == NULL) {
         sl_frame_builder_fini(b);
         return -1;
     }
@@ -82,6 +89,7 @@ void sl_frame_builder_fini(sl_frame_builder *b)
     free(b->last_io);
     free(b->last_comm_p2p);
     free(b->comm_seen);
+    free(b->last_site);
     free(b->last_monitored);
     free(b->scratch);
     b->last_monitored = NULL;
@@ -92,6 +100,7 @@ void sl_frame_builder_fini(sl_frame_builder *b)
     b->last_io = NULL;
     b->last_comm_p2p = NULL;
     b->comm_seen = NULL;
+    b->last_site = NULL;
     b->scratch = NULL;
 }
 
@@ -355,6 +364,58 @@ static size_t put_comm_p2p(sl_frame_builder *b, size_t pos, double ratio)
     return section_close(b, &sec, SL_TABLE_comm_p2p, sizeof(sl_rec_comm_p2p));
 }
 
+/* Appends the callsite records (site, layer, op, communicator, bucket) with non-zero
+ * deltas. */
+static size_t put_callsite(sl_frame_builder *b, size_t pos, double ratio)
+{
+    if (sl_sites.entries == NULL)
+        return pos;
+    sl_section sec = section_open(pos);
+    unsigned n = sl_keytab_count(&sl_sites);
+    size_t total = sl_keytab_entries(&sl_sites);
+    for (unsigned i = sl_keytab_next(&sl_sites, ~0u, n); i < total;
+         i = sl_keytab_next(&sl_sites, i, n)) {
+        const sl_site_key *k = sl_keytab_key(&sl_sites, i);
+        uint64_t now[SL_SITE_NVALS], d[SL_SITE_NVALS];
+        uint64_t *last = &b->last_site[i * SL_SITE_NVALS];
+        sl_site_load(i, now);
+        for (int f = 0; f < SL_SITE_NVALS; f++)
+            d[f] = now[f] - last[f];
+        if ((d[SL_SITE_CALLS] | d[SL_SITE_BYTES] | d[SL_SITE_TICKS]) == 0)
+            continue;
+        sl_rec_callsite r = {
+            .site_id = k->site_id, .layer = k->layer, .op_id = k->op, .comm_id = k->comm_id,
+            .bucket = k->bucket, .calls = d[SL_SITE_CALLS], .bytes = d[SL_SITE_BYTES],
+            .time_ns = sl_ticks_to_ns(d[SL_SITE_TICKS], ratio),
+        };
+        if (section_add(b, &sec, &r, sizeof r))
+            memcpy(last, now, sizeof now);
+    }
+    return section_close(b, &sec, SL_TABLE_callsite, sizeof(sl_rec_callsite));
+}
+
+/* Appends the frames of the call-site paths new since the last frame (a path's frames
+ * all in one frame; those without room wait for the next). */
+static size_t put_callsite_frames(sl_frame_builder *b, size_t pos)
+{
+    if (sl_site_paths.entries == NULL)
+        return pos;
+    sl_section sec = section_open(pos);
+    unsigned n = sl_keytab_count(&sl_site_paths);
+    while (b->sites_described < n) {
+        sl_rec_callsite_frame recs[SL_BOUND_max_site_depth];
+        unsigned depth = sl_site_describe(b->sites_described, recs);
+        if (sec.pos + depth * sizeof recs[0] > b->scratch_size - SL_TAIL_SIZE) {
+            b->full = 1;
+            break;
+        }
+        for (unsigned f = 0; f < depth; f++)
+            section_add(b, &sec, &recs[f], sizeof recs[f]);
+        b->sites_described++;
+    }
+    return section_close(b, &sec, SL_TABLE_callsite_frame, sizeof(sl_rec_callsite_frame));
+}
+
 /*
  * Appends the monitored section when the MPI monitors its traffic (monitored.h): the
  * peers whose counters moved, and the section even without records ("monitored,
@@ -438,6 +499,8 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t 
     pos = put_io(b, pos, ratio);
     pos = put_comm(b, pos);
     pos = put_comm_p2p(b, pos, ratio);
+    pos = put_callsite(b, pos, ratio);
+    pos = put_callsite_frames(b, pos);
     pos = put_monitored(b, pos);
     pos += sl_ibport_put(b->scratch + pos); /* reads sysfs: sender thread only */
     pos = put_health(b, pos);

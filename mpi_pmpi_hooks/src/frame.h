@@ -28,6 +28,8 @@ typedef struct sl_frame_builder {
     uint64_t *last_io;               /* io entries x SL_IO_NVALS */
     uint64_t *last_comm_p2p;         /* comm_p2p entries x SL_CP2P_NVALS (family.h) */
     uint32_t *comm_seen;             /* revision of each communicator description sent */
+    uint64_t *last_site;             /* callsite entries x SL_SITE_NVALS (callsite.h) */
+    unsigned sites_described;        /* call-site paths [0, n) had their frames sent */
     sl_monitored_sent *last_monitored; /* world_size entries; NULL: traffic not monitored */
     uint64_t last_health[3];         /* keys_dropped, frames_dropped, frames_spooled */
     const uint64_t *frames_dropped;  /* the sender's counters, read at each frame */
@@ -52,7 +54,7 @@ void sl_frame_builder_fini(sl_frame_builder *b);
 /*
  * Builds the next frame of type frame_type (an SL_FRAME_* of stacklens_wire.h):
  * header, the rank_info section if this is seq 0, then the p2p, op, hist,
- * coll, rma, io, comm, comm_p2p (family.h), monitored (monitored.h: in every frame when monitored, even empty),
+ * coll, rma, io, comm, comm_p2p (family.h), callsite and callsite_frame (callsite.h), monitored (monitored.h: in every frame when monitored, even empty),
  * hca (ibport.h) and health records whose deltas are not all zero, and for SL_FRAME_aborted the abort record of errorcode. A body stays
  * within SL_BOUND_max_body_bytes: records that do not fit keep their deltas
  * for the next frame, *more is set, and the frame is then of type interval

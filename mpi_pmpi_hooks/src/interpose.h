@@ -111,18 +111,29 @@ static SL_HOT long sl_direct_call(long nr, long a, long b, long c, long d)
 #endif
 }
 
-/* Counts a read or write of rc bytes on entry e (if >= 0) that started at t0. */
-static SL_HOT void sl_rw_done(int e, int write, ssize_t rc, uint64_t t0)
+/* Counts a read or write of rc bytes on entry e (if >= 0) that started at t0, and the
+ * call at its call site (site: the wrapper's return address) as I/O function fn of
+ * layer. */
+static SL_HOT void sl_rw_done(int e, int write, ssize_t rc, uint64_t t0, unsigned layer,
+                              unsigned fn, const void *site)
 {
-    if (e >= 0)
-        sl_io_rw(e, write, rc > 0 ? (uint64_t)rc : 0, sl_ticks_between(t0, sl_ticks()));
+    if (e < 0)
+        return;
+    uint64_t bytes = rc > 0 ? (uint64_t)rc : 0, ticks = sl_ticks_between(t0, sl_ticks());
+    sl_io_rw(e, write, bytes, ticks);
+    sl_site_count(site, layer, fn, (uint32_t)SL_BOUND_no_comm, bytes, ticks);
 }
 
-/* Counts meta time of a call on entry e (if >= 0) that started at t0. */
-static SL_HOT void sl_meta_done(int e, uint64_t t0)
+/* Counts meta time of a call on entry e (if >= 0) that started at t0, and its call
+ * site as for sl_rw_done. */
+static SL_HOT void sl_meta_done(int e, uint64_t t0, unsigned layer, unsigned fn,
+                                const void *site)
 {
-    if (e >= 0)
-        sl_io_meta(e, sl_ticks_between(t0, sl_ticks()));
+    if (e < 0)
+        return;
+    uint64_t ticks = sl_ticks_between(t0, sl_ticks());
+    sl_io_meta(e, ticks);
+    sl_site_count(site, layer, fn, (uint32_t)SL_BOUND_no_comm, 0, ticks);
 }
 
 /* The descriptor fcntl(fd, cmd, ...) returned (rc) is a copy of fd (F_DUPFD*). */

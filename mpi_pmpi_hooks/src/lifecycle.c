@@ -82,6 +82,8 @@ __attribute__((constructor)) static void sl_at_load(void)
         sl_config_load(&config);
         if (sl_io_init(config.max_keys, config.disable_io, launched_by_mpi()) != 0)
             sl_warn("no memory for the I/O table; file-system I/O is not counted");
+        if (sl_site_init(config.callsite_depth, config.max_callsites) != 0)
+            sl_warn("no memory for the call-site tables; call sites are not kept");
         pthread_atfork(NULL, NULL, forked_child);
     }
     errno = saved;
@@ -145,13 +147,15 @@ static void disarm_term_signals(void)
 }
 
 /* Starts timing PMPI_Init* with the thread marked inside MPI. */
-int sl_init_begin(sl_call *call)
+int sl_init_begin(sl_call *call, const void *site)
 {
     if (sl_tls_in_call)
         return 0;
     sl_tls_in_call = 1; /* calls and I/O of the MPI library's own init are not counted */
     if (!launcher && !config.disable_mpi)
         sl_monitored_prepare(); /* Open MPI reads its monitoring switch inside PMPI_Init */
+    call->site = site;
+    call->comm = (uint32_t)SL_BOUND_no_comm;
     call->t0 = sl_ticks();
     return 1;
 }
@@ -187,6 +191,7 @@ static int start_mpi(sl_call *call, int op, int rc, MPI_Comm world)
     pthread_mutex_unlock(&pending_lock);
     sl_core.calls.ops[op].calls += 1;
     sl_core.calls.ops[op].ticks += sl_call_ticks(call);
+    sl_site_count(call->site, SL_SITE_MPI, (unsigned)op, call->comm, 0, sl_call_ticks(call));
     if (sl_sender_start(&config, &identity) != 0) {
         sl_requests_fini();
         sl_core_fini();
@@ -259,12 +264,12 @@ static void stop_and_free(void)
 }
 
 /* MPI_Finalize: counts the call, final frame, sender stop, tables freed. */
-int sl_finalize_begin(int op)
+int sl_finalize_begin(int op, const void *site)
 {
     sl_call call;
     if (sl_tls_in_call)
         return 0;
-    if (sl_enter(&call)) {
+    if (sl_enter(&call, site)) {
         sl_mark_end(&call);
         sl_leave(&call, op, 0);
         sl_tls_in_call = 1;
@@ -286,11 +291,13 @@ void sl_finalize_end(int outer)
 }
 
 /* Times a session wrapper's call (sl_session_end counts it). Returns 0 if nested. */
-int sl_session_begin(sl_call *call)
+int sl_session_begin(sl_call *call, const void *site)
 {
     if (sl_tls_in_call)
         return 0;
     sl_tls_in_call = 1;
+    call->site = site;
+    call->comm = (uint32_t)SL_BOUND_no_comm;
     call->t0 = sl_ticks();
     return 1;
 }
@@ -299,6 +306,7 @@ int sl_session_begin(sl_call *call)
 static void count_session_call(sl_call *call, int op)
 {
     uint64_t ticks = sl_call_ticks(call);
+    sl_site_count(call->site, SL_SITE_MPI, (unsigned)op, call->comm, 0, ticks);
     pthread_mutex_lock(&pending_lock);
     if (__atomic_load_n(&sl_core.ready, __ATOMIC_ACQUIRE)) {
         __atomic_fetch_add(&sl_core.calls.ops[op].calls, 1, __ATOMIC_RELAXED);
@@ -345,10 +353,10 @@ void sl_session_comm_end(sl_call *call, int op, int rc, MPI_Comm newcomm)
 
 /* MPI_Session_finalize: counts the call; the last open session ends counting (final
  * frame, tables freed) when a session started it or MPI_Finalize came before. */
-int sl_session_finalize_begin(int op)
+int sl_session_finalize_begin(int op, const void *site)
 {
     sl_call call;
-    if (!sl_session_begin(&call))
+    if (!sl_session_begin(&call, site))
         return 0;
     sl_mark_end(&call);
     count_session_call(&call, op);
@@ -361,10 +369,10 @@ int sl_session_finalize_begin(int op)
 /* MPI_Abort: counts the call, then the final frame of type aborted with the
  * error code, delivered (bounded) before PMPI_Abort ends the job. Nothing is
  * freed: the process is about to end, other threads may be in wrappers. */
-void sl_abort_begin(int op, int errorcode)
+void sl_abort_begin(int op, int errorcode, const void *site)
 {
     sl_call call;
-    if (!sl_enter(&call))
+    if (!sl_enter(&call, site))
         return;
     sl_mark_end(&call);
     sl_leave(&call, op, 0);

@@ -32,7 +32,7 @@
 
 /* Before PMPI_Init*: marks the thread inside MPI and starts timing. Returns
  * 0 if this is a nested call (Fortran MPI_Init calling the C one). */
-int sl_init_begin(sl_call *call);
+int sl_init_begin(sl_call *call, const void *site);
 
 /*
  * After PMPI_Init* returned rc: unless disabled or failed, sets up identity
@@ -45,7 +45,7 @@ void sl_init_end(sl_call *call, int op, int rc);
 /* Before PMPI_Finalize: counts the call as op, sends the final frame, waits
  * for the sender (bounded by STACKLENS_FINALIZE_TIMEOUT_MS) and marks the
  * thread inside MPI. Returns 0 for a nested call. */
-int sl_finalize_begin(int op);
+int sl_finalize_begin(int op, const void *site);
 
 /* After PMPI_Finalize: the thread is outside MPI again (if outer). */
 void sl_finalize_end(int outer);
@@ -58,15 +58,15 @@ void sl_finalize_end(int outer);
  * open; the last MPI_Session_finalize sends the final frame (and so does it after
  * MPI_Finalize in a process that mixes both; without it, the process's exit).
  */
-int sl_session_begin(sl_call *call);
+int sl_session_begin(sl_call *call, const void *site);
 void sl_session_end(sl_call *call, int op, int rc, int opens);
 void sl_session_comm_end(sl_call *call, int op, int rc, MPI_Comm newcomm);
-int sl_session_finalize_begin(int op);
+int sl_session_finalize_begin(int op, const void *site);
 
 /* Before PMPI_Abort (errorcode: its argument): counts the call as op and
  * delivers the final frame, of type aborted with the error code, within
  * STACKLENS_FINALIZE_TIMEOUT_MS. */
-void sl_abort_begin(int op, int errorcode);
+void sl_abort_begin(int op, int errorcode, const void *site);
 
 /* Before an exec* call: delivers the interval so far as a final frame and
  * stops the sender; returns 1 if it did. */

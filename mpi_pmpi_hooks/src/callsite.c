@@ -1,0 +1,278 @@
+/*
+ * callsite.c — call-site tables (see callsite.h): the slow path of the
+ * counting, the blocks' rows and caches, and the description of each path
+ * (module, build-id, offset) for the sender.
+ */
+#define _GNU_SOURCE /* dl_iterate_phdr */
+#include "callsite.h"
+
+#include <elf.h>
+#include <link.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include "core.h"
+#include "sl_io_wrappers.h"
+
+unsigned sl_site_depth;
+sl_keytab sl_sites, sl_site_paths;
+__thread sl_site_slot *sl_tls_site_cache __attribute__((tls_model("initial-exec")));
+/* This thread's counter rows (sl_sites entries x SL_SITE_NVALS), NULL: none. */
+static __thread uint64_t *tls_rows __attribute__((tls_model("initial-exec")));
+
+/* A block's call-site state: its rows, then its cache. */
+typedef struct sl_site_block {
+    uint64_t *rows;
+    sl_site_slot *cache;
+} sl_site_block;
+static sl_site_block blocks[SL_THREAD_BLOCKS];
+
+/* Overflow entry i of sl_sites: MPI op i, then I/O function i - SL_OP_COUNT. */
+static void site_overflow_key(void *key, unsigned i)
+{
+    sl_site_key *k = key;
+    k->site_id = SL_BOUND_overflow_site;
+    k->comm_id = SL_BOUND_no_comm;
+    if (i < SL_OP_COUNT) {
+        k->layer = SL_SITE_MPI;
+        k->op = i;
+    } else {
+        k->op = i - SL_OP_COUNT;
+        k->layer = sl_iofn_layers[k->op];
+    }
+}
+
+/* The one overflow path (its entry index is not a site id: sites beyond it count
+ * under overflow_site). */
+static void path_overflow_key(void *key, unsigned i)
+{
+    (void)i;
+    ((sl_site_path *)key)->depth = 0;
+}
+
+int sl_site_init(unsigned depth, unsigned max_sites)
+{
+    if (depth == 0)
+        return 0;
+    if (sl_keytab_init(&sl_site_paths, max_sites, sizeof(sl_site_path), 0, 1,
+                       path_overflow_key) != 0)
+        return -1;
+    if (sl_keytab_init(&sl_sites, 4u * max_sites, sizeof(sl_site_key), SL_SITE_NVALS,
+                       SL_OP_COUNT + SL_IOFN_COUNT, site_overflow_key) != 0) {
+        sl_keytab_fini(&sl_site_paths);
+        return -1;
+    }
+    sl_site_depth = depth;
+    return 0;
+}
+
+void sl_site_claim(unsigned b)
+{
+    tls_rows = NULL;
+    sl_tls_site_cache = NULL;
+    if (sl_site_depth == 0 || b >= SL_THREAD_BLOCKS)
+        return;
+    sl_site_block *blk = &blocks[b];
+    if (__atomic_load_n(&blk->rows, __ATOMIC_ACQUIRE) == NULL) {
+        /* Only the thread holding block b gets here: no race on its mapping. */
+        size_t rows = sl_keytab_entries(&sl_sites) * SL_SITE_NVALS * sizeof(uint64_t);
+        size_t size = rows + SL_SITE_CACHE * sizeof(sl_site_slot);
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            return;
+        blk->cache = (sl_site_slot *)(void *)((char *)p + rows);
+        __atomic_store_n(&blk->rows, (uint64_t *)p, __ATOMIC_RELEASE);
+    }
+    tls_rows = blk->rows;
+    sl_tls_site_cache = blk->cache;
+}
+
+void sl_site_release(void)
+{
+    tls_rows = NULL;
+    sl_tls_site_cache = NULL;
+}
+
+/* Walks the stack of the calling thread for _Unwind_Backtrace. */
+typedef struct sl_walk {
+    uint64_t pc[SL_BOUND_max_site_depth + 16];
+    unsigned n;
+} sl_walk;
+
+static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg)
+{
+    sl_walk *w = arg;
+    if (w->n >= sizeof w->pc / sizeof w->pc[0])
+        return _URC_END_OF_STACK;
+    w->pc[w->n++] = (uint64_t)_Unwind_GetIP(ctx);
+    return _URC_NO_REASON;
+}
+
+/* The path of up to depth frames from return address pc up the calling thread's
+ * stack: pc, then its callers (pc alone if the walk does not find it). */
+static void path_of(const void *pc, sl_site_path *path)
+{
+    memset(path, 0, sizeof *path);
+    path->depth = 1;
+    path->pc[0] = (uint64_t)(uintptr_t)pc;
+    if (sl_site_depth < 2)
+        return;
+    sl_walk w;
+    w.n = 0;
+    _Unwind_Backtrace(walk_frame, &w);
+    for (unsigned i = 0; i < w.n; i++) {
+        if (w.pc[i] != path->pc[0])
+            continue;
+        unsigned d = 0;
+        while (d < sl_site_depth && i + d < w.n && w.pc[i + d] != 0) {
+            path->pc[d] = w.pc[i + d];
+            d++;
+        }
+        path->depth = d;
+        return;
+    }
+}
+
+/* Site id of a path: its entry, or overflow_site beyond the bound. */
+static uint32_t site_of(const sl_site_path *path)
+{
+    unsigned i = sl_keytab_get(&sl_site_paths, path, sl_hash_bytes(path, sizeof *path), 0);
+    return i < sl_site_paths.max_keys ? i : (uint32_t)SL_BOUND_overflow_site;
+}
+
+void sl_site_count_slow(const void *pc, unsigned layer, unsigned op, uint32_t comm,
+                        unsigned bucket, uint64_t bytes, uint64_t ticks)
+{
+    if (sl_sites.entries == NULL)
+        return;
+    sl_site_path path;
+    path_of(pc, &path);
+    sl_site_key key = { .site_id = site_of(&path), .layer = layer, .op = op,
+                        .comm_id = comm, .bucket = bucket };
+    uint64_t w[3];
+    memcpy(w, &key, sizeof w);
+    unsigned overflow = layer == SL_SITE_MPI ? op : SL_OP_COUNT + op;
+    unsigned i = sl_keytab_get(&sl_sites, &key, sl_hash_words2(w[0], w[1] ^ w[2]), overflow);
+    uint64_t *rows = tls_rows;
+    if (rows == NULL) {
+        sl_keytab_add(&sl_sites, i, SL_SITE_CALLS, 1);
+        sl_keytab_add(&sl_sites, i, SL_SITE_BYTES, bytes);
+        sl_keytab_add(&sl_sites, i, SL_SITE_TICKS, ticks);
+        return;
+    }
+    uint64_t *row = rows + (size_t)i * SL_SITE_NVALS;
+    sl_own_add(&row[SL_SITE_CALLS], 1);
+    sl_own_add(&row[SL_SITE_BYTES], bytes);
+    sl_own_add(&row[SL_SITE_TICKS], ticks);
+    if (sl_site_depth == 1 && sl_tls_site_cache != NULL) {
+        uint64_t tag = sl_site_tag(layer, op, comm, bucket);
+        sl_site_slot *s = &sl_tls_site_cache[sl_site_slot_of(pc, tag)];
+        s->pc = pc;
+        s->tag = tag;
+        s->row = row;
+    }
+}
+
+void sl_site_load(unsigned i, uint64_t out[SL_SITE_NVALS])
+{
+    const uint64_t *v = sl_keytab_vals(&sl_sites, i);
+    for (int f = 0; f < SL_SITE_NVALS; f++)
+        out[f] = __atomic_load_n(&v[f], __ATOMIC_RELAXED);
+    unsigned used = sl_thread_blocks_used();
+    for (unsigned b = 0; b < used; b++) {
+        const uint64_t *rows = __atomic_load_n(&blocks[b].rows, __ATOMIC_ACQUIRE);
+        if (rows == NULL)
+            continue;
+        const uint64_t *r = rows + (size_t)i * SL_SITE_NVALS;
+        for (int f = 0; f < SL_SITE_NVALS; f++)
+            out[f] += __atomic_load_n(&r[f], __ATOMIC_RELAXED);
+    }
+}
+
+/* What dl_iterate_phdr finds about one address: the module holding it. */
+typedef struct sl_module_hit {
+    uint64_t pc;
+    int found;
+    uint64_t bias;
+    char build_id[sizeof(((sl_rec_callsite_frame *)0)->build_id)];
+    char name[sizeof(((sl_rec_callsite_frame *)0)->module)];
+} sl_module_hit;
+
+/* Copies the GNU build-id of the module whose PT_NOTE segment is ph into hit as hex. */
+static void note_build_id(const struct dl_phdr_info *info, const ElfW(Phdr) *ph,
+                          sl_module_hit *hit)
+{
+    const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+    const unsigned char *end = p + ph->p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+        const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)(const void *)p;
+        const unsigned char *name = p + sizeof *n;
+        const unsigned char *desc = name + ((n->n_namesz + 3u) & ~3u);
+        const unsigned char *next = desc + ((n->n_descsz + 3u) & ~3u);
+        if (next > end)
+            return;
+        if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+            size_t max = (sizeof hit->build_id - 1) / 2;
+            for (size_t i = 0; i < n->n_descsz && i < max; i++)
+                snprintf(hit->build_id + 2 * i, 3, "%02x", desc[i]);
+            return;
+        }
+        p = next;
+    }
+}
+
+/* dl_iterate_phdr callback: is hit->pc (a return address: the call is just before it)
+ * in one of this module's loaded segments? */
+static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    sl_module_hit *hit = arg;
+    uint64_t at = hit->pc - 1;
+    int inside = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uint64_t start = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && at >= start && at < start + ph->p_memsz)
+            inside = 1;
+    }
+    if (!inside)
+        return 0;
+    hit->found = 1;
+    hit->bias = info->dlpi_addr;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_NOTE && hit->build_id[0] == '\0')
+            note_build_id(info, &info->dlpi_phdr[i], hit);
+    const char *name = info->dlpi_name;
+    if (name == NULL || name[0] == '\0') { /* the executable */
+        ssize_t n = readlink("/proc/self/exe", hit->name, sizeof hit->name - 1);
+        hit->name[n > 0 ? n : 0] = '\0';
+    } else {
+        snprintf(hit->name, sizeof hit->name, "%s", name);
+    }
+    return 1;
+}
+
+unsigned sl_site_describe(unsigned i, sl_rec_callsite_frame *out)
+{
+    const sl_site_path *path = sl_keytab_key(&sl_site_paths, i);
+    for (unsigned f = 0; f < path->depth; f++) {
+        sl_module_hit hit;
+        memset(&hit, 0, sizeof hit);
+        hit.pc = path->pc[f];
+        sl_rec_callsite_frame *r = &out[f];
+        memset(r, 0, sizeof *r);
+        r->site_id = i;
+        r->frame = f;
+        r->depth = path->depth;
+        if (hit.pc != 0 && dl_iterate_phdr(find_module, &hit) && hit.found) {
+            r->site_offset = hit.pc - hit.bias;
+            memcpy(r->build_id, hit.build_id, sizeof r->build_id);
+            memcpy(r->module, hit.name, sizeof r->module);
+        }
+    }
+    return path->depth;
+}
