@@ -599,10 +599,10 @@ def _attribution(
     evidence row; None without attribution settings."""
     if traffic is None:
         return None
-    config, _ = traffic
+    config, cache = traffic
     run_id = None if target.run is None else target.scope.run_id
     about = {"id": job.id, "job": job.job_key, "user": job.user}
-    answer = traffic_service.job_links(session, config, about, Window(lo, hi), run_id)
+    answer = traffic_service.job_links(session, config, about, Window(lo, hi), run_id, cache)
     links = sorted(answer["links"], key=lambda r: -r["bytes"])
     rows = []
     for r in links[:SECTION_ROWS]:

@@ -156,7 +156,8 @@ def job_links(
     window = Window(first if window.from_ns is None else window.from_ns,
                     last + 1 if window.to_ns is None else window.to_ns)  # fmt: skip
     about = {"id": found.id, "job": found.job_key, "user": found.user}
-    answer = service.job_links(session, traffic_config(request), about, window, run_id)
+    answer = service.job_links(session, traffic_config(request), about, window, run_id,
+                               request.app.state.attributions)  # fmt: skip
     after = paging.decode("link", cursor, (int, str))
     rows = answer.pop("links")
     total = len(rows)

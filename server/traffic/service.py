@@ -308,11 +308,14 @@ def job_links(
     job: dict[str, Any],
     window: Window,
     run_id: int | None = None,
+    cache: AttributionCache | None = None,
 ) -> dict[str, Any]:
     """The bytes per link direction and category of one job (`job`: its id, key and user, a
     job the viewer may read), every link direction it crossed, by link id then direction;
-    the `collectives` source and what stayed off the links."""
-    fab, meas, result, traffic = _attribution(session, config, window, [job["id"]], run_id)
+    the `collectives` source and what stayed off the links. The fabric is `cache`'s (read
+    once per stored discovery), else read now."""
+    fab = None if cache is None else cache.fabric(session, config.paths)
+    fab, meas, result, traffic = _attribution(session, config, window, [job["id"]], run_id, fab=fab)
     visible = {job["id"]: {"job": job["job"], "user": job["user"]}}
     rows = []
     for crossing in sorted(result.shares):
