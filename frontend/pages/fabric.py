@@ -171,18 +171,30 @@ def layout(**query: str) -> html.Div:
                 html.Div(
                     className="controls",
                     children=[
-                        dcc.RadioItems(
+                        dmc.SegmentedControl(
                             id=ids.FABRIC_LINKS_SORT,
-                            options=[
+                            data=[
                                 {"label": "busiest first", "value": "utilisation"},
                                 {"label": "most errors first", "value": "errors"},
                             ],
                             value="utilisation",
-                            inline=True,
+                            size="xs",
                         ),
-                        html.Button("← Previous", id=ids.FABRIC_LINKS_NEWER, disabled=True),
+                        dmc.Button(
+                            "← Previous",
+                            id=ids.FABRIC_LINKS_NEWER,
+                            disabled=True,
+                            size="xs",
+                            variant="default",
+                        ),
                         html.Span(id=ids.FABRIC_LINKS_CAPTION, className="subtle"),
-                        html.Button("Next →", id=ids.FABRIC_LINKS_OLDER, disabled=True),
+                        dmc.Button(
+                            "Next →",
+                            id=ids.FABRIC_LINKS_OLDER,
+                            disabled=True,
+                            size="xs",
+                            variant="default",
+                        ),
                     ],
                 ),
                 grid(ids.FABRIC_LINKS_GRID, components.LINK_COLUMNS),

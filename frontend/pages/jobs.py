@@ -67,9 +67,21 @@ def layout(**query: str) -> html.Div:
                     html.Div(
                         className="pager",
                         children=[
-                            html.Button("← Newer", id=ids.JOB_NEWER, disabled=True),
+                            dmc.Button(
+                                "← Newer",
+                                id=ids.JOB_NEWER,
+                                disabled=True,
+                                size="xs",
+                                variant="default",
+                            ),
                             html.Span(id=ids.JOB_PAGE_INFO, className="subtle"),
-                            html.Button("Older →", id=ids.JOB_OLDER, disabled=True),
+                            dmc.Button(
+                                "Older →",
+                                id=ids.JOB_OLDER,
+                                disabled=True,
+                                size="xs",
+                                variant="default",
+                            ),
                         ],
                     ),
                 ],
