@@ -25,11 +25,13 @@ Prints, each a median of --repeat runs (without and with the library interleaved
     touched (bench/rss_peers.c: one process that interposes PMPI_Comm_size/Send/Recv,
     because 1,024 real ranks do not fit this machine), and for a 2-rank world.
 With --lib given several times, each library is measured in the same rounds (before/after
-comparisons, interleaved). Not a timed test: run it by hand and copy the figures into
-bench/RESULTS.md.
+comparisons, interleaved). --only callsites compares call sites off (STACKLENS_CALLSITE_DEPTH
+0), depth 1 and depth 8 of one library (and no library) in the same interleaved rounds:
+the MPI call figures and the tmpfs write loop (issue #26 point 4). Not a timed test: run it
+by hand and copy the figures into bench/RESULTS.md.
 
     .venv/bin/python -m bench.overhead [--trips N] [--writes N] [--repeat R] [--lib SO]...
-                                       [--only write|mpi]
+                                       [--only write|mpi|callsites]
 """
 
 from __future__ import annotations
@@ -224,6 +226,62 @@ def check_counted(write: str, path: Path, lib: Path, n: int) -> None:
         raise SystemExit(1)
 
 
+#: The call-site settings compared by --only callsites (STACKLENS_CALLSITE_DEPTH).
+SITE_DEPTHS = ("0", "1", "8")
+
+
+def callsite_depths(out: Path, lib: Path, a: argparse.Namespace) -> None:
+    """Call sites off (depth 0) vs depth 1 vs depth 8 with the same library, and without it,
+    side by side in interleaved rounds: ns per MPI call (1 rank, self messages; 2-rank
+    ping-pong) and the 4 KiB write() loop on a private tmpfs; each configuration's cost
+    over depth 0 as the median of the per-round differences."""
+    configs: list[tuple[Path | None, dict[str, str]]] = [(None, {})]
+    configs += [(lib, {"STACKLENS_CALLSITE_DEPTH": d}) for d in SITE_DEPTHS]
+    idle = {"STACKLENS_INTERVAL_MS": "1000"}
+
+    def measure(cmd: list[str], cols: tuple[tuple[int, str], ...], name: str, unit: str) -> None:
+        """Prints the figures of cmd's printed columns cols ((column, label) pairs)."""
+        runs: list[list[list[float]]] = [[] for _ in configs]
+        for _ in range(a.repeat):
+            for i, (with_lib, env) in enumerate(configs):
+                runs[i].append(run(cmd, with_lib, **idle, **env))
+        for col, what in cols:
+            x = [[r[col] for r in per] for per in runs]
+            med = [statistics.median(v) for v in x]
+            off = x[1]  # depth 0: the library with call sites off
+            line = f"{name}{what}: without the library {med[0]:.1f} {unit}, depth 0 {med[1]:.1f}"
+            for d, v, m in zip(SITE_DEPTHS[1:], x[2:], med[2:], strict=True):
+                diff = statistics.median(b - o for b, o in zip(v, off, strict=True))
+                line += f"; depth {d} {m:.1f}: {diff:+.1f} over depth 0"
+            print(line + f" ({unit}, medians of {a.repeat} rounds; per-round differences)")
+
+    measure(["mpirun", "-np", "1", str(out / "calls"), str(a.trips)],
+            ((0, ""), (1, ", thread CPU time")), "MPI call, 1 rank, self messages",
+            "ns per call")  # fmt: skip
+    measure(["mpirun", "-np", "2", str(out / "pingpong"), str(a.trips)], ((0, ""),),
+            "MPI call, 2-rank ping-pong", "ns per call")  # fmt: skip
+    with tmpfs() as (fs, how):
+        if fs is None:
+            print(f"tmpfs: {how}; the write rows are left out")
+            return
+        path = fs / "bench.dat"
+        write = [str(out / "write"), str(path), str(a.writes), "single"]
+        runs: list[list[list[float]]] = [[] for _ in configs]
+        for _ in range(a.repeat):
+            for i, (with_lib, env) in enumerate(configs):
+                runs[i].append(run(write, with_lib, **env))
+        path.unlink()
+        for col, what in ((0, "mean"), (1, "p10 chunk")):
+            x = [[r[col] for r in per] for per in runs]
+            med = [statistics.median(v) for v in x]
+            line = (f"4 KiB write(), tmpfs (tracked), 1 thread, {what}: without the library "
+                    f"{med[0]:.0f} ns, depth 0 {med[1]:.0f} ns")  # fmt: skip
+            for d, v, m in zip(SITE_DEPTHS[1:], x[2:], med[2:], strict=True):
+                diff = statistics.median(b - o for b, o in zip(v, x[1], strict=True))
+                line += f"; depth {d} {m:.0f} ns: {diff:+.0f} ns, {100 * diff / med[1]:+.2f} %"
+            print(line + " over depth 0 (per-round differences)")
+
+
 def rss(out: Path, libs: list[Path]) -> None:
     """Resident memory added, worlds of 2 and 1,024 ranks."""
     fast = {"STACKLENS_INTERVAL_MS": "10"}
@@ -245,13 +303,18 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--lib", type=Path, action="append", help=f"library (default {LIB})")
     p.add_argument(
-        "--only", choices=["write", "mpi"], help="only the write() or the MPI call figures"
+        "--only",
+        choices=["write", "mpi", "callsites"],
+        help="only the write() or the MPI call figures, or call sites off / depth 1 / depth 8",
     )
     a = p.parse_args()
     libs = [lib.resolve() for lib in a.lib] if a.lib else [LIB]
     with tempfile.TemporaryDirectory(dir=".") as d:
         out = Path(d).resolve()
         build(out)
+        if a.only == "callsites":
+            callsite_depths(out, libs[0], a)
+            return
         if a.only in (None, "mpi"):
             mpi_calls(out, libs, a)
         if a.only in (None, "write"):
