@@ -18,6 +18,7 @@ import dash_mantine_components as dmc
 from dash import dcc, html
 
 from frontend import cyto_style, ids
+from presentation.cards import card_id
 from presentation.components import (
     md_text,
     number_column,
@@ -49,6 +50,7 @@ from stacklens.api_models import (
     LinkLoad,
     LinkPage,
     NodeJobs,
+    Outlier,
     SlowRanks,
 )
 from stacklens.constants import ERROR_COUNTERS
@@ -486,10 +488,22 @@ def _known(value: int | None) -> str:
     return "?" if value is None else str(value)
 
 
+def _site_link(outlier: Outlier) -> list:
+    """A link to the call sites card when the finding names a call site."""
+    if not outlier.site:
+        return []
+    title = f"{outlier.op} at {outlier.site} in the call sites card"
+    link = html.A("(call sites)", href=f"#{card_id('callsites')}", className="site-link",
+                  title=title)  # fmt: skip
+    return [" ", link]
+
+
 def outlier_items(profile: SlowRanks) -> list:
     """The late ranks (first), the waiting ones and the collective imbalances of a profile,
     one list item each in words, classed by role; one item saying so when there is none."""
-    items = [html.Li(o.text, className=f"outlier {o.role}") for o in profile.outliers]
+    items = [
+        html.Li([o.text, *_site_link(o)], className=f"outlier {o.role}") for o in profile.outliers
+    ]
     items += [html.Li(g.text, className="imbalance") for g in profile.imbalance]
     return items or [html.Li("No rank stands out in this window.", className="subtle")]
 

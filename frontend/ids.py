@@ -40,7 +40,7 @@ FABRIC_GRAPH = "fabric-graph"  # dash-cytoscape topology (node ids = GUIDs, link
 FABRIC_HOVER = "fabric-hover"  # one line about the link or node under the mouse
 FABRIC_LINKS_GRID = "fabric-links-grid"  # dash-ag-grid: a page of the links (row id = link id)
 FABRIC_LINKS_CAPTION = "fabric-links-caption"  # "links 1–100 of 3,584, busiest first, over ..."
-FABRIC_LINKS_SORT = "fabric-links-sort"  # segmented: busiest first / most errors first
+FABRIC_LINKS_SORT = "fabric-links-sort"  # radio: busiest first / most errors first
 FABRIC_LINKS_NEWER = "fabric-links-newer"  # button: the previous page of the links
 FABRIC_LINKS_OLDER = "fabric-links-older"  # button: the next page of the links
 FABRIC_LINKS_PAGES = "fabric-links-pages"  # dcc.Store: cursors of the pages up to the one shown

@@ -10,10 +10,11 @@ from collections.abc import Iterable
 
 from presentation import figures as page_figures
 from presentation import report_figures
-from presentation.components import communicator_label
+from presentation.components import callsite_path, communicator_label
 from presentation.formatting import format_bytes, format_duration_ns, format_utc_ns
 from presentation.report_model import Figure, Table
 from stacklens.api_models import (
+    JobCallsites,
     JobCollectives,
     JobIo,
     JobOps,
@@ -153,6 +154,25 @@ def io_report(io: JobIo) -> ReportPart:
         [Figure(report_figures.file_bytes(io.files), "bytes per file")],
         [Table(headings, rows, [False] * 4 + [True] * 6, note)],
     )
+
+
+def callsites_report(sites: JobCallsites) -> ReportPart:
+    """The call sites, heaviest time first, as the page's grid shows them."""
+    rows, note = ranked(
+        [s.label, s.op, format_duration_ns(s.time_ns), f"{100 * s.share:.1f} %",
+         f"{s.calls:,}", format_bytes(s.bytes), format_bytes(s.mean_bytes),
+         str(s.slowest_rank), f"{s.imbalance:.2f}",
+         s.frames[0].quality if s.frames else "", callsite_path(s)]
+        for s in sites.sites
+    )  # fmt: skip
+    if sites.page.next_cursor is not None:
+        note = f"The first {len(sites.sites)} of {sites.page.total} call sites."
+    headings = ["site", "op", "time", "share", "calls", "bytes", "mean size", "slowest rank",
+                "imbalance", "resolved as", "path"]  # fmt: skip
+    intro = (f"{format_duration_ns(sites.mpi_time_ns)} inside MPI and "
+             f"{format_duration_ns(sites.io_time_ns)} in file I/O at "
+             f"{sites.page.total} call sites.")  # fmt: skip
+    return intro, [], [Table(headings, rows, [False] * 2 + [True] * 7 + [False] * 2, note)]
 
 
 def ranks_report(ranks: JobRanks) -> ReportPart:

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from presentation import card_reports, components, figures
 from presentation.report_model import Section
 from stacklens.api_models import (
+    JobCallsites,
     JobCollectives,
     JobIo,
     JobOps,
@@ -145,6 +146,11 @@ CARDS: tuple[Card, ...] = (
          (text("caption"), grid("pairs", components.RMA_COLUMNS, 300)),
          lambda r: {"caption": components.rma_caption(r), "pairs": components.rma_rows(r)},
          card_reports.rma_report),
+    Card("callsites", "Call sites", JobCallsites,
+         (text("caption"), grid("sites", components.CALLSITE_COLUMNS)),
+         lambda c: {"caption": components.callsite_caption(c),
+                    "sites": components.callsite_rows(c)},
+         card_reports.callsites_report),
     Card("io", "File-system I/O", JobIo,
          (text("caption"), grid("files", components.FILE_COLUMNS)),
          lambda i: {"caption": components.file_caption(i), "files": components.file_rows(i)},

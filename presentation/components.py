@@ -23,6 +23,8 @@ from presentation.formatting import (
     format_utc_ns,
 )
 from stacklens.api_models import (
+    Callsite,
+    JobCallsites,
     JobCollectives,
     JobIo,
     JobOps,
@@ -129,6 +131,72 @@ CELL_TOOLTIP = (
     "params.colDef.tooltipField ? params.data[params.colDef.tooltipField] "
     ": (params.valueFormatted != null ? params.valueFormatted : params.value)"
 )
+
+
+#: The call sites grid: where each is, its op, time (ms, sortable), share, calls, bytes,
+#: sizes, the slowest rank and the imbalance, how it was resolved.
+CALLSITE_COLUMNS = [
+    text_column("where", "Call site", cellClass="mono", tooltipField="path", minWidth=200,
+                pinned="left"),
+    text_column("op", "Operation"),
+    number_column("time_ms", "Time (ms)", sort="desc"),
+    number_column("share_pct", "Share %"),
+    number_column("calls", "Calls"),
+    number_column("bytes", "Bytes"),
+    number_column("mean_bytes", "Mean size"),
+    text_column("sizes", "Size range", type="rightAligned", sortable=False),
+    number_column("ranks", "Ranks"),
+    number_column("slowest_rank", "Slowest rank"),
+    number_column("imbalance", "Imbalance"),
+    text_column("quality", "Resolved as", tooltipField="reason"),
+]  # fmt: skip
+
+
+def callsite_path(site: Callsite) -> str:
+    """A site's frames in full, innermost first (function, file:line or module+offset)."""
+    parts = []
+    for f in site.frames:
+        where = f"{f.file}:{f.line}" if f.file and f.line else f"{f.module}+{f.offset:#x}"
+        parts.append(f"{f.function} ({where})" if f.function else where)
+    return " < ".join(parts) or site.label
+
+
+def callsite_rows(sites: JobCallsites) -> list[dict[str, Any]]:
+    """The call sites grid's rows, heaviest time first."""
+    return [
+        {
+            "id": s.key,
+            "where": s.label,
+            "path": callsite_path(s),
+            "op": s.op,
+            "time_ms": round(s.time_ns / 1e6, 3),
+            "share_pct": round(100 * s.share, 1),
+            "calls": s.calls,
+            "bytes": s.bytes,
+            "mean_bytes": round(s.mean_bytes),
+            "sizes": format_size_bucket(s.min_bytes, s.max_bytes + 1),
+            "ranks": s.ranks,
+            "slowest_rank": s.slowest_rank,
+            "imbalance": round(s.imbalance, 2),
+            "quality": s.frames[0].quality if s.frames else "",
+            "reason": s.frames[0].reason if s.frames else "",
+        }
+        for s in sites.sites
+    ]
+
+
+def callsite_caption(sites: JobCallsites) -> str:
+    """What the call sites grid holds, or a sentence when there are none."""
+    n, total = len(sites.sites), sites.page.total
+    if not total:
+        return ("No call sites: the job's ranks recorded none in this window "
+                "(STACKLENS_CALLSITE_DEPTH=0 switches them off).")  # fmt: skip
+    held = (f"{total:,} call site{'s' * (total != 1)}" if n == total
+            else f"The {n:,} of {total:,} call sites with the most time")  # fmt: skip
+    return (f"{held}, heaviest time first: {format_duration_ns(sites.mpi_time_ns)} inside MPI "
+            f"and {format_duration_ns(sites.io_time_ns)} in file I/O in all. Share: of the "
+            "job's MPI (or file I/O) time; imbalance: the slowest rank's time over the mean "
+            "of the ranks calling from there; size range: the size buckets' bounds.")  # fmt: skip
 
 
 def grid(grid_id: str, columns: list[dict[str, Any]], height_px: int = 420) -> Any:

@@ -25,6 +25,7 @@ import stacklens
 from server.access.gate import AccessGate
 from server.access.oidc import oidc_router
 from server.access.viewer import Access
+from server.callsites.routes import router as callsites_router
 from server.compare.routes import router as compare_router
 from server.errors import install_error_handlers
 from server.fabric.routes import router as fabric_router
@@ -136,6 +137,7 @@ def create_app(
     app.state.request_timings = RequestTimings()
     app.add_middleware(TimedRequests, timings=app.state.request_timings)
     app.include_router(families_router)  # before the jobs' /{job:path}/... routes
+    app.include_router(callsites_router)  # so is this one
     app.include_router(jobs_router)
     app.include_router(overview_router)
     app.include_router(fabric_router)

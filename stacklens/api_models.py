@@ -371,6 +371,77 @@ class JobRanks(ApiModel):
     health: RankHealth = Field(description="the health counters over all the ranks")
 
 
+CallsiteQuality = Literal["line", "function+offset", "module+offset"]
+
+
+class CallsiteFrame(ApiModel):
+    """One frame of a call site (frame 0: the caller of the MPI or I/O function), as the
+    hooks captured it and as it resolved (docs/callsites.md)."""
+
+    frame: int
+    module: str = Field(description="the module's path where it ran (empty: unknown)")
+    build_id: str = Field(description="its GNU build-id when it ran, hex (empty: none)")
+    offset: int = Field(description="the return address minus the module's load bias")
+    quality: CallsiteQuality
+    function: str | None = None
+    function_offset: int | None = Field(
+        default=None, description="the return address's offset in the function"
+    )
+    file: str | None = None
+    line: int | None = None
+    reason: str = Field(default="", description="why the quality is not `line`")
+    resolved: Literal["server", "node", ""] = Field(
+        default="",
+        description="where it was resolved: by the server, on the compute node "
+        "(stacklens run), or '' (not resolved: module+offset computed on reading)",
+    )
+
+
+class Callsite(ApiModel):
+    """One call site of a job over the window, across its ranks: the calls of one operation
+    made from one place in the program (its frames joined across ranks by build-id and
+    offset, never by the ranks' own site ids)."""
+
+    key: str = Field(description="the site's stable key: layer, op and its frames")
+    label: str = Field(
+        description="where, in short: 'solver.c:212', 'solve+0x1f', "
+        "'libfoo.so+0x1234', or '<other call sites>' (the overflow)"
+    )
+    layer: Literal["mpi", "posix", "stdio"]
+    op: str
+    frames: list[CallsiteFrame] = Field(description="empty for the overflow")
+    calls: int
+    bytes: int
+    time_ns: int
+    share: float = Field(
+        description="of the job's time in its layer over the window (MPI "
+        "time for an MPI site, file I/O time for a POSIX or stdio site)"
+    )
+    mean_bytes: float = Field(description="bytes per call")
+    min_bytes: int = Field(description="the smallest call's size bucket, its lower bound")
+    max_bytes: int = Field(description="the largest call's size bucket, its upper bound")
+    ranks: int = Field(description="ranks that called from this site")
+    slowest_rank: int = Field(description="the rank with the most time at this site")
+    slowest_time_ns: int
+    imbalance: float = Field(
+        description="the slowest rank's time over the mean time of the "
+        "ranks that called from here (1 = even)"
+    )
+
+
+class JobCallsites(ApiModel):
+    """A job's call sites over the window, heaviest time first (one page)."""
+
+    job: str
+    from_ns: int | None
+    to_ns: int | None
+    mpi_time_ns: int = Field(description="the job's time inside MPI at every site")
+    io_time_ns: int = Field(description="the job's time in POSIX and stdio calls at every site")
+    sites: list[Callsite]
+    page: PageInfo
+    run: int | None = _run_asked()
+
+
 class JobDetails(ApiModel):
     """Every job card's data of one job (presentation/cards.py): the answers of its
     endpoints, one per card; a section the server could not read is null, and `errors`
@@ -385,6 +456,7 @@ class JobDetails(ApiModel):
     rma: JobRma | None = None
     ranks: JobRanks | None = None
     runs: JobRuns | None = None
+    callsites: JobCallsites | None = None
     errors: dict[str, str] = Field(
         default_factory=dict,
         description="why a section is null, by section (absent: it was read)",
@@ -470,6 +542,12 @@ class Outlier(ApiModel):
         "waits for (empty: none is late)"
     )
     peak_t_ns: int = Field(description="the step in which it was furthest above the others")
+    site: str | None = Field(
+        default=None,
+        description="the call site of `op` (late: where the ranks waiting for it wait; "
+        "waiting: its own), e.g. 'solver.c:212'; null: no call sites recorded",
+    )
+    site_key: str | None = Field(default=None, description="that site's key in /callsites")
     text: str = Field(
         description='in one sentence, e.g. "rank 3 arrives last at MPI_Allreduce: 1.90 s '
         "more computing than the median rank (48% of the elapsed time); ranks 0–2, 4–7 "

@@ -30,6 +30,7 @@ SHOWN = {
     "collectives": ("communicators", "No collective calls recorded for this job."),
     "sizes": ("table", "No message sizes recorded for this job."),
     "rma": ("caption", "No one-sided (RMA) calls in this job."),
+    "callsites": ("caption", "No call sites: the job's ranks recorded none in this window"),
     "io": ("caption", "1 file (per I/O layer), most bytes first."),
     "ranks": ("summary", "2 of 2 ranks reported"),
     "runs": ("table", "1 run (launches), by ordinal"),

@@ -403,13 +403,10 @@
             // start again after the end).
             playback: function (_n, _play, _live, playing, value, lo, hi, step) {
                 const nu = window.dash_clientside.no_update;
-                // every input that fired (a click may come with a tick: the click counts)
-                const fired = (window.dash_clientside.callback_context.triggered || [])
-                    .map((t) => t.prop_id || '');
-                const by = (id) => fired.some((p) => p.startsWith(id));
+                const trigger = (window.dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
                 const label = (p) => (p ? '❚❚ pause' : '▶ play');
-                if (by(IDS.live)) return [null, false, label(false)];
-                if (by(IDS.play)) {
+                if (trigger.startsWith(IDS.live)) return [null, false, label(false)];
+                if (trigger.startsWith(IDS.play)) {
                     const now = !playing;
                     return [now && (value === null || value === undefined) ? lo : nu, now, label(now)];
                 }

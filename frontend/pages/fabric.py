@@ -171,30 +171,18 @@ def layout(**query: str) -> html.Div:
                 html.Div(
                     className="controls",
                     children=[
-                        dmc.SegmentedControl(
+                        dcc.RadioItems(
                             id=ids.FABRIC_LINKS_SORT,
-                            data=[
+                            options=[
                                 {"label": "busiest first", "value": "utilisation"},
                                 {"label": "most errors first", "value": "errors"},
                             ],
                             value="utilisation",
-                            size="xs",
+                            inline=True,
                         ),
-                        dmc.Button(
-                            "← Previous",
-                            id=ids.FABRIC_LINKS_NEWER,
-                            disabled=True,
-                            size="xs",
-                            variant="default",
-                        ),
+                        html.Button("← Previous", id=ids.FABRIC_LINKS_NEWER, disabled=True),
                         html.Span(id=ids.FABRIC_LINKS_CAPTION, className="subtle"),
-                        dmc.Button(
-                            "Next →",
-                            id=ids.FABRIC_LINKS_OLDER,
-                            disabled=True,
-                            size="xs",
-                            variant="default",
-                        ),
+                        html.Button("Next →", id=ids.FABRIC_LINKS_OLDER, disabled=True),
                     ],
                 ),
                 grid(ids.FABRIC_LINKS_GRID, components.LINK_COLUMNS),

@@ -67,21 +67,9 @@ def layout(**query: str) -> html.Div:
                     html.Div(
                         className="pager",
                         children=[
-                            dmc.Button(
-                                "← Newer",
-                                id=ids.JOB_NEWER,
-                                disabled=True,
-                                size="xs",
-                                variant="default",
-                            ),
+                            html.Button("← Newer", id=ids.JOB_NEWER, disabled=True),
                             html.Span(id=ids.JOB_PAGE_INFO, className="subtle"),
-                            dmc.Button(
-                                "Older →",
-                                id=ids.JOB_OLDER,
-                                disabled=True,
-                                size="xs",
-                                variant="default",
-                            ),
+                            html.Button("Older →", id=ids.JOB_OLDER, disabled=True),
                         ],
                     ),
                 ],

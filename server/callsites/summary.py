@@ -24,6 +24,24 @@ OTHER = "<other call sites>"
 FrameKey = tuple[str, str, int]  # (module, build_id, offset)
 
 
+def layer_name(layer: int | str) -> str:
+    """A row's layer (its wire code, or its name in any case) as the API names it."""
+    return LAYERS[layer] if isinstance(layer, int) else layer.lower()
+
+
+def overflow(row: Mapping[str, Any]) -> bool:
+    """Whether a row is the overflow site's (no frames; its id the wire's, or None)."""
+    return bool(row.get("overflow")) or row["site_id"] in (None, OVERFLOW_SITE)
+
+
+def buckets(value: Mapping[Any, Any] | Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
+    """(bucket, calls) of a row's buckets: a mapping bucket -> calls, or a list of
+    {"bucket", "calls"}."""
+    if isinstance(value, Mapping):
+        return [(int(b), int(c)) for b, c in value.items()]
+    return [(int(b["bucket"]), int(b["calls"])) for b in value]
+
+
 def frame_key(frame: Mapping[str, Any]) -> FrameKey:
     """What identifies a frame across ranks: the build-id and offset (a module without a
     build-id by its path)."""
@@ -41,10 +59,18 @@ def size_bounds(buckets: Mapping[int, int]) -> tuple[int, int]:
     return (0 if low == 0 else 1 << (low - 1)), (0 if high == 0 else (1 << high) - 1)
 
 
+#: What a frame inside mpi4py's extension module is labelled: the Python caller's file and
+#: line are in the interpreter's frames, which the hooks do not read.
+MPI4PY = "mpi4py (a Python call; its file and line are not read)"
+
+
 def label(frame: Mapping[str, Any]) -> str:
-    """A frame in short: file:line, function+offset, or module+offset."""
+    """A frame in short: file:line, function+offset, or module+offset; a frame in mpi4py's
+    extension module (a Python program's call) says so."""
     if frame.get("quality") == "line" and frame.get("file") and frame.get("line"):
         return f"{os.path.basename(frame['file'])}:{frame['line']}"
+    if "/mpi4py/" in frame["module"]:
+        return MPI4PY
     if frame.get("function") and frame.get("function_offset") is not None:
         return f"{frame['function']}+{frame['function_offset']:#x}"
     return f"{os.path.basename(frame['module']) or '?'}+{int(frame['offset']):#x}"
@@ -58,10 +84,10 @@ def summarize(
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     totals: dict[str, int] = defaultdict(int)
     for row in rows:
-        layer = LAYERS[int(row["layer"])]
+        layer = layer_name(row["layer"])
         totals[layer] += int(row["time_ns"])
         frames = sorted(row["frames"], key=lambda f: f["frame"])
-        path = () if row["site_id"] == OVERFLOW_SITE else tuple(frame_key(f) for f in frames)
+        path = () if overflow(row) else tuple(frame_key(f) for f in frames)
         key = (layer, row["op"], path)
         site = groups.get(key)
         if site is None:
@@ -73,8 +99,8 @@ def summarize(
         site["bytes"] += int(row["bytes"])
         site["time_ns"] += int(row["time_ns"])
         site["per_rank"][int(row["rank"])] += int(row["time_ns"])
-        for bucket, calls in row["buckets"].items():
-            site["buckets"][int(bucket)] += int(calls)
+        for bucket, calls in buckets(row["buckets"]):
+            site["buckets"][bucket] += calls
     io_time = totals["posix"] + totals["stdio"]
     sites = []
     for (layer, op, path), site in groups.items():
@@ -98,6 +124,21 @@ def summarize(
         })  # fmt: skip
     sites.sort(key=lambda s: (-s["time_ns"], s["key"]))
     return {"sites": sites, "mpi_time_ns": totals["mpi"], "io_time_ns": io_time}
+
+
+def site_of(
+    rows: Iterable[Mapping[str, Any]],
+    resolved: Mapping[FrameKey, Mapping[str, Any]],
+    op: str,
+    ranks: Iterable[int],
+) -> dict[str, Any] | None:
+    """The call site of the MPI operation `op` where `ranks` spent the most time (None:
+    none of theirs outside the overflow): where a late rank's waiters wait for it."""
+    among = set(ranks)
+    chosen = [r for r in rows if layer_name(r["layer"]) == "mpi" and r["op"] == op
+              and r["rank"] in among and not overflow(r)]  # fmt: skip
+    sites = summarize(chosen, resolved)["sites"]
+    return sites[0] if sites else None
 
 
 def _frame(frame: Mapping[str, Any], found: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from sqlalchemy import Integer, and_, delete, func, literal, or_, select, text, 
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.orm import Session
 
+from server.callsites import service as callsite_service
 from server.fabric import repository as fabric
 from server.incidents.detect import JobStep, LinkPoint
 from server.jobs import series
@@ -203,10 +204,10 @@ def named_ranks(session: Session, job: int, from_ns: int, to_ns: int) -> list[di
     profile's own rule and words (server/jobs/profile.py; the job page and its report
     say the same of that window): each as rank, role, op and text."""
     span = max(to_ns - from_ns, 1)
-    rows = series.profile_rows(session, Scope(job, window=Window(from_ns, from_ns + span)),
-                               series.Steps(from_ns, from_ns + span, span))  # fmt: skip
-    return [{k: o[k] for k in ("rank", "role", "op", "text")}
-            for o in rows.slow_ranks()["outliers"]]  # fmt: skip
+    scope = Scope(job, window=Window(from_ns, from_ns + span))
+    rows = series.profile_rows(session, scope, series.Steps(from_ns, from_ns + span, span))
+    found = rows.slow_ranks(callsite_service.site_finder(session, scope))
+    return [{k: o[k] for k in ("rank", "role", "op", "text")} for o in found["outliers"]]
 
 
 def top_ranks(session: Session, job: int, kind: str, from_ns: int, to_ns: int,

@@ -90,6 +90,7 @@ def slow_ranks(
     ops: dict[str, dict[int, int]],
     coll: Iterable[tuple[int, int, str, int, int]],
     steps_of: Callable[[], dict[int, dict[int, int]]],
+    site_of: Callable[[str, list[int]], dict[str, Any] | None] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """The late and waiting ranks (late first, each by excess, most first) and the
     collective imbalances of a window (module doc). `ranks`: every rank of the scope (those
@@ -99,7 +100,9 @@ def slow_ranks(
     `ops`: per MPI operation (start-up and shutdown apart) each rank's time inside; `coll`:
     (comm_id, comm_size, op, rank, time_ns) per collective; `steps_of()`: each rank's time
     inside MPI per step (step -> rank -> ns), asked only when a rank is named, for the step
-    in which it stood out most."""
+    in which it stood out most; `site_of(op, ranks)`, when given, the call site of `op`
+    where those ranks spent the most time (server/callsites/summary.py's site_of): a late
+    rank's op at the site its waiters wait at, a waiting rank's at its own."""
     spans = places.get(ELAPSED, {})
     ranks = [r for r in ranks if spans.get(r)]  # those with intervals in the window
     floor = threshold_ns({r: spans[r] for r in ranks})
@@ -137,6 +140,11 @@ def slow_ranks(
             n["what"] = INSIDE
             n["op"] = max(sorted(excess), key=lambda op: excess[op]) if excess else None
             n["ranks"] = sorted(m["rank"] for m in late if n["rank"] in m["ranks"])
+    for n in named:
+        n["site"] = None
+        if site_of is not None and n["op"]:
+            wait_at = n["ranks"] if n["role"] == LATE and n["ranks"] else [n["rank"]]
+            n["site"] = site_of(n["op"], wait_at)
     if named:
         steps = steps_of()
         for n in named:
@@ -192,12 +200,14 @@ def _outlier(n: dict[str, Any], elapsed: float) -> dict[str, Any]:
     of_time = f"{share:.0%} of the elapsed time"
     if n["role"] == LATE:
         doing = "computing" if n["what"] == COMPUTATION else "in file I/O"
-        head = f"rank {rank} arrives last at {n['op']}" if n["op"] else f"rank {rank} is late"
+        at = f" in {n['site']['label']}" if n["site"] else ""
+        head = f"rank {rank} arrives last at {n['op']}{at}" if n["op"] else f"rank {rank} is late"
         wait = (f"{_ranks(n['ranks'])} wait{'' if len(n['ranks']) > 1 else 's'} for it"
                 if n["ranks"] else "no rank waits for it inside MPI")  # fmt: skip
         text = f"{head}: {amount} {doing} than the median rank ({of_time}); {wait}"
     else:
-        most = f", most in {n['op']}" if n["op"] else ""
+        at = f" at {n['site']['label']}" if n["site"] else ""
+        most = f", most in {n['op']}{at}" if n["op"] else ""
         if n["ranks"]:
             text = (f"rank {rank} waits for {_ranks(n['ranks'])} (late): {amount} inside "
                     f"MPI than the median rank ({of_time}){most}")  # fmt: skip
@@ -210,6 +220,8 @@ def _outlier(n: dict[str, Any], elapsed: float) -> dict[str, Any]:
         "time_ns": n["time_ns"], "median_ns": n["median_ns"], "excess_ns": excess,
         "share": round(share, 4), "op": n["op"], "ranks": n["ranks"],
         "peak_t_ns": n["peak_t_ns"], "text": text,
+        "site": n["site"]["label"] if n["site"] else None,
+        "site_key": n["site"]["key"] if n["site"] else None,
     }  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
 from server import export, paging
+from server.callsites import service as callsite_service
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, model_table
@@ -445,7 +446,7 @@ def job_profile(
     if fmt != "json":
         shares = [RankShare(**s) for s in json.loads(rows.shares)]
         return export.model_table(shares, RankShare, fmt, "profile")
-    found = rows.slow_ranks()
+    found = rows.slow_ranks(callsite_service.site_finder(session, t.scope))
     head = export.plain_json({
         "job": t.job, "from_ns": steps.from_ns, "to_ns": steps.to_ns,
         "step_ns": steps.step_ns, **found, "run": t.run,

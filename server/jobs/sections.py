@@ -1,6 +1,6 @@
 # server/jobs/sections.py — the reads of a job's sections, one per job card (presentation/cards.py).
 """Each section of a job's details (`JobDetails`: matrix, ops, io, collectives, sizes,
-rma, ranks, runs) read for a `Target`: the job routes answer one each, GET /api/overview
+rma, ranks, runs, callsites) read for a `Target`: the job routes answer one each, GET /api/overview
 all of them at once, and the job report reads them through `detail_reads`."""
 
 from __future__ import annotations
@@ -13,16 +13,19 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from server import paging
+from server.callsites import service as callsite_service
 from server.jobs import repository, series
 from server.jobs.target import Target
 from server.paging import PageSizes
 from stacklens.api_models import (
+    Callsite,
     CategoryTotal,
     CollectiveTotal,
     CommunicatorTotal,
     FileIo,
     HostRanks,
     IoTotals,
+    JobCallsites,
     JobCollectives,
     JobDetails,
     JobIo,
@@ -46,6 +49,7 @@ from stacklens.api_models import (
 PAIR_LIMITS = PageSizes(default=5000, maximum=50_000)
 FILE_LIMITS = PageSizes(default=1000, maximum=10_000)
 RANK_LIMITS = PageSizes(default=1000, maximum=10_000)
+SITE_LIMITS = PageSizes(default=500, maximum=10_000)
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,7 @@ def detail_reads(t: Target) -> dict[str, Callable[[Session], Any]]:
         "rma": lambda s: rma(s, t, PAIR_LIMITS.default),
         "ranks": lambda s: ranks(s, t, RANK_LIMITS.default),
         "runs": lambda s: runs(s, t),
+        "callsites": lambda s: callsites(s, t, SITE_LIMITS.default),
     }
 
 
@@ -178,3 +183,19 @@ def runs(session: Session, t: Target) -> JobRuns:
     whichever run the target is)."""
     rows = repository.job_runs(session, t.scope)
     return JobRuns(job=t.job, runs=[RunSummary(**row) for row in rows])
+
+
+def callsites(session: Session, t: Target, limit: int, cursor: str | None = None) -> JobCallsites:
+    """A page of the job's call sites, heaviest time first (server/callsites/service.py)."""
+    answer = callsite_service.job_callsites(session, t.scope)
+    rows = answer["sites"]
+    total = len(rows)
+    after = paging.decode("callsite", cursor, (int, str))
+    if after is not None:
+        rows = [r for r in rows if (-r["time_ns"], r["key"]) > after]
+    kept, page = paging.page("callsite", rows[: limit + 1], limit, total,
+                             lambda r: (-r["time_ns"], r["key"]))  # fmt: skip
+    w = t.scope.window
+    return JobCallsites(job=t.job, from_ns=w.from_ns, to_ns=w.to_ns,
+                        mpi_time_ns=answer["mpi_time_ns"], io_time_ns=answer["io_time_ns"],
+                        sites=[Callsite(**r) for r in kept], page=page, run=t.run)  # fmt: skip

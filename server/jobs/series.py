@@ -598,11 +598,19 @@ class ProfileRows:
     ops: dict[str, dict[int, int]]  # op (start-up and shutdown apart) -> rank -> time inside
     coll: list[tuple[int, int, str, int, int]]  # (comm_id, comm_size, op, rank, time_ns)
 
-    def slow_ranks(self) -> dict[str, list[dict[str, Any]]]:
+    def slow_ranks(
+        self, site_of: Callable[[str, list[int]], dict[str, Any] | None] | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
         """The late and waiting ranks and the collective imbalances (profile.slow_ranks)
-        of these rows (their shares read only if a rank is named)."""
+        of these rows (their shares read only if a rank is named), with the call site of
+        each named rank's op when `site_of` is given."""
         return profile.slow_ranks(
-            self.ranks, self.places, self.ops, self.coll, lambda: profile_steps(self.shares)
+            self.ranks,
+            self.places,
+            self.ops,
+            self.coll,
+            lambda: profile_steps(self.shares),
+            site_of,
         )
 
 

@@ -29,6 +29,7 @@ from presentation.cards import CARDS
 from presentation.formatting import format_bytes, format_duration_ns, format_utc_ns, rank_ranges
 from presentation.report_model import Figure, Progress, Report, Section, Table, no_progress
 from server.access.owner import sibling
+from server.callsites import service as callsite_service
 from server.fabric import history
 from server.fabric import repository as fabric
 from server.fabric import series as fabric_series
@@ -320,7 +321,7 @@ def job_report(
                 "to_ns": steps.to_ns,
                 "step_ns": steps.step_ns,
                 "shares": json.loads(rows.shares),
-                **rows.slow_ranks(),
+                **rows.slow_ranks(callsite_service.site_finder(s, chosen.scope)),
                 "run": chosen.run,
             }
         )

@@ -84,3 +84,28 @@ def test_size_bounds() -> None:
     assert size_bounds({0: 3}) == (0, 0)
     assert size_bounds({1: 1}) == (1, 1)
     assert size_bounds({0: 1, 13: 2, 20: 0}) == (0, 8191)
+
+
+def test_an_mpi4py_frame_is_labelled() -> None:
+    module = "/venv/lib/python3.11/site-packages/mpi4py/MPI.cpython-311-x86_64-linux-gnu.so"
+    rows = [row(0, 1, "MPI_Allreduce", 1, 8, 10, [frame(0x99, module=module)], {4: 1})]
+    (site,) = summarize(rows, {})["sites"]
+    assert site["label"] == "mpi4py (a Python call; its file and line are not read)"
+
+
+def test_rows_as_the_raw_route_gives_them() -> None:
+    """The same sites from rows whose layer is a name, buckets a list, overflow flagged."""
+    raw = [
+        {**row(0, 5, "MPI_Allreduce", 10, 80, 1_000, [frame(0x1234)], {}),
+         "layer": "MPI", "buckets": [{"bucket": 7, "calls": 10}]},
+        {**row(1, None, "MPI_Allreduce", 1, 0, 0, [], {}), "layer": "MPI", "overflow": True,
+         "buckets": [{"bucket": 0, "calls": 1}]},
+    ]  # fmt: skip
+    first, other = summarize(raw, RESOLVED)["sites"]
+    assert (first["label"], first["layer"], first["min_bytes"], first["max_bytes"]) == (
+        "solver.c:212",
+        "mpi",
+        64,
+        127,
+    )
+    assert other["label"] == OTHER

@@ -26,9 +26,16 @@ import pytest
 from frontend import components
 from presentation import figures
 from stacklens.api_models import SlowRanks
+from stacklens.paths import EXAMPLES_DIR
 from tests.hooks.jobs import example, run_job
 
 ITERATIONS, STEP_MS = 30, 20
+#: The line of examples/slow_rank.c whose MPI_Allreduce the ranks meet at (its call site).
+ALLREDUCE_LINE = next(
+    n
+    for n, text in enumerate((EXAMPLES_DIR / "slow_rank.c").read_text().splitlines(), 1)
+    if "MPI_Allreduce(" in text
+)
 #: (MPI, ranks, the late rank, its SLOW_MS): 2 and 16 ranks always, 64 in the soak run.
 LATE_CASES = [
     ("openmpi", 2, 1, 100),
@@ -79,6 +86,7 @@ def test_the_late_rank_is_named_first_everywhere(
     assert result.returncode == 0, result.stderr
     profile = api_client.get(f"/api/jobs/{job}/profile").json()
     others = [r for r in range(ranks) if r != late]
+    site = f"slow_rank.c:{ALLREDUCE_LINE}"  # where the others wait for it
 
     # the API: the late rank first, in computation, at MPI_Allreduce, every other waiting
     outliers = profile["outliers"]
@@ -93,7 +101,9 @@ def test_the_late_rank_is_named_first_everywhere(
     if waiting:
         assert outliers[1]["ranks"] == [late] and outliers[1]["op"] == "MPI_Allreduce"
         assert outliers[1]["text"].startswith(f"rank {others[0]} waits for rank {late} (late): ")
-    assert first["text"].startswith(f"rank {late} arrives last at MPI_Allreduce: ")
+        assert outliers[1]["text"].endswith(f", most in MPI_Allreduce at {site}")
+    assert first["site"] == site and first["site_key"]
+    assert first["text"].startswith(f"rank {late} arrives last at MPI_Allreduce in {site}: ")
     assert " more computing than the median rank (" in first["text"]
     assert first["text"].endswith(f"; {ranks_text(others)} for it"), first["text"]
     assert [(g["op"], g["min_rank"]) for g in profile["imbalance"]] == [("MPI_Allreduce", late)]
@@ -102,7 +112,9 @@ def test_the_late_rank_is_named_first_everywhere(
     # the heat map marks the late rank's row first
     model = SlowRanks.model_validate(profile)
     lines = components.outlier_items(model)
-    assert lines[0].children == first["text"] and lines[0].className == "outlier late"
+    text, _, link = lines[0].children
+    assert (text, lines[0].className) == (first["text"], "outlier late")
+    assert (link.children, link.href) == ("(call sites)", "#card-callsites")
     marks = figures.rank_heatmap(model).layout.annotations
     assert (marks[0].text, marks[0].y) == ("◀ late", late)
     assert [m.text for m in marks[1:]] == ["◀ waits"] * len(waiting)

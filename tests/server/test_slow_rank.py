@@ -104,6 +104,7 @@ def late_rank_2(window_s: int, excess_s: float, peak_k: int) -> dict:
         "peak_t_ns": M0 + (peak_k + 1) * S,
         "text": f"rank 2 arrives last at MPI_Allreduce: {excess_s:.2f} s more computing than "
                 f"the median rank ({share:.0%} of the elapsed time); ranks 0, 1, 3 wait for it",
+        "site": None, "site_key": None,  # no call sites recorded
     }  # fmt: skip
 
 
@@ -282,10 +283,12 @@ def test_a_late_rank_and_a_rank_waiting_for_it_among_balanced_ones(collector, ap
          "median_ns": 4800 * MS, "excess_ns": 1140 * MS, "share": 0.19, "op": "MPI_Waitall",
          "ranks": [0, 1, 2], "peak_t_ns": M0 + S,
          "text": "rank 3 arrives last at MPI_Waitall: 1.14 s more computing than the median "
-                 "rank (19% of the elapsed time); ranks 0–2 wait for it"},
+                 "rank (19% of the elapsed time); ranks 0–2 wait for it",
+         "site": None, "site_key": None},
         {"rank": 1, "role": "waiting", "what": "inside MPI", "time_ns": 2650 * MS,
          "median_ns": 1200 * MS, "excess_ns": 1450 * MS, "share": 0.2417, "op": "MPI_Waitall",
          "ranks": [3], "peak_t_ns": M0 + 4 * S,
          "text": "rank 1 waits for rank 3 (late): 1.45 s more inside MPI than the median rank "
-                 "(24% of the elapsed time), most in MPI_Waitall"},
+                 "(24% of the elapsed time), most in MPI_Waitall",
+         "site": None, "site_key": None},
     ]  # fmt: skip
