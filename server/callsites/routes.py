@@ -14,10 +14,10 @@ from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, model_table
 from server.jobs import sections
-from server.jobs.routes import CursorParam, OwnerParam
 from server.jobs.sections import SITE_LIMITS
 from server.jobs.target import find_target
-from server.query_params import RunParam, WindowDep
+from server.paging import CursorParam
+from server.query_params import OwnerParam, RunParam, WindowDep
 from stacklens.api_models import Callsite, JobCallsites
 
 router = APIRouter(tags=["callsites"])

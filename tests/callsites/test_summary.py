@@ -14,7 +14,7 @@ def frame(offset: int, n: int = 0, module: str = "/apps/solver", bid: str = BID)
     return {"frame": n, "module": module, "build_id": bid, "offset": offset}
 
 
-def row(rank: int, site_id: int, op: str, calls: int, nbytes: int, ns: int, frames: list,
+def row(rank: int, site_id: int | None, op: str, calls: int, nbytes: int, ns: int, frames: list,
         buckets: dict, layer: int = 0) -> dict:  # fmt: skip
     return {"rank": rank, "site_id": site_id, "layer": layer, "op": op, "op_id": 0,
             "comm_id": None, "calls": calls, "bytes": nbytes, "time_ns": ns,
