@@ -122,6 +122,7 @@ FORTRAN_VALUE = {
     "const int[]": Template("(const int *)${p}"),
     "int[]": Template("(int *)${p}"),
     "const char *": Template("${p}"),
+    "char *": Template("${p}"),
     "MPI_Status *": Template("${p}"),
     "MPI_Request *": Template("PMPI_Request_f2c(*${p})"),
     "MPI_Message *": Template("PMPI_Message_f2c(*${p})"),
@@ -146,13 +147,15 @@ FORTRAN_PARAM = {
     "const void *": "void *",
     "void *": "void *",
     "const char *": "char *",
+    "char *": "char *",
     "MPI_Aint": "MPI_Aint *",
     "MPI_Offset": "MPI_Offset *",
     "MPI_Aint *": "MPI_Aint *",
     "const MPI_Aint[]": "MPI_Aint *",
 }
-# Fortran strings carry their length in a hidden argument after all the others.
-FORTRAN_STRING = "const char *"
+# Fortran strings (given or returned) carry their length in a hidden argument after all
+# the others.
+FORTRAN_STRINGS = ("const char *", "char *")
 
 ENTRY_RE = re.compile(
     r"^(?P<ret>[A-Za-z_][\w \t*]*?)\s*\b(?P<name>MPIX?_\w+)\s*"
@@ -407,7 +410,7 @@ def render_fortran(entry: Entry, templates: Path, modes: Modes, where: str) -> s
     args = [a for a in entry.args if a.role not in FORTRAN_DROPPED]
     if any(a.ctype() not in FORTRAN_VALUE for a in args):
         return ""
-    strings = [a for a in args if a.ctype() == FORTRAN_STRING]
+    strings = [a for a in args if a.ctype() in FORTRAN_STRINGS]
     fparams = [f"{FORTRAN_PARAM.get(a.ctype(), 'MPI_Fint *')}{a.name}" for a in args]
     fparams.append("MPI_Fint *ierr")
     fparams += [f"size_t {a.name}_len" for a in strings]

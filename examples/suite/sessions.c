@@ -1,8 +1,8 @@
 /*
  * sessions.c — an MPI-4 sessions program (no MPI_Init): MPI_Session_init, the number of
- * process sets and the info of mpi://WORLD, its group, a communicator made from it
- * (MPI_Comm_create_from_group), a ring exchange of 64 bytes (MPI_Sendrecv to the next
- * rank) and 5 MPI_Allreduce of 2 doubles on it, MPI_Comm_free, MPI_Session_finalize;
+ * process sets, each one's name (MPI_Session_get_nth_pset), the info of mpi://WORLD, its
+ * group, a communicator made from it (MPI_Comm_create_from_group), a ring exchange of 64
+ * bytes (MPI_Sendrecv to the next rank) and 5 MPI_Allreduce of 2 doubles on it, MPI_Comm_free, MPI_Session_finalize;
  * see suite.h for what it prints (rank: in the session's communicator, the world rank).
  * Where mpi.h is older than MPI 4 (Open MPI 4.1) it is built as a program that says so.
  */
@@ -18,6 +18,15 @@ int main(void)
     MPI_Session_get_num_psets(s, MPI_INFO_NULL, &npsets);
     suite_count("MPI_Session_get_num_psets", 0);
     suite_check(npsets >= 2, "process sets");
+    int world_pset = 0;
+    for (int n = 0; n < npsets; n++) {
+        char name[256];
+        int len = (int)sizeof name;
+        MPI_Session_get_nth_pset(s, MPI_INFO_NULL, n, &len, name);
+        suite_count("MPI_Session_get_nth_pset", 0);
+        world_pset |= strcmp(name, "mpi://WORLD") == 0;
+    }
+    suite_check(world_pset, "mpi://WORLD listed");
     MPI_Info info;
     MPI_Session_get_pset_info(s, "mpi://WORLD", &info);
     suite_count("MPI_Session_get_pset_info", 0);

@@ -58,7 +58,8 @@ def test_a_fortran_session_program_is_recorded_exactly(collector, pg_url):
     assert result.returncode == 0, result.stderr
     assert sorted(result.stdout.splitlines()) == ["rank 0 of 2: done", "rank 1 of 2: done"]
     ops = {key: value for key, value in jobs.ops(pg_url, job).items() if value != (0, 0)}
-    both = {"MPI_Session_init": (1, 0), "MPI_Group_from_session_pset": (1, 0),
+    both = {"MPI_Session_init": (1, 0), "MPI_Session_get_num_psets": (1, 0),
+            "MPI_Session_get_nth_pset": (1, 0), "MPI_Group_from_session_pset": (1, 0),
             "MPI_Comm_create_from_group": (1, 0), "MPI_Allreduce": (3, 12),
             "MPI_Comm_free": (1, 0), "MPI_Session_finalize": (1, 0)}  # fmt: skip
     assert ops == {
