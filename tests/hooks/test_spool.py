@@ -240,8 +240,9 @@ def test_a_planted_name_in_the_spool_is_not_followed(hook_library, tmp_path):
 def test_the_node_total_is_bounded_for_all_processes_together(hook_library, tmp_path):
     """STACKLENS_SPOOL_NODE_MAX_MB bounds the spool directory, whatever wrote it: with the
     directory 2,000 bytes short of the cap, four processes that each spool one frame of
-    1,176 bytes (far below their own cap) at once leave exactly one frame there; the three
-    others say why, once each. Without the node bound all four would be spooled."""
+    1,001 to 2,000 bytes (far below their own cap; its size depends on the length of the
+    program's path, which its call sites carry) at once leave exactly one frame there; the
+    three others say why, once each. Without the node bound all four would be spooled."""
     spool = tmp_path / "spool"
     (spool / "rejected").mkdir(parents=True, mode=0o700)
     spool.chmod(0o700)
@@ -266,9 +267,10 @@ def test_the_node_total_is_bounded_for_all_processes_together(hook_library, tmp_
             jobs.kill_group(proc)
     assert [proc.returncode for proc in procs] == [0] * 4, results
     frames = sorted(spool.glob("node-cap.*.slf"))
-    assert [p.stat().st_size for p in frames] == [1176]
+    (size,) = [p.stat().st_size for p in frames]
+    assert 1000 < size <= 2000  # one frame fits in what is left, two do not
     total = sum(p.stat().st_size for p in spool.rglob("*") if p.is_file())
-    assert total == cap - 2000 + 1176 <= cap
+    assert total == cap - 2000 + size <= cap
     warnings = [spool_warnings(err) for _, err in results]
     assert sorted(len(w) for w in warnings) == [0, 1, 1, 1], warnings
     assert all("node cap STACKLENS_SPOOL_NODE_MAX_MB reached" in w[0] for w in warnings if w)

@@ -34,6 +34,7 @@ from tests.access.data import ALICE_JOB, BOB_JOB, BOB_NAMES, send_two_users_jobs
 from tests.collector.test_ingest import T0
 from tests.conftest import chromium_page, serving
 from tests.hooks.test_openmpi import run_under_hooks
+from tests.hooks.test_slow_rank_job import ALLREDUCE_LINE
 from tests.reports.data import (
     HOSTILE_COMMAND,
     HOSTILE_JOB,
@@ -115,7 +116,7 @@ def test_the_pdf_of_a_real_job_says_its_totals_and_findings(
     # findings: rank 2 computed far longer, first: it arrived last at every MPI_Allreduce,
     # the others waited for it
     said = flat(text)
-    assert "Rank 2 arrives last at MPI_Allreduce: " in said
+    assert f"Rank 2 arrives last at MPI_Allreduce in slow_rank.c:{ALLREDUCE_LINE}: " in said
     assert "more computing than the median rank" in said and "ranks 0, 1, 3 wait for it." in said
     assert "MPI_Allreduce on communicator" in said and "rank 2 arrives last (the least" in said
     for place in ("inside MPI", "file I/O", "outside MPI and I/O", "start-up"):

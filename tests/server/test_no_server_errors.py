@@ -45,7 +45,7 @@ def _refused(answer, name: str, rule: str) -> None:
 def test_a_run_beyond_a_database_integer_is_422_on_every_route(collector, api_client):
     send_two_users_jobs(collector)
     paths = _declaring(api_client.app, "run")
-    assert len(paths) == 16, paths  # the job routes with runs, the overview, history, report
+    assert len(paths) == 17, paths  # the job routes with runs, the overview, history, report
     for path in paths:
         params = {"job": ALICE_JOB} if path == "/api/compare/history" else {}
         answer = api_client.get(path, params={**params, "run": TOO_LARGE_INT})
@@ -111,7 +111,7 @@ def test_every_table_route_writes_its_files(collector, api_client):
     """Every route taking `format` answers csv and parquet for a job with every record."""
     send_two_users_jobs(collector)
     paths = [p for p in _declaring(api_client.app, "format") if p.startswith("/api/jobs/")]
-    assert len(paths) == 10, paths
+    assert len(paths) == 11, paths
     for path in paths:
         for fmt, media in (("csv", "text/csv; charset=utf-8"),
                            ("parquet", "application/vnd.apache.parquet")):  # fmt: skip
