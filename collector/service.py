@@ -50,7 +50,8 @@ class CollectorService:
         `control_socket`: where to serve the control channel (none unless given; its
         directory must be this user's own)."""
         self.writer = FrameWriter(database_url, max_run_names=settings.max_run_files,
-                                  max_run_comms=settings.max_run_comms)  # fmt: skip
+                                  max_run_comms=settings.max_run_comms,
+                                  max_run_callsites=settings.max_run_callsites)  # fmt: skip
         self.ingest = IngestServer(
             self.writer,
             settings.collector_host,

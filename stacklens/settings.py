@@ -151,6 +151,7 @@ class Settings(BaseSettings):
     max_stored_mb: int = Field(default=1 << 22, ge=1, le=1 << 30)
     max_run_files: int = Field(default=100_000, ge=100, le=10_000_000)
     max_run_comms: int = Field(default=10_000, ge=16, le=1_000_000)
+    max_run_callsites: int = Field(default=1 << 20, ge=256, le=1 << 24)
     # who may read (server/access/, docs/access.md)
     auth_mode: Literal["none", "proxy", "oidc"] = "none"
     allow_open_bind: bool = False

@@ -15,10 +15,13 @@ bound are lost:
   record (comm_id overflow_comm, comm_size 0, no root), a comm_p2p record its op's and
   direction's (comm_id overflow_comm, no peer), as the hooks make them
   (contract/stacklens_wire.def); a comm record (how that communicator was made) is not
-  stored, as the hooks send none beyond their bound.
+  stored, as the hooks send none beyond their bound;
+- a call site, a (rank, site id) pair, beyond STACKLENS_MAX_RUN_CALLSITES: a callsite record
+  is counted under the overflow site (site_id overflow_site), as the hooks count the sites
+  beyond STACKLENS_MAX_CALLSITES, and the site's callsite_frame records are not stored.
 
 Folded records are counted by reason (WriterStats.names_folded, /metrics:
-`run_files`, `run_comms`, `run_comm_descriptions`).
+`run_files`, `run_comms`, `run_comm_descriptions`, `run_callsites`, `run_callsite_frames`).
 
 A name admitted by a transaction that is then rolled back stays admitted (the bound is
 then reached a little early, never passed). Memory is bounded: past `max_remembered`
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Hashable
+from typing import TypeVar
 
 import numpy as np
 import psycopg
@@ -40,6 +44,10 @@ OVERFLOW_PATH = b"<other>"
 #: The communicator id of an overflow record, and the peer (or root) of one without.
 OVERFLOW_COMM = wire.BOUNDS["overflow_comm"]
 NO_RANK = wire.BOUNDS["no_rank"]
+IntOrArray = TypeVar("IntOrArray", int, np.ndarray)
+
+#: The site id of the call sites beyond a bound (contract/stacklens_wire.def).
+OVERFLOW_SITE = wire.BOUNDS["overflow_site"]
 
 _STORED_PATHS = """
 SELECT DISTINCT run_id, path FROM io_deltas
@@ -58,6 +66,21 @@ UNION
 SELECT run_id, comm_id FROM comm_made
 WHERE job_id = ANY(%(jobs)b::bigint[]) AND run_id = ANY(%(runs)b::bigint[])
 """
+
+_STORED_SITES = """
+SELECT run_id, world_rank, site_id FROM callsite_deltas
+WHERE job_id = ANY(%(jobs)b::bigint[]) AND run_id = ANY(%(runs)b::bigint[])
+  AND site_id <> %(overflow)b
+UNION
+SELECT run_id, world_rank, site_id FROM callsite_paths
+WHERE job_id = ANY(%(jobs)b::bigint[]) AND run_id = ANY(%(runs)b::bigint[])
+"""
+
+
+def site_key(rank: IntOrArray, site_id: IntOrArray) -> IntOrArray:
+    """One name for a rank's call site (site ids are each rank's own numbering); ints or
+    int64 arrays."""
+    return (rank << 32) | site_id  # type: ignore[no-any-return]
 
 
 class _RunKeys:
@@ -116,6 +139,23 @@ class _RunKeys:
             return True
         return False
 
+    def beyond(self, run_ids: np.ndarray, keys: np.ndarray, exempt: int) -> np.ndarray:
+        """Which records (of the runs `run_ids`, naming the integer names `keys`, in the
+        order met) name one beyond their run's cap (admitting, in that order, the new ones
+        within it); records naming `exempt` (the overflow record's) never are."""
+        out = np.zeros(len(keys), dtype=bool)
+        if not len(keys):
+            return out
+        pairs = np.stack([run_ids.astype(np.int64), keys.astype(np.int64)], axis=1)
+        unique, first, inverse = np.unique(pairs, axis=0, return_index=True,
+                                           return_inverse=True)  # fmt: skip
+        refused = np.zeros(len(unique), dtype=bool)
+        for u in np.argsort(first, kind="stable").tolist():  # in the order met
+            run, key = unique[u].tolist()
+            refused[u] = key != exempt and not self._admit(run, key)
+        out[:] = refused[inverse.reshape(-1)]
+        return out
+
 
 class RunNames(_RunKeys):
     """Distinct file paths of each run (io records), up to `cap` each."""
@@ -156,19 +196,15 @@ class RunComms(_RunKeys):
             await cur.execute(_STORED_COMMS, params)
             return [(run, int(comm)) for run, comm in await cur.fetchall()]
 
-    def beyond(self, run_ids: np.ndarray, comm_ids: np.ndarray) -> np.ndarray:
-        """Which records (of the runs `run_ids`, naming the communicators `comm_ids`, in
-        the order met) name a communicator beyond their run's cap (admitting, in that
-        order, the new ones within it); overflow records never are."""
-        out = np.zeros(len(comm_ids), dtype=bool)
-        if not len(comm_ids):
-            return out
-        pairs = np.stack([run_ids.astype(np.int64), comm_ids.astype(np.int64)], axis=1)
-        unique, first, inverse = np.unique(pairs, axis=0, return_index=True,
-                                           return_inverse=True)  # fmt: skip
-        refused = np.zeros(len(unique), dtype=bool)
-        for u in np.argsort(first, kind="stable").tolist():  # in the order met
-            run, comm = unique[u].tolist()
-            refused[u] = comm != OVERFLOW_COMM and not self._admit(run, comm)
-        out[:] = refused[inverse.reshape(-1)]
-        return out
+
+class RunSites(_RunKeys):
+    """Distinct call sites, (rank, site id) as site_key, of each run (callsite and
+    callsite_frame records), up to `cap` each."""
+
+    async def _stored(
+        self, conn: psycopg.AsyncConnection, jobs: list[int], runs: list[int]
+    ) -> list[tuple[int, Hashable]]:
+        async with conn.cursor() as cur:
+            params = {"jobs": jobs, "runs": runs, "overflow": OVERFLOW_SITE}
+            await cur.execute(_STORED_SITES, params)
+            return [(run, site_key(rank, site)) for run, rank, site in await cur.fetchall()]

@@ -33,7 +33,15 @@ import psycopg
 from collector.codec import FrameBatch, encode_arrays, frame_addresses
 from collector.store.copy import COPY_SIGNATURE, COPY_TRAILER, binary_copy
 from collector.store.jobs import JOB_STATUS
-from collector.store.names import NO_RANK, OVERFLOW_COMM, RunComms, RunNames
+from collector.store.names import (
+    NO_RANK,
+    OVERFLOW_COMM,
+    OVERFLOW_SITE,
+    RunComms,
+    RunNames,
+    RunSites,
+    site_key,
+)
 from collector.store.partitions import Partitions
 from collector.store.rollups import MARK_DIRTY
 from collector.store.tables import DELTA_TABLES, INTERVAL_COLUMNS, DeltaTable
@@ -349,9 +357,10 @@ class FrameWriter:
         workers: int = 3,
         max_run_names: int = 100_000,
         max_run_comms: int = 10_000,
+        max_run_callsites: int = 1 << 20,
     ):
-        """`max_run_names`, `max_run_comms`: distinct file paths and communicators stored per
-        run (collector/store/names.py)."""
+        """`max_run_names`, `max_run_comms`, `max_run_callsites`: distinct file paths,
+        communicators and call sites stored per run (collector/store/names.py)."""
         self.url = url  # the database's
         self._workers = workers
         self._max_batch = max_batch
@@ -369,6 +378,7 @@ class FrameWriter:
         self.partitions = Partitions()
         self.names = RunNames(max_run_names)
         self.comms = RunComms(max_run_comms)
+        self.sites = RunSites(max_run_callsites)
 
     async def start(self) -> None:
         """Start the batch loops: `workers` transactions may be in flight at once."""
@@ -567,14 +577,17 @@ class FrameWriter:
         await self.names.load(conn, ids.frame_job[io], ids.frame_run[io])
         comm = (frames.info["count"][:, _COMM_IDS] > 0).any(axis=1)
         await self.comms.load(conn, ids.frame_job[comm], ids.frame_run[comm])
-        plan = _Plan(frames, ids, None, self.names, self.comms)  # no await since names read
+        site = (frames.info["count"][:, _SITE_IDS] > 0).any(axis=1)
+        await self.sites.load(conn, ids.frame_job[site], ids.frame_run[site])
+        plan = _Plan(frames, ids, None, self.names, self.comms, self.sites)  # names read
         rows: collections.Counter[str] = collections.Counter()
         async with conn.transaction(), conn.cursor() as cur:
             if not await self._ledger_fast(conn, cur, plan):
                 await cur.execute(_INSERT_LEDGER, plan.ledger(time.time_ns()))
                 stored = {tuple(row) for row in await cur.fetchall()}
                 if len(stored) != len(plan.fresh):
-                    plan = _Plan(frames, ids, plan.keep(stored), self.names, self.comms)
+                    plan = _Plan(frames, ids, plan.keep(stored), self.names, self.comms,
+                                 self.sites)  # fmt: skip
             for table, records, payload in plan.copies():
                 async with cur.copy(table.copy_statement) as copy:
                     for part in payload:
@@ -864,13 +877,20 @@ _COMM_FOLDS: dict[str, tuple[dict[str, int] | None, str]] = {
     "comm": (None, "run_comm_descriptions"),
 }
 _COMM_IDS = [wire.SPEC.table(name).id for name in _COMM_FOLDS]
+#: The same for the records naming a call site (RunSites).
+_SITE_FOLDS: dict[str, tuple[dict[str, int] | None, str]] = {
+    "callsite": ({"site_id": OVERFLOW_SITE}, "run_callsites"),
+    "callsite_frame": (None, "run_callsite_frames"),
+}
+_SITE_IDS = [wire.SPEC.table(name).id for name in _SITE_FOLDS]
 
 
 class _Plan:
     """Everything a batch writes before its runs and jobs: ledger rows, rank upserts, rollup
     marks and the COPY payloads, for the frames in `fresh` (default: the first of every
     (run, rank, seq) in the batch); names beyond a run's bounds are folded by `names` (io
-    paths) and `comms` (communicators): `folded` counts them by reason."""
+    paths), `comms` (communicators) and `sites` (call sites): `folded` counts them by
+    reason."""
 
     def __init__(
         self,
@@ -879,8 +899,10 @@ class _Plan:
         fresh: np.ndarray | None,
         names: RunNames,
         comms: RunComms,
+        sites: RunSites,
     ):
         self.frames, self.ids, self._names, self._comms = frames, ids, names, comms
+        self._sites = sites
         self.folded: collections.Counter[str] = collections.Counter()
         info = frames.info
         if fresh is None:
@@ -892,22 +914,35 @@ class _Plan:
         self._addresses = frames.addresses  # where each frame is read from by encode_arrays
         self._rewritten: dict[int, bytearray] = {}  # frame -> its copy with folded records
         self._dropped: dict[str, np.ndarray] = {}  # table -> its records not stored
-        self._fold_comms()
+        self._fold(_COMM_FOLDS, self._comms, "comm_id", OVERFLOW_COMM)
+        self._fold(_SITE_FOLDS, self._sites, "site_id", OVERFLOW_SITE, by_rank=True)
         self._copies = [c for table in DELTA_TABLES if (c := self._copy(table)) is not None]
 
-    def _fold_comms(self) -> None:
-        """Fold the records naming a communicator beyond their run's bound (RunComms; new
-        ones within it are admitted table by table, in frame order): an array table's
-        records are rewritten in a copy of their frame (the received bytes stay as they
-        are), a description is left out of the COPY."""
+    def _fold(
+        self,
+        folds: dict[str, tuple[dict[str, int] | None, str]],
+        keys: RunComms | RunSites,
+        field: str,
+        overflow: int,
+        by_rank: bool = False,
+    ) -> None:
+        """Fold the records naming a communicator (`field` comm_id) or a call site (site_id,
+        named with its rank: `by_rank`) beyond their run's bound (`keys`; new ones within it are
+        admitted table by table, in frame order): an array table's records are rewritten
+        in a copy of their frame (the received bytes stay as they are) as `folds` says, a
+        description is left out of the COPY."""
         frames, fresh = self.frames, self.fresh
-        for table, (fold, reason) in _COMM_FOLDS.items():
+        for table, (fold, reason) in folds.items():
             spec = wire.SPEC.table(table)
             present = fresh[np.flatnonzero(frames.info["count"][fresh, spec.id])]  # as _copy
             if not len(present):
                 continue
-            comm_ids, frame = frames.field(present, table, "comm_id")
-            beyond = self._comms.beyond(self.ids.frame_run[frame], comm_ids)
+            values, frame = frames.field(present, table, field)
+            names = values.astype(np.int64)
+            if by_rank:
+                ranks = self.ids.frame_rank[frame].astype(np.int64)
+                names = np.where(values == overflow, overflow, site_key(ranks, names))
+            beyond = keys.beyond(self.ids.frame_run[frame], names, overflow)
             if not beyond.any():
                 continue
             self.folded[reason] += int(beyond.sum())

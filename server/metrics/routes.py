@@ -84,7 +84,8 @@ class CollectorMetrics:
             "stacklens_store_names_folded",
             "Records whose new name beyond a run's bound was stored as the overflow record, "
             "by reason (run_files: STACKLENS_MAX_RUN_FILES; run_comms, run_comm_descriptions: "
-            "STACKLENS_MAX_RUN_COMMS)",
+            "STACKLENS_MAX_RUN_COMMS; run_callsites, run_callsite_frames: "
+            "STACKLENS_MAX_RUN_CALLSITES)",
             labels=["reason"],
         )
         for reason, count in sorted(f.names_folded.items()):

@@ -1,7 +1,8 @@
 """Bounds the collector keeps per run and per user whoever sends (issue #24 point 4): the
 distinct file names of a run, folded into "<other>" beyond STACKLENS_MAX_RUN_FILES with
 every total exact, its distinct communicators, folded into their ops' overflow records
-beyond STACKLENS_MAX_RUN_COMMS likewise, and the bytes of frames a user may have stored
+beyond STACKLENS_MAX_RUN_COMMS likewise, its call sites beyond STACKLENS_MAX_RUN_CALLSITES
+into the overflow site, and the bytes of frames a user may have stored
 per hour. The senders
 bypass the hook library (frames built with stacklens.wire.encode_frame); each test failed
 on the code before the bound."""
@@ -173,6 +174,73 @@ def test_communicators_beyond_the_run_bound_fold_into_the_overflow_record_with_e
     assert coll[overflow][:2] == (35, 35) and coll[105][:2] == (2, 2) and 999 not in coll
     assert cp2p[overflow][2] == 35 and made == admitted
     assert stored_comms(pg_url, "other")[0] == {999: (1, 1, 8, 5, 2, -1)}
+
+
+def site_frame(seq: int, rank: int, sites: list[int], job: str = "sites") -> bytes:
+    """A frame of rank `rank` of a two-rank run, `seq` seconds after T0, with one
+    MPI_Allreduce callsite record per site id of `sites` (1 call, 8 B, 5 ns) and the site's
+    one frame (module /bin/app, offset 0x1000 + id)."""
+    records = [{"site_id": s, "layer": 0, "op_id": ALLREDUCE, "comm_id": 1, "bucket": 3,
+                "calls": 1, "bytes": 8, "time_ns": 5} for s in sites]  # fmt: skip
+    frames = [{"site_id": s, "frame": 0, "depth": 1, "site_offset": 0x1000 + s,
+               "build_id": b"ab" * 20, "module": b"/bin/app"} for s in sites]  # fmt: skip
+    return wire.encode_frame(
+        job_id=job, world_rank=rank, world_size=2, seq=seq, host=f"node{rank}",
+        interval_start_ns=T0 + seq * 10**9, interval_end_ns=T0 + (seq + 1) * 10**9,
+        token="secret", tables={"callsite": wire.records("callsite", records),
+                                "callsite_frame": wire.records("callsite_frame", frames)},
+    )  # fmt: skip
+
+
+def stored_sites(pg_url: str, job: str = "sites") -> tuple[dict, set]:
+    """(rank, site id) -> (records, calls, bytes) of the stored callsite rows, and the
+    (rank, site id) pairs with a stored frame, of the job `job`."""
+    rows = query(pg_url, "SELECT world_rank, site_id, count(*), sum(calls), sum(bytes) "
+                 "FROM callsite_deltas c JOIN jobs j ON j.id = c.job_id WHERE j.job_key = %s "
+                 "GROUP BY 1, 2", (job,))  # fmt: skip
+    paths = query(pg_url, "SELECT world_rank, site_id FROM callsite_paths c JOIN jobs j "
+                  "ON j.id = c.job_id WHERE j.job_key = %s", (job,))  # fmt: skip
+    return {(r, s): (n, int(c), int(b)) for r, s, n, c, b in rows}, set(paths)
+
+
+def test_call_sites_beyond_the_run_bound_fold_into_the_overflow_site_with_exact_totals(pg_url):
+    # A sender bypassing the hooks names 200 sites on each of two ranks, in two frames each
+    # (the same site ids: a site is a rank's own), against a bound of 256 per run.
+    overflow = wire.BOUNDS["overflow_site"]
+    with BackgroundCollector(pg_url, token="secret", max_run_callsites=256) as collector:
+        for seq in range(2):
+            for rank in range(2):
+                sites = list(range(100 * seq, 100 * seq + 100))
+                assert exchange(collector.address, site_frame(seq, rank, sites), 1) == [
+                    (wire.Status.COMMITTED, seq)
+                ]
+        folded = collector.call(lambda: dict(collector.service.writer.stats.names_folded))
+    # Admitted in the order stored: rank 0's and rank 1's first 100, rank 0's next 56;
+    # rank 0's last 44 and rank 1's last 100 count under the overflow site, calls kept.
+    rows, paths = stored_sites(pg_url)
+    admitted = {(0, s) for s in range(156)} | {(1, s) for s in range(100)}
+    assert set(rows) == admitted | {(0, overflow), (1, overflow)}
+    assert rows[(0, overflow)] == (44, 44, 352) and rows[(1, overflow)] == (100, 100, 800)
+    assert rows[(1, 99)] == (1, 1, 8)
+    assert paths == admitted  # a folded site's frames are not stored
+    assert sum(v[1] for v in rows.values()) == 400
+    assert folded == {"run_callsites": 144, "run_callsite_frames": 144}
+
+    # A collector started afresh reads the run's stored sites: a stored one keeps its id, a
+    # new one is folded; another run has a bound of its own.
+    with BackgroundCollector(pg_url, token="secret", max_run_callsites=256) as collector:
+        assert exchange(collector.address, site_frame(2, 1, [5, 150]), 1) == [
+            (wire.Status.COMMITTED, 2)
+        ]
+        assert exchange(collector.address, site_frame(0, 1, [150], job="other"), 1) == [
+            (wire.Status.COMMITTED, 0)
+        ]
+        folded = collector.call(lambda: dict(collector.service.writer.stats.names_folded))
+    assert folded == {"run_callsites": 1, "run_callsite_frames": 1}
+    rows, paths = stored_sites(pg_url)
+    assert rows[(1, 5)] == (2, 2, 16) and rows[(1, overflow)] == (101, 101, 808)
+    assert (1, 150) not in rows and paths == admitted
+    assert stored_sites(pg_url, "other") == ({(1, 150): (1, 1, 8)}, {(1, 150)})
 
 
 def big_frame(seq: int, job: str, t0: int = T0) -> bytes:
