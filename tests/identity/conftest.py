@@ -30,5 +30,5 @@ def munge_socket(shared_dir: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def users() -> Iterator[tuple]:
-    with unix_user("sltest-a") as a, unix_user("sltest-b") as b:
+    with unix_user("a") as a, unix_user("b") as b:
         yield a, b

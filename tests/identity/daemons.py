@@ -2,7 +2,7 @@
 
 `munged(dir)` runs MUNGE's daemon as the `munge` user with its own key and socket under
 `dir` (every directory above the socket open to all, as munged demands); `unix_user()`
-creates a user with `useradd -M` and removes it afterwards; `as_user()` is the argv
+creates a user of this session's own with `useradd -M` and removes it afterwards; `as_user()` is the argv
 prefix that runs a command as such a user.
 """
 
@@ -55,9 +55,17 @@ def munged(root: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def unix_user(name: str) -> Iterator[pwd.struct_passwd]:
-    """A Unix user `name` without a home directory, removed afterwards."""
-    subprocess.run(["userdel", name], capture_output=True)  # a leftover of a killed run
+def unix_user(suffix: str) -> Iterator[pwd.struct_passwd]:
+    """A Unix user without a home directory, named `sltest-<pid>-<suffix>` so that test
+    sessions running at once on one node never share one, removed afterwards (and the
+    users of sessions whose process is gone: a killed run's leftovers)."""
+    for stale in pwd.getpwall():
+        parts = stale.pw_name.split("-")
+        if len(parts) == 3 and parts[0] == "sltest" and parts[1].isdigit():
+            if not Path(f"/proc/{parts[1]}").exists():
+                subprocess.run(["userdel", stale.pw_name], capture_output=True)
+    name = f"sltest-{os.getpid()}-{suffix}"
+    subprocess.run(["userdel", name], capture_output=True)  # a leftover of a reused pid
     subprocess.run(["useradd", "-M", "-s", "/bin/sh", name], check=True, timeout=30)
     try:
         yield pwd.getpwnam(name)
