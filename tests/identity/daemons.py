@@ -2,8 +2,8 @@
 
 `munged(dir)` runs MUNGE's daemon as the `munge` user with its own key and socket under
 `dir` (every directory above the socket open to all, as munged demands); `unix_user()`
-creates a user of this session's own with `useradd -M` and removes it afterwards; `as_user()` is the argv
-prefix that runs a command as such a user.
+creates a user of this session's own with `useradd -M` and removes it afterwards;
+`as_user()` is the argv prefix that runs a command as such a user.
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ def unix_user(suffix: str) -> Iterator[pwd.struct_passwd]:
     users of sessions whose process is gone: a killed run's leftovers)."""
     for stale in pwd.getpwall():
         parts = stale.pw_name.split("-")
-        if len(parts) == 3 and parts[0] == "sltest" and parts[1].isdigit():
-            if not Path(f"/proc/{parts[1]}").exists():
-                subprocess.run(["userdel", stale.pw_name], capture_output=True)
+        gone = len(parts) == 3 and parts[1].isdigit() and not Path(f"/proc/{parts[1]}").exists()
+        if parts[0] == "sltest" and gone:
+            subprocess.run(["userdel", stale.pw_name], capture_output=True)
     name = f"sltest-{os.getpid()}-{suffix}"
     subprocess.run(["userdel", name], capture_output=True)  # a leftover of a reused pid
     subprocess.run(["useradd", "-M", "-s", "/bin/sh", name], check=True, timeout=30)
