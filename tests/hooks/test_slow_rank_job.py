@@ -18,6 +18,7 @@ at waiting (one longer in MPI_Sendrecv, another in MPI_Allreduce), which is no f
 from __future__ import annotations
 
 import html
+import os
 import re
 import uuid
 
@@ -97,7 +98,16 @@ def test_the_late_rank_is_named_first_everywhere(
     expected = ITERATIONS * (slow_ms - STEP_MS) * 10**6
     assert 0.75 * expected <= first["excess_ns"] <= 1.5 * expected, first
     waiting = [(others[0], "waiting")] if ranks == 2 else []  # on more, none waits more
-    assert [(o["rank"], o["role"]) for o in outliers] == [(late, "late"), *waiting], outliers
+    named = [(o["rank"], o["role"]) for o in outliers]
+    assert named[: 1 + len(waiting)] == [(late, "late"), *waiting], outliers
+    # 16 ranks on 2 cores: the scheduler itself can make another rank wake late from its
+    # sleeps (by about 1 s over the run when the node is busy, MPICH's ranks spinning while
+    # they wait). That rank did arrive late and may be named, after the injected one, as
+    # late in computation with far less excess; never as waiting, and never on 2 ranks.
+    extra = outliers[1 + len(waiting) :]
+    assert not extra or ranks > (os.cpu_count() or 1), outliers
+    assert all((o["role"], o["what"]) == ("late", "computation")
+               and o["excess_ns"] < first["excess_ns"] / 2 for o in extra), outliers  # fmt: skip
     if waiting:
         assert outliers[1]["ranks"] == [late] and outliers[1]["op"] == "MPI_Allreduce"
         assert outliers[1]["text"].startswith(f"rank {others[0]} waits for rank {late} (late): ")
@@ -117,7 +127,7 @@ def test_the_late_rank_is_named_first_everywhere(
     assert (link.children, link.href) == ("(call sites)", "#card-callsites")
     marks = figures.rank_heatmap(model).layout.annotations
     assert (marks[0].text, marks[0].y) == ("◀ late", late)
-    assert [m.text for m in marks[1:]] == ["◀ waits"] * len(waiting)
+    assert [m.text for m in marks[1:]] == ["◀ waits"] * len(waiting) + ["◀ late"] * len(extra)
 
     # the report: the same sentence, first among the findings
     said = findings(api_client, job)
