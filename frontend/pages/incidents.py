@@ -61,8 +61,8 @@ def layout(**query: str) -> html.Div:
                                clearable=True, w=170, size="sm"),
                     dmc.TextInput(id=ids.INC_JOB, placeholder="job id", debounce=400, w=160,
                                   size="sm"),
-                    dcc.Dropdown(id=ids.INC_OWNER, placeholder="owner", options=[],
-                                 className="owner-filter"),
+                    dmc.Select(id=ids.INC_OWNER, placeholder="owner", data=[], clearable=True,
+                               searchable=True, w=170, size="sm"),
                     dmc.NumberInput(id=ids.INC_LINK, placeholder="link id", min=1,
                                     debounce=400, w=120, size="sm"),
                     dmc.Text("in the header's time range", size="sm", c="dimmed"),
@@ -125,7 +125,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         return components.incident_rows(listed), caption, "", updated
 
     @dash_app.callback(
-        Output(ids.INC_OWNER, "options"),
+        Output(ids.INC_OWNER, "data"),
         Output(ids.INC_OWNER, "value"),
         Input(ids.INC_JOB, "value"),
         State(ids.INC_OWNER, "value"),
