@@ -13,6 +13,7 @@
 
 #include "core.h"
 #include "handles.h"
+#include "monitored.h"
 
 sl_keytab sl_comm_p2p;
 
@@ -154,6 +155,10 @@ void sl_family_made(int op, MPI_Comm parent, MPI_Comm newcomm, int color, int ke
     uint32_t nth = sl_comm_next_made(parent);
     if (newcomm == MPI_COMM_NULL)
         return;
+    int topology = MPI_UNDEFINED;
+    if (PMPI_Topo_test(newcomm, &topology) == MPI_SUCCESS
+        && (topology == MPI_GRAPH || topology == MPI_DIST_GRAPH))
+        sl_monitored_graph_made(newcomm);
     /* the parent's id and its count of creating calls: the same on every member */
     uint32_t family = 0;
     if (made != SL_MADE_INTERCOMM_CREATE && prec != NULL) {

@@ -122,6 +122,20 @@ int sl_monitored_active(void)
     return __atomic_load_n(&counters, __ATOMIC_ACQUIRE) != NULL;
 }
 
+void sl_monitored_graph_made(MPI_Comm comm)
+{
+    static int warned;
+    int rank = 1;
+    if (!sl_monitored_active() || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        return;
+    if (PMPI_Comm_rank(comm, &rank) == MPI_SUCCESS && rank == 0)
+        sl_warn("Open MPI's monitoring component (STACKLENS_MONITOR_TRAFFIC=%s) may crash "
+                "(SIGFPE or SIGSEGV) in neighbourhood collectives on this graph communicator, "
+                "a fault of Open MPI 4.1; if this program uses them, run it with "
+                "STACKLENS_MONITOR_TRAFFIC=off",
+                mode == 2 ? "on" : "auto");
+}
+
 void sl_monitored_load(int peer, uint64_t *bytes, uint64_t *msgs)
 {
     sl_monitored_counters *c = __atomic_load_n(&counters, __ATOMIC_ACQUIRE);
@@ -210,6 +224,11 @@ void sl_monitored_load(int peer, uint64_t *bytes, uint64_t *msgs)
 {
     (void)peer;
     *bytes = *msgs = 0;
+}
+
+void sl_monitored_graph_made(MPI_Comm comm)
+{
+    (void)comm;
 }
 
 #endif

@@ -28,7 +28,16 @@
  * MPI_T variables, no dump is asked for), so its recording function is not
  * called: the counts stored are the same. Otherwise it is called after the
  * hooks' count. The coll monitoring component comes with it (Open MPI 4.1.4
- * crashes in MPI_Finalize when it is excluded with coll=^monitoring).
+ * crashes in MPI_Finalize when it is excluded with coll=^monitoring, and in
+ * MPI_Comm_free: pml/monitoring looks communicators up in coll/monitoring's table).
+ *
+ * Known fault of the component: Open MPI 4.1.4's coll/monitoring reads every
+ * communicator's topology as a Cartesian one in its neighbourhood collectives, so on a
+ * graph or distributed-graph communicator they die of SIGFPE or SIGSEGV
+ * (mca_topo_base_cart_shift), with or without stacklens once monitoring is on; it
+ * cannot be switched off per communicator. When such a communicator is made while
+ * the traffic is monitored, rank 0 of it says so once and names the remedy
+ * (STACKLENS_MONITOR_TRAFFIC=off), so a crash that may follow is explained.
  *
  * Safety: the recording is two adds into per-peer rows allocated once after
  * PMPI_Init (never freed: the PML may record until the process ends): one row
@@ -43,6 +52,8 @@
 #define SL_MONITORED_H
 
 #include <stdint.h>
+
+#include <mpi.h>
 
 #include "config.h"
 
@@ -61,5 +72,10 @@ int sl_monitored_active(void);
 
 /* Copies the cumulative bytes and messages sent to peer (< world size). */
 void sl_monitored_load(int peer, uint64_t *bytes, uint64_t *msgs);
+
+/* A communicator `comm` with a graph or distributed-graph topology was made: under
+ * Open MPI, while the traffic is monitored, one warning (its rank 0, once per process)
+ * that the monitoring component may crash in its neighbourhood collectives. */
+void sl_monitored_graph_made(MPI_Comm comm);
 
 #endif /* SL_MONITORED_H */
