@@ -50,7 +50,9 @@ static uint32_t made_of(int op)
     case SL_OP_MPI_Comm_dup_with_info: return SL_MADE_DUP;
     case SL_OP_MPI_Intercomm_create: return SL_MADE_INTERCOMM_CREATE;
     case SL_OP_MPI_Intercomm_merge: return SL_MADE_INTERCOMM_MERGE;
-    default: return SL_MADE_GRAPH;
+    case SL_OP_MPI_Graph_create: return SL_MADE_GRAPH;
+    case SL_OP_MPI_Dist_graph_create: return SL_MADE_GRAPH;
+    default: return SL_MADE_GRAPH; /* MPI_Dist_graph_create_adjacent */
     }
 }
 

@@ -10,12 +10,15 @@ collector and database.
 
 from __future__ import annotations
 
+import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import mpi_env
 from tests.hooks import jobs
+from tests.hooks.test_families import descriptions
 
 #: The families and the ranks each runs on (the node has 2 cores).
 FAMILIES = {
@@ -56,6 +59,12 @@ GRAPH_WARNING = (
     "(SIGFPE or SIGSEGV) in neighbourhood collectives on this graph communicator, a fault of "
     "Open MPI 4.1; if this program uses them, run it with STACKLENS_MONITOR_TRAFFIC=off"
 )
+
+
+#: The source of the graph family and its three creating calls (comm.made 11, "graph").
+GRAPH_SOURCE = Path(__file__).resolve().parents[2] / "examples" / "suite" / "neighbor_graph.c"
+GRAPH_CALLS = ("MPI_Dist_graph_create_adjacent", "MPI_Graph_create", "MPI_Dist_graph_create")
+GRAPH = 11
 
 
 def suite_program(mpi: str, family: str) -> str:
@@ -110,3 +119,64 @@ def test_a_graph_communicator_under_monitoring_is_warned_about(collector, tmp_pa
     off = jobs.run_job(collector, "openmpi", argv, f"{job}-off", ranks=ranks,
                        STACKLENS_MONITOR_TRAFFIC="off")  # fmt: skip
     assert (off.returncode, GRAPH_WARNING in off.stderr) == (0, False), off.stderr
+
+
+def call_line(source: Path, call: str) -> int:
+    """The line of source where the one call of `call` is written."""
+    lines = [i + 1 for i, text in enumerate(source.read_text().splitlines()) if f"{call}(" in text]
+    assert len(lines) == 1, (call, lines)
+    return lines[0]
+
+
+def site_line(program: str, offset: int) -> int:
+    """The source line of the call before return address `offset` of `program` (addr2line:
+    an oracle here)."""
+    out = subprocess.run(["addr2line", "-e", program, hex(offset - 1)], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    return int(out.strip().rsplit(":", 1)[1].split()[0])
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_each_graph_making_call_is_a_family_with_its_call_site(collector, pg_url, api_client,
+                                                               mpi):  # fmt: skip
+    """neighbor_graph.c makes one communicator by each of MPI_Dist_graph_create_adjacent,
+    MPI_Graph_create and MPI_Dist_graph_create: every rank describes each as made "graph",
+    3 ranks, at the call in the program (its return address, read back with addr2line), one
+    family per call the same on every rank; the families API gives each its neighbourhood
+    collectives exactly."""
+    program = suite_program(mpi, "neighbor_graph")
+    ranks = FAMILIES["neighbor_graph"]
+    job = f"suite-graph-families-{mpi}-{uuid.uuid4().hex[:6]}"
+    hooks = {"STACKLENS_MONITOR_TRAFFIC": "off"} if ("neighbor_graph", mpi) in UNMONITORED else {}
+    result = jobs.run_job(collector, mpi, [program], job, ranks=ranks, **hooks)
+    assert result.returncode == 0, result.stderr
+    lines = {call_line(GRAPH_SOURCE, call): call for call in GRAPH_CALLS}
+    families: dict[str, set[int]] = {}
+    described = descriptions(pg_url, job)
+    assert sorted(described) == list(range(ranks))
+    for rank, comms in described.items():
+        graphs = [c for c in comms if c[0] == GRAPH]
+        assert sorted((c[1], c[2]) for c in graphs) == [(ranks, rank)] * 3
+        for c in graphs:  # (made, size, rank, ..., family id, comm id, module, offset)
+            assert c[10].endswith("/neighbor_graph"), c
+            families.setdefault(lines[site_line(program, c[11])], set()).add(c[8])
+    assert sorted(families) == sorted(GRAPH_CALLS)
+    assert all(len(ids) == 1 for ids in families.values()), families  # one family per call
+    assert len({fid for ids in families.values() for fid in ids}) == 3
+
+    answer = api_client.get(api_client.app.url_path_for("job_families", job=job)).json()
+    graphs = {
+        frozenset((o["op"], o["calls"], o["bytes"]) for o in f["ops"]): (
+            f["label"].split(": ")[1], sorted(g["members"] for g in f["groups"]))
+        for f in answer["families"] if f["made"] == "graph"
+    }  # fmt: skip
+    whole = ("1 group of 3", [[0, 1, 2]])
+    assert graphs == {
+        # adjacent: one out-neighbour; 4, 2 and 3 ints per call and rank
+        frozenset({("MPI_Neighbor_alltoall", 3, 48), ("MPI_Neighbor_allgather", 3, 24),
+                   ("MPI_Ineighbor_alltoall", 3, 36)}): whole,
+        # graph: an undirected ring, two neighbours; 2 and 1 ints to each
+        frozenset({("MPI_Neighbor_allgather", 3, 48), ("MPI_Ineighbor_allgather", 3, 24)}): whole,
+        # dist: one edge per rank, to the next; 5 and 3 ints
+        frozenset({("MPI_Neighbor_alltoall", 3, 60), ("MPI_Neighbor_allgatherv", 3, 36)}): whole,
+    }  # fmt: skip
