@@ -9,7 +9,9 @@
  * The helpers of the read/write path are SL_HOT (core.h): inlined into every
  * wrapper (no calls). A call on a tracked file adds two tick reads (util.h) and
  * three adds to the thread's counters; on any other descriptor only an array
- * lookup.
+ * lookup. Every counted call on a tracked file, opens and closes included, is
+ * also counted at its call site (callsite.h: the wrapper's return address, the
+ * op its I/O function id SL_IOFN_<name>, no bytes for opens, closes and meta).
  */
 #ifndef SL_INTERPOSE_H
 #define SL_INTERPOSE_H
@@ -60,15 +62,31 @@ static inline void *sl_next_fn(void **cache, const char *name)
  * "Direct calls"); cleared for good at the program's first pthread_cancel. */
 extern int sl_direct_io;
 
-/* Counts a POSIX open that returned fd after t0. */
-static inline int sl_fd_opened(int fd, uint64_t t0)
+/* Counts a POSIX open (I/O function fn, called from site) that returned fd after t0:
+ * on its file, and at its call site if the file is tracked. */
+static inline int sl_fd_opened(int fd, uint64_t t0, unsigned fn, const void *site)
 {
     if (fd >= 0 && sl_io_counting(SL_IO_POSIX)) {
         int saved = errno;
-        sl_io_opened(SL_IO_POSIX, fd, sl_ticks_between(t0, sl_ticks()));
+        uint64_t ticks = sl_ticks_between(t0, sl_ticks());
+        if (sl_io_opened(SL_IO_POSIX, fd, ticks) >= 0)
+            sl_site_count(site, SL_IO_POSIX, fn, (uint32_t)SL_BOUND_no_comm, 0, ticks);
         errno = saved;
     }
     return fd;
+}
+
+/* A close (I/O function fn of layer, called from site) of fd that started at t0
+ * returned: the mapping is forgotten and the time counted on the file even inside MPI
+ * (the number is free again); the call site counts it only when the file was tracked
+ * and the call is the application's (outside MPI). errno is kept. */
+static inline void sl_fd_closed(int layer, int fd, uint64_t t0, unsigned fn, const void *site)
+{
+    int saved = errno;
+    uint64_t ticks = sl_ticks_between(t0, sl_ticks());
+    if (sl_io_closed(layer, fd, ticks) >= 0 && sl_io_counting(layer))
+        sl_site_count(site, (unsigned)layer, fn, (uint32_t)SL_BOUND_no_comm, 0, ticks);
+    errno = saved;
 }
 
 /* Entry of fd if this POSIX call on it is counted, else -1 (then no clock is read). */
@@ -143,14 +161,17 @@ static inline void sl_fcntl_done(int fd, int cmd, int rc)
         sl_io_dup(fd, rc);
 }
 
-/* Counts the open of stream f that started at t0. glibc's stdio calls its
- * internal read/write/open, never the POSIX wrappers, so stdio I/O is counted
- * once, at layer 2. */
-static inline FILE *sl_stream_opened(FILE *f, uint64_t t0)
+/* Counts the open of stream f (I/O function fn, called from site) that started at t0:
+ * on its file, and at its call site if the file is tracked. glibc's stdio calls its
+ * internal read/write/open, never the POSIX wrappers, so stdio I/O is counted once,
+ * at layer 2. */
+static inline FILE *sl_stream_opened(FILE *f, uint64_t t0, unsigned fn, const void *site)
 {
     if (f != NULL && sl_io_counting(SL_IO_STDIO)) {
         int saved = errno;
-        sl_io_opened(SL_IO_STDIO, fileno(f), sl_ticks_between(t0, sl_ticks()));
+        uint64_t ticks = sl_ticks_between(t0, sl_ticks());
+        if (sl_io_opened(SL_IO_STDIO, fileno(f), ticks) >= 0)
+            sl_site_count(site, SL_IO_STDIO, fn, (uint32_t)SL_BOUND_no_comm, 0, ticks);
         errno = saved;
     }
     return f;

@@ -232,11 +232,11 @@ static int fd_path(int fd, char *path, size_t n, dev_t *dev)
     return excluded(path) ? -1 : 0;
 }
 
-/* Maps a newly opened fd to its file entry and counts the open. */
-void sl_io_opened(int layer, int fd, uint64_t ticks)
+/* Maps a newly opened fd to its file entry and counts the open; returns the entry. */
+int sl_io_opened(int layer, int fd, uint64_t ticks)
 {
     if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL || sl_tls_fdtable_private)
-        return;
+        return -1;
     char path[PATH_MAX];
     dev_t dev = 0;
     int saved = sl_tls_in_call;
@@ -245,24 +245,27 @@ void sl_io_opened(int layer, int fd, uint64_t ticks)
     sl_tls_in_call = saved;
     if (!ok) {
         __atomic_store_n(&sl_io_fd_map[layer][fd], 0, __ATOMIC_RELAXED);
-        return;
+        return -1;
     }
     int e = entry_for(layer, path, dev);
     __atomic_store_n(&sl_io_fd_map[layer][fd], e + 1, __ATOMIC_RELAXED);
     sl_keytab_add(&sl_io, (unsigned)e, SL_IO_OPENS, 1);
     sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, ticks);
+    return e;
 }
 
-/* Forgets fd at layer, counting the close's time on its entry. The
- * descriptors of a thread with a private table (the sender, see fdtable.h)
- * are not the application's: their numbers say nothing about its files. */
-void sl_io_closed(int layer, int fd, uint64_t ticks)
+/* Forgets fd at layer, counting the close's time on its entry (returned, -1 if
+ * fd was not a tracked file). The descriptors of a thread with a private table
+ * (the sender, see fdtable.h) are not the application's: their numbers say
+ * nothing about its files. */
+int sl_io_closed(int layer, int fd, uint64_t ticks)
 {
     if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL || sl_tls_fdtable_private)
-        return;
+        return -1;
     int32_t e = __atomic_exchange_n(&sl_io_fd_map[layer][fd], 0, __ATOMIC_RELAXED);
     if (e > 0)
         sl_keytab_add(&sl_io, (unsigned)e - 1, SL_IO_META_TIME, ticks);
+    return (int)e - 1;
 }
 
 /* Copies the POSIX mapping of oldfd to newfd (or clears newfd's). */

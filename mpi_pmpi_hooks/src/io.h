@@ -80,11 +80,13 @@ static inline int sl_io_counting(int layer)
 }
 
 /* A descriptor fd was opened at layer (POSIX or stdio) outside MPI: finds or
- * creates its file entry and counts the open with its time. */
-void sl_io_opened(int layer, int fd, uint64_t ticks);
+ * creates its file entry and counts the open with its time. Returns the entry,
+ * or -1 if fd is not a tracked file (then nothing is counted). */
+int sl_io_opened(int layer, int fd, uint64_t ticks);
 
-/* fd was closed at layer: counts the meta time and forgets the mapping. */
-void sl_io_closed(int layer, int fd, uint64_t ticks);
+/* fd was closed at layer: counts the meta time and forgets the mapping. Returns
+ * the entry fd was mapped to, or -1 if it was not a tracked file. */
+int sl_io_closed(int layer, int fd, uint64_t ticks);
 
 /* newfd now refers to what oldfd refers to (dup, dup2, dup3, fcntl F_DUPFD). */
 void sl_io_dup(int oldfd, int newfd);
