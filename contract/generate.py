@@ -456,7 +456,7 @@ VARIADIC = "..."
 DIRECT_LINE = Template('    "${name}",')
 IOFN_LINE = Template("    SL_IOFN_${name} = ${index},")
 #: I/O classes of the stdio layer (layer 2); the others are POSIX (layer 1).
-STDIO_CLASSES = frozenset({"fopen", "fclose", "frw", "fmeta"})
+STDIO_CLASSES = frozenset({"fopen", "freopen", "fclose", "frw", "fmeta"})
 #: The call site a wrapper records: its own return address, the user's call instruction.
 C_SITE = "__builtin_return_address(0)"
 

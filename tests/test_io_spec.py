@@ -36,7 +36,7 @@ def test_every_entry_renders_from_its_class(tmp_path):
     generate.generate_io(IO_SPEC, CONTRACT_DIR / "templates", tmp_path)
     text = (tmp_path / "sl_io_wrappers.c").read_text()
     entries = generate.parse_io_spec(IO_SPEC)
-    assert len(entries) == 34
+    assert len(entries) == 36
     for e in entries:
         assert f" {e.name}(" in text
         assert f"SL_NEXT({e.name});" in text

@@ -4,7 +4,9 @@
  *   posix.<rank>: open() for writing n times and for reading 2n times, from two lines,
  *                 each closed from a line of its own; creat() once, then closed;
  *   stdio.<rank>: the same with fopen() and fclose(); then open() + fdopen() once,
- *                 closed by fclose() (the POSIX descriptor goes with it);
+ *                 closed by fclose() (the POSIX descriptor goes with it); then fopen()
+ *                 once, its stream moved by freopen() to freopen.<rank>, 100 bytes
+ *                 written there with fwrite(), fclose();
  *   mpiio (one file for all ranks): MPI_File_open + MPI_File_close n times;
  * and, not tracked (never at a call site): /dev/null opened and closed with open/close
  * and fopen/fclose, and an open of a file that does not exist. Each marked line is found
@@ -42,8 +44,9 @@ __attribute__((noinline)) static int posix_files(const char *path, const char *m
     return fd < 0 ? 0 : 1;
 }
 
-__attribute__((noinline)) static int stdio_files(const char *path, int n)
+__attribute__((noinline)) static int stdio_files(const char *path, const char *other, int n)
 {
+    static const char block[100];
     FILE *f;
     for (int i = 0; i < n; i++) {
         f = fopen(path, "w"); /* site:fopen_write */
@@ -62,6 +65,13 @@ __attribute__((noinline)) static int stdio_files(const char *path, int n)
     if (f == NULL)
         return 1;
     fclose(f); /* site:fclose_fdopen */
+    f = fopen(path, "r"); /* site:fopen_freopen */
+    if (f == NULL)
+        return 1;
+    f = freopen(other, "w", f); /* site:freopen */
+    if (f == NULL || fwrite(block, 1, sizeof block, f) != sizeof block) /* site:fwrite_freopen */
+        return 1;
+    fclose(f); /* site:fclose_freopen */
     f = fopen("/dev/null", "r"); /* site:untracked_fopen */
     if (f == NULL)
         return 1;
@@ -83,7 +93,7 @@ __attribute__((noinline)) static int mpiio_files(const char *path, int n)
 
 int main(int argc, char **argv)
 {
-    char posix[4096], stdio[4096], missing[4096], mpiio[4096];
+    char posix[4096], stdio[4096], other[4096], missing[4096], mpiio[4096];
     int rank, n = argc > 2 ? atoi(argv[2]) : 3;
     if (argc < 2)
         return 2;
@@ -91,9 +101,10 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     snprintf(posix, sizeof posix, "%s/posix.%d", argv[1], rank);
     snprintf(stdio, sizeof stdio, "%s/stdio.%d", argv[1], rank);
+    snprintf(other, sizeof other, "%s/freopen.%d", argv[1], rank);
     snprintf(missing, sizeof missing, "%s/missing.%d", argv[1], rank);
     snprintf(mpiio, sizeof mpiio, "%s/mpiio", argv[1]);
-    int rc = posix_files(posix, missing, n) || stdio_files(stdio, n) || mpiio_files(mpiio, n);
+    int rc = posix_files(posix, missing, n) || stdio_files(stdio, other, n) || mpiio_files(mpiio, n);
     MPI_Finalize(); /* site:finalize */
     return rc;
 }

@@ -1,10 +1,11 @@
 # tests/callsites/test_opens_closes.py — opens and closes at their call sites, exact, to file:line.
 """opener.c (a PIE, 3 ranks, under Open MPI and MPICH) opens and closes files from known lines
-with open, creat, close, fopen, fdopen, fclose, MPI_File_open and MPI_File_close: under the
-hooks every rank's sites of those calls arrive with exactly the calls the program made, no
-bytes and some time, resolved to those lines; /dev/null and a failed open are at no site;
-each layer's opens at the sites equal the opens the I/O table counted for the program's
-files; the API sums every site across the ranks (issue #26 point 1)."""
+with open, creat, close, fopen, fdopen, freopen, fclose, MPI_File_open and MPI_File_close:
+under the hooks every rank's sites of those calls arrive with exactly the calls the program
+made, no bytes and some time, resolved to those lines; /dev/null and a failed open are at no
+site; each layer's opens at the sites equal the opens the I/O table counted for the
+program's files; a write after freopen is the new file's; the API sums every site across the
+ranks (issue #26 point 1)."""
 
 from __future__ import annotations
 
@@ -42,13 +43,23 @@ EXPECTED = {
     ("stdio", "fclose", "fclose_read"): 2 * N,
     ("stdio", "fdopen", "fdopen"): 1,
     ("stdio", "fclose", "fclose_fdopen"): 1,
+    ("stdio", "fopen", "fopen_freopen"): 1,
+    ("stdio", "freopen", "freopen"): 1,
+    ("stdio", "fwrite", "fwrite_freopen"): 1,
+    ("stdio", "fclose", "fclose_freopen"): 1,
     ("mpi", "MPI_File_open", "mpi_open"): N,
     ("mpi", "MPI_File_close", "mpi_close"): N,
     ("mpi", "MPI_Init", "init"): 1,
     ("mpi", "MPI_Finalize", "finalize"): 1,
 }
 #: The open functions per I/O layer (MPI_File_open is counted as an MPI call at its site).
-OPENS = {"posix": ("open", "creat"), "stdio": ("fopen", "fdopen"), "mpi": ("MPI_File_open",)}
+OPENS = {
+    "posix": ("open", "creat"),
+    "stdio": ("fopen", "fdopen", "freopen"),
+    "mpi": ("MPI_File_open",),
+}
+#: The one call of EXPECTED that moves bytes: fwrite of 100 bytes after freopen.
+WRITE = ("stdio", "fwrite", "fwrite_freopen")
 #: The I/O table's layers (1 POSIX, 2 stdio, 3 MPI-IO) by the name of their opens' site layer.
 IO_LAYERS = {1: "posix", 2: "stdio", 3: "mpi"}
 
@@ -94,7 +105,9 @@ def test_opens_and_closes_at_their_lines_exact_per_rank(collector, pg_url, api_c
             assert key not in got, key  # one row per site: no communicator, no size but 0
             got[key] = r["calls"]
             if r["layer"] != 0:
-                assert (r["bytes"], r["buckets"]) == (0, {0: r["calls"]}), r
+                size = 100 if key == WRITE else 0
+                bucket = size.bit_length()  # the hooks' log2 size bucket
+                assert (r["bytes"], r["buckets"]) == (size, {bucket: r["calls"]}), r
                 assert r["time_ns"] > 0, r
         assert got == EXPECTED, rank
         # each layer's opens at the sites are the opens the I/O table counted on its files
@@ -106,14 +119,19 @@ def test_opens_and_closes_at_their_lines_exact_per_rank(collector, pg_url, api_c
             name: sum(c for (_, op, _), c in got.items() if op in OPENS[name])
             for name in IO_LAYERS.values()
         }
-        assert counted == at_sites == {"posix": 3 * N + 2, "stdio": 3 * N + 1, "mpi": N}, rank
+        assert counted == at_sites == {"posix": 3 * N + 2, "stdio": 3 * N + 3, "mpi": N}, rank
+        # the write after freopen went to the new file, not to the stream's first one
+        written = {path: v[4] for (rk, layer, path), v in io.items() if rk == rank and layer == 2}
+        assert written[f"{files}/freopen.{rank}"] == 100
+        assert written[f"{files}/stdio.{rank}"] == 0
     # the API: each site once, every rank's calls summed
     answer = api_client.get(f"/api/jobs/{job}/callsites").json()
     shown = {(s["layer"], s["op"], s["label"]): (s["calls"], s["bytes"], s["ranks"])
              for s in answer["sites"]}  # fmt: skip
     for (kind, op, marker), calls in EXPECTED.items():
         where = f"{SOURCE}:{line_of(SOURCE, marker)}"
-        assert shown[(kind, op, where)] == (calls * RANKS, 0, RANKS), (kind, op, marker)
+        size = 100 if (kind, op, marker) == WRITE else 0
+        assert shown[(kind, op, where)] == (calls * RANKS, size * RANKS, RANKS), marker
     untracked = ("untracked_open", "untracked_close", "failed_open", "untracked_fopen",
                  "untracked_fclose")  # fmt: skip
     labels = {label for _, _, label in shown}
