@@ -165,6 +165,29 @@ def report_buttons(pdf_id: str, html_id: str) -> html.Span:
     )
 
 
+def pager_button(text: str, button_id: str) -> dmc.Button:
+    """One of a list's page buttons (newer / older): disabled until the list's answer says
+    there is such a page; its `n_clicks` turns the page."""
+    return dmc.Button(text, id=button_id, disabled=True, size="xs", variant="default")
+
+
+def playback_slider(slider_id: str, at_s: float | None) -> dmc.Slider:
+    """A playback slider over a window's steps: its value is a step's start in epoch
+    seconds (None: no step, the whole window), its min/max/step set by the page's callback
+    once the window is known; the thumb's label says the step's start in UTC
+    (`utcSeconds` in assets/stacklens.js), never the raw number, and has room above the
+    track and at both ends so that it is never cut. It reports a position when the thumb
+    is let go."""
+    return dmc.Slider(id=slider_id, min=0, max=1, step=1, value=at_s, updatemode="mouseup",
+                      label={"function": "utcSeconds"}, thumbLabel="playback step (UTC)",
+                      size="sm", mt="xl", mb="xs", mx=SLIDER_LABEL_ROOM_PX)  # fmt: skip
+
+
+#: Room (px) kept beside a playback slider's track: half its thumb label's width (a UTC
+#: time, about 150 px in the label's font), so the label at either end stays on the card.
+SLIDER_LABEL_ROOM_PX = 84
+
+
 def card_head(title: str, updated_id: str) -> html.Div:
     """A page's first card heading: the title and the time of the last refresh."""
     return html.Div(

@@ -91,6 +91,16 @@ window.stacklensTime = {
   },
 };
 
+/* Functions the Mantine components call by name (`{"function": name}` props). */
+window.dashMantineFunctions = Object.assign({}, window.dashMantineFunctions, {
+  /* A playback slider's label (components.playback_slider): the step's start, epoch
+     seconds, as "YYYY-MM-DD HH:MM:SS UTC"; none while no step is chosen. */
+  utcSeconds: function (value) {
+    if (typeof value !== "number" || !isFinite(value)) return null;
+    return new Date(value * 1000).toISOString().slice(0, 19).replace("T", " ") + " UTC";
+  },
+});
+
 /* Report buttons (components.report_buttons): a report is built on the click, seconds on a
    busy node, so the click fetches it here, says beside the buttons how long it has been
    building, then saves it under the server's file name; a failure says the server's

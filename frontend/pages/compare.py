@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import dash
+import dash_mantine_components as dmc
 import plotly.graph_objects as go
 from dash import Input, Output, dcc, html
 
@@ -38,15 +39,16 @@ def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str
             html.Section(className="card", children=[
                 html.H2("Compare runs"),
                 html.Div(className="filters", children=[
-                    dcc.Input(id=ids.CMP_B, value=b, placeholder="job of run b", debounce=True),
-                    dcc.Input(id=ids.CMP_B_RUN, value=_ordinal(b_run), placeholder="run (newest)",
-                              type="number", min=1, debounce=True),
-                    dcc.Input(id=ids.CMP_A, value=a, debounce=True,
-                              placeholder="job of run a (empty: b's history)"),
-                    dcc.Input(id=ids.CMP_A_RUN, value=_ordinal(a_run), placeholder="run (newest)",
-                              type="number", min=1, debounce=True),
-                    dcc.Input(id=ids.CMP_LAST, value=_ordinal(last) or DEFAULT_LAST, type="number",
-                              min=1, max=50, debounce=True, placeholder="runs of the history"),
+                    dmc.TextInput(id=ids.CMP_B, value=b, placeholder="job of run b",
+                                  debounce=True, w=200, size="sm"),
+                    _run_box(ids.CMP_B_RUN, b_run),
+                    dmc.TextInput(id=ids.CMP_A, value=a, debounce=True, w=260, size="sm",
+                                  placeholder="job of run a (empty: b's history)"),
+                    _run_box(ids.CMP_A_RUN, a_run),
+                    dmc.NumberInput(id=ids.CMP_LAST, value=_ordinal(last) or DEFAULT_LAST,
+                                    min=1, max=50, allowDecimal=False, debounce=True, w=190,
+                                    size="sm", placeholder="runs of the history",
+                                    suffix=" runs of the history"),
                 ]),
                 html.Div(id=ids.CMP_ERROR, className="card-error", role="alert"),
                 html.P(id=ids.CMP_FINDING, className="finding"),
@@ -61,6 +63,12 @@ def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str
             ]),
         ],
     )  # fmt: skip
+
+
+def _run_box(box_id: str, ordinal: str) -> dmc.NumberInput:
+    """A run-ordinal field (empty: the job's newest run), set from the URL's value."""
+    return dmc.NumberInput(id=box_id, value=_ordinal(ordinal) or "", placeholder="run (newest)",
+                           min=1, allowDecimal=False, debounce=True, w=130, size="sm")  # fmt: skip
 
 
 def register_callbacks(dash_app: dash.Dash) -> None:

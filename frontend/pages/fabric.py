@@ -171,18 +171,18 @@ def layout(**query: str) -> html.Div:
                 html.Div(
                     className="controls",
                     children=[
-                        dcc.RadioItems(
+                        dmc.SegmentedControl(
                             id=ids.FABRIC_LINKS_SORT,
-                            options=[
+                            data=[
                                 {"label": "busiest first", "value": "utilisation"},
                                 {"label": "most errors first", "value": "errors"},
                             ],
                             value="utilisation",
-                            inline=True,
+                            size="xs",
                         ),
-                        html.Button("← Previous", id=ids.FABRIC_LINKS_NEWER, disabled=True),
+                        components.pager_button("← Previous", ids.FABRIC_LINKS_NEWER),
                         html.Span(id=ids.FABRIC_LINKS_CAPTION, className="subtle"),
-                        html.Button("Next →", id=ids.FABRIC_LINKS_OLDER, disabled=True),
+                        components.pager_button("Next →", ids.FABRIC_LINKS_OLDER),
                     ],
                 ),
                 grid(ids.FABRIC_LINKS_GRID, components.LINK_COLUMNS),
@@ -205,8 +205,7 @@ def _window_controls(view: dict[str, Any]) -> html.Div:
                     html.Span(id=ids.FABRIC_PLAYBACK_SHOWN, className="subtle"),
                 ],
             ),
-            dcc.Slider(id=ids.FABRIC_SLIDER, min=0, max=1, step=1, marks=None,
-                       value=view["at"], updatemode="mouseup", allow_direct_input=False),
+            components.playback_slider(ids.FABRIC_SLIDER, view["at"]),
         ],
     )  # fmt: skip
 
@@ -221,7 +220,8 @@ def _panel() -> html.Aside:
                 className="panel-head",
                 children=[
                     html.H3(id=ids.FABRIC_PANEL_TITLE),
-                    html.Button("×", id=ids.FABRIC_PANEL_CLOSE, title="close"),
+                    dmc.ActionIcon("×", id=ids.FABRIC_PANEL_CLOSE, variant="subtle",
+                                   color="gray", size="sm", **{"aria-label": "close"}),
                 ],
             ),
             html.Div(id=ids.FABRIC_PANEL_STATUS, role="status"),
@@ -251,12 +251,11 @@ def _controls(job: str) -> html.Div:
         className="fabric-controls",
         children=[
             html.Div(className="controls", children=[
-                dcc.Input(id=ids.FABRIC_SEARCH, type="search", debounce=True,
-                          placeholder="Find a host, switch, GUID or job (Enter)",
-                          className="fabric-search"),
+                dmc.TextInput(id=ids.FABRIC_SEARCH, debounce=True, w=300, size="xs",
+                              placeholder="Find a host, switch, GUID or job (Enter)"),
                 html.Span(id=ids.FABRIC_SEARCH_MESSAGE, className="subtle"),
-                dcc.Input(id=ids.FABRIC_JOB, type="search", value=job, debounce=True,
-                          placeholder="Highlight a job (Enter)", className="fabric-search"),
+                dmc.TextInput(id=ids.FABRIC_JOB, value=job, debounce=True, w=300, size="xs",
+                              placeholder="Highlight a job (Enter)"),
                 html.Span(id=ids.FABRIC_JOB_MESSAGE, className="subtle"),
             ]),
             html.Div(className="controls", children=[
@@ -282,8 +281,8 @@ def _report_controls() -> html.Div:
         className="controls fabric-report",
         children=[
             html.Span("Report of this window on", className="subtle"),
-            dcc.Input(id=ids.FABRIC_REPORT_HOSTS, placeholder="hosts (default: all)",
-                      debounce=True),
+            dmc.TextInput(id=ids.FABRIC_REPORT_HOSTS, placeholder="hosts (default: all)",
+                          debounce=True, w=220, size="xs"),
             components.report_buttons(ids.FABRIC_REPORT_PDF, ids.FABRIC_REPORT_HTML),
         ],
     )  # fmt: skip

@@ -88,16 +88,7 @@ def layout(job: str = "", **query: str) -> html.Div:
                             html.Span(id=ids.JV_STEP_SHOWN, className="subtle"),
                         ],
                     ),
-                    dcc.Slider(
-                        id=ids.JV_SLIDER,
-                        min=0,
-                        max=1,
-                        step=1,
-                        marks=None,
-                        value=_number(query.get("at")),
-                        updatemode="mouseup",
-                        allow_direct_input=False,  # the step is said in words beside it
-                    ),  # fmt: skip
+                    components.playback_slider(ids.JV_SLIDER, _number(query.get("at"))),
                 ],
             ),
             html.Div(id=ids.JV_BODY, children=_body()),

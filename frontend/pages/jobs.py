@@ -67,9 +67,9 @@ def layout(**query: str) -> html.Div:
                     html.Div(
                         className="pager",
                         children=[
-                            html.Button("← Newer", id=ids.JOB_NEWER, disabled=True),
+                            components.pager_button("← Newer", ids.JOB_NEWER),
                             html.Span(id=ids.JOB_PAGE_INFO, className="subtle"),
-                            html.Button("Older →", id=ids.JOB_OLDER, disabled=True),
+                            components.pager_button("Older →", ids.JOB_OLDER),
                         ],
                     ),
                 ],

@@ -5,16 +5,19 @@ A person opening a shared link sees the window it names, the late rank named fir
 (and marked on the heat map) with the ranks waiting for it, the exact calls of that window;
 choosing "whole job" puts the new view in the URL and shows the whole job's numbers (rank
 0's I/O burst, which made no rank wait, is no finding); a link with a playback position
-shows that step alone (the I/O burst); the page logs no console errors.
+shows that step alone (the I/O burst), its slider's label the step's start in UTC, whole;
+the page logs no console errors.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
+from presentation.formatting import format_utc_ns
 from stacklens.db import make_engine
 from stacklens_cli.site import create_site
 from tests.collector.test_ingest import exchange
@@ -100,4 +103,26 @@ def test_a_playback_position_shows_that_step_alone(served):
             ("/scratch/burst", str(2**30))
         ]
         assert _calls(page, "MPI_Allreduce") == RANKS
+
+        # The slider's thumb says its step's start in UTC, never cut; the keys move it a
+        # step (the URL and the cards follow), or to the window's first step.
+        thumb = page.locator("#jv-playback .mantine-Slider-thumb")
+        label = page.locator("#jv-playback .mantine-Slider-label")
+        for key, at in (("ArrowRight", T + 22), ("Home", T + 15)):
+            thumb.press(key)
+            expect(page).to_have_url(re.compile(rf"[?&]at={at}$"), timeout=20_000)
+            shown = format_utc_ns(at * S)
+            expect(page.locator("#jv-step-shown")).to_have_text(f"cards: the step from {shown}")
+            thumb.hover()
+            expect(label).to_have_text(shown)
+            assert _inside(label, page.locator("section.card").first)
+            page.mouse.move(0, 0)
         assert errors == []
+
+
+def _inside(inner: Locator, outer: Locator) -> bool:
+    """Whether `inner` is drawn whole within `outer`'s box."""
+    a, b = inner.bounding_box(), outer.bounding_box()
+    assert a is not None and b is not None
+    return (a["x"] >= b["x"] and a["y"] >= b["y"] and a["x"] + a["width"] <= b["x"] + b["width"]
+            and a["y"] + a["height"] <= b["y"] + b["height"])  # fmt: skip

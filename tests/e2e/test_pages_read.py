@@ -132,6 +132,7 @@ PAGES = (
     ("/jobs", "#jobs-grid", ALICE_JOB),
     (f"/jobs/{ALICE_JOB}?owner=alice", "#jv-title", f"Job {ALICE_JOB} of alice"),
     ("/fabric", "#fabric-links-caption", "links 1–3 of 3"),
+    (f"/compare?b={ALICE_JOB}", "#cmp-history", f"{ALICE_JOB} run 1"),
     ("/incidents", "#inc-grid", "Congestion on spine1[1]"),
     ("/incidents/{incident}", "#inc-title", "Congestion on spine1[1]"),
 )
