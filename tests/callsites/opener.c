@@ -7,6 +7,9 @@
  *                 closed by fclose() (the POSIX descriptor goes with it); then fopen()
  *                 once, its stream moved by freopen() to freopen.<rank>, 100 bytes
  *                 written there with fwrite(), fclose();
+ *   inmpi.<rank>: open(), then closed inside MPI_Wait (by a generalized request's
+ *                 free function), and its number taken by a pipe that one byte goes
+ *                 through (status 3 if the pipe did not get the number);
  *   mpiio (one file for all ranks): MPI_File_open + MPI_File_close n times;
  * and, not tracked (never at a call site): /dev/null opened and closed with open/close
  * and fopen/fclose, and an open of a file that does not exist. Each marked line is found
@@ -79,6 +82,54 @@ __attribute__((noinline)) static int stdio_files(const char *path, const char *o
     return 0;
 }
 
+/* A generalized request's callbacks: free_fn closes the descriptor in extra. MPI calls
+ * it inside MPI_Wait, so that close is inside MPI. */
+static int query_fn(void *extra, MPI_Status *status)
+{
+    (void)extra;
+    MPI_Status_set_elements(status, MPI_BYTE, 0);
+    MPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+}
+
+static int free_fn(void *extra)
+{
+    close(*(int *)extra); /* site:close_in_mpi */
+    return MPI_SUCCESS;
+}
+
+static int cancel_fn(void *extra, int complete)
+{
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS;
+}
+
+/* Opens path, closes it inside MPI_Wait, and reads a byte through a pipe that takes its
+ * number: 3 if the pipe did not get the number. */
+__attribute__((noinline)) static int close_inside_mpi(const char *path)
+{
+    MPI_Request request;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600); /* site:open_in_mpi */
+    if (fd < 0)
+        return 1;
+    MPI_Grequest_start(query_fn, free_fn, cancel_fn, &fd, &request);
+    MPI_Grequest_complete(request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE); /* site:wait */
+    int ends[2];
+    char byte = 'x';
+    if (pipe(ends) != 0)
+        return 1;
+    if (ends[0] != fd)
+        return 3;
+    int rc = write(ends[1], &byte, 1) == 1 && read(ends[0], &byte, 1) == 1 ? 0 : 1;
+    close(ends[0]);
+    close(ends[1]);
+    return rc;
+}
+
 __attribute__((noinline)) static int mpiio_files(const char *path, int n)
 {
     MPI_File fh;
@@ -93,7 +144,7 @@ __attribute__((noinline)) static int mpiio_files(const char *path, int n)
 
 int main(int argc, char **argv)
 {
-    char posix[4096], stdio[4096], other[4096], missing[4096], mpiio[4096];
+    char posix[4096], stdio[4096], other[4096], missing[4096], inmpi[4096], mpiio[4096];
     int rank, n = argc > 2 ? atoi(argv[2]) : 3;
     if (argc < 2)
         return 2;
@@ -103,8 +154,15 @@ int main(int argc, char **argv)
     snprintf(stdio, sizeof stdio, "%s/stdio.%d", argv[1], rank);
     snprintf(other, sizeof other, "%s/freopen.%d", argv[1], rank);
     snprintf(missing, sizeof missing, "%s/missing.%d", argv[1], rank);
+    snprintf(inmpi, sizeof inmpi, "%s/inmpi.%d", argv[1], rank);
     snprintf(mpiio, sizeof mpiio, "%s/mpiio", argv[1]);
-    int rc = posix_files(posix, missing, n) || stdio_files(stdio, other, n) || mpiio_files(mpiio, n);
+    int rc = posix_files(posix, missing, n);
+    if (rc == 0)
+        rc = stdio_files(stdio, other, n);
+    if (rc == 0)
+        rc = close_inside_mpi(inmpi);
+    if (rc == 0)
+        rc = mpiio_files(mpiio, n);
     MPI_Finalize(); /* site:finalize */
     return rc;
 }
