@@ -341,6 +341,11 @@ def test_playback_panel_and_the_view_in_the_url(pg_url, served, browser_page):  
     page.goto(url)
     expect(summary).to_contain_text(_summary_of_step(step_at), timeout=20_000)
     expect(page.locator("#fabric-playback-shown")).to_contain_text("graph: replaying ")
+    page.locator("#fabric-playback .mantine-Slider-thumb").hover()  # its label: the step, UTC
+    expect(page.locator("#fabric-playback .mantine-Slider-label")).to_have_text(
+        format_utc_ns(step_at * SECOND)
+    )
+    page.mouse.move(0, 0)
     page.click("#fabric-live")
     # back to the state over the whole window (a custom one: not the newest sweep)
     whole = f"replay of {format_utc_ns(t0 * SECOND)[:-4]} – {format_utc_ns((t0 + 5) * SECOND)}"

@@ -5,6 +5,7 @@ congested spine link and an incident on it (tests/access/data.py):
 - no console warning or error on any page (a warning is a failure);
 - no grid cell cut without a tooltip saying its whole text, and every column resizable;
 - every figure with data has a title, axis titles and a legend (a heat map: its colour bar);
+- every time shown says its zone (UTC) and is not cut; a time axis says it in its title;
 - the header's time range is carried in the URL and reaches every request the pages make
   for it (the dashboard's own API calls and the browser's);
 - a wrong job, window or run is a clear page state, not empty charts;
@@ -127,6 +128,35 @@ def figure_faults(page: Page) -> list[str]:
     )
 
 
+def time_faults(page: Page) -> list[str]:
+    """The times on the page shown without their zone or cut: a text with a date and time
+    or a clock time without "UTC" in it, or wider than its box; a figure's time axis
+    whose title does not say UTC (its ticks are bare times)."""
+    return page.evaluate(
+        r"""() => {
+            const time = /\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\b\d\d:\d\d:\d\d\b/;
+            const faults = [];
+            const texts = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+            while (texts.nextNode()) {
+                const el = texts.currentNode.parentElement;
+                const text = texts.currentNode.textContent.trim();
+                if (!time.test(text) || el.closest('svg') || !el.offsetParent) continue;
+                if (!text.includes('UTC')) faults.push('no zone: ' + text);
+                if (el.scrollWidth > el.clientWidth + 1) faults.push('cut: ' + text);
+            }
+            for (const g of document.querySelectorAll('.js-plotly-plot')) {
+                for (const [key, axis] of Object.entries(g._fullLayout || {})) {
+                    if (!/^xaxis[0-9]*$/.test(key) || axis.type !== 'date') continue;
+                    if (axis.matches) continue;  // shares the titled axis below it
+                    const title = (axis.title && axis.title.text) || '';
+                    if (!title.includes('UTC')) faults.push(`${g.id || '?'}: ${key} ${title}`);
+                }
+            }
+            return faults;
+        }"""
+    )
+
+
 PAGES = (
     ("/", "#ov-fabric", "links up"),
     ("/jobs", "#jobs-grid", ALICE_JOB),
@@ -139,7 +169,8 @@ PAGES = (
 
 
 def test_every_page_reads_clean(served):
-    """No warning, no cut cell without its tooltip, every figure labelled, on every page."""
+    """No warning, no cut cell without its tooltip, every figure labelled, every time
+    shown with its zone and whole, on every page."""
     with reader() as (page, said):
         for path, ready, text in PAGES:
             page.goto(served["base"] + path.format(incident=served["incident"]))
@@ -148,6 +179,7 @@ def test_every_page_reads_clean(served):
             expect(page.locator("#tr-shown")).to_contain_text("UTC")
             assert_cells_readable(page)
             assert figure_faults(page) == [], path
+            assert time_faults(page) == [], path
         assert said == []
 
 
