@@ -23,6 +23,7 @@ from stacklens.api_models import (
     JobRuns,
     JobSizes,
     Matrix,
+    RunSummary,
 )
 from stacklens.constants import CATEGORY_LABELS
 
@@ -201,18 +202,52 @@ def ranks_report(ranks: JobRanks) -> ReportPart:
 
 
 def runs_report(runs: JobRuns) -> ReportPart:
-    """The runs (launches) of the job seen in the window."""
-    return ("", [], [Table(RUN_HEADINGS, run_rows(runs), [True, False, True, False, False, False])])
+    """The runs (launches) of the job seen in the window; for each launch that did not end
+    well, the launcher's last lines."""
+    tables = [Table(RUN_HEADINGS, run_rows(runs), [True, False, True, False, False, False, False])]
+    for run, lines in launch_outputs(runs):
+        tables.append(Table([f"Run {run}: the launcher's last lines"], [[line] for line in lines]))
+    return ("", [], tables)
 
 
 #: The columns of the runs table (page and report).
-RUN_HEADINGS = ["run", "kind", "ranks", "status", "started", "command"]
+RUN_HEADINGS = ["run", "kind", "ranks", "status", "launch ended", "started", "command"]
+
+#: Lines of a launcher's output shown at most (the API keeps up to 4 KiB of them).
+OUTPUT_LINES = 25
 
 
 def run_rows(runs: JobRuns) -> list[list[str]]:
-    """One row per run: ordinal, kind, ranks seen of its size, status, start, command."""
+    """One row per run: ordinal, kind, ranks seen of its size, status, how its launch ended,
+    start, command."""
     return [
-        [str(r.run), r.kind, f"{r.ranks_seen} / {r.world_size}", r.status,
+        [str(r.run), r.kind, f"{r.ranks_seen} / {r.world_size}", r.status, launch_ending(r),
          format_utc_ns(r.started_ns), r.command]
         for r in runs.runs
     ]  # fmt: skip
+
+
+def launch_ending(run: RunSummary) -> str:
+    """How a run's launch by `stacklens run` ended: "exit 0", "exit 255", "SIGKILL",
+    "exit 143 after SIGTERM (forwarded)"; "" without a launch record."""
+    if run.exit_signal is not None:
+        ended = run.exit_signal
+    elif run.exit_code is not None:
+        ended = f"exit {run.exit_code}"
+    else:
+        return ""
+    if run.forwarded_signal is not None:
+        ended += f" after {run.forwarded_signal} (forwarded)"
+    return ended
+
+
+def launch_outputs(runs: JobRuns) -> list[tuple[int, list[str]]]:
+    """(ordinal, the launcher's last lines, at most OUTPUT_LINES) of every run whose launch
+    ended with a signal or a non-zero exit status and printed something."""
+    found = []
+    for r in runs.runs:
+        failed = r.exit_signal is not None or (r.exit_code or 0) != 0
+        lines = [line for line in (r.launch_output or "").splitlines() if line.strip()]
+        if failed and lines:
+            found.append((r.run, lines[-OUTPUT_LINES:]))
+    return found

@@ -11,6 +11,7 @@ callback per card (frontend/cards.py); the job report makes a section of each
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -117,7 +118,17 @@ def _runs_table(runs: JobRuns) -> str:
     n = len(runs.runs)
     rows = [[components.md_text(cell) for cell in row] for row in card_reports.run_rows(runs)]
     caption = f"{n} run{'s' * (n != 1)} (launches), by ordinal; ?run=<ordinal> shows one."
-    return components.table_markdown(caption, card_reports.RUN_HEADINGS, "llrlll", rows)
+    table = components.table_markdown(caption, card_reports.RUN_HEADINGS, "llrllll", rows)
+    outputs = [f"**Run {run}: the launcher's last lines**\n\n" + _code_block(lines)
+               for run, lines in card_reports.launch_outputs(runs)]  # fmt: skip
+    return "\n\n".join([table, *outputs])
+
+
+def _code_block(lines: list[str]) -> str:
+    """Lines as a Markdown code block whose fence no backtick run in them can close."""
+    longest = max((len(run) for line in lines for run in re.findall("`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join([fence + "text", *lines, fence])
 
 
 #: The cards of a job, in the order the pages and the report show them.

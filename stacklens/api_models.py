@@ -54,12 +54,33 @@ class RunSummary(ApiModel):
         description="running; finished (every rank, or every process seen, sent its final "
         "frame); killed (an MPI rank ended by a signal: SIGTERM, SIGINT; for processes: one "
         "did and all have ended); aborted (an MPI rank called MPI_Abort); lost (nothing "
-        "arrived for STACKLENS_JOB_LOST_AFTER_S, running again if a frame arrives)"
+        "arrived for STACKLENS_JOB_LOST_AFTER_S, running again if a frame arrives); failed "
+        "(its launch by `stacklens run` ended with a non-zero exit status and no rank said "
+        "otherwise, or no rank ever reported)"
     )
     started_ns: int
     last_seen_ns: int
     finished_ns: int | None
     ranks_seen: int = Field(description="ranks (or processes) that reported")
+    ranks_expected: int | None = Field(
+        default=None, description="the ranks its launch asked for (`stacklens run`: -np, -n)"
+    )
+    exit_code: int | None = Field(
+        default=None,
+        description="its launch's exit status (`stacklens run`); null without a launch "
+        "record or when a signal ended the launcher",
+    )
+    exit_signal: str | None = Field(
+        default=None, description="the signal that ended its launcher, e.g. SIGKILL"
+    )
+    forwarded_signal: str | None = Field(
+        default=None,
+        description="the signal `stacklens run` forwarded to the launcher (SIGTERM, SIGINT)",
+    )
+    launch_output: str | None = Field(
+        default=None,
+        description="the last lines its launcher printed (stdout and stderr, at most 4 KiB)",
+    )
 
 
 class JobSummary(ApiModel):
@@ -72,7 +93,7 @@ class JobSummary(ApiModel):
     status: str = Field(
         description="its runs' statuses aggregated: running if one is, else lost if one is, "
         "else aborted if one is (a rank called MPI_Abort), else killed if one is (a rank ended "
-        "by a signal: SIGTERM, SIGINT), else finished"
+        "by a signal: SIGTERM, SIGINT), else failed if one is, else finished"
     )
     started_ns: int
     last_seen_ns: int

@@ -94,7 +94,29 @@ class Run(_Seen, Base):
         "process seen did) | killed (mpi: a rank's final frame says it ended by a signal; "
         "processes: one did, and all have ended) | aborted (mpi: a rank called MPI_Abort) | "
         "lost (running, silent for "
-        "STACKLENS_JOB_LOST_AFTER_S; running again if a frame arrives)",
+        "STACKLENS_JOB_LOST_AFTER_S; running again if a frame arrives) | failed (its launch "
+        "by `stacklens run` ended with a non-zero exit status before its ranks said how "
+        "they ended, or none of them ever reported)",
+    )
+    launch_key: Mapped[int | None] = mapped_column(
+        BigInteger,
+        doc="the `stacklens run` launch its ranks belong to (wire launch id, two's "
+        "complement); NULL when not launched by it",
+    )
+    ranks_expected: Mapped[int | None] = mapped_column(
+        Integer, doc="the ranks its launch asked for (-np), from the launch record"
+    )
+    exit_code: Mapped[int | None] = mapped_column(
+        Integer, doc="its launch's exit status (NULL: no launch record, or a signal ended it)"
+    )
+    exit_signal: Mapped[int | None] = mapped_column(
+        Integer, doc="the signal that ended its launch's command, from the launch record"
+    )
+    forwarded_signal: Mapped[int | None] = mapped_column(
+        Integer, doc="the signal `stacklens run` forwarded to the command (SIGTERM, SIGINT)"
+    )
+    launch_output: Mapped[str | None] = mapped_column(
+        Text, doc="the last lines its launch printed (stdout and stderr), from the launch record"
     )
 
 

@@ -179,7 +179,7 @@ Proof = _def_enum("Proof", SPEC.proofs)
 #: Kinds of frames a rank sends (the .def's SL_FRAME_TYPE list): INTERVAL (data), FINAL
 #: (ended normally: MPI_Finalize, exit, exec), KILLED (ended by a signal), ABORTED
 #: (called MPI_Abort; carries one abort record), EXITED (an MPI rank's process ended without
-#: MPI_Finalize).
+#: MPI_Finalize), LAUNCH (how a launch by `stacklens run` ended, sent by it).
 FrameType = _def_enum("FrameType", SPEC.frame_types)
 
 #: Frame types that end a rank.
@@ -384,7 +384,7 @@ def decode_body(header: Header, body: bytes) -> Frame:
 
 
 #: u64 fields that use all 64 bits (stored as two's complement), exempt from the 2^63 limit.
-_FULL_WIDTH = {("hca", "node_guid")}
+_FULL_WIDTH = {("hca", "node_guid"), ("rank_info", "launch_id")}
 
 
 def _signed_words(table: Table) -> np.ndarray:
@@ -412,7 +412,7 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
         raise FrameError(Status.OUT_OF_RANGE, reason)
 
     for name, records in tables.items():
-        if name in ("rank_info", "health", "abort") and len(records) > 1:
+        if name in ("rank_info", "health", "abort", "launch") and len(records) > 1:
             reject(f"table {name} must have at most one record")
         if not len(records):
             continue
@@ -495,6 +495,14 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
     aborts = tables.get("abort")
     if (header.frame_type == FrameType.ABORTED) != (aborts is not None and len(aborts) == 1):
         reject("an abort record belongs in exactly the frames of type aborted")
+    if header.frame_type == FrameType.LAUNCH:
+        if any(name != "launch" for name in tables):
+            reject("a frame of type launch carries its launch record only")
+        launch = tables.get("launch")
+        if launch is None or len(launch) != 1 or header.run_id == 0:
+            reject("a frame of type launch has one launch record and a launch id")
+    elif "launch" in tables:
+        reject("a launch record belongs in frames of type launch only")
 
 
 def _max(tables: dict[str, np.ndarray], table: str, field: str) -> int:

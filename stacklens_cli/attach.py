@@ -27,7 +27,7 @@ from urllib.parse import quote
 from stacklens.paths import LIBRARIES
 from stacklens.settings import Settings, config_file_values
 from stacklens.settings_table import DECLARED, given_as
-from stacklens_cli import mpikind, snapshots
+from stacklens_cli import launch, mpikind, snapshots
 
 #: Open MPI's launcher refuses to run as root without these two variables.
 OPENMPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -122,6 +122,12 @@ def requested_ranks(command: Sequence[str]) -> int | None:
     `:`-separated app contexts); None when it does not say or names other hosts."""
     if any(arg.split("=")[0] in _HOST_OPTIONS for arg in command):
         return None
+    return asked_ranks(command)
+
+
+def asked_ranks(command: Sequence[str]) -> int | None:
+    """The ranks a launcher command line asks for (`-np N`, summed over the `:`-separated
+    app contexts), wherever they run; None when it does not say."""
     total = None
     for option, value in zip(command, command[1:], strict=False):
         if option in _RANK_OPTIONS and value.isdigit():
@@ -218,12 +224,24 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         env.update(allowances)
     page = job_page(settings, job)
     print(f"stacklens run: job {job}: {page}", file=sys.stderr, flush=True)
+    launch_id = launch.new_launch_id()
+    env[launch.LAUNCH_ID] = f"{launch_id:016x}"
     snapshot_dir = snapshots.make_dir()
     if snapshot_dir is not None:
         env[SNAPSHOT_DIR] = str(snapshot_dir)
+    started_ns = time.time_ns()
     try:
-        code, signalled = _supervise(command, env)
-        waiting = _deliver_spooled(settings, _spool_snapshots(settings, snapshot_dir))
+        returncode, signalled, output = _supervise(command, env)
+        record = launch.Launch(
+            job=job, launch_id=launch_id, command=shlex.join(command),
+            ranks_expected=asked_ranks(command), started_ns=started_ns,
+            ended_ns=time.time_ns(), exit_code=max(returncode, 0),
+            exit_signal=-returncode if returncode < 0 else None, forwarded=signalled,
+            output=output,
+        )  # fmt: skip
+        code = 128 - returncode if returncode < 0 else returncode
+        spool, own = _spool_ending(settings, snapshot_dir, record)
+        waiting = _deliver_spooled(settings, spool, own)
     finally:
         if snapshot_dir is not None:
             snapshots.remove(snapshot_dir)
@@ -272,11 +290,16 @@ def _terminal_sent_it() -> bool:
         return False
 
 
-def _supervise(command: list[str], env: dict[str, str]) -> tuple[int, int | None]:
+def _supervise(command: list[str], env: dict[str, str]) -> tuple[int, int | None, str]:
     """Run the command to its end, forwarding SIGTERM and SIGINT to it (a SIGINT from the
-    terminal reached it already); (its exit code, 128 + signal number when a signal ended
-    it; the first signal forwarded, or None)."""
-    proc = subprocess.Popen(command, env=env)
+    terminal reached it already) and passing its output on; (its return code, negative:
+    the signal that ended it; the first signal forwarded, or None; the last lines it
+    printed)."""
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    tail = launch.OutputTail()
+    assert proc.stdout is not None and proc.stderr is not None
+    tail.pump(proc.stdout, sys.stdout.buffer)
+    tail.pump(proc.stderr, sys.stderr.buffer)
     received: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
@@ -290,37 +313,45 @@ def _supervise(command: list[str], env: dict[str, str]) -> tuple[int, int | None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return (128 - code if code < 0 else code), (received[0] if received else None)
+    tail.join()
+    return code, (received[0] if received else None), tail.text()
 
 
-def _spool_snapshots(settings: Settings, directory: Path | None) -> Path | None:
+def _spool_ending(
+    settings: Settings, directory: Path | None, record: launch.Launch
+) -> tuple[Path | None, Path | None]:
     """After `stacklens run`'s command: the crash snapshots of its ranks that died without
-    a final frame, written to the spool (or, with the spool off, to a folder of the
-    snapshot directory, returned: delivered now or lost), and said in one line."""
-    if directory is None:
-        return None
-    frames = snapshots.leftovers(directory)
-    if not frames:
-        return None
+    a final frame (said in one line) and the launch record, written to the spool (or, with
+    the spool off, to a folder of the snapshot directory: delivered now or lost). Returns
+    that folder (None: the spool) and the launch record's file (None: not written). The
+    replay sends a job's launch record after its ranks' frames (replay.py)."""
+    frames = snapshots.leftovers(directory) if directory is not None else []
     off = str(settings.spool_dir) == "off"
-    target = directory / "spool" if off else settings.spool_dir
+    if off and directory is None:
+        return None, None  # no spool and no /dev/shm: the ranks' own frames are all there is
+    target = directory / "spool" if off and directory is not None else settings.spool_dir
     try:
         written = snapshots.spool(frames, target)
-    except OSError as exc:
-        print(f"stacklens run: the crash snapshots of {len(frames)} ranks could not be "
-              f"spooled in {target}: {exc}", file=sys.stderr)  # fmt: skip
-        return None
-    print(f"stacklens run: {written} ranks died without a final frame: their crash "
-          "snapshots are sent as their last frame (killed)", file=sys.stderr)  # fmt: skip
-    return target if off else None
+        (own,) = snapshots.spool([record.frame(settings.ingest_token or "")], target, "launch")
+    except (OSError, ValueError) as exc:
+        print(f"stacklens run: the crash snapshots of {len(frames)} ranks and the launch "
+              f"record could not be spooled in {target}: {exc}", file=sys.stderr)  # fmt: skip
+        return None, None
+    if written:
+        print(f"stacklens run: {len(written)} ranks died without a final frame: their crash "
+              "snapshots are sent as their last frame (killed)", file=sys.stderr)  # fmt: skip
+    return (target if off else None), own
 
 
-def _deliver_spooled(settings: Settings, spool: Path | None = None) -> str | None:
+def _deliver_spooled(
+    settings: Settings, spool: Path | None = None, own: Path | None = None
+) -> str | None:
     """After `stacklens run`'s command: deliver what its processes left in this node's
     spool (frames the collector could not take, the last interval of ranks a launcher
-    killed while they flushed, the crash snapshots of ranks that died), or in `spool`.
-    Other nodes' spools need `stacklens replay` there. Where frames still wait
-    afterwards, said for the summary (None: nothing waits)."""
+    killed while they flushed, the crash snapshots of ranks that died) and its own launch
+    record (its file: `own`), or what is in `spool`. Other nodes' spools need `stacklens
+    replay` there. Where frames still wait afterwards, said for the summary (None: nothing
+    waits); the launch record delivered is not announced."""
     from stacklens_cli.replay import Refused, Spool, replay
 
     spool = spool or settings.spool_dir
@@ -333,10 +364,13 @@ def _deliver_spooled(settings: Settings, spool: Path | None = None) -> str | Non
         return None  # no spool, or one the hooks refuse too (not this user's: they warned)
     except OSError as exc:
         return f"the spool {spool} could not be read ({exc}): `stacklens replay` delivers it"
-    if not (result.delivered or result.rejected or result.remaining):
+    set_aside = {path.name for path, _ in result.rejected}
+    delivered_own = own is not None and not own.exists() and own.name not in set_aside
+    theirs = result.delivered - delivered_own
+    if not (theirs or result.rejected or result.remaining):
         return None
     print(
-        f"stacklens run: delivered {result.delivered} spooled frames to {settings.collector}"
+        f"stacklens run: delivered {theirs} spooled frames to {settings.collector}"
         f"; {len(result.rejected)} rejected, {result.remaining} left in {spool}",
         file=sys.stderr,
     )

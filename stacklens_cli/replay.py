@@ -178,7 +178,7 @@ class SpooledFrame(SpoolFile):
     """One spool file's frame as listed (its header read through its directory's
     descriptor; the frame itself is read again when it is sent: Spool.read)."""
 
-    key: tuple[str, int, int, int, int]  # (job, run, rank, process start, seq)
+    key: tuple[str, bool, int, int, int, int]  # (job, launch, run, rank, process start, seq)
     owner: int  # the uid owning the file as opened (fstat)
     identity: tuple[int, int]  # (device, inode) of the file as opened
 
@@ -289,7 +289,8 @@ class Spool:
         max_body: int = DEFAULT_MAX_BODY,
         refused: list[tuple[SpoolFile, str]] | None = None,
     ) -> list[SpooledFrame]:
-        """Every spooled frame, in (job, run, rank, process start, seq) order, as listed:
+        """Every spooled frame, in (job, run, rank, process start, seq) order, a job's
+        launch records (frames of type launch) after its other frames, as listed:
         only its header is read here (memory: a few hundred bytes per file, whatever the
         frames' size); frames in a `rejected/` folder (rejected by the collector when sent
         live) are never resent.
@@ -317,10 +318,11 @@ class Spool:
                     continue
                 try:
                     header = wire.decode_header(head, max_body=max_body)
-                    key = (header.job_id, header.run_id, header.world_rank,
-                           header.proc_start_ns, header.seq)  # fmt: skip
+                    key = (header.job_id, header.frame_type == wire.FrameType.LAUNCH,
+                           header.run_id, header.world_rank, header.proc_start_ns,
+                           header.seq)  # fmt: skip
                 except wire.FrameError:
-                    key = ("\uffff", 0, 0, 0, 0)
+                    key = ("\uffff", False, 0, 0, 0, 0)
                 found.append(SpooledFrame(where, name, key, opened.st_uid,
                                           (opened.st_dev, opened.st_ino)))  # fmt: skip
         found.sort(key=lambda f: (f.key, f.where, f.name))

@@ -101,17 +101,18 @@ def leftovers(directory: Path) -> list[bytes]:
     return frames
 
 
-def spool(frames: list[bytes], spool_dir: Path) -> int:
-    """Write each frame to `spool_dir` as a spool file (`*.tmp`, then renamed, as the
-    hooks do); the directory is made `0700` if missing. Returns how many were written."""
+def spool(frames: list[bytes], spool_dir: Path, prefix: str = "snapshot") -> list[Path]:
+    """Write each frame to `spool_dir` as a spool file named `prefix.…` (`*.tmp`, then
+    renamed, as the hooks do); the directory is made `0700` if missing. Returns the files
+    written."""
     spool_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    written = 0
+    written = []
     for raw in frames:
         try:
             h = wire.decode_header(raw[: wire.HEADER_SIZE], max_body=SLOT_BYTES)
         except wire.FrameError:
             continue
-        name = f"snapshot.{h.run_id:016x}.{h.world_rank:010d}.{h.seq:020d}.{h.pid}.slf"
+        name = f"{prefix}.{h.run_id:016x}.{h.world_rank:010d}.{h.seq:020d}.{h.pid}.slf"
         tmp = spool_dir / (name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
@@ -119,7 +120,7 @@ def spool(frames: list[bytes], spool_dir: Path) -> int:
         finally:
             os.close(fd)
         os.rename(tmp, spool_dir / name)
-        written += 1
+        written.append(spool_dir / name)
     return written
 
 

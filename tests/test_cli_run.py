@@ -16,6 +16,7 @@ import time
 import uuid
 from urllib.parse import urlsplit
 
+import httpx
 import psycopg
 import pytest
 
@@ -88,6 +89,10 @@ def test_run_says_the_job_its_page_and_what_was_recorded(collector, pg_url, api_
     assert lines[2:] == [f"stacklens run: job {job} ended (exit 0); {ranks} ranks, "
                          f"{human_bytes(sent)} sent, status finished"]  # fmt: skip
     assert jobs.job_end(pg_url, job) == [("finished", RANKS, True, 0)]
+    # its launch record joined the one run its ranks made
+    runs = httpx.get(f"http://127.0.0.1:{api_port}/api/jobs/{job}").json()["runs"]
+    assert [(r["ranks_expected"], r["exit_code"], r["exit_signal"], r["forwarded_signal"])
+            for r in runs] == [(RANKS, 0, None, None)]  # fmt: skip
 
 
 def test_run_says_where_frames_wait_when_nothing_answers(tmp_path, examples_built):
@@ -141,6 +146,10 @@ def test_a_signal_to_run_reaches_the_job_which_is_recorded_killed(
         f"stacklens run: job {job} ended (exit {code} after {signum.name} (forwarded to the "
         f"command)); {ranks} ranks, {human_bytes(sent)} sent, status killed"
     )
+    runs = httpx.get(f"http://127.0.0.1:{api_port}/api/jobs/{job}").json()["runs"]
+    assert [(r["status"], r["ranks_expected"], r["forwarded_signal"]) for r in runs] == [
+        ("killed", 2, signum.name)
+    ]
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ def test_layout_matches_the_c_structs():
     assert wire.ACK_SIZE == 16
     sizes = {t.name: t.dtype.itemsize for t in wire.SPEC.tables.values()}
     assert sizes == {
-        "rank_info": 384,
+        "rank_info": 392,
         "p2p": 40,
         "op": 32,
         "hist": 16,
@@ -30,6 +30,7 @@ def test_layout_matches_the_c_structs():
         "comm_p2p": 40,
         "callsite": 48,
         "callsite_frame": 328,
+        "launch": 4624,
     }
     assert wire.Status.COMMITTED == 0 and wire.Status.BAD_TOKEN == 4
 

@@ -60,6 +60,8 @@ static const struct wire_field {
 
 /* hca.node_guid uses all 64 bits (stored as two's complement): exempt. */
 #define HCA_GUID_OFFSET offsetof(sl_rec_hca, node_guid)
+/* rank_info.launch_id: an id of 64 random bits, exempt from the counter bound too. */
+#define LAUNCH_ID_OFFSET offsetof(sl_rec_rank_info, launch_id)
 #define HCA_COUNTERS ((sizeof(sl_rec_hca) - HCA_GUID_OFFSET - 8) / 8)
 
 static int fail(sl_scan_error *err, unsigned status, const char *fmt, ...)
@@ -231,7 +233,8 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
     for (unsigned t = 1; t <= SL_MAX_TABLE_ID; t++) {
         if (!f->section[t])
             continue;
-        if ((t == SL_TABLE_rank_info || t == SL_TABLE_health || t == SL_TABLE_abort)
+        if ((t == SL_TABLE_rank_info || t == SL_TABLE_health || t == SL_TABLE_abort
+             || t == SL_TABLE_launch)
             && f->count[t] > 1)
             return fail(err, SL_STATUS_out_of_range, "table %s must have at most one record",
                         table_name[t]);
@@ -239,7 +242,8 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
         size_t n_counters = 0;
         for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++)
             if (fields[k].table == t && fields[k].is_u64 &&
-                !(t == SL_TABLE_hca && fields[k].offset == HCA_GUID_OFFSET))
+                !(t == SL_TABLE_hca && fields[k].offset == HCA_GUID_OFFSET) &&
+                !(t == SL_TABLE_rank_info && fields[k].offset == LAUNCH_ID_OFFSET))
                 counters[n_counters++] = fields[k].offset;
         const uint8_t *rec = frame + f->section[t];
         for (uint32_t i = 0; i < f->count[t]; i++, rec += record_size[t]) {
@@ -341,6 +345,18 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
     if ((f->frame_type == SL_FRAME_aborted) != (f->count[SL_TABLE_abort] == 1))
         return fail(err, SL_STATUS_out_of_range,
                     "an abort record belongs in exactly the frames of type aborted");
+    if (f->frame_type == SL_FRAME_launch) {
+        for (unsigned t = 1; t <= SL_MAX_TABLE_ID; t++)
+            if (f->section[t] && t != SL_TABLE_launch)
+                return fail(err, SL_STATUS_out_of_range,
+                            "a frame of type launch carries its launch record only");
+        if (f->count[SL_TABLE_launch] != 1 || f->run_id == 0)
+            return fail(err, SL_STATUS_out_of_range,
+                        "a frame of type launch has one launch record and a launch id");
+    } else if (f->section[SL_TABLE_launch]) {
+        return fail(err, SL_STATUS_out_of_range,
+                    "a launch record belongs in frames of type launch only");
+    }
     if (f->section[SL_TABLE_health] && f->count[SL_TABLE_health] == 1) {
         const sl_rec_health *h = (const sl_rec_health *)RECORDS(frame, f, health);
         f->keys_dropped = h->keys_dropped;
@@ -369,6 +385,7 @@ int64_t sl_scan(const uint8_t *buf, uint64_t len, const sl_limits *lim, sl_frame
         memset(f, 0, sizeof *f);
         f->world_size = h.world_size;
         f->frame_type = h.frame_type;
+        f->run_id = h.run_id;
         if (split_sections(frame + sizeof h, h.body_len, f, err) < 0 ||
             check_ranges(frame, f, lim, err) < 0) {
             err->has_seq = 1;

@@ -1,7 +1,8 @@
 """Status changes that no frame brings: a running run that went silent is lost.
 
 A run is `running` until its ranks' final frames say it ended (`finished`, `killed`,
-`aborted`; the frame writer sets those, collector/store/writer.py). When every rank
+`aborted`; the frame writer sets those, collector/store/writer.py) or its launch record
+does (`failed` too: collector/store/launches.py). When every rank
 vanished without one (all SIGKILLed, a node lost, the spool gone), no frame ever says so:
 a running run from which nothing has arrived for `lost_after` is marked `lost`, and so is
 its job unless another of its runs is still running (a job's status aggregates its runs':
@@ -14,8 +15,8 @@ from __future__ import annotations
 import psycopg
 
 #: Sets the status of the jobs %s (an array of ids) from their runs' statuses: running if
-#: one run is, else lost, else aborted, else killed, else finished; finished_ns is the
-#: latest run end.
+#: one run is, else lost, else aborted, else killed, else failed, else finished;
+#: finished_ns is the latest run end.
 JOB_STATUS = """
 UPDATE jobs SET status = agg.status,
     finished_ns = CASE WHEN agg.status = 'running' THEN NULL ELSE agg.finished_ns END
@@ -24,6 +25,7 @@ FROM (SELECT job_id,
                   WHEN bool_or(status = 'lost') THEN 'lost'
                   WHEN bool_or(status = 'aborted') THEN 'aborted'
                   WHEN bool_or(status = 'killed') THEN 'killed'
+                  WHEN bool_or(status = 'failed') THEN 'failed'
                   ELSE 'finished' END AS status,
              max(finished_ns) AS finished_ns
       FROM runs WHERE job_id = ANY(%s::bigint[]) GROUP BY job_id) agg

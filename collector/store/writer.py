@@ -33,6 +33,7 @@ import psycopg
 from collector.codec import FrameBatch, encode_arrays, frame_addresses
 from collector.store.copy import COPY_SIGNATURE, COPY_TRAILER, binary_copy
 from collector.store.jobs import JOB_STATUS
+from collector.store.launches import LaunchRecord, launch_records, store_launches
 from collector.store.names import (
     NO_RANK,
     OVERFLOW_COMM,
@@ -95,11 +96,11 @@ _LAST_ORDINALS = "SELECT job_id, max(ordinal) FROM runs WHERE job_id = ANY(%b::b
 
 _CREATE_RUNS = """
 INSERT INTO runs (job_id, run_key, ordinal, kind, label, world_size, command, "user", status,
-                  started_ns, last_seen_ns)
-SELECT j, k, o, kind, label, size, command, u, 'running', s, e
+                  started_ns, last_seen_ns, launch_key)
+SELECT j, k, o, kind, label, size, command, u, 'running', s, e, l
 FROM unnest(%b::bigint[], %b::bigint[], %b::int[], %b::text[], %b::text[], %b::int[],
-            %b::text[], %b::text[], %b::bigint[], %b::bigint[])
-     AS v(j, k, o, kind, label, size, command, u, s, e)
+            %b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[])
+     AS v(j, k, o, kind, label, size, command, u, s, e, l)
 RETURNING job_id, run_key, id
 """
 
@@ -153,11 +154,11 @@ ON CONFLICT (job_id, run_id, world_rank) DO UPDATE SET
 # with ordinal 0, and the RETURNING ids tell (the transaction is then rolled back).
 _UPSERT_RUNS = """
 INSERT INTO runs (job_id, run_key, ordinal, kind, label, world_size, command, "user", status,
-                  started_ns, last_seen_ns)
-SELECT j, k, 0, kind, label, size, command, u, 'running', s, e
+                  started_ns, last_seen_ns, launch_key)
+SELECT j, k, 0, kind, label, size, command, u, 'running', s, e, l
 FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::int[], %b::text[],
-            %b::text[], %b::bigint[], %b::bigint[])
-     AS v(j, k, kind, label, size, command, u, s, e)
+            %b::text[], %b::bigint[], %b::bigint[], %b::bigint[])
+     AS v(j, k, kind, label, size, command, u, s, e, l)
 ON CONFLICT (job_id, run_key) DO UPDATE SET
     world_size = CASE WHEN runs.kind = 'mpi' THEN GREATEST(runs.world_size, EXCLUDED.world_size)
                  ELSE (SELECT count(*) FROM run_processes p WHERE p.run_id = runs.id) END,
@@ -166,7 +167,8 @@ ON CONFLICT (job_id, run_key) DO UPDATE SET
     status = CASE WHEN runs.status = 'lost' THEN 'running' ELSE runs.status END,
     label = COALESCE(runs.label, EXCLUDED.label),
     command = COALESCE(runs.command, EXCLUDED.command),
-    "user" = COALESCE(runs."user", EXCLUDED."user")
+    "user" = COALESCE(runs."user", EXCLUDED."user"),
+    launch_key = COALESCE(runs.launch_key, EXCLUDED.launch_key)
 RETURNING id
 """
 
@@ -263,6 +265,22 @@ def _settle(pending: list[_Pending], error: Exception | None = None) -> None:
             p.done.set_exception(error)
 
 
+def _split_launches(batches: list[FrameBatch]) -> tuple[list[FrameBatch], list[LaunchRecord]]:
+    """The batches without their launch records (frames of type launch), and those records
+    (collector/store/launches.py): stored after the rest, in a transaction of their own."""
+    rest: list[FrameBatch] = []
+    launches: list[LaunchRecord] = []
+    for batch in batches:
+        is_launch = batch.info["frame_type"] == FrameType.LAUNCH
+        if not is_launch.any():
+            rest.append(batch)
+            continue
+        launches += launch_records(batch, np.flatnonzero(is_launch), user_name)
+        if not is_launch.all():
+            rest.append(FrameBatch(batch.data, batch.info[~is_launch], batch.owner, batch.proven))
+    return rest, launches
+
+
 class _Frames:
     """The frames of several batches seen as one: their FRAME_INFO records, concatenated."""
 
@@ -306,20 +324,22 @@ class _Frames:
             values[here] = raw[where[here, None] + np.arange(4)].copy().view("<u4").reshape(-1)
         return values, frame
 
-    def rank_info(self, i: int) -> tuple[str | None, str | None, str | None]:
-        """(command, user, run label) of frame i, Nones if it carries no rank information
-        (and for an empty user or label). The user of a proven frame is its owner's name
-        (what the read side filters on, server/access/owner.py), never the name claimed."""
+    def rank_info(self, i: int) -> tuple[str | None, str | None, str | None, int | None]:
+        """(command, user, run label, launch id: two's complement) of frame i, Nones if it
+        carries no rank information (and for an empty user or label, a launch id 0). The
+        user of a proven frame is its owner's name (what the read side filters on,
+        server/access/owner.py), never the name claimed."""
         info = self.records(i, "rank_info")
         if not len(info):
-            return None, None, None
+            return None, None, None, None
         command, user, label = (
             bytes(info[name][0]).split(b"\0", 1)[0].decode("utf-8", "replace")
             for name in ("command", "user", "run_label")
         )
         if self.batches[self._batch[i]].proven:
             user = user_name(int(self.owner[i]))
-        return command, user or None, label or None
+        launch = int(info["launch_id"][0].astype(np.int64))
+        return command, user or None, label or None, launch or None
 
 
 @lru_cache(maxsize=4096)
@@ -560,15 +580,21 @@ class FrameWriter:
         only make the plan be prepared again; a remembered id that is gone (retention
         deleted the job) rolls the transaction back and it is written again.
         """
-        frames = _Frames(batches)
-        runs = _Runs(frames)
+        batches, launches = _split_launches(batches)
         conn = await self._connection(worker)
-        await self.partitions.ensure(conn, np.unique(frames.info["t_end"] // DAY_NS).tolist())
-        try:
-            await self._write_once(conn, frames, runs, await self._ids(conn, runs))
-        except (_StaleIds, psycopg.errors.ForeignKeyViolation):  # ranks -> runs, jobs
-            self._ids_seen.clear()
-            await self._write_once(conn, frames, runs, await self._ids(conn, runs))
+        if batches:
+            frames = _Frames(batches)
+            runs = _Runs(frames)
+            days = np.unique(frames.info["t_end"] // DAY_NS).tolist()
+            await self.partitions.ensure(conn, days)
+            try:
+                await self._write_once(conn, frames, runs, await self._ids(conn, runs))
+            except (_StaleIds, psycopg.errors.ForeignKeyViolation):  # ranks -> runs, jobs
+                self._ids_seen.clear()
+                await self._write_once(conn, frames, runs, await self._ids(conn, runs))
+        if launches:
+            await store_launches(conn, launches)
+            self.stats.frames_committed += len(launches)
 
     async def _write_once(
         self, conn: psycopg.AsyncConnection, frames: _Frames, runs: _Runs, ids: _Ids
@@ -719,7 +745,7 @@ _MAX_IDS_SEEN = 1 << 16
 #: Columns of FrameWriter._register's new runs, in _CREATE_RUNS order (ordinal inserted
 #: third).
 _RUN_COLUMNS = ("job_id", "run_key", "kind", "label", "world_size", "command", "user",
-                "started_ns", "last_seen_ns")  # fmt: skip
+                "started_ns", "last_seen_ns", "launch_key")  # fmt: skip
 
 
 class _StaleIds(Exception):
@@ -756,13 +782,15 @@ class _Runs:
         self.commands: list[str | None] = [None] * n_runs
         self.users: list[str | None] = [None] * n_runs
         self.labels: list[str | None] = [None] * n_runs
+        self.launches: list[int | None] = [None] * n_runs
         rank_info = wire.SPEC.table("rank_info").id
         for i in np.flatnonzero(info["count"][:, rank_info]).tolist():
             g = self.run_group[i]
-            command, user, label = frames.rank_info(i)
+            command, user, label, launch = frames.rank_info(i)
             self.commands[g] = self.commands[g] or command
             self.users[g] = self.users[g] or user
             self.labels[g] = self.labels[g] or label
+            self.launches[g] = self.launches[g] or launch
         # A proven run is its owner's whatever its frames carry (the read side filters on
         # the user name): also a run whose frames have no rank information.
         for g, i in enumerate(run_first.tolist()):
@@ -811,6 +839,7 @@ class _Runs:
             "user": self.users,
             "started_ns": self.start.tolist(),
             "last_seen_ns": self.end.tolist(),
+            "launch_key": self.launches,
         }
 
     def params(self, job_ids: np.ndarray) -> tuple[Any, ...]:

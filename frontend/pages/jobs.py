@@ -38,7 +38,7 @@ dash.register_page(
 #: Jobs per page of the job list.
 JOBS_PER_PAGE = 100
 #: The statuses a job can have (the status filter's choices).
-JOB_STATUSES = ("running", "finished", "killed", "aborted", "lost")
+JOB_STATUSES = ("running", "finished", "failed", "killed", "aborted", "lost")
 
 
 def layout(**query: str) -> html.Div:

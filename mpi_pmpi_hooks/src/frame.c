@@ -486,6 +486,7 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t 
         memcpy(info.command, b->id->command, sizeof info.command);
         memcpy(info.user, b->id->user, sizeof info.user);
         memcpy(info.run_label, b->id->run_label, sizeof info.run_label);
+        info.launch_id = b->id->launch_id;
         put_section(b->scratch + pos, SL_TABLE_rank_info, sizeof info, 1);
         memcpy(b->scratch + pos + SL_SECTION_HEADER_SIZE, &info, sizeof info);
         pos += SL_SECTION_HEADER_SIZE + sizeof info;
@@ -631,6 +632,7 @@ size_t sl_frame_peek(const sl_frame_builder *b, unsigned char *out, size_t cap)
         memcpy(info.command, b->id->command, sizeof info.command);
         memcpy(info.user, b->id->user, sizeof info.user);
         memcpy(info.run_label, b->id->run_label, sizeof info.run_label);
+        info.launch_id = b->id->launch_id;
         put_section(out + pos, SL_TABLE_rank_info, sizeof info, 1);
         memcpy(out + pos + SL_SECTION_HEADER_SIZE, &info, sizeof info);
         pos += SL_SECTION_HEADER_SIZE + sizeof info;

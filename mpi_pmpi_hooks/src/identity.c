@@ -105,6 +105,23 @@ static uint64_t random_run_id(void)
     return v != 0 ? v : 1;
 }
 
+/* The launch of `stacklens run` this process belongs to: STACKLENS_LAUNCH_ID, 16 hex
+ * digits; 0 when unset or malformed. */
+static uint64_t launch_id_from_env(void)
+{
+    const char *text = sl_env(SL_SET_LAUNCH_ID);
+    if (text == NULL || strlen(text) != 16)
+        return 0;
+    uint64_t v = 0;
+    for (const char *c = text; *c; c++) {
+        int d = (*c >= '0' && *c <= '9') ? *c - '0' : (*c >= 'a' && *c <= 'f') ? *c - 'a' + 10 : -1;
+        if (d < 0)
+            return 0;
+        v = v << 4 | (uint64_t)d;
+    }
+    return v;
+}
+
 /* Identity of a process without MPI: the job's non-MPI run (run id 0). */
 void sl_identity_init_standalone(sl_identity *id)
 {
@@ -117,6 +134,7 @@ void sl_identity_init_standalone(sl_identity *id)
     else
         generate_job_id(id, hostname);
     id->run_id = 0;
+    id->launch_id = launch_id_from_env();
     memset(id->run_label, 0, sizeof id->run_label);
     read_command(id);
     read_user(id);
@@ -149,6 +167,7 @@ void sl_identity_init(sl_identity *id, int world_rank)
         sl_warn("rank %d: cannot broadcast the job and run id", world_rank);
     memcpy(id->job_id, agreed.job_id, sizeof id->job_id);
     id->run_id = agreed.run_id;
+    id->launch_id = launch_id_from_env();
     memset(id->run_label, 0, sizeof id->run_label);
     const char *step = getenv("SLURM_STEP_ID");
     if (step != NULL)

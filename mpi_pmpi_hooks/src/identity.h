@@ -1,7 +1,7 @@
 /*
  * identity.h — who this rank is: job id, run, host, pid, start time, command
  * line, user. These go into every frame header (job id, run id, host, pid,
- * start time) and the rank_info record (command, user, run label).
+ * start time) and the rank_info record (command, user, run label, launch id).
  */
 #ifndef SL_IDENTITY_H
 #define SL_IDENTITY_H
@@ -17,6 +17,7 @@ typedef struct sl_identity {
     char user[sizeof(((sl_rec_rank_info *)0)->user)];        /* wire text, NUL-padded */
     char run_label[sizeof(((sl_rec_rank_info *)0)->run_label)]; /* wire text, NUL-padded */
     uint64_t run_id;        /* agreed by every rank of one MPI launch; 0 = non-MPI run */
+    uint64_t launch_id;     /* STACKLENS_LAUNCH_ID (set by `stacklens run`), else 0 */
     uint64_t proc_start_ns; /* set by the library constructor, left alone here */
     uint32_t pid;
 } sl_identity;

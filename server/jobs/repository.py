@@ -7,6 +7,7 @@ whole job (all its runs summed).
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -340,6 +341,11 @@ def _runs(
             Run.last_seen_ns,
             Run.finished_ns,
             func.coalesce(ranks.c.ranks_seen, 0).label("ranks_seen"),
+            Run.ranks_expected,
+            Run.exit_code,
+            Run.exit_signal,
+            Run.forwarded_signal,
+            Run.launch_output,
         )
         .outerjoin(ranks, ranks.c.run_id == Run.id)
         .where(Run.job_id.in_(job_ids))
@@ -347,7 +353,22 @@ def _runs(
         .where(*([] if window.to_ns is None else [Run.started_ns < window.to_ns]))
         .order_by(Run.job_id, Run.ordinal)
     )
-    return [dict(row._mapping) for row in session.execute(query)]
+    rows = [dict(row._mapping) for row in session.execute(query)]
+    for row in rows:
+        row["exit_signal"] = signal_name(row["exit_signal"])
+        row["forwarded_signal"] = signal_name(row["forwarded_signal"])
+    return rows
+
+
+def signal_name(number: int | None) -> str | None:
+    """A signal's name (SIGSEGV) for its number, `signal N` for one this system does not
+    name; None for None."""
+    if number is None:
+        return None
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def p2p_matrix(

@@ -85,7 +85,7 @@ RankLimit = Annotated[
 MAX_NS = 2**63 - 1
 
 #: What a job's status can be (JobSummary.status).
-JobStatus = Literal["running", "finished", "killed", "aborted", "lost"]
+JobStatus = Literal["running", "finished", "failed", "killed", "aborted", "lost"]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,9 @@
 """A launch whose rank crashes before its first frame still leaves a run (issue #32 point 3).
 
+A launch none of whose processes ever starts (the program is missing) is told by the
+launch record of `stacklens run` alone: a run `failed`, with the command, the ranks asked,
+the launcher's exit status and last lines, on the jobs list, the job page and the report.
+
 mpi_pmpi_hooks/tests/crasher.c: rank 1 dies of SIGSEGV (or abort()) 600 ms after MPI_Init,
 a window allocation, 3 barriers and 2 messages to rank 0, with a reporting interval of an
 hour: no rank sends a frame before the crash. Under `stacklens run`, the ranks keep crash
@@ -12,11 +16,15 @@ left in /dev/shm. Real MPI (Open MPI and MPICH), a real collector, API and datab
 
 from __future__ import annotations
 
+import html
+import re
 import uuid
 from pathlib import Path
 
 import pytest
 
+from presentation import cards
+from stacklens.api_models import JobRuns
 from stacklens_cli.snapshots import SHM
 from tests.conftest import query, stacklens_run
 from tests.hooks import jobs
@@ -57,6 +65,8 @@ def test_a_rank_that_crashes_before_its_first_frame_leaves_a_killed_run(
         "ON j.id = r.job_id WHERE j.job_key = %s",
         (job,),
     ) == [("killed", 2)]
+    # the launch record joined the run its ranks made: the ranks asked, the exit status
+    assert [row[3:6] for row in _runs(pg_url, job)] == [(2, result.returncode, None)]
     ops = jobs.ops(pg_url, job)
     assert {key: ops.get(key) for key in COUNTED} == COUNTED
     assert ops[(1, "MPI_Win_allocate")][0] == ops[(0, "MPI_Win_allocate")][0] == 1
@@ -82,3 +92,60 @@ def test_without_a_spool_the_snapshots_are_sent_directly(collector, pg_url, tmp_
     assert result.returncode != 0
     ops = jobs.ops(pg_url, job)
     assert {key: ops.get(key) for key in COUNTED} == COUNTED, result.stderr
+
+
+#: What each launcher says, among its last lines, when it cannot start the program.
+CANNOT_START = {
+    "openmpi": "2 total processes failed to start",
+    "mpich": "execvp error on file /nonexistent/prog (No such file or directory)",
+}
+LAUNCHERS = {"openmpi": ["mpirun", "-np", "2"], "mpich": ["mpirun.mpich", "-np", "2"]}
+
+
+def _runs(pg_url: str, job: str) -> list[tuple]:
+    """The job's runs: status, kind, world size, ranks asked, exit status, signal, command,
+    ranks stored."""
+    return query(
+        pg_url,
+        "SELECT r.status, r.kind, r.world_size, r.ranks_expected, r.exit_code, r.exit_signal, "
+        "r.command, (SELECT count(*) FROM ranks k WHERE k.run_id = r.id) "
+        "FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.job_key = %s ORDER BY r.ordinal",
+        (job,),
+    )
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_a_launch_whose_ranks_never_start_is_a_failed_run_with_the_launchers_words(
+    collector, pg_url, api_client, tmp_path, mpi
+):
+    """The program is not there: no process ever loads the hooks. The launch record of
+    `stacklens run` is the run: failed, the command, 2 ranks asked, the launcher's exit
+    status and its last lines, on the jobs list and among the job's runs."""
+    job = f"nostart-{mpi}-{uuid.uuid4().hex[:6]}"
+    env = user_env(collector.endpoint, STACKLENS_JOB_ID=job,
+                   STACKLENS_SPOOL_DIR=str(tmp_path / "spool"))  # fmt: skip
+    command = [*LAUNCHERS[mpi], "/nonexistent/prog"]
+    result = stacklens_run(command, env, timeout=120)
+    assert result.returncode not in (0, 1)
+    said = CANNOT_START[mpi]
+    assert said in result.stdout + result.stderr  # passed on to the terminal as it came
+    assert _runs(pg_url, job) == [
+        ("failed", "mpi", 2, 2, result.returncode, None, " ".join(command), 0)
+    ], result.stderr
+    listed = api_client.get(api_client.app.url_path_for("list_jobs")).json()["jobs"]
+    assert [j["status"] for j in listed if j["job"] == job] == ["failed"]
+    runs = api_client.get(f"/api/jobs/{job}").json()["runs"]
+    assert [(r["status"], r["ranks_seen"], r["exit_code"], r["exit_signal"])
+            for r in runs] == [("failed", 0, result.returncode, None)]  # fmt: skip
+    assert said in runs[0]["launch_output"]
+    assert list((tmp_path / "spool").glob("*.slf")) == []  # the record was delivered
+    # the job page's runs card and the job report: the run, how it ended, the words
+    ended = f"exit {result.returncode}"
+    shown = cards.BY_KEY["runs"].render(JobRuns(job=job, runs=runs))["table"]
+    assert f"| 1 | mpi | 0 / 2 | failed | {ended} |" in shown
+    assert "**Run 1: the launcher's last lines**" in shown and said in shown
+    report = api_client.get(f"/api/reports/jobs/{job}", params={"format": "html"})
+    assert report.status_code == 200, report.text
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", report.text)).split())
+    assert f"1 mpi 0 / 2 failed {ended}" in text
+    assert "Run 1: the launcher's last lines" in text and said in text

@@ -199,7 +199,7 @@ def test_stacklens_run_delivers_what_killed_ranks_spooled(collector, pg_url, tmp
                 os.kill(pid, signal.SIGTERM)
             jobs.wait_dead(pids, timeout=60)
             # both final frames are spooled, none acknowledged
-            assert len(list(spool.glob("*.slf"))) == 2
+            assert len(list(spool.glob(f"{job}.*.slf"))) == 2
         result = jobs.finish(proc, timeout=60)
     finally:
         jobs.kill_group(proc)

@@ -12,11 +12,14 @@ from tests.collector.test_ingest import T0, exchange, frame
 
 
 def run_summary(run: int, start: int, end: int, ranks_seen: int, **fields) -> dict:
-    """One item of a job's `runs` as the frames of tests.collector.test_ingest make it."""
+    """One item of a job's `runs` as the frames of tests.collector.test_ingest make it (no
+    launch record: not launched by `stacklens run`)."""
     return {"run": run, "kind": "mpi", "label": None, "world_size": 2,
             "command": "./prog --size 8", "user": "alice", "status": "running",
             "started_ns": start, "last_seen_ns": end, "finished_ns": None,
-            "ranks_seen": ranks_seen, **fields}  # fmt: skip
+            "ranks_seen": ranks_seen, "ranks_expected": None, "exit_code": None,
+            "exit_signal": None, "forwarded_signal": None, "launch_output": None,
+            **fields}  # fmt: skip
 
 
 def test_jobs_and_matrix(collector, api_client):

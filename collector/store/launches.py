@@ -1,0 +1,157 @@
+"""Launch records (frames of type launch, sent by `stacklens run` after its command ended):
+how a launch ended, stored on the runs its ranks made, or as a run of its own.
+
+The ranks of a launch carry its id (rank_info.launch_id, stored as runs.launch_key), so a
+launch record finds its runs exactly. Each gets the launch's exit status, signal, the ranks
+it asked for and the launcher's last lines; a run still `running` or `lost` then ends with
+the launch: `killed` when a signal ended the command (or `stacklens run` forwarded one),
+`failed` on a non-zero exit, `finished` on 0 (the launcher waited for every rank). A launch
+none of whose ranks ever reported (they crashed before their first frame, the binary was
+missing, the launcher refused its command line) becomes a run of its own (run key: the
+launch id, no ranks), so the job is listed with that status and the launcher's words.
+
+The frame writer (collector/store/writer.py) stores a batch's launch records after its
+other frames; the replay sends a job's launch records after its ranks' frames
+(stacklens_cli/replay.py). Ranks' frames that arrive after their launch record (another
+node's spool replayed later) make their own run, which the record does not reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import psycopg
+
+from collector.codec import FrameBatch
+from collector.store.jobs import JOB_STATUS
+
+#: A new job of a launch record (ON CONFLICT: the job exists; the launch joins it).
+_CREATE_JOB = """
+INSERT INTO jobs (owner_uid, job_key, world_size, command, "user", status, started_ns,
+                  last_seen_ns, finished_ns)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (owner_uid, job_key) DO UPDATE SET
+    world_size = GREATEST(jobs.world_size, EXCLUDED.world_size),
+    started_ns = LEAST(jobs.started_ns, EXCLUDED.started_ns),
+    last_seen_ns = GREATEST(jobs.last_seen_ns, EXCLUDED.last_seen_ns),
+    command = COALESCE(jobs.command, EXCLUDED.command),
+    "user" = COALESCE(jobs."user", EXCLUDED."user")
+"""
+
+#: The job, locked against registrations drawing run ordinals (as the writer's _LOCK_JOBS).
+_LOCK_JOB = "SELECT id FROM jobs WHERE owner_uid = %s AND job_key = %s FOR NO KEY UPDATE"
+
+#: The launch's outcome on the runs its ranks made; a run still running or lost ends with it.
+_ON_RUNS = """
+UPDATE runs SET ranks_expected = %(ranks)s, exit_code = %(code)s, exit_signal = %(signal)s,
+    forwarded_signal = %(forwarded)s, launch_output = %(output)s,
+    status = CASE WHEN status IN ('running', 'lost') THEN %(status)s ELSE status END,
+    finished_ns = CASE WHEN status IN ('running', 'lost')
+                       THEN GREATEST(last_seen_ns, %(ended)s) ELSE finished_ns END,
+    last_seen_ns = CASE WHEN status IN ('running', 'lost')
+                        THEN GREATEST(last_seen_ns, %(ended)s) ELSE last_seen_ns END
+WHERE job_id = %(job)s AND launch_key = %(launch)s AND run_key <> %(launch)s
+RETURNING id
+"""
+
+#: A launch none of whose ranks reported: a run of its own (a record sent twice: the same).
+_OWN_RUN = """
+INSERT INTO runs (job_id, run_key, ordinal, kind, label, world_size, command, "user", status,
+                  started_ns, last_seen_ns, finished_ns, launch_key, ranks_expected,
+                  exit_code, exit_signal, forwarded_signal, launch_output)
+SELECT %(job)s, %(launch)s, COALESCE(max(ordinal), 0) + 1, 'mpi', NULL, %(size)s,
+       %(command)s, %(user)s, %(status)s, %(started)s, %(ended)s, %(ended)s, %(launch)s,
+       %(ranks)s, %(code)s, %(signal)s, %(forwarded)s, %(output)s
+FROM runs WHERE job_id = %(job)s
+ON CONFLICT (job_id, run_key) DO NOTHING
+"""
+
+
+@dataclass(frozen=True)
+class LaunchRecord:
+    """One launch record as received: its job (owner, job key), launch id (two's
+    complement), times and the launch table's values."""
+
+    owner: int
+    job_key: str
+    user: str | None
+    launch_key: int
+    started_ns: int
+    ended_ns: int
+    ranks_expected: int | None
+    exit_code: int | None
+    exit_signal: int | None
+    forwarded: int | None
+    command: str
+    output: str
+
+    @property
+    def status(self) -> str:
+        """How the launch ended: killed (a signal ended it, or one was forwarded to it),
+        failed (non-zero exit) or finished."""
+        if self.exit_signal or self.forwarded:
+            return "killed"
+        return "failed" if self.exit_code else "finished"
+
+
+def _text(raw: np.ndarray) -> str:
+    return bytes(raw).split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def launch_records(
+    batch: FrameBatch, which: np.ndarray, user_of: Callable[[int], str]
+) -> list[LaunchRecord]:
+    """The launch records of the frames `which` (indices) of `batch`; `user_of(uid)` names
+    the owner (a launch record claims no user)."""
+    found = []
+    for i in which.tolist():
+        record = batch.records(i, "launch")[0]
+        info = batch.info[i]
+        code = int(record["exit_code"])
+        signal = int(record["exit_signal"])
+        found.append(
+            LaunchRecord(
+                owner=batch.owner,
+                job_key=bytes(info["job"]).split(b"\0", 1)[0].decode("utf-8", "replace"),
+                user=user_of(batch.owner),
+                launch_key=int(np.uint64(info["run_id"]).astype(np.int64)),
+                started_ns=int(info["t_start"]),
+                ended_ns=int(info["t_end"]),
+                ranks_expected=int(record["ranks_expected"]) or None,
+                exit_code=None if signal else code - (1 << 32) if code >> 31 else code,
+                exit_signal=signal or None,
+                forwarded=int(record["forwarded"]) or None,
+                command=_text(record["command"]),
+                output=_text(record["output"]),
+            )
+        )
+    return found
+
+
+async def store_launches(conn: psycopg.AsyncConnection, launches: list[LaunchRecord]) -> None:
+    """Store launch records in one transaction (module doc); jobs are locked in key order,
+    as the frame writer locks them."""
+    ordered = sorted(launches, key=lambda r: (r.owner, r.job_key.encode()))
+    async with conn.transaction(), conn.cursor() as cur:
+        for r in ordered:
+            await cur.execute(
+                _CREATE_JOB,
+                (r.owner, r.job_key, r.ranks_expected or 0, r.command, r.user, r.status,
+                 r.started_ns, r.ended_ns, r.ended_ns),
+            )  # fmt: skip
+            await cur.execute(_LOCK_JOB, (r.owner, r.job_key))
+            row = await cur.fetchone()
+            assert row is not None  # made just above, in this transaction
+            values = {
+                "job": row[0], "launch": r.launch_key, "ranks": r.ranks_expected,
+                "code": r.exit_code, "signal": r.exit_signal, "forwarded": r.forwarded,
+                "output": r.output, "status": r.status, "started": r.started_ns,
+                "ended": r.ended_ns, "size": r.ranks_expected or 0, "command": r.command,
+                "user": r.user,
+            }  # fmt: skip
+            await cur.execute(_ON_RUNS, values)
+            if not await cur.fetchall():
+                await cur.execute(_OWN_RUN, values)
+            await cur.execute(JOB_STATUS, ([row[0]],))
