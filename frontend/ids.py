@@ -142,6 +142,8 @@ CMP_FINDING = "cmp-finding"  # the finding in one sentence
 CMP_SIDES = "cmp-sides"  # table: the two sides (job, run, elapsed, hosts)
 CMP_PARTS = "cmp-parts"  # dcc.Graph: time per part, a beside b
 CMP_DIFFS = "cmp-diffs"  # table: the differences, largest first
+CMP_SITES_CAPTION = "cmp-sites-caption"  # what the compared call sites grid holds
+CMP_SITES = "cmp-sites"  # grid: the call sites of either run, largest change first
 CMP_TREND = "cmp-trend"  # dcc.Graph: elapsed time of the program's runs
 CMP_HISTORY = "cmp-history"  # table: the program's runs
 

@@ -24,6 +24,7 @@ from presentation.formatting import (
 )
 from stacklens.api_models import (
     Callsite,
+    Comparison,
     JobCallsites,
     JobCollectives,
     JobIo,
@@ -197,6 +198,63 @@ def callsite_caption(sites: JobCallsites) -> str:
             f"and {format_duration_ns(sites.io_time_ns)} in file I/O in all. Share: of the "
             "job's MPI (or file I/O) time; imbalance: the slowest rank's time over the mean "
             "of the ranks calling from there; size range: the size buckets' bounds.")  # fmt: skip
+
+
+#: The compared call sites grid: where, op, which runs have it, time in a and b (ms,
+#: summed over ranks), the change (ms and %, ranked by its size), calls and bytes of both.
+SITE_DIFF_COLUMNS = [
+    text_column("where", "Call site", cellClass="mono", tooltipField="path", minWidth=200,
+                pinned="left"),
+    text_column("op", "Operation"),
+    text_column("present", "In", tooltipField="present_text"),
+    number_column("a_ms", "Time a (ms)"),
+    number_column("b_ms", "Time b (ms)"),
+    number_column("delta_ms", "Change (ms)"),
+    number_column("delta_pct", "Change %"),
+    number_column("a_calls", "Calls a"),
+    number_column("b_calls", "Calls b"),
+    number_column("a_bytes", "Bytes a"),
+    number_column("b_bytes", "Bytes b"),
+]  # fmt: skip
+
+#: What the grid's "In" cell says in full.
+_PRESENT = {"both": "in both runs", "a": "in run a only", "b": "in run b only"}
+
+
+def site_difference_rows(comparison: Comparison) -> list[dict[str, Any]]:
+    """The compared call sites grid's rows, in the API's order (largest change first)."""
+    return [
+        {
+            "id": f"{d.layer}:{d.op}@{d.path}",
+            "where": d.label,
+            "path": d.path,
+            "op": d.op,
+            "present": "both" if d.present == "both" else f"{d.present} only",
+            "present_text": _PRESENT[d.present],
+            "a_ms": round(d.a_ns / 1e6, 3),
+            "b_ms": round(d.b_ns / 1e6, 3),
+            "delta_ms": round(d.delta_ns / 1e6, 3),
+            "delta_pct": None if d.delta_pct is None else round(d.delta_pct, 1),
+            "a_calls": d.a_calls,
+            "b_calls": d.b_calls,
+            "a_bytes": d.a_bytes,
+            "b_bytes": d.b_bytes,
+        }
+        for d in comparison.sites
+    ]
+
+
+def site_difference_caption(comparison: Comparison) -> str:
+    """What the compared call sites grid holds, or a sentence when neither run has one."""
+    n, total = len(comparison.sites), comparison.sites_total
+    if not total:
+        return "No call sites in either run (STACKLENS_CALLSITE_DEPTH=0 switches them off)."
+    held = (f"{total:,} call site{'s' * (total != 1)}" if n == total
+            else f"The {n:,} of {total:,} call sites whose time changed most")  # fmt: skip
+    return (f"{held} of either run, the largest change of time first: a site is the same in "
+            "both when its operation and frames are (file, line and function, else build-id "
+            "and offset). Time: summed over the ranks, as each run's Call sites card shows "
+            "it; change: b − a, in % of a; 'a only' or 'b only': a site of one run.")  # fmt: skip
 
 
 def grid(grid_id: str, columns: list[dict[str, Any]], height_px: int = 420) -> Any:

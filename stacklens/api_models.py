@@ -1319,6 +1319,27 @@ class RunDifference(ApiModel):
     b_calls: int | None
 
 
+class SiteDifference(ApiModel):
+    """One call site of either run (matched across the runs by its layer, operation and
+    frames: file, line and function where resolved, else build-id and offset), its time,
+    calls and bytes summed over the ranks on each side, as each run's call sites show
+    them (a side without it: 0)."""
+
+    label: str = Field(description="where, in short: 'solver.c:212', 'solve+0x1f', ...")
+    path: str = Field(description="its frames in full, innermost first")
+    layer: Literal["mpi", "posix", "stdio"]
+    op: str
+    present: Literal["both", "a", "b"] = Field(description="the runs that have the site")
+    a_ns: int = Field(description="time at the site in run a, summed over its ranks")
+    b_ns: int
+    delta_ns: int = Field(description="b_ns - a_ns")
+    delta_pct: float | None = Field(description="delta_ns over a_ns, %; null when a_ns is 0")
+    a_calls: int
+    b_calls: int
+    a_bytes: int
+    b_bytes: int
+
+
 class Comparison(ApiModel):
     """Run b against run a (or against the median of b's history), in plain words first."""
 
@@ -1326,6 +1347,11 @@ class Comparison(ApiModel):
     a: ComparedRun
     b: ComparedRun
     differences: list[RunDifference] = Field(description="largest change first")
+    sites: list[SiteDifference] = Field(
+        description="the call sites of either run, the largest absolute change of time first "
+        "(at most the `sites` asked)"
+    )
+    sites_total: int = Field(description="call sites of either run in all")
 
 
 class HistoryRun(ApiModel):

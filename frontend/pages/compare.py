@@ -4,9 +4,11 @@
 of the earlier runs of b's program (GET /api/compare): the finding in one sentence at the
 top, where each side's elapsed time went per rank (each MPI operation, file I/O per file,
 computation) as bars side by side, and the parts that differ, largest first, with their
-share of the elapsed-time difference. Below, the program's runs (GET /api/compare/history):
-elapsed time over time and a table with the shares of MPI and file I/O. The URL carries the
-runs: /compare?b=<job>&b_run=<n>&a=<job>&a_run=<n>&last=<runs>."""
+share of the elapsed-time difference; then the call sites of either run, matched by
+their line (else build-id and offset) and op, the largest change of time first. Below, the
+program's runs (GET /api/compare/history): elapsed time over time and a table with the
+shares of MPI and file I/O. The URL carries the runs:
+/compare?b=<job>&b_run=<n>&a=<job>&a_run=<n>&last=<runs>."""
 
 from __future__ import annotations
 
@@ -19,6 +21,12 @@ from dash import Input, Output, dcc, html
 
 from frontend import api, ids
 from frontend.api import ApiError, RunRef
+from presentation.components import (
+    SITE_DIFF_COLUMNS,
+    grid,
+    site_difference_caption,
+    site_difference_rows,
+)
 from presentation.formatting import format_duration_ns, format_utc_ns
 from stacklens.api_models import ComparedRun, Comparison, RunHistory
 
@@ -55,6 +63,9 @@ def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str
                 html.Div(id=ids.CMP_SIDES),
                 dcc.Graph(id=ids.CMP_PARTS, config={"displaylogo": False}),
                 html.Div(id=ids.CMP_DIFFS),
+                html.H3("Call sites"),
+                html.P(id=ids.CMP_SITES_CAPTION, className="hint"),
+                grid(ids.CMP_SITES, SITE_DIFF_COLUMNS, height_px=360),
             ]),
             html.Section(className="card", children=[
                 html.H2("The program's runs"),
@@ -80,6 +91,8 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Output(ids.CMP_SIDES, "children"),
         Output(ids.CMP_PARTS, "figure"),
         Output(ids.CMP_DIFFS, "children"),
+        Output(ids.CMP_SITES_CAPTION, "children"),
+        Output(ids.CMP_SITES, "rowData"),
         Output(ids.CMP_TREND, "figure"),
         Output(ids.CMP_HISTORY, "children"),
         Input(ids.CMP_B, "value"),
@@ -90,7 +103,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )
     def show(b: str | None, b_run: Any, a: str | None, a_run: Any, last: Any
              ) -> tuple[Any, ...]:  # fmt: skip
-        empty = ("", "", parts_figure(None), "", trend_figure(None), "")
+        empty: tuple[Any, ...] = ("", "", parts_figure(None), "", "", [], trend_figure(None), "")
         if not (b or "").strip():
             return ("Name run b (a job id) to compare it with run a or with its history.",
                     *empty)  # fmt: skip
@@ -107,9 +120,10 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         try:
             comparison = client.compare(run_b, run_a, runs)
         except ApiError as exc:  # e.g. no earlier run: the history still shows
-            return (str(exc), "", "", parts_figure(None), "", trend, table)
+            return (str(exc), "", "", parts_figure(None), "", "", [], trend, table)
         return ("", comparison.finding, sides_table(comparison),
-                parts_figure(comparison), differences_table(comparison), trend,
+                parts_figure(comparison), differences_table(comparison),
+                site_difference_caption(comparison), site_difference_rows(comparison), trend,
                 table)  # fmt: skip
 
 

@@ -8,12 +8,18 @@ counted with file I/O), the time in file I/O per file (every layer: POSIX, stdio
 and computation, the rest. The parts of a run add up to its elapsed time, so the parts'
 differences add up to the elapsed-time difference (computation is never negative: where
 the parts exceed the elapsed time it is 0 and the sum is above it).
+
+Call sites (server/callsites/) are matched across the two runs by where they are, never by
+their keys (a rebuilt binary has other build-ids and offsets for the same line): each frame
+by its resolved file, line and function, or, not resolved to a line, by its module's
+build-id (the module's path when it has none) and offset; a site by its layer, operation
+and frames, innermost first.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from stacklens.constants import MPI_CATEGORIES
@@ -96,6 +102,74 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
             row["a_calls"], row["b_calls"] = a["op_calls"].get(name, 0), b["op_calls"].get(name, 0)
         rows.append(row)
     return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), r["name"]))
+
+
+def site_match(site: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes a call site (a dict of the API's `Callsite` fields) the same site in
+    another run: its layer, operation and frames, each as (file, line, function) when it
+    resolved to a line, else as (build-id or module path, offset); the overflow site (no
+    frames) matches the other run's overflow site."""
+    frames = tuple(
+        ("line", f["file"], f["line"], f["function"] or "")
+        if f["quality"] == "line" and f["file"] and f["line"]
+        else ("offset", f["build_id"] or f["module"], int(f["offset"]))
+        for f in site["frames"]
+    )
+    return (site["layer"], site["op"], frames)
+
+
+def median_sites(runs: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The call sites of several runs as one run's: per matched site (`site_match`), the
+    median over the runs of its time, calls and bytes (a run without it counts 0 there);
+    its label and path are those of the first run that has it."""
+    if not runs:
+        raise ValueError("the median of no runs")
+    found: dict[tuple[Any, ...], list[dict[str, Any] | None]] = {}
+    for i, sites in enumerate(runs):
+        for site in sites:
+            found.setdefault(site_match(site), [None] * len(runs))[i] = site
+    out = []
+    for seen in found.values():
+        first = next(s for s in seen if s is not None)
+        out.append({**first, **{
+            field: int(statistics.median([0 if s is None else s[field] for s in seen]))
+            for field in ("time_ns", "calls", "bytes")
+        }})  # fmt: skip
+    return out
+
+
+def site_differences(
+    a: Sequence[dict[str, Any]],
+    b: Sequence[dict[str, Any]],
+    path: Callable[[dict[str, Any]], str],
+) -> list[dict[str, Any]]:
+    """The call sites of runs `a` and `b` (dicts of `Callsite` fields) matched by
+    `site_match`: each with its label and `path(site)` (its frames in full), time, calls
+    and bytes of both sides (0 where it is absent), the change of time (b - a) in ns and
+    in percent of a's (None when a has none), and where it is (both, a only, b only).
+    Largest absolute change of time first, then by label and operation."""
+    sides: dict[tuple[Any, ...], list[dict[str, Any] | None]] = {}
+    for i, sites in enumerate((a, b)):
+        for site in sites:
+            sides.setdefault(site_match(site), [None, None])[i] = site
+    rows = []
+    for site_a, site_b in sides.values():
+        shown = site_b if site_b is not None else site_a
+        assert shown is not None
+        a_ns = 0 if site_a is None else site_a["time_ns"]
+        b_ns = 0 if site_b is None else site_b["time_ns"]
+        rows.append({
+            "label": shown["label"], "path": path(shown), "layer": shown["layer"],
+            "op": shown["op"],
+            "present": "both" if site_a and site_b else ("a" if site_a else "b"),
+            "a_ns": a_ns, "b_ns": b_ns, "delta_ns": b_ns - a_ns,
+            "delta_pct": 100 * (b_ns - a_ns) / a_ns if a_ns else None,
+            "a_calls": 0 if site_a is None else site_a["calls"],
+            "b_calls": 0 if site_b is None else site_b["calls"],
+            "a_bytes": 0 if site_a is None else site_a["bytes"],
+            "b_bytes": 0 if site_b is None else site_b["bytes"],
+        })  # fmt: skip
+    return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), r["label"], r["op"], r["path"]))
 
 
 def span(ns: int, signed: bool = True) -> str:

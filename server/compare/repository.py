@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from server.callsites import service as callsites
 from server.jobs import repository, series
 from server.jobs.repository import Scope
 from stacklens.schema import IoDelta, Job, Run
@@ -78,3 +79,10 @@ def same_program(session: Session, run: Run, last: int) -> list[tuple[Job, Run]]
         .limit(last)
     )
     return [(job, found) for job, found in session.execute(query).tuples()]
+
+
+def run_sites(session: Session, job: Job, run: Run) -> list[dict[str, Any]]:
+    """The run's call sites over its whole life, as its job page's Call sites card shows
+    them (dicts of the API's `Callsite` fields, server/callsites/service.py)."""
+    sites: list[dict[str, Any]] = callsites.job_callsites(session, Scope(job.id, run.id))["sites"]
+    return sites

@@ -7,14 +7,26 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
+from presentation.components import callsite_path
 from server.compare import diff, repository
 from server.deps import SessionDep
 from server.errors import error_responses
+from server.export import FILE_RESPONSES, FormatParam, model_table
+from server.jobs.sections import SITE_LIMITS
 from server.jobs.target import find_job
 from server.query_params import TEXT_PATTERN, id_query
-from stacklens.api_models import ComparedRun, Comparison, HistoryRun, RunDifference, RunHistory
+from stacklens.api_models import (
+    Callsite,
+    ComparedRun,
+    Comparison,
+    HistoryRun,
+    RunDifference,
+    RunHistory,
+    SiteDifference,
+)
 from stacklens.schema import Job, Run
 
 router = APIRouter(prefix="/api/compare", tags=["compare"])
@@ -31,6 +43,15 @@ OwnerRef = Annotated[str | None, Query(max_length=200, pattern=TEXT_PATTERN,
                                        "of several owners")]  # fmt: skip
 LastParam = Annotated[int, Query(ge=1, le=MAX_HISTORY,
                                  description="runs of the program's history to use")]  # fmt: skip
+SitesParam = Annotated[
+    int,
+    Query(
+        ge=1,
+        le=SITE_LIMITS.maximum,
+        description=f"call sites listed at most (default {SITE_LIMITS.default}, at most "
+        f"{SITE_LIMITS.maximum}), the largest change first",
+    ),
+]
 
 
 def _find(session: Session, job: str, run: int | None, owner: str | None) -> tuple[Job, Run]:
@@ -51,7 +72,12 @@ def _side(summary: dict[str, Any], prof: dict[str, Any]) -> ComparedRun:
     )  # fmt: skip
 
 
-@router.get("", response_model=Comparison, responses=_ERRORS)
+def _site_path(site: dict[str, Any]) -> str:
+    """A site's frames in full, as the job page's Call sites card shows them."""
+    return callsite_path(Callsite(**site))
+
+
+@router.get("", response_model=Comparison, responses={**_ERRORS, **FILE_RESPONSES})
 def compare_runs(
     session: SessionDep,
     b: JobRef = None,
@@ -61,12 +87,17 @@ def compare_runs(
     a_run: RunRef = None,
     a_owner: OwnerRef = None,
     last: LastParam = DEFAULT_HISTORY,
-) -> Comparison:
+    sites: SitesParam = SITE_LIMITS.default,
+    fmt: FormatParam = "json",
+) -> Comparison | Response:
     """Run b against run a: where each one's elapsed time went per rank (each MPI
     operation, file I/O per file, computation), the parts that differ ranked by their share
-    of the elapsed-time difference, and the finding in one sentence. Without `a`: against
-    the median of the `last` runs of b's program before b (the same command line and world
-    size; 404 when there are none)."""
+    of the elapsed-time difference, and the finding in one sentence; then every call site
+    of either run (matched by file, line and function, else build-id and offset, and op)
+    with its time, calls and bytes on each side, the largest change of time first, the
+    sites of one run only among them. Without `a`: against the median of the `last` runs
+    of b's program before b (the same command line and world size; 404 when there are
+    none), site by site too. Files (`format=csv|parquet`): the call sites' table."""
     if b is None:
         raise HTTPException(status_code=422, detail="name run b: ?b=<job>[&b_run=<n>]")
     job_b, run_b = _find(session, b, b_run, b_owner)
@@ -77,6 +108,7 @@ def compare_runs(
         summary_a = repository.run_summary(session, job_a, run_a)
         prof_a = diff.profile(summary_a)
         side_a = _side(summary_a, prof_a)
+        sites_a = repository.run_sites(session, job_a, run_a)
     else:
         before = repository.same_program(session, run_b, last)
         if not before:
@@ -93,13 +125,22 @@ def compare_runs(
             world_size=summary_b["world_size"], status=None, started_ns=None,
             elapsed_ns=prof_a["elapsed_ns"], hosts=prof_a["hosts"], parts=prof_a["parts"],
         )  # fmt: skip
+        sites_a = diff.median_sites([repository.run_sites(session, j, r) for j, r in before])
     rows = diff.differences(prof_a, prof_b)
-    return Comparison(
+    site_rows = diff.site_differences(
+        sites_a, repository.run_sites(session, job_b, run_b), _site_path
+    )
+    answer = Comparison(
         finding=diff.finding(prof_a, prof_b, rows),
         a=side_a,
         b=_side(summary_b, prof_b),
         differences=[RunDifference(**row) for row in rows],
+        sites=[SiteDifference(**row) for row in site_rows[:sites]],
+        sites_total=len(site_rows),
     )
+    if fmt != "json":
+        return model_table(answer.sites, SiteDifference, fmt, "compare-callsites")
+    return answer
 
 
 @router.get("/history", response_model=RunHistory, responses=_ERRORS)

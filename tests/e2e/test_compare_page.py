@@ -48,6 +48,9 @@ def test_two_runs_side_by_side_and_the_history(served):
             ["MPI_Allreduce", "2.00 s", "6.00 s", "+4.00 s", "80%"],
             ["file I/O on /scratch/out", "0 ns", "1.00 s", "+1.00 s", "20%"],
         ]
+        expect(page.locator("#cmp-sites-caption")).to_have_text(
+            "No call sites in either run (STACKLENS_CALLSITE_DEPTH=0 switches them off)."
+        )
         assert [r[0] for r in _rows(page, "cmp-history")] == [
             "cmp-b run 1", "cmp-alice run 1", "cmp-c run 1", "cmp-a run 1",
         ]  # fmt: skip

@@ -1,0 +1,1 @@
+"""Tests of run comparison with real runs under the hooks."""

@@ -1,0 +1,41 @@
+/* tests/compare/phases.c — an MPI program whose call sites change between two runs in a
+ * known way, with the same command line: every iteration rank 1 sleeps PHASES_SLOW_MS
+ * milliseconds (environment; 0 when unset) before an MPI_Barrier, where the other ranks
+ * wait for it, then every rank calls MPI_Allreduce on one double (no rank waits there);
+ * with PHASES_BCAST=1 every rank also calls MPI_Bcast on one int. Each marked line is
+ * found by its marker in the tests. Argument: iterations. */
+#include <mpi.h>
+#include <stdlib.h>
+#include <time.h>
+
+static long env_long(const char *name)
+{
+    const char *value = getenv(name);
+    return value ? atol(value) : 0;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+    while (nanosleep(&t, &t) != 0) {
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int iterations = argc > 1 ? atoi(argv[1]) : 10, rank, seed = 7;
+    long slow_ms = env_long("PHASES_SLOW_MS"), bcast = env_long("PHASES_BCAST");
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    double value = rank, sum = 0;
+    for (int i = 0; i < iterations; i++) {
+        if (rank == 1)
+            sleep_ms(slow_ms);
+        MPI_Barrier(MPI_COMM_WORLD); /* site:slow */
+        MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); /* site:steady */
+        if (bcast)
+            MPI_Bcast(&seed, 1, MPI_INT, 0, MPI_COMM_WORLD); /* site:extra */
+    }
+    MPI_Finalize();
+    return 0;
+}

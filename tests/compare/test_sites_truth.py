@@ -1,0 +1,89 @@
+# tests/compare/test_sites_truth.py — the comparison's call sites for two real runs.
+"""phases.c run twice under the hooks with the same command line: run a without the sleep,
+run b with rank 1 sleeping SLOW_MS before its MPI_Barrier in every iteration and with the
+MPI_Bcast switched on. The comparison names the barrier's line first, with the exact calls
+of both runs and its time up by at least what the other ranks waited; the MPI_Allreduce
+that did not change is below it; the MPI_Bcast is a site of run b only; each side's
+figures are exactly those of its own run's call sites; the CSV file holds the same rows
+(issue #28 point 2)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.hooks import jobs
+
+HERE = Path(__file__).resolve().parent
+RANKS = 2
+ITERATIONS = 10
+SLOW_MS = 100
+COMPILERS = {"openmpi": "mpicc", "mpich": "mpicc.mpich"}
+
+
+def line_of(marker: str) -> int:
+    """The line of phases.c holding `/* site:<marker> */`."""
+    lines = (HERE / "phases.c").read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if f"/* site:{marker} */" in text)
+
+
+def run(collector, mpi: str, program: Path, job: str, **env: str) -> None:
+    """Runs phases.c for ITERATIONS on RANKS ranks under the hooks as job `job`."""
+    result = jobs.run_job(collector, mpi, [str(program), str(ITERATIONS)], job, ranks=RANKS,
+                          interval_ms=50, timeout=120, **env)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_the_slowed_line_is_named_first(collector, api_client, tmp_path, mpi: str) -> None:
+    program = tmp_path / "phases"
+    subprocess.run([COMPILERS[mpi], "-g", "-O2", "-o", program, HERE / "phases.c"],
+                   check=True)  # fmt: skip
+    job_a, job_b = f"phases-a-{uuid.uuid4().hex[:8]}", f"phases-b-{uuid.uuid4().hex[:8]}"
+    run(collector, mpi, program, job_a, PHASES_SLOW_MS="0")
+    run(collector, mpi, program, job_b, PHASES_SLOW_MS=str(SLOW_MS), PHASES_BCAST="1")
+    answer = api_client.get("/api/compare", params={"a": job_a, "b": job_b})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    sites = body["sites"]
+    assert body["sites_total"] == len(sites)
+    slow, steady, extra = (f"phases.c:{line_of(m)}" for m in ("slow", "steady", "extra"))
+    first = sites[0]
+    assert (first["label"], first["op"], first["present"]) == (slow, "MPI_Barrier", "both")
+    assert (first["a_calls"], first["b_calls"]) == (ITERATIONS * RANKS, ITERATIONS * RANKS)
+    assert (first["a_bytes"], first["b_bytes"]) == (0, 0)
+    # rank 0 waits for rank 1's sleep at the barrier in every iteration of run b
+    assert first["delta_ns"] == first["b_ns"] - first["a_ns"]
+    assert first["delta_ns"] >= ITERATIONS * SLOW_MS * 10**6 // 2, first
+    assert first["delta_pct"] == pytest.approx(100 * first["delta_ns"] / first["a_ns"])
+    assert first["path"].startswith(f"main ({HERE / 'phases.c'}:{line_of('slow')})")
+    by_label = {(s["label"], s["op"]): s for s in sites}
+    same = by_label[(steady, "MPI_Allreduce")]
+    assert (same["present"], same["a_calls"], same["b_calls"]) == (
+        "both", ITERATIONS * RANKS, ITERATIONS * RANKS)  # fmt: skip
+    assert (same["a_bytes"], same["b_bytes"]) == (ITERATIONS * RANKS * 8,) * 2
+    assert abs(same["delta_ns"]) < first["delta_ns"]
+    assert sites.index(same) > 0
+    only_b = by_label[(extra, "MPI_Bcast")]
+    assert (only_b["present"], only_b["a_ns"], only_b["a_calls"], only_b["b_calls"]) == (
+        "b", 0, 0, ITERATIONS * RANKS)  # fmt: skip
+    assert only_b["delta_ns"] == only_b["b_ns"] and only_b["delta_pct"] is None
+    # each side's figures are its own run's call sites, exactly
+    for side, job in (("a", job_a), ("b", job_b)):
+        own = api_client.get(f"/api/jobs/{job}/callsites").json()["sites"]
+        shown = {(s["label"], s["op"]): (s[f"{side}_ns"], s[f"{side}_calls"], s[f"{side}_bytes"])
+                 for s in sites if s["present"] in ("both", side)}  # fmt: skip
+        assert shown == {(s["label"], s["op"]): (s["time_ns"], s["calls"], s["bytes"])
+                         for s in own}, side  # fmt: skip
+    # the same rows as a CSV file
+    as_csv = api_client.get("/api/compare", params={"a": job_a, "b": job_b, "format": "csv"})
+    assert as_csv.status_code == 200
+    assert as_csv.headers["content-disposition"] == 'attachment; filename="compare-callsites.csv"'
+    rows = list(csv.DictReader(io.StringIO(as_csv.text)))
+    assert [(r["label"], r["op"], int(r["delta_ns"])) for r in rows] == [
+        (s["label"], s["op"], s["delta_ns"]) for s in sites]  # fmt: skip
