@@ -28,6 +28,7 @@ from presentation.components import (
 from presentation.formatting import (
     format_age,
     format_bytes,
+    format_duration_ns,
     format_rate,
     format_utc_ns,
     rank_ranges,
@@ -51,6 +52,7 @@ from stacklens.api_models import (
     LinkPage,
     NodeJobs,
     Outlier,
+    RunHistory,
     SlowRanks,
 )
 from stacklens.constants import ERROR_COUNTERS
@@ -263,6 +265,31 @@ def job_path(job: str, owner: str | None = None) -> str:
     only while no two owners used it (docs/access.md, "Job URLs")."""
     path = f"/jobs/{quote(job, safe='')}"
     return f"{path}?owner={quote(owner, safe='')}" if owner else path
+
+
+def compare_href(history: RunHistory) -> str | None:
+    """The Compare page's URL setting the history's run (b) against the run of the same
+    program before it (a); None when there is none."""
+    if len(history.runs) < 2:
+        return None
+    b, a = history.runs[0], history.runs[1]
+    return "/compare?" + urlencode({"b": b.job, "b_run": b.run, "a": a.job, "a_run": a.run})
+
+
+def compare_link(history: RunHistory) -> list[Any] | str:
+    """The job page's line about the previous run of the same program: a link to the
+    comparison with it, or a sentence that there is none."""
+    this = history.runs[0]
+    href = compare_href(history)
+    if href is None:
+        return f"Run {this.run} is the first run of its program that you may read."
+    before = history.runs[1]
+    return [
+        dcc.Link(f"Compare run {this.run} with the previous run of its program", href=href),
+        f": {before.job} run {before.run}, started {format_utc_ns(before.started_ns)}, "
+        f"{format_duration_ns(before.elapsed_ns)} (this run: "
+        f"{format_duration_ns(this.elapsed_ns)}).",
+    ]
 
 
 def fabric_legend(congested_wait_per_s: float) -> html.Div:

@@ -91,6 +91,7 @@ JV_TICK = "jv-tick"  # dcc.Interval: the page's refresh, armed again by each ans
 JV_BODY = "jv-body"  # the charts and cards (hidden while the view cannot be shown)
 JV_RUN = "jv-run"  # dmc.TextInput: run ordinal (empty: the whole job)
 JV_APPLY = "jv-apply"  # button: show the custom window / run
+JV_COMPARE = "jv-compare"  # link to the comparison with the previous run of the program
 JV_REPORT_PDF = "jv-report-pdf"  # link: download the report of the shown run and window (PDF)
 JV_REPORT_HTML = "jv-report-html"  # link: the same as HTML
 JV_SLIDER = "jv-playback"  # dmc.Slider over the window's steps (epoch seconds of a step)

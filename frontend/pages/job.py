@@ -18,6 +18,8 @@ the share of time inside MPI with the outliers named, every job card (as on the 
 page: presentation/cards.py, frontend/cards.py), and the
 "Hosts and links" card (where the job sits on the fabric: GET /api/jobs/<job>/placement)
 for the window, or, while the playback slider is on a step (`at`), for that step alone.
+Under the title, a link to the Compare page setting the run against the previous run of the
+same program (GET /api/compare/history).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from frontend import api, cards, components, ids, timerange
-from frontend.api import ApiError, WindowQuery, digest
+from frontend.api import ApiError, RunRef, WindowQuery, digest
 from presentation import figures
 from presentation.components import card, markdown_table
 from presentation.formatting import format_utc_ns
@@ -89,6 +91,7 @@ def layout(job: str = "", **query: str) -> html.Div:
                         ],
                     ),
                     components.playback_slider(ids.JV_SLIDER, _number(query.get("at"))),
+                    html.P(id=ids.JV_COMPARE, className="hint"),
                 ],
             ),
             html.Div(id=ids.JV_BODY, children=_body()),
@@ -201,6 +204,25 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         State(ids.JV_SLIDER, "step"),
         prevent_initial_call=True,
     )(advance)
+    dash_app.callback(
+        Output(ids.JV_COMPARE, "children"),
+        Input(ids.JV_LOCATION, "search"),
+        State(ids.JV_JOB, "data"),
+    )(previous_run)
+
+
+def previous_run(search: str | None, job: str) -> list[Any] | str:
+    """The link to the comparison of the shown run (the job's newest MPI run when the view
+    is the whole job) with the previous run of the same program (GET
+    /api/compare/history), or why there is none; read when the view changes, not at every
+    refresh."""
+    state = _state(search)
+    run = _window(state).run
+    try:
+        history = api.current_client().run_history(RunRef(job, run, state.get("owner")), 1)
+    except ApiError as exc:
+        return f"No comparison with an earlier run: {exc}"
+    return components.compare_link(history)
 
 
 def navigate(_apply: int | None, at: float | None, run: str | None,

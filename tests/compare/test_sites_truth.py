@@ -5,7 +5,9 @@ MPI_Bcast switched on. The comparison names the barrier's line first, with the e
 of both runs and its time up by at least what the other ranks waited; the MPI_Allreduce
 that did not change is below it; the MPI_Bcast is a site of run b only; each side's
 figures are exactly those of its own run's call sites; the CSV file holds the same rows
-(issue #28 point 2)."""
+(issue #28 point 2). In Chromium, run b's job page links to its comparison with run a
+(the previous run of the same program), whose grid names the barrier's line first (issue
+#28 point 1)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,14 @@ import io
 import subprocess
 import uuid
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
+from playwright.sync_api import expect
 
+from stacklens.db import make_engine
+from stacklens_cli.site import create_site
+from tests.conftest import chromium_page, free_port, serving
 from tests.hooks import jobs
 
 HERE = Path(__file__).resolve().parent
@@ -39,14 +46,20 @@ def run(collector, mpi: str, program: Path, job: str, **env: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
-def test_the_slowed_line_is_named_first(collector, api_client, tmp_path, mpi: str) -> None:
-    program = tmp_path / "phases"
+def two_runs(collector, mpi: str, folder: Path) -> tuple[str, str]:
+    """phases.c built for `mpi` and run twice, the same command line: (job a, job b)."""
+    program = folder / "phases"
     subprocess.run([COMPILERS[mpi], "-g", "-O2", "-o", program, HERE / "phases.c"],
                    check=True)  # fmt: skip
     job_a, job_b = f"phases-a-{uuid.uuid4().hex[:8]}", f"phases-b-{uuid.uuid4().hex[:8]}"
     run(collector, mpi, program, job_a, PHASES_SLOW_MS="0")
     run(collector, mpi, program, job_b, PHASES_SLOW_MS=str(SLOW_MS), PHASES_BCAST="1")
+    return job_a, job_b
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_the_slowed_line_is_named_first(collector, api_client, tmp_path, mpi: str) -> None:
+    job_a, job_b = two_runs(collector, mpi, tmp_path)
     answer = api_client.get("/api/compare", params={"a": job_a, "b": job_b})
     assert answer.status_code == 200, answer.text
     body = answer.json()
@@ -87,3 +100,35 @@ def test_the_slowed_line_is_named_first(collector, api_client, tmp_path, mpi: st
     rows = list(csv.DictReader(io.StringIO(as_csv.text)))
     assert [(r["label"], r["op"], int(r["delta_ns"])) for r in rows] == [
         (s["label"], s["op"], s["delta_ns"]) for s in sites]  # fmt: skip
+
+
+def test_the_job_page_links_to_the_comparison_with_the_previous_run(collector, pg_url,
+                                                                    tmp_path) -> None:  # fmt: skip
+    job_a, job_b = two_runs(collector, "openmpi", tmp_path)
+    engine = make_engine(pg_url)
+    port = free_port()
+    app = create_site(engine, api_base_url=f"http://127.0.0.1:{port}", refresh_ms=500)
+    href = "/compare?" + urlencode({"b": job_b, "b_run": 1, "a": job_a, "a_run": 1})
+    with serving(app, port=port), chromium_page() as (page, errors):
+        page.goto(f"http://127.0.0.1:{port}/jobs/{job_b}")
+        link = page.locator("#jv-compare a")
+        expect(link).to_have_text("Compare run 1 with the previous run of its program",
+                                  timeout=20_000)  # fmt: skip
+        assert link.get_attribute("href") == href
+        expect(page.locator("#jv-compare")).to_contain_text(f": {job_a} run 1, started ")
+        link.click()
+        first = page.locator("#cmp-sites .ag-row[row-index='0']")
+        expect(first.locator("[col-id=where]")).to_have_text(f"phases.c:{line_of('slow')}",
+                                                             timeout=20_000)  # fmt: skip
+        expect(first.locator("[col-id=op]")).to_have_text("MPI_Barrier")
+        expect(first.locator("[col-id=a_calls]")).to_have_text(str(ITERATIONS * RANKS))
+        expect(first.locator("[col-id=b_calls]")).to_have_text(str(ITERATIONS * RANKS))
+        expect(page.locator("#cmp-sites-caption")).to_contain_text(
+            "call sites of either run, the largest change of time first"
+        )
+        page.goto(f"http://127.0.0.1:{port}/jobs/{job_a}")
+        expect(page.locator("#jv-compare")).to_have_text(
+            "Run 1 is the first run of its program that you may read.", timeout=20_000
+        )
+        assert errors == []
+    engine.dispose()
