@@ -144,27 +144,22 @@ static void coll_overflow_key(void *key, unsigned op)
                                          .root = SL_BOUND_no_rank, .size = 0 };
 }
 
-/* Queries the world (sl_core.world_comm) and allocates the per-peer, RMA, handle and coll
+/* Queries the world (sl_core.world_group) and allocates the per-peer, RMA, handle and coll
  * tables. */
 int sl_core_init(unsigned max_keys)
 {
-    if (PMPI_Comm_rank(sl_core.world_comm, &sl_core.world_rank) != MPI_SUCCESS
-        || PMPI_Comm_size(sl_core.world_comm, &sl_core.world_size) != MPI_SUCCESS
-        || sl_core.world_size <= 0) {
-        sl_warn("cannot query MPI_COMM_WORLD; stacklens is off");
+    if (PMPI_Group_rank(sl_core.world_group, &sl_core.world_rank) != MPI_SUCCESS
+        || PMPI_Group_size(sl_core.world_group, &sl_core.world_size) != MPI_SUCCESS
+        || sl_core.world_rank == MPI_UNDEFINED || sl_core.world_size <= 0) {
+        sl_warn("cannot query the world group; stacklens is off");
+        PMPI_Group_free(&sl_core.world_group);
         return -1;
     }
     sl_core.peers = calloc((size_t)sl_core.world_size, sizeof *sl_core.peers);
     if (sl_core.peers == NULL) {
         sl_warn("rank %d: no memory for %d peer counters; stacklens is off",
                 sl_core.world_rank, sl_core.world_size);
-        return -1;
-    }
-    if (PMPI_Comm_group(sl_core.world_comm, &sl_core.world_group) != MPI_SUCCESS) {
-        sl_warn("rank %d: cannot get the group of MPI_COMM_WORLD; stacklens is off",
-                sl_core.world_rank);
-        free(sl_core.peers);
-        sl_core.peers = NULL;
+        PMPI_Group_free(&sl_core.world_group);
         return -1;
     }
     memset(&sl_core.calls, 0, sizeof sl_core.calls);

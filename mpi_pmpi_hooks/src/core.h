@@ -76,7 +76,8 @@ typedef struct sl_core_state {
     int world_rank;
     int world_size;
     MPI_Comm world_comm;      /* the world: MPI_COMM_WORLD, or a session's (sessions.h) */
-    MPI_Group world_group;    /* group of world_comm, for rank translation */
+    MPI_Group world_group;    /* the launch's processes (world ranks), for rank translation:
+                                 world_comm's group, or a session's mpi://WORLD */
     sl_peer_counters *peers;  /* world_size entries */
     sl_rma_counters *rma;     /* world_size x SL_RMA_COUNT entries */
     sl_call_counters calls;   /* of threads without a block of their own */
@@ -303,9 +304,10 @@ static inline void sl_key_dropped(void)
 }
 
 /*
- * Allocates the tables for MPI_COMM_WORLD, with at most max_keys
+ * Allocates the tables for the world (world_comm and world_group set: the group's
+ * rank and size are the world rank and size), with at most max_keys
  * communicators/windows and collective keys; call after PMPI_Init. Returns 0
- * on success, -1 (with a warning) if memory or an MPI query failed.
+ * on success, -1 (with a warning, world_group freed) if memory or an MPI query failed.
  */
 int sl_core_init(unsigned max_keys);
 

@@ -64,8 +64,21 @@ static char root[512];     /* the sysfs class directory */
 static sl_ibport ports[SL_IBPORT_MAX_PORTS];
 static unsigned nports;
 
+/* True if the launcher says this process is the first of its node (see sl_ibport_init). */
+static int first_on_node(void)
+{
+    static const char *const vars[] = { "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                        "SLURM_LOCALID" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v != NULL && *v != '\0')
+            return strcmp(v, "0") == 0;
+    }
+    return 0;
+}
+
 /* Decides who reports: lowest world rank per host name on each shared-memory node. */
-void sl_ibport_init(const char *host)
+void sl_ibport_init(const char *host, int whole)
 {
     const size_t n = sizeof(((sl_frame_header *)0)->host);
     MPI_Comm node;
@@ -73,6 +86,10 @@ void sl_ibport_init(const char *host)
     reporting = 0;
     const char *env = sl_env(SL_SET_SYSFS_ROOT);
     snprintf(root, sizeof root, "%s", env != NULL && *env != '\0' ? env : SL_SYSFS_DEFAULT);
+    if (!whole) {
+        reporting = first_on_node();
+        return;
+    }
     if (PMPI_Comm_rank(sl_core.world_comm, &world_rank) != MPI_SUCCESS
         || PMPI_Comm_split_type(sl_core.world_comm, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL,
                                 &node) != MPI_SUCCESS)

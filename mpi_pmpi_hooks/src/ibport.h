@@ -35,12 +35,15 @@
 #define SL_IBPORT_MAX_SECTION (SL_SECTION_HEADER_SIZE + SL_IBPORT_MAX_PORTS * sizeof(sl_rec_hca))
 
 /*
- * Collective over the world (sl_core.world_comm): every rank calls it after PMPI_Init with
- * its host name (wire text). Decides whether this rank reports its host's
- * ports and reads STACKLENS_SYSFS_ROOT. On any MPI error the rank does not
- * report; never fatal.
+ * Collective over the world (sl_core.world_comm) when whole (it holds every process of
+ * the launch): every rank calls it after PMPI_Init with its host name (wire text).
+ * Decides whether this rank reports its host's ports and reads STACKLENS_SYSFS_ROOT.
+ * Not whole (a session program's first communicator is over another process set):
+ * nothing is exchanged; the rank whose node-local rank the launcher gives as 0
+ * (MPI_LOCALRANKID, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID) reports, none if it
+ * gives none. On any MPI error the rank does not report; never fatal.
  */
-void sl_ibport_init(const char *host);
+void sl_ibport_init(const char *host, int whole);
 
 /* On the sender thread, before its first frame: finds the ports and reads
  * the baseline values. Does nothing on a rank that does not report. */

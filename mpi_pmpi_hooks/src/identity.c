@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "core.h"
+#include "keytab.h"
 #include "util.h"
 
 /* The first of SLURM_JOB_ID, PBS_JOBID, STACKLENS_JOB_ID that is set and not empty. */
@@ -140,12 +141,154 @@ void sl_identity_init_standalone(sl_identity *id)
     read_user(id);
 }
 
+/* Launch id (STACKLENS_LAUNCH_ID), run label (SLURM_STEP_ID), command line and user of id. */
+static void finish_identity(sl_identity *id)
+{
+    id->launch_id = launch_id_from_env();
+    memset(id->run_label, 0, sizeof id->run_label);
+    const char *step = getenv("SLURM_STEP_ID");
+    if (step != NULL)
+        sl_copy_text(id->run_label, sizeof id->run_label, step);
+    read_command(id);
+    read_user(id);
+}
+
+/* The value of option `name` ("--control-port") in a NUL-separated command line of len
+ * bytes into out (n bytes); 0, or -1 if absent. */
+static int cmdline_option(const char *cmd, size_t len, const char *name, char *out, size_t n)
+{
+    for (size_t i = 0; i < len; i += strlen(cmd + i) + 1) {
+        size_t next = i + strlen(cmd + i) + 1;
+        if (strcmp(cmd + i, name) == 0 && next < len) {
+            sl_copy_text(out, n, cmd + next);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/*
+ * Hydra (MPICH's mpiexec) gives its ranks nothing alike in their environment but
+ * PMI_SIZE; each rank's nearest hydra_pmi_proxy ancestor (one per node) was started with
+ * the mpiexec's "--control-port host:port", the same on every node of one launch. Writes
+ * "hydra:<host:port>" into out; 0, or -1 if no such ancestor (a few levels up: the rank
+ * may be started through a shell).
+ */
+static int hydra_launch(char *out, size_t n)
+{
+    pid_t pid = getppid();
+    for (int level = 0; level < 4 && pid > 1; level++) {
+        char path[64], buf[4096], name[64];
+        snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t len = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (len > 0) {
+            buf[len] = '\0';
+            const char *base = strrchr(buf, '/');
+            if (strcmp(base != NULL ? base + 1 : buf, "hydra_pmi_proxy") == 0) {
+                if (cmdline_option(buf, (size_t)len, "--control-port", name, sizeof name) != 0)
+                    return -1;
+                snprintf(out, n, "hydra:%s", name);
+                return 0;
+            }
+        }
+        /* the parent's parent: field 4 of /proc/<pid>/stat, after the ")" of the name */
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        len = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (len <= 0)
+            return -1;
+        buf[len] = '\0';
+        const char *end = strrchr(buf, ')');
+        int ppid = 0;
+        if (end == NULL || sscanf(end + 1, " %*c %d", &ppid) != 1)
+            return -1;
+        pid = (pid_t)ppid;
+    }
+    return -1;
+}
+
+/*
+ * A text naming this launch, the same in every process of it, from what the launcher
+ * gives each process alike (written into out, n bytes); 0, or -1 if none is found:
+ * `stacklens run`'s launch id (random per launch), Hydra's control port (hydra_launch),
+ * the PMIx namespace (Open MPI 5, PRRTE, Slurm's PMIx plugin), Open MPI 4's ORTE job id
+ * (its job family hashes mpirun's host and pid), a Slurm step (job and step id).
+ */
+static int launch_key(char *out, size_t n)
+{
+    const char *ns = getenv("PMIX_NAMESPACE"), *ompi = getenv("OMPI_MCA_ess_base_jobid");
+    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+    uint64_t launch = launch_id_from_env();
+    if (launch != 0) {
+        snprintf(out, n, "stacklens:%016llx", (unsigned long long)launch);
+        return 0;
+    }
+    if (hydra_launch(out, n) == 0)
+        return 0;
+    if (ns != NULL && *ns != '\0')
+        snprintf(out, n, "pmix:%s", ns);
+    else if (ompi != NULL && *ompi != '\0')
+        snprintf(out, n, "ompi:%s", ompi);
+    else if (job != NULL && *job != '\0' && step != NULL && *step != '\0')
+        snprintf(out, n, "slurm:%s.%s", job, step);
+    else
+        return -1;
+    return 0;
+}
+
+/*
+ * Job and run id of a rank whose world communicator is not the whole launch (a session
+ * program's first communicator from another process set): no collective (the other
+ * processes may never make one with it), so both are derived from the launch key:
+ * run id a hash of the job id and the key, a job id (if the environment has none)
+ * "launch-<hash of the key>". Without a key, the run id is drawn here (this process is
+ * then a run of its own, and world rank 0 says so).
+ */
+static void derive_ids(sl_identity *id, const char *job, int world_rank, const char *hostname)
+{
+    char key[256];
+    if (launch_key(key, sizeof key) != 0) {
+        if (job != NULL)
+            sl_copy_id(id->job_id, sizeof id->job_id, job);
+        else
+            generate_job_id(id, hostname);
+        id->run_id = random_run_id();
+        if (world_rank == 0)
+            sl_warn("rank 0: the launcher gave no identity of this launch (stacklens run, "
+                    "Hydra, PMIx, Open MPI or a Slurm step); the world communicator is not "
+                    "the whole launch, so each process is recorded as a run of its own");
+        return;
+    }
+    uint64_t h = sl_hash_bytes(key, strlen(key));
+    if (job != NULL) {
+        sl_copy_id(id->job_id, sizeof id->job_id, job);
+    } else {
+        char made[64];
+        snprintf(made, sizeof made, "launch-%016llx", (unsigned long long)h);
+        sl_copy_id(id->job_id, sizeof id->job_id, made);
+    }
+    uint64_t run = sl_hash_words2(sl_hash_bytes(id->job_id, sizeof id->job_id), h);
+    id->run_id = run != 0 ? run : 1;
+}
+
 /* Fills job id, host, pid and command line of this rank. */
-void sl_identity_init(sl_identity *id, int world_rank)
+void sl_identity_init(sl_identity *id, int world_rank, int whole)
 {
     char hostname[256];
     host_and_pid(id, hostname, sizeof hostname);
 
+    const char *job = job_id_from_env();
+    memset(id->job_id, 0, sizeof id->job_id);
+    if (!whole) {
+        derive_ids(id, job, world_rank, hostname);
+        finish_identity(id);
+        return;
+    }
     /* Rank 0 draws the run id (and makes a job id if the environment has none);
      * every rank takes both from one broadcast. */
     struct {
@@ -153,7 +296,6 @@ void sl_identity_init(sl_identity *id, int world_rank)
         uint64_t run_id;
     } agreed;
     memset(&agreed, 0, sizeof agreed);
-    const char *job = job_id_from_env();
     if (job != NULL)
         sl_copy_id(agreed.job_id, sizeof agreed.job_id, job);
     if (world_rank == 0) {
@@ -167,11 +309,5 @@ void sl_identity_init(sl_identity *id, int world_rank)
         sl_warn("rank %d: cannot broadcast the job and run id", world_rank);
     memcpy(id->job_id, agreed.job_id, sizeof id->job_id);
     id->run_id = agreed.run_id;
-    id->launch_id = launch_id_from_env();
-    memset(id->run_label, 0, sizeof id->run_label);
-    const char *step = getenv("SLURM_STEP_ID");
-    if (step != NULL)
-        sl_copy_text(id->run_label, sizeof id->run_label, step);
-    read_command(id);
-    read_user(id);
+    finish_identity(id);
 }

@@ -27,13 +27,19 @@ typedef struct sl_identity {
  * else "<hostname>-<pid>-<unix time>" made by world rank 0. Run id: 64 random
  * non-zero bits drawn by world rank 0, so every launch is a run of its own;
  * both are broadcast in one PMPI_Bcast on the world (sl_core.world_comm) (so it must be called
- * by every rank, after PMPI_Init, with the same environment). Run label:
+ * by every rank, after PMPI_Init, with the same environment) when whole (the world
+ * communicator holds every process of the launch). Otherwise (a session program whose
+ * first communicator is over another process set) nothing is exchanged: both come from
+ * a key of the launch that its launcher gives every process alike (`stacklens run`'s
+ * launch id, Hydra's control port, the PMIx namespace, Open MPI 4's job id, a Slurm
+ * step): run id a hash of job id and
+ * key, job id "launch-<hash of the key>" if the environment has none. Run label:
  * SLURM_STEP_ID, else empty. Host: STACKLENS_HOST, else
  * gethostname(). Command: /proc/self/cmdline joined by spaces, at most 255
  * bytes. User: USER, else LOGNAME, else "uid:<real uid>" (no NSS lookup: it
  * may go to the network). Never fails: missing pieces stay empty.
  */
-void sl_identity_init(sl_identity *id, int world_rank);
+void sl_identity_init(sl_identity *id, int world_rank, int whole);
 
 /*
  * Fills id for a standalone process (no MPI): job id SLURM_JOB_ID, PBS_JOBID

@@ -163,28 +163,40 @@ int sl_init_begin(sl_call *call, const void *site)
 /*
  * Brings up identity, tables and sender on the world `world` (MPI_COMM_WORLD, or a
  * session's) after a successful PMPI_Init* or the first communicator of a session;
- * the call (of op, timed by call) is counted. Returns 1 if counting is on.
+ * the call (of op, timed by call) is counted. group: the processes of the launch, whose
+ * ranks are the world ranks (MPI_GROUP_NULL: world's group), taken over (freed on
+ * failure); whole: world holds all of them (else nothing collective is done on it but
+ * what the program's own call just did). Returns 1 if counting is on.
  */
-static int start_mpi(sl_call *call, int op, int rc, MPI_Comm world)
+static int start_mpi(sl_call *call, int op, int rc, MPI_Comm world, MPI_Group group, int whole)
 {
     sl_io_startup_end(); /* the program's own I/O from here on */
-    int rank, size;
+    int rank = MPI_UNDEFINED, size = 0;
     int claimed = __atomic_exchange_n(&standalone, 1, __ATOMIC_ACQ_REL);
     if (rc != MPI_SUCCESS || launcher || config.disable_mpi || claimed
         || sl_mpi_mismatch /* a library built for the other MPI: stay off */
-        || PMPI_Comm_rank(world, &rank) != MPI_SUCCESS
-        || PMPI_Comm_size(world, &size) != MPI_SUCCESS)
+        || (group == MPI_GROUP_NULL && PMPI_Comm_group(world, &group) != MPI_SUCCESS)
+        || PMPI_Group_rank(group, &rank) != MPI_SUCCESS || rank == MPI_UNDEFINED
+        || PMPI_Group_size(group, &size) != MPI_SUCCESS) {
+        if (group != MPI_GROUP_NULL)
+            PMPI_Group_free(&group);
         return 0;
+    }
     sl_core.world_comm = world;
+    sl_core.world_group = group; /* sl_core_init's, freed by it on failure */
     /* Before the first message of the hooks' own (the identity broadcast), so the
      * monitored counts match the monitoring component's from here on. */
     sl_monitored_start(rank, size);
-    /* Collective when the job id is generated: done before anything that
-     * could fail on one rank only, so that every rank takes part. */
-    sl_identity_init(&identity, rank);
-    sl_ibport_init(identity.host); /* collective too: who reports the host's HCA ports */
-    if (sl_core_init(config.max_keys) != 0 || sl_requests_init() != 0)
+    /* Collective when whole: done before anything that could fail on one rank only,
+     * so that every rank takes part. */
+    sl_identity_init(&identity, rank, whole);
+    sl_ibport_init(identity.host, whole); /* collective too when whole */
+    if (sl_core_init(config.max_keys) != 0)
         return 0;
+    if (sl_requests_init() != 0) {
+        sl_core_fini();
+        return 0;
+    }
     pthread_mutex_lock(&pending_lock); /* session calls made before (sessions below) */
     for (int i = 0; i < SL_OP_COUNT; i++)
         sl_core.calls.ops[i] = pending_ops[i];
@@ -208,7 +220,7 @@ static int start_mpi(sl_call *call, int op, int rc, MPI_Comm world)
 void sl_init_end(sl_call *call, int op, int rc)
 {
     sl_mark_end(call);
-    start_mpi(call, op, rc, MPI_COMM_WORLD);
+    start_mpi(call, op, rc, MPI_COMM_WORLD, MPI_GROUP_NULL, 1);
     sl_tls_in_call = 0;
 }
 
@@ -251,7 +263,24 @@ static int stop_counting(unsigned frame_type, int32_t errorcode)
     return 1;
 }
 
-/* Final frame, sender stop, tables freed (and a session's world communicator). */
+#if MPI_VERSION >= 4
+/* The hooks' own session in a session program, opened at its first communicator to read
+ * the mpi://WORLD process set (a local query, no communication: the MPI is already up by
+ * the program's session), finalized before the program's last session is. */
+static MPI_Session own_session = MPI_SESSION_NULL;
+
+/* Finalizes own_session if open (the program's session keeps MPI up: nothing is
+ * exchanged). */
+static void close_own_session(void)
+{
+    if (own_session != MPI_SESSION_NULL)
+        PMPI_Session_finalize(&own_session);
+    own_session = MPI_SESSION_NULL;
+}
+#endif
+
+/* Final frame, sender stop, tables freed (and a session's world communicator, and the
+ * hooks' own session). */
 static void stop_and_free(void)
 {
     if (stop_counting(SL_FRAME_final, 0)) {
@@ -261,6 +290,9 @@ static void stop_and_free(void)
             PMPI_Comm_free(&sl_core.world_comm);
         session_world = 0;
     }
+#if MPI_VERSION >= 4
+    close_own_session();
+#endif
 }
 
 /* MPI_Finalize: counts the call, final frame, sender stop, tables freed. */
@@ -328,25 +360,66 @@ void sl_session_end(sl_call *call, int op, int rc, int opens)
     sl_tls_in_call = 0;
 }
 
+#if MPI_VERSION >= 4
+/*
+ * The group of the mpi://WORLD process set (into *world: its ranks are the world ranks)
+ * from the hooks' own session, and whether first's group is that group (*whole). Local
+ * calls only. 0, or -1 (nothing to free).
+ */
+static int session_world_group(MPI_Comm first, MPI_Group *world, int *whole)
+{
+    MPI_Group mine;
+    int same = MPI_UNEQUAL;
+    if (own_session == MPI_SESSION_NULL
+        && PMPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, &own_session) != MPI_SUCCESS) {
+        own_session = MPI_SESSION_NULL;
+        return -1;
+    }
+    if (PMPI_Group_from_session_pset(own_session, "mpi://WORLD", world) != MPI_SUCCESS) {
+        close_own_session();
+        return -1;
+    }
+    if (PMPI_Comm_group(first, &mine) == MPI_SUCCESS) {
+        PMPI_Group_compare(mine, *world, &same);
+        PMPI_Group_free(&mine);
+    }
+    *whole = same == MPI_IDENT;
+    return 0;
+}
+#endif
+
 /*
  * After MPI_Comm_create_from_group made newcomm (rc): the first one of a process
- * without MPI_Init starts counting, with a duplicate of newcomm as the world (its
- * ranks are world ranks when the group is the mpi://WORLD process set's); the
- * duplicate is collective over the same group as the call itself.
+ * without MPI_Init starts counting, with a duplicate of newcomm as the world
+ * communicator (the duplicate is collective over the same group as the call itself)
+ * and the mpi://WORLD process set's group for the world ranks and size, whatever the
+ * process set newcomm is over (mpi://SELF, a subgroup). When newcomm is not over all of
+ * mpi://WORLD, nothing collective is done on it (identity.h: the run id from the launch).
  */
 void sl_session_comm_end(sl_call *call, int op, int rc, MPI_Comm newcomm)
 {
     sl_mark_end(call);
+#if MPI_VERSION >= 4
     MPI_Comm world;
+    MPI_Group group;
+    int whole = 0;
     if (rc == MPI_SUCCESS && !__atomic_load_n(&standalone, __ATOMIC_ACQUIRE) && !launcher
-        && !config.disable_mpi && PMPI_Comm_dup(newcomm, &world) == MPI_SUCCESS) {
-        if (start_mpi(call, op, rc, world)) {
+        && !config.disable_mpi && session_world_group(newcomm, &group, &whole) == 0) {
+        if (PMPI_Comm_dup(newcomm, &world) != MPI_SUCCESS) {
+            PMPI_Group_free(&group);
+        } else if (start_mpi(call, op, rc, world, group, whole)) {
             session_world = 1;
             sl_tls_in_call = 0;
             return;
+        } else {
+            PMPI_Comm_free(&world);
         }
-        PMPI_Comm_free(&world);
+        close_own_session();
     }
+#else
+    (void)rc;
+    (void)newcomm; /* no sessions before MPI 4: never called */
+#endif
     count_session_call(call, op);
     sl_tls_in_call = 0;
 }

@@ -52,9 +52,11 @@ void sl_finalize_end(int outer);
 
 /*
  * MPI-4 sessions (the session wrapper classes). A process without MPI_Init starts
- * counting at its first MPI_Comm_create_from_group: the world is that communicator
- * (a duplicate): ranks and size from the process set used, mpi://WORLD giving the
- * world ranks. Session calls made before are counted then. Several sessions may be
+ * counting at its first MPI_Comm_create_from_group: the world communicator is that
+ * communicator (a duplicate), the world ranks and size those of mpi://WORLD whatever
+ * process set it is over (read from a session of the hooks' own, local calls only; no
+ * collective on a communicator that is not the whole launch: identity.h). Session calls
+ * made before are counted then. Several sessions may be
  * open; the last MPI_Session_finalize sends the final frame (and so does it after
  * MPI_Finalize in a process that mixes both; without it, the process's exit).
  */

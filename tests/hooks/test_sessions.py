@@ -99,6 +99,34 @@ def test_mpi_init_and_a_session_in_one_process_end_at_the_session_finalize(colle
     ) == [(2, "finished")]
 
 
+def test_a_session_program_starting_on_mpi_self_is_one_run_of_world_ranks(collector, pg_url):
+    """pset_sessions.c on 3 ranks: its first communicator is over mpi://SELF (1 rank each),
+    yet every process is recorded under its mpi://WORLD rank and size, all three in one
+    run (its id derived from the launch, with no collective the program did not make), the
+    calls and the ring's messages exact."""
+    job = f"pset-sessions-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, "mpich", [jobs.program("mpich", "pset_sessions")], job,
+                          ranks=3, interval_ms=3600000)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    assert sorted(result.stdout.splitlines()) == [f"rank {r} of 3: done" for r in range(3)]
+    ops = {key: value for key, value in jobs.ops(pg_url, job).items() if value != (0, 0)}
+    each = {"MPI_Session_init": (1, 0), "MPI_Group_from_session_pset": (2, 0),
+            "MPI_Comm_create_from_group": (2, 0), "MPI_Allreduce": (3, 12),
+            "MPI_Sendrecv": (4, 400), "MPI_Comm_free": (2, 0),
+            "MPI_Session_finalize": (1, 0)}  # fmt: skip
+    assert ops == {(rank, op): value for rank in range(3) for op, value in each.items()}
+    sent, received = jobs.p2p(pg_url, job)
+    assert sent == {(r, (r + 1) % 3): (400, 4) for r in range(3)}
+    assert received == {(r, (r + 2) % 3): (400, 4) for r in range(3)}
+    assert query(
+        pg_url,
+        "SELECT runs.world_size, runs.status FROM runs JOIN jobs ON jobs.id = job_id "
+        "WHERE job_key = %s",
+        (job,),
+    ) == [(3, "finished")]
+
+
 def test_an_mpi_without_sessions_gets_no_session_wrappers():
     symbols = subprocess.run(
         ["nm", "-D", "--defined-only", str(LIBRARIES["openmpi"])],
