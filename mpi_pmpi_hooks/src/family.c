@@ -133,8 +133,13 @@ int sl_family_init(unsigned max_keys)
         sl_family_fini();
         return -1;
     }
-    sl_rec_comm world = { 0 };
-    describe(sl_core.world_comm, SL_MADE_WORLD, 0, 0, &world);
+    /* A session program's world communicator over another process set than mpi://WORLD
+     * (mpi://SELF: lifecycle.h) is no world: not described. */
+    int size = 0;
+    if (PMPI_Comm_size(sl_core.world_comm, &size) == MPI_SUCCESS && size == sl_core.world_size) {
+        sl_rec_comm world = { 0 };
+        describe(sl_core.world_comm, SL_MADE_WORLD, 0, 0, &world);
+    }
     return 0;
 }
 

@@ -47,8 +47,9 @@ enum { SL_CP2P_MSGS, SL_CP2P_BYTES, SL_CP2P_TIME /* ticks */, SL_CP2P_NVALS };
 
 extern sl_keytab sl_comm_p2p;
 
-/* Allocates both tables for max_keys entries and describes MPI_COMM_WORLD;
- * after sl_core_init. 0 or -1 (no memory). */
+/* Allocates both tables for max_keys entries and describes the world communicator
+ * (sl_core.world_comm) if it holds the whole world; after sl_core_init. 0 or -1 (no
+ * memory). */
 int sl_family_init(unsigned max_keys);
 
 /* Frees both tables. */

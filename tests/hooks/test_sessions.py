@@ -14,6 +14,7 @@ import uuid
 from stacklens.paths import LIBRARIES
 from tests.conftest import query
 from tests.hooks import jobs
+from tests.hooks.test_families import WORLD, descriptions
 
 SESSION_FUNCTIONS = ("MPI_Session_init", "MPI_Comm_create_from_group", "MPI_Session_finalize")
 
@@ -125,6 +126,9 @@ def test_a_session_program_starting_on_mpi_self_is_one_run_of_world_ranks(collec
         "WHERE job_key = %s",
         (job,),
     ) == [(3, "finished")]
+    # the hooks' world communicator (a duplicate of the first, over mpi://SELF) is no world
+    described = descriptions(pg_url, job)
+    assert [c for comms in described.values() for c in comms if c[0] == WORLD] == []
 
 
 def test_an_mpi_without_sessions_gets_no_session_wrappers():
