@@ -131,6 +131,27 @@ def test_a_session_program_starting_on_mpi_self_is_one_run_of_world_ranks(collec
     assert [c for comms in described.values() for c in comms if c[0] == WORLD] == []
 
 
+def test_two_launches_of_one_job_starting_on_mpi_self_are_two_runs(collector, pg_url):
+    """pset_sessions.c launched twice (3 ranks, then 2) under one job id, each with its own
+    `stacklens run` launch id (the first launch key): two runs, each of its launch's
+    world size and ranks, none mixed with the other's."""
+    job = f"pset-launches-{uuid.uuid4().hex[:8]}"
+    for ranks, launch in ((3, "00000000000000a1"), (2, "00000000000000b2")):
+        result = jobs.run_job(collector, "mpich", [jobs.program("mpich", "pset_sessions")],
+                              job, ranks=ranks, interval_ms=3600000,
+                              STACKLENS_LAUNCH_ID=launch)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+    rows = query(
+        pg_url,
+        "SELECT runs.world_size, runs.status, runs.launch_key, count(DISTINCT ranks.world_rank), "
+        "min(ranks.world_rank), max(ranks.world_rank) FROM runs JOIN jobs ON jobs.id = runs.job_id "
+        "JOIN ranks ON ranks.run_id = runs.id WHERE job_key = %s GROUP BY runs.id "
+        "ORDER BY runs.world_size",
+        (job,),
+    )
+    assert rows == [(2, "finished", 0xB2, 2, 0, 1), (3, "finished", 0xA1, 3, 0, 2)]
+
+
 def test_an_mpi_without_sessions_gets_no_session_wrappers():
     symbols = subprocess.run(
         ["nm", "-D", "--defined-only", str(LIBRARIES["openmpi"])],
