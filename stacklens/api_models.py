@@ -1111,7 +1111,12 @@ class CommFamily(ApiModel):
         description="key: world, name:<name>, call:<family id>, or 'not described' (traffic "
         "of communicators without a description)"
     )
-    label: str = Field(description="the name, else how it was made, e.g. 'cart 2x4 dim 1'")
+    label: str = Field(
+        description="as a person reads it: the MPI_Comm_set_name name (the name wins), else "
+        "how it was made, its call site (file:line, else function+offset, else module+offset) "
+        "and shape, e.g. 'split at solver.c:88, 4 groups of 8', 'cart 4×8 dim 1 kept', "
+        "'dup of world', 'graph at x.c:40', 'world'"
+    )
     made: str = Field(
         description="world, split, split_type, cart_create, cart_sub, create, create_group, "
         "dup, intercomm_create, intercomm_merge, graph; 'not described'"
@@ -1119,7 +1124,10 @@ class CommFamily(ApiModel):
     name: str | None = Field(description="MPI_Comm_set_name's name; the name wins")
     grid: str | None = Field(description="the Cartesian grid, e.g. 2x4")
     kept_dims: list[int] = Field(description="Cart_sub: the dimensions kept")
-    site: str | None = Field(description="call site as module+offset; null if unknown")
+    site: str | None = Field(
+        description="call site as module+offset, unresolved (the label resolves it); null if "
+        "unknown"
+    )
     groups_total: int = Field(description="communicators in the family")
     groups: list[FamilyGroup] = Field(description="the first 64 communicators")
     ops: list[FamilyOp] = Field(description="heaviest time first")

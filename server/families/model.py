@@ -55,14 +55,19 @@ class Description:
 class Family:
     """One family: how it was made, its groups (communicator id -> world rank by rank in
     it), its ops ((op name, kind) -> [calls, bytes, time_ns]) and its transfers' bytes by
-    (reach, provenance)."""
+    (reach, provenance). `module` and `offset` are its call site as the hooks saw it (the
+    start of the module's first mapping: Basis.MAP_START), `run` the run that described it;
+    `parent` is the family of the communicator it was made from."""
 
     key: str
     made: str
     name: str = ""
     grid: str = ""
     kept: list[int] = field(default_factory=list)
-    site: str = ""
+    module: str = ""
+    offset: int = 0
+    run: int = 0
+    parent: str = ""
     groups: dict[tuple[int, int], dict[int, int]] = field(default_factory=dict)
     colors: set[int] = field(default_factory=set)
     ops: dict[tuple[str, str], list[int]] = field(default_factory=dict)
@@ -74,28 +79,71 @@ class Family:
         row[1] += nbytes
         row[2] += time_ns
 
-    def label(self) -> str:
-        """How a user recognises it: the name, else how it was made and where."""
-        if self.name:
-            return self.name
-        if self.key in (WORLD, NOT_DESCRIBED):
-            return self.key
-        sizes = sorted({len(g) for g in self.groups.values()})
-        shape = f"{len(self.groups)} group{'s' if len(self.groups) != 1 else ''} of " + (
-            "/".join(str(s) for s in sizes)
-        )
-        if self.made == "cart_sub":
-            kept = ",".join(str(d) for d in self.kept)
-            return f"cart {self.grid} dim {kept}: {shape}"
-        if self.made == "cart_create":
-            return f"cart {self.grid}"
-        where = f" at {self.site}" if self.site else ""
-        return f"{self.made}{where}: {shape}"
+    @property
+    def site(self) -> str:
+        """Its call site as module + offset ("" if unknown)."""
+        return site_text(self.module, self.offset)
 
 
 def site_text(module: str, offset: int) -> str:
-    """A call site as module + offset (resolving it to a line is the call-site work's)."""
+    """A call site as module + offset, unresolved (the API's `site`)."""
     return f"{os.path.basename(module)}+{offset:#x}" if module and offset else ""
+
+
+def shape(fam: Family) -> str:
+    """How many communicators a family has and of how many ranks: "4 groups of 8",
+    "1 group of 3", "3 groups of 2 to 4"."""
+    sizes = sorted({len(g) for g in fam.groups.values()})
+    n = len(fam.groups)
+    of = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]} to {sizes[-1]}" if sizes else "0"
+    return f"{n} group{'s' * (n != 1)} of {of}"
+
+
+def grid_text(grid: str) -> str:
+    """A Cartesian grid as a person writes it: "2x4" -> "2×4"."""
+    return grid.replace("x", "×")
+
+
+def label(fam: Family, where: str, parent: str) -> str:
+    """How a person reads a family: its MPI_Comm_set_name name (the name wins), else how it
+    was made, where (`where`: its call site resolved as the call-site table resolves it,
+    file:line, else function+offset, else module+offset; "" if unknown) and its shape;
+    `parent` is the label of the family it was made from (for a dup). Examples: "world",
+    "split at solver.c:88, 4 groups of 8", "cart 4×8", "cart 4×8 dim 1 kept",
+    "dup of world", "graph at x.c:40"."""
+    if fam.name:
+        return fam.name
+    if fam.key in (WORLD, NOT_DESCRIBED):
+        return fam.key
+    at = f" at {where}" if where else ""
+    if fam.made == "cart_create":
+        return f"cart {grid_text(fam.grid)}" if fam.grid else f"cart{at}"
+    if fam.made == "cart_sub":
+        dims = ",".join(str(d) for d in fam.kept)
+        kept = f"dim{'s' * (len(fam.kept) > 1)} {dims} kept" if fam.kept else "no dim kept"
+        return f"cart {grid_text(fam.grid)} {kept}" if fam.grid else f"cart_sub{at}, {kept}"
+    if fam.made == "dup":
+        return f"dup of {parent}" if parent else f"dup{at}"
+    if fam.made == "graph":
+        return f"graph{at}"
+    return f"{fam.made}{at}, {shape(fam)}"
+
+
+def labels(families: dict[str, Family], where: dict[str, str]) -> dict[str, str]:
+    """Every family's `label`, by key; `where` gives a family's call site in short (see
+    `label`), a dup's parent is labelled first (a family made from itself is not)."""
+    out: dict[str, str] = {}
+
+    def of(key: str, depth: int) -> str:
+        if key not in out:
+            fam = families[key]
+            up = fam.parent in families and fam.parent != key and depth < len(families)
+            out[key] = label(fam, where.get(key, ""), of(fam.parent, depth + 1) if up else "")
+        return out[key]
+
+    for key in families:
+        of(key, 0)
+    return out
 
 
 def family_key(d: Description) -> str:
@@ -117,12 +165,16 @@ def build(descriptions: list[Description]) -> tuple[dict[str, Family], dict[tupl
         if fam is None:
             fam = families[key] = Family(
                 key, MADE.get(d.made, "unknown"), d.name, d.grid,
-                [i for i in range(32) if d.kept >> i & 1], site_text(d.module, d.offset),
+                [i for i in range(32) if d.kept >> i & 1], d.module, d.offset, d.run,
             )  # fmt: skip
         fam.groups.setdefault((d.run, d.comm_id), {})[d.comm_rank] = d.rank
         if d.made in (2, 3):
             fam.colors.add(d.color)
         of[(d.run, d.comm_id)] = key
+    for d in descriptions:
+        fam = families[of[(d.run, d.comm_id)]]
+        if not fam.parent and d.made != 1:
+            fam.parent = of.get((d.run, d.parent_id), "")
     return families, of
 
 
@@ -138,12 +190,13 @@ class Send:
     nbytes: int
 
 
-def describe(fam: Family) -> dict[str, Any]:
-    """A family as the API lists it (stacklens.api_models.CommFamily), without traffic."""
+def describe(fam: Family, text: str) -> dict[str, Any]:
+    """A family as the API lists it (stacklens.api_models.CommFamily) with its label
+    `text`, without traffic."""
     groups = sorted(fam.groups.items())
     return {
         "family": fam.key,
-        "label": fam.label(),
+        "label": text,
         "made": fam.made,
         "name": fam.name or None,
         "grid": fam.grid or None,

@@ -15,7 +15,15 @@ from server.families.model import Description
 from server.jobs.repository import Scope
 from server.query_params import ALL_TIME
 from stacklens.mpi_ops import op_categories
-from stacklens.schema import CollDelta, CommMade, CommP2PDelta, OpDelta, P2PDelta, Rank
+from stacklens.schema import (
+    CallsitePath,
+    CollDelta,
+    CommMade,
+    CommP2PDelta,
+    OpDelta,
+    P2PDelta,
+    Rank,
+)
 
 
 def descriptions(session: Session, scope: Scope) -> list[Description]:
@@ -90,3 +98,15 @@ def hosts(session: Session, scope: Scope) -> dict[tuple[int, int], str]:
     for run, rank, host in session.execute(query):
         out[(int(run), int(rank))] = host
     return out
+
+
+def module_build_ids(session: Session, scope: Scope) -> dict[tuple[int, str], str]:
+    """(run, module path) -> the GNU build-id its ranks saw, from the call-site frames of
+    the scope's job or run whatever the window (a module without one is left out)."""
+    p = CallsitePath
+    query = (
+        select(p.run_id, p.module, p.build_id)
+        .where(*Scope(scope.job_id, scope.run_id, ALL_TIME).rows(p), p.build_id != "")
+        .distinct()
+    )
+    return {(int(run), module): bid for run, module, bid in session.execute(query)}

@@ -10,13 +10,24 @@ hosts' HCAs, the forwarding tables' routes; server/traffic).
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from server.callsites import resolution, summary
 from server.families import repository
-from server.families.model import NOT_DESCRIBED, WORLD, Family, Send, build, describe, reach_of
+from server.families.model import (
+    NOT_DESCRIBED,
+    WORLD,
+    Family,
+    Send,
+    build,
+    describe,
+    labels,
+    reach_of,
+)
 from server.families.model import totals as family_totals
 from server.jobs.repository import Scope
 from server.traffic import collectives
@@ -25,6 +36,7 @@ from server.traffic.attribution import Transfer, attribute
 from server.traffic.routing import NoRoute
 from server.traffic.service import AttributionCache
 from stacklens.mpi_ops import op_names, op_receives
+from stacklens.symbols import Basis
 
 #: The communicator id of the hooks' overflow records.
 OVERFLOW_COMM = 2**32 - 1
@@ -89,6 +101,39 @@ def _families(session: Session, scope: Scope) -> tuple[dict[str, Family], list[S
     return families, sends, unmodelled
 
 
+def _where(session: Session, scope: Scope, families: dict[str, Family]) -> dict[str, str]:
+    """Each family's call site in short, as the call-site table labels a frame
+    (server/callsites/summary.label: file:line, else function+offset, else module+offset),
+    by family key; a family without a site is left out. A site is resolved against the
+    module its run saw (the build-id of the same module path in the run's call-site
+    frames; else of the one module of that file name; none: module+offset), its offset
+    taken from the module's first mapping (the hooks' dladdr: Basis.MAP_START)."""
+    seen = repository.module_build_ids(session, scope)
+    by_name: dict[tuple[int, str], set[tuple[str, str]]] = defaultdict(set)
+    for (run, module), bid in seen.items():
+        by_name[(run, os.path.basename(module))].add((module, bid))
+    wanted: dict[tuple[str, str], list[Family]] = defaultdict(list)
+    for fam in families.values():
+        if not fam.module or not fam.offset:
+            continue
+        path, bid = fam.module, seen.get((fam.run, fam.module), "")
+        same = by_name.get((fam.run, os.path.basename(fam.module)), set())
+        if not bid and len(same) == 1:
+            path, bid = next(iter(same))
+        wanted[(path, bid)].append(fam)
+    out = {}
+    for (path, bid), fams in wanted.items():
+        sites = resolution.RESOLVER.resolve(path, bid or None, [f.offset for f in fams],
+                                            Basis.MAP_START)  # fmt: skip
+        for fam, site in zip(fams, sites, strict=True):
+            out[fam.key] = summary.label({
+                "quality": site.quality, "file": site.file, "line": site.line, "module": path,
+                "function": site.function, "function_offset": site.function_offset,
+                "offset": fam.offset,
+            })  # fmt: skip
+    return out
+
+
 def _hops(session: Session, cache: AttributionCache, paths: str, hosts: set[str]) -> Any:
     """A function (source host, destination host) -> links its route crosses, None when
     either is not placed on the current fabric or the tables give no route."""
@@ -122,8 +167,13 @@ def job_families(
         where = reach_of(src, dst, between)
         fam = families[s.family]
         fam.reach[(where, s.provenance)] = fam.reach.get((where, s.provenance), 0) + s.nbytes
+    text = labels(families, _where(session, scope, families))
     rows = [
-        {**describe(f), **family_totals(f), "unmodelled_bytes": unmodelled.get(f.key, 0)}
+        {
+            **describe(f, text[f.key]),
+            **family_totals(f),
+            "unmodelled_bytes": unmodelled.get(f.key, 0),
+        }  # fmt: skip
         for f in families.values()
         if f.key != NOT_DESCRIBED or f.ops
     ]
@@ -153,12 +203,12 @@ def job_family_links(
     result = attribute(fab.router, transfers, hcas, {c: m["bytes"] for c, m in meas.items()})
     for reason, nbytes in result.left_out.items():
         left[reason] += nbytes
-    labels = {key: f.label() for key, f in families.items()}
+    text = labels(families, _where(session, scope, families))
     links = []
     for crossing in sorted(result.shares):
         link = fab.links[crossing[0]]
         shares = [
-            {"family": family, "label": labels.get(family, family), "bytes": nbytes,
+            {"family": family, "label": text.get(family, family), "bytes": nbytes,
              "provenance": provenance, "path": path}
             for (_, family, provenance, path), nbytes in sorted(result.shares[crossing].items())
         ]  # fmt: skip

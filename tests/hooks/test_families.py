@@ -8,6 +8,7 @@ mpi_pmpi_hooks/tests/families.c (its header comment gives the pattern).
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,15 @@ from tests.hooks import jobs
 #: wire comm.made codes (contract/stacklens_wire.def)
 WORLD, SPLIT, CART_CREATE, CART_SUB, DUP = 1, 2, 4, 5, 8
 HOSTS = ("hA", "hB")
+#: The program's source: its call sites are labelled by its lines.
+SOURCE = Path(__file__).resolve().parents[2] / "mpi_pmpi_hooks" / "tests" / "families.c"
+
+
+def line_of(text: str) -> int:
+    """The line of families.c that holds `text` (once)."""
+    lines = [i + 1 for i, line in enumerate(SOURCE.read_text().splitlines()) if text in line]
+    assert len(lines) == 1, (text, lines)
+    return lines[0]
 
 
 def run_on_hosts(collector, mpi: str, argv: list[str], job: str, per_host: int = 4, **extra):
@@ -90,8 +100,8 @@ def test_every_communicator_is_described_and_its_messages_counted(collector, pg_
 
 
 def _by_family(answer: dict) -> dict[str, dict]:
-    """label -> ops as {op: (calls, bytes)}, reach as {(reach, provenance): bytes}, groups,
-    of every family but the splits (their labels hold a call site)."""
+    """label -> ops as {op: (calls, bytes)}, reach as {(reach, provenance): bytes}, groups
+    (sorted) and unmodelled bytes, of every family."""
     return {
         f["label"]: {
             "ops": {o["op"]: (o["calls"], o["bytes"]) for o in f["ops"]},
@@ -100,13 +110,13 @@ def _by_family(answer: dict) -> dict[str, dict]:
             "unmodelled": f["unmodelled_bytes"],
         }
         for f in answer["families"]
-        if f["made"] != "split"
     }
 
 
 @pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
 def test_traffic_and_reach_per_family(collector, api_client, mpi):
-    """Per family: calls and bytes by op exact, members in world ranks, and its bytes in a
+    """Per family: its label (the name; else how it was made, the splits at their lines of
+    families.c), calls and bytes by op exact, members in world ranks, and its bytes in a
     host or between hosts (no fabric here: "unplaced") from the placement; collectives by
     the model (rows: ring allreduce of 8 KiB; the rest recursive doubling or a binomial
     broadcast), point-to-point routed."""
@@ -117,21 +127,23 @@ def test_traffic_and_reach_per_family(collector, api_client, mpi):
     answer = api_client.get(url).json()
     families = _by_family(answer)
     host, off = ("host", "modelled"), ("unplaced", "modelled")
+    node = f"split at families.c:{line_of('rank / 4, rank, &node')}, 2 groups of 4"
+    cross = f"split at families.c:{line_of('rank % 4, -rank, &cross')}, 4 groups of 2"
     assert families == {
-        "cart 2x4 dim 1: 2 groups of 4": {
+        "cart 2×4 dim 1 kept": {
             "ops": {"MPI_Allreduce": (80, 80 * 8192)},
             # ring: 2 (n - 1) / n of 8 KiB to the next rank, per call and rank, in a host
             "reach": {host: 8 * 10 * 2 * 3 * 8192 // 4},
             "groups": [[0, 1, 2, 3], [4, 5, 6, 7]],
             "unmodelled": 0,
         },
-        "cart 2x4 dim 0: 4 groups of 2": {
+        "cart 2×4 dim 0 kept": {
             "ops": {"MPI_Allreduce": (40, 40 * 512)},
             "reach": {off: 8 * 5 * 512},
             "groups": [[0, 4], [1, 5], [2, 6], [3, 7]],
             "unmodelled": 0,
         },
-        "cart 2x4": {"ops": {}, "reach": {}, "groups": [list(range(8))], "unmodelled": 0},
+        "cart 2×4": {"ops": {}, "reach": {}, "groups": [list(range(8))], "unmodelled": 0},
         "pp": {
             "ops": {"MPI_Send": (28, 28_000), "MPI_Recv": (28, 28_000)},
             "reach": {("host", "routed"): 24_000, ("unplaced", "routed"): 4_000},
@@ -144,23 +156,16 @@ def test_traffic_and_reach_per_family(collector, api_client, mpi):
             "groups": [list(range(8))],
             "unmodelled": 0,
         },
-    }
-    splits = {f["label"].split(": ")[1]: f for f in answer["families"] if f["made"] == "split"}
-    node, cross = splits["2 groups of 4"], splits["4 groups of 2"]
-    assert node["site"].startswith("families+0x") and cross["site"] != node["site"]
-    assert sorted(g["members"] for g in node["groups"]) == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    assert sorted(g["members"] for g in cross["groups"]) == [[4, 0], [5, 1], [6, 2], [7, 3]]
-    assert [(o["op"], o["calls"], o["bytes"]) for o in node["ops"]] == [
-        ("MPI_Allreduce", 24, 24 * 64)
-    ]
-    assert {(r["reach"], r["provenance"]): r["bytes"] for r in node["reach"]} == {
-        host: 8 * 3 * 2 * 64
-    }
-    assert [(o["op"], o["calls"], o["bytes"]) for o in cross["ops"]] == [
-        ("MPI_Bcast", 16, 16 * 256)
-    ]
-    # a binomial broadcast on 2 ranks: the root (world rank 4..7, key -rank) sends 256 bytes
-    assert {(r["reach"], r["provenance"]): r["bytes"] for r in cross["reach"]} == {off: 4 * 2 * 256}
+        # node: recursive doubling on 4 ranks of one host, 64 bytes to 2 partners
+        node: {"ops": {"MPI_Allreduce": (24, 24 * 64)}, "reach": {host: 8 * 3 * 2 * 64},
+               "groups": [[0, 1, 2, 3], [4, 5, 6, 7]], "unmodelled": 0},
+        # cross: a binomial broadcast on 2 ranks: the root (world rank 4..7, key -rank)
+        # sends 256 bytes
+        cross: {"ops": {"MPI_Bcast": (16, 16 * 256)}, "reach": {off: 4 * 2 * 256},
+                "groups": [[4, 0], [5, 1], [6, 2], [7, 3]], "unmodelled": 0},
+    }  # fmt: skip
+    sites = {f["label"]: f["site"] for f in answer["families"] if f["made"] == "split"}
+    assert sites[node].startswith("families+0x") and sites[cross] != sites[node]
     assert answer["page"]["total"] == len(answer["families"]) == 7
     csv = api_client.get(url, params={"format": "csv"})
     assert csv.status_code == 200 and csv.text.startswith("family,label,made,")

@@ -143,7 +143,7 @@ def test_each_graph_making_call_is_a_family_with_its_call_site(collector, pg_url
     MPI_Graph_create and MPI_Dist_graph_create: every rank describes each as made "graph",
     3 ranks, at the call in the program (its return address, read back with addr2line), one
     family per call the same on every rank; the families API gives each its neighbourhood
-    collectives exactly."""
+    collectives exactly, and labels each "graph at" its line."""
     program = suite_program(mpi, "neighbor_graph")
     ranks = FAMILIES["neighbor_graph"]
     job = f"suite-graph-families-{mpi}-{uuid.uuid4().hex[:6]}"
@@ -167,16 +167,20 @@ def test_each_graph_making_call_is_a_family_with_its_call_site(collector, pg_url
     answer = api_client.get(api_client.app.url_path_for("job_families", job=job)).json()
     graphs = {
         frozenset((o["op"], o["calls"], o["bytes"]) for o in f["ops"]): (
-            f["label"].split(": ")[1], sorted(g["members"] for g in f["groups"]))
+            f["label"], sorted(g["members"] for g in f["groups"]))
         for f in answer["families"] if f["made"] == "graph"
     }  # fmt: skip
-    whole = ("1 group of 3", [[0, 1, 2]])
+    at = {c: f"graph at neighbor_graph.c:{call_line(GRAPH_SOURCE, c)}" for c in GRAPH_CALLS}
+    whole = [[0, 1, 2]]
     assert graphs == {
         # adjacent: one out-neighbour; 4, 2 and 3 ints per call and rank
         frozenset({("MPI_Neighbor_alltoall", 3, 48), ("MPI_Neighbor_allgather", 3, 24),
-                   ("MPI_Ineighbor_alltoall", 3, 36)}): whole,
+                   ("MPI_Ineighbor_alltoall", 3, 36)}):
+            (at["MPI_Dist_graph_create_adjacent"], whole),
         # graph: an undirected ring, two neighbours; 2 and 1 ints to each
-        frozenset({("MPI_Neighbor_allgather", 3, 48), ("MPI_Ineighbor_allgather", 3, 24)}): whole,
+        frozenset({("MPI_Neighbor_allgather", 3, 48), ("MPI_Ineighbor_allgather", 3, 24)}):
+            (at["MPI_Graph_create"], whole),
         # dist: one edge per rank, to the next; 5 and 3 ints
-        frozenset({("MPI_Neighbor_alltoall", 3, 60), ("MPI_Neighbor_allgatherv", 3, 36)}): whole,
+        frozenset({("MPI_Neighbor_alltoall", 3, 60), ("MPI_Neighbor_allgatherv", 3, 36)}):
+            (at["MPI_Dist_graph_create"], whole),
     }  # fmt: skip
