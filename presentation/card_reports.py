@@ -10,12 +10,18 @@ from collections.abc import Iterable
 
 from presentation import figures as page_figures
 from presentation import report_figures
-from presentation.components import callsite_path, communicator_label
+from presentation.components import (
+    callsite_path,
+    communicator_label,
+    family_headings,
+    family_rows,
+)
 from presentation.formatting import format_bytes, format_duration_ns, format_utc_ns
 from presentation.report_model import Figure, Table
 from stacklens.api_models import (
     JobCallsites,
     JobCollectives,
+    JobFamilies,
     JobIo,
     JobOps,
     JobRanks,
@@ -174,6 +180,29 @@ def callsites_report(sites: JobCallsites) -> ReportPart:
              f"{format_duration_ns(sites.io_time_ns)} in file I/O at "
              f"{sites.page.total} call sites.")  # fmt: skip
     return intro, [], [Table(headings, rows, [False] * 2 + [True] * 7 + [False] * 2, note)]
+
+
+def families_report(families: JobFamilies) -> ReportPart:
+    """Where each family's traffic goes (the page's figure) and the families table."""
+    rows, note = ranked(family_rows(families))
+    if families.page.next_cursor is not None:
+        note = f"The first {len(families.families)} of {families.page.total} families."
+    headings = family_headings(families)
+    intro = (
+        "Communicator families: the communicators one creating call made (a split, a "
+        "Cart_sub, a dup) or of one MPI_Comm_set_name name, named by that name or by how and "
+        "where they were made. Bytes by reach: point-to-point bytes routed over the hosts' "
+        "placement and the forwarding tables, collective bytes modelled from the algorithm."
+        if families.families
+        else "No communicator families recorded for this job."
+    )
+    return (
+        intro,
+        [Figure(page_figures.family_reach(families), "bytes per family by reach", 420)],
+        [
+            Table(headings, rows, [False, True, True, False] + [True] * (len(headings) - 4), note)
+        ],  # fmt: skip
+    )
 
 
 def ranks_report(ranks: JobRanks) -> ReportPart:

@@ -21,12 +21,15 @@ from presentation.formatting import (
     format_duration_ns,
     format_size_bucket,
     format_utc_ns,
+    rank_ranges,
 )
 from stacklens.api_models import (
     Callsite,
+    CommFamily,
     Comparison,
     JobCallsites,
     JobCollectives,
+    JobFamilies,
     JobIo,
     JobOps,
     JobRanks,
@@ -507,6 +510,85 @@ def collectives_table_markdown(coll: JobCollectives) -> str:
     ]
     caption += " Calls, bytes and time are summed over the ranks taking part."
     return table_markdown(caption, headings, align, rows)
+
+
+#: Groups whose members a family's row lists (the rest are counted).
+MAX_MEMBER_GROUPS = 4
+#: Where a family's bytes go, as its table's columns say: (API reach, heading).
+FAMILY_REACH_HEADINGS = (("host", "In a host"), ("leaf", "Crossing a leaf"),
+                         ("spine", "Crossing the spine"), ("unplaced", "Not placed"))  # fmt: skip
+
+
+def family_members(family: CommFamily) -> str:
+    """A family's groups as world-rank ranges ("0–3; 4–7"), by their lowest rank, the
+    first `MAX_MEMBER_GROUPS`, then how many more."""
+    groups = sorted(family.groups, key=lambda g: min(g.members, default=-1))
+    shown = "; ".join(rank_ranges(g.members) for g in groups[:MAX_MEMBER_GROUPS])
+    more = family.groups_total - min(len(family.groups), MAX_MEMBER_GROUPS)
+    return f"{shown}; … {more} more" if more > 0 else shown
+
+
+def family_group_sizes(family: CommFamily) -> str:
+    """The ranks per group of a family's listed groups: "8", or "2–4" when they differ."""
+    sizes = sorted({len(g.members) for g in family.groups})
+    if not sizes:
+        return ""
+    return str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}–{sizes[-1]}"
+
+
+def family_reaches(families: JobFamilies) -> list[tuple[str, str]]:
+    """The reach columns of the families table: inside a host, crossing a leaf and the spine
+    always; "not placed" only when some family has bytes there."""
+    used = {r.reach for f in families.families for r in f.reach}
+    return [(k, h) for k, h in FAMILY_REACH_HEADINGS if k != "unplaced" or k in used]
+
+
+def family_headings(families: JobFamilies) -> list[str]:
+    """The families table's headings (page and report)."""
+    return ["Family", "Communicators", "Ranks per group", "Members (world ranks)", "Calls",
+            "Collective bytes", "Collective time", "Point-to-point bytes",
+            "Point-to-point time", *(h for _, h in family_reaches(families))]  # fmt: skip
+
+
+def family_rows(families: JobFamilies) -> list[list[str]]:
+    """One row per family, as the API lists them (heaviest time first), cells as text: its
+    label, communicators, ranks per group, members, calls (messages for point-to-point),
+    bytes and time by op class (collective, point-to-point) and its bytes by reach ("—"
+    where the API gives none)."""
+    rows = []
+    for f in families.families:
+        by_kind = {kind: [0, 0] for kind in ("collective", "p2p")}
+        for o in f.ops:
+            by_kind[o.kind][0] += o.bytes
+            by_kind[o.kind][1] += o.time_ns
+        reach: dict[str, int] = {}
+        for r in f.reach:
+            reach[r.reach] = reach.get(r.reach, 0) + r.bytes
+        rows.append([
+            f.label, str(f.groups_total), family_group_sizes(f), family_members(f),
+            f"{sum(o.calls for o in f.ops):,}",
+            *(text for kind in ("collective", "p2p") for text in (
+                format_bytes(by_kind[kind][0]), format_duration_ns(by_kind[kind][1]))),
+            *(format_bytes(reach[k]) if k in reach else "—" for k, _ in family_reaches(families)),
+        ])  # fmt: skip
+    return rows
+
+
+def families_table_markdown(families: JobFamilies) -> str:
+    """The communicator families as Markdown (see `markdown_table` on why): a caption
+    line, then one row per family (`family_rows`); a sentence instead when none."""
+    n = len(families.families)
+    if not n:
+        return "No communicator families recorded for this job."
+    total = families.page.total
+    caption = (f"{n} communicator famil{'ies' if n != 1 else 'y'}" if n == total
+               else f"The first {n} of {total} communicator families")  # fmt: skip
+    caption += (", heaviest time first (a family: the communicators one call made, or of one "
+                "name). Calls, bytes and time are summed over the ranks; bytes by reach "
+                "are point-to-point bytes routed and collective bytes modelled.")  # fmt: skip
+    headings = family_headings(families)
+    rows = [[md_text(cell) for cell in row] for row in family_rows(families)]
+    return table_markdown(caption, headings, "lrrl" + "r" * (len(headings) - 4), rows)
 
 
 def sizes_table_markdown(sizes: JobSizes) -> str:

@@ -15,6 +15,7 @@ from stacklens.api_models import (
     FabricEvent,
     FabricSeries,
     IncidentDetails,
+    JobFamilies,
     JobSizes,
     Matrix,
     MatrixCell,
@@ -162,6 +163,53 @@ def size_histogram(sizes: JobSizes) -> go.Figure:
         uirevision=sizes.job,
     )
     _titled(fig, "Messages by size, per operation")
+    fig.update_layout(margin={"t": 76})  # the title above the legend
+    return fig
+
+
+#: Where a family's bytes go, in the figure's stacking order: (API reach, legend name, colour).
+REACHES = (
+    ("host", "inside a host", "#12b76a"),
+    ("leaf", "crossing a leaf switch", "#2e90fa"),
+    ("spine", "crossing the spine", "#f79009"),
+    ("unplaced", "between hosts not placed on the fabric", "#98a2b3"),
+)
+#: Families the reach figure shows at most (the API's first: heaviest time).
+MAX_REACH_FAMILIES = 24
+
+
+def family_reach(families: JobFamilies) -> go.Figure:
+    """ "Where does each dimension's traffic go": per family with bytes placed (at most
+    `MAX_REACH_FAMILIES`, heaviest time first, as the API lists them), a stacked bar of its
+    bytes inside a host, crossing one leaf switch, crossing the spine and between hosts the
+    fabric does not place; hover splits each into routed (point-to-point) and modelled
+    (collectives) bytes. A reach no family has is left out of the legend."""
+    shown = [f for f in families.families if f.reach][:MAX_REACH_FAMILIES]
+    if not shown:
+        return _empty_figure("No family traffic placed in this window.")
+    labels = [f.label for f in shown]
+    traces = []
+    for reach, name, colour in REACHES:
+        parts = [{r.provenance: r.bytes for r in f.reach if r.reach == reach} for f in shown]
+        if not any(parts):
+            continue
+        hover = [", ".join(f"{p} {format_bytes(n)}" for p, n in sorted(part.items())) or "none"
+                 for part in parts]  # fmt: skip
+        traces.append(go.Bar(
+            name=name, x=labels, y=[sum(part.values()) for part in parts], marker_color=colour,
+            customdata=hover,
+            hovertemplate=f"%{{x}}<br>{name}: %{{y:,}} bytes (%{{customdata}})<extra></extra>",
+        ))  # fmt: skip
+    fig = go.Figure(traces)
+    fig.update_layout(
+        barmode="stack",
+        xaxis={"title": {"text": "communicator family"}, "type": "category", "automargin": True},
+        yaxis={"title": {"text": "bytes"}, "rangemode": "tozero", "gridcolor": "#e5e9f0"},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+        **_base_layout(),
+        uirevision=families.job,
+    )
+    _titled(fig, "Where does each dimension's traffic go: bytes per family by reach")
     fig.update_layout(margin={"t": 76})  # the title above the legend
     return fig
 

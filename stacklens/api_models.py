@@ -463,38 +463,6 @@ class JobCallsites(ApiModel):
     run: int | None = _run_asked()
 
 
-class JobDetails(ApiModel):
-    """Every job card's data of one job (presentation/cards.py): the answers of its
-    endpoints, one per card; a section the server could not read is null, and `errors`
-    says why."""
-
-    job: str
-    matrix: Matrix | None = None
-    ops: JobOps | None = None
-    io: JobIo | None = None
-    collectives: JobCollectives | None = None
-    sizes: JobSizes | None = None
-    rma: JobRma | None = None
-    ranks: JobRanks | None = None
-    runs: JobRuns | None = None
-    callsites: JobCallsites | None = None
-    errors: dict[str, str] = Field(
-        default_factory=dict,
-        description="why a section is null, by section (absent: it was read)",
-    )
-
-
-class Overview(ApiModel):
-    """The Jobs page in one answer (`GET /api/overview`): a page of the job list and the
-    first page of every section of the detailed job."""
-
-    jobs: JobList = Field(description="a page of the job list, as GET /api/jobs answers")
-    shown: JobDetails | None = Field(
-        description="the detailed job; null: it is unknown, or no job was asked for and the "
-        "list is empty"
-    )
-
-
 class SeriesPoint(ApiModel):
     """The values of one key (a rank, op, category, file or peer) in one step."""
 
@@ -1185,6 +1153,43 @@ class JobFamilyLinks(ApiModel):
     page: PageInfo
     left_out: dict[str, int] = Field(description="the families' bytes on no link, by reason")
     run: int | None = _run_asked()
+
+
+# a job's cards at once: /api/overview (server/jobs/sections, presentation/cards.py)
+# ---------------------------------------------------------------------------------------
+
+
+class JobDetails(ApiModel):
+    """Every job card's data of one job (presentation/cards.py): the answers of its
+    endpoints, one per card; a section the server could not read is null, and `errors`
+    says why."""
+
+    job: str
+    matrix: Matrix | None = None
+    ops: JobOps | None = None
+    io: JobIo | None = None
+    collectives: JobCollectives | None = None
+    sizes: JobSizes | None = None
+    rma: JobRma | None = None
+    ranks: JobRanks | None = None
+    runs: JobRuns | None = None
+    callsites: JobCallsites | None = None
+    families: JobFamilies | None = None
+    errors: dict[str, str] = Field(
+        default_factory=dict,
+        description="why a section is null, by section (absent: it was read)",
+    )
+
+
+class Overview(ApiModel):
+    """The Jobs page in one answer (`GET /api/overview`): a page of the job list and the
+    first page of every section of the detailed job."""
+
+    jobs: JobList = Field(description="a page of the job list, as GET /api/jobs answers")
+    shown: JobDetails | None = Field(
+        description="the detailed job; null: it is unknown, or no job was asked for and the "
+        "list is empty"
+    )
 
 
 # incidents: /api/incidents (server/incidents)

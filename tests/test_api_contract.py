@@ -121,8 +121,7 @@ NOT_READ_BY_THE_FRONTEND = {
     # each job card's own route: the pages read every card of a job at once (/api/overview)
     *(f"/api/jobs/{{job}}/{card.key}" for card in CARDS),
     "/api/jobs/{job}",  # the job list's row of one job: `stacklens run`'s summary reads it
-    # a job's communicator families: no card reads them yet (issue #27 point 2's views)
-    "/api/jobs/{job}/families",
+    # a job's bytes per link by communicator family: for scripts (the card reads /families)
     "/api/jobs/{job}/families/links",
     # files the browser downloads from the pages' report buttons (links, not the client)
     "/api/reports/jobs/{job}",

@@ -31,6 +31,7 @@ SHOWN = {
     "sizes": ("table", "No message sizes recorded for this job."),
     "rma": ("caption", "No one-sided (RMA) calls in this job."),
     "callsites": ("caption", "No call sites: the job's ranks recorded none in this window"),
+    "families": ("table", "1 communicator family, heaviest time first"),
     "io": ("caption", "1 file (per I/O layer), most bytes first."),
     "ranks": ("summary", "2 of 2 ranks reported"),
     "runs": ("table", "1 run (launches), by ordinal"),

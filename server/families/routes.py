@@ -14,6 +14,7 @@ from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, table
 from server.families import service
+from server.jobs.sections import FAMILY_LIMITS
 from server.jobs.target import find_target
 from server.paging import CursorParam, PageSizes
 from server.query_params import OwnerParam, RunParam, WindowDep
@@ -22,8 +23,7 @@ from stacklens.api_models import CommFamily, JobFamilies, JobFamilyLinks
 
 router = APIRouter(tags=["families"])
 
-#: Page sizes of a job's families and of its link directions.
-FAMILY_LIMITS = PageSizes(default=100, maximum=1000)
+#: Page sizes of a job's link directions (its families': the card's, server/jobs/sections).
 LINK_LIMITS = PageSizes(default=1000, maximum=10_000)
 _ANSWERS = error_responses(404, 409, **{"422": "unknown query parameter, or a bad window"})
 
@@ -59,13 +59,7 @@ def job_families(
     collectives `modelled`). Heaviest time first, paged (files: the page's families)."""
     target = find_target(session, job, owner, run, window)
     cache, paths = _cache(request)
-    rows = service.job_families(session, cache, paths, target.scope)
-    total = len(rows)
-    after = paging.decode("family", cursor, (int, str))
-    if after is not None:
-        rows = [r for r in rows if (-r["time_ns"], r["family"]) > after]
-    kept, page = paging.page("family", rows[: limit + 1], limit, total,
-                             lambda r: (-r["time_ns"], r["family"]))  # fmt: skip
+    kept, page = service.families_page(session, cache, paths, target.scope, limit, cursor)
     if fmt != "json":  # plain rows: nested groups, ops and reach become JSON cells
         return table(kept, list(CommFamily.model_fields), fmt, "families")
     families = [CommFamily(**r) for r in kept]

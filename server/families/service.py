@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from server import paging
 from server.callsites import resolution, summary
 from server.families import repository
 from server.families.model import (
@@ -35,6 +36,7 @@ from server.traffic import repository as traffic
 from server.traffic.attribution import Transfer, attribute
 from server.traffic.routing import NoRoute
 from server.traffic.service import AttributionCache
+from stacklens.api_models import PageInfo
 from stacklens.mpi_ops import op_names, op_receives
 from stacklens.symbols import Basis
 
@@ -179,6 +181,26 @@ def job_families(
     ]
     rows.sort(key=lambda r: (-r["time_ns"], r["family"]))
     return rows
+
+
+def families_page(
+    session: Session,
+    cache: AttributionCache,
+    paths: str,
+    scope: Scope,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[dict[str, Any]], PageInfo]:
+    """One page of `job_families` (heaviest time first, then by key) after `cursor`, and
+    its page info: what GET /api/jobs/{job}/families and the job's "Communicator families"
+    card answer."""
+    rows = job_families(session, cache, paths, scope)
+    total = len(rows)
+    after = paging.decode("family", cursor, (int, str))
+    if after is not None:
+        rows = [r for r in rows if (-r["time_ns"], r["family"]) > after]
+    return paging.page("family", rows[: limit + 1], limit, total,
+                       lambda r: (-r["time_ns"], r["family"]))  # fmt: skip
 
 
 def job_family_links(

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
@@ -156,6 +156,7 @@ def _job_list(session: Session, query: JobQuery) -> JobList:
 @overview_router.get("/overview", response_model=Overview, responses=_WINDOWED)
 def overview(
     session: SessionDep,
+    request: Request,
     query: JobQueryDep,
     window: WindowDep,
     job: Annotated[
@@ -183,7 +184,8 @@ def overview(
         raise
     chosen = None if run is None else repository.get_run(session, found.id, run)
     t = target.whole(found, window) if chosen is None else target.of_run(found, chosen, window)
-    return Overview(jobs=jobs, shown=sections.details(session, t))
+    cache, paths = request.app.state.attributions, request.app.state.traffic.paths
+    return Overview(jobs=jobs, shown=sections.details(session, t, cache, paths))
 
 
 #: The `step` query parameter of the series and the profile.

@@ -1,7 +1,9 @@
 # server/jobs/sections.py — the reads of a job's sections, one per job card (presentation/cards.py).
 """Each section of a job's details (`JobDetails`: matrix, ops, io, collectives, sizes,
-rma, ranks, runs, callsites) read for a `Target`: the job routes answer one each, GET /api/overview
-all of them at once, and the job report reads them through `detail_reads`."""
+rma, ranks, runs, callsites, families) read for a `Target`: the job routes answer one each,
+GET /api/overview all of them at once, and the job report reads them through
+`detail_reads`. The families place their traffic on the fabric: they read it through the
+app's AttributionCache, with its forwarding mode (STACKLENS_FABRIC_PATHS)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,16 @@ from sqlalchemy.orm import Session
 
 from server import paging
 from server.callsites import service as callsite_service
+from server.families import service as family_service
 from server.jobs import repository, series
 from server.jobs.target import Target
 from server.paging import PageSizes
+from server.traffic.service import AttributionCache
 from stacklens.api_models import (
     Callsite,
     CategoryTotal,
     CollectiveTotal,
+    CommFamily,
     CommunicatorTotal,
     FileIo,
     HostRanks,
@@ -28,6 +33,7 @@ from stacklens.api_models import (
     JobCallsites,
     JobCollectives,
     JobDetails,
+    JobFamilies,
     JobIo,
     JobOps,
     JobRanks,
@@ -50,6 +56,7 @@ PAIR_LIMITS = PageSizes(default=5000, maximum=50_000)
 FILE_LIMITS = PageSizes(default=1000, maximum=10_000)
 RANK_LIMITS = PageSizes(default=1000, maximum=10_000)
 SITE_LIMITS = PageSizes(default=500, maximum=10_000)
+FAMILY_LIMITS = PageSizes(default=100, maximum=1000)
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +65,12 @@ def without_key(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k != "key"}
 
 
-def detail_reads(t: Target) -> dict[str, Callable[[Session], Any]]:
+def detail_reads(
+    t: Target, cache: AttributionCache, paths: str
+) -> dict[str, Callable[[Session], Any]]:
     """The independent reads a job's details are made of, by JobDetails field: each takes
-    the session to read on (the reports run them at once, each on a session of its own)."""
+    the session to read on (the reports run them at once, each on a session of its own);
+    the families read the fabric through `cache` with forwarding mode `paths`."""
     return {
         "matrix": lambda s: matrix(s, t, PAIR_LIMITS.default),
         "ops": lambda s: ops(s, t),
@@ -71,16 +81,17 @@ def detail_reads(t: Target) -> dict[str, Callable[[Session], Any]]:
         "ranks": lambda s: ranks(s, t, RANK_LIMITS.default),
         "runs": lambda s: runs(s, t),
         "callsites": lambda s: callsites(s, t, SITE_LIMITS.default),
+        "families": lambda s: families(s, t, cache, paths, FAMILY_LIMITS.default),
     }
 
 
-def details(session: Session, t: Target) -> JobDetails:
+def details(session: Session, t: Target, cache: AttributionCache, paths: str) -> JobDetails:
     """Every section of the job's details, read on `session`, each in a savepoint of its
     own: a section whose read fails is left null with the reason in `errors` (logged),
     and the others are still read."""
     answers: dict[str, Any] = {}
     errors: dict[str, str] = {}
-    for key, read in detail_reads(t).items():
+    for key, read in detail_reads(t, cache, paths).items():
         try:
             with session.begin_nested():
                 answers[key] = read(session)
@@ -199,3 +210,13 @@ def callsites(session: Session, t: Target, limit: int, cursor: str | None = None
     return JobCallsites(job=t.job, from_ns=w.from_ns, to_ns=w.to_ns,
                         mpi_time_ns=answer["mpi_time_ns"], io_time_ns=answer["io_time_ns"],
                         sites=[Callsite(**r) for r in kept], page=page, run=t.run)  # fmt: skip
+
+
+def families(session: Session, t: Target, cache: AttributionCache, paths: str, limit: int,
+             cursor: str | None = None) -> JobFamilies:  # fmt: skip
+    """A page of the job's communicator families, heaviest time first
+    (server/families/service.py)."""
+    kept, page = family_service.families_page(session, cache, paths, t.scope, limit, cursor)
+    w = t.scope.window
+    return JobFamilies(job=t.job, from_ns=w.from_ns, to_ns=w.to_ns,
+                       families=[CommFamily(**r) for r in kept], page=page, run=t.run)  # fmt: skip

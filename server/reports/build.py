@@ -356,17 +356,21 @@ def job_report(
         owners = _busy_link_owners(s, traffic, busiest, lo, hi)
         return _JobFabric(placed, nodes, all_links, errors, busiest, loads, owners)
 
+    # the families card places its traffic as the app does (a cache of its own without it)
+    placing = (
+        (traffic[1], traffic[0].paths) if traffic else (AttributionCache(), TrafficConfig().paths)
+    )
     reads: dict[str, Callable[[Session], Any]] = {  # the longest first: they start at once
         "fabric": read_fabric,
         "attribution": lambda s: _attribution(s, traffic, found, chosen, lo, hi),
         "profile": read_profile,
         "timeline": read_timeline,
-        **sections.detail_reads(chosen),
+        **sections.detail_reads(chosen, *placing),
         "incidents": lambda s: _job_incidents(s, found.id, lo, hi),
     }
     stages = [
         (("profile", "timeline"), "matrix, operations, collectives, sizes, I/O, ranks"),
-        (tuple(sections.detail_reads(chosen)), "placement on the fabric"),
+        (tuple(sections.detail_reads(chosen, *placing)), "placement on the fabric"),
         (("fabric",), "fabric series"),
         (("attribution", "incidents"), "figures and findings"),
     ]
