@@ -56,6 +56,24 @@ static uint32_t made_of(int op)
     }
 }
 
+/* The wire's code of a split type (comm.color of a split_type; the MPI libraries number
+ * the types differently): 1 MPI_COMM_TYPE_SHARED, 2 MPI_COMM_TYPE_HW_GUIDED,
+ * 3 MPI_COMM_TYPE_HW_UNGUIDED (where mpi.h has them), 0 any other (the library's own). */
+static uint32_t split_type_code(int type)
+{
+    if (type == MPI_COMM_TYPE_SHARED)
+        return 1;
+#ifdef MPI_COMM_TYPE_HW_GUIDED
+    if (type == MPI_COMM_TYPE_HW_GUIDED)
+        return 2;
+#endif
+#ifdef MPI_COMM_TYPE_HW_UNGUIDED
+    if (type == MPI_COMM_TYPE_HW_UNGUIDED)
+        return 3;
+#endif
+    return 0;
+}
+
 /* Writes a grid "d0xd1x..." of n dimensions into out (size bytes, NUL-padded). */
 static void put_grid(char *out, size_t size, int n, const int *dims)
 {
@@ -176,7 +194,7 @@ void sl_family_made(int op, MPI_Comm parent, MPI_Comm newcomm, int color, int ke
     }
     sl_rec_comm r = { 0 };
     if (made == SL_MADE_SPLIT || made == SL_MADE_SPLIT_TYPE) {
-        r.color = (uint32_t)color;
+        r.color = made == SL_MADE_SPLIT ? (uint32_t)color : split_type_code(color);
         r.key = (uint32_t)key;
     }
     if (made == SL_MADE_CART_CREATE && dims != NULL && ndims > 0)

@@ -21,6 +21,9 @@ from typing import Any
 MADE = {1: "world", 2: "split", 3: "split_type", 4: "cart_create", 5: "cart_sub",
         6: "create", 7: "create_group", 8: "dup", 9: "intercomm_create",
         10: "intercomm_merge", 11: "graph"}  # fmt: skip
+#: A split_type's type: the wire's comm.color codes of a split_type (the hooks' own numbering;
+#: 0, another type, the MPI library's own, has no name).
+SPLIT_TYPES = {1: "shared", 2: "hw_guided", 3: "hw_unguided"}
 #: Where a transfer's bytes go: inside one host, over one leaf switch, over more switches
 #: (the spine), or between hosts the fabric does not place (no fabric, or no route).
 REACHES = ("host", "leaf", "spine", "unplaced")
@@ -109,7 +112,8 @@ def label(fam: Family, where: str, parent: str) -> str:
     was made, where (`where`: its call site resolved as the call-site table resolves it,
     file:line, else function+offset, else module+offset; "" if unknown) and its shape;
     `parent` is the label of the family it was made from (for a dup). Examples: "world",
-    "split at solver.c:88, 4 groups of 8", "cart 4×8", "cart 4×8 dim 1 kept",
+    "split at solver.c:88, 4 groups of 8", "split_type shared at x.c:12, 2 groups of 4",
+    "cart 4×8", "cart 4×8 dim 1 kept",
     "dup of world", "graph at x.c:40"."""
     if fam.name:
         return fam.name
@@ -126,6 +130,10 @@ def label(fam: Family, where: str, parent: str) -> str:
         return f"dup of {parent}" if parent else f"dup{at}"
     if fam.made == "graph":
         return f"graph{at}"
+    if fam.made == "split_type":
+        types = sorted({SPLIT_TYPES[c] for c in fam.colors if c in SPLIT_TYPES})
+        kind = f" {'/'.join(types)}" if types else ""
+        return f"split_type{kind}{at}, {shape(fam)}"
     return f"{fam.made}{at}, {shape(fam)}"
 
 

@@ -16,7 +16,7 @@ from tests.conftest import query
 from tests.hooks import jobs
 
 #: wire comm.made codes (contract/stacklens_wire.def)
-WORLD, SPLIT, CART_CREATE, CART_SUB, DUP = 1, 2, 4, 5, 8
+WORLD, SPLIT, SPLIT_TYPE, CART_CREATE, CART_SUB, DUP = 1, 2, 3, 4, 5, 8
 HOSTS = ("hA", "hB")
 #: The program's source: its call sites are labelled by its lines.
 SOURCE = Path(__file__).resolve().parents[2] / "mpi_pmpi_hooks" / "tests" / "families.c"
@@ -169,3 +169,30 @@ def test_traffic_and_reach_per_family(collector, api_client, mpi):
     assert answer["page"]["total"] == len(answer["families"]) == 7
     csv = api_client.get(url, params={"format": "csv"})
     assert csv.status_code == 200 and csv.text.startswith("family,label,made,")
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_a_split_type_is_named_by_its_type(collector, pg_url, api_client, mpi):
+    """split_type.c (its header comment gives the pattern): every rank describes its
+    node-local communicator as made split_type with the type's wire code 1 (shared; the MPI
+    libraries number the types differently) and key its rank; the API labels the family by
+    its type and line, with its collectives exact."""
+    job = f"families-split-type-{mpi}-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, mpi, [jobs.program(mpi, "split_type")], job, ranks=4)
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    described = descriptions(pg_url, job)
+    assert {rank: sorted(c[:8] for c in comms) for rank, comms in described.items()} == {
+        rank: [(WORLD, 4, rank, 0, 0, 0, "", ""), (SPLIT_TYPE, 4, rank, 1, rank, 0, "", "")]
+        for rank in range(4)
+    }
+    answer = api_client.get(api_client.app.url_path_for("job_families", job=job)).json()
+    source = SOURCE.with_name("split_type.c")
+    (line,) = [i + 1 for i, text in enumerate(source.read_text().splitlines())
+               if "MPI_Comm_split_type(" in text]  # fmt: skip
+    node = [f for f in answer["families"] if f["made"] == "split_type"]
+    assert [(f["label"], [g["members"] for g in f["groups"]],
+             [(o["op"], o["calls"], o["bytes"]) for o in f["ops"]]) for f in node] == [
+        (f"split_type shared at split_type.c:{line}, 1 group of 4", [[0, 1, 2, 3]],
+         [("MPI_Allreduce", 12, 12 * 128)]),
+    ]  # fmt: skip

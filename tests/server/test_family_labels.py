@@ -6,6 +6,8 @@ MPICH are checked in tests/hooks/test_families.py and tests/hooks/test_suite.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from server.families.model import Description, build, labels
 
 PROGRAM = "/apps/solver"
@@ -18,7 +20,8 @@ def made(comm: int, family: int, how: int, members: list[int], parent: int = WOR
     """The descriptions every member of one communicator sends (world ranks `members`)."""
     module = PROGRAM if offset else ""
     n = len(members)
-    return [Description(1, rank, comm, parent, family, how, n, i, 0, 0, kept, grid, module,
+    color = 1 if how == 3 else 0  # a split_type's type: shared
+    return [Description(1, rank, comm, parent, family, how, n, i, color, 0, kept, grid, module,
                         offset, name) for i, rank in enumerate(members)]  # fmt: skip
 
 
@@ -52,7 +55,7 @@ def test_each_family_is_labelled_as_a_person_reads_it():
         "call:0x00000014": "cart 4×8",
         "call:0x0000001e": "cart 4×8 dim 1 kept",
         "call:0x00000028": "split at solver.c:88, 4 groups of 8",
-        "call:0x00000032": "split_type at x.c:12, 2 groups of 16",
+        "call:0x00000032": "split_type shared at x.c:12, 2 groups of 16",
         "call:0x0000003c": "dup of world",
         "call:0x0000003d": "dup of dup of world",
         "call:0x00000046": "graph at x.c:40",
@@ -72,6 +75,8 @@ def test_unresolved_or_unknown_sites_and_other_grids():
     # split at an unresolved site; uneven groups; no site at all
     out += made(20, 40, 2, [0, 1], offset=0x20) + made(21, 40, 2, [2, 3, 4, 5], offset=0x20)
     out += made(22, 41, 2, [0, 1, 2, 3, 4, 5])
+    # split_type of a type the library numbers itself (colour 0): no type name
+    out += [replace(d, color=0) for d in made(30, 50, 3, [0, 1, 2, 3, 4, 5], offset=0x40)]
     families, _ = build(out)
     assert labels(families, {"call:0x00000028": "solver+0x20"}) == {
         "world": "world",
@@ -80,4 +85,5 @@ def test_unresolved_or_unknown_sites_and_other_grids():
         "call:0x0000001f": "cart 1×2×3 no dim kept",
         "call:0x00000028": "split at solver+0x20, 2 groups of 2 to 4",
         "call:0x00000029": "split, 1 group of 6",
+        "call:0x00000032": "split_type, 1 group of 6",
     }
