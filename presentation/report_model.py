@@ -59,7 +59,7 @@ class Report:
     the sections, the evidence table, and the file name it is offered under (without
     extension)."""
 
-    kind: Literal["job", "window", "incident"]
+    kind: Literal["job", "window", "incident", "comparison"]
     title: str
     facts: list[tuple[str, str]]
     findings: list[str]

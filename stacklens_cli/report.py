@@ -1,5 +1,5 @@
-"""`stacklens report`: a job's, an incident's or a fabric window's report as an HTML or PDF
-file, with a progress bar.
+"""`stacklens report`: a job's, an incident's, a fabric window's or a run comparison's
+report as an HTML or PDF file, with a progress bar.
 
 It asks the running server over HTTP (`GET /api/reports/...?progress=true`), never the
 database: the report is then the one the dashboard's buttons download, made by the same
@@ -36,11 +36,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     report = subcommand(
         sub,
         "report",
-        "Write the report of a job, an incident or a fabric window as an HTML or a PDF file.",
+        "Write the report of a job, an incident, a fabric window or a comparison of two runs "
+        "as an HTML or a PDF file.",
         [
             "stacklens report --job 4242 -o job4242.pdf",
             "stacklens report --job 4242 --run 2 --from 2026-12-01T10:00:00Z -o run2.html",
             "stacklens report --incident 17 -o incident17.pdf",
+            "stacklens report --compare 4242:1 4250 -o compare.pdf",
             "stacklens report --from 2026-12-01T10:00:00Z --to 2026-12-01T11:00:00Z "
             "--hosts node01,node02 -o window.html",
         ],
@@ -51,6 +53,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     what = report.add_mutually_exclusive_group()
     what.add_argument("--job", help="the job id")
     what.add_argument("--incident", type=int, help="the incident id")
+    what.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("JOB_A[:RUN]", "JOB_B[:RUN]"),
+        help="two runs, each a job id with its run ordinal after a colon (default: the "
+        "job's newest MPI run): run b against run a, call site by call site",
+    )
     report.add_argument(
         "--owner", help="the job's owner (its user), when the id names jobs of several owners"
     )
@@ -78,6 +87,15 @@ def api_base_url(settings: Settings, given: str | None = None) -> str:
     return f"http://{host}:{settings.http_port}"
 
 
+def run_of(text: str) -> tuple[str, str | None]:
+    """(job, run ordinal or None) of `JOB[:RUN]`; a job id may hold colons itself, so only
+    a last part made of digits is a run."""
+    job, colon, run = text.rpartition(":")
+    if colon and job and run.isdigit():
+        return job, run
+    return text, None
+
+
 def request_of(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     """(path, query parameters) of the report the arguments ask for; ValueError with a
     one-line reason when they ask for none or for something inconsistent."""
@@ -88,6 +106,16 @@ def request_of(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     for key, value in (("from", args.start), ("to", args.end)):
         if value:
             params[key] = value
+    if args.compare is not None:
+        if args.hosts or args.start or args.end or args.run is not None or args.owner:
+            raise ValueError("--compare takes no window, hosts, --run or --owner: JOB[:RUN] "
+                             "names each run")  # fmt: skip
+        for side, text in zip(("a", "b"), args.compare, strict=True):
+            job, run = run_of(text)
+            params[side] = job
+            if run is not None:
+                params[f"{side}_run"] = run
+        return "/api/reports/compare", params
     if args.job is not None:
         if args.hosts:
             raise ValueError("--hosts goes with a window (--from/--to), not with --job")
@@ -103,7 +131,9 @@ def request_of(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
             raise ValueError("--incident takes no window or hosts: the incident has its own")
         return f"/api/reports/incidents/{args.incident}", params
     if not (args.start and args.end):
-        raise ValueError("say what to report: --job J, --incident I, or --from T --to T")
+        raise ValueError(
+            "say what to report: --job J, --incident I, --compare A B, or --from T --to T"
+        )
     if args.hosts:
         params["hosts"] = args.hosts
     return "/api/reports/window", params

@@ -127,6 +127,8 @@ NOT_READ_BY_THE_FRONTEND = {
     "/api/reports/jobs/{job}",
     "/api/reports/window",
     "/api/reports/incidents/{incident_id}",
+    # a comparison's report: `stacklens report --compare` downloads it (no page button yet)
+    "/api/reports/compare",
 }
 
 

@@ -4,35 +4,22 @@ before it). Runs are named as on the job pages: job id, run ordinal, owner."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import Response
-from sqlalchemy.orm import Session
 
-from presentation.components import callsite_path
-from server.compare import diff, repository
+from server.compare import diff, repository, service
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, model_table
 from server.jobs.sections import SITE_LIMITS
-from server.jobs.target import find_job
 from server.query_params import TEXT_PATTERN, id_query
-from stacklens.api_models import (
-    Callsite,
-    ComparedRun,
-    Comparison,
-    HistoryRun,
-    RunDifference,
-    RunHistory,
-    SiteDifference,
-)
-from stacklens.schema import Job, Run
+from stacklens.api_models import Comparison, HistoryRun, RunHistory, SiteDifference
 
 router = APIRouter(prefix="/api/compare", tags=["compare"])
 
-#: Runs of a program's history read at most, and by default.
-MAX_HISTORY, DEFAULT_HISTORY = 50, 10
+MAX_HISTORY, DEFAULT_HISTORY = service.MAX_HISTORY, service.DEFAULT_HISTORY
 _ERRORS = error_responses(404, 409, **{"422": "unknown query parameter, or no run b"})
 
 JobRef = Annotated[str | None, Query(min_length=1, max_length=400, pattern=TEXT_PATTERN,
@@ -52,29 +39,6 @@ SitesParam = Annotated[
         f"{SITE_LIMITS.maximum}), the largest change first",
     ),
 ]
-
-
-def _find(session: Session, job: str, run: int | None, owner: str | None) -> tuple[Job, Run]:
-    """The job and run named; 404 when either is unknown (or not the viewer's)."""
-    found = find_job(session, job, owner)
-    chosen = repository.find_run(session, found, run)
-    if chosen is None:
-        raise HTTPException(status_code=404, detail=f"job {job!r} has no run {run}")
-    return found, chosen
-
-
-def _side(summary: dict[str, Any], prof: dict[str, Any]) -> ComparedRun:
-    return ComparedRun(
-        job=summary["job"], owner=summary["owner"], run=summary["run"], runs=1,
-        command=summary["command"], world_size=summary["world_size"],
-        status=summary["status"], started_ns=summary["started_ns"],
-        elapsed_ns=summary["elapsed_ns"], hosts=summary["hosts"], parts=prof["parts"],
-    )  # fmt: skip
-
-
-def _site_path(site: dict[str, Any]) -> str:
-    """A site's frames in full, as the job page's Call sites card shows them."""
-    return callsite_path(Callsite(**site))
 
 
 @router.get("", response_model=Comparison, responses={**_ERRORS, **FILE_RESPONSES})
@@ -100,44 +64,10 @@ def compare_runs(
     none), site by site too. Files (`format=csv|parquet`): the call sites' table."""
     if b is None:
         raise HTTPException(status_code=422, detail="name run b: ?b=<job>[&b_run=<n>]")
-    job_b, run_b = _find(session, b, b_run, b_owner)
-    summary_b = repository.run_summary(session, job_b, run_b)
-    prof_b = diff.profile(summary_b)
-    if a is not None:
-        job_a, run_a = _find(session, a, a_run, a_owner)
-        summary_a = repository.run_summary(session, job_a, run_a)
-        prof_a = diff.profile(summary_a)
-        side_a = _side(summary_a, prof_a)
-        sites_a = repository.run_sites(session, job_a, run_a)
-    else:
-        before = repository.same_program(session, run_b, last)
-        if not before:
-            raise HTTPException(
-                status_code=404,
-                detail=f"run {run_b.ordinal} of job {b!r} has no earlier run of the same "
-                "program (command line and world size) to compare with",
-            )
-        prof_a = diff.median_profile(
-            [diff.profile(repository.run_summary(session, j, r)) for j, r in before]
-        )
-        side_a = ComparedRun(
-            job=None, owner=None, run=None, runs=len(before), command=summary_b["command"],
-            world_size=summary_b["world_size"], status=None, started_ns=None,
-            elapsed_ns=prof_a["elapsed_ns"], hosts=prof_a["hosts"], parts=prof_a["parts"],
-        )  # fmt: skip
-        sites_a = diff.median_sites([repository.run_sites(session, j, r) for j, r in before])
-    rows = diff.differences(prof_a, prof_b)
-    site_rows = diff.site_differences(
-        sites_a, repository.run_sites(session, job_b, run_b), _site_path
-    )
-    answer = Comparison(
-        finding=diff.finding(prof_a, prof_b, rows),
-        a=side_a,
-        b=_side(summary_b, prof_b),
-        differences=[RunDifference(**row) for row in rows],
-        sites=[SiteDifference(**row) for row in site_rows[:sites]],
-        sites_total=len(site_rows),
-    )
+    answer = service.compare(
+        session, service.Side(b, b_run, b_owner), None if a is None else
+        service.Side(a, a_run, a_owner), last, sites,
+    )  # fmt: skip
     if fmt != "json":
         return model_table(answer.sites, SiteDifference, fmt, "compare-callsites")
     return answer
@@ -156,7 +86,7 @@ def run_history(
     shares of MPI and file I/O in it, per rank on average."""
     if job is None:
         raise HTTPException(status_code=422, detail="name the run: ?job=<job>[&run=<n>]")
-    found, chosen = _find(session, job, run, owner)
+    found, chosen = service.find(session, job, run, owner)
     runs = [(found, chosen), *repository.same_program(session, chosen, last)]
     listed = []
     for j, r in runs:

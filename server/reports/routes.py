@@ -27,11 +27,13 @@ from sqlalchemy.orm import Session
 from presentation.report_model import Progress, Report
 from server.access.owner import restrict
 from server.access.viewer import request_viewer
+from server.compare import service as compare_service
 from server.errors import error_responses
 from server.incidents import answers as incident_answers
-from server.query_params import TEXT_PATTERN, OwnerParam, RunParam, Window, WindowDep
+from server.query_params import TEXT_PATTERN, OwnerParam, RunParam, Window, WindowDep, id_query
 from server.reports import build, render
 from server.reports import repository as reports_repo
+from server.reports.compare import compare_report
 
 router = APIRouter(prefix="/api/reports", tags=["reports"])
 
@@ -205,6 +207,51 @@ def incident_report(
     congested = request.app.state.congested_wait_per_s
     return _answer(lambda s, p: build.incident_report(s, incident_id, p, congested), request,
                    fmt, progress)  # fmt: skip
+
+
+_RunRef = Annotated[int | None, id_query("run ordinal in the job; absent = its newest MPI run")]
+_JobRef = Annotated[str | None, Query(min_length=1, max_length=400, pattern=TEXT_PATTERN,
+                                      description="job id of the run")]  # fmt: skip
+
+
+@router.get(
+    "/compare",
+    responses={**error_responses(404, 409, **{"422": "unknown query parameter, or no run b"}),
+               **_FILES},
+)  # fmt: skip
+def comparison_report(
+    request: Request,
+    b: _JobRef = None,
+    b_run: _RunRef = None,
+    b_owner: OwnerParam = None,
+    a: _JobRef = None,
+    a_run: _RunRef = None,
+    a_owner: OwnerParam = None,
+    last: Annotated[
+        int,
+        Query(
+            ge=1,
+            le=compare_service.MAX_HISTORY,
+            description="runs of b's history in the median (without a)",
+        ),
+    ] = compare_service.DEFAULT_HISTORY,
+    fmt: FormatParam = "html",
+    progress: ProgressParam = False,
+) -> Response:
+    """The report of a run comparison (as GET /api/compare answers it): run b against run
+    a, or without `a` against the median of the `last` runs of b's program before it; the
+    two runs, the finding and where the elapsed time went per rank on the first page, then
+    the call sites of either run, the largest change of time first."""
+    if b is None:
+        raise HTTPException(status_code=422, detail="name run b: ?b=<job>[&b_run=<n>]")
+    side_b = compare_service.Side(b, b_run, b_owner)
+    side_a = None if a is None else compare_service.Side(a, a_run, a_owner)
+    with _viewer_session(request) as session:  # a 404 before anything is streamed
+        compare_service.find(session, b, b_run, b_owner)
+        if side_a is not None:
+            compare_service.find(session, side_a.job, a_run, a_owner)
+    return _answer(lambda s, p: compare_report(s, side_b, side_a, last, p), request, fmt,
+                   progress)  # fmt: skip
 
 
 #: The window of a window report without bounds: the hour before now.

@@ -7,12 +7,16 @@ that did not change is below it; the MPI_Bcast is a site of run b only; each sid
 figures are exactly those of its own run's call sites; the CSV file holds the same rows
 (issue #28 point 2). In Chromium, run b's job page links to its comparison with run a
 (the previous run of the same program), whose grid names the barrier's line first (issue
-#28 point 1)."""
+#28 point 1). `stacklens report --compare` writes the comparison as a report naming that
+line first (issue #28 point 4)."""
 
 from __future__ import annotations
 
 import csv
+import html
 import io
+import os
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -21,10 +25,12 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
+from server.app import create_app
 from stacklens.db import make_engine
 from stacklens_cli.site import create_site
 from tests.conftest import chromium_page, free_port, serving
 from tests.hooks import jobs
+from tests.test_cli import stacklens_cli
 
 HERE = Path(__file__).resolve().parent
 RANKS = 2
@@ -132,3 +138,37 @@ def test_the_job_page_links_to_the_comparison_with_the_previous_run(collector, p
         )
         assert errors == []
     engine.dispose()
+
+
+def test_stacklens_report_compare_writes_the_comparison(collector, pg_url, api_client,
+                                                        tmp_path) -> None:  # fmt: skip
+    job_a, job_b = two_runs(collector, "openmpi", tmp_path)
+    engine = make_engine(pg_url)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
+    out = tmp_path / "compare.html"
+    with serving(create_app(engine)) as port:
+        done = stacklens_cli("report", "--compare", job_a, f"{job_b}:1", "-o", str(out),
+                             "--server", f"http://127.0.0.1:{port}", env=env)  # fmt: skip
+    engine.dispose()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{out}: {out.stat().st_size:,} bytes (text/html; charset=utf-8)\n"
+    assert done.stderr.splitlines()[-1].startswith("[##############################] 3/3 written")
+    text = html.unescape(out.read_text())
+    slow = f"phases.c:{line_of('slow')}"
+    assert f"Comparison: job {job_b} run 1 against job {job_a} run 1" in text
+    assert f"Largest change at a call site: MPI_Barrier at {slow} +" in text
+    assert f"calls {ITERATIONS * RANKS:,} → {ITERATIONS * RANKS:,})." in text
+    # the call sites table: the slowed line's row first
+    table = text[text.index('id="sites"') :]
+    first_row = re.search(r"<tbody>\s*<tr>(.*?)</tr>", table, re.S)
+    assert first_row is not None
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", first_row.group(1), re.S)
+    assert [c.strip() for c in cells[:3]] == [slow, "MPI_Barrier", "both"]
+    assert [c.strip() for c in cells[7:9]] == [str(ITERATIONS * RANKS)] * 2
+    pdf = api_client.get("/api/reports/compare", params={"a": job_a, "b": job_b, "format": "pdf"})
+    assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF-")
+    assert pdf.headers["content-disposition"] == (
+        f'attachment; filename="stacklens-comparison-{job_b}-run1-vs-{job_a}-run1.pdf"'
+    )
+    missing = api_client.get("/api/reports/compare", params={"a": "nope", "b": job_b})
+    assert (missing.status_code, missing.json()) == (404, {"detail": "unknown job 'nope'"})

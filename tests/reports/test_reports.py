@@ -433,7 +433,10 @@ def test_stacklens_report_writes_the_file_with_a_progress_bar(hostile, pg_url, t
             for bad, why in (
                 (["--job", "x", "-o", "x.txt"],
                  "-o x.txt: the file name must end in .html or .pdf"),
-                (["-o", "x.pdf"], "say what to report: --job J, --incident I, or --from T --to T"),
+                (["-o", "x.pdf"],
+                 "say what to report: --job J, --incident I, --compare A B, or --from T --to T"),
+                (["--compare", "x", "y", "--run", "2", "-o", "x.pdf"],
+                 "--compare takes no window, hosts, --run or --owner: JOB[:RUN] names each run"),
                 (["--incident", "1", "--from", "0", "-o", "x.pdf"],
                  "--incident takes no window or hosts: the incident has its own"),
             ):  # fmt: skip

@@ -1,0 +1,104 @@
+# server/compare/service.py — one run against another (or its history's median), built.
+"""The comparison of run b with run a, or with the median of the earlier runs of b's
+program, as GET /api/compare answers it and the comparison report (server/reports) shows
+it: the pure server/compare/diff.py over the reads of server/compare/repository.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import HTTPException
+from sqlalchemy.orm import Session
+
+from presentation.components import callsite_path
+from server.compare import diff, repository
+from server.jobs.target import find_job
+from stacklens.api_models import (
+    Callsite,
+    ComparedRun,
+    Comparison,
+    RunDifference,
+    SiteDifference,
+)
+from stacklens.schema import Job, Run
+
+#: Runs of a program's history read at most, and by default.
+MAX_HISTORY, DEFAULT_HISTORY = 50, 10
+
+
+@dataclass(frozen=True)
+class Side:
+    """A run as the comparison names it: job id, run ordinal (None: the job's newest MPI
+    run), owner (None: the id names one job the viewer may read)."""
+
+    job: str
+    run: int | None = None
+    owner: str | None = None
+
+
+def find(session: Session, job: str, run: int | None, owner: str | None) -> tuple[Job, Run]:
+    """The job and run named; 404 when either is unknown (or not the viewer's)."""
+    found = find_job(session, job, owner)
+    chosen = repository.find_run(session, found, run)
+    if chosen is None:
+        raise HTTPException(status_code=404, detail=f"job {job!r} has no run {run}")
+    return found, chosen
+
+
+def _side(summary: dict[str, Any], prof: dict[str, Any]) -> ComparedRun:
+    return ComparedRun(
+        job=summary["job"], owner=summary["owner"], run=summary["run"], runs=1,
+        command=summary["command"], world_size=summary["world_size"],
+        status=summary["status"], started_ns=summary["started_ns"],
+        elapsed_ns=summary["elapsed_ns"], hosts=summary["hosts"], parts=prof["parts"],
+    )  # fmt: skip
+
+
+def _site_path(site: dict[str, Any]) -> str:
+    """A site's frames in full, as the job page's Call sites card shows them."""
+    return callsite_path(Callsite(**site))
+
+
+def compare(session: Session, b: Side, a: Side | None, last: int, sites: int) -> Comparison:
+    """Run `b` against run `a`, or, when `a` is None, against the median of the `last`
+    runs of b's program before it (404 when there are none); the `sites` call sites whose
+    time changed most listed, `sites_total` counting them all."""
+    job_b, run_b = find(session, b.job, b.run, b.owner)
+    summary_b = repository.run_summary(session, job_b, run_b)
+    prof_b = diff.profile(summary_b)
+    if a is not None:
+        job_a, run_a = find(session, a.job, a.run, a.owner)
+        summary_a = repository.run_summary(session, job_a, run_a)
+        prof_a = diff.profile(summary_a)
+        side_a = _side(summary_a, prof_a)
+        sites_a = repository.run_sites(session, job_a, run_a)
+    else:
+        before = repository.same_program(session, run_b, last)
+        if not before:
+            raise HTTPException(
+                status_code=404,
+                detail=f"run {run_b.ordinal} of job {b.job!r} has no earlier run of the same "
+                "program (command line and world size) to compare with",
+            )
+        prof_a = diff.median_profile(
+            [diff.profile(repository.run_summary(session, j, r)) for j, r in before]
+        )
+        side_a = ComparedRun(
+            job=None, owner=None, run=None, runs=len(before), command=summary_b["command"],
+            world_size=summary_b["world_size"], status=None, started_ns=None,
+            elapsed_ns=prof_a["elapsed_ns"], hosts=prof_a["hosts"], parts=prof_a["parts"],
+        )  # fmt: skip
+        sites_a = diff.median_sites([repository.run_sites(session, j, r) for j, r in before])
+    rows = diff.differences(prof_a, prof_b)
+    site_rows = diff.site_differences(
+        sites_a, repository.run_sites(session, job_b, run_b), _site_path
+    )
+    return Comparison(
+        finding=diff.finding(prof_a, prof_b, rows),
+        a=side_a,
+        b=_side(summary_b, prof_b),
+        differences=[RunDifference(**row) for row in rows],
+        sites=[SiteDifference(**row) for row in site_rows[:sites]],
+        sites_total=len(site_rows),
+    )

@@ -1,0 +1,150 @@
+# server/reports/compare.py — the report of a run comparison (issue #28 point 4).
+"""The comparison of run b with run a (or with the median of the earlier runs of b's
+program) as a report (HTML or PDF, server/reports/render.py): the two runs and the finding
+on the first page with where the elapsed time went per rank, then the call sites of either
+run, the largest change of time first. The figures are GET /api/compare's
+(server/compare/service.py), read through the viewer's session like every report."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy.orm import Session
+
+from presentation.card_reports import SECTION_ROWS, ranked
+from presentation.formatting import format_duration_ns, format_utc_ns
+from presentation.report_model import Progress, Report, Section, Table, no_progress
+from server.compare import service
+from stacklens.api_models import ComparedRun, Comparison, SiteDifference
+
+#: What each figure of a comparison report is and how it was obtained.
+EVIDENCE = [
+    ["Time per operation and per file, per rank", "measured",
+     "wall time inside every MPI and I/O call (PMPI/POSIX/stdio/MPI-IO hooks), summed over "
+     "the run's intervals and divided by its ranks"],
+    ["Computation", "derived", "the run's elapsed time minus its parts (never below 0)"],
+    ["Call sites: time, calls, bytes", "measured",
+     "the hooks' call-site tables summed over the ranks, as the run's Call sites card shows "
+     "them; a site matched across the runs by its op and frames (file, line and function, "
+     "else build-id and offset)"],
+    ["A median side", "derived", "per part and per site, the median over the runs of the "
+     "program's history (a run without it counts 0)"],
+]  # fmt: skip
+
+
+def side_name(side: ComparedRun, letter: str) -> str:
+    """How a side is named: "a: job 42 run 2" or "a: median of 5 earlier runs"."""
+    if side.job is None:
+        return f"{letter}: median of {side.runs} earlier run{'s' * (side.runs != 1)}"
+    return f"{letter}: job {side.job} run {side.run}"
+
+
+def _signed(ns: int) -> str:
+    return ("+" if ns >= 0 else "−") + format_duration_ns(abs(ns))
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.1f} %"
+
+
+def site_finding(site: SiteDifference) -> str:
+    """The call site whose time changed most, in words."""
+    where = {"both": "", "a": " (in run a only)", "b": " (in run b only)"}[site.present]
+    return (f"Largest change at a call site: {site.op} at {site.label}{where} "
+            f"{_signed(site.delta_ns)} over the ranks ({format_duration_ns(site.a_ns)} → "
+            f"{format_duration_ns(site.b_ns)}, {_pct(site.delta_pct)}; calls {site.a_calls:,} → "
+            f"{site.b_calls:,}).")  # fmt: skip
+
+
+def sites_table(comparison: Comparison) -> Table:
+    """The call sites of either run, the largest change of time first."""
+    rows, note = ranked(
+        [
+            [
+                s.label,
+                s.op,
+                {"both": "both", "a": "a only", "b": "b only"}[s.present],
+                format_duration_ns(s.a_ns),
+                format_duration_ns(s.b_ns),
+                _signed(s.delta_ns),
+                _pct(s.delta_pct),
+                f"{s.a_calls:,}",
+                f"{s.b_calls:,}",
+                f"{s.a_bytes:,}",
+                f"{s.b_bytes:,}",
+            ]
+            for s in comparison.sites
+        ]  # fmt: skip
+    )
+    if comparison.sites_total > len(comparison.sites):
+        note = (f"The {len(comparison.sites):,} of {comparison.sites_total:,} call sites whose "
+                f"time changed most. {note}").strip()  # fmt: skip
+    return Table(
+        ["call site", "operation", "in", "time a", "time b", "change", "change %", "calls a",
+         "calls b", "bytes a", "bytes b"],
+        rows, [False, False, False, True, True, True, True, True, True, True, True],
+        (note + " " if note else "") + "Times summed over the ranks; change: b − a.",
+    )  # fmt: skip
+
+
+def compare_report(
+    session: Session,
+    b: service.Side,
+    a: service.Side | None,
+    last: int = service.DEFAULT_HISTORY,
+    progress: Progress = no_progress,
+) -> Report:
+    """The report of run `b` against run `a` (None: the median of the `last` runs of b's
+    program before it)."""
+    progress(0, 2, "comparing the runs")
+    comparison = service.compare(session, b, a, last, SECTION_ROWS)
+    progress(1, 2, "call sites")
+    facts = [("Command", comparison.b.command), ("World size", str(comparison.b.world_size))]
+    for side, letter in ((comparison.a, "a"), (comparison.b, "b")):
+        started = "" if side.started_ns is None else f", started {format_utc_ns(side.started_ns)}"
+        facts.append((f"Run {letter}", f"{side_name(side, letter)[3:]}{started}, "
+                      f"{format_duration_ns(side.elapsed_ns)} elapsed, on "
+                      f"{', '.join(side.hosts[:8]) or 'no host'}"
+                      f"{' …' if len(side.hosts) > 8 else ''}"))  # fmt: skip
+    findings = [comparison.finding]
+    if comparison.sites and comparison.sites[0].delta_ns:
+        findings.append(site_finding(comparison.sites[0]))
+    parts = Table(
+        ["part", "a", "b", "change per rank", "share of the change"],
+        [[d.name, format_duration_ns(d.a_ns), format_duration_ns(d.b_ns), _signed(d.delta_ns),
+          "—" if d.share is None else f"{d.share:.0%}"] for d in comparison.differences],
+        [False, True, True, True, True],
+        "" if comparison.differences else "No part of the elapsed time differs.",
+    )  # fmt: skip
+    sites = Section(
+        "Call sites", "sites",
+        "The call sites of either run, the largest change of time first: the same site in "
+        "both runs when its operation and frames are (file, line and function, else "
+        "build-id and offset).", tables=[sites_table(comparison)],
+    )  # fmt: skip
+    name_b, name_a = side_name(comparison.b, "b")[3:], side_name(comparison.a, "a")[3:]
+    progress(2, 2, "done")
+    return Report(
+        kind="comparison",
+        title=f"Comparison: {name_b} against {name_a}",
+        facts=facts,
+        findings=findings,
+        summary=[("Where the elapsed time went (per rank), largest change first", parts)],
+        sections=[sites],
+        evidence=Table(["figure", "basis", "how"], EVIDENCE),
+        filename=_filename(comparison),
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    )
+
+
+def _filename(comparison: Comparison) -> str:
+    """stacklens-comparison-<job b>-run<n>-vs-<job a>-run<m> (or -vs-median), safe."""
+
+    def run(side: ComparedRun) -> str:
+        return "median" if side.job is None else f"{side.job}-run{side.run}"
+
+    name = f"{run(comparison.b)}-vs-{run(comparison.a)}"
+    return (
+        "stacklens-comparison-"
+        + "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:120]
+    )
