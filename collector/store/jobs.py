@@ -14,6 +14,23 @@ from __future__ import annotations
 
 import psycopg
 
+#: Creates or extends the jobs of rows (owner, key, world size, command, user, status, start,
+#: end; one array each): the largest world, the earliest start, the latest end, the first
+#: command and user; the status is JOB_STATUS's to set. Returns their ids.
+UPSERT_JOBS = """
+INSERT INTO jobs (owner_uid, job_key, world_size, command, "user", status, started_ns,
+                  last_seen_ns)
+SELECT * FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[], %b::text[], %b::text[],
+                     %b::bigint[], %b::bigint[])
+ON CONFLICT (owner_uid, job_key) DO UPDATE SET
+    world_size = GREATEST(jobs.world_size, EXCLUDED.world_size),
+    started_ns = LEAST(jobs.started_ns, EXCLUDED.started_ns),
+    last_seen_ns = GREATEST(jobs.last_seen_ns, EXCLUDED.last_seen_ns),
+    command = COALESCE(jobs.command, EXCLUDED.command),
+    "user" = COALESCE(jobs."user", EXCLUDED."user")
+RETURNING id
+"""
+
 #: Sets the status of the jobs %s (an array of ids) from their runs' statuses: running if
 #: one run is, else lost, else aborted, else killed, else failed, else finished;
 #: finished_ns is the latest run end.

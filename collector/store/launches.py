@@ -25,23 +25,7 @@ import numpy as np
 import psycopg
 
 from collector.codec import FrameBatch
-from collector.store.jobs import JOB_STATUS
-
-#: A new job of a launch record (ON CONFLICT: the job exists; the launch joins it).
-_CREATE_JOB = """
-INSERT INTO jobs (owner_uid, job_key, world_size, command, "user", status, started_ns,
-                  last_seen_ns, finished_ns)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (owner_uid, job_key) DO UPDATE SET
-    world_size = GREATEST(jobs.world_size, EXCLUDED.world_size),
-    started_ns = LEAST(jobs.started_ns, EXCLUDED.started_ns),
-    last_seen_ns = GREATEST(jobs.last_seen_ns, EXCLUDED.last_seen_ns),
-    command = COALESCE(jobs.command, EXCLUDED.command),
-    "user" = COALESCE(jobs."user", EXCLUDED."user")
-"""
-
-#: The job, locked against registrations drawing run ordinals (as the writer's _LOCK_JOBS).
-_LOCK_JOB = "SELECT id FROM jobs WHERE owner_uid = %s AND job_key = %s FOR NO KEY UPDATE"
+from collector.store.jobs import JOB_STATUS, UPSERT_JOBS
 
 #: The launch's outcome on the runs its ranks made; a run still running or lost ends with it.
 _ON_RUNS = """
@@ -136,14 +120,14 @@ async def store_launches(conn: psycopg.AsyncConnection, launches: list[LaunchRec
     ordered = sorted(launches, key=lambda r: (r.owner, r.job_key.encode()))
     async with conn.transaction(), conn.cursor() as cur:
         for r in ordered:
+            # the job's row, locked until the commit (as the writer's registrations lock it)
             await cur.execute(
-                _CREATE_JOB,
-                (r.owner, r.job_key, r.ranks_expected or 0, r.command, r.user, r.status,
-                 r.started_ns, r.ended_ns, r.ended_ns),
+                UPSERT_JOBS,
+                ([r.owner], [r.job_key], [r.ranks_expected or 0], [r.command], [r.user],
+                 [r.status], [r.started_ns], [r.ended_ns]),
             )  # fmt: skip
-            await cur.execute(_LOCK_JOB, (r.owner, r.job_key))
             row = await cur.fetchone()
-            assert row is not None  # made just above, in this transaction
+            assert row is not None  # RETURNING id of the one row
             values = {
                 "job": row[0], "launch": r.launch_key, "ranks": r.ranks_expected,
                 "code": r.exit_code, "signal": r.exit_signal, "forwarded": r.forwarded,

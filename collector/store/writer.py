@@ -32,7 +32,7 @@ import psycopg
 
 from collector.codec import FrameBatch, encode_arrays, frame_addresses
 from collector.store.copy import COPY_SIGNATURE, COPY_TRAILER, binary_copy
-from collector.store.jobs import JOB_STATUS
+from collector.store.jobs import JOB_STATUS, UPSERT_JOBS
 from collector.store.launches import LaunchRecord, launch_records, store_launches
 from collector.store.names import (
     NO_RANK,
@@ -53,20 +53,6 @@ from stacklens.wire import FINAL_TYPES, FrameError, FrameType, Status
 
 log = logging.getLogger(__name__)
 
-_UPSERT_JOBS = """
-INSERT INTO jobs (owner_uid, job_key, world_size, command, "user", status, started_ns,
-                  last_seen_ns)
-SELECT * FROM unnest(%b::bigint[], %b::text[], %b::int[], %b::text[], %b::text[], %b::text[],
-                     %b::bigint[], %b::bigint[])
-ON CONFLICT (owner_uid, job_key) DO UPDATE SET
-    world_size = GREATEST(jobs.world_size, EXCLUDED.world_size),
-    started_ns = LEAST(jobs.started_ns, EXCLUDED.started_ns),
-    last_seen_ns = GREATEST(jobs.last_seen_ns, EXCLUDED.last_seen_ns),
-    command = COALESCE(jobs.command, EXCLUDED.command),
-    "user" = COALESCE(jobs."user", EXCLUDED."user")
-RETURNING id
-"""
-
 #: Registration (its own short transaction, see FrameWriter._register): new jobs ...
 _CREATE_JOBS = """
 INSERT INTO jobs (owner_uid, job_key, world_size, command, "user", status, started_ns,
@@ -77,7 +63,7 @@ ON CONFLICT (owner_uid, job_key) DO NOTHING
 """
 
 #: ... the jobs whose runs or processes are being numbered, locked in key order (the order
-#: of _UPSERT_JOBS) against other registrations; FOR NO KEY UPDATE does not conflict with
+#: of UPSERT_JOBS) against other registrations; FOR NO KEY UPDATE does not conflict with
 #: the KEY SHARE locks that rows referring to the job take.
 _LOCK_JOBS = """
 SELECT j.id, j.owner_uid, j.job_key FROM jobs j
@@ -626,7 +612,7 @@ class FrameWriter:
                 raise _StaleIds
             if ending := plan.ending(runs):
                 await cur.execute(_END_RUNS, (ending,))
-            await cur.execute(_UPSERT_JOBS, runs.job_params())
+            await cur.execute(UPSERT_JOBS, runs.job_params())
             if sorted(ids.jobs.tolist()) != sorted(row[0] for row in await cur.fetchall()):
                 raise _StaleIds
             await cur.execute(JOB_STATUS, (ids.jobs.tolist(),))
@@ -848,7 +834,7 @@ class _Runs:
         return tuple(rows[c] for c in _RUN_COLUMNS)
 
     def job_params(self) -> tuple[Any, ...]:
-        """Parameters of _UPSERT_JOBS and _CREATE_JOBS: one row per job (largest MPI world,
+        """Parameters of UPSERT_JOBS and _CREATE_JOBS: one row per job (largest MPI world,
         first command and user, earliest start, latest end)."""
         n = len(self.job_keys)
         size = np.ones(n, dtype=np.int64)
