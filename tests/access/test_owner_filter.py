@@ -42,7 +42,7 @@ LINK_ATTRIBUTION = {
     "/api/fabric/nodes/{guid}/jobs",
 }  # fmt: skip
 #: Routes that name runs by query parameters (?job=, ?a=, ?b=): checked below.
-RUNS_BY_QUERY = {"/api/compare", "/api/compare/history"}
+RUNS_BY_QUERY = {"/api/compare", "/api/compare/history", "/api/reports/compare"}
 #: Routes that write: the ingest has its own gate (server/ingest/gate.py).
 WRITES = {"/api/ingest/frames"}
 #: The catch-all 404 for unknown /api/ paths (server/errors.py).

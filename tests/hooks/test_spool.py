@@ -239,15 +239,21 @@ def test_a_planted_name_in_the_spool_is_not_followed(hook_library, tmp_path):
 
 def test_the_node_total_is_bounded_for_all_processes_together(hook_library, tmp_path):
     """STACKLENS_SPOOL_NODE_MAX_MB bounds the spool directory, whatever wrote it: with the
-    directory 2,000 bytes short of the cap, four processes that each spool one frame of
-    1,001 to 2,000 bytes (far below their own cap; its size depends on the length of the
-    program's path, which its call sites carry) at once leave exactly one frame there; the
+    directory short of the cap by room for one frame of the spooler but not two (its size,
+    measured first, depends on the length of the program's path, which its call sites
+    carry), four processes that each spool that frame at once leave exactly one there; the
     three others say why, once each. Without the node bound all four would be spooled."""
+    alone = tmp_path / "alone"
+    measure = hooks_env(hook_library, f"127.0.0.1:{free_port()}", "node-cap",
+                        STACKLENS_SPOOL_DIR=str(alone))  # fmt: skip
+    assert run_spooler(measure, tmp_path).returncode == 0
+    (frame_size,) = [p.stat().st_size for p in alone.glob("node-cap.*.slf")]
+    room = frame_size + frame_size // 2
     spool = tmp_path / "spool"
     (spool / "rejected").mkdir(parents=True, mode=0o700)
     spool.chmod(0o700)
     cap = 1 << 20
-    (spool / "earlier.slf").write_bytes(b"x" * (cap - 2000 - 100))
+    (spool / "earlier.slf").write_bytes(b"x" * (cap - room - 100))
     (spool / "rejected" / "refused.slf").write_bytes(b"y" * 100)  # rejected/ counts too
     env = hooks_env(hook_library, f"127.0.0.1:{free_port()}", "node-cap",
                     STACKLENS_SPOOL_DIR=str(spool), STACKLENS_SPOOL_NODE_MAX_MB="1")  # fmt: skip
@@ -267,10 +273,9 @@ def test_the_node_total_is_bounded_for_all_processes_together(hook_library, tmp_
             jobs.kill_group(proc)
     assert [proc.returncode for proc in procs] == [0] * 4, results
     frames = sorted(spool.glob("node-cap.*.slf"))
-    (size,) = [p.stat().st_size for p in frames]
-    assert 1000 < size <= 2000  # one frame fits in what is left, two do not
+    assert [p.stat().st_size for p in frames] == [frame_size]
     total = sum(p.stat().st_size for p in spool.rglob("*") if p.is_file())
-    assert total == cap - 2000 + size <= cap
+    assert total == cap - room + frame_size <= cap
     warnings = [spool_warnings(err) for _, err in results]
     assert sorted(len(w) for w in warnings) == [0, 1, 1, 1], warnings
     assert all("node cap STACKLENS_SPOOL_NODE_MAX_MB reached" in w[0] for w in warnings if w)

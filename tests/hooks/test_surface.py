@@ -168,8 +168,9 @@ def test_collector_down_spools_and_replays_exactly(
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    files = sorted(p.name for p in spool.glob("*.slf"))
+    files = sorted(p.name for p in spool.glob(f"{job}.*.slf"))  # the ranks' (not the launch's)
     assert files and not list(spool.glob("*.tmp"))
+    assert len(list(spool.glob("launch.*.slf"))) == 1  # stacklens run's launch record waits too
     # <job>.<run id, 16 hex digits>.<rank>.<seq>.<pid>.slf: one run, every rank.
     runs = {f.split(".")[1] for f in files}
     assert len(runs) == 1 and len(runs.pop()) == 16
@@ -180,7 +181,7 @@ def test_collector_down_spools_and_replays_exactly(
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert replay.returncode == 0, replay.stderr
-    assert f"replayed {len(files)} frames" in replay.stdout
+    assert f"replayed {len(files) + 1} frames" in replay.stdout  # and the launch record
     assert list(spool.iterdir()) == []
     check_surface(pg_url, job, tmp_path)
 
