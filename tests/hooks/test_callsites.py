@@ -136,7 +136,7 @@ def test_two_sites_of_one_op_are_kept_apart_exactly(collector, pg_url, mpi, tmp_
     assert len(comm_ids) == 1 and NO_COMM not in comm_ids  # MPI_COMM_WORLD's id
 
 
-@pytest.mark.parametrize("mpi", ["openmpi"])
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
 def test_depth_two_keeps_the_caller_and_depth_zero_switches_off(collector, pg_url, mpi,
                                                                 tmp_path):  # fmt: skip
     lines = marked_lines()
