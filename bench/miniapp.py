@@ -82,12 +82,14 @@ def build_darshan(given: str, scratch: Path) -> str:
         subprocess.run(["git", "clone", "-q", *shallow, given, tree], check=True)
     build, prefix = scratch / "darshan-build", scratch / "darshan"
     build.mkdir()
-    quiet = {"capture_output": True, "check": True}
-    subprocess.run(["./prepare.sh"], cwd=tree, **quiet)
-    subprocess.run([f"{tree}/configure", f"--prefix={prefix}", "--with-jobid-env=NONE",
-                    "--with-log-path-by-env=DARSHAN_LOGPATH", "--enable-mpiio-mod",
-                    "--disable-darshan-util", "CC=mpicc"], cwd=build, **quiet)  # fmt: skip
-    subprocess.run(["make", f"-j{os.cpu_count()}", "install"], cwd=build, **quiet)
+    for cmd, where in (
+        (["./prepare.sh"], tree),
+        ([f"{tree}/configure", f"--prefix={prefix}", "--with-jobid-env=NONE",
+          "--with-log-path-by-env=DARSHAN_LOGPATH", "--enable-mpiio-mod",
+          "--disable-darshan-util", "CC=mpicc"], str(build)),
+        (["make", f"-j{os.cpu_count()}", "install"], str(build)),
+    ):  # fmt: skip
+        subprocess.run(cmd, cwd=where, capture_output=True, check=True)
     return str(prefix / "lib" / "libdarshan.so")
 
 
