@@ -7,6 +7,7 @@
 #include "monitored.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -19,6 +20,10 @@
 
 /* The monitoring variable, as the hooks leave it for Open MPI to read at MPI_Init. */
 #define SL_OMPI_MONITORING "OMPI_MCA_pml_monitoring_enable"
+
+/* OPAL_ERR_NOT_FOUND (opal/include/opal/constants.h), what a lookup of a key not in an
+ * opal_hash_table answers. */
+#define SL_OPAL_ERR_NOT_FOUND (-13)
 
 /* STACKLENS_MONITOR_TRAFFIC: 0 off, 1 auto, 2 on. */
 static int monitor_mode(void)
@@ -44,6 +49,115 @@ static int mode = -1; /* monitor_mode(), read once at sl_monitored_prepare */
 static int keep_component;
 #endif
 
+#ifdef OPEN_MPI
+/* Where this Open MPI keeps its system MCA parameter file (compiled in from
+ * `ompi_info --path sysconfdir`; OPAL_SYSCONFDIR moves it, as it moves Open MPI's). */
+#ifndef SL_OMPI_SYSCONFDIR
+#define SL_OMPI_SYSCONFDIR "/etc/openmpi"
+#endif
+
+/* Copies into out (cap bytes) the value `name` has in the MCA parameter file path
+ * (`name = value` lines, '#' comments; a value longer than out is not taken).
+ * Returns 1 if the file sets it. */
+static int param_file_value(const char *path, const char *name, char *out, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return 0;
+    char line[512];
+    size_t n = strlen(name);
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (strncmp(p, name, n) != 0)
+            continue;
+        p += n;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p++ != '=')
+            continue;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t len = strcspn(p, "#\r\n");
+        while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
+        if (len >= 2 && ((p[0] == '"' && p[len - 1] == '"') || (p[0] == '\'' && p[len - 1] == '\''))) {
+            p++;
+            len -= 2;
+        }
+        if (len < cap) {
+            memcpy(out, p, len);
+            out[len] = '\0';
+            found = 1;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* The value Open MPI would give the framework list `name` (e.g. "coll") from its
+ * parameter files, as it reads them: the files of OMPI_MCA_mca_base_param_files
+ * (comma-separated, "none" for none), else ~/.openmpi/mca-params.conf then the system
+ * file; the first that sets it wins. Returns 1 if one does. */
+static int param_files_value(const char *name, char *out, size_t cap)
+{
+    char list[1024];
+    const char *files = getenv("OMPI_MCA_mca_base_param_files");
+    if (files != NULL && strcmp(files, "none") == 0)
+        return 0;
+    if (files == NULL) {
+        const char *home = getenv("HOME");
+        const char *sysconf = getenv("OPAL_SYSCONFDIR");
+        if (sysconf == NULL || *sysconf == '\0')
+            sysconf = SL_OMPI_SYSCONFDIR;
+        snprintf(list, sizeof list, "%s/.openmpi/mca-params.conf,%s/openmpi-mca-params.conf",
+                 home != NULL ? home : "", sysconf);
+    } else {
+        snprintf(list, sizeof list, "%s", files);
+    }
+    for (char *save = NULL, *path = strtok_r(list, ",", &save); path != NULL;
+         path = strtok_r(NULL, ",", &save))
+        if (param_file_value(path, name, out, cap))
+            return 1;
+    return 0;
+}
+
+/* 1 if the comma-separated component list names component. */
+static int list_names(const char *list, const char *component)
+{
+    size_t n = strlen(component);
+    for (const char *p = list; *p != '\0'; p += strcspn(p, ","), p += (*p == ',')) {
+        if (strncmp(p, component, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
+/* Keeps Open MPI's coll/monitoring component out of a run whose monitoring the hooks
+ * switched on (see monitored.h, "Which component"): the coll selection the job has (the
+ * environment's OMPI_MCA_coll, else its parameter files'), with monitoring excluded. An
+ * exclusion list gets ",monitoring" added; an inclusion list is left as it is (it names
+ * coll/monitoring only if the job asked for it); none becomes "^monitoring". */
+static void exclude_coll_monitoring(void)
+{
+    char value[512];
+    const char *coll = getenv("OMPI_MCA_coll");
+    if (coll == NULL && param_files_value("coll", value, sizeof value))
+        coll = value;
+    if (coll == NULL || *coll == '\0') {
+        setenv("OMPI_MCA_coll", "^monitoring", 1);
+        return;
+    }
+    if (coll[0] != '^' || list_names(coll + 1, "monitoring"))
+        return;
+    char merged[600];
+    if (snprintf(merged, sizeof merged, "%s,monitoring", coll) < (int)sizeof merged)
+        setenv("OMPI_MCA_coll", merged, 1);
+}
+#endif
+
 void sl_monitored_prepare(void)
 {
     mode = monitor_mode();
@@ -53,10 +167,12 @@ void sl_monitored_prepare(void)
         return;
     if (getenv(SL_OMPI_MONITORING) != NULL || getenv(SL_OMPI_MONITORING "_output") != NULL
         || getenv("OMPI_MCA_pml_monitoring_filename") != NULL) {
+        /* the job's own monitoring: as it asked, coll/monitoring's fault included */
         keep_component = 1;
         setenv(SL_OMPI_MONITORING, "1", 0);
         return;
     }
+    exclude_coll_monitoring();
     setenv(SL_OMPI_MONITORING, "1", 0);
 #endif
 }
@@ -122,18 +238,54 @@ int sl_monitored_active(void)
     return __atomic_load_n(&counters, __ATOMIC_ACQUIRE) != NULL;
 }
 
+/* 1 once coll/monitoring has made its table of communicators (its first module
+ * enabled): mca_common_monitoring_coll_new has been called. */
+static int coll_table_made;
+
 void sl_monitored_graph_made(MPI_Comm comm)
 {
     static int warned;
     int rank = 1;
-    if (!sl_monitored_active() || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&coll_table_made, __ATOMIC_ACQUIRE)
+        || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
         return;
     if (PMPI_Comm_rank(comm, &rank) == MPI_SUCCESS && rank == 0)
-        sl_warn("Open MPI's monitoring component (STACKLENS_MONITOR_TRAFFIC=%s) may crash "
-                "(SIGFPE or SIGSEGV) in neighbourhood collectives on this graph communicator, "
-                "a fault of Open MPI 4.1; if this program uses them, run it with "
-                "STACKLENS_MONITOR_TRAFFIC=off",
-                mode == 2 ? "on" : "auto");
+        sl_warn("this job switched on Open MPI's monitoring (pml_monitoring_enable) and with "
+                "it coll/monitoring, which crashes (SIGFPE or SIGSEGV) in neighbourhood "
+                "collectives on this graph communicator, a fault of Open MPI 4.1 with or "
+                "without stacklens; OMPI_MCA_coll=^monitoring keeps it out");
+}
+
+/* coll/monitoring's call as it enables its module on a communicator (the first makes
+ * its table): noted, then passed on. */
+SL_EXPORT void *mca_common_monitoring_coll_new(void *comm);
+
+SL_EXPORT void *mca_common_monitoring_coll_new(void *comm)
+{
+    static void *next_cache;
+    void *(*next)(void *) = (void *(*)(void *))sl_next_fn(&next_cache,
+                                                          "mca_common_monitoring_coll_new");
+    if (next == NULL)
+        return NULL;
+    void *data = next(comm);
+    __atomic_store_n(&coll_table_made, 1, __ATOMIC_RELEASE);
+    return data;
+}
+
+/* pml/monitoring's call as a communicator is freed (MPI_Comm_free, MPI_Finalize): it
+ * looks the communicator up in coll/monitoring's table, which does not exist while
+ * coll/monitoring is out (a NULL table: SIGSEGV in opal_hash_table_get_value_uint64).
+ * Passed on only once the table exists; else the communicator is not in it. */
+SL_EXPORT int mca_common_monitoring_coll_cache_name(void *comm);
+
+SL_EXPORT int mca_common_monitoring_coll_cache_name(void *comm)
+{
+    static void *next_cache;
+    if (!__atomic_load_n(&coll_table_made, __ATOMIC_ACQUIRE))
+        return SL_OPAL_ERR_NOT_FOUND;
+    int (*next)(void *) = (int (*)(void *))sl_next_fn(&next_cache,
+                                                      "mca_common_monitoring_coll_cache_name");
+    return next != NULL ? next(comm) : SL_OPAL_ERR_NOT_FOUND;
 }
 
 void sl_monitored_load(int peer, uint64_t *bytes, uint64_t *msgs)

@@ -27,17 +27,20 @@
  * _filename), nothing reads the component's own counts (Open MPI 4.1 drops its
  * MPI_T variables, no dump is asked for), so its recording function is not
  * called: the counts stored are the same. Otherwise it is called after the
- * hooks' count. The coll monitoring component comes with it (Open MPI 4.1.4
- * crashes in MPI_Finalize when it is excluded with coll=^monitoring, and in
- * MPI_Comm_free: pml/monitoring looks communicators up in coll/monitoring's table).
+ * hooks' count.
  *
- * Known fault of the component: Open MPI 4.1.4's coll/monitoring reads every
- * communicator's topology as a Cartesian one in its neighbourhood collectives, so on a
- * graph or distributed-graph communicator they die of SIGFPE or SIGSEGV
- * (mca_topo_base_cart_shift), with or without stacklens once monitoring is on; it
- * cannot be switched off per communicator. When such a communicator is made while
- * the traffic is monitored, rank 0 of it says so once and names the remedy
- * (STACKLENS_MONITOR_TRAFFIC=off), so a crash that may follow is explained.
+ * Which component (docs/design.md, "Which monitoring component"): the switch also
+ * turns on coll/monitoring, which Open MPI 4.1.4 gets wrong on graph and
+ * distributed-graph communicators (its neighbourhood collectives read the topology
+ * as Cartesian: SIGFPE/SIGSEGV in mca_topo_base_cart_shift, with or without
+ * stacklens). When the hooks switch monitoring on themselves they leave
+ * coll/monitoring out of the job's coll selection, and since pml/monitoring looks
+ * every freed communicator up in coll/monitoring's table (NULL without it: SIGSEGV
+ * in MPI_Comm_free/MPI_Finalize), the library exports
+ * mca_common_monitoring_coll_new (notes that the table exists) and
+ * mca_common_monitoring_coll_cache_name (passed on only then). A job that switches
+ * monitoring on itself keeps coll/monitoring as it asked; a graph communicator made
+ * then gets one warning from its rank 0.
  *
  * Safety: the recording is two adds into per-peer rows allocated once after
  * PMPI_Init (never freed: the PML may record until the process ends): one row
@@ -59,7 +62,7 @@
 
 /* Before PMPI_Init*: unless STACKLENS_MONITOR_TRAFFIC=off, switches Open MPI's
  * monitoring on (OMPI_MCA_pml_monitoring_enable=1) when the environment does not
- * already say otherwise. */
+ * already say otherwise, and then leaves coll/monitoring out (OMPI_MCA_coll). */
 void sl_monitored_prepare(void);
 
 /* After PMPI_Init* (world_size ranks): if the monitoring component is active,
@@ -74,8 +77,8 @@ int sl_monitored_active(void);
 void sl_monitored_load(int peer, uint64_t *bytes, uint64_t *msgs);
 
 /* A communicator `comm` with a graph or distributed-graph topology was made: under
- * Open MPI, while the traffic is monitored, one warning (its rank 0, once per process)
- * that the monitoring component may crash in its neighbourhood collectives. */
+ * Open MPI, while coll/monitoring is in (the job's own monitoring), one warning (its
+ * rank 0, once per process) that it crashes in their neighbourhood collectives. */
 void sl_monitored_graph_made(MPI_Comm comm);
 
 #endif /* SL_MONITORED_H */

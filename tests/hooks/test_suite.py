@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import mpi_env
+from tests.conftest import mpi_env, query
 from tests.hooks import jobs
 from tests.hooks.test_families import descriptions
+from tests.hooks.test_monitored import monitoring_dump, stored_bytes
 
 #: The families and the ranks each runs on (the node has 2 cores).
 FAMILIES = {
@@ -45,19 +46,13 @@ COUNT_NOTHING = {("sessions", "openmpi")}
 #: vader, mca_btl_vader_emu_acswap) while vader copies through CMA, without stacklens too.
 RUNTIME_ENV = {("rma_atomic", "openmpi"): {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}}
 
-#: Families run under one MPI with the hooks' traffic monitoring off, and why: Open MPI
-#: 4.1.4's coll/monitoring component reads a distributed graph's topology as a Cartesian
-#: one in its neighbourhood collectives and dies of SIGFPE or SIGSEGV
-#: (mca_topo_base_cart_shift) once monitoring is on, with or without the hooks; it cannot be
-#: kept out of one communicator. The hooks warn when such a communicator is made
-#: (test_a_graph_communicator_under_monitoring_is_warned_about).
-UNMONITORED = {("neighbor_graph", "openmpi")}
-
-#: The hooks' warning when a graph communicator is made under Open MPI's monitoring.
+#: The hooks' warning when this job's own Open MPI monitoring (coll/monitoring with it)
+#: is on as a graph communicator is made.
 GRAPH_WARNING = (
-    "stacklens: Open MPI's monitoring component (STACKLENS_MONITOR_TRAFFIC=auto) may crash "
-    "(SIGFPE or SIGSEGV) in neighbourhood collectives on this graph communicator, a fault of "
-    "Open MPI 4.1; if this program uses them, run it with STACKLENS_MONITOR_TRAFFIC=off"
+    "stacklens: this job switched on Open MPI's monitoring (pml_monitoring_enable) and with "
+    "it coll/monitoring, which crashes (SIGFPE or SIGSEGV) in neighbourhood collectives on "
+    "this graph communicator, a fault of Open MPI 4.1 with or without stacklens; "
+    "OMPI_MCA_coll=^monitoring keeps it out"
 )
 
 
@@ -94,8 +89,7 @@ def test_family_counts_are_the_programs_own(collector, pg_url, tmp_path, mpi, fa
     runtime = RUNTIME_ENV.get((family, mpi), {})
     plain = jobs.finish(jobs.start(jobs.mpirun(mpi, ranks, argv), mpi_env(**runtime)), 90)
     job = f"suite-{family}-{mpi}-{uuid.uuid4().hex[:6]}"
-    hooks = {"STACKLENS_MONITOR_TRAFFIC": "off"} if (family, mpi) in UNMONITORED else {}
-    hooked = jobs.run_job(collector, mpi, argv, job, ranks=ranks, **runtime, **hooks)
+    hooked = jobs.run_job(collector, mpi, argv, job, ranks=ranks, **runtime)
     assert (plain.returncode, hooked.returncode) == (0, 0), plain.stderr + hooked.stderr
     assert sorted(hooked.stdout.splitlines()) == sorted(plain.stdout.splitlines())
     assert " FAILED" not in hooked.stdout
@@ -106,19 +100,61 @@ def test_family_counts_are_the_programs_own(collector, pg_url, tmp_path, mpi, fa
     assert stored == printed
 
 
-def test_a_graph_communicator_under_monitoring_is_warned_about(collector, tmp_path):
-    """Under Open MPI with the traffic monitored (the default), making a distributed-graph
-    communicator prints the hooks' warning once, from its rank 0, before the component's
-    fault can strike in the neighbourhood collectives that follow (the program may then
-    die of it: its exit is not the point here)."""
+def test_graph_neighbourhood_collectives_are_monitored_exactly_and_never_crash(
+    collector, pg_url, tmp_path
+):
+    """Under Open MPI the hooks switch its monitoring on and keep coll/monitoring out of it
+    (it reads a graph communicator's topology as a Cartesian one in its neighbourhood
+    collectives: SIGFPE or SIGSEGV in mca_topo_base_cart_shift). The graph program, run 3
+    times with the hooks' defaults: exit 0 and the plain run's output every time, every
+    frame monitored, and the monitored bytes and messages per (rank, peer) exactly what
+    pml/monitoring dumps in a run where the job asks for its dump and leaves coll/monitoring
+    out itself (which the hooks make safe: pml/monitoring then looks every freed
+    communicator up in coll/monitoring's table, which does not exist)."""
+    ranks = FAMILIES["neighbor_graph"]
+    argv = [suite_program("openmpi", "neighbor_graph"), str(tmp_path)]
+    plain = jobs.finish(jobs.start(jobs.mpirun("openmpi", ranks, argv), mpi_env()), 90)
+    assert plain.returncode == 0, plain.stderr
+    prefix = tmp_path / "prof"
+    dumped = f"suite-graph-dump-{uuid.uuid4().hex[:6]}"
+    result = jobs.run_job(
+        collector, "openmpi", argv, dumped, ranks, OMPI_MCA_pml_monitoring_enable="1",
+        OMPI_MCA_pml_monitoring_enable_output="3", OMPI_MCA_pml_monitoring_filename=str(prefix),
+        OMPI_MCA_coll="^monitoring",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    expected = monitoring_dump(prefix, ranks)
+    # every rank sent the neighbourhood collectives' messages to the next rank at least
+    for r in range(ranks):
+        assert expected[(r, (r + 1) % ranks)][0] >= 16 + 8 + 12 + 8 + 4 + 20 + 12
+    assert stored_bytes(pg_url, dumped) == expected
+    for attempt in range(3):
+        job = f"suite-graph-monitored-{attempt}-{uuid.uuid4().hex[:6]}"
+        hooked = jobs.run_job(collector, "openmpi", argv, job, ranks)
+        assert hooked.returncode == 0, hooked.stderr
+        assert sorted(hooked.stdout.splitlines()) == sorted(plain.stdout.splitlines())
+        assert jobs.library_warnings(hooked.stderr) == []
+        assert stored_bytes(pg_url, job) == expected
+        [(frames, monitored_rows)] = query(
+            pg_url,
+            "SELECT (SELECT count(*) FROM received_frames f JOIN jobs ON jobs.id = f.job_id "
+            "WHERE job_key = %s), (SELECT count(*) FROM monitored_frames w JOIN jobs ON "
+            "jobs.id = w.job_id WHERE job_key = %s)",
+            (job, job),
+        )
+        assert monitored_rows == frames >= ranks
+
+
+def test_the_jobs_own_coll_monitoring_on_a_graph_communicator_is_warned_about(collector, tmp_path):
+    """A job that switches Open MPI's monitoring on itself gets coll/monitoring as it asked
+    (the crash is then Open MPI's, with or without stacklens): making a graph communicator
+    prints the hooks' warning once, from its rank 0, naming the way out (its exit is not the
+    point here: the component may kill it right after)."""
     argv = [suite_program("openmpi", "neighbor_graph"), str(tmp_path)]
     job = f"suite-graph-warning-{uuid.uuid4().hex[:6]}"
-    hooked = jobs.run_job(collector, "openmpi", argv, job, ranks=FAMILIES["neighbor_graph"])
+    hooked = jobs.run_job(collector, "openmpi", argv, job, ranks=FAMILIES["neighbor_graph"],
+                          OMPI_MCA_pml_monitoring_enable="1")  # fmt: skip
     assert hooked.stderr.count(GRAPH_WARNING) == 1, hooked.stderr
-    ranks = FAMILIES["neighbor_graph"]
-    off = jobs.run_job(collector, "openmpi", argv, f"{job}-off", ranks=ranks,
-                       STACKLENS_MONITOR_TRAFFIC="off")  # fmt: skip
-    assert (off.returncode, GRAPH_WARNING in off.stderr) == (0, False), off.stderr
 
 
 def call_line(source: Path, call: str) -> int:
@@ -147,8 +183,7 @@ def test_each_graph_making_call_is_a_family_with_its_call_site(collector, pg_url
     program = suite_program(mpi, "neighbor_graph")
     ranks = FAMILIES["neighbor_graph"]
     job = f"suite-graph-families-{mpi}-{uuid.uuid4().hex[:6]}"
-    hooks = {"STACKLENS_MONITOR_TRAFFIC": "off"} if ("neighbor_graph", mpi) in UNMONITORED else {}
-    result = jobs.run_job(collector, mpi, [program], job, ranks=ranks, **hooks)
+    result = jobs.run_job(collector, mpi, [program], job, ranks=ranks)
     assert result.returncode == 0, result.stderr
     lines = {call_line(GRAPH_SOURCE, call): call for call in GRAPH_CALLS}
     families: dict[str, set[int]] = {}
