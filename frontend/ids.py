@@ -147,6 +147,12 @@ CMP_SITES_CAPTION = "cmp-sites-caption"  # what the compared call sites grid hol
 CMP_SITES = "cmp-sites"  # grid: the call sites of either run, largest change first
 CMP_TREND = "cmp-trend"  # dcc.Graph: elapsed time of the program's runs
 CMP_HISTORY = "cmp-history"  # table: the program's runs
+CMP_OWNERS = "cmp-owners"  # dcc.Store: {"b": owner, "a": owner} from the URL (admins)
+CMP_FAMILIES_FIG = "cmp-families-fig"  # dcc.Graph: time per family, a beside b
+CMP_FAMILIES = "cmp-families"  # table: the families of either run, largest change first
+CMP_CONTEXT = "cmp-context"  # table: each side's placement, link load and incidents
+CMP_REPORT_PDF = "cmp-report-pdf"  # link: the comparison's report, PDF
+CMP_REPORT_HTML = "cmp-report-html"  # link: the comparison's report, HTML
 
 # The header's time-range control (frontend/timerange.py).
 TR_PRESET = "tr-preset"  # dmc.SegmentedControl: live 5 min / 1 h / 24 h, all, custom

@@ -12,6 +12,8 @@ from plotly.subplots import make_subplots
 
 from presentation.formatting import format_bytes, format_bytes_short, format_size_bucket
 from stacklens.api_models import (
+    ComparedRun,
+    Comparison,
     FabricEvent,
     FabricSeries,
     IncidentDetails,
@@ -420,3 +422,73 @@ def fabric_series(series: FabricSeries, events: Sequence[FabricEvent]) -> go.Fig
     fig.update_yaxes(title_text="errors · ticks/s", row=2, col=1)
     fig.update_xaxes(title_text="time (UTC)", row=2, col=1)
     return _titled(fig, f"{series.subject.capitalize()} counters over the window")
+
+
+# ---- run comparison (GET /api/compare): the Compare page and the comparison report ----
+
+#: Bars of a comparison figure at most (the largest in either side).
+MAX_COMPARED_BARS = 12
+#: The two sides' colours: a (the reference) grey-blue, b (the run examined) orange.
+SIDE_COLOURS = {"a": "#5b7aa8", "b": "#e8833a"}
+
+
+def compared_side(side: ComparedRun, letter: str) -> str:
+    """A side as a legend names it: "b: job run 2" or "a: median of 5 earlier runs"."""
+    if side.job is None:
+        return f"{letter}: median of {side.runs} earlier run{'s' * (side.runs != 1)}"
+    return f"{letter}: {side.job} run {side.run}"
+
+
+def _side_bars(comparison: Comparison, names: list[str], a: list[float], b: list[float],
+               title: str, x_title: str, y_title: str) -> go.Figure:  # fmt: skip
+    fig = go.Figure([
+        go.Bar(name=compared_side(side, letter), x=names, y=values,
+               marker_color=SIDE_COLOURS[letter])
+        for side, letter, values in ((comparison.a, "a", a), (comparison.b, "b", b))
+    ])  # fmt: skip
+    fig.update_layout(
+        barmode="group",
+        xaxis={"title": {"text": x_title}, "type": "category", "automargin": True},
+        yaxis={"title": {"text": y_title}, "rangemode": "tozero", "gridcolor": "#e5e9f0"},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+        **_base_layout(),
+    )
+    _titled(fig, title)
+    fig.update_layout(margin={"t": 76})
+    return fig
+
+
+def compared_parts(comparison: Comparison) -> go.Figure:
+    """Where each side's elapsed time went, per rank on average: a bar per part (at most
+    MAX_COMPARED_BARS, the largest in either side first), a beside b."""
+    a, b = comparison.a.parts, comparison.b.parts
+    names = sorted(set(a) | set(b), key=lambda n: (-max(a.get(n, 0), b.get(n, 0)), n))
+    names = names[:MAX_COMPARED_BARS]
+    return _side_bars(comparison, names, [a.get(n, 0) / 1e9 for n in names],
+                      [b.get(n, 0) / 1e9 for n in names],
+                      "Where the elapsed time went (per rank)", "part of the run",
+                      "seconds per rank")  # fmt: skip
+
+
+def compared_families(comparison: Comparison) -> go.Figure:
+    """Time in each communicator family's calls, summed over the ranks, a beside b (at most
+    MAX_COMPARED_BARS families, the largest change first, as the API lists them)."""
+    shown = comparison.families[:MAX_COMPARED_BARS]
+    if not shown:
+        return _empty_figure("Neither run describes a communicator family.")
+    return _side_bars(comparison, [f.label for f in shown], [f.a_ns / 1e9 for f in shown],
+                      [f.b_ns / 1e9 for f in shown],
+                      "Time per communicator family (summed over the ranks)",
+                      "communicator family", "seconds (all ranks)")  # fmt: skip
+
+
+def compared_sites(comparison: Comparison) -> go.Figure:
+    """Time at each call site, summed over the ranks, a beside b (at most
+    MAX_COMPARED_BARS sites, the largest change first): "op at file:line"."""
+    shown = comparison.sites[:MAX_COMPARED_BARS]
+    if not shown:
+        return _empty_figure("Neither run has call sites.")
+    return _side_bars(comparison, [f"{s.op} at {s.label}" for s in shown],
+                      [s.a_ns / 1e9 for s in shown], [s.b_ns / 1e9 for s in shown],
+                      "Time per call site (summed over the ranks), largest change first",
+                      "call site", "seconds (all ranks)")  # fmt: skip

@@ -1296,6 +1296,74 @@ class IncidentList(ApiModel):
 # ---------------------------------------------------------------------------------------
 
 
+class FamilyDifference(ApiModel):
+    """One communicator family of either run (matched across the runs by its label, as the
+    job page's Communicator families card names it), its time, calls and bytes summed over
+    the ranks on each side as each run's card shows them (a side without it: 0)."""
+
+    label: str = Field(
+        description="the family as the card names it: 'world', 'rows', "
+        "'split at solver.c:88, 4 groups of 8', ..."
+    )
+    present: Literal["both", "a", "b"] = Field(description="the runs that have the family")
+    a_ns: int = Field(description="time in the family's calls in run a, summed over ranks")
+    b_ns: int
+    delta_ns: int = Field(description="b_ns - a_ns")
+    delta_pct: float | None = Field(description="delta_ns over a_ns, %; null when a_ns is 0")
+    a_calls: int
+    b_calls: int
+    a_bytes: int
+    b_bytes: int
+
+
+class ContextIncident(ApiModel):
+    """An incident whose time overlaps a run's (one the viewer may read)."""
+
+    id: int
+    kind: str
+    severity: str
+    start_ns: int
+    end_ns: int | None
+    summary: str
+
+
+class RunContext(ApiModel):
+    """Where a run sat on the fabric and what else happened there during it: its placement
+    (GET /api/jobs/{job}/placement over the run's time), the load of the links it used and
+    the incidents during it. Figures unknown (no fabric sample) are null, never 0."""
+
+    from_ns: int = Field(description="the run's start")
+    to_ns: int = Field(description="the run's end (exclusive)")
+    hosts: int = Field(description="hosts of the run's ranks")
+    placed_hosts: int = Field(description="of them, hosts placed on the fabric")
+    leaves: list[str] = Field(description="the switches the run's hosts are cabled to, by name")
+    links: int = Field(
+        description="links the run's placement lists: its hosts' own links "
+        "and the switch-to-switch links on a shortest path between them"
+    )
+    crossed_links: int = Field(description="switch-to-switch links among them")
+    link_bytes: int | None = Field(
+        description="bytes sent on those links during the run, "
+        "both directions, measured (every job's and management)"
+    )
+    xmit_wait: int | None = Field(
+        description="PortXmitWait ticks on those links' ends during the run, summed"
+    )
+    used_links: int = Field(
+        description="link directions the run's own traffic crossed "
+        "(its attribution: measured flows routed, collectives modelled)"
+    )
+    own_bytes: float = Field(description="the run's own bytes on those link directions")
+    other_job_bytes: float = Field(
+        description="other jobs' attributed bytes on the link "
+        "directions the run's traffic crossed, during the run"
+    )
+    other_jobs: int = Field(description="jobs besides this one with bytes on them")
+    incidents: list[ContextIncident] = Field(
+        description="incidents overlapping the run, oldest first"
+    )
+
+
 class ComparedRun(ApiModel):
     """One side of a comparison: a run, or the median of the runs of a program before one."""
 
@@ -1312,6 +1380,11 @@ class ComparedRun(ApiModel):
     parts: dict[str, int] = Field(
         description="where the elapsed time went, per rank on average, ns: each MPI "
         "operation (start-up and MPI-IO apart), 'file I/O on <path>', 'computation'"
+    )
+    context: RunContext | None = Field(
+        default=None,
+        description="placement, the load of its links and incidents during it (a median "
+        "side: those of the run with the median elapsed time)",
     )
 
 
@@ -1365,6 +1438,11 @@ class Comparison(ApiModel):
         "(at most the `sites` asked)"
     )
     sites_total: int = Field(description="call sites of either run in all")
+    families: list[FamilyDifference] = Field(
+        default_factory=list,
+        description="the communicator families of either run, the largest absolute change "
+        "of time first",
+    )
 
 
 class HistoryRun(ApiModel):

@@ -127,7 +127,7 @@ NOT_READ_BY_THE_FRONTEND = {
     "/api/reports/jobs/{job}",
     "/api/reports/window",
     "/api/reports/incidents/{incident_id}",
-    # a comparison's report: `stacklens report --compare` downloads it (no page button yet)
+    # a comparison's report: the Compare page's buttons and `stacklens report --compare`
     "/api/reports/compare",
 }
 

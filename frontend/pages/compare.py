@@ -7,8 +7,11 @@ computation) as bars side by side, and the parts that differ, largest first, wit
 share of the elapsed-time difference; then the call sites of either run, matched by
 their line (else build-id and offset) and op, the largest change of time first. Below, the
 program's runs (GET /api/compare/history): elapsed time over time and a table with the
-shares of MPI and file I/O. The URL carries the runs:
-/compare?b=<job>&b_run=<n>&a=<job>&a_run=<n>&last=<runs>."""
+shares of MPI and file I/O. The URL carries the runs and, when a job id names jobs of
+several owners (an admin comparing users' runs), their owners:
+/compare?b=<job>&b_run=<n>&b_owner=<user>&a=<job>&a_run=<n>&a_owner=<user>&last=<runs>.
+The API's owner filter decides what a viewer may compare. Report buttons download the
+comparison as a report (HTML or PDF, GET /api/reports/compare)."""
 
 from __future__ import annotations
 
@@ -19,33 +22,37 @@ import dash_mantine_components as dmc
 import plotly.graph_objects as go
 from dash import Input, Output, dcc, html
 
-from frontend import api, ids
+from frontend import api, components, ids
 from frontend.api import ApiError, RunRef
+from presentation import figures
 from presentation.components import (
     SITE_DIFF_COLUMNS,
     grid,
     site_difference_caption,
     site_difference_rows,
 )
-from presentation.formatting import format_duration_ns, format_utc_ns
+from presentation.formatting import format_bytes, format_duration_ns, format_utc_ns
 from stacklens.api_models import ComparedRun, Comparison, RunHistory
 
 dash.register_page(__name__, path="/compare", name="Compare", title="Compare — stacklens")
 
 #: Runs of the program's history in the median and the trend, unless the URL says.
 DEFAULT_LAST = 10
-#: Parts shown in the bars at most (the largest in either run).
-MAX_BARS = 12
 
 
 def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str = "",
-           **_query: str) -> html.Div:  # fmt: skip
-    """The form, prefilled from the URL; the callback fills the rest."""
+           b_owner: str = "", a_owner: str = "", **_query: str) -> html.Div:  # fmt: skip
+    """The form, prefilled from the URL (the owners kept as they are); the callback fills
+    the rest."""
     return html.Div(
         className="page",
         children=[
             html.Section(className="card", children=[
-                html.H2("Compare runs"),
+                html.Div(className="card-head", children=[
+                    html.H2("Compare runs"),
+                    components.report_buttons(ids.CMP_REPORT_PDF, ids.CMP_REPORT_HTML),
+                ]),
+                dcc.Store(id=ids.CMP_OWNERS, data={"b": b_owner or None, "a": a_owner or None}),
                 html.Div(className="filters", children=[
                     dmc.TextInput(id=ids.CMP_B, value=b, placeholder="job of run b",
                                   debounce=True, w=200, size="sm"),
@@ -66,6 +73,11 @@ def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str
                 html.H3("Call sites"),
                 html.P(id=ids.CMP_SITES_CAPTION, className="hint"),
                 grid(ids.CMP_SITES, SITE_DIFF_COLUMNS, height_px=360),
+                html.H3("Communicator families"),
+                dcc.Graph(id=ids.CMP_FAMILIES_FIG, config={"displaylogo": False}),
+                html.Div(id=ids.CMP_FAMILIES),
+                html.H3("Placement and the fabric around each run"),
+                html.Div(id=ids.CMP_CONTEXT),
             ]),
             html.Section(className="card", children=[
                 html.H2("The program's runs"),
@@ -95,21 +107,30 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Output(ids.CMP_SITES, "rowData"),
         Output(ids.CMP_TREND, "figure"),
         Output(ids.CMP_HISTORY, "children"),
+        Output(ids.CMP_FAMILIES_FIG, "figure"),
+        Output(ids.CMP_FAMILIES, "children"),
+        Output(ids.CMP_CONTEXT, "children"),
+        Output(ids.CMP_REPORT_PDF, "href"),
+        Output(ids.CMP_REPORT_HTML, "href"),
         Input(ids.CMP_B, "value"),
         Input(ids.CMP_B_RUN, "value"),
         Input(ids.CMP_A, "value"),
         Input(ids.CMP_A_RUN, "value"),
         Input(ids.CMP_LAST, "value"),
+        Input(ids.CMP_OWNERS, "data"),
     )
-    def show(b: str | None, b_run: Any, a: str | None, a_run: Any, last: Any
-             ) -> tuple[Any, ...]:  # fmt: skip
-        empty: tuple[Any, ...] = ("", "", parts_figure(None), "", "", [], trend_figure(None), "")
+    def show(b: str | None, b_run: Any, a: str | None, a_run: Any, last: Any,
+             owners: dict[str, str | None] | None) -> tuple[Any, ...]:  # fmt: skip
+        no_families = ("", "", "", "")
+        empty: tuple[Any, ...] = ("", "", parts_figure(None), "", "", [], trend_figure(None), "",
+                                  families_figure(None), *no_families)  # fmt: skip
         if not (b or "").strip():
             return ("Name run b (a job id) to compare it with run a or with its history.",
                     *empty)  # fmt: skip
         a = (a or "").strip()
-        run_b = RunRef((b or "").strip(), _ordinal(b_run))
-        run_a = RunRef(a, _ordinal(a_run)) if a else None
+        owners = owners or {}
+        run_b = RunRef((b or "").strip(), _ordinal(b_run), owners.get("b"))
+        run_a = RunRef(a, _ordinal(a_run), owners.get("a")) if a else None
         runs = _ordinal(last) or DEFAULT_LAST
         client = api.current_client()
         try:
@@ -120,11 +141,14 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         try:
             comparison = client.compare(run_b, run_a, runs)
         except ApiError as exc:  # e.g. no earlier run: the history still shows
-            return (str(exc), "", "", parts_figure(None), "", "", [], trend, table)
+            return (str(exc), "", "", parts_figure(None), "", "", [], trend, table,
+                    families_figure(None), *no_families)  # fmt: skip
+        pdf, page = (report_href(run_b, run_a, runs, fmt) for fmt in ("pdf", "html"))
         return ("", comparison.finding, sides_table(comparison),
                 parts_figure(comparison), differences_table(comparison),
                 site_difference_caption(comparison), site_difference_rows(comparison), trend,
-                table)  # fmt: skip
+                table, families_figure(comparison), families_table(comparison),
+                context_table(comparison), pdf, page)  # fmt: skip
 
 
 def _ordinal(value: Any) -> int | None:
@@ -137,28 +161,39 @@ def _ordinal(value: Any) -> int | None:
 
 
 def side_label(side: ComparedRun, letter: str) -> str:
-    """How a side is named in the legend and tables: "b: job run 2" or "a: median of 5 runs"."""
-    if side.job is None:
-        return f"{letter}: median of {side.runs} earlier run{'s' * (side.runs != 1)}"
-    return f"{letter}: {side.job} run {side.run}"
+    """How a side is named in the legend and tables (presentation.figures.compared_side)."""
+    return figures.compared_side(side, letter)
+
+
+def report_href(b: RunRef, a: RunRef | None, last: int, fmt: str) -> str:
+    """The comparison's report (html or pdf) of the runs shown, owners included."""
+    params: dict[str, object] = {**b.query("b"), **({} if a is None else a.query("a"))}
+    if a is None:
+        params["last"] = last
+    return components.report_href("compare", params, fmt)
 
 
 def parts_figure(comparison: Comparison | None) -> go.Figure:
     """Where each side's elapsed time went, per rank on average: a bar per part, a and b
-    side by side, the largest parts (in either) first."""
-    fig = go.Figure()
-    fig.update_layout(title="Where the elapsed time went (per rank)", barmode="group",
-                      xaxis_title="part of the run", yaxis_title="seconds per rank",
-                      showlegend=True, margin={"t": 50, "b": 40})  # fmt: skip
+    side by side, the largest parts (in either) first (empty axes before a comparison)."""
     if comparison is None:
+        fig = go.Figure()
+        fig.update_layout(title="Where the elapsed time went (per rank)",
+                          xaxis_title="part of the run", yaxis_title="seconds per rank",
+                          margin={"t": 50, "b": 40})  # fmt: skip
         return fig
-    a, b = comparison.a.parts, comparison.b.parts
-    names = sorted(set(a) | set(b), key=lambda n: (-max(a.get(n, 0), b.get(n, 0)), n))
-    names = names[:MAX_BARS]
-    for side, letter, parts in ((comparison.a, "a", a), (comparison.b, "b", b)):
-        fig.add_trace(go.Bar(name=side_label(side, letter), x=names,
-                             y=[parts.get(n, 0) / 1e9 for n in names]))  # fmt: skip
-    return fig
+    return figures.compared_parts(comparison)
+
+
+def families_figure(comparison: Comparison | None) -> go.Figure:
+    """Time per communicator family, a beside b (empty axes before a comparison)."""
+    if comparison is None:
+        fig = go.Figure()
+        fig.update_layout(title="Time per communicator family (summed over the ranks)",
+                          xaxis_title="communicator family", yaxis_title="seconds (all ranks)",
+                          margin={"t": 50, "b": 40})  # fmt: skip
+        return fig
+    return figures.compared_families(comparison)
 
 
 def trend_figure(history: RunHistory | None) -> go.Figure:
@@ -217,3 +252,43 @@ def history_table(history: RunHistory) -> html.Table:
              format_duration_ns(r.elapsed_ns), f"{r.mpi_share:.0%}", f"{r.io_share:.0%}",
              r.status] for r in history.runs]  # fmt: skip
     return table(["run", "owner", "started", "elapsed", "MPI", "file I/O", "status"], rows)
+
+
+def families_table(comparison: Comparison) -> html.Table | str:
+    """The communicator families of either run, largest change first."""
+    if not comparison.families:
+        return "Neither run describes a communicator family."
+    where = {"both": "both", "a": "a only", "b": "b only"}
+    rows = []
+    for f in comparison.families:
+        sign = "+" if f.delta_ns >= 0 else "−"
+        rows.append([f.label, where[f.present], format_duration_ns(f.a_ns),
+                     format_duration_ns(f.b_ns), f"{sign}{format_duration_ns(abs(f.delta_ns))}",
+                     f"{f.a_calls:,}", f"{f.b_calls:,}", format_bytes(f.a_bytes),
+                     format_bytes(f.b_bytes)])  # fmt: skip
+    return table(["family", "in", "time a", "time b", "change", "calls a", "calls b",
+                  "bytes a", "bytes b"], rows)  # fmt: skip
+
+
+def context_table(comparison: Comparison) -> html.Table | str:
+    """Each side's placement, the load of the links it used and the incidents during it."""
+    rows = []
+    for side, letter in ((comparison.a, "a"), (comparison.b, "b")):
+        c = side.context
+        if c is None:
+            rows.append([side_label(side, letter), *["—"] * 7])
+            continue
+        rows.append([
+            side_label(side, letter),
+            f"{c.hosts} ({c.placed_hosts} placed)",
+            f"{len(c.leaves)}: {', '.join(c.leaves[:4])}{' …' if len(c.leaves) > 4 else ''}"
+            if c.leaves else "0",
+            f"{c.links} ({c.crossed_links} between switches)",
+            "unknown" if c.link_bytes is None else format_bytes(c.link_bytes),
+            "unknown" if c.xmit_wait is None else f"{c.xmit_wait:,}",
+            f"{format_bytes(int(c.other_job_bytes))} ({c.other_jobs} job"
+            f"{'s' * (c.other_jobs != 1)})",
+            f"{len(c.incidents)}",
+        ])  # fmt: skip
+    return table(["side", "hosts", "leaves", "links", "bytes on them", "PortXmitWait",
+                  "other jobs on its links", "incidents"], rows)  # fmt: skip

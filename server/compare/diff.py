@@ -18,10 +18,12 @@ and frames, innermost first.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from presentation.formatting import format_bytes
 from stacklens.constants import MPI_CATEGORIES
 
 #: The part of the elapsed time outside MPI and file I/O.
@@ -172,6 +174,59 @@ def site_differences(
     return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), r["label"], r["op"], r["path"]))
 
 
+def family_totals(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """A run's communicator families (dicts of the API's `CommFamily` fields, as its
+    Communicator families card lists them) by label: time, calls and bytes (two families
+    with one label, summed)."""
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        got = out.setdefault(row["label"], {"time_ns": 0, "calls": 0, "bytes": 0})
+        got["time_ns"] += row["time_ns"]
+        got["calls"] += sum(op["calls"] for op in row["ops"])
+        got["bytes"] += row["bytes"]
+    return out
+
+
+def median_families(runs: Sequence[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+    """The families of several runs (`family_totals`) as one run's: per label, the median
+    of its time, calls and bytes (a run without it counts 0 there)."""
+    if not runs:
+        raise ValueError("the median of no runs")
+    labels = sorted({label for run in runs for label in run})
+    zero = {"time_ns": 0, "calls": 0, "bytes": 0}
+    return {
+        label: {
+            field: int(statistics.median([run.get(label, zero)[field] for run in runs]))
+            for field in zero
+        }
+        for label in labels
+    }
+
+
+def family_differences(
+    a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]
+) -> list[dict[str, Any]]:
+    """The families of runs `a` and `b` (`family_totals`) matched by label: time, calls and
+    bytes of both sides (0 where absent), the change of time (b - a) in ns and in percent
+    of a's (None when a has none), where it is. Largest absolute change first, then by
+    label."""
+    zero = {"time_ns": 0, "calls": 0, "bytes": 0}
+    rows = []
+    for label in set(a) | set(b):
+        fa, fb = a.get(label, zero), b.get(label, zero)
+        rows.append({
+            "label": label,
+            "present": "both" if label in a and label in b else ("a" if label in a else "b"),
+            "a_ns": fa["time_ns"], "b_ns": fb["time_ns"],
+            "delta_ns": fb["time_ns"] - fa["time_ns"],
+            "delta_pct": (100 * (fb["time_ns"] - fa["time_ns"]) / fa["time_ns"]
+                          if fa["time_ns"] else None),
+            "a_calls": fa["calls"], "b_calls": fb["calls"],
+            "a_bytes": fa["bytes"], "b_bytes": fb["bytes"],
+        })  # fmt: skip
+    return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), r["label"]))
+
+
 def span(ns: int, signed: bool = True) -> str:
     """A duration in plain words: `+38.0 s`, `-12 ms`, `+450 µs` (unsigned when asked)."""
     sign = ("+" if ns >= 0 else "-") if signed else ""
@@ -183,9 +238,15 @@ def span(ns: int, signed: bool = True) -> str:
     return f"{sign}{ns / 1e3:.0f} µs"
 
 
-def finding(a: dict[str, Any], b: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+def finding(
+    a: dict[str, Any],
+    b: dict[str, Any],
+    rows: list[dict[str, Any]],
+    fabric: Sequence[str] = (),
+) -> str:
     """The comparison in one sentence: the elapsed-time change, the largest differences in
-    the same direction with their share of it, and a change of placement."""
+    the same direction with their share of it, a change of hosts, and the changes of the
+    fabric around the runs (`fabric`: `fabric_changes`' phrases, largest first)."""
     delta = b["elapsed_ns"] - a["elapsed_ns"]
     text = (f"{span(delta)} elapsed per run ({span(a['elapsed_ns'], False)} → "
             f"{span(b['elapsed_ns'], False)})")  # fmt: skip
@@ -198,7 +259,61 @@ def finding(a: dict[str, Any], b: dict[str, Any], rows: list[dict[str, Any]]) ->
     if named:
         text += ": " + ", ".join(named)
     text += _placement(a["hosts"], b["hosts"])
+    if fabric:
+        text += "; " + "; ".join(fabric)
     return text + "."
+
+
+#: A few MiB of another job's traffic are below notice (management MADs move ~6 MiB).
+_BYTES_FLOOR = 16 * 2**20
+#: PortXmitWait ticks below notice.
+_WAIT_FLOOR = 1000
+
+
+def _ratio(x: float, y: float, floor: float) -> float:
+    """How far apart two amounts are: |ln((y + floor) / (x + floor))|."""
+    return abs(math.log((y + floor) / (x + floor)))
+
+
+def fabric_changes(ca: dict[str, Any] | None, cb: dict[str, Any] | None) -> list[str]:
+    """The changes of the fabric around the runs (two RunContext dicts; None: unknown) in
+    plain words, the largest change first (each ranked by the ratio of its amounts, a floor
+    added to both): the leaves the placement spans, other jobs' bytes on the links each
+    run's traffic crossed, PortXmitWait on the links each run used, incidents during each."""
+    if ca is None or cb is None:
+        return []
+    found: list[tuple[float, str]] = []
+    la, lb = ca["leaves"], cb["leaves"]
+    if len(la) != len(lb):
+        found.append((_ratio(len(la), len(lb), 0.5),
+                      f"placement went from {len(la)} lea{'ves' if len(la) != 1 else 'f'} to "
+                      f"{len(lb)} lea{'ves' if len(lb) != 1 else 'f'}"))  # fmt: skip
+    elif set(la) != set(lb):
+        found.append((0.1, f"placement moved from {_hosts(sorted(set(la) - set(lb)))} to "
+                           f"{_hosts(sorted(set(lb) - set(la)))}"))  # fmt: skip
+    oa, ob = ca["other_job_bytes"], cb["other_job_bytes"]
+    if max(oa, ob) >= _BYTES_FLOOR and _ratio(oa, ob, _BYTES_FLOOR) > 0.1:
+        more, letter = (ob, "b") if ob > oa else (oa, "a")
+        jobs = cb["other_jobs"] if letter == "b" else ca["other_jobs"]
+        who = "another job" if jobs == 1 else f"{jobs} other jobs"
+        found.append((_ratio(oa, ob, _BYTES_FLOOR),
+                      f"on links that carried {format_bytes(more)} of {who} during run "
+                      f"{letter} ({format_bytes(min(oa, ob))} during run "
+                      f"{'a' if letter == 'b' else 'b'})"))  # fmt: skip
+    wa, wb = ca["xmit_wait"], cb["xmit_wait"]
+    if wa is not None and wb is not None and _ratio(wa, wb, _WAIT_FLOOR) > 0.1:
+        found.append((_ratio(wa, wb, _WAIT_FLOOR),
+                      f"PortXmitWait on its links {wa:,} → {wb:,} ticks"))  # fmt: skip
+    ia, ib = len(ca["incidents"]), len(cb["incidents"])
+    if ia != ib:
+        more_in, letter = (cb, "b") if ib > ia else (ca, "a")
+        kinds = sorted({i["kind"] for i in more_in["incidents"]})
+        n, other = max(ia, ib), "a" if letter == "b" else "b"
+        found.append((_ratio(ia, ib, 0.5),
+                      f"{n} incident{'s' * (n != 1)} ({', '.join(kinds)}) during run "
+                      f"{letter}, {min(ia, ib)} during run {other}"))  # fmt: skip
+    found.sort(key=lambda f: -f[0])
+    return [text for _, text in found]
 
 
 def _placement(hosts_a: list[str], hosts_b: list[str]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
 
 from server.compare import diff, repository, service
@@ -44,6 +44,7 @@ SitesParam = Annotated[
 @router.get("", response_model=Comparison, responses={**_ERRORS, **FILE_RESPONSES})
 def compare_runs(
     session: SessionDep,
+    request: Request,
     b: JobRef = None,
     b_run: RunRef = None,
     b_owner: OwnerRef = None,
@@ -61,12 +62,14 @@ def compare_runs(
     with its time, calls and bytes on each side, the largest change of time first, the
     sites of one run only among them. Without `a`: against the median of the `last` runs
     of b's program before b (the same command line and world size; 404 when there are
-    none), site by site too. Files (`format=csv|parquet`): the call sites' table."""
+    none), site by site too; every communicator family of either run (matched by its
+    label, as the family card names it) with its time, calls and bytes on each side, the
+    largest change of time first. Files (`format=csv|parquet`): the call sites' table."""
     if b is None:
         raise HTTPException(status_code=422, detail="name run b: ?b=<job>[&b_run=<n>]")
     answer = service.compare(
         session, service.Side(b, b_run, b_owner), None if a is None else
-        service.Side(a, a_run, a_owner), last, sites,
+        service.Side(a, a_run, a_owner), last, sites, service.around(request.app.state),
     )  # fmt: skip
     if fmt != "json":
         return model_table(answer.sites, SiteDifference, fmt, "compare-callsites")

@@ -12,12 +12,18 @@ from fastapi import HTTPException
 from sqlalchemy.orm import Session
 
 from presentation.components import callsite_path
-from server.compare import diff, repository
+from server.compare import context, diff, repository
+from server.families import service as families
+from server.jobs.repository import Scope
 from server.jobs.target import find_job
+from server.traffic.repository import TrafficConfig
+from server.traffic.service import AttributionCache
 from stacklens.api_models import (
     Callsite,
     ComparedRun,
     Comparison,
+    FamilyDifference,
+    RunContext,
     RunDifference,
     SiteDifference,
 )
@@ -37,6 +43,21 @@ class Side:
     owner: str | None = None
 
 
+@dataclass(frozen=True)
+class Around:
+    """What the comparison reads of the fabric: the app's attribution cache (its fabric
+    read once per discovery) and its traffic settings (how the fabric forwards)."""
+
+    cache: AttributionCache
+    traffic: TrafficConfig
+
+
+def around(state: Any) -> Around:
+    """The app's fabric context (`request.app.state`: its attribution cache and traffic
+    settings)."""
+    return Around(state.attributions, state.traffic)
+
+
 def find(session: Session, job: str, run: int | None, owner: str | None) -> tuple[Job, Run]:
     """The job and run named; 404 when either is unknown (or not the viewer's)."""
     found = find_job(session, job, owner)
@@ -46,12 +67,13 @@ def find(session: Session, job: str, run: int | None, owner: str | None) -> tupl
     return found, chosen
 
 
-def _side(summary: dict[str, Any], prof: dict[str, Any]) -> ComparedRun:
+def _side(summary: dict[str, Any], prof: dict[str, Any], ctx: dict[str, Any]) -> ComparedRun:
     return ComparedRun(
         job=summary["job"], owner=summary["owner"], run=summary["run"], runs=1,
         command=summary["command"], world_size=summary["world_size"],
         status=summary["status"], started_ns=summary["started_ns"],
         elapsed_ns=summary["elapsed_ns"], hosts=summary["hosts"], parts=prof["parts"],
+        context=RunContext(**ctx),
     )  # fmt: skip
 
 
@@ -60,10 +82,28 @@ def _site_path(site: dict[str, Any]) -> str:
     return callsite_path(Callsite(**site))
 
 
-def compare(session: Session, b: Side, a: Side | None, last: int, sites: int) -> Comparison:
+def run_families(session: Session, around: Around, job: Job, run: Run) -> dict[str, Any]:
+    """The run's communicator families over its whole life by label (diff.family_totals),
+    as its job page's Communicator families card lists them."""
+    rows = families.job_families(session, around.cache, around.traffic.paths,
+                                 Scope(job.id, run.id))  # fmt: skip
+    return diff.family_totals(rows)
+
+
+def run_context(session: Session, around: Around, job: Job, run: Run,
+                summary: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """The run's placement, the load of its links and the incidents during it
+    (server/compare/context.py) over its own time."""
+    return context.run_context(session, around.cache, around.traffic, job, run,
+                               summary["ended_ns"])  # fmt: skip
+
+
+def compare(session: Session, b: Side, a: Side | None, last: int, sites: int,
+            around: Around) -> Comparison:  # fmt: skip
     """Run `b` against run `a`, or, when `a` is None, against the median of the `last`
     runs of b's program before it (404 when there are none); the `sites` call sites whose
-    time changed most listed, `sites_total` counting them all."""
+    time changed most listed, `sites_total` counting them all; every communicator family
+    of either run."""
     job_b, run_b = find(session, b.job, b.run, b.owner)
     summary_b = repository.run_summary(session, job_b, run_b)
     prof_b = diff.profile(summary_b)
@@ -71,8 +111,10 @@ def compare(session: Session, b: Side, a: Side | None, last: int, sites: int) ->
         job_a, run_a = find(session, a.job, a.run, a.owner)
         summary_a = repository.run_summary(session, job_a, run_a)
         prof_a = diff.profile(summary_a)
-        side_a = _side(summary_a, prof_a)
+        context_a = run_context(session, around, job_a, run_a, summary_a)
+        side_a = _side(summary_a, prof_a, context_a)
         sites_a = repository.run_sites(session, job_a, run_a)
+        families_a = run_families(session, around, job_a, run_a)
     else:
         before = repository.same_program(session, run_b, last)
         if not before:
@@ -81,24 +123,31 @@ def compare(session: Session, b: Side, a: Side | None, last: int, sites: int) ->
                 detail=f"run {run_b.ordinal} of job {b.job!r} has no earlier run of the same "
                 "program (command line and world size) to compare with",
             )
-        prof_a = diff.median_profile(
-            [diff.profile(repository.run_summary(session, j, r)) for j, r in before]
-        )
+        summaries = [(j, r, repository.run_summary(session, j, r)) for j, r in before]
+        prof_a = diff.median_profile([diff.profile(summary) for _, _, summary in summaries])
+        middle = sorted(summaries, key=lambda e: e[2]["elapsed_ns"])[(len(summaries) - 1) // 2]
+        context_a = run_context(session, around, *middle)
         side_a = ComparedRun(
             job=None, owner=None, run=None, runs=len(before), command=summary_b["command"],
             world_size=summary_b["world_size"], status=None, started_ns=None,
             elapsed_ns=prof_a["elapsed_ns"], hosts=prof_a["hosts"], parts=prof_a["parts"],
+            context=RunContext(**context_a),
         )  # fmt: skip
         sites_a = diff.median_sites([repository.run_sites(session, j, r) for j, r in before])
+        families_a = diff.median_families([run_families(session, around, j, r)
+                                           for j, r in before])  # fmt: skip
+    context_b = run_context(session, around, job_b, run_b, summary_b)
     rows = diff.differences(prof_a, prof_b)
     site_rows = diff.site_differences(
         sites_a, repository.run_sites(session, job_b, run_b), _site_path
     )
     return Comparison(
-        finding=diff.finding(prof_a, prof_b, rows),
+        finding=diff.finding(prof_a, prof_b, rows, diff.fabric_changes(context_a, context_b)),
         a=side_a,
-        b=_side(summary_b, prof_b),
+        b=_side(summary_b, prof_b, context_b),
         differences=[RunDifference(**row) for row in rows],
         sites=[SiteDifference(**row) for row in site_rows[:sites]],
         sites_total=len(site_rows),
-    )
+        families=[FamilyDifference(**row) for row in diff.family_differences(
+            families_a, run_families(session, around, job_b, run_b))],
+    )  # fmt: skip

@@ -11,11 +11,12 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
+from presentation import figures
 from presentation.card_reports import SECTION_ROWS, ranked
 from presentation.formatting import format_duration_ns, format_utc_ns
-from presentation.report_model import Progress, Report, Section, Table, no_progress
+from presentation.report_model import Figure, Progress, Report, Section, Table, no_progress
 from server.compare import service
-from stacklens.api_models import ComparedRun, Comparison, SiteDifference
+from stacklens.api_models import ComparedRun, Comparison, FamilyDifference, SiteDifference
 
 #: What each figure of a comparison report is and how it was obtained.
 EVIDENCE = [
@@ -27,6 +28,9 @@ EVIDENCE = [
      "the hooks' call-site tables summed over the ranks, as the run's Call sites card shows "
      "them; a site matched across the runs by its op and frames (file, line and function, "
      "else build-id and offset)"],
+    ["Communicator families: time, calls, bytes", "measured",
+     "each run's Communicator families card (the hooks' communicator descriptions and their "
+     "collective and point-to-point tables), a family matched across the runs by its label"],
     ["A median side", "derived", "per part and per site, the median over the runs of the "
      "program's history (a run without it counts 0)"],
 ]  # fmt: skip
@@ -54,6 +58,15 @@ def site_finding(site: SiteDifference) -> str:
             f"{_signed(site.delta_ns)} over the ranks ({format_duration_ns(site.a_ns)} → "
             f"{format_duration_ns(site.b_ns)}, {_pct(site.delta_pct)}; calls {site.a_calls:,} → "
             f"{site.b_calls:,}).")  # fmt: skip
+
+
+def family_finding(family: FamilyDifference) -> str:
+    """The communicator family whose time changed most, in words."""
+    where = {"both": "", "a": " (in run a only)", "b": " (in run b only)"}[family.present]
+    return (f"Largest change in a communicator family: {family.label}{where} "
+            f"{_signed(family.delta_ns)} over the ranks ({format_duration_ns(family.a_ns)} → "
+            f"{format_duration_ns(family.b_ns)}, {_pct(family.delta_pct)}; bytes "
+            f"{family.a_bytes:,} → {family.b_bytes:,}).")  # fmt: skip
 
 
 def sites_table(comparison: Comparison) -> Table:
@@ -87,17 +100,46 @@ def sites_table(comparison: Comparison) -> Table:
     )  # fmt: skip
 
 
+def families_table(comparison: Comparison) -> Table:
+    """The communicator families of either run, the largest change of time first."""
+    rows, note = ranked(
+        [
+            [
+                f.label,
+                {"both": "both", "a": "a only", "b": "b only"}[f.present],
+                format_duration_ns(f.a_ns),
+                format_duration_ns(f.b_ns),
+                _signed(f.delta_ns),
+                _pct(f.delta_pct),
+                f"{f.a_calls:,}",
+                f"{f.b_calls:,}",
+                f"{f.a_bytes:,}",
+                f"{f.b_bytes:,}",
+            ]
+            for f in comparison.families
+        ]  # fmt: skip
+    )
+    return Table(
+        ["family", "in", "time a", "time b", "change", "change %", "calls a", "calls b",
+         "bytes a", "bytes b"],
+        rows, [False, False, True, True, True, True, True, True, True, True],
+        (note + " " if note else "") + "Times summed over the ranks; change: b − a."
+        if comparison.families else "Neither run describes a communicator family.",
+    )  # fmt: skip
+
+
 def compare_report(
     session: Session,
     b: service.Side,
     a: service.Side | None,
+    around: service.Around,
     last: int = service.DEFAULT_HISTORY,
     progress: Progress = no_progress,
 ) -> Report:
     """The report of run `b` against run `a` (None: the median of the `last` runs of b's
     program before it)."""
     progress(0, 2, "comparing the runs")
-    comparison = service.compare(session, b, a, last, SECTION_ROWS)
+    comparison = service.compare(session, b, a, last, SECTION_ROWS, around)
     progress(1, 2, "call sites")
     facts = [("Command", comparison.b.command), ("World size", str(comparison.b.world_size))]
     for side, letter in ((comparison.a, "a"), (comparison.b, "b")):
@@ -109,6 +151,8 @@ def compare_report(
     findings = [comparison.finding]
     if comparison.sites and comparison.sites[0].delta_ns:
         findings.append(site_finding(comparison.sites[0]))
+    if comparison.families and comparison.families[0].delta_ns:
+        findings.append(family_finding(comparison.families[0]))
     parts = Table(
         ["part", "a", "b", "change per rank", "share of the change"],
         [[d.name, format_duration_ns(d.a_ns), format_duration_ns(d.b_ns), _signed(d.delta_ns),
@@ -116,11 +160,25 @@ def compare_report(
         [False, True, True, True, True],
         "" if comparison.differences else "No part of the elapsed time differs.",
     )  # fmt: skip
+    elapsed = Section(
+        "Where the elapsed time went", "parts",
+        "Per rank on average: each MPI operation, file I/O per file, computation.",
+        figures=[Figure(figures.compared_parts(comparison), "time per part, a beside b")],
+    )  # fmt: skip
     sites = Section(
         "Call sites", "sites",
         "The call sites of either run, the largest change of time first: the same site in "
         "both runs when its operation and frames are (file, line and function, else "
-        "build-id and offset).", tables=[sites_table(comparison)],
+        "build-id and offset).",
+        figures=[Figure(figures.compared_sites(comparison), "time per call site, a beside b")],
+        tables=[sites_table(comparison)],
+    )  # fmt: skip
+    fams = Section(
+        "Communicator families", "families",
+        "The communicator families of either run (named as each run's Communicator families "
+        "card names them), the largest change of time first.",
+        figures=[Figure(figures.compared_families(comparison), "time per family, a beside b")],
+        tables=[families_table(comparison)],
     )  # fmt: skip
     name_b, name_a = side_name(comparison.b, "b")[3:], side_name(comparison.a, "a")[3:]
     progress(2, 2, "done")
@@ -130,7 +188,7 @@ def compare_report(
         facts=facts,
         findings=findings,
         summary=[("Where the elapsed time went (per rank), largest change first", parts)],
-        sections=[sites],
+        sections=[elapsed, sites, fams],
         evidence=Table(["figure", "basis", "how"], EVIDENCE),
         filename=_filename(comparison),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),

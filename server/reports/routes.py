@@ -250,8 +250,9 @@ def comparison_report(
         compare_service.find(session, b, b_run, b_owner)
         if side_a is not None:
             compare_service.find(session, side_a.job, a_run, a_owner)
-    return _answer(lambda s, p: compare_report(s, side_b, side_a, last, p), request, fmt,
-                   progress)  # fmt: skip
+    around = compare_service.around(request.app.state)
+    return _answer(lambda s, p: compare_report(s, side_b, side_a, around, last, p), request,
+                   fmt, progress)  # fmt: skip
 
 
 #: The window of a window report without bounds: the hour before now.

@@ -2,10 +2,14 @@
  * known way, with the same command line: every iteration rank 1 sleeps PHASES_SLOW_MS
  * milliseconds (environment; 0 when unset) before an MPI_Barrier, where the other ranks
  * wait for it, then every rank calls MPI_Allreduce on one double (no rank waits there);
- * with PHASES_BCAST=1 every rank also calls MPI_Bcast on one int. Each marked line is
- * found by its marker in the tests. Argument: iterations. */
+ * with PHASES_BCAST=1 every rank also calls MPI_Bcast on one int. Ranks are split into
+ * pairs (the family "split at phases.c:<line>, n groups of 2"); with PHASES_COUNT=n (n > 0)
+ * every rank also calls MPI_Allreduce on n doubles in its pair, so two runs differing only
+ * in n differ in message size at one line and one family. Each marked line is found by
+ * its marker in the tests. Argument: iterations. */
 #include <mpi.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static long env_long(const char *name)
@@ -26,8 +30,14 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     int iterations = argc > 1 ? atoi(argv[1]) : 10, rank, seed = 7;
     long slow_ms = env_long("PHASES_SLOW_MS"), bcast = env_long("PHASES_BCAST");
+    long count = env_long("PHASES_COUNT");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm pair;
+    MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &pair); /* site:split */
     double value = rank, sum = 0;
+    double *block = count > 0 ? malloc(2 * (size_t)count * sizeof(double)) : NULL;
+    if (block)
+        memset(block, 0, 2 * (size_t)count * sizeof(double));
     for (int i = 0; i < iterations; i++) {
         if (rank == 1)
             sleep_ms(slow_ms);
@@ -35,7 +45,11 @@ int main(int argc, char **argv)
         MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); /* site:steady */
         if (bcast)
             MPI_Bcast(&seed, 1, MPI_INT, 0, MPI_COMM_WORLD); /* site:extra */
+        if (block)
+            MPI_Allreduce(block, block + count, (int)count, MPI_DOUBLE, MPI_SUM, pair); /* site:sized */
     }
+    free(block);
+    MPI_Comm_free(&pair);
     MPI_Finalize();
     return 0;
 }

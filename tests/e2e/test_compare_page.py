@@ -62,6 +62,18 @@ def test_two_runs_side_by_side_and_the_history(served):
             assert page.locator(f"#{graph} .g-ytitle").count() == 1
             assert page.locator(f"#{graph} .legend").count() == 1
         assert page.locator("#cmp-parts .legend .traces").count() == 2
+        # each side's placement and fabric: two hosts, none on a fabric here, nothing invented
+        assert _rows(page, "cmp-context") == [
+            ["a: cmp-a run 1", "2 (0 placed)", "0", "0 (0 between switches)", "unknown",
+             "unknown", "0 B (0 jobs)", "0"],
+            ["b: cmp-b run 1", "2 (0 placed)", "0", "0 (0 between switches)", "unknown",
+             "unknown", "0 B (0 jobs)", "0"],
+        ]  # fmt: skip
+        # the report buttons download this comparison
+        for fmt in ("pdf", "html"):
+            assert page.locator(f"#cmp-report-{fmt}").get_attribute("href") == (
+                f"/api/reports/compare?b=cmp-b&a=cmp-a&format={fmt}"
+            )
         assert errors == []
 
 
