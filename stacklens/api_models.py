@@ -1195,7 +1195,9 @@ class Overview(ApiModel):
 # incidents: /api/incidents (server/incidents)
 # ---------------------------------------------------------------------------------------
 
-IncidentKind = Literal["congestion", "link_errors", "link_flap", "mpi_slowdown", "io_stall"]
+IncidentKind = Literal[
+    "congestion", "link_errors", "link_flap", "mpi_slowdown", "io_stall", "regression"
+]
 Severity = Literal["minor", "major", "critical"]
 Role = Literal["aggressor", "victim", "on link"]
 

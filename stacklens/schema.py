@@ -914,7 +914,7 @@ class Incident(Base):
         Text, unique=True, doc="the signal that opened it (detector, subject, start)"
     )
     kind: Mapped[str] = mapped_column(
-        Text, doc="congestion | link_errors | link_flap | mpi_slowdown | io_stall"
+        Text, doc="congestion | link_errors | link_flap | mpi_slowdown | io_stall | regression"
     )
     severity: Mapped[str] = mapped_column(Text, doc="minor | major | critical")
     title: Mapped[str] = mapped_column(Text, doc="one line naming the cause and the jobs")

@@ -193,7 +193,15 @@ class Settings(BaseSettings):
     incident_baseline_s: float = Field(default=120.0, gt=0)
     incident_min_time_ms: float = Field(default=50.0, ge=0)
     incident_min_s: float = Field(default=5.0, ge=0)
+    regression_factor: float = Field(default=0.0, ge=0)
     alert_webhook: str = ""
+
+    @field_validator("regression_factor")
+    @classmethod
+    def _check_regression_factor(cls, value: float) -> float:
+        if value != 0 and value <= 1:
+            raise ValueError("STACKLENS_REGRESSION_FACTOR is 0 (off) or a number above 1")
+        return value
 
     @field_validator("collector")
     @classmethod

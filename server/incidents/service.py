@@ -58,6 +58,8 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from server.compare.regression import RegressionCheck
+from server.compare.service import Around
 from server.fabric import repository as fabric
 from server.fabric.snapshot import STALE_SWEEPS
 from server.incidents import message
@@ -100,6 +102,7 @@ KIND_TEXT = {
     "link_flap": "Link flapping",
     "mpi_slowdown": "MPI slowdown",
     "io_stall": "I/O stall",
+    "regression": "Regression",
 }
 
 
@@ -129,6 +132,7 @@ class IncidentService:
         webhook: Webhook | None = None,
         clock: Callable[[], int] = time.time_ns,
         base_url: str = "http://127.0.0.1:7450",
+        regression_factor: float = 0.0,
     ):
         self.engine = engine
         self.base_url = base_url  # the dashboard's address, for the incidents' URLs
@@ -137,6 +141,10 @@ class IncidentService:
         self.webhook = webhook
         self.traffic = traffic or TrafficConfig()
         self.attributions = AttributionCache(max_age_s=REFRESH_NS / SECOND)
+        #: the regression check after each run (server/compare/regression.py); None: off
+        self.regression = (RegressionCheck(regression_factor,
+                                           Around(self.attributions, self.traffic))
+                           if regression_factor else None)  # fmt: skip
         self.clock = clock
         self.stats = ServiceStats()
         self.links = LinkDetector(thresholds)
@@ -206,6 +214,9 @@ class IncidentService:
             fed |= self._events(session, now)
             fed |= self._jobs(session, now)
             messages = self._store(session, links, now) if fed else []
+            if self.regression is not None:
+                for incident_id, row in self.regression.check(session, now):
+                    messages.append(self._message(session, "opened", incident_id, row))
             session.commit()
         self.stats.ticks += 1
         self.stats.last_tick_s = time.monotonic() - started
@@ -539,4 +550,5 @@ def incident_service(engine: Engine, settings: Any, traffic: TrafficConfig | Non
         traffic=traffic,
         webhook=Webhook(settings.alert_webhook) if settings.alert_webhook else None,
         base_url=settings.public_base_url(),
+        regression_factor=settings.regression_factor,
     )
