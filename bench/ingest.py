@@ -45,7 +45,7 @@ _SIZE = """
 SELECT coalesce(sum(pg_total_relation_size(relid)), 0)
 FROM pg_partition_tree(%s::regclass) WHERE isleaf
 """
-_SAMPLES = "SELECT coalesce(sum(cardinality(peer)), 0) FROM p2p_frames"
+_SAMPLES = "SELECT coalesce(sum(cardinality(bytes) / 2), 0) FROM p2p_frames"  # 2 per sample
 
 
 def loadgen(endpoint: str, args: argparse.Namespace, rate: float = 0.0) -> dict:

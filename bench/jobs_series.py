@@ -90,10 +90,10 @@ def bulk_sql(ranks: int, seconds: int) -> list[str]:
         f" bytes, time_ns) SELECT {head}, {ops}, ARRAY[2, 1, 1]::int8[], "
         f"ARRAY[8192, 0, 64]::int8[], CASE WHEN {slow} THEN ARRAY[200000, 10000000, 20000000]"
         f" ELSE ARRAY[2000000, 100000000, 200000000] END::int8[] FROM {frames}",
-        f"INSERT INTO p2p_frames (job_id, run_id, world_rank, t_start_ns, t_end_ns, peer, "
-        f"bytes_sent, msgs_sent, bytes_recv, msgs_recv) SELECT {head}, "
-        f"ARRAY[(r + 1) % {ranks}, (r + {ranks - 1}) % {ranks}]::int4[], ARRAY[4096, 4096]::int8[],"
-        f" ARRAY[1, 1]::int4[], ARRAY[0, 0]::int8[], ARRAY[0, 0]::int4[] FROM {frames}",
+        # packed (stacklens.schema.P2P_PACKED): peer, msgs_sent, msgs_recv; bytes_sent, bytes_recv
+        f"INSERT INTO p2p_frames (job_id, run_id, world_rank, t_start_ns, t_end_ns, peer_msgs, "
+        f"bytes) SELECT {head}, ARRAY[(r + 1) % {ranks}, (r + {ranks - 1}) % {ranks}, 1, 1, 0, 0]"
+        f"::int4[], ARRAY[4096, 4096, 0, 0]::int8[] FROM {frames}",
         f"INSERT INTO coll_frames (job_id, run_id, world_rank, t_start_ns, t_end_ns, op_id, "
         f"comm_id, comm_size, root, calls, bytes, time_ns) SELECT {head}, "
         f"ARRAY[{op('MPI_Allreduce')}]::int2[], ARRAY[1]::int8[], ARRAY[{ranks}]::int4[], "

@@ -56,7 +56,8 @@ COLUMN = np.dtype(
         ("wire_width", "u1"),
         ("out_width", "u1"),
         ("is_key", "u1"),
-        ("pad", "u1", (3,)),
+        ("joined", "u1"),  # continues the previous column's array
+        ("pad", "u1", (2,)),
         ("element_oid", "<u4"),
     ]
 )

@@ -394,7 +394,32 @@ def _array_storage(view: type[Base], name: str, table: str) -> Any:
     )
 
 
-P2PFrames = _array_storage(P2PDelta, "P2PFrames", "p2p_frames")
+#: Array columns of p2p_frames that hold several record fields one after the other, n
+#: elements each (n = a row's records): one array header instead of one per field keeps a
+#: 16-peer sample under 40 B on disk (migration 0033; bench/RESULTS.md).
+P2P_PACKED: dict[str, tuple[str, ...]] = {
+    "peer_msgs": ("peer", "msgs_sent", "msgs_recv"),
+    "bytes": ("bytes_sent", "bytes_recv"),
+}
+
+
+class P2PFrames(_RankInterval, Base):
+    """Storage of p2p_deltas (array layout, one row per frame, fields packed: P2P_PACKED):
+    `peer_msgs` is peer[1..n], msgs_sent[1..n], msgs_recv[1..n]; `bytes` is
+    bytes_sent[1..n], bytes_recv[1..n]. The view p2p_deltas reads them back per record."""
+
+    __tablename__ = "p2p_frames"
+    __table_args__ = _frames_args("p2p_frames")
+    __mapper_args__ = _identity()
+
+    peer_msgs: Mapped[list[int]] = mapped_column(
+        ARRAY(Integer), doc="peer, msgs_sent, msgs_recv: n elements each (int4)"
+    )
+    bytes: Mapped[list[int]] = mapped_column(
+        ARRAY(BigInteger), doc="bytes_sent, bytes_recv: n elements each"
+    )
+
+
 OpFrames = _array_storage(OpDelta, "OpFrames", "op_frames")
 OpHistFrames = _array_storage(OpHistDelta, "OpHistFrames", "op_hist_frames")
 CollFrames = _array_storage(CollDelta, "CollFrames", "coll_frames")

@@ -512,15 +512,21 @@ int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n
         for (uint32_t r = 0; r < f->count[table_id]; r++)
             elements += pieces(first + r * size, columns, n_columns);
         const int split = elements != f->count[table_id];
+        uint32_t arrays = 0;
         uint64_t row = 2 + 2 * (4 + 8) + (4 + 4) + 2 * (4 + 8);
-        for (uint32_t c = 0; c < n_columns; c++)
-            row += 4 + 20 + elements * (4 + columns[c].out_width);
+        for (uint32_t c = 0; c < n_columns; c++) {
+            if (!columns[c].joined) {
+                arrays++;
+                row += 4 + 20;
+            }
+            row += elements * (4 + columns[c].out_width);
+        }
         need += row;
         if (out == NULL)
             continue;
         if (need > cap)
             return -1;
-        p = put16(p, (uint16_t)(5 + n_columns));
+        p = put16(p, (uint16_t)(5 + arrays));
         p = put64(put32(p, 8), (uint64_t)job_ids[i]);
         p = put64(put32(p, 8), (uint64_t)run_ids[i]);
         p = put32(put32(p, 4), (uint32_t)ranks[i]);
@@ -528,18 +534,26 @@ int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n
         p = put64(put32(p, 8), f->t_end);
         for (uint32_t c = 0; c < n_columns; c++) {
             const sl_column *col = &columns[c];
-            p = put32(p, (uint32_t)(20 + elements * (4 + col->out_width)));
-            p = put32(put32(put32(p, 1), 0), col->element_oid); /* ndim, has_null, oid */
-            p = put32(put32(p, (uint32_t)elements), 1);          /* size, lower bound */
+            if (!col->joined) { /* an array's header: its columns' elements, all of them */
+                uint32_t k = 1;
+                while (c + k < n_columns && columns[c + k].joined)
+                    k++;
+                uint64_t bytes = 0;
+                for (uint32_t j = 0; j < k; j++)
+                    bytes += elements * (4 + columns[c + j].out_width);
+                p = put32(p, (uint32_t)(20 + bytes));
+                p = put32(put32(put32(p, 1), 0), col->element_oid); /* ndim, has_null, oid */
+                p = put32(put32(p, (uint32_t)(elements * k)), 1);   /* size, lower bound */
+            }
             if (!split) {
                 p = put_column(p, first, size, f->count[table_id], col);
                 continue;
             }
             for (uint32_t r = 0; r < f->count[table_id]; r++) {
                 const uint8_t *rec = first + r * size;
-                uint64_t k = split ? pieces(rec, columns, n_columns) : 1;
+                uint64_t k = pieces(rec, columns, n_columns);
                 for (uint64_t j = 0; j < k; j++) {
-                    uint64_t v = split ? piece_value(rec, col, j) : column_value(rec, col);
+                    uint64_t v = piece_value(rec, col, j);
                     p = put32(p, col->out_width);
                     if (col->out_width == 8)
                         p = put64(p, v);

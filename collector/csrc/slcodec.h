@@ -65,7 +65,9 @@ typedef struct sl_column {
     uint8_t wire_width;    /* 4 (u32) or 8 (u64) */
     uint8_t out_width;     /* 2, 4 or 8: int2/int4/int8 element */
     uint8_t is_key;        /* keys are repeated when a record is split (see below) */
-    uint8_t pad[3];
+    uint8_t joined;        /* 1: continues the previous column's array (same element type):
+                            * one array holds several fields, `elements` values each */
+    uint8_t pad[2];
     uint32_t element_oid;  /* PostgreSQL type oid of the element */
 } sl_column;
 
@@ -85,7 +87,8 @@ int64_t sl_scan(const uint8_t *buf, uint64_t len, const sl_limits *lim, sl_frame
  * table for n frames: per frame one row of job_id (job_ids[i]), run_id
  * (run_ids[i]), world_rank (ranks[i]: the frame's world rank, or the process
  * number of a non-MPI process), t_start_ns, t_end_ns and one 1-d array per
- * column. frames[i] points at the
+ * column, or per run of joined columns (the first column's elements, then the
+ * next's: k fields of e elements make one array of k * e). frames[i] points at the
  * frame start of infos[i]; every frame must hold the table's section (an
  * empty section becomes a row of empty arrays). A u64 counter stored narrower (int4) that does not fit is split over
  * several elements of the same key, so sums stay exact. With out == NULL,

@@ -41,8 +41,9 @@ def test_null_masks_become_sql_nulls(pg_server):
 
 
 def test_array_rows_from_frames_split_counts_beyond_int4(pg_server):
-    """The compiled encoder writes one row per frame; a message count beyond int4 becomes
-    several elements of the same peer whose sum is exact."""
+    """The compiled encoder writes one row per frame, p2p's fields packed into two arrays;
+    a message count beyond int4 becomes several elements of the same peer whose sum is
+    exact."""
     from collector import codec
     from collector.store.tables import DELTA_TABLES
     from stacklens import wire
@@ -66,15 +67,18 @@ def test_array_rows_from_frames_split_counts_beyond_int4(pg_server):
     with psycopg.connect(pg_server) as conn:
         conn.execute(
             "CREATE TEMP TABLE f (job_id bigint, run_id bigint, world_rank int, t_start_ns bigint, "
-            "t_end_ns bigint, peer int[], bytes_sent bigint[], msgs_sent int[], "
-            "bytes_recv bigint[], msgs_recv int[])"
+            "t_end_ns bigint, peer_msgs int[], bytes bigint[])"
         )
         with conn.cursor().copy("COPY f FROM STDIN (FORMAT BINARY)") as copy:
             copy.write(COPY_SIGNATURE + rows + COPY_TRAILER)
         row = conn.execute("SELECT * FROM f").fetchone()
     assert row[:5] == (42, 7, 2, 10**18, 10**18 + 1)
-    assert row[5] == [1] * 6 + [2]
-    assert row[6] == [2**40, 0, 0, 0, 0, 0, 16]
-    assert row[7] == [2**31 - 1] * 5 + [3, 1]
-    assert row[8] == [8, 0, 0, 0, 0, 0, 0]
-    assert row[9] == [2, 0, 0, 0, 0, 0, 0]
+    # packed (stacklens.schema.P2P_PACKED): peer, msgs_sent, msgs_recv; bytes_sent, bytes_recv
+    peer, msgs_sent, msgs_recv = row[5][:7], row[5][7:14], row[5][14:]
+    bytes_sent, bytes_recv = row[6][:7], row[6][7:]
+    assert len(row[5]) == 21 and len(row[6]) == 14
+    assert peer == [1] * 6 + [2]
+    assert bytes_sent == [2**40, 0, 0, 0, 0, 0, 16]
+    assert msgs_sent == [2**31 - 1] * 5 + [3, 1]
+    assert bytes_recv == [8, 0, 0, 0, 0, 0, 0]
+    assert msgs_recv == [2, 0, 0, 0, 0, 0, 0]
