@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
+import pwd
 import shutil
 import statistics
 import subprocess
@@ -66,6 +68,8 @@ def build(out: Path) -> None:
         subprocess.run(["mpicc", "-O2", "-o", str(out / name), str(src)], check=True)
     write = ["cc", "-O2", "-pthread", "-o", str(out / "write"), str(HERE / "overhead_write.c")]
     subprocess.run(write, check=True)
+    opener = ["cc", "-O2", "-o", str(out / "open"), str(HERE / "overhead_open.c")]
+    subprocess.run(opener, check=True)
     rss = ["mpicc", "-O2", "-rdynamic", "-o", str(out / "rss_peers"), str(HERE / "rss_peers.c"),
            "-ldl"]  # fmt: skip
     subprocess.run(rss, check=True)
@@ -102,7 +106,11 @@ def run(cmd: list[str], lib: Path | None, **extra: str) -> list[float]:
         env["LD_PRELOAD"] = str(lib)
         cmd = [*cmd[:1], "-x", "LD_PRELOAD", *cmd[1:]] if cmd[0] == "mpirun" else cmd
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-    return [float(x) for x in out.strip().splitlines()[-1].split()]
+    for line in reversed(out.splitlines()):  # the program's figures: its last line of numbers
+        with contextlib.suppress(ValueError):
+            if numbers := [float(x) for x in line.split()]:
+                return numbers
+    raise ValueError(f"no figures in the output of {cmd}: {out[-500:]!r}")
 
 
 def compare(
@@ -228,58 +236,183 @@ def check_counted(write: str, path: Path, lib: Path, n: int) -> None:
 
 #: The call-site settings compared by --only callsites (STACKLENS_CALLSITE_DEPTH).
 SITE_DEPTHS = ("0", "1", "8")
+#: Two shared-memory speed modes are told apart when the widest gap between the sorted
+#: ping-pong figures of the cheap configurations is wider than this factor.
+MODE_GAP = 1.6
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """One configuration of the side-by-side rounds: a preloaded library (None: none), its
+    environment, and whether it adds less per call than the gap between the VM's two
+    shared-memory speed modes (then each of its ping-pong runs is placed in a mode)."""
+
+    name: str
+    lib: Path | None
+    env: dict[str, str]
+    cheap: bool = True
+
+
+def build_mpip(src: Path, out: Path) -> Path:
+    """mpiP built from its source in out/mpiP, as its README says (autotools; LOGNAME must be
+    set, its configure and make read it), without libunwind and binutils: its default call
+    sites then come from glibc's backtrace() on every call. src is a source tree or a git
+    repository (its HEAD, bare or not). Returns the path of libmpiP.so."""
+    dest = out / "mpiP"
+    if (src / "configure").is_file():
+        shutil.copytree(src, dest)
+    else:
+        dest.mkdir()
+        tar = subprocess.run(["git", "-C", str(src), "archive", "HEAD"], capture_output=True,
+                             check=True).stdout  # fmt: skip
+        subprocess.run(["tar", "x", "-C", str(dest)], input=tar, check=True)
+    env = {**os.environ, "LOGNAME": os.environ.get("LOGNAME") or pwd.getpwuid(os.getuid())[0]}
+    for step in (["./configure", "--disable-libunwind", "--disable-bfd", "CC=mpicc",
+                  "F77=mpif77"], ["make", "shared"]):  # fmt: skip
+        done = subprocess.run(step, cwd=dest, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"mpiP: {' '.join(step)} failed:\n{done.stdout[-2000:]}"
+                             f"{done.stderr[-2000:]}")  # fmt: skip
+    return dest / "libmpiP.so"
+
+
+def side_by_side(cmd: list[str], configs: list[Config], repeat: int) -> list[list[list[float]]]:
+    """runs[config][round] = the numbers cmd printed; every round runs each configuration
+    once, the order rotated by one each round (no configuration always first)."""
+    runs: list[list[list[float]]] = [[] for _ in configs]
+    for r in range(repeat):
+        for k in range(len(configs)):
+            i = (k + r) % len(configs)
+            runs[i].append(run(cmd, configs[i].lib, **configs[i].env))
+    return runs
+
+
+def paired(x: list[float], base: list[float]) -> float:
+    """The median of the per-round differences x - base."""
+    return statistics.median(a - b for a, b in zip(x, base, strict=True))
+
+
+def verdict(ok: bool) -> str:
+    """How a target reads."""
+    return "holds" if ok else "MISSED"
+
+
+def print_mpi_targets(what: str, cost: dict[str, float], unit: str = "ns") -> None:
+    """The two per-call targets from costs over no library: depth 1 over off <= 5 ns, and
+    stacklens (depth 1, the default) <= 1/3 of mpiP -k 0."""
+    d1 = cost["depth 1"] - cost["depth 0"]
+    print(f"  target {what}: depth 1 over off {d1:+.1f} {unit} (<= 5): {verdict(d1 <= 5)}")
+    if "mpiP -k 0" in cost:
+        hooks, mpip = cost["depth 1"], cost["mpiP -k 0"]
+        ratio = hooks / mpip if mpip > 0 else float("inf")
+        print(f"  target {what}: stacklens {hooks:+.1f} {unit} vs mpiP -k 0 {mpip:+.1f} {unit} "
+              f"over no library = {ratio:.2f} (<= 0.33): {verdict(ratio <= 1 / 3)}")  # fmt: skip
+
+
+def mode_split(values: list[float]) -> float | None:
+    """The threshold between the two shared-memory speed modes in values (the geometric
+    middle of their widest gap when it is wider than MODE_GAP), or None: one mode."""
+    v = sorted(x for x in values if x > 0)
+    if len(v) < 2:
+        return None
+    lo, hi = max(zip(v, v[1:], strict=False), key=lambda p: p[1] / p[0])
+    return (lo * hi) ** 0.5 if hi / lo > MODE_GAP else None
+
+
+def print_per_call(name: str, runs: list, configs: list[Config], col: int, modes: bool) -> None:
+    """One MPI benchmark's figures: each configuration's median ns per call and its cost over
+    no library and over call sites off; with modes, per shared-memory speed mode (a run's
+    mode from its own figure; cheap configurations only, the others over all runs)."""
+    x = [[r[col] for r in per] for per in runs]
+    names = [c.name for c in configs]
+    split = mode_split([v for c, xs in zip(configs, x, strict=True) if c.cheap for v in xs])
+    if not modes or split is None:
+        med = [statistics.median(v) for v in x]
+        cost = {n: paired(v, x[0]) for n, v in zip(names, x, strict=True)}
+        print(f"{name}: " + "; ".join(f"{n} {m:.1f} ns ({cost[n]:+.1f})" for n, m in
+              zip(names, med, strict=True)) + " (medians; in brackets the median per-round "
+              f"difference to no library; {len(x[0])} rounds" +
+              (", one speed mode" if modes else "") + ")")  # fmt: skip
+        print_mpi_targets(name, cost)
+        return
+    for mode, keep in (("fast mode", lambda v: v < split), ("slow mode", lambda v: v >= split)):
+        parts, cost = [], {}
+        base = [v for v in x[0] if keep(v)]
+        for c, xs in zip(configs, x, strict=True):
+            mine = [v for v in xs if keep(v)] if c.cheap else xs
+            if not mine or not base:
+                parts.append(f"{c.name} - (no run)")
+                continue
+            m = statistics.median(mine)
+            cost[c.name] = m - statistics.median(base if c.cheap else x[0])
+            parts.append(f"{c.name} {m:.1f} ns ({cost[c.name]:+.1f}, {len(mine)} runs"
+                         f"{'' if c.cheap else ', either mode'})")  # fmt: skip
+        print(f"{name}, {mode} (runs below/above {split:.0f} ns): " + "; ".join(parts) +
+              " (medians; in brackets the difference of medians to no library)")  # fmt: skip
+        if {"depth 0", "depth 1"} <= cost.keys():
+            print_mpi_targets(f"{name}, {mode}", cost)
 
 
 def callsite_depths(out: Path, lib: Path, a: argparse.Namespace) -> None:
-    """Call sites off (depth 0) vs depth 1 vs depth 8 with the same library, and without it,
-    side by side in interleaved rounds: ns per MPI call (1 rank, self messages; 2-rank
-    ping-pong) and the 4 KiB write() loop on a private tmpfs; each configuration's cost
-    over depth 0 as the median of the per-round differences."""
-    configs: list[tuple[Path | None, dict[str, str]]] = [(None, {})]
-    configs += [(lib, {"STACKLENS_CALLSITE_DEPTH": d}) for d in SITE_DEPTHS]
+    """Call sites off (depth 0) vs depth 1 vs depth 8 of one library, no library, and mpiP
+    (default and -k 0) when its source is given, side by side in rotated interleaved rounds:
+    ns per MPI call (1 rank, self messages; 2-rank ping-pong, per shared-memory speed mode),
+    and without mpiP (it wraps no POSIX call) the 4 KiB write() loop on a private tmpfs in
+    a process of one thread and of two, and open() + close() pairs; the targets of issues
+    #26 point 4 and #30 point 4 with their verdicts."""
+    configs = [Config("no library", None, {})]
+    configs += [Config(f"depth {d}", lib, {"STACKLENS_CALLSITE_DEPTH": d}, d != "8")
+                for d in SITE_DEPTHS]  # fmt: skip
+    mpi_configs = list(configs)
+    if a.mpip is not None:
+        mpip = build_mpip(a.mpip.resolve(), out)
+        reports = out / "mpiP-reports"
+        reports.mkdir()
+        print(f"mpiP built from {a.mpip}: {mpip}")
+        mpi_configs += [Config("mpiP default", mpip, {"MPIP": f"-f {reports}"}, False),
+                        Config("mpiP -k 0", mpip, {"MPIP": f"-k 0 -f {reports}"})]  # fmt: skip
+    else:
+        print("mpiP: no --mpip source given; its rows are left out")
     idle = {"STACKLENS_INTERVAL_MS": "1000"}
-
-    def measure(cmd: list[str], cols: tuple[tuple[int, str], ...], name: str, unit: str) -> None:
-        """Prints the figures of cmd's printed columns cols ((column, label) pairs)."""
-        runs: list[list[list[float]]] = [[] for _ in configs]
-        for _ in range(a.repeat):
-            for i, (with_lib, env) in enumerate(configs):
-                runs[i].append(run(cmd, with_lib, **idle, **env))
-        for col, what in cols:
-            x = [[r[col] for r in per] for per in runs]
-            med = [statistics.median(v) for v in x]
-            off = x[1]  # depth 0: the library with call sites off
-            line = f"{name}{what}: without the library {med[0]:.1f} {unit}, depth 0 {med[1]:.1f}"
-            for d, v, m in zip(SITE_DEPTHS[1:], x[2:], med[2:], strict=True):
-                diff = statistics.median(b - o for b, o in zip(v, off, strict=True))
-                line += f"; depth {d} {m:.1f}: {diff:+.1f} over depth 0"
-            print(line + f" ({unit}, medians of {a.repeat} rounds; per-round differences)")
-
-    measure(["mpirun", "-np", "1", str(out / "calls"), str(a.trips)],
-            ((0, ""), (1, ", thread CPU time")), "MPI call, 1 rank, self messages",
-            "ns per call")  # fmt: skip
-    measure(["mpirun", "-np", "2", str(out / "pingpong"), str(a.trips)], ((0, ""),),
-            "MPI call, 2-rank ping-pong", "ns per call")  # fmt: skip
+    mpi_configs = [Config(c.name, c.lib, {**idle, **c.env}, c.cheap) for c in mpi_configs]
+    runs = side_by_side(["mpirun", "-np", "1", str(out / "calls"), str(a.trips)], mpi_configs,
+                        a.repeat)  # fmt: skip
+    print_per_call("MPI call, 1 rank, self messages, wall", runs, mpi_configs, 0, False)
+    print_per_call("MPI call, 1 rank, self messages, thread CPU", runs, mpi_configs, 1, False)
+    runs = side_by_side(["mpirun", "-np", "2", str(out / "pingpong"), str(a.trips)], mpi_configs,
+                        a.repeat)  # fmt: skip
+    print_per_call("MPI call, 2-rank ping-pong", runs, mpi_configs, 0, True)
     with tmpfs() as (fs, how):
         if fs is None:
-            print(f"tmpfs: {how}; the write rows are left out")
+            print(f"tmpfs: {how}; the write and open rows are left out")
             return
         path = fs / "bench.dat"
-        write = [str(out / "write"), str(path), str(a.writes), "single"]
-        runs: list[list[list[float]]] = [[] for _ in configs]
-        for _ in range(a.repeat):
-            for i, (with_lib, env) in enumerate(configs):
-                runs[i].append(run(write, with_lib, **env))
-        path.unlink()
-        for col, what in ((0, "mean"), (1, "p10 chunk")):
-            x = [[r[col] for r in per] for per in runs]
-            med = [statistics.median(v) for v in x]
-            line = (f"4 KiB write(), tmpfs (tracked), 1 thread, {what}: without the library "
-                    f"{med[0]:.0f} ns, depth 0 {med[1]:.0f} ns")  # fmt: skip
-            for d, v, m in zip(SITE_DEPTHS[1:], x[2:], med[2:], strict=True):
-                diff = statistics.median(b - o for b, o in zip(v, x[1], strict=True))
-                line += f"; depth {d} {m:.0f} ns: {diff:+.0f} ns, {100 * diff / med[1]:+.2f} %"
-            print(line + " over depth 0 (per-round differences)")
+        cases = [("4 KiB write(), tmpfs (tracked), 1 thread", "write", "single", 1.0),
+                 ("4 KiB write(), tmpfs (tracked), 2 threads", "write", "thread", 1.0),
+                 ("open() + close(), tmpfs (tracked)", "open", "", None)]  # fmt: skip
+        for name, program, mode, target in cases:
+            n = a.writes if program == "write" else max(a.writes // 4, 256)
+            cmd = [str(out / program), str(path), str(n), *([mode] if mode else [])]
+            runs = side_by_side(cmd, configs, a.repeat)
+            path.unlink()
+            for col, what in ((0, "mean"), (1, "p10 chunk")):
+                x = [[r[col] for r in per] for per in runs]
+                med = [statistics.median(v) for v in x]
+                parts = [f"no library {med[0]:.0f} ns"]
+                for c, v, m in zip(configs[1:], x[1:], med[1:], strict=True):
+                    over_none, over_off = paired(v, x[0]), paired(v, x[1])
+                    parts.append(f"{c.name} {m:.0f} ns ({100 * over_none / med[0]:+.2f} % over "
+                                 f"no library, {over_off:+.0f} ns = "
+                                 f"{100 * over_off / med[1]:+.2f} % over off)")  # fmt: skip
+                print(f"{name}, {what}: " + "; ".join(parts) + f" (medians; per-round "
+                      f"differences; {a.repeat} rounds)")  # fmt: skip
+                if target is not None:
+                    d1, d0 = x[2], x[1]
+                    off = 100 * paired(d1, d0) / med[1]
+                    total = 100 * paired(d1, x[0]) / med[0]
+                    print(f"  target {name}, {what}: depth 1 over off {off:+.2f} % (<= 1 %): "
+                          f"{verdict(off <= target)}; stacklens over no library {total:+.2f} % "
+                          f"(<= 2 %): {verdict(total <= 2)}")  # fmt: skip
 
 
 def rss(out: Path, libs: list[Path]) -> None:
@@ -302,6 +435,12 @@ def main() -> None:
     p.add_argument("--writes", type=int, default=200000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--lib", type=Path, action="append", help=f"library (default {LIB})")
+    p.add_argument(
+        "--mpip",
+        type=Path,
+        help="mpiP's source (a tree or a git repository): "
+        "--only callsites builds it and runs it side by side (default and -k 0)",
+    )
     p.add_argument(
         "--only",
         choices=["write", "mpi", "callsites"],
