@@ -26,12 +26,17 @@ Prints, each a median of --repeat runs (without and with the library interleaved
     because 1,024 real ranks do not fit this machine), and for a 2-rank world.
 With --lib given several times, each library is measured in the same rounds (before/after
 comparisons, interleaved). --only callsites compares call sites off (STACKLENS_CALLSITE_DEPTH
-0), depth 1 and depth 8 of one library (and no library) in the same interleaved rounds:
-the MPI call figures and the tmpfs write loop (issue #26 point 4). Not a timed test: run it
-by hand and copy the figures into bench/RESULTS.md.
+0), depth 1 and depth 8 of one library, no library, and (with --mpip SRC) mpiP's default
+and `-k 0`, mpiP built from its source in the run's temporary directory (autotools, LOGNAME
+set; never committed), all in the same rotated interleaved rounds: ns per MPI call (self
+messages; the 2-rank ping-pong per shared-memory speed mode, this VM having two), the 4 KiB
+write loop on a private tmpfs in a process of one thread and of two, and open() + close()
+pairs (bench/overhead_open.c), with the targets of issues #26 point 4 and #30 point 4 and
+their verdicts. Not a timed test: run it by hand and
+copy the figures into bench/RESULTS.md.
 
     .venv/bin/python -m bench.overhead [--trips N] [--writes N] [--repeat R] [--lib SO]...
-                                       [--only write|mpi|callsites]
+                                       [--only write|mpi|callsites] [--mpip SRC]
 """
 
 from __future__ import annotations

@@ -140,8 +140,26 @@ static void describe(MPI_Comm newcomm, uint32_t made, uint32_t parent_id, uint32
     pthread_mutex_unlock(&lock);
 }
 
+/*
+ * A thread's cache of comm_p2p entries: a key's two words -> its entry index, direct
+ * mapped, so a message on a communicator other than the world skips the table's hash
+ * probe and key compare (that lookup was a fifth of a self message's CPU time, most of it
+ * a stalled reload of the key built in memory: bench/RESULTS.md). Only ordinary entries
+ * are cached: a key folded into an overflow entry is looked up (and counted as dropped)
+ * on every call, as before. gen is the table's generation (sl_family_init), so a slot
+ * filled before a re-initialisation never matches; 0 = empty.
+ */
+#define CP2P_CACHE 32u
+typedef struct cp2p_slot {
+    uint64_t w0, w1;
+    uint32_t gen, idx;
+} cp2p_slot;
+static __thread cp2p_slot cp2p_cache[CP2P_CACHE] __attribute__((tls_model("initial-exec")));
+static unsigned cp2p_gen;
+
 int sl_family_init(unsigned max_keys)
 {
+    __atomic_add_fetch(&cp2p_gen, 1, __ATOMIC_RELAXED);
     descs = calloc(max_keys + 1u, sizeof *descs);
     max_descs = max_keys;
     n_descs = 0;
@@ -238,13 +256,23 @@ void sl_family_count(MPI_Comm comm, int op, int rank, int received, uint64_t byt
     if (sl_comm_p2p.entries == NULL)
         return;
     if (rec != NULL && rank < rec->size && rec->world[rank] >= 0) {
-        sl_comm_p2p_key key = { .comm_id = rec->comm_id, .op = (uint32_t)op,
-                                .peer = (uint32_t)rec->world[rank],
-                                .received = received ? 1u : 0u };
-        uint64_t w[2];
-        _Static_assert(sizeof key == sizeof w, "a comm_p2p key is two words");
-        memcpy(w, &key, sizeof w);
-        i = sl_keytab_get(&sl_comm_p2p, &key, sl_hash_words2(w[0], w[1]), overflow);
+        /* the key's words in registers (built in memory and reloaded, they stalled) */
+        uint64_t w0 = rec->comm_id | (uint64_t)(uint32_t)op << 32;
+        uint64_t w1 = (uint32_t)rec->world[rank] | (uint64_t)(received ? 1u : 0u) << 32;
+        uint64_t hash = sl_hash_words2(w0, w1);
+        uint32_t gen = __atomic_load_n(&cp2p_gen, __ATOMIC_RELAXED);
+        cp2p_slot *s = &cp2p_cache[hash & (CP2P_CACHE - 1)];
+        if (__builtin_expect(s->gen == gen && s->w0 == w0 && s->w1 == w1, 1)) {
+            i = s->idx;
+        } else {
+            sl_comm_p2p_key key = { .comm_id = rec->comm_id, .op = (uint32_t)op,
+                                    .peer = (uint32_t)rec->world[rank],
+                                    .received = received ? 1u : 0u };
+            _Static_assert(sizeof key == 2 * sizeof w0, "a comm_p2p key is two words");
+            i = sl_keytab_get(&sl_comm_p2p, &key, hash, overflow);
+            if (i < sl_comm_p2p.max_keys)
+                *s = (cp2p_slot){ .w0 = w0, .w1 = w1, .gen = gen, .idx = i };
+        }
     } else if (rec == NULL) {
         sl_key_dropped();
         i = sl_keytab_overflow(&sl_comm_p2p, overflow);
