@@ -127,6 +127,11 @@ async def _serve(
             hook = " (alerts to STACKLENS_ALERT_WEBHOOK)" if settings.alert_webhook else ""
             progress(f"incidents: detecting on every sweep{hook}")
         progress(f"API and dashboard: serving on {url}")
+        # the PDF reports' browser (server/reports/painter.py), started now in the
+        # background rather than at the first PDF asked for (seconds on a busy node)
+        from server.reports import render
+
+        render.prepare("pdf")
         print(
             f"stacklens is up: dashboard {url}/  API docs {url}/docs  "
             f"collector {settings.collector_host}:{ready.port}",

@@ -4,21 +4,18 @@ and host is text, never markup) renders both formats.
 - HTML: self-contained, opens offline: plotly.js embedded once, each figure's JSON in a
   `<script type="application/json">` block (its `<`, `>`, `&` escaped, so no text in it
   can close the block) drawn interactively by a few lines of script.
-- PDF: the same page with every figure as a static PNG made by kaleido (its Chromium: a
-  warm one, started at the first PDF and kept for the process), laid out in pages by
-  WeasyPrint, its tables in a fixed layout with column widths from their text's length
+- PDF: the same page with every figure as a static PNG drawn by plotly.js in one page of
+  one headless Chromium kept for the process (`painter.PAINTER`: all of a report's
+  figures in one call, plotly.js loaded once), laid out in pages by WeasyPrint, its
+  tables in a fixed layout with column widths from their text's length
   (`column_widths`), a section's table cut to its first PDF_ROWS rows (`printed`).
   Why WeasyPrint: docs/reports.md.
 """
 
 from __future__ import annotations
 
-import atexit
-import base64
-import tempfile
-import threading
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Literal
 
 import plotly.io as pio
@@ -27,6 +24,7 @@ from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
 from presentation.report_model import Report, Table
+from server.reports.painter import PAINTER
 
 #: Width of the figures in the PDF (CSS px) and the pixel density of their images.
 PDF_FIGURE_WIDTH = 1000
@@ -34,8 +32,6 @@ PDF_IMAGE_SCALE = 1.5
 #: Rows of a section's table in the PDF at most (the HTML report lists up to
 #: build.SECTION_ROWS; laying out a thousand rows in pages cost WeasyPrint seconds).
 PDF_ROWS = 50
-#: Browser tabs kaleido draws in at once.
-KALEIDO_TABS = 2
 
 Format = Literal["html", "pdf"]
 MEDIA_TYPES = {"html": "text/html; charset=utf-8", "pdf": "application/pdf"}
@@ -88,8 +84,6 @@ def column_widths(table: Table) -> list[float]:
 
 
 _ENV.globals["column_widths"] = column_widths
-_kaleido_lock = threading.Lock()
-_kaleido_started = False
 
 
 def figure_json(figure: Any) -> Markup:
@@ -110,9 +104,9 @@ def printed(table: Table) -> Table:
     return replace(table, rows=table.rows[:PDF_ROWS], note=note)
 
 
-def _views(report: Report, images: list[bytes] | None) -> list[dict[str, Any]]:
+def _views(report: Report, images: list[str] | None) -> list[dict[str, Any]]:
     """The sections as the template reads them: each figure with its index, height and
-    either its JSON (HTML) or its PNG as a data URI (PDF); the tables (PDF: `printed`)."""
+    either its JSON (HTML) or its PNG as a data URL (PDF); the tables (PDF: `printed`)."""
     views, index = [], 0
     for section in report.sections:
         figs = []
@@ -121,7 +115,7 @@ def _views(report: Report, images: list[bytes] | None) -> list[dict[str, Any]]:
             if images is None:
                 view["json"] = figure_json(fig.figure)
             else:
-                view["png"] = "data:image/png;base64," + base64.b64encode(images[index]).decode()
+                view["png"] = images[index]
             figs.append(view)
             index += 1
         tables = section.tables if images is None else [printed(t) for t in section.tables]
@@ -140,32 +134,17 @@ def html(report: Report) -> bytes:
     return page.encode()
 
 
-def _kaleido() -> None:
-    """Start the process-wide kaleido browser once (stopped when the process exits)."""
-    global _kaleido_started
-    import kaleido  # type: ignore[import-untyped]
-
-    with _kaleido_lock:
-        if _kaleido_started:
-            return
-        # no MathJax: its default is fetched from the network, which a report must not need
-        generator = kaleido.PageGenerator(mathjax=False)
-        kaleido.start_sync_server(n=KALEIDO_TABS, page_generator=generator, silence_warnings=True)
-        atexit.register(kaleido.stop_sync_server, silence_warnings=True)
-        _kaleido_started = True
-
-
 def prepare(fmt: Format) -> None:
     """Start in the background what rendering `fmt` needs that is not running yet (for a
-    PDF, kaleido's browser: seconds), so that it starts while the report is built."""
-    if fmt == "pdf" and not _kaleido_started:
-        threading.Thread(target=_kaleido, name="kaleido-start", daemon=True).start()
+    PDF, the painter's browser: seconds), so that it starts while the report is built."""
+    if fmt == "pdf":
+        PAINTER.start()
 
 
 def static(figure: Any) -> dict[str, Any]:
     """A figure as a plain dict without what only a pointer can show (the traces'
     `customdata` and hover templates: a 1,024-rank heat map's hover texts are megabytes
-    that a PNG never shows), for kaleido."""
+    that a PNG never shows)."""
     plain: dict[str, Any] = figure.to_dict()
     for trace in plain.get("data", []):
         for key in ("customdata", "hovertemplate", "hovertext"):
@@ -173,40 +152,29 @@ def static(figure: Any) -> dict[str, Any]:
     return plain
 
 
-def images(report: Report) -> list[bytes]:
-    """Every figure of the report as PNG, in order (kaleido)."""
-    import kaleido
-
+def images(report: Report) -> list[str]:
+    """Every figure of the report as a PNG data URL, in order (the painter: one call)."""
     figs = [fig for section in report.sections for fig in section.figures]
-    if not figs:
-        return []
-    _kaleido()
-    with tempfile.TemporaryDirectory(prefix="stacklens-report-") as tmp:
-        paths = [Path(tmp) / f"{i}.png" for i in range(len(figs))]
-        kaleido.write_fig_from_object_sync(
-            [
-                {
-                    "fig": static(fig.figure),
-                    "path": path,
-                    "opts": {
-                        "format": "png",
-                        "width": PDF_FIGURE_WIDTH,
-                        "height": fig.height,
-                        "scale": PDF_IMAGE_SCALE,
-                    },
-                }
-                for fig, path in zip(figs, paths, strict=True)
-            ]
-        )
-        return [path.read_bytes() for path in paths]
+    return PAINTER.paint(
+        [
+            {"figure": static(fig.figure), "format": "png", "width": PDF_FIGURE_WIDTH,
+             "height": fig.height, "scale": PDF_IMAGE_SCALE}
+            for fig in figs
+        ]
+    )  # fmt: skip
 
 
-def pdf(report: Report) -> bytes:
-    """The report as a PDF: static figures, pages laid out by WeasyPrint."""
+#: How the PDF's figures are drawn (a benchmark swaps in another way to compare).
+Images = Callable[[Report], list[str]]
+
+
+def pdf(report: Report, draw: Images | None = None) -> bytes:
+    """The report as a PDF: static figures (`draw`, default `images`), pages laid out by
+    WeasyPrint."""
     from weasyprint import HTML  # type: ignore[import-untyped]
 
     page = _ENV.get_template("report.html.j2").render(
-        report=report, mode="pdf", sections=_views(report, images(report)), plotly_js=""
+        report=report, mode="pdf", sections=_views(report, (draw or images)(report)), plotly_js=""
     )
     body: bytes = HTML(string=page).write_pdf()
     return body
