@@ -66,12 +66,22 @@ def _empty(message: str) -> go.Figure:
     return fig
 
 
-def _bars(labels: list[str], values: list[float], hover: list[str], axis: str) -> go.Figure:
-    """Horizontal bars, the first label at the top."""
+def _title(words: str) -> dict[str, Any]:
+    """A figure's title, left above the plot."""
+    return {"text": words, "x": 0, "xanchor": "left"}
+
+
+def _bars(
+    labels: list[str], values: list[float], hover: list[str], axis: str, title: str, what: str
+) -> go.Figure:
+    """Horizontal bars, the first label at the top: `axis` the values' axis title (and the
+    legend's name of the bars), `what` the labels' axis title."""
     fig = go.Figure(
         go.Bar(
             x=values,
             y=labels,
+            name=axis,
+            showlegend=True,
             orientation="h",
             customdata=hover,
             marker_color="#2b6cb0",
@@ -79,10 +89,13 @@ def _bars(labels: list[str], values: list[float], hover: list[str], axis: str) -
         )
     )
     fig.update_layout(
+        title=_title(title),
         xaxis={"title": {"text": axis}, "gridcolor": "#e5e9f0", "rangemode": "tozero"},
-        yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
-        **_layout(),
-    )
+        yaxis={"autorange": "reversed", "automargin": True, "type": "category",
+               "title": {"text": what}},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+        **_layout(margin={"l": 60, "r": 20, "t": 50, "b": 50}),
+    )  # fmt: skip
     return fig
 
 
@@ -96,6 +109,8 @@ def op_times(ops: Sequence[OpTotal]) -> go.Figure:
         [o.time_ns / 1e9 for o in shown],
         [f"{o.calls:,} calls, {format_bytes(o.bytes)}, {o.ranks} ranks" for o in shown],
         "time inside, summed over ranks (s)",
+        "Time inside each MPI operation",
+        "MPI operation",
     )
 
 
@@ -114,6 +129,8 @@ def collective_times(collectives: Sequence[CollectiveTotal]) -> go.Figure:
         [c.time_ns / 1e9 for c in shown],
         [f"{c.calls:,} calls, {format_bytes(c.bytes)}" for c in shown],
         "time inside, summed over ranks (s)",
+        "Time inside each collective, per communicator",
+        "collective (communicator)",
     )
 
 
@@ -143,11 +160,13 @@ def file_bytes(files: Sequence[FileIo]) -> go.Figure:
     )
     fig.update_layout(
         barmode="stack",
+        title=_title("Bytes read and written per file"),
         xaxis={"title": {"text": "bytes"}, "gridcolor": "#e5e9f0"},
-        yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
-        **_layout(),
-    )
+        yaxis={"autorange": "reversed", "automargin": True, "type": "category",
+               "title": {"text": "layer: file"}},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+        **_layout(margin={"l": 60, "r": 20, "t": 50, "b": 50}),
+    )  # fmt: skip
     return fig
 
 
@@ -360,10 +379,14 @@ def link_loads(
             row=2,
             col=1,
         )
-    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", title_text="utilisation", row=1,
+                     col=1)  # fmt: skip
+    fig.update_yaxes(rangemode="tozero", title_text="ticks/s", row=2, col=1)
+    fig.update_xaxes(title_text="time (UTC)", row=2, col=1)
     fig.update_layout(
-        legend={"orientation": "h", "y": -0.12, "yanchor": "top", "x": 0}, **_layout()
+        title=_title("Utilisation and PortXmitWait of the busiest links"),
+        legend={"orientation": "h", "y": -0.18, "yanchor": "top", "x": 0},
+        **_layout(margin={"l": 60, "r": 20, "t": 60, "b": 50}),
     )
     return fig
 
@@ -382,8 +405,10 @@ def per_byte(series: dict[str, list[tuple[int, float | None, float | None]]]) ->
         fig.add_trace(go.Scatter(x=x, y=[b for _, _, b in points], name=f"{name}: baseline",
                                  mode="lines", line={"dash": "dash"}))  # fmt: skip
     fig.update_layout(
+        title=_title("Time per byte of each job against its own baseline"),
+        xaxis={"title": {"text": "time (UTC)"}},
         yaxis={"title": {"text": "ns per byte"}, "rangemode": "tozero", "gridcolor": "#e5e9f0"},
-        legend={"orientation": "h", "y": -0.15, "yanchor": "top", "x": 0},
-        **_layout(),
+        legend={"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0},
+        **_layout(margin={"l": 60, "r": 20, "t": 50, "b": 50}),
     )
     return fig
