@@ -102,8 +102,10 @@ window.dashMantineFunctions = Object.assign({}, window.dashMantineFunctions, {
 });
 
 /* Report buttons (components.report_buttons): a report is built on the click, seconds on a
-   busy node, so the click fetches it here, says beside the buttons how long it has been
-   building, then saves it under the server's file name; a failure says the server's
+   busy node, so the click asks for it here with its progress (`?progress=true`: JSON
+   lines `{done, total, what}` as the server builds it, then the file in base64 or the
+   error), says beside the buttons which stage it is at and for how long, then saves the
+   file under the server's name and leaves a link to it; a failure says the server's
    reason. A modified click (new tab, save as) is left to the browser. */
 document.addEventListener("click", function (event) {
   const link = event.target.closest ? event.target.closest(".report-buttons a.button") : null;
@@ -124,28 +126,60 @@ document.addEventListener("click", function (event) {
   link.dataset.building = "1";
   const what = link.textContent.replace("⤓", "").trim();
   const began = Date.now();
+  let stage = "starting";
   const say = () => {
-    line.textContent = "Building the " + what + "… " + Math.round((Date.now() - began) / 1000) + " s";
+    line.textContent = "Building the " + what + "… " + stage + " (" +
+      Math.round((Date.now() - began) / 1000) + " s)";
   };
   say();
   const timer = setInterval(say, 500);
-  fetch(link.href, {credentials: "same-origin"})
+  const url = new URL(link.href, window.location.href);
+  url.searchParams.set("progress", "true");
+  const finish = (event) => {
+    if ("error" in event) throw new Error("HTTP " + event.status + ": " + event.error);
+    const bytes = Uint8Array.from(atob(event.file), (c) => c.charCodeAt(0));
+    const file = URL.createObjectURL(new Blob([bytes], {type: event.media_type}));
+    const save = document.createElement("a");
+    save.href = file;
+    save.download = event.filename;
+    document.body.appendChild(save);
+    save.click();
+    save.remove();
+    const kept = document.createElement("a");  // the finished file, to open again
+    kept.href = file;
+    kept.download = event.filename;
+    kept.className = "report-file";
+    kept.textContent = event.filename;
+    line.replaceChildren(what + ": ready in " + ((Date.now() - began) / 1000).toFixed(1) +
+                         " s — ", kept);
+  };
+  fetch(url, {credentials: "same-origin"})
     .then(async (answer) => {
       if (!answer.ok) {
         let detail = answer.statusText;
         try { detail = (await answer.json()).detail || detail; } catch (e) { /* not JSON */ }
         throw new Error("HTTP " + answer.status + ": " + detail);
       }
-      const named = /filename="([^"]+)"/.exec(answer.headers.get("Content-Disposition") || "");
-      const url = URL.createObjectURL(await answer.blob());
-      const save = document.createElement("a");
-      save.href = url;
-      save.download = named ? named[1] : "report";
-      document.body.appendChild(save);
-      save.click();
-      save.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 60000);
-      line.textContent = what + ": ready in " + ((Date.now() - began) / 1000).toFixed(1) + " s";
+      const reader = answer.body.pipeThrough(new TextDecoderStream()).getReader();
+      let rest = "";
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (value) rest += value;
+        let end;
+        while ((end = rest.indexOf("\n")) >= 0) {
+          const text = rest.slice(0, end).trim();
+          rest = rest.slice(end + 1);
+          if (!text) continue;
+          const event = JSON.parse(text);
+          if ("file" in event || "error" in event) {
+            clearInterval(timer);
+            return finish(event);
+          }
+          stage = event.done + "/" + event.total + " " + event.what;
+          say();
+        }
+        if (done) throw new Error("the server ended the answer without the file");
+      }
     })
     .catch((err) => {
       line.textContent = what + " failed: " + err.message;

@@ -48,14 +48,47 @@ def test_the_buttons_download_the_report_of_the_shown_view(served, pg_url, tmp_p
         expect(pdf).to_have_attribute(
             "href", f"/api/reports/jobs/slow?from={T + 11}&to={T + 16}&format=pdf"
         )
+        # While it builds, the page says so with the server's stages (issue #29 point 3):
+        # every stage line the page showed, in order, read as it changed.
+        page.evaluate(
+            r"""() => { window.seenStages = [];
+                new MutationObserver((records) => { for (const r of records) {
+                    if (!r.target.classList || !r.target.classList.contains('report-progress'))
+                        continue;
+                    for (const n of r.addedNodes) {
+                        if (n.nodeType !== Node.TEXT_NODE) continue;
+                        const text = n.textContent.replace(/ \(\d+ s\)$/, '');
+                        if (window.seenStages.at(-1) !== text) window.seenStages.push(text);
+                    }
+                } }).observe(document.body, {subtree: true, childList: true}); }"""
+        )
         with page.expect_download(timeout=120_000) as download:
             pdf.click()
-            # While it builds, the page says so and counts (issue #29 point 3).
             expect(page.locator(".report-progress")).to_contain_text("Building the Report (PDF)…")
-        expect(page.locator(".report-progress")).to_contain_text("Report (PDF): ready in ")
+        progress = page.locator(".report-progress")
+        expect(progress).to_contain_text("Report (PDF): ready in ")
+        expect(progress).to_contain_text("s — stacklens-job-slow.pdf")
+        stages = page.evaluate("window.seenStages")
+        # the builder's stages, each as the server streamed it, then the rendering
+        building = [s.removeprefix("Building the Report (PDF)… ") for s in stages
+                    if s.startswith("Building")]  # fmt: skip
+        assert building[0] == "starting"
+        assert [s for s in building if s != "starting"] == [
+            "0/7 job and runs", "1/7 profile of the ranks",
+            "2/7 matrix, operations, collectives, sizes, I/O, ranks",
+            "3/7 placement on the fabric", "4/7 fabric series", "5/7 figures and findings",
+            "6/7 done", "6/7 rendering pdf",
+        ]  # fmt: skip
         path = tmp_path / "job.pdf"
         download.value.save_as(path)
         assert download.value.suggested_filename == "stacklens-job-slow.pdf"
+        # the finished file stays linked beside the buttons, the same bytes
+        kept = progress.locator("a.report-file")
+        expect(kept).to_have_text("stacklens-job-slow.pdf")
+        assert kept.get_attribute("download") == "stacklens-job-slow.pdf"
+        with page.expect_download(timeout=30_000) as again:
+            kept.click()
+        assert again.value.path().read_bytes() == path.read_bytes()
         text = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True,
                               check=True).stdout  # fmt: skip
         words = " ".join(text.split())  # the PDF's lines joined
