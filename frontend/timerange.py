@@ -111,8 +111,10 @@ def window_of(query: dict[str, Any], default_live: str | None = None) -> Window:
 
 def control() -> html.Div:
     """The header's time-range control (filled from the URL by `timerange.update`)."""
-    picker = {"valueFormat": "YYYY-MM-DD HH:mm:ss", "withSeconds": True, "size": "xs",
-              "clearable": True, "w": 190}  # fmt: skip
+    # the value is UTC ("YYYY-MM-DD HH:mm:ss", stacklensTime.picker); shown with its zone,
+    # as every time on the pages is
+    picker = {"valueFormat": "YYYY-MM-DD HH:mm:ss [UTC]", "withSeconds": True, "size": "xs",
+              "clearable": True, "w": 220}  # fmt: skip
     return html.Div(
         className="timerange",
         children=[
