@@ -13,10 +13,6 @@ import getpass
 import sys
 from datetime import UTC, datetime
 
-from sqlalchemy.orm import Session
-
-from server.access import tokens
-from stacklens.db import make_engine, migrate, open_database
 from stacklens.settings import Settings
 from stacklens_cli.helptext import subcommand
 
@@ -51,6 +47,13 @@ def _when(ns: int | None) -> str:
 
 def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
     """Create, list or revoke API tokens in the configured database."""
+    # imported here, not with the command's parser: every `stacklens` command builds the
+    # parser, and the database layers cost a second of start-up (`stacklens report`)
+    from sqlalchemy.orm import Session
+
+    from server.access import tokens
+    from stacklens.db import make_engine, migrate, open_database
+
     database = open_database(settings)
     migrate(database.url)
     engine = make_engine(database.url)
