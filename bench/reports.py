@@ -9,8 +9,10 @@ minute over the job's hour; then times, in this process, over the server's own c
 
 - the report built (every query, the findings, the figures as Plotly objects),
 - that report rendered as HTML (plotly.js embedded, figures as JSON),
-- rendered as PDF (kaleido's Chromium for the figures, cold at the first PDF of the
-  process, then warm; WeasyPrint for the pages),
+- rendered as PDF (the painter's Chromium for the figures, cold at the first PDF of the
+  process, then warm; WeasyPrint for the pages), and, in turn with it, by the previous
+  figure path (kaleido, bench/report_demo.kaleido_images) for the ratio; the figures
+  alone and WeasyPrint alone,
 - and GET /api/reports/jobs/{job}?format=html|pdf end to end over the ASGI test client.
 
     .venv/bin/python -m bench.reports [--ranks 1024 --seconds 3600 --repeat 3]
@@ -35,6 +37,7 @@ from sqlalchemy.orm import Session
 from bench.fabric_api import CAPACITY, sweep, topology
 from bench.jobs_page import send
 from bench.jobs_series import JOB, SECOND, T0, TOKEN, bulk_sql, frame
+from bench.report_demo import kaleido_images
 from collector.fabric.counters import DeltaTracker
 from collector.fabric.store import FabricStore
 from collector.service import BackgroundCollector
@@ -127,8 +130,21 @@ def main() -> None:
             seconds, _, body = timed(lambda: render.pdf(report), 1)
             print(f"rendered as PDF (cold):  {seconds:6.2f} s, {len(body) / 1e6:.1f} MB",
                   flush=True)  # fmt: skip
-            seconds, worst, body = timed(lambda: render.pdf(report), args.repeat)
-            print(f"rendered as PDF (warm):  {seconds:6.2f} s (max {worst:.2f})", flush=True)
+            timed(lambda: render.pdf(report, kaleido_images), 1)  # kaleido started
+            now: list[float] = []
+            before: list[float] = []
+            for _ in range(args.repeat):  # in turn: this code, the previous figure path
+                now.append(timed(lambda: render.pdf(report), 1)[0])
+                before.append(timed(lambda: render.pdf(report, kaleido_images), 1)[0])
+            new, old = statistics.median(now), statistics.median(before)
+            print(f"rendered as PDF (warm):  {new:6.2f} s (max {max(now):.2f}); previous "
+                  f"path (kaleido) {old:.2f} s (max {max(before):.2f}): {old / new:.2f}x",
+                  flush=True)  # fmt: skip
+            seconds, worst, urls = timed(lambda: render.images(report), args.repeat)
+            print(f"  its figures alone:     {seconds:6.2f} s (max {worst:.2f}), {len(urls)}",
+                  flush=True)  # fmt: skip
+            seconds, worst, _ = timed(lambda: render.pdf(report, lambda _r: urls), args.repeat)
+            print(f"  WeasyPrint alone:      {seconds:6.2f} s (max {worst:.2f})", flush=True)
             app = create_app(engine)
             with TestClient(app, base_url="http://127.0.0.1") as client:
                 for fmt in ("html", "pdf"):
