@@ -151,8 +151,6 @@ class Painter:
         "height", "scale"}`) as a data URL, in order."""
         if not figures:
             return []
-        ready = self.start()
-        ready.result(START_TIMEOUT_S)
         specs = json.dumps(
             [
                 {"data": f["figure"].get("data", []), "layout": f["figure"].get("layout", {}),
@@ -162,18 +160,26 @@ class Painter:
             ],
             cls=PlotlyJSONEncoder,
         )  # fmt: skip
-        assert self._loop is not None
-        try:
-            return asyncio.run_coroutine_threadsafe(self._paint(specs), self._loop).result(
-                PAINT_TIMEOUT_S
-            )
-        except Exception:
-            with self._lock:  # the next report starts a new browser
-                self._ready = None
-            raise
+        for attempt in (1, 2):  # a browser that died is started again, once
+            ready = self.start()
+            ready.result(START_TIMEOUT_S)
+            assert self._loop is not None
+            try:
+                return asyncio.run_coroutine_threadsafe(self._paint(specs), self._loop).result(
+                    PAINT_TIMEOUT_S
+                )
+            except Exception as exc:
+                with self._lock:  # the next start opens a new browser
+                    self._ready = None
+                if attempt == 2:
+                    raise
+                _log.warning("report figures: the browser failed (%s); starting it again", exc)
+        raise AssertionError("unreachable")
 
     def stop(self) -> None:
-        """Close the browser (at the process's exit)."""
+        """Close the browser (at the process's exit; a later `paint` starts another)."""
+        with self._lock:
+            self._ready = None
         if self._loop is not None and self._loop.is_running():
             try:
                 asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(10)
