@@ -12,8 +12,12 @@ launch id, no ranks), so the job is listed with that status and the launcher's w
 
 The frame writer (collector/store/writer.py) stores a batch's launch records after its
 other frames; the replay sends a job's launch records after its ranks' frames
-(stacklens_cli/replay.py). Ranks' frames that arrive after their launch record (another
-node's spool replayed later) make their own run, which the record does not reach.
+(stacklens_cli/replay.py). Ranks' frames may still come after their launch record (another
+node's spool replayed later, a resend): the first run registered with the launch's id takes
+over the run the record made (collector/store/writer.py, _ADOPT_LAUNCH_RUN: its key, size
+and command become the ranks', its ordinal, the launch's columns and end stay), and a later
+run of the same launch copies the launch's columns (_LAUNCH_SIBLINGS), so either order gives
+the same runs.
 """
 
 from __future__ import annotations

@@ -90,6 +90,47 @@ FROM unnest(%b::bigint[], %b::bigint[], %b::int[], %b::text[], %b::text[], %b::i
 RETURNING job_id, run_key, id
 """
 
+#: Runs a launch record made before any of its ranks' frames came (collector/store/
+#: launches.py: run key = launch key, no ranks), for (job, launch key) pairs of new runs;
+#: locked: the first new run of that launch takes it over (_ADOPT_LAUNCH_RUN).
+_LAUNCH_RUNS = """
+SELECT r.job_id, r.run_key, r.id FROM runs r
+JOIN unnest(%b::bigint[], %b::bigint[]) AS k(job_id, launch_key)
+    ON r.job_id = k.job_id AND r.run_key = k.launch_key AND r.launch_key = k.launch_key
+WHERE NOT EXISTS (SELECT 1 FROM ranks WHERE ranks.job_id = r.job_id AND ranks.run_id = r.id)
+FOR NO KEY UPDATE OF r
+"""
+
+#: ... taken over by the ranks' run: it becomes that run (its key, kind, size, command,
+#: start as the ranks say) and keeps its ordinal, the launch's columns and how the launch
+#: ended (the ranks' final frames then end it as they would have: _END_RUNS).
+_ADOPT_LAUNCH_RUN = """
+UPDATE runs SET run_key = %(run_key)s, kind = %(kind)s, label = %(label)s,
+    world_size = %(size)s, command = COALESCE(%(command)s, runs.command),
+    "user" = COALESCE(%(user)s, runs."user"), started_ns = %(start)s,
+    last_seen_ns = GREATEST(runs.last_seen_ns, %(end)s),
+    finished_ns = GREATEST(runs.finished_ns, %(end)s)
+WHERE id = %(id)s
+"""
+
+#: New runs of a launch whose record another run of it already holds (a launch of several
+#: runs, the record first): the launch's columns, and its end (as launches._ON_RUNS).
+_LAUNCH_SIBLINGS = """
+UPDATE runs SET ranks_expected = s.ranks_expected, exit_code = s.exit_code,
+    exit_signal = s.exit_signal, forwarded_signal = s.forwarded_signal,
+    launch_output = s.launch_output,
+    status = CASE WHEN s.exit_signal IS NOT NULL OR s.forwarded_signal IS NOT NULL THEN 'killed'
+                  WHEN s.exit_code <> 0 THEN 'failed' ELSE 'finished' END,
+    finished_ns = GREATEST(runs.last_seen_ns, s.finished_ns),
+    last_seen_ns = GREATEST(runs.last_seen_ns, s.finished_ns)
+FROM (SELECT DISTINCT ON (job_id, launch_key) id, job_id, launch_key, ranks_expected,
+             exit_code, exit_signal, forwarded_signal, launch_output, finished_ns
+      FROM runs WHERE launch_output IS NOT NULL AND job_id = ANY(%(jobs)s)
+      ORDER BY job_id, launch_key, id) s
+WHERE runs.id = ANY(%(runs)s) AND runs.launch_output IS NULL
+    AND s.job_id = runs.job_id AND s.launch_key = runs.launch_key AND s.id <> runs.id
+"""
+
 _KNOWN_PROCESSES = """
 SELECT p.run_id, p.host, p.pid, p.proc_start_ns, p.process FROM run_processes p
 JOIN unnest(%b::bigint[], %b::text[], %b::int[], %b::bigint[]) AS k(run_id, host, pid, start)
@@ -668,8 +709,11 @@ class FrameWriter:
             found = {(j, k): run_id for j, k, run_id in await cur.fetchall()}
             missing = [i for i, key in enumerate(zip(wanted["job_id"], wanted["run_key"],
                                                      strict=True)) if key not in found]  # fmt: skip
+            new_jobs = sorted({wanted["job_id"][i] for i in missing})
             if missing:
-                new_jobs = sorted({wanted["job_id"][i] for i in missing})
+                # a launch's record may have come first: its run becomes the ranks' run
+                missing = await self._adopt_launch_runs(cur, wanted, missing, found)
+            if missing:
                 await cur.execute(_LAST_ORDINALS, (new_jobs,))
                 last: dict[int, int] = dict(await cur.fetchall())
                 ordinals = []
@@ -681,12 +725,50 @@ class FrameWriter:
                 params = [[wanted[c][i] for i in rows] for c in _RUN_COLUMNS]
                 params.insert(2, [o for _, o in ordinals])
                 await cur.execute(_CREATE_RUNS, params)
-                found.update({(j, k): run_id for j, k, run_id in await cur.fetchall()})
+                created = await cur.fetchall()
+                found.update({(j, k): run_id for j, k, run_id in created})
+                if any(wanted["launch_key"][i] is not None for i in rows):
+                    ids = [run_id for _, _, run_id in created]
+                    await cur.execute(_LAUNCH_SIBLINGS, {"jobs": new_jobs, "runs": ids})
+            if new_jobs:
                 await cur.execute(JOB_STATUS, (new_jobs,))
             run_ids = [found[key] for key in zip(wanted["job_id"], wanted["run_key"], strict=True)]
             learned.update(zip(runs.run_keys(), run_ids, strict=True))
             learned.update(await self._register_processes(cur, runs.process_rows(run_ids)))
         return learned
+
+    @staticmethod
+    async def _adopt_launch_runs(
+        cur: psycopg.AsyncCursor,
+        wanted: dict[str, list[Any]],
+        missing: list[int],
+        found: dict[tuple[int, int], int],
+    ) -> list[int]:
+        """The runs of `missing` (indices of `wanted`) whose launch record was stored before
+        any of their frames (it made a run of its own: launches._OWN_RUN) take that run
+        over, the first of each launch by start (_ADOPT_LAUNCH_RUN); their ids go into
+        `found`. Returns the runs still to create. Whatever the order the record and the
+        ranks' frames arrive in, the launch is then one run, with its ordinal."""
+        launched = [i for i in missing if wanted["launch_key"][i] is not None]
+        if not launched:
+            return missing
+        await cur.execute(_LAUNCH_RUNS, ([wanted["job_id"][i] for i in launched],
+                                         [wanted["launch_key"][i] for i in launched]))  # fmt: skip
+        placeholders = {(j, k): run_id for j, k, run_id in await cur.fetchall()}
+        adopted = set()
+        for i in sorted(launched, key=lambda i: wanted["started_ns"][i]):
+            run_id = placeholders.pop((wanted["job_id"][i], wanted["launch_key"][i]), None)
+            if run_id is None:
+                continue
+            await cur.execute(_ADOPT_LAUNCH_RUN, {
+                "id": run_id, "run_key": wanted["run_key"][i], "kind": wanted["kind"][i],
+                "label": wanted["label"][i], "size": wanted["world_size"][i],
+                "command": wanted["command"][i], "user": wanted["user"][i],
+                "start": wanted["started_ns"][i], "end": wanted["last_seen_ns"][i],
+            })  # fmt: skip
+            found[(wanted["job_id"][i], wanted["run_key"][i])] = run_id
+            adopted.add(i)
+        return [i for i in missing if i not in adopted]
 
     async def _register_processes(
         self, cur: psycopg.AsyncCursor, wanted: list[tuple[Any, ...]]

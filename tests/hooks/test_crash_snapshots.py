@@ -26,7 +26,7 @@ import pytest
 from presentation import cards
 from stacklens.api_models import JobRuns
 from stacklens_cli.snapshots import SHM
-from tests.conftest import query, stacklens_run
+from tests.conftest import free_port, query, stacklens_replay, stacklens_run
 from tests.hooks import jobs
 from tests.test_cli_run import run_lines, user_env
 
@@ -149,3 +149,47 @@ def test_a_launch_whose_ranks_never_start_is_a_failed_run_with_the_launchers_wor
     text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", report.text)).split())
     assert f"1 mpi 0 / 2 failed {ended}" in text
     assert "Run 1: the launcher's last lines" in text and said in text
+
+
+@pytest.mark.parametrize("first", ["ranks", "launch"])
+def test_a_launch_record_stored_before_its_ranks_frames_is_the_same_one_run(
+    collector, pg_url, tmp_path, first
+):
+    """The crasher under MPICH and `stacklens run` with no collector answering: the ranks'
+    frames, their crash snapshots and the launch record all wait in the spool. Delivered in
+    either order — the ranks' files then the launch record (as `stacklens replay` sorts
+    them), or the launch record alone first (another node's spool replayed later) — the
+    launch is one run, ordinal 1: killed, 2 ranks asked, the launcher's exit status and
+    words, both ranks with exactly what they counted."""
+    job = f"order-{first}-{uuid.uuid4().hex[:6]}"
+    spool = tmp_path / "spool"
+    env = user_env(f"127.0.0.1:{free_port()}", STACKLENS_JOB_ID=job,
+                   STACKLENS_INTERVAL_MS="3600000", STACKLENS_SPOOL_DIR=str(spool),
+                   STACKLENS_FINALIZE_TIMEOUT_MS="300",
+                   STACKLENS_HTTP_PORT=str(free_port()))  # fmt: skip
+    result = stacklens_run([*LAUNCHERS["mpich"], jobs.program("mpich", "crasher"), "segv"], env,
+                           timeout=120)  # fmt: skip
+    assert result.returncode != 0
+    parts = {"launch": tmp_path / "launch", "ranks": tmp_path / "ranks"}
+    for folder in parts.values():
+        folder.mkdir(mode=0o700)
+    for path in spool.glob("*.slf"):
+        path.rename(parts["launch" if path.name.startswith("launch.") else "ranks"] / path.name)
+    assert len(list(parts["launch"].iterdir())) == 1 and list(parts["ranks"].iterdir())
+    for name in (first, "ranks" if first == "launch" else "launch"):
+        replayed = stacklens_replay(collector.endpoint, parts[name])
+        assert replayed.returncode == 0, replayed.stderr
+        assert list(parts[name].glob("*.slf")) == [], replayed.stderr
+    rows = query(
+        pg_url,
+        "SELECT r.ordinal, r.status, r.kind, r.world_size, r.ranks_expected, r.exit_code, "
+        "r.exit_signal, (SELECT count(*) FROM ranks k WHERE k.run_id = r.id), "
+        "r.launch_output IS NOT NULL FROM runs r JOIN jobs j ON j.id = r.job_id "
+        "WHERE j.job_key = %s",
+        (job,),
+    )
+    assert rows == [(1, "killed", "mpi", 2, 2, result.returncode, None, 2, True)]
+    ops = jobs.ops(pg_url, job)
+    assert {key: ops.get(key) for key in COUNTED} == COUNTED
+    [(status,)] = query(pg_url, "SELECT status FROM jobs WHERE job_key = %s", (job,))
+    assert status == "killed"
