@@ -2,7 +2,10 @@
  * identity.c — job id, run, host name and command line of the rank (see
  * identity.h).
  */
+#define _GNU_SOURCE
 #include "identity.h"
+
+#include <errno.h>
 
 #include <fcntl.h>
 #include <mpi.h>
@@ -106,8 +109,23 @@ static uint64_t random_run_id(void)
     return v != 0 ? v : 1;
 }
 
-/* The launch of `stacklens run` this process belongs to: STACKLENS_LAUNCH_ID, 16 hex
- * digits; 0 when unset or malformed. */
+void sl_identity_launcher_id(void)
+{
+    static const char *const top[] = { "mpirun", "mpiexec", "orterun", "prterun" };
+    const char *me = program_invocation_short_name;
+    int launcher = 0;
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        launcher |= strncmp(me, top[i], strlen(top[i])) == 0;
+    const char *set = sl_env(SL_SET_LAUNCH_ID);
+    if (!launcher || (set != NULL && *set != '\0'))
+        return;
+    char text[17];
+    snprintf(text, sizeof text, "%016llx", (unsigned long long)random_run_id());
+    setenv(sl_env_name(SL_SET_LAUNCH_ID), text, 0);
+}
+
+/* The launch this process belongs to (`stacklens run`'s or its launcher's):
+ * STACKLENS_LAUNCH_ID, 16 hex digits; 0 when unset or malformed. */
 static uint64_t launch_id_from_env(void)
 {
     const char *text = sl_env(SL_SET_LAUNCH_ID);
@@ -215,7 +233,8 @@ static int hydra_launch(char *out, size_t n)
 /*
  * A text naming this launch, the same in every process of it, from what the launcher
  * gives each process alike (written into out, n bytes); 0, or -1 if none is found:
- * `stacklens run`'s launch id (random per launch), Hydra's control port (hydra_launch),
+ * the launch id (random per launch: `stacklens run`'s or the preloaded launcher's,
+ * sl_identity_launcher_id), Hydra's control port (hydra_launch),
  * the PMIx namespace (Open MPI 5, PRRTE, Slurm's PMIx plugin), Open MPI 4's ORTE job id
  * (its job family hashes mpirun's host and pid), a Slurm step (job and step id).
  */

@@ -49,4 +49,16 @@ void sl_identity_init(sl_identity *id, int world_rank, int whole);
  */
 void sl_identity_init_standalone(sl_identity *id);
 
+/*
+ * In an MPI launcher started with the library preloaded (mpiexec, mpirun, orterun,
+ * prterun; not its daemons): gives this launch an id of its own when it has none
+ * (STACKLENS_LAUNCH_ID unset: not under `stacklens run`), 64 random bits, set in the
+ * launcher's environment before it starts anything, so that every rank it starts with
+ * its environment (Hydra: all of it; Open MPI: its own node, other nodes with -x) reads
+ * the same id. A sessions program whose first communicator is not over mpi://WORLD
+ * derives its run id from it (launch_key), so two launches never share a run id,
+ * whatever port or job id they reuse. Call once, single-threaded (the constructor).
+ */
+void sl_identity_launcher_id(void);
+
 #endif /* SL_IDENTITY_H */

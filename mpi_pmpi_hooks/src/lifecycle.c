@@ -78,6 +78,8 @@ __attribute__((constructor)) static void sl_at_load(void)
     identity.proc_start_ns = sl_real_ns(); /* this process image's key, with host and pid */
     next_exit = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
     launcher = is_launcher();
+    if (launcher)
+        sl_identity_launcher_id(); /* before it starts anything: its ranks inherit it */
     if (!launcher) {
         sl_config_load(&config);
         if (sl_io_init(config.max_keys, config.disable_io, launched_by_mpi()) != 0)

@@ -9,8 +9,15 @@
  * MPI_Session_init 1, MPI_Group_from_session_pset 2, MPI_Comm_create_from_group 2,
  * MPI_Allreduce 3, MPI_Sendrecv 4, MPI_Comm_free 2, MPI_Session_finalize 1.
  *
- * (A first communicator over a subgroup of mpi://WORLD cannot be made here: MPICH 4.0.2's
- * MPI_Comm_create_from_group asserts that a group is the world's or self's.)
+ * The first communicator's group, by the argument:
+ *   self  (default) the mpi://SELF process set;
+ *   incl  a subgroup of mpi://WORLD made with MPI_Group_incl: this process alone (the
+ *         subgroups MPICH 4.0.2 can make a communicator of; per rank 1 MPI_Group_incl
+ *         more, and MPI_Group_from_session_pset is called once: the world's group is
+ *         kept for the second communicator);
+ *   pair  the subgroup of world ranks 0 and 1 (the others make none): MPICH 4.0.2's
+ *         MPI_Comm_create_from_group asserts that a group is the world's or self's
+ *         (comm_impl.c, is_self_group) and aborts, with or without stacklens.
  *
  * Prints "rank R of N: done" (in mpi://WORLD); exit status 0, 1 if a result differs.
  */
@@ -54,23 +61,41 @@ static int sums(MPI_Comm comm, int v, int want)
     return bad;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    const char *mode = argc > 1 ? argv[1] : "self";
     MPI_Session s;
-    MPI_Group self_group, world_group;
+    MPI_Group first_group, world_group;
     int rank, size, bad = 0;
     MPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_ARE_FATAL, &s);
-    MPI_Group_from_session_pset(s, "mpi://SELF", &self_group);
-    MPI_Comm self = comm_of(&self_group, "org.stacklens.test.self");
-    bad |= sums(self, 7, 7);
-    MPI_Group_from_session_pset(s, "mpi://WORLD", &world_group);
+    if (strcmp(mode, "self") == 0) {
+        MPI_Group_from_session_pset(s, "mpi://SELF", &first_group);
+    } else {
+        MPI_Group_from_session_pset(s, "mpi://WORLD", &world_group);
+        MPI_Group_rank(world_group, &rank);
+        int pair[2] = { 0, 1 };
+        int n = strcmp(mode, "pair") == 0 ? 2 : 1;
+        MPI_Group_incl(world_group, n, n == 2 ? pair : &rank, &first_group);
+        if (n == 2 && rank >= 2)
+            MPI_Group_free(&first_group); /* not a member: no first communicator */
+    }
+    MPI_Comm first = MPI_COMM_NULL;
+    if (first_group != MPI_GROUP_NULL) {
+        int members;
+        MPI_Group_size(first_group, &members);
+        first = comm_of(&first_group, "org.stacklens.test.first");
+        bad |= sums(first, 7, 7 * members);
+    }
+    if (strcmp(mode, "self") == 0)
+        MPI_Group_from_session_pset(s, "mpi://WORLD", &world_group);
     MPI_Comm world = comm_of(&world_group, "org.stacklens.test.world");
     MPI_Comm_rank(world, &rank);
     MPI_Comm_size(world, &size);
     int from = (rank + size - 1) % size;
     bad |= exchange(world, rank, (rank + 1) % size, from, from);
     MPI_Comm_free(&world);
-    MPI_Comm_free(&self);
+    if (first != MPI_COMM_NULL)
+        MPI_Comm_free(&first);
     MPI_Session_finalize(&s);
     printf("rank %d of %d: done\n", rank, size);
     return bad;

@@ -8,11 +8,12 @@ with it unchanged: tests/hooks/test_suite.py)."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import uuid
 
 from stacklens.paths import LIBRARIES
-from tests.conftest import query
+from tests.conftest import mpi_env, query
 from tests.hooks import jobs
 from tests.hooks.test_families import WORLD, descriptions
 
@@ -150,6 +151,94 @@ def test_two_launches_of_one_job_starting_on_mpi_self_are_two_runs(collector, pg
         (job,),
     )
     assert rows == [(2, "finished", 0xB2, 2, 0, 1), (3, "finished", 0xA1, 3, 0, 2)]
+
+
+def test_a_first_communicator_over_a_subgroup_of_world_is_one_run(collector, pg_url):
+    """pset_sessions.c incl on 3 ranks: each process's first communicator is over a
+    subgroup of mpi://WORLD made with MPI_Group_incl (itself alone: the one subgroup MPICH
+    4.0.2 makes a communicator of; see the next test), not a process set: the same output as
+    without the hooks, one run of the 3 world ranks, the calls and the ring's messages exact."""
+    argv = [jobs.program("mpich", "pset_sessions"), "incl"]
+    plain = jobs.finish(jobs.start(jobs.mpirun("mpich", 3, argv), mpi_env()), 60)
+    job = f"pset-incl-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, "mpich", argv, job, ranks=3, interval_ms=3600000)
+    assert (plain.returncode, result.returncode) == (0, 0), plain.stderr + result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    assert sorted(result.stdout.splitlines()) == sorted(plain.stdout.splitlines()) == [
+        f"rank {r} of 3: done" for r in range(3)]  # fmt: skip
+    ops = {key: value for key, value in jobs.ops(pg_url, job).items() if value != (0, 0)}
+    each = {"MPI_Session_init": (1, 0), "MPI_Group_from_session_pset": (1, 0),
+            "MPI_Comm_create_from_group": (2, 0), "MPI_Allreduce": (3, 12),
+            "MPI_Sendrecv": (4, 400), "MPI_Comm_free": (2, 0),
+            "MPI_Session_finalize": (1, 0)}  # fmt: skip
+    assert ops == {(rank, op): value for rank in range(3) for op, value in each.items()}
+    sent, _ = jobs.p2p(pg_url, job)
+    assert sent == {(r, (r + 1) % 3): (400, 4) for r in range(3)}
+    assert query(
+        pg_url,
+        "SELECT runs.world_size, runs.status FROM runs JOIN jobs ON jobs.id = job_id "
+        "WHERE job_key = %s",
+        (job,),
+    ) == [(3, "finished")]
+
+
+#: MPICH 4.0.2's words when MPI_Comm_create_from_group is given a group that is neither the
+#: world's nor a process's own (src/mpi/comm/comm_impl.c).
+NOT_SELF = "Assertion failed in file src/mpi/comm/comm_impl.c at line 792: is_self_group"
+
+
+def test_mpich_aborts_on_a_first_communicator_over_two_of_three_ranks_hooks_or_not(collector):
+    """pset_sessions.c pair: a first communicator over world ranks 0 and 1 is MPICH 4.0.2's
+    own abort (docs/design.md, "Sessions not starting on the world"), without the hooks and
+    with them alike; stacklens adds nothing to it."""
+    argv = [jobs.program("mpich", "pset_sessions"), "pair"]
+    plain = jobs.finish(jobs.start(jobs.mpirun("mpich", 3, argv), mpi_env()), 60)
+    job = f"pset-pair-{uuid.uuid4().hex[:8]}"
+    hooked = jobs.run_job(collector, "mpich", argv, job, ranks=3, interval_ms=3600000)
+    assert plain.returncode != 0 and hooked.returncode != 0
+    assert NOT_SELF in plain.stderr and NOT_SELF in hooked.stderr, hooked.stderr
+    assert "rank" not in plain.stdout + hooked.stdout  # no process got past it
+
+
+def free_port() -> int:
+    """A TCP port no one listens on now (bound and released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_two_plain_mpiexec_launches_on_one_control_port_are_two_runs(collector, pg_url):
+    """pset_sessions.c launched twice back to back with plain mpiexec (no `stacklens run`)
+    under one job id, Hydra made to listen on the same control port both times
+    (MPIEXEC_PORT_RANGE: the port an ephemeral bind may give again once the first mpiexec
+    ended, and the launch key the run id was derived from before): the preloaded library
+    gives each mpiexec a launch id of its own, which its ranks inherit, so the launches are
+    two runs of 3 ranks each with distinct launch keys, both finished, none of the second's
+    frames taken for a duplicate of the first's."""
+    job = f"pset-mpiexec-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    for _ in range(2):
+        result = jobs.run_job(collector, "mpich", [jobs.program("mpich", "pset_sessions")],
+                              job, ranks=3, interval_ms=3600000,
+                              MPIEXEC_PORT_RANGE=f"{port}:{port}")  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert jobs.library_warnings(result.stderr) == []
+    rows = query(
+        pg_url,
+        "SELECT runs.ordinal, runs.world_size, runs.status, runs.launch_key, "
+        "count(DISTINCT ranks.world_rank) FROM runs JOIN jobs ON jobs.id = runs.job_id "
+        "JOIN ranks ON ranks.run_id = runs.id WHERE job_key = %s GROUP BY runs.id "
+        "ORDER BY runs.ordinal",
+        (job,),
+    )
+    assert [(o, size, status, ranks) for o, size, status, _, ranks in rows] == [
+        (1, 3, "finished", 3), (2, 3, "finished", 3)]  # fmt: skip
+    keys = [key for _, _, _, key, _ in rows]
+    assert 0 not in keys and keys[0] != keys[1]
+    # each run has all of its ranks' calls: 4 MPI_Sendrecv of 100 bytes per rank and run
+    sendrecv = {rank: value for (rank, op), value in jobs.ops(pg_url, job).items()
+                if op == "MPI_Sendrecv"}  # fmt: skip
+    assert sendrecv == {rank: (2 * 4, 2 * 400) for rank in range(3)}
 
 
 def test_an_mpi_without_sessions_gets_no_session_wrappers():
