@@ -11,6 +11,9 @@
  *   exit     rank 1 calls exit(0) from a receiver thread, rank 0 returns
  *   _exit    rank 1 forks a child that calls _exit(0), then calls _exit(0)
  *            itself; rank 0 returns
+ *   blocked  after the barrier every rank starts a thread blocked in MPI_Recv
+ *            (on the world communicator, a tag no one sends) and returns from
+ *            main while it waits (the MPI_Recv never returns: not counted)
  *
  * EXPECTED TOTALS. Rank 0's sender thread sends N messages of 64 bytes
  * (MPI_BYTE, tag 0..N-1) to rank 1 with MPI_Send; rank 1's two receiver
@@ -72,6 +75,16 @@ static void *exit_thread(void *arg)
 }
 
 /* Sleeps ms milliseconds. */
+/* Blocks in an MPI_Recv that no message matches, until the process ends. */
+static void *blocked_thread(void *arg)
+{
+    (void)arg;
+    char buf[8];
+    MPI_Recv(buf, sizeof buf, MPI_BYTE, MPI_ANY_SOURCE, 32000, MPI_COMM_WORLD,
+             MPI_STATUS_IGNORE);
+    return NULL;
+}
+
 static void pause_ms(long ms)
 {
     struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -104,6 +117,11 @@ int main(int argc, char **argv)
         pthread_t ender;
         pthread_create(&ender, NULL, exit_thread, NULL);
         pthread_join(ender, NULL);
+    }
+    if (strcmp(mode, "blocked") == 0) {
+        pthread_t waiter;
+        pthread_create(&waiter, NULL, blocked_thread, NULL);
+        pause_ms(50); /* inside MPI_Recv by now */
     }
     if (rank == 1 && strcmp(mode, "_exit") == 0) {
         if (fork() == 0)

@@ -7,7 +7,9 @@
 * exec (mpi_pmpi_hooks/tests/execer.c): the interval before an exec arrives as the final
   frame; an exec that fails keeps counting.
 * No MPI_Finalize (mpi_pmpi_hooks/tests/unfinalized.c, the shape of a multithreaded latency
-  benchmark): return from main, exit() from a thread, _exit after a fork. Under MPICH, Hydra
+  benchmark): return from main, exit() from a thread, _exit after a fork, return from main
+  while a thread of every rank is still blocked in an MPI_Recv (not counted: it never
+  returns), under MPICH and Open MPI. Under MPICH, Hydra
   SIGKILLs the other ranks as soon as one rank's process ends without finalizing; every rank
   still delivers its final frame (type exited: the rank says it did not finalize).
 """
@@ -88,7 +90,14 @@ def test_exec_delivers_the_interval_and_a_failed_exec_counts_on(
 
 @pytest.mark.parametrize(
     ("mpi", "mode"),
-    [("mpich", "return"), ("mpich", "exit"), ("mpich", "_exit"), ("openmpi", "return")],
+    [
+        ("mpich", "return"),
+        ("mpich", "exit"),
+        ("mpich", "_exit"),
+        ("openmpi", "return"),
+        ("mpich", "blocked"),
+        ("openmpi", "blocked"),
+    ],
 )
 def test_ranks_ending_without_finalize_are_all_recorded(collector, pg_url, api_client, mpi, mode):
     job = f"unfinalized-{mpi}-{mode}-{uuid.uuid4().hex[:8]}"
