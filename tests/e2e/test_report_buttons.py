@@ -42,6 +42,9 @@ def _incident(url: str) -> int:
 def test_the_buttons_download_the_report_of_the_shown_view(served, pg_url, tmp_path):  # noqa: F811
     incident = _incident(pg_url)
     with chromium_page() as (page, errors):
+        # a console warning is a failure too (chromium_page collects the errors)
+        page.on("console", lambda m: errors.append(f"warning: {m.text}")
+                if m.type == "warning" else None)  # fmt: skip
         page.goto(f"{served}/jobs/slow?from={T + 11}&to={T + 16}")
         expect(page.locator("#jv-title")).to_contain_text("Job slow — all runs", timeout=30_000)
         pdf = page.locator("#jv-report-pdf")
