@@ -839,6 +839,76 @@ class FabricSeries(ApiModel):
 
 
 # ---------------------------------------------------------------------------------------
+# groups of parallel links: /api/fabric/groups (server/fabric/groups.py)
+# ---------------------------------------------------------------------------------------
+class GroupMember(ApiModel):
+    """A member link of a group of parallel links, with its load over the window."""
+
+    link_id: int
+    name: str = Field(description="'a[p] – b[q]'")
+    a: LinkEnd
+    b: LinkEnd
+    capacity_bytes_per_s: int | None
+    a_to_b_bytes: int | None = Field(description="the a end's PortXmitData deltas summed, "
+                                     "bytes; null: unknown")  # fmt: skip
+    b_to_a_bytes: int | None
+    a_to_b_bytes_per_s: float | None
+    b_to_a_bytes_per_s: float | None
+    utilisation: float | None = Field(description="the busier direction's rate / capacity")
+
+
+class GroupSkew(ApiModel):
+    """A group's skew per step: t_ns[i], max_mean[i], cv[i] (null: fewer than two members
+    with a known load, or none loaded)."""
+
+    t_ns: list[int]
+    max_mean: list[float | None]
+    cv: list[float | None]
+
+
+class GroupJob(ApiModel):
+    """A job on a group's busiest member: its bytes there, both directions (routed,
+    modelled or measured as the link attribution says). Another user's job: `another
+    job`, no id, no user."""
+
+    job: str | None
+    user: str | None
+    label: str = Field(description="'job <id>' or 'another job'")
+    bytes: float = Field(description="its bytes on the busiest member over the window")
+
+
+class LinkGroup(ApiModel):
+    """A group of parallel links (the same two switches, the uplinks of a leaf, the rails of
+    a multi-HCA host) and how evenly it carried its load over the window."""
+
+    id: int = Field(description="stable: CRC-32 of its kind and what defines it")
+    kind: Literal["parallel", "uplinks", "rails"]
+    name: str
+    members: list[GroupMember]
+    max_mean: float | None = Field(description="the members' utilisations over the window: "
+                                   "max / mean (1 = even)")  # fmt: skip
+    cv: float | None = Field(description="their coefficient of variation (stdev / mean)")
+    busiest_link_id: int | None
+    peak_max_mean: float | None = Field(description="the highest step's max / mean")
+    peak_t_ns: int | None = Field(description="that step's start")
+    series: GroupSkew
+    jobs: list[GroupJob] | None = Field(
+        default=None, description="one group (GET /api/fabric/groups/{group}): the jobs on "
+        "its busiest member, most bytes first; null in the list")  # fmt: skip
+
+
+class LinkGroupPage(ApiModel):
+    """A page of the groups of parallel links, highest skew first (`GET /api/fabric/groups`)."""
+
+    groups: list[LinkGroup]
+    page: PageInfo
+    from_ns: int
+    to_ns: int
+    step_ns: int
+    resolution: Literal["samples", "10 s", "minutes"]
+
+
+# ---------------------------------------------------------------------------------------
 # placement: /api/jobs/{job}/placement (a job's hosts and links on the fabric)
 # ---------------------------------------------------------------------------------------
 class PlacedHost(ApiModel):
@@ -1196,7 +1266,8 @@ class Overview(ApiModel):
 # ---------------------------------------------------------------------------------------
 
 IncidentKind = Literal[
-    "congestion", "link_errors", "link_flap", "mpi_slowdown", "io_stall", "regression"
+    "congestion", "link_errors", "link_flap", "imbalance", "mpi_slowdown", "io_stall",
+    "regression",
 ]
 Severity = Literal["minor", "major", "critical"]
 Role = Literal["aggressor", "victim", "on link"]
@@ -1214,7 +1285,14 @@ class IncidentLink(ApiModel):
                         "errors: most errors in a sweep; flap: down/up events")  # fmt: skip
     evidence: list[dict[str, Any]] = Field(
         description="per sweep: t_ns, utilisation, xmit_wait_per_s, errors, down (null = "
-        "unknown); a flap: the event times"
+        "unknown); a flap: the event times; an imbalance: t_ns, max_mean, cv and members "
+        "(link id -> utilisation)"
+    )
+    group: dict[str, Any] | None = Field(
+        default=None, description="an imbalance: its group of parallel links (id, kind, name)"
+    )
+    busiest: bool | None = Field(
+        default=None, description="an imbalance: whether this member carried the most"
     )
 
 

@@ -193,6 +193,7 @@ class Settings(BaseSettings):
     incident_baseline_s: float = Field(default=120.0, gt=0)
     incident_min_time_ms: float = Field(default=50.0, ge=0)
     incident_min_s: float = Field(default=5.0, ge=0)
+    incident_imbalance_sweeps: int = Field(default=2, ge=1, le=100)
     regression_factor: float = Field(default=0.0, ge=0)
     alert_webhook: str = ""
 

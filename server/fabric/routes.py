@@ -15,7 +15,7 @@ import re
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
@@ -23,16 +23,20 @@ from server import export, paging
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam
+from server.fabric import groups as fab_groups
 from server.fabric import history, repository
 from server.fabric import series as fab_series
 from server.fabric.snapshot import Encoded, FabricSnapshots, topology_answer, window_state
 from server.jobs import series
 from server.paging import CursorParam, PageSizes
 from server.query_params import Window, WindowDep, id_query, step_query
+from server.traffic import service as traffic_service
 from stacklens.api_models import (
     FabricEvents,
     FabricSeries,
     FabricState,
+    LinkGroup,
+    LinkGroupPage,
     LinkPage,
     Topology,
 )
@@ -45,6 +49,8 @@ DEFAULT_SPAN_NS = 15 * 60 * 10**9
 #: largest fabric whole) and of the events list.
 LINK_LIMITS = PageSizes(default=500, maximum=20_000)
 EVENT_LIMITS = PageSizes(default=100, maximum=10_000)
+#: Page sizes of the groups of parallel links.
+GROUP_LIMITS = PageSizes(default=200, maximum=5_000)
 
 _WINDOWED = error_responses(**{"422": "unknown query parameter, or a bad window"})
 _PAGED = error_responses(404, **{"422": "unknown query parameter, or a bad window"})
@@ -365,3 +371,103 @@ def _steps(window: Window, step_s: float | None) -> series.Steps:
             detail=f"step={step_s} s cuts the window into more than {series.MAX_STEPS} steps",
         )
     return series.Steps(lo, hi, step_ns)
+
+
+_GROUP_STEP_HELP = (
+    "seconds per step of the skew series; default: chosen from the window "
+    f"(the smallest that keeps it within {series.MAX_AUTO_STEPS} steps)"
+)
+
+
+def _groups(session: Session, request: Request, steps: series.Steps, kind: str | None
+            ) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:  # fmt: skip
+    """Every group of the current fabric (of `kind` if given) summarised over the steps,
+    highest skew first; and the current links by id."""
+    links = snapshots(request).current(session)[0]
+    found = [g for g in fab_groups.groups(repository.nodes(session), links)
+             if kind is None or g.kind == kind]  # fmt: skip
+    by_id = {lk["id"]: lk for lk in links}
+    members = sorted({m for g in found for m in g.members})
+    loads = fab_groups.read_loads(session, [by_id[m] for m in members], steps)
+    answers = [fab_groups.summarise(g, by_id, loads) for g in found]
+    return sorted(answers, key=fab_groups.sort_key), by_id
+
+
+def _group_key(answer: dict[str, Any]) -> tuple[Any, ...]:
+    """A group's place in the list as a cursor keeps it (floats as their repr)."""
+    return tuple(repr(p) if isinstance(p, float) else p for p in fab_groups.sort_key(answer))
+
+
+@router.get("/groups", response_model=LinkGroupPage, responses=_PAGED)
+def fabric_groups(
+    session: SessionDep,
+    request: Request,
+    window: WindowDep,
+    kind: Annotated[
+        Literal["parallel", "uplinks", "rails"] | None,
+        Query(description="only groups of this kind"),
+    ] = None,
+    step: Annotated[float | None, step_query(_GROUP_STEP_HELP)] = None,
+    limit: Annotated[
+        int, Query(ge=1, le=GROUP_LIMITS.maximum, description=GROUP_LIMITS.help("groups"))
+    ] = GROUP_LIMITS.default,
+    cursor: CursorParam = None,
+) -> LinkGroupPage:  # fmt: skip
+    """A page of the groups of parallel links of the current fabric (links between the
+    same two switches; the uplinks of a leaf; the rails of a multi-HCA host), highest skew
+    over the window first (default window: the last 15 minutes): each member's bytes each
+    way and utilisation over the window (the links list's rules), the group's skew (max /
+    mean and the coefficient of variation of its members' utilisations), the skew per
+    step and its peak, and its busiest member. Unknown skew (fewer than two members with a
+    known load, or none loaded) last."""
+    steps = _steps(window, step)
+    answers, _ = _groups(session, request, steps, kind)
+    total = len(answers)
+    after = paging.decode("group", cursor, (bool, str, int, str, int))
+    if after is not None:
+        answers = [a for a in answers if _cmp_key(_group_key(a)) > _cmp_key(after)]
+    kept, more = answers[:limit], len(answers) > limit
+    next_cursor = paging.encode("group", _group_key(kept[-1])) if more else None
+    return LinkGroupPage.model_validate({
+        "groups": kept, "page": {"total": total, "limit": limit, "next_cursor": next_cursor},
+        "from_ns": steps.from_ns, "to_ns": steps.to_ns, "step_ns": steps.step_ns,
+        "resolution": history.resolution(steps),
+    })  # fmt: skip
+
+
+def _cmp_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A group's cursor key made comparable again (its float back from its repr); 404 if
+    it is not one of ours."""
+    try:
+        return (key[0], float(key[1]), *key[2:])
+    except (ValueError, TypeError):
+        raise HTTPException(status_code=404, detail="no such page: not a cursor of this list"
+                            ) from None  # fmt: skip
+
+
+@router.get("/groups/{group}", response_model=LinkGroup, responses=_PAGED)
+def fabric_group(
+    group: Annotated[int, Path(ge=0, le=0x7FFF_FFFF, description="group id")],
+    session: SessionDep,
+    request: Request,
+    window: WindowDep,
+    step: Annotated[float | None, step_query(_GROUP_STEP_HELP)] = None,
+) -> LinkGroup:
+    """One group of parallel links over the window (default: the last 15 minutes), as the
+    list shows it, with the jobs that load its busiest member most (the link attribution
+    of that member over the window, both directions, every category; jobs the viewer may
+    not read summed as "another job"), most bytes first. 404 if the current fabric has no
+    such group."""
+    steps = _steps(window, step)
+    answers, _ = _groups(session, request, steps, None)
+    found = next((a for a in answers if a["id"] == group), None)
+    if found is None:
+        raise HTTPException(status_code=404, detail=f"the current fabric has no group {group}")
+    jobs: list[dict[str, Any]] = []
+    if found["busiest_link_id"] is not None:
+        cache = request.app.state.attributions
+        answer = traffic_service.link_attribution(
+            session, request.app.state.traffic, found["busiest_link_id"],
+            Window(steps.from_ns, steps.to_ns), cache)  # fmt: skip
+        jobs = fab_groups.jobs_on(answer)
+    return LinkGroup.model_validate({**found, "jobs": jobs})

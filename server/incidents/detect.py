@@ -15,6 +15,12 @@ Signals. A detector judges one subject per point in time:
 - `link_errors` (a link, per sweep): its ends' error counters rose by at least
   `link_errors` in the sweep, or it is down;
 - `link_flap` (a link): at least `flaps` link down/up events of it in the baseline window;
+- `imbalance` (a group of parallel links, server/fabric/groups.py, per sweep): a member's
+  utilisation is at least `utilisation` while another member's is below half of it (the
+  load piles onto one link or rail while its twin idles); its value is the sweep's skew
+  (max/mean of the members' utilisations). It opens after `imbalance_sweeps` such sweeps
+  in a row (STACKLENS_INCIDENT_IMBALANCE_SWEEPS: the skew must be sustained) and, that
+  setting being its guard against blips, is reported from the start (never silent);
 - `mpi_slowdown` (a job, per step): time blocked in MPI calls that wait (the spec's
   waits= key: blocking point-to-point sends, receives, Sendrecv and probes, collectives,
   completion calls, RMA synchronisation) per byte of the job's MPI traffic is at least
@@ -55,8 +61,10 @@ Incidents (`join`): a link signal and the job signals that overlap it in time (w
 `slack_ns`) of the jobs whose traffic crosses the link make one incident; the job on a
 congested link with the most bytes during it is named the likely aggressor (errors and
 flaps have none), the jobs with signals the victims, other jobs on it are listed "on
-link". A job signal that joins no link
-signal is an incident of its own.
+link". An imbalance is joined the same way over its group's busiest member (`busiest`:
+the member that carried the most over its hot sweeps): the jobs with the most bytes
+there, the likely aggressor first; its links are the group's members. A job signal that
+joins no link signal is an incident of its own.
 """
 
 from __future__ import annotations
@@ -66,10 +74,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.fabric.groups import skew
+
 #: Detector kinds; link kinds first.
 LINK_KINDS = ("congestion", "link_errors", "link_flap")
 JOB_KINDS = ("mpi_slowdown", "io_stall")
-KINDS = (*LINK_KINDS, *JOB_KINDS)
+#: Kinds of a group of parallel links (server/fabric/groups.py).
+GROUP_KINDS = ("imbalance",)
+KINDS = (*LINK_KINDS, *GROUP_KINDS, *JOB_KINDS)
 #: Kinds judged from a rate, which can blip: their incidents stay silent while small.
 RATE_KINDS = ("congestion", *JOB_KINDS)
 SEVERITIES = ("minor", "major", "critical")
@@ -107,6 +119,7 @@ class Thresholds:
     baseline_ns: int = 120 * 10**9
     min_time_ns: int = 50 * 10**6
     min_ns: int = 5 * 10**9
+    imbalance_sweeps: int = 2
 
     @classmethod
     def from_settings(cls, settings: Any) -> Thresholds:
@@ -122,6 +135,7 @@ class Thresholds:
             baseline_ns=int(settings.incident_baseline_s * 1e9),
             min_time_ns=int(settings.incident_min_time_ms * 1e6),
             min_ns=int(settings.incident_min_s * 1e9),
+            imbalance_sweeps=settings.incident_imbalance_sweeps,
         )
 
 
@@ -338,6 +352,77 @@ class LinkDetector:
         return closed
 
 
+# ---- groups of parallel links ----------------------------------------------------------
+
+
+def imbalanced(utilisations: dict[int, float | None], th: Thresholds) -> tuple[bool, float]:
+    """Whether one sweep of a group (member link id -> its utilisation, None unknown) is
+    imbalanced: a member at or above `utilisation` while another is below half of it; and
+    its skew (max/mean of the known utilisations, 0 when undefined)."""
+    known = [u for u in utilisations.values() if u is not None]
+    if len(known) < 2:
+        return False, 0.0
+    max_mean, _ = skew(known)
+    hot = max(known) >= th.utilisation and min(known) < th.utilisation / 2
+    return hot, max_mean or 0.0
+
+
+class GroupDetector:
+    """Imbalance streaks of every group of parallel links, sweep by sweep."""
+
+    def __init__(self, th: Thresholds):
+        self.th = th
+        self.streaks: dict[int, Streak] = {}
+
+    def sweep(self, t0_ns: int, t1_ns: int, groups: dict[int, dict[int, float | None]]
+              ) -> list[Signal]:  # fmt: skip
+        """Feed one sweep [t0_ns, t1_ns): group id -> its members' utilisations; the
+        signals opened or closed by it. A point's evidence: t_ns, max_mean, cv and the
+        members' utilisations (link id -> utilisation)."""
+        changed = []
+        for group, utils in groups.items():
+            hot, value = imbalanced(utils, self.th)
+            if not hot and group not in self.streaks:
+                continue  # balanced groups keep no state
+            streak = self.streaks.get(group)
+            if streak is None:
+                streak = self.streaks[group] = Streak(
+                    "imbalance", group, self.th.imbalance_sweeps, self.th.clear
+                )
+            max_mean, cv = skew([u for u in utils.values() if u is not None])
+            point = {"t_ns": t1_ns, "max_mean": max_mean, "cv": cv,
+                     "members": {str(k): v for k, v in sorted(utils.items())}}  # fmt: skip
+            signal = streak.feed(t0_ns, t1_ns, hot, value, point)
+            if signal is not None:
+                changed.append(signal)
+            if streak.open is None and not streak.hot:
+                del self.streaks[group]
+        return changed
+
+    def active(self) -> list[Signal]:
+        """Every open imbalance signal."""
+        return [s.open for s in self.streaks.values() if s.open is not None]
+
+    def unobserved(self, since_ns: int) -> list[Signal]:
+        """The fabric is no longer swept: every open imbalance ends unobserved since the
+        last sweep; they are returned and the groups start afresh."""
+        closed = [s for s in (st.unobserved(since_ns) for st in self.streaks.values()) if s]
+        self.streaks = {}
+        return closed
+
+
+def busiest(signal: Signal) -> int | None:
+    """The member of an imbalance signal's group that carried the most over its hot points
+    (summed utilisation; ties: lowest link id), from its evidence."""
+    last = signal.last_ns if signal.end_ns is None else signal.end_ns
+    total: dict[int, float] = {}
+    for point in signal.evidence:
+        if signal.start_ns < point["t_ns"] <= last:
+            for link, u in point.get("members", {}).items():
+                total[int(link)] = total.get(int(link), 0.0) + (u or 0.0)
+    return min(total, key=lambda k: (-total[k], k)) if total else None
+
+
 # ---- jobs --------------------------------------------------------------------------------
 
 
@@ -546,18 +631,22 @@ def join(
     bytes_on_link: dict[int, int | None],
     th: Thresholds,
     slack_ns: int,
+    links: list[int] | None = None,
 ) -> Joined:
-    """The incident of a link signal: `bytes_on_link` names the jobs whose traffic crosses
-    the link during it (job -> bytes, None: on it, bytes unknown); the job signals of those
-    jobs overlapping it join as victims; the job with the most bytes (> 0) on a congested
-    link is the likely aggressor (even if it also slowed: then it is named aggressor
-    only). Errors and flaps are the link's own: they have no aggressor."""
+    """The incident of a link signal (or a group's imbalance, whose `links` are the group's
+    members and `bytes_on_link` the jobs on its busiest member): `bytes_on_link` names the
+    jobs whose traffic crosses the link during it (job -> bytes, None: on it, bytes
+    unknown); the job signals of those jobs overlapping it join as victims; the job with
+    the most bytes (> 0) on a congested link (or an imbalanced group's busiest member) is
+    the likely aggressor (even if it also slowed: then it is named aggressor only). Errors
+    and flaps are the link's own: they have no aggressor."""
     joined = [s for s in job_signals
               if s.subject in bytes_on_link and overlaps(s, link_signal, slack_ns)]  # fmt: skip
     by_job: dict[int, list[Signal]] = {}
     for s in joined:
         by_job.setdefault(s.subject, []).append(s)
-    known = {j: b for j, b in bytes_on_link.items() if b and link_signal.kind == "congestion"}
+    loaded = link_signal.kind in ("congestion", "imbalance")
+    known = {j: b for j, b in bytes_on_link.items() if b and loaded}
     aggressor = max(sorted(known), key=lambda j: known[j]) if known else None
     members = []
     for j in sorted(bytes_on_link, key=lambda j: (-(bytes_on_link[j] or 0), j)):
@@ -565,7 +654,8 @@ def join(
         own = by_job.get(j, [])
         members.append(Member(j, role, sorted(s.kind for s in own), bytes_on_link[j],
                               sum(s.lost_ns for s in own)))  # fmt: skip
-    return _sized(link_signal.key, [link_signal, *joined], [link_signal.subject], members, th)
+    return _sized(link_signal.key, [link_signal, *joined],
+                  [link_signal.subject] if links is None else links, members, th)  # fmt: skip
 
 
 def alone(job_signal: Signal, th: Thresholds) -> Joined:

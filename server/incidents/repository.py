@@ -17,6 +17,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.orm import Session
 
 from server.callsites import service as callsite_service
+from server.fabric import groups as fabric_groups
 from server.fabric import repository as fabric
 from server.incidents.detect import JobStep, LinkPoint
 from server.jobs import series
@@ -254,12 +255,13 @@ def top_files(session: Session, job: int, from_ns: int, to_ns: int, limit: int =
 
 
 class FabricView:
-    """The current fabric's links (server.fabric's rows), read once per stored discovery
-    (`version`)."""
+    """The current fabric's links (server.fabric's rows) and its groups of parallel links
+    (server/fabric/groups.py), read once per stored discovery (`version`)."""
 
     def __init__(self, session: Session):
         self.version = fabric.topology_version(session)
         self.links = fabric.links(session)
+        self.groups = {g.id: g for g in fabric_groups.groups(fabric.nodes(session), self.links)}
 
 
 # ---- stored incidents ----------------------------------------------------------------------

@@ -61,11 +61,14 @@ from sqlalchemy.orm import Session
 from server.compare.regression import RegressionCheck
 from server.compare.service import Around
 from server.fabric import repository as fabric
+from server.fabric.groups import Group
 from server.fabric.snapshot import STALE_SWEEPS
 from server.incidents import message
 from server.incidents import repository as repo
 from server.incidents.detect import (
+    GROUP_KINDS,
     JOB_KINDS,
+    GroupDetector,
     JobDetector,
     JobStep,
     Joined,
@@ -73,6 +76,7 @@ from server.incidents.detect import (
     Signal,
     Thresholds,
     alone,
+    busiest,
     join,
     overlaps,
 )
@@ -102,6 +106,7 @@ KIND_TEXT = {
     "link_flap": "Link flapping",
     "mpi_slowdown": "MPI slowdown",
     "io_stall": "I/O stall",
+    "imbalance": "Imbalance",
     "regression": "Regression",
 }
 
@@ -148,6 +153,7 @@ class IncidentService:
         self.clock = clock
         self.stats = ServiceStats()
         self.links = LinkDetector(thresholds)
+        self.groups = GroupDetector(thresholds)
         self.jobs: dict[int, JobDetector] = {}
         self.sweep_after: int | None = None  # newest sweep fed
         self.sweep_gaps: deque[int] = deque(maxlen=9)  # between the latest sweeps fed
@@ -210,7 +216,7 @@ class IncidentService:
             if self._view is None or version is None or version != self._view.version:
                 self._view = repo.FabricView(session)  # a new discovery was stored
             links = self._view.links
-            fed = self._fabric(session, links, now)
+            fed = self._fabric(session, links, now, self._view.groups)
             fed |= self._events(session, now)
             fed |= self._jobs(session, now)
             messages = self._store(session, links, now) if fed else []
@@ -226,7 +232,8 @@ class IncidentService:
                 self.webhook.post(sent)
         return messages
 
-    def _fabric(self, session: Session, links: list[dict[str, Any]], now: int) -> bool:
+    def _fabric(self, session: Session, links: list[dict[str, Any]], now: int,
+                groups: dict[int, Group]) -> bool:  # fmt: skip
         newest = repo.newest_sweep(session)
         if newest is None:
             return False
@@ -236,6 +243,8 @@ class IncidentService:
                 self.sweep_after = newest - (self.th.sweeps + self.th.clear + 1) * self.interval_ns
             for ts, points in repo.sweeps_after(session, self.sweep_after, newest, links):
                 self.ended += [s for s in self.links.sweep(points) if s.end_ns is not None]
+                self.ended += [s for s in self._groups_sweep(ts, points, groups)
+                               if s.end_ns is not None]  # fmt: skip
                 if self.last_fed is not None:
                     self.sweep_gaps.append(ts - self.last_fed)
                 self.last_fed = ts
@@ -243,10 +252,25 @@ class IncidentService:
         # no sweep for STALE_SWEEPS sweep periods (the fabric pages say STALE from then):
         # the open link signals end unobserved since the last sweep
         period = max(self.interval_ns, int(statistics.median(self.sweep_gaps or [0])))
-        if now - newest > STALE_SWEEPS * period and self.links.active():
-            self.ended += self.links.unobserved(newest)
+        if now - newest > STALE_SWEEPS * period and (self.links.active() or self.groups.active()):
+            self.ended += self.links.unobserved(newest) + self.groups.unobserved(newest)
             return True
         return fed
+
+    def _groups_sweep(self, ts: int, points: dict[int, Any], groups: dict[int, Group]
+                      ) -> list[Signal]:  # fmt: skip
+        """Feed one sweep's link points to the imbalance detector: per group with a member
+        swept, its members' utilisations (None: not swept or unknown)."""
+        utils = {}
+        t0 = ts
+        for group in groups.values():
+            swept = [points[m] for m in group.members if m in points]
+            if not swept:
+                continue
+            t0 = min(t0, *(p.t0_ns for p in swept))
+            utils[group.id] = {m: points[m].utilisation if m in points else None
+                               for m in group.members}  # fmt: skip
+        return self.groups.sweep(t0, ts, utils)
 
     def _events(self, session: Session, now: int) -> bool:
         """Feed the link down/up events stored since the last tick (and age the old ones:
@@ -313,7 +337,8 @@ class IncidentService:
         jobs' signals found again over their time stay joined to them (not incidents of
         their own)."""
         found: dict[tuple[str, int], list[Signal]] = {}
-        signals = self.links.active() + [s for d in self.jobs.values() for s in d.active()]
+        signals = self.links.active() + self.groups.active()
+        signals += [s for d in self.jobs.values() for s in d.active()]
         for signal in sorted(signals + self.ended, key=lambda s: s.start_ns):
             found.setdefault((signal.kind, signal.subject), []).append(signal)
         slack = self.th.sweeps * self.interval_ns
@@ -339,21 +364,28 @@ class IncidentService:
             self._resume(session)
             self.resumed = True
         by_id = {lk["id"]: lk for lk in links}
+        of_links = JOB_KINDS + GROUP_KINDS
         link_signals = self.links.active() + [s for s in self.ended if s.subject in by_id
-                                              and s.kind not in JOB_KINDS]  # fmt: skip
+                                              and s.kind not in of_links]  # fmt: skip
+        link_signals += self.groups.active() + [s for s in self.ended if s.kind in GROUP_KINDS]
+        view_groups = self._view.groups if self._view is not None else {}
         job_signals = [s for d in self.jobs.values() for s in d.active()]
         job_signals += [s for s in self.ended if s.kind in JOB_KINDS]
         slack = self.th.sweeps * self.interval_ns
         incidents: list[Joined] = []
         for signal in link_signals:
+            members = None  # a link signal's link; an imbalance's: its group's members
+            if signal.kind in GROUP_KINDS:
+                group = view_groups.get(signal.subject)
+                members = list(group.members) if group is not None else []
             cached = self._on.get(signal.key)
             if cached is None or now - cached[0] >= REFRESH_NS or signal.end_ns is not None:
                 cached = self._read_on(session, signal, now, slack)
-            incident = join(signal, job_signals, cached[1], self.th, slack)
+            incident = join(signal, job_signals, cached[1], self.th, slack, members)
             if incident.reported and signal.key not in self.stored and cached[0] < now:
                 # reported in this pass: its jobs as they stand now, not as when it was silent
                 cached = self._read_on(session, signal, now, slack)
-                incident = join(signal, job_signals, cached[1], self.th, slack)
+                incident = join(signal, job_signals, cached[1], self.th, slack, members)
             incidents.append(incident)
             for s in incident.signals[1:]:
                 self.joined[s.key] = incident.key
@@ -426,10 +458,13 @@ class IncidentService:
 
     def _read_on(self, session: Session, signal: Signal, now: int, slack: int
                  ) -> tuple[int, dict[int, int | None]]:  # fmt: skip
-        """Read again the jobs on a link signal's link over its time (and `slack` either
-        side) as of `now`, and keep them (REFRESH_NS)."""
+        """Read again the jobs on a link signal's link (an imbalance's: on its group's
+        busiest member, `detect.busiest`) over its time (and `slack` either side) as of
+        `now`, and keep them (REFRESH_NS)."""
         window = Window(signal.start_ns - slack, (signal.end_ns or now) + slack)
-        self._on[signal.key] = (now, self._on_link(session, signal.subject, window))
+        link = busiest(signal) if signal.kind in GROUP_KINDS else signal.subject
+        on = {} if link is None else self._on_link(session, link, window)
+        self._on[signal.key] = (now, on)
         return self._on[signal.key]
 
     def _on_link(self, session: Session, link: int, window: Window) -> dict[int, int | None]:
@@ -470,7 +505,19 @@ class IncidentService:
                 "signals": [lead.kind], "peak": lead.peak, "evidence": lead.evidence,
             })  # fmt: skip
         title = KIND_TEXT[incident.kind]
-        if incident.links:
+        group = self._view.groups.get(lead.subject) if self._view is not None else None
+        if incident.kind in GROUP_KINDS:
+            heaviest = busiest(lead)
+            ref = None if group is None else {"id": group.id, "kind": group.kind,
+                                              "name": group.name}  # fmt: skip
+            for entry in links_json:
+                entry["group"] = ref
+                entry["busiest"] = entry["id"] == heaviest
+            title += f" on {group.name if group else f'group {lead.subject}'}"
+            hot = by_id.get(heaviest) if heaviest is not None else None
+            if hot is not None:
+                title += f": {_end(hot['a'])} – {_end(hot['b'])} busiest"
+        elif incident.links:
             first = by_id.get(incident.links[0])
             if first is not None:
                 title += f" on {_end(first['a'])} – {_end(first['b'])}"
