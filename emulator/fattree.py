@@ -53,6 +53,9 @@ class FatTree:
     switch_ports: dict[str, int]
     links: list[SimLink] = field(default_factory=list)
     speed: str = "QDR"  # what every link runs: a key of LINK_ATTRS
+    #: multi-rail: host -> its HCAs' node names, rail 0 first (empty: one HCA per host,
+    #: named as the host)
+    rails: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def switches(self) -> list[str]:
@@ -61,8 +64,15 @@ class FatTree:
 
     @property
     def hcas(self) -> list[str]:
-        """Every HCA: compute hosts then storage nodes."""
+        """Every HCA node: compute hosts' (each rail of a multi-rail host) then storage
+        nodes."""
+        if self.rails:
+            return [h for host in self.hosts for h in self.rails[host]] + self.storage
         return self.hosts + self.storage
+
+    def rail(self, host: str, r: int) -> str:
+        """The HCA node of rail `r` of `host` (the host itself without rails)."""
+        return self.rails[host][r] if self.rails else host
 
     def to_ibsim(self) -> str:
         """The topology in ibsim's file format."""
@@ -90,6 +100,7 @@ def fat_tree(
     hosts_per_leaf: int | None = None,
     spines: int | None = None,
     speed: str = "QDR",
+    rails: int = 1,
 ) -> FatTree:
     """A non-blocking two-level fat tree with `hosts` compute HCAs and `storage` storage HCAs.
 
@@ -97,10 +108,19 @@ def fat_tree(
     many up links, spread evenly over the spines (default 2 spines for 8-port leaves, 16
     otherwise). Names: spine01.., leaf01.., host01.. (zero-padded to the digits of `hosts`),
     stor01... Every link runs `speed` (4x; QDR, FDR10, FDR, EDR or HDR: LINK_ATTRS).
+
+    `rails` > 1 makes a rail-optimised multi-rail fabric: every compute host has `rails`
+    HCAs, "<host> mlx5_<r>" (the node description real HCAs give: host name, device), and
+    rail r of every host is cabled to the leaves of plane r (the hosts' rail-r HCAs fill
+    plane r's leaves in host order, as the single-rail tree fills its leaves); the planes
+    share the spines, so the fabric is one subnet that one opensm brings up. Storage nodes
+    (one HCA each) follow on plane 0's leaves.
     """
     if speed not in LINK_ATTRS:
         raise ValueError(f"speed {speed!r} is not one of {', '.join(LINK_ATTRS)}")
-    ends = hosts + storage
+    if rails < 1:
+        raise ValueError("need at least one rail")
+    ends = hosts * rails + storage
     if hosts < 1 or storage < 0:
         raise ValueError("need at least one host and a non-negative storage count")
     d = hosts_per_leaf or (8 if ends <= 64 else 16)
@@ -108,7 +128,9 @@ def fat_tree(
     if d % s:
         raise ValueError(f"hosts_per_leaf ({d}) must be a multiple of spines ({s})")
     per_pair = d // s
-    n_leaves = math.ceil(ends / d)
+    planes = [hosts + storage] + [hosts] * (rails - 1)  # end nodes per plane
+    plane_leaves = [math.ceil(n / d) for n in planes]
+    n_leaves = sum(plane_leaves)
     if n_leaves + s > MAX_SWITCHES or n_leaves + s + ends > MAX_NODES:
         raise ValueError(
             f"{ends} end nodes need {n_leaves + s} switches and {n_leaves + s + ends} nodes; "
@@ -132,8 +154,14 @@ def fat_tree(
         },
         speed=speed,
     )
-    for i, hca in enumerate(host_names + stor_names):
-        tree.links.append(SimLink((leaf_names[i // d], i % d + 1), (hca, 1)))
+    if rails > 1:
+        tree.rails = {h: [f"{h} mlx5_{r}" for r in range(rails)] for h in host_names}
+    first = 0  # the first leaf of the plane
+    for r, n_plane in enumerate(plane_leaves):
+        hcas = [tree.rail(h, r) for h in host_names] + (stor_names if r == 0 else [])
+        for i, hca in enumerate(hcas):
+            tree.links.append(SimLink((leaf_names[first + i // d], i % d + 1), (hca, 1)))
+        first += n_plane
     for li, leaf in enumerate(leaf_names):
         for si, spine in enumerate(spine_names):
             for k in range(per_pair):

@@ -104,7 +104,7 @@ class FabricSim:
         if subnet_prefix is None:
             subnet_prefix = LINK_LOCAL_PREFIX | zlib.crc32(self.sockname.encode())
         self.subnet_prefix = subnet_prefix
-        self.attach = tree.hosts[0]
+        self.attach = tree.hcas[0]
         self.net_file = self.workdir / "net"
         self.fifo = self.workdir / "console"
         self.log_file = self.workdir / "ibsim.log"

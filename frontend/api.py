@@ -34,6 +34,7 @@ from stacklens.api_models import (
     JobPlacement,
     LinkAttribution,
     LinkAttributionSeries,
+    LinkGroupPage,
     LinkPage,
     NodeJobs,
     Overview,
@@ -275,6 +276,19 @@ class StacklensApi:
         query = {"link": link, "guid": guid, "port": port, **_fabric_window(window),
                  "step": step_s}  # fmt: skip
         return self._get(f"/api/fabric/series{_query(query)}", FabricSeries, "fabric series")
+
+    def fabric_groups(
+        self,
+        window: WindowQuery | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> LinkGroupPage:
+        """A page of the groups of parallel links (same two switches, a leaf's uplinks, a
+        host's rails) over `window`'s from/to (default: the last 15 minutes), highest skew
+        first; of one `kind` if given."""
+        query = {**_fabric_window(window), "kind": kind, "limit": limit, "cursor": cursor}
+        return self._get(f"/api/fabric/groups{_query(query)}", LinkGroupPage, "link groups")
 
     def incidents(self, query: IncidentQuery = IncidentQuery()) -> IncidentList:
         """A page of the incidents `query` selects, newest first, with the number of them."""

@@ -48,6 +48,7 @@ from stacklens.api_models import (
     JobPlacement,
     LinkAttribution,
     LinkEnd,
+    LinkGroupPage,
     LinkLoad,
     LinkPage,
     NodeJobs,
@@ -395,6 +396,68 @@ def fabric_link_rows(page: LinkPage) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+#: The groups of parallel links grid's columns (numbers stay numbers: the grid sorts them).
+GROUP_COLUMNS: list[dict[str, Any]] = [
+    {"field": "name", "headerName": "Group", "minWidth": 200, "tooltipField": "name"},
+    {"field": "kind", "headerName": "Kind", "maxWidth": 120},
+    {"field": "members", "headerName": "Links", "type": "rightAligned", "maxWidth": 100},
+    {"field": "skew", "headerName": "Skew (max/mean)", "type": "rightAligned",
+     "sort": "desc"},
+    {"field": "cv", "headerName": "CV", "type": "rightAligned"},
+    {"field": "peak", "headerName": "Peak skew (max/mean)", "type": "rightAligned"},
+    {"field": "peak_at", "headerName": "Peak step (UTC)", "minWidth": 190},
+    {"field": "busiest", "headerName": "Busiest link", "minWidth": 220,
+     "tooltipField": "busiest"},
+    {"field": "loads", "headerName": "Utilisation per link", "minWidth": 200,
+     "tooltipField": "loads_exact"},
+]  # fmt: skip
+
+
+def _ratio(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def fabric_group_rows(page: LinkGroupPage) -> list[dict[str, Any]]:
+    """The groups grid's rows (row id = group id): skew and CV as numbers (null: unknown),
+    the busiest member with its utilisation, every member's utilisation in link order
+    (the tooltip: its bytes each way)."""
+    rows = []
+    for g in page.groups:
+        busiest = next((m for m in g.members if m.link_id == g.busiest_link_id), None)
+        rows.append({
+            "id": g.id,
+            "name": g.name,
+            "kind": g.kind,
+            "members": len(g.members),
+            "skew": _ratio(g.max_mean),
+            "cv": _ratio(g.cv),
+            "peak": _ratio(g.peak_max_mean),
+            "peak_at": "" if g.peak_t_ns is None else format_utc_ns(g.peak_t_ns),
+            "busiest": "" if busiest is None
+            else f"{busiest.name} ({_percent(busiest.utilisation)})",
+            "loads": " / ".join(_percent(m.utilisation) for m in g.members),
+            "loads_exact": "; ".join(
+                f"{m.name}: {format_bytes(m.a_to_b_bytes or 0)} → , "
+                f"{format_bytes(m.b_to_a_bytes or 0)} ←" for m in g.members),
+        })  # fmt: skip
+    return rows
+
+
+def fabric_groups_caption(page: LinkGroupPage, scope: str) -> str:
+    """What the groups grid holds, and how to read the skew."""
+    if not page.groups:
+        return (f"No group of parallel links (two links between the same switches, a leaf's "
+                f"uplinks, a host's rails), {scope}.")  # fmt: skip
+    shown = len(page.groups)
+    total = page.page.total
+    held = f"{total:,}" if shown == total else f"{shown:,} of {total:,}"
+    return (
+        f"{held} groups of parallel links, {scope}, highest skew first. Skew: the busiest "
+        "link's utilisation over the group's mean (1 = even; 2 = all on one of two links); "
+        "CV: standard deviation over the mean; blank = fewer than two links with a load."
+    )
 
 
 def fabric_links_caption(page: LinkPage, first: int, scope: str) -> str:

@@ -39,6 +39,10 @@ FABRIC_SUMMARY = "fabric-summary"  # one line: nodes, links, down, with errors, 
 FABRIC_GRAPH = "fabric-graph"  # dash-cytoscape topology (node ids = GUIDs, links "link-<id>")
 FABRIC_HOVER = "fabric-hover"  # one line about the link or node under the mouse
 FABRIC_LINKS_GRID = "fabric-links-grid"  # dash-ag-grid: a page of the links (row id = link id)
+FABRIC_GROUPS_GRID = (
+    "fabric-groups-grid"  # dash-ag-grid: groups of parallel links (row id = group id)
+)
+FABRIC_GROUPS_CAPTION = "fabric-groups-caption"  # "12 groups ..., highest skew first; legend"
 FABRIC_LINKS_CAPTION = "fabric-links-caption"  # "links 1–100 of 3,584, busiest first, over ..."
 FABRIC_LINKS_SORT = "fabric-links-sort"  # dmc.SegmentedControl: busiest first / most errors first
 FABRIC_LINKS_NEWER = "fabric-links-newer"  # dmc.Button: the previous page of the links

@@ -87,6 +87,7 @@ CALLS = (
         ("events",),
     ),
     ("fabric_series", (FABRIC_THEN, 1), f"/api/fabric/series?link=1&{THEN}", ("t_ns",)),
+    ("fabric_groups", (FABRIC_THEN,), f"/api/fabric/groups?{THEN}", ()),
     (
         "fabric_series",
         (FABRIC_THEN, None, "0xf452140300000002", 1, 0.5),
@@ -129,6 +130,9 @@ NOT_READ_BY_THE_FRONTEND = {
     "/api/reports/incidents/{incident_id}",
     # a comparison's report: the Compare page's buttons and `stacklens report --compare`
     "/api/reports/compare",
+    # one group of parallel links with the jobs on its busiest member: for scripts (the
+    # Fabric page lists the groups from /api/fabric/groups)
+    "/api/fabric/groups/{group}",
 }
 
 

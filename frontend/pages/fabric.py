@@ -27,9 +27,11 @@ focuses a host, switch or GUID, or a job's first host; the filters dim all but t
 erroring or down links; the job box highlights a job's hosts and links (GET
 /api/jobs/<job>/placement: topological candidates) and dims the rest; the colour scale is
 log or by quantile. The links grid (a page of `/api/fabric/links`: live windows in the
-newest sweep, from the server's per-sweep ranking; a custom window summed over it) and the
-events (of the window) refresh on a slower interval, built at most once per interval for
-every viewer. On an API failure the page keeps the last data and shows the error.
+newest sweep, from the server's per-sweep ranking; a custom window summed over it), the
+groups of parallel links and rails with their skew over the window (`/api/fabric/groups`,
+highest skew first, sortable) and the events (of the window) refresh on a slower
+interval, built at most once per interval for every viewer. On an API failure the page
+keeps the last data and shows the error.
 """
 
 from __future__ import annotations
@@ -186,6 +188,11 @@ def layout(**query: str) -> html.Div:
                     ],
                 ),
                 grid(ids.FABRIC_LINKS_GRID, components.LINK_COLUMNS),
+            ),
+            card(
+                "Parallel links and rails",
+                html.P(id=ids.FABRIC_GROUPS_CAPTION, className="subtle"),
+                grid(ids.FABRIC_GROUPS_GRID, components.GROUP_COLUMNS, height_px=320),
             ),
             card("Fabric events", markdown_table(ids.FABRIC_EVENTS_TABLE)),
         ],
@@ -409,6 +416,12 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Input(ids.FABRIC_LINKS_PAGES, "data"),
     )(tables)
     dash_app.callback(
+        Output(ids.FABRIC_GROUPS_GRID, "rowData"),
+        Output(ids.FABRIC_GROUPS_CAPTION, "children"),
+        Input(ids.FABRIC_TABLE_INTERVAL, "n_intervals"),
+        Input(ids.FABRIC_VIEW, "data"),
+    )(link_groups)
+    dash_app.callback(
         Output(ids.FABRIC_LINKS_PAGES, "data"),
         Input(ids.FABRIC_LINKS_NEWER, "n_clicks"),
         Input(ids.FABRIC_LINKS_OLDER, "n_clicks"),
@@ -588,6 +601,29 @@ def tables(_tick: int | None, view: dict[str, Any] | None, sort: str | None,
         )
 
     key = ("tables", view.get("live"), view.get("from"), view.get("to"), sort, pages[-1])
+    return _shared(key, build)  # type: ignore[no-any-return]
+
+
+#: Groups of parallel links the page lists (highest skew first).
+GROUPS_LISTED = 500
+
+
+def link_groups(_tick: int | None, view: dict[str, Any] | None) -> tuple:
+    """The groups of parallel links over the view's window, highest skew first, and the
+    caption with the legend; built at most once per table interval for every viewer."""
+    view = view or view_of({})
+    window = window_of(view)
+
+    def build() -> tuple:
+        try:
+            page = api.current_client().fabric_groups(window, limit=GROUPS_LISTED)
+        except ApiError as exc:
+            return no_update, str(exc)
+        return components.fabric_group_rows(page), components.fabric_groups_caption(
+            page, scope_of(view)
+        )
+
+    key = ("groups", view.get("live"), view.get("from"), view.get("to"))
     return _shared(key, build)  # type: ignore[no-any-return]
 
 

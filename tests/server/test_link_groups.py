@@ -87,7 +87,11 @@ def test_a_sustained_skew_opens_after_two_sweeps_and_ends_after_three_quiet():
     assert len(opened) == 1 and opened[0].end_ns is None
     signal = opened[0]
     assert (signal.kind, signal.subject, signal.start_ns, signal.detected_ns) == (
-        "imbalance", 77, 1 * S, 3 * S)
+        "imbalance",
+        77,
+        1 * S,
+        3 * S,
+    )
     assert signal.peak == pytest.approx(1.9)
     assert signal.evidence[-1]["members"] == {"6": 0.95, "7": 0.05}
     assert busiest(signal) == 6
@@ -119,5 +123,7 @@ def test_an_imbalance_names_its_members_and_the_jobs_on_the_busiest():
     joined = join(signal, [], {101: 5_000, 102: 9_000}, TH, S, [6, 7])
     assert joined.kind == "imbalance" and joined.links == [6, 7]
     assert [(m.job, m.role, m.link_bytes) for m in joined.members] == [
-        (102, "aggressor", 9_000), (101, "on link", 5_000)]
+        (102, "aggressor", 9_000),
+        (101, "on link", 5_000),
+    ]
     assert joined.reported  # never silent: the sweeps setting is its guard
