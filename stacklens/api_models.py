@@ -1266,7 +1266,12 @@ class Overview(ApiModel):
 # ---------------------------------------------------------------------------------------
 
 IncidentKind = Literal[
-    "congestion", "link_errors", "link_flap", "imbalance", "mpi_slowdown", "io_stall",
+    "congestion",
+    "link_errors",
+    "link_flap",
+    "imbalance",
+    "mpi_slowdown",
+    "io_stall",
     "regression",
 ]
 Severity = Literal["minor", "major", "critical"]

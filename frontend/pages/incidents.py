@@ -29,8 +29,15 @@ dash.register_page(__name__, path="/incidents", name="Incidents", title="Inciden
 #: Incidents per page of the list.
 INCIDENTS_PER_PAGE = 200
 SEVERITIES = ("critical", "major", "minor")
-KINDS = ("congestion", "link_errors", "link_flap", "imbalance", "mpi_slowdown", "io_stall",
-         "regression")
+KINDS = (
+    "congestion",
+    "link_errors",
+    "link_flap",
+    "imbalance",
+    "mpi_slowdown",
+    "io_stall",
+    "regression",
+)
 #: The page's refresh period (ms).
 REFRESH_MS = 3000
 #: Jobs matching the typed id read to fill the owner box.
