@@ -128,3 +128,27 @@ def test_without_a_login_no_page_is_served(served, browser):
     login = page.request.get(served["base"] + "/auth/login", max_redirects=0)
     assert login.status == 503  # no provider configured here: said so, never a 500
     assert login.json()["detail"].startswith("the login provider '' cannot be reached")
+
+
+def test_an_admin_compares_two_users_runs_and_a_user_cannot(served, browser):
+    """The Compare page carries the runs' owners from its URL (issue #28 point 4): carol (an
+    admin) compares bob's run with alice's, and its report buttons name both owners; alice
+    opening the same URL gets bob's job as an unknown job, nothing of it shown."""
+    page, errors = browser
+    url = f"{served['base']}/compare?b={BOB_JOB}&b_owner=bob&a={ALICE_JOB}&a_owner=alice"
+    page.set_extra_http_headers({"Authorization": f"Bearer {served['carol']}"})
+    page.goto(url)
+    sides = page.locator("#cmp-sides")
+    expect(sides).to_contain_text(f"b: {BOB_JOB} run 1", timeout=20_000)
+    expect(sides).to_contain_text(f"a: {ALICE_JOB} run 1")
+    assert page.locator("#cmp-report-pdf").get_attribute("href") == (
+        f"/api/reports/compare?b={BOB_JOB}&b_owner=bob&a={ALICE_JOB}&a_owner=alice&format=pdf"
+    )
+    page.set_extra_http_headers({"Authorization": f"Bearer {served['alice']}"})
+    page.goto(url)
+    expect(page.locator("#cmp-error")).to_contain_text(f"unknown job '{BOB_JOB}'",
+                                                        timeout=20_000)  # fmt: skip
+    page.wait_for_timeout(1000)
+    shown = page.inner_text("body").replace(BOB_JOB, "")
+    assert [n for n in BOB_NAMES if n in shown and n != "bob"] == []
+    assert errors == []
