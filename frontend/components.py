@@ -415,6 +415,10 @@ GROUP_COLUMNS: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
+def _bytes(value: int | None) -> str:
+    return "?" if value is None else format_bytes(value)
+
+
 def _ratio(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
@@ -439,8 +443,8 @@ def fabric_group_rows(page: LinkGroupPage) -> list[dict[str, Any]]:
             else f"{busiest.name} ({_percent(busiest.utilisation)})",
             "loads": " / ".join(_percent(m.utilisation) for m in g.members),
             "loads_exact": "; ".join(
-                f"{m.name}: {format_bytes(m.a_to_b_bytes or 0)} → , "
-                f"{format_bytes(m.b_to_a_bytes or 0)} ←" for m in g.members),
+                f"{m.name}: {_bytes(m.a_to_b_bytes)} A → B, {_bytes(m.b_to_a_bytes)} B → A"
+                for m in g.members),
         })  # fmt: skip
     return rows
 
@@ -454,7 +458,8 @@ def fabric_groups_caption(page: LinkGroupPage, scope: str) -> str:
     total = page.page.total
     held = f"{total:,}" if shown == total else f"{shown:,} of {total:,}"
     return (
-        f"{held} groups of parallel links, {scope}, highest skew first. Skew: the busiest "
+        f"{held} group{'s' if total != 1 else ''} of parallel links, {scope}, highest skew "
+        "first. Skew: the busiest "
         "link's utilisation over the group's mean (1 = even; 2 = all on one of two links); "
         "CV: standard deviation over the mean; blank = fewer than two links with a load."
     )

@@ -159,6 +159,12 @@ def test_fabric_page_shows_load_errors_and_down_links(pg_url, served, browser_pa
     expect(page.locator("#fabric-links-caption")).to_contain_text(
         "links 1–3 of 3, busiest first, in the newest sweep", timeout=20_000
     )
+    # one uplink, single-HCA hosts: no group of parallel links (the card says so)
+    expect(page.locator("#fabric-groups-caption")).to_contain_text(
+        "No group of parallel links (two links between the same switches, a leaf's uplinks, "
+        "a host's rails), over the last 5 min.",
+        timeout=20_000,
+    )
     t2 = "2023-11-14 22:13:22 UTC"
     columns = ("link", "state", "utilisation", "a_to_b", "b_to_a", "errors", "xmit_wait")
     assert _settled(lambda: [[r[c] for c in columns] for r in _grid(page)]) == [

@@ -127,3 +127,44 @@ def test_an_imbalance_names_its_members_and_the_jobs_on_the_busiest():
         (101, "on link", 5_000),
     ]
     assert joined.reported  # never silent: the sweeps setting is its guard
+
+
+def test_the_fabric_pages_rows_and_legend():
+    """The Fabric page's groups grid (frontend/components.py): numbers stay numbers (the
+    grid sorts them), utilisations in %, the busiest link named, the legend in words."""
+    from frontend import components
+    from stacklens.api_models import LinkGroupPage
+
+    end = {"guid": "0x0000000000000001", "port": 1}
+    member = {"capacity_bytes_per_s": 4_000_000_000, "a_to_b_bytes_per_s": None,
+              "b_to_a_bytes_per_s": None, "b_to_a_bytes": 0}  # fmt: skip
+    page = LinkGroupPage.model_validate({
+        "groups": [{
+            "id": 7, "kind": "rails", "name": "rails of host02",
+            "members": [
+                {**member, "link_id": 3, "name": "host02 mlx5_0[1] – leaf01[2]",
+                 "a": {**end, "name": "host02 mlx5_0"}, "b": {**end, "name": "leaf01"},
+                 "a_to_b_bytes": 3 * 2**30, "utilisation": 0.8},
+                {**member, "link_id": 9, "name": "host02 mlx5_1[1] – leaf02[2]",
+                 "a": {**end, "name": "host02 mlx5_1"}, "b": {**end, "name": "leaf02"},
+                 "a_to_b_bytes": 0, "utilisation": 0.0}],
+            "max_mean": 2.0, "cv": 1.0, "busiest_link_id": 3, "peak_max_mean": 2.0,
+            "peak_t_ns": 1_700_000_000 * S,
+            "series": {"t_ns": [1_700_000_000 * S], "max_mean": [2.0], "cv": [1.0]},
+        }],
+        "page": {"total": 1, "limit": 500, "next_cursor": None},
+        "from_ns": 0, "to_ns": 1, "step_ns": 1, "resolution": "samples",
+    })  # fmt: skip
+    (row,) = components.fabric_group_rows(page)
+    assert row == {
+        "id": 7, "name": "rails of host02", "kind": "rails", "members": 2, "skew": 2.0,
+        "cv": 1.0, "peak": 2.0, "peak_at": "2023-11-14 22:13:20 UTC",
+        "busiest": "host02 mlx5_0[1] – leaf01[2] (80.0 %)", "loads": "80.0 % / 0.0 %",
+        "loads_exact": "host02 mlx5_0[1] – leaf01[2]: 3.00 GiB A → B, 0 B B → A; "
+                       "host02 mlx5_1[1] – leaf02[2]: 0 B A → B, 0 B B → A",
+    }  # fmt: skip
+    assert components.fabric_groups_caption(page, "over the last 5 minutes") == (
+        "1 group of parallel links, over the last 5 minutes, highest skew first. Skew: the "
+        "busiest link's utilisation over the group's mean (1 = even; 2 = all on one of two "
+        "links); CV: standard deviation over the mean; blank = fewer than two links with a "
+        "load.")  # fmt: skip
