@@ -1290,8 +1290,8 @@ class IncidentLink(ApiModel):
                         "errors: most errors in a sweep; flap: down/up events")  # fmt: skip
     evidence: list[dict[str, Any]] = Field(
         description="per sweep: t_ns, utilisation, xmit_wait_per_s, errors, down (null = "
-        "unknown); a flap: the event times; an imbalance: t_ns, max_mean, cv and members "
-        "(link id -> utilisation)"
+        "unknown); a flap: the event times; an imbalance: per sweep t_ns, this member's "
+        "utilisation, the group's max_mean and cv"
     )
     group: dict[str, Any] | None = Field(
         default=None, description="an imbalance: its group of parallel links (id, kind, name)"

@@ -513,6 +513,11 @@ class IncidentService:
             for entry in links_json:
                 entry["group"] = ref
                 entry["busiest"] = entry["id"] == heaviest
+                # per member its own utilisation each sweep, beside the group's skew
+                entry["evidence"] = [
+                    {"t_ns": p["t_ns"], "utilisation": p["members"].get(str(entry["id"])),
+                     "xmit_wait_per_s": None, "max_mean": p["max_mean"], "cv": p["cv"]}
+                    for p in lead.evidence if "members" in p]  # fmt: skip
             title += f" on {group.name if group else f'group {lead.subject}'}"
             hot = by_id.get(heaviest) if heaviest is not None else None
             if hot is not None:

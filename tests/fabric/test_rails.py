@@ -34,8 +34,9 @@ from tests.conftest import query
 from tests.fabric.conftest import _have_simulator
 
 #: The detectors' thresholds here: utilisation 0.5 (a member at or above, the other below
-#: 0.25), two sweeps, three to clear.
-TH = Thresholds(utilisation=0.5, sweeps=2, clear=3, imbalance_sweeps=2, min_ns=2 * 10**9)
+#: 0.25), two sweeps, three to clear; a congestion reported once it held 1 s (two sweeps of
+#: about a second each hold more, whatever the sweeps' jitter).
+TH = Thresholds(utilisation=0.5, sweeps=2, clear=3, imbalance_sweeps=2, min_ns=10**9)
 #: Bytes per sweep interval (~1 s) of a hot rail (QDR 4x: 4 GB/s) and of an idle one.
 HOT = 3_200_000_000
 COLD = 40_000_000
@@ -160,6 +161,13 @@ def test_one_rail_forced_opens_an_imbalance_within_two_sweeps(rig: Rig):
     assert ends == [[f"{HOST} mlx5_0", "leaf01"], [f"{HOST} mlx5_1", "leaf02"]]
     (busiest,) = [lk for lk in links if lk["busiest"]]
     assert f"{HOST} mlx5_0" in (busiest["a"]["name"], busiest["b"]["name"])
+    for lk in links:  # each member's own utilisation per sweep, the group's skew beside it
+        hot = [p for p in lk["evidence"] if p["t_ns"] in (first, second)]
+        assert len(hot) == 2 and all(p["max_mean"] == pytest.approx(2.0, rel=1e-3) for p in hot)
+        if lk is busiest:
+            assert all(p["utilisation"] >= TH.utilisation for p in hot)
+        else:
+            assert all(p["utilisation"] < 1e-3 for p in hot)  # the sampler's own MADs only
 
     engine = make_engine(rig.pg_url)
     with TestClient(create_app(engine, fabric_recheck_s=0.0), base_url="http://127.0.0.1") as c:
