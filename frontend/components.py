@@ -38,6 +38,7 @@ from stacklens.api_models import (
     FabricEvent,
     FabricState,
     Freshness,
+    IncidentCallsite,
     IncidentDetails,
     IncidentLink,
     IncidentList,
@@ -785,22 +786,38 @@ def _links(texts: Sequence[str], href: str) -> list[Any]:
     return out
 
 
+def _site_links(sites: Sequence[IncidentCallsite], href: str) -> list[Any]:
+    """Each call site whose time rose as a link to the job's call-site table (`href`):
+    `solver.c:212 MPI_Allreduce (+1.2 s/s)`, its time during and before on hover."""
+    out: list[Any] = []
+    for i, site in enumerate(sites[:4]):
+        out += [", "] if i else []
+        title = (
+            f"{site.op} at {site.label}: {site.time_ns / 1e9:.3f} s in {site.calls} calls "
+            f"during, {site.before_time_ns / 1e9:.3f} s in {site.before_calls} before"
+        )
+        out.append(dcc.Link(f"{site.label} {site.op} (+{site.rise_ns_per_s / 1e9:.2f} s/s)",
+                            href=href, title=title, className="mono"))  # fmt: skip
+    return out
+
+
 def incident_jobs(incident: IncidentDetails) -> Any:
     """The incident's jobs as a table: role, job, user, its signals, the time it lost, its
-    bytes on the links, its ranks (the late and waiting ones first, so marked) and files;
-    the job, its ranks and files link to its page
-    over the incident's window, its report to the job's report over it. Another user's job
-    is "another job", with nothing to follow."""
+    bytes on the links, its ranks (the late and waiting ones first, so marked), files and
+    the call sites whose time rose during it (file:line and function, how much more time
+    per second); the job, its ranks and files link to its page over the incident's window,
+    its call sites to that page's call-site table, its report to the job's report over it.
+    Another user's job is "another job", with nothing to follow."""
     if not incident.members:
         return html.P("No job crosses the link or slowed during it.", className="subtle")
     headings = ("Role", "Job", "User", "Signals", "Lost", "Bytes on the links", "Ranks",
-                "Files", "Report")  # fmt: skip
+                "Files", "Call sites whose time rose", "Report")  # fmt: skip
     head = html.Tr([html.Th(h) for h in headings])
     rows = [head]
     for m in incident.members:
         if not m.visible or m.job is None:
             rows.append(html.Tr([html.Td(m.role), html.Td("another job", className="subtle"),
-                                 *[html.Td("") for _ in range(7)]]))  # fmt: skip
+                                 *[html.Td("") for _ in range(8)]]))  # fmt: skip
             continue
         href = incident_job_href(incident, m.job, m.user)
         lost = sum(e.get("lost_ns") or 0 for e in m.evidence.values())
@@ -816,6 +833,8 @@ def incident_jobs(incident: IncidentDetails) -> Any:
             html.Td(_links([f"rank {r}" + (f" ({roles[r]})" if r in roles else "")
                             for r in m.ranks[:16]], href)),
             html.Td(_links(list(m.files[:4]), href), className="mono"),
+            html.Td(_site_links(m.callsites, f"{href}#{card_id('callsites')}"),
+                    className="incident-sites"),
             html.Td(html.A("⤓ HTML", href=report_href(f"jobs/{quote(m.job, safe='')}", params,
                                                        "html"), download="")),
         ]))  # fmt: skip

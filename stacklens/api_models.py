@@ -1301,6 +1301,28 @@ class IncidentLink(ApiModel):
     )
 
 
+class IncidentCallsite(ApiModel):
+    """A call site of a job of an incident whose time rose during its signal: the site as
+    the job's call-site table names it (GET /api/jobs/{job}/callsites: `key`, `label`),
+    its time there and before, by how much it rose."""
+
+    signal: str = Field(description="the job's signal whose kind of waiting it is")
+    key: str = Field(description="the site's key in the job's call-site table")
+    label: str = Field(description="file:line (innermost frame first), else function+offset "
+                       "or module+offset, as the call-site table says")  # fmt: skip
+    layer: str = Field(description="mpi, posix or stdio")
+    op: str = Field(description="the function called there")
+    time_ns: int = Field(description="time at the site over the steps the signal held, "
+                         "summed over ranks")  # fmt: skip
+    calls: int
+    before_time_ns: int = Field(description="time at the site over the baseline window before")
+    before_calls: int
+    rise_ns_per_s: int = Field(description="time at the site per second during, less that "
+                               "before (ns/s, summed over ranks)")  # fmt: skip
+    share: float = Field(description="its share of the rises of every site whose time rose")
+    slowest_rank: int = Field(description="the rank with the most time at the site during")
+
+
 class IncidentJob(ApiModel):
     """A job of an incident. Another user's job is shown as `another job` and nothing else
     (`job`, `user`, ranks, files, bytes and evidence are then null or empty)."""
@@ -1327,10 +1349,17 @@ class IncidentJob(ApiModel):
         description="per signal kind: baseline_per_byte_ns, peak_factor, lost_ns (the time "
         "it lost, per rank), unobserved_ns (ended unobserved: the job's last interval), "
         "ranks (its late and waiting ranks: rank, role, op, text), the series of steps "
-        "(t_ns, time_ns, bytes, per_byte_ns, baseline_per_byte_ns; an MPI slowdown's also "
-        "waiting_ns: the time blocked by what it waited for, p2p, coll, completion, rma) "
-        "and an MPI slowdown's waiting_ns summed over the steps it held and waits_in, the "
-        "kind with the most"
+        "(t_ns, time_ns, bytes, per_byte_ns, baseline_per_byte_ns, waiting_ns: the time "
+        "blocked by what it waited for, an MPI slowdown's p2p, coll, completion, rma, an I/O "
+        "stall's per op class mpiio_read, mpiio_write, posix_read, posix_write, stdio_read, "
+        "stdio_write), waiting_ns summed over the steps it held and waits_in, the kind with "
+        "the most, and callsites (as the field callsites)"
+    )
+    callsites: list[IncidentCallsite] = Field(
+        default_factory=list,
+        description="its call sites of its signals' kinds of waiting whose time rose during "
+        "them, the largest rise first (each a link to its job's call-site table over the "
+        "incident's window)",
     )
 
 

@@ -149,3 +149,49 @@ def _frame(frame: Mapping[str, Any], found: Mapping[str, Any]) -> dict[str, Any]
            "file": None, "line": None, "reason": "", "resolved": ""}  # fmt: skip
     out.update({k: v for k, v in found.items() if k in out})
     return out
+
+
+#: Call sites an incident lists per job at most (risen).
+RISEN_LISTED = 8
+#: A call site is listed when its rise is at least this share of the rises of all sites
+#: whose time rose (a site that took part of the new waiting, not one that wobbled).
+RISEN_SHARE = 0.1
+
+
+def risen(
+    during: Iterable[Mapping[str, Any]],
+    before: Iterable[Mapping[str, Any]],
+    during_s: float,
+    before_s: float,
+) -> list[dict[str, Any]]:
+    """The call sites whose time rose from one window to the next: `before` and `during`
+    are the sites (summarize's) of the `before_s` seconds before and the `during_s`
+    seconds of an incident. A site's rise is its time per second of the window during,
+    less that before (0 before when it had no time then, or there was no window before):
+    the sites with a rise of at least RISEN_SHARE of all sites' positive rises, the largest
+    first, RISEN_LISTED at most, each with key, label, layer, op, its time and calls in
+    either window, its rise (ns of time at the site per second, summed over ranks), its
+    share of the rises and its slowest rank during."""
+    old = {s["key"]: s for s in before}
+    rises = []
+    for site in during:
+        was = old.get(site["key"])
+        rate_before = was["time_ns"] / before_s if was is not None and before_s > 0 else 0.0
+        rise = site["time_ns"] / during_s - rate_before if during_s > 0 else 0.0
+        if rise > 0:
+            rises.append((rise, site, was))
+    total = sum(r for r, _, _ in rises)
+    rises.sort(key=lambda x: (-x[0], x[1]["key"]))
+    out = []
+    for rise, site, was in rises[:RISEN_LISTED]:
+        if rise < RISEN_SHARE * total:
+            break
+        out.append({
+            "key": site["key"], "label": site["label"], "layer": site["layer"],
+            "op": site["op"], "time_ns": site["time_ns"], "calls": site["calls"],
+            "before_time_ns": 0 if was is None else was["time_ns"],
+            "before_calls": 0 if was is None else was["calls"],
+            "rise_ns_per_s": round(rise), "share": rise / total,
+            "slowest_rank": site["slowest_rank"],
+        })  # fmt: skip
+    return out

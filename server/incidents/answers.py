@@ -12,7 +12,7 @@ from fastapi import HTTPException
 from sqlalchemy.orm import Session
 
 from server.incidents import repository
-from stacklens.api_models import IncidentDetails, IncidentJob, IncidentLink
+from stacklens.api_models import IncidentCallsite, IncidentDetails, IncidentJob, IncidentLink
 from stacklens.schema import Incident
 
 
@@ -27,7 +27,7 @@ def shown_members(
 ) -> list[IncidentJob]:
     """The incident's jobs as the session's viewer may see them (from `seen`, its visible
     incident_jobs rows by slot; another user's job: only its role), with each job's
-    evidence series when `detail`."""
+    evidence series when `detail` (its call sites whose time rose always)."""
     out = []
     for slot, member in enumerate(incident.members):
         job = seen.get(slot)
@@ -41,8 +41,17 @@ def shown_members(
             label=f"job {job['job']}", signals=job["signals"], ranks=job["ranks"],
             files=job["files"], link_bytes=job["link_bytes"],
             evidence=job["evidence"] if detail else {},
+            callsites=[IncidentCallsite(signal=kind, **site) for kind, site in risen(job)],
         ))  # fmt: skip
     return out
+
+
+def risen(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(signal kind, site) of the call sites whose time rose during a member's signals, as
+    its stored evidence keeps them, the largest rise first."""
+    found = [(kind, site) for kind, e in (job.get("evidence") or {}).items()
+             for site in e.get("callsites") or []]  # fmt: skip
+    return sorted(found, key=lambda x: -x[1]["rise_ns_per_s"])
 
 
 def _summary_line(incident: Incident, members: list[IncidentJob]) -> str:

@@ -26,8 +26,11 @@ Signals. A detector judges one subject per point in time:
   completion calls, RMA synchronisation) per byte of the job's MPI traffic is at least
   `slowdown` times the job's own baseline; each point keeps that time by what it waited
   for (`waiting_ns`), the evidence of the kind of waiting;
-- `io_stall` (a job, per step): file I/O time per byte read or written is at least
-  `slowdown` times its baseline.
+- `io_stall` (a job, per step): file I/O time (reads and writes through MPI-IO, POSIX
+  and stdio: each layer counts the program's own calls, never those one layer makes
+  inside another) per byte read or written is at least `slowdown` times its baseline;
+  each point keeps that time by op class (`waiting_ns`: mpiio_write, posix_read, ...),
+  the evidence of what the job waited in.
 A signal starts when its condition holds `sweeps` points in a row (an error signal: at the
 first sweep with errors, an increment is evidence enough) (its start is the start
 of the first of them, so detection comes `sweeps` points after the condition starts) and
@@ -433,7 +436,9 @@ class JobStep:
     synchronisation) and the MPI bytes; the file I/O time and bytes; how many ranks
     reported in it; the blocked time by what it waited for (`waiting_ns`: p2p, coll,
     completion, rma -> ns; the evidence of a slowdown's kind of waiting); its MPI bytes
-    per traffic category (`mix`: mpi_p2p, mpi_coll, mpi_rma -> bytes)."""
+    per traffic category (`mix`: mpi_p2p, mpi_coll, mpi_rma -> bytes); its file I/O time
+    by op class (`io_waiting_ns`: mpiio_read, mpiio_write, posix_read, ... -> ns; the
+    evidence of an I/O stall's kind of waiting)."""
 
     t0_ns: int
     t1_ns: int
@@ -444,6 +449,7 @@ class JobStep:
     ranks: int = 1
     waiting_ns: dict[str, int] = field(default_factory=dict)
     mix: dict[str, int] = field(default_factory=dict)
+    io_waiting_ns: dict[str, int] = field(default_factory=dict)
 
 
 def per_byte(time_ns: int, nbytes: int, min_time_ns: int) -> float | None:
@@ -496,8 +502,9 @@ class JobDetector:
                 "t_ns": s.t1_ns, "time_ns": t, "bytes": n, "per_byte_ns": ratio,
                 "baseline_per_byte_ns": base,
             }  # fmt: skip
-            if kind == "mpi_slowdown" and s.waiting_ns:
-                point["waiting_ns"] = s.waiting_ns
+            waiting = s.waiting_ns if kind == "mpi_slowdown" else s.io_waiting_ns
+            if waiting:
+                point["waiting_ns"] = waiting
             if ratio is None and streak.open is None and not streak.hot:
                 streak.evidence.append(point)
                 continue  # nothing to judge; a quiet step without traffic does not count

@@ -17,6 +17,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.orm import Session
 
 from server.callsites import service as callsite_service
+from server.callsites import summary as callsite_summary
 from server.fabric import groups as fabric_groups
 from server.fabric import repository as fabric
 from server.incidents.detect import JobStep, LinkPoint
@@ -30,7 +31,7 @@ from stacklens.constants import (
     PORT_COUNTERS,
     SATURATED_SHIFT,
 )
-from stacklens.mpi_ops import op_categories, ops_waiting
+from stacklens.mpi_ops import op_categories, op_names, op_waits, ops_waiting
 from stacklens.schema import (
     FabricEvent,
     FabricPortLatest,
@@ -40,6 +41,7 @@ from stacklens.schema import (
     IoDelta,
     Job,
     OpDelta,
+    Rank,
 )
 
 SECOND = 10**9
@@ -50,6 +52,18 @@ _WAIT_SATURATED = SATURATED_SHIFT + PORT_COUNTERS.index("xmit_wait")
 #: slowdown's (MPI-IO is the I/O stall's, from the file I/O records); the op categories
 #: whose bytes are MPI traffic are stacklens.constants.MOVING.
 WAITING = ("p2p", "coll", "completion", "rma")
+#: What an I/O stall's time was spent in: reads and writes per I/O layer (MPI-IO's are its
+#: MPI_File_* calls' own, the POSIX calls an MPI-IO layer makes inside them are not the
+#: program's and are not counted again), the evidence of its kind of waiting.
+IO_WAITING = tuple(f"{_layer}_{d}" for _layer in ("mpiio", "posix", "stdio")
+                   for d in ("read", "write"))  # fmt: skip
+#: The I/O layer codes (stacklens.constants.IO_LAYERS) as IO_WAITING names them.
+_IO_LAYER_KEYS = {"POSIX": "posix", "stdio": "stdio", "MPI-IO": "mpiio"}
+
+
+def io_class(layer: int, direction: str) -> str:
+    """The IO_WAITING name of reads or writes (`direction`) through an I/O layer code."""
+    return f"{_IO_LAYER_KEYS.get(IO_LAYERS.get(layer, ''), f'layer{layer}')}_{direction}"
 
 
 def _ops(categories: tuple[str, ...]) -> list[int]:
@@ -141,9 +155,9 @@ def link_events_after(
 def job_steps(session: Session, from_ns: int, to_ns: int) -> dict[int, list[JobStep]]:
     """Per job, its whole-second steps (by interval end) in [from_ns, to_ns) with MPI
     traffic or file I/O: time blocked in MPI calls that wait (by WAITING kind) and MPI
-    bytes (op_deltas), file I/O time and bytes of the program's I/O (io_deltas, phase 0),
-    summed over ranks, and how many ranks reported either; the MPI bytes per traffic
-    category (the step's mix)."""
+    bytes (op_deltas), file I/O read and write time (by IO_WAITING class: layer and
+    direction) and bytes of the program's I/O (io_deltas, phase 0), summed over ranks, and
+    how many ranks reported either; the MPI bytes per traffic category (the step's mix)."""
     moving = _ops(MOVING)
     by_category = [func.coalesce(func.sum(OpDelta.bytes).filter(
         OpDelta.op_id.in_(_ops((c,)))), 0) for c in MOVING]  # fmt: skip
@@ -165,15 +179,19 @@ def job_steps(session: Session, from_ns: int, to_ns: int) -> dict[int, list[JobS
         select(
             IoDelta.job_id,
             func.floor(IoDelta.t_end_ns / SECOND).label("s"),
-            func.sum(IoDelta.read_time_ns + IoDelta.write_time_ns),
+            IoDelta.layer,
+            func.sum(IoDelta.read_time_ns),
+            func.sum(IoDelta.write_time_ns),
             func.sum(IoDelta.bytes_read + IoDelta.bytes_written),
-            func.count(IoDelta.world_rank.distinct()),
+            func.array_agg(IoDelta.world_rank.distinct()),
         )
         .where(IoDelta.t_end_ns >= from_ns, IoDelta.t_end_ns < to_ns, IoDelta.phase == 0)
-        .group_by(IoDelta.job_id, text("2"))
+        .group_by(IoDelta.job_id, text("2"), IoDelta.layer)
     )
     sums: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
     waits: dict[tuple[int, int], dict[str, int]] = {}
+    io_waits: dict[tuple[int, int], dict[str, int]] = defaultdict(dict)
+    io_ranks: dict[tuple[int, int], set[int]] = defaultdict(set)
     mixes: dict[tuple[int, int], dict[str, int]] = {}
     for job, s, n, ranks, *sums_of in session.execute(ops):
         by_kind, by_cat = sums_of[: len(WAITING)], sums_of[len(WAITING) :]
@@ -181,13 +199,22 @@ def job_steps(session: Session, from_ns: int, to_ns: int) -> dict[int, list[JobS
         sums[(job, int(s))][4] = int(ranks)
         waits[(job, int(s))] = {k: int(t) for k, t in zip(WAITING, by_kind, strict=True) if t}
         mixes[(job, int(s))] = {c: int(b) for c, b in zip(MOVING, by_cat, strict=True) if b}
-    for job, s, t, n, ranks in session.execute(io):
-        sums[(job, int(s))][2:4] = [int(t or 0), int(n or 0)]
-        sums[(job, int(s))][4] = max(sums[(job, int(s))][4], int(ranks))
+    for job, s, layer, read_ns, write_ns, n, ranks in session.execute(io):
+        key = (job, int(s))
+        sums[key][2] += int(read_ns or 0) + int(write_ns or 0)
+        sums[key][3] += int(n or 0)
+        for direction, ns in (("read", read_ns), ("write", write_ns)):
+            if ns:
+                name = io_class(layer, direction)
+                io_waits[key][name] = io_waits[key].get(name, 0) + int(ns)
+        io_ranks[key].update(ranks)
+    for key, ranks in io_ranks.items():
+        sums[key][4] = max(sums[key][4], len(ranks))
     out: dict[int, list[JobStep]] = defaultdict(list)
     for (job, s), (mt, mb, it, ib, ranks) in sorted(sums.items()):
         out[job].append(JobStep(s * SECOND, (s + 1) * SECOND, mt, mb, it, ib, ranks,
-                                waits.get((job, s), {}), mixes.get((job, s), {})))  # fmt: skip
+                                waits.get((job, s), {}), mixes.get((job, s), {}),
+                                io_waits.get((job, s), {})))  # fmt: skip
     return dict(out)
 
 
@@ -229,6 +256,35 @@ def top_ranks(session: Session, job: int, kind: str, from_ns: int, to_ns: int,
         ).group_by(OpDelta.world_rank)  # fmt: skip
     rows = session.execute(query.order_by(t.desc(), text("1")).limit(limit)).all()
     return [r for r, v in rows if v]
+
+
+def _site_of_kind(kind: str) -> Any:
+    """Whether a call site (summarize's) is one of a job signal's kind of waiting: an MPI
+    slowdown's, an MPI call that waits for a WAITING kind; an I/O stall's, a POSIX or
+    stdio call or an MPI-IO call (one that waits for io)."""
+    waits = dict(zip(op_names(), op_waits(), strict=True))
+    if kind == "io_stall":
+        return lambda s: s["layer"] != "mpi" or waits.get(s["op"]) == "io"
+    return lambda s: s["layer"] == "mpi" and waits.get(s["op"]) in WAITING
+
+
+def risen_sites(session: Session, job: int, kind: str, from_ns: int, to_ns: int,
+                baseline_ns: int) -> list[dict[str, Any]]:  # fmt: skip
+    """The call sites of a job signal's kind of waiting (_site_of_kind) whose time rose
+    over [from_ns, to_ns) from the `baseline_ns` before it (from the job's first interval
+    on, if later): server.callsites.summary.risen, resolved as the job's call-site card
+    resolves them."""
+    first = session.scalar(select(func.min(Rank.first_seen_ns)).where(Rank.job_id == job))
+    since = max(from_ns - baseline_ns, int(first) if first is not None else from_ns)
+    since = min(since, from_ns)
+    ours = _site_of_kind(kind)
+    windows = []
+    for a, b in ((from_ns, to_ns), (since, from_ns)):
+        sites = [] if b <= a else callsite_service.job_callsites(
+            session, Scope(job, window=Window(a, b)))["sites"]  # fmt: skip
+        windows.append([s for s in sites if ours(s)])
+    return callsite_summary.risen(windows[0], windows[1], (to_ns - from_ns) / SECOND,
+                                  (from_ns - since) / SECOND)  # fmt: skip
 
 
 def top_files(session: Session, job: int, from_ns: int, to_ns: int, limit: int = 8) -> list[str]:

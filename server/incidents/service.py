@@ -97,8 +97,9 @@ EVENT_MARGIN_NS = 10 * SECOND
 REFRESH_NS = 5 * SECOND
 #: Ranks of a job an incident lists at most (its late and waiting ones first).
 RANKS_LISTED = 16
-#: A member's details as last read: when, its ranks, files and late and waiting ranks.
-_Details = tuple[int, list[int], list[str], list[dict[str, Any]]]
+#: A member's details as last read: when, its ranks, files, late and waiting ranks, and per
+#: signal kind of its own the call sites whose time rose.
+_Details = tuple[int, list[int], list[str], list[dict[str, Any]], dict[str, list[dict[str, Any]]]]
 #: How the kinds are named in titles.
 KIND_TEXT = {
     "congestion": "Congestion",
@@ -539,11 +540,16 @@ class IncidentService:
                 ranks = list(dict.fromkeys([n["rank"] for n in named] + top))[:RANKS_LISTED]
                 files = (repo.top_files(session, m.job, incident.start_ns, upto)
                          if kind == "io_stall" or m.role == "aggressor" else [])  # fmt: skip
-                known = self._details[key] = (now, ranks, files, named)
-            _, ranks, files, named = known
+                # the sites whose time rose over the steps each signal held (settled ones)
+                sites = {s.kind: repo.risen_sites(session, m.job, s.kind, s.start_ns,
+                                                  s.last_ns if s.end_ns is None else s.end_ns,
+                                                  self.th.baseline_ns) for s in own}  # fmt: skip
+                known = self._details[key] = (now, ranks, files, named, sites)
+            _, ranks, files, named, sites = known
             evidence = {s.kind: {"baseline_per_byte_ns": s.baseline, "peak_factor": s.peak,
                                  "lost_ns": round(s.lost_ns), "unobserved_ns": s.unobserved_ns,
                                  **_waiting(s), "ranks": named,
+                                 "callsites": sites.get(s.kind, []),
                                  "series": s.evidence} for s in own}  # fmt: skip
             members.append({"slot": slot, "job_id": m.job, "role": m.role,
                             "signals": m.signals, "ranks": ranks, "files": files,
@@ -570,18 +576,17 @@ class IncidentService:
 
 
 def _waiting(signal: Signal) -> dict[str, Any]:
-    """An MPI slowdown's kind of waiting: its time blocked per WAITING kind summed over the
-    steps it held (`waiting_ns`) and the kind with the most (`waits_in`); nothing for an
-    I/O stall."""
-    if signal.kind != "mpi_slowdown":
-        return {}
+    """A job signal's kind of waiting: its time blocked per kind (an MPI slowdown's: per
+    repo.WAITING kind; an I/O stall's: per repo.IO_WAITING op class) summed over the steps
+    it held (`waiting_ns`) and the kind with the most (`waits_in`)."""
+    kinds = repo.WAITING if signal.kind == "mpi_slowdown" else repo.IO_WAITING
     last = signal.last_ns if signal.end_ns is None else signal.end_ns
     held: dict[str, int] = {}
     for point in signal.evidence:
         if signal.start_ns < point["t_ns"] <= last:
             for kind, ns in point.get("waiting_ns", {}).items():
                 held[kind] = held.get(kind, 0) + ns
-    most = max(repo.WAITING, key=lambda k: held.get(k, 0)) if held else None
+    most = max(kinds, key=lambda k: held.get(k, 0)) if held else None
     return {"waiting_ns": held, "waits_in": most}
 
 

@@ -68,10 +68,15 @@ def _details() -> IncidentDetails:
                   {"t_ns": T0, "per_byte_ns": 2.0}, {"t_ns": T0 + 10**9, "per_byte_ns": 10.0},
                   {"t_ns": T0 + 2 * 10**9, "per_byte_ns": None}],
                   "ranks": [{"rank": 1, "role": "late", "op": "MPI_Bcast",
-                             "text": "."}]}}}  # fmt: skip
+                             "text": "."}]}},
+              "callsites": [{"signal": "mpi_slowdown", "key": "mpi:MPI_Bcast@ab+1f",
+                             "label": "solver.c:212", "layer": "mpi", "op": "MPI_Bcast",
+                             "time_ns": 3 * 10**9, "calls": 20, "before_time_ns": 10**8,
+                             "before_calls": 60, "rise_ns_per_s": 1_450_000_000,
+                             "share": 1.0, "slowest_rank": 0}]}  # fmt: skip
     hidden = {"role": "aggressor", "visible": False, "job": None, "user": None,
               "label": "another job", "signals": [], "ranks": [], "files": [],
-              "link_bytes": None, "evidence": {}}  # fmt: skip
+              "link_bytes": None, "evidence": {}, "callsites": []}  # fmt: skip
     link = {"id": 39, "a": end, "b": {**end, "name": "leaf02", "port": 9},
             "capacity_bytes_per_s": 4, "signals": ["congestion"], "peak": 5.0,
             "evidence": [{"t_ns": T0, "utilisation": 0.1, "xmit_wait_per_s": 5e6},
@@ -118,17 +123,19 @@ def test_the_page_facts_and_its_links_to_the_fabric_page_at_its_time():
 
 
 def test_the_jobs_table_links_the_job_its_ranks_and_files_and_names_no_other_job():
-    """The late rank is marked so (the incident's evidence names it)."""
+    """The late rank is marked so (the incident's evidence names it); the call site whose
+    time rose links to the job page's call-site table over the incident's window."""
     table = components.incident_jobs(_details())
     head, hidden, mine = table.children
     assert _texts(head) == ["Role", "Job", "User", "Signals", "Lost", "Bytes on the links",
-                            "Ranks", "Files", "Report"]  # fmt: skip
-    assert _texts(hidden) == ["aggressor", "another job", *[""] * 7]  # nothing to follow
+                            "Ranks", "Files", "Call sites whose time rose", "Report"]  # fmt: skip
+    assert _texts(hidden) == ["aggressor", "another job", *[""] * 8]  # nothing to follow
     job = f"/jobs/a%7Cb?owner=alice&from={T0 // 10**9 - 30}"  # the job's page at its window
     report = f"/api/reports/jobs/a%7Cb?owner=alice&from={T0 // 10**9 - 30}&format=html"
     assert _texts(mine) == [
         "victim", ("a|b", job), "alice", "mpi_slowdown", "1.5 s", "3.00 MiB",
         ("rank 1 (late)", job), ", ", ("rank 0", job), ("MPI-IO:/x_y.h5", job),
+        ("solver.c:212 MPI_Bcast (+1.45 s/s)", f"{job}#card-callsites"),
         ("⤓ HTML", report),
     ]  # fmt: skip
 

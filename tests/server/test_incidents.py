@@ -239,7 +239,7 @@ def test_the_api_shows_other_users_jobs_as_another_job(api):
     hidden, mine = detail["members"]
     assert hidden == {"role": "aggressor", "visible": False, "job": None, "user": None,
                       "label": "another job", "signals": [], "ranks": [], "files": [],
-                      "link_bytes": None, "evidence": {}}  # fmt: skip
+                      "link_bytes": None, "evidence": {}, "callsites": []}  # fmt: skip
     assert (mine["job"], mine["role"], mine["link_bytes"]) == ("alice-inc", "victim", 20 << 20)
     series = mine["evidence"]["mpi_slowdown"]
     # both ranks' MPI_Allreduce time over their MPI_Isend and MPI_Allreduce bytes
