@@ -117,7 +117,10 @@ def test_an_mpi_slowdown_names_the_line_its_rank_came_late_to(
 
     # the incident page's jobs table links the site to the job's call-site table
     table = components.incident_jobs(IncidentDetails.model_validate(answer))
-    assert f"late_site.c:{late_line}" in _texts(table)
+    shown = [t for t in _texts(table) if t.startswith(f"late_site.c:{late_line} ")]
+    assert shown == [
+        f"late_site.c:{late_line} MPI_Allreduce (+{site['rise_ns_per_s'] / 1e9:.2f} s/s)"
+    ]
     job_href = components.incident_job_href(IncidentDetails.model_validate(answer), job,
                                             member["user"])  # fmt: skip
     assert f"{job_href}#card-callsites" in _hrefs(table)
