@@ -26,20 +26,21 @@ from tests.server.fabric_data import write_small_fabric
 #: Routes that take no job and read no job data, by path: answered to anyone signed in.
 JOBLESS = {
     "/api/health", "/api/overview", "/api/jobs", "/api/fabric/topology", "/api/fabric/links",
-    "/api/fabric/events", "/api/fabric/state", "/api/fabric/series", "/metrics",
-    "/openapi.json", "/docs",
+    "/api/fabric/groups", "/api/fabric/events", "/api/fabric/state", "/api/fabric/series",
+    "/metrics", "/openapi.json", "/docs",
     "/api/incidents",
     "/api/reports/window",  # names the viewer's jobs only, counts the others
     "/api/deployment",  # the modes, and how many users sent runs: names nobody
 }  # fmt: skip
 #: One incident: other users' jobs in it are "another job" (tests/server/test_incidents.py).
 INCIDENT = {"/api/incidents/{incident_id}", "/api/reports/incidents/{incident_id}"}
-#: A link's attribution and a node's jobs: other users' jobs on it are "another job",
-#: without id or user (tests/fabric/test_attribution.py checks the masking for alice, bob
-#: and an admin on links; tests/fabric/test_node_jobs.py on nodes).
+#: A link's attribution, a node's jobs and a link group's jobs: other users' jobs on it are
+#: "another job", without id or user (tests/fabric/test_attribution.py checks the masking
+#: for alice, bob and an admin on links; tests/fabric/test_node_jobs.py on nodes; a group's
+#: jobs are its busiest member's attribution, server/fabric/groups.jobs_on).
 LINK_ATTRIBUTION = {
     "/api/fabric/links/{link}/attribution", "/api/fabric/links/{link}/attribution/series",
-    "/api/fabric/nodes/{guid}/jobs",
+    "/api/fabric/nodes/{guid}/jobs", "/api/fabric/groups/{group}",
 }  # fmt: skip
 #: Routes that name runs by query parameters (?job=, ?a=, ?b=): checked below.
 RUNS_BY_QUERY = {"/api/compare", "/api/compare/history", "/api/reports/compare"}

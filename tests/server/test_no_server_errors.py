@@ -23,7 +23,7 @@ TOO_LARGE_INT = 2**31
 
 def _declaring(app, name: str) -> list[str]:
     """The GET paths of the app's OpenAPI document with a query parameter `name`, their
-    path parameters filled in (a job: alice's; a link or incident: 1)."""
+    path parameters filled in (a job: alice's; a link, link group or incident: 1)."""
     paths = []
     for path, operations in app.openapi()["paths"].items():
         query = {p["name"] for p in operations.get("get", {}).get("parameters", [])
@@ -31,7 +31,7 @@ def _declaring(app, name: str) -> list[str]:
         if name in query:
             paths.append(
                 path.replace("{job}", ALICE_JOB).replace("{link}", "1")
-                .replace("{incident_id}", "1")
+                .replace("{incident_id}", "1").replace("{group}", "1")
             )  # fmt: skip
     return paths
 
@@ -63,6 +63,7 @@ def test_a_step_beyond_a_year_is_422_on_every_route(collector, api_client):
     send_two_users_jobs(collector)
     paths = _declaring(api_client.app, "step")
     assert sorted(paths) == [
+        "/api/fabric/groups", "/api/fabric/groups/1",
         "/api/fabric/links/1/attribution/series", "/api/fabric/series",
         f"/api/jobs/{ALICE_JOB}/profile", f"/api/jobs/{ALICE_JOB}/series",
     ]  # fmt: skip
