@@ -2,7 +2,8 @@
 maintenance (partitions created ahead, retention), the watch of the users sending
 (trusted ingest with several of them is logged as a warning: stacklens/modes.py), and
 optionally the control channel (collector/control.py) through which another process
-reads its figures and hands it HTTP ingest batches."""
+reads its figures and hands it HTTP ingest batches; and the call-site resolver
+(collector/resolver.py), told of the jobs whose call sites each commit stored."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import uvloop
 from collector.control import CollectorFigures, CollectorLink, CollectorStatus, ControlServer
 from collector.ingest.json_frames import store_batch
 from collector.ingest.server import Identity, IngestServer
+from collector.resolver import SiteResolver
 from collector.store.jobs import mark_lost_jobs
 from collector.store.partitions import apply_retention, day_of
 from collector.store.rollups import rollup_pass
@@ -73,6 +75,9 @@ class CollectorService:
                 settings.munge_socket or None,
             ),
         )
+        # call sites resolved on a thread as they arrive (collector/resolver.py)
+        self.resolver = SiteResolver(database_url)
+        self.writer.on_sites = self.resolver.notify
         self.database_url = database_url
         self.retention_days = settings.retention_days
         self.maintenance_interval_s = settings.maintenance_interval_s
@@ -99,6 +104,7 @@ class CollectorService:
     async def start(self) -> None:
         """Start writing, listening and the periodic partition maintenance."""
         await self.writer.start()
+        self.resolver.start()
         await self.ingest.start()
         log.info("ingest mode %s (STACKLENS_INGEST_AUTH)", self.ingest.identity.auth)
         await self._check_senders()
@@ -118,6 +124,7 @@ class CollectorService:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         await self.writer.stop()
+        await asyncio.to_thread(self.resolver.stop, 5.0)
 
     def figures(self) -> CollectorFigures:
         """What the ingest and the writer have done so far (/metrics)."""
@@ -274,6 +281,11 @@ class BackgroundCollector:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
+
+    def settle_sites(self, timeout: float = 120.0) -> None:
+        """Wait until the call-site resolver has answered every call-site frame committed
+        so far (a test reads resolved names after its job; AssertionError on timeout)."""
+        assert self.service.resolver.idle(timeout), "the call-site resolver did not finish"
 
     @property
     def address(self) -> tuple[str, int]:

@@ -411,10 +411,12 @@ class CallsiteFrame(ApiModel):
     file: str | None = None
     line: int | None = None
     reason: str = Field(default="", description="why the quality is not `line`")
-    resolved: Literal["server", "node", ""] = Field(
+    resolved: Literal["server", "node", "pending", ""] = Field(
         default="",
-        description="where it was resolved: by the server, on the compute node "
-        "(stacklens run), or '' (not resolved: module+offset computed on reading)",
+        description="where it was resolved: by the collector's resolver ('server'), on "
+        "the compute node by stacklens run ('node'), 'pending' (not resolved yet: "
+        "module+offset until the resolver has read the module), or '' (it could not be: "
+        "the reason says why)",
     )
 
 
@@ -426,7 +428,8 @@ class Callsite(ApiModel):
     key: str = Field(description="the site's stable key: layer, op and its frames")
     label: str = Field(
         description="where, in short: 'solver.c:212', 'solve+0x1f', "
-        "'libfoo.so+0x1234', or '<other call sites>' (the overflow)"
+        "'libfoo.so+0x1234', 'libfoo.so+0x1234 (not resolved yet)', or "
+        "'<other call sites>' (the overflow)"
     )
     layer: Literal["mpi", "posix", "stdio"]
     op: str

@@ -467,6 +467,44 @@ class CallsiteSymbol(Base):
     resolved_ns: Mapped[int] = mapped_column(BigInteger, doc="when")
 
 
+class CallsiteNodeSymbol(Base):
+    """A call site's frame resolved on the compute node by `stacklens run` (its launch
+    record's `site_symbol` records): for one owner only, the one whose credential sent it,
+    so what one user's node claims never labels another user's call sites. Read before
+    `callsite_symbols` for that owner's jobs."""
+
+    __tablename__ = "callsite_node_symbols"
+
+    owner_uid: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    build_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    site_offset: Mapped[int] = mapped_column(
+        BigInteger, primary_key=True, autoincrement=False,
+        doc="return address minus the module's load bias",
+    )  # fmt: skip
+    quality: Mapped[str] = mapped_column(Text, doc="'line' or 'function+offset'")
+    function: Mapped[str | None] = mapped_column(Text)
+    function_offset: Mapped[int | None] = mapped_column(BigInteger)
+    file: Mapped[str | None] = mapped_column(Text)
+    line: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text, doc="why the quality is not 'line'")
+    resolved_ns: Mapped[int] = mapped_column(BigInteger, doc="when it arrived")
+
+
+class CallsiteFallback(Base):
+    """A frame (module path, build-id, offset) the collector's resolver could not read
+    (file missing, unreadable, rebuilt, stripped of every symbol): the reason, so reads
+    answer module+offset with it and the resolver does not read the file again. Keyed by
+    the path too: the same build-id run from a path the collector can read is tried."""
+
+    __tablename__ = "callsite_fallbacks"
+
+    module: Mapped[str] = mapped_column(Text, primary_key=True)
+    build_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    site_offset: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    reason: Mapped[str] = mapped_column(Text)
+    resolved_ns: Mapped[int] = mapped_column(BigInteger, doc="when it was tried")
+
+
 class RollupDirty(Base):
     """(run, minute) buckets whose rollups must be recomputed: marked by every commit. A
     quarantined one (its sums do not fit their columns) is never recomputed and stays

@@ -148,10 +148,14 @@ class _Functions:
 class _Lines:
     """The DWARF line tables of one ELF file, read per compilation unit on demand."""
 
-    def __init__(self, elf: ELFFile) -> None:
+    def __init__(self, elf: ELFFile, max_units: int = 4096) -> None:
         self.dwarf = elf.get_dwarf_info() if elf.has_dwarf_info() else None
         self._cu_ranges: list[tuple[int, int, int]] | None = None  # (low, high, cu offset)
-        self._tables: dict[int, tuple[list[int], list[tuple[str, int] | None]]] = {}
+        # decoded units, least recently used first; at most max_units kept (memory bound)
+        self._tables: OrderedDict[int, tuple[list[int], list[tuple[str, int] | None]]] = (
+            OrderedDict()
+        )
+        self.max_units = max(1, max_units)
 
     def __bool__(self) -> bool:
         return self.dwarf is not None and self.dwarf.debug_line_sec is not None
@@ -187,6 +191,7 @@ class _Lines:
         """A CU's line rows as sorted row addresses and (file, line) per row; None marks
         the end of a sequence (an address past it has no line)."""
         if cu_offset in self._tables:
+            self._tables.move_to_end(cu_offset)
             return self._tables[cu_offset]
         assert self.dwarf is not None
         cu = self.dwarf.get_CU_at(cu_offset)
@@ -229,6 +234,8 @@ class _Lines:
         addresses = [r[0] for r in rows]
         values = [r[2] for r in rows]
         self._tables[cu_offset] = (addresses, values)
+        while len(self._tables) > self.max_units:
+            self._tables.popitem(last=False)
         return addresses, values
 
     def find(self, address: int) -> tuple[str, int] | None:
@@ -259,11 +266,17 @@ class ModuleIndex:
     (its own, else its separate debug file's) and its function symbols."""
 
     def __init__(
-        self, path: str, build_id: str | None, debug_roots: tuple[Path, ...] = DEBUG_ROOTS
+        self,
+        path: str,
+        build_id: str | None,
+        debug_roots: tuple[Path, ...] = DEBUG_ROOTS,
+        max_units: int = 4096,
     ) -> None:
+        """`max_units`: decoded compilation units' line tables kept at once (memory)."""
         self.path = path
         self.build_id = build_id
         self.debug_roots = debug_roots
+        self.max_units = max_units
         self._files: list[Any] = []
         with open(path, "rb") as probe:
             elf = ELFFile(probe)
@@ -280,7 +293,10 @@ class ModuleIndex:
 
     def _read(self) -> tuple[_Lines, _Functions, _Functions, str | None]:
         elf = self._open(self.path)
-        lines = _Lines(elf)
+        if self.build_id is not None and build_id(elf) != self.build_id:
+            # replaced between the check and this read: never read another file's lines
+            raise ValueError(f"{self.path} changed while it was read")
+        lines = _Lines(elf, self.max_units)
         functions = _Functions(elf, ".symtab")
         debug_file = None
         if not lines and self.build_id:
@@ -288,7 +304,7 @@ class ModuleIndex:
             if debug is not None:
                 delf = self._open(str(debug))
                 if build_id(delf) == self.build_id:
-                    lines = _Lines(delf)
+                    lines = _Lines(delf, self.max_units)
                     debug_file = str(debug)
                     if not functions:
                         functions = _Functions(delf, ".symtab")
@@ -343,29 +359,105 @@ def _debug_file(bid: str, roots: tuple[Path, ...]) -> Path | None:
     return None
 
 
-class Resolver:
-    """Resolves call sites of modules, one `ModuleIndex` per (path, build-id) kept in an
-    LRU of `capacity`; separate debug files are looked up under `debug_roots`.
-    Thread-safe."""
+#: The identity of a module file as found on disk: (real path, mtime in ns, size, inode,
+#: device). A file rewritten in place, replaced by a rename or touched gets another key.
+FileKey = tuple[str, int, int, int, int]
 
-    def __init__(self, capacity: int = 32, debug_roots: tuple[Path, ...] = DEBUG_ROOTS) -> None:
+
+@dataclass
+class ResolverStats:
+    """What a Resolver has read so far: build-ids read from files, module indexes built
+    (symbol tables read), indexes dropped by the bound, offsets answered."""
+
+    build_id_reads: int = 0
+    index_builds: int = 0
+    evictions: int = 0
+    offsets: int = 0
+
+
+class Resolver:
+    """Resolves call sites of modules. Cached, bounded, thread-safe:
+
+    - the build-id of a file is read once per `FileKey` (real path, mtime, size, inode,
+      device: a stat per `resolve` call, never an ELF read when the key is known), in an
+      LRU of `capacity * 8` keys;
+    - one `ModuleIndex` (symbol tables, and line tables read per compilation unit on
+      demand, at most `max_units` decoded units per index) per (FileKey, build-id) in an
+      LRU of `capacity` indexes; an index dropped closes its files.
+
+    So a module is read once whatever the number of call sites, requests or jobs, and a
+    file replaced or rebuilt is read afresh (and its build-id checked again). Separate
+    debug files are looked up under `debug_roots`."""
+
+    def __init__(
+        self,
+        capacity: int = 32,
+        debug_roots: tuple[Path, ...] = DEBUG_ROOTS,
+        max_units: int = 4096,
+    ) -> None:
         self.capacity = capacity
         self.debug_roots = debug_roots
-        self._indexes: OrderedDict[tuple[str, str], ModuleIndex] = OrderedDict()
+        self.max_units = max_units
+        self.stats = ResolverStats()
+        self._indexes: OrderedDict[tuple[FileKey, str], ModuleIndex] = OrderedDict()
+        self._ids: OrderedDict[FileKey, str | None] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _index(self, path: str, expected: str) -> ModuleIndex:
-        key = (path, expected)
+    def _file_key(self, path: str) -> FileKey:
+        st = os.stat(path)
+        return (os.path.realpath(path), st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev)
+
+    def _build_id(self, key: FileKey) -> str | None:
+        """The build-id of the file of `key`, read once per key (raises OSError/ELFError)."""
         with self._lock:
-            if key in self._indexes:
-                self._indexes.move_to_end(key)
-                return self._indexes[key]
-        index = ModuleIndex(path, expected, self.debug_roots)
+            if key in self._ids:
+                self._ids.move_to_end(key)
+                return self._ids[key]
+        found = file_build_id(key[0])
         with self._lock:
-            self._indexes[key] = index
+            self.stats.build_id_reads += 1
+            self._ids[key] = found
+            while len(self._ids) > self.capacity * 8:
+                self._ids.popitem(last=False)
+        return found
+
+    def check(self, path: str, expected_build_id: str | None) -> tuple[str, FileKey | None]:
+        """Why the file at `path` cannot be read for the module that ran ("" when it can),
+        and its FileKey when it can (check_module's answers, the build-id cached)."""
+        if not expected_build_id:
+            return check_module(path, expected_build_id), None
+        try:
+            if not os.path.isfile(path):
+                return check_module(path, expected_build_id), None
+            key = self._file_key(path)
+            if key[2] > MAX_MODULE_BYTES:
+                return f"{path} is larger than {MAX_MODULE_BYTES >> 20} MiB", None
+            found = self._build_id(key)
+        except FileNotFoundError:
+            return f"{path} is not here", None
+        except PermissionError:
+            return f"{path} is not readable here", None
+        except (OSError, ELFError) as exc:
+            return f"{path} could not be read as ELF ({exc})", None
+        return _mismatch(path, found, expected_build_id), key
+
+    def _index(self, key: FileKey, expected: str) -> ModuleIndex:
+        cache_key = (key, expected)
+        with self._lock:
+            if cache_key in self._indexes:
+                self._indexes.move_to_end(cache_key)
+                return self._indexes[cache_key]
+        index = ModuleIndex(key[0], expected, self.debug_roots, self.max_units)
+        with self._lock:
+            self.stats.index_builds += 1
+            if cache_key in self._indexes:  # another thread built it meanwhile
+                index.close()
+                return self._indexes[cache_key]
+            self._indexes[cache_key] = index
             while len(self._indexes) > self.capacity:
                 _, old = self._indexes.popitem(last=False)
                 old.close()
+                self.stats.evictions += 1
         return index
 
     def resolve(
@@ -377,12 +469,13 @@ class Resolver:
     ) -> list[Site]:
         """Each offset of the module at `path` as a `Site`, in order. The file's build-id
         must equal `expected_build_id` (what ran) for anything better than module+offset."""
-        reason = check_module(path, expected_build_id)
-        if reason:
+        self.stats.offsets += len(offsets)
+        reason, key = self.check(path, expected_build_id)
+        if reason or key is None:
             return [Site(o, MODULE_OFFSET, reason=reason) for o in offsets]
         assert expected_build_id is not None
         try:
-            index = self._index(os.path.realpath(path), expected_build_id.lower())
+            index = self._index(key, expected_build_id.lower())
             return [index.site(o, basis) for o in offsets]
         except (OSError, ELFError, ValueError, KeyError, IndexError, AssertionError) as exc:
             why = f"the module's symbols could not be read ({type(exc).__name__}: {exc})"
@@ -393,6 +486,17 @@ class Resolver:
             for index in self._indexes.values():
                 index.close()
             self._indexes.clear()
+            self._ids.clear()
+
+
+def _mismatch(path: str, found: str | None, expected_build_id: str) -> str:
+    """Why a file of build-id `found` is not the module that ran ("" when it is)."""
+    if found is None:
+        return f"{path} has no build-id now (rebuilt since the run)"
+    if found != expected_build_id.lower():
+        ran = expected_build_id[:12]
+        return f"{path} was rebuilt since the run (build-id {found[:12]}…, ran {ran}…)"
+    return ""
 
 
 def check_module(path: str, expected_build_id: str | None) -> str:
@@ -412,9 +516,4 @@ def check_module(path: str, expected_build_id: str | None) -> str:
         return f"{path} is not readable here"
     except (OSError, ELFError) as exc:
         return f"{path} could not be read as ELF ({exc})"
-    if found is None:
-        return f"{path} has no build-id now (rebuilt since the run)"
-    if found != expected_build_id.lower():
-        ran = expected_build_id[:12]
-        return f"{path} was rebuilt since the run (build-id {found[:12]}…, ran {ran}…)"
-    return ""
+    return _mismatch(path, found, expected_build_id)

@@ -426,6 +426,10 @@ class FrameWriter:
         self.names = RunNames(max_run_names)
         self.comms = RunComms(max_run_comms)
         self.sites = RunSites(max_run_callsites)
+        #: Called after a commit that stored call-site frames, with their jobs' ids (the
+        #: collector's resolver: collector/resolver.py; it must not block); None: nobody
+        #: is told.
+        self.on_sites: Callable[[list[int]], None] | None = None
 
     async def start(self) -> None:
         """Start the batch loops: `workers` transactions may be in flight at once."""
@@ -660,6 +664,9 @@ class FrameWriter:
             await cur.execute(_ADD_STORAGE, plan.storage())
         self.stats.rows.update(rows)
         self.stats.names_folded.update(+plan.folded)
+        described = frames.info["count"][plan.fresh, _SITE_FRAME_ID] > 0
+        if self.on_sites is not None and described.any():
+            self.on_sites(np.unique(ids.frame_job[plan.fresh[described]]).tolist())
         self.stats.batches += 1
         self.stats.frames_committed += len(plan.fresh)
         self.stats.frames_duplicate += len(frames) - len(plan.fresh)
@@ -980,6 +987,8 @@ _SITE_FOLDS: dict[str, tuple[dict[str, int] | None, str]] = {
     "callsite_frame": (None, "run_callsite_frames"),
 }
 _SITE_IDS = [wire.SPEC.table(name).id for name in _SITE_FOLDS]
+#: Wire table id of the call sites' frames (their jobs are told to the resolver).
+_SITE_FRAME_ID = wire.SPEC.table("callsite_frame").id
 
 
 class _Plan:

@@ -1,90 +1,119 @@
-# server/callsites/resolution.py — call-site frames resolved where the server runs, stored.
-"""Each frame of a job's call sites (module, build-id, offset) as function, file and line:
-first from `callsite_symbols` (resolved before, here or on the compute node by
-`stacklens run`), else from the module's file when the server can read it
-(stacklens/symbols.py checks that its build-id is the one that ran) — an answer read from
-the file is stored, so it survives the file's removal or rebuild and every later job of
-the same binary finds it. An answer that is not (module missing, unreadable, rebuilt,
-stripped of all symbols, no build-id) is made afresh at each read with its reason: the
-file may be readable or a node's answer may arrive later."""
+# server/callsites/resolution.py — call-site frames named from the stored resolutions.
+"""Each frame of a job's call sites (module, build-id, offset) as function, file and line,
+read from the stored rows only — no API request reads a module file (docs/callsites.md,
+"Where it is resolved"):
+
+1. the answer `stacklens run` resolved on the compute node for the job's owner
+   (`callsite_node_symbols`, resolved `node`);
+2. the answer the collector's resolver read from the module file (`callsite_symbols`,
+   resolved `server`);
+3. the resolver's fallback for that module path, with its reason (`callsite_fallbacks`);
+4. a frame without a build-id: module+offset, no file can be proven to be the one that ran;
+5. else the frame is not resolved yet (the resolver works as call sites arrive):
+   module+offset, resolved `pending`, with that reason — labelled unresolved, never a
+   guessed line.
+
+`RESOLVER` (cached, bounded: stacklens/symbols.Resolver) is kept for the families' labels
+(server/families/service.py), which still read module files in their request."""
 
 from __future__ import annotations
 
-import time
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import select, tuple_
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from server.callsites.summary import FrameKey, frame_key
 from stacklens import symbols
-from stacklens.schema import CallsiteSymbol
+from stacklens.schema import CallsiteFallback, CallsiteNodeSymbol, CallsiteSymbol, Job
 
-#: The server's resolver: one index per module file and build-id, kept between requests.
+#: The server's resolver (families): one index per module file and build-id, kept between
+#: requests.
 RESOLVER = symbols.Resolver()
 
 #: The columns of a stored answer a frame carries.
 FIELDS = ("quality", "function", "function_offset", "file", "line", "reason", "resolved")
+#: The reason of a frame the resolver has not answered yet.
+PENDING = "not resolved yet: the collector resolves call sites as they arrive"
+#: The reason of a frame whose module had no build-id.
+NO_BUILD_ID = "the module had no build-id when it ran, so no file can be proven to be it"
+
+
+def _answer(row: Any, resolved: str) -> dict[str, Any]:
+    return {f: getattr(row, f) for f in FIELDS[:-1]} | {"resolved": resolved}
+
+
+def _fallback(reason: str, resolved: str = "") -> dict[str, Any]:
+    return {"quality": symbols.MODULE_OFFSET, "function": None, "function_offset": None,
+            "file": None, "line": None, "reason": reason, "resolved": resolved}  # fmt: skip
 
 
 def stored(
-    session: Session, keys: Iterable[tuple[str, int]]
-) -> dict[tuple[str, int], dict[str, Any]]:
-    """The stored answers of these (build-id, offset) pairs."""
+    session: Session, job_id: int, keys: Iterable[tuple[str, str, int]]
+) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """The stored answers of these (module, build-id, offset) frames of job `job_id`: a
+    node's for the job's owner first, then the resolver's, then its fallback."""
     wanted = sorted(set(keys))
     if not wanted:
         return {}
-    rows = session.execute(
-        select(CallsiteSymbol).where(
-            tuple_(CallsiteSymbol.build_id, CallsiteSymbol.site_offset).in_(wanted)
-        )
-    ).scalars()
-    return {(r.build_id, r.site_offset): {f: getattr(r, f) for f in FIELDS} for r in rows}
-
-
-def store(session: Session, rows: list[dict[str, Any]]) -> None:
-    """Stores answers read from the file that ran (`build_id`, `site_offset` and FIELDS each);
-    a node's answer replaces a server's for the same pair, never the other way."""
-    if not rows:
-        return
-    now = time.time_ns()
-    stmt = insert(CallsiteSymbol).values([{**r, "resolved_ns": now} for r in rows])
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[CallsiteSymbol.build_id, CallsiteSymbol.site_offset],
-        set_={f: stmt.excluded[f] for f in (*FIELDS, "resolved_ns")},
-        where=(stmt.excluded.resolved == "node") & (CallsiteSymbol.resolved != "node"),
-    )
-    session.execute(stmt)
+    pairs = sorted({(b, o) for _, b, o in wanted})
+    owner = session.execute(select(Job.owner_uid).where(Job.id == job_id)).scalar()
+    node = {
+        (r.build_id, r.site_offset): _answer(r, "node")
+        for r in session.execute(
+            select(CallsiteNodeSymbol).where(
+                CallsiteNodeSymbol.owner_uid == owner,
+                tuple_(CallsiteNodeSymbol.build_id, CallsiteNodeSymbol.site_offset).in_(pairs),
+            )
+        ).scalars()
+    }
+    server = {
+        (r.build_id, r.site_offset): _answer(r, r.resolved or "server")
+        for r in session.execute(
+            select(CallsiteSymbol).where(
+                tuple_(CallsiteSymbol.build_id, CallsiteSymbol.site_offset).in_(pairs)
+            )
+        ).scalars()
+        if r.quality != symbols.MODULE_OFFSET
+    }
+    fallback = {
+        (r.module, r.build_id, r.site_offset): _fallback(r.reason)
+        for r in session.execute(
+            select(CallsiteFallback).where(
+                tuple_(CallsiteFallback.module, CallsiteFallback.build_id,
+                       CallsiteFallback.site_offset).in_(wanted)
+            )
+        ).scalars()
+    }  # fmt: skip
+    out = {}
+    for module, bid, offset in wanted:
+        found = node.get((bid, offset)) or server.get((bid, offset))
+        found = found or fallback.get((module, bid, offset))
+        if found is not None:
+            out[(module, bid, offset)] = found
+    return out
 
 
 def resolve(
-    session: Session, frames: Iterable[Mapping[str, Any]]
+    session: Session, job_id: int, frames: Iterable[Mapping[str, Any]]
 ) -> dict[FrameKey, dict[str, Any]]:
-    """The resolution of every distinct frame (by `summary.frame_key`)."""
-    paths: dict[FrameKey, str] = {}
+    """The resolution of every distinct frame of job `job_id` (by `summary.frame_key`),
+    from the stored rows (module doc)."""
+    found: dict[FrameKey, dict[str, Any]] = {}
+    modules: dict[FrameKey, set[str]] = {}
     for f in frames:
-        paths.setdefault(frame_key(f), f["module"])
-    found = {}
-    known = stored(session, ((k[1], k[2]) for k in paths if k[1]))
-    todo: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for key, module in paths.items():
-        _, bid, offset = key
-        if bid and (bid, offset) in known:
-            found[key] = known[(bid, offset)]
+        key = frame_key(f)
+        if not key[1]:
+            found[key] = _fallback(NO_BUILD_ID)
+        elif not f["module"] or not key[2]:
+            found[key] = _fallback("the hooks found no module holding this return address")
         else:
-            todo[(module, bid)].append(offset)
-    new = []
-    for (module, bid), offsets in todo.items():
-        for site in RESOLVER.resolve(module, bid or None, offsets):
-            answer = {"quality": site.quality, "function": site.function,
-                      "function_offset": site.function_offset, "file": site.file,
-                      "line": site.line, "reason": site.reason, "resolved": ""}  # fmt: skip
-            if site.quality != symbols.MODULE_OFFSET:
-                answer["resolved"] = "server"
-                new.append({"build_id": bid, "site_offset": site.offset, **answer})
-            found[("" if bid else module, bid, site.offset)] = answer
-    store(session, new)
+            modules.setdefault(key, set()).add(f["module"])
+    known = stored(session, job_id, ((m, k[1], k[2]) for k, ms in modules.items() for m in ms))
+    for key, paths in modules.items():
+        answers = [known[k] for m in sorted(paths) if (k := (m, key[1], key[2])) in known]
+        # an answer read from a file beats a fallback of another path of the same build-id
+        answers.sort(key=lambda a: symbols.QUALITIES.index(a["quality"]))
+        found[key] = answers[0] if answers else _fallback(PENDING, "pending")
     return found

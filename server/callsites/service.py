@@ -1,8 +1,9 @@
 # server/callsites/service.py — a job's call sites: stored rows, resolved, across ranks.
 """The answer of GET /api/jobs/{job}/callsites and of the job's "Call sites" card: the
 scope's per-rank call-site rows (server/callsites/repository.py), their frames resolved
-(server/callsites/resolution.py: stored answers, else the module's file where the server
-runs) and summed across ranks into sites (the pure server/callsites/summary.py)."""
+(server/callsites/resolution.py: the stored answers of the node, of the collector's
+resolver, its fallbacks, else labelled not resolved yet) and summed across ranks into
+sites (the pure server/callsites/summary.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def job_callsites(session: Session, scope: Scope) -> dict[str, Any]:
     """The scope's sites (dicts of `Callsite` fields, heaviest time first) and its time
     inside MPI and in file I/O at every site."""
     rows = repository.callsite_rows(session, scope)
-    resolved = resolution.resolve(session, (f for r in rows for f in r["frames"]))
+    resolved = resolution.resolve(session, scope.job_id, (f for r in rows for f in r["frames"]))
     return summary.summarize(rows, resolved)
 
 
@@ -36,7 +37,7 @@ def site_finder(session: Session, scope: Scope) -> SiteFinder:
         if not read:
             read["rows"] = repository.callsite_rows(session, scope)
             read["resolved"] = resolution.resolve(
-                session, (f for r in read["rows"] for f in r["frames"])
+                session, scope.job_id, (f for r in read["rows"] for f in r["frames"])
             )
         return summary.site_of(read["rows"], read["resolved"], op, ranks)
 

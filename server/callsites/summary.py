@@ -73,7 +73,8 @@ def label(frame: Mapping[str, Any]) -> str:
         return MPI4PY
     if frame.get("function") and frame.get("function_offset") is not None:
         return f"{frame['function']}+{frame['function_offset']:#x}"
-    return f"{os.path.basename(frame['module']) or '?'}+{int(frame['offset']):#x}"
+    where = f"{os.path.basename(frame['module']) or '?'}+{int(frame['offset']):#x}"
+    return f"{where} (not resolved yet)" if frame.get("resolved") == "pending" else where
 
 
 def summarize(

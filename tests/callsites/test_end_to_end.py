@@ -53,7 +53,7 @@ def test_every_rank_every_site_exact_to_its_line(collector, pg_url, api_client, 
     engine = make_engine(pg_url)
     with Session(engine) as session, session.begin():
         rows = repository.callsite_rows(session, Scope(job_id))
-        resolved = resolution.resolve(session, (f for r in rows for f in r["frames"]))
+        resolved = resolution.resolve(session, job_id, (f for r in rows for f in r["frames"]))
     engine.dispose()
     expected = {
         ("MPI_Allreduce", "solver.c", line_of("solver.c", "small"), "solve"): ITERATIONS,

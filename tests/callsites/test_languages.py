@@ -10,7 +10,7 @@
   Fortran: at the default depth each lands on the Fortran line of its `call`, not in the MPI
   library's Fortran binding layer (libmpi_mpifh, libmpi_usempif08, libmpifort).
 
-Every rank's sites, resolved by the server's resolver (server/callsites/resolution.py) from
+Every rank's sites, resolved by the collector's resolver (collector/resolver.py) from
 the (module, build-id, offset) frames the hooks sent, must be exactly the marked lines with
 exactly the calls and bytes the program made, and per op the sites must add up to the op
 table (no call counted at a site inside a binding layer). The programs are built in the
@@ -65,7 +65,7 @@ def sites(pg_url: str, job: str, ops: tuple[str, ...]) -> dict[int, dict[tuple, 
     engine = make_engine(pg_url)
     with Session(engine) as session, session.begin():
         rows = repository.callsite_rows(session, Scope(job_id))
-        resolved = resolution.resolve(session, (f for r in rows for f in r["frames"]))
+        resolved = resolution.resolve(session, job_id, (f for r in rows for f in r["frames"]))
     engine.dispose()
     out: dict[int, dict[tuple, list[int]]] = {}
     for r in rows:

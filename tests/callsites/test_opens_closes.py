@@ -90,7 +90,7 @@ def test_opens_and_closes_at_their_lines_exact_per_rank(collector, pg_url, api_c
     engine = make_engine(pg_url)
     with Session(engine) as session, session.begin():
         rows = repository.callsite_rows(session, Scope(job_id))
-        resolved = resolution.resolve(session, (f for r in rows for f in r["frames"]))
+        resolved = resolution.resolve(session, job_id, (f for r in rows for f in r["frames"]))
     engine.dispose()
     marker_of = {line_of(SOURCE, m): m for _, _, m in EXPECTED}
     io = jobs.io(pg_url, job)

@@ -1,8 +1,11 @@
-# tests/callsites/test_resolution.py — frames resolved by the server and stored (real PostgreSQL).
-"""server/callsites/resolution.py over the call-site test programs (tests/symbols): a frame
-the server can read resolves to its exact line and is stored, so it survives the file's
-removal and a rebuild; a rebuilt file found before any answer was stored gives the
-fallback, never a line, and is not stored; a node's answer replaces the server's."""
+# tests/callsites/test_resolution.py — call sites resolved in the background, stored, read.
+"""collector/resolver.py and server/callsites/resolution.py over the call-site test
+programs (tests/symbols) sent through the real collector into the real database: the
+collector's resolver names each frame once, as it arrives (a module read once whatever
+the number of sites), the answers survive the files' removal and a rebuild; before the
+resolver has answered, the API labels a site not resolved yet (never a guessed line); a
+binary rebuilt before any answer gives the fallback with its reason, stored, never a
+line; a node's answer labels its owner's jobs only and comes before the collector's."""
 
 from __future__ import annotations
 
@@ -10,82 +13,117 @@ import os
 import shutil
 from pathlib import Path
 
-from sqlalchemy.orm import Session
+import psycopg
 
-from server.callsites import resolution
-from stacklens.db import make_engine
-from stacklens.symbols import Resolver, file_build_id
+from collector.resolver import SiteResolver
+from collector.service import BackgroundCollector
+from tests.callsites.test_route import JOB, frame, path, site
 from tests.conftest import query
+from tests.e2e.test_jobs_page import seed
 from tests.symbols.programs import HERE, build, run
 
 
-def frames_of(rows: list[tuple[int, str, int, int, int]], ids: dict[str, str | None]) -> list[dict]:
-    return [{"frame": 0, "module": m, "build_id": ids[m] or "", "offset": bias}
-            for _, m, bias, _, _ in rows]  # fmt: skip
-
-
-def test_resolved_once_stored_and_kept(pg_url: str, tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(resolution, "RESOLVER", Resolver())
-    program = build(tmp_path, ["-g"])
+def sites_job(collector, program: Path) -> list[tuple[int, str, int, int, int]]:
+    """Rank 0 of JOB calls MPI_Allreduce from each recorded line of the program: one site
+    per recorded call (5: two modules)."""
     rows = run(program)
-    ids = {m: file_build_id(m) for _, m, _, _, _ in rows}
-    frames = frames_of(rows, ids)
-    engine = make_engine(pg_url)
-    with Session(engine) as session, session.begin():
-        found = resolution.resolve(session, frames)
-    got = [found[("", f["build_id"], f["offset"])] for f in frames]
-    assert [(os.path.basename(g["file"]), g["line"], g["quality"], g["resolved"]) for g in got] == [
-        ("sites_main.c", 13, "line", "server"), ("sites_main.c", 8, "line", "server"),
+    sites = [site(i, "MPI_Allreduce", 4, 1, 8, 1_000) for i in range(len(rows))]
+    paths = [path(i, module, offset) for i, (_, module, offset, _, _) in enumerate(rows)]
+    seed(collector, [frame(0, 0, sites, paths)])
+    return rows
+
+
+def labels(api_client) -> list[tuple[str, str, str]]:
+    answer = api_client.get(f"/api/jobs/{JOB}/callsites").json()
+    return sorted((s["label"], s["frames"][0]["resolved"], s["frames"][0]["reason"])
+                  for s in answer["sites"])  # fmt: skip
+
+
+LINES = [("sites_lib.c:7", "server", ""), ("sites_lib.c:8", "server", ""),
+         ("sites_main.c:13", "server", ""), ("sites_main.c:16", "server", ""),
+         ("sites_main.c:8", "server", "")]  # fmt: skip
+
+
+def test_resolved_as_they_arrive_once_per_module_and_kept(
+    collector, api_client, pg_url: str, tmp_path: Path
+) -> None:
+    sites_job(collector, build(tmp_path, ["-g"]))
+    assert labels(api_client) == LINES
+    stats = collector.service.resolver.resolver.stats
+    # 5 sites in 2 modules: each module's build-id and symbols read once
+    assert (stats.build_id_reads, stats.index_builds, stats.offsets) == (2, 2, 5)
+    stored = query(pg_url, "SELECT file, line, quality, resolved FROM callsite_symbols "
+                           "ORDER BY line, file")  # fmt: skip
+    assert [(os.path.basename(f), ln, q, r) for f, ln, q, r in stored] == [
         ("sites_lib.c", 7, "line", "server"), ("sites_lib.c", 8, "line", "server"),
+        ("sites_main.c", 8, "line", "server"), ("sites_main.c", 13, "line", "server"),
         ("sites_main.c", 16, "line", "server")]  # fmt: skip
-    stored = query(pg_url, "SELECT build_id, site_offset, file, line, quality, resolved "
-                           "FROM callsite_symbols ORDER BY line, file")  # fmt: skip
-    assert len(stored) == 5
-    assert {(r[0], r[1]) for r in stored} == {(f["build_id"], f["offset"]) for f in frames}
-    # the program and its library gone, then the program rebuilt: the stored lines stay
+    assert stored[0][0] == str(HERE / "sites_lib.c")
+    # the program and its library gone, then the program rebuilt: the API still names the
+    # lines (it reads the stored answers only, never a file)
     shutil.rmtree(tmp_path)
     build(tmp_path, ["-g"], extra_define="/* edited */")
-    monkeypatch.setattr(resolution, "RESOLVER", Resolver())
-    with Session(engine) as session, session.begin():
-        again = resolution.resolve(session, frames)
-    assert [again[("", f["build_id"], f["offset"])]["line"] for f in frames] == [13, 8, 7, 8, 16]
-    assert (
-        str(HERE / "sites_main.c")
-        == again[("", frames[0]["build_id"], frames[0]["offset"])]["file"]
-    )
-    # a node's answer replaces the server's; a server answer never replaces a node's
-    bid, off = frames[0]["build_id"], frames[0]["offset"]
-    node = {"build_id": bid, "site_offset": off, "quality": "line", "function": "main",
-            "function_offset": 14, "file": "/node/sites_main.c", "line": 13, "reason": "",
-            "resolved": "node"}  # fmt: skip
-    with Session(engine) as session, session.begin():
-        resolution.store(session, [node])
-        resolution.store(session, [{**node, "file": "/server/x.c", "resolved": "server"}])
-    kept = query(pg_url, 'SELECT file, resolved FROM callsite_symbols WHERE build_id = %s '
-                 'AND site_offset = %s', (bid, off))  # fmt: skip
-    assert kept == [("/node/sites_main.c", "node")]
-    engine.dispose()
+    assert labels(api_client) == LINES
+    assert (stats.build_id_reads, stats.index_builds) == (2, 2)
 
 
-def test_rebuilt_before_any_answer_is_never_stored(
-    pg_url: str, tmp_path: Path, monkeypatch
+def test_before_the_resolver_answers_a_site_is_labelled_not_resolved(
+    pg_url: str, api_client, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(resolution, "RESOLVER", Resolver())
-    program = build(tmp_path, ["-g"])
-    rows = run(program)
-    ids = {m: file_build_id(m) for _, m, _, _, _ in rows}
+    with BackgroundCollector(pg_url, token="secret") as collector:
+        collector.service.writer.on_sites = None  # nothing resolves until this test says so
+        rows = sites_job(collector, build(tmp_path, ["-g"]))
+    got = labels(api_client)
+    expected = sorted(
+        (f"{os.path.basename(m)}+{off:#x} (not resolved yet)", "pending",
+         "not resolved yet: the collector resolves call sites as they arrive")
+        for _, m, off, _, _ in rows)  # fmt: skip
+    assert got == expected
+    assert query(pg_url, "SELECT count(*) FROM callsite_symbols") == [(0,)]
+    (job_id,) = query(pg_url, "SELECT id FROM jobs WHERE job_key = %s", (JOB,))[0]
+    resolver = SiteResolver(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        resolver.resolve_jobs(conn, [job_id])
+    assert labels(api_client) == LINES
+
+
+def test_rebuilt_before_any_answer_is_a_stored_fallback(
+    pg_url: str, api_client, tmp_path: Path
+) -> None:
+    with BackgroundCollector(pg_url, token="secret") as collector:
+        collector.service.writer.on_sites = None
+        rows = sites_job(collector, build(tmp_path, ["-g"]))
+    program = str(tmp_path / "sites")
     build(tmp_path, ["-g"], extra_define="/* edited */")  # rebuilt after the run
-    frames = frames_of(rows, ids) + [{"frame": 0, "module": str(program), "build_id": "",
-                                      "offset": rows[0][2]}]  # fmt: skip
-    engine = make_engine(pg_url)
-    with Session(engine) as session, session.begin():
-        found = resolution.resolve(session, frames)
-    mains = [found[("", ids[str(program)], r[2])] for r in rows if r[1] == str(program)]
-    assert all(m["quality"] == "module+offset" and m["line"] is None for m in mains)
-    assert all(m["reason"].startswith(f"{program} was rebuilt since the run") for m in mains)
-    assert found[(str(program), "", rows[0][2])]["reason"] == (
-        "the module had no build-id when it ran, so no file can be proven to be it"
-    )
-    # only the library's two sites (not rebuilt) were stored
+    (job_id,) = query(pg_url, "SELECT id FROM jobs WHERE job_key = %s", (JOB,))[0]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        SiteResolver(pg_url).resolve_jobs(conn, [job_id])
+    got = labels(api_client)
+    mains = [g for g in got if g[0].startswith("sites+")]
+    assert [g[0] for g in mains] == sorted(f"sites+{o:#x}" for _, m, o, _, _ in rows
+                                           if m == program)  # fmt: skip
+    assert all(g[1] == "" and g[2].startswith(f"{program} was rebuilt since the run")
+               for g in mains)  # fmt: skip
+    assert [g for g in got if g not in mains] == LINES[:2]  # the library was not rebuilt
+    assert query(pg_url, "SELECT count(*) FROM callsite_fallbacks WHERE module = %s",
+                 (program,)) == [(3,)]  # fmt: skip
     assert query(pg_url, "SELECT line FROM callsite_symbols ORDER BY line") == [(7,), (8,)]
-    engine.dispose()
+
+
+def test_a_nodes_answer_labels_its_owners_jobs_only(
+    collector, pg_url: str, api_client, tmp_path: Path
+) -> None:
+    rows = sites_job(collector, build(tmp_path, ["-g"]))
+    (owner,) = query(pg_url, "SELECT owner_uid FROM jobs WHERE job_key = %s", (JOB,))[0]
+    _, module, offset, _, _ = rows[0]
+    (bid,) = query(pg_url, "SELECT DISTINCT build_id FROM callsite_paths WHERE module = %s",
+                   (module,))[0]  # fmt: skip
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for uid, name in ((owner, "node_main.c"), (owner + 1, "forged.c")):
+            conn.execute(
+                "INSERT INTO callsite_node_symbols VALUES (%s, %s, %s, 'line', 'main', 14, "
+                "%s, 99, '', 0)", (uid, bid, offset, f"/node/{name}"))  # fmt: skip
+    got = labels(api_client)
+    assert ("node_main.c:99", "node", "") in got
+    assert all("forged" not in g[0] for g in got)
+    assert len(got) == 5 and ("sites_main.c:13", "server", "") not in got

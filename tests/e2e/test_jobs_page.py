@@ -107,11 +107,14 @@ def job_frame(
 
 
 def seed(collector, frames: list[bytes]) -> None:
-    """Send the frames to the collector, a batch per connection, each committed."""
+    """Send the frames to the collector, a batch per connection, each committed, and wait
+    for its resolver to name their call sites."""
     for i in range(0, len(frames), BATCH):
         batch = frames[i : i + BATCH]
         acks = exchange(collector.address, b"".join(batch), acks=len(batch), timeout=120)
         assert [status for status, _ in acks] == [0] * len(batch)
+    if hasattr(collector, "settle_sites"):
+        collector.settle_sites()  # the call sites named before the test reads them
 
 
 def grid_rows(page: Page, grid_id: str) -> list[dict[str, str]]:

@@ -105,9 +105,13 @@ def run_job(
     timeout: float = 90,
     **extra: str,
 ) -> subprocess.CompletedProcess:
-    """Runs argv on `ranks` ranks of `mpi` under the hooks and waits for it."""
+    """Runs argv on `ranks` ranks of `mpi` under the hooks and waits for it, and for the
+    collector's resolver to name its call sites."""
     env = job_env(collector, mpi, job, interval_ms, **extra)
-    return finish(start(mpirun(mpi, ranks, argv), env), timeout)
+    result = finish(start(mpirun(mpi, ranks, argv), env), timeout)
+    if hasattr(collector, "settle_sites"):
+        collector.settle_sites()  # the call sites named before the test reads them
+    return result
 
 
 def program(mpi: str, name: str) -> str:

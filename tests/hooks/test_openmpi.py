@@ -16,7 +16,8 @@ RANKS = 4
 def run_under_hooks(
     collector, program: list[str], job: str, ranks: int = RANKS, interval_ms: int = 100
 ) -> subprocess.CompletedProcess:
-    """`stacklens run -- mpirun -np N program` pointed at `collector`."""
+    """`stacklens run -- mpirun -np N program` pointed at `collector`, then its call sites
+    resolved by the collector."""
     env = mpi_env(
         STACKLENS_COLLECTOR=collector.endpoint,
         STACKLENS_INGEST_TOKEN="secret",
@@ -24,7 +25,9 @@ def run_under_hooks(
         STACKLENS_INTERVAL_MS=str(interval_ms),
         STACKLENS_JOB_ID=job,
     )
-    return stacklens_run(["mpirun", "-np", str(ranks), *program], env)
+    result = stacklens_run(["mpirun", "-np", str(ranks), *program], env)
+    collector.settle_sites()  # the call sites named before the test reads them
+    return result
 
 
 def test_per_peer_bytes_and_messages_are_exact(collector, pg_url, hook_library, examples_built):

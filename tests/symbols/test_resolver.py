@@ -242,3 +242,36 @@ def test_missing_unreadable_and_no_build_id(tmp_path: Path) -> None:
     assert r.resolve(str(program), bid, [offset])[0].reason == (
         f"{program} has no build-id now (rebuilt since the run)"
     )
+
+
+def test_cache_reads_a_module_once_by_file_identity_and_is_bounded(tmp_path: Path) -> None:
+    """A module's build-id and symbols are read once per (path, mtime, size, inode) however
+    many offsets and calls ask; a file touched or replaced is read again (and checked);
+    at most `capacity` indexes are kept, at most `max_units` line tables decoded each."""
+    program = build(tmp_path, ["-g"])
+    rows = run(program)
+    ids = {m: file_build_id(m) for _, m, _, _, _ in rows}
+    resolver = Resolver(capacity=1, max_units=1)
+    for _ in range(20):  # 100 resolve calls of one offset each
+        for line, site in resolve(rows, resolver=resolver, build_ids=ids):
+            assert site.line == line
+    # two modules alternating in an LRU of one index: rebuilt when the other evicted it,
+    # but the build-ids (a key LRU of 8 per index) are read once each
+    assert resolver.stats.build_id_reads == 2
+    assert resolver.stats.offsets == 100
+    steady = Resolver(capacity=4)
+    for _ in range(20):
+        resolve(rows, resolver=steady, build_ids=ids)
+    assert (steady.stats.build_id_reads, steady.stats.index_builds, steady.stats.evictions) == (
+        2, 2, 0)  # fmt: skip
+    for index in steady._indexes.values():
+        assert len(index.lines._tables) <= 1  # one CU per module here
+    os.utime(program, ns=(1, 1))  # touched: another file identity, read and checked again
+    resolve(rows, resolver=steady, build_ids=ids)
+    assert (steady.stats.build_id_reads, steady.stats.index_builds) == (3, 3)
+    # replaced by a rebuild: its build-id differs, never read for lines
+    build(tmp_path, ["-g"], extra_define="/* edited */")
+    got = resolve(rows, resolver=steady, build_ids=ids)
+    assert [s.quality for line, s in got if s.offset in (rows[0][2], rows[1][2])] == [
+        MODULE_OFFSET, MODULE_OFFSET]  # fmt: skip
+    assert resolver.stats.evictions > 0 and len(resolver._indexes) == 1

@@ -1,0 +1,139 @@
+# collector/store/symbols.py — stored call-site resolutions: what is pending, what is known.
+"""The rows behind a call site's name (docs/callsites.md, "Where it is resolved"):
+
+- `callsite_symbols`: answers read by the collector's resolver from the module file that
+  ran (quality `line` or `function+offset`), one per (build-id, offset), shared by every
+  job of that binary;
+- `callsite_node_symbols`: answers `stacklens run` read on the compute node, sent in its
+  launch frame (wire table site_symbol), one per (owner, build-id, offset): they label
+  only the jobs of the owner whose credential sent them;
+- `callsite_fallbacks`: frames the resolver could not read (module missing, unreadable,
+  rebuilt since the run, stripped of every symbol), with the reason, per (module path,
+  build-id, offset), so the file is not read again and reads say why.
+
+The resolver (collector/resolver.py) asks `pending` for the frames of the jobs that just
+received call sites and stores with `store_resolved`; the launch writer stores a node's
+answers with `store_node_symbols` (async, in its transaction).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psycopg
+
+#: Frames of the jobs given with a build-id and a known offset that no stored row answers
+#: (a node's answer for the job's owner, the resolver's answer, or its fallback for that
+#: path); at most %(limit)s of them a pass.
+_PENDING = """
+SELECT DISTINCT p.module, p.build_id, p.site_offset
+FROM callsite_paths p JOIN jobs j ON j.id = p.job_id
+WHERE p.job_id = ANY(%(jobs)s) AND p.build_id <> '' AND p.module <> '' AND p.site_offset <> 0
+  AND NOT EXISTS (SELECT 1 FROM callsite_symbols s
+                  WHERE s.build_id = p.build_id AND s.site_offset = p.site_offset)
+  AND NOT EXISTS (SELECT 1 FROM callsite_node_symbols n
+                  WHERE n.owner_uid = j.owner_uid AND n.build_id = p.build_id
+                    AND n.site_offset = p.site_offset)
+  AND NOT EXISTS (SELECT 1 FROM callsite_fallbacks f
+                  WHERE f.module = p.module AND f.build_id = p.build_id
+                    AND f.site_offset = p.site_offset)
+ORDER BY p.module, p.build_id, p.site_offset
+LIMIT %(limit)s
+"""
+
+#: Jobs seen since %(since)s whose call sites have a frame no row answers (catch-up at start).
+_JOBS_PENDING = """
+SELECT DISTINCT p.job_id
+FROM callsite_paths p JOIN jobs j ON j.id = p.job_id
+WHERE j.last_seen_ns >= %(since)s AND p.build_id <> '' AND p.module <> ''
+  AND p.site_offset <> 0
+  AND NOT EXISTS (SELECT 1 FROM callsite_symbols s
+                  WHERE s.build_id = p.build_id AND s.site_offset = p.site_offset)
+  AND NOT EXISTS (SELECT 1 FROM callsite_node_symbols n
+                  WHERE n.owner_uid = j.owner_uid AND n.build_id = p.build_id
+                    AND n.site_offset = p.site_offset)
+  AND NOT EXISTS (SELECT 1 FROM callsite_fallbacks f
+                  WHERE f.module = p.module AND f.build_id = p.build_id
+                    AND f.site_offset = p.site_offset)
+"""
+
+_INSERT_SYMBOLS = """
+INSERT INTO callsite_symbols (build_id, site_offset, quality, function, function_offset, file,
+                              line, reason, resolved, resolved_ns)
+SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint[],
+                     %s::text[], %s::int[], %s::text[], %s::text[], %s::bigint[])
+ON CONFLICT (build_id, site_offset) DO NOTHING
+"""
+
+_INSERT_FALLBACKS = """
+INSERT INTO callsite_fallbacks (module, build_id, site_offset, reason, resolved_ns)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::bigint[])
+ON CONFLICT (module, build_id, site_offset)
+DO UPDATE SET reason = EXCLUDED.reason, resolved_ns = EXCLUDED.resolved_ns
+"""
+
+_INSERT_NODE = """
+INSERT INTO callsite_node_symbols (owner_uid, build_id, site_offset, quality, function,
+                                   function_offset, file, line, reason, resolved_ns)
+SELECT * FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::text[],
+                     %s::bigint[], %s::text[], %s::int[], %s::text[], %s::bigint[])
+ON CONFLICT (owner_uid, build_id, site_offset) DO UPDATE SET
+    quality = EXCLUDED.quality, function = EXCLUDED.function,
+    function_offset = EXCLUDED.function_offset, file = EXCLUDED.file, line = EXCLUDED.line,
+    reason = EXCLUDED.reason, resolved_ns = EXCLUDED.resolved_ns
+"""
+
+#: The fields of an answer (a stacklens.symbols.Site's, as rows carry them).
+ANSWER = ("quality", "function", "function_offset", "file", "line", "reason")
+
+
+def pending(
+    conn: psycopg.Connection, jobs: Sequence[int], limit: int = 100_000
+) -> list[tuple[str, str, int]]:
+    """(module, build-id, offset) of the jobs' frames that no stored row answers yet."""
+    if not jobs:
+        return []
+    rows = conn.execute(_PENDING, {"jobs": list(jobs), "limit": limit}).fetchall()
+    return [(str(m), str(b), int(o)) for m, b, o in rows]
+
+
+def jobs_pending(conn: psycopg.Connection, since_ns: int) -> list[int]:
+    """Jobs seen since `since_ns` with frames no stored row answers (work left over by a
+    collector that stopped)."""
+    return [int(r[0]) for r in conn.execute(_JOBS_PENDING, {"since": since_ns}).fetchall()]
+
+
+def store_resolved(
+    conn: psycopg.Connection,
+    answers: Iterable[tuple[str, int, dict[str, Any]]],
+    fallbacks: Iterable[tuple[str, str, int, str]],
+) -> None:
+    """Store the resolver's answers ((build-id, offset, ANSWER fields)) and fallbacks
+    ((module, build-id, offset, reason)); an answer stored before stays (the same file
+    gives the same answer)."""
+    now = time.time_ns()
+    a = list(answers)
+    f = list(fallbacks)
+    if a:
+        conn.execute(_INSERT_SYMBOLS, (
+            [x[0] for x in a], [x[1] for x in a], *([x[2][k] for x in a] for k in ANSWER),
+            ["server"] * len(a), [now] * len(a)))  # fmt: skip
+    if f:
+        conn.execute(_INSERT_FALLBACKS, (
+            [x[0] for x in f], [x[1] for x in f], [x[2] for x in f], [x[3] for x in f],
+            [now] * len(f)))  # fmt: skip
+
+
+async def store_node_symbols(
+    cur: psycopg.AsyncCursor[Any], owner: int, answers: Sequence[tuple[str, int, dict[str, Any]]]
+) -> None:
+    """Store answers a compute node resolved ((build-id, offset, ANSWER fields)) for the
+    jobs of `owner`; a later answer for the same frame replaces the earlier one."""
+    if not answers:
+        return
+    now = time.time_ns()
+    await cur.execute(_INSERT_NODE, (
+        [owner] * len(answers), [x[0] for x in answers], [x[1] for x in answers],
+        *([x[2][k] for x in answers] for k in ANSWER), [now] * len(answers)))  # fmt: skip
