@@ -496,13 +496,19 @@ def _check_ranges(header: Header, tables: dict[str, np.ndarray]) -> None:
     if (header.frame_type == FrameType.ABORTED) != (aborts is not None and len(aborts) == 1):
         reject("an abort record belongs in exactly the frames of type aborted")
     if header.frame_type == FrameType.LAUNCH:
-        if any(name != "launch" for name in tables):
-            reject("a frame of type launch carries its launch record only")
+        if any(name not in ("launch", "site_symbol") for name in tables):
+            reject(
+                "a frame of type launch carries its launch record and the call sites "
+                "resolved on its node only"
+            )
         launch = tables.get("launch")
         if launch is None or len(launch) != 1 or header.run_id == 0:
             reject("a frame of type launch has one launch record and a launch id")
-    elif "launch" in tables:
-        reject("a launch record belongs in frames of type launch only")
+        symbols = tables.get("site_symbol")
+        if symbols is not None and len(symbols) and not np.isin(symbols["quality"], (1, 2)).all():
+            reject("site_symbol quality is 1 or 2")
+    elif "launch" in tables or "site_symbol" in tables:
+        reject("launch and site_symbol records belong in frames of type launch only")
 
 
 def _max(tables: dict[str, np.ndarray], table: str, field: str) -> int:

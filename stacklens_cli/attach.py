@@ -24,10 +24,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
+from stacklens import wire
 from stacklens.paths import LIBRARIES
 from stacklens.settings import Settings, config_file_values
 from stacklens.settings_table import DECLARED, given_as
-from stacklens_cli import launch, mpikind, snapshots
+from stacklens_cli import launch, mpikind, node_sites, snapshots
 
 #: Open MPI's launcher refuses to run as root without these two variables.
 OPENMPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -321,8 +322,10 @@ def _spool_ending(
     settings: Settings, directory: Path | None, record: launch.Launch
 ) -> tuple[Path | None, Path | None]:
     """After `stacklens run`'s command: the crash snapshots of its ranks that died without
-    a final frame (said in one line) and the launch record, written to the spool (or, with
-    the spool off, to a folder of the snapshot directory: delivered now or lost). Returns
+    a final frame (said in one line) and the launch record (with the call sites its ranks
+    on this node recorded, resolved here: stacklens_cli/node_sites.py), written to the
+    spool (or, with the spool off, to a folder of the snapshot directory: delivered now or
+    lost). Returns
     that folder (None: the spool) and the launch record's file (None: not written). The
     replay sends a job's launch record after its ranks' frames (replay.py)."""
     frames = snapshots.leftovers(directory) if directory is not None else []
@@ -330,9 +333,11 @@ def _spool_ending(
     if off and directory is None:
         return None, None  # no spool and no /dev/shm: the ranks' own frames are all there is
     target = directory / "spool" if off and directory is not None else settings.spool_dir
+    sites = node_sites.resolve_dir(directory)  # what this node can name (no shared FS)
     try:
         written = snapshots.spool(frames, target)
-        (own,) = snapshots.spool([record.frame(settings.ingest_token or "")], target, "launch")
+        (own,) = snapshots.spool([record.frame(settings.ingest_token or "", sites)], target,
+                                 "launch", max_body=wire.BOUNDS["max_body_bytes"])  # fmt: skip
     except (OSError, ValueError) as exc:
         print(f"stacklens run: the crash snapshots of {len(frames)} ranks and the launch "
               f"record could not be spooled in {target}: {exc}", file=sys.stderr)  # fmt: skip

@@ -116,9 +116,10 @@ class Launch:
     forwarded: int | None
     output: str
 
-    def frame(self, token: str = "") -> bytes:
+    def frame(self, token: str = "", sites: np.ndarray | None = None) -> bytes:
         """The launch as a frame of type launch (its header's run id: the launch id; the
-        ingest token for a collector in trusted mode)."""
+        ingest token for a collector in trusted mode), with the call sites resolved on
+        this node (`sites`: site_symbol records, stacklens_cli/node_sites.py)."""
         record = np.zeros(1, dtype=wire.SPEC.table("launch").dtype)
         record["ranks_expected"] = self.ranks_expected or 0
         record["exit_code"] = 0 if self.exit_signal else self.exit_code & 0xFFFFFFFF
@@ -139,5 +140,6 @@ class Launch:
             pid=os.getpid(),
             token=token,
             frame_type=wire.FrameType.LAUNCH,
-            tables={"launch": record},
-        )
+            tables={"launch": record, **({"site_symbol": sites} if sites is not None
+                                         and len(sites) else {})},
+        )  # fmt: skip

@@ -101,15 +101,17 @@ def leftovers(directory: Path) -> list[bytes]:
     return frames
 
 
-def spool(frames: list[bytes], spool_dir: Path, prefix: str = "snapshot") -> list[Path]:
-    """Write each frame to `spool_dir` as a spool file named `prefix.…` (`*.tmp`, then
-    renamed, as the hooks do); the directory is made `0700` if missing. Returns the files
-    written."""
+def spool(
+    frames: list[bytes], spool_dir: Path, prefix: str = "snapshot", max_body: int = SLOT_BYTES
+) -> list[Path]:
+    """Write each frame (a body of at most `max_body` bytes) to `spool_dir` as a spool
+    file named `prefix.…` (`*.tmp`, then renamed, as the hooks do); the directory is made
+    `0700` if missing. Returns the files written."""
     spool_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     written = []
     for raw in frames:
         try:
-            h = wire.decode_header(raw[: wire.HEADER_SIZE], max_body=SLOT_BYTES)
+            h = wire.decode_header(raw[: wire.HEADER_SIZE], max_body=max_body)
         except wire.FrameError:
             continue
         name = f"{prefix}.{h.run_id:016x}.{h.world_rank:010d}.{h.seq:020d}.{h.pid}.slf"

@@ -341,22 +341,28 @@ static int check_ranges(const uint8_t *frame, sl_frame_info *f, const sl_limits 
     EACH(hca) if (FIELD32(r, hca, valid) >= (1ull << HCA_COUNTERS))
         return fail(err, SL_STATUS_out_of_range, "hca valid mask has bits beyond the counters");
 #undef OP_ID_OK
-#undef EACH
     if ((f->frame_type == SL_FRAME_aborted) != (f->count[SL_TABLE_abort] == 1))
         return fail(err, SL_STATUS_out_of_range,
                     "an abort record belongs in exactly the frames of type aborted");
     if (f->frame_type == SL_FRAME_launch) {
         for (unsigned t = 1; t <= SL_MAX_TABLE_ID; t++)
-            if (f->section[t] && t != SL_TABLE_launch)
+            if (f->section[t] && t != SL_TABLE_launch && t != SL_TABLE_site_symbol)
                 return fail(err, SL_STATUS_out_of_range,
-                            "a frame of type launch carries its launch record only");
+                            "a frame of type launch carries its launch record and the "
+                            "call sites resolved on its node only");
         if (f->count[SL_TABLE_launch] != 1 || f->run_id == 0)
             return fail(err, SL_STATUS_out_of_range,
                         "a frame of type launch has one launch record and a launch id");
-    } else if (f->section[SL_TABLE_launch]) {
+        EACH(site_symbol) {
+            uint32_t q = FIELD32(r, site_symbol, quality);
+            if (q < 1 || q > 2)
+                return fail(err, SL_STATUS_out_of_range, "site_symbol quality is 1 or 2");
+        }
+    } else if (f->section[SL_TABLE_launch] || f->section[SL_TABLE_site_symbol]) {
         return fail(err, SL_STATUS_out_of_range,
-                    "a launch record belongs in frames of type launch only");
+                    "launch and site_symbol records belong in frames of type launch only");
     }
+#undef EACH
     if (f->section[SL_TABLE_health] && f->count[SL_TABLE_health] == 1) {
         const sl_rec_health *h = (const sl_rec_health *)RECORDS(frame, f, health);
         f->keys_dropped = h->keys_dropped;

@@ -9,6 +9,8 @@ the launch: `killed` when a signal ended the command (or `stacklens run` forward
 none of whose ranks ever reported (they crashed before their first frame, the binary was
 missing, the launcher refused its command line) becomes a run of its own (run key: the
 launch id, no ranks), so the job is listed with that status and the launcher's words.
+The call sites the launch's node resolved (wire table site_symbol, in the same frame) are
+stored for the sending owner (collector/store/symbols.store_node_symbols).
 
 The frame writer (collector/store/writer.py) stores a batch's launch records after its
 other frames; the replay sends a job's launch records after its ranks' frames
@@ -30,6 +32,7 @@ import psycopg
 
 from collector.codec import FrameBatch
 from collector.store.jobs import JOB_STATUS, UPSERT_JOBS
+from collector.store.symbols import store_node_symbols
 
 #: The launch's outcome on the runs its ranks made; a run still running or lost ends with it.
 _ON_RUNS = """
@@ -74,6 +77,9 @@ class LaunchRecord:
     forwarded: int | None
     command: str
     output: str
+    #: The call sites resolved on the launch's node: (build-id, offset, answer fields of
+    #: collector/store/symbols.ANSWER), one per frame (wire table site_symbol).
+    sites: tuple[tuple[str, int, dict[str, object]], ...] = ()
 
     @property
     def status(self) -> str:
@@ -86,6 +92,24 @@ class LaunchRecord:
 
 def _text(raw: np.ndarray) -> str:
     return bytes(raw).split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _sites(records: np.ndarray) -> tuple[tuple[str, int, dict[str, object]], ...]:
+    """A launch frame's site_symbol records as (build-id, offset, answer), one per frame
+    (a frame named twice: the last record)."""
+    found: dict[tuple[str, int], dict[str, object]] = {}
+    for r in records:
+        line = int(r["quality"]) == 1
+        function = _text(r["function"]) or None
+        found[(_text(r["build_id"]).lower(), int(r["site_offset"]))] = {
+            "quality": "line" if line else "function+offset",
+            "function": function,
+            "function_offset": int(r["function_offset"]) if function else None,
+            "file": _text(r["file"]) if line else None,
+            "line": int(r["line"]) if line else None,
+            "reason": "" if line else "no DWARF line information covers it (on the node)",
+        }
+    return tuple((bid, offset, answer) for (bid, offset), answer in found.items() if bid)
 
 
 def launch_records(
@@ -113,6 +137,7 @@ def launch_records(
                 forwarded=int(record["forwarded"]) or None,
                 command=_text(record["command"]),
                 output=_text(record["output"]),
+                sites=_sites(batch.records(i, "site_symbol")),
             )
         )
     return found
@@ -143,3 +168,5 @@ async def store_launches(conn: psycopg.AsyncConnection, launches: list[LaunchRec
             if not await cur.fetchall():
                 await cur.execute(_OWN_RUN, values)
             await cur.execute(JOB_STATUS, ([row[0]],))
+            # the call sites its node named: for this owner's jobs only (symbols.py)
+            await store_node_symbols(cur, r.owner, r.sites)

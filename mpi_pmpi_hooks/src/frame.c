@@ -20,6 +20,7 @@
 #include "ibport.h"
 #include "io.h"
 #include "monitored.h"
+#include "snapshot.h"
 
 /* Bytes of the sections every frame can always carry after the counter tables: the
  * monitored section's header (present even when none of its records fits), the host's
@@ -411,6 +412,7 @@ static size_t put_callsite_frames(sl_frame_builder *b, size_t pos)
         }
         for (unsigned f = 0; f < depth; f++)
             section_add(b, &sec, &recs[f], sizeof recs[f]);
+        sl_snapshot_sites(recs, depth); /* for `stacklens run` to resolve on this node */
         b->sites_described++;
     }
     return section_close(b, &sec, SL_TABLE_callsite_frame, sizeof(sl_rec_callsite_frame));

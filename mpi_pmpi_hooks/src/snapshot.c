@@ -25,6 +25,9 @@ _Static_assert(sizeof(sl_snapshot_header) <= SL_SNAPSHOT_HEADER, "header fits");
 static char dir[512];                /* STACKLENS_SNAPSHOT_DIR */
 static char name[32];                /* "<pid>.snap" */
 static unsigned char *map;           /* the file, mapped shared; NULL: no snapshot */
+static unsigned pid;                 /* this rank's, for <pid>.sites */
+static int sites_fd = -1;            /* <pid>.sites, opened at the first site */
+static int sites_failed;             /* 1: it could not be opened or written: no more tries */
 
 /* Opens the directory if it is this user's, not a link, and closed to everyone else. */
 static int open_dir(const char *path, const char **why)
@@ -75,6 +78,7 @@ void sl_snapshot_open(const sl_identity *id)
     /* Closed here: the sender thread has a descriptor table of its own (fdtable.h). */
     close(dir_fd);
     snprintf(dir, sizeof dir, "%s", path);
+    pid = (unsigned)id->pid;
     sl_snapshot_header h = { .magic = SL_SNAPSHOT_MAGIC, .version = SL_SNAPSHOT_VERSION };
     memcpy(map, &h, sizeof h);
 }
@@ -98,8 +102,47 @@ void sl_snapshot_write(const sl_frame_builder *b)
     __atomic_store_n(&h->slot, slot, __ATOMIC_RELEASE);
 }
 
+void sl_snapshot_sites(const sl_rec_callsite_frame *recs, unsigned n)
+{
+    if (map == NULL || sites_failed || n == 0)
+        return;
+    if (sites_fd < 0) {
+        const char *why;
+        char sites[32];
+        int dir_fd = open_dir(dir, &why);
+        snprintf(sites, sizeof sites, "%u.sites", pid);
+        if (dir_fd >= 0) {
+            sites_fd = openat(dir_fd, sites,
+                              O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+            close(dir_fd);
+        }
+        if (sites_fd < 0) {
+            sites_failed = 1;
+            return;
+        }
+    }
+    const unsigned char *p = (const unsigned char *)recs;
+    size_t left = (size_t)n * sizeof *recs;
+    while (left > 0) {
+        ssize_t w = write(sites_fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) { /* tmpfs full: the node resolves what it has; the collector the rest */
+            sites_failed = 1;
+            return;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+}
+
 void sl_snapshot_remove(void)
 {
+    if (sites_fd >= 0) {
+        close(sites_fd);
+        sites_fd = -1;
+    }
+    sites_failed = 1; /* a site described after the final frame has no reader */
     if (map == NULL)
         return;
     munmap(map, SL_SNAPSHOT_FILE);

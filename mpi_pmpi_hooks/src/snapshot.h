@@ -7,7 +7,8 @@
  * that ends with its final frame delivered or spooled removes its file, so a file
  * left after the launch is a rank that died without one (SIGSEGV, SIGKILL):
  * `stacklens run` sends its snapshot as that rank's final frame, of type killed
- * (stacklens_cli/snapshots.py).
+ * (stacklens_cli/snapshots.py). Beside it, <pid>.sites holds the rank's call-site
+ * frames as it described them (sl_snapshot_sites), for `stacklens run` to resolve.
  *
  * File layout (little-endian, read by stacklens_cli/snapshots.py), SL_SNAPSHOT_FILE bytes:
  *   u32 magic      SL_SNAPSHOT_MAGIC, "SLSS"
@@ -42,7 +43,14 @@ int sl_snapshot_active(void);
 /* Writes the snapshot of b now (sender thread; nothing if no file is open). */
 void sl_snapshot_write(const sl_frame_builder *b);
 
-/* The rank's final frame is delivered or spooled: its file is removed and closed. */
+/* The rank's final frame is delivered or spooled: its file is removed and closed (the
+ * sites file stays: `stacklens run` reads it after the launch). */
 void sl_snapshot_remove(void);
+
+/* Appends the frames of one newly described call site (callsite_frame records) to
+ * <pid>.sites in the snapshot directory, for `stacklens run` to resolve them on this
+ * node after the launch (stacklens_cli/node_sites.py). Sender thread, once per site;
+ * nothing when this rank keeps no snapshot; bounded by the call-site bound. */
+void sl_snapshot_sites(const sl_rec_callsite_frame *recs, unsigned n);
 
 #endif /* SL_SNAPSHOT_H */
