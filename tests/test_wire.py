@@ -31,6 +31,7 @@ def test_layout_matches_the_c_structs():
         "callsite": 48,
         "callsite_frame": 328,
         "launch": 4624,
+        "site_symbol": 840,
     }
     assert wire.Status.COMMITTED == 0 and wire.Status.BAD_TOKEN == 4
 

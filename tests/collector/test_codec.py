@@ -113,3 +113,33 @@ def test_overflow_records_are_valid_and_the_bounds_are_the_def_s():
     assert verdicts(abort, wire.FrameType.ABORTED) == (0, 0)
     assert verdicts({}, wire.FrameType.ABORTED) == (out, out)
     assert verdicts(abort, wire.FrameType.FINAL) == (out, out)
+
+
+def test_site_symbols_in_launch_frames_only_with_a_known_quality():
+    """Call sites resolved on a node (table site_symbol) travel in launch frames only, beside
+    the launch record, with quality 1 (line) or 2 (function+offset): the compiled scanner
+    and the reference decoder agree."""
+
+    def launch(symbols: list[dict], frame_type=wire.FrameType.LAUNCH, record: bool = True):
+        tables = {"site_symbol": wire.records("site_symbol", symbols)}
+        if record:
+            tables["launch"] = wire.records("launch", [{"command": b"mpirun"}])
+        raw = wire.encode_frame(
+            job_id="job-L", world_rank=0, world_size=1, seq=0, interval_start_ns=T0,
+            interval_end_ns=T0 + 1, run_id=7, frame_type=frame_type, tables=tables,
+        )  # fmt: skip
+        _, error = codec.scan(raw, LIMITS)
+        try:
+            header = wire.decode_header(raw[: wire.HEADER_SIZE], 1 << 20)
+            wire.decode_body(header, raw[wire.HEADER_SIZE :])
+            reference = 0
+        except wire.FrameError as exc:
+            reference = int(exc.status)
+        return (0 if error is None else int(error.status)), reference
+
+    line = {"quality": 1, "line": 12, "site_offset": 0x1234, "build_id": b"ab" * 20,
+            "function": b"solve", "file": b"/src/solver.c"}  # fmt: skip
+    out = int(wire.Status.OUT_OF_RANGE)
+    assert launch([line, {**line, "quality": 2, "line": 0, "file": b""}]) == (0, 0)
+    assert launch([{**line, "quality": 3}]) == (out, out)
+    assert launch([line], wire.FrameType.INTERVAL, record=False) == (out, out)
