@@ -81,7 +81,12 @@ def test_a_jobs_stalled_writes_are_an_io_stall_naming_its_rank_and_file(
         service = IncidentService(engine, TH, sweep_interval_s=1.0)
         messages = service.tick()
         with Session(engine) as session:
-            (incident,) = session.scalars(select(Incident)).all()
+            found = session.scalars(select(Incident)).all()
+            points = [(p["t_ns"], p["baseline_per_byte_ns"], p["per_byte_ns"], p["time_ns"],
+                       p["bytes"]) for d in service.jobs.values()
+                      for p in d.streaks["io_stall"].evidence]  # fmt: skip
+            assert len(found) == 1, (stalled_from, points)  # the steps and their baselines
+            (incident,) = found
             jobs = repo.visible_jobs(session, [incident.id])[incident.id]
     finally:
         engine.dispose()
@@ -93,7 +98,7 @@ def test_a_jobs_stalled_writes_are_an_io_stall_naming_its_rank_and_file(
     assert incident.detected_ns - incident.start_ns == 2 * S  # 2 steps
     (member,) = jobs.values()
     assert (member["job"], member["role"], member["signals"]) == (job, "victim", ["io_stall"])
-    assert member["ranks"][0] == 1
+    assert member["ranks"][0] == 1, (member["ranks"], member["evidence"]["io_stall"]["ranks"])
     assert member["files"][0] == f"POSIX:{tmp_path / 'out.1'}"
     evidence = member["evidence"]["io_stall"]
     assert max(p["per_byte_ns"] or 0 for p in evidence["series"]) >= (
