@@ -132,7 +132,7 @@ class SiteResolver:
                     if site.quality == symbols.MODULE_OFFSET:
                         fallbacks.append((module, bid, site.offset, site.reason))
                     else:
-                        answers.append((bid, site.offset, {
+                        answers.append((module, bid, site.offset, {
                             "quality": site.quality, "function": site.function,
                             "function_offset": site.function_offset, "file": site.file,
                             "line": site.line, "reason": site.reason}))  # fmt: skip

@@ -444,14 +444,17 @@ class OwnerStorage(Base):
 
 
 class CallsiteSymbol(Base):
-    """A call site's frame resolved (stacklens/symbols.py): the same build-id and offset
-    give the same answer in every job, so one row serves them all; stored only for an
-    answer read from the file that ran (quality `line` or `function+offset`), by the server
-    or, when only the compute node could read the module, by `stacklens run` there. Reached
-    only through a job's own frames (the owner filter holds)."""
+    """A call site's frame resolved by the collector's resolver (stacklens/symbols.py)
+    from the module file at `module`, stored only for an answer read from the file that
+    ran (quality `line` or `function+offset`). Keyed by the path too: a row serves only
+    frames naming that same path, so a file claiming another binary's build-id (a build-id
+    is a note anyone can write) labels only the frames of its own path, and only a user
+    who can write that path can make its answer lie. Reached only through a job's own
+    frames (the owner filter holds)."""
 
     __tablename__ = "callsite_symbols"
 
+    module: Mapped[str] = mapped_column(Text, primary_key=True, doc="the file read")
     build_id: Mapped[str] = mapped_column(Text, primary_key=True)
     site_offset: Mapped[int] = mapped_column(
         BigInteger, primary_key=True, autoincrement=False,

@@ -2,8 +2,9 @@
 """The rows behind a call site's name (docs/callsites.md, "Where it is resolved"):
 
 - `callsite_symbols`: answers read by the collector's resolver from the module file that
-  ran (quality `line` or `function+offset`), one per (build-id, offset), shared by every
-  job of that binary;
+  ran (quality `line` or `function+offset`), one per (module path, build-id, offset),
+  serving every job whose frame names that path: never a frame of another path, since a
+  build-id is a note any user can copy into a file of their own (issue #26);
 - `callsite_node_symbols`: answers `stacklens run` read on the compute node, sent in its
   launch frame (wire table site_symbol), one per (owner, build-id, offset): they label
   only the jobs of the owner whose credential sent them;
@@ -32,7 +33,8 @@ SELECT DISTINCT p.module, p.build_id, p.site_offset
 FROM callsite_paths p JOIN jobs j ON j.id = p.job_id
 WHERE p.job_id = ANY(%(jobs)s) AND p.build_id <> '' AND p.module <> '' AND p.site_offset <> 0
   AND NOT EXISTS (SELECT 1 FROM callsite_symbols s
-                  WHERE s.build_id = p.build_id AND s.site_offset = p.site_offset)
+                  WHERE s.module = p.module AND s.build_id = p.build_id
+                    AND s.site_offset = p.site_offset)
   AND NOT EXISTS (SELECT 1 FROM callsite_node_symbols n
                   WHERE n.owner_uid = j.owner_uid AND n.build_id = p.build_id
                     AND n.site_offset = p.site_offset)
@@ -50,7 +52,8 @@ FROM callsite_paths p JOIN jobs j ON j.id = p.job_id
 WHERE j.last_seen_ns >= %(since)s AND p.build_id <> '' AND p.module <> ''
   AND p.site_offset <> 0
   AND NOT EXISTS (SELECT 1 FROM callsite_symbols s
-                  WHERE s.build_id = p.build_id AND s.site_offset = p.site_offset)
+                  WHERE s.module = p.module AND s.build_id = p.build_id
+                    AND s.site_offset = p.site_offset)
   AND NOT EXISTS (SELECT 1 FROM callsite_node_symbols n
                   WHERE n.owner_uid = j.owner_uid AND n.build_id = p.build_id
                     AND n.site_offset = p.site_offset)
@@ -60,11 +63,11 @@ WHERE j.last_seen_ns >= %(since)s AND p.build_id <> '' AND p.module <> ''
 """
 
 _INSERT_SYMBOLS = """
-INSERT INTO callsite_symbols (build_id, site_offset, quality, function, function_offset, file,
-                              line, reason, resolved, resolved_ns)
-SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::bigint[],
-                     %s::text[], %s::int[], %s::text[], %s::text[], %s::bigint[])
-ON CONFLICT (build_id, site_offset) DO NOTHING
+INSERT INTO callsite_symbols (module, build_id, site_offset, quality, function,
+                              function_offset, file, line, reason, resolved, resolved_ns)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[],
+                     %s::bigint[], %s::text[], %s::int[], %s::text[], %s::text[], %s::bigint[])
+ON CONFLICT (module, build_id, site_offset) DO NOTHING
 """
 
 _INSERT_FALLBACKS = """
@@ -107,18 +110,19 @@ def jobs_pending(conn: psycopg.Connection, since_ns: int) -> list[int]:
 
 def store_resolved(
     conn: psycopg.Connection,
-    answers: Iterable[tuple[str, int, dict[str, Any]]],
+    answers: Iterable[tuple[str, str, int, dict[str, Any]]],
     fallbacks: Iterable[tuple[str, str, int, str]],
 ) -> None:
-    """Store the resolver's answers ((build-id, offset, ANSWER fields)) and fallbacks
-    ((module, build-id, offset, reason)); an answer stored before stays (the same file
-    gives the same answer)."""
+    """Store the resolver's answers ((module, build-id, offset, ANSWER fields): what the
+    file at that path said) and fallbacks ((module, build-id, offset, reason)); an answer
+    stored before stays (the same file gives the same answer)."""
     now = time.time_ns()
     a = list(answers)
     f = list(fallbacks)
     if a:
         conn.execute(_INSERT_SYMBOLS, (
-            [x[0] for x in a], [x[1] for x in a], *([x[2][k] for x in a] for k in ANSWER),
+            [x[0] for x in a], [x[1] for x in a], [x[2] for x in a],
+            *([x[3][k] for x in a] for k in ANSWER),
             ["server"] * len(a), [now] * len(a)))  # fmt: skip
     if f:
         conn.execute(_INSERT_FALLBACKS, (

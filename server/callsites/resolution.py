@@ -5,8 +5,9 @@ read from the stored rows only — no API request reads a module file (docs/call
 
 1. the answer `stacklens run` resolved on the compute node for the job's owner
    (`callsite_node_symbols`, resolved `node`);
-2. the answer the collector's resolver read from the module file (`callsite_symbols`,
-   resolved `server`);
+2. the answer the collector's resolver read from the module file at the frame's own path
+   (`callsite_symbols`, resolved `server`): never one read at another path claiming the
+   same build-id, which anyone can write into a file of their own;
 3. the resolver's fallback for that module path, with its reason (`callsite_fallbacks`);
 4. a frame without a build-id: module+offset, no file can be proven to be the one that ran;
 5. else the frame is not resolved yet (the resolver works as call sites arrive):
@@ -53,7 +54,8 @@ def stored(
     session: Session, job_id: int, keys: Iterable[tuple[str, str, int]]
 ) -> dict[tuple[str, str, int], dict[str, Any]]:
     """The stored answers of these (module, build-id, offset) frames of job `job_id`: a
-    node's for the job's owner first, then the resolver's, then its fallback."""
+    node's for the job's owner first, then the resolver's from the file at that path, then
+    its fallback."""
     wanted = sorted(set(keys))
     if not wanted:
         return {}
@@ -69,14 +71,15 @@ def stored(
         ).scalars()
     }
     server = {
-        (r.build_id, r.site_offset): _answer(r, r.resolved or "server")
+        (r.module, r.build_id, r.site_offset): _answer(r, r.resolved or "server")
         for r in session.execute(
             select(CallsiteSymbol).where(
-                tuple_(CallsiteSymbol.build_id, CallsiteSymbol.site_offset).in_(pairs)
+                tuple_(CallsiteSymbol.module, CallsiteSymbol.build_id,
+                       CallsiteSymbol.site_offset).in_(wanted)
             )
         ).scalars()
         if r.quality != symbols.MODULE_OFFSET
-    }
+    }  # fmt: skip
     fallback = {
         (r.module, r.build_id, r.site_offset): _fallback(r.reason)
         for r in session.execute(
@@ -88,7 +91,7 @@ def stored(
     }  # fmt: skip
     out = {}
     for module, bid, offset in wanted:
-        found = node.get((bid, offset)) or server.get((bid, offset))
+        found = node.get((bid, offset)) or server.get((module, bid, offset))
         found = found or fallback.get((module, bid, offset))
         if found is not None:
             out[(module, bid, offset)] = found

@@ -5,7 +5,9 @@ collector's resolver names each frame once, as it arrives (a module read once wh
 the number of sites), the answers survive the files' removal and a rebuild; before the
 resolver has answered, the API labels a site not resolved yet (never a guessed line); a
 binary rebuilt before any answer gives the fallback with its reason, stored, never a
-line; a node's answer labels its owner's jobs only and comes before the collector's."""
+line; a node's answer labels its owner's jobs only and comes before the collector's; a
+file claiming another user's build-id at a path of its own labels only its own path's
+frames (issue #26: the collector's answers are keyed by the path they were read at)."""
 
 from __future__ import annotations
 
@@ -14,10 +16,16 @@ import shutil
 from pathlib import Path
 
 import psycopg
+from sqlalchemy.orm import Session
 
 from collector.resolver import SiteResolver
 from collector.service import BackgroundCollector
+from server.callsites import resolution
+from stacklens import wire
+from stacklens.db import make_engine
+from stacklens.symbols import file_build_id
 from tests.callsites.test_route import JOB, frame, path, site
+from tests.collector.test_ingest import T0
 from tests.conftest import query
 from tests.e2e.test_jobs_page import seed
 from tests.symbols.programs import HERE, build, run
@@ -127,3 +135,74 @@ def test_a_nodes_answer_labels_its_owners_jobs_only(
     assert ("node_main.c:99", "node", "") in got
     assert all("forged" not in g[0] for g in got)
     assert len(got) == 5 and ("sites_main.c:13", "server", "") not in got
+
+
+def _forge_build_id(program: Path, build_id: str) -> None:
+    """Write `build_id` over the program's own build-id note (what any user can do to a
+    file of theirs: the note is bytes, not a proof)."""
+    own = bytes.fromhex(file_build_id(str(program)) or "")
+    data = program.read_bytes()
+    assert len(own) == len(bytes.fromhex(build_id)) and data.count(own) == 1
+    program.write_bytes(data.replace(own, bytes.fromhex(build_id)))
+    assert file_build_id(str(program)) == build_id
+
+
+def test_a_file_claiming_another_users_build_id_never_names_their_sites(
+    pg_url: str, api_client, tmp_path: Path
+) -> None:
+    """User B runs the test program; user A builds it with one line added on top (the same
+    code at the same offsets, every line one further down), writes B's build-id into its
+    note, and runs it from A's own directory. The collector's resolver reads A's file first
+    (it passes the build-id check: the note says B's build-id): A's sites name A's lines,
+    B's sites still name B's true file and line."""
+    b_program = build(tmp_path / "b", ["-g"])
+    a_program = build(tmp_path / "a", ["-g"], extra_define="/* A's edit */")
+    b_bid = file_build_id(str(b_program)) or ""
+    _forge_build_id(a_program, b_bid)
+    b_rows, a_rows = run(b_program), run(a_program)
+    b_main = [(ln, off) for ln, m, off, _, _ in b_rows if m == str(b_program)]
+    a_main = [(ln, off) for ln, m, off, _, _ in a_rows if m == str(a_program)]
+    # the attack's premise: the same build-id and the same offsets, other lines
+    assert [o for _, o in a_main] == [o for _, o in b_main] and len(b_main) == 3
+    assert [ln for ln, _ in a_main] == [ln + 1 for ln, _ in b_main]
+    with BackgroundCollector(pg_url, token="secret") as collector:
+        collector.service.writer.on_sites = None  # resolved below, A's job first
+        sites = [site(i, "MPI_Allreduce", 4, 1, 8, 1_000) for i in range(len(b_rows))]
+        seed(collector, [frame(0, 0, sites, [path(i, m, o) for i, (_, m, o, _, _)
+                                             in enumerate(b_rows)])])  # fmt: skip
+        tables = {"rank_info": wire.records("rank_info", [{"command": b"./sites"}]),
+                  "callsite": wire.records("callsite", sites),
+                  "callsite_frame": wire.records("callsite_frame", [
+                      path(i, m, o) for i, (_, m, o, _, _) in enumerate(a_rows)])}  # fmt: skip
+        seed(collector, [wire.encode_frame(job_id="a-job", world_rank=0, world_size=1, seq=0,
+                                           interval_start_ns=T0, interval_end_ns=T0 + 10**9,
+                                           token="secret", tables=tables)])  # fmt: skip
+    jobs = dict(query(pg_url, "SELECT job_key, id FROM jobs"))
+    (b_owner,) = query(pg_url, "SELECT owner_uid FROM jobs WHERE job_key = %s", (JOB,))[0]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE jobs SET owner_uid = %s WHERE job_key = 'a-job'", (b_owner + 1,))
+        resolver = SiteResolver(pg_url)
+        resolver.resolve_jobs(conn, [jobs["a-job"]])
+        resolver.resolve_jobs(conn, [jobs[JOB]])
+    engine = make_engine(pg_url)
+    try:
+        with Session(engine) as session:
+            named = {
+                key: resolution.stored(
+                    session, jobs[key], [(str(prog), b_bid, o) for _, o in main]
+                )  # fmt: skip
+                for key, prog, main in (("a-job", a_program, a_main), (JOB, b_program, b_main))
+            }
+    finally:
+        engine.dispose()
+    b_source, a_source = str(HERE / "sites_main.c"), str(tmp_path / "a" / "sites_main.c")
+    assert sorted((a["file"], a["line"], a["resolved"]) for a in named[JOB].values()) == sorted(
+        (b_source, ln, "server") for ln, _ in b_main
+    )
+    assert sorted((a["file"], a["line"], a["resolved"]) for a in named["a-job"].values()) == (
+        sorted((a_source, ln, "server") for ln, _ in a_main)
+    )
+    assert labels(api_client) == LINES  # B's job through the API: B's true lines
+    assert query(pg_url, "SELECT module, count(*) FROM callsite_symbols WHERE build_id = %s "
+                         "GROUP BY module ORDER BY module", (b_bid,)) == [
+        (str(a_program), 3), (str(b_program), 3)]  # fmt: skip
