@@ -1094,6 +1094,7 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
             ]
         )
     job_rows = []
+    site_rows: list[list[str]] = []
     per_byte: dict[str, list[tuple[int, float | None, float | None]]] = {}
     for m in inc.members:
         if not m.visible:
@@ -1125,6 +1126,27 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
                 for s in steps
                 if "t_ns" in s
             ]
+        for site in m.callsites:
+            findings.append(
+                f"Job {m.job}: its time rose most at {site.label} ({site.op}), "
+                f"+{site.rise_ns_per_s / 1e9:.2f} s per second over its ranks "
+                f"({site.share:.0%} of the rise)."
+            )
+            site_rows.append(
+                [
+                    m.job or "",
+                    site.signal.replace("_", " "),
+                    site.label,
+                    site.op,
+                    f"{site.calls:,}",
+                    _seconds(site.time_ns),
+                    f"{site.before_calls:,}",
+                    _seconds(site.before_time_ns),
+                    f"+{site.rise_ns_per_s / 1e9:.2f}",
+                    f"{site.share:.0%}",
+                    str(site.slowest_rank),
+                ]
+            )
         job_rows.append(
             [
                 m.job or "",
@@ -1164,6 +1186,14 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
             ),
         ),
     ]
+    if site_rows:
+        headings = ["job", "signal", "call site", "op", "calls", "time", "calls before",
+                    "time before", "rise (s/s)", "share", "slowest rank"]  # fmt: skip
+        note = ("Per victim: the sites of its kind of waiting whose time per second rose "
+                "during the signal against the window before it, summed over its ranks (the "
+                "job's call-site table over those windows).")  # fmt: skip
+        numeric = [False] * 4 + [True] * 7
+        summary.append(("Call sites whose time rose", Table(headings, site_rows, numeric, note)))
     sections = [
         Section(
             "Evidence: the links",

@@ -5,7 +5,7 @@ line marked site:late). The incident service, over what the collector stored, op
 MPI slowdown of that job whose only call site whose time rose is that line, with its
 calls and time there during the slowdown and before it exactly the stored call-site
 records', named by the API (linked to the job's call-site table), the incident page's
-jobs table and the webhook's line and JSON."""
+jobs table, the incident's report and the webhook's line and JSON."""
 
 from __future__ import annotations
 
@@ -124,6 +124,15 @@ def test_an_mpi_slowdown_names_the_line_its_rank_came_late_to(
     job_href = components.incident_job_href(IncidentDetails.model_validate(answer), job,
                                             member["user"])  # fmt: skip
     assert f"{job_href}#card-callsites" in _hrefs(table)
+    # the incident's report says it in its findings and lists it in its call-site table
+    report = api_client.get(f"/api/reports/incidents/{incident.id}", params={"format": "html"})
+    assert report.status_code == 200, report.text
+    rise = f"+{site['rise_ns_per_s'] / 1e9:.2f}"
+    assert (f"Job {job}: its time rose most at {label} (MPI_Allreduce), {rise} s per second "
+            f"over its ranks ({site['share']:.0%} of the rise).") in report.text  # fmt: skip
+    assert "Call sites whose time rose" in report.text
+    assert f"<td>{label}</td><td>MPI_Allreduce</td>" in report.text
+    assert f'<td class="n">{rise}</td>' in report.text
     # the webhook: its line names the site, its JSON lists it with the call sites' URL
     (sent,) = messages
     assert f"victim: job {job} at late_site.c:{late_line} (MPI_Allreduce)" in sent["text"]
