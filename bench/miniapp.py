@@ -1,8 +1,8 @@
 """What stacklens costs a real application: LULESH 2.0's figure of merit (zones per second)
 without any tool, under `stacklens run` at its default settings (a real collector on an
-embedded PostgreSQL, frames every interval), and, where given, under mpiP `-k 0` and
-Darshan (darshan-runtime built from source, --darshan), in alternating runs of one
-benchmark (issue #30 point 5).
+embedded PostgreSQL, frames every interval), and, where given, under mpiP `-k 0` (built
+from source, --mpip) and Darshan (darshan-runtime built from source, --darshan), in
+alternating runs of one benchmark (issue #30 point 5).
 
 LULESH is built from source in a temporary directory (mpicxx, -O3, MPI on, OpenMP off):
 from --lulesh (a LULESH 2.0 source tree or git URL; default
@@ -17,7 +17,7 @@ of the same round. Not a timed test: run it by hand and copy the figures into
 bench/RESULTS.md.
 
     .venv/bin/python -m bench.miniapp [--lulesh SRC] [--ranks 1,8] [--size 20]
-        [--iterations 200] [--rounds 5] [--mpip LIBMPIP.so] [--darshan DARSHAN_SRC]
+        [--iterations 200] [--rounds 5] [--mpip MPIP_SRC] [--darshan DARSHAN_SRC]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import psycopg
 
-from bench.overhead import LIB
+from bench.overhead import LIB, build_mpip
 from collector.service import BackgroundCollector
 from stacklens.db import migrate, start_embedded
 from stacklens_cli.attach import OPENMPI_ROOT_ENV
@@ -133,7 +133,9 @@ def tools(a: argparse.Namespace, collector: str, scratch: Path) -> dict[str, Cal
 
     chosen: dict[str, Callable] = {"none": bare, "stacklens": stacklens}
     if a.mpip:
-        chosen["mpiP -k 0"] = preloaded(a.mpip, MPIP=f"-k 0 -f {scratch / 'mpip'}")
+        (scratch / "mpip-reports").mkdir()
+        mpip = str(build_mpip(Path(a.mpip), scratch))
+        chosen["mpiP -k 0"] = preloaded(mpip, MPIP=f"-k 0 -f {scratch / 'mpip-reports'}")
     if a.darshan:
         logs = scratch / "darshan-logs"
         logs.mkdir()
@@ -174,7 +176,8 @@ def main() -> None:
     p.add_argument("--size", type=int, default=20, help="LULESH -s (mesh side per rank)")
     p.add_argument("--iterations", type=int, default=200, help="LULESH -i (cycles)")
     p.add_argument("--rounds", type=int, default=5, help="alternating rounds per rank count")
-    p.add_argument("--mpip", help="libmpiP.so to compare with (run with MPIP='-k 0')")
+    p.add_argument("--mpip", help="mpiP source tree or git repository to build libmpiP.so "
+                   "from and compare with, run with MPIP='-k 0'")  # fmt: skip
     p.add_argument("--darshan", help="Darshan source tree, git URL or repository to build "
                    "darshan-runtime from and compare with")  # fmt: skip
     a = p.parse_args()
