@@ -1126,9 +1126,10 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
                 for s in steps
                 if "t_ns" in s
             ]
-        for site in m.callsites:
+        for n, site in enumerate(m.callsites):
             findings.append(
-                f"Job {m.job}: its time rose most at {site.label} ({site.op}), "
+                f"Job {m.job}: its time rose {'also' if n else 'most'} at {site.label} "
+                f"({site.op}), "
                 f"+{site.rise_ns_per_s / 1e9:.2f} s per second over its ranks "
                 f"({site.share:.0%} of the rise)."
             )
@@ -1188,10 +1189,11 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
     ]
     if site_rows:
         headings = ["job", "signal", "call site", "op", "calls", "time", "calls before",
-                    "time before", "rise (s/s)", "share", "slowest rank"]  # fmt: skip
+                    "time before", "rise (s/s)", "share", "most time there (rank)"]  # fmt: skip
         note = ("Per victim: the sites of its kind of waiting whose time per second rose "
                 "during the signal against the window before it, summed over its ranks (the "
-                "job's call-site table over those windows).")  # fmt: skip
+                "job's call-site table over those windows). The rank with the most time at a "
+                "site is often one that waits there for a late one, not the late one.")  # fmt: skip
         numeric = [False] * 4 + [True] * 7
         summary.append(("Call sites whose time rose", Table(headings, site_rows, numeric, note)))
     sections = [

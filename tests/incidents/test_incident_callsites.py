@@ -130,7 +130,7 @@ def test_an_mpi_slowdown_names_the_line_its_rank_came_late_to(
     rise = f"+{site['rise_ns_per_s'] / 1e9:.2f}"
     assert (f"Job {job}: its time rose most at {label} (MPI_Allreduce), {rise} s per second "
             f"over its ranks ({site['share']:.0%} of the rise).") in report.text  # fmt: skip
-    assert "Call sites whose time rose" in report.text
+    assert "Call sites whose time rose" in report.text and "most time there (rank)" in report.text
     assert f"<td>{label}</td><td>MPI_Allreduce</td>" in report.text
     assert f'<td class="n">{rise}</td>' in report.text
     # the webhook: its line names the site, its JSON lists it with the call sites' URL
