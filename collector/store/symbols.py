@@ -25,13 +25,10 @@ from typing import Any
 
 import psycopg
 
-#: Frames of the jobs given with a build-id and a known offset that no stored row answers
-#: (a node's answer for the job's owner, the resolver's answer, or its fallback for that
-#: path); at most %(limit)s of them a pass.
-_PENDING = """
-SELECT DISTINCT p.module, p.build_id, p.site_offset
-FROM callsite_paths p JOIN jobs j ON j.id = p.job_id
-WHERE p.job_id = ANY(%(jobs)s) AND p.build_id <> '' AND p.module <> '' AND p.site_offset <> 0
+#: A frame `p` (callsite_paths) of job `j` with a build-id, a module and a known offset that
+#: no stored row answers: a node's answer for the job's owner, the resolver's answer or its
+#: fallback for that path.
+_UNANSWERED = """p.build_id <> '' AND p.module <> '' AND p.site_offset <> 0
   AND NOT EXISTS (SELECT 1 FROM callsite_symbols s
                   WHERE s.module = p.module AND s.build_id = p.build_id
                     AND s.site_offset = p.site_offset)
@@ -41,25 +38,22 @@ WHERE p.job_id = ANY(%(jobs)s) AND p.build_id <> '' AND p.module <> '' AND p.sit
   AND NOT EXISTS (SELECT 1 FROM callsite_fallbacks f
                   WHERE f.module = p.module AND f.build_id = p.build_id
                     AND f.site_offset = p.site_offset)
+"""
+
+#: The unanswered frames of the jobs given; at most %(limit)s of them a pass.
+_PENDING = f"""
+SELECT DISTINCT p.module, p.build_id, p.site_offset
+FROM callsite_paths p JOIN jobs j ON j.id = p.job_id
+WHERE p.job_id = ANY(%(jobs)s) AND {_UNANSWERED}
 ORDER BY p.module, p.build_id, p.site_offset
 LIMIT %(limit)s
 """
 
-#: Jobs seen since %(since)s whose call sites have a frame no row answers (catch-up at start).
-_JOBS_PENDING = """
+#: Jobs seen since %(since)s with an unanswered frame (the resolver's catch-up at start).
+_JOBS_PENDING = f"""
 SELECT DISTINCT p.job_id
 FROM callsite_paths p JOIN jobs j ON j.id = p.job_id
-WHERE j.last_seen_ns >= %(since)s AND p.build_id <> '' AND p.module <> ''
-  AND p.site_offset <> 0
-  AND NOT EXISTS (SELECT 1 FROM callsite_symbols s
-                  WHERE s.module = p.module AND s.build_id = p.build_id
-                    AND s.site_offset = p.site_offset)
-  AND NOT EXISTS (SELECT 1 FROM callsite_node_symbols n
-                  WHERE n.owner_uid = j.owner_uid AND n.build_id = p.build_id
-                    AND n.site_offset = p.site_offset)
-  AND NOT EXISTS (SELECT 1 FROM callsite_fallbacks f
-                  WHERE f.module = p.module AND f.build_id = p.build_id
-                    AND f.site_offset = p.site_offset)
+WHERE j.last_seen_ns >= %(since)s AND {_UNANSWERED}
 """
 
 _INSERT_SYMBOLS = """
