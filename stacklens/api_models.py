@@ -1413,7 +1413,24 @@ class IncidentList(ApiModel):
 # ---------------------------------------------------------------------------------------
 
 
-class FamilyDifference(ApiModel):
+class SideBySide(ApiModel):
+    """One item of either run (a call site, a communicator family, a file, ...) matched
+    across the two runs: its time, calls and bytes summed over the ranks on each side as
+    each run's own page shows them (a side without it: 0), and the change of time."""
+
+    label: str = Field(description="the item as each run's page names it")
+    present: Literal["both", "a", "b"] = Field(description="the runs that have it")
+    a_ns: int = Field(description="time in it in run a, summed over ranks")
+    b_ns: int
+    delta_ns: int = Field(description="b_ns - a_ns")
+    delta_pct: float | None = Field(description="delta_ns over a_ns, %; null when a_ns is 0")
+    a_calls: int
+    b_calls: int
+    a_bytes: int
+    b_bytes: int
+
+
+class FamilyDifference(SideBySide):
     """One communicator family of either run (matched across the runs by its label, as the
     job page's Communicator families card names it), its time, calls and bytes summed over
     the ranks on each side as each run's card shows them (a side without it: 0)."""
@@ -1422,15 +1439,6 @@ class FamilyDifference(ApiModel):
         description="the family as the card names it: 'world', 'rows', "
         "'split at solver.c:88, 4 groups of 8', ..."
     )
-    present: Literal["both", "a", "b"] = Field(description="the runs that have the family")
-    a_ns: int = Field(description="time in the family's calls in run a, summed over ranks")
-    b_ns: int
-    delta_ns: int = Field(description="b_ns - a_ns")
-    delta_pct: float | None = Field(description="delta_ns over a_ns, %; null when a_ns is 0")
-    a_calls: int
-    b_calls: int
-    a_bytes: int
-    b_bytes: int
 
 
 class ContextIncident(ApiModel):
@@ -1522,7 +1530,7 @@ class RunDifference(ApiModel):
     b_calls: int | None
 
 
-class SiteDifference(ApiModel):
+class SiteDifference(SideBySide):
     """One call site of either run (matched across the runs by its layer, operation and
     frames: file, line and function where resolved, else build-id and offset), its time,
     calls and bytes summed over the ranks on each side, as each run's call sites show
@@ -1532,15 +1540,6 @@ class SiteDifference(ApiModel):
     path: str = Field(description="its frames in full, innermost first")
     layer: Literal["mpi", "posix", "stdio"]
     op: str
-    present: Literal["both", "a", "b"] = Field(description="the runs that have the site")
-    a_ns: int = Field(description="time at the site in run a, summed over its ranks")
-    b_ns: int
-    delta_ns: int = Field(description="b_ns - a_ns")
-    delta_pct: float | None = Field(description="delta_ns over a_ns, %; null when a_ns is 0")
-    a_calls: int
-    b_calls: int
-    a_bytes: int
-    b_bytes: int
 
 
 class Comparison(ApiModel):
