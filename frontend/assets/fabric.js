@@ -39,16 +39,15 @@
  */
 (function () {
     const FLAG_DOWN = 1, FLAG_SATURATED = 2;
-    let stateEtag = null, fetchedAt = null, focused = null, pending = null;
+    let fetchedAt = null, focused = null, pending = null;
     // The newest state fetched (Dash holds the painter back until a draw in flight ends:
     // the draw paints from it), and what the graph on screen is painted from (`paintKey`;
     // null: nothing yet).
     let heldState = null, painted = null;
     // The graph on screen: its topology's ETag and the expanded leaves (sorted, joined).
     let drawn = null;
-    // The playback step whose state the page holds ("from=..&to=.."; null: live), and the
-    // freshness of the newest state fetched.
-    let frameKey = null, lastFreshness = null;
+    // The freshness of the newest state fetched.
+    let lastFreshness = null;
     // Component ids the callbacks tell apart (frontend/ids.py).
     const IDS = {slider: 'fabric-playback.',
                  job: 'fabric-job.', selected: 'fabric-selected.', live: 'fabric-live.',
@@ -196,15 +195,21 @@
         const nu = window.dash_clientside.no_update;
         const frame = view && view.at !== null && view.at !== undefined
             ? `from=${view.at}&to=${view.at + view.step}` : windowFrame(view);
-        if (frame !== null && frame === frameKey && have) return [nu, nu, nu, nu];
+        // What the state the page holds is over: the note `update` put on it ("from=..&to=..";
+        // null: live, with the live answer's ETag beside it). Read from the held state, never
+        // from a variable of this script: Dash drops the answer of a tick that a newer one
+        // overtook, so a frame fetched is not always a frame held, and a tick that trusted it
+        // would keep the overtaken state on screen for good.
+        const held = have ? have.pageFrame : undefined;
+        if (frame !== null && frame === held) return [nu, nu, nu, nu];
         const started = performance.now();
         let response, state;
         try {
             // Only what this page holds counts as had (the script outlives a page).
             const live = frame === null;
             response = await ask('/api/fabric/state' + (live ? '' : '?' + frame), {
-                headers: live && stateEtag && have && frameKey === null
-                    ? {'If-None-Match': stateEtag} : {},
+                headers: live && held === null && have.pageEtag
+                    ? {'If-None-Match': have.pageEtag} : {},
                 cache: 'no-store',
             });
             if (response.ok && response.status !== 304) state = await response.json();
@@ -217,8 +222,8 @@
             return [nu, nu, `GET /api/fabric/state: HTTP ${response.status}`, nu];
         }
         mark('fabric-state');
-        if (frame === null) stateEtag = response.headers.get('ETag');
-        frameKey = frame;
+        if (frame === null) state.pageEtag = response.headers.get('ETag');
+        state.pageFrame = frame;
         lastFreshness = state.freshness;
         heldState = state;
         fetchedAt = started;
