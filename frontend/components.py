@@ -38,6 +38,7 @@ from stacklens.api_models import (
     FabricEvent,
     FabricState,
     Freshness,
+    HistoryRun,
     IncidentCallsite,
     IncidentDetails,
     IncidentLink,
@@ -269,18 +270,50 @@ def job_path(job: str, owner: str | None = None) -> str:
     return f"{path}?owner={quote(owner, safe='')}" if owner else path
 
 
-def compare_href(history: RunHistory) -> str | None:
-    """The Compare page's URL setting the history's run (b) against the run of the same
-    program before it (a); None when there is none."""
-    if len(history.runs) < 2:
+def compare_href(history: RunHistory, earlier: int = 1) -> str | None:
+    """The Compare page's URL setting the history's run (b) against its run `earlier`
+    (a: 1, the run of the same program before it); None when there is none."""
+    if len(history.runs) <= earlier:
         return None
-    b, a = history.runs[0], history.runs[1]
+    b, a = history.runs[0], history.runs[earlier]
     return "/compare?" + urlencode({"b": b.job, "b_run": b.run, "a": a.job, "a_run": a.run})
+
+
+def _build_cell(run: HistoryRun) -> str:
+    """A history run's build in a table: its build-id's first 12 hex digits (or
+    "unknown"), "rebuilt" when it is the first run of a new build, "another build" when it
+    is not of the history's run's build."""
+    text = "unknown" if run.build_id is None else run.build_id[:12]
+    notes = (["rebuilt"] if run.rebuilt else []) + ([] if run.same_build else ["another build"])
+    return text + "".join(f" · {note}" for note in notes)
+
+
+def history_table(history: RunHistory, *, earlier_only: bool = False) -> html.Table:
+    """A program's runs, newest first: run, owner, start (UTC), elapsed, shares of MPI and
+    file I/O, build, status. `earlier_only`: the runs before the history's run alone, each
+    named by a link to the Compare page setting the history's run against it."""
+    rows = []
+    for i, r in enumerate(history.runs):
+        if earlier_only and i == 0:
+            continue
+        name = f"{r.job} run {r.run}"
+        href = compare_href(history, i) if earlier_only else None
+        rows.append([
+            dcc.Link(name, href=href) if href else name, r.owner, format_utc_ns(r.started_ns),
+            format_duration_ns(r.elapsed_ns), f"{r.mpi_share:.0%}", f"{r.io_share:.0%}",
+            _build_cell(r), r.status,
+        ])  # fmt: skip
+    head = ["run", "owner", "started", "elapsed", "MPI", "file I/O", "build", "status"]
+    return html.Table(className="data", children=[
+        html.Thead(html.Tr([html.Th(h) for h in head])),
+        html.Tbody([html.Tr([html.Td(c) for c in row]) for row in rows]),
+    ])  # fmt: skip
 
 
 def compare_link(history: RunHistory) -> list[Any] | str:
     """The job page's line about the previous run of the same program: a link to the
-    comparison with it, or a sentence that there is none."""
+    comparison with it (and whether the executable was rebuilt since), or a sentence that
+    there is none."""
     this = history.runs[0]
     href = compare_href(history)
     if href is None:
@@ -290,7 +323,8 @@ def compare_link(history: RunHistory) -> list[Any] | str:
         dcc.Link(f"Compare run {this.run} with the previous run of its program", href=href),
         f": {before.job} run {before.run}, started {format_utc_ns(before.started_ns)}, "
         f"{format_duration_ns(before.elapsed_ns)} (this run: "
-        f"{format_duration_ns(this.elapsed_ns)}).",
+        f"{format_duration_ns(this.elapsed_ns)})."
+        + (" Its executable was rebuilt since." if this.rebuilt else ""),
     ]
 
 

@@ -10,18 +10,26 @@ import plotly.graph_objects as go
 from plotly.colors import sequential
 from plotly.subplots import make_subplots
 
-from presentation.formatting import format_bytes, format_bytes_short, format_size_bucket
+from presentation.formatting import (
+    format_bytes,
+    format_bytes_short,
+    format_duration_ns,
+    format_size_bucket,
+    format_utc_ns,
+)
 from stacklens.api_models import (
     ComparedRun,
     Comparison,
     FabricEvent,
     FabricSeries,
+    HistoryRun,
     IncidentDetails,
     JobFamilies,
     JobSizes,
     Matrix,
     MatrixCell,
     Outlier,
+    RunHistory,
     Series,
     SlowRanks,
 )
@@ -492,3 +500,62 @@ def compared_sites(comparison: Comparison) -> go.Figure:
                       [s.a_ns / 1e9 for s in shown], [s.b_ns / 1e9 for s in shown],
                       "Time per call site (summed over the ranks), largest change first",
                       "call site", "seconds (all ranks)")  # fmt: skip
+
+
+#: Colours of a program's build segments in the history trend, in turn.
+BUILD_COLOURS = ("#5b7aa8", "#7a9a4a", "#9a5ba8", "#a8915b", "#5ba89a")
+
+
+def build_name(build_id: str | None) -> str:
+    """A build of a program's executable as a legend names it: "build 1a2b3c4d5e6f" (its
+    first 12 hex digits) or "build unknown"."""
+    return "build unknown" if build_id is None else f"build {build_id[:12]}"
+
+
+def history_trend(history: RunHistory | None,
+                  title: str = "Elapsed time of the program's runs") -> go.Figure:  # fmt: skip
+    """Elapsed time of a program's runs over their start (UTC), oldest first: one line per
+    segment of runs of one build of its executable (a rebuild starts a new line, named by
+    its build-id; a build seen again later is named with the start of its new segment),
+    and the run the history is of marked as "this run" (None: no history to show)."""
+    runs = (
+        [] if history is None else sorted(history.runs, key=lambda r: (r.started_ns, r.job, r.run))
+    )
+    if history is None or not runs:
+        return _empty_figure("No run of this program to show.")
+    segments: list[list[HistoryRun]] = []
+    for r in runs:
+        if not segments or r.rebuilt:
+            segments.append([])
+        segments[-1].append(r)
+    fig = go.Figure()
+    named: set[str] = set()
+    for i, segment in enumerate(segments):
+        name = build_name(segment[0].build_id)
+        if name in named:
+            name += f" (again from {format_utc_ns(segment[0].started_ns)})"
+        named.add(name)
+        fig.add_trace(go.Scatter(
+            name=name, mode="lines+markers", x=[_utc(r.started_ns) for r in segment],
+            y=[r.elapsed_ns / 1e9 for r in segment],
+            line={"color": BUILD_COLOURS[i % len(BUILD_COLOURS)]},
+            text=[f"{r.job} run {r.run} ({r.owner}): {format_duration_ns(r.elapsed_ns)}"
+                  for r in segment], hoverinfo="text",
+        ))  # fmt: skip
+    this = history.runs[0]
+    fig.add_trace(go.Scatter(
+        name="this run", mode="markers", x=[_utc(this.started_ns)], y=[this.elapsed_ns / 1e9],
+        marker={"symbol": "star", "size": 14, "color": SIDE_COLOURS["b"]},
+        text=[f"{this.job} run {this.run}: {format_duration_ns(this.elapsed_ns)}"],
+        hoverinfo="text",
+    ))  # fmt: skip
+    fig.update_layout(
+        xaxis={"title": {"text": "run start (UTC)"}, "automargin": True},
+        yaxis={"title": {"text": "elapsed seconds"}, "rangemode": "tozero",
+               "gridcolor": "#e5e9f0"},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+        **_base_layout(),
+    )  # fmt: skip
+    _titled(fig, title)
+    fig.update_layout(margin={"t": 76})
+    return fig

@@ -1497,6 +1497,11 @@ class ComparedRun(ApiModel):
     run: int | None = Field(description="the run's ordinal in its job; null for a median")
     runs: int = Field(description="runs this side stands for (1, or the runs of the median)")
     command: str
+    build_id: str | None = Field(
+        default=None,
+        description="its executable's GNU build-id (hex); null: none known (a median: its "
+        "runs' when they all have that one)",
+    )
     world_size: int
     status: str | None
     started_ns: int | None
@@ -1572,14 +1577,28 @@ class HistoryRun(ApiModel):
     elapsed_ns: int
     mpi_share: float = Field(description="time inside MPI per rank over the elapsed time")
     io_share: float = Field(description="time in file I/O per rank over the elapsed time")
+    build_id: str | None = Field(
+        description="its executable's GNU build-id (hex); null: none known"
+    )
+    same_build: bool = Field(
+        description="of the listed run's build (the same build-id, or either unknown): the "
+        "runs a comparison with the history's median uses"
+    )
+    rebuilt: bool = Field(
+        description="its build-id differs from that of the program's run before it (both "
+        "known): the first run of a new build, a new segment of the history"
+    )
 
 
 class RunHistory(ApiModel):
     """A run and the runs of the same program before it (same command line and world
-    size, among the runs the viewer may read), newest first: the run itself first."""
+    size, among the runs the viewer may read; of every build, each run saying whether it
+    is of the run's build and whether it starts a new one), newest first: the run itself
+    first."""
 
     command: str
     world_size: int
+    build_id: str | None = Field(description="the run's executable's build-id; null: unknown")
     runs: list[HistoryRun]
 
 

@@ -118,6 +118,12 @@ class Run(_Seen, Base):
     launch_output: Mapped[str | None] = mapped_column(
         Text, doc="the last lines its launch printed (stdout and stderr), from the launch record"
     )
+    exe_build_id: Mapped[str | None] = mapped_column(
+        Text,
+        doc="the GNU build-id of its ranks' executable (hex), the first rank information "
+        "naming one; NULL: none known (no note, or sent before the hooks reported it). Part of "
+        "what makes two runs the same program (server/compare)",
+    )
 
 
 class RunProcess(Base):

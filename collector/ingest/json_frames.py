@@ -58,6 +58,7 @@ HostName = Annotated[str, _text_field(_header_size("host"), True)]
 Command = Annotated[str, _text_field(_rank_info_size("command"), False)]
 UserName = Annotated[str, _text_field(_rank_info_size("user"), False)]
 RunLabel = Annotated[str, _text_field(_rank_info_size("run_label"), False)]
+BuildId = Annotated[str, _text_field(_rank_info_size("exe_build_id"), False)]
 
 
 class JsonFrame(BaseModel):
@@ -96,6 +97,9 @@ class JsonFrame(BaseModel):
     command: Command | None = None
     user: UserName | None = None
     run_label: RunLabel | None = Field(default=None, description="e.g. a step id")
+    exe_build_id: BuildId | None = Field(
+        default=None, description="the executable's GNU build-id in hex, when it has one"
+    )
     tables: dict[str, list[dict[str, int | str]]] = Field(default_factory=dict)
 
 
@@ -108,12 +112,14 @@ class JsonBatch(BaseModel):
 def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
     """Encode a JSON frame as a binary one and validate it exactly like a hook frame."""
     tables = dict(item.tables)
-    if item.command is not None or item.user is not None or item.run_label is not None:
+    info = (item.command, item.user, item.run_label, item.exe_build_id)
+    if any(value is not None for value in info):
         tables["rank_info"] = [
             {
                 "command": item.command or "",
                 "user": item.user or "",
                 "run_label": item.run_label or "",
+                "exe_build_id": item.exe_build_id or "",
             }
         ]
     known = {table.name: tuple(wire.fields_of(table.dtype)) for table in wire.SPEC.tables.values()}

@@ -82,11 +82,11 @@ _LAST_ORDINALS = "SELECT job_id, max(ordinal) FROM runs WHERE job_id = ANY(%b::b
 
 _CREATE_RUNS = """
 INSERT INTO runs (job_id, run_key, ordinal, kind, label, world_size, command, "user", status,
-                  started_ns, last_seen_ns, launch_key)
-SELECT j, k, o, kind, label, size, command, u, 'running', s, e, l
+                  started_ns, last_seen_ns, launch_key, exe_build_id)
+SELECT j, k, o, kind, label, size, command, u, 'running', s, e, l, b
 FROM unnest(%b::bigint[], %b::bigint[], %b::int[], %b::text[], %b::text[], %b::int[],
-            %b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[])
-     AS v(j, k, o, kind, label, size, command, u, s, e, l)
+            %b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::text[])
+     AS v(j, k, o, kind, label, size, command, u, s, e, l, b)
 RETURNING job_id, run_key, id
 """
 
@@ -181,11 +181,11 @@ ON CONFLICT (job_id, run_id, world_rank) DO UPDATE SET
 # with ordinal 0, and the RETURNING ids tell (the transaction is then rolled back).
 _UPSERT_RUNS = """
 INSERT INTO runs (job_id, run_key, ordinal, kind, label, world_size, command, "user", status,
-                  started_ns, last_seen_ns, launch_key)
-SELECT j, k, 0, kind, label, size, command, u, 'running', s, e, l
+                  started_ns, last_seen_ns, launch_key, exe_build_id)
+SELECT j, k, 0, kind, label, size, command, u, 'running', s, e, l, b
 FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::int[], %b::text[],
-            %b::text[], %b::bigint[], %b::bigint[], %b::bigint[])
-     AS v(j, k, kind, label, size, command, u, s, e, l)
+            %b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::text[])
+     AS v(j, k, kind, label, size, command, u, s, e, l, b)
 ON CONFLICT (job_id, run_key) DO UPDATE SET
     world_size = CASE WHEN runs.kind = 'mpi' THEN GREATEST(runs.world_size, EXCLUDED.world_size)
                  ELSE (SELECT count(*) FROM run_processes p WHERE p.run_id = runs.id) END,
@@ -195,7 +195,8 @@ ON CONFLICT (job_id, run_key) DO UPDATE SET
     label = COALESCE(runs.label, EXCLUDED.label),
     command = COALESCE(runs.command, EXCLUDED.command),
     "user" = COALESCE(runs."user", EXCLUDED."user"),
-    launch_key = COALESCE(runs.launch_key, EXCLUDED.launch_key)
+    launch_key = COALESCE(runs.launch_key, EXCLUDED.launch_key),
+    exe_build_id = COALESCE(runs.exe_build_id, EXCLUDED.exe_build_id)
 RETURNING id
 """
 
@@ -351,22 +352,23 @@ class _Frames:
             values[here] = raw[where[here, None] + np.arange(4)].copy().view("<u4").reshape(-1)
         return values, frame
 
-    def rank_info(self, i: int) -> tuple[str | None, str | None, str | None, int | None]:
-        """(command, user, run label, launch id: two's complement) of frame i, Nones if it
-        carries no rank information (and for an empty user or label, a launch id 0). The
-        user of a proven frame is its owner's name (what the read side filters on,
-        server/access/owner.py), never the name claimed."""
+    def rank_info(self, i: int) -> tuple[str | None, str | None, str | None, int | None,
+                                         str | None]:  # fmt: skip
+        """(command, user, run label, launch id: two's complement, executable's build-id)
+        of frame i, Nones if it carries no rank information (and for an empty user, label
+        or build-id, a launch id 0). The user of a proven frame is its owner's name (what
+        the read side filters on, server/access/owner.py), never the name claimed."""
         info = self.records(i, "rank_info")
         if not len(info):
-            return None, None, None, None
-        command, user, label = (
+            return None, None, None, None, None
+        command, user, label, build = (
             bytes(info[name][0]).split(b"\0", 1)[0].decode("utf-8", "replace")
-            for name in ("command", "user", "run_label")
+            for name in ("command", "user", "run_label", "exe_build_id")
         )
         if self.batches[self._batch[i]].proven:
             user = user_name(int(self.owner[i]))
         launch = int(info["launch_id"][0].astype(np.int64))
-        return command, user or None, label or None, launch or None
+        return command, user or None, label or None, launch or None, build or None
 
 
 @lru_cache(maxsize=4096)
@@ -820,7 +822,7 @@ _MAX_IDS_SEEN = 1 << 16
 #: Columns of FrameWriter._register's new runs, in _CREATE_RUNS order (ordinal inserted
 #: third).
 _RUN_COLUMNS = ("job_id", "run_key", "kind", "label", "world_size", "command", "user",
-                "started_ns", "last_seen_ns", "launch_key")  # fmt: skip
+                "started_ns", "last_seen_ns", "launch_key", "exe_build_id")  # fmt: skip
 
 
 class _StaleIds(Exception):
@@ -858,14 +860,16 @@ class _Runs:
         self.users: list[str | None] = [None] * n_runs
         self.labels: list[str | None] = [None] * n_runs
         self.launches: list[int | None] = [None] * n_runs
+        self.builds: list[str | None] = [None] * n_runs
         rank_info = wire.SPEC.table("rank_info").id
         for i in np.flatnonzero(info["count"][:, rank_info]).tolist():
             g = self.run_group[i]
-            command, user, label, launch = frames.rank_info(i)
+            command, user, label, launch, build = frames.rank_info(i)
             self.commands[g] = self.commands[g] or command
             self.users[g] = self.users[g] or user
             self.labels[g] = self.labels[g] or label
             self.launches[g] = self.launches[g] or launch
+            self.builds[g] = self.builds[g] or build
         # A proven run is its owner's whatever its frames carry (the read side filters on
         # the user name): also a run whose frames have no rank information.
         for g, i in enumerate(run_first.tolist()):
@@ -915,6 +919,7 @@ class _Runs:
             "started_ns": self.start.tolist(),
             "last_seen_ns": self.end.tolist(),
             "launch_key": self.launches,
+            "exe_build_id": self.builds,
         }
 
     def params(self, job_ids: np.ndarray) -> tuple[Any, ...]:

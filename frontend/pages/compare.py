@@ -137,7 +137,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
             history = client.run_history(run_b, runs)
         except ApiError as exc:
             return (str(exc), *empty)
-        trend, table = trend_figure(history), history_table(history)
+        trend, table = trend_figure(history), components.history_table(history)
         try:
             comparison = client.compare(run_b, run_a, runs)
         except ApiError as exc:  # e.g. no earlier run: the history still shows
@@ -197,21 +197,15 @@ def families_figure(comparison: Comparison | None) -> go.Figure:
 
 
 def trend_figure(history: RunHistory | None) -> go.Figure:
-    """Elapsed time of the program's runs over their start time (UTC)."""
-    fig = go.Figure()
-    fig.update_layout(title="Elapsed time of the program's runs", xaxis_title="run start (UTC)",
-                      yaxis_title="elapsed seconds", showlegend=True,
-                      margin={"t": 50, "b": 40})  # fmt: skip
+    """Elapsed time of the program's runs over their start time (UTC), a line per build
+    (empty axes before a history)."""
     if history is None or not history.runs:
+        fig = go.Figure()
+        fig.update_layout(title="Elapsed time of the program's runs",
+                          xaxis_title="run start (UTC)", yaxis_title="elapsed seconds",
+                          showlegend=True, margin={"t": 50, "b": 40})  # fmt: skip
         return fig
-    runs = sorted(history.runs, key=lambda r: r.started_ns)
-    fig.add_trace(go.Scatter(
-        name="elapsed per run", mode="lines+markers",
-        x=[format_utc_ns(r.started_ns).removesuffix(" UTC") for r in runs],
-        y=[r.elapsed_ns / 1e9 for r in runs],
-        text=[f"{r.job} run {r.run} ({r.owner})" for r in runs], hoverinfo="text+y",
-    ))  # fmt: skip
-    return fig
+    return figures.history_trend(history)
 
 
 def table(head: list[str], rows: list[list[str]]) -> html.Table:
@@ -244,14 +238,6 @@ def differences_table(comparison: Comparison) -> html.Table | str:
                      f"{sign}{format_duration_ns(abs(d.delta_ns))}",
                      "—" if d.share is None else f"{d.share:.0%}"])  # fmt: skip
     return table(["part", "a", "b", "change per rank", "share of the change"], rows)
-
-
-def history_table(history: RunHistory) -> html.Table:
-    """The program's runs, newest first."""
-    rows = [[f"{r.job} run {r.run}", r.owner, format_utc_ns(r.started_ns),
-             format_duration_ns(r.elapsed_ns), f"{r.mpi_share:.0%}", f"{r.io_share:.0%}",
-             r.status] for r in history.runs]  # fmt: skip
-    return table(["run", "owner", "started", "elapsed", "MPI", "file I/O", "status"], rows)
 
 
 def families_table(comparison: Comparison) -> html.Table | str:

@@ -19,7 +19,10 @@ page: presentation/cards.py, frontend/cards.py), and the
 "Hosts and links" card (where the job sits on the fabric: GET /api/jobs/<job>/placement)
 for the window, or, while the playback slider is on a step (`at`), for that step alone.
 Under the title, a link to the Compare page setting the run against the previous run of the
-same program (GET /api/compare/history).
+same program (GET /api/compare/history); below, the card "Earlier runs of this program":
+the elapsed time of the run and the runs before it (a line per build of the executable)
+and those runs in a table (elapsed, shares of MPI and file I/O, build), each linked to the
+Compare page setting the run against it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode
 import dash
 import dash_mantine_components as dmc
 import flask
+import plotly.graph_objects as go
 from dash import Input, Output, State, ctx, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
@@ -93,6 +97,21 @@ def layout(job: str = "", **query: str) -> html.Div:
                     components.playback_slider(ids.JV_SLIDER, _number(query.get("at"))),
                     html.P(id=ids.JV_COMPARE, className="hint"),
                 ],
+            ),
+            card(
+                "Earlier runs of this program",
+                html.P(
+                    "The runs of the same program (command line, world size) before the run "
+                    "shown, newest first, that you may read; each opens the comparison with "
+                    "this run.",
+                    className="hint",
+                ),
+                dcc.Graph(
+                    id=ids.JV_HISTORY_TREND,
+                    style={"height": "280px"},
+                    config={"displaylogo": False},
+                ),  # fmt: skip
+                html.Div(id=ids.JV_HISTORY),
             ),
             html.Div(id=ids.JV_BODY, children=_body()),
         ],
@@ -206,23 +225,35 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )(advance)
     dash_app.callback(
         Output(ids.JV_COMPARE, "children"),
+        Output(ids.JV_HISTORY_TREND, "figure"),
+        Output(ids.JV_HISTORY, "children"),
         Input(ids.JV_LOCATION, "search"),
         State(ids.JV_JOB, "data"),
-    )(previous_run)
+    )(previous_runs)
 
 
-def previous_run(search: str | None, job: str) -> list[Any] | str:
-    """The link to the comparison of the shown run (the job's newest MPI run when the view
-    is the whole job) with the previous run of the same program (GET
-    /api/compare/history), or why there is none; read when the view changes, not at every
-    refresh."""
+#: Earlier runs of the program the job page lists and draws.
+HISTORY_RUNS = 10
+
+
+def previous_runs(search: str | None, job: str) -> tuple[Any, go.Figure, Any]:
+    """The shown run's program history (GET /api/compare/history; the shown run is the
+    job's newest MPI run when the view is the whole job), read when the view changes, not
+    at every refresh: the link to the comparison with the previous run (or why there is
+    none), the trend of the run and the HISTORY_RUNS runs before it, and those runs in a
+    table, each linked to its comparison with the shown run."""
     state = _state(search)
     run = _window(state).run
     try:
-        history = api.current_client().run_history(RunRef(job, run, state.get("owner")), 1)
+        history = api.current_client().run_history(
+            RunRef(job, run, state.get("owner")), HISTORY_RUNS
+        )
     except ApiError as exc:
-        return f"No comparison with an earlier run: {exc}"
-    return components.compare_link(history)
+        return (f"No comparison with an earlier run: {exc}",
+                figures.history_trend(None), "")  # fmt: skip
+    table: Any = (components.history_table(history, earlier_only=True)
+                  if len(history.runs) > 1 else "No earlier run of this program.")  # fmt: skip
+    return components.compare_link(history), figures.history_trend(history), table
 
 
 def navigate(_apply: int | None, at: float | None, run: str | None,

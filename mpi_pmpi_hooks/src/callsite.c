@@ -202,27 +202,58 @@ typedef struct sl_module_hit {
     char name[sizeof(((sl_rec_callsite_frame *)0)->module)];
 } sl_module_hit;
 
-/* Copies the GNU build-id of the module whose PT_NOTE segment is ph into hit as hex. */
-static void note_build_id(const struct dl_phdr_info *info, const ElfW(Phdr) *ph,
-                          sl_module_hit *hit)
+/* Copies the GNU build-id of the module whose PT_NOTE segment is ph into out (n bytes) as
+ * lowercase hex, NUL-terminated; out is left as it is when the segment holds none. */
+static void note_build_id(const struct dl_phdr_info *info, const ElfW(Phdr) *ph, char *out,
+                          size_t n)
 {
     const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
     const unsigned char *end = p + ph->p_memsz;
     while (p + sizeof(ElfW(Nhdr)) <= end) {
-        const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)(const void *)p;
-        const unsigned char *name = p + sizeof *n;
-        const unsigned char *desc = name + ((n->n_namesz + 3u) & ~3u);
-        const unsigned char *next = desc + ((n->n_descsz + 3u) & ~3u);
+        const ElfW(Nhdr) *note = (const ElfW(Nhdr) *)(const void *)p;
+        const unsigned char *name = p + sizeof *note;
+        const unsigned char *desc = name + ((note->n_namesz + 3u) & ~3u);
+        const unsigned char *next = desc + ((note->n_descsz + 3u) & ~3u);
         if (next > end)
             return;
-        if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
-            size_t max = (sizeof hit->build_id - 1) / 2;
-            for (size_t i = 0; i < n->n_descsz && i < max; i++)
-                snprintf(hit->build_id + 2 * i, 3, "%02x", desc[i]);
+        if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 &&
+            memcmp(name, "GNU", 4) == 0) {
+            size_t max = (n - 1) / 2;
+            for (size_t i = 0; i < note->n_descsz && i < max; i++)
+                snprintf(out + 2 * i, 3, "%02x", desc[i]);
             return;
         }
         p = next;
     }
+}
+
+/* Where sl_exe_build_id's callback writes. */
+typedef struct sl_text_out {
+    char *text;
+    size_t size;
+} sl_text_out;
+
+/* dl_iterate_phdr callback: the executable (the module without a name, listed first) has
+ * its build-id copied into arg (an sl_text_out); stops there. */
+static int exe_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    sl_text_out *out = arg;
+    if (info->dlpi_name != NULL && info->dlpi_name[0] != '\0')
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum && out->text[0] == '\0'; i++)
+        if (info->dlpi_phdr[i].p_type == PT_NOTE)
+            note_build_id(info, &info->dlpi_phdr[i], out->text, out->size);
+    return 1;
+}
+
+void sl_exe_build_id(char *out, size_t n)
+{
+    if (n == 0)
+        return;
+    memset(out, 0, n);
+    sl_text_out where = { out, n };
+    dl_iterate_phdr(exe_module, &where);
 }
 
 /* dl_iterate_phdr callback: is hit->pc (a return address: the call is just before it)
@@ -245,7 +276,7 @@ static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
     hit->bias = info->dlpi_addr;
     for (int i = 0; i < info->dlpi_phnum; i++)
         if (info->dlpi_phdr[i].p_type == PT_NOTE && hit->build_id[0] == '\0')
-            note_build_id(info, &info->dlpi_phdr[i], hit);
+            note_build_id(info, &info->dlpi_phdr[i], hit->build_id, sizeof hit->build_id);
     const char *name = info->dlpi_name;
     if (name == NULL || name[0] == '\0') { /* the executable */
         ssize_t n = readlink("/proc/self/exe", hit->name, sizeof hit->name - 1);

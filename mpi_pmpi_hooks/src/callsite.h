@@ -28,6 +28,7 @@
 #ifndef SL_CALLSITE_H
 #define SL_CALLSITE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "keytab.h"
@@ -107,5 +108,10 @@ void sl_site_load(unsigned i, uint64_t out[SL_SITE_NVALS]);
  * module, build-id and offset of each return address. Returns its depth. Sender
  * thread only (dl_iterate_phdr). */
 unsigned sl_site_describe(unsigned i, sl_rec_callsite_frame *out);
+
+/* The GNU build-id of the process's executable into out (n bytes) as lowercase hex,
+ * NUL-padded; empty when it has none. Takes the loader's lock (dl_iterate_phdr): once, at
+ * start-up, never on the call path. */
+void sl_exe_build_id(char *out, size_t n);
 
 #endif /* SL_CALLSITE_H */

@@ -113,6 +113,21 @@ static void put_section(unsigned char *out, uint16_t table, uint16_t rec_size, u
     memcpy(out + 4, &count, 4);
 }
 
+/* Writes the rank_info section (one record: id's command, user, run label, launch id and
+ * executable's build-id) at out + pos; returns the new end. */
+static size_t put_rank_info(const sl_identity *id, unsigned char *out, size_t pos)
+{
+    sl_rec_rank_info info;
+    memcpy(info.command, id->command, sizeof info.command);
+    memcpy(info.user, id->user, sizeof info.user);
+    memcpy(info.run_label, id->run_label, sizeof info.run_label);
+    memcpy(info.exe_build_id, id->exe_build_id, sizeof info.exe_build_id);
+    info.launch_id = id->launch_id;
+    put_section(out + pos, SL_TABLE_rank_info, sizeof info, 1);
+    memcpy(out + pos + SL_SECTION_HEADER_SIZE, &info, sizeof info);
+    return pos + SL_SECTION_HEADER_SIZE + sizeof info;
+}
+
 /* A section being appended to the scratch frame: where it starts, where the next record
  * goes, how many records it has. */
 typedef struct sl_section {
@@ -484,14 +499,7 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t 
     double ratio = sl_ticks_ratio(); /* ns per tick, for this frame's time deltas */
     *seq = b->next_seq++;
     if (*seq == 0) {
-        sl_rec_rank_info info;
-        memcpy(info.command, b->id->command, sizeof info.command);
-        memcpy(info.user, b->id->user, sizeof info.user);
-        memcpy(info.run_label, b->id->run_label, sizeof info.run_label);
-        info.launch_id = b->id->launch_id;
-        put_section(b->scratch + pos, SL_TABLE_rank_info, sizeof info, 1);
-        memcpy(b->scratch + pos + SL_SECTION_HEADER_SIZE, &info, sizeof info);
-        pos += SL_SECTION_HEADER_SIZE + sizeof info;
+        pos = put_rank_info(b->id, b->scratch, pos);
     }
     b->full = 0;
     pos = put_p2p(b, pos);
@@ -630,14 +638,7 @@ size_t sl_frame_peek(const sl_frame_builder *b, unsigned char *out, size_t cap)
         return 0;
     double ratio = sl_ticks_ratio();
     if (b->next_seq == 0) {
-        sl_rec_rank_info info;
-        memcpy(info.command, b->id->command, sizeof info.command);
-        memcpy(info.user, b->id->user, sizeof info.user);
-        memcpy(info.run_label, b->id->run_label, sizeof info.run_label);
-        info.launch_id = b->id->launch_id;
-        put_section(out + pos, SL_TABLE_rank_info, sizeof info, 1);
-        memcpy(out + pos + SL_SECTION_HEADER_SIZE, &info, sizeof info);
-        pos += SL_SECTION_HEADER_SIZE + sizeof info;
+        pos = put_rank_info(b->id, out, pos);
     }
     sl_peek ops = { out, cap, pos, pos + SL_SECTION_HEADER_SIZE, 0 };
     sl_rec_op op;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "callsite.h"
 #include "config.h"
 #include "core.h"
 #include "keytab.h"
@@ -157,9 +158,11 @@ void sl_identity_init_standalone(sl_identity *id)
     memset(id->run_label, 0, sizeof id->run_label);
     read_command(id);
     read_user(id);
+    sl_exe_build_id(id->exe_build_id, sizeof id->exe_build_id);
 }
 
-/* Launch id (STACKLENS_LAUNCH_ID), run label (SLURM_STEP_ID), command line and user of id. */
+/* Launch id (STACKLENS_LAUNCH_ID), run label (SLURM_STEP_ID), command line, user and
+ * executable's build-id of id. */
 static void finish_identity(sl_identity *id)
 {
     id->launch_id = launch_id_from_env();
@@ -169,6 +172,7 @@ static void finish_identity(sl_identity *id)
         sl_copy_text(id->run_label, sizeof id->run_label, step);
     read_command(id);
     read_user(id);
+    sl_exe_build_id(id->exe_build_id, sizeof id->exe_build_id);
 }
 
 /* The value of option `name` ("--control-port") in a NUL-separated command line of len

@@ -34,8 +34,8 @@ NAMED = 3
 
 def profile(summary: dict[str, Any]) -> dict[str, Any]:
     """Where one run's elapsed time went, per rank on average: `parts` {name: ns} and their
-    `kinds` (op, file, computation), with its elapsed time, hosts, and bytes and calls per
-    operation (summed over ranks)."""
+    `kinds` (op, file, computation), with its elapsed time, its executable's build-id,
+    hosts, and bytes and calls per operation (summed over ranks)."""
     ranks = max(1, summary["world_size"])
     parts: dict[str, int] = {}
     kinds: dict[str, str] = {}
@@ -52,6 +52,7 @@ def profile(summary: dict[str, Any]) -> dict[str, Any]:
     kinds[COMPUTATION] = COMPUTATION
     return {
         "elapsed_ns": summary["elapsed_ns"],
+        "build_id": summary["build_id"],
         "parts": parts,
         "kinds": kinds,
         "hosts": list(summary["hosts"]),
@@ -62,7 +63,8 @@ def profile(summary: dict[str, Any]) -> dict[str, Any]:
 
 def median_profile(profiles: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The median of several runs' profiles, part by part (a part a run lacks counts as 0
-    there); hosts are those of the run with the median elapsed time."""
+    there); hosts are those of the run with the median elapsed time; the build-id is the
+    runs' when they all have that one, else None."""
     if not profiles:
         raise ValueError("the median of no runs")
     names = sorted({name for p in profiles for name in p["parts"]})
@@ -73,8 +75,10 @@ def median_profile(profiles: Sequence[dict[str, Any]]) -> dict[str, Any]:
     def median(values: list[int]) -> int:
         return int(statistics.median(values))
 
+    builds = {p["build_id"] for p in profiles}
     return {
         "elapsed_ns": median([p["elapsed_ns"] for p in profiles]),
+        "build_id": builds.pop() if len(builds) == 1 else None,
         "parts": {n: median([p["parts"].get(n, 0) for p in profiles]) for n in names},
         "kinds": kinds,
         "hosts": middle["hosts"],
@@ -245,8 +249,9 @@ def finding(
     fabric: Sequence[str] = (),
 ) -> str:
     """The comparison in one sentence: the elapsed-time change, the largest differences in
-    the same direction with their share of it, a change of hosts, and the changes of the
-    fabric around the runs (`fabric`: `fabric_changes`' phrases, largest first)."""
+    the same direction with their share of it, a change of hosts, a rebuilt executable
+    (both build-ids known and different), and the changes of the fabric around the runs
+    (`fabric`: `fabric_changes`' phrases, largest first)."""
     delta = b["elapsed_ns"] - a["elapsed_ns"]
     text = (f"{span(delta)} elapsed per run ({span(a['elapsed_ns'], False)} → "
             f"{span(b['elapsed_ns'], False)})")  # fmt: skip
@@ -259,6 +264,10 @@ def finding(
     if named:
         text += ": " + ", ".join(named)
     text += _placement(a["hosts"], b["hosts"])
+    build_a, build_b = a.get("build_id"), b.get("build_id")
+    if build_a and build_b and build_a != build_b:
+        text += (f"; the executable was rebuilt (build-id {short_build(build_a)} → "
+                 f"{short_build(build_b)})")  # fmt: skip
     if fabric:
         text += "; " + "; ".join(fabric)
     return text + "."
@@ -326,6 +335,11 @@ def _placement(hosts_a: list[str], hosts_b: list[str]) -> str:
     left = sorted(set(hosts_a) - set(hosts_b))
     came = sorted(set(hosts_b) - set(hosts_a))
     return f"; placement moved from {_hosts(left)} to {_hosts(came)}"
+
+
+def short_build(build_id: str) -> str:
+    """A build-id as people read it: its first 12 hex digits."""
+    return build_id[:12]
 
 
 def _hosts(names: list[str]) -> str:

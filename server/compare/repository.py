@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from server.callsites import service as callsites
@@ -32,9 +32,9 @@ def find_run(session: Session, job: Job, ordinal: int | None) -> Run | None:
 
 
 def run_summary(session: Session, job: Job, run: Run) -> dict[str, Any]:
-    """What a comparison reads of one run: identity, times, its ops (with category, calls,
-    bytes and time summed over ranks), its program-phase file I/O per path (time = read +
-    write + metadata, summed over ranks) and its hosts."""
+    """What a comparison reads of one run: identity (its executable's build-id too), times,
+    its ops (with category, calls, bytes and time summed over ranks), its program-phase
+    file I/O per path (time = read + write + metadata, summed over ranks) and its hosts."""
     scope = Scope(job.id, run.id)
     ops = repository.job_ops(series.op_totals(session, scope))
     io = session.execute(
@@ -52,6 +52,7 @@ def run_summary(session: Session, job: Job, run: Run) -> dict[str, Any]:
         "owner": job.user or "",
         "run": run.ordinal,
         "command": run.command or "",
+        "build_id": run.exe_build_id,
         "world_size": run.world_size,
         "status": run.status,
         "started_ns": run.started_ns,
@@ -63,18 +64,26 @@ def run_summary(session: Session, job: Job, run: Run) -> dict[str, Any]:
     }
 
 
-def same_program(session: Session, run: Run, last: int) -> list[tuple[Job, Run]]:
-    """The newest `last` runs of the same program as `run` (the same command line and world
-    size) that started before it, newest first, among the runs the viewer may read."""
+def same_program(
+    session: Session, run: Run, last: int, *, any_build: bool = False
+) -> list[tuple[Job, Run]]:
+    """The newest `last` runs of the same program as `run` that started before it, newest
+    first, among the runs the viewer may read: the same command line (executable and
+    arguments), world size and kind, and, when `run`'s executable has a build-id, a run
+    of that build or of none known (`any_build`: of every build, the runs before a rebuild
+    too)."""
+    where = [
+        Run.command == run.command,
+        Run.world_size == run.world_size,
+        Run.kind == run.kind,
+        Run.started_ns < run.started_ns,
+    ]
+    if not any_build and run.exe_build_id is not None:
+        where.append(or_(Run.exe_build_id == run.exe_build_id, Run.exe_build_id.is_(None)))
     query = (
         select(Job, Run)
         .join(Run, Run.job_id == Job.id)
-        .where(
-            Run.command == run.command,
-            Run.world_size == run.world_size,
-            Run.kind == run.kind,
-            Run.started_ns < run.started_ns,
-        )
+        .where(*where)
         .order_by(Run.started_ns.desc(), Run.id.desc())
         .limit(last)
     )

@@ -9,13 +9,13 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
 
-from server.compare import diff, repository, service
+from server.compare import service
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam, model_table
 from server.jobs.sections import SITE_LIMITS
 from server.query_params import TEXT_PATTERN, id_query
-from stacklens.api_models import Comparison, HistoryRun, RunHistory, SiteDifference
+from stacklens.api_models import Comparison, RunHistory, SiteDifference
 
 router = APIRouter(prefix="/api/compare", tags=["compare"])
 
@@ -85,22 +85,10 @@ def run_history(
     last: LastParam = DEFAULT_HISTORY,
 ) -> RunHistory:
     """The run and the `last` runs of the same program before it (the same command line
-    and world size, among the runs the viewer may read), newest first: elapsed time and the
-    shares of MPI and file I/O in it, per rank on average."""
+    and world size, among the runs the viewer may read, every build of its executable),
+    newest first: elapsed time and the shares of MPI and file I/O in it, per rank on
+    average, its build-id, whether it is of the run's build (the runs a comparison with
+    the history's median uses) and whether it is the first run of a new build."""
     if job is None:
         raise HTTPException(status_code=422, detail="name the run: ?job=<job>[&run=<n>]")
-    found, chosen = service.find(session, job, run, owner)
-    runs = [(found, chosen), *repository.same_program(session, chosen, last)]
-    listed = []
-    for j, r in runs:
-        summary = repository.run_summary(session, j, r)
-        prof = diff.profile(summary)
-        elapsed = max(1, summary["elapsed_ns"])
-        mpi = sum(ns for name, ns in prof["parts"].items() if prof["kinds"][name] == "op")
-        io = sum(ns for name, ns in prof["parts"].items() if prof["kinds"][name] == "file")
-        listed.append(HistoryRun(
-            job=summary["job"], owner=summary["owner"], run=summary["run"],
-            status=summary["status"], started_ns=summary["started_ns"],
-            elapsed_ns=summary["elapsed_ns"], mpi_share=mpi / elapsed, io_share=io / elapsed,
-        ))  # fmt: skip
-    return RunHistory(command=chosen.command or "", world_size=chosen.world_size, runs=listed)
+    return service.history(session, service.Side(job, run, owner), last)

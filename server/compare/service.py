@@ -23,8 +23,10 @@ from stacklens.api_models import (
     ComparedRun,
     Comparison,
     FamilyDifference,
+    HistoryRun,
     RunContext,
     RunDifference,
+    RunHistory,
     SiteDifference,
 )
 from stacklens.schema import Job, Run
@@ -70,7 +72,8 @@ def find(session: Session, job: str, run: int | None, owner: str | None) -> tupl
 def _side(summary: dict[str, Any], prof: dict[str, Any], ctx: dict[str, Any]) -> ComparedRun:
     return ComparedRun(
         job=summary["job"], owner=summary["owner"], run=summary["run"], runs=1,
-        command=summary["command"], world_size=summary["world_size"],
+        command=summary["command"], build_id=summary["build_id"],
+        world_size=summary["world_size"],
         status=summary["status"], started_ns=summary["started_ns"],
         elapsed_ns=summary["elapsed_ns"], hosts=summary["hosts"], parts=prof["parts"],
         context=RunContext(**ctx),
@@ -121,7 +124,7 @@ def compare(session: Session, b: Side, a: Side | None, last: int, sites: int,
             raise HTTPException(
                 status_code=404,
                 detail=f"run {run_b.ordinal} of job {b.job!r} has no earlier run of the same "
-                "program (command line and world size) to compare with",
+                "program (command line, world size and build) to compare with",
             )
         summaries = [(j, r, repository.run_summary(session, j, r)) for j, r in before]
         prof_a = diff.median_profile([diff.profile(summary) for _, _, summary in summaries])
@@ -129,7 +132,8 @@ def compare(session: Session, b: Side, a: Side | None, last: int, sites: int,
         context_a = run_context(session, around, *middle)
         side_a = ComparedRun(
             job=None, owner=None, run=None, runs=len(before), command=summary_b["command"],
-            world_size=summary_b["world_size"], status=None, started_ns=None,
+            build_id=prof_a["build_id"], world_size=summary_b["world_size"], status=None,
+            started_ns=None,
             elapsed_ns=prof_a["elapsed_ns"], hosts=prof_a["hosts"], parts=prof_a["parts"],
             context=RunContext(**context_a),
         )  # fmt: skip
@@ -151,3 +155,36 @@ def compare(session: Session, b: Side, a: Side | None, last: int, sites: int,
         families=[FamilyDifference(**row) for row in diff.family_differences(
             families_a, run_families(session, around, job_b, run_b))],
     )  # fmt: skip
+
+
+def _same_build(x: str | None, y: str | None) -> bool:
+    """Two runs' executables are of one build: the same build-id, or either unknown."""
+    return x is None or y is None or x == y
+
+
+def history(session: Session, run: Side, last: int) -> RunHistory:
+    """The run and the `last` runs of the same program before it (the same command line
+    and world size, every build, among the runs the viewer may read), newest first:
+    elapsed time and the shares of MPI and file I/O in it, per rank on average; each run's
+    build-id, whether it is of the run's build and whether it is the first of a new build
+    (its build-id not that of the program's run before it, both known)."""
+    found, chosen = find(session, run.job, run.run, run.owner)
+    before = repository.same_program(session, chosen, last + 1, any_build=True)
+    runs = [(found, chosen), *before]
+    listed = []
+    for i, (j, r) in enumerate(runs[: last + 1]):
+        summary = repository.run_summary(session, j, r)
+        prof = diff.profile(summary)
+        elapsed = max(1, summary["elapsed_ns"])
+        mpi = sum(ns for name, ns in prof["parts"].items() if prof["kinds"][name] == "op")
+        io = sum(ns for name, ns in prof["parts"].items() if prof["kinds"][name] == "file")
+        previous = runs[i + 1][1].exe_build_id if i + 1 < len(runs) else None
+        listed.append(HistoryRun(
+            job=summary["job"], owner=summary["owner"], run=summary["run"],
+            status=summary["status"], started_ns=summary["started_ns"],
+            elapsed_ns=summary["elapsed_ns"], mpi_share=mpi / elapsed, io_share=io / elapsed,
+            build_id=r.exe_build_id, same_build=_same_build(r.exe_build_id, chosen.exe_build_id),
+            rebuilt=not _same_build(r.exe_build_id, previous),
+        ))  # fmt: skip
+    return RunHistory(command=chosen.command or "", world_size=chosen.world_size,
+                      build_id=chosen.exe_build_id, runs=listed)  # fmt: skip

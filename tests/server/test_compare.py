@@ -22,10 +22,12 @@ OPS = {name: i for i, name in enumerate(op_names())}
 
 
 def run_frames(job: str, start_ns: int, seconds: int, allreduce_s: int, *, hosts=("n0", "n1"),
-               write_s: int = 0, user=b"bob", command=COMMAND) -> list[bytes]:  # fmt: skip
+               write_s: int = 0, user=b"bob", command=COMMAND,
+               build: bytes = b"") -> list[bytes]:  # fmt: skip
     """Frames of a 2-rank run of `seconds` one-second intervals, ended by final frames:
     each rank spends `allreduce_s` in MPI_Allreduce (1 MiB per call, 1 call per second),
-    1 s in MPI_Send (first interval), and `write_s` writing /scratch/out (last interval)."""
+    1 s in MPI_Send (first interval), and `write_s` writing /scratch/out (last interval);
+    its executable's build-id `build` (empty: none known)."""
     frames = []
     for rank in (0, 1):
         for seq in range(seconds):
@@ -34,9 +36,9 @@ def run_frames(job: str, start_ns: int, seconds: int, allreduce_s: int, *, hosts
             tables = {}
             if seq == 0:
                 ops.append({"op_id": OPS["MPI_Send"], "calls": 1, "bytes": 8, "time_ns": S})
-                tables["rank_info"] = wire.records(
-                    "rank_info", [{"command": command, "user": user, "run_label": b""}]
-                )
+                tables["rank_info"] = wire.records("rank_info", [{
+                    "command": command, "user": user, "run_label": b"", "exe_build_id": build,
+                }])  # fmt: skip
             if seq == seconds - 1 and write_s:
                 tables["io"] = wire.records("io", [{
                     "layer": 1, "writes": 1, "bytes_written": 4096, "write_time_ns": write_s * S,
@@ -137,3 +139,46 @@ def test_refusals(three_runs, api_client):
     assert get(b="cmp-b", b_run=2**31).status_code == 422
     first = get(b="cmp-other")
     assert first.status_code == 404 and "no earlier run of the same program" in first.text
+
+
+#: Two builds of one program's executable (hex build-ids).
+BUILD_1, BUILD_2 = "a1" * 20, "b2" * 20
+
+
+def test_a_rebuilt_executable_starts_a_new_segment_of_the_history(collector, api_client):
+    """bld-1 and bld-2 of one build, bld-3 and bld-4 of the rebuilt executable (the same
+    command line and world size): the history lists every build, says which runs are of the
+    run's build and where the rebuild is; the median of the history takes the run's build
+    alone; a comparison across the rebuild says so."""
+    command = b"./rebuilt -n 4"
+    for i, (seconds, build) in enumerate(((10, BUILD_1), (11, BUILD_1), (14, BUILD_2),
+                                          (16, BUILD_2)), 1):  # fmt: skip
+        send(collector, run_frames(f"bld-{i}", T0 + i * 100 * S, seconds, 2, command=command,
+                                   build=build.encode()))  # fmt: skip
+    body = api_client.get("/api/compare/history", params={"job": "bld-4"}).json()
+    assert body["build_id"] == BUILD_2
+    assert [(r["job"], r["build_id"], r["same_build"], r["rebuilt"]) for r in body["runs"]] == [
+        ("bld-4", BUILD_2, True, False),
+        ("bld-3", BUILD_2, True, True),
+        ("bld-2", BUILD_1, False, False),
+        ("bld-1", BUILD_1, False, False),
+    ]
+    # the run before the last one listed still tells whether that one was rebuilt
+    last_one = api_client.get("/api/compare/history", params={"job": "bld-3", "last": 1}).json()
+    assert [(r["job"], r["rebuilt"]) for r in last_one["runs"]] == [
+        ("bld-3", True), ("bld-2", False)]  # fmt: skip
+    median = api_client.get("/api/compare", params={"b": "bld-4"}).json()
+    assert (median["a"]["runs"], median["a"]["elapsed_ns"], median["a"]["build_id"]) == (
+        1, 14 * S, BUILD_2)  # fmt: skip
+    first = api_client.get("/api/compare", params={"b": "bld-3"})
+    assert first.status_code == 404
+    assert first.json() == {
+        "detail": "run 1 of job 'bld-3' has no earlier run of the same "
+        "program (command line, world size and build) to compare with"
+    }
+    across = api_client.get("/api/compare", params={"a": "bld-2", "b": "bld-3"}).json()
+    assert (across["a"]["build_id"], across["b"]["build_id"]) == (BUILD_1, BUILD_2)
+    assert across["finding"] == (
+        "+3.0 s elapsed per run (11.0 s → 14.0 s): computation +3.0 s per rank (100%); the "
+        f"executable was rebuilt (build-id {BUILD_1[:12]} → {BUILD_2[:12]})."
+    )
