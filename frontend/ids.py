@@ -159,6 +159,7 @@ CMP_FAMILIES = "cmp-families"  # table: the families of either run, largest chan
 CMP_CONTEXT = "cmp-context"  # table: each side's placement, link load and incidents
 CMP_REPORT_PDF = "cmp-report-pdf"  # link: the comparison's report, PDF
 CMP_REPORT_HTML = "cmp-report-html"  # link: the comparison's report, HTML
+CMP_EXPORTS = "cmp-exports"  # links: the comparison as JSON and its tables as CSV files
 
 # The header's time-range control (frontend/timerange.py).
 TR_PRESET = "tr-preset"  # dmc.SegmentedControl: live 5 min / 1 h / 24 h, all, custom

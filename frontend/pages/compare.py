@@ -16,6 +16,7 @@ comparison as a report (HTML or PDF, GET /api/reports/compare)."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import dash
 import dash_mantine_components as dmc
@@ -51,6 +52,7 @@ def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str
                 html.Div(className="card-head", children=[
                     html.H2("Compare runs"),
                     components.report_buttons(ids.CMP_REPORT_PDF, ids.CMP_REPORT_HTML),
+                    html.Span(id=ids.CMP_EXPORTS, className="report-buttons"),
                 ]),
                 dcc.Store(id=ids.CMP_OWNERS, data={"b": b_owner or None, "a": a_owner or None}),
                 html.Div(className="filters", children=[
@@ -112,6 +114,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Output(ids.CMP_CONTEXT, "children"),
         Output(ids.CMP_REPORT_PDF, "href"),
         Output(ids.CMP_REPORT_HTML, "href"),
+        Output(ids.CMP_EXPORTS, "children"),
         Input(ids.CMP_B, "value"),
         Input(ids.CMP_B_RUN, "value"),
         Input(ids.CMP_A, "value"),
@@ -121,7 +124,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )
     def show(b: str | None, b_run: Any, a: str | None, a_run: Any, last: Any,
              owners: dict[str, str | None] | None) -> tuple[Any, ...]:  # fmt: skip
-        no_families = ("", "", "", "")
+        no_families: tuple[Any, ...] = ("", "", "", "", [])
         empty: tuple[Any, ...] = ("", "", parts_figure(None), "", "", [], trend_figure(None), "",
                                   families_figure(None), *no_families)  # fmt: skip
         if not (b or "").strip():
@@ -148,7 +151,8 @@ def register_callbacks(dash_app: dash.Dash) -> None:
                 parts_figure(comparison), differences_table(comparison),
                 site_difference_caption(comparison), site_difference_rows(comparison), trend,
                 table, families_figure(comparison), families_table(comparison),
-                context_table(comparison), pdf, page)  # fmt: skip
+                context_table(comparison), pdf, page,
+                export_links(run_b, run_a, runs))  # fmt: skip
 
 
 def _ordinal(value: Any) -> int | None:
@@ -171,6 +175,27 @@ def report_href(b: RunRef, a: RunRef | None, last: int, fmt: str) -> str:
     if a is None:
         params["last"] = last
     return components.report_href("compare", params, fmt)
+
+
+#: The comparison's tables offered as CSV files (the API's `table`) and their link texts.
+CSV_TABLES = (("sites", "call sites"), ("families", "families"), ("differences", "parts"),
+              ("context", "fabric context"))  # fmt: skip
+
+
+def export_links(b: RunRef, a: RunRef | None, last: int) -> list[html.A]:
+    """Download links of the comparison shown (GET /api/compare as the viewer): all of it
+    as JSON, and each of its tables as a CSV file."""
+    params: dict[str, object] = {**b.query("b"), **({} if a is None else a.query("a"))}
+    if a is None:
+        params["last"] = last
+    given = {k: v for k, v in params.items() if v not in (None, "")}
+    links = [html.A("⤓ JSON", href=f"/api/compare?{urlencode(given)}", download="compare.json",
+                    className="button")]  # fmt: skip
+    for table, text in CSV_TABLES:
+        query = urlencode({**given, "format": "csv", "table": table})
+        links.append(html.A(f"⤓ CSV: {text}", href=f"/api/compare?{query}", download="",
+                            className="button"))  # fmt: skip
+    return links
 
 
 def parts_figure(comparison: Comparison | None) -> go.Figure:

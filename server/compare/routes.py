@@ -4,18 +4,26 @@ before it). Runs are named as on the job pages: job id, run ordinal, owner."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
 
+from server import export
 from server.compare import service
 from server.deps import SessionDep
 from server.errors import error_responses
-from server.export import FILE_RESPONSES, FormatParam, model_table
+from server.export import FILE_RESPONSES, Format, FormatParam, model_table
 from server.jobs.sections import SITE_LIMITS
 from server.query_params import TEXT_PATTERN, id_query
-from stacklens.api_models import Comparison, RunHistory, SiteDifference
+from stacklens.api_models import (
+    Comparison,
+    FamilyDifference,
+    RunContext,
+    RunDifference,
+    RunHistory,
+    SiteDifference,
+)
 
 router = APIRouter(prefix="/api/compare", tags=["compare"])
 
@@ -41,6 +49,39 @@ SitesParam = Annotated[
 ]
 
 
+#: The columns of a side's fabric context (the context table's, after the side's own).
+CONTEXT_FIELDS = list(RunContext.model_fields)
+TableParam = Annotated[
+    Literal["sites", "families", "differences", "context"],
+    Query(
+        description="the table of a file (format=csv|parquet): sites (the call sites, the "
+        "default), families (the communicator families), differences (the parts of the "
+        "elapsed time that differ), context (one row per side: its run, elapsed time, host "
+        "names and fabric context)"
+    ),
+]
+
+
+def _table(answer: Comparison, table: str, fmt: Format) -> Response:
+    """One table of the comparison as a file named compare-<table>."""
+    if table == "sites":
+        return model_table(answer.sites, SiteDifference, fmt, "compare-callsites")
+    if table == "families":
+        return model_table(answer.families, FamilyDifference, fmt, "compare-families")
+    if table == "differences":
+        return model_table(answer.differences, RunDifference, fmt, "compare-differences")
+    rows = [
+        {"side": letter, "job": side.job, "owner": side.owner, "run": side.run,
+         "runs": side.runs, "build_id": side.build_id, "started_ns": side.started_ns,
+         "elapsed_ns": side.elapsed_ns, "host_names": side.hosts,
+         **(side.context.model_dump() if side.context else dict.fromkeys(CONTEXT_FIELDS))}
+        for letter, side in (("a", answer.a), ("b", answer.b))
+    ]  # fmt: skip
+    columns = ["side", "job", "owner", "run", "runs", "build_id", "started_ns", "elapsed_ns",
+               "host_names", *CONTEXT_FIELDS]  # fmt: skip
+    return export.table(rows, columns, fmt, "compare-context")
+
+
 @router.get("", response_model=Comparison, responses={**_ERRORS, **FILE_RESPONSES})
 def compare_runs(
     session: SessionDep,
@@ -54,6 +95,7 @@ def compare_runs(
     last: LastParam = DEFAULT_HISTORY,
     sites: SitesParam = SITE_LIMITS.default,
     fmt: FormatParam = "json",
+    table: TableParam = "sites",
 ) -> Comparison | Response:
     """Run b against run a: where each one's elapsed time went per rank (each MPI
     operation, file I/O per file, computation), the parts that differ ranked by their share
@@ -64,7 +106,9 @@ def compare_runs(
     of b's program before b (the same command line and world size; 404 when there are
     none), site by site too; every communicator family of either run (matched by its
     label, as the family card names it) with its time, calls and bytes on each side, the
-    largest change of time first. Files (`format=csv|parquet`): the call sites' table."""
+    largest change of time first; each side's fabric context. Files (`format=csv|parquet`):
+    the `table` asked (the call sites by default), one row per item; the context's table
+    one row per side, its incidents as JSON text."""
     if b is None:
         raise HTTPException(status_code=422, detail="name run b: ?b=<job>[&b_run=<n>]")
     answer = service.compare(
@@ -72,7 +116,7 @@ def compare_runs(
         service.Side(a, a_run, a_owner), last, sites, service.around(request.app.state),
     )  # fmt: skip
     if fmt != "json":
-        return model_table(answer.sites, SiteDifference, fmt, "compare-callsites")
+        return _table(answer, table, fmt)
     return answer
 
 

@@ -74,6 +74,16 @@ def test_two_runs_side_by_side_and_the_history(served):
             assert page.locator(f"#cmp-report-{fmt}").get_attribute("href") == (
                 f"/api/reports/compare?b=cmp-b&a=cmp-a&format={fmt}"
             )
+        # the comparison as JSON and its tables as CSV files
+        exports = page.locator("#cmp-exports a")
+        assert exports.all_inner_texts() == [
+            "⤓ JSON", "⤓ CSV: call sites", "⤓ CSV: families", "⤓ CSV: parts",
+            "⤓ CSV: fabric context"]  # fmt: skip
+        assert [exports.nth(i).get_attribute("href") for i in range(5)] == [
+            "/api/compare?b=cmp-b&a=cmp-a",
+            *(f"/api/compare?b=cmp-b&a=cmp-a&format=csv&table={t}"
+              for t in ("sites", "families", "differences", "context")),
+        ]  # fmt: skip
         assert errors == []
 
 

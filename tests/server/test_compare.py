@@ -4,6 +4,9 @@ the history, the history itself, an owner's view, and the refusals."""
 
 from __future__ import annotations
 
+import csv
+import io
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -182,3 +185,52 @@ def test_a_rebuilt_executable_starts_a_new_segment_of_the_history(collector, api
         "+3.0 s elapsed per run (11.0 s → 14.0 s): computation +3.0 s per rank (100%); the "
         f"executable was rebuilt (build-id {BUILD_1[:12]} → {BUILD_2[:12]})."
     )
+
+
+def test_the_comparison_as_files(three_runs, api_client):
+    """JSON holds every table (families and each side's fabric context too); each table is
+    a CSV file of its own: the parts that differ, the families, one context row per side."""
+    params = {"a": "cmp-a", "b": "cmp-b"}
+    body = api_client.get("/api/compare", params=params).json()
+    assert [(f["label"], f["a_ns"], f["b_ns"], f["a_calls"], f["b_calls"])
+            for f in body["families"]] == [("world", 2 * S, 2 * S, 2, 2)]  # fmt: skip
+    assert body["a"]["context"]["hosts"] == body["b"]["context"]["hosts"] == 2
+
+    def rows(table: str) -> tuple[str, list[dict[str, str]]]:
+        answer = api_client.get("/api/compare", params={**params, "format": "csv",
+                                                        "table": table})  # fmt: skip
+        assert answer.status_code == 200, answer.text
+        return (answer.headers["content-disposition"],
+                list(csv.DictReader(io.StringIO(answer.text))))  # fmt: skip
+
+    name, parts = rows("differences")
+    assert name == 'attachment; filename="compare-differences.csv"'
+    assert [(r["name"], r["kind"], r["a_ns"], r["b_ns"], r["share"], r["b_calls"])
+            for r in parts] == [
+        ("MPI_Allreduce", "op", str(2 * S), str(6 * S), "0.8", "30"),
+        ("file I/O on /scratch/out", "file", "0", str(S), "0.2", ""),
+    ]  # fmt: skip
+    name, families = rows("families")
+    assert name == 'attachment; filename="compare-families.csv"'
+    assert [(r["label"], r["present"], r["a_ns"], r["b_ns"], r["delta_ns"], r["delta_pct"],
+             r["a_calls"], r["b_calls"]) for r in families] == [
+        ("world", "both", str(2 * S), str(2 * S), "0", "0.0", "2", "2")]  # fmt: skip
+    name, context = rows("context")
+    assert name == 'attachment; filename="compare-context.csv"'
+    assert [{k: r[k] for k in ("side", "job", "run", "elapsed_ns", "host_names", "hosts",
+                               "placed_hosts",
+                               "leaves", "links", "link_bytes", "xmit_wait", "other_job_bytes",
+                               "incidents")} for r in context] == [
+        {"side": side, "job": job, "run": "1", "elapsed_ns": str(seconds * S),
+         "host_names": hosts, "hosts": "2", "placed_hosts": "0", "leaves": "[]", "links": "0",
+         "link_bytes": "", "xmit_wait": "", "other_job_bytes": "0.0", "incidents": "[]"}
+        for side, job, seconds, hosts in (("a", "cmp-a", 10, '["n0","n1"]'),
+                                          ("b", "cmp-b", 15, '["n0","n2"]'))
+    ]  # fmt: skip
+    header = api_client.get(
+        "/api/compare", params={**params, "format": "csv", "table": "context"}
+    ).text.split("\r\n")[0]
+    assert header.split(",")[:9] == ["side", "job", "owner", "run", "runs", "build_id",
+                                     "started_ns", "elapsed_ns", "host_names"]  # fmt: skip
+    unknown = api_client.get("/api/compare", params={**params, "format": "csv", "table": "x"})
+    assert unknown.status_code == 422
