@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.families.model import Description
-from server.jobs.repository import Scope
+from server.jobs.repository import Scope, p2p_sums
 from server.query_params import ALL_TIME
 from stacklens.mpi_ops import op_categories
 from stacklens.schema import (
@@ -21,7 +21,6 @@ from stacklens.schema import (
     CommMade,
     CommP2PDelta,
     OpDelta,
-    P2PDelta,
     Rank,
 )
 
@@ -67,14 +66,13 @@ def comm_messages(session: Session, scope: Scope) -> list[tuple[int, ...]]:
 
 
 def pair_bytes(session: Session, scope: Scope) -> dict[tuple[int, int, int], int]:
-    """(run, rank, peer) -> point-to-point bytes sent over the window (every communicator)."""
-    p = P2PDelta
-    query = (
-        select(p.run_id, p.world_rank, p.peer, func.sum(p.bytes_sent))
-        .where(*scope.rows(p), p.bytes_sent > 0)
-        .group_by(p.run_id, p.world_rank, p.peer)
-    )
-    return {(int(r), int(a), int(b)): int(n) for r, a, b, n in session.execute(query)}
+    """(run, rank, peer) -> point-to-point bytes sent over the window (every communicator),
+    from the minute rollups where they hold the window's minutes (jobs.repository.p2p_sums)."""
+    sums = p2p_sums([scope.job_id], "run_id", "world_rank", "peer", run_id=scope.run_id,
+                    window=scope.window)  # fmt: skip
+    query = select(sums.c.run_id, sums.c.world_rank, sums.c.peer, sums.c.bytes)
+    found = session.execute(query.where(sums.c.bytes > 0))
+    return {(int(r), int(a), int(b)): int(n) for r, a, b, n in found}
 
 
 def p2p_ops(session: Session, scope: Scope) -> dict[int, tuple[int, int, int]]:

@@ -94,7 +94,7 @@ def _minute_edges(window: Window) -> tuple[int | None, int | None]:
     return first, last
 
 
-def _p2p_sums(
+def p2p_sums(
     job_ids: Sequence[int], *keys: str, run_id: int | None = None, window: Window = ALL_TIME
 ) -> Subquery:
     """Point-to-point bytes and messages sent per job (and per `keys`: "world_rank",
@@ -242,7 +242,7 @@ def _job_rows(session: Session, ids: list[int]) -> list[dict[str, Any]]:
         .group_by(Rank.job_id)
         .subquery()
     )
-    traffic = _p2p_sums(ids)
+    traffic = p2p_sums(ids)
     query = (
         select(
             Job.id,
@@ -376,8 +376,8 @@ def p2p_matrix(
 ) -> tuple[list[dict[str, Any]], int]:
     """A page of the bytes and messages sent per (source rank, destination rank) over the
     scope, only pairs with messages, by source then destination: the first `limit + 1`
-    after the pair `after`; and how many pairs there are (from the rollups, _p2p_sums)."""
-    sums = _p2p_sums([scope.job_id], "world_rank", "peer", run_id=scope.run_id, window=scope.window)
+    after the pair `after`; and how many pairs there are (from the rollups, p2p_sums)."""
+    sums = p2p_sums([scope.job_id], "world_rank", "peer", run_id=scope.run_id, window=scope.window)
     sent = sums.c.messages > 0
     query = select(
         sums.c.world_rank.label("src"),
@@ -401,7 +401,7 @@ def p2p_blocks(session: Session, scope: Scope) -> tuple[int, list[dict[str, Any]
     side, the non-zero blocks by source block then destination block). The side is the
     smallest that makes the highest rank seen (source or destination) fit in
     `MATRIX_BLOCKS` blocks: 1 up to that many ranks."""
-    sums = _p2p_sums([scope.job_id], "world_rank", "peer", run_id=scope.run_id, window=scope.window)
+    sums = p2p_sums([scope.job_id], "world_rank", "peer", run_id=scope.run_id, window=scope.window)
     sent = sums.c.messages > 0
     top = session.scalar(
         select(func.max(func.greatest(sums.c.world_rank, sums.c.peer))).where(sent)

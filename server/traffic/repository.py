@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from collector.fabric.store import unsigned64
 from server.fabric import repository as fabric
 from server.jobs import placement
+from server.jobs.repository import p2p_sums
 from server.query_params import MAX_NS, Window
 from server.traffic import collectives, monitored
 from server.traffic.attribution import Transfer, rma_direction, storage_shares
@@ -41,7 +42,6 @@ from stacklens.schema import (
     HcaDelta,
     IoDelta,
     Job,
-    P2PDelta,
     Rank,
     RmaDelta,
     RollupDirty,
@@ -166,9 +166,10 @@ def job_traffic(
     run_id: int | None = None,
 ) -> JobTraffic:
     """Every job's (or those of `job_ids`) transfers between hosts over the window: p2p from
-    p2p_deltas (bytes sent to a peer), RMA from rma_deltas (by the op's direction), modelled
-    collective on-wire bytes from coll_deltas (server/traffic/collectives.py), file I/O from
-    io_deltas to and from the mount's servers (`config.storage`); of one run if `run_id`.
+    p2p_deltas and their minute rollups (bytes sent to a peer: jobs.repository.p2p_sums),
+    RMA from rma_deltas (by the op's direction), modelled collective on-wire bytes from
+    coll_deltas (server/traffic/collectives.py), file I/O from io_deltas to and from the
+    mount's servers (`config.storage`); of one run if `run_id`.
     Read past the owner filter (see the module's doc)."""
     conn = session.connection()
 
@@ -193,14 +194,12 @@ def job_traffic(
         else:
             out.append(Transfer(job, category, prov, src, dst, nbytes))
 
-    d = P2PDelta
-    p2p = (
-        select(d.job_id, d.run_id, d.world_rank, d.peer, func.sum(d.bytes_sent))
-        .where(*only(d), *_in_window(d, window), d.bytes_sent > 0)
-        .group_by(d.job_id, d.run_id, d.world_rank, d.peer)
-    )
+    # the minute rollups where the window holds whole clean minutes, the raw deltas elsewhere
+    sums = p2p_sums(sorted(set(job_of_run.values())), "run_id", "world_rank", "peer",
+                    run_id=run_id, window=window)  # fmt: skip
+    p2p = select(sums.c.job_id, sums.c.run_id, sums.c.world_rank, sums.c.peer, sums.c.bytes)
     sent: dict[int, dict[tuple[int, int], int]] = defaultdict(dict)  # run -> the app's p2p
-    for job, run, rank, peer, nbytes in conn.execute(p2p):
+    for job, run, rank, peer, nbytes in conn.execute(p2p.where(sums.c.bytes > 0)):
         send(job, "mpi_p2p", "routed", run, rank, peer, int(nbytes))
         sent[run][(rank, peer)] = int(nbytes)
     source = {j: "modelled" for j in job_of_run.values()}

@@ -13,7 +13,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from server.families import repository as families_repo
 from server.jobs import series
+from server.jobs.repository import Scope
 from server.query_params import ALL_TIME
 from server.traffic import repository as traffic_repo
 from server.traffic.repository import TrafficConfig
@@ -415,5 +417,33 @@ def test_the_members_of_a_communicator_come_from_the_rollups(fives, collector, p
         transfers, left = traffic()
         assert [t for t in transfers if t.category == "mpi_coll"] == []
         assert left["unmodelled_collective"] > 0
+    finally:
+        engine.dispose()
+
+
+def test_the_attributed_p2p_bytes_come_from_the_rollups(fives, collector, pg_url):
+    """The attribution's point-to-point transfers and the families' bytes per pair are the
+    deltas' exact sums (rank 0 sent 10 x (1 + ... + 26) = 3,510 B to rank 1, rank 1 twice
+    that), read from `p2p_minutes` for the window's whole clean minutes: a minute made dirty
+    is read raw (rank 0's interval sent again with 120 B: the same sums after its roll-up),
+    and with the minute rollups gone nothing of the clean minutes is read."""
+    engine = make_engine(pg_url)
+
+    def sums() -> tuple[int, dict[tuple[int, int], int]]:
+        with Session(engine) as session:
+            job = session.scalars(select(Job.id).where(Job.job_key == "fives")).one()
+            got = traffic_repo.job_traffic(session, ALL_TIME, TrafficConfig(), [job])
+            pairs = families_repo.pair_bytes(session, Scope(job))
+        sent = sum(t.nbytes for t in got.transfers if t.category == "mpi_p2p")
+        return sent, {(a, b): n for (_run, a, b), n in pairs.items()}
+
+    try:
+        assert sums() == (10_530, {(0, 1): 3_510, (1, 0): 7_020})
+        exchange(collector.address, five_frame(6, 0, seq=900, extra=5), acks=1)  # dirty
+        assert sums() == (10_650, {(0, 1): 3_630, (1, 0): 7_020})
+        roll_up(collector)
+        assert sums() == (10_650, {(0, 1): 3_630, (1, 0): 7_020})
+        assert query(pg_url, "DELETE FROM p2p_minutes RETURNING 1") != []
+        assert sums() == (0, {})
     finally:
         engine.dispose()
