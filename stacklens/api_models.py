@@ -392,7 +392,7 @@ class JobRanks(ApiModel):
     health: RankHealth = Field(description="the health counters over all the ranks")
 
 
-CallsiteQuality = Literal["line", "function+offset", "module+offset"]
+CallsiteQuality = Literal["line", "python", "function+offset", "module+offset"]
 
 
 class CallsiteFrame(ApiModel):
@@ -401,8 +401,13 @@ class CallsiteFrame(ApiModel):
 
     frame: int
     module: str = Field(description="the module's path where it ran (empty: unknown)")
-    build_id: str = Field(description="its GNU build-id when it ran, hex (empty: none)")
-    offset: int = Field(description="the return address minus the module's load bias")
+    build_id: str = Field(
+        description="its GNU build-id when it ran, hex (empty: none); a Python frame "
+        "(quality 'python'): 'py:' and its function, its module the Python file"
+    )
+    offset: int = Field(
+        description="the return address minus the module's load bias (a Python frame: its line)"
+    )
     quality: CallsiteQuality
     function: str | None = None
     function_offset: int | None = Field(
@@ -411,10 +416,11 @@ class CallsiteFrame(ApiModel):
     file: str | None = None
     line: int | None = None
     reason: str = Field(default="", description="why the quality is not `line`")
-    resolved: Literal["server", "node", "pending", ""] = Field(
+    resolved: Literal["server", "node", "hooks", "pending", ""] = Field(
         default="",
         description="where it was resolved: by the collector's resolver ('server'), on "
-        "the compute node by stacklens run ('node'), 'pending' (not resolved yet: "
+        "the compute node by stacklens run ('node'), by the hooks from the Python "
+        "interpreter (a Python frame, 'hooks'), 'pending' (not resolved yet: "
         "module+offset until the resolver has read the module), or '' (it could not be: "
         "the reason says why)",
     )

@@ -44,7 +44,13 @@ from elftools.elf.elffile import ELFFile
 LINE = "line"
 FUNCTION_OFFSET = "function+offset"
 MODULE_OFFSET = "module+offset"
-QUALITIES = (LINE, FUNCTION_OFFSET, MODULE_OFFSET)
+#: A Python frame of an mpi4py call: file, function and line read by the hooks from the
+#: interpreter (mpi_pmpi_hooks/src/pyframe.c), never from a module file.
+PYTHON = "python"
+#: The build-id of a Python frame begins so (wire callsite_frame): "py:" and the function's
+#: qualified name; its module is the Python file and its offset the line.
+PYTHON_PREFIX = "py:"
+QUALITIES = (LINE, PYTHON, FUNCTION_OFFSET, MODULE_OFFSET)
 
 #: Where separate debug files are looked up by build-id (`.build-id/xx/rest.debug`).
 DEBUG_ROOTS = (Path("/usr/lib/debug"),)

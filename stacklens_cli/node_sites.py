@@ -51,7 +51,8 @@ def _cut(text: str, size: int) -> bytes:
 
 def frames_in(directory: Path) -> set[tuple[str, str, int]]:
     """The distinct (module, build-id, offset) the ranks' sites files in `directory` hold
-    (frames without a module, build-id or offset left out)."""
+    (frames without a module, build-id or offset left out, and Python frames: they name
+    themselves)."""
     found: set[tuple[str, str, int]] = set()
     for entry in sorted(os.listdir(directory)):
         if not entry.endswith(SUFFIX) or not entry[: -len(SUFFIX)].isdigit():
@@ -73,7 +74,7 @@ def frames_in(directory: Path) -> set[tuple[str, str, int]]:
             records["site_offset"].tolist(), strict=True,
         ):  # fmt: skip
             m, b = _text(module), _text(bid)
-            if m and b and offset:
+            if m and b and offset and not b.startswith(symbols.PYTHON_PREFIX):
                 found.add((m, b, int(offset)))
     return found
 

@@ -125,6 +125,22 @@ def collector(pg_url: str) -> Iterator[BackgroundCollector]:
 
 
 @pytest.fixture
+def mpich_abi_dir(tmp_path: Path) -> Path:
+    """A directory with libmpi.so.12 -> MPICH's libmpich.so.12, for mpi4py's MPICH ABI
+    (mpi4py tests under MPICH)."""
+    import ctypes.util
+
+    found = ctypes.util.find_library("mpich")
+    assert found, "libmpich is not installed"
+    candidates = [Path(d) / found for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib")]
+    target = next(p for p in candidates if p.exists())
+    link = tmp_path / "abi" / "libmpi.so.12"
+    link.parent.mkdir()
+    link.symlink_to(target.resolve())
+    return link.parent
+
+
+@pytest.fixture
 def control_socket() -> Iterator[Path]:
     """Where a collector of this test serves its control channel (collector/control.py):
     a private directory of its own, with a path short enough for a Unix socket."""

@@ -27,8 +27,9 @@ import psycopg
 
 #: A frame `p` (callsite_paths) of job `j` with a build-id, a module and a known offset that
 #: no stored row answers: a node's answer for the job's owner, the resolver's answer or its
-#: fallback for that path.
+#: fallback for that path. A Python frame (build-id 'py:...') names itself: never pending.
 _UNANSWERED = """p.build_id <> '' AND p.module <> '' AND p.site_offset <> 0
+  AND p.build_id NOT LIKE 'py:%%'
   AND NOT EXISTS (SELECT 1 FROM callsite_symbols s
                   WHERE s.module = p.module AND s.build_id = p.build_id
                     AND s.site_offset = p.site_offset)

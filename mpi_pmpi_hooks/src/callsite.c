@@ -15,6 +15,7 @@
 #include <unwind.h>
 
 #include "core.h"
+#include "pyframe.h"
 #include "sl_io_wrappers.h"
 
 unsigned sl_site_depth;
@@ -113,12 +114,20 @@ static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx, void *arg)
 }
 
 /* The path of up to depth frames from return address pc up the calling thread's
- * stack: pc, then its callers (pc alone if the walk does not find it). */
+ * stack: pc, then its callers (pc alone if the walk does not find it); a call from
+ * mpi4py's module: the thread's Python frames (pyframe.h), else pc. */
 static void path_of(const void *pc, sl_site_path *path)
 {
     memset(path, 0, sizeof *path);
     path->depth = 1;
     path->pc[0] = (uint64_t)(uintptr_t)pc;
+    if (sl_py_call(pc)) {
+        unsigned n = sl_py_path(path->pc, sl_site_depth);
+        path->depth = n != 0 ? n : 1;
+        if (n == 0)
+            path->pc[0] = (uint64_t)(uintptr_t)pc;
+        return;
+    }
     if (sl_site_depth < 2)
         return;
     sl_walk w;
@@ -168,7 +177,7 @@ void sl_site_count_slow(const void *pc, unsigned layer, unsigned op, uint32_t co
     sl_own_add(&row[SL_SITE_CALLS], 1);
     sl_own_add(&row[SL_SITE_BYTES], bytes);
     sl_own_add(&row[SL_SITE_TICKS], ticks);
-    if (sl_site_depth == 1 && sl_tls_site_cache != NULL) {
+    if (sl_site_depth == 1 && sl_tls_site_cache != NULL && !sl_py_call(pc)) {
         uint64_t tag = sl_site_tag(layer, op, comm, bucket);
         sl_site_slot *s = &sl_tls_site_cache[sl_site_slot_of(pc, tag)];
         s->pc = pc;
@@ -299,7 +308,9 @@ unsigned sl_site_describe(unsigned i, sl_rec_callsite_frame *out)
         r->site_id = i;
         r->frame = f;
         r->depth = path->depth;
-        if (hit.pc != 0 && dl_iterate_phdr(find_module, &hit) && hit.found) {
+        if (sl_py_tagged(hit.pc))
+            sl_py_describe(hit.pc, r);
+        else if (hit.pc != 0 && dl_iterate_phdr(find_module, &hit) && hit.found) {
             r->site_offset = hit.pc - hit.bias;
             memcpy(r->build_id, hit.build_id, sizeof r->build_id);
             memcpy(r->module, hit.name, sizeof r->module);

@@ -199,6 +199,8 @@ static int start_mpi(sl_call *call, int op, int rc, MPI_Comm world, MPI_Group gr
         sl_core_fini();
         return 0;
     }
+    if (sl_site_depth != 0)
+        sl_py_init(config.max_callsites); /* mpi4py's calls at their Python lines */
     pthread_mutex_lock(&pending_lock); /* session calls made before (sessions below) */
     for (int i = 0; i < SL_OP_COUNT; i++)
         sl_core.calls.ops[i] = pending_ops[i];

@@ -14,6 +14,9 @@ read from the stored rows only — no API request reads a module file (docs/call
    module+offset, resolved `pending`, with that reason — labelled unresolved, never a
    guessed line.
 
+A Python frame (an mpi4py call's caller) names itself: the hooks read its file, function
+and line from the interpreter (quality `python`, resolved `hooks`); no row is stored.
+
 `RESOLVER` (cached, bounded: stacklens/symbols.Resolver) is kept for the families' labels
 (server/families/service.py), which still read module files in their request."""
 
@@ -25,7 +28,7 @@ from typing import Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
-from server.callsites.summary import FrameKey, frame_key
+from server.callsites.summary import FrameKey, frame_key, python_function
 from stacklens import symbols
 from stacklens.schema import CallsiteFallback, CallsiteNodeSymbol, CallsiteSymbol, Job
 
@@ -37,6 +40,8 @@ RESOLVER = symbols.Resolver()
 FIELDS = ("quality", "function", "function_offset", "file", "line", "reason", "resolved")
 #: The reason of a frame the resolver has not answered yet.
 PENDING = "not resolved yet: the collector resolves call sites as they arrive"
+#: The reason of a Python frame.
+PYTHON_FRAME = "a Python frame: file, function and line read by the hooks from the interpreter"
 #: The reason of a frame whose module had no build-id.
 NO_BUILD_ID = "the module had no build-id when it ran, so no file can be proven to be it"
 
@@ -107,7 +112,13 @@ def resolve(
     modules: dict[FrameKey, set[str]] = {}
     for f in frames:
         key = frame_key(f)
-        if not key[1]:
+        function = python_function(f)
+        if function is not None:
+            found[key] = {"quality": symbols.PYTHON, "function": function or None,
+                          "function_offset": None, "file": f["module"] or None,
+                          "line": int(f["offset"]) or None, "reason": PYTHON_FRAME,
+                          "resolved": "hooks"}  # fmt: skip
+        elif not key[1]:
             found[key] = _fallback(NO_BUILD_ID)
         elif not f["module"] or not key[2]:
             found[key] = _fallback("the hooks found no module holding this return address")

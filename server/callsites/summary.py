@@ -15,6 +15,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from stacklens import symbols
+
 #: The hooks' overflow site id: the calls past the per-rank bound of call sites.
 OVERFLOW_SITE = 2**32 - 1
 #: Layer codes of the call-site rows and their names in the API.
@@ -42,11 +44,20 @@ def buckets(value: Mapping[Any, Any] | Iterable[Mapping[str, Any]]) -> list[tupl
     return [(int(b["bucket"]), int(b["calls"])) for b in value]
 
 
+def python_function(frame: Mapping[str, Any]) -> str | None:
+    """The Python function of a Python frame (mpi4py's caller, read by the hooks), or None
+    for a frame of a native module."""
+    bid = frame["build_id"] or ""
+    prefix = symbols.PYTHON_PREFIX
+    return bid.removeprefix(prefix) if bid.startswith(prefix) else None
+
+
 def frame_key(frame: Mapping[str, Any]) -> FrameKey:
     """What identifies a frame across ranks: the build-id and offset (a module without a
-    build-id by its path)."""
+    build-id by its path; a Python frame by its file, function and line)."""
     bid = frame["build_id"] or ""
-    return ("" if bid else frame["module"], bid, int(frame["offset"]))
+    named = bid and python_function(frame) is None
+    return ("" if named else frame["module"], bid, int(frame["offset"]))
 
 
 def size_bounds(buckets: Mapping[int, int]) -> tuple[int, int]:
@@ -59,15 +70,16 @@ def size_bounds(buckets: Mapping[int, int]) -> tuple[int, int]:
     return (0 if low == 0 else 1 << (low - 1)), (0 if high == 0 else (1 << high) - 1)
 
 
-#: What a frame inside mpi4py's extension module is labelled: the Python caller's file and
-#: line are in the interpreter's frames, which the hooks do not read.
+#: What a frame inside mpi4py's extension module is labelled: the hooks could not read the
+#: Python caller (an interpreter whose layout they do not know, or no Python frame).
 MPI4PY = "mpi4py (a Python call; its file and line are not read)"
 
 
 def label(frame: Mapping[str, Any]) -> str:
-    """A frame in short: file:line, function+offset, or module+offset; a frame in mpi4py's
-    extension module (a Python program's call) says so."""
-    if frame.get("quality") == "line" and frame.get("file") and frame.get("line"):
+    """A frame in short: file:line (a Python frame's too), function+offset, or
+    module+offset; a frame in mpi4py's extension module (a Python program's call whose
+    Python line could not be read) says so."""
+    if frame.get("quality") in ("line", "python") and frame.get("file") and frame.get("line"):
         return f"{os.path.basename(frame['file'])}:{frame['line']}"
     if "/mpi4py/" in frame["module"]:
         return MPI4PY

@@ -117,7 +117,7 @@ def site_match(site: dict[str, Any]) -> tuple[Any, ...]:
     frames) matches the other run's overflow site."""
     frames = tuple(
         ("line", f["file"], f["line"], f["function"] or "")
-        if f["quality"] == "line" and f["file"] and f["line"]
+        if f["quality"] in ("line", "python") and f["file"] and f["line"]
         else ("offset", f["build_id"] or f["module"], int(f["offset"]))
         for f in site["frames"]
     )

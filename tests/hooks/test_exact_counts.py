@@ -24,7 +24,6 @@ import pytest
 
 from tests.conftest import mpi_env, query
 from tests.hooks import jobs
-from tests.hooks.test_languages import mpich_abi_dir  # noqa: F401 (a fixture)
 
 HERE = Path(__file__).resolve().parent
 

@@ -134,21 +134,6 @@ def test_cxx_program_exact(collector, pg_url, mpi):
         assert colls[(r, "MPI_Gather", ranks - 1)] == (1, 16)
 
 
-@pytest.fixture
-def mpich_abi_dir(tmp_path: Path) -> Path:
-    """A directory with libmpi.so.12 -> MPICH's libmpich.so.12, for mpi4py's MPICH ABI."""
-    import ctypes.util
-
-    found = ctypes.util.find_library("mpich")
-    assert found, "libmpich is not installed"
-    candidates = [Path(d) / found for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib")]
-    target = next(p for p in candidates if p.exists())
-    link = tmp_path / "abi" / "libmpi.so.12"
-    link.parent.mkdir()
-    link.symlink_to(target.resolve())
-    return link.parent
-
-
 @pytest.mark.parametrize("mpi", MPIS)
 @pytest.mark.parametrize("attach", ["preload", "stacklens run"])
 def test_mpi4py_exact(collector, pg_url, mpi, attach, request):
