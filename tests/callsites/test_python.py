@@ -49,8 +49,9 @@ def python_sites(pg_url: str, job: str) -> dict[int, dict[tuple, list[int]]]:
         assert r["site_id"] != summary.OVERFLOW_SITE, r
         frames = [resolved[summary.frame_key(f)] | f for f in r["frames"]]
         if all(f["quality"] == "python" for f in frames):
-            assert all(f["file"] == str(PROGRAM) and f["resolved"] == "hooks" for f in frames)
-            key = (r["op"], tuple(f"{PROGRAM.name}:{f['line']}" for f in frames),
+            assert frames[0]["file"] == str(PROGRAM), frames  # a thread's caller: threading.py
+            assert all(f["resolved"] == "hooks" for f in frames), frames
+            key = (r["op"], tuple(f"{Path(f['file']).name}:{f['line']}" for f in frames),
                    tuple(f["function"] for f in frames))  # fmt: skip
         else:
             key = (r["op"], tuple(summary.label(f) for f in frames), ())
