@@ -490,6 +490,21 @@ def compared_families(comparison: Comparison) -> go.Figure:
                       "communicator family", "seconds (all ranks)")  # fmt: skip
 
 
+def compared_sizes(comparison: Comparison) -> go.Figure:
+    """Messages per operation and size bucket, summed over the ranks, a beside b (at most
+    2 x MAX_COMPARED_BARS bars, the op with the most messages first, its buckets
+    upwards): "op size-range"."""
+    shown = comparison.sizes[: 2 * MAX_COMPARED_BARS]
+    if not shown:
+        return _empty_figure("Neither run sent a message.")
+    return _side_bars(comparison,
+                      [f"{r.op} {format_size_bucket(r.lower_bytes, r.upper_bytes)}"
+                       for r in shown],
+                      [r.a_messages for r in shown], [r.b_messages for r in shown],
+                      "Messages per size (summed over the ranks)",
+                      "operation and message size", "messages")  # fmt: skip
+
+
 def compared_sites(comparison: Comparison) -> go.Figure:
     """Time at each call site, summed over the ranks, a beside b (at most
     MAX_COMPARED_BARS sites, the largest change first): "op at file:line"."""

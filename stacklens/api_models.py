@@ -1447,6 +1447,42 @@ class FamilyDifference(SideBySide):
     )
 
 
+class FileDifference(SideBySide):
+    """One file of either run's program-phase I/O (every layer: POSIX, stdio, MPI-IO),
+    its time (read + write + metadata), read and write calls and bytes read and written,
+    summed over the ranks on each side as each run's File I/O card shows them (a side
+    without it: 0)."""
+
+    label: str = Field(description="the file's path")
+
+
+class SizeDifference(ApiModel):
+    """Messages of one MPI operation in one log2 size bucket in each run, summed over the
+    ranks, as each run's message-size card shows them (a side without: 0)."""
+
+    op: str
+    bucket: int = Field(description="0 = empty messages, b = [2^(b-1), 2^b) bytes")
+    lower_bytes: int
+    upper_bytes: int = Field(description="exclusive")
+    a_messages: int
+    b_messages: int
+    delta: int = Field(description="b_messages - a_messages")
+
+
+class LateRank(ApiModel):
+    """The late rank of a run: the rank its profile (GET /api/jobs/{job}/profile?run=, over
+    the run's whole life) names late first — it arrives last, the others wait for it."""
+
+    rank: int
+    host: str | None = Field(description="the host it ran on")
+    op: str | None = Field(description="the operation it arrives last at")
+    site: str | None = Field(description="that operation's call site where the others wait")
+    excess_ns: int = Field(description="its time outside MPI beyond the median rank's")
+    share: float = Field(description="excess_ns over the run's elapsed time (median rank)")
+    ranks: list[int] = Field(description="the ranks that wait for it")
+    text: str = Field(description="as its profile says it, in one sentence")
+
+
 class ContextIncident(ApiModel):
     """An incident whose time overlaps a run's (one the viewer may read)."""
 
@@ -1522,6 +1558,11 @@ class ComparedRun(ApiModel):
         description="placement, the load of its links and incidents during it (a median "
         "side: those of the run with the median elapsed time)",
     )
+    late: LateRank | None = Field(
+        default=None,
+        description="its late rank; null: no rank stands out late (a median side: that of "
+        "the run with the median elapsed time)",
+    )
 
 
 class RunDifference(ApiModel):
@@ -1569,6 +1610,20 @@ class Comparison(ApiModel):
         default_factory=list,
         description="the communicator families of either run, the largest absolute change "
         "of time first",
+    )
+    sizes: list[SizeDifference] = Field(
+        default_factory=list,
+        description="the message-size histograms of both runs side by side: per operation "
+        "and size bucket of either, the op with the most messages first, buckets upwards",
+    )
+    files: list[FileDifference] = Field(
+        default_factory=list,
+        description="the files of either run's I/O, the largest absolute change of time first",
+    )
+    late_moved: bool | None = Field(
+        default=None,
+        description="whether run b's late rank is another rank than run a's; null when "
+        "either has none",
     )
 
 

@@ -78,6 +78,13 @@ def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str
                 html.H3("Communicator families"),
                 dcc.Graph(id=ids.CMP_FAMILIES_FIG, config={"displaylogo": False}),
                 html.Div(id=ids.CMP_FAMILIES),
+                html.H3("Message sizes"),
+                dcc.Graph(id=ids.CMP_SIZES_FIG, config={"displaylogo": False}),
+                html.H3("File I/O per file"),
+                html.Div(id=ids.CMP_FILES),
+                html.H3("The late rank"),
+                html.P(id=ids.CMP_LATE_MOVED),
+                html.Div(id=ids.CMP_LATE),
                 html.H3("Placement and the fabric around each run"),
                 html.Div(id=ids.CMP_CONTEXT),
             ]),
@@ -115,6 +122,10 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Output(ids.CMP_REPORT_PDF, "href"),
         Output(ids.CMP_REPORT_HTML, "href"),
         Output(ids.CMP_EXPORTS, "children"),
+        Output(ids.CMP_SIZES_FIG, "figure"),
+        Output(ids.CMP_FILES, "children"),
+        Output(ids.CMP_LATE, "children"),
+        Output(ids.CMP_LATE_MOVED, "children"),
         Input(ids.CMP_B, "value"),
         Input(ids.CMP_B_RUN, "value"),
         Input(ids.CMP_A, "value"),
@@ -124,7 +135,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )
     def show(b: str | None, b_run: Any, a: str | None, a_run: Any, last: Any,
              owners: dict[str, str | None] | None) -> tuple[Any, ...]:  # fmt: skip
-        no_families: tuple[Any, ...] = ("", "", "", "", [])
+        no_families: tuple[Any, ...] = ("", "", "", "", [], sizes_figure(None), "", "", "")
         empty: tuple[Any, ...] = ("", "", parts_figure(None), "", "", [], trend_figure(None), "",
                                   families_figure(None), *no_families)  # fmt: skip
         if not (b or "").strip():
@@ -152,7 +163,9 @@ def register_callbacks(dash_app: dash.Dash) -> None:
                 site_difference_caption(comparison), site_difference_rows(comparison), trend,
                 table, families_figure(comparison), families_table(comparison),
                 context_table(comparison), pdf, page,
-                export_links(run_b, run_a, runs))  # fmt: skip
+                export_links(run_b, run_a, runs), sizes_figure(comparison),
+                files_table(comparison), late_table(comparison),
+                late_moved(comparison))  # fmt: skip
 
 
 def _ordinal(value: Any) -> int | None:
@@ -179,7 +192,8 @@ def report_href(b: RunRef, a: RunRef | None, last: int, fmt: str) -> str:
 
 #: The comparison's tables offered as CSV files (the API's `table`) and their link texts.
 CSV_TABLES = (("sites", "call sites"), ("families", "families"), ("differences", "parts"),
-              ("context", "fabric context"))  # fmt: skip
+              ("sizes", "message sizes"), ("files", "files"),
+              ("context", "late rank and fabric"))  # fmt: skip
 
 
 def export_links(b: RunRef, a: RunRef | None, last: int) -> list[html.A]:
@@ -208,6 +222,18 @@ def parts_figure(comparison: Comparison | None) -> go.Figure:
                           margin={"t": 50, "b": 40})  # fmt: skip
         return fig
     return figures.compared_parts(comparison)
+
+
+def sizes_figure(comparison: Comparison | None) -> go.Figure:
+    """Messages per operation and size bucket, a beside b (empty axes before a
+    comparison)."""
+    if comparison is None:
+        fig = go.Figure()
+        fig.update_layout(title="Messages per size (summed over the ranks)",
+                          xaxis_title="operation and message size", yaxis_title="messages",
+                          margin={"t": 50, "b": 40})  # fmt: skip
+        return fig
+    return figures.compared_sizes(comparison)
 
 
 def families_figure(comparison: Comparison | None) -> go.Figure:
@@ -279,6 +305,48 @@ def families_table(comparison: Comparison) -> html.Table | str:
                      format_bytes(f.b_bytes)])  # fmt: skip
     return table(["family", "in", "time a", "time b", "change", "calls a", "calls b",
                   "bytes a", "bytes b"], rows)  # fmt: skip
+
+
+def files_table(comparison: Comparison) -> html.Table | str:
+    """The files of either run's I/O, largest change of time first."""
+    if not comparison.files:
+        return "Neither run did file I/O after MPI_Init."
+    where = {"both": "both", "a": "a only", "b": "b only"}
+    rows = []
+    for f in comparison.files:
+        sign = "+" if f.delta_ns >= 0 else "−"
+        rows.append([f.label, where[f.present], format_duration_ns(f.a_ns),
+                     format_duration_ns(f.b_ns), f"{sign}{format_duration_ns(abs(f.delta_ns))}",
+                     f"{f.a_calls:,}", f"{f.b_calls:,}", format_bytes(f.a_bytes),
+                     format_bytes(f.b_bytes)])  # fmt: skip
+    return table(["file", "in", "time a", "time b", "change", "reads + writes a",
+                  "reads + writes b", "bytes a", "bytes b"], rows)  # fmt: skip
+
+
+def late_table(comparison: Comparison) -> html.Table:
+    """Each side's late rank: which, on which host, where it arrives last, by how much."""
+    rows = []
+    for side, letter in ((comparison.a, "a"), (comparison.b, "b")):
+        late = side.late
+        if late is None:
+            rows.append([side_label(side, letter), "none", "—", "—", "—", "no rank stands out"])
+            continue
+        where = (late.op or "—") + (f" at {late.site}" if late.site else "")
+        rows.append([side_label(side, letter), f"rank {late.rank}", late.host or "unknown",
+                     where, format_duration_ns(late.excess_ns), late.text])  # fmt: skip
+    return table(["side", "late rank", "host", "arrives last at", "its excess", "in words"],
+                 rows)  # fmt: skip
+
+
+def late_moved(comparison: Comparison) -> str:
+    """Whether the late rank moved between the runs, in one sentence."""
+    a, b = comparison.a.late, comparison.b.late
+    if a is None or b is None:
+        return ("No rank is late in " + ("either run." if a is None and b is None else
+                                          f"run {'a' if a is None else 'b'}."))  # fmt: skip
+    if comparison.late_moved:
+        return f"The late rank moved: rank {a.rank} in run a, rank {b.rank} in run b."
+    return f"The late rank stayed: rank {a.rank} in both runs."
 
 
 def context_table(comparison: Comparison) -> html.Table | str:

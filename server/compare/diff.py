@@ -231,6 +231,116 @@ def family_differences(
     return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), r["label"]))
 
 
+def size_counts(ops: Sequence[dict[str, Any]]) -> dict[tuple[str, int], dict[str, int]]:
+    """A run's message-size histograms (dicts of the API's `OpSizes` fields, as its job
+    page's card shows them) by (op, bucket): the bucket's bounds and its messages."""
+    return {
+        (op["op"], b["bucket"]): {"lower_bytes": b["lower_bytes"],
+                                  "upper_bytes": b["upper_bytes"], "count": b["count"]}
+        for op in ops for b in op["buckets"]
+    }  # fmt: skip
+
+
+def median_sizes(
+    runs: Sequence[dict[tuple[str, int], dict[str, int]]],
+) -> dict[tuple[str, int], dict[str, int]]:
+    """The histograms of several runs (`size_counts`) as one run's: per (op, bucket), the
+    median of its messages (a run without it counts 0 there); buckets of median 0 left
+    out."""
+    if not runs:
+        raise ValueError("the median of no runs")
+    out = {}
+    for key in sorted({key for run in runs for key in run}):
+        bounds = next(run[key] for run in runs if key in run)
+        count = int(statistics.median([run[key]["count"] if key in run else 0 for run in runs]))
+        if count:
+            out[key] = {**bounds, "count": count}
+    return out
+
+
+def size_differences(
+    a: dict[tuple[str, int], dict[str, int]], b: dict[tuple[str, int], dict[str, int]]
+) -> list[dict[str, Any]]:
+    """The histograms of runs `a` and `b` (`size_counts`) side by side: per op and bucket
+    of either, its bounds and the messages of both (0 where absent) and the change (b -
+    a); the op with the most messages (in either run) first, each op's buckets from the
+    smallest up."""
+    zero = {"count": 0}
+    rows: list[dict[str, Any]] = []
+    for op, bucket in set(a) | set(b):
+        bounds = b.get((op, bucket)) or a[(op, bucket)]
+        ca, cb = a.get((op, bucket), zero)["count"], b.get((op, bucket), zero)["count"]
+        rows.append({"op": op, "bucket": bucket, "lower_bytes": bounds["lower_bytes"],
+                     "upper_bytes": bounds["upper_bytes"], "a_messages": ca,
+                     "b_messages": cb, "delta": cb - ca})  # fmt: skip
+    most: dict[str, int] = {}
+    for op in {r["op"] for r in rows}:
+        most[op] = max(sum(r["a_messages"] for r in rows if r["op"] == op),
+                       sum(r["b_messages"] for r in rows if r["op"] == op))  # fmt: skip
+    return sorted(rows, key=lambda r: (-most[r["op"]], r["op"], r["bucket"]))
+
+
+def median_files(runs: Sequence[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+    """The files of several runs (a run summary's `files`: path -> time_ns, bytes, calls)
+    as one run's: per path, the median of each figure (a run without it counts 0 there)."""
+    if not runs:
+        raise ValueError("the median of no runs")
+    zero = {"time_ns": 0, "bytes": 0, "calls": 0}
+    return {
+        path: {f: int(statistics.median([run.get(path, zero)[f] for run in runs])) for f in zero}
+        for path in sorted({path for run in runs for path in run})
+    }
+
+
+def file_differences(
+    a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]
+) -> list[dict[str, Any]]:
+    """The files of runs `a` and `b` (path -> time_ns, bytes, calls: every layer, the
+    program's phase, summed over ranks) side by side: time, read and write calls and bytes
+    read and written of both (0 where absent), the change of time (ns, % of a's; None when
+    a has none), where it is. Largest absolute change of time first, then of bytes, then
+    by path."""
+    zero = {"time_ns": 0, "bytes": 0, "calls": 0}
+    rows = []
+    for path in set(a) | set(b):
+        fa, fb = a.get(path, zero), b.get(path, zero)
+        rows.append({
+            "label": path,
+            "present": "both" if path in a and path in b else ("a" if path in a else "b"),
+            "a_ns": fa["time_ns"], "b_ns": fb["time_ns"],
+            "delta_ns": fb["time_ns"] - fa["time_ns"],
+            "delta_pct": (100 * (fb["time_ns"] - fa["time_ns"]) / fa["time_ns"]
+                          if fa["time_ns"] else None),
+            "a_calls": fa["calls"], "b_calls": fb["calls"],
+            "a_bytes": fa["bytes"], "b_bytes": fb["bytes"],
+        })  # fmt: skip
+    return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), -abs(r["b_bytes"] - r["a_bytes"]),
+                                       r["label"]))  # fmt: skip
+
+
+def late_moved(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool | None:
+    """Whether the late rank of run b (`run_late`'s dict; None: none is late) is another
+    rank than run a's; None when either run has none."""
+    if a is None or b is None:
+        return None
+    return bool(a["rank"] != b["rank"])
+
+
+def _late(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+    """How the late rank changed, as a part of the finding ("" when it did not)."""
+
+    def named(late: dict[str, Any]) -> str:
+        return f"rank {late['rank']}" + (f" ({late['host']})" if late["host"] else "")
+
+    if a is not None and b is not None and a["rank"] != b["rank"]:
+        return f"; the late rank moved from {named(a)} to {named(b)}"
+    if a is None and b is not None:
+        return f"; {named(b)} became late"
+    if a is not None and b is None:
+        return f"; no rank is late any more ({named(a)} was)"
+    return ""
+
+
 def span(ns: int, signed: bool = True) -> str:
     """A duration in plain words: `+38.0 s`, `-12 ms`, `+450 µs` (unsigned when asked)."""
     sign = ("+" if ns >= 0 else "-") if signed else ""
@@ -249,9 +359,10 @@ def finding(
     fabric: Sequence[str] = (),
 ) -> str:
     """The comparison in one sentence: the elapsed-time change, the largest differences in
-    the same direction with their share of it, a change of hosts, a rebuilt executable
-    (both build-ids known and different), and the changes of the fabric around the runs
-    (`fabric`: `fabric_changes`' phrases, largest first)."""
+    the same direction with their share of it, a change of hosts, a change of the late
+    rank (the profiles' `late`, when given), a rebuilt executable (both build-ids known and
+    different), and the changes of the fabric around the runs (`fabric`:
+    `fabric_changes`' phrases, largest first)."""
     delta = b["elapsed_ns"] - a["elapsed_ns"]
     text = (f"{span(delta)} elapsed per run ({span(a['elapsed_ns'], False)} → "
             f"{span(b['elapsed_ns'], False)})")  # fmt: skip
@@ -264,6 +375,7 @@ def finding(
     if named:
         text += ": " + ", ".join(named)
     text += _placement(a["hosts"], b["hosts"])
+    text += _late(a.get("late"), b.get("late"))
     build_a, build_b = a.get("build_id"), b.get("build_id")
     if build_a and build_b and build_a != build_b:
         text += (f"; the executable was rebuilt (build-id {short_build(build_a)} → "

@@ -19,10 +19,12 @@ from server.query_params import TEXT_PATTERN, id_query
 from stacklens.api_models import (
     Comparison,
     FamilyDifference,
+    FileDifference,
     RunContext,
     RunDifference,
     RunHistory,
     SiteDifference,
+    SizeDifference,
 )
 
 router = APIRouter(prefix="/api/compare", tags=["compare"])
@@ -52,12 +54,13 @@ SitesParam = Annotated[
 #: The columns of a side's fabric context (the context table's, after the side's own).
 CONTEXT_FIELDS = list(RunContext.model_fields)
 TableParam = Annotated[
-    Literal["sites", "families", "differences", "context"],
+    Literal["sites", "families", "differences", "sizes", "files", "context"],
     Query(
         description="the table of a file (format=csv|parquet): sites (the call sites, the "
         "default), families (the communicator families), differences (the parts of the "
-        "elapsed time that differ), context (one row per side: its run, elapsed time, host "
-        "names and fabric context)"
+        "elapsed time that differ), sizes (messages per op and size bucket), files (I/O "
+        "per file), context (one row per side: its run, elapsed time, host names, late "
+        "rank and fabric context)"
     ),
 ]
 
@@ -70,15 +73,21 @@ def _table(answer: Comparison, table: str, fmt: Format) -> Response:
         return model_table(answer.families, FamilyDifference, fmt, "compare-families")
     if table == "differences":
         return model_table(answer.differences, RunDifference, fmt, "compare-differences")
+    if table == "sizes":
+        return model_table(answer.sizes, SizeDifference, fmt, "compare-sizes")
+    if table == "files":
+        return model_table(answer.files, FileDifference, fmt, "compare-files")
     rows = [
         {"side": letter, "job": side.job, "owner": side.owner, "run": side.run,
          "runs": side.runs, "build_id": side.build_id, "started_ns": side.started_ns,
          "elapsed_ns": side.elapsed_ns, "host_names": side.hosts,
+         "late_rank": None if side.late is None else side.late.rank,
+         "late_host": None if side.late is None else side.late.host,
          **(side.context.model_dump() if side.context else dict.fromkeys(CONTEXT_FIELDS))}
         for letter, side in (("a", answer.a), ("b", answer.b))
     ]  # fmt: skip
     columns = ["side", "job", "owner", "run", "runs", "build_id", "started_ns", "elapsed_ns",
-               "host_names", *CONTEXT_FIELDS]  # fmt: skip
+               "host_names", "late_rank", "late_host", *CONTEXT_FIELDS]  # fmt: skip
     return export.table(rows, columns, fmt, "compare-context")
 
 
@@ -106,7 +115,9 @@ def compare_runs(
     of b's program before b (the same command line and world size; 404 when there are
     none), site by site too; every communicator family of either run (matched by its
     label, as the family card names it) with its time, calls and bytes on each side, the
-    largest change of time first; each side's fabric context. Files (`format=csv|parquet`):
+    largest change of time first; the message-size histograms side by side, the files of
+    either run (time, calls, bytes), each side's late rank and whether it moved; each
+    side's fabric context. Files (`format=csv|parquet`):
     the `table` asked (the call sites by default), one row per item; the context's table
     one row per side, its incidents as JSON text."""
     if b is None:

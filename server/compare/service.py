@@ -23,11 +23,13 @@ from stacklens.api_models import (
     ComparedRun,
     Comparison,
     FamilyDifference,
+    FileDifference,
     HistoryRun,
     RunContext,
     RunDifference,
     RunHistory,
     SiteDifference,
+    SizeDifference,
 )
 from stacklens.schema import Job, Run
 
@@ -70,13 +72,14 @@ def find(session: Session, job: str, run: int | None, owner: str | None) -> tupl
 
 
 def _side(summary: dict[str, Any], prof: dict[str, Any], ctx: dict[str, Any]) -> ComparedRun:
+    """One run as a side: its summary, its profile (with its late rank) and context."""
     return ComparedRun(
         job=summary["job"], owner=summary["owner"], run=summary["run"], runs=1,
         command=summary["command"], build_id=summary["build_id"],
         world_size=summary["world_size"],
         status=summary["status"], started_ns=summary["started_ns"],
         elapsed_ns=summary["elapsed_ns"], hosts=summary["hosts"], parts=prof["parts"],
-        context=RunContext(**ctx),
+        context=RunContext(**ctx), late=prof["late"],
     )  # fmt: skip
 
 
@@ -105,19 +108,23 @@ def compare(session: Session, b: Side, a: Side | None, last: int, sites: int,
             around: Around) -> Comparison:  # fmt: skip
     """Run `b` against run `a`, or, when `a` is None, against the median of the `last`
     runs of b's program before it (404 when there are none); the `sites` call sites whose
-    time changed most listed, `sites_total` counting them all; every communicator family
-    of either run."""
+    time changed most listed, `sites_total` counting them all; every communicator family,
+    message-size bucket and file of either run; each side's late rank."""
     job_b, run_b = find(session, b.job, b.run, b.owner)
     summary_b = repository.run_summary(session, job_b, run_b)
     prof_b = diff.profile(summary_b)
+    prof_b["late"] = repository.run_late(session, job_b, run_b)
     if a is not None:
         job_a, run_a = find(session, a.job, a.run, a.owner)
         summary_a = repository.run_summary(session, job_a, run_a)
         prof_a = diff.profile(summary_a)
+        prof_a["late"] = repository.run_late(session, job_a, run_a)
         context_a = run_context(session, around, job_a, run_a, summary_a)
         side_a = _side(summary_a, prof_a, context_a)
         sites_a = repository.run_sites(session, job_a, run_a)
         families_a = run_families(session, around, job_a, run_a)
+        sizes_a = diff.size_counts(repository.run_sizes(session, job_a, run_a))
+        files_a = summary_a["files"]
     else:
         before = repository.same_program(session, run_b, last)
         if not before:
@@ -129,17 +136,21 @@ def compare(session: Session, b: Side, a: Side | None, last: int, sites: int,
         summaries = [(j, r, repository.run_summary(session, j, r)) for j, r in before]
         prof_a = diff.median_profile([diff.profile(summary) for _, _, summary in summaries])
         middle = sorted(summaries, key=lambda e: e[2]["elapsed_ns"])[(len(summaries) - 1) // 2]
+        prof_a["late"] = repository.run_late(session, middle[0], middle[1])
         context_a = run_context(session, around, *middle)
         side_a = ComparedRun(
             job=None, owner=None, run=None, runs=len(before), command=summary_b["command"],
             build_id=prof_a["build_id"], world_size=summary_b["world_size"], status=None,
             started_ns=None,
             elapsed_ns=prof_a["elapsed_ns"], hosts=prof_a["hosts"], parts=prof_a["parts"],
-            context=RunContext(**context_a),
+            context=RunContext(**context_a), late=prof_a["late"],
         )  # fmt: skip
         sites_a = diff.median_sites([repository.run_sites(session, j, r) for j, r in before])
         families_a = diff.median_families([run_families(session, around, j, r)
                                            for j, r in before])  # fmt: skip
+        sizes_a = diff.median_sizes([diff.size_counts(repository.run_sizes(session, j, r))
+                                     for j, r in before])  # fmt: skip
+        files_a = diff.median_files([summary["files"] for _, _, summary in summaries])
     context_b = run_context(session, around, job_b, run_b, summary_b)
     rows = diff.differences(prof_a, prof_b)
     site_rows = diff.site_differences(
@@ -154,6 +165,11 @@ def compare(session: Session, b: Side, a: Side | None, last: int, sites: int,
         sites_total=len(site_rows),
         families=[FamilyDifference(**row) for row in diff.family_differences(
             families_a, run_families(session, around, job_b, run_b))],
+        sizes=[SizeDifference(**row) for row in diff.size_differences(
+            sizes_a, diff.size_counts(repository.run_sizes(session, job_b, run_b)))],
+        files=[FileDifference(**row) for row in diff.file_differences(
+            files_a, summary_b["files"])],
+        late_moved=diff.late_moved(prof_a["late"], prof_b["late"]),
     )  # fmt: skip
 
 

@@ -78,11 +78,11 @@ def test_two_runs_side_by_side_and_the_history(served):
         exports = page.locator("#cmp-exports a")
         assert exports.all_inner_texts() == [
             "⤓ JSON", "⤓ CSV: call sites", "⤓ CSV: families", "⤓ CSV: parts",
-            "⤓ CSV: fabric context"]  # fmt: skip
-        assert [exports.nth(i).get_attribute("href") for i in range(5)] == [
+            "⤓ CSV: message sizes", "⤓ CSV: files", "⤓ CSV: late rank and fabric"]  # fmt: skip
+        assert [exports.nth(i).get_attribute("href") for i in range(7)] == [
             "/api/compare?b=cmp-b&a=cmp-a",
             *(f"/api/compare?b=cmp-b&a=cmp-a&format=csv&table={t}"
-              for t in ("sites", "families", "differences", "context")),
+              for t in ("sites", "families", "differences", "sizes", "files", "context")),
         ]  # fmt: skip
         assert errors == []
 

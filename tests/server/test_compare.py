@@ -215,6 +215,14 @@ def test_the_comparison_as_files(three_runs, api_client):
     assert [(r["label"], r["present"], r["a_ns"], r["b_ns"], r["delta_ns"], r["delta_pct"],
              r["a_calls"], r["b_calls"]) for r in families] == [
         ("world", "both", str(2 * S), str(2 * S), "0", "0.0", "2", "2")]  # fmt: skip
+    name, files = rows("files")
+    assert name == 'attachment; filename="compare-files.csv"'
+    assert [(r["label"], r["present"], r["a_ns"], r["b_ns"], r["a_calls"], r["b_calls"],
+             r["a_bytes"], r["b_bytes"]) for r in files] == [
+        ("/scratch/out", "b", "0", str(2 * S), "0", "2", "0", "8192")]  # fmt: skip
+    assert body["files"][0]["label"] == "/scratch/out" and body["sizes"] == []
+    name, sizes = rows("sizes")
+    assert name == 'attachment; filename="compare-sizes.csv"' and sizes == []
     name, context = rows("context")
     assert name == 'attachment; filename="compare-context.csv"'
     assert [{k: r[k] for k in ("side", "job", "run", "elapsed_ns", "host_names", "hosts",
@@ -230,7 +238,8 @@ def test_the_comparison_as_files(three_runs, api_client):
     header = api_client.get(
         "/api/compare", params={**params, "format": "csv", "table": "context"}
     ).text.split("\r\n")[0]
-    assert header.split(",")[:9] == ["side", "job", "owner", "run", "runs", "build_id",
-                                     "started_ns", "elapsed_ns", "host_names"]  # fmt: skip
+    assert header.split(",")[:11] == ["side", "job", "owner", "run", "runs", "build_id",
+                                      "started_ns", "elapsed_ns", "host_names", "late_rank",
+                                      "late_host"]  # fmt: skip
     unknown = api_client.get("/api/compare", params={**params, "format": "csv", "table": "x"})
     assert unknown.status_code == 422
