@@ -2,7 +2,8 @@
 """The comparison of run b with run a (or with the median of the earlier runs of b's
 program) as a report (HTML or PDF, server/reports/render.py): the two runs and the finding
 on the first page with where the elapsed time went per rank, then the call sites of either
-run, the largest change of time first. The figures are GET /api/compare's
+run, the largest change of time first, the communicator families, the message sizes, the
+files and each side's late rank. The figures are GET /api/compare's
 (server/compare/service.py), read through the viewer's session like every report."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from presentation import figures
 from presentation.card_reports import SECTION_ROWS, ranked
-from presentation.formatting import format_duration_ns, format_utc_ns
+from presentation.formatting import format_duration_ns, format_size_bucket, format_utc_ns
 from presentation.report_model import Figure, Progress, Report, Section, Table, no_progress
 from server.compare import service
 from stacklens.api_models import ComparedRun, Comparison, FamilyDifference, SiteDifference
@@ -31,8 +32,18 @@ EVIDENCE = [
     ["Communicator families: time, calls, bytes", "measured",
      "each run's Communicator families card (the hooks' communicator descriptions and their "
      "collective and point-to-point tables), a family matched across the runs by its label"],
-    ["A median side", "derived", "per part and per site, the median over the runs of the "
-     "program's history (a run without it counts 0)"],
+    ["Message sizes", "measured",
+     "the hooks' message-size histograms (messages per op and log2 size bucket) summed over "
+     "the ranks, as each run's Message sizes card shows them"],
+    ["File I/O per file", "measured",
+     "the hooks' I/O tables after MPI_Init (POSIX, stdio, MPI-IO) summed over the ranks and "
+     "layers, as each run's File I/O card shows them"],
+    ["The late rank", "derived",
+     "each run's profile over its whole life: the rank with far more time outside MPI than "
+     "the median rank, at the op where the others' time inside exceeds its own most"],
+    ["A median side", "derived", "per part, site, family, size bucket and file, the median "
+     "over the runs of the program's history (a run without it counts 0); its late rank "
+     "that of the run with the median elapsed time"],
 ]  # fmt: skip
 
 
@@ -128,6 +139,52 @@ def families_table(comparison: Comparison) -> Table:
     )  # fmt: skip
 
 
+def sizes_table(comparison: Comparison) -> Table:
+    """The message-size histograms of both runs, the op with the most messages first."""
+    rows, note = ranked([
+        [r.op, format_size_bucket(r.lower_bytes, r.upper_bytes), f"{r.a_messages:,}",
+         f"{r.b_messages:,}", f"{r.delta:+,}"]
+        for r in comparison.sizes
+    ])  # fmt: skip
+    return Table(
+        ["operation", "message size", "messages a", "messages b", "change"], rows,
+        [False, False, True, True, True],
+        (note + " " if note else "") + "Messages summed over the ranks; change: b − a."
+        if comparison.sizes else "Neither run sent a message.",
+    )  # fmt: skip
+
+
+def files_table(comparison: Comparison) -> Table:
+    """The files of either run's I/O, the largest change of time first."""
+    rows, note = ranked([
+        [f.label, {"both": "both", "a": "a only", "b": "b only"}[f.present],
+         format_duration_ns(f.a_ns), format_duration_ns(f.b_ns), _signed(f.delta_ns),
+         f"{f.a_calls:,}", f"{f.b_calls:,}", f"{f.a_bytes:,}", f"{f.b_bytes:,}"]
+        for f in comparison.files
+    ])  # fmt: skip
+    return Table(
+        ["file", "in", "time a", "time b", "change", "reads + writes a", "reads + writes b",
+         "bytes a", "bytes b"],
+        rows, [False, False, True, True, True, True, True, True, True],
+        (note + " " if note else "") + "Summed over the ranks and I/O layers; change: b − a."
+        if comparison.files else "Neither run did file I/O after MPI_Init.",
+    )  # fmt: skip
+
+
+def late_table(comparison: Comparison) -> Table:
+    """Each side's late rank, in words."""
+    rows = []
+    for side, letter in ((comparison.a, "a"), (comparison.b, "b")):
+        late = side.late
+        rows.append([side_name(side, letter), "none" if late is None else f"rank {late.rank}",
+                     "—" if late is None else (late.host or "unknown"),
+                     "no rank stands out" if late is None else late.text])  # fmt: skip
+    moved = {None: "Either run has no late rank.", True: "The late rank moved.",
+             False: "The late rank stayed."}[comparison.late_moved]  # fmt: skip
+    return Table(["side", "late rank", "host", "in words"], rows,
+                 [False, False, False, False], moved)  # fmt: skip
+
+
 def compare_report(
     session: Session,
     b: service.Side,
@@ -180,6 +237,19 @@ def compare_report(
         figures=[Figure(figures.compared_families(comparison), "time per family, a beside b")],
         tables=[families_table(comparison)],
     )  # fmt: skip
+    sizes = Section(
+        "Message sizes", "sizes",
+        "The message-size histograms of both runs side by side, per operation and size "
+        "bucket.",
+        figures=[Figure(figures.compared_sizes(comparison), "messages per size, a beside b")],
+        tables=[sizes_table(comparison)],
+    )  # fmt: skip
+    files = Section("File I/O per file", "files",
+                    "The files of either run's I/O after MPI_Init, the largest change of time "
+                    "first.", tables=[files_table(comparison)])  # fmt: skip
+    late = Section("The late rank", "late",
+                   "The rank each run's profile names late first: it arrives last, the others "
+                   "wait for it.", tables=[late_table(comparison)])  # fmt: skip
     name_b, name_a = side_name(comparison.b, "b")[3:], side_name(comparison.a, "a")[3:]
     progress(2, 2, "done")
     return Report(
@@ -188,7 +258,7 @@ def compare_report(
         facts=facts,
         findings=findings,
         summary=[("Where the elapsed time went (per rank), largest change first", parts)],
-        sections=[elapsed, sites, fams],
+        sections=[elapsed, sites, fams, sizes, files, late],
         evidence=Table(["figure", "basis", "how"], EVIDENCE),
         filename=_filename(comparison),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),

@@ -7,11 +7,14 @@ comparison sets the message-size histograms side by side (MPI_Allreduce: its 8-b
 2 x calls in run a, 1 x in run b, its 128 KiB bucket only in run b), the file with the
 exact bytes and write calls of both runs, and each side's late rank (rank 1, then rank 0:
 moved, said in the finding); each side's figures are exactly those of its own run's pages
-(GET /api/jobs/{job}/sizes, /io, /profile). In Chromium the Compare page shows them: the
-size figure (legend a, b), the file table and the late rank table, no console error."""
+(GET /api/jobs/{job}/sizes, /io, /profile); the comparison report's sections say the
+same. In Chromium the Compare page shows them: the size figure (legend a, b), the file
+table and the late rank table, no console error."""
 
 from __future__ import annotations
 
+import html
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -20,7 +23,7 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import expect
 
-from presentation.formatting import format_bytes
+from presentation.formatting import format_bytes, format_size_bucket
 from stacklens.db import make_engine
 from stacklens_cli.site import create_site
 from tests.compare.test_sites_truth import COMPILERS, HERE, ITERATIONS, RANKS, run
@@ -108,6 +111,32 @@ def test_sizes_files_and_the_late_rank_side_by_side(collector, api_client, pg_ur
         assert {k: v for k, v in body[side]["late"].items() if k != "host"} == {
             k: named[k] for k in ("rank", "op", "site", "excess_ns", "share", "ranks", "text")
         }, side  # fmt: skip
+    # the report: its sizes, files and late-rank sections with the same figures
+    report = api_client.get("/api/reports/compare", params=params)
+    assert report.status_code == 200, report.text
+    text = html.unescape(report.text)
+
+    def table_rows(anchor: str) -> list[list[str]]:
+        section = text[text.index(f'id="{anchor}"') :]
+        body_html = re.search(r"<tbody>(.*?)</tbody>", section, re.S)
+        assert body_html is not None, anchor
+        return [[c.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+                for row in re.findall(r"<tr>(.*?)</tr>", body_html.group(1), re.S)]  # fmt: skip
+
+    top = sizes[0]
+    assert table_rows("sizes")[0] == [
+        top["op"], format_size_bucket(top["lower_bytes"], top["upper_bytes"]),
+        f"{top['a_messages']:,}", f"{top['b_messages']:,}", f"{top['delta']:+,}"]  # fmt: skip
+    (written,) = [r for r in table_rows("files") if r[0] == str(out)]
+    assert written[1] == "both" and written[5:] == [
+        f"{ITERATIONS:,}", f"{ITERATIONS:,}", f"{ITERATIONS * WRITES[0]:,}",
+        f"{ITERATIONS * WRITES[1]:,}"]  # fmt: skip
+    assert table_rows("late") == [
+        [f"a: job {job_a} run 1", "rank 1", host, late_a["text"]],
+        [f"b: job {job_b} run 1", "rank 0", host, late_b["text"]],
+    ]
+    assert "Messages per size (summed over the ranks)" in text
+    assert "The late rank moved." in text
     if mpi != "openmpi":
         return
     # the Compare page shows them
