@@ -9,7 +9,11 @@ No API request reads a module file: the server answers from the stored rows, and
 not resolved yet is labelled so (server/callsites/resolution.py).
 
 At start the jobs seen in the last CATCH_UP_NS with frames left unanswered (a collector
-stopped meanwhile) are queued. Several collectors may resolve the same frame at once: the
+stopped meanwhile) are queued, and so again every `retry_ns` (RETRY_NS): by then a frame
+answered only by a fallback (its module missing, unreadable, rebuilt) is tried again, as
+the file may have appeared or been restored; an answer is never tried again, so a frame is
+never downgraded. A module unchanged since (same file identity) costs one stat, its index
+or its build-id cached. Several collectors may resolve the same frame at once: the
 rows are the same, stored once. The work is on a thread, never on the ingest event loop;
 pyelftools is pure Python and holds the GIL while it decodes, so a large module slows the
 loop's own Python work for that time (the collector runs in its own process under
@@ -34,6 +38,8 @@ log = logging.getLogger(__name__)
 
 #: How far back the start-up catch-up looks for jobs with unanswered frames.
 CATCH_UP_NS = 2 * DAY_NS
+#: How long a fallback stands before its frame is tried again.
+RETRY_NS = 10 * 60 * 10**9
 #: Frames resolved per database round (a job with more takes several rounds).
 ROUND = 20_000
 
@@ -41,9 +47,12 @@ ROUND = 20_000
 class SiteResolver:
     """A thread resolving the call-site frames of the jobs it is told of (module doc)."""
 
-    def __init__(self, url: str, resolver: symbols.Resolver | None = None) -> None:
+    def __init__(
+        self, url: str, resolver: symbols.Resolver | None = None, retry_ns: int = RETRY_NS
+    ) -> None:
         self.url = url
         self.resolver = resolver or symbols.Resolver()
+        self.retry_ns = retry_ns
         self._jobs: set[int] = set()
         self._cond = threading.Condition()
         self._stop = False
@@ -53,7 +62,8 @@ class SiteResolver:
         self.errors = 0
 
     def start(self) -> None:
-        """Start the thread; it first queues the jobs left unanswered."""
+        """Start the thread; it first queues the jobs left unanswered, and again every
+        `retry_ns`."""
         self._thread = threading.Thread(target=self._run, name="stacklens-resolver", daemon=True)
         self._thread.start()
 
@@ -85,11 +95,14 @@ class SiteResolver:
 
     def _run(self) -> None:
         conn: psycopg.Connection | None = None
-        first = True
+        sweep = True  # queue the jobs left unanswered (at start, then every retry_ns)
+        next_sweep = time.monotonic() + self.retry_ns / 1e9
         while True:
             with self._cond:
-                while not self._jobs and not self._stop and not first:
-                    self._cond.wait()
+                while not self._jobs and not self._stop and not sweep:
+                    self._cond.wait(max(0.0, next_sweep - time.monotonic()))
+                    if time.monotonic() >= next_sweep:
+                        sweep = True
                 if self._stop:
                     break
                 jobs = sorted(self._jobs)
@@ -98,9 +111,12 @@ class SiteResolver:
             try:
                 if conn is None or conn.closed:
                     conn = psycopg.connect(self.url, autocommit=True)
-                if first:
-                    jobs = sorted({*jobs, *stored.jobs_pending(conn, time.time_ns() - CATCH_UP_NS)})
-                    first = False
+                if sweep:
+                    now = time.time_ns()
+                    queued = stored.jobs_pending(conn, now - CATCH_UP_NS, now - self.retry_ns)
+                    jobs = sorted({*jobs, *queued})
+                    sweep = False
+                    next_sweep = time.monotonic() + self.retry_ns / 1e9
                 self.resolve_jobs(conn, jobs)
             except psycopg.Error as exc:
                 self.errors += 1
@@ -108,7 +124,7 @@ class SiteResolver:
                 if conn is not None:
                     conn.close()
                 conn = None
-                first = True  # the jobs of this round are found again by the catch-up
+                sweep = True  # the jobs of this round are found again by the catch-up
                 time.sleep(1.0)
             finally:
                 with self._cond:
@@ -118,9 +134,11 @@ class SiteResolver:
             conn.close()
 
     def resolve_jobs(self, conn: psycopg.Connection, jobs: list[int]) -> None:
-        """Resolve and store every unanswered frame of `jobs`, ROUND frames at a time."""
+        """Resolve and store every unanswered frame of `jobs` (a fallback older than
+        `retry_ns` included), ROUND frames at a time."""
+        retry_before = time.time_ns() - self.retry_ns
         while jobs:
-            todo = stored.pending(conn, jobs, ROUND)
+            todo = stored.pending(conn, jobs, retry_before, ROUND)
             if not todo:
                 return
             by_module: dict[tuple[str, str], list[int]] = defaultdict(list)

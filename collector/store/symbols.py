@@ -9,8 +9,11 @@
   launch frame (wire table site_symbol), one per (owner, build-id, offset): they label
   only the jobs of the owner whose credential sent them;
 - `callsite_fallbacks`: frames the resolver could not read (module missing, unreadable,
-  rebuilt since the run, stripped of every symbol), with the reason, per (module path,
-  build-id, offset), so the file is not read again and reads say why.
+  rebuilt since the run, stripped of every symbol), with the reason and when it was tried,
+  per (module path, build-id, offset), so reads say why. A fallback stands until it is
+  older than the resolver's retry period: then its frame is pending again (the file may
+  have appeared, been restored or become readable); an answer replaces it (the fallback
+  row is deleted) and is never tried again, so a frame is never downgraded.
 
 The resolver (collector/resolver.py) asks `pending` for the frames of the jobs that just
 received call sites and stores with `store_resolved`; the launch writer stores a node's
@@ -27,7 +30,8 @@ import psycopg
 
 #: A frame `p` (callsite_paths) of job `j` with a build-id, a module and a known offset that
 #: no stored row answers: a node's answer for the job's owner, the resolver's answer or its
-#: fallback for that path. A Python frame (build-id 'py:...') names itself: never pending.
+#: fallback for that path tried since %(retry_before)s. A Python frame (build-id 'py:...')
+#: names itself: never pending.
 _UNANSWERED = """p.build_id <> '' AND p.module <> '' AND p.site_offset <> 0
   AND p.build_id NOT LIKE 'py:%%'
   AND NOT EXISTS (SELECT 1 FROM callsite_symbols s
@@ -38,7 +42,7 @@ _UNANSWERED = """p.build_id <> '' AND p.module <> '' AND p.site_offset <> 0
                     AND n.site_offset = p.site_offset)
   AND NOT EXISTS (SELECT 1 FROM callsite_fallbacks f
                   WHERE f.module = p.module AND f.build_id = p.build_id
-                    AND f.site_offset = p.site_offset)
+                    AND f.site_offset = p.site_offset AND f.resolved_ns >= %(retry_before)s)
 """
 
 #: The unanswered frames of the jobs given; at most %(limit)s of them a pass.
@@ -65,6 +69,13 @@ SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[
 ON CONFLICT (module, build_id, site_offset) DO NOTHING
 """
 
+#: The fallbacks of frames now answered.
+_DELETE_FALLBACKS = """
+DELETE FROM callsite_fallbacks f
+USING unnest(%s::text[], %s::text[], %s::bigint[]) AS a(module, build_id, site_offset)
+WHERE f.module = a.module AND f.build_id = a.build_id AND f.site_offset = a.site_offset
+"""
+
 _INSERT_FALLBACKS = """
 INSERT INTO callsite_fallbacks (module, build_id, site_offset, reason, resolved_ns)
 SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::bigint[])
@@ -88,19 +99,22 @@ ANSWER = ("quality", "function", "function_offset", "file", "line", "reason")
 
 
 def pending(
-    conn: psycopg.Connection, jobs: Sequence[int], limit: int = 100_000
+    conn: psycopg.Connection, jobs: Sequence[int], retry_before_ns: int, limit: int = 100_000
 ) -> list[tuple[str, str, int]]:
-    """(module, build-id, offset) of the jobs' frames that no stored row answers yet."""
+    """(module, build-id, offset) of the jobs' frames that no stored row answers yet (a
+    fallback tried before `retry_before_ns` answers no more)."""
     if not jobs:
         return []
-    rows = conn.execute(_PENDING, {"jobs": list(jobs), "limit": limit}).fetchall()
+    params = {"jobs": list(jobs), "limit": limit, "retry_before": retry_before_ns}
+    rows = conn.execute(_PENDING, params).fetchall()
     return [(str(m), str(b), int(o)) for m, b, o in rows]
 
 
-def jobs_pending(conn: psycopg.Connection, since_ns: int) -> list[int]:
+def jobs_pending(conn: psycopg.Connection, since_ns: int, retry_before_ns: int) -> list[int]:
     """Jobs seen since `since_ns` with frames no stored row answers (work left over by a
-    collector that stopped)."""
-    return [int(r[0]) for r in conn.execute(_JOBS_PENDING, {"since": since_ns}).fetchall()]
+    collector that stopped, or fallbacks tried before `retry_before_ns`)."""
+    params = {"since": since_ns, "retry_before": retry_before_ns}
+    return [int(r[0]) for r in conn.execute(_JOBS_PENDING, params).fetchall()]
 
 
 def store_resolved(
@@ -109,7 +123,8 @@ def store_resolved(
     fallbacks: Iterable[tuple[str, str, int, str]],
 ) -> None:
     """Store the resolver's answers ((module, build-id, offset, ANSWER fields): what the
-    file at that path said) and fallbacks ((module, build-id, offset, reason)); an answer
+    file at that path said), deleting their frames' fallbacks, and fallbacks ((module,
+    build-id, offset, reason), replacing an older fallback's reason and time); an answer
     stored before stays (the same file gives the same answer)."""
     now = time.time_ns()
     a = list(answers)
@@ -119,6 +134,7 @@ def store_resolved(
             [x[0] for x in a], [x[1] for x in a], [x[2] for x in a],
             *([x[3][k] for x in a] for k in ANSWER),
             ["server"] * len(a), [now] * len(a)))  # fmt: skip
+        conn.execute(_DELETE_FALLBACKS, ([x[0] for x in a], [x[1] for x in a], [x[2] for x in a]))
     if f:
         conn.execute(_INSERT_FALLBACKS, (
             [x[0] for x in f], [x[1] for x in f], [x[2] for x in f], [x[3] for x in f],

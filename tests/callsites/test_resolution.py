@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import psycopg
@@ -206,3 +207,41 @@ def test_a_file_claiming_another_users_build_id_never_names_their_sites(
     assert query(pg_url, "SELECT module, count(*) FROM callsite_symbols WHERE build_id = %s "
                          "GROUP BY module ORDER BY module", (b_bid,)) == [
         (str(a_program), 3), (str(b_program), 3)]  # fmt: skip
+
+
+def test_a_fallback_is_tried_again_and_never_downgraded(
+    pg_url: str, api_client, tmp_path: Path
+) -> None:
+    with BackgroundCollector(pg_url, token="secret") as collector:
+        collector.service.writer.on_sites = None
+        rows = sites_job(collector, build(tmp_path, ["-g"]))
+    program = tmp_path / "sites"
+    away = tmp_path / "away"
+    program.rename(away)  # not readable where the collector runs, for now
+    (job_id,) = query(pg_url, "SELECT id FROM jobs WHERE job_key = %s", (JOB,))[0]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        SiteResolver(pg_url).resolve_jobs(conn, [job_id])
+        fallback = sorted(f"sites+{o:#x}" for _, m, o, _, _ in rows if m == str(program))
+        assert [g[0] for g in labels(api_client) if g[0].startswith("sites+")] == fallback
+        away.rename(program)  # back: a fallback within the retry period still stands
+        SiteResolver(pg_url).resolve_jobs(conn, [job_id])
+        assert [g[0] for g in labels(api_client) if g[0].startswith("sites+")] == fallback
+    # the resolver's thread tries it again once the period has passed: lines, fallbacks gone
+    # (its sweep takes the jobs seen lately: this one's frames carry a fixed time of old)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE jobs SET last_seen_ns = %s WHERE id = %s", (time.time_ns(), job_id))
+    retrying = SiteResolver(pg_url, retry_ns=300_000_000)
+    retrying.start()
+    try:
+        deadline = time.monotonic() + 30
+        while labels(api_client) != LINES and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert labels(api_client) == LINES
+        assert query(pg_url, "SELECT count(*) FROM callsite_fallbacks") == [(0,)]
+        program.unlink()  # gone again: an answer is never tried again, never downgraded
+        time.sleep(1.0)
+        assert retrying.idle()
+        assert labels(api_client) == LINES
+        assert query(pg_url, "SELECT count(*) FROM callsite_fallbacks") == [(0,)]
+    finally:
+        retrying.stop()
