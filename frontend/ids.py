@@ -160,6 +160,7 @@ CMP_CONTEXT = "cmp-context"  # table: each side's placement, link load and incid
 CMP_REPORT_PDF = "cmp-report-pdf"  # link: the comparison's report, PDF
 CMP_REPORT_HTML = "cmp-report-html"  # link: the comparison's report, HTML
 CMP_EXPORTS = "cmp-exports"  # links: the comparison as JSON and its tables as CSV files
+CMP_CLASSES = "cmp-classes"  # table: time per class (traffic category, I/O, computation)
 CMP_SIZES_FIG = "cmp-sizes-fig"  # dcc.Graph: messages per op and size bucket, a beside b
 CMP_FILES = "cmp-files"  # table: the files of either run, largest change of time first
 CMP_LATE = "cmp-late"  # table: each side's late rank

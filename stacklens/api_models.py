@@ -1582,6 +1582,20 @@ class RunDifference(ApiModel):
     b_calls: int | None
 
 
+class ClassDifference(ApiModel):
+    """The time of one class of the elapsed time on each side, per rank on average: an MPI
+    traffic category (point-to-point, collective, wait/test, RMA, other), file I/O, or
+    computation. The classes add up to the parts."""
+
+    name: str = Field(description="'collective', 'point-to-point', 'file I/O', ...")
+    a_ns: int
+    b_ns: int
+    delta_ns: int = Field(description="b_ns - a_ns")
+    share: float | None = Field(
+        description="delta_ns over the elapsed-time difference; null when that is 0"
+    )
+
+
 class SiteDifference(SideBySide):
     """One call site of either run (matched across the runs by its layer, operation and
     frames: file, line and function where resolved, else build-id and offset), its time,
@@ -1601,6 +1615,11 @@ class Comparison(ApiModel):
     a: ComparedRun
     b: ComparedRun
     differences: list[RunDifference] = Field(description="largest change first")
+    classes: list[ClassDifference] = Field(
+        default_factory=list,
+        description="the time per class (MPI traffic category, file I/O, computation) of "
+        "both sides, the largest change first",
+    )
     sites: list[SiteDifference] = Field(
         description="the call sites of either run, the largest absolute change of time first "
         "(at most the `sites` asked)"

@@ -72,6 +72,7 @@ def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str
                 html.Div(id=ids.CMP_SIDES),
                 dcc.Graph(id=ids.CMP_PARTS, config={"displaylogo": False}),
                 html.Div(id=ids.CMP_DIFFS),
+                html.Div(id=ids.CMP_CLASSES),
                 html.H3("Call sites"),
                 html.P(id=ids.CMP_SITES_CAPTION, className="hint"),
                 grid(ids.CMP_SITES, SITE_DIFF_COLUMNS, height_px=360),
@@ -126,6 +127,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Output(ids.CMP_FILES, "children"),
         Output(ids.CMP_LATE, "children"),
         Output(ids.CMP_LATE_MOVED, "children"),
+        Output(ids.CMP_CLASSES, "children"),
         Input(ids.CMP_B, "value"),
         Input(ids.CMP_B_RUN, "value"),
         Input(ids.CMP_A, "value"),
@@ -135,7 +137,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     )
     def show(b: str | None, b_run: Any, a: str | None, a_run: Any, last: Any,
              owners: dict[str, str | None] | None) -> tuple[Any, ...]:  # fmt: skip
-        no_families: tuple[Any, ...] = ("", "", "", "", [], sizes_figure(None), "", "", "")
+        no_families: tuple[Any, ...] = ("", "", "", "", [], sizes_figure(None), "", "", "", "")
         empty: tuple[Any, ...] = ("", "", parts_figure(None), "", "", [], trend_figure(None), "",
                                   families_figure(None), *no_families)  # fmt: skip
         if not (b or "").strip():
@@ -165,7 +167,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
                 context_table(comparison), pdf, page,
                 export_links(run_b, run_a, runs), sizes_figure(comparison),
                 files_table(comparison), late_table(comparison),
-                late_moved(comparison))  # fmt: skip
+                late_moved(comparison), classes_table(comparison))  # fmt: skip
 
 
 def _ordinal(value: Any) -> int | None:
@@ -192,7 +194,7 @@ def report_href(b: RunRef, a: RunRef | None, last: int, fmt: str) -> str:
 
 #: The comparison's tables offered as CSV files (the API's `table`) and their link texts.
 CSV_TABLES = (("sites", "call sites"), ("families", "families"), ("differences", "parts"),
-              ("sizes", "message sizes"), ("files", "files"),
+              ("classes", "classes"), ("sizes", "message sizes"), ("files", "files"),
               ("context", "late rank and fabric"))  # fmt: skip
 
 
@@ -289,6 +291,18 @@ def differences_table(comparison: Comparison) -> html.Table | str:
                      f"{sign}{format_duration_ns(abs(d.delta_ns))}",
                      "—" if d.share is None else f"{d.share:.0%}"])  # fmt: skip
     return table(["part", "a", "b", "change per rank", "share of the change"], rows)
+
+
+def classes_table(comparison: Comparison) -> html.Table:
+    """The time per class of the elapsed time (MPI traffic category, file I/O,
+    computation) on both sides, largest change first."""
+    rows = []
+    for c in comparison.classes:
+        sign = "+" if c.delta_ns >= 0 else "−"
+        rows.append([c.name, format_duration_ns(c.a_ns), format_duration_ns(c.b_ns),
+                     f"{sign}{format_duration_ns(abs(c.delta_ns))}",
+                     "—" if c.share is None else f"{c.share:.0%}"])  # fmt: skip
+    return table(["class", "a", "b", "change per rank", "share of the change"], rows)
 
 
 def families_table(comparison: Comparison) -> html.Table | str:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from presentation.formatting import format_bytes
-from stacklens.constants import MPI_CATEGORIES
+from stacklens.constants import CATEGORY_LABELS, MPI_CATEGORIES
 
 #: The part of the elapsed time outside MPI and file I/O.
 COMPUTATION = "computation"
@@ -35,7 +35,7 @@ NAMED = 3
 def profile(summary: dict[str, Any]) -> dict[str, Any]:
     """Where one run's elapsed time went, per rank on average: `parts` {name: ns} and their
     `kinds` (op, file, computation), with its elapsed time, its executable's build-id,
-    hosts, and bytes and calls per operation (summed over ranks)."""
+    hosts, and bytes, calls (summed over ranks) and traffic category per operation."""
     ranks = max(1, summary["world_size"])
     parts: dict[str, int] = {}
     kinds: dict[str, str] = {}
@@ -58,6 +58,7 @@ def profile(summary: dict[str, Any]) -> dict[str, Any]:
         "hosts": list(summary["hosts"]),
         "op_bytes": {op["op"]: op["bytes"] for op in summary["ops"]},
         "op_calls": {op["op"]: op["calls"] for op in summary["ops"]},
+        "op_class": {op["op"]: op["category"] for op in summary["ops"]},
     }
 
 
@@ -84,6 +85,7 @@ def median_profile(profiles: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "hosts": middle["hosts"],
         "op_bytes": {op: median([p["op_bytes"].get(op, 0) for p in profiles]) for op in ops},
         "op_calls": {op: median([p["op_calls"].get(op, 0) for p in profiles]) for op in ops},
+        "op_class": {op: c for p in profiles for op, c in p["op_class"].items()},
     }
 
 
@@ -107,6 +109,35 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
             row["a_bytes"], row["b_bytes"] = a["op_bytes"].get(name, 0), b["op_bytes"].get(name, 0)
             row["a_calls"], row["b_calls"] = a["op_calls"].get(name, 0), b["op_calls"].get(name, 0)
         rows.append(row)
+    return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), r["name"]))
+
+
+def _by_class(prof: dict[str, Any]) -> dict[str, int]:
+    """A profile's parts summed per class: each operation's traffic category (its label),
+    "file I/O" and "computation"."""
+    out: dict[str, int] = {}
+    for name, ns in prof["parts"].items():
+        kind = prof["kinds"][name]
+        label = (CATEGORY_LABELS[prof["op_class"][name]] if kind == "op" else
+                 CATEGORY_LABELS["io"] if kind == "file" else COMPUTATION)  # fmt: skip
+        out[label] = out.get(label, 0) + ns
+    return out
+
+
+def class_differences(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    """The time per class of either profile (`_by_class`: per traffic category, file I/O,
+    computation; per rank) side by side, with the change (b - a) and its share of the
+    elapsed-time difference (None when that is 0); largest change first, then by name.
+    The classes add up to the parts, so their changes add up as the parts' do."""
+    delta_elapsed = b["elapsed_ns"] - a["elapsed_ns"]
+    ca, cb = _by_class(a), _by_class(b)
+    rows = [
+        {"name": name, "a_ns": ca.get(name, 0), "b_ns": cb.get(name, 0),
+         "delta_ns": cb.get(name, 0) - ca.get(name, 0),
+         "share": ((cb.get(name, 0) - ca.get(name, 0)) / delta_elapsed
+                   if delta_elapsed else None)}
+        for name in set(ca) | set(cb)
+    ]  # fmt: skip
     return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), r["name"]))
 
 

@@ -17,6 +17,7 @@ from server.export import FILE_RESPONSES, Format, FormatParam, model_table
 from server.jobs.sections import SITE_LIMITS
 from server.query_params import TEXT_PATTERN, id_query
 from stacklens.api_models import (
+    ClassDifference,
     Comparison,
     FamilyDifference,
     FileDifference,
@@ -54,11 +55,12 @@ SitesParam = Annotated[
 #: The columns of a side's fabric context (the context table's, after the side's own).
 CONTEXT_FIELDS = list(RunContext.model_fields)
 TableParam = Annotated[
-    Literal["sites", "families", "differences", "sizes", "files", "context"],
+    Literal["sites", "families", "differences", "classes", "sizes", "files", "context"],
     Query(
         description="the table of a file (format=csv|parquet): sites (the call sites, the "
         "default), families (the communicator families), differences (the parts of the "
-        "elapsed time that differ), sizes (messages per op and size bucket), files (I/O "
+        "elapsed time that differ), classes (time per class: MPI traffic category, file "
+        "I/O, computation), sizes (messages per op and size bucket), files (I/O "
         "per file), context (one row per side: its run, elapsed time, host names, late "
         "rank and fabric context)"
     ),
@@ -73,6 +75,8 @@ def _table(answer: Comparison, table: str, fmt: Format) -> Response:
         return model_table(answer.families, FamilyDifference, fmt, "compare-families")
     if table == "differences":
         return model_table(answer.differences, RunDifference, fmt, "compare-differences")
+    if table == "classes":
+        return model_table(answer.classes, ClassDifference, fmt, "compare-classes")
     if table == "sizes":
         return model_table(answer.sizes, SizeDifference, fmt, "compare-sizes")
     if table == "files":

@@ -20,6 +20,7 @@ from server.traffic.repository import TrafficConfig
 from server.traffic.service import AttributionCache
 from stacklens.api_models import (
     Callsite,
+    ClassDifference,
     ComparedRun,
     Comparison,
     FamilyDifference,
@@ -161,6 +162,7 @@ def compare(session: Session, b: Side, a: Side | None, last: int, sites: int,
         a=side_a,
         b=_side(summary_b, prof_b, context_b),
         differences=[RunDifference(**row) for row in rows],
+        classes=[ClassDifference(**row) for row in diff.class_differences(prof_a, prof_b)],
         sites=[SiteDifference(**row) for row in site_rows[:sites]],
         sites_total=len(site_rows),
         families=[FamilyDifference(**row) for row in diff.family_differences(

@@ -217,10 +217,19 @@ def compare_report(
         [False, True, True, True, True],
         "" if comparison.differences else "No part of the elapsed time differs.",
     )  # fmt: skip
+    classes = Table(
+        ["class", "a", "b", "change per rank", "share of the change"],
+        [[c.name, format_duration_ns(c.a_ns), format_duration_ns(c.b_ns), _signed(c.delta_ns),
+          "—" if c.share is None else f"{c.share:.0%}"] for c in comparison.classes],
+        [False, True, True, True, True],
+        "Per rank on average, per MPI traffic category, file I/O and computation.",
+    )  # fmt: skip
     elapsed = Section(
         "Where the elapsed time went", "parts",
-        "Per rank on average: each MPI operation, file I/O per file, computation.",
+        "Per rank on average: each MPI operation, file I/O per file, computation; then per "
+        "class of operation.",
         figures=[Figure(figures.compared_parts(comparison), "time per part, a beside b")],
+        tables=[classes],
     )  # fmt: skip
     sites = Section(
         "Call sites", "sites",

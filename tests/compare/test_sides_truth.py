@@ -135,6 +135,7 @@ def test_sizes_files_and_the_late_rank_side_by_side(collector, api_client, pg_ur
         [f"a: job {job_a} run 1", "rank 1", host, late_a["text"]],
         [f"b: job {job_b} run 1", "rank 0", host, late_b["text"]],
     ]
+    assert [r[0] for r in table_rows("parts")] == [c["name"] for c in body["classes"]]
     assert "Messages per size (summed over the ranks)" in text
     assert "The late rank moved." in text
     if mpi != "openmpi":

@@ -78,12 +78,20 @@ def test_two_runs_side_by_side_and_the_history(served):
         exports = page.locator("#cmp-exports a")
         assert exports.all_inner_texts() == [
             "⤓ JSON", "⤓ CSV: call sites", "⤓ CSV: families", "⤓ CSV: parts",
-            "⤓ CSV: message sizes", "⤓ CSV: files", "⤓ CSV: late rank and fabric"]  # fmt: skip
-        assert [exports.nth(i).get_attribute("href") for i in range(7)] == [
+            "⤓ CSV: classes", "⤓ CSV: message sizes", "⤓ CSV: files",
+            "⤓ CSV: late rank and fabric"]  # fmt: skip
+        assert [exports.nth(i).get_attribute("href") for i in range(8)] == [
             "/api/compare?b=cmp-b&a=cmp-a",
             *(f"/api/compare?b=cmp-b&a=cmp-a&format=csv&table={t}"
-              for t in ("sites", "families", "differences", "sizes", "files", "context")),
+              for t in ("sites", "families", "differences", "classes", "sizes", "files",
+                        "context")),
         ]  # fmt: skip
+        assert _rows(page, "cmp-classes") == [
+            ["collective", "2.00 s", "6.00 s", "+4.00 s", "80%"],
+            ["file I/O", "0 ns", "1.00 s", "+1.00 s", "20%"],
+            ["computation", "7.00 s", "7.00 s", "+0 ns", "0%"],
+            ["point-to-point", "1.00 s", "1.00 s", "+0 ns", "0%"],
+        ]
         assert errors == []
 
 

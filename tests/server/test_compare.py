@@ -86,6 +86,13 @@ def test_one_run_against_another(three_runs, api_client):
         ("MPI_Allreduce", "op", 4 * S, 0.8),
         ("file I/O on /scratch/out", "file", S, 0.2),
     ]
+    assert [(c["name"], c["a_ns"], c["b_ns"], c["delta_ns"], c["share"])
+            for c in body["classes"]] == [
+        ("collective", 2 * S, 6 * S, 4 * S, 0.8),
+        ("file I/O", 0, S, S, 0.2),
+        ("computation", 7 * S, 7 * S, 0, 0.0),
+        ("point-to-point", S, S, 0, 0.0),
+    ]  # fmt: skip
     allreduce = body["differences"][0]
     assert (allreduce["a_calls"], allreduce["b_calls"]) == (20, 30)
     assert (allreduce["a_bytes"], allreduce["b_bytes"]) == (20 << 20, 30 << 20)
