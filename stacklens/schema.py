@@ -175,6 +175,9 @@ class Rank(Base):
         doc="its final frame: its process ended without MPI_Finalize",
     )
     abort_code: Mapped[int | None] = mapped_column(Integer, doc="MPI_Abort's error code")
+    net_devices: Mapped[str | None] = mapped_column(
+        Text, doc="the network devices its MPI was told to use (NAME=value; rank_info)"
+    )
     keys_dropped: Mapped[int] = mapped_column(BigInteger, default=0, doc="folded into overflow")
     frames_dropped: Mapped[int] = mapped_column(BigInteger, default=0, doc="lost by the sender")
     frames_spooled: Mapped[int] = mapped_column(BigInteger, default=0, doc="went via the spool")

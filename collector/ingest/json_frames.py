@@ -59,6 +59,7 @@ Command = Annotated[str, _text_field(_rank_info_size("command"), False)]
 UserName = Annotated[str, _text_field(_rank_info_size("user"), False)]
 RunLabel = Annotated[str, _text_field(_rank_info_size("run_label"), False)]
 BuildId = Annotated[str, _text_field(_rank_info_size("exe_build_id"), False)]
+NetDevices = Annotated[str, _text_field(_rank_info_size("net_devices"), False)]
 
 
 class JsonFrame(BaseModel):
@@ -100,6 +101,9 @@ class JsonFrame(BaseModel):
     exe_build_id: BuildId | None = Field(
         default=None, description="the executable's GNU build-id in hex, when it has one"
     )
+    net_devices: NetDevices | None = Field(
+        default=None, description="the network devices the rank was told to use, NAME=value"
+    )
     tables: dict[str, list[dict[str, int | str]]] = Field(default_factory=dict)
 
 
@@ -112,7 +116,7 @@ class JsonBatch(BaseModel):
 def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
     """Encode a JSON frame as a binary one and validate it exactly like a hook frame."""
     tables = dict(item.tables)
-    info = (item.command, item.user, item.run_label, item.exe_build_id)
+    info = (item.command, item.user, item.run_label, item.exe_build_id, item.net_devices)
     if any(value is not None for value in info):
         tables["rank_info"] = [
             {
@@ -120,6 +124,7 @@ def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
                 "user": item.user or "",
                 "run_label": item.run_label or "",
                 "exe_build_id": item.exe_build_id or "",
+                "net_devices": item.net_devices or "",
             }
         ]
     known = {table.name: tuple(wire.fields_of(table.dtype)) for table in wire.SPEC.tables.values()}

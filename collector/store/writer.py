@@ -159,11 +159,11 @@ RETURNING run_id, world_rank, seq
 
 _UPSERT_RANKS = """
 INSERT INTO ranks (job_id, run_id, world_rank, host, pid, first_seen_ns, last_seen_ns,
-                   finished, killed, aborted, unfinalized, abort_code, keys_dropped,
-                   frames_dropped, frames_spooled)
+                   finished, killed, aborted, unfinalized, abort_code, net_devices,
+                   keys_dropped, frames_dropped, frames_spooled)
 SELECT * FROM unnest(%b::bigint[], %b::bigint[], %b::int[], %b::text[], %b::int[],
                      %b::bigint[], %b::bigint[], %b::bool[], %b::bool[], %b::bool[], %b::bool[],
-                     %b::int[], %b::bigint[], %b::bigint[], %b::bigint[])
+                     %b::int[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[])
 ON CONFLICT (job_id, run_id, world_rank) DO UPDATE SET
     first_seen_ns = LEAST(ranks.first_seen_ns, EXCLUDED.first_seen_ns),
     last_seen_ns = GREATEST(ranks.last_seen_ns, EXCLUDED.last_seen_ns),
@@ -172,6 +172,7 @@ ON CONFLICT (job_id, run_id, world_rank) DO UPDATE SET
     aborted = ranks.aborted OR EXCLUDED.aborted,
     unfinalized = ranks.unfinalized OR EXCLUDED.unfinalized,
     abort_code = COALESCE(EXCLUDED.abort_code, ranks.abort_code),
+    net_devices = COALESCE(EXCLUDED.net_devices, ranks.net_devices),
     keys_dropped = ranks.keys_dropped + EXCLUDED.keys_dropped,
     frames_dropped = ranks.frames_dropped + EXCLUDED.frames_dropped,
     frames_spooled = ranks.frames_spooled + EXCLUDED.frames_spooled
@@ -351,6 +352,15 @@ class _Frames:
             raw = np.frombuffer(self.batches[b].data, np.uint8)
             values[here] = raw[where[here, None] + np.arange(4)].copy().view("<u4").reshape(-1)
         return values, frame
+
+    def net_devices(self, i: int) -> str | None:
+        """The network devices frame i's rank was told to use ("NAME=value"), None if it
+        carries no rank information or they are empty."""
+        info = self.records(i, "rank_info")
+        if not len(info):
+            return None
+        text = bytes(info["net_devices"][0]).split(b"\0", 1)[0].decode("utf-8", "replace")
+        return text or None
 
     def rank_info(self, i: int) -> tuple[str | None, str | None, str | None, int | None,
                                          str | None]:  # fmt: skip
@@ -1152,6 +1162,9 @@ class _Plan:
         for i in np.flatnonzero(info["frame_type"] == FrameType.ABORTED).tolist():
             code = int(self.frames.records(int(self.fresh[i]), "abort")["errorcode"][0])
             abort_codes[group[i]] = code - (1 << 32) if code >> 31 else code  # a C int
+        net: list[str | None] = [None] * n
+        for i in np.flatnonzero(info["count"][:, wire.SPEC.table("rank_info").id]).tolist():
+            net[group[i]] = self.frames.net_devices(int(fresh[i]))
         health = []
         for name in _HEALTH:  # exact sums (Python ints: a sum past 2^63 is refused, not wrapped)
             total = np.zeros(n, dtype=object)
@@ -1162,7 +1175,7 @@ class _Plan:
                  (ids.frame_job[fresh][first].tolist(), run_ids[first].tolist(),
                   ids.frame_rank[fresh][first].tolist(), _texts(info["host"][first]),
                   info["pid"][first].tolist(), start.tolist(), end.tolist(), finished.tolist(),
-                  killed.tolist(), aborted.tolist(), unfinalized.tolist(), abort_codes,
+                  killed.tolist(), aborted.tolist(), unfinalized.tolist(), abort_codes, net,
                   *health))]  # fmt: skip
 
     def _marks(self) -> list[tuple[str, tuple[Any, ...]]]:

@@ -122,6 +122,7 @@ static size_t put_rank_info(const sl_identity *id, unsigned char *out, size_t po
     memcpy(info.user, id->user, sizeof info.user);
     memcpy(info.run_label, id->run_label, sizeof info.run_label);
     memcpy(info.exe_build_id, id->exe_build_id, sizeof info.exe_build_id);
+    memcpy(info.net_devices, id->net_devices, sizeof info.net_devices);
     info.launch_id = id->launch_id;
     put_section(out + pos, SL_TABLE_rank_info, sizeof info, 1);
     memcpy(out + pos + SL_SECTION_HEADER_SIZE, &info, sizeof info);

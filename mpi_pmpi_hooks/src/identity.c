@@ -156,13 +156,34 @@ void sl_identity_init_standalone(sl_identity *id)
     id->run_id = 0;
     id->launch_id = launch_id_from_env();
     memset(id->run_label, 0, sizeof id->run_label);
+    memset(id->net_devices, 0, sizeof id->net_devices);
     read_command(id);
     read_user(id);
     sl_exe_build_id(id->exe_build_id, sizeof id->exe_build_id);
 }
 
-/* Launch id (STACKLENS_LAUNCH_ID), run label (SLURM_STEP_ID), command line, user and
- * executable's build-id of id. */
+/* The network devices the rank's MPI was told to use: "NAME=value" of the first of
+ * these variables that is set and not empty (UCX: Open MPI's pml ucx and MPICH's
+ * ch4:ucx; Open MPI's openib BTL; libfabric's verbs provider: MPICH's ch4:ofi;
+ * MVAPICH2), else empty; cut at the field's size. */
+static void read_net_devices(sl_identity *id)
+{
+    static const char *const vars[] = { "UCX_NET_DEVICES", "OMPI_MCA_btl_openib_if_include",
+                                        "FI_VERBS_DEVICE_NAME", "MV2_IBA_HCA" };
+    memset(id->net_devices, 0, sizeof id->net_devices);
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v != NULL && *v != '\0') {
+            char both[sizeof id->net_devices + 1];
+            snprintf(both, sizeof both, "%s=%s", vars[i], v);
+            sl_copy_text(id->net_devices, sizeof id->net_devices, both);
+            return;
+        }
+    }
+}
+
+/* Launch id (STACKLENS_LAUNCH_ID), run label (SLURM_STEP_ID), network devices, command
+ * line, user and executable's build-id of id. */
 static void finish_identity(sl_identity *id)
 {
     id->launch_id = launch_id_from_env();
@@ -170,6 +191,7 @@ static void finish_identity(sl_identity *id)
     const char *step = getenv("SLURM_STEP_ID");
     if (step != NULL)
         sl_copy_text(id->run_label, sizeof id->run_label, step);
+    read_net_devices(id);
     read_command(id);
     read_user(id);
     sl_exe_build_id(id->exe_build_id, sizeof id->exe_build_id);

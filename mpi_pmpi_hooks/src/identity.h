@@ -2,7 +2,7 @@
  * identity.h — who this rank is: job id, run, host, pid, start time, command
  * line, user. These go into every frame header (job id, run id, host, pid,
  * start time) and the rank_info record (command, user, run label, launch id, the
- * executable's build-id).
+ * executable's build-id, the network devices the rank's MPI was told to use).
  */
 #ifndef SL_IDENTITY_H
 #define SL_IDENTITY_H
@@ -18,6 +18,7 @@ typedef struct sl_identity {
     char user[sizeof(((sl_rec_rank_info *)0)->user)];        /* wire text, NUL-padded */
     char run_label[sizeof(((sl_rec_rank_info *)0)->run_label)]; /* wire text, NUL-padded */
     char exe_build_id[sizeof(((sl_rec_rank_info *)0)->exe_build_id)]; /* hex, NUL-padded */
+    char net_devices[sizeof(((sl_rec_rank_info *)0)->net_devices)]; /* wire text, NUL-padded */
     uint64_t run_id;        /* agreed by every rank of one MPI launch; 0 = non-MPI run */
     uint64_t launch_id;     /* STACKLENS_LAUNCH_ID (set by `stacklens run`), else 0 */
     uint64_t proc_start_ns; /* set by the library constructor, left alone here */
@@ -36,7 +37,9 @@ typedef struct sl_identity {
  * launch id, Hydra's control port, the PMIx namespace, Open MPI 4's job id, a Slurm
  * step): run id a hash of job id and
  * key, job id "launch-<hash of the key>" if the environment has none. Run label:
- * SLURM_STEP_ID, else empty. Host: STACKLENS_HOST, else
+ * SLURM_STEP_ID, else empty. Network devices: "NAME=value" of the first of
+ * UCX_NET_DEVICES, OMPI_MCA_btl_openib_if_include, FI_VERBS_DEVICE_NAME, MV2_IBA_HCA
+ * that is set and not empty (cut at the field's size), else empty. Host: STACKLENS_HOST, else
  * gethostname(). Command: /proc/self/cmdline joined by spaces, at most 255
  * bytes. User: USER, else LOGNAME, else "uid:<real uid>" (no NSS lookup: it
  * may go to the network). Executable's build-id: its GNU build-id note in hex, empty
