@@ -339,7 +339,7 @@ def measure(tree: FatTree, url: str, sim: FabricSim, mad: MadSource, paths: str
         fab = repository.load_fabric(session, config.paths)
         meas = repository.measured(session, fab, window)
         traffic = repository.job_traffic(session, window, config)
-        hcas = repository.hca_of(session, fab, traffic.hosts)
+        hcas = repository.rails_of(session, fab, traffic.hosts)
         known = {c: m["bytes"] for c, m in meas.items()}
         result = attribute(fab.router, traffic.transfers, hcas, known)
         for reason, nbytes in traffic.left_out.items():

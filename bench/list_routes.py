@@ -43,6 +43,7 @@ def routes(job: str) -> dict[str, str]:
         "fabric links": "/api/fabric/links",
         "fabric links, no samples": "/api/fabric/links?samples=false",
         "fabric events": "/api/fabric/events",
+        "fabric groups": "/api/fabric/groups",
         "incidents": "/api/incidents",
         "job ranks": f"/api/jobs/{job}/ranks",
         "job matrix (pairs)": f"/api/jobs/{job}/matrix",

@@ -4,6 +4,9 @@ The hook library stores per-interval deltas per rank; `ranks.host` is each rank'
 (STACKLENS_HOST places ranks on simulated hosts). JobTraffic turns every newly stored
 interval into emulator flows:
 
+- Rails: on a multi-rail host (`rails`), a rank's flows leave and arrive on the HCAs it is
+  bound to (stacklens/rails.py: the devices its MPI was told, else local rank
+  round-robin), exactly as the attribution places them.
 - MPI point-to-point: p2p_deltas `bytes_sent` from rank r to peer p becomes a flow
   host(r) -> host(p). Ranks on the same host, and hosts that are not in the simulated
   fabric, do not touch the fabric.
@@ -41,6 +44,9 @@ import psycopg
 
 from emulator.ibsim import Flow
 from stacklens.mpi_ops import op_names
+from stacklens.rails import UNBOUND, Binding, bindings, device_of, rail_key
+from stacklens.rails import lanes as rail_lanes
+from stacklens.rails import split as rail_split
 
 #: One frame of one rank: (run id, world rank, interval end ns).
 FrameKey = tuple[int, int, int]
@@ -48,14 +54,16 @@ FrameKey = tuple[int, int, int]
 
 def _to_peers(view: str, nbytes: str, peer: str = "peer", key: str = "peer") -> str:
     """Per frame of a rank and (peer, `key`) of a per-peer delta view: the rank's host, the
-    peer's host and the sum of `nbytes`, for frames ending after the bound parameter."""
+    peer's host, the peer, `key` and the sum of `nbytes`, for frames ending after the bound
+    parameter."""
     return f"""
-SELECT d.run_id, d.world_rank, d.t_end_ns, src.host, dst.host, d.{key}, sum(d.{nbytes})
+SELECT d.run_id, d.world_rank, d.t_end_ns, src.host, dst.host, d.{peer}, d.{key},
+       sum(d.{nbytes})
 FROM {view} d
 JOIN ranks src ON src.run_id = d.run_id AND src.world_rank = d.world_rank
 LEFT JOIN ranks dst ON dst.run_id = d.run_id AND dst.world_rank = d.{peer}
 WHERE d.t_end_ns > %s AND d.{nbytes} > 0
-GROUP BY 1, 2, 3, 4, 5, 6
+GROUP BY 1, 2, 3, 4, 5, 6, 7
 """
 
 
@@ -73,6 +81,13 @@ GROUP BY 1, 2, 3, 4, 5
 _RMA = _to_peers("rma_deltas", "bytes", peer="target", key="op_id")
 
 _MONITORED = _to_peers("monitored_deltas", "bytes")
+
+#: Every rank of the runs with a rank seen after the bound parameter, with the devices its
+#: MPI was told to use (their binding to rails: stacklens/rails.py).
+_RANKS = """
+SELECT run_id, world_rank, host, net_devices FROM ranks
+WHERE run_id IN (SELECT run_id FROM ranks WHERE last_seen_ns > %s)
+"""
 
 #: One-sided calls (MPI names without the prefix and the large-count suffix) whose data
 #: flows from the target to the origin, and those whose data flows both ways.
@@ -103,10 +118,16 @@ class JobTraffic:
         storage: list[str],
         since_ns: int = 0,
         grace_s: float = 30.0,
+        rails: dict[str, list[str]] | None = None,
     ):
+        """`rails`: host -> the HCA nodes of its rails (emulator.fattree.FatTree.rails); a
+        rank's traffic leaves and arrives on the rails it is bound to (stacklens/rails.py),
+        as the attribution places it. A host without rails is its own HCA node."""
         self.url = url
         self.hosts = set(hosts)
         self.storage = list(storage)
+        self.rails = {h: sorted(nodes, key=lambda n: rail_key(device_of(n)))
+                      for h, nodes in (rails or {}).items()}  # fmt: skip
         self.floor_ns = since_ns
         self.grace_ns = int(grace_s * 1e9)
         self.applied: dict[FrameKey, int] = {}  # frame -> its interval end
@@ -131,9 +152,10 @@ class JobTraffic:
         try:
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                queries = (("p2p", _P2P), ("io", _IO), ("rma", _RMA),
+                           ("monitored", _MONITORED), ("ranks", _RANKS))  # fmt: skip
                 rows = {name: cur.execute(sql, (self.floor_ns,)).fetchall()
-                        for name, sql in (("p2p", _P2P), ("io", _IO), ("rma", _RMA),
-                                          ("monitored", _MONITORED))}  # fmt: skip
+                        for name, sql in queries}  # fmt: skip
         except psycopg.Error:
             self.close()  # reconnect next time
             raise
@@ -146,6 +168,7 @@ class JobTraffic:
         p2p, rma, monitored = rows["p2p"], rows["rma"], rows["monitored"]
         pending = {(run, rank, t_end) for run, rank, t_end, _, dst, *_ in p2p + rma + monitored
                    if dst is None}  # fmt: skip
+        bound = bindings(rows["ranks"])
         nbytes: dict[tuple[str, str, str], int] = defaultdict(int)
         seen: set[FrameKey] = set()
 
@@ -157,31 +180,39 @@ class JobTraffic:
 
         on_fabric = self.hosts | set(self.storage)
 
-        def move(src: str, dst: str, kind: str, n: int) -> None:
-            if src != dst and src in on_fabric and dst in on_fabric and n > 0:
-                nbytes[(src, dst, kind)] += n
+        def move(src: str, dst: str, kind: str, n: int,
+                 a: Binding = UNBOUND, b: Binding = UNBOUND) -> None:  # fmt: skip
+            if src == dst or src not in on_fabric or dst not in on_fabric or n <= 0:
+                return
+            here, there = self.rails.get(src, [src]), self.rails.get(dst, [dst])
+            lanes = (rail_lanes([device_of(x) for x in here], a),
+                     rail_lanes([device_of(x) for x in there], b))  # fmt: skip
+            for i, j, part in rail_split(*lanes, n):
+                nbytes[(here[i], there[j], kind)] += part
 
         app: dict[tuple[int, int, int, int], int] = {}  # (run, rank, end, peer) -> p2p sent
-        for run, rank, t_end, src, dst, peer, sent in p2p:
+        for run, rank, t_end, src, dst, peer, _, sent in p2p:
             if new((run, rank, t_end)):
-                move(src, dst, "mpi_p2p", int(sent))
+                move(src, dst, "mpi_p2p", int(sent), bound[(run, rank)], bound[(run, peer)])
                 app[(run, rank, t_end, peer)] = int(sent)
-        for run, rank, t_end, src, dst, peer, counted in monitored:
+        for run, rank, t_end, src, dst, peer, _, counted in monitored:
             if new((run, rank, t_end)):
-                move(src, dst, "mpi_coll", int(counted) - app.get((run, rank, t_end, peer), 0))
+                move(src, dst, "mpi_coll", int(counted) - app.get((run, rank, t_end, peer), 0),
+                     bound[(run, rank)], bound[(run, peer)])  # fmt: skip
         names = op_names()
-        for run, rank, t_end, src, dst, op, n in rma:
+        for run, rank, t_end, src, dst, target, op, n in rma:
             if new((run, rank, t_end)):
                 there, back = rma_ways(names[op] if op < len(names) else "")
+                me, it = bound[(run, rank)], bound[(run, target)]
                 if there:
-                    move(src, dst, "mpi_rma", int(n))
+                    move(src, dst, "mpi_rma", int(n), me, it)
                 if back:
-                    move(dst, src, "mpi_rma", int(n))
+                    move(dst, src, "mpi_rma", int(n), it, me)
         for run, rank, t_end, host, path, read, written in rows["io"]:
             if new((run, rank, t_end)) and self.storage:
                 node = storage_node(path, self.storage)
-                move(host, node, "io", int(written))
-                move(node, host, "io", int(read))
+                move(host, node, "io", int(written), a=bound[(run, rank)])
+                move(node, host, "io", int(read), b=bound[(run, rank)])
         for run, rank, t_end in seen:
             self.applied[(run, rank, t_end)] = t_end
         self._advance()

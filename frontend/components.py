@@ -602,6 +602,45 @@ def placement_hosts_markdown(placement: JobPlacement) -> str:
     return table_markdown(caption, ("Host", "Ranks", "Match", "HCA ports"), "lrll", rows)
 
 
+def multi_rail(placement: JobPlacement) -> bool:
+    """Whether a host of the job has two or more HCAs (rails) on the fabric."""
+    return any(len({p.guid for p in h.ports}) > 1 for h in placement.hosts)
+
+
+def placement_rails_markdown(links: JobLinks | None) -> str:
+    """The rails of the job's hosts as Markdown (from GET /api/jobs/<job>/links; None: no
+    host has two rails): a caption saying how ranks are bound, then one row per rail by
+    host. Columns: host, rail (index and device), ranks bound to it (those pinned by the
+    devices their MPI was told marked), the job's bytes sent and received on it between
+    hosts, and those bytes by provenance."""
+    if links is None:
+        return "Every host of this job has one rail (HCA)."
+    if not links.rails:
+        return "No host of this job was found on the fabric."
+    hosts = len({r.host for r in links.rails})
+    caption = (
+        f"{len(links.rails)} rails on {hosts} host{'s' if hosts != 1 else ''}: a rank sends "
+        "and receives on the devices its MPI was told to use (pinned: UCX_NET_DEVICES and "
+        "the like), else on rail (local rank mod rails)."
+    )
+    rows = []
+    for r in links.rails:
+        pinned = set(r.pinned)
+        ranks = rank_ranges(r.ranks) or "—"
+        if pinned:
+            ranks += f" (pinned: {rank_ranges(sorted(pinned))})"
+        by = "; ".join(
+            f"{p.provenance} {format_bytes(p.sent_bytes)} sent, "
+            f"{format_bytes(p.received_bytes)} received"
+            for p in r.provenance
+        )
+        rail = md_text(f"{r.rail} {r.device}".strip())
+        sent, received = format_bytes(r.sent_bytes), format_bytes(r.received_bytes)
+        rows.append((md_text(r.host), rail, ranks, sent, received, by or "—"))
+    headings = ("Host", "Rail", "Ranks", "Sent", "Received", "By provenance")
+    return table_markdown(caption, headings, "lllrrl", rows)
+
+
 def placement_links_markdown(placement: JobPlacement) -> str:
     """The job's links as Markdown: a caption saying what the candidates are, then one row
     per link, host links first. Columns: link (`link_name`), kind, job hosts on it, mean

@@ -111,6 +111,7 @@ JV_OUTLIERS = "jv-outliers"  # html.Ul: the outliers and collective imbalances i
 JV_PLACEMENT = "jv-placement"  # the "Hosts and links" card
 JV_PLACEMENT_HOSTS = "jv-placement-hosts"  # dcc.Markdown: the job's hosts on the fabric
 JV_PLACEMENT_LINKS = "jv-placement-links"  # dcc.Markdown: their links and load
+JV_PLACEMENT_RAILS = "jv-placement-rails"  # dcc.Markdown: multi-rail hosts' rails, job bytes
 
 # Incident banner (frontend/app.py, every page) and the Incidents page (pages/incidents.py).
 INCIDENT_BANNER = "incident-banner"  # "N open incidents: <newest's summary>"; empty when none

@@ -1081,8 +1081,20 @@ class NodeJobs(ApiModel):
     jobs: list[NodeJob]
 
 
+class RailBytes(ApiModel):
+    """A job's bytes on one link direction that left from one rail (HCA) of a host, of one
+    provenance."""
+
+    host: str
+    rail: int = Field(description="the rail's index on its host (devices in rail order)")
+    device: str = Field(description='its device ("mlx5_1"), empty when its node names none')
+    provenance: Provenance
+    bytes: float = Field(description="bytes over the window (a fraction when split by a group)")
+
+
 class JobLinkBytes(ApiModel):
-    """A job's bytes on one link direction, by traffic category."""
+    """A job's bytes on one link direction, by traffic category and by the rail they left
+    from."""
 
     id: int = Field(description="link id")
     a: LinkEnd
@@ -1091,6 +1103,35 @@ class JobLinkBytes(ApiModel):
     bytes: float = Field(description="the job's bytes on it, all categories")
     measured_bytes: int | None = Field(description="the link direction's measured bytes")
     categories: list[AttributedBytes]
+    rails: list[RailBytes] = Field(
+        description="the same bytes by the sending host's rail and provenance"
+    )
+
+
+class RailProvenance(ApiModel):
+    """A rail's bytes of one provenance."""
+
+    provenance: Provenance
+    sent_bytes: int
+    received_bytes: int
+
+
+class JobRail(ApiModel):
+    """One rail (HCA) of a host of the job: the ranks bound to it and the job's bytes that
+    left and arrived on it between hosts (docs/families.md, "Ranks on rails")."""
+
+    host: str
+    rail: int = Field(description="index on its host, devices in rail order")
+    device: str = Field(description='its device ("mlx5_0"), empty when its node names none')
+    guid: str = Field(description="its HCA's node GUID")
+    ranks: list[int] = Field(description="world ranks bound to it (any run of the window)")
+    pinned: list[int] = Field(
+        description="of those, the ranks bound by the devices their MPI was told to use "
+        "(the others by local rank round-robin)"
+    )
+    sent_bytes: int
+    received_bytes: int
+    provenance: list[RailProvenance]
 
 
 class JobLinks(ApiModel):
@@ -1106,6 +1147,9 @@ class JobLinks(ApiModel):
         "(the MPI's monitored traffic) in every run, in some (mixed), or modelled"
     )
     links: list[JobLinkBytes]
+    rails: list[JobRail] = Field(
+        description="every rail of the job's hosts placed on the fabric, by host then rail"
+    )
     page: PageInfo
     left_out: dict[str, int] = Field(description="the job's bytes on no link, by reason")
     run: int | None = _run_asked()

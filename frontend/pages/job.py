@@ -16,7 +16,8 @@ now that moves with every refresh, neither: the whole job. The page shows the ti
 time and bytes per MPI traffic category and file-system layer, the rank x time heat map of
 the share of time inside MPI with the outliers named, every job card (as on the Jobs
 page: presentation/cards.py, frontend/cards.py), and the
-"Hosts and links" card (where the job sits on the fabric: GET /api/jobs/<job>/placement)
+"Hosts and links" card (where the job sits on the fabric: GET /api/jobs/<job>/placement;
+for a job on multi-rail hosts, each rail's ranks and bytes: GET /api/jobs/<job>/links)
 for the window, or, while the playback slider is on a step (`at`), for that step alone.
 Under the title, a link to the Compare page setting the run against the previous run of the
 same program (GET /api/compare/history); below, the card "Earlier runs of this program":
@@ -139,6 +140,7 @@ def _body() -> list:
                 "Hosts and links",
                 markdown_table(ids.JV_PLACEMENT_HOSTS),
                 markdown_table(ids.JV_PLACEMENT_LINKS),
+                markdown_table(ids.JV_PLACEMENT_RAILS),
                 section_id=ids.JV_PLACEMENT,
             ),
     ]  # fmt: skip
@@ -171,6 +173,7 @@ _OUTPUTS = {
     "outliers": (ids.JV_OUTLIERS, "children"),
     "placement_hosts": (ids.JV_PLACEMENT_HOSTS, "children"),
     "placement_links": (ids.JV_PLACEMENT_LINKS, "children"),
+    "placement_rails": (ids.JV_PLACEMENT_RAILS, "children"),
     "rendered": (ids.JV_RENDERED, "data"),
     "rearm": (ids.JV_TICK, "max_intervals"),
     "report_pdf": (ids.JV_REPORT_PDF, "href"),
@@ -329,11 +332,13 @@ def render(search: str | None, tick: int | None, job: str,
             cards_window = WindowQuery(window.run, _exact(at_ns), _exact(at_ns + profile.step_ns))
         overview = client.overview(job, cards_window, owner)
         placement = client.placement(job, cards_window, owner)
+        rails = (client.job_links(job, cards_window, limit=1, owner=owner)
+                 if components.multi_rail(placement) else None)  # fmt: skip
     except ApiError as exc:
         return {**unchanged, "status": components.error_state(exc), "hidden": True,
                 "title": f"Job {job}", "rendered": {}}  # fmt: skip
     drawn = dict(rendered or {})
-    page = digest((profile, series, overview, placement, search))
+    page = digest((profile, series, overview, placement, rails, search))
     if drawn.get("page") == page:
         return unchanged
     drawn["page"] = page
@@ -363,6 +368,7 @@ def render(search: str | None, tick: int | None, job: str,
         "outliers": components.outlier_items(profile),
         "placement_hosts": components.placement_hosts_markdown(placement),
         "placement_links": components.placement_links_markdown(placement),
+        "placement_rails": components.placement_rails_markdown(rails),
         "rendered": drawn,
         **{f"card_{key}": data for key, data in published.items()},
         **report_links(job, window, owner),

@@ -14,7 +14,9 @@ from sqlalchemy.orm import Session
 from server.families.model import Description
 from server.jobs.repository import Scope, p2p_sums
 from server.query_params import ALL_TIME
+from stacklens import rails
 from stacklens.mpi_ops import op_categories
+from stacklens.rails import Binding
 from stacklens.schema import (
     CallsitePath,
     CollDelta,
@@ -87,15 +89,17 @@ def p2p_ops(session: Session, scope: Scope) -> dict[int, tuple[int, int, int]]:
     return {int(op): (int(c), int(b), int(t)) for op, c, b, t in session.execute(query)}
 
 
-def hosts(session: Session, scope: Scope) -> dict[tuple[int, int], str]:
-    """(run, rank) -> the host it reported, for every rank of the scope's job or run."""
-    query = select(Rank.run_id, Rank.world_rank, Rank.host).where(Rank.job_id == scope.job_id)
+def hosts(session: Session, scope: Scope) -> dict[tuple[int, int], tuple[str, Binding]]:
+    """(run, rank) -> the host it reported and its binding to that host's rails
+    (stacklens/rails.py), for every rank of the scope's job or run."""
+    query = select(Rank.run_id, Rank.world_rank, Rank.host, Rank.net_devices).where(
+        Rank.job_id == scope.job_id
+    )
     if scope.run_id is not None:
         query = query.where(Rank.run_id == scope.run_id)
-    out: dict[tuple[int, int], str] = {}
-    for run, rank, host in session.execute(query):
-        out[(int(run), int(rank))] = host
-    return out
+    rows = [(int(run), int(rank), host, net) for run, rank, host, net in session.execute(query)]
+    bound = rails.bindings(rows)
+    return {(run, rank): (host, bound[(run, rank)]) for run, rank, host, _ in rows}
 
 
 def module_build_ids(session: Session, scope: Scope) -> dict[tuple[int, str], str]:

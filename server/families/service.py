@@ -36,8 +36,10 @@ from server.traffic import repository as traffic
 from server.traffic.attribution import Transfer, attribute
 from server.traffic.routing import NoRoute
 from server.traffic.service import AttributionCache
+from stacklens import rails
 from stacklens.api_models import PageInfo
 from stacklens.mpi_ops import op_names, op_receives
+from stacklens.rails import Binding
 from stacklens.symbols import Basis
 
 #: The communicator id of the hooks' overflow records.
@@ -137,20 +139,31 @@ def _where(session: Session, scope: Scope, families: dict[str, Family]) -> dict[
 
 
 def _hops(session: Session, cache: AttributionCache, paths: str, hosts: set[str]) -> Any:
-    """A function (source host, destination host) -> links its route crosses, None when
-    either is not placed on the current fabric or the tables give no route."""
+    """A function (source host and binding, destination host and binding, bytes) -> [(links
+    the route crosses, bytes)] over the rail pairs the ranks' bindings give
+    (stacklens/rails.py); links None when either host is not placed on the current fabric or
+    the tables give no route."""
     fab = cache.fabric(session, paths)
-    hca = traffic.hca_of(session, fab, hosts)
-    known: dict[tuple[str, str], int | None] = {}
+    placed = traffic.rails_of(session, fab, hosts)
+    known: dict[tuple[int, int], int | None] = {}
 
-    def hops(src: str, dst: str) -> int | None:
-        if (src, dst) not in known:
-            a, b = hca.get(src), hca.get(dst)
+    def crossed(a: int, b: int) -> int | None:
+        if (a, b) not in known:
             try:
-                known[(src, dst)] = None if a is None or b is None else len(fab.router.path(a, b))
+                known[(a, b)] = len(fab.router.path(a, b))
             except NoRoute:
-                known[(src, dst)] = None
-        return known[(src, dst)]
+                known[(a, b)] = None
+        return known[(a, b)]
+
+    def hops(src: tuple[str, Binding], dst: tuple[str, Binding], nbytes: int
+             ) -> list[tuple[int | None, int]]:  # fmt: skip
+        here, there = placed.get(src[0]), placed.get(dst[0])
+        if not here or not there:
+            return [(None, nbytes)]
+        lanes = (rails.lanes([r.device for r in here], src[1]),
+                 rails.lanes([r.device for r in there], dst[1]))  # fmt: skip
+        pairs = rails.split(*lanes, nbytes)
+        return [(crossed(here[a].guid, there[b].guid), n) for a, b, n in pairs]
 
     return hops
 
@@ -162,13 +175,19 @@ def job_families(
     (then by key); families without traffic in the window are listed too."""
     families, sends, unmodelled = _families(session, scope)
     host = repository.hosts(session, scope)
-    hops = _hops(session, cache, paths, set(host.values()))
+    hops = _hops(session, cache, paths, {h for h, _ in host.values()})
     for s in sends:
         src, dst = host.get((s.run, s.src)), host.get((s.run, s.dst))
-        between = None if src is None or dst is None or src == dst else hops(src, dst)
-        where = reach_of(src, dst, between)
+        if src is None or dst is None or src[0] == dst[0]:
+            parts = [(None, s.nbytes)]
+        else:
+            parts = hops(src, dst, s.nbytes)
         fam = families[s.family]
-        fam.reach[(where, s.provenance)] = fam.reach.get((where, s.provenance), 0) + s.nbytes
+        for between, nbytes in parts:
+            where = reach_of(
+                None if src is None else src[0], None if dst is None else dst[0], between
+            )
+            fam.reach[(where, s.provenance)] = fam.reach.get((where, s.provenance), 0) + nbytes
     text = labels(families, _where(session, scope, families))
     rows = [
         {
@@ -212,7 +231,7 @@ def job_family_links(
     families, sends, _ = _families(session, scope)
     host = repository.hosts(session, scope)
     fab = cache.fabric(session, paths)
-    hcas = traffic.hca_of(session, fab, set(host.values()))
+    hcas = traffic.rails_of(session, fab, {h for h, _ in host.values()})
     transfers = []
     left: dict[str, int] = defaultdict(int)
     for s in sends:
@@ -220,7 +239,8 @@ def job_family_links(
         if src is None or dst is None:
             left["unknown_rank"] += s.nbytes
             continue
-        transfers.append(Transfer(job_id, s.family, s.provenance, src, dst, s.nbytes))
+        transfers.append(Transfer(job_id, s.family, s.provenance, src[0], dst[0], s.nbytes,
+                                  src[1], dst[1]))  # fmt: skip
     meas = traffic.measured(session, fab, scope.window)
     result = attribute(fab.router, transfers, hcas, {c: m["bytes"] for c, m in meas.items()})
     for reason, nbytes in result.left_out.items():

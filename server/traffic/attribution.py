@@ -1,7 +1,8 @@
 """Attribution of measured link bytes to job x category: the pure core.
 
 Input is plain data: the jobs' transfers between hosts (each with a job, a category and its
-provenance), where each host sits on the fabric (HCA node GUID), a Router over the stored
+provenance, and how each end's rank is bound to its host's rails), where each host sits on
+the fabric (its rails: HCA node GUIDs with their devices), a Router over the stored
 forwarding tables (server/traffic/routing.py) and each link direction's measured bytes.
 Every inter-host transfer is routed to the stages it crosses; a one-link stage takes the
 whole transfer, a group of links (parallel or adaptive paths) splits it by the group's
@@ -15,16 +16,21 @@ the forwarding tables), `measured` (collective bytes from the MPI's monitored tr
 placed the same way), `modelled` (collective bytes from the algorithm model); link totals
 and `other` are `measured`.
 Transfers within a host, and those with an end off the fabric, are left out and counted.
+A transfer between multi-rail hosts leaves and arrives on the rails its ranks are bound to
+(stacklens/rails.py): the bytes of a flow are those of the HCA pair the binding gives.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from server.traffic.routing import Crossing, NoRoute, Router
+from stacklens import rails
+from stacklens.rails import UNBOUND, Binding
 
 PROVENANCES = ("measured", "routed", "modelled")
 #: How a file's bytes are placed on its mount's servers (STACKLENS_STORAGE_PLACEMENT).
@@ -43,6 +49,20 @@ class Transfer:
     src: str
     dst: str
     nbytes: int
+    src_bind: Binding = UNBOUND  # how the sending rank is bound to its host's rails
+    dst_bind: Binding = UNBOUND
+
+
+class Rail(NamedTuple):
+    """One rail of a host: its HCA's node GUID and device name ("" when its node
+    description names none)."""
+
+    guid: int
+    device: str
+
+
+#: Host -> its rails in rail order (stacklens.rails.order).
+Placed = Mapping[str, Sequence[Rail]]
 
 
 #: A figure's key on a link direction: (job, category, provenance, path "fixed" | "group").
@@ -64,15 +84,15 @@ class Attribution:
 def attribute(
     router: Router,
     transfers: Iterable[Transfer],
-    hca_of: Mapping[str, int],
+    placed: Placed,
     measured: Mapping[Crossing, int | None],
 ) -> Attribution:
-    """Route every transfer (hosts placed by `hca_of`: host -> HCA GUID) and split it over
+    """Route every transfer (hosts placed by `placed`: host -> its rails) and split it over
     the stages it crosses; `measured` is each link direction's measured bytes (split of
     groups). Left out, by reason: `intra_host`, `off_fabric` (a host not placed), `no_route`
     (the tables give no complete route)."""
     out = Attribution()
-    split(router, flows(transfers, hca_of, out), measured, out)
+    split(router, flows(transfers, placed, out), measured, out)
     return out
 
 
@@ -81,9 +101,9 @@ def attribute(
 Flows = dict[tuple[int, str, str, int, int], int]
 
 
-def flows(transfers: Iterable[Transfer], hca_of: Mapping[str, int], out: Attribution) -> Flows:
-    """The transfers summed per HCA pair (see `attribute`); those left out counted in
-    `out`."""
+def flows(transfers: Iterable[Transfer], placed: Placed, out: Attribution) -> Flows:
+    """The transfers summed per HCA pair, each on the rails its ranks are bound to (see
+    `attribute`); those left out counted in `out`."""
     pairs: Flows = defaultdict(int)
     for t in transfers:
         if t.nbytes <= 0:
@@ -91,14 +111,17 @@ def flows(transfers: Iterable[Transfer], hca_of: Mapping[str, int], out: Attribu
         if t.src == t.dst:
             out.left_out["intra_host"] += t.nbytes
             continue
-        src, dst = hca_of.get(t.src), hca_of.get(t.dst)
-        if src is None or dst is None:
+        src, dst = placed.get(t.src), placed.get(t.dst)
+        if not src or not dst:
             out.left_out["off_fabric"] += t.nbytes
             continue
-        if src == dst:
-            out.left_out["intra_host"] += t.nbytes
-            continue
-        pairs[(t.job, t.category, t.provenance, src, dst)] += t.nbytes
+        here = rails.lanes([r.device for r in src], t.src_bind)
+        there = rails.lanes([r.device for r in dst], t.dst_bind)
+        for a, b, nbytes in rails.split(here, there, t.nbytes):
+            if src[a].guid == dst[b].guid:
+                out.left_out["intra_host"] += nbytes
+                continue
+            pairs[(t.job, t.category, t.provenance, src[a].guid, dst[b].guid)] += nbytes
     return pairs
 
 

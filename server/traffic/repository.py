@@ -28,10 +28,12 @@ from server.jobs import placement
 from server.jobs.repository import p2p_sums
 from server.query_params import MAX_NS, Window
 from server.traffic import collectives, monitored
-from server.traffic.attribution import Transfer, rma_direction, storage_shares
+from server.traffic.attribution import Rail, Transfer, rma_direction, storage_shares
 from server.traffic.routing import Crossing, RouteLink, Router
+from stacklens import rails
 from stacklens.constants import MINUTE_NS
 from stacklens.mpi_ops import op_names
+from stacklens.rails import Binding
 from stacklens.schema import (
     CollDelta,
     CollMinute,
@@ -156,6 +158,7 @@ class JobTraffic:
     hosts: set[str]
     left_out: dict[str, int]
     collective_source: dict[int, str]  # job id -> measured | modelled
+    ranks: dict[tuple[int, int], tuple[str, Binding]]  # (run, rank) -> host, binding to rails
 
 
 def job_traffic(
@@ -165,11 +168,12 @@ def job_traffic(
     job_ids: list[int] | None = None,
     run_id: int | None = None,
 ) -> JobTraffic:
-    """Every job's (or those of `job_ids`) transfers between hosts over the window: p2p from
-    p2p_deltas and their minute rollups (bytes sent to a peer: jobs.repository.p2p_sums),
-    RMA from rma_deltas (by the op's direction), modelled collective on-wire bytes from
-    coll_deltas (server/traffic/collectives.py), file I/O from io_deltas to and from the
-    mount's servers (`config.storage`); of one run if `run_id`.
+    """Every job's (or those of `job_ids`) transfers between hosts over the window, each end
+    with its rank's binding to rails (stacklens/rails.py): p2p from p2p_deltas and their
+    minute rollups (bytes sent to a peer: jobs.repository.p2p_sums), RMA from rma_deltas
+    (by the op's direction), modelled collective on-wire bytes from coll_deltas
+    (server/traffic/collectives.py), file I/O from io_deltas to and from the mount's
+    servers (`config.storage`); of one run if `run_id`.
     Read past the owner filter (see the module's doc)."""
     conn = session.connection()
 
@@ -179,11 +183,14 @@ def job_traffic(
 
     host: dict[tuple[int, int], str] = {}
     job_of_run: dict[int, int] = {}
-    for job, run, rank, name in conn.execute(
-        select(Rank.job_id, Rank.run_id, Rank.world_rank, Rank.host).where(*only(Rank))
-    ):
+    placed = conn.execute(
+        select(Rank.job_id, Rank.run_id, Rank.world_rank, Rank.host, Rank.net_devices)
+        .where(*only(Rank))
+    ).all()  # fmt: skip
+    for job, run, rank, name, _ in placed:
         host[(run, rank)] = name
         job_of_run[run] = job
+    bound = rails.bindings((run, rank, name, net) for _, run, rank, name, net in placed)
     left: dict[str, int] = defaultdict(int)
     out: list[Transfer] = []
 
@@ -192,7 +199,8 @@ def job_traffic(
         if src is None or dst is None:
             left["unknown_rank"] += nbytes
         else:
-            out.append(Transfer(job, category, prov, src, dst, nbytes))
+            out.append(Transfer(job, category, prov, src, dst, nbytes, bound[(run, a)],
+                                bound[(run, b)]))  # fmt: skip
 
     # the minute rollups where the window holds whole clean minutes, the raw deltas elsewhere
     sums = p2p_sums(sorted(set(job_of_run.values())), "run_id", "world_rank", "peer",
@@ -239,9 +247,13 @@ def job_traffic(
                 left["local_io"] += nbytes
             for server, part in shares:
                 hosts.add(server)
-                a, b = (me, server) if way == "write" else (server, me)
-                out.append(Transfer(job, "io", "routed", a, b, part))
-    return JobTraffic(out, hosts, dict(left), source)
+                mine = bound[(run, rank)]
+                if way == "write":
+                    out.append(Transfer(job, "io", "routed", me, server, part, src_bind=mine))
+                else:
+                    out.append(Transfer(job, "io", "routed", server, me, part, dst_bind=mine))
+    ranks = {key: (name, bound[key]) for key, name in host.items()}
+    return JobTraffic(out, hosts, dict(left), source, ranks)
 
 
 def _measured_collectives(
@@ -347,9 +359,10 @@ def _spans(minutes: list[int]) -> list[tuple[int, int]]:
     return spans
 
 
-def hca_of(session: Session, fab: Fabric, hosts: set[str]) -> dict[str, int]:
-    """Host -> the GUID of the HCA it sends from, placed as server/jobs/placement.py places
-    a job's hosts (the node GUID its hooks read, else its name); unplaced hosts are absent."""
+def rails_of(session: Session, fab: Fabric, hosts: set[str]) -> dict[str, list[Rail]]:
+    """Host -> its rails (its HCAs, in rail order: stacklens.rails.order of their devices),
+    placed as server/jobs/placement.py places a job's hosts (the node GUIDs its hooks read,
+    else its name); unplaced hosts are absent."""
     conn = session.connection()
     reported: dict[str, set[tuple[str, int]]] = defaultdict(set)
     query = (
@@ -363,7 +376,13 @@ def hca_of(session: Session, fab: Fabric, hosts: set[str]) -> dict[str, int]:
         if name in hosts:
             reported[name].add((fabric.guid_text(guid), port))
     placed = placement.host_ports(hosts, reported, fab.nodes, fab.all_links)
-    return {host: int(ports[0]["guid"], 16) for host, ports in placed.items() if ports}
+    out = {}
+    for host, ports in placed.items():
+        devices = {int(p["guid"], 16): rails.device_of(p["name"]) for p in ports}
+        ranked = sorted(devices.items(), key=lambda gd: (rails.rail_key(gd[1]), gd[0]))
+        if ranked:
+            out[host] = [Rail(guid, device) for guid, device in ranked]
+    return out
 
 
 def data_version(session: Session) -> tuple[Any, ...]:

@@ -19,8 +19,11 @@ from server.fabric import repository as fabric
 from server.query_params import Window
 from server.traffic import repository
 from server.traffic.attribution import (
+    PROVENANCES,
     Attribution,
+    Flows,
     Key,
+    Rail,
     attribute,
     flows,
     grouped_with,
@@ -29,6 +32,7 @@ from server.traffic.attribution import (
 )
 from server.traffic.repository import Fabric, TrafficConfig
 from server.traffic.routing import Crossing
+from stacklens import rails
 
 DIRECTIONS = ("a_to_b", "b_to_a")
 #: A node's fields as the API shows them (stacklens.api_models.FabricNode).
@@ -71,7 +75,7 @@ class AttributionCache:
         cross the link and the measured bytes of the links they are split over."""
         fab = self.fabric(session, config.paths)
         traffic = repository.job_traffic(session, window, config)
-        hcas = repository.hca_of(session, fab, traffic.hosts)
+        hcas = repository.rails_of(session, fab, traffic.hosts)
         only = {(link_id, d) for d in DIRECTIONS}
         result = Attribution()
         pairs = flows(traffic.transfers, hcas, result)
@@ -114,7 +118,7 @@ def _attribution(
     job_ids: list[int] | None = None,
     run_id: int | None = None,
     fab: Fabric | None = None,
-    placed: dict[frozenset[str], dict[str, int]] | None = None,
+    placed: dict[frozenset[str], dict[str, list[Rail]]] | None = None,
 ) -> Computed:
     """Attribute the window: read what it needs (the fabric unless given; hosts placed
     once per host set in `placed` if given) and run the pure core."""
@@ -123,7 +127,7 @@ def _attribution(
     traffic = repository.job_traffic(session, window, config, job_ids, run_id)
     hosts = frozenset(traffic.hosts)
     if placed is None or hosts not in placed:
-        hcas = repository.hca_of(session, fab, traffic.hosts)
+        hcas = repository.rails_of(session, fab, traffic.hosts)
         if placed is not None:
             placed[hosts] = hcas
     else:
@@ -202,7 +206,7 @@ def link_series(
     link = fab.links.get(link_id)
     if link is None:
         return None
-    placed: dict[frozenset[str], dict[str, int]] = {}
+    placed: dict[frozenset[str], dict[str, list[Rail]]] = {}
     steps = []
     for t in range(window.from_ns, window.to_ns, step_ns):
         part = Window(t, min(t + step_ns, window.to_ns))
@@ -279,8 +283,8 @@ def node_jobs(
             for (job, _, _, _), nbytes in result.shares.get((link_id, direction), {}).items():
                 row(job)["bytes_out" if direction == away else "bytes_in"] += nbytes
     if node["type"] != "switch":
-        placed = repository.hca_of(session, fab, traffic.hosts)
-        here = {host for host, hca in placed.items() if hca == number}
+        placed = repository.rails_of(session, fab, traffic.hosts)
+        here = {host for host, on in placed.items() if any(r.guid == number for r in on)}
         for t in traffic.transfers:
             for host in {t.src, t.dst} & here:
                 row(t.job)["hosts"].add(host)
@@ -315,7 +319,12 @@ def job_links(
     the `collectives` source and what stayed off the links. The fabric is `cache`'s (read
     once per stored discovery), else read now."""
     fab = None if cache is None else cache.fabric(session, config.paths)
-    fab, meas, result, traffic = _attribution(session, config, window, [job["id"]], run_id, fab=fab)
+    placed: dict[frozenset[str], dict[str, list[Rail]]] = {}
+    fab, meas, result, traffic = _attribution(session, config, window, [job["id"]], run_id,
+                                              fab=fab, placed=placed)  # fmt: skip
+    on = placed[frozenset(traffic.hosts)]
+    pairs = flows(traffic.transfers, on, Attribution())
+    from_rail = _from_rail(fab, pairs, {c: m["bytes"] for c, m in meas.items()}, on)
     visible = {job["id"]: {"job": job["job"], "user": job["user"]}}
     rows = []
     for crossing in sorted(result.shares):
@@ -329,6 +338,7 @@ def job_links(
             "bytes": sum(f["bytes"] for f in figures),
             "measured_bytes": meas.get(crossing, {}).get("bytes"),
             "categories": figures,
+            "rails": from_rail.get(crossing, []),
         })  # fmt: skip
     return {
         "job": job["job"],
@@ -337,5 +347,63 @@ def job_links(
         "paths": config.paths,
         "collectives": traffic.collective_source.get(job["id"], "modelled"),
         "links": rows,
+        "rails": job_rails(traffic, on, pairs),
         "left_out": dict(result.left_out),
     }
+
+
+def _from_rail(fab: Fabric, pairs: Flows, measured: dict[Crossing, int | None],
+               placed: dict[str, list[Rail]]) -> dict[Crossing, list[dict[str, Any]]]:  # fmt: skip
+    """Per link direction, the flows' bytes by the rail they left from and provenance
+    (the flows of each rail routed and split as the whole attribution splits them)."""
+    where = {r.guid: (host, i, r.device) for host, rs in placed.items() for i, r in enumerate(rs)}
+    out: dict[Crossing, list[dict[str, Any]]] = {}
+    for guid in sorted({key[3] for key in pairs}):
+        part = Attribution()
+        split(fab.router, {k: n for k, n in pairs.items() if k[3] == guid}, measured, part)
+        host, index, device = where[guid]
+        for crossing, shares in part.shares.items():
+            by: dict[str, float] = {}
+            for (_, _, provenance, _), nbytes in shares.items():
+                by[provenance] = by.get(provenance, 0.0) + nbytes
+            out.setdefault(crossing, []).extend(
+                {"host": host, "rail": index, "device": device, "provenance": p, "bytes": n}
+                for p, n in sorted(by.items())
+            )
+    return out
+
+
+def job_rails(traffic: repository.JobTraffic, placed: dict[str, list[Rail]], pairs: Flows
+              ) -> list[dict[str, Any]]:  # fmt: skip
+    """Every rail of the job's hosts (stacklens.api_models.JobRail): the ranks bound to it
+    (stacklens/rails.py) and the flows' bytes that left and arrived on it, by provenance."""
+    sent: dict[int, dict[str, int]] = {}
+    got: dict[int, dict[str, int]] = {}
+    for (_, _, provenance, src, dst), nbytes in pairs.items():
+        sent.setdefault(src, {})[provenance] = sent.get(src, {}).get(provenance, 0) + nbytes
+        got.setdefault(dst, {})[provenance] = got.get(dst, {}).get(provenance, 0) + nbytes
+    bound: dict[tuple[str, int], set[int]] = {}
+    pinned: dict[tuple[str, int], set[int]] = {}
+    for (_, rank), (host, binding) in traffic.ranks.items():
+        devices = [r.device for r in placed.get(host, [])]
+        for i in rails.lanes(devices, binding):
+            bound.setdefault((host, i), set()).add(rank)
+            if any(d in devices for d in binding.devices):
+                pinned.setdefault((host, i), set()).add(rank)
+    hosts = sorted({host for host, _ in traffic.ranks.values()} & set(placed))
+    out = []
+    for host in hosts:
+        for i, rail in enumerate(placed[host]):
+            out_by, in_by = sent.get(rail.guid, {}), got.get(rail.guid, {})
+            out.append({
+                "host": host, "rail": i, "device": rail.device, "guid": f"{rail.guid:#018x}",
+                "ranks": sorted(bound.get((host, i), ())),
+                "pinned": sorted(pinned.get((host, i), ())),
+                "sent_bytes": sum(out_by.values()), "received_bytes": sum(in_by.values()),
+                "provenance": [
+                    {"provenance": p, "sent_bytes": out_by.get(p, 0),
+                     "received_bytes": in_by.get(p, 0)}
+                    for p in PROVENANCES if p in out_by or p in in_by
+                ],
+            })  # fmt: skip
+    return out

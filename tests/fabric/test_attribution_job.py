@@ -102,7 +102,7 @@ def test_a_real_jobs_bytes_on_the_links_it_crossed(
             fab = repository.load_fabric(session, "fixed")
             measured = {c: m["bytes"] for c, m in repository.measured(session, fab, window).items()}
             traffic = repository.job_traffic(session, window, config)
-            hcas = repository.hca_of(session, fab, traffic.hosts)
+            hcas = repository.rails_of(session, fab, traffic.hosts)
             result = attribute(fab.router, traffic.transfers, hcas, measured)
     finally:
         engine.dispose()

@@ -15,7 +15,10 @@ member loads over the window equal the bytes set, exactly.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,12 +28,13 @@ from fastapi.testclient import TestClient
 from collector.fabric.mad import MadSource
 from collector.fabric.service import FabricSampler
 from emulator.fattree import FatTree, fat_tree
-from emulator.ibsim import FabricSim, port_ref
+from emulator.ibsim import FabricSim, TrafficEmulator, port_ref
+from emulator.jobtraffic import JobTraffic
 from server.app import create_app
 from server.incidents.detect import Thresholds
 from server.incidents.service import IncidentService
 from stacklens.db import make_engine
-from tests.conftest import query
+from tests.conftest import mpi_env, query
 from tests.fabric.conftest import _have_simulator
 
 #: The detectors' thresholds here: utilisation 0.5 (a member at or above, the other below
@@ -65,12 +69,12 @@ def rails_sim(rails_tree: FatTree, scratch_root: Path) -> Iterator[FabricSim]:
 class Rig:
     """The sampler over the simulator, the incident service and the API, on one database."""
 
-    def __init__(self, pg_url: str, sim: FabricSim):
+    def __init__(self, pg_url: str, sim: FabricSim, th: Thresholds = TH):
         self.pg_url, self.sim = pg_url, sim
         self.source = MadSource(env=sim.client_env(), workdir=sim.workdir, sweep_workers=1)
         self.sampler = FabricSampler(pg_url, self.source, interval_s=1.0, rediscover_s=3600)
         self.engine = make_engine(pg_url)
-        self.service = IncidentService(self.engine, TH, sweep_interval_s=1.0)
+        self.service = IncidentService(self.engine, th, sweep_interval_s=1.0)
         self.last = 0.0
         self.sweep()  # discovery and the first sweep (no deltas yet)
         self.ports = {r: self._port(f"{HOST} mlx5_{r}") for r in (0, 1)}
@@ -209,3 +213,196 @@ def test_both_rails_loaded_alike_open_nothing(rig: Rig):
     engine.dispose()
     assert [_sent(m) for m in group["members"]] == [4 * HOT, 4 * HOT]
     assert group["max_mean"] == pytest.approx(1.0, abs=0.05)  # the intervals differ a little
+
+
+# ---- jobs on the rails: ranks bound the way the MPI libraries bind them ------------------
+
+RAIL_JOB = Path(__file__).parent / "rail_job.py"
+#: The jobs' own load is tens of MB/s a rail: a member at 0.4 % of a QDR 4x rail (16 MB/s)
+#: or more is busy, one below 0.2 % idle (the sampler's MADs alone are a few kB/s).
+JOB_TH = Thresholds(utilisation=0.004, sweeps=2, clear=3, imbalance_sweeps=2, min_ns=10**9)
+#: Bytes a rank sends its partner per exchange (tests/fabric/rail_job.py).
+CHUNK = 2_000_000
+
+
+class RailJob:
+    """rail_job.py under `stacklens run` and Open MPI: ranks 0, 1 on host01, ranks 2, 3 on
+    host02 (STACKLENS_HOST), each exchanging with its partner on the other host; `pinned`:
+    the UCX_NET_DEVICES every rank is started with (None: not set)."""
+
+    def __init__(self, tmp: Path, endpoint: str, pinned: str | None):
+        self.key = f"rails-{uuid.uuid4().hex[:8]}"
+        self.stopfile, self.out = tmp / "stop", tmp / "out"
+        self.out.mkdir()
+        env = mpi_env(STACKLENS_COLLECTOR=endpoint, STACKLENS_INGEST_TOKEN="secret",
+                      STACKLENS_INGEST_AUTH="trusted", STACKLENS_INTERVAL_MS="200",
+                      STACKLENS_JOB_ID=self.key, STACKLENS_FINALIZE_TIMEOUT_MS="60000")  # fmt: skip
+        env.pop("UCX_NET_DEVICES", None)
+        if pinned is not None:
+            env["UCX_NET_DEVICES"] = pinned
+        program = [sys.executable, str(RAIL_JOB), str(self.stopfile), str(self.out)]
+        mpirun = ["mpirun", "-np", "2", "-x", "STACKLENS_HOST=host01", *program,
+                  ":", "-np", "2", "-x", "STACKLENS_HOST=host02", *program]  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "stacklens_cli", "run", "--", *mpirun], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+
+    def stop(self) -> dict[int, int]:
+        """Tell it to stop, wait for it; the exchanges each rank made."""
+        self.stopfile.touch()
+        out, err = self.proc.communicate(timeout=120)
+        assert self.proc.returncode == 0, out + err
+        return {int(f.name): int(f.read_text()) for f in self.out.iterdir()}
+
+    def kill(self) -> None:
+        """End it if it still runs (a failed test)."""
+        if self.proc.poll() is None:
+            self.stopfile.touch()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _rates(rig: Rig, ts: int) -> dict[int, float]:
+    """host02's rails' utilisation (bytes sent by its HCA over the capacity) in sweep `ts`."""
+    rows = query(rig.pg_url, "SELECT s.port_id, s.d_xmit_bytes, s.dt_ns, p.capacity_bytes_per_s"
+                 " FROM fabric_port_samples s JOIN fabric_ports p ON p.id = s.port_id"
+                 " WHERE s.ts_ns = %s AND s.port_id = ANY(%s)",
+                 (ts, list(rig.ports.values())))  # fmt: skip
+    by_port = {port: (nbytes or 0) * 1e9 / dt / cap for port, nbytes, dt, cap in rows}
+    return {r: by_port[port] for r, port in rig.ports.items()}
+
+
+def _drive(rig: Rig, sim: FabricSim, tree: FatTree, job: RailJob, sweeps: int,
+           until_open: bool) -> list[tuple[dict[int, float], int]]:  # fmt: skip
+    """Sweep while the job runs, the emulator moving the fabric's counters by what its ranks
+    stored, each rank on the rail it is bound to (emulator/jobtraffic.py): per sweep from
+    the first in which a rail of host02 is busy (at most 20 before it: the job starting),
+    host02's rails' utilisation and the imbalance incidents then stored; `sweeps` of
+    them, fewer if `until_open` and one opens."""
+    feed = JobTraffic(rig.pg_url, tree.hosts, tree.storage, rails=tree.rails)
+    emu = TrafficEmulator(sim, rig.source, rig.sampler.topology)
+    seen: list[tuple[dict[int, float], int]] = []
+    try:
+        for _ in range(20 + sweeps):
+            emu.apply(feed.poll())
+            ts = rig.sweep()
+            rig.service.tick()
+            rates = _rates(rig, ts)
+            if seen or max(rates.values()) >= JOB_TH.utilisation:
+                seen.append((rates, len(rig.incidents())))
+            if len(seen) == sweeps or (until_open and seen and seen[-1][1]):
+                break
+    finally:
+        feed.close()
+    return seen
+
+
+def _incident_jobs(pg_url: str) -> dict[str, int | None]:
+    """Per job key, its bytes on the busiest member of the imbalance incidents."""
+    rows = query(pg_url, "SELECT j.job_key, ij.link_bytes FROM incident_jobs ij"
+                 " JOIN incidents i ON i.id = ij.incident_id JOIN jobs j ON j.id = ij.job_id"
+                 " WHERE i.kind = 'imbalance'")  # fmt: skip
+    return {key: nbytes for key, nbytes in rows}
+
+
+def _job_rails(pg_url: str, key: str) -> list[dict]:
+    """The job's rails as GET /api/jobs/{job}/links answers them."""
+    engine = make_engine(pg_url)
+    try:
+        with TestClient(create_app(engine, fabric_recheck_s=0.0),
+                        base_url="http://127.0.0.1") as client:  # fmt: skip
+            answer = client.get(f"/api/jobs/{key}/links")
+    finally:
+        engine.dispose()
+    assert answer.status_code == 200, answer.text
+    return answer.json()["rails"]
+
+
+def _routed(rail: dict) -> tuple[int, int]:
+    """A rail's routed (point-to-point) bytes sent and received."""
+    (p2p,) = [p for p in rail["provenance"] if p["provenance"] == "routed"]
+    return p2p["sent_bytes"], p2p["received_bytes"]
+
+
+@pytest.fixture
+def job_rig(pg_url: str, rails_sim: FabricSim) -> Iterator[Rig]:
+    """A Rig judging by the jobs' thresholds."""
+    made = Rig(pg_url, rails_sim, JOB_TH)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def test_ranks_pinned_to_one_rail_open_an_imbalance_naming_the_job(
+    tmp_path, collector, hook_library, job_rig: Rig, rails_sim: FabricSim, rails_tree: FatTree
+):
+    pytest.importorskip("mpi4py")
+    job = RailJob(tmp_path, collector.endpoint, "mlx5_1:1")  # every rank told: rail 1
+    try:
+        seen = _drive(job_rig, rails_sim, rails_tree, job, sweeps=10, until_open=True)
+        exchanges = job.stop()
+    finally:
+        job.kill()
+    skewed = [i for i, (r, _) in enumerate(seen)
+              if r[1] >= JOB_TH.utilisation and r[0] < JOB_TH.utilisation / 2]  # fmt: skip
+    assert skewed, seen
+    first = skewed[0]
+    # it opens at the second skewed sweep in a row, never at the first
+    assert [n for _, n in seen[: first + 1]] == [0] * (first + 1), seen
+    assert seen[first + 1][1] > 0, seen
+    incidents = job_rig.incidents()
+    groups = {lk["group"]["name"] for _, _, _, _, links in incidents for lk in links}
+    assert f"rails of {HOST}" in groups, groups
+    assert groups <= {"rails of host01", f"rails of {HOST}"}  # the job's two hosts only
+    (links,) = [links for _, _, _, _, links in incidents
+                if {lk["group"]["name"] for lk in links} == {f"rails of {HOST}"}]  # fmt: skip
+    ends = sorted(sorted((lk["a"]["name"], lk["b"]["name"])) for lk in links)
+    assert ends == [[f"{HOST} mlx5_0", "leaf01"], [f"{HOST} mlx5_1", "leaf02"]]
+    (busiest,) = [lk for lk in links if lk["busiest"]]
+    assert f"{HOST} mlx5_1" in (busiest["a"]["name"], busiest["b"]["name"])
+    named = _incident_jobs(job_rig.pg_url)
+    assert named.get(job.key) and named[job.key] > 0, named  # the job, on the busiest rail
+
+    stored = query(job_rig.pg_url, "SELECT DISTINCT r.net_devices FROM ranks r JOIN jobs j"
+                   " ON j.id = r.job_id WHERE j.job_key = %s", (job.key,))  # fmt: skip
+    assert stored == [("UCX_NET_DEVICES=mlx5_1:1",)]
+    rails = {(r["host"], r["device"]): r for r in _job_rails(job_rig.pg_url, job.key)}
+    sent = {rank: n * CHUNK for rank, n in exchanges.items()}
+    assert set(rails) == {(h, f"mlx5_{i}") for h in ("host01", HOST) for i in (0, 1)}
+    for host, ranks in (("host01", [0, 1]), (HOST, [2, 3])):
+        hot, idle = rails[(host, "mlx5_1")], rails[(host, "mlx5_0")]
+        assert (hot["ranks"], hot["pinned"], idle["ranks"]) == (ranks, ranks, [])
+        theirs = sum(sent[r] for r in ranks)
+        others = sum(sent[(r + 2) % 4] for r in ranks)
+        assert _routed(hot) == (theirs, others)  # exactly the program's exchanges
+        assert idle["sent_bytes"] == idle["received_bytes"] == 0
+
+
+def test_ranks_on_both_rails_by_local_rank_open_nothing(
+    tmp_path, collector, hook_library, job_rig: Rig, rails_sim: FabricSim, rails_tree: FatTree
+):
+    pytest.importorskip("mpi4py")
+    job = RailJob(tmp_path, collector.endpoint, None)  # local rank 0 on rail 0, 1 on rail 1
+    try:
+        seen = _drive(job_rig, rails_sim, rails_tree, job, sweeps=6, until_open=False)
+        exchanges = job.stop()
+    finally:
+        job.kill()
+    # sweeps in which the detector had to decide (a rail busy): the other one was never idle
+    busy = [r for r, _ in seen if max(r.values()) >= JOB_TH.utilisation]
+    assert len(busy) >= 4, seen
+    assert all(min(r.values()) >= JOB_TH.utilisation / 2 for r in busy), seen
+    assert [n for _, n in seen] == [0] * len(seen), seen
+    assert job_rig.incidents() == []
+    rails = {(r["host"], r["device"]): r for r in _job_rails(job_rig.pg_url, job.key)}
+    sent = {rank: n * CHUNK for rank, n in exchanges.items()}
+    for host, (first, second) in (("host01", (0, 1)), (HOST, (2, 3))):
+        for rank, device in ((first, "mlx5_0"), (second, "mlx5_1")):
+            rail = rails[(host, device)]
+            assert (rail["ranks"], rail["pinned"]) == ([rank], [])
+            assert _routed(rail) == (sent[rank], sent[(rank + 2) % 4])

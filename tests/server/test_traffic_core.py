@@ -9,6 +9,7 @@ import zlib
 from server.traffic import collectives
 from server.traffic.attribution import (
     Attribution,
+    Rail,
     Transfer,
     attribute,
     flows,
@@ -18,6 +19,7 @@ from server.traffic.attribution import (
     storage_shares,
 )
 from server.traffic.routing import RouteLink, Router
+from stacklens.rails import Binding
 
 # Two switches (S1 = 1, S2 = 2) joined by two parallel links (ids 10, 11: S1 ports 3, 4 to
 # S2 ports 3, 4); HCA h1 (101) on S1 port 1, h2 (102) on S2 port 1, h3 (103) on S1 port 2.
@@ -64,7 +66,7 @@ def test_a_group_is_split_by_measured_bytes_and_other_is_not_clamped():
         Transfer(7, "io", "routed", "h1", "h1", 64),
         Transfer(8, "mpi_coll", "modelled", "h1", "nowhere", 32),
     ]
-    hcas = {"h1": 101, "h2": 102, "h3": 103}
+    hcas = {h: [Rail(guid, "")] for h, guid in (("h1", 101), ("h2", 102), ("h3", 103))}
     measured = {(10, "a_to_b"): 300, (11, "a_to_b"): 100, (1, "b_to_a"): 900}
     result = attribute(_router("parallel"), transfers, hcas, measured)
     assert result.shares[(10, "a_to_b")] == {(7, "mpi_p2p", "routed", "group"): 750.0}
@@ -85,7 +87,7 @@ def test_one_link_alone_gets_the_whole_fabric_figures():
         Transfer(8, "io", "routed", "h3", "h2", 77),
         Transfer(8, "mpi_coll", "modelled", "h1", "h3", 5),
     ]
-    hcas = {"h1": 101, "h2": 102, "h3": 103}
+    hcas = {h: [Rail(guid, "")] for h, guid in (("h1", 101), ("h2", 102), ("h3", 103))}
     measured = {(10, "a_to_b"): 300, (11, "a_to_b"): 100, (10, "b_to_a"): 7, (11, "b_to_a"): 0}
     for mode in ("fixed", "parallel", "adaptive"):
         whole = attribute(_router(mode), transfers, hcas, measured)
@@ -134,3 +136,30 @@ def test_storage_placement():
     assert storage_shares("/scratch/a", "/scratch", servers, "file-hash", 10) == [(pick, 10)]
     assert storage_shares("/home/x", "/home", servers, "stripe", 10) == [("nfs", 10)]
     assert storage_shares("/tmp/x", "/tmp", {"/scratch": ["s1"]}, "stripe", 10) == []
+
+
+def test_ranks_send_from_the_rails_they_are_bound_to():
+    # host A has two rails (101 mlx5_0, 103 mlx5_1, both on S1), host B one (102 on S2)
+    placed = {"A": [Rail(101, "mlx5_0"), Rail(103, "mlx5_1")], "B": [Rail(102, "mlx5_0")]}
+    b0 = Binding(0)
+    transfers = [
+        Transfer(1, "mpi_p2p", "routed", "A", "B", 1000, Binding(0), b0),  # local rank 0
+        Transfer(1, "mpi_p2p", "routed", "A", "B", 600, Binding(1), b0),  # local rank 1
+        Transfer(1, "mpi_p2p", "routed", "A", "B", 400, Binding(0, ("mlx5_1",)), b0),  # pinned
+        Transfer(1, "mpi_coll", "modelled", "A", "B", 1001,
+                 Binding(0, ("mlx5_0", "mlx5_1")), b0),  # striped over both
+        Transfer(1, "mpi_p2p", "routed", "B", "A", 80, b0, Binding(3)),  # to local rank 3
+        Transfer(1, "mpi_p2p", "routed", "A", "A", 7, Binding(0), Binding(1)),
+        Transfer(1, "mpi_p2p", "routed", "A", "B", 9, Binding(0, ("mlx5_9",)), b0),  # absent
+    ]  # fmt: skip
+    result = attribute(_router("fixed"), transfers, placed, {})
+    sent = {c: round(result.attributed(c)) for c in result.shares}
+    assert sent[(1, "b_to_a")] == 1000 + 501 + 9  # rail 0: local rank 0, half the stripe + 1
+    assert sent[(3, "b_to_a")] == 600 + 400 + 500  # rail 1: local rank 1, pinned, the stripe
+    assert sent[(2, "a_to_b")] == 1000 + 600 + 400 + 1001 + 9
+    assert sent[(3, "a_to_b")] == 80  # local rank 3 of two rails: rail 1
+    assert (1, "a_to_b") not in sent
+    assert dict(result.left_out) == {"intra_host": 7}
+    shares = result.shares[(3, "b_to_a")]
+    assert shares == {(1, "mpi_p2p", "routed", "fixed"): 1000,
+                      (1, "mpi_coll", "modelled", "fixed"): 500}  # fmt: skip
