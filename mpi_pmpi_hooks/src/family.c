@@ -2,10 +2,11 @@
  * family.c — communicator families (see family.h): the descriptions of the
  * communicators this rank made and their point-to-point traffic.
  */
-#define _GNU_SOURCE /* dladdr */
+#define _GNU_SOURCE /* dladdr1 */
 #include "family.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,13 +90,17 @@ static void put_grid(char *out, size_t size, int n, const int *dims)
     }
 }
 
-/* Call site of a return address: its module's path and the offset in it. */
+/* Call site of a return address: its module's path and the offset in it (minus the
+ * module's load bias, as a call site's frame: the same frame, named by the same stored
+ * answer). */
 static void put_site(sl_rec_comm *r, const void *site)
 {
     Dl_info info;
-    if (site == NULL || dladdr(site, &info) == 0 || info.dli_fbase == NULL)
+    struct link_map *map = NULL;
+    if (site == NULL || dladdr1(site, &info, (void **)&map, RTLD_DL_LINKMAP) == 0
+        || map == NULL)
         return;
-    r->site_offset = (uint64_t)((uintptr_t)site - (uintptr_t)info.dli_fbase);
+    r->site_offset = (uint64_t)((uintptr_t)site - (uintptr_t)map->l_addr);
     if (info.dli_fname != NULL)
         strncpy(r->site_module, info.dli_fname, sizeof r->site_module - 1);
 }

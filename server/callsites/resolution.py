@@ -17,8 +17,7 @@ read from the stored rows only — no API request reads a module file (docs/call
 A Python frame (an mpi4py call's caller) names itself: the hooks read its file, function
 and line from the interpreter (quality `python`, resolved `hooks`); no row is stored.
 
-`RESOLVER` (cached, bounded: stacklens/symbols.Resolver) is kept for the families' labels
-(server/families/service.py), which still read module files in their request."""
+The families' labels (server/families/service.py) read the same stored answers."""
 
 from __future__ import annotations
 
@@ -31,10 +30,6 @@ from sqlalchemy.orm import Session
 from server.callsites.summary import FrameKey, frame_key, python_function
 from stacklens import symbols
 from stacklens.schema import CallsiteFallback, CallsiteNodeSymbol, CallsiteSymbol, Job
-
-#: The server's resolver (families): one index per module file and build-id, kept between
-#: requests.
-RESOLVER = symbols.Resolver()
 
 #: The columns of a stored answer a frame carries.
 FIELDS = ("quality", "function", "function_offset", "file", "line", "reason", "resolved")

@@ -59,7 +59,8 @@ class Family:
     """One family: how it was made, its groups (communicator id -> world rank by rank in
     it), its ops ((op name, kind) -> [calls, bytes, time_ns]) and its transfers' bytes by
     (reach, provenance). `module` and `offset` are its call site as the hooks saw it (the
-    start of the module's first mapping: Basis.MAP_START), `run` the run that described it;
+    offset from the module's load bias, as a call site's frame), `run` the run that
+    described it;
     `parent` is the family of the communicator it was made from."""
 
     key: str

@@ -40,7 +40,6 @@ from stacklens import rails
 from stacklens.api_models import PageInfo
 from stacklens.mpi_ops import op_names, op_receives
 from stacklens.rails import Binding
-from stacklens.symbols import Basis
 
 #: The communicator id of the hooks' overflow records.
 OVERFLOW_COMM = 2**32 - 1
@@ -108,10 +107,12 @@ def _families(session: Session, scope: Scope) -> tuple[dict[str, Family], list[S
 def _where(session: Session, scope: Scope, families: dict[str, Family]) -> dict[str, str]:
     """Each family's call site in short, as the call-site table labels a frame
     (server/callsites/summary.label: file:line, else function+offset, else module+offset),
-    by family key; a family without a site is left out. A site is resolved against the
-    module its run saw (the build-id of the same module path in the run's call-site
-    frames; else of the one module of that file name; none: module+offset), its offset
-    taken from the module's first mapping (the hooks' dladdr: Basis.MAP_START)."""
+    by family key; a family without a site is left out. A site is named by the stored
+    answer of the same frame as the call sites' (server/callsites/resolution.stored: the
+    collector's resolver or a node read the module, never this request): the module its run
+    saw (the build-id of the same module path in the run's call-site frames; else of the one
+    module of that file name) and the offset the hooks took from the module's load bias, as
+    a call site's. A frame without a build-id or not answered yet is module+offset."""
     seen = repository.module_build_ids(session, scope)
     by_name: dict[tuple[int, str], set[tuple[str, str]]] = defaultdict(set)
     for (run, module), bid in seen.items():
@@ -125,16 +126,13 @@ def _where(session: Session, scope: Scope, families: dict[str, Family]) -> dict[
         if not bid and len(same) == 1:
             path, bid = next(iter(same))
         wanted[(path, bid)].append(fam)
+    keys = [(path, bid, f.offset) for (path, bid), fams in wanted.items() for f in fams if bid]
+    known = resolution.stored(session, scope.job_id, keys)
     out = {}
     for (path, bid), fams in wanted.items():
-        sites = resolution.RESOLVER.resolve(path, bid or None, [f.offset for f in fams],
-                                            Basis.MAP_START)  # fmt: skip
-        for fam, site in zip(fams, sites, strict=True):
-            out[fam.key] = summary.label({
-                "quality": site.quality, "file": site.file, "line": site.line, "module": path,
-                "function": site.function, "function_offset": site.function_offset,
-                "offset": fam.offset,
-            })  # fmt: skip
+        for fam in fams:
+            answer = known.get((path, bid, fam.offset), {})
+            out[fam.key] = summary.label({"module": path, "offset": fam.offset, **answer})
     return out
 
 
