@@ -452,7 +452,23 @@ class OwnerStorage(Base):
     bytes: Mapped[int] = mapped_column(BigInteger, doc="their wire length, header included")
 
 
-class CallsiteSymbol(Base):
+class _CallsiteAnswer:
+    """The answer columns of a resolved call-site frame (stacklens/symbols.Site), shared
+    by the collector's answers and the nodes' (after each table's key columns)."""
+
+    quality: Mapped[str] = mapped_column(Text, doc="'line' or 'function+offset'")
+    function: Mapped[str | None] = mapped_column(Text)
+    function_offset: Mapped[int | None] = mapped_column(BigInteger)
+    file: Mapped[str | None] = mapped_column(Text)
+    line: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text, doc="why the quality is not 'line'")
+
+
+#: sort_order of the columns a table declares after _CallsiteAnswer's.
+_AFTER_ANSWER = 1
+
+
+class CallsiteSymbol(_CallsiteAnswer, Base):
     """A call site's frame resolved by the collector's resolver (stacklens/symbols.py)
     from the module file at `module`, stored only for an answer read from the file that
     ran (quality `line` or `function+offset`). Keyed by the path too: a row serves only
@@ -469,17 +485,13 @@ class CallsiteSymbol(Base):
         BigInteger, primary_key=True, autoincrement=False,
         doc="return address minus the module's load bias",
     )  # fmt: skip
-    quality: Mapped[str] = mapped_column(Text, doc="'line' or 'function+offset'")
-    function: Mapped[str | None] = mapped_column(Text)
-    function_offset: Mapped[int | None] = mapped_column(BigInteger)
-    file: Mapped[str | None] = mapped_column(Text)
-    line: Mapped[int | None] = mapped_column(Integer)
-    reason: Mapped[str] = mapped_column(Text, doc="why the quality is not 'line'")
-    resolved: Mapped[str] = mapped_column(Text, doc="where: 'server' or 'node'")
-    resolved_ns: Mapped[int] = mapped_column(BigInteger, doc="when")
+    resolved: Mapped[str] = mapped_column(
+        Text, sort_order=_AFTER_ANSWER, doc="where: 'server' or 'node'"
+    )
+    resolved_ns: Mapped[int] = mapped_column(BigInteger, sort_order=_AFTER_ANSWER, doc="when")
 
 
-class CallsiteNodeSymbol(Base):
+class CallsiteNodeSymbol(_CallsiteAnswer, Base):
     """A call site's frame resolved on the compute node by `stacklens run` (its launch
     record's `site_symbol` records): for one owner only, the one whose credential sent it,
     so what one user's node claims never labels another user's call sites. Read before
@@ -493,13 +505,9 @@ class CallsiteNodeSymbol(Base):
         BigInteger, primary_key=True, autoincrement=False,
         doc="return address minus the module's load bias",
     )  # fmt: skip
-    quality: Mapped[str] = mapped_column(Text, doc="'line' or 'function+offset'")
-    function: Mapped[str | None] = mapped_column(Text)
-    function_offset: Mapped[int | None] = mapped_column(BigInteger)
-    file: Mapped[str | None] = mapped_column(Text)
-    line: Mapped[int | None] = mapped_column(Integer)
-    reason: Mapped[str] = mapped_column(Text, doc="why the quality is not 'line'")
-    resolved_ns: Mapped[int] = mapped_column(BigInteger, doc="when it arrived")
+    resolved_ns: Mapped[int] = mapped_column(
+        BigInteger, sort_order=_AFTER_ANSWER, doc="when it arrived"
+    )
 
 
 class CallsiteFallback(Base):
