@@ -9,7 +9,6 @@ jobs table, the incident's report and the webhook's line and JSON."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
@@ -19,12 +18,11 @@ from sqlalchemy.orm import Session
 
 from frontend import components
 from server.incidents.detect import Thresholds
-from server.incidents.service import SETTLE_NS, IncidentService
 from stacklens.api_models import IncidentDetails
 from stacklens.db import make_engine
-from stacklens.schema import Incident, Job, Rank
+from stacklens.schema import Rank
 from tests.hooks import jobs
-from tests.incidents.programs import build, line_of
+from tests.incidents.programs import build, line_of, tick_incident
 
 S = 10**9
 NORMAL, LATE = 60, 8
@@ -66,27 +64,17 @@ def test_an_mpi_slowdown_names_the_line_its_rank_came_late_to(
                         job, ranks=2, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     late_from = int((tmp_path / "late_from").read_text())
+    ticked = tick_incident(pg_url, job, TH)
+    incident, messages, last = ticked.incident, ticked.messages, ticked.last_ns
     engine = make_engine(pg_url)
     try:
-        time.sleep(SETTLE_NS / S)  # the job's last steps settle
-        service = IncidentService(engine, TH, sweep_interval_s=1.0,
-                                  base_url="http://sl.example")  # fmt: skip
-        messages = service.tick()
         with Session(engine) as session:
-            (incident,) = session.scalars(select(Incident)).all()
-            job_id = session.scalar(select(Job.id).where(Job.job_key == job))
             first = session.scalar(select(func.min(Rank.first_seen_ns))
-                                   .where(Rank.job_id == job_id))  # fmt: skip
+                                   .where(Rank.job_id == ticked.job_id))  # fmt: skip
     finally:
         engine.dispose()
     assert incident.kind == "mpi_slowdown" and incident.link_ids == [] and first is not None
     assert late_from - S < incident.start_ns < late_from + LATE * S
-    # the steps its signal held: to its end, or (still open) to its last hot step
-    if incident.end_ns is None:
-        (signal,) = [s for d in service.jobs.values() for s in d.active()]
-        last = signal.last_ns
-    else:
-        last = incident.end_ns
 
     late_line, steady_line = line_of("late_site.c", "late"), line_of("late_site.c", "steady")
     answer = api_client.get(f"/api/incidents/{incident.id}").json()

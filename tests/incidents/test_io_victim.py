@@ -11,7 +11,6 @@ on the API, the incident's page data and the webhook's JSON alike."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -22,12 +21,11 @@ from sqlalchemy.orm import Session
 
 from server.incidents.detect import Thresholds
 from server.incidents.repository import IO_WAITING, io_class
-from server.incidents.service import SETTLE_NS, IncidentService
 from stacklens.db import make_engine
 from stacklens.paths import LIBRARIES
-from stacklens.schema import Incident, IoDelta, Job
+from stacklens.schema import IoDelta
 from tests.hooks import jobs
-from tests.incidents.programs import build, line_of, slowfs
+from tests.incidents.programs import build, line_of, slowfs, tick_incident
 
 S = 10**9
 NORMAL_S, SLOW_S = 8, 6
@@ -65,15 +63,12 @@ def test_writes_to_a_slow_file_system_make_the_job_an_io_victim_at_its_line(
     assert sum(d[0] for d in delayed) == slow_writes
     slow_from = int((data / "slow_from").read_text())
 
+    ticked = tick_incident(pg_url, job, TH)
+    incident, messages = ticked.incident, ticked.messages
+    job_id = ticked.job_id
     engine = make_engine(pg_url)
     try:
-        time.sleep(SETTLE_NS / S)  # the job's last steps settle
-        service = IncidentService(engine, TH, sweep_interval_s=1.0,
-                                  base_url="http://sl.example")  # fmt: skip
-        messages = service.tick()
         with Session(engine) as session:
-            (incident,) = session.scalars(select(Incident)).all()
-            job_id = session.scalar(select(Job.id).where(Job.job_key == job))
             i = IoDelta
             stored = session.execute(
                 select(i.path, func.sum(i.writes), func.sum(i.write_time_ns))
@@ -120,12 +115,8 @@ def test_writes_to_a_slow_file_system_make_the_job_an_io_victim_at_its_line(
     # each step's time by op class is exactly that of the stored I/O records of the step
     for point in evidence["series"]:
         assert point.get("waiting_ns", {}) == per_step.get(point["t_ns"], {}), point
-    # the steps its signal held: to its end, or (still open) to its last hot step
-    last = incident.end_ns
-    if last is None:
-        (signal,) = [s for d in service.jobs.values() for s in d.active()]
-        last = signal.last_ns
-    held = [p for p in evidence["series"] if incident.start_ns < p["t_ns"] <= last]
+    # the steps its signal held
+    held = [p for p in evidence["series"] if incident.start_ns < p["t_ns"] <= ticked.last_ns]
     wanted = io_class(layer, "write")
     assert wanted in IO_WAITING and evidence["waits_in"] == wanted
     summed: dict[str, int] = defaultdict(int)
