@@ -1373,7 +1373,9 @@ class IncidentCallsite(ApiModel):
     rise_ns_per_s: int = Field(description="time at the site per second during, less that "
                                "before (ns/s, summed over ranks)")  # fmt: skip
     share: float = Field(description="its share of the rises of every site whose time rose")
-    slowest_rank: int = Field(description="the rank with the most time at the site during")
+    most_time_rank: int = Field(description="the rank with the most time at the site during: "
+                                "often a rank that waits there for a late one, not the late "
+                                "rank itself (the call-site table's slowest_rank)")  # fmt: skip
 
 
 class IncidentJob(ApiModel):

@@ -184,7 +184,8 @@ def risen(
     the sites with a rise of at least RISEN_SHARE of all sites' positive rises, the largest
     first, RISEN_LISTED at most, each with key, label, layer, op, its time and calls in
     either window, its rise (ns of time at the site per second, summed over ranks), its
-    share of the rises and its slowest rank during."""
+    share of the rises and the rank with the most time there during (`most_time_rank`:
+    often a rank waiting there for a late one)."""
     old = {s["key"]: s for s in before}
     rises = []
     for site in during:
@@ -205,6 +206,6 @@ def risen(
             "before_time_ns": 0 if was is None else was["time_ns"],
             "before_calls": 0 if was is None else was["calls"],
             "rise_ns_per_s": round(rise), "share": rise / total,
-            "slowest_rank": site["slowest_rank"],
+            "most_time_rank": site["slowest_rank"],
         })  # fmt: skip
     return out

@@ -1145,7 +1145,7 @@ def incident_report(session: Session, incident_id: int, progress: Progress = no_
                     _seconds(site.before_time_ns),
                     f"+{site.rise_ns_per_s / 1e9:.2f}",
                     f"{site.share:.0%}",
-                    str(site.slowest_rank),
+                    str(site.most_time_rank),
                 ]
             )
         job_rows.append(

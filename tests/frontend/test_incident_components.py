@@ -73,7 +73,7 @@ def _details() -> IncidentDetails:
                              "label": "solver.c:212", "layer": "mpi", "op": "MPI_Bcast",
                              "time_ns": 3 * 10**9, "calls": 20, "before_time_ns": 10**8,
                              "before_calls": 60, "rise_ns_per_s": 1_450_000_000,
-                             "share": 1.0, "slowest_rank": 0}]}  # fmt: skip
+                             "share": 1.0, "most_time_rank": 0}]}  # fmt: skip
     hidden = {"role": "aggressor", "visible": False, "job": None, "user": None,
               "label": "another job", "signals": [], "ranks": [], "files": [],
               "link_bytes": None, "evidence": {}, "callsites": []}  # fmt: skip
