@@ -1,93 +1,86 @@
 """The I/O stall detector on a real job under the hooks (tests/hooks/stall_job.py, Open MPI,
-mpi4py): two ranks rewrite their files at a steady pace; then rank 1 rewrites its file
-back to back while this test stops it for 300 ms of every 310 (SIGSTOP, SIGCONT): the
-stop lands mostly inside a write, which then returns only when the rank is resumed, as
-a write to a stalled file system would. (The hooks do not time writes to pipes, so a pipe
-drained slowly cannot stand in for a slow file.) The incident service, over what the
-collector stored, opens an I/O stall incident of that job exactly 2 steps after its
-first stalled step began, naming rank 1 first and its file as the one with the most I/O
-time."""
+mpi4py) on a file system whose speed this test sets: a tmpfs mounted for the job alone (a
+mount namespace of its own) and tests/incidents/slowfs.c, preloaded after the hooks. Two
+ranks rewrite a 64 KiB block of their files every 100 ms, each write made 5 ms slow (a
+steady baseline of time per byte that neither a disk nor the machine's load moves); then
+rank 1 rewrites a file of a stalled directory back to back, each write made 250 ms slow,
+as a stalled file system's would be. The incident service, over what the collector
+stored, opens an I/O stall incident of that job exactly 2 steps after its first stalled
+step began, naming rank 1 first and its stalled file as the one with the most I/O time;
+the stored writes to it are exactly those the program made and the shim slowed."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import sys
-import threading
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.incidents import repository as repo
 from server.incidents.detect import Thresholds
-from server.incidents.service import SETTLE_NS, IncidentService
 from stacklens.db import make_engine
-from stacklens.schema import Incident
-from tests.conftest import mpi_env, stacklens_run
+from stacklens.paths import LIBRARIES
+from stacklens.schema import IoDelta
+from tests.hooks import jobs
+from tests.incidents.programs import slowfs, tick_incident
 
 STALL_JOB = Path(__file__).parent / "stall_job.py"
 S = 10**9
 NORMAL_S, STALL_S = 8, 6
-STOPPED_S, RUNNING_S = 0.3, 0.01
+#: The shim's delay per write: to the steady files, to the stalled one.
+STEADY_US, STALLED_US = 5_000, 250_000
 TH = Thresholds(sweeps=2, clear=3, slowdown=3.0, baseline_ns=120 * S, min_time_ns=10**6,
                 min_ns=2 * S)  # fmt: skip
 
 
-def _stall(out: Path, seconds: float) -> None:
-    """Once rank 1 says it is stalling (its pid in OUT/stalling), stop it for STOPPED_S of
-    every STOPPED_S + RUNNING_S, for `seconds`."""
-    note = out / "stalling"
-    deadline = time.monotonic() + 120
-    while not note.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    pid = int(note.read_text().split()[0])
-    until = time.monotonic() + seconds
-    try:
-        while time.monotonic() < until:
-            os.kill(pid, signal.SIGSTOP)
-            time.sleep(STOPPED_S)
-            os.kill(pid, signal.SIGCONT)
-            time.sleep(RUNNING_S)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGCONT)  # never leave it stopped
+#: Runs "$@" in a mount namespace of its own where "$0" is a fresh tmpfs with the
+#: job's two directories: writes to it never wait for a disk.
+ON_TMPFS = 'mount -t tmpfs -o size=16m stall "$0" && mkdir "$0/steady" "$0/stalled" && exec "$@"'
 
 
 def test_a_jobs_stalled_writes_are_an_io_stall_naming_its_rank_and_file(
     tmp_path, collector, pg_url, hook_library
 ):
     pytest.importorskip("mpi4py")
-    staller = threading.Thread(target=_stall, args=(tmp_path, STALL_S - 0.5), daemon=True)
-    staller.start()
+    library, fs, report = slowfs(tmp_path), tmp_path / "fs", tmp_path / "report"
+    steady, stalled, out = fs / "steady", fs / "stalled", tmp_path / "out"
+    for d in (fs, report, out):
+        d.mkdir()
     job = f"stall-{uuid.uuid4().hex[:8]}"
-    env = mpi_env(STACKLENS_COLLECTOR=collector.endpoint, STACKLENS_INGEST_TOKEN="secret",
-                  STACKLENS_INGEST_AUTH="trusted", STACKLENS_INTERVAL_MS="100",
-                  STACKLENS_JOB_ID=job)  # fmt: skip
-    command = ["mpirun", "-np", "2", sys.executable, str(STALL_JOB), str(tmp_path),
-               str(NORMAL_S), str(STALL_S)]  # fmt: skip
-    done = stacklens_run(command, env)
+    env = jobs.job_env(collector, "openmpi", job, LD_PRELOAD=f"{LIBRARIES['openmpi']}:{library}",
+                       SLOWFS_DIR=f"{steady}:{stalled}",
+                       SLOWFS_DELAY_US=f"{STEADY_US}:{STALLED_US}",
+                       SLOWFS_REPORT=str(report))  # fmt: skip
+    argv = [sys.executable, str(STALL_JOB), str(fs), str(out), str(NORMAL_S), str(STALL_S)]
+    command = ["unshare", "-m", "sh", "-c", ON_TMPFS, str(fs), *jobs.mpirun("openmpi", 2, argv)]
+    done = jobs.finish(jobs.start(command, env), timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    staller.join(timeout=30)
-    stalled_from = int((tmp_path / "stalling").read_text().split()[1])
+    # what the ranks wrote and what the shim slowed (a report per process that loaded it,
+    # the launcher's too: a line per directory): every write, once, with its delay
+    said = [tuple(int(n) for n in (out / f"writes.{r}").read_text().split()) for r in (0, 1)]
+    stalled_from = said[1][2]
+    delayed = [[tuple(int(n) for n in line.split()) for line in f.read_text().splitlines()]
+               for f in report.iterdir()]  # fmt: skip
+    assert len(said) == 2 and {(d[0][1], d[1][1]) for d in delayed} == {(STEADY_US, STALLED_US)}
+    assert [sum(d[i][0] for d in delayed) for i in (0, 1)] == [sum(n[i] for n in said)
+                                                               for i in (0, 1)]  # fmt: skip
+    stalled_writes = sum(n[1] for n in said)
+    stalled_file = stalled / "out.1"
 
+    ticked = tick_incident(pg_url, job, TH)
+    incident, messages = ticked.incident, ticked.messages
     engine = make_engine(pg_url)
     try:
-        time.sleep(SETTLE_NS / S)  # the job's last steps settle
-        service = IncidentService(engine, TH, sweep_interval_s=1.0)
-        messages = service.tick()
         with Session(engine) as session:
-            found = session.scalars(select(Incident)).all()
-            points = [(p["t_ns"], p["baseline_per_byte_ns"], p["per_byte_ns"], p["time_ns"],
-                       p["bytes"]) for d in service.jobs.values()
-                      for p in d.streaks["io_stall"].evidence]  # fmt: skip
-            assert len(found) == 1, (stalled_from, points)  # the steps and their baselines
-            (incident,) = found
-            jobs = repo.visible_jobs(session, [incident.id])[incident.id]
+            members = repo.visible_jobs(session, [incident.id])[incident.id]
+            i = IoDelta
+            stored = session.execute(
+                select(func.sum(i.writes), func.sum(i.write_time_ns))
+                .where(i.job_id == ticked.job_id, i.path == str(stalled_file))
+            ).one()  # fmt: skip
     finally:
         engine.dispose()
     assert [m["event"] for m in messages] in (["opened"], ["closed"])
@@ -96,10 +89,13 @@ def test_a_jobs_stalled_writes_are_an_io_stall_naming_its_rank_and_file(
     # intervals that ended in it)
     assert stalled_from - S < incident.start_ns < stalled_from + STALL_S * S
     assert incident.detected_ns - incident.start_ns == 2 * S  # 2 steps
-    (member,) = jobs.values()
+    # the stalled file's writes stored: exactly those rank 1 made, each slowed 250 ms
+    assert stored[0] == stalled_writes > 0
+    assert stored[1] >= stalled_writes * STALLED_US * 1000
+    (member,) = members.values()
     assert (member["job"], member["role"], member["signals"]) == (job, "victim", ["io_stall"])
     assert member["ranks"][0] == 1, (member["ranks"], member["evidence"]["io_stall"]["ranks"])
-    assert member["files"][0] == f"POSIX:{tmp_path / 'out.1'}"
+    assert member["files"][0] == f"POSIX:{stalled_file}"
     evidence = member["evidence"]["io_stall"]
     assert max(p["per_byte_ns"] or 0 for p in evidence["series"]) >= (
         3 * evidence["baseline_per_byte_ns"]

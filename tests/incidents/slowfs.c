@@ -1,16 +1,21 @@
-/* tests/incidents/slowfs.c — a slow file system, for the I/O victim tests: an LD_PRELOAD
- * library that makes every write to a file under $SLOWFS_DIR (and every read, with
- * SLOWFS_READS=1) take $SLOWFS_DELAY_US microseconds longer, as a file system slowed by
- * another job's load would: the calling thread blocks inside the call (nanosleep) and the
- * data is then written as usual. Other files, pipes and sockets are untouched.
+/* tests/incidents/slowfs.c — a slow file system, for the I/O victim and stall tests: an
+ * LD_PRELOAD library that makes every write to a file under a slow directory (and every
+ * read, with SLOWFS_READS=1) take longer, as a file system slowed by another job's load
+ * would: the calling thread blocks inside the call (nanosleep) and the data is then
+ * written as usual. Other files, pipes and sockets are untouched.
+ *
+ * SLOWFS_DIR names the slow directories (up to SLOWFS_MAX, separated by ':') and
+ * SLOWFS_DELAY_US the microseconds each adds (as many, in the same order): a file under
+ * the first directory that holds it gets that directory's delay.
  *
  * Preloaded after the hook library (LD_PRELOAD=libstacklens.so:libslowfs.so), it sits
  * where the C library does for the program's own calls (the hooks time them, delay
  * included) and for those an MPI-IO layer makes inside MPI_File_* (ROMIO, OMPIO: the MPI
- * call's time includes the delay). The calls delayed are counted per process and written
- * with the delay to $SLOWFS_REPORT/delayed.<pid> at exit (when set), so a test knows
- * exactly how many calls were slowed and by how much. Never fails the call: with no
- * directory set it only forwards. */
+ * call's time includes the delay). The calls delayed are counted per process and
+ * directory and written to $SLOWFS_REPORT/delayed.<pid> at exit (when set), a line
+ * "<calls> <delay us>" per directory in order, so a test knows exactly how many calls
+ * were slowed and by how much. Never fails the call: with no directory set it only
+ * forwards. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,61 +29,83 @@
 #include <time.h>
 #include <unistd.h>
 
-static char slow_dir[PATH_MAX];
-static size_t slow_len;
-static long delay_us;
+#define SLOWFS_MAX 4
+
+/* The slow directories (each with a trailing '/'), their delays and their calls delayed. */
+static struct slow {
+    char dir[PATH_MAX];
+    size_t len;
+    long delay_us;
+    unsigned long delayed_calls;
+} slow[SLOWFS_MAX];
+static int slow_n;
 static int slow_reads;
-static unsigned long delayed_calls;
 
 __attribute__((constructor)) static void slowfs_init(void)
 {
-    const char *dir = getenv("SLOWFS_DIR"), *us = getenv("SLOWFS_DELAY_US");
+    const char *dirs = getenv("SLOWFS_DIR"), *us = getenv("SLOWFS_DELAY_US");
     const char *reads = getenv("SLOWFS_READS");
-    if (dir == NULL || us == NULL || strlen(dir) + 2 >= sizeof slow_dir)
+    if (dirs == NULL || us == NULL)
         return;
-    snprintf(slow_dir, sizeof slow_dir, "%s/", dir);
-    slow_len = strlen(slow_dir);
-    delay_us = atol(us);
+    while (slow_n < SLOWFS_MAX && *dirs != '\0' && *us != '\0') {
+        size_t n = strcspn(dirs, ":");
+        if (n == 0 || n + 2 > sizeof slow[0].dir)
+            return;
+        struct slow *s = &slow[slow_n++];
+        snprintf(s->dir, sizeof s->dir, "%.*s/", (int)n, dirs);
+        s->len = n + 1;
+        char *end;
+        s->delay_us = strtol(us, &end, 10);
+        dirs += n + (dirs[n] == ':');
+        us = end + (*end == ':');
+    }
     slow_reads = reads != NULL && reads[0] == '1';
 }
 
 __attribute__((destructor)) static void slowfs_report(void)
 {
     const char *report = getenv("SLOWFS_REPORT");
-    if (slow_len == 0 || report == NULL)
+    if (slow_n == 0 || report == NULL)
         return;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/delayed.%d", report, (int)getpid());
     FILE *f = fopen(path, "w");
     if (f != NULL) {
-        fprintf(f, "%lu %ld\n", delayed_calls, delay_us);
+        for (int i = 0; i < slow_n; i++)
+            fprintf(f, "%lu %ld\n", __atomic_load_n(&slow[i].delayed_calls, __ATOMIC_RELAXED),
+                    slow[i].delay_us);
         fclose(f);
     }
 }
 
-/* Whether fd is a file under the slow directory (its path from /proc/self/fd). */
-static int slow_fd(int fd)
+/* The slow directory fd's file is under (its path from /proc/self/fd), or NULL. */
+static struct slow *slow_fd(int fd)
 {
-    if (slow_len == 0 || fd < 0)
-        return 0;
+    if (slow_n == 0 || fd < 0)
+        return NULL;
     char link[64], target[PATH_MAX];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     int saved = errno;
     ssize_t n = readlink(link, target, sizeof target - 1);
     errno = saved;
-    return n > (ssize_t)slow_len && strncmp(target, slow_dir, slow_len) == 0;
+    for (int i = 0; i < slow_n; i++)
+        if (n > (ssize_t)slow[i].len && strncmp(target, slow[i].dir, slow[i].len) == 0)
+            return &slow[i];
+    return NULL;
 }
 
 /* The slow file system's extra latency for one call on fd. */
 static void slow_down(int fd, int reading)
 {
-    if ((reading && !slow_reads) || !slow_fd(fd))
+    struct slow *s;
+    if ((reading && !slow_reads) || (s = slow_fd(fd)) == NULL)
         return;
     int saved = errno;
-    struct timespec t = { .tv_sec = delay_us / 1000000, .tv_nsec = (delay_us % 1000000) * 1000 };
+    struct timespec t = { .tv_sec = s->delay_us / 1000000,
+                          .tv_nsec = (s->delay_us % 1000000) * 1000 };
     while (nanosleep(&t, &t) != 0 && errno == EINTR) {
     }
-    __atomic_add_fetch(&delayed_calls, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->delayed_calls, 1, __ATOMIC_RELAXED);
     errno = saved;
 }
 
