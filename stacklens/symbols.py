@@ -6,10 +6,11 @@ how good that answer is.
 Offsets (docs/callsites.md): an offset is a *return address* minus the module's load
 bias (`dlpi_addr` of `dl_iterate_phdr`, glibc's `l_addr`), so it is the file's own virtual
 address of the instruction after the call, whatever ASLR chose and whether the module is
-a PIE, a fixed-address executable or a shared library. `Basis.MAP_START` takes offsets
-from the start of the module's first mapping instead (`dladdr`'s `dli_fbase`, the first
-line of the module in /proc/<pid>/maps); then the file address is the offset plus the
-first PT_LOAD's p_vaddr rounded down to the page. The line looked up is that of the byte
+a PIE, a fixed-address executable or a shared library (for a PIE or a library, the same
+as an offset from the start of its first mapping, `dladdr`'s `dli_fbase`). A
+fixed-address executable's offset below its first page can only be one from its first
+mapping: it is taken as such (the file address is then the offset plus the first
+PT_LOAD's p_vaddr rounded down to the page). The line looked up is that of the byte
 before the return address (the call instruction), never the next statement.
 
 Quality, best first, with the reason whenever it is not `line`:
@@ -29,7 +30,6 @@ build-id is kept in an LRU (`resolve` uses it); callers store what they resolved
 from __future__ import annotations
 
 import bisect
-import enum
 import os
 import threading
 from collections import OrderedDict
@@ -58,15 +58,8 @@ DEBUG_ROOTS = (Path("/usr/lib/debug"),)
 #: Modules larger than this are not read (a bound on the resolver's time and memory).
 MAX_MODULE_BYTES = 2 << 30
 
-#: Page size the loader rounds the first PT_LOAD down to (Basis.MAP_START).
+#: Page size the loader rounds the first PT_LOAD down to (an offset from the first mapping).
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-class Basis(enum.Enum):
-    """What an offset is relative to: the load bias (the default) or the first mapping."""
-
-    BIAS = "bias"
-    MAP_START = "map_start"
 
 
 @dataclass(frozen=True)
@@ -321,17 +314,17 @@ class ModuleIndex:
             f.close()
         self._files.clear()
 
-    def file_address(self, offset: int, basis: Basis) -> int:
+    def file_address(self, offset: int) -> int:
         """The file's virtual address of an offset (see the module's doc). A fixed-address
         executable's addresses all lie at or above its first page: an offset below it can
-        only be relative to the first mapping, whatever the basis said."""
-        if basis is Basis.MAP_START or (self.fixed and offset < self.first_page):
+        only be relative to the first mapping."""
+        if self.fixed and offset < self.first_page:
             return offset + self.first_page
         return offset
 
-    def site(self, offset: int, basis: Basis = Basis.BIAS) -> Site:
+    def site(self, offset: int) -> Site:
         """The call site whose return address is at `offset`."""
-        ret = self.file_address(offset, basis)
+        ret = self.file_address(offset)
         call = ret - 1  # the call instruction's last byte, not the next statement
         with self._lock:
             where = self.lines.find(call)
@@ -471,7 +464,6 @@ class Resolver:
         path: str,
         expected_build_id: str | None,
         offsets: list[int],
-        basis: Basis = Basis.BIAS,
     ) -> list[Site]:
         """Each offset of the module at `path` as a `Site`, in order. The file's build-id
         must equal `expected_build_id` (what ran) for anything better than module+offset."""
@@ -482,7 +474,7 @@ class Resolver:
         assert expected_build_id is not None
         try:
             index = self._index(key, expected_build_id.lower())
-            return [index.site(o, basis) for o in offsets]
+            return [index.site(o) for o in offsets]
         except (OSError, ELFError, ValueError, KeyError, IndexError, AssertionError) as exc:
             why = f"the module's symbols could not be read ({type(exc).__name__}: {exc})"
             return [Site(o, MODULE_OFFSET, reason=why) for o in offsets]

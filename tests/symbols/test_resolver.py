@@ -20,24 +20,27 @@ from stacklens.symbols import (
     FUNCTION_OFFSET,
     LINE,
     MODULE_OFFSET,
-    Basis,
     Resolver,
     Site,
     file_build_id,
 )
 from tests.symbols.programs import FUNCTIONS, HERE, build, run
 
+#: The offsets a recorded call gives: from the load bias, or from the first mapping.
+BASES = ("bias", "mapped")
 
-def resolve(rows: list[tuple[int, str, int, int, int]], basis: Basis = Basis.BIAS,
+
+def resolve(rows: list[tuple[int, str, int, int, int]], basis: str = "bias",
             resolver: Resolver | None = None, build_ids: dict[str, str | None] | None = None
             ) -> list[tuple[int, Site]]:  # fmt: skip
-    """Each recorded call resolved, with the line it was made from."""
+    """Each recorded call resolved (its offset from the load bias, or from the module's first
+    mapping), with the line it was made from."""
     resolver = resolver or Resolver()
     ids = build_ids or {m: file_build_id(m) for _, m, _, _, _ in rows}
     out = []
     for line, module, bias, mapped, _ in rows:
-        offset = bias if basis is Basis.BIAS else mapped
-        (site,) = resolver.resolve(module, ids[module], [offset], basis)
+        offset = bias if basis == "bias" else mapped
+        (site,) = resolver.resolve(module, ids[module], [offset])
         out.append((line, site))
     return out
 
@@ -71,7 +74,7 @@ def test_pie_under_aslr_every_site_to_its_line(tmp_path: Path, aslr: None, varia
     assert [r[1] for r in first] == [str(program)] * 2 + [str(tmp_path / "libsites.so")] * 2 + [
         str(program)
     ]
-    for basis in Basis:
+    for basis in BASES:
         for row, (line, site) in zip(first, resolve(first, basis), strict=True):
             name = source_of(row[1])
             assert (site.quality, site.reason) == (LINE, "")
@@ -87,7 +90,7 @@ def test_fixed_address_executable(tmp_path: Path) -> None:
     rows = run(program)
     main_rows = [r for r in rows if r[1] == str(program)]
     assert all(r[2] == r[4] and r[2] - r[3] == 0x400000 for r in main_rows)
-    for basis in Basis:
+    for basis in BASES:
         got = [
             (line, s.quality, os.path.basename(s.file or ""), s.line)
             for line, s in resolve(rows, basis)
