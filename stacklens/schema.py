@@ -603,11 +603,13 @@ RankOpMinute = _rank_minute(
 )  # fmt: skip
 CollMinute = _rank_minute(
     "CollMinute", "coll_minutes",
-    "Collective calls and time per communicator and op of one rank in one UTC minute.",
+    "Collective calls, bytes and time per communicator, op and root of one rank in one UTC "
+    "minute.",
     {"comm_id": mapped_column(BigInteger, primary_key=True, autoincrement=False),
      "comm_size": mapped_column(Integer, primary_key=True, autoincrement=False),
-     "op_id": mapped_column(SmallInteger, primary_key=True, autoincrement=False)},
-    ("calls", "time_ns"),
+     "op_id": mapped_column(SmallInteger, primary_key=True, autoincrement=False),
+     "root": mapped_column(Integer, primary_key=True, autoincrement=False)},
+    ("calls", "time_ns", "bytes"),
 )  # fmt: skip
 RankValueMinute = _rank_minute(
     "RankValueMinute", "rank_value_minutes",

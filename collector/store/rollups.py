@@ -5,7 +5,7 @@ their minute or second), for the sums and series of any window:
   MPI operations per op and second summed over a run's ranks (`op_seconds`); file I/O per
   phase, layer, path and second summed over a run's ranks (`io_seconds`); per rank and
   minute the time its intervals cover (`rank_minutes`), its MPI operations
-  (`rank_op_minutes`) and collectives per communicator (`coll_minutes`);
+  (`rank_op_minutes`) and collectives per communicator, op and root (`coll_minutes`);
 - from those, in the same pass: traffic per destination rank and minute (`peer_minutes`),
   and per rank and minute what a by-rank series point holds (`rank_value_minutes`);
 - from the per-rank minute rollups, in the same pass: the same per UTC five minutes
@@ -98,11 +98,12 @@ SELECT d.job_id, d.run_id, {_MINUTE}, d.world_rank, d.op_id, sum(d.calls), sum(d
 FROM op_deltas d JOIN {_BUCKETS} ON {_IN_BUCKET}
 GROUP BY 1, 2, 3, 4, 5""",
     "coll_minutes": f"""
-(job_id, run_id, minute_ns, world_rank, comm_id, comm_size, op_id, calls, time_ns)
-SELECT d.job_id, d.run_id, {_MINUTE}, d.world_rank, d.comm_id, d.comm_size, d.op_id,
-       sum(d.calls), sum(d.time_ns)
+(job_id, run_id, minute_ns, world_rank, comm_id, comm_size, op_id, root, calls, time_ns,
+ bytes)
+SELECT d.job_id, d.run_id, {_MINUTE}, d.world_rank, d.comm_id, d.comm_size, d.op_id, d.root,
+       sum(d.calls), sum(d.time_ns), sum(d.bytes)
 FROM coll_deltas d JOIN {_BUCKETS} ON {_IN_BUCKET}
-GROUP BY 1, 2, 3, 4, 5, 6, 7""",
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8""",
 }
 
 #: The rollups summed from the raw deltas: table, its time column (a minute's rows or its
@@ -197,8 +198,8 @@ _FIVES = {
                          {"first_start_ns": "min", "last_end_ns": "max"}),
     "rank_op_fives": _fives("rank_op_minutes", ("world_rank", "op_id"),
                             _sums("calls", "time_ns")),
-    "coll_fives": _fives("coll_minutes", ("world_rank", "comm_id", "comm_size", "op_id"),
-                         _sums("calls", "time_ns")),
+    "coll_fives": _fives("coll_minutes", ("world_rank", "comm_id", "comm_size", "op_id", "root"),
+                         _sums("calls", "time_ns", "bytes")),
     "peer_fives": _fives("peer_minutes", ("peer",), _sums("bytes_sent", "msgs_sent")),
     "rank_value_fives": _fives("rank_value_minutes", ("world_rank",), _sums(
         "mpi_calls", "mpi_time_ns", "bytes_sent", "io_bytes", "io_time_ns", "file_io_ns")),

@@ -12,14 +12,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.families.model import Description
-from server.jobs.repository import Scope, p2p_sums
+from server.jobs.repository import Scope, coll_sums, p2p_sums
 from server.query_params import ALL_TIME
 from stacklens import rails
 from stacklens.mpi_ops import op_categories
 from stacklens.rails import Binding
 from stacklens.schema import (
     CallsitePath,
-    CollDelta,
     CommMade,
     CommP2PDelta,
     OpDelta,
@@ -43,14 +42,10 @@ def descriptions(session: Session, scope: Scope) -> list[Description]:
 
 def collectives(session: Session, scope: Scope) -> list[tuple[int, ...]]:
     """(run, rank, communicator id, size, op id, root, calls, bytes, time_ns) over the
-    window, summed."""
-    c = CollDelta
-    keys = (c.run_id, c.world_rank, c.comm_id, c.comm_size, c.op_id, c.root)
-    query = (
-        select(*keys, func.sum(c.calls), func.sum(c.bytes), func.sum(c.time_ns))
-        .where(*scope.rows(c))
-        .group_by(*keys)
-    )
+    window, summed (from the rollups where they hold the window: jobs.repository.coll_sums)."""
+    keys = ("run_id", "world_rank", "comm_id", "comm_size", "op_id", "root")
+    sums = coll_sums([scope.job_id], *keys, run_id=scope.run_id, window=scope.window)
+    query = select(*(sums.c[k] for k in keys), sums.c.calls, sums.c.bytes, sums.c.time_ns)
     return [tuple(int(v) for v in row) for row in session.execute(query)]
 
 

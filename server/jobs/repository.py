@@ -43,6 +43,7 @@ from stacklens.constants import (
 from stacklens.mpi_ops import op_categories, op_names, op_receives
 from stacklens.schema import (
     CollDelta,
+    CollMinute,
     IoDelta,
     Job,
     OpHistDelta,
@@ -97,19 +98,46 @@ def _minute_edges(window: Window) -> tuple[int | None, int | None]:
 def p2p_sums(
     job_ids: Sequence[int], *keys: str, run_id: int | None = None, window: Window = ALL_TIME
 ) -> Subquery:
-    """Point-to-point bytes and messages sent per job (and per `keys`: "world_rank",
-    "peer") over the intervals of each job, or of its run `run_id`, that ended in `window`,
-    exact at the statement's snapshot.
+    """Point-to-point bytes and messages sent (columns `bytes`, `messages`) per job and per
+    `keys` ("run_id", "world_rank", "peer") over the intervals of each job, or of its run
+    `run_id`, that ended in `window`, exact at the statement's snapshot (rolled_sums)."""
+    return rolled_sums(P2PMinute, P2PDelta, {"bytes": "bytes_sent", "messages": "msgs_sent"},
+                       job_ids, *keys, run_id=run_id, window=window)  # fmt: skip
 
-    The window's whole minutes already rolled up are read from `p2p_minutes` (one row per
-    rank, peer and minute); the minutes still marked dirty, and the parts of a minute at
-    either edge of the window, come from the raw deltas. A commit marks its minutes dirty
-    in its own transaction, and the rollup pass clears a mark in the transaction that
-    rewrites that minute, so in one snapshot every minute is either clean and rolled up, or
-    dirty and read raw: the sum is the raw sum, at a cost that grows with minutes, not with
-    intervals, ranks x peers once rolled up (collector/store/rollups.py). Rollups are kept
-    per run; a minute of a job is read raw, for all its runs, as soon as one of its runs
-    has it dirty.
+
+def coll_sums(
+    job_ids: Sequence[int], *keys: str, run_id: int | None = None, window: Window = ALL_TIME
+) -> Subquery:
+    """Collective calls, bytes and time (columns `calls`, `bytes`, `time_ns`) per job and per
+    `keys` (of "run_id", "world_rank", "comm_id", "comm_size", "op_id", "root") over the
+    intervals of each job, or of its run `run_id`, that ended in `window`, exact at the
+    statement's snapshot (rolled_sums)."""
+    values = {"calls": "calls", "bytes": "bytes", "time_ns": "time_ns"}
+    return rolled_sums(CollMinute, CollDelta, values, job_ids, *keys, run_id=run_id,
+                       window=window)  # fmt: skip
+
+
+def rolled_sums(
+    minutes: Any,
+    deltas: Any,
+    values: dict[str, str],
+    job_ids: Sequence[int],
+    *keys: str,
+    run_id: int | None = None,
+    window: Window = ALL_TIME,
+) -> Subquery:
+    """The sums of the raw table `deltas`' columns (`values`: label -> column, the same in
+    its per-rank minute rollup `minutes`) per job and per `keys` over the intervals of each
+    job, or of its run `run_id`, that ended in `window`, exact at the statement's snapshot.
+
+    The window's whole minutes already rolled up are read from `minutes`; the minutes still
+    marked dirty, and the parts of a minute at either edge of the window, come from the raw
+    deltas. A commit marks its minutes dirty in its own transaction, and the rollup pass
+    clears a mark in the transaction that rewrites that minute, so in one snapshot every
+    minute is either clean and rolled up, or dirty and read raw: the sum is the raw sum, at
+    a cost that grows with minutes, not with intervals, once rolled up
+    (collector/store/rollups.py). Rollups are kept per run; a minute of a job is read raw,
+    for all its runs, as soon as one of its runs has it dirty.
     """
     first, last = _minute_edges(window)
     dirty = (
@@ -119,15 +147,14 @@ def p2p_sums(
         .distinct()
         .cte("dirty")
     )
-    m, d = P2PMinute, P2PDelta
+    m, d = minutes, deltas
     runs = [] if run_id is None else [m.run_id == run_id]
     still_dirty = (dirty.c.job_id == m.job_id) & (dirty.c.minute_ns == m.minute_ns)
     rolled = (
         select(
             m.job_id,
             *(getattr(m, k) for k in keys),
-            func.sum(m.bytes_sent).label("bytes"),
-            func.sum(m.msgs_sent).label("messages"),
+            *(func.sum(getattr(m, column)).label(label) for label, column in values.items()),
         )
         .where(m.job_id.in_(job_ids), ~exists().where(still_dirty), *runs)
         .where(*_between(m.minute_ns, first, last))
@@ -140,8 +167,7 @@ def p2p_sums(
     )
     sums = (
         *(getattr(d, k) for k in keys),
-        func.sum(d.bytes_sent).label("bytes"),
-        func.sum(d.msgs_sent).label("messages"),
+        *(func.sum(getattr(d, column)).label(label) for label, column in values.items()),
     )
     raw_runs = [] if run_id is None else [d.run_id == run_id]
     raw_dirty = select(d.job_id, *sums).join(dirty, in_dirty_minute).where(*raw_runs)
@@ -157,11 +183,7 @@ def p2p_sums(
     both = union_all(rolled, *parts).subquery()
     group = (both.c.job_id, *(both.c[k] for k in keys))
     return (
-        select(
-            *group,
-            func.sum(both.c.bytes).label("bytes"),
-            func.sum(both.c.messages).label("messages"),
-        )
+        select(*group, *(func.sum(both.c[label]).label(label) for label in values))
         .group_by(*group)
         .subquery()
     )
@@ -548,19 +570,17 @@ def op_display_category(op_id: int) -> str:
 def collective_totals(
     session: Session, scope: Scope
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """From one pass over the scope's collective deltas (summed per communicator, op, root
-    and rank in the database): per communicator (id and size) its calls, bytes and time,
-    the ranks that called any collective on it and its distinct (op, root) pairs, heaviest
-    time first (then by id and size); and per (communicator, op, root) its calls, bytes,
+    """From one pass over the scope's collective sums (per communicator, op, root and rank
+    in the database, from the rollups where they hold the window: coll_sums): per
+    communicator (id and size) its calls, bytes and time, the ranks that called any
+    collective on it and its distinct (op, root) pairs, heaviest time first (then by id and
+    size); and per (communicator, op, root) its calls, bytes,
     time and the ranks that called it, heaviest time first (then op name, communicator id,
     root). Only those with calls."""
-    cd = CollDelta
-    keys = (cd.comm_id, cd.comm_size, cd.op_id, cd.root, cd.world_rank)
-    query = (
-        select(*keys, func.sum(cd.calls), func.sum(cd.bytes), func.sum(cd.time_ns))
-        .where(*scope.rows(cd))
-        .group_by(*keys)
-    )
+    keys = ("comm_id", "comm_size", "op_id", "root", "world_rank")
+    c = coll_sums([scope.job_id], *keys, run_id=scope.run_id, window=scope.window).c
+    query = select(c.comm_id, c.comm_size, c.op_id, c.root, c.world_rank, c.calls, c.bytes,
+                   c.time_ns)  # fmt: skip
     comms: dict[tuple[int, int], dict[str, Any]] = {}
     callers: dict[tuple[int, int], set[int]] = {}
     pairs: dict[tuple[int, int], set[tuple[int, int]]] = {}

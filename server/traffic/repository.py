@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from collector.fabric.store import unsigned64
 from server.fabric import repository as fabric
 from server.jobs import placement
-from server.jobs.repository import p2p_sums
+from server.jobs.repository import coll_sums, p2p_sums
 from server.query_params import MAX_NS, Window
 from server.traffic import collectives, monitored
 from server.traffic.attribution import Rail, Transfer, rma_direction, storage_shares
@@ -171,9 +171,9 @@ def job_traffic(
     """Every job's (or those of `job_ids`) transfers between hosts over the window, each end
     with its rank's binding to rails (stacklens/rails.py): p2p from p2p_deltas and their
     minute rollups (bytes sent to a peer: jobs.repository.p2p_sums), RMA from rma_deltas
-    (by the op's direction), modelled collective on-wire bytes from coll_deltas
-    (server/traffic/collectives.py), file I/O from io_deltas to and from the mount's
-    servers (`config.storage`); of one run if `run_id`.
+    (by the op's direction), modelled collective on-wire bytes from coll_deltas and their
+    minute rollups (server/traffic/collectives.py), file I/O from io_deltas to and from the
+    mount's servers (`config.storage`); of one run if `run_id`.
     Read past the owner filter (see the module's doc)."""
     conn = session.connection()
 
@@ -203,8 +203,8 @@ def job_traffic(
                                 bound[(run, b)]))  # fmt: skip
 
     # the minute rollups where the window holds whole clean minutes, the raw deltas elsewhere
-    sums = p2p_sums(sorted(set(job_of_run.values())), "run_id", "world_rank", "peer",
-                    run_id=run_id, window=window)  # fmt: skip
+    jobs = sorted(set(job_of_run.values()))
+    sums = p2p_sums(jobs, "run_id", "world_rank", "peer", run_id=run_id, window=window)
     p2p = select(sums.c.job_id, sums.c.run_id, sums.c.world_rank, sums.c.peer, sums.c.bytes)
     sent: dict[int, dict[tuple[int, int], int]] = defaultdict(dict)  # run -> the app's p2p
     for job, run, rank, peer, nbytes in conn.execute(p2p.where(sums.c.bytes > 0)):
@@ -225,7 +225,7 @@ def job_traffic(
             send(job, "mpi_rma", "routed", run, rank, target, int(nbytes))
         if way in ("from_target", "both"):
             send(job, "mpi_rma", "routed", run, target, rank, int(nbytes))
-    _collectives(conn, only, window, names, send, left, measured_runs)
+    _collectives(conn, jobs, run_id, window, names, send, left, measured_runs)
     hosts = set(host.values())
     io = IoDelta.__table__.c
     rows = conn.execute(
@@ -292,16 +292,17 @@ def _measured_collectives(
     return runs
 
 
-def _collectives(conn: Any, only: Any, window: Window, names: tuple[str, ...], send: Any,
-                 left: dict[str, int], measured_runs: set[int]) -> None:  # fmt: skip
-    """The modelled collective transfers of the window's coll_deltas rows (of the runs
-    whose collectives were not measured)."""
-    c = CollDelta
+def _collectives(conn: Any, jobs: list[int], run_id: int | None, window: Window,
+                 names: tuple[str, ...], send: Any, left: dict[str, int],
+                 measured_runs: set[int]) -> None:  # fmt: skip
+    """The modelled collective transfers of the window's collective sums of `jobs` (of run
+    `run_id` if given; from the rollups where they hold the window: coll_sums), those of
+    the runs whose collectives were not measured."""
+    keys = ("run_id", "world_rank", "op_id", "comm_id", "comm_size", "root")
+    sums = coll_sums(jobs, *keys, run_id=run_id, window=window)
     rows = conn.execute(
-        select(c.job_id, c.run_id, c.world_rank, c.op_id, c.comm_id, c.comm_size, c.root,
-               func.sum(c.calls), func.sum(c.bytes))
-        .where(*only(c), *_in_window(c, window), c.bytes > 0)
-        .group_by(c.job_id, c.run_id, c.world_rank, c.op_id, c.comm_id, c.comm_size, c.root)
+        select(sums.c.job_id, *(sums.c[k] for k in keys), sums.c.calls, sums.c.bytes)
+        .where(sums.c.bytes > 0)
     ).all()  # fmt: skip
     if not rows:
         return
