@@ -1,5 +1,5 @@
-"""Migration 0038 (collective rollups with root and bytes) on a database holding a rolled-up
-job, down to 0037 and up again: each time both tables are the raw deltas' sums in their
+"""Migration 0039 (collective rollups with root and bytes) on a database holding a rolled-up
+job, down to 0038 and up again: each time both tables are the raw deltas' sums in their
 shape, every minute marked dirty left to the collector."""
 
 from __future__ import annotations
@@ -42,14 +42,14 @@ def test_the_collective_rollups_are_filled_again_both_ways(pg_server: str):
     old, new = "comm_id, comm_size, op_id", "comm_id, comm_size, op_id, root"
     minutes = "SELECT minute_ns, world_rank, {}, {} FROM coll_minutes ORDER BY 1, 2, {}"
 
-    command.downgrade(config, "0037")
+    command.downgrade(config, "0038")
     want = query(url, _raw(old, "calls, time_ns"))
     assert len(want) == 26 and query(url, minutes.format(old, "calls, time_ns", old)) == want
 
     dirty = FIVE_ENDS[0] // 60_000_000_000 * 60_000_000_000
     query(url, f"INSERT INTO rollup_dirty (job_id, run_id, minute_ns) SELECT job_id, id, "
                f"{dirty} FROM runs RETURNING 1")  # fmt: skip
-    command.upgrade(config, "0038")
+    command.upgrade(config, "0039")
     want = query(url, _raw(new, "calls, time_ns, bytes", dirty=True))
     got = query(url, minutes.format(new, "calls, time_ns, bytes", new))
     assert len(got) == 24 and got == want  # the dirty minute's two rows left out
