@@ -78,11 +78,11 @@ def raw_copy_payload(ranks: int, frames: int, peers: int) -> tuple[bytes, int]:
     )
     batch, error = codec.scan(raw, codec.limits("", 1 << 20))
     assert error is None and len(batch) == ranks * frames
-    rows = codec.encode_arrays(
+    rows = b"".join(map(bytes, codec.encode_arrays(
         wire.SPEC.table("p2p").id, P2P.columns, codec.frame_addresses([batch]), batch.info,
         np.zeros(len(batch), dtype=np.int64), np.zeros(len(batch), dtype=np.int64),
         batch.info["world_rank"],
-    )  # fmt: skip
+    )))  # fmt: skip
     return COPY_SIGNATURE + rows + COPY_TRAILER, len(batch) * peers
 
 

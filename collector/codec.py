@@ -3,8 +3,10 @@
 `scan()` finds and validates the complete frames in a receive buffer in one call, and
 returns them as a `FrameBatch` (the bytes plus a numpy record per frame); the writer
 encodes a batch's array-layout tables with `encode_arrays()` straight into binary COPY
-rows. The rules and statuses are those of the reference decoder in stacklens/wire.py
-(tests/collector/test_fuzz.py checks that both agree on 100,000 random frames).
+rows, a piece at a time into one buffer that the COPY then sends from (no copy of the
+whole payload is ever made). The rules and statuses are those of the reference decoder
+in stacklens/wire.py (tests/collector/test_fuzz.py checks that both agree on 100,000
+random frames).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import ctypes
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,7 +107,7 @@ def library() -> ctypes.CDLL:
         lib.sl_encode_arrays.argtypes = [
             ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-            ctypes.c_void_p, ctypes.c_uint64,
+            ctypes.POINTER(ctypes.c_uint32), ctypes.c_void_p, ctypes.c_uint64,
         ]  # fmt: skip
         check_abi(lib)
         _lib = lib
@@ -228,6 +231,11 @@ def frame_addresses(batches: list[FrameBatch]) -> np.ndarray:
     ).astype(np.uint64)
 
 
+#: Bytes of COPY rows encoded at a time (encode_arrays): small enough to stay in the
+#: CPU's cache while the COPY sends them, large enough that a call per piece costs nothing.
+ENCODE_PIECE = 1 << 20
+
+
 def encode_arrays(
     table_id: int,
     columns: np.ndarray,
@@ -236,14 +244,17 @@ def encode_arrays(
     job_ids: np.ndarray,
     run_ids: np.ndarray,
     ranks: np.ndarray,
-) -> bytearray:
-    """Binary COPY rows (no signature or trailer) of one array-layout table, one per frame.
+    piece: int = ENCODE_PIECE,
+) -> Iterator[memoryview]:
+    """Binary COPY rows (no signature or trailer) of one array-layout table, one per frame,
+    in pieces of whole rows of about `piece` bytes. Each piece is a view of one buffer that
+    the next piece overwrites: write it (or copy it) before asking for the next.
 
-    `frames` are frame addresses (frame_addresses; the batches must stay alive), `info`
-    their FRAME_INFO records, `job_ids` and `run_ids` their jobs' and runs' ids and `ranks`
-    the rank stored for each (its world rank, or a non-MPI process's number); every frame
-    must hold the table's section (an empty one becomes a row of empty arrays). `columns`
-    is a COLUMN array in table column order.
+    `frames` are frame addresses (frame_addresses; the batches must stay alive until the
+    last piece), `info` their FRAME_INFO records, `job_ids` and `run_ids` their jobs' and
+    runs' ids and `ranks` the rank stored for each (its world rank, or a non-MPI process's
+    number); every frame must hold the table's section (an empty one becomes a row of
+    empty arrays). `columns` is a COLUMN array in table column order.
     """
     lib = library()
     info = np.ascontiguousarray(info)
@@ -254,10 +265,14 @@ def encode_arrays(
     args = (table_id, columns.ctypes.data, len(columns), len(info), frames.ctypes.data,
             info.ctypes.data, job_ids.ctypes.data, run_ids.ctypes.data,
             ranks.ctypes.data)  # fmt: skip
-    need = lib.sl_encode_arrays(*args, None, 0)
-    if need < 0:
-        raise ValueError(f"table id {table_id} is not an array table")
-    out = bytearray(need)
-    if lib.sl_encode_arrays(*args, (ctypes.c_char * need).from_buffer(out), need) != need:
-        raise RuntimeError("slcodec: encoded size changed between passes")
-    return out
+    done = ctypes.c_uint32(0)
+    buffer = bytearray(piece)
+    while done.value < len(info):
+        address = ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
+        written = lib.sl_encode_arrays(*args, ctypes.byref(done), address, len(buffer))
+        if written == -1:
+            raise ValueError(f"table id {table_id} is not an array table")
+        if written == -2:  # one row larger than the buffer: a larger one for it
+            buffer = bytearray(2 * len(buffer))
+            continue
+        yield memoryview(buffer)[:written]

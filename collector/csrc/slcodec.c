@@ -501,25 +501,48 @@ static uint8_t *put_column(uint8_t *p, const uint8_t *rec, size_t size, uint32_t
     return p;
 }
 
+/* Elements the records of one frame's section become: their count, unless a narrowed
+ * counter does not fit int4 (then the records are split: `*split` is set). */
+static uint64_t frame_elements(const uint8_t *first, size_t size, uint32_t count,
+                               const sl_column *columns, uint32_t n_columns, int *split)
+{
+    int over = 0;
+    for (uint32_t c = 0; c < n_columns && !over; c++) {
+        const sl_column *col = &columns[c];
+        if (col->is_key || col->out_width != 4 || col->wire_width != 8)
+            continue;
+        const uint8_t *rec = first + col->wire_offset;
+        for (uint32_t r = 0; r < count; r++, rec += size)
+            over |= load64(rec) > SL_INT4_MAX;
+    }
+    *split = over;
+    if (!over)
+        return count;
+    uint64_t elements = 0;
+    for (uint32_t r = 0; r < count; r++)
+        elements += pieces(first + r * size, columns, n_columns);
+    return elements;
+}
+
 int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n_columns,
                          uint32_t n, const uint8_t *const *frames, const sl_frame_info *infos,
                          const int64_t *job_ids, const int64_t *run_ids, const int32_t *ranks,
-                         uint8_t *out, uint64_t cap)
+                         uint32_t *next, uint8_t *out, uint64_t cap)
 {
     if (table_id == 0 || table_id > SL_MAX_TABLE_ID || record_size[table_id] == 0)
         return -1;
     const size_t size = record_size[table_id];
-    uint64_t need = 0;
+    const uint32_t start = *next;
     uint8_t *p = out;
-    for (uint32_t i = 0; i < n; i++) {
+    uint32_t i;
+    for (i = start; i < n; i++) {
         const sl_frame_info *f = &infos[i];
         const uint8_t *first = frames[i] + f->section[table_id];
-        uint64_t elements = 0;
-        for (uint32_t r = 0; r < f->count[table_id]; r++)
-            elements += pieces(first + r * size, columns, n_columns);
-        const int split = elements != f->count[table_id];
-        uint32_t arrays = 0;
+        int split;
+        uint64_t elements = frame_elements(first, size, f->count[table_id], columns, n_columns,
+                                           &split);
         uint64_t row = 2 + 2 * (4 + 8) + (4 + 4) + 2 * (4 + 8);
+        uint32_t arrays = 0;
         for (uint32_t c = 0; c < n_columns; c++) {
             if (!columns[c].joined) {
                 arrays++;
@@ -527,11 +550,8 @@ int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n
             }
             row += elements * (4 + columns[c].out_width);
         }
-        need += row;
-        if (out == NULL)
-            continue;
-        if (need > cap)
-            return -1;
+        if (row > cap - (uint64_t)(p - out))
+            break;
         p = put16(p, (uint16_t)(5 + arrays));
         p = put64(put32(p, 8), (uint64_t)job_ids[i]);
         p = put64(put32(p, 8), (uint64_t)run_ids[i]);
@@ -571,7 +591,10 @@ int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n
             }
         }
     }
-    return (int64_t)need;
+    *next = i;
+    if (i == start && i < n)
+        return -2; /* not even one row fits */
+    return (int64_t)(p - out);
 }
 
 void sl_abi_sizes(uint32_t sizes[4])

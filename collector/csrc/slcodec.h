@@ -83,22 +83,23 @@ int64_t sl_scan(const uint8_t *buf, uint64_t len, const sl_limits *lim, sl_frame
                 uint32_t max_frames, uint64_t *consumed, sl_scan_error *err);
 
 /*
- * Encode the binary COPY rows (no signature, no trailer) of one array-layout
- * table for n frames: per frame one row of job_id (job_ids[i]), run_id
- * (run_ids[i]), world_rank (ranks[i]: the frame's world rank, or the process
- * number of a non-MPI process), t_start_ns, t_end_ns and one 1-d array per
- * column, or per run of joined columns (the first column's elements, then the
- * next's: k fields of e elements make one array of k * e). frames[i] points at the
- * frame start of infos[i]; every frame must hold the table's section (an
- * empty section becomes a row of empty arrays). A u64 counter stored narrower (int4) that does not fit is split over
- * several elements of the same key, so sums stay exact. With out == NULL,
- * returns the bytes needed; otherwise the bytes written, or -1 if cap is too
- * small.
+ * Encode binary COPY rows (no signature, no trailer) of one array-layout table
+ * for frames *next.. of n, into out[0..cap): as many whole rows as fit, in one
+ * pass; *next is advanced past them. Per frame one row of job_id (job_ids[i]),
+ * run_id (run_ids[i]), world_rank (ranks[i]: the frame's world rank, or the
+ * process number of a non-MPI process), t_start_ns, t_end_ns and one 1-d array
+ * per column, or per run of joined columns (the first column's elements, then
+ * the next's: k fields of e elements make one array of k * e). frames[i] points
+ * at the frame start of infos[i]; every frame must hold the table's section (an
+ * empty section becomes a row of empty arrays). A u64 counter stored narrower
+ * (int4) that does not fit is split over several elements of the same key, so
+ * sums stay exact. Returns the bytes written, -1 for a table id that is not an
+ * array table, -2 if the next row alone does not fit in cap.
  */
 int64_t sl_encode_arrays(uint32_t table_id, const sl_column *columns, uint32_t n_columns,
                          uint32_t n, const uint8_t *const *frames, const sl_frame_info *infos,
                          const int64_t *job_ids, const int64_t *run_ids, const int32_t *ranks,
-                         uint8_t *out, uint64_t cap);
+                         uint32_t *next, uint8_t *out, uint64_t cap);
 
 /* sizeof of sl_limits, sl_frame_info, sl_scan_error and sl_column, in that order. */
 void sl_abi_sizes(uint32_t sizes[4]);

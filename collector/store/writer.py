@@ -19,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 import logging
 import pwd
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -978,8 +979,9 @@ class _Ids:
         return cls(job_ids, run_id, job_ids[runs.job_group], run_id[runs.run_group], rank)
 
 
-#: One table's COPY: (table, records, binary COPY payload in parts).
-_Copy = tuple[DeltaTable, int, tuple[bytes | bytearray, ...]]
+#: One table's COPY: (table, records, binary COPY payload in parts; the parts of an
+#: array-layout table are encoded as they are asked for, each valid until the next).
+_Copy = tuple[DeltaTable, int, Iterable[bytes | memoryview]]
 
 #: Wire table ids of the tables with rollups (collector/store/rollups.py).
 _ROLLED_IDS = [wire.SPEC.table(name).id for name in ("p2p", "op", "coll", "io")]
@@ -1204,7 +1206,8 @@ class _Plan:
         if table.arrays:
             addresses = self._addresses[present]
             rows = encode_arrays(table_id, table.columns, addresses, info, job_ids, run_ids, ranks)
-            return table, int(counts.sum()), (COPY_SIGNATURE, rows, COPY_TRAILER)
+            parts = itertools.chain((COPY_SIGNATURE,), rows, (COPY_TRAILER,))
+            return table, int(counts.sum()), parts
         repeat = info["count"][:, table_id]
         heads = {
             "job_id": np.repeat(job_ids, repeat),

@@ -60,10 +60,10 @@ def test_array_rows_from_frames_split_counts_beyond_int4(pg_server):
     batch, error = codec.scan(raw, codec.limits("", 1 << 20))
     assert error is None and len(batch) == 1
     p2p = next(t for t in DELTA_TABLES if t.wire == "p2p")
-    rows = codec.encode_arrays(
+    rows = b"".join(map(bytes, codec.encode_arrays(
         wire.SPEC.table("p2p").id, p2p.columns, codec.frame_addresses([batch]), batch.info,
         np.array([42]), np.array([7]), np.array([2]),
-    )  # fmt: skip
+    )))  # fmt: skip
     with psycopg.connect(pg_server) as conn:
         conn.execute(
             "CREATE TEMP TABLE f (job_id bigint, run_id bigint, world_rank int, t_start_ns bigint, "
@@ -82,3 +82,50 @@ def test_array_rows_from_frames_split_counts_beyond_int4(pg_server):
     assert msgs_sent == [2**31 - 1] * 5 + [3, 1]
     assert bytes_recv == [8, 0, 0, 0, 0, 0, 0]
     assert msgs_recv == [2, 0, 0, 0, 0, 0, 0]
+
+
+def test_array_rows_in_pieces_are_the_rows_whole():
+    """Encoded in pieces (each whole rows, each overwriting the last), the rows are the
+    same bytes as in one piece, whatever the piece size: smaller than one row (the buffer
+    grows for it), one row, or all rows."""
+    from collector import codec
+    from collector.store.tables import DELTA_TABLES
+    from stacklens import wire
+
+    def records(r: int) -> np.ndarray:
+        return wire.records("p2p", [
+            {"peer": p, "bytes_sent": 100 * r + p, "msgs_sent": 2**31 + p if r == 3 else p,
+             "bytes_recv": 1, "msgs_recv": 2} for p in range(4)
+        ])  # fmt: skip
+
+    raw = b"".join(
+        wire.encode_frame(
+            job_id="j",
+            world_rank=r,
+            world_size=4,
+            seq=r,
+            interval_start_ns=10**18,
+            interval_end_ns=10**18 + 1,
+            tables={"p2p": records(r)},
+        )  # fmt: skip
+        for r in range(4)
+    )
+    batch, error = codec.scan(raw, codec.limits("", 1 << 20))
+    assert error is None and len(batch) == 4
+    p2p = next(t for t in DELTA_TABLES if t.wire == "p2p")
+
+    def pieces(size: int) -> list[bytes]:
+        return [bytes(piece) for piece in codec.encode_arrays(
+            wire.SPEC.table("p2p").id, p2p.columns, codec.frame_addresses([batch]), batch.info,
+            np.arange(4), np.arange(4), np.arange(4), piece=size,
+        )]  # fmt: skip
+
+    whole = pieces(1 << 20)
+    # a row of 4 records: 106 B of fields and array headers + 4 x (3 x 8 + 2 x 12) B; the
+    # last frame's counts beyond int4 split each record in two: 8 elements
+    assert [len(p) for p in whole] == [3 * 298 + 490]
+    for size, lengths in ((16, [298, 298, 298, 490]), (298, [298, 298, 298, 490]),
+                          (3 * 298 + 489, [3 * 298, 490])):  # fmt: skip
+        parts = pieces(size)
+        assert [len(p) for p in parts] == lengths
+        assert b"".join(parts) == whole[0]
