@@ -64,6 +64,16 @@ class NewDayBudget:
         return fit
 
 
+def _leading_within(lengths: np.ndarray, room: int) -> tuple[int, int]:
+    """(how many leading `lengths` add up to at most `room`, their sum); one sum in the
+    usual case, where all of them fit (this runs on every read of every connection)."""
+    total = int(lengths.sum(dtype=np.int64))
+    if total <= room:
+        return len(lengths), total
+    fit = int(np.searchsorted(np.cumsum(lengths, dtype=np.int64), room, side="right"))
+    return fit, int(lengths[:fit].sum(dtype=np.int64))
+
+
 #: Seconds of each slot of StorageBudget's sliding hour.
 SLOT_S = 60.0
 
@@ -101,10 +111,10 @@ class StorageBudget:
         budget; those are charged to it. `whole`: all or nothing (an atomic batch): nothing
         is charged unless every frame fits."""
         room = self.per_hour - self.used(owner)
-        fit = int(np.searchsorted(np.cumsum(lengths, dtype=np.int64), room, side="right"))
+        fit, charged = _leading_within(lengths, room)
         if whole and fit < len(lengths):
             return fit
-        if charged := int(lengths[:fit].sum(dtype=np.int64)):
+        if charged:
             slots = self._slots.setdefault(owner, {})
             slot = int(self.clock() // SLOT_S)
             slots[slot] = slots.get(slot, 0) + charged
@@ -140,8 +150,7 @@ class StorageQuota:
     def fit(self, owner: int, lengths: np.ndarray) -> int:
         """How many leading frames (of `lengths` bytes each) of `owner` fit within its
         quota (nothing is charged: see `charge`)."""
-        room = self.limit - self.used(owner)
-        return int(np.searchsorted(np.cumsum(lengths, dtype=np.int64), room, side="right"))
+        return _leading_within(lengths, self.limit - self.used(owner))[0]
 
     def charge(self, owner: int, size: int) -> None:
         """`size` bytes of `owner`'s frames were handed to the writer."""

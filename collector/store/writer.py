@@ -392,10 +392,19 @@ def user_name(uid: int) -> str:
 
 
 def _groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Group rows by equal key columns: (first row of each group, group of each row, groups)."""
-    key = np.rec.fromarrays(keys) if len(keys) > 1 else keys[0]
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1), len(first)
+    """Group rows by equal key columns: (first row of each group, group of each row, groups),
+    the groups in key order (one stable sort of the key columns, no record comparisons)."""
+    n = len(keys[0])
+    order = np.lexsort(keys[::-1])  # the first key sorts first; equal keys keep row order
+    starts = np.zeros(n, dtype=bool)
+    starts[:1] = True
+    for key in keys:
+        ordered = key[order]
+        starts[1:] |= ordered[1:] != ordered[:-1]
+    inverse = np.empty(n, dtype=np.intp)
+    inverse[order] = np.cumsum(starts) - 1
+    first: np.ndarray = order[starts]
+    return first, inverse, len(first)
 
 
 class FrameWriter:
@@ -1188,8 +1197,11 @@ class _Plan:
         if not len(rolled):
             return []
         minutes = info["t_end"][rolled].astype(np.int64) // MINUTE_NS * MINUTE_NS
-        return [(MARK_DIRTY, (ids.frame_run[rolled].tolist(), minutes.tolist(),
-                              ids.frame_job[rolled].tolist()))]  # fmt: skip
+        # one row per (run, minute), sorted (a run is of one job): a batch's thousands of
+        # frames fall in a few, and the statement carries no list per frame
+        first, _, _ = _groups(ids.frame_run[rolled], minutes)
+        return [(MARK_DIRTY, (ids.frame_run[rolled][first].tolist(), minutes[first].tolist(),
+                              ids.frame_job[rolled][first].tolist()))]  # fmt: skip
 
     def _copy(self, table: DeltaTable) -> _Copy | None:
         """The COPY of one wire table of the fresh frames (a row per frame, or per record)."""
