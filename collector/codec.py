@@ -165,12 +165,12 @@ class ScanError:
 
 @dataclass
 class FrameBatch:
-    """Validated frames: the bytes they lie in, one FRAME_INFO record per frame, and the
-    Unix user they belong to (the collector's own unless the ingest proved another);
-    `proven`: the ingest proved that owner (its name is then the jobs' user, whatever the
-    frames claim)."""
+    """Validated frames: the bytes they lie in (bytes or a read-only view of them), one
+    FRAME_INFO record per frame, and the Unix user they belong to (the collector's own
+    unless the ingest proved another); `proven`: the ingest proved that owner (its name is
+    then the jobs' user, whatever the frames claim)."""
 
-    data: bytes
+    data: bytes | memoryview
     info: np.ndarray
     owner: int = field(default_factory=os.getuid)
     proven: bool = False
@@ -215,7 +215,8 @@ def scan(data: bytes, lim: Limits) -> tuple[FrameBatch, ScanError | None]:
         if n < slots or error.status:  # stopped before the slots ran out
             break
     info = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    batch = FrameBatch(data[:offset], info)
+    # the frames' bytes, not copied (a view unless they are all of `data`)
+    batch = FrameBatch(data if offset == len(data) else memoryview(data)[:offset], info)
     if not error.status:
         return batch, None
     reason = error.reason.decode("utf-8", "replace")

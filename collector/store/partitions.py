@@ -91,7 +91,8 @@ class Partitions:
         """How many leading frames (by interval end) a sender may store when it may bring
         at most `limit` days without a partition, `brought` being those it brought before
         (updated with the new days of the frames that fit)."""
-        first, last = int(t_end_ns.min()) // DAY_NS, int(t_end_ns.max()) // DAY_NS
+        ends = t_end_ns.tolist()  # a read's few dozen frames: quicker than numpy's min, max
+        first, last = min(ends) // DAY_NS, max(ends) // DAY_NS
         if first == last and (first in self._known or first in brought):
             return len(t_end_ns)  # the usual case: one day, its partitions made ahead
         days = np.asarray(t_end_ns, dtype=np.uint64) // DAY_NS

@@ -1218,7 +1218,9 @@ class _Plan:
         if table.arrays:
             addresses = self._addresses[present]
             rows = encode_arrays(table_id, table.columns, addresses, info, job_ids, run_ids, ranks)
-            parts = itertools.chain((COPY_SIGNATURE,), rows, (COPY_TRAILER,))
+            parts: Iterable[bytes | memoryview] = itertools.chain(
+                (COPY_SIGNATURE,), rows, (COPY_TRAILER,)
+            )
             return table, int(counts.sum()), parts
         repeat = info["count"][:, table_id]
         heads = {
