@@ -25,6 +25,8 @@ from stacklens import wire
 from stacklens.mpi_ops import op_names
 
 LIBRARY = Path(__file__).resolve().parent / "build" / "libslcodec.so"
+_SOURCES = LIBRARY.parent.parent / "csrc"
+_CONTRACT = LIBRARY.parent.parent.parent / "contract"
 MAX_TABLE_ID = 19
 
 #: numpy view of `sl_frame_info` (slcodec.h): one valid frame of a scanned buffer.
@@ -91,12 +93,24 @@ class _ScanError(ctypes.Structure):
 _lib: ctypes.CDLL | None = None
 
 
+def _stale() -> bool:
+    """Whether libslcodec.so is missing or older than a source it is built from (a
+    library of an older checkout would be called with another argument list)."""
+    if not LIBRARY.exists():
+        return True
+    sources = [_SOURCES / name for name in ("slcodec.c", "slcodec.h", "Makefile")] + [
+        _CONTRACT / name for name in ("stacklens_wire.h", "stacklens_text.h", "stacklens_wire.def")
+    ]  # its Makefile's prerequisites
+    return max(path.stat().st_mtime for path in sources) > LIBRARY.stat().st_mtime
+
+
 def library() -> ctypes.CDLL:
-    """Load libslcodec.so (building it with make if it is missing) and check its ABI."""
+    """Load libslcodec.so (building it with make if it is missing or stale) and check its
+    ABI."""
     global _lib
     if _lib is None:
-        if not LIBRARY.exists():
-            subprocess.run(["make", "-s", "-C", str(LIBRARY.parent.parent / "csrc")], check=True)
+        if _stale():
+            subprocess.run(["make", "-s", "-C", str(_SOURCES)], check=True)
         lib = ctypes.CDLL(str(LIBRARY))
         lib.sl_scan.restype = ctypes.c_int64
         lib.sl_scan.argtypes = [

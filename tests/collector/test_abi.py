@@ -54,3 +54,25 @@ def test_a_codec_of_other_struct_sizes_is_refused(mismatched):
 def test_a_fabric_helper_with_other_counter_columns_is_refused(mismatched):
     with pytest.raises(mad.MadError, match="rebuild"):
         mad.check_abi(mismatched)
+
+
+def test_a_codec_library_older_than_its_sources_is_rebuilt(tmp_path, monkeypatch):
+    """A libslcodec.so older than any of its sources (a build of an earlier checkout, whose
+    functions take other arguments) counts as stale, like a missing one; once built again
+    it does not."""
+    import os
+    import shutil
+
+    root = codec.LIBRARY.parent.parent
+    shutil.copytree(root / "csrc", tmp_path / "collector" / "csrc")
+    shutil.copytree(root.parent / "contract", tmp_path / "contract")
+    library = tmp_path / "collector" / "build" / "libslcodec.so"
+    monkeypatch.setattr(codec, "LIBRARY", library)
+    monkeypatch.setattr(codec, "_SOURCES", tmp_path / "collector" / "csrc")
+    monkeypatch.setattr(codec, "_CONTRACT", tmp_path / "contract")
+    assert codec._stale()
+    subprocess.run(["make", "-s", "-C", str(tmp_path / "collector" / "csrc")], check=True)
+    assert not codec._stale()
+    built = library.stat().st_mtime
+    os.utime(tmp_path / "contract" / "stacklens_wire.def", (built + 1, built + 1))
+    assert codec._stale()
