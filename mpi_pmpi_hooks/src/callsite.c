@@ -146,10 +146,15 @@ static void path_of(const void *pc, sl_site_path *path)
     }
 }
 
-/* Site id of a path: its entry, or overflow_site beyond the bound. */
+/* Site id of a path: its entry, or overflow_site beyond the bound. The hash mixes the
+ * path's frames a word at a time (the frames beyond its depth are zero): a few
+ * multiplies per frame instead of a round per byte of the whole key. */
 static uint32_t site_of(const sl_site_path *path)
 {
-    unsigned i = sl_keytab_get(&sl_site_paths, path, sl_hash_bytes(path, sizeof *path), 0);
+    uint64_t h = sl_hash_words2(path->depth, path->pc[0]);
+    for (unsigned f = 1; f < path->depth && f < SL_BOUND_max_site_depth; f++)
+        h = sl_hash_words2(h, path->pc[f]);
+    unsigned i = sl_keytab_get(&sl_site_paths, path, h, 0);
     return i < sl_site_paths.max_keys ? i : (uint32_t)SL_BOUND_overflow_site;
 }
 
