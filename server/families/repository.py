@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.families.model import Description
+from server.jobs import series
 from server.jobs.repository import Scope, coll_sums, p2p_sums
 from server.query_params import ALL_TIME
 from stacklens import rails
@@ -21,7 +22,6 @@ from stacklens.schema import (
     CallsitePath,
     CommMade,
     CommP2PDelta,
-    OpDelta,
     Rank,
 )
 
@@ -73,15 +73,11 @@ def pair_bytes(session: Session, scope: Scope) -> dict[tuple[int, int, int], int
 
 
 def p2p_ops(session: Session, scope: Scope) -> dict[int, tuple[int, int, int]]:
-    """op id -> (calls, bytes, time_ns) of the point-to-point ops over the window."""
-    wanted = [i for i, cat in enumerate(op_categories()) if cat == "mpi_p2p"]
-    o = OpDelta
-    query = (
-        select(o.op_id, func.sum(o.calls), func.sum(o.bytes), func.sum(o.time_ns))
-        .where(*scope.rows(o), o.op_id.in_(wanted))
-        .group_by(o.op_id)
-    )
-    return {int(op): (int(c), int(b), int(t)) for op, c, b, t in session.execute(query)}
+    """op id -> (calls, bytes, time_ns) of the point-to-point ops with calls over the window
+    (from the rollups where they serve it: jobs.series.op_totals)."""
+    wanted = {i for i, cat in enumerate(op_categories()) if cat == "mpi_p2p"}
+    return {op: (calls, nbytes, ns) for op, calls, nbytes, ns, _ranks
+            in series.op_totals(session, scope) if op in wanted}  # fmt: skip
 
 
 def hosts(session: Session, scope: Scope) -> dict[tuple[int, int], tuple[str, Binding]]:
