@@ -1210,7 +1210,7 @@ class CommFamily(ApiModel):
     )
     made: str = Field(
         description="world, split, split_type, cart_create, cart_sub, create, create_group, "
-        "dup, intercomm_create, intercomm_merge, graph; 'not described'"
+        "dup, intercomm_create, intercomm_merge, graph, from_group; 'not described'"
     )
     name: str | None = Field(description="MPI_Comm_set_name's name; the name wins")
     grid: str | None = Field(description="the Cartesian grid, e.g. 2x4")

@@ -236,6 +236,15 @@ void sl_family_made(int op, MPI_Comm parent, MPI_Comm newcomm, int color, int ke
     describe(newcomm, made, parent_id, family, &r);
 }
 
+void sl_family_from_group(MPI_Comm newcomm, const void *site)
+{
+    if (newcomm == MPI_COMM_NULL)
+        return;
+    sl_rec_comm r = { 0 };
+    put_site(&r, site);
+    describe(newcomm, SL_MADE_FROM_GROUP, 0, 0, &r);
+}
+
 void sl_family_named(MPI_Comm comm, const char *name)
 {
     const sl_handle_rec *rec = sl_comm_rec(comm);

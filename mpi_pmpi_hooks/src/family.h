@@ -35,7 +35,7 @@
 enum sl_made {
     SL_MADE_WORLD = 1, SL_MADE_SPLIT, SL_MADE_SPLIT_TYPE, SL_MADE_CART_CREATE,
     SL_MADE_CART_SUB, SL_MADE_CREATE, SL_MADE_CREATE_GROUP, SL_MADE_DUP,
-    SL_MADE_INTERCOMM_CREATE, SL_MADE_INTERCOMM_MERGE, SL_MADE_GRAPH
+    SL_MADE_INTERCOMM_CREATE, SL_MADE_INTERCOMM_MERGE, SL_MADE_GRAPH, SL_MADE_FROM_GROUP
 };
 
 /* Key of a comm_p2p entry: two words, zero-filled. */
@@ -64,6 +64,13 @@ void sl_family_fini(void);
  */
 void sl_family_made(int op, MPI_Comm parent, MPI_Comm newcomm, int color, int key, int ndims,
                     const int *dims, const void *site);
+
+/*
+ * Records that MPI_Comm_create_from_group (MPI 4) made newcomm, at site. It has no
+ * parent communicator: its family is its own id (the same on every member, as an
+ * intercommunicator's). Not on a message path.
+ */
+void sl_family_from_group(MPI_Comm newcomm, const void *site);
 
 /* MPI_Comm_set_name gave comm this name: its description carries it. */
 void sl_family_named(MPI_Comm comm, const char *name);

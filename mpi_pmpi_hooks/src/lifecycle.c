@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "family.h"
 #include "fdtable.h"
 #include "ibport.h"
 #include "identity.h"
@@ -393,7 +394,8 @@ static int session_world_group(MPI_Comm first, MPI_Group *world, int *whole)
 #endif
 
 /*
- * After MPI_Comm_create_from_group made newcomm (rc): the first one of a process
+ * After MPI_Comm_create_from_group made newcomm (rc): newcomm is described (its family,
+ * family.h) while counting; the first one of a process
  * without MPI_Init starts counting, with a duplicate of newcomm as the world
  * communicator (the duplicate is collective over the same group as the call itself)
  * and the mpi://WORLD process set's group for the world ranks and size, whatever the
@@ -413,6 +415,7 @@ void sl_session_comm_end(sl_call *call, int op, int rc, MPI_Comm newcomm)
             PMPI_Group_free(&group);
         } else if (start_mpi(call, op, rc, world, group, whole)) {
             session_world = 1;
+            sl_family_from_group(newcomm, call->site);
             sl_tls_in_call = 0;
             return;
         } else {
@@ -425,6 +428,8 @@ void sl_session_comm_end(sl_call *call, int op, int rc, MPI_Comm newcomm)
     (void)newcomm; /* no sessions before MPI 4: never called */
 #endif
     count_session_call(call, op);
+    if (rc == MPI_SUCCESS && __atomic_load_n(&sl_core.ready, __ATOMIC_ACQUIRE))
+        sl_family_from_group(newcomm, call->site); /* counting: its family */
     sl_tls_in_call = 0;
 }
 

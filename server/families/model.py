@@ -20,7 +20,7 @@ from typing import Any
 #: How a communicator was made: the wire's comm.made codes (contract/stacklens_wire.def).
 MADE = {1: "world", 2: "split", 3: "split_type", 4: "cart_create", 5: "cart_sub",
         6: "create", 7: "create_group", 8: "dup", 9: "intercomm_create",
-        10: "intercomm_merge", 11: "graph"}  # fmt: skip
+        10: "intercomm_merge", 11: "graph", 12: "from_group"}  # fmt: skip
 #: A split_type's type: the wire's comm.color codes of a split_type (the hooks' own numbering;
 #: 0, another type, the MPI library's own, has no name).
 SPLIT_TYPES = {1: "shared", 2: "hw_guided", 3: "hw_unguided"}

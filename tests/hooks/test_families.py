@@ -202,3 +202,22 @@ def test_a_split_type_is_named_by_its_type(collector, pg_url, api_client, tmp_pa
         (f"split_type shared at split_type.c:{line}, 1 group of 4", [[0, 1, 2, 3]],
          [("MPI_Allreduce", 12, 12 * 128)]),
     ]  # fmt: skip
+
+
+def test_a_communicator_made_from_a_group_is_a_family(collector, api_client):
+    """MPI_Comm_create_from_group (MPI 4: MPICH here; Open MPI 4.1 has none):
+    mixed_sessions.c's communicator over mpi://WORLD, made after MPI_Init, is a family of
+    its own, made from_group at its call, its 4 allreduces of one int per rank exact."""
+    job = f"families-from-group-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, "mpich", [jobs.program("mpich", "mixed_sessions")], job)
+    assert result.returncode == 0, result.stderr
+    got = api_client.get(api_client.app.url_path_for("job_families", job=job))
+    assert got.status_code == 200, got.text
+    (fam,) = [f for f in got.json()["families"] if f["made"] == "from_group"]
+    source = SOURCE.with_name("mixed_sessions.c").read_text().splitlines()
+    (call,) = [i + 1 for i, line in enumerate(source) if "MPI_Comm_create_from_group(" in line]
+    # the call spans two lines: the return address's line is either, as the compiler chose
+    lines = {f"from_group at mixed_sessions.c:{n}, 1 group of 2" for n in (call, call + 1)}
+    assert fam["label"] in lines, fam["label"]
+    assert [sorted(g["members"]) for g in fam["groups"]] == [[0, 1]]
+    assert [(o["op"], o["calls"], o["bytes"]) for o in fam["ops"]] == [("MPI_Allreduce", 8, 32)]
