@@ -13,6 +13,7 @@ from stacklens.api_models import (
     FileIo,
     IoTotals,
     JobIo,
+    JobLinks,
     JobOps,
     OpTotal,
     PageInfo,
@@ -164,3 +165,31 @@ def test_the_hosts_and_links_card_tables():
     # Written n1[1] - sw[1]: left to right is b -> a (unknown), right to left a -> b.
     row = "| n1&#91;1&#93; - sw&#91;1&#93; | host | n&#124;1 | 5.0 % | 10.0 % | ? | 5 | 3 | 2 |"
     assert links[4:] == [row]
+
+
+def test_the_rails_table_says_which_ranks_use_each_rail_and_its_bytes():
+    rail = {"host": "host02", "guid": "0x0000000000000002", "received_bytes": 0}
+    links = JobLinks(
+        job="j", from_ns=0, to_ns=1, paths="fixed", collectives="modelled", links=[],
+        page=PageInfo(limit=1, total=0, next_cursor=None), left_out={},
+        rails=[
+            {**rail, "rail": 0, "device": "mlx5_0", "ranks": [], "pinned": [],
+             "sent_bytes": 0, "provenance": []},
+            {**rail, "rail": 1, "device": "mlx5_1", "ranks": [2, 3], "pinned": [3],
+             "sent_bytes": 3 * 1024**2, "received_bytes": 1024,
+             "provenance": [
+                 {"provenance": "routed", "sent_bytes": 2 * 1024**2, "received_bytes": 1024},
+                 {"provenance": "modelled", "sent_bytes": 1024**2, "received_bytes": 0},
+             ]},
+        ],
+    )  # fmt: skip
+    text = components.placement_rails_markdown(links).splitlines()
+    assert text[0].startswith("2 rails on 1 host: a rank sends and receives on the devices")
+    assert text[2:] == [
+        "| Host | Rail | Ranks | Sent | Received | By provenance |",
+        "|---|---|---|---:|---:|---|",
+        "| host02 | 0 mlx5&#95;0 | — | 0 B | 0 B | — |",
+        "| host02 | 1 mlx5&#95;1 | 2–3 (pinned: 3) | 3.00 MiB | 1.00 KiB | routed 2.00 MiB sent, "
+        "1.00 KiB received; modelled 1.00 MiB sent, 0 B received |",
+    ]
+    assert components.placement_rails_markdown(None) == "Every host of this job has one rail (HCA)."
