@@ -133,14 +133,17 @@ def read_loads(session: Session, links: list[dict[str, Any]], steps: Steps) -> L
     times = sorted(set(sums.key.tolist()))
     whole = repository.window_columns(session, links, steps.from_ns, steps.to_ns)
     window = {lk["id"]: {k: v[i] for k, v in whole.items()} for i, lk in enumerate(links)}
+    # every link x step at once (row i * len(times) + j: link i, step j): one lookup per end
+    m = len(times)
+    a, b = (sums.lookup([-1 if lk[k] is None else lk[k] for lk in links for _ in times],
+                        times * len(links)) for k in ("a_port_id", "b_port_id"))  # fmt: skip
+    capacity = np.repeat(np.array([float(lk["capacity_bytes_per_s"] or 0) for lk in links]), m)
+    cols = repository.link_columns(a, b, capacity)
+    util, samples = cols["utilisation"], cols["samples"]
     per_step: dict[int, dict[int, float | None]] = {}
-    for lk in links:
-        ends = [-1 if lk[k] is None else lk[k] for k in ("a_port_id", "b_port_id")]
-        a, b = (sums.lookup([end] * len(times), times) for end in ends)
-        capacity = np.full(len(times), float(lk["capacity_bytes_per_s"] or 0))
-        cols = repository.link_columns(a, b, capacity)
-        per_step[lk["id"]] = {t: u for t, u, n in zip(times, cols["utilisation"], cols["samples"],
-                                                     strict=True) if n}  # fmt: skip
+    for i, lk in enumerate(links):
+        rows = range(i * m, (i + 1) * m)
+        per_step[lk["id"]] = {t: util[r] for t, r in zip(times, rows, strict=True) if samples[r]}
     return Loads(window, per_step, times)
 
 
