@@ -4,8 +4,9 @@ and name it correctly (congestion on the shared spine link, demo-checkpoint the 
 aggressor, demo-solver the victim, its rank 0 late and rank 1 waiting for it), major once
 the solver has lost 5 s; a person sees the banner on every page, the incident on the
 Incidents page and on its own page with its jobs, and its link marked congested on the
-Fabric page it leads to; no console errors; everything the demo started is gone
-afterwards."""
+Fabric graph, with the legend saying what the mark means: live while the incident is open,
+and replaying the incident's first sweep on the Fabric page the incident leads to; no
+console errors; everything the demo started is gone afterwards."""
 
 from __future__ import annotations
 
@@ -21,21 +22,35 @@ from playwright.sync_api import expect
 from tests.conftest import chromium_page, free_port, leftover_processes
 
 SUMMARY = "likely aggressor: job demo-checkpoint; victim: job demo-solver"
+#: What the Fabric page's legend says a congested link looks like (the default threshold).
+LEGEND = "congested: PortXmitWait ≥ 1,000,000 ticks/s"
 
 
-def _open_incident(base: str) -> dict | None:
+def _open_incident(base: str, major: bool = True) -> dict | None:
     """The open congestion incident with its victim, once major (the solver has lost 5 s:
-    STACKLENS_INCIDENT_MIN_S), if there is one yet."""
+    STACKLENS_INCIDENT_MIN_S) unless not `major`, if there is one yet."""
     try:
         listed = httpx.get(f"{base}/api/incidents", params={"open": "true"}, timeout=3).json()
     except (httpx.HTTPError, ValueError):
         return None
     for incident in listed.get("incidents", []):
-        if (incident["kind"], incident["severity"]) == ("congestion", "major") and (
-            SUMMARY in incident["summary"]
+        if (
+            incident["kind"] == "congestion"
+            and SUMMARY in incident["summary"]
+            and (incident["severity"] == "major" or not major)
         ):
             return incident
     return None
+
+
+def _marked_congested(page, link: str) -> None:
+    """Waits until the Fabric page's graph marks `link` (its element id) congested."""
+    page.wait_for_function(
+        "(id) => { const el = document.querySelector('#fabric-graph');"
+        " const cy = el && el._cyreg && el._cyreg.cy;"
+        " return !!cy && cy.getElementById(id).hasClass('congested'); }",
+        arg=link, timeout=30_000,
+    )  # fmt: skip
 
 
 def test_the_demo_incident_is_detected_named_and_shown(tmp_path, hook_library, examples_built):
@@ -55,6 +70,19 @@ def test_the_demo_incident_is_detected_named_and_shown(tmp_path, hook_library, e
     try:
         with chromium_page() as (page, errors):
             started = time.monotonic()
+            opened = None
+            while opened is None and time.monotonic() - started < 75:
+                assert proc.poll() is None, (tmp_path / "demo.log").read_text()[-3000:]
+                time.sleep(0.5)
+                opened = _open_incident(base, major=False)
+            assert opened is not None, (tmp_path / "demo.log").read_text()[-3000:]
+            # live, while it is open: the Fabric page marks its link congested, the legend
+            # says what the mark means
+            (link_id,) = opened["link_ids"]
+            page.goto(base + "/fabric")
+            _marked_congested(page, f"link-{link_id}")
+            assert "at" not in parse_qs(urlsplit(page.url).query)  # live, not replaying
+            expect(page.locator("div.legend")).to_contain_text(LEGEND)
             incident = None
             while incident is None and time.monotonic() - started < 75:
                 assert proc.poll() is None, (tmp_path / "demo.log").read_text()[-3000:]
@@ -84,17 +112,16 @@ def test_the_demo_incident_is_detected_named_and_shown(tmp_path, hook_library, e
             expect(jobs).to_contain_text("victim")
             expect(jobs).to_contain_text("mpi_slowdown")
             expect(page.locator("#inc-evidence .main-svg").first).to_be_visible(timeout=15_000)
-            # its link: the Fabric page at the incident's first sweep, the link congested
+            # its link: the Fabric page replaying the incident's first sweep, the link
+            # congested, the legend saying what that means
             link = page.locator("#inc-links a").first
             expect(link).to_contain_text("– leaf02[")
-            focus = parse_qs(urlsplit(link.get_attribute("href") or "").query)["focus"][0]
+            query = parse_qs(urlsplit(link.get_attribute("href") or "").query)
+            assert query["focus"] == [f"link-{link_id}"] and "at" in query
             link.click()
-            page.wait_for_function(
-                "(id) => { const el = document.querySelector('#fabric-graph');"
-                " const cy = el && el._cyreg && el._cyreg.cy;"
-                " return !!cy && cy.getElementById(id).hasClass('congested'); }",
-                arg=focus, timeout=30_000,
-            )  # fmt: skip
+            _marked_congested(page, f"link-{link_id}")
+            expect(page.locator("#fabric-playback-shown")).to_contain_text("replaying")
+            expect(page.locator("div.legend")).to_contain_text(LEGEND)
             assert errors == [], "\n".join(errors)
         detail = httpx.get(f"{base}/api/incidents/{incident['id']}", timeout=5).json()
         roles = {m["job"]: m["role"] for m in detail["members"]}
