@@ -19,8 +19,12 @@ interval into emulator flows:
 - Collectives, where the MPI monitored its traffic (monitored_deltas, Open MPI's
   monitoring component): what rank r sent to peer p in an interval beyond the
   point-to-point bytes it sent p in it (the MPI's own messages: collective internals)
-  becomes a flow host(r) -> host(p). A run without monitored traffic has no per-peer
-  collective data: its collectives move nothing.
+  becomes a flow host(r) -> host(p). The hooks count a message's point-to-point bytes
+  no later than its monitored bytes (mpi_pmpi_hooks/src/frame.c), so one posted while a
+  frame was read can have the first in that frame and the second in the next: the
+  point-to-point bytes of a frame beyond its monitored bytes are owed by the pair's next
+  frames (`owed`), and each message moves once. A run without monitored traffic has no
+  per-peer collective data: its collectives move nothing.
 
 Exactly once: the rows of one frame are committed together, so a frame is identified by
 (run, rank, interval end): a job's runs (launches) each have their own ranks. Each poll
@@ -89,6 +93,9 @@ SELECT run_id, world_rank, host, net_devices FROM ranks
 WHERE run_id IN (SELECT run_id FROM ranks WHERE last_seen_ns > %s)
 """
 
+#: The runs that monitored their traffic (a monitoring rank stores every frame's row).
+_MONITORED_RUNS = "SELECT DISTINCT run_id FROM monitored_frames WHERE t_end_ns > %s"
+
 #: One-sided calls (MPI names without the prefix and the large-count suffix) whose data
 #: flows from the target to the origin, and those whose data flows both ways.
 FROM_TARGET = frozenset({"get", "rget"})
@@ -133,6 +140,8 @@ class JobTraffic:
         self.applied: dict[FrameKey, int] = {}  # frame -> its interval end
         # bytes below a word, per (source, destination, kind)
         self.carry: dict[tuple[str, str, str], int] = defaultdict(int)
+        # (run, rank, peer) -> (point-to-point bytes sent not monitored yet, as of frame end)
+        self.owed: dict[tuple[int, int, int], tuple[int, int]] = {}
         self._conn: psycopg.Connection | None = None
 
     def close(self) -> None:
@@ -147,13 +156,15 @@ class JobTraffic:
         return self._conn
 
     def _read(self) -> dict[str, list[tuple]]:
-        """The p2p, I/O, RMA and monitored rows after the floor, from one snapshot."""
+        """The p2p, I/O, RMA and monitored rows and the monitored runs after the floor,
+        from one snapshot."""
         conn = self._connection()
         try:
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 queries = (("p2p", _P2P), ("io", _IO), ("rma", _RMA),
-                           ("monitored", _MONITORED), ("ranks", _RANKS))  # fmt: skip
+                           ("monitored", _MONITORED), ("ranks", _RANKS),
+                           ("monitored_runs", _MONITORED_RUNS))  # fmt: skip
                 rows = {name: cur.execute(sql, (self.floor_ns,)).fetchall()
                         for name, sql in queries}  # fmt: skip
         except psycopg.Error:
@@ -190,15 +201,24 @@ class JobTraffic:
             for i, j, part in rail_split(*lanes, n):
                 nbytes[(here[i], there[j], kind)] += part
 
-        app: dict[tuple[int, int, int, int], int] = {}  # (run, rank, end, peer) -> p2p sent
+        # (run, rank, end, peer) -> (its host, the peer's, p2p sent, monitored)
+        pairs: dict[tuple[int, int, int, int], tuple[str, str, int, int]] = {}
+        monitoring = {run for (run,) in rows["monitored_runs"]}
         for run, rank, t_end, src, dst, peer, _, sent in p2p:
             if new((run, rank, t_end)):
                 move(src, dst, "mpi_p2p", int(sent), bound[(run, rank)], bound[(run, peer)])
-                app[(run, rank, t_end, peer)] = int(sent)
+                if run in monitoring:
+                    pairs[(run, rank, t_end, peer)] = (src, dst, int(sent), 0)
         for run, rank, t_end, src, dst, peer, _, counted in monitored:
             if new((run, rank, t_end)):
-                move(src, dst, "mpi_coll", int(counted) - app.get((run, rank, t_end, peer), 0),
-                     bound[(run, rank)], bound[(run, peer)])  # fmt: skip
+                sent = pairs.get((run, rank, t_end, peer), (src, dst, 0, 0))[2]
+                pairs[(run, rank, t_end, peer)] = (src, dst, sent, int(counted))
+        for (run, rank, t_end, peer), (src, dst, sent, counted) in sorted(pairs.items()):
+            owed, _ = self.owed.pop((run, rank, peer), (0, 0))
+            beyond = counted - sent - owed
+            if beyond < 0:
+                self.owed[(run, rank, peer)] = (-beyond, t_end)
+            move(src, dst, "mpi_coll", beyond, bound[(run, rank)], bound[(run, peer)])
         names = op_names()
         for run, rank, t_end, src, dst, target, op, n in rma:
             if new((run, rank, t_end)):
@@ -229,9 +249,11 @@ class JobTraffic:
         return flows
 
     def _advance(self) -> None:
-        """Move the floor to grace_s before the newest interval end; forget older frames."""
+        """Move the floor to grace_s before the newest interval end; forget older frames
+        (and bytes owed since before it: their frames will never come)."""
         if not self.applied:
             return
         newest = max(self.applied.values())
         self.floor_ns = max(self.floor_ns, newest - self.grace_ns)
         self.applied = {k: t for k, t in self.applied.items() if t > self.floor_ns}
+        self.owed = {k: v for k, v in self.owed.items() if v[1] > self.floor_ns}

@@ -366,13 +366,18 @@ static SL_HOT int sl_world_rank(MPI_Comm comm, int rank)
 }
 
 /*
- * Counts one message of count elements of datatype sent to rank of comm by op
- * in the peer table (and, on a communicator other than MPI_COMM_WORLD, with
- * the ticks inside the call in its comm_p2p entry, family.h). Returns its
- * bytes; 0 for MPI_PROC_NULL, where nothing is sent.
+ * Counts one message of count elements of datatype sent to rank of comm in the
+ * peer table as it is posted: before the MPI call that sends it. The MPI's
+ * monitoring (monitored.h) counts the message inside that call (a blocking
+ * send's as it starts, which may be long before the call returns), and a frame
+ * reads the monitored counters before the peer table (frame.c): so a frame that
+ * carries a message's monitored bytes carries its point-to-point bytes too, and
+ * the monitored bytes beyond them (collectives' own messages) are never a sent
+ * message's. Returns its bytes; 0 for MPI_PROC_NULL, where nothing is sent. A
+ * call that then fails stays counted (the default error handler aborts first).
  */
 static SL_HOT uint64_t sl_count_send(MPI_Comm comm, int rank, int64_t count,
-                                     MPI_Datatype datatype, int op, uint64_t ticks)
+                                     MPI_Datatype datatype)
 {
     if (rank == MPI_PROC_NULL)
         return 0;
@@ -380,8 +385,22 @@ static SL_HOT uint64_t sl_count_send(MPI_Comm comm, int rank, int64_t count,
     int peer = sl_world_rank(comm, rank);
     if (peer >= 0)
         sl_count_peer(peer, 0, bytes);
-    sl_count_comm_p2p(comm, op, rank, 0, bytes, ticks);
+    /* the count is visible before the MPI monitors the message (frame.c reads with an
+     * acquire fence between the two): no instruction on x86, a barrier elsewhere */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
     return bytes;
+}
+
+/*
+ * After the call that sent a message counted by sl_count_send (bytes) by op: on
+ * a communicator other than MPI_COMM_WORLD, its bytes with the ticks inside the
+ * call in its comm_p2p entry (family.h); nothing for MPI_PROC_NULL.
+ */
+static SL_HOT void sl_count_sent(MPI_Comm comm, int rank, int op, uint64_t bytes,
+                                 uint64_t ticks)
+{
+    if (rank != MPI_PROC_NULL)
+        sl_count_comm_p2p(comm, op, rank, 0, bytes, ticks);
 }
 
 #if !defined(OPEN_MPI) && !defined(MPICH_VERSION)

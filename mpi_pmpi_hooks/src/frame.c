@@ -67,10 +67,13 @@ int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char
                               sizeof *b->last_comm_p2p);
     b->comm_seen = calloc((size_t)sl_family_capacity() + 1, sizeof *b->comm_seen);
     b->last_site = calloc(sl_keytab_entries(&sl_sites) * SL_SITE_NVALS + 1, sizeof *b->last_site);
-    if (sl_monitored_active())
+    if (sl_monitored_active()) {
         b->last_monitored = calloc((size_t)sl_core.world_size, sizeof *b->last_monitored);
+        b->now_monitored = calloc((size_t)sl_core.world_size, sizeof *b->now_monitored);
+    }
     b->scratch = malloc(b->scratch_size);
-    if ((sl_monitored_active() && b->last_monitored == NULL) || b->last_peer == NULL || b->last_hist == NULL || b->last_rma == NULL
+    if ((sl_monitored_active() && (b->last_monitored == NULL || b->now_monitored == NULL))
+        || b->last_peer == NULL || b->last_hist == NULL || b->last_rma == NULL
         || b->last_coll == NULL || b->last_io == NULL || b->last_comm_p2p == NULL
         || b->comm_seen == NULL || b->last_site == NULL || b->scratch == NULL) {
         sl_frame_builder_fini(b);
@@ -92,8 +95,10 @@ void sl_frame_builder_fini(sl_frame_builder *b)
     free(b->comm_seen);
     free(b->last_site);
     free(b->last_monitored);
+    free(b->now_monitored);
     free(b->scratch);
     b->last_monitored = NULL;
+    b->now_monitored = NULL;
     b->last_peer = NULL;
     b->last_hist = NULL;
     b->last_rma = NULL;
@@ -434,11 +439,26 @@ static size_t put_callsite_frames(sl_frame_builder *b, size_t pos)
     return section_close(b, &sec, SL_TABLE_callsite_frame, sizeof(sl_rec_callsite_frame));
 }
 
+/* Reads the monitored counters for this frame (monitored.h), before the peer table: a
+ * message is counted there before the MPI call that sends it (core.h, sl_count_send)
+ * and monitored inside it, so every message monitored by now is in the peer table read
+ * next (a frame never carries a message's monitored bytes without its point-to-point
+ * bytes; one posted while the frame is read may have its point-to-point bytes in this
+ * frame and its monitored bytes in the next). */
+static void read_monitored(sl_frame_builder *b)
+{
+    if (b->now_monitored == NULL)
+        return;
+    for (int i = 0; i < sl_core.world_size; i++)
+        sl_monitored_load(i, &b->now_monitored[i].bytes, &b->now_monitored[i].msgs);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* pairs with sl_count_send's release */
+}
+
 /*
  * Appends the monitored section when the MPI monitors its traffic (monitored.h): the
- * peers whose counters moved, and the section even without records ("monitored,
- * nothing sent"; its header has room in the tail). Counts over the wire's bounds (never seen) wait
- * for the next frame.
+ * peers whose counters moved by the reading of read_monitored, and the section even
+ * without records ("monitored, nothing sent"; its header has room in the tail). Counts
+ * over the wire's bounds (never seen) wait for the next frame.
  */
 static size_t put_monitored(sl_frame_builder *b, size_t pos)
 {
@@ -448,10 +468,9 @@ static size_t put_monitored(sl_frame_builder *b, size_t pos)
     const uint64_t most_msgs = (1ull << SL_BOUND_max_msgs_bits) - 1;
     const uint64_t most_bytes = (1ull << SL_BOUND_max_counter_bits) - 1;
     for (int i = 0; i < sl_core.world_size; i++) {
-        uint64_t bytes, msgs;
         sl_monitored_sent *last = &b->last_monitored[i];
-        sl_monitored_load(i, &bytes, &msgs);
-        uint64_t db = bytes - last->bytes, dm = msgs - last->msgs;
+        uint64_t db = b->now_monitored[i].bytes - last->bytes;
+        uint64_t dm = b->now_monitored[i].msgs - last->msgs;
         sl_rec_monitored r = { .peer = (uint32_t)i, .bytes = db < most_bytes ? db : most_bytes,
                           .msgs = dm < most_msgs ? dm : most_msgs };
         if ((r.bytes | r.msgs) != 0 && section_add(b, &sec, &r, sizeof r)) {
@@ -503,6 +522,7 @@ unsigned char *sl_frame_build(sl_frame_builder *b, unsigned frame_type, int32_t 
         pos = put_rank_info(b->id, b->scratch, pos);
     }
     b->full = 0;
+    read_monitored(b); /* before the peer table: see there */
     pos = put_p2p(b, pos);
     pos = put_ops(b, pos, ratio);
     pos = put_hist(b, pos);

@@ -31,6 +31,8 @@ typedef struct sl_frame_builder {
     uint64_t *last_site;             /* callsite entries x SL_SITE_NVALS (callsite.h) */
     unsigned sites_described;        /* call-site paths [0, n) had their frames sent */
     sl_monitored_sent *last_monitored; /* world_size entries; NULL: traffic not monitored */
+    sl_monitored_sent *now_monitored;  /* world_size entries: the frame's reading, taken
+                                          before the peer table's (core.h, sl_count_send) */
     uint64_t last_health[3];         /* keys_dropped, frames_dropped, frames_spooled */
     const uint64_t *frames_dropped;  /* the sender's counters, read at each frame */
     const uint64_t *frames_spooled;

@@ -49,7 +49,10 @@
  * without one; on whatever thread sends; no lock, no allocation, no MPI call.
  * The sender thread sums the rows with relaxed loads when it builds a frame
  * (no MPI_T call, so nothing can block or race with the application's own MPI
- * use). Under MPICH the module is compiled out.
+ * use), before it reads the peer table: the hooks count a send there before the
+ * MPI call that records it here (core.h, sl_count_send), so a frame never has
+ * a message's monitored bytes without its point-to-point bytes. Under MPICH the
+ * module is compiled out.
  */
 #ifndef SL_MONITORED_H
 #define SL_MONITORED_H

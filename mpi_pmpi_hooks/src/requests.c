@@ -143,7 +143,8 @@ void sl_req_track_send(MPI_Request req, int op, MPI_Comm comm, int peer, int64_t
     e->datatype = datatype;
 }
 
-/* Counts a persistent send at MPI_Start into its Send_init op. */
+/* Counts a persistent send at MPI_Start, before the call (as posted: sl_count_send),
+ * into its Send_init op. */
 uint64_t sl_req_start(MPI_Request req)
 {
     if (reqs == NULL)
@@ -152,7 +153,8 @@ uint64_t sl_req_start(MPI_Request req)
     if (i < 0 || reqs[i].kind != SL_REQ_SEND)
         return 0;
     const sl_req_entry *e = &reqs[i];
-    uint64_t bytes = sl_count_send(e->comm, e->peer, e->count, e->datatype, e->op, 0);
+    uint64_t bytes = sl_count_send(e->comm, e->peer, e->count, e->datatype);
+    sl_count_sent(e->comm, e->peer, e->op, bytes, 0);
     if (e->peer != MPI_PROC_NULL)
         sl_count_completed(e->op, bytes);
     return bytes;

@@ -7,6 +7,7 @@ not monitored (None), never as zeros."""
 
 from __future__ import annotations
 
+import sys
 import uuid
 from pathlib import Path
 
@@ -163,6 +164,40 @@ def test_openmpi_monitored_counts_of_many_threads_are_exact(collector, pg_url, t
         assert b >= 2 * sum(5 * (t + 1) * (100 * (t + 1) + r) for t in range(20))
     assert stored_bytes(pg_url, dumped) == expected
     assert stored_bytes(pg_url, job) == expected
+
+
+def test_openmpi_a_blocked_sends_bytes_are_never_monitored_ahead_of_it(collector, pg_url):
+    """Rank 0's MPI_Send of 8 MiB blocks ~800 ms until rank 1 receives (late_receiver.py):
+    the MPI monitors the message as it is posted, and the hooks count it as posted too
+    (before the call, and a frame reads the monitored counters before the peer table), so
+    frame by frame the monitored bytes rank 0 sent rank 1 never run ahead of its
+    point-to-point bytes by the message (counted when the call returned, it was in several
+    frames' monitored bytes beyond their point-to-point bytes: collective traffic that
+    the emulator moved on the fabric, then the message once more)."""
+    pytest.importorskip("mpi4py")
+    job = f"mon-late-{uuid.uuid4().hex[:8]}"
+    argv = [sys.executable, str(Path(__file__).parent / "late_receiver.py")]
+    result = jobs.run_job(collector, "openmpi", argv, job, 2)
+    assert result.returncode == 0, result.stderr
+    frames = query(
+        pg_url,
+        "SELECT f.t_end_ns, coalesce((SELECT sum(bytes_sent) FROM p2p_deltas p WHERE "
+        "p.job_id = f.job_id AND p.run_id = f.run_id AND p.world_rank = 0 AND p.peer = 1 "
+        "AND p.t_end_ns = f.t_end_ns), 0), coalesce(sum(m.bytes), 0) FROM monitored_frames f "
+        "JOIN jobs ON jobs.id = f.job_id LEFT JOIN monitored_deltas m ON m.job_id = f.job_id "
+        "AND m.run_id = f.run_id AND m.world_rank = 0 AND m.peer = 1 "
+        "AND m.t_end_ns = f.t_end_ns WHERE job_key = %s AND f.world_rank = 0 "
+        "GROUP BY f.job_id, f.run_id, f.t_end_ns ORDER BY f.t_end_ns",
+        (job,),
+    )
+    p2p = monitored = ahead = 0
+    for _, sent, counted in frames:
+        p2p, monitored = p2p + int(sent), monitored + int(counted)
+        ahead = max(ahead, monitored - p2p)
+    size = 8 << 20
+    assert len(frames) >= 8  # the send was blocked over several frames
+    assert p2p == size and monitored >= size
+    assert ahead < size, frames  # the collectives' own messages (the barriers') at most
 
 
 def test_mpich_stores_no_monitored_records_and_reads_as_unmonitored(collector, pg_url):
