@@ -272,11 +272,14 @@ def job_path(job: str, owner: str | None = None) -> str:
 
 def compare_href(history: RunHistory, earlier: int = 1) -> str | None:
     """The Compare page's URL setting the history's run (b) against its run `earlier`
-    (a: 1, the run of the same program before it); None when there is none."""
+    (a: 1, the run of the same program before it), each job qualified by its owner (an id
+    alone names one job only while no two owners used it: docs/access.md, "Job URLs");
+    None when there is none."""
     if len(history.runs) <= earlier:
         return None
     b, a = history.runs[0], history.runs[earlier]
-    return "/compare?" + urlencode({"b": b.job, "b_run": b.run, "a": a.job, "a_run": a.run})
+    return "/compare?" + urlencode({"b": b.job, "b_run": b.run, "b_owner": b.owner,
+                                    "a": a.job, "a_run": a.run, "a_owner": a.owner})  # fmt: skip
 
 
 def _build_cell(run: HistoryRun) -> str:

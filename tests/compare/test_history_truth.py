@@ -64,8 +64,12 @@ def test_a_rebuild_starts_a_new_segment_of_the_history(collector, api_client, pg
             for r in history["runs"][1:]
         ]  # fmt: skip
         links = page.locator("#jv-history tbody a")
+        owner = history["runs"][0]["owner"]
         assert [links.nth(i).get_attribute("href") for i in range(2)] == [
-            "/compare?" + urlencode({"b": jobs[2], "b_run": 1, "a": job, "a_run": 1})
+            "/compare?"
+            + urlencode(
+                {"b": jobs[2], "b_run": 1, "b_owner": owner, "a": job, "a_run": 1, "a_owner": owner}
+            )  # fmt: skip
             for job in (jobs[1], jobs[0])
         ]
         expect(page.locator("#jv-compare")).to_contain_text(

@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlencode
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -114,8 +115,12 @@ def test_the_job_page_links_to_the_comparison_with_the_previous_run(collector, p
     engine = make_engine(pg_url)
     port = free_port()
     app = create_site(engine, api_base_url=f"http://127.0.0.1:{port}", refresh_ms=500)
-    href = "/compare?" + urlencode({"b": job_b, "b_run": 1, "a": job_a, "a_run": 1})
     with serving(app, port=port), chromium_page() as (page, errors):
+        history = httpx.get(f"http://127.0.0.1:{port}/api/compare/history",
+                            params={"job": job_b}).json()  # fmt: skip
+        me = history["runs"][0]["owner"]  # both runs' owner, as the API names it
+        href = "/compare?" + urlencode({"b": job_b, "b_run": 1, "b_owner": me, "a": job_a,
+                                        "a_run": 1, "a_owner": me})  # fmt: skip
         page.goto(f"http://127.0.0.1:{port}/jobs/{job_b}")
         link = page.locator("#jv-compare a")
         expect(link).to_have_text("Compare run 1 with the previous run of its program",
