@@ -245,20 +245,7 @@ def family_differences(
     bytes of both sides (0 where absent), the change of time (b - a) in ns and in percent
     of a's (None when a has none), where it is. Largest absolute change first, then by
     label."""
-    zero = {"time_ns": 0, "calls": 0, "bytes": 0}
-    rows = []
-    for label in set(a) | set(b):
-        fa, fb = a.get(label, zero), b.get(label, zero)
-        rows.append({
-            "label": label,
-            "present": "both" if label in a and label in b else ("a" if label in a else "b"),
-            "a_ns": fa["time_ns"], "b_ns": fb["time_ns"],
-            "delta_ns": fb["time_ns"] - fa["time_ns"],
-            "delta_pct": (100 * (fb["time_ns"] - fa["time_ns"]) / fa["time_ns"]
-                          if fa["time_ns"] else None),
-            "a_calls": fa["calls"], "b_calls": fb["calls"],
-            "a_bytes": fa["bytes"], "b_bytes": fb["bytes"],
-        })  # fmt: skip
+    rows = _side_by_side(a, b)
     return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), r["label"]))
 
 
@@ -331,20 +318,7 @@ def file_differences(
     read and written of both (0 where absent), the change of time (ns, % of a's; None when
     a has none), where it is. Largest absolute change of time first, then of bytes, then
     by path."""
-    zero = {"time_ns": 0, "bytes": 0, "calls": 0}
-    rows = []
-    for path in set(a) | set(b):
-        fa, fb = a.get(path, zero), b.get(path, zero)
-        rows.append({
-            "label": path,
-            "present": "both" if path in a and path in b else ("a" if path in a else "b"),
-            "a_ns": fa["time_ns"], "b_ns": fb["time_ns"],
-            "delta_ns": fb["time_ns"] - fa["time_ns"],
-            "delta_pct": (100 * (fb["time_ns"] - fa["time_ns"]) / fa["time_ns"]
-                          if fa["time_ns"] else None),
-            "a_calls": fa["calls"], "b_calls": fb["calls"],
-            "a_bytes": fa["bytes"], "b_bytes": fb["bytes"],
-        })  # fmt: skip
+    rows = _side_by_side(a, b)
     return sorted(rows, key=lambda r: (-abs(r["delta_ns"]), -abs(r["b_bytes"] - r["a_bytes"]),
                                        r["label"]))  # fmt: skip
 
@@ -489,3 +463,26 @@ def _hosts(names: list[str]) -> str:
     """A few host names in a sentence (the first three, then how many more)."""
     more = len(names) - 3
     return ", ".join(names[:3]) + (f" and {more} more" if more > 0 else "")
+
+
+def _side_by_side(
+    a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]
+) -> list[dict[str, Any]]:
+    """One row per key of `a` or `b` (key -> time_ns, calls, bytes): the key as `label`,
+    where it is, time, calls and bytes of both sides (0 where absent), the change of time
+    (b - a) in ns and in percent of a's (None when a has none); unsorted."""
+    zero = {"time_ns": 0, "calls": 0, "bytes": 0}
+    rows = []
+    for label in set(a) | set(b):
+        fa, fb = a.get(label, zero), b.get(label, zero)
+        rows.append({
+            "label": label,
+            "present": "both" if label in a and label in b else ("a" if label in a else "b"),
+            "a_ns": fa["time_ns"], "b_ns": fb["time_ns"],
+            "delta_ns": fb["time_ns"] - fa["time_ns"],
+            "delta_pct": (100 * (fb["time_ns"] - fa["time_ns"]) / fa["time_ns"]
+                          if fa["time_ns"] else None),
+            "a_calls": fa["calls"], "b_calls": fb["calls"],
+            "a_bytes": fa["bytes"], "b_bytes": fb["bytes"],
+        })  # fmt: skip
+    return rows
