@@ -4,7 +4,7 @@ before it). Runs are named as on the job pages: job id, run ordinal, owner."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import Response
@@ -67,20 +67,22 @@ TableParam = Annotated[
 ]
 
 
+#: The comparison's tables kept as a list of rows: ?table= -> its field, row model, file.
+_TABLES: dict[str, tuple[str, Any, str]] = {
+    "sites": ("sites", SiteDifference, "compare-callsites"),
+    "families": ("families", FamilyDifference, "compare-families"),
+    "differences": ("differences", RunDifference, "compare-differences"),
+    "classes": ("classes", ClassDifference, "compare-classes"),
+    "sizes": ("sizes", SizeDifference, "compare-sizes"),
+    "files": ("files", FileDifference, "compare-files"),
+}
+
+
 def _table(answer: Comparison, table: str, fmt: Format) -> Response:
     """One table of the comparison as a file named compare-<table>."""
-    if table == "sites":
-        return model_table(answer.sites, SiteDifference, fmt, "compare-callsites")
-    if table == "families":
-        return model_table(answer.families, FamilyDifference, fmt, "compare-families")
-    if table == "differences":
-        return model_table(answer.differences, RunDifference, fmt, "compare-differences")
-    if table == "classes":
-        return model_table(answer.classes, ClassDifference, fmt, "compare-classes")
-    if table == "sizes":
-        return model_table(answer.sizes, SizeDifference, fmt, "compare-sizes")
-    if table == "files":
-        return model_table(answer.files, FileDifference, fmt, "compare-files")
+    if table in _TABLES:
+        field, model, name = _TABLES[table]
+        return model_table(getattr(answer, field), model, fmt, name)
     rows = [
         {"side": letter, "job": side.job, "owner": side.owner, "run": side.run,
          "runs": side.runs, "build_id": side.build_id, "started_ns": side.started_ns,
