@@ -68,28 +68,30 @@ def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str
                                     suffix=" runs of the history"),
                 ]),
                 html.Div(id=ids.CMP_ERROR, className="card-error", role="alert"),
-                html.P(id=ids.CMP_FINDING, className="finding"),
-                html.Div(id=ids.CMP_SIDES),
-                dcc.Graph(id=ids.CMP_PARTS, config={"displaylogo": False}),
-                html.Div(id=ids.CMP_DIFFS),
-                html.Div(id=ids.CMP_CLASSES),
-                html.H3("Call sites"),
-                html.P(id=ids.CMP_SITES_CAPTION, className="hint"),
-                grid(ids.CMP_SITES, SITE_DIFF_COLUMNS, height_px=360),
-                html.H3("Communicator families"),
-                dcc.Graph(id=ids.CMP_FAMILIES_FIG, config={"displaylogo": False}),
-                html.Div(id=ids.CMP_FAMILIES),
-                html.H3("Message sizes"),
-                dcc.Graph(id=ids.CMP_SIZES_FIG, config={"displaylogo": False}),
-                html.H3("File I/O per file"),
-                html.Div(id=ids.CMP_FILES),
-                html.H3("The late rank"),
-                html.P(id=ids.CMP_LATE_MOVED),
-                html.Div(id=ids.CMP_LATE),
-                html.H3("Placement and the fabric around each run"),
-                html.Div(id=ids.CMP_CONTEXT),
+                html.Div(id=ids.CMP_RESULT, hidden=True, children=[
+                    html.P(id=ids.CMP_FINDING, className="finding"),
+                    html.Div(id=ids.CMP_SIDES),
+                    dcc.Graph(id=ids.CMP_PARTS, config={"displaylogo": False}),
+                    html.Div(id=ids.CMP_DIFFS),
+                    html.Div(id=ids.CMP_CLASSES),
+                    html.H3("Call sites"),
+                    html.P(id=ids.CMP_SITES_CAPTION, className="hint"),
+                    grid(ids.CMP_SITES, SITE_DIFF_COLUMNS, height_px=360),
+                    html.H3("Communicator families"),
+                    dcc.Graph(id=ids.CMP_FAMILIES_FIG, config={"displaylogo": False}),
+                    html.Div(id=ids.CMP_FAMILIES),
+                    html.H3("Message sizes"),
+                    dcc.Graph(id=ids.CMP_SIZES_FIG, config={"displaylogo": False}),
+                    html.H3("File I/O per file"),
+                    html.Div(id=ids.CMP_FILES),
+                    html.H3("The late rank"),
+                    html.P(id=ids.CMP_LATE_MOVED),
+                    html.Div(id=ids.CMP_LATE),
+                    html.H3("Placement and the fabric around each run"),
+                    html.Div(id=ids.CMP_CONTEXT),
+                ]),
             ]),
-            html.Section(className="card", children=[
+            html.Section(id=ids.CMP_RUNS, className="card", hidden=True, children=[
                 html.H2("The program's runs"),
                 dcc.Graph(id=ids.CMP_TREND, config={"displaylogo": False}),
                 html.Div(id=ids.CMP_HISTORY),
@@ -128,6 +130,8 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Output(ids.CMP_LATE, "children"),
         Output(ids.CMP_LATE_MOVED, "children"),
         Output(ids.CMP_CLASSES, "children"),
+        Output(ids.CMP_RESULT, "hidden"),
+        Output(ids.CMP_RUNS, "hidden"),
         Input(ids.CMP_B, "value"),
         Input(ids.CMP_B_RUN, "value"),
         Input(ids.CMP_A, "value"),
@@ -142,7 +146,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
                                   families_figure(None), *no_families)  # fmt: skip
         if not (b or "").strip():
             return ("Name run b (a job id) to compare it with run a or with its history.",
-                    *empty)  # fmt: skip
+                    *empty, True, True)  # fmt: skip
         a = (a or "").strip()
         owners = owners or {}
         run_b = RunRef((b or "").strip(), _ordinal(b_run), owners.get("b"))
@@ -152,13 +156,13 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         try:
             history = client.run_history(run_b, runs)
         except ApiError as exc:
-            return (str(exc), *empty)
+            return (str(exc), *empty, True, True)
         trend, table = trend_figure(history), components.history_table(history)
         try:
             comparison = client.compare(run_b, run_a, runs)
         except ApiError as exc:  # e.g. no earlier run: the history still shows
             return (str(exc), "", "", parts_figure(None), "", "", [], trend, table,
-                    families_figure(None), *no_families)  # fmt: skip
+                    families_figure(None), *no_families, True, False)  # fmt: skip
         pdf, page = (report_href(run_b, run_a, runs, fmt) for fmt in ("pdf", "html"))
         return ("", comparison.finding, sides_table(comparison),
                 parts_figure(comparison), differences_table(comparison),
@@ -167,7 +171,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
                 context_table(comparison), pdf, page,
                 export_links(run_b, run_a, runs), sizes_figure(comparison),
                 files_table(comparison), late_table(comparison),
-                late_moved(comparison), classes_table(comparison))  # fmt: skip
+                late_moved(comparison), classes_table(comparison), False, False)  # fmt: skip
 
 
 def _ordinal(value: Any) -> int | None:

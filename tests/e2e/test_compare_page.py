@@ -102,6 +102,15 @@ def test_without_a_the_run_is_compared_with_its_history(served):
             "-6.0 s elapsed per run (21.0 s → 15.0 s)", timeout=20_000
         )
         assert _rows(page, "cmp-sides")[0][0] == "a: median of 2 earlier runs"
+        expect(page.locator("#cmp-result")).to_be_visible()
+        expect(page.locator("#cmp-runs")).to_be_visible()
         page.goto(f"{served}/compare?b=nope")
         expect(page.locator("#cmp-error")).to_contain_text("unknown job 'nope'", timeout=20_000)
+        # an error is the page's state: no empty charts or tables beneath it
+        expect(page.locator("#cmp-result")).to_be_hidden()
+        expect(page.locator("#cmp-runs")).to_be_hidden()
+        page.goto(f"{served}/compare")
+        expect(page.locator("#cmp-error")).to_contain_text("Name run b", timeout=20_000)
+        expect(page.locator("#cmp-result")).to_be_hidden()
+        assert page.locator(".js-plotly-plot:visible").count() == 0
         assert errors == []
