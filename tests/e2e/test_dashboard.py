@@ -133,13 +133,24 @@ def test_page_follows_a_running_job_live(stacklens_up, pg_url, browser_page, exa
     expect(_grid_row_count(page, "card-matrix-pairs")).to_have_count(RANKS, timeout=90_000)
     sent = sum(b for b, _ in expected.values())
     expect(row.locator("[col-id=bytes]")).to_have_text(format_bytes(sent))  # exact on hover
-    assert _matrix_rows(page) == expected
+    # the job row and the cards are filled by callbacks of their own: the row may show the
+    # last frame's bytes a moment before the rank pairs grid does
+    assert _settled(lambda: _matrix_rows(page), expected) == expected
     expect(page.locator("#card-io-caption")).to_contain_text("No file I/O")  # stdout is no file
     expect(page.locator("#card-rma-caption")).to_have_text("No one-sided (RMA) calls in this job.")
     # Each rank: one Isend of size + r bytes per iteration.
     isend = ("point-to-point", RANKS, RANKS * iterations, sum(b for b, _ in expected.values()))
-    assert _op_rows(page)["MPI_Isend"][:4] == isend
+    assert _settled(lambda: _op_rows(page)["MPI_Isend"][:4], isend) == isend
     assert errors == []
+
+
+def _settled(read, expected, timeout: float = 30):
+    """What `read()` gives once it equals `expected`, or, after `timeout` seconds, what it
+    gave last (for the assertion to show)."""
+    deadline = time.monotonic() + timeout
+    while (seen := read()) != expected and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return seen
 
 
 def _wait_running(pg_url: str, job: str, proc: subprocess.Popen, timeout: float = 60) -> None:

@@ -18,6 +18,7 @@ from stacklens.db import make_engine
 from stacklens_cli.site import create_site
 from tests.conftest import chromium_page, serving
 from tests.server.test_ingest_and_metrics import AUTH, app_client, json_frame  # noqa: F401
+from tests.test_api_contract import READ_TIMEOUT_S
 
 JOB_ROUTES = ("matrix", "ops", "io", "collectives", "sizes", "rma", "ranks")
 SECRET = "s3cr3t-T0ken-nobody-may-see"
@@ -62,10 +63,12 @@ def test_unknown_api_paths_are_json_404s(method):
     engine = make_engine("postgresql+psycopg://nobody@/none")  # never connected
     app = create_site(engine, api_base_url="http://x")  # the dashboard mounted at / too
     with serving(app) as port:
-        response = httpx.request(method, f"http://127.0.0.1:{port}/api/no/such/thing")
+        # (the server is a thread of this busy process: httpx's 5 s default timed out in CI)
+        url = f"http://127.0.0.1:{port}"
+        response = httpx.request(method, f"{url}/api/no/such/thing", timeout=READ_TIMEOUT_S)
         assert response.status_code == 404
         assert response.json() == {"detail": "unknown API path /api/no/such/thing"}
-        assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 200  # the dashboard
+        assert httpx.get(f"{url}/", timeout=READ_TIMEOUT_S).status_code == 200  # the dashboard
 
 
 def test_bearer_is_case_insensitive_and_the_token_never_echoed(app_client, caplog):  # noqa: F811
