@@ -236,7 +236,7 @@ _Static_assert(sizeof(sl_ack) == 16, "ack must be 16 bytes");
 _Static_assert(sizeof(sl_hello) == 32, "hello must be 32 bytes");
 _Static_assert(sizeof(sl_welcome) == 32, "welcome must be 32 bytes");
 _Static_assert(sizeof(sl_cred) == 8, "cred message must be 8 bytes");
-_Static_assert(sizeof(sl_rec_rank_info) == 504, "rank_info record must be 504 bytes");
+_Static_assert(sizeof(sl_rec_rank_info) == 760, "rank_info record must be 760 bytes");
 _Static_assert(sizeof(sl_rec_p2p) == 40, "p2p record must be 40 bytes");
 _Static_assert(sizeof(sl_rec_op) == 32, "op record must be 32 bytes");
 

@@ -15,7 +15,7 @@ def test_layout_matches_the_c_structs():
     assert wire.ACK_SIZE == 16
     sizes = {t.name: t.dtype.itemsize for t in wire.SPEC.tables.values()}
     assert sizes == {
-        "rank_info": 504,
+        "rank_info": 760,
         "p2p": 40,
         "op": 32,
         "hist": 16,

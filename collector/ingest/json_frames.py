@@ -60,6 +60,7 @@ UserName = Annotated[str, _text_field(_rank_info_size("user"), False)]
 RunLabel = Annotated[str, _text_field(_rank_info_size("run_label"), False)]
 BuildId = Annotated[str, _text_field(_rank_info_size("exe_build_id"), False)]
 NetDevices = Annotated[str, _text_field(_rank_info_size("net_devices"), False)]
+ExePath = Annotated[str, _text_field(_rank_info_size("exe_path"), False)]
 
 
 class JsonFrame(BaseModel):
@@ -104,6 +105,9 @@ class JsonFrame(BaseModel):
     net_devices: NetDevices | None = Field(
         default=None, description="the network devices the rank was told to use, NAME=value"
     )
+    exe_path: ExePath | None = Field(
+        default=None, description="the path of the process's executable (/proc/self/exe)"
+    )
     tables: dict[str, list[dict[str, int | str]]] = Field(default_factory=dict)
 
 
@@ -116,7 +120,8 @@ class JsonBatch(BaseModel):
 def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
     """Encode a JSON frame as a binary one and validate it exactly like a hook frame."""
     tables = dict(item.tables)
-    info = (item.command, item.user, item.run_label, item.exe_build_id, item.net_devices)
+    info = (item.command, item.user, item.run_label, item.exe_build_id, item.net_devices,
+            item.exe_path)  # fmt: skip
     if any(value is not None for value in info):
         tables["rank_info"] = [
             {
@@ -125,6 +130,7 @@ def to_frame(item: JsonFrame, limits: codec.Limits) -> bytes:
                 "run_label": item.run_label or "",
                 "exe_build_id": item.exe_build_id or "",
                 "net_devices": item.net_devices or "",
+                "exe_path": item.exe_path or "",
             }
         ]
     known = {table.name: tuple(wire.fields_of(table.dtype)) for table in wire.SPEC.tables.values()}

@@ -10,6 +10,7 @@
 #include <link.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <unwind.h>
@@ -21,15 +22,30 @@
 unsigned sl_site_depth;
 sl_keytab sl_sites, sl_site_paths;
 __thread sl_site_slot *sl_tls_site_cache __attribute__((tls_model("initial-exec")));
-/* This thread's counter rows (sl_sites entries x SL_SITE_NVALS), NULL: none. */
-static __thread uint64_t *tls_rows __attribute__((tls_model("initial-exec")));
 
-/* A block's call-site state: its rows, then its cache. */
+/* A counter block's call-site state (the block's owner writes it, the sender reads it):
+ * its rows (sl_sites entries x SL_SITE_NVALS), its cache, and the sequence count that is
+ * odd while a slot's counts move into a row (slot_take). hold is the sender's: 1 asks the
+ * owner to take no slot until its reading is through (so the reading ends). */
 typedef struct sl_site_block {
     uint64_t *rows;
     sl_site_slot *cache;
-} sl_site_block;
+    unsigned seq;
+    unsigned hold;
+} __attribute__((aligned(64))) sl_site_block;
 static sl_site_block blocks[SL_THREAD_BLOCKS];
+/* This thread's block, NULL: none (atomic adds into the shared counters). */
+static __thread sl_site_block *tls_block __attribute__((tls_model("initial-exec")));
+
+/* The sender's copy of one block (block_load): the rows, each slot's counts and entry. */
+static struct {
+    uint64_t *rows;  /* sl_sites entries x SL_SITE_NVALS */
+    uint64_t *vals;  /* SL_SITE_CACHE x SL_SITE_NVALS */
+    uint32_t *entry; /* SL_SITE_CACHE */
+} scratch;
+
+/* Readings of a block retried before the sender sets its hold. */
+#define SL_SITE_READ_TRIES 4u
 
 /* Overflow entry i of sl_sites: MPI op i, then I/O function i - SL_OP_COUNT. */
 static void site_overflow_key(void *key, unsigned i)
@@ -66,13 +82,25 @@ int sl_site_init(unsigned depth, unsigned max_sites)
         sl_keytab_fini(&sl_site_paths);
         return -1;
     }
+    size_t rows = sl_keytab_entries(&sl_sites) * SL_SITE_NVALS * sizeof(uint64_t);
+    size_t vals = SL_SITE_CACHE * SL_SITE_NVALS * sizeof(uint64_t);
+    void *p = mmap(NULL, rows + vals + SL_SITE_CACHE * sizeof(uint32_t),
+                   PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        sl_keytab_fini(&sl_sites);
+        sl_keytab_fini(&sl_site_paths);
+        return -1;
+    }
+    scratch.rows = p;
+    scratch.vals = (uint64_t *)(void *)((char *)p + rows);
+    scratch.entry = (uint32_t *)(void *)((char *)p + rows + vals);
     sl_site_depth = depth;
     return 0;
 }
 
 void sl_site_claim(unsigned b)
 {
-    tls_rows = NULL;
+    tls_block = NULL;
     sl_tls_site_cache = NULL;
     if (sl_site_depth == 0 || b >= SL_THREAD_BLOCKS)
         return;
@@ -80,21 +108,23 @@ void sl_site_claim(unsigned b)
     if (__atomic_load_n(&blk->rows, __ATOMIC_ACQUIRE) == NULL) {
         /* Only the thread holding block b gets here: no race on its mapping. */
         size_t rows = sl_keytab_entries(&sl_sites) * SL_SITE_NVALS * sizeof(uint64_t);
+        rows = (rows + sizeof(sl_site_slot) - 1) & ~(sizeof(sl_site_slot) - 1);
         size_t size = rows + SL_SITE_CACHE * sizeof(sl_site_slot);
         void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED)
             return;
-        blk->cache = (sl_site_slot *)(void *)((char *)p + rows);
+        blk->cache = (sl_site_slot *)(void *)((char *)p + rows); /* a slot a cache line */
         __atomic_store_n(&blk->rows, (uint64_t *)p, __ATOMIC_RELEASE);
     }
-    tls_rows = blk->rows;
-    sl_tls_site_cache = blk->cache;
+    tls_block = blk;
+    if (sl_site_depth == 1)
+        sl_tls_site_cache = blk->cache;
 }
 
 void sl_site_release(void)
 {
-    tls_rows = NULL;
+    tls_block = NULL;
     sl_tls_site_cache = NULL;
 }
 
@@ -158,6 +188,31 @@ static uint32_t site_of(const sl_site_path *path)
     return i < sl_site_paths.max_keys ? i : (uint32_t)SL_BOUND_overflow_site;
 }
 
+/* Gives slot s of this thread's block blk to key (pc, tag) of sl_sites entry i, with
+ * zero counts: the counts of the key it held move into that key's row first. All under
+ * the block's sequence count: odd first, then (release fence) the stores, then even
+ * (release), so a reading that sees any of the stores sees a changed count when it reads
+ * the count again (block_load). Not while the sender holds the block: the key stays
+ * uncached, its calls take the slow path. */
+static void slot_take(sl_site_block *blk, sl_site_slot *s, const void *pc, uint64_t tag,
+                      unsigned i)
+{
+    if (__atomic_load_n(&blk->hold, __ATOMIC_RELAXED))
+        return;
+    unsigned seq = blk->seq; /* only this thread writes it */
+    __atomic_store_n(&blk->seq, seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    uint64_t *row = blk->rows + (size_t)s->entry * SL_SITE_NVALS;
+    for (int f = 0; f < SL_SITE_NVALS; f++) {
+        sl_own_add(&row[f], s->vals[f]);
+        __atomic_store_n(&s->vals[f], 0, __ATOMIC_RELAXED);
+    }
+    s->pc = pc;
+    s->tag = tag;
+    __atomic_store_n(&s->entry, i, __ATOMIC_RELAXED);
+    __atomic_store_n(&blk->seq, seq + 2, __ATOMIC_RELEASE);
+}
+
 void sl_site_count_slow(const void *pc, unsigned layer, unsigned op, uint32_t comm,
                         unsigned bucket, uint64_t bytes, uint64_t ticks)
 {
@@ -171,39 +226,97 @@ void sl_site_count_slow(const void *pc, unsigned layer, unsigned op, uint32_t co
     memcpy(w, &key, sizeof w);
     unsigned overflow = layer == SL_SITE_MPI ? op : SL_OP_COUNT + op;
     unsigned i = sl_keytab_get(&sl_sites, &key, sl_hash_words2(w[0], w[1] ^ w[2]), overflow);
-    uint64_t *rows = tls_rows;
-    if (rows == NULL) {
+    sl_site_block *blk = tls_block;
+    if (blk == NULL) {
         sl_keytab_add(&sl_sites, i, SL_SITE_CALLS, 1);
         sl_keytab_add(&sl_sites, i, SL_SITE_BYTES, bytes);
         sl_keytab_add(&sl_sites, i, SL_SITE_TICKS, ticks);
         return;
     }
-    uint64_t *row = rows + (size_t)i * SL_SITE_NVALS;
+    uint64_t *row = blk->rows + (size_t)i * SL_SITE_NVALS;
     sl_own_add(&row[SL_SITE_CALLS], 1);
     sl_own_add(&row[SL_SITE_BYTES], bytes);
     sl_own_add(&row[SL_SITE_TICKS], ticks);
-    if (sl_site_depth == 1 && sl_tls_site_cache != NULL && !sl_py_call(pc)) {
+    /* Set at depth 1 only. A call from mpi4py's module (found at MPI start; it makes no
+     * file call of its own before) never takes a slot: a hit is never mpi4py's. */
+    sl_site_slot *cache = sl_tls_site_cache;
+    if (cache != NULL && !sl_py_call(pc)) {
         uint64_t tag = sl_site_tag(layer, op, comm, bucket);
-        sl_site_slot *s = &sl_tls_site_cache[sl_site_slot_of(pc, tag)];
-        s->pc = pc;
-        s->tag = tag;
-        s->row = row;
+        slot_take(blk, &cache[sl_site_slot_of(pc, tag)], pc, tag, i);
     }
 }
 
-void sl_site_load(unsigned i, uint64_t out[SL_SITE_NVALS])
+/* Relaxed copy of the counters of the entries the sender walks with count n from rows
+ * (entries x SL_SITE_NVALS) into to. */
+static void rows_copy(uint64_t *to, const uint64_t *rows, unsigned n)
 {
-    const uint64_t *v = sl_keytab_vals(&sl_sites, i);
-    for (int f = 0; f < SL_SITE_NVALS; f++)
-        out[f] = __atomic_load_n(&v[f], __ATOMIC_RELAXED);
+    size_t total = sl_keytab_entries(&sl_sites);
+    for (unsigned i = sl_keytab_next(&sl_sites, ~0u, n); i < total;
+         i = sl_keytab_next(&sl_sites, i, n))
+        for (size_t f = (size_t)i * SL_SITE_NVALS; f < (size_t)(i + 1) * SL_SITE_NVALS; f++)
+            to[f] = __atomic_load_n(&rows[f], __ATOMIC_RELAXED);
+}
+
+/* Copies block blk's rows of the entries walked with count n and, at depth 1, its slots'
+ * counts and entries into the scratch, as of one moment between slot takes: read the
+ * sequence count (odd: a take is under way, again), copy, read it again, again if it
+ * changed. After a few tries the owner is asked to hold its takes until the copy is
+ * through. Returns 0 if the block has no rows. */
+static int block_load(sl_site_block *blk, unsigned n)
+{
+    const uint64_t *rows = __atomic_load_n(&blk->rows, __ATOMIC_ACQUIRE);
+    if (rows == NULL)
+        return 0;
+    for (unsigned tries = 0;; tries++) {
+        if (tries == SL_SITE_READ_TRIES)
+            __atomic_store_n(&blk->hold, 1, __ATOMIC_RELAXED);
+        else if (tries > SL_SITE_READ_TRIES)
+            sched_yield(); /* the owner may be off its CPU in the middle of a take */
+        unsigned seq = __atomic_load_n(&blk->seq, __ATOMIC_ACQUIRE);
+        if (seq & 1u)
+            continue;
+        rows_copy(scratch.rows, rows, n);
+        for (unsigned k = 0; sl_site_depth == 1 && k < SL_SITE_CACHE; k++) {
+            const sl_site_slot *s = &blk->cache[k];
+            for (int f = 0; f < SL_SITE_NVALS; f++)
+                scratch.vals[k * SL_SITE_NVALS + f] = __atomic_load_n(&s->vals[f],
+                                                                      __ATOMIC_RELAXED);
+            scratch.entry[k] = __atomic_load_n(&s->entry, __ATOMIC_RELAXED);
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&blk->seq, __ATOMIC_RELAXED) == seq)
+            break;
+    }
+    __atomic_store_n(&blk->hold, 0, __ATOMIC_RELAXED);
+    return 1;
+}
+
+void sl_site_load_all(uint64_t *out, unsigned n)
+{
+    size_t total = sl_keytab_entries(&sl_sites);
+    if (total == 0)
+        return;
+    for (unsigned i = sl_keytab_next(&sl_sites, ~0u, n); i < total;
+         i = sl_keytab_next(&sl_sites, i, n)) {
+        const uint64_t *v = sl_keytab_vals(&sl_sites, i);
+        for (int f = 0; f < SL_SITE_NVALS; f++)
+            out[(size_t)i * SL_SITE_NVALS + f] = __atomic_load_n(&v[f], __ATOMIC_RELAXED);
+    }
     unsigned used = sl_thread_blocks_used();
     for (unsigned b = 0; b < used; b++) {
-        const uint64_t *rows = __atomic_load_n(&blocks[b].rows, __ATOMIC_ACQUIRE);
-        if (rows == NULL)
+        if (!block_load(&blocks[b], n))
             continue;
-        const uint64_t *r = rows + (size_t)i * SL_SITE_NVALS;
-        for (int f = 0; f < SL_SITE_NVALS; f++)
-            out[f] += __atomic_load_n(&r[f], __ATOMIC_RELAXED);
+        for (unsigned i = sl_keytab_next(&sl_sites, ~0u, n); i < total;
+             i = sl_keytab_next(&sl_sites, i, n))
+            for (size_t f = (size_t)i * SL_SITE_NVALS; f < (size_t)(i + 1) * SL_SITE_NVALS; f++)
+                out[f] += scratch.rows[f];
+        for (unsigned k = 0; sl_site_depth == 1 && k < SL_SITE_CACHE; k++) {
+            unsigned e = scratch.entry[k]; /* a key newer than n counts in a later reading */
+            if (e >= total || (e >= n && e < sl_sites.max_keys))
+                continue;
+            for (int f = 0; f < SL_SITE_NVALS; f++)
+                out[(size_t)e * SL_SITE_NVALS + f] += scratch.vals[k * SL_SITE_NVALS + f];
+        }
     }
 }
 

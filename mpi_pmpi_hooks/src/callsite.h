@@ -16,14 +16,21 @@
  * its own thread (dl_iterate_phdr there, never on the call path).
  *
  * Hot path at depth 1 (sl_site_count, core.h): a thread with a counter block
- * (core.h) has a direct-mapped cache of SL_SITE_CACHE slots from (return
- * address, layer, op, communicator, bucket) to its own counter row for that
- * key; a hit is three plain adds into the row, no lock prefix, no call. A miss
- * (first call of a key on the thread, or a slot taken by another key) and
- * every call at depth > 1 go through sl_site_count_slow: lock-free lookups,
- * a mutex only when a key is new. Threads without a block add atomically into
- * the shared counters. No allocation on the call path after a thread's first
- * call (its block's rows are mapped then, without reserving memory).
+ * (core.h) has a direct-mapped cache of SL_SITE_CACHE slots, each one cache line
+ * holding a key (return address, layer, op, communicator, bucket) and that key's
+ * counts since the slot took it; a hit is three plain adds into the slot itself,
+ * no lock prefix, no call, no pointer chased to a row. The cache pointer is set
+ * only at depth 1 and a call from mpi4py's module never gets a slot, so the hot
+ * path tests neither. A miss (first call of a key on the thread, or a slot
+ * taken by another key) and every call at depth > 1 go through
+ * sl_site_count_slow: lock-free lookups, a mutex only when a key is new; it
+ * counts the call in the thread's row of the key's sl_sites entry and, at
+ * depth 1, takes the slot: the old key's counts move into its row under the
+ * block's sequence count (odd while moving), which the sender's reading
+ * retries on, so a reading never sees a count in both places or in neither.
+ * Threads without a block add atomically into the shared counters. No
+ * allocation on the call path after a thread's first call (its block's rows
+ * and slots are mapped then, without reserving memory).
  */
 #ifndef SL_CALLSITE_H
 #define SL_CALLSITE_H
@@ -55,19 +62,25 @@ typedef struct sl_site_path {
     uint64_t pc[SL_BOUND_max_site_depth];
 } sl_site_path;
 
-/* One slot of a thread's cache: the key's return address and the rest of the key
- * packed in tag (sl_site_tag), and the thread's counter row for it. */
+/* One slot of a thread's cache, one cache line: the key's return address and the rest
+ * of the key packed in tag (sl_site_tag), its counts since the slot took it (only the
+ * owning thread writes them; the sender reads them, relaxed) and the sl_sites entry
+ * they count for (0 with zero counts while empty). */
 typedef struct sl_site_slot {
     const void *pc;
     uint64_t tag;
-    uint64_t *row;
-} sl_site_slot;
+    uint64_t vals[SL_SITE_NVALS];
+    uint32_t entry;
+    uint32_t pad[5];
+} __attribute__((aligned(64))) sl_site_slot;
+_Static_assert(sizeof(sl_site_slot) == 64, "a slot is one cache line");
 
 /* STACKLENS_CALLSITE_DEPTH: 0 = call sites off, 1 .. 8 frames. Set once at load. */
 extern unsigned sl_site_depth;
 extern sl_keytab sl_sites, sl_site_paths;
 
-/* This thread's cache (its counter block's), or NULL: no block (atomic adds). */
+/* This thread's cache (its counter block's) at depth 1, or NULL: depth > 1, or no
+ * block (then atomic adds). */
 extern __thread sl_site_slot *sl_tls_site_cache __attribute__((tls_model("initial-exec")));
 
 /* The cache tag of a key: layer and op, bucket, communicator in one word. */
@@ -83,26 +96,30 @@ static inline unsigned sl_site_slot_of(const void *pc, uint64_t tag)
     return (unsigned)(h >> 56) & (SL_SITE_CACHE - 1);
 }
 
-/* Sets up both tables for depth frames and at most max_sites paths (depth 0: nothing,
- * call sites stay off). Once, at library load. Returns 0, or -1 (no memory: off). */
+/* Sets up both tables for depth frames and at most max_sites paths, and the sender's
+ * scratch for reading the blocks (depth 0: nothing, call sites stay off). Once, at
+ * library load. Returns 0, or -1 (no memory: off). */
 int sl_site_init(unsigned depth, unsigned max_sites);
 
 /* The thread-side state of counter block b (its rows and cache), mapped at the block's
- * first claim; sets sl_tls_site_cache (NULL when call sites are off or the mapping
- * failed). Called by sl_thread_claim only. */
+ * first claim; sets sl_tls_site_cache (NULL when call sites are off, at depth > 1, or
+ * when the mapping failed). Called by sl_thread_claim only. */
 void sl_site_claim(unsigned b);
 
 /* Thread exit: the thread's cache pointer is dropped (its block goes back to the pool). */
 void sl_site_release(void);
 
-/* Counts one call at a key not in this thread's cache (or at depth > 1), and fills
- * the cache slot at depth 1. */
+/* Counts one call at a key not in this thread's cache (or at depth > 1, or without a
+ * block), and at depth 1 gives the key its cache slot unless the call is mpi4py's. */
 void sl_site_count_slow(const void *pc, unsigned layer, unsigned op, uint32_t comm,
                         unsigned bucket, uint64_t bytes, uint64_t ticks);
 
-/* Cumulative counters of sl_sites entry i: the shared ones plus every block's row
- * (relaxed loads; the sender thread). */
-void sl_site_load(unsigned i, uint64_t out[SL_SITE_NVALS]);
+/* Cumulative counters of every sl_sites entry the sender walks with count n (entries
+ * [0, n) and the overflow entries: sl_keytab_next) into out (entries x SL_SITE_NVALS;
+ * the others are left as they are): the shared ones plus every block's rows and cache
+ * slots, each block read consistently (retried while a slot's counts move to a row).
+ * One pass; the sender thread only (its scratch is mapped at init). */
+void sl_site_load_all(uint64_t *out, unsigned n);
 
 /* The frame records of path entry i (site id i) into out (room for max_site_depth):
  * module, build-id and offset of each return address. Returns its depth. Sender

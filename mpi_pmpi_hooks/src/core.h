@@ -36,7 +36,6 @@
 
 #include "callsite.h"
 #include "family.h"
-#include "pyframe.h"
 #include "sl_ops.h"
 #include "stacklens_wire.h"
 #include "util.h"
@@ -192,24 +191,23 @@ static SL_HOT unsigned sl_hist_bucket(uint64_t bytes)
 
 /* Counts one call of op (of layer: SL_SITE_MPI, or an I/O layer with an I/O function
  * index) at call site pc on communicator comm (no_comm) with its bytes and ticks in the
- * call-site table (callsite.h): at depth 1 a hit in this thread's cache is three plain
- * adds; a call from mpi4py's module takes the slow path (its site is its Python line). */
+ * call-site table (callsite.h): a hit in this thread's cache (depth 1 only; never a call
+ * from mpi4py's module, whose site is its Python line) is three plain adds into the
+ * slot. */
 static SL_HOT void sl_site_count(const void *pc, unsigned layer, unsigned op, uint32_t comm,
                                  uint64_t bytes, uint64_t ticks)
 {
-    unsigned depth = sl_site_depth;
-    if (__builtin_expect(depth == 0, 0))
+    if (__builtin_expect(sl_site_depth == 0, 0))
         return;
     unsigned bucket = sl_hist_bucket(bytes);
     sl_site_slot *cache = sl_tls_site_cache;
-    if (__builtin_expect(depth == 1 && cache != NULL && !sl_py_call(pc), 1)) {
+    if (__builtin_expect(cache != NULL, 1)) {
         uint64_t tag = sl_site_tag(layer, op, comm, bucket);
         sl_site_slot *s = &cache[sl_site_slot_of(pc, tag)];
         if (__builtin_expect(s->pc == pc && s->tag == tag, 1)) {
-            uint64_t *row = s->row;
-            sl_own_add(&row[SL_SITE_CALLS], 1);
-            sl_own_add(&row[SL_SITE_BYTES], bytes);
-            sl_own_add(&row[SL_SITE_TICKS], ticks);
+            sl_own_add(&s->vals[SL_SITE_CALLS], 1);
+            sl_own_add(&s->vals[SL_SITE_BYTES], bytes);
+            sl_own_add(&s->vals[SL_SITE_TICKS], ticks);
             return;
         }
     }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core.h"
 #include "handles.h"
@@ -125,6 +126,35 @@ static void describe_locked(const sl_rec_comm *r)
     n_descs++;
 }
 
+/* Whether the communicators of descriptions a and b were made alike: by the same kind of
+ * call from the same parent at the same call site (a loop making and freeing them). */
+static int made_alike(const sl_rec_comm *a, const sl_rec_comm *b)
+{
+    return a->made == b->made && a->parent_id == b->parent_id
+           && a->site_offset == b->site_offset
+           && strncmp(a->site_module, b->site_module, sizeof a->site_module) == 0;
+}
+
+/* The id of a communicator of id `id` made as r says (lock held): `id`, unless a freed
+ * communicator made another way was described under it (its id given back and taken by
+ * this one: handles.h); then one mixed from `id` and how r was made (the same on every
+ * member), so the freed one's figures keep its description, and communicators made and
+ * freed in a loop there keep sharing one id, as they would have shared `id`. */
+static uint32_t unreused_id_locked(uint32_t id, const sl_rec_comm *r)
+{
+    for (unsigned i = 0; i < n_descs; i++) {
+        if (descs[i].rec.comm_id != id)
+            continue;
+        if (made_alike(&descs[i].rec, r))
+            return id;
+        uint64_t h = sl_hash_words2(((uint64_t)id << 32) | r->made,
+                                    r->site_offset ^ ((uint64_t)r->parent_id << 40));
+        uint32_t other = (uint32_t)(h ^ (h >> 32));
+        return other == 0 || other >= 0xFFFFFFFEu ? 1u : other;
+    }
+    return id;
+}
+
 /* Describes newcomm (this rank's record of it) as made by made from parent_id. */
 static void describe(MPI_Comm newcomm, uint32_t made, uint32_t parent_id, uint32_t family_id,
                      sl_rec_comm *r)
@@ -134,30 +164,45 @@ static void describe(MPI_Comm newcomm, uint32_t made, uint32_t parent_id, uint32
     if (rec == NULL || descs == NULL)
         return;
     PMPI_Comm_rank(newcomm, &rank);
-    r->comm_id = rec->comm_id;
     r->parent_id = parent_id;
-    r->family_id = family_id != 0 ? family_id : rec->comm_id;
     r->made = made;
     r->comm_size = (uint32_t)rec->size;
     r->comm_rank = (uint32_t)rank;
     pthread_mutex_lock(&lock);
+    uint32_t id = unreused_id_locked(rec->comm_id, r);
+    if (id != rec->comm_id)
+        sl_comm_set_id(newcomm, id);
+    r->comm_id = id;
+    r->family_id = family_id != 0 ? family_id : id;
     describe_locked(r);
     pthread_mutex_unlock(&lock);
 }
 
 /*
- * A thread's cache of comm_p2p entries: a key's two words -> its entry index, direct
- * mapped, so a message on a communicator other than the world skips the table's hash
- * probe and key compare (that lookup was a fifth of a self message's CPU time, most of it
- * a stalled reload of the key built in memory: bench/RESULTS.md). Only ordinary entries
- * are cached: a key folded into an overflow entry is looked up (and counted as dropped)
- * on every call, as before. gen is the table's generation (sl_family_init), so a slot
- * filled before a re-initialisation never matches; 0 = empty.
+ * The counter blocks' rows of comm_p2p (core.h): block b's row of entry i at
+ * (b x entries + i) x SL_CP2P_NVALS, written only by the thread holding block b
+ * (plain adds, no lock prefix), read by the sender (sl_comm_p2p_load). Mapped at
+ * sl_family_init without reserving memory (a thread touches the pages of the entries it
+ * counts); NULL without it (every thread adds to the shared counters atomically).
+ */
+static uint64_t *block_rows;
+static size_t block_rows_bytes;
+
+/*
+ * A thread's cache of comm_p2p entries: a key's two words -> its entry index and the
+ * thread's row of it (its block's, else the shared counters), direct mapped, so a
+ * message on a communicator other than the world skips the table's hash probe and key
+ * compare (that lookup was a fifth of a self message's CPU time, most of it a stalled
+ * reload of the key built in memory: bench/RESULTS.md). Only ordinary entries are cached:
+ * a key folded into an overflow entry is looked up (and counted as dropped) on every
+ * call, as before. gen is the table's generation (sl_family_init), so a slot filled
+ * before a re-initialisation never matches; 0 = empty. own: row is the thread's block's.
  */
 #define CP2P_CACHE 32u
 typedef struct cp2p_slot {
     uint64_t w0, w1;
-    uint32_t gen, idx;
+    uint32_t gen, own;
+    uint64_t *row;
 } cp2p_slot;
 static __thread cp2p_slot cp2p_cache[CP2P_CACHE] __attribute__((tls_model("initial-exec")));
 static unsigned cp2p_gen;
@@ -174,6 +219,12 @@ int sl_family_init(unsigned max_keys)
         sl_family_fini();
         return -1;
     }
+    block_rows_bytes = (size_t)SL_THREAD_BLOCKS * sl_keytab_entries(&sl_comm_p2p)
+                       * SL_CP2P_NVALS * sizeof(uint64_t);
+    void *rows = mmap(NULL, block_rows_bytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    __atomic_store_n(&block_rows, rows == MAP_FAILED ? NULL : (uint64_t *)rows,
+                     __ATOMIC_RELEASE);
     /* A session program's world communicator over another process set than mpi://WORLD
      * (mpi://SELF: lifecycle.h) is no world: not described. */
     int size = 0;
@@ -191,7 +242,40 @@ void sl_family_fini(void)
     descs = NULL;
     n_descs = max_descs = 0;
     pthread_mutex_unlock(&lock);
+    uint64_t *rows = __atomic_exchange_n(&block_rows, NULL, __ATOMIC_ACQ_REL);
+    if (rows != NULL)
+        munmap(rows, block_rows_bytes);
     sl_keytab_fini(&sl_comm_p2p);
+}
+
+/* This thread's row of comm_p2p entry i: its block's (*own = 1), else the shared
+ * counters (*own = 0: atomic adds). */
+static uint64_t *my_row(unsigned i, uint32_t *own)
+{
+    uint64_t *rows = __atomic_load_n(&block_rows, __ATOMIC_ACQUIRE);
+    sl_my_calls(); /* the thread's block claimed, if one is free */
+    int b = sl_tls_block - 1;
+    *own = rows != NULL && b >= 0;
+    if (!*own)
+        return sl_keytab_vals(&sl_comm_p2p, i);
+    return rows + ((size_t)b * sl_keytab_entries(&sl_comm_p2p) + i) * SL_CP2P_NVALS;
+}
+
+void sl_comm_p2p_load(unsigned i, uint64_t out[SL_CP2P_NVALS])
+{
+    const uint64_t *v = sl_keytab_vals(&sl_comm_p2p, i);
+    for (int f = 0; f < SL_CP2P_NVALS; f++)
+        out[f] = __atomic_load_n(&v[f], __ATOMIC_RELAXED);
+    const uint64_t *rows = __atomic_load_n(&block_rows, __ATOMIC_ACQUIRE);
+    if (rows == NULL)
+        return;
+    size_t entries = sl_keytab_entries(&sl_comm_p2p);
+    unsigned used = sl_thread_blocks_used();
+    for (unsigned b = 0; b < used; b++) {
+        const uint64_t *r = rows + ((size_t)b * entries + i) * SL_CP2P_NVALS;
+        for (int f = 0; f < SL_CP2P_NVALS; f++)
+            out[f] += __atomic_load_n(&r[f], __ATOMIC_RELAXED);
+    }
 }
 
 void sl_family_made(int op, MPI_Comm parent, MPI_Comm newcomm, int color, int key, int ndims,
@@ -267,6 +351,8 @@ void sl_family_count(MPI_Comm comm, int op, int rank, int received, uint64_t byt
 {
     const sl_handle_rec *rec = sl_comm_rec(comm);
     unsigned i, overflow = 2u * (unsigned)op + (received ? 1u : 0u);
+    uint64_t *row;
+    uint32_t own;
     if (sl_comm_p2p.entries == NULL)
         return;
     if (rec != NULL && rank < rec->size && rec->world[rank] >= 0) {
@@ -277,25 +363,35 @@ void sl_family_count(MPI_Comm comm, int op, int rank, int received, uint64_t byt
         uint32_t gen = __atomic_load_n(&cp2p_gen, __ATOMIC_RELAXED);
         cp2p_slot *s = &cp2p_cache[hash & (CP2P_CACHE - 1)];
         if (__builtin_expect(s->gen == gen && s->w0 == w0 && s->w1 == w1, 1)) {
-            i = s->idx;
+            row = s->row;
+            own = s->own;
         } else {
             sl_comm_p2p_key key = { .comm_id = rec->comm_id, .op = (uint32_t)op,
                                     .peer = (uint32_t)rec->world[rank],
                                     .received = received ? 1u : 0u };
             _Static_assert(sizeof key == 2 * sizeof w0, "a comm_p2p key is two words");
             i = sl_keytab_get(&sl_comm_p2p, &key, hash, overflow);
+            row = my_row(i, &own);
             if (i < sl_comm_p2p.max_keys)
-                *s = (cp2p_slot){ .w0 = w0, .w1 = w1, .gen = gen, .idx = i };
+                *s = (cp2p_slot){ .w0 = w0, .w1 = w1, .gen = gen, .own = own, .row = row };
         }
     } else if (rec == NULL) {
         sl_key_dropped();
-        i = sl_keytab_overflow(&sl_comm_p2p, overflow);
+        row = my_row(sl_keytab_overflow(&sl_comm_p2p, overflow), &own);
     } else {
         return; /* a peer outside MPI_COMM_WORLD (spawned): not in the p2p table either */
     }
-    sl_keytab_add(&sl_comm_p2p, i, SL_CP2P_MSGS, 1);
-    sl_keytab_add(&sl_comm_p2p, i, SL_CP2P_BYTES, bytes);
-    sl_keytab_add(&sl_comm_p2p, i, SL_CP2P_TIME, ticks);
+    if (__builtin_expect(own, 1)) {
+        sl_own_add(&row[SL_CP2P_MSGS], 1);
+        sl_own_add(&row[SL_CP2P_BYTES], bytes);
+        sl_own_add(&row[SL_CP2P_TIME], ticks);
+        return;
+    }
+    __atomic_fetch_add(&row[SL_CP2P_MSGS], 1, __ATOMIC_RELAXED);
+    if (bytes != 0)
+        __atomic_fetch_add(&row[SL_CP2P_BYTES], bytes, __ATOMIC_RELAXED);
+    if (ticks != 0)
+        __atomic_fetch_add(&row[SL_CP2P_TIME], ticks, __ATOMIC_RELAXED);
 }
 
 unsigned sl_family_changed(sl_rec_comm *out, unsigned max, uint32_t *seen)

@@ -80,6 +80,10 @@ void sl_family_named(MPI_Comm comm, const char *name);
 void sl_family_count(MPI_Comm comm, int op, int rank, int received, uint64_t bytes,
                      uint64_t ticks);
 
+/* The cumulative counters of comm_p2p entry i: the shared ones plus every counter
+ * block's row (relaxed loads; the sender thread). */
+void sl_comm_p2p_load(unsigned i, uint64_t out[SL_CP2P_NVALS]);
+
 /* sl_family_count for every communicator but MPI_COMM_WORLD (whose messages
  * need no entry of their own) and a real peer. */
 static inline void sl_count_comm_p2p(MPI_Comm comm, int op, int rank, int received,

@@ -67,6 +67,7 @@ int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char
                               sizeof *b->last_comm_p2p);
     b->comm_seen = calloc((size_t)sl_family_capacity() + 1, sizeof *b->comm_seen);
     b->last_site = calloc(sl_keytab_entries(&sl_sites) * SL_SITE_NVALS + 1, sizeof *b->last_site);
+    b->site_now = calloc(sl_keytab_entries(&sl_sites) * SL_SITE_NVALS + 1, sizeof *b->site_now);
     if (sl_monitored_active()) {
         b->last_monitored = calloc((size_t)sl_core.world_size, sizeof *b->last_monitored);
         b->now_monitored = calloc((size_t)sl_core.world_size, sizeof *b->now_monitored);
@@ -75,7 +76,8 @@ int sl_frame_builder_init(sl_frame_builder *b, const sl_identity *id, const char
     if ((sl_monitored_active() && (b->last_monitored == NULL || b->now_monitored == NULL))
         || b->last_peer == NULL || b->last_hist == NULL || b->last_rma == NULL
         || b->last_coll == NULL || b->last_io == NULL || b->last_comm_p2p == NULL
-        || b->comm_seen == NULL || b->last_site == NULL || b->scratch == NULL) {
+        || b->comm_seen == NULL || b->last_site == NULL || b->site_now == NULL
+        || b->scratch == NULL) {
         sl_frame_builder_fini(b);
         return -1;
     }
@@ -94,6 +96,7 @@ void sl_frame_builder_fini(sl_frame_builder *b)
     free(b->last_comm_p2p);
     free(b->comm_seen);
     free(b->last_site);
+    free(b->site_now);
     free(b->last_monitored);
     free(b->now_monitored);
     free(b->scratch);
@@ -107,6 +110,7 @@ void sl_frame_builder_fini(sl_frame_builder *b)
     b->last_comm_p2p = NULL;
     b->comm_seen = NULL;
     b->last_site = NULL;
+    b->site_now = NULL;
     b->scratch = NULL;
 }
 
@@ -118,8 +122,9 @@ static void put_section(unsigned char *out, uint16_t table, uint16_t rec_size, u
     memcpy(out + 4, &count, 4);
 }
 
-/* Writes the rank_info section (one record: id's command, user, run label, launch id and
- * executable's build-id) at out + pos; returns the new end. */
+/* Writes the rank_info section (one record: id's command, user, run label, launch id,
+ * executable's build-id, network devices and executable's path) at out + pos; returns the
+ * new end. */
 static size_t put_rank_info(const sl_identity *id, unsigned char *out, size_t pos)
 {
     sl_rec_rank_info info;
@@ -128,6 +133,7 @@ static size_t put_rank_info(const sl_identity *id, unsigned char *out, size_t po
     memcpy(info.run_label, id->run_label, sizeof info.run_label);
     memcpy(info.exe_build_id, id->exe_build_id, sizeof info.exe_build_id);
     memcpy(info.net_devices, id->net_devices, sizeof info.net_devices);
+    memcpy(info.exe_path, id->exe_path, sizeof info.exe_path);
     info.launch_id = id->launch_id;
     put_section(out + pos, SL_TABLE_rank_info, sizeof info, 1);
     memcpy(out + pos + SL_SECTION_HEADER_SIZE, &info, sizeof info);
@@ -371,9 +377,10 @@ static size_t put_comm_p2p(sl_frame_builder *b, size_t pos, double ratio)
     for (unsigned i = sl_keytab_next(&sl_comm_p2p, ~0u, n); i < total;
          i = sl_keytab_next(&sl_comm_p2p, i, n)) {
         const sl_comm_p2p_key *k = sl_keytab_key(&sl_comm_p2p, i);
-        uint64_t now[SL_CP2P_NVALS], d[SL_CP2P_NVALS];
+        uint64_t cur[SL_CP2P_NVALS], now[SL_CP2P_NVALS], d[SL_CP2P_NVALS];
         uint64_t *last = &b->last_comm_p2p[i * SL_CP2P_NVALS];
-        if (!deltas(sl_keytab_vals(&sl_comm_p2p, i), last, now, d, SL_CP2P_NVALS))
+        sl_comm_p2p_load(i, cur);
+        if (!deltas(cur, last, now, d, SL_CP2P_NVALS))
             continue;
         sl_rec_comm_p2p r = {
             .comm_id = k->comm_id, .op_id = k->op, .peer = k->peer, .received = k->received,
@@ -395,12 +402,13 @@ static size_t put_callsite(sl_frame_builder *b, size_t pos, double ratio)
     sl_section sec = section_open(pos);
     unsigned n = sl_keytab_count(&sl_sites);
     size_t total = sl_keytab_entries(&sl_sites);
+    sl_site_load_all(b->site_now, n);
     for (unsigned i = sl_keytab_next(&sl_sites, ~0u, n); i < total;
          i = sl_keytab_next(&sl_sites, i, n)) {
         const sl_site_key *k = sl_keytab_key(&sl_sites, i);
-        uint64_t now[SL_SITE_NVALS], d[SL_SITE_NVALS];
+        uint64_t d[SL_SITE_NVALS];
         uint64_t *last = &b->last_site[i * SL_SITE_NVALS];
-        sl_site_load(i, now);
+        const uint64_t *now = &b->site_now[i * SL_SITE_NVALS];
         for (int f = 0; f < SL_SITE_NVALS; f++)
             d[f] = now[f] - last[f];
         if ((d[SL_SITE_CALLS] | d[SL_SITE_BYTES] | d[SL_SITE_TICKS]) == 0)
@@ -411,7 +419,7 @@ static size_t put_callsite(sl_frame_builder *b, size_t pos, double ratio)
             .time_ns = sl_ticks_to_ns(d[SL_SITE_TICKS], ratio),
         };
         if (section_add(b, &sec, &r, sizeof r))
-            memcpy(last, now, sizeof now);
+            memcpy(last, now, SL_SITE_NVALS * sizeof *now);
     }
     return section_close(b, &sec, SL_TABLE_callsite, sizeof(sl_rec_callsite));
 }

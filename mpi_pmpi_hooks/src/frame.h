@@ -29,6 +29,7 @@ typedef struct sl_frame_builder {
     uint64_t *last_comm_p2p;         /* comm_p2p entries x SL_CP2P_NVALS (family.h) */
     uint32_t *comm_seen;             /* revision of each communicator description sent */
     uint64_t *last_site;             /* callsite entries x SL_SITE_NVALS (callsite.h) */
+    uint64_t *site_now;              /* the same, this frame's reading (sl_site_load_all) */
     unsigned sites_described;        /* call-site paths [0, n) had their frames sent */
     sl_monitored_sent *last_monitored; /* world_size entries; NULL: traffic not monitored */
     sl_monitored_sent *now_monitored;  /* world_size entries: the frame's reading, taken

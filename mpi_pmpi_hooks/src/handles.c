@@ -231,6 +231,15 @@ const sl_handle_rec *sl_comm_rec(MPI_Comm comm)
     return rec != NULL ? rec : create(SL_H_COMM, SL_HKEY(comm), comm, MPI_WIN_NULL);
 }
 
+void sl_comm_set_id(MPI_Comm comm, uint32_t id)
+{
+    pthread_mutex_lock(&lock);
+    sl_handle_rec *rec = find(SL_H_COMM, SL_HKEY(comm));
+    if (rec != NULL)
+        __atomic_store_n(&rec->comm_id, id, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&lock);
+}
+
 /* The record's count of creating calls, moved by one. */
 uint32_t sl_comm_next_made(MPI_Comm comm)
 {

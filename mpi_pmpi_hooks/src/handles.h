@@ -18,7 +18,10 @@
  * first and so has ordinal 0; a duplicate of it gets ordinal 1 on every
  * member as long as the members first use their communicators in the same
  * order (the usual case). Freed communicators give their ordinal back, so a
- * dup/free loop keeps one id. 0xFFFFFFFF is never an id (the overflow key).
+ * dup/free loop keeps one id; a communicator made another way (another creating
+ * call, parent or call site: family.c) that would take a freed one's id is given
+ * another (sl_comm_set_id), so the freed one's figures keep its description.
+ * 0xFFFFFFFF is never an id (the overflow key).
  */
 #ifndef SL_HANDLES_H
 #define SL_HANDLES_H
@@ -50,6 +53,10 @@ void sl_handles_fini(void);
 /* The record of communicator comm, created at its first use; NULL if the
  * cache is full (the key is counted as dropped) or MPI cannot describe it. */
 const sl_handle_rec *sl_comm_rec(MPI_Comm comm);
+
+/* Gives communicator comm the id `id` instead of the one its group and ordinal gave it;
+ * only while comm's creating call runs (no other use of it yet). No-op without a record. */
+void sl_comm_set_id(MPI_Comm comm, uint32_t id);
 
 /* Counts one creating call (split, dup, ...) on comm and returns how many came
  * before it; 0 if comm has no record. */

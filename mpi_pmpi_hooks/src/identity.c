@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include <fcntl.h>
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,17 @@ static void read_command(sl_identity *id)
     /* Keep the last byte of the field a NUL: at most 255 bytes of text. */
     sl_copy_text(id->command, sizeof id->command - 1, raw);
     id->command[sizeof id->command - 1] = '\0';
+}
+
+/* Reads the executable's path (the target of /proc/self/exe) into id->exe_path: at most
+ * PATH_MAX bytes, a path longer than the field as its prefix and a hash of the whole
+ * (sl_copy_path); empty if unreadable. */
+static void read_exe_path(sl_identity *id)
+{
+    char path[PATH_MAX + 1];
+    ssize_t len = readlink("/proc/self/exe", path, sizeof path - 1);
+    path[len > 0 ? len : 0] = '\0';
+    sl_copy_path(id->exe_path, sizeof id->exe_path, path);
 }
 
 /* Host and pid of id; the local host name into hostname (n bytes). */
@@ -158,6 +170,7 @@ void sl_identity_init_standalone(sl_identity *id)
     memset(id->run_label, 0, sizeof id->run_label);
     memset(id->net_devices, 0, sizeof id->net_devices);
     read_command(id);
+    read_exe_path(id);
     read_user(id);
     sl_exe_build_id(id->exe_build_id, sizeof id->exe_build_id);
 }
@@ -165,11 +178,13 @@ void sl_identity_init_standalone(sl_identity *id)
 /* The network devices the rank's MPI was told to use: "NAME=value" of the first of
  * these variables that is set and not empty (UCX: Open MPI's pml ucx and MPICH's
  * ch4:ucx; Open MPI's openib BTL; libfabric's verbs provider: MPICH's ch4:ofi;
- * MVAPICH2), else empty; cut at the field's size. */
+ * MVAPICH2; then how many NICs MPICH's ch4:ofi may use, under its two names), else
+ * empty; cut at the field's size. */
 static void read_net_devices(sl_identity *id)
 {
     static const char *const vars[] = { "UCX_NET_DEVICES", "OMPI_MCA_btl_openib_if_include",
-                                        "FI_VERBS_DEVICE_NAME", "MV2_IBA_HCA" };
+                                        "FI_VERBS_DEVICE_NAME", "MV2_IBA_HCA",
+                                        "MPIR_CVAR_CH4_OFI_MAX_NICS", "MPICH_CH4_OFI_MAX_NICS" };
     memset(id->net_devices, 0, sizeof id->net_devices);
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
@@ -183,7 +198,7 @@ static void read_net_devices(sl_identity *id)
 }
 
 /* Launch id (STACKLENS_LAUNCH_ID), run label (SLURM_STEP_ID), network devices, command
- * line, user and executable's build-id of id. */
+ * line, executable's path, user and executable's build-id of id. */
 static void finish_identity(sl_identity *id)
 {
     id->launch_id = launch_id_from_env();
@@ -193,6 +208,7 @@ static void finish_identity(sl_identity *id)
         sl_copy_text(id->run_label, sizeof id->run_label, step);
     read_net_devices(id);
     read_command(id);
+    read_exe_path(id);
     read_user(id);
     sl_exe_build_id(id->exe_build_id, sizeof id->exe_build_id);
 }

@@ -2,7 +2,7 @@
  * identity.h — who this rank is: job id, run, host, pid, start time, command
  * line, user. These go into every frame header (job id, run id, host, pid,
  * start time) and the rank_info record (command, user, run label, launch id, the
- * executable's build-id, the network devices the rank's MPI was told to use).
+ * executable's build-id and path, the network devices the rank's MPI was told to use).
  */
 #ifndef SL_IDENTITY_H
 #define SL_IDENTITY_H
@@ -19,6 +19,7 @@ typedef struct sl_identity {
     char run_label[sizeof(((sl_rec_rank_info *)0)->run_label)]; /* wire text, NUL-padded */
     char exe_build_id[sizeof(((sl_rec_rank_info *)0)->exe_build_id)]; /* hex, NUL-padded */
     char net_devices[sizeof(((sl_rec_rank_info *)0)->net_devices)]; /* wire text, NUL-padded */
+    char exe_path[sizeof(((sl_rec_rank_info *)0)->exe_path)]; /* wire text, NUL-padded */
     uint64_t run_id;        /* agreed by every rank of one MPI launch; 0 = non-MPI run */
     uint64_t launch_id;     /* STACKLENS_LAUNCH_ID (set by `stacklens run`), else 0 */
     uint64_t proc_start_ns; /* set by the library constructor, left alone here */
@@ -43,7 +44,9 @@ typedef struct sl_identity {
  * gethostname(). Command: /proc/self/cmdline joined by spaces, at most 255
  * bytes. User: USER, else LOGNAME, else "uid:<real uid>" (no NSS lookup: it
  * may go to the network). Executable's build-id: its GNU build-id note in hex, empty
- * if it has none. Never fails: missing pieces stay empty.
+ * if it has none. Executable's path: readlink("/proc/self/exe"), at most PATH_MAX bytes
+ * read, a longer path than the field as its prefix and a hash (sl_copy_path), empty if
+ * unreadable. Never fails: missing pieces stay empty.
  */
 void sl_identity_init(sl_identity *id, int world_rank, int whole);
 
@@ -51,7 +54,7 @@ void sl_identity_init(sl_identity *id, int world_rank, int whole);
  * Fills id for a standalone process (no MPI): job id SLURM_JOB_ID, PBS_JOBID
  * or STACKLENS_JOB_ID as above (the process joins that job's one non-MPI run,
  * run id 0, told apart by host, pid and start time), else
- * "<hostname>-<pid>-<unix time>"; host, command and executable's build-id as above.
+ * "<hostname>-<pid>-<unix time>"; host, command, executable's build-id and path as above.
  */
 void sl_identity_init_standalone(sl_identity *id);
 

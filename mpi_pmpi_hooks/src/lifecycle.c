@@ -22,6 +22,7 @@
 #include "interpose.h"
 #include "io.h"
 #include "mpimatch.h"
+#include "pyframe.h"
 #include "requests.h"
 #include "sender.h"
 #include "monitored.h"

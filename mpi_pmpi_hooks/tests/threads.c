@@ -1,7 +1,10 @@
 /*
  * threads.c — MPI_THREAD_MULTIPLE: T threads per rank call MPI at the same
  * time, each on its own tag, in W waves one after the other (threads of a
- * wave exit before the next wave starts). Run with 2 ranks.
+ * wave exit before the next wave starts). Run with 2 ranks. The odd threads
+ * exchange on a duplicate of MPI_COMM_WORLD (made once, before the waves), so
+ * their messages are counted per communicator too (comm_p2p): by the threads
+ * concurrently, each into its own counter block's row.
  *
  * Usage: threads [T=4] [W=1] [F=50]
  *
@@ -11,7 +14,8 @@
  *     msgs  = W * sum_t F*(t+1)
  *     bytes = W * sum_t F*(t+1) * (100*(t+1)+r)
  * (defaults: 500 messages, 150000 + 500*r bytes) and receives the other
- * rank's totals. Per rank: MPI_Isend, MPI_Recv and MPI_Wait `msgs` calls
+ * rank's totals; of them, the odd threads' messages on the duplicate. Per rank:
+ * MPI_Isend, MPI_Recv and MPI_Wait `msgs` calls
  * each, MPI_Init_thread 1, MPI_Barrier W. Exit status 1 if
  * MPI_THREAD_MULTIPLE is not provided or a size differs.
  */
@@ -23,19 +27,21 @@
 #define MAX_THREADS 256
 
 static int rank, factor = 50, wave;
+static MPI_Comm dup; /* the odd threads' communicator */
 
 /* One thread's exchange with the other rank on tag t; returns 1 on a size mismatch. */
 static void *exchange(void *arg)
 {
     int t = (int)(long)arg, peer = 1 - rank, bad = 0, tag = wave * MAX_THREADS + t;
+    MPI_Comm comm = t % 2 ? dup : MPI_COMM_WORLD;
     int n = factor * (t + 1), mine = 100 * (t + 1) + rank, theirs = 100 * (t + 1) + peer;
     char *sbuf = calloc(1, (size_t)mine), *rbuf = calloc(1, (size_t)theirs + 16);
     for (int i = 0; i < n; i++) {
         MPI_Request req;
         MPI_Status st;
         int got = 0;
-        MPI_Isend(sbuf, mine, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req);
-        MPI_Recv(rbuf, theirs + 16, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
+        MPI_Isend(sbuf, mine, MPI_BYTE, peer, tag, comm, &req);
+        MPI_Recv(rbuf, theirs + 16, MPI_BYTE, peer, tag, comm, &st);
         MPI_Get_count(&st, MPI_BYTE, &got);
         MPI_Wait(&req, MPI_STATUS_IGNORE);
         bad |= got != theirs;
@@ -63,6 +69,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int bad = 0;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     for (wave = 0; wave < waves; wave++) {
         pthread_t th[MAX_THREADS];
         for (long t = 0; t < nthreads; t++)
@@ -74,6 +81,7 @@ int main(int argc, char **argv)
         }
         MPI_Barrier(MPI_COMM_WORLD);
     }
+    MPI_Comm_free(&dup);
     MPI_Finalize();
     if (rank == 0)
         printf("threads: %s\n", bad ? "MISMATCH" : "ok");

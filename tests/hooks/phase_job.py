@@ -1,10 +1,11 @@
-"""phase_job.py A_S B_S — an mpi4py job of two ranks that changes its communication
-pattern half way, for tests/hooks/test_phase_change_job.py. For A_S seconds both ranks
-compute 40 ms, then meet in MPI_Allreduce over 1 MiB (collective bytes, little waiting
-per byte); then, for B_S seconds, they exchange 4 KiB halos with MPI_Sendrecv after
-computing 10 ms (rank 0) and 30 ms (rank 1), so rank 0 waits about 20 ms per exchange:
-hundreds of times more waiting per byte, in point-to-point calls, legitimately. Prints
-nothing."""
+"""phase_job.py A_S B_S — an mpi4py job of two ranks that changes its communication pattern
+half way, for tests/hooks/test_phase_change_job.py. For A_S seconds the ranks compute 40 ms
+(rank 0) and 50 ms (rank 1), then meet in MPI_Allreduce over 1 MiB (collective bytes, a
+steady 10 ms of waiting per step, so a baseline forms even when the node is loaded and
+scheduling noise alone would be no steady signal); then, for B_S seconds, they exchange 4
+KiB halos with MPI_Sendrecv after computing 10 ms (rank 0) and 30 ms (rank 1), so rank 0
+waits about 20 ms per exchange: hundreds of times more waiting per byte, in point-to-point
+calls, legitimately. Prints nothing."""
 
 import sys
 import time
@@ -21,7 +22,7 @@ def main() -> int:
     until = time.monotonic() + a_s
     go = 1
     while go:
-        time.sleep(0.04)
+        time.sleep(0.04 if rank == 0 else 0.05)
         comm.Allreduce(vec, total)
         go = comm.bcast(int(time.monotonic() < until) if rank == 0 else None, root=0)
     out, into = np.ones(4096, dtype=np.uint8), np.zeros(4096, dtype=np.uint8)

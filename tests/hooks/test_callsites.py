@@ -184,3 +184,45 @@ def test_sites_beyond_the_bound_fold_into_one_exact_overflow_site(collector, pg_
     # every MPI call of every op is at some site: the op table's totals, exactly
     expected = {k: [c, b] for k, (c, b) in jobs.ops(pg_url, job).items() if c}
     assert totals == expected
+
+
+CHURN_ITERS = 400
+CHURN_SITES = 500  # site_churn.c's SITES
+CHURN_THREADS = 2
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_sites_that_keep_taking_each_others_cache_slots_stay_exact(collector, pg_url, mpi,
+                                                                    tmp_path):  # fmt: skip
+    """site_churn.c: 2 threads, 500 sites each on its own communicator, more keys than
+    cache slots, so calls keep moving a slot's counts into the thread's row while the
+    sender reads the blocks every 20 ms: every frame's reading is consistent (each key's
+    delta between 1 and ITERS calls) and the sums are exact."""
+    job = f"callsites-churn-{mpi}-{uuid.uuid4().hex[:8]}"
+    program = jobs.program(mpi, "site_churn")
+    env = jobs.job_env(collector, mpi, job, 20, STACKLENS_MAX_CALLSITES="1024")
+    argv = jobs.mpirun(mpi, 1, [program, str(CHURN_ITERS)])
+    result = jobs.finish(jobs.start(argv, env), 120)
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    rows = query(
+        pg_url,
+        "SELECT t_end_ns, site_id, comm_id, bucket, calls, bytes FROM callsite_deltas c "
+        "JOIN jobs ON jobs.id = c.job_id JOIN mpi_ops ON mpi_ops.id = op_id AND layer = 0 "
+        "WHERE job_key = %s AND name = 'MPI_Barrier'",
+        (job,),
+    )
+    totals: dict[tuple[int, int], int] = {}
+    for _t_end, site, comm, bucket, calls, nbytes in rows:
+        assert (bucket, nbytes) == (0, 0)
+        assert 1 <= calls <= CHURN_ITERS, (site, comm, calls)
+        totals[(site, comm)] = totals.get((site, comm), 0) + calls
+    assert totals == {key: CHURN_ITERS for key in totals}
+    sites = {site for site, _ in totals}
+    comms = {comm for _, comm in totals}
+    assert len(sites) == CHURN_SITES and OVERFLOW_SITE not in sites
+    assert len(comms) == CHURN_THREADS and NO_COMM not in comms
+    assert len(totals) == CHURN_SITES * CHURN_THREADS
+    offsets = {path[0][4] for (_, site), path in frames(pg_url, job).items() if site in sites}
+    assert len(offsets) == CHURN_SITES  # each its own return address in the program
+    assert len({t_end for t_end, *_ in rows}) >= 5  # frames read the blocks mid-churn

@@ -17,7 +17,8 @@ from tests.conftest import query
 from tests.hooks import jobs
 
 #: wire comm.made codes (contract/stacklens_wire.def)
-WORLD, SPLIT, SPLIT_TYPE, CART_CREATE, CART_SUB, DUP = 1, 2, 3, 4, 5, 8
+WORLD, SPLIT, SPLIT_TYPE, CART_CREATE, CART_SUB, CREATE, CREATE_GROUP, DUP = 1, 2, 3, 4, 5, 6, 7, 8
+INTERCOMM_CREATE, INTERCOMM_MERGE = 9, 10
 HOSTS = ("hA", "hB")
 #: The program's source: its call sites are labelled by its lines.
 SOURCE = Path(__file__).resolve().parents[2] / "mpi_pmpi_hooks" / "tests" / "families.c"
@@ -30,11 +31,12 @@ def line_of(text: str) -> int:
     return lines[0]
 
 
-def run_on_hosts(collector, mpi: str, argv: list[str], job: str, per_host: int = 4, **extra):
-    """argv on per_host ranks of each host in HOSTS (rank order = host order)."""
+def run_on_hosts(collector, mpi: str, argv: list[str], job: str, per_host: int = 4,
+                 hosts: tuple[str, ...] = HOSTS, **extra):  # fmt: skip
+    """argv on per_host ranks of each of `hosts` (rank order = host order)."""
     env = jobs.job_env(collector, mpi, job, **extra)
     cmd = ["mpirun"] if mpi == "openmpi" else ["mpirun.mpich", "-genvall"]
-    for i, host in enumerate(HOSTS):
+    for i, host in enumerate(hosts):
         place = ["-x", f"STACKLENS_HOST={host}"]
         if mpi == "mpich":
             place = ["-env", "STACKLENS_HOST", host]
@@ -221,3 +223,122 @@ def test_a_communicator_made_from_a_group_is_a_family(collector, api_client):
     assert fam["label"] in lines, fam["label"]
     assert [sorted(g["members"]) for g in fam["groups"]] == [[0, 1]]
     assert [(o["op"], o["calls"], o["bytes"]) for o in fam["ops"]] == [("MPI_Allreduce", 8, 32)]
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_groups_and_inter_communicators_are_families(collector, pg_url, api_client, mpi):
+    """families_inter.c (its header comment gives the pattern), ranks 0, 1 on hA and 2, 3
+    on hB: a communicator made by MPI_Comm_create_group (the evens), one by MPI_Comm_create
+    (the odds; the evens get none), an inter-communicator between them and its merge, each
+    described as made (an inter-communicator's size the remote group's, its rank the local
+    one), each a family of its own at its line with its members in world ranks (the
+    inter-communicator's: both groups) and its traffic exact."""
+    job = f"families-inter-{mpi}-{uuid.uuid4().hex[:8]}"
+    program = [jobs.program(mpi, "families_inter")]
+    result = run_on_hosts(collector, mpi, program, job, per_host=2)
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    described = descriptions(pg_url, job)
+    merged = {0: 0, 2: 1, 1: 2, 3: 3}  # the evens low, the odds high
+    assert {rank: sorted(c[:8] for c in comms) for rank, comms in described.items()} == {
+        rank: sorted([
+            (WORLD, 4, rank, 0, 0, 0, "", ""),
+            (CREATE_GROUP if rank % 2 == 0 else CREATE, 2, rank // 2, 0, 0, 0, "", ""),
+            (INTERCOMM_CREATE, 2, rank // 2, 0, 0, 0, "", ""),
+            (INTERCOMM_MERGE, 4, merged[rank], 0, 0, 0, "", ""),
+        ])
+        for rank in range(4)
+    }  # fmt: skip
+    # both sides agree on the inter-communicator's id, its family and its merge's family
+    for made in (INTERCOMM_CREATE, INTERCOMM_MERGE):
+        assert len({c[8:10] for comms in described.values() for c in comms if c[0] == made}) == 1
+
+    answer = api_client.get(api_client.app.url_path_for("job_families", job=job)).json()
+    source = SOURCE.with_name("families_inter.c").read_text().splitlines()
+
+    def at(call: str) -> int:
+        (line,) = [i + 1 for i, text in enumerate(source) if f"{call}(" in text]
+        return line
+
+    host, off = ("host", "modelled"), ("unplaced", "modelled")
+    got = {f["label"]: ([g["members"] for g in f["groups"]],
+                        {o["op"]: (o["calls"], o["bytes"]) for o in f["ops"]},
+                        {(r["reach"], r["provenance"]): r["bytes"] for r in f["reach"]},
+                        f["unmodelled_bytes"])
+           for f in answer["families"]}  # fmt: skip
+    assert got == {
+        # 2 ranks on two hosts: each sends its 64 B to the other, 3 times
+        f"create_group at families_inter.c:{at('MPI_Comm_create_group')}, 1 group of 2":
+            ([[0, 2]], {"MPI_Allreduce": (6, 6 * 64)}, {off: 2 * 3 * 64}, 0),
+        # world rank 1 broadcasts 128 B to world rank 3, twice
+        f"create at families_inter.c:{at('MPI_Comm_create')}, 1 group of 2":
+            ([[1, 3]], {"MPI_Bcast": (4, 4 * 128)}, {off: 2 * 128}, 0),
+        # 0 <-> 1 and 2 <-> 3 (a host each): 2 x 500 B each way
+        f"intercomm_create at families_inter.c:{at('MPI_Intercomm_create')}, 1 group of 4":
+            ([[0, 1, 2, 3]], {"MPI_Sendrecv": (8, 8 * 500)}, {("host", "routed"): 8 * 500}, 0),
+        # recursive doubling over ranks 0, 2, 1, 3 of the merge: 8 B to partners i^1
+        # (across the hosts) and i^2 (in a host)
+        f"intercomm_merge at families_inter.c:{at('MPI_Intercomm_merge')}, 1 group of 4":
+            ([[0, 2, 1, 3]], {"MPI_Allreduce": (4, 32)}, {host: 32, off: 32}, 0),
+        "world": ([[0, 1, 2, 3]], {}, {}, 0),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_communicators_beyond_the_bound_fold_exactly(collector, pg_url, api_client, mpi):
+    """many_comms.c (20 duplicates of the world, one 8-byte allreduce on each) with
+    STACKLENS_MAX_KEYS=16: each rank caches and describes the world and the first 15
+    duplicates; the last 5 are not described, their allreduces fold into the overflow key
+    and the API gives them as the family "not described" (20 calls, 160 bytes: nothing
+    lost); every fold counts in keys_dropped, 3 per such duplicate and rank (its
+    description and its allreduce's look-up find the handle cache full; the allreduce
+    folds)."""
+    job = f"families-bound-{mpi}-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, mpi, [jobs.program(mpi, "many_comms")], job, ranks=4,
+                          STACKLENS_MAX_KEYS="16")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    described = descriptions(pg_url, job)
+    assert {rank: sorted(c[0] for c in comms) for rank, comms in described.items()} == {
+        rank: [WORLD] + [DUP] * 15 for rank in range(4)
+    }
+    dropped = query(pg_url, "SELECT world_rank, keys_dropped FROM ranks JOIN jobs ON jobs.id "
+                    "= job_id WHERE job_key = %s ORDER BY 1", (job,))  # fmt: skip
+    assert dropped == [(rank, 5 * 3) for rank in range(4)]
+    url = api_client.app.url_path_for("job_families", job=job)
+    answer = api_client.get(url, params={"limit": 100}).json()
+    got = sorted((f["label"], f["groups_total"], [(o["op"], o["calls"], o["bytes"])
+                                                  for o in f["ops"]])
+                 for f in answer["families"])  # fmt: skip
+    assert got == sorted(
+        [("dup of world", 1, [("MPI_Allreduce", 4, 32)])] * 15
+        + [("not described", 0, [("MPI_Allreduce", 20, 160)]), ("world", 1, [])]
+    )
+    assert answer["page"]["total"] == 17
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_a_freed_communicators_id_taken_by_one_made_another_way_keeps_its_figures(
+    collector, api_client, mpi
+):
+    """comm_reuse.c on 4 ranks: a split of the world (3 allreduces of 4 bytes) freed, then
+    a dup of the world (5 of 8 bytes) that takes the id the split gave back, then two
+    splits at another line (1 allreduce each), each freed. Every communicator's figures
+    stay under how it was made: the first split's 12 calls and 48 bytes, the dup's 20 and
+    160, and the loop's splits, made alike, sharing one id and one label, 8 and 32 (before,
+    all 40 calls were shown under the last description made)."""
+    source = SOURCE.with_name("comm_reuse.c").read_text().splitlines()
+    first, loop = (next(i + 1 for i, line in enumerate(source) if mark in line)
+                   for mark in ("/* the split */", "/* the loop's split */"))  # fmt: skip
+    job = f"families-reuse-{mpi}-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, mpi, [jobs.program(mpi, "comm_reuse")], job, ranks=4)
+    assert result.returncode == 0, result.stderr
+    url = api_client.app.url_path_for("job_families", job=job)
+    answer = api_client.get(url, params={"limit": 100}).json()
+    got = sorted((f["label"], [(o["op"], o["calls"], o["bytes"]) for o in f["ops"]])
+                 for f in answer["families"])  # fmt: skip
+    assert got == sorted([
+        (f"split at comm_reuse.c:{first}, 1 group of 4", [("MPI_Allreduce", 12, 48)]),
+        ("dup of world", [("MPI_Allreduce", 20, 160)]),
+        (f"split at comm_reuse.c:{loop}, 1 group of 4", [("MPI_Allreduce", 8, 32)]),
+        ("world", []),
+    ])  # fmt: skip

@@ -1,11 +1,11 @@
-"""A real job that changes phase mid-run is no MPI slowdown (issue #31 point 4): the job
-of tests/hooks/phase_job.py (Open MPI, mpi4py, under the hooks) allreduces 1 MiB every
-40 ms for 10 s, then exchanges 4 KiB halos with MPI_Sendrecv, one rank waiting 20 ms per
-exchange, for 10 s: its time blocked per byte rises hundreds of times, but its bytes
-move in other calls (point-to-point, not collectives). The incident service, over what
-the collector stored, opens nothing: the step where the mix of its bytes changed starts
-a new baseline (server/incidents/detect.py), and the halo phase is judged against its own
-steps once it has enough of them."""
+"""A real job that changes phase mid-run is no MPI slowdown (issue #31 point 4): the job of
+tests/hooks/phase_job.py (Open MPI, mpi4py, under the hooks) allreduces 1 MiB every 40-50
+ms for 10 s (rank 0 waiting 10 ms per step), then exchanges 4 KiB halos with MPI_Sendrecv,
+one rank waiting 20 ms per exchange, for 10 s: its time blocked per byte rises hundreds of
+times, but its bytes move in other calls (point-to-point, not collectives). The incident
+service, over what the collector stored, opens nothing: the step where the mix of its bytes
+changed starts a new baseline (server/incidents/detect.py), and the halo phase is judged
+against its own steps once it has enough of them."""
 
 from __future__ import annotations
 

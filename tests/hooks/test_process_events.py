@@ -1,7 +1,8 @@
 """Threads, fork and SIGTERM under the hooks, with exact totals.
 
 * MPI_THREAD_MULTIPLE: 4 threads per rank call MPI at once (distinct tags), and 24
-  threads in 3 waves (more threads than per-thread counter blocks).
+  threads in 3 waves (more threads than per-thread counter blocks); half of them on a
+  duplicate of MPI_COMM_WORLD, whose messages per communicator are exact too.
 * fork: children that _exit, exec or exit() neither add counts nor corrupt or duplicate
   the parent's frames, and nothing hangs.
 * SIGTERM (and SIGINT, to the ranks): with an interval far longer than the job, the counts
@@ -53,6 +54,22 @@ def test_thread_multiple_exact(collector, pg_url, mpi, threads, waves, factor):
     sent, recv = jobs.p2p(pg_url, job)
     assert sent == expected
     assert {(s, d): v for (d, s), v in recv.items()} == expected
+    # the odd threads' messages on the duplicate, per communicator (comm_p2p)
+    odd = [t for t in range(threads) if t % 2]
+    on_dup = {r: (waves * sum(factor * (t + 1) for t in odd),
+                  waves * sum(factor * (t + 1) * (100 * (t + 1) + r) for t in odd))
+              for r in range(2)}  # fmt: skip
+    rows = query(
+        pg_url,
+        "SELECT world_rank, name, peer, received, count(DISTINCT comm_id), sum(msgs), "
+        "sum(bytes) FROM comm_p2p_deltas JOIN jobs ON jobs.id = job_id "
+        "JOIN mpi_ops ON mpi_ops.id = op_id WHERE job_key = %s GROUP BY 1, 2, 3, 4",
+        (job,),
+    )
+    assert {(r, n, p, d): v for r, n, p, d, *v in rows} == {
+        **{(r, "MPI_Isend", 1 - r, 0): [1, *on_dup[r]] for r in range(2)},
+        **{(r, "MPI_Recv", 1 - r, 1): [1, *on_dup[1 - r]] for r in range(2)},
+    }
     calls = jobs.ops(pg_url, job)
     for r in range(2):
         assert calls[(r, "MPI_Isend")] == (msgs, expected[(r, 1 - r)][0])
