@@ -5,6 +5,10 @@ thread of its own reads, for those jobs, the frames no stored row answers
 (collector/store/symbols.pending), resolves them against the module files where the
 collector runs (stacklens/symbols.Resolver: build-id checked, module indexes cached by
 file identity and bounded) and stores the answers and the fallbacks with their reasons.
+A frame is data its sender chose: it is resolved from a file only when the job's owner
+(jobs.owner_uid, with its groups from the system's group database, looked up each round)
+may read that file by the mode bits (stacklens/symbols.owner_access), and its fallback is
+stored for that owner only.
 No API request reads a module file: the server answers from the stored rows, and a frame
 not resolved yet is labelled so (server/callsites/resolution.py).
 
@@ -141,14 +145,15 @@ class SiteResolver:
             todo = stored.pending(conn, jobs, retry_before, ROUND)
             if not todo:
                 return
-            by_module: dict[tuple[str, str], list[int]] = defaultdict(list)
-            for module, bid, offset in todo:
-                by_module[(module, bid)].append(offset)
+            by_module: dict[tuple[int, str, str], list[int]] = defaultdict(list)
+            for uid, module, bid, offset in todo:
+                by_module[(uid, module, bid)].append(offset)
+            owners = {uid: symbols.Owner.of(uid) for uid, _, _ in by_module}
             answers, fallbacks = [], []
-            for (module, bid), offsets in by_module.items():
-                for site in self.resolver.resolve(module, bid, offsets):
+            for (uid, module, bid), offsets in by_module.items():
+                for site in self.resolver.resolve(module, bid, offsets, owners[uid]):
                     if site.quality == symbols.MODULE_OFFSET:
-                        fallbacks.append((module, bid, site.offset, site.reason))
+                        fallbacks.append((uid, module, bid, site.offset, site.reason))
                     else:
                         answers.append((module, bid, site.offset, {
                             "quality": site.quality, "function": site.function,

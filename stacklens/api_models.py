@@ -451,10 +451,10 @@ class Callsite(ApiModel):
     min_bytes: int = Field(description="the smallest call's size bucket, its lower bound")
     max_bytes: int = Field(description="the largest call's size bucket, its upper bound")
     ranks: int = Field(description="ranks that called from this site")
-    slowest_rank: int = Field(description="the rank with the most time at this site")
-    slowest_time_ns: int
+    most_time_rank: int = Field(description="the rank with the most time at this site")
+    most_time_ns: int
     imbalance: float = Field(
-        description="the slowest rank's time over the mean time of the "
+        description="the most time of a rank over the mean time of the "
         "ranks that called from here (1 = even)"
     )
 
@@ -1375,7 +1375,7 @@ class IncidentCallsite(ApiModel):
     share: float = Field(description="its share of the rises of every site whose time rose")
     most_time_rank: int = Field(description="the rank with the most time at the site during: "
                                 "often a rank that waits there for a late one, not the late "
-                                "rank itself (the call-site table's slowest_rank)")  # fmt: skip
+                                "rank itself (the call-site table's most_time_rank)")  # fmt: skip
 
 
 class IncidentJob(ApiModel):
@@ -1585,6 +1585,11 @@ class ComparedRun(ApiModel):
     run: int | None = Field(description="the run's ordinal in its job; null for a median")
     runs: int = Field(description="runs this side stands for (1, or the runs of the median)")
     command: str
+    exe_path: str | None = Field(
+        default=None,
+        description="its executable's path (/proc/self/exe: an interpreter's for a script); "
+        "null: not known (a median: run b's, the program's)",
+    )
     build_id: str | None = Field(
         default=None,
         description="its executable's GNU build-id (hex); null: none known (a median: its "
@@ -1593,7 +1598,15 @@ class ComparedRun(ApiModel):
     world_size: int
     status: str | None
     started_ns: int | None
-    elapsed_ns: int
+    from_ns: int | None = Field(
+        default=None,
+        description="the start of the window of the run compared (its intervals that "
+        "ended in [from_ns, to_ns)); null: from the run's start",
+    )
+    to_ns: int | None = Field(default=None, description="the window's end; null: to the run's end")
+    elapsed_ns: int = Field(
+        description="the run's elapsed time, or the part of it inside the window"
+    )
     hosts: list[str]
     parts: dict[str, int] = Field(
         description="where the elapsed time went, per rank on average, ns: each MPI "
@@ -1717,12 +1730,17 @@ class HistoryRun(ApiModel):
 
 
 class RunHistory(ApiModel):
-    """A run and the runs of the same program before it (same command line and world
-    size, among the runs the viewer may read; of every build, each run saying whether it
-    is of the run's build and whether it starts a new one), newest first: the run itself
-    first."""
+    """A run and the runs of the same program before it (same executable path and
+    arguments and world size, among the runs the viewer may read; of every build, each run
+    saying whether it is of the run's build and whether it starts a new one), newest
+    first: the run itself first."""
 
     command: str
+    exe_path: str | None = Field(
+        default=None,
+        description="the run's executable's path (/proc/self/exe: an interpreter's for a "
+        "script, whose arguments then name it); null: not known",
+    )
     world_size: int
     build_id: str | None = Field(description="the run's executable's build-id; null: unknown")
     runs: list[HistoryRun]

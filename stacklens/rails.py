@@ -14,7 +14,9 @@ A host's rails are its HCAs in device-name order (`rail_key`: "host02 mlx5_0" be
    rank's position among its run's ranks on the host by world rank (what Open MPI and
    the launchers number as the local rank when ranks are mapped by slot). This is
    MPICH ch4:ofi's default (each rank gets a preferred NIC, handed out round-robin over
-   the node's NICs, used for all its traffic; striping and hashing off by default),
+   the node's NICs, used for all its traffic; striping and hashing off by default;
+   MPIR_CVAR_CH4_OFI_MAX_NICS=n, also spelt MPICH_CH4_OFI_MAX_NICS, limits them to the
+   first n, here the first n rails: n = 1 puts every rank on rail 0),
    Intel MPI's NIC pinning and the usual site wrapper that sets UCX_NET_DEVICES from
    the local rank. UCX left to choose with every device allowed splits large
    messages over up to UCX_MAX_RNDV_RAILS (2) rails: that is not modelled unless the
@@ -45,11 +47,18 @@ _LISTS = {
 
 @dataclass(frozen=True)
 class Binding:
-    """What binds a rank to rails: its local rank on its host and the devices its MPI was
-    told to use (empty: not pinned)."""
+    """What binds a rank to rails: its local rank on its host, the devices its MPI was
+    told to use (empty: not pinned) and how many of its host's rails it may choose from,
+    the first in rail order (0: all)."""
 
     local_rank: int = 0
     devices: tuple[str, ...] = ()
+    limit: int = 0
+
+
+#: The variables that limit how many of its host's NICs a rank's MPI uses (MPICH ch4:ofi:
+#: a positive number; -1, the default, any other value or none: no limit).
+_LIMITS = ("MPIR_CVAR_CH4_OFI_MAX_NICS", "MPICH_CH4_OFI_MAX_NICS")
 
 
 #: A host endpoint without ranks of its own (a storage server): its first rail.
@@ -74,18 +83,32 @@ def devices(net_devices: str | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+def rail_limit(net_devices: str | None) -> int:
+    """How many rails a rank's `net_devices` lets its MPI use ("MPIR_CVAR_CH4_OFI_MAX_NICS=1"
+    -> 1); 0 (no limit) when it names no limit, or not a positive whole number."""
+    if not net_devices or "=" not in net_devices:
+        return 0
+    name, value = net_devices.split("=", 1)
+    value = value.strip()
+    if name not in _LIMITS or not value.isdigit():
+        return 0
+    return int(value)
+
+
 def bindings(ranks: Iterable[tuple[int, int, str, str | None]]) -> dict[tuple[int, int], Binding]:
     """(run, world rank) -> its Binding, from (run, world rank, host, net_devices) rows:
     local ranks numbered per (run, host) by world rank."""
     on: dict[tuple[int, str], list[int]] = defaultdict(list)
     named: dict[tuple[int, int], tuple[str, ...]] = {}
+    limits: dict[tuple[int, int], int] = {}
     for run, rank, host, net in ranks:
         on[(run, host)].append(rank)
         named[(run, rank)] = devices(net)
+        limits[(run, rank)] = rail_limit(net)
     out = {}
     for (run, _), members in on.items():
         for local, rank in enumerate(sorted(set(members))):
-            out[(run, rank)] = Binding(local, named[(run, rank)])
+            out[(run, rank)] = Binding(local, named[(run, rank)], limits[(run, rank)])
     return out
 
 
@@ -107,7 +130,8 @@ def lanes(rails: Sequence[str], binding: Binding) -> list[int]:
     if not rails:
         return []
     pinned = [rails.index(d) for d in binding.devices if d in rails]
-    return pinned or [binding.local_rank % len(rails)]
+    usable = min(binding.limit, len(rails)) if binding.limit > 0 else len(rails)
+    return pinned or [binding.local_rank % usable]
 
 
 def split(src: Sequence[int], dst: Sequence[int], nbytes: int) -> list[tuple[int, int, int]]:

@@ -124,6 +124,13 @@ class Run(_Seen, Base):
         "naming one; NULL: none known (no note, or sent before the hooks reported it). Part of "
         "what makes two runs the same program (server/compare)",
     )
+    exe_path: Mapped[str | None] = mapped_column(
+        Text,
+        doc="the path of its ranks' executable (/proc/self/exe; an interpreter's for a "
+        "script), the first rank information naming one; NULL: none known (sent before the "
+        "hooks reported it). With the arguments, world size and build-id, what makes two "
+        "runs the same program (server/compare)",
+    )
 
 
 class RunProcess(Base):
@@ -511,13 +518,18 @@ class CallsiteNodeSymbol(_CallsiteAnswer, Base):
 
 
 class CallsiteFallback(Base):
-    """A frame (module path, build-id, offset) the collector's resolver could not read
-    (file missing, unreadable, rebuilt, stripped of every symbol): the reason, so reads
-    answer module+offset with it and the resolver does not read the file again. Keyed by
-    the path too: the same build-id run from a path the collector can read is tried."""
+    """A frame (module path, build-id, offset) the collector's resolver could not read for
+    the jobs of one owner (file missing, not readable by that owner, rebuilt, stripped of
+    every symbol): the reason, so reads answer module+offset with it and the resolver does
+    not read the file again. Keyed by the owner: the reason was found as that owner may
+    see the file, never shown on another owner's job; and by the path: the same build-id
+    run from a path the collector can read is tried."""
 
     __tablename__ = "callsite_fallbacks"
 
+    owner_uid: Mapped[int] = mapped_column(
+        BigInteger, primary_key=True, autoincrement=False, doc="the jobs' owner it is for"
+    )
     module: Mapped[str] = mapped_column(Text, primary_key=True)
     build_id: Mapped[str] = mapped_column(Text, primary_key=True)
     site_offset: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)

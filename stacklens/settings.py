@@ -177,6 +177,7 @@ class Settings(BaseSettings):
     fabric_missed_sweeps: int = Field(default=3, ge=1, le=1000)
     fabric_replay_file: Path | None = None
     fabric_sweep_workers: int | None = Field(default=None, ge=1, le=32)
+    fabric_store_queue: int = Field(default=8, ge=1, le=1000)
     # traffic attribution (server/traffic, docs/attribution.md)
     fabric_paths: Literal["fixed", "parallel", "adaptive"] = "fixed"
     storage_servers: str = ""  # mount=host,host;mount=host

@@ -23,6 +23,14 @@ Quality, best first, with the reason whenever it is not `line`:
   has no build-id, or its build-id is not the one that ran (rebuilt since), or no symbol
   covers the address. A rebuilt binary is never read for lines: its answer would be wrong.
 
+Whose read: the collector resolves frames that users send (a frame is data: any path can
+be named), as its own user. Given the job's `Owner`, a file is read only when that owner
+may read it where the resolver runs (`owner_access`: search permission on every directory
+of the path, symlinks followed as the kernel would, and read permission on the file, by
+the mode bits, before any other access to the file); else the reason is `NOT_READABLE`,
+the same sentence whether the file exists or not. Every later open checks that it opened
+the file the walk checked (device and inode), so a path swapped meanwhile is never read.
+
 Pure reading of files with pyelftools; no network, no subprocess. One `ModuleIndex` per
 build-id is kept in an LRU (`resolve` uses it); callers store what they resolved.
 """
@@ -31,11 +39,13 @@ from __future__ import annotations
 
 import bisect
 import os
+import pwd
+import stat
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NamedTuple
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
@@ -57,6 +67,9 @@ DEBUG_ROOTS = (Path("/usr/lib/debug"),)
 
 #: Modules larger than this are not read (a bound on the resolver's time and memory).
 MAX_MODULE_BYTES = 2 << 30
+
+#: Symlinks followed in one path before it is given up (the kernel's own bound, ELOOP).
+MAX_SYMLINKS = 40
 
 #: Page size the loader rounds the first PT_LOAD down to (an offset from the first mapping).
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -84,6 +97,138 @@ class Site:
         return f"{os.path.basename(module)}+{self.offset:#x}"
 
 
+class Owner(NamedTuple):
+    """A job's owner as the file permissions see it: uid and every group it is in."""
+
+    uid: int
+    groups: frozenset[int]
+
+    @classmethod
+    def of(cls, uid: int) -> Owner:
+        """The owner `uid` with its groups from the system's group database (its primary
+        group and `os.getgrouplist`); a uid without a passwd entry is in no group."""
+        try:
+            entry = pwd.getpwuid(uid)
+        except KeyError:
+            return cls(uid, frozenset())
+        return cls(uid, frozenset(os.getgrouplist(entry.pw_name, entry.pw_gid)))
+
+
+#: The reason of a file the job's owner may not read (or a path swapped while checked): the
+#: same whether the file exists or not, so it tells the owner nothing they could not see.
+NOT_READABLE = "{path} is not readable by the job's owner where the collector runs"
+
+#: Mode bits granting search (directories) and read (files) to owner, group, other.
+_SEARCH = (stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH)
+_READ = (stat.S_IRUSR, stat.S_IRGRP, stat.S_IROTH)
+
+
+def _grants(st: os.stat_result, owner: Owner, bits: tuple[int, int, int]) -> bool:
+    """Whether the mode bits of `st` grant `owner` the permission of `bits` (the file's
+    user class, else its group class, else other: the first class that matches decides,
+    as the kernel does without ACLs); uid 0 is granted everything."""
+    if owner.uid == 0:
+        return True
+    if st.st_uid == owner.uid:
+        return bool(st.st_mode & bits[0])
+    if st.st_gid in owner.groups:
+        return bool(st.st_mode & bits[1])
+    return bool(st.st_mode & bits[2])
+
+
+@dataclass(frozen=True)
+class Access:
+    """What `owner_access` found: `reason` ("" when the owner may read the file), the
+    file's path with every symlink resolved and its status (when it may)."""
+
+    reason: str
+    real: str = ""
+    status: os.stat_result | None = None
+
+
+def owner_access(path: str, owner: Owner) -> Access:
+    """Whether `owner` may read the file at `path` by the mode bits: search permission on
+    every directory the path walks through (symlinks followed as the kernel does, their
+    own directories checked too) and read permission on the file. Nothing is looked up in
+    a directory before the owner's search permission on it is checked, and the walk holds
+    each directory open (O_PATH) while it looks into it, so a directory swapped for a
+    symlink meanwhile is never walked through. ACLs are not consulted (docs/callsites.md).
+
+    A name missing from a directory the owner may search says "is not here" and a file
+    that is not regular says so (the owner can see both); everything else the owner may
+    not see is `NOT_READABLE`, whether the file exists or not."""
+    denied = Access(NOT_READABLE.format(path=path))
+    if not os.path.isabs(path):
+        return denied  # relative to the collector's directory: no owner's path
+    todo = [c for c in path.split("/") if c and c != "."][::-1]  # next component last
+    parts: list[str] = []  # the directories walked, symlinks resolved
+    links = 0
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY)
+    try:
+        while todo:
+            name = todo.pop()
+            if not _grants(os.fstat(fd), owner, _SEARCH):
+                return denied
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return Access(f"{path} is not here")
+            except OSError:
+                return denied
+            if stat.S_ISLNK(st.st_mode):
+                links += 1
+                if links > MAX_SYMLINKS:
+                    return denied
+                target = os.readlink(name, dir_fd=fd)
+                if target.startswith("/"):
+                    os.close(fd)
+                    fd = os.open("/", os.O_PATH | os.O_DIRECTORY)
+                    parts = []
+                todo.extend(c for c in target.split("/")[::-1] if c and c != ".")
+                continue
+            if not todo:  # the file itself
+                if not stat.S_ISREG(st.st_mode):
+                    return Access(f"{path} is not a regular file")
+                if not _grants(st, owner, _READ):
+                    return denied
+                return Access("", "/" + "/".join([*parts, name]), st)
+            if not stat.S_ISDIR(st.st_mode):
+                return Access(f"{path} is not here")  # ENOTDIR: as the owner would see it
+            try:
+                sub = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError:
+                return denied  # swapped since its stat
+            if name == "..":
+                parts = parts[:-1]
+            else:
+                parts.append(name)
+            os.close(fd)
+            fd = sub
+        return Access(f"{path} is not a regular file")  # the path names a directory
+    finally:
+        os.close(fd)
+
+
+class FileChangedError(OSError):
+    """The file opened is not the one whose permissions were checked."""
+
+
+def open_checked(path: str | Path, identity: tuple[int, int] | None = None) -> BinaryIO:
+    """The file at `path` opened for reading; with `identity` (device, inode: the file
+    `owner_access` checked) it must be that file (OSError otherwise: a path swapped since
+    the check is never read) and is opened without following a final symlink or blocking
+    on a FIFO."""
+    if identity is None:
+        return open(path, "rb")  # noqa: SIM115 — the caller closes it
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) != identity or not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise FileChangedError(f"{path} changed since its permissions were checked")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 def build_id(elf: ELFFile) -> str | None:
     """The GNU build-id of an ELF file as lowercase hex, or None when it has none."""
     for seg in elf.iter_segments():
@@ -99,9 +244,10 @@ def build_id(elf: ELFFile) -> str | None:
     return None
 
 
-def file_build_id(path: str | os.PathLike[str]) -> str | None:
-    """The build-id of the ELF file at `path` (None: no build-id; raises OSError/ELFError)."""
-    with open(path, "rb") as f:
+def file_build_id(path: str | Path, identity: tuple[int, int] | None = None) -> str | None:
+    """The build-id of the ELF file at `path` (None: no build-id; raises OSError/ELFError);
+    with `identity`, of that file only (`open_checked`)."""
+    with open_checked(path, identity) as f:
         return build_id(ELFFile(f))
 
 
@@ -270,14 +416,17 @@ class ModuleIndex:
         build_id: str | None,
         debug_roots: tuple[Path, ...] = DEBUG_ROOTS,
         max_units: int = 4096,
+        identity: tuple[int, int] | None = None,
     ) -> None:
-        """`max_units`: decoded compilation units' line tables kept at once (memory)."""
+        """`max_units`: decoded compilation units' line tables kept at once (memory);
+        `identity`: the (device, inode) the file at `path` must be (`open_checked`)."""
         self.path = path
         self.build_id = build_id
         self.debug_roots = debug_roots
         self.max_units = max_units
+        self.identity = identity
         self._files: list[Any] = []
-        with open(path, "rb") as probe:
+        with open_checked(path, identity) as probe:
             elf = ELFFile(probe)
             loads = [s["p_vaddr"] for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
             self.first_page = (loads[0] if loads else 0) & ~(PAGE - 1)
@@ -285,13 +434,13 @@ class ModuleIndex:
         self.lines, self.functions, self.dynamic, self.debug_file = self._read()
         self._lock = threading.Lock()
 
-    def _open(self, path: str) -> ELFFile:
-        f = open(path, "rb")  # noqa: SIM115 — kept open: pyelftools reads it lazily
+    def _open(self, path: str, identity: tuple[int, int] | None = None) -> ELFFile:
+        f = open_checked(path, identity)  # kept open: pyelftools reads it lazily
         self._files.append(f)
         return ELFFile(f)
 
     def _read(self) -> tuple[_Lines, _Functions, _Functions, str | None]:
-        elf = self._open(self.path)
+        elf = self._open(self.path, self.identity)
         if self.build_id is not None and build_id(elf) != self.build_id:
             # replaced between the check and this read: never read another file's lines
             raise ValueError(f"{self.path} changed while it was read")
@@ -406,13 +555,14 @@ class Resolver:
         st = os.stat(path)
         return (os.path.realpath(path), st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev)
 
-    def _build_id(self, key: FileKey) -> str | None:
-        """The build-id of the file of `key`, read once per key (raises OSError/ELFError)."""
+    def _build_id(self, key: FileKey, checked: bool = False) -> str | None:
+        """The build-id of the file of `key`, read once per key (raises OSError/ELFError);
+        `checked`: from the file of the key's device and inode only (`open_checked`)."""
         with self._lock:
             if key in self._ids:
                 self._ids.move_to_end(key)
                 return self._ids[key]
-        found = file_build_id(key[0])
+        found = file_build_id(key[0], (key[4], key[3]) if checked else None)
         with self._lock:
             self.stats.build_id_reads += 1
             self._ids[key] = found
@@ -420,11 +570,17 @@ class Resolver:
                 self._ids.popitem(last=False)
         return found
 
-    def check(self, path: str, expected_build_id: str | None) -> tuple[str, FileKey | None]:
+    def check(
+        self, path: str, expected_build_id: str | None, owner: Owner | None = None
+    ) -> tuple[str, FileKey | None]:
         """Why the file at `path` cannot be read for the module that ran ("" when it can),
-        and its FileKey when it can (check_module's answers, the build-id cached)."""
+        and its FileKey when it can (check_module's answers, the build-id cached). With an
+        `owner` other than uid 0, `owner_access` first: a file that owner may not read is
+        `NOT_READABLE`, and so is one swapped after its check."""
         if not expected_build_id:
             return check_module(path, expected_build_id), None
+        if owner is not None and owner.uid != 0:
+            return self._check_for(path, expected_build_id, owner)
         try:
             if not os.path.isfile(path):
                 return check_module(path, expected_build_id), None
@@ -440,13 +596,35 @@ class Resolver:
             return f"{path} could not be read as ELF ({exc})", None
         return _mismatch(path, found, expected_build_id), key
 
-    def _index(self, key: FileKey, expected: str) -> ModuleIndex:
+    def _check_for(self, path: str, expected: str, owner: Owner) -> tuple[str, FileKey | None]:
+        """`check` for an owner other than uid 0: the file's key from the walk that checked
+        the owner's permissions, its build-id read from that very file."""
+        try:
+            access = owner_access(path, owner)
+        except OSError:
+            return NOT_READABLE.format(path=path), None
+        if access.reason or access.status is None:
+            return access.reason, None
+        st = access.status
+        key = (access.real, st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev)
+        if st.st_size > MAX_MODULE_BYTES:
+            return f"{path} is larger than {MAX_MODULE_BYTES >> 20} MiB", None
+        try:
+            found = self._build_id(key, checked=True)
+        except OSError:
+            return NOT_READABLE.format(path=path), None  # swapped since the walk, or gone
+        except ELFError as exc:
+            return f"{path} could not be read as ELF ({exc})", None
+        return _mismatch(path, found, expected), key
+
+    def _index(self, key: FileKey, expected: str, checked: bool = False) -> ModuleIndex:
         cache_key = (key, expected)
         with self._lock:
             if cache_key in self._indexes:
                 self._indexes.move_to_end(cache_key)
                 return self._indexes[cache_key]
-        index = ModuleIndex(key[0], expected, self.debug_roots, self.max_units)
+        identity = (key[4], key[3]) if checked else None
+        index = ModuleIndex(key[0], expected, self.debug_roots, self.max_units, identity)
         with self._lock:
             self.stats.index_builds += 1
             if cache_key in self._indexes:  # another thread built it meanwhile
@@ -464,19 +642,24 @@ class Resolver:
         path: str,
         expected_build_id: str | None,
         offsets: list[int],
+        owner: Owner | None = None,
     ) -> list[Site]:
         """Each offset of the module at `path` as a `Site`, in order. The file's build-id
-        must equal `expected_build_id` (what ran) for anything better than module+offset."""
+        must equal `expected_build_id` (what ran) for anything better than module+offset.
+        With an `owner`, only a file that owner may read is read (`check`)."""
         self.stats.offsets += len(offsets)
-        reason, key = self.check(path, expected_build_id)
+        reason, key = self.check(path, expected_build_id, owner)
         if reason or key is None:
             return [Site(o, MODULE_OFFSET, reason=reason) for o in offsets]
         assert expected_build_id is not None
+        checked = owner is not None and owner.uid != 0
         try:
-            index = self._index(key, expected_build_id.lower())
+            index = self._index(key, expected_build_id.lower(), checked)
             return [index.site(o) for o in offsets]
         except (OSError, ELFError, ValueError, KeyError, IndexError, AssertionError) as exc:
             why = f"the module's symbols could not be read ({type(exc).__name__}: {exc})"
+            if checked and isinstance(exc, OSError):  # swapped or gone since the walk
+                why = NOT_READABLE.format(path=path)
             return [Site(o, MODULE_OFFSET, reason=why) for o in offsets]
 
     def close(self) -> None:

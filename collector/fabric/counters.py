@@ -145,54 +145,71 @@ class DeltaTracker:
     `min_dt_ns` is the shortest interval a delta may span: a port read again sooner (e.g.
     right after a slow re-discovery) is left out of the result and its previous sample
     stays the base, so its next delta spans the whole time and no rate is ever taken over
-    a few milliseconds (where one MAD burst would read as a spike).
+    a few milliseconds (where one MAD burst would read as a spike). The previous values
+    are kept in arrays (one row per port ever seen, by `_row`), so a sweep's deltas are
+    computed for all its ports at once (a sweep has one row per port).
     """
 
     def __init__(self, min_dt_ns: int = 0) -> None:
         self.min_dt_ns = min_dt_ns
-        self._prev: dict[tuple[int, int], tuple[np.ndarray, bool, int, np.ndarray]] = {}
+        self._row: dict[tuple[int, int], int] = {}
+        self._values = np.zeros((0, N_COUNTERS), dtype=np.uint64)
+        self._extended = np.zeros(0, dtype=bool)
+        self._t_ns = np.zeros(0, dtype=np.int64)
+
+    def _rows(self, sweep: RawSweep) -> np.ndarray:
+        """The memory row of each of the sweep's ports (-1: not seen before)."""
+        get = self._row.get
+        keys = zip(sweep.guids.tolist(), sweep.ports.tolist(), strict=True)
+        return np.array([get(key, -1) for key in keys], dtype=np.int64)
 
     def update(self, sweep: RawSweep) -> DeltaSweep:
         """Deltas of `sweep` against the previous values; remember `sweep` (less the ports
         read sooner than `min_dt_ns` after their previous sample: left out)."""
-        if self.min_dt_ns:
-            early = np.array(
-                [
-                    (prev := self._prev.get((int(g), int(p)))) is not None
-                    and sweep.t_end_ns - prev[2] < self.min_dt_ns
-                    for g, p in zip(sweep.guids, sweep.ports, strict=True)
-                ],
-                dtype=bool,
-            )
+        rows = self._rows(sweep)
+        seen = rows >= 0
+        if self.min_dt_ns and seen.any():
+            early = seen & (sweep.t_end_ns - self._t_ns[np.where(seen, rows, 0)] < self.min_dt_ns)
             if early.any():
-                sweep = sweep.select(~early)
-        n = len(sweep)
-        deltas = np.zeros((n, N_COUNTERS), dtype=np.int64)
-        known = np.zeros((n, N_COUNTERS), dtype=bool)
-        flags = np.zeros(n, dtype=np.int64)
-        dt = np.zeros(n, dtype=np.int64)
+                sweep, rows, seen = sweep.select(~early), rows[~early], seen[~early]
+        rows = self._add(sweep, rows)
+        cur, sat, ext = sweep.values, sweep.saturated, sweep.extended
+        prev = self._values[rows]
+        # a delta needs a previous value read through the same attribute (width)
+        comparable = seen & (self._extended[rows] == ext)
+        reset = comparable[:, None] & (cur < prev)
+        counted = comparable[:, None] & ~reset
+        deltas = np.where(counted, (cur - prev).astype(np.int64), 0)
+        known = counted & ~sat
         bit = np.int64(1) << np.arange(N_COUNTERS, dtype=np.int64)
-        for i in range(n):
-            key = (int(sweep.guids[i]), int(sweep.ports[i]))
-            cur = sweep.values[i]
-            sat = sweep.saturated[i]
-            prev = self._prev.get(key)
-            f = int((bit * sat).sum()) << SATURATED_SHIFT
-            if sweep.extended[i]:
-                f |= FLAG_EXTENDED
-            if prev is not None and prev[1] == bool(sweep.extended[i]):
-                pvals = prev[0]
-                reset = cur < pvals
-                deltas[i, ~reset] = (cur[~reset] - pvals[~reset]).astype(np.int64)
-                known[i] = ~reset & ~sat
-                f |= int((bit * reset).sum()) << RESET_SHIFT
-                dt[i] = sweep.t_end_ns - prev[2]
-            flags[i] = f
-            self._prev[key] = (cur.copy(), bool(sweep.extended[i]), sweep.t_end_ns, sat)
+        flags = (sat * bit).sum(axis=1) << SATURATED_SHIFT
+        flags |= (reset * bit).sum(axis=1) << RESET_SHIFT
+        flags |= np.where(ext, FLAG_EXTENDED, 0)
+        dt = np.where(comparable, sweep.t_end_ns - self._t_ns[rows], 0).astype(np.int64)
+        self._values[rows] = cur
+        self._extended[rows] = ext
+        self._t_ns[rows] = sweep.t_end_ns
         return DeltaSweep(sweep, deltas, known, flags.astype(np.int32), dt)
+
+    def _add(self, sweep: RawSweep, rows: np.ndarray) -> np.ndarray:
+        """`rows` with a new row of memory for each port not seen before (-1)."""
+        new = np.flatnonzero(rows < 0)
+        if not len(new):
+            return rows
+        rows = rows.copy()
+        rows[new] = np.arange(len(self._t_ns), len(self._t_ns) + len(new))
+        keys = zip(sweep.guids[new].tolist(), sweep.ports[new].tolist(), strict=True)
+        self._row.update(zip(keys, rows[new].tolist(), strict=True))
+        self._values = np.concatenate([self._values, np.zeros((len(new), N_COUNTERS), np.uint64)])
+        self._extended = np.concatenate([self._extended, np.zeros(len(new), dtype=bool)])
+        self._t_ns = np.concatenate([self._t_ns, np.zeros(len(new), dtype=np.int64)])
+        return rows
 
     def forget(self, keep: set[tuple[int, int]]) -> None:
         """Drop the memory of ports not in `keep` (gone from the topology)."""
-        for key in list(self._prev):
-            if key not in keep:
-                del self._prev[key]
+        kept = [(key, row) for key, row in self._row.items() if key in keep]
+        old = np.array([row for _, row in kept], dtype=np.int64)
+        self._row = {key: i for i, (key, _) in enumerate(kept)}
+        self._values = self._values[old]
+        self._extended = self._extended[old]
+        self._t_ns = self._t_ns[old]

@@ -19,7 +19,10 @@ periodic re-discovery. (An HCA's end of a link that is down cannot be reached th
 the fabric; its switch end tells. The probes ride in the sweep's pipelined MAD pass, a
 small SMP each.) A port that misses `missed_sweeps` sweeps in a row loses its newest
 sample: its load and errors read unknown, never the last ones seen. Warnings are rate-
-limited per kind.
+limited per kind. What a step finds is stored by the sampler's SweepWriter
+(collector/fabric/writer.py), off the sweep schedule once the loop runs: a slow database
+delays the storing, never the next sweep (sweeps waiting are bounded; one dropped when
+more wait is counted and logged).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from collector.fabric.store import FabricStore
 from collector.fabric.sysfs import SYSFS_ROOT, SysfsSource
 from collector.fabric.topology import PHYS_DISABLED, PORT_DOWN, End, NodeType, Topology
 from collector.fabric.verbs import optional_verbs
+from collector.fabric.writer import DEFAULT_PENDING, SweepWriter
 from stacklens.constants import PORT_COUNTERS
 from stacklens.settings import Settings
 from stacklens.timings import Timings
@@ -144,7 +148,8 @@ class FabricSampler:
 
     `source` is sampled as given; with `finder`, the source is (re)opened whenever the
     finder's key changes (checked before every step), and the sampler starts afresh
-    (topology, counter memory) on the new one.
+    (topology, counter memory) on the new one. `store_queue`: sweeps that may wait to be
+    stored (`writer`) before the oldest waiting one is dropped.
     """
 
     def __init__(
@@ -156,6 +161,7 @@ class FabricSampler:
         min_sample_s: float = 0.0,
         missed_sweeps: int = 3,
         finder: SourceFinder | None = None,
+        store_queue: int = DEFAULT_PENDING,
     ):
         self.source = source
         self.finder = finder
@@ -170,8 +176,11 @@ class FabricSampler:
         self.sweeps = 0
         self.discoveries = 0
         self.errors = 0
+        #: sampling steps that took longer than the period, so the next began late (/metrics)
+        self.behind = 0
         self.attached = 0  # sources opened by the finder
         self.warnings = RateLimitedLog()
+        self.writer = SweepWriter(self.store, self.warnings, store_queue)
         #: sweeps in a row each port of the topology did not answer
         self.missed: dict[End, int] = {}
         #: switch ports without a link (the switch ends of links that are down, and ports
@@ -181,7 +190,8 @@ class FabricSampler:
         #: one end of every link between two switches, probed every sweep (such a link can
         #: go down with both switches still answering): its PortState as last probed
         self.watched: dict[End, int] = {}
-        #: durations of the sweeps (read, delta, store) and of the discoveries (/metrics)
+        #: durations of the sweeps (read, deltas, handing the samples to the writer) and of
+        #: the discoveries (/metrics)
         self.sweep_timings = Timings()
         self.discovery_timings = Timings()
         #: ports that answered, and ports of the topology that did not, over all sweeps
@@ -191,14 +201,16 @@ class FabricSampler:
         self._last_discovery = 0.0
 
     async def start(self) -> None:
-        """Start the sampling loop."""
+        """Start the writer's thread and the sampling loop."""
+        self.writer.start()
         self._task = asyncio.create_task(self._run(), name="stacklens-fabric-sampler")
 
     async def stop(self) -> None:
-        """Stop the loop, the source and the database connection."""
+        """Stop the loop, store what waits, stop the source and the database connection."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        await asyncio.to_thread(self.writer.stop)
         await asyncio.to_thread(self._close)
 
     def _close_source(self) -> None:
@@ -223,7 +235,9 @@ class FabricSampler:
                 self.errors += 1
                 self.topology = None  # a restarted fabric or MAD layer: discover afresh
                 self.warnings.warning("sweep", "fabric sweep failed: %s", exc)
-            await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+            elapsed = time.monotonic() - started
+            self.behind += elapsed > self.interval_s
+            await asyncio.sleep(max(0.0, self.interval_s - elapsed))
 
     def attach(self) -> bool:
         """With a finder: (re)open the source if what is there changed; whether there is a
@@ -260,7 +274,7 @@ class FabricSampler:
             changes = self.topology.diff(topo) + self.topology.bounces(topo, downed or {})
         for change in changes:
             self.warnings.warning(change.kind, "fabric %s: %s", change.kind, change.subject)
-        self.store.write_topology(topo, time.time_ns(), changes)
+        self.writer.run(self.store.write_topology, topo, time.time_ns(), changes)
         self.tracker.forget(set(topo.ports))
         self.missed = {e: n for e, n in self.missed.items() if e in topo.ports}
         self.down = {
@@ -283,9 +297,12 @@ class FabricSampler:
     def step(self) -> None:
         """One sampling step: attach, re-discover when due, sweep (and probe the down
         ports), store the samples, retire the newest samples of ports that stopped
-        answering, re-discover at once when the sweep suggests a change."""
+        answering, re-discover at once when the sweep suggests a change. The database work
+        is handed to the writer."""
         if not self.attach():
             return
+        if self.writer.take_failed():
+            self.topology = None  # what the store knows is in doubt: write it afresh
         if self.topology is None or time.monotonic() - self._last_discovery >= self.rediscover_s:
             self.discover()
         started = time.monotonic()
@@ -293,10 +310,9 @@ class FabricSampler:
         ends = [*self.down, *self.watched] if topo else []
         probes = [(g, p, topo.port_lid((g, p))) for g, p in ends] if topo else []
         sweep = self.source.sweep(probes=probes) if probes else self.source.sweep()
-        if self.topology is None:
-            self.store.ensure_ports(sweep, time.time_ns())
         deltas = self.tracker.update(sweep)
-        self.store.write_samples(deltas)
+        # a source without topology (sysfs, replay): its ports are registered as they come
+        self.writer.samples(deltas, register=self.topology is None)
         self.sweep_timings.observe(time.monotonic() - started)
         self.sweeps += 1
         self.ports_answered += len(sweep.guids)
@@ -346,7 +362,7 @@ class FabricSampler:
             del self.missed[end]
         retire = [e for e in missing if self.missed[e] == self.missed_sweeps]
         if retire:
-            self.store.forget_latest(retire)
+            self.writer.run(self.store.forget_latest, retire)
             self.warnings.warning(
                 "silent",
                 "fabric: %d port(s) silent for %d sweeps, their load is unknown now (e.g. %s)",
@@ -372,5 +388,6 @@ def fabric_services(database_url: str, settings: Settings) -> list[FabricSampler
             min_sample_s=settings.fabric_min_sample_ms / 1000,
             missed_sweeps=settings.fabric_missed_sweeps,
             finder=finder,
+            store_queue=settings.fabric_store_queue,
         )
     ]

@@ -1,8 +1,11 @@
 """Fabric writer: topology upserts, fabric events, and port samples with binary COPY.
 
-Synchronous psycopg (the sampler calls it from a worker thread). GUIDs become signed
-bigints (two's complement). Samples go in one binary COPY per sweep, with NULL for every
-unknown delta (first sample, reset) encoded without a per-row Python loop.
+Synchronous psycopg (the sampler's writer thread calls it). GUIDs become signed bigints
+(two's complement). Samples go in one binary COPY per store of one or more sweeps, with
+NULL for every unknown delta (first sample, reset) encoded without a per-row Python loop,
+into a temporary staging table of the connection; the samples, the newest samples and
+the rollups are written from it (several sweeps stored at once cost one upsert per
+port and span, not one per sweep).
 
 In the transaction that stores a sweep, the store also keeps:
 - each port's newest sample (`fabric_port_latest`);
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import psycopg
@@ -45,12 +48,23 @@ from stacklens.constants import (
 _SAMPLE_COLUMNS = (
     ["port_id", "ts_ns", "dt_ns", "flags"] + list(PORT_COUNTERS) + [f"d_{c}" for c in PORT_COUNTERS]
 )
-_SAMPLE_COPY = f"COPY fabric_port_samples ({', '.join(_SAMPLE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
-#: The sweep just copied (its rows share ts_ns) becomes each port's newest sample, unless
-#: a newer one is there already.
+#: The staging table of a connection: the samples being stored (emptied at commit).
+_STAGE = "fabric_sweep_stage"
+_STAGE_CREATE = (
+    f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE} (LIKE fabric_port_samples"
+    " INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+)
+_SAMPLE_COPY = f"COPY {_STAGE} ({', '.join(_SAMPLE_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+_STAGE_STORE = (
+    f"INSERT INTO fabric_port_samples ({', '.join(_SAMPLE_COLUMNS)})"
+    f" SELECT {', '.join(_SAMPLE_COLUMNS)} FROM {_STAGE}"
+)
+#: The newest staged sample of each port becomes its newest sample, unless a newer one
+#: is there already.
 _LATEST_UPSERT = f"""
 INSERT INTO fabric_port_latest ({", ".join(_SAMPLE_COLUMNS)})
-SELECT {", ".join(_SAMPLE_COLUMNS)} FROM fabric_port_samples WHERE ts_ns = %s
+SELECT DISTINCT ON (port_id) {", ".join(_SAMPLE_COLUMNS)} FROM {_STAGE}
+ORDER BY port_id, ts_ns DESC
 ON CONFLICT (port_id) DO UPDATE SET
     {", ".join(f"{c} = EXCLUDED.{c}" for c in _SAMPLE_COLUMNS[1:])}
 WHERE EXCLUDED.ts_ns >= fabric_port_latest.ts_ns
@@ -60,41 +74,37 @@ ROLLUPS = (
     ("fabric_port_minutes", "minute_ns", MINUTE_NS),
     ("fabric_port_10s", "start_ns", TEN_S_NS),
 )
-#: Columns of a rollup after its key, and each one's value for one sample and its sum with
-#: the rollup's (null-aware: the sum of the known deltas, null while none known).
+#: Columns of a rollup after its key, and each one's value over a span's samples and its
+#: sum with the rollup's (null-aware: the sum of the known deltas, null while none known).
 _ROLLUP_VALUES = {
-    "samples": ("1", "m.samples + EXCLUDED.samples"),
-    "last_ns": ("ts_ns", "greatest(m.last_ns, EXCLUDED.last_ns)"),
-    "flags": ("flags", "m.flags | EXCLUDED.flags"),
-    **{f"d_{c}": (f"d_{c}", f"coalesce(m.d_{c} + EXCLUDED.d_{c}, m.d_{c}, EXCLUDED.d_{c})")
+    "samples": ("count(*)", "m.samples + EXCLUDED.samples"),
+    "last_ns": ("max(ts_ns)", "greatest(m.last_ns, EXCLUDED.last_ns)"),
+    "flags": ("bit_or(flags)", "m.flags | EXCLUDED.flags"),
+    **{f"d_{c}": (f"sum(d_{c})", f"coalesce(m.d_{c} + EXCLUDED.d_{c}, m.d_{c}, EXCLUDED.d_{c})")
        for c in PORT_COUNTERS},
-    **{f"t_{c}": (f"CASE WHEN d_{c} IS NOT NULL AND dt_ns > 0 THEN dt_ns ELSE 0 END",
+    **{f"t_{c}": (f"coalesce(sum(dt_ns) FILTER (WHERE d_{c} IS NOT NULL AND dt_ns > 0), 0)",
                   f"m.t_{c} + EXCLUDED.t_{c}") for c in RATE_COUNTERS},
 }  # fmt: skip
-#: Per rollup table: the samples just copied (their ports, their sweep's ts_ns) added to
-#: their span's row; a sweep written in parts adds each part once.
+#: Per rollup table: the staged samples added to their span's row (one upsert per port
+#: and span, however many sweeps are staged).
 _ROLLUP_UPSERTS = [
     f"""
 INSERT INTO {table} AS m (port_id, {key}, {", ".join(_ROLLUP_VALUES)})
 SELECT port_id, ts_ns / {span} * {span}, {", ".join(v for v, _ in _ROLLUP_VALUES.values())}
-FROM fabric_port_samples WHERE ts_ns = %s AND port_id = ANY(%s)
+FROM {_STAGE} GROUP BY 1, 2
 ON CONFLICT (port_id, {key}) DO UPDATE SET
     {", ".join(f"{c} = {add}" for c, (_, add) in _ROLLUP_VALUES.items())}
 """
     for table, key, span in ROLLUPS
 ]
 _ERROR_COLUMNS = np.array([PORT_COUNTERS.index(c) for c in ERROR_COUNTERS])
-_KNOWN_TIME = ", ".join(
-    f"coalesce(sum(dt_ns) FILTER (WHERE d_{c} IS NOT NULL AND dt_ns > 0), 0)" for c in RATE_COUNTERS
-)
 #: Per rollup table: its rows of the spans in [lo, hi) recomputed from the stored samples.
 _ROLLUP_REBUILDS = [
     (
         f"DELETE FROM {table} WHERE {key} >= %(lo)s AND {key} < %(hi)s",
         f"""
 INSERT INTO {table} (port_id, {key}, {", ".join(_ROLLUP_VALUES)})
-SELECT port_id, ts_ns / {span} * {span}, count(*), max(ts_ns), bit_or(flags),
-       {", ".join(f"sum(d_{c})" for c in PORT_COUNTERS)}, {_KNOWN_TIME}
+SELECT port_id, ts_ns / {span} * {span}, {", ".join(v for v, _ in _ROLLUP_VALUES.values())}
 FROM fabric_port_samples WHERE ts_ns >= %(lo)s AND ts_ns < %(hi)s
 GROUP BY 1, 2
 """,
@@ -126,6 +136,8 @@ class FabricStore:
         self.port_names: dict[int, str] = {}
         #: port id -> its open error burst (read from the database at the first sweep)
         self.bursts: dict[int, _Burst] | None = None
+        #: the connection whose staging table exists
+        self._stage_of: psycopg.Connection | None = None
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
@@ -302,8 +314,40 @@ class FabricStore:
             return cur.rowcount
 
     def write_samples(self, sweep: DeltaSweep) -> int:
-        """COPY one sweep's samples (ports without a known port id are skipped) and make
-        them the ports' newest (fabric_port_latest), in one transaction; row count."""
+        """Store one sweep's samples (write_sweeps); row count."""
+        return self.write_sweeps([sweep])
+
+    def write_sweeps(self, sweeps: list[DeltaSweep]) -> int:
+        """COPY these sweeps' samples (in time order; ports without a known port id are
+        skipped), make the newest of each port its newest sample (fabric_port_latest), add
+        them to the rollups and track the error bursts sweep after sweep, in one
+        transaction; row count."""
+        staged = [part for part in map(self._staged, sweeps) if part is not None]
+        if not staged:
+            return 0
+        columns = []
+        for c, (kind, _, _) in enumerate(staged[0].columns):
+            nulls = [null for part in staged if (null := part.columns[c][2]) is not None]
+            values = np.concatenate([part.columns[c][1] for part in staged])
+            columns.append((kind, values, np.concatenate(nulls) if nulls else None))
+        conn = self._connection()
+        self.partitions.ensure_sync(conn, sorted({day_of(s.raw.t_end_ns) for s in sweeps}))
+        with conn.transaction(), conn.cursor() as cur:
+            if self._stage_of is not conn:
+                cur.execute(_STAGE_CREATE)
+            with cur.copy(_SAMPLE_COPY) as copy:
+                copy.write(binary_copy(columns))
+            cur.execute(_STAGE_STORE)
+            cur.execute(_LATEST_UPSERT)
+            for upsert in _ROLLUP_UPSERTS:
+                cur.execute(upsert)
+            for part in staged:
+                self._bursts_of(cur, part)
+        self._stage_of = conn
+        return sum(len(part.ids) for part in staged)
+
+    def _staged(self, sweep: DeltaSweep) -> _Staged | None:
+        """A sweep's samples as COPY columns (None if no port of it has a port id)."""
         raw = sweep.raw
         ids = np.array(
             [
@@ -315,7 +359,7 @@ class FabricStore:
         sel = ids >= 0
         n = int(sel.sum())
         if not n:
-            return 0
+            return None
         columns: list[tuple[str, np.ndarray, np.ndarray | None]] = [
             ("int4", ids[sel], None),
             ("int8", np.full(n, raw.t_end_ns, dtype=np.int64), None),
@@ -328,23 +372,20 @@ class FabricStore:
         columns += [
             ("int8", sweep.deltas[sel][:, c], ~known[:, c]) for c in range(len(PORT_COUNTERS))
         ]
-        conn = self._connection()
-        self.partitions.ensure_sync(conn, [day_of(raw.t_end_ns)])
-        with conn.transaction(), conn.cursor() as cur:
-            with cur.copy(_SAMPLE_COPY) as copy:
-                copy.write(binary_copy(columns))
-            cur.execute(_LATEST_UPSERT, (raw.t_end_ns,))
-            written = ids[sel].tolist()
-            for upsert in _ROLLUP_UPSERTS:
-                cur.execute(upsert, (raw.t_end_ns, written))
-            errors = np.where(known[:, _ERROR_COLUMNS], sweep.deltas[sel][:, _ERROR_COLUMNS], 0)
-            erroring = np.asarray((errors > 0).any(axis=1))
-            # a saturated counter can show no more errors: it does not keep a burst open
-            saturated = (sweep.flags[sel, None] >> (SATURATED_SHIFT + _ERROR_COLUMNS)) & 1
-            quiet = (known[:, _ERROR_COLUMNS] | (saturated == 1)).all(axis=1) & ~erroring
-            self._track_bursts(cur, raw.t_end_ns, ids[sel], sweep.dt_ns[sel], errors, erroring)
-            self._close_bursts(cur, ids[sel][quiet].tolist())
-        return n
+        return _Staged(columns, sweep, sel, ids[sel])
+
+    def _bursts_of(self, cur: psycopg.Cursor, staged: _Staged) -> None:
+        """Open, extend and close the error bursts of a staged sweep's ports."""
+        sweep, sel, ids = staged.sweep, staged.sel, staged.ids
+        known = sweep.known[sel]
+        deltas = sweep.deltas[sel]
+        errors = np.where(known[:, _ERROR_COLUMNS], deltas[:, _ERROR_COLUMNS], 0)
+        erroring = np.asarray((errors > 0).any(axis=1))
+        # a saturated counter can show no more errors: it does not keep a burst open
+        saturated = (sweep.flags[sel, None] >> (SATURATED_SHIFT + _ERROR_COLUMNS)) & 1
+        quiet = (known[:, _ERROR_COLUMNS] | (saturated == 1)).all(axis=1) & ~erroring
+        self._track_bursts(cur, sweep.raw.t_end_ns, ids, sweep.dt_ns[sel], errors, erroring)
+        self._close_bursts(cur, ids[quiet].tolist())
 
     def rebuild_rollups(self, lo_ns: int, hi_ns: int) -> int:
         """Recompute the rollups (per minute, per 10 s) of the whole minutes in [lo_ns,
@@ -418,6 +459,16 @@ class FabricStore:
                 "UPDATE fabric_events SET end_ns = %s WHERE id = %s",
                 [(b.last_ns, b.event_id) for b in closing],
             )
+
+
+class _Staged(NamedTuple):
+    """A sweep's samples to store: COPY columns (binary_copy's form) of its rows with a
+    port id (`sel`), and their port ids."""
+
+    columns: list[tuple[str, np.ndarray, np.ndarray | None]]
+    sweep: DeltaSweep
+    sel: np.ndarray
+    ids: np.ndarray
 
 
 @dataclass

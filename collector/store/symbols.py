@@ -9,11 +9,15 @@
   launch frame (wire table site_symbol), one per (owner, build-id, offset): they label
   only the jobs of the owner whose credential sent them;
 - `callsite_fallbacks`: frames the resolver could not read (module missing, unreadable,
-  rebuilt since the run, stripped of every symbol), with the reason and when it was tried,
-  per (module path, build-id, offset), so reads say why. A fallback stands until it is
-  older than the resolver's retry period: then its frame is pending again (the file may
-  have appeared, been restored or become readable); an answer replaces it (the fallback
-  row is deleted) and is never tried again, so a frame is never downgraded.
+  not readable by the job's owner, rebuilt since the run, stripped of every symbol), with
+  the reason and when it was tried, per (owner, module path, build-id, offset), so reads
+  say why: a reason is read from the file as one owner may see it (stacklens/symbols.
+  owner_access), so it is shown to that owner's jobs only, and another owner's frame of
+  the same file is resolved for its own owner. A fallback stands until it is older than
+  the resolver's retry period: then its frame is pending again (the file may have
+  appeared, been restored or become readable); an answer replaces it (every owner's
+  fallback row of the frame is deleted: the answer serves every job naming the path) and
+  is never tried again, so a frame is never downgraded.
 
 The resolver (collector/resolver.py) asks `pending` for the frames of the jobs that just
 received call sites and stores with `store_resolved`; the launch writer stores a node's
@@ -29,8 +33,9 @@ from typing import Any
 import psycopg
 
 #: A frame `p` (callsite_paths) of job `j` with a build-id, a module and a known offset that
-#: no stored row answers: a node's answer for the job's owner, the resolver's answer or its
-#: fallback for that path tried since %(retry_before)s. A Python frame (build-id 'py:...')
+#: no stored row answers: a node's answer for the job's owner, the resolver's answer for
+#: that path, or its fallback for that path and the job's owner tried since
+#: %(retry_before)s. A Python frame (build-id 'py:...')
 #: names itself: never pending.
 _UNANSWERED = """p.build_id <> '' AND p.module <> '' AND p.site_offset <> 0
   AND p.build_id NOT LIKE 'py:%%'
@@ -41,16 +46,18 @@ _UNANSWERED = """p.build_id <> '' AND p.module <> '' AND p.site_offset <> 0
                   WHERE n.owner_uid = j.owner_uid AND n.build_id = p.build_id
                     AND n.site_offset = p.site_offset)
   AND NOT EXISTS (SELECT 1 FROM callsite_fallbacks f
-                  WHERE f.module = p.module AND f.build_id = p.build_id
-                    AND f.site_offset = p.site_offset AND f.resolved_ns >= %(retry_before)s)
+                  WHERE f.owner_uid = j.owner_uid AND f.module = p.module
+                    AND f.build_id = p.build_id AND f.site_offset = p.site_offset
+                    AND f.resolved_ns >= %(retry_before)s)
 """
 
-#: The unanswered frames of the jobs given; at most %(limit)s of them a pass.
+#: The unanswered frames of the jobs given, with their jobs' owners; at most %(limit)s of
+#: them a pass.
 _PENDING = f"""
-SELECT DISTINCT p.module, p.build_id, p.site_offset
+SELECT DISTINCT j.owner_uid, p.module, p.build_id, p.site_offset
 FROM callsite_paths p JOIN jobs j ON j.id = p.job_id
 WHERE p.job_id = ANY(%(jobs)s) AND {_UNANSWERED}
-ORDER BY p.module, p.build_id, p.site_offset
+ORDER BY j.owner_uid, p.module, p.build_id, p.site_offset
 LIMIT %(limit)s
 """
 
@@ -69,7 +76,7 @@ SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[
 ON CONFLICT (module, build_id, site_offset) DO NOTHING
 """
 
-#: The fallbacks of frames now answered.
+#: The fallbacks of frames now answered, every owner's.
 _DELETE_FALLBACKS = """
 DELETE FROM callsite_fallbacks f
 USING unnest(%s::text[], %s::text[], %s::bigint[]) AS a(module, build_id, site_offset)
@@ -77,9 +84,10 @@ WHERE f.module = a.module AND f.build_id = a.build_id AND f.site_offset = a.site
 """
 
 _INSERT_FALLBACKS = """
-INSERT INTO callsite_fallbacks (module, build_id, site_offset, reason, resolved_ns)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::bigint[])
-ON CONFLICT (module, build_id, site_offset)
+INSERT INTO callsite_fallbacks (owner_uid, module, build_id, site_offset, reason, resolved_ns)
+SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::bigint[], %s::text[],
+                     %s::bigint[])
+ON CONFLICT (owner_uid, module, build_id, site_offset)
 DO UPDATE SET reason = EXCLUDED.reason, resolved_ns = EXCLUDED.resolved_ns
 """
 
@@ -100,14 +108,15 @@ ANSWER = ("quality", "function", "function_offset", "file", "line", "reason")
 
 def pending(
     conn: psycopg.Connection, jobs: Sequence[int], retry_before_ns: int, limit: int = 100_000
-) -> list[tuple[str, str, int]]:
-    """(module, build-id, offset) of the jobs' frames that no stored row answers yet (a
-    fallback tried before `retry_before_ns` answers no more)."""
+) -> list[tuple[int, str, str, int]]:
+    """(owner uid, module, build-id, offset) of the jobs' frames that no stored row answers
+    yet for the owner of a job naming them (a fallback tried before `retry_before_ns`
+    answers no more)."""
     if not jobs:
         return []
     params = {"jobs": list(jobs), "limit": limit, "retry_before": retry_before_ns}
     rows = conn.execute(_PENDING, params).fetchall()
-    return [(str(m), str(b), int(o)) for m, b, o in rows]
+    return [(int(u), str(m), str(b), int(o)) for u, m, b, o in rows]
 
 
 def jobs_pending(conn: psycopg.Connection, since_ns: int, retry_before_ns: int) -> list[int]:
@@ -120,15 +129,17 @@ def jobs_pending(conn: psycopg.Connection, since_ns: int, retry_before_ns: int) 
 def store_resolved(
     conn: psycopg.Connection,
     answers: Iterable[tuple[str, str, int, dict[str, Any]]],
-    fallbacks: Iterable[tuple[str, str, int, str]],
+    fallbacks: Iterable[tuple[int, str, str, int, str]],
 ) -> None:
     """Store the resolver's answers ((module, build-id, offset, ANSWER fields): what the
-    file at that path said), deleting their frames' fallbacks, and fallbacks ((module,
-    build-id, offset, reason), replacing an older fallback's reason and time); an answer
-    stored before stays (the same file gives the same answer)."""
+    file at that path said), deleting their frames' fallbacks (every owner's), and
+    fallbacks ((owner uid, module, build-id, offset, reason): for that owner's jobs only,
+    replacing an older fallback's reason and time); an answer stored before stays (the
+    same file gives the same answer)."""
     now = time.time_ns()
     a = list(answers)
-    f = list(fallbacks)
+    answered = {x[:3] for x in a}
+    f = [x for x in fallbacks if x[1:4] not in answered]  # another owner's read answered it
     if a:
         conn.execute(_INSERT_SYMBOLS, (
             [x[0] for x in a], [x[1] for x in a], [x[2] for x in a],
@@ -138,7 +149,7 @@ def store_resolved(
     if f:
         conn.execute(_INSERT_FALLBACKS, (
             [x[0] for x in f], [x[1] for x in f], [x[2] for x in f], [x[3] for x in f],
-            [now] * len(f)))  # fmt: skip
+            [x[4] for x in f], [now] * len(f)))  # fmt: skip
 
 
 async def store_node_symbols(

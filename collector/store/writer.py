@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from collector.codec import FrameBatch, encode_arrays, frame_addresses
+from collector.codec import FrameBatch, encode_arrays, frame_addresses, join_info
 from collector.store.copy import COPY_SIGNATURE, COPY_TRAILER, binary_copy
 from collector.store.jobs import JOB_STATUS, UPSERT_JOBS
 from collector.store.launches import LaunchRecord, launch_records, store_launches
@@ -83,11 +83,12 @@ _LAST_ORDINALS = "SELECT job_id, max(ordinal) FROM runs WHERE job_id = ANY(%b::b
 
 _CREATE_RUNS = """
 INSERT INTO runs (job_id, run_key, ordinal, kind, label, world_size, command, "user", status,
-                  started_ns, last_seen_ns, launch_key, exe_build_id)
-SELECT j, k, o, kind, label, size, command, u, 'running', s, e, l, b
+                  started_ns, last_seen_ns, launch_key, exe_build_id, exe_path)
+SELECT j, k, o, kind, label, size, command, u, 'running', s, e, l, b, x
 FROM unnest(%b::bigint[], %b::bigint[], %b::int[], %b::text[], %b::text[], %b::int[],
-            %b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::text[])
-     AS v(j, k, o, kind, label, size, command, u, s, e, l, b)
+            %b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::text[],
+            %b::text[])
+     AS v(j, k, o, kind, label, size, command, u, s, e, l, b, x)
 RETURNING job_id, run_key, id
 """
 
@@ -183,11 +184,11 @@ ON CONFLICT (job_id, run_id, world_rank) DO UPDATE SET
 # with ordinal 0, and the RETURNING ids tell (the transaction is then rolled back).
 _UPSERT_RUNS = """
 INSERT INTO runs (job_id, run_key, ordinal, kind, label, world_size, command, "user", status,
-                  started_ns, last_seen_ns, launch_key, exe_build_id)
-SELECT j, k, 0, kind, label, size, command, u, 'running', s, e, l, b
+                  started_ns, last_seen_ns, launch_key, exe_build_id, exe_path)
+SELECT j, k, 0, kind, label, size, command, u, 'running', s, e, l, b, x
 FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::int[], %b::text[],
-            %b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::text[])
-     AS v(j, k, kind, label, size, command, u, s, e, l, b)
+            %b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::text[], %b::text[])
+     AS v(j, k, kind, label, size, command, u, s, e, l, b, x)
 ON CONFLICT (job_id, run_key) DO UPDATE SET
     world_size = CASE WHEN runs.kind = 'mpi' THEN GREATEST(runs.world_size, EXCLUDED.world_size)
                  ELSE (SELECT count(*) FROM run_processes p WHERE p.run_id = runs.id) END,
@@ -198,7 +199,8 @@ ON CONFLICT (job_id, run_key) DO UPDATE SET
     command = COALESCE(runs.command, EXCLUDED.command),
     "user" = COALESCE(runs."user", EXCLUDED."user"),
     launch_key = COALESCE(runs.launch_key, EXCLUDED.launch_key),
-    exe_build_id = COALESCE(runs.exe_build_id, EXCLUDED.exe_build_id)
+    exe_build_id = COALESCE(runs.exe_build_id, EXCLUDED.exe_build_id),
+    exe_path = COALESCE(runs.exe_path, EXCLUDED.exe_path)
 RETURNING id
 """
 
@@ -316,7 +318,7 @@ class _Frames:
 
     def __init__(self, batches: list[FrameBatch]):
         self.batches = batches
-        self.info = np.concatenate([b.info for b in batches]) if len(batches) > 1 else (
+        self.info = join_info([b.info for b in batches]) if len(batches) > 1 else (
             batches[0].info)  # fmt: skip
         sizes = [len(b) for b in batches]
         self._batch = np.repeat(np.arange(len(batches)), sizes)
@@ -364,22 +366,23 @@ class _Frames:
         return text or None
 
     def rank_info(self, i: int) -> tuple[str | None, str | None, str | None, int | None,
-                                         str | None]:  # fmt: skip
-        """(command, user, run label, launch id: two's complement, executable's build-id)
-        of frame i, Nones if it carries no rank information (and for an empty user, label
-        or build-id, a launch id 0). The user of a proven frame is its owner's name (what
-        the read side filters on, server/access/owner.py), never the name claimed."""
+                                         str | None, str | None]:  # fmt: skip
+        """(command, user, run label, launch id: two's complement, executable's build-id,
+        executable's path) of frame i, Nones if it carries no rank information (and for an
+        empty user, label, build-id or path, a launch id 0). The user of a proven frame is
+        its owner's name (what the read side filters on, server/access/owner.py), never
+        the name claimed."""
         info = self.records(i, "rank_info")
         if not len(info):
-            return None, None, None, None, None
-        command, user, label, build = (
+            return None, None, None, None, None, None
+        command, user, label, build, path = (
             bytes(info[name][0]).split(b"\0", 1)[0].decode("utf-8", "replace")
-            for name in ("command", "user", "run_label", "exe_build_id")
+            for name in ("command", "user", "run_label", "exe_build_id", "exe_path")
         )
         if self.batches[self._batch[i]].proven:
             user = user_name(int(self.owner[i]))
         launch = int(info["launch_id"][0].astype(np.int64))
-        return command, user or None, label or None, launch or None, build or None
+        return command, user or None, label or None, launch or None, build or None, path or None
 
 
 @lru_cache(maxsize=4096)
@@ -842,7 +845,8 @@ _MAX_IDS_SEEN = 1 << 16
 #: Columns of FrameWriter._register's new runs, in _CREATE_RUNS order (ordinal inserted
 #: third).
 _RUN_COLUMNS = ("job_id", "run_key", "kind", "label", "world_size", "command", "user",
-                "started_ns", "last_seen_ns", "launch_key", "exe_build_id")  # fmt: skip
+                "started_ns", "last_seen_ns", "launch_key", "exe_build_id",
+                "exe_path")  # fmt: skip
 
 
 class _StaleIds(Exception):
@@ -881,15 +885,17 @@ class _Runs:
         self.labels: list[str | None] = [None] * n_runs
         self.launches: list[int | None] = [None] * n_runs
         self.builds: list[str | None] = [None] * n_runs
+        self.exe_paths: list[str | None] = [None] * n_runs
         rank_info = wire.SPEC.table("rank_info").id
         for i in np.flatnonzero(info["count"][:, rank_info]).tolist():
             g = self.run_group[i]
-            command, user, label, launch, build = frames.rank_info(i)
+            command, user, label, launch, build, exe_path = frames.rank_info(i)
             self.commands[g] = self.commands[g] or command
             self.users[g] = self.users[g] or user
             self.labels[g] = self.labels[g] or label
             self.launches[g] = self.launches[g] or launch
             self.builds[g] = self.builds[g] or build
+            self.exe_paths[g] = self.exe_paths[g] or exe_path
         # A proven run is its owner's whatever its frames carry (the read side filters on
         # the user name): also a run whose frames have no rank information.
         for g, i in enumerate(run_first.tolist()):
@@ -940,6 +946,7 @@ class _Runs:
             "last_seen_ns": self.end.tolist(),
             "launch_key": self.launches,
             "exe_build_id": self.builds,
+            "exe_path": self.exe_paths,
         }
 
     def params(self, job_ids: np.ndarray) -> tuple[Any, ...]:
@@ -1040,6 +1047,7 @@ class _Plan:
         if fresh is None:
             fresh, _, _ = _groups(ids.frame_run, ids.frame_rank, info["seq"])  # sorted by key
         self.fresh = fresh
+        self._counts = info["count"][fresh]  # records per table of each fresh frame
         self._keys = (ids.frame_run[fresh].tolist(), ids.frame_rank[fresh].tolist(),
                       info["seq"][fresh].tolist())  # fmt: skip
         self._statements = self._marks() + self._ranks()  # the order rows are locked in
@@ -1066,7 +1074,7 @@ class _Plan:
         frames, fresh = self.frames, self.fresh
         for table, (fold, reason) in folds.items():
             spec = wire.SPEC.table(table)
-            present = fresh[np.flatnonzero(frames.info["count"][fresh, spec.id])]  # as _copy
+            present = fresh[np.flatnonzero(self._counts[:, spec.id])]  # as _copy
             if not len(present):
                 continue
             values, frame = frames.field(present, table, field)
@@ -1151,49 +1159,55 @@ class _Plan:
         return self._copies
 
     def _ranks(self) -> list[tuple[str, tuple[Any, ...]]]:
-        """One upsert row per (run, rank): seen times, finished flag, health deltas summed."""
-        fresh, ids = self.fresh, self.ids
-        info, run_ids = self.frames.info[fresh], ids.frame_run[fresh]
-        if not len(info):
+        """One upsert row per (run, rank): seen times, finished flag, health deltas summed.
+        Only the fields used are taken from the frames' records (not whole records), flags
+        are set by index (an OR), and the health deltas, zero but for spooling senders, are
+        summed only when one is not."""
+        fresh, ids, every = self.fresh, self.ids, self.frames.info
+        run_ids = ids.frame_run[fresh]
+        if not len(fresh):
             return []
         first, group, n = _groups(run_ids, ids.frame_rank[fresh])
         start = np.full(n, np.iinfo(np.int64).max)
         end = np.zeros(n, dtype=np.int64)
-        finished = np.zeros(n, dtype=bool)
-        killed = np.zeros(n, dtype=bool)
-        aborted = np.zeros(n, dtype=bool)
-        unfinalized = np.zeros(n, dtype=bool)
-        np.minimum.at(start, group, info["t_start"].astype(np.int64))
-        np.maximum.at(end, group, info["t_end"].astype(np.int64))
-        np.logical_or.at(finished, group, np.isin(info["frame_type"], FINAL_TYPES))
-        np.logical_or.at(killed, group, info["frame_type"] == FrameType.KILLED)
-        np.logical_or.at(aborted, group, info["frame_type"] == FrameType.ABORTED)
-        np.logical_or.at(unfinalized, group, info["frame_type"] == FrameType.EXITED)
+        np.minimum.at(start, group, every["t_start"][fresh].astype(np.int64))
+        np.maximum.at(end, group, every["t_end"][fresh].astype(np.int64))
+        frame_type = every["frame_type"][fresh]
+        flags = []
+        for ended in (np.isin(frame_type, FINAL_TYPES), frame_type == FrameType.KILLED,
+                      frame_type == FrameType.ABORTED, frame_type == FrameType.EXITED):  # fmt: skip
+            flag = np.zeros(n, dtype=bool)
+            flag[group[ended]] = True  # any frame of the rank
+            flags.append(flag.tolist())
         abort_codes: list[int | None] = [None] * n
-        for i in np.flatnonzero(info["frame_type"] == FrameType.ABORTED).tolist():
+        for i in np.flatnonzero(frame_type == FrameType.ABORTED).tolist():
             code = int(self.frames.records(int(self.fresh[i]), "abort")["errorcode"][0])
             abort_codes[group[i]] = code - (1 << 32) if code >> 31 else code  # a C int
         net: list[str | None] = [None] * n
-        for i in np.flatnonzero(info["count"][:, wire.SPEC.table("rank_info").id]).tolist():
+        for i in np.flatnonzero(every["count"][fresh, wire.SPEC.table("rank_info").id]).tolist():
             net[group[i]] = self.frames.net_devices(int(fresh[i]))
-        health = []
+        health: list[list[int]] = []
         for name in _HEALTH:  # exact sums (Python ints: a sum past 2^63 is refused, not wrapped)
+            values = every[name][fresh]
+            if not values.any():
+                health.append([0] * n)
+                continue
             total = np.zeros(n, dtype=object)
-            np.add.at(total, group, info[name].astype(object))
+            np.add.at(total, group, values.astype(object))
             health.append(total.tolist())
+        firsts = fresh[first]
         # ON CONFLICT DO UPDATE may not touch a row twice: hence one row per key.
         return [(_UPSERT_RANKS,
-                 (ids.frame_job[fresh][first].tolist(), run_ids[first].tolist(),
-                  ids.frame_rank[fresh][first].tolist(), _texts(info["host"][first]),
-                  info["pid"][first].tolist(), start.tolist(), end.tolist(), finished.tolist(),
-                  killed.tolist(), aborted.tolist(), unfinalized.tolist(), abort_codes, net,
-                  *health))]  # fmt: skip
+                 (ids.frame_job[firsts].tolist(), run_ids[first].tolist(),
+                  ids.frame_rank[firsts].tolist(), _texts(every["host"][firsts]),
+                  every["pid"][firsts].tolist(), start.tolist(), end.tolist(), *flags,
+                  abort_codes, net, *health))]  # fmt: skip
 
     def _marks(self) -> list[tuple[str, tuple[Any, ...]]]:
         """The rollup buckets to recompute: the minutes of the frames with records of a
         rolled-up table (p2p, op, coll, io: collector/store/rollups.py)."""
         info, fresh, ids = self.frames.info, self.fresh, self.ids
-        rolled = fresh[(info["count"][fresh][:, _ROLLED_IDS] > 0).any(axis=1)]
+        rolled = fresh[(self._counts[:, _ROLLED_IDS] > 0).any(axis=1)]
         if not len(rolled):
             return []
         minutes = info["t_end"][rolled].astype(np.int64) // MINUTE_NS * MINUTE_NS
@@ -1207,7 +1221,7 @@ class _Plan:
         """The COPY of one wire table of the fresh frames (a row per frame, or per record)."""
         frames, fresh, ids = self.frames, self.fresh, self.ids
         table_id = wire.SPEC.table(table.wire).id
-        counts = frames.info["count"][fresh, table_id]
+        counts = self._counts[:, table_id]
         held = frames.info["section"][fresh, table_id] if table.empty_rows else counts
         present = fresh[np.flatnonzero(held)]
         if not len(present):

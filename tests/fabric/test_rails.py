@@ -11,6 +11,14 @@ it has read its counters). One rail forced (all of host02's bytes on mlx5_0) ope
 `imbalance` incident on "rails of host02" at the second skewed sweep, never at the first,
 and it ends after the clear sweeps; the same bytes on both rails open nothing; the group's
 member loads over the window equal the bytes set, exactly.
+
+Then jobs (tests/fabric/rail_job.py) under Open MPI and MPICH, their ranks bound to rails
+as stacklens/rails.py models the libraries' choice: pinned by UCX_NET_DEVICES (Open MPI's
+pml ucx and MPICH's ch4:ucx, the device these MPIs were built with, read it alike), else
+rail (local rank mod rails): MPICH ch4:ofi's preferred NIC, Intel MPI's pinning, the
+usual UCX wrapper. The emulator moves the simulated counters by the same binding, so
+these check the binding end to end (hooks, ingest, attribution, detector) under both
+launchers, not which NIC a real MPI would open.
 """
 
 from __future__ import annotations
@@ -226,23 +234,36 @@ CHUNK = 2_000_000
 
 
 class RailJob:
-    """rail_job.py under `stacklens run` and Open MPI: ranks 0, 1 on host01, ranks 2, 3 on
-    host02 (STACKLENS_HOST), each exchanging with its partner on the other host; `pinned`:
-    the UCX_NET_DEVICES every rank is started with (None: not set)."""
+    """rail_job.py under `stacklens run` and `mpi` (Open MPI's mpirun, or MPICH's Hydra with
+    mpi4py on MPICH's ABI from `abi_dir`): ranks 0, 1 on host01, ranks 2, 3 on host02
+    (STACKLENS_HOST), each exchanging with its partner on the other host; `told`: the
+    "NAME=value" every rank is started with (None: none of UCX_NET_DEVICES, MPICH's
+    MPIR_CVAR_CH4_OFI_MAX_NICS set). UCX_NET_DEVICES is how both MPIs here are told their
+    devices (Open MPI's pml ucx, MPICH's ch4:ucx)."""
 
-    def __init__(self, tmp: Path, endpoint: str, pinned: str | None):
-        self.key = f"rails-{uuid.uuid4().hex[:8]}"
+    def __init__(self, tmp: Path, endpoint: str, told: str | None, mpi: str = "openmpi",
+                 abi_dir: Path | None = None):  # fmt: skip
+        self.key = f"rails-{mpi}-{uuid.uuid4().hex[:8]}"
         self.stopfile, self.out = tmp / "stop", tmp / "out"
         self.out.mkdir()
         env = mpi_env(STACKLENS_COLLECTOR=endpoint, STACKLENS_INGEST_TOKEN="secret",
                       STACKLENS_INGEST_AUTH="trusted", STACKLENS_INTERVAL_MS="200",
                       STACKLENS_JOB_ID=self.key, STACKLENS_FINALIZE_TIMEOUT_MS="60000")  # fmt: skip
-        env.pop("UCX_NET_DEVICES", None)
-        if pinned is not None:
-            env["UCX_NET_DEVICES"] = pinned
+        for name in ("UCX_NET_DEVICES", "MPIR_CVAR_CH4_OFI_MAX_NICS", "MPICH_CH4_OFI_MAX_NICS"):
+            env.pop(name, None)
+        if told is not None:
+            name, value = told.split("=", 1)
+            env[name] = value
+            env["UCX_LOG_LEVEL"] = "error"  # the simulated devices are not this node's
         program = [sys.executable, str(RAIL_JOB), str(self.stopfile), str(self.out)]
-        mpirun = ["mpirun", "-np", "2", "-x", "STACKLENS_HOST=host01", *program,
-                  ":", "-np", "2", "-x", "STACKLENS_HOST=host02", *program]  # fmt: skip
+        if mpi == "openmpi":
+            mpirun = ["mpirun", "-np", "2", "-x", "STACKLENS_HOST=host01", *program,
+                      ":", "-np", "2", "-x", "STACKLENS_HOST=host02", *program]  # fmt: skip
+        else:
+            env |= {"MPI4PY_MPIABI": "mpich", "LD_LIBRARY_PATH": str(abi_dir)}
+            mpirun = ["mpirun.mpich", "-genvall", "-np", "2", "-env", "STACKLENS_HOST",
+                      "host01", *program, ":", "-np", "2", "-env", "STACKLENS_HOST", "host02",
+                      *program]  # fmt: skip
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "stacklens_cli", "run", "--", *mpirun], env=env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
@@ -338,18 +359,29 @@ def job_rig(pg_url: str, rails_sim: FabricSim) -> Iterator[Rig]:
         made.close()
 
 
+@pytest.mark.parametrize(
+    ("mpi", "told", "hot"),
+    [
+        ("openmpi", "UCX_NET_DEVICES=mlx5_1:1", 1),  # every rank told: rail 1
+        ("mpich", "UCX_NET_DEVICES=mlx5_1:1", 1),
+        # MPICH ch4:ofi's own way: one NIC, the first (every rank by local rank mod 1)
+        ("mpich", "MPIR_CVAR_CH4_OFI_MAX_NICS=1", 0),
+    ],
+)
 def test_ranks_pinned_to_one_rail_open_an_imbalance_naming_the_job(
-    tmp_path, collector, hook_library, job_rig: Rig, rails_sim: FabricSim, rails_tree: FatTree
-):
+    tmp_path, collector, hook_library, mpich_abi_dir, job_rig: Rig, rails_sim: FabricSim,
+    rails_tree: FatTree, mpi: str, told: str, hot: int,
+):  # fmt: skip
     pytest.importorskip("mpi4py")
-    job = RailJob(tmp_path, collector.endpoint, "mlx5_1:1")  # every rank told: rail 1
+    started_ns = time.time_ns()
+    job = RailJob(tmp_path, collector.endpoint, told, mpi, mpich_abi_dir)
     try:
         seen = _drive(job_rig, rails_sim, rails_tree, job, sweeps=10, until_open=True)
         exchanges = job.stop()
     finally:
         job.kill()
     skewed = [i for i, (r, _) in enumerate(seen)
-              if r[1] >= JOB_TH.utilisation and r[0] < JOB_TH.utilisation / 2]  # fmt: skip
+              if r[hot] >= JOB_TH.utilisation and r[1 - hot] < JOB_TH.utilisation / 2]  # fmt: skip
     assert skewed, seen
     first = skewed[0]
     # it opens at the second skewed sweep in a row, never at the first
@@ -364,30 +396,46 @@ def test_ranks_pinned_to_one_rail_open_an_imbalance_naming_the_job(
     ends = sorted(sorted((lk["a"]["name"], lk["b"]["name"])) for lk in links)
     assert ends == [[f"{HOST} mlx5_0", "leaf01"], [f"{HOST} mlx5_1", "leaf02"]]
     (busiest,) = [lk for lk in links if lk["busiest"]]
-    assert f"{HOST} mlx5_1" in (busiest["a"]["name"], busiest["b"]["name"])
+    assert f"{HOST} mlx5_{hot}" in (busiest["a"]["name"], busiest["b"]["name"])
     named = _incident_jobs(job_rig.pg_url)
     assert (named.get(job.key) or 0) > 0, named  # the job, on the busiest rail
 
     stored = query(job_rig.pg_url, "SELECT DISTINCT r.net_devices FROM ranks r JOIN jobs j"
                    " ON j.id = r.job_id WHERE j.job_key = %s", (job.key,))  # fmt: skip
-    assert stored == [("UCX_NET_DEVICES=mlx5_1:1",)]
+    assert stored == [(told,)]
     rails = {(r["host"], r["device"]): r for r in _job_rails(job_rig.pg_url, job.key)}
     sent = {rank: n * CHUNK for rank, n in exchanges.items()}
     assert set(rails) == {(h, f"mlx5_{i}") for h in ("host01", HOST) for i in (0, 1)}
     for host, ranks in (("host01", [0, 1]), (HOST, [2, 3])):
-        hot, idle = rails[(host, "mlx5_1")], rails[(host, "mlx5_0")]
-        assert (hot["ranks"], hot["pinned"], idle["ranks"]) == (ranks, ranks, [])
+        busy, idle = rails[(host, f"mlx5_{hot}")], rails[(host, f"mlx5_{1 - hot}")]
+        pinned = ranks if told.startswith("UCX_NET_DEVICES=") else []  # a limit pins nothing
+        assert (busy["ranks"], busy["pinned"], idle["ranks"]) == (ranks, pinned, [])
         theirs = sum(sent[r] for r in ranks)
         others = sum(sent[(r + 2) % 4] for r in ranks)
-        assert _routed(hot) == (theirs, others)  # exactly the program's exchanges
+        assert _routed(busy) == (theirs, others)  # exactly the program's exchanges
         assert idle["sent_bytes"] == idle["received_bytes"] == 0
+    # the group over the job's time: its busiest member is the job's rail, and the job on
+    # it carried that rail's bytes both ways (the link attribution, every category)
+    hot_rail = rails[(HOST, f"mlx5_{hot}")]
+    engine = make_engine(job_rig.pg_url)
+    with TestClient(create_app(engine, fabric_recheck_s=0.0), base_url="http://127.0.0.1") as c:
+        group = _group(c, started_ns, time.time_ns() + 10**9)
+    engine.dispose()
+    (member,) = [m for m in group["members"] if m["link_id"] == group["busiest_link_id"]]
+    assert f"{HOST} mlx5_{hot}" in (member["a"]["name"], member["b"]["name"])
+    assert [(j["job"], j["bytes"]) for j in group["jobs"]] == [
+        (job.key, hot_rail["sent_bytes"] + hot_rail["received_bytes"])
+    ]
 
 
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
 def test_ranks_on_both_rails_by_local_rank_open_nothing(
-    tmp_path, collector, hook_library, job_rig: Rig, rails_sim: FabricSim, rails_tree: FatTree
-):
+    tmp_path, collector, hook_library, mpich_abi_dir, job_rig: Rig, rails_sim: FabricSim,
+    rails_tree: FatTree, mpi: str,
+):  # fmt: skip
     pytest.importorskip("mpi4py")
-    job = RailJob(tmp_path, collector.endpoint, None)  # local rank 0 on rail 0, 1 on rail 1
+    # local rank 0 on rail 0, 1 on rail 1
+    job = RailJob(tmp_path, collector.endpoint, None, mpi, mpich_abi_dir)
     try:
         seen = _drive(job_rig, rails_sim, rails_tree, job, sweeps=6, until_open=False)
         exchanges = job.stop()
