@@ -18,7 +18,6 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
-from starlette.middleware.gzip import DEFAULT_EXCLUDED_CONTENT_TYPES, GZipMiddleware
 from starlette.middleware.sessions import SessionMiddleware
 
 import stacklens
@@ -27,6 +26,7 @@ from server.access.oidc import oidc_router
 from server.access.viewer import Access
 from server.callsites.routes import router as callsites_router
 from server.compare.routes import router as compare_router
+from server.compression import Compression
 from server.errors import install_error_handlers
 from server.fabric.routes import router as fabric_router
 from server.fabric.snapshot import FabricSnapshots
@@ -42,13 +42,15 @@ from server.metrics.requests import RequestTimings, TimedRequests
 from server.metrics.routes import router as metrics_router
 from server.query_params import refuse_unknown_parameters
 from server.reports.routes import router as reports_router
+from server.shared import SharedAnswers
 from server.traffic.repository import TrafficConfig
 from server.traffic.routes import router as traffic_router
 from server.traffic.service import AttributionCache
 from stacklens.connguard import ConnectionGuard, ConnectionLimits
 
-#: Answers of at least this many bytes are sent gzip-compressed to clients that accept it.
-COMPRESS_FROM_BYTES = 1024
+#: Answers about jobs kept for every viewer (server/jobs/routes.py: pages of the job
+#: list's rows, a job's ranks, pairs, files).
+JOB_ANSWERS = 128
 #: Where the Swagger UI files of the installed package are served.
 DOCS_ASSETS = "/docs-assets"
 
@@ -120,6 +122,9 @@ def create_app(
     app.state.traffic = traffic or TrafficConfig()
     app.state.congested_wait_per_s = congested_wait_per_s
     app.state.attributions = AttributionCache()
+    # the job list's rows (by page) and a job's sections, shared by every viewer while
+    # their jobs are unchanged
+    app.state.job_answers = SharedAnswers(size=JOB_ANSWERS)
     app.add_middleware(IngestGate, max_body_bytes=max_body_bytes)
     app.add_middleware(AccessGate, access=access, engine=engine)
     if access.mode == "oidc":  # outside the gate: it reads the session the login keeps
@@ -128,11 +133,9 @@ def create_app(
                            same_site="lax")  # fmt: skip
         app.include_router(oidc_router(access))
     # outside the gates: every answer of 1 KiB or more (JSON, CSV, the dashboard's assets)
-    # goes out gzip-compressed to a client that accepts it; the report progress stream is
-    # left as lines so the browser sees each step when it happens
-    uncompressed = (*DEFAULT_EXCLUDED_CONTENT_TYPES, "application/x-ndjson", "application/pdf")
-    app.add_middleware(GZipMiddleware, minimum_size=COMPRESS_FROM_BYTES, compresslevel=6,
-                       exclude_content_types=uncompressed)  # fmt: skip
+    # goes out br- or gzip-compressed, as the client's Accept-Encoding asks; the report
+    # progress stream is left as lines so the browser sees each step when it happens
+    app.add_middleware(Compression)
     # around all of it: how long each answer takes, by kind (/metrics)
     app.state.request_timings = RequestTimings()
     app.add_middleware(TimedRequests, timings=app.state.request_timings)

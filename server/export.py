@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
+import zlib
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -32,6 +33,8 @@ from fastapi import Query
 from fastapi.responses import Response
 from pydantic import BaseModel
 from sqlalchemy import ColumnElement, case, func
+
+from server import compression
 
 Format = Literal["json", "csv", "parquet"]
 
@@ -59,6 +62,37 @@ def plain_json(body: dict[str, Any]) -> Response:
     it first: a series of 3,600 steps x keys is ten thousand items, which pydantic would
     build and check twice over."""
     return Response(pydantic_core.to_json(body), media_type="application/json")
+
+
+class SplicedJson:
+    """A JSON object answer whose first fields (`head`) many requests share and whose last
+    ones each request gives: the head encoded, and compressed, once (`plain_json`'s
+    encoding; gzip and brotli as server/compression.py codes answers), each answer its own
+    last fields added to them, so a page of 600 KB that only its window's end tells apart
+    costs each request its few last bytes."""
+
+    def __init__(self, head: dict[str, Any]) -> None:
+        self._head = pydantic_core.to_json(head)[:-1] + b","  # without its closing brace
+        self._gzip = zlib.compressobj(compression.GZIP_LEVEL, zlib.DEFLATED, 31)  # gzip stream
+        self._gzipped = self._gzip.compress(self._head)
+        self._brotli = compression.brotli_head(self._head)
+
+    def response(self, accept_encoding: str | None, tail: dict[str, Any]) -> Response:
+        """The answer with `tail`'s fields last (at least one), in the coding that
+        `accept_encoding` (the request's header) accepts for its size (the app's
+        compression then passes it as it is)."""
+        rest = pydantic_core.to_json(tail)[1:]  # without its opening brace
+        coding = compression.negotiate(accept_encoding).for_size(len(self._head) + len(rest))
+        headers = {"Vary": "Accept-Encoding"}
+        if coding == "identity":
+            return Response(self._head + rest, media_type="application/json", headers=headers)
+        if coding == "br":
+            body = self._brotli + compression.brotli_tail(rest)
+        else:
+            stream = self._gzip.copy()  # the head's compressor state, continued for this tail
+            body = self._gzipped + stream.compress(rest) + stream.flush()
+        headers["Content-Encoding"] = coding
+        return Response(body, media_type="application/json", headers=headers)
 
 
 #: Cell values written as they are (checked first: most cells are numbers).

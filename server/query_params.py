@@ -153,12 +153,20 @@ def window(
     ] = None,
 ) -> Window:
     """The window of a request; 422 if a bound cannot be read or `to` is not after `from`."""
+    return make_window(from_, to)
+
+
+def make_window(from_: str | None, to: str | None, names: tuple[str, str] = ("from", "to")
+                ) -> Window:  # fmt: skip
+    """The window of two query texts (`names`: their parameters' names, for the 422 when a
+    bound cannot be read or the end is not after the start)."""
     chosen = Window(
-        None if from_ is None else parse_instant(from_, "from"),
-        None if to is None else parse_instant(to, "to"),
+        None if from_ is None else parse_instant(from_, names[0]),
+        None if to is None else parse_instant(to, names[1]),
     )
     if chosen.from_ns is not None and chosen.to_ns is not None and chosen.to_ns <= chosen.from_ns:
-        raise HTTPException(status_code=422, detail="the window is empty or inverted: to <= from")
+        raise HTTPException(status_code=422, detail=f"the window is empty or inverted: "
+                            f"{names[1]} <= {names[0]}")  # fmt: skip
     return chosen
 
 

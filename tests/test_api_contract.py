@@ -27,6 +27,9 @@ from tests.conftest import serving
 from tests.server.fabric_data import write_small_fabric
 
 JOB = "job/K"  # a slash: the client quotes job keys
+#: How long a request may take here: this test reads what each route says, not how fast
+#: (bench/list_routes measures that); a loaded CI node once took over httpx's default 5 s.
+READ_TIMEOUT_S = 60.0
 #: A window around the small fabric's sweeps (tests/server/fabric_data.py).
 FABRIC_THEN = WindowQuery(None, "1700000000", "1700000010")
 THEN = "from=1700000000&to=1700000010"
@@ -193,9 +196,9 @@ def served(collector, pg_url):
 
 
 def test_the_client_reads_exactly_what_each_route_sends(served):
-    client = StacklensApi(served)
+    client = StacklensApi(served, timeout_s=READ_TIMEOUT_S)
     for method, args, path, filled in CALLS:
-        sent = httpx.get(served + path).json()
+        sent = httpx.get(served + path, timeout=READ_TIMEOUT_S).json()
         assert sent, path
         assert all(sent[field] for field in filled), path
         answer = getattr(client, method)(*args)

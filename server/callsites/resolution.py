@@ -8,7 +8,9 @@ read from the stored rows only — no API request reads a module file (docs/call
 2. the answer the collector's resolver read from the module file at the frame's own path
    (`callsite_symbols`, resolved `server`): never one read at another path claiming the
    same build-id, which anyone can write into a file of their own;
-3. the resolver's fallback for that module path, with its reason (`callsite_fallbacks`);
+3. the resolver's fallback for that module path and the job's owner, with its reason
+   (`callsite_fallbacks`): a reason read from the file as one owner may see it is never
+   shown on another owner's job;
 4. a frame without a build-id: module+offset, no file can be proven to be the one that ran;
 5. else the frame is not resolved yet (the resolver works as call sites arrive):
    module+offset, resolved `pending`, with that reason — labelled unresolved, never a
@@ -55,7 +57,7 @@ def stored(
 ) -> dict[tuple[str, str, int], dict[str, Any]]:
     """The stored answers of these (module, build-id, offset) frames of job `job_id`: a
     node's for the job's owner first, then the resolver's from the file at that path, then
-    its fallback."""
+    its fallback for the job's owner."""
     wanted = sorted(set(keys))
     if not wanted:
         return {}
@@ -84,6 +86,7 @@ def stored(
         (r.module, r.build_id, r.site_offset): _fallback(r.reason)
         for r in session.execute(
             select(CallsiteFallback).where(
+                CallsiteFallback.owner_uid == owner,
                 tuple_(CallsiteFallback.module, CallsiteFallback.build_id,
                        CallsiteFallback.site_offset).in_(wanted)
             )

@@ -1,7 +1,7 @@
 # server/callsites/routes.py — GET /api/jobs/{job}/callsites (no SQL here).
 """HTTP route of the call-sites domain: a job's call sites over the window with their time,
-share, calls, bytes, sizes, slowest rank and imbalance, each frame resolved to function,
-file and line (or the documented fallback). Window, run, owner, paging, files."""
+share, calls, bytes, sizes, the rank with the most time and imbalance, each frame resolved
+to function, file and line (or the documented fallback). Window, run, owner, paging, files."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ def job_callsites(
     """A job's call sites over the window: the calls of one MPI or I/O operation made from
     one place in the program, summed over the ranks (joined by the frames' build-id and
     offset): time, share of the job's MPI (or file I/O) time, calls, bytes, mean and size
-    range, the slowest rank and the imbalance (its time over the mean of the ranks calling
-    from there); each frame as function, file and line, else function+offset, else
+    range, the rank with the most time there and the imbalance (its time over the mean of
+    the ranks calling from there); each frame as function, file and line, else function+offset, else
     module+offset, with the reason (docs/callsites.md). Heaviest time first, paged (files:
     the page's sites, frames as JSON)."""
     target = find_target(session, job, owner, run, window)

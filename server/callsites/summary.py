@@ -4,7 +4,7 @@ site, layer, op and communicator) made into the job's call sites: the rows of ev
 whose frames are the same (build-id and offset each; the module path when a module had no
 build-id) and whose op is the same are one site — the ranks' own site ids mean nothing
 across ranks. Per site: calls, bytes, time, its share of its layer's time, the size range
-from the size buckets, the slowest rank and the imbalance (the slowest rank's time over
+from the size buckets, the rank with the most time and the imbalance (that time over
 the mean of the ranks that called from there). Each frame carries its resolution (the
 `resolved` mapping, server/callsites/resolution.py). Heaviest time first."""
 
@@ -119,7 +119,7 @@ def summarize(
     for (layer, op, path), site in groups.items():
         frames = [_frame(f, resolved.get(frame_key(f), {})) for f in site["frames"]] if path else []
         per_rank = site["per_rank"]
-        slowest = min(per_rank, key=lambda r: (-per_rank[r], r))
+        most = min(per_rank, key=lambda r: (-per_rank[r], r))
         mean = sum(per_rank.values()) / len(per_rank)
         low, high = size_bounds(site["buckets"])
         whole = totals["mpi"] if layer == "mpi" else io_time
@@ -132,8 +132,8 @@ def summarize(
             "share": site["time_ns"] / whole if whole else 0.0,
             "mean_bytes": site["bytes"] / site["calls"] if site["calls"] else 0.0,
             "min_bytes": low, "max_bytes": high, "ranks": len(per_rank),
-            "slowest_rank": slowest, "slowest_time_ns": per_rank[slowest],
-            "imbalance": per_rank[slowest] / mean if mean else 1.0,
+            "most_time_rank": most, "most_time_ns": per_rank[most],
+            "imbalance": per_rank[most] / mean if mean else 1.0,
         })  # fmt: skip
     sites.sort(key=lambda s: (-s["time_ns"], s["key"]))
     return {"sites": sites, "mpi_time_ns": totals["mpi"], "io_time_ns": io_time}
@@ -206,6 +206,6 @@ def risen(
             "before_time_ns": 0 if was is None else was["time_ns"],
             "before_calls": 0 if was is None else was["calls"],
             "rise_ns_per_s": round(rise), "share": rise / total,
-            "most_time_rank": site["slowest_rank"],
+            "most_time_rank": site["most_time_rank"],
         })  # fmt: skip
     return out

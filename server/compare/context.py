@@ -77,9 +77,10 @@ def summarise(placed: dict[str, Any], shares: dict[Any, dict[tuple[Any, ...], fl
 
 
 def run_context(session: Session, cache: AttributionCache, traffic: TrafficConfig, job: Job,
-                run: Run, ended_ns: int) -> dict[str, Any]:  # fmt: skip
-    """The run's fabric context over [its start, `ended_ns`] (the API's RunContext)."""
-    lo, hi = run.started_ns, ended_ns + 1
+                run: Run, from_ns: int, to_ns: int) -> dict[str, Any]:  # fmt: skip
+    """The run's fabric context over [`from_ns`, `to_ns`] (its start and end, or the part
+    of its life a window holds; the API's RunContext)."""
+    lo, hi = from_ns, to_ns + 1
     placed = placement.job_placement(session, Scope(job.id, run.id), lo, hi)
     _, _, result, _ = cache.get(session, traffic, Window(lo, hi))
     found = summarise(placed, result.shares, job.id)

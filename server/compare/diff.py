@@ -347,8 +347,9 @@ def _late(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
 
 
 def span(ns: int, signed: bool = True) -> str:
-    """A duration in plain words: `+38.0 s`, `-12 ms`, `+450 µs` (unsigned when asked)."""
-    sign = ("+" if ns >= 0 else "-") if signed else ""
+    """A duration in plain words: `+38.0 s`, `−12 ms` (a minus sign, as the tables of the
+    page and the report write it), `+450 µs` (unsigned when asked)."""
+    sign = ("+" if ns >= 0 else "−") if signed else ""
     ns = abs(ns)
     if ns >= 10**9:
         return f"{sign}{ns / 1e9:.1f} s"

@@ -11,6 +11,7 @@ from fastapi.responses import Response
 
 from server import export
 from server.compare import service
+from server.compare.sides import FromRef, ToRef, named_sides
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, Format, FormatParam, model_table
@@ -86,14 +87,16 @@ def _table(answer: Comparison, table: str, fmt: Format) -> Response:
     rows = [
         {"side": letter, "job": side.job, "owner": side.owner, "run": side.run,
          "runs": side.runs, "build_id": side.build_id, "started_ns": side.started_ns,
+         "window_from_ns": side.from_ns, "window_to_ns": side.to_ns,
          "elapsed_ns": side.elapsed_ns, "host_names": side.hosts,
          "late_rank": None if side.late is None else side.late.rank,
          "late_host": None if side.late is None else side.late.host,
          **(side.context.model_dump() if side.context else dict.fromkeys(CONTEXT_FIELDS))}
         for letter, side in (("a", answer.a), ("b", answer.b))
     ]  # fmt: skip
-    columns = ["side", "job", "owner", "run", "runs", "build_id", "started_ns", "elapsed_ns",
-               "host_names", "late_rank", "late_host", *CONTEXT_FIELDS]  # fmt: skip
+    columns = ["side", "job", "owner", "run", "runs", "build_id", "started_ns",
+               "window_from_ns", "window_to_ns", "elapsed_ns", "host_names", "late_rank",
+               "late_host", *CONTEXT_FIELDS]  # fmt: skip
     return export.table(rows, columns, fmt, "compare-context")
 
 
@@ -104,9 +107,13 @@ def compare_runs(
     b: JobRef = None,
     b_run: RunRef = None,
     b_owner: OwnerRef = None,
+    b_from: FromRef = None,
+    b_to: ToRef = None,
     a: JobRef = None,
     a_run: RunRef = None,
     a_owner: OwnerRef = None,
+    a_from: FromRef = None,
+    a_to: ToRef = None,
     last: LastParam = DEFAULT_HISTORY,
     sites: SitesParam = SITE_LIMITS.default,
     fmt: FormatParam = "json",
@@ -118,20 +125,20 @@ def compare_runs(
     of either run (matched by file, line and function, else build-id and offset, and op)
     with its time, calls and bytes on each side, the largest change of time first, the
     sites of one run only among them. Without `a`: against the median of the `last` runs
-    of b's program before b (the same command line and world size; 404 when there are
-    none), site by site too; every communicator family of either run (matched by its
+    of b's program before b (the same executable path, arguments and world size; 404 when
+    there are none), site by site too; every communicator family of either run (matched by its
     label, as the family card names it) with its time, calls and bytes on each side, the
     largest change of time first; the message-size histograms side by side, the files of
     either run (time, calls, bytes), each side's late rank and whether it moved; each
-    side's fabric context. Files (`format=csv|parquet`):
+    side's fabric context. Either run named may be a window of it (`b_from`/`b_to`,
+    `a_from`/`a_to`): its intervals that ended in the window, as its job pages read that
+    window, the elapsed time the part of the run inside it. Files (`format=csv|parquet`):
     the `table` asked (the call sites by default), one row per item; the context's table
     one row per side, its incidents as JSON text."""
-    if b is None:
-        raise HTTPException(status_code=422, detail="name run b: ?b=<job>[&b_run=<n>]")
-    answer = service.compare(
-        session, service.Side(b, b_run, b_owner), None if a is None else
-        service.Side(a, a_run, a_owner), last, sites, service.around(request.app.state),
-    )  # fmt: skip
+    side_b, side_a = named_sides(b, b_run, b_owner, (b_from, b_to),
+                                 a, a_run, a_owner, (a_from, a_to))  # fmt: skip
+    answer = service.compare(session, side_b, side_a, last, sites,
+                             service.around(request.app.state))  # fmt: skip
     if fmt != "json":
         return _table(answer, table, fmt)
     return answer
@@ -145,8 +152,8 @@ def run_history(
     owner: OwnerRef = None,
     last: LastParam = DEFAULT_HISTORY,
 ) -> RunHistory:
-    """The run and the `last` runs of the same program before it (the same command line
-    and world size, among the runs the viewer may read, every build of its executable),
+    """The run and the `last` runs of the same program before it (the same executable path,
+    arguments and world size, among the runs the viewer may read, every build of it),
     newest first: elapsed time and the shares of MPI and file I/O in it, per rank on
     average, its build-id, whether it is of the run's build (the runs a comparison with
     the history's median uses) and whether it is the first run of a new build."""

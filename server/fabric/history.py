@@ -318,6 +318,17 @@ def window_version(session: Session, lo: int, hi: int) -> tuple[int, int]:
     return int(count), int(version)
 
 
+def samples_between(session: Session, lo: int, hi: int) -> bool:
+    """Whether a raw sample with lo <= ts_ns < hi is stored (one probe of the time index):
+    with the same `window_version`, two windows of one start whose ends are lo and hi hold
+    the same samples exactly when none is."""
+    s = FabricPortSample.__table__.c
+    return (
+        session.execute(select(s.port_id).where(s.ts_ns >= lo, s.ts_ns < hi).limit(1)).first()
+        is not None
+    )
+
+
 def resolution(steps: Steps) -> str:
     """What the steps are read from: "minutes" for whole minutes from a whole minute,
     "10 s" for whole 10 s from a whole 10 s (the rollups serve them; the finer rollups and

@@ -3,8 +3,8 @@
 Every route takes a window `from`/`to` (server.query_params: RFC 3339 or epoch seconds,
 half-open; a sample counts when its sweep end lies in [from, to)). Without one, topology,
 state and links answer live: from the app's `FabricSnapshots`, computed once per discovery
-/ sweep for every viewer, topology and state with ETags (a client sending `If-None-Match`
-with the current one gets 304 and no body). With one (`to` absent: now; `from` absent:
+/ sweep for every viewer, with ETags (a client sending `If-None-Match` with the current one
+gets 304 and no body). With one (`to` absent: now; `from` absent:
 15 minutes before `to`), they answer for exactly that window. Series and events always
 read a window, by default the last 15 minutes.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
@@ -20,6 +21,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from server import export, paging
+from server.compression import negotiate
 from server.deps import SessionDep
 from server.errors import error_responses
 from server.export import FILE_RESPONSES, FormatParam
@@ -65,11 +67,16 @@ def snapshots(request: Request) -> FabricSnapshots:
 
 
 def _answer(request: Request, encoded: Encoded) -> Response:
-    """200 with the encoded body and its ETag, or 304 if the client has it already."""
-    headers = {"ETag": encoded.etag, "Cache-Control": "no-cache"}
+    """200 with the encoded body and its ETag, or 304 if the client has it already; the body
+    in the coding the request accepts for its size (server/compression.py), compressed once
+    for every viewer (the app's compression passes an encoded answer through)."""
+    headers = {"ETag": encoded.etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
     if request.headers.get("if-none-match") == encoded.etag:
         return Response(status_code=304, headers=headers)
-    return Response(encoded.body, media_type="application/json", headers=headers)
+    coding = negotiate(request.headers.get("accept-encoding")).for_size(len(encoded.body))
+    if coding != "identity":
+        headers["Content-Encoding"] = coding
+    return Response(encoded.coded(coding), media_type="application/json", headers=headers)
 
 
 async def _shared(request: Request, what: str) -> Response:
@@ -207,36 +214,47 @@ def fabric_links(
     Live (no window): from the latest sample of each of its two ports: bytes and bytes/s
     and packets/s in each direction, utilisation of the capacity, error-counter deltas of
     the last sweep (null = unknown or saturated), PortXmitWait; a down link, or a port that
-    stopped answering, has no load (null); the order is computed once per sweep and only
-    the page's links are built. A live page is a position in the newest order: the next
-    page holds the next links of the newest sweep's order, however it changed. Over a
-    window: the same summed over the samples of its ends whose sweep ended in it (rates:
-    the bytes over the sampled time), without the per-end samples. `samples=false` leaves
-    out the per-end samples."""
+    stopped answering, has no load (null); the order is computed once per sweep, and each
+    page once per sweep for every viewer (ETag: changes with every sweep). A live page is
+    a position in the newest order: the next page holds the next links of the newest
+    sweep's order, however it changed. Over a window: the same summed over the samples of
+    its ends whose sweep ended in it (rates: the bytes over the sampled time), without the
+    per-end samples. `samples=false` leaves out the per-end samples."""
     shared = snapshots(request)
     if _live(window):
         start = _live_start(sort, cursor)
-        loads, total, more = shared.link_page(session, sort, start, limit)
-        if not samples:
-            loads = [{k: v for k, v in x.items() if k not in ("a_sample", "b_sample")}
-                     for x in loads]  # fmt: skip
-        lo = hi = None
-        fresh = shared.current(session)[1]
-        next_cursor = _live_cursor(sort, start + len(loads)) if more else None
-    else:
-        after = _link_key(sort, cursor)
-        lo, hi = span(window)
-        fresh = shared.current(session)[1]
-        links, loads = shared.window_loads(session, lo, hi)
-        ordered = sorted(loads, key=lambda x: repository.rank_key(x, sort))
-        if after is not None:
-            ordered = [x for x in ordered if repository.rank_key(x, sort) > after]
-        total, more, loads = len(links), len(ordered) > limit, ordered[:limit]
-        next_cursor = _link_cursor(sort, repository.rank_key(loads[-1], sort)) if more else None
-    return export.plain_json({
+
+        def build(session: Session) -> dict[str, Any]:
+            loads, total, more = shared.link_page(session, sort, start, limit)
+            if not samples:
+                loads = [{k: v for k, v in x.items() if k not in ("a_sample", "b_sample")}
+                         for x in loads]  # fmt: skip
+            next_cursor = _live_cursor(sort, start + len(loads)) if more else None
+            return _links_answer(loads, total, limit, next_cursor, sort, None, None,
+                                 shared.current(session)[1])  # fmt: skip
+
+        return _answer(request, shared.per_sweep(session, ("links", sort, start, limit, samples),
+                                                 build))  # fmt: skip
+    after = _link_key(sort, cursor)
+    lo, hi = span(window)
+    fresh = shared.current(session)[1]
+    links, loads = shared.window_loads(session, lo, hi)
+    ordered = sorted(loads, key=lambda x: repository.rank_key(x, sort))
+    if after is not None:
+        ordered = [x for x in ordered if repository.rank_key(x, sort) > after]
+    total, more, loads = len(links), len(ordered) > limit, ordered[:limit]
+    next_cursor = _link_cursor(sort, repository.rank_key(loads[-1], sort)) if more else None
+    return export.plain_json(_links_answer(loads, total, limit, next_cursor, sort, lo, hi, fresh))
+
+
+def _links_answer(loads: list[dict[str, Any]], total: int, limit: int, next_cursor: str | None,
+                  sort: str, lo: int | None, hi: int | None, fresh: dict[str, Any]
+                  ) -> dict[str, Any]:  # fmt: skip
+    """A LinkPage (plain data) of these links' loads."""
+    return {
         "links": loads, "page": {"total": total, "limit": limit, "next_cursor": next_cursor},
         "sort": sort, "from_ns": lo, "to_ns": hi, "freshness": fresh,
-    })  # fmt: skip
+    }  # fmt: skip
 
 
 @router.get("/events", response_model=FabricEvents, responses=_PAGED)
@@ -379,18 +397,52 @@ _GROUP_STEP_HELP = (
 )
 
 
+#: Pages of one list of groups kept encoded (by size and cursor).
+MAX_GROUP_PAGES = 16
+
+
+@dataclass
+class _GroupList:
+    """The groups of the current fabric over a window (LinkGroup's plain data, `jobs` null,
+    highest skew first) and its pages encoded so far (their groups and page info, by size
+    and cursor: each request adds its window)."""
+
+    answers: list[dict[str, Any]]
+    pages: dict[tuple[Any, ...], export.SplicedJson] = field(default_factory=dict)
+
+    def page(self, key: tuple[Any, ...], head: dict[str, Any]) -> export.SplicedJson:
+        """The page `key` encoded (`head`: its groups and page info), kept (all forgotten
+        beyond MAX_GROUP_PAGES)."""
+        found = self.pages.get(key)
+        if found is None:
+            if len(self.pages) >= MAX_GROUP_PAGES:
+                self.pages = {}
+            found = self.pages[key] = export.SplicedJson(head)
+        return found
+
+
 def _groups(session: Session, request: Request, steps: series.Steps, kind: str | None
-            ) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:  # fmt: skip
-    """Every group of the current fabric (of `kind` if given) summarised over the steps,
-    highest skew first; and the current links by id."""
-    links = snapshots(request).current(session)[0]
-    found = [g for g in fab_groups.groups(repository.nodes(session), links)
-             if kind is None or g.kind == kind]  # fmt: skip
-    by_id = {lk["id"]: lk for lk in links}
-    members = sorted({m for g in found for m in g.members})
-    loads = fab_groups.read_loads(session, [by_id[m] for m in members], steps)
-    answers = [fab_groups.summarise(g, by_id, loads) for g in found]
-    return sorted(answers, key=fab_groups.sort_key), by_id
+            ) -> _GroupList:  # fmt: skip
+    """Every group of the current fabric (of `kind` if given) summarised over the steps:
+    computed once for every viewer while the window's samples stay as they are
+    (FabricSnapshots.per_window)."""
+    shared = snapshots(request)
+
+    def build(session: Session) -> _GroupList:
+        links = shared.current(session)[0]
+        found = [g for g in fab_groups.groups(shared.nodes(session), links)
+                 if kind is None or g.kind == kind]  # fmt: skip
+        by_id = {lk["id"]: lk for lk in links}
+        members = sorted({m for g in found for m in g.members})
+        loads = fab_groups.read_loads(session, [by_id[m] for m in members], steps)
+        answers = [LinkGroup.model_validate(fab_groups.summarise(g, by_id, loads))
+                   .model_dump(mode="json") for g in found]  # fmt: skip
+        return _GroupList(sorted(answers, key=fab_groups.sort_key))
+
+    # the step and its grid make the answer; a window's start moved by whole steps (a live
+    # window's) keeps the grid
+    key = ("groups", kind, steps.step_ns, steps.from_ns % steps.step_ns)
+    return shared.per_window(session, key, steps.from_ns, steps.to_ns, build)
 
 
 def _group_key(answer: dict[str, Any]) -> tuple[Any, ...]:
@@ -412,7 +464,7 @@ def fabric_groups(
         int, Query(ge=1, le=GROUP_LIMITS.maximum, description=GROUP_LIMITS.help("groups"))
     ] = GROUP_LIMITS.default,
     cursor: CursorParam = None,
-) -> LinkGroupPage:  # fmt: skip
+) -> Response:  # fmt: skip
     """A page of the groups of parallel links of the current fabric (links between the
     same two switches; the uplinks of a leaf; the rails of a multi-HCA host), highest skew
     over the window first (default window: the last 15 minutes): each member's bytes each
@@ -421,15 +473,18 @@ def fabric_groups(
     step and its peak, and its busiest member. Unknown skew (fewer than two members with a
     known load, or none loaded) last."""
     steps = _steps(window, step)
-    answers, _ = _groups(session, request, steps, kind)
+    found = _groups(session, request, steps, kind)
+    answers = found.answers
     total = len(answers)
     after = paging.decode("group", cursor, (bool, str, int, str, int))
     if after is not None:
         answers = [a for a in answers if _cmp_key(_group_key(a)) > _cmp_key(after)]
     kept, more = answers[:limit], len(answers) > limit
     next_cursor = paging.encode("group", _group_key(kept[-1])) if more else None
-    return LinkGroupPage.model_validate({
+    page = found.page((limit, after), {
         "groups": kept, "page": {"total": total, "limit": limit, "next_cursor": next_cursor},
+    })  # fmt: skip
+    return page.response(request.headers.get("accept-encoding"), {
         "from_ns": steps.from_ns, "to_ns": steps.to_ns, "step_ns": steps.step_ns,
         "resolution": history.resolution(steps),
     })  # fmt: skip
@@ -459,7 +514,7 @@ def fabric_group(
     not read summed as "another job"), most bytes first. 404 if the current fabric has no
     such group."""
     steps = _steps(window, step)
-    answers, _ = _groups(session, request, steps, None)
+    answers = _groups(session, request, steps, None).answers
     found = next((a for a in answers if a["id"] == group), None)
     if found is None:
         raise HTTPException(status_code=404, detail=f"the current fabric has no group {group}")

@@ -18,6 +18,12 @@ every viewer.
   sums over those windows' whole minutes (`repository.window_minutes`, kept the same
   way), so a window with the same whole minutes (the next playback frame, a window
   moved by less than a minute) sums only its partial first and last minutes;
+- the answers of the live routes that change only with the newest sweep (`per_sweep`:
+  the pages of the live /api/fabric/links), each encoded once per sweep for every viewer;
+- answers over a window (`per_window`: the groups of parallel links), each kept while the
+  window's samples stay as they are (its `history.window_version`, and no sample stored
+  between its start or end and a later request's: a live window ends at the request's
+  time), so viewers polling the default window share one computation per sweep;
 - the fabric's freshness (`Freshness`): the last sweep's end, the sweep interval the
   samples measured, and whether the data is stale (the last sweep ended more than
   STALE_SWEEPS intervals ago). A port whose newest sample is that much older than the last
@@ -41,20 +47,27 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, TypeVar
 
 import numpy as np
+import pydantic_core
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from server import compression
+from server.compression import Coding
 from server.fabric import history, repository
+from server.shared import Gates
 from stacklens.api_models import FabricLink, FabricNode, Topology
 from stacklens.constants import ERROR_COUNTERS, PORT_COUNTERS, SATURATED_SHIFT
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The data is stale after this many sweep intervals without a sweep; a port's newest
 #: sample this much older than the last sweep is no longer current.
@@ -70,6 +83,8 @@ WATCH_TRUST_S = 2.0
 #: Windows whose links' sums are kept, and their link rows in all (a bound on memory).
 MAX_WINDOWS = 64
 MAX_WINDOW_ROWS = 100_000
+#: Answers kept per sweep (`per_sweep`: pages of the live links list).
+MAX_SWEEP_ANSWERS = 64
 
 #: Bits of FabricState.links.flags.
 FLAG_DOWN = 1
@@ -91,8 +106,30 @@ class Encoded:
     @classmethod
     def of(cls, value: Any) -> Encoded:
         """`value` (JSON-able) encoded compactly, with a strong ETag of the bytes."""
-        body = json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+        return cls.of_bytes(json.dumps(value, separators=(",", ":"), allow_nan=False).encode())
+
+    @classmethod
+    def of_bytes(cls, body: bytes) -> Encoded:
+        """A JSON body encoded already, with a strong ETag of its bytes."""
         return cls(body, '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"')
+
+    @cached_property
+    def gzipped(self) -> bytes:
+        """The body gzip-compressed as the app compresses answers, once for every viewer
+        that takes gzip."""
+        return compression.compress(self.body, "gzip")
+
+    @cached_property
+    def brotli(self) -> bytes:
+        """The body brotli-compressed as the app compresses answers, once for every viewer
+        that takes br."""
+        return compression.compress(self.body, "br")
+
+    def coded(self, coding: Coding) -> bytes:
+        """The body in `coding`."""
+        if coding == "br":
+            return self.brotli
+        return self.gzipped if coding == "gzip" else self.body
 
 
 @dataclass
@@ -105,6 +142,10 @@ class _Shared:
     state: Encoded | None = None
     ranking: dict[str, Ranking] = field(default_factory=dict)
     freshness: dict[str, Any] = field(default_factory=dict)
+    #: per_sweep's answers: key -> (the state_key they were built at, the answer)
+    answers: OrderedDict[tuple[Any, ...], tuple[object, Encoded]] = field(
+        default_factory=OrderedDict
+    )
 
 
 @dataclass(frozen=True)
@@ -144,8 +185,11 @@ class FabricSnapshots:
         #: (topology version, from, to) -> (window_version, window_columns), and
         #: (topology version, first, last minute) -> (window_version, window_minutes): the
         #: least recently used first
-        self._windows: OrderedDict[tuple[Any, int, int], tuple[Any, Any]] = OrderedDict()
-        self._minutes: OrderedDict[tuple[Any, int, int], tuple[Any, Any]] = OrderedDict()
+        self._windows: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
+        self._minutes: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
+        #: (topology version, *route key) -> ((window_version, from, to), answer), per_window's
+        self._answers: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
+        self._gates = Gates()  # per_sweep's and per_window's: one computation per key
         self._asked = time.monotonic()  # of the last request (the app's start counts)
         self._watched = False
         self._failing = False  # the watcher's last check failed
@@ -211,6 +255,7 @@ class FabricSnapshots:
                 )  # fmt: skip
                 shared.state_key = (topo_key, version, fresh["stale"])
                 shared.state, shared.ranking, shared.freshness = state, ranking, fresh
+                shared.answers = OrderedDict()  # the last sweep's answers
             self._shared = shared
             self._checked = now
             return shared
@@ -254,6 +299,89 @@ class FabricSnapshots:
         loads = repository.loads_of(session, shared.links, ids, current_from(shared.freshness))
         return loads, len(shared.links), more
 
+    def per_sweep(self, session: Session, key: tuple[Any, ...],
+                  build: Callable[[Session], dict[str, Any]]) -> Encoded:  # fmt: skip
+        """The answer `build(session)` gives (plain data, encoded as the API encodes it:
+        export.plain_json) for `key` (a route and its parameters), built once for every
+        viewer between two sweeps: kept while the newest sweep, the topology and whether
+        the data is stale stay as they were when it was built (the state's version, read
+        before building: what it reads is at least that new); built every time while no
+        discovery is recorded (no version to keep it by). At most MAX_SWEEP_ANSWERS kept,
+        the least recently used forgotten first."""
+        shared = self._refresh(session)
+        version = shared.state_key
+        if shared.topology_key is None:
+            return Encoded.of_bytes(pydantic_core.to_json(build(session)))
+        answers = shared.answers
+        found = self._sweep_kept(answers, key, version)
+        if found is not None:
+            return found
+        with self._gates.of(key):  # requests missing it together build it once
+            found = self._sweep_kept(answers, key, version)
+            if found is not None:
+                return found
+            encoded = Encoded.of_bytes(pydantic_core.to_json(build(session)))
+            with self._lock:
+                answers[key] = (version, encoded)
+                answers.move_to_end(key)
+                while len(answers) > MAX_SWEEP_ANSWERS:
+                    answers.popitem(last=False)
+            return encoded
+
+    def _sweep_kept(self, answers: OrderedDict[tuple[Any, ...], tuple[object, Encoded]],
+                    key: tuple[Any, ...], version: object) -> Encoded | None:  # fmt: skip
+        """per_sweep's answer kept for `key` at `version`, else None."""
+        with self._lock:
+            found = answers.get(key)
+            if found is None or found[0] != version:
+                return None
+            answers.move_to_end(key)
+            return found[1]
+
+    def per_window(self, session: Session, key: tuple[Any, ...], lo: int, hi: int,
+                   build: Callable[[Session], T]) -> T:  # fmt: skip
+        """The answer `build(session)` gives for `key` (a route and its parameters: whatever
+        else the answer depends on) over [lo, hi) of the current fabric, built once for
+        every viewer while the window's samples stay as they are: kept with its window and
+        that window's `history.window_version` (read first: a sample stored meanwhile can
+        only make the answer newer than its version), reused for the same key over a window
+        with the same version and no raw sample between the kept window's start and this
+        one's, nor between their ends (`history.samples_between`): the same samples (a live
+        window ends now, and its start moves with it). The least recently used forgotten
+        beyond MAX_WINDOWS and MAX_WINDOW_ROWS (windows x links). Built every time while no
+        discovery is recorded."""
+        shared = self._refresh(session)
+        full_key = (shared.topology_key, *key)
+        version = history.window_version(session, lo, hi)
+        found = self._window_kept(session, full_key, version, lo, hi)
+        if found is None:
+            with self._gates.of(full_key):  # requests missing it together compute it once
+                found = self._window_kept(session, full_key, version, lo, hi)
+                if found is None:
+                    found = (build(session),)
+                    if shared.topology_key is not None:
+                        self._keep(self._answers, full_key, ((version, lo, hi), found[0]),
+                                   len(shared.links))  # fmt: skip
+        answer: T = found[0]
+        return answer
+
+    def _window_kept(self, session: Session, key: tuple[Any, ...], version: Any, lo: int,
+                     hi: int) -> tuple[Any] | None:  # fmt: skip
+        """(per_window's answer kept for `key`,) if it holds the same samples as [lo, hi)
+        of `version`, else None."""
+        with self._lock:
+            found = self._answers.get(key)
+        if found is None or found[0][0] != version:
+            return None
+        _, kept_lo, kept_hi = found[0]
+        if any(a != b and history.samples_between(session, min(a, b), max(a, b))
+               for a, b in ((kept_lo, lo), (kept_hi, hi))):  # fmt: skip
+            return None
+        with self._lock:
+            if key in self._answers:
+                self._answers.move_to_end(key)
+        return (found[1],)
+
     def window_loads(
         self, session: Session, lo: int, hi: int
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -288,8 +416,8 @@ class FabricSnapshots:
         self._keep(self._minutes, key, (version, minutes), len(shared.links))
         return minutes
 
-    def _kept(self, kept: OrderedDict[tuple[Any, int, int], tuple[Any, Any]],
-              key: tuple[Any, int, int], version: Any) -> Any:  # fmt: skip
+    def _kept(self, kept: OrderedDict[tuple[Any, ...], tuple[Any, Any]],
+              key: tuple[Any, ...], version: Any) -> Any:  # fmt: skip
         """The sums `kept` (the windows' or the minutes') holds for `key` if they are of
         `version` (then the most recently used), else None."""
         with self._lock:
@@ -299,10 +427,11 @@ class FabricSnapshots:
             kept.move_to_end(key)
             return found[1]
 
-    def _keep(self, kept: OrderedDict[tuple[Any, int, int], tuple[Any, Any]],
-              key: tuple[Any, int, int], value: tuple[Any, Any], rows: int) -> None:  # fmt: skip
-        """Keep `value` in `kept` (the windows' or the minutes' sums), forgetting the least
-        recently used beyond MAX_WINDOWS and MAX_WINDOW_ROWS rows (windows x links)."""
+    def _keep(self, kept: OrderedDict[tuple[Any, ...], tuple[Any, Any]],
+              key: tuple[Any, ...], value: tuple[Any, Any], rows: int) -> None:  # fmt: skip
+        """Keep `value` in `kept` (the windows' or the minutes' sums, per_window's answers),
+        forgetting the least recently used beyond MAX_WINDOWS and MAX_WINDOW_ROWS rows
+        (windows x links)."""
         with self._lock:
             kept[key] = value
             kept.move_to_end(key)

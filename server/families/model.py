@@ -165,9 +165,14 @@ def family_key(d: Description) -> str:
 
 
 def build(descriptions: list[Description]) -> tuple[dict[str, Family], dict[tuple[int, int], str]]:
-    """The families of the descriptions, and (run, communicator id) -> family key."""
+    """The families of the descriptions, and (run, communicator id) -> family key. A
+    group's members are its world ranks by rank in it; an inter-communicator's (the
+    descriptions of both its groups give the same ranks in it) both groups' world ranks
+    ascending, so its collectives are not modelled (their size is a group's, not the
+    members')."""
     families: dict[str, Family] = {}
     of: dict[tuple[int, int], str] = {}
+    members: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
     for d in sorted(descriptions, key=lambda d: (d.run, d.comm_id, d.rank)):
         key = family_key(d)
         fam = families.get(key)
@@ -176,10 +181,15 @@ def build(descriptions: list[Description]) -> tuple[dict[str, Family], dict[tupl
                 key, MADE.get(d.made, "unknown"), d.name, d.grid,
                 [i for i in range(32) if d.kept >> i & 1], d.module, d.offset, d.run,
             )  # fmt: skip
-        fam.groups.setdefault((d.run, d.comm_id), {})[d.comm_rank] = d.rank
+        members[(d.run, d.comm_id)].append((d.comm_rank, d.rank))
         if d.made in (2, 3):
             fam.colors.add(d.color)
         of[(d.run, d.comm_id)] = key
+    for comm, pairs in members.items():
+        # an inter-communicator's two groups both number their ranks from 0: a rank in it
+        # said twice; its members are then both groups' world ranks, ascending
+        inter = len({r for r, _ in pairs}) < len(pairs)
+        families[of[comm]].groups[comm] = {w: w for _, w in pairs} if inter else dict(pairs)
     for d in descriptions:
         fam = families[of[(d.run, d.comm_id)]]
         if not fam.parent and d.made != 1:

@@ -88,7 +88,11 @@ def job_family_links(
     paged; and the bytes on no link by reason (intra_host, off_fabric, no_route)."""
     target = find_target(session, job, owner, run, window)
     cache, paths = _cache(request)
-    answer = service.job_family_links(session, cache, paths, target.scope, target.scope.job_id)
+    scope = target.scope
+    # once for every viewer of the job while nothing it reads changed
+    answer = cache.per_job(session, ("family links", paths, scope), scope.job_id,
+                           lambda: service.job_family_links(session, cache, paths, scope,
+                                                            scope.job_id))  # fmt: skip
     rows = answer["links"]
     total = len(rows)
     after = paging.decode("familylink", cursor, (int, str))

@@ -53,6 +53,7 @@ def _families(session: Session, scope: Scope) -> tuple[dict[str, Family], list[S
     names, receives = op_names(), op_receives()
     sends: list[Send] = []
     unmodelled: dict[str, int] = defaultdict(int)
+    ordered: dict[tuple[int, int], tuple[list[int], dict[int, int]]] = {}
 
     def family(run: int, comm: int) -> Family:
         key = of.get((run, comm), NOT_DESCRIBED) if comm != OVERFLOW_COMM else NOT_DESCRIBED
@@ -66,14 +67,17 @@ def _families(session: Session, scope: Scope) -> tuple[dict[str, Family], list[S
         fam = family(run, comm)
         name = names[op]
         fam.add_op(name, "collective", calls, nbytes, ns)
-        group = fam.groups.get((run, comm), {})
-        members = [group[r] for r in sorted(group)]
         if nbytes <= 0:
             continue
+        if (run, comm) not in ordered:  # once per communicator: its members and positions
+            group = fam.groups.get((run, comm), {})
+            members = [group[r] for r in sorted(group)]
+            ordered[(run, comm)] = members, collectives.positions(members)
+        members, where = ordered[(run, comm)]
         if len(members) != size or not collectives.modelled(name) or fam.key == NOT_DESCRIBED:
             unmodelled[fam.key] += nbytes
             continue
-        parts = collectives.rank_sends(name, members, rank, root, calls, nbytes)
+        parts = collectives.rank_sends(name, members, rank, root, calls, nbytes, where)
         sends += [Send(run, a, b, fam.key, "modelled", part) for (a, b), part in parts.items()]
 
     sent_elsewhere: dict[tuple[int, int, int], int] = defaultdict(int)
@@ -210,8 +214,10 @@ def families_page(
 ) -> tuple[list[dict[str, Any]], PageInfo]:
     """One page of `job_families` (heaviest time first, then by key) after `cursor`, and
     its page info: what GET /api/jobs/{job}/families and the job's "Communicator families"
-    card answer."""
-    rows = job_families(session, cache, paths, scope)
+    card answer, the families computed once for every viewer of the job while nothing they
+    read changed (AttributionCache.per_job)."""
+    rows = cache.per_job(session, ("families", paths, scope), scope.job_id,
+                         lambda: job_families(session, cache, paths, scope))  # fmt: skip
     total = len(rows)
     after = paging.decode("family", cursor, (int, str))
     if after is not None:

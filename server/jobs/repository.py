@@ -8,24 +8,28 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Select,
     Subquery,
+    Text,
+    bindparam,
     distinct,
     exists,
     func,
     literal,
+    literal_column,
     or_,
     select,
     tuple_,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from server.access.owner import owner_column
@@ -230,12 +234,17 @@ class JobFilter:
 
 
 def list_jobs(
-    session: Session, where: JobFilter, limit: int, after: Key | None = None
+    session: Session,
+    where: JobFilter,
+    limit: int,
+    after: Key | None = None,
+    rows: Callable[[list[int]], list[dict[str, Any]]] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """A page of the jobs that `where` selects, newest first (by start, then by when first
     registered): the first `limit + 1` after the key `after` (a row's `key`), each with its
     ranks seen, total point-to-point traffic sent and its runs (job_runs); and how many jobs
-    `where` selects in all."""
+    `where` selects in all. `rows` gives the rows of the page's job ids (`job_rows`'s; by
+    default read now)."""
     conditions = where.conditions()
     newest = select(Job.id, func.count().over().label("total")).where(*conditions)
     if after is not None:
@@ -244,7 +253,7 @@ def list_jobs(
     found = session.execute(newest).all()
     ids = [row.id for row in found]
     total = _total(session, found, after, select(Job.id).where(*conditions))
-    return _job_rows(session, ids), total
+    return (job_rows(session, ids) if rows is None else rows(ids)), total
 
 
 def _total(session: Session, page: Sequence[Any], after: Key | None, rows: Select[Any]) -> int:
@@ -256,8 +265,9 @@ def _total(session: Session, page: Sequence[Any], after: Key | None, rows: Selec
     return session.scalar(select(func.count()).select_from(rows.subquery())) or 0
 
 
-def _job_rows(session: Session, ids: list[int]) -> list[dict[str, Any]]:
-    """The job list's rows of the jobs `ids`, newest first; `key` is each one's sort key."""
+def job_rows(session: Session, ids: list[int]) -> list[dict[str, Any]]:
+    """The job list's rows of the jobs `ids`, newest first; `key` is each one's sort key.
+    A job's row changes only with `jobs_version`."""
     ranks = (
         select(Rank.job_id, func.count().label("ranks_seen"))
         .where(Rank.job_id.in_(ids))
@@ -296,7 +306,7 @@ def _job_rows(session: Session, ids: list[int]) -> list[dict[str, Any]]:
 
 def job_row(session: Session, job_id: int) -> dict[str, Any]:
     """The job list's row of one job (GET /api/jobs/{job})."""
-    (row,) = _job_rows(session, [job_id])
+    (row,) = job_rows(session, [job_id])
     return {k: v for k, v in row.items() if k != "key"}
 
 
@@ -308,6 +318,40 @@ def owner_name() -> ColumnElement[str]:
     """A job's owner as the job list names it (`user`; "" for a job that names none): what
     the `owner` qualifier of the job endpoints matches."""
     return func.coalesce(owner_column(), "")
+
+
+#: A row's version (`xmin`: the transaction that wrote it last) as a number.
+_ROW_VERSION = literal_column("xmin").cast(Text).cast(BigInteger)
+_VERSION_IDS = bindparam("ids", type_=ARRAY(BigInteger))
+#: Per job of :ids and per table (0 the job's row, 1 its runs, 2 and 3 its rows in the
+#: rollups): the newest row version and the rows; one statement, compiled once.
+_JOBS_VERSION = union_all(*(
+    select(key, literal(i), func.max(_ROW_VERSION), func.count()).select_from(table)
+    .where(key == func.any(_VERSION_IDS)).group_by(key)
+    for i, (table, key) in enumerate(((Job, Job.id), (Run, Run.job_id),
+                                      (P2PMinute, P2PMinute.job_id),
+                                      (CollMinute, CollMinute.job_id)))
+))  # fmt: skip
+
+
+def jobs_version(session: Session, ids: list[int]) -> tuple[tuple[Any, ...], ...]:
+    """Changes whenever anything stored about these jobs changes: the transaction that
+    stores a job's frames (collector/store/writer.py) upserts its run's row and its own (a
+    new row version even when no value changes: a frame replayed late, with an old interval
+    end, too), and so do a launch record, a status change and retention; a rollup pass
+    writes its minutes (P2PMinute, CollMinute: the rollups the answers read), and nothing
+    else writes them. Per job (in the order of `ids`): its id, then of its row, its runs'
+    and its rows in each rollup the newest version (`xmin`, the transaction that wrote it
+    last) and how many there are; read past the owner filter (the caller found the jobs
+    readable)."""
+    found = {(job, part): (newest, count) for job, part, newest, count in
+             session.connection().execute(_JOBS_VERSION, {"ids": ids})}  # fmt: skip
+    return tuple((i, *(found.get((i, part), (None, 0)) for part in range(4))) for i in ids)
+
+
+def job_version(session: Session, job_id: int) -> tuple[Any, ...]:
+    """`jobs_version` of one job."""
+    return jobs_version(session, [job_id])[0]
 
 
 def find_jobs(session: Session, job_key: str, owner: str | None = None) -> list[Job]:

@@ -11,8 +11,9 @@ inverted a 422. The table endpoints and the series answer CSV or Parquet files t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import Response
@@ -26,6 +27,7 @@ from server.export import FILE_RESPONSES, FormatParam, model_table
 from server.jobs import placement, repository, sections, series, target
 from server.paging import CursorParam, PageSizes
 from server.query_params import TEXT_PATTERN, OwnerParam, RunParam, WindowDep, step_query
+from server.shared import SharedAnswers
 from stacklens.api_models import (
     CollectiveTotal,
     FileIo,
@@ -126,6 +128,7 @@ def job_query(
 
 
 JobQueryDep = Annotated[JobQuery, Depends(job_query)]
+T = TypeVar("T")
 
 
 #: Every per-job route answers 404 for an unknown job (or an id no job can have), the
@@ -139,17 +142,24 @@ _TABLE = {**_WINDOWED, **FILE_RESPONSES}
 
 
 @router.get("", response_model=JobList, responses=_NOT_FOUND)
-def list_jobs(session: SessionDep, query: JobQueryDep) -> JobList:
+def list_jobs(session: SessionDep, request: Request, query: JobQueryDep) -> JobList:
     """A page of the jobs seen by the collectors, newest first, each with its runs: all of
     them or those the filters select (`q` searches the job id, the user and the command;
     `status`, `user` and the start time narrow)."""
-    return _job_list(session, query)
+    return _job_list(session, query, request.app.state.job_answers)
 
 
-def _job_list(session: Session, query: JobQuery) -> JobList:
+def _job_list(session: Session, query: JobQuery, shared: SharedAnswers) -> JobList:
+    """A page of the job list; the rows of its jobs computed once for every viewer while
+    none of those jobs changed (`shared`: the app's, by the page's job ids)."""
     after = paging.decode("job", query.cursor, (int, int))
-    rows, total = repository.list_jobs(session, query.where, query.limit, after)
-    kept, page = paging.page("job", rows, query.limit, total, lambda r: r["key"])
+
+    def rows(ids: list[int]) -> list[dict[str, Any]]:
+        return shared.get(("list", *ids), repository.jobs_version(session, ids),
+                          lambda: repository.job_rows(session, ids))  # fmt: skip
+
+    found, total = repository.list_jobs(session, query.where, query.limit, after, rows)
+    kept, page = paging.page("job", found, query.limit, total, lambda r: r["key"])
     return JobList(jobs=[JobSummary(**sections.without_key(r)) for r in kept], page=page)
 
 
@@ -171,7 +181,7 @@ def overview(
     (default: the whole job), for its run `run` if it has one of that ordinal (else the
     whole job); `shown` is null for a job that is unknown; 409 when `job` names jobs of
     several owners and `owner` does not say which."""
-    jobs = _job_list(session, query)
+    jobs = _job_list(session, query, request.app.state.job_answers)
     if job is None and jobs.jobs:
         job, owner = jobs.jobs[0].job, jobs.jobs[0].user
     if job is None or not target.possible_id(job):
@@ -207,9 +217,20 @@ def job_runs(job: str, session: SessionDep, window: WindowDep, owner: OwnerParam
     return sections.runs(session, target.find_target(session, job, owner, None, window))
 
 
+def _per_job(session: Session, request: Request, t: target.Target, key: tuple[Any, ...],
+             build: Callable[[], T]) -> T:  # fmt: skip
+    """`build()`'s answer about the target (a job, or one of its runs, over a window; the
+    viewer may read it) for `key` (a route and its parameters), computed once for every
+    viewer of the job while nothing stored about it changed (`repository.jobs_version`);
+    the answer is shared: read, never changed."""
+    shared: SharedAnswers = request.app.state.job_answers
+    version = repository.jobs_version(session, [t.scope.job_id])
+    return shared.get((t.scope, t.job, t.run, *key), version, build)
+
+
 @router.get("/{job:path}/matrix", response_model=Matrix, responses=_TABLE)
 def job_matrix(
-    job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    job: str, session: SessionDep, request: Request, window: WindowDep, run: RunParam = None,
     owner: OwnerParam = None,
     limit: PairLimit = sections.PAIR_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
@@ -217,9 +238,9 @@ def job_matrix(
     """Point-to-point bytes and messages per (source rank, destination rank) of a job: a page
     of the pairs, and the whole matrix summed over blocks of ranks (at most 128 x 128)
     (files: the page of pairs)."""
-    answer = sections.matrix(
-        session, target.find_target(session, job, owner, run, window), limit, cursor
-    )
+    t = target.find_target(session, job, owner, run, window)
+    answer = _per_job(session, request, t, ("matrix", limit, cursor),
+                      lambda: sections.matrix(session, t, limit, cursor))  # fmt: skip
     return answer if fmt == "json" else model_table(answer.cells, MatrixCell, fmt, "matrix")
 
 
@@ -238,7 +259,7 @@ def job_ops(
 
 @router.get("/{job:path}/io", response_model=JobIo, responses=_TABLE)
 def job_io(
-    job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    job: str, session: SessionDep, request: Request, window: WindowDep, run: RunParam = None,
     owner: OwnerParam = None,
     phase: Annotated[
         Literal["program", "startup"],
@@ -250,9 +271,9 @@ def job_io(
     """A page of the file-system I/O of a job per (layer, path), summed over ranks and
     intervals, most bytes first, of one phase; and the totals of the start-up I/O (before
     MPI_Init) (files: the page)."""
-    answer = sections.io(
-        session, target.find_target(session, job, owner, run, window), phase, limit, cursor
-    )
+    t = target.find_target(session, job, owner, run, window)
+    answer = _per_job(session, request, t, ("io", phase, limit, cursor),
+                      lambda: sections.io(session, t, phase, limit, cursor))  # fmt: skip
     return answer if fmt == "json" else model_table(answer.files, FileIo, fmt, "io")
 
 
@@ -301,7 +322,7 @@ def job_rma(
 
 @router.get("/{job:path}/ranks", response_model=JobRanks, responses=_TABLE)
 def job_ranks(
-    job: str, session: SessionDep, window: WindowDep, run: RunParam = None,
+    job: str, session: SessionDep, request: Request, window: WindowDep, run: RunParam = None,
     owner: OwnerParam = None,
     limit: RankLimit = sections.RANK_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
@@ -310,9 +331,9 @@ def job_ranks(
     host, pid, first and last seen, status, and the health counters (keys folded into
     overflow keys, frames lost or spooled); every host with its number of ranks, and the
     health counters over all the ranks (files: the page of ranks)."""
-    answer = sections.ranks(
-        session, target.find_target(session, job, owner, run, window), limit, cursor
-    )
+    t = target.find_target(session, job, owner, run, window)
+    answer = _per_job(session, request, t, ("ranks", limit, cursor),
+                      lambda: sections.ranks(session, t, limit, cursor))  # fmt: skip
     return answer if fmt == "json" else model_table(answer.ranks, RankInfo, fmt, "ranks")
 
 

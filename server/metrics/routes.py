@@ -249,14 +249,37 @@ class FabricMetrics:
         """Yield the current values."""
         s = self.sampler
         yield histogram("stacklens_fabric_sweep_seconds",
-                        "Durations of the counter sweeps (read, deltas, store)",
+                        "Durations of the counter sweeps (read, deltas; stored apart)",
                         s.sweep_timings)  # fmt: skip
         yield GaugeMetricFamily("stacklens_fabric_sweep_interval_seconds",
                                 "The sweep period asked for (STACKLENS_FABRIC_INTERVAL_MS)",
                                 value=s.interval_s)  # fmt: skip
-        yield CounterMetricFamily("stacklens_fabric_sweeps", "Sweeps stored", value=s.sweeps)
+        yield CounterMetricFamily("stacklens_fabric_sweeps", "Counter sweeps done",
+                                  value=s.sweeps)  # fmt: skip
+        w = s.writer
+        yield CounterMetricFamily("stacklens_fabric_sweeps_stored", "Sweeps' samples stored",
+                                  value=w.stored)  # fmt: skip
+        yield CounterMetricFamily("stacklens_fabric_sweeps_dropped",
+                                  "Sweeps dropped unstored because more than "
+                                  "STACKLENS_FABRIC_STORE_QUEUE waited (the store behind)",
+                                  value=w.dropped)  # fmt: skip
+        yield GaugeMetricFamily("stacklens_fabric_store_queue",
+                                "Sweeps waiting to be stored now", value=w.pending)  # fmt: skip
+        yield GaugeMetricFamily("stacklens_fabric_store_queue_limit",
+                                "Sweeps that may wait (STACKLENS_FABRIC_STORE_QUEUE)",
+                                value=w.max_pending)  # fmt: skip
+        yield CounterMetricFamily("stacklens_fabric_store_errors",
+                                  "Store operations (samples, topology) that failed",
+                                  value=w.failed)  # fmt: skip
+        yield histogram("stacklens_fabric_store_seconds",
+                        "Durations of the sweeps' stores (in the writer's thread)",
+                        w.store_timings)  # fmt: skip
         yield CounterMetricFamily("stacklens_fabric_sweep_errors", "Sweeps that failed",
                                   value=s.errors)  # fmt: skip
+        yield CounterMetricFamily("stacklens_fabric_sweeps_behind",
+                                  "Sampling steps (discovery, sweep, store) that took longer "
+                                  "than the sweep period, so the next began late",
+                                  value=s.behind)  # fmt: skip
         yield CounterMetricFamily("stacklens_fabric_ports_answered",
                                   "Port counter reads answered, over all sweeps",
                                   value=s.ports_answered)  # fmt: skip

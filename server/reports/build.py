@@ -91,9 +91,9 @@ EVIDENCE = {
         "derived",
         "computed from the figures above by fixed rules "
         "(a rank late — more time outside MPI — or waiting — more time inside MPI — by "
-        f"≥ {profile.MIN_SHARE:.0%} of the elapsed time over the other ranks' median "
-        f"and > {profile.SPREAD}× their spread; a link at ≥ "
-        f"{BUSY_LINK:.0%} of its capacity; any PortXmitWait or error)",
+        f"≥ {profile.MIN_SHARE:.0%} of the elapsed time over the other ranks' median, "
+        f"at least {profile.MIN_EXCESS_NS // 10**6} ms, and > {profile.SPREAD}× their "
+        f"spread; a link at ≥ {BUSY_LINK:.0%} of its capacity; any PortXmitWait or error)",
     ),
     "timeline": ("Timeline", "measured", "per step, summed over ranks, by category"),
     "matrix": (

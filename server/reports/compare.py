@@ -14,7 +14,12 @@ from sqlalchemy.orm import Session
 
 from presentation import figures
 from presentation.card_reports import SECTION_ROWS, ranked
-from presentation.formatting import format_duration_ns, format_size_bucket, format_utc_ns
+from presentation.formatting import (
+    format_duration_ns,
+    format_size_bucket,
+    format_utc_ns,
+    format_utc_window_ns,
+)
 from presentation.report_model import Figure, Progress, Report, Section, Table, no_progress
 from server.compare import service
 from stacklens.api_models import ComparedRun, Comparison, FamilyDifference, SiteDifference
@@ -48,10 +53,13 @@ EVIDENCE = [
 
 
 def side_name(side: ComparedRun, letter: str) -> str:
-    """How a side is named: "a: job 42 run 2" or "a: median of 5 earlier runs"."""
+    """How a side is named: "a: job 42 run 2" (with the window compared when there is one:
+    "a: job 42 run 2, 2023-11-14 22:16:40–22:16:45 UTC") or "a: median of 5 earlier
+    runs"."""
     if side.job is None:
         return f"{letter}: median of {side.runs} earlier run{'s' * (side.runs != 1)}"
-    return f"{letter}: job {side.job} run {side.run}"
+    window = format_utc_window_ns(side.from_ns, side.to_ns)
+    return f"{letter}: job {side.job} run {side.run}" + (f", {window}" if window else "")
 
 
 def _signed(ns: int) -> str:
@@ -198,7 +206,11 @@ def compare_report(
     progress(0, 2, "comparing the runs")
     comparison = service.compare(session, b, a, last, SECTION_ROWS, around)
     progress(1, 2, "call sites")
-    facts = [("Command", comparison.b.command), ("World size", str(comparison.b.world_size))]
+    facts = [("Command", comparison.b.command)]
+    for side, letter in ((comparison.a, "a"), (comparison.b, "b")):
+        if side.exe_path is not None and (letter == "b" or side.exe_path != comparison.b.exe_path):
+            facts.append((f"Executable of run {letter}", side.exe_path))
+    facts.append(("World size", str(comparison.b.world_size)))
     for side, letter in ((comparison.a, "a"), (comparison.b, "b")):
         started = "" if side.started_ns is None else f", started {format_utc_ns(side.started_ns)}"
         facts.append((f"Run {letter}", f"{side_name(side, letter)[3:]}{started}, "

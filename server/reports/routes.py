@@ -28,6 +28,7 @@ from presentation.report_model import Progress, Report
 from server.access.owner import restrict
 from server.access.viewer import request_viewer
 from server.compare import service as compare_service
+from server.compare.sides import FromRef, ToRef, named_sides
 from server.errors import error_responses
 from server.incidents import answers as incident_answers
 from server.query_params import TEXT_PATTERN, OwnerParam, RunParam, Window, WindowDep, id_query
@@ -224,9 +225,13 @@ def comparison_report(
     b: _JobRef = None,
     b_run: _RunRef = None,
     b_owner: OwnerParam = None,
+    b_from: FromRef = None,
+    b_to: ToRef = None,
     a: _JobRef = None,
     a_run: _RunRef = None,
     a_owner: OwnerParam = None,
+    a_from: FromRef = None,
+    a_to: ToRef = None,
     last: Annotated[
         int,
         Query(
@@ -241,15 +246,14 @@ def comparison_report(
     """The report of a run comparison (as GET /api/compare answers it): run b against run
     a, or without `a` against the median of the `last` runs of b's program before it; the
     two runs, the finding and where the elapsed time went per rank on the first page, then
-    the call sites of either run, the largest change of time first."""
-    if b is None:
-        raise HTTPException(status_code=422, detail="name run b: ?b=<job>[&b_run=<n>]")
-    side_b = compare_service.Side(b, b_run, b_owner)
-    side_a = None if a is None else compare_service.Side(a, a_run, a_owner)
+    the call sites of either run, the largest change of time first. Either run may be a
+    window of it (`b_from`/`b_to`, `a_from`/`a_to`), as in GET /api/compare."""
+    side_b, side_a = named_sides(b, b_run, b_owner, (b_from, b_to),
+                                 a, a_run, a_owner, (a_from, a_to))  # fmt: skip
     with _viewer_session(request) as session:  # a 404 before anything is streamed
-        compare_service.find(session, b, b_run, b_owner)
-        if side_a is not None:
-            compare_service.find(session, side_a.job, a_run, a_owner)
+        for side in (side_b, side_a):
+            if side is not None:
+                compare_service.find(session, side.job, side.run, side.owner)
     around = compare_service.around(request.app.state)
     return _answer(lambda s, p: compare_report(s, side_b, side_a, around, last, p), request,
                    fmt, progress)  # fmt: skip

@@ -15,7 +15,7 @@ Per call the message is m = bytes // calls (the rest, < calls bytes, is not mode
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 #: Allreduce below this many bytes per rank: recursive doubling; from it on: a ring
 #: (reduce-scatter then allgather, 2 (n - 1) / n of the message to the next rank).
@@ -44,18 +44,29 @@ def modelled(name: str) -> bool:
     return op_family(name) in _MODELS
 
 
-def rank_sends(name: str, members: list[int], rank: int, root: int, calls: int, nbytes: int
-               ) -> Sends:  # fmt: skip
+def positions(members: Sequence[int]) -> dict[int, int]:
+    """Each member's rank in the communicator of world ranks `members` (its index there):
+    what `rank_sends` looks up, made once per communicator by a caller that models many
+    rows of it (a 1,024-rank communicator's rows each looked up in the list cost seconds)."""
+    return {rank: i for i, rank in enumerate(members)}
+
+
+def rank_sends(name: str, members: Sequence[int], rank: int, root: int, calls: int,
+               nbytes: int, position: Mapping[int, int] | None = None) -> Sends:  # fmt: skip
     """What world rank `rank` sends for `calls` calls of collective `name` totalling `nbytes`
     (its stored row) on the communicator of world ranks `members` rooted at world rank
-    `root` (-1: none). Empty when the op has no model, the rank is not a member, or a root
-    is needed and is not a member."""
+    `root` (-1: none); `position`: `positions(members)` if the caller has it. Empty when
+    the op has no model, the rank is not a member, or a root is needed and is not a
+    member."""
     model = _MODELS.get(op_family(name))
     n = len(members)
-    if model is None or calls <= 0 or nbytes <= 0 or n < 2 or rank not in members:
+    if model is None or calls <= 0 or nbytes <= 0 or n < 2:
         return {}
-    me = members.index(rank)
-    at_root = members.index(root) if root in members else -1
+    where = positions(members) if position is None else position
+    me = where.get(rank)
+    if me is None:
+        return {}
+    at_root = where.get(root, -1)
     per_call: dict[int, int] = defaultdict(int)
     model(per_call, n, me, at_root, nbytes // calls)
     return {(rank, members[i]): b * calls for i, b in per_call.items() if b > 0 and i != me}

@@ -307,15 +307,18 @@ def _collectives(conn: Any, jobs: list[int], run_id: int | None, window: Window,
     if not rows:
         return
     members = _members(conn, sorted({row[1] for row in rows}))
+    groups = {key: sorted(ranks) for key, ranks in members.items()}  # once per communicator
+    where = {key: collectives.positions(group) for key, group in groups.items()}
     for job, run, rank, op, comm, size, root, calls, nbytes in rows:
         if run in measured_runs:
             continue
         name = names[op] if op < len(names) else ""
-        group = sorted(members[(run, comm)])
+        group = groups.get((run, comm), [])
         if comm == OVERFLOW_COMM or len(group) != size or not collectives.modelled(name):
             left["unmodelled_collective"] += int(nbytes)
             continue
-        sends = collectives.rank_sends(name, group, rank, root, int(calls), int(nbytes))
+        sends = collectives.rank_sends(name, group, rank, root, int(calls), int(nbytes),
+                                       where.get((run, comm)))  # fmt: skip
         for (a, b), part in sends.items():
             send(job, "mpi_coll", "modelled", run, a, b, part)
 

@@ -156,13 +156,20 @@ def job_links(
     window = Window(first if window.from_ns is None else window.from_ns,
                     last + 1 if window.to_ns is None else window.to_ns)  # fmt: skip
     about = {"id": found.id, "job": found.job_key, "user": found.user}
-    answer = service.job_links(session, traffic_config(request), about, window, run_id,
-                               request.app.state.attributions)  # fmt: skip
+    config, cache = traffic_config(request), request.app.state.attributions
+    # once for every viewer of the job while nothing it reads changed (the answer is shared:
+    # read, never changed)
+    key = ("links", config.paths, repr(config.storage), config.placement, window, run_id,
+           found.job_key, found.user)  # fmt: skip
+    answer = cache.per_job(session, key, found.id,
+                           lambda: service.job_links(session, config, about, window, run_id,
+                                                     cache))  # fmt: skip
     after = paging.decode("link", cursor, (int, str))
-    rows = answer.pop("links")
+    rows = answer["links"]
     total = len(rows)
     if after is not None:
         rows = [r for r in rows if (r["id"], r["direction"]) > after]
     kept, page = paging.page("link", rows[: limit + 1], limit, total,
                              lambda r: (r["id"], r["direction"]))  # fmt: skip
-    return JobLinks(**answer, links=kept, page=page, run=run)
+    rest = {k: v for k, v in answer.items() if k != "links"}
+    return JobLinks(**rest, links=kept, page=page, run=run)

@@ -11,12 +11,15 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
 from server.fabric import repository as fabric
+from server.jobs import repository as jobs
 from server.query_params import Window
+from server.shared import SharedAnswers
 from server.traffic import repository
 from server.traffic.attribution import (
     PROVENANCES,
@@ -39,6 +42,7 @@ DIRECTIONS = ("a_to_b", "b_to_a")
 NODE_FIELDS = ("guid", "name", "type", "nports", "lid", "gone", "gone_ns", "last_seen_ns")
 
 Computed = tuple[Fabric, dict[Crossing, dict[str, Any]], Attribution, repository.JobTraffic]
+T = TypeVar("T")
 
 
 class AttributionCache:
@@ -46,14 +50,30 @@ class AttributionCache:
     asked, reused while `repository.data_version` is unchanged and for at most
     `max_age_s` (a frame replayed late with an old interval end changes no version), so
     asking for the fabric's links one by one attributes the window once. The fabric read
-    (links, forwarding tables, the routes found so far) is kept per stored discovery."""
+    (links, forwarding tables, the routes found so far) is kept per stored discovery. And
+    one job's answers (`per_job`: its links, its families and their links), shared by its
+    viewers while nothing they read changed."""
 
-    def __init__(self, max_age_s: float = 5.0, size: int = 8):
+    def __init__(self, max_age_s: float = 5.0, size: int = 8, job_answers: int = 64):
         self.max_age_s = max_age_s
         self.size = size
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[Any, ...], tuple[Any, float, Computed]] = OrderedDict()
         self._fabric: tuple[Any, str, Fabric] | None = None
+        self._answers = SharedAnswers(job_answers, max_age_s)
+
+    def per_job(self, session: Session, key: tuple[Any, ...], job_id: int,
+                build: Callable[[], T]) -> T:  # fmt: skip
+        """`build()`'s answer about job `job_id` for `key` (a route's name and everything
+        else it depends on: the job's scope, the fabric's paths), computed once for every
+        viewer while the job's stored data (`jobs.job_version`: every frame stored), the
+        fabric and its samples (`fabric.topology_version`, `samples_version`) stay as they
+        were, for at most `max_age_s` (as the attributions: what no version sees, such as
+        retention dropping old samples); the `job_answers` latest kept. The caller checks
+        that the viewer may read the job; the answer holds that job's figures only."""
+        version = (fabric.topology_version(session), fabric.samples_version(session),
+                   jobs.job_version(session, job_id))  # fmt: skip
+        return self._answers.get((job_id, *key), version, build)
 
     def fabric(self, session: Session, paths: str) -> Fabric:
         """The current fabric, read again after each stored discovery (every time when no
@@ -358,9 +378,12 @@ def _from_rail(fab: Fabric, pairs: Flows, measured: dict[Crossing, int | None],
     (the flows of each rail routed and split as the whole attribution splits them)."""
     where = {r.guid: (host, i, r.device) for host, rs in placed.items() for i, r in enumerate(rs)}
     out: dict[Crossing, list[dict[str, Any]]] = {}
-    for guid in sorted({key[3] for key in pairs}):
+    by_rail: dict[int, Flows] = {}  # the flows of each rail, gathered in one pass
+    for key, flow in pairs.items():
+        by_rail.setdefault(key[3], {})[key] = flow
+    for guid in sorted(by_rail):
         part = Attribution()
-        split(fab.router, {k: n for k, n in pairs.items() if k[3] == guid}, measured, part)
+        split(fab.router, by_rail[guid], measured, part)
         host, index, device = where[guid]
         for crossing, shares in part.shares.items():
             by: dict[str, float] = {}

@@ -2,7 +2,7 @@
 """A two-rank job's call-site records (wire tables callsite and callsite_frame) sent through
 the real collector into the real database, their frames the true offsets of the
 tests/symbols program (run here under ASLR): the API answers the sites across ranks with
-exact sums, share, size range, slowest rank and imbalance, each resolved to its line;
+exact sums, share, size range, the rank with the most time and imbalance, each resolved to its line;
 paging, CSV and the window hold; a rank's own site ids never join ranks."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_sites_across_ranks_resolved(collector, api_client, tmp_path: Path) -> N
     answer = api_client.get(f"/api/jobs/{JOB}/callsites").json()
     assert (answer["mpi_time_ns"], answer["io_time_ns"]) == (21_000, 0)
     got = [(s["label"], s["op"], s["calls"], s["bytes"], s["time_ns"], s["ranks"],
-            s["slowest_rank"], s["slowest_time_ns"], round(s["imbalance"], 4),
+            s["most_time_rank"], s["most_time_ns"], round(s["imbalance"], 4),
             s["min_bytes"], s["max_bytes"]) for s in answer["sites"]]  # fmt: skip
     assert got == [
         ("sites_main.c:13", "MPI_Allreduce", 25, 200, 18_000, 2, 1, 12_000, 1.3333, 8, 15),

@@ -1,7 +1,7 @@
 # tests/callsites/test_summary.py — call sites summed across ranks (server/callsites/summary.py).
 """Per-rank rows as the repository gives them become sites: joined across ranks by their
 frames' build-id and offset (never by the ranks' own site ids), per op; exact sums, share,
-size range from the buckets, slowest rank and imbalance; the overflow row apart."""
+size range from the buckets, the rank with the most time and imbalance; the overflow row apart."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ RESOLVED = {("", BID, 0x1234): {"quality": "line", "function": "solve", "functio
 
 def test_sites_join_ranks_on_frames_not_site_ids() -> None:
     rows = [
-        # the same line on three ranks, each with its own site id; rank 2 slowest
+        # the same line on three ranks, each with its own site id; rank 2 with the most time
         row(0, 5, "MPI_Allreduce", 10, 80, 1_000, [frame(0x1234)], {7: 10}),
         row(1, 9, "MPI_Allreduce", 10, 80, 2_000, [frame(0x1234)], {7: 10}),
         row(2, 1, "MPI_Allreduce", 10, 80, 6_000, [frame(0x1234, module="/copy/solver")], {7: 10}),
@@ -45,7 +45,7 @@ def test_sites_join_ranks_on_frames_not_site_ids() -> None:
     assert first["label"] == "solver.c:212" and first["op"] == "MPI_Allreduce"
     assert (first["calls"], first["bytes"], first["time_ns"], first["ranks"]) == (30, 240, 9_000, 3)
     assert first["share"] == 0.9
-    assert (first["slowest_rank"], first["slowest_time_ns"]) == (2, 6_000)
+    assert (first["most_time_rank"], first["most_time_ns"]) == (2, 6_000)
     assert first["imbalance"] == 6_000 / 3_000
     assert (first["mean_bytes"], first["min_bytes"], first["max_bytes"]) == (8.0, 64, 127)
     assert first["frames"][0]["quality"] == "line" and first["frames"][0]["line"] == 212

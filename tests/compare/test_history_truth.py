@@ -5,12 +5,14 @@ run records its executable's build-id exactly as the ELF file has it; the third 
 history lists the two before it as of another build and itself as rebuilt; its median
 comparison has no earlier run of its build. In Chromium, the third run's job page lists
 its two predecessors with their elapsed time and shares of MPI and file I/O, each linked to
-the Compare page against it, says that the executable was rebuilt, and draws the trend
+the Compare page against it, names the program by its executable's path and arguments,
+says that the executable was rebuilt, and draws the trend
 with a line per build and this run marked (legend, axis titles); the link opens a
 comparison whose finding names the rebuild; no console error."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import uuid
 from urllib.parse import urlencode
@@ -21,7 +23,7 @@ from presentation.formatting import format_duration_ns, format_utc_ns
 from stacklens.db import make_engine
 from stacklens.symbols import file_build_id
 from stacklens_cli.site import create_site
-from tests.compare.test_sites_truth import COMPILERS, HERE, run
+from tests.compare.test_sites_truth import COMPILERS, HERE, ITERATIONS, RANKS, run
 from tests.conftest import chromium_page, free_port, serving
 
 
@@ -47,7 +49,8 @@ def test_a_rebuild_starts_a_new_segment_of_the_history(collector, api_client, pg
         (jobs[0], old, False, False),
     ]
     median = api_client.get("/api/compare", params={"b": jobs[2]})
-    assert median.status_code == 404 and "command line, world size and build" in median.text
+    assert median.status_code == 404
+    assert "executable, arguments, world size and build" in median.text
     # the job page: predecessors, trend, links
     engine = make_engine(pg_url)
     port = free_port()
@@ -56,6 +59,9 @@ def test_a_rebuild_starts_a_new_segment_of_the_history(collector, api_client, pg
         page.goto(f"http://127.0.0.1:{port}/jobs/{jobs[2]}")
         rows = page.locator("#jv-history tbody tr")
         expect(rows).to_have_count(2, timeout=30_000)
+        # the program named by its executable's path and arguments
+        expect(page.locator("#jv-history p")).to_have_text(
+            f"Program: {os.path.realpath(program)} {ITERATIONS} ({RANKS} ranks)")  # fmt: skip
         cells = rows.evaluate_all("rows => rows.map(r => [...r.cells].map(c => c.innerText))")
         assert cells == [
             [f"{r['job']} run 1", r["owner"], format_utc_ns(r["started_ns"]),

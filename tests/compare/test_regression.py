@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from server.compare import regression
 from server.incidents.detect import Thresholds
-from server.incidents.service import IncidentService
+from server.incidents.service import IncidentService, incident_service
 from server.incidents.webhook import Webhook
 from stacklens.api_models import ComparedRun, Comparison, RunDifference
 from stacklens.db import make_engine
@@ -86,6 +86,11 @@ def test_off_by_default_no_incident(history) -> None:
     assert Settings().regression_factor == 0
     assert history["run"](Settings().regression_factor, 2) == []
     assert _regressions(history["engine"]) == []
+    # the one setting is what `stacklens up`'s incident service is made with
+    default = incident_service(history["engine"], Settings())
+    assert default is not None and default.regression is None
+    on = incident_service(history["engine"], Settings(regression_factor=1.5))
+    assert on is not None and on.regression is not None and on.regression.factor == 1.5
 
 
 def test_a_slower_run_opens_one_regression_incident(history, api_client) -> None:

@@ -8,7 +8,7 @@ figures are exactly those of its own run's call sites; the CSV file holds the sa
 (issue #28 point 2). In Chromium, run b's job page links to its comparison with run a
 (the previous run of the same program), whose grid names the barrier's line first (issue
 #28 point 1). `stacklens report --compare` writes the comparison as a report naming that
-line first (issue #28 point 4)."""
+line first, as HTML and as PDF (issue #28 point 4)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ import pytest
 from playwright.sync_api import expect
 
 from server.app import create_app
+from stacklens.constants import MPI_CATEGORIES
 from stacklens.db import make_engine
 from stacklens_cli.site import create_site
 from tests.conftest import chromium_page, free_port, serving
@@ -100,6 +101,15 @@ def test_the_slowed_line_is_named_first(collector, api_client, tmp_path, mpi: st
                  for s in sites if s["present"] in ("both", side)}  # fmt: skip
         assert shown == {(s["label"], s["op"]): (s["time_ns"], s["calls"], s["bytes"])
                          for s in own}, side  # fmt: skip
+        # its elapsed time is its run's on the job page, its parts per MPI operation the
+        # page's operations per rank
+        (own_run,) = api_client.get(f"/api/jobs/{job}/runs").json()["runs"]
+        assert body[side]["elapsed_ns"] == own_run["finished_ns"] - own_run["started_ns"], side
+        ops = api_client.get(f"/api/jobs/{job}/ops", params={"run": 1}).json()["ops"]
+        assert {name: ns for name, ns in body[side]["parts"].items()
+                if name.startswith("MPI_")} == {
+            op["op"]: op["time_ns"] // RANKS for op in ops if op["category"] in MPI_CATEGORIES
+        }, side  # fmt: skip
     # the same rows as a CSV file
     as_csv = api_client.get("/api/compare", params={"a": job_a, "b": job_b, "format": "csv"})
     assert as_csv.status_code == 200
@@ -151,10 +161,17 @@ def test_stacklens_report_compare_writes_the_comparison(collector, pg_url, api_c
     engine = make_engine(pg_url)
     env = {k: v for k, v in os.environ.items() if not k.startswith("STACKLENS_")}
     out = tmp_path / "compare.html"
+    pdf_out = tmp_path / "compare.pdf"
     with serving(create_app(engine)) as port:
-        done = stacklens_cli("report", "--compare", job_a, f"{job_b}:1", "-o", str(out),
-                             "--server", f"http://127.0.0.1:{port}", env=env)  # fmt: skip
+        done, as_pdf = (
+            stacklens_cli("report", "--compare", job_a, f"{job_b}:1", "-o", str(path),
+                          "--server", f"http://127.0.0.1:{port}", env=env)
+            for path in (out, pdf_out)
+        )  # fmt: skip
     engine.dispose()
+    assert as_pdf.returncode == 0, as_pdf.stderr
+    assert pdf_out.read_bytes().startswith(b"%PDF-")
+    assert as_pdf.stdout == f"{pdf_out}: {pdf_out.stat().st_size:,} bytes (application/pdf)\n"
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{out}: {out.stat().st_size:,} bytes (text/html; charset=utf-8)\n"
     assert done.stderr.splitlines()[-1].startswith("[##############################] 3/3 written")

@@ -1,10 +1,11 @@
 """/metrics shows whether the fabric sampler keeps up (sweep and discovery durations,
-ports answered, failed and stale) and how long the web server takes to answer, by kind;
-`stacklens status` shows the same. A real sampler over the sysfs fixture tree, the real
-app served over HTTP, the real database."""
+ports answered, failed and stale, sweeps stored, dropped and waiting) and how long the web
+server takes to answer, by kind; `stacklens status` shows the same. A real sampler over the
+sysfs fixture tree, the real app served over HTTP, the real database."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -39,6 +40,25 @@ def test_timings_count_into_cumulative_buckets():
     assert (t.count, round(t.total_s, 4), t.last_s) == (5, 107.0064, 100.0)
 
 
+def test_the_loop_counts_the_sweeps_that_overran_their_period(pg_url):
+    """A period of 1 ns is overrun by every step (each counted once it is done: at most the
+    step in progress is not yet); a period of 60 s by none."""
+
+    async def sample(period_s: float, behind: int) -> tuple[int, int]:
+        sampler = FabricSampler(pg_url, SysfsSource(SYSFS_FIXTURE), period_s, 60.0)
+        await sampler.start()
+        try:
+            while sampler.sweeps < 1 or sampler.behind < behind:
+                await asyncio.sleep(0.01)
+        finally:
+            await sampler.stop()
+        return sampler.sweeps, sampler.behind
+
+    sweeps, behind = asyncio.run(sample(1e-9, 3))
+    assert behind >= 3 and sweeps - behind in (0, 1)
+    assert asyncio.run(sample(60.0, 0)) == (1, 0)
+
+
 def test_metrics_and_status_show_the_sampler_and_the_answers(pg_url, tmp_path):
     sampler = FabricSampler(pg_url, SysfsSource(SYSFS_FIXTURE), 1.0, 60.0)
     for _ in range(3):
@@ -59,18 +79,27 @@ def test_metrics_and_status_show_the_sampler_and_the_answers(pg_url, tmp_path):
         sampler.store.close()
         engine.dispose()
     assert got[("stacklens_fabric_sweeps_total", ())] == 3
+    assert got[("stacklens_fabric_sweeps_behind_total", ())] == 0  # steps alone: no period
     assert got[("stacklens_fabric_sweep_seconds_count", ())] == 3
     assert got[("stacklens_fabric_sweep_seconds_bucket", (("le", "+Inf"),))] == 3
     assert got[("stacklens_fabric_ports_answered_total", ())] == 3  # one port, three sweeps
     assert got[("stacklens_fabric_ports_failed_total", ())] == 0
     assert got[("stacklens_fabric_stale_ports", ())] == 0
+    assert got[("stacklens_fabric_sweeps_stored_total", ())] == 3  # stepped by hand: at once
+    assert got[("stacklens_fabric_sweeps_dropped_total", ())] == 0
+    assert got[("stacklens_fabric_store_queue", ())] == 0
+    assert got[("stacklens_fabric_store_queue_limit", ())] == 8
+    assert got[("stacklens_fabric_store_errors_total", ())] == 0
+    assert got[("stacklens_fabric_store_seconds_count", ())] == 3
     assert got[("stacklens_fabric_sweep_interval_seconds", ())] == 1.0
     assert got[("stacklens_fabric_discoveries_total", ())] == sampler.discoveries >= 1
     assert got[("stacklens_fabric_discovery_seconds_count", ())] == sampler.discoveries
     assert got[("stacklens_http_request_seconds_count", (("kind", "api"),))] == 2
     rows = {line[:10].strip(): line[12:] for line in lines[1:]}
     assert re.fullmatch(
-        r"3 sweeps of \d+ ms on average \(every 1 s\), 0 failed; ports 3 answered, 0 did not, "
+        r"3 sweeps of \d+ ms on average \(every 1 s\), 0 failed, 0 behind schedule; 3 stored, "
+        r"0 dropped, 0 waiting; ports 3 "
+        r"answered, 0 did not, "
         rf"0 stale now; {sampler.discoveries} discoveries of \d+ ms on average",
         rows["sampler"],
     ), rows

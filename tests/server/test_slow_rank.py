@@ -117,7 +117,7 @@ def test_the_late_rank_and_the_ranks_waiting_for_it_are_named(job, api_client):
     assert slow["imbalance"] == [{
         "comm_id": 7, "comm_size": 4, "op": "MPI_Allreduce", "ranks": 4,
         "min_ns": 250 * MS, "median_ns": 4 * S, "max_ns": 4 * S, "max_rank": 0, "min_rank": 2,
-        "text": "MPI_Allreduce on communicator 7 (4 ranks): rank 2 arrives last (the least "
+        "text": "MPI_Allreduce on communicator 00000007 (4 ranks): rank 2 arrives last (the least "
                 "time inside: 250 ms, median 4.00 s); rank 0 waits longest (4.00 s)",
     }]  # fmt: skip
 
