@@ -118,15 +118,19 @@ class IncidentQuery:
 @dataclass(frozen=True)
 class RunRef:
     """A run as the compare API names it: job id, run ordinal (None: the job's newest MPI
-    run) and owner (needed only when the id names jobs of several owners)."""
+    run), owner (needed only when the id names jobs of several owners), and the window of
+    it compared (`start`, `end`: the API's instants as typed, None: the run's start, end)."""
 
     job: str
     run: int | None = None
     owner: str | None = None
+    start: str | None = None
+    end: str | None = None
 
     def query(self, side: str) -> dict[str, object]:
         """The query parameters naming this run as side `side` (a or b) of a comparison."""
-        return {side: self.job, f"{side}_run": self.run, f"{side}_owner": self.owner}
+        return {side: self.job, f"{side}_run": self.run, f"{side}_owner": self.owner,
+                f"{side}_from": self.start, f"{side}_to": self.end}  # fmt: skip
 
 
 def _query(params: dict[str, object]) -> str:

@@ -29,6 +29,7 @@ import dash_mantine_components as dmc
 from dash import ALL, ClientsideFunction, Input, Output, State, html
 
 from frontend import ids
+from presentation.formatting import format_utc_ns
 
 #: The live presets: query value -> seconds.
 LIVE = {"5m": 300, "1h": 3600, "24h": 86400}
@@ -77,8 +78,21 @@ class Window:
         if self.live is not None:
             return f"the last {PRESETS[list(LIVE).index(self.live)]['label'][5:]} (live)"
         if self.start or self.end:
-            return f"from {self.start or 'the start'} to {self.end or 'now'}"
+            return f"from {bound_words(self.start, 'the start')} to {bound_words(self.end, 'now')}"
         return "all"
+
+
+def bound_words(text: str | None, absent: str) -> str:
+    """A window bound as the URL holds it, in words: "2023-11-14 22:13:20 UTC" (the second
+    it falls in), `absent` when there is none, as written when it is not a time (the API
+    says why)."""
+    if not text:
+        return absent
+    try:
+        ns = _ns(text)
+    except ValueError:
+        return text
+    return absent if ns is None else format_utc_ns(ns)
 
 
 def _ns(text: str | None) -> int | None:

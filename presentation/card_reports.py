@@ -10,13 +10,13 @@ from collections.abc import Iterable
 
 from presentation import figures as page_figures
 from presentation import report_figures
-from presentation.components import (
-    callsite_path,
+from presentation.components import callsite_path, family_headings, family_rows
+from presentation.formatting import (
     communicator_label,
-    family_headings,
-    family_rows,
+    format_bytes,
+    format_duration_ns,
+    format_utc_ns,
 )
-from presentation.formatting import format_bytes, format_duration_ns, format_utc_ns
 from presentation.report_model import Figure, Table
 from stacklens.api_models import (
     JobCallsites,
@@ -168,13 +168,13 @@ def callsites_report(sites: JobCallsites) -> ReportPart:
     rows, note = ranked(
         [s.label, s.op, format_duration_ns(s.time_ns), f"{100 * s.share:.1f} %",
          f"{s.calls:,}", format_bytes(s.bytes), format_bytes(s.mean_bytes),
-         str(s.slowest_rank), f"{s.imbalance:.2f}",
+         str(s.most_time_rank), f"{s.imbalance:.2f}",
          s.frames[0].quality if s.frames else "", callsite_path(s)]
         for s in sites.sites
     )  # fmt: skip
     if sites.page.next_cursor is not None:
         note = f"The first {len(sites.sites)} of {sites.page.total} call sites."
-    headings = ["site", "op", "time", "share", "calls", "bytes", "mean size", "slowest rank",
+    headings = ["site", "op", "time", "share", "calls", "bytes", "mean size", "most time (rank)",
                 "imbalance", "resolved as", "path"]  # fmt: skip
     intro = (f"{format_duration_ns(sites.mpi_time_ns)} inside MPI and "
              f"{format_duration_ns(sites.io_time_ns)} in file I/O at "

@@ -17,6 +17,7 @@ import dash_ag_grid as dag
 from dash import dcc, html
 
 from presentation.formatting import (
+    communicator_label,
     format_bytes,
     format_duration_ns,
     format_size_bucket,
@@ -138,7 +139,7 @@ CELL_TOOLTIP = (
 
 
 #: The call sites grid: where each is, its op, time (ms, sortable), share, calls, bytes,
-#: sizes, the slowest rank and the imbalance, how it was resolved.
+#: sizes, the rank with the most time and the imbalance, how it was resolved.
 CALLSITE_COLUMNS = [
     text_column("where", "Call site", cellClass="mono", tooltipField="path", minWidth=200,
                 pinned="left"),
@@ -150,7 +151,7 @@ CALLSITE_COLUMNS = [
     number_column("mean_bytes", "Mean size"),
     text_column("sizes", "Size range", type="rightAligned", sortable=False),
     number_column("ranks", "Ranks"),
-    number_column("slowest_rank", "Slowest rank"),
+    number_column("most_time_rank", "Most time (rank)"),
     number_column("imbalance", "Imbalance"),
     text_column("quality", "Resolved as", tooltipField="reason"),
 ]  # fmt: skip
@@ -180,7 +181,7 @@ def callsite_rows(sites: JobCallsites) -> list[dict[str, Any]]:
             "mean_bytes": round(s.mean_bytes),
             "sizes": format_size_bucket(s.min_bytes, s.max_bytes + 1),
             "ranks": s.ranks,
-            "slowest_rank": s.slowest_rank,
+            "most_time_rank": s.most_time_rank,
             "imbalance": round(s.imbalance, 2),
             "quality": s.frames[0].quality if s.frames else "",
             "reason": s.frames[0].reason if s.frames else "",
@@ -199,7 +200,7 @@ def callsite_caption(sites: JobCallsites) -> str:
             else f"The {n:,} of {total:,} call sites with the most time")  # fmt: skip
     return (f"{held}, heaviest time first: {format_duration_ns(sites.mpi_time_ns)} inside MPI "
             f"and {format_duration_ns(sites.io_time_ns)} in file I/O in all. Share: of the "
-            "job's MPI (or file I/O) time; imbalance: the slowest rank's time over the mean "
+            "job's MPI (or file I/O) time; imbalance: the most time of a rank over the mean "
             "of the ranks calling from there; size range: the size buckets' bounds.")  # fmt: skip
 
 
@@ -424,12 +425,6 @@ def ops_table_markdown(ops: JobOps) -> str:
     return table_markdown(
         f"{caption} Calls, bytes and time are summed over all ranks.", headings, align, rows
     )
-
-
-def communicator_label(comm_id: int, overflow: bool) -> str:
-    """How a communicator id reads on the page: 8 hex digits, or "overflow" for the key that
-    holds the communicators beyond STACKLENS_MAX_KEYS."""
-    return "overflow" if overflow else f"{comm_id:08x}"
 
 
 def communicators_table_markdown(coll: JobCollectives) -> str:

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import plotly.graph_objects as go
 from plotly.colors import sequential
@@ -13,9 +15,11 @@ from plotly.subplots import make_subplots
 from presentation.formatting import (
     format_bytes,
     format_bytes_short,
+    format_bytes_tick,
     format_duration_ns,
     format_size_bucket,
     format_utc_ns,
+    format_utc_window_ns,
 )
 from stacklens.api_models import (
     ComparedRun,
@@ -214,7 +218,12 @@ def family_reach(families: JobFamilies) -> go.Figure:
     fig.update_layout(
         barmode="stack",
         xaxis={"title": {"text": "communicator family"}, "type": "category", "automargin": True},
-        yaxis={"title": {"text": "bytes"}, "rangemode": "tozero", "gridcolor": "#e5e9f0"},
+        yaxis={
+            "title": {"text": "bytes"},
+            "rangemode": "tozero",
+            "gridcolor": "#e5e9f0",
+            **bytes_axis(max(map(sum, zip(*(t.y for t in traces), strict=True)), default=0)),
+        },
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
         **_base_layout(),
         uirevision=families.job,
@@ -285,7 +294,10 @@ def timeline(series: Series) -> go.Figure:
             )  # fmt: skip
     fig.update_layout(barmode="stack", bargap=0, **_base_layout())
     fig.update_yaxes(title_text="time inside (s)", row=1, col=1)
-    fig.update_yaxes(title_text="bytes", row=2, col=1)
+    per_step: dict[int, int] = {}
+    for p in series.points:
+        per_step[p.t_ns] = per_step.get(p.t_ns, 0) + p.values[metric["bytes"]]
+    fig.update_yaxes(title_text="bytes", row=2, col=1, **bytes_axis(max(per_step.values())))
     fig.update_xaxes(title_text="step start (UTC)", row=2, col=1)
     return _titled(fig, "Time inside and bytes per step, by traffic category and I/O layer")
 
@@ -342,6 +354,27 @@ def rank_heatmap(profile: SlowRanks) -> go.Figure:
 def _utc(t_ns: int) -> datetime:
     """A ns timestamp as a UTC datetime (Plotly draws it as a date axis)."""
     return datetime.fromtimestamp(t_ns / 1e9, UTC)
+
+
+#: Ticks a bytes axis aims at (between 3 and 6 of them, 0 included).
+_BYTE_TICKS = 5
+
+
+def bytes_axis(top: float, per_s: bool = False) -> dict[str, Any]:
+    """Ticks of an axis of bytes (or bytes per second) from 0 to `top`, in binary units
+    ("512 MiB", "1.5 GiB/s"): Plotly's own would write 2e9 bytes "2B" (B for billion) and
+    1e7 "10M" (decimal). Steps of 1, 2 or 5 times a power of ten of the largest binary unit
+    below `top`; an axis without data (top 0) keeps Plotly's ticks."""
+    if top <= 0:
+        return {}
+    unit = 1024 ** min(int(math.log(top, 1024)), 6) if top >= 1024 else 1
+    raw = top / unit / _BYTE_TICKS
+    step = min(m * 10 ** math.floor(math.log10(raw)) for m in (1, 2, 5, 10)
+               if m * 10 ** math.floor(math.log10(raw)) >= raw)  # fmt: skip
+    values = [i * step * unit for i in range(int(top / unit / step + 1e-9) + 2)]
+    suffix = "/s" if per_s else ""
+    return {"tickmode": "array", "tickvals": values,
+            "ticktext": [format_bytes_tick(v) + suffix for v in values]}  # fmt: skip
 
 
 def incident_evidence(incident: IncidentDetails) -> go.Figure:
@@ -426,7 +459,8 @@ def fabric_series(series: FabricSeries, events: Sequence[FabricEvent]) -> go.Fig
                               line_dash="dot", row=row, col=1, **label)  # fmt: skip
     fig.update_layout(legend={"orientation": "h", "y": -0.25}, **_base_layout())
     fig.update_xaxes(range=[_utc(series.from_ns), _utc(series.to_ns)])
-    fig.update_yaxes(title_text="bytes/s", row=1, col=1)
+    rates = [v for column, _ in ways for v in c.get(column, []) if v is not None]
+    fig.update_yaxes(title_text="bytes/s", row=1, col=1, **bytes_axis(max(rates, default=0), True))
     fig.update_yaxes(title_text="errors · ticks/s", row=2, col=1)
     fig.update_xaxes(title_text="time (UTC)", row=2, col=1)
     return _titled(fig, f"{series.subject.capitalize()} counters over the window")
@@ -441,10 +475,13 @@ SIDE_COLOURS = {"a": "#5b7aa8", "b": "#e8833a"}
 
 
 def compared_side(side: ComparedRun, letter: str) -> str:
-    """A side as a legend names it: "b: job run 2" or "a: median of 5 earlier runs"."""
+    """A side as a legend names it: "b: job run 2", with the window compared when there is
+    one ("b: job run 2, 2023-11-14 22:16:40–22:16:45 UTC"), or "a: median of 5 earlier
+    runs"."""
     if side.job is None:
         return f"{letter}: median of {side.runs} earlier run{'s' * (side.runs != 1)}"
-    return f"{letter}: {side.job} run {side.run}"
+    window = format_utc_window_ns(side.from_ns, side.to_ns)
+    return f"{letter}: {side.job} run {side.run}" + (f", {window}" if window else "")
 
 
 def _side_bars(comparison: Comparison, names: list[str], a: list[float], b: list[float],
@@ -527,12 +564,18 @@ def build_name(build_id: str | None) -> str:
     return "build unknown" if build_id is None else f"build {build_id[:12]}"
 
 
+#: The least time a history's trend spans: runs started within it are drawn over an hour
+#: around them, not over an axis of milliseconds.
+TREND_MIN_NS = 3600 * 10**9
+
+
 def history_trend(history: RunHistory | None,
                   title: str = "Elapsed time of the program's runs") -> go.Figure:  # fmt: skip
     """Elapsed time of a program's runs over their start (UTC), oldest first: one line per
     segment of runs of one build of its executable (a rebuild starts a new line, named by
     its build-id; a build seen again later is named with the start of its new segment),
-    and the run the history is of marked as "this run" (None: no history to show)."""
+    and the run the history is of marked as "this run" (None: no history to show). The time
+    axis spans the runs and a tenth more on each side, and at least `TREND_MIN_NS`."""
     runs = (
         [] if history is None else sorted(history.runs, key=lambda r: (r.started_ns, r.job, r.run))
     )
@@ -564,8 +607,14 @@ def history_trend(history: RunHistory | None,
         text=[f"{this.job} run {this.run}: {format_duration_ns(this.elapsed_ns)}"],
         hoverinfo="text",
     ))  # fmt: skip
+    starts = [r.started_ns for r in runs]
+    middle, half = (
+        (min(starts) + max(starts)) // 2,
+        max(max(starts) - min(starts), TREND_MIN_NS) // 2,
+    )
     fig.update_layout(
-        xaxis={"title": {"text": "run start (UTC)"}, "automargin": True},
+        xaxis={"title": {"text": "run start (UTC)"}, "automargin": True,
+               "range": [_utc(middle - half - half // 10), _utc(middle + half + half // 10)]},
         yaxis={"title": {"text": "elapsed seconds"}, "rangemode": "tozero",
                "gridcolor": "#e5e9f0"},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},

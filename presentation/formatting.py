@@ -1,6 +1,6 @@
 # presentation/formatting.py — human-readable bytes, durations and ns timestamps (pure, shared).
 """Formatting helpers: binary byte units, durations and UTC timestamps (and reading a
-typed UTC time back)."""
+typed UTC time back), a program's name."""
 
 from __future__ import annotations
 
@@ -9,6 +9,13 @@ from datetime import UTC, datetime
 
 _BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 _SHORT_UNITS = ("K", "M", "G", "T", "P", "E")
+
+
+def communicator_label(comm_id: int, overflow: bool) -> str:
+    """How a communicator id reads on the pages, in the reports and in the findings: 8 hex
+    digits, or "overflow" for the key that holds the communicators beyond
+    STACKLENS_MAX_KEYS."""
+    return "overflow" if overflow else f"{comm_id:08x}"
 
 
 def format_bytes(n: int | float) -> str:
@@ -21,6 +28,18 @@ def format_bytes(n: int | float) -> str:
         value /= 1024
         unit += 1
     return f"{value:.2f} {_BINARY_UNITS[unit]}"
+
+
+def format_bytes_tick(n: int | float) -> str:
+    """`n` bytes on an axis tick: binary units, at most three significant digits, no
+    trailing zeros: 0 -> "0 B", 512 -> "512 B", 1610612736 -> "1.5 GiB"."""
+    if n < 1024:
+        return f"{n:.3g} B"
+    value, unit = n / 1024, 0
+    while value >= 1024 and unit < len(_BINARY_UNITS) - 1:
+        value /= 1024
+        unit += 1
+    return f"{value:.3g} {_BINARY_UNITS[unit]}"
 
 
 def format_bytes_short(n: int) -> str:
@@ -69,9 +88,43 @@ def format_duration_ns(ns: int) -> str:
     return f"{ns / 1e9:,.0f} s"
 
 
+def program_name(command: str, exe_path: str | None) -> str:
+    """A program as the comparison knows it: its executable's path, then its arguments (the
+    command line after its first word, argv[0] as typed); the command line when the path
+    is not known."""
+    if exe_path is None:
+        return command
+    _, space, arguments = command.partition(" ")
+    return exe_path + space + arguments
+
+
 def format_utc_ns(ns: int) -> str:
     """A ns-since-epoch timestamp as "YYYY-MM-DD HH:MM:SS UTC"."""
     return datetime.fromtimestamp(ns // 1_000_000_000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _utc_exact(ns: int, date: bool) -> str:
+    """An instant as "[YYYY-MM-DD ]HH:MM:SS[.fff…]": the fraction of a second only when
+    there is one, to the ns, trailing zeros dropped."""
+    whole, rest = divmod(ns, 1_000_000_000)
+    text = datetime.fromtimestamp(whole, tz=UTC).strftime("%Y-%m-%d %H:%M:%S" if date else
+                                                          "%H:%M:%S")  # fmt: skip
+    return text + (f".{rest:09d}".rstrip("0") if rest else "")
+
+
+def format_utc_window_ns(from_ns: int | None, to_ns: int | None) -> str:
+    """A window [from, to) in words, exact to the ns (never cut to the second): "2023-11-14
+    22:16:40–22:16:45.5 UTC" (the end's date only when it is another day), "from … UTC",
+    "until … UTC"; "" for an open window."""
+    if from_ns is None and to_ns is None:
+        return ""
+    if to_ns is None:
+        return f"from {_utc_exact(from_ns or 0, True)} UTC"
+    if from_ns is None:
+        return f"until {_utc_exact(to_ns, True)} UTC"
+    day = datetime.fromtimestamp(from_ns // 10**9, tz=UTC).date()
+    other_day = datetime.fromtimestamp(to_ns // 10**9, tz=UTC).date() != day
+    return f"{_utc_exact(from_ns, True)}–{_utc_exact(to_ns, other_day)} UTC"
 
 
 def format_power_of_two_bytes(n: int) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from presentation.figures import bytes_axis
 from presentation.formatting import format_bytes
 from stacklens.api_models import CollectiveTotal, FileIo, OpTotal
 
@@ -161,7 +162,8 @@ def file_bytes(files: Sequence[FileIo]) -> go.Figure:
     fig.update_layout(
         barmode="stack",
         title=_title("Bytes read and written per file"),
-        xaxis={"title": {"text": "bytes"}, "gridcolor": "#e5e9f0"},
+        xaxis={"title": {"text": "bytes"}, "gridcolor": "#e5e9f0",
+               **bytes_axis(max(f.bytes_read + f.bytes_written for f in shown))},
         yaxis={"autorange": "reversed", "automargin": True, "type": "category",
                "title": {"text": "layer: file"}},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},

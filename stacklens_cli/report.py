@@ -43,6 +43,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "stacklens report --job 4242 --run 2 --from 2026-12-01T10:00:00Z -o run2.html",
             "stacklens report --incident 17 -o incident17.pdf",
             "stacklens report --compare 4242:1 4250 -o compare.pdf",
+            "stacklens report --compare 4242:1 4242:1 --a-to 2026-12-01T10:05:00Z "
+            "--b-from 2026-12-01T10:55:00Z -o phases.html",
             "stacklens report --from 2026-12-01T10:00:00Z --to 2026-12-01T11:00:00Z "
             "--hosts node01,node02 -o window.html",
         ],
@@ -58,8 +60,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         nargs=2,
         metavar=("JOB_A[:RUN]", "JOB_B[:RUN]"),
         help="two runs, each a job id with its run ordinal after a colon (default: the "
-        "job's newest MPI run): run b against run a, call site by call site",
+        "job's newest MPI run): run b against run a, call site by call site; "
+        "--a-from/--a-to and --b-from/--b-to compare a window of either",
     )
+    for side in ("a", "b"):
+        for end, bound in (("from", "start"), ("to", "end")):
+            report.add_argument(
+                f"--{side}-{end}",
+                dest=f"{side}_{end}",
+                metavar="TIME",
+                help=f"with --compare: the {bound} of run {side}'s window (RFC 3339 or epoch "
+                f"seconds, as GET /api/compare's {side}_{end}); default: the run's {bound}",
+            )
     report.add_argument(
         "--owner", help="the job's owner (its user), when the id names jobs of several owners"
     )
@@ -87,6 +99,11 @@ def api_base_url(settings: Settings, given: str | None = None) -> str:
     return f"http://{host}:{settings.http_port}"
 
 
+#: The windows of the two runs of --compare: their arguments' names, which are also the
+#: query parameters of GET /api/compare and /api/reports/compare (server/compare/sides.py).
+_SIDE_WINDOWS = ("a_from", "a_to", "b_from", "b_to")
+
+
 def run_of(text: str) -> tuple[str, str | None]:
     """(job, run ordinal or None) of `JOB[:RUN]`; a job id may hold colons itself, so only
     a last part made of digits is a run."""
@@ -106,16 +123,22 @@ def request_of(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     for key, value in (("from", args.start), ("to", args.end)):
         if value:
             params[key] = value
+    windows = {name: getattr(args, name) for name in _SIDE_WINDOWS}
     if args.compare is not None:
         if args.hosts or args.start or args.end or args.run is not None or args.owner:
-            raise ValueError("--compare takes no window, hosts, --run or --owner: JOB[:RUN] "
-                             "names each run")  # fmt: skip
+            raise ValueError("--compare takes no --from/--to, hosts, --run or --owner: "
+                             "JOB[:RUN] names each run, --a-from/--a-to and --b-from/--b-to "
+                             "a window of either")  # fmt: skip
         for side, text in zip(("a", "b"), args.compare, strict=True):
             job, run = run_of(text)
             params[side] = job
             if run is not None:
                 params[f"{side}_run"] = run
+        params.update({name: value for name, value in windows.items() if value})
         return "/api/reports/compare", params
+    if any(windows.values()):
+        raise ValueError("--a-from, --a-to, --b-from and --b-to go with --compare: a window "
+                         "of run a or run b")  # fmt: skip
     if args.job is not None:
         if args.hosts:
             raise ValueError("--hosts goes with a window (--from/--to), not with --job")

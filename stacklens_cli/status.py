@@ -150,7 +150,11 @@ def _served_metrics(families: dict[str, Any]) -> list[tuple[str, str]]:
         found, discovery_ms = _mean_ms(families, "stacklens_fabric_discovery_seconds")
         period = families["stacklens_fabric_sweep_interval_seconds"].samples[0].value
         rows.append(("sampler", f"{sweeps} sweeps of {sweep_ms} on average (every {period:g} "
-                     f"s), {value('stacklens_fabric_sweep_errors')} failed; ports "
+                     f"s), {value('stacklens_fabric_sweep_errors')} failed, "
+                     f"{value('stacklens_fabric_sweeps_behind')} behind schedule; "
+                     f"{value('stacklens_fabric_sweeps_stored')} stored, "
+                     f"{value('stacklens_fabric_sweeps_dropped')} dropped, "
+                     f"{value('stacklens_fabric_store_queue')} waiting; ports "
                      f"{value('stacklens_fabric_ports_answered')} answered, "
                      f"{value('stacklens_fabric_ports_failed')} did not, "
                      f"{value('stacklens_fabric_stale_ports')} stale now; {found} discoveries "

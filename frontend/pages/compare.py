@@ -8,8 +8,10 @@ share of the elapsed-time difference; then the call sites of either run, matched
 their line (else build-id and offset) and op, the largest change of time first. Below, the
 program's runs (GET /api/compare/history): elapsed time over time and a table with the
 shares of MPI and file I/O. The URL carries the runs and, when a job id names jobs of
-several owners (an admin comparing users' runs), their owners:
-/compare?b=<job>&b_run=<n>&b_owner=<user>&a=<job>&a_run=<n>&a_owner=<user>&last=<runs>.
+several owners (an admin comparing users' runs), their owners, and a window of either run
+(its intervals that ended in it, as GET /api/compare reads it):
+/compare?b=<job>&b_run=<n>&b_owner=<user>&b_from=<t>&b_to=<t>&a=<job>&a_run=<n>&a_owner=<user>
+&a_from=<t>&a_to=<t>&last=<runs>.
 The API's owner filter decides what a viewer may compare. Report buttons download the
 comparison as a report (HTML or PDF, GET /api/reports/compare)."""
 
@@ -32,7 +34,12 @@ from presentation.components import (
     site_difference_caption,
     site_difference_rows,
 )
-from presentation.formatting import format_bytes, format_duration_ns, format_utc_ns
+from presentation.formatting import (
+    format_bytes,
+    format_duration_ns,
+    format_utc_ns,
+    program_name,
+)
 from stacklens.api_models import ComparedRun, Comparison, RunHistory
 
 dash.register_page(__name__, path="/compare", name="Compare", title="Compare — stacklens")
@@ -42,9 +49,10 @@ DEFAULT_LAST = 10
 
 
 def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str = "",
-           b_owner: str = "", a_owner: str = "", **_query: str) -> html.Div:  # fmt: skip
-    """The form, prefilled from the URL (the owners kept as they are); the callback fills
-    the rest."""
+           b_owner: str = "", a_owner: str = "", b_from: str = "", b_to: str = "",
+           a_from: str = "", a_to: str = "", **_query: str) -> html.Div:  # fmt: skip
+    """The form, prefilled from the URL (the owners and windows kept as they are); the
+    callback fills the rest."""
     return html.Div(
         className="page",
         children=[
@@ -55,6 +63,8 @@ def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str
                     html.Span(id=ids.CMP_EXPORTS, className="report-buttons"),
                 ]),
                 dcc.Store(id=ids.CMP_OWNERS, data={"b": b_owner or None, "a": a_owner or None}),
+                dcc.Store(id=ids.CMP_WINDOWS, data={"b": [b_from or None, b_to or None],
+                                                    "a": [a_from or None, a_to or None]}),
                 html.Div(className="filters", children=[
                     dmc.TextInput(id=ids.CMP_B, value=b, placeholder="job of run b",
                                   debounce=True, w=200, size="sm"),
@@ -68,6 +78,7 @@ def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str
                                     suffix=" runs of the history"),
                 ]),
                 html.Div(id=ids.CMP_ERROR, className="card-error", role="alert"),
+                html.P(id=ids.CMP_NOTE, className="hint"),
                 html.Div(id=ids.CMP_RESULT, hidden=True, children=[
                     html.P(id=ids.CMP_FINDING, className="finding"),
                     html.Div(id=ids.CMP_SIDES),
@@ -132,37 +143,48 @@ def register_callbacks(dash_app: dash.Dash) -> None:
         Output(ids.CMP_CLASSES, "children"),
         Output(ids.CMP_RESULT, "hidden"),
         Output(ids.CMP_RUNS, "hidden"),
+        Output(ids.CMP_NOTE, "children"),
         Input(ids.CMP_B, "value"),
         Input(ids.CMP_B_RUN, "value"),
         Input(ids.CMP_A, "value"),
         Input(ids.CMP_A_RUN, "value"),
         Input(ids.CMP_LAST, "value"),
         Input(ids.CMP_OWNERS, "data"),
+        Input(ids.CMP_WINDOWS, "data"),
     )
     def show(b: str | None, b_run: Any, a: str | None, a_run: Any, last: Any,
-             owners: dict[str, str | None] | None) -> tuple[Any, ...]:  # fmt: skip
+             owners: dict[str, str | None] | None,
+             windows: dict[str, list[str | None]] | None) -> tuple[Any, ...]:  # fmt: skip
         no_families: tuple[Any, ...] = ("", "", "", "", [], sizes_figure(None), "", "", "", "")
         empty: tuple[Any, ...] = ("", "", parts_figure(None), "", "", [], trend_figure(None), "",
                                   families_figure(None), *no_families)  # fmt: skip
         if not (b or "").strip():
-            return ("Name run b (a job id) to compare it with run a or with its history.",
-                    *empty, True, True)  # fmt: skip
+            hint = "Name run b (a job id) to compare it with run a or with its history."
+            return ("", *empty, True, True, hint)
         a = (a or "").strip()
-        owners = owners or {}
-        run_b = RunRef((b or "").strip(), _ordinal(b_run), owners.get("b"))
-        run_a = RunRef(a, _ordinal(a_run), owners.get("a")) if a else None
+        owners, windows = owners or {}, windows or {}
+        run_b = RunRef((b or "").strip(), _ordinal(b_run), owners.get("b"),
+                       *(windows.get("b") or (None, None)))  # fmt: skip
+        run_a = (RunRef(a, _ordinal(a_run), owners.get("a"), *(windows.get("a") or (None, None)))
+                 if a else None)  # fmt: skip
         runs = _ordinal(last) or DEFAULT_LAST
         client = api.current_client()
         try:
             history = client.run_history(run_b, runs)
         except ApiError as exc:
-            return (str(exc), *empty, True, True)
+            return (str(exc), *empty, True, True, "")
         trend, table = trend_figure(history), components.history_table(history)
+        nothing: tuple[Any, ...] = ("", "", parts_figure(None), "", "", [], trend, table,
+                                    families_figure(None), *no_families, True, False)  # fmt: skip
+        if run_a is None and len(history.runs) == 1:  # a first run: no history to compare with
+            this = history.runs[0]
+            return ("", *nothing, f"{this.job} run {this.run} is the first run of its program "
+                    "that you may read: nothing earlier to compare it with. Name run a to "
+                    "compare it with another run.")  # fmt: skip
         try:
             comparison = client.compare(run_b, run_a, runs)
-        except ApiError as exc:  # e.g. no earlier run: the history still shows
-            return (str(exc), "", "", parts_figure(None), "", "", [], trend, table,
-                    families_figure(None), *no_families, True, False)  # fmt: skip
+        except ApiError as exc:  # e.g. no earlier run of its build: the history still shows
+            return (str(exc), *nothing, "")
         pdf, page = (report_href(run_b, run_a, runs, fmt) for fmt in ("pdf", "html"))
         return ("", comparison.finding, sides_table(comparison),
                 parts_figure(comparison), differences_table(comparison),
@@ -171,7 +193,7 @@ def register_callbacks(dash_app: dash.Dash) -> None:
                 context_table(comparison), pdf, page,
                 export_links(run_b, run_a, runs), sizes_figure(comparison),
                 files_table(comparison), late_table(comparison),
-                late_moved(comparison), classes_table(comparison), False, False)  # fmt: skip
+                late_moved(comparison), classes_table(comparison), False, False, "")  # fmt: skip
 
 
 def _ordinal(value: Any) -> int | None:
@@ -274,14 +296,15 @@ def table(head: list[str], rows: list[list[str]]) -> html.Table:
 
 
 def sides_table(comparison: Comparison) -> html.Table:
-    """The two sides: what each is, when it started, elapsed time, hosts."""
+    """The two sides: what each is, its program (executable and arguments), when it
+    started, elapsed time, hosts."""
     rows = []
     for side, letter in ((comparison.a, "a"), (comparison.b, "b")):
         started = "—" if side.started_ns is None else format_utc_ns(side.started_ns)
         hosts = ", ".join(side.hosts[:5]) + (" …" if len(side.hosts) > 5 else "")
-        rows.append([side_label(side, letter), started, format_duration_ns(side.elapsed_ns),
-                     hosts])  # fmt: skip
-    return table(["side", "started", "elapsed", "hosts"], rows)
+        rows.append([side_label(side, letter), program_name(side.command, side.exe_path),
+                     started, format_duration_ns(side.elapsed_ns), hosts])  # fmt: skip
+    return table(["side", "program", "started", "elapsed", "hosts"], rows)
 
 
 def differences_table(comparison: Comparison) -> html.Table | str:

@@ -533,7 +533,8 @@ def scope_of(view: dict[str, Any]) -> str:
     """The window of a view in words."""
     if view.get("live") in LIVE:
         return "over " + timerange.Window(live=view["live"]).words().removesuffix(" (live)")
-    return f"from {view.get('from') or '15 min before the end'} to {view.get('to') or 'now'}"
+    start = timerange.bound_words(view.get("from"), "15 min before the end")
+    return f"from {start} to {timerange.bound_words(view.get('to'), 'now')}"
 
 
 #: What the slower refreshes last built, per API client (app): {key: (time.monotonic()

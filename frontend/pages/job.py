@@ -43,7 +43,7 @@ from frontend import api, cards, components, ids, timerange
 from frontend.api import ApiError, RunRef, WindowQuery, digest
 from presentation import figures
 from presentation.components import card, markdown_table
-from presentation.formatting import format_utc_ns
+from presentation.formatting import format_utc_ns, program_name
 
 dash.register_page(__name__, path_template="/jobs/<job>", name="Job", title="Job — stacklens")
 
@@ -102,7 +102,8 @@ def layout(job: str = "", **query: str) -> html.Div:
             card(
                 "Earlier runs of this program",
                 html.P(
-                    "The runs of the same program (command line, world size) before the run "
+                    "The runs of the same program (executable, arguments, world size) before "
+                    "the run "
                     "shown, newest first, that you may read; each opens the comparison with "
                     "this run.",
                     className="hint",
@@ -256,7 +257,9 @@ def previous_runs(search: str | None, job: str) -> tuple[Any, go.Figure, Any]:
                 figures.history_trend(None), "")  # fmt: skip
     table: Any = (components.history_table(history, earlier_only=True)
                   if len(history.runs) > 1 else "No earlier run of this program.")  # fmt: skip
-    return components.compare_link(history), figures.history_trend(history), table
+    program = html.P(f"Program: {program_name(history.command, history.exe_path)} "
+                     f"({history.world_size} ranks)", className="mono")  # fmt: skip
+    return components.compare_link(history), figures.history_trend(history), [program, table]
 
 
 def navigate(_apply: int | None, at: float | None, run: str | None,

@@ -66,7 +66,7 @@ def test_a_shared_link_opens_the_job_over_its_window(served):
         )
         expect(late).to_have_class("outlier late")
         expect(outliers).to_contain_text(
-            "MPI_Allreduce on communicator 7 (4 ranks): rank 2 arrives last (the least time "
+            "MPI_Allreduce on communicator 00000007 (4 ranks): rank 2 arrives last (the least time "
             "inside: 250 ms, median 4.00 s); rank 0 waits longest (4.00 s)"
         )
         expect(page.locator("#jv-heatmap .annotation-text")).to_have_text(

@@ -107,9 +107,10 @@ def assert_cells_readable(page: Page) -> None:
 
 
 def figure_faults(page: Page) -> list[str]:
-    """What each figure with data lacks: a title, an axis title, a legend (or colour bar)."""
+    """What each figure with data lacks: a title, an axis title, a legend (or colour bar),
+    ticks of an axis of bytes in binary units ("1.5 GiB", not Plotly's "1.5B": billions)."""
     return page.evaluate(
-        """() => [...document.querySelectorAll('.js-plotly-plot')]
+        r"""() => [...document.querySelectorAll('.js-plotly-plot')]
             .filter(g => g.data && g.data.length)
             .flatMap(g => {
                 const name = (g.layout.title && g.layout.title.text) || g.id || '?';
@@ -120,6 +121,10 @@ def figure_faults(page: Page) -> list[str]:
                     const shared = key.startsWith('x') && axis.matches;
                     if (!shared && !(axis.title && axis.title.text))
                         faults.push(name + ': ' + key + ' untitled');
+                    if (!/^bytes/.test((axis.title && axis.title.text) || '')) continue;
+                    for (const tick of g.querySelectorAll(`.${axis._id}tick text`))
+                        if (!/^\d+(\.\d+)? (B|KiB|MiB|GiB|TiB|PiB)(\/s)?$/.test(tick.textContent))
+                            faults.push(`${name}: ${key} tick ${tick.textContent}`);
                 }
                 if (!g.querySelector('.legend') && !g.querySelector('.colorbar'))
                     faults.push(name + ': no legend');
