@@ -16,12 +16,21 @@ per second (random traffic, a few errors) as the sampler would. Then:
    (and PostgreSQL's) over a window with 1 viewer and with 10 viewers; per viewer and the
    ratio.
 
-    .venv/bin/python -m bench.fabric_viewers [--hosts 1792 --window 20]
+With --sim the sweeps are not written by the benchmark but by the real sampler
+(collector/fabric/service.FabricSampler, as `stacklens up` runs it: MAD sweeps of every
+port, period 1 s) over the same fat tree simulated by ibsim, and each window also prints
+whether the period held while the viewers were served (issue #30 point 2): the sweeps
+done, those behind schedule (`stacklens_fabric_sweeps_behind`), their mean duration,
+and the store's writer (its own thread): sweeps stored and dropped, the most sweeps
+waiting at once (read every 50 ms) and the mean store.
+
+    .venv/bin/python -m bench.fabric_viewers [--hosts 1792 --window 20] [--sim] [--no-chromium]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -39,8 +48,11 @@ import numpy as np
 
 from bench.fabric_api import sweep, topology
 from collector.fabric.counters import DeltaTracker
+from collector.fabric.mad import MadSource
+from collector.fabric.service import FabricSampler
 from collector.fabric.store import FabricStore
 from emulator.fattree import fat_tree
+from emulator.ibsim import FabricSim
 from stacklens.constants import PORT_COUNTERS
 from stacklens.db import migrate, start_embedded
 
@@ -100,6 +112,60 @@ class Sweeper:
         self.store.close()
 
 
+class Sampled:
+    """The real sampler (period `period_s`) over the fat tree of `hosts` simulated by ibsim
+    (and brought up by opensm) in `workdir`, sampling in a thread of its own (its asyncio
+    loop) as `stacklens up` does; `topo` and `ends` as Sweeper's."""
+
+    def __init__(self, url: str, hosts: int, workdir: Path, period_s: float = 1.0):
+        self.url, self.period_s = url, period_s
+        self.sim = FabricSim(fat_tree(hosts), workdir)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._loop()), daemon=True)
+        self._watcher = threading.Thread(target=self._watch, daemon=True)
+        self.queue_max = 0
+
+    async def _loop(self) -> None:
+        await self.sampler.start()
+        while not self._stop.is_set():
+            await asyncio.sleep(0.1)
+        await self.sampler.stop()
+
+    def figures(self) -> dict[str, float]:
+        """So far: sweeps, sweeps behind schedule, timed sweeps and their seconds, sweeps
+        stored and dropped, timed stores and their seconds; and the most sweeps waiting to
+        be stored at once since the last figures()."""
+        s, w = self.sampler, self.sampler.writer
+        out = {"sweeps": s.sweeps, "behind": s.behind, "timed": s.sweep_timings.count,
+               "timed_s": s.sweep_timings.total_s, "stored": w.stored, "dropped": w.dropped,
+               "stores": w.store_timings.count, "stores_s": w.store_timings.total_s,
+               "queue_max": self.queue_max}  # fmt: skip
+        self.queue_max = 0
+        return out
+
+    def _watch(self) -> None:
+        """The most sweeps waiting to be stored, read every 50 ms."""
+        while not self._stop.wait(0.05):
+            self.queue_max = max(self.queue_max, self.sampler.writer.pending)
+
+    def __enter__(self) -> Sampled:
+        self.sim.__enter__()
+        source = MadSource(env=self.sim.client_env(), workdir=self.sim.workdir)
+        self.sampler = FabricSampler(self.url, source, self.period_s, 3600.0)
+        self.sampler.step()  # the discovery and a first sweep, before the viewers come
+        self.topo = self.sampler.topology
+        self.ends = self.topo.sweep_targets()
+        self._thread.start()
+        self._watcher.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._watcher.join()
+        self.sim.__exit__(*exc)
+
+
 @contextlib.contextmanager
 def served(url: str, port: int, fold_above: int = 256) -> Iterator[subprocess.Popen]:
     """The stacklens app (API + dashboard) over `url` in a child process on `port`."""
@@ -128,12 +194,23 @@ def served(url: str, port: int, fold_above: int = 256) -> Iterator[subprocess.Po
 
 def cpu_seconds(pids: list[int]) -> float:
     """User + system CPU seconds of these processes (those still alive)."""
-    total = 0.0
+    return sum(cpu_by_pid(pids).values())
+
+
+def cpu_by_pid(pids: list[int]) -> dict[int, float]:
+    """User + system CPU seconds of each of these processes still alive."""
+    found = {}
     for pid in pids:
         with contextlib.suppress(FileNotFoundError, ProcessLookupError):
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+            found[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return found
+
+
+def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds used between two cpu_by_pid readings by the processes alive at both (a
+    backend that ended meanwhile took its time with it)."""
+    return sum(after[pid] - before[pid] for pid in before.keys() & after.keys())
 
 
 def postgres_pids(data_dir: Path) -> list[int]:
@@ -246,8 +323,16 @@ def viewer(base: str, stop: threading.Event, counts: list[int], i: int, period_s
             stop.wait(max(0.0, period_s - (time.monotonic() - started)))
 
 
-def server_cpu(base: str, pids: list[int], pg: list[int], viewers: int, window_s: float) -> dict:
-    """CPU of the server (and of PostgreSQL) per second with `viewers` emulated viewers."""
+def server_cpu(
+    base: str,
+    pids: list[int],
+    pg: list[int],
+    viewers: int,
+    window_s: float,
+    sampled: Sampled | None = None,
+) -> dict:
+    """CPU of the server (and of PostgreSQL) per second with `viewers` emulated viewers;
+    with `sampled`, the real sampler's sweeps over the same window too."""
     stop = threading.Event()
     counts = [0] * viewers
     threads = [threading.Thread(target=viewer, args=(base, stop, counts, i, 1.0))
@@ -255,15 +340,26 @@ def server_cpu(base: str, pids: list[int], pg: list[int], viewers: int, window_s
     for t in threads:
         t.start()
     time.sleep(3)  # warm up: every viewer past its first full answers
-    c0, p0, t0, n0 = cpu_seconds(pids), cpu_seconds(pg), time.monotonic(), sum(counts)
+    s0 = sampled.figures() if sampled else None
+    c0, p0, t0, n0 = cpu_by_pid(pids), cpu_by_pid(pg), time.monotonic(), sum(counts)
     time.sleep(window_s)
-    c1, p1, t1, n1 = cpu_seconds(pids), cpu_seconds(pg), time.monotonic(), sum(counts)
+    c1, p1, t1, n1 = cpu_by_pid(pids), cpu_by_pid(pg), time.monotonic(), sum(counts)
+    s1 = sampled.figures() if sampled else None
     stop.set()
     for t in threads:
         t.join()
     dt = t1 - t0
-    return {"viewers": viewers, "server_core": (c1 - c0) / dt, "postgres_core": (p1 - p0) / dt,
-            "ticks_per_s": (n1 - n0) / dt}  # fmt: skip
+    out = {"viewers": viewers, "server_core": cpu_used(c0, c1) / dt,
+           "postgres_core": cpu_used(p0, p1) / dt,
+           "ticks_per_s": (n1 - n0) / dt}  # fmt: skip
+    if s0 is not None and s1 is not None:
+        d = {k: s1[k] - s0[k] for k in s0}
+        out |= {"sweeps_per_s": d["sweeps"] / dt, "sweeps_behind": d["behind"],
+                "sweep_ms_mean": 1000 * d["timed_s"] / d["timed"] if d["timed"] else 0.0,
+                "sweeps_stored": d["stored"], "sweeps_dropped": d["dropped"],
+                "store_ms_mean": 1000 * d["stores_s"] / d["stores"] if d["stores"] else 0.0,
+                "store_queue_max": s1["queue_max"]}  # fmt: skip
+    return out
 
 
 def main() -> None:
@@ -271,26 +367,34 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=1792)
     parser.add_argument("--window", type=float, default=20.0, help="seconds measured per case")
     parser.add_argument("--port", type=int, default=7491)
+    parser.add_argument("--sim", action="store_true",
+                        help="the real sampler over ibsim instead of written sweeps")  # fmt: skip
+    parser.add_argument("--no-chromium", action="store_true",
+                        help="only the emulated viewers (no browser)")  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="stacklens-bench-", dir="/tmp") as scratch:
         database = start_embedded(Path(scratch) / "pg")
         try:
             migrate(database.url)
             base = f"http://127.0.0.1:{args.port}"
-            with (
-                Sweeper(database.url, args.hosts) as sweeper,
-                served(database.url, args.port) as proc,
-            ):
+            sampled = (
+                Sampled(database.url, args.hosts, Path(scratch) / "ibsim") if args.sim else None
+            )
+            sweeps = sampled or Sweeper(database.url, args.hosts)
+            with sweeps as sweeper, served(database.url, args.port) as proc:
                 topo = sweeper.topo
+                how = "swept by the sampler over ibsim" if args.sim else "a sweep written"
                 print(f"fabric: {len(topo.nodes)} nodes, {len(topo.links)} links, "
-                      f"{len(sweeper.ends)} ports; a sweep written every second")  # fmt: skip
+                      f"{len(sweeper.ends)} ports; {how} every second")  # fmt: skip
                 viewers = ("first viewer", "next viewer")
-                for name, page in zip(viewers, chromium(base), strict=True):
+                pages = [] if args.no_chromium else chromium(base)
+                for name, page in zip(viewers[: len(pages)], pages, strict=True):
                     rounded = {k: round(v, 3) if isinstance(v, float) else v
                                for k, v in page.items()}  # fmt: skip
                     print(f"chromium, {name}:", json.dumps(rounded))
                 pg = postgres_pids(Path(scratch) / "pg")  # with the server's connections
-                results = [server_cpu(base, [proc.pid], pg, n, args.window) for n in (1, 10)]
+                results = [server_cpu(base, [proc.pid], pg, n, args.window, sampled)
+                           for n in (1, 10)]  # fmt: skip
                 for r in results:
                     print("viewers:", json.dumps({k: round(v, 4) for k, v in r.items()}))
                 one, ten = results

@@ -10,6 +10,11 @@ https://github.com/LLNL/LULESH). LULESH needs a cube number of ranks; --ranks ta
 (default "1,8"): on this 2-core node 1 rank is one rank per core (the other core keeps the
 collector and the system) and 8 ranks are 4 per core, oversubscribed as a busy node is.
 
+With --split, two more configurations tell where stacklens' cost goes: "stacklens, no
+monitoring" (`stacklens run` with STACKLENS_MONITOR_TRAFFIC=off: Open MPI's monitoring
+component left off) and "hooks only" (the library preloaded with the same collector and
+settings, no `stacklens run` around the job).
+
 Each round runs every tool once, in an order that rotates from round to round, with the
 same problem (-s SIZE -i ITERATIONS). Printed per rank count and tool: the median figure of
 merit, and the median, lowest and highest per-round change against the run without a tool
@@ -17,7 +22,7 @@ of the same round. Not a timed test: run it by hand and copy the figures into
 bench/RESULTS.md.
 
     .venv/bin/python -m bench.miniapp [--lulesh SRC] [--ranks 1,8] [--size 20]
-        [--iterations 200] [--rounds 5] [--mpip MPIP_SRC] [--darshan DARSHAN_SRC]
+        [--iterations 200] [--rounds 5] [--mpip MPIP_SRC] [--darshan DARSHAN_SRC] [--split]
 """
 
 from __future__ import annotations
@@ -117,12 +122,16 @@ def tools(a: argparse.Namespace, collector: str, scratch: Path) -> dict[str, Cal
     def bare(cmd: list[str]) -> tuple[list[str], dict[str, str]]:
         return cmd, env
 
-    def stacklens(cmd: list[str]) -> tuple[list[str], dict[str, str]]:
-        settings = {"STACKLENS_COLLECTOR": collector, "STACKLENS_INGEST_TOKEN": TOKEN,
-                    "STACKLENS_INGEST_AUTH": "trusted",
-                    "STACKLENS_STATE_DIR": str(scratch / "state"),
-                    "STACKLENS_SPOOL_DIR": str(scratch / "spool")}  # fmt: skip
-        return [sys.executable, "-m", "stacklens_cli", "run", "--", *cmd], {**env, **settings}
+    settings = {"STACKLENS_COLLECTOR": collector, "STACKLENS_INGEST_TOKEN": TOKEN,
+                "STACKLENS_INGEST_AUTH": "trusted", "STACKLENS_STATE_DIR": str(scratch / "state"),
+                "STACKLENS_SPOOL_DIR": str(scratch / "spool")}  # fmt: skip
+
+    def run_by_stacklens(**more: str) -> Callable:
+        def run(cmd: list[str]) -> tuple[list[str], dict[str, str]]:
+            return ([sys.executable, "-m", "stacklens_cli", "run", "--", *cmd],
+                    {**env, **settings, **more})  # fmt: skip
+
+        return run
 
     def preloaded(lib: str, **settings: str) -> Callable:
         def run(cmd: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -131,7 +140,10 @@ def tools(a: argparse.Namespace, collector: str, scratch: Path) -> dict[str, Cal
 
         return run
 
-    chosen: dict[str, Callable] = {"none": bare, "stacklens": stacklens}
+    chosen: dict[str, Callable] = {"none": bare, "stacklens": run_by_stacklens()}
+    if a.split:
+        chosen["stacklens, no monitoring"] = run_by_stacklens(STACKLENS_MONITOR_TRAFFIC="off")
+        chosen["hooks only"] = preloaded(str(LIB), **settings)
     if a.mpip:
         (scratch / "mpip-reports").mkdir()
         mpip = str(build_mpip(Path(a.mpip), scratch))
@@ -180,6 +192,8 @@ def main() -> None:
                    "from and compare with, run with MPIP='-k 0'")  # fmt: skip
     p.add_argument("--darshan", help="Darshan source tree, git URL or repository to build "
                    "darshan-runtime from and compare with")  # fmt: skip
+    p.add_argument("--split", action="store_true", help="also stacklens without monitoring "
+                   "and the hooks without `stacklens run` (where the cost goes)")  # fmt: skip
     a = p.parse_args()
     if not LIB.is_file():
         sys.exit(f"{LIB} is missing: run `make hooks` first")
@@ -199,7 +213,7 @@ def main() -> None:
                 ).fetchall()
             print(
                 f"stored by the collector: {runs} runs, {ranks_seen} ranks (expected "
-                f"{a.rounds} runs per rank count)"
+                f"{a.rounds} runs per rank count and stacklens configuration)"
             )
         finally:
             database.stop()

@@ -5,15 +5,16 @@ Prints, each a median of --repeat runs (without and with the library interleaved
     wrapper cost without a partner rank competing for a core; in wall-clock time and in
     the thread's CPU time (which leaves out the time the rank waited for a core);
   * ns added per MPI call, 0-byte ping-pong between 2 ranks (shared memory);
-  * percent slowdown of a 4 KiB write() loop (bench/overhead_write.c) to a file the library
+  * percent slowdown of a 4 KiB write() loop (bench/overhead_io.c) to a file the library
     tracks on a private **tmpfs** (mounted on a temporary directory for the run and
     unmounted after; /dev/shm is tmpfs too, but the library does not count /dev as
     file-system I/O), in a process of one thread and in one that already has a second
     thread, as an MPI rank has; the same to a file in the current directory's file system,
     and to /dev/shm (not tracked). Each from the mean ns per write of a run and from the
     10th percentile of its chunks of 256 writes (the steady cost, less of the time other
-    processes took the core); the median of the per-round differences too (each round runs
-    the program without and with the library back to back);
+    processes took the core), in wall-clock time and in the thread's CPU time; the median
+    of the per-round differences too (each round runs the program without and with the
+    library back to back);
   * for reference, what an idle second thread alone costs that write loop without the
     library: the kernel then takes a file reference and the file-position lock on every
     write(). The library's sender thread would add this to every single-threaded program
@@ -31,12 +32,13 @@ and `-k 0`, mpiP built from its source in the run's temporary directory (autotoo
 set; never committed), all in the same rotated interleaved rounds: ns per MPI call (self
 messages; the 2-rank ping-pong per shared-memory speed mode, this VM having two), the 4 KiB
 write loop on a private tmpfs in a process of one thread and of two, and open() + close()
-pairs (bench/overhead_open.c), with the targets of issues #26 point 4 and #30 point 4 and
-their verdicts. Not a timed test: run it by hand and
-copy the figures into bench/RESULTS.md.
+pairs (bench/overhead_io.c), with the targets of issues #26 point 4 and #30 point 4 and
+their verdicts; --only callsite-calls and --only callsite-files run one half of it. Not a
+timed test: run it by hand and copy the figures into bench/RESULTS.md.
 
     .venv/bin/python -m bench.overhead [--trips N] [--writes N] [--repeat R] [--lib SO]...
-                                       [--only write|mpi|callsites] [--mpip SRC]
+                                       [--only write|mpi|callsites|callsite-calls|callsite-files]
+                                       [--mpip SRC]
 """
 
 from __future__ import annotations
@@ -71,10 +73,8 @@ def build(out: Path) -> None:
     for name in ("pingpong", "calls"):
         src = HERE / f"overhead_{name}.c"
         subprocess.run(["mpicc", "-O2", "-o", str(out / name), str(src)], check=True)
-    write = ["cc", "-O2", "-pthread", "-o", str(out / "write"), str(HERE / "overhead_write.c")]
-    subprocess.run(write, check=True)
-    opener = ["cc", "-O2", "-o", str(out / "open"), str(HERE / "overhead_open.c")]
-    subprocess.run(opener, check=True)
+    io = ["cc", "-O2", "-pthread", "-o", str(out / "io"), str(HERE / "overhead_io.c")]
+    subprocess.run(io, check=True)
     rss = ["mpicc", "-O2", "-rdynamic", "-o", str(out / "rss_peers"), str(HERE / "rss_peers.c"),
            "-ldl"]  # fmt: skip
     subprocess.run(rss, check=True)
@@ -168,7 +168,7 @@ def mpi_calls(out: Path, libs: list[Path], a: argparse.Namespace) -> None:
 
 def writes(out: Path, libs: list[Path], a: argparse.Namespace) -> None:
     """The 4 KiB write() loop on a private tmpfs, the cwd's file system and /dev/shm."""
-    write = str(out / "write")
+    write = [str(out / "io"), "write"]
     with tmpfs() as (fs, how):
         print(f"tmpfs: {how}" + ("" if fs else "; the tmpfs rows are left out"))
         cases = []
@@ -189,9 +189,9 @@ def writes(out: Path, libs: list[Path], a: argparse.Namespace) -> None:
                   f"{100 * dt / t[0]:+.1f} % (the kernel's cost of a shared descriptor "
                   "table)")  # fmt: skip
         for name, path, mode in cases:
-            runs = rounds([write, str(path), str(a.writes), mode], [None, *libs], a.repeat)
+            runs = rounds([*write, str(path), str(a.writes), mode], [None, *libs], a.repeat)
             path.unlink()
-            for col, what in ((0, "mean"), (1, "p10 chunk")):
+            for col, what in IO_FIGURES:
                 m, d = stats(runs, col)
                 for lib, h, dh in zip(libs, m[1:], d[1:], strict=True):
                     print(f"4 KiB write(), {name}, {what}: {m[0]:.0f} ns without, {h:.0f} ns "
@@ -202,24 +202,26 @@ def writes(out: Path, libs: list[Path], a: argparse.Namespace) -> None:
                 check_counted(write, fs / "bench.dat", lib, a.writes)
 
 
-def idle_thread_cost(write: str, path: Path, a: argparse.Namespace) -> tuple[list[float], float]:
+def idle_thread_cost(
+    write: list[str], path: Path, a: argparse.Namespace
+) -> tuple[list[float], float]:
     """Without the library: medians of the loop's p10 chunk in 1 thread and with an idle
     second thread, and the median per-round difference."""
     single, thread = [], []
     for _ in range(a.repeat):
-        single.append(run([write, str(path), str(a.writes), "single"], None)[1])
-        thread.append(run([write, str(path), str(a.writes), "thread"], None)[1])
+        single.append(run([*write, str(path), str(a.writes), "single"], None)[1])
+        thread.append(run([*write, str(path), str(a.writes), "thread"], None)[1])
     diff = statistics.median(t - s for t, s in zip(thread, single, strict=True))
     return [statistics.median(single), statistics.median(thread)], diff
 
 
-def check_counted(write: str, path: Path, lib: Path, n: int) -> None:
+def check_counted(write: list[str], path: Path, lib: Path, n: int) -> None:
     """One run of the write loop with a spool directory and no collector: the spooled frames
     must count n writes of 4 KiB to path, on tmpfs. Raises SystemExit if not."""
     from stacklens import wire
 
     with tempfile.TemporaryDirectory(prefix="stacklens-bench-spool-") as spool:
-        run([write, str(path), str(n), "single"], lib, STACKLENS_SPOOL_DIR=spool)
+        run([*write, str(path), str(n), "single"], lib, STACKLENS_SPOOL_DIR=spool)
         path.unlink()
         writes = nbytes = 0
         fstypes = set()
@@ -239,6 +241,9 @@ def check_counted(write: str, path: Path, lib: Path, n: int) -> None:
         raise SystemExit(1)
 
 
+#: The figures bench/overhead_io.c prints, by column: how each is named.
+IO_FIGURES = ((0, "mean"), (1, "p10 chunk"), (2, "p10 chunk, thread CPU"),
+              (3, "median chunk, thread CPU"))  # fmt: skip
 #: The call-site settings compared by --only callsites (STACKLENS_CALLSITE_DEPTH).
 SITE_DEPTHS = ("0", "1", "8")
 #: Two shared-memory speed modes are told apart when the widest gap between the sorted
@@ -297,15 +302,20 @@ def paired(x: list[float], base: list[float]) -> float:
     return statistics.median(a - b for a, b in zip(x, base, strict=True))
 
 
+def paired_ratio(x: list[float], base: list[float]) -> float:
+    """The median of the per-round relative differences x / base - 1 (each round's two runs
+    back to back: a change of the VM's speed between rounds cancels out)."""
+    return statistics.median(a / b - 1 for a, b in zip(x, base, strict=True))
+
+
 def verdict(ok: bool) -> str:
     """How a target reads."""
     return "holds" if ok else "MISSED"
 
 
-def print_mpi_targets(what: str, cost: dict[str, float], unit: str = "ns") -> None:
-    """The two per-call targets from costs over no library: depth 1 over off <= 5 ns, and
-    stacklens (depth 1, the default) <= 1/3 of mpiP -k 0."""
-    d1 = cost["depth 1"] - cost["depth 0"]
+def print_mpi_targets(what: str, cost: dict[str, float], d1: float, unit: str = "ns") -> None:
+    """The two per-call targets: depth 1 over off (d1, from the runs of both) <= 5 ns, and
+    stacklens (depth 1, the default; costs over no library) <= 1/3 of mpiP -k 0."""
     print(f"  target {what}: depth 1 over off {d1:+.1f} {unit} (<= 5): {verdict(d1 <= 5)}")
     if "mpiP -k 0" in cost:
         hooks, mpip = cost["depth 1"], cost["mpiP -k 0"]
@@ -338,7 +348,10 @@ def print_per_call(name: str, runs: list, configs: list[Config], col: int, modes
               zip(names, med, strict=True)) + " (medians; in brackets the median per-round "
               f"difference to no library; {len(x[0])} rounds" +
               (", one speed mode" if modes else "") + ")")  # fmt: skip
-        print_mpi_targets(name, cost)
+        # depth 1 against depth 0 round by round, not the difference of their medians
+        # over no library (which carries the no-library runs' spread twice)
+        over_off = paired(x[names.index("depth 1")], x[names.index("depth 0")])
+        print_mpi_targets(name, cost, over_off)
         return
     for mode, keep in (("fast mode", lambda v: v < split), ("slow mode", lambda v: v >= split)):
         parts, cost = [], {}
@@ -355,20 +368,22 @@ def print_per_call(name: str, runs: list, configs: list[Config], col: int, modes
         print(f"{name}, {mode} (runs below/above {split:.0f} ns): " + "; ".join(parts) +
               " (medians; in brackets the difference of medians to no library)")  # fmt: skip
         if {"depth 0", "depth 1"} <= cost.keys():
-            print_mpi_targets(f"{name}, {mode}", cost)
+            print_mpi_targets(f"{name}, {mode}", cost, cost["depth 1"] - cost["depth 0"])
 
 
-def callsite_depths(out: Path, lib: Path, a: argparse.Namespace) -> None:
+def depth_configs(lib: Path) -> list[Config]:
+    """No library, then call sites off (depth 0), depth 1 and depth 8 of lib."""
+    configs = [Config("no library", None, {})]
+    return configs + [Config(f"depth {d}", lib, {"STACKLENS_CALLSITE_DEPTH": d}, d != "8")
+                      for d in SITE_DEPTHS]  # fmt: skip
+
+
+def callsite_calls(out: Path, lib: Path, a: argparse.Namespace) -> None:
     """Call sites off (depth 0) vs depth 1 vs depth 8 of one library, no library, and mpiP
     (default and -k 0) when its source is given, side by side in rotated interleaved rounds:
     ns per MPI call (1 rank, self messages; 2-rank ping-pong, per shared-memory speed mode),
-    and without mpiP (it wraps no POSIX call) the 4 KiB write() loop on a private tmpfs in
-    a process of one thread and of two, and open() + close() pairs; the targets of issues
-    #26 point 4 and #30 point 4 with their verdicts."""
-    configs = [Config("no library", None, {})]
-    configs += [Config(f"depth {d}", lib, {"STACKLENS_CALLSITE_DEPTH": d}, d != "8")
-                for d in SITE_DEPTHS]  # fmt: skip
-    mpi_configs = list(configs)
+    with the per-call targets of issues #26 point 4 and #30 point 4 and their verdicts."""
+    mpi_configs = depth_configs(lib)
     if a.mpip is not None:
         mpip = build_mpip(a.mpip.resolve(), out)
         reports = out / "mpiP-reports"
@@ -387,6 +402,15 @@ def callsite_depths(out: Path, lib: Path, a: argparse.Namespace) -> None:
     runs = side_by_side(["mpirun", "-np", "2", str(out / "pingpong"), str(a.trips)], mpi_configs,
                         a.repeat)  # fmt: skip
     print_per_call("MPI call, 2-rank ping-pong", runs, mpi_configs, 0, True)
+
+
+def callsite_files(out: Path, lib: Path, a: argparse.Namespace) -> None:
+    """The same configurations without mpiP (it wraps no POSIX call) on the 4 KiB write()
+    loop on a private tmpfs in a process of one thread and of two, and on open() + close()
+    pairs: each figure of bench/overhead_io.c, with the write targets of issues #26 point 4
+    (depth 1 over off <= 1 %) and #30 point 4 (over no library <= 2 %) and their verdicts,
+    from the medians of the per-round ratios."""
+    configs = depth_configs(lib)
     with tmpfs() as (fs, how):
         if fs is None:
             print(f"tmpfs: {how}; the write and open rows are left out")
@@ -394,27 +418,25 @@ def callsite_depths(out: Path, lib: Path, a: argparse.Namespace) -> None:
         path = fs / "bench.dat"
         cases = [("4 KiB write(), tmpfs (tracked), 1 thread", "write", "single", 1.0),
                  ("4 KiB write(), tmpfs (tracked), 2 threads", "write", "thread", 1.0),
-                 ("open() + close(), tmpfs (tracked)", "open", "", None)]  # fmt: skip
-        for name, program, mode, target in cases:
-            n = a.writes if program == "write" else max(a.writes // 4, 256)
-            cmd = [str(out / program), str(path), str(n), *([mode] if mode else [])]
-            runs = side_by_side(cmd, configs, a.repeat)
+                 ("open() + close(), tmpfs (tracked)", "open", "single", None)]  # fmt: skip
+        for name, call, mode, target in cases:
+            n = a.writes if call == "write" else max(a.writes // 4, 256)
+            runs = side_by_side([str(out / "io"), call, str(path), str(n), mode], configs,
+                                a.repeat)  # fmt: skip
             path.unlink()
-            for col, what in ((0, "mean"), (1, "p10 chunk")):
+            for col, what in IO_FIGURES:
                 x = [[r[col] for r in per] for per in runs]
                 med = [statistics.median(v) for v in x]
                 parts = [f"no library {med[0]:.0f} ns"]
                 for c, v, m in zip(configs[1:], x[1:], med[1:], strict=True):
-                    over_none, over_off = paired(v, x[0]), paired(v, x[1])
-                    parts.append(f"{c.name} {m:.0f} ns ({100 * over_none / med[0]:+.2f} % over "
-                                 f"no library, {over_off:+.0f} ns = "
-                                 f"{100 * over_off / med[1]:+.2f} % over off)")  # fmt: skip
-                print(f"{name}, {what}: " + "; ".join(parts) + f" (medians; per-round "
-                      f"differences; {a.repeat} rounds)")  # fmt: skip
+                    parts.append(f"{c.name} {m:.0f} ns ({100 * paired_ratio(v, x[0]):+.2f} % "
+                                 f"over no library, {paired(v, x[1]):+.0f} ns = "
+                                 f"{100 * paired_ratio(v, x[1]):+.2f} % over off)")  # fmt: skip
+                print(f"{name}, {what}: " + "; ".join(parts) + f" (medians; in brackets the "
+                      f"medians of the per-round differences; {a.repeat} rounds)")  # fmt: skip
                 if target is not None:
-                    d1, d0 = x[2], x[1]
-                    off = 100 * paired(d1, d0) / med[1]
-                    total = 100 * paired(d1, x[0]) / med[0]
+                    off = 100 * paired_ratio(x[2], x[1])
+                    total = 100 * paired_ratio(x[2], x[0])
                     print(f"  target {name}, {what}: depth 1 over off {off:+.2f} % (<= 1 %): "
                           f"{verdict(off <= target)}; stacklens over no library {total:+.2f} % "
                           f"(<= 2 %): {verdict(total <= 2)}")  # fmt: skip
@@ -448,16 +470,20 @@ def main() -> None:
     )
     p.add_argument(
         "--only",
-        choices=["write", "mpi", "callsites"],
-        help="only the write() or the MPI call figures, or call sites off / depth 1 / depth 8",
+        choices=["write", "mpi", "callsites", "callsite-calls", "callsite-files"],
+        help="only the write() or the MPI call figures, or call sites off / depth 1 / depth 8 "
+        "(on MPI calls and file calls, or only on one of them)",
     )
     a = p.parse_args()
     libs = [lib.resolve() for lib in a.lib] if a.lib else [LIB]
     with tempfile.TemporaryDirectory(dir=".") as d:
         out = Path(d).resolve()
         build(out)
-        if a.only == "callsites":
-            callsite_depths(out, libs[0], a)
+        if a.only in ("callsites", "callsite-calls"):
+            callsite_calls(out, libs[0], a)
+        if a.only in ("callsites", "callsite-files"):
+            callsite_files(out, libs[0], a)
+        if a.only is not None and a.only.startswith("callsite"):
             return
         if a.only in (None, "mpi"):
             mpi_calls(out, libs, a)

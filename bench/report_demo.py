@@ -127,10 +127,10 @@ def demo(scratch: Path, seconds: float) -> Iterator[tuple[str, dict[str, str]]]:
             proc.wait()
 
 
-def cli(base: str, env: dict[str, str], path: Path) -> float:
-    """Wall seconds of `stacklens report --job JOB -o path` against `base`."""
+def cli(base: str, env: dict[str, str], path: Path, job: str = JOB) -> float:
+    """Wall seconds of `stacklens report --job job -o path` against `base`."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "stacklens_cli", "report", "--job", JOB, "-o",
+    subprocess.run([sys.executable, "-m", "stacklens_cli", "report", "--job", job, "-o",
                     str(path), "--server", base], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     seconds = time.perf_counter() - t0
