@@ -21,7 +21,7 @@ With --sim the sweeps are not written by the benchmark but by the real sampler
 port, period 1 s) over the same fat tree simulated by ibsim, and each window also prints
 whether the period held while the viewers were served (issue #30 point 2): the sweeps
 done, those behind schedule (`stacklens_fabric_sweeps_behind`), their mean duration,
-and the store's writer (its own thread): sweeps stored and dropped, the most sweeps
+and the store's writer (its own thread): sweeps stored and merged, the most sweeps
 waiting at once (read every 50 ms) and the mean store.
 
     .venv/bin/python -m bench.fabric_viewers [--hosts 1792 --window 20] [--sim] [--no-chromium]
@@ -133,11 +133,11 @@ class Sampled:
 
     def figures(self) -> dict[str, float]:
         """So far: sweeps, sweeps behind schedule, timed sweeps and their seconds, sweeps
-        stored and dropped, timed stores and their seconds; and the most sweeps waiting to
+        stored and merged, timed stores and their seconds; and the most sweeps waiting to
         be stored at once since the last figures()."""
         s, w = self.sampler, self.sampler.writer
         out = {"sweeps": s.sweeps, "behind": s.behind, "timed": s.sweep_timings.count,
-               "timed_s": s.sweep_timings.total_s, "stored": w.stored, "dropped": w.dropped,
+               "timed_s": s.sweep_timings.total_s, "stored": w.stored, "merged": w.merged,
                "stores": w.store_timings.count, "stores_s": w.store_timings.total_s,
                "queue_max": self.queue_max}  # fmt: skip
         self.queue_max = 0
@@ -356,7 +356,7 @@ def server_cpu(
         d = {k: s1[k] - s0[k] for k in s0}
         out |= {"sweeps_per_s": d["sweeps"] / dt, "sweeps_behind": d["behind"],
                 "sweep_ms_mean": 1000 * d["timed_s"] / d["timed"] if d["timed"] else 0.0,
-                "sweeps_stored": d["stored"], "sweeps_dropped": d["dropped"],
+                "sweeps_stored": d["stored"], "sweeps_merged": d["merged"],
                 "store_ms_mean": 1000 * d["stores_s"] / d["stores"] if d["stores"] else 0.0,
                 "store_queue_max": s1["queue_max"]}  # fmt: skip
     return out

@@ -153,7 +153,7 @@ def _served_metrics(families: dict[str, Any]) -> list[tuple[str, str]]:
                      f"s), {value('stacklens_fabric_sweep_errors')} failed, "
                      f"{value('stacklens_fabric_sweeps_behind')} behind schedule; "
                      f"{value('stacklens_fabric_sweeps_stored')} stored, "
-                     f"{value('stacklens_fabric_sweeps_dropped')} dropped, "
+                     f"{value('stacklens_fabric_sweeps_merged')} merged, "
                      f"{value('stacklens_fabric_store_queue')} waiting; ports "
                      f"{value('stacklens_fabric_ports_answered')} answered, "
                      f"{value('stacklens_fabric_ports_failed')} did not, "

@@ -139,6 +139,31 @@ class DeltaSweep:
         return int(self.deltas[idx[0], c]) if self.known[idx[0], c] else None
 
 
+def merge_sweeps(older: DeltaSweep, newer: DeltaSweep) -> DeltaSweep:
+    """`newer` spanning `older` too, for a store that fell behind (collector/fabric/writer.py):
+    each port with a delta in both (one after the other: `older`'s values were the base of
+    `newer`'s deltas) gets one sample over both intervals, its deltas summed (a counter
+    known only where it is known in both; reset and saturation flags of either kept), so
+    the byte, packet and error totals stay exact. A port with no delta in `newer` (no base:
+    seen again after a gap) or none in `older` keeps `newer`'s row as it is, and a port
+    that answered `older` only loses that interval's counts (its rate is unknown there
+    anyway)."""
+    olds = zip(older.raw.guids.tolist(), older.raw.ports.tolist(), strict=True)
+    index = {key: i for i, key in enumerate(olds)}
+    keys = zip(newer.raw.guids.tolist(), newer.raw.ports.tolist(), strict=True)
+    at = np.array([index.get(key, -1) for key in keys], dtype=np.int64)
+    both = (at >= 0) & (newer.dt_ns > 0)
+    both[both] &= older.dt_ns[at[both]] > 0
+    rows, base = np.flatnonzero(both), at[both]
+    deltas, known = newer.deltas.copy(), newer.known.copy()
+    flags, dt_ns = newer.flags.copy(), newer.dt_ns.copy()
+    deltas[rows] += older.deltas[base]
+    known[rows] &= older.known[base]
+    flags[rows] |= older.flags[base]
+    dt_ns[rows] += older.dt_ns[base]
+    return DeltaSweep(newer.raw, deltas, known, flags, dt_ns)
+
+
 class DeltaTracker:
     """Keeps the previous sweep per port and turns each new sweep into deltas.
 

@@ -1,19 +1,19 @@
 """The fabric sampler's store writer: sweeps are stored off the sweep schedule.
 
-The sampler hands every database operation (a topology, a sweep's samples and the
-ports it brings, ports to forget) to a SweepWriter, in order; a thread of the writer's own runs
-them against the FabricStore one after the other, so the sweeps keep their period while
+The sampler hands every database operation (a topology, a sweep's samples and the ports it
+brings, ports to forget) to a SweepWriter, in order; a thread of the writer's own runs them
+against the FabricStore one after the other, so the sweeps keep their period while
 PostgreSQL is slow. The sweeps waiting one after another are stored together (one
 transaction, one upsert per port and span: FabricStore.write_sweeps), so a writer behind
-catches up. Memory is bounded: at most `max_pending` sweeps' samples wait. When
-one more comes, the oldest waiting sweep is dropped whole (never half-stored), counted in
-`dropped` and logged; the next stored sample of each port still spans only its own
-interval, so its rate is right (the dropped interval's counts are missing from the
-rollups, and the rollup's sample count says so). The other operations are rare and never
-dropped. Until start() (a sampler stepped by hand, not by its loop), each operation runs
-at once in the caller's thread and its errors are the caller's. In the thread, a failed
-operation is counted and logged, and `take_failed()` tells the sampler to discover afresh
-(the topology and port ids are written again).
+catches up. Memory is bounded: at most `max_pending` sweeps' samples wait. When one more
+comes, the oldest waiting sweep is merged into the next one waiting
+(counters.merge_sweeps: each port's sample then spans both intervals with their deltas
+summed), counted in `merged` and logged: the byte, packet and error totals stay exact, only
+the time resolution of that stretch is coarser (the rollup's sample count says so). The
+other operations are rare and never merged. Until start() (a sampler stepped by hand, not
+by its loop), each operation runs at once in the caller's thread and its errors are the
+caller's. In the thread, a failed operation is counted and logged, and `take_failed()`
+tells the sampler to discover afresh (the topology and port ids are written again).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from collector.fabric.counters import DeltaSweep
+from collector.fabric.counters import DeltaSweep, merge_sweeps
 from collector.fabric.store import FabricStore
 from stacklens.timings import Timings
 
@@ -50,10 +50,11 @@ class SweepWriter:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._busy = False
-        #: sweeps waiting now; sweeps stored, dropped (the store behind), failed to store
+        #: sweeps waiting now; sweeps stored, merged into the next (the store behind), failed
+        #: to store
         self.pending = 0
         self.stored = 0
-        self.dropped = 0
+        self.merged = 0
         self.failed = 0
         self._failed_since = False
         #: durations of the sweeps' stores (/metrics)
@@ -78,7 +79,8 @@ class SweepWriter:
 
     def samples(self, sweep: DeltaSweep, register: bool = False) -> None:
         """Store a sweep's samples (with `register`, its ports not known yet first: a source
-        without topology), dropping the oldest sweep waiting if `max_pending` wait already."""
+        without topology), merging the oldest sweep waiting into the next if `max_pending`
+        wait already."""
         self._put((sweep, register))
 
     def run(self, operation: Callable[..., object], *args: object) -> None:
@@ -102,21 +104,34 @@ class SweepWriter:
             return
         with self._cond:
             if isinstance(item, tuple) and self.pending >= self.max_pending:
-                oldest = next(i for i, x in enumerate(self._queue) if isinstance(x, tuple))
-                lost = self._queue[oldest]
-                assert isinstance(lost, tuple)
-                del self._queue[oldest]
-                self.pending -= 1
-                self.dropped += 1
-                self.warnings.warning(
-                    "dropped",
-                    "fabric store behind: the sweep of %d ports ending at %d ns was dropped "
-                    "(%d sweeps waiting at most; %d dropped so far)",
-                    len(lost[0].raw), lost[0].raw.t_end_ns, self.max_pending, self.dropped,
-                )  # fmt: skip
+                item = self._merge_oldest(item)
             self._queue.append(item)
             self.pending += isinstance(item, tuple)
             self._cond.notify_all()
+
+    def _merge_oldest(self, coming: tuple[DeltaSweep, bool]) -> tuple[DeltaSweep, bool]:
+        """The oldest sweep waiting merged into the next sweep waiting, in that one's place
+        (or, when it is the only one, into `coming`); returns what is to be queued after
+        them (`coming`, merged or not); under the lock."""
+        sweeps = [i for i, x in enumerate(self._queue) if isinstance(x, tuple)]
+        oldest = self._queue[sweeps[0]]
+        newer = self._queue[sweeps[1]] if len(sweeps) > 1 else coming
+        assert isinstance(oldest, tuple) and isinstance(newer, tuple)
+        merged = (merge_sweeps(oldest[0], newer[0]), oldest[1] or newer[1])
+        if len(sweeps) > 1:
+            self._queue[sweeps[1]] = merged
+        else:
+            coming = merged
+        del self._queue[sweeps[0]]
+        self.pending -= 1
+        self.merged += 1
+        self.warnings.warning(
+            "merged",
+            "fabric store behind: the sweep of %d ports ending at %d ns was merged into the "
+            "next (%d sweeps waiting at most; %d merged so far)",
+            len(oldest[0].raw), oldest[0].raw.t_end_ns, self.max_pending, self.merged,
+        )  # fmt: skip
+        return coming
 
     def _run(self) -> None:
         while True:

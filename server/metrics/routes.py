@@ -259,10 +259,11 @@ class FabricMetrics:
         w = s.writer
         yield CounterMetricFamily("stacklens_fabric_sweeps_stored", "Sweeps' samples stored",
                                   value=w.stored)  # fmt: skip
-        yield CounterMetricFamily("stacklens_fabric_sweeps_dropped",
-                                  "Sweeps dropped unstored because more than "
-                                  "STACKLENS_FABRIC_STORE_QUEUE waited (the store behind)",
-                                  value=w.dropped)  # fmt: skip
+        yield CounterMetricFamily("stacklens_fabric_sweeps_merged",
+                                  "Sweeps merged into the next waiting because more than "
+                                  "STACKLENS_FABRIC_STORE_QUEUE waited (the store behind; "
+                                  "the totals kept)",
+                                  value=w.merged)  # fmt: skip
         yield GaugeMetricFamily("stacklens_fabric_store_queue",
                                 "Sweeps waiting to be stored now", value=w.pending)  # fmt: skip
         yield GaugeMetricFamily("stacklens_fabric_store_queue_limit",

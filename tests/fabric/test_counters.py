@@ -10,6 +10,7 @@ from collector.fabric.counters import (
     RESET_SHIFT,
     DeltaTracker,
     RawSweep,
+    merge_sweeps,
 )
 
 XB = PORT_COUNTERS.index("xmit_bytes")
@@ -106,3 +107,29 @@ def test_switch_between_basic_and_extended_gives_unknown_deltas():
     tr.update(sweep([row(xmit_words=5)], [True], 1))
     d = tr.update(sweep([row(xmit_words=6)], [False], 2))
     assert not d.known.any()
+
+
+def test_merged_sweeps_span_both_intervals_with_exact_totals():
+    """A store behind merges a waiting sweep into the next (collector/fabric/writer.py): each
+    port's sample spans both intervals and its deltas are their sums; a port with no base
+    in the newer sweep, or none in the older, keeps the newer row as it is; a reset in the
+    older interval leaves that counter unknown and flagged."""
+    tr = DeltaTracker()
+    tr.update(sweep([row(xmit_words=10, sym=1), row(xmit_words=7)], [True, True], 1_000))
+    older = tr.update(sweep([row(xmit_words=35, sym=3), row(xmit_words=2)], [True, True], 3_000))
+    # a third port appears in the newer sweep only (no base: dt 0)
+    newer = tr.update(
+        sweep([row(xmit_words=60, sym=4), row(xmit_words=9), row(xmit_words=5)], [True] * 3, 4_500)
+    )
+    merged = merge_sweeps(older, newer)
+    assert merged.raw is newer.raw
+    assert merged.delta(0x10, 1, "xmit_bytes") == (60 - 10) * 4
+    assert merged.delta(0x10, 1, "symbol_errors") == 4 - 1
+    assert merged.dt_ns.tolist() == [3_500, 3_500, 0]
+    # port 0x11 was reset in the older interval (7 -> 2 words): unknown over both, flagged
+    assert merged.delta(0x11, 1, "xmit_bytes") is None
+    assert merged.flags[1] >> (RESET_SHIFT + XB) & 1 == 1
+    assert merged.delta(0x12, 1, "xmit_bytes") is None  # no base: as in `newer`
+    assert merged.flags.tolist()[2] == newer.flags.tolist()[2]
+    # the tracker is untouched: its next delta is against the newer sweep's values
+    assert tr.update(sweep([row(xmit_words=61)], [True], 5_000)).delta(0x10, 1, "xmit_bytes") == 4

@@ -1,5 +1,5 @@
 """/metrics shows whether the fabric sampler keeps up (sweep and discovery durations,
-ports answered, failed and stale, sweeps stored, dropped and waiting) and how long the web
+ports answered, failed and stale, sweeps stored, merged and waiting) and how long the web
 server takes to answer, by kind; `stacklens status` shows the same. A real sampler over the
 sysfs fixture tree, the real app served over HTTP, the real database."""
 
@@ -86,7 +86,7 @@ def test_metrics_and_status_show_the_sampler_and_the_answers(pg_url, tmp_path):
     assert got[("stacklens_fabric_ports_failed_total", ())] == 0
     assert got[("stacklens_fabric_stale_ports", ())] == 0
     assert got[("stacklens_fabric_sweeps_stored_total", ())] == 3  # stepped by hand: at once
-    assert got[("stacklens_fabric_sweeps_dropped_total", ())] == 0
+    assert got[("stacklens_fabric_sweeps_merged_total", ())] == 0
     assert got[("stacklens_fabric_store_queue", ())] == 0
     assert got[("stacklens_fabric_store_queue_limit", ())] == 8
     assert got[("stacklens_fabric_store_errors_total", ())] == 0
@@ -98,7 +98,7 @@ def test_metrics_and_status_show_the_sampler_and_the_answers(pg_url, tmp_path):
     rows = {line[:10].strip(): line[12:] for line in lines[1:]}
     assert re.fullmatch(
         r"3 sweeps of \d+ ms on average \(every 1 s\), 0 failed, 0 behind schedule; 3 stored, "
-        r"0 dropped, 0 waiting; ports 3 "
+        r"0 merged, 0 waiting; ports 3 "
         r"answered, 0 did not, "
         rf"0 stale now; {sampler.discoveries} discoveries of \d+ ms on average",
         rows["sampler"],
