@@ -471,14 +471,17 @@ def _side_by_side(
 ) -> list[dict[str, Any]]:
     """One row per key of `a` or `b` (key -> time_ns, calls, bytes): the key as `label`,
     where it is, time, calls and bytes of both sides (0 where absent), the change of time
-    (b - a) in ns and in percent of a's (None when a has none); unsorted."""
+    (b - a) in ns and in percent of a's (None when a has none); unsorted. A key is where it
+    has time, calls or bytes (a family made in both runs but used in one window only is in
+    that run only); one with none in either is in both."""
     zero = {"time_ns": 0, "calls": 0, "bytes": 0}
     rows = []
     for label in set(a) | set(b):
         fa, fb = a.get(label, zero), b.get(label, zero)
+        in_a, in_b = any(fa.values()), any(fb.values())
         rows.append({
             "label": label,
-            "present": "both" if label in a and label in b else ("a" if label in a else "b"),
+            "present": "both" if in_a == in_b else ("a" if in_a else "b"),
             "a_ns": fa["time_ns"], "b_ns": fb["time_ns"],
             "delta_ns": fb["time_ns"] - fa["time_ns"],
             "delta_pct": (100 * (fb["time_ns"] - fa["time_ns"]) / fa["time_ns"]

@@ -75,3 +75,15 @@ def test_the_median_of_several_runs_is_site_by_site():
     ]  # fmt: skip
     got = {s["label"]: (s["time_ns"], s["calls"], s["bytes"]) for s in diff.median_sites(runs)}
     assert got == {"app.c:10": (20, 4, 0), "app.c:11": (4, 2, 16)}
+
+
+def test_a_family_used_in_one_run_only_is_in_that_run_only():
+    """A family made in both runs (or windows) but with no time, calls or bytes in one is
+    that run's only, not "in both runs"."""
+    used = {"time_ns": 40, "calls": 2, "bytes": 16}
+    idle = {"time_ns": 0, "calls": 0, "bytes": 0}
+    a = {"rows": used, "cols": idle, "world": used, "tp": idle}
+    b = {"rows": idle, "cols": used, "world": used, "tp": idle}
+    rows = diff.family_differences(a, b)
+    assert [(r["label"], r["present"]) for r in rows] == [
+        ("cols", "b"), ("rows", "a"), ("tp", "both"), ("world", "both")]  # fmt: skip
