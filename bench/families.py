@@ -188,6 +188,7 @@ def launch(mpi: str, argv: list[str], hosts: tuple[str, ...], endpoint: str, job
     """argv on two ranks per host under the hooks and `mpi`; fails on a failed run."""
     env = {**os.environ, **OPENMPI_ROOT_ENV, "LD_PRELOAD": str(LIBRARIES[mpi]),
            "STACKLENS_SPOOL_DIR": "off", "STACKLENS_COLLECTOR": endpoint,
+           "STACKLENS_COLLECTOR_SOCKET": "off",  # not a `stacklens up` running here
            "STACKLENS_INGEST_TOKEN": TOKEN, "STACKLENS_INGEST_AUTH": "trusted",
            "STACKLENS_INTERVAL_MS": "100", "STACKLENS_JOB_ID": job}  # fmt: skip
     cmd = ["mpirun"] if mpi == "openmpi" else ["mpirun.mpich", "-genvall"]

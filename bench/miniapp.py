@@ -122,7 +122,9 @@ def tools(a: argparse.Namespace, collector: str, scratch: Path) -> dict[str, Cal
     def bare(cmd: list[str]) -> tuple[list[str], dict[str, str]]:
         return cmd, env
 
-    settings = {"STACKLENS_COLLECTOR": collector, "STACKLENS_INGEST_TOKEN": TOKEN,
+    # (the collector socket off: not a `stacklens up` running here, which the hooks try first)
+    settings = {"STACKLENS_COLLECTOR": collector, "STACKLENS_COLLECTOR_SOCKET": "off",
+                "STACKLENS_INGEST_TOKEN": TOKEN,
                 "STACKLENS_INGEST_AUTH": "trusted", "STACKLENS_STATE_DIR": str(scratch / "state"),
                 "STACKLENS_SPOOL_DIR": str(scratch / "spool")}  # fmt: skip
 

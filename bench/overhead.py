@@ -62,6 +62,9 @@ MPI_ENV = {
     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
     "OMPI_MCA_rmaps_base_oversubscribe": "1",
     "STACKLENS_COLLECTOR": "127.0.0.1:9",
+    # not the node's collector socket, which the hooks try first: a `stacklens up` running
+    # here would store every benchmark run as a job
+    "STACKLENS_COLLECTOR_SOCKET": "off",
     "STACKLENS_SPOOL_DIR": "off",
     "STACKLENS_FINALIZE_TIMEOUT_MS": "100",
     "STACKLENS_JOB_ID": "bench-overhead",
