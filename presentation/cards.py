@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dash import dcc, html
+from dash import html
 from pydantic import BaseModel
 
 from presentation import card_reports, components, figures
@@ -47,9 +47,7 @@ class Part:
 
 def graph(name: str, height_px: int) -> Part:
     """A Plotly figure of `height_px` pixels."""
-    style = {"height": f"{height_px}px"}
-    return Part(name, lambda i: dcc.Graph(id=i, style=style, config={"displaylogo": False}),
-                "figure")  # fmt: skip
+    return Part(name, lambda i: components.chart(i, height_px), "figure")
 
 
 def markdown(name: str, extra_class: str = "") -> Part:

@@ -16,6 +16,7 @@ from typing import Any
 import dash_ag_grid as dag
 from dash import dcc, html
 
+from presentation.figures import loading_figure
 from presentation.formatting import (
     communicator_label,
     format_bytes,
@@ -68,6 +69,14 @@ MAX_SUMMARY_HOSTS = 8
 # character references, which every Markdown dialect shows as the literal character
 # (dcc.Markdown's remark honours backslash escapes for only some of them).
 _MARKDOWN_SYNTAX = re.compile(r"[\\`*_~\[\]()!<>&|:@]")
+
+
+def chart(chart_id: str, height_px: int | None = None) -> dcc.Graph:
+    """A Plotly chart (`height_px` high, else Plotly's default) that shows "Loading…" until
+    its first figure comes, never an empty pair of axes."""
+    style = None if height_px is None else {"height": f"{height_px}px"}
+    return dcc.Graph(id=chart_id, style=style, config={"displaylogo": False},
+                     figure=loading_figure())  # fmt: skip
 
 
 def card(title: str, *children, section_id: str | None = None) -> html.Section:

@@ -81,7 +81,7 @@ def matrix_heatmap(matrix: Matrix) -> go.Figure:
     merge, nbytes, messages = dense_blocks(matrix.blocks)
     n = len(nbytes)
     if n == 0:
-        return _empty_figure("No point-to-point traffic recorded yet.")
+        return message_figure("No point-to-point traffic recorded yet.")
     side = matrix.block_ranks * merge  # ranks per cell side
     if side == 1:
         names = [str(i) for i in range(n)]
@@ -148,7 +148,7 @@ def size_histogram(sizes: JobSizes) -> go.Figure:
     the smallest to the largest one used, so gaps read as gaps; hover shows exact counts."""
     ops = [o for o in sizes.ops if o.buckets][:MAX_SIZE_TRACES]
     if not ops:
-        return _empty_figure("No message sizes recorded.")
+        return message_figure("No message sizes recorded.")
     used = [b for o in ops for b in o.buckets]
     first, last = min(b.bucket for b in used), max(b.bucket for b in used)
     labels = {b: format_size_bucket(*bucket_bounds(b)) for b in range(first, last + 1)}
@@ -200,7 +200,7 @@ def family_reach(families: JobFamilies) -> go.Figure:
     (collectives) bytes. A reach no family has is left out of the legend."""
     shown = [f for f in families.families if f.reach][:MAX_REACH_FAMILIES]
     if not shown:
-        return _empty_figure("No family traffic placed in this window.")
+        return message_figure("No family traffic placed in this window.")
     labels = [f.label for f in shown]
     traces = []
     for reach, name, colour in REACHES:
@@ -233,7 +233,14 @@ def family_reach(families: JobFamilies) -> go.Figure:
     return fig
 
 
-def _empty_figure(message: str) -> go.Figure:
+def loading_figure() -> go.Figure:
+    """What a chart shows until its first answer comes: "Loading…", no axes (an empty
+    Plotly figure would draw axes from -1 to 6)."""
+    return message_figure("Loading…")
+
+
+def message_figure(message: str) -> go.Figure:
+    """A chart area that says `message` and draws no axes."""
     fig = go.Figure()
     fig.update_layout(
         xaxis={"visible": False},
@@ -278,7 +285,7 @@ def timeline(series: Series) -> go.Figure:
     (named by its label) and file-system layer (`by=category` series); x = the step's start
     (UTC)."""
     if not series.points:
-        return _empty_figure("Nothing in this window.")
+        return message_figure("Nothing in this window.")
     metric = {name: i for i, name in enumerate(series.metrics)}
     keys = sorted({p.key for p in series.points}, key=lambda k: (k.startswith("fs:"), k))
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
@@ -313,7 +320,7 @@ def rank_heatmap(profile: SlowRanks) -> go.Figure:
     and their hover starts with the profile's sentence, so the map names the culprit as the
     outlier lines do (a late rank's row is the pale one: it spends the least time inside)."""
     if not profile.shares:
-        return _empty_figure("Nothing in this window.")
+        return message_figure("Nothing in this window.")
     steps = sorted({s.t_ns for s in profile.shares})
     ranks = sorted({s.rank for s in profile.shares})
     column = {t: i for i, t in enumerate(steps)}
@@ -427,7 +434,7 @@ def fabric_series(series: FabricSeries, events: Sequence[FabricEvent]) -> go.Fig
     `events` marked over both as a band from its start to its end (to the window's end
     while open; a point event as a line), labelled with its kind. Unknown steps are gaps."""
     if not series.t_ns:
-        return _empty_figure("No sample in this window.")
+        return message_figure("No sample in this window.")
     c = series.columns
     x = [_utc(t) for t in series.t_ns]
     ways = (("a_to_b_bytes_per_s", "a → b"), ("b_to_a_bytes_per_s", "b → a"))
@@ -520,7 +527,7 @@ def compared_families(comparison: Comparison) -> go.Figure:
     MAX_COMPARED_BARS families, the largest change first, as the API lists them)."""
     shown = comparison.families[:MAX_COMPARED_BARS]
     if not shown:
-        return _empty_figure("Neither run describes a communicator family.")
+        return message_figure("Neither run describes a communicator family.")
     return _side_bars(comparison, [f.label for f in shown], [f.a_ns / 1e9 for f in shown],
                       [f.b_ns / 1e9 for f in shown],
                       "Time per communicator family (summed over the ranks)",
@@ -533,7 +540,7 @@ def compared_sizes(comparison: Comparison) -> go.Figure:
     upwards): "op size-range"."""
     shown = comparison.sizes[: 2 * MAX_COMPARED_BARS]
     if not shown:
-        return _empty_figure("Neither run sent a message.")
+        return message_figure("Neither run sent a message.")
     return _side_bars(comparison,
                       [f"{r.op} {format_size_bucket(r.lower_bytes, r.upper_bytes)}"
                        for r in shown],
@@ -547,7 +554,7 @@ def compared_sites(comparison: Comparison) -> go.Figure:
     MAX_COMPARED_BARS sites, the largest change first): "op at file:line"."""
     shown = comparison.sites[:MAX_COMPARED_BARS]
     if not shown:
-        return _empty_figure("Neither run has call sites.")
+        return message_figure("Neither run has call sites.")
     return _side_bars(comparison, [f"{s.op} at {s.label}" for s in shown],
                       [s.a_ns / 1e9 for s in shown], [s.b_ns / 1e9 for s in shown],
                       "Time per call site (summed over the ranks), largest change first",
@@ -580,7 +587,7 @@ def history_trend(history: RunHistory | None,
         [] if history is None else sorted(history.runs, key=lambda r: (r.started_ns, r.job, r.run))
     )
     if history is None or not runs:
-        return _empty_figure("No run of this program to show.")
+        return message_figure("No run of this program to show.")
     segments: list[list[HistoryRun]] = []
     for r in runs:
         if not segments or r.rebuilt:

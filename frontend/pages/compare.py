@@ -30,6 +30,7 @@ from frontend.api import ApiError, RunRef
 from presentation import figures
 from presentation.components import (
     SITE_DIFF_COLUMNS,
+    chart,
     grid,
     site_difference_caption,
     site_difference_rows,
@@ -82,17 +83,17 @@ def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str
                 html.Div(id=ids.CMP_RESULT, hidden=True, children=[
                     html.P(id=ids.CMP_FINDING, className="finding"),
                     html.Div(id=ids.CMP_SIDES),
-                    dcc.Graph(id=ids.CMP_PARTS, config={"displaylogo": False}),
+                    chart(ids.CMP_PARTS),
                     html.Div(id=ids.CMP_DIFFS),
                     html.Div(id=ids.CMP_CLASSES),
                     html.H3("Call sites"),
                     html.P(id=ids.CMP_SITES_CAPTION, className="hint"),
                     grid(ids.CMP_SITES, SITE_DIFF_COLUMNS, height_px=360),
                     html.H3("Communicator families"),
-                    dcc.Graph(id=ids.CMP_FAMILIES_FIG, config={"displaylogo": False}),
+                    chart(ids.CMP_FAMILIES_FIG),
                     html.Div(id=ids.CMP_FAMILIES),
                     html.H3("Message sizes"),
-                    dcc.Graph(id=ids.CMP_SIZES_FIG, config={"displaylogo": False}),
+                    chart(ids.CMP_SIZES_FIG),
                     html.H3("File I/O per file"),
                     html.Div(id=ids.CMP_FILES),
                     html.H3("The late rank"),
@@ -104,7 +105,7 @@ def layout(b: str = "", b_run: str = "", a: str = "", a_run: str = "", last: str
             ]),
             html.Section(id=ids.CMP_RUNS, className="card", hidden=True, children=[
                 html.H2("The program's runs"),
-                dcc.Graph(id=ids.CMP_TREND, config={"displaylogo": False}),
+                chart(ids.CMP_TREND),
                 html.Div(id=ids.CMP_HISTORY),
             ]),
         ],

@@ -20,6 +20,7 @@ from dash import Input, Output, dcc, html
 from frontend import api, components, ids
 from frontend.api import ApiError
 from presentation import figures
+from presentation.components import chart
 
 dash.register_page(__name__, path_template="/incidents/<incident_id>", name="Incident",
                    title="Incident — stacklens")  # fmt: skip
@@ -52,10 +53,14 @@ def layout(incident_id: str = "", **_query: str) -> html.Div:
             ]),
             html.Section(className="card", children=[
                 html.H3("Evidence"),
-                dcc.Graph(id=ids.INC_EVIDENCE, config={"displaylogo": False}),
+                chart(ids.INC_EVIDENCE),
             ]),
         ],
     )  # fmt: skip
+
+
+#: The evidence chart when the incident could not be read (its status line says why).
+_NO_EVIDENCE = figures.message_figure("No evidence: the incident could not be read.")
 
 
 def incident_number(text: str) -> int | None:
@@ -82,11 +87,14 @@ def register_callbacks(dash_app: dash.Dash) -> None:
     def render(incident_id: str, _tick: int | None) -> tuple[Any, ...]:
         number = incident_number(incident_id or "")
         if number is None:
-            return (f"no incident '{incident_id}'", *[dash.no_update] * 7, True)
+            return (f"no incident '{incident_id}'", *[dash.no_update] * 4, _NO_EVIDENCE,
+                    *[dash.no_update] * 2, True)  # fmt: skip
         try:
             incident = api.current_client().incident(number)
         except ApiError as exc:  # unknown, or the server unreachable: said, the rest kept
-            return (str(exc), *[dash.no_update] * 7, exc.status == 404)
+            unknown = exc.status == 404
+            return (str(exc), *[dash.no_update] * 4, _NO_EVIDENCE if unknown else dash.no_update,
+                    *[dash.no_update] * 2, unknown)  # fmt: skip
         path = f"incidents/{number}"
         return (
             "",

@@ -42,7 +42,7 @@ from dash.exceptions import PreventUpdate
 from frontend import api, cards, components, ids, timerange
 from frontend.api import ApiError, RunRef, WindowQuery, digest
 from presentation import figures
-from presentation.components import card, markdown_table
+from presentation.components import card, chart, markdown_table
 from presentation.formatting import format_utc_ns, program_name
 
 dash.register_page(__name__, path_template="/jobs/<job>", name="Job", title="Job — stacklens")
@@ -108,11 +108,7 @@ def layout(job: str = "", **query: str) -> html.Div:
                     "this run.",
                     className="hint",
                 ),
-                dcc.Graph(
-                    id=ids.JV_HISTORY_TREND,
-                    style={"height": "280px"},
-                    config={"displaylogo": False},
-                ),  # fmt: skip
+                chart(ids.JV_HISTORY_TREND, 280),
                 html.Div(id=ids.JV_HISTORY),
             ),
             html.Div(id=ids.JV_BODY, children=_body()),
@@ -125,15 +121,11 @@ def _body() -> list:
     return [
             card(
                 "Timeline",
-                dcc.Graph(
-                    id=ids.JV_TIMELINE, style={"height": "420px"}, config={"displaylogo": False}
-                ),  # fmt: skip
+                chart(ids.JV_TIMELINE, 420),
             ),
             card(
                 "Ranks over time: share of time inside MPI",
-                dcc.Graph(
-                    id=ids.JV_HEATMAP, style={"height": "420px"}, config={"displaylogo": False}
-                ),  # fmt: skip
+                chart(ids.JV_HEATMAP, 420),
                 html.Ul(id=ids.JV_OUTLIERS, className="outliers"),
             ),
             *cards.sections(_PAGE),
