@@ -49,6 +49,12 @@ _FLASK_EXTENSION = "stacklens_api"
 _T = TypeVar("_T")
 
 
+#: How long the dashboard waits for an answer of the API: a comparison or a job's first
+#: page of cards under load takes several seconds (5 s timed out on a busy 2-core node), and
+#: a page refreshes only after its last answer, so a slow answer never piles requests up.
+ANSWER_TIMEOUT_S = 30.0
+
+
 class ApiError(Exception):
     """The server could not be reached or did not answer as agreed; str() is user-facing;
     `status` is the HTTP status of an error answer (None: no answer), `detail` what the
@@ -155,9 +161,11 @@ def _job_path(job: str, section: str, params: dict[str, object]) -> str:
 class StacklensApi:
     """Client of one stacklens server, e.g. `StacklensApi("http://127.0.0.1:7450")`."""
 
-    def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
-        """Connect lazily to `base_url` (the server root; endpoints live under /api)."""
+    def __init__(self, base_url: str, timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+        """Connect lazily to `base_url` (the server root; endpoints live under /api); an
+        answer not begun within `timeout_s` is an error."""
         self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
 
     def jobs(self, query: JobListQuery = JobListQuery()) -> JobList:
@@ -344,6 +352,9 @@ class StacklensApi:
         an error answer or none at all raised as ApiError."""
         try:
             response = self._http.get(path, headers={**_viewer_headers(), **(headers or {})})
+        except httpx.ReadTimeout as exc:  # reached, but busy: not "unreachable"
+            raise ApiError(f"stacklens server did not answer GET {path} within "
+                           f"{self.timeout_s:g} s (busy?)") from exc  # fmt: skip
         except httpx.HTTPError as exc:
             reason = str(exc) or type(exc).__name__
             url = f"{self.base_url}{path}"
