@@ -186,6 +186,23 @@ def test_sites_beyond_the_bound_fold_into_one_exact_overflow_site(collector, pg_
     assert totals == expected
 
 
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_a_reading_sees_each_moving_count_once(mpi):
+    """site_seqlock.c: the library's call-site code without MPI, one thread counting at
+    1,024 sites that keep taking each other's cache slots (so counts keep moving from a
+    slot into a row) while the main thread reads every count as the sender does: every
+    reading totals between the calls ended before it and those begun after it. The churn
+    test above cannot see a torn reading (the next frame puts its count right); this one
+    fails within milliseconds when block_load does not read the sequence count again
+    (checked by hand: 6 of 6 runs failed)."""
+    result = subprocess.run([jobs.program(mpi, "site_seqlock"), "1"], capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    readings, calls = map(int, re.fullmatch(r"site_seqlock: (\d+) readings, (\d+) calls\n",
+                                            result.stdout).groups())  # fmt: skip
+    assert readings >= 100 and calls >= 100_000, result.stdout
+
+
 CHURN_ITERS = 400
 CHURN_SITES = 500  # site_churn.c's SITES
 CHURN_THREADS = 2
