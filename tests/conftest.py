@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 import uvicorn
@@ -83,6 +84,24 @@ def private_node_settings(scratch_root: Path) -> Iterator[None]:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+#: How long a test's HTTP request waits for an answer unless it says otherwise.
+HTTP_TIMEOUT_S = 60.0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def patient_http_requests() -> Iterator[None]:
+    """httpx's default timeouts (5 s) raised to HTTP_TIMEOUT_S for the session: most tests
+    serve the app in a thread of this busy process (`serving`), and under CI's load a plain
+    `httpx.get` of a job's overview timed out after 5 s (twice, in different tests). A test
+    of timeouts passes its own. httpx takes its default from this one object, copied into
+    each client made without a timeout."""
+    default = httpx._config.DEFAULT_TIMEOUT_CONFIG
+    saved = (default.connect, default.read, default.write, default.pool)
+    default.connect = default.read = default.write = default.pool = HTTP_TIMEOUT_S
+    yield
+    default.connect, default.read, default.write, default.pool = saved
 
 
 @pytest.fixture(scope="session")

@@ -238,6 +238,8 @@ def _matches(template: str, path: str) -> bool:
 
 
 def test_the_overview_details_a_job_as_its_own_routes_do(served):
-    sent = httpx.get(f"{served}/api/overview", params={"job": JOB}).json()["shown"]
+    sent = httpx.get(f"{served}/api/overview", params={"job": JOB},
+                     timeout=READ_TIMEOUT_S).json()["shown"]  # fmt: skip
     for part in DETAILS:
-        assert sent[part] == httpx.get(f"{served}/api/jobs/job%2FK/{part}").json(), part
+        own = httpx.get(f"{served}/api/jobs/job%2FK/{part}", timeout=READ_TIMEOUT_S)
+        assert sent[part] == own.json(), part
