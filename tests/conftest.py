@@ -104,6 +104,23 @@ def patient_http_requests() -> Iterator[None]:
     default.connect, default.read, default.write, default.pool = saved
 
 
+#: How long a browser test's `expect` waits for what a person should see unless it says
+#: otherwise (Playwright's default is 5 s).
+EXPECT_TIMEOUT_MS = 20_000
+
+
+@pytest.fixture(scope="session", autouse=True)
+def patient_browser_expectations() -> Iterator[None]:
+    """Playwright's `expect` waits EXPECT_TIMEOUT_MS by default for the session: under CI's
+    load a page's callback round trip took over 5 s (the fabric page's play button kept
+    "▶ play" for 5 s after its click). A wait that holds sooner ends sooner."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+    yield
+    expect.set_options(timeout=5_000)
+
+
 @pytest.fixture(scope="session")
 def pg_server(scratch_root: Path) -> Iterator[str]:
     """URL of a session-wide embedded PostgreSQL, migrated to head."""
