@@ -193,12 +193,11 @@ static SL_HOT unsigned sl_hist_bucket(uint64_t bytes)
  * index) at call site pc on communicator comm (no_comm) with its bytes and ticks in the
  * call-site table (callsite.h): a hit in this thread's cache (depth 1 only; never a call
  * from mpi4py's module, whose site is its Python line) is three plain adds into the
- * slot. */
+ * slot. The cache is NULL while call sites are off, so a hit tests nothing else; off
+ * costs that test and the depth's. */
 static SL_HOT void sl_site_count(const void *pc, unsigned layer, unsigned op, uint32_t comm,
                                  uint64_t bytes, uint64_t ticks)
 {
-    if (__builtin_expect(sl_site_depth == 0, 0))
-        return;
     unsigned bucket = sl_hist_bucket(bytes);
     sl_site_slot *cache = sl_tls_site_cache;
     if (__builtin_expect(cache != NULL, 1)) {
@@ -210,6 +209,8 @@ static SL_HOT void sl_site_count(const void *pc, unsigned layer, unsigned op, ui
             sl_own_add(&s->vals[SL_SITE_TICKS], ticks);
             return;
         }
+    } else if (sl_site_depth == 0) {
+        return;
     }
     sl_site_count_slow(pc, layer, op, comm, bucket, bytes, ticks);
 }
