@@ -189,14 +189,18 @@ static uint64_t *block_rows;
 static size_t block_rows_bytes;
 
 /*
- * A thread's cache of comm_p2p entries: a key's two words -> its entry index and the
- * thread's row of it (its block's, else the shared counters), direct mapped, so a
- * message on a communicator other than the world skips the table's hash probe and key
- * compare (that lookup was a fifth of a self message's CPU time, most of it a stalled
- * reload of the key built in memory: bench/RESULTS.md). Only ordinary entries are cached:
- * a key folded into an overflow entry is looked up (and counted as dropped) on every
- * call, as before. gen is the table's generation (sl_family_init), so a slot filled
- * before a re-initialisation never matches; 0 = empty. own: row is the thread's block's.
+ * A thread's cache of comm_p2p entries: a message's (communicator handle, rank, op,
+ * direction) -> its entry index and the thread's row of it (its block's, else the shared
+ * counters), direct mapped. Keyed by what the wrapper has in hand, a hit needs neither
+ * the communicator's record (sl_comm_rec: a call and a probe of the handle table) nor
+ * the table's hash probe and key compare (that lookup was a fifth of a self message's
+ * CPU time, most of it a stalled reload of the key built in memory: bench/RESULTS.md).
+ * Only ordinary entries are cached: a key folded into an overflow entry is looked up
+ * (and counted as dropped) on every call, as before. gen is cp2p_gen (moved by
+ * sl_family_init) plus sl_comm_recs_gen (moved when a communicator's record goes or
+ * changes its id, handles.h): a slot filled before either moved never matches, so a
+ * handle reused for another communicator never counts into the freed one's entry; 0 =
+ * empty. own: row is the thread's block's.
  */
 #define CP2P_CACHE 32u
 typedef struct cp2p_slot {
@@ -206,6 +210,14 @@ typedef struct cp2p_slot {
 } cp2p_slot;
 static __thread cp2p_slot cp2p_cache[CP2P_CACHE] __attribute__((tls_model("initial-exec")));
 static unsigned cp2p_gen;
+
+/* The cache slot of a key's two words: one multiply (the top bits of a product by an odd
+ * constant depend on every bit of the other factor). */
+static inline unsigned cp2p_slot_of(uint64_t w0, uint64_t w1)
+{
+    uint64_t x = w0 ^ (w1 << 23 | w1 >> 41);
+    return (unsigned)((x * 0x9E3779B97F4A7C15ull) >> 59) & (CP2P_CACHE - 1);
+}
 
 int sl_family_init(unsigned max_keys)
 {
@@ -346,40 +358,52 @@ void sl_family_named(MPI_Comm comm, const char *name)
     pthread_mutex_unlock(&lock);
 }
 
+/* The thread's row of the comm_p2p entry of a message (sl_family_count's arguments)
+ * into *row and *own, found through the communicator's record and the table, and kept in
+ * cache slot s (key w0, w1 at generation gen) when the entry is an ordinary one. Returns
+ * 0 for a peer outside MPI_COMM_WORLD (spawned), which has no entry. */
+static int p2p_row(MPI_Comm comm, int op, int rank, int received, cp2p_slot *s, uint64_t w0,
+                   uint64_t w1, uint32_t gen, uint64_t **row, uint32_t *own)
+{
+    const sl_handle_rec *rec = sl_comm_rec(comm);
+    unsigned overflow = 2u * (unsigned)op + (received ? 1u : 0u);
+    if (rec == NULL) {
+        sl_key_dropped();
+        *row = my_row(sl_keytab_overflow(&sl_comm_p2p, overflow), own);
+        return 1;
+    }
+    if (rank >= rec->size || rec->world[rank] < 0)
+        return 0; /* not in the p2p table either */
+    sl_comm_p2p_key key = { .comm_id = rec->comm_id, .op = (uint32_t)op,
+                            .peer = (uint32_t)rec->world[rank],
+                            .received = received ? 1u : 0u };
+    uint64_t k[2];
+    _Static_assert(sizeof key == sizeof k, "a comm_p2p key is two words");
+    memcpy(k, &key, sizeof k);
+    unsigned i = sl_keytab_get(&sl_comm_p2p, &key, sl_hash_words2(k[0], k[1]), overflow);
+    *row = my_row(i, own);
+    if (i < sl_comm_p2p.max_keys)
+        *s = (cp2p_slot){ .w0 = w0, .w1 = w1, .gen = gen, .own = *own, .row = *row };
+    return 1;
+}
+
 void sl_family_count(MPI_Comm comm, int op, int rank, int received, uint64_t bytes,
                      uint64_t ticks)
 {
-    const sl_handle_rec *rec = sl_comm_rec(comm);
-    unsigned i, overflow = 2u * (unsigned)op + (received ? 1u : 0u);
-    uint64_t *row;
-    uint32_t own;
     if (sl_comm_p2p.entries == NULL)
         return;
-    if (rec != NULL && rank < rec->size && rec->world[rank] >= 0) {
-        /* the key's words in registers (built in memory and reloaded, they stalled) */
-        uint64_t w0 = rec->comm_id | (uint64_t)(uint32_t)op << 32;
-        uint64_t w1 = (uint32_t)rec->world[rank] | (uint64_t)(received ? 1u : 0u) << 32;
-        uint64_t hash = sl_hash_words2(w0, w1);
-        uint32_t gen = __atomic_load_n(&cp2p_gen, __ATOMIC_RELAXED);
-        cp2p_slot *s = &cp2p_cache[hash & (CP2P_CACHE - 1)];
-        if (__builtin_expect(s->gen == gen && s->w0 == w0 && s->w1 == w1, 1)) {
-            row = s->row;
-            own = s->own;
-        } else {
-            sl_comm_p2p_key key = { .comm_id = rec->comm_id, .op = (uint32_t)op,
-                                    .peer = (uint32_t)rec->world[rank],
-                                    .received = received ? 1u : 0u };
-            _Static_assert(sizeof key == 2 * sizeof w0, "a comm_p2p key is two words");
-            i = sl_keytab_get(&sl_comm_p2p, &key, hash, overflow);
-            row = my_row(i, &own);
-            if (i < sl_comm_p2p.max_keys)
-                *s = (cp2p_slot){ .w0 = w0, .w1 = w1, .gen = gen, .own = own, .row = row };
-        }
-    } else if (rec == NULL) {
-        sl_key_dropped();
-        row = my_row(sl_keytab_overflow(&sl_comm_p2p, overflow), &own);
-    } else {
-        return; /* a peer outside MPI_COMM_WORLD (spawned): not in the p2p table either */
+    uint64_t w0 = SL_HKEY(comm);
+    uint64_t w1 = (uint32_t)rank | (uint64_t)(uint32_t)op << 32 | (uint64_t)(received != 0) << 63;
+    uint32_t gen = __atomic_load_n(&cp2p_gen, __ATOMIC_RELAXED)
+                   + __atomic_load_n(&sl_comm_recs_gen, __ATOMIC_ACQUIRE);
+    cp2p_slot *s = &cp2p_cache[cp2p_slot_of(w0, w1)];
+    uint64_t *row;
+    uint32_t own;
+    if (__builtin_expect(s->gen == gen && s->w0 == w0 && s->w1 == w1, 1)) {
+        row = s->row;
+        own = s->own;
+    } else if (!p2p_row(comm, op, rank, received, s, w0, w1, gen, &row, &own)) {
+        return;
     }
     if (__builtin_expect(own, 1)) {
         sl_own_add(&row[SL_CP2P_MSGS], 1);

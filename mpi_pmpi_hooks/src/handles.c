@@ -21,6 +21,7 @@ static sl_hslot *slots;
 static unsigned mask;        /* slot count - 1 (a power of two) */
 static unsigned max_live, live;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+unsigned sl_comm_recs_gen;
 
 /* Mixes a handle value and kind into a slot number. */
 static unsigned slot_of(uintptr_t key, int kind)
@@ -235,8 +236,10 @@ void sl_comm_set_id(MPI_Comm comm, uint32_t id)
 {
     pthread_mutex_lock(&lock);
     sl_handle_rec *rec = find(SL_H_COMM, SL_HKEY(comm));
-    if (rec != NULL)
+    if (rec != NULL) {
         __atomic_store_n(&rec->comm_id, id, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&sl_comm_recs_gen, 1, __ATOMIC_RELEASE);
+    }
     pthread_mutex_unlock(&lock);
 }
 
@@ -295,6 +298,8 @@ void sl_handle_forget(int kind, uintptr_t key)
             free(rec->world);
             free(rec);
             live--;
+            if (kind == SL_H_COMM)
+                __atomic_fetch_add(&sl_comm_recs_gen, 1, __ATOMIC_RELEASE);
             break;
         }
     }

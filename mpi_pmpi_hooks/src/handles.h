@@ -50,6 +50,11 @@ int sl_handles_init(unsigned max_keys);
 /* Frees every record and the cache. */
 void sl_handles_fini(void);
 
+/* Moves (relaxed add, under the cache's mutex) whenever a communicator's record is
+ * removed or changes its id: what a cache keyed by communicator handle (family.c) kept
+ * from a record is stale once it moved. */
+extern unsigned sl_comm_recs_gen;
+
 /* The record of communicator comm, created at its first use; NULL if the
  * cache is full (the key is counted as dropped) or MPI cannot describe it. */
 const sl_handle_rec *sl_comm_rec(MPI_Comm comm);

@@ -342,3 +342,34 @@ def test_a_freed_communicators_id_taken_by_one_made_another_way_keeps_its_figure
         (f"split at comm_reuse.c:{loop}, 1 group of 4", [("MPI_Allreduce", 8, 32)]),
         ("world", []),
     ])  # fmt: skip
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_messages_on_a_reused_handle_count_for_the_new_communicator(collector, pg_url, mpi):
+    """comm_p2p_reuse.c on 4 ranks: 3 messages of 8 bytes from every rank to world rank 0
+    on a split A, freed; then 2 from every rank to world rank 3 on a split B with the
+    ranks reversed, which gets A's handle (both MPIs reuse it, the program says so). Each
+    communicator's messages are counted under its own id with its own world peers: the
+    hooks' per-thread cache of (handle, rank, op) -> entry must not count B's sends to
+    its rank 0 as A's."""
+    job = f"families-p2p-reuse-{mpi}-{uuid.uuid4().hex[:8]}"
+    result = jobs.run_job(collector, mpi, [jobs.program(mpi, "comm_p2p_reuse")], job, ranks=4)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("handle reused: 1") == 4, result.stdout
+    rows = query(
+        pg_url,
+        "SELECT world_rank, comm_id, name, peer, sum(msgs), sum(bytes) FROM comm_p2p_deltas "
+        "JOIN jobs ON jobs.id = job_id JOIN mpi_ops ON mpi_ops.id = op_id "
+        "WHERE job_key = %s GROUP BY 1, 2, 3, 4",
+        (job,),
+    )
+    by_comm: dict[int, set[tuple]] = {}
+    for rank, comm, name, peer, msgs, nbytes in rows:
+        by_comm.setdefault(comm, set()).add((rank, name, peer, msgs, nbytes))
+    a = {(r, "MPI_Send", 0, 3, 24) for r in (1, 2, 3)} | {
+        (0, "MPI_Recv", p, 3, 24) for p in (1, 2, 3)
+    }
+    b = {(r, "MPI_Send", 3, 2, 16) for r in (0, 1, 2)} | {
+        (3, "MPI_Recv", p, 2, 16) for p in (0, 1, 2)
+    }
+    assert sorted(map(sorted, by_comm.values())) == sorted([sorted(a), sorted(b)]), rows
