@@ -50,7 +50,7 @@ int sl_handles_init(unsigned max_keys);
 /* Frees every record and the cache. */
 void sl_handles_fini(void);
 
-/* Moves (relaxed add, under the cache's mutex) whenever a communicator's record is
+/* Moves (an atomic add, under the cache's mutex) whenever a communicator's record is
  * removed or changes its id: what a cache keyed by communicator handle (family.c) kept
  * from a record is stale once it moved. */
 extern unsigned sl_comm_recs_gen;
