@@ -413,15 +413,20 @@ def incident_evidence(incident: IncidentDetails) -> go.Figure:
                                      y=[p["per_byte_ns"] / base for p in points],
                                      mode="lines+markers", name=f"{member.label} {kind}"),
                           row=2, col=1)  # fmt: skip
-    fig.update_layout(height=460, margin={"l": 60, "r": 60, "t": 48, "b": 40},
-                      font={"family": _FONT}, legend={"orientation": "h"},
+    # the legend above the plots, as the other figures' (below, it covered the time axis'
+    # title)
+    fig.update_layout(height=490, margin={"l": 60, "r": 60, "t": 48, "b": 55},
+                      font={"family": _FONT},
+                      legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       plot_bgcolor="white")  # fmt: skip
     fig.update_yaxes(title_text="link utilisation", tickformat=".0%", row=1, col=1,
                      secondary_y=False)  # fmt: skip
     fig.update_yaxes(title_text="PortXmitWait (ticks/s)", row=1, col=1, secondary_y=True)
     fig.update_yaxes(title_text="time per byte / baseline", row=2, col=1)
     fig.update_xaxes(title_text="time (UTC)", row=2, col=1)
-    return _titled(fig, "Evidence: the links (top) and the jobs' time per byte (bottom)")
+    _titled(fig, "Evidence: the links (top) and the jobs' time per byte (bottom)")
+    fig.update_layout(margin={"t": 76})  # the title above the legend
+    return fig
 
 
 #: Colour of each kind of fabric event marked on a series (others: violet).

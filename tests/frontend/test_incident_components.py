@@ -148,3 +148,8 @@ def test_evidence_figure():
         ("spine01[5] – leaf02[9] xmit-wait/s", [5e6, 4e6]),
         ("job a|b mpi_slowdown", [1.0, 5.0]),  # over the baseline; the unknown step left out
     ]
+    # the legend above the plots, under the title: below them it covered the time axis'
+    # title ("time (UTC)")
+    legend = fig.layout.legend
+    assert (legend.orientation, legend.y, legend.yanchor) == ("h", 1.02, "bottom")
+    assert fig.layout.margin.t == 76 and fig.layout.title.y == 0.98
