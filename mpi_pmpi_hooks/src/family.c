@@ -196,9 +196,9 @@ static size_t block_rows_bytes;
  * the table's hash probe and key compare (that lookup was a fifth of a self message's
  * CPU time, most of it a stalled reload of the key built in memory: bench/RESULTS.md).
  * Only ordinary entries are cached: a key folded into an overflow entry is looked up
- * (and counted as dropped) on every call, as before. gen is cp2p_gen (moved by
- * sl_family_init) plus sl_comm_recs_gen (moved when a communicator's record goes or
- * changes its id, handles.h): a slot filled before either moved never matches, so a
+ * (and counted as dropped) on every call, as before. gen is sl_comm_recs_gen (moved when
+ * a communicator's record goes or changes its id, and when the tables are made again
+ * with the handle cache: handles.h): a slot filled before it moved never matches, so a
  * handle reused for another communicator never counts into the freed one's entry; 0 =
  * empty. own: row is the thread's block's.
  */
@@ -209,7 +209,6 @@ typedef struct cp2p_slot {
     uint64_t *row;
 } cp2p_slot;
 static __thread cp2p_slot cp2p_cache[CP2P_CACHE] __attribute__((tls_model("initial-exec")));
-static unsigned cp2p_gen;
 
 /* The cache slot of a key's two words: one multiply (the top bits of a product by an odd
  * constant depend on every bit of the other factor). */
@@ -221,7 +220,6 @@ static inline unsigned cp2p_slot_of(uint64_t w0, uint64_t w1)
 
 int sl_family_init(unsigned max_keys)
 {
-    __atomic_add_fetch(&cp2p_gen, 1, __ATOMIC_RELAXED);
     descs = calloc(max_keys + 1u, sizeof *descs);
     max_descs = max_keys;
     n_descs = 0;
@@ -394,8 +392,7 @@ void sl_family_count(MPI_Comm comm, int op, int rank, int received, uint64_t byt
         return;
     uint64_t w0 = SL_HKEY(comm);
     uint64_t w1 = (uint32_t)rank | (uint64_t)(uint32_t)op << 32 | (uint64_t)(received != 0) << 63;
-    uint32_t gen = __atomic_load_n(&cp2p_gen, __ATOMIC_RELAXED)
-                   + __atomic_load_n(&sl_comm_recs_gen, __ATOMIC_ACQUIRE);
+    uint32_t gen = __atomic_load_n(&sl_comm_recs_gen, __ATOMIC_ACQUIRE);
     cp2p_slot *s = &cp2p_cache[cp2p_slot_of(w0, w1)];
     uint64_t *row;
     uint32_t own;

@@ -42,6 +42,9 @@ int sl_handles_init(unsigned max_keys)
     mask = n - 1;
     max_live = max_keys;
     live = 0;
+    /* every record made before is gone (sl_core_init makes the tables again per MPI
+     * initialisation): what a cache kept from them is stale */
+    __atomic_fetch_add(&sl_comm_recs_gen, 1, __ATOMIC_RELEASE);
     return 0;
 }
 

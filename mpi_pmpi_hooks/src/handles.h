@@ -50,9 +50,10 @@ int sl_handles_init(unsigned max_keys);
 /* Frees every record and the cache. */
 void sl_handles_fini(void);
 
-/* Moves (an atomic add, under the cache's mutex) whenever a communicator's record is
- * removed or changes its id: what a cache keyed by communicator handle (family.c) kept
- * from a record is stale once it moved. */
+/* Moves (an atomic add) whenever a communicator's record is removed or changes its id
+ * (under the cache's mutex) and when the cache is made again (sl_handles_init): what a
+ * cache keyed by communicator handle (family.c) kept from a record is stale once it
+ * moved. */
 extern unsigned sl_comm_recs_gen;
 
 /* The record of communicator comm, created at its first use; NULL if the
