@@ -445,7 +445,7 @@ def render_fortran(entry: Entry, templates: Path, modes: Modes, where: str) -> s
 # ---- libc file I/O wrappers (contract/io_functions.spec) -------------------------------
 
 # Argument roles the I/O spec may use (its templates name them as ${role_<role>}).
-IO_ROLES = frozenset({"fd", "flags", "stream", "size", "cmd", "first", "last"})
+IO_ROLES = frozenset({"fd", "flags", "stream", "size", "cmd", "first", "last", "path"})
 # Keys of an I/O entry after its prototype.
 IO_KEYS = frozenset({"class", "dir", "syscall"})
 IO_ENTRY_RE = re.compile(
@@ -559,6 +559,7 @@ def render_io_wrapper(entry: IoEntry, templates: Path, spec: Path) -> str:
         write="1" if entry.direction == "write" else "0",
         syscall=entry.syscall or "",
         syscall_args=", ".join(longs[:4]),
+        opened_path=roles.get("path", "NULL"),
         **{f"role_{role}": arg for role, arg in roles.items()},
     )
 

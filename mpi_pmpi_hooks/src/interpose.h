@@ -62,14 +62,15 @@ static inline void *sl_next_fn(void **cache, const char *name)
  * "Direct calls"); cleared for good at the program's first pthread_cancel. */
 extern int sl_direct_io;
 
-/* Counts a POSIX open (I/O function fn, called from site) that returned fd after t0:
- * on its file, and at its call site if the file is tracked. */
-static inline int sl_fd_opened(int fd, uint64_t t0, unsigned fn, const void *site)
+/* Counts a POSIX open (I/O function fn, called from site, of the file named `named`)
+ * that returned fd after t0: on its file, and at its call site if the file is tracked. */
+static inline int sl_fd_opened(int fd, uint64_t t0, unsigned fn, const void *site,
+                               const char *named)
 {
     if (fd >= 0 && sl_io_counting(SL_IO_POSIX)) {
         int saved = errno;
         uint64_t ticks = sl_ticks_between(t0, sl_ticks());
-        if (sl_io_opened(SL_IO_POSIX, fd, ticks) >= 0)
+        if (sl_io_opened(SL_IO_POSIX, fd, ticks, named) >= 0)
             sl_site_count(site, SL_IO_POSIX, fn, (uint32_t)SL_BOUND_no_comm, 0, ticks);
         errno = saved;
     }
@@ -161,16 +162,17 @@ static inline void sl_fcntl_done(int fd, int cmd, int rc)
         sl_io_dup(fd, rc);
 }
 
-/* Counts the open of stream f (I/O function fn, called from site) that started at t0:
- * on its file, and at its call site if the file is tracked. glibc's stdio calls its
- * internal read/write/open, never the POSIX wrappers, so stdio I/O is counted once,
- * at layer 2. */
-static inline FILE *sl_stream_opened(FILE *f, uint64_t t0, unsigned fn, const void *site)
+/* Counts the open of stream f (I/O function fn, called from site, of the file named
+ * `named`, NULL for fdopen) that started at t0: on its file, and at its call site if
+ * the file is tracked. glibc's stdio calls its internal read/write/open, never the
+ * POSIX wrappers, so stdio I/O is counted once, at layer 2. */
+static inline FILE *sl_stream_opened(FILE *f, uint64_t t0, unsigned fn, const void *site,
+                                     const char *named)
 {
     if (f != NULL && sl_io_counting(SL_IO_STDIO)) {
         int saved = errno;
         uint64_t ticks = sl_ticks_between(t0, sl_ticks());
-        if (sl_io_opened(SL_IO_STDIO, fileno(f), ticks) >= 0)
+        if (sl_io_opened(SL_IO_STDIO, fileno(f), ticks, named) >= 0)
             sl_site_count(site, SL_IO_STDIO, fn, (uint32_t)SL_BOUND_no_comm, 0, ticks);
         errno = saved;
     }

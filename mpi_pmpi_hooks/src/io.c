@@ -24,6 +24,26 @@ int sl_io_enabled[SL_IO_LAYER_END];
 int32_t *sl_io_fd_map[SL_IO_LAYER_END];
 static int io_phase; /* phase of new entries (atomic): 1 until MPI_Init in an MPI rank */
 
+/* Opens by an absolute name the thread made before, each mapped to the entry that
+ * open found: the readlink of /proc/self/fd/N (half of an open's cost under the
+ * library) and the entry's lookup are skipped when the same name opens the same
+ * file (device and inode) again at the same layer and phase. A name that leads to
+ * another file (a symbolic link changed, a file renamed or made anew) is looked up
+ * again. The opens of one file by one name keep the path the kernel gave the first
+ * time even if it would now give another: only when a directory on the way was
+ * moved and a symbolic link to it put in its place, or a hard link of that same
+ * file was reached through a changed link. Direct-mapped by the name's hash. */
+typedef struct opened_name {
+    uint64_t name_hash, dev, ino;
+    uint32_t gen;  /* opened_gen when stored: entries of an earlier table never match */
+    int32_t entry; /* -1: empty */
+    uint8_t layer, phase;
+} opened_name;
+
+#define SL_OPENED_NAMES 32 /* per thread; a power of two */
+static __thread opened_name opened_names[SL_OPENED_NAMES] __attribute__((tls_model("initial-exec")));
+static uint32_t opened_gen = 1; /* moved by sl_io_init: a new table's entries are others */
+
 /* Overflow entries: one per layer and phase, (layer - 1) x 2 + phase. */
 #define SL_IO_OVERFLOWS (SL_BOUND_max_io_layer * (SL_BOUND_max_io_phase + 1))
 
@@ -57,6 +77,7 @@ int sl_io_init(unsigned max_keys, const int disabled[SL_IO_LAYER_END], int start
     }
     for (unsigned layer = 1; layer < SL_IO_LAYER_END; layer++)
         sl_io_enabled[layer] = !disabled[layer];
+    __atomic_add_fetch(&opened_gen, 1, __ATOMIC_RELAXED);
     io_phase = startup ? 1 : 0;
     return 0;
 }
@@ -175,7 +196,7 @@ static void fill_mount(sl_io_key *k, dev_t dev)
 /* Entry of a complete key (the overflow entry of its layer and phase when full). */
 static int entry_of(const sl_io_key *key)
 {
-    return (int)sl_keytab_get(&sl_io, key, sl_hash_bytes(key, sizeof *key),
+    return (int)sl_keytab_get(&sl_io, key, sl_hash_key(key, sizeof *key),
                               overflow_of(key->layer, key->phase));
 }
 
@@ -216,14 +237,13 @@ void sl_io_startup_end(void)
     }
 }
 
-/* The file behind fd (and its device) if it is a regular file outside /proc, /sys, /dev. */
-static int fd_path(int fd, char *path, size_t n, dev_t *dev)
+/* The file behind fd, whose status is st, if it is a regular file outside /proc,
+ * /sys, /dev: its absolute path, as the kernel names the open file. */
+static int fd_path(int fd, const struct stat *st, char *path, size_t n)
 {
-    struct stat st;
     char link[64];
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    if (!S_ISREG(st->st_mode))
         return -1;
-    *dev = st.st_dev;
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     ssize_t len = readlink(link, path, n - 1);
     if (len <= 0)
@@ -232,22 +252,56 @@ static int fd_path(int fd, char *path, size_t n, dev_t *dev)
     return excluded(path) ? -1 : 0;
 }
 
+/* The slot of (name hash, file st, layer, phase) in the thread's opened names. */
+static opened_name *opened_slot(uint64_t name_hash)
+{
+    return &opened_names[name_hash & (SL_OPENED_NAMES - 1)];
+}
+
+/* Entry remembered for an open of the absolute name (hash h) of file st, or -1. */
+static int opened_before(uint64_t h, const struct stat *st, int layer, unsigned phase)
+{
+    const opened_name *o = opened_slot(h);
+    if (o->entry >= 0 && o->name_hash == h && o->dev == (uint64_t)st->st_dev
+        && o->ino == (uint64_t)st->st_ino && o->layer == layer && o->phase == phase
+        && o->gen == __atomic_load_n(&opened_gen, __ATOMIC_RELAXED))
+        return o->entry;
+    return -1;
+}
+
 /* Maps a newly opened fd to its file entry and counts the open; returns the entry. */
-int sl_io_opened(int layer, int fd, uint64_t ticks)
+int sl_io_opened(int layer, int fd, uint64_t ticks, const char *named)
 {
     if (fd < 0 || fd >= SL_MAX_FD || sl_io_fd_map[layer] == NULL || sl_tls_fdtable_private)
         return -1;
     char path[PATH_MAX];
-    dev_t dev = 0;
+    struct stat st;
     int saved = sl_tls_in_call;
     sl_tls_in_call = 1;
-    int ok = fd_path(fd, path, sizeof path, &dev) == 0;
+    int ok = fstat(fd, &st) == 0;
+    unsigned phase = (unsigned)__atomic_load_n(&io_phase, __ATOMIC_RELAXED);
+    uint64_t h = 0;
+    int e = -1;
+    if (ok && named != NULL && named[0] == '/') {
+        h = sl_hash_key(named, strlen(named));
+        e = opened_before(h, &st, layer, phase);
+    }
+    if (e < 0)
+        ok = ok && fd_path(fd, &st, path, sizeof path) == 0;
     sl_tls_in_call = saved;
     if (!ok) {
         __atomic_store_n(&sl_io_fd_map[layer][fd], 0, __ATOMIC_RELAXED);
         return -1;
     }
-    int e = entry_for(layer, path, dev);
+    if (e < 0) {
+        e = entry_for(layer, path, st.st_dev);
+        if (h != 0 && (unsigned)e < sl_io.max_keys)
+            *opened_slot(h) = (opened_name){.name_hash = h, .dev = (uint64_t)st.st_dev,
+                                            .ino = (uint64_t)st.st_ino,
+                                            .gen = __atomic_load_n(&opened_gen, __ATOMIC_RELAXED),
+                                            .entry = e, .layer = (uint8_t)layer,
+                                            .phase = (uint8_t)phase};
+    }
     __atomic_store_n(&sl_io_fd_map[layer][fd], e + 1, __ATOMIC_RELAXED);
     sl_keytab_add(&sl_io, (unsigned)e, SL_IO_OPENS, 1);
     sl_keytab_add(&sl_io, (unsigned)e, SL_IO_META_TIME, ticks);

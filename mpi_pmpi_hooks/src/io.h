@@ -79,10 +79,11 @@ static inline int sl_io_counting(int layer)
     return !sl_tls_in_call && sl_io_enabled[layer];
 }
 
-/* A descriptor fd was opened at layer (POSIX or stdio) outside MPI: finds or
- * creates its file entry and counts the open with its time. Returns the entry,
- * or -1 if fd is not a tracked file (then nothing is counted). */
-int sl_io_opened(int layer, int fd, uint64_t ticks);
+/* A descriptor fd was opened at layer (POSIX or stdio) outside MPI, by the name
+ * `named` (the open's path argument, or NULL): finds or creates its file entry
+ * and counts the open with its time. Returns the entry, or -1 if fd is not a
+ * tracked file (then nothing is counted). */
+int sl_io_opened(int layer, int fd, uint64_t ticks, const char *named);
 
 /* fd was closed at layer: counts the meta time and forgets the mapping. Returns
  * the entry fd was mapped to, or -1 if it was not a tracked file. */

@@ -96,3 +96,26 @@ uint64_t sl_hash_bytes(const void *p, size_t n)
     }
     return h;
 }
+
+/* Each 8-byte word is folded in by a multiply and a shift (the tail as a word
+ * padded with zeros), then the whole is mixed once more so that the low bits a
+ * table indexes by depend on every word. */
+uint64_t sl_hash_key(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = n * 0x9E3779B97F4A7C15ull, w;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 29;
+    }
+    if (i < n) {
+        w = 0;
+        memcpy(&w, b + i, n - i);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 29;
+    }
+    h *= 0x94D049BB133111EBull;
+    return h ^ (h >> 32);
+}

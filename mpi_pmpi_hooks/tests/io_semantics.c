@@ -33,6 +33,16 @@
  *                DIR/cancel.bin in a loop with no other cancellation point;
  *                the main thread cancels it after 50 ms and joins it: prints
  *                "canceled" (status 0), status 1 if it was not.
+ *   reopen DIR   files opened again and again by one name (DIR absolute), while
+ *                what the name leads to changes: DIR/a.bin 5 times (1 B each);
+ *                DIR/link/f.bin 3 times (2 B) with DIR/link -> r1, then 2 times
+ *                with DIR/link -> r2; DIR/a.bin renamed DIR/b.bin and opened
+ *                2 times by the new name, then a new DIR/a.bin once; DIR/s.txt
+ *                with fopen 3 times (3 B); after chdir(DIR), rel.bin 2 times
+ *                (4 B). Each open writes once and closes.
+ *                EXPECTED (POSIX): a.bin 6 opens, 6 writes, 6 B; r1/f.bin 3, 3,
+ *                6 B; r2/f.bin 2, 2, 4 B; b.bin 2, 2, 2 B; rel.bin 2, 2, 8 B;
+ *                (stdio) s.txt 3 opens, 3 writes, 9 B.
  *   pexit DIR    the main thread writes 3 x 4096 B to DIR/pexit.bin, starts
  *                two threads that each sleep 300 ms and write 2 x 4096 B to
  *                it, and ends with pthread_exit. EXPECTED: status 0 once the
@@ -45,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -109,6 +120,40 @@ static int writes(const char *dir, int n)
         if (write(fd, buf, 4093) != 4093)
             return 1;
     return fd >= 0 ? close(fd) : 1;
+}
+
+/* Opens `path` n times, each time writing `bytes` bytes and closing it. */
+static int open_write_close(const char *path, int n, int bytes)
+{
+    for (int i = 0; i < n; i++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd < 0 || write(fd, buf, (size_t)bytes) != bytes || close(fd) != 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int reopen(const char *dir)
+{
+    char a[4096], b[4096], f[4096], link[4096], r1[4096], r2[4096], s[4096];
+    snprintf(a, sizeof a, "%s/a.bin", dir);
+    snprintf(b, sizeof b, "%s/b.bin", dir);
+    snprintf(f, sizeof f, "%s/link/f.bin", dir);
+    snprintf(link, sizeof link, "%s/link", dir);
+    snprintf(r1, sizeof r1, "%s/r1", dir);
+    snprintf(r2, sizeof r2, "%s/r2", dir);
+    snprintf(s, sizeof s, "%s/s.txt", dir);
+    if (open_write_close(a, 5, 1) != 0 || mkdir(r1, 0755) != 0 || mkdir(r2, 0755) != 0
+        || symlink("r1", link) != 0 || open_write_close(f, 3, 2) != 0 || unlink(link) != 0
+        || symlink("r2", link) != 0 || open_write_close(f, 2, 2) != 0 || rename(a, b) != 0
+        || open_write_close(b, 2, 1) != 0 || open_write_close(a, 1, 1) != 0)
+        return 1;
+    for (int i = 0; i < 3; i++) {
+        FILE *stream = fopen(s, "a");
+        if (stream == NULL || fwrite(buf, 1, 3, stream) != 3 || fclose(stream) != 0)
+            return 1;
+    }
+    return chdir(dir) != 0 || open_write_close("rel.bin", 2, 4) != 0;
 }
 
 /* A pipe whose read end takes the number fd, freed just before; n bytes through it. */
@@ -232,5 +277,7 @@ int main(int argc, char **argv)
         return cancelwriter(dir);
     if (strcmp(mode, "pexit") == 0)
         return pexit(dir);
+    if (strcmp(mode, "reopen") == 0)
+        return reopen(dir);
     return 2;
 }

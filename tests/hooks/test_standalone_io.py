@@ -44,15 +44,15 @@ def env(collector, hook_library, job: str) -> dict:
     )
 
 
-def io_totals(pg_url: str, job: str, path: Path) -> tuple:
+def io_totals(pg_url: str, job: str, path: Path, layer: int = 1) -> tuple:
     """(opens, reads, writes, bytes read, bytes written) of path in the job (every process of
-    its run of processes without MPI), POSIX."""
+    its run of processes without MPI), at layer (1 POSIX, 2 stdio)."""
     return query(
         pg_url,
         "SELECT sum(opens), sum(reads), sum(writes), sum(bytes_read), sum(bytes_written) "
         "FROM io_deltas JOIN jobs ON jobs.id = job_id "
-        "WHERE job_key = %s AND layer = 1 AND path = %s",
-        (job, str(path.resolve())),
+        "WHERE job_key = %s AND layer = %s AND path = %s",
+        (job, layer, str(path.resolve())),
     )[0]
 
 
@@ -197,3 +197,25 @@ def test_program_ending_main_with_pthread_exit_ends_and_reports(
     assert result.returncode == 0, result.stderr
     assert jobs.library_warnings(result.stderr) == []
     assert io_totals(pg_url, job, tmp_path / "pexit.bin") == (1, 0, 7, 0, 7 * 4096)
+
+
+def test_reopened_names_count_for_the_file_they_lead_to_now(
+    collector, pg_url, hook_library, tmp_path
+):
+    """An open by an absolute name the thread opened before skips the readlink of its
+    descriptor when the name opens the same file again (mpi_pmpi_hooks/src/io.c, opened
+    names): a name whose symbolic link now leads elsewhere, a renamed file and a new file
+    under the old name each count for the file they open now."""
+    job = f"reopen-{uuid.uuid4().hex[:8]}"
+    result = semantics(["reopen", str(tmp_path.resolve())], env(collector, hook_library, job))
+    assert result.returncode == 0, result.stderr
+    assert jobs.library_warnings(result.stderr) == []
+    assert io_totals(pg_url, job, tmp_path / "a.bin") == (6, 0, 6, 0, 6)
+    assert io_totals(pg_url, job, tmp_path / "r1" / "f.bin") == (3, 0, 3, 0, 6)
+    assert io_totals(pg_url, job, tmp_path / "r2" / "f.bin") == (2, 0, 2, 0, 4)
+    assert io_totals(pg_url, job, tmp_path / "b.bin") == (2, 0, 2, 0, 2)
+    assert io_totals(pg_url, job, tmp_path / "rel.bin") == (2, 0, 2, 0, 8)
+    assert io_totals(pg_url, job, tmp_path / "s.txt", layer=2) == (3, 0, 3, 0, 9)
+    # nothing under the name as given through the link: files count by their own path
+    given = str(tmp_path.resolve() / "link" / "f.bin")
+    assert query(pg_url, "SELECT count(*) FROM io_deltas WHERE path = %s", (given,)) == [(0,)]
