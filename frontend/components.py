@@ -32,6 +32,7 @@ from presentation.formatting import (
     format_rate,
     format_utc_ns,
     rank_ranges,
+    ranks_and_processes,
 )
 from stacklens.api_models import (
     Deployment,
@@ -218,14 +219,15 @@ JOB_COLUMNS = [
 
 def job_rows(jobs: JobList) -> list[dict[str, Any]]:
     """The jobs grid's rows: a page of the job list, newest first (row id = the path of the
-    job's page, qualified by its owner: unique even where two owners used one job id)."""
+    job's page, qualified by its owner: unique even where two owners used one job id); its
+    MPI ranks as seen of the world, its other processes apart ("2 / 2 · 1 process")."""
     return [
         {
             "id": job_path(job.job, job.user),
             "job": job.job,
             "user": job.user,
             "command": job.command,
-            "ranks": f"{job.ranks_seen} / {job.world_size}",
+            "ranks": " · ".join(ranks_and_processes(job.runs, of_world=True)),
             "status": job.status,
             "started": format_utc_ns(job.started_ns),
             "sent": format_bytes(job.bytes_sent),
@@ -978,8 +980,8 @@ def fabric_share(links: JobLinks) -> float | None:
 
 def overview_jobs(listed: JobList, shares: Sequence[float | None],
                   window: dict[str, str]) -> list[Any]:  # fmt: skip
-    """The running jobs, each a link to its page, with its ranks, user and share of the
-    links it crosses (a bar)."""
+    """The running jobs, each a link to its page, with its user, its MPI ranks and other
+    processes, the bytes it sent and its share of the links it crosses (a bar)."""
     if not listed.jobs:
         return [html.P("No job is running.", className="subtle"),
                 dcc.Link("All jobs →", href=_with("/jobs", window))]  # fmt: skip
@@ -990,8 +992,9 @@ def overview_jobs(listed: JobList, shares: Sequence[float | None],
             f"{share * 100:.1f} % of the traffic on the links it crosses")  # fmt: skip
         rows.append(html.Li(className="overview-job", children=[
             dcc.Link(job.job, href=href, className="mono job-link"),
-            html.Span(f" {job.user} · {job.ranks_seen} ranks · {format_bytes(job.bytes_sent)} "
-                      "sent", className="subtle"),
+            html.Span(" " + " · ".join([job.user, *ranks_and_processes(job.runs),
+                                        f"{format_bytes(job.bytes_sent)} sent"]),
+                      className="subtle"),
             dmc.Progress(value=0 if share is None else share * 100, size="sm"),
             html.Span(said, className="subtle"),
         ]))  # fmt: skip

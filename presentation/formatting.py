@@ -1,11 +1,15 @@
 # presentation/formatting.py — human-readable bytes, durations and ns timestamps (pure, shared).
 """Formatting helpers: binary byte units, durations and UTC timestamps (and reading a
-typed UTC time back), a program's name."""
+typed UTC time back), a program's name, how many ranks and processes a job had."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the API's models only as types: this module stays light to import
+    from stacklens.api_models import RunSummary
 
 _BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 _SHORT_UNITS = ("K", "M", "G", "T", "P", "E")
@@ -16,6 +20,33 @@ def communicator_label(comm_id: int, overflow: bool) -> str:
     digits, or "overflow" for the key that holds the communicators beyond
     STACKLENS_MAX_KEYS."""
     return "overflow" if overflow else f"{comm_id:08x}"
+
+
+def ranks_or_processes(kind: str, count: int) -> str:
+    """`count` members of a run of `kind` in words: processes of a processes run ("1
+    process", "3 processes"), ranks of an MPI run ("1 rank", "4 ranks")."""
+    if kind == "processes":
+        return f"{count} process{'es' if count != 1 else ''}"
+    return f"{count} rank{'s' if count != 1 else ''}"
+
+
+def ranks_and_processes(runs: Sequence[RunSummary], *, of_world: bool = False) -> list[str]:
+    """How many ranks and processes reported in a job's runs, apart: the MPI ranks (of every
+    run but the processes run; a launch none of whose ranks reported counts 0), then the
+    non-MPI processes when there are some; the ranks are left out when only processes
+    reported. ["2 ranks", "1 process"], ["4 ranks"], ["3 processes"], ["0 ranks"] (nothing
+    yet). `of_world`: the ranks as "seen / world" (the largest world of the MPI runs), as
+    the jobs grid shows them: ["2 / 2", "1 process"]. The caller joins them."""
+    mpi = [r for r in runs if r.kind != "processes"]
+    ranks = sum(r.ranks_seen for r in mpi)
+    processes = sum(r.ranks_seen for r in runs if r.kind == "processes")
+    said = []
+    if ranks or not processes:
+        world = max((r.world_size for r in mpi), default=0)
+        said.append(f"{ranks} / {world}" if of_world else ranks_or_processes("mpi", ranks))
+    if processes:
+        said.append(ranks_or_processes("processes", processes))
+    return said
 
 
 def format_bytes(n: int | float) -> str:

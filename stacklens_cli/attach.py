@@ -395,8 +395,9 @@ def run_summary(
     settings: Settings, job: str, code: int, signalled: int | None, waiting: str | None
 ) -> str:
     """The line `stacklens run` ends with: how the command ended, and what the server
-    recorded of the job (ranks, bytes sent, status), waiting up to SUMMARY_WAIT_S for it
-    to stop saying `running`; where frames wait if the collector did not take them."""
+    recorded of the job (its MPI ranks and other processes, bytes sent, status), waiting up
+    to SUMMARY_WAIT_S for it to stop saying `running`; where frames wait if the collector
+    did not take them."""
     ended = f"exit {code}"
     if signalled is not None:
         ended += f" after {signal.Signals(signalled).name} (forwarded to the command)"
@@ -411,6 +412,8 @@ def _recorded(settings: Settings, job: str) -> str:
     """What the server says of the job, in words, or why it says nothing."""
     import httpx
 
+    from presentation.formatting import ranks_and_processes
+    from stacklens.api_models import JobSummary
     from stacklens_cli.report import api_base_url
 
     base = api_base_url(settings)
@@ -428,10 +431,11 @@ def _recorded(settings: Settings, job: str) -> str:
         elif answer.status_code != 200:
             return f"the server answered {answer.status_code} for {url}"
         else:
-            summary = answer.json()
-            if summary["status"] != "running" or time.monotonic() > deadline:
-                return (f"{summary['ranks_seen']} ranks, {human_bytes(summary['bytes_sent'])} "
-                        f"sent, status {summary['status']}")  # fmt: skip
+            summary = JobSummary.model_validate(answer.json())
+            if summary.status != "running" or time.monotonic() > deadline:
+                counted = ranks_and_processes(summary.runs)
+                return ", ".join([*counted, f"{human_bytes(summary.bytes_sent)} sent",
+                                  f"status {summary.status}"])  # fmt: skip
         time.sleep(0.2)
 
 

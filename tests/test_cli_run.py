@@ -95,6 +95,31 @@ def test_run_says_the_job_its_page_and_what_was_recorded(collector, pg_url, api_
             for r in runs] == [(RANKS, 0, None, None)]  # fmt: skip
 
 
+def test_run_of_a_script_counts_its_shell_as_a_process_not_a_rank(
+    collector, pg_url, api_port, tmp_path, examples_built
+):
+    """`stacklens run -- bash script.sh` whose script launches `mpirun -np 2`: the shell
+    reports as the job's processes run, the ranks as its MPI run; the summary says 2 ranks
+    and 1 process, never 3 ranks."""
+    job = f"script-{uuid.uuid4().hex[:8]}"
+    script = tmp_path / "script.sh"
+    program = jobs.example("openmpi", "p2p_pattern")
+    script.write_text(f"mpirun --allow-run-as-root -np {RANKS} {program}\n")
+    env = user_env(collector.endpoint, STACKLENS_HTTP_PORT=str(api_port), STACKLENS_JOB_ID=job,
+                   STACKLENS_SPOOL_DIR="off")  # fmt: skip
+    result = stacklens_run(["bash", str(script)], env)
+    assert result.returncode == 0, result.stderr
+    runs = httpx.get(f"http://127.0.0.1:{api_port}/api/jobs/{job}").json()["runs"]
+    assert sorted((r["kind"], r["ranks_seen"]) for r in runs) == [("mpi", RANKS),
+                                                                   ("processes", 1)]  # fmt: skip
+    _, sent = recorded(pg_url, job)
+    assert sent == sum(b for b, _ in p2p_pattern(RANKS).values())
+    assert run_lines(result.stderr)[-1] == (
+        f"stacklens run: job {job} ended (exit 0); {RANKS} ranks, 1 process, "
+        f"{human_bytes(sent)} sent, status finished"
+    )
+
+
 def test_run_says_where_frames_wait_when_nothing_answers(tmp_path, examples_built):
     spool = tmp_path / "spool"
     collector = f"127.0.0.1:{free_port()}"

@@ -26,7 +26,13 @@ from presentation import figures as page_figures
 from presentation import report_figures as figures
 from presentation.card_reports import SECTION_ROWS, ranked
 from presentation.cards import CARDS
-from presentation.formatting import format_bytes, format_duration_ns, format_utc_ns, rank_ranges
+from presentation.formatting import (
+    format_bytes,
+    format_duration_ns,
+    format_utc_ns,
+    rank_ranges,
+    ranks_or_processes,
+)
 from presentation.report_model import Figure, Progress, Report, Section, Table, no_progress
 from server.access.owner import sibling
 from server.callsites import service as callsite_service
@@ -393,7 +399,9 @@ def job_report(
         (
             "Runs",
             "; ".join(
-                f"run {r['run']}: {r['kind']}, {r['world_size']} ranks, {r['status']}" for r in runs
+                f"run {r['run']}: {r['kind']}, {ranks_or_processes(r['kind'], r['world_size'])}, "
+                f"{r['status']}"
+                for r in runs
             )
             or "none in this window",
         ),

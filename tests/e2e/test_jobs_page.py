@@ -7,7 +7,8 @@ page logs no console error: a job with 5,000 files and a list of 20,000 jobs sho
 data and keep refreshing; a search finds one job among 2,000, a click opens its own page
 and its URL alone opens it too; a slow
 server leaves the last view up with "N s behind"; a failing query shows its error in its
-card while the other cards stay.
+card while the other cards stay; a batch script's shell counts as a process, not a rank,
+in the grid and in the overview's running jobs.
 """
 
 from __future__ import annotations
@@ -104,6 +105,19 @@ def job_frame(
         token="secret",
         tables=tables,
     )
+
+
+def process_frame(job: str, start_s: int, *, user: str = "alice",
+                  command: str = "bash script.sh") -> bytes:  # fmt: skip
+    """The only frame of a process without MPI (the job's processes run: a batch script's
+    shell) of a job started `start_s` seconds after T0."""
+    return wire.encode_frame(
+        job_id=job, run_id=0, proc_start_ns=T0 + start_s * 10**9, pid=4242, world_rank=0,
+        world_size=1, seq=0, interval_start_ns=T0 + start_s * 10**9,
+        interval_end_ns=T0 + (start_s + 1) * 10**9, token="secret",
+        tables={"rank_info": wire.records("rank_info", [{"command": command.encode(),
+                                                         "user": user.encode()}])},
+    )  # fmt: skip
 
 
 def seed(collector, frames: list[bytes]) -> None:
@@ -241,6 +255,28 @@ def test_a_slow_server_leaves_the_last_view_and_says_how_far_behind(
     assert len(grid_rows(page, "card-matrix-pairs")) == 2
     proxy.delay_s = 0
     wait_updated(page)
+    assert errors == [], "\n".join(errors)
+
+
+def test_a_scripts_shell_is_a_process_not_a_rank(collector, dashboard, browser_page):
+    """A batch script's job: its shell reports as a process, its `mpirun -np 2` as two
+    ranks; the jobs grid and the overview's running jobs say 2 ranks and 1 process, a job
+    of MPI ranks only reads as ever."""
+    base, _ = dashboard
+    mpi = [job_frame(job, i, rank=r, ranks=2) for i, job in enumerate(["plain", "script"])
+           for r in (0, 1)]  # fmt: skip
+    seed(collector, [process_frame("script", 1), *mpi])
+    page, errors = browser_page
+    page.goto(base + "/jobs")
+    wait_updated(page)
+    shown = {r["job"]: r["ranks"] for r in grid_rows(page, "jobs-grid")}
+    assert shown == {"script": "2 / 2 · 1 process", "plain": "2 / 2"}
+    page.goto(base + "/")
+    running = page.locator("#ov-jobs li")
+    expect(running).to_have_count(2, timeout=30_000)
+    expect(running.nth(0)).to_have_text(re.compile(r"^script alice · 2 ranks · 1 process · "
+                                                   r"200 B sent"))  # fmt: skip
+    expect(running.nth(1)).to_have_text(re.compile(r"^plain alice · 2 ranks · 200 B sent"))
     assert errors == [], "\n".join(errors)
 
 
