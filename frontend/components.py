@@ -707,18 +707,26 @@ def outlier_items(profile: SlowRanks) -> list:
 
 # ---- incidents -----------------------------------------------------------------------------
 
+#: Width (px) of the incidents grid's columns with a time (state, start, end): a time on
+#: two lines, its date over its clock time and zone, under "unobserved since".
+TIME_PX = 150
+#: A grid cell on as many lines as its text needs (its row as tall as the tallest).
+WRAPPED = {"wrapText": True, "autoHeight": True}
 #: What an incident's id is (the grid's tooltip on "Id").
 REFERENCE = "the incident's reference (its page: /incidents/<id>), not a count"
+# the sentence takes the width the others leave and wraps, and so do the times: every
+# column read whole at 1,400 px, without a sideways scroll; the others as wide as their
+# heading beside its menu, or their longest value ("mpi_slowdown")
 INCIDENT_COLUMNS = [
-    number_column("id", "Id", maxWidth=80, headerTooltip=REFERENCE),
-    text_column("severity", "Severity", cellClass="severity"),
-    text_column("kind", "Kind"),
-    text_column("summary", "Incident", tooltipField="summary", minWidth=420, maxWidth=640),
-    text_column("state", "State"),
-    text_column("start", "Start (UTC)"),
-    text_column("end", "End (UTC)"),
-    number_column("jobs", "Jobs", maxWidth=90),
-    number_column("lost", "Lost (s)", maxWidth=110),
+    number_column("id", "Id", width=80, maxWidth=80, headerTooltip=REFERENCE),
+    text_column("severity", "Severity", cellClass="severity", width=110),
+    text_column("kind", "Kind", width=130),
+    text_column("summary", "Incident", tooltipField="summary", flex=1, minWidth=240, **WRAPPED),
+    text_column("state", "State", width=TIME_PX, **WRAPPED),
+    text_column("start", "Start (UTC)", width=TIME_PX, **WRAPPED),
+    text_column("end", "End (UTC)", width=TIME_PX, **WRAPPED),
+    number_column("jobs", "Jobs", width=90),
+    number_column("lost", "Lost (s)", width=110),
 ]
 #: The job and fabric pages an incident links to show this much time around it (s).
 INCIDENT_MARGIN_S = 30

@@ -273,7 +273,11 @@ def site_difference_caption(comparison: Comparison) -> str:
 def grid(grid_id: str, columns: list[dict[str, Any]], height_px: int = 420) -> Any:
     """A grid of rows (dash-ag-grid): virtual scrolling, every column sortable, filterable
     and resizable in the browser; rows carry an `id` field that keeps them apart across
-    refreshes (a refresh then updates rows in place instead of redrawing the grid)."""
+    refreshes (a refresh then updates rows in place instead of redrawing the grid). Its
+    columns are as wide as their heading and content when the first rows come, unless one
+    has `flex`: that one then takes the width the others' own widths leave (AG Grid sizes
+    no grid with a flex column to content)."""
+    fitted = not any("flex" in c for c in columns)
     return dag.AgGrid(
         id=grid_id,
         className="grid",
@@ -286,9 +290,8 @@ def grid(grid_id: str, columns: list[dict[str, Any]], height_px: int = 420) -> A
         dashGridOptions={"animateRows": False, "suppressCellFocus": True,
                          "tooltipShowDelay": 300, "enableCellTextSelection": True,
                          "suppressColumnVirtualisation": True,  # every column in the DOM
-                         # columns as wide as their heading and content when the first rows
-                         # come (a wider grid scrolls; each column resizable)
-                         "autoSizeStrategy": {"type": "fitCellContents"}},
+                         # sized to content (above): a wider grid scrolls, each column resizable
+                         **({"autoSizeStrategy": {"type": "fitCellContents"}} if fitted else {})},
         style={"height": f"{height_px}px", "width": "100%"},
     )  # fmt: skip
 

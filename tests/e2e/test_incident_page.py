@@ -7,22 +7,30 @@ bob's job only "another job"; its link leads to the Fabric page replaying the in
 first sweep with the link's detail panel open and the link marked congested (not the idle
 one), in playback and live, with the legend saying so; alice's job leads to her job page
 over the incident's window, the report link to the incident's report; the Incidents
-list's row opens the page; no console errors."""
+list's row opens the page; no console errors. The Incidents list reads whole at 1,400 px:
+a long incident's sentence wraps in its row, every time is whole and no column needs a
+sideways scroll."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 from playwright.sync_api import expect
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from server.access.viewer import Access
+from server.incidents import repository as incidents
 from stacklens.db import make_engine
+from stacklens.schema import Job
 from stacklens_cli.site import create_site
 from tests.access.data import (
     ALICE_JOB,
+    BOB_JOB,
     BOB_NAMES,
     save_two_users_incident,
     send_two_users_jobs,
@@ -151,6 +159,91 @@ def _links_drawn(page) -> dict:
         " return {spine: look('link-1'), host1: look('link-2'),"
         "         live: !new URLSearchParams(location.search).has('at')}; }"
     )
+
+
+#: An incident with a long sentence, ended unobserved (its state the longest a row has).
+LONG_TITLE = "Imbalance on rails leaf1 – spine1 (2 links): spine1[1] – leaf1[3] busiest"
+LONG_SUMMARY = f"{LONG_TITLE}; likely aggressor: another job; victim: job {ALICE_JOB}"
+
+
+def _save_long_incident(pg_url: str) -> None:
+    """Beside the fixture's incident, an ended unobserved one with a long sentence, its
+    jobs bob's (aggressor) and alice's (victim), from T0 + 30 s to T0 + 42 s."""
+    engine = make_engine(pg_url)
+    start, end = T0 + 30 * 10**9, T0 + 42 * 10**9
+    try:
+        with Session(engine) as session, session.begin():
+            jobs = {key: job for key, job in session.execute(select(Job.job_key, Job.id))}
+            row = {"key": f"imbalance:1:{start}", "kind": "imbalance", "severity": "minor",
+                   "title": LONG_TITLE, "start_ns": start, "end_ns": end, "detected_ns": start,
+                   "updated_ns": end, "link_ids": [], "signals": ["imbalance"], "lost_ns": 0,
+                   "hit": 0, "unobserved_ns": end, "links": [],
+                   "members": [{"role": "aggressor"}, {"role": "victim"}]}  # fmt: skip
+            members: list[dict[str, Any]] = [
+                {"slot": slot, "job_id": jobs[job], "role": role, "signals": [],
+                 "ranks": [], "files": [], "link_bytes": None, "evidence": {}}
+                for slot, (job, role) in enumerate(((BOB_JOB, "aggressor"), (ALICE_JOB, "victim")))
+            ]  # fmt: skip
+            incidents.save(session, row, members)
+    finally:
+        engine.dispose()
+
+
+def test_the_incidents_list_reads_whole_at_1400_px(served, pg_url):
+    """At a 1,400 px window (chromium_page's): the long sentence whole in its row (wrapped,
+    not cut), every time whole (its date, and its clock time with its zone, each on one
+    line), the grid no wider than its box (no sideways scroll: the End and Lost columns
+    in sight), no console error or warning (AG Grid warns of a layout it does not
+    support)."""
+    _save_long_incident(pg_url)
+    with chromium_page() as (page, errors):
+        page.on("console", lambda m: errors.append(m.text) if m.type == "warning" else None)
+        page.set_extra_http_headers({"Authorization": f"Bearer {served['alice']}"})
+        page.goto(f"{served['base']}/incidents")
+        row = page.locator("#inc-grid .ag-center-cols-container .ag-row", has_text=LONG_TITLE)
+        expect(row.locator("[col-id=summary]")).to_have_text(LONG_SUMMARY, timeout=20_000)
+        expect(row.locator("[col-id=state]")).to_have_text(
+            "unobserved since 2023-11-14 22:14:02 UTC"
+        )
+        expect(row.locator("[col-id=end]")).to_have_text("2023-11-14 22:14:02 UTC")
+        page.wait_for_timeout(500)  # the rows as tall as their lines (autoHeight)
+        assert page.evaluate(CUT_OR_SPLIT) == []
+        viewport = page.evaluate(
+            "() => { const v = document.querySelector('#inc-grid .ag-center-cols-viewport');"
+            " return [v.scrollWidth, v.clientWidth]; }"
+        )
+        assert viewport[0] <= viewport[1], viewport
+        box = page.locator("#inc-grid").bounding_box()
+        for column in ("summary", "end", "lost"):
+            seen = row.locator(f"[col-id={column}]").bounding_box()
+            assert box is not None and seen is not None
+            assert box["x"] <= seen["x"] and seen["x"] + seen["width"] <= box["x"] + box["width"]
+        assert errors == [], "\n".join(errors)
+
+
+#: The incidents grid's cells whose text is cut (wider or taller than its box), and the
+#: times split across lines (a date, or a clock time with its zone, on two lines).
+CUT_OR_SPLIT = r"""() => {
+    const faults = [];
+    for (const cell of document.querySelectorAll('#inc-grid .ag-row .ag-cell')) {
+        const id = cell.getAttribute('col-id');
+        for (const el of [cell, ...cell.querySelectorAll('*')])
+            if (el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 1)
+                faults.push(`cut: ${id}: ${cell.innerText}`);
+        const texts = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+        while (texts.nextNode()) {
+            const node = texts.currentNode;
+            for (const m of node.textContent.matchAll(/\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d UTC/g)) {
+                const range = document.createRange();
+                range.setStart(node, m.index);
+                range.setEnd(node, m.index + m[0].length);
+                const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+                if (lines.size > 1) faults.push(`split: ${id}: ${m[0]}`);
+            }
+        }
+    }
+    return [...new Set(faults)];
+}"""
 
 
 def test_an_unknown_incident_says_so(served):
