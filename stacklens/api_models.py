@@ -1403,8 +1403,9 @@ class IncidentJob(ApiModel):
     evidence: dict[str, Any] = Field(
         description="per signal kind: baseline_per_byte_ns, peak_factor, lost_ns (the time "
         "it lost, per rank), unobserved_ns (ended unobserved: the job's last interval), "
-        "ranks (its late and waiting ranks: rank, role, op, text), the series of steps "
-        "(t_ns, time_ns, bytes, per_byte_ns, baseline_per_byte_ns, waiting_ns: the time "
+        "ranks (its late and waiting ranks: rank, role, op, text), the series of its steps "
+        "during the incident (those that end after its start, as the links' sweeps: t_ns, "
+        "time_ns, bytes, per_byte_ns, baseline_per_byte_ns, waiting_ns: the time "
         "blocked by what it waited for, an MPI slowdown's p2p, coll, completion, rma, an I/O "
         "stall's per op class mpiio_read, mpiio_write, posix_read, posix_write, stdio_read, "
         "stdio_write), waiting_ns summed over the steps it held and waits_in, the kind with "

@@ -550,7 +550,8 @@ class IncidentService:
                                  "lost_ns": round(s.lost_ns), "unobserved_ns": s.unobserved_ns,
                                  **_waiting(s), "ranks": named,
                                  "callsites": sites.get(s.kind, []),
-                                 "series": s.evidence} for s in own}  # fmt: skip
+                                 "series": _during(s.evidence, incident.start_ns)}
+                        for s in own}  # fmt: skip
             members.append({"slot": slot, "job_id": m.job, "role": m.role,
                             "signals": m.signals, "ranks": ranks, "files": files,
                             "link_bytes": m.link_bytes, "evidence": evidence})  # fmt: skip
@@ -573,6 +574,14 @@ class IncidentService:
         jobs = repo.visible_jobs(session, [incident_id]).get(incident_id, {})
         return message.message(event, incident_id, row, [j for _, j in sorted(jobs.items())],
                                self.base_url)  # fmt: skip
+
+
+def _during(series: list[dict[str, Any]], start_ns: int) -> list[dict[str, Any]]:
+    """The points of a job signal's series that end after its incident's start (a point
+    ends at its `t_ns`), as its links' series start at their first hot sweep: a job's
+    detector keeps the steps before it too (those it was judged against, an earlier
+    incident's), which are not this incident's evidence."""
+    return [p for p in series if p["t_ns"] > start_ns]
 
 
 def _waiting(signal: Signal) -> dict[str, Any]:

@@ -258,6 +258,12 @@ def test_the_api_shows_other_users_jobs_as_another_job(api):
     )
     waits = [p["xmit_wait_per_s"] for p in link["evidence"]]
     assert waits[:6] == [WAIT_PER_S] * 6  # the congested sweeps, one second apart
+    # the incident's window, the same for the link and alice (the incident page's chart
+    # shares its time axis between them): the step ending at its first second (T0 + 11 s)
+    # to the last quiet one before it closed; not alice's steps before it (her baseline's)
+    window = [T0 + i * S for i in range(11, 20)]
+    assert [p["t_ns"] for p in link["evidence"]] == window
+    assert [p["t_ns"] for p in series["series"]] == window
     admin = get("carol", f"/api/incidents/{row['id']}")
     assert [m["label"] for m in admin["members"]] == ["job bob-inc", "job alice-inc"]
 
