@@ -384,9 +384,32 @@ def bytes_axis(top: float, per_s: bool = False) -> dict[str, Any]:
             "ticktext": [format_bytes_tick(v) + suffix for v in values]}  # fmt: skip
 
 
+#: Steps a right axis beside a left one of 0-100 % may have: each a round share of the left
+#: one (50, 25 or 20 %), so that both tick at the same grid lines.
+_SHARED_STEPS = (2, 4, 5)
+
+
+def aligned_ticks(top: float) -> list[float]:
+    """Ticks of a right axis from 0 to `top` or just above, on the grid lines of a left axis
+    of 0-100 % (Plotly's own ticks of such an axis sit at the left one's heights, with
+    uneven values: 0.62M, 3.03M, 5.43M): 2, 4 or 5 steps (_SHARED_STEPS) of 1, 2 or 5 times
+    a power of ten, the lowest last tick that reaches `top` (of two, the more steps). An
+    axis without data (top 0) goes from 0 to 1."""
+    top = top if top > 0 else 1.0
+    power = 10.0 ** math.floor(math.log10(top / max(_SHARED_STEPS)))
+    steps = [m * power * f for f in (1, 10) for m in (1, 2, 5)]
+    n, step = min(((n, step) for step in steps for n in _SHARED_STEPS
+                   if n * step >= top * (1 - 1e-9)),
+                  key=lambda c: (c[0] * c[1], -c[0]))  # fmt: skip
+    return [float(f"{i * step:.12g}") for i in range(n + 1)]
+
+
 def incident_evidence(incident: IncidentDetails) -> go.Figure:
-    """An incident's evidence over time: per link its utilisation and PortXmitWait rate
-    (ticks/s, right axis); per visible job its time per byte over its baseline (factor)."""
+    """An incident's evidence over time: per link its utilisation (0-100 %, left axis) and
+    PortXmitWait rate (ticks/s, right axis, its ticks on the left one's grid lines:
+    aligned_ticks); per visible job its time per byte over its baseline (factor). Both
+    panels share the time axis over the series' span: the incident's window, as the API
+    sends it (the job's steps during the incident, like the links' sweeps)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         specs=[[{"secondary_y": True}], [{}]])  # fmt: skip
 
@@ -419,9 +442,18 @@ def incident_evidence(incident: IncidentDetails) -> go.Figure:
                       font={"family": _FONT},
                       legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       plot_bgcolor="white")  # fmt: skip
-    fig.update_yaxes(title_text="link utilisation", tickformat=".0%", row=1, col=1,
-                     secondary_y=False)  # fmt: skip
-    fig.update_yaxes(title_text="PortXmitWait (ticks/s)", row=1, col=1, secondary_y=True)
+    # both axes over the same share of their ticks (beyond 100 % if a utilisation is)
+    points = [p for link in incident.links for p in link.evidence]
+    over = max([1.0, *(p["utilisation"] for p in points if p.get("utilisation") is not None)])
+    waits = aligned_ticks(max((p["xmit_wait_per_s"] for p in points
+                               if p.get("xmit_wait_per_s") is not None), default=0.0))  # fmt: skip
+    steps = len(waits) - 1
+    fig.update_yaxes(title_text="link utilisation", tickformat=".0%", range=[0, over],
+                     tickmode="array", tickvals=[i / steps for i in range(steps + 1)],
+                     row=1, col=1, secondary_y=False)  # fmt: skip
+    fig.update_yaxes(title_text="PortXmitWait (ticks/s)", range=[0, waits[-1] * over],
+                     tickmode="array", tickvals=waits, row=1, col=1,
+                     secondary_y=True)  # fmt: skip
     fig.update_yaxes(title_text="time per byte / baseline", row=2, col=1)
     fig.update_xaxes(title_text="time (UTC)", row=2, col=1)
     _titled(fig, "Evidence: the links (top) and the jobs' time per byte (bottom)")

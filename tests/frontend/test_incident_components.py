@@ -2,7 +2,7 @@
 grid rows, the banner (only while incidents are open), an incident page's facts, its links
 to the Fabric page at its time and its jobs table (the job, ranks and files linked to the
 job's page over the incident's window; another user's job as "another job", with nothing
-to follow), and the evidence figure's traces."""
+to follow), and the evidence figure's traces and axes."""
 
 from __future__ import annotations
 
@@ -153,3 +153,32 @@ def test_evidence_figure():
     legend = fig.layout.legend
     assert (legend.orientation, legend.y, legend.yanchor) == ("h", 1.02, "bottom")
     assert fig.layout.margin.t == 76 and fig.layout.title.y == 0.98
+    # utilisation on 0-100 %; PortXmitWait (up to 5,000,000 ticks/s) in round ticks on the
+    # same grid lines: 5 steps of 1M, the left axis' every 20 %
+    left, right = fig.layout.yaxis, fig.layout.yaxis2
+    assert (left.range, left.tickvals) == ((0, 1.0), (0, 0.2, 0.4, 0.6, 0.8, 1.0))
+    assert (right.range, right.tickvals) == ((0, 5e6), (0, 1e6, 2e6, 3e6, 4e6, 5e6))
+    # both panels on one time axis over the series' span, no range of the figure's own: the
+    # window is the series', the incident's as the server keeps it (a job's steps during
+    # it, as the links' sweeps: tests/server/test_incidents.py)
+    assert fig.layout.xaxis.matches == "x2" and fig.layout.xaxis2.range is None
+
+
+def test_the_xmit_wait_ticks_are_round_and_on_the_utilisation_grid():
+    """2, 4 or 5 steps of 1, 2 or 5 times a power of ten, the lowest top that reaches the
+    data (of two, the more steps); not Plotly's ticks at the left axis' heights (0.62M,
+    3.03M, 5.43M for a peak of 5.43M)."""
+    assert figures.aligned_ticks(5.43e6) == [0, 2e6, 4e6, 6e6, 8e6]
+    assert figures.aligned_ticks(4e6) == [0, 1e6, 2e6, 3e6, 4e6]
+    assert figures.aligned_ticks(1e6) == [0, 2e5, 4e5, 6e5, 8e5, 1e6]
+    assert figures.aligned_ticks(720) == [0, 200, 400, 600, 800]
+    assert figures.aligned_ticks(0) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]  # no data
+    # a peak of 5.43M: 4 steps, the left axis' ticks every 25 %; a utilisation over 100 %
+    # (sweeps' jitter) stretches both axes alike, their ticks still on the same lines
+    link = _details().links[0]
+    hot = link.model_copy(update={"evidence": [
+        {"t_ns": T0, "utilisation": 1.1, "xmit_wait_per_s": 5.43e6}]})  # fmt: skip
+    fig = figures.incident_evidence(_details().model_copy(update={"links": [hot]}))
+    left, right = fig.layout.yaxis, fig.layout.yaxis2
+    assert (left.range, left.tickvals) == ((0, 1.1), (0, 0.25, 0.5, 0.75, 1.0))
+    assert (right.range, right.tickvals) == ((0, 8e6 * 1.1), (0, 2e6, 4e6, 6e6, 8e6))
