@@ -409,16 +409,32 @@ def incident_evidence(incident: IncidentDetails) -> go.Figure:
     PortXmitWait rate (ticks/s, right axis, its ticks on the left one's grid lines:
     aligned_ticks); per visible job its time per byte over its baseline (factor). Both
     panels share the time axis over the series' span: the incident's window, as the API
-    sends it (the job's steps during the incident, like the links' sweeps)."""
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                        specs=[[{"secondary_y": True}], [{}]])  # fmt: skip
+    sends it (the job's steps during the incident, like the links' sweeps). A panel with
+    nothing to draw is left out (an MPI slowdown with no link: the jobs' alone)."""
 
     def when(ns: int) -> datetime:
         return datetime.fromtimestamp(ns / 1e9, UTC)
 
+    links = []
     for link in incident.links:
         name = f"{link.a.label() if link.a else '?'} – {link.b.label() if link.b else '?'}"
         points = [p for p in link.evidence if "utilisation" in p]
+        if points:
+            links.append((name, points))
+    jobs = []
+    for member in incident.members:
+        for kind, evidence in member.evidence.items():
+            points = [p for p in evidence.get("series", []) if p.get("per_byte_ns") is not None]
+            base = evidence.get("baseline_per_byte_ns") or None
+            if points and base is not None:
+                jobs.append((f"{member.label} {kind}", points, base))
+    if not links and not jobs:
+        return message_figure("No evidence series stored for this incident.")
+    job_row = 2 if links else 1
+    specs = ([[{"secondary_y": True}]] if links else []) + ([[{}]] if jobs else [])
+    fig = make_subplots(rows=len(specs), cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        specs=specs)  # fmt: skip
+    for name, points in links:
         xs = [when(p["t_ns"]) for p in points]
         fig.add_trace(go.Scatter(x=xs, y=[p["utilisation"] for p in points], mode="lines+markers",
                                  name=f"{name} utilisation"), row=1, col=1)  # fmt: skip
@@ -426,37 +442,37 @@ def incident_evidence(incident: IncidentDetails) -> go.Figure:
                                  mode="lines+markers", line={"dash": "dot"},
                                  name=f"{name} xmit-wait/s"),
                       row=1, col=1, secondary_y=True)  # fmt: skip
-    for member in incident.members:
-        for kind, evidence in member.evidence.items():
-            points = [p for p in evidence.get("series", []) if p.get("per_byte_ns") is not None]
-            base = evidence.get("baseline_per_byte_ns") or None
-            if not points or base is None:
-                continue
-            fig.add_trace(go.Scatter(x=[when(p["t_ns"]) for p in points],
-                                     y=[p["per_byte_ns"] / base for p in points],
-                                     mode="lines+markers", name=f"{member.label} {kind}"),
-                          row=2, col=1)  # fmt: skip
+    for name, points, base in jobs:
+        fig.add_trace(go.Scatter(x=[when(p["t_ns"]) for p in points],
+                                 y=[p["per_byte_ns"] / base for p in points],
+                                 mode="lines+markers", name=name),
+                      row=job_row, col=1)  # fmt: skip
     # the legend above the plots, as the other figures' (below, it covered the time axis'
     # title)
-    fig.update_layout(height=490, margin={"l": 60, "r": 60, "t": 48, "b": 55},
-                      font={"family": _FONT},
+    fig.update_layout(height=490 if links and jobs else 320,
+                      margin={"l": 60, "r": 60, "t": 48, "b": 55}, font={"family": _FONT},
                       legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       plot_bgcolor="white")  # fmt: skip
-    # both axes over the same share of their ticks (beyond 100 % if a utilisation is)
-    points = [p for link in incident.links for p in link.evidence]
-    over = max([1.0, *(p["utilisation"] for p in points if p.get("utilisation") is not None)])
-    waits = aligned_ticks(max((p["xmit_wait_per_s"] for p in points
-                               if p.get("xmit_wait_per_s") is not None), default=0.0))  # fmt: skip
-    steps = len(waits) - 1
-    fig.update_yaxes(title_text="link utilisation", tickformat=".0%", range=[0, over],
-                     tickmode="array", tickvals=[i / steps for i in range(steps + 1)],
-                     row=1, col=1, secondary_y=False)  # fmt: skip
-    fig.update_yaxes(title_text="PortXmitWait (ticks/s)", range=[0, waits[-1] * over],
-                     tickmode="array", tickvals=waits, row=1, col=1,
-                     secondary_y=True)  # fmt: skip
-    fig.update_yaxes(title_text="time per byte / baseline", row=2, col=1)
-    fig.update_xaxes(title_text="time (UTC)", row=2, col=1)
-    _titled(fig, "Evidence: the links (top) and the jobs' time per byte (bottom)")
+    if links:
+        # both axes over the same share of their ticks (beyond 100 % if a utilisation is)
+        points = [p for _, link_points in links for p in link_points]
+        over = max([1.0, *(p["utilisation"] for p in points if p.get("utilisation") is not None)])
+        waits = aligned_ticks(max((p["xmit_wait_per_s"] for p in points
+                                   if p.get("xmit_wait_per_s") is not None),
+                                  default=0.0))  # fmt: skip
+        steps = len(waits) - 1
+        fig.update_yaxes(title_text="link utilisation", tickformat=".0%", range=[0, over],
+                         tickmode="array", tickvals=[i / steps for i in range(steps + 1)],
+                         row=1, col=1, secondary_y=False)  # fmt: skip
+        fig.update_yaxes(title_text="PortXmitWait (ticks/s)", range=[0, waits[-1] * over],
+                         tickmode="array", tickvals=waits, row=1, col=1,
+                         secondary_y=True)  # fmt: skip
+    if jobs:
+        fig.update_yaxes(title_text="time per byte / baseline", row=job_row, col=1)
+    fig.update_xaxes(title_text="time (UTC)", row=len(specs), col=1)
+    title = ("the links (top) and the jobs' time per byte (bottom)" if links and jobs
+             else "the links" if links else "the jobs' time per byte")  # fmt: skip
+    _titled(fig, f"Evidence: {title}")
     fig.update_layout(margin={"t": 76})  # the title above the legend
     return fig
 

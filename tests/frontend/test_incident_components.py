@@ -182,3 +182,25 @@ def test_the_xmit_wait_ticks_are_round_and_on_the_utilisation_grid():
     left, right = fig.layout.yaxis, fig.layout.yaxis2
     assert (left.range, left.tickvals) == ((0, 1.1), (0, 0.25, 0.5, 0.75, 1.0))
     assert (right.range, right.tickvals) == ((0, 8e6 * 1.1), (0, 2e6, 4e6, 6e6, 8e6))
+
+
+def test_the_evidence_figure_draws_only_the_panels_it_has_data_for():
+    """An MPI slowdown with no link (the demo's checkpoint victim): the jobs' panel alone,
+    with its axis titles, not an empty links panel of 0-100 % and 0-1 ticks/s above it;
+    nothing stored at all: a sentence, no axes."""
+    jobs_only = figures.incident_evidence(_details().model_copy(update={"links": []}))
+    assert [t.name for t in jobs_only.data] == ["job a|b mpi_slowdown"]
+    assert jobs_only.layout.title.text == "Evidence: the jobs' time per byte"
+    assert jobs_only.layout.yaxis.title.text == "time per byte / baseline"
+    assert jobs_only.layout.xaxis.title.text == "time (UTC)"
+    assert "yaxis2" not in jobs_only.layout and jobs_only.layout.height == 320
+    links_only = figures.incident_evidence(_details().model_copy(update={"members": []}))
+    assert [t.name for t in links_only.data] == ["spine01[5] – leaf02[9] utilisation",
+                                                 "spine01[5] – leaf02[9] xmit-wait/s"]  # fmt: skip
+    assert links_only.layout.title.text == "Evidence: the links"
+    assert links_only.layout.xaxis.title.text == "time (UTC)"
+    empty = figures.incident_evidence(_details().model_copy(update={"links": [], "members": []}))
+    assert empty.data == ()
+    assert [a.text for a in empty.layout.annotations] == [
+        "No evidence series stored for this incident."
+    ]
