@@ -13,6 +13,7 @@ from presentation import report_figures
 from presentation.components import callsite_path, family_headings, family_rows
 from presentation.formatting import (
     communicator_label,
+    counted_apart,
     format_bytes,
     format_duration_ns,
     format_utc_ns,
@@ -206,14 +207,15 @@ def families_report(families: JobFamilies) -> ReportPart:
 
 
 def ranks_report(ranks: JobRanks) -> ReportPart:
-    """The ranks that reported, with their health counters."""
+    """The ranks (and non-MPI processes: "process N") that reported, with their health
+    counters."""
     rows = [
-        [str(r.rank), r.host, str(r.pid), r.status, f"{r.keys_dropped:,}",
-         f"{r.frames_dropped:,}"]
+        [f"process {r.rank}" if r.kind == "processes" else str(r.rank), r.host, str(r.pid),
+         r.status, f"{r.keys_dropped:,}", f"{r.frames_dropped:,}"]
         for r in ranks.ranks[:SECTION_ROWS]
     ]  # fmt: skip
     total = ranks.page.total
-    note = f"{total} ranks" + (
+    note = " and ".join(counted_apart(ranks.ranks_reported, ranks.processes_reported)) + (
         f"; the first {SECTION_ROWS} listed." if total > SECTION_ROWS else "."
     )
     return (

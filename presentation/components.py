@@ -19,11 +19,13 @@ from dash import dcc, html
 from presentation.figures import loading_figure
 from presentation.formatting import (
     communicator_label,
+    counted_apart,
     format_bytes,
     format_duration_ns,
     format_size_bucket,
     format_utc_ns,
     rank_ranges,
+    ranks_or_processes,
 )
 from stacklens.api_models import (
     Callsite,
@@ -646,14 +648,16 @@ def _startup_io(io: JobIo) -> str:
 
 
 def ranks_summary(ranks: JobRanks) -> list:
-    """One line: ranks reported of the world, the hosts they ran on (ranks per host), and a
-    warning per health counter that is not zero (counts folded, frames lost)."""
+    """One line: MPI ranks reported of the world and, apart, the non-MPI processes (a batch
+    script's shell: "2 of 2 ranks reported, and 1 process"; only processes: "1 process
+    reported"), the hosts they ran on (ranks and processes per host), and a warning per
+    health counter that is not zero (counts folded, frames lost)."""
     n = ranks.page.total
     hosts = ranks.hosts
     named = ", ".join(f"{h.host} ({h.ranks})" for h in hosts[:MAX_SUMMARY_HOSTS])
     more = f" and {len(hosts) - MAX_SUMMARY_HOSTS} more" if len(hosts) > MAX_SUMMARY_HOSTS else ""
     parts: list = [
-        f"{n} of {ranks.world_size} ranks reported"
+        _reported(ranks)
         + (f", on {len(hosts)} host{'s' if len(hosts) != 1 else ''}: {named}{more}." if n else ".")
     ]
     health = ranks.health
@@ -678,25 +682,35 @@ def ranks_summary(ranks: JobRanks) -> list:
     return parts
 
 
+def _reported(ranks: JobRanks) -> str:
+    """How many MPI ranks of the world and, apart, how many non-MPI processes reported."""
+    mpi, processes = ranks.ranks_reported, ranks.processes_reported
+    if processes and not mpi:
+        return f"{ranks_or_processes('processes', processes)} reported"
+    also = f", and {ranks_or_processes('processes', processes)}" if processes else ""
+    return f"{mpi} of {ranks.world_size} ranks reported{also}"
+
+
 def ranks_table_markdown(ranks: JobRanks) -> str:
     """The ranks table as Markdown: a caption line, then one row per rank that reported, ranks
-    with folded keys or lost frames first, then by rank, at most `MAX_RANK_ROWS` rows.
-    Non-zero folded/lost counts are bold with a warning sign.
+    with folded keys or lost frames first, then by rank (non-MPI processes after the ranks),
+    at most `MAX_RANK_ROWS` rows. Non-zero folded/lost counts are bold with a warning sign.
 
-    Columns: rank, host, pid, status (with MPI_Abort's error code), first and last interval
-    seen (UTC), keys folded, frames lost, frames spooled.
+    Columns: rank (a non-MPI process of the processes run: "process N"), host, pid, status
+    (with MPI_Abort's error code), first and last interval seen (UTC), keys folded, frames
+    lost, frames spooled.
     """
     n = ranks.page.total
     if not n:
         return "No rank has reported yet."
-    shown = sorted(ranks.ranks, key=lambda r: (not (r.keys_dropped or r.frames_dropped), r.rank))
+    shown = sorted(
+        ranks.ranks,
+        key=lambda r: (not (r.keys_dropped or r.frames_dropped), r.kind == "processes", r.rank),
+    )
+    said = " and ".join(counted_apart(ranks.ranks_reported, ranks.processes_reported))
     if n > min(len(shown), MAX_RANK_ROWS):
-        caption = (
-            f"{min(len(shown), MAX_RANK_ROWS)} of {n} ranks, those with folded or lost "
-            "counts first."
-        )
-    else:
-        caption = f"{n} rank{'s' if n != 1 else ''}, those with folded or lost counts first."
+        said = f"{min(len(shown), MAX_RANK_ROWS)} of {said}"
+    caption = f"{said}, those with folded or lost counts first."
     caption += (
         " Keys folded: new peers/files/communicators counted in an overflow row; "
         "frames lost: counts that never arrived; frames spooled: delivered late, via disk."
@@ -715,7 +729,7 @@ def ranks_table_markdown(ranks: JobRanks) -> str:
     align = "rlrlllrrr"
     rows = [
         (
-            r.rank,
+            f"process {r.rank}" if r.kind == "processes" else r.rank,
             md_text(r.host),
             r.pid,
             md_text(r.status if r.abort_code is None else f"{r.status} (code {r.abort_code})"),

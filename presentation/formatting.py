@@ -40,13 +40,19 @@ def ranks_and_processes(runs: Sequence[RunSummary], *, of_world: bool = False) -
     mpi = [r for r in runs if r.kind != "processes"]
     ranks = sum(r.ranks_seen for r in mpi)
     processes = sum(r.ranks_seen for r in runs if r.kind == "processes")
-    said = []
-    if ranks or not processes:
-        world = max((r.world_size for r in mpi), default=0)
-        said.append(f"{ranks} / {world}" if of_world else ranks_or_processes("mpi", ranks))
-    if processes:
-        said.append(ranks_or_processes("processes", processes))
+    said = counted_apart(ranks, processes)
+    if of_world and (ranks or not processes):
+        said[0] = f"{ranks} / {max((r.world_size for r in mpi), default=0)}"
     return said
+
+
+def counted_apart(ranks: int, processes: int) -> list[str]:
+    """`ranks` MPI ranks and `processes` non-MPI processes in words, apart: the ranks, then
+    the processes when there are some; the ranks left out when there are only processes.
+    ["2 ranks", "1 process"], ["4 ranks"], ["3 processes"], ["0 ranks"]. The caller joins
+    them."""
+    said = [ranks_or_processes("mpi", ranks)] if ranks or not processes else []
+    return said + ([ranks_or_processes("processes", processes)] if processes else [])
 
 
 def format_bytes(n: int | float) -> str:

@@ -332,7 +332,8 @@ class JobRma(ApiModel):
 
 
 class RankInfo(ApiModel):
-    """Where one rank of a job ran and what the hook library could not account for."""
+    """Where one rank of a job ran and what the hook library could not account for; or one
+    non-MPI process of its processes run (`kind`), told apart from the ranks by its run."""
 
     rank: int = Field(description="world rank; a process's number in a processes run")
     host: str
@@ -362,6 +363,10 @@ class RankInfo(ApiModel):
     )
     frames_spooled: int = Field(description="frames that went through the spool directory")
     run: int | None = Field(default=None, description="ordinal of its run")
+    kind: str = Field(
+        description="its run's kind: mpi (an MPI rank) or processes (a non-MPI process of the "
+        "job's processes run, `rank` its number: a batch script's shell, say)"
+    )
 
 
 class HostRanks(ApiModel):
@@ -388,6 +393,13 @@ class JobRanks(ApiModel):
     ranks: list[RankInfo]
     run: int | None = _run_asked()
     page: PageInfo
+    ranks_reported: int = Field(
+        description="MPI ranks that reported, of every MPI run asked (all pages)"
+    )
+    processes_reported: int = Field(
+        description="non-MPI processes that reported (the processes run's; all pages); "
+        "page.total = ranks_reported + processes_reported"
+    )
     hosts: list[HostRanks] = Field(description="every host, most ranks first (then by name)")
     health: RankHealth = Field(description="the health counters over all the ranks")
 

@@ -765,13 +765,14 @@ def rank_status(rank: Rank, run_status: str) -> str:
 
 def job_ranks(
     session: Session, scope: Scope, limit: int, after: Key | None = None
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """A page of the ranks (or non-MPI processes) of the scope that reported, by run and
     world rank (a process's number): the first `limit + 1` after the key `after` (run
-    ordinal, rank); each with its run's ordinal, host, pid, first and last interval, status
-    (`rank_status`), MPI_Abort's error code and the health counters (summed over its
-    frames). And how many ranks there are."""
-    query = select(Rank, Run.ordinal, Run.status).join(Run, Run.id == Rank.run_id)
+    ordinal, rank); each with its run's ordinal and kind, host, pid, first and last
+    interval, status (`rank_status`), MPI_Abort's error code and the health counters
+    (summed over its frames). And how many reported of all pages, apart: MPI ranks
+    (`ranks`) and the processes run's processes (`processes`)."""
+    query = select(Rank, Run.ordinal, Run.kind, Run.status).join(Run, Run.id == Rank.run_id)
     query = query.where(*scope.rows(Rank))
     if after is not None:
         query = query.where(tuple_(Run.ordinal, Rank.world_rank) > tuple_(*after))
@@ -779,6 +780,7 @@ def job_ranks(
     rows = [
         {
             "run": ordinal,
+            "kind": kind,
             "rank": r.world_rank,
             "host": r.host,
             "pid": r.pid,
@@ -794,10 +796,13 @@ def job_ranks(
             "frames_dropped": r.frames_dropped,
             "frames_spooled": r.frames_spooled,
         }
-        for r, ordinal, run_status in session.execute(query)
+        for r, ordinal, kind, run_status in session.execute(query)
     ]
-    total = session.scalar(select(func.count()).select_from(Rank).where(*scope.rows(Rank))) or 0
-    return rows, total
+    processes = func.count().filter(Run.kind == "processes")
+    counted = select(func.count() - processes, processes).select_from(Rank)
+    counted = counted.join(Run, Run.id == Rank.run_id).where(*scope.rows(Rank))
+    ranks, procs = session.execute(counted).one()
+    return rows, {"ranks": int(ranks), "processes": int(procs)}
 
 
 def rank_hosts(session: Session, scope: Scope) -> list[dict[str, Any]]:

@@ -327,10 +327,11 @@ def job_ranks(
     limit: RankLimit = sections.RANK_LIMITS.default, cursor: CursorParam = None,
     fmt: FormatParam = "json",
 ) -> JobRanks | Response:  # fmt: skip
-    """A page of the ranks (or non-MPI processes) of a job that reported, with their run:
-    host, pid, first and last seen, status, and the health counters (keys folded into
-    overflow keys, frames lost or spooled); every host with its number of ranks, and the
-    health counters over all the ranks (files: the page of ranks)."""
+    """A page of the ranks (or non-MPI processes) of a job that reported, with their run
+    and its kind: host, pid, first and last seen, status, and the health counters (keys
+    folded into overflow keys, frames lost or spooled); how many MPI ranks and how many
+    processes reported (all pages), every host with its number of ranks, and the health
+    counters over all the ranks (files: the page of ranks)."""
     t = target.find_target(session, job, owner, run, window)
     answer = _per_job(session, request, t, ("ranks", limit, cursor),
                       lambda: sections.ranks(session, t, limit, cursor))  # fmt: skip

@@ -176,7 +176,8 @@ def rma(session: Session, t: Target, limit: int, cursor: str | None = None) -> J
 
 def ranks(session: Session, t: Target, limit: int, cursor: str | None = None) -> JobRanks:
     after = paging.decode("rank", cursor, (int, int))
-    rows, total = repository.job_ranks(session, t.scope, limit, after)
+    rows, reported = repository.job_ranks(session, t.scope, limit, after)
+    total = reported["ranks"] + reported["processes"]
     kept, page = paging.page("rank", rows, limit, total, lambda r: (r["run"], r["rank"]))
     return JobRanks(
         job=t.job,
@@ -184,6 +185,8 @@ def ranks(session: Session, t: Target, limit: int, cursor: str | None = None) ->
         world_size=t.world_size,
         ranks=[RankInfo(**row) for row in kept],
         page=page,
+        ranks_reported=reported["ranks"],
+        processes_reported=reported["processes"],
         hosts=[HostRanks(**row) for row in repository.rank_hosts(session, t.scope)],
         health=RankHealth(**repository.rank_health(session, t.scope)),
     )

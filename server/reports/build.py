@@ -198,6 +198,15 @@ def spread_table(totals: dict[str, dict[int, int]]) -> Table:
     )
 
 
+def ranks_fact(world_size: int, ranks: JobRanks) -> str:
+    """The report's Ranks fact: the world and how many of its MPI ranks reported, then the
+    non-MPI processes apart (a batch script's shell): "2 (2 reported)", "2 (2 reported), 1
+    process"; only processes: "none, 1 process"."""
+    mpi, processes = ranks.ranks_reported, ranks.processes_reported
+    said = f"{world_size} ({mpi} reported)" if mpi or not processes else "none"
+    return said + (f", {ranks_or_processes('processes', processes)}" if processes else "")
+
+
 def outlier_finding(o: Any) -> str:
     """A late or waiting rank as a finding: the profile's own sentence (the same words as
     the API and the job page), as a sentence."""
@@ -412,7 +421,7 @@ def job_report(
         ("Last seen", _utc(chosen.last_seen_ns)),
         ("Duration", _seconds(max(0, chosen.last_seen_ns - chosen.started_ns))),
         ("Window of this report", f"{_utc(lo)} – {_utc(hi)} ({_seconds(span)})"),
-        ("Ranks", f"{chosen.world_size} ({ranks.page.total} reported)"),
+        ("Ranks", ranks_fact(chosen.world_size, ranks)),
         ("Hosts", f"{len(hosts)}: " + ", ".join(hosts[:8]) + (" …" if len(hosts) > 8 else "")),
     ]
     totals = rank_totals(prof)

@@ -8,7 +8,7 @@ data and keep refreshing; a search finds one job among 2,000, a click opens its 
 and its URL alone opens it too; a slow
 server leaves the last view up with "N s behind"; a failing query shows its error in its
 card while the other cards stay; a batch script's shell counts as a process, not a rank,
-in the grid and in the overview's running jobs.
+in the grid, in the overview's running jobs and in its job page's ranks card.
 """
 
 from __future__ import annotations
@@ -260,11 +260,17 @@ def test_a_slow_server_leaves_the_last_view_and_says_how_far_behind(
 
 def test_a_scripts_shell_is_a_process_not_a_rank(collector, dashboard, browser_page):
     """A batch script's job: its shell reports as a process, its `mpirun -np 2` as two
-    ranks; the jobs grid and the overview's running jobs say 2 ranks and 1 process, a job
-    of MPI ranks only reads as ever."""
+    ranks; the jobs grid, the overview's running jobs and the job page's ranks card say 2
+    ranks and 1 process, a job of MPI ranks only reads as ever."""
     base, _ = dashboard
-    mpi = [job_frame(job, i, rank=r, ranks=2) for i, job in enumerate(["plain", "script"])
-           for r in (0, 1)]  # fmt: skip
+    # The script's ranks read their input (real ranks always do something timed): the job
+    # page's profile then has shares per step; with none, a profile that names a rank
+    # fails (server/jobs/profile.py's _peak over no steps), and the shell's time, summed
+    # into rank 0's, names rank 0 late here.
+    read = [{"layer": 1, "opens": 1, "reads": 1, "bytes_read": 10, "path": b"/scratch/in",
+             "mount": b"/scratch", "fstype": b"lustre"}]  # fmt: skip
+    mpi = [job_frame(job, i, rank=r, ranks=2, io=read if job == "script" else None)
+           for i, job in enumerate(["plain", "script"]) for r in (0, 1)]  # fmt: skip
     seed(collector, [process_frame("script", 1), *mpi])
     page, errors = browser_page
     page.goto(base + "/jobs")
@@ -277,6 +283,30 @@ def test_a_scripts_shell_is_a_process_not_a_rank(collector, dashboard, browser_p
     expect(running.nth(0)).to_have_text(re.compile(r"^script alice · 2 ranks · 1 process · "
                                                    r"200 B sent"))  # fmt: skip
     expect(running.nth(1)).to_have_text(re.compile(r"^plain alice · 2 ranks · 200 B sent"))
+    # The job's own page: its ranks card counts the shell apart and its table names it a
+    # process, after the ranks (it was "3 of 2 ranks reported" and a second rank 0).
+    page.goto(f"{base}/jobs/script")
+    expect(page.locator("#card-ranks-summary")).to_have_text(
+        "2 of 2 ranks reported, and 1 process, on 1 host: localhost (3).", timeout=90_000
+    )
+    table = page.locator("#card-ranks-table")
+    expect(table).to_contain_text("2 ranks and 1 process, those with folded or lost counts")
+    rows = table.locator("tbody tr")
+    expect(rows).to_have_count(3)
+    # Columns: rank, host, pid, status, first seen, last seen, keys folded, frames lost,
+    # frames spooled.
+    cells = [[c.strip() for c in rows.nth(i).locator("td").all_inner_texts()] for i in range(3)]
+    assert [(c[0], c[1], c[2], c[3], *c[6:]) for c in cells] == [
+        ("0", "localhost", "0", "running", "0", "0", "0"),
+        ("1", "localhost", "0", "running", "0", "0", "0"),
+        ("process 0", "localhost", "4242", "running", "0", "0", "0"),
+    ]
+    # a job of MPI ranks only reads as ever
+    page.goto(f"{base}/jobs/plain")
+    expect(page.locator("#card-ranks-summary")).to_have_text(
+        "2 of 2 ranks reported, on 1 host: localhost (2).", timeout=90_000
+    )
+    expect(page.locator("#card-ranks-table tbody tr")).to_have_count(2)
     assert errors == [], "\n".join(errors)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from presentation import components, figures
+from presentation import card_reports, components, figures
 from presentation.formatting import format_size_bucket
 from stacklens import api_models
 from stacklens.constants import OVERFLOW_COMM_ID
@@ -150,10 +150,11 @@ def test_rma_table_lists_pairs_and_ops():
 
 
 def _rank(rank: int, host: str, status: str = "finished", health=(0, 0, 0),
-          abort_code: int | None = None) -> api_models.RankInfo:  # fmt: skip
+          abort_code: int | None = None, *, run: int = 1,
+          kind: str = "mpi") -> api_models.RankInfo:  # fmt: skip
     return RankInfo(rank, host, 100 + rank, 0, 60 * 10**9, status != "running",
                     status == "killed", status == "aborted", False, abort_code, status,
-                    *health)  # fmt: skip
+                    *health, run=run, kind=kind)  # fmt: skip
 
 
 def test_ranks_put_lost_and_folded_counts_first_and_in_bold():
@@ -167,6 +168,8 @@ def test_ranks_put_lost_and_folded_counts_first_and_in_bold():
             _rank(2, "cn02", "aborted", abort_code=-3),
         ),
         page=api_models.PageInfo(total=4, limit=9, next_cursor=None),
+        ranks_reported=4,
+        processes_reported=0,
         hosts=(HostRanks("cn02", 2), HostRanks("cn01", 1), HostRanks("cn|01", 1)),
         health=api_models.RankHealth(
             ranks_folded=1, keys_dropped=5, ranks_lost=1, frames_dropped=2
@@ -192,6 +195,8 @@ def test_ranks_put_lost_and_folded_counts_first_and_in_bold():
             2,
             (_rank(0, "a"), _rank(1, "a")),
             page=api_models.PageInfo(total=2, limit=9, next_cursor=None),
+            ranks_reported=2,
+            processes_reported=0,
             hosts=(HostRanks("a", 2),),
             health=api_models.RankHealth(
                 ranks_folded=0, keys_dropped=0, ranks_lost=0, frames_dropped=0
@@ -199,6 +204,77 @@ def test_ranks_put_lost_and_folded_counts_first_and_in_bold():
         )
     )
     assert healthy == ["2 of 2 ranks reported, on 1 host: a (2)."]
+
+
+def _job_ranks(world: int, ranks: tuple, hosts: tuple, mpi: int, processes: int,
+               limit: int = 1000) -> api_models.JobRanks:  # fmt: skip
+    """The ranks card's answer: a page `ranks` of `mpi` MPI ranks and `processes` non-MPI
+    processes that reported (all pages), healthy."""
+    total = mpi + processes
+    return JobRanks(
+        "j", world, ranks,
+        page=api_models.PageInfo(total=total, limit=limit,
+                                 next_cursor="x" if total > len(ranks) else None),
+        ranks_reported=mpi, processes_reported=processes, hosts=hosts,
+        health=api_models.RankHealth(ranks_folded=0, keys_dropped=0, ranks_lost=0,
+                                     frames_dropped=0),
+    )  # fmt: skip
+
+
+#: `stacklens run -- bash script.sh` whose script runs `mpirun -np 2`: the shell (run 1, a
+#: process) was seen first, then the MPI run's two ranks (run 2), as the API orders them.
+SCRIPT = (_rank(0, "node1", run=1, kind="processes"), _rank(0, "node1", run=2),
+          _rank(1, "node1", run=2))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("answer", "sentence"),
+    [
+        # the shell is a process, not a third rank of a world of 2
+        (_job_ranks(2, SCRIPT, (HostRanks("node1", 3),), 2, 1),
+         "2 of 2 ranks reported, and 1 process, on 1 host: node1 (3)."),
+        # MPI ranks only: as ever
+        (_job_ranks(2, SCRIPT[1:], (HostRanks("node1", 2),), 2, 0),
+         "2 of 2 ranks reported, on 1 host: node1 (2)."),
+        (_job_ranks(4, (), (), 0, 0), "0 of 4 ranks reported."),
+        # processes only (the job's world: no MPI run, 0), no rank named
+        (_job_ranks(0, SCRIPT[:1], (HostRanks("node1", 1),), 0, 1),
+         "1 process reported, on 1 host: node1 (1)."),
+        (_job_ranks(0, (), (HostRanks("node1", 2), HostRanks("node2", 1)), 0, 3),
+         "3 processes reported, on 2 hosts: node1 (2), node2 (1)."),
+        # counted over every page, not the page: 5,000 ranks paged at 100, and the shell
+        (_job_ranks(5000, tuple(_rank(r, "node1", run=2) for r in range(100)),
+                    (HostRanks("node1", 5001),), 5000, 1, limit=100),
+         "5000 of 5000 ranks reported, and 1 process, on 1 host: node1 (5001)."),
+    ],
+)  # fmt: skip
+def test_the_ranks_card_says_ranks_and_processes_apart(answer, sentence):
+    assert components.ranks_summary(answer) == [sentence]
+
+
+def test_the_ranks_table_tells_a_process_from_the_rank_of_its_number():
+    lines = components.ranks_table_markdown(
+        _job_ranks(2, SCRIPT, (HostRanks("node1", 3),), 2, 1)
+    ).splitlines()
+    assert lines[0].startswith("2 ranks and 1 process, those with folded or lost counts first.")
+    assert lines[2] == ("| Rank | Host | PID | Status | First seen | Last seen | Keys folded "
+                        "| Frames lost | Frames spooled |")  # fmt: skip
+    start, end = "1970-01-01 00&#58;00&#58;00 UTC", "1970-01-01 00&#58;01&#58;00 UTC"
+    assert lines[4:] == [  # the ranks, then the processes
+        f"| 0 | node1 | 100 | finished | {start} | {end} | 0 | 0 | 0 |",
+        f"| 1 | node1 | 101 | finished | {start} | {end} | 0 | 0 | 0 |",
+        f"| process 0 | node1 | 100 | finished | {start} | {end} | 0 | 0 | 0 |",
+    ]
+    paged = _job_ranks(5000, tuple(_rank(r, "node1", run=2) for r in range(100)),
+                       (HostRanks("node1", 5001),), 5000, 1, limit=100)  # fmt: skip
+    assert components.ranks_table_markdown(paged).startswith(
+        "100 of 5000 ranks and 1 process, those with folded or lost counts first."
+    )
+    # the job report's ranks table says the same
+    _, _, (table,) = card_reports.ranks_report(_job_ranks(2, SCRIPT, (HostRanks("node1", 3),),
+                                                          2, 1))  # fmt: skip
+    assert [row[0] for row in table.rows] == ["process 0", "0", "1"]  # the API's order
+    assert table.note == "2 ranks and 1 process."
 
 
 def test_heatmap_is_sized_by_the_data_never_by_the_claimed_world():

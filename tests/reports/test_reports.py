@@ -5,7 +5,8 @@ verbatim and nothing run; its PDF says the same names verbatim; the fabric windo
 names the busy link, its PortXmitWait and errors; another user's job cannot be exported
 (404 as for an unknown job) and is never named in a window report; a job's report joins
 the busy link of an incident naming it to its own slowdown and names the job with most
-bytes on the link; the PDF's tables get widths from their text and 50 rows at most."""
+bytes on the link; a batch script's shell counts as a process, not a rank; the PDF's
+tables get widths from their text and 50 rows at most."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from stacklens.db import make_engine
 from stacklens.schema import Job
 from tests.access.data import ALICE_JOB, BOB_JOB, BOB_NAMES, send_two_users_jobs, token_for
 from tests.collector.test_ingest import T0
+from tests.collector.test_runs import mpi_frame, process_frame, send
 from tests.conftest import chromium_page, serving
 from tests.hooks.test_openmpi import run_under_hooks
 from tests.hooks.test_slow_rank_job import ALLREDUCE_LINE
@@ -374,6 +376,27 @@ def test_a_job_report_names_no_other_users_job_from_an_incident(collector, pg_ur
             assert [n for n in BOB_NAMES if n in shown] == []
     finally:
         engine.dispose()
+
+
+def test_a_scripts_shell_is_a_process_in_the_job_report(collector, api_client):
+    """job-S, a batch script's: its shell (a process without MPI, run 1) and the `mpirun
+    -np 2` it started (run 2). The report's Ranks fact counts the shell apart, not as a
+    third rank of a world of 2; its ranks table names it a process."""
+    send(collector, [process_frame(500, 9, 0, 40, job="job-S")])
+    send(collector, [mpi_frame(1, 0, rank, 1000, job="job-S") for rank in (0, 1)])
+
+    def report(**params) -> tuple[dict[str, str], str]:
+        answer = api_client.get("/api/reports/jobs/job-S", params={"format": "html", **params})
+        assert answer.status_code == 200, answer.text
+        rows = re.findall(r"<tr><th>(.*?)</th><td>(.*?)</td></tr>", answer.text)
+        return {label: html.unescape(value) for label, value in rows}, answer.text
+
+    facts, body = report()
+    assert facts["Ranks"] == "2 (2 reported), 1 process"
+    assert facts["Runs"] == "run 1: processes, 1 process, running; run 2: mpi, 2 ranks, running"
+    assert "2 ranks and 1 process." in body and ">process 0<" in body
+    assert report(run=2)[0]["Ranks"] == "2 (2 reported)"  # the MPI run: as ever
+    assert report(run=1)[0]["Ranks"] == "none, 1 process"  # the shell's run
 
 
 def test_the_pdf_tables_widths_and_rows():

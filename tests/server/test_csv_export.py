@@ -77,10 +77,10 @@ def test_the_io_csv_neutralises_formula_paths_and_mounts(hostile, api_client):
 
 def test_the_ranks_csv_neutralises_formula_hosts(hostile, api_client):
     got = api_client.get("/api/jobs/hostile/ranks", params={"format": "csv"}).content
-    row = f"{{}},{{}},{{}},{M0},{M0 + S},False,False,False,False,,running,0,0,0,1\r\n"
+    row = f"{{}},{{}},{{}},{M0},{M0 + S},False,False,False,False,,running,0,0,0,1,mpi\r\n"
     assert got == (
         b"rank,host,pid,first_seen_ns,last_seen_ns,finished,killed,aborted,unfinalized,"
-        b"abort_code,status,keys_dropped,frames_dropped,frames_spooled,run\r\n"
+        b"abort_code,status,keys_dropped,frames_dropped,frames_spooled,run,kind\r\n"
         + row.format(0, "'=1+2", 100).encode()
         + row.format(1, "'@SUM(1)", 101).encode()
     )

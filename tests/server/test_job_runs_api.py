@@ -85,6 +85,33 @@ def test_every_endpoint_answers_per_run_and_for_the_whole_job(
         assert get(api_client, route, 2).json()["run"] == 2
 
 
+def test_ranks_say_which_run_and_kind_and_count_ranks_and_processes_apart(collector, api_client):
+    """job-S, a batch script's job: its shell (a process without MPI, seen first: run 1) and
+    the `mpirun -np 2` it started (run 2). Each row says its run and kind; the ranks and
+    the processes that reported are counted apart, over every page."""
+    send(collector, [process_frame(500, 9, 0, 40, job="job-S")])
+    send(collector, [mpi_frame(1, 0, rank, 1000, job="job-S") for rank in (0, 1)])
+    url = api_client.app.url_path_for("job_ranks", job="job-S")
+
+    def ranks(**params) -> tuple:
+        """(world, MPI ranks, processes, total, rows: run, kind, rank, host, pid; cursor)"""
+        body = api_client.get(url, params=params).json()
+        rows = [(r["run"], r["kind"], r["rank"], r["host"], r["pid"]) for r in body["ranks"]]
+        counts = (body["world_size"], body["ranks_reported"], body["processes_reported"])
+        return *counts, body["page"]["total"], rows, body["page"]["next_cursor"]
+
+    shell = (1, "processes", 0, "n0", 500)
+    rank0, rank1 = (2, "mpi", 0, "n0", 10), (2, "mpi", 1, "n1", 11)
+    assert ranks() == (2, 2, 1, 3, [shell, rank0, rank1], None)
+    # the counts are the whole job's on every page
+    *first, cursor = ranks(limit=1)
+    assert first == [2, 2, 1, 3, [shell]]
+    assert ranks(limit=2, cursor=cursor) == (2, 2, 1, 3, [rank0, rank1], None)
+    # per run: the MPI run's ranks; the processes run's process (its world: processes seen)
+    assert ranks(run=2) == (2, 2, 0, 2, [rank0, rank1], None)
+    assert ranks(run=1) == (1, 0, 1, 1, [shell], None)
+
+
 @pytest.mark.parametrize("route", ROUTES)
 def test_unknown_run_is_404_and_a_bad_one_422(two_launches_and_a_helper, api_client, route):
     response = get(api_client, route, 4)

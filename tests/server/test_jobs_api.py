@@ -468,7 +468,7 @@ def test_job_ranks_hosts_status_and_health(collector, api_client):
         "run": None,
         "world_size": 4,
         "ranks": [
-            dict(zip(fields, row, strict=True))
+            {**dict(zip(fields, row, strict=True)), "kind": "mpi"}
             for row in [
                 (1, 0, "cn01", 100, T0, end, True, False, False, None, "finished", 5, 0, 1, False),
                 (1, 1, "cn02", 200, T0, end, True, True, False, None, "killed", 0, 4, 0, False),
@@ -492,6 +492,8 @@ def test_job_ranks_hosts_status_and_health(collector, api_client):
             ]
         ],
         "page": {"total": 3, "limit": 1000, "next_cursor": None},
+        "ranks_reported": 3,
+        "processes_reported": 0,
         "hosts": [{"host": "cn02", "ranks": 2}, {"host": "cn01", "ranks": 1}],
         "health": {"ranks_folded": 1, "keys_dropped": 5, "ranks_lost": 1, "frames_dropped": 4},
     }
