@@ -551,7 +551,10 @@ class Outlier(ApiModel):
         description="late: the ranks that wait for it in `op`; waiting: the late ranks it "
         "waits for (empty: none is late)"
     )
-    peak_t_ns: int = Field(description="the step in which it was furthest above the others")
+    peak_t_ns: int | None = Field(
+        description="the step in which it was furthest above the others; null when no step "
+        "holds a share (its intervals stored no MPI call or file I/O)"
+    )
     site: str | None = Field(
         default=None,
         description="the call site of `op` (late: where the ranks waiting for it wait; "

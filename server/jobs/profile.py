@@ -184,9 +184,12 @@ def _arrives_last_at(
     return op, [r for r in ranks if r != rank and times[r] - times[rank] >= floor]
 
 
-def _peak(steps: dict[int, dict[int, int]], rank: int, sign: int) -> int:
+def _peak(steps: dict[int, dict[int, int]], rank: int, sign: int) -> int | None:
     """The step in which `rank`'s time inside MPI was furthest above (sign 1) or below
-    (sign -1) the median of the other ranks' there."""
+    (sign -1) the median of the other ranks' there; None when no step holds a share (the
+    ranks' intervals stored no MPI call or file I/O: a rank named by its span alone)."""
+    if not steps:
+        return None
 
     def excess(t_ns: int) -> int:
         others = [ns for r, ns in steps[t_ns].items() if r != rank]

@@ -66,21 +66,21 @@ MATRIX_BLOCKS = 128
 
 @dataclass(frozen=True)
 class Scope:
-    """What a query reads: one job (jobs.id), one of its runs (runs.id) or all, and the
+    """What a query reads: one job (jobs.id), one of its runs (runs.id) or all (or, with
+    `runs`, those runs: a job's profile reads its MPI runs only, mpi_runs), and the
     intervals that ended in a time window (server.query_params: [from, to), open = all)."""
 
     job_id: int
     run_id: int | None = None
     window: Window = ALL_TIME
+    runs: tuple[int, ...] | None = None
 
     def rows(self, table: Any) -> list[ColumnElement[bool]]:
         """The conditions that select this scope's rows of `table`: a per-rank delta table
         or view (its intervals that ended in the window), or `ranks` (the ranks seen
         during the window: first interval start before its end, last interval end at or
         after its start)."""
-        conditions = [table.job_id == self.job_id]
-        if self.run_id is not None:
-            conditions.append(table.run_id == self.run_id)
+        conditions = [table.job_id == self.job_id, *self.of_runs(table)]
         start, end = self.window.from_ns, self.window.to_ns
         if table is Rank:
             conditions += [] if start is None else [Rank.last_seen_ns >= start]
@@ -89,6 +89,27 @@ class Scope:
             conditions += [] if start is None else [table.t_end_ns >= start]
             conditions += [] if end is None else [table.t_end_ns < end]
         return conditions
+
+    def of_runs(self, table: Any) -> list[ColumnElement[bool]]:
+        """The conditions that keep `table`'s rows (any table with run_id) to this scope's
+        run or runs; none for a whole job."""
+        if self.run_id is not None:
+            return [table.run_id == self.run_id]
+        return [] if self.runs is None else [table.run_id.in_(self.runs)]
+
+
+def mpi_runs(session: Session, scope: Scope) -> Scope:
+    """The scope of a whole job's slow-rank profile (server.jobs.series.profile_rows): its
+    MPI runs, its processes run left out when it has MPI runs too (a batch script's shell
+    is numbered 0 in that run, as rank 0 is in an MPI run: summed with it, the shell's time
+    would name rank 0 late); a run asked for, or a job of one kind of run, as it is."""
+    if scope.run_id is not None or scope.runs is not None:
+        return scope
+    kinds = session.execute(select(Run.id, Run.kind).where(Run.job_id == scope.job_id)).all()
+    mpi = tuple(sorted(run_id for run_id, kind in kinds if kind != "processes"))
+    if len(mpi) in (0, len(kinds)):
+        return scope
+    return Scope(scope.job_id, None, scope.window, mpi)
 
 
 def _minute_edges(window: Window) -> tuple[int | None, int | None]:

@@ -45,7 +45,7 @@ from sqlalchemy.sql.elements import Grouping
 
 from server import export
 from server.jobs import profile
-from server.jobs.repository import Scope, op_display_name
+from server.jobs.repository import Scope, mpi_runs, op_display_name
 from stacklens.constants import (
     CATEGORIES,
     FILE_IO_LAYERS,
@@ -338,11 +338,10 @@ def _rows(session: Session, scope: Scope, steps: Steps, grain: int,
 
     def rolled_rows(source: _Source, lo: int, hi: int) -> Any:
         table, time = source.table, source.time
-        runs = [] if scope.run_id is None else [table.run_id == scope.run_id]
         return (
             select(steps.start(time).label("at"), *source.columns)
-            .where(table.job_id == scope.job_id, time >= lo, time < hi, *runs, *source.where,
-                   *kept(time))
+            .where(table.job_id == scope.job_id, time >= lo, time < hi, *scope.of_runs(table),
+                   *source.where, *kept(time))
         )  # fmt: skip
 
     if rolled is None or steps.from_ns % grain or steps.step_ns % grain:
@@ -625,8 +624,10 @@ def profile_rows(session: Session, scope: Scope, steps: Steps) -> ProfileRows:
     and MPI-IO calls), start-up, shutdown and computation (server.jobs.profile); per rank
     over the window, the time its intervals cover (_window_elapsed), inside each MPI
     category, in file I/O and in shutdown, and inside each op; time per rank inside each
-    collective per communicator over the window."""
+    collective per communicator over the window. A whole job's profile reads its MPI runs
+    (mpi_runs: not a batch script's shell, numbered as rank 0 is)."""
     _roomy(session)
+    scope = mpi_runs(session, scope)
     ranks = select(Rank.world_rank).where(*scope.rows(Rank)).distinct().order_by(Rank.world_rank)
     seen = [int(r) for r in session.scalars(ranks)]
     cells = _cells(session, scope, steps, _clean_fives(session, scope, steps)).cte("cells")
@@ -712,7 +713,8 @@ def _clean_fives(session: Session, scope: Scope, steps: Steps) -> list[int]:
     """The five minutes of the window whose shares are read from `rank_share_fives`: for a
     job's profile (all its runs) with steps of five minutes from a whole five minutes, each
     whole five minutes of the window none of whose minutes is dirty (none otherwise)."""
-    if scope.run_id is not None or steps.step_ns != FIVE_NS or steps.from_ns % FIVE_NS:
+    whole = scope.run_id is None and scope.runs is None  # the fives sum every run
+    if not whole or steps.step_ns != FIVE_NS or steps.from_ns % FIVE_NS:
         return []
     dirty = {m // FIVE_NS * FIVE_NS for m in _dirty_minutes(session, scope, steps)}
     return [f for f in range(steps.from_ns, steps.to_ns // FIVE_NS * FIVE_NS, FIVE_NS)

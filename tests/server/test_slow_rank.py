@@ -139,6 +139,44 @@ def test_the_io_burst_is_in_its_step_and_no_finding(job, api_client):
                    "values": [1024, 2**30, 400 * MS]}]  # fmt: skip
 
 
+def shell_frame(k: int) -> bytes:
+    """Interval k of the job's batch script shell, a process without MPI (the job's
+    processes run, where it is number 0, as rank 0 is in the MPI run): reading its input
+    900 ms of every second, never inside MPI."""
+    io = [{"layer": 1, "reads": 10, "bytes_read": 10**6, "read_time_ns": 900 * MS,
+           "path": b"/scratch/input", "mount": b"/", "fstype": b"ext4"}]  # fmt: skip
+    return wire.encode_frame(
+        job_id="slow", run_id=0, proc_start_ns=M0 - S, pid=4242, world_rank=0, world_size=1,
+        seq=k, token="secret", interval_start_ns=M0 + k * S, interval_end_ns=M0 + (k + 1) * S,
+        tables={"io": wire.records("io", io)},
+    )  # fmt: skip
+
+
+def test_a_scripts_shell_is_not_summed_into_rank_0(job, collector, api_client):
+    """The job's profile reads its MPI run: the shell's 30 s outside MPI are not rank 0's
+    (summed with it, rank 0 had twice the others' time outside MPI and was named late in
+    file I/O), so the findings and shares are those of the ranks alone; the shell's own
+    run (?run=) has its profile as it is."""
+    frames = [shell_frame(k) for k in range(INTERVALS)]
+    statuses = [s for s, _ in exchange(collector.address, b"".join(frames), acks=len(frames))]
+    assert statuses == [0] * len(frames)
+    whole = get_profile(api_client, 0, INTERVALS + 1)
+    others = 30 * S - (23 * 200 + 5 * 800 + 100) * MS
+    assert whole["outliers"] == [
+        {**late_rank_2(30, 3.75, SLOW[0]), "time_ns": others + 3750 * MS, "median_ns": others}
+    ]
+    assert whole["shares"] == [expected_share(k, r) for k in range(INTERVALS)
+                               for r in range(RANKS)]  # fmt: skip
+    runs = api_client.get("/api/jobs/slow").json()["runs"]
+    (shell_run,) = [r["run"] for r in runs if r["kind"] == "processes"]
+    params = {"from": M0 // S, "to": M0 // S + INTERVALS + 1, "step": 1, "run": shell_run}
+    own = api_client.get("/api/jobs/slow/profile", params=params).json()
+    assert own["outliers"] == []
+    assert [(p["rank"], p["io_ns"], p["compute_ns"]) for p in own["shares"]] == [
+        (0, 900 * MS, 100 * MS)
+    ] * INTERVALS
+
+
 def test_an_empty_window_is_empty(job, api_client):
     empty = get_profile(api_client, 100, 200)
     assert (empty["shares"], empty["outliers"], empty["imbalance"]) == ([], [], [])
@@ -201,6 +239,19 @@ def test_two_ranks_the_late_one_first_then_the_one_waiting_for_it():
         "(40% of the elapsed time); rank 1 waits for it",
         "rank 1 waits for rank 0 (late): 2.00 s more inside MPI than the median rank (40% of "
         "the elapsed time), most in MPI_Allreduce",
+    ]
+
+
+def test_a_rank_named_by_its_span_alone_has_no_peak_step():
+    """Ranks whose intervals stored no MPI call or file I/O have no share in any step: one
+    that ran far longer than the others is named late by its span, its peak step null (it
+    was a server error: the peak was looked for among no steps)."""
+    ranks = [0, 1, 2, 3]
+    places = {profile.ELAPSED: {0: 9 * S, 1: 3 * S, 2: 3 * S, 3: 3 * S}, profile.FILE_IO: {},
+              profile.SHUTDOWN: {}}  # fmt: skip
+    found = profile.slow_ranks(ranks, places, {}, [], dict)
+    assert [(o["rank"], o["role"], o["excess_ns"], o["peak_t_ns"]) for o in found["outliers"]] == [
+        (0, "late", 6 * S, None)
     ]
 
 
