@@ -529,6 +529,9 @@ def _by_category(session: Session, scope: Scope, steps: Steps) -> Any:
 
 
 def _by_rank(session: Session, scope: Scope, steps: Steps) -> Any:
+    """The ranks' series: of a whole job, its MPI runs' ranks (mpi_runs: a batch script's
+    shell is not rank 0)."""
+    scope = mpi_runs(session, scope)
     o, p, d = OpDelta, P2PDelta, IoDelta
     z = _zero
 

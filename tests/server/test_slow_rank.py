@@ -167,6 +167,12 @@ def test_a_scripts_shell_is_not_summed_into_rank_0(job, collector, api_client):
     ]
     assert whole["shares"] == [expected_share(k, r) for k in range(INTERVALS)
                                for r in range(RANKS)]  # fmt: skip
+    # the ranks' series too: rank 0's file I/O is its own 1 GiB burst, not the shell's reads
+    window = {"from": M0 // S, "to": M0 // S + INTERVALS + 1, "step": 1}
+    by_rank = api_client.get("/api/jobs/slow/series", params={"by": "rank", **window}).json()
+    io = [(p["t_ns"], p["values"][3:]) for p in by_rank["points"]
+          if p["key"] == "0" and p["values"][3]]  # fmt: skip
+    assert io == [(M0 + (BURST + 1) * S, [2**30, 400 * MS])]
     runs = api_client.get("/api/jobs/slow").json()["runs"]
     (shell_run,) = [r["run"] for r in runs if r["kind"] == "processes"]
     params = {"from": M0 // S, "to": M0 // S + INTERVALS + 1, "step": 1, "run": shell_run}
