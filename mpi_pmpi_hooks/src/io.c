@@ -35,8 +35,8 @@ static int io_phase; /* phase of new entries (atomic): 1 until MPI_Init in an MP
  * file was reached through a changed link. Direct-mapped by the name's hash. */
 typedef struct opened_name {
     uint64_t name_hash, dev, ino;
-    uint32_t gen;  /* opened_gen when stored: entries of an earlier table never match */
-    int32_t entry; /* -1: empty */
+    uint32_t gen;  /* opened_gen when stored; 0 (never stored): an empty slot */
+    int32_t entry;
     uint8_t layer, phase;
 } opened_name;
 
@@ -252,7 +252,7 @@ static int fd_path(int fd, const struct stat *st, char *path, size_t n)
     return excluded(path) ? -1 : 0;
 }
 
-/* The slot of (name hash, file st, layer, phase) in the thread's opened names. */
+/* The slot of a name (by its hash) in the thread's opened names. */
 static opened_name *opened_slot(uint64_t name_hash)
 {
     return &opened_names[name_hash & (SL_OPENED_NAMES - 1)];
@@ -262,7 +262,7 @@ static opened_name *opened_slot(uint64_t name_hash)
 static int opened_before(uint64_t h, const struct stat *st, int layer, unsigned phase)
 {
     const opened_name *o = opened_slot(h);
-    if (o->entry >= 0 && o->name_hash == h && o->dev == (uint64_t)st->st_dev
+    if (o->name_hash == h && o->dev == (uint64_t)st->st_dev
         && o->ino == (uint64_t)st->st_ino && o->layer == layer && o->phase == phase
         && o->gen == __atomic_load_n(&opened_gen, __ATOMIC_RELAXED))
         return o->entry;
