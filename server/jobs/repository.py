@@ -67,7 +67,7 @@ MATRIX_BLOCKS = 128
 @dataclass(frozen=True)
 class Scope:
     """What a query reads: one job (jobs.id), one of its runs (runs.id) or all (or, with
-    `runs`, those runs: a job's profile reads its MPI runs only, mpi_runs), and the
+    `runs`, those runs: a job's per-rank answers read its MPI runs only, mpi_runs), and the
     intervals that ended in a time window (server.query_params: [from, to), open = all)."""
 
     job_id: int
@@ -99,10 +99,11 @@ class Scope:
 
 
 def mpi_runs(session: Session, scope: Scope) -> Scope:
-    """The scope of a whole job's slow-rank profile (server.jobs.series.profile_rows): its
-    MPI runs, its processes run left out when it has MPI runs too (a batch script's shell
-    is numbered 0 in that run, as rank 0 is in an MPI run: summed with it, the shell's time
-    would name rank 0 late); a run asked for, or a job of one kind of run, as it is."""
+    """The scope of a whole job's per-rank answers (server.jobs.series: the slow-rank
+    profile, the series by rank): its MPI runs, its processes run left out when it has MPI
+    runs too (a batch script's shell is numbered 0 in that run, as rank 0 is in an MPI
+    run: summed with it, the shell's time would name rank 0 late); a run asked for, or a
+    job of one kind of run, as it is."""
     if scope.run_id is not None or scope.runs is not None:
         return scope
     kinds = session.execute(select(Run.id, Run.kind).where(Run.job_id == scope.job_id)).all()
